@@ -1,0 +1,173 @@
+# tf-metal-ops build. `make` builds python/metal_ops/_metal_ops.so (every op +
+# CPU kernels; Metal kernels on macOS; CUDA kernels when TF is a CUDA build).
+# Sources are found by wildcard: adding an op means adding files, not rules.
+
+SHELL := /bin/bash
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+UNAME_S := $(shell uname -s)
+VENV ?= .venv
+PYTHON ?= $(VENV)/bin/python
+BUILD := build
+PKG := python/metal_ops
+LIB := $(PKG)/_metal_ops.so
+BUILD_INFO := $(PKG)/_build_info.json
+NVCC ?= nvcc
+CXX ?= g++
+PYTEST_ARGS ?=
+
+ifeq ($(UNAME_S),Darwin)
+  REQUIREMENTS := requirements-macos.txt
+  CXX := clang++
+else
+  REQUIREMENTS := requirements.txt
+endif
+
+.PHONY: all venv test demo bazel cuda-check cuda-harness metal-shim fuzz asan-test bench clean help
+all: $(LIB) $(BUILD_INFO)
+
+help:
+	@echo "make            build $(LIB)"
+	@echo "make test       venv + build + pytest (the README's test command)"
+	@echo "make demo       train the NeRF sample (examples/nerf)"
+	@echo "make bazel      build the op library with Bazel, offline"
+	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed)"
+	@echo "make cuda-harness build $(BUILD)/libmetal_ops_cuda.so for tests/cuda on a GPU"
+	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
+
+# ---- Python environment ---------------------------------------------------------
+$(VENV)/.installed: $(REQUIREMENTS)
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -r $(REQUIREMENTS)
+	touch $@
+venv: $(VENV)/.installed
+
+# Compile/link flags come from the installed TensorFlow, computed once.
+$(BUILD)/tf_flags.mk: $(VENV)/.installed tools/tf_flags.py
+	@mkdir -p $(BUILD)
+	$(PYTHON) tools/tf_flags.py > $@
+-include $(BUILD)/tf_flags.mk
+
+# ---- Sources ---------------------------------------------------------------------
+CC_SRCS := $(wildcard ops/*.cc) $(wildcard kernels/cpu/*.cc)
+CU_SRCS := $(wildcard kernels/cuda/*.cu.cc)
+CUDA_TF_SRCS := $(wildcard kernels/cuda/*_gpu.cc)
+HARNESS_SRCS := $(wildcard kernels/cuda/harness/*.cu.cc)
+MM_SRCS := $(wildcard kernels/metal/*.mm)
+METAL_SRCS := $(wildcard kernels/metal/*.metal)
+
+WARN := -Wall -Wno-sign-compare -Wno-deprecated-declarations -Wno-unused-function -Wno-attributes
+OPT ?= -O3 -march=native
+ifeq ($(UNAME_S),Darwin)
+  OPT := -O3
+endif
+EXTRA_CXXFLAGS ?=
+EXTRA_LDFLAGS ?=
+CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
+LDFLAGS := -shared $(TF_LFLAGS) $(EXTRA_LDFLAGS)
+
+OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS))
+BACKENDS := cpu
+
+ifeq ($(UNAME_S),Darwin)
+  OBJS += $(patsubst %.mm,$(BUILD)/obj/%.o,$(MM_SRCS))
+  LDFLAGS += -framework Metal -framework Foundation -undefined dynamic_lookup
+  BACKENDS += metal
+  METALLIB := $(PKG)/metal_ops.metallib
+  all: $(METALLIB)
+endif
+
+CUDA_ARCH_FLAGS := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS := -O3 -std=c++17 -I. --expt-relaxed-constexpr -Xcompiler -fPIC $(CUDA_ARCH_FLAGS)
+ifeq ($(TF_IS_CUDA_BUILD),1)
+  ifneq ($(shell command -v $(NVCC)),)
+    OBJS += $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)) $(patsubst %.cu.cc,$(BUILD)/cuobj/%.o,$(CU_SRCS))
+    CXXFLAGS += -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include
+    LDFLAGS += -L$(CUDA_HOME)/lib64 -lcudart
+    BACKENDS += cuda
+  endif
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell readlink -f $$(command -v $(NVCC)) 2>/dev/null))
+
+$(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.mm $(BUILD)/tf_flags.mk
+	@mkdir -p $(dir $@)
+	clang++ $(CXXFLAGS) -fobjc-arc -ObjC++ -c $< -o $@
+
+$(BUILD)/cuobj/%.o: %.cu.cc
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -c $< -o $@
+
+$(LIB): $(OBJS)
+	$(CXX) -o $@ $(OBJS) $(LDFLAGS)
+
+$(BUILD_INFO): $(LIB) tools/write_build_info.py
+	$(PYTHON) tools/write_build_info.py --out $@ --backends "$(BACKENDS)" --lib $(LIB)
+
+# Metal shaders -> one .metallib beside the .so (found at run time via dladdr).
+$(BUILD)/air/%.air: %.metal
+	@mkdir -p $(dir $@)
+	xcrun -sdk macosx metal -std=metal3.0 -O2 -I. -c $< -o $@
+$(METALLIB): $(patsubst %.metal,$(BUILD)/air/%.air,$(METAL_SRCS))
+	xcrun -sdk macosx metallib $^ -o $@
+
+-include $(OBJS:.o=.d)
+
+# ---- CUDA without a GPU -----------------------------------------------------------
+HARNESS_LIB := $(BUILD)/libmetal_ops_cuda.so
+HARNESS_OBJS := $(patsubst %.cu.cc,$(BUILD)/cuobj/%.o,$(CU_SRCS) $(HARNESS_SRCS))
+-include $(HARNESS_OBJS:.o=.d)
+
+cuda-harness: $(HARNESS_LIB)
+$(HARNESS_LIB): $(HARNESS_OBJS)
+	$(NVCC) -shared $(CUDA_ARCH_FLAGS) -o $@ $^ -lcudart
+
+# Compiles every CUDA source (kernels + harness) and the TF GPU registrations
+# (syntax-checked against the pip headers with GOOGLE_CUDA on).
+cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
+	@for f in $(CUDA_TF_SRCS); do \
+	  echo "syntax-check $$f (GOOGLE_CUDA=1)"; \
+	  $(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include $$f || exit 1; \
+	done
+	@echo "cuda-check: OK ($(words $(CU_SRCS) $(HARNESS_SRCS)) CUDA sources, $(words $(CUDA_TF_SRCS)) TF GPU registrations)"
+
+# ---- Metal shaders compiled as C++ (MSL shim) for CPU-side testing ----------------
+SHIM_LIB := $(BUILD)/libmetal_shim.so
+SHIM_SRCS := $(wildcard tests/metal_shim/*.cc)
+metal-shim: $(SHIM_LIB)
+$(SHIM_LIB): $(SHIM_SRCS) $(METAL_SRCS) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h)
+	@mkdir -p $(BUILD)
+	$(CXX) -std=c++17 -O2 -fPIC -shared -I. -Wno-attributes -o $@ $(SHIM_SRCS)
+
+# ---- Tests, demo, tools ---------------------------------------------------------------
+test: all metal-shim
+	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+
+fuzz: all
+	METAL_OPS_FUZZ_PROFILE=long $(PYTHON) -m pytest tests/fuzz $(PYTEST_ARGS)
+
+asan-test:
+	$(MAKE) clean-objs
+	$(MAKE) all OPT="-O1 -g -fno-omit-frame-pointer" EXTRA_CXXFLAGS="-fsanitize=address,undefined" EXTRA_LDFLAGS="-fsanitize=address,undefined"
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
+	  $(PYTHON) -m pytest tests -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
+	$(MAKE) clean-objs
+
+demo: all
+	$(PYTHON) -m examples.nerf.train --name demo
+
+bench: all
+	for b in benchmarks/bench_*.py; do $(PYTHON) $$b || exit 1; done
+
+bazel: $(VENV)/.installed
+	bash tools/bazel_build.sh
+
+clean-objs:
+	rm -rf $(BUILD)/obj $(LIB)
+
+clean:
+	rm -rf $(BUILD) $(LIB) $(BUILD_INFO) $(PKG)/*.metallib bazel-*

@@ -1,0 +1,24 @@
+// ZeroOut: every element becomes zero except the one at `preserve_index`.
+// The tutorial op; kept deliberately tiny so it shows the layering, not math.
+#ifndef METAL_OPS_KERNELS_COMMON_ZERO_OUT_H_
+#define METAL_OPS_KERNELS_COMMON_ZERO_OUT_H_
+
+#include "kernels/common/platform.h"
+
+namespace mo {
+
+// Arguments of the Metal dispatch (same layout in the shader and on the host).
+struct ZeroOutParams {
+  int64 num_elements;
+  int64 preserve_index;
+};
+
+// Value of output element `i` given input element `x`.
+template <typename T>
+MO_FN T zero_out_element(T x, int64 i, int64 preserve_index) {
+  return i == preserve_index ? x : T(0);
+}
+
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_COMMON_ZERO_OUT_H_

@@ -1,0 +1,73 @@
+// MSL shim: lets a .metal shader compile as C++17 so its kernel bodies can run
+// on the CPU over their dispatch grid (tests/metal_shim/). It declares only the
+// address-space qualifiers, types and builtins our shaders use; a shader that
+// uses anything else fails to compile here, which is the point.
+//
+// Not a Metal emulator: threads of a grid run one after another, so it checks
+// arithmetic and indexing, not memory ordering. Atomics map to std::atomic.
+#ifndef METAL_OPS_KERNELS_METAL_MSL_SHIM_H_
+#define METAL_OPS_KERNELS_METAL_MSL_SHIM_H_
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/platform.h"
+
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef _Float16 half;
+
+struct float2 { float x, y; };
+struct float3 { float x, y, z; };
+struct float4 { float x, y, z, w; };
+struct half2 { half x, y; };
+
+// Metal 3's device atomic_float / atomic_uint, with the relaxed-order API.
+typedef std::atomic<float> atomic_float;
+typedef std::atomic<uint> atomic_uint;
+typedef std::atomic<int> atomic_int;
+enum shim_memory_order { memory_order_relaxed };
+template <typename A, typename T>
+inline T atomic_fetch_add_explicit(A* object, T value, shim_memory_order) {
+  return object->fetch_add(value, std::memory_order_relaxed);
+}
+template <typename A, typename T>
+inline void atomic_store_explicit(A* object, T value, shim_memory_order) {
+  object->store(value, std::memory_order_relaxed);
+}
+template <typename A>
+inline auto atomic_load_explicit(const A* object, shim_memory_order) {
+  return object->load(std::memory_order_relaxed);
+}
+
+namespace metal {
+using std::ceil;
+using std::exp;
+using std::exp2;
+using std::fabs;
+using std::floor;
+using std::fmax;
+using std::fmin;
+using std::isinf;
+using std::isnan;
+using std::log;
+using std::log2;
+using std::pow;
+using std::sqrt;
+template <typename T>
+inline T clamp(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }
+template <typename T>
+inline T min(T a, T b) { return a < b ? a : b; }
+template <typename T>
+inline T max(T a, T b) { return a > b ? a : b; }
+}  // namespace metal
+
+// Address spaces and function qualifiers vanish in C++.
+#define kernel
+#define device
+#define constant const
+#define threadgroup
+#define thread
+
+#endif  // METAL_OPS_KERNELS_METAL_MSL_SHIM_H_

@@ -1,0 +1,16 @@
+"""tf-metal-ops: TensorFlow custom ops for neural-graphics training.
+
+Every public function loads the compiled library lazily on first call. Op
+wrappers live in one module per op (metal_ops/<op>.py) next to their gradients.
+"""
+from metal_ops._build import build_info
+from metal_ops._loader import load_library
+from metal_ops.zero_out import zero_out
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "build_info",
+    "load_library",
+    "zero_out",
+]

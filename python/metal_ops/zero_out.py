@@ -1,0 +1,20 @@
+"""ZeroOut: the tutorial op (ops/zero_out_op.cc, kernels/*/zero_out*)."""
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+
+def zero_out(x, preserve_index=0, name=None):
+    """Zeros every element of `x` except the one at flat index `preserve_index`.
+
+    Supports int32, int64, float32 and float64. Raises InvalidArgumentError when
+    `preserve_index` is outside a non-empty `x`.
+    """
+    return load_library().zero_out(x, preserve_index=preserve_index, name=name)
+
+
+@tf.RegisterGradient("ZeroOut")
+def _zero_out_grad(op, grad):
+    # Only the preserved element passes its gradient through, which is ZeroOut
+    # applied to the incoming gradient.
+    return [load_library().zero_out(grad, preserve_index=op.get_attr("preserve_index"))]

@@ -1,0 +1,41 @@
+"""ctypes access to build/libmetal_shim.so: the .metal shaders compiled as C++.
+
+`make metal-shim` (part of `make test`) builds it. Each op's shim .cc exports
+`shim_<op>_<dtype>(...)` functions that run one shader over its dispatch grid.
+"""
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHIM_PATH = os.path.join(ROOT, "build", "libmetal_shim.so")
+
+
+def load_shim():
+    if not os.path.exists(SHIM_PATH):
+        pytest.fail(f"{SHIM_PATH} is missing: run `make metal-shim` (make test does)")
+    return ctypes.CDLL(SHIM_PATH)
+
+
+def ptr(array):
+    """A void* to a C-contiguous NumPy array's data."""
+    assert array.flags["C_CONTIGUOUS"], "shim calls need C-contiguous arrays"
+    return ctypes.c_void_p(array.ctypes.data)
+
+
+def i64(value):
+    return ctypes.c_int64(int(value))
+
+
+def u32(value):
+    return ctypes.c_uint32(int(value))
+
+
+def f32(value):
+    return ctypes.c_float(float(value))
+
+
+def empty_like_c(array, dtype=None):
+    return np.ascontiguousarray(np.empty_like(array, dtype=dtype))

@@ -1,0 +1,65 @@
+"""The metal_ops package: loader, build_info, version check, `python -m metal_ops`."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+import metal_ops
+from metal_ops import _loader
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def test_build_info_reports_cpu_backend():
+    info = metal_ops.build_info()
+    assert info["built"]
+    assert "cpu" in info["backends"]
+    assert info["tensorflow_built_against"] == tf.__version__
+    assert os.path.exists(info["paths"]["op_library"])
+
+
+def test_python_dash_m_prints_build_info():
+    out = subprocess.run([sys.executable, "-m", "metal_ops"], env=ENV, capture_output=True, text=True, check=True)
+    info = json.loads(out.stdout)
+    assert "cpu" in info["backends"] and info["tensorflow_running"] == tf.__version__
+
+
+def test_loading_twice_returns_same_module():
+    assert metal_ops.load_library() is metal_ops.load_library()
+
+
+def test_concurrent_first_load_is_safe():
+    code = (
+        "import threading, metal_ops\n"
+        "mods = []\n"
+        "ts = [threading.Thread(target=lambda: mods.append(metal_ops.load_library())) for _ in range(8)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "assert len(mods) == 8 and all(m is mods[0] for m in mods)\n"
+        "print(int(metal_ops.zero_out([1, 2])[0]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"
+
+
+def test_import_does_not_load_library():
+    code = "import metal_ops, metal_ops._loader as l; print(l._module is None)"
+    out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_version_mismatch_message_is_precise():
+    with pytest.raises(ImportError, match=r"built against TensorFlow 2\.20\.1 but TensorFlow 2\.21\.0 is running.*make clean && make"):
+        _loader.check_tensorflow_version("2.20.1", "2.21.0")
+    _loader.check_tensorflow_version("2.21.0", "2.21.3")  # patch releases are compatible
+
+
+def test_missing_library_says_to_run_make(tmp_path, monkeypatch):
+    monkeypatch.setattr(_loader, "PACKAGE_DIR", str(tmp_path))
+    monkeypatch.setattr(_loader, "_module", None)
+    with pytest.raises(ImportError, match="`make`"):
+        _loader.load_library()
