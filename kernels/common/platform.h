@@ -28,6 +28,7 @@ MO_FN float log2_f(float x) { return metal::log2(x); }
 MO_FN float sqrt_f(float x) { return metal::sqrt(x); }
 MO_FN float pow_f(float x, float y) { return metal::pow(x, y); }
 MO_FN float fabs_f(float x) { return metal::fabs(x); }
+MO_FN float fma_f(float a, float b, float c) { return metal::fma(a, b, c); }
 MO_FN float fmin_f(float a, float b) { return metal::fmin(a, b); }
 MO_FN float fmax_f(float a, float b) { return metal::fmax(a, b); }
 MO_FN bool isnan_f(float x) { return metal::isnan(x); }
@@ -62,6 +63,7 @@ MO_FN float log2_f(float x) { return log2f(x); }
 MO_FN float sqrt_f(float x) { return sqrtf(x); }
 MO_FN float pow_f(float x, float y) { return powf(x, y); }
 MO_FN float fabs_f(float x) { return fabsf(x); }
+MO_FN float fma_f(float a, float b, float c) { return fmaf(a, b, c); }
 MO_FN float fmin_f(float a, float b) { return fminf(a, b); }
 MO_FN float fmax_f(float a, float b) { return fmaxf(a, b); }
 MO_FN bool isnan_f(float x) { return x != x; }

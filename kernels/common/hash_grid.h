@@ -1,0 +1,219 @@
+// Multiresolution hash encoding (instant-NGP), the formulas once.
+//
+// Bit-compatible with tiny-cuda-nn's "Hash" grid (encodings/grid.h) for
+// in-range inputs and float32 tables: same level scale and resolution, +0.5
+// stagger, dense-vs-hashed rule, primes, row layout and the order of the
+// fused multiply-adds that interpolate a level. Compiled as C++ (CPU kernels,
+// MSL shim), CUDA and Metal Shading Language; see platform.h.
+//
+// Layout: the table is [P, F]; level l owns rows offset[l] .. offset[l+1]-1
+// (level_entries() rows), F features of a row adjacent. Output of a point is
+// [L * F]: level l's features at columns l*F .. l*F+F-1.
+#ifndef METAL_OPS_KERNELS_COMMON_HASH_GRID_H_
+#define METAL_OPS_KERNELS_COMMON_HASH_GRID_H_
+
+#include "kernels/common/platform.h"
+
+namespace mo {
+namespace hash_grid {
+
+enum Interpolation { kLinear = 0, kSmoothstep = 1 };
+
+// What happens to a point outside [0,1]^D:
+//   kClamp: each coordinate is clamped to [0,1] (zero input gradient where clamped);
+//   kWrap:  tiny-cuda-nn's behaviour, no clamp (cells wrap through uint32);
+//   kZero:  the point's features and all its gradients are zero.
+// In every mode a NaN or infinite coordinate zeroes the point (features and
+// gradients), so bad inputs never index the table from garbage.
+enum OutOfRange { kClamp = 0, kWrap = 1, kZero = 2 };
+
+enum Limits {
+  kMaxDims = 4,
+  kMaxLevels = 32,
+  kMinLog2HashmapSize = 1,
+  kMaxLog2HashmapSize = 30,
+};
+
+// Arguments of one encoding, as passed to CUDA and Metal kernels (same layout
+// on host and device: only 4- and 8-byte scalars, 8-byte fields first).
+struct Params {
+  int64 num_points;
+  int64 level_offsets[kMaxLevels + 1];  // row offsets, level_offsets[L] = P
+  float log2_per_level_scale;
+  uint32 base_resolution;
+  int32 num_levels;
+  int32 interpolation;
+  int32 out_of_range;
+  int32 pad_;  // keeps sizeof a multiple of 8 everywhere
+};
+
+// tiny-cuda-nn's coherent prime hash factors; dim 0 uses 1 so neighbours
+// along x stay adjacent in memory.
+MO_FN uint32 prime(int dim) {
+  switch (dim) {
+    case 0: return 1u;
+    case 1: return 2654435761u;
+    case 2: return 805459861u;
+    default: return 3674653429u;
+  }
+}
+
+// Scale of level l: base_resolution counts grid vertices, hence the -1.
+MO_FN float level_scale(int level, float log2_per_level_scale, uint32 base_resolution) {
+  return exp2_f(float(level) * log2_per_level_scale) * float(base_resolution) - 1.0f;
+}
+
+MO_FN uint32 level_resolution(float scale) { return uint32(ceil_f(scale)) + 1u; }
+
+// Rows of one level: resolution^D (saturating at 2^31 - 1 as tiny-cuda-nn
+// does), rounded up to a multiple of 8, capped at 2^log2_hashmap_size.
+MO_FN uint32 level_entries(int dims, uint32 resolution, int log2_hashmap_size) {
+  const uint64 max_params = 0x7fffffffull;
+  uint64 dense = 1;
+  for (int d = 0; d < dims; ++d) {
+    dense *= uint64(resolution);
+    if (dense > max_params) dense = max_params;
+  }
+  uint64 entries = (dense + 7ull) / 8ull * 8ull;
+  const uint64 hashed = uint64(1) << uint32(log2_hashmap_size);
+  if (entries > hashed) entries = hashed;
+  return uint32(entries);
+}
+
+// Row offsets of every level: offsets[0] = 0, offsets[l+1] = offsets[l] +
+// level_entries(l). Returns the total row count P (64-bit: it can pass 2^32).
+MO_FN int64 level_offsets(int dims, int num_levels, int log2_hashmap_size,
+                          float log2_per_level_scale, uint32 base_resolution,
+                          MO_THREAD int64* offsets) {
+  offsets[0] = 0;
+  for (int l = 0; l < num_levels; ++l) {
+    const uint32 resolution = level_resolution(level_scale(l, log2_per_level_scale, base_resolution));
+    offsets[l + 1] = offsets[l] + int64(level_entries(dims, resolution, log2_hashmap_size));
+  }
+  return offsets[num_levels];
+}
+
+// Row (within its level) of grid vertex `corner`: dense when the level's grid
+// fits in `entries` rows, hashed otherwise; uint32 wrap-around as in
+// tiny-cuda-nn. The stride is 64-bit so huge resolutions cannot fake "dense".
+template <int D>
+MO_FN uint32 vertex_row(const MO_THREAD uint32* corner, uint32 resolution, uint32 entries) {
+  uint64 stride = 1;
+  uint32 index = 0;
+  for (int d = 0; d < D && stride <= uint64(entries); ++d) {
+    index += corner[d] * uint32(stride);
+    stride *= uint64(resolution);
+  }
+  if (uint64(entries) < stride) {
+    index = 0;
+    for (int d = 0; d < D; ++d) index ^= corner[d] * prime(d);
+  }
+  return index % entries;
+}
+
+// Applies the out-of-range rule to one coordinate. Returns false when the
+// whole point must be zeroed; *grad_mask is d(coordinate used)/d(input).
+MO_FN bool prepare_coordinate(float x, int out_of_range, MO_THREAD float* x_used,
+                              MO_THREAD float* grad_mask) {
+  *x_used = x;
+  *grad_mask = 1.0f;
+  if (isnan_f(x) || isinf_f(x)) return false;
+  if (x < 0.0f || x > 1.0f) {
+    if (out_of_range == kZero) return false;
+    if (out_of_range == kClamp) {
+      *x_used = x < 0.0f ? 0.0f : 1.0f;
+      *grad_mask = 0.0f;
+    }
+  }
+  return true;
+}
+
+// Cell and interpolation weight of coordinate x at a level of the given scale.
+// w is the weight of the upper vertex; dw = dw/dfrac.
+MO_FN void locate(float x, float scale, int interpolation, MO_THREAD uint32* cell,
+                  MO_THREAD float* w, MO_THREAD float* dw) {
+  float pos = fma_f(scale, x, 0.5f);
+  const float lower = floor_f(pos);
+  // tiny-cuda-nn: (uint32)(int)lower; int64 keeps huge wrap-mode inputs defined.
+  *cell = uint32(int64(lower));
+  pos -= lower;
+  if (interpolation == kSmoothstep) {
+    *w = pos * pos * (3.0f - 2.0f * pos);
+    *dw = 6.0f * pos * (1.0f - pos);
+  } else {
+    *w = pos;
+    *dw = 1.0f;
+  }
+}
+
+// Corner `idx` (bit d set = upper vertex along d) of the cell: returns its
+// interpolation weight and writes its row within the level.
+template <int D>
+MO_FN float corner(uint32 idx, const MO_THREAD uint32* cell, const MO_THREAD float* w,
+                   uint32 resolution, uint32 entries, MO_THREAD uint32* row) {
+  float weight = 1.0f;
+  uint32 vertex[D];
+  for (int d = 0; d < D; ++d) {
+    if ((idx & (1u << d)) == 0u) {
+      weight *= 1.0f - w[d];
+      vertex[d] = cell[d];
+    } else {
+      weight *= w[d];
+      vertex[d] = cell[d] + 1u;
+    }
+  }
+  *row = vertex_row<D>(vertex, resolution, entries);
+  return weight;
+}
+
+// d(weight of corner idx)/d(frac_d) for every d, given w and dw.
+template <int D>
+MO_FN void corner_weight_gradient(uint32 idx, const MO_THREAD float* w, const MO_THREAD float* dw,
+                                  MO_THREAD float* dweight) {
+  for (int d = 0; d < D; ++d) {
+    float g = (idx & (1u << d)) ? dw[d] : -dw[d];
+    for (int k = 0; k < D; ++k) {
+      if (k == d) continue;
+      g *= (idx & (1u << k)) ? w[k] : 1.0f - w[k];
+    }
+    dweight[d] = g;
+  }
+}
+
+// Interpolated features of one level: out[f] = sum_corners weight * row[f],
+// accumulated in float32 with fma in tiny-cuda-nn's corner order.
+template <int D, int F, typename T>
+MO_FN void interpolate(const MO_DEVICE T* level_table, uint32 entries, uint32 resolution,
+                       const MO_THREAD uint32* cell, const MO_THREAD float* w, MO_THREAD float* out) {
+  for (int f = 0; f < F; ++f) out[f] = 0.0f;
+  for (uint32 idx = 0; idx < (1u << D); ++idx) {
+    uint32 row;
+    const float weight = corner<D>(idx, cell, w, resolution, entries, &row);
+    const MO_DEVICE T* values = level_table + uint64(row) * uint64(F);
+    for (int f = 0; f < F; ++f) out[f] = fma_f(weight, float(values[f]), out[f]);
+  }
+}
+
+// Adds this level's contribution to dL/dx (before the out-of-range mask):
+// dx[d] += scale * sum_corners dweight_d * <row, dy>.
+template <int D, int F, typename T>
+MO_FN void accumulate_input_gradient(const MO_DEVICE T* level_table, uint32 entries, uint32 resolution,
+                                     float scale, const MO_THREAD uint32* cell, const MO_THREAD float* w,
+                                     const MO_THREAD float* dw, const MO_THREAD float* dy,
+                                     MO_THREAD float* dx) {
+  for (uint32 idx = 0; idx < (1u << D); ++idx) {
+    uint32 row;
+    corner<D>(idx, cell, w, resolution, entries, &row);
+    const MO_DEVICE T* values = level_table + uint64(row) * uint64(F);
+    float dot = 0.0f;
+    for (int f = 0; f < F; ++f) dot = fma_f(float(values[f]), dy[f], dot);
+    float dweight[D];
+    corner_weight_gradient<D>(idx, w, dw, dweight);
+    for (int d = 0; d < D; ++d) dx[d] = fma_f(scale * dweight[d], dot, dx[d]);
+  }
+}
+
+}  // namespace hash_grid
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_COMMON_HASH_GRID_H_
