@@ -1,0 +1,357 @@
+// CPU kernels of MetalOpsVolumeRender / MetalOpsVolumeRenderGrad (C++ API).
+// Rays are split over TensorFlow's intra-op thread pool. Each ray runs in
+// three phases so the transcendental functions vectorise along the ray:
+//   A (sequential adds): tau_i and the exclusive prefix sums cum_i,
+//   B (SIMD, Eigen packets): alpha_i = vr_alpha(tau_i), T_i = vr_transmittance(cum_i),
+//   C (sequential): K (early termination), then the sums / the suffix-trick
+//     backward.
+// Every formula is a function of kernels/common/volume_render.h; the GPU
+// backends run the same functions one sample at a time (VrWalk).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "kernels/common/volume_render.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "unsupported/Eigen/CXX11/Tensor"
+
+namespace metal_ops {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+namespace errors = ::tensorflow::errors;
+
+// SIMD math policy for phase B: Eigen's packet exp / expm1 (AVX-512, AVX,
+// SSE or NEON, whatever the build targets).
+template <typename T>
+struct VrPacketMath {
+  typedef typename Eigen::internal::packet_traits<T>::type Packet;
+  static Packet exp(Packet x) { return Eigen::internal::pexp(x); }
+  static Packet expm1(Packet x) { return Eigen::internal::pexpm1(x); }
+};
+
+// Per-thread scratch of one ray: tau, cum, alpha, trans padded to whole packets.
+template <typename T>
+struct RayScratch {
+  typedef typename VrPacketMath<T>::Packet Packet;
+  static constexpr int64_t kLanes = Eigen::internal::unpacket_traits<Packet>::size;
+  int64_t padded = 0;
+  std::vector<T> tau, cum, alpha, trans;
+
+  explicit RayScratch(int64_t samples) {
+    padded = ((samples + 1 + kLanes - 1) / kLanes) * kLanes;
+    tau.assign(padded, T(0));
+    cum.assign(padded, T(0));
+    alpha.assign(padded, T(0));
+    trans.assign(padded, T(0));
+  }
+
+  // Phases A and B for one ray; returns K, the number of samples used.
+  int64_t Walk(const T* sigma, const T* t, int64_t S, T eps) {
+    T acc = T(0);
+    for (int64_t i = 0; i < S; ++i) {
+      tau[i] = mo::vr_tau(sigma[i], mo::vr_delta(t[i], t[i + 1]));
+      cum[i] = acc;
+      acc = acc + tau[i];
+    }
+    for (int64_t i = S; i < padded; ++i) {
+      tau[i] = T(0);
+      cum[i] = acc;
+    }
+    for (int64_t j = 0; j < padded; j += kLanes) {
+      const Packet p_tau = Eigen::internal::ploadu<Packet>(&tau[j]);
+      const Packet p_cum = Eigen::internal::ploadu<Packet>(&cum[j]);
+      Eigen::internal::pstoreu(&alpha[j], mo::vr_alpha<VrPacketMath<T>>(p_tau));
+      Eigen::internal::pstoreu(&trans[j], mo::vr_transmittance<VrPacketMath<T>>(p_cum));
+    }
+    trans[0] = T(1);  // T_0 = 1 by definition, as in VrWalk
+    int64_t K = 0;
+    while (K < S && mo::vr_sample_used(trans[K], eps)) ++K;
+    return K;
+  }
+};
+
+// Cost of one ray for the thread-pool sharder (cycles, roughly).
+int64_t RayCost(int64_t samples) { return 20 + 60 * samples; }
+
+void ParallelForRays(OpKernelContext* ctx, int64_t rays, int64_t samples,
+                     const std::function<void(int64_t, int64_t)>& fn) {
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(rays, RayCost(samples), fn);
+}
+
+// Validates the shapes shared by forward and backward; sets *rays, *samples
+// and whether the background is per ray. `op` names the op in messages.
+// On a mismatch it sets ctx's status (callers check ctx->status()).
+void CheckInputShapes(OpKernelContext* ctx, const char* op, const Tensor& sigma, const Tensor& rgb,
+                      const Tensor& t, const Tensor& background, int64_t* rays, int64_t* samples,
+                      bool* background_per_ray) {
+  OP_REQUIRES(ctx, sigma.dims() == 2,
+              errors::InvalidArgument(op, ": 'sigma' must be [R, S] (rank 2), got shape ",
+                                      sigma.shape().DebugString()));
+  *rays = sigma.dim_size(0);
+  *samples = sigma.dim_size(1);
+  const int64_t R = *rays, S = *samples;
+  OP_REQUIRES(ctx, rgb.dims() == 3 && rgb.dim_size(0) == R && rgb.dim_size(1) == S && rgb.dim_size(2) == 3,
+              errors::InvalidArgument(op, ": 'rgb' must be [R, S, 3] = [", R, ", ", S,
+                                      ", 3] to match 'sigma' ", sigma.shape().DebugString(), ", got shape ",
+                                      rgb.shape().DebugString()));
+  OP_REQUIRES(ctx, t.dims() == 2 && t.dim_size(0) == R && t.dim_size(1) == S + 1,
+              errors::InvalidArgument(op, ": 't' must be [R, S + 1] = [", R, ", ", S + 1,
+                                      "] (interval boundaries) to match 'sigma' ",
+                                      sigma.shape().DebugString(), ", got shape ", t.shape().DebugString()));
+  const bool shared = background.dims() == 1 && background.dim_size(0) == 3;
+  const bool per_ray = background.dims() == 2 && background.dim_size(0) == R && background.dim_size(1) == 3;
+  OP_REQUIRES(ctx, shared || per_ray,
+              errors::InvalidArgument(op, ": 'background' must be [3] or [R, 3] = [", R, ", 3], got shape ",
+                                      background.shape().DebugString()));
+  *background_per_ray = per_ray;
+}
+
+template <typename T>
+class VolumeRenderOp : public OpKernel {
+ public:
+  explicit VolumeRenderOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("early_termination", &early_termination_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("return_weights", &return_weights_));
+    OP_REQUIRES(ctx, early_termination_ >= 0.0f && early_termination_ <= 1.0f,
+                errors::InvalidArgument("MetalOpsVolumeRender: 'early_termination' must be in [0, 1], got ",
+                                        early_termination_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& sigma = ctx->input(0);
+    const Tensor& rgb = ctx->input(1);
+    const Tensor& t = ctx->input(2);
+    const Tensor& background = ctx->input(3);
+    int64_t R = 0, S = 0;
+    bool bg_per_ray = false;
+    CheckInputShapes(ctx, "MetalOpsVolumeRender", sigma, rgb, t, background, &R, &S, &bg_per_ray);
+    if (!ctx->status().ok()) return;
+
+    Tensor* out_rgb = nullptr;
+    Tensor* out_depth = nullptr;
+    Tensor* out_opacity = nullptr;
+    Tensor* out_weights = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({R}), &out_depth));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R}), &out_opacity));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({R, return_weights_ ? S : 0}), &out_weights));
+    if (R == 0) return;
+
+    const T* sigma_p = sigma.flat<T>().data();
+    const T* rgb_p = rgb.flat<T>().data();
+    const T* t_p = t.flat<T>().data();
+    const T* bg_p = background.flat<T>().data();
+    T* out_rgb_p = out_rgb->flat<T>().data();
+    T* depth_p = out_depth->flat<T>().data();
+    T* opacity_p = out_opacity->flat<T>().data();
+    T* weights_p = return_weights_ ? out_weights->flat<T>().data() : nullptr;
+    const bool write_weights = return_weights_;
+    const T eps = static_cast<T>(early_termination_);
+
+    // The smallest invalid ray (if any) is reported; threads race only to lower it.
+    std::mutex error_mutex;
+    int64_t bad_ray = std::numeric_limits<int64_t>::max();
+    mo::VrCheck bad_check = {mo::kVrOk, 0};
+
+    ParallelForRays(ctx, R, S, [&](int64_t begin, int64_t end) {
+      RayScratch<T> scratch(S);
+      for (int64_t r = begin; r < end; ++r) {
+        const T* sigma_r = sigma_p + r * S;
+        const T* rgb_r = rgb_p + r * S * 3;
+        const T* t_r = t_p + r * (S + 1);
+        const T* bg_r = bg_p + (bg_per_ray ? r * 3 : 0);
+        T* out_rgb_r = out_rgb_p + r * 3;
+        T* weights_r = write_weights ? weights_p + r * S : nullptr;
+        const mo::VrCheck check = mo::vr_check_ray(sigma_r, t_r, S);
+        if (check.code != mo::kVrOk) {
+          mo::vr_write_invalid(out_rgb_r, depth_p + r, opacity_p + r, weights_r, S, write_weights);
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (r < bad_ray) {
+            bad_ray = r;
+            bad_check = check;
+          }
+          continue;
+        }
+        const int64_t K = scratch.Walk(sigma_r, t_r, S, eps);
+        T cr = T(0), cg = T(0), cb = T(0), depth = T(0), opacity = T(0);
+        for (int64_t i = 0; i < K; ++i) {
+          const T w = scratch.trans[i] * scratch.alpha[i];
+          cr += w * rgb_r[3 * i + 0];
+          cg += w * rgb_r[3 * i + 1];
+          cb += w * rgb_r[3 * i + 2];
+          depth += w * mo::vr_mid(t_r[i], t_r[i + 1]);
+          opacity += w;
+          if (write_weights) weights_r[i] = w;
+        }
+        if (write_weights) {
+          for (int64_t i = K; i < S; ++i) weights_r[i] = T(0);
+        }
+        out_rgb_r[0] = mo::vr_composite(cr, bg_r[0], opacity);
+        out_rgb_r[1] = mo::vr_composite(cg, bg_r[1], opacity);
+        out_rgb_r[2] = mo::vr_composite(cb, bg_r[2], opacity);
+        depth_p[r] = depth;
+        opacity_p[r] = opacity;
+      }
+    });
+
+    if (bad_check.code == mo::kVrBadSigma) {
+      const int64_t i = bad_check.sample;
+      ctx->SetStatus(errors::InvalidArgument(
+          "MetalOpsVolumeRender: 'sigma' must be non-negative (and not NaN): ray ", bad_ray, ", sample ", i,
+          " has sigma = ", static_cast<double>(sigma_p[bad_ray * S + i])));
+    } else if (bad_check.code == mo::kVrBadT) {
+      const int64_t i = bad_check.sample;
+      const T* row = t_p + bad_ray * (S + 1);
+      ctx->SetStatus(errors::InvalidArgument(
+          "MetalOpsVolumeRender: 't' must be non-decreasing along each ray: ray ", bad_ray, " has t[", i + 1,
+          "] = ", static_cast<double>(row[i + 1]), " < t[", i, "] = ", static_cast<double>(row[i])));
+    }
+  }
+
+ private:
+  float early_termination_ = 1e-4f;
+  bool return_weights_ = false;
+};
+
+template <typename T>
+class VolumeRenderGradOp : public OpKernel {
+ public:
+  explicit VolumeRenderGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("early_termination", &early_termination_));
+    OP_REQUIRES(ctx, early_termination_ >= 0.0f && early_termination_ <= 1.0f,
+                errors::InvalidArgument("MetalOpsVolumeRenderGrad: 'early_termination' must be in [0, 1], got ",
+                                        early_termination_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const char* op = "MetalOpsVolumeRenderGrad";
+    const Tensor& sigma = ctx->input(0);
+    const Tensor& rgb = ctx->input(1);
+    const Tensor& t = ctx->input(2);
+    const Tensor& background = ctx->input(3);
+    const Tensor& out_rgb = ctx->input(4);
+    const Tensor& depth = ctx->input(5);
+    const Tensor& opacity = ctx->input(6);
+    const Tensor& weights = ctx->input(7);
+    const Tensor& grad_rgb = ctx->input(8);
+    const Tensor& grad_depth = ctx->input(9);
+    const Tensor& grad_opacity = ctx->input(10);
+    const Tensor& grad_weights = ctx->input(11);
+    int64_t R = 0, S = 0;
+    bool bg_per_ray = false;
+    CheckInputShapes(ctx, op, sigma, rgb, t, background, &R, &S, &bg_per_ray);
+    if (!ctx->status().ok()) return;
+    const TensorShape ray3({R, 3}), ray({R});
+    OP_REQUIRES(ctx, out_rgb.shape() == ray3 && grad_rgb.shape() == ray3,
+                errors::InvalidArgument(op, ": 'out_rgb' and 'grad_rgb' must be [R, 3] = ", ray3.DebugString(),
+                                        ", got ", out_rgb.shape().DebugString(), " and ",
+                                        grad_rgb.shape().DebugString()));
+    OP_REQUIRES(ctx, depth.shape() == ray && opacity.shape() == ray && grad_depth.shape() == ray &&
+                         grad_opacity.shape() == ray,
+                errors::InvalidArgument(op, ": 'depth', 'opacity', 'grad_depth' and 'grad_opacity' must be [R] = ",
+                                        ray.DebugString()));
+    const bool weights_full = weights.dims() == 2 && weights.dim_size(0) == R && weights.dim_size(1) == S;
+    const bool weights_none = weights.dims() == 2 && weights.dim_size(0) == R && weights.dim_size(1) == 0;
+    OP_REQUIRES(ctx, (weights_full || weights_none) && grad_weights.shape() == weights.shape(),
+                errors::InvalidArgument(op, ": 'weights' and 'grad_weights' must both be [R, S] = [", R, ", ", S,
+                                        "] or [R, 0], got ", weights.shape().DebugString(), " and ",
+                                        grad_weights.shape().DebugString()));
+    const bool has_weight_grad = weights_full && S > 0;
+
+    Tensor* grad_sigma = nullptr;
+    Tensor* grad_samples_rgb = nullptr;
+    Tensor* grad_background = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, sigma.shape(), &grad_sigma));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, rgb.shape(), &grad_samples_rgb));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, ray3, &grad_background));
+    if (R == 0) return;
+
+    const T* sigma_p = sigma.flat<T>().data();
+    const T* rgb_p = rgb.flat<T>().data();
+    const T* t_p = t.flat<T>().data();
+    const T* bg_p = background.flat<T>().data();
+    const T* out_rgb_p = out_rgb.flat<T>().data();
+    const T* depth_p = depth.flat<T>().data();
+    const T* opacity_p = opacity.flat<T>().data();
+    const T* weights_p = has_weight_grad ? weights.flat<T>().data() : nullptr;
+    const T* grad_rgb_p = grad_rgb.flat<T>().data();
+    const T* grad_depth_p = grad_depth.flat<T>().data();
+    const T* grad_opacity_p = grad_opacity.flat<T>().data();
+    const T* grad_weights_p = has_weight_grad ? grad_weights.flat<T>().data() : nullptr;
+    T* grad_sigma_p = grad_sigma->flat<T>().data();
+    T* grad_samples_rgb_p = grad_samples_rgb->flat<T>().data();
+    T* grad_background_p = grad_background->flat<T>().data();
+    const T eps = static_cast<T>(early_termination_);
+
+    ParallelForRays(ctx, R, S, [&](int64_t begin, int64_t end) {
+      RayScratch<T> scratch(S);
+      for (int64_t r = begin; r < end; ++r) {
+        const T* sigma_r = sigma_p + r * S;
+        const T* rgb_r = rgb_p + r * S * 3;
+        const T* t_r = t_p + r * (S + 1);
+        const T* bg_r = bg_p + (bg_per_ray ? r * 3 : 0);
+        const T* grad_rgb_r = grad_rgb_p + r * 3;
+        const T* grad_weights_r = has_weight_grad ? grad_weights_p + r * S : nullptr;
+        T* grad_sigma_r = grad_sigma_p + r * S;
+        T* grad_samples_rgb_r = grad_samples_rgb_p + r * S * 3;
+        const T gr = grad_rgb_r[0], gg = grad_rgb_r[1], gb = grad_rgb_r[2];
+        const T grad_depth = grad_depth_p[r], grad_opacity = grad_opacity_p[r];
+
+        T total = mo::vr_grad_total(grad_rgb_r, out_rgb_p + r * 3, bg_r, grad_opacity, opacity_p[r],
+                                    grad_depth, depth_p[r]);
+        if (has_weight_grad) {
+          const T* weights_r = weights_p + r * S;
+          for (int64_t i = 0; i < S; ++i) total += grad_weights_r[i] * weights_r[i];
+        }
+        const T g_const = mo::vr_weight_grad_const(grad_rgb_r, bg_r, grad_opacity);
+        const int64_t K = scratch.Walk(sigma_r, t_r, S, eps);
+        T prefix = T(0);
+        for (int64_t i = 0; i < K; ++i) {
+          const T w = scratch.trans[i] * scratch.alpha[i];
+          T g = mo::vr_weight_grad(gr, gg, gb, rgb_r[3 * i + 0], rgb_r[3 * i + 1], rgb_r[3 * i + 2], g_const,
+                                   grad_depth, mo::vr_mid(t_r[i], t_r[i + 1]));
+          if (has_weight_grad) g += grad_weights_r[i];
+          prefix += g * w;
+          grad_sigma_r[i] =
+              mo::vr_sigma_grad(mo::vr_delta(t_r[i], t_r[i + 1]), g, scratch.trans[i + 1], total - prefix);
+          grad_samples_rgb_r[3 * i + 0] = gr * w;
+          grad_samples_rgb_r[3 * i + 1] = gg * w;
+          grad_samples_rgb_r[3 * i + 2] = gb * w;
+        }
+        for (int64_t i = K; i < S; ++i) {
+          grad_sigma_r[i] = T(0);
+          grad_samples_rgb_r[3 * i + 0] = T(0);
+          grad_samples_rgb_r[3 * i + 1] = T(0);
+          grad_samples_rgb_r[3 * i + 2] = T(0);
+        }
+        mo::vr_background_grad(grad_rgb_r, opacity_p[r], grad_background_p + r * 3);
+      }
+    });
+  }
+
+ private:
+  float early_termination_ = 1e-4f;
+};
+
+#define METAL_OPS_REGISTER_VOLUME_RENDER_CPU(T)                                                       \
+  REGISTER_KERNEL_BUILDER(                                                                          \
+      Name("MetalOpsVolumeRender").Device(DEVICE_CPU).TypeConstraint<T>("T"), VolumeRenderOp<T>);     \
+  REGISTER_KERNEL_BUILDER(                                                                          \
+      Name("MetalOpsVolumeRenderGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), VolumeRenderGradOp<T>)
+METAL_OPS_REGISTER_VOLUME_RENDER_CPU(float);
+METAL_OPS_REGISTER_VOLUME_RENDER_CPU(double);
+#undef METAL_OPS_REGISTER_VOLUME_RENDER_CPU
+
+}  // namespace
+}  // namespace metal_ops

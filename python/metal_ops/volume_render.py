@@ -1,0 +1,95 @@
+"""VolumeRender: fused emission-absorption volume rendering (ops/volume_render_op.cc).
+
+Formulas (kernels/common/volume_render.h), per ray with S samples:
+    delta_i = t[i+1] - t[i],  T_i = exp(-sum_{j<i} sigma_j delta_j),
+    w_i = T_i (1 - exp(-sigma_i delta_i)),
+    rgb = sum w_i c_i + background (1 - opacity), depth = sum w_i (t[i] + t[i+1]) / 2,
+    opacity = sum w_i.
+See docs/VOLUME_RENDER.md.
+"""
+import collections
+
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+VolumeRenderOutput = collections.namedtuple("VolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
+
+
+def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return_weights=False, name=None):
+    """Renders R rays of S samples each in one fused op.
+
+    Args:
+      sigma: [R, S] densities (float32 or float64), >= 0.
+      rgb: [R, S, 3] sample colours.
+      t: [R, S + 1] sample interval boundaries along each ray, non-decreasing
+        (sample i covers [t[i], t[i+1]]; its depth is the midpoint).
+      background: None (black, no gradient), [3] or [R, 3]: the colour behind
+        the samples, composited with weight 1 - opacity.
+      early_termination: samples from the first one whose transmittance is below
+        this threshold on are skipped, in forward and backward (0 disables).
+      return_weights: also return the per-sample weights [R, S].
+
+    Returns:
+      VolumeRenderOutput(rgb [R, 3], depth [R], opacity [R], weights [R, S] or None).
+      Gradients flow to sigma, rgb and background from every output (weights
+      included); t gets none.
+
+    Raises:
+      InvalidArgumentError: negative (or NaN) sigma, decreasing t (the message
+        names the ray and sample) or mismatched shapes (naming the argument).
+      ValueError: early_termination outside [0, 1].
+    """
+    early_termination = float(early_termination)
+    if not 0.0 <= early_termination <= 1.0:
+        raise ValueError(f"volume_render: 'early_termination' must be in [0, 1], got {early_termination}")
+    with tf.name_scope(name or "volume_render"):
+        sigma = tf.convert_to_tensor(sigma, dtype_hint=tf.float32, name="sigma")
+        if sigma.dtype not in (tf.float32, tf.float64):
+            sigma = tf.cast(sigma, tf.float32)
+        dtype = sigma.dtype
+        rgb = tf.convert_to_tensor(rgb, dtype=dtype, name="rgb")
+        t = tf.convert_to_tensor(t, dtype=dtype, name="t")
+        if background is None:
+            background = tf.zeros([3], dtype=dtype)
+        else:
+            background = tf.convert_to_tensor(background, dtype=dtype, name="background")
+        out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(
+            sigma, rgb, t, background, early_termination=early_termination, return_weights=bool(return_weights)
+        )
+        return VolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
+
+
+def _zeros_if_none(grad, like):
+    return tf.zeros_like(like) if grad is None else grad
+
+
+@tf.RegisterGradient("MetalOpsVolumeRender")
+def _volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weights):
+    """One backward op (suffix trick) from the inputs and per-ray outputs."""
+    sigma, rgb, t, background = op.inputs
+    out_rgb, depth, opacity, weights = op.outputs
+    grad_sigma, grad_rgb_samples, grad_background = load_library().metal_ops_volume_render_grad(
+        sigma,
+        rgb,
+        t,
+        background,
+        out_rgb,
+        depth,
+        opacity,
+        weights,
+        _zeros_if_none(grad_rgb, out_rgb),
+        _zeros_if_none(grad_depth, depth),
+        _zeros_if_none(grad_opacity, opacity),
+        _zeros_if_none(grad_weights, weights),
+        early_termination=op.get_attr("early_termination"),
+    )
+    if background.shape.rank == 1:
+        grad_background = tf.reduce_sum(grad_background, axis=0)
+    elif background.shape.rank is None:  # decided at run time
+        per_ray = grad_background
+        grad_background = tf.cond(
+            tf.equal(tf.rank(background), 1), lambda: tf.reduce_sum(per_ray, axis=0), lambda: per_ray
+        )
+    # No gradient for t (documented in docs/VOLUME_RENDER.md).
+    return [grad_sigma, grad_rgb_samples, None, grad_background]

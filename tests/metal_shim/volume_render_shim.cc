@@ -1,0 +1,44 @@
+// Runs the VolumeRender Metal shaders on the CPU (see kernels/metal/msl_shim.h).
+#include "kernels/metal/msl_shim.h"
+#include "kernels/metal/volume_render.metal"
+
+extern "C" {
+
+void shim_volume_render_forward_float32(const float* sigma, const float* rgb, const float* t, const float* background,
+                                        float* out_rgb, float* out_depth, float* out_opacity, float* weights,
+                                        int64_t num_rays, int64_t num_samples, float early_termination,
+                                        int32_t background_per_ray, int32_t write_weights, uint grid_size) {
+  mo::VolumeRenderParams params = {};
+  params.num_rays = num_rays;
+  params.num_samples = num_samples;
+  params.early_termination = early_termination;
+  params.background_per_ray = background_per_ray;
+  params.write_weights = write_weights;
+  for (uint gid = 0; gid < grid_size; ++gid) {
+    volume_render_forward_float32(sigma, rgb, t, background, out_rgb, out_depth, out_opacity, weights, params, gid,
+                                  grid_size);
+  }
+}
+
+void shim_volume_render_backward_float32(const float* sigma, const float* rgb, const float* t,
+                                         const float* background, const float* out_rgb, const float* out_depth,
+                                         const float* out_opacity, const float* weights, const float* grad_rgb,
+                                         const float* grad_depth, const float* grad_opacity,
+                                         const float* grad_weights, float* grad_sigma, float* grad_samples_rgb,
+                                         float* grad_background, int64_t num_rays, int64_t num_samples,
+                                         float early_termination, int32_t background_per_ray,
+                                         int32_t has_weight_grad, uint grid_size) {
+  mo::VolumeRenderParams params = {};
+  params.num_rays = num_rays;
+  params.num_samples = num_samples;
+  params.early_termination = early_termination;
+  params.background_per_ray = background_per_ray;
+  params.has_weight_grad = has_weight_grad;
+  for (uint gid = 0; gid < grid_size; ++gid) {
+    volume_render_backward_float32(sigma, rgb, t, background, out_rgb, out_depth, out_opacity, weights, grad_rgb,
+                                   grad_depth, grad_opacity, grad_weights, grad_sigma, grad_samples_rgb,
+                                   grad_background, params, gid, grid_size);
+  }
+}
+
+}  // extern "C"
