@@ -5,6 +5,7 @@ wrappers live in one module per op (metal_ops/<op>.py) next to their gradients.
 """
 from metal_ops._build import build_info
 from metal_ops._loader import load_library
+from metal_ops.volume_render import VolumeRenderOutput, volume_render
 from metal_ops.zero_out import zero_out
 
 __version__ = "0.1.0"
@@ -12,5 +13,7 @@ __version__ = "0.1.0"
 __all__ = [
     "build_info",
     "load_library",
+    "VolumeRenderOutput",
+    "volume_render",
     "zero_out",
 ]
