@@ -89,9 +89,9 @@ def make_rays(R, S, seed=0, dtype=np.float32, sigma_scale=2.0, near=2.0, far=6.0
     return sigma.astype(dtype), rgb.astype(dtype), t.astype(dtype)
 
 
-def margin_ok(sigma, t, early_termination, margin=0.05):
-    """True when no transmittance lies within a relative `margin` of the
-    threshold (finite differences and float32 then agree on which samples run)."""
+def margin_ok(sigma, t, early_termination, margin=1e-3):
+    """True when no transmittance lies within a factor exp(±margin) of the
+    threshold in log space (finite differences and float32 then agree on which samples run)."""
     if early_termination == 0:
         return True
     sigma = np.asarray(sigma, np.float64)

@@ -44,10 +44,11 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
     if not 0.0 <= early_termination <= 1.0:
         raise ValueError(f"volume_render: 'early_termination' must be in [0, 1], got {early_termination}")
     with tf.name_scope(name or "volume_render"):
-        sigma = tf.convert_to_tensor(sigma, dtype_hint=tf.float32, name="sigma")
-        if sigma.dtype not in (tf.float32, tf.float64):
-            sigma = tf.cast(sigma, tf.float32)
-        dtype = sigma.dtype
+        # float64 stays float64; everything else (lists, ints, float16) becomes float32.
+        given = getattr(sigma, "dtype", None)
+        dtype = tf.float64 if given is not None and tf.as_dtype(given) == tf.float64 else tf.float32
+        sigma = tf.cast(tf.convert_to_tensor(sigma, name="sigma"), dtype) if given is not None and tf.as_dtype(
+            given) != dtype else tf.convert_to_tensor(sigma, dtype=dtype, name="sigma")
         rgb = tf.convert_to_tensor(rgb, dtype=dtype, name="rgb")
         t = tf.convert_to_tensor(t, dtype=dtype, name="t")
         if background is None:
