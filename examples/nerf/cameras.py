@@ -1,0 +1,84 @@
+"""Blender-synthetic-style pinhole cameras: poses on a hemisphere, rays, projection.
+
+Conventions (the NeRF "Blender" data sets): world z is up; a camera-to-world
+matrix c2w is 4x4 with columns (right, up, back, position); the camera looks
+along its -z axis, image x goes right and image y goes down (row index).
+A pixel (col, row) is the ray through its centre (col + 0.5, row + 0.5).
+Ray directions are returned with unit length, so the ray parameter t is a
+distance (near/far 2/6 are distances from the camera centre).
+"""
+import math
+
+import numpy as np
+
+CAMERA_ANGLE_X = 0.6911112070083618  # Blender synthetic: focal 138.89 at 100 px wide
+RADIUS = 4.0
+NEAR, FAR = 2.0, 6.0
+
+
+def focal_from_fov(width, camera_angle_x=CAMERA_ANGLE_X):
+    return 0.5 * width / math.tan(0.5 * camera_angle_x)
+
+
+def look_at(position, target=(0.0, 0.0, 0.0), world_up=(0.0, 0.0, 1.0)):
+    """Camera-to-world 4x4 (float64) for a camera at `position` looking at `target`."""
+    position = np.asarray(position, np.float64)
+    forward = np.asarray(target, np.float64) - position
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, np.asarray(world_up, np.float64))
+    n = np.linalg.norm(right)
+    if n < 1e-9:  # looking straight down/up: pick any right vector
+        right = np.array([1.0, 0.0, 0.0])
+    else:
+        right /= n
+    up = np.cross(right, forward)
+    c2w = np.eye(4)
+    c2w[:3, 0] = right
+    c2w[:3, 1] = up
+    c2w[:3, 2] = -forward
+    c2w[:3, 3] = position
+    return c2w
+
+
+def pose_spherical(azimuth, elevation, radius=RADIUS):
+    """Camera on a sphere (angles in radians, elevation above the z=0 plane) looking at the origin."""
+    ce = math.cos(elevation)
+    pos = radius * np.array([ce * math.cos(azimuth), ce * math.sin(azimuth), math.sin(elevation)])
+    return look_at(pos)
+
+
+def hemisphere_poses(n, seed, radius=RADIUS, min_elevation_deg=10.0, max_elevation_deg=75.0):
+    """`n` deterministic random cameras on the upper hemisphere (uniform over the band's area)."""
+    rng = np.random.default_rng(seed)
+    az = rng.uniform(0.0, 2.0 * math.pi, n)
+    s0, s1 = math.sin(math.radians(min_elevation_deg)), math.sin(math.radians(max_elevation_deg))
+    el = np.arcsin(rng.uniform(s0, s1, n))
+    return np.stack([pose_spherical(a, e, radius) for a, e in zip(az, el)])
+
+
+def orbit_poses(n, elevation_deg=30.0, radius=RADIUS):
+    return np.stack([pose_spherical(2.0 * math.pi * i / n, math.radians(elevation_deg), radius)
+                     for i in range(n)])
+
+
+def camera_rays(c2w, height, width, focal, subpixel=(0.5, 0.5)):
+    """Ray origins and unit directions, each [H, W, 3] float64, for one camera."""
+    cols, rows = np.meshgrid(np.arange(width, dtype=np.float64) + subpixel[0],
+                             np.arange(height, dtype=np.float64) + subpixel[1], indexing="xy")
+    dirs_cam = np.stack([(cols - 0.5 * width) / focal,
+                         -(rows - 0.5 * height) / focal,
+                         -np.ones_like(cols)], axis=-1)
+    dirs = dirs_cam @ c2w[:3, :3].T
+    dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
+    origins = np.broadcast_to(c2w[:3, 3], dirs.shape).copy()
+    return origins, dirs
+
+
+def project(points, c2w, height, width, focal):
+    """World points [..., 3] -> (pixel coordinates [..., 2] as (col, row), depth along the view axis)."""
+    p = np.asarray(points, np.float64) - c2w[:3, 3]
+    cam = p @ c2w[:3, :3]  # rotation is orthonormal: world->camera is R^T
+    depth = -cam[..., 2]
+    col = focal * cam[..., 0] / depth + 0.5 * width
+    row = -focal * cam[..., 1] / depth + 0.5 * height
+    return np.stack([col, row], axis=-1), depth

@@ -1,0 +1,113 @@
+"""The hash-grid NeRF: metal_ops.layers.HashEncoding + tiny MLPs + metal_ops.volume_render.
+
+Field: positions (normalised to the scene AABB, [0,1]^3) -> multiresolution
+hash encoding (L levels x F features) -> density MLP (one hidden layer of 64)
+-> 16 outputs: log-density (through a truncated exponential) and 15 geometry
+features; the colour MLP (two hidden layers of 64) takes those features and
+the view direction encoded with real spherical harmonics of degree 4 (16
+values), so glossy highlights can move with the view.
+"""
+import math
+
+import keras
+import tensorflow as tf
+
+import metal_ops
+from examples.nerf import sampling
+
+
+@tf.custom_gradient
+def trunc_exp(x):
+    """exp(x) with the gradient's exponent clamped at 15 (instant-NGP's density activation)."""
+    y = tf.exp(tf.minimum(x, 30.0))
+
+    def grad(dy):
+        return dy * tf.exp(tf.clip_by_value(x, -30.0, 15.0))
+
+    return y, grad
+
+
+def sh_encode_deg4(d):
+    """Real spherical harmonics up to degree 4 (16 values) of unit directions [N, 3]."""
+    x, y, z = d[:, 0], d[:, 1], d[:, 2]
+    xx, yy, zz = x * x, y * y, z * z
+    return tf.stack([
+        tf.fill(tf.shape(x), 0.28209479177387814),
+        -0.48860251190291987 * y,
+        0.48860251190291987 * z,
+        -0.48860251190291987 * x,
+        1.0925484305920792 * x * y,
+        -1.0925484305920792 * y * z,
+        0.94617469575755997 * zz - 0.31539156525251999,
+        -1.0925484305920792 * x * z,
+        0.54627421529603959 * (xx - yy),
+        0.59004358992664352 * y * (-3.0 * xx + yy),
+        2.8906114426405538 * x * y * z,
+        0.45704579946446572 * y * (1.0 - 5.0 * zz),
+        0.3731763325901154 * z * (5.0 * zz - 3.0),
+        0.45704579946446572 * x * (1.0 - 5.0 * zz),
+        1.4453057213202769 * z * (xx - yy),
+        0.59004358992664352 * x * (-xx + 3.0 * yy),
+    ], axis=-1)
+
+
+class HashNeRF(keras.Model):
+    """Hash-grid radiance field. call(points01 [N,3], dirs [N,3]) -> (sigma [N], rgb [N,3])."""
+
+    def __init__(self, num_levels=16, features_per_level=2, log2_hashmap_size=16,
+                 base_resolution=16, finest_resolution=1024, hidden=64, geo_features=15, **kw):
+        super().__init__(**kw)
+        self.encoding = metal_ops.layers.HashEncoding(
+            num_levels=num_levels, features_per_level=features_per_level,
+            log2_hashmap_size=log2_hashmap_size, base_resolution=base_resolution,
+            finest_resolution=finest_resolution, name="hash_encoding")
+        self.density_hidden = keras.layers.Dense(hidden, activation="relu", name="density_hidden")
+        self.density_out = keras.layers.Dense(1 + geo_features, name="density_out")
+        self.color_hidden1 = keras.layers.Dense(hidden, activation="relu", name="color_hidden1")
+        self.color_hidden2 = keras.layers.Dense(hidden, activation="relu", name="color_hidden2")
+        self.color_out = keras.layers.Dense(3, activation="sigmoid", name="color_out")
+        n_in = num_levels * features_per_level
+        # Build eagerly so that variables exist (checkpoints, distribution strategies).
+        self.encoding.build((None, 3))
+        self.density_hidden.build((None, n_in))
+        self.density_out.build((None, hidden))
+        self.color_hidden1.build((None, geo_features + 16))
+        self.color_hidden2.build((None, hidden))
+        self.color_out.build((None, hidden))
+
+    def density(self, points01):
+        h = self.density_out(self.density_hidden(self.encoding(points01)))
+        return trunc_exp(h[:, 0] - 1.0), h[:, 1:]
+
+    def call(self, points01, dirs):
+        sigma, geo = self.density(points01)
+        h = tf.concat([geo, sh_encode_deg4(dirs)], axis=-1)
+        rgb = self.color_out(self.color_hidden2(self.color_hidden1(h)))
+        return sigma, rgb
+
+
+def normalize_points(points, aabb):
+    return tf.clip_by_value((points - aabb[0]) / (aabb[1] - aabb[0]), 0.0, 1.0)
+
+
+def render_hash(model, origins, dirs, *, aabb, near, far, background, num_samples,
+                grid=None, use_grid=False, num_candidates=128, jitter=True,
+                early_termination=1e-4, return_weights=False):
+    """Renders rays with the hash field. Returns (VolumeRender result, t [R,S+1])."""
+    t_near, t_far = sampling.ray_aabb(origins, dirs, aabb, near, far)
+    if use_grid:
+        t, ts, scale = sampling.occupancy_sample(origins, dirs, t_near, t_far, grid, num_samples,
+                                                 num_candidates=num_candidates, jitter=jitter)
+    else:
+        t, ts, scale = sampling.stratified(t_near, t_far, num_samples, jitter=jitter)
+    r = tf.shape(origins)[0]
+    pts = origins[:, None, :] + dirs[:, None, :] * ts[..., None]
+    x01 = normalize_points(tf.reshape(pts, (-1, 3)), aabb)
+    d = tf.reshape(tf.broadcast_to(dirs[:, None, :], tf.shape(pts)), (-1, 3))
+    sigma, rgb = model(x01, d)
+    sigma = tf.reshape(sigma, (r, num_samples)) * scale
+    rgb = tf.reshape(rgb, (r, num_samples, 3))
+    out = metal_ops.volume_render(sigma, rgb, t, background=background,
+                                  early_termination=early_termination,
+                                  return_weights=return_weights)
+    return out, t

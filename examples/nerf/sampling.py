@@ -1,0 +1,138 @@
+"""Ray sampling: tight AABB bounds, stratified samples, and an occupancy grid.
+
+Every sampler returns interval boundaries `t` [R, S+1] (the layout
+`metal_ops.volume_render` takes), sample distances `t_samples` [R, S] (one
+inside each interval) and `sigma_scale` [R, S]: the fraction of each interval
+that is occupied. Densities are multiplied by it before rendering, so that
+sigma_eff * (t[i+1] - t[i]) = sigma * occupied_length: skipped empty space
+contributes no optical depth.
+
+Occupancy-grid sampling without dynamic shapes: `num_candidates` equal bins
+along the ray (inside the AABB) are looked up in a binary grid; S samples
+are drawn by inverting the CDF of the piecewise-constant density
+occ + eps, stratified (one per 1/S of probability mass). Interval i then holds
+mass Z/S (Z = total mass), so its occupied length is
+dt * Z / S - eps * (t[i+1] - t[i]) exactly; with every bin occupied this is
+plain stratified sampling.
+"""
+import tensorflow as tf
+
+
+def ray_aabb(origins, dirs, aabb, near, far):
+    """Entry/exit distances [R] of rays with the box, clipped to [near, far]; misses get t0 = t1."""
+    lo, hi = aabb[0], aabb[1]
+    safe = tf.where(tf.abs(dirs) < 1e-9, tf.fill(tf.shape(dirs), 1e-9), dirs)
+    inv = 1.0 / safe
+    t1 = (lo - origins) * inv
+    t2 = (hi - origins) * inv
+    t_near = tf.maximum(tf.reduce_max(tf.minimum(t1, t2), axis=-1), near)
+    t_far = tf.minimum(tf.reduce_min(tf.maximum(t1, t2), axis=-1), far)
+    t_far = tf.maximum(t_far, t_near)
+    return t_near, t_far
+
+
+def stratified(t_near, t_far, num_samples, jitter=True, seed=None):
+    """Equal intervals between t_near and t_far, one (jittered) sample in each."""
+    r = tf.shape(t_near)[0]
+    u = tf.linspace(0.0, 1.0, num_samples + 1)[None, :]
+    t = t_near[:, None] + (t_far - t_near)[:, None] * u
+    if jitter:
+        j = tf.random.uniform((r, num_samples), seed=seed)
+    else:
+        j = tf.fill((r, num_samples), 0.5)
+    ts = t[:, :-1] + (t[:, 1:] - t[:, :-1]) * j
+    return t, ts, tf.ones_like(ts)
+
+
+class OccupancyGrid(tf.Module):
+    """A G^3 grid over the AABB of density estimates (EMA of max), thresholded into a bitfield.
+
+    The state is two tf.Variables (saved in checkpoints). `update` evaluates the
+    model's density at one jittered point per cell; `occupied_at` looks points up.
+    """
+
+    def __init__(self, aabb, resolution=64, decay=0.95, threshold=0.01, name="occupancy"):
+        super().__init__(name=name)
+        self.aabb = tf.constant(aabb, tf.float32)
+        self.resolution = int(resolution)
+        self.decay = float(decay)
+        self.threshold = float(threshold)  # on the opacity of one cell: 1 - exp(-sigma * cell_size)
+        g = self.resolution
+        self.density = tf.Variable(tf.zeros([g * g * g]), trainable=False, name="density",
+                                   synchronization=tf.VariableSynchronization.ON_WRITE,
+                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        self.mask = tf.Variable(tf.ones([g * g * g]), trainable=False, name="mask",
+                                synchronization=tf.VariableSynchronization.ON_WRITE,
+                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        extent = self.aabb[1] - self.aabb[0]
+        self.cell_size = tf.reduce_max(extent) / g
+
+    def cell_centers(self, seed=None):
+        """One point per cell: jittered with a stateless `seed` (int64 [2]), else the centre."""
+        g = self.resolution
+        idx = tf.range(g * g * g)
+        ijk = tf.stack([idx % g, (idx // g) % g, idx // (g * g)], axis=-1)
+        if seed is None:
+            off = tf.fill(tf.shape(ijk), 0.5)
+        else:  # stateless: every worker of a multi-worker run draws the same points
+            off = tf.random.stateless_uniform(tf.shape(ijk), seed=seed)
+        u = (tf.cast(ijk, tf.float32) + off) / g
+        return self.aabb[0] + u * (self.aabb[1] - self.aabb[0])
+
+    def update(self, density_fn, seed=None, chunk=1 << 17):
+        """EMA-max update from `density_fn(points [N,3]) -> sigma [N]`, then re-threshold."""
+        pts = self.cell_centers(seed)
+        n = self.resolution ** 3
+        parts = [density_fn(pts[i:i + chunk]) for i in range(0, n, chunk)]
+        sigma = tf.concat(parts, 0)
+        new = tf.maximum(self.density * self.decay, sigma)
+        self.density.assign(new)
+        # Opacity threshold, lowered to the mean early on (as instant-NGP does) so
+        # that a still-faint scene keeps its cells.
+        sigma_thr = -tf.math.log(1.0 - self.threshold) / self.cell_size
+        thr = tf.minimum(sigma_thr, tf.reduce_mean(new))
+        self.mask.assign(tf.cast(new > thr, tf.float32))
+        return tf.reduce_mean(self.mask)
+
+    def occupied_at(self, points):
+        g = self.resolution
+        u = (points - self.aabb[0]) / (self.aabb[1] - self.aabb[0])
+        ijk = tf.clip_by_value(tf.cast(tf.floor(u * g), tf.int32), 0, g - 1)
+        flat = ijk[..., 0] + g * (ijk[..., 1] + g * ijk[..., 2])
+        return tf.gather(self.mask, flat)
+
+
+def occupancy_sample(origins, dirs, t_near, t_far, grid, num_samples, num_candidates=128,
+                     eps=1e-2, jitter=True, seed=None):
+    """Samples concentrated in occupied cells (see the module docstring)."""
+    r = tf.shape(t_near)[0]
+    nc = num_candidates
+    length = t_far - t_near
+    dt = length / nc  # [R]
+    centers = t_near[:, None] + dt[:, None] * (tf.range(nc, dtype=tf.float32)[None, :] + 0.5)
+    pts = origins[:, None, :] + dirs[:, None, :] * centers[..., None]
+    occ = grid.occupied_at(pts)  # [R, NC] in {0, 1}
+    w = occ + eps
+    cdf = tf.concat([tf.zeros((r, 1)), tf.math.cumsum(w, axis=1)], axis=1)  # [R, NC+1]
+    z = cdf[:, -1:]
+    u = tf.linspace(0.0, 1.0, num_samples + 1)[None, :] * z  # boundaries in mass units
+    if jitter:
+        j = tf.random.uniform((r, num_samples), seed=seed)
+    else:
+        j = tf.fill((r, num_samples), 0.5)
+    us = (u[:, :-1] + (u[:, 1:] - u[:, :-1]) * j)
+
+    def invert(m):
+        k = tf.searchsorted(cdf, m, side="right") - 1
+        k = tf.clip_by_value(k, 0, nc - 1)
+        c0 = tf.gather(cdf, k, batch_dims=1)
+        wk = tf.gather(w, k, batch_dims=1)
+        frac = tf.clip_by_value((m - c0) / wk, 0.0, 1.0)
+        return t_near[:, None] + dt[:, None] * (tf.cast(k, tf.float32) + frac)
+
+    t = invert(u)
+    ts = invert(us)
+    delta = t[:, 1:] - t[:, :-1]
+    occ_len = tf.maximum(dt[:, None] * z / num_samples - eps * delta, 0.0)
+    scale = tf.where(delta > 1e-9, tf.minimum(occ_len / tf.maximum(delta, 1e-9), 1.0), 0.0)
+    return t, ts, scale

@@ -1,0 +1,475 @@
+"""Train the NeRF sample: `python -m examples.nerf.train --name demo` (see README.md).
+
+Outputs go to runs/<name>/: checkpoints (ckpt/, resumable with --resume),
+side-by-side PNGs of rendered vs ground-truth test views, psnr_vs_time.png,
+metrics.json and orbit.gif.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+import examples.nerf  # noqa: E402,F401  (puts python/ on sys.path in a source checkout)
+from examples.nerf import scene  # noqa: E402
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m examples.nerf.train", description=__doc__,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("run")
+    g.add_argument("--name", default="nerf", help="run name: outputs go to <out-dir>/<name>/")
+    g.add_argument("--out-dir", default="runs")
+    g.add_argument("--data-dir", default="data", help="where the generated scene .npz is cached")
+    g.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--no-outputs", action="store_true",
+                   help="skip PNGs, plot and orbit (metrics.json and checkpoints are still written)")
+    g.add_argument("--strategy", choices=["default", "mirrored", "multiworker"], default="default",
+                   help="tf.distribute strategy (mirrored: all local devices; multiworker: TF_CONFIG)")
+    g = p.add_argument_group("scene")
+    g.add_argument("--size", type=int, default=100, help="image height and width")
+    g.add_argument("--n-train", type=int, default=100)
+    g.add_argument("--n-val", type=int, default=8)
+    g.add_argument("--n-test", type=int, default=8)
+    g.add_argument("--spp", type=int, default=1, help="ground-truth supersampling (spp x spp per pixel)")
+    g = p.add_argument_group("model")
+    g.add_argument("--model", choices=["hash", "baseline"], default="hash",
+                   help="hash: our hash-grid NeRF; baseline: the Keras example's NeRF")
+    g.add_argument("--levels", type=int, default=16)
+    g.add_argument("--features", type=int, default=2)
+    g.add_argument("--log2-table", type=int, default=16, help="log2 hash table size per level")
+    g.add_argument("--base-res", type=int, default=16)
+    g.add_argument("--finest-res", type=int, default=1024)
+    g.add_argument("--hidden", type=int, default=64)
+    g = p.add_argument_group("training")
+    g.add_argument("--steps", type=int, default=2000)
+    g.add_argument("--max-minutes", type=float, default=7.0,
+                   help="stop training after this much training time (evaluation excluded); 0 = no limit")
+    g.add_argument("--batch-rays", type=int, default=4096)
+    g.add_argument("--samples", type=int, default=None,
+                   help="samples per ray (default: 32 hash, 32 baseline as in the Keras example)")
+    g.add_argument("--lr", type=float, default=None, help="default: 1e-2 hash, 1e-3 baseline")
+    g.add_argument("--loss", choices=["robust", "mse"], default=None,
+                   help="default: robust (metal_ops.losses.RobustLoss) for hash, mse for baseline")
+    g.add_argument("--robust-alpha", type=float, default=1.0)
+    g.add_argument("--robust-scale", type=float, default=0.03)
+    g.add_argument("--distortion", type=float, default=0.0,
+                   help="weight of metal_ops.distortion_loss (0 = off)")
+    g.add_argument("--occupancy", dest="occupancy", action="store_true", default=True,
+                   help="occupancy-grid sampling (hash model)")
+    g.add_argument("--no-occupancy", dest="occupancy", action="store_false")
+    g.add_argument("--grid-res", type=int, default=64)
+    g.add_argument("--grid-every", type=int, default=16, help="occupancy update interval (steps)")
+    g.add_argument("--grid-warmup", type=int, default=256,
+                   help="steps of plain stratified sampling before the grid is used")
+    g.add_argument("--candidates", type=int, default=128, help="occupancy lookups per ray")
+    g.add_argument("--no-jitter", action="store_true",
+                   help="deterministic sample placement (used by the distributed tests)")
+    g.add_argument("--eval-every", type=int, default=250, help="steps between held-out evaluations")
+    g.add_argument("--eval-views", type=int, default=4, help="validation views used in periodic evaluation")
+    g.add_argument("--ckpt-every", type=int, default=500)
+    g.add_argument("--orbit-frames", type=int, default=36)
+    return p
+
+
+def psnr_from_mse(mse):
+    return -10.0 * math.log10(max(float(mse), 1e-12))
+
+
+class Trainer:
+    """The whole pipeline; usable from tests and benchmarks (see train() below)."""
+
+    def __init__(self, args, strategy=None, log=print):
+        import keras
+        import tensorflow as tf
+
+        import metal_ops
+        from examples.nerf import baseline, model as hmodel, sampling
+
+        self.tf, self.keras, self.metal_ops = tf, keras, metal_ops
+        self._baseline, self._hmodel, self._sampling = baseline, hmodel, sampling
+        self.args = a = args
+        self.log = log
+        if a.samples is None:
+            a.samples = 32
+        if a.lr is None:
+            a.lr = 1e-2 if a.model == "hash" else 1e-3
+        if a.loss is None:
+            a.loss = "robust" if a.model == "hash" else "mse"
+        self.run_dir = os.path.join(a.out_dir, a.name)
+        os.makedirs(self.run_dir, exist_ok=True)
+
+        t0 = time.perf_counter()
+        data, self.data_path = scene.load_or_generate(
+            a.data_dir, verbose=not a.quiet, height=a.size, width=a.size, n_train=a.n_train,
+            n_val=a.n_val, n_test=a.n_test, spp=a.spp, seed=0)
+        self.data_seconds = time.perf_counter() - t0
+        self.data = data
+        self.H = self.W = int(a.size)
+        self.focal = float(data["focal"])
+        self.near, self.far = float(data["near"]), float(data["far"])
+        self.aabb = tf.constant(data["aabb"], tf.float32)
+        self.background = tf.constant(data["background"], tf.float32)
+        o, d, c = self._rays(data["train_poses"], data["train_images"])
+        self.train_o, self.train_d, self.train_c = (tf.constant(x) for x in (o, d, c))
+        self.n_train_rays = len(o)
+
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.num_replicas = self.strategy.num_replicas_in_sync
+        if a.batch_rays % self.num_replicas:
+            raise ValueError(f"--batch-rays {a.batch_rays} is not divisible by {self.num_replicas} replicas")
+        with self.strategy.scope():
+            if a.model == "hash":
+                self.model = hmodel.HashNeRF(
+                    num_levels=a.levels, features_per_level=a.features, log2_hashmap_size=a.log2_table,
+                    base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden)
+                self.grid = sampling.OccupancyGrid(data["aabb"], resolution=a.grid_res)
+            else:
+                self.model = baseline.KerasExampleNeRF()
+                self.grid = None
+            milestones = [int(a.steps * f) for f in (0.5, 0.75, 0.9)]
+            lr = keras.optimizers.schedules.PiecewiseConstantDecay(
+                milestones, [a.lr, a.lr * 0.33, a.lr * 0.33 ** 2, a.lr * 0.33 ** 3])
+            if a.model == "hash":
+                self.optimizer = keras.optimizers.Adam(lr, beta_1=0.9, beta_2=0.99, epsilon=1e-15)
+            else:
+                self.optimizer = keras.optimizers.Adam(lr)
+            self.optimizer.build(self.model.trainable_variables)
+            self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
+                                        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.time_var = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="train_seconds",
+                                        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        if a.loss == "robust":
+            self.loss_fn = metal_ops.losses.RobustLoss(alpha=a.robust_alpha, scale=a.robust_scale)
+        else:
+            self.loss_fn = keras.losses.MeanSquaredError()
+
+        ckpt_items = dict(model=self.model, optimizer=self.optimizer, step=self.step_var,
+                          train_seconds=self.time_var)
+        if self.grid is not None:
+            ckpt_items["grid"] = self.grid
+        self.ckpt = tf.train.Checkpoint(**ckpt_items)
+        self.ckpt_dir = os.path.join(self.run_dir, "ckpt")
+        if not a.resume and self._is_chief() and os.path.isdir(self.ckpt_dir):
+            import shutil
+            shutil.rmtree(self.ckpt_dir)
+        self.manager = tf.train.CheckpointManager(self.ckpt, self._ckpt_dir_for_worker(), max_to_keep=2)
+        self.history = []
+        if a.resume and self.manager.latest_checkpoint:
+            self.ckpt.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+            hist = os.path.join(self.run_dir, "metrics.json")
+            if os.path.exists(hist):
+                with open(hist) as f:
+                    self.history = json.load(f).get("history", [])
+            self.log(f"resumed from {self.manager.latest_checkpoint} at step {int(self.step_var.numpy())}")
+
+        self._train_fn = {}
+        self._render_fn = {}
+        self._grid_fn = None
+
+    # ------------------------------------------------------------------ helpers
+    def _is_chief(self):
+        tfc = os.environ.get("TF_CONFIG")
+        if self.args.strategy != "multiworker" or not tfc:
+            return True
+        task = json.loads(tfc).get("task", {})
+        return task.get("type", "worker") in ("chief",) or (task.get("type") == "worker" and task.get("index", 0) == 0)
+
+    def _ckpt_dir_for_worker(self):
+        # Multi-worker: every worker saves (collective variables), only the chief's copy is kept.
+        if self._is_chief():
+            return self.ckpt_dir
+        return os.path.join(self.run_dir, f"ckpt_worker_tmp_{os.getpid()}")
+
+    def _rays(self, poses, images):
+        from examples.nerf import cameras
+
+        os_, ds = [], []
+        for c2w in poses:
+            o, d = cameras.camera_rays(c2w.astype(np.float64), self.H, self.W, self.focal)
+            os_.append(o.reshape(-1, 3))
+            ds.append(d.reshape(-1, 3))
+        if not os_:
+            z = np.zeros((0, 3), np.float32)
+            return z, z, z
+        return (np.concatenate(os_).astype(np.float32), np.concatenate(ds).astype(np.float32),
+                scene.to_float(images).reshape(-1, 3))
+
+    @property
+    def step(self):
+        return int(self.step_var.numpy())
+
+    def use_grid(self, step=None):
+        step = self.step if step is None else step
+        return self.grid is not None and self.args.occupancy and step >= self.args.grid_warmup
+
+    def batch_indices(self, step):
+        """Global ray batch of a step: a function of (seed, step) only, so resumes and replicas agree."""
+        rng = np.random.default_rng([self.args.seed, step])
+        return rng.integers(0, self.n_train_rays, self.args.batch_rays, dtype=np.int64)
+
+    # ------------------------------------------------------------------ rendering
+    def render_rays(self, o, d, training, use_grid, return_weights=False):
+        a = self.args
+        jitter = training and not a.no_jitter
+        if a.model == "hash":
+            out, t = self._hmodel.render_hash(
+                self.model, o, d, aabb=self.aabb, near=self.near, far=self.far,
+                background=self.background, num_samples=a.samples, grid=self.grid,
+                use_grid=use_grid, num_candidates=a.candidates, jitter=jitter,
+                return_weights=return_weights)
+            return out.rgb, out, t
+        rgb, _, _ = self._baseline.render_baseline(
+            self.model, o, d, near=self.near, far=self.far, background=self.background,
+            num_samples=a.samples, jitter=jitter)
+        return rgb, None, None
+
+    def _replica_loss(self, idx, use_grid):
+        tf, a = self.tf, self.args
+        o = tf.gather(self.train_o, idx)
+        d = tf.gather(self.train_d, idx)
+        c = tf.gather(self.train_c, idx)
+        want_w = a.model == "hash" and a.distortion > 0
+        rgb, out, t = self.render_rays(o, d, True, use_grid, return_weights=want_w)
+        local = tf.cast(tf.shape(idx)[0], tf.float32)
+        frac = local / float(a.batch_rays)  # replica mean -> share of the global mean
+        loss = self.loss_fn(c, rgb) * frac
+        if want_w:
+            loss += a.distortion * tf.reduce_mean(self.metal_ops.distortion_loss(out.weights, t)) * frac
+        mse = tf.reduce_mean(tf.square(rgb - c)) * frac
+        return loss, mse
+
+    def _get_train_fn(self, use_grid):
+        if use_grid in self._train_fn:
+            return self._train_fn[use_grid]
+        tf = self.tf
+        variables = self.model.trainable_variables
+
+        def replica_step(idx):
+            with tf.GradientTape() as tape:
+                loss, mse = self._replica_loss(idx, use_grid)
+            grads = tape.gradient(loss, variables)
+            self.optimizer.apply_gradients(zip(grads, variables))
+            return loss, mse
+
+        @tf.function(jit_compile=False, reduce_retracing=True)
+        def train_fn(dist_idx):
+            loss, mse = self.strategy.run(replica_step, args=(dist_idx,))
+            s = tf.distribute.ReduceOp.SUM
+            return self.strategy.reduce(s, loss, axis=None), self.strategy.reduce(s, mse, axis=None)
+
+        self._train_fn[use_grid] = train_fn
+        return train_fn
+
+    def distribute_indices(self, idx):
+        b = len(idx) // self.num_replicas
+        return self.strategy.experimental_distribute_values_from_function(
+            lambda ctx: self.tf.constant(idx[ctx.replica_id_in_sync_group * b:
+                                             (ctx.replica_id_in_sync_group + 1) * b]))
+
+    def reduced_gradients(self, idx, use_grid=False):
+        """All-reduced (summed) gradients of the global loss on `idx`, as seen by replica 0."""
+        tf = self.tf
+        variables = self.model.trainable_variables
+
+        def replica_grads(i):
+            with tf.GradientTape() as tape:
+                loss, _ = self._replica_loss(i, use_grid)
+            grads = tape.gradient(loss, variables)
+            grads = [tf.convert_to_tensor(g) for g in grads]
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+
+        fn = tf.function(lambda di: self.strategy.run(replica_grads, args=(di,)))
+        res = fn(self.distribute_indices(idx))
+        return [self.strategy.experimental_local_results(g)[0].numpy() for g in res]
+
+    def update_grid(self, step):
+        tf = self.tf
+        if self._grid_fn is None:
+            def density(p):
+                return self.model.density(self._hmodel.normalize_points(p, self.aabb))[0]
+
+            @tf.function
+            def grid_fn(seed):
+                return self.grid.update(density, seed=seed)
+
+            self._grid_fn = grid_fn
+        return float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64)))
+
+    def train_one_step(self):
+        step = self.step
+        a = self.args
+        if self.grid is not None and a.occupancy and step % a.grid_every == 0 and \
+                step >= a.grid_warmup - 4 * a.grid_every:
+            self.update_grid(step)
+        fn = self._get_train_fn(self.use_grid(step))
+        loss, mse = fn(self.distribute_indices(self.batch_indices(step)))
+        self.step_var.assign_add(1)
+        return float(loss), float(mse)
+
+    def render_image(self, c2w, chunk=16384):
+        from examples.nerf import cameras
+
+        tf = self.tf
+        o, d = cameras.camera_rays(np.asarray(c2w, np.float64), self.H, self.W, self.focal)
+        o = o.reshape(-1, 3).astype(np.float32)
+        d = d.reshape(-1, 3).astype(np.float32)
+        ug = self.use_grid()
+        if ug not in self._render_fn:
+            self._render_fn[ug] = tf.function(
+                lambda o_, d_: self.render_rays(o_, d_, False, ug)[0], reduce_retracing=True)
+        fn = self._render_fn[ug]
+        parts = [fn(tf.constant(o[i:i + chunk]), tf.constant(d[i:i + chunk])).numpy()
+                 for i in range(0, len(o), chunk)]
+        return np.clip(np.concatenate(parts).reshape(self.H, self.W, 3), 0.0, 1.0)
+
+    def evaluate(self, split="val", max_views=None):
+        """Mean per-image PSNR on held-out views; also returns the renders."""
+        poses = self.data[f"{split}_poses"]
+        gts = scene.to_float(self.data[f"{split}_images"])
+        if max_views:
+            poses, gts = poses[:max_views], gts[:max_views]
+        renders, psnrs = [], []
+        for c2w, gt in zip(poses, gts):
+            img = self.render_image(c2w)
+            renders.append(img)
+            psnrs.append(psnr_from_mse(np.mean((img - gt) ** 2)))
+        return float(np.mean(psnrs)) if psnrs else float("nan"), psnrs, renders
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, steps=None, max_seconds=None, verbose=True, eval_callback=None):
+        """Trains until `steps` (total) or `max_seconds` of training time; evaluates periodically."""
+        import keras
+
+        a = self.args
+        steps = a.steps if steps is None else steps
+        if max_seconds is None:
+            max_seconds = a.max_minutes * 60.0 if a.max_minutes > 0 else float("inf")
+        bar = keras.utils.Progbar(steps, stateful_metrics=["loss", "psnr", "steps/s", "val_psnr"],
+                                  verbose=1 if verbose else 0)
+        train_time = float(self.time_var.numpy())
+        start_train_time = train_time
+        window_t, window_s = time.perf_counter(), self.step
+        rate = 0.0
+        val = None
+        while self.step < steps and train_time - start_train_time < max_seconds:
+            t0 = time.perf_counter()
+            loss, mse = self.train_one_step()
+            train_time += time.perf_counter() - t0
+            self.time_var.assign(train_time)
+            s = self.step
+            now = time.perf_counter()
+            if now - window_t > 2.0:
+                rate = (s - window_s) / (now - window_t)
+                window_t, window_s = now, s
+            last = s >= steps or train_time - start_train_time >= max_seconds
+            if a.eval_every and (s % a.eval_every == 0 or last):
+                val, _, _ = self.evaluate("val", a.eval_views)
+                self.history.append(dict(step=s, train_seconds=round(train_time, 3),
+                                         val_psnr=round(val, 4), train_psnr=round(psnr_from_mse(mse), 4),
+                                         loss=loss))
+                if eval_callback is not None:
+                    eval_callback(self, self.history[-1])
+                window_t, window_s = time.perf_counter(), s  # do not count evaluation in steps/s
+            if a.ckpt_every and (s % a.ckpt_every == 0 or last):
+                self.manager.save(checkpoint_number=s)
+            if s % 10 == 0 or last:
+                vals = [("loss", loss), ("psnr", psnr_from_mse(mse)), ("steps/s", rate)]
+                if val is not None:
+                    vals.append(("val_psnr", val))
+                bar.update(s, values=vals, finalize=last)
+        return train_time
+
+    # ------------------------------------------------------------------ outputs
+    def write_outputs(self, test_psnrs, test_renders, extra):
+        import imageio.v2 as imageio
+
+        a = self.args
+        os.makedirs(self.run_dir, exist_ok=True)
+        gts = scene.to_float(self.data["test_images"])
+        paths = []
+        if not a.no_outputs:
+            for i, (img, gt) in enumerate(zip(test_renders, gts)):
+                err = np.clip(np.abs(img - gt) * 4.0, 0, 1)
+                side = np.concatenate([img, gt, err], axis=1)
+                p = os.path.join(self.run_dir, f"test_{i:02d}.png")
+                imageio.imwrite(p, (side * 255).round().astype(np.uint8))
+                paths.append(p)
+            self.plot_curve(os.path.join(self.run_dir, "psnr_vs_time.png"))
+            frames = [(self.render_image(c) * 255).round().astype(np.uint8)
+                      for c in __import__("examples.nerf.cameras", fromlist=["x"]).orbit_poses(a.orbit_frames)]
+            if frames:
+                imageio.mimsave(os.path.join(self.run_dir, "orbit.gif"), frames, duration=0.08, loop=0)
+        metrics = dict(
+            name=a.name, model=a.model, step=self.step, train_seconds=float(self.time_var.numpy()),
+            test_psnr_mean=float(np.mean(test_psnrs)) if test_psnrs else None,
+            test_psnr=[round(x, 4) for x in test_psnrs], history=self.history,
+            config=vars(a), data=self.data_path, side_by_side=paths, **extra)
+        with open(os.path.join(self.run_dir, "metrics.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
+        return metrics
+
+    def plot_curve(self, path, others=()):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for label, hist in [(self.args.model, self.history)] + list(others):
+            if hist:
+                ax.plot([h["train_seconds"] for h in hist], [h["val_psnr"] for h in hist], "o-",
+                        label=label, ms=3)
+        ax.set_xlabel("training time (s)")
+        ax.set_ylabel("held-out PSNR (dB)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+
+
+def make_strategy(name):
+    import tensorflow as tf
+
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multiworker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    return None
+
+
+def train(argv=None, log=print):
+    args = build_parser().parse_args(argv)
+    t_start = time.perf_counter()
+    trainer = Trainer(args, strategy=make_strategy(args.strategy), log=log)
+    if not args.quiet:
+        log(f"scene: {trainer.data_path} ({trainer.data_seconds:.1f} s), "
+            f"{trainer.n_train_rays} training rays, model={args.model}, replicas={trainer.num_replicas}")
+    trainer.fit(verbose=not args.quiet)
+    test_psnr, test_psnrs, renders = trainer.evaluate("test")
+    metrics = trainer.write_outputs(test_psnrs, renders,
+                                    dict(wall_seconds=round(time.perf_counter() - t_start, 2)))
+    if not args.quiet:
+        log(f"held-out test PSNR: {test_psnr:.2f} dB (mean of {len(test_psnrs)} views) after "
+            f"{trainer.step} steps, {metrics['train_seconds']:.0f} s of training, "
+            f"{time.perf_counter() - t_start:.0f} s in all")
+        log(f"pictures: {os.path.join(trainer.run_dir, 'test_*.png')} (rendered | ground truth | 4x error), "
+            f"{os.path.join(trainer.run_dir, 'orbit.gif')}, {os.path.join(trainer.run_dir, 'psnr_vs_time.png')}; "
+            f"metrics: {os.path.join(trainer.run_dir, 'metrics.json')}")
+    return trainer, metrics
+
+
+def main(argv=None):
+    train(argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
