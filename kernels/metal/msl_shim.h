@@ -32,6 +32,14 @@ template <typename A, typename T>
 inline T atomic_fetch_add_explicit(A* object, T value, shim_memory_order) {
   return object->fetch_add(value, std::memory_order_relaxed);
 }
+// std::atomic<float>::fetch_add is C++20 and the shim builds as C++17: a
+// compare-exchange loop gives the same relaxed fetch-add.
+inline float atomic_fetch_add_explicit(std::atomic<float>* object, float value, shim_memory_order) {
+  float old = object->load(std::memory_order_relaxed);
+  while (!object->compare_exchange_weak(old, old + value, std::memory_order_relaxed)) {
+  }
+  return old;
+}
 template <typename A, typename T>
 inline void atomic_store_explicit(A* object, T value, shim_memory_order) {
   object->store(value, std::memory_order_relaxed);
