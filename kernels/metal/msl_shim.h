@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/common/platform.h"
 
@@ -48,6 +49,22 @@ template <typename A>
 inline auto atomic_load_explicit(const A* object, shim_memory_order) {
   return object->load(std::memory_order_relaxed);
 }
+template <typename A, typename T>
+inline T atomic_fetch_max_explicit(A* object, T value, shim_memory_order) {
+  T old = object->load(std::memory_order_relaxed);
+  while (old < value && !object->compare_exchange_weak(old, value, std::memory_order_relaxed)) {
+  }
+  return old;
+}
+
+// MSL's as_type<To>(from): reinterpret the bits of a same-sized value.
+template <typename To, typename From>
+inline To as_type(From from) {
+  static_assert(sizeof(To) == sizeof(From), "as_type needs same-sized types");
+  To to;
+  std::memcpy(&to, &from, sizeof(To));
+  return to;
+}
 
 namespace metal {
 using std::ceil;
@@ -59,10 +76,14 @@ using std::fmax;
 using std::fmin;
 using std::isinf;
 using std::isnan;
+using std::ldexp;
 using std::log;
 using std::log2;
 using std::pow;
+using std::rint;
 using std::sqrt;
+// MSL's frexp returns the exponent through a thread reference.
+inline float frexp(float x, int& exponent) { return std::frexp(x, &exponent); }
 template <typename T>
 inline T clamp(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }
 template <typename T>

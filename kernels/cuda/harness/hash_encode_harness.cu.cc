@@ -1,0 +1,107 @@
+// C-ABI entry points for testing and benchmarking the HashEncode CUDA kernels
+// without TensorFlow (tests/cuda/test_hash_encode_cuda.py and
+// benchmarks/cuda/bench_hash_encode_cuda.py call them through ctypes with
+// CuPy device pointers). dtype: 0 = float32 table, 1 = float16 table.
+// Return values are cudaError_t codes (0 = success).
+#include "kernels/cuda/hash_encode.h"
+
+namespace {
+
+mo::hash_grid::Params ParamsFor(int dims, int64_t n, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
+                                float per_level_scale, int interpolation, int out_of_range, int64_t* rows) {
+  mo::hash_grid::Params p;
+  *rows = mo::cuda::MakeHashGridParams(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                                       interpolation, out_of_range, &p);
+  return p;
+}
+
+mo::cuda::HashEncodeBackwardOptions OptionsFor(int table_grad, int input_grad, int deterministic,
+                                               int64_t aggregate_shared_bytes) {
+  mo::cuda::HashEncodeBackwardOptions o;
+  o.table_grad = table_grad != 0;
+  o.input_grad = input_grad != 0;
+  o.deterministic = deterministic != 0;
+  o.aggregate_shared_bytes = aggregate_shared_bytes;
+  return o;
+}
+
+bool ValidGrid(int dims, int num_levels, int log2_hashmap_size) {
+  return dims >= 1 && dims <= mo::hash_grid::kMaxDims && num_levels >= 1 &&
+         num_levels <= mo::hash_grid::kMaxLevels && log2_hashmap_size >= mo::hash_grid::kMinLog2HashmapSize &&
+         log2_hashmap_size <= mo::hash_grid::kMaxLog2HashmapSize;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Row count P of the grid's table (tiny-cuda-nn's formula, hash_grid.h); -1 if invalid.
+int64_t metal_ops_hash_encode_table_rows(int dims, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
+                                         float per_level_scale) {
+  if (!ValidGrid(dims, num_levels, log2_hashmap_size)) return -1;
+  int64_t rows = 0;
+  ParamsFor(dims, 0, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &rows);
+  return rows;
+}
+
+int metal_ops_hash_encode_forward(const float* inputs, const void* table, void* encoded, int dtype, int64_t n,
+                                  int dims, int features, int num_levels, int log2_hashmap_size,
+                                  uint32_t base_resolution, float per_level_scale, int interpolation,
+                                  int out_of_range, cudaStream_t stream) {
+  if (!ValidGrid(dims, num_levels, log2_hashmap_size)) return cudaErrorInvalidValue;
+  int64_t rows = 0;
+  const mo::hash_grid::Params p = ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution,
+                                            per_level_scale, interpolation, out_of_range, &rows);
+  if (dtype == 0) {
+    return mo::cuda::LaunchHashEncodeForward(inputs, static_cast<const float*>(table), static_cast<float*>(encoded),
+                                             dims, features, p, stream);
+  }
+  if (dtype == 1) {
+    return mo::cuda::LaunchHashEncodeForward(inputs, static_cast<const __half*>(table),
+                                             static_cast<__half*>(encoded), dims, features, p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+int64_t metal_ops_hash_encode_backward_workspace_bytes(int dtype, int64_t n, int dims, int features, int num_levels,
+                                                       int log2_hashmap_size, uint32_t base_resolution,
+                                                       float per_level_scale, int table_grad, int input_grad,
+                                                       int deterministic) {
+  if (!ValidGrid(dims, num_levels, log2_hashmap_size)) return -1;
+  int64_t rows = 0;
+  const mo::hash_grid::Params p =
+      ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &rows);
+  return static_cast<int64_t>(mo::cuda::HashEncodeBackwardWorkspaceBytes(
+      dims, features, rows, dtype == 1, p, OptionsFor(table_grad, input_grad, deterministic, -1)));
+}
+
+// grad_inputs may be null when input_grad == 0; aggregate_shared_bytes: -1
+// default, 0 off, else the shared-memory budget for coarse-level aggregation.
+int metal_ops_hash_encode_backward(const void* grad_encoded, const float* inputs, const void* table,
+                                   void* grad_table, float* grad_inputs, void* workspace, int64_t workspace_bytes,
+                                   int dtype, int64_t n, int dims, int features, int num_levels,
+                                   int log2_hashmap_size, uint32_t base_resolution, float per_level_scale,
+                                   int interpolation, int out_of_range, int table_grad, int input_grad,
+                                   int deterministic, int64_t aggregate_shared_bytes, cudaStream_t stream) {
+  if (!ValidGrid(dims, num_levels, log2_hashmap_size) || workspace_bytes < 0) return cudaErrorInvalidValue;
+  int64_t rows = 0;
+  const mo::hash_grid::Params p = ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution,
+                                            per_level_scale, interpolation, out_of_range, &rows);
+  const mo::cuda::HashEncodeBackwardOptions o =
+      OptionsFor(table_grad, input_grad, deterministic, aggregate_shared_bytes);
+  if (dtype == 0) {
+    return mo::cuda::LaunchHashEncodeBackward(
+        static_cast<const float*>(grad_encoded), inputs, static_cast<const float*>(table),
+        static_cast<float*>(grad_table), grad_inputs, workspace, static_cast<size_t>(workspace_bytes), dims, features,
+        rows, p, o, stream);
+  }
+  if (dtype == 1) {
+    return mo::cuda::LaunchHashEncodeBackward(
+        static_cast<const __half*>(grad_encoded), inputs, static_cast<const __half*>(table),
+        static_cast<__half*>(grad_table), grad_inputs, workspace, static_cast<size_t>(workspace_bytes), dims,
+        features, rows, p, o, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // extern "C"

@@ -1,0 +1,686 @@
+// HashEncode CUDA kernels and launchers (see hash_encode.h for the design).
+// Every formula (coordinates, cells, weights, rows, hashing, input-gradient
+// terms) comes from kernels/common/hash_grid.h; this file adds only memory
+// access (vector loads/stores, atomics, shared-memory aggregation) and the
+// launch arithmetic.
+#include "kernels/cuda/hash_encode.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_launch.h"
+
+namespace mo {
+namespace cuda {
+namespace {
+
+using hash_grid::Params;
+
+constexpr int kHashThreads = 256;
+// Default shared-memory budget for coarse-level pre-aggregation (per block).
+constexpr int64_t kDefaultAggregateBytes = 48 * 1024;
+// Largest dynamic shared memory we ever ask for (H100 allows 227 KB).
+constexpr int64_t kMaxAggregateBytes = 200 * 1024;
+
+// ---- launch arithmetic, in one place ----------------------------------------------
+
+// Levels per group: G adjacent lanes handle G levels of one point and write
+// G * F * sizeof(T) = 32 bytes (a whole sector) of its output row together.
+// G is a power of two, no larger than the level count (rounded down).
+inline int LevelGroupShift(int features, int elem_bytes, int num_levels) {
+  int group = 32 / (features * elem_bytes);
+  if (group < 1) group = 1;
+  while (group > 1 && group > num_levels) group >>= 1;
+  int shift = 0;
+  while ((1 << shift) < group) ++shift;
+  return shift;
+}
+
+inline int NumGroups(int num_levels, int shift) { return (num_levels + (1 << shift) - 1) >> shift; }
+
+// Point blocks for a kernel whose blocks hold `points_per_block` points each
+// (kernels loop over the remainder with 64-bit indices).
+inline unsigned int PointBlocks(int64_t num_points, int points_per_block) {
+  const int64_t wanted = (num_points + points_per_block - 1) / points_per_block;
+  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t(1) << 30)));
+}
+
+inline size_t AlignUp(size_t bytes) { return (bytes + 255) & ~size_t(255); }
+
+// ---- element conversion and vector row access ----------------------------------------
+
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) { return __float2half_rn(v); }
+
+template <typename T>
+__device__ __forceinline__ float WordElement(const uint32_t* words, int e) {
+  if constexpr (std::is_same<T, float>::value) {
+    return __uint_as_float(words[e]);
+  } else {
+    const unsigned short bits = static_cast<unsigned short>(words[e >> 1] >> ((e & 1) * 16));
+    return __half2float(__ushort_as_half(bits));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t ElementBits(float v) {
+  if constexpr (std::is_same<T, float>::value) {
+    return __float_as_uint(v);
+  } else {
+    return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(v)));
+  }
+}
+
+// One row of F features (F * sizeof(T) bytes, aligned to min(that, 16)) in
+// one vector load (two for 32-byte rows), converted to float.
+template <int F, typename T>
+__device__ __forceinline__ void LoadRow(const T* __restrict__ p, float* out) {
+  constexpr int kBytes = F * int(sizeof(T));
+  constexpr int kWords = kBytes < 4 ? 1 : kBytes / 4;
+  uint32_t w[kWords];
+  if constexpr (kBytes == 2) {
+    w[0] = __ldg(reinterpret_cast<const unsigned short*>(p));
+  } else if constexpr (kBytes == 4) {
+    w[0] = __ldg(reinterpret_cast<const unsigned int*>(p));
+  } else if constexpr (kBytes == 8) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = u.x;
+    w[1] = u.y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kBytes / 16; ++k) {
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(p) + k);
+      w[4 * k] = u.x;
+      w[4 * k + 1] = u.y;
+      w[4 * k + 2] = u.z;
+      w[4 * k + 3] = u.w;
+    }
+  }
+#pragma unroll
+  for (int f = 0; f < F; ++f) out[f] = WordElement<T>(w, f);
+}
+
+template <int F, typename T>
+__device__ __forceinline__ void StoreRow(T* __restrict__ p, const float* v) {
+  constexpr int kBytes = F * int(sizeof(T));
+  constexpr int kWords = kBytes < 4 ? 1 : kBytes / 4;
+  uint32_t w[kWords];
+  if constexpr (std::is_same<T, float>::value) {
+#pragma unroll
+    for (int f = 0; f < F; ++f) w[f] = ElementBits<T>(v[f]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) w[k] = 0u;
+#pragma unroll
+    for (int f = 0; f < F; ++f) w[f >> 1] |= ElementBits<T>(v[f]) << ((f & 1) * 16);
+  }
+  if constexpr (kBytes == 2) {
+    *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(w[0]);
+  } else if constexpr (kBytes == 4) {
+    *reinterpret_cast<unsigned int*>(p) = w[0];
+  } else if constexpr (kBytes == 8) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kBytes / 16; ++k) {
+      reinterpret_cast<uint4*>(p)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+    }
+  }
+}
+
+// ---- table-gradient accumulators ------------------------------------------------------
+
+// float32 sums (grad_table itself for float tables, a scratch buffer for half).
+struct FloatAccumulator {
+  float* sums;
+  typedef float Shared;
+  __device__ __forceinline__ Shared ToShared(float v) const { return v; }
+  template <int F>
+  __device__ __forceinline__ void AddRow(int64_t row, const float* v) const {
+    float* p = sums + row * F;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (F == 2) {
+      atomicAdd(reinterpret_cast<float2*>(p), make_float2(v[0], v[1]));
+    } else if constexpr (F == 4 || F == 8) {
+#pragma unroll
+      for (int k = 0; k < F / 4; ++k) {
+        atomicAdd(reinterpret_cast<float4*>(p) + k, make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
+      }
+    } else {
+      atomicAdd(p, v[0]);
+    }
+#else
+#pragma unroll
+    for (int f = 0; f < F; ++f) atomicAdd(p + f, v[f]);
+#endif
+  }
+  __device__ __forceinline__ void AddTotal(int64_t flat, Shared s) const { atomicAdd(sums + flat, s); }
+  __device__ __forceinline__ static void SharedAdd(Shared* s, Shared v) { atomicAdd(s, v); }
+};
+
+// 64-bit fixed point: integer addition is associative, so the sums (and the
+// table gradient converted from them) do not depend on the order of atomics.
+struct FixedAccumulator {
+  unsigned long long* sums;
+  const float* scale;  // device: {2^k, 2^-k}
+  typedef unsigned long long Shared;
+  __device__ __forceinline__ Shared ToShared(float v) const {
+    return static_cast<unsigned long long>(__float2ll_rn(v * __ldg(scale)));
+  }
+  template <int F>
+  __device__ __forceinline__ void AddRow(int64_t row, const float* v) const {
+#pragma unroll
+    for (int f = 0; f < F; ++f) {
+      const Shared q = ToShared(v[f]);
+      if (q != 0ull) atomicAdd(sums + row * F + f, q);
+    }
+  }
+  __device__ __forceinline__ void AddTotal(int64_t flat, Shared s) const { atomicAdd(sums + flat, s); }
+  __device__ __forceinline__ static void SharedAdd(Shared* s, Shared v) {
+    if (v != 0ull) atomicAdd(s, v);
+  }
+};
+
+// ---- per-(point, level) geometry from hash_grid.h -------------------------------------
+
+struct LevelGeometry {
+  float scale;
+  uint32 resolution;
+  uint32 entries;
+  int64_t offset;
+  bool hashed;
+};
+
+template <int D>
+__device__ __forceinline__ LevelGeometry GeometryOf(const Params& p, int level) {
+  LevelGeometry g;
+  g.scale = hash_grid::level_scale(level, p.log2_per_level_scale, p.base_resolution);
+  g.resolution = hash_grid::level_resolution(g.scale);
+  g.offset = p.level_offsets[level];
+  g.entries = static_cast<uint32>(p.level_offsets[level + 1] - g.offset);
+  g.hashed = hash_grid::level_is_hashed<D>(g.resolution, g.entries);
+  return g;
+}
+
+// Out-of-range rule, then cell / weights of every dimension. False when the
+// point is zeroed (NaN / inf anywhere, or outside [0,1]^D in "zero" mode).
+template <int D>
+__device__ __forceinline__ bool LocatePoint(const float* __restrict__ x, const Params& p, float scale, uint32* cell,
+                                            float* w, float* dw, float* mask) {
+  float used[D];
+  bool valid = true;
+#pragma unroll
+  for (int d = 0; d < D; ++d) valid &= hash_grid::prepare_coordinate(__ldg(x + d), p.out_of_range, &used[d], &mask[d]);
+  if (!valid) return false;
+#pragma unroll
+  for (int d = 0; d < D; ++d) hash_grid::locate(used[d], scale, p.interpolation, &cell[d], &w[d], &dw[d]);
+  return true;
+}
+
+// ---- forward -------------------------------------------------------------------------
+
+template <int D, int F, typename T>
+__global__ void __launch_bounds__(kHashThreads)
+    HashEncodeForwardKernel(const float* __restrict__ inputs, const T* __restrict__ table, T* __restrict__ encoded,
+                            const Params p, const int group_shift) {
+  const int lane_level = threadIdx.x & ((1 << group_shift) - 1);
+  const int points_per_block = kHashThreads >> group_shift;
+  const int level = (blockIdx.y << group_shift) + lane_level;
+  const int num_levels = p.num_levels;
+  if (level >= num_levels) return;
+  const LevelGeometry g = GeometryOf<D>(p, level);
+  const T* level_table = table + g.offset * F;
+  for (int64_t b = blockIdx.x; b * points_per_block < p.num_points; b += gridDim.x) {
+    const int64_t i = b * points_per_block + (threadIdx.x >> group_shift);
+    if (i >= p.num_points) break;
+    float out[F];
+#pragma unroll
+    for (int f = 0; f < F; ++f) out[f] = 0.0f;
+    uint32 cell[D];
+    float w[D], dw[D], mask[D];
+    if (LocatePoint<D>(inputs + i * D, p, g.scale, cell, w, dw, mask)) {
+      uint32 rows[1 << D];
+      float weights[1 << D];
+      hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
+      float values[1 << D][F];
+#pragma unroll
+      for (int c = 0; c < (1 << D); ++c) LoadRow<F, T>(level_table + uint64_t(rows[c]) * F, values[c]);
+      // interpolate_corners()'s sum: fma in corner order, float32.
+#pragma unroll
+      for (int c = 0; c < (1 << D); ++c) {
+#pragma unroll
+        for (int f = 0; f < F; ++f) out[f] = mo::fma_f(weights[c], values[c][f], out[f]);
+      }
+    }
+    StoreRow<F, T>(encoded + (i * num_levels + level) * F, out);
+  }
+}
+
+// ---- backward ------------------------------------------------------------------------
+
+enum DxMode { kDxNone = 0, kDxStore = 1, kDxAtomic = 2 };
+
+// One thread per (point, level): scatters weight * dy to the 2^D corner rows
+// (levels >= first_scatter_level; coarser ones are aggregated by
+// HashEncodeCoarseBackwardKernel) and, when dx_mode != kDxNone, computes the
+// level's input gradient from the same rows; the G levels of a group are
+// summed with a fixed butterfly of warp shuffles, then stored
+// (dx_out[(group * N + i) * D + d], kDxStore) or atomically added
+// (dx_out[i * D + d], kDxAtomic).
+template <int D, int F, typename T, typename Acc>
+__global__ void __launch_bounds__(kHashThreads)
+    HashEncodeBackwardKernel(const T* __restrict__ grad_encoded, const float* __restrict__ inputs,
+                             const T* __restrict__ table, const Acc acc, float* __restrict__ dx_out,
+                             const int dx_mode, const int first_scatter_level, const bool table_grad,
+                             const Params p, const int group_shift) {
+  const int group_size = 1 << group_shift;
+  const int lane_level = threadIdx.x & (group_size - 1);
+  const int points_per_block = kHashThreads >> group_shift;
+  const int num_levels = p.num_levels;
+  const int level = (blockIdx.y << group_shift) + lane_level;
+  const bool level_ok = level < num_levels;
+  const bool scatter = table_grad && level_ok && level >= first_scatter_level;
+  const bool input_grad = dx_mode != kDxNone;
+  if (!scatter && !input_grad) return;  // no shuffles follow in that case
+  const LevelGeometry g = GeometryOf<D>(p, level_ok ? level : num_levels - 1);
+  const T* level_table = table + g.offset * F;
+
+  for (int64_t b = blockIdx.x; b * points_per_block < p.num_points; b += gridDim.x) {  // uniform per block
+    const int64_t i = b * points_per_block + (threadIdx.x >> group_shift);
+    float dx[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) dx[d] = 0.0f;
+    if (level_ok && i < p.num_points) {
+      uint32 cell[D];
+      float w[D], dw[D], mask[D];
+      if (LocatePoint<D>(inputs + i * D, p, g.scale, cell, w, dw, mask)) {
+        float dy[F];
+        LoadRow<F, T>(grad_encoded + (i * num_levels + level) * F, dy);
+        uint32 rows[1 << D];
+        float weights[1 << D];
+        hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
+        if (scatter) {
+#pragma unroll
+          for (int c = 0; c < (1 << D); ++c) {
+            float contribution[F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) contribution[f] = weights[c] * dy[f];
+            acc.template AddRow<F>(g.offset + rows[c], contribution);
+          }
+        }
+        if (input_grad) {
+          hash_grid::accumulate_input_gradient_corners<D, F, T>(level_table, rows, g.scale, w, dw, dy, dx);
+#pragma unroll
+          for (int d = 0; d < D; ++d) dx[d] *= mask[d];
+        }
+      }
+    }
+    if (input_grad) {
+      for (int s = group_size >> 1; s > 0; s >>= 1) {
+#pragma unroll
+        for (int d = 0; d < D; ++d) dx[d] += __shfl_xor_sync(0xffffffffu, dx[d], s);
+      }
+      if (lane_level == 0 && i < p.num_points) {
+        if (dx_mode == kDxStore) {
+          float* out = dx_out + (int64_t(blockIdx.y) * p.num_points + i) * D;
+#pragma unroll
+          for (int d = 0; d < D; ++d) out[d] = dx[d];
+        } else {
+#pragma unroll
+          for (int d = 0; d < D; ++d) atomicAdd(dx_out + i * D + d, dx[d]);
+        }
+      }
+    }
+  }
+}
+
+// Coarse dense levels (blockIdx.y = level < number of aggregated levels):
+// each block sweeps a slice of the points, sums weight * dy per table entry
+// in shared memory, then adds its non-zero sums to the accumulator. Turns
+// N * 2^D contended atomics per level into about blocks * entries.
+template <int D, int F, typename T, typename Acc>
+__global__ void __launch_bounds__(kHashThreads)
+    HashEncodeCoarseBackwardKernel(const T* __restrict__ grad_encoded, const float* __restrict__ inputs,
+                                   const Acc acc, const Params p) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  typedef typename Acc::Shared S;
+  S* sums = reinterpret_cast<S*>(shared_raw);
+  const int level = blockIdx.y;
+  const int num_levels = p.num_levels;
+  const LevelGeometry g = GeometryOf<D>(p, level);
+  const int n = static_cast<int>(g.entries) * F;
+  for (int k = threadIdx.x; k < n; k += blockDim.x) sums[k] = S(0);
+  __syncthreads();
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.num_points; i += stride) {
+    uint32 cell[D];
+    float w[D], dw[D], mask[D];
+    if (!LocatePoint<D>(inputs + i * D, p, g.scale, cell, w, dw, mask)) continue;
+    float dy[F];
+    LoadRow<F, T>(grad_encoded + (i * num_levels + level) * F, dy);
+    uint32 rows[1 << D];
+    float weights[1 << D];
+    hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
+#pragma unroll
+    for (int c = 0; c < (1 << D); ++c) {
+#pragma unroll
+      for (int f = 0; f < F; ++f) Acc::SharedAdd(&sums[rows[c] * F + f], acc.ToShared(weights[c] * dy[f]));
+    }
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < n; k += blockDim.x) {
+    const S s = sums[k];
+    if (s != S(0)) acc.AddTotal(g.offset * F + k, s);
+  }
+}
+
+// max |x| over x[0..n) as float bits (non-negative floats order like their
+// bits); NaN counts as +inf. *bits must start at 0.
+template <typename T>
+__global__ void MaxAbsKernel(const T* __restrict__ x, int64_t n, unsigned int* bits) {
+  float m = 0.0f;
+  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
+    const float v = fabsf(ToFloat(x[i]));
+    m = (v != v) ? INFINITY : fmaxf(m, v);
+  }
+  for (int s = 16; s > 0; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, s));
+  if ((threadIdx.x & 31) == 0) atomicMax(bits, __float_as_uint(m));
+}
+
+// Fixed-point scale 2^k with (max|dy| * N) * 2^k <= 2^62: every per-entry sum
+// (at most N * max|dy|, since a point's corner weights in a level sum to 1)
+// fits in int64 with a factor 2 to spare.
+__global__ void FixedScaleKernel(const unsigned int* bits, int64_t num_points, float* scale) {
+  const float bound = __uint_as_float(*bits) * static_cast<float>(num_points);
+  int k = 0;
+  if (bound > 0.0f && !isinf(bound)) {
+    int e = 0;
+    frexpf(bound, &e);  // bound < 2^e
+    k = min(126, max(-126, 62 - e));
+  }
+  scale[0] = ldexpf(1.0f, k);
+  scale[1] = ldexpf(1.0f, -k);
+}
+
+template <typename T>
+__global__ void FixedToTableKernel(const unsigned long long* __restrict__ sums, const float* __restrict__ scale,
+                                   T* __restrict__ out, int64_t n) {
+  const float inv = scale[1];
+  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
+    out[i] = FromFloat<T>(static_cast<float>(static_cast<long long>(sums[i])) * inv);
+  }
+}
+
+__global__ void FloatToHalfKernel(const float* __restrict__ in, __half* __restrict__ out, int64_t n) {
+  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) out[i] = __float2half_rn(in[i]);
+}
+
+// grad_inputs[j] = sum over groups, in group order, of the per-group sums.
+__global__ void SumGroupsKernel(const float* __restrict__ parts, int groups, int64_t n, float* __restrict__ out) {
+  for (int64_t j = GlobalThreadIndex(); j < n; j += GlobalThreadCount()) {
+    float s = parts[j];
+    for (int gi = 1; gi < groups; ++gi) s += parts[gi * n + j];
+    out[j] = s;
+  }
+}
+
+// ---- dispatch over (D, F) -------------------------------------------------------------
+
+template <int D, typename Fn>
+cudaError_t DispatchFeatures(int features, Fn&& fn) {
+  switch (features) {
+    case 1: return fn(std::integral_constant<int, D>(), std::integral_constant<int, 1>());
+    case 2: return fn(std::integral_constant<int, D>(), std::integral_constant<int, 2>());
+    case 4: return fn(std::integral_constant<int, D>(), std::integral_constant<int, 4>());
+    case 8: return fn(std::integral_constant<int, D>(), std::integral_constant<int, 8>());
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename Fn>
+cudaError_t DispatchDimsFeatures(int dims, int features, Fn&& fn) {
+  switch (dims) {
+    case 1: return DispatchFeatures<1>(features, fn);
+    case 2: return DispatchFeatures<2>(features, fn);
+    case 3: return DispatchFeatures<3>(features, fn);
+    case 4: return DispatchFeatures<4>(features, fn);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+bool ValidShape(int dims, int features, const Params& params) {
+  return dims >= 1 && dims <= hash_grid::kMaxDims && (features == 1 || features == 2 || features == 4 ||
+                                                       features == 8) &&
+         params.num_levels >= 1 && params.num_levels <= hash_grid::kMaxLevels && params.num_points >= 0;
+}
+
+bool Aligned(const void* p, size_t bytes) {
+  return p == nullptr || reinterpret_cast<uintptr_t>(p) % std::min<size_t>(bytes, 16) == 0;
+}
+
+struct BackwardLayout {
+  int group_shift = 0;
+  int groups = 1;
+  size_t fixed_sums = 0, float_sums = 0, dx_parts = 0, scale = 0;  // byte offsets
+  bool has_fixed = false, has_float = false, has_dx_parts = false;
+  size_t total = 0;
+};
+
+BackwardLayout LayoutFor(int dims, int features, int64_t table_rows, bool half_table, const Params& params,
+                         const HashEncodeBackwardOptions& options) {
+  BackwardLayout l;
+  l.group_shift = LevelGroupShift(features, half_table ? 2 : 4, params.num_levels);
+  l.groups = NumGroups(params.num_levels, l.group_shift);
+  size_t at = 0;
+  const size_t entries = static_cast<size_t>(table_rows) * features;
+  if (options.table_grad && options.deterministic) {
+    l.has_fixed = true;
+    l.fixed_sums = at;
+    at += AlignUp(entries * sizeof(unsigned long long));
+    l.scale = at;
+    at += 256;
+  } else if (options.table_grad && half_table) {
+    l.has_float = true;
+    l.float_sums = at;
+    at += AlignUp(entries * sizeof(float));
+  }
+  if (options.input_grad && options.deterministic && l.groups > 1) {
+    l.has_dx_parts = true;
+    l.dx_parts = at;
+    at += AlignUp(static_cast<size_t>(l.groups) * params.num_points * dims * sizeof(float));
+  }
+  l.total = at;
+  return l;
+}
+
+// Leading levels that are dense, fit the shared budget and are hot enough
+// (at least 4 points per entry) to profit from pre-aggregation.
+template <int D>
+int AggregatedLevels(int features, size_t shared_elem_bytes, int64_t budget, const Params& p) {
+  int count = 0;
+  for (int l = 0; l < p.num_levels; ++l) {
+    const float scale = hash_grid::level_scale(l, p.log2_per_level_scale, p.base_resolution);
+    const uint32 resolution = hash_grid::level_resolution(scale);
+    const int64_t entries = p.level_offsets[l + 1] - p.level_offsets[l];
+    if (hash_grid::level_is_hashed<D>(resolution, static_cast<uint32>(entries))) break;
+    if (entries * features * static_cast<int64_t>(shared_elem_bytes) > budget) break;
+    if (p.num_points < 4 * entries) break;
+    ++count;
+  }
+  return count;
+}
+
+int NumSms() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 80;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) return 80;
+  return sms;
+}
+
+template <int D, int F, typename T, typename Acc>
+cudaError_t LaunchBackwardKernels(const T* grad_encoded, const float* inputs, const T* table, const Acc& acc,
+                                  float* dx_out, int dx_mode, bool table_grad, int64_t budget,
+                                  const BackwardLayout& layout, const Params& p, cudaStream_t stream) {
+  int first_scatter = 0;
+  if (table_grad && budget > 0) {
+    first_scatter = AggregatedLevels<D>(F, sizeof(typename Acc::Shared), budget, p);
+  }
+  if (first_scatter > 0) {
+    int64_t max_entries = 0;
+    for (int l = 0; l < first_scatter; ++l) {
+      max_entries = std::max<int64_t>(max_entries, p.level_offsets[l + 1] - p.level_offsets[l]);
+    }
+    const size_t shared = static_cast<size_t>(max_entries) * F * sizeof(typename Acc::Shared);
+    auto kernel = HashEncodeCoarseBackwardKernel<D, F, T, Acc>;
+    if (shared > 48 * 1024) {
+      const cudaError_t err =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+      if (err != cudaSuccess) return err;
+    }
+    const int64_t per_level = std::max<int64_t>(1, (2 * NumSms() + first_scatter - 1) / first_scatter);
+    const int64_t useful = (p.num_points + 4 * kHashThreads - 1) / (4 * kHashThreads);
+    const dim3 grid(static_cast<unsigned int>(std::max<int64_t>(1, std::min(per_level, useful))), first_scatter);
+    kernel<<<grid, kHashThreads, shared, stream>>>(grad_encoded, inputs, acc, p);
+  }
+  const int points_per_block = kHashThreads >> layout.group_shift;
+  const dim3 grid(PointBlocks(p.num_points, points_per_block), layout.groups);
+  HashEncodeBackwardKernel<D, F, T, Acc><<<grid, kHashThreads, 0, stream>>>(
+      grad_encoded, inputs, table, acc, dx_out, dx_mode, first_scatter, table_grad, p, layout.group_shift);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* encoded, int dims, int features,
+                                    const hash_grid::Params& params, cudaStream_t stream) {
+  if (!ValidShape(dims, features, params)) return cudaErrorInvalidValue;
+  const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
+  if (!Aligned(table, row_bytes) || !Aligned(encoded, row_bytes)) return cudaErrorMisalignedAddress;
+  if (params.num_points == 0) return cudaSuccess;
+  const int shift = LevelGroupShift(features, sizeof(T), params.num_levels);
+  const dim3 grid(PointBlocks(params.num_points, kHashThreads >> shift), NumGroups(params.num_levels, shift));
+  return DispatchDimsFeatures(dims, features, [&](auto d, auto f) {
+    HashEncodeForwardKernel<decltype(d)::value, decltype(f)::value, T>
+        <<<grid, kHashThreads, 0, stream>>>(inputs, table, encoded, params, shift);
+    return cudaGetLastError();
+  });
+}
+
+size_t HashEncodeBackwardWorkspaceBytes(int dims, int features, int64_t table_rows, bool half_table,
+                                        const hash_grid::Params& params, const HashEncodeBackwardOptions& options) {
+  return LayoutFor(dims, features, table_rows, half_table, params, options).total;
+}
+
+template <typename T>
+cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs, const T* table, T* grad_table,
+                                     float* grad_inputs, void* workspace, size_t workspace_bytes, int dims,
+                                     int features, int64_t table_rows, const hash_grid::Params& params,
+                                     const HashEncodeBackwardOptions& options, cudaStream_t stream) {
+  if (!ValidShape(dims, features, params) || table_rows < 0) return cudaErrorInvalidValue;
+  constexpr bool kHalf = std::is_same<T, __half>::value;
+  const BackwardLayout layout = LayoutFor(dims, features, table_rows, kHalf, params, options);
+  if (workspace_bytes < layout.total || (layout.total > 0 && workspace == nullptr)) return cudaErrorInvalidValue;
+  const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
+  if (!Aligned(table, row_bytes) || !Aligned(grad_table, row_bytes) || !Aligned(grad_encoded, row_bytes) ||
+      !Aligned(workspace, 256)) {
+    return cudaErrorMisalignedAddress;
+  }
+  const int64_t n_table = table_rows * features;
+  const int64_t n_points = params.num_points;
+  unsigned char* ws = static_cast<unsigned char*>(workspace);
+  cudaError_t err = cudaSuccess;
+
+  if (n_points == 0) {  // grad_table is all zeros, grad_inputs is empty
+    if (options.table_grad && n_table > 0) err = cudaMemsetAsync(grad_table, 0, n_table * sizeof(T), stream);
+    return err;
+  }
+  if (!options.table_grad && !options.input_grad) return cudaSuccess;
+
+  // Table accumulator.
+  FloatAccumulator float_acc{nullptr};
+  FixedAccumulator fixed_acc{nullptr, nullptr};
+  if (options.table_grad) {
+    if (layout.has_fixed) {
+      fixed_acc.sums = reinterpret_cast<unsigned long long*>(ws + layout.fixed_sums);
+      float* scale = reinterpret_cast<float*>(ws + layout.scale + 16);
+      unsigned int* bits = reinterpret_cast<unsigned int*>(ws + layout.scale);
+      fixed_acc.scale = scale;
+      if ((err = cudaMemsetAsync(fixed_acc.sums, 0, n_table * sizeof(unsigned long long), stream))) return err;
+      if ((err = cudaMemsetAsync(bits, 0, sizeof(unsigned int), stream))) return err;
+      const int64_t n_dy = n_points * params.num_levels * features;
+      MaxAbsKernel<T><<<GridStrideBlocks(n_dy), kThreadsPerBlock, 0, stream>>>(grad_encoded, n_dy, bits);
+      FixedScaleKernel<<<1, 1, 0, stream>>>(bits, n_points, scale);
+    } else {
+      float_acc.sums = layout.has_float ? reinterpret_cast<float*>(ws + layout.float_sums)
+                                        : reinterpret_cast<float*>(grad_table);
+      if ((err = cudaMemsetAsync(float_acc.sums, 0, n_table * sizeof(float), stream))) return err;
+    }
+  }
+  // Input-gradient destination.
+  int dx_mode = kDxNone;
+  float* dx_out = nullptr;
+  if (options.input_grad) {
+    if (layout.groups == 1) {
+      dx_mode = kDxStore;
+      dx_out = grad_inputs;
+    } else if (layout.has_dx_parts) {
+      dx_mode = kDxStore;
+      dx_out = reinterpret_cast<float*>(ws + layout.dx_parts);
+    } else {
+      dx_mode = kDxAtomic;
+      dx_out = grad_inputs;
+      if ((err = cudaMemsetAsync(grad_inputs, 0, n_points * dims * sizeof(float), stream))) return err;
+    }
+  }
+  const int64_t budget = options.aggregate_shared_bytes < 0
+                             ? kDefaultAggregateBytes
+                             : std::min<int64_t>(options.aggregate_shared_bytes, kMaxAggregateBytes);
+  err = DispatchDimsFeatures(dims, features, [&](auto d, auto f) {
+    constexpr int kD = decltype(d)::value;
+    constexpr int kF = decltype(f)::value;
+    if (layout.has_fixed) {
+      return LaunchBackwardKernels<kD, kF, T>(grad_encoded, inputs, table, fixed_acc, dx_out, dx_mode,
+                                               options.table_grad, budget, layout, params, stream);
+    }
+    return LaunchBackwardKernels<kD, kF, T>(grad_encoded, inputs, table, float_acc, dx_out, dx_mode,
+                                             options.table_grad, budget, layout, params, stream);
+  });
+  if (err != cudaSuccess) return err;
+  // Finalisation.
+  if (options.table_grad && n_table > 0) {
+    if (layout.has_fixed) {
+      FixedToTableKernel<T><<<GridStrideBlocks(n_table), kThreadsPerBlock, 0, stream>>>(
+          fixed_acc.sums, fixed_acc.scale, grad_table, n_table);
+    } else if (layout.has_float) {
+      FloatToHalfKernel<<<GridStrideBlocks(n_table), kThreadsPerBlock, 0, stream>>>(
+          float_acc.sums, reinterpret_cast<__half*>(grad_table), n_table);
+    }
+  }
+  if (layout.has_dx_parts) {
+    const int64_t n_dx = n_points * dims;
+    SumGroupsKernel<<<GridStrideBlocks(n_dx), kThreadsPerBlock, 0, stream>>>(dx_out, layout.groups, n_dx,
+                                                                              grad_inputs);
+  }
+  return cudaGetLastError();
+}
+
+template cudaError_t LaunchHashEncodeForward<float>(const float*, const float*, float*, int, int,
+                                                    const hash_grid::Params&, cudaStream_t);
+template cudaError_t LaunchHashEncodeForward<__half>(const float*, const __half*, __half*, int, int,
+                                                     const hash_grid::Params&, cudaStream_t);
+template cudaError_t LaunchHashEncodeBackward<float>(const float*, const float*, const float*, float*, float*, void*,
+                                                     size_t, int, int, int64_t, const hash_grid::Params&,
+                                                     const HashEncodeBackwardOptions&, cudaStream_t);
+template cudaError_t LaunchHashEncodeBackward<__half>(const __half*, const float*, const __half*, __half*, float*,
+                                                      void*, size_t, int, int, int64_t, const hash_grid::Params&,
+                                                      const HashEncodeBackwardOptions&, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace mo

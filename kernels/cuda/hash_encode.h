@@ -1,0 +1,86 @@
+// HashEncode CUDA launchers: plain C++ declarations (no TensorFlow), called by
+// the TF GPU kernels (hash_encode_gpu.cc) and the C-ABI harness
+// (harness/hash_encode_harness.cu.cc). Formulas: kernels/common/hash_grid.h.
+//
+// Kernel layout (tiny-cuda-nn style): grid (point blocks, level groups), one
+// thread per (point, level). The G levels of a group are adjacent lanes of a
+// warp, so a point's G * F outputs (32 bytes) are written by one store
+// instruction as whole sectors (coalesced), and G levels at a time keep their
+// slice of the table hot in L2. Table rows are read with one vector load.
+//
+// Backward: table gradient with float32 red/atomic adds (float2/float4 vector
+// atomics on sm_90), accumulated into a float32 buffer for half tables (never
+// half atomics); coarse dense levels are pre-aggregated in shared memory by
+// blocks that each sweep many points, then flushed with one atomic per
+// touched entry. Deterministic mode accumulates in 64-bit fixed point (integer
+// atomics, order-independent) with a power-of-two scale chosen from
+// max|grad_encoded| * N so that no sum can overflow, and reduces the input
+// gradient over level groups in a fixed order. The input gradient is computed
+// in the same kernel from the table rows the thread touches (no dy/dx stored
+// by the forward pass).
+#ifndef METAL_OPS_KERNELS_CUDA_HASH_ENCODE_H_
+#define METAL_OPS_KERNELS_CUDA_HASH_ENCODE_H_
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/hash_grid.h"
+
+namespace mo {
+namespace cuda {
+
+// The encoding's Params (hash_grid.h) for a grid; returns the table's row
+// count. log2_per_level_scale is log2_f(per_level_scale) in float32, as in
+// tiny-cuda-nn and the CPU kernel.
+inline int64_t MakeHashGridParams(int dims, int64_t num_points, int num_levels, int log2_hashmap_size,
+                                  uint32_t base_resolution, float per_level_scale, int interpolation,
+                                  int out_of_range, hash_grid::Params* params) {
+  *params = hash_grid::Params();
+  params->num_points = num_points;
+  params->log2_per_level_scale = mo::log2_f(per_level_scale);
+  params->base_resolution = base_resolution;
+  params->num_levels = num_levels;
+  params->interpolation = interpolation;
+  params->out_of_range = out_of_range;
+  params->pad_ = 0;
+  return hash_grid::level_offsets(dims, num_levels, log2_hashmap_size, params->log2_per_level_scale,
+                                  base_resolution, params->level_offsets);
+}
+
+struct HashEncodeBackwardOptions {
+  bool table_grad = true;      // write grad_table [P, F]
+  bool input_grad = false;     // write grad_inputs [N, D]
+  bool deterministic = false;  // bitwise-reproducible results (fixed-point table accumulation)
+  // Shared-memory budget per block for pre-aggregating coarse dense levels:
+  // -1 = library default, 0 = off.
+  int64_t aggregate_shared_bytes = -1;
+};
+
+// encoded[N, L*F] = hash encoding of inputs[N, D] with table[P, F].
+// T is float or __half. dims in 1..4, features in {1, 2, 4, 8}; table and
+// encoded must be aligned to features * sizeof(T) bytes (min 16).
+template <typename T>
+cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* encoded, int dims, int features,
+                                    const hash_grid::Params& params, cudaStream_t stream);
+
+// Bytes of device scratch LaunchHashEncodeBackward needs (may be 0).
+size_t HashEncodeBackwardWorkspaceBytes(int dims, int features, int64_t table_rows, bool half_table,
+                                        const hash_grid::Params& params, const HashEncodeBackwardOptions& options);
+
+// grad_table[P, F] (if options.table_grad) and grad_inputs[N, D] (if
+// options.input_grad) from grad_encoded[N, L*F]. Both outputs are fully
+// written (no need to zero them). workspace: HashEncodeBackwardWorkspaceBytes
+// bytes, 256-byte aligned.
+template <typename T>
+cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs, const T* table, T* grad_table,
+                                     float* grad_inputs, void* workspace, size_t workspace_bytes, int dims,
+                                     int features, int64_t table_rows, const hash_grid::Params& params,
+                                     const HashEncodeBackwardOptions& options, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_CUDA_HASH_ENCODE_H_

@@ -1,0 +1,248 @@
+// MetalOpsHashEncode / MetalOpsHashEncodeGrad as TensorFlow GPU kernels (C++
+// API). Compiled only when the installed TensorFlow is a CUDA build (`make`
+// then defines GOOGLE_CUDA and links kernels/cuda/hash_encode.cu.cc); `make
+// cuda-check` syntax-checks it against the pip headers. Not run here: the
+// kernels it launches are tested through the harness on an H100
+// (tests/cuda/test_hash_encode_cuda.py).
+//
+// Validation mirrors the CPU kernel's (kernels/cpu/hash_encode_kernels.cc),
+// same checks and messages; part A's helpers live in that file's anonymous
+// namespace, so they are restated here rather than shared.
+// MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets have no GPU kernel:
+// TensorFlow places them on the CPU.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "kernels/common/hash_grid.h"
+#include "kernels/cuda/hash_encode.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
+#include "tensorflow/core/util/determinism.h"
+
+namespace metal_ops {
+namespace {
+
+namespace hg = ::mo::hash_grid;
+using ::tensorflow::DEVICE_GPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::errors::InvalidArgument;
+
+// Eigen::half and __half are both one IEEE binary16 in 2 bytes.
+template <typename T>
+struct DeviceType {
+  typedef T type;
+};
+template <>
+struct DeviceType<Eigen::half> {
+  typedef __half type;
+};
+static_assert(sizeof(Eigen::half) == sizeof(__half), "half layouts differ");
+
+struct GridAttrs {
+  int num_levels = 0;
+  int log2_hashmap_size = 0;
+  int base_resolution = 0;
+  float per_level_scale = 0.f;
+  int interpolation = hg::kLinear;
+  int out_of_range = hg::kClamp;
+};
+
+absl::Status ReadGridAttrs(OpKernelConstruction* ctx, GridAttrs* a) {
+  std::string interpolation, out_of_range;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("num_levels", &a->num_levels));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("log2_hashmap_size", &a->log2_hashmap_size));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("base_resolution", &a->base_resolution));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("per_level_scale", &a->per_level_scale));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("interpolation", &interpolation));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("out_of_range", &out_of_range));
+  if (interpolation == "linear") {
+    a->interpolation = hg::kLinear;
+  } else if (interpolation == "smoothstep") {
+    a->interpolation = hg::kSmoothstep;
+  } else {
+    return InvalidArgument("interpolation must be 'linear' or 'smoothstep', got '", interpolation, "'");
+  }
+  if (out_of_range == "clamp") {
+    a->out_of_range = hg::kClamp;
+  } else if (out_of_range == "wrap") {
+    a->out_of_range = hg::kWrap;
+  } else if (out_of_range == "zero") {
+    a->out_of_range = hg::kZero;
+  } else {
+    return InvalidArgument("out_of_range must be 'clamp', 'wrap' or 'zero', got '", out_of_range, "'");
+  }
+  if (a->num_levels < 1 || a->num_levels > hg::kMaxLevels) {
+    return InvalidArgument("num_levels must be in [1, ", int(hg::kMaxLevels), "], got ", a->num_levels);
+  }
+  if (a->log2_hashmap_size < hg::kMinLog2HashmapSize || a->log2_hashmap_size > hg::kMaxLog2HashmapSize) {
+    return InvalidArgument("log2_hashmap_size must be in [", int(hg::kMinLog2HashmapSize), ", ",
+                           int(hg::kMaxLog2HashmapSize), "], got ", a->log2_hashmap_size);
+  }
+  if (a->base_resolution < 1) {
+    return InvalidArgument("base_resolution must be >= 1, got ", a->base_resolution);
+  }
+  if (!(a->per_level_scale >= 1.0f) || std::isinf(a->per_level_scale)) {
+    return InvalidArgument("per_level_scale must be finite and >= 1, got ", a->per_level_scale);
+  }
+  const float finest =
+      hg::level_scale(a->num_levels - 1, ::mo::log2_f(a->per_level_scale), ::mo::uint32(a->base_resolution));
+  if (!(finest < 2147483520.0f)) {
+    return InvalidArgument("resolution of the finest level (base_resolution * per_level_scale^(num_levels-1) = ",
+                           finest + 1.0f, ") must stay below 2^31: reduce base_resolution, per_level_scale "
+                           "or num_levels");
+  }
+  return absl::OkStatus();
+}
+
+// inputs [N, D] and table [P, F] against the grid; fills params and rows.
+absl::Status ValidateInputsAndTable(const GridAttrs& a, const Tensor& inputs, const Tensor& table, int* dims,
+                                    int* features, hg::Params* params, int64_t* rows) {
+  if (inputs.dims() != 2) {
+    return InvalidArgument("inputs must be a rank-2 tensor [N, D], got shape ", inputs.shape().DebugString());
+  }
+  const int64_t d = inputs.dim_size(1);
+  if (d < 1 || d > hg::kMaxDims) {
+    return InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = ", d, " (shape ",
+                           inputs.shape().DebugString(), ")");
+  }
+  if (table.dims() != 2) {
+    return InvalidArgument("table must be a rank-2 tensor [P, F], got shape ", table.shape().DebugString());
+  }
+  const int64_t f = table.dim_size(1);
+  if (f != 1 && f != 2 && f != 4 && f != 8) {
+    return InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f);
+  }
+  *rows = ::mo::cuda::MakeHashGridParams(int(d), inputs.dim_size(0), a.num_levels, a.log2_hashmap_size,
+                                         ::mo::uint32(a.base_resolution), a.per_level_scale, a.interpolation,
+                                         a.out_of_range, params);
+  if (table.dim_size(0) != *rows) {
+    return InvalidArgument("table has ", table.dim_size(0), " rows but the hash grid needs ", *rows,
+                           " (hash_grid_size(input_dim=", d, ", num_levels=", a.num_levels,
+                           ", log2_hashmap_size=", a.log2_hashmap_size, ", base_resolution=", a.base_resolution,
+                           ", per_level_scale=", a.per_level_scale, "))");
+  }
+  *dims = int(d);
+  *features = int(f);
+  return absl::OkStatus();
+}
+
+absl::Status LaunchStatus(const char* what, cudaError_t err) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  return ::tensorflow::errors::Internal(what, " CUDA launch failed: ", cudaGetErrorString(err));
+}
+
+template <typename T>
+class HashEncodeGpuOp : public OpKernel {
+ public:
+  explicit HashEncodeGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    typedef typename DeviceType<T>::type DT;
+    const Tensor& inputs = ctx->input(0);
+    const Tensor& table = ctx->input(1);
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    hg::Params params;
+    OP_REQUIRES_OK(ctx, ValidateInputsAndTable(attrs_, inputs, table, &dims, &features, &params, &rows));
+    const int64_t n = inputs.dim_size(0);
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, int64_t(attrs_.num_levels) * features}), &out));
+    if (n == 0) return;
+    const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
+    OP_REQUIRES_OK(ctx, LaunchStatus("MetalOpsHashEncode",
+                                     ::mo::cuda::LaunchHashEncodeForward(
+                                         inputs.flat<float>().data(),
+                                         reinterpret_cast<const DT*>(table.flat<T>().data()),
+                                         reinterpret_cast<DT*>(out->flat<T>().data()), dims, features, params,
+                                         stream)));
+  }
+
+ private:
+  GridAttrs attrs_;
+};
+
+template <typename T>
+class HashEncodeGradGpuOp : public OpKernel {
+ public:
+  explicit HashEncodeGradGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_table_grad", &table_grad_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_input_grad", &input_grad_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    typedef typename DeviceType<T>::type DT;
+    const Tensor& dy = ctx->input(0);
+    const Tensor& inputs = ctx->input(1);
+    const Tensor& table = ctx->input(2);
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    hg::Params params;
+    OP_REQUIRES_OK(ctx, ValidateInputsAndTable(attrs_, inputs, table, &dims, &features, &params, &rows));
+    const int64_t n = inputs.dim_size(0);
+    const int64_t width = int64_t(attrs_.num_levels) * features;
+    OP_REQUIRES(ctx, dy.dims() == 2 && dy.dim_size(0) == n && dy.dim_size(1) == width,
+                InvalidArgument("grad_encoded must have shape [", n, ", ", width, "], got ",
+                                dy.shape().DebugString()));
+    Tensor* grad_table = nullptr;
+    Tensor* grad_inputs = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({table_grad_ ? rows : 0, features}), &grad_table));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({input_grad_ ? n : 0, dims}), &grad_inputs));
+    if (!table_grad_ && !input_grad_) return;
+
+    ::mo::cuda::HashEncodeBackwardOptions options;
+    options.table_grad = table_grad_;
+    options.input_grad = input_grad_;
+    options.deterministic = ::tensorflow::OpDeterminismRequired();
+    const bool half = std::is_same<T, Eigen::half>::value;
+    const size_t workspace_bytes =
+        ::mo::cuda::HashEncodeBackwardWorkspaceBytes(dims, features, rows, half, params, options);
+    Tensor workspace;
+    void* workspace_ptr = nullptr;
+    if (workspace_bytes > 0) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_UINT8,
+                                             TensorShape({static_cast<int64_t>(workspace_bytes)}), &workspace));
+      workspace_ptr = workspace.flat<uint8_t>().data();
+    }
+    const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
+    OP_REQUIRES_OK(ctx, LaunchStatus("MetalOpsHashEncodeGrad",
+                                     ::mo::cuda::LaunchHashEncodeBackward(
+                                         reinterpret_cast<const DT*>(dy.flat<T>().data()),
+                                         inputs.flat<float>().data(),
+                                         reinterpret_cast<const DT*>(table.flat<T>().data()),
+                                         table_grad_ ? reinterpret_cast<DT*>(grad_table->flat<T>().data()) : nullptr,
+                                         input_grad_ ? grad_inputs->flat<float>().data() : nullptr, workspace_ptr,
+                                         workspace_bytes, dims, features, rows, params, options, stream)));
+  }
+
+ private:
+  GridAttrs attrs_;
+  bool table_grad_ = true;
+  bool input_grad_ = true;
+};
+
+#define METAL_OPS_REGISTER_HASH_ENCODE_GPU(T)                                                             \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncode").Device(DEVICE_GPU).TypeConstraint<T>("T"),           \
+                          HashEncodeGpuOp<T>);                                                            \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGrad").Device(DEVICE_GPU).TypeConstraint<T>("T"),       \
+                          HashEncodeGradGpuOp<T>);
+METAL_OPS_REGISTER_HASH_ENCODE_GPU(float);
+METAL_OPS_REGISTER_HASH_ENCODE_GPU(Eigen::half);
+#undef METAL_OPS_REGISTER_HASH_ENCODE_GPU
+
+}  // namespace
+}  // namespace metal_ops
+
+#endif  // GOOGLE_CUDA

@@ -1,0 +1,317 @@
+"""HashEncode CUDA kernels vs the NumPy reference, through the C-ABI harness.
+
+Runs where a GPU, CuPy and build/libmetal_ops_cuda.so exist (`make
+cuda-harness`; the lent H100); elsewhere every test skips and says why.
+No TensorFlow here. Reference: tests/cuda/hash_grid_numpy.py (independent,
+written from the formulas).
+"""
+import ctypes
+
+import numpy as np
+import pytest
+
+from tests.cuda import hash_grid_numpy as ref
+from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
+
+DTYPES = {"float32": (np.float32, 0), "float16": (np.float16, 1)}
+FEATURES = (1, 2, 4, 8)
+DIMS = (1, 2, 3, 4)
+
+# Standard NeRF grid (D=3, L=16, F=2, 2^19 rows, base 16, finest 2048). Its
+# level scales are not exact floats: float32 exp2 differs by an ulp between
+# NumPy, glibc and CUDA at some levels (seen: levels 9 and 13), which moves
+# positions by up to ~1e-4 cells, so comparisons on such grids use LOOSE
+# tolerances (relative to the largest value); the power-of-two grids of
+# small_grid() are exact and compared tightly.
+STANDARD = dict(num_levels=16, log2_hashmap_size=19, base_resolution=16,
+                per_level_scale=float(np.exp(np.log(2048 / 16) / 15)))
+LOOSE = 2e-3
+
+
+def small_grid(dims, per_level_scale=2.0):
+    """8 levels, the coarse ones dense and the fine ones hashed, for any D.
+
+    per_level_scale 2 makes every level scale an exact float (3 * 2^l - 1),
+    so the reference and the GPU agree on every cell bit for bit."""
+    return dict(num_levels=8, log2_hashmap_size=2 * dims + 6, base_resolution=3, per_level_scale=per_level_scale)
+
+
+def _bind(lib):
+    if getattr(lib, "_hash_encode_bound", False):
+        return lib
+    i32, i64, u32, f32, vp = ctypes.c_int, ctypes.c_int64, ctypes.c_uint32, ctypes.c_float, ctypes.c_void_p
+    lib.metal_ops_hash_encode_table_rows.argtypes = [i32, i32, i32, u32, f32]
+    lib.metal_ops_hash_encode_table_rows.restype = i64
+    lib.metal_ops_hash_encode_forward.argtypes = [vp, vp, vp, i32, i64, i32, i32, i32, i32, u32, f32, i32, i32, vp]
+    lib.metal_ops_hash_encode_forward.restype = i32
+    lib.metal_ops_hash_encode_backward_workspace_bytes.argtypes = [i32, i64, i32, i32, i32, i32, u32, f32, i32,
+                                                                   i32, i32]
+    lib.metal_ops_hash_encode_backward_workspace_bytes.restype = i64
+    lib.metal_ops_hash_encode_backward.argtypes = [vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32, u32,
+                                                   f32, i32, i32, i32, i32, i32, i64, vp]
+    lib.metal_ops_hash_encode_backward.restype = i32
+    lib._hash_encode_bound = True
+    return lib
+
+
+def gpu():
+    cupy, lib = require_gpu()
+    return cupy, _bind(lib)
+
+
+def make_inputs(rng, n, dims, out_of_range_fraction=0.0, nan_rows=0):
+    x = rng.random((n, dims), dtype=np.float32)
+    if n >= 4:
+        x[0, :] = 0.0
+        x[1, :] = 1.0
+    if out_of_range_fraction and n:
+        k = max(1, int(n * out_of_range_fraction))
+        rows = rng.choice(n, size=k, replace=False)
+        x[rows] = rng.uniform(-0.4, 1.4, size=(k, dims)).astype(np.float32)
+    if nan_rows and n > nan_rows + 4:
+        bad = [np.nan, np.inf, -np.inf]
+        for j in range(nan_rows):
+            x[2 + j, j % dims] = bad[j % 3]
+    return x
+
+
+def make_table(rng, rows, features, dtype):
+    return rng.uniform(-1, 1, size=(rows, features)).astype(dtype)
+
+
+def run_forward(cupy, lib, x, table, grid, interpolation="linear", out_of_range="clamp"):
+    n, dims = x.shape
+    features = table.shape[1]
+    dtype, code = DTYPES[np.dtype(table.dtype).name]
+    d_x, d_t = cupy.asarray(x), cupy.asarray(table)
+    d_out = cupy.full((n, grid["num_levels"] * features), 7, dtype=dtype)  # sentinel: must be overwritten
+    check(lib.metal_ops_hash_encode_forward(
+        dptr(d_x), dptr(d_t), dptr(d_out), code, n, dims, features, grid["num_levels"], grid["log2_hashmap_size"],
+        grid["base_resolution"], grid["per_level_scale"], ref.INTERPOLATIONS[interpolation],
+        ref.OUT_OF_RANGE[out_of_range], stream_ptr(cupy)))
+    cupy.cuda.get_current_stream().synchronize()
+    return cupy.asnumpy(d_out)
+
+
+def run_backward(cupy, lib, dy, x, table, grid, interpolation="linear", out_of_range="clamp", *,
+                 input_grad=True, deterministic=False, aggregate=-1, table_grad=True):
+    n, dims = x.shape
+    features = table.shape[1]
+    dtype, code = DTYPES[np.dtype(table.dtype).name]
+    args = (code, n, dims, features, grid["num_levels"], grid["log2_hashmap_size"], grid["base_resolution"],
+            grid["per_level_scale"])
+    ws_bytes = lib.metal_ops_hash_encode_backward_workspace_bytes(*args, int(table_grad), int(input_grad),
+                                                                  int(deterministic))
+    assert ws_bytes >= 0
+    d_ws = cupy.empty(max(ws_bytes, 1), dtype=cupy.uint8)
+    d_dy, d_x, d_t = cupy.asarray(dy), cupy.asarray(x), cupy.asarray(table)
+    d_gt = cupy.full(table.shape, 7, dtype=dtype)
+    d_gi = cupy.full((n, dims), 7, dtype=cupy.float32)
+    check(lib.metal_ops_hash_encode_backward(
+        # Both outputs are always passed: the launcher must leave alone the one not requested.
+        dptr(d_dy), dptr(d_x), dptr(d_t), dptr(d_gt), dptr(d_gi), dptr(d_ws), ws_bytes,
+        *args, ref.INTERPOLATIONS[interpolation], ref.OUT_OF_RANGE[out_of_range], int(table_grad),
+        int(input_grad), int(deterministic), aggregate, stream_ptr(cupy)))
+    cupy.cuda.get_current_stream().synchronize()
+    return cupy.asnumpy(d_gt), cupy.asnumpy(d_gi)
+
+
+def assert_close(actual, expected, rtol, atol_fraction, what):
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    np.testing.assert_allclose(actual.astype(np.float64), expected, rtol=rtol, atol=atol_fraction * scale,
+                               err_msg=what)
+
+
+def check_input_grad(actual, expected, margin, rtol=2e-4, atol_fraction=1e-4, min_margin=1e-5, min_fraction=0.9):
+    # Points within rounding of a cell boundary may legitimately fall in the
+    # neighbouring cell, where the gradient is different (on exact grids only
+    # the reference's float64 weights differ; on LOOSE grids the level scale).
+    safe = margin > min_margin
+    assert safe.mean() >= min_fraction or safe.size == 0, f"only {safe.mean():.3f} of points away from boundaries"
+    assert np.all(np.isfinite(actual))
+    assert_close(actual[safe], expected[safe], rtol, atol_fraction, "grad_inputs")
+
+
+# ---- grid size --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("grid", [STANDARD, small_grid(2), dict(num_levels=32, log2_hashmap_size=30,
+                                                                 base_resolution=2, per_level_scale=1.7)])
+def test_table_rows_match_reference(dims, grid):
+    _, lib = gpu()
+    rows = lib.metal_ops_hash_encode_table_rows(dims, grid["num_levels"], grid["log2_hashmap_size"],
+                                                grid["base_resolution"], grid["per_level_scale"])
+    assert rows == ref.table_rows(dims, **grid)
+
+
+def test_standard_grid_size_matches_tiny_cuda_nn():
+    _, lib = gpu()
+    rows = lib.metal_ops_hash_encode_table_rows(3, 16, 19, 16, STANDARD["per_level_scale"])
+    assert rows * 2 == 12_196_240  # instant-NGP's parameter count for F = 2
+
+
+def test_bad_arguments_return_errors():
+    cupy, lib = gpu()
+    assert lib.metal_ops_hash_encode_table_rows(5, 8, 12, 3, 2.0) == -1
+    x = cupy.zeros((4, 3), dtype=cupy.float32)
+    t = cupy.zeros((ref.table_rows(3, **small_grid(3)), 3), dtype=cupy.float32)
+    out = cupy.zeros((4, 24), dtype=cupy.float32)
+    g = small_grid(3)
+    err = lib.metal_ops_hash_encode_forward(dptr(x), dptr(t), dptr(out), 0, 4, 3, 3, g["num_levels"],
+                                            g["log2_hashmap_size"], g["base_resolution"], g["per_level_scale"],
+                                            0, 0, stream_ptr(cupy))
+    assert err != 0  # F = 3 is unsupported
+
+
+# ---- forward ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("features", FEATURES)
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("interpolation", ["linear", "smoothstep"])
+@pytest.mark.parametrize("out_of_range", ["clamp", "wrap", "zero"])
+def test_forward_matches_reference(dims, features, dtype, interpolation, out_of_range):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(dims * 100 + features)
+    grid = small_grid(dims)
+    levels, rows = ref.levels(dims, **grid)
+    assert any(lv["hashed"] for lv in levels) and not all(lv["hashed"] for lv in levels)
+    x = make_inputs(rng, 1000, dims, out_of_range_fraction=0.2, nan_rows=6)
+    table = make_table(rng, rows, features, DTYPES[dtype][0])
+    got = run_forward(cupy, lib, x, table, grid, interpolation, out_of_range)
+    want = ref.encode(x, table, interpolation=interpolation, out_of_range=out_of_range, **grid)
+    assert got.dtype == table.dtype and got.shape == (1000, 8 * features)
+    if dtype == "float32":
+        assert_close(got, want, 1e-5, 2e-6, "encoded")
+    else:
+        assert_close(got, want.astype(np.float16).astype(np.float64), 1e-3, 1e-3, "encoded")
+    bad = ~np.isfinite(x).all(axis=1)
+    assert np.all(got[bad] == 0), "NaN / inf points must encode to zero"
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("n", [0, 1, 1000, 2 ** 17])
+def test_forward_sizes_standard_scale(n, dtype):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(n)
+    grid = dict(STANDARD, log2_hashmap_size=15)  # non-power-of-two level scale, hashed fine levels
+    rows = ref.table_rows(3, **grid)
+    x = make_inputs(rng, n, 3)
+    table = make_table(rng, rows, 2, DTYPES[dtype][0])
+    got = run_forward(cupy, lib, x, table, grid)
+    want = ref.encode(x, table, **grid)
+    assert got.shape == (n, 32)
+    assert_close(got, want, LOOSE, LOOSE, "encoded")
+
+
+# ---- backward -----------------------------------------------------------------------------------
+
+def _check_backward(gt, gi, x, dy, table, grid, interpolation, out_of_range, input_grad=True, loose=False):
+    want_t, want_i, margin = ref.backward(dy, x, table, interpolation=interpolation, out_of_range=out_of_range,
+                                          **grid)
+    if loose:
+        assert_close(gt, want_t, LOOSE, LOOSE, "grad_table")
+        if input_grad:
+            check_input_grad(gi, want_i, margin, LOOSE, LOOSE, min_margin=3e-4)
+        return
+    if table.dtype == np.float32:
+        assert_close(gt, want_t, 1e-4, 1e-5, "grad_table")
+    else:  # float32 sums rounded once to half
+        assert_close(gt, want_t.astype(np.float16).astype(np.float64), 2e-3, 1e-3, "grad_table")
+    if input_grad:
+        check_input_grad(gi, want_i, margin)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("features", FEATURES)
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("interpolation", ["linear", "smoothstep"])
+def test_backward_matches_reference(dims, features, dtype, interpolation, deterministic):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(dims * 1000 + features * 10 + deterministic)
+    grid = small_grid(dims)
+    out_of_range = ("clamp", "wrap", "zero")[(dims + features) % 3]
+    rows = ref.table_rows(dims, **grid)
+    x = make_inputs(rng, 1000, dims, out_of_range_fraction=0.2, nan_rows=6)
+    table = make_table(rng, rows, features, DTYPES[dtype][0])
+    dy = rng.standard_normal((1000, 8 * features)).astype(table.dtype)
+    gt, gi = run_backward(cupy, lib, dy, x, table, grid, interpolation, out_of_range, deterministic=deterministic)
+    _check_backward(gt, gi, x, dy, table, grid, interpolation, out_of_range)
+    assert np.all(gi[~np.isfinite(x).all(axis=1)] == 0)
+
+
+@pytest.mark.parametrize("out_of_range", ["clamp", "wrap", "zero"])
+@pytest.mark.parametrize("aggregate", [-1, 0, 200 * 1024])
+def test_backward_out_of_range_and_aggregation(out_of_range, aggregate):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(7)
+    grid = small_grid(3)
+    rows = ref.table_rows(3, **grid)
+    x = make_inputs(rng, 20000, 3, out_of_range_fraction=0.3, nan_rows=6)
+    table = make_table(rng, rows, 2, np.float32)
+    dy = rng.standard_normal((20000, 16)).astype(np.float32)
+    gt, gi = run_backward(cupy, lib, dy, x, table, grid, "linear", out_of_range, aggregate=aggregate)
+    _check_backward(gt, gi, x, dy, table, grid, "linear", out_of_range)
+    if out_of_range == "clamp":  # clamped coordinates carry no gradient
+        outside = (x < 0) | (x > 1)
+        assert np.all(gi[outside] == 0)
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("n", [0, 1, 1000, 2 ** 17])
+def test_backward_sizes_standard_scale(n, dtype):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(n + 1)
+    grid = dict(STANDARD, log2_hashmap_size=15)
+    rows = ref.table_rows(3, **grid)
+    x = make_inputs(rng, n, 3)
+    table = make_table(rng, rows, 2, DTYPES[dtype][0])
+    dy = rng.standard_normal((n, 32)).astype(table.dtype)
+    for deterministic in (False, True):
+        gt, gi = run_backward(cupy, lib, dy, x, table, grid, deterministic=deterministic)
+        assert gt.shape == table.shape and gi.shape == (n, 3)
+        _check_backward(gt, gi, x, dy, table, grid, "linear", "clamp", loose=True)
+
+
+@pytest.mark.parametrize("input_grad,table_grad", [(False, True), (True, False)])
+def test_backward_optional_outputs(input_grad, table_grad):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(3)
+    grid = small_grid(3)
+    rows = ref.table_rows(3, **grid)
+    x = make_inputs(rng, 5000, 3)
+    table = make_table(rng, rows, 4, np.float32)
+    dy = rng.standard_normal((5000, 32)).astype(np.float32)
+    gt, gi = run_backward(cupy, lib, dy, x, table, grid, input_grad=input_grad, table_grad=table_grad)
+    want_t, want_i, margin = ref.backward(dy, x, table, **grid)
+    if table_grad:
+        assert_close(gt, want_t, 1e-4, 1e-5, "grad_table")
+    else:
+        assert np.all(gt == 7), "grad_table must be left alone when not requested"
+    if input_grad:
+        check_input_grad(gi, want_i, margin)
+    else:
+        assert np.all(gi == 7), "grad_inputs must be left alone when not requested"
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_deterministic_backward_is_bitwise_reproducible(dtype):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(11)
+    n = 2 ** 17
+    rows = ref.table_rows(3, **STANDARD)
+    x = make_inputs(rng, n, 3)
+    table = make_table(rng, rows, 2, DTYPES[dtype][0])
+    # Clustered points (a few rays' worth) make many atomics collide.
+    x[: n // 2] = (0.5 + 0.01 * rng.standard_normal((n // 2, 3))).astype(np.float32)
+    dy = rng.standard_normal((n, 32)).astype(table.dtype)
+    runs = [run_backward(cupy, lib, dy, x, table, STANDARD, deterministic=True) for _ in range(3)]
+    for gt, gi in runs[1:]:
+        assert np.array_equal(gt.view(np.uint16 if dtype == "float16" else np.uint32),
+                              runs[0][0].view(np.uint16 if dtype == "float16" else np.uint32))
+        assert np.array_equal(gi.view(np.uint32), runs[0][1].view(np.uint32))
+    fast_t, fast_i = run_backward(cupy, lib, dy, x, table, STANDARD, deterministic=False)
+    tol = 1e-4 if dtype == "float32" else 2e-3
+    assert_close(runs[0][0], fast_t.astype(np.float64), tol, 1e-5, "deterministic vs atomic grad_table")
+    assert_close(runs[0][1], fast_i.astype(np.float64), 1e-4, 1e-4, "deterministic vs atomic grad_inputs")
