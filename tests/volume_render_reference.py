@@ -89,6 +89,20 @@ def make_rays(R, S, seed=0, dtype=np.float32, sigma_scale=2.0, near=2.0, far=6.0
     return sigma.astype(dtype), rgb.astype(dtype), t.astype(dtype)
 
 
+def rays_clear_of_threshold(sigma, t, early_termination, margin=1e-3):
+    """Per ray: True when none of its transmittances lies within a factor
+    exp(+-margin) of the threshold (so float32 and float64 agree on K)."""
+    if early_termination == 0:
+        return np.ones(np.shape(sigma)[0], bool)
+    sigma = np.asarray(sigma, np.float64)
+    t = np.asarray(t, np.float64)
+    tau = sigma * (t[:, 1:] - t[:, :-1])
+    cum = np.concatenate([np.zeros((sigma.shape[0], 1)), np.cumsum(tau, axis=1)[:, :-1]], axis=1)
+    with np.errstate(divide="ignore"):
+        log_ratio = -cum - np.log(early_termination)
+    return np.all(np.abs(log_ratio) > margin, axis=1)
+
+
 def margin_ok(sigma, t, early_termination, margin=1e-3):
     """True when no transmittance lies within a factor exp(±margin) of the
     threshold in log space (finite differences and float32 then agree on which samples run)."""

@@ -14,7 +14,8 @@ NULL = ctypes.c_void_p(0)
 
 
 def rays_with_margin(R, S, eps, dtype, surface=True, sigma_scale=2.0):
-    for seed in range(200):
+    """Small batches: a seed whose transmittances all stay clear of the threshold."""
+    for seed in range(50):
         sigma, rgb, t = ref.make_rays(R, S, seed=seed, dtype=dtype, surface=surface, sigma_scale=sigma_scale)
         if ref.margin_ok(sigma, t, eps):
             return sigma, rgb, t
@@ -68,12 +69,16 @@ def backward(cupy, lib, name, sigma, rgb, t, bg, eps, outputs, cot):
 def test_forward_matches_reference(name, R, S, bg_kind, eps):
     cupy, lib = require_gpu()
     dtype = DTYPES[name]
-    sigma, rgb, t = rays_with_margin(R, S, eps, dtype)
+    sigma, rgb, t = ref.make_rays(R, S, seed=R + S, dtype=dtype, surface=True)
+    # Compare the rays whose transmittances are clear of the threshold (float32
+    # and the float64 reference may disagree on K right at it).
+    clear = ref.rays_clear_of_threshold(sigma, t, eps)
+    assert R == 0 or clear.mean() > 0.95
     bg = background(bg_kind, R, dtype)
     got = forward(cupy, lib, name, sigma, rgb, t, bg, eps)
     want = ref.render(sigma, rgb, t, bg, eps)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, **TOL[name])
+        np.testing.assert_allclose(g[clear], w[clear], **TOL[name])
 
 
 def test_forward_without_weights_leaves_weights_untouched():
@@ -112,7 +117,9 @@ def test_backward_matches_finite_differences(name, bg_kind, eps, with_weights):
 def test_backward_large_batch_float32_agrees_with_float64_kernel_and_skips_terminated_samples():
     cupy, lib = require_gpu()
     R, S, eps = 50000, 64, 1e-4
-    sigma, rgb, t = rays_with_margin(R, S, eps, np.float64)
+    sigma, rgb, t = ref.make_rays(R, S, seed=9, dtype=np.float64, surface=True)
+    clear = ref.rays_clear_of_threshold(sigma, t, eps, margin=1e-2)
+    assert clear.mean() > 0.95
     bg = background("per_ray", R, np.float64)
     rng = np.random.default_rng(5)
     cot = (rng.normal(size=(R, 3)), rng.normal(size=R), rng.normal(size=R), None)
@@ -122,9 +129,9 @@ def test_backward_large_batch_float32_agrees_with_float64_kernel_and_skips_termi
     out32 = forward(cupy, lib, "float32", *f32, eps)
     g32 = backward(cupy, lib, "float32", *f32, eps, out32, tuple(c.astype(np.float32) for c in cot[:3]) + (None,))
     for a, b in zip(g32, g64):
-        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(a[clear], b[clear], rtol=1e-3, atol=1e-3)
     skipped = ref.render(sigma, rgb, t, None, eps)[3] == 0
-    skipped &= ref.render(sigma, rgb, t, None, 0.0)[3] > 0
+    skipped &= (ref.render(sigma, rgb, t, None, 0.0)[3] > 0) & clear[:, None]
     assert skipped.any()
     np.testing.assert_array_equal(g32[0][skipped], 0.0)
 

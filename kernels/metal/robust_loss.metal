@@ -1,0 +1,64 @@
+// RobustLoss Metal shaders (forward; fused backward with the alpha / scale
+// reductions). The arithmetic is kernels/common/robust_loss.h.
+//
+// Backward reduction: with G threads and C channels, thread g owns channel
+// g % C and the rows g / C, g / C + G / C, ... (G >= C), or, when G < C, the
+// channels g, g + G, ... over all rows. Each thread sums its elements in a
+// register and adds the sum to dalpha / dscale with one atomic per channel it
+// owns, so the number of atomics is about G, not the number of elements.
+// The host zero-fills dalpha / dscale first.
+#include "kernels/common/robust_loss.h"
+
+#define METAL_OPS_ROBUST_LOSS_KERNELS(SUFFIX, T)                                                  \
+  kernel void robust_loss_forward_##SUFFIX(                                                       \
+      device const T* x [[buffer(0)]], device const float* alpha [[buffer(1)]],                   \
+      device const float* scale [[buffer(2)]], device T* out [[buffer(3)]],                        \
+      constant mo::RobustLossParams& p [[buffer(4)]], uint gid [[thread_position_in_grid]],        \
+      uint grid_size [[threads_per_grid]]) {                                                       \
+    for (mo::int64 i = gid; i < p.num_elements; i += grid_size) {                                  \
+      const mo::int64 col = i % p.channels;                                                        \
+      out[i] = T(mo::robust_loss_value(float(x[i]),                                                \
+                                       alpha[mo::robust_loss_param_index(col, p.channels, p.alpha_vec)], \
+                                       scale[mo::robust_loss_param_index(col, p.channels, p.scale_vec)])); \
+    }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  kernel void robust_loss_backward_##SUFFIX(                                                      \
+      device const T* grad [[buffer(0)]], device const T* x [[buffer(1)]],                         \
+      device const float* alpha [[buffer(2)]], device const float* scale [[buffer(3)]],            \
+      device T* dx [[buffer(4)]], device atomic_float* dalpha [[buffer(5)]],                       \
+      device atomic_float* dscale [[buffer(6)]], constant mo::RobustLossParams& p [[buffer(7)]],   \
+      uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {                 \
+    const mo::int64 channels = p.channels;                                                         \
+    const mo::int64 rows = p.num_elements / channels;                                              \
+    const mo::int64 grid = grid_size;                                                              \
+    mo::int64 col_begin, col_step, row_begin, row_step;                                            \
+    if (grid >= channels) {                                                                        \
+      const mo::int64 lanes = grid / channels;                                                     \
+      if (mo::int64(gid) >= lanes * channels) return;                                              \
+      col_begin = gid % channels; col_step = channels; row_begin = gid / channels; row_step = lanes; \
+    } else {                                                                                       \
+      col_begin = gid; col_step = grid; row_begin = 0; row_step = 1;                               \
+    }                                                                                              \
+    for (mo::int64 col = col_begin; col < channels; col += col_step) {                             \
+      const float a = alpha[mo::robust_loss_param_index(col, channels, p.alpha_vec)];              \
+      const float c = scale[mo::robust_loss_param_index(col, channels, p.scale_vec)];              \
+      float sum_a = 0.0f, sum_c = 0.0f;                                                            \
+      for (mo::int64 row = row_begin; row < rows; row += row_step) {                               \
+        const mo::int64 i = row * channels + col;                                                  \
+        float rho, d_x, d_a, d_c;                                                                  \
+        mo::robust_loss_grads(float(x[i]), a, c, rho, d_x, d_a, d_c);                              \
+        const float g = float(grad[i]);                                                            \
+        dx[i] = T(g * d_x);                                                                        \
+        sum_a += g * d_a;                                                                          \
+        sum_c += g * d_c;                                                                          \
+      }                                                                                            \
+      atomic_fetch_add_explicit(dalpha + mo::robust_loss_param_index(col, channels, p.alpha_vec),  \
+                                sum_a, memory_order_relaxed);                                      \
+      atomic_fetch_add_explicit(dscale + mo::robust_loss_param_index(col, channels, p.scale_vec),  \
+                                sum_c, memory_order_relaxed);                                      \
+    }                                                                                              \
+  }
+
+METAL_OPS_ROBUST_LOSS_KERNELS(float32, float)
+METAL_OPS_ROBUST_LOSS_KERNELS(float16, half)
