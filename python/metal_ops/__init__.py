@@ -5,6 +5,9 @@ wrappers live in one module per op (metal_ops/<op>.py) next to their gradients.
 """
 from metal_ops._build import build_info
 from metal_ops._loader import load_library
+from metal_ops.distortion_loss import distortion_loss
+from metal_ops.robust_loss import robust_loss
+from metal_ops import losses
 from metal_ops.volume_render import VolumeRenderOutput, volume_render
 from metal_ops.zero_out import zero_out
 
@@ -13,6 +16,9 @@ __version__ = "0.1.0"
 __all__ = [
     "build_info",
     "load_library",
+    "distortion_loss",
+    "losses",
+    "robust_loss",
     "VolumeRenderOutput",
     "volume_render",
     "zero_out",
