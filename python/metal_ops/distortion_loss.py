@@ -21,11 +21,12 @@ def distortion_loss(weights, t, name=None):
     first ray whose t decreases (CPU kernel), and for mismatched shapes.
     """
     with tf.name_scope(name or "distortion_loss"):
+        for arg, value in (("weights", weights), ("t", t)):
+            dtype = getattr(value, "dtype", None)  # tensors and arrays: no silent casts
+            if dtype is not None and tf.as_dtype(dtype) != tf.float32:
+                raise TypeError(f"distortion_loss: '{arg}' must be float32, got {tf.as_dtype(dtype).name}")
         weights = tf.convert_to_tensor(weights, dtype_hint=tf.float32)
         t = tf.convert_to_tensor(t, dtype_hint=tf.float32)
-        for arg, value in (("weights", weights), ("t", t)):
-            if value.dtype != tf.float32:
-                raise TypeError(f"distortion_loss: '{arg}' must be float32, got {value.dtype.name}")
         return load_library().metal_ops_distortion_loss(weights, t)
 
 
