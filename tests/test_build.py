@@ -1,0 +1,160 @@
+"""The build descriptions agree with each other (fast: parsing, globbing, `make -n`).
+
+- Bazel's BUILD globs and the Makefile's wildcards list the same sources, so
+  `make bazel` builds the same op library as `make` as ops are added.
+- The pip hook (setup.py) drives the Makefile without touching .venv and puts
+  its outputs in the wheel's tree, and pins the TensorFlow it builds against.
+- tools/check_op_library.py (run by `make bazel`) finds the declared ops.
+
+The full `pip install .` (a complete compile, several minutes) is not run here;
+docs/BUILDING.md says how it was checked.
+"""
+import ast
+import glob
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _read(name):
+    with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def _bazel_list(name):
+    """A top-level `NAME = [ "...", ... ]` list literal in BUILD."""
+    m = re.search(rf"^{name} = (\[.*?\])", _read("BUILD"), re.S | re.M)
+    assert m, f"BUILD has no top-level list {name}"
+    return ast.literal_eval(m.group(1))
+
+
+def _make_wildcards(var):
+    """The patterns of `VAR := $(wildcard a) $(wildcard b)` in the Makefile."""
+    m = re.search(rf"^{var} := (.*)$", _read("Makefile"), re.M)
+    assert m, f"Makefile has no {var} :="
+    patterns = re.findall(r"\$\(wildcard ([^)]+)\)", m.group(1))
+    assert patterns, f"Makefile {var} uses no $(wildcard ...)"
+    return [p for group in patterns for p in group.split()]
+
+
+def _expand(patterns):
+    return sorted({os.path.relpath(p, ROOT) for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))})
+
+
+@pytest.mark.parametrize(
+    "bazel_list,make_var",
+    [
+        ("OP_LIBRARY_SRCS", "CC_SRCS"),
+        ("METAL_MM_SRCS", "MM_SRCS"),
+        ("METAL_SHADER_SRCS", "METAL_SRCS"),
+    ],
+)
+def test_bazel_globs_and_makefile_wildcards_list_the_same_files(bazel_list, make_var):
+    bazel_patterns = _bazel_list(bazel_list)
+    make_patterns = _make_wildcards(make_var)
+    assert sorted(bazel_patterns) == sorted(make_patterns)
+    bazel_files = _expand(bazel_patterns)
+    assert bazel_files == _expand(make_patterns)
+    assert bazel_files, f"{bazel_list} matches no file"
+
+
+def test_op_library_sources_include_zero_out():
+    files = _expand(_bazel_list("OP_LIBRARY_SRCS"))
+    assert "ops/zero_out_op.cc" in files and "kernels/cpu/zero_out_kernel.cc" in files
+
+
+def test_bazel_targets_use_the_glob_lists():
+    build = _read("BUILD")
+    assert "srcs = glob(OP_LIBRARY_SRCS)" in build
+    assert "glob(METAL_MM_SRCS" in build and "glob(METAL_SHADER_SRCS" in build
+    assert 'name = "_metal_ops.so"' in build and "linkshared = True" in build
+
+
+def test_every_header_an_op_source_includes_is_declared_to_bazel():
+    """A project header missing from BUILD's hdrs globs breaks only `make bazel`
+    (Bazel's undeclared-inclusion check); catch it here."""
+    declared = set(_expand(_bazel_list("PROJECT_HDRS")))
+    sources = _expand(_bazel_list("OP_LIBRARY_SRCS")) + _expand(_bazel_list("METAL_MM_SRCS"))
+    missing = {}
+    for src in sources:
+        for inc in re.findall(r'^\s*#\s*(?:include|import)\s+"([^"]+)"', _read(src), re.M):
+            if os.path.exists(os.path.join(ROOT, inc)) and inc not in declared:
+                missing.setdefault(src, []).append(inc)
+    assert not missing, f"headers not matched by BUILD's PROJECT_HDRS: {missing}"
+
+
+def test_offline_shims_forward_to_native_rules():
+    cc = _read("third_party/rules_cc/cc/defs.bzl")
+    java = _read("third_party/rules_java/java/defs.bzl")
+    for name in ("cc_binary", "cc_library", "cc_import", "cc_test", "cc_toolchain"):
+        assert f"{name} = native.{name}" in cc
+    for name in ("java_binary", "java_library", "java_import", "java_toolchain", "java_runtime"):
+        assert f"{name} = native.{name}" in java
+
+
+def test_bazel_offline_rc_points_at_this_checkout(tmp_path):
+    env = dict(os.environ)
+    out = subprocess.run(["bash", "tools/bazel_build.sh", "--write-rc"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rc = _read("build/bazel-offline.bazelrc")
+    for repo in ("rules_cc", "rules_java"):
+        line = f"build:offline --override_repository={repo}={ROOT}/third_party/{repo}"
+        assert line in rc
+        assert os.path.isfile(os.path.join(ROOT, "third_party", repo, "WORKSPACE"))
+    assert "try-import %workspace%/build/bazel-offline.bazelrc" in _read(".bazelrc")
+
+
+def test_bazelversion_is_a_7x_release():
+    assert re.fullmatch(r"7\.\d+\.\d+\n?", _read(".bazelversion"))
+
+
+def _load_setup_py():
+    spec = importlib.util.spec_from_file_location("metal_ops_setup", os.path.join(ROOT, "setup.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # setup() runs only as __main__
+    return module
+
+
+def test_setup_pins_the_tensorflow_it_builds_against():
+    import tensorflow as tf
+
+    req = _load_setup_py()._tensorflow_requirement()
+    major, minor = (int(v) for v in tf.__version__.split(".")[:2])
+    assert len(req) == 1
+    assert re.fullmatch(rf"tensorflow(-[a-z]+)?>={major}\.{minor},<{major}\.{minor + 1}", req[0]), req
+
+
+def test_setup_make_command_builds_into_the_wheel_tree_without_a_venv(tmp_path):
+    """`make -n` of the pip hook's command: nothing creates a venv or installs
+    requirements, and the library and build info land in PKG."""
+    setup_py = _load_setup_py()
+    pkg = tmp_path / "wheel" / "metal_ops"
+    build = tmp_path / "make"
+    cmd = setup_py.make_command(str(pkg), str(build), python=sys.executable)
+    assert cmd[:4] == ["make", "-C", ROOT, "all"]
+    dry = subprocess.run(cmd[:1] + ["-n"] + cmd[1:], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    text = dry.stdout
+    assert "-m venv" not in text and "pip install" not in text and ".installed" not in text, text
+    assert f"-o {pkg}/_metal_ops.so" in text, text
+    assert f"--out {pkg}/_build_info.json" in text, text
+    assert not (build / "no-venv").exists()
+    assert f"{ROOT}/python/metal_ops/_metal_ops.so" not in text
+
+
+def test_check_op_library_finds_declared_ops():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import check_op_library
+    finally:
+        sys.path.pop(0)
+    ops = check_op_library.declared_ops()
+    assert "ZeroOut" in ops
+    assert all(n == "ZeroOut" or n.startswith("MetalOps") for n in ops), sorted(ops)
