@@ -81,6 +81,67 @@ struct RayScratch {
   }
 };
 
+// Forward of one valid ray (rows as in vr_forward_ray); weights may be nullptr.
+template <typename T>
+void ForwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* t, const T* background, int64_t S,
+                T eps, T* out_rgb, T* out_depth, T* out_opacity, T* weights) {
+  const int64_t K = scratch->Walk(sigma, t, S, eps);
+  const T* trans = scratch->trans.data();
+  const T* alpha = scratch->alpha.data();
+  T cr = T(0), cg = T(0), cb = T(0), depth = T(0), opacity = T(0);
+  for (int64_t i = 0; i < K; ++i) {
+    const T w = trans[i] * alpha[i];
+    cr += w * rgb[3 * i + 0];
+    cg += w * rgb[3 * i + 1];
+    cb += w * rgb[3 * i + 2];
+    depth += w * mo::vr_mid(t[i], t[i + 1]);
+    opacity += w;
+  }
+  if (weights != nullptr) {
+    for (int64_t i = 0; i < K; ++i) weights[i] = trans[i] * alpha[i];
+    for (int64_t i = K; i < S; ++i) weights[i] = T(0);
+  }
+  out_rgb[0] = mo::vr_composite(cr, background[0], opacity);
+  out_rgb[1] = mo::vr_composite(cg, background[1], opacity);
+  out_rgb[2] = mo::vr_composite(cb, background[2], opacity);
+  *out_depth = depth;
+  *out_opacity = opacity;
+}
+
+// Backward of one ray (arguments as in vr_backward_ray); weights and
+// grad_weights are both nullptr unless the weights output is differentiated.
+template <typename T>
+void BackwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* t, const T* background, int64_t S,
+                 T eps, const T* out_rgb, T out_depth, T out_opacity, const T* weights, const T* grad_rgb,
+                 T grad_depth, T grad_opacity, const T* grad_weights, T* grad_sigma, T* grad_samples_rgb,
+                 T* grad_background) {
+  const bool has_weight_grad = weights != nullptr;
+  const T gr = grad_rgb[0], gg = grad_rgb[1], gb = grad_rgb[2];
+  T total = mo::vr_grad_total(grad_rgb, out_rgb, background, grad_opacity, out_opacity, grad_depth, out_depth);
+  if (has_weight_grad) {
+    for (int64_t i = 0; i < S; ++i) total += grad_weights[i] * weights[i];
+  }
+  const T g_const = mo::vr_weight_grad_const(grad_rgb, background, grad_opacity);
+  const int64_t K = scratch->Walk(sigma, t, S, eps);
+  const T* trans = scratch->trans.data();
+  const T* alpha = scratch->alpha.data();
+  T prefix = T(0);
+  for (int64_t i = 0; i < K; ++i) {
+    const T w = trans[i] * alpha[i];
+    T g = mo::vr_weight_grad(gr, gg, gb, rgb[3 * i + 0], rgb[3 * i + 1], rgb[3 * i + 2], g_const, grad_depth,
+                             mo::vr_mid(t[i], t[i + 1]));
+    if (has_weight_grad) g += grad_weights[i];
+    prefix += g * w;
+    grad_sigma[i] = mo::vr_sigma_grad(mo::vr_delta(t[i], t[i + 1]), g, trans[i + 1], total - prefix);
+    grad_samples_rgb[3 * i + 0] = gr * w;
+    grad_samples_rgb[3 * i + 1] = gg * w;
+    grad_samples_rgb[3 * i + 2] = gb * w;
+  }
+  for (int64_t i = K; i < S; ++i) grad_sigma[i] = T(0);
+  for (int64_t i = 3 * K; i < 3 * S; ++i) grad_samples_rgb[i] = T(0);
+  mo::vr_background_grad(grad_rgb, out_opacity, grad_background);
+}
+
 // Cost of one ray for the thread-pool sharder (cycles, roughly).
 int64_t RayCost(int64_t samples) { return 20 + 60 * samples; }
 
@@ -183,25 +244,7 @@ class VolumeRenderOp : public OpKernel {
           }
           continue;
         }
-        const int64_t K = scratch.Walk(sigma_r, t_r, S, eps);
-        T cr = T(0), cg = T(0), cb = T(0), depth = T(0), opacity = T(0);
-        for (int64_t i = 0; i < K; ++i) {
-          const T w = scratch.trans[i] * scratch.alpha[i];
-          cr += w * rgb_r[3 * i + 0];
-          cg += w * rgb_r[3 * i + 1];
-          cb += w * rgb_r[3 * i + 2];
-          depth += w * mo::vr_mid(t_r[i], t_r[i + 1]);
-          opacity += w;
-          if (write_weights) weights_r[i] = w;
-        }
-        if (write_weights) {
-          for (int64_t i = K; i < S; ++i) weights_r[i] = T(0);
-        }
-        out_rgb_r[0] = mo::vr_composite(cr, bg_r[0], opacity);
-        out_rgb_r[1] = mo::vr_composite(cg, bg_r[1], opacity);
-        out_rgb_r[2] = mo::vr_composite(cb, bg_r[2], opacity);
-        depth_p[r] = depth;
-        opacity_p[r] = opacity;
+        ForwardRay(&scratch, sigma_r, rgb_r, t_r, bg_r, S, eps, out_rgb_r, depth_p + r, opacity_p + r, weights_r);
       }
     });
 
@@ -301,41 +344,10 @@ class VolumeRenderGradOp : public OpKernel {
         const T* rgb_r = rgb_p + r * S * 3;
         const T* t_r = t_p + r * (S + 1);
         const T* bg_r = bg_p + (bg_per_ray ? r * 3 : 0);
-        const T* grad_rgb_r = grad_rgb_p + r * 3;
-        const T* grad_weights_r = has_weight_grad ? grad_weights_p + r * S : nullptr;
-        T* grad_sigma_r = grad_sigma_p + r * S;
-        T* grad_samples_rgb_r = grad_samples_rgb_p + r * S * 3;
-        const T gr = grad_rgb_r[0], gg = grad_rgb_r[1], gb = grad_rgb_r[2];
-        const T grad_depth = grad_depth_p[r], grad_opacity = grad_opacity_p[r];
-
-        T total = mo::vr_grad_total(grad_rgb_r, out_rgb_p + r * 3, bg_r, grad_opacity, opacity_p[r],
-                                    grad_depth, depth_p[r]);
-        if (has_weight_grad) {
-          const T* weights_r = weights_p + r * S;
-          for (int64_t i = 0; i < S; ++i) total += grad_weights_r[i] * weights_r[i];
-        }
-        const T g_const = mo::vr_weight_grad_const(grad_rgb_r, bg_r, grad_opacity);
-        const int64_t K = scratch.Walk(sigma_r, t_r, S, eps);
-        T prefix = T(0);
-        for (int64_t i = 0; i < K; ++i) {
-          const T w = scratch.trans[i] * scratch.alpha[i];
-          T g = mo::vr_weight_grad(gr, gg, gb, rgb_r[3 * i + 0], rgb_r[3 * i + 1], rgb_r[3 * i + 2], g_const,
-                                   grad_depth, mo::vr_mid(t_r[i], t_r[i + 1]));
-          if (has_weight_grad) g += grad_weights_r[i];
-          prefix += g * w;
-          grad_sigma_r[i] =
-              mo::vr_sigma_grad(mo::vr_delta(t_r[i], t_r[i + 1]), g, scratch.trans[i + 1], total - prefix);
-          grad_samples_rgb_r[3 * i + 0] = gr * w;
-          grad_samples_rgb_r[3 * i + 1] = gg * w;
-          grad_samples_rgb_r[3 * i + 2] = gb * w;
-        }
-        for (int64_t i = K; i < S; ++i) {
-          grad_sigma_r[i] = T(0);
-          grad_samples_rgb_r[3 * i + 0] = T(0);
-          grad_samples_rgb_r[3 * i + 1] = T(0);
-          grad_samples_rgb_r[3 * i + 2] = T(0);
-        }
-        mo::vr_background_grad(grad_rgb_r, opacity_p[r], grad_background_p + r * 3);
+        BackwardRay(&scratch, sigma_r, rgb_r, t_r, bg_r, S, eps, out_rgb_p + r * 3, depth_p[r], opacity_p[r],
+                    has_weight_grad ? weights_p + r * S : nullptr, grad_rgb_p + r * 3, grad_depth_p[r],
+                    grad_opacity_p[r], has_weight_grad ? grad_weights_p + r * S : nullptr, grad_sigma_p + r * S,
+                    grad_samples_rgb_p + r * S * 3, grad_background_p + r * 3);
       }
     });
   }
