@@ -134,6 +134,32 @@ __device__ __forceinline__ void StoreRow(T* __restrict__ p, const float* v) {
   }
 }
 
+// The rows of an x-pair of corners (hi = lo's +x neighbour). Hashed levels
+// give hi == lo ^ 1 whenever the cell's x coordinate is even (prime 1 on x),
+// dense levels hi == lo + 1; when the two rows share an aligned two-row block
+// one vector load brings both (one L2 request instead of two), else the
+// second row is loaded on its own. Rows of 16 bytes or more load separately.
+template <int F, typename T>
+__device__ __forceinline__ void LoadCornerPair(const T* __restrict__ level_table, uint32 lo, uint32 hi, float* vlo,
+                                               float* vhi) {
+  if constexpr (2 * F * int(sizeof(T)) <= 16) {
+    float both[2 * F];
+    LoadRow<2 * F, T>(level_table + uint64_t(lo & ~1u) * F, both);
+    const bool odd = (lo & 1u) != 0u;
+#pragma unroll
+    for (int f = 0; f < F; ++f) vlo[f] = odd ? both[F + f] : both[f];
+    if ((lo ^ hi) == 1u) {
+#pragma unroll
+      for (int f = 0; f < F; ++f) vhi[f] = odd ? both[f] : both[F + f];
+    } else {
+      LoadRow<F, T>(level_table + uint64_t(hi) * F, vhi);
+    }
+  } else {
+    LoadRow<F, T>(level_table + uint64_t(lo) * F, vlo);
+    LoadRow<F, T>(level_table + uint64_t(hi) * F, vhi);
+  }
+}
+
 // ---- table-gradient accumulators ------------------------------------------------------
 
 // float32 sums (grad_table itself for float tables, a scratch buffer for half).
@@ -141,15 +167,16 @@ struct FloatAccumulator {
   float* sums;
   typedef float Shared;
   __device__ __forceinline__ Shared ToShared(float v) const { return v; }
-  template <int F>
-  __device__ __forceinline__ void AddRow(int64_t row, const float* v) const {
-    float* p = sums + row * F;
+  // K consecutive floats at p (aligned to min(4K, 16) bytes), as vector
+  // red/atomic adds where sm_90 has them.
+  template <int K>
+  __device__ __forceinline__ static void AddAt(float* p, const float* v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (F == 2) {
+    if constexpr (K == 2) {
       atomicAdd(reinterpret_cast<float2*>(p), make_float2(v[0], v[1]));
-    } else if constexpr (F == 4 || F == 8) {
+    } else if constexpr (K == 4 || K == 8) {
 #pragma unroll
-      for (int k = 0; k < F / 4; ++k) {
+      for (int k = 0; k < K / 4; ++k) {
         atomicAdd(reinterpret_cast<float4*>(p) + k, make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
       }
     } else {
@@ -157,8 +184,30 @@ struct FloatAccumulator {
     }
 #else
 #pragma unroll
-    for (int f = 0; f < F; ++f) atomicAdd(p + f, v[f]);
+    for (int k = 0; k < K; ++k) atomicAdd(p + k, v[k]);
 #endif
+  }
+  // Contributions to rows lo and hi (an x-pair of corners) of the level at
+  // row `offset` (a multiple of 8): one vector atomic when they share an
+  // aligned two-row block and 2F floats fit 16 bytes (see LoadCornerPair).
+  template <int F>
+  __device__ __forceinline__ void AddCornerPair(int64_t offset, uint32 lo, uint32 hi, const float* vlo,
+                                                const float* vhi) const {
+    if constexpr (F <= 2) {
+      if ((lo ^ hi) == 1u) {
+        const bool odd = (lo & 1u) != 0u;
+        float both[2 * F];
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+          both[f] = odd ? vhi[f] : vlo[f];
+          both[F + f] = odd ? vlo[f] : vhi[f];
+        }
+        AddAt<2 * F>(sums + (offset + (lo & ~1u)) * F, both);
+        return;
+      }
+    }
+    AddAt<F>(sums + (offset + lo) * F, vlo);
+    AddAt<F>(sums + (offset + hi) * F, vhi);
   }
   __device__ __forceinline__ void AddTotal(int64_t flat, Shared s) const { atomicAdd(sums + flat, s); }
   __device__ __forceinline__ static void SharedAdd(Shared* s, Shared v) { atomicAdd(s, v); }
@@ -180,6 +229,12 @@ struct FixedAccumulator {
       const Shared q = ToShared(v[f]);
       if (q != 0ull) atomicAdd(sums + row * F + f, q);
     }
+  }
+  template <int F>
+  __device__ __forceinline__ void AddCornerPair(int64_t offset, uint32 lo, uint32 hi, const float* vlo,
+                                                const float* vhi) const {
+    AddRow<F>(offset + lo, vlo);
+    AddRow<F>(offset + hi, vhi);
   }
   __device__ __forceinline__ void AddTotal(int64_t flat, Shared s) const { atomicAdd(sums + flat, s); }
   __device__ __forceinline__ static void SharedAdd(Shared* s, Shared v) {
@@ -250,7 +305,7 @@ __global__ void __launch_bounds__(kHashThreads)
       hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
       float values[1 << D][F];
 #pragma unroll
-      for (int c = 0; c < (1 << D); ++c) LoadRow<F, T>(level_table + uint64_t(rows[c]) * F, values[c]);
+      for (int c = 0; c < (1 << D); c += 2) LoadCornerPair<F, T>(level_table, rows[c], rows[c + 1], values[c], values[c + 1]);
       // interpolate_corners()'s sum: fma in corner order, float32.
 #pragma unroll
       for (int c = 0; c < (1 << D); ++c) {
@@ -307,11 +362,14 @@ __global__ void __launch_bounds__(kHashThreads)
         hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
         if (scatter) {
 #pragma unroll
-          for (int c = 0; c < (1 << D); ++c) {
-            float contribution[F];
+          for (int c = 0; c < (1 << D); c += 2) {  // x-pairs of corners: c has x lower, c + 1 x upper
+            float lower[F], upper[F];
 #pragma unroll
-            for (int f = 0; f < F; ++f) contribution[f] = weights[c] * dy[f];
-            acc.template AddRow<F>(g.offset + rows[c], contribution);
+            for (int f = 0; f < F; ++f) {
+              lower[f] = weights[c] * dy[f];
+              upper[f] = weights[c + 1] * dy[f];
+            }
+            acc.template AddCornerPair<F>(g.offset, rows[c], rows[c + 1], lower, upper);
           }
         }
         if (input_grad) {
@@ -562,7 +620,7 @@ cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* enco
                                     const hash_grid::Params& params, cudaStream_t stream) {
   if (!ValidShape(dims, features, params)) return cudaErrorInvalidValue;
   const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
-  if (!Aligned(table, row_bytes) || !Aligned(encoded, row_bytes)) return cudaErrorMisalignedAddress;
+  if (!Aligned(table, 2 * row_bytes) || !Aligned(encoded, row_bytes)) return cudaErrorMisalignedAddress;
   if (params.num_points == 0) return cudaSuccess;
   const int shift = LevelGroupShift(features, sizeof(T), params.num_levels);
   const dim3 grid(PointBlocks(params.num_points, kHashThreads >> shift), NumGroups(params.num_levels, shift));
@@ -588,7 +646,7 @@ cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs,
   const BackwardLayout layout = LayoutFor(dims, features, table_rows, kHalf, params, options);
   if (workspace_bytes < layout.total || (layout.total > 0 && workspace == nullptr)) return cudaErrorInvalidValue;
   const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
-  if (!Aligned(table, row_bytes) || !Aligned(grad_table, row_bytes) || !Aligned(grad_encoded, row_bytes) ||
+  if (!Aligned(table, 2 * row_bytes) || !Aligned(grad_table, 2 * row_bytes) || !Aligned(grad_encoded, row_bytes) ||
       !Aligned(workspace, 256)) {
     return cudaErrorMisalignedAddress;
   }

@@ -9,7 +9,8 @@
 // slice of the table hot in L2. Table rows are read with one vector load.
 //
 // Backward: table gradient with float32 red/atomic adds (float2/float4 vector
-// atomics on sm_90), accumulated into a float32 buffer for half tables (never
+// atomics on sm_90; one atomic for both rows of an x-pair of corners when
+// they share an aligned block), accumulated into a float32 buffer for half tables (never
 // half atomics); coarse dense levels are pre-aggregated in shared memory by
 // blocks that each sweep many points, then flushed with one atomic per
 // touched entry. Deterministic mode accumulates in 64-bit fixed point (integer
@@ -60,8 +61,10 @@ struct HashEncodeBackwardOptions {
 };
 
 // encoded[N, L*F] = hash encoding of inputs[N, D] with table[P, F].
-// T is float or __half. dims in 1..4, features in {1, 2, 4, 8}; table and
-// encoded must be aligned to features * sizeof(T) bytes (min 16).
+// T is float or __half. dims in 1..4, features in {1, 2, 4, 8}; table must be
+// aligned to min(2 * features * sizeof(T), 16) bytes (x-pairs of rows are read
+// with one vector load), encoded to min(features * sizeof(T), 16); otherwise
+// cudaErrorMisalignedAddress. TF and CuPy allocations always are.
 template <typename T>
 cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* encoded, int dims, int features,
                                     const hash_grid::Params& params, cudaStream_t stream);
