@@ -57,7 +57,9 @@ MM_SRCS := $(wildcard kernels/metal/*.mm)
 METAL_SRCS := $(wildcard kernels/metal/*.metal)
 
 WARN := -Wall -Wno-sign-compare -Wno-deprecated-declarations -Wno-unused-function -Wno-attributes
-OPT ?= -O3 -march=native
+# -mno-avx512fp16: g++ 12 + the pip Eigen headers fail to compile
+# (PacketMathFP16.h) on CPUs with AVX512-FP16 (Sapphire Rapids) under -march=native.
+OPT ?= -O3 -march=native $(shell $(CXX) -mno-avx512fp16 -E -x c++ /dev/null >/dev/null 2>&1 && echo -mno-avx512fp16)
 ifeq ($(UNAME_S),Darwin)
   OPT := -O3
 endif
@@ -115,6 +117,21 @@ $(METALLIB): $(patsubst %.metal,$(BUILD)/air/%.air,$(METAL_SRCS))
 	xcrun -sdk macosx metallib $^ -o $@
 
 -include $(OBJS:.o=.d)
+
+# ---- Grappler fusion plugin: its own library (exports TF_InitGraph), loaded by
+# metal_ops.fusion.enable() after the op library. Uses libtensorflow_cc's
+# Grappler C API helpers (TF_GetNodesToPreserveList, TF_NewGraphProperties).
+PLUGIN_LIB := $(PKG)/_metal_ops_grappler.so
+PLUGIN_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard grappler/*.cc))
+ifeq ($(UNAME_S),Darwin)
+  PLUGIN_LDLIBS := -L$(patsubst -L%,%,$(firstword $(TF_LFLAGS))) -ltensorflow_cc.2
+else
+  PLUGIN_LDLIBS := -l:libtensorflow_cc.so.2
+endif
+all: $(PLUGIN_LIB)
+$(PLUGIN_LIB): $(PLUGIN_OBJS)
+	$(CXX) -o $@ $(PLUGIN_OBJS) -shared $(TF_LFLAGS) $(PLUGIN_LDLIBS) $(EXTRA_LDFLAGS)
+-include $(PLUGIN_OBJS:.o=.d)
 
 # ---- CUDA without a GPU -----------------------------------------------------------
 HARNESS_LIB := $(BUILD)/libmetal_ops_cuda.so

@@ -6,6 +6,8 @@ wrappers live in one module per op (metal_ops/<op>.py) next to their gradients.
 from metal_ops._build import build_info
 from metal_ops._loader import load_library
 from metal_ops.distortion_loss import distortion_loss
+from metal_ops import fusion
+from metal_ops.fused_conv2d import fused_conv2d
 from metal_ops.robust_loss import robust_loss
 from metal_ops import losses
 from metal_ops.volume_render import VolumeRenderOutput, volume_render
@@ -17,6 +19,8 @@ __all__ = [
     "build_info",
     "load_library",
     "distortion_loss",
+    "fused_conv2d",
+    "fusion",
     "losses",
     "robust_loss",
     "VolumeRenderOutput",

@@ -1,0 +1,114 @@
+// Activation functions and their derivatives, once for every backend.
+//
+// Used by the fused convolution (kernels/cpu/fused_conv2d_kernels.cc: forward
+// output stage and MetalOpsFusedActivationGrad) and mirrored by the MPSGraph
+// activations of kernels/metal/fused_conv2d_metal.mm. Any other op that needs an
+// activation includes this header instead of writing its own.
+//
+// Derivatives are expressed from the activation's OUTPUT y = f(z) where that is
+// exact (so the backward pass does not need the pre-activation z): relu, relu6,
+// elu, leaky_relu (alpha >= 0), sigmoid, tanh. swish (z * sigmoid(z)) cannot be
+// inverted, so its derivative takes z.
+#ifndef METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
+#define METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
+
+#include "kernels/common/platform.h"
+
+namespace mo {
+
+// Stable numbering: the value is stored in Metal parameter structs and cache
+// keys. The string names are the op attr values (see ActivationFromName).
+enum Activation {
+  kActNone = 0,
+  kActRelu = 1,
+  kActRelu6 = 2,
+  kActElu = 3,
+  kActLeakyRelu = 4,
+  kActSigmoid = 5,
+  kActTanh = 6,
+  kActSwish = 7,
+};
+
+// f(z). `alpha` is only read by leaky_relu.
+MO_FN float activation_forward(float z, int act, float alpha) {
+  switch (act) {
+    case kActRelu:
+      return z > 0.0f ? z : 0.0f;
+    case kActRelu6:
+      return z > 0.0f ? (z < 6.0f ? z : 6.0f) : 0.0f;
+    case kActElu:
+      return z > 0.0f ? z : expm1_f(z);
+    case kActLeakyRelu:
+      return z > 0.0f ? z : alpha * z;
+    case kActSigmoid:
+      // 1 / (1 + e^-z) without overflow for large |z|.
+      if (z >= 0.0f) return 1.0f / (1.0f + exp_f(-z));
+      {
+        const float e = exp_f(z);
+        return e / (1.0f + e);
+      }
+    case kActTanh: {
+      // tanh(z) = 1 - 2 / (e^{2z} + 1); saturates cleanly at +-1.
+      if (z > 15.0f) return 1.0f;
+      if (z < -15.0f) return -1.0f;
+      const float e = expm1_f(2.0f * z);
+      return e / (e + 2.0f);
+    }
+    case kActSwish:
+      return z * activation_forward(z, kActSigmoid, alpha);
+    default:
+      return z;
+  }
+}
+
+// True when activation_derivative_from_output is exact for this activation.
+MO_FN bool activation_grad_uses_output(int act, float alpha) {
+  if (act == kActSwish) return false;
+  if (act == kActLeakyRelu) return alpha >= 0.0f;
+  return true;
+}
+
+// d f / d z expressed with y = f(z). Matches TensorFlow's ReluGrad, Relu6Grad,
+// EluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad conventions at the kinks
+// (derivative 0 at z == 0 for relu / relu6, 0 at the relu6 upper bound).
+MO_FN float activation_derivative_from_output(float y, int act, float alpha) {
+  switch (act) {
+    case kActRelu:
+      return y > 0.0f ? 1.0f : 0.0f;
+    case kActRelu6:
+      return (y > 0.0f && y < 6.0f) ? 1.0f : 0.0f;
+    case kActElu:
+      return y > 0.0f ? 1.0f : y + 1.0f;
+    case kActLeakyRelu:
+      return y > 0.0f ? 1.0f : alpha;
+    case kActSigmoid:
+      return y * (1.0f - y);
+    case kActTanh:
+      return 1.0f - y * y;
+    default:
+      return 1.0f;
+  }
+}
+
+// d f / d z from the pre-activation z (every activation; swish needs it).
+MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
+  switch (act) {
+    case kActSwish: {
+      const float s = activation_forward(z, kActSigmoid, alpha);
+      return s * (1.0f + z * (1.0f - s));
+    }
+    case kActLeakyRelu:
+      return z > 0.0f ? 1.0f : alpha;
+    default:
+      return activation_derivative_from_output(activation_forward(z, act, alpha), act, alpha);
+  }
+}
+
+// Conv output stage: z = acc + bias + residual, then y = f(z). One element.
+MO_FN float fused_output_element(float acc, float bias, float residual, int act, float alpha) {
+  return activation_forward(acc + bias + residual, act, alpha);
+}
+
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_

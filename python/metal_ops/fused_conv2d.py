@@ -1,0 +1,125 @@
+"""Fused convolution: act(conv2d(x, filters) + bias + residual) in one op.
+
+ops/fused_conv2d_op.cc, kernels/cpu/fused_conv2d_kernels.cc (Eigen convolution
+with the bias, residual and activation in its output stage),
+kernels/metal/fused_conv2d_metal.mm (one cached MPSGraph per shape/attr set),
+formulas in kernels/common/activations.h. The Grappler plugin
+(metal_ops.fusion) writes this op into graphs by itself.
+"""
+import numbers
+
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+ACTIVATIONS = ("none", "relu", "relu6", "elu", "leaky_relu", "sigmoid", "tanh", "swish")
+_PADDINGS = ("SAME", "VALID")
+
+
+def _pair_attr(value, name):
+    """int or [h, w] or [1, h, w, 1] -> the 4-element NHWC attr list."""
+    if isinstance(value, numbers.Integral):
+        v = [1, int(value), int(value), 1]
+    else:
+        v = [int(a) for a in value]
+        if len(v) == 1:
+            v = [1, v[0], v[0], 1]
+        elif len(v) == 2:
+            v = [1, v[0], v[1], 1]
+        elif len(v) != 4:
+            raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
+    return v
+
+
+def _padding_attrs(padding):
+    """'SAME' | 'VALID' | [[t, b], [l, r]] | [[0,0],[t,b],[l,r],[0,0]] -> attrs."""
+    if isinstance(padding, str):
+        p = padding.upper()
+        if p not in _PADDINGS:
+            raise ValueError(f"padding must be 'SAME', 'VALID' or explicit pairs, got {padding!r}")
+        return p, []
+    pairs = [list(map(int, p)) for p in padding]
+    if len(pairs) == 2:
+        pairs = [[0, 0], pairs[0], pairs[1], [0, 0]]
+    if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"explicit padding must be [[top, bottom], [left, right]] or 4 pairs (NHWC), got {padding!r}")
+    return "EXPLICIT", [v for p in pairs for v in p]
+
+
+def fused_conv2d(x, filters, bias=None, residual=None, strides=1, padding="SAME", dilations=1,
+                 data_format="NHWC", activation=None, leaky_relu_alpha=0.2, name=None):
+    """activation(conv2d(x, filters) + bias + residual), fused into one pass.
+
+    Args:
+      x: float32 [batch, height, width, in_channels].
+      filters: float32 [filter_height, filter_width, in_channels, out_channels].
+      bias: optional [out_channels].
+      residual: optional tensor with the output's shape (no broadcasting).
+      strides, dilations: int, [h, w] or [1, h, w, 1].
+      padding: "SAME", "VALID", or explicit [[top, bottom], [left, right]].
+      data_format: "NHWC" (the only layout implemented).
+      activation: None or one of "relu", "relu6", "elu", "leaky_relu",
+        "sigmoid", "tanh", "swish".
+      leaky_relu_alpha: slope for x < 0 of "leaky_relu".
+    Differentiable with respect to x, filters, bias and residual.
+    """
+    if data_format != "NHWC":
+        raise ValueError(f"data_format must be 'NHWC' (NCHW is not implemented), got {data_format!r}")
+    act = "none" if activation is None else str(activation).lower()
+    if act == "silu":
+        act = "swish"
+    if act not in ACTIVATIONS:
+        raise ValueError(f"activation must be None or one of {ACTIVATIONS[1:]}, got {activation!r}")
+    pad, explicit = _padding_attrs(padding)
+    with tf.name_scope(name or "fused_conv2d"):
+        x = tf.convert_to_tensor(x)
+        filters = tf.convert_to_tensor(filters, dtype=x.dtype)
+        bias_list = [] if bias is None else [tf.convert_to_tensor(bias, dtype=x.dtype)]
+        residual_list = [] if residual is None else [tf.convert_to_tensor(residual, dtype=x.dtype)]
+        return load_library().metal_ops_fused_conv2d(
+            input=x, filter=filters, bias=bias_list, residual=residual_list,
+            strides=_pair_attr(strides, "strides"), padding=pad, explicit_paddings=explicit,
+            data_format=data_format, dilations=_pair_attr(dilations, "dilations"),
+            activation=act, leaky_relu_alpha=float(leaky_relu_alpha))
+
+
+def _conv_backprops(op, dz):
+    x, w = op.inputs[0], op.inputs[1]
+    kw = dict(strides=op.get_attr("strides"), padding=op.get_attr("padding"),
+              explicit_paddings=op.get_attr("explicit_paddings"),
+              dilations=op.get_attr("dilations"), data_format="NHWC")
+    dx = tf.raw_ops.Conv2DBackpropInput(input_sizes=tf.shape(x), filter=w, out_backprop=dz, **kw)
+    dw = tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=tf.shape(w), out_backprop=dz, **kw)
+    return dx, dw
+
+
+@tf.RegisterGradient("MetalOpsFusedConv2D")
+def _fused_conv2d_grad(op, grad):
+    act = op.get_attr("activation").decode() if isinstance(op.get_attr("activation"), bytes) else op.get_attr("activation")
+    alpha = op.get_attr("leaky_relu_alpha")
+    num_bias = op.get_attr("num_bias")
+    num_residual = op.get_attr("num_residual")
+    lib = load_library()
+    y = op.outputs[0]
+    if act == "none":
+        dz = grad
+    else:
+        features = []
+        if act == "swish" or (act == "leaky_relu" and alpha < 0):
+            # The derivative needs the pre-activation: recompute it with the same
+            # fused op (no activation) instead of keeping it alive from forward.
+            features = [lib.metal_ops_fused_conv2d(
+                input=op.inputs[0], filter=op.inputs[1], bias=op.inputs[2:2 + num_bias],
+                residual=op.inputs[2 + num_bias:2 + num_bias + num_residual],
+                strides=op.get_attr("strides"), padding=op.get_attr("padding"),
+                explicit_paddings=op.get_attr("explicit_paddings"), data_format="NHWC",
+                dilations=op.get_attr("dilations"), activation="none")]
+        dz = lib.metal_ops_fused_activation_grad(
+            gradients=grad, outputs=y, features=features, activation=act, leaky_relu_alpha=alpha)
+    dx, dw = _conv_backprops(op, dz)
+    grads = [dx, dw]
+    if num_bias:
+        grads.append(tf.raw_ops.BiasAddGrad(out_backprop=dz, data_format="NHWC"))
+    if num_residual:
+        grads.append(dz)
+    return grads

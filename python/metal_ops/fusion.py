@@ -1,0 +1,228 @@
+"""Grappler fusion plugin: Conv2D + bias (+ residual add) (+ activation) -> one op.
+
+    import metal_ops
+    metal_ops.fusion.enable()        # before the first tf.function runs
+    ...
+    metal_ops.fusion.report(concrete_function)
+
+`enable()` loads the op library, then the plugin (grappler/fusion_plugin.cc,
+built as _metal_ops_grappler.so) through TensorFlow's pluggable-device loader.
+The plugin registers a graph optimizer for device type "CPU" only: on macOS
+tensorflow-metal owns "GPU" and its own remapper fuses convolutions there; use
+metal_ops.fused_conv2d directly to get the MPSGraph fused kernel on the GPU.
+
+Environment: METAL_OPS_FUSION=0 disables it (enable() returns False and an
+already loaded plugin stops rewriting); METAL_OPS_FUSION_LOG=1 prints one line
+per rewrite; METAL_OPS_FUSION_WITH_ONEDNN=1 lets it rewrite even when
+TensorFlow's oneDNN path is on (off by default: oneDNN's convolutions are
+faster than the Eigen convolution our kernel is built on, and oneDNN already
+fuses the residual add itself). See docs/FUSION.md.
+"""
+import ctypes
+import os
+import sys
+import threading
+
+from metal_ops._loader import PACKAGE_DIR, load_library
+
+PLUGIN_NAME = "_metal_ops_grappler.so"
+_lock = threading.Lock()
+_enabled = False
+
+# Shared libraries that register a Grappler optimizer for device type "CPU".
+# Loading a second one aborts the process inside TensorFlow.
+_KNOWN_CPU_PLUGINS = ("itex", "intel_extension_for_tensorflow")
+
+
+class FusionUnavailableError(RuntimeError):
+    """The plugin cannot be loaded safely in this process (reason in the message)."""
+
+
+def plugin_path():
+    return os.path.join(PACKAGE_DIR, PLUGIN_NAME)
+
+
+def _loaded_libraries():
+    """Paths of the shared objects mapped into this process (Linux), else []."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    except OSError:
+        return []
+    return sorted(p for p in paths if ".so" in os.path.basename(p) or p.endswith(".dylib"))
+
+
+def _dlopen_noload(path):
+    mode = getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LAZY", 1)
+    try:
+        return ctypes.CDLL(path, mode=mode)
+    except OSError:
+        return None
+
+
+def _our_plugin_init_calls():
+    """How often TensorFlow called our TF_InitGraph in this process (0: not loaded)."""
+    lib = _dlopen_noload(plugin_path())
+    if lib is None:
+        return 0
+    try:
+        return int(lib.MetalOpsFusionInitCalls())
+    except AttributeError:
+        return 0
+
+
+def _other_cpu_optimizer():
+    """Name of another library that owns the CPU Grappler optimizer, or None."""
+    ours = os.path.realpath(plugin_path())
+    for name in _KNOWN_CPU_PLUGINS:
+        if name in sys.modules:
+            return name
+    candidates = list(_loaded_libraries())
+    env = os.environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "")
+    candidates += [p for p in env.split(os.pathsep) if p]
+    try:
+        import tensorflow as tf  # noqa: F401  (site-packages/tensorflow-plugins)
+        import site
+
+        for d in site.getsitepackages() + [site.getusersitepackages()]:
+            pd = os.path.join(d, "tensorflow-plugins")
+            if os.path.isdir(pd):
+                candidates += [os.path.join(pd, f) for f in os.listdir(pd)]
+    except Exception:  # pragma: no cover - best effort discovery
+        pass
+    for path in candidates:
+        if os.path.realpath(path) == ours:
+            continue
+        base = os.path.basename(path).lower()
+        if any(k in base for k in _KNOWN_CPU_PLUGINS):
+            return path
+        if sys.platform == "darwin" and "metal" in base:
+            continue  # tensorflow-metal registers "GPU", not "CPU"
+        if base.endswith((".so", ".dylib")) or ".so." in base:
+            lib = _dlopen_noload(path)
+            if lib is not None and hasattr(lib, "TF_InitGraph") and not base.startswith("_metal_ops"):
+                return path
+    return None
+
+
+def is_enabled():
+    """True when the plugin is loaded in this process and not disabled by METAL_OPS_FUSION=0."""
+    if os.environ.get("METAL_OPS_FUSION", "1") == "0":
+        return False
+    return _enabled or _our_plugin_init_calls() > 0
+
+
+def enable():
+    """Loads the op library, then the fusion plugin. Returns True when active.
+
+    Idempotent. Returns False (with nothing loaded) when METAL_OPS_FUSION=0.
+    Raises FusionUnavailableError, instead of letting TensorFlow abort, when the
+    plugin file is missing or another plugin already owns the CPU optimizer.
+    Call it before the tf.functions you want rewritten are first traced/run.
+    """
+    global _enabled
+    if os.environ.get("METAL_OPS_FUSION", "1") == "0":
+        return False
+    with _lock:
+        if _enabled or _our_plugin_init_calls() > 0:
+            _enabled = True
+            return True
+        load_library()  # ops first: the plugin writes MetalOpsFusedConv2D nodes
+        path = plugin_path()
+        if not os.path.exists(path):
+            raise FusionUnavailableError(
+                f"metal_ops.fusion: plugin not found at {path}; build it with `make`.")
+        other = _other_cpu_optimizer()
+        if other is not None:
+            raise FusionUnavailableError(
+                f"metal_ops.fusion: another TensorFlow plugin already registers a Grappler "
+                f"optimizer for CPU ({other}); TensorFlow aborts when a second one is "
+                f"registered, so the metal_ops fusion plugin was not loaded. Use "
+                f"metal_ops.fused_conv2d directly, or run without that plugin.")
+        from tensorflow.python.framework import load_library as _tf_load
+
+        _tf_load.load_pluggable_device_library(path)
+        _enabled = True
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# report(): which patterns a tf.function gets fused into.
+# --------------------------------------------------------------------------------------
+def _optimized_graph_def(concrete_function):
+    """Runs Grappler (all default passes + plugins) on the function's graph."""
+    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    graph = concrete_function.graph
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(graph.as_graph_def())
+    fetch = meta.collection_def["train_op"].node_list.value
+    for t in concrete_function.outputs:
+        fetch.append(t.name)
+    for op in graph.get_operations():
+        # Variable updates of a training step are side effects, not outputs.
+        if op.type in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp") or (
+                op.type.startswith("ResourceApply")):
+            fetch.append(op.name)
+    config = config_pb2.ConfigProto()
+    return tf_optimizer.OptimizeGraph(config, meta)
+
+
+class FusionReport:
+    """What fusion did to one function: `fused` (our rewrites) and `tensorflow` (TF's own)."""
+
+    def __init__(self, fused, tensorflow):
+        self.fused = fused
+        self.tensorflow = tensorflow
+
+    @property
+    def patterns(self):
+        return [f["pattern"] for f in self.fused]
+
+    def __len__(self):
+        return len(self.fused)
+
+    def __repr__(self):
+        lines = [f"FusionReport: {len(self.fused)} MetalOpsFusedConv2D, "
+                 f"{len(self.tensorflow)} TensorFlow fused convolutions"]
+        for f in self.fused:
+            lines.append(f"  {f['name']}: {f['pattern']} (activation {f['activation']}; "
+                         f"nodes {', '.join(f['nodes'])})")
+        for f in self.tensorflow:
+            lines.append(f"  {f['name']}: {f['op']}{f['fused_ops']} (kept)")
+        return "\n".join(lines)
+
+
+def _decode(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def report(concrete_function):
+    """FusionReport of the patterns fused in `concrete_function`.
+
+    Accepts a ConcreteFunction or a tf.function that has been traced once. It
+    re-runs Grappler offline on the function's graph (nothing is executed), so
+    it shows what the plugin does to that graph at run time.
+    """
+    if not hasattr(concrete_function, "graph"):
+        concrete_function = concrete_function.get_concrete_function()
+    gd = _optimized_graph_def(concrete_function)
+    nodes = list(gd.node)
+    for fn in gd.library.function:
+        nodes.extend(fn.node_def)
+    fused, tf_fused = [], []
+    for n in nodes:
+        if n.op == "MetalOpsFusedConv2D":
+            fused.append({
+                "name": n.name,
+                "pattern": _decode(n.attr["_metal_ops_fused_pattern"].s) if "_metal_ops_fused_pattern" in n.attr else "manual",
+                "nodes": [_decode(s) for s in n.attr["_metal_ops_fused_nodes"].list.s] if "_metal_ops_fused_nodes" in n.attr else [],
+                "activation": _decode(n.attr["activation"].s),
+                "residual": n.attr["num_residual"].i == 1,
+                "bias": n.attr["num_bias"].i == 1,
+            })
+        elif n.op in ("_FusedConv2D", "_MklFusedConv2D", "_MklNativeFusedConv2D"):
+            tf_fused.append({"name": n.name, "op": n.op,
+                             "fused_ops": [_decode(s) for s in n.attr["fused_ops"].list.s]})
+    return FusionReport(fused, tf_fused)

@@ -1,0 +1,251 @@
+"""MetalOpsFusedConv2D: CPU kernel vs an independent NumPy reference, gradients,
+empty tensors, bad inputs.
+
+The reference convolution is a direct loop over filter taps written from the
+definition out[n, i, j, o] = sum_{di, dj, c} xpad[n, i*s + di*d, j*s + dj*d, c]
+* w[di, dj, c, o] (no TensorFlow involved); the activations are written from
+their textbook formulas, not from kernels/common/activations.h.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import metal_ops
+
+ATOL = 2e-4  # float32 accumulation over <= 3*3*8 taps of O(1) values
+
+
+def _pads(in_size, k, stride, dil, padding):
+    keff = (k - 1) * dil + 1
+    if padding == "VALID":
+        out = (in_size - keff) // stride + 1
+        return out, 0, 0
+    out = -(-in_size // stride)
+    total = max((out - 1) * stride + keff - in_size, 0)
+    return out, total // 2, total - total // 2
+
+
+def ref_conv(x, w, strides, padding, dilations):
+    n, h, wd, c = x.shape
+    kh, kw, _, o = w.shape
+    if isinstance(padding, str):
+        oh, pt, pb = _pads(h, kh, strides[0], dilations[0], padding)
+        ow, pl, pr = _pads(wd, kw, strides[1], dilations[1], padding)
+    else:
+        (pt, pb), (pl, pr) = padding
+        oh = (h + pt + pb - ((kh - 1) * dilations[0] + 1)) // strides[0] + 1
+        ow = (wd + pl + pr - ((kw - 1) * dilations[1] + 1)) // strides[1] + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    out = np.zeros((n, oh, ow, o), np.float64)
+    for di in range(kh):
+        for dj in range(kw):
+            r0, c0 = di * dilations[0], dj * dilations[1]
+            patch = xp[:, r0:r0 + strides[0] * (oh - 1) + 1:strides[0],
+                       c0:c0 + strides[1] * (ow - 1) + 1:strides[1], :]
+            out += np.einsum("nhwc,co->nhwo", patch, w[di, dj].astype(np.float64))
+    return out
+
+
+def ref_act(z, act, alpha=0.2):
+    if act is None or act == "none":
+        return z
+    if act == "relu":
+        return np.maximum(z, 0)
+    if act == "relu6":
+        return np.minimum(np.maximum(z, 0), 6)
+    if act == "elu":
+        return np.where(z > 0, z, np.exp(np.minimum(z, 0)) - 1)
+    if act == "leaky_relu":
+        return np.where(z > 0, z, alpha * z)
+    if act == "sigmoid":
+        return 1 / (1 + np.exp(-z))
+    if act == "tanh":
+        return np.tanh(z)
+    if act == "swish":
+        return z / (1 + np.exp(-z))
+    raise ValueError(act)
+
+
+def reference(x, w, b=None, r=None, strides=(1, 1), padding="SAME", dilations=(1, 1), act=None, alpha=0.2):
+    z = ref_conv(x, w, strides, padding, dilations)
+    if b is not None:
+        z = z + b
+    if r is not None:
+        z = z + r
+    return ref_act(z, act, alpha)
+
+
+def data(shape_x, shape_w, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape_x).astype(np.float32)
+    w = (rng.standard_normal(shape_w) / np.sqrt(np.prod(shape_w[:3]))).astype(np.float32)
+    b = rng.standard_normal(shape_w[3]).astype(np.float32)
+    return x, w, b
+
+
+ACTS = [None, "relu", "relu6", "elu", "leaky_relu", "sigmoid", "tanh", "swish"]
+GEOMS = [
+    # x shape, w shape, strides, padding, dilations
+    ((2, 7, 6, 3), (3, 3, 3, 4), (1, 1), "SAME", (1, 1)),
+    ((1, 9, 8, 5), (3, 2, 5, 6), (2, 1), "VALID", (1, 1)),
+    ((2, 8, 8, 4), (1, 1, 4, 8), (1, 1), "SAME", (1, 1)),       # 1x1: matrix path
+    ((1, 8, 9, 2), (1, 1, 2, 3), (2, 2), "VALID", (1, 1)),      # 1x1 strided
+    ((1, 10, 10, 3), (3, 3, 3, 2), (1, 1), "SAME", (2, 2)),     # dilated
+    ((1, 6, 7, 2), (3, 3, 2, 3), (1, 2), [[1, 2], [0, 1]], (1, 1)),  # explicit
+]
+
+
+@pytest.mark.parametrize("geom", GEOMS, ids=lambda g: f"{g[0]}-{g[1]}-{g[2]}-{g[3]}-{g[4]}")
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("with_bias,with_residual", [(True, True), (True, False), (False, True), (False, False)])
+def test_forward_matches_reference(geom, act, with_bias, with_residual):
+    xs, ws, strides, padding, dil = geom
+    x, w, b = data(xs, ws)
+    z = ref_conv(x, w, strides, padding, dil)
+    r = np.random.default_rng(1).standard_normal(z.shape).astype(np.float32) if with_residual else None
+    out = metal_ops.fused_conv2d(x, w, bias=b if with_bias else None, residual=r, strides=strides,
+                                 padding=padding, dilations=dil, activation=act, leaky_relu_alpha=0.1)
+    want = reference(x, w, b if with_bias else None, r, strides, padding, dil, act, 0.1)
+    assert out.shape == want.shape and out.dtype == tf.float32
+    np.testing.assert_allclose(out.numpy(), want, atol=ATOL, rtol=1e-4)
+
+
+@pytest.mark.parametrize("act", ["relu", "swish"])
+def test_tf_function_and_larger_threaded_shape(act):
+    # Large enough that Eigen splits the contraction over both cores and several
+    # output blocks (exercises the block offsets of the residual in the output kernel).
+    x, w, b = data((2, 20, 24, 16), (3, 3, 16, 40), seed=3)
+    r = np.random.default_rng(4).standard_normal((2, 20, 24, 40)).astype(np.float32)
+    f = tf.function(lambda x, w, b, r: metal_ops.fused_conv2d(x, w, b, r, activation=act))
+    np.testing.assert_allclose(f(x, w, b, r).numpy(), reference(x, w, b, r, act=act), atol=5e-4, rtol=1e-4)
+    x1, w1, b1 = data((2, 20, 24, 32), (1, 1, 32, 48), seed=5)
+    r1 = np.random.default_rng(6).standard_normal((2, 20, 24, 48)).astype(np.float32)
+    np.testing.assert_allclose(f(x1, w1, b1, r1).numpy(), reference(x1, w1, b1, r1, act=act), atol=5e-4, rtol=1e-4)
+
+
+def test_matches_tensorflow_composite():
+    x, w, b = data((2, 9, 9, 4), (3, 3, 4, 6), seed=7)
+    r = np.random.default_rng(8).standard_normal((2, 5, 5, 6)).astype(np.float32)
+    got = metal_ops.fused_conv2d(x, w, b, r, strides=2, padding="SAME", activation="relu")
+    want = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 2, "SAME"), b) + r)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("geom", [((1, 5, 4, 2), (3, 3, 2, 3), (1, 1), "SAME", (1, 1)),
+                                  ((1, 5, 5, 2), (3, 3, 2, 2), (1, 2), [[1, 0], [0, 1]], (1, 1))],
+                         ids=["same", "explicit"])
+def test_gradients(act, geom):
+    xs, ws, strides, padding, dil = geom
+    x, w, b = data(xs, ws, seed=11)
+    # Keep pre-activations away from the kinks of relu / relu6 / leaky_relu,
+    # where finite differences are meaningless.
+    z = ref_conv(x, w, strides, padding, dil) + b
+    rng = np.random.default_rng(12)
+    r = rng.standard_normal(z.shape).astype(np.float32)
+    zr = z + r
+    r = (r + np.where(np.abs(zr) < 0.05, 0.2, 0.0) + np.where(np.abs(zr - 6) < 0.05, 0.2, 0.0)).astype(np.float32)
+
+    def f(x, w, b, r):
+        return metal_ops.fused_conv2d(x, w, b, r, strides=strides, padding=padding, dilations=dil,
+                                      activation=act, leaky_relu_alpha=0.3)
+
+    theo, num = tf.test.compute_gradient(f, [x, w, b, r], delta=1e-3)
+    for t, n in zip(theo, num):
+        np.testing.assert_allclose(t, n, atol=3e-2, rtol=3e-2)
+
+
+def test_gradient_matches_tensorflow_composite():
+    x, w, b = data((2, 6, 6, 3), (3, 3, 3, 4), seed=21)
+    r = np.random.default_rng(22).standard_normal((2, 6, 6, 4)).astype(np.float32)
+    args = [tf.constant(v) for v in (x, w, b, r)]
+    for act, tf_act in [("relu", tf.nn.relu), ("elu", tf.nn.elu), ("sigmoid", tf.sigmoid),
+                        ("tanh", tf.tanh), ("swish", tf.nn.silu), ("relu6", tf.nn.relu6),
+                        ("leaky_relu", lambda z: tf.nn.leaky_relu(z, 0.2))]:
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(args)
+            ours = tf.reduce_sum(tf.sin(metal_ops.fused_conv2d(*args, activation=act)))
+            theirs = tf.reduce_sum(tf.sin(tf_act(tf.nn.bias_add(tf.nn.conv2d(args[0], args[1], 1, "SAME"), args[2]) + args[3])))
+        for g1, g2 in zip(tape.gradient(ours, args), tape.gradient(theirs, args)):
+            np.testing.assert_allclose(g1.numpy(), g2.numpy(), atol=1e-4, rtol=1e-4)
+
+
+def test_negative_leaky_alpha_gradient_uses_features():
+    x, w, b = data((1, 5, 5, 2), (3, 3, 2, 3), seed=31)
+    f = lambda x: metal_ops.fused_conv2d(x, w, b, activation="leaky_relu", leaky_relu_alpha=-0.5)
+    theo, num = tf.test.compute_gradient(f, [x], delta=1e-3)
+    np.testing.assert_allclose(theo[0], num[0], atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize("xs,ws", [((0, 5, 5, 3), (3, 3, 3, 4)), ((2, 0, 5, 3), (1, 1, 3, 4)),
+                                   ((2, 5, 5, 3), (3, 3, 3, 0))])
+def test_empty_outputs(xs, ws):
+    x, w, _ = data(xs, ws)
+    out = metal_ops.fused_conv2d(x, w, np.ones(ws[3], np.float32), activation="relu")
+    want = reference(x, w, np.ones(ws[3], np.float32), act="relu")
+    assert out.shape == want.shape
+
+
+def test_zero_input_channels_applies_output_stage():
+    x = np.zeros((1, 3, 3, 0), np.float32)
+    w = np.zeros((3, 3, 0, 2), np.float32)
+    b = np.array([-1.0, 2.0], np.float32)
+    r = np.full((1, 3, 3, 2), 0.5, np.float32)
+    out = metal_ops.fused_conv2d(x, w, b, r, activation="relu").numpy()
+    np.testing.assert_allclose(out, np.broadcast_to([0.0, 2.5], (1, 3, 3, 2)))
+
+
+BAD = [
+    (dict(x=(2, 5, 5), w=(3, 3, 3, 4)), r"input must be 4-dimensional|must be rank 4"),
+    (dict(x=(1, 5, 5, 3), w=(3, 3, 4)), r"filter must be 4-dimensional|must be rank 4"),
+    (dict(x=(1, 5, 5, 3), w=(3, 3, 2, 4)), r"filter in_channels \(2\) must equal the input's channels \(3\)"),
+    (dict(x=(1, 5, 5, 3), w=(3, 3, 3, 4), b=(5,)), r"bias must have shape \[4\]"),
+    (dict(x=(1, 5, 5, 3), w=(3, 3, 3, 4), r=(1, 1, 5, 4)), r"residual must have the output's shape"),
+    (dict(x=(1, 2, 2, 3), w=(3, 3, 3, 4), padding="VALID"), r"input height 2 is too small for the filter height 3"),
+]
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("case,msg", BAD)
+def test_bad_inputs_raise_invalid_argument(case, msg, mode):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(case["x"]).astype(np.float32)
+    w = rng.standard_normal(case["w"]).astype(np.float32)
+    b = rng.standard_normal(case["b"]).astype(np.float32) if "b" in case else None
+    r = rng.standard_normal(case["r"]).astype(np.float32) if "r" in case else None
+    if mode == "function":
+        # Unknown shapes: the kernel's checks run, not the shape function's.
+        spec = lambda a: tf.TensorSpec(None, tf.float32)
+        args = [a for a in (x, w, b, r) if a is not None]
+        keys = [k for k, a in zip("xwbr", (x, w, b, r)) if a is not None]
+
+        @tf.function(input_signature=[spec(a) for a in args])
+        def f(*a):
+            kw = dict(zip(keys, a))
+            return metal_ops.fused_conv2d(kw["x"], kw["w"], kw.get("b"), kw.get("r"), padding=case.get("padding", "SAME"))
+
+        with pytest.raises(tf.errors.InvalidArgumentError, match=msg):
+            f(*args)
+    else:
+        with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=msg):
+            metal_ops.fused_conv2d(x, w, b, r, padding=case.get("padding", "SAME"))
+
+
+def test_bad_attrs():
+    x, w, b = data((1, 5, 5, 3), (3, 3, 3, 4))
+    with pytest.raises(ValueError, match="activation"):
+        metal_ops.fused_conv2d(x, w, activation="gelu")
+    with pytest.raises(ValueError, match="data_format"):
+        metal_ops.fused_conv2d(x, w, data_format="NCHW")
+    with pytest.raises(ValueError, match="padding"):
+        metal_ops.fused_conv2d(x, w, padding="FULL")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="strides"):
+        metal_ops.fused_conv2d(x, w, strides=[2, 1, 1, 1])
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="explicit_paddings"):
+        metal_ops.fused_conv2d(x, w, padding=[[0, 0], [1, 1], [1, 1], [1, 0]])
+
+
+def test_float64_rejected():
+    x, w, b = data((1, 5, 5, 3), (3, 3, 3, 4))
+    with pytest.raises((TypeError, tf.errors.InvalidArgumentError, tf.errors.NotFoundError)):
+        metal_ops.fused_conv2d(x.astype(np.float64), w.astype(np.float64))

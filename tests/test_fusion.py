@@ -1,0 +1,377 @@
+"""Grappler fusion plugin (grappler/fusion_plugin.cc, metal_ops.fusion).
+
+The plugin changes process-wide Grappler state, so every case runs in a child
+process (this file, run as a script), grouped so that TensorFlow is imported
+only a few times:
+
+  child "table"  : plugin on; the pattern table, negative cases, idempotency,
+                   the Keras ResNet blocks (outputs + one training step's
+                   gradients saved to an .npz)
+  child "keras"  : plugin NOT loaded; the same Keras models, for comparison
+  child "guards" : METAL_OPS_FUSION=0, a foreign CPU plugin, enable() twice
+
+each with oneDNN on (TF's default here) and with TF_ENABLE_ONEDNN_OPTS=0, plus
+one "table" child with oneDNN on and METAL_OPS_FUSION_WITH_ONEDNN=1 (the pass
+may rewrite next to oneDNN, and must still keep TF's own fusions).
+
+Tolerances: the fused op and TF's convolution both accumulate in float32 over
+at most 3*3*8 taps; fused vs unfused results agree to 1e-5 absolute (values
+are O(1)); Keras gradients through 2 blocks to 1e-4 (relative 1e-4).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ATOL = 1e-5
+
+# name -> (expected fused pattern with oneDNN off, or None for "left unchanged")
+POSITIVE = {
+    "bias_residual_relu": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
+    "bias_residual_first_relu": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
+    "bias_add_v1_residual": "_FusedConv2D[BiasAdd]+Add(residual)",
+    "addbias_residual_relu6": "Conv2D+AddV2+AddV2(residual)+Relu6",
+    "bias_residual_elu": "_FusedConv2D[BiasAdd]+AddV2(residual)+Elu",
+    "bias_residual_leaky": "_FusedConv2D[BiasAdd]+AddV2(residual)+LeakyRelu",
+    "bias_residual_sigmoid": "_FusedConv2D[BiasAdd]+AddV2(residual)+Sigmoid",
+    "bias_residual_tanh": "_FusedConv2D[BiasAdd]+AddV2(residual)+Tanh",
+    "bias_sigmoid": "_FusedConv2D[BiasAdd]+Sigmoid",
+    "bias_tanh": "_FusedConv2D[BiasAdd]+Tanh",
+    "nobias_residual_relu": "Conv2D+AddV2(residual)+Relu",
+    "nobias_relu": "Conv2D+Relu",
+    "strided_valid": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
+    "explicit_padding": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
+    "dilated": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
+    "one_by_one": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
+}
+NEGATIVE = ["fanout", "intermediate_fetched", "control_dependency", "broadcast_residual",
+            "float64", "bias_relu_tf_fused"]
+
+
+# ----------------------------------------------------------------------------------
+# Child side
+# ----------------------------------------------------------------------------------
+def _cases(tf):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 8, 8, 4)).astype(np.float32)
+    w = (rng.standard_normal((3, 3, 4, 4)) / 6).astype(np.float32)
+    w1 = (rng.standard_normal((1, 1, 4, 4)) / 2).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    r = rng.standard_normal((2, 8, 8, 4)).astype(np.float32)
+    r4 = rng.standard_normal((2, 4, 3, 4)).astype(np.float32)
+    conv = lambda x, w, **kw: tf.nn.conv2d(x, w, kw.get("s", 1), kw.get("p", "SAME"), dilations=kw.get("d", 1))
+    nn = tf.nn
+    c = {}
+    c["bias_residual_relu"] = (lambda x, w, b, r: nn.relu(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
+    c["bias_residual_first_relu"] = (lambda x, w, b, r: nn.relu(r + nn.bias_add(conv(x, w), b)), (x, w, b, r))
+    c["bias_add_v1_residual"] = (lambda x, w, b, r: tf.raw_ops.Add(x=nn.bias_add(conv(x, w), b), y=r) * 1.0, (x, w, b, r))
+    c["addbias_residual_relu6"] = (lambda x, w, b, r: nn.relu6((conv(x, w) + b) + r), (x, w, b, r))
+    c["bias_residual_elu"] = (lambda x, w, b, r: nn.elu(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
+    c["bias_residual_leaky"] = (lambda x, w, b, r: nn.leaky_relu(nn.bias_add(conv(x, w), b) + r, 0.1), (x, w, b, r))
+    c["bias_residual_sigmoid"] = (lambda x, w, b, r: tf.sigmoid(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
+    c["bias_residual_tanh"] = (lambda x, w, b, r: tf.tanh(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
+    c["bias_sigmoid"] = (lambda x, w, b: tf.sigmoid(nn.bias_add(conv(x, w), b)), (x, w, b))
+    c["bias_tanh"] = (lambda x, w, b: tf.tanh(nn.bias_add(conv(x, w), b)), (x, w, b))
+    c["nobias_residual_relu"] = (lambda x, w, r: nn.relu(conv(x, w) + r), (x, w, r))
+    c["nobias_relu"] = (lambda x, w: nn.relu(conv(x, w)), (x, w))
+    c["strided_valid"] = (lambda x, w, b, r: nn.relu(nn.bias_add(conv(x, w, s=[2, 3], p="VALID"), b) + r),
+                          (x, w, b, r[:, :3, :2, :]))
+    c["explicit_padding"] = (lambda x, w, b, r: nn.relu(nn.bias_add(conv(x, w, s=2, p=[[0, 0], [1, 0], [0, 1], [0, 0]]), b) + r),
+                             (x, w, b, r4[:, :4, :4, :] if False else rng.standard_normal((2, 4, 4, 4)).astype(np.float32)))
+    c["dilated"] = (lambda x, w, b, r: nn.relu(nn.bias_add(conv(x, w, d=2), b) + r), (x, w, b, r))
+    c["one_by_one"] = (lambda x, w, b, r: nn.relu(nn.bias_add(conv(x, w), b) + r), (x, w1, b, r))
+    # Negative cases: the plugin must leave these graphs as TF made them.
+    c["fanout"] = (lambda x, w, b, r: (lambda y: nn.relu(y + r) + 2.0 * y)(nn.bias_add(conv(x, w), b)), (x, w, b, r))
+
+    def fetched(x, w, b, r):
+        y = nn.bias_add(conv(x, w), b) + r
+        return nn.relu(y), y
+    c["intermediate_fetched"] = (fetched, (x, w, b, r))
+
+    def control(x, w, b, r):
+        y = nn.bias_add(conv(x, w), b)
+        side = tf.reduce_sum(x)
+        with tf.control_dependencies([side]):
+            z = y + r
+        return nn.relu(z)
+    c["control_dependency"] = (control, (x, w, b, r))
+    c["broadcast_residual"] = (lambda x, w, b, r: nn.relu(nn.bias_add(conv(x, w), b) + r[:1, :, :, :1]), (x, w, b, r))
+    c["float64"] = (lambda x, w, b, r: nn.relu(nn.bias_add(conv(x, w), b) + r),
+                    tuple(a.astype(np.float64) for a in (x, w, b, r)))
+    c["bias_relu_tf_fused"] = (lambda x, w, b: nn.relu(nn.bias_add(conv(x, w), b)), (x, w, b))
+    return c
+
+
+def _keras_models(tf):
+    """ResNet identity / conv blocks of seed 003 (NHWC). BatchNorm folded into the
+    convolutions' bias (as at inference), which is the Conv2D -> BiasAdd ->
+    (Add) -> Relu graph the plugin fuses; one model keeps BatchNormalization to
+    show a graph the plugin leaves alone still gives the same numbers."""
+    keras = tf.keras
+    L = keras.layers
+
+    def res_identity(x, filters, bn):
+        x_skip = x
+        f1, f2 = filters
+        def conv(x, f, k, s=1, pad="valid"):
+            x = L.Conv2D(f, kernel_size=k, strides=s, padding=pad, use_bias=not bn)(x)
+            return L.BatchNormalization()(x) if bn else x
+        x = L.Activation("relu")(conv(x, f1, 1))
+        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
+        x = conv(x, f2, 1)
+        x = L.Add()([x, x_skip])
+        return L.Activation("relu")(x)
+
+    def res_conv(x, s, filters, bn):
+        x_skip = x
+        f1, f2 = filters
+        def conv(x, f, k, s=1, pad="valid"):
+            x = L.Conv2D(f, kernel_size=k, strides=s, padding=pad, use_bias=not bn)(x)
+            return L.BatchNormalization()(x) if bn else x
+        x = L.Activation("relu")(conv(x, f1, 1, s))
+        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
+        x = conv(x, f2, 1)
+        x_skip = conv(x_skip, f2, 1, s)
+        x = L.Add()([x, x_skip])
+        return L.Activation("relu")(x)
+
+    models = {}
+    for bn in (False, True):
+        keras.utils.set_random_seed(1234)
+        inp = keras.Input(shape=(12, 12, 8), batch_size=2)
+        x = res_conv(inp, 1, (4, 8), bn)
+        x = res_identity(x, (4, 8), bn)
+        x = L.GlobalAveragePooling2D()(x)
+        out = L.Dense(3)(x)
+        models["bn" if bn else "bias"] = keras.Model(inp, out)
+    return models
+
+
+def _run_keras(tf, out_path):
+    models = _keras_models(tf)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 12, 12, 8)).astype(np.float32)
+    y = rng.standard_normal((2, 3)).astype(np.float32)
+    results, patterns = {}, {}
+    from metal_ops import fusion
+    for name, model in models.items():
+        infer = tf.function(lambda x: model(x, training=False))
+        results[f"{name}_infer"] = infer(x).numpy()
+
+        @tf.function
+        def grads(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+            return tape.gradient(loss, model.trainable_variables)
+
+        for i, g in enumerate(grads(x, y)):
+            results[f"{name}_grad{i}"] = g.numpy()
+        if fusion.is_enabled():
+            patterns[f"{name}_infer"] = fusion.report(infer.get_concrete_function(x)).patterns
+            patterns[f"{name}_train"] = fusion.report(grads.get_concrete_function(x, y)).patterns
+    np.savez(out_path, **results)
+    return patterns
+
+
+def _child_table(out_dir):
+    import tensorflow as tf
+    import metal_ops
+    from metal_ops import fusion
+
+    assert fusion.enable() is True
+    assert fusion.enable() is True  # twice is harmless
+    assert fusion.is_enabled()
+    lib = fusion._dlopen_noload(fusion.plugin_path())
+    rewrites = lambda: int(lib.MetalOpsFusionRewriteCount())
+    lib.MetalOpsFusionRewriteCount.restype = __import__("ctypes").c_long
+    out = {"cases": {}}
+    for name, (fn, args) in _cases(tf).items():
+        eager = fn(*args)
+        f = tf.function(fn)
+        before = rewrites()
+        graph = f(*args)
+        runtime_rewrites = rewrites() - before
+        eager = eager if isinstance(eager, tuple) else (eager,)
+        graph = graph if isinstance(graph, tuple) else (graph,)
+        diff = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(eager, graph))
+        rep = fusion.report(f.get_concrete_function(*args))
+        # Idempotency: run the optimizer again on the optimized graph.
+        from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+        from tensorflow.python.grappler import tf_optimizer
+        cf = f.get_concrete_function(*args)
+        once = fusion._optimized_graph_def(cf)
+        meta = meta_graph_pb2.MetaGraphDef()
+        meta.graph_def.CopyFrom(once)
+        for t in cf.outputs:
+            meta.collection_def["train_op"].node_list.value.append(t.name)
+        twice = tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta)
+        sig = lambda gd: sorted((n.name, tuple(n.input), n.attr["activation"].s.decode())
+                                for n in gd.node if n.op == "MetalOpsFusedConv2D")
+        out["cases"][name] = {
+            "diff": diff,
+            "patterns": rep.patterns,
+            "tf_fused": [t["fused_ops"] for t in rep.tensorflow],
+            "runtime_rewrites": runtime_rewrites,
+            "idempotent": sig(once) == sig(twice),
+        }
+    out["keras_patterns"] = _run_keras(tf, os.path.join(out_dir, "keras.npz"))
+    out["onednn"] = bool(__import__("tensorflow.python.util._pywrap_util_port", fromlist=["x"]).IsMklEnabled())
+    return out
+
+
+def _child_keras(out_dir):
+    import tensorflow as tf
+    _run_keras(tf, os.path.join(out_dir, "keras.npz"))
+    return {}
+
+
+def _child_guards(out_dir):
+    import tensorflow as tf  # noqa: F401
+    from metal_ops import fusion
+
+    res = {}
+    os.environ["METAL_OPS_FUSION"] = "0"
+    res["disabled_enable"] = fusion.enable()
+    res["disabled_is_enabled"] = fusion.is_enabled()
+    del os.environ["METAL_OPS_FUSION"]
+    sys.modules["intel_extension_for_tensorflow"] = type(sys)("intel_extension_for_tensorflow")
+    try:
+        fusion.enable()
+        res["foreign"] = "loaded"
+    except fusion.FusionUnavailableError as e:
+        res["foreign"] = str(e)
+    del sys.modules["intel_extension_for_tensorflow"]
+    res["loaded_after_refusal"] = fusion.is_enabled()
+    res["enable"] = fusion.enable()
+    res["enable_again"] = fusion.enable()
+    lib = fusion._dlopen_noload(fusion.plugin_path())
+    res["init_calls"] = int(lib.MetalOpsFusionInitCalls())
+    return res
+
+
+def _child_main(kind, out_dir):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    result = {"table": _child_table, "keras": _child_keras, "guards": _child_guards}[kind](out_dir)
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump(result, f)
+
+
+# ----------------------------------------------------------------------------------
+# Parent side (pytest)
+# ----------------------------------------------------------------------------------
+def _run_child(kind, tmp_path, onednn, extra_env=None):
+    env = dict(os.environ)
+    env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), ROOT])
+    for k in ("METAL_OPS_FUSION", "METAL_OPS_FUSION_LOG", "METAL_OPS_FUSION_WITH_ONEDNN"):
+        env.pop(k, None)
+    env.update(extra_env or {})
+    out_dir = tmp_path / f"{kind}_{int(onednn)}_{len(extra_env or {})}"
+    out_dir.mkdir()
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), kind, str(out_dir)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"child {kind} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    with open(out_dir / "result.json") as f:
+        return json.load(f), out_dir, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fusion")
+    r = {}
+    for onednn in (False, True):
+        r[("table", onednn)] = _run_child("table", tmp, onednn, {"METAL_OPS_FUSION_LOG": "1"})
+        r[("keras", onednn)] = _run_child("keras", tmp, onednn)
+    r[("table_with_onednn", True)] = _run_child("table", tmp, True, {"METAL_OPS_FUSION_WITH_ONEDNN": "1"})
+    r[("guards", False)] = _run_child("guards", tmp, False)
+    return r
+
+
+@pytest.mark.parametrize("onednn", [False, True], ids=["onednn_off", "onednn_on"])
+@pytest.mark.parametrize("case", list(POSITIVE) + NEGATIVE)
+def test_fused_equals_unfused(runs, case, onednn):
+    res = runs[("table", onednn)][0]["cases"][case]
+    assert res["diff"] <= ATOL, res
+    assert res["idempotent"], res
+
+
+@pytest.mark.parametrize("case", list(POSITIVE))
+def test_pattern_table_onednn_off(runs, case):
+    res = runs[("table", False)][0]["cases"][case]
+    assert res["patterns"] == [POSITIVE[case]], res
+    assert res["runtime_rewrites"] >= 1, res
+
+
+@pytest.mark.parametrize("case", NEGATIVE)
+@pytest.mark.parametrize("mode", ["table", "table_with_onednn"], ids=["default", "with_onednn"])
+def test_negative_cases_unchanged(runs, case, mode):
+    onednn = mode == "table_with_onednn"
+    res = runs[(mode, True if onednn else False)][0]["cases"][case]
+    assert res["patterns"] == [], res
+    assert res["runtime_rewrites"] == 0, res
+
+
+def test_onednn_default_leaves_graphs_to_tensorflow(runs):
+    out = runs[("table", True)][0]
+    if not out["onednn"]:
+        pytest.skip("this TensorFlow build has oneDNN off even with TF_ENABLE_ONEDNN_OPTS=1")
+    for name, res in out["cases"].items():
+        assert res["patterns"] == [] and res["runtime_rewrites"] == 0, (name, res)
+    # TF's own oneDNN fusion of the whole pattern is there (and is what runs).
+    assert ["BiasAdd", "Add", "Relu"] in out["cases"]["bias_residual_relu"]["tf_fused"]
+
+
+def test_tf_full_fusion_never_replaced(runs):
+    out = runs[("table_with_onednn", True)][0]
+    if not out["onednn"]:
+        pytest.skip("this TensorFlow build has oneDNN off even with TF_ENABLE_ONEDNN_OPTS=1")
+    res = out["cases"]["bias_residual_relu"]
+    assert ["BiasAdd", "Add", "Relu"] in res["tf_fused"] and res["patterns"] == [], res
+    for name, res in out["cases"].items():
+        assert res["diff"] <= ATOL and res["idempotent"], (name, res)
+        # Whatever we fused there started from a TF node with fused_ops [BiasAdd]
+        # or from unfused ops, never from one of TF's complete fusions.
+        for p in res["patterns"]:
+            assert p.startswith("Conv2D") or p.startswith("_FusedConv2D[BiasAdd]+"), (name, p)
+
+
+def test_rewrite_log_lines(runs):
+    stderr = runs[("table", False)][2]
+    assert "metal_ops fusion: _FusedConv2D[BiasAdd]+AddV2(residual)+Relu -> MetalOpsFusedConv2D" in stderr
+    assert "nodes:" in stderr
+
+
+@pytest.mark.parametrize("onednn", [False, True], ids=["onednn_off", "onednn_on"])
+def test_keras_resnet_blocks_equal(runs, onednn):
+    _, on_dir, _ = runs[("table", onednn)]
+    _, off_dir, _ = runs[("keras", onednn)]
+    on = np.load(on_dir / "keras.npz")
+    off = np.load(off_dir / "keras.npz")
+    assert sorted(on.files) == sorted(off.files) and len(on.files) > 4
+    for k in on.files:
+        np.testing.assert_allclose(on[k], off[k], atol=1e-4, rtol=1e-4, err_msg=k)
+
+
+def test_keras_resnet_blocks_fused_with_onednn_off(runs):
+    pats = runs[("table", False)][0]["keras_patterns"]
+    # conv block + identity block: each ends in conv -> bias -> add(skip) -> relu.
+    assert pats["bias_infer"].count("_FusedConv2D[BiasAdd]+AddV2(residual)+Relu") == 2, pats
+    assert any("AddV2(residual)+Relu" in p for p in pats["bias_train"]), pats
+
+
+def test_guards(runs):
+    res = runs[("guards", False)][0]
+    assert res["disabled_enable"] is False and res["disabled_is_enabled"] is False
+    assert "another TensorFlow plugin already registers a Grappler optimizer for CPU" in res["foreign"]
+    assert res["loaded_after_refusal"] is False
+    assert res["enable"] is True and res["enable_again"] is True
+    assert res["init_calls"] == 1
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1], sys.argv[2])
