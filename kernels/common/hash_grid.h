@@ -213,6 +213,98 @@ MO_FN void accumulate_input_gradient(const MO_DEVICE T* level_table, uint32 entr
   }
 }
 
+// ---- Whole-cell helpers (added for the CPU kernels; usable everywhere) -------
+// They compute exactly what the per-corner functions above compute, once per
+// cell instead of once per corner.
+
+// Whether a level is hashed (vertex_row's rule: resolution^D > entries).
+template <int D>
+MO_FN bool level_is_hashed(uint32 resolution, uint32 entries) {
+  uint64 stride = 1;
+  for (int d = 0; d < D; ++d) {
+    stride *= uint64(resolution);
+    if (stride > uint64(entries)) return true;
+  }
+  return false;
+}
+
+// row % entries, cheap in the common cases: a row already below `entries`
+// (dense levels, in-range points) and a power-of-two `entries` (every hashed
+// level). Same value as `row % entries` in all cases.
+MO_FN uint32 wrap_row(uint32 row, uint32 entries) {
+  if (row < entries) return row;
+  if ((entries & (entries - 1u)) == 0u) return row & (entries - 1u);
+  return row % entries;
+}
+
+// All 2^D corners of a cell: rows[idx] and weights[idx] equal, bit for bit,
+// what corner<D>(idx, ...) returns (the weights are built as the same
+// left-to-right products over d = 0 .. D-1, the rows with the same uint32
+// wrap-around sums / XORs followed by % entries).
+template <int D>
+MO_FN void cell_corners(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
+                        uint32 entries, bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
+  rows[0] = 0u;
+  weights[0] = 1.0f;
+  uint32 stride = 1u;
+  for (int d = 0; d < D; ++d) {
+    const uint32 factor = hashed ? prime(d) : stride;
+    const uint32 lo = cell[d] * factor;
+    const uint32 hi = (cell[d] + 1u) * factor;
+    const int count = 1 << d;
+    for (int j = 0; j < count; ++j) {
+      rows[j + count] = hashed ? (rows[j] ^ hi) : (rows[j] + hi);
+      rows[j] = hashed ? (rows[j] ^ lo) : (rows[j] + lo);
+      weights[j + count] = weights[j] * w[d];
+      weights[j] = weights[j] * (1.0f - w[d]);
+    }
+    stride *= resolution;  // only used while dense, where resolution^D <= entries
+  }
+  for (int j = 0; j < (1 << D); ++j) rows[j] = wrap_row(rows[j], entries);
+}
+
+// interpolate() with the corners already known (same fma order).
+template <int D, int F, typename T>
+MO_FN void interpolate_corners(const MO_DEVICE T* level_table, const MO_THREAD uint32* rows,
+                               const MO_THREAD float* weights, MO_THREAD float* out) {
+  for (int f = 0; f < F; ++f) out[f] = 0.0f;
+  for (int idx = 0; idx < (1 << D); ++idx) {
+    const MO_DEVICE T* values = level_table + uint64(rows[idx]) * uint64(F);
+    for (int f = 0; f < F; ++f) out[f] = fma_f(weights[idx], float(values[f]), out[f]);
+  }
+}
+
+// accumulate_input_gradient() with the corner rows already known (same
+// arithmetic, same order).
+template <int D, int F, typename T>
+MO_FN void accumulate_input_gradient_corners(const MO_DEVICE T* level_table, const MO_THREAD uint32* rows,
+                                             float scale, const MO_THREAD float* w, const MO_THREAD float* dw,
+                                             const MO_THREAD float* dy, MO_THREAD float* dx) {
+  for (uint32 idx = 0; idx < (1u << D); ++idx) {
+    const MO_DEVICE T* values = level_table + uint64(rows[idx]) * uint64(F);
+    float dot = 0.0f;
+    for (int f = 0; f < F; ++f) dot = fma_f(float(values[f]), dy[f], dot);
+    float dweight[D];
+    corner_weight_gradient<D>(idx, w, dw, dweight);
+    for (int d = 0; d < D; ++d) dx[d] = fma_f(scale * dweight[d], dot, dx[d]);
+  }
+}
+
+// Second derivative (eikonal losses). grad_inputs is linear in the table and
+// in grad_encoded: grad_inputs[d] = mask[d] * sum_levels sum_corners
+// scale * dweight_d * <row, dy>. Given g[d] = dLoss/dgrad_inputs[d] * mask[d],
+// the coefficient of corner idx, scale * sum_d dweight_d * g[d], multiplies dy
+// to give dLoss/drow, and the row to give dLoss/ddy.
+template <int D>
+MO_FN float input_gradient_coefficient(uint32 idx, const MO_THREAD float* w, const MO_THREAD float* dw,
+                                       float scale, const MO_THREAD float* g) {
+  float dweight[D];
+  corner_weight_gradient<D>(idx, w, dw, dweight);
+  float s = 0.0f;
+  for (int d = 0; d < D; ++d) s = fma_f(scale * dweight[d], g[d], s);
+  return s;
+}
+
 }  // namespace hash_grid
 }  // namespace mo
 

@@ -8,6 +8,8 @@ from metal_ops._loader import load_library
 from metal_ops.distortion_loss import distortion_loss
 from metal_ops import fusion
 from metal_ops.fused_conv2d import fused_conv2d
+from metal_ops.hash_encode import hash_encode, hash_grid_size
+from metal_ops import layers
 from metal_ops.robust_loss import robust_loss
 from metal_ops import losses
 from metal_ops.volume_render import VolumeRenderOutput, volume_render
@@ -21,6 +23,9 @@ __all__ = [
     "distortion_loss",
     "fused_conv2d",
     "fusion",
+    "hash_encode",
+    "hash_grid_size",
+    "layers",
     "losses",
     "robust_loss",
     "VolumeRenderOutput",

@@ -1,0 +1,445 @@
+// CPU kernels of the multiresolution hash encoding (C++ API, TF's intra-op
+// thread pool). The arithmetic is kernels/common/hash_grid.h; this file only
+// schedules it.
+//
+// Forward (and the second-order grad_grad_encoded): parallel over blocks of
+//   points; inside a block, level by level, so one level's rows stay hot while
+//   the block's points gather from it.
+// Table gradient: no atomics. Levels are dealt round-robin to K = intra-op
+//   threads groups; a group owns whole levels, so its writes are disjoint from
+//   every other group's, and it adds the points of a level in index order 0..N-1.
+//   The float32 sums are therefore bitwise identical for any thread count and
+//   any run. Half tables accumulate into a float32 buffer, cast at the end.
+// Input gradient: parallel over points, levels summed in order 0..L-1.
+// TF 2.21's bundled Eigen does not compile with AVX512-FP16 packets under g++
+// (PacketMathFP16.h: predux_half_dowto4), which -march=native enables on
+// Sapphire Rapids and later. This file needs no FP16 packet math: hide the
+// feature from Eigen (the compiler's target flags are unchanged).
+#ifdef __AVX512FP16__
+#undef __AVX512FP16__
+#endif
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "kernels/common/hash_grid.h"
+#include "kernels/cpu/hash_encode_cpu.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
+#include "tensorflow/core/platform/threadpool.h"
+
+namespace metal_ops {
+namespace {
+
+namespace hg = ::mo::hash_grid;
+using ::mo::int64;
+using ::mo::uint32;
+using namespace ::metal_ops::hash_encode_cpu;  // NOLINT: the kernel bodies
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::errors::InvalidArgument;
+using ::tensorflow::register_kernel::Name;
+
+template <int V>
+using IntC = std::integral_constant<int, V>;
+
+// Calls fn(IntC<D>, IntC<F>) for the runtime (dims, features); false when the
+// pair is unsupported (the callers validate before).
+template <typename Fn>
+bool DispatchDimsFeatures(int dims, int features, Fn&& fn) {
+  auto with_features = [&](auto dims_c) -> bool {
+    switch (features) {
+      case 1: fn(dims_c, IntC<1>()); return true;
+      case 2: fn(dims_c, IntC<2>()); return true;
+      case 4: fn(dims_c, IntC<4>()); return true;
+      case 8: fn(dims_c, IntC<8>()); return true;
+    }
+    return false;
+  };
+  switch (dims) {
+    case 1: return with_features(IntC<1>());
+    case 2: return with_features(IntC<2>());
+    case 3: return with_features(IntC<3>());
+    case 4: return with_features(IntC<4>());
+  }
+  return false;
+}
+
+// ---- Attributes -------------------------------------------------------------------
+
+struct GridAttrs {
+  int num_levels = 0;
+  int log2_hashmap_size = 0;
+  int base_resolution = 0;
+  float per_level_scale = 0.f;
+  float log2_per_level_scale = 0.f;
+  int interpolation = hg::kLinear;
+  int out_of_range = hg::kClamp;
+};
+
+absl::Status CheckGridAttrs(const GridAttrs& a) {
+  if (a.num_levels < 1 || a.num_levels > hg::kMaxLevels) {
+    return InvalidArgument("num_levels must be in [1, ", int(hg::kMaxLevels), "], got ", a.num_levels);
+  }
+  if (a.log2_hashmap_size < hg::kMinLog2HashmapSize || a.log2_hashmap_size > hg::kMaxLog2HashmapSize) {
+    return InvalidArgument("log2_hashmap_size must be in [", int(hg::kMinLog2HashmapSize), ", ",
+                           int(hg::kMaxLog2HashmapSize), "], got ", a.log2_hashmap_size);
+  }
+  if (a.base_resolution < 1) {
+    return InvalidArgument("base_resolution must be >= 1, got ", a.base_resolution);
+  }
+  if (!(a.per_level_scale >= 1.0f) || std::isinf(a.per_level_scale)) {
+    return InvalidArgument("per_level_scale must be finite and >= 1, got ", a.per_level_scale);
+  }
+  // The finest level's vertex coordinates must fit the uint32 cell arithmetic.
+  const float finest = hg::level_scale(a.num_levels - 1, a.log2_per_level_scale, uint32(a.base_resolution));
+  if (!(finest < 2147483520.0f)) {
+    return InvalidArgument("resolution of the finest level (base_resolution * per_level_scale^(num_levels-1) = ",
+                           finest + 1.0f, ") must stay below 2^31: reduce base_resolution, per_level_scale "
+                           "or num_levels");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadGridAttrs(OpKernelConstruction* ctx, GridAttrs* a) {
+  std::string interpolation, out_of_range;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("num_levels", &a->num_levels));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("log2_hashmap_size", &a->log2_hashmap_size));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("base_resolution", &a->base_resolution));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("per_level_scale", &a->per_level_scale));
+  a->log2_per_level_scale = ::mo::log2_f(a->per_level_scale);
+  if (ctx->HasAttr("interpolation")) {
+    TF_RETURN_IF_ERROR(ctx->GetAttr("interpolation", &interpolation));
+    TF_RETURN_IF_ERROR(ctx->GetAttr("out_of_range", &out_of_range));
+    if (interpolation == "linear") {
+      a->interpolation = hg::kLinear;
+    } else if (interpolation == "smoothstep") {
+      a->interpolation = hg::kSmoothstep;
+    } else {
+      return InvalidArgument("interpolation must be 'linear' or 'smoothstep', got '", interpolation, "'");
+    }
+    if (out_of_range == "clamp") {
+      a->out_of_range = hg::kClamp;
+    } else if (out_of_range == "wrap") {
+      a->out_of_range = hg::kWrap;
+    } else if (out_of_range == "zero") {
+      a->out_of_range = hg::kZero;
+    } else {
+      return InvalidArgument("out_of_range must be 'clamp', 'wrap' or 'zero', got '", out_of_range, "'");
+    }
+  }
+  return CheckGridAttrs(*a);
+}
+
+int64 GridRows(int dims, const GridAttrs& a, int64* offsets) {
+  return hg::level_offsets(dims, a.num_levels, a.log2_hashmap_size, a.log2_per_level_scale,
+                           uint32(a.base_resolution), offsets);
+}
+
+// ---- Level geometry ------------------------------------------------------------------
+
+template <int D>
+Grid MakeGrid(const GridAttrs& a) {
+  Grid g;
+  g.num_levels = a.num_levels;
+  g.interpolation = a.interpolation;
+  g.out_of_range = a.out_of_range;
+  int64 offsets[hg::kMaxLevels + 1];
+  GridRows(D, a, offsets);
+  for (int l = 0; l < a.num_levels; ++l) {
+    Level& lv = g.levels[l];
+    lv.offset = offsets[l];
+    lv.entries = uint32(offsets[l + 1] - offsets[l]);
+    lv.scale = hg::level_scale(l, a.log2_per_level_scale, uint32(a.base_resolution));
+    lv.resolution = hg::level_resolution(lv.scale);
+    lv.hashed = hg::level_is_hashed<D>(lv.resolution, lv.entries);
+  }
+  return g;
+}
+
+// ---- Threading helpers ------------------------------------------------------------------
+
+struct Pool {
+  tsl::thread::ThreadPool* workers;
+  int num_threads;
+};
+
+Pool GetPool(OpKernelContext* ctx) {
+  const auto* threads = ctx->device()->tensorflow_cpu_worker_threads();
+  return Pool{threads->workers, std::max(1, threads->num_threads)};
+}
+
+// Runs fn(begin, end) over [0, n) points on the pool.
+template <typename Fn>
+void ForPoints(const Pool& pool, int64 n, int64 cost_per_point, Fn&& fn) {
+  if (n <= 0) return;
+  pool.workers->ParallelFor(n, cost_per_point, [&fn](int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+// Table-gradient scatter into acc, then (half tables) the cast into out.
+template <int D, int F, typename T, bool kSecondOrder>
+void ScatterTable(const Pool& pool, const float* x, const float* gg, const T* dy, float* acc, T* out, int64 n,
+                  const Grid& g) {
+  const int groups = std::min(g.num_levels, pool.num_threads);
+  auto run_group = [&](int group) {
+    ScatterGroup<D, F, T, kSecondOrder>(group, groups, x, gg, dy, acc, n, g);
+    if (!std::is_same<T, float>::value) {
+      for (int l = group; l < g.num_levels; l += groups) {
+        const int64 begin = g.levels[l].offset * F;
+        const int64 count = int64(g.levels[l].entries) * F;
+        for (int64 k = 0; k < count; ++k) out[begin + k] = static_cast<T>(acc[begin + k]);
+      }
+    }
+  };
+  if (groups == 1) {
+    run_group(0);
+    return;
+  }
+  pool.workers->TransformRangeConcurrently(1, groups, [&](int64_t begin, int64_t end) {
+    for (int64_t group = begin; group < end; ++group) run_group(int(group));
+  });
+}
+
+// ---- Validation shared by the kernels -------------------------------------------------------
+
+// Checks inputs [N, D] and table [P, F] against the grid; sets dims/features/rows.
+bool ValidateInputsAndTable(OpKernelContext* ctx, const GridAttrs& a, const Tensor& inputs, const Tensor& table,
+                            int* dims, int* features) {
+  if (inputs.dims() != 2) {
+    ctx->CtxFailure(InvalidArgument("inputs must be a rank-2 tensor [N, D], got shape ",
+                                    inputs.shape().DebugString()));
+    return false;
+  }
+  const int64 d = inputs.dim_size(1);
+  if (d < 1 || d > hg::kMaxDims) {
+    ctx->CtxFailure(InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = ", d, " (shape ",
+                                    inputs.shape().DebugString(), ")"));
+    return false;
+  }
+  if (table.dims() != 2) {
+    ctx->CtxFailure(InvalidArgument("table must be a rank-2 tensor [P, F], got shape ",
+                                    table.shape().DebugString()));
+    return false;
+  }
+  const int64 f = table.dim_size(1);
+  if (f != 1 && f != 2 && f != 4 && f != 8) {
+    ctx->CtxFailure(InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f));
+    return false;
+  }
+  int64 offsets[hg::kMaxLevels + 1];
+  const int64 rows = GridRows(int(d), a, offsets);
+  if (table.dim_size(0) != rows) {
+    ctx->CtxFailure(InvalidArgument("table has ", table.dim_size(0), " rows but the hash grid needs ", rows,
+                                    " (hash_grid_size(input_dim=", d, ", num_levels=", a.num_levels,
+                                    ", log2_hashmap_size=", a.log2_hashmap_size, ", base_resolution=",
+                                    a.base_resolution, ", per_level_scale=", a.per_level_scale, "))"));
+    return false;
+  }
+  *dims = int(d);
+  *features = int(f);
+  return true;
+}
+
+bool ValidateMatrix(OpKernelContext* ctx, const char* name, const Tensor& t, int64 rows, int64 cols) {
+  if (t.dims() != 2 || t.dim_size(0) != rows || t.dim_size(1) != cols) {
+    ctx->CtxFailure(InvalidArgument(name, " must have shape [", rows, ", ", cols, "], got ",
+                                    t.shape().DebugString()));
+    return false;
+  }
+  return true;
+}
+
+int64 GatherCost(int dims, int features, int num_levels) {
+  return int64(num_levels) * (int64(1) << dims) * (8 + 2 * features);
+}
+
+// ---- Kernels ----------------------------------------------------------------------------------
+
+template <typename T>
+class HashEncodeOp : public OpKernel {
+ public:
+  explicit HashEncodeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& inputs = ctx->input(0);
+    const Tensor& table = ctx->input(1);
+    int dims = 0, features = 0;
+    if (!ValidateInputsAndTable(ctx, attrs_, inputs, table, &dims, &features)) return;
+    const int64 n = inputs.dim_size(0);
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, int64(attrs_.num_levels) * features}), &out));
+    if (n == 0) return;
+    const Pool pool = GetPool(ctx);
+    const float* x = inputs.flat<float>().data();
+    const T* tab = table.flat<T>().data();
+    T* o = out->flat<T>().data();
+    DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
+      constexpr int kD = decltype(dc)::value;
+      constexpr int kF = decltype(fc)::value;
+      const Grid g = MakeGrid<kD>(attrs_);
+      ForPoints(pool, n, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+        GatherRange<kD, kF, T, false>(x, nullptr, tab, o, begin, end, g);
+      });
+    });
+  }
+
+ private:
+  GridAttrs attrs_;
+};
+
+template <typename T>
+class HashEncodeGradOp : public OpKernel {
+ public:
+  explicit HashEncodeGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_table_grad", &table_grad_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_input_grad", &input_grad_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dy = ctx->input(0);
+    const Tensor& inputs = ctx->input(1);
+    const Tensor& table = ctx->input(2);
+    int dims = 0, features = 0;
+    if (!ValidateInputsAndTable(ctx, attrs_, inputs, table, &dims, &features)) return;
+    const int64 n = inputs.dim_size(0);
+    if (!ValidateMatrix(ctx, "grad_encoded", dy, n, int64(attrs_.num_levels) * features)) return;
+    Tensor* grad_table = nullptr;
+    Tensor* grad_inputs = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({table_grad_ ? table.dim_size(0) : 0, features}),
+                                             &grad_table));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({input_grad_ ? n : 0, dims}), &grad_inputs));
+    const Pool pool = GetPool(ctx);
+    const float* x = inputs.flat<float>().data();
+    const T* tab = table.flat<T>().data();
+    const T* g_out = dy.flat<T>().data();
+    float* acc = nullptr;
+    Tensor acc_tensor;
+    if (table_grad_) {
+      if (std::is_same<T, float>::value) {
+        acc = reinterpret_cast<float*>(grad_table->flat<T>().data());
+      } else {
+        OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({table.NumElements()}), &acc_tensor));
+        acc = acc_tensor.flat<float>().data();
+      }
+    }
+    DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
+      constexpr int kD = decltype(dc)::value;
+      constexpr int kF = decltype(fc)::value;
+      const Grid g = MakeGrid<kD>(attrs_);
+      if (table_grad_) {
+        ScatterTable<kD, kF, T, false>(pool, x, nullptr, g_out, acc, grad_table->flat<T>().data(), n, g);
+      }
+      if (input_grad_) {
+        float* dx = grad_inputs->flat<float>().data();
+        ForPoints(pool, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+          InputGradRange<kD, kF, T>(x, tab, g_out, dx, begin, end, g);
+        });
+      }
+    });
+  }
+
+ private:
+  GridAttrs attrs_;
+  bool table_grad_ = true;
+  bool input_grad_ = true;
+};
+
+template <typename T>
+class HashEncodeGradGradOp : public OpKernel {
+ public:
+  explicit HashEncodeGradGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& ggx = ctx->input(0);
+    const Tensor& dy = ctx->input(1);
+    const Tensor& inputs = ctx->input(2);
+    const Tensor& table = ctx->input(3);
+    int dims = 0, features = 0;
+    if (!ValidateInputsAndTable(ctx, attrs_, inputs, table, &dims, &features)) return;
+    const int64 n = inputs.dim_size(0);
+    if (!ValidateMatrix(ctx, "grad_grad_inputs", ggx, n, dims)) return;
+    if (!ValidateMatrix(ctx, "grad_encoded", dy, n, int64(attrs_.num_levels) * features)) return;
+    Tensor* grad_table = nullptr;
+    Tensor* grad_dy = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &grad_dy));
+    const Pool pool = GetPool(ctx);
+    const float* x = inputs.flat<float>().data();
+    const float* gg = ggx.flat<float>().data();
+    const T* tab = table.flat<T>().data();
+    const T* g_out = dy.flat<T>().data();
+    float* acc = nullptr;
+    Tensor acc_tensor;
+    if (std::is_same<T, float>::value) {
+      acc = reinterpret_cast<float*>(grad_table->flat<T>().data());
+    } else {
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({table.NumElements()}), &acc_tensor));
+      acc = acc_tensor.flat<float>().data();
+    }
+    DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
+      constexpr int kD = decltype(dc)::value;
+      constexpr int kF = decltype(fc)::value;
+      const Grid g = MakeGrid<kD>(attrs_);
+      ScatterTable<kD, kF, T, true>(pool, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
+      T* o = grad_dy->flat<T>().data();
+      ForPoints(pool, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+        GatherRange<kD, kF, T, true>(x, gg, tab, o, begin, end, g);
+      });
+    });
+  }
+
+ private:
+  GridAttrs attrs_;
+};
+
+class HashGridOffsetsOp : public OpKernel {
+ public:
+  explicit HashGridOffsetsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_dim", &input_dim_));
+    OP_REQUIRES(ctx, input_dim_ >= 1 && input_dim_ <= hg::kMaxDims,
+                InvalidArgument("input_dim must be in [1, 4], got ", input_dim_));
+    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({attrs_.num_levels + 1}), &out));
+    int64 offsets[hg::kMaxLevels + 1];
+    GridRows(input_dim_, attrs_, offsets);
+    auto o = out->flat<int64_t>();
+    for (int l = 0; l <= attrs_.num_levels; ++l) o(l) = offsets[l];
+  }
+
+ private:
+  int input_dim_ = 0;
+  GridAttrs attrs_;
+};
+
+#define REGISTER_HASH_ENCODE_CPU(T)                                                                 \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncode").Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
+                          HashEncodeOp<T>);                                                         \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+                          HashEncodeGradOp<T>);                                                     \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGradGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+                          HashEncodeGradGradOp<T>);
+REGISTER_HASH_ENCODE_CPU(float);
+REGISTER_HASH_ENCODE_CPU(Eigen::half);
+#undef REGISTER_HASH_ENCODE_CPU
+
+REGISTER_KERNEL_BUILDER(Name("MetalOpsHashGridOffsets").Device(DEVICE_CPU), HashGridOffsetsOp);
+
+}  // namespace
+}  // namespace metal_ops

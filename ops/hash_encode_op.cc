@@ -1,0 +1,225 @@
+// Multiresolution hash encoding (instant-NGP): op definitions.
+//
+// Formulas: kernels/common/hash_grid.h. Kernels: kernels/cpu/hash_encode_kernels.cc,
+// kernels/cuda/hash_encode*, kernels/metal/hash_encode*. Python:
+// python/metal_ops/hash_encode.py. Semantics: docs/HASH_ENCODING.md.
+// TF 2.21's bundled Eigen does not compile with AVX512-FP16 packets under g++
+// (PacketMathFP16.h), which -march=native enables on Sapphire Rapids and later;
+// nothing here needs them (see kernels/cpu/hash_encode_kernels.cc).
+#ifdef __AVX512FP16__
+#undef __AVX512FP16__
+#endif
+#include <cmath>
+#include <string>
+
+#include "kernels/common/hash_grid.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace {
+
+using ::tensorflow::Status;
+using ::tensorflow::errors::InvalidArgument;
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+// Attributes shared by every hash-grid op (ranges checked again by the kernels).
+#define METAL_OPS_HASH_GRID_ATTRS                                        \
+  Attr("num_levels: int >= 1")                                           \
+      .Attr("log2_hashmap_size: int >= 1")                               \
+      .Attr("base_resolution: int >= 1")                                 \
+      .Attr("per_level_scale: float")                                    \
+      .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")        \
+      .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
+
+Status CheckGridAttrs(InferenceContext* c, int* num_levels) {
+  int log2_size = 0;
+  float per_level_scale = 0.f;
+  TF_RETURN_IF_ERROR(c->GetAttr("num_levels", num_levels));
+  TF_RETURN_IF_ERROR(c->GetAttr("log2_hashmap_size", &log2_size));
+  TF_RETURN_IF_ERROR(c->GetAttr("per_level_scale", &per_level_scale));
+  if (*num_levels > mo::hash_grid::kMaxLevels) {
+    return InvalidArgument("num_levels must be in [1, ", int(mo::hash_grid::kMaxLevels), "], got ",
+                           *num_levels);
+  }
+  if (log2_size < mo::hash_grid::kMinLog2HashmapSize || log2_size > mo::hash_grid::kMaxLog2HashmapSize) {
+    return InvalidArgument("log2_hashmap_size must be in [", int(mo::hash_grid::kMinLog2HashmapSize), ", ",
+                           int(mo::hash_grid::kMaxLog2HashmapSize), "], got ", log2_size);
+  }
+  if (!(per_level_scale >= 1.0f) || std::isinf(per_level_scale)) {
+    return InvalidArgument("per_level_scale must be finite and >= 1, got ", per_level_scale);
+  }
+  return Status();
+}
+
+// inputs [N, D] (D in 1..4) and table [P, F] (F in 1, 2, 4, 8) where known;
+// the row count P is checked against hash_grid_size when D and P are known.
+Status CheckInputsAndTable(InferenceContext* c, int inputs_index, int table_index, ShapeHandle* inputs,
+                           ShapeHandle* table) {
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(inputs_index), 2, inputs));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(table_index), 2, table));
+  const DimensionHandle dims = c->Dim(*inputs, 1);
+  const DimensionHandle features = c->Dim(*table, 1);
+  if (c->ValueKnown(dims) && (c->Value(dims) < 1 || c->Value(dims) > mo::hash_grid::kMaxDims)) {
+    return InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = ", c->Value(dims));
+  }
+  if (c->ValueKnown(features)) {
+    const int64_t f = c->Value(features);
+    if (f != 1 && f != 2 && f != 4 && f != 8) {
+      return InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f);
+    }
+  }
+  const DimensionHandle rows = c->Dim(*table, 0);
+  if (c->ValueKnown(dims) && c->ValueKnown(rows)) {
+    int num_levels = 0, log2_size = 0, base = 0;
+    float per_level_scale = 0.f;
+    TF_RETURN_IF_ERROR(c->GetAttr("num_levels", &num_levels));
+    TF_RETURN_IF_ERROR(c->GetAttr("log2_hashmap_size", &log2_size));
+    TF_RETURN_IF_ERROR(c->GetAttr("base_resolution", &base));
+    TF_RETURN_IF_ERROR(c->GetAttr("per_level_scale", &per_level_scale));
+    const float log2_scale = mo::log2_f(per_level_scale);
+    const float finest = mo::hash_grid::level_scale(num_levels - 1, log2_scale, mo::uint32(base));
+    if (finest < 2147483520.0f) {  // otherwise the kernel reports the overflow
+      mo::int64 offsets[mo::hash_grid::kMaxLevels + 1];
+      const mo::int64 expected = mo::hash_grid::level_offsets(int(c->Value(dims)), num_levels, log2_size,
+                                                              log2_scale, mo::uint32(base), offsets);
+      if (c->Value(rows) != expected) {
+        return InvalidArgument("table has ", c->Value(rows), " rows but the hash grid needs ", expected,
+                               " (hash_grid_size for input_dim=", c->Value(dims), ")");
+      }
+    }
+  }
+  return Status();
+}
+
+Status HashEncodeShape(InferenceContext* c) {
+  int num_levels = 0;
+  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
+  ShapeHandle inputs, table;
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, 0, 1, &inputs, &table));
+  DimensionHandle width;
+  TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
+  c->set_output(0, c->Matrix(c->Dim(inputs, 0), width));
+  return Status();
+}
+
+Status HashEncodeGradShape(InferenceContext* c) {
+  int num_levels = 0;
+  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
+  ShapeHandle grad, inputs, table;
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, 1, 2, &inputs, &table));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &grad));
+  DimensionHandle width, unused;
+  TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(inputs, 0), &unused));
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 1), width, &unused));
+  bool table_grad = true, input_grad = true;
+  TF_RETURN_IF_ERROR(c->GetAttr("compute_table_grad", &table_grad));
+  TF_RETURN_IF_ERROR(c->GetAttr("compute_input_grad", &input_grad));
+  c->set_output(0, table_grad ? table : c->Matrix(0, c->Dim(table, 1)));
+  c->set_output(1, input_grad ? inputs : c->Matrix(0, c->Dim(inputs, 1)));
+  return Status();
+}
+
+Status HashEncodeGradGradShape(InferenceContext* c) {
+  int num_levels = 0;
+  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
+  ShapeHandle ggx, grad, inputs, table;
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, 2, 3, &inputs, &table));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &ggx));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &grad));
+  TF_RETURN_IF_ERROR(c->Merge(ggx, inputs, &ggx));
+  DimensionHandle width, unused;
+  TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(inputs, 0), &unused));
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 1), width, &unused));
+  c->set_output(0, table);
+  c->set_output(1, c->Matrix(c->Dim(inputs, 0), width));
+  return Status();
+}
+
+Status HashGridOffsetsShape(InferenceContext* c) {
+  int num_levels = 0, input_dim = 0;
+  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
+  TF_RETURN_IF_ERROR(c->GetAttr("input_dim", &input_dim));
+  if (input_dim > mo::hash_grid::kMaxDims) {
+    return InvalidArgument("input_dim must be in [1, 4], got ", input_dim);
+  }
+  c->set_output(0, c->Vector(num_levels + 1));
+  return Status();
+}
+
+}  // namespace
+
+REGISTER_OP("MetalOpsHashEncode")
+    .Input("inputs: float")
+    .Input("table: T")
+    .Output("encoded: T")
+    .Attr("T: {float, half}")
+    .METAL_OPS_HASH_GRID_ATTRS
+    .SetShapeFn(HashEncodeShape)
+    .Doc(R"doc(
+Multiresolution hash encoding (instant-NGP, tiny-cuda-nn's "Hash" grid).
+
+inputs: [N, D] float32 coordinates, D in 1..4, nominally in [0, 1].
+table: [P, F] features, F in {1, 2, 4, 8}; P = hash_grid_size(D, ...).
+encoded: [N, num_levels * F]; level l's features at columns l*F .. l*F+F-1.
+num_levels: 1..32.
+log2_hashmap_size: 1..30; a level has at most 2^log2_hashmap_size rows.
+base_resolution: vertices per axis of level 0 (>= 1).
+per_level_scale: resolution growth per level (>= 1).
+interpolation: 'linear' or 'smoothstep'.
+out_of_range: 'clamp' (clamp to [0,1]), 'wrap' (tiny-cuda-nn: no clamp), 'zero'
+  (zero features and gradients outside [0,1]^D). NaN/inf rows encode to zero.
+)doc");
+
+REGISTER_OP("MetalOpsHashEncodeGrad")
+    .Input("grad_encoded: T")
+    .Input("inputs: float")
+    .Input("table: T")
+    .Output("grad_table: T")
+    .Output("grad_inputs: float")
+    .Attr("T: {float, half}")
+    .METAL_OPS_HASH_GRID_ATTRS
+    .Attr("compute_table_grad: bool = true")
+    .Attr("compute_input_grad: bool = true")
+    .SetShapeFn(HashEncodeGradShape)
+    .Doc(R"doc(
+Backward of MetalOpsHashEncode.
+
+grad_table: [P, F] (accumulated in float32, cast to T), or [0, F] when
+  compute_table_grad is false.
+grad_inputs: [N, D] float32, or [0, D] when compute_input_grad is false.
+)doc");
+
+REGISTER_OP("MetalOpsHashEncodeGradGrad")
+    .Input("grad_grad_inputs: float")
+    .Input("grad_encoded: T")
+    .Input("inputs: float")
+    .Input("table: T")
+    .Output("grad_table: T")
+    .Output("grad_grad_encoded: T")
+    .Attr("T: {float, half}")
+    .METAL_OPS_HASH_GRID_ATTRS
+    .SetShapeFn(HashEncodeGradGradShape)
+    .Doc(R"doc(
+Backward of MetalOpsHashEncodeGrad's grad_inputs output (second derivative,
+for eikonal / SDF losses): given G = dLoss/d(grad_inputs) [N, D], returns
+dLoss/d(table) [P, F] and dLoss/d(grad_encoded) [N, num_levels * F]. The
+second derivative with respect to the inputs is not computed.
+)doc");
+
+REGISTER_OP("MetalOpsHashGridOffsets")
+    .Output("offsets: int64")
+    .Attr("input_dim: int >= 1")
+    .Attr("num_levels: int >= 1")
+    .Attr("log2_hashmap_size: int >= 1")
+    .Attr("base_resolution: int >= 1")
+    .Attr("per_level_scale: float")
+    .SetShapeFn(HashGridOffsetsShape)
+    .Doc(R"doc(
+Row offsets of every level of a hash grid: offsets[0] = 0, offsets[l + 1] =
+offsets[l] + rows of level l; offsets[num_levels] is the table's row count.
+)doc");

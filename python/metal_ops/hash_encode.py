@@ -1,0 +1,163 @@
+"""Multiresolution hash encoding (instant-NGP): wrapper and gradients.
+
+Ops: MetalOpsHashEncode, MetalOpsHashEncodeGrad, MetalOpsHashEncodeGradGrad,
+MetalOpsHashGridOffsets (ops/hash_encode_op.cc). Formulas:
+kernels/common/hash_grid.h. Semantics and limits: docs/HASH_ENCODING.md.
+"""
+import functools
+
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+INTERPOLATIONS = ("linear", "smoothstep")
+OUT_OF_RANGE_MODES = ("clamp", "wrap", "zero")
+_GRID_ATTRS = ("num_levels", "log2_hashmap_size", "base_resolution", "per_level_scale", "interpolation", "out_of_range")
+
+
+@functools.lru_cache(maxsize=256)
+def _grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
+    # Computed by the op (hash_grid::level_offsets), eagerly even inside a
+    # tf.function, so Python holds no copy of the formula.
+    with tf.init_scope():
+        offsets = load_library().metal_ops_hash_grid_offsets(
+            input_dim=input_dim,
+            num_levels=num_levels,
+            log2_hashmap_size=log2_hashmap_size,
+            base_resolution=base_resolution,
+            per_level_scale=per_level_scale,
+        )
+        return tuple(int(v) for v in offsets.numpy())
+
+
+def hash_grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
+    """Row offsets of every level: a tuple of num_levels + 1 ints, the last one
+    being hash_grid_size(...)."""
+    return _grid_offsets(int(input_dim), int(num_levels), int(log2_hashmap_size), int(base_resolution),
+                         float(per_level_scale))
+
+
+def hash_grid_size(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
+    """Number of table rows P of a hash grid (tiny-cuda-nn's formula: each
+    level has min(next_multiple_of_8(resolution^D), 2^log2_hashmap_size) rows).
+
+    The table of `hash_encode` is [P, F]; the parameter count is P * F.
+    """
+    return hash_grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale)[-1]
+
+
+def _attrs(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation, out_of_range):
+    return dict(
+        num_levels=int(num_levels),
+        log2_hashmap_size=int(log2_hashmap_size),
+        base_resolution=int(base_resolution),
+        per_level_scale=float(per_level_scale),
+        interpolation=interpolation,
+        out_of_range=out_of_range,
+    )
+
+
+def hash_encode(inputs, table, *, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                interpolation="linear", out_of_range="clamp", name=None):
+    """Multiresolution hash encoding of `inputs` with the feature `table`.
+
+    Args:
+      inputs: [N, D] coordinates, D in 1..4, nominally in [0, 1] (other
+        floating dtypes are cast to float32).
+      table: [P, F] float32 or float16 features, F in {1, 2, 4, 8},
+        P = hash_grid_size(D, num_levels, log2_hashmap_size, base_resolution,
+        per_level_scale). Row layout of tiny-cuda-nn / instant-NGP.
+      num_levels: 1..32. log2_hashmap_size: 1..30. base_resolution: >= 1.
+      per_level_scale: >= 1 (instant-NGP: exp(ln(finest / base) / (L - 1))).
+      interpolation: "linear" or "smoothstep".
+      out_of_range: "clamp" (coordinates clamped to [0, 1], zero input
+        gradient where clamped), "wrap" (tiny-cuda-nn: no clamp, cells wrap
+        around through uint32), "zero" (points outside [0, 1]^D encode to zero
+        with zero gradients). In every mode a NaN or infinite coordinate gives
+        a zero row and zero gradients.
+
+    Returns:
+      [N, num_levels * F] in the table's dtype; level l's features at columns
+      l*F .. l*F+F-1. Arithmetic and accumulation are float32.
+
+    Gradients flow to `table` (float32 accumulation, deterministic on CPU) and
+    to `inputs`; the input gradient is skipped when the tape knows it is not
+    needed. Second derivatives: d(input gradient)/d(table) and
+    d(input gradient)/d(upstream gradient) are implemented (eikonal losses);
+    second derivatives with respect to `inputs` are not (treated as zero).
+    """
+    lib = load_library()
+    with tf.name_scope(name or "hash_encode"):
+        inputs = tf.convert_to_tensor(inputs)
+        if inputs.dtype != tf.float32:
+            if not inputs.dtype.is_floating:
+                raise TypeError(f"hash_encode: inputs must be floating point, got {inputs.dtype.name}")
+            inputs = tf.cast(inputs, tf.float32)
+        table = tf.convert_to_tensor(table)
+        return lib.metal_ops_hash_encode(
+            inputs, table,
+            **_attrs(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation, out_of_range))
+
+
+def _op_attrs(op):
+    attrs = {}
+    for key in _GRID_ATTRS:
+        value = op.get_attr(key)
+        if isinstance(value, bytes):
+            value = value.decode()
+        attrs[key] = value
+    return attrs
+
+
+def _skipped(op):
+    # Eager tapes and GradientTape inside tf.function tell the gradient function
+    # which inputs need no gradient (op.skip_input_indices); tf.gradients does not.
+    skip = getattr(op, "skip_input_indices", None)
+    return None if skip is None else set(skip)
+
+
+@tf.RegisterGradient("MetalOpsHashEncode")
+def _hash_encode_grad(op, grad):
+    lib = load_library()
+    inputs, table = op.inputs[0], op.inputs[1]
+    attrs = _op_attrs(op)
+    skip = _skipped(op)
+    if skip is not None:
+        need_inputs, need_table = 0 not in skip, 1 not in skip
+        grad_table, grad_inputs = lib.metal_ops_hash_encode_grad(
+            grad, inputs, table, compute_table_grad=need_table, compute_input_grad=need_inputs, **attrs)
+        return [grad_inputs if need_inputs else None, grad_table if need_table else None]
+    # tf.gradients: two ops, each computing one gradient; the one whose result
+    # is not consumed is pruned from the graph (the ops are stateless).
+    grad_table, _ = lib.metal_ops_hash_encode_grad(
+        grad, inputs, table, compute_table_grad=True, compute_input_grad=False, **attrs)
+    _, grad_inputs = lib.metal_ops_hash_encode_grad(
+        grad, inputs, table, compute_table_grad=False, compute_input_grad=True, **attrs)
+    return [grad_inputs, grad_table]
+
+
+@tf.RegisterGradient("MetalOpsHashEncodeGrad")
+def _hash_encode_grad_grad(op, grad_of_grad_table, grad_of_grad_inputs):
+    """Second order. grad_table and grad_inputs are linear in grad_encoded:
+    d/dgrad_encoded of <G, grad_table> is the forward encoding of G, and the
+    adjoint of grad_inputs is MetalOpsHashEncodeGradGrad. Derivatives with
+    respect to `inputs` are not implemented (returned as None, i.e. zero)."""
+    lib = load_library()
+    dy, inputs, table = op.inputs[0], op.inputs[1], op.inputs[2]
+    attrs = _op_attrs(op)
+    d_dy = None
+    d_table = None
+    if op.get_attr("compute_table_grad") and grad_of_grad_table is not None:
+        d_dy = lib.metal_ops_hash_encode(inputs, tf.cast(grad_of_grad_table, table.dtype), **attrs)
+    if op.get_attr("compute_input_grad") and grad_of_grad_inputs is not None:
+        d_table, d_dy_x = lib.metal_ops_hash_encode_grad_grad(grad_of_grad_inputs, dy, inputs, table, **attrs)
+        d_dy = d_dy_x if d_dy is None else d_dy + d_dy_x
+    return [d_dy, None, d_table]
+
+
+@tf.RegisterGradient("MetalOpsHashEncodeGradGrad")
+def _hash_encode_grad_grad_grad(op, *unused):
+    raise NotImplementedError("metal_ops.hash_encode: third derivatives are not implemented")
+
+
+tf.no_gradient("MetalOpsHashGridOffsets")
