@@ -58,20 +58,26 @@ struct VrCheck {
 
 enum { kVrOk = 0, kVrBadSigma = 1, kVrBadT = 2 };
 
+// The input rules: sigma_i >= 0 (not NaN); t[i+1] >= t[i] (not NaN).
+template <typename T>
+MO_FN bool vr_sigma_ok(T sigma) { return sigma >= T(0); }
+template <typename T>
+MO_FN bool vr_t_ok(T t0, T t1) { return t1 >= t0; }
+
 template <typename T>
 MO_FN VrCheck vr_check_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* t, int64 S) {
   VrCheck check;
   check.code = kVrOk;
   check.sample = 0;
   for (int64 i = 0; i < S; ++i) {
-    if (!(sigma[i] >= T(0))) {  // also catches NaN
+    if (!vr_sigma_ok(sigma[i])) {
       check.code = kVrBadSigma;
       check.sample = i;
       return check;
     }
   }
   for (int64 i = 0; i < S; ++i) {
-    if (!(t[i + 1] >= t[i])) {
+    if (!vr_t_ok(t[i], t[i + 1])) {
       check.code = kVrBadT;
       check.sample = i;
       return check;
