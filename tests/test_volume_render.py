@@ -433,3 +433,20 @@ def test_metal_backward_shader_on_msl_shim(bg_kind, eps, with_weights):
     np.testing.assert_allclose(grad_rgb, n_rgb, rtol=2e-4, atol=2e-4)
     got_bg = grad_bg.sum(0) if bg.ndim == 1 else grad_bg
     np.testing.assert_allclose(got_bg, n_bg, rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weights_keep_relative_accuracy_for_tiny_and_mid_optical_depths(dtype):
+    # alpha = -expm1(-tau) must not cancel for tiny tau (1 - exp(-tau) would
+    # lose all digits at tau = 1e-8 in float32); also around the 1/2 switch of
+    # the CPU's float expm1 and for large tau.
+    taus = np.array([1e-8, 3e-7, 1e-5, 1e-3, 0.1, 0.4999, 0.5, 0.5001, 2.0, 9.0])
+    S = taus.size
+    sigma = np.zeros((S, S), dtype)
+    np.fill_diagonal(sigma, taus)  # ray k: only sample k absorbs
+    t = np.tile(np.arange(S + 1, dtype=dtype), (S, 1))
+    rgb = np.ones((S, S, 3), dtype)
+    out = metal_ops.volume_render(sigma, rgb, t, early_termination=0.0, return_weights=True)
+    got = np.diag(out.weights.numpy())
+    want = -np.expm1(-taus)
+    np.testing.assert_allclose(got, want, rtol=4e-7 if dtype == np.float32 else 1e-14)
