@@ -75,21 +75,21 @@ class Runner:
             self.workspaces[key] = (self.cupy.empty(max(nbytes, 1), dtype=self.cupy.uint8), nbytes)
         return self.workspaces[key]
 
-    def forward(self):
+    def forward(self, levels_per_block=0):
         s = ctypes.c_void_p(self.cupy.cuda.get_current_stream().ptr)
-        err = self.lib.metal_ops_hash_encode_forward(
+        err = self.lib.metal_ops_hash_encode_forward_tuned(
             ctypes.c_void_p(self.x.data.ptr), ctypes.c_void_p(self.table.data.ptr),
-            ctypes.c_void_p(self.out.data.ptr), *self._args(), 0, 0, s)
+            ctypes.c_void_p(self.out.data.ptr), *self._args(), 0, 0, levels_per_block, s)
         assert err == 0, err
 
-    def backward(self, input_grad=False, deterministic=False, aggregate=-1, table_grad=True):
+    def backward(self, input_grad=False, deterministic=False, aggregate=-1, table_grad=True, levels_per_block=0):
         ws, nbytes = self.workspace(table_grad, input_grad, deterministic)
         s = ctypes.c_void_p(self.cupy.cuda.get_current_stream().ptr)
-        err = self.lib.metal_ops_hash_encode_backward(
+        err = self.lib.metal_ops_hash_encode_backward_tuned(
             ctypes.c_void_p(self.dy.data.ptr), ctypes.c_void_p(self.x.data.ptr), ctypes.c_void_p(self.table.data.ptr),
             ctypes.c_void_p(self.grad_table.data.ptr), ctypes.c_void_p(self.grad_inputs.data.ptr),
             ctypes.c_void_p(ws.data.ptr), nbytes, *self._args(), 0, 0, int(table_grad), int(input_grad),
-            int(deterministic), aggregate, s)
+            int(deterministic), aggregate, levels_per_block, s)
         assert err == 0, err
 
 
@@ -178,6 +178,14 @@ def main():
                 "backward_no_aggregation_ms": bwd_noagg, "backward_aggregation_200KB_ms": bwd_bigagg,
                 "points_per_s_forward": n / (fwd * 1e-3), "points_per_s_forward_backward": n / (fb * 1e-3),
             }
+            if n == 2 ** 20 and not args.quick:  # tuning: levels handled by one block (0 = default)
+                entry["levels_per_block_variants"] = {
+                    str(g): {"forward_ms": time_ms(cupy, lambda: r.forward(levels_per_block=g), batch),
+                             "backward_table_ms": time_ms(cupy, lambda: r.backward(levels_per_block=g), batch),
+                             "backward_table_and_input_ms": time_ms(
+                                 cupy, lambda: r.backward(input_grad=True, levels_per_block=g), batch)}
+                    for g in (1, 2, 4, 8, 16)}
+                print(f"  levels per block ({dtype_name}):", json.dumps(entry["levels_per_block_variants"]))
             row[dtype_name] = entry
             print(f"N=2^{int(math.log2(n))} {dtype_name}: fwd {fwd:.3f} ms, bwd(table) {bwd:.3f} ms, "
                   f"fwd+bwd {fb:.3f} ms ({n / fb / 1e3:.3g} pts/s), +input grad {bwd_dx - bwd:+.3f} ms, "

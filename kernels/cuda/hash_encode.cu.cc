@@ -27,8 +27,11 @@ constexpr int64_t kMaxAggregateBytes = 200 * 1024;
 // Levels per group: G adjacent lanes handle G levels of one point and write
 // G * F * sizeof(T) = 32 bytes (a whole sector) of its output row together.
 // G is a power of two, no larger than the level count (rounded down).
-inline int LevelGroupShift(int features, int elem_bytes, int num_levels) {
+// levels_per_block > 0 overrides the choice (tuning; at most 32, rounded up
+// to a power of two, then down to the level count).
+inline int LevelGroupShift(int features, int elem_bytes, int num_levels, int levels_per_block = 0) {
   int group = 32 / (features * elem_bytes);
+  if (levels_per_block > 0) group = std::min(levels_per_block, 32);
   if (group < 1) group = 1;
   while (group > 1 && group > num_levels) group >>= 1;
   int shift = 0;
@@ -533,7 +536,7 @@ struct BackwardLayout {
 BackwardLayout LayoutFor(int dims, int features, int64_t table_rows, bool half_table, const Params& params,
                          const HashEncodeBackwardOptions& options) {
   BackwardLayout l;
-  l.group_shift = LevelGroupShift(features, half_table ? 2 : 4, params.num_levels);
+  l.group_shift = LevelGroupShift(features, half_table ? 2 : 4, params.num_levels, options.levels_per_block);
   l.groups = NumGroups(params.num_levels, l.group_shift);
   size_t at = 0;
   const size_t entries = static_cast<size_t>(table_rows) * features;
@@ -617,12 +620,12 @@ cudaError_t LaunchBackwardKernels(const T* grad_encoded, const float* inputs, co
 
 template <typename T>
 cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* encoded, int dims, int features,
-                                    const hash_grid::Params& params, cudaStream_t stream) {
+                                    const hash_grid::Params& params, cudaStream_t stream, int levels_per_block) {
   if (!ValidShape(dims, features, params)) return cudaErrorInvalidValue;
   const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
   if (!Aligned(table, 2 * row_bytes) || !Aligned(encoded, row_bytes)) return cudaErrorMisalignedAddress;
   if (params.num_points == 0) return cudaSuccess;
-  const int shift = LevelGroupShift(features, sizeof(T), params.num_levels);
+  const int shift = LevelGroupShift(features, sizeof(T), params.num_levels, levels_per_block);
   const dim3 grid(PointBlocks(params.num_points, kHashThreads >> shift), NumGroups(params.num_levels, shift));
   return DispatchDimsFeatures(dims, features, [&](auto d, auto f) {
     HashEncodeForwardKernel<decltype(d)::value, decltype(f)::value, T>
@@ -730,9 +733,9 @@ cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs,
 }
 
 template cudaError_t LaunchHashEncodeForward<float>(const float*, const float*, float*, int, int,
-                                                    const hash_grid::Params&, cudaStream_t);
+                                                    const hash_grid::Params&, cudaStream_t, int);
 template cudaError_t LaunchHashEncodeForward<__half>(const float*, const __half*, __half*, int, int,
-                                                     const hash_grid::Params&, cudaStream_t);
+                                                     const hash_grid::Params&, cudaStream_t, int);
 template cudaError_t LaunchHashEncodeBackward<float>(const float*, const float*, const float*, float*, float*, void*,
                                                      size_t, int, int, int64_t, const hash_grid::Params&,
                                                      const HashEncodeBackwardOptions&, cudaStream_t);

@@ -58,6 +58,8 @@ struct HashEncodeBackwardOptions {
   // Shared-memory budget per block for pre-aggregating coarse dense levels:
   // -1 = library default, 0 = off.
   int64_t aggregate_shared_bytes = -1;
+  // Levels handled by one block (adjacent lanes); 0 = library default. Tuning knob.
+  int levels_per_block = 0;
 };
 
 // encoded[N, L*F] = hash encoding of inputs[N, D] with table[P, F].
@@ -65,9 +67,11 @@ struct HashEncodeBackwardOptions {
 // aligned to min(2 * features * sizeof(T), 16) bytes (x-pairs of rows are read
 // with one vector load), encoded to min(features * sizeof(T), 16); otherwise
 // cudaErrorMisalignedAddress. TF and CuPy allocations always are.
+// levels_per_block: 0 = library default (see hash_encode.cu.cc); a tuning knob.
 template <typename T>
 cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* encoded, int dims, int features,
-                                    const hash_grid::Params& params, cudaStream_t stream);
+                                    const hash_grid::Params& params, cudaStream_t stream,
+                                    int levels_per_block = 0);
 
 // Bytes of device scratch LaunchHashEncodeBackward needs (may be 0).
 size_t HashEncodeBackwardWorkspaceBytes(int dims, int features, int64_t table_rows, bool half_table,

@@ -50,6 +50,12 @@ def _bind(lib):
     lib.metal_ops_hash_encode_backward.argtypes = [vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32, u32,
                                                    f32, i32, i32, i32, i32, i32, i64, vp]
     lib.metal_ops_hash_encode_backward.restype = i32
+    lib.metal_ops_hash_encode_forward_tuned.argtypes = [vp, vp, vp, i32, i64, i32, i32, i32, i32, u32, f32, i32, i32,
+                                                        i32, vp]
+    lib.metal_ops_hash_encode_forward_tuned.restype = i32
+    lib.metal_ops_hash_encode_backward_tuned.argtypes = [vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32,
+                                                         u32, f32, i32, i32, i32, i32, i32, i64, i32, vp]
+    lib.metal_ops_hash_encode_backward_tuned.restype = i32
     lib._hash_encode_bound = True
     return lib
 
@@ -324,3 +330,35 @@ def test_deterministic_backward_is_bitwise_reproducible(dtype):
     tol = 1e-4 if dtype == "float32" else 2e-3
     assert_close(runs[0][0], fast_t.astype(np.float64), tol, 1e-5, "deterministic vs atomic grad_table")
     assert_close(runs[0][1], fast_i.astype(np.float64), 1e-4, 1e-4, "deterministic vs atomic grad_inputs")
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("levels_per_block", [1, 2, 8, 32])
+def test_level_grouping_does_not_change_results(levels_per_block, dtype):
+    """The tuning knob (levels handled by one block) only moves work around."""
+    cupy, lib = gpu()
+    rng = np.random.default_rng(levels_per_block)
+    grid = small_grid(3)
+    rows = ref.table_rows(3, **grid)
+    x = make_inputs(rng, 3000, 3, out_of_range_fraction=0.1, nan_rows=3)
+    table = make_table(rng, rows, 2, DTYPES[dtype][0])
+    code = DTYPES[dtype][1]
+    d_x, d_t = cupy.asarray(x), cupy.asarray(table)
+    d_out = cupy.full((3000, 16), 7, dtype=table.dtype)
+    args = (3000, 3, 2, grid["num_levels"], grid["log2_hashmap_size"], grid["base_resolution"],
+            grid["per_level_scale"])
+    check(lib.metal_ops_hash_encode_forward_tuned(dptr(d_x), dptr(d_t), dptr(d_out), code, *args, 1, 0,
+                                                  levels_per_block, stream_ptr(cupy)))
+    np.testing.assert_array_equal(cupy.asnumpy(d_out), run_forward(cupy, lib, x, table, grid, "smoothstep"))
+    dy = rng.standard_normal((3000, 16)).astype(table.dtype)
+    d_dy = cupy.asarray(dy)
+    d_gt = cupy.full(table.shape, 7, dtype=table.dtype)
+    d_gi = cupy.full((3000, 3), 7, dtype=cupy.float32)
+    ws_bytes = 2 * table.size * 8 + 16 * 3000 * 3 * 4 + 4096  # enough for any grouping
+    d_ws = cupy.empty(ws_bytes, dtype=cupy.uint8)
+    for deterministic in (False, True):
+        check(lib.metal_ops_hash_encode_backward_tuned(
+            dptr(d_dy), dptr(d_x), dptr(d_t), dptr(d_gt), dptr(d_gi), dptr(d_ws), ws_bytes, code, *args, 0, 1, 1, 1,
+            int(deterministic), -1, levels_per_block, stream_ptr(cupy)))
+        cupy.cuda.get_current_stream().synchronize()
+        _check_backward(cupy.asnumpy(d_gt), cupy.asnumpy(d_gi), x, dy, table, grid, "linear", "wrap")

@@ -44,23 +44,34 @@ int64_t metal_ops_hash_encode_table_rows(int dims, int num_levels, int log2_hash
   return rows;
 }
 
-int metal_ops_hash_encode_forward(const float* inputs, const void* table, void* encoded, int dtype, int64_t n,
-                                  int dims, int features, int num_levels, int log2_hashmap_size,
-                                  uint32_t base_resolution, float per_level_scale, int interpolation,
-                                  int out_of_range, cudaStream_t stream) {
+// levels_per_block: 0 = library default, else levels per block (tuning).
+int metal_ops_hash_encode_forward_tuned(const float* inputs, const void* table, void* encoded, int dtype, int64_t n,
+                                        int dims, int features, int num_levels, int log2_hashmap_size,
+                                        uint32_t base_resolution, float per_level_scale, int interpolation,
+                                        int out_of_range, int levels_per_block, cudaStream_t stream) {
   if (!ValidGrid(dims, num_levels, log2_hashmap_size)) return cudaErrorInvalidValue;
   int64_t rows = 0;
   const mo::hash_grid::Params p = ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution,
                                             per_level_scale, interpolation, out_of_range, &rows);
   if (dtype == 0) {
     return mo::cuda::LaunchHashEncodeForward(inputs, static_cast<const float*>(table), static_cast<float*>(encoded),
-                                             dims, features, p, stream);
+                                             dims, features, p, stream, levels_per_block);
   }
   if (dtype == 1) {
     return mo::cuda::LaunchHashEncodeForward(inputs, static_cast<const __half*>(table),
-                                             static_cast<__half*>(encoded), dims, features, p, stream);
+                                             static_cast<__half*>(encoded), dims, features, p, stream,
+                                             levels_per_block);
   }
   return cudaErrorInvalidValue;
+}
+
+int metal_ops_hash_encode_forward(const float* inputs, const void* table, void* encoded, int dtype, int64_t n,
+                                  int dims, int features, int num_levels, int log2_hashmap_size,
+                                  uint32_t base_resolution, float per_level_scale, int interpolation,
+                                  int out_of_range, cudaStream_t stream) {
+  return metal_ops_hash_encode_forward_tuned(inputs, table, encoded, dtype, n, dims, features, num_levels,
+                                             log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                                             out_of_range, 0, stream);
 }
 
 int64_t metal_ops_hash_encode_backward_workspace_bytes(int dtype, int64_t n, int dims, int features, int num_levels,
@@ -77,18 +88,24 @@ int64_t metal_ops_hash_encode_backward_workspace_bytes(int dtype, int64_t n, int
 
 // grad_inputs may be null when input_grad == 0; aggregate_shared_bytes: -1
 // default, 0 off, else the shared-memory budget for coarse-level aggregation.
-int metal_ops_hash_encode_backward(const void* grad_encoded, const float* inputs, const void* table,
-                                   void* grad_table, float* grad_inputs, void* workspace, int64_t workspace_bytes,
-                                   int dtype, int64_t n, int dims, int features, int num_levels,
-                                   int log2_hashmap_size, uint32_t base_resolution, float per_level_scale,
-                                   int interpolation, int out_of_range, int table_grad, int input_grad,
-                                   int deterministic, int64_t aggregate_shared_bytes, cudaStream_t stream) {
+int metal_ops_hash_encode_backward_tuned(const void* grad_encoded, const float* inputs, const void* table,
+                                         void* grad_table, float* grad_inputs, void* workspace,
+                                         int64_t workspace_bytes, int dtype, int64_t n, int dims, int features,
+                                         int num_levels, int log2_hashmap_size, uint32_t base_resolution,
+                                         float per_level_scale, int interpolation, int out_of_range, int table_grad,
+                                         int input_grad, int deterministic, int64_t aggregate_shared_bytes,
+                                         int levels_per_block, cudaStream_t stream) {
   if (!ValidGrid(dims, num_levels, log2_hashmap_size) || workspace_bytes < 0) return cudaErrorInvalidValue;
   int64_t rows = 0;
   const mo::hash_grid::Params p = ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution,
                                             per_level_scale, interpolation, out_of_range, &rows);
-  const mo::cuda::HashEncodeBackwardOptions o =
-      OptionsFor(table_grad, input_grad, deterministic, aggregate_shared_bytes);
+  mo::cuda::HashEncodeBackwardOptions o = OptionsFor(table_grad, input_grad, deterministic, aggregate_shared_bytes);
+  o.levels_per_block = levels_per_block;
+  // The workspace depends on the level grouping: recheck it here.
+  if (static_cast<size_t>(workspace_bytes) < mo::cuda::HashEncodeBackwardWorkspaceBytes(dims, features, rows,
+                                                                                       dtype == 1, p, o)) {
+    return cudaErrorInvalidValue;
+  }
   if (dtype == 0) {
     return mo::cuda::LaunchHashEncodeBackward(
         static_cast<const float*>(grad_encoded), inputs, static_cast<const float*>(table),
@@ -102,6 +119,20 @@ int metal_ops_hash_encode_backward(const void* grad_encoded, const float* inputs
         features, rows, p, o, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+// The library's default tuning (levels_per_block = 0).
+int metal_ops_hash_encode_backward(const void* grad_encoded, const float* inputs, const void* table,
+                                   void* grad_table, float* grad_inputs, void* workspace, int64_t workspace_bytes,
+                                   int dtype, int64_t n, int dims, int features, int num_levels,
+                                   int log2_hashmap_size, uint32_t base_resolution, float per_level_scale,
+                                   int interpolation, int out_of_range, int table_grad, int input_grad,
+                                   int deterministic, int64_t aggregate_shared_bytes, cudaStream_t stream) {
+  return metal_ops_hash_encode_backward_tuned(grad_encoded, inputs, table, grad_table, grad_inputs, workspace,
+                                              workspace_bytes, dtype, n, dims, features, num_levels,
+                                              log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                                              out_of_range, table_grad, input_grad, deterministic,
+                                              aggregate_shared_bytes, 0, stream);
 }
 
 }  // extern "C"
