@@ -1,0 +1,185 @@
+"""CPU benchmark of the fused loss ops against the pure-TF composites a user
+would write, side by side in one process (both checked equal first).
+
+- RobustLoss fwd+bwd (gradients w.r.t. x, alpha, scale), x of 2^22 float32,
+  vs Barron's reference lossfun transcribed to TF (every branch evaluated,
+  tf.where select).
+- DistortionLoss fwd+bwd (gradients w.r.t. weights and t), R = 4096,
+  S in {64, 128, 256}, vs the O(S^2) double sum; peak resident memory of each
+  (VmHWM after resetting it through /proc/self/clear_refs, Linux).
+
+Medians over repeats, ratios printed, JSON in benchmarks/results/losses_cpu.json.
+Usage: .venv/bin/python benchmarks/bench_losses.py [--quick]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import metal_ops  # noqa: E402
+
+
+def median_ms(fn, repeats, warmup=1):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def current_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_extra_mib(fn):
+    """Peak resident memory above the current level while fn runs."""
+    fn()  # warm: graph built, allocator primed
+    if not reset_peak_rss():
+        return float("nan")
+    base = current_rss_mib()
+    fn()
+    return peak_rss_mib() - base
+
+
+# ---- RobustLoss ----------------------------------------------------------------------
+def robust_composite(x, alpha, scale):
+    """google-research/robust_loss general.lossfun, transcribed."""
+    eps = np.finfo(np.float32).eps
+    z = tf.square(x / scale)
+    loss_two = 0.5 * z
+    loss_zero = tf.math.log1p(tf.minimum(0.5 * z, 3e37))
+    loss_neginf = -tf.math.expm1(-0.5 * z)
+    loss_posinf = tf.math.expm1(tf.minimum(0.5 * z, 87.5))
+    beta_safe = tf.maximum(eps, tf.abs(alpha - 2.0))
+    alpha_safe = tf.where(alpha >= 0, tf.ones_like(alpha), -tf.ones_like(alpha)) * tf.maximum(eps, tf.abs(alpha))
+    loss_otherwise = (beta_safe / alpha_safe) * (tf.pow(z / beta_safe + 1.0, 0.5 * alpha) - 1.0)
+    return tf.where(alpha == -np.inf, loss_neginf,
+                    tf.where(alpha == 0, loss_zero,
+                             tf.where(alpha == 2, loss_two,
+                                      tf.where(alpha == np.inf, loss_posinf, loss_otherwise))))
+
+
+def fwd_bwd(loss_fn):
+    @tf.function(jit_compile=False)
+    def step(x, alpha, scale):
+        with tf.GradientTape() as tape:
+            tape.watch([x, alpha, scale])
+            loss = tf.reduce_sum(loss_fn(x, alpha, scale))
+        return (loss,) + tuple(tape.gradient(loss, [x, alpha, scale]))
+    return step
+
+
+def bench_robust(n, repeats, results):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal(n).astype(np.float32))
+    alpha, scale = tf.constant(1.3), tf.constant(0.5)
+    ours, comp = fwd_bwd(metal_ops.robust_loss), fwd_bwd(robust_composite)
+    a, b = ours(x, alpha, scale), comp(x, alpha, scale)
+    for u, v, name in zip(a, b, ["loss", "dx", "dalpha", "dscale"]):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=2e-4, atol=1e-5, err_msg=name)
+    t_ours = median_ms(lambda: [v.numpy() for v in ours(x, alpha, scale)], repeats)
+    t_comp = median_ms(lambda: [v.numpy() for v in comp(x, alpha, scale)], repeats)
+    row = {"op": "robust_loss", "n": n, "ours_ms": t_ours, "composite_ms": t_comp, "speedup": t_comp / t_ours,
+           "ours_melem_per_s": n / t_ours / 1e3, "composite_melem_per_s": n / t_comp / 1e3}
+    results.append(row)
+    print(f"robust_loss fwd+bwd n=2^{int(np.log2(n))}: ours {t_ours:.1f} ms ({row['ours_melem_per_s']:.0f} Melem/s), "
+          f"TF composite {t_comp:.1f} ms ({row['composite_melem_per_s']:.0f} Melem/s) -> {row['speedup']:.1f}x")
+
+
+# ---- DistortionLoss ------------------------------------------------------------------
+def distortion_composite(w, t):
+    m = 0.5 * (t[:, 1:] + t[:, :-1])
+    d = t[:, 1:] - t[:, :-1]
+    bi = tf.reduce_sum(w[:, :, None] * w[:, None, :] * tf.abs(m[:, :, None] - m[:, None, :]), axis=[1, 2])
+    return bi + tf.reduce_sum(w * w * d, axis=-1) / 3
+
+
+def dist_fwd_bwd(loss_fn):
+    @tf.function(jit_compile=False)
+    def step(w, t):
+        with tf.GradientTape() as tape:
+            tape.watch([w, t])
+            loss = tf.reduce_sum(loss_fn(w, t))
+        return (loss,) + tuple(tape.gradient(loss, [w, t]))
+    return step
+
+
+def bench_distortion(rays, samples, repeats, results):
+    rng = np.random.default_rng(1)
+    gaps = rng.uniform(0.1, 1.1, size=(rays, samples + 1))
+    t = 2.0 + 4.0 * np.cumsum(gaps, 1) / gaps.sum(1, keepdims=True)
+    t = np.concatenate([np.full((rays, 1), 2.0), t[:, :-1]], 1).astype(np.float32)
+    w = rng.uniform(size=(rays, samples))
+    w = (w / w.sum(1, keepdims=True)).astype(np.float32)
+    w, t = tf.constant(w), tf.constant(t)
+    ours, comp = dist_fwd_bwd(metal_ops.distortion_loss), dist_fwd_bwd(distortion_composite)
+    a, b = ours(w, t), comp(w, t)
+    for u, v, name in zip(a, b, ["loss", "dw", "dt"]):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-3, atol=1e-4, err_msg=name)
+    run_ours = lambda: [v.numpy() for v in ours(w, t)]  # noqa: E731
+    run_comp = lambda: [v.numpy() for v in comp(w, t)]  # noqa: E731
+    t_ours = median_ms(run_ours, repeats * 3)
+    t_comp = median_ms(run_comp, repeats)
+    m_ours, m_comp = peak_extra_mib(run_ours), peak_extra_mib(run_comp)
+    row = {"op": "distortion_loss", "rays": rays, "samples": samples, "ours_ms": t_ours, "composite_ms": t_comp,
+           "speedup": t_comp / t_ours, "ours_peak_extra_mib": m_ours, "composite_peak_extra_mib": m_comp,
+           "inputs_mib": (w.numpy().nbytes + t.numpy().nbytes) / 2**20}
+    results.append(row)
+    print(f"distortion_loss fwd+bwd R={rays} S={samples}: ours {t_ours:.2f} ms, O(S^2) TF {t_comp:.1f} ms -> "
+          f"{row['speedup']:.0f}x; peak extra RSS ours {m_ours:.0f} MiB vs {m_comp:.0f} MiB "
+          f"(inputs {row['inputs_mib']:.1f} MiB)")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "losses_cpu.json"))
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 7
+    results = []
+    print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, intra-op threads "
+          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")
+    bench_robust(2**22, repeats, results)
+    for samples in (64, 128, 256):
+        bench_distortion(4096, samples, max(3, repeats // 2), results)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__, "results": results}, f, indent=2)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
