@@ -23,6 +23,12 @@
 // dispatch works through one level's slice of the table at a time.
 #include "kernels/common/hash_grid.h"
 
+#if defined(__METAL_VERSION__)
+// atomic_float / atomic_uint, memory_order_relaxed, as_type and the atomic
+// functions live in namespace metal (the MSL shim declares them globally).
+using namespace metal;
+#endif
+
 namespace mo {
 namespace hash_grid_metal {
 
