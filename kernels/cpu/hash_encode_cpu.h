@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "kernels/common/hash_grid.h"
 
@@ -73,37 +74,88 @@ inline void SecondOrderCoefficients(const float* w, const float* dw, float scale
 // Forward: out[i, l*F + f] = sum_corners weight * table[row, f].
 // kSecondOrder: the weights are the corner coefficients of dLoss/dgrad_inputs
 // (gg, [N, D]), which gives dLoss/dgrad_encoded.
+// Corners of every point of a block at one level, computed in a first pass
+// that also prefetches their table rows; the gathers / scatters of the second
+// pass then find them in cache instead of waiting on one miss at a time.
+template <int D>
+struct BlockCorners {
+  static constexpr int C = 1 << D;
+  uint32 rows[kBlock][C];
+  float weights[kBlock][C];
+  float w[kBlock][D];
+  float dw[kBlock][D];
+};
+
+template <int D, int F, bool kSecondOrder, bool kForWrite, typename T>
+inline void LocateBlock(const float (*xs)[D], const bool* ok, const float (*gm)[D], int nb, const Level& lv,
+                        int interpolation, const T* level_rows, BlockCorners<D>* bc) {
+  constexpr int C = 1 << D;
+  for (int j = 0; j < nb; ++j) {
+    if (!ok[j]) continue;
+    uint32 cell[D];
+    LocatePoint<D>(xs[j], lv, interpolation, cell, bc->w[j], bc->dw[j]);
+    hg::cell_corners<D>(cell, bc->w[j], lv.resolution, lv.entries, lv.hashed, bc->rows[j], bc->weights[j]);
+    if (kSecondOrder) SecondOrderCoefficients<D>(bc->w[j], bc->dw[j], lv.scale, gm[j], bc->weights[j]);
+    for (int c = 0; c < C; ++c) {
+      __builtin_prefetch(level_rows + int64(bc->rows[j][c]) * F, kForWrite ? 1 : 0, 3);
+    }
+  }
+}
+
+template <int D>
+inline void MaskSecondOrder(const float* gg, int64 b0, int nb, const float (*mask)[D], float (*gm)[D]) {
+  for (int j = 0; j < nb; ++j)
+    for (int d = 0; d < D; ++d) gm[j][d] = MaskedValue(gg[(b0 + j) * D + d], mask[j][d]);
+}
+
+// Points are processed in chunks of kChunk, level by level inside a chunk, in
+// blocks of kBlock inside a level: one level's rows (a few MB at most) are the
+// only table memory touched for a while, which keeps TLB and cache misses
+// down, and a chunk's output / incoming-gradient rows stay in L2.
+constexpr int kChunk = 2048;
+
+template <int D>
+struct ChunkPoints {
+  float xs[kChunk][D];
+  float mask[kChunk][D];
+  float gm[kChunk][D];
+  bool ok[kChunk];
+  void Prepare(const float* x, const float* gg, bool second_order, int64 c0, int nc, int out_of_range) {
+    PrepareBlock<D>(x + c0 * D, nc, out_of_range, xs, mask, ok);
+    if (second_order) MaskSecondOrder<D>(gg, c0, nc, mask, gm);
+  }
+};
+
+// Forward: out[i, l*F + f] = sum_corners weight * table[row, f].
+// kSecondOrder: the weights are the corner coefficients of dLoss/dgrad_inputs
+// (gg, [N, D]), which gives dLoss/dgrad_encoded.
 template <int D, int F, typename T, bool kSecondOrder>
 void GatherRange(const float* x, const float* gg, const T* table, T* out, int64 begin, int64 end, const Grid& g) {
-  constexpr int C = 1 << D;
   const int L = g.num_levels;
   const int64 width = int64(L) * F;
-  float xs[kBlock][D], mask[kBlock][D], gm[kBlock][D];
-  bool ok[kBlock];
-  for (int64 b0 = begin; b0 < end; b0 += kBlock) {
-    const int nb = int(std::min<int64>(kBlock, end - b0));
-    PrepareBlock<D>(x + b0 * D, nb, g.out_of_range, xs, mask, ok);
-    if (kSecondOrder) {
-      for (int j = 0; j < nb; ++j)
-        for (int d = 0; d < D; ++d) gm[j][d] = MaskedValue(gg[(b0 + j) * D + d], mask[j][d]);
-    }
+  std::unique_ptr<ChunkPoints<D>> cp(new ChunkPoints<D>);
+  BlockCorners<D> bc;
+  for (int64 c0 = begin; c0 < end; c0 += kChunk) {
+    const int nc = int(std::min<int64>(kChunk, end - c0));
+    cp->Prepare(x, gg, kSecondOrder, c0, nc, g.out_of_range);
     for (int l = 0; l < L; ++l) {
       const Level& lv = g.levels[l];
       const T* level_table = table + lv.offset * F;
-      T* o = out + b0 * width + int64(l) * F;
-      for (int j = 0; j < nb; ++j, o += width) {
-        float acc[F];
-        if (ok[j]) {
-          uint32 cell[D], rows[C];
-          float w[D], dw[D], weights[C];
-          LocatePoint<D>(xs[j], lv, g.interpolation, cell, w, dw);
-          hg::cell_corners<D>(cell, w, lv.resolution, lv.entries, lv.hashed, rows, weights);
-          if (kSecondOrder) SecondOrderCoefficients<D>(w, dw, lv.scale, gm[j], weights);
-          hg::interpolate_corners<D, F, T>(level_table, rows, weights, acc);
-        } else {
-          for (int f = 0; f < F; ++f) acc[f] = 0.0f;
+      for (int j0 = 0; j0 < nc; j0 += kBlock) {
+        const int nb = std::min(kBlock, nc - j0);
+        const bool* ok = cp->ok + j0;
+        LocateBlock<D, F, kSecondOrder, false>(cp->xs + j0, ok, cp->gm + j0, nb, lv, g.interpolation, level_table,
+                                               &bc);
+        T* o = out + (c0 + j0) * width + int64(l) * F;
+        for (int j = 0; j < nb; ++j, o += width) {
+          float acc[F];
+          if (ok[j]) {
+            hg::interpolate_corners<D, F, T>(level_table, bc.rows[j], bc.weights[j], acc);
+          } else {
+            for (int f = 0; f < F; ++f) acc[f] = 0.0f;
+          }
+          for (int f = 0; f < F; ++f) o[f] = static_cast<T>(acc[f]);
         }
-        for (int f = 0; f < F; ++f) o[f] = static_cast<T>(acc[f]);
       }
     }
   }
@@ -120,31 +172,28 @@ void ScatterGroup(int group, int groups, const float* x, const float* gg, const 
   for (int l = group; l < L; l += groups) {
     std::memset(acc + g.levels[l].offset * F, 0, sizeof(float) * F * size_t(g.levels[l].entries));
   }
-  float xs[kBlock][D], mask[kBlock][D], gm[kBlock][D];
-  bool ok[kBlock];
-  for (int64 b0 = 0; b0 < n; b0 += kBlock) {
-    const int nb = int(std::min<int64>(kBlock, n - b0));
-    PrepareBlock<D>(x + b0 * D, nb, g.out_of_range, xs, mask, ok);
-    if (kSecondOrder) {
-      for (int j = 0; j < nb; ++j)
-        for (int d = 0; d < D; ++d) gm[j][d] = MaskedValue(gg[(b0 + j) * D + d], mask[j][d]);
-    }
+  std::unique_ptr<ChunkPoints<D>> cp(new ChunkPoints<D>);
+  BlockCorners<D> bc;
+  for (int64 c0 = 0; c0 < n; c0 += kChunk) {
+    const int nc = int(std::min<int64>(kChunk, n - c0));
+    cp->Prepare(x, gg, kSecondOrder, c0, nc, g.out_of_range);
     for (int l = group; l < L; l += groups) {
       const Level& lv = g.levels[l];
       float* level_acc = acc + lv.offset * F;
-      const T* dyl = dy + b0 * width + int64(l) * F;
-      for (int j = 0; j < nb; ++j, dyl += width) {
-        if (!ok[j]) continue;
-        float dyf[F];
-        for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
-        uint32 cell[D], rows[C];
-        float w[D], dw[D], weights[C];
-        LocatePoint<D>(xs[j], lv, g.interpolation, cell, w, dw);
-        hg::cell_corners<D>(cell, w, lv.resolution, lv.entries, lv.hashed, rows, weights);
-        if (kSecondOrder) SecondOrderCoefficients<D>(w, dw, lv.scale, gm[j], weights);
-        for (int c = 0; c < C; ++c) {
-          float* r = level_acc + int64(rows[c]) * F;
-          for (int f = 0; f < F; ++f) r[f] = ::mo::fma_f(weights[c], dyf[f], r[f]);
+      for (int j0 = 0; j0 < nc; j0 += kBlock) {
+        const int nb = std::min(kBlock, nc - j0);
+        const bool* ok = cp->ok + j0;
+        LocateBlock<D, F, kSecondOrder, true>(cp->xs + j0, ok, cp->gm + j0, nb, lv, g.interpolation, level_acc, &bc);
+        const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
+        for (int j = 0; j < nb; ++j, dyl += width) {
+          if (!ok[j]) continue;
+          float dyf[F];
+          for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
+          for (int c = 0; c < C; ++c) {
+            float* r = level_acc + int64(bc.rows[j][c]) * F;
+            const float weight = bc.weights[j][c];
+            for (int f = 0; f < F; ++f) r[f] = ::mo::fma_f(weight, dyf[f], r[f]);
+          }
         }
       }
     }
@@ -155,33 +204,35 @@ void ScatterGroup(int group, int groups, const float* x, const float* gg, const 
 template <int D, int F, typename T>
 void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int64 begin, int64 end,
                     const Grid& g) {
-  constexpr int C = 1 << D;
   const int L = g.num_levels;
   const int64 width = int64(L) * F;
-  float xs[kBlock][D], mask[kBlock][D], sum[kBlock][D];
-  bool ok[kBlock];
-  for (int64 b0 = begin; b0 < end; b0 += kBlock) {
-    const int nb = int(std::min<int64>(kBlock, end - b0));
-    PrepareBlock<D>(x + b0 * D, nb, g.out_of_range, xs, mask, ok);
-    for (int j = 0; j < nb; ++j)
+  std::unique_ptr<ChunkPoints<D>> cp(new ChunkPoints<D>);
+  float (*sum)[D] = cp->gm;  // the chunk's running dL/dx
+  BlockCorners<D> bc;
+  for (int64 c0 = begin; c0 < end; c0 += kChunk) {
+    const int nc = int(std::min<int64>(kChunk, end - c0));
+    cp->Prepare(x, nullptr, false, c0, nc, g.out_of_range);
+    for (int j = 0; j < nc; ++j)
       for (int d = 0; d < D; ++d) sum[j][d] = 0.0f;
     for (int l = 0; l < L; ++l) {
       const Level& lv = g.levels[l];
       const T* level_table = table + lv.offset * F;
-      const T* dyl = dy + b0 * width + int64(l) * F;
-      for (int j = 0; j < nb; ++j, dyl += width) {
-        if (!ok[j]) continue;
-        float dyf[F];
-        for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
-        uint32 cell[D], rows[C];
-        float w[D], dw[D], weights[C];
-        LocatePoint<D>(xs[j], lv, g.interpolation, cell, w, dw);
-        hg::cell_corners<D>(cell, w, lv.resolution, lv.entries, lv.hashed, rows, weights);
-        hg::accumulate_input_gradient_corners<D, F, T>(level_table, rows, lv.scale, w, dw, dyf, sum[j]);
+      for (int j0 = 0; j0 < nc; j0 += kBlock) {
+        const int nb = std::min(kBlock, nc - j0);
+        const bool* ok = cp->ok + j0;
+        LocateBlock<D, F, false, false>(cp->xs + j0, ok, cp->xs + j0, nb, lv, g.interpolation, level_table, &bc);
+        const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
+        for (int j = 0; j < nb; ++j, dyl += width) {
+          if (!ok[j]) continue;
+          float dyf[F];
+          for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
+          hg::accumulate_input_gradient_corners<D, F, T>(level_table, bc.rows[j], lv.scale, bc.w[j], bc.dw[j], dyf,
+                                                         sum[j0 + j]);
+        }
       }
     }
-    for (int j = 0; j < nb; ++j)
-      for (int d = 0; d < D; ++d) dx[(b0 + j) * D + d] = MaskedValue(sum[j][d], ok[j] ? mask[j][d] : 0.0f);
+    for (int j = 0; j < nc; ++j)
+      for (int d = 0; d < D; ++d) dx[(c0 + j) * D + d] = MaskedValue(sum[j][d], cp->ok[j] ? cp->mask[j][d] : 0.0f);
   }
 }
 
