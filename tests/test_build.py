@@ -53,6 +53,7 @@ def _expand(patterns):
         ("OP_LIBRARY_SRCS", "CC_SRCS"),
         ("METAL_MM_SRCS", "MM_SRCS"),
         ("METAL_SHADER_SRCS", "METAL_SRCS"),
+        ("GRAPPLER_SRCS", "PLUGIN_OBJS"),
     ],
 )
 def test_bazel_globs_and_makefile_wildcards_list_the_same_files(bazel_list, make_var):
@@ -73,14 +74,16 @@ def test_bazel_targets_use_the_glob_lists():
     build = _read("BUILD")
     assert "srcs = glob(OP_LIBRARY_SRCS)" in build
     assert "glob(METAL_MM_SRCS" in build and "glob(METAL_SHADER_SRCS" in build
-    assert 'name = "_metal_ops.so"' in build and "linkshared = True" in build
+    assert "glob(GRAPPLER_SRCS" in build
+    assert 'name = "_metal_ops.so"' in build and 'name = "_metal_ops_grappler.so"' in build
+    assert "linkshared = True" in build
 
 
 def test_every_header_an_op_source_includes_is_declared_to_bazel():
     """A project header missing from BUILD's hdrs globs breaks only `make bazel`
     (Bazel's undeclared-inclusion check); catch it here."""
     declared = set(_expand(_bazel_list("PROJECT_HDRS")))
-    sources = _expand(_bazel_list("OP_LIBRARY_SRCS")) + _expand(_bazel_list("METAL_MM_SRCS"))
+    sources = [f for name in ("OP_LIBRARY_SRCS", "METAL_MM_SRCS", "GRAPPLER_SRCS") for f in _expand(_bazel_list(name))]
     missing = {}
     for src in sources:
         for inc in re.findall(r'^\s*#\s*(?:include|import)\s+"([^"]+)"', _read(src), re.M):

@@ -99,6 +99,11 @@ else
   CONFIGS=(--config=offline)
 fi
 
+# The Grappler plugin, once there are sources for it (as the Makefile's PLUGIN_LIB).
+if compgen -G "grappler/*.cc" >/dev/null; then
+  TARGETS+=(//:_metal_ops_grappler.so)
+fi
+
 OUTPUT_USER_ROOT="${BAZEL_OUTPUT_USER_ROOT:-/tmp/tf_metal_ops_bazel_$(id -u)}"
 mkdir -p build
 STARTUP=(--output_user_root="$OUTPUT_USER_ROOT" --max_idle_secs=120)
@@ -126,7 +131,13 @@ if [[ ! -f "$LIB" ]]; then
   exit 1
 fi
 
+CHECK_ARGS=("$LIB")
+PLUGIN="$ROOT/build/bazel-bin/_metal_ops_grappler.so"
+if [[ " ${TARGETS[*]} " == *" //:_metal_ops_grappler.so "* ]]; then
+  CHECK_ARGS+=(--plugin "$PLUGIN")
+fi
+
 # Load the Bazel-built library in a fresh process (never next to make's copy
 # of the same ops) and run ZeroOut.
-TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" tools/check_op_library.py "$LIB"
+TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" tools/check_op_library.py "${CHECK_ARGS[@]}"
 log "OK: $LIB"

@@ -1,7 +1,10 @@
 """Checks a built op library: it loads in this TensorFlow, registers every op
 that ops/*.cc declares, and ZeroOut computes the right values.
 
-    python tools/check_op_library.py build/bazel-bin/_metal_ops.so
+    python tools/check_op_library.py build/bazel-bin/_metal_ops.so [--plugin build/bazel-bin/_metal_ops_grappler.so]
+
+With --plugin it also checks that the Grappler plugin library opens in this
+process and exports TF_InitGraph (it is not registered with Grappler here).
 
 Run it in a fresh process: loading two copies of the same ops into one
 process fails on duplicate registrations. Used by tools/bazel_build.sh
@@ -28,10 +31,19 @@ def declared_ops(root=ROOT):
 
 
 def main(argv):
-    if len(argv) != 2:
+    args = argv[1:]
+    plugin = None
+    if "--plugin" in args:
+        i = args.index("--plugin")
+        if i + 1 >= len(args):
+            print(__doc__, file=sys.stderr)
+            return 2
+        plugin = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    lib = os.path.abspath(argv[1])
+    lib = os.path.abspath(args[0])
     import numpy as np
     import tensorflow as tf
     from tensorflow.python.framework import op_def_registry
@@ -61,9 +73,23 @@ def main(argv):
         print("check_op_library: ZeroOut accepted preserve_index=3 for 3 elements", file=sys.stderr)
         return 1
 
+    plugin_note = ""
+    if plugin is not None:
+        import ctypes
+
+        try:
+            handle = ctypes.CDLL(plugin)
+        except OSError as e:
+            print(f"check_op_library: cannot open the Grappler plugin {plugin}: {e}", file=sys.stderr)
+            return 1
+        if not hasattr(handle, "TF_InitGraph"):
+            print(f"check_op_library: {plugin} does not export TF_InitGraph", file=sys.stderr)
+            return 1
+        plugin_note = f"; {os.path.relpath(plugin, ROOT)} opens and exports TF_InitGraph"
+
     ops = sorted(declared_ops())
     print(f"check_op_library: {os.path.relpath(lib, ROOT)} loads in TensorFlow {tf.__version__}, "
-          f"registers {len(ops)} ops ({', '.join(ops)}), ZeroOut OK")
+          f"registers {len(ops)} ops ({', '.join(ops)}), ZeroOut OK{plugin_note}")
     return 0
 
 
