@@ -3,10 +3,12 @@
 // (harness/hash_encode_harness.cu.cc). Formulas: kernels/common/hash_grid.h.
 //
 // Kernel layout (tiny-cuda-nn style): grid (point blocks, level groups), one
-// thread per (point, level). The G levels of a group are adjacent lanes of a
-// warp, so a point's G * F outputs (32 bytes) are written by one store
-// instruction as whole sectors (coalesced), and G levels at a time keep their
-// slice of the table hot in L2. Table rows are read with one vector load.
+// thread per (point, level). The G levels of a group (G <= 4, measured best)
+// are adjacent lanes of a warp, so a point's G * F outputs (32 bytes for
+// float32, F = 2) are written by one store instruction as whole sectors
+// (coalesced), and G levels at a time keep their slice of the table hot in
+// L2. Table rows are read with vector loads, both rows of an x-pair of
+// corners with one load when they share an aligned block.
 //
 // Backward: table gradient with float32 red/atomic adds (float2/float4 vector
 // atomics on sm_90; one atomic for both rows of an x-pair of corners when
