@@ -79,3 +79,14 @@ def fast_arrays(draw, shape, low, high, dtype=np.float32, special_rate=0.0):
         mask = rng.random(a.shape) < special_rate
         a[mask] = rng.choice(np.asarray(SPECIAL_F32, dtype), size=int(mask.sum()))
     return a
+
+
+def flush_denormals(a):
+    """What TensorFlow's CPU kernels see: TF runs its threads with denormals
+    flushed to zero (FTZ/DAZ), so a denormal input behaves as a signed zero.
+    References are fed flushed inputs."""
+    a = np.asarray(a)
+    if not np.issubdtype(a.dtype, np.floating):
+        return a
+    tiny = np.finfo(a.dtype).tiny
+    return np.where(np.abs(a) < tiny, np.copysign(np.zeros_like(a), a), a).astype(a.dtype)
