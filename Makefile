@@ -125,6 +125,8 @@ PLUGIN_LIB := $(PKG)/_metal_ops_grappler.so
 PLUGIN_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard grappler/*.cc))
 ifeq ($(UNAME_S),Darwin)
   PLUGIN_LDLIBS := -L$(patsubst -L%,%,$(firstword $(TF_LFLAGS))) -ltensorflow_cc.2
+  # MetalOpsFusedConv2D's Metal kernel (kernels/metal/fused_conv2d_metal.mm) is an MPSGraph.
+  LDFLAGS += -framework MetalPerformanceShaders -framework MetalPerformanceShadersGraph
 else
   PLUGIN_LDLIBS := -l:libtensorflow_cc.so.2
 endif

@@ -7,8 +7,9 @@
 // registered and tf.load_op_library still produces wrappers).
 //
 // Patterns (all NHWC, float32, one device, on "CPU"):
-//   Conv2D -> [BiasAdd(b) | Add/AddV2 with a [C] operand] -> [Add/AddV2 with a
-//   same-shape operand, either order] -> [Relu|Relu6|Elu|LeakyRelu|Sigmoid|Tanh]
+//   Conv2D -> [BiasAdd(b) | Add/AddV2 with a [C] operand] -> [Add/AddV2/AddN(2)
+//   with a same-shape operand, either order] -> [Relu|Relu6|Elu|LeakyRelu|Sigmoid|Tanh]
+// (bias and residual stages in either order),
 // with at least one of the three optional stages, and
 //   _FusedConv2D(fused_ops=[BiasAdd]) -> residual add and/or activation
 // (what TensorFlow's remapper leaves when oneDNN is off).
@@ -33,6 +34,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <set>
@@ -58,6 +61,43 @@ namespace metal_ops_fusion {
 namespace {
 
 std::atomic<int> g_init_calls{0};
+
+// Per-pass record for metal_ops.fusion.report(): the node names of the graph
+// as the plugin received it (after TF's own passes), TF's fused convolutions
+// in it, and our rewrites. Only graphs with a convolution are recorded; the
+// newest kMaxRecords are kept.
+constexpr size_t kMaxRecords = 512;
+std::mutex g_log_mutex;
+std::deque<std::string>* g_records = new std::deque<std::string>();
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string JsonList(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ",\"" : "\"") + JsonEscape(v[i]) + "\"";
+  return out + "]";
+}
+
+void AddRecord(std::string record) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_records->push_back(std::move(record));
+  while (g_records->size() > kMaxRecords) g_records->pop_front();
+}
 std::atomic<long> g_rewrites{0};
 std::atomic<long> g_passes{0};
 
@@ -217,7 +257,10 @@ class Fuser {
     }
     LoadPreserved();
     shapes_.reset(new Shapes(item_));
-    if (!shapes_->ok()) return 0;
+    if (!shapes_->ok()) {
+      Record();
+      return 0;
+    }
 
     std::vector<bool> used(n, false), removed(n, false);
     int rewrites = 0;
@@ -233,6 +276,7 @@ class Fuser {
       for (size_t k = 0; k + 1 < m.nodes.size(); ++k) removed[m.nodes[k]] = true;
       ++rewrites;
     }
+    Record();
     if (rewrites > 0) {
       tensorflow::GraphDef out;
       *out.mutable_versions() = g_->versions();
@@ -245,6 +289,29 @@ class Fuser {
   }
 
  private:
+  // {"nodes": [...], "tf_fused": [[name, ops], ...], "rewrites": [[name, pattern, activation, [nodes]], ...]}
+  void Record() {
+    std::vector<std::string> names;
+    std::string tf_fused = "[";
+    for (int i = 0; i < g_->node_size(); ++i) {
+      const auto& node = g_->node(i);
+      names.push_back(node.name());
+      if (node.op() == "_FusedConv2D") {
+        std::vector<std::string> ops;
+        auto it = node.attr().find("fused_ops");
+        if (it != node.attr().end())
+          for (const auto& o : it->second.list().s()) ops.push_back(o);
+        tf_fused += (tf_fused.size() > 1 ? ",[\"" : "[\"") + JsonEscape(node.name()) + "\"," +
+                    JsonList(ops) + "]";
+      }
+    }
+    std::string rec = "{\"nodes\":" + JsonList(names) + ",\"tf_fused\":" + tf_fused +
+                      "],\"rewrites\":[";
+    for (size_t i = 0; i < rewrites_json_.size(); ++i) rec += (i ? "," : "") + rewrites_json_[i];
+    rec += "]}";
+    AddRecord(std::move(rec));
+  }
+
   void LoadPreserved() {
     TF_Status* s = TF_NewStatus();
     for (int which = 0; which < 2; ++which) {
@@ -360,51 +427,50 @@ class Fuser {
       m->pattern += "[BiasAdd]";
     }
     int cur = head;
-    // Stage 1: bias (Conv2D heads only).
-    if (!fused) {
-      int next = SoleConsumer(cur);
-      if (next >= 0 && Eligible(next, device)) {
-        const auto& b = N(next);
-        if (b.op() == "BiasAdd" && StrAttr(b, "data_format", "NHWC") == "NHWC" &&
-            b.input_size() == 2 && ParseInput(b.input(0)).node == N(cur).name()) {
-          tensorflow::TensorShapeProto bs;
-          if (TensorShape(b.input(1), &bs) && !bs.unknown_rank() && bs.dim_size() == 1 &&
-              bs.dim(0).size() == channels) {
-            m->bias = b.input(1);
-          }
-        } else if (b.op() == "Add" || b.op() == "AddV2") {
-          const int other = OtherOperand(next, cur);
-          tensorflow::TensorShapeProto bs, addout;
-          if (other >= 0 && TensorShape(b.input(other), &bs) && !bs.unknown_rank() &&
-              bs.dim_size() == 1 && bs.dim(0).size() == channels && OutShape(next, &addout) &&
-              SameShape(addout, out_shape)) {
-            m->bias = b.input(other);
-          }
-        }
-        if (!m->bias.empty()) {
-          m->bias_node = next;
-          m->nodes.push_back(next);
-          m->pattern += "+" + b.op();
-          cur = next;
-        }
-      }
-    }
-    // Stage 2: residual add with a same-shape tensor (either operand order).
-    {
-      int next = SoleConsumer(cur);
-      if (next >= 0 && Eligible(next, device) &&
-          (N(next).op() == "Add" || N(next).op() == "AddV2")) {
+    // Stages 1 and 2, in either order (TF's arithmetic optimizer may regroup
+    // (conv + b) + r as (conv + r) + b): a bias (Conv2D heads only) and a
+    // residual add with a same-shape tensor (either operand order).
+    for (int stage = 0; stage < 2; ++stage) {
+      const int next = SoleConsumer(cur);
+      if (next < 0 || !Eligible(next, device)) break;
+      const auto& b = N(next);
+      // AddN of two tensors: what TF's arithmetic optimizer makes of a chain of
+      // same-shape adds (AddN never broadcasts, so it can only be the residual).
+      const bool is_addn = b.op() == "AddN" && b.input_size() == 2;
+      const bool is_add = b.op() == "Add" || b.op() == "AddV2" || is_addn;
+      tensorflow::TensorShapeProto addout;
+      if (!fused && m->bias.empty() && b.op() == "BiasAdd" &&
+          StrAttr(b, "data_format", "NHWC") == "NHWC" && b.input_size() == 2 &&
+          ParseInput(b.input(0)).node == N(cur).name()) {
+        tensorflow::TensorShapeProto bs;
+        if (!TensorShape(b.input(1), &bs) || bs.unknown_rank() || bs.dim_size() != 1 ||
+            bs.dim(0).size() != channels)
+          break;
+        m->bias = b.input(1);
+        m->bias_node = next;
+        m->pattern += "+BiasAdd";
+      } else if (is_add && OutShape(next, &addout) && SameShape(addout, out_shape)) {
         const int other = OtherOperand(next, cur);
-        tensorflow::TensorShapeProto rs, addout;
-        if (other >= 0 && TensorShape(N(next).input(other), &rs) && SameShape(rs, out_shape) &&
-            OutShape(next, &addout) && SameShape(addout, out_shape)) {
-          m->residual = N(next).input(other);
+        if (other < 0) break;
+        tensorflow::TensorShapeProto os;
+        if (!TensorShape(b.input(other), &os) || os.unknown_rank()) break;
+        if (!fused && m->bias.empty() && !is_addn && os.dim_size() == 1 &&
+            os.dim(0).size() == channels) {
+          m->bias = b.input(other);
+          m->bias_node = next;
+          m->pattern += "+" + b.op();
+        } else if (m->residual.empty() && SameShape(os, out_shape)) {
+          m->residual = b.input(other);
           m->residual_node = next;
-          m->nodes.push_back(next);
-          m->pattern += "+" + N(next).op() + "(residual)";
-          cur = next;
+          m->pattern += "+" + b.op() + "(residual)";
+        } else {
+          break;
         }
+      } else {
+        break;
       }
+      m->nodes.push_back(next);
+      cur = next;
     }
     // Stage 3: activation.
     {
@@ -475,6 +541,8 @@ class Fuser {
     attr["_metal_ops_fused_pattern"].set_s(m.pattern);
     auto* l = attr["_metal_ops_fused_nodes"].mutable_list();
     for (const auto& s : names) l->add_s(s);
+    rewrites_json_.push_back("[\"" + JsonEscape(fused.name()) + "\",\"" + JsonEscape(m.pattern) +
+                             "\",\"" + m.activation + "\"," + JsonList(names) + "]");
     if (LogRewrites()) {
       std::string joined;
       for (size_t k = 0; k < names.size(); ++k) joined += (k ? ", " : "") + names[k];
@@ -490,6 +558,7 @@ class Fuser {
   std::vector<std::vector<Consumer>> consumers_;
   std::set<std::string> preserved_;
   std::unique_ptr<Shapes> shapes_;
+  std::vector<std::string> rewrites_json_;
 };
 
 void CopyToBuffer(const std::string& s, TF_Buffer* out) {
@@ -510,6 +579,14 @@ void Optimize(void* /*optimizer*/, const TF_Buffer* graph_buf, const TF_Grappler
     CopyToBuffer(std::string(static_cast<const char*>(graph_buf->data), graph_buf->length),
                  optimized_graph_buf);
     return;
+  }
+  if (const char* dump = std::getenv("METAL_OPS_FUSION_DUMP")) {
+    // Debugging aid: append every graph the pass receives (text proto).
+    if (FILE* f = std::fopen(dump, "a")) {
+      const std::string text = graph.DebugString();
+      std::fprintf(f, "# ---- pass %ld\n%s\n", g_passes.load(), text.c_str());
+      std::fclose(f);
+    }
   }
   Fuser fuser(&graph, item);
   const int rewrites = fuser.Run();
@@ -553,6 +630,20 @@ __attribute__((visibility("default"))) int MetalOpsFusionInitCalls() {
 }
 __attribute__((visibility("default"))) long MetalOpsFusionRewriteCount() {
   return metal_ops_fusion::g_rewrites.load();
+}
+// The pass records as one JSON array; the pointer stays valid until the next
+// call from the same thread.
+__attribute__((visibility("default"))) const char* MetalOpsFusionRecordsJson() {
+  static thread_local std::string out;
+  std::lock_guard<std::mutex> lock(metal_ops_fusion::g_log_mutex);
+  out = "[";
+  bool first = true;
+  for (const auto& r : *metal_ops_fusion::g_records) {
+    out += (first ? "" : ",") + r;
+    first = false;
+  }
+  out += "]";
+  return out.c_str();
 }
 __attribute__((visibility("default"))) long MetalOpsFusionPassCount() {
   return metal_ops_fusion::g_passes.load();

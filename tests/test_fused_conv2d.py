@@ -186,6 +186,13 @@ def test_empty_outputs(xs, ws):
     assert out.shape == want.shape
 
 
+def test_filter_larger_than_valid_input_gives_empty_output():
+    # VALID with a filter larger than the input: output size (2 - 3) // 1 + 1 = 0.
+    x, w, b = data((1, 2, 2, 3), (3, 3, 3, 4))
+    out = metal_ops.fused_conv2d(x, w, b, padding="VALID", activation="relu")
+    assert out.shape == (1, 0, 0, 4)
+
+
 def test_zero_input_channels_applies_output_stage():
     x = np.zeros((1, 3, 3, 0), np.float32)
     w = np.zeros((3, 3, 0, 2), np.float32)
@@ -201,7 +208,7 @@ BAD = [
     (dict(x=(1, 5, 5, 3), w=(3, 3, 2, 4)), r"filter in_channels \(2\) must equal the input's channels \(3\)"),
     (dict(x=(1, 5, 5, 3), w=(3, 3, 3, 4), b=(5,)), r"bias must have shape \[4\]"),
     (dict(x=(1, 5, 5, 3), w=(3, 3, 3, 4), r=(1, 1, 5, 4)), r"residual must have the output's shape"),
-    (dict(x=(1, 2, 2, 3), w=(3, 3, 3, 4), padding="VALID"), r"input height 2 is too small for the filter height 3"),
+    (dict(x=(1, 5, 5, 3), w=(3, 3, 3, 4), b=(4, 1)), r"bias must have shape \[4\]|must be rank 1"),
 ]
 
 
@@ -249,3 +256,45 @@ def test_float64_rejected():
     x, w, b = data((1, 5, 5, 3), (3, 3, 3, 4))
     with pytest.raises((TypeError, tf.errors.InvalidArgumentError, tf.errors.NotFoundError)):
         metal_ops.fused_conv2d(x.astype(np.float64), w.astype(np.float64))
+
+
+def _why_no_metal_gpu():
+    import platform
+
+    if platform.system() != "Darwin":
+        return f"the MPSGraph kernel needs macOS with tensorflow-metal; this is {platform.system()}"
+    if not tf.config.list_physical_devices("GPU"):
+        return "TensorFlow sees no Metal GPU device"
+    if "metal" not in metal_ops.build_info()["backends"]:
+        return "the op library was built without the Metal backend"
+    return None
+
+
+_NO_METAL = _why_no_metal_gpu()
+
+
+@pytest.mark.parametrize("act", ["relu", "swish", "leaky_relu"])
+def test_metal_gpu_kernel_matches_reference(act):
+    import os
+
+    if _NO_METAL is not None:
+        if os.environ.get("METAL_OPS_REQUIRE_METAL") == "1":
+            pytest.fail(_NO_METAL)
+        pytest.skip(_NO_METAL)
+    x, w, b = data((2, 9, 8, 3), (3, 3, 3, 5), seed=41)
+    r = np.random.default_rng(42).standard_normal((2, 5, 4, 5)).astype(np.float32)
+    with tf.device("/GPU:0"):
+        args = [tf.constant(v) for v in (x, w, b, r)]
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            y = metal_ops.fused_conv2d(*args, strides=2, activation=act)
+            loss = tf.reduce_sum(tf.sin(y))
+        grads = tape.gradient(loss, args)
+    assert "GPU" in y.device
+    np.testing.assert_allclose(y.numpy(), reference(x, w, b, r, (2, 2), act=act), atol=1e-3, rtol=1e-3)
+    cpu_args = [tf.constant(v) for v in (x, w, b, r)]
+    with tf.device("/CPU:0"), tf.GradientTape() as tape:
+        tape.watch(cpu_args)
+        loss = tf.reduce_sum(tf.sin(metal_ops.fused_conv2d(*cpu_args, strides=2, activation=act)))
+    for g, c in zip(grads, tape.gradient(loss, cpu_args)):
+        np.testing.assert_allclose(g.numpy(), c.numpy(), atol=1e-3, rtol=1e-3)

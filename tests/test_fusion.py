@@ -34,9 +34,10 @@ POSITIVE = {
     "bias_residual_relu": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
     "bias_residual_first_relu": "_FusedConv2D[BiasAdd]+AddV2(residual)+Relu",
     "bias_add_v1_residual": "_FusedConv2D[BiasAdd]+Add(residual)",
-    "addbias_residual_relu6": "Conv2D+AddV2+AddV2(residual)+Relu6",
+    "addbias_residual_relu6": "Conv2D+AddN(residual)+AddV2+Relu6",  # TF regroups (conv + b) + r
     "bias_residual_elu": "_FusedConv2D[BiasAdd]+AddV2(residual)+Elu",
     "bias_residual_leaky": "_FusedConv2D[BiasAdd]+AddV2(residual)+LeakyRelu",
+    "bias_residual_leaky03": "_FusedConv2D[BiasAdd]+AddV2(residual)+LeakyRelu",
     "bias_residual_sigmoid": "_FusedConv2D[BiasAdd]+AddV2(residual)+Sigmoid",
     "bias_residual_tanh": "_FusedConv2D[BiasAdd]+AddV2(residual)+Tanh",
     "bias_sigmoid": "_FusedConv2D[BiasAdd]+Sigmoid",
@@ -71,7 +72,8 @@ def _cases(tf):
     c["bias_add_v1_residual"] = (lambda x, w, b, r: tf.raw_ops.Add(x=nn.bias_add(conv(x, w), b), y=r) * 1.0, (x, w, b, r))
     c["addbias_residual_relu6"] = (lambda x, w, b, r: nn.relu6((conv(x, w) + b) + r), (x, w, b, r))
     c["bias_residual_elu"] = (lambda x, w, b, r: nn.elu(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
-    c["bias_residual_leaky"] = (lambda x, w, b, r: nn.leaky_relu(nn.bias_add(conv(x, w), b) + r, 0.1), (x, w, b, r))
+    c["bias_residual_leaky"] = (lambda x, w, b, r: nn.leaky_relu(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
+    c["bias_residual_leaky03"] = (lambda x, w, b, r: nn.leaky_relu(nn.bias_add(conv(x, w), b) + r, 0.3), (x, w, b, r))
     c["bias_residual_sigmoid"] = (lambda x, w, b, r: tf.sigmoid(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
     c["bias_residual_tanh"] = (lambda x, w, b, r: tf.tanh(nn.bias_add(conv(x, w), b) + r), (x, w, b, r))
     c["bias_sigmoid"] = (lambda x, w, b: tf.sigmoid(nn.bias_add(conv(x, w), b)), (x, w, b))
@@ -88,14 +90,14 @@ def _cases(tf):
     c["fanout"] = (lambda x, w, b, r: (lambda y: nn.relu(y + r) + 2.0 * y)(nn.bias_add(conv(x, w), b)), (x, w, b, r))
 
     def fetched(x, w, b, r):
-        y = nn.bias_add(conv(x, w), b) + r
-        return nn.relu(y), y
+        y = nn.bias_add(conv(x, w), b)  # an intermediate of the pattern, also returned
+        return nn.relu(y + r), y
     c["intermediate_fetched"] = (fetched, (x, w, b, r))
 
     def control(x, w, b, r):
         y = nn.bias_add(conv(x, w), b)
-        side = tf.reduce_sum(x)
-        with tf.control_dependencies([side]):
+        check = tf.debugging.assert_greater(tf.reduce_sum(x * x), -1.0)  # stateful: never pruned
+        with tf.control_dependencies([check]):
             z = y + r
         return nn.relu(z)
     c["control_dependency"] = (control, (x, w, b, r))
@@ -263,7 +265,7 @@ def _child_main(kind, out_dir):
 # ----------------------------------------------------------------------------------
 # Parent side (pytest)
 # ----------------------------------------------------------------------------------
-def _run_child(kind, tmp_path, onednn, extra_env=None):
+def _start_child(kind, out_dir, onednn, extra_env=None):
     env = dict(os.environ)
     env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -271,33 +273,55 @@ def _run_child(kind, tmp_path, onednn, extra_env=None):
     for k in ("METAL_OPS_FUSION", "METAL_OPS_FUSION_LOG", "METAL_OPS_FUSION_WITH_ONEDNN"):
         env.pop(k, None)
     env.update(extra_env or {})
-    out_dir = tmp_path / f"{kind}_{int(onednn)}_{len(extra_env or {})}"
     out_dir.mkdir()
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), kind, str(out_dir)],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"child {kind} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    with open(out_dir / "result.json") as f:
-        return json.load(f), out_dir, proc.stderr
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), kind, str(out_dir)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """Runs the children, three at a time (TensorFlow's import is mostly serial)."""
     tmp = tmp_path_factory.mktemp("fusion")
-    r = {}
-    for onednn in (False, True):
-        r[("table", onednn)] = _run_child("table", tmp, onednn, {"METAL_OPS_FUSION_LOG": "1"})
-        r[("keras", onednn)] = _run_child("keras", tmp, onednn)
-    r[("table_with_onednn", True)] = _run_child("table", tmp, True, {"METAL_OPS_FUSION_WITH_ONEDNN": "1"})
-    r[("guards", False)] = _run_child("guards", tmp, False)
-    return r
+    specs = [
+        (("table", False), "table", False, {"METAL_OPS_FUSION_LOG": "1"}),
+        (("keras", False), "keras", False, None),
+        (("table", True), "table", True, {"METAL_OPS_FUSION_LOG": "1"}),
+        (("keras", True), "keras", True, None),
+        (("table_with_onednn", True), "table", True, {"METAL_OPS_FUSION_WITH_ONEDNN": "1"}),
+        (("guards", False), "guards", False, None),
+    ]
+    results, pending = {}, list(enumerate(specs))
+    running = []
+    while pending or running:
+        while pending and len(running) < 3:
+            i, (key, kind, onednn, extra) = pending.pop(0)
+            out_dir = tmp / f"child{i}_{kind}"
+            running.append((key, kind, out_dir, _start_child(kind, out_dir, onednn, extra)))
+        key, kind, out_dir, proc = running.pop(0)
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"child {key} failed:\n{stdout[-3000:]}\n{stderr[-6000:]}"
+        with open(out_dir / "result.json") as f:
+            results[key] = (json.load(f), out_dir, stderr)
+    return results
+
+
+def _tf_leaky_alpha_bug(case, res):
+    """TF 2.21's own oneDNN fusion Conv2D+BiasAdd+Add+LeakyRelu ignores the
+    LeakyRelu alpha (always 0.2): seen here, graph vs eager differ by ~0.38 for
+    alpha 0.1 / 0.3 and agree for 0.2. Not our rewrite: the plugin leaves it."""
+    return (case == "bias_residual_leaky03" and res["patterns"] == []
+            and any("LeakyRelu" in ops and "Add" in ops for ops in res["tf_fused"]))
 
 
 @pytest.mark.parametrize("onednn", [False, True], ids=["onednn_off", "onednn_on"])
 @pytest.mark.parametrize("case", list(POSITIVE) + NEGATIVE)
 def test_fused_equals_unfused(runs, case, onednn):
     res = runs[("table", onednn)][0]["cases"][case]
-    assert res["diff"] <= ATOL, res
     assert res["idempotent"], res
+    if res["diff"] > ATOL and _tf_leaky_alpha_bug(case, res):
+        pytest.xfail("TensorFlow's oneDNN _FusedConv2D[BiasAdd, Add, LeakyRelu] ignores alpha "
+                     f"(graph vs eager max diff {res['diff']:.3f}); our plugin did not touch it")
+    assert res["diff"] <= ATOL, res
 
 
 @pytest.mark.parametrize("case", list(POSITIVE))
@@ -333,7 +357,8 @@ def test_tf_full_fusion_never_replaced(runs):
     res = out["cases"]["bias_residual_relu"]
     assert ["BiasAdd", "Add", "Relu"] in res["tf_fused"] and res["patterns"] == [], res
     for name, res in out["cases"].items():
-        assert res["diff"] <= ATOL and res["idempotent"], (name, res)
+        assert res["idempotent"], (name, res)
+        assert res["diff"] <= ATOL or _tf_leaky_alpha_bug(name, res), (name, res)
         # Whatever we fused there started from a TF node with fused_ops [BiasAdd]
         # or from unfused ops, never from one of TF's complete fusions.
         for p in res["patterns"]:

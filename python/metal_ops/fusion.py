@@ -157,6 +157,11 @@ def _optimized_graph_def(concrete_function):
     graph = concrete_function.graph
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(graph.as_graph_def())
+    # Grappler's CPU passes (TF's remapper and plugins registered for "CPU")
+    # only touch nodes placed on a CPU; at run time the placer has done that.
+    for node in meta.graph_def.node:
+        if not node.device:
+            node.device = "/job:localhost/replica:0/task:0/device:CPU:0"
     fetch = meta.collection_def["train_op"].node_list.value
     for t in concrete_function.outputs:
         fetch.append(t.name)
@@ -170,11 +175,19 @@ def _optimized_graph_def(concrete_function):
 
 
 class FusionReport:
-    """What fusion did to one function: `fused` (our rewrites) and `tensorflow` (TF's own)."""
+    """What fusion did to one function.
 
-    def __init__(self, fused, tensorflow):
+    fused: one dict per MetalOpsFusedConv2D (name, pattern, nodes, activation);
+    tensorflow: TF's own fused convolutions in the graph the plugin received
+    (name, fused_ops); source: "runtime" (recorded by the plugin when the
+    function was instantiated) or "offline" (Grappler re-run on the graph,
+    used when the function has not run since the plugin was loaded).
+    """
+
+    def __init__(self, fused, tensorflow, source):
         self.fused = fused
         self.tensorflow = tensorflow
+        self.source = source
 
     @property
     def patterns(self):
@@ -184,13 +197,13 @@ class FusionReport:
         return len(self.fused)
 
     def __repr__(self):
-        lines = [f"FusionReport: {len(self.fused)} MetalOpsFusedConv2D, "
+        lines = [f"FusionReport ({self.source}): {len(self.fused)} MetalOpsFusedConv2D, "
                  f"{len(self.tensorflow)} TensorFlow fused convolutions"]
         for f in self.fused:
             lines.append(f"  {f['name']}: {f['pattern']} (activation {f['activation']}; "
                          f"nodes {', '.join(f['nodes'])})")
         for f in self.tensorflow:
-            lines.append(f"  {f['name']}: {f['op']}{f['fused_ops']} (kept)")
+            lines.append(f"  {f['name']}: _FusedConv2D{f['fused_ops']} (TensorFlow's, kept)")
         return "\n".join(lines)
 
 
@@ -198,15 +211,68 @@ def _decode(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _records():
+    """The plugin's per-pass records (see grappler/fusion_plugin.cc), oldest first."""
+    lib = _dlopen_noload(plugin_path())
+    if lib is None or not hasattr(lib, "MetalOpsFusionRecordsJson"):
+        return []
+    import json
+
+    fn = lib.MetalOpsFusionRecordsJson
+    fn.restype = ctypes.c_char_p
+    return json.loads(fn().decode())
+
+
+def _runtime_report(graph):
+    """Matches the function's graph against what the plugin saw at run time."""
+    names = {op.name for op in graph.get_operations()}
+    if not names:
+        return None
+    best, best_score = None, 0.0
+    records = _records()
+    for i, rec in enumerate(records):
+        seen = set(rec["nodes"])
+        # Grappler renames / removes some nodes; most names survive.
+        score = len(names & seen) / len(names | seen)
+        if score >= best_score:
+            best, best_score = i, score
+    if best is None or best_score < 0.4:
+        return None
+    # The other meta-optimizer iteration of the same graph is the neighbouring
+    # record whose node names nearly all coincide with the best one's.
+    def same_graph(k):
+        a, b = set(records[k]["nodes"]), set(records[best]["nodes"])
+        return len(a & b) >= 0.9 * min(len(a), len(b))
+
+    group = [records[k] for k in (best - 1, best, best + 1)
+             if 0 <= k < len(records) and (k == best or same_graph(k))]
+    fused, tf_fused, seen_fused = [], [], set()
+    for rec in group:
+        for name, pattern, act, nodes in rec["rewrites"]:
+            if name not in seen_fused:
+                seen_fused.add(name)
+                fused.append({"name": name, "pattern": pattern, "nodes": nodes, "activation": act})
+    # TF's fusions as the first pass saw them (before any of ours replaced them).
+    for name, ops in group[0]["tf_fused"]:
+        if name not in seen_fused:
+            tf_fused.append({"name": name, "fused_ops": ops})
+    return FusionReport(fused, tf_fused, "runtime")
+
+
 def report(concrete_function):
     """FusionReport of the patterns fused in `concrete_function`.
 
-    Accepts a ConcreteFunction or a tf.function that has been traced once. It
-    re-runs Grappler offline on the function's graph (nothing is executed), so
-    it shows what the plugin does to that graph at run time.
+    Accepts a ConcreteFunction (or a traced tf.function). After the function
+    has run once with the plugin loaded, this is what the plugin recorded for
+    its graph at run time. Otherwise Grappler is re-run offline on the graph
+    (nothing is executed) -- a prediction: offline Grappler does not always
+    take the same decisions as at run time (e.g. oneDNN's own fusions).
     """
     if not hasattr(concrete_function, "graph"):
         concrete_function = concrete_function.get_concrete_function()
+    rep = _runtime_report(concrete_function.graph)
+    if rep is not None:
+        return rep
     gd = _optimized_graph_def(concrete_function)
     nodes = list(gd.node)
     for fn in gd.library.function:
@@ -219,10 +285,7 @@ def report(concrete_function):
                 "pattern": _decode(n.attr["_metal_ops_fused_pattern"].s) if "_metal_ops_fused_pattern" in n.attr else "manual",
                 "nodes": [_decode(s) for s in n.attr["_metal_ops_fused_nodes"].list.s] if "_metal_ops_fused_nodes" in n.attr else [],
                 "activation": _decode(n.attr["activation"].s),
-                "residual": n.attr["num_residual"].i == 1,
-                "bias": n.attr["num_bias"].i == 1,
             })
-        elif n.op in ("_FusedConv2D", "_MklFusedConv2D", "_MklNativeFusedConv2D"):
-            tf_fused.append({"name": n.name, "op": n.op,
-                             "fused_ops": [_decode(s) for s in n.attr["fused_ops"].list.s]})
-    return FusionReport(fused, tf_fused)
+        elif n.op == "_FusedConv2D":
+            tf_fused.append({"name": n.name, "fused_ops": [_decode(s) for s in n.attr["fused_ops"].list.s]})
+    return FusionReport(fused, tf_fused, "offline")

@@ -1,0 +1,211 @@
+"""Grappler fusion plugin: a stack of ResNet conv/identity blocks, plugin on vs off.
+
+    .venv/bin/python benchmarks/bench_fusion.py [--repeats 7] [--quick]
+
+The oneDNN setting (TF_ENABLE_ONEDNN_OPTS) is fixed when TensorFlow starts, so
+this script runs itself twice as a child (oneDNN on, oneDNN off). Inside each
+child, plugin on and plugin off run side by side in ONE process: the plugin is
+loaded once and METAL_OPS_FUSION=0 is set while the "off" functions are first
+run (Grappler optimises a tf.function when it is first instantiated; the plugin
+reads the variable on every pass), so the "off" graphs are exactly TF's own.
+Results are checked equal before timing; medians over interleaved repeats.
+
+Model: blocks from seed 003 (ResNet-50 stage 2: res_conv(s=1, (64, 256)),
+res_identity((64, 256)) x 2), batch 16, 56x56x64 NHWC input, BatchNorm folded
+into the convolutions' bias (inference form). Timed: inference, and one
+training step (forward, gradients, SGD update). Also the fused op alone vs the
+Conv2D + BiasAdd + AddV2 + Relu composite (3x3, 64 -> 64, 16x56x56).
+
+JSON: benchmarks/results/fusion.json.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results", "fusion.json")
+
+
+def _median_times(fns, repeats, warmup=1):
+    """Interleaves the callables; returns the median seconds of each."""
+    import numpy as np
+
+    for f in fns:
+        for _ in range(warmup):
+            f()
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for i, f in enumerate(fns):
+            t = time.perf_counter()
+            f()
+            times[i].append(time.perf_counter() - t)
+    return [float(np.median(t)) for t in times], times
+
+
+def child(repeats, quick):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import numpy as np
+    import tensorflow as tf
+
+    import metal_ops
+    from metal_ops import fusion
+    from tensorflow.python.util import _pywrap_util_port
+
+    fusion.enable()
+    keras = tf.keras
+    L = keras.layers
+    batch, hw = (4, 28) if quick else (16, 56)
+
+    def conv(x, f, k, s=1, pad="valid"):
+        return L.Conv2D(f, kernel_size=k, strides=s, padding=pad, use_bias=True)(x)
+
+    def res_identity(x, filters):
+        x_skip = x
+        f1, f2 = filters
+        x = L.Activation("relu")(conv(x, f1, 1))
+        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
+        x = conv(x, f2, 1)
+        x = L.Add()([x, x_skip])
+        return L.Activation("relu")(x)
+
+    def res_conv(x, s, filters):
+        x_skip = x
+        f1, f2 = filters
+        x = L.Activation("relu")(conv(x, f1, 1, s))
+        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
+        x = conv(x, f2, 1)
+        x_skip = conv(x_skip, f2, 1, s)
+        x = L.Add()([x, x_skip])
+        return L.Activation("relu")(x)
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input(shape=(hw, hw, 64), batch_size=batch)
+    x = res_conv(inp, 1, (64, 256))
+    x = res_identity(x, (64, 256))
+    x = res_identity(x, (64, 256))
+    model = keras.Model(inp, x)
+    rng = np.random.default_rng(0)
+    xin = tf.constant(rng.standard_normal((batch, hw, hw, 64)).astype(np.float32))
+    target = tf.constant(rng.standard_normal((batch, hw, hw, 256)).astype(np.float32))
+    opt = keras.optimizers.SGD(1e-6)
+
+    def make(fn):
+        return tf.function(fn)
+
+    def infer(x):
+        return model(x, training=False)
+
+    def loss_grads(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+        return tape.gradient(loss, model.trainable_variables)
+
+    def train_step(x, y):
+        grads = loss_grads(x, y)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return grads[0]
+
+    def instantiate(fn, args, plugin):
+        """tf.function optimised with the plugin on or off (decided at first run)."""
+        f = make(fn)
+        if not plugin:
+            os.environ["METAL_OPS_FUSION"] = "0"
+        try:
+            f(*args)
+        finally:
+            os.environ.pop("METAL_OPS_FUSION", None)
+        return f
+
+    out = {"onednn": bool(_pywrap_util_port.IsMklEnabled()), "batch": batch, "hw": hw}
+    # ---- equality first ----
+    inf_on, inf_off = instantiate(infer, (xin,), True), instantiate(infer, (xin,), False)
+    g_on, g_off = instantiate(loss_grads, (xin, target), True), instantiate(loss_grads, (xin, target), False)
+    y_on, y_off = inf_on(xin).numpy(), inf_off(xin).numpy()
+    out["infer_max_abs_diff"] = float(np.max(np.abs(y_on - y_off)))
+    gd = [float(np.max(np.abs(a.numpy() - b.numpy())) / (np.max(np.abs(b.numpy())) + 1e-12))
+          for a, b in zip(g_on(xin, target), g_off(xin, target))]
+    out["grad_max_rel_diff"] = max(gd)
+    assert out["infer_max_abs_diff"] < 1e-3, out
+    assert out["grad_max_rel_diff"] < 1e-3, out
+    out["fused_patterns_infer"] = fusion.report(inf_on.get_concrete_function(xin)).patterns
+    out["fused_patterns_train"] = fusion.report(g_on.get_concrete_function(xin, target)).patterns
+
+    # ---- timings ----
+    (t_on, t_off), _ = _median_times([lambda: inf_on(xin).numpy(), lambda: inf_off(xin).numpy()], repeats)
+    out["infer_s"] = {"plugin_on": t_on, "plugin_off": t_off, "speedup": t_off / t_on}
+    tr_on, tr_off = instantiate(train_step, (xin, target), True), instantiate(train_step, (xin, target), False)
+    (t_on, t_off), _ = _median_times([lambda: tr_on(xin, target).numpy(), lambda: tr_off(xin, target).numpy()],
+                                     max(3, repeats // 2))
+    out["train_step_s"] = {"plugin_on": t_on, "plugin_off": t_off, "speedup": t_off / t_on}
+
+    # ---- the fused op alone vs TF's composite (plugin off for the composite) ----
+    xs = tf.constant(rng.standard_normal((batch, hw, hw, 64)).astype(np.float32))
+    ws = tf.constant((rng.standard_normal((3, 3, 64, 64)) / 24).astype(np.float32))
+    bs = tf.constant(rng.standard_normal(64).astype(np.float32))
+    rs = tf.constant(rng.standard_normal((batch, hw, hw, 64)).astype(np.float32))
+    ours = make(lambda x, w, b, r: metal_ops.fused_conv2d(x, w, b, r, activation="relu"))
+    theirs = instantiate(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r),
+                         (xs, ws, bs, rs), False)
+    d = float(np.max(np.abs(ours(xs, ws, bs, rs).numpy() - theirs(xs, ws, bs, rs).numpy())))
+    assert d < 1e-3, d
+    (t_ours, t_tf), _ = _median_times([lambda: ours(xs, ws, bs, rs).numpy(), lambda: theirs(xs, ws, bs, rs).numpy()],
+                                      repeats)
+    flops = 2.0 * batch * hw * hw * 64 * 64 * 9
+    out["op_alone_s"] = {"fused_op": t_ours, "tf_composite": t_tf, "speedup": t_tf / t_ours,
+                         "fused_op_gflops": flops / t_ours / 1e9, "tf_gflops": flops / t_tf / 1e9,
+                         "max_abs_diff": d}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
+    ap.add_argument("--child", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(child(args.repeats, args.quick)))
+        return
+    results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+               "repeats": args.repeats, "configs": {}}
+    for onednn in ("1", "0"):
+        env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn, TF_CPP_MIN_LOG_LEVEL="2")
+        env.pop("METAL_OPS_FUSION", None)
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--repeats", str(args.repeats)]
+        if args.quick:
+            cmd.append("--quick")
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stderr[-5000:])
+            raise SystemExit(f"child with TF_ENABLE_ONEDNN_OPTS={onednn} failed")
+        line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+        r = json.loads(line[len("RESULT "):])
+        key = f"onednn_{'on' if onednn == '1' else 'off'}"
+        results["configs"][key] = r
+        print(f"== TF_ENABLE_ONEDNN_OPTS={onednn} (oneDNN active: {r['onednn']}), batch {r['batch']}, "
+              f"{r['hw']}x{r['hw']}x64, 3 ResNet blocks")
+        print(f"   fused by the plugin (inference): {len(r['fused_patterns_infer'])} "
+              f"{sorted(set(r['fused_patterns_infer']))}")
+        print(f"   check: inference max |diff| {r['infer_max_abs_diff']:.2e}, "
+              f"gradients max rel diff {r['grad_max_rel_diff']:.2e}")
+        for name in ("infer_s", "train_step_s"):
+            t = r[name]
+            print(f"   {name[:-2]:>10}: plugin on {t['plugin_on'] * 1e3:8.1f} ms   off {t['plugin_off'] * 1e3:8.1f} ms"
+                  f"   speedup {t['speedup']:.3f}x")
+        t = r["op_alone_s"]
+        print(f"   fused op alone (3x3 64->64 + bias + residual + relu): {t['fused_op'] * 1e3:.1f} ms "
+              f"({t['fused_op_gflops']:.0f} GFLOP/s) vs TF composite {t['tf_composite'] * 1e3:.1f} ms "
+              f"({t['tf_gflops']:.0f} GFLOP/s): {t['speedup']:.3f}x")
+    if not args.quick:
+        os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+        with open(RESULTS, "w") as f:
+            json.dump(results, f, indent=2)
+        print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
