@@ -201,6 +201,43 @@ def test_large_tensor_reduction_matches_float64_sum():
     np.testing.assert_allclose(gs, dsc.astype(np.float64).sum(axis=0), rtol=1e-4)
 
 
+@pytest.mark.parametrize("alpha", [-3.0, 0.0, 1.3, 1.9, 2.2, 5.0])
+def test_vectorised_block_path_with_outliers_and_nans(alpha):
+    # Scalar alpha / scale take the CPU kernel's SIMD block path; scattered huge
+    # values and NaNs must fall back to the scalar formula inside a block.
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(300_001) * 3).astype(np.float32)
+    x[::997] = 3e25
+    x[5::1999] = -1e-30
+    x[11::4999] = np.nan
+    c = 0.7
+    rho, gx, ga, gs = op_with_grads(x, alpha, c)
+    finite = ~np.isnan(x)
+    assert np.all(np.isnan(rho[~finite])) and np.all(np.isnan(gx[~finite]))
+    xs = x[finite].astype(np.float64)
+    z = (xs / c) ** 2
+    b = abs(alpha - 2)
+    if alpha == 0:
+        want = np.log1p(0.5 * z)
+        want_dx = xs / c**2 / (1 + 0.5 * z)
+    else:
+        want = (b / alpha) * np.expm1(0.5 * alpha * np.log1p(z / b))
+        want_dx = xs / c**2 * np.exp((0.5 * alpha - 1) * np.log1p(z / b))
+    want = np.where(want > SATURATION, SATURATION, want)
+    want_dx = np.where(want >= SATURATION, 0.0, want_dx)
+    np.testing.assert_allclose(rho[finite], want, rtol=1e-5, atol=1e-37)
+    np.testing.assert_allclose(gx[finite], want_dx, rtol=1e-5, atol=1e-30)
+    assert np.isnan(ga) and np.isnan(gs)  # NaN residuals poison the reductions, as they should
+    clean = x[finite]
+    rho2, gx2, ga2, gs2 = op_with_grads(clean, alpha, c)
+    # the same elements through the scalar path (per-channel layout with C = 1 column repeated)
+    rho3, gx3, ga3, gs3 = op_with_grads(np.stack([clean, clean], -1), [alpha, alpha], [c, c])
+    np.testing.assert_allclose(rho2, rho3[:, 0], rtol=2e-6, atol=1e-37)
+    np.testing.assert_allclose(gx2, gx3[:, 0], rtol=2e-6, atol=1e-37)
+    np.testing.assert_allclose(2 * ga2, np.sum(ga3), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(2 * gs2, np.sum(gs3), rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
 def test_low_precision_dtypes_compute_in_float32(dtype):
     x = np.linspace(-3, 3, 25).astype(np.float32)

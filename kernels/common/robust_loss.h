@@ -47,145 +47,231 @@ struct RobustLossParams {
 #define MO_ROBUST_LOSS_MAX_LOG 69.0f  // rho saturates at exp(69) ~ 9.25e29 (gradients 0)
 #define MO_ROBUST_LOSS_BIG_Q 1.0e15f  // s/sqrt(b) above this: log1p(u) = 2 log(s/sqrt(b))
 
-// log1p for u >= 0, accurate on every backend (MSL has no log1p, and a plain
-// log(1 + u) loses all digits for small u).
-MO_FN float rl_log1p(float u) {
-  if (u < 0.1f) {
-    return u * (1.0f - u * (0.5f - u * (1.0f / 3.0f - u * (0.25f - u * (0.2f - u * (1.0f / 6.0f -
-                u * (1.0f / 7.0f - u * 0.125f)))))));
-  }
-  const float w = 1.0f + u;
-  return log_f(w) * (u / (w - 1.0f));  // Goldberg's correction for the rounding of 1 + u
-}
+// The small helpers below compute both sides of their switch and select, so
+// that loops over them vectorise (the CPU kernel's block path); the results
+// are the same as with branches.
 
-// E1(y) = expm1(y) / y, with E1(0) = 1.
-MO_FN float rl_e1(float y) {
-  if (fabs_f(y) < 0.5f) {
-    return 1.0f + y * (0.5f + y * (1.0f / 6.0f + y * (1.0f / 24.0f + y * (1.0f / 120.0f +
-           y * (1.0f / 720.0f + y * (1.0f / 5040.0f + y * (1.0f / 40320.0f)))))));
-  }
-  return (exp_f(y) - 1.0f) / y;
+// E1(y) = expm1(y) / y, with E1(0) = 1; ey = exp(y) (used for |y| >= 1/2).
+MO_FN float rl_e1_from(float y, float ey) {
+  const bool small = fabs_f(y) < 0.5f;
+  const float series = 1.0f + y * (0.5f + y * (1.0f / 6.0f + y * (1.0f / 24.0f + y * (1.0f / 120.0f +
+                       y * (1.0f / 720.0f + y * (1.0f / 5040.0f + y * (1.0f / 40320.0f)))))));
+  return small ? series : (ey - 1.0f) / (small ? 1.0f : y);
 }
+MO_FN float rl_e1(float y) { return rl_e1_from(y, exp_f(y)); }
 
 // expm1 on every backend.
 MO_FN float rl_expm1(float y) {
-  if (fabs_f(y) < 0.5f) return y * rl_e1(y);
+  if (fabs_f(y) < 0.5f) return y * rl_e1_from(y, 0.0f);
   return exp_f(y) - 1.0f;
 }
 
-// E1'(y) = (y e^y - expm1(y)) / y^2, with E1'(0) = 1/2.
-MO_FN float rl_e1_prime(float y) {
-  if (fabs_f(y) < 0.5f) {
-    return 0.5f + y * (1.0f / 3.0f + y * (0.125f + y * (1.0f / 30.0f + y * (1.0f / 144.0f +
-           y * (1.0f / 840.0f + y * (1.0f / 5760.0f + y * (1.0f / 45360.0f)))))));
-  }
-  return (exp_f(y) * (y - 1.0f) + 1.0f) / (y * y);
+// E1'(y) = (y e^y - expm1(y)) / y^2, with E1'(0) = 1/2; ey = exp(y).
+MO_FN float rl_e1_prime_from(float y, float ey) {
+  const bool small = fabs_f(y) < 0.5f;
+  const float series = 0.5f + y * (1.0f / 3.0f + y * (0.125f + y * (1.0f / 30.0f + y * (1.0f / 144.0f +
+                       y * (1.0f / 840.0f + y * (1.0f / 5760.0f + y * (1.0f / 45360.0f)))))));
+  const float yy = small ? 1.0f : y;
+  return small ? series : (ey * (y - 1.0f) + 1.0f) / (yy * yy);
 }
 
-// L = log1p(u), r = u/(1+u), D = L - r for u = (s/sqrt(b))^2, without overflow.
-MO_FN void rl_log_terms(float s, float b, MO_THREAD float& L, MO_THREAD float& r,
-                        MO_THREAD float& D) {
-  const float q = s / sqrt_f(b);
-  if (q >= MO_ROBUST_LOSS_BIG_Q) {  // u >= 1e30: log1p(u) = log(u) to float precision
-    L = 2.0f * log_f(q);
-    r = 1.0f;
-    D = L - 1.0f;
-    return;
-  }
-  const float u = q * q;
-  L = rl_log1p(u);
-  r = u / (1.0f + u);
-  if (u < 0.1f) {  // D = sum_{n>=2} (-1)^n (n-1)/n u^n
-    D = u * u * (0.5f - u * (2.0f / 3.0f - u * (0.75f - u * (0.8f - u * (5.0f / 6.0f -
-        u * (6.0f / 7.0f - u * 0.875f))))));
-  } else {
-    D = L - r;
-  }
+// log1p(u) for u >= 0 from w = 1 + u and log(w): a series for small u (MSL has
+// no log1p), Goldberg's correction for the rounding of 1 + u otherwise.
+MO_FN float rl_log1p_from(float u, float w, float log_w) {
+  const bool small = u < 0.1f;
+  const float series = u * (1.0f - u * (0.5f - u * (1.0f / 3.0f - u * (0.25f - u * (0.2f -
+                       u * (1.0f / 6.0f - u * (1.0f / 7.0f - u * 0.125f)))))));
+  return small ? series : log_w * (u / (small ? 1.0f : w - 1.0f));
 }
+
+// D(u) = log1p(u) - u/(1+u) given L = log1p(u) and r = u/(1+u).
+MO_FN float rl_d_from(float u, float L, float r) {
+  // sum_{n>=2} (-1)^n (n-1)/n u^n for small u
+  const float series = u * u * (0.5f - u * (2.0f / 3.0f - u * (0.75f - u * (0.8f - u * (5.0f / 6.0f -
+                       u * (6.0f / 7.0f - u * 0.875f))))));
+  return u < 0.1f ? series : L - r;
+}
+
+// Per-(alpha, scale) constants, computed once per channel by the kernels.
+struct RobustLossCoeffs {
+  float alpha;
+  float inv_scale;     // 1 / c
+  float b;             // |alpha - 2|
+  float inv_sqrt_b;    // 1 / sqrt(b)
+  float sigma;         // sign(alpha - 2) (-1 at alpha = 2, unused there)
+  float log_b_alpha;   // log(b / alpha) (alpha > 0) for the large-exponent forms
+  int32 kind;          // 0 general, 1 alpha = 2, 2 alpha = -inf, 3 alpha = +inf, -1 invalid
+  int32 pad;
+};
 
 MO_FN bool robust_loss_params_valid(float alpha, float scale) {
   return scale > 0.0f && !isnan_f(alpha) && !isinf_f(scale);
 }
 
+MO_FN RobustLossCoeffs robust_loss_coeffs(float alpha, float scale) {
+  RobustLossCoeffs k;
+  k.alpha = alpha;
+  k.inv_scale = 1.0f / scale;
+  k.b = fabs_f(alpha - 2.0f);
+  k.inv_sqrt_b = 1.0f / sqrt_f(k.b);
+  k.sigma = alpha > 2.0f ? 1.0f : -1.0f;
+  k.log_b_alpha = alpha > 0.0f ? log_f(k.b / alpha) : 0.0f;
+  k.pad = 0;
+  if (!robust_loss_params_valid(alpha, scale)) {
+    k.kind = -1;
+  } else if (alpha == 2.0f) {
+    k.kind = 1;
+  } else if (isinf_f(alpha)) {
+    k.kind = alpha < 0.0f ? 2 : 3;
+  } else {
+    k.kind = 0;
+  }
+  return k;
+}
+
+// L = log1p(u), r = u/(1+u), D = L - r, w = 1 + u (inf when huge) for
+// u = (s/sqrt(b))^2, without overflow.
+MO_FN void rl_log_terms(float s, float inv_sqrt_b, MO_THREAD float& L, MO_THREAD float& r,
+                        MO_THREAD float& D, MO_THREAD float& w) {
+  const float q = s * inv_sqrt_b;
+  if (q >= MO_ROBUST_LOSS_BIG_Q) {  // u >= 1e30: log1p(u) = log(u) to float precision
+    L = 2.0f * log_f(q);
+    r = 1.0f;
+    D = L - 1.0f;
+    w = INFINITY;
+    return;
+  }
+  const float u = q * q;
+  w = 1.0f + u;
+  L = rl_log1p_from(u, w, log_f(w));
+  r = u / w;
+  D = rl_d_from(u, L, r);
+}
+
+// The common case of the general branch (alpha finite, not 2), shared by the
+// scalar functions below and the CPU kernel's vectorised block path:
+// rho = (b/2) L E1(y), y = a L / 2, ey = exp(y).
+MO_FN float rl_general_value(RobustLossCoeffs k, float L, float y, float ey) {
+  return 0.5f * k.b * L * rl_e1_from(y, ey);
+}
+
+// Valid where rl_general_grads_ok: rho, drho/dx, drho/dalpha, drho/dscale from
+// the log terms, one exponential ey = exp(y) (exp(t) = ey / (1 + u)).
+MO_FN void rl_general_grads(float x, float s, RobustLossCoeffs k, float L, float r, float D,
+                            float w, float y, float ey, MO_THREAD float& rho,
+                            MO_THREAD float& d_x, MO_THREAD float& d_alpha,
+                            MO_THREAD float& d_scale) {
+  const float e1 = rl_e1_from(y, ey);
+  rho = 0.5f * k.b * L * e1;
+  d_alpha = 0.5f * k.sigma * e1 * D +
+            0.25f * L * rl_e1_prime_from(y, ey) * (k.b * L - k.sigma * k.alpha * r);
+  const float se = s * (ey / w);
+  const float sign = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+  d_x = sign * se * k.inv_scale;
+  d_scale = -(s * se) * k.inv_scale;
+}
+
+// Whether rl_general_grads gives the full function's answer: kind 0, u finite
+// (q below MO_ROBUST_LOSS_BIG_Q), no large exponent, not the near-2 form, no
+// underflow of exp(t) with t = (a/2 - 1) L.
+MO_FN bool rl_general_grads_ok(RobustLossCoeffs k, float q, float r, float y, float L) {
+  return k.kind == 0 && q < MO_ROBUST_LOSS_BIG_Q && y <= MO_ROBUST_LOSS_MAX_EXP &&
+         !(k.b < 0.5f && r >= 0.5f) && (0.5f * k.alpha - 1.0f) * L > -80.0f;
+}
+
+// rho for one element given its channel's coefficients.
+MO_FN float robust_loss_value_k(float x, RobustLossCoeffs k) {
+  const float s = fabs_f(x) * k.inv_scale;
+  const float sat = exp_f(MO_ROBUST_LOSS_MAX_LOG);
+  if (k.kind == 0) {
+    float L, r, D, w;
+    rl_log_terms(s, k.inv_sqrt_b, L, r, D, w);
+    const float y = 0.5f * k.alpha * L;
+    if (y > MO_ROBUST_LOSS_MAX_EXP) {  // alpha > 0.45 here: rho = (b/a) e^y - b/a via logs
+      const float log_rho = y + k.log_b_alpha;
+      return log_rho > MO_ROBUST_LOSS_MAX_LOG ? sat : exp_f(log_rho) - k.b / k.alpha;
+    }
+    return rl_general_value(k, L, y, exp_f(y));
+  }
+  const float h = 0.5f * s * s;
+  if (k.kind == 1) return h > sat ? sat : h;
+  if (k.kind == 2) return -rl_expm1(-h);
+  if (k.kind == 3) return h > MO_ROBUST_LOSS_MAX_LOG ? sat : rl_expm1(h);
+  return NAN;
+}
+
 // rho(x, alpha, scale).
 MO_FN float robust_loss_value(float x, float alpha, float scale) {
-  if (!robust_loss_params_valid(alpha, scale)) return NAN;
-  const float s = fabs_f(x) / scale;
-  const float sat = exp_f(MO_ROBUST_LOSS_MAX_LOG);
-  if (alpha == 2.0f) {
-    const float h = 0.5f * s * s;
-    return h > sat ? sat : h;
-  }
-  if (isinf_f(alpha)) {
-    const float h = 0.5f * s * s;
-    if (alpha < 0.0f) return -rl_expm1(-h);
-    return h > MO_ROBUST_LOSS_MAX_LOG ? sat : rl_expm1(h);
-  }
-  const float b = fabs_f(alpha - 2.0f);
-  float L, r, D;
-  rl_log_terms(s, b, L, r, D);
-  const float y = 0.5f * alpha * L;
-  if (y > MO_ROBUST_LOSS_MAX_EXP) {  // alpha > 0.45 here: rho = (b/a) e^y - b/a via logs
-    const float log_rho = y + log_f(b / alpha);
-    return log_rho > MO_ROBUST_LOSS_MAX_LOG ? sat : exp_f(log_rho) - b / alpha;
-  }
-  return 0.5f * b * L * rl_e1(y);
+  return robust_loss_value_k(x, robust_loss_coeffs(alpha, scale));
 }
 
 // rho and its three partial derivatives at one element.
-MO_FN void robust_loss_grads(float x, float alpha, float scale, MO_THREAD float& rho,
-                             MO_THREAD float& d_x, MO_THREAD float& d_alpha,
-                             MO_THREAD float& d_scale) {
-  if (!robust_loss_params_valid(alpha, scale) || isnan_f(x)) {
+MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho,
+                               MO_THREAD float& d_x, MO_THREAD float& d_alpha,
+                               MO_THREAD float& d_scale) {
+  if (k.kind < 0 || isnan_f(x)) {
     rho = NAN;
     d_x = NAN;
     d_alpha = NAN;
     d_scale = NAN;
     return;
   }
-  const float s = fabs_f(x) / scale;
+  const float alpha = k.alpha;
+  const float s = fabs_f(x) * k.inv_scale;
   const float sign = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
-  float t = 0.0f;  // log of (1 + u)^(alpha/2 - 1): drho/ds = s exp(t)
+  float t = 0.0f;       // log of (1 + u)^(alpha/2 - 1): drho/ds = s exp(t)
+  float exp_t = 1.0f;   // exp(t) when known without another exp
+  bool have_exp_t = true;
   bool saturated = false;
   const float sat = exp_f(MO_ROBUST_LOSS_MAX_LOG);
   d_alpha = 0.0f;
-  if (alpha == 2.0f) {
+  if (k.kind == 1) {
     rho = 0.5f * s * s;
     saturated = rho > sat;
-  } else if (isinf_f(alpha)) {
+  } else if (k.kind == 2) {
     const float h = 0.5f * s * s;
-    if (alpha < 0.0f) {
-      rho = -rl_expm1(-h);
-      t = -h;
-    } else if (h > MO_ROBUST_LOSS_MAX_LOG) {
+    rho = -rl_expm1(-h);
+    t = -h;
+    have_exp_t = false;
+  } else if (k.kind == 3) {
+    const float h = 0.5f * s * s;
+    if (h > MO_ROBUST_LOSS_MAX_LOG) {
       saturated = true;
     } else {
       rho = rl_expm1(h);
       t = h;
+      have_exp_t = false;
     }
   } else {
-    const float b = fabs_f(alpha - 2.0f);
-    const float sigma = alpha > 2.0f ? 1.0f : -1.0f;
-    float L, r, D;
-    rl_log_terms(s, b, L, r, D);
+    const float b = k.b, sigma = k.sigma;
+    float L, r, D, w;
+    rl_log_terms(s, k.inv_sqrt_b, L, r, D, w);
     const float y = 0.5f * alpha * L;
     t = (0.5f * alpha - 1.0f) * L;
     if (y > MO_ROBUST_LOSS_MAX_EXP || (b < 0.5f && r >= 0.5f)) {
       // Form without cancellation near alpha = 2 (alpha >= 0.45 here):
       // drho/da = (b P / 2a) (L - (2+a)/a) + sigma (exp(t)/2 - 2/a^2), P = e^y.
-      const float log_bp = y + log_f(b / alpha);
+      const float log_bp = y + k.log_b_alpha;
       if (log_bp > MO_ROBUST_LOSS_MAX_LOG) {
         saturated = true;
       } else {
-        rho = y > MO_ROBUST_LOSS_MAX_EXP ? exp_f(log_bp) - b / alpha : 0.5f * b * L * rl_e1(y);
-        d_alpha = 0.5f * exp_f(log_bp) * (L - (2.0f + alpha) / alpha) +
-                  sigma * (0.5f * exp_f(t) - 2.0f / (alpha * alpha));
+        const float bp_a = exp_f(log_bp);  // b e^y / a
+        exp_t = exp_f(t);
+        rho = y > MO_ROBUST_LOSS_MAX_EXP ? bp_a - b / alpha : 0.5f * b * L * rl_e1(y);
+        d_alpha = 0.5f * bp_a * (L - (2.0f + alpha) / alpha) +
+                  sigma * (0.5f * exp_t - 2.0f / (alpha * alpha));
       }
     } else {
       // Form without division by alpha (exact at alpha = 0 and at x = 0).
+      if (w < 1e30f && t > -80.0f) {
+        rl_general_grads(x, s, k, L, r, D, w, y, exp_f(y), rho, d_x, d_alpha, d_scale);
+        return;
+      }
       const float e1 = rl_e1(y);
       rho = 0.5f * b * L * e1;
-      d_alpha = 0.5f * sigma * e1 * D + 0.25f * L * rl_e1_prime(y) * (b * L - sigma * alpha * r);
+      d_alpha = 0.5f * sigma * e1 * D +
+                0.25f * L * rl_e1_prime_from(y, exp_f(y)) * (b * L - sigma * alpha * r);
+      have_exp_t = false;
     }
   }
   if (saturated) {
@@ -197,13 +283,19 @@ MO_FN void robust_loss_grads(float x, float alpha, float scale, MO_THREAD float&
   }
   if (t < -80.0f) {  // s exp(t) would underflow before the product: go through logs
     const float ls = log_f(s);
-    d_x = sign * exp_f(t + ls) / scale;
-    d_scale = -exp_f(t + 2.0f * ls) / scale;
+    d_x = sign * exp_f(t + ls) * k.inv_scale;
+    d_scale = -exp_f(t + 2.0f * ls) * k.inv_scale;
   } else {
-    const float se = s * exp_f(t);
-    d_x = sign * se / scale;
-    d_scale = -(s * se) / scale;
+    const float se = s * (have_exp_t ? exp_t : exp_f(t));
+    d_x = sign * se * k.inv_scale;
+    d_scale = -(s * se) * k.inv_scale;
   }
+}
+
+MO_FN void robust_loss_grads(float x, float alpha, float scale, MO_THREAD float& rho,
+                             MO_THREAD float& d_x, MO_THREAD float& d_alpha,
+                             MO_THREAD float& d_scale) {
+  robust_loss_grads_k(x, robust_loss_coeffs(alpha, scale), rho, d_x, d_alpha, d_scale);
 }
 
 // Index of the alpha / scale element used by flat element i of x.

@@ -16,9 +16,9 @@ __global__ void RobustLossForwardKernel(const T* __restrict__ x, const float* __
                                         int64_t n, int64_t channels, int64_t alpha_vec,
                                         int64_t scale_vec) {
   if (alpha_vec == 0 && scale_vec == 0) {
-    const float a = alpha[0], c = scale[0];
+    const RobustLossCoeffs k = robust_loss_coeffs(alpha[0], scale[0]);
     for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
-      out[i] = T(robust_loss_value(static_cast<float>(x[i]), a, c));
+      out[i] = T(robust_loss_value_k(static_cast<float>(x[i]), k));
     }
     return;
   }
@@ -69,12 +69,12 @@ __global__ void RobustLossBackwardKernel(const T* __restrict__ grad, const T* __
   if (active) {
     for (int64_t col = col_begin; col < channels; col += col_step) {
       const int64_t ia = alpha_vec * col, is = scale_vec * col;
-      const float a = alpha[ia], c = scale[is];
+      const RobustLossCoeffs k = robust_loss_coeffs(alpha[ia], scale[is]);
       float sum_a = 0.0f, sum_c = 0.0f;
       for (int64_t row = row_begin; row < rows; row += row_step) {
         const int64_t i = row * channels + col;
         float rho, d_x, d_a, d_c;
-        robust_loss_grads(static_cast<float>(x[i]), a, c, rho, d_x, d_a, d_c);
+        robust_loss_grads_k(static_cast<float>(x[i]), k, rho, d_x, d_a, d_c);
         const float gi = static_cast<float>(grad[i]);
         dx[i] = T(gi * d_x);
         sum_a += gi * d_a;

@@ -41,13 +41,14 @@
       col_begin = gid; col_step = grid; row_begin = 0; row_step = 1;                               \
     }                                                                                              \
     for (mo::int64 col = col_begin; col < channels; col += col_step) {                             \
-      const float a = alpha[mo::robust_loss_param_index(col, channels, p.alpha_vec)];              \
-      const float c = scale[mo::robust_loss_param_index(col, channels, p.scale_vec)];              \
+      const mo::RobustLossCoeffs k = mo::robust_loss_coeffs(                                       \
+          alpha[mo::robust_loss_param_index(col, channels, p.alpha_vec)],                          \
+          scale[mo::robust_loss_param_index(col, channels, p.scale_vec)]);                         \
       float sum_a = 0.0f, sum_c = 0.0f;                                                            \
       for (mo::int64 row = row_begin; row < rows; row += row_step) {                               \
         const mo::int64 i = row * channels + col;                                                  \
         float rho, d_x, d_a, d_c;                                                                  \
-        mo::robust_loss_grads(float(x[i]), a, c, rho, d_x, d_a, d_c);                              \
+        mo::robust_loss_grads_k(float(x[i]), k, rho, d_x, d_a, d_c);                              \
         const float g = float(grad[i]);                                                            \
         dx[i] = T(g * d_x);                                                                        \
         sum_a += g * d_a;                                                                          \
