@@ -7,7 +7,9 @@ R = 4096 rays x S = 64 samples (float32), forward and forward + backward
 Two scenes: "random" (densities in [0, 2), no ray reaches the threshold) and
 "surface" (one opaque sample per ray: early termination skips the rest; the
 composite has no early termination). Ours is timed with early_termination
-1e-4 (the default) and 0. Medians over repeats; ratios and throughput printed;
+1e-4 (the default) and 0. The six variants are called round-robin so they see
+the same machine load; medians (and minima) over repeats; ratios, throughput
+and the load average printed;
 JSON in benchmarks/results/volume_render.json.
 
     .venv/bin/python benchmarks/bench_volume_render.py [--rays 4096] [--samples 64] [--repeats 50]
@@ -68,16 +70,20 @@ def make_steps(render):
     return forward, forward_backward
 
 
-def median_ms(fn, args, repeats, warmup=5):
-    for _ in range(warmup):
-        out = fn(*args)
-    times = []
+def time_interleaved(fns, args, repeats, warmup=5):
+    """Wall time per call (ms) of each function, calls interleaved round-robin
+    so that all of them see the same machine load; returns (medians, minima)."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn(*args)
+    times = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn(*args)
-        _ = [x.numpy() for x in tf.nest.flatten(out)][0]  # wait for the result
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            out = fn(*args)
+            _ = [x.numpy() for x in tf.nest.flatten(out)][0]  # wait for the result
+            times[k].append((time.perf_counter() - start) * 1e3)
+    return [statistics.median(t) for t in times], [min(t) for t in times]
 
 
 def main():
@@ -111,14 +117,16 @@ def main():
         for a, b in zip(ours_fwd(*inputs), want[:3]):
             np.testing.assert_allclose(a.numpy(), b, rtol=1e-4, atol=1e-4)
 
-        row = {
-            "composite_forward_ms": median_ms(comp_fwd, inputs, args.repeats),
-            "composite_forward_backward_ms": median_ms(comp_fb, inputs, args.repeats),
-            "ours_forward_ms": median_ms(ours_fwd, inputs, args.repeats),
-            "ours_forward_backward_ms": median_ms(ours_fb, inputs, args.repeats),
-            "ours_no_early_termination_forward_ms": median_ms(ours0_fwd, inputs, args.repeats),
-            "ours_no_early_termination_forward_backward_ms": median_ms(ours0_fb, inputs, args.repeats),
-        }
+        load_before = os.getloadavg()[0]
+        names = ["composite_forward", "composite_forward_backward", "ours_forward", "ours_forward_backward",
+                 "ours_no_early_termination_forward", "ours_no_early_termination_forward_backward"]
+        medians, minima = time_interleaved([comp_fwd, comp_fb, ours_fwd, ours_fb, ours0_fwd, ours0_fb], inputs,
+                                           args.repeats)
+        row = {f"{n}_ms": m for n, m in zip(names, medians)}
+        row["min_ms"] = dict(zip(names, minima))
+        row["speedup_forward_backward_of_minima"] = row["min_ms"]["composite_forward_backward"] / row["min_ms"][
+            "ours_forward_backward"]
+        row["load_average_1min"] = [load_before, os.getloadavg()[0]]
         row["speedup_forward"] = row["composite_forward_ms"] / row["ours_forward_ms"]
         row["speedup_forward_backward"] = row["composite_forward_backward_ms"] / row["ours_forward_backward_ms"]
         row["speedup_forward_backward_no_early_termination"] = (
@@ -134,7 +142,12 @@ def main():
         print(f"  ours (early_termination=0):    fwd {row['ours_no_early_termination_forward_ms']:.3f} ms, fwd+bwd "
               f"{row['ours_no_early_termination_forward_backward_ms']:.3f} ms")
         print(f"  speedup: fwd {row['speedup_forward']:.1f}x, fwd+bwd {row['speedup_forward_backward']:.1f}x "
-              f"(no early termination: {row['speedup_forward_backward_no_early_termination']:.1f}x)", flush=True)
+              f"(no early termination: {row['speedup_forward_backward_no_early_termination']:.1f}x)")
+        print(f"  minima: composite fwd+bwd {row['min_ms']['composite_forward_backward']:.3f} ms, ours "
+              f"{row['min_ms']['ours_forward_backward']:.3f} ms "
+              f"({row['speedup_forward_backward_of_minima']:.1f}x); 1-min load average "
+              f"{row['load_average_1min'][0]:.1f} -> {row['load_average_1min'][1]:.1f} on {os.cpu_count()} cores",
+              flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
