@@ -44,21 +44,23 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
     if not 0.0 <= early_termination <= 1.0:
         raise ValueError(f"volume_render: 'early_termination' must be in [0, 1], got {early_termination}")
     with tf.name_scope(name or "volume_render"):
-        # float64 stays float64; everything else (lists, ints, float16) becomes float32.
-        given = getattr(sigma, "dtype", None)
-        dtype = tf.float64 if given is not None and tf.as_dtype(given) == tf.float64 else tf.float32
-        sigma = tf.cast(tf.convert_to_tensor(sigma, name="sigma"), dtype) if given is not None and tf.as_dtype(
-            given) != dtype else tf.convert_to_tensor(sigma, dtype=dtype, name="sigma")
-        rgb = tf.convert_to_tensor(rgb, dtype=dtype, name="rgb")
-        t = tf.convert_to_tensor(t, dtype=dtype, name="t")
-        if background is None:
-            background = tf.zeros([3], dtype=dtype)
-        else:
-            background = tf.convert_to_tensor(background, dtype=dtype, name="background")
+        # float64 sigma keeps everything in float64; anything else (lists, ints,
+        # float16) is computed in float32. rgb, t and background follow sigma.
+        sigma = tf.convert_to_tensor(sigma, name="sigma")
+        dtype = tf.float64 if sigma.dtype == tf.float64 else tf.float32
+        sigma = _as(sigma, dtype, "sigma")
+        rgb = _as(rgb, dtype, "rgb")
+        t = _as(t, dtype, "t")
+        background = tf.zeros([3], dtype=dtype) if background is None else _as(background, dtype, "background")
         out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(
             sigma, rgb, t, background, early_termination=early_termination, return_weights=bool(return_weights)
         )
         return VolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
+
+
+def _as(x, dtype, name):
+    x = tf.convert_to_tensor(x, name=name)
+    return x if x.dtype == dtype else tf.cast(x, dtype)
 
 
 def _zeros_if_none(grad, like):
