@@ -79,6 +79,9 @@ ifeq ($(UNAME_S),Darwin)
   all: $(METALLIB)
 endif
 
+# The toolkit root: /usr/local/cuda when present (nvcc may be a wrapper script
+# elsewhere on PATH), else the directory above the real nvcc binary.
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell readlink -f $$(command -v $(NVCC)) 2>/dev/null)))
 CUDA_ARCH_FLAGS := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS := -O3 -std=c++17 -I. --expt-relaxed-constexpr -Xcompiler -fPIC $(CUDA_ARCH_FLAGS)
 ifeq ($(TF_IS_CUDA_BUILD),1)
@@ -89,7 +92,6 @@ ifeq ($(TF_IS_CUDA_BUILD),1)
     BACKENDS += cuda
   endif
 endif
-CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell readlink -f $$(command -v $(NVCC)) 2>/dev/null))
 
 $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
