@@ -64,14 +64,43 @@ def current_rss_mib():
     return float("nan")
 
 
-def peak_extra_mib(fn):
-    """Peak resident memory above the current level while fn runs."""
-    fn()  # warm: graph built, allocator primed
-    if not reset_peak_rss():
-        return float("nan")
-    base = current_rss_mib()
-    fn()
-    return peak_rss_mib() - base
+def peak_hwm_mib():
+    return peak_rss_mib()
+
+
+def distortion_inputs(rays, samples):
+    rng = np.random.default_rng(1)
+    gaps = rng.uniform(0.1, 1.1, size=(rays, samples + 1))
+    t = 2.0 + 4.0 * np.cumsum(gaps, 1) / gaps.sum(1, keepdims=True)
+    t = np.concatenate([np.full((rays, 1), 2.0), t[:, :-1]], 1).astype(np.float32)
+    w = rng.uniform(size=(rays, samples))
+    w = (w / w.sum(1, keepdims=True)).astype(np.float32)
+    return tf.constant(w), tf.constant(t)
+
+
+def child_peak_memory(variant, rays, samples):
+    """Runs in a fresh process: peak RSS growth of one fwd+bwd call (MiB).
+
+    A small call first initialises the runtime and traces; the peak (VmHWM)
+    before the measured call is the baseline, so what is left is the call's
+    own working memory (TF's CPU allocator returns it to the OS afterwards,
+    which is why this is measured in a fresh process).
+    """
+    fn = dist_fwd_bwd(metal_ops.distortion_loss if variant == "ours" else distortion_composite)
+    w_small, t_small = distortion_inputs(8, samples)
+    [v.numpy() for v in fn(w_small, t_small)]
+    w, t = distortion_inputs(rays, samples)
+    reset_peak_rss()
+    base = peak_hwm_mib()
+    [v.numpy() for v in fn(w, t)]
+    return peak_hwm_mib() - base
+
+
+def peak_extra_mib(variant, rays, samples):
+    import subprocess
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-memory", variant, str(rays), str(samples)],
+                         capture_output=True, text=True, check=True).stdout
+    return float(out.strip().splitlines()[-1])
 
 
 # ---- RobustLoss ----------------------------------------------------------------------
@@ -138,13 +167,7 @@ def dist_fwd_bwd(loss_fn):
 
 
 def bench_distortion(rays, samples, repeats, results):
-    rng = np.random.default_rng(1)
-    gaps = rng.uniform(0.1, 1.1, size=(rays, samples + 1))
-    t = 2.0 + 4.0 * np.cumsum(gaps, 1) / gaps.sum(1, keepdims=True)
-    t = np.concatenate([np.full((rays, 1), 2.0), t[:, :-1]], 1).astype(np.float32)
-    w = rng.uniform(size=(rays, samples))
-    w = (w / w.sum(1, keepdims=True)).astype(np.float32)
-    w, t = tf.constant(w), tf.constant(t)
+    w, t = distortion_inputs(rays, samples)
     ours, comp = dist_fwd_bwd(metal_ops.distortion_loss), dist_fwd_bwd(distortion_composite)
     a, b = ours(w, t), comp(w, t)
     for u, v, name in zip(a, b, ["loss", "dw", "dt"]):
@@ -153,13 +176,13 @@ def bench_distortion(rays, samples, repeats, results):
     run_comp = lambda: [v.numpy() for v in comp(w, t)]  # noqa: E731
     t_ours = median_ms(run_ours, repeats * 3)
     t_comp = median_ms(run_comp, repeats)
-    m_ours, m_comp = peak_extra_mib(run_ours), peak_extra_mib(run_comp)
+    m_ours, m_comp = peak_extra_mib("ours", rays, samples), peak_extra_mib("composite", rays, samples)
     row = {"op": "distortion_loss", "rays": rays, "samples": samples, "ours_ms": t_ours, "composite_ms": t_comp,
            "speedup": t_comp / t_ours, "ours_peak_extra_mib": m_ours, "composite_peak_extra_mib": m_comp,
            "inputs_mib": (w.numpy().nbytes + t.numpy().nbytes) / 2**20}
     results.append(row)
     print(f"distortion_loss fwd+bwd R={rays} S={samples}: ours {t_ours:.2f} ms, O(S^2) TF {t_comp:.1f} ms -> "
-          f"{row['speedup']:.0f}x; peak extra RSS ours {m_ours:.0f} MiB vs {m_comp:.0f} MiB "
+          f"{row['speedup']:.0f}x; peak RSS growth of one call: ours {m_ours:.0f} MiB vs {m_comp:.0f} MiB "
           f"(inputs {row['inputs_mib']:.1f} MiB)")
 
 
@@ -167,7 +190,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "losses_cpu.json"))
+    parser.add_argument("--child-memory", nargs=3, metavar=("VARIANT", "RAYS", "SAMPLES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_memory:
+        variant, rays, samples = args.child_memory
+        print(child_peak_memory(variant, int(rays), int(samples)))
+        return
     repeats = 3 if args.quick else 7
     results = []
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, intra-op threads "
