@@ -63,5 +63,34 @@ def load_library():
                     f"with `pip install .`)."
                 )
             check_tensorflow_version(info["tensorflow_version"], tf.__version__)
-            _module = tf.load_op_library(path)
+            module = tf.load_op_library(path)
+            if not hasattr(module, "zero_out"):
+                # TensorFlow generates wrappers only for ops the library newly
+                # registers: another copy got there first (its kernels would run).
+                raise ImportError(_already_registered_message(path))
+            _module = module
     return _module
+
+
+def _already_registered_message(path):
+    others = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6:
+                    mapped = parts[5].strip()
+                    if (os.path.basename(mapped).startswith("_metal_ops") and mapped.endswith(".so")
+                            and os.path.realpath(mapped) != os.path.realpath(path) and mapped not in others
+                            and "grappler" not in os.path.basename(mapped)):
+                        others.append(mapped)
+    except OSError:
+        pass
+    where = f" ({', '.join(others)})" if others else ""
+    return (
+        f"metal_ops: the ops of {path} are already registered in this process by another copy "
+        f"of the metal_ops op library{where}, loaded before it (e.g. another installed metal_ops, "
+        f"or a tf.load_op_library of another build). TensorFlow keeps the first copy's ops and "
+        f"kernels, so this one cannot be used. Load only one copy per process: remove the other "
+        f"one from the path, or use it instead of this package."
+    )
