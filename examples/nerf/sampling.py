@@ -51,7 +51,7 @@ class OccupancyGrid(tf.Module):
     model's density at one jittered point per cell; `occupied_at` looks points up.
     """
 
-    def __init__(self, aabb, resolution=64, decay=0.95, threshold=0.01, name="occupancy"):
+    def __init__(self, aabb, resolution=64, decay=0.8, threshold=0.01, name="occupancy"):
         super().__init__(name=name)
         self.aabb = tf.constant(aabb, tf.float32)
         self.resolution = int(resolution)
@@ -94,24 +94,43 @@ class OccupancyGrid(tf.Module):
         self.mask.assign(tf.cast(new > thr, tf.float32))
         return tf.reduce_mean(self.mask)
 
-    def occupied_at(self, points):
+    def _flat_index(self, points):
         g = self.resolution
         u = (points - self.aabb[0]) / (self.aabb[1] - self.aabb[0])
         ijk = tf.clip_by_value(tf.cast(tf.floor(u * g), tf.int32), 0, g - 1)
-        flat = ijk[..., 0] + g * (ijk[..., 1] + g * ijk[..., 2])
-        return tf.gather(self.mask, flat)
+        return ijk[..., 0] + g * (ijk[..., 1] + g * ijk[..., 2])
+
+    def occupied_at(self, points):
+        return tf.gather(self.mask, self._flat_index(points))
+
+    def lookup(self, points):
+        """(mask, density estimate) at points."""
+        i = self._flat_index(points)
+        return tf.gather(self.mask, i), tf.gather(self.density, i)
 
 
 def occupancy_sample(origins, dirs, t_near, t_far, grid, num_samples, num_candidates=128,
-                     eps=1e-2, jitter=True, seed=None):
-    """Samples concentrated in occupied cells (see the module docstring)."""
+                     eps=1e-2, jitter=True, seed=None, max_optical_depth=10.0, min_cells=3.0):
+    """Samples concentrated in occupied cells (see the module docstring).
+
+    Occluded space is skipped too: along the candidates, the grid's density
+    estimates (capped so that reaching `max_optical_depth` takes at least
+    `min_cells` cells, which keeps a margin for the grid's coarseness) give an
+    optical depth; candidates behind depth `max_optical_depth` (transmittance
+    below e^-10) count as empty, so samples go to the first surface a ray
+    meets, not into the inside of solid objects.
+    """
     r = tf.shape(t_near)[0]
     nc = num_candidates
     length = t_far - t_near
     dt = length / nc  # [R]
     centers = t_near[:, None] + dt[:, None] * (tf.range(nc, dtype=tf.float32)[None, :] + 0.5)
     pts = origins[:, None, :] + dirs[:, None, :] * centers[..., None]
-    occ = grid.occupied_at(pts)  # [R, NC] in {0, 1}
+    occ, dens = grid.lookup(pts)  # [R, NC]: mask in {0, 1}, density estimate
+    if max_optical_depth:
+        cap = max_optical_depth / (min_cells * grid.cell_size)
+        tau = tf.math.cumsum(tf.minimum(dens, cap) * occ * dt[:, None], axis=1, exclusive=True)
+        occ = occ * tf.cast(tau < max_optical_depth, occ.dtype)
     w = occ + eps
     cdf = tf.concat([tf.zeros((r, 1)), tf.math.cumsum(w, axis=1)], axis=1)  # [R, NC+1]
     z = cdf[:, -1:]

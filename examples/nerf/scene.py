@@ -86,13 +86,14 @@ def _cylinder(o, d, cx, cy, radius, z0, z1):
     t_side = (-b - sq) / a_safe
     z = o[:, 2] + t_side * d[:, 2]
     t_side = np.where(ok & (t_side > 1e-6) & (z >= z0) & (z <= z1), t_side, _INF)
-    t_best, n = t_side, np.stack([(ox + t_side * d[:, 0]) / radius, (oy + t_side * d[:, 1]) / radius,
-                                  np.zeros_like(ox)], axis=1)
+    ts0 = np.where(np.isfinite(t_side), t_side, 0.0)
+    t_best = t_side
+    n = np.stack([(ox + ts0 * d[:, 0]) / radius, (oy + ts0 * d[:, 1]) / radius, np.zeros_like(ox)], axis=1)
     n = np.where(np.isfinite(t_best)[:, None], n, 0.0)
     for zc, nz in ((z1, 1.0), (z0, -1.0)):
         with np.errstate(divide="ignore", invalid="ignore"):
             tc = (zc - o[:, 2]) / d[:, 2]
-        px, py = ox + tc * d[:, 0], oy + tc * d[:, 1]
+            px, py = ox + tc * d[:, 0], oy + tc * d[:, 1]
         okc = np.isfinite(tc) & (tc > 1e-6) & (px * px + py * py <= radius * radius)
         tc = np.where(okc, tc, _INF)
         better = tc < t_best

@@ -54,7 +54,7 @@ def build_parser():
                    help="stop training after this much training time (evaluation excluded); 0 = no limit")
     g.add_argument("--batch-rays", type=int, default=4096)
     g.add_argument("--samples", type=int, default=None,
-                   help="samples per ray (default: 32 hash, 32 baseline as in the Keras example)")
+                   help="samples per ray (default: 24 hash with the occupancy grid, 32 baseline as in the Keras example)")
     g.add_argument("--lr", type=float, default=None, help="default: 1e-2 hash, 1e-3 baseline")
     g.add_argument("--loss", choices=["robust", "mse"], default=None,
                    help="default: robust (metal_ops.losses.RobustLoss) for hash, mse for baseline")
@@ -67,7 +67,7 @@ def build_parser():
     g.add_argument("--no-occupancy", dest="occupancy", action="store_false")
     g.add_argument("--grid-res", type=int, default=64)
     g.add_argument("--grid-every", type=int, default=16, help="occupancy update interval (steps)")
-    g.add_argument("--grid-warmup", type=int, default=256,
+    g.add_argument("--grid-warmup", type=int, default=64,
                    help="steps of plain stratified sampling before the grid is used")
     g.add_argument("--candidates", type=int, default=128, help="occupancy lookups per ray")
     g.add_argument("--no-jitter", action="store_true",
@@ -98,7 +98,7 @@ class Trainer:
         self.args = a = args
         self.log = log
         if a.samples is None:
-            a.samples = 32
+            a.samples = 24 if a.model == "hash" else 32
         if a.lr is None:
             a.lr = 1e-2 if a.model == "hash" else 1e-3
         if a.loss is None:
@@ -134,13 +134,12 @@ class Trainer:
             else:
                 self.model = baseline.KerasExampleNeRF()
                 self.grid = None
-            milestones = [int(a.steps * f) for f in (0.5, 0.75, 0.9)]
-            lr = keras.optimizers.schedules.PiecewiseConstantDecay(
-                milestones, [a.lr, a.lr * 0.33, a.lr * 0.33 ** 2, a.lr * 0.33 ** 3])
+            # The learning rate is set every step from the progress (steps or time
+            # budget, whichever is further along): x0.33 at 50%, 75% and 90%.
             if a.model == "hash":
-                self.optimizer = keras.optimizers.Adam(lr, beta_1=0.9, beta_2=0.99, epsilon=1e-15)
+                self.optimizer = keras.optimizers.Adam(a.lr, beta_1=0.9, beta_2=0.99, epsilon=1e-15)
             else:
-                self.optimizer = keras.optimizers.Adam(lr)
+                self.optimizer = keras.optimizers.Adam(a.lr)
             self.optimizer.build(self.model.trainable_variables)
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -290,6 +289,11 @@ class Trainer:
         res = fn(self.distribute_indices(idx))
         return [self.strategy.experimental_local_results(g)[0].numpy() for g in res]
 
+    def set_learning_rate(self, progress):
+        lr = self.args.lr * 0.33 ** sum(progress >= m for m in (0.5, 0.75, 0.9))
+        if abs(float(self.optimizer.learning_rate.numpy()) - lr) > 1e-12:
+            self.optimizer.learning_rate.assign(lr)
+
     def update_grid(self, step):
         tf = self.tf
         if self._grid_fn is None:
@@ -361,6 +365,8 @@ class Trainer:
         val = None
         while self.step < steps and train_time - start_train_time < max_seconds:
             t0 = time.perf_counter()
+            progress = max(self.step / max(steps, 1), (train_time - start_train_time) / max_seconds)
+            self.set_learning_rate(progress)
             loss, mse = self.train_one_step()
             train_time += time.perf_counter() - t0
             self.time_var.assign(train_time)
@@ -375,8 +381,8 @@ class Trainer:
                 self.history.append(dict(step=s, train_seconds=round(train_time, 3),
                                          val_psnr=round(val, 4), train_psnr=round(psnr_from_mse(mse), 4),
                                          loss=loss))
-                if eval_callback is not None:
-                    eval_callback(self, self.history[-1])
+                if eval_callback is not None and eval_callback(self, self.history[-1]):
+                    last = True
                 window_t, window_s = time.perf_counter(), s  # do not count evaluation in steps/s
             if a.ckpt_every and (s % a.ckpt_every == 0 or last):
                 self.manager.save(checkpoint_number=s)
@@ -385,6 +391,8 @@ class Trainer:
                 if val is not None:
                     vals.append(("val_psnr", val))
                 bar.update(s, values=vals, finalize=last)
+            if last:
+                break
         return train_time
 
     # ------------------------------------------------------------------ outputs

@@ -1,0 +1,107 @@
+"""Time-to-quality: the hash-grid NeRF sample vs the Keras example's NeRF, one process, same data.
+
+Both models train in the same pipeline (examples/nerf: same scene, same random
+ray batches, same held-out validation views, evaluation time excluded from the
+clock). The baseline (positional encoding, 8 Dense(64) with a skip, composite
+rendering, MSE, Adam 1e-3) trains for --baseline-minutes (30 by default); its
+best held-out PSNR is the target. The hash-grid model then trains until it
+reaches that PSNR (or --hash-minutes). Printed and saved: both curves, the
+target, the times and their ratio (goal: >= 10x sooner).
+
+  .venv/bin/python benchmarks/bench_nerf.py            # ~30 min + hash time
+  .venv/bin/python benchmarks/bench_nerf.py --baseline-minutes 3 --hash-minutes 3   # quick look
+
+Writes benchmarks/results/nerf.json and benchmarks/results/nerf_time_to_quality.png.
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from examples.nerf import train as nerf_train  # noqa: E402
+
+
+def run(model, minutes, eval_every, extra, stop_at=None, quiet=False):
+    argv = ["--name", f"bench_{model}", "--model", model, "--max-minutes", str(minutes),
+            "--steps", "1000000", "--eval-every", str(eval_every), "--ckpt-every", "0",
+            "--no-outputs", "--quiet"] + extra
+    args = nerf_train.build_parser().parse_args(argv)
+    tr = nerf_train.Trainer(args, log=lambda *a: None)
+    cpu0 = time.process_time()
+
+    def cb(trainer, h):
+        if not quiet:
+            print(f"  [{model}] step {h['step']:6d}  {h['train_seconds']:8.1f} s  "
+                  f"val PSNR {h['val_psnr']:.2f} dB", flush=True)
+        return stop_at is not None and h["val_psnr"] >= stop_at
+
+    # The LR schedule follows the time budget, so it decays on the baseline's 30-minute clock.
+    tr.fit(verbose=False, eval_callback=cb)
+    return tr, time.process_time() - cpu0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--baseline-minutes", type=float, default=30.0)
+    p.add_argument("--hash-minutes", type=float, default=10.0, help="cap on the hash model's training time")
+    p.add_argument("--baseline-eval-every", type=int, default=100)
+    p.add_argument("--hash-eval-every", type=int, default=25)
+    p.add_argument("--eval-views", type=int, default=4)
+    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    args = p.parse_args(argv)
+    common = ["--eval-views", str(args.eval_views), "--data-dir", os.path.join(ROOT, "data"),
+              "--out-dir", os.path.join(ROOT, "runs")]
+
+    print(f"baseline (Keras example NeRF) for {args.baseline_minutes} min of training ...", flush=True)
+    base, base_cpu = run("baseline", args.baseline_minutes, args.baseline_eval_every, common)
+    bh = base.history
+    best = max(h["val_psnr"] for h in bh)
+    t_best_base = min(h["train_seconds"] for h in bh if h["val_psnr"] >= best)
+    print(f"baseline best held-out PSNR {best:.2f} dB (first reached at {t_best_base:.0f} s, "
+          f"{base.step} steps)", flush=True)
+
+    print(f"hash-grid NeRF until it reaches {best:.2f} dB (cap {args.hash_minutes} min) ...", flush=True)
+    hsh, hash_cpu = run("hash", args.hash_minutes, args.hash_eval_every, common, stop_at=best)
+    hh = hsh.history
+    reached = [h for h in hh if h["val_psnr"] >= best]
+    t_hash = reached[0]["train_seconds"] if reached else None
+
+    budget = args.baseline_minutes * 60.0
+    res = dict(
+        benchmark="nerf_time_to_quality",
+        machine=dict(platform=platform.platform(), cpus=os.cpu_count(),
+                     loadavg_at_end=list(os.getloadavg())),
+        baseline=dict(minutes=args.baseline_minutes, steps=base.step, best_val_psnr=best,
+                      seconds_to_best=t_best_base, process_cpu_seconds=base_cpu, history=bh,
+                      config=vars(base.args)),
+        hash=dict(steps=hsh.step, reached=bool(reached), seconds_to_target=t_hash,
+                  process_cpu_seconds=hash_cpu, history=hh, config=vars(hsh.args)),
+        speedup_vs_budget=(budget / t_hash) if t_hash else None,
+        speedup_vs_baseline_time_to_best=(t_best_base / t_hash) if t_hash else None,
+        target_speedup=10.0,
+    )
+    os.makedirs(args.out, exist_ok=True)
+    png = os.path.join(args.out, "nerf_time_to_quality.png")
+    base.plot_curve(png, others=[("hash (metal_ops)", hh)])
+    res["plot"] = os.path.relpath(png, ROOT)
+    with open(os.path.join(args.out, "nerf.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    if t_hash:
+        print(f"hash-grid model reached {best:.2f} dB after {t_hash:.1f} s of training: "
+              f"{budget / t_hash:.1f}x sooner than the baseline's {budget / 60:.0f}-minute budget, "
+              f"{t_best_base / t_hash:.1f}x sooner than the baseline reached it ({t_best_base:.0f} s)")
+    else:
+        print(f"hash-grid model did not reach {best:.2f} dB within {args.hash_minutes} min "
+              f"(best {max(h['val_psnr'] for h in hh):.2f} dB)")
+    print(f"results: {os.path.join(args.out, 'nerf.json')}, plot: {png}")
+    return res
+
+
+if __name__ == "__main__":
+    main()

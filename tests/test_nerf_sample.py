@@ -1,0 +1,271 @@
+"""The NeRF sample (examples/nerf): scene, cameras, sampling, training, checkpoints, CLI outputs."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from examples.nerf import cameras, scene  # noqa: E402
+
+# A configuration small enough for a 2-core CPU: 32x32 views, a small grid.
+TINY = ["--size", "32", "--n-train", "20", "--n-val", "2", "--n-test", "2", "--levels", "8",
+        "--log2-table", "14", "--finest-res", "256", "--batch-rays", "1024", "--samples", "16",
+        "--grid-res", "32", "--grid-warmup", "16", "--grid-every", "8", "--candidates", "64",
+        "--quiet", "--eval-every", "0", "--max-minutes", "0"]
+
+
+def _args(tmp_path, *extra):
+    from examples.nerf import train
+
+    return train.build_parser().parse_args(
+        TINY + ["--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "runs")] + list(extra))
+
+
+# ----------------------------------------------------------------------------- scene
+def test_scene_is_deterministic_and_cached(tmp_path):
+    cfg = dict(height=16, width=16, n_train=3, n_val=1, n_test=1)
+    a = scene.generate(**cfg)
+    b = scene.generate(**cfg)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    c = scene.generate(**dict(cfg, seed=1))
+    assert not np.array_equal(a["train_poses"], c["train_poses"])
+    # Held-out views are not training views.
+    assert not np.any(np.all(np.isclose(a["test_poses"][:, None], a["train_poses"][None]), axis=(2, 3)))
+    d1, path = scene.load_or_generate(str(tmp_path), verbose=False, **cfg)
+    assert os.path.exists(path)
+    mtime = os.path.getmtime(path)
+    d2, path2 = scene.load_or_generate(str(tmp_path), verbose=False, **cfg)
+    assert path2 == path and os.path.getmtime(path) == mtime  # loaded, not regenerated
+    for k in a:
+        np.testing.assert_array_equal(d2[k], a[k], err_msg=k)
+    os.remove(path)
+    scene.load_or_generate(str(tmp_path), verbose=False, **cfg)  # regenerated when missing
+    assert os.path.exists(path)
+
+
+def test_scene_objects_materials_and_textures():
+    names = [o[0] for o in scene.OBJECTS]
+    assert len(names) >= 6 and len(set(names)) == len(names)
+    # Straight down onto the floor, 0.05 either side of a checker edge at x = 1.2: different colours.
+    o = np.array([[1.15, -0.05, 3.0], [1.25, -0.05, 3.0]])
+    d = np.array([[0.0, 0.0, -1.0]] * 2)
+    t, obj, n = scene.intersect(o, d)
+    assert list(obj) == [0, 0] and np.allclose(t, 3.0) and np.allclose(n, [[0, 0, 1]] * 2)
+    c = scene.shade(o, d)
+    assert np.abs(c[0] - c[1]).max() > 0.3
+    # The striped sphere: horizontal rays at two heights one stripe apart hit different colours.
+    cz = scene.STRIPED_CENTER
+    o = np.array([[cz[0] - 3.0, cz[1], cz[2] + 0.05], [cz[0] - 3.0, cz[1], cz[2] + 0.15]])
+    d = np.array([[1.0, 0.0, 0.0]] * 2)
+    _, obj, _ = scene.intersect(o, d)
+    assert list(obj) == [2, 2]
+    c = scene.shade(o, d)  # on the shadowed side: ambient light only
+    assert np.abs(c[0] - c[1]).max() > 0.15
+    # Sphere hit distance in closed form: the red sphere from +x.
+    o = np.array([[3.0, 0.35, 0.55]])
+    t, obj, n = scene.intersect(o, np.array([[-1.0, 0.0, 0.0]]))
+    assert obj[0] == 1 and t[0] == pytest.approx(3.0 - 0.45 - 0.55) and np.allclose(n, [[1, 0, 0]])
+    # Glossy material: the red sphere's colour at one point changes with the view; a diffuse one does not.
+    p = np.array([0.45 + 0.55 / math.sqrt(2), 0.35, 0.55 + 0.55 / math.sqrt(2)])
+    views = [np.array([1.0, 0.0, 1.0]), np.array([1.0, 0.6, 0.3])]
+    cols = []
+    for v in views:
+        v = v / np.linalg.norm(v)
+        cols.append(scene.shade((p + 2.0 * v)[None], (-v)[None])[0])
+    assert np.abs(cols[0] - cols[1]).max() > 0.05
+    # Misses show the white background; the emissive orb is unlit (its albedo exactly).
+    assert np.allclose(scene.shade(np.array([[0.0, 0.0, 5.0]]), np.array([[0.0, 1.0, 0.0]])), 1.0)
+    c = scene.shade(np.array([[-0.1, -0.2, 3.0]]), np.array([[0.0, 0.0, -1.0]]))
+    assert np.allclose(c, [[1.0, 0.55, 0.1]])
+
+
+def test_dataset_views_cover_several_colours():
+    data = scene.generate(height=32, width=32, n_train=2, n_val=1, n_test=1)
+    img = scene.to_float(data["train_images"][0]).reshape(-1, 3)
+    assert img.shape == (1024, 3)
+    assert (np.all(img > 0.99, axis=1)).mean() > 0.01  # background visible
+    colours = np.unique(np.round(img * 4).astype(int), axis=0)
+    assert len(colours) >= 8
+    assert data["focal"] == pytest.approx(0.5 * 32 / math.tan(0.5 * 0.6911112070083618))
+
+
+# ----------------------------------------------------------------------------- cameras
+def test_camera_geometry_known_points():
+    H = W = 100
+    f = cameras.focal_from_fov(W)
+    assert f == pytest.approx(138.8888, abs=1e-3)  # Blender synthetic at 100 px
+    c2w = cameras.pose_spherical(0.0, 0.0)  # at (4, 0, 0) looking at the origin, z up
+    np.testing.assert_allclose(c2w[:3, 3], [4.0, 0.0, 0.0], atol=1e-12)
+    uv, depth = cameras.project(np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0],
+                                          [1.0, 0.0, 0.0]]), c2w, H, W, f)
+    np.testing.assert_allclose(uv[0], [50.0, 50.0], atol=1e-9)  # the target: image centre
+    np.testing.assert_allclose(uv[1], [50.0, 50.0 - f / 4.0], atol=1e-9)  # world up: image up
+    np.testing.assert_allclose(uv[2], [50.0 + f / 4.0, 50.0], atol=1e-9)  # +y: to the right
+    np.testing.assert_allclose(depth, [4.0, 4.0, 4.0, 3.0], atol=1e-12)
+    # Camera on the hemisphere, radius 4, c2w orthonormal, looking at the origin.
+    poses = cameras.hemisphere_poses(20, seed=3)
+    for p in poses:
+        assert np.linalg.norm(p[:3, 3]) == pytest.approx(4.0)
+        assert p[2, 3] > 0
+        np.testing.assert_allclose(p[:3, :3].T @ p[:3, :3], np.eye(3), atol=1e-12)
+        np.testing.assert_allclose(-p[:3, 2], -p[:3, 3] / 4.0, atol=1e-12)
+
+
+def test_rays_project_back_to_their_pixels():
+    H, W = 24, 40
+    f = cameras.focal_from_fov(W)
+    c2w = cameras.pose_spherical(1.1, 0.6)
+    o, d = cameras.camera_rays(c2w, H, W, f)
+    np.testing.assert_allclose(np.linalg.norm(d, axis=-1), 1.0, atol=1e-12)
+    pts = o + 3.7 * d
+    uv, _ = cameras.project(pts, c2w, H, W, f)
+    cols, rows = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5, indexing="xy")
+    np.testing.assert_allclose(uv[..., 0], cols, atol=1e-9)
+    np.testing.assert_allclose(uv[..., 1], rows, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- sampling
+def test_stratified_and_occupancy_sampling():
+    import tensorflow as tf
+
+    from examples.nerf import sampling
+
+    aabb = np.array([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]], np.float32)
+    o = tf.constant([[-3.0, 0.1, 0.05], [-3.0, 0.3, -0.2], [-3.0, 5.0, 0.0]])  # last one misses
+    d = tf.constant([[1.0, 0.0, 0.0]] * 3)
+    tn, tf_ = sampling.ray_aabb(o, d, tf.constant(aabb), 2.0, 6.0)
+    np.testing.assert_allclose(tn.numpy()[:2], [2.0, 2.0], atol=1e-6)
+    np.testing.assert_allclose(tf_.numpy()[:2], [4.0, 4.0], atol=1e-6)
+    assert tn.numpy()[2] == tf_.numpy()[2]
+    t, ts, scale = sampling.stratified(tn, tf_, 8)
+    assert np.all(np.diff(t.numpy(), axis=1) >= 0)
+    assert np.all((ts.numpy() >= t.numpy()[:, :-1]) & (ts.numpy() <= t.numpy()[:, 1:]))
+    grid = sampling.OccupancyGrid(aabb, resolution=16)
+    # Every cell occupied: the occupancy sampler is plain stratified sampling.
+    t2, ts2, sc2 = sampling.occupancy_sample(o, d, tn, tf_, grid, 8, num_candidates=64, jitter=False,
+                                             max_optical_depth=0.0)
+    np.testing.assert_allclose(t2.numpy()[:2], t.numpy()[:2], atol=1e-5)
+    np.testing.assert_allclose(sc2.numpy()[:2], 1.0, atol=1e-5)
+    # Only the slab 0 <= x < 0.5 occupied: samples land there and the occupied length is exact.
+    centers = grid.cell_centers().numpy()
+    mask = ((centers[:, 0] >= 0.0) & (centers[:, 0] < 0.5)).astype(np.float32)
+    grid.mask.assign(mask)
+    t3, ts3, sc3 = sampling.occupancy_sample(o, d, tn, tf_, grid, 8, num_candidates=64, jitter=True,
+                                             eps=1e-3, max_optical_depth=0.0)
+    xs = (o.numpy()[:2, None, 0] + ts3.numpy()[:2])
+    assert np.mean((xs >= -0.01) & (xs <= 0.51)) > 0.95
+    occ_len = np.sum(sc3.numpy() * np.diff(t3.numpy(), axis=1), axis=1)
+    np.testing.assert_allclose(occ_len[:2], 0.5, atol=0.01)
+    assert occ_len[2] == 0.0
+    # Occluded space skipped: a dense slab 0 <= x < 0.5 hides the rest of the ray.
+    grid.mask.assign(np.ones_like(mask))
+    grid.density.assign(np.where(mask > 0, 1e4, 0.0).astype(np.float32))
+    grid.mask.assign(((centers[:, 0] >= 0.0)).astype(np.float32))  # x >= 0 "occupied"
+    t4, ts4, sc4 = sampling.occupancy_sample(o, d, tn, tf_, grid, 8, num_candidates=64, jitter=False,
+                                             eps=1e-3)
+    xs4 = o.numpy()[:2, None, 0] + ts4.numpy()[:2]
+    assert xs4.max() < 0.5 + 1e-3  # nothing sampled behind the opaque slab (3 cells = 0.375 deep)
+
+
+# ----------------------------------------------------------------------------- training
+def test_smoke_training_32px_psnr_rises(tmp_path):
+    from examples.nerf import train
+
+    tr = train.Trainer(_args(tmp_path, "--name", "smoke", "--steps", "120"), log=lambda *a: None)
+    before, _, _ = tr.evaluate("val")
+    tr.fit(verbose=False)
+    after, psnrs, renders = tr.evaluate("val")
+    assert tr.step == 120
+    assert renders[0].shape == (32, 32, 3)
+    assert after >= before + 5.0, (before, after)
+    assert tr.use_grid()  # the occupancy grid was in use at the end
+    assert 0.0 < float(np.mean(tr.grid.mask.numpy())) < 1.0
+
+
+def test_checkpoint_resume_continues_from_same_step(tmp_path):
+    from examples.nerf import train
+
+    a = _args(tmp_path, "--name", "resume", "--steps", "6", "--ckpt-every", "3")
+    tr = train.Trainer(a, log=lambda *x: None)
+    tr.fit(verbose=False)
+    assert tr.step == 6
+    saved = [v.numpy() for v in tr.model.weights]
+    saved_opt = [v.numpy() for v in tr.optimizer.variables]
+    saved_grid = tr.grid.density.numpy()
+    msgs = []
+    tr2 = train.Trainer(_args(tmp_path, "--name", "resume", "--steps", "9", "--ckpt-every", "3", "--resume"),
+                        log=msgs.append)
+    assert tr2.step == 6 and any("resumed" in m for m in msgs)
+    for x, y in zip(saved, tr2.model.weights):
+        np.testing.assert_array_equal(x, y.numpy())
+    for x, y in zip(saved_opt, tr2.optimizer.variables):
+        np.testing.assert_array_equal(x, y.numpy())
+    np.testing.assert_array_equal(saved_grid, tr2.grid.density.numpy())
+    assert int(tr2.optimizer.iterations.numpy()) == 6
+    tr2.fit(verbose=False)
+    assert tr2.step == 9 and int(tr2.optimizer.iterations.numpy()) == 9
+    # Without --resume a run starts again from step 0.
+    tr3 = train.Trainer(_args(tmp_path, "--name", "resume", "--steps", "9"), log=lambda *x: None)
+    assert tr3.step == 0
+
+
+def test_baseline_model_trains(tmp_path):
+    from examples.nerf import baseline, train
+
+    tr = train.Trainer(_args(tmp_path, "--name", "base", "--model", "baseline", "--steps", "3",
+                             "--batch-rays", "256"), log=lambda *x: None)
+    assert isinstance(tr.model, baseline.KerasExampleNeRF)
+    assert len(tr.model.dense) == 8
+    assert tr.model.dense[5].kernel.shape == (64 + 99, 64)  # the skip after the fifth layer
+    losses = [tr.train_one_step()[0] for _ in range(3)]
+    assert all(np.isfinite(losses))
+
+
+def test_composite_render_matches_formula():
+    import tensorflow as tf
+
+    from examples.nerf import baseline
+
+    rng = np.random.default_rng(0)
+    pred = rng.normal(size=(5, 7, 4)).astype(np.float32)
+    t = np.sort(rng.uniform(2, 6, size=(5, 7)), axis=1).astype(np.float32)
+    bg = np.array([1.0, 0.5, 0.25], np.float32)
+    rgb, depth, acc = baseline.composite_render(tf.constant(pred), tf.constant(t), tf.constant(bg))
+    c = 1 / (1 + np.exp(-pred[..., :3].astype(np.float64)))
+    s = np.maximum(pred[..., 3], 0).astype(np.float64)
+    delta = np.concatenate([np.diff(t, axis=1), np.full((5, 1), 1e10)], axis=1)
+    alpha = 1 - np.exp(-s * delta)
+    T = np.concatenate([np.ones((5, 1)), np.cumprod(1 - alpha + 1e-10, axis=1)[:, :-1]], axis=1)
+    w = alpha * T
+    ref = (w[..., None] * c).sum(1) + (1 - w.sum(1))[:, None] * bg
+    np.testing.assert_allclose(rgb.numpy(), ref, atol=1e-5)
+    np.testing.assert_allclose(acc.numpy(), w.sum(1), atol=1e-5)
+
+
+def test_cli_writes_outputs(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    cmd = [sys.executable, "-m", "examples.nerf.train", "--name", "cli", "--steps", "20",
+           "--eval-every", "10", "--orbit-frames", "3", "--ckpt-every", "10"] + \
+        [x for x in TINY if x not in ("--quiet",)][:-4] + \
+        ["--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "runs")]
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "held-out test PSNR" in r.stdout and "pictures:" in r.stdout
+    run = tmp_path / "runs" / "cli"
+    for name in ("metrics.json", "psnr_vs_time.png", "orbit.gif", "test_00.png", "test_01.png"):
+        assert (run / name).exists(), name
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["step"] == 20 and len(m["test_psnr"]) == 2 and len(m["history"]) == 2
+    assert m["test_psnr_mean"] == pytest.approx(np.mean(m["test_psnr"]), abs=1e-3)
+    import imageio.v2 as imageio
+
+    side = imageio.imread(run / "test_00.png")
+    assert side.shape == (32, 96, 3)  # rendered | ground truth | error
+    assert len(imageio.mimread(run / "orbit.gif")) == 3
+    assert (run / "ckpt" / "checkpoint").exists()
