@@ -1,0 +1,185 @@
+"""Thread safety: every op called from 8 Python threads at once, and inside
+tf.data map with num_parallel_calls, gives exactly the serial results
+(forward and gradients; each thread on its own inputs, so cross-talk between
+concurrent calls shows up); the loader and fusion.enable() raced from 8
+threads in a fresh process load everything once and never abort.
+
+Exact equality is required: every CPU kernel is deterministic (fixed work
+partition, no atomics in float accumulation), which docs/RELIABILITY.md states.
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import metal_ops
+from metal_ops.hash_encode import hash_grid_size
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(metal_ops.__file__)))
+THREADS = 8
+ROUNDS = 3
+HASH = dict(num_levels=8, log2_hashmap_size=12, base_resolution=8, per_level_scale=1.5)
+
+
+def _cotangent_sum(outs):
+    terms = []
+    for o in outs:
+        w = tf.reshape(tf.cast(tf.sin(tf.range(tf.size(o), dtype=tf.float32) * 0.37), o.dtype), tf.shape(o))
+        terms.append(tf.reduce_sum(o * w))
+    return tf.add_n(terms)
+
+
+def run_with_grads(fn, inputs):
+    xs = [tf.constant(a) for a in inputs]
+    with tf.GradientTape() as tape:
+        tape.watch(xs)
+        outs = fn(*xs)
+        outs = [o for o in (outs if isinstance(outs, (list, tuple)) else [outs]) if o is not None]
+        total = _cotangent_sum(outs)
+    grads = tape.gradient(total, xs)
+    return [o.numpy() for o in outs] + [tf.convert_to_tensor(g).numpy() for g in grads if g is not None]
+
+
+def _case_inputs(op, seed):
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    if op == "zero_out":
+        return [rng.normal(size=(64, 257)).astype(f32)]
+    if op == "hash_encode":
+        rows = hash_grid_size(3, **HASH)
+        return [rng.uniform(0, 1, size=(4096, 3)).astype(f32), rng.normal(size=(rows, 2)).astype(f32)]
+    if op == "robust_loss":
+        return [rng.normal(size=(512, 3)).astype(f32), rng.uniform(-2, 2, size=(3,)).astype(f32),
+                rng.uniform(0.1, 2, size=(3,)).astype(f32)]
+    if op == "distortion_loss":
+        return [rng.uniform(0, 1, size=(512, 48)).astype(f32),
+                np.cumsum(rng.uniform(0, 0.1, size=(512, 49)), axis=1).astype(f32)]
+    if op == "volume_render":
+        return [rng.uniform(0, 3, size=(512, 48)).astype(f32), rng.uniform(0, 1, size=(512, 48, 3)).astype(f32),
+                (2 + np.cumsum(rng.uniform(0, 0.1, size=(512, 49)), axis=1)).astype(f32),
+                rng.uniform(0, 1, size=(3,)).astype(f32)]
+    if op == "fused_conv2d":
+        return [rng.normal(size=(2, 16, 16, 8)).astype(f32), rng.normal(size=(3, 3, 8, 16)).astype(f32),
+                rng.normal(size=(16,)).astype(f32), rng.normal(size=(2, 16, 16, 16)).astype(f32)]
+    raise ValueError(op)
+
+
+OPS = {
+    "zero_out": lambda x: metal_ops.zero_out(x, preserve_index=1000),
+    "hash_encode": lambda x, table: metal_ops.hash_encode(x, table, interpolation="smoothstep", **HASH),
+    "robust_loss": metal_ops.robust_loss,
+    "distortion_loss": metal_ops.distortion_loss,
+    "volume_render": lambda s, c, t, bg: tuple(metal_ops.volume_render(s, c, tf.stop_gradient(t), background=bg,
+                                                                      return_weights=True)),
+    "fused_conv2d": lambda x, w, b, r: metal_ops.fused_conv2d(x, w, bias=b, residual=r, activation="swish"),
+}
+
+
+def _assert_same(got, expected, what):
+    assert len(got) == len(expected), what
+    for k, (g, e) in enumerate(zip(got, expected)):
+        np.testing.assert_array_equal(g, e, err_msg=f"{what}: output {k} differs from the serial result")
+
+
+@pytest.fixture(scope="module")
+def serial():
+    """Serial results (outputs + gradients) of each op for seeds 0..THREADS-1."""
+    return {op: [run_with_grads(OPS[op], _case_inputs(op, s)) for s in range(THREADS)] for op in OPS}
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_eight_threads_equal_serial(op, serial):
+    errors, results = [], {}
+    barrier = threading.Barrier(THREADS)
+
+    def worker(seed):
+        try:
+            inputs = _case_inputs(op, seed)
+            barrier.wait()
+            results[seed] = [run_with_grads(OPS[op], inputs) for _ in range(ROUNDS)]
+        except BaseException as e:  # reported below, with the thread's seed
+            errors.append((seed, repr(e)))
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for seed in range(THREADS):
+        for r in range(ROUNDS):
+            _assert_same(results[seed][r], serial[op][seed], f"{op} thread {seed} round {r}")
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_tf_data_parallel_map_equals_serial(op, serial):
+    """Forward outputs inside Dataset.map(num_parallel_calls=8) (graph mode,
+    tf.data's own thread pool), element i = seed i."""
+    per_seed = [_case_inputs(op, s) for s in range(THREADS)]
+    columns = tuple(np.stack([inp[k] for inp in per_seed]) for k in range(len(per_seed[0])))
+
+    def mapped(*args):
+        outs = OPS[op](*args)
+        return tuple(o for o in (outs if isinstance(outs, (list, tuple)) else [outs]) if o is not None)
+
+    ds = tf.data.Dataset.from_tensor_slices(columns).repeat(ROUNDS).map(mapped, num_parallel_calls=THREADS,
+                                                                         deterministic=True)
+    for i, outs in enumerate(ds):
+        seed = i % THREADS
+        n_out = len(outs)
+        _assert_same([o.numpy() for o in outs], serial[op][seed][:n_out], f"{op} tf.data element {i}")
+
+
+CHILD = r"""
+import json, sys, threading
+import metal_ops
+from metal_ops import fusion
+barrier = threading.Barrier(8)
+out, errors = {}, []
+def worker(i):
+    try:
+        barrier.wait()
+        if i % 2 == 0:
+            out[i] = ("enable", fusion.enable())
+        elif i % 4 == 1:
+            out[i] = ("zero_out", metal_ops.zero_out([i, 1, 2], preserve_index=0).numpy().tolist())
+        else:
+            out[i] = ("hash_grid_size", metal_ops.hash_grid_size(3, 4, 10, 4, 1.5))
+    except BaseException as e:
+        errors.append(repr(e))
+ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+lib = fusion._dlopen_noload(fusion.plugin_path())
+print(json.dumps({"out": out, "errors": errors, "init_calls": int(lib.MetalOpsFusionInitCalls()),
+                  "same_module": metal_ops.load_library() is metal_ops.load_library()}))
+"""
+
+
+def test_loader_and_fusion_enable_raced_from_eight_threads():
+    """Fresh process: 4 threads call fusion.enable() while 4 others make the
+    first op calls (each triggering the lazy library load)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([PKG_PARENT, os.path.join(ROOT, "python"), ROOT]))
+    for k in ("METAL_OPS_FUSION", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
+        env.pop(k, None)
+    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["errors"] == []
+    assert res["init_calls"] == 1, "the plugin was registered exactly once"
+    assert res["same_module"]
+    expected_rows = metal_ops.hash_grid_size(3, 4, 10, 4, 1.5)
+    for i, (kind, value) in res["out"].items():
+        i = int(i)
+        if kind == "enable":
+            assert value is True
+        elif kind == "zero_out":
+            assert value == [i, 0, 0]
+        else:
+            assert value == expected_rows
