@@ -232,18 +232,16 @@ MO_FN bool level_is_hashed(uint32 resolution, uint32 entries) {
 // (dense levels, in-range points) and a power-of-two `entries` (every hashed
 // level). Same value as `row % entries` in all cases.
 MO_FN uint32 wrap_row(uint32 row, uint32 entries) {
-  if (row < entries) return row;
   if ((entries & (entries - 1u)) == 0u) return row & (entries - 1u);
-  return row % entries;
+  return row < entries ? row : row % entries;
 }
 
-// All 2^D corners of a cell: rows[idx] and weights[idx] equal, bit for bit,
-// what corner<D>(idx, ...) returns (the weights are built as the same
-// left-to-right products over d = 0 .. D-1, the rows with the same uint32
-// wrap-around sums / XORs followed by % entries).
+// All 2^D corners of a cell before the final % entries: rows[idx] is the
+// uint32 dense sum / hash of corner idx, weights[idx] its interpolation weight
+// (the same left-to-right product over d = 0 .. D-1 as corner<D>).
 template <int D>
-MO_FN void cell_corners(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
-                        uint32 entries, bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
+MO_FN void cell_corners_unwrapped(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
+                                  bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
   rows[0] = 0u;
   weights[0] = 1.0f;
   uint32 stride = 1u;
@@ -260,6 +258,14 @@ MO_FN void cell_corners(const MO_THREAD uint32* cell, const MO_THREAD float* w, 
     }
     stride *= resolution;  // only used while dense, where resolution^D <= entries
   }
+}
+
+// All 2^D corners of a cell: rows[idx] and weights[idx] equal, bit for bit,
+// what corner<D>(idx, ...) returns.
+template <int D>
+MO_FN void cell_corners(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
+                        uint32 entries, bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
+  cell_corners_unwrapped<D>(cell, w, resolution, hashed, rows, weights);
   for (int j = 0; j < (1 << D); ++j) rows[j] = wrap_row(rows[j], entries);
 }
 

@@ -6,6 +6,7 @@
 #define METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -56,6 +57,9 @@ void PrepareBlock(const float* x, int nb, int out_of_range, float (*xs)[D], floa
       keep &= hg::prepare_coordinate(x[int64(j) * D + d], out_of_range, &xs[j][d], &mask[j][d]);
     }
     ok[j] = keep;
+    if (!keep) {
+      for (int d = 0; d < D; ++d) xs[j][d] = 0.0f;  // never used
+    }
   }
 }
 
@@ -86,18 +90,45 @@ struct BlockCorners {
   float dw[kBlock][D];
 };
 
-template <int D, int F, bool kSecondOrder, bool kForWrite, typename T>
-inline void LocateBlock(const float (*xs)[D], const bool* ok, const float (*gm)[D], int nb, const Level& lv,
-                        int interpolation, const T* level_rows, BlockCorners<D>* bc) {
+template <int D, int F, bool kSecondOrder, bool kForWrite, bool kHashed, int kInterpolation, typename T>
+inline void LocateBlockImpl(const float (*xs)[D], const bool* ok, const float (*gm)[D], int nb, const Level& lv,
+                            const T* level_rows, BlockCorners<D>* bc) {
   constexpr int C = 1 << D;
   for (int j = 0; j < nb; ++j) {
     if (!ok[j]) continue;
     uint32 cell[D];
-    LocatePoint<D>(xs[j], lv, interpolation, cell, bc->w[j], bc->dw[j]);
-    hg::cell_corners<D>(cell, bc->w[j], lv.resolution, lv.entries, lv.hashed, bc->rows[j], bc->weights[j]);
+    LocatePoint<D>(xs[j], lv, kInterpolation, cell, bc->w[j], bc->dw[j]);
+    hg::cell_corners<D>(cell, bc->w[j], lv.resolution, lv.entries, kHashed, bc->rows[j], bc->weights[j]);
     if (kSecondOrder) SecondOrderCoefficients<D>(bc->w[j], bc->dw[j], lv.scale, gm[j], bc->weights[j]);
-    for (int c = 0; c < C; ++c) {
-      __builtin_prefetch(level_rows + int64(bc->rows[j][c]) * F, kForWrite ? 1 : 0, 3);
+    // One prefetch per cache line: corners idx and idx + 1 are x-neighbours
+    // (prime 1 / stride 1 along x), usually in the same 64-byte line.
+    for (int c = 0; c < C; c += 2) {
+      const char* lo = reinterpret_cast<const char*>(level_rows + int64(bc->rows[j][c]) * F);
+      const char* hi = reinterpret_cast<const char*>(level_rows + int64(bc->rows[j][c + 1]) * F);
+      __builtin_prefetch(lo, kForWrite ? 1 : 0, 3);
+      if ((reinterpret_cast<uintptr_t>(lo) >> 6) != (reinterpret_cast<uintptr_t>(hi) >> 6)) {
+        __builtin_prefetch(hi, kForWrite ? 1 : 0, 3);
+      }
+    }
+  }
+}
+
+// The level's hashed flag and the interpolation become compile-time constants
+// of the inlined header functions (no per-corner selects).
+template <int D, int F, bool kSecondOrder, bool kForWrite, typename T>
+inline void LocateBlock(const float (*xs)[D], const bool* ok, const float (*gm)[D], int nb, const Level& lv,
+                        int interpolation, const T* level_rows, BlockCorners<D>* bc) {
+  if (lv.hashed) {
+    if (interpolation == hg::kSmoothstep) {
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kSmoothstep>(xs, ok, gm, nb, lv, level_rows, bc);
+    } else {
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kLinear>(xs, ok, gm, nb, lv, level_rows, bc);
+    }
+  } else {
+    if (interpolation == hg::kSmoothstep) {
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kSmoothstep>(xs, ok, gm, nb, lv, level_rows, bc);
+    } else {
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kLinear>(xs, ok, gm, nb, lv, level_rows, bc);
     }
   }
 }
