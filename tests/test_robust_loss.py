@@ -145,6 +145,28 @@ def test_huge_residuals_are_finite_and_correct():
         assert gx[0] == 0 and np.isfinite(gs) and rho[1] < 1
 
 
+@pytest.mark.parametrize("x,alpha,scale", [
+    (np.inf, -2.0, 1.0), (-np.inf, -5.0, 1.0), (3.4e38, -2.0, 1e-3), (3.4e38, 0.0, 1e-3), (3.4e38, 1.5, 1e-3),
+    (3.4e38, -0.5, 1e-3), (np.inf, 0.0, 1.0), (np.inf, 1.0, 1.0)])
+def test_overflowing_ratio_x_over_scale(x, alpha, scale):
+    # x / scale overflows float32 (or x is infinite): the loss is the limit
+    # computed through logs, never NaN (issue 7's fuzz report).
+    rho, gx, ga, gs = op_with_grads(f32([x]), alpha, scale)
+    if np.isinf(x):
+        if alpha < 0:  # the limit |alpha - 2| / -alpha
+            np.testing.assert_allclose(rho, [abs(alpha - 2) / -alpha], rtol=1e-6)
+        elif alpha == 0:
+            assert rho[0] == np.inf
+        else:
+            np.testing.assert_allclose(rho, [SATURATION], rtol=1e-6)
+        assert gx[0] == 0 and gs == 0
+        return
+    want = float(mp_rho(x, alpha, scale)) if alpha != 0 else float(
+        mpmath.log1p(0.5 * (mpmath.mpf(x) / mpmath.mpf(float(np.float32(scale)))) ** 2))
+    np.testing.assert_allclose(rho, [min(want, SATURATION)], rtol=1e-5)
+    assert np.isfinite(gx[0]) and np.isfinite(ga) and np.isfinite(gs)
+
+
 def test_no_nan_or_inf_anywhere_in_the_valid_domain():
     rng = np.random.default_rng(0)
     alphas = [-INF, -1e30, -1e3, -2.0, -1e-6, 0.0, 1e-7, 0.001, 1.0, 1.999, 2 - 2e-7, 2.0, 2 + 2.4e-7,

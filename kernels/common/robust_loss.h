@@ -100,6 +100,8 @@ struct RobustLossCoeffs {
   float inv_sqrt_b;    // 1 / sqrt(b)
   float sigma;         // sign(alpha - 2) (-1 at alpha = 2, unused there)
   float log_b_alpha;   // log(b / alpha) (alpha > 0) for the large-exponent forms
+  float log_q0;        // log(1 / (c sqrt(b))): log q = log|x| + log_q0 when x / c overflows
+  float log_inv_scale; // log(1 / c)
   int32 kind;          // 0 general, 1 alpha = 2, 2 alpha = -inf, 3 alpha = +inf, -1 invalid
   int32 pad;
 };
@@ -116,6 +118,8 @@ MO_FN RobustLossCoeffs robust_loss_coeffs(float alpha, float scale) {
   k.inv_sqrt_b = 1.0f / sqrt_f(k.b);
   k.sigma = alpha > 2.0f ? 1.0f : -1.0f;
   k.log_b_alpha = alpha > 0.0f ? log_f(k.b / alpha) : 0.0f;
+  k.log_inv_scale = -log_f(scale);
+  k.log_q0 = k.log_inv_scale - 0.5f * log_f(k.b);
   k.pad = 0;
   if (!robust_loss_params_valid(alpha, scale)) {
     k.kind = -1;
@@ -130,12 +134,13 @@ MO_FN RobustLossCoeffs robust_loss_coeffs(float alpha, float scale) {
 }
 
 // L = log1p(u), r = u/(1+u), D = L - r, w = 1 + u (inf when huge) for
-// u = (s/sqrt(b))^2, without overflow.
-MO_FN void rl_log_terms(float s, float inv_sqrt_b, MO_THREAD float& L, MO_THREAD float& r,
+// u = (s/sqrt(b))^2, s = |x|/c, without overflow: when q = s/sqrt(b) is huge
+// (or x / c itself overflows float32) log1p(u) = 2 log q = 2 (log|x| + log_q0).
+MO_FN void rl_log_terms(float ax, RobustLossCoeffs k, MO_THREAD float& L, MO_THREAD float& r,
                         MO_THREAD float& D, MO_THREAD float& w) {
-  const float q = s * inv_sqrt_b;
+  const float q = ax * k.inv_scale * k.inv_sqrt_b;
   if (q >= MO_ROBUST_LOSS_BIG_Q) {  // u >= 1e30: log1p(u) = log(u) to float precision
-    L = 2.0f * log_f(q);
+    L = 2.0f * (log_f(ax) + k.log_q0);
     r = 1.0f;
     D = L - 1.0f;
     w = INFINITY;
@@ -185,7 +190,8 @@ MO_FN float robust_loss_value_k(float x, RobustLossCoeffs k) {
   const float sat = exp_f(MO_ROBUST_LOSS_MAX_LOG);
   if (k.kind == 0) {
     float L, r, D, w;
-    rl_log_terms(s, k.inv_sqrt_b, L, r, D, w);
+    rl_log_terms(fabs_f(x), k, L, r, D, w);
+    if (isinf_f(L)) return k.alpha < 0.0f ? -k.b / k.alpha : (k.alpha == 0.0f ? L : sat);  // x = +-inf
     const float y = 0.5f * k.alpha * L;
     if (y > MO_ROBUST_LOSS_MAX_EXP) {  // alpha > 0.45 here: rho = (b/a) e^y - b/a via logs
       const float log_rho = y + k.log_b_alpha;
@@ -245,7 +251,14 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
   } else {
     const float b = k.b, sigma = k.sigma;
     float L, r, D, w;
-    rl_log_terms(s, k.inv_sqrt_b, L, r, D, w);
+    rl_log_terms(fabs_f(x), k, L, r, D, w);
+    if (isinf_f(L)) {  // x = +-inf: the limits, with zero slopes in x and c
+      rho = alpha < 0.0f ? -b / alpha : (alpha == 0.0f ? L : sat);
+      d_x = 0.0f;
+      d_alpha = alpha < 0.0f ? 2.0f / (alpha * alpha) : 0.0f;
+      d_scale = 0.0f;
+      return;
+    }
     const float y = 0.5f * alpha * L;
     t = (0.5f * alpha - 1.0f) * L;
     if (y > MO_ROBUST_LOSS_MAX_EXP || (b < 0.5f && r >= 0.5f)) {
@@ -281,8 +294,8 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
     d_scale = 0.0f;
     return;
   }
-  if (t < -80.0f) {  // s exp(t) would underflow before the product: go through logs
-    const float ls = log_f(s);
+  if (t < -80.0f || isinf_f(s)) {  // s exp(t) would underflow (or s overflow): go through logs
+    const float ls = log_f(fabs_f(x)) + k.log_inv_scale;  // log s, also where x / c overflows
     d_x = sign * exp_f(t + ls) * k.inv_scale;
     d_scale = -exp_f(t + 2.0f * ls) * k.inv_scale;
   } else {
