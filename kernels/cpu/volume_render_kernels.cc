@@ -96,7 +96,7 @@ struct RayScratch {
   static constexpr int64_t kLanes = Eigen::internal::unpacket_traits<Packet>::size;
   int64_t padded = 0;
   std::vector<T> tau, cum, alpha, trans;
-  std::vector<T> w, g, gw, gw_before;  // forward / backward per-sample values
+  std::vector<T> w, w3, g, gw, gw_before;  // forward / backward per-sample values
 
   explicit RayScratch(int64_t samples) {
     padded = ((samples + 1 + kLanes - 1) / kLanes) * kLanes;
@@ -105,6 +105,7 @@ struct RayScratch {
     alpha.assign(padded, T(0));
     trans.assign(padded, T(0));
     w.assign(padded, T(0));
+    w3.assign(3 * padded, T(0));
     g.assign(padded, T(0));
     gw.assign(padded, T(0));
     gw_before.assign(padded, T(0));
@@ -143,10 +144,10 @@ struct RayScratch {
 // caller runs vr_check_ray to locate the bad sample.
 template <typename T>
 bool AllValid(const T* sigma, const T* t, int64_t S) {
-  bool ok = true;
-  for (int64_t i = 0; i < S; ++i) ok &= mo::vr_sigma_ok(sigma[i]);
-  for (int64_t i = 0; i < S; ++i) ok &= mo::vr_t_ok(t[i], t[i + 1]);
-  return ok;
+  int bad = 0;
+  for (int64_t i = 0; i < S; ++i) bad |= mo::vr_sigma_ok(sigma[i]) ? 0 : 1;
+  for (int64_t i = 0; i < S; ++i) bad |= mo::vr_t_ok(t[i], t[i + 1]) ? 0 : 1;
+  return bad == 0;
 }
 
 // Forward of one valid ray (rows as in vr_forward_ray); weights may be nullptr.
@@ -157,37 +158,55 @@ void ForwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* t
   const T* trans = scratch->trans.data();
   const T* alpha = scratch->alpha.data();
   T* w = scratch->w.data();
+  T* w3 = scratch->w3.data();
   for (int64_t i = 0; i < K; ++i) w[i] = trans[i] * alpha[i];
-  // Two interleaved sets of sums (even / odd samples) halve the add latency.
-  T cr[2] = {T(0), T(0)}, cg[2] = {T(0), T(0)}, cb[2] = {T(0), T(0)};
-  T dp[2] = {T(0), T(0)}, op[2] = {T(0), T(0)};
-  int64_t i = 0;
-  for (; i + 1 < K; i += 2) {
-    for (int u = 0; u < 2; ++u) {
-      const int64_t k = i + u;
-      cr[u] += w[k] * rgb[3 * k + 0];
-      cg[u] += w[k] * rgb[3 * k + 1];
-      cb[u] += w[k] * rgb[3 * k + 2];
-      dp[u] += w[k] * mo::vr_mid(t[k], t[k + 1]);
-      op[u] += w[k];
+  // Sums over whole packets of L samples with packet accumulators, the rest
+  // scalar. For the colours, w is repeated 3x (w3[3i + c] = w_i) so the
+  // interleaved rgb row is read with plain packet loads: over L samples (3 L
+  // floats = 3 packets) accumulator k lane l holds channel (k L + l) mod 3.
+  typedef typename RayScratch<T>::Packet Packet;
+  constexpr int64_t L = RayScratch<T>::kLanes;
+  using namespace Eigen::internal;  // NOLINT
+  const int64_t Kv = (K / L) * L;
+  Packet p_op = pset1<Packet>(T(0)), p_dp = pset1<Packet>(T(0));
+  Packet p_c[3] = {pset1<Packet>(T(0)), pset1<Packet>(T(0)), pset1<Packet>(T(0))};
+  const Packet half = pset1<Packet>(T(0.5));
+  for (int64_t i = 0; i < Kv; ++i) {
+    w3[3 * i + 0] = w[i];
+    w3[3 * i + 1] = w[i];
+    w3[3 * i + 2] = w[i];
+  }
+  for (int64_t j = 0; j < Kv; j += L) {
+    const Packet p_w = ploadu<Packet>(w + j);
+    p_op = padd(p_op, p_w);
+    // mid = (t[i] + t[i+1]) / 2 as in vr_mid, on a packet.
+    const Packet p_mid = pmul(half, padd(ploadu<Packet>(t + j), ploadu<Packet>(t + j + 1)));
+    p_dp = pmadd(p_w, p_mid, p_dp);
+    for (int k = 0; k < 3; ++k) {
+      p_c[k] = pmadd(ploadu<Packet>(w3 + 3 * j + k * L), ploadu<Packet>(rgb + 3 * j + k * L), p_c[k]);
     }
   }
-  if (i < K) {
-    cr[0] += w[i] * rgb[3 * i + 0];
-    cg[0] += w[i] * rgb[3 * i + 1];
-    cb[0] += w[i] * rgb[3 * i + 2];
-    dp[0] += w[i] * mo::vr_mid(t[i], t[i + 1]);
-    op[0] += w[i];
+  T opacity = predux(p_op), depth = predux(p_dp);
+  T colour[3] = {T(0), T(0), T(0)};
+  for (int k = 0; k < 3; ++k) {
+    T lanes[L];
+    pstoreu(lanes, p_c[k]);
+    for (int64_t l = 0; l < L; ++l) colour[(k * L + l) % 3] += lanes[l];
   }
-  const T opacity = op[0] + op[1];
-  const T depth = dp[0] + dp[1];
+  for (int64_t i = Kv; i < K; ++i) {
+    colour[0] += w[i] * rgb[3 * i + 0];
+    colour[1] += w[i] * rgb[3 * i + 1];
+    colour[2] += w[i] * rgb[3 * i + 2];
+    depth += w[i] * mo::vr_mid(t[i], t[i + 1]);
+    opacity += w[i];
+  }
   if (weights != nullptr) {
     for (int64_t k = 0; k < K; ++k) weights[k] = w[k];
     for (int64_t k = K; k < S; ++k) weights[k] = T(0);
   }
-  out_rgb[0] = mo::vr_composite(cr[0] + cr[1], background[0], opacity);
-  out_rgb[1] = mo::vr_composite(cg[0] + cg[1], background[1], opacity);
-  out_rgb[2] = mo::vr_composite(cb[0] + cb[1], background[2], opacity);
+  out_rgb[0] = mo::vr_composite(colour[0], background[0], opacity);
+  out_rgb[1] = mo::vr_composite(colour[1], background[1], opacity);
+  out_rgb[2] = mo::vr_composite(colour[2], background[2], opacity);
   *out_depth = depth;
   *out_opacity = opacity;
 }
@@ -212,17 +231,24 @@ void BackwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* 
   T* g = scratch->g.data();
   T* gw = scratch->gw.data();
   T* gw_before = scratch->gw_before.data();
-  // 1. g_i, g_i w_i and the colour gradients (no loop-carried dependency).
+  // 1. g_i, g_i w_i and the colour gradients: simple loops without
+  // loop-carried dependencies, which the compiler vectorises.
+  T* w = scratch->w.data();
   for (int64_t i = 0; i < K; ++i) {
-    const T w = trans[i] * alpha[i];
-    T gi = mo::vr_weight_grad(gr, gg, gb, rgb[3 * i + 0], rgb[3 * i + 1], rgb[3 * i + 2], g_const, grad_depth,
+    g[i] = mo::vr_weight_grad(gr, gg, gb, rgb[3 * i + 0], rgb[3 * i + 1], rgb[3 * i + 2], g_const, grad_depth,
                               mo::vr_mid(t[i], t[i + 1]));
-    if (has_weight_grad) gi += grad_weights[i];
-    g[i] = gi;
-    gw[i] = gi * w;
-    grad_samples_rgb[3 * i + 0] = gr * w;
-    grad_samples_rgb[3 * i + 1] = gg * w;
-    grad_samples_rgb[3 * i + 2] = gb * w;
+  }
+  if (has_weight_grad) {
+    for (int64_t i = 0; i < K; ++i) g[i] += grad_weights[i];
+  }
+  for (int64_t i = 0; i < K; ++i) {
+    w[i] = trans[i] * alpha[i];
+    gw[i] = g[i] * w[i];
+  }
+  for (int64_t i = 0; i < K; ++i) {
+    grad_samples_rgb[3 * i + 0] = gr * w[i];
+    grad_samples_rgb[3 * i + 1] = gg * w[i];
+    grad_samples_rgb[3 * i + 2] = gb * w[i];
   }
   // 2. sum_{j<i} g_j w_j; the suffix sum_{j>i} is G minus that minus g_i w_i.
   ExclusivePrefixSum(gw, gw_before, K);
