@@ -75,7 +75,7 @@ def build_parser():
     g.add_argument("--eval-every", type=int, default=250, help="steps between held-out evaluations")
     g.add_argument("--eval-views", type=int, default=4, help="validation views used in periodic evaluation")
     g.add_argument("--ckpt-every", type=int, default=500)
-    g.add_argument("--orbit-frames", type=int, default=36)
+    g.add_argument("--orbit-frames", type=int, default=24)
     return p
 
 
@@ -239,7 +239,9 @@ class Trainer:
         rgb, out, t = self.render_rays(o, d, True, use_grid, return_weights=want_w)
         local = tf.cast(tf.shape(idx)[0], tf.float32)
         frac = local / float(a.batch_rays)  # replica mean -> share of the global mean
-        loss = self.loss_fn(c, rgb) * frac
+        # Keras losses already divide by num_replicas_in_sync under tf.distribute
+        # (keras.src.losses.loss.scale_loss_for_distribution); replicas get equal shares.
+        loss = self.loss_fn(c, rgb)
         if want_w:
             loss += a.distortion * tf.reduce_mean(self.metal_ops.distortion_loss(out.weights, t)) * frac
         mse = tf.reduce_mean(tf.square(rgb - c)) * frac

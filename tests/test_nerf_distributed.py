@@ -1,0 +1,166 @@
+"""The NeRF sample under tf.distribute: MirroredStrategy (two logical CPUs) and
+MultiWorkerMirroredStrategy (two local worker processes on loopback, TF_CONFIG).
+
+Each strategy computes the all-reduced gradients of the global loss (hash
+table included) on a fixed global ray batch and trains a few steps; a
+single-replica trainer starting from the same weights, on the same global
+batches, must get the same gradients and the same weights. Sample placement is
+deterministic (--no-jitter) and the occupancy-grid update is seeded
+statelessly, so the runs differ only by summation order.
+
+The strategies run in subprocesses: logical devices and TF_CONFIG must be set
+before TensorFlow initialises.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 3
+
+
+def tiny_argv(tmp, strategy):
+    return ["--size", "16", "--n-train", "4", "--n-val", "1", "--n-test", "1", "--levels", "4",
+            "--log2-table", "12", "--finest-res", "64", "--batch-rays", "256", "--samples", "8",
+            "--grid-res", "16", "--grid-warmup", "0", "--grid-every", "2", "--candidates", "32",
+            "--no-jitter", "--quiet", "--ckpt-every", "0", "--eval-every", "0", "--max-minutes", "0",
+            "--data-dir", os.path.join(tmp, "data"), "--out-dir", os.path.join(tmp, "runs"),
+            "--strategy", strategy, "--name", f"dist_{strategy}"]
+
+
+def _run_steps(trainer):
+    """Gradients on the step-0 batch, then STEPS training steps; returns arrays to compare."""
+    idx = trainer.batch_indices(12345)
+    grads = trainer.reduced_gradients(idx, use_grid=False)
+    for _ in range(STEPS):
+        trainer.train_one_step()
+    return grads, [v.numpy() for v in trainer.model.trainable_variables], trainer.grid.mask.numpy()
+
+
+def _single_replica(tmp, init_weights):
+    from examples.nerf import train
+
+    tr = train.Trainer(train.build_parser().parse_args(tiny_argv(tmp, "default")), log=lambda *a: None)
+    for v, w in zip(tr.model.weights, init_weights):
+        v.assign(w)
+    return _run_steps(tr)
+
+
+def _save(path, grads, weights, mask, names, extra=None):
+    arrays = {f"g{i}": g for i, g in enumerate(grads)}
+    arrays.update({f"w{i}": w for i, w in enumerate(weights)})
+    arrays["mask"] = mask
+    np.savez(path, **arrays)
+    with open(path + ".json", "w") as f:
+        json.dump(dict(names=names, **(extra or {})), f)
+
+
+def worker_main(mode, tmp, out, index=0):
+    """Subprocess entry: mode 'mirrored' (2 logical CPUs) or 'multiworker' (TF_CONFIG set)."""
+    sys.path.insert(0, ROOT)
+    import tensorflow as tf
+
+    if mode == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    else:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    from examples.nerf import train
+
+    tr = train.Trainer(train.build_parser().parse_args(tiny_argv(tmp, mode)), strategy=strategy,
+                       log=lambda *a: None)
+    assert tr.num_replicas == 2, tr.num_replicas
+    init = [v.numpy() for v in tr.model.weights]
+    grads, weights, mask = _run_steps(tr)
+    names = [v.path for v in tr.model.trainable_variables]
+    devices = sorted({str(d) for d in strategy.extended.worker_devices})
+    if index == 0:
+        np.savez(out + ".init.npz", *init)
+        _save(out, grads, weights, mask, names, dict(devices=devices))
+    if mode == "mirrored":
+        # The single-replica reference in the same process (same initial weights, same batches).
+        g1, w1, m1 = _single_replica(tmp, init)
+        _save(out[:-4] + ".single.npz", g1, w1, m1, names)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
+        [os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")]))
+    env.pop("TF_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+def _load(path):
+    z = np.load(path)
+    with open(path + ".json") as f:
+        meta = json.load(f)
+    n = len(meta["names"])
+    return [z[f"g{i}"] for i in range(n)], [z[f"w{i}"] for i in range(n)], z["mask"], meta
+
+
+def _compare(dist, single):
+    (g_d, w_d, m_d, meta), (g_s, w_s, m_s, _) = dist, single
+    assert "hash_encoding/table" in meta["names"][0], meta["names"]
+    table_grad = g_d[0]
+    assert np.count_nonzero(table_grad) > 100  # the hash table really gets gradients
+    for name, a, b in zip(meta["names"], g_d, g_s):
+        scale = max(np.abs(b).max(), 1e-12)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * scale, err_msg=f"gradient of {name}")
+    for name, a, b in zip(meta["names"], w_d, w_s):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=f"weights of {name} after {STEPS} steps")
+    np.testing.assert_array_equal(m_d, m_s)  # the occupancy grid agrees too
+
+
+def test_mirrored_strategy_two_logical_cpus(tmp_path):
+    out = str(tmp_path / "mirrored.npz")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "mirrored", str(tmp_path), out],
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    dist = _load(out)
+    assert len(dist[3]["devices"]) == 2
+    _compare(dist, _load(out[:-4] + ".single.npz"))
+
+
+def test_multiworker_mirrored_strategy_two_local_workers(tmp_path):
+    ports = [_free_port(), _free_port()]
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    out = str(tmp_path / "multiworker.npz")
+    procs = []
+    for i in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "multiworker", str(tmp_path), out, str(i)],
+            cwd=ROOT, env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True))
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=300))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (so, se) in zip(procs, outputs):
+        assert p.returncode == 0, so[-2000:] + se[-4000:]
+    dist = _load(out)
+    # Single-replica reference from worker 0's (broadcast) initial weights, in this process.
+    init_z = np.load(out + ".init.npz")
+    init = [init_z[f"arr_{i}"] for i in range(len(init_z.files))]
+    g, w, m = _single_replica(str(tmp_path), init)
+    _compare(dist, (g, w, m, None))
+
+
+if __name__ == "__main__":
+    worker_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 0)
