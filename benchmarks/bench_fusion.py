@@ -14,7 +14,8 @@ Model: blocks from seed 003 (ResNet-50 stage 2: res_conv(s=1, (64, 256)),
 res_identity((64, 256)) x 2), batch 16, 56x56x64 NHWC input, BatchNorm folded
 into the convolutions' bias (inference form). Timed: inference, and one
 training step (forward, gradients, SGD update). Also the fused op alone vs the
-Conv2D + BiasAdd + AddV2 + Relu composite (3x3, 64 -> 64, 16x56x56).
+Conv2D + BiasAdd + AddV2 + Relu composite (1x1 64 -> 256 and 3x3 64 -> 64,
+16x56x56). The plugin's default rule fuses 1x1 filters only (docs/FUSION.md).
 
 JSON: benchmarks/results/fusion.json.
 """
@@ -143,21 +144,23 @@ def child(repeats, quick):
     out["train_step_s"] = {"plugin_on": t_on, "plugin_off": t_off, "speedup": t_off / t_on}
 
     # ---- the fused op alone vs TF's composite (plugin off for the composite) ----
-    xs = tf.constant(rng.standard_normal((batch, hw, hw, 64)).astype(np.float32))
-    ws = tf.constant((rng.standard_normal((3, 3, 64, 64)) / 24).astype(np.float32))
-    bs = tf.constant(rng.standard_normal(64).astype(np.float32))
-    rs = tf.constant(rng.standard_normal((batch, hw, hw, 64)).astype(np.float32))
-    ours = make(lambda x, w, b, r: metal_ops.fused_conv2d(x, w, b, r, activation="relu"))
-    theirs = instantiate(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r),
-                         (xs, ws, bs, rs), False)
-    d = float(np.max(np.abs(ours(xs, ws, bs, rs).numpy() - theirs(xs, ws, bs, rs).numpy())))
-    assert d < 1e-3, d
-    (t_ours, t_tf), _ = _median_times([lambda: ours(xs, ws, bs, rs).numpy(), lambda: theirs(xs, ws, bs, rs).numpy()],
-                                      repeats)
-    flops = 2.0 * batch * hw * hw * 64 * 64 * 9
-    out["op_alone_s"] = {"fused_op": t_ours, "tf_composite": t_tf, "speedup": t_tf / t_ours,
-                         "fused_op_gflops": flops / t_ours / 1e9, "tf_gflops": flops / t_tf / 1e9,
-                         "max_abs_diff": d}
+    out["op_alone_s"] = {}
+    for name, k, cin, cout in (("1x1_64to256", 1, 64, 256), ("3x3_64to64", 3, 64, 64)):
+        xs = tf.constant(rng.standard_normal((batch, hw, hw, cin)).astype(np.float32))
+        ws = tf.constant((rng.standard_normal((k, k, cin, cout)) / np.sqrt(k * k * cin)).astype(np.float32))
+        bs = tf.constant(rng.standard_normal(cout).astype(np.float32))
+        rs = tf.constant(rng.standard_normal((batch, hw, hw, cout)).astype(np.float32))
+        ours = make(lambda x, w, b, r: metal_ops.fused_conv2d(x, w, b, r, activation="relu"))
+        theirs = instantiate(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r),
+                             (xs, ws, bs, rs), False)
+        d = float(np.max(np.abs(ours(xs, ws, bs, rs).numpy() - theirs(xs, ws, bs, rs).numpy())))
+        assert d < 1e-3, d
+        (t_ours, t_tf), _ = _median_times([lambda: ours(xs, ws, bs, rs).numpy(),
+                                           lambda: theirs(xs, ws, bs, rs).numpy()], repeats)
+        flops = 2.0 * batch * hw * hw * cin * cout * k * k
+        out["op_alone_s"][name] = {"fused_op": t_ours, "tf_composite": t_tf, "speedup": t_tf / t_ours,
+                                   "fused_op_gflops": flops / t_ours / 1e9, "tf_gflops": flops / t_tf / 1e9,
+                                   "max_abs_diff": d}
     return out
 
 
@@ -196,10 +199,10 @@ def main():
             t = r[name]
             print(f"   {name[:-2]:>10}: plugin on {t['plugin_on'] * 1e3:8.1f} ms   off {t['plugin_off'] * 1e3:8.1f} ms"
                   f"   speedup {t['speedup']:.3f}x")
-        t = r["op_alone_s"]
-        print(f"   fused op alone (3x3 64->64 + bias + residual + relu): {t['fused_op'] * 1e3:.1f} ms "
-              f"({t['fused_op_gflops']:.0f} GFLOP/s) vs TF composite {t['tf_composite'] * 1e3:.1f} ms "
-              f"({t['tf_gflops']:.0f} GFLOP/s): {t['speedup']:.3f}x")
+        for name, t in r["op_alone_s"].items():
+            print(f"   fused op alone, {name} + bias + residual + relu: {t['fused_op'] * 1e3:.1f} ms "
+                  f"({t['fused_op_gflops']:.0f} GFLOP/s) vs TF Conv2D+BiasAdd+AddV2+Relu {t['tf_composite'] * 1e3:.1f} ms "
+                  f"({t['tf_gflops']:.0f} GFLOP/s): {t['speedup']:.3f}x")
     if not args.quick:
         os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
         with open(RESULTS, "w") as f:

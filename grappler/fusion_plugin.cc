@@ -26,6 +26,8 @@
 //  * same device on every node, CPU (or unplaced);
 //  * dtype float; residual shape equal to the output's (known, or the same
 //    symbolic dimension), never a broadcast; bias of shape [C];
+//  * 1x1 filters only, unless METAL_OPS_FUSION_ALL_CONVS=1 (profitability, see
+//    MatchAt);
 //  * the last node's name goes on the fused node, so consumers stay wired;
 //  * a second pass finds nothing new (the fused op is never a pattern head).
 // METAL_OPS_FUSION=0 disables every rewrite; METAL_OPS_FUSION_LOG=1 prints one
@@ -93,9 +95,12 @@ std::string JsonList(const std::vector<std::string>& v) {
   return out + "]";
 }
 
+long g_record_seq = 0;  // guarded by g_log_mutex
+
 void AddRecord(std::string record) {
   std::lock_guard<std::mutex> lock(g_log_mutex);
-  g_records->push_back(std::move(record));
+  // Every record starts with its sequence number: {"seq":N,...
+  g_records->push_back("{\"seq\":" + std::to_string(++g_record_seq) + "," + record.substr(1));
   while (g_records->size() > kMaxRecords) g_records->pop_front();
 }
 std::atomic<long> g_rewrites{0};
@@ -412,6 +417,14 @@ class Fuser {
       return false;
     const int64_t channels = out_shape.dim(3).size();
     if (channels < 0) return false;
+    // Profitability: our kernel's GEMM (Eigen) is slower than the oneDNN sgemm
+    // under TF's own Eigen convolutions for KxK filters (measured 0.72x for
+    // 3x3x64 -> 64 at 16x56x56), and on par or faster for 1x1 filters, where
+    // saving the residual-add and activation passes wins. So only 1x1 filters
+    // are fused unless METAL_OPS_FUSION_ALL_CONVS=1.
+    if (!EnvIs("METAL_OPS_FUSION_ALL_CONVS", "1") &&
+        (filter_shape.dim(0).size() != 1 || filter_shape.dim(1).size() != 1))
+      return false;
 
     m->head = head;
     m->nodes.push_back(head);

@@ -202,15 +202,14 @@ def _child_table(out_dir):
         diff = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(eager, graph))
         rep = fusion.report(f.get_concrete_function(*args))
         # Idempotency: run the optimizer again on the optimized graph.
-        from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
-        from tensorflow.python.grappler import tf_optimizer
+        from tensorflow.core.protobuf import meta_graph_pb2
         cf = f.get_concrete_function(*args)
         once = fusion._optimized_graph_def(cf)
         meta = meta_graph_pb2.MetaGraphDef()
         meta.graph_def.CopyFrom(once)
         for t in cf.outputs:
             meta.collection_def["train_op"].node_list.value.append(t.name)
-        twice = tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta)
+        twice = fusion._optimize_offline(meta)
         sig = lambda gd: sorted((n.name, tuple(n.input), n.attr["activation"].s.decode())
                                 for n in gd.node if n.op == "MetalOpsFusedConv2D")
         out["cases"][name] = {
@@ -232,7 +231,7 @@ def _child_keras(out_dir):
 
 
 def _child_guards(out_dir):
-    import tensorflow as tf  # noqa: F401
+    import tensorflow as tf
     from metal_ops import fusion
 
     res = {}
@@ -252,6 +251,18 @@ def _child_guards(out_dir):
     res["enable_again"] = fusion.enable()
     lib = fusion._dlopen_noload(fusion.plugin_path())
     res["init_calls"] = int(lib.MetalOpsFusionInitCalls())
+    # Default profitability rule (oneDNN off here): 1x1 filters are fused, 3x3 are not.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    r = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
+    for k in (1, 3):
+        w = rng.standard_normal((k, k, 4, 4)).astype(np.float32)
+        f = tf.function(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r))
+        y = f(x, w, b, r)
+        want = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r)
+        res[f"default_{k}x{k}"] = {"patterns": fusion.report(f.get_concrete_function(x, w, b, r)).patterns,
+                                   "diff": float(np.max(np.abs(y.numpy() - want.numpy())))}
     return res
 
 
@@ -270,7 +281,8 @@ def _start_child(kind, out_dir, onednn, extra_env=None):
     env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), ROOT])
-    for k in ("METAL_OPS_FUSION", "METAL_OPS_FUSION_LOG", "METAL_OPS_FUSION_WITH_ONEDNN"):
+    for k in ("METAL_OPS_FUSION", "METAL_OPS_FUSION_LOG", "METAL_OPS_FUSION_WITH_ONEDNN",
+              "METAL_OPS_FUSION_ALL_CONVS"):
         env.pop(k, None)
     env.update(extra_env or {})
     out_dir.mkdir()
@@ -283,11 +295,12 @@ def runs(tmp_path_factory):
     """Runs the children, three at a time (TensorFlow's import is mostly serial)."""
     tmp = tmp_path_factory.mktemp("fusion")
     specs = [
-        (("table", False), "table", False, {"METAL_OPS_FUSION_LOG": "1"}),
+        (("table", False), "table", False, {"METAL_OPS_FUSION_LOG": "1", "METAL_OPS_FUSION_ALL_CONVS": "1"}),
         (("keras", False), "keras", False, None),
-        (("table", True), "table", True, {"METAL_OPS_FUSION_LOG": "1"}),
+        (("table", True), "table", True, {"METAL_OPS_FUSION_LOG": "1", "METAL_OPS_FUSION_ALL_CONVS": "1"}),
         (("keras", True), "keras", True, None),
-        (("table_with_onednn", True), "table", True, {"METAL_OPS_FUSION_WITH_ONEDNN": "1"}),
+        (("table_with_onednn", True), "table", True, {"METAL_OPS_FUSION_WITH_ONEDNN": "1",
+                                                      "METAL_OPS_FUSION_ALL_CONVS": "1"}),
         (("guards", False), "guards", False, None),
     ]
     results, pending = {}, list(enumerate(specs))
@@ -396,6 +409,9 @@ def test_guards(runs):
     assert res["loaded_after_refusal"] is False
     assert res["enable"] is True and res["enable_again"] is True
     assert res["init_calls"] == 1
+    assert res["default_1x1"]["patterns"] == ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu"], res
+    assert res["default_3x3"]["patterns"] == [], res
+    assert res["default_1x1"]["diff"] <= ATOL and res["default_3x3"]["diff"] <= ATOL, res
 
 
 if __name__ == "__main__":

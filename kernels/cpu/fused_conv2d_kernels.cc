@@ -1,24 +1,19 @@
 // CPU kernels of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad.
 //
-// The convolution is Eigen's spatial convolution (the one TensorFlow's own CPU
-// Conv2D uses when oneDNN is off; 1x1 stride-1 convolutions become a plain
-// matrix contraction, as in TF). The bias, the residual and the activation are
-// applied by an Eigen *output kernel*: the contraction calls it on each output
-// block right after the block is computed, while it is still in cache, so the
-// fused op makes one pass over the output instead of three or four.
+// The convolution is a blocked im2col + GEMM (Eigen tensor contraction; see
+// LaunchConv). The bias, the residual and the activation are applied by an
+// Eigen *output kernel*: the contraction calls it on each output block right
+// after the block is computed, while it is still in cache, so the fused op
+// makes one pass over the output instead of three or four.
 //
 // Threads: the contraction runs on ctx->eigen_device<ThreadPoolDevice>(), which
 // is TensorFlow's intra-op thread pool (the same pool ParallelFor uses); the
-// element-wise gradient kernel and the degenerate in_channels == 0 case use
-// tensorflow_cpu_worker_threads()->workers->ParallelFor.
+// patch gathering, the element-wise gradient kernel and the degenerate
+// in_channels == 0 case use tensorflow_cpu_worker_threads()->workers->ParallelFor.
 #define EIGEN_USE_THREADS
-// Eigen's AVX-512 GEMM kernels (switched on by -march=native on AVX-512 CPUs)
-// specialise gemm_pack_rhs ambiguously with the spatial convolution's own
-// packer. Keep Eigen's generic block-panel kernel (still AVX-512 vectorised).
-#ifndef EIGEN_USE_AVX512_GEMM_KERNELS
-#define EIGEN_USE_AVX512_GEMM_KERNELS 0
-#endif
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,7 +26,6 @@
 #include "tensorflow/core/util/padding.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "unsupported/Eigen/CXX11/Tensor"
-#include "xla/tsl/framework/convolution/eigen_spatial_convolutions.h"
 
 namespace metal_ops {
 namespace {
@@ -129,44 +123,75 @@ struct ConvGeometry {
   tensorflow::Padding padding;
 };
 
-void LaunchConv(const CPUDevice& d, const ConvGeometry& g, const float* input, const float* filter,
-                const float* bias, const float* residual, int act, float alpha, float* output) {
+// out[rows, Cout] = patches[rows, K] x filter[K, Cout], output stage fused.
+void Contract(const CPUDevice& d, const float* lhs, int64_t rows, int64_t k, const float* filter,
+              int64_t cout, const float* bias, const float* residual, int act, float alpha,
+              float* out) {
   using Index = Eigen::Index;
-  const FusedOutputKernel ok{bias, residual, output, act, alpha};
+  const FusedOutputKernel ok{bias, residual, out, act, alpha};
+  Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>, Eigen::Unaligned> a(lhs, rows, k);
+  Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>, Eigen::Unaligned> f(filter, k,
+                                                                                      cout);
+  Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>, Eigen::Unaligned> o(out, rows, cout);
+  Eigen::array<Eigen::IndexPair<Index>, 1> dims{Eigen::IndexPair<Index>(1, 0)};
+  o.device(d) = a.contract(f, dims, ok);
+}
+
+// The convolution as a matrix product: an HWIO filter is already the
+// [KH*KW*Cin, Cout] matrix, and an output pixel's receptive field, gathered
+// tap by tap (Cin contiguous floats each, zeros in the padding), is a row of
+// the [pixels, KH*KW*Cin] patch matrix. Pixels are processed in chunks whose
+// patch rows fit a bounded scratch buffer; 1x1 stride-1 unpadded convolutions
+// use the input itself as the patch matrix. The GEMM is Eigen's tensor
+// contraction (its AVX-512 GEMM micro-kernels under -march=native), and the
+// output stage runs in its output kernel, block by block.
+void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
+                const float* filter, const float* bias, const float* residual, int act,
+                float alpha, float* output) {
+  const CPUDevice& d = ctx->eigen_device<CPUDevice>();
+  const int64_t cin = g.in_depth, cout = g.out_depth;
+  const int64_t k = g.filter_rows * g.filter_cols * cin;
+  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
   const bool one_by_one = g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 &&
                           g.stride_cols == 1 && g.pad_top == 0 && g.pad_bottom == 0 &&
                           g.pad_left == 0 && g.pad_right == 0;
   if (one_by_one) {
-    // [N*H*W, Cin] x [Cin, Cout]: a matrix product, like TF's 1x1 shortcut.
-    const Index m = g.batch * g.in_rows * g.in_cols;
-    Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>, Eigen::Unaligned> in(
-        input, m, g.in_depth);
-    Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>, Eigen::Unaligned> f(
-        filter, g.in_depth, g.out_depth);
-    Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>, Eigen::Unaligned> out(output, m,
-                                                                                    g.out_depth);
-    Eigen::array<Eigen::IndexPair<Index>, 1> dims{Eigen::IndexPair<Index>(1, 0)};
-    out.device(d) = in.contract(f, dims, ok);
+    Contract(d, input, pixels, k, filter, cout, bias, residual, act, alpha, output);
     return;
   }
-  Eigen::TensorMap<Eigen::Tensor<const float, 4, Eigen::RowMajor>, Eigen::Unaligned> in(
-      input, g.batch, g.in_rows, g.in_cols, g.in_depth);
-  Eigen::TensorMap<Eigen::Tensor<const float, 4, Eigen::RowMajor>, Eigen::Unaligned> f(
-      filter, g.filter_rows, g.filter_cols, g.in_depth, g.out_depth);
-  Eigen::TensorMap<Eigen::Tensor<float, 4, Eigen::RowMajor>, Eigen::Unaligned> out(
-      output, g.batch, g.out_rows, g.out_cols, g.out_depth);
-  // Row-major NHWC: Eigen's "rows" are the width axis, hence the swapped order
-  // (the same call TensorFlow's SpatialConvolutionFunc makes).
-  if (g.padding == tensorflow::Padding::EXPLICIT) {
-    out.device(d) = Eigen::SpatialConvolution(in, f, g.stride_cols, g.stride_rows,
-                                              Eigen::PADDING_VALID, g.dilation_cols,
-                                              g.dilation_rows, ok, g.pad_left, g.pad_right,
-                                              g.pad_top, g.pad_bottom);
-  } else {
-    const Eigen::PaddingType pt =
-        g.padding == tensorflow::Padding::SAME ? Eigen::PADDING_SAME : Eigen::PADDING_VALID;
-    out.device(d) = Eigen::SpatialConvolution(in, f, g.stride_cols, g.stride_rows, pt,
-                                              g.dilation_cols, g.dilation_rows, ok);
+  // Chunk of output pixels whose patch rows take at most ~16 MiB.
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(pixels, (int64_t{4} << 20) / k));
+  Tensor scratch;
+  OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({chunk * k}), &scratch));
+  float* patches = scratch.flat<float>().data();
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  const int64_t ohw = g.out_rows * g.out_cols;
+  for (int64_t start = 0; start < pixels; start += chunk) {
+    const int64_t rows = std::min(chunk, pixels - start);
+    auto gather = [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t pix = start + p;
+        const int64_t n = pix / ohw, rem = pix % ohw;
+        const int64_t oy = rem / g.out_cols, ox = rem % g.out_cols;
+        float* dst = patches + p * k;
+        for (int64_t i = 0; i < g.filter_rows; ++i) {
+          const int64_t iy = oy * g.stride_rows - g.pad_top + i * g.dilation_rows;
+          for (int64_t j = 0; j < g.filter_cols; ++j, dst += cin) {
+            const int64_t ix = ox * g.stride_cols - g.pad_left + j * g.dilation_cols;
+            if (iy < 0 || iy >= g.in_rows || ix < 0 || ix >= g.in_cols) {
+              std::memset(dst, 0, sizeof(float) * cin);
+            } else {
+              std::memcpy(dst, input + ((n * g.in_rows + iy) * g.in_cols + ix) * cin,
+                          sizeof(float) * cin);
+            }
+          }
+        }
+      }
+    };
+    workers->ParallelFor(rows, /*cost_per_unit=*/k, gather);
+    Contract(d, patches, rows, k, filter, cout, bias,
+             residual != nullptr ? residual + start * cout : nullptr, act, alpha,
+             output + start * cout);
   }
 }
 
@@ -333,8 +358,7 @@ class FusedConv2DOp : public OpKernel {
           out_shape.num_elements(), /*cost_per_unit=*/20, work);
       return;
     }
-    const CPUDevice& d = ctx->eigen_device<CPUDevice>();
-    LaunchConv(d, g, input.flat<float>().data(), filter.flat<float>().data(), bias, residual,
+    LaunchConv(ctx, g, input.flat<float>().data(), filter.flat<float>().data(), bias, residual,
                act_, alpha_, out);
   }
 

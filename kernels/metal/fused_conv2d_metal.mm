@@ -107,6 +107,9 @@ MPSGraphTensor* Activate(MPSGraph* g, MPSGraphTensor* z, int act, float alpha) {
 struct CachedGraph {
   MPSGraphExecutable* executable = nil;
   std::vector<std::vector<int64_t>> input_shapes;
+  // feed_order[k]: which of our inputs is the executable's k-th feed tensor
+  // (an executable's feedTensors order is its own, not the placeholders').
+  std::vector<size_t> feed_order;
 };
 
 // Process-wide cache: one executable per key, built under the mutex on first use.
@@ -147,6 +150,9 @@ std::shared_ptr<CachedGraph> GetOrBuild(const std::string& key, id<MTLDevice> de
                                targetOperations:nil
                           compilationDescriptor:desc];
   cached->input_shapes = input_shapes;
+  NSArray<MPSGraphTensor*>* feed_tensors = cached->executable.feedTensors;
+  if (feed_tensors == nil) feed_tensors = placeholders;
+  for (MPSGraphTensor* t in feed_tensors) cached->feed_order.push_back([placeholders indexOfObject:t]);
   (*g_cache)[key] = cached;
   return cached;
 }
@@ -155,7 +161,7 @@ std::shared_ptr<CachedGraph> GetOrBuild(const std::string& key, id<MTLDevice> de
 void Encode(id<TF_MetalStream> stream, const CachedGraph& cached, const std::vector<TF_Tensor*>& inputs,
             TF_Tensor* output, const std::vector<int64_t>& out_dims) {
   NSMutableArray<MPSGraphTensorData*>* in_data = [NSMutableArray array];
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i : cached.feed_order) {
     [in_data addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:mo::metal::BufferOf(inputs[i])
                                                                shape:ShapeOf(cached.input_shapes[i])
                                                             dataType:MPSDataTypeFloat32]];

@@ -151,8 +151,7 @@ def enable():
 # --------------------------------------------------------------------------------------
 def _optimized_graph_def(concrete_function):
     """Runs Grappler (all default passes + plugins) on the function's graph."""
-    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
-    from tensorflow.python.grappler import tf_optimizer
+    from tensorflow.core.protobuf import meta_graph_pb2
 
     graph = concrete_function.graph
     meta = meta_graph_pb2.MetaGraphDef()
@@ -170,8 +169,29 @@ def _optimized_graph_def(concrete_function):
         if op.type in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp") or (
                 op.type.startswith("ResourceApply")):
             fetch.append(op.name)
-    config = config_pb2.ConfigProto()
-    return tf_optimizer.OptimizeGraph(config, meta)
+    return _optimize_offline(meta)
+
+
+# Sequence numbers of the plugin records made by our own offline Grappler runs:
+# they are not what ran, so report() never matches them.
+_offline_seq_ranges = []
+
+
+def _last_seq():
+    recs = _records()
+    return recs[-1]["seq"] if recs else 0
+
+
+def _optimize_offline(meta_graph):
+    """tf_optimizer.OptimizeGraph on `meta_graph`, its plugin records set aside."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    lo = _last_seq()
+    try:
+        return tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta_graph)
+    finally:
+        _offline_seq_ranges.append((lo + 1, _last_seq()))
 
 
 class FusionReport:
@@ -225,27 +245,35 @@ def _records():
 
 def _runtime_report(graph):
     """Matches the function's graph against what the plugin saw at run time."""
-    names = {op.name for op in graph.get_operations()}
+    # Outputs become _Retval nodes with other names at run time: leave them out.
+    outputs = {t.op.name for t in graph.outputs}
+    names = {op.name for op in graph.get_operations() if not (op.type == "Identity" and op.name in outputs)}
     if not names:
         return None
     best, best_score = None, 0.0
-    records = _records()
+    records = [r for r in _records()
+               if not any(lo <= r["seq"] <= hi for lo, hi in _offline_seq_ranges)]
     for i, rec in enumerate(records):
-        seen = set(rec["nodes"])
-        # Grappler renames / removes some nodes; most names survive.
+        seen = {n for n in rec["nodes"] if not n.endswith("_RetVal")}
+        # Grappler renames / removes some nodes; most names survive. Ties go
+        # to the newest record (the function that ran last).
         score = len(names & seen) / len(names | seen)
         if score >= best_score:
             best, best_score = i, score
     if best is None or best_score < 0.4:
         return None
-    # The other meta-optimizer iteration of the same graph is the neighbouring
-    # record whose node names nearly all coincide with the best one's.
-    def same_graph(k):
-        a, b = set(records[k]["nodes"]), set(records[best]["nodes"])
-        return len(a & b) >= 0.9 * min(len(a), len(b))
-
-    group = [records[k] for k in (best - 1, best, best + 1)
-             if 0 <= k < len(records) and (k == best or same_graph(k))]
+    # If the best match is the second meta-optimizer iteration of a graph we
+    # rewrote, the rewrites are in the record just before it: that first pass
+    # saw (nearly) all of this pass's nodes and put its fused nodes' names here.
+    group = [records[best]]
+    if best > 0:
+        prev, cur = records[best - 1], set(records[best]["nodes"])
+        prev_nodes = set(prev["nodes"])
+        if (not records[best]["rewrites"] and prev["rewrites"]
+                and len(cur & prev_nodes) >= 0.95 * len(cur)
+                # each fused node is here, the nodes it replaced are gone
+                and all(rw[0] in cur and not (set(rw[3][:-1]) & cur) for rw in prev["rewrites"])):
+            group.insert(0, prev)
     fused, tf_fused, seen_fused = [], [], set()
     for rec in group:
         for name, pattern, act, nodes in rec["rewrites"]:
