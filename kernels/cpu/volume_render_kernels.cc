@@ -65,28 +65,37 @@ struct VrPacketMath<float> {
 };
 
 // Exclusive prefix sums out[i] = x[0] + ... + x[i-1] for i < n, in four
-// interleaved chains (a single chain of adds is latency-bound), each quarter
-// then offset by the sums before it. Returns the total.
+// interleaved chains over the quarters of [0, 4 floor(n/4)) (a single chain of
+// adds is latency-bound), each quarter then offset by the sums before it, and
+// the last n mod 4 elements appended. Returns the total.
 template <typename T>
 T ExclusivePrefixSum(const T* x, T* out, int64_t n) {
-  const int64_t q = (n + 3) / 4;
-  T part[4] = {T(0), T(0), T(0), T(0)};
+  const int64_t q = n / 4;
+  const T *x0 = x, *x1 = x + q, *x2 = x + 2 * q, *x3 = x + 3 * q;
+  T *o0 = out, *o1 = out + q, *o2 = out + 2 * q, *o3 = out + 3 * q;
+  T a0 = T(0), a1 = T(0), a2 = T(0), a3 = T(0);
   for (int64_t j = 0; j < q; ++j) {
-    for (int c = 0; c < 4; ++c) {
-      const int64_t i = c * q + j;
-      if (i < n) {
-        out[i] = part[c];
-        part[c] = part[c] + x[i];
-      }
-    }
+    o0[j] = a0;
+    o1[j] = a1;
+    o2[j] = a2;
+    o3[j] = a3;
+    a0 = a0 + x0[j];
+    a1 = a1 + x1[j];
+    a2 = a2 + x2[j];
+    a3 = a3 + x3[j];
   }
-  T offset = part[0];
-  for (int c = 1; c < 4; ++c) {
-    const int64_t end = (c + 1) * q < n ? (c + 1) * q : n;
-    for (int64_t i = c * q; i < end; ++i) out[i] = offset + out[i];
-    offset = offset + part[c];
+  const T off1 = a0, off2 = off1 + a1, off3 = off2 + a2;
+  for (int64_t j = 0; j < q; ++j) {
+    o1[j] = off1 + o1[j];
+    o2[j] = off2 + o2[j];
+    o3[j] = off3 + o3[j];
   }
-  return offset;
+  T total = off3 + a3;
+  for (int64_t i = 4 * q; i < n; ++i) {
+    out[i] = total;
+    total = total + x[i];
+  }
+  return total;
 }
 
 // Per-thread scratch of one ray: tau, cum, alpha, trans padded to whole packets.
