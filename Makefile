@@ -3,6 +3,8 @@
 # Sources are found by wildcard: adding an op means adding files, not rules.
 
 SHELL := /bin/bash
+# Compile in parallel by default (CI has 2 cores); `make -j1` overrides.
+MAKEFLAGS += --jobs=$(shell nproc 2>/dev/null || echo 2)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 UNAME_S := $(shell uname -s)
 VENV ?= .venv
