@@ -88,14 +88,18 @@ def make_composite(levels):
 
 
 def median_ms(fn, repeats, warmup=2):
+    """(median wall ms, median process CPU ms) over `repeats` calls. On a
+    shared machine the CPU time (all threads of this process) is the steadier
+    figure: it does not count time spent waiting for a core."""
     for _ in range(warmup):
         fn()
-    times = []
+    walls, cpus = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), times
+        walls.append((time.perf_counter() - t0) * 1e3)
+        cpus.append((time.process_time() - c0) * 1e3)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def ours_fns(x, table, dy, input_grad=False):
@@ -110,9 +114,11 @@ def ours_fns(x, table, dy, input_grad=False):
             if input_grad:
                 tape.watch(x)
             y = metal_ops.hash_encode(x, table, **GRID)
+        # y is returned: otherwise the forward op, whose output the gradient
+        # does not read, is pruned from the graph and only the backward runs.
         if input_grad:
-            return tape.gradient(y, [table, x], output_gradients=dy)
-        return tape.gradient(y, table, output_gradients=dy)
+            return [y] + tape.gradient(y, [table, x], output_gradients=dy)
+        return [y, tape.gradient(y, table, output_gradients=dy)]
 
     return (lambda: fwd(x, table).numpy()), (lambda: tf.nest.map_structure(lambda t: t.numpy(), fwd_bwd(x, table, dy)))
 
@@ -124,10 +130,11 @@ def composite_fns(encode, x, table, dy, jit):
         with tf.GradientTape() as tape:
             tape.watch(table)
             y = encode(x, table)
-        return tape.gradient(y, table, output_gradients=dy)
+        # tf.gather's gradient is IndexedSlices: densified, like our [P, F] result.
+        return [y, tf.convert_to_tensor(tape.gradient(y, table, output_gradients=dy))]
 
     fwd_bwd = tf.function(grad, jit_compile=jit)
-    return (lambda: fwd(x, table).numpy()), (lambda: tf.convert_to_tensor(fwd_bwd(x, table, dy)).numpy()), fwd, fwd_bwd
+    return ((lambda: fwd(x, table).numpy()), (lambda: [t.numpy() for t in fwd_bwd(x, table, dy)]), fwd, fwd_bwd)
 
 
 _THREAD_SCRIPT = """
@@ -145,7 +152,9 @@ x = tf.constant(rng.uniform(0, 1, (n, b.D)).astype(np.float32))
 table = tf.constant(rng.uniform(-1e-4, 1e-4, (b.metal_ops.hash_grid_size(b.D, **b.GRID), b.F)).astype(np.float32))
 dy = tf.constant(rng.normal(size=(n, b.L * b.F)).astype(np.float32))
 fwd, fwd_bwd = b.ours_fns(x, table, dy)
-print(json.dumps(dict(forward_ms=b.median_ms(fwd, {repeats})[0], forward_backward_ms=b.median_ms(fwd_bwd, {repeats})[0])))
+f_wall, f_cpu = b.median_ms(fwd, {repeats})
+fb_wall, fb_cpu = b.median_ms(fwd_bwd, {repeats})
+print(json.dumps(dict(forward_ms=f_wall, forward_cpu_ms=f_cpu, forward_backward_ms=fb_wall, forward_backward_cpu_ms=fb_cpu)))
 """
 
 
@@ -199,47 +208,60 @@ def main():
         ours_y = ours_f()
         np.testing.assert_allclose(comp_f(), ours_y, atol=1e-3 * np.abs(table_np).max(), rtol=0)
         np.testing.assert_allclose(xla_f(), ours_y, atol=1e-3 * np.abs(table_np).max(), rtol=0)
-        ours_g = ours_fb()
-        np.testing.assert_allclose(comp_fb(), ours_g, atol=1e-3 * np.abs(ours_g).max(), rtol=0)
-        np.testing.assert_allclose(xla_fb(), ours_g, atol=1e-3 * np.abs(ours_g).max(), rtol=0)
+        ours_g = ours_fb()[1]
+        np.testing.assert_allclose(comp_fb()[1], ours_g, atol=1e-3 * np.abs(ours_g).max(), rtol=0)
+        np.testing.assert_allclose(xla_fb()[1], ours_g, atol=1e-3 * np.abs(ours_g).max(), rtol=0)
         run = {}
-        run["ours_forward_ms"] = median_ms(ours_f, args.repeats)[0]
-        run["ours_forward_backward_ms"] = median_ms(ours_fb, args.repeats)[0]
+
+        def measure(key, fn, repeats, warmup=2):
+            run[key + "_ms"], run[key + "_cpu_ms"] = median_ms(fn, repeats, warmup)
+
+        measure("ours_forward", ours_f, args.repeats)
+        measure("ours_forward_backward", ours_fb, args.repeats)
         ours_f16, ours_fb16 = ours_fns(x, table16, dy16)
-        run["ours_fp16_table_forward_ms"] = median_ms(ours_f16, args.repeats)[0]
-        run["ours_fp16_table_forward_backward_ms"] = median_ms(ours_fb16, args.repeats)[0]
+        measure("ours_fp16_table_forward", ours_f16, args.repeats)
+        measure("ours_fp16_table_forward_backward", ours_fb16, args.repeats)
         _, ours_fb_x = ours_fns(x, table, dy, input_grad=True)
-        run["ours_forward_backward_with_input_grad_ms"] = median_ms(ours_fb_x, args.repeats)[0]
-        run["composite_forward_ms"] = median_ms(comp_f, args.composite_repeats, warmup=1)[0]
-        run["composite_forward_backward_ms"] = median_ms(comp_fb, args.composite_repeats, warmup=1)[0]
-        run["xla_forward_ms"] = median_ms(xla_f, args.composite_repeats + 2, warmup=1)[0]
-        run["xla_forward_backward_ms"] = median_ms(xla_fb, args.composite_repeats + 2, warmup=1)[0]
+        measure("ours_forward_backward_with_input_grad", ours_fb_x, args.repeats)
+        measure("composite_forward", comp_f, args.composite_repeats, warmup=1)
+        measure("composite_forward_backward", comp_fb, args.composite_repeats, warmup=1)
+        measure("xla_forward", xla_f, args.composite_repeats, warmup=1)
+        measure("xla_forward_backward", xla_fb, args.composite_repeats, warmup=1)
         for key in ("forward", "forward_backward"):
-            run[f"speedup_vs_composite_{key}"] = run[f"composite_{key}_ms"] / run[f"ours_{key}_ms"]
-            run[f"speedup_vs_xla_{key}"] = run[f"xla_{key}_ms"] / run[f"ours_{key}_ms"]
+            for unit in ("ms", "cpu_ms"):
+                tag = "" if unit == "ms" else "_cpu"
+                run[f"speedup_vs_composite_{key}{tag}"] = run[f"composite_{key}_{unit}"] / run[f"ours_{key}_{unit}"]
+                run[f"speedup_vs_xla_{key}{tag}"] = run[f"xla_{key}_{unit}"] / run[f"ours_{key}_{unit}"]
             run[f"ours_{key}_points_per_s"] = n / (run[f"ours_{key}_ms"] * 1e-3)
         run["input_grad_extra_ms"] = run["ours_forward_backward_with_input_grad_ms"] - run["ours_forward_backward_ms"]
+        run["input_grad_extra_cpu_ms"] = (run["ours_forward_backward_with_input_grad_cpu_ms"]
+                                          - run["ours_forward_backward_cpu_ms"])
         results["runs"][str(n)] = run
-        print(f"\nN = {n:,}")
-        print(f"  {'':34s} {'forward':>10s} {'fwd+bwd':>10s}")
+        print(f"\nN = {n:,}   (wall ms | process CPU ms, medians)")
+        print(f"  {'':30s} {'forward':>19s} {'fwd+bwd':>19s}")
         for label, key in (("metal_ops.hash_encode", "ours"), ("  float16 table", "ours_fp16_table"),
                            ("composite (graph)", "composite"), ("composite (XLA)", "xla")):
-            print(f"  {label:34s} {run[key + '_forward_ms']:8.1f}ms {run[key + '_forward_backward_ms']:8.1f}ms")
-        print(f"  {'  + input gradient':34s} {'':10s} {run['ours_forward_backward_with_input_grad_ms']:8.1f}ms")
-        print(f"  speedup vs composite: forward {run['speedup_vs_composite_forward']:.1f}x, "
-              f"fwd+bwd {run['speedup_vs_composite_forward_backward']:.1f}x")
-        print(f"  speedup vs XLA:       forward {run['speedup_vs_xla_forward']:.1f}x, "
-              f"fwd+bwd {run['speedup_vs_xla_forward_backward']:.1f}x")
+            print(f"  {label:30s} {run[key + '_forward_ms']:8.1f} | {run[key + '_forward_cpu_ms']:8.1f} "
+                  f"{run[key + '_forward_backward_ms']:8.1f} | {run[key + '_forward_backward_cpu_ms']:8.1f}")
+        print(f"  {'  + input gradient':30s} {'':19s} {run['ours_forward_backward_with_input_grad_ms']:8.1f} | "
+              f"{run['ours_forward_backward_with_input_grad_cpu_ms']:8.1f}")
+        for ref_name, ref_key in (("composite", "composite"), ("XLA", "xla")):
+            print(f"  speedup vs {ref_name:9s}: forward {run[f'speedup_vs_{ref_key}_forward']:.1f}x wall "
+                  f"({run[f'speedup_vs_{ref_key}_forward_cpu']:.1f}x CPU), fwd+bwd "
+                  f"{run[f'speedup_vs_{ref_key}_forward_backward']:.1f}x wall "
+                  f"({run[f'speedup_vs_{ref_key}_forward_backward_cpu']:.1f}x CPU)")
         print(f"  ours: {run['ours_forward_points_per_s']:.3g} points/s forward, "
-              f"{run['ours_forward_backward_points_per_s']:.3g} points/s fwd+bwd")
+              f"{run['ours_forward_backward_points_per_s']:.3g} points/s fwd+bwd (wall)")
+        sys.stdout.flush()
     if not args.quick:
         scaling = thread_scaling(args.repeats)
         results["thread_scaling_n_262144"] = scaling
         s1, s2 = scaling[1], scaling[2]
         print("\nThreads (N = 262,144, intra-op parallelism):")
         for t in (1, 2):
-            print(f"  {t} thread(s): forward {scaling[t]['forward_ms']:.1f} ms, "
-                  f"fwd+bwd {scaling[t]['forward_backward_ms']:.1f} ms")
+            print(f"  {t} thread(s): forward {scaling[t]['forward_ms']:.1f} ms wall ({scaling[t]['forward_cpu_ms']:.1f} "
+                  f"CPU), fwd+bwd {scaling[t]['forward_backward_ms']:.1f} ms wall "
+                  f"({scaling[t]['forward_backward_cpu_ms']:.1f} CPU)")
         print(f"  2-thread speedup: forward {s1['forward_ms'] / s2['forward_ms']:.2f}x, "
               f"fwd+bwd {s1['forward_backward_ms'] / s2['forward_backward_ms']:.2f}x")
     results["machine"]["load_average_after"] = os.getloadavg()

@@ -37,9 +37,10 @@ struct Grid {
 };
 
 // value where mask != 0, else 0 (not value * mask: keeps NaN/inf out of
-// masked entries). The value is always loaded: g++ 12 -O3 -march=native
-// miscompiled the equivalent `mask != 0 ? load : 0` (AVX-512 masked loads)
-// into garbage for some lanes in this file.
+// masked entries). The value is always loaded through a volatile: with g++ 12
+// -O3 -march=native the plain `mask != 0 ? gg[i] : 0` loops of this file
+// produced garbage in some lanes (reproduced in the TF build, correct at -O0
+// and with -fno-tree-vectorize; not reproduced standalone, not root-caused).
 inline float MaskedValue(float value, float mask) {
   volatile float loaded = value;
   return mask != 0.0f ? float(loaded) : 0.0f;
