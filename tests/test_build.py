@@ -146,7 +146,7 @@ def test_setup_make_command_builds_into_the_wheel_tree_without_a_venv(tmp_path):
     assert dry.returncode == 0, dry.stderr
     text = dry.stdout
     assert "-m venv" not in text and "pip install" not in text and ".installed" not in text, text
-    assert f"-o {pkg}/_metal_ops.so" in text, text
+    assert f"{pkg}/_metal_ops.so" in text, text
     assert f"--out {pkg}/_build_info.json" in text, text
     assert not (build / "no-venv").exists()
     assert f"{ROOT}/python/metal_ops/_metal_ops.so" not in text
