@@ -179,7 +179,9 @@ fuzz: all
 # constexpr hash-table code fail to compile: those two checks are off (a null
 # dereference still faults and ASan reports it); float-cast-overflow (not in
 # g++'s `undefined` group) is on. Leak detection is off because
-# TensorFlow's own start-up allocations are never freed.
+# TensorFlow's own start-up allocations are never freed. Reports go to
+# $(ASAN_DIR)/reports/ (pytest's capture would swallow them) and are printed;
+# known, reported bugs are suppressed in tests/fuzz/ubsan_known_issues.supp.
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize=null,nonnull-attribute,returns-nonnull-attribute -fno-sanitize-recover=undefined
 asan-test: all metal-shim
@@ -187,10 +189,14 @@ asan-test: all metal-shim
 	tar -C python --exclude='*.so' --exclude='_build_info.json' --exclude='__pycache__' -cf - metal_ops | tar -C $(ASAN_DIR)/python -xf -
 	$(MAKE) BUILD=$(ASAN_DIR) PKG=$(ASAN_DIR)/python/metal_ops OPT="-O1 -g -fno-omit-frame-pointer" \
 	  EXTRA_CXXFLAGS="$(ASAN_FLAGS)" EXTRA_LDFLAGS="$(ASAN_FLAGS)" all
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	rm -rf $(ASAN_DIR)/reports && mkdir -p $(ASAN_DIR)/reports
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0:log_path=$(CURDIR)/$(ASAN_DIR)/reports/asan \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(ASAN_DIR)/reports/ubsan:suppressions=$(CURDIR)/tests/fuzz/ubsan_known_issues.supp \
 	  LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
 	  PYTHONPATH="$(CURDIR)/$(ASAN_DIR)/python:$(CURDIR)/python:$(CURDIR)" METAL_OPS_EXPECT_ASAN=1 \
-	  $(PYTHON) -m pytest tests -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
+	  $(PYTHON) -m pytest tests -m "not slow" -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
+	if ls $(ASAN_DIR)/reports/* >/dev/null 2>&1; then echo "== sanitizer reports ($(ASAN_DIR)/reports):"; cat $(ASAN_DIR)/reports/*; exit 1; fi; \
+	echo "asan-test: no sanitizer reports"; exit $$rc
 
 demo: all
 	$(PYTHON) -m examples.nerf.train --name demo
