@@ -134,9 +134,13 @@ MO_FN void locate(float x, float scale, int interpolation, MO_THREAD uint32* cel
                   MO_THREAD float* w, MO_THREAD float* dw) {
   float pos = fma_f(scale, x, 0.5f);
   const float lower = floor_f(pos);
-  // tiny-cuda-nn: (uint32)(int)lower; int64 keeps huge wrap-mode inputs defined.
-  *cell = uint32(int64(lower));
-  pos -= lower;
+  // tiny-cuda-nn: (uint32)(int)lower. Going through int64 keeps wrap-mode
+  // inputs beyond 2^31 defined. A float at or above 2^55 is a multiple of 2^32,
+  // so its cell wraps to exactly 0; that also covers pos = +-inf when scale * x
+  // overflows (frac 0 instead of inf - inf = NaN), and no cast leaves int64.
+  const bool in_int64_range = fabs_f(lower) < 4.0e18f;
+  *cell = in_int64_range ? uint32(int64(lower)) : 0u;
+  pos = in_int64_range ? pos - lower : 0.0f;
   if (interpolation == kSmoothstep) {
     *w = pos * pos * (3.0f - 2.0f * pos);
     *dw = 6.0f * pos * (1.0f - pos);
@@ -242,21 +246,25 @@ MO_FN uint32 wrap_row(uint32 row, uint32 entries) {
 template <int D>
 MO_FN void cell_corners_unwrapped(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
                                   bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
-  rows[0] = 0u;
-  weights[0] = 1.0f;
+  // Constant trip counts only (compilers unroll both loops and can then
+  // vectorise a caller's loop over points).
+  uint32 factor[D];
   uint32 stride = 1u;
   for (int d = 0; d < D; ++d) {
-    const uint32 factor = hashed ? prime(d) : stride;
-    const uint32 lo = cell[d] * factor;
-    const uint32 hi = (cell[d] + 1u) * factor;
-    const int count = 1 << d;
-    for (int j = 0; j < count; ++j) {
-      rows[j + count] = hashed ? (rows[j] ^ hi) : (rows[j] + hi);
-      rows[j] = hashed ? (rows[j] ^ lo) : (rows[j] + lo);
-      weights[j + count] = weights[j] * w[d];
-      weights[j] = weights[j] * (1.0f - w[d]);
-    }
+    factor[d] = hashed ? prime(d) : stride;
     stride *= resolution;  // only used while dense, where resolution^D <= entries
+  }
+  for (int idx = 0; idx < (1 << D); ++idx) {
+    uint32 row = 0u;
+    float weight = 1.0f;
+    for (int d = 0; d < D; ++d) {
+      const uint32 bit = (uint32(idx) >> uint32(d)) & 1u;
+      const uint32 term = (cell[d] + bit) * factor[d];
+      row = hashed ? (row ^ term) : (row + term);
+      weight *= bit ? w[d] : 1.0f - w[d];
+    }
+    rows[idx] = row;
+    weights[idx] = weight;
   }
 }
 

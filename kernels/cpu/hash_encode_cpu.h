@@ -85,27 +85,91 @@ inline void SecondOrderCoefficients(const float* w, const float* dw, float scale
 template <int D>
 struct BlockCorners {
   static constexpr int C = 1 << D;
-  uint32 rows[kBlock][C];
-  float weights[kBlock][C];
-  float w[kBlock][D];
-  float dw[kBlock][D];
+  alignas(64) uint32 rows[C][kBlock];
+  alignas(64) float weights[C][kBlock];
+  alignas(64) float w[D][kBlock];
+  alignas(64) float dw[D][kBlock];
+  alignas(64) uint32 cell[D][kBlock];
+
+  // Point j's corners / per-dim weights as the small arrays hash_grid.h takes.
+  void Corners(int j, uint32* r, float* wt) const {
+    for (int c = 0; c < C; ++c) {
+      r[c] = rows[c][j];
+      wt[c] = weights[c][j];
+    }
+  }
+  void Weights(int j, float* wj, float* dwj) const {
+    for (int d = 0; d < D; ++d) {
+      wj[d] = w[d][j];
+      dwj[d] = dw[d][j];
+    }
+  }
 };
 
+// Structure-of-arrays passes over the block's points (the compiler vectorises
+// the cell / weight / hash arithmetic across points), then one prefetch per
+// table line the gathers / scatters will touch. Values are those of
+// hash_grid.h's cell_corners (same functions, same order).
 template <int D, int F, bool kSecondOrder, bool kForWrite, bool kHashed, int kInterpolation, typename T>
 inline void LocateBlockImpl(const float (*xs)[D], const bool* ok, const float (*gm)[D], int nb, const Level& lv,
                             const T* level_rows, BlockCorners<D>* bc) {
   constexpr int C = 1 << D;
+  const float scale = lv.scale;
+  for (int d = 0; d < D; ++d) {
+    for (int j = 0; j < nb; ++j) {
+      uint32 c;
+      float w, dw;
+      hg::locate(xs[j][d], scale, kInterpolation, &c, &w, &dw);
+      bc->cell[d][j] = c;
+      bc->w[d][j] = w;
+      bc->dw[d][j] = dw;
+    }
+  }
+  const uint32 resolution = lv.resolution;
+  for (int j = 0; j < nb; ++j) {
+    uint32 cell[D], rows[C];
+    float w[D], weights[C];
+    for (int d = 0; d < D; ++d) {
+      cell[d] = bc->cell[d][j];
+      w[d] = bc->w[d][j];
+    }
+    hg::cell_corners_unwrapped<D>(cell, w, resolution, kHashed, rows, weights);
+    for (int c = 0; c < C; ++c) {
+      bc->rows[c][j] = rows[c];
+      bc->weights[c][j] = weights[c];
+    }
+  }
+  // The final % entries of cell_corners (hg::wrap_row): hashed levels have 2^k
+  // rows (a mask, vectorised); dense rows are below `entries` unless a point
+  // sits on the upper face or wraps, which the rare scalar pass handles.
+  const uint32 entries = lv.entries;
+  if (kHashed) {
+    for (int c = 0; c < C; ++c)
+      for (int j = 0; j < nb; ++j) bc->rows[c][j] = hg::wrap_row(bc->rows[c][j], entries);
+  } else {
+    uint32 beyond = 0;
+    for (int c = 0; c < C; ++c)
+      for (int j = 0; j < nb; ++j) beyond |= uint32(bc->rows[c][j] >= entries);
+    if (beyond) {
+      for (int c = 0; c < C; ++c)
+        for (int j = 0; j < nb; ++j) bc->rows[c][j] = hg::wrap_row(bc->rows[c][j], entries);
+    }
+  }
+  if (kSecondOrder) {
+    for (int j = 0; j < nb; ++j) {
+      float w[D], dw[D], coef[C];
+      bc->Weights(j, w, dw);
+      SecondOrderCoefficients<D>(w, dw, scale, gm[j], coef);
+      for (int c = 0; c < C; ++c) bc->weights[c][j] = coef[c];
+    }
+  }
+  // One prefetch per cache line: corners idx and idx + 1 are x-neighbours
+  // (prime 1 / stride 1 along x), usually in the same 64-byte line.
   for (int j = 0; j < nb; ++j) {
     if (!ok[j]) continue;
-    uint32 cell[D];
-    LocatePoint<D>(xs[j], lv, kInterpolation, cell, bc->w[j], bc->dw[j]);
-    hg::cell_corners<D>(cell, bc->w[j], lv.resolution, lv.entries, kHashed, bc->rows[j], bc->weights[j]);
-    if (kSecondOrder) SecondOrderCoefficients<D>(bc->w[j], bc->dw[j], lv.scale, gm[j], bc->weights[j]);
-    // One prefetch per cache line: corners idx and idx + 1 are x-neighbours
-    // (prime 1 / stride 1 along x), usually in the same 64-byte line.
     for (int c = 0; c < C; c += 2) {
-      const char* lo = reinterpret_cast<const char*>(level_rows + int64(bc->rows[j][c]) * F);
-      const char* hi = reinterpret_cast<const char*>(level_rows + int64(bc->rows[j][c + 1]) * F);
+      const char* lo = reinterpret_cast<const char*>(level_rows + int64(bc->rows[c][j]) * F);
+      const char* hi = reinterpret_cast<const char*>(level_rows + int64(bc->rows[c + 1][j]) * F);
       __builtin_prefetch(lo, kForWrite ? 1 : 0, 3);
       if ((reinterpret_cast<uintptr_t>(lo) >> 6) != (reinterpret_cast<uintptr_t>(hi) >> 6)) {
         __builtin_prefetch(hi, kForWrite ? 1 : 0, 3);
@@ -182,7 +246,10 @@ void GatherRange(const float* x, const float* gg, const T* table, T* out, int64 
         for (int j = 0; j < nb; ++j, o += width) {
           float acc[F];
           if (ok[j]) {
-            hg::interpolate_corners<D, F, T>(level_table, bc.rows[j], bc.weights[j], acc);
+            uint32 rows[1 << D];
+            float weights[1 << D];
+            bc.Corners(j, rows, weights);
+            hg::interpolate_corners<D, F, T>(level_table, rows, weights, acc);
           } else {
             for (int f = 0; f < F; ++f) acc[f] = 0.0f;
           }
@@ -222,8 +289,8 @@ void ScatterGroup(int group, int groups, const float* x, const float* gg, const 
           float dyf[F];
           for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
           for (int c = 0; c < C; ++c) {
-            float* r = level_acc + int64(bc.rows[j][c]) * F;
-            const float weight = bc.weights[j][c];
+            float* r = level_acc + int64(bc.rows[c][j]) * F;
+            const float weight = bc.weights[c][j];
             for (int f = 0; f < F; ++f) r[f] = ::mo::fma_f(weight, dyf[f], r[f]);
           }
         }
@@ -258,8 +325,11 @@ void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int6
           if (!ok[j]) continue;
           float dyf[F];
           for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
-          hg::accumulate_input_gradient_corners<D, F, T>(level_table, bc.rows[j], lv.scale, bc.w[j], bc.dw[j], dyf,
-                                                         sum[j0 + j]);
+          uint32 rows[1 << D];
+          float weights[1 << D], w[D], dw[D];
+          bc.Corners(j, rows, weights);
+          bc.Weights(j, w, dw);
+          hg::accumulate_input_gradient_corners<D, F, T>(level_table, rows, lv.scale, w, dw, dyf, sum[j0 + j]);
         }
       }
     }
