@@ -247,6 +247,7 @@ class Fuser {
     bool any_head = false;
     for (int i = 0; i < n; ++i) {
       index_[g_->node(i).name()] = i;
+      ops_before_.insert(g_->node(i).op());
       const std::string& op = g_->node(i).op();
       if (op == "Conv2D" || op == "_FusedConv2D") any_head = true;
     }
@@ -297,6 +298,7 @@ class Fuser {
   // {"nodes": [...], "tf_fused": [[name, ops], ...], "rewrites": [[name, pattern, activation, [nodes]], ...]}
   void Record() {
     std::vector<std::string> names;
+    const std::set<std::string>& op_set = ops_before_;  // as received, before our rewrites
     std::string tf_fused = "[";
     for (int i = 0; i < g_->node_size(); ++i) {
       const auto& node = g_->node(i);
@@ -310,7 +312,9 @@ class Fuser {
                     JsonList(ops) + "]";
       }
     }
-    std::string rec = "{\"nodes\":" + JsonList(names) + ",\"tf_fused\":" + tf_fused +
+    std::string rec = "{\"nodes\":" + JsonList(names) + ",\"ops\":" +
+                      JsonList(std::vector<std::string>(op_set.begin(), op_set.end())) +
+                      ",\"tf_fused\":" + tf_fused +
                       "],\"rewrites\":[";
     for (size_t i = 0; i < rewrites_json_.size(); ++i) rec += (i ? "," : "") + rewrites_json_[i];
     rec += "]}";
@@ -572,6 +576,7 @@ class Fuser {
   std::set<std::string> preserved_;
   std::unique_ptr<Shapes> shapes_;
   std::vector<std::string> rewrites_json_;
+  std::set<std::string> ops_before_;
 };
 
 void CopyToBuffer(const std::string& s, TF_Buffer* out) {

@@ -275,8 +275,14 @@ def _child_guards(out_dir):
         f = tf.function(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r))
         y = f(x, w, b, r)
         want = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r)
-        res[f"default_{k}x{k}"] = {"patterns": fusion.report(f.get_concrete_function(x, w, b, r)).patterns,
+        rep = fusion.report(f.get_concrete_function(x, w, b, r))
+        res[f"default_{k}x{k}"] = {"patterns": rep.patterns, "source": rep.source,
                                    "diff": float(np.max(np.abs(y.numpy() - want.numpy())))}
+    # A function that never ran: report() predicts offline, nothing is executed.
+    w = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    g = tf.function(lambda x, w, b, r: tf.nn.relu6(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r))
+    rep = fusion.report(g.get_concrete_function(x, w, b, r))
+    res["offline"] = {"patterns": rep.patterns, "source": rep.source, "repr": repr(rep)}
     return res
 
 
@@ -426,6 +432,10 @@ def test_guards(runs):
     assert res["default_1x1"]["patterns"] == ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu"], res
     assert res["default_3x3"]["patterns"] == [], res
     assert res["default_1x1"]["diff"] <= ATOL and res["default_3x3"]["diff"] <= ATOL, res
+    assert res["default_1x1"]["source"] == "runtime", res
+    assert res["offline"]["source"] == "offline", res
+    assert res["offline"]["patterns"] == ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu6"], res
+    assert "MetalOpsFusedConv2D" in res["offline"]["repr"], res
 
 
 if __name__ == "__main__":

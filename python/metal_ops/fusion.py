@@ -243,6 +243,13 @@ def _records():
     return json.loads(fn().decode())
 
 
+# Op types Grappler's own passes put into graphs (constant folding, arithmetic
+# and layout optimizers, pruning); never evidence that a record is another function.
+_GRAPPLER_OPS = frozenset({"Const", "Identity", "IdentityN", "NoOp", "AddN", "Shape", "ShapeN", "Reshape",
+                           "Transpose", "BroadcastTo", "ZerosLike", "OnesLike", "Fill", "Pack", "Snapshot",
+                           "ConcatV2", "Mul", "Sub", "Neg", "Square", "Reciprocal"})
+
+
 def _runtime_report(graph):
     """Matches the function's graph against what the plugin saw at run time."""
     # Outputs become _Retval nodes with other names at run time: leave them out.
@@ -253,7 +260,23 @@ def _runtime_report(graph):
     best, best_score = None, 0.0
     records = [r for r in _records()
                if not any(lo <= r["seq"] <= hi for lo, hi in _offline_seq_ranges)]
+    op_types = {op.type for op in graph.get_operations()}
+
+    def ops_fit(rec):
+        # Every op type of the record (other than those Grappler introduces)
+        # must occur in the function: tells apart look-alike functions (same
+        # node names, e.g. Relu vs Relu6 at the end).
+        return not any(t not in op_types and t not in _GRAPPLER_OPS and not t.startswith(("_", "MetalOps"))
+                       for t in rec.get("ops", ()))
+
     for i, rec in enumerate(records):
+        if not ops_fit(rec):
+            continue
+        # A record holding our fused nodes (a later pass over a rewritten graph)
+        # hides the fused ops' originals: the pass before it must fit too.
+        if "MetalOpsFusedConv2D" in rec.get("ops", ()) and not rec["rewrites"] and (
+                i == 0 or not ops_fit(records[i - 1])):
+            continue
         seen = {n for n in rec["nodes"] if not n.endswith("_RetVal")}
         # Grappler renames / removes some nodes; most names survive. Ties go
         # to the newest record (the function that ran last).
