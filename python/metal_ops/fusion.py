@@ -71,17 +71,21 @@ def _our_plugin_init_calls():
         return 0
 
 
-def _other_cpu_optimizer():
-    """Name of another library that owns the CPU Grappler optimizer, or None."""
+def _cpu_optimizer_owner():
+    """Who else registered a Grappler optimizer for "CPU" in this process.
+
+    Returns None, ("copy", path, init_calls) for another copy of our own plugin
+    (e.g. loaded by TensorFlow from TF_PLUGGABLE_DEVICE_LIBRARY_PATH or
+    tensorflow-plugins/), or ("foreign", name) for anything else.
+    """
     ours = os.path.realpath(plugin_path())
     for name in _KNOWN_CPU_PLUGINS:
         if name in sys.modules:
-            return name
+            return ("foreign", name)
     candidates = list(_loaded_libraries())
     env = os.environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "")
     candidates += [p for p in env.split(os.pathsep) if p]
     try:
-        import tensorflow as tf  # noqa: F401  (site-packages/tensorflow-plugins)
         import site
 
         for d in site.getsitepackages() + [site.getusersitepackages()]:
@@ -95,21 +99,36 @@ def _other_cpu_optimizer():
             continue
         base = os.path.basename(path).lower()
         if any(k in base for k in _KNOWN_CPU_PLUGINS):
-            return path
-        if sys.platform == "darwin" and "metal" in base:
+            return ("foreign", path)
+        if sys.platform == "darwin" and "metal" in base and "metal_ops" not in base:
             continue  # tensorflow-metal registers "GPU", not "CPU"
         if base.endswith((".so", ".dylib")) or ".so." in base:
             lib = _dlopen_noload(path)
-            if lib is not None and hasattr(lib, "TF_InitGraph") and not base.startswith("_metal_ops"):
-                return path
+            if lib is None or not hasattr(lib, "TF_InitGraph"):
+                continue
+            if hasattr(lib, "MetalOpsFusionInitCalls"):
+                calls = int(lib.MetalOpsFusionInitCalls())
+                if calls > 0:
+                    return ("copy", path, calls)
+                continue  # a copy TF never initialised registers nothing
+            return ("foreign", path)
     return None
+
+
+def _other_cpu_optimizer():
+    """Name of a foreign library that owns the CPU Grappler optimizer, or None."""
+    owner = _cpu_optimizer_owner()
+    return owner[1] if owner is not None and owner[0] == "foreign" else None
 
 
 def is_enabled():
     """True when the plugin is loaded in this process and not disabled by METAL_OPS_FUSION=0."""
     if os.environ.get("METAL_OPS_FUSION", "1") == "0":
         return False
-    return _enabled or _our_plugin_init_calls() > 0
+    if _enabled or _our_plugin_init_calls() > 0:
+        return True
+    owner = _cpu_optimizer_owner()
+    return owner is not None and owner[0] == "copy"
 
 
 def enable():
@@ -132,7 +151,14 @@ def enable():
         if not os.path.exists(path):
             raise FusionUnavailableError(
                 f"metal_ops.fusion: plugin not found at {path}; build it with `make`.")
-        other = _other_cpu_optimizer()
+        owner = _cpu_optimizer_owner()
+        if owner is not None and owner[0] == "copy":
+            # TensorFlow already loaded another copy of this plugin (e.g. from
+            # TF_PLUGGABLE_DEVICE_LIBRARY_PATH): it is active and rewrites with
+            # the same code; loading ours too would abort TensorFlow.
+            _enabled = True
+            return True
+        other = owner[1] if owner is not None else None
         if other is not None:
             raise FusionUnavailableError(
                 f"metal_ops.fusion: another TensorFlow plugin already registers a Grappler "
