@@ -99,12 +99,8 @@ def test_hash_encode_gradients_match_reference(case):
         np.testing.assert_allclose(gx, ref_x, rtol=2e-3, atol=2e-3 * (1 + np.abs(ref_x).max(initial=0)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug (reported by issue 7): in out_of_range='wrap', hash_grid.h locate() computes "
-    "fma(scale, x, 0.5) in float32 and casts floor() through int64; a finite x with |scale * x| "
-    ">= 2^63 is an undefined float->int conversion, and one past FLT_MAX gives pos = inf, "
-    "frac = inf - inf = NaN: a NaN encoding and NaN table gradient instead of the documented "
-    "zero row for non-finite positions"))
+# Regression: huge finite wrap-mode coordinates once hit an undefined
+# float->int64 cast and, past FLT_MAX, inf - inf = NaN weights (hash_grid.h locate()).
 @pytest.mark.parametrize("x", [3.4e38, -3.4e38])
 def test_wrap_mode_huge_finite_coordinate(x):
     cfg = dict(num_levels=1, log2_hashmap_size=2, base_resolution=3, per_level_scale=1.0, out_of_range="wrap")
