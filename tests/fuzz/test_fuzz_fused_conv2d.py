@@ -149,7 +149,7 @@ def test_fused_conv2d_rejects_one_bad_argument(case, mutation):
         kw["residual"] = np.zeros(tuple(out_shape[:3]) + (out_shape[3] + 1,), np.float32)
         names = ("residual",)
     elif mutation == "strides":
-        kw["strides"] = [0, -1, 5][rng.integers(0, 3)]
+        kw["strides"] = [0, -1][rng.integers(0, 2)]
         names = ("strides",)
     elif mutation == "dilations":
         kw["dilations"] = [0, -2][rng.integers(0, 2)]

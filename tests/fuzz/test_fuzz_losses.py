@@ -143,7 +143,7 @@ def test_robust_loss_rejects_one_bad_argument(case, mutation, tensor):
         alpha = np.full_like(alpha, np.nan)
         names = ("alpha",)
     elif mutation == "alpha_channels":
-        alpha = np.zeros((x.shape[-1] + 1 if x.ndim else 2,), np.float32)
+        alpha = np.zeros((x.shape[-1] + 2 if x.ndim else 2,), np.float32)  # never size 1 (that broadcasts)
         names = ("alpha",)
     elif mutation == "scale_channels":
         scale = np.ones((x.shape[-1] + 2 if x.ndim else 3,), np.float32)
