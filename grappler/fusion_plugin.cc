@@ -423,8 +423,8 @@ class Fuser {
     if (channels < 0) return false;
     // Profitability: our kernel's GEMM (Eigen) is slower than the oneDNN sgemm
     // under TF's own Eigen convolutions for KxK filters (measured 0.72x for
-    // 3x3x64 -> 64 at 16x56x56), and on par or faster for 1x1 filters, where
-    // saving the residual-add and activation passes wins. So only 1x1 filters
+    // 3x3x64 -> 64 at 16x56x56), and about on par for 1x1 filters, where the
+    // saved residual-add and activation passes pay for it. So only 1x1 filters
     // are fused unless METAL_OPS_FUSION_ALL_CONVS=1.
     if (!EnvIs("METAL_OPS_FUSION_ALL_CONVS", "1") &&
         (filter_shape.dim(0).size() != 1 || filter_shape.dim(1).size() != 1))
