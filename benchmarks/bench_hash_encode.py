@@ -142,7 +142,6 @@ import sys, os, json
 sys.path[:0] = [os.path.join({root!r}, "python"), {root!r}]
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
-tf.config.threading.set_inter_op_parallelism_threads(1)
 import numpy as np
 sys.argv = [sys.argv[0]]
 from benchmarks import bench_hash_encode as b
