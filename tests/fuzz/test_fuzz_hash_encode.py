@@ -58,12 +58,6 @@ def _no_wrap_overflow(x, cfg):
     return _wrap_extent(x, cfg) < 2**30
 
 
-def _known_wrap_bug(x, cfg):
-    """Finite coordinates whose scale * x leaves int64 (or float32) range in
-    "wrap" mode hit test_wrap_mode_huge_finite_coordinate (xfail, reported)."""
-    return _wrap_extent(x, cfg) >= 2**62
-
-
 @fuzz_settings()
 @given(case=hash_case(), graph=st.booleans())
 def test_hash_encode_matches_reference(case, graph):
@@ -71,8 +65,7 @@ def test_hash_encode_matches_reference(case, graph):
     fn = tf.function(metal_ops.hash_encode) if graph else metal_ops.hash_encode
     out = fn(x, table, **cfg).numpy()
     assert out.shape == (x.shape[0], cfg["num_levels"] * table.shape[1])
-    if not _known_wrap_bug(x, cfg):
-        assert np.all(np.isfinite(out)), "finite table -> finite encoding, whatever the coordinates"
+    assert np.all(np.isfinite(out)), "finite table -> finite encoding, whatever the coordinates"
     if _no_wrap_overflow(x, cfg):
         np.testing.assert_allclose(out, ref.encode(flush_denormals(x), table, **cfg), rtol=1e-4, atol=1e-5)
 
@@ -90,8 +83,7 @@ def test_hash_encode_gradients_match_reference(case):
     gx, gt = tape.gradient(y, [xt, tt], output_gradients=tf.constant(dy))
     gx = np.zeros_like(x) if gx is None else gx.numpy()
     gt = np.zeros_like(table) if gt is None else tf.convert_to_tensor(gt).numpy()
-    if not _known_wrap_bug(x, cfg):
-        assert np.all(np.isfinite(gt)) and np.all(np.isfinite(gx))
+    assert np.all(np.isfinite(gt)) and np.all(np.isfinite(gx))
     if _no_wrap_overflow(x, cfg):
         ref_t, ref_x = ref.encode_grads(flush_denormals(x), table, dy, **cfg)
         np.testing.assert_allclose(gt, ref_t, rtol=1e-4, atol=1e-4)
