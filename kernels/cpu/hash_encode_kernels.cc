@@ -11,13 +11,6 @@
 //   The float32 sums are therefore bitwise identical for any thread count and
 //   any run. Half tables accumulate into a float32 buffer, cast at the end.
 // Input gradient: parallel over points, levels summed in order 0..L-1.
-// TF 2.21's bundled Eigen does not compile with AVX512-FP16 packets under g++
-// (PacketMathFP16.h: predux_half_dowto4), which -march=native enables on
-// Sapphire Rapids and later. This file needs no FP16 packet math: hide the
-// feature from Eigen (the compiler's target flags are unchanged).
-#ifdef __AVX512FP16__
-#undef __AVX512FP16__
-#endif
 #include <algorithm>
 #include <cmath>
 #include <cstring>
