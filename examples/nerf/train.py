@@ -42,11 +42,11 @@ def build_parser():
     g = p.add_argument_group("model")
     g.add_argument("--model", choices=["hash", "baseline"], default="hash",
                    help="hash: our hash-grid NeRF; baseline: the Keras example's NeRF")
-    g.add_argument("--levels", type=int, default=16)
+    g.add_argument("--levels", type=int, default=12)
     g.add_argument("--features", type=int, default=2)
     g.add_argument("--log2-table", type=int, default=16, help="log2 hash table size per level")
     g.add_argument("--base-res", type=int, default=16)
-    g.add_argument("--finest-res", type=int, default=1024)
+    g.add_argument("--finest-res", type=int, default=512)
     g.add_argument("--hidden", type=int, default=64)
     g = p.add_argument_group("training")
     g.add_argument("--steps", type=int, default=2000)
@@ -67,7 +67,8 @@ def build_parser():
     g.add_argument("--no-occupancy", dest="occupancy", action="store_false")
     g.add_argument("--grid-res", type=int, default=64)
     g.add_argument("--grid-every", type=int, default=16, help="occupancy update interval (steps)")
-    g.add_argument("--grid-warmup", type=int, default=64,
+    g.add_argument("--grid-decay", type=float, default=0.95, help="occupancy EMA decay per update")
+    g.add_argument("--grid-warmup", type=int, default=128,
                    help="steps of plain stratified sampling before the grid is used")
     g.add_argument("--candidates", type=int, default=128, help="occupancy lookups per ray")
     g.add_argument("--no-jitter", action="store_true",
@@ -130,7 +131,7 @@ class Trainer:
                 self.model = hmodel.HashNeRF(
                     num_levels=a.levels, features_per_level=a.features, log2_hashmap_size=a.log2_table,
                     base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden)
-                self.grid = sampling.OccupancyGrid(data["aabb"], resolution=a.grid_res)
+                self.grid = sampling.OccupancyGrid(data["aabb"], resolution=a.grid_res, decay=a.grid_decay)
             else:
                 self.model = baseline.KerasExampleNeRF()
                 self.grid = None
