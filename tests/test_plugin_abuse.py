@@ -14,7 +14,7 @@ what it does not:
                        fusion.enable() too, and nothing aborts.
   child "plugin_copy": a copy of the Grappler plugin loaded by TensorFlow from
                        TF_PLUGGABLE_DEVICE_LIBRARY_PATH, then fusion.enable()
-                       (known to abort today: xfail, reported).
+                       (used to abort; a regression test now).
 Children run with TF_ENABLE_ONEDNN_OPTS=0 so the plugin rewrites (with oneDNN
 on it leaves convolutions to TensorFlow by design), "after_use" also with
 METAL_OPS_FUSION_ALL_CONVS=1 (its 3x3 block is not rewritten by default).
@@ -207,12 +207,8 @@ def test_second_copy_loaded_first_gives_clear_import_error(children):
         assert res["copy"] in res[key], "the message names the other copy"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "known bug (reported by issue 7): with a copy of _metal_ops_grappler.so loaded by TensorFlow "
-    "from TF_PLUGGABLE_DEVICE_LIBRARY_PATH, fusion.enable() loads ours too and TensorFlow aborts "
-    "('PluginGraphOptimizer with device_type CPU is registered twice'): _other_cpu_optimizer() "
-    "skips every library whose name starts with _metal_ops, and _our_plugin_init_calls() only "
-    "looks at our own path"))
+# Regression (found here, fixed in fusion.py): enable() used to load ours next
+# to the copy and TensorFlow aborted ("registered twice").
 def test_plugin_copy_from_environment_never_aborts(children):
     res = _ok(children, "plugin_copy")
     assert res["zero_out"] == [3, 0]
