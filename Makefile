@@ -108,7 +108,7 @@ $(BUILD)/cuobj/%.o: %.cu.cc
 	$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -c $< -o $@
 
 $(LIB): $(OBJS)
-	$(CXX) -o $@ $(OBJS) $(LDFLAGS)
+	$(CXX) -o $@.tmp $(OBJS) $(LDFLAGS) && mv -f $@.tmp $@
 
 $(BUILD_INFO): $(LIB) tools/write_build_info.py
 	$(PYTHON) tools/write_build_info.py --out $@ --backends "$(BACKENDS)" --lib $(LIB)
@@ -136,7 +136,7 @@ else
 endif
 all: $(PLUGIN_LIB)
 $(PLUGIN_LIB): $(PLUGIN_OBJS)
-	$(CXX) -o $@ $(PLUGIN_OBJS) -shared $(TF_LFLAGS) $(PLUGIN_LDLIBS) $(EXTRA_LDFLAGS)
+	$(CXX) -o $@.tmp $(PLUGIN_OBJS) -shared $(TF_LFLAGS) $(PLUGIN_LDLIBS) $(EXTRA_LDFLAGS) && mv -f $@.tmp $@
 -include $(PLUGIN_OBJS:.o=.d)
 
 # ---- CUDA without a GPU -----------------------------------------------------------
