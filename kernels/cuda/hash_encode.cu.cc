@@ -22,21 +22,24 @@ constexpr int64_t kDefaultAggregateBytes = 48 * 1024;
 // Largest dynamic shared memory we ever ask for (H100 allows 227 KB).
 constexpr int64_t kMaxAggregateBytes = 200 * 1024;
 constexpr int kMaxLevelsPerBlock = 4;
+constexpr int kMaxForwardLevelsPerBlock = 8;
 
 // ---- launch arithmetic, in one place ----------------------------------------------
 
-// Levels per group: G adjacent lanes handle G levels of one point and write
+// Levels per group: the lanes of G levels of one point are adjacent and write
 // G * F * sizeof(T) bytes of its output row together (a whole 32-byte sector
-// when that fits), capped at 4 levels: measured on the H100 (standard grid,
-// F = 2, N = 2^20; benchmarks/results/hash_encode_h100.json,
-// levels_per_block_variants), 4 levels per block beat 1, 2, 8 and 16 for
-// float32 and float16 tables, forward and backward (float16: forward 0.561 ms
-// vs 0.578 ms with 8, backward with input gradient 1.85 ms vs 2.54 ms).
-// G is a power of two, no larger than the level count (rounded down).
+// when that fits), and G levels at a time keep their slice of the table hot
+// in L2. Capped at max_levels: measured on the H100 (standard grid, F = 2,
+// N = 2^20; benchmarks/results/hash_encode_h100.json,
+// levels_per_block_variants), 4 levels per block beat 1, 2, 8 and 16 for the
+// backward kernel with float32 and float16 tables (float16 backward with
+// input gradient 1.85 ms vs 2.54 ms with 8), and the forward kernel reaches
+// the whole sector with 8 levels of a float16 table (F = 2), which beat 4
+// there. G is a power of two, no larger than the level count (rounded down).
 // levels_per_block > 0 overrides the choice (tuning; at most 32, rounded up
 // to a power of two, then down to the level count).
-inline int LevelGroupShift(int features, int elem_bytes, int num_levels, int levels_per_block = 0) {
-  int group = std::min(32 / (features * elem_bytes), kMaxLevelsPerBlock);
+inline int LevelGroupShift(int features, int elem_bytes, int num_levels, int max_levels, int levels_per_block = 0) {
+  int group = std::min(32 / (features * elem_bytes), max_levels);
   if (levels_per_block > 0) group = std::min(levels_per_block, 32);
   if (group < 1) group = 1;
   while (group > 1 && group > num_levels) group >>= 1;
@@ -143,32 +146,6 @@ __device__ __forceinline__ void StoreRow(T* __restrict__ p, const float* v) {
   }
 }
 
-// The rows of an x-pair of corners (hi = lo's +x neighbour). Hashed levels
-// give hi == lo ^ 1 whenever the cell's x coordinate is even (prime 1 on x),
-// dense levels hi == lo + 1; when the two rows share an aligned two-row block
-// one vector load brings both (one L2 request instead of two), else the
-// second row is loaded on its own. Rows of 16 bytes or more load separately.
-template <int F, typename T>
-__device__ __forceinline__ void LoadCornerPair(const T* __restrict__ level_table, uint32 lo, uint32 hi, float* vlo,
-                                               float* vhi) {
-  if constexpr (2 * F * int(sizeof(T)) <= 16) {
-    float both[2 * F];
-    LoadRow<2 * F, T>(level_table + uint64_t(lo & ~1u) * F, both);
-    const bool odd = (lo & 1u) != 0u;
-#pragma unroll
-    for (int f = 0; f < F; ++f) vlo[f] = odd ? both[F + f] : both[f];
-    if ((lo ^ hi) == 1u) {
-#pragma unroll
-      for (int f = 0; f < F; ++f) vhi[f] = odd ? both[f] : both[F + f];
-    } else {
-      LoadRow<F, T>(level_table + uint64_t(hi) * F, vhi);
-    }
-  } else {
-    LoadRow<F, T>(level_table + uint64_t(lo) * F, vlo);
-    LoadRow<F, T>(level_table + uint64_t(hi) * F, vhi);
-  }
-}
-
 // ---- table-gradient accumulators ------------------------------------------------------
 
 // float32 sums (grad_table itself for float tables, a scratch buffer for half).
@@ -198,7 +175,9 @@ struct FloatAccumulator {
   }
   // Contributions to rows lo and hi (an x-pair of corners) of the level at
   // row `offset` (a multiple of 8): one vector atomic when they share an
-  // aligned two-row block and 2F floats fit 16 bytes (see LoadCornerPair).
+  // aligned two-row block and 2F floats fit 16 bytes. Hashed levels give
+  // hi == lo ^ 1 whenever the cell's x is even (prime 1 on x), dense levels
+  // hi == lo + 1.
   template <int F>
   __device__ __forceinline__ void AddCornerPair(int64_t offset, uint32 lo, uint32 hi, const float* vlo,
                                                 const float* vhi) const {
@@ -289,40 +268,78 @@ __device__ __forceinline__ bool LocatePoint(const float* __restrict__ x, const P
 
 // ---- forward -------------------------------------------------------------------------
 
+// Two lanes per (point, level). Lane `side` 0 owns the x-lower corner of every
+// x-pair (corners c, c + 1 of hash_grid.h's order), lane 1 the x-upper one.
+// Both load their row of a pair in the same instruction, so when the two rows
+// share a 128-byte line (a 32-byte sector for 3 pairs in 4 with random points,
+// on hashed and dense levels alike) the warp sends one L2 request for both;
+// one thread loading both rows needs two instructions, hence two requests,
+// whenever they are not in one aligned 16-byte block. The kernel is bound by
+// these L2 requests (Nsight Compute on the H200, standard grid, N = 2^20:
+// 75.8 M requests with one thread per (point, level), 67.4 M with two lanes,
+// the same 80 M sectors; kernel time -10%). Each lane gets the other's value
+// through one shuffle per pair and feature and interpolates half of the
+// features (F = 1: both lanes compute feature 0, lane 0 stores it) in
+// interpolate_corners()'s fma order, so results are bit-identical to one
+// thread summing all corners.
 template <int D, int F, typename T>
 __global__ void __launch_bounds__(kHashThreads)
     HashEncodeForwardKernel(const float* __restrict__ inputs, const T* __restrict__ table, T* __restrict__ encoded,
                             const Params p, const int group_shift) {
-  const int lane_level = threadIdx.x & ((1 << group_shift) - 1);
-  const int points_per_block = kHashThreads >> group_shift;
+  constexpr int kLaneFeatures = (F + 1) / 2;
+  const int side = threadIdx.x & 1;
+  const int lane_level = (threadIdx.x >> 1) & ((1 << group_shift) - 1);
+  const int points_per_block = kHashThreads >> (group_shift + 1);
   const int level = (blockIdx.y << group_shift) + lane_level;
   const int num_levels = p.num_levels;
-  if (level >= num_levels) return;
+  if (level >= num_levels) return;  // both lanes of a pair leave together
+  // The two lanes of a pair work on the same point and level, so they take
+  // the same branches and meet at every shuffle: the mask names only them.
+  const unsigned int pair_mask = 3u << (threadIdx.x & 30u);
+  const int first_feature = side * (F / 2);
   const LevelGeometry g = GeometryOf<D>(p, level);
   const T* level_table = table + g.offset * F;
   for (int64_t b = blockIdx.x; b * points_per_block < p.num_points; b += gridDim.x) {
-    const int64_t i = b * points_per_block + (threadIdx.x >> group_shift);
+    const int64_t i = b * points_per_block + (threadIdx.x >> (group_shift + 1));
     if (i >= p.num_points) break;
-    float out[F];
+    float out[kLaneFeatures];
 #pragma unroll
-    for (int f = 0; f < F; ++f) out[f] = 0.0f;
+    for (int f = 0; f < kLaneFeatures; ++f) out[f] = 0.0f;
     uint32 cell[D];
     float w[D], dw[D], mask[D];
     if (LocatePoint<D>(inputs + i * D, p, g.scale, cell, w, dw, mask)) {
       uint32 rows[1 << D];
       float weights[1 << D];
       hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
-      float values[1 << D][F];
+      // Corner c + 1 (x upper) of the cell is corner c of the cell one step up
+      // in x, so this lane's rows are the even corners of `own_cell`.
+      uint32 own_cell[D];
 #pragma unroll
-      for (int c = 0; c < (1 << D); c += 2) LoadCornerPair<F, T>(level_table, rows[c], rows[c + 1], values[c], values[c + 1]);
-      // interpolate_corners()'s sum: fma in corner order, float32.
+      for (int d = 0; d < D; ++d) own_cell[d] = cell[d] + (d == 0 ? uint32(side) : 0u);
+      uint32 own_rows[1 << D];
+      float own_cell_weights[1 << D];  // unused
+      hash_grid::cell_corners<D>(own_cell, w, g.resolution, g.entries, g.hashed, own_rows, own_cell_weights);
+      float own[1 << (D - 1)][F];
 #pragma unroll
-      for (int c = 0; c < (1 << D); ++c) {
+      for (int c = 0; c < (1 << D); c += 2) LoadRow<F, T>(level_table + uint64_t(own_rows[c]) * F, own[c >> 1]);
 #pragma unroll
-        for (int f = 0; f < F; ++f) out[f] = mo::fma_f(weights[c], values[c][f], out[f]);
+      for (int c = 0; c < (1 << D); c += 2) {
+#pragma unroll
+        for (int f = 0; f < kLaneFeatures; ++f) {
+          // This lane's feature first_feature + f of its own row, and the one
+          // the other lane needs (feature (F / 2) - first_feature + f).
+          const float mine = side ? own[c >> 1][F / 2 + f] : own[c >> 1][f];
+          const float wanted = side ? own[c >> 1][f] : own[c >> 1][F / 2 + f];
+          const float theirs = __shfl_xor_sync(pair_mask, wanted, 1);
+          const float lower = side ? theirs : mine;
+          const float upper = side ? mine : theirs;
+          // interpolate_corners()'s sum: fma in corner order, float32.
+          out[f] = mo::fma_f(weights[c], lower, out[f]);
+          out[f] = mo::fma_f(weights[c + 1], upper, out[f]);
+        }
       }
     }
-    StoreRow<F, T>(encoded + (i * num_levels + level) * F, out);
+    if (F > 1 || side == 0) StoreRow<kLaneFeatures, T>(encoded + (i * num_levels + level) * F + first_feature, out);
   }
 }
 
@@ -542,7 +559,8 @@ struct BackwardLayout {
 BackwardLayout LayoutFor(int dims, int features, int64_t table_rows, bool half_table, const Params& params,
                          const HashEncodeBackwardOptions& options) {
   BackwardLayout l;
-  l.group_shift = LevelGroupShift(features, half_table ? 2 : 4, params.num_levels, options.levels_per_block);
+  l.group_shift = LevelGroupShift(features, half_table ? 2 : 4, params.num_levels, kMaxLevelsPerBlock,
+                                  options.levels_per_block);
   l.groups = NumGroups(params.num_levels, l.group_shift);
   size_t at = 0;
   const size_t entries = static_cast<size_t>(table_rows) * features;
@@ -631,8 +649,10 @@ cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* enco
   const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
   if (!Aligned(table, 2 * row_bytes) || !Aligned(encoded, row_bytes)) return cudaErrorMisalignedAddress;
   if (params.num_points == 0) return cudaSuccess;
-  const int shift = LevelGroupShift(features, sizeof(T), params.num_levels, levels_per_block);
-  const dim3 grid(PointBlocks(params.num_points, kHashThreads >> shift), NumGroups(params.num_levels, shift));
+  const int shift =
+      LevelGroupShift(features, sizeof(T), params.num_levels, kMaxForwardLevelsPerBlock, levels_per_block);
+  // Two lanes per (point, level): see HashEncodeForwardKernel.
+  const dim3 grid(PointBlocks(params.num_points, kHashThreads >> (shift + 1)), NumGroups(params.num_levels, shift));
   return DispatchDimsFeatures(dims, features, [&](auto d, auto f) {
     HashEncodeForwardKernel<decltype(d)::value, decltype(f)::value, T>
         <<<grid, kHashThreads, 0, stream>>>(inputs, table, encoded, params, shift);
