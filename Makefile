@@ -61,9 +61,11 @@ METAL_SRCS := $(wildcard kernels/metal/*.metal)
 WARN := -Wall -Wno-sign-compare -Wno-deprecated-declarations -Wno-unused-function -Wno-attributes
 # -mno-avx512fp16: g++ 12 + the pip Eigen headers fail to compile
 # (PacketMathFP16.h) on CPUs with AVX512-FP16 (Sapphire Rapids) under -march=native.
-OPT ?= -O3 -march=native $(shell $(CXX) -mno-avx512fp16 -E -x c++ /dev/null >/dev/null 2>&1 && echo -mno-avx512fp16)
+# -fno-trapping-math: lets g++ vectorise floorf (hash-grid cell search); no
+# kernel relies on floating-point exception flags, results are unchanged.
+OPT ?= -O3 -fno-trapping-math -march=native $(shell $(CXX) -mno-avx512fp16 -E -x c++ /dev/null >/dev/null 2>&1 && echo -mno-avx512fp16)
 ifeq ($(UNAME_S),Darwin)
-  OPT := -O3
+  OPT := -O3 -fno-trapping-math
 endif
 EXTRA_CXXFLAGS ?=
 EXTRA_LDFLAGS ?=

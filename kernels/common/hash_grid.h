@@ -240,32 +240,44 @@ MO_FN uint32 wrap_row(uint32 row, uint32 entries) {
   return row < entries ? row : row % entries;
 }
 
-// All 2^D corners of a cell before the final % entries: rows[idx] is the
-// uint32 dense sum / hash of corner idx, weights[idx] its interpolation weight
-// (the same left-to-right product over d = 0 .. D-1 as corner<D>).
+// Per-dimension factors of the corner row: the primes when hashed, the dense
+// strides 1, res, res^2, ... otherwise (only used while resolution^D <= entries).
 template <int D>
-MO_FN void cell_corners_unwrapped(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
-                                  bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
-  // Constant trip counts only (compilers unroll both loops and can then
-  // vectorise a caller's loop over points).
-  uint32 factor[D];
+MO_FN void corner_factors(uint32 resolution, bool hashed, MO_THREAD uint32* factor) {
   uint32 stride = 1u;
   for (int d = 0; d < D; ++d) {
     factor[d] = hashed ? prime(d) : stride;
-    stride *= resolution;  // only used while dense, where resolution^D <= entries
+    stride *= resolution;
   }
-  for (int idx = 0; idx < (1 << D); ++idx) {
-    uint32 row = 0u;
-    float weight = 1.0f;
-    for (int d = 0; d < D; ++d) {
-      const uint32 bit = (uint32(idx) >> uint32(d)) & 1u;
-      const uint32 term = (cell[d] + bit) * factor[d];
-      row = hashed ? (row ^ term) : (row + term);
-      weight *= bit ? w[d] : 1.0f - w[d];
-    }
-    rows[idx] = row;
-    weights[idx] = weight;
+}
+
+// Corner idx of a cell before the final % entries: *row is the uint32 dense
+// sum / hash, *weight the interpolation weight (the same left-to-right product
+// over d = 0 .. D-1 as corner<D>). Branch-free, so a caller's loop over points
+// vectorises.
+template <int D>
+MO_FN void corner_unwrapped(int idx, const MO_THREAD uint32* cell, const MO_THREAD float* w,
+                            const MO_THREAD uint32* factor, bool hashed, MO_THREAD uint32* row,
+                            MO_THREAD float* weight) {
+  uint32 r = 0u;
+  float wt = 1.0f;
+  for (int d = 0; d < D; ++d) {
+    const uint32 bit = (uint32(idx) >> uint32(d)) & 1u;
+    const uint32 term = (cell[d] + bit) * factor[d];
+    r = hashed ? (r ^ term) : (r + term);
+    wt *= bit ? w[d] : 1.0f - w[d];
   }
+  *row = r;
+  *weight = wt;
+}
+
+// All 2^D corners of a cell before the final % entries.
+template <int D>
+MO_FN void cell_corners_unwrapped(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
+                                  bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
+  uint32 factor[D];
+  corner_factors<D>(resolution, hashed, factor);
+  for (int idx = 0; idx < (1 << D); ++idx) corner_unwrapped<D>(idx, cell, w, factor, hashed, &rows[idx], &weights[idx]);
 }
 
 // All 2^D corners of a cell: rows[idx] and weights[idx] equal, bit for bit,

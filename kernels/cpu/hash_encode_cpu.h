@@ -47,6 +47,8 @@ inline float MaskedValue(float value, float mask) {
 }
 
 constexpr int kBlock = 64;  // points per block: a block's output rows stay in L1/L2
+// Levels whose rows take more bytes than this are prefetched block by block.
+constexpr int64 kPrefetchMinBytes = 256 * 1024;
 
 // Out-of-range rule for a block of points: used coordinates, gradient masks
 // and whether each point contributes at all.
@@ -64,17 +66,38 @@ void PrepareBlock(const float* x, int nb, int out_of_range, float (*xs)[D], floa
   }
 }
 
-template <int D>
-inline void LocatePoint(const float* xs, const Level& lv, int interpolation, uint32* cell, float* w,
-                        float* dw) {
-  for (int d = 0; d < D; ++d) hg::locate(xs[d], lv.scale, interpolation, &cell[d], &w[d], &dw[d]);
-}
-
 // Corner coefficients of the second-order pass (adjoint of the input gradient).
 template <int D>
 inline void SecondOrderCoefficients(const float* w, const float* dw, float scale, const float* g, float* coef) {
   for (uint32 idx = 0; idx < (1u << D); ++idx) coef[idx] = hg::input_gradient_coefficient<D>(idx, w, dw, scale, g);
 }
+
+template <int D>
+inline void MaskSecondOrder(const float* gg, int64 b0, int nb, const float (*mask)[D], float (*gm)[D]) {
+  for (int j = 0; j < nb; ++j)
+    for (int d = 0; d < D; ++d) gm[j][d] = MaskedValue(gg[(b0 + j) * D + d], mask[j][d]);
+}
+
+// Points are processed in chunks of kChunk, level by level inside a chunk, in
+// blocks of kBlock inside a level: one level's rows (a few MB at most) are the
+// only table memory touched for a while, which keeps TLB and cache misses
+// down, and a chunk's output / incoming-gradient rows stay in L2.
+constexpr int kChunk = 2048;
+
+template <int D>
+struct ChunkPoints {
+  float xs[kChunk][D];
+  float mask[kChunk][D];
+  float gm[kChunk][D];
+  bool ok[kChunk];
+  alignas(64) float coord[D][kChunk];  // xs transposed: the per-level cell search vectorises over points
+  void Prepare(const float* x, const float* gg, bool second_order, int64 c0, int nc, int out_of_range) {
+    PrepareBlock<D>(x + c0 * D, nc, out_of_range, xs, mask, ok);
+    for (int j = 0; j < nc; ++j)
+      for (int d = 0; d < D; ++d) coord[d][j] = xs[j][d];
+    if (second_order) MaskSecondOrder<D>(gg, c0, nc, mask, gm);
+  }
+};
 
 // Forward: out[i, l*F + f] = sum_corners weight * table[row, f].
 // kSecondOrder: the weights are the corner coefficients of dLoss/dgrad_inputs
@@ -111,69 +134,64 @@ struct BlockCorners {
 // table line the gathers / scatters will touch. Values are those of
 // hash_grid.h's cell_corners (same functions, same order).
 template <int D, int F, bool kSecondOrder, bool kForWrite, bool kHashed, int kInterpolation, typename T>
-inline void LocateBlockImpl(const float (*xs)[D], const bool* ok, const float (*gm)[D], int nb, const Level& lv,
-                            const T* level_rows, BlockCorners<D>* bc) {
+inline void LocateBlockImpl(const ChunkPoints<D>& cp, int j0, int nb, const Level& lv, const T* level_rows,
+                            BlockCorners<D>* bc) {
   constexpr int C = 1 << D;
   const float scale = lv.scale;
   for (int d = 0; d < D; ++d) {
-    for (int j = 0; j < nb; ++j) {
-      uint32 c;
-      float w, dw;
-      hg::locate(xs[j][d], scale, kInterpolation, &c, &w, &dw);
-      bc->cell[d][j] = c;
-      bc->w[d][j] = w;
-      bc->dw[d][j] = dw;
-    }
+    const float* coord = cp.coord[d] + j0;
+    uint32* cell = bc->cell[d];
+    float* w = bc->w[d];
+    float* dw = bc->dw[d];
+    for (int j = 0; j < nb; ++j) hg::locate(coord[j], scale, kInterpolation, &cell[j], &w[j], &dw[j]);
   }
-  const uint32 resolution = lv.resolution;
-  for (int j = 0; j < nb; ++j) {
-    uint32 cell[D], rows[C];
-    float w[D], weights[C];
-    for (int d = 0; d < D; ++d) {
-      cell[d] = bc->cell[d][j];
-      w[d] = bc->w[d][j];
-    }
-    hg::cell_corners_unwrapped<D>(cell, w, resolution, kHashed, rows, weights);
-    for (int c = 0; c < C; ++c) {
-      bc->rows[c][j] = rows[c];
-      bc->weights[c][j] = weights[c];
-    }
-  }
-  // The final % entries of cell_corners (hg::wrap_row): hashed levels have 2^k
-  // rows (a mask, vectorised); dense rows are below `entries` unless a point
-  // sits on the upper face or wraps, which the rare scalar pass handles.
+  // Corner by corner over the block's points (vectorised across points). The
+  // final % entries of cell_corners (hg::wrap_row): hashed levels have 2^k
+  // rows (a mask); dense rows are below `entries` unless a point sits on the
+  // upper face or wraps, which the rare scalar pass handles.
+  uint32 factor[D];
+  hg::corner_factors<D>(lv.resolution, kHashed, factor);
   const uint32 entries = lv.entries;
-  if (kHashed) {
+  uint32 beyond = 0;
+  for (int c = 0; c < C; ++c) {
+    uint32* rows = bc->rows[c];
+    float* weights = bc->weights[c];
+    for (int j = 0; j < nb; ++j) {
+      uint32 cell[D];
+      float w[D];
+      for (int d = 0; d < D; ++d) {
+        cell[d] = bc->cell[d][j];
+        w[d] = bc->w[d][j];
+      }
+      uint32 row;
+      hg::corner_unwrapped<D>(c, cell, w, factor, kHashed, &row, &weights[j]);
+      if (kHashed) {
+        row &= entries - 1u;  // hashed levels have 2^log2_hashmap_size rows
+      } else {
+        beyond |= uint32(row >= entries);
+      }
+      rows[j] = row;
+    }
+  }
+  if (!kHashed && beyond) {
     for (int c = 0; c < C; ++c)
       for (int j = 0; j < nb; ++j) bc->rows[c][j] = hg::wrap_row(bc->rows[c][j], entries);
-  } else {
-    uint32 beyond = 0;
-    for (int c = 0; c < C; ++c)
-      for (int j = 0; j < nb; ++j) beyond |= uint32(bc->rows[c][j] >= entries);
-    if (beyond) {
-      for (int c = 0; c < C; ++c)
-        for (int j = 0; j < nb; ++j) bc->rows[c][j] = hg::wrap_row(bc->rows[c][j], entries);
-    }
   }
   if (kSecondOrder) {
     for (int j = 0; j < nb; ++j) {
       float w[D], dw[D], coef[C];
       bc->Weights(j, w, dw);
-      SecondOrderCoefficients<D>(w, dw, scale, gm[j], coef);
+      SecondOrderCoefficients<D>(w, dw, scale, cp.gm[j0 + j], coef);
       for (int c = 0; c < C; ++c) bc->weights[c][j] = coef[c];
     }
   }
-  // One prefetch per cache line: corners idx and idx + 1 are x-neighbours
-  // (prime 1 / stride 1 along x), usually in the same 64-byte line.
-  for (int j = 0; j < nb; ++j) {
-    if (!ok[j]) continue;
+  // Prefetch the rows of levels too large for L2: one prefetch per x-pair of
+  // corners (idx, idx + 1 are x-neighbours, prime 1 / stride 1 along x, so in
+  // the same 64-byte line 7 times in 8). Rows of skipped points are valid too.
+  if (int64(entries) * F * int64(sizeof(T)) > kPrefetchMinBytes) {
     for (int c = 0; c < C; c += 2) {
-      const char* lo = reinterpret_cast<const char*>(level_rows + int64(bc->rows[c][j]) * F);
-      const char* hi = reinterpret_cast<const char*>(level_rows + int64(bc->rows[c + 1][j]) * F);
-      __builtin_prefetch(lo, kForWrite ? 1 : 0, 3);
-      if ((reinterpret_cast<uintptr_t>(lo) >> 6) != (reinterpret_cast<uintptr_t>(hi) >> 6)) {
-        __builtin_prefetch(hi, kForWrite ? 1 : 0, 3);
-      }
+      const uint32* rows = bc->rows[c];
+      for (int j = 0; j < nb; ++j) __builtin_prefetch(level_rows + int64(rows[j]) * F, kForWrite ? 1 : 0, 3);
     }
   }
 }
@@ -181,46 +199,54 @@ inline void LocateBlockImpl(const float (*xs)[D], const bool* ok, const float (*
 // The level's hashed flag and the interpolation become compile-time constants
 // of the inlined header functions (no per-corner selects).
 template <int D, int F, bool kSecondOrder, bool kForWrite, typename T>
-inline void LocateBlock(const float (*xs)[D], const bool* ok, const float (*gm)[D], int nb, const Level& lv,
-                        int interpolation, const T* level_rows, BlockCorners<D>* bc) {
+inline void LocateBlock(const ChunkPoints<D>& cp, int j0, int nb, const Level& lv, int interpolation,
+                        const T* level_rows, BlockCorners<D>* bc) {
   if (lv.hashed) {
     if (interpolation == hg::kSmoothstep) {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kSmoothstep>(xs, ok, gm, nb, lv, level_rows, bc);
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kSmoothstep>(cp, j0, nb, lv, level_rows, bc);
     } else {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kLinear>(xs, ok, gm, nb, lv, level_rows, bc);
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kLinear>(cp, j0, nb, lv, level_rows, bc);
     }
   } else {
     if (interpolation == hg::kSmoothstep) {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kSmoothstep>(xs, ok, gm, nb, lv, level_rows, bc);
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kSmoothstep>(cp, j0, nb, lv, level_rows, bc);
     } else {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kLinear>(xs, ok, gm, nb, lv, level_rows, bc);
+      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kLinear>(cp, j0, nb, lv, level_rows, bc);
     }
   }
 }
 
-template <int D>
-inline void MaskSecondOrder(const float* gg, int64 b0, int nb, const float (*mask)[D], float (*gm)[D]) {
-  for (int j = 0; j < nb; ++j)
-    for (int d = 0; d < D; ++d) gm[j][d] = MaskedValue(gg[(b0 + j) * D + d], mask[j][d]);
-}
-
-// Points are processed in chunks of kChunk, level by level inside a chunk, in
-// blocks of kBlock inside a level: one level's rows (a few MB at most) are the
-// only table memory touched for a while, which keeps TLB and cache misses
-// down, and a chunk's output / incoming-gradient rows stay in L2.
-constexpr int kChunk = 2048;
-
-template <int D>
-struct ChunkPoints {
-  float xs[kChunk][D];
-  float mask[kChunk][D];
-  float gm[kChunk][D];
-  bool ok[kChunk];
-  void Prepare(const float* x, const float* gg, bool second_order, int64 c0, int nc, int out_of_range) {
-    PrepareBlock<D>(x + c0 * D, nc, out_of_range, xs, mask, ok);
-    if (second_order) MaskSecondOrder<D>(gg, c0, nc, mask, gm);
+// Calls visit(level, j0, nb, corners) for every block of a chunk's nc points
+// at levels first, first + step, ... < num_levels, in that order. The next
+// block is located (and its table lines prefetched) before the current one is
+// visited, so its misses are in flight while the current block gathers or
+// scatters. `rows` is the table or gradient buffer the prefetches target.
+template <int D, int F, bool kSecondOrder, bool kForWrite, typename T, typename Visit>
+void ForEachBlock(const ChunkPoints<D>& cp, int nc, const Grid& g, int first, int step, const T* rows,
+                  Visit&& visit) {
+  const int L = g.num_levels;
+  if (nc <= 0 || first >= L) return;
+  BlockCorners<D> bc[2];
+  auto locate = [&](int l, int j0, BlockCorners<D>* out) {
+    const Level& lv = g.levels[l];
+    LocateBlock<D, F, kSecondOrder, kForWrite>(cp, j0, std::min(kBlock, nc - j0), lv, g.interpolation,
+                                               rows + lv.offset * F, out);
+  };
+  int l = first, j0 = 0, k = 0;
+  locate(l, j0, &bc[0]);
+  while (l < L) {
+    int next_l = l, next_j0 = j0 + kBlock;
+    if (next_j0 >= nc) {
+      next_j0 = 0;
+      next_l += step;
+    }
+    if (next_l < L) locate(next_l, next_j0, &bc[k ^ 1]);
+    visit(l, j0, std::min(kBlock, nc - j0), static_cast<const BlockCorners<D>&>(bc[k]));
+    l = next_l;
+    j0 = next_j0;
+    k ^= 1;
   }
-};
+}
 
 // Forward: out[i, l*F + f] = sum_corners weight * table[row, f].
 // kSecondOrder: the weights are the corner coefficients of dLoss/dgrad_inputs
@@ -230,33 +256,27 @@ void GatherRange(const float* x, const float* gg, const T* table, T* out, int64 
   const int L = g.num_levels;
   const int64 width = int64(L) * F;
   std::unique_ptr<ChunkPoints<D>> cp(new ChunkPoints<D>);
-  BlockCorners<D> bc;
   for (int64 c0 = begin; c0 < end; c0 += kChunk) {
     const int nc = int(std::min<int64>(kChunk, end - c0));
     cp->Prepare(x, gg, kSecondOrder, c0, nc, g.out_of_range);
-    for (int l = 0; l < L; ++l) {
-      const Level& lv = g.levels[l];
-      const T* level_table = table + lv.offset * F;
-      for (int j0 = 0; j0 < nc; j0 += kBlock) {
-        const int nb = std::min(kBlock, nc - j0);
-        const bool* ok = cp->ok + j0;
-        LocateBlock<D, F, kSecondOrder, false>(cp->xs + j0, ok, cp->gm + j0, nb, lv, g.interpolation, level_table,
-                                               &bc);
-        T* o = out + (c0 + j0) * width + int64(l) * F;
-        for (int j = 0; j < nb; ++j, o += width) {
-          float acc[F];
-          if (ok[j]) {
-            uint32 rows[1 << D];
-            float weights[1 << D];
-            bc.Corners(j, rows, weights);
-            hg::interpolate_corners<D, F, T>(level_table, rows, weights, acc);
-          } else {
-            for (int f = 0; f < F; ++f) acc[f] = 0.0f;
-          }
-          for (int f = 0; f < F; ++f) o[f] = static_cast<T>(acc[f]);
+    ForEachBlock<D, F, kSecondOrder, false>(*cp, nc, g, 0, 1, table, [&](int l, int j0, int nb,
+                                                                         const BlockCorners<D>& bc) {
+      const T* level_table = table + g.levels[l].offset * F;
+      const bool* ok = cp->ok + j0;
+      T* o = out + (c0 + j0) * width + int64(l) * F;
+      for (int j = 0; j < nb; ++j, o += width) {
+        float acc[F];
+        if (ok[j]) {
+          uint32 rows[1 << D];
+          float weights[1 << D];
+          bc.Corners(j, rows, weights);
+          hg::interpolate_corners<D, F, T>(level_table, rows, weights, acc);
+        } else {
+          for (int f = 0; f < F; ++f) acc[f] = 0.0f;
         }
+        for (int f = 0; f < F; ++f) o[f] = static_cast<T>(acc[f]);
       }
-    }
+    });
   }
 }
 
@@ -272,30 +292,25 @@ void ScatterGroup(int group, int groups, const float* x, const float* gg, const 
     std::memset(acc + g.levels[l].offset * F, 0, sizeof(float) * F * size_t(g.levels[l].entries));
   }
   std::unique_ptr<ChunkPoints<D>> cp(new ChunkPoints<D>);
-  BlockCorners<D> bc;
   for (int64 c0 = 0; c0 < n; c0 += kChunk) {
     const int nc = int(std::min<int64>(kChunk, n - c0));
     cp->Prepare(x, gg, kSecondOrder, c0, nc, g.out_of_range);
-    for (int l = group; l < L; l += groups) {
-      const Level& lv = g.levels[l];
-      float* level_acc = acc + lv.offset * F;
-      for (int j0 = 0; j0 < nc; j0 += kBlock) {
-        const int nb = std::min(kBlock, nc - j0);
-        const bool* ok = cp->ok + j0;
-        LocateBlock<D, F, kSecondOrder, true>(cp->xs + j0, ok, cp->gm + j0, nb, lv, g.interpolation, level_acc, &bc);
-        const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
-        for (int j = 0; j < nb; ++j, dyl += width) {
-          if (!ok[j]) continue;
-          float dyf[F];
-          for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
-          for (int c = 0; c < C; ++c) {
-            float* r = level_acc + int64(bc.rows[c][j]) * F;
-            const float weight = bc.weights[c][j];
-            for (int f = 0; f < F; ++f) r[f] = ::mo::fma_f(weight, dyf[f], r[f]);
-          }
+    ForEachBlock<D, F, kSecondOrder, true>(*cp, nc, g, group, groups, acc, [&](int l, int j0, int nb,
+                                                                               const BlockCorners<D>& bc) {
+      float* level_acc = acc + g.levels[l].offset * F;
+      const bool* ok = cp->ok + j0;
+      const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
+      for (int j = 0; j < nb; ++j, dyl += width) {
+        if (!ok[j]) continue;
+        float dyf[F];
+        for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
+        for (int c = 0; c < C; ++c) {
+          float* r = level_acc + int64(bc.rows[c][j]) * F;
+          const float weight = bc.weights[c][j];
+          for (int f = 0; f < F; ++f) r[f] = ::mo::fma_f(weight, dyf[f], r[f]);
         }
       }
-    }
+    });
   }
 }
 
@@ -307,32 +322,28 @@ void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int6
   const int64 width = int64(L) * F;
   std::unique_ptr<ChunkPoints<D>> cp(new ChunkPoints<D>);
   float (*sum)[D] = cp->gm;  // the chunk's running dL/dx
-  BlockCorners<D> bc;
   for (int64 c0 = begin; c0 < end; c0 += kChunk) {
     const int nc = int(std::min<int64>(kChunk, end - c0));
     cp->Prepare(x, nullptr, false, c0, nc, g.out_of_range);
     for (int j = 0; j < nc; ++j)
       for (int d = 0; d < D; ++d) sum[j][d] = 0.0f;
-    for (int l = 0; l < L; ++l) {
+    ForEachBlock<D, F, false, false>(*cp, nc, g, 0, 1, table, [&](int l, int j0, int nb,
+                                                                  const BlockCorners<D>& bc) {
       const Level& lv = g.levels[l];
       const T* level_table = table + lv.offset * F;
-      for (int j0 = 0; j0 < nc; j0 += kBlock) {
-        const int nb = std::min(kBlock, nc - j0);
-        const bool* ok = cp->ok + j0;
-        LocateBlock<D, F, false, false>(cp->xs + j0, ok, cp->xs + j0, nb, lv, g.interpolation, level_table, &bc);
-        const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
-        for (int j = 0; j < nb; ++j, dyl += width) {
-          if (!ok[j]) continue;
-          float dyf[F];
-          for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
-          uint32 rows[1 << D];
-          float weights[1 << D], w[D], dw[D];
-          bc.Corners(j, rows, weights);
-          bc.Weights(j, w, dw);
-          hg::accumulate_input_gradient_corners<D, F, T>(level_table, rows, lv.scale, w, dw, dyf, sum[j0 + j]);
-        }
+      const bool* ok = cp->ok + j0;
+      const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
+      for (int j = 0; j < nb; ++j, dyl += width) {
+        if (!ok[j]) continue;
+        float dyf[F];
+        for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
+        uint32 rows[1 << D];
+        float weights[1 << D], w[D], dw[D];
+        bc.Corners(j, rows, weights);
+        bc.Weights(j, w, dw);
+        hg::accumulate_input_gradient_corners<D, F, T>(level_table, rows, lv.scale, w, dw, dyf, sum[j0 + j]);
       }
-    }
+    });
     for (int j = 0; j < nc; ++j)
       for (int d = 0; d < D; ++d) dx[(c0 + j) * D + d] = MaskedValue(sum[j][d], cp->ok[j] ? cp->mask[j][d] : 0.0f);
   }
