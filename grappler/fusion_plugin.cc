@@ -17,8 +17,8 @@
 // Safety rules (each one blocks a fusion, the graph is then left as it is):
 //  * never touch a _FusedConv2D whose fused_ops is anything but [BiasAdd]: a
 //    fusion TF already made (oneDNN's [BiasAdd, Add, Relu]) is kept;
-//  * with oneDNN on (tensorflow::IsMKLEnabled()) TF's convolutions run on
-//    oneDNN, faster than our Eigen kernel: no rewrite at all unless
+//  * with oneDNN on (tensorflow::IsMKLEnabled()) TF's oneDNN convolutions
+//    fuse the residual add and activation themselves: no rewrite at all unless
 //    METAL_OPS_FUSION_WITH_ONEDNN=1;
 //  * no node of the pattern may be in TF_GetNodesToPreserveList or be a fetch;
 //  * every intermediate has exactly one consumer (data or control), and that is
@@ -26,8 +26,8 @@
 //  * same device on every node, CPU (or unplaced);
 //  * dtype float; residual shape equal to the output's (known, or the same
 //    symbolic dimension), never a broadcast; bias of shape [C];
-//  * 1x1 filters only, unless METAL_OPS_FUSION_ALL_CONVS=1 (profitability, see
-//    MatchAt);
+//  * only filter sizes our kernel runs faster than TF (FusionProfitable), unless
+//    METAL_OPS_FUSION_ALL_CONVS=1;
 //  * the last node's name goes on the fused node, so consumers stay wired;
 //  * a second pass finds nothing new (the fused op is never a pattern head).
 // METAL_OPS_FUSION=0 disables every rewrite; METAL_OPS_FUSION_LOG=1 prints one
@@ -54,6 +54,8 @@
 #include "tensorflow/core/framework/tensor_shape.pb.h"
 #include "tensorflow/core/framework/types.pb.h"
 #include "tensorflow/core/grappler/costs/op_performance_data.pb.h"
+#include "Eigen/Core"
+#include "kernels/common/fused_conv2d_gemm.h"
 
 namespace tensorflow {
 bool IsMKLEnabled();  // exported by libtensorflow_framework.so.2
@@ -117,6 +119,23 @@ bool LogRewrites() { return EnvIs("METAL_OPS_FUSION_LOG", "1"); }
 bool OneDnnBlocks() {
   static const bool mkl = tensorflow::IsMKLEnabled();
   return mkl && !EnvIs("METAL_OPS_FUSION_WITH_ONEDNN", "1");
+}
+
+// Profitability (oneDNN off; measured against TF's convolution + its separate
+// residual-add / activation passes, docs/FUSION.md): with oneDNN's sgemm, our
+// kernel wins where it computes in single-threaded cache-sized tiles
+// (kernels/common/fused_conv2d_gemm.h: 1x1 and 3x3 filters up to ~128
+// channels), not where the filter is too large for one (threaded chunks,
+// e.g. 3x3x256 -> 256: 0.9-0.97x). With only Eigen's GEMM (a TF build
+// without the entry), 1x1 filters are about on par and KxK ones slower.
+// Unknown sizes: no rewrite. METAL_OPS_FUSION_ALL_CONVS=1 fuses every size.
+bool FusionProfitable(int64_t kh, int64_t kw, int64_t cin, int64_t cout, int64_t pixels) {
+  if (EnvIs("METAL_OPS_FUSION_ALL_CONVS", "1")) return true;
+  static const bool onednn_gemm = mo::find_mkl_blas_gemm() != nullptr;
+  if (!onednn_gemm) return kh == 1 && kw == 1;
+  if (kh < 0 || kw < 0 || cin < 0 || cout < 0) return false;
+  static const int64_t l2_bytes = Eigen::internal::CacheSizes().m_l2;
+  return mo::fused_conv_uses_tiles(kh * kw * cin, cout, pixels, l2_bytes);
 }
 
 // "name", "name:1", "^name" -> (name, port, is_control)
@@ -421,13 +440,13 @@ class Fuser {
       return false;
     const int64_t channels = out_shape.dim(3).size();
     if (channels < 0) return false;
-    // Profitability: our kernel's GEMM (Eigen) is slower than the oneDNN sgemm
-    // under TF's own Eigen convolutions for KxK filters (measured 0.72x for
-    // 3x3x64 -> 64 at 16x56x56), and about on par for 1x1 filters, where the
-    // saved residual-add and activation passes pay for it. So only 1x1 filters
-    // are fused unless METAL_OPS_FUSION_ALL_CONVS=1.
-    if (!EnvIs("METAL_OPS_FUSION_ALL_CONVS", "1") &&
-        (filter_shape.dim(0).size() != 1 || filter_shape.dim(1).size() != 1))
+    int64_t pixels = 1;
+    for (int d = 0; d < 3; ++d) {
+      const int64_t size = out_shape.dim(d).size();
+      pixels = size < 0 || pixels < 0 ? -1 : pixels * size;
+    }
+    if (!FusionProfitable(filter_shape.dim(0).size(), filter_shape.dim(1).size(),
+                          filter_shape.dim(2).size(), filter_shape.dim(3).size(), pixels))
       return false;
 
     m->head = head;

@@ -18,6 +18,7 @@ Tolerances: the fused op and TF's convolution both accumulate in float32 over
 at most 3*3*8 taps; fused vs unfused results agree to 1e-5 absolute (values
 are O(1)); Keras gradients through 2 blocks to 1e-4 (relative 1e-4).
 """
+import ctypes
 import json
 import os
 import subprocess
@@ -28,6 +29,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOL = 1e-5
+# oneDNN's sgemm entry in TF's libtensorflow_cc.so.2 (kernels/common/fused_conv2d_gemm.h).
+MKL_BLAS_GEMM = ("_ZN10tensorflow11MklMatMulOpIN5Eigen16ThreadPoolDeviceEfLb0EE11MklBlasGemmEPNS_"
+                 "15OpKernelContextEbblllPKflS7_lPfl")
 
 # name -> (expected fused pattern with oneDNN off, or None for "left unchanged")
 POSITIVE = {
@@ -265,20 +269,28 @@ def _child_guards(out_dir):
     res["enable_again"] = fusion.enable()
     lib = fusion._dlopen_noload(fusion.plugin_path())
     res["init_calls"] = int(lib.MetalOpsFusionInitCalls())
-    # Default profitability rule (oneDNN off here): 1x1 filters are fused, 3x3 are not.
+    # Default profitability rule (oneDNN off here): filters the kernel computes in
+    # cache-sized oneDNN sgemm tiles are fused (1x1, 3x3 with few channels), a 3x3
+    # 256 -> 256 filter (2.4 MB, too large for a tile) is not; without the sgemm
+    # entry only 1x1 filters are.
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
-    b = rng.standard_normal(4).astype(np.float32)
-    r = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
-    for k in (1, 3):
-        w = rng.standard_normal((k, k, 4, 4)).astype(np.float32)
+    for name, k, c in (("1x1", 1, 4), ("3x3", 3, 4), ("3x3_large", 3, 256)):
+        x = rng.standard_normal((2, 6, 6, c)).astype(np.float32)
+        b = rng.standard_normal(c).astype(np.float32)
+        r = rng.standard_normal((2, 6, 6, c)).astype(np.float32)
+        w = (rng.standard_normal((k, k, c, c)) / np.sqrt(k * k * c)).astype(np.float32)
         f = tf.function(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r))
         y = f(x, w, b, r)
         want = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r)
         rep = fusion.report(f.get_concrete_function(x, w, b, r))
-        res[f"default_{k}x{k}"] = {"patterns": rep.patterns, "source": rep.source,
-                                   "diff": float(np.max(np.abs(y.numpy() - want.numpy())))}
+        res[f"default_{name}"] = {"patterns": rep.patterns, "source": rep.source,
+                                  "diff": float(np.max(np.abs(y.numpy() - want.numpy())))}
+    res["sgemm_entry"] = hasattr(ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2"),
+                                             mode=os.RTLD_NOLOAD | os.RTLD_LAZY), MKL_BLAS_GEMM)
     # A function that never ran: report() predicts offline, nothing is executed.
+    x = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    r = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
     w = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
     g = tf.function(lambda x, w, b, r: tf.nn.relu6(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r))
     rep = fusion.report(g.get_concrete_function(x, w, b, r))
@@ -429,9 +441,12 @@ def test_guards(runs):
     assert res["loaded_after_refusal"] is False
     assert res["enable"] is True and res["enable_again"] is True
     assert res["init_calls"] == 1
-    assert res["default_1x1"]["patterns"] == ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu"], res
-    assert res["default_3x3"]["patterns"] == [], res
-    assert res["default_1x1"]["diff"] <= ATOL and res["default_3x3"]["diff"] <= ATOL, res
+    fused = ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu"]
+    assert res["default_1x1"]["patterns"] == fused, res
+    assert res["default_3x3"]["patterns"] == (fused if res["sgemm_entry"] else []), res
+    assert res["default_3x3_large"]["patterns"] == [], res
+    for name in ("1x1", "3x3", "3x3_large"):
+        assert res[f"default_{name}"]["diff"] <= ATOL, res
     assert res["default_1x1"]["source"] == "runtime", res
     assert res["offline"]["source"] == "offline", res
     assert res["offline"]["patterns"] == ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu6"], res

@@ -1,28 +1,29 @@
 // CPU kernels of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad.
 //
-// The convolution is a blocked im2col + GEMM (Eigen tensor contraction; see
-// LaunchConv). The bias, the residual and the activation are applied by an
-// Eigen *output kernel*: the contraction calls it on each output block right
-// after the block is computed, while it is still in cache, so the fused op
-// makes one pass over the output instead of three or four.
-//
-// Threads: the contraction runs on ctx->eigen_device<ThreadPoolDevice>(), which
-// is TensorFlow's intra-op thread pool (the same pool ParallelFor uses); the
-// patch gathering, the element-wise gradient kernel and the degenerate
-// in_channels == 0 case use tensorflow_cpu_worker_threads()->workers->ParallelFor.
+// The convolution is a matrix product (patch rows x the HWIO filter), and the
+// bias, the residual and the activation are applied to each block of the
+// output right after the GEMM wrote it, while it is still in cache: one pass
+// over the output instead of three or four. The GEMM is oneDNN's sgemm, reached
+// through TensorFlow (see FindOneDnnGemm), in tiles of output pixels spread over
+// TF's intra-op thread pool; when this TF build does not provide it, Eigen's
+// tensor contraction with an output kernel (ConvEigen).
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/common/activations.h"
+#include "kernels/common/fused_conv2d_gemm.h"
 #include "tensorflow/core/framework/kernel_shape_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
+#include "tensorflow/core/platform/logging.h"
 #include "tensorflow/core/util/padding.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -53,66 +54,58 @@ bool ActivationFromName(const std::string& name, int* act) {
 }
 
 // ---------------------------------------------------------------------------
-// Output stage. Eigen evaluates a row-major contraction as the column-major
-// product with swapped arguments, so an output block is rows = output channels
-// [i, i + num_rows) and columns = output pixels; column `col` of the block is
-// num_rows contiguous floats of the NHWC output. The offset of that pointer
-// from the start of the output is also the residual's offset.
+// Output stage: out = act(out + bias + residual) on a block of `pixels` output
+// pixels x `channels` output channels, pixel rows `ld` floats apart in the NHWC
+// output. `bias` points at the block's first channel, `residual` at the same
+// offset of the residual tensor as `out` of the output. The activation is a
+// template argument so the inner loops vectorise; it is dispatched per block.
 // ---------------------------------------------------------------------------
 template <int ACT>
 EIGEN_ALWAYS_INLINE void ApplyOutputStage(float* out, const float* bias, const float* residual,
-                                          Eigen::Index n, float alpha) {
+                                          int64_t n, float alpha) {
   if (bias != nullptr && residual != nullptr) {
-    for (Eigen::Index r = 0; r < n; ++r)
+    for (int64_t r = 0; r < n; ++r)
       out[r] = mo::activation_forward(out[r] + bias[r] + residual[r], ACT, alpha);
   } else if (bias != nullptr) {
-    for (Eigen::Index r = 0; r < n; ++r)
-      out[r] = mo::activation_forward(out[r] + bias[r], ACT, alpha);
+    for (int64_t r = 0; r < n; ++r) out[r] = mo::activation_forward(out[r] + bias[r], ACT, alpha);
   } else if (residual != nullptr) {
-    for (Eigen::Index r = 0; r < n; ++r)
+    for (int64_t r = 0; r < n; ++r)
       out[r] = mo::activation_forward(out[r] + residual[r], ACT, alpha);
   } else if (ACT != mo::kActNone) {
-    for (Eigen::Index r = 0; r < n; ++r) out[r] = mo::activation_forward(out[r], ACT, alpha);
+    for (int64_t r = 0; r < n; ++r) out[r] = mo::activation_forward(out[r], ACT, alpha);
   }
 }
 
-// One output-kernel type (the activation is a run-time value, dispatched once
-// per output column of num_rows contiguous values, so the inner loops are
-// still specialised and vectorised): keeps the number of contraction
-// instantiations, and the compile time, small.
-struct FusedOutputKernel {
-  const float* bias;      // [C] or nullptr
-  const float* residual;  // output-shaped or nullptr
-  const float* out_base;  // start of the output tensor
-  int act;
-  float alpha;
-
-  template <typename OutputMapper, typename Index>
-  EIGEN_ALWAYS_INLINE void operator()(const OutputMapper& output_mapper,
-                                      const Eigen::TensorContractionParams& params, Index i,
-                                      Index /*j*/, Index num_rows, Index num_cols) const {
-    eigen_assert(params.swapped_arguments);
-    const float* b = bias != nullptr ? bias + i : nullptr;
-    for (Index col = 0; col < num_cols; ++col) {
-      float* out = &output_mapper(0, col);
-      const float* res = residual != nullptr ? residual + (out - out_base) : nullptr;
-      switch (act) {
-        case mo::kActRelu: ApplyOutputStage<mo::kActRelu>(out, b, res, num_rows, alpha); break;
-        case mo::kActRelu6: ApplyOutputStage<mo::kActRelu6>(out, b, res, num_rows, alpha); break;
-        case mo::kActElu: ApplyOutputStage<mo::kActElu>(out, b, res, num_rows, alpha); break;
-        case mo::kActLeakyRelu:
-          ApplyOutputStage<mo::kActLeakyRelu>(out, b, res, num_rows, alpha);
-          break;
-        case mo::kActSigmoid:
-          ApplyOutputStage<mo::kActSigmoid>(out, b, res, num_rows, alpha);
-          break;
-        case mo::kActTanh: ApplyOutputStage<mo::kActTanh>(out, b, res, num_rows, alpha); break;
-        case mo::kActSwish: ApplyOutputStage<mo::kActSwish>(out, b, res, num_rows, alpha); break;
-        default: ApplyOutputStage<mo::kActNone>(out, b, res, num_rows, alpha); break;
-      }
-    }
+template <int ACT>
+void OutputStageBlock(float* out, const float* bias, const float* residual, int64_t pixels,
+                      int64_t channels, int64_t ld, float alpha) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    ApplyOutputStage<ACT>(out + p * ld, bias, residual != nullptr ? residual + p * ld : nullptr,
+                          channels, alpha);
   }
-};
+}
+
+void ApplyOutputStageBlock(float* out, const float* bias, const float* residual, int64_t pixels,
+                           int64_t channels, int64_t ld, int act, float alpha) {
+  switch (act) {
+    case mo::kActRelu:
+      return OutputStageBlock<mo::kActRelu>(out, bias, residual, pixels, channels, ld, alpha);
+    case mo::kActRelu6:
+      return OutputStageBlock<mo::kActRelu6>(out, bias, residual, pixels, channels, ld, alpha);
+    case mo::kActElu:
+      return OutputStageBlock<mo::kActElu>(out, bias, residual, pixels, channels, ld, alpha);
+    case mo::kActLeakyRelu:
+      return OutputStageBlock<mo::kActLeakyRelu>(out, bias, residual, pixels, channels, ld, alpha);
+    case mo::kActSigmoid:
+      return OutputStageBlock<mo::kActSigmoid>(out, bias, residual, pixels, channels, ld, alpha);
+    case mo::kActTanh:
+      return OutputStageBlock<mo::kActTanh>(out, bias, residual, pixels, channels, ld, alpha);
+    case mo::kActSwish:
+      return OutputStageBlock<mo::kActSwish>(out, bias, residual, pixels, channels, ld, alpha);
+    default:
+      return OutputStageBlock<mo::kActNone>(out, bias, residual, pixels, channels, ld, alpha);
+  }
+}
 
 struct ConvGeometry {
   int64_t batch, in_rows, in_cols, in_depth;
@@ -121,14 +114,232 @@ struct ConvGeometry {
   int64_t stride_rows, stride_cols, dilation_rows, dilation_cols;
   int64_t pad_top, pad_bottom, pad_left, pad_right;
   tensorflow::Padding padding;
+
+  int64_t pixels() const { return batch * out_rows * out_cols; }
+  // Rows of the patch matrix: KH*KW*Cin.
+  int64_t patch_size() const { return filter_rows * filter_cols * in_depth; }
+  // 1x1, stride 1, no padding: the input itself is the [pixels, Cin] patch matrix.
+  bool input_is_patch_matrix() const {
+    return filter_rows == 1 && filter_cols == 1 && stride_rows == 1 && stride_cols == 1 &&
+           pad_top == 0 && pad_bottom == 0 && pad_left == 0 && pad_right == 0;
+  }
+};
+
+// The convolution as a matrix product: an HWIO filter is already the
+// [KH*KW*Cin, Cout] matrix, and an output pixel's receptive field, gathered tap
+// by tap (Cin contiguous floats each, zeros in the padding), is a row of the
+// [pixels, KH*KW*Cin] patch matrix. Writes the rows of output pixels
+// [first, first + rows) to dst.
+void GatherPatchRows(const ConvGeometry& g, const float* input, int64_t first, int64_t rows,
+                     float* dst) {
+  const int64_t cin = g.in_depth, ohw = g.out_rows * g.out_cols;
+  for (int64_t pix = first; pix < first + rows; ++pix) {
+    const int64_t n = pix / ohw, rem = pix % ohw;
+    const int64_t oy = rem / g.out_cols, ox = rem % g.out_cols;
+    for (int64_t i = 0; i < g.filter_rows; ++i) {
+      const int64_t iy = oy * g.stride_rows - g.pad_top + i * g.dilation_rows;
+      for (int64_t j = 0; j < g.filter_cols; ++j, dst += cin) {
+        const int64_t ix = ox * g.stride_cols - g.pad_left + j * g.dilation_cols;
+        if (iy < 0 || iy >= g.in_rows || ix < 0 || ix >= g.in_cols) {
+          std::memset(dst, 0, sizeof(float) * cin);
+        } else {
+          std::memcpy(dst, input + ((n * g.in_rows + iy) * g.in_cols + ix) * cin,
+                      sizeof(float) * cin);
+        }
+      }
+    }
+  }
+}
+
+struct FusedEpilogue {
+  const float* bias;      // [Cout] or nullptr
+  const float* residual;  // output-shaped or nullptr
+  int act;
+  float alpha;
+};
+
+// ---------------------------------------------------------------------------
+// GEMM 1: oneDNN's sgemm (what TF's own CPU convolutions and MatMul run on).
+// TF's pip build links oneDNN into libtensorflow_cc.so.2 but exports none of
+// its C API; the one sgemm entry it exports is MklMatMulOp<float>::MklBlasGemm
+// (kernels/common/fused_conv2d_gemm.h): row-major C[m, n] = op(A)[m, k] op(B)[k, n]
+// through dnnl::threadpool_interop::sgemm. It is a non-virtual member that
+// never reads `this` (TF 2.21's machine code was checked), so it is called as a
+// plain function with a dummy object; it does not depend on
+// TF_ENABLE_ONEDNN_OPTS. Single-threaded below an L2-sized footprint,
+// otherwise threaded on ctx's intra-op pool (then it must not be called from a
+// worker of that pool: the worker would wait for tasks queued behind itself).
+// ---------------------------------------------------------------------------
+using MklBlasGemmFn = void (*)(const void* self, OpKernelContext* ctx, bool transa, bool transb,
+                               long m, long n, long k, const float* a, long lda, const float* b,
+                               long ldb, float* c, long ldc);
+// Stands in for the MklMatMulOp object; never read.
+const char kUnusedSelf = 0;
+
+void OneDnnGemm(MklBlasGemmFn gemm, OpKernelContext* ctx, int64_t m, int64_t n, int64_t k,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  gemm(&kUnusedSelf, ctx, false, false, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+// A 3x2 by 2x4 product with leading dimensions wider than the rows: checks the
+// layout and leading-dimension conventions and that nothing outside C is written.
+bool OneDnnGemmPassesSelfTest(MklBlasGemmFn gemm, OpKernelContext* ctx) {
+  constexpr int kM = 3, kN = 4, kK = 2, kLda = 3, kLdb = 5, kLdc = 6;
+  float a[kM * kLda], b[kK * kLdb], c[kM * kLdc];
+  for (int i = 0; i < kM * kLda; ++i) a[i] = static_cast<float>(i % 7) - 3.0f;
+  for (int i = 0; i < kK * kLdb; ++i) b[i] = static_cast<float>(i % 5) + 1.0f;
+  constexpr float kUntouched = 1234.5f;
+  std::fill(c, c + kM * kLdc, kUntouched);
+  OneDnnGemm(gemm, ctx, kM, kN, kK, a, kLda, b, kLdb, c, kLdc);
+  for (int i = 0; i < kM; ++i) {
+    for (int j = 0; j < kLdc; ++j) {
+      float expected = kUntouched;
+      if (j < kN) {
+        expected = 0.0f;
+        for (int p = 0; p < kK; ++p) expected += a[i * kLda + p] * b[p * kLdb + j];
+      }
+      if (c[i * kLdc + j] != expected) return false;  // small integers: exact
+    }
+  }
+  return true;
+}
+
+// The entry, resolved and self-tested once per process; nullptr (and one
+// warning) when this TensorFlow build does not provide a working one.
+MklBlasGemmFn FindOneDnnGemm(OpKernelContext* ctx) {
+  static const MklBlasGemmFn found = [ctx]() -> MklBlasGemmFn {
+    auto fn = reinterpret_cast<MklBlasGemmFn>(mo::find_mkl_blas_gemm());
+    const char* why = "libtensorflow_cc.so.2 is not loaded or does not export "
+                      "MklMatMulOp<float>::MklBlasGemm";
+    if (fn != nullptr && !OneDnnGemmPassesSelfTest(fn, ctx)) {
+      fn = nullptr;
+      why = "its MklMatMulOp<float>::MklBlasGemm failed the self-test";
+    }
+    if (fn == nullptr) {
+      LOG(WARNING) << "MetalOpsFusedConv2D: oneDNN's sgemm is not reachable in this TensorFlow "
+                      "build ("
+                   << why << "); using Eigen's contraction, which is slower";
+    }
+    return fn;
+  }();
+  return found;
+}
+
+// Which GEMM path the last MetalOpsFusedConv2D on the CPU took (for the tests).
+enum class GemmPath : int { kNone = 0, kOneDnnTiled, kOneDnnChunked, kEigen };
+std::atomic<int> last_gemm_path{static_cast<int>(GemmPath::kNone)};
+
+int64_t L2CacheBytes() {
+  static const int64_t l2_bytes = Eigen::internal::CacheSizes().m_l2;
+  return l2_bytes;
+}
+
+// Tiles of output pixels run in parallel on the intra-op pool, one
+// single-threaded sgemm each, the output stage applied to the tile right after
+// its GEMM, while it is still in L2. Patch rows are gathered into a per-worker
+// buffer (none for 1x1 stride-1 convolutions).
+void ConvOneDnnTiled(OpKernelContext* ctx, MklBlasGemmFn gemm, const ConvGeometry& g,
+                     int64_t tile_rows, const float* input, const float* filter,
+                     const FusedEpilogue& e, float* output) {
+  const int64_t k = g.patch_size(), cout = g.out_depth, pixels = g.pixels();
+  const bool direct = g.input_is_patch_matrix();
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  Tensor scratch;
+  float* patches = nullptr;
+  if (!direct) {
+    const int64_t slots = workers->NumThreads() + 1;  // ids 0..NumThreads()
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT,
+                                           TensorShape({slots * tile_rows * k}), &scratch));
+    patches = scratch.flat<float>().data();
+  }
+  const int64_t num_tiles = (pixels + tile_rows - 1) / tile_rows;
+  auto run_tiles = [&](int64_t begin, int64_t end, int worker) {
+    float* my_patches = direct ? nullptr : patches + worker * tile_rows * k;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = t * tile_rows, rows = std::min(tile_rows, pixels - first);
+      const float* a = input + first * k;
+      if (!direct) {
+        GatherPatchRows(g, input, first, rows, my_patches);
+        a = my_patches;
+      }
+      float* c = output + first * cout;
+      OneDnnGemm(gemm, ctx, rows, cout, k, a, k, filter, cout, c, cout);
+      ApplyOutputStageBlock(c, e.bias, e.residual != nullptr ? e.residual + first * cout : nullptr,
+                            rows, cout, cout, e.act, e.alpha);
+    }
+  };
+  workers->ParallelForWithWorkerId(num_tiles, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
+                                   run_tiles);
+}
+
+// Filters too large for a single-threaded tile: one threaded sgemm (called
+// from the kernel's own thread, as TF's MatMul does) per chunk of output pixels
+// whose patch rows fit a ~16 MiB buffer (all pixels at once for 1x1 stride-1
+// convolutions), then a parallel output stage over the chunk.
+void ConvOneDnnChunked(OpKernelContext* ctx, MklBlasGemmFn gemm, const ConvGeometry& g,
+                       const float* input, const float* filter, const FusedEpilogue& e,
+                       float* output) {
+  const int64_t k = g.patch_size(), cout = g.out_depth, pixels = g.pixels();
+  const bool direct = g.input_is_patch_matrix();
+  const int64_t chunk =
+      direct ? pixels : std::max<int64_t>(1, std::min<int64_t>(pixels, (int64_t{4} << 20) / k));
+  Tensor scratch;
+  float* patches = nullptr;
+  if (!direct) {
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({chunk * k}), &scratch));
+    patches = scratch.flat<float>().data();
+  }
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  for (int64_t first = 0; first < pixels; first += chunk) {
+    const int64_t rows = std::min(chunk, pixels - first);
+    const float* a = input + first * k;
+    if (!direct) {
+      workers->ParallelFor(rows, /*cost_per_unit=*/k, [&](int64_t begin, int64_t end) {
+        GatherPatchRows(g, input, first + begin, end - begin, patches + begin * k);
+      });
+      a = patches;
+    }
+    float* c = output + first * cout;
+    OneDnnGemm(gemm, ctx, rows, cout, k, a, k, filter, cout, c, cout);
+    const float* res = e.residual != nullptr ? e.residual + first * cout : nullptr;
+    workers->ParallelFor(rows, /*cost_per_unit=*/4 * cout, [&](int64_t begin, int64_t end) {
+      ApplyOutputStageBlock(c + begin * cout, e.bias, res != nullptr ? res + begin * cout : nullptr,
+                            end - begin, cout, cout, e.act, e.alpha);
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// GEMM 2 (fallback): Eigen's tensor contraction with an Eigen *output kernel*,
+// which the contraction calls on each output block right after computing it.
+// Eigen evaluates a row-major contraction as the column-major product with
+// swapped arguments, so an output block is rows = output channels
+// [i, i + num_rows) and columns = output pixels, each column num_rows
+// contiguous floats of the NHWC output.
+// ---------------------------------------------------------------------------
+struct FusedOutputKernel {
+  FusedEpilogue e;
+  const float* out_base;  // start of the output (chunk)
+  int64_t ld;             // output channels: the distance between pixels
+
+  template <typename OutputMapper, typename Index>
+  EIGEN_ALWAYS_INLINE void operator()(const OutputMapper& output_mapper,
+                                      const Eigen::TensorContractionParams& params, Index i,
+                                      Index /*j*/, Index num_rows, Index num_cols) const {
+    eigen_assert(params.swapped_arguments);
+    float* out = &output_mapper(0, 0);
+    ApplyOutputStageBlock(out, e.bias != nullptr ? e.bias + i : nullptr,
+                          e.residual != nullptr ? e.residual + (out - out_base) : nullptr,
+                          num_cols, num_rows, ld, e.act, e.alpha);
+  }
 };
 
 // out[rows, Cout] = patches[rows, K] x filter[K, Cout], output stage fused.
-void Contract(const CPUDevice& d, const float* lhs, int64_t rows, int64_t k, const float* filter,
-              int64_t cout, const float* bias, const float* residual, int act, float alpha,
-              float* out) {
+void EigenContract(const CPUDevice& d, const float* lhs, int64_t rows, int64_t k,
+                   const float* filter, int64_t cout, const FusedEpilogue& e, float* out) {
   using Index = Eigen::Index;
-  const FusedOutputKernel ok{bias, residual, out, act, alpha};
+  const FusedOutputKernel ok{e, out, cout};
   Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>, Eigen::Unaligned> a(lhs, rows, k);
   Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>, Eigen::Unaligned> f(filter, k,
                                                                                       cout);
@@ -137,61 +348,54 @@ void Contract(const CPUDevice& d, const float* lhs, int64_t rows, int64_t k, con
   o.device(d) = a.contract(f, dims, ok);
 }
 
-// The convolution as a matrix product: an HWIO filter is already the
-// [KH*KW*Cin, Cout] matrix, and an output pixel's receptive field, gathered
-// tap by tap (Cin contiguous floats each, zeros in the padding), is a row of
-// the [pixels, KH*KW*Cin] patch matrix. Pixels are processed in chunks whose
-// patch rows fit a bounded scratch buffer; 1x1 stride-1 unpadded convolutions
-// use the input itself as the patch matrix. The GEMM is Eigen's tensor
-// contraction (its AVX-512 GEMM micro-kernels under -march=native), and the
-// output stage runs in its output kernel, block by block.
-void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
-                const float* filter, const float* bias, const float* residual, int act,
-                float alpha, float* output) {
+// Chunks of output pixels whose patch rows fit a ~16 MiB scratch buffer, each
+// one Eigen contraction on the intra-op pool.
+void ConvEigen(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
+               const float* filter, const FusedEpilogue& e, float* output) {
   const CPUDevice& d = ctx->eigen_device<CPUDevice>();
-  const int64_t cin = g.in_depth, cout = g.out_depth;
-  const int64_t k = g.filter_rows * g.filter_cols * cin;
-  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
-  const bool one_by_one = g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 &&
-                          g.stride_cols == 1 && g.pad_top == 0 && g.pad_bottom == 0 &&
-                          g.pad_left == 0 && g.pad_right == 0;
-  if (one_by_one) {
-    Contract(d, input, pixels, k, filter, cout, bias, residual, act, alpha, output);
+  const int64_t k = g.patch_size(), cout = g.out_depth, pixels = g.pixels();
+  if (g.input_is_patch_matrix()) {
+    EigenContract(d, input, pixels, k, filter, cout, e, output);
     return;
   }
-  // Chunk of output pixels whose patch rows take at most ~16 MiB.
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(pixels, (int64_t{4} << 20) / k));
   Tensor scratch;
   OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({chunk * k}), &scratch));
   float* patches = scratch.flat<float>().data();
   auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  const int64_t ohw = g.out_rows * g.out_cols;
-  for (int64_t start = 0; start < pixels; start += chunk) {
-    const int64_t rows = std::min(chunk, pixels - start);
-    auto gather = [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const int64_t pix = start + p;
-        const int64_t n = pix / ohw, rem = pix % ohw;
-        const int64_t oy = rem / g.out_cols, ox = rem % g.out_cols;
-        float* dst = patches + p * k;
-        for (int64_t i = 0; i < g.filter_rows; ++i) {
-          const int64_t iy = oy * g.stride_rows - g.pad_top + i * g.dilation_rows;
-          for (int64_t j = 0; j < g.filter_cols; ++j, dst += cin) {
-            const int64_t ix = ox * g.stride_cols - g.pad_left + j * g.dilation_cols;
-            if (iy < 0 || iy >= g.in_rows || ix < 0 || ix >= g.in_cols) {
-              std::memset(dst, 0, sizeof(float) * cin);
-            } else {
-              std::memcpy(dst, input + ((n * g.in_rows + iy) * g.in_cols + ix) * cin,
-                          sizeof(float) * cin);
-            }
-          }
-        }
-      }
-    };
-    workers->ParallelFor(rows, /*cost_per_unit=*/k, gather);
-    Contract(d, patches, rows, k, filter, cout, bias,
-             residual != nullptr ? residual + start * cout : nullptr, act, alpha,
-             output + start * cout);
+  for (int64_t first = 0; first < pixels; first += chunk) {
+    const int64_t rows = std::min(chunk, pixels - first);
+    workers->ParallelFor(rows, /*cost_per_unit=*/k, [&](int64_t begin, int64_t end) {
+      GatherPatchRows(g, input, first + begin, end - begin, patches + begin * k);
+    });
+    FusedEpilogue chunk_e = e;
+    if (e.residual != nullptr) chunk_e.residual = e.residual + first * cout;
+    EigenContract(d, patches, rows, k, filter, cout, chunk_e, output + first * cout);
+  }
+}
+
+void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
+                const float* filter, const FusedEpilogue& e, float* output) {
+  const char* choice = std::getenv("METAL_OPS_CONV_GEMM");
+  const bool force_eigen = choice != nullptr && std::strcmp(choice, "eigen") == 0;
+  MklBlasGemmFn gemm = force_eigen ? nullptr : FindOneDnnGemm(ctx);
+  if (gemm == nullptr) {
+    last_gemm_path = static_cast<int>(GemmPath::kEigen);
+    ConvEigen(ctx, g, input, filter, e, output);
+    return;
+  }
+  const int64_t k = g.patch_size(), cout = g.out_depth, pixels = g.pixels();
+  if (mo::fused_conv_uses_tiles(k, cout, pixels, L2CacheBytes())) {
+    // As large as the single-threaded budget allows, but at least one tile per thread.
+    const int64_t threads = ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
+    const int64_t tile_rows = std::max<int64_t>(
+        1, std::min(mo::single_threaded_gemm_max_rows(k, cout, L2CacheBytes()),
+                    (pixels + threads - 1) / threads));
+    last_gemm_path = static_cast<int>(GemmPath::kOneDnnTiled);
+    ConvOneDnnTiled(ctx, gemm, g, tile_rows, input, filter, e, output);
+  } else {
+    last_gemm_path = static_cast<int>(GemmPath::kOneDnnChunked);
+    ConvOneDnnChunked(ctx, gemm, g, input, filter, e, output);
   }
 }
 
@@ -358,8 +562,8 @@ class FusedConv2DOp : public OpKernel {
           out_shape.num_elements(), /*cost_per_unit=*/20, work);
       return;
     }
-    LaunchConv(ctx, g, input.flat<float>().data(), filter.flat<float>().data(), bias, residual,
-               act_, alpha_, out);
+    LaunchConv(ctx, g, input.flat<float>().data(), filter.flat<float>().data(),
+               FusedEpilogue{bias, residual, act_, alpha_}, out);
   }
 
  private:
@@ -441,3 +645,10 @@ REGISTER_KERNEL_BUILDER(
 
 }  // namespace
 }  // namespace metal_ops
+
+// The GEMM path of the last MetalOpsFusedConv2D computed on the CPU in this
+// process: "none", "onednn_tiled", "onednn_chunked" or "eigen" (read by the tests).
+extern "C" const char* MetalOpsFusedConv2DLastGemmPath() {
+  static const char* const kNames[] = {"none", "onednn_tiled", "onednn_chunked", "eigen"};
+  return kNames[metal_ops::last_gemm_path.load()];
+}
