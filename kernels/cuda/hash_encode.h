@@ -2,13 +2,16 @@
 // the TF GPU kernels (hash_encode_gpu.cc) and the C-ABI harness
 // (harness/hash_encode_harness.cu.cc). Formulas: kernels/common/hash_grid.h.
 //
-// Kernel layout (tiny-cuda-nn style): grid (point blocks, level groups), one
-// thread per (point, level). The G levels of a group (G <= 4, measured best)
-// are adjacent lanes of a warp, so a point's G * F outputs (32 bytes for
-// float32, F = 2) are written by one store instruction as whole sectors
-// (coalesced), and G levels at a time keep their slice of the table hot in
-// L2. Table rows are read with vector loads, both rows of an x-pair of
-// corners with one load when they share an aligned block.
+// Kernel layout (tiny-cuda-nn style): grid (point blocks, level groups). The
+// G levels of a group are adjacent lanes of a warp, so a point's G * F
+// outputs (32 bytes for float32, F = 2) are written by one store instruction
+// as whole sectors (coalesced), and G levels at a time keep their slice of
+// the table hot in L2 (G = 4 for float32, 8 for float16 forward, F = 2).
+// Forward: two lanes per (point, level), one for the x-lower and one for the
+// x-upper corner of every x-pair, so the two rows of a pair are gathered by
+// one instruction and cost one L2 request (the kernel is bound by L2
+// requests); outputs use streaming stores. Backward: one thread per (point,
+// level).
 //
 // Backward: table gradient with float32 red/atomic adds (float2/float4 vector
 // atomics on sm_90; one atomic for both rows of an x-pair of corners when
@@ -66,9 +69,10 @@ struct HashEncodeBackwardOptions {
 
 // encoded[N, L*F] = hash encoding of inputs[N, D] with table[P, F].
 // T is float or __half. dims in 1..4, features in {1, 2, 4, 8}; table must be
-// aligned to min(2 * features * sizeof(T), 16) bytes (x-pairs of rows are read
-// with one vector load), encoded to min(features * sizeof(T), 16); otherwise
-// cudaErrorMisalignedAddress. TF and CuPy allocations always are.
+// aligned to min(2 * features * sizeof(T), 16) bytes (the backward's contract:
+// x-pairs of rows take one vector atomic), encoded to
+// min(features * sizeof(T), 16); otherwise cudaErrorMisalignedAddress. TF and
+// CuPy allocations always are.
 // levels_per_block: 0 = library default (see hash_encode.cu.cc); a tuning knob.
 template <typename T>
 cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* encoded, int dims, int features,
