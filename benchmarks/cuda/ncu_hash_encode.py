@@ -2,7 +2,8 @@
 grid, for Nsight Compute:
 
     ncu --kernel-name regex:HashEncode --metrics gpu__time_duration.sum,lts__t_sectors.sum,\
-lts__t_sectors_op_read.sum,lts__t_sectors_op_red.sum,l1tex__t_sector_hit_rate.pct,\
+lts__t_sectors_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_op_red.sum,\
+l1tex__t_sector_hit_rate.pct,\
 lts__throughput.avg.pct_of_peak_sustained_elapsed python3 benchmarks/cuda/ncu_hash_encode.py
 
 The argument levels_per_block (0 = default) selects the level grouping.
