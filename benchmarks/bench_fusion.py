@@ -8,14 +8,18 @@ child, plugin on and plugin off run side by side in ONE process: the plugin is
 loaded once and METAL_OPS_FUSION=0 is set while the "off" functions are first
 run (Grappler optimises a tf.function when it is first instantiated; the plugin
 reads the variable on every pass), so the "off" graphs are exactly TF's own.
-Results are checked equal before timing; medians over interleaved repeats.
+Results are checked equal before timing; medians over interleaved repeats, of
+the wall time and of the process CPU time (all threads; less disturbed by other
+processes on a shared machine).
 
 Model: blocks from seed 003 (ResNet-50 stage 2: res_conv(s=1, (64, 256)),
 res_identity((64, 256)) x 2), batch 16, 56x56x64 NHWC input, BatchNorm folded
 into the convolutions' bias (inference form). Timed: inference, and one
-training step (forward, gradients, SGD update). Also the fused op alone vs the
-Conv2D + BiasAdd + AddV2 + Relu composite (1x1 64 -> 256 and 3x3 64 -> 64,
-16x56x56). The plugin's default rule fuses 1x1 filters only (docs/FUSION.md).
+training step (forward, gradients, SGD update). Also the fused op alone (on
+oneDNN's sgemm and on the Eigen fallback GEMM) vs the Conv2D + BiasAdd + AddV2
++ Relu composite: 1x1 64 -> 256, 1x1 256 -> 64, 3x3 64 -> 64 at 16x56x56, and
+3x3 256 -> 256 at 16x14x14 (a filter too large for the kernel's tiles, which
+the plugin leaves to TF; docs/FUSION.md).
 
 JSON: benchmarks/results/fusion.json.
 """
@@ -32,19 +36,23 @@ RESULTS = os.path.join(ROOT, "benchmarks", "results", "fusion.json")
 
 
 def _median_times(fns, repeats, warmup=1):
-    """Interleaves the callables; returns the median seconds of each."""
+    """Interleaves the callables; returns the median wall seconds of each and the
+    median process CPU seconds (all threads), which other processes' load on the
+    shared machine disturbs less than the wall time."""
     import numpy as np
 
     for f in fns:
         for _ in range(warmup):
             f()
-    times = [[] for _ in fns]
+    wall = [[] for _ in fns]
+    cpu = [[] for _ in fns]
     for _ in range(repeats):
         for i, f in enumerate(fns):
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             f()
-            times[i].append(time.perf_counter() - t)
-    return [float(np.median(t)) for t in times], times
+            wall[i].append(time.perf_counter() - t)
+            cpu[i].append(time.process_time() - c)
+    return [float(np.median(t)) for t in wall], [float(np.median(t)) for t in cpu]
 
 
 def child(repeats, quick):
@@ -136,29 +144,50 @@ def child(repeats, quick):
     out["fused_patterns_train"] = fusion.report(g_on.get_concrete_function(xin, target)).patterns
 
     # ---- timings ----
-    (t_on, t_off), _ = _median_times([lambda: inf_on(xin).numpy(), lambda: inf_off(xin).numpy()], repeats)
-    out["infer_s"] = {"plugin_on": t_on, "plugin_off": t_off, "speedup": t_off / t_on}
+    (t_on, t_off), (c_on, c_off) = _median_times([lambda: inf_on(xin).numpy(), lambda: inf_off(xin).numpy()],
+                                                 repeats)
+    out["infer_s"] = {"plugin_on": t_on, "plugin_off": t_off, "speedup": t_off / t_on,
+                      "cpu_plugin_on": c_on, "cpu_plugin_off": c_off, "cpu_speedup": c_off / c_on}
     tr_on, tr_off = instantiate(train_step, (xin, target), True), instantiate(train_step, (xin, target), False)
-    (t_on, t_off), _ = _median_times([lambda: tr_on(xin, target).numpy(), lambda: tr_off(xin, target).numpy()],
-                                     max(3, repeats // 2))
-    out["train_step_s"] = {"plugin_on": t_on, "plugin_off": t_off, "speedup": t_off / t_on}
+    (t_on, t_off), (c_on, c_off) = _median_times([lambda: tr_on(xin, target).numpy(),
+                                                  lambda: tr_off(xin, target).numpy()], max(3, repeats // 2))
+    out["train_step_s"] = {"plugin_on": t_on, "plugin_off": t_off, "speedup": t_off / t_on,
+                           "cpu_plugin_on": c_on, "cpu_plugin_off": c_off, "cpu_speedup": c_off / c_on}
 
     # ---- the fused op alone vs TF's composite (plugin off for the composite) ----
+    # Our op on its default GEMM (oneDNN's sgemm when TF exports it) and on the
+    # Eigen fallback (METAL_OPS_CONV_GEMM=eigen, read on every call).
+    def eigen_gemm(fn):
+        def run():
+            os.environ["METAL_OPS_CONV_GEMM"] = "eigen"
+            try:
+                return fn()
+            finally:
+                os.environ.pop("METAL_OPS_CONV_GEMM", None)
+        return run
+
     out["op_alone_s"] = {}
-    for name, k, cin, cout in (("1x1_64to256", 1, 64, 256), ("3x3_64to64", 3, 64, 64)):
-        xs = tf.constant(rng.standard_normal((batch, hw, hw, cin)).astype(np.float32))
+    shapes = (("1x1_64to256", hw, 1, 64, 256), ("1x1_256to64", hw, 1, 256, 64), ("3x3_64to64", hw, 3, 64, 64),
+              ("3x3_256to256_14x14", max(hw // 4, 1), 3, 256, 256))
+    for name, size, k, cin, cout in shapes:
+        xs = tf.constant(rng.standard_normal((batch, size, size, cin)).astype(np.float32))
         ws = tf.constant((rng.standard_normal((k, k, cin, cout)) / np.sqrt(k * k * cin)).astype(np.float32))
         bs = tf.constant(rng.standard_normal(cout).astype(np.float32))
-        rs = tf.constant(rng.standard_normal((batch, hw, hw, cout)).astype(np.float32))
+        rs = tf.constant(rng.standard_normal((batch, size, size, cout)).astype(np.float32))
         ours = make(lambda x, w, b, r: metal_ops.fused_conv2d(x, w, b, r, activation="relu"))
         theirs = instantiate(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r),
                              (xs, ws, bs, rs), False)
-        d = float(np.max(np.abs(ours(xs, ws, bs, rs).numpy() - theirs(xs, ws, bs, rs).numpy())))
-        assert d < 1e-3, d
-        (t_ours, t_tf), _ = _median_times([lambda: ours(xs, ws, bs, rs).numpy(),
-                                           lambda: theirs(xs, ws, bs, rs).numpy()], repeats)
-        flops = 2.0 * batch * hw * hw * cin * cout * k * k
-        out["op_alone_s"][name] = {"fused_op": t_ours, "tf_composite": t_tf, "speedup": t_tf / t_ours,
+        run_ours = lambda: ours(xs, ws, bs, rs).numpy()
+        run_theirs = lambda: theirs(xs, ws, bs, rs).numpy()
+        d = float(np.max(np.abs(run_ours() - run_theirs())))
+        d_eigen = float(np.max(np.abs(eigen_gemm(run_ours)() - run_theirs())))
+        assert d < 1e-3 and d_eigen < 1e-3, (d, d_eigen)
+        (t_ours, t_eigen, t_tf), (c_ours, _, c_tf) = _median_times([run_ours, eigen_gemm(run_ours), run_theirs],
+                                                                   repeats)
+        flops = 2.0 * batch * size * size * cin * cout * k * k
+        out["op_alone_s"][name] = {"fused_op": t_ours, "fused_op_eigen_gemm": t_eigen, "tf_composite": t_tf,
+                                   "speedup": t_tf / t_ours, "speedup_eigen_gemm": t_tf / t_eigen,
+                                   "cpu_speedup": c_tf / c_ours,
                                    "fused_op_gflops": flops / t_ours / 1e9, "tf_gflops": flops / t_tf / 1e9,
                                    "max_abs_diff": d}
     return out
@@ -174,7 +203,7 @@ def main():
         print("RESULT " + json.dumps(child(args.repeats, args.quick)))
         return
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-               "repeats": args.repeats, "configs": {}}
+               "repeats": args.repeats, "load_avg_start": os.getloadavg(), "configs": {}}
     for onednn in ("1", "0"):
         env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn, TF_CPP_MIN_LOG_LEVEL="2")
         env.pop("METAL_OPS_FUSION", None)
@@ -198,11 +227,15 @@ def main():
         for name in ("infer_s", "train_step_s"):
             t = r[name]
             print(f"   {name[:-2]:>10}: plugin on {t['plugin_on'] * 1e3:8.1f} ms   off {t['plugin_off'] * 1e3:8.1f} ms"
-                  f"   speedup {t['speedup']:.3f}x")
+                  f"   speedup {t['speedup']:.3f}x (CPU time {t['cpu_speedup']:.3f}x)")
         for name, t in r["op_alone_s"].items():
             print(f"   fused op alone, {name} + bias + residual + relu: {t['fused_op'] * 1e3:.1f} ms "
-                  f"({t['fused_op_gflops']:.0f} GFLOP/s) vs TF Conv2D+BiasAdd+AddV2+Relu {t['tf_composite'] * 1e3:.1f} ms "
-                  f"({t['tf_gflops']:.0f} GFLOP/s): {t['speedup']:.3f}x")
+                  f"({t['fused_op_gflops']:.0f} GFLOP/s; Eigen GEMM {t['fused_op_eigen_gemm'] * 1e3:.1f} ms) "
+                  f"vs TF Conv2D+BiasAdd+AddV2+Relu {t['tf_composite'] * 1e3:.1f} ms "
+                  f"({t['tf_gflops']:.0f} GFLOP/s): {t['speedup']:.3f}x (CPU time {t['cpu_speedup']:.3f}x; "
+                  f"Eigen GEMM {t['speedup_eigen_gemm']:.3f}x)")
+    results["load_avg_end"] = os.getloadavg()
+    print(f"load average: start {results['load_avg_start']}, end {results['load_avg_end']}")
     if not args.quick:
         os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
         with open(RESULTS, "w") as f:

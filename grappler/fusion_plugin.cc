@@ -125,9 +125,9 @@ bool OneDnnBlocks() {
 // residual-add / activation passes, docs/FUSION.md): with oneDNN's sgemm, our
 // kernel wins where it computes in single-threaded cache-sized tiles
 // (kernels/common/fused_conv2d_gemm.h: 1x1 and 3x3 filters up to ~128
-// channels), not where the filter is too large for one (threaded chunks,
-// e.g. 3x3x256 -> 256: 0.9-0.97x). With only Eigen's GEMM (a TF build
-// without the entry), 1x1 filters are about on par and KxK ones slower.
+// channels), not reliably where the filter is too large for one (threaded
+// chunks: 0.89-1.22x). With only Eigen's GEMM (a TF build without the entry),
+// 1x1 filters are about on par and KxK ones slower.
 // Unknown sizes: no rewrite. METAL_OPS_FUSION_ALL_CONVS=1 fuses every size.
 bool FusionProfitable(int64_t kh, int64_t kw, int64_t cin, int64_t cout, int64_t pixels) {
   if (EnvIs("METAL_OPS_FUSION_ALL_CONVS", "1")) return true;
