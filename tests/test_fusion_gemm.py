@@ -172,3 +172,22 @@ def test_onednn_sgemm_used_with_onednn_opts_off():
     assert out["onednn"] is False
     assert out["path"] == DEFAULT_PATH
     assert out["err"] < 2e-4
+
+
+@pytest.mark.parametrize("cin,path", [(32, DEFAULT_PATH), (256, LARGE_FILTER_PATH)], ids=["tiles", "chunks"])
+@pytest.mark.parametrize("pool", [1, 2])
+def test_inside_tf_data_private_threadpool(cin, path, pool):
+    """tf.data runs the op on its own pool (the device's worker pool for the
+    function): the tiles' sgemm calls stay single-threaded, the chunks' threaded
+    sgemm must not wait on tasks queued behind a blocked worker."""
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((6, 1, 10, 10, cin)).astype(np.float32)
+    w = (rng.standard_normal((3, 3, cin, cin)) / np.sqrt(9 * cin)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices(xs).map(
+        lambda x: metal_ops.fused_conv2d(x, w, activation="relu"), num_parallel_calls=4)
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = pool
+    got = [y.numpy() for y in ds.with_options(options)]
+    assert _last_path() == path
+    for x, y in zip(xs, got):
+        np.testing.assert_allclose(y, reference(x, w, act="relu"), rtol=1e-4, atol=2e-4)
