@@ -271,14 +271,15 @@ def test_cli_writes_outputs(tmp_path):
     assert (run / "ckpt" / "checkpoint").exists()
 
 
-def test_distortion_and_mse_options_train(tmp_path):
+def test_distortion_robust_and_occlusion_options_train(tmp_path):
     from examples.nerf import train
 
     tr = train.Trainer(_args(tmp_path, "--name", "dist", "--steps", "2", "--distortion", "0.01",
-                             "--grid-warmup", "0"), log=lambda *x: None)
+                             "--loss", "robust", "--occlusion-depth", "10", "--grid-warmup", "0"),
+                       log=lambda *x: None)
     l_dist = [tr.train_one_step()[0] for _ in range(2)]
-    tr2 = train.Trainer(_args(tmp_path, "--name", "mse", "--steps", "2", "--loss", "mse",
-                              "--grid-warmup", "0"), log=lambda *x: None)
+    tr2 = train.Trainer(_args(tmp_path, "--name", "mse", "--steps", "2", "--grid-warmup", "0"),
+                        log=lambda *x: None)
     l_mse, mse = tr2.train_one_step()
     assert all(np.isfinite(l_dist)) and np.isfinite(l_mse)
-    assert l_mse == pytest.approx(mse, rel=1e-5)  # with --loss mse the loss is the MSE itself
+    assert l_mse == pytest.approx(mse, rel=1e-5)  # the default loss is the MSE itself

@@ -91,13 +91,14 @@ def normalize_points(points, aabb):
 
 
 def render_hash(model, origins, dirs, *, aabb, near, far, background, num_samples,
-                grid=None, use_grid=False, num_candidates=128, jitter=True,
+                grid=None, use_grid=False, num_candidates=128, occlusion_depth=0.0, jitter=True,
                 early_termination=1e-4, return_weights=False):
     """Renders rays with the hash field. Returns (VolumeRender result, t [R,S+1])."""
     t_near, t_far = sampling.ray_aabb(origins, dirs, aabb, near, far)
     if use_grid:
         t, ts, scale = sampling.occupancy_sample(origins, dirs, t_near, t_far, grid, num_samples,
-                                                 num_candidates=num_candidates, jitter=jitter)
+                                                 num_candidates=num_candidates, jitter=jitter,
+                                                 max_optical_depth=occlusion_depth)
     else:
         t, ts, scale = sampling.stratified(t_near, t_far, num_samples, jitter=jitter)
     r = tf.shape(origins)[0]

@@ -118,7 +118,10 @@ def occupancy_sample(origins, dirs, t_near, t_far, grid, num_samples, num_candid
     `min_cells` cells, which keeps a margin for the grid's coarseness) give an
     optical depth; candidates behind depth `max_optical_depth` (transmittance
     below e^-10) count as empty, so samples go to the first surface a ray
-    meets, not into the inside of solid objects.
+    meets, not into the inside of solid objects. The estimates are per cell,
+    so a ray that passes an object within about a cell also reaches that depth
+    and loses the surface behind it; `max_optical_depth=0` turns this off (the
+    training script's default, see examples/nerf/README.md).
     """
     r = tf.shape(t_near)[0]
     nc = num_candidates

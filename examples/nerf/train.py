@@ -49,15 +49,15 @@ def build_parser():
     g.add_argument("--finest-res", type=int, default=512)
     g.add_argument("--hidden", type=int, default=64)
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int, default=2000)
-    g.add_argument("--max-minutes", type=float, default=7.0,
+    g.add_argument("--steps", type=int, default=3000)
+    g.add_argument("--max-minutes", type=float, default=8.5,
                    help="stop training after this much training time (evaluation excluded); 0 = no limit")
     g.add_argument("--batch-rays", type=int, default=4096)
     g.add_argument("--samples", type=int, default=None,
                    help="samples per ray (default: 24 hash with the occupancy grid, 32 baseline as in the Keras example)")
-    g.add_argument("--lr", type=float, default=None, help="default: 1e-2 hash, 1e-3 baseline")
-    g.add_argument("--loss", choices=["robust", "mse"], default=None,
-                   help="default: robust (metal_ops.losses.RobustLoss) for hash, mse for baseline")
+    g.add_argument("--lr", type=float, default=None, help="default: 2e-2 hash, 1e-3 baseline")
+    g.add_argument("--loss", choices=["robust", "mse"], default="mse",
+                   help="robust: metal_ops.losses.RobustLoss (--robust-alpha, --robust-scale)")
     g.add_argument("--robust-alpha", type=float, default=1.0)
     g.add_argument("--robust-scale", type=float, default=0.03)
     g.add_argument("--distortion", type=float, default=0.0,
@@ -71,6 +71,9 @@ def build_parser():
     g.add_argument("--grid-warmup", type=int, default=128,
                    help="steps of plain stratified sampling before the grid is used")
     g.add_argument("--candidates", type=int, default=128, help="occupancy lookups per ray")
+    g.add_argument("--occlusion-depth", type=float, default=0.0,
+                   help="also skip candidates behind this optical depth of the grid's density estimates "
+                        "(0 = off: it culls the surfaces behind rays that graze an object, see README.md)")
     g.add_argument("--no-jitter", action="store_true",
                    help="deterministic sample placement (used by the distributed tests)")
     g.add_argument("--eval-every", type=int, default=250, help="steps between held-out evaluations")
@@ -101,9 +104,7 @@ class Trainer:
         if a.samples is None:
             a.samples = 24 if a.model == "hash" else 32
         if a.lr is None:
-            a.lr = 1e-2 if a.model == "hash" else 1e-3
-        if a.loss is None:
-            a.loss = "robust" if a.model == "hash" else "mse"
+            a.lr = 2e-2 if a.model == "hash" else 1e-3
         self.run_dir = os.path.join(a.out_dir, a.name)
         os.makedirs(self.run_dir, exist_ok=True)
 
@@ -223,7 +224,8 @@ class Trainer:
             out, t = self._hmodel.render_hash(
                 self.model, o, d, aabb=self.aabb, near=self.near, far=self.far,
                 background=self.background, num_samples=a.samples, grid=self.grid,
-                use_grid=use_grid, num_candidates=a.candidates, jitter=jitter,
+                use_grid=use_grid, num_candidates=a.candidates, occlusion_depth=a.occlusion_depth,
+                jitter=jitter,
                 return_weights=return_weights)
             return out.rgb, out, t
         rgb, _, _ = self._baseline.render_baseline(
