@@ -283,3 +283,29 @@ def test_distortion_robust_and_occlusion_options_train(tmp_path):
     l_mse, mse = tr2.train_one_step()
     assert all(np.isfinite(l_dist)) and np.isfinite(l_mse)
     assert l_mse == pytest.approx(mse, rel=1e-5)  # the default loss is the MSE itself
+
+
+def test_view_encoding_degrees_are_nested_real_spherical_harmonics():
+    import tensorflow as tf
+
+    from examples.nerf import model as hmodel
+
+    rng = np.random.default_rng(0)
+    d = rng.normal(size=(64, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    full = hmodel.sh_encode(tf.constant(d, tf.float32), 4).numpy()
+    assert full.shape == (64, 16)
+    # Orthonormal on the sphere: the mean of Y_i Y_j over uniform directions is delta_ij / (4 pi).
+    dd = rng.normal(size=(200000, 3))
+    dd /= np.linalg.norm(dd, axis=1, keepdims=True)
+    y = hmodel.sh_encode(tf.constant(dd, tf.float32), 4).numpy().astype(np.float64)
+    np.testing.assert_allclose(y.T @ y / len(dd) * 4 * np.pi, np.eye(16), atol=0.03)
+    for degree in (1, 2, 3):
+        np.testing.assert_array_equal(hmodel.sh_encode(tf.constant(d, tf.float32), degree).numpy(),
+                                      full[:, :degree * degree])
+    m = hmodel.HashNeRF(num_levels=2, log2_hashmap_size=10, finest_resolution=32, hidden=8, sh_degree=2)
+    sigma, rgb = m(tf.constant(rng.uniform(size=(5, 3)), tf.float32), tf.constant(d[:5], tf.float32))
+    assert sigma.shape == (5,) and rgb.shape == (5, 3)
+    with pytest.raises(ValueError, match="sh_degree"):
+        hmodel.HashNeRF(sh_degree=5)
+

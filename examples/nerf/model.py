@@ -27,8 +27,8 @@ def trunc_exp(x):
     return y, grad
 
 
-def sh_encode_deg4(d):
-    """Real spherical harmonics up to degree 4 (16 values) of unit directions [N, 3]."""
+def sh_encode(d, degree=4):
+    """Real spherical harmonics of unit directions [N, 3]: degree**2 values (bands 0..degree-1, degree <= 4)."""
     x, y, z = d[:, 0], d[:, 1], d[:, 2]
     xx, yy, zz = x * x, y * y, z * z
     return tf.stack([
@@ -48,15 +48,18 @@ def sh_encode_deg4(d):
         0.45704579946446572 * x * (1.0 - 5.0 * zz),
         1.4453057213202769 * z * (xx - yy),
         0.59004358992664352 * x * (-xx + 3.0 * yy),
-    ], axis=-1)
+    ][:degree * degree], axis=-1)
 
 
 class HashNeRF(keras.Model):
     """Hash-grid radiance field. call(points01 [N,3], dirs [N,3]) -> (sigma [N], rgb [N,3])."""
 
     def __init__(self, num_levels=16, features_per_level=2, log2_hashmap_size=16,
-                 base_resolution=16, finest_resolution=1024, hidden=64, geo_features=15, **kw):
+                 base_resolution=16, finest_resolution=1024, hidden=64, geo_features=15, sh_degree=4, **kw):
         super().__init__(**kw)
+        if not 1 <= sh_degree <= 4:
+            raise ValueError(f"HashNeRF: sh_degree must be 1..4, got {sh_degree}")
+        self.sh_degree = int(sh_degree)
         self.encoding = metal_ops.layers.HashEncoding(
             num_levels=num_levels, features_per_level=features_per_level,
             log2_hashmap_size=log2_hashmap_size, base_resolution=base_resolution,
@@ -71,7 +74,7 @@ class HashNeRF(keras.Model):
         self.encoding.build((None, 3))
         self.density_hidden.build((None, n_in))
         self.density_out.build((None, hidden))
-        self.color_hidden1.build((None, geo_features + 16))
+        self.color_hidden1.build((None, geo_features + sh_degree * sh_degree))
         self.color_hidden2.build((None, hidden))
         self.color_out.build((None, hidden))
 
@@ -81,7 +84,7 @@ class HashNeRF(keras.Model):
 
     def call(self, points01, dirs):
         sigma, geo = self.density(points01)
-        h = tf.concat([geo, sh_encode_deg4(dirs)], axis=-1)
+        h = tf.concat([geo, sh_encode(dirs, self.sh_degree)], axis=-1)
         rgb = self.color_out(self.color_hidden2(self.color_hidden1(h)))
         return sigma, rgb
 

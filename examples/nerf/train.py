@@ -48,6 +48,8 @@ def build_parser():
     g.add_argument("--base-res", type=int, default=16)
     g.add_argument("--finest-res", type=int, default=512)
     g.add_argument("--hidden", type=int, default=64)
+    g.add_argument("--sh-degree", type=int, default=4,
+                   help="view-direction encoding: real spherical harmonics, sh-degree**2 values (1 = no view dependence)")
     g = p.add_argument_group("training")
     g.add_argument("--steps", type=int, default=3000)
     g.add_argument("--max-minutes", type=float, default=8.5,
@@ -131,7 +133,8 @@ class Trainer:
             if a.model == "hash":
                 self.model = hmodel.HashNeRF(
                     num_levels=a.levels, features_per_level=a.features, log2_hashmap_size=a.log2_table,
-                    base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden)
+                    base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden,
+                    sh_degree=a.sh_degree)
                 self.grid = sampling.OccupancyGrid(data["aabb"], resolution=a.grid_res, decay=a.grid_decay)
             else:
                 self.model = baseline.KerasExampleNeRF()
