@@ -10,6 +10,10 @@
 #include <cstring>
 #include <memory>
 
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/common/hash_grid.h"
 
 namespace metal_ops {
@@ -280,6 +284,30 @@ void GatherRange(const float* x, const float* gg, const T* table, T* out, int64 
   }
 }
 
+// row[f] = fma(weight, dy[f], row[f]) for f < F. With FMA, F = 2 and F = 4
+// rows are one 8- / 16-byte read-modify-write (same per-lane fma, same bits):
+// the scatter is bound by these random-row updates.
+template <int F>
+inline void AccumulateRow(float* row, float weight, const float* dy) {
+#if defined(__FMA__)
+  if (F == 2) {
+    // memcpy: 8-byte loads / stores without strict-aliasing hazards.
+    double r, d;
+    std::memcpy(&r, row, sizeof(r));
+    std::memcpy(&d, dy, sizeof(d));
+    const __m128 sum = _mm_fmadd_ps(_mm_set1_ps(weight), _mm_castpd_ps(_mm_set_sd(d)), _mm_castpd_ps(_mm_set_sd(r)));
+    r = _mm_cvtsd_f64(_mm_castps_pd(sum));
+    std::memcpy(row, &r, sizeof(r));
+    return;
+  }
+  if (F == 4) {
+    _mm_storeu_ps(row, _mm_fmadd_ps(_mm_set1_ps(weight), _mm_loadu_ps(dy), _mm_loadu_ps(row)));
+    return;
+  }
+#endif
+  for (int f = 0; f < F; ++f) row[f] = ::mo::fma_f(weight, dy[f], row[f]);
+}
+
 // Table gradient of the levels owned by `group` (l % groups == group), into
 // the float32 buffer `acc` ([P, F]); points in index order within a level.
 template <int D, int F, typename T, bool kSecondOrder>
@@ -304,11 +332,7 @@ void ScatterGroup(int group, int groups, const float* x, const float* gg, const 
         if (!ok[j]) continue;
         float dyf[F];
         for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
-        for (int c = 0; c < C; ++c) {
-          float* r = level_acc + int64(bc.rows[c][j]) * F;
-          const float weight = bc.weights[c][j];
-          for (int f = 0; f < F; ++f) r[f] = ::mo::fma_f(weight, dyf[f], r[f]);
-        }
+        for (int c = 0; c < C; ++c) AccumulateRow<F>(level_acc + int64(bc.rows[c][j]) * F, bc.weights[c][j], dyf);
       }
     });
   }
