@@ -38,7 +38,8 @@ def build_parser():
     g.add_argument("--n-train", type=int, default=100)
     g.add_argument("--n-val", type=int, default=8)
     g.add_argument("--n-test", type=int, default=8)
-    g.add_argument("--spp", type=int, default=1, help="ground-truth supersampling (spp x spp per pixel)")
+    g.add_argument("--spp", type=int, default=3,
+                   help="ground-truth anti-aliasing: each pixel averages spp x spp sub-pixel rays (1 = point-sampled)")
     g = p.add_argument_group("model")
     g.add_argument("--model", choices=["hash", "baseline"], default="hash",
                    help="hash: our hash-grid NeRF; baseline: the Keras example's NeRF")
@@ -52,7 +53,7 @@ def build_parser():
                    help="view-direction encoding: real spherical harmonics, sh-degree**2 values (1 = no view dependence)")
     g = p.add_argument_group("training")
     g.add_argument("--steps", type=int, default=3000)
-    g.add_argument("--max-minutes", type=float, default=8.5,
+    g.add_argument("--max-minutes", type=float, default=8.0,
                    help="stop training after this much training time (evaluation excluded); 0 = no limit")
     g.add_argument("--batch-rays", type=int, default=4096)
     g.add_argument("--samples", type=int, default=None,
