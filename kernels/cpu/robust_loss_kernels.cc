@@ -7,6 +7,7 @@
 
 #include "Eigen/Core"
 #include "kernels/common/robust_loss.h"
+#include "ops/robust_loss_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -20,53 +21,13 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Status;
 using ::tensorflow::Tensor;
-namespace errors = ::tensorflow::errors;
 
-struct ParamLayout {
-  int64_t channels = 1;
-  bool alpha_vec = false;
-  bool scale_vec = false;
-};
+using robust_loss::ParamLayout;
 
-// Shape of one parameter: one element (scalar or [1]) or [C] with C = last dim of x.
-Status CheckParamShape(const Tensor& x, const Tensor& p, const char* name, bool* is_vec) {
-  if (p.dims() > 1) {
-    return errors::InvalidArgument("RobustLoss: '", name, "' must be a scalar or a vector, got shape ",
-                                   p.shape().DebugString());
-  }
-  if (p.NumElements() == 1) {
-    *is_vec = false;
-    return Status();
-  }
-  if (x.dims() == 0 || p.dims() == 0 || p.dim_size(0) != x.dim_size(x.dims() - 1)) {
-    return errors::InvalidArgument(
-        "RobustLoss: '", name, "' has shape ", p.shape().DebugString(),
-        " but must be a scalar, [1] or [C] with C the last dimension of 'x' (shape ",
-        x.shape().DebugString(), ")");
-  }
-  *is_vec = true;
-  return Status();
-}
-
-// Shapes and values of alpha and scale: InvalidArgument naming the argument.
+// Shapes and values of alpha and scale (both are in host memory here).
 Status CheckParams(const Tensor& x, const Tensor& alpha, const Tensor& scale, ParamLayout* layout) {
-  TF_RETURN_IF_ERROR(CheckParamShape(x, alpha, "alpha", &layout->alpha_vec));
-  TF_RETURN_IF_ERROR(CheckParamShape(x, scale, "scale", &layout->scale_vec));
-  layout->channels = (layout->alpha_vec || layout->scale_vec) ? x.dim_size(x.dims() - 1) : 1;
-  const auto a = alpha.flat<float>();
-  for (int64_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a(i))) {
-      return errors::InvalidArgument("RobustLoss: 'alpha' must not be NaN (alpha[", i, "] is NaN)");
-    }
-  }
-  const auto c = scale.flat<float>();
-  for (int64_t i = 0; i < c.size(); ++i) {
-    if (!(c(i) > 0.0f) || std::isinf(c(i))) {
-      return errors::InvalidArgument("RobustLoss: 'scale' must be positive and finite, got scale[", i,
-                                     "] = ", c(i));
-    }
-  }
-  return Status();
+  TF_RETURN_IF_ERROR(robust_loss::CheckParamShapes(x, alpha, scale, layout));
+  return robust_loss::CheckParamValues(alpha, scale);
 }
 
 // The per-channel constants of the formula (one entry when both are scalars).
@@ -238,9 +199,7 @@ class RobustLossGradCpuOp : public OpKernel {
     const Tensor& x = ctx->input(1);
     const Tensor& alpha = ctx->input(2);
     const Tensor& scale = ctx->input(3);
-    OP_REQUIRES(ctx, grad.shape() == x.shape(),
-                errors::InvalidArgument("RobustLossGrad: 'grad' has shape ", grad.shape().DebugString(),
-                                        " but 'x' has shape ", x.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, robust_loss::CheckGradShape(grad, x));
     ParamLayout layout;
     OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
     Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;

@@ -2,14 +2,16 @@
 // installed TensorFlow is a CUDA build (`make` then defines GOOGLE_CUDA); here
 // it is syntax-checked by `make cuda-check`. Launchers: kernels/cuda/robust_loss.cu.cc.
 //
-// alpha / scale stay on the device, so their values are not validated here (a
-// host copy would synchronise the stream): elements whose alpha is NaN or
-// scale <= 0 get NaN values and gradients (kernels/common/robust_loss.h). The
-// Python wrapper rejects such values when they are given as numbers.
+// Shapes are checked by ops/robust_loss_validation.h, as on the CPU. alpha /
+// scale stay on the device, so their values are not (CheckParamValues reads
+// host memory; a host copy would synchronise the stream): elements whose alpha
+// is NaN or scale <= 0 get NaN values and gradients (kernels/common/robust_loss.h).
+// The Python wrapper rejects such values when they are given as numbers.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
 #include "kernels/cuda/robust_loss.h"
+#include "ops/robust_loss_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 
@@ -19,7 +21,6 @@ namespace {
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 namespace errors = ::tensorflow::errors;
 
@@ -27,20 +28,6 @@ namespace errors = ::tensorflow::errors;
 template <typename T> struct CudaType { using type = T; };
 template <> struct CudaType<Eigen::half> { using type = __half; };
 template <> struct CudaType<::tensorflow::bfloat16> { using type = __nv_bfloat16; };
-
-Status ParamLayout(const Tensor& x, const Tensor& p, const char* name, bool* is_vec) {
-  if (p.dims() > 1) {
-    return errors::InvalidArgument("RobustLoss: '", name, "' must be a scalar or a vector, got shape ",
-                                   p.shape().DebugString());
-  }
-  *is_vec = p.NumElements() != 1;
-  if (*is_vec && (x.dims() == 0 || p.dims() == 0 || p.dim_size(0) != x.dim_size(x.dims() - 1))) {
-    return errors::InvalidArgument("RobustLoss: '", name, "' has shape ", p.shape().DebugString(),
-                                   " but must be a scalar, [1] or [C] with C the last dimension of 'x' (shape ",
-                                   x.shape().DebugString(), ")");
-  }
-  return Status();
-}
 
 template <typename T>
 class RobustLossGpuOp : public OpKernel {
@@ -51,17 +38,15 @@ class RobustLossGpuOp : public OpKernel {
     const Tensor& x = ctx->input(0);
     const Tensor& alpha = ctx->input(1);
     const Tensor& scale = ctx->input(2);
-    bool a_vec = false, s_vec = false;
-    OP_REQUIRES_OK(ctx, ParamLayout(x, alpha, "alpha", &a_vec));
-    OP_REQUIRES_OK(ctx, ParamLayout(x, scale, "scale", &s_vec));
-    const int64_t channels = (a_vec || s_vec) ? x.dim_size(x.dims() - 1) : 1;
+    robust_loss::ParamLayout layout;
+    OP_REQUIRES_OK(ctx, robust_loss::CheckParamShapes(x, alpha, scale, &layout));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
     const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
     const cudaError_t err = mo::cuda::LaunchRobustLossForward(
         reinterpret_cast<const CT*>(x.flat<T>().data()), alpha.flat<float>().data(),
         scale.flat<float>().data(), reinterpret_cast<CT*>(out->flat<T>().data()), x.NumElements(),
-        channels, a_vec, s_vec, stream);
+        layout.channels, layout.alpha_vec, layout.scale_vec, stream);
     OP_REQUIRES(ctx, err == cudaSuccess,
                 errors::Internal("RobustLoss CUDA launch failed: ", cudaGetErrorString(err)));
   }
@@ -77,13 +62,9 @@ class RobustLossGradGpuOp : public OpKernel {
     const Tensor& x = ctx->input(1);
     const Tensor& alpha = ctx->input(2);
     const Tensor& scale = ctx->input(3);
-    OP_REQUIRES(ctx, grad.shape() == x.shape(),
-                errors::InvalidArgument("RobustLossGrad: 'grad' has shape ", grad.shape().DebugString(),
-                                        " but 'x' has shape ", x.shape().DebugString()));
-    bool a_vec = false, s_vec = false;
-    OP_REQUIRES_OK(ctx, ParamLayout(x, alpha, "alpha", &a_vec));
-    OP_REQUIRES_OK(ctx, ParamLayout(x, scale, "scale", &s_vec));
-    const int64_t channels = (a_vec || s_vec) ? x.dim_size(x.dims() - 1) : 1;
+    OP_REQUIRES_OK(ctx, robust_loss::CheckGradShape(grad, x));
+    robust_loss::ParamLayout layout;
+    OP_REQUIRES_OK(ctx, robust_loss::CheckParamShapes(x, alpha, scale, &layout));
     Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
@@ -92,8 +73,8 @@ class RobustLossGradGpuOp : public OpKernel {
     const cudaError_t err = mo::cuda::LaunchRobustLossBackward(
         reinterpret_cast<const CT*>(grad.flat<T>().data()), reinterpret_cast<const CT*>(x.flat<T>().data()),
         alpha.flat<float>().data(), scale.flat<float>().data(), reinterpret_cast<CT*>(dx->flat<T>().data()),
-        dalpha->flat<float>().data(), dscale->flat<float>().data(), x.NumElements(), channels, a_vec, s_vec,
-        stream);
+        dalpha->flat<float>().data(), dscale->flat<float>().data(), x.NumElements(), layout.channels,
+        layout.alpha_vec, layout.scale_vec, stream);
     OP_REQUIRES(ctx, err == cudaSuccess,
                 errors::Internal("RobustLossGrad CUDA launch failed: ", cudaGetErrorString(err)));
   }
