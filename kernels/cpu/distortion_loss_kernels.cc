@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/common/distortion_loss.h"
+#include "ops/distortion_loss_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/lib/core/threadpool.h"
@@ -17,24 +18,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Status;
 using ::tensorflow::Tensor;
-namespace errors = ::tensorflow::errors;
-
-Status CheckShapes(const Tensor& w, const Tensor& t) {
-  if (w.dims() != 2) {
-    return errors::InvalidArgument("DistortionLoss: 'weights' must be [R, S], got shape ",
-                                   w.shape().DebugString());
-  }
-  if (t.dims() != 2) {
-    return errors::InvalidArgument("DistortionLoss: 't' must be [R, S + 1], got shape ",
-                                   t.shape().DebugString());
-  }
-  if (t.dim_size(0) != w.dim_size(0) || t.dim_size(1) != w.dim_size(1) + 1) {
-    return errors::InvalidArgument("DistortionLoss: 't' must be [R, S + 1] = [", w.dim_size(0), ", ",
-                                   w.dim_size(1) + 1, "] for 'weights' of shape ",
-                                   w.shape().DebugString(), ", got ", t.shape().DebugString());
-  }
-  return Status();
-}
 
 // InvalidArgument naming the first ray whose t decreases (NaN counts).
 Status CheckSorted(OpKernelContext* ctx, const Tensor& t, int64_t rays, int64_t samples) {
@@ -52,13 +35,7 @@ Status CheckSorted(OpKernelContext* ctx, const Tensor& t, int64_t rays, int64_t 
   };
   ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(rays, 4 * (samples + 1), work);
   const int64_t r = first_bad.load();
-  if (r < rays) {
-    const int64_t k = mo::dl_first_decrease(ts + r * (samples + 1), samples);
-    const float* row = ts + r * (samples + 1);
-    return errors::InvalidArgument("DistortionLoss: 't' must be non-decreasing along each ray, but ray ", r,
-                                   " has t[", r, ", ", k, "] = ", row[k], " > t[", r, ", ", k + 1,
-                                   "] = ", row[k + 1]);
-  }
+  if (r < rays) return distortion_loss::CheckRaySorted(ts + r * (samples + 1), r, samples);
   return Status();
 }
 
@@ -69,7 +46,7 @@ class DistortionLossCpuOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& w = ctx->input(0);
     const Tensor& t = ctx->input(1);
-    OP_REQUIRES_OK(ctx, CheckShapes(w, t));
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckShapes(w, t));
     const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {rays}, &out));
@@ -95,11 +72,9 @@ class DistortionLossGradCpuOp : public OpKernel {
     const Tensor& g = ctx->input(0);
     const Tensor& w = ctx->input(1);
     const Tensor& t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckShapes(w, t));
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckShapes(w, t));
     const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
-    OP_REQUIRES(ctx, g.dims() == 1 && g.dim_size(0) == rays,
-                errors::InvalidArgument("DistortionLossGrad: 'grad' must be [R] = [", rays, "], got ",
-                                        g.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckGradShape(g, rays));
     Tensor *gw = nullptr, *gt = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w.shape(), &gw));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, t.shape(), &gt));

@@ -2,13 +2,17 @@
 // installed TensorFlow is a CUDA build; here it is syntax-checked by
 // `make cuda-check`. Launchers: kernels/cuda/distortion_loss.cu.cc.
 //
-// Unsorted t is reported as InvalidArgument naming the first bad ray, like the
-// CPU kernel: a check kernel finds it on the device and one 8-byte copy to the
-// host (a stream synchronisation per call) reads it back.
+// Unsorted t is reported with the CPU kernel's InvalidArgument
+// (ops/distortion_loss_validation.h): a check kernel finds the first bad ray on
+// the device, one 8-byte copy to the host (a stream synchronisation per call)
+// reads it back, and only on failure that ray's t row is copied for the message.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
+#include <vector>
+
 #include "kernels/cuda/distortion_loss.h"
+#include "ops/distortion_loss_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace metal_ops {
@@ -23,17 +27,6 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 namespace errors = ::tensorflow::errors;
 
-Status CheckShapes(const Tensor& w, const Tensor& t) {
-  if (w.dims() != 2) {
-    return errors::InvalidArgument("DistortionLoss: 'weights' must be [R, S], got shape ", w.shape().DebugString());
-  }
-  if (t.dims() != 2 || t.dim_size(0) != w.dim_size(0) || t.dim_size(1) != w.dim_size(1) + 1) {
-    return errors::InvalidArgument("DistortionLoss: 't' must be [R, S + 1] = [", w.dim_size(0), ", ",
-                                   w.dim_size(1) + 1, "], got ", t.shape().DebugString());
-  }
-  return Status();
-}
-
 // InvalidArgument naming the first ray whose t decreases.
 Status CheckSorted(OpKernelContext* ctx, const Tensor& t, int64_t rays, int64_t samples, cudaStream_t stream) {
   Tensor first_bad;
@@ -44,11 +37,14 @@ Status CheckSorted(OpKernelContext* ctx, const Tensor& t, int64_t rays, int64_t 
   if (err == cudaSuccess) err = cudaMemcpyAsync(&host, dev, sizeof(host), cudaMemcpyDeviceToHost, stream);
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) return errors::Internal("DistortionLoss CUDA check failed: ", cudaGetErrorString(err));
-  if (host < static_cast<unsigned long long>(rays)) {
-    return errors::InvalidArgument("DistortionLoss: 't' must be non-decreasing along each ray, but ray ",
-                                   static_cast<int64_t>(host), " decreases");
-  }
-  return Status();
+  if (host >= static_cast<unsigned long long>(rays)) return Status();
+  // The bad ray's boundaries, on the host, for the same message as the CPU kernel.
+  const int64_t r = static_cast<int64_t>(host);
+  std::vector<float> row(samples + 1);
+  err = cudaMemcpy(row.data(), t.flat<float>().data() + r * (samples + 1), row.size() * sizeof(float),
+                   cudaMemcpyDeviceToHost);
+  if (err != cudaSuccess) return errors::Internal("DistortionLoss CUDA check failed: ", cudaGetErrorString(err));
+  return distortion_loss::CheckRaySorted(row.data(), r, samples);
 }
 
 class DistortionLossGpuOp : public OpKernel {
@@ -57,7 +53,7 @@ class DistortionLossGpuOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& w = ctx->input(0);
     const Tensor& t = ctx->input(1);
-    OP_REQUIRES_OK(ctx, CheckShapes(w, t));
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckShapes(w, t));
     const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({rays}), &out));
@@ -78,11 +74,9 @@ class DistortionLossGradGpuOp : public OpKernel {
     const Tensor& g = ctx->input(0);
     const Tensor& w = ctx->input(1);
     const Tensor& t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckShapes(w, t));
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckShapes(w, t));
     const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
-    OP_REQUIRES(ctx, g.dims() == 1 && g.dim_size(0) == rays,
-                errors::InvalidArgument("DistortionLossGrad: 'grad' must be [R] = [", rays, "], got ",
-                                        g.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckGradShape(g, rays));
     Tensor *gw = nullptr, *gt = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w.shape(), &gw));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, t.shape(), &gt));
