@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/common/volume_render.h"
+#include "ops/volume_render_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -29,7 +30,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-namespace errors = ::tensorflow::errors;
 
 // SIMD math policy for phase B: Eigen's packet exp (AVX-512, AVX, SSE or
 // NEON, whatever the build targets) and an expm1 built on it.
@@ -279,43 +279,11 @@ void ParallelForRays(OpKernelContext* ctx, int64_t rays, int64_t samples,
   ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(rays, RayCost(samples), fn);
 }
 
-// Validates the shapes shared by forward and backward; sets *rays, *samples
-// and whether the background is per ray. `op` names the op in messages.
-// On a mismatch it sets ctx's status (callers check ctx->status()).
-void CheckInputShapes(OpKernelContext* ctx, const char* op, const Tensor& sigma, const Tensor& rgb,
-                      const Tensor& t, const Tensor& background, int64_t* rays, int64_t* samples,
-                      bool* background_per_ray) {
-  OP_REQUIRES(ctx, sigma.dims() == 2,
-              errors::InvalidArgument(op, ": 'sigma' must be [R, S] (rank 2), got shape ",
-                                      sigma.shape().DebugString()));
-  *rays = sigma.dim_size(0);
-  *samples = sigma.dim_size(1);
-  const int64_t R = *rays, S = *samples;
-  OP_REQUIRES(ctx, rgb.dims() == 3 && rgb.dim_size(0) == R && rgb.dim_size(1) == S && rgb.dim_size(2) == 3,
-              errors::InvalidArgument(op, ": 'rgb' must be [R, S, 3] = [", R, ", ", S,
-                                      ", 3] to match 'sigma' ", sigma.shape().DebugString(), ", got shape ",
-                                      rgb.shape().DebugString()));
-  OP_REQUIRES(ctx, t.dims() == 2 && t.dim_size(0) == R && t.dim_size(1) == S + 1,
-              errors::InvalidArgument(op, ": 't' must be [R, S + 1] = [", R, ", ", S + 1,
-                                      "] (interval boundaries) to match 'sigma' ",
-                                      sigma.shape().DebugString(), ", got shape ", t.shape().DebugString()));
-  const bool shared = background.dims() == 1 && background.dim_size(0) == 3;
-  const bool per_ray = background.dims() == 2 && background.dim_size(0) == R && background.dim_size(1) == 3;
-  OP_REQUIRES(ctx, shared || per_ray,
-              errors::InvalidArgument(op, ": 'background' must be [3] or [R, 3] = [", R, ", 3], got shape ",
-                                      background.shape().DebugString()));
-  *background_per_ray = per_ray;
-}
-
 template <typename T>
 class VolumeRenderOp : public OpKernel {
  public:
   explicit VolumeRenderOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("early_termination", &early_termination_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("return_weights", &return_weights_));
-    OP_REQUIRES(ctx, early_termination_ >= 0.0f && early_termination_ <= 1.0f,
-                errors::InvalidArgument("MetalOpsVolumeRender: 'early_termination' must be in [0, 1], got ",
-                                        early_termination_));
+    OP_REQUIRES_OK(ctx, volume_render::ReadAttrs(ctx, "MetalOpsVolumeRender", &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -323,10 +291,10 @@ class VolumeRenderOp : public OpKernel {
     const Tensor& rgb = ctx->input(1);
     const Tensor& t = ctx->input(2);
     const Tensor& background = ctx->input(3);
-    int64_t R = 0, S = 0;
-    bool bg_per_ray = false;
-    CheckInputShapes(ctx, "MetalOpsVolumeRender", sigma, rgb, t, background, &R, &S, &bg_per_ray);
-    if (!ctx->status().ok()) return;
+    volume_render::RayShapes shapes;
+    OP_REQUIRES_OK(ctx, volume_render::CheckInputShapes("MetalOpsVolumeRender", sigma, rgb, t, background, &shapes));
+    const int64_t R = shapes.rays, S = shapes.samples;
+    const bool bg_per_ray = shapes.background_per_ray;
 
     Tensor* out_rgb = nullptr;
     Tensor* out_depth = nullptr;
@@ -335,7 +303,7 @@ class VolumeRenderOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({R}), &out_depth));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R}), &out_opacity));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({R, return_weights_ ? S : 0}), &out_weights));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({R, attrs_.return_weights ? S : 0}), &out_weights));
     if (R == 0) return;
 
     const T* sigma_p = sigma.flat<T>().data();
@@ -345,9 +313,9 @@ class VolumeRenderOp : public OpKernel {
     T* out_rgb_p = out_rgb->flat<T>().data();
     T* depth_p = out_depth->flat<T>().data();
     T* opacity_p = out_opacity->flat<T>().data();
-    T* weights_p = return_weights_ ? out_weights->flat<T>().data() : nullptr;
-    const bool write_weights = return_weights_;
-    const T eps = static_cast<T>(early_termination_);
+    T* weights_p = attrs_.return_weights ? out_weights->flat<T>().data() : nullptr;
+    const bool write_weights = attrs_.return_weights;
+    const T eps = static_cast<T>(attrs_.early_termination);
 
     // The smallest invalid ray (if any) is reported; threads race only to lower it.
     std::mutex error_mutex;
@@ -377,33 +345,20 @@ class VolumeRenderOp : public OpKernel {
       }
     });
 
-    if (bad_check.code == mo::kVrBadSigma) {
-      const int64_t i = bad_check.sample;
-      ctx->SetStatus(errors::InvalidArgument(
-          "MetalOpsVolumeRender: 'sigma' must be non-negative (and not NaN): ray ", bad_ray, ", sample ", i,
-          " has sigma = ", static_cast<double>(sigma_p[bad_ray * S + i])));
-    } else if (bad_check.code == mo::kVrBadT) {
-      const int64_t i = bad_check.sample;
-      const T* row = t_p + bad_ray * (S + 1);
-      ctx->SetStatus(errors::InvalidArgument(
-          "MetalOpsVolumeRender: 't' must be non-decreasing along each ray: ray ", bad_ray, " has t[", i + 1,
-          "] = ", static_cast<double>(row[i + 1]), " < t[", i, "] = ", static_cast<double>(row[i])));
+    if (bad_check.code != mo::kVrOk) {
+      ctx->SetStatus(volume_render::BadRayError(bad_check, bad_ray, sigma_p + bad_ray * S, t_p + bad_ray * (S + 1)));
     }
   }
 
  private:
-  float early_termination_ = 1e-4f;
-  bool return_weights_ = false;
+  volume_render::Attrs attrs_;
 };
 
 template <typename T>
 class VolumeRenderGradOp : public OpKernel {
  public:
   explicit VolumeRenderGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("early_termination", &early_termination_));
-    OP_REQUIRES(ctx, early_termination_ >= 0.0f && early_termination_ <= 1.0f,
-                errors::InvalidArgument("MetalOpsVolumeRenderGrad: 'early_termination' must be in [0, 1], got ",
-                                        early_termination_));
+    OP_REQUIRES_OK(ctx, volume_render::ReadAttrs(ctx, "MetalOpsVolumeRenderGrad", &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -420,33 +375,21 @@ class VolumeRenderGradOp : public OpKernel {
     const Tensor& grad_depth = ctx->input(9);
     const Tensor& grad_opacity = ctx->input(10);
     const Tensor& grad_weights = ctx->input(11);
-    int64_t R = 0, S = 0;
-    bool bg_per_ray = false;
-    CheckInputShapes(ctx, op, sigma, rgb, t, background, &R, &S, &bg_per_ray);
-    if (!ctx->status().ok()) return;
-    const TensorShape ray3({R, 3}), ray({R});
-    OP_REQUIRES(ctx, out_rgb.shape() == ray3 && grad_rgb.shape() == ray3,
-                errors::InvalidArgument(op, ": 'out_rgb' and 'grad_rgb' must be [R, 3] = ", ray3.DebugString(),
-                                        ", got ", out_rgb.shape().DebugString(), " and ",
-                                        grad_rgb.shape().DebugString()));
-    OP_REQUIRES(ctx, depth.shape() == ray && opacity.shape() == ray && grad_depth.shape() == ray &&
-                         grad_opacity.shape() == ray,
-                errors::InvalidArgument(op, ": 'depth', 'opacity', 'grad_depth' and 'grad_opacity' must be [R] = ",
-                                        ray.DebugString()));
-    const bool weights_full = weights.dims() == 2 && weights.dim_size(0) == R && weights.dim_size(1) == S;
-    const bool weights_none = weights.dims() == 2 && weights.dim_size(0) == R && weights.dim_size(1) == 0;
-    OP_REQUIRES(ctx, (weights_full || weights_none) && grad_weights.shape() == weights.shape(),
-                errors::InvalidArgument(op, ": 'weights' and 'grad_weights' must both be [R, S] = [", R, ", ", S,
-                                        "] or [R, 0], got ", weights.shape().DebugString(), " and ",
-                                        grad_weights.shape().DebugString()));
-    const bool has_weight_grad = weights_full && S > 0;
+    volume_render::RayShapes shapes;
+    OP_REQUIRES_OK(ctx, volume_render::CheckInputShapes(op, sigma, rgb, t, background, &shapes));
+    bool has_weight_grad = false;
+    OP_REQUIRES_OK(ctx, volume_render::CheckGradInputShapes(op, shapes, out_rgb, depth, opacity, weights, grad_rgb,
+                                                            grad_depth, grad_opacity, grad_weights,
+                                                            &has_weight_grad));
+    const int64_t R = shapes.rays, S = shapes.samples;
+    const bool bg_per_ray = shapes.background_per_ray;
 
     Tensor* grad_sigma = nullptr;
     Tensor* grad_samples_rgb = nullptr;
     Tensor* grad_background = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, sigma.shape(), &grad_sigma));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, rgb.shape(), &grad_samples_rgb));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, ray3, &grad_background));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R, 3}), &grad_background));
     if (R == 0) return;
 
     const T* sigma_p = sigma.flat<T>().data();
@@ -464,7 +407,7 @@ class VolumeRenderGradOp : public OpKernel {
     T* grad_sigma_p = grad_sigma->flat<T>().data();
     T* grad_samples_rgb_p = grad_samples_rgb->flat<T>().data();
     T* grad_background_p = grad_background->flat<T>().data();
-    const T eps = static_cast<T>(early_termination_);
+    const T eps = static_cast<T>(attrs_.early_termination);
 
     ParallelForRays(ctx, R, S, [&](int64_t begin, int64_t end) {
       RayScratch<T> scratch(S);
@@ -482,7 +425,7 @@ class VolumeRenderGradOp : public OpKernel {
   }
 
  private:
-  float early_termination_ = 1e-4f;
+  volume_render::Attrs attrs_;
 };
 
 #define METAL_OPS_REGISTER_VOLUME_RENDER_CPU(T)                                                       \
