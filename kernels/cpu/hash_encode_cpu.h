@@ -133,13 +133,11 @@ struct BlockCorners {
   }
 };
 
-// Structure-of-arrays passes over the block's points (the compiler vectorises
-// the cell / weight / hash arithmetic across points), then one prefetch per
-// table line the gathers / scatters will touch. Values are those of
+// Structure-of-arrays passes over the block's points: the compiler vectorises
+// the cell / weight / hash arithmetic across points. Values are those of
 // hash_grid.h's cell_corners (same functions, same order).
-template <int D, int F, bool kSecondOrder, bool kForWrite, bool kHashed, int kInterpolation, typename T>
-inline void LocateBlockImpl(const ChunkPoints<D>& cp, int j0, int nb, const Level& lv, const T* level_rows,
-                            BlockCorners<D>* bc) {
+template <int D, bool kHashed, int kInterpolation>
+inline void LocateBlockImpl(const ChunkPoints<D>& cp, int j0, int nb, const Level& lv, BlockCorners<D>* bc) {
   constexpr int C = 1 << D;
   const float scale = lv.scale;
   for (int d = 0; d < D; ++d) {
@@ -181,42 +179,52 @@ inline void LocateBlockImpl(const ChunkPoints<D>& cp, int j0, int nb, const Leve
     for (int c = 0; c < C; ++c)
       for (int j = 0; j < nb; ++j) bc->rows[c][j] = hg::wrap_row(bc->rows[c][j], entries);
   }
-  if (kSecondOrder) {
+}
+
+// Corners of points j0 .. j0 + nb - 1 of a chunk at one level; with
+// second_order, the weights become the corner coefficients of the adjoint of
+// the input gradient. The level's hashed flag and the interpolation become
+// compile-time constants of the inlined header functions (no per-corner
+// selects). Not inlined: one copy per D serves every feature count, dtype and
+// pass (instantiating the vectorised loops per caller multiplied the build
+// time of kernels/cpu/hash_encode_kernels.cc, not the speed).
+template <int D>
+__attribute__((noinline)) void LocateBlock(const ChunkPoints<D>& cp, int j0, int nb, const Level& lv,
+                                           int interpolation, bool second_order, BlockCorners<D>* bc) {
+  constexpr int C = 1 << D;
+  if (lv.hashed) {
+    if (interpolation == hg::kSmoothstep) {
+      LocateBlockImpl<D, true, hg::kSmoothstep>(cp, j0, nb, lv, bc);
+    } else {
+      LocateBlockImpl<D, true, hg::kLinear>(cp, j0, nb, lv, bc);
+    }
+  } else {
+    if (interpolation == hg::kSmoothstep) {
+      LocateBlockImpl<D, false, hg::kSmoothstep>(cp, j0, nb, lv, bc);
+    } else {
+      LocateBlockImpl<D, false, hg::kLinear>(cp, j0, nb, lv, bc);
+    }
+  }
+  if (second_order) {
     for (int j = 0; j < nb; ++j) {
       float w[D], dw[D], coef[C];
       bc->Weights(j, w, dw);
-      SecondOrderCoefficients<D>(w, dw, scale, cp.gm[j0 + j], coef);
+      SecondOrderCoefficients<D>(w, dw, lv.scale, cp.gm[j0 + j], coef);
       for (int c = 0; c < C; ++c) bc->weights[c][j] = coef[c];
-    }
-  }
-  // Prefetch the rows of levels too large for L2: one prefetch per x-pair of
-  // corners (idx, idx + 1 are x-neighbours, prime 1 / stride 1 along x, so in
-  // the same 64-byte line 7 times in 8). Rows of skipped points are valid too.
-  if (int64(entries) * F * int64(sizeof(T)) > kPrefetchMinBytes) {
-    for (int c = 0; c < C; c += 2) {
-      const uint32* rows = bc->rows[c];
-      for (int j = 0; j < nb; ++j) __builtin_prefetch(level_rows + int64(rows[j]) * F, kForWrite ? 1 : 0, 3);
     }
   }
 }
 
-// The level's hashed flag and the interpolation become compile-time constants
-// of the inlined header functions (no per-corner selects).
-template <int D, int F, bool kSecondOrder, bool kForWrite, typename T>
-inline void LocateBlock(const ChunkPoints<D>& cp, int j0, int nb, const Level& lv, int interpolation,
-                        const T* level_rows, BlockCorners<D>* bc) {
-  if (lv.hashed) {
-    if (interpolation == hg::kSmoothstep) {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kSmoothstep>(cp, j0, nb, lv, level_rows, bc);
-    } else {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, true, hg::kLinear>(cp, j0, nb, lv, level_rows, bc);
-    }
-  } else {
-    if (interpolation == hg::kSmoothstep) {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kSmoothstep>(cp, j0, nb, lv, level_rows, bc);
-    } else {
-      LocateBlockImpl<D, F, kSecondOrder, kForWrite, false, hg::kLinear>(cp, j0, nb, lv, level_rows, bc);
-    }
+// Prefetches the rows a block will gather / scatter, for levels too large for
+// L2: one prefetch per x-pair of corners (idx, idx + 1 are x-neighbours, prime
+// 1 / stride 1 along x, so in the same 64-byte line 7 times in 8). Rows of
+// skipped points are valid too.
+template <int D, int F, bool kForWrite, typename T>
+inline void PrefetchBlock(const BlockCorners<D>& bc, int nb, const Level& lv, const T* level_rows) {
+  if (int64(lv.entries) * F * int64(sizeof(T)) <= kPrefetchMinBytes) return;
+  for (int c = 0; c < (1 << D); c += 2) {
+    const uint32* rows = bc.rows[c];
+    for (int j = 0; j < nb; ++j) __builtin_prefetch(level_rows + int64(rows[j]) * F, kForWrite ? 1 : 0, 3);
   }
 }
 
@@ -233,8 +241,9 @@ void ForEachBlock(const ChunkPoints<D>& cp, int nc, const Grid& g, int first, in
   BlockCorners<D> bc[2];
   auto locate = [&](int l, int j0, BlockCorners<D>* out) {
     const Level& lv = g.levels[l];
-    LocateBlock<D, F, kSecondOrder, kForWrite>(cp, j0, std::min(kBlock, nc - j0), lv, g.interpolation,
-                                               rows + lv.offset * F, out);
+    const int nb = std::min(kBlock, nc - j0);
+    LocateBlock<D>(cp, j0, nb, lv, g.interpolation, kSecondOrder, out);
+    PrefetchBlock<D, F, kForWrite>(*out, nb, lv, rows + lv.offset * F);
   };
   int l = first, j0 = 0, k = 0;
   locate(l, j0, &bc[0]);
