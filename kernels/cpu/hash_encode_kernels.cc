@@ -29,7 +29,7 @@
 
 #include "kernels/common/hash_grid.h"
 #include "kernels/cpu/hash_encode_cpu.h"
-#include "ops/hash_encode_attrs.h"
+#include "ops/hash_encode_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -79,13 +79,11 @@ bool DispatchDimsFeatures(int dims, int features, Fn&& fn) {
 
 // ---- Attributes -------------------------------------------------------------------
 
+using ::metal_ops::hash_encode::CheckInputsAndTable;
+using ::metal_ops::hash_encode::CheckMatrix;
 using ::metal_ops::hash_encode::GridAttrs;
+using ::metal_ops::hash_encode::GridRows;
 using ::metal_ops::hash_encode::ReadGridAttrs;
-
-int64 GridRows(int dims, const GridAttrs& a, int64* offsets) {
-  return hg::level_offsets(dims, a.num_levels, a.log2_hashmap_size, a.log2_per_level_scale,
-                           uint32(a.base_resolution), offsets);
-}
 
 // ---- Level geometry ------------------------------------------------------------------
 
@@ -197,55 +195,6 @@ void ScatterTable(const Pool& pool, const float* x, const float* gg, const T* dy
   });
 }
 
-// ---- Validation shared by the kernels -------------------------------------------------------
-
-// Checks inputs [N, D] and table [P, F] against the grid; sets dims/features/rows.
-bool ValidateInputsAndTable(OpKernelContext* ctx, const GridAttrs& a, const Tensor& inputs, const Tensor& table,
-                            int* dims, int* features) {
-  if (inputs.dims() != 2) {
-    ctx->CtxFailure(InvalidArgument("inputs must be a rank-2 tensor [N, D], got shape ",
-                                    inputs.shape().DebugString()));
-    return false;
-  }
-  const int64 d = inputs.dim_size(1);
-  if (d < 1 || d > hg::kMaxDims) {
-    ctx->CtxFailure(InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = ", d, " (shape ",
-                                    inputs.shape().DebugString(), ")"));
-    return false;
-  }
-  if (table.dims() != 2) {
-    ctx->CtxFailure(InvalidArgument("table must be a rank-2 tensor [P, F], got shape ",
-                                    table.shape().DebugString()));
-    return false;
-  }
-  const int64 f = table.dim_size(1);
-  if (f != 1 && f != 2 && f != 4 && f != 8) {
-    ctx->CtxFailure(InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f));
-    return false;
-  }
-  int64 offsets[hg::kMaxLevels + 1];
-  const int64 rows = GridRows(int(d), a, offsets);
-  if (table.dim_size(0) != rows) {
-    ctx->CtxFailure(InvalidArgument("table has ", table.dim_size(0), " rows but the hash grid needs ", rows,
-                                    " (hash_grid_size(input_dim=", d, ", num_levels=", a.num_levels,
-                                    ", log2_hashmap_size=", a.log2_hashmap_size, ", base_resolution=",
-                                    a.base_resolution, ", per_level_scale=", a.per_level_scale, "))"));
-    return false;
-  }
-  *dims = int(d);
-  *features = int(f);
-  return true;
-}
-
-bool ValidateMatrix(OpKernelContext* ctx, const char* name, const Tensor& t, int64 rows, int64 cols) {
-  if (t.dims() != 2 || t.dim_size(0) != rows || t.dim_size(1) != cols) {
-    ctx->CtxFailure(InvalidArgument(name, " must have shape [", rows, ", ", cols, "], got ",
-                                    t.shape().DebugString()));
-    return false;
-  }
-  return true;
-}
-
 int64 GatherCost(int dims, int features, int num_levels) {
   return int64(num_levels) * (int64(1) << dims) * (8 + 2 * features);
 }
@@ -263,7 +212,8 @@ class HashEncodeOp : public OpKernel {
     const Tensor& inputs = ctx->input(0);
     const Tensor& table = ctx->input(1);
     int dims = 0, features = 0;
-    if (!ValidateInputsAndTable(ctx, attrs_, inputs, table, &dims, &features)) return;
+    int64 rows = 0;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_, inputs, table, &dims, &features, &rows));
     const int64 n = inputs.dim_size(0);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, int64(attrs_.num_levels) * features}), &out));
@@ -302,12 +252,13 @@ class HashEncodeGradOp : public OpKernel {
     const Tensor& inputs = ctx->input(1);
     const Tensor& table = ctx->input(2);
     int dims = 0, features = 0;
-    if (!ValidateInputsAndTable(ctx, attrs_, inputs, table, &dims, &features)) return;
+    int64 rows = 0;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_, inputs, table, &dims, &features, &rows));
     const int64 n = inputs.dim_size(0);
-    if (!ValidateMatrix(ctx, "grad_encoded", dy, n, int64(attrs_.num_levels) * features)) return;
+    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.num_levels) * features));
     Tensor* grad_table = nullptr;
     Tensor* grad_inputs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({table_grad_ ? table.dim_size(0) : 0, features}),
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({table_grad_ ? rows : 0, features}),
                                              &grad_table));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({input_grad_ ? n : 0, dims}), &grad_inputs));
     const Pool pool = GetPool(ctx);
@@ -361,10 +312,11 @@ class HashEncodeGradGradOp : public OpKernel {
     const Tensor& inputs = ctx->input(2);
     const Tensor& table = ctx->input(3);
     int dims = 0, features = 0;
-    if (!ValidateInputsAndTable(ctx, attrs_, inputs, table, &dims, &features)) return;
+    int64 rows = 0;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_, inputs, table, &dims, &features, &rows));
     const int64 n = inputs.dim_size(0);
-    if (!ValidateMatrix(ctx, "grad_grad_inputs", ggx, n, dims)) return;
-    if (!ValidateMatrix(ctx, "grad_encoded", dy, n, int64(attrs_.num_levels) * features)) return;
+    OP_REQUIRES_OK(ctx, CheckMatrix("grad_grad_inputs", ggx, n, dims));
+    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.num_levels) * features));
     Tensor* grad_table = nullptr;
     Tensor* grad_dy = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));

@@ -4,10 +4,8 @@
 // cuda-check` syntax-checks it against the pip headers. Not run here: the
 // kernels it launches are tested through the harness on an H100
 // (tests/cuda/test_hash_encode_cuda.py).
-//
-// Validation mirrors the CPU kernel's (kernels/cpu/hash_encode_kernels.cc),
-// same checks and messages; part A's helpers live in that file's anonymous
-// namespace, so they are restated here rather than shared.
+// Attributes and input checks: ops/hash_encode_validation.h, shared with the
+// CPU kernels.
 // MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets have no GPU kernel:
 // TensorFlow places them on the CPU.
 #if GOOGLE_CUDA
@@ -19,7 +17,7 @@
 
 #include "kernels/common/hash_grid.h"
 #include "kernels/cuda/hash_encode.h"
-#include "ops/hash_encode_attrs.h"
+#include "ops/hash_encode_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -36,7 +34,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-using ::tensorflow::errors::InvalidArgument;
 
 // Eigen::half and __half are both one IEEE binary16 in 2 bytes.
 template <typename T>
@@ -49,38 +46,19 @@ struct DeviceType<Eigen::half> {
 };
 static_assert(sizeof(Eigen::half) == sizeof(__half), "half layouts differ");
 
+using ::metal_ops::hash_encode::CheckInputsAndTable;
+using ::metal_ops::hash_encode::CheckMatrix;
 using ::metal_ops::hash_encode::GridAttrs;
 using ::metal_ops::hash_encode::ReadGridAttrs;
 
-// inputs [N, D] and table [P, F] against the grid; fills params and rows.
-absl::Status ValidateInputsAndTable(const GridAttrs& a, const Tensor& inputs, const Tensor& table, int* dims,
-                                    int* features, hg::Params* params, int64_t* rows) {
-  if (inputs.dims() != 2) {
-    return InvalidArgument("inputs must be a rank-2 tensor [N, D], got shape ", inputs.shape().DebugString());
-  }
-  const int64_t d = inputs.dim_size(1);
-  if (d < 1 || d > hg::kMaxDims) {
-    return InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = ", d, " (shape ",
-                           inputs.shape().DebugString(), ")");
-  }
-  if (table.dims() != 2) {
-    return InvalidArgument("table must be a rank-2 tensor [P, F], got shape ", table.shape().DebugString());
-  }
-  const int64_t f = table.dim_size(1);
-  if (f != 1 && f != 2 && f != 4 && f != 8) {
-    return InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f);
-  }
-  *rows = ::mo::cuda::MakeHashGridParams(int(d), inputs.dim_size(0), a.num_levels, a.log2_hashmap_size,
-                                         ::mo::uint32(a.base_resolution), a.per_level_scale, a.interpolation,
-                                         a.out_of_range, params);
-  if (table.dim_size(0) != *rows) {
-    return InvalidArgument("table has ", table.dim_size(0), " rows but the hash grid needs ", *rows,
-                           " (hash_grid_size(input_dim=", d, ", num_levels=", a.num_levels,
-                           ", log2_hashmap_size=", a.log2_hashmap_size, ", base_resolution=", a.base_resolution,
-                           ", per_level_scale=", a.per_level_scale, "))");
-  }
-  *dims = int(d);
-  *features = int(f);
+// Checks inputs and table (shared with the CPU kernels), then the launch
+// parameters of the grid.
+absl::Status ValidateAndMakeParams(const GridAttrs& a, const Tensor& inputs, const Tensor& table, int* dims,
+                                   int* features, hg::Params* params, int64_t* rows) {
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(a, inputs, table, dims, features, rows));
+  ::mo::cuda::MakeHashGridParams(*dims, inputs.dim_size(0), a.num_levels, a.log2_hashmap_size,
+                                 ::mo::uint32(a.base_resolution), a.per_level_scale, a.interpolation,
+                                 a.out_of_range, params);
   return absl::OkStatus();
 }
 
@@ -103,7 +81,7 @@ class HashEncodeGpuOp : public OpKernel {
     int dims = 0, features = 0;
     int64_t rows = 0;
     hg::Params params;
-    OP_REQUIRES_OK(ctx, ValidateInputsAndTable(attrs_, inputs, table, &dims, &features, &params, &rows));
+    OP_REQUIRES_OK(ctx, ValidateAndMakeParams(attrs_, inputs, table, &dims, &features, &params, &rows));
     const int64_t n = inputs.dim_size(0);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, int64_t(attrs_.num_levels) * features}), &out));
@@ -138,12 +116,10 @@ class HashEncodeGradGpuOp : public OpKernel {
     int dims = 0, features = 0;
     int64_t rows = 0;
     hg::Params params;
-    OP_REQUIRES_OK(ctx, ValidateInputsAndTable(attrs_, inputs, table, &dims, &features, &params, &rows));
+    OP_REQUIRES_OK(ctx, ValidateAndMakeParams(attrs_, inputs, table, &dims, &features, &params, &rows));
     const int64_t n = inputs.dim_size(0);
     const int64_t width = int64_t(attrs_.num_levels) * features;
-    OP_REQUIRES(ctx, dy.dims() == 2 && dy.dim_size(0) == n && dy.dim_size(1) == width,
-                InvalidArgument("grad_encoded must have shape [", n, ", ", width, "], got ",
-                                dy.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, width));
     Tensor* grad_table = nullptr;
     Tensor* grad_inputs = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({table_grad_ ? rows : 0, features}), &grad_table));

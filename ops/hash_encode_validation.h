@@ -1,19 +1,23 @@
-// HashEncode attributes, read and checked once for every TF kernel of the op
-// (CPU in kernels/cpu/, CUDA registration in kernels/cuda/): host-only C++.
-#ifndef METAL_OPS_OPS_HASH_ENCODE_ATTRS_H_
-#define METAL_OPS_OPS_HASH_ENCODE_ATTRS_H_
+// HashEncode attributes and input checks, written once for every TF kernel of
+// the op (CPU in kernels/cpu/, CUDA registration in kernels/cuda/): host-only
+// C++. The InvalidArgument messages name the argument; tests match on them.
+#ifndef METAL_OPS_OPS_HASH_ENCODE_VALIDATION_H_
+#define METAL_OPS_OPS_HASH_ENCODE_VALIDATION_H_
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "kernels/common/hash_grid.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
 
 namespace metal_ops {
 namespace hash_encode {
 
 namespace hg = ::mo::hash_grid;
 using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::Tensor;
 using ::tensorflow::errors::InvalidArgument;
 using ::mo::uint32;
 
@@ -81,7 +85,53 @@ inline absl::Status ReadGridAttrs(OpKernelConstruction* ctx, GridAttrs* a) {
   return CheckGridAttrs(*a);
 }
 
+// Table rows P of the grid (and the level offsets, offsets[0..num_levels]).
+inline int64_t GridRows(int dims, const GridAttrs& a, int64_t* offsets) {
+  return hg::level_offsets(dims, a.num_levels, a.log2_hashmap_size, a.log2_per_level_scale,
+                           uint32(a.base_resolution), offsets);
+}
+
+// inputs [N, D] and table [P, F] against the grid; sets D, F and P.
+inline absl::Status CheckInputsAndTable(const GridAttrs& a, const Tensor& inputs, const Tensor& table, int* dims,
+                                        int* features, int64_t* rows) {
+  if (inputs.dims() != 2) {
+    return InvalidArgument("inputs must be a rank-2 tensor [N, D], got shape ", inputs.shape().DebugString());
+  }
+  const int64_t d = inputs.dim_size(1);
+  if (d < 1 || d > hg::kMaxDims) {
+    return InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = ", d, " (shape ",
+                           inputs.shape().DebugString(), ")");
+  }
+  if (table.dims() != 2) {
+    return InvalidArgument("table must be a rank-2 tensor [P, F], got shape ", table.shape().DebugString());
+  }
+  const int64_t f = table.dim_size(1);
+  if (f != 1 && f != 2 && f != 4 && f != 8) {
+    return InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f);
+  }
+  int64_t offsets[hg::kMaxLevels + 1];
+  const int64_t p = GridRows(int(d), a, offsets);
+  if (table.dim_size(0) != p) {
+    return InvalidArgument("table has ", table.dim_size(0), " rows but the hash grid needs ", p,
+                           " (hash_grid_size(input_dim=", d, ", num_levels=", a.num_levels,
+                           ", log2_hashmap_size=", a.log2_hashmap_size, ", base_resolution=", a.base_resolution,
+                           ", per_level_scale=", a.per_level_scale, "))");
+  }
+  *dims = int(d);
+  *features = int(f);
+  *rows = p;
+  return absl::OkStatus();
+}
+
+// `name` ([rows, cols]: grad_encoded, grad_grad_inputs) has the expected shape.
+inline absl::Status CheckMatrix(const char* name, const Tensor& t, int64_t rows, int64_t cols) {
+  if (t.dims() != 2 || t.dim_size(0) != rows || t.dim_size(1) != cols) {
+    return InvalidArgument(name, " must have shape [", rows, ", ", cols, "], got ", t.shape().DebugString());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace hash_encode
 }  // namespace metal_ops
 
-#endif  // METAL_OPS_OPS_HASH_ENCODE_ATTRS_H_
+#endif  // METAL_OPS_OPS_HASH_ENCODE_VALIDATION_H_
