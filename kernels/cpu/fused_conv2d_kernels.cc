@@ -18,6 +18,7 @@
 
 #include "kernels/common/activations.h"
 #include "kernels/common/fused_conv2d_gemm.h"
+#include "kernels/cpu/huge_pages.h"
 #include "tensorflow/core/framework/kernel_shape_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -545,6 +546,7 @@ class FusedConv2DOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (out_shape.num_elements() == 0) return;
     float* out = output->flat<float>().data();
+    AdviseHugePages(out, output->TotalBytes(), /*collapse=*/false);
 
     if (g.in_depth == 0 || g.batch * g.in_rows * g.in_cols == 0) {
       // Empty contraction: the convolution is 0, the output stage still applies.
@@ -618,6 +620,7 @@ class FusedActivationGradOp : public OpKernel {
     const float* g = grads.flat<float>().data();
     const float* y = outputs.flat<float>().data();
     float* dz = backprops->flat<float>().data();
+    AdviseHugePages(dz, backprops->TotalBytes(), /*collapse=*/false);
     const int act = act_;
     const float alpha = alpha_;
     auto work = [=](int64_t begin, int64_t end) {

@@ -14,21 +14,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <string>
 #include <type_traits>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25  // Linux 6.1+; older kernels answer EINVAL, which is ignored
-#endif
-#endif
 
 #include "kernels/common/hash_grid.h"
 #include "kernels/cpu/hash_encode_cpu.h"
+#include "kernels/cpu/huge_pages.h"
 #include "ops/hash_encode_validation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -104,52 +95,6 @@ Grid MakeGrid(const GridAttrs& a) {
     lv.hashed = hg::level_is_hashed<D>(lv.resolution, lv.entries);
   }
   return g;
-}
-
-// ---- Huge pages -------------------------------------------------------------------------
-
-// Backs a large table or gradient buffer with transparent huge pages where the
-// system allows it (THP in "madvise" mode is a common default). The gathers and
-// scatters hit random rows of multi-megabyte levels, and with 4 KB pages most of
-// them also miss the TLB (costly under virtualisation). Only a hint: contents
-// are unchanged and failures are ignored. `collapse`: also rebuild pages that
-// are already mapped (a table that lives across steps; done once per buffer);
-// otherwise the hint takes effect when a fresh buffer is first touched.
-// METAL_OPS_HUGE_PAGES=0 turns it off.
-void AdviseHugePages(const void* data, size_t bytes, bool collapse) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  static const bool enabled = [] {
-    const char* v = std::getenv("METAL_OPS_HUGE_PAGES");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
-  if (!enabled || bytes < 4 * kHugePage) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHugePage - 1);
-  if (end <= begin) return;
-  void* range = reinterpret_cast<void*>(begin);
-  if (!collapse) {
-    madvise(range, end - begin, MADV_HUGEPAGE);
-    return;
-  }
-  // Collapsing costs a copy of the buffer: once per (address, size).
-  static std::mutex mu;
-  static uintptr_t done[8][2] = {};
-  static int next = 0;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto& d : done) {
-    if (d[0] == begin && d[1] == end) return;
-  }
-  madvise(range, end - begin, MADV_HUGEPAGE);
-  madvise(range, end - begin, MADV_COLLAPSE);
-  done[next][0] = begin;
-  done[next][1] = end;
-  next = (next + 1) % 8;
-#else
-  (void)data;
-  (void)bytes;
-  (void)collapse;
-#endif
 }
 
 // ---- Threading helpers ------------------------------------------------------------------
