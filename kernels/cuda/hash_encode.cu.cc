@@ -23,6 +23,11 @@ constexpr int64_t kDefaultAggregateBytes = 48 * 1024;
 constexpr int64_t kMaxAggregateBytes = 200 * 1024;
 constexpr int kMaxLevelsPerBlock = 4;
 constexpr int kMaxForwardLevelsPerBlock = 8;
+// Largest table slice one forward level group may span: a group's blocks run
+// together (groups in order), so its rows stay hot in L2 (H100, 50 MB: 16 MB
+// groups of 4 hashed float32 levels hit 95%, 32 MB groups of 8 thrash, 0.685
+// vs 0.590 ms).
+constexpr int64_t kForwardGroupTableBytes = int64_t(16) << 20;
 
 // ---- launch arithmetic, in one place ----------------------------------------------
 
@@ -55,6 +60,50 @@ inline int NumGroups(int num_levels, int shift) { return (num_levels + (1 << shi
 inline unsigned int PointBlocks(int64_t num_points, int points_per_block) {
   const int64_t wanted = (num_points + points_per_block - 1) / points_per_block;
   return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t(1) << 30)));
+}
+
+// The forward's level groups: group k has 2^shift[k] levels from
+// first_level[k] and owns blocks first_block[k] .. first_block[k + 1] - 1.
+struct ForwardGroups {
+  int64_t first_block[hash_grid::kMaxLevels + 1];
+  int first_level[hash_grid::kMaxLevels];
+  int shift[hash_grid::kMaxLevels];
+  int count;
+};
+
+// Groups of G levels (LevelGroupShift), except that a group doubles (up to
+// kMaxForwardLevelsPerBlock levels) while its table slice stays within
+// kForwardGroupTableBytes. The dense coarse levels are small, so on the
+// standard grid levels 0-7 (15 MB of float32 rows) form one group and 8-11,
+// 12-15 the others: the coordinates are loaded 3 times instead of 4 and the
+// coarse levels share blocks with hashed ones. H100, N = 2^20, float32, one
+// process: 0.587 vs 0.590 ms with groups of 4 on the standard grid, 0.546 vs
+// 0.561 ms with 2^17 rows per level (benchmarks/results/
+// hash_encode_h100_forward_ab.json, variable_level_groups); the float16
+// default (groups of 8) is unchanged. levels_per_block > 0 fixes G.
+inline ForwardGroups MakeForwardGroups(int features, int elem_bytes, const Params& p, int levels_per_block) {
+  const int base_shift = LevelGroupShift(features, elem_bytes, p.num_levels, kMaxForwardLevelsPerBlock,
+                                         levels_per_block);
+  const int64_t row_bytes = int64_t(features) * elem_bytes;
+  ForwardGroups g;
+  g.count = 0;
+  int64_t blocks = 0;
+  for (int first = 0, shift; first < p.num_levels; first += 1 << shift) {
+    shift = base_shift;
+    while (levels_per_block <= 0 && (2 << shift) <= kMaxForwardLevelsPerBlock &&
+           first + (2 << shift) <= p.num_levels &&
+           (p.level_offsets[first + (2 << shift)] - p.level_offsets[first]) * row_bytes <= kForwardGroupTableBytes) {
+      ++shift;
+    }
+    g.first_block[g.count] = blocks;
+    g.first_level[g.count] = first;
+    g.shift[g.count] = shift;
+    ++g.count;
+    const int points_per_block = kHashThreads >> (shift + 1);  // two lanes per (point, level)
+    blocks += (p.num_points + points_per_block - 1) / points_per_block;
+  }
+  g.first_block[g.count] = blocks;
+  return g;
 }
 
 inline size_t AlignUp(size_t bytes) { return (bytes + 255) & ~size_t(255); }
@@ -285,27 +334,31 @@ __device__ __forceinline__ bool LocatePoint(const float* __restrict__ x, const P
 // through one shuffle per pair and feature and interpolates half of the
 // features (F = 1: both lanes compute feature 0, lane 0 stores it) in
 // interpolate_corners()'s fma order, so results are bit-identical to one
-// thread summing all corners.
+// thread summing all corners. Level groups: MakeForwardGroups.
 template <int D, int F, typename T>
 __global__ void __launch_bounds__(kHashThreads)
     HashEncodeForwardKernel(const float* __restrict__ inputs, const T* __restrict__ table, T* __restrict__ encoded,
-                            const Params p, const int group_shift) {
+                            const Params p, const ForwardGroups groups) {
   constexpr int kLaneFeatures = (F + 1) / 2;
   const int side = threadIdx.x & 1;
-  const int lane_level = (threadIdx.x >> 1) & ((1 << group_shift) - 1);
-  const int points_per_block = kHashThreads >> (group_shift + 1);
-  const int level = (blockIdx.y << group_shift) + lane_level;
-  const int num_levels = p.num_levels;
-  if (level >= num_levels) return;  // both lanes of a pair leave together
   // The two lanes of a pair work on the same point and level, so they take
   // the same branches and meet at every shuffle: the mask names only them.
   const unsigned int pair_mask = 3u << (threadIdx.x & 30u);
   const int first_feature = side * (F / 2);
-  const LevelGeometry g = GeometryOf<D>(p, level);
-  const T* level_table = table + g.offset * F;
-  for (int64_t b = blockIdx.x; b * points_per_block < p.num_points; b += gridDim.x) {
-    const int64_t i = b * points_per_block + (threadIdx.x >> (group_shift + 1));
-    if (i >= p.num_points) break;
+  const int num_levels = p.num_levels;
+  // One-dimensional grid, blocks in group order (all of group 0, then all of
+  // group 1, ...: a group's table slice stays hot in L2 while its blocks run);
+  // a block handles consecutive points of one group (a loop past 2^30 blocks).
+  for (int64_t b = blockIdx.x; b < groups.first_block[groups.count]; b += gridDim.x) {
+    int k = 0;
+    while (b >= groups.first_block[k + 1]) ++k;  // uniform per block
+    const int group_shift = groups.shift[k];
+    const int points_per_block = kHashThreads >> (group_shift + 1);
+    const int level = groups.first_level[k] + ((threadIdx.x >> 1) & ((1 << group_shift) - 1));
+    const int64_t i = (b - groups.first_block[k]) * points_per_block + (threadIdx.x >> (group_shift + 1));
+    if (level >= num_levels || i >= p.num_points) continue;  // both lanes of a pair together
+    const LevelGeometry g = GeometryOf<D>(p, level);
+    const T* level_table = table + g.offset * F;
     float out[kLaneFeatures];
 #pragma unroll
     for (int f = 0; f < kLaneFeatures; ++f) out[f] = 0.0f;
@@ -655,13 +708,12 @@ cudaError_t LaunchHashEncodeForward(const float* inputs, const T* table, T* enco
   const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
   if (!Aligned(table, 2 * row_bytes) || !Aligned(encoded, row_bytes)) return cudaErrorMisalignedAddress;
   if (params.num_points == 0) return cudaSuccess;
-  const int shift =
-      LevelGroupShift(features, sizeof(T), params.num_levels, kMaxForwardLevelsPerBlock, levels_per_block);
-  // Two lanes per (point, level): see HashEncodeForwardKernel.
-  const dim3 grid(PointBlocks(params.num_points, kHashThreads >> (shift + 1)), NumGroups(params.num_levels, shift));
+  const ForwardGroups groups = MakeForwardGroups(features, sizeof(T), params, levels_per_block);
+  const unsigned int grid =
+      static_cast<unsigned int>(std::min<int64_t>(groups.first_block[groups.count], int64_t(1) << 30));
   return DispatchDimsFeatures(dims, features, [&](auto d, auto f) {
     HashEncodeForwardKernel<decltype(d)::value, decltype(f)::value, T>
-        <<<grid, kHashThreads, 0, stream>>>(inputs, table, encoded, params, shift);
+        <<<grid, kHashThreads, 0, stream>>>(inputs, table, encoded, params, groups);
     return cudaGetLastError();
   });
 }

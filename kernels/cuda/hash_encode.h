@@ -2,11 +2,13 @@
 // the TF GPU kernels (hash_encode_gpu.cc) and the C-ABI harness
 // (harness/hash_encode_harness.cu.cc). Formulas: kernels/common/hash_grid.h.
 //
-// Kernel layout (tiny-cuda-nn style): grid (point blocks, level groups). The
+// Kernel layout (tiny-cuda-nn style): blocks of (points, level group). The
 // G levels of a group are adjacent lanes of a warp, so a point's G * F
 // outputs (32 bytes for float32, F = 2) are written by one store instruction
 // as whole sectors (coalesced), and G levels at a time keep their slice of
-// the table hot in L2 (G = 4 for float32, 8 for float16 forward, F = 2).
+// the table hot in L2 (G = 4 for float32, 8 for float16 forward, F = 2; the
+// forward doubles G for groups of small coarse levels, see
+// MakeForwardGroups in hash_encode.cu.cc).
 // Forward: two lanes per (point, level), one for the x-lower and one for the
 // x-upper corner of every x-pair, so the two rows of a pair are gathered by
 // one instruction and cost one L2 request (the kernel is bound by L2

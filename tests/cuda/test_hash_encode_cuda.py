@@ -219,6 +219,29 @@ def test_forward_sizes_standard_scale(n, dtype):
     assert_close(got, want, LOOSE, LOOSE, "encoded")
 
 
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_forward_level_groups_of_the_standard_grid(dtype):
+    """The issue's grid (2^19 rows per level): by default the forward puts the
+    small coarse levels 0-7 in one group and the hashed 8-15 in groups of 4
+    (float32), blocks of both shapes in one launch. Results equal fixed
+    groupings bit for bit, and the reference."""
+    cupy, lib = gpu()
+    rng = np.random.default_rng(11)
+    n = 3000
+    x = make_inputs(rng, n, 3, out_of_range_fraction=0.1, nan_rows=3)
+    table = make_table(rng, ref.table_rows(3, **STANDARD), 2, DTYPES[dtype][0])
+    got = run_forward(cupy, lib, x, table, STANDARD)
+    d_x, d_t = cupy.asarray(x), cupy.asarray(table)
+    for levels_per_block in (1, 4, 8):
+        d_out = cupy.full(got.shape, 7, dtype=table.dtype)
+        check(lib.metal_ops_hash_encode_forward_tuned(
+            dptr(d_x), dptr(d_t), dptr(d_out), DTYPES[dtype][1], n, 3, 2, STANDARD["num_levels"],
+            STANDARD["log2_hashmap_size"], STANDARD["base_resolution"], STANDARD["per_level_scale"],
+            ref.INTERPOLATIONS["linear"], ref.OUT_OF_RANGE["clamp"], levels_per_block, stream_ptr(cupy)))
+        np.testing.assert_array_equal(cupy.asnumpy(d_out), got, err_msg=f"levels_per_block={levels_per_block}")
+    assert_close(got, ref.encode(x, table, **STANDARD), LOOSE, LOOSE, "encoded")
+
 # ---- backward -----------------------------------------------------------------------------------
 
 def _check_backward(gt, gi, x, dy, table, grid, interpolation, out_of_range, input_grad=True, loose=False):
