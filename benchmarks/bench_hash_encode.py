@@ -4,12 +4,14 @@ Standard instant-NGP NeRF grid (D=3, L=16, F=2, log2 T=19, base 16, finest
 2048). In one process, side by side: metal_ops.hash_encode in a tf.function,
 the composite (tf.gather on the flat table, tf.bitwise hash, trilinear weights)
 in a tf.function, and the same composite under tf.function(jit_compile=True).
-The composite is checked equal to our op first. Medians over repeats; ratios
+The composite is checked equal to our op first. Every variant runs once per
+round, rounds interleaved (--rounds); medians, and speedups as the median of
+the per-round ratios (robust to the load drifting on a shared machine); ratios
 and points/s printed; JSON written to benchmarks/results/hash_encode_cpu.json.
 Also: float16-table figures, the cost of the input gradient, and 1- vs
 2-thread scaling (subprocesses with intra-op parallelism 1 and 2).
 
-Usage: python benchmarks/bench_hash_encode.py [--quick] [--repeats N]
+Usage: python benchmarks/bench_hash_encode.py [--quick] [--rounds N] [--repeats N]
 """
 import argparse
 import json
@@ -102,6 +104,23 @@ def median_ms(fn, repeats, warmup=2):
     return statistics.median(walls), statistics.median(cpus)
 
 
+def interleaved_ms(fns, rounds, warmup=1):
+    """Times the named callables in `rounds` interleaved rounds (each runs once
+    per round, in turn), so that every ratio compares calls made under the
+    same machine conditions; a shared machine's load drifts over the minutes
+    the composites take. Returns {name: (wall ms, CPU ms)} per round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            times[name].append(((time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3))
+    return times
+
+
 def ours_fns(x, table, dy, input_grad=False):
     @tf.function
     def fwd(x, table):
@@ -173,8 +192,8 @@ def thread_scaling(repeats):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="N = 2^16 only, fewer repeats")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--composite-repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (every variant once each)")
+    parser.add_argument("--repeats", type=int, default=7, help="calls per thread-scaling figure")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "hash_encode_cpu.json"))
     args = parser.parse_args()
     sizes = [1 << 16] if args.quick else [1 << 16, 1 << 18]
@@ -210,33 +229,32 @@ def main():
         ours_g = ours_fb()[1]
         np.testing.assert_allclose(comp_fb()[1], ours_g, atol=1e-3 * np.abs(ours_g).max(), rtol=0)
         np.testing.assert_allclose(xla_fb()[1], ours_g, atol=1e-3 * np.abs(ours_g).max(), rtol=0)
-        run = {}
-
-        def measure(key, fn, repeats, warmup=2):
-            run[key + "_ms"], run[key + "_cpu_ms"] = median_ms(fn, repeats, warmup)
-
-        measure("ours_forward", ours_f, args.repeats)
-        measure("ours_forward_backward", ours_fb, args.repeats)
         ours_f16, ours_fb16 = ours_fns(x, table16, dy16)
-        measure("ours_fp16_table_forward", ours_f16, args.repeats)
-        measure("ours_fp16_table_forward_backward", ours_fb16, args.repeats)
         _, ours_fb_x = ours_fns(x, table, dy, input_grad=True)
-        measure("ours_forward_backward_with_input_grad", ours_fb_x, args.repeats)
-        measure("composite_forward", comp_f, args.composite_repeats, warmup=1)
-        measure("composite_forward_backward", comp_fb, args.composite_repeats, warmup=1)
-        measure("xla_forward", xla_f, args.composite_repeats, warmup=1)
-        measure("xla_forward_backward", xla_fb, args.composite_repeats, warmup=1)
+        times = interleaved_ms({
+            "ours_forward": ours_f, "ours_forward_backward": ours_fb,
+            "ours_fp16_table_forward": ours_f16, "ours_fp16_table_forward_backward": ours_fb16,
+            "ours_forward_backward_with_input_grad": ours_fb_x,
+            "composite_forward": comp_f, "composite_forward_backward": comp_fb,
+            "xla_forward": xla_f, "xla_forward_backward": xla_fb,
+        }, args.rounds)
+        run = {"rounds": args.rounds}
+        for key, samples in times.items():
+            run[key + "_ms"] = statistics.median(w for w, _ in samples)
+            run[key + "_cpu_ms"] = statistics.median(c for _, c in samples)
+        # Speedups: the median over rounds of the round's ratio.
         for key in ("forward", "forward_backward"):
-            for unit in ("ms", "cpu_ms"):
-                tag = "" if unit == "ms" else "_cpu"
-                run[f"speedup_vs_composite_{key}{tag}"] = run[f"composite_{key}_{unit}"] / run[f"ours_{key}_{unit}"]
-                run[f"speedup_vs_xla_{key}{tag}"] = run[f"xla_{key}_{unit}"] / run[f"ours_{key}_{unit}"]
+            for ref in ("composite", "xla"):
+                for unit, idx in (("", 0), ("_cpu", 1)):
+                    run[f"speedup_vs_{ref}_{key}{unit}"] = statistics.median(
+                        r[idx] / o[idx] for r, o in zip(times[f"{ref}_{key}"], times[f"ours_{key}"]))
             run[f"ours_{key}_points_per_s"] = n / (run[f"ours_{key}_ms"] * 1e-3)
         run["input_grad_extra_ms"] = run["ours_forward_backward_with_input_grad_ms"] - run["ours_forward_backward_ms"]
         run["input_grad_extra_cpu_ms"] = (run["ours_forward_backward_with_input_grad_cpu_ms"]
                                           - run["ours_forward_backward_cpu_ms"])
         results["runs"][str(n)] = run
-        print(f"\nN = {n:,}   (wall ms | process CPU ms, medians)")
+        print(f"\nN = {n:,}   (wall ms | process CPU ms, medians of {args.rounds} interleaved rounds; "
+              f"speedups: median of the rounds' ratios)")
         print(f"  {'':30s} {'forward':>19s} {'fwd+bwd':>19s}")
         for label, key in (("metal_ops.hash_encode", "ours"), ("  float16 table", "ours_fp16_table"),
                            ("composite (graph)", "composite"), ("composite (XLA)", "xla")):
