@@ -133,8 +133,10 @@ def test_matches_tensorflow_composite():
 
 @pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("geom", [((1, 5, 4, 2), (3, 3, 2, 3), (1, 1), "SAME", (1, 1)),
-                                  ((1, 5, 5, 2), (3, 3, 2, 2), (1, 2), [[1, 0], [0, 1]], (1, 1))],
-                         ids=["same", "explicit"])
+                                  ((1, 5, 5, 2), (3, 3, 2, 2), (1, 2), [[1, 0], [0, 1]], (1, 1)),
+                                  ((2, 3, 4, 3), (1, 1, 3, 4), (1, 1), "VALID", (1, 1)),
+                                  ((1, 5, 5, 2), (1, 1, 2, 3), (2, 2), "SAME", (1, 1))],
+                         ids=["same", "explicit", "pointwise", "pointwise_strided"])
 def test_gradients(act, geom):
     xs, ws, strides, padding, dil = geom
     x, w, b = data(xs, ws, seed=11)
@@ -168,6 +170,25 @@ def test_gradient_matches_tensorflow_composite():
             theirs = tf.reduce_sum(tf.sin(tf_act(tf.nn.bias_add(tf.nn.conv2d(args[0], args[1], 1, "SAME"), args[2]) + args[3])))
         for g1, g2 in zip(tape.gradient(ours, args), tape.gradient(theirs, args)):
             np.testing.assert_allclose(g1.numpy(), g2.numpy(), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws", [((2, 6, 5, 8), (1, 1, 8, 5)), ((0, 4, 4, 3), (1, 1, 3, 2)),
+                                   ((2, 4, 4, 0), (1, 1, 0, 2)), ((2, 4, 4, 3), (1, 1, 3, 0))],
+                         ids=["pointwise", "empty_batch", "empty_in_channels", "empty_out_channels"])
+def test_pointwise_gradients_match_tensorflow(xs, ws):
+    # 1x1 stride-1 filters take the matrix-product backward path.
+    x, w, b = data(xs, ws, seed=41)
+    r = np.random.default_rng(42).standard_normal(xs[:3] + ws[3:]).astype(np.float32)
+    args = [tf.constant(v) for v in (x, w, b, r)]
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(args)
+        ours = tf.reduce_sum(tf.sin(metal_ops.fused_conv2d(*args, activation="tanh")))
+        # einsum, not tf.nn.conv2d: TF's Conv2D gives a wrong shape for an empty batch.
+        conv = tf.einsum("nhwc,cd->nhwd", args[0], args[1][0, 0])
+        theirs = tf.reduce_sum(tf.sin(tf.tanh(conv + args[2] + args[3])))
+    for g1, g2, a in zip(tape.gradient(ours, args), tape.gradient(theirs, args), args):
+        assert g1.shape == a.shape
+        np.testing.assert_allclose(g1.numpy(), g2.numpy(), atol=1e-4, rtol=1e-4)
 
 
 def test_negative_leaky_alpha_gradient_uses_features():

@@ -613,8 +613,11 @@ class FusedActivationGradOp : public OpKernel {
                                   ShapeStr(grads)));
       z = f.flat<float>().data();
     }
+    // In place over the incoming gradients when nothing else holds them (as
+    // TF's ReluGrad does): no fresh buffer to fault in. Element k reads
+    // gradients[k] before writing backprops[k], so aliasing is safe.
     Tensor* backprops = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, grads.shape(), &backprops));
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, grads.shape(), &backprops));
     const int64_t n = grads.NumElements();
     if (n == 0) return;
     const float* g = grads.flat<float>().data();
