@@ -317,6 +317,19 @@ inline void AccumulateRow(float* row, float weight, const float* dy) {
   for (int f = 0; f < F; ++f) row[f] = ::mo::fma_f(weight, dy[f], row[f]);
 }
 
+// Calls fn(j, dyf) for each point j < nb of a block that contributes
+// (ok[j]), dyf its incoming gradient at the level as float32; dy_level is the
+// block's first point's row at that level, rows `width` apart.
+template <int F, typename T, typename Fn>
+inline void ForEachContributingPoint(int nb, const bool* ok, const T* dy_level, int64 width, Fn&& fn) {
+  for (int j = 0; j < nb; ++j, dy_level += width) {
+    if (!ok[j]) continue;
+    float dyf[F];
+    for (int f = 0; f < F; ++f) dyf[f] = float(dy_level[f]);
+    fn(j, static_cast<const float*>(dyf));
+  }
+}
+
 // Table gradient of the levels owned by `group` (l % groups == group), into
 // the float32 buffer `acc` ([P, F]); points in index order within a level.
 template <int D, int F, typename T, bool kSecondOrder>
@@ -337,12 +350,9 @@ void ScatterGroup(int group, int groups, const float* x, const float* gg, const 
       float* level_acc = acc + g.levels[l].offset * F;
       const bool* ok = cp->ok + j0;
       const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
-      for (int j = 0; j < nb; ++j, dyl += width) {
-        if (!ok[j]) continue;
-        float dyf[F];
-        for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
+      ForEachContributingPoint<F>(nb, ok, dyl, width, [&](int j, const float* dyf) {
         for (int c = 0; c < C; ++c) AccumulateRow<F>(level_acc + int64(bc.rows[c][j]) * F, bc.weights[c][j], dyf);
-      }
+      });
     });
   }
 }
@@ -366,16 +376,13 @@ void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int6
       const T* level_table = table + lv.offset * F;
       const bool* ok = cp->ok + j0;
       const T* dyl = dy + (c0 + j0) * width + int64(l) * F;
-      for (int j = 0; j < nb; ++j, dyl += width) {
-        if (!ok[j]) continue;
-        float dyf[F];
-        for (int f = 0; f < F; ++f) dyf[f] = float(dyl[f]);
+      ForEachContributingPoint<F>(nb, ok, dyl, width, [&](int j, const float* dyf) {
         uint32 rows[1 << D];
         float weights[1 << D], w[D], dw[D];
         bc.Corners(j, rows, weights);
         bc.Weights(j, w, dw);
         hg::accumulate_input_gradient_corners<D, F, T>(level_table, rows, lv.scale, w, dw, dyf, sum[j0 + j]);
-      }
+      });
     });
     for (int j = 0; j < nc; ++j)
       for (int d = 0; d < D; ++d) dx[(c0 + j) * D + d] = MaskedValue(sum[j][d], cp->ok[j] ? cp->mask[j][d] : 0.0f);
