@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # Compile in parallel by default (CI has 2 cores); `make -j1` overrides.
 MAKEFLAGS += --jobs=$(shell nproc 2>/dev/null || echo 2)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
-UNAME_S := $(shell uname -s)
+UNAME_S ?= $(shell uname -s)
 VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 BUILD := build
@@ -17,14 +17,32 @@ NVCC ?= nvcc
 CXX ?= g++
 PYTEST_ARGS ?=
 
+# The macOS build. MACOS_MIN is the oldest macOS the library loads on (the
+# Metal kernels then check at run time whether the OS compiles the shader
+# language version they need: docs/BUILDING.md). `make metal-check` runs this
+# same build on Linux with MACOS_CROSS=1: clang for arm64-apple-macos, a macOS
+# SDK folder and ld64.lld.
+MACOS_MIN ?= 12.0
+MACOS_SDK ?= /opt/macos-sdk/root
+LD64_LLD ?= $(firstword $(shell command -v ld64.lld ld64.lld-14 ld64.lld-15 ld64.lld-16 2>/dev/null))
 ifeq ($(UNAME_S),Darwin)
   REQUIREMENTS := requirements-macos.txt
-  CXX := clang++
+  ifeq ($(MACOS_CROSS),1)
+    CXX := clang++ -target arm64-apple-macos$(MACOS_MIN) -isysroot $(MACOS_SDK) -stdlib=libc++
+    # -mlinker-version: clang then passes ld64.lld the -platform_version it requires.
+    # MPSCore is named because an SDK copy whose .tbd stubs lost their
+    # re-export lists (hexops-graveyard/sdk-macos-12.0) hides it behind
+    # MetalPerformanceShaders; Xcode's SDK re-exports it.
+    CROSS_LDFLAGS := --ld-path=$(LD64_LLD) -mlinker-version=609 \
+      -F$(MACOS_SDK)/System/Library/Frameworks/MetalPerformanceShaders.framework/Frameworks -framework MPSCore
+  else
+    CXX := clang++ -mmacosx-version-min=$(MACOS_MIN)
+  endif
 else
   REQUIREMENTS := requirements.txt
 endif
 
-.PHONY: all venv test demo bazel cuda-check cuda-harness metal-shim fuzz asan-test bench clean help
+.PHONY: all venv test demo bazel cuda-check cuda-harness metal-shim metal-check fuzz asan-test bench clean help
 all: $(LIB) $(BUILD_INFO)
 
 help:
@@ -33,6 +51,7 @@ help:
 	@echo "make demo       train the NeRF sample (examples/nerf)"
 	@echo "make bazel      build the op library with Bazel, offline"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed)"
+	@echo "make metal-check cross-compile and link the macOS (Metal) build on Linux against a macOS SDK"
 	@echo "make cuda-harness build $(BUILD)/libmetal_ops_cuda.so for tests/cuda on a GPU"
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
 
@@ -44,10 +63,17 @@ $(VENV)/.installed: $(REQUIREMENTS)
 	touch $@
 venv: $(VENV)/.installed
 
-# Compile/link flags come from the installed TensorFlow, computed once.
+# Compile/link flags come from the installed TensorFlow, computed once (for
+# metal-check: from the unpacked macOS wheel in MACOS_TF_DIR).
+ifeq ($(MACOS_CROSS),1)
+$(BUILD)/tf_flags.mk: tools/tf_flags.py $(MACOS_TF_DIR)/.unpacked
+	@mkdir -p $(BUILD)
+	python3 tools/tf_flags.py --macos-wheel-dir $(MACOS_TF_DIR) > $@
+else
 $(BUILD)/tf_flags.mk: $(VENV)/.installed tools/tf_flags.py
 	@mkdir -p $(BUILD)
 	$(PYTHON) tools/tf_flags.py > $@
+endif
 -include $(BUILD)/tf_flags.mk
 
 # ---- Sources ---------------------------------------------------------------------
@@ -75,12 +101,32 @@ LDFLAGS := -shared $(TF_LFLAGS) $(EXTRA_LDFLAGS)
 OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS))
 BACKENDS := cpu
 
+# The Metal shaders are compiled at run time from source embedded in the
+# library (kernels/metal/embedded_sources.h): tools/embed_metal.py expands
+# their kernels/common includes into $(GEN)/<name>.metal, which the MSL-shim
+# tests compile too, and into $(GEN)/metal_sources.cc.
+GEN := $(BUILD)/gen
+METAL_GEN_CC := $(GEN)/metal_sources.cc
+METAL_GEN_SRCS := $(patsubst kernels/metal/%.metal,$(GEN)/%.metal,$(METAL_SRCS))
+$(METAL_GEN_CC): $(METAL_SRCS) tools/embed_metal.py
+	python3 tools/embed_metal.py --root . --out $(GEN) $(METAL_SRCS)
+$(METAL_GEN_SRCS): $(METAL_GEN_CC)
+-include $(GEN)/metal_sources.d
+
+# Objective-C++ glue: ARC, and availability warnings for APIs newer than MACOS_MIN
+# (metal-check adds -Werror).
+MM_FLAGS := -fobjc-arc -ObjC++ -Wextra -Wno-unused-parameter -Wunguarded-availability-new $(METAL_WERROR)
+DARWIN_FRAMEWORKS := -framework Foundation -framework CoreFoundation -framework Metal \
+  -framework MetalPerformanceShaders -framework MetalPerformanceShadersGraph -lobjc
 ifeq ($(UNAME_S),Darwin)
-  OBJS += $(patsubst %.mm,$(BUILD)/obj/%.o,$(MM_SRCS))
-  LDFLAGS += -framework Metal -framework Foundation -undefined dynamic_lookup
+  OBJS += $(patsubst %.mm,$(BUILD)/obj/%.o,$(MM_SRCS)) $(patsubst %.cc,$(BUILD)/obj/%.o,$(METAL_GEN_CC))
+  # Undefined symbols are link errors; TensorFlow's dylibs are found through
+  # the rpaths: beside an installed package (site-packages/tensorflow) or the
+  # TensorFlow the library was built against.
+  TF_LIB_DIR = $(patsubst -L%,%,$(firstword $(TF_LFLAGS)))
+  DARWIN_LDFLAGS = $(DARWIN_FRAMEWORKS) -Wl,-rpath,@loader_path/../tensorflow -Wl,-rpath,$(TF_LIB_DIR) $(CROSS_LDFLAGS)
+  LDFLAGS += $(DARWIN_LDFLAGS) -install_name @rpath/_metal_ops.so
   BACKENDS += metal
-  METALLIB := $(PKG)/metal_ops.metallib
-  all: $(METALLIB)
 endif
 
 # The toolkit root: /usr/local/cuda when present (nvcc may be a wrapper script
@@ -103,7 +149,7 @@ $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 
 $(BUILD)/obj/%.o: %.mm $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
-	clang++ $(CXXFLAGS) -fobjc-arc -ObjC++ -c $< -o $@
+	$(CXX) $(CXXFLAGS) $(MM_FLAGS) -c $< -o $@
 
 $(BUILD)/cuobj/%.o: %.cu.cc
 	@mkdir -p $(dir $@)
@@ -115,13 +161,6 @@ $(LIB): $(OBJS)
 $(BUILD_INFO): $(LIB) tools/write_build_info.py
 	$(PYTHON) tools/write_build_info.py --out $@ --backends "$(BACKENDS)" --lib $(LIB)
 
-# Metal shaders -> one .metallib beside the .so (found at run time via dladdr).
-$(BUILD)/air/%.air: %.metal
-	@mkdir -p $(dir $@)
-	xcrun -sdk macosx metal -std=metal3.0 -O2 -I. -c $< -o $@
-$(METALLIB): $(patsubst %.metal,$(BUILD)/air/%.air,$(METAL_SRCS))
-	xcrun -sdk macosx metallib $^ -o $@
-
 -include $(OBJS:.o=.d)
 
 # ---- Grappler fusion plugin: its own library (exports TF_InitGraph), loaded by
@@ -130,9 +169,7 @@ $(METALLIB): $(patsubst %.metal,$(BUILD)/air/%.air,$(METAL_SRCS))
 PLUGIN_LIB := $(PKG)/_metal_ops_grappler.so
 PLUGIN_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard grappler/*.cc))
 ifeq ($(UNAME_S),Darwin)
-  PLUGIN_LDLIBS := -L$(patsubst -L%,%,$(firstword $(TF_LFLAGS))) -ltensorflow_cc.2
-  # MetalOpsFusedConv2D's Metal kernel (kernels/metal/fused_conv2d_metal.mm) is an MPSGraph.
-  LDFLAGS += -framework MetalPerformanceShaders -framework MetalPerformanceShadersGraph
+  PLUGIN_LDLIBS = -ltensorflow_cc.2 $(DARWIN_LDFLAGS) -install_name @rpath/_metal_ops_grappler.so
 else
   PLUGIN_LDLIBS := -l:libtensorflow_cc.so.2
 endif
@@ -163,9 +200,19 @@ cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
 SHIM_LIB := $(BUILD)/libmetal_shim.so
 SHIM_SRCS := $(wildcard tests/metal_shim/*.cc)
 metal-shim: $(SHIM_LIB)
-$(SHIM_LIB): $(SHIM_SRCS) $(METAL_SRCS) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h)
+$(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h)
 	@mkdir -p $(BUILD)
-	$(CXX) -std=c++17 -O2 -fPIC -shared -I. -Wno-attributes -o $@ $(SHIM_SRCS)
+	$(CXX) -std=c++17 -O2 -fPIC -shared -I. -I$(GEN) -Wno-attributes -o $@ $(SHIM_SRCS)
+
+# ---- macOS build checked on Linux (no Mac) ------------------------------------------
+# tools/metal_check.sh: clang/lld from Debian when missing, the pinned macOS
+# TensorFlow and tensorflow-metal wheels cached under $(BUILD)/macos, then this
+# Makefile's own Darwin build (UNAME_S=Darwin MACOS_CROSS=1) and checks of the
+# linked libraries. Without a macOS SDK in MACOS_SDK it prints why and exits 0.
+metal-check:
+	+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" bash tools/metal_check.sh
+# The part metal_check.sh runs (with UNAME_S=Darwin MACOS_CROSS=1).
+metal-check-build: $(LIB) $(PLUGIN_LIB)
 
 # ---- Tests, demo, tools ---------------------------------------------------------------
 test: all metal-shim
@@ -213,4 +260,4 @@ clean-objs:
 	rm -rf $(BUILD)/obj $(LIB)
 
 clean:
-	rm -rf $(BUILD) $(LIB) $(BUILD_INFO) $(PKG)/*.metallib bazel-*
+	rm -rf $(BUILD) $(LIB) $(BUILD_INFO) bazel-*

@@ -25,6 +25,7 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
 #include "tensorflow/core/platform/logging.h"
+#include "tensorflow/core/public/version.h"
 #include "tensorflow/core/util/padding.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -235,6 +236,17 @@ int64_t L2CacheBytes() {
   return l2_bytes;
 }
 
+// Fixed-size shards of one work item. SchedulingParams::Fixed is TF 2.20+;
+// TF 2.19 (the macOS pin, requirements-macos.txt) has only the constructor.
+tsl::thread::ThreadPool::SchedulingParams OneItemPerShard() {
+  using Params = tsl::thread::ThreadPool::SchedulingParams;
+#if TF_MAJOR_VERSION > 2 || (TF_MAJOR_VERSION == 2 && TF_MINOR_VERSION >= 20)
+  return Params::Fixed(1);
+#else
+  return Params(tsl::thread::ThreadPool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1);
+#endif
+}
+
 // Tiles of output pixels run in parallel on the intra-op pool, one
 // single-threaded sgemm each, the output stage applied to the tile right after
 // its GEMM, while it is still in L2. Patch rows are gathered into a per-worker
@@ -269,8 +281,7 @@ void ConvOneDnnTiled(OpKernelContext* ctx, MklBlasGemmFn gemm, const ConvGeometr
                             rows, cout, cout, e.act, e.alpha);
     }
   };
-  workers->ParallelForWithWorkerId(num_tiles, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
-                                   run_tiles);
+  workers->ParallelForWithWorkerId(num_tiles, OneItemPerShard(), run_tiles);
 }
 
 // Filters too large for a single-threaded tile: one threaded sgemm (called

@@ -37,7 +37,15 @@ template <typename T>
 struct VrPacketMath {
   typedef typename Eigen::internal::packet_traits<T>::type Packet;
   static Packet exp(Packet x) { return Eigen::internal::pexp(x); }
-  static Packet expm1(Packet x) { return Eigen::internal::pexpm1(x); }
+  // Per lane: the Eigen of TF 2.19 (the macOS pin) has no pexpm1 for NEON
+  // double packets, and double is the precise path rather than the fast one.
+  static Packet expm1(Packet x) {
+    constexpr int kLanes = Eigen::internal::unpacket_traits<Packet>::size;
+    T lanes[kLanes];
+    Eigen::internal::pstoreu(lanes, x);
+    for (int i = 0; i < kLanes; ++i) lanes[i] = std::expm1(lanes[i]);
+    return Eigen::internal::ploadu<Packet>(lanes);
+  }
 };
 
 // float: Eigen's generic pexpm1 costs an exp, a log and a division. This one

@@ -8,13 +8,13 @@
 // with MPSGraph primitives (there is no shader to #include it into); the
 // numbering (mo::Activation) is shared.
 //
-// NOT compiled or run on Linux (no Mac in this environment): verified by review
-// and by the macOS workflow (.github/workflows/macos.yml). See docs/FUSION.md.
+// Compiled and linked for macOS by `make metal-check`; never run on a Mac GPU
+// here (docs/FUSION.md).
 #import <Metal/Metal.h>
 #import <MetalPerformanceShaders/MetalPerformanceShaders.h>
 #import <MetalPerformanceShadersGraph/MetalPerformanceShadersGraph.h>
 
-#import "kernels/metal/metal_context.h"
+#import "kernels/metal/metal_kernel.h"
 
 #include <cstring>
 #include <memory>
@@ -36,36 +36,13 @@ int ActivationFromName(const std::string& s) {
   return -1;
 }
 
-std::string GetStringAttr(TF_OpKernelConstruction* ctx, const char* name, TF_Status* status) {
-  int32_t list_size = 0, total_size = 0;
-  TF_OpKernelConstruction_GetAttrSize(ctx, name, &list_size, &total_size, status);
-  if (TF_GetCode(status) != TF_OK) return "";
-  std::string value(static_cast<size_t>(total_size), '\0');
-  TF_OpKernelConstruction_GetAttrString(ctx, name, value.data(), total_size, status);
-  return value;
-}
-
-std::vector<int64_t> GetIntListAttr(TF_OpKernelConstruction* ctx, const char* name,
-                                    TF_Status* status) {
-  int32_t list_size = 0, total_size = 0;
-  TF_OpKernelConstruction_GetAttrSize(ctx, name, &list_size, &total_size, status);
-  if (TF_GetCode(status) != TF_OK || list_size <= 0) return {};
-  std::vector<int64_t> values(static_cast<size_t>(list_size));
-  TF_OpKernelConstruction_GetAttrInt64List(ctx, name, values.data(), list_size, status);
-  return values;
-}
-
 NSArray<NSNumber*>* ShapeOf(const std::vector<int64_t>& dims) {
   NSMutableArray<NSNumber*>* shape = [NSMutableArray arrayWithCapacity:dims.size()];
   for (int64_t d : dims) [shape addObject:@(d)];
   return shape;
 }
 
-std::vector<int64_t> DimsOf(TF_Tensor* t) {
-  std::vector<int64_t> dims(TF_NumDims(t));
-  for (size_t d = 0; d < dims.size(); ++d) dims[d] = TF_Dim(t, static_cast<int>(d));
-  return dims;
-}
+using mo::metal::DimsOf;
 
 // y = f(z) with MPSGraph primitives (formulas: kernels/common/activations.h).
 MPSGraphTensor* Activate(MPSGraph* g, MPSGraphTensor* z, int act, float alpha) {
@@ -112,14 +89,15 @@ struct CachedGraph {
   std::vector<size_t> feed_order;
 };
 
-// Process-wide cache: one executable per key, built under the mutex on first use.
+// Process-wide cache of compiled graphs, built under the mutex on first use.
+// Only successful compiles are cached: a failure is reported and retried.
 std::mutex g_cache_mutex;
 std::unordered_map<std::string, std::shared_ptr<CachedGraph>>* g_cache =
     new std::unordered_map<std::string, std::shared_ptr<CachedGraph>>();
 
 std::string KeyOf(id<MTLDevice> device, const std::string& op, const std::vector<std::vector<int64_t>>& shapes,
                   const std::string& attrs) {
-  std::string key = op + "|" + std::to_string(reinterpret_cast<uintptr_t>((__bridge void*)device)) + "|" + attrs;
+  std::string key = op + "|" + std::to_string(device.registryID) + "|" + attrs;
   for (const auto& s : shapes) {
     key += "|";
     for (int64_t d : s) key += std::to_string(d) + ",";
@@ -127,60 +105,92 @@ std::string KeyOf(id<MTLDevice> device, const std::string& op, const std::vector
   return key;
 }
 
+// The executable for `key`, compiled from `build` over float32 placeholders of
+// `input_shapes`; nullptr with `status` set when MPSGraph cannot build it.
 std::shared_ptr<CachedGraph> GetOrBuild(const std::string& key, id<MTLDevice> device,
                                         const std::vector<std::vector<int64_t>>& input_shapes,
-                                        MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*)) {
+                                        MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*),
+                                        TF_Status* status) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   auto it = g_cache->find(key);
   if (it != g_cache->end()) return it->second;
-  MPSGraph* graph = [[MPSGraph alloc] init];
-  NSMutableArray<MPSGraphTensor*>* placeholders = [NSMutableArray array];
-  NSMutableDictionary<MPSGraphTensor*, MPSGraphShapedType*>* feeds = [NSMutableDictionary dictionary];
-  for (const auto& shape : input_shapes) {
-    MPSGraphTensor* p = [graph placeholderWithShape:ShapeOf(shape) dataType:MPSDataTypeFloat32 name:nil];
-    [placeholders addObject:p];
-    feeds[p] = [[MPSGraphShapedType alloc] initWithShape:ShapeOf(shape) dataType:MPSDataTypeFloat32];
-  }
-  MPSGraphTensor* result = build(graph, placeholders);
-  MPSGraphCompilationDescriptor* desc = [[MPSGraphCompilationDescriptor alloc] init];
   auto cached = std::make_shared<CachedGraph>();
-  cached->executable = [graph compileWithDevice:[MPSGraphDevice deviceWithMTLDevice:device]
-                                          feeds:feeds
-                                  targetTensors:@[ result ]
-                               targetOperations:nil
-                          compilationDescriptor:desc];
+  NSString* reason = nil;
+  @try {
+    MPSGraph* graph = [[MPSGraph alloc] init];
+    NSMutableArray<MPSGraphTensor*>* placeholders = [NSMutableArray array];
+    NSMutableDictionary<MPSGraphTensor*, MPSGraphShapedType*>* feeds = [NSMutableDictionary dictionary];
+    for (const auto& shape : input_shapes) {
+      MPSGraphTensor* p = [graph placeholderWithShape:ShapeOf(shape) dataType:MPSDataTypeFloat32 name:nil];
+      [placeholders addObject:p];
+      feeds[p] = [[MPSGraphShapedType alloc] initWithShape:ShapeOf(shape) dataType:MPSDataTypeFloat32];
+    }
+    MPSGraphTensor* result = build(graph, placeholders);
+    MPSGraphCompilationDescriptor* desc = [[MPSGraphCompilationDescriptor alloc] init];
+    cached->executable = [graph compileWithDevice:[MPSGraphDevice deviceWithMTLDevice:device]
+                                            feeds:feeds
+                                    targetTensors:@[ result ]
+                                 targetOperations:nil
+                            compilationDescriptor:desc];
+    if (cached->executable != nil) {
+      NSArray<MPSGraphTensor*>* feed_tensors = cached->executable.feedTensors;
+      if (feed_tensors == nil) feed_tensors = placeholders;
+      for (MPSGraphTensor* t in feed_tensors) {
+        const NSUInteger index = [placeholders indexOfObject:t];
+        if (index == NSNotFound) {
+          reason = @"the executable has a feed that is not one of the placeholders";
+          break;
+        }
+        cached->feed_order.push_back(index);
+      }
+    } else {
+      reason = @"compileWithDevice returned nil";
+    }
+  } @catch (NSException* exception) {
+    reason = [NSString stringWithFormat:@"%@: %@", exception.name, exception.reason];
+  }
+  if (cached->executable == nil || reason != nil) {
+    const std::string message = "metal_ops: MPSGraph could not compile the graph " + key + ": " +
+                                (reason != nil ? std::string(reason.UTF8String) : std::string("unknown reason"));
+    TF_SetStatus(status, TF_INTERNAL, message.c_str());
+    return nullptr;
+  }
   cached->input_shapes = input_shapes;
-  NSArray<MPSGraphTensor*>* feed_tensors = cached->executable.feedTensors;
-  if (feed_tensors == nil) feed_tensors = placeholders;
-  for (MPSGraphTensor* t in feed_tensors) cached->feed_order.push_back([placeholders indexOfObject:t]);
   (*g_cache)[key] = cached;
   return cached;
 }
 
-// Encodes `cached` on the stream: inputs/outputs are the tensors' MTLBuffers.
-void Encode(id<TF_MetalStream> stream, const CachedGraph& cached, const std::vector<TF_Tensor*>& inputs,
-            TF_Tensor* output, const std::vector<int64_t>& out_dims) {
-  NSMutableArray<MPSGraphTensorData*>* in_data = [NSMutableArray array];
-  for (size_t i : cached.feed_order) {
-    [in_data addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:mo::metal::BufferOf(inputs[i])
-                                                               shape:ShapeOf(cached.input_shapes[i])
-                                                            dataType:MPSDataTypeFloat32]];
-  }
-  MPSGraphTensorData* out_data = [[MPSGraphTensorData alloc] initWithMTLBuffer:mo::metal::BufferOf(output)
-                                                                         shape:ShapeOf(out_dims)
-                                                                      dataType:MPSDataTypeFloat32];
-  MPSGraphExecutable* exe = cached.executable;
-  dispatch_sync(stream.queue, ^() {
-    id<MTLCommandBuffer> cb = stream.currentCommandBuffer;
+// Compiles (or finds) the graph and encodes it on the stream's command buffer
+// with the tensors' MTLBuffers. `inputs` are all non-empty.
+void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::string& attrs,
+              const std::vector<TF_Tensor*>& inputs, TF_Tensor* output,
+              MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*)) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (TF_Tensor* t : inputs) shapes.push_back(DimsOf(t));
+  const std::vector<int64_t> out_dims = DimsOf(output);
+  call.Encode([&](mo::metal::Encoder& e) {
+    std::shared_ptr<CachedGraph> cached = GetOrBuild(KeyOf(e.device(), op, shapes, attrs), e.device(), shapes,
+                                                     build, e.status());
+    if (cached == nullptr) return;
+    NSMutableArray<MPSGraphTensorData*>* in_data = [NSMutableArray array];
+    for (size_t i : cached->feed_order) {
+      [in_data addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:(__bridge id<MTLBuffer>)TF_TensorData(inputs[i])
+                                                                 shape:ShapeOf(cached->input_shapes[i])
+                                                              dataType:MPSDataTypeFloat32]];
+    }
+    MPSGraphTensorData* out_data =
+        [[MPSGraphTensorData alloc] initWithMTLBuffer:(__bridge id<MTLBuffer>)TF_TensorData(output)
+                                                shape:ShapeOf(out_dims)
+                                             dataType:MPSDataTypeFloat32];
+    id<MTLCommandBuffer> cb = e.ExternalEncoding();
     // tensorflow-metal's command buffer is an MPSCommandBuffer; wrap otherwise.
     MPSCommandBuffer* mps_cb = [cb isKindOfClass:[MPSCommandBuffer class]]
                                    ? (MPSCommandBuffer*)cb
                                    : [MPSCommandBuffer commandBufferWithCommandBuffer:cb];
-    [exe encodeToCommandBuffer:mps_cb
-                   inputsArray:in_data
-                  resultsArray:@[ out_data ]
-           executionDescriptor:nil];
-    [stream commit];
+    [cached->executable encodeToCommandBuffer:mps_cb
+                                  inputsArray:in_data
+                                 resultsArray:@[ out_data ]
+                          executionDescriptor:nil];
   });
 }
 
@@ -198,32 +208,27 @@ struct FusedConvKernel {
 
 void* FusedConvCreate(TF_OpKernelConstruction* ctx) {
   auto* k = new FusedConvKernel;
-  TF_Status* status = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrInt64(ctx, "num_bias", &k->num_bias, status);
-  if (TF_GetCode(status) == TF_OK) TF_OpKernelConstruction_GetAttrInt64(ctx, "num_residual", &k->num_residual, status);
-  if (TF_GetCode(status) == TF_OK) k->strides = GetIntListAttr(ctx, "strides", status);
-  if (TF_GetCode(status) == TF_OK) k->dilations = GetIntListAttr(ctx, "dilations", status);
-  if (TF_GetCode(status) == TF_OK) k->padding = GetStringAttr(ctx, "padding", status);
-  if (TF_GetCode(status) == TF_OK && k->padding == "EXPLICIT")
-    k->explicit_paddings = GetIntListAttr(ctx, "explicit_paddings", status);
-  std::string act;
-  if (TF_GetCode(status) == TF_OK) act = GetStringAttr(ctx, "activation", status);
-  if (TF_GetCode(status) == TF_OK) TF_OpKernelConstruction_GetAttrFloat(ctx, "leaky_relu_alpha", &k->alpha, status);
-  if (TF_GetCode(status) == TF_OK) {
-    k->act = ActivationFromName(act);
-    if (k->strides.size() != 4 || k->dilations.size() != 4 || k->act < 0 ||
-        (k->padding == "EXPLICIT" && k->explicit_paddings.size() != 8)) {
-      TF_SetStatus(status, TF_INVALID_ARGUMENT,
-                   "MetalOpsFusedConv2D: strides and dilations need 4 entries, explicit_paddings 8 "
-                   "when padding is EXPLICIT, and activation must be known");
-    }
+  mo::metal::AttrReader attrs(ctx);
+  k->num_bias = attrs.Int64("num_bias");
+  k->num_residual = attrs.Int64("num_residual");
+  k->strides = attrs.IntList("strides");
+  k->dilations = attrs.IntList("dilations");
+  k->padding = attrs.String("padding");
+  if (k->padding == "EXPLICIT") k->explicit_paddings = attrs.IntList("explicit_paddings");
+  const std::string act = attrs.String("activation");
+  k->alpha = attrs.Float("leaky_relu_alpha");
+  if (!attrs.ok()) return k;
+  k->act = ActivationFromName(act);
+  if (k->strides.size() != 4 || k->dilations.size() != 4 || k->act < 0 ||
+      (k->padding == "EXPLICIT" && k->explicit_paddings.size() != 8)) {
+    attrs.InvalidArgument(
+        "MetalOpsFusedConv2D: strides and dilations need 4 entries, explicit_paddings 8 "
+        "when padding is EXPLICIT, and activation must be known");
   }
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
   k->attr_key = k->padding + "/" + act + "/" + std::to_string(k->alpha);
   for (int64_t v : k->strides) k->attr_key += "s" + std::to_string(v);
   for (int64_t v : k->dilations) k->attr_key += "d" + std::to_string(v);
   for (int64_t v : k->explicit_paddings) k->attr_key += "p" + std::to_string(v);
-  TF_DeleteStatus(status);
   return k;
 }
 
@@ -238,96 +243,91 @@ int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, const std::s
   return padded >= keff ? (padded - keff) / stride + 1 : -1;
 }
 
-void FusedConvCompute(void* kernel_ptr, TF_OpKernelContext* ctx) {
-  const auto* k = static_cast<const FusedConvKernel*>(kernel_ptr);
-  TF_Status* status = TF_NewStatus();
+void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
+  const FusedConvKernel& k = *static_cast<const FusedConvKernel*>(kernel_ptr);
   std::vector<TF_Tensor*> inputs;
-  const int num_inputs = 2 + static_cast<int>(k->num_bias + k->num_residual);
-  for (int i = 0; i < num_inputs && TF_GetCode(status) == TF_OK; ++i) {
-    TF_Tensor* t = nullptr;
-    TF_GetInput(ctx, i, &t, status);
-    inputs.push_back(t);
+  const int num_inputs = 2 + static_cast<int>(k.num_bias + k.num_residual);
+  for (int i = 0; i < num_inputs; ++i) inputs.push_back(call.Input(i));
+  if (!call.ok()) return;
+  const auto x = DimsOf(inputs[0]), w = DimsOf(inputs[1]);
+  if (x.size() != 4) {
+    call.InvalidArgument("input must be 4-dimensional [batch, height, width, channels]");
+    return;
   }
-  TF_Tensor* output = nullptr;
-  std::vector<int64_t> out_dims;
-  if (TF_GetCode(status) == TF_OK) {
-    const auto x = DimsOf(inputs[0]), w = DimsOf(inputs[1]);
-    if (x.size() != 4) {
-      TF_SetStatus(status, TF_INVALID_ARGUMENT, "input must be 4-dimensional [batch, height, width, channels]");
-    } else if (w.size() != 4) {
-      TF_SetStatus(status, TF_INVALID_ARGUMENT, "filter must be 4-dimensional [height, width, in_channels, out_channels]");
-    } else if (w[2] != x[3]) {
-      const std::string msg = "filter in_channels (" + std::to_string(w[2]) +
-                              ") must equal the input's channels (" + std::to_string(x[3]) + ")";
-      TF_SetStatus(status, TF_INVALID_ARGUMENT, msg.c_str());
-    } else {
-      const int64_t pt = k->padding == "EXPLICIT" ? k->explicit_paddings[2] : 0;
-      const int64_t pb = k->padding == "EXPLICIT" ? k->explicit_paddings[3] : 0;
-      const int64_t pl = k->padding == "EXPLICIT" ? k->explicit_paddings[4] : 0;
-      const int64_t pr = k->padding == "EXPLICIT" ? k->explicit_paddings[5] : 0;
-      const int64_t oh = OutSize(x[1], w[0], k->strides[1], k->dilations[1], k->padding, pt, pb);
-      const int64_t ow = OutSize(x[2], w[1], k->strides[2], k->dilations[2], k->padding, pl, pr);
-      if (oh < 0 || ow < 0) {
-        TF_SetStatus(status, TF_INVALID_ARGUMENT, "input height/width is too small for the filter");
-      } else {
-        out_dims = {x[0], oh, ow, w[3]};
-      }
-      if (TF_GetCode(status) == TF_OK && k->num_bias == 1) {
-        const auto b = DimsOf(inputs[2]);
-        if (b.size() != 1 || b[0] != w[3])
-          TF_SetStatus(status, TF_INVALID_ARGUMENT, "bias must have shape [out_channels]");
-      }
-      if (TF_GetCode(status) == TF_OK && k->num_residual == 1 &&
-          DimsOf(inputs[2 + k->num_bias]) != out_dims) {
-        TF_SetStatus(status, TF_INVALID_ARGUMENT, "residual must have the output's shape (no broadcasting)");
-      }
+  if (w.size() != 4) {
+    call.InvalidArgument("filter must be 4-dimensional [height, width, in_channels, out_channels]");
+    return;
+  }
+  if (w[2] != x[3]) {
+    call.InvalidArgument("filter in_channels (" + std::to_string(w[2]) + ") must equal the input's channels (" +
+                         std::to_string(x[3]) + ")");
+    return;
+  }
+  const bool explicit_pad = k.padding == "EXPLICIT";
+  const int64_t oh = OutSize(x[1], w[0], k.strides[1], k.dilations[1], k.padding,
+                             explicit_pad ? k.explicit_paddings[2] : 0, explicit_pad ? k.explicit_paddings[3] : 0);
+  const int64_t ow = OutSize(x[2], w[1], k.strides[2], k.dilations[2], k.padding,
+                             explicit_pad ? k.explicit_paddings[4] : 0, explicit_pad ? k.explicit_paddings[5] : 0);
+  if (oh < 0 || ow < 0) {
+    call.InvalidArgument("input height/width is too small for the filter");
+    return;
+  }
+  const std::vector<int64_t> out_dims = {x[0], oh, ow, w[3]};
+  if (k.num_bias == 1) {
+    const auto b = DimsOf(inputs[2]);
+    if (b.size() != 1 || b[0] != w[3]) {
+      call.InvalidArgument("bias must have shape [out_channels] = [" + std::to_string(w[3]) + "], got " +
+                           mo::metal::ShapeString(b));
+      return;
     }
   }
-  if (TF_GetCode(status) == TF_OK) {
-    int64_t bytes = sizeof(float);
-    for (int64_t d : out_dims) bytes *= d;
-    output = TF_AllocateOutput(ctx, 0, TF_FLOAT, out_dims.data(), 4, bytes, status);
-    if (TF_GetCode(status) == TF_OK && bytes > 0 && TF_TensorElementCount(inputs[0]) > 0 &&
-        TF_TensorElementCount(inputs[1]) > 0) {
-      id<TF_MetalStream> stream = mo::metal::StreamOf(ctx, status);
-      if (TF_GetCode(status) == TF_OK) {
-        std::vector<std::vector<int64_t>> shapes;
-        for (auto* t : inputs) shapes.push_back(DimsOf(t));
-        id<MTLDevice> device = stream.currentCommandBuffer.device;
-        const std::string key = KeyOf(device, "conv", shapes, k->attr_key + "/" +
-                                      std::to_string(k->num_bias) + std::to_string(k->num_residual));
-        const FusedConvKernel kc = *k;
-        auto cached = GetOrBuild(key, device, shapes, ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
-          const bool explicit_pad = kc.padding == "EXPLICIT";
-          MPSGraphConvolution2DOpDescriptor* d = [MPSGraphConvolution2DOpDescriptor
-              descriptorWithStrideInX:kc.strides[2]
-                            strideInY:kc.strides[1]
-                      dilationRateInX:kc.dilations[2]
-                      dilationRateInY:kc.dilations[1]
-                               groups:1
-                          paddingLeft:explicit_pad ? kc.explicit_paddings[4] : 0
-                         paddingRight:explicit_pad ? kc.explicit_paddings[5] : 0
-                           paddingTop:explicit_pad ? kc.explicit_paddings[2] : 0
-                        paddingBottom:explicit_pad ? kc.explicit_paddings[3] : 0
-                         paddingStyle:kc.padding == "SAME"    ? MPSGraphPaddingStyleTF_SAME
-                                      : kc.padding == "VALID" ? MPSGraphPaddingStyleTF_VALID
-                                                              : MPSGraphPaddingStyleExplicit
-                           dataLayout:MPSGraphTensorNamedDataLayoutNHWC
-                        weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];
-          MPSGraphTensor* z = [g convolution2DWithSourceTensor:in[0] weightsTensor:in[1] descriptor:d name:nil];
-          NSUInteger next = 2;
-          if (kc.num_bias == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];  // broadcasts [C]
-          if (kc.num_residual == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];
-          return Activate(g, z, kc.act, kc.alpha);
-        });
-        Encode(stream, *cached, inputs, output, out_dims);
-      }
-    }
+  if (k.num_residual == 1 && DimsOf(inputs[2 + k.num_bias]) != out_dims) {
+    call.InvalidArgument("residual must have the output's shape " + mo::metal::ShapeString(out_dims) +
+                         " (no broadcasting), got " + mo::metal::ShapeString(DimsOf(inputs[2 + k.num_bias])));
+    return;
   }
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
-  for (auto* t : inputs) TF_DeleteTensor(t);
-  TF_DeleteTensor(output);
-  TF_DeleteStatus(status);
+  TF_Tensor* output = call.Output(0, TF_FLOAT, out_dims);
+  if (!call.ok() || TF_TensorElementCount(output) == 0) return;
+  const FusedConvKernel kc = k;
+  const std::string attrs = k.attr_key + "/" + std::to_string(k.num_bias) + std::to_string(k.num_residual);
+  if (TF_TensorElementCount(inputs[0]) == 0 || TF_TensorElementCount(inputs[1]) == 0) {
+    // No taps (zero input channels, or an empty input under explicit padding)
+    // sum nothing: the output is
+    // act(0 + bias + residual). The empty input and filter are not buffers, so
+    // the graph takes only the bias and residual.
+    std::vector<TF_Tensor*> terms(inputs.begin() + 2, inputs.end());
+    const std::vector<int64_t> shape = out_dims;
+    RunGraph(call, "conv_no_taps", attrs, terms, output,
+             ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
+               MPSGraphTensor* z = [g constantWithScalar:0.0 shape:ShapeOf(shape) dataType:MPSDataTypeFloat32];
+               for (MPSGraphTensor* term in in) z = [g additionWithPrimaryTensor:z secondaryTensor:term name:nil];
+               return Activate(g, z, kc.act, kc.alpha);
+             });
+    return;
+  }
+  RunGraph(call, "conv", attrs, inputs, output, ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
+    const bool pad = kc.padding == "EXPLICIT";
+    MPSGraphConvolution2DOpDescriptor* d = [MPSGraphConvolution2DOpDescriptor
+        descriptorWithStrideInX:kc.strides[2]
+                      strideInY:kc.strides[1]
+                dilationRateInX:kc.dilations[2]
+                dilationRateInY:kc.dilations[1]
+                         groups:1
+                    paddingLeft:pad ? kc.explicit_paddings[4] : 0
+                   paddingRight:pad ? kc.explicit_paddings[5] : 0
+                     paddingTop:pad ? kc.explicit_paddings[2] : 0
+                  paddingBottom:pad ? kc.explicit_paddings[3] : 0
+                   paddingStyle:kc.padding == "SAME"    ? MPSGraphPaddingStyleTF_SAME
+                                : kc.padding == "VALID" ? MPSGraphPaddingStyleTF_VALID
+                                                        : MPSGraphPaddingStyleExplicit
+                     dataLayout:MPSGraphTensorNamedDataLayoutNHWC
+                  weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];
+    MPSGraphTensor* z = [g convolution2DWithSourceTensor:in[0] weightsTensor:in[1] descriptor:d name:nil];
+    NSUInteger next = 2;
+    if (kc.num_bias == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];  // broadcasts [C]
+    if (kc.num_residual == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];
+    return Activate(g, z, kc.act, kc.alpha);
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -341,15 +341,15 @@ struct ActGradKernel {
 
 void* ActGradCreate(TF_OpKernelConstruction* ctx) {
   auto* k = new ActGradKernel;
-  TF_Status* status = TF_NewStatus();
-  const std::string act = GetStringAttr(ctx, "activation", status);
-  if (TF_GetCode(status) == TF_OK) TF_OpKernelConstruction_GetAttrFloat(ctx, "leaky_relu_alpha", &k->alpha, status);
-  if (TF_GetCode(status) == TF_OK) TF_OpKernelConstruction_GetAttrInt64(ctx, "num_features", &k->num_features, status);
+  mo::metal::AttrReader attrs(ctx);
+  const std::string act = attrs.String("activation");
+  k->alpha = attrs.Float("leaky_relu_alpha");
+  k->num_features = attrs.Int64("num_features");
+  if (!attrs.ok()) return k;
   k->act = ActivationFromName(act);
-  if (TF_GetCode(status) == TF_OK && (k->act < 0 || (k->num_features == 0 && !mo::activation_grad_uses_output(k->act, k->alpha))))
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, "features (the pre-activation) are required for this activation");
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
-  TF_DeleteStatus(status);
+  if (k->act < 0 || (k->num_features == 0 && !mo::activation_grad_uses_output(k->act, k->alpha))) {
+    attrs.InvalidArgument("features (the pre-activation) are required for this activation");
+  }
   return k;
 }
 
@@ -398,64 +398,39 @@ MPSGraphTensor* Derivative(MPSGraph* g, MPSGraphTensor* y, MPSGraphTensor* z, in
   }
 }
 
-void ActGradCompute(void* kernel_ptr, TF_OpKernelContext* ctx) {
-  const auto* k = static_cast<const ActGradKernel*>(kernel_ptr);
-  TF_Status* status = TF_NewStatus();
+void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
+  const ActGradKernel& k = *static_cast<const ActGradKernel*>(kernel_ptr);
   std::vector<TF_Tensor*> inputs;
-  for (int i = 0; i < 2 + k->num_features && TF_GetCode(status) == TF_OK; ++i) {
-    TF_Tensor* t = nullptr;
-    TF_GetInput(ctx, i, &t, status);
-    inputs.push_back(t);
-  }
-  TF_Tensor* output = nullptr;
-  if (TF_GetCode(status) == TF_OK) {
-    const auto dims = DimsOf(inputs[0]);
-    for (auto* t : inputs)
-      if (DimsOf(t) != dims) TF_SetStatus(status, TF_INVALID_ARGUMENT, "gradients, outputs and features must have one shape");
-    if (TF_GetCode(status) == TF_OK)
-      output = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims.data(), static_cast<int>(dims.size()),
-                                 TF_TensorByteSize(inputs[0]), status);
-    if (TF_GetCode(status) == TF_OK && TF_TensorElementCount(inputs[0]) > 0) {
-      id<TF_MetalStream> stream = mo::metal::StreamOf(ctx, status);
-      if (TF_GetCode(status) == TF_OK) {
-        std::vector<std::vector<int64_t>> shapes;
-        for (auto* t : inputs) shapes.push_back(DimsOf(t));
-        id<MTLDevice> device = stream.currentCommandBuffer.device;
-        const int act = k->act;
-        const float alpha = k->alpha;
-        const std::string key = KeyOf(device, "actgrad", shapes, std::to_string(act) + "/" + std::to_string(alpha));
-        auto cached = GetOrBuild(key, device, shapes, ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
-          MPSGraphTensor* z = in.count > 2 ? in[2] : nil;
-          return [g multiplicationWithPrimaryTensor:in[0] secondaryTensor:Derivative(g, in[1], z, act, alpha) name:nil];
-        });
-        Encode(stream, *cached, inputs, output, dims);
-      }
+  for (int i = 0; i < 2 + k.num_features; ++i) inputs.push_back(call.Input(i));
+  if (!call.ok()) return;
+  const auto dims = DimsOf(inputs[0]);
+  for (TF_Tensor* t : inputs) {
+    if (DimsOf(t) != dims) {
+      call.InvalidArgument("gradients, outputs and features must have one shape, got " +
+                           mo::metal::ShapeString(dims) + " and " + mo::metal::ShapeString(DimsOf(t)));
+      return;
     }
   }
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
-  for (auto* t : inputs) TF_DeleteTensor(t);
-  TF_DeleteTensor(output);
-  TF_DeleteStatus(status);
+  TF_Tensor* output = call.Output(0, TF_FLOAT, dims);
+  if (!call.ok() || TF_TensorElementCount(output) == 0) return;
+  const int act = k.act;
+  const float alpha = k.alpha;
+  RunGraph(call, "actgrad", std::to_string(act) + "/" + std::to_string(alpha), inputs, output,
+           ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
+             MPSGraphTensor* z = in.count > 2 ? in[2] : nil;
+             return [g multiplicationWithPrimaryTensor:in[0] secondaryTensor:Derivative(g, in[1], z, act, alpha)
+                                                  name:nil];
+           });
 }
 
-bool RegisterFusedConvMetalKernels() {
-  struct Spec {
-    const char* op;
-    void* (*create)(TF_OpKernelConstruction*);
-    void (*compute)(void*, TF_OpKernelContext*);
-    void (*destroy)(void*);
-  } specs[] = {{"MetalOpsFusedConv2D", &FusedConvCreate, &FusedConvCompute, &FusedConvDelete},
-               {"MetalOpsFusedActivationGrad", &ActGradCreate, &ActGradCompute, &ActGradDelete}};
-  for (const auto& s : specs) {
-    TF_Status* status = TF_NewStatus();
-    TF_KernelBuilder* builder = TF_NewKernelBuilder(s.op, "GPU", s.create, s.compute, s.destroy);
-    TF_KernelBuilder_TypeConstraint(builder, "T", TF_FLOAT, status);
-    if (TF_GetCode(status) == TF_OK) TF_RegisterKernelBuilder((std::string(s.op) + "Metal").c_str(), builder, status);
-    TF_DeleteStatus(status);
-  }
+bool Register() {
+  mo::metal::RegisterKernel("MetalOpsFusedConv2D", TF_FLOAT, &FusedConvCreate, &mo::metal::Compute<FusedConv>,
+                            &FusedConvDelete);
+  mo::metal::RegisterKernel("MetalOpsFusedActivationGrad", TF_FLOAT, &ActGradCreate, &mo::metal::Compute<ActGrad>,
+                            &ActGradDelete);
   return true;
 }
 
-const bool fused_conv_metal_kernels_registered = RegisterFusedConvMetalKernels();
+const bool registered = Register();
 
 }  // namespace

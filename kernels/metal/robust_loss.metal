@@ -6,7 +6,8 @@
 // channels g, g + G, ... over all rows. Each thread sums its elements in a
 // register and adds the sum to dalpha / dscale with one atomic per channel it
 // owns, so the number of atomics is about G, not the number of elements.
-// The host zero-fills dalpha / dscale first.
+// The host zero-fills dalpha / dscale first. atomic_float needs MSL 3.0:
+// metal_ops: msl 3.0
 #include "kernels/common/robust_loss.h"
 
 #define METAL_OPS_ROBUST_LOSS_KERNELS(SUFFIX, T)                                                  \
@@ -26,8 +27,8 @@
   kernel void robust_loss_backward_##SUFFIX(                                                      \
       device const T* grad [[buffer(0)]], device const T* x [[buffer(1)]],                         \
       device const float* alpha [[buffer(2)]], device const float* scale [[buffer(3)]],            \
-      device T* dx [[buffer(4)]], device atomic_float* dalpha [[buffer(5)]],                       \
-      device atomic_float* dscale [[buffer(6)]], constant mo::RobustLossParams& p [[buffer(7)]],   \
+      device T* dx [[buffer(4)]], device metal::atomic_float* dalpha [[buffer(5)]],                       \
+      device metal::atomic_float* dscale [[buffer(6)]], constant mo::RobustLossParams& p [[buffer(7)]],   \
       uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {                 \
     const mo::int64 channels = p.channels;                                                         \
     const mo::int64 rows = p.num_elements / channels;                                              \
@@ -54,10 +55,10 @@
         sum_a += g * d_a;                                                                          \
         sum_c += g * d_c;                                                                          \
       }                                                                                            \
-      atomic_fetch_add_explicit(dalpha + mo::robust_loss_param_index(col, channels, p.alpha_vec),  \
-                                sum_a, memory_order_relaxed);                                      \
-      atomic_fetch_add_explicit(dscale + mo::robust_loss_param_index(col, channels, p.scale_vec),  \
-                                sum_c, memory_order_relaxed);                                      \
+      metal::atomic_fetch_add_explicit(dalpha + mo::robust_loss_param_index(col, channels, p.alpha_vec),  \
+                                sum_a, metal::memory_order_relaxed);                                      \
+      metal::atomic_fetch_add_explicit(dscale + mo::robust_loss_param_index(col, channels, p.scale_vec),  \
+                                sum_c, metal::memory_order_relaxed);                                      \
     }                                                                                              \
   }
 

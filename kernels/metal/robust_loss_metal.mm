@@ -1,11 +1,9 @@
-// RobustLoss on the Metal PluggableDevice ("GPU" with tensorflow-metal), kernel
-// C API + TF_MetalStream, like zero_out_metal.mm. Shaders: robust_loss.metal
+// RobustLoss on the Metal PluggableDevice ("GPU" with tensorflow-metal),
+// through the shared glue (metal_kernel.h). Shaders: robust_loss.metal
 // (formulas from kernels/common/robust_loss.h). float32 and float16 (MSL's
-// bfloat needs Metal 3.1 and is not registered).
-//
-// Not compiled or run here (no Mac); see docs/LOSSES.md. alpha / scale stay on
-// the device: invalid values give NaN elements (no host read-back).
-#import "kernels/metal/metal_context.h"
+// bfloat needs Metal 3.1 and is not registered). alpha / scale stay on the
+// device: invalid values give NaN elements (no host read-back).
+#import "kernels/metal/metal_kernel.h"
 
 #include <string>
 #include <vector>
@@ -14,15 +12,11 @@
 
 namespace {
 
-std::vector<int64_t> DimsOf(TF_Tensor* t) {
-  std::vector<int64_t> dims(TF_NumDims(t));
-  for (size_t d = 0; d < dims.size(); ++d) dims[d] = TF_Dim(t, static_cast<int>(d));
-  return dims;
-}
+using mo::metal::DimsOf;
 
-// Fills params for x / alpha / scale or sets INVALID_ARGUMENT naming the argument.
-bool LayoutOf(TF_Tensor* x, TF_Tensor* alpha, TF_Tensor* scale, mo::RobustLossParams* params,
-              TF_Status* status) {
+// Fills params for x / alpha / scale, or fails the call naming the argument.
+bool LayoutOf(mo::metal::KernelCall& call, TF_Tensor* x, TF_Tensor* alpha, TF_Tensor* scale,
+              mo::RobustLossParams* params) {
   const std::vector<int64_t> xd = DimsOf(x);
   const int64_t last = xd.empty() ? 1 : xd.back();
   TF_Tensor* ps[2] = {alpha, scale};
@@ -31,9 +25,9 @@ bool LayoutOf(TF_Tensor* x, TF_Tensor* alpha, TF_Tensor* scale, mo::RobustLossPa
   for (int j = 0; j < 2; ++j) {
     const int64_t count = TF_TensorElementCount(ps[j]);
     if (TF_NumDims(ps[j]) > 1 || (count != 1 && (xd.empty() || TF_NumDims(ps[j]) == 0 || count != last))) {
-      const std::string msg = std::string("RobustLoss: '") + names[j] +
-                              "' must be a scalar, [1] or [C] with C the last dimension of 'x'";
-      TF_SetStatus(status, TF_INVALID_ARGUMENT, msg.c_str());
+      call.InvalidArgument(std::string("RobustLoss: '") + names[j] +
+                           "' must be a scalar, [1] or [C] with C the last dimension of 'x', got shape " +
+                           mo::metal::ShapeString(DimsOf(ps[j])) + " for 'x' " + mo::metal::ShapeString(xd));
       return false;
     }
     vec[j] = count != 1 ? 1 : 0;
@@ -45,133 +39,70 @@ bool LayoutOf(TF_Tensor* x, TF_Tensor* alpha, TF_Tensor* scale, mo::RobustLossPa
   return true;
 }
 
-const char* Suffix(TF_DataType dtype) {
-  return dtype == TF_HALF ? "float16" : "float32";
+std::string Shader(const char* kind, TF_DataType dtype) {
+  return std::string("robust_loss_") + kind + (dtype == TF_HALF ? "_float16" : "_float32");
 }
 
-void* CreateNothing(TF_OpKernelConstruction*) { return nullptr; }
-void DeleteNothing(void*) {}
-
-void RobustLossMetalCompute(void*, TF_OpKernelContext* ctx) {
-  TF_Status* status = TF_NewStatus();
-  TF_Tensor *x = nullptr, *alpha = nullptr, *scale = nullptr, *out = nullptr;
-  TF_GetInput(ctx, 0, &x, status);
-  if (TF_GetCode(status) == TF_OK) TF_GetInput(ctx, 1, &alpha, status);
-  if (TF_GetCode(status) == TF_OK) TF_GetInput(ctx, 2, &scale, status);
+void Forward(void*, mo::metal::KernelCall& call) {
+  TF_Tensor* x = call.Input(0);
+  TF_Tensor* alpha = call.Input(1);
+  TF_Tensor* scale = call.Input(2);
   mo::RobustLossParams params = {};
-  if (TF_GetCode(status) == TF_OK && LayoutOf(x, alpha, scale, &params, status)) {
-    const TF_DataType dtype = TF_TensorType(x);
-    const std::vector<int64_t> dims = DimsOf(x);
-    out = TF_AllocateOutput(ctx, 0, dtype, dims.data(), static_cast<int>(dims.size()), TF_TensorByteSize(x), status);
-    if (TF_GetCode(status) == TF_OK && params.num_elements > 0) {
-      id<TF_MetalStream> stream = mo::metal::StreamOf(ctx, status);
-      const std::string name = std::string("robust_loss_forward_") + Suffix(dtype);
-      id<MTLComputePipelineState> pipeline =
-          TF_GetCode(status) == TF_OK ? mo::metal::GetPipeline(stream.currentCommandBuffer.device, name, status) : nil;
-      if (pipeline != nil) {
-        id<MTLBuffer> bx = mo::metal::BufferOf(x), ba = mo::metal::BufferOf(alpha), bs = mo::metal::BufferOf(scale);
-        id<MTLBuffer> bo = mo::metal::BufferOf(out);
-        dispatch_sync(stream.queue, ^() {
-          id<MTLComputeCommandEncoder> encoder = [stream.currentCommandBuffer computeCommandEncoder];
-          [encoder setBuffer:bx offset:0 atIndex:0];
-          [encoder setBuffer:ba offset:0 atIndex:1];
-          [encoder setBuffer:bs offset:0 atIndex:2];
-          [encoder setBuffer:bo offset:0 atIndex:3];
-          [encoder setBytes:&params length:sizeof(params) atIndex:4];
-          mo::metal::Dispatch1D(encoder, pipeline, static_cast<uint64_t>(params.num_elements));
-          [encoder endEncoding];
-          [stream commit];
-        });
-      }
-    }
-  }
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
-  TF_DeleteTensor(x);
-  TF_DeleteTensor(alpha);
-  TF_DeleteTensor(scale);
-  TF_DeleteTensor(out);
-  TF_DeleteStatus(status);
+  if (!call.ok() || !LayoutOf(call, x, alpha, scale, &params)) return;
+  const TF_DataType dtype = TF_TensorType(x);
+  TF_Tensor* out = call.Output(0, dtype, DimsOf(x));
+  if (!call.ok() || params.num_elements == 0) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    id<MTLComputePipelineState> pipeline = e.Pipeline("robust_loss", Shader("forward", dtype));
+    if (!e.ok()) return;
+    e.Tensor(0, x).Tensor(1, alpha).Tensor(2, scale).Tensor(3, out).Value(4, params);
+    e.Dispatch(pipeline, static_cast<uint64_t>(params.num_elements));
+  });
 }
 
-void RobustLossGradMetalCompute(void*, TF_OpKernelContext* ctx) {
-  TF_Status* status = TF_NewStatus();
-  TF_Tensor *grad = nullptr, *x = nullptr, *alpha = nullptr, *scale = nullptr;
-  TF_Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
-  TF_GetInput(ctx, 0, &grad, status);
-  if (TF_GetCode(status) == TF_OK) TF_GetInput(ctx, 1, &x, status);
-  if (TF_GetCode(status) == TF_OK) TF_GetInput(ctx, 2, &alpha, status);
-  if (TF_GetCode(status) == TF_OK) TF_GetInput(ctx, 3, &scale, status);
+void Backward(void*, mo::metal::KernelCall& call) {
+  TF_Tensor* grad = call.Input(0);
+  TF_Tensor* x = call.Input(1);
+  TF_Tensor* alpha = call.Input(2);
+  TF_Tensor* scale = call.Input(3);
+  if (!call.ok()) return;
+  if (DimsOf(grad) != DimsOf(x)) {
+    call.InvalidArgument("RobustLossGrad: 'grad' and 'x' must have the same shape, got " +
+                         mo::metal::ShapeString(DimsOf(grad)) + " and " + mo::metal::ShapeString(DimsOf(x)));
+    return;
+  }
   mo::RobustLossParams params = {};
-  if (TF_GetCode(status) == TF_OK && DimsOf(grad) != DimsOf(x)) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, "RobustLossGrad: 'grad' and 'x' must have the same shape");
-  }
-  if (TF_GetCode(status) == TF_OK && LayoutOf(x, alpha, scale, &params, status)) {
-    const TF_DataType dtype = TF_TensorType(x);
-    const std::vector<int64_t> xd = DimsOf(x), ad = DimsOf(alpha), sd = DimsOf(scale);
-    dx = TF_AllocateOutput(ctx, 0, dtype, xd.data(), static_cast<int>(xd.size()), TF_TensorByteSize(x), status);
-    if (TF_GetCode(status) == TF_OK)
-      dalpha = TF_AllocateOutput(ctx, 1, TF_FLOAT, ad.data(), static_cast<int>(ad.size()), TF_TensorByteSize(alpha), status);
-    if (TF_GetCode(status) == TF_OK)
-      dscale = TF_AllocateOutput(ctx, 2, TF_FLOAT, sd.data(), static_cast<int>(sd.size()), TF_TensorByteSize(scale), status);
-    if (TF_GetCode(status) == TF_OK) {
-      id<TF_MetalStream> stream = mo::metal::StreamOf(ctx, status);
-      const std::string name = std::string("robust_loss_backward_") + Suffix(dtype);
-      id<MTLComputePipelineState> pipeline =
-          TF_GetCode(status) == TF_OK ? mo::metal::GetPipeline(stream.currentCommandBuffer.device, name, status) : nil;
-      if (pipeline != nil) {
-        id<MTLBuffer> bg = mo::metal::BufferOf(grad), bx = mo::metal::BufferOf(x);
-        id<MTLBuffer> ba = mo::metal::BufferOf(alpha), bs = mo::metal::BufferOf(scale);
-        id<MTLBuffer> bdx = mo::metal::BufferOf(dx), bda = mo::metal::BufferOf(dalpha), bds = mo::metal::BufferOf(dscale);
-        const size_t da_bytes = TF_TensorByteSize(alpha), ds_bytes = TF_TensorByteSize(scale);
-        const int64_t n = params.num_elements;
-        dispatch_sync(stream.queue, ^() {
-          // The shader accumulates dalpha / dscale with atomics: zero them first.
-          id<MTLBlitCommandEncoder> blit = [stream.currentCommandBuffer blitCommandEncoder];
-          [blit fillBuffer:bda range:NSMakeRange(0, da_bytes) value:0];
-          [blit fillBuffer:bds range:NSMakeRange(0, ds_bytes) value:0];
-          [blit endEncoding];
-          if (n > 0) {
-            id<MTLComputeCommandEncoder> encoder = [stream.currentCommandBuffer computeCommandEncoder];
-            [encoder setBuffer:bg offset:0 atIndex:0];
-            [encoder setBuffer:bx offset:0 atIndex:1];
-            [encoder setBuffer:ba offset:0 atIndex:2];
-            [encoder setBuffer:bs offset:0 atIndex:3];
-            [encoder setBuffer:bdx offset:0 atIndex:4];
-            [encoder setBuffer:bda offset:0 atIndex:5];
-            [encoder setBuffer:bds offset:0 atIndex:6];
-            [encoder setBytes:&params length:sizeof(params) atIndex:7];
-            // Threads loop over rows; capping the grid caps the number of atomics.
-            const uint64_t threads = n < (1 << 16) ? static_cast<uint64_t>(n) : (1ull << 16);
-            mo::metal::Dispatch1D(encoder, pipeline, threads);
-            [encoder endEncoding];
-          }
-          [stream commit];
-        });
-      }
-    }
-  }
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
-  TF_Tensor* all[] = {grad, x, alpha, scale, dx, dalpha, dscale};
-  for (TF_Tensor* t : all) TF_DeleteTensor(t);
-  TF_DeleteStatus(status);
+  if (!LayoutOf(call, x, alpha, scale, &params)) return;
+  const TF_DataType dtype = TF_TensorType(x);
+  TF_Tensor* dx = call.Output(0, dtype, DimsOf(x));
+  TF_Tensor* dalpha = call.Output(1, TF_FLOAT, DimsOf(alpha));
+  TF_Tensor* dscale = call.Output(2, TF_FLOAT, DimsOf(scale));
+  if (!call.ok()) return;
+  const int64_t n = params.num_elements;
+  call.Encode([&](mo::metal::Encoder& e) {
+    id<MTLComputePipelineState> pipeline = n > 0 ? e.Pipeline("robust_loss", Shader("backward", dtype)) : nil;
+    if (!e.ok()) return;
+    // The shader accumulates dalpha / dscale with atomics: zero them first
+    // (also when x is empty, so the gradients are zeros).
+    e.Zero(dalpha).Zero(dscale);
+    if (n == 0) return;
+    e.Tensor(0, grad).Tensor(1, x).Tensor(2, alpha).Tensor(3, scale);
+    e.Tensor(4, dx).Tensor(5, dalpha).Tensor(6, dscale).Value(7, params);
+    // Threads loop over rows; capping the grid caps the number of atomics.
+    e.Dispatch(pipeline, n < (int64_t(1) << 16) ? static_cast<uint64_t>(n) : (uint64_t(1) << 16));
+  });
 }
 
-bool RegisterRobustLossMetalKernels() {
-  const TF_DataType types[] = {TF_FLOAT, TF_HALF};
-  for (TF_DataType type : types) {
-    struct { const char* op; void (*compute)(void*, TF_OpKernelContext*); } kernels[] = {
-        {"MetalOpsRobustLoss", &RobustLossMetalCompute}, {"MetalOpsRobustLossGrad", &RobustLossGradMetalCompute}};
-    for (const auto& k : kernels) {
-      TF_Status* status = TF_NewStatus();
-      TF_KernelBuilder* builder = TF_NewKernelBuilder(k.op, "GPU", &CreateNothing, k.compute, &DeleteNothing);
-      TF_KernelBuilder_TypeConstraint(builder, "T", type, status);
-      if (TF_GetCode(status) == TF_OK) TF_RegisterKernelBuilder((std::string(k.op) + "Metal").c_str(), builder, status);
-      TF_DeleteStatus(status);
-    }
+bool Register() {
+  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
+    mo::metal::RegisterKernel("MetalOpsRobustLoss", type, &mo::metal::CreateNothing, &mo::metal::Compute<Forward>,
+                              &mo::metal::DeleteNothing);
+    mo::metal::RegisterKernel("MetalOpsRobustLossGrad", type, &mo::metal::CreateNothing,
+                              &mo::metal::Compute<Backward>, &mo::metal::DeleteNothing);
   }
   return true;
 }
 
-const bool robust_loss_metal_kernels_registered = RegisterRobustLossMetalKernels();
+const bool registered = Register();
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Runs the DistortionLoss Metal shaders on the CPU (see kernels/metal/msl_shim.h).
 #include "kernels/metal/msl_shim.h"
-#include "kernels/metal/distortion_loss.metal"
+#include "distortion_loss.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 extern "C" {
 

@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "kernels/metal/msl_shim.h"
-#include "kernels/metal/hash_encode.metal"
+#include "hash_encode.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 namespace {
 
@@ -78,8 +78,8 @@ void Backward(TableGrad table_grad, TableGradFixed table_grad_fixed, InputGrad i
       RunGrid(hash_encode_zero_u32, GridFor(2 * n_table, max_grid), pairs, zero_pairs);
       RunGrid(hash_encode_zero_u32, GridFor(1, max_grid), bits, zero_bits);
       const HashEncodeCountParams dy_count = {n_dy, p.num_points};
-      RunGrid(max_abs, GridFor(n_dy, max_grid), dy, reinterpret_cast<atomic_uint*>(bits), dy_count);
-      RunGrid(table_grad_fixed, GridFor(scatter_threads, max_grid), dy, x, reinterpret_cast<atomic_uint*>(pairs),
+      RunGrid(max_abs, GridFor(n_dy, max_grid), dy, reinterpret_cast<metal::atomic_uint*>(bits), dy_count);
+      RunGrid(table_grad_fixed, GridFor(scatter_threads, max_grid), dy, x, reinterpret_cast<metal::atomic_uint*>(pairs),
               p, static_cast<const uint*>(bits));
       const HashEncodeCountParams table_count = {n_table, p.num_points};
       RunGrid(fixed_to_table, GridFor(n_table, max_grid), static_cast<const uint*>(pairs),
@@ -90,7 +90,7 @@ void Backward(TableGrad table_grad, TableGradFixed table_grad_fixed, InputGrad i
                                                   : reinterpret_cast<float*>(workspace);
       const HashEncodeCountParams count = {n_table, p.num_points};
       RunGrid(hash_encode_zero_u32, GridFor(n_table, max_grid), reinterpret_cast<uint*>(sums), count);
-      RunGrid(table_grad, GridFor(scatter_threads, max_grid), dy, x, reinterpret_cast<atomic_float*>(sums), p);
+      RunGrid(table_grad, GridFor(scatter_threads, max_grid), dy, x, reinterpret_cast<metal::atomic_float*>(sums), p);
       if (!std::is_same<T, float>::value) {
         RunGrid(hash_encode_float_to_half, GridFor(n_table, max_grid), static_cast<const float*>(sums),
                 reinterpret_cast<half*>(grad_table), count);

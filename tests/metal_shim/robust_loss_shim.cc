@@ -1,6 +1,6 @@
 // Runs the RobustLoss Metal shaders on the CPU (see kernels/metal/msl_shim.h).
 #include "kernels/metal/msl_shim.h"
-#include "kernels/metal/robust_loss.metal"
+#include "robust_loss.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 extern "C" {
 
@@ -17,10 +17,10 @@ void shim_robust_loss_backward(const float* grad, const float* x, const float* a
                                int64_t n, int64_t channels, int64_t alpha_vec, int64_t scale_vec,
                                uint grid) {
   const mo::RobustLossParams p = {n, channels, alpha_vec, scale_vec};
-  static_assert(sizeof(atomic_float) == sizeof(float), "atomic_float must alias float");
+  static_assert(sizeof(metal::atomic_float) == sizeof(float), "atomic_float must alias float");
   for (uint gid = 0; gid < grid; ++gid) {
-    robust_loss_backward_float32(grad, x, alpha, scale, dx, reinterpret_cast<atomic_float*>(dalpha),
-                                 reinterpret_cast<atomic_float*>(dscale), p, gid, grid);
+    robust_loss_backward_float32(grad, x, alpha, scale, dx, reinterpret_cast<metal::atomic_float*>(dalpha),
+                                 reinterpret_cast<metal::atomic_float*>(dscale), p, gid, grid);
   }
 }
 

@@ -1,6 +1,6 @@
 // Runs the VolumeRender Metal shaders on the CPU (see kernels/metal/msl_shim.h).
 #include "kernels/metal/msl_shim.h"
-#include "kernels/metal/volume_render.metal"
+#include "volume_render.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 extern "C" {
 

@@ -1,6 +1,6 @@
 // Runs the ZeroOut Metal shaders on the CPU (see kernels/metal/msl_shim.h).
 #include "kernels/metal/msl_shim.h"
-#include "kernels/metal/zero_out.metal"
+#include "zero_out.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 namespace {
 

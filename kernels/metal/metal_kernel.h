@@ -1,0 +1,192 @@
+// The shared host glue of every Metal kernel (kernel C API + tensorflow-metal's
+// TF_MetalStream), so each op's *_metal.mm holds only what is specific to it:
+//
+//   void Compute(void* kernel, mo::metal::KernelCall& call) {
+//     TF_Tensor* x = call.Input(0);
+//     ... checks: call.InvalidArgument("...") ...
+//     TF_Tensor* y = call.Output(0, TF_FLOAT, {n});
+//     call.Encode([&](mo::metal::Encoder& e) {
+//       id<MTLComputePipelineState> p = e.Pipeline("my_op", "my_op_forward");
+//       if (!e.ok()) return;
+//       e.Tensor(0, x).Tensor(1, y).Value(2, params).Dispatch(p, n);
+//     });
+//   }
+//   mo::metal::RegisterKernel("MetalOpsMyOp", TF_FLOAT, &Create, &mo::metal::Compute<MyCompute>, &Delete);
+//
+// What it takes care of: an autorelease pool around every Compute and every
+// queue block (TF's executor threads live as long as the process); reading
+// the stream's currentCommandBuffer and encoding only inside
+// dispatch_sync(stream.queue) (tensorflow-metal creates the buffer lazily and
+// its commit drops it on that queue); never binding an empty tensor's data as
+// a buffer; pipelines compiled once per device from the shader sources
+// embedded in the library; status reporting and tensor cleanup.
+#ifndef METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
+#define METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
+
+#import <Foundation/Foundation.h>
+#import <Metal/Metal.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/metal/metal_rules.h"
+#import "kernels/metal/tf_metal_stream.h"
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/c/tf_datatype.h"
+#include "tensorflow/c/tf_status.h"
+#include "tensorflow/c/tf_tensor.h"
+
+namespace mo {
+namespace metal {
+
+// The pipeline of `function` in the embedded shader library `library` (the
+// stem of a kernels/metal/<library>.metal file), compiled on first use per
+// device and cached for the process. nil, with `status` set naming the
+// function (and the compiler's log), on failure.
+id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* library, const std::string& function,
+                                        TF_Status* status);
+
+// Encodes compute work on one command buffer; handed out by KernelCall::Encode
+// while the stream's queue is held. The MTLComputeCommandEncoder is opened on
+// first use, so a body that fails before binding anything encodes nothing.
+class Encoder {
+ public:
+  Encoder(id<MTLCommandBuffer> command_buffer, TF_Status* status);
+  Encoder(const Encoder&) = delete;
+  Encoder& operator=(const Encoder&) = delete;
+
+  bool ok() const { return TF_GetCode(status_) == TF_OK; }
+  TF_Status* status() const { return status_; }
+  id<MTLDevice> device() const { return command_buffer_.device; }
+  id<MTLCommandBuffer> command_buffer() const { return command_buffer_; }
+
+  // GetPipeline on this command buffer's device. Take every pipeline a body
+  // needs before its first Dispatch, so a failure encodes nothing.
+  id<MTLComputePipelineState> Pipeline(const char* library, const std::string& function);
+
+  // Binds a tensor's MTLBuffer, or a placeholder for an empty tensor (whose
+  // data is no buffer; see TensorHasMetalBuffer). nullptr binds the placeholder too.
+  Encoder& Tensor(NSUInteger index, TF_Tensor* tensor);
+  Encoder& Bytes(NSUInteger index, const void* data, size_t length);
+  template <typename T>
+  Encoder& Value(NSUInteger index, const T& value) {
+    static_assert(std::is_trivially_copyable<T>::value, "Metal argument structs are plain data");
+    return Bytes(index, &value, sizeof(T));
+  }
+  // A 1-D grid of about `num_threads` threads (ThreadgroupCount); shaders loop
+  // grid-stride and bound-check their own sizes.
+  Encoder& Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_threads);
+  // Zero-fills a tensor (a blit; nothing for an empty tensor). Work encoded
+  // before and after it runs in order.
+  Encoder& Zero(TF_Tensor* tensor);
+
+  // The command buffer for work encoded by others (MPS, MPSGraph): ends this
+  // encoder's open compute pass and counts as encoded work.
+  id<MTLCommandBuffer> ExternalEncoding();
+
+  // Ends the open encoder; true when any work was encoded.
+  bool End();
+
+ private:
+  id<MTLComputeCommandEncoder> Compute();
+
+  id<MTLCommandBuffer> command_buffer_;
+  id<MTLComputeCommandEncoder> encoder_ = nil;
+  bool encoded_ = false;
+  TF_Status* status_;
+};
+
+// One Compute call: owns the status and every tensor it hands out, reports
+// the failure to TensorFlow and frees them when it goes out of scope.
+class KernelCall {
+ public:
+  explicit KernelCall(TF_OpKernelContext* ctx);
+  ~KernelCall();
+  KernelCall(const KernelCall&) = delete;
+  KernelCall& operator=(const KernelCall&) = delete;
+
+  bool ok() const { return TF_GetCode(status_) == TF_OK; }
+  TF_Status* status() const { return status_; }
+  TF_OpKernelContext* context() const { return ctx_; }
+  void Fail(TF_Code code, const std::string& message);
+  void InvalidArgument(const std::string& message) { Fail(TF_INVALID_ARGUMENT, message); }
+
+  // nullptr once the call has failed (every later step is then skipped).
+  TF_Tensor* Input(int index);
+  TF_Tensor* Output(int index, TF_DataType dtype, const std::vector<int64_t>& dims);
+  TF_Tensor* Temp(TF_DataType dtype, const std::vector<int64_t>& dims);
+
+  // Runs body(Encoder&) inside dispatch_sync(stream.queue) and an autorelease
+  // pool, on the stream's current command buffer, then commits it if the body
+  // encoded anything. Does nothing once the call has failed.
+  template <typename Body>
+  void Encode(Body&& body) {
+    using B = typename std::remove_reference<Body>::type;
+    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body);
+  }
+
+ private:
+  void EncodeImpl(void (*fn)(void*, Encoder&), void* arg);
+  TF_Tensor* Keep(TF_Tensor* tensor);
+
+  TF_OpKernelContext* ctx_;
+  TF_Status* status_;
+  std::vector<TF_Tensor*> tensors_;
+};
+
+// The TF compute callback for `F(void* kernel, KernelCall&)`, inside an
+// autorelease pool.
+template <void (*F)(void*, KernelCall&)>
+void Compute(void* kernel, TF_OpKernelContext* ctx) {
+  @autoreleasepool {
+    KernelCall call(ctx);
+    F(kernel, call);
+  }
+}
+
+// Attribute reads during kernel construction; the first failure sticks and
+// is reported by Finish().
+class AttrReader {
+ public:
+  explicit AttrReader(TF_OpKernelConstruction* ctx);
+  ~AttrReader();
+  AttrReader(const AttrReader&) = delete;
+  AttrReader& operator=(const AttrReader&) = delete;
+
+  bool ok() const { return TF_GetCode(status_) == TF_OK; }
+  void InvalidArgument(const std::string& message);
+  int32_t Int(const char* name);
+  int64_t Int64(const char* name);
+  float Float(const char* name);
+  bool Bool(const char* name);
+  std::string String(const char* name);
+  std::vector<int64_t> IntList(const char* name);
+  // Reports a failure to TensorFlow (the kernel then never runs).
+  void Finish();
+
+ private:
+  TF_OpKernelConstruction* ctx_;
+  TF_Status* status_;
+  bool finished_ = false;
+};
+
+// Registers `compute` for `op` on the Metal device ("GPU"), constrained to
+// `type` for the attribute "T" unless `type` is kNoTypeConstraint.
+constexpr TF_DataType kNoTypeConstraint = static_cast<TF_DataType>(0);
+bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
+                    void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*));
+
+// For ops whose kernels keep no state.
+inline void* CreateNothing(TF_OpKernelConstruction*) { return nullptr; }
+inline void DeleteNothing(void*) {}
+
+std::vector<int64_t> DimsOf(TF_Tensor* tensor);
+std::string ShapeString(const std::vector<int64_t>& dims);
+
+}  // namespace metal
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_

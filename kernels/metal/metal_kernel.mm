@@ -1,0 +1,356 @@
+// The shared Metal host glue (see metal_kernel.h): pipelines compiled from the
+// embedded shader sources, the encoder, the per-call state, attribute reads
+// and kernel registration.
+#import "kernels/metal/metal_kernel.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "kernels/metal/embedded_sources.h"
+
+namespace mo {
+namespace metal {
+namespace {
+
+const EmbeddedMetalSource* FindSource(const char* library) {
+  for (size_t i = 0; i < kNumEmbeddedMetalSources; ++i) {
+    if (std::strcmp(kEmbeddedMetalSources[i].library, library) == 0) return &kEmbeddedMetalSources[i];
+  }
+  return nullptr;
+}
+
+std::string Describe(NSError* error) {
+  if (error == nil) return "no error description";
+  return std::string(error.localizedDescription.UTF8String);
+}
+
+// Caches live for the process (never destroyed: kernels may run during exit).
+struct PipelineCache {
+  std::mutex mutex;
+  std::map<std::pair<uint64_t, std::string>, id<MTLLibrary>> libraries;
+  std::map<std::tuple<uint64_t, std::string, std::string>, id<MTLComputePipelineState>> pipelines;
+  std::map<uint64_t, id<MTLBuffer>> placeholders;
+};
+
+PipelineCache& Cache() {
+  static PipelineCache* cache = new PipelineCache;
+  return *cache;
+}
+
+id<MTLLibrary> CompileLibrary(id<MTLDevice> device, const char* library, TF_Status* status) {
+  const EmbeddedMetalSource* source = FindSource(library);
+  if (source == nullptr) {
+    TF_SetStatus(status, TF_INTERNAL,
+                 (std::string("metal_ops: no embedded Metal source named '") + library + "'").c_str());
+    return nil;
+  }
+  const NSOperatingSystemVersion os = NSProcessInfo.processInfo.operatingSystemVersion;
+  const MslVersion have = MslVersionForMacOS(static_cast<int>(os.majorVersion));
+  const MslVersion need = {source->msl_major, source->msl_minor};
+  if (!MslAtLeast(have, need)) {
+    TF_SetStatus(status, TF_UNIMPLEMENTED,
+                 MslTooOldMessage(library, need, static_cast<int>(os.majorVersion),
+                                  static_cast<int>(os.minorVersion))
+                     .c_str());
+    return nil;
+  }
+  MTLCompileOptions* options = [[MTLCompileOptions alloc] init];
+  options.languageVersion = static_cast<MTLLanguageVersion>(MtlLanguageVersionValue(need));
+  // The shaders test for NaN and infinity (bad rays, bounds); fast math may
+  // fold those tests away. fastMathEnabled is deprecated in the macOS 15 SDK
+  // (mathMode replaces it) but is the API every supported macOS has.
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+  options.fastMathEnabled = NO;
+#pragma clang diagnostic pop
+  NSError* error = nil;
+  id<MTLLibrary> compiled = [device newLibraryWithSource:@(source->source) options:options error:&error];
+  if (compiled == nil) {
+    const std::string message = std::string("metal_ops: compiling the Metal shaders of '") + library +
+                                "' (MSL " + MslVersionString(need) + ") failed: " + Describe(error);
+    TF_SetStatus(status, TF_INTERNAL, message.c_str());
+  }
+  return compiled;
+}
+
+id<MTLBuffer> Placeholder(id<MTLDevice> device) {
+  PipelineCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  __strong id<MTLBuffer>& buffer = cache.placeholders[device.registryID];
+  if (buffer == nil) buffer = [device newBufferWithLength:16 options:MTLResourceStorageModePrivate];
+  return buffer;
+}
+
+}  // namespace
+
+id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* library, const std::string& function,
+                                        TF_Status* status) {
+  PipelineCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  const uint64_t device_id = device.registryID;
+  const auto key = std::make_tuple(device_id, std::string(library), function);
+  const auto found = cache.pipelines.find(key);
+  if (found != cache.pipelines.end()) return found->second;
+
+  __strong id<MTLLibrary>& compiled = cache.libraries[std::make_pair(device_id, std::string(library))];
+  if (compiled == nil) compiled = CompileLibrary(device, library, status);
+  if (compiled == nil) return nil;  // not cached: the status says why, and a later call retries
+  id<MTLFunction> entry = [compiled newFunctionWithName:@(function.c_str())];
+  if (entry == nil) {
+    const std::string message = "metal_ops: Metal function '" + function + "' is not in the shaders of '" +
+                                library + "'";
+    TF_SetStatus(status, TF_INTERNAL, message.c_str());
+    return nil;
+  }
+  NSError* error = nil;
+  id<MTLComputePipelineState> pipeline = [device newComputePipelineStateWithFunction:entry error:&error];
+  if (pipeline == nil) {
+    const std::string message = "metal_ops: building the pipeline of Metal function '" + function +
+                                "' failed: " + Describe(error);
+    TF_SetStatus(status, TF_INTERNAL, message.c_str());
+    return nil;
+  }
+  cache.pipelines[key] = pipeline;
+  return pipeline;
+}
+
+// ---- Encoder -------------------------------------------------------------------------
+
+Encoder::Encoder(id<MTLCommandBuffer> command_buffer, TF_Status* status)
+    : command_buffer_(command_buffer), status_(status) {}
+
+id<MTLComputePipelineState> Encoder::Pipeline(const char* library, const std::string& function) {
+  if (!ok()) return nil;
+  return GetPipeline(device(), library, function, status_);
+}
+
+id<MTLComputeCommandEncoder> Encoder::Compute() {
+  if (encoder_ == nil) encoder_ = [command_buffer_ computeCommandEncoder];
+  encoded_ = true;
+  return encoder_;
+}
+
+Encoder& Encoder::Tensor(NSUInteger index, TF_Tensor* tensor) {
+  if (!ok()) return *this;
+  if (tensor != nullptr && TensorHasMetalBuffer(TF_TensorElementCount(tensor))) {
+    [Compute() setBuffer:(__bridge id<MTLBuffer>)TF_TensorData(tensor) offset:0 atIndex:index];
+  } else {
+    [Compute() setBuffer:Placeholder(device()) offset:0 atIndex:index];
+  }
+  return *this;
+}
+
+Encoder& Encoder::Bytes(NSUInteger index, const void* data, size_t length) {
+  if (!ok()) return *this;
+  [Compute() setBytes:data length:length atIndex:index];
+  return *this;
+}
+
+Encoder& Encoder::Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_threads) {
+  if (!ok()) return *this;
+  if (pipeline == nil) {
+    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: dispatch without a pipeline");
+    return *this;
+  }
+  const NSUInteger max_width = pipeline.maxTotalThreadsPerThreadgroup;
+  const NSUInteger width = max_width < 256 ? max_width : 256;
+  const uint64_t groups = ThreadgroupCount(num_threads, width);
+  id<MTLComputeCommandEncoder> encoder = Compute();
+  [encoder setComputePipelineState:pipeline];
+  [encoder dispatchThreadgroups:MTLSizeMake(static_cast<NSUInteger>(groups), 1, 1)
+          threadsPerThreadgroup:MTLSizeMake(width, 1, 1)];
+  return *this;
+}
+
+Encoder& Encoder::Zero(TF_Tensor* tensor) {
+  if (!ok() || tensor == nullptr || !TensorHasMetalBuffer(TF_TensorElementCount(tensor))) return *this;
+  if (encoder_ != nil) {  // one encoder at a time on a command buffer
+    [encoder_ endEncoding];
+    encoder_ = nil;
+  }
+  id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
+  [blit fillBuffer:(__bridge id<MTLBuffer>)TF_TensorData(tensor) range:NSMakeRange(0, TF_TensorByteSize(tensor))
+             value:0];
+  [blit endEncoding];
+  encoded_ = true;
+  return *this;
+}
+
+id<MTLCommandBuffer> Encoder::ExternalEncoding() {
+  if (encoder_ != nil) [encoder_ endEncoding];
+  encoder_ = nil;
+  encoded_ = true;
+  return command_buffer_;
+}
+
+bool Encoder::End() {
+  if (encoder_ != nil) [encoder_ endEncoding];
+  encoder_ = nil;
+  return encoded_;
+}
+
+// ---- KernelCall ----------------------------------------------------------------------
+
+KernelCall::KernelCall(TF_OpKernelContext* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
+
+KernelCall::~KernelCall() {
+  if (!ok()) TF_OpKernelContext_Failure(ctx_, status_);
+  for (TF_Tensor* tensor : tensors_) TF_DeleteTensor(tensor);
+  TF_DeleteStatus(status_);
+}
+
+void KernelCall::Fail(TF_Code code, const std::string& message) {
+  if (ok()) TF_SetStatus(status_, code, message.c_str());
+}
+
+TF_Tensor* KernelCall::Keep(TF_Tensor* tensor) {
+  if (tensor != nullptr) tensors_.push_back(tensor);
+  return ok() ? tensor : nullptr;
+}
+
+TF_Tensor* KernelCall::Input(int index) {
+  if (!ok()) return nullptr;
+  TF_Tensor* tensor = nullptr;
+  TF_GetInput(ctx_, index, &tensor, status_);
+  return Keep(tensor);
+}
+
+namespace {
+size_t ByteSize(TF_DataType dtype, const std::vector<int64_t>& dims) {
+  size_t n = TF_DataTypeSize(dtype);
+  for (int64_t d : dims) n *= static_cast<size_t>(d);
+  return n;
+}
+}  // namespace
+
+TF_Tensor* KernelCall::Output(int index, TF_DataType dtype, const std::vector<int64_t>& dims) {
+  if (!ok()) return nullptr;
+  return Keep(TF_AllocateOutput(ctx_, index, dtype, dims.data(), static_cast<int>(dims.size()),
+                                ByteSize(dtype, dims), status_));
+}
+
+TF_Tensor* KernelCall::Temp(TF_DataType dtype, const std::vector<int64_t>& dims) {
+  if (!ok()) return nullptr;
+  TF_AllocatorAttributes attrs;
+  attrs.struct_size = TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE;
+  attrs.on_host = 0;
+  return Keep(TF_AllocateTemp(ctx_, dtype, dims.data(), static_cast<int>(dims.size()), &attrs, status_));
+}
+
+void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg) {
+  if (!ok()) return;
+  id<TF_MetalStream> stream = (__bridge id<TF_MetalStream>)TF_GetStream(ctx_, status_);
+  if (!ok()) return;
+  if (stream == nil) {
+    Fail(TF_INTERNAL, "metal_ops: the device gave no TF_MetalStream (is tensorflow-metal the GPU plugin?)");
+    return;
+  }
+  TF_Status* status = status_;
+  dispatch_sync(stream.queue, ^() {
+    @autoreleasepool {
+      Encoder encoder(stream.currentCommandBuffer, status);
+      fn(arg, encoder);
+      if (encoder.End()) [stream commit];
+    }
+  });
+}
+
+// ---- AttrReader ----------------------------------------------------------------------
+
+AttrReader::AttrReader(TF_OpKernelConstruction* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
+
+AttrReader::~AttrReader() {
+  Finish();
+  TF_DeleteStatus(status_);
+}
+
+void AttrReader::InvalidArgument(const std::string& message) {
+  if (ok()) TF_SetStatus(status_, TF_INVALID_ARGUMENT, message.c_str());
+}
+
+int32_t AttrReader::Int(const char* name) {
+  int32_t value = 0;
+  if (ok()) TF_OpKernelConstruction_GetAttrInt32(ctx_, name, &value, status_);
+  return value;
+}
+
+int64_t AttrReader::Int64(const char* name) {
+  int64_t value = 0;
+  if (ok()) TF_OpKernelConstruction_GetAttrInt64(ctx_, name, &value, status_);
+  return value;
+}
+
+float AttrReader::Float(const char* name) {
+  float value = 0.0f;
+  if (ok()) TF_OpKernelConstruction_GetAttrFloat(ctx_, name, &value, status_);
+  return value;
+}
+
+bool AttrReader::Bool(const char* name) {
+  TF_Bool value = 0;
+  if (ok()) TF_OpKernelConstruction_GetAttrBool(ctx_, name, &value, status_);
+  return value != 0;
+}
+
+std::string AttrReader::String(const char* name) {
+  if (!ok()) return std::string();
+  int32_t list_size = 0, total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(ctx_, name, &list_size, &total_size, status_);
+  if (!ok() || total_size < 0) return std::string();
+  std::string value(static_cast<size_t>(total_size), '\0');
+  if (total_size > 0) {
+    TF_OpKernelConstruction_GetAttrString(ctx_, name, &value[0], static_cast<size_t>(total_size), status_);
+  }
+  return value;
+}
+
+std::vector<int64_t> AttrReader::IntList(const char* name) {
+  if (!ok()) return {};
+  int32_t list_size = 0, total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(ctx_, name, &list_size, &total_size, status_);
+  if (!ok() || list_size < 0) return {};
+  std::vector<int64_t> values(static_cast<size_t>(list_size));
+  if (list_size > 0) TF_OpKernelConstruction_GetAttrInt64List(ctx_, name, values.data(), list_size, status_);
+  return values;
+}
+
+void AttrReader::Finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (!ok()) TF_OpKernelConstruction_Failure(ctx_, status_);
+}
+
+// ---- registration and small helpers --------------------------------------------------
+
+bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
+                    void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*)) {
+  TF_Status* status = TF_NewStatus();
+  TF_KernelBuilder* builder = TF_NewKernelBuilder(op, "GPU", create, compute, destroy);
+  if (type != kNoTypeConstraint) TF_KernelBuilder_TypeConstraint(builder, "T", type, status);
+  if (TF_GetCode(status) == TF_OK) {
+    TF_RegisterKernelBuilder((std::string(op) + "Metal").c_str(), builder, status);
+  } else {
+    TF_DeleteKernelBuilder(builder);
+  }
+  const bool registered = TF_GetCode(status) == TF_OK;
+  TF_DeleteStatus(status);
+  return registered;
+}
+
+std::vector<int64_t> DimsOf(TF_Tensor* tensor) {
+  std::vector<int64_t> dims(static_cast<size_t>(TF_NumDims(tensor)));
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = TF_Dim(tensor, static_cast<int>(d));
+  return dims;
+}
+
+std::string ShapeString(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + std::to_string(dims[d]);
+  return s + "]";
+}
+
+}  // namespace metal
+}  // namespace mo

@@ -1,0 +1,40 @@
+// The Metal glue's decisions (kernels/metal/metal_rules.h) for tests/test_metal_glue.py.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "kernels/metal/metal_rules.h"
+
+extern "C" {
+
+int shim_tensor_has_metal_buffer(int64_t num_elements) {
+  return mo::metal::TensorHasMetalBuffer(num_elements) ? 1 : 0;
+}
+
+// The MSL version a macOS offers, as major * 100 + minor.
+int shim_msl_version_for_macos(int os_major) {
+  const mo::metal::MslVersion v = mo::metal::MslVersionForMacOS(os_major);
+  return v.major * 100 + v.minor;
+}
+
+int shim_msl_at_least(int have_major, int have_minor, int need_major, int need_minor) {
+  return mo::metal::MslAtLeast({have_major, have_minor}, {need_major, need_minor}) ? 1 : 0;
+}
+
+uint64_t shim_mtl_language_version_value(int major, int minor) {
+  return mo::metal::MtlLanguageVersionValue({major, minor});
+}
+
+uint64_t shim_threadgroup_count(uint64_t num_threads, uint64_t width) {
+  return mo::metal::ThreadgroupCount(num_threads, width);
+}
+
+// Writes the too-old message into `out` (NUL-terminated, truncated to `size`).
+void shim_msl_too_old_message(const char* library, int need_major, int need_minor, int os_major, int os_minor,
+                              char* out, int size) {
+  const std::string m = mo::metal::MslTooOldMessage(library, {need_major, need_minor}, os_major, os_minor);
+  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
+  out[size - 1] = '\0';
+}
+
+}  // extern "C"

@@ -1,0 +1,183 @@
+"""The Metal backend's parts that run without a Mac.
+
+- The glue's decisions (kernels/metal/metal_rules.h, through build/libmetal_shim.so):
+  empty tensors are never bound as MTLBuffers, the shader language version a
+  macOS offers and the error below it, threadgroup counts.
+- The embedded shader sources (tools/embed_metal.py): every project include
+  expanded, the C++ raw strings decode to exactly the expanded files, which are
+  what the MSL-shim tests compile, and the language version lines.
+- The MSL shim keeps real MSL's namespace: a shader that uses atomic_float
+  without `metal::` fails to compile against it, as it would on a Mac.
+"""
+import ctypes
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.metal_shim.shim import ROOT, load_shim
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import embed_metal  # noqa: E402
+
+METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
+
+
+@pytest.fixture(scope="module")
+def shim():
+    lib = load_shim()
+    lib.shim_tensor_has_metal_buffer.argtypes = [ctypes.c_int64]
+    lib.shim_msl_version_for_macos.argtypes = [ctypes.c_int]
+    lib.shim_msl_at_least.argtypes = [ctypes.c_int] * 4
+    lib.shim_mtl_language_version_value.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.shim_mtl_language_version_value.restype = ctypes.c_uint64
+    lib.shim_threadgroup_count.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.shim_threadgroup_count.restype = ctypes.c_uint64
+    lib.shim_msl_too_old_message.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                             ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    return lib
+
+
+# ---- the glue's decisions ---------------------------------------------------------------
+
+@pytest.mark.parametrize("count,bind", [(0, 0), (1, 1), (7, 1), (2**40, 1)])
+def test_only_non_empty_tensors_are_bound_as_buffers(shim, count, bind):
+    # A 0-element tensor's data is TF's static EmptyTensor byte, not an id<MTLBuffer>.
+    assert shim.shim_tensor_has_metal_buffer(count) == bind
+
+
+@pytest.mark.parametrize("os_major,version", [(12, 204), (13, 300), (14, 300), (15, 300), (26, 300)])
+def test_language_version_per_macos(shim, os_major, version):
+    assert shim.shim_msl_version_for_macos(os_major) == version
+
+
+def test_language_version_order_and_raw_value(shim):
+    assert shim.shim_msl_at_least(3, 0, 2, 4) == 1
+    assert shim.shim_msl_at_least(2, 4, 3, 0) == 0
+    assert shim.shim_msl_at_least(3, 0, 3, 0) == 1
+    assert shim.shim_msl_at_least(3, 1, 3, 0) == 1
+    assert shim.shim_msl_at_least(3, 0, 3, 1) == 0
+    # Apple's MTLLanguageVersion values: 2.4 = 0x20004, 3.0 = 0x30000.
+    assert shim.shim_mtl_language_version_value(2, 4) == 0x20004
+    assert shim.shim_mtl_language_version_value(3, 0) == 0x30000
+
+
+def test_too_old_message_names_library_and_versions(shim):
+    out = ctypes.create_string_buffer(512)
+    shim.shim_msl_too_old_message(b"hash_encode", 3, 0, 12, 7, out, 512)
+    text = out.value.decode()
+    assert "'hash_encode'" in text and "3.0" in text and "macOS 13" in text and "12.7" in text
+    assert "/CPU:0" in text
+
+
+@pytest.mark.parametrize("threads,width,groups", [
+    (0, 256, 1), (1, 256, 1), (256, 256, 1), (257, 256, 2), (1000, 32, 32),
+    (2**40, 256, 2**20), (5, 0, 1)])
+def test_threadgroup_count(shim, threads, width, groups):
+    assert shim.shim_threadgroup_count(threads, width) == groups
+
+
+# ---- embedded sources -------------------------------------------------------------------
+
+RAW = re.compile(r'\{"([a-z0-9_]+)", R"mo_msl\((.*?)\)mo_msl", (\d+), (\d+)\}', re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gen")
+    assert embed_metal.main(["--root", ROOT, "--out", str(out)] + METAL_SOURCES) == 0
+    return out
+
+
+def test_every_shader_is_embedded_and_decodes_to_its_expansion(embedded):
+    cc = (embedded / "metal_sources.cc").read_text()
+    entries = {m.group(1): (m.group(2), int(m.group(3)), int(m.group(4))) for m in RAW.finditer(cc)}
+    names = [os.path.splitext(os.path.basename(p))[0] for p in METAL_SOURCES]
+    assert sorted(entries) == sorted(names)
+    assert f"kNumEmbeddedMetalSources = {len(names)};" in cc
+    for name in names:
+        text, major, minor = entries[name]
+        assert text == (embedded / f"{name}.metal").read_text()
+        # Self-contained: no project include left, the system one kept.
+        assert not re.search(r'^\s*#\s*include\s+"', text, re.MULTILINE), name
+        assert "#include <metal_stdlib>" in text
+        # Every entry point of the original file is in the expansion.
+        original = open(os.path.join(ROOT, "kernels", "metal", f"{name}.metal")).read()
+        for kernel in re.findall(r"kernel void (\w+)\(", original):
+            assert f"kernel void {kernel}(" in text, (name, kernel)
+        uses_atomic_float = "atomic_float" in text
+        assert (major, minor) == ((3, 0) if uses_atomic_float else (2, 4)), name
+
+
+def test_the_shim_compiles_the_embedded_expansion(embedded):
+    """build/gen (what `make` embedded and the shim library was built from) is current."""
+    gen = os.path.join(ROOT, "build", "gen")
+    if not os.path.isdir(gen):
+        pytest.fail("build/gen is missing: run `make metal-shim` (make test does)")
+    for path in METAL_SOURCES:
+        name = os.path.basename(path)
+        assert open(os.path.join(gen, name)).read() == (embedded / name).read_text(), name
+    for shim_cc in glob.glob(os.path.join(ROOT, "tests", "metal_shim", "*_shim.cc")):
+        text = open(shim_cc).read()
+        assert not re.search(r'#include "kernels/metal/\w+\.metal"', text), (
+            f"{shim_cc} must include the expanded source (\"<name>.metal\"), not kernels/metal/")
+
+
+def test_embed_reports_missing_include_and_cycles(tmp_path):
+    root = tmp_path
+    (root / "kernels").mkdir()
+    (root / "kernels" / "a.h").write_text('#include "kernels/b.h"\n')
+    (root / "kernels" / "b.h").write_text('#include "kernels/a.h"\n')
+    (root / "cycle.metal").write_text('#include "kernels/a.h"\n')
+    (root / "missing.metal").write_text('#include "kernels/nope.h"\n')
+    with pytest.raises(embed_metal.EmbedError, match="include cycle"):
+        embed_metal.embed([str(root / "cycle.metal")], str(root), str(root / "out"))
+    with pytest.raises(embed_metal.EmbedError, match=r"missing.metal:1: .*kernels/nope.h"):
+        embed_metal.embed([str(root / "missing.metal")], str(root), str(root / "out"))
+
+
+def test_embed_reads_the_language_line(tmp_path):
+    (tmp_path / "new.metal").write_text("// metal_ops: msl 3.1\nkernel void f() {}\n")
+    (tmp_path / "old.metal").write_text("kernel void g() {}\n")
+    entries = embed_metal.embed([str(tmp_path / "new.metal"), str(tmp_path / "old.metal")], str(tmp_path),
+                                str(tmp_path / "out"))
+    assert {name: (major, minor) for name, _, major, minor in entries} == {"new": (3, 1), "old": (2, 4)}
+
+
+# ---- the shim keeps MSL's namespace -----------------------------------------------------
+
+SHADER = """
+#include "kernels/metal/msl_shim.h"
+{prelude}
+kernel void add(device {atomic}* sums [[buffer(0)]], uint gid [[thread_position_in_grid]]) {{
+  {fetch_add}(&sums[0], 1.0f, {order});
+}}
+"""
+
+
+def compile_shader(tmp_path, **parts):
+    source = tmp_path / "shader.cc"
+    source.write_text(SHADER.format(**parts))
+    cxx = os.environ.get("CXX", "g++").split()[0]
+    if shutil.which(cxx) is None:
+        pytest.skip(f"no C++ compiler ({cxx})")
+    return subprocess.run([cxx, "-std=c++17", "-fsyntax-only", "-Wno-attributes", "-I", ROOT, str(source)],
+                          capture_output=True, text=True)
+
+
+def test_shim_rejects_unqualified_atomics(tmp_path):
+    result = compile_shader(tmp_path, prelude="", atomic="atomic_float",
+                            fetch_add="atomic_fetch_add_explicit", order="memory_order_relaxed")
+    assert result.returncode != 0
+    assert "atomic_float" in result.stderr
+
+
+@pytest.mark.parametrize("prelude,prefix", [("", "metal::"), ("using namespace metal;", "")])
+def test_shim_accepts_qualified_atomics(tmp_path, prelude, prefix):
+    result = compile_shader(tmp_path, prelude=prelude, atomic=prefix + "atomic_float",
+                            fetch_add=prefix + "atomic_fetch_add_explicit", order=prefix + "memory_order_relaxed")
+    assert result.returncode == 0, result.stderr
