@@ -5,7 +5,7 @@ Metadata lives in pyproject.toml. This file adds one thing: `build_py` runs
     make all PYTHON=<this interpreter> PKG=<wheel tree>/metal_ops BUILD=<temp dir> -o <venv stamp>
 
 so the wheel gets _metal_ops.so, _build_info.json and whatever else `make all`
-puts in the package directory (the Grappler plugin, the metallib on macOS, the
+puts in the package directory (the Grappler plugin, the
 CUDA kernels when the TensorFlow in the build environment is a CUDA build and
 nvcc is on PATH), compiled with the same rules as `make`. `-o` marks the
 Makefile's venv stamp as up to date, so make neither creates .venv nor
@@ -112,7 +112,7 @@ class BuildPyWithOps(build_py):
         pkg_dir = os.path.join(self.build_lib, "metal_ops")
         if os.path.isdir(pkg_dir):
             for name in sorted(os.listdir(pkg_dir)):
-                if name.endswith((".so", ".metallib", ".dylib")) or name == "_build_info.json":
+                if name.endswith((".so", ".dylib")) or name == "_build_info.json":
                     outputs.append(os.path.join(pkg_dir, name))
         return outputs
 

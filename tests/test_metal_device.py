@@ -96,3 +96,92 @@ def test_zero_out_bad_index_on_metal_gpu_names_argument():
     with tf.device("/GPU:0"):
         with pytest.raises(tf.errors.InvalidArgumentError, match="preserve_index 5.*'to_zero' with 3 elements"):
             metal_ops.zero_out(tf.constant([1.0, 2.0, 3.0]), preserve_index=5)
+
+
+# ---- every op on the GPU against its CPU kernel, empty tensors included ------------------
+# TF places a Metal kernel's empty inputs and outputs as its EmptyTensor (no
+# MTLBuffer): VolumeRender's default weights output [R, 0], S = 0 rays, N = 0
+# points, a zero-channel convolution.
+
+def _on(device, fn, *args):
+    """fn(*args) and the gradients of the sum of its outputs w.r.t. args, on `device`."""
+    with tf.device(device):
+        tensors = [tf.constant(a) for a in args]
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            outputs = tf.nest.flatten(fn(*tensors))
+            total = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in outputs])
+        grads = tape.gradient(total, tensors)
+    return [o.numpy() for o in outputs], [None if g is None else g.numpy() for g in grads], outputs
+
+
+def _assert_gpu_matches_cpu(fn, *args, rtol=1e-4, atol=1e-5):
+    cpu_out, cpu_grad, _ = _on("/CPU:0", fn, *args)
+    gpu_out, gpu_grad, placed = _on("/GPU:0", fn, *args)
+    assert all("GPU" in o.device for o in placed), [o.device for o in placed]
+    for a, b in zip(gpu_out + gpu_grad, cpu_out + cpu_grad):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def _rays(r, s, seed=0):
+    rng = np.random.default_rng(seed)
+    sigma = rng.uniform(0, 5, (r, s)).astype(np.float32)
+    rgb = rng.uniform(0, 1, (r, s, 3)).astype(np.float32)
+    t = np.cumsum(rng.uniform(0.01, 0.1, (r, s + 1)), axis=1).astype(np.float32)
+    return sigma, rgb, t
+
+
+@pytest.mark.parametrize("rays,samples", [(64, 16), (0, 16), (8, 0), (1, 1)])
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_volume_render_on_metal_gpu(rays, samples, return_weights):
+    sigma, rgb, t = _rays(rays, samples)
+    _assert_gpu_matches_cpu(
+        lambda s, c, tt: metal_ops.volume_render(s, c, tt, return_weights=return_weights), sigma, rgb, t)
+
+
+@pytest.mark.parametrize("rays,samples", [(64, 16), (0, 4), (5, 0)])
+def test_distortion_loss_on_metal_gpu(rays, samples):
+    _, _, t = _rays(rays, samples)
+    w = np.random.default_rng(1).uniform(0, 1, (rays, samples)).astype(np.float32)
+    _assert_gpu_matches_cpu(metal_ops.distortion_loss, w, t)
+
+
+@pytest.mark.parametrize("shape,channels", [((256, 8), 8), ((0, 8), 8), ((4, 3), 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_robust_loss_on_metal_gpu(shape, channels, dtype):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(dtype)
+    alpha = rng.uniform(-3, 3, (channels,)).astype(np.float32)
+    scale = rng.uniform(0.5, 2, (channels,)).astype(np.float32)
+    tol = 1e-2 if dtype == np.float16 else 1e-4
+    _assert_gpu_matches_cpu(metal_ops.robust_loss, x, alpha, scale, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("n", [1000, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_hash_encode_on_metal_gpu(n, dtype):
+    grid = dict(num_levels=8, log2_hashmap_size=12, base_resolution=4, per_level_scale=1.5)
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, (n, 3)).astype(np.float32)
+    rows = metal_ops.hash_grid_size(input_dim=3, **grid)
+    table = (rng.standard_normal((rows, 2)) * 1e-2).astype(dtype)
+    tol = 2e-2 if dtype == np.float16 else 1e-4
+    _assert_gpu_matches_cpu(lambda a, b: metal_ops.hash_encode(a, b, **grid), x, table, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("cin", [4, 0])
+@pytest.mark.parametrize("activation", ["relu", "sigmoid"])
+def test_fused_conv2d_on_metal_gpu(cin, activation):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 9, 9, cin)).astype(np.float32)
+    w = rng.standard_normal((3, 3, cin, 5)).astype(np.float32)
+    b = rng.standard_normal((5,)).astype(np.float32)
+    r = rng.standard_normal((2, 9, 9, 5)).astype(np.float32)
+    # With no input channels the output is activation(bias + residual).
+    _assert_gpu_matches_cpu(
+        lambda xx, ww, bb, rr: metal_ops.fused_conv2d(xx, ww, bias=bb, residual=rr, activation=activation),
+        x, w, b, r, rtol=1e-3, atol=1e-4)

@@ -76,7 +76,6 @@ if [[ "$UNAME_S" == "Darwin" ]]; then
     exit 1
   fi
   CONFIGS=(--config=macos)
-  TARGETS+=(//:metallib)
 else
   if [[ -z "${BAZEL:-}" ]]; then
     if ! command -v bazel-4 >/dev/null 2>&1; then

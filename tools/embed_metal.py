@@ -61,7 +61,7 @@ def msl_version(text, name):
     return (int(found[0][0]), int(found[0][1])) if found else DEFAULT_MSL
 
 
-def embed(sources, root, out_dir):
+def embed(sources, root, out_dir, cc_only=False):
     os.makedirs(out_dir, exist_ok=True)
     entries = []
     dep_lines = []
@@ -75,7 +75,8 @@ def embed(sources, root, out_dir):
             raise EmbedError(f"{source}: contains the raw-string delimiter ){DELIMITER}\"")
         major, minor = msl_version(text, source)
         expanded = os.path.join(out_dir, name + ".metal")
-        write(expanded, text)
+        if not cc_only:
+            write(expanded, text)
         entries.append((name, text, major, minor))
         dep_lines.append((expanded, deps))
 
@@ -100,6 +101,8 @@ def embed(sources, root, out_dir):
     ]
     cc_path = os.path.join(out_dir, "metal_sources.cc")
     write(cc_path, "\n".join(cc))
+    if cc_only:
+        return entries
     all_deps = sorted({d for _, deps in dep_lines for d in deps})
     dep_text = f"{cc_path}: {' '.join(all_deps)}\n"
     for expanded, deps in dep_lines:
@@ -118,10 +121,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=".", help="the repository root (include paths are relative to it)")
     parser.add_argument("--out", required=True, help="output folder (e.g. build/gen)")
+    parser.add_argument("--cc-only", action="store_true",
+                        help="write only metal_sources.cc (a build rule with one declared output)")
     parser.add_argument("sources", nargs="+", help="kernels/metal/*.metal")
     args = parser.parse_args(argv)
     try:
-        embed(args.sources, args.root, args.out)
+        embed(args.sources, args.root, args.out, cc_only=args.cc_only)
     except EmbedError as e:
         print(f"embed_metal: {e}", file=sys.stderr)
         return 1

@@ -9,9 +9,6 @@ def build_info():
     compiled (cpu / cuda / metal) and the library paths."""
     info = _loader.read_build_info() or {}
     paths = {"op_library": _loader.library_path()}
-    metallib = os.path.join(_loader.PACKAGE_DIR, "metal_ops.metallib")
-    if os.path.exists(metallib):
-        paths["metallib"] = metallib
     grappler = os.path.join(_loader.PACKAGE_DIR, "_metal_ops_grappler.so")
     if os.path.exists(grappler):
         paths["grappler_plugin"] = grappler
