@@ -210,7 +210,7 @@ $(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard kernels/metal/*.h) $(wild
 # Makefile's own Darwin build (UNAME_S=Darwin MACOS_CROSS=1) and checks of the
 # linked libraries. Without a macOS SDK in MACOS_SDK it prints why and exits 0.
 metal-check:
-	+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" bash tools/metal_check.sh
+	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" bash tools/metal_check.sh
 # The part metal_check.sh runs (with UNAME_S=Darwin MACOS_CROSS=1).
 metal-check-build: $(LIB) $(PLUGIN_LIB)
 

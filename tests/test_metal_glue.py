@@ -181,3 +181,11 @@ def test_shim_accepts_qualified_atomics(tmp_path, prelude, prefix):
     result = compile_shader(tmp_path, prelude=prelude, atomic=prefix + "atomic_float",
                             fetch_add=prefix + "atomic_fetch_add_explicit", order=prefix + "memory_order_relaxed")
     assert result.returncode == 0, result.stderr
+
+
+def test_metal_check_without_sdk_prints_one_line_and_passes(tmp_path):
+    result = subprocess.run(["bash", os.path.join(ROOT, "tools", "metal_check.sh")], capture_output=True, text=True,
+                            env={**os.environ, "MACOS_SDK": str(tmp_path / "no-sdk")}, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("metal-check: skipped: no macOS SDK at MACOS_SDK="), lines
