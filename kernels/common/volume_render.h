@@ -43,6 +43,20 @@ struct VolumeRenderParams {
   int32 has_weight_grad;     // backward: weights and grad_weights are [R, S]
 };
 
+// The one place the struct is filled (Metal glue and the MSL-shim tests).
+MO_FN VolumeRenderParams make_volume_render_params(int64 num_rays, int64 num_samples, float early_termination,
+                                                   bool background_per_ray, bool write_weights,
+                                                   bool has_weight_grad) {
+  VolumeRenderParams p;
+  p.num_rays = num_rays;
+  p.num_samples = num_samples;
+  p.early_termination = early_termination;
+  p.background_per_ray = background_per_ray ? 1 : 0;
+  p.write_weights = write_weights ? 1 : 0;
+  p.has_weight_grad = has_weight_grad ? 1 : 0;
+  return p;
+}
+
 // Math policy for float (all backends).
 struct VrFloatMath {
   static MO_FN float exp(float x) { return exp_f(x); }

@@ -271,28 +271,30 @@ void AttrReader::InvalidArgument(const std::string& message) {
   if (ok()) TF_SetStatus(status_, TF_INVALID_ARGUMENT, message.c_str());
 }
 
-int32_t AttrReader::Int(const char* name) {
-  int32_t value = 0;
-  if (ok()) TF_OpKernelConstruction_GetAttrInt32(ctx_, name, &value, status_);
+namespace {
+// One TF_OpKernelConstruction_GetAttr<Type> call, skipped after a failure.
+template <typename T, typename Getter>
+T ReadAttr(TF_OpKernelConstruction* ctx, TF_Status* status, const char* name, Getter getter) {
+  T value{};
+  if (TF_GetCode(status) == TF_OK) getter(ctx, name, &value, status);
   return value;
+}
+}  // namespace
+
+int32_t AttrReader::Int(const char* name) {
+  return ReadAttr<int32_t>(ctx_, status_, name, &TF_OpKernelConstruction_GetAttrInt32);
 }
 
 int64_t AttrReader::Int64(const char* name) {
-  int64_t value = 0;
-  if (ok()) TF_OpKernelConstruction_GetAttrInt64(ctx_, name, &value, status_);
-  return value;
+  return ReadAttr<int64_t>(ctx_, status_, name, &TF_OpKernelConstruction_GetAttrInt64);
 }
 
 float AttrReader::Float(const char* name) {
-  float value = 0.0f;
-  if (ok()) TF_OpKernelConstruction_GetAttrFloat(ctx_, name, &value, status_);
-  return value;
+  return ReadAttr<float>(ctx_, status_, name, &TF_OpKernelConstruction_GetAttrFloat);
 }
 
 bool AttrReader::Bool(const char* name) {
-  TF_Bool value = 0;
-  if (ok()) TF_OpKernelConstruction_GetAttrBool(ctx_, name, &value, status_);
-  return value != 0;
+  return ReadAttr<TF_Bool>(ctx_, status_, name, &TF_OpKernelConstruction_GetAttrBool) != 0;
 }
 
 std::string AttrReader::String(const char* name) {

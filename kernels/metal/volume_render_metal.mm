@@ -90,12 +90,8 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* out[4] = {call.Output(0, TF_FLOAT, {R, 3}), call.Output(1, TF_FLOAT, {R}),
                        call.Output(2, TF_FLOAT, {R}), call.Output(3, TF_FLOAT, {R, kernel.return_weights ? S : 0})};
   if (!call.ok() || R == 0) return;
-  mo::VolumeRenderParams params = {};
-  params.num_rays = R;
-  params.num_samples = S;
-  params.early_termination = kernel.early_termination;
-  params.background_per_ray = per_ray ? 1 : 0;
-  params.write_weights = kernel.return_weights ? 1 : 0;
+  const mo::VolumeRenderParams params =
+      mo::make_volume_render_params(R, S, kernel.early_termination, per_ray, kernel.return_weights, false);
   call.Encode([&](mo::metal::Encoder& e) {
     id<MTLComputePipelineState> pipeline = e.Pipeline("volume_render", "volume_render_forward_float32");
     if (!e.ok()) return;
@@ -146,12 +142,8 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* out[3] = {call.Output(0, TF_FLOAT, {R, S}), call.Output(1, TF_FLOAT, {R, S, 3}),
                        call.Output(2, TF_FLOAT, {R, 3})};
   if (!call.ok() || R == 0) return;
-  mo::VolumeRenderParams params = {};
-  params.num_rays = R;
-  params.num_samples = S;
-  params.early_termination = kernel.early_termination;
-  params.background_per_ray = per_ray ? 1 : 0;
-  params.has_weight_grad = (weights_full && S > 0) ? 1 : 0;
+  const mo::VolumeRenderParams params =
+      mo::make_volume_render_params(R, S, kernel.early_termination, per_ray, false, weights_full && S > 0);
   call.Encode([&](mo::metal::Encoder& e) {
     id<MTLComputePipelineState> pipeline = e.Pipeline("volume_render", "volume_render_backward_float32");
     if (!e.ok()) return;

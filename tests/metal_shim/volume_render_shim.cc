@@ -8,12 +8,8 @@ void shim_volume_render_forward_float32(const float* sigma, const float* rgb, co
                                         float* out_rgb, float* out_depth, float* out_opacity, float* weights,
                                         int64_t num_rays, int64_t num_samples, float early_termination,
                                         int32_t background_per_ray, int32_t write_weights, uint grid_size) {
-  mo::VolumeRenderParams params = {};
-  params.num_rays = num_rays;
-  params.num_samples = num_samples;
-  params.early_termination = early_termination;
-  params.background_per_ray = background_per_ray;
-  params.write_weights = write_weights;
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
+      num_rays, num_samples, early_termination, background_per_ray != 0, write_weights != 0, false);
   for (uint gid = 0; gid < grid_size; ++gid) {
     volume_render_forward_float32(sigma, rgb, t, background, out_rgb, out_depth, out_opacity, weights, params, gid,
                                   grid_size);
@@ -28,12 +24,8 @@ void shim_volume_render_backward_float32(const float* sigma, const float* rgb, c
                                          float* grad_background, int64_t num_rays, int64_t num_samples,
                                          float early_termination, int32_t background_per_ray,
                                          int32_t has_weight_grad, uint grid_size) {
-  mo::VolumeRenderParams params = {};
-  params.num_rays = num_rays;
-  params.num_samples = num_samples;
-  params.early_termination = early_termination;
-  params.background_per_ray = background_per_ray;
-  params.has_weight_grad = has_weight_grad;
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
+      num_rays, num_samples, early_termination, background_per_ray != 0, false, has_weight_grad != 0);
   for (uint gid = 0; gid < grid_size; ++gid) {
     volume_render_backward_float32(sigma, rgb, t, background, out_rgb, out_depth, out_opacity, weights, grad_rgb,
                                    grad_depth, grad_opacity, grad_weights, grad_sigma, grad_samples_rgb,
