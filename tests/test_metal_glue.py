@@ -189,3 +189,34 @@ def test_metal_check_without_sdk_prints_one_line_and_passes(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("metal-check: skipped: no macOS SDK at MACOS_SDK="), lines
+
+
+# ---- the op files go through the shared glue --------------------------------------------
+
+def _code(path):
+    """The file without // comments (the rules are about code, not prose)."""
+    return "\n".join(line.split("//")[0] for line in open(path, encoding="utf-8").read().splitlines())
+
+
+OP_GLUE_FILES = sorted(p for p in glob.glob(os.path.join(ROOT, "kernels", "metal", "*.mm"))
+                       if os.path.basename(p) != "metal_kernel.mm")
+
+
+@pytest.mark.parametrize("path", OP_GLUE_FILES, ids=os.path.basename)
+def test_op_glue_never_touches_stream_or_tensor_data_itself(path):
+    # The stream's command buffer is read, and work encoded, only inside the
+    # glue's queue block; an empty tensor's data is never bridged to a buffer.
+    code = _code(path)
+    for name in ("currentCommandBuffer", "dispatch_sync", "TF_GetStream", "TF_TensorData", "TF_DeleteTensor",
+                 "TF_OpKernelContext_Failure"):
+        assert name not in code, f"{os.path.basename(path)} uses {name}: go through kernels/metal/metal_kernel.h"
+
+
+@pytest.mark.parametrize("path", OP_GLUE_FILES, ids=os.path.basename)
+def test_every_metal_compute_runs_in_an_autorelease_pool(path):
+    registrations = re.findall(r"RegisterKernel\((.*?)\);", _code(path), re.DOTALL)
+    assert registrations, f"{os.path.basename(path)} registers no kernel"
+    for call in registrations:
+        assert re.search(r"&mo::metal::Compute<\w+>|&Compute<\w+>", call), (
+            f"{os.path.basename(path)}: register the compute function as mo::metal::Compute<F> "
+            f"(autorelease pool, status, cleanup): {' '.join(call.split())}")

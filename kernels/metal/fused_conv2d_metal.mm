@@ -161,7 +161,7 @@ std::shared_ptr<CachedGraph> GetOrBuild(const std::string& key, id<MTLDevice> de
 }
 
 // Compiles (or finds) the graph and encodes it on the stream's command buffer
-// with the tensors' MTLBuffers. `inputs` are all non-empty.
+// with the tensors' MTLBuffers. `inputs` and `output` are all non-empty.
 void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::string& attrs,
               const std::vector<TF_Tensor*>& inputs, TF_Tensor* output,
               MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*)) {
@@ -174,12 +174,12 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::str
     if (cached == nullptr) return;
     NSMutableArray<MPSGraphTensorData*>* in_data = [NSMutableArray array];
     for (size_t i : cached->feed_order) {
-      [in_data addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:(__bridge id<MTLBuffer>)TF_TensorData(inputs[i])
+      [in_data addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:mo::metal::Encoder::BufferOf(inputs[i])
                                                                  shape:ShapeOf(cached->input_shapes[i])
                                                               dataType:MPSDataTypeFloat32]];
     }
     MPSGraphTensorData* out_data =
-        [[MPSGraphTensorData alloc] initWithMTLBuffer:(__bridge id<MTLBuffer>)TF_TensorData(output)
+        [[MPSGraphTensorData alloc] initWithMTLBuffer:mo::metal::Encoder::BufferOf(output)
                                                 shape:ShapeOf(out_dims)
                                              dataType:MPSDataTypeFloat32];
     id<MTLCommandBuffer> cb = e.ExternalEncoding();

@@ -67,6 +67,10 @@ class Encoder {
   // needs before its first Dispatch, so a failure encodes nothing.
   id<MTLComputePipelineState> Pipeline(const char* library, const std::string& function);
 
+  // A tensor's MTLBuffer, for encoders of others (MPSGraph); nil for an empty
+  // tensor, whose data is no buffer (TensorHasMetalBuffer).
+  static id<MTLBuffer> BufferOf(TF_Tensor* tensor);
+
   // Binds a tensor's MTLBuffer, or a placeholder for an empty tensor (whose
   // data is no buffer; see TensorHasMetalBuffer). nullptr binds the placeholder too.
   Encoder& Tensor(NSUInteger index, TF_Tensor* tensor);

@@ -133,13 +133,15 @@ id<MTLComputeCommandEncoder> Encoder::Compute() {
   return encoder_;
 }
 
+id<MTLBuffer> Encoder::BufferOf(TF_Tensor* tensor) {
+  if (tensor == nullptr || !TensorHasMetalBuffer(TF_TensorElementCount(tensor))) return nil;
+  return (__bridge id<MTLBuffer>)TF_TensorData(tensor);
+}
+
 Encoder& Encoder::Tensor(NSUInteger index, TF_Tensor* tensor) {
   if (!ok()) return *this;
-  if (tensor != nullptr && TensorHasMetalBuffer(TF_TensorElementCount(tensor))) {
-    [Compute() setBuffer:(__bridge id<MTLBuffer>)TF_TensorData(tensor) offset:0 atIndex:index];
-  } else {
-    [Compute() setBuffer:Placeholder(device()) offset:0 atIndex:index];
-  }
+  id<MTLBuffer> buffer = BufferOf(tensor);
+  [Compute() setBuffer:(buffer != nil ? buffer : Placeholder(device())) offset:0 atIndex:index];
   return *this;
 }
 
@@ -166,14 +168,14 @@ Encoder& Encoder::Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_th
 }
 
 Encoder& Encoder::Zero(TF_Tensor* tensor) {
-  if (!ok() || tensor == nullptr || !TensorHasMetalBuffer(TF_TensorElementCount(tensor))) return *this;
+  id<MTLBuffer> buffer = BufferOf(tensor);
+  if (!ok() || buffer == nil) return *this;
   if (encoder_ != nil) {  // one encoder at a time on a command buffer
     [encoder_ endEncoding];
     encoder_ = nil;
   }
   id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
-  [blit fillBuffer:(__bridge id<MTLBuffer>)TF_TensorData(tensor) range:NSMakeRange(0, TF_TensorByteSize(tensor))
-             value:0];
+  [blit fillBuffer:buffer range:NSMakeRange(0, TF_TensorByteSize(tensor)) value:0];
   [blit endEncoding];
   encoded_ = true;
   return *this;
