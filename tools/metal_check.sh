@@ -111,6 +111,6 @@ echo "metal-check: linked with no undefined symbol; install names, rpaths, minim
 
 # ---- the real tensorflow-metal: its stream class implements our TF_MetalStream,
 # and its binds resolve against the pinned TensorFlow
-"$PYTHON" tools/macos_binaries.py stream-protocol --plugin "$PLUGIN" --header kernels/metal/tf_metal_stream.h
-"$PYTHON" tools/macos_binaries.py plugin-compat --plugin "$PLUGIN" --tf-dir "$TF_DIR/tensorflow"
+python3 tools/macos_binaries.py stream-protocol --plugin "$PLUGIN" --header kernels/metal/tf_metal_stream.h
+python3 tools/macos_binaries.py plugin-compat --plugin "$PLUGIN" --tf-dir "$TF_DIR/tensorflow"
 echo "metal-check: OK (TensorFlow $TF_VERSION, tensorflow-metal $METAL_VERSION, SDK $(basename "$SDK"))"
