@@ -14,14 +14,16 @@
 #include <vector>
 
 #include "kernels/common/volume_render.h"
-#include "ops/volume_render_validation.h"
+#include "kernels/volume_render_op.h"
+#include "ops/checks_tf.h"
+#include "ops/volume_render_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
-namespace metal_ops {
+namespace mo {
 namespace {
 
 using ::tensorflow::DEVICE_CPU;
@@ -287,61 +289,30 @@ void ParallelForRays(OpKernelContext* ctx, int64_t rays, int64_t samples,
   ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(rays, RayCost(samples), fn);
 }
 
+}  // namespace
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+
 template <typename T>
-class VolumeRenderOp : public OpKernel {
- public:
-  explicit VolumeRenderOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, volume_render::ReadAttrs(ctx, "MetalOpsVolumeRender", &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& sigma = ctx->input(0);
-    const Tensor& rgb = ctx->input(1);
-    const Tensor& t = ctx->input(2);
-    const Tensor& background = ctx->input(3);
-    volume_render::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, volume_render::CheckInputShapes("MetalOpsVolumeRender", sigma, rgb, t, background, &shapes));
-    const int64_t R = shapes.rays, S = shapes.samples;
-    const bool bg_per_ray = shapes.background_per_ray;
-
-    Tensor* out_rgb = nullptr;
-    Tensor* out_depth = nullptr;
-    Tensor* out_opacity = nullptr;
-    Tensor* out_weights = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({R}), &out_depth));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R}), &out_opacity));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({R, attrs_.return_weights ? S : 0}), &out_weights));
-    if (R == 0) return;
-
-    const T* sigma_p = sigma.flat<T>().data();
-    const T* rgb_p = rgb.flat<T>().data();
-    const T* t_p = t.flat<T>().data();
-    const T* bg_p = background.flat<T>().data();
-    T* out_rgb_p = out_rgb->flat<T>().data();
-    T* depth_p = out_depth->flat<T>().data();
-    T* opacity_p = out_opacity->flat<T>().data();
-    T* weights_p = attrs_.return_weights ? out_weights->flat<T>().data() : nullptr;
-    const bool write_weights = attrs_.return_weights;
-    const T eps = static_cast<T>(attrs_.early_termination);
-
+struct VolumeRenderFunctor<CPUDevice, T> {
+  static absl::Status Forward(OpKernelContext* ctx, const VolumeRenderForwardArgs<T>& a) {
+    const int64_t S = a.samples;
+    const bool write_weights = a.weights != nullptr;
+    const T eps = static_cast<T>(a.early_termination);
     // The smallest invalid ray (if any) is reported; threads race only to lower it.
     std::mutex error_mutex;
     int64_t bad_ray = std::numeric_limits<int64_t>::max();
-    mo::VrCheck bad_check = {mo::kVrOk, 0};
-
-    ParallelForRays(ctx, R, S, [&](int64_t begin, int64_t end) {
+    VrCheck bad_check = {kVrOk, 0};
+    ParallelForRays(ctx, a.rays, S, [&](int64_t begin, int64_t end) {
       RayScratch<T> scratch(S);
       for (int64_t r = begin; r < end; ++r) {
-        const T* sigma_r = sigma_p + r * S;
-        const T* rgb_r = rgb_p + r * S * 3;
-        const T* t_r = t_p + r * (S + 1);
-        const T* bg_r = bg_p + (bg_per_ray ? r * 3 : 0);
-        T* out_rgb_r = out_rgb_p + r * 3;
-        T* weights_r = write_weights ? weights_p + r * S : nullptr;
+        const T* sigma_r = a.sigma + r * S;
+        const T* t_r = a.t + r * (S + 1);
+        T* out_rgb_r = a.out_rgb + r * 3;
+        T* weights_r = write_weights ? a.weights + r * S : nullptr;
         if (!AllValid(sigma_r, t_r, S)) {
-          const mo::VrCheck check = mo::vr_check_ray(sigma_r, t_r, S);
-          mo::vr_write_invalid(out_rgb_r, depth_p + r, opacity_p + r, weights_r, S, write_weights);
+          const VrCheck check = vr_check_ray(sigma_r, t_r, S);
+          vr_write_invalid(out_rgb_r, a.depth + r, a.opacity + r, weights_r, S, write_weights);
           std::lock_guard<std::mutex> lock(error_mutex);
           if (r < bad_ray) {
             bad_ray = r;
@@ -349,101 +320,40 @@ class VolumeRenderOp : public OpKernel {
           }
           continue;
         }
-        ForwardRay(&scratch, sigma_r, rgb_r, t_r, bg_r, S, eps, out_rgb_r, depth_p + r, opacity_p + r, weights_r);
+        ForwardRay(&scratch, sigma_r, a.rgb + r * S * 3, t_r, a.background + (a.background_per_ray ? r * 3 : 0), S,
+                   eps, out_rgb_r, a.depth + r, a.opacity + r, weights_r);
       }
     });
-
-    if (bad_check.code != mo::kVrOk) {
-      ctx->SetStatus(volume_render::BadRayError(bad_check, bad_ray, sigma_p + bad_ray * S, t_p + bad_ray * (S + 1)));
-    }
+    if (bad_check.code == kVrOk) return absl::OkStatus();
+    return checks::ToStatus(
+        volume_render_checks::BadRay(bad_check, bad_ray, a.sigma + bad_ray * S, a.t + bad_ray * (S + 1)));
   }
 
- private:
-  volume_render::Attrs attrs_;
-};
-
-template <typename T>
-class VolumeRenderGradOp : public OpKernel {
- public:
-  explicit VolumeRenderGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, volume_render::ReadAttrs(ctx, "MetalOpsVolumeRenderGrad", &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const char* op = "MetalOpsVolumeRenderGrad";
-    const Tensor& sigma = ctx->input(0);
-    const Tensor& rgb = ctx->input(1);
-    const Tensor& t = ctx->input(2);
-    const Tensor& background = ctx->input(3);
-    const Tensor& out_rgb = ctx->input(4);
-    const Tensor& depth = ctx->input(5);
-    const Tensor& opacity = ctx->input(6);
-    const Tensor& weights = ctx->input(7);
-    const Tensor& grad_rgb = ctx->input(8);
-    const Tensor& grad_depth = ctx->input(9);
-    const Tensor& grad_opacity = ctx->input(10);
-    const Tensor& grad_weights = ctx->input(11);
-    volume_render::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, volume_render::CheckInputShapes(op, sigma, rgb, t, background, &shapes));
-    bool has_weight_grad = false;
-    OP_REQUIRES_OK(ctx, volume_render::CheckGradInputShapes(op, shapes, out_rgb, depth, opacity, weights, grad_rgb,
-                                                            grad_depth, grad_opacity, grad_weights,
-                                                            &has_weight_grad));
-    const int64_t R = shapes.rays, S = shapes.samples;
-    const bool bg_per_ray = shapes.background_per_ray;
-
-    Tensor* grad_sigma = nullptr;
-    Tensor* grad_samples_rgb = nullptr;
-    Tensor* grad_background = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, sigma.shape(), &grad_sigma));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, rgb.shape(), &grad_samples_rgb));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R, 3}), &grad_background));
-    if (R == 0) return;
-
-    const T* sigma_p = sigma.flat<T>().data();
-    const T* rgb_p = rgb.flat<T>().data();
-    const T* t_p = t.flat<T>().data();
-    const T* bg_p = background.flat<T>().data();
-    const T* out_rgb_p = out_rgb.flat<T>().data();
-    const T* depth_p = depth.flat<T>().data();
-    const T* opacity_p = opacity.flat<T>().data();
-    const T* weights_p = has_weight_grad ? weights.flat<T>().data() : nullptr;
-    const T* grad_rgb_p = grad_rgb.flat<T>().data();
-    const T* grad_depth_p = grad_depth.flat<T>().data();
-    const T* grad_opacity_p = grad_opacity.flat<T>().data();
-    const T* grad_weights_p = has_weight_grad ? grad_weights.flat<T>().data() : nullptr;
-    T* grad_sigma_p = grad_sigma->flat<T>().data();
-    T* grad_samples_rgb_p = grad_samples_rgb->flat<T>().data();
-    T* grad_background_p = grad_background->flat<T>().data();
-    const T eps = static_cast<T>(attrs_.early_termination);
-
-    ParallelForRays(ctx, R, S, [&](int64_t begin, int64_t end) {
+  static absl::Status Backward(OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& a) {
+    const int64_t S = a.samples;
+    const bool has_weight_grad = a.weights != nullptr;
+    const T eps = static_cast<T>(a.early_termination);
+    ParallelForRays(ctx, a.rays, S, [&](int64_t begin, int64_t end) {
       RayScratch<T> scratch(S);
       for (int64_t r = begin; r < end; ++r) {
-        const T* sigma_r = sigma_p + r * S;
-        const T* rgb_r = rgb_p + r * S * 3;
-        const T* t_r = t_p + r * (S + 1);
-        const T* bg_r = bg_p + (bg_per_ray ? r * 3 : 0);
-        BackwardRay(&scratch, sigma_r, rgb_r, t_r, bg_r, S, eps, out_rgb_p + r * 3, depth_p[r], opacity_p[r],
-                    has_weight_grad ? weights_p + r * S : nullptr, grad_rgb_p + r * 3, grad_depth_p[r],
-                    grad_opacity_p[r], has_weight_grad ? grad_weights_p + r * S : nullptr, grad_sigma_p + r * S,
-                    grad_samples_rgb_p + r * S * 3, grad_background_p + r * 3);
+        BackwardRay(&scratch, a.sigma + r * S, a.rgb + r * S * 3, a.t + r * (S + 1),
+                    a.background + (a.background_per_ray ? r * 3 : 0), S, eps, a.out_rgb + r * 3, a.depth[r],
+                    a.opacity[r], has_weight_grad ? a.weights + r * S : nullptr, a.grad_rgb + r * 3,
+                    a.grad_depth[r], a.grad_opacity[r], has_weight_grad ? a.grad_weights + r * S : nullptr,
+                    a.grad_sigma + r * S, a.grad_samples_rgb + r * S * 3, a.grad_background + r * 3);
       }
     });
+    return absl::OkStatus();
   }
-
- private:
-  volume_render::Attrs attrs_;
 };
 
-#define METAL_OPS_REGISTER_VOLUME_RENDER_CPU(T)                                                       \
-  REGISTER_KERNEL_BUILDER(                                                                          \
-      Name("MetalOpsVolumeRender").Device(DEVICE_CPU).TypeConstraint<T>("T"), VolumeRenderOp<T>);     \
-  REGISTER_KERNEL_BUILDER(                                                                          \
-      Name("MetalOpsVolumeRenderGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), VolumeRenderGradOp<T>)
+#define METAL_OPS_REGISTER_VOLUME_RENDER_CPU(T)                                              \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsVolumeRender").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+                          VolumeRenderOp<CPUDevice, T>);                                    \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsVolumeRenderGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+                          VolumeRenderGradOp<CPUDevice, T>)
 METAL_OPS_REGISTER_VOLUME_RENDER_CPU(float);
 METAL_OPS_REGISTER_VOLUME_RENDER_CPU(double);
 #undef METAL_OPS_REGISTER_VOLUME_RENDER_CPU
 
-}  // namespace
-}  // namespace metal_ops
+}  // namespace mo

@@ -9,34 +9,18 @@
 #include <string>
 
 #include "kernels/common/distortion_loss.h"
+#include "ops/distortion_loss_checks.h"
 
 namespace {
 
 using mo::metal::DimsOf;
-using mo::metal::ShapeString;
-
-// weights [R, S], t [R, S + 1]; false (call failed, naming the argument) otherwise.
-bool ReadShapes(mo::metal::KernelCall& call, const char* op, TF_Tensor* w, TF_Tensor* t,
-                mo::DistortionLossParams* params) {
-  if (TF_NumDims(w) != 2) {
-    call.InvalidArgument(std::string(op) + ": 'weights' must be [R, S], got shape " + ShapeString(DimsOf(w)));
-    return false;
-  }
-  if (TF_NumDims(t) != 2 || TF_Dim(t, 0) != TF_Dim(w, 0) || TF_Dim(t, 1) != TF_Dim(w, 1) + 1) {
-    call.InvalidArgument(std::string(op) + ": 't' must be [R, S + 1] for 'weights' " + ShapeString(DimsOf(w)) +
-                         ", got shape " + ShapeString(DimsOf(t)));
-    return false;
-  }
-  params->num_rays = TF_Dim(w, 0);
-  params->num_samples = TF_Dim(w, 1);
-  return true;
-}
+namespace checks = mo::distortion_loss_checks;
 
 void Forward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* w = call.Input(0);
   TF_Tensor* t = call.Input(1);
-  mo::DistortionLossParams params = {};
-  if (!call.ok() || !ReadShapes(call, "MetalOpsDistortionLoss", w, t, &params)) return;
+  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(w), DimsOf(t)))) return;
+  const mo::DistortionLossParams params = {TF_Dim(w, 0), TF_Dim(w, 1)};
   TF_Tensor* loss = call.Output(0, TF_FLOAT, {params.num_rays});
   if (!call.ok() || params.num_rays == 0) return;
   call.Encode([&](mo::metal::Encoder& e) {
@@ -51,13 +35,11 @@ void Backward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* g = call.Input(0);
   TF_Tensor* w = call.Input(1);
   TF_Tensor* t = call.Input(2);
-  mo::DistortionLossParams params = {};
-  if (!call.ok() || !ReadShapes(call, "MetalOpsDistortionLossGrad", w, t, &params)) return;
-  if (TF_NumDims(g) != 1 || TF_Dim(g, 0) != params.num_rays) {
-    call.InvalidArgument("MetalOpsDistortionLossGrad: 'grad' must be [R] = [" + std::to_string(params.num_rays) +
-                         "], got shape " + ShapeString(DimsOf(g)));
+  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(w), DimsOf(t))) ||
+      !call.Check(checks::GradShape(DimsOf(g), TF_Dim(w, 0)))) {
     return;
   }
+  const mo::DistortionLossParams params = {TF_Dim(w, 0), TF_Dim(w, 1)};
   TF_Tensor* gw = call.Output(0, TF_FLOAT, {params.num_rays, params.num_samples});
   TF_Tensor* gt = call.Output(1, TF_FLOAT, {params.num_rays, params.num_samples + 1});
   if (!call.ok() || params.num_rays == 0) return;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/metal/metal_rules.h"
+#include "ops/checks.h"
 #import "kernels/metal/tf_metal_stream.h"
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/tf_datatype.h"
@@ -117,6 +118,12 @@ class KernelCall {
   TF_OpKernelContext* context() const { return ctx_; }
   void Fail(TF_Code code, const std::string& message);
   void InvalidArgument(const std::string& message) { Fail(TF_INVALID_ARGUMENT, message); }
+  // One of the ops/<op>_checks.h checks: false (the call failed with its
+  // message) when it did not pass.
+  bool Check(const checks::Result& result) {
+    if (!result.ok) InvalidArgument(result.message);
+    return result.ok;
+  }
 
   // nullptr once the call has failed (every later step is then skipped).
   TF_Tensor* Input(int index);
@@ -162,6 +169,10 @@ class AttrReader {
 
   bool ok() const { return TF_GetCode(status_) == TF_OK; }
   void InvalidArgument(const std::string& message);
+  bool Check(const checks::Result& result) {
+    if (!result.ok) InvalidArgument(result.message);
+    return result.ok;
+  }
   int32_t Int(const char* name);
   int64_t Int64(const char* name);
   float Float(const char* name);
@@ -188,7 +199,7 @@ inline void* CreateNothing(TF_OpKernelConstruction*) { return nullptr; }
 inline void DeleteNothing(void*) {}
 
 std::vector<int64_t> DimsOf(TF_Tensor* tensor);
-std::string ShapeString(const std::vector<int64_t>& dims);
+using checks::ShapeString;
 
 }  // namespace metal
 }  // namespace mo

@@ -350,11 +350,6 @@ std::vector<int64_t> DimsOf(TF_Tensor* tensor) {
   return dims;
 }
 
-std::string ShapeString(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + std::to_string(dims[d]);
-  return s + "]";
-}
 
 }  // namespace metal
 }  // namespace mo

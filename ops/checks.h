@@ -1,0 +1,54 @@
+// The vocabulary of the per-op check headers (ops/<op>_checks.h): plain sizes
+// and attribute values in, an error message out, no TensorFlow API. Each
+// check and its message is written once there and reaches every kernel
+// through a thin adapter: ops/checks_tf.h for the C++ API (CPU kernels, CUDA
+// registrations, shape functions), mo::metal::KernelCall::Check for the
+// C-API Metal kernels.
+#ifndef METAL_OPS_OPS_CHECKS_H_
+#define METAL_OPS_OPS_CHECKS_H_
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mo {
+namespace checks {
+
+using Dims = std::vector<int64_t>;
+
+// OK, or an invalid argument with its message.
+struct Result {
+  bool ok = true;
+  std::string message;
+};
+
+inline Result Ok() { return Result(); }
+
+// The message is the parts streamed one after the other.
+template <typename... Parts>
+Result Invalid(Parts&&... parts) {
+  std::ostringstream out;
+  (out << ... << std::forward<Parts>(parts));
+  return Result{false, out.str()};
+}
+
+// "[2,3]", as TensorFlow prints shapes.
+inline std::string ShapeString(const Dims& dims) {
+  std::string s = "[";
+  for (size_t d = 0; d < dims.size(); ++d) s += (d ? "," : "") + std::to_string(dims[d]);
+  return s + "]";
+}
+
+// Returns from the enclosing function when `expr` (a Result) is not OK.
+#define MO_RETURN_IF_INVALID(expr)            \
+  do {                                        \
+    ::mo::checks::Result mo_check_ = (expr);  \
+    if (!mo_check_.ok) return mo_check_;      \
+  } while (false)
+
+}  // namespace checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_CHECKS_H_

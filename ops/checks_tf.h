@@ -1,0 +1,29 @@
+// The C++-API adapter of the per-op check headers (ops/checks.h): tensor and
+// shape sizes in, absl::Status out. Used by the CPU kernels and the CUDA
+// registrations; the C-API Metal kernels have their own (KernelCall::Check).
+#ifndef METAL_OPS_OPS_CHECKS_TF_H_
+#define METAL_OPS_OPS_CHECKS_TF_H_
+
+#include "ops/checks.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace mo {
+namespace checks {
+
+inline absl::Status ToStatus(const Result& result) {
+  return result.ok ? absl::OkStatus() : ::tensorflow::errors::InvalidArgument(result.message);
+}
+
+inline Dims DimsOf(const ::tensorflow::TensorShape& shape) {
+  Dims dims(static_cast<size_t>(shape.dims()));
+  for (int d = 0; d < shape.dims(); ++d) dims[d] = shape.dim_size(d);
+  return dims;
+}
+
+inline Dims DimsOf(const ::tensorflow::Tensor& tensor) { return DimsOf(tensor.shape()); }
+
+}  // namespace checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_CHECKS_TF_H_

@@ -1,0 +1,53 @@
+// DistortionLoss's input checks, written once for every kernel of the op: the
+// CPU kernels and CUDA registrations (through ops/checks_tf.h) and the Metal
+// kernels (through KernelCall::Check). No TensorFlow API: sizes and values in,
+// ops/checks.h's Result out. Messages name the argument; tests match on them.
+#ifndef METAL_OPS_OPS_DISTORTION_LOSS_CHECKS_H_
+#define METAL_OPS_OPS_DISTORTION_LOSS_CHECKS_H_
+
+#include <cstdint>
+
+#include "kernels/common/distortion_loss.h"
+#include "ops/checks.h"
+
+namespace mo {
+namespace distortion_loss_checks {
+
+using checks::Dims;
+using checks::Invalid;
+using checks::Ok;
+using checks::Result;
+using checks::ShapeString;
+
+// weights [R, S] and t [R, S + 1].
+inline Result Shapes(const Dims& w, const Dims& t) {
+  if (w.size() != 2) return Invalid("DistortionLoss: 'weights' must be [R, S], got shape ", ShapeString(w));
+  if (t.size() != 2) return Invalid("DistortionLoss: 't' must be [R, S + 1], got shape ", ShapeString(t));
+  if (t[0] != w[0] || t[1] != w[1] + 1) {
+    return Invalid("DistortionLoss: 't' must be [R, S + 1] = [", w[0], ", ", w[1] + 1, "] for 'weights' of shape ",
+                   ShapeString(w), ", got ", ShapeString(t));
+  }
+  return Ok();
+}
+
+// The upstream gradient of DistortionLossGrad: one value per ray.
+inline Result GradShape(const Dims& g, int64_t rays) {
+  if (g != Dims{rays}) return Invalid("DistortionLossGrad: 'grad' must be [R] = [", rays, "], got ", ShapeString(g));
+  return Ok();
+}
+
+// The first decrease (NaN counts) of ray r, whose samples + 1 boundaries
+// `row` points to in host memory; OK if there is none.
+inline Result RaySorted(const float* row, int64_t r, int64_t samples) {
+  const int64_t k = dl_first_decrease(row, samples);
+  if (k >= 0) {
+    return Invalid("DistortionLoss: 't' must be non-decreasing along each ray, but ray ", r, " has t[", r, ", ", k,
+                   "] = ", row[k], " > t[", r, ", ", k + 1, "] = ", row[k + 1]);
+  }
+  return Ok();
+}
+
+}  // namespace distortion_loss_checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_DISTORTION_LOSS_CHECKS_H_

@@ -1,0 +1,107 @@
+// VolumeRender's attribute and input checks, written once for every kernel of
+// the op: the CPU kernels and CUDA registrations (through ops/checks_tf.h) and
+// the Metal kernels (through KernelCall::Check). No TensorFlow API: sizes and
+// values in, ops/checks.h's Result out. Messages start with the op's name
+// (`op`) and name the argument; tests match on them.
+#ifndef METAL_OPS_OPS_VOLUME_RENDER_CHECKS_H_
+#define METAL_OPS_OPS_VOLUME_RENDER_CHECKS_H_
+
+#include <cstdint>
+
+#include "kernels/common/volume_render.h"
+#include "ops/checks.h"
+
+namespace mo {
+namespace volume_render_checks {
+
+using checks::Dims;
+using checks::Invalid;
+using checks::Ok;
+using checks::Result;
+using checks::ShapeString;
+
+constexpr const char kForward[] = "MetalOpsVolumeRender";
+constexpr const char kBackward[] = "MetalOpsVolumeRenderGrad";
+
+inline Result EarlyTermination(const char* op, float early_termination) {
+  if (!(early_termination >= 0.0f && early_termination <= 1.0f)) {
+    return Invalid(op, ": 'early_termination' must be in [0, 1], got ", early_termination);
+  }
+  return Ok();
+}
+
+// The sizes the inputs shared by forward and backward give.
+struct RayShapes {
+  int64_t rays = 0;
+  int64_t samples = 0;
+  bool background_per_ray = false;
+};
+
+// sigma [R, S], rgb [R, S, 3], t [R, S + 1], background [3] or [R, 3].
+inline Result InputShapes(const char* op, const Dims& sigma, const Dims& rgb, const Dims& t,
+                          const Dims& background, RayShapes* shapes) {
+  if (sigma.size() != 2) {
+    return Invalid(op, ": 'sigma' must be [R, S] (rank 2), got shape ", ShapeString(sigma));
+  }
+  const int64_t R = sigma[0], S = sigma[1];
+  if (rgb != Dims{R, S, 3}) {
+    return Invalid(op, ": 'rgb' must be [R, S, 3] = [", R, ", ", S, ", 3] to match 'sigma' ", ShapeString(sigma),
+                   ", got shape ", ShapeString(rgb));
+  }
+  if (t != Dims{R, S + 1}) {
+    return Invalid(op, ": 't' must be [R, S + 1] = [", R, ", ", S + 1, "] (interval boundaries) to match 'sigma' ",
+                   ShapeString(sigma), ", got shape ", ShapeString(t));
+  }
+  const bool shared = background == Dims{3};
+  const bool per_ray = background == Dims{R, 3};
+  if (!(shared || per_ray)) {
+    return Invalid(op, ": 'background' must be [3] or [R, 3] = [", R, ", 3], got shape ", ShapeString(background));
+  }
+  shapes->rays = R;
+  shapes->samples = S;
+  shapes->background_per_ray = per_ray;
+  return Ok();
+}
+
+// The forward outputs and upstream gradients VolumeRenderGrad receives, for
+// `shapes` from InputShapes. *has_weight_grad: the weights output was
+// returned (weights [R, S], not [R, 0]) and there are samples.
+inline Result GradInputShapes(const char* op, const RayShapes& shapes, const Dims& out_rgb, const Dims& depth,
+                              const Dims& opacity, const Dims& weights, const Dims& grad_rgb, const Dims& grad_depth,
+                              const Dims& grad_opacity, const Dims& grad_weights, bool* has_weight_grad) {
+  const int64_t R = shapes.rays, S = shapes.samples;
+  const Dims ray3 = {R, 3}, ray = {R};
+  if (!(out_rgb == ray3 && grad_rgb == ray3)) {
+    return Invalid(op, ": 'out_rgb' and 'grad_rgb' must be [R, 3] = ", ShapeString(ray3), ", got ",
+                   ShapeString(out_rgb), " and ", ShapeString(grad_rgb));
+  }
+  if (!(depth == ray && opacity == ray && grad_depth == ray && grad_opacity == ray)) {
+    return Invalid(op, ": 'depth', 'opacity', 'grad_depth' and 'grad_opacity' must be [R] = ", ShapeString(ray));
+  }
+  const bool weights_full = weights == Dims{R, S};
+  const bool weights_none = weights == Dims{R, 0};
+  if (!((weights_full || weights_none) && grad_weights == weights)) {
+    return Invalid(op, ": 'weights' and 'grad_weights' must both be [R, S] = [", R, ", ", S, "] or [R, 0], got ",
+                   ShapeString(weights), " and ", ShapeString(grad_weights));
+  }
+  *has_weight_grad = weights_full && S > 0;
+  return Ok();
+}
+
+// The forward op's error for ray r, which failed vr_check_ray with `check`;
+// sigma_row (S values) and t_row (S + 1) are that ray in host memory.
+template <typename T>
+Result BadRay(const VrCheck& check, int64_t r, const T* sigma_row, const T* t_row) {
+  const int64_t i = check.sample;
+  if (check.code == kVrBadSigma) {
+    return Invalid(kForward, ": 'sigma' must be non-negative (and not NaN): ray ", r, ", sample ", i,
+                   " has sigma = ", static_cast<double>(sigma_row[i]));
+  }
+  return Invalid(kForward, ": 't' must be non-decreasing along each ray: ray ", r, " has t[", i + 1,
+                 "] = ", static_cast<double>(t_row[i + 1]), " < t[", i, "] = ", static_cast<double>(t_row[i]));
+}
+
+}  // namespace volume_render_checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_VOLUME_RENDER_CHECKS_H_
