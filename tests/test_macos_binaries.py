@@ -327,6 +327,16 @@ def test_plugin_fails_on_a_stub_with_another_install_name(tmp_path):
                                       "__ZN10tensorflow28_AttrValue_default_instance_E"]
 
 
+def test_version_from_the_path_without_dist_info(tmp_path):
+    tf_dir = fake_tensorflow(tmp_path, "2.19.1")
+    os.rmdir(os.path.join(os.path.dirname(tf_dir), "tensorflow-2.19.1.dist-info"))
+    unpacked = tmp_path / "build" / "macos" / "tf-2.18.1"
+    unpacked.parent.mkdir(parents=True)
+    os.rename(os.path.dirname(tf_dir), unpacked)
+    assert mb.TensorFlow(str(unpacked / "tensorflow")).version == "2.18.1"
+    assert mb.TensorFlow(str(unpacked)).version == "2.18.1"
+
+
 def test_a_reexport_must_resolve_in_its_target(tmp_path):
     tf = mb.TensorFlow(fake_tensorflow(tmp_path, "2.19.1", pywrap_exports={
         "_TF_NewStatus": (2, "_TF_NewStatusRenamed"),  # libtensorflow_cc has no such name

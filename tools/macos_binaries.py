@@ -567,8 +567,8 @@ class TensorFlow:
             match = re.match(r"tensorflow-([0-9][^-]*)\.dist-info$", entry)
             if match:
                 return match.group(1)
-        match = re.search(r"(\d+\.\d+\.\d+\S*)", os.path.abspath(self.dir))
-        return match.group(1) if match else self.dir
+        found = re.findall(r"\d+\.\d+\.\d+(?:rc\d+)?", os.path.abspath(self.dir))
+        return found[-1] if found else self.dir
 
     def trie(self, rel):
         if rel not in self._tries:
