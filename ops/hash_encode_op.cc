@@ -13,12 +13,15 @@
 #include <string>
 
 #include "kernels/common/hash_grid.h"
+#include "ops/checks_tf.h"
+#include "ops/hash_encode_checks.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace {
 
+namespace checks = ::mo::hash_encode_checks;
 using ::tensorflow::Status;
 using ::tensorflow::errors::InvalidArgument;
 using ::tensorflow::shape_inference::DimensionHandle;
@@ -34,23 +37,19 @@ using ::tensorflow::shape_inference::ShapeHandle;
       .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")        \
       .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
 
+// The grid attributes, checked by ops/hash_encode_checks.h like the kernels do.
+Status ReadGridAttrs(InferenceContext* c, checks::GridAttrs* a) {
+  TF_RETURN_IF_ERROR(c->GetAttr("num_levels", &a->num_levels));
+  TF_RETURN_IF_ERROR(c->GetAttr("log2_hashmap_size", &a->log2_hashmap_size));
+  TF_RETURN_IF_ERROR(c->GetAttr("base_resolution", &a->base_resolution));
+  TF_RETURN_IF_ERROR(c->GetAttr("per_level_scale", &a->per_level_scale));
+  return mo::checks::ToStatus(checks::Grid(a));
+}
+
 Status CheckGridAttrs(InferenceContext* c, int* num_levels) {
-  int log2_size = 0;
-  float per_level_scale = 0.f;
-  TF_RETURN_IF_ERROR(c->GetAttr("num_levels", num_levels));
-  TF_RETURN_IF_ERROR(c->GetAttr("log2_hashmap_size", &log2_size));
-  TF_RETURN_IF_ERROR(c->GetAttr("per_level_scale", &per_level_scale));
-  if (*num_levels > mo::hash_grid::kMaxLevels) {
-    return InvalidArgument("num_levels must be in [1, ", int(mo::hash_grid::kMaxLevels), "], got ",
-                           *num_levels);
-  }
-  if (log2_size < mo::hash_grid::kMinLog2HashmapSize || log2_size > mo::hash_grid::kMaxLog2HashmapSize) {
-    return InvalidArgument("log2_hashmap_size must be in [", int(mo::hash_grid::kMinLog2HashmapSize), ", ",
-                           int(mo::hash_grid::kMaxLog2HashmapSize), "], got ", log2_size);
-  }
-  if (!(per_level_scale >= 1.0f) || std::isinf(per_level_scale)) {
-    return InvalidArgument("per_level_scale must be finite and >= 1, got ", per_level_scale);
-  }
+  checks::GridAttrs a;
+  TF_RETURN_IF_ERROR(ReadGridAttrs(c, &a));
+  *num_levels = a.num_levels;
   return Status();
 }
 
@@ -62,34 +61,18 @@ Status CheckInputsAndTable(InferenceContext* c, int inputs_index, int table_inde
   TF_RETURN_IF_ERROR(c->WithRank(c->input(table_index), 2, table));
   const DimensionHandle dims = c->Dim(*inputs, 1);
   const DimensionHandle features = c->Dim(*table, 1);
-  if (c->ValueKnown(dims) && (c->Value(dims) < 1 || c->Value(dims) > mo::hash_grid::kMaxDims)) {
-    return InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = ", c->Value(dims));
-  }
-  if (c->ValueKnown(features)) {
-    const int64_t f = c->Value(features);
-    if (f != 1 && f != 2 && f != 4 && f != 8) {
-      return InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f);
-    }
-  }
   const DimensionHandle rows = c->Dim(*table, 0);
+  if (c->ValueKnown(dims)) {
+    const DimensionHandle n = c->Dim(*inputs, 0);
+    const mo::checks::Dims shape = {c->ValueKnown(n) ? c->Value(n) : -1, c->Value(dims)};
+    TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::InputDim(c->Value(dims), shape)));
+  }
+  if (c->ValueKnown(features)) TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::Features(c->Value(features))));
   if (c->ValueKnown(dims) && c->ValueKnown(rows)) {
-    int num_levels = 0, log2_size = 0, base = 0;
-    float per_level_scale = 0.f;
-    TF_RETURN_IF_ERROR(c->GetAttr("num_levels", &num_levels));
-    TF_RETURN_IF_ERROR(c->GetAttr("log2_hashmap_size", &log2_size));
-    TF_RETURN_IF_ERROR(c->GetAttr("base_resolution", &base));
-    TF_RETURN_IF_ERROR(c->GetAttr("per_level_scale", &per_level_scale));
-    const float log2_scale = mo::log2_f(per_level_scale);
-    const float finest = mo::hash_grid::level_scale(num_levels - 1, log2_scale, mo::uint32(base));
-    if (finest < 2147483520.0f) {  // otherwise the kernel reports the overflow
-      mo::int64 offsets[mo::hash_grid::kMaxLevels + 1];
-      const mo::int64 expected = mo::hash_grid::level_offsets(int(c->Value(dims)), num_levels, log2_size,
-                                                              log2_scale, mo::uint32(base), offsets);
-      if (c->Value(rows) != expected) {
-        return InvalidArgument("table has ", c->Value(rows), " rows but the hash grid needs ", expected,
-                               " (hash_grid_size for input_dim=", c->Value(dims), ")");
-      }
-    }
+    checks::GridAttrs a;
+    TF_RETURN_IF_ERROR(ReadGridAttrs(c, &a));
+    mo::int64 expected = 0;
+    TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::TableRows(a, c->Value(dims), c->Value(rows), &expected)));
   }
   return Status();
 }

@@ -93,6 +93,23 @@ MO_FN int64 level_offsets(int dims, int num_levels, int log2_hashmap_size,
   return offsets[num_levels];
 }
 
+// The one place a grid's Params is filled (CPU, CUDA and Metal hosts, the
+// MSL-shim tests). log2_per_level_scale is log2_f(per_level_scale) in float32,
+// as in tiny-cuda-nn. Returns the table's row count P.
+MO_FN int64 make_params(int dims, int64 num_points, int num_levels, int log2_hashmap_size, uint32 base_resolution,
+                        float per_level_scale, int interpolation, int out_of_range, MO_THREAD Params* p) {
+  p->num_points = num_points;
+  p->log2_per_level_scale = log2_f(per_level_scale);
+  p->base_resolution = base_resolution;
+  p->num_levels = num_levels;
+  p->interpolation = interpolation;
+  p->out_of_range = out_of_range;
+  p->pad_ = 0;
+  for (int l = num_levels + 1; l <= kMaxLevels; ++l) p->level_offsets[l] = 0;
+  return level_offsets(dims, num_levels, log2_hashmap_size, p->log2_per_level_scale, base_resolution,
+                       p->level_offsets);
+}
+
 // Row (within its level) of grid vertex `corner`: dense when the level's grid
 // fits in `entries` rows, hashed otherwise; uint32 wrap-around as in
 // tiny-cuda-nn. The stride is 64-bit so huge resolutions cannot fake "dense".

@@ -20,7 +20,7 @@
 #include "kernels/common/hash_grid.h"
 #include "kernels/cpu/hash_encode_cpu.h"
 #include "kernels/cpu/huge_pages.h"
-#include "ops/hash_encode_validation.h"
+#include "kernels/hash_encode_op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -70,11 +70,11 @@ bool DispatchDimsFeatures(int dims, int features, Fn&& fn) {
 
 // ---- Attributes -------------------------------------------------------------------
 
-using ::metal_ops::hash_encode::CheckInputsAndTable;
-using ::metal_ops::hash_encode::CheckMatrix;
-using ::metal_ops::hash_encode::GridAttrs;
-using ::metal_ops::hash_encode::GridRows;
-using ::metal_ops::hash_encode::ReadGridAttrs;
+using ::mo::hash_encode_tf::CheckInputsAndTable;
+using ::mo::hash_encode_tf::CheckMatrix;
+using ::mo::hash_encode_tf::GridAttrs;
+using ::mo::hash_encode_tf::GridRows;
+using ::mo::hash_encode_tf::ReadGridAttrs;
 
 // ---- Level geometry ------------------------------------------------------------------
 

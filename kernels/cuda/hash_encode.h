@@ -40,24 +40,6 @@
 namespace mo {
 namespace cuda {
 
-// The encoding's Params (hash_grid.h) for a grid; returns the table's row
-// count. log2_per_level_scale is log2_f(per_level_scale) in float32, as in
-// tiny-cuda-nn and the CPU kernel.
-inline int64_t MakeHashGridParams(int dims, int64_t num_points, int num_levels, int log2_hashmap_size,
-                                  uint32_t base_resolution, float per_level_scale, int interpolation,
-                                  int out_of_range, hash_grid::Params* params) {
-  *params = hash_grid::Params();
-  params->num_points = num_points;
-  params->log2_per_level_scale = mo::log2_f(per_level_scale);
-  params->base_resolution = base_resolution;
-  params->num_levels = num_levels;
-  params->interpolation = interpolation;
-  params->out_of_range = out_of_range;
-  params->pad_ = 0;
-  return hash_grid::level_offsets(dims, num_levels, log2_hashmap_size, params->log2_per_level_scale,
-                                  base_resolution, params->level_offsets);
-}
-
 struct HashEncodeBackwardOptions {
   bool table_grad = true;      // write grad_table [P, F]
   bool input_grad = false;     // write grad_inputs [N, D]

@@ -4,7 +4,7 @@
 // cuda-check` syntax-checks it against the pip headers. Not run here: the
 // kernels it launches are tested through the harness on an H100
 // (tests/cuda/test_hash_encode_cuda.py).
-// Attributes and input checks: ops/hash_encode_validation.h, shared with the
+// Attributes and input checks: ops/hash_encode_checks.h, shared with the
 // CPU kernels.
 // MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets have no GPU kernel:
 // TensorFlow places them on the CPU.
@@ -17,7 +17,7 @@
 
 #include "kernels/common/hash_grid.h"
 #include "kernels/cuda/hash_encode.h"
-#include "ops/hash_encode_validation.h"
+#include "kernels/hash_encode_op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -46,19 +46,17 @@ struct DeviceType<Eigen::half> {
 };
 static_assert(sizeof(Eigen::half) == sizeof(__half), "half layouts differ");
 
-using ::metal_ops::hash_encode::CheckInputsAndTable;
-using ::metal_ops::hash_encode::CheckMatrix;
-using ::metal_ops::hash_encode::GridAttrs;
-using ::metal_ops::hash_encode::ReadGridAttrs;
+using ::mo::hash_encode_tf::CheckInputsAndTable;
+using ::mo::hash_encode_tf::CheckMatrix;
+using ::mo::hash_encode_tf::GridAttrs;
+using ::mo::hash_encode_tf::ReadGridAttrs;
 
 // Checks inputs and table (shared with the CPU kernels), then the launch
 // parameters of the grid.
 absl::Status ValidateAndMakeParams(const GridAttrs& a, const Tensor& inputs, const Tensor& table, int* dims,
                                    int* features, hg::Params* params, int64_t* rows) {
   TF_RETURN_IF_ERROR(CheckInputsAndTable(a, inputs, table, dims, features, rows));
-  ::mo::cuda::MakeHashGridParams(*dims, inputs.dim_size(0), a.num_levels, a.log2_hashmap_size,
-                                 ::mo::uint32(a.base_resolution), a.per_level_scale, a.interpolation,
-                                 a.out_of_range, params);
+  *params = ::mo::hash_encode_checks::MakeParams(a, *dims, inputs.dim_size(0));
   return absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kernels/common/hash_grid.h"
+#include "ops/hash_encode_checks.h"
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
 #include "tensorflow/core/util/determinism.h"
@@ -27,14 +28,11 @@ namespace {
 
 namespace hg = ::mo::hash_grid;
 
+namespace checks = ::mo::hash_encode_checks;
+using mo::metal::DimsOf;
+
 struct HashEncodeMetalKernel {
-  int32_t num_levels = 0;
-  int32_t log2_hashmap_size = 0;
-  int32_t base_resolution = 0;
-  float per_level_scale = 0.f;
-  int interpolation = hg::kLinear;
-  int out_of_range = hg::kClamp;
-  bool is_grad = false;
+  checks::GridAttrs grid;
   bool table_grad = true;
   bool input_grad = true;
 };
@@ -45,62 +43,20 @@ struct CountParams {
   int64_t num_points;
 };
 
-// The CPU kernel's attribute checks and messages (kernels/cpu/hash_encode_kernels.cc).
-void CheckAttrs(const HashEncodeMetalKernel& k, mo::metal::AttrReader& attrs) {
-  if (k.num_levels < 1 || k.num_levels > hg::kMaxLevels) {
-    attrs.InvalidArgument("num_levels must be in [1, " + std::to_string(int(hg::kMaxLevels)) + "], got " +
-                           std::to_string(k.num_levels));
-  } else if (k.log2_hashmap_size < hg::kMinLog2HashmapSize || k.log2_hashmap_size > hg::kMaxLog2HashmapSize) {
-    attrs.InvalidArgument("log2_hashmap_size must be in [" + std::to_string(int(hg::kMinLog2HashmapSize)) + ", " +
-                           std::to_string(int(hg::kMaxLog2HashmapSize)) + "], got " +
-                           std::to_string(k.log2_hashmap_size));
-  } else if (k.base_resolution < 1) {
-    attrs.InvalidArgument("base_resolution must be >= 1, got " + std::to_string(k.base_resolution));
-  } else if (!(k.per_level_scale >= 1.0f) || std::isinf(k.per_level_scale)) {
-    attrs.InvalidArgument("per_level_scale must be finite and >= 1, got " + std::to_string(k.per_level_scale));
-  } else {
-    const float finest = hg::level_scale(k.num_levels - 1, ::mo::log2_f(k.per_level_scale),
-                                         ::mo::uint32(k.base_resolution));
-    if (!(finest < 2147483520.0f)) {
-      attrs.InvalidArgument("resolution of the finest level (base_resolution * per_level_scale^(num_levels-1) = " +
-                             std::to_string(finest + 1.0f) +
-                             ") must stay below 2^31: reduce base_resolution, per_level_scale or num_levels");
-    }
-  }
-}
-
 void* CreateKernel(TF_OpKernelConstruction* ctx, bool is_grad) {
   auto* k = new HashEncodeMetalKernel;
-  k->is_grad = is_grad;
   mo::metal::AttrReader attrs(ctx);
-  k->num_levels = attrs.Int("num_levels");
-  k->log2_hashmap_size = attrs.Int("log2_hashmap_size");
-  k->base_resolution = attrs.Int("base_resolution");
-  k->per_level_scale = attrs.Float("per_level_scale");
+  k->grid.num_levels = attrs.Int("num_levels");
+  k->grid.log2_hashmap_size = attrs.Int("log2_hashmap_size");
+  k->grid.base_resolution = attrs.Int("base_resolution");
+  k->grid.per_level_scale = attrs.Float("per_level_scale");
   const std::string interpolation = attrs.String("interpolation");
   const std::string out_of_range = attrs.String("out_of_range");
   if (is_grad) {
     k->table_grad = attrs.Bool("compute_table_grad");
     k->input_grad = attrs.Bool("compute_input_grad");
   }
-  if (!attrs.ok()) return k;
-  if (interpolation == "linear") {
-    k->interpolation = hg::kLinear;
-  } else if (interpolation == "smoothstep") {
-    k->interpolation = hg::kSmoothstep;
-  } else {
-    attrs.InvalidArgument("interpolation must be 'linear' or 'smoothstep', got '" + interpolation + "'");
-  }
-  if (out_of_range == "clamp") {
-    k->out_of_range = hg::kClamp;
-  } else if (out_of_range == "wrap") {
-    k->out_of_range = hg::kWrap;
-  } else if (out_of_range == "zero") {
-    k->out_of_range = hg::kZero;
-  } else {
-    attrs.InvalidArgument("out_of_range must be 'clamp', 'wrap' or 'zero', got '" + out_of_range + "'");
-  }
-  CheckAttrs(*k, attrs);
+  if (attrs.ok() && attrs.Check(checks::Modes(interpolation, out_of_range, &k->grid))) attrs.Check(checks::Grid(&k->grid));
   return k;
 }
 
@@ -108,56 +64,12 @@ void* CreateForward(TF_OpKernelConstruction* ctx) { return CreateKernel(ctx, fal
 void* CreateGrad(TF_OpKernelConstruction* ctx) { return CreateKernel(ctx, true); }
 void DeleteKernel(void* kernel) { delete static_cast<HashEncodeMetalKernel*>(kernel); }
 
-std::string Shape(TF_Tensor* t) {
-  std::string s = "[";
-  for (int d = 0; d < TF_NumDims(t); ++d) s += (d ? "," : "") + std::to_string(TF_Dim(t, d));
-  return s + "]";
-}
-
-// inputs [N, D] and table [P, F] against the grid (the CPU kernel's checks
-// and messages); fills params, dims, features and rows.
+// inputs [N, D] and table [P, F] against the grid (the checks every kernel of
+// the op runs); fills params, dims, features and rows.
 bool Validate(mo::metal::KernelCall& call, const HashEncodeMetalKernel& k, TF_Tensor* inputs, TF_Tensor* table,
               hg::Params* params, int* dims, int* features, int64_t* rows) {
-  if (TF_NumDims(inputs) != 2) {
-    call.InvalidArgument("inputs must be a rank-2 tensor [N, D], got shape " + Shape(inputs));
-    return false;
-  }
-  const int64_t d = TF_Dim(inputs, 1);
-  if (d < 1 || d > hg::kMaxDims) {
-    call.InvalidArgument("inputs must be [N, D] with D in [1, 4], got D = " + std::to_string(d) + " (shape " +
-                           Shape(inputs) + ")");
-    return false;
-  }
-  if (TF_NumDims(table) != 2) {
-    call.InvalidArgument("table must be a rank-2 tensor [P, F], got shape " + Shape(table));
-    return false;
-  }
-  const int64_t f = TF_Dim(table, 1);
-  if (f != 1 && f != 2 && f != 4 && f != 8) {
-    call.InvalidArgument("table must be [P, F] with F in {1, 2, 4, 8}, got F = " + std::to_string(f));
-    return false;
-  }
-  *params = hg::Params();
-  params->num_points = TF_Dim(inputs, 0);
-  params->log2_per_level_scale = ::mo::log2_f(k.per_level_scale);
-  params->base_resolution = ::mo::uint32(k.base_resolution);
-  params->num_levels = k.num_levels;
-  params->interpolation = k.interpolation;
-  params->out_of_range = k.out_of_range;
-  params->pad_ = 0;
-  *rows = hg::level_offsets(int(d), k.num_levels, k.log2_hashmap_size, params->log2_per_level_scale,
-                            params->base_resolution, params->level_offsets);
-  if (TF_Dim(table, 0) != *rows) {
-    call.InvalidArgument("table has " + std::to_string(TF_Dim(table, 0)) + " rows but the hash grid needs " +
-                           std::to_string(*rows) + " (hash_grid_size(input_dim=" + std::to_string(d) +
-                           ", num_levels=" + std::to_string(k.num_levels) +
-                           ", log2_hashmap_size=" + std::to_string(k.log2_hashmap_size) +
-                           ", base_resolution=" + std::to_string(k.base_resolution) +
-                           ", per_level_scale=" + std::to_string(k.per_level_scale) + "))");
-    return false;
-  }
-  *dims = int(d);
-  *features = int(f);
+  if (!call.Check(checks::InputsAndTable(k.grid, DimsOf(inputs), DimsOf(table), dims, features, rows))) return false;
+  *params = checks::MakeParams(k.grid, *dims, TF_Dim(inputs, 0));
   return true;
 }
 
@@ -179,13 +91,13 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.ok() || !Validate(call, k, inputs, table, &params, &dims, &features, &rows)) return;
   const TF_DataType dtype = TF_TensorType(table);
   const int64_t n = params.num_points;
-  TF_Tensor* encoded = call.Output(0, dtype, {n, int64_t(k.num_levels) * features});
+  TF_Tensor* encoded = call.Output(0, dtype, {n, int64_t(k.grid.num_levels) * features});
   if (!call.ok() || n == 0) return;
   call.Encode([&](mo::metal::Encoder& e) {
     id<MTLComputePipelineState> pipeline = e.Pipeline("hash_encode", ShaderName("forward", dims, features, dtype));
     if (!e.ok()) return;
     e.Tensor(0, inputs).Tensor(1, table).Tensor(2, encoded).Value(3, params);
-    e.Dispatch(pipeline, uint64_t(n) * uint64_t(k.num_levels));
+    e.Dispatch(pipeline, uint64_t(n) * uint64_t(k.grid.num_levels));
   });
 }
 
@@ -200,12 +112,8 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.ok() || !Validate(call, k, inputs, table, &params, &dims, &features, &rows)) return;
   const TF_DataType dtype = TF_TensorType(table);
   const int64_t n = params.num_points;
-  const int64_t width = int64_t(k.num_levels) * features;
-  if (TF_NumDims(dy) != 2 || TF_Dim(dy, 0) != n || TF_Dim(dy, 1) != width) {
-    call.InvalidArgument("grad_encoded must have shape [" + std::to_string(n) + ", " + std::to_string(width) +
-                         "], got " + Shape(dy));
-    return;
-  }
+  const int64_t width = int64_t(k.grid.num_levels) * features;
+  if (!call.Check(checks::Matrix("grad_encoded", DimsOf(dy), n, width))) return;
   TF_Tensor* grad_table = call.Output(0, dtype, {k.table_grad ? rows : 0, features});
   TF_Tensor* grad_inputs = call.Output(1, TF_FLOAT, {k.input_grad ? n : 0, dims});
   const bool deterministic = tsl::OpDeterminismRequired();
@@ -228,7 +136,7 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   const CountParams pair_count = {2 * n_table, n};
   const CountParams one = {1, n};
   const CountParams dy_count = {n * width, n};
-  const uint64_t scatter_threads = uint64_t(n) * uint64_t(k.num_levels);
+  const uint64_t scatter_threads = uint64_t(n) * uint64_t(k.grid.num_levels);
   call.Encode([&](mo::metal::Encoder& e) {
     // Every pipeline first (each may fail), then one serial compute encoder:
     // each dispatch sees the previous ones' writes.

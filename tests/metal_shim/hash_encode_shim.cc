@@ -11,19 +11,6 @@ namespace {
 
 using mo::hash_grid::Params;
 
-int64_t MakeParams(int dims, int64_t n, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
-                   float per_level_scale, int interpolation, int out_of_range, Params* p) {
-  *p = Params();
-  p->num_points = n;
-  p->log2_per_level_scale = mo::log2_f(per_level_scale);
-  p->base_resolution = base_resolution;
-  p->num_levels = num_levels;
-  p->interpolation = interpolation;
-  p->out_of_range = out_of_range;
-  return mo::hash_grid::level_offsets(dims, num_levels, log2_hashmap_size, p->log2_per_level_scale,
-                                      base_resolution, p->level_offsets);
-}
-
 template <typename Kernel, typename... Args>
 void RunGrid(Kernel shader, uint grid, Args... args) {
   for (uint gid = 0; gid < grid; ++gid) shader(args..., gid, grid);
@@ -109,7 +96,7 @@ extern "C" {
 int64_t shim_hash_encode_table_rows(int dims, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
                                     float per_level_scale) {
   Params p;
-  return MakeParams(dims, 0, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &p);
+  return mo::hash_grid::make_params(dims, 0, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &p);
 }
 
 // dtype 0 = float32, 1 = float16 (table, encoded, grad_encoded, grad_table).
@@ -121,7 +108,7 @@ int shim_hash_encode_forward(int dtype, const float* x, const void* table, void*
   int fi = 0;
   if (dims < 1 || dims > 4 || !FeatureIndex(features, &fi) || (dtype != 0 && dtype != 1)) return -1;
   Params p;
-  MakeParams(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation, out_of_range,
+  mo::hash_grid::make_params(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation, out_of_range,
              &p);
   const uint grid = GridFor(n * num_levels, max_grid);
   if (dtype == 0) {
@@ -141,7 +128,7 @@ int shim_hash_encode_backward(int dtype, const void* dy, const float* x, const v
   int fi = 0;
   if (dims < 1 || dims > 4 || !FeatureIndex(features, &fi) || (dtype != 0 && dtype != 1)) return -1;
   Params p;
-  const int64_t rows = MakeParams(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+  const int64_t rows = mo::hash_grid::make_params(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
                                   interpolation, out_of_range, &p);
   if (dtype == 0) {
     Backward(kTableGrad32[dims - 1][fi], kTableGradFixed32[dims - 1][fi], kInputGrad32[dims - 1][fi],

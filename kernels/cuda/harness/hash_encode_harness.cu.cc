@@ -10,8 +10,8 @@ namespace {
 mo::hash_grid::Params ParamsFor(int dims, int64_t n, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
                                 float per_level_scale, int interpolation, int out_of_range, int64_t* rows) {
   mo::hash_grid::Params p;
-  *rows = mo::cuda::MakeHashGridParams(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
-                                       interpolation, out_of_range, &p);
+  *rows = mo::hash_grid::make_params(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                                     interpolation, out_of_range, &p);
   return p;
 }
 

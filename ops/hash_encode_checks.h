@@ -1,0 +1,142 @@
+// HashEncode's attribute and input checks, written once for every kernel of
+// the op: the CPU kernels and CUDA registrations (through ops/checks_tf.h),
+// the Metal kernels (through KernelCall::Check) and the shape functions. No
+// TensorFlow API: sizes and values in, ops/checks.h's Result out. Messages
+// name the argument; tests match on them.
+#ifndef METAL_OPS_OPS_HASH_ENCODE_CHECKS_H_
+#define METAL_OPS_OPS_HASH_ENCODE_CHECKS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "kernels/common/hash_grid.h"
+#include "ops/checks.h"
+
+namespace mo {
+namespace hash_encode_checks {
+
+namespace hg = ::mo::hash_grid;
+using checks::Dims;
+using checks::Invalid;
+using checks::Ok;
+using checks::Result;
+using checks::ShapeString;
+
+struct GridAttrs {
+  int num_levels = 0;
+  int log2_hashmap_size = 0;
+  int base_resolution = 0;
+  float per_level_scale = 0.f;
+  float log2_per_level_scale = 0.f;  // set by Grid()
+  int interpolation = hg::kLinear;
+  int out_of_range = hg::kClamp;
+};
+
+// The numeric attributes; sets log2_per_level_scale.
+inline Result Grid(GridAttrs* a) {
+  if (a->num_levels < 1 || a->num_levels > hg::kMaxLevels) {
+    return Invalid("num_levels must be in [1, ", int(hg::kMaxLevels), "], got ", a->num_levels);
+  }
+  if (a->log2_hashmap_size < hg::kMinLog2HashmapSize || a->log2_hashmap_size > hg::kMaxLog2HashmapSize) {
+    return Invalid("log2_hashmap_size must be in [", int(hg::kMinLog2HashmapSize), ", ",
+                   int(hg::kMaxLog2HashmapSize), "], got ", a->log2_hashmap_size);
+  }
+  if (a->base_resolution < 1) return Invalid("base_resolution must be >= 1, got ", a->base_resolution);
+  if (!(a->per_level_scale >= 1.0f) || std::isinf(a->per_level_scale)) {
+    return Invalid("per_level_scale must be finite and >= 1, got ", a->per_level_scale);
+  }
+  a->log2_per_level_scale = log2_f(a->per_level_scale);
+  // The finest level's vertex coordinates must fit the uint32 cell arithmetic.
+  const float finest = hg::level_scale(a->num_levels - 1, a->log2_per_level_scale, uint32(a->base_resolution));
+  if (!(finest < 2147483520.0f)) {
+    return Invalid("resolution of the finest level (base_resolution * per_level_scale^(num_levels-1) = ",
+                   finest + 1.0f, ") must stay below 2^31: reduce base_resolution, per_level_scale or num_levels");
+  }
+  return Ok();
+}
+
+// The string attributes.
+inline Result Modes(const std::string& interpolation, const std::string& out_of_range, GridAttrs* a) {
+  if (interpolation == "linear") {
+    a->interpolation = hg::kLinear;
+  } else if (interpolation == "smoothstep") {
+    a->interpolation = hg::kSmoothstep;
+  } else {
+    return Invalid("interpolation must be 'linear' or 'smoothstep', got '", interpolation, "'");
+  }
+  if (out_of_range == "clamp") {
+    a->out_of_range = hg::kClamp;
+  } else if (out_of_range == "wrap") {
+    a->out_of_range = hg::kWrap;
+  } else if (out_of_range == "zero") {
+    a->out_of_range = hg::kZero;
+  } else {
+    return Invalid("out_of_range must be 'clamp', 'wrap' or 'zero', got '", out_of_range, "'");
+  }
+  return Ok();
+}
+
+// Table rows P of the grid (and the level offsets, offsets[0..num_levels]).
+inline int64_t GridRows(int dims, const GridAttrs& a, int64_t* offsets) {
+  return hg::level_offsets(dims, a.num_levels, a.log2_hashmap_size, a.log2_per_level_scale,
+                           uint32(a.base_resolution), offsets);
+}
+
+// The kernels' Params for a grid, via hash_grid::make_params.
+inline hg::Params MakeParams(const GridAttrs& a, int dims, int64_t num_points) {
+  hg::Params p;
+  hg::make_params(dims, num_points, a.num_levels, a.log2_hashmap_size, uint32(a.base_resolution), a.per_level_scale,
+                  a.interpolation, a.out_of_range, &p);
+  return p;
+}
+
+// The pieces of InputsAndTable, also checked alone where a shape is partly known.
+inline Result InputDim(int64_t d, const Dims& inputs) {
+  if (d < 1 || d > hg::kMaxDims) {
+    return Invalid("inputs must be [N, D] with D in [1, 4], got D = ", d, " (shape ", ShapeString(inputs), ")");
+  }
+  return Ok();
+}
+
+inline Result Features(int64_t f) {
+  if (f != 1 && f != 2 && f != 4 && f != 8) return Invalid("table must be [P, F] with F in {1, 2, 4, 8}, got F = ", f);
+  return Ok();
+}
+
+inline Result TableRows(const GridAttrs& a, int64_t d, int64_t rows, int64_t* expected) {
+  int64_t offsets[hg::kMaxLevels + 1];
+  *expected = GridRows(int(d), a, offsets);
+  if (rows != *expected) {
+    return Invalid("table has ", rows, " rows but the hash grid needs ", *expected, " (hash_grid_size(input_dim=", d,
+                   ", num_levels=", a.num_levels, ", log2_hashmap_size=", a.log2_hashmap_size,
+                   ", base_resolution=", a.base_resolution, ", per_level_scale=", a.per_level_scale, "))");
+  }
+  return Ok();
+}
+
+// inputs [N, D] and table [P, F] against the grid; sets D, F and P.
+inline Result InputsAndTable(const GridAttrs& a, const Dims& inputs, const Dims& table, int* dims, int* features,
+                             int64_t* rows) {
+  if (inputs.size() != 2) return Invalid("inputs must be a rank-2 tensor [N, D], got shape ", ShapeString(inputs));
+  MO_RETURN_IF_INVALID(InputDim(inputs[1], inputs));
+  if (table.size() != 2) return Invalid("table must be a rank-2 tensor [P, F], got shape ", ShapeString(table));
+  MO_RETURN_IF_INVALID(Features(table[1]));
+  MO_RETURN_IF_INVALID(TableRows(a, inputs[1], table[0], rows));
+  *dims = int(inputs[1]);
+  *features = int(table[1]);
+  return Ok();
+}
+
+// `name` ([rows, cols]: grad_encoded, grad_grad_inputs) has the expected shape.
+inline Result Matrix(const char* name, const Dims& t, int64_t rows, int64_t cols) {
+  if (t != Dims{rows, cols}) {
+    return Invalid(name, " must have shape [", rows, ", ", cols, "], got ", ShapeString(t));
+  }
+  return Ok();
+}
+
+}  // namespace hash_encode_checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_HASH_ENCODE_CHECKS_H_
