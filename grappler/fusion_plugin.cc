@@ -55,7 +55,7 @@
 #include "tensorflow/core/framework/types.pb.h"
 #include "tensorflow/core/grappler/costs/op_performance_data.pb.h"
 #include "Eigen/Core"
-#include "kernels/common/fused_conv2d_gemm.h"
+#include "kernels/cpu/fused_conv2d_gemm.h"
 
 namespace tensorflow {
 bool IsMKLEnabled();  // exported by libtensorflow_framework.so.2
@@ -124,7 +124,7 @@ bool OneDnnBlocks() {
 // Profitability (oneDNN off; measured against TF's convolution + its separate
 // residual-add / activation passes, docs/FUSION.md): with oneDNN's sgemm, our
 // kernel wins where it computes in single-threaded cache-sized tiles
-// (kernels/common/fused_conv2d_gemm.h: 1x1 and 3x3 filters up to ~128
+// (kernels/cpu/fused_conv2d_gemm.h: 1x1 and 3x3 filters up to ~128
 // channels), not reliably where the filter is too large for one (threaded
 // chunks: 0.89-1.22x). With only Eigen's GEMM (a TF build without the entry),
 // 1x1 filters are about on par and KxK ones slower.

@@ -1,6 +1,6 @@
 """Plugin and library abuse: never an abort, clear messages.
 
-tests/test_fusion.py already covers METAL_OPS_FUSION=0 before enable(), a
+tests/test_fused_conv2d_fusion.py already covers METAL_OPS_FUSION=0 before enable(), a
 foreign CPU plugin, and enable() twice in a fresh process. This file covers
 what it does not:
 

@@ -110,24 +110,6 @@ MO_FN int64 make_params(int dims, int64 num_points, int num_levels, int log2_has
                        p->level_offsets);
 }
 
-// Row (within its level) of grid vertex `corner`: dense when the level's grid
-// fits in `entries` rows, hashed otherwise; uint32 wrap-around as in
-// tiny-cuda-nn. The stride is 64-bit so huge resolutions cannot fake "dense".
-template <int D>
-MO_FN uint32 vertex_row(const MO_THREAD uint32* corner, uint32 resolution, uint32 entries) {
-  uint64 stride = 1;
-  uint32 index = 0;
-  for (int d = 0; d < D && stride <= uint64(entries); ++d) {
-    index += corner[d] * uint32(stride);
-    stride *= uint64(resolution);
-  }
-  if (uint64(entries) < stride) {
-    index = 0;
-    for (int d = 0; d < D; ++d) index ^= corner[d] * prime(d);
-  }
-  return index % entries;
-}
-
 // Applies the out-of-range rule to one coordinate. Returns false when the
 // whole point must be zeroed; *grad_mask is d(coordinate used)/d(input).
 MO_FN bool prepare_coordinate(float x, int out_of_range, MO_THREAD float* x_used,
@@ -167,26 +149,6 @@ MO_FN void locate(float x, float scale, int interpolation, MO_THREAD uint32* cel
   }
 }
 
-// Corner `idx` (bit d set = upper vertex along d) of the cell: returns its
-// interpolation weight and writes its row within the level.
-template <int D>
-MO_FN float corner(uint32 idx, const MO_THREAD uint32* cell, const MO_THREAD float* w,
-                   uint32 resolution, uint32 entries, MO_THREAD uint32* row) {
-  float weight = 1.0f;
-  uint32 vertex[D];
-  for (int d = 0; d < D; ++d) {
-    if ((idx & (1u << d)) == 0u) {
-      weight *= 1.0f - w[d];
-      vertex[d] = cell[d];
-    } else {
-      weight *= w[d];
-      vertex[d] = cell[d] + 1u;
-    }
-  }
-  *row = vertex_row<D>(vertex, resolution, entries);
-  return weight;
-}
-
 // d(weight of corner idx)/d(frac_d) for every d, given w and dw.
 template <int D>
 MO_FN void corner_weight_gradient(uint32 idx, const MO_THREAD float* w, const MO_THREAD float* dw,
@@ -201,44 +163,13 @@ MO_FN void corner_weight_gradient(uint32 idx, const MO_THREAD float* w, const MO
   }
 }
 
-// Interpolated features of one level: out[f] = sum_corners weight * row[f],
-// accumulated in float32 with fma in tiny-cuda-nn's corner order.
-template <int D, int F, typename T>
-MO_FN void interpolate(const MO_DEVICE T* level_table, uint32 entries, uint32 resolution,
-                       const MO_THREAD uint32* cell, const MO_THREAD float* w, MO_THREAD float* out) {
-  for (int f = 0; f < F; ++f) out[f] = 0.0f;
-  for (uint32 idx = 0; idx < (1u << D); ++idx) {
-    uint32 row;
-    const float weight = corner<D>(idx, cell, w, resolution, entries, &row);
-    const MO_DEVICE T* values = level_table + uint64(row) * uint64(F);
-    for (int f = 0; f < F; ++f) out[f] = fma_f(weight, float(values[f]), out[f]);
-  }
-}
+// ---- Whole-cell helpers ------------------------------------------------------
+// A cell's 2^D corner rows and weights, computed once per cell. A level's
+// vertex row is dense (the vertex's linear index) when resolution^D fits in
+// the level's entries, hashed (tiny-cuda-nn's prime hash) otherwise; uint32
+// wrap-around as in tiny-cuda-nn.
 
-// Adds this level's contribution to dL/dx (before the out-of-range mask):
-// dx[d] += scale * sum_corners dweight_d * <row, dy>.
-template <int D, int F, typename T>
-MO_FN void accumulate_input_gradient(const MO_DEVICE T* level_table, uint32 entries, uint32 resolution,
-                                     float scale, const MO_THREAD uint32* cell, const MO_THREAD float* w,
-                                     const MO_THREAD float* dw, const MO_THREAD float* dy,
-                                     MO_THREAD float* dx) {
-  for (uint32 idx = 0; idx < (1u << D); ++idx) {
-    uint32 row;
-    corner<D>(idx, cell, w, resolution, entries, &row);
-    const MO_DEVICE T* values = level_table + uint64(row) * uint64(F);
-    float dot = 0.0f;
-    for (int f = 0; f < F; ++f) dot = fma_f(float(values[f]), dy[f], dot);
-    float dweight[D];
-    corner_weight_gradient<D>(idx, w, dw, dweight);
-    for (int d = 0; d < D; ++d) dx[d] = fma_f(scale * dweight[d], dot, dx[d]);
-  }
-}
-
-// ---- Whole-cell helpers (added for the CPU kernels; usable everywhere) -------
-// They compute exactly what the per-corner functions above compute, once per
-// cell instead of once per corner.
-
-// Whether a level is hashed (vertex_row's rule: resolution^D > entries).
+// Whether a level is hashed: resolution^D > entries.
 template <int D>
 MO_FN bool level_is_hashed(uint32 resolution, uint32 entries) {
   uint64 stride = 1;
@@ -269,9 +200,9 @@ MO_FN void corner_factors(uint32 resolution, bool hashed, MO_THREAD uint32* fact
 }
 
 // Corner idx of a cell before the final % entries: *row is the uint32 dense
-// sum / hash, *weight the interpolation weight (the same left-to-right product
-// over d = 0 .. D-1 as corner<D>). Branch-free, so a caller's loop over points
-// vectorises.
+// sum / hash, *weight the interpolation weight (the product of w[d] for upper
+// and 1 - w[d] for lower vertices, d = 0 .. D-1 left to right). Branch-free, so
+// a caller's loop over points vectorises.
 template <int D>
 MO_FN void corner_unwrapped(int idx, const MO_THREAD uint32* cell, const MO_THREAD float* w,
                             const MO_THREAD uint32* factor, bool hashed, MO_THREAD uint32* row,
@@ -297,8 +228,8 @@ MO_FN void cell_corners_unwrapped(const MO_THREAD uint32* cell, const MO_THREAD 
   for (int idx = 0; idx < (1 << D); ++idx) corner_unwrapped<D>(idx, cell, w, factor, hashed, &rows[idx], &weights[idx]);
 }
 
-// All 2^D corners of a cell: rows[idx] and weights[idx] equal, bit for bit,
-// what corner<D>(idx, ...) returns.
+// All 2^D corners of a cell (bit d of idx set = upper vertex along d): their
+// rows within the level and interpolation weights.
 template <int D>
 MO_FN void cell_corners(const MO_THREAD uint32* cell, const MO_THREAD float* w, uint32 resolution,
                         uint32 entries, bool hashed, MO_THREAD uint32* rows, MO_THREAD float* weights) {
@@ -306,7 +237,9 @@ MO_FN void cell_corners(const MO_THREAD uint32* cell, const MO_THREAD float* w, 
   for (int j = 0; j < (1 << D); ++j) rows[j] = wrap_row(rows[j], entries);
 }
 
-// interpolate() with the corners already known (same fma order).
+// Interpolated features of one level from its cell's corners: out[f] =
+// sum_corners weight * row[f], accumulated in float32 with fma in
+// tiny-cuda-nn's corner order.
 template <int D, int F, typename T>
 MO_FN void interpolate_corners(const MO_DEVICE T* level_table, const MO_THREAD uint32* rows,
                                const MO_THREAD float* weights, MO_THREAD float* out) {
@@ -317,8 +250,8 @@ MO_FN void interpolate_corners(const MO_DEVICE T* level_table, const MO_THREAD u
   }
 }
 
-// accumulate_input_gradient() with the corner rows already known (same
-// arithmetic, same order).
+// Adds this level's contribution to dL/dx (before the out-of-range mask):
+// dx[d] += scale * sum_corners dweight_d * <row, dy>, from the cell's corner rows.
 template <int D, int F, typename T>
 MO_FN void accumulate_input_gradient_corners(const MO_DEVICE T* level_table, const MO_THREAD uint32* rows,
                                              float scale, const MO_THREAD float* w, const MO_THREAD float* dw,

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kernels/common/activations.h"
-#include "kernels/common/fused_conv2d_gemm.h"
+#include "kernels/cpu/fused_conv2d_gemm.h"
 #include "kernels/cpu/huge_pages.h"
 #include "tensorflow/core/framework/kernel_shape_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -164,7 +164,7 @@ struct FusedEpilogue {
 // GEMM 1: oneDNN's sgemm (what TF's own CPU convolutions and MatMul run on).
 // TF's pip build links oneDNN into libtensorflow_cc.so.2 but exports none of
 // its C API; the one sgemm entry it exports is MklMatMulOp<float>::MklBlasGemm
-// (kernels/common/fused_conv2d_gemm.h): row-major C[m, n] = op(A)[m, k] op(B)[k, n]
+// (kernels/cpu/fused_conv2d_gemm.h): row-major C[m, n] = op(A)[m, k] op(B)[k, n]
 // through dnnl::threadpool_interop::sgemm. It is a non-virtual member that
 // never reads `this` (TF 2.21's machine code was checked), so it is called as a
 // plain function with a dummy object; it does not depend on

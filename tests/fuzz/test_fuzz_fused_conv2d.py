@@ -102,7 +102,7 @@ def test_fused_conv2d_matches_tf_composite(case, graph):
         expected = ACTS[act](tf.constant(z, tf.float32), alpha).numpy()
     else:
         # Eagerly: in a graph TF's remapper fuses Conv2D + BiasAdd + LeakyRelu for
-        # oneDNN and loses a non-default alpha (a TensorFlow bug, see test_fusion.py).
+        # oneDNN and loses a non-default alpha (a TensorFlow bug, see test_fused_conv2d_fusion.py).
         expected = _composite(x, f, bias, residual, strides, dilations, padding, act, alpha).numpy()
     fn = tf.function(metal_ops.fused_conv2d) if graph else metal_ops.fused_conv2d
     got = fn(x, f, bias=bias, residual=residual, strides=strides, padding=padding, dilations=dilations,

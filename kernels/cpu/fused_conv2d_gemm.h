@@ -3,8 +3,8 @@
 // (kernels/cpu/fused_conv2d_kernels.cc), which acts on it, and the Grappler
 // plugin (grappler/fusion_plugin.cc), which fuses only the convolutions the
 // kernel runs faster than TensorFlow. CPU only (not included by CUDA or Metal code).
-#ifndef TF_METAL_OPS_KERNELS_COMMON_FUSED_CONV2D_GEMM_H_
-#define TF_METAL_OPS_KERNELS_COMMON_FUSED_CONV2D_GEMM_H_
+#ifndef METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
+#define METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
 
 #include <dlfcn.h>
 
@@ -58,4 +58,4 @@ inline bool fused_conv_uses_tiles(int64_t k, int64_t n, int64_t pixels, int64_t 
 
 }  // namespace mo
 
-#endif  // TF_METAL_OPS_KERNELS_COMMON_FUSED_CONV2D_GEMM_H_
+#endif  // METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_

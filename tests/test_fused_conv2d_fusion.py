@@ -29,7 +29,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOL = 1e-5
-# oneDNN's sgemm entry in TF's libtensorflow_cc.so.2 (kernels/common/fused_conv2d_gemm.h).
+# oneDNN's sgemm entry in TF's libtensorflow_cc.so.2 (kernels/cpu/fused_conv2d_gemm.h).
 MKL_BLAS_GEMM = ("_ZN10tensorflow11MklMatMulOpIN5Eigen16ThreadPoolDeviceEfLb0EE11MklBlasGemmEPNS_"
                  "15OpKernelContextEbblllPKflS7_lPfl")
 

@@ -23,7 +23,7 @@ import tensorflow as tf
 import metal_ops
 from metal_ops import _loader
 from tests.test_fused_conv2d import reference
-from tests.test_fusion import MKL_BLAS_GEMM
+from tests.test_fused_conv2d_fusion import MKL_BLAS_GEMM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

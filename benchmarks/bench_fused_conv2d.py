@@ -1,6 +1,6 @@
 """Grappler fusion plugin: a stack of ResNet conv/identity blocks, plugin on vs off.
 
-    .venv/bin/python benchmarks/bench_fusion.py [--repeats 7] [--quick]
+    .venv/bin/python benchmarks/bench_fused_conv2d.py [--repeats 7] [--quick]
 
 The oneDNN setting (TF_ENABLE_ONEDNN_OPTS) is fixed when TensorFlow starts, so
 this script runs itself twice as a child (oneDNN on, oneDNN off). Inside each
