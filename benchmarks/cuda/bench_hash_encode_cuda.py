@@ -1,4 +1,4 @@
-"""HashEncode CUDA kernels on a GPU (the lent H100), through the C-ABI harness.
+"""HashEncode CUDA kernels on a GPU, through the C-ABI harness.
 
 Standard NeRF grid (D=3, L=16, F=2, log2 T=19, base 16, finest 2048),
 uniform random points, N in {2^18, 2^20, 2^22}. Kernel times from CUDA

@@ -1,4 +1,4 @@
-"""VolumeRender CUDA kernels on a GPU (the lent H100), through the C-ABI harness.
+"""VolumeRender CUDA kernels on a GPU, through the C-ABI harness.
 
 Ours (one thread per ray, kernels/cuda/volume_render.cu.cc) vs the composite a
 PyTorch user writes (the Keras example's formula: 1 - exp, exclusive cumprod

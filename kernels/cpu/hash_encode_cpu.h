@@ -103,9 +103,6 @@ struct ChunkPoints {
   }
 };
 
-// Forward: out[i, l*F + f] = sum_corners weight * table[row, f].
-// kSecondOrder: the weights are the corner coefficients of dLoss/dgrad_inputs
-// (gg, [N, D]), which gives dLoss/dgrad_encoded.
 // Corners of every point of a block at one level, computed in a first pass
 // that also prefetches their table rows; the gathers / scatters of the second
 // pass then find them in cache instead of waiting on one miss at a time.

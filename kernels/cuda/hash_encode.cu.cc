@@ -24,9 +24,8 @@ constexpr int64_t kMaxAggregateBytes = 200 * 1024;
 constexpr int kMaxLevelsPerBlock = 4;
 constexpr int kMaxForwardLevelsPerBlock = 8;
 // Largest table slice one forward level group may span: a group's blocks run
-// together (groups in order), so its rows stay hot in L2 (H100, 50 MB: 16 MB
-// groups of 4 hashed float32 levels hit 95%, 32 MB groups of 8 thrash, 0.685
-// vs 0.590 ms).
+// together (groups in order), so its rows must stay hot in L2; twice this
+// thrashes the H100's (docs/HASH_ENCODING_GPU.md).
 constexpr int64_t kForwardGroupTableBytes = int64_t(16) << 20;
 
 // ---- launch arithmetic, in one place ----------------------------------------------
@@ -34,13 +33,9 @@ constexpr int64_t kForwardGroupTableBytes = int64_t(16) << 20;
 // Levels per group: the lanes of G levels of one point are adjacent and write
 // G * F * sizeof(T) bytes of its output row together (a whole 32-byte sector
 // when that fits), and G levels at a time keep their slice of the table hot
-// in L2. Capped at max_levels: measured on the H100 (standard grid, F = 2,
-// N = 2^20; benchmarks/results/hash_encode_h100.json,
-// levels_per_block_variants), 4 levels per block beat 1, 2, 8 and 16 for the
-// backward kernel with float32 and float16 tables (float16 backward with
-// input gradient 1.85 ms vs 2.54 ms with 8), and the forward kernel reaches
-// the whole sector with 8 levels of a float16 table (F = 2), which beat 4
-// there. G is a power of two, no larger than the level count (rounded down).
+// in L2. Capped at max_levels (the best measured counts: 4 for the backward,
+// 8 for a float16 forward; docs/HASH_ENCODING_GPU.md). G is a power of two,
+// no larger than the level count (rounded down).
 // levels_per_block > 0 overrides the choice (tuning; at most 32, rounded up
 // to a power of two, then down to the level count).
 inline int LevelGroupShift(int features, int elem_bytes, int num_levels, int max_levels, int levels_per_block = 0) {
@@ -76,11 +71,8 @@ struct ForwardGroups {
 // kForwardGroupTableBytes. The dense coarse levels are small, so on the
 // standard grid levels 0-7 (15 MB of float32 rows) form one group and 8-11,
 // 12-15 the others: the coordinates are loaded 3 times instead of 4 and the
-// coarse levels share blocks with hashed ones. H100, N = 2^20, float32, one
-// process: 0.587 vs 0.590 ms with groups of 4 on the standard grid, 0.546 vs
-// 0.561 ms with 2^17 rows per level (benchmarks/results/
-// hash_encode_h100_forward_ab.json, variable_level_groups); the float16
-// default (groups of 8) is unchanged. levels_per_block > 0 fixes G.
+// coarse levels share blocks with hashed ones (docs/HASH_ENCODING_GPU.md has
+// the measurements). levels_per_block > 0 fixes G.
 inline ForwardGroups MakeForwardGroups(int features, int elem_bytes, const Params& p, int levels_per_block) {
   const int base_shift = LevelGroupShift(features, elem_bytes, p.num_levels, kMaxForwardLevelsPerBlock,
                                          levels_per_block);
@@ -170,7 +162,7 @@ __device__ __forceinline__ void LoadRow(const T* __restrict__ p, float* out) {
 // Stores one row of F features (aligned to min(F * sizeof(T), 16)) with
 // streaming stores (st.global.cs): the forward output is written once and not
 // read again by the kernel, so its lines are the first L2 evicts, not the
-// table's (H100, standard grid, N = 2^20: forward -0.6%).
+// table's.
 template <int F, typename T>
 __device__ __forceinline__ void StoreRowStreaming(T* __restrict__ p, const float* v) {
   constexpr int kBytes = F * int(sizeof(T));
@@ -328,9 +320,7 @@ __device__ __forceinline__ bool LocatePoint(const float* __restrict__ x, const P
 // on hashed and dense levels alike) the warp sends one L2 request for both;
 // one thread loading both rows needs two instructions, hence two requests,
 // whenever they are not in one aligned 16-byte block. The kernel is bound by
-// these L2 requests (Nsight Compute on the H200, standard grid, N = 2^20:
-// 75.8 M requests with one thread per (point, level), 67.4 M with two lanes,
-// the same 80 M sectors; kernel time -10%). Each lane gets the other's value
+// these L2 requests (profile in docs/HASH_ENCODING_GPU.md). Each lane gets the other's value
 // through one shuffle per pair and feature and interpolates half of the
 // features (F = 1: both lanes compute feature 0, lane 0 stores it) in
 // interpolate_corners()'s fma order, so results are bit-identical to one

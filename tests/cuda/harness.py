@@ -1,6 +1,6 @@
 """ctypes access to build/libmetal_ops_cuda.so, the C-ABI CUDA harness.
 
-Runs where a GPU, CuPy and the harness exist (the lent H100: `make cuda-harness`
+Runs where a GPU, CuPy and the harness exist (`make cuda-harness`
 then `pytest tests/cuda`); elsewhere every CUDA test skips and says why.
 """
 import ctypes

@@ -1,7 +1,7 @@
 """Independent NumPy reference of the multiresolution hash encoding.
 
 Written from the formulas (instant-NGP paper, tiny-cuda-nn's "Hash" grid, as
-summarised in /work/shared/notes/hash-encoding-facts.md and the op's
+summarised in docs/HASH_ENCODING.md and the op's
 documented out-of-range rules), not from the kernels: vectorised over points,
 float64 arithmetic except where the formula is defined in float32 (level
 scale, the fused position scale * x + 0.5, the cell split). No TensorFlow, so

@@ -1,7 +1,7 @@
 """HashEncode CUDA kernels vs the NumPy reference, through the C-ABI harness.
 
 Runs where a GPU, CuPy and build/libmetal_ops_cuda.so exist (`make
-cuda-harness`; the lent H100); elsewhere every test skips and says why.
+cuda-harness`); elsewhere every test skips and says why.
 No TensorFlow here. Reference: tests/cuda/hash_grid_numpy.py (independent,
 written from the formulas).
 """
