@@ -61,7 +61,8 @@ namespace tensorflow {
 bool IsMKLEnabled();  // exported by libtensorflow_framework.so.2
 }
 
-namespace metal_ops_fusion {
+namespace mo {
+namespace fusion {
 namespace {
 
 std::atomic<int> g_init_calls{0};
@@ -639,7 +640,8 @@ void Optimize(void* /*optimizer*/, const TF_Buffer* graph_buf, const TF_Grappler
 }
 
 }  // namespace
-}  // namespace metal_ops_fusion
+}  // namespace fusion
+}  // namespace mo
 
 extern "C" {
 
@@ -647,7 +649,7 @@ extern "C" {
 // an error status), so it only fills in the structs.
 __attribute__((visibility("default"))) void TF_InitGraph(TP_OptimizerRegistrationParams* params,
                                                          TF_Status* status) {
-  metal_ops_fusion::g_init_calls.fetch_add(1);
+  mo::fusion::g_init_calls.fetch_add(1);
   params->struct_size = TP_OPTIMIZER_REGISTRATION_PARAMS_STRUCT_SIZE;
   params->major_version = 0;
   params->minor_version = 1;
@@ -656,26 +658,26 @@ __attribute__((visibility("default"))) void TF_InitGraph(TP_OptimizerRegistratio
   params->optimizer_configs->struct_size = TP_OPTIMIZER_CONFIGS_STRUCT_SIZE;
   params->optimizer->struct_size = TP_OPTIMIZER_STRUCT_SIZE;
   params->optimizer->create_func = nullptr;
-  params->optimizer->optimize_func = metal_ops_fusion::Optimize;
+  params->optimizer->optimize_func = mo::fusion::Optimize;
   params->optimizer->destroy_func = nullptr;
   TF_SetStatus(status, TF_OK, "");
 }
 
 // Introspection for metal_ops.fusion (through ctypes, RTLD_NOLOAD).
 __attribute__((visibility("default"))) int MetalOpsFusionInitCalls() {
-  return metal_ops_fusion::g_init_calls.load();
+  return mo::fusion::g_init_calls.load();
 }
 __attribute__((visibility("default"))) long MetalOpsFusionRewriteCount() {
-  return metal_ops_fusion::g_rewrites.load();
+  return mo::fusion::g_rewrites.load();
 }
 // The pass records as one JSON array; the pointer stays valid until the next
 // call from the same thread.
 __attribute__((visibility("default"))) const char* MetalOpsFusionRecordsJson() {
   static thread_local std::string out;
-  std::lock_guard<std::mutex> lock(metal_ops_fusion::g_log_mutex);
+  std::lock_guard<std::mutex> lock(mo::fusion::g_log_mutex);
   out = "[";
   bool first = true;
-  for (const auto& r : *metal_ops_fusion::g_records) {
+  for (const auto& r : *mo::fusion::g_records) {
     out += (first ? "" : ",") + r;
     first = false;
   }
@@ -683,7 +685,7 @@ __attribute__((visibility("default"))) const char* MetalOpsFusionRecordsJson() {
   return out.c_str();
 }
 __attribute__((visibility("default"))) long MetalOpsFusionPassCount() {
-  return metal_ops_fusion::g_passes.load();
+  return mo::fusion::g_passes.load();
 }
 
 }  // extern "C"

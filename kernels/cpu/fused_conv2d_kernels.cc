@@ -30,7 +30,7 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
-namespace metal_ops {
+namespace mo {
 namespace {
 
 using ::tensorflow::DEVICE_CPU;
@@ -661,11 +661,11 @@ REGISTER_KERNEL_BUILDER(
     FusedActivationGradOp);
 
 }  // namespace
-}  // namespace metal_ops
+}  // namespace mo
 
 // The GEMM path of the last MetalOpsFusedConv2D computed on the CPU in this
 // process: "none", "onednn_tiled", "onednn_chunked" or "eigen" (read by the tests).
 extern "C" const char* MetalOpsFusedConv2DLastGemmPath() {
   static const char* const kNames[] = {"none", "onednn_tiled", "onednn_chunked", "eigen"};
-  return kNames[metal_ops::last_gemm_path.load()];
+  return kNames[mo::last_gemm_path.load()];
 }

@@ -16,7 +16,7 @@
 
 #include "kernels/common/hash_grid.h"
 
-namespace metal_ops {
+namespace mo {
 namespace hash_encode_cpu {
 
 namespace hg = ::mo::hash_grid;
@@ -387,6 +387,6 @@ void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int6
 }
 
 }  // namespace hash_encode_cpu
-}  // namespace metal_ops
+}  // namespace mo
 
 #endif  // METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_

@@ -27,13 +27,13 @@
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/threadpool.h"
 
-namespace metal_ops {
+namespace mo {
 namespace {
 
 namespace hg = ::mo::hash_grid;
 using ::mo::int64;
 using ::mo::uint32;
-using namespace ::metal_ops::hash_encode_cpu;  // NOLINT: the kernel bodies
+using namespace ::mo::hash_encode_cpu;  // NOLINT: the kernel bodies
 using ::tensorflow::DEVICE_CPU;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
@@ -334,4 +334,4 @@ REGISTER_HASH_ENCODE_CPU(Eigen::half);
 REGISTER_KERNEL_BUILDER(Name("MetalOpsHashGridOffsets").Device(DEVICE_CPU), HashGridOffsetsOp);
 
 }  // namespace
-}  // namespace metal_ops
+}  // namespace mo

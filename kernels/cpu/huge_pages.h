@@ -15,7 +15,7 @@
 #endif
 #endif
 
-namespace metal_ops {
+namespace mo {
 
 // Backs a large buffer with transparent huge pages where the system allows it
 // (THP in "madvise" mode is a common default). Random gathers and scatters into
@@ -63,6 +63,6 @@ inline void AdviseHugePages(const void* data, size_t bytes, bool collapse) {
 #endif
 }
 
-}  // namespace metal_ops
+}  // namespace mo
 
 #endif  // METAL_OPS_KERNELS_CPU_HUGE_PAGES_H_

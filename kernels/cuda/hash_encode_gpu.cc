@@ -24,7 +24,7 @@
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/util/determinism.h"
 
-namespace metal_ops {
+namespace mo {
 namespace {
 
 namespace hg = ::mo::hash_grid;
@@ -165,6 +165,6 @@ METAL_OPS_REGISTER_HASH_ENCODE_GPU(Eigen::half);
 #undef METAL_OPS_REGISTER_HASH_ENCODE_GPU
 
 }  // namespace
-}  // namespace metal_ops
+}  // namespace mo
 
 #endif  // GOOGLE_CUDA

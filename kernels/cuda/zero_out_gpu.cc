@@ -7,7 +7,7 @@
 #include "kernels/cuda/zero_out.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
-namespace metal_ops {
+namespace mo {
 
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
@@ -52,6 +52,6 @@ METAL_OPS_REGISTER_ZERO_OUT_GPU(float);
 METAL_OPS_REGISTER_ZERO_OUT_GPU(double);
 #undef METAL_OPS_REGISTER_ZERO_OUT_GPU
 
-}  // namespace metal_ops
+}  // namespace mo
 
 #endif  // GOOGLE_CUDA
