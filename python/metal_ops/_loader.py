@@ -45,6 +45,10 @@ def check_tensorflow_version(built_version, running_version):
         )
 
 
+# Every op of the library but the tutorial ZeroOut is named MetalOps<Name>.
+OP_PREFIX = "MetalOps"
+
+
 def load_library():
     """Returns the module of generated op wrappers, loading it once."""
     global _module
@@ -64,28 +68,29 @@ def load_library():
                 )
             check_tensorflow_version(info["tensorflow_version"], tf.__version__)
             module = tf.load_op_library(path)
-            if not hasattr(module, "zero_out"):
-                # TensorFlow generates wrappers only for ops the library newly
-                # registers: another copy got there first (its kernels would run).
+            if not any(name.startswith(OP_PREFIX) for name in dir(module)):
+                # TensorFlow wraps only the ops a library newly registers (as
+                # attributes named after them): another copy got there first
+                # (its kernels would run).
                 raise ImportError(_already_registered_message(path))
             _module = module
     return _module
 
 
-def _already_registered_message(path):
-    others = []
+def loaded_libraries():
+    """Paths of the shared objects mapped into this process (Linux), else []."""
     try:
         with open("/proc/self/maps") as f:
-            for line in f:
-                parts = line.split(None, 5)
-                if len(parts) == 6:
-                    mapped = parts[5].strip()
-                    if (os.path.basename(mapped).startswith("_metal_ops") and mapped.endswith(".so")
-                            and os.path.realpath(mapped) != os.path.realpath(path) and mapped not in others
-                            and "grappler" not in os.path.basename(mapped)):
-                        others.append(mapped)
+            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
     except OSError:
-        pass
+        return []
+    return sorted(p for p in paths if ".so" in os.path.basename(p) or p.endswith(".dylib"))
+
+
+def _already_registered_message(path):
+    others = [p for p in loaded_libraries()
+              if os.path.basename(p).startswith("_metal_ops") and p.endswith(".so")
+              and "grappler" not in os.path.basename(p) and os.path.realpath(p) != os.path.realpath(path)]
     where = f" ({', '.join(others)})" if others else ""
     return (
         f"metal_ops: the ops of {path} are already registered in this process by another copy "

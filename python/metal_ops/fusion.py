@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 
+from metal_ops import _loader
 from metal_ops._loader import PACKAGE_DIR, load_library
 
 PLUGIN_NAME = "_metal_ops_grappler.so"
@@ -40,16 +41,6 @@ class FusionUnavailableError(RuntimeError):
 
 def plugin_path():
     return os.path.join(PACKAGE_DIR, PLUGIN_NAME)
-
-
-def _loaded_libraries():
-    """Paths of the shared objects mapped into this process (Linux), else []."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
-    except OSError:
-        return []
-    return sorted(p for p in paths if ".so" in os.path.basename(p) or p.endswith(".dylib"))
 
 
 def _dlopen_noload(path):
@@ -82,7 +73,7 @@ def _cpu_optimizer_owner():
     for name in _KNOWN_CPU_PLUGINS:
         if name in sys.modules:
             return ("foreign", name)
-    candidates = list(_loaded_libraries())
+    candidates = list(_loader.loaded_libraries())
     env = os.environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "")
     candidates += [p for p in env.split(os.pathsep) if p]
     try:
