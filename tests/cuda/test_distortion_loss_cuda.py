@@ -6,22 +6,7 @@ import numpy as np
 import pytest
 
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
-
-
-def reference(w, t):
-    w = np.asarray(w, np.float64)
-    t = np.asarray(t, np.float64)
-    m = 0.5 * (t[:, 1:] + t[:, :-1])
-    d = t[:, 1:] - t[:, :-1]
-    diff = m[:, :, None] - m[:, None, :]
-    loss = np.einsum("ri,rj,rij->r", w, w, np.abs(diff)) + (w * w * d).sum(-1) / 3
-    dw = 2 * np.einsum("rj,rij->ri", w, np.abs(diff)) + 2 / 3 * w * d
-    dm = 2 * w * np.einsum("rj,rij->ri", w, np.sign(diff))
-    dd = w * w / 3
-    dt = np.zeros_like(t)
-    dt[:, :-1] += 0.5 * dm - dd
-    dt[:, 1:] += 0.5 * dm + dd
-    return loss, dw, dt
+from tests.reference.distortion_loss import reference
 
 
 def sample(rays, samples, seed=0):
