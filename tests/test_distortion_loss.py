@@ -10,8 +10,6 @@ from tests.metal_shim.shim import i64, load_shim, ptr, u32
 from tests.reference.distortion_loss import reference
 
 
-
-
 def sample(rays, samples, seed=0, near=2.0, far=6.0, strictly=True):
     rng = np.random.default_rng(seed)
     gaps = rng.uniform(0.2 if strictly else 0.0, 1.0, size=(rays, samples + 1))
