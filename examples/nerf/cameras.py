@@ -61,12 +61,18 @@ def orbit_poses(n, elevation_deg=30.0, radius=RADIUS):
                      for i in range(n)])
 
 
-def camera_rays(c2w, height, width, focal, subpixel=(0.5, 0.5)):
-    """Ray origins and unit directions, each [H, W, 3] float64, for one camera."""
+def camera_rays(c2w, height, width, focal, subpixel=(0.5, 0.5), fy=None, cx=None, cy=None):
+    """Ray origins and unit directions, each [H, W, 3] float64, for one camera.
+
+    focal is fx; fy defaults to it, and the principal point (cx, cy) to the image centre.
+    """
+    fy = focal if fy is None else fy
+    cx = 0.5 * width if cx is None else cx
+    cy = 0.5 * height if cy is None else cy
     cols, rows = np.meshgrid(np.arange(width, dtype=np.float64) + subpixel[0],
                              np.arange(height, dtype=np.float64) + subpixel[1], indexing="xy")
-    dirs_cam = np.stack([(cols - 0.5 * width) / focal,
-                         -(rows - 0.5 * height) / focal,
+    dirs_cam = np.stack([(cols - cx) / focal,
+                         -(rows - cy) / fy,
                          -np.ones_like(cols)], axis=-1)
     dirs = dirs_cam @ c2w[:3, :3].T
     dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
@@ -74,11 +80,14 @@ def camera_rays(c2w, height, width, focal, subpixel=(0.5, 0.5)):
     return origins, dirs
 
 
-def project(points, c2w, height, width, focal):
+def project(points, c2w, height, width, focal, fy=None, cx=None, cy=None):
     """World points [..., 3] -> (pixel coordinates [..., 2] as (col, row), depth along the view axis)."""
+    fy = focal if fy is None else fy
+    cx = 0.5 * width if cx is None else cx
+    cy = 0.5 * height if cy is None else cy
     p = np.asarray(points, np.float64) - c2w[:3, 3]
     cam = p @ c2w[:3, :3]  # rotation is orthonormal: world->camera is R^T
     depth = -cam[..., 2]
-    col = focal * cam[..., 0] / depth + 0.5 * width
-    row = -focal * cam[..., 1] / depth + 0.5 * height
+    col = focal * cam[..., 0] / depth + cx
+    row = -fy * cam[..., 1] / depth + cy
     return np.stack([col, row], axis=-1), depth

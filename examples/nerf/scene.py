@@ -190,15 +190,26 @@ def shade(o, d):
     return color
 
 
-def render_view(c2w, height, width, focal, spp=1):
-    """Ground-truth image [H, W, 3] float64; spp > 1 averages a spp x spp sub-pixel grid."""
+def render_view(c2w, height, width, focal, spp=1, with_alpha=False):
+    """Ground-truth image [H, W, 3] float64 on the white background; spp > 1
+    averages a spp x spp sub-pixel grid. with_alpha: also the coverage [H, W]
+    (the fraction of sub-pixel rays that hit an object) and the premultiplied
+    colour, so that colour = premultiplied + background * (1 - coverage)."""
     acc = np.zeros((height, width, 3))
+    hits = np.zeros((height, width))
     offs = [(i + 0.5) / spp for i in range(spp)]
     for sy in offs:
         for sx in offs:
             o, d = cameras.camera_rays(c2w, height, width, focal, subpixel=(sx, sy))
-            acc += shade(o.reshape(-1, 3), d.reshape(-1, 3)).reshape(height, width, 3)
-    return acc / (spp * spp)
+            o, d = o.reshape(-1, 3), d.reshape(-1, 3)
+            acc += shade(o, d).reshape(height, width, 3)
+            if with_alpha:
+                hits += (intersect(o, d)[1] >= 0).reshape(height, width)
+    image = acc / (spp * spp)
+    if not with_alpha:
+        return image
+    coverage = hits / (spp * spp)
+    return image, coverage, image - BACKGROUND * (1.0 - coverage)[..., None]
 
 
 # ---------------------------------------------------------------------------
@@ -252,3 +263,56 @@ def load_or_generate(data_dir="data", verbose=True, **cfg):
 
 def to_float(images):
     return images.astype(np.float32) / 255.0
+
+
+# ---------------------------------------------------------------------------
+# Export as a NeRF-synthetic (Blender) folder: what users of that format have,
+# and what tests read back through examples.nerf.datasets.
+def export_blender(out_dir, verbose=True, **cfg):
+    """Writes transforms_{train,val,test}.json and RGBA PNGs (alpha = coverage) of the scene."""
+    import imageio.v2 as imageio
+
+    cfg = dict(DEFAULT_CONFIG, **cfg)
+    h, w, spp = cfg["height"], cfg["width"], cfg["spp"]
+    focal = cameras.focal_from_fov(w)
+    seed = cfg["seed"]
+    for split, n, s in (("train", cfg["n_train"], seed), ("val", cfg["n_val"], seed + 1000),
+                        ("test", cfg["n_test"], seed + 2000)):
+        os.makedirs(os.path.join(out_dir, split), exist_ok=True)
+        frames = []
+        for i, c2w in enumerate(cameras.hemisphere_poses(n, s)):
+            _, coverage, premult = render_view(c2w, h, w, focal, spp, with_alpha=True)
+            alpha = np.round(coverage * 255.0)
+            a = np.maximum(alpha / 255.0, 1e-12)[..., None]
+            straight = np.where(alpha[..., None] > 0, np.clip(premult / a, 0.0, 1.0), 0.0)
+            rgba = np.concatenate([np.round(straight * 255.0), alpha[..., None]], axis=-1).astype(np.uint8)
+            imageio.imwrite(os.path.join(out_dir, split, f"r_{i}.png"), rgba)
+            frames.append({"file_path": f"./{split}/r_{i}", "rotation": 0.0,
+                           "transform_matrix": c2w.astype(np.float32).astype(np.float64).tolist()})
+        with open(os.path.join(out_dir, f"transforms_{split}.json"), "w") as f:
+            json.dump({"camera_angle_x": cameras.CAMERA_ANGLE_X, "frames": frames}, f, indent=2)
+    if verbose:
+        print(f"wrote the procedural scene as a NeRF-synthetic folder: {out_dir} "
+              f"({cfg['n_train']}/{cfg['n_val']}/{cfg['n_test']} views, {w}x{h})")
+
+
+def main(argv=None):
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m examples.nerf.scene", description=__doc__.splitlines()[0])
+    p.add_argument("--export", metavar="DIR", required=True, help="write the scene as a NeRF-synthetic folder")
+    p.add_argument("--size", type=int, default=DEFAULT_CONFIG["height"])
+    p.add_argument("--n-train", type=int, default=DEFAULT_CONFIG["n_train"])
+    p.add_argument("--n-val", type=int, default=DEFAULT_CONFIG["n_val"])
+    p.add_argument("--n-test", type=int, default=DEFAULT_CONFIG["n_test"])
+    p.add_argument("--spp", type=int, default=DEFAULT_CONFIG["spp"])
+    a = p.parse_args(argv)
+    export_blender(a.export, height=a.size, width=a.size, n_train=a.n_train, n_val=a.n_val, n_test=a.n_test,
+                   spp=a.spp)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -16,7 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 import examples.nerf  # noqa: E402,F401  (puts python/ on sys.path in a source checkout)
-from examples.nerf import scene  # noqa: E402
+from examples.nerf import datasets, scene  # noqa: E402
 
 
 def build_parser():
@@ -34,6 +34,19 @@ def build_parser():
     g.add_argument("--strategy", choices=["default", "mirrored", "multiworker"], default="default",
                    help="tf.distribute strategy (mirrored: all local devices; multiworker: TF_CONFIG)")
     g = p.add_argument_group("scene")
+    g.add_argument("--data", default=None, metavar="PATH",
+                   help="train on a scene from disk: a NeRF-synthetic folder, an instant-ngp/nerfstudio "
+                        "transforms.json (or its folder) or a tiny_nerf_data.npz (default: the procedural scene)")
+    g.add_argument("--downscale", type=int, default=1,
+                   help="--data: box-filter the images by this factor at load (8: 800x800 -> 100x100)")
+    g.add_argument("--background", choices=["white", "black", "random"], default="white",
+                   help="--data with RGBA images: the colour composited behind them (random: a new colour per ray "
+                        "and step; evaluation then uses white)")
+    g.add_argument("--holdout", type=int, default=None,
+                   help="--data without a test split: hold out every K-th view (default: instant-ngp files every "
+                        "8th, tiny_nerf_data.npz the last 20%%; 0: none)")
+    g.add_argument("--test-views", type=int, default=0,
+                   help="evaluate on this many evenly spaced test views (0 = all)")
     g.add_argument("--size", type=int, default=100, help="image height and width")
     g.add_argument("--n-train", type=int, default=100)
     g.add_argument("--n-val", type=int, default=8)
@@ -112,17 +125,29 @@ class Trainer:
         os.makedirs(self.run_dir, exist_ok=True)
 
         t0 = time.perf_counter()
-        data, self.data_path = scene.load_or_generate(
-            a.data_dir, verbose=not a.quiet, height=a.size, width=a.size, n_train=a.n_train,
-            n_val=a.n_val, n_test=a.n_test, spp=a.spp, seed=0)
+        if a.data:
+            self.dataset = datasets.load(a.data, downscale=a.downscale, holdout=a.holdout,
+                                         log=None if a.quiet else log)
+            self.data_path = a.data
+        else:
+            data, self.data_path = scene.load_or_generate(
+                a.data_dir, verbose=not a.quiet, height=a.size, width=a.size, n_train=a.n_train,
+                n_val=a.n_val, n_test=a.n_test, spp=a.spp, seed=0)
+            self.dataset = datasets.from_procedural(data)
         self.data_seconds = time.perf_counter() - t0
-        self.data = data
-        self.H = self.W = int(a.size)
-        self.focal = float(data["focal"])
-        self.near, self.far = float(data["near"]), float(data["far"])
-        self.aabb = tf.constant(data["aabb"], tf.float32)
-        self.background = tf.constant(data["background"], tf.float32)
-        o, d, c = self._rays(data["train_poses"], data["train_images"])
+        ds = self.dataset
+        for note in ds.notes:
+            log(f"{ds.name}: {note}")
+        if a.test_views and len(ds.splits["test"]) > a.test_views:
+            idx = np.linspace(0, len(ds.splits["test"]) - 1, a.test_views).round().astype(int)
+            ds.splits["test"] = [ds.splits["test"][i] for i in idx]
+        self.H, self.W = ds.size()
+        self.near, self.far = ds.near, ds.far
+        self.aabb = tf.constant(ds.aabb, tf.float32)
+        # Evaluation composites RGBA views on white (black with --background black).
+        self.eval_background = np.array([0.0, 0.0, 0.0] if a.background == "black" else [1.0, 1.0, 1.0])
+        self.background = tf.constant(self.eval_background, tf.float32)
+        o, d, c = self._rays(ds.splits["train"])
         self.train_o, self.train_d, self.train_c = (tf.constant(x) for x in (o, d, c))
         self.n_train_rays = len(o)
 
@@ -136,7 +161,7 @@ class Trainer:
                     num_levels=a.levels, features_per_level=a.features, log2_hashmap_size=a.log2_table,
                     base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden,
                     sh_degree=a.sh_degree)
-                self.grid = sampling.OccupancyGrid(data["aabb"], resolution=a.grid_res, decay=a.grid_decay)
+                self.grid = sampling.OccupancyGrid(ds.aabb, resolution=a.grid_res, decay=a.grid_decay)
             else:
                 self.model = baseline.KerasExampleNeRF()
                 self.grid = None
@@ -193,19 +218,23 @@ class Trainer:
             return self.ckpt_dir
         return os.path.join(self.run_dir, f"ckpt_worker_tmp_{os.getpid()}")
 
-    def _rays(self, poses, images):
-        from examples.nerf import cameras
-
-        os_, ds = [], []
-        for c2w in poses:
-            o, d = cameras.camera_rays(c2w.astype(np.float64), self.H, self.W, self.focal)
-            os_.append(o.reshape(-1, 3))
-            ds.append(d.reshape(-1, 3))
-        if not os_:
+    def _rays(self, views):
+        """Origins, directions (float32 [N, 3]) and colours (uint8 [N, 3], or premultiplied RGBA [N, 4])."""
+        if not views:
             z = np.zeros((0, 3), np.float32)
-            return z, z, z
-        return (np.concatenate(os_).astype(np.float32), np.concatenate(ds).astype(np.float32),
-                scene.to_float(images).reshape(-1, 3))
+            return z, z, np.zeros((0, 3), np.uint8)
+        channels = max(v.image.shape[-1] for v in views)
+        os_, ds_, cs = [], [], []
+        for v in views:
+            o, d = v.rays()
+            os_.append(o)
+            ds_.append(d)
+            img = v.image
+            if img.shape[-1] < channels:  # RGB among RGBA views: opaque
+                img = np.concatenate([img, np.full(img.shape[:2] + (1,), 255, np.uint8)], axis=-1)
+            cs.append(img.reshape(-1, channels))
+        return (np.concatenate(os_).astype(np.float32), np.concatenate(ds_).astype(np.float32),
+                np.concatenate(cs))
 
     @property
     def step(self):
@@ -221,19 +250,20 @@ class Trainer:
         return rng.integers(0, self.n_train_rays, self.args.batch_rays, dtype=np.int64)
 
     # ------------------------------------------------------------------ rendering
-    def render_rays(self, o, d, training, use_grid, return_weights=False):
+    def render_rays(self, o, d, training, use_grid, return_weights=False, background=None):
         a = self.args
         jitter = training and not a.no_jitter
+        background = self.background if background is None else background
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
                 self.model, o, d, aabb=self.aabb, near=self.near, far=self.far,
-                background=self.background, num_samples=a.samples, grid=self.grid,
+                background=background, num_samples=a.samples, grid=self.grid,
                 use_grid=use_grid, num_candidates=a.candidates, occlusion_depth=a.occlusion_depth,
                 jitter=jitter,
                 return_weights=return_weights)
             return out.rgb, out, t
         rgb, _, _ = self._baseline.render_baseline(
-            self.model, o, d, near=self.near, far=self.far, background=self.background,
+            self.model, o, d, near=self.near, far=self.far, background=background,
             num_samples=a.samples, jitter=jitter)
         return rgb, None, None
 
@@ -241,9 +271,19 @@ class Trainer:
         tf, a = self.tf, self.args
         o = tf.gather(self.train_o, idx)
         d = tf.gather(self.train_d, idx)
-        c = tf.gather(self.train_c, idx)
+        c = tf.cast(tf.gather(self.train_c, idx), tf.float32) / 255.0
+        background = None
+        if c.shape[-1] == 4:  # premultiplied RGBA: composite on the training background
+            if a.background == "random":
+                seed = tf.stack([tf.constant(a.seed, tf.int64), self.step_var.read_value()])
+                background = tf.random.stateless_uniform(tf.shape(c[:, :3]), seed=seed)
+            else:
+                background = self.background
+            c = c[:, :3] + background * (1.0 - c[:, 3:])
+            if a.background != "random":
+                background = None  # the renderer's shared background is the same colour
         want_w = a.model == "hash" and a.distortion > 0
-        rgb, out, t = self.render_rays(o, d, True, use_grid, return_weights=want_w)
+        rgb, out, t = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
         local = tf.cast(tf.shape(idx)[0], tf.float32)
         frac = local / float(a.batch_rays)  # replica mean -> share of the global mean
         # Keras losses already divide by num_replicas_in_sync under tf.distribute
@@ -327,13 +367,15 @@ class Trainer:
         self.step_var.assign_add(1)
         return float(loss), float(mse)
 
-    def render_image(self, c2w, chunk=16384):
-        from examples.nerf import cameras
-
+    def render_image(self, view, chunk=16384):
+        """A view (datasets.View, or a camera-to-world matrix with the first test view's intrinsics)."""
         tf = self.tf
-        o, d = cameras.camera_rays(np.asarray(c2w, np.float64), self.H, self.W, self.focal)
-        o = o.reshape(-1, 3).astype(np.float32)
-        d = d.reshape(-1, 3).astype(np.float32)
+        if not isinstance(view, datasets.View):
+            ref = (self.dataset.splits["test"] or self.dataset.splits["train"])[0]
+            view = datasets.View(ref.image, np.asarray(view, np.float64), ref.fx, ref.fy, ref.cx, ref.cy)
+        o, d = view.rays()
+        o = o.astype(np.float32)
+        d = d.astype(np.float32)
         ug = self.use_grid()
         if ug not in self._render_fn:
             self._render_fn[ug] = tf.function(
@@ -341,20 +383,28 @@ class Trainer:
         fn = self._render_fn[ug]
         parts = [fn(tf.constant(o[i:i + chunk]), tf.constant(d[i:i + chunk])).numpy()
                  for i in range(0, len(o), chunk)]
-        return np.clip(np.concatenate(parts).reshape(self.H, self.W, 3), 0.0, 1.0)
+        return np.clip(np.concatenate(parts).reshape(view.height, view.width, 3), 0.0, 1.0)
+
+    def ground_truth(self, split):
+        return [v.composite(self.eval_background) for v in self.dataset.splits[split]]
 
     def evaluate(self, split="val", max_views=None):
         """Mean per-image PSNR on held-out views; also returns the renders."""
-        poses = self.data[f"{split}_poses"]
-        gts = scene.to_float(self.data[f"{split}_images"])
+        views = self.dataset.splits[split]
         if max_views:
-            poses, gts = poses[:max_views], gts[:max_views]
+            views = views[:max_views]
         renders, psnrs = [], []
-        for c2w, gt in zip(poses, gts):
-            img = self.render_image(c2w)
+        for view in views:
+            img = self.render_image(view)
             renders.append(img)
-            psnrs.append(psnr_from_mse(np.mean((img - gt) ** 2)))
+            psnrs.append(psnr_from_mse(np.mean((img - view.composite(self.eval_background)) ** 2)))
         return float(np.mean(psnrs)) if psnrs else float("nan"), psnrs, renders
+
+    def ssim(self, renders, split):
+        """Per-view SSIM (tf.image.ssim, max value 1) of renders against the split's ground truth."""
+        tf = self.tf
+        return [float(tf.image.ssim(tf.constant(img, tf.float32), tf.constant(gt, tf.float32), max_val=1.0))
+                for img, gt in zip(renders, self.ground_truth(split))]
 
     # ------------------------------------------------------------------ the loop
     def fit(self, steps=None, max_seconds=None, verbose=True, eval_callback=None):
@@ -410,7 +460,7 @@ class Trainer:
 
         a = self.args
         os.makedirs(self.run_dir, exist_ok=True)
-        gts = scene.to_float(self.data["test_images"])
+        gts = self.ground_truth("test")
         paths = []
         if not a.no_outputs:
             for i, (img, gt) in enumerate(zip(test_renders, gts)):
@@ -420,18 +470,38 @@ class Trainer:
                 imageio.imwrite(p, (side * 255).round().astype(np.uint8))
                 paths.append(p)
             self.plot_curve(os.path.join(self.run_dir, "psnr_vs_time.png"))
-            frames = [(self.render_image(c) * 255).round().astype(np.uint8)
-                      for c in __import__("examples.nerf.cameras", fromlist=["x"]).orbit_poses(a.orbit_frames)]
+            frames = [(self.render_image(c) * 255).round().astype(np.uint8) for c in self.orbit_poses(a.orbit_frames)]
             if frames:
                 imageio.mimsave(os.path.join(self.run_dir, "orbit.gif"), frames, duration=0.08, loop=0)
         metrics = dict(
             name=a.name, model=a.model, step=self.step, train_seconds=float(self.time_var.numpy()),
             test_psnr_mean=float(np.mean(test_psnrs)) if test_psnrs else None,
             test_psnr=[round(x, 4) for x in test_psnrs], history=self.history,
+            dataset=dict(name=self.dataset.name, format=self.dataset.format, notes=self.dataset.notes,
+                         views={k: len(v) for k, v in self.dataset.splits.items()}, size=[self.H, self.W],
+                         aabb=self.dataset.aabb.tolist(), near=self.near, far=self.far),
             config=vars(a), data=self.data_path, side_by_side=paths, **extra)
         with open(os.path.join(self.run_dir, "metrics.json"), "w") as f:
             json.dump(metrics, f, indent=2)
         return metrics
+
+    def orbit_poses(self, n):
+        """A circle of cameras around the box centre, at the training cameras' mean distance and height."""
+        from examples.nerf import cameras
+
+        if self.dataset.format == "procedural":
+            return cameras.orbit_poses(n)
+        centre = self.dataset.aabb.mean(axis=0)
+        positions = np.stack([v.c2w[:3, 3] for v in self.dataset.splits["train"]]) - centre
+        radius = float(np.mean(np.linalg.norm(positions, axis=1)))
+        elevation = float(np.arcsin(np.clip(np.mean(positions[:, 2]) / max(radius, 1e-9), -0.99, 0.99)))
+        poses = []
+        for i in range(n):
+            az = 2.0 * math.pi * i / n
+            pos = centre + radius * np.array([math.cos(elevation) * math.cos(az), math.cos(elevation) * math.sin(az),
+                                              math.sin(elevation)])
+            poses.append(cameras.look_at(pos, target=centre))
+        return poses
 
     def plot_curve(self, path, others=()):
         import matplotlib
@@ -471,10 +541,16 @@ def train(argv=None, log=print):
             f"{trainer.n_train_rays} training rays, model={args.model}, replicas={trainer.num_replicas}")
     trainer.fit(verbose=not args.quiet)
     test_psnr, test_psnrs, renders = trainer.evaluate("test")
-    metrics = trainer.write_outputs(test_psnrs, renders,
-                                    dict(wall_seconds=round(time.perf_counter() - t_start, 2)))
+    test_ssims = trainer.ssim(renders, "test")
+    metrics = trainer.write_outputs(test_psnrs, renders, dict(
+        wall_seconds=round(time.perf_counter() - t_start, 2),
+        test_ssim_mean=float(np.mean(test_ssims)) if test_ssims else None,
+        test_ssim=[round(x, 4) for x in test_ssims]))
     if not args.quiet:
-        log(f"held-out test PSNR: {test_psnr:.2f} dB (mean of {len(test_psnrs)} views) after "
+        for i, (p_, s_) in enumerate(zip(test_psnrs, test_ssims)):
+            log(f"  test view {i:3d}: PSNR {p_:6.2f} dB, SSIM {s_:.4f}")
+        log(f"held-out test PSNR: {test_psnr:.2f} dB, SSIM {np.mean(test_ssims) if test_ssims else float('nan'):.4f} "
+            f"(mean of {len(test_psnrs)} views) after "
             f"{trainer.step} steps, {metrics['train_seconds']:.0f} s of training, "
             f"{time.perf_counter() - t_start:.0f} s in all")
         log(f"pictures: {os.path.join(trainer.run_dir, 'test_*.png')} (rendered | ground truth | 4x error), "
@@ -484,7 +560,11 @@ def train(argv=None, log=print):
 
 
 def main(argv=None):
-    train(argv)
+    try:
+        train(argv)
+    except datasets.DatasetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

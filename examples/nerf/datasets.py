@@ -1,0 +1,419 @@
+"""Scenes from disk for the NeRF sample: the formats NeRF users have.
+
+    load(path, downscale=1) -> Dataset
+
+Formats, detected from what `path` holds:
+
+- NeRF-synthetic / Blender: a folder with transforms_{train,val,test}.json
+  (camera_angle_x; frames with file_path and transform_matrix) and RGBA PNGs.
+  The files' splits are kept. Bounds: the standard box [-1.5, 1.5]^3, near/far 2/6.
+- instant-ngp / nerfstudio: transforms.json (or its folder) with fl_x, fl_y
+  (or camera_angle_x/y), cx, cy, w, h, per-frame overrides of any of them,
+  aabb_scale, scale, offset; JPEG or PNG, RGB or RGBA, any aspect ratio. No
+  split in the file: every `holdout`-th view (default 8: views 0, 8, 16, ...)
+  is held out for testing. Bounds: instant-ngp's box of side aabb_scale
+  around (0.5, 0.5, 0.5) in its coordinates, mapped back through scale and offset.
+- tiny_nerf_data.npz (images, poses, focal; the Keras NeRF example's file):
+  the first 80% of the views train and the rest are held out, as in that example.
+  Bounds: near/far 2/6 and the box [-1.5, 1.5]^3 of that scene.
+- LLFF (poses_bounds.npy) and other unbounded, forward-facing captures are
+  refused with a message: the sample's hash grid covers a bounded box.
+
+Cameras are in the OpenGL convention of all three formats (x right, y up, the
+camera looks along -z); intrinsics are per view (fx, fy, cx, cy in pixels;
+the pixel (col, row) is the ray through (col + 0.5, row + 0.5)).
+
+Images stay uint8 in memory. RGBA images are kept premultiplied (colour times
+alpha, then the alpha), which box filtering (`downscale`) and compositing onto
+any background treat exactly: composite = rgb + background * (1 - alpha).
+
+Bad data raises DatasetError naming the file (and the frame).
+"""
+import glob
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from examples.nerf import cameras
+
+STANDARD_AABB = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]])
+NGP_DEFAULT_SCALE = 0.33
+NGP_DEFAULT_OFFSET = (0.5, 0.5, 0.5)
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
+
+
+class DatasetError(ValueError):
+    """Bad or unsupported scene data; the message names the file."""
+
+
+@dataclass
+class View:
+    image: np.ndarray  # uint8 [H, W, 3], or [H, W, 4] premultiplied RGBA
+    c2w: np.ndarray    # float64 [4, 4], OpenGL convention
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    name: str = ""
+
+    @property
+    def height(self):
+        return self.image.shape[0]
+
+    @property
+    def width(self):
+        return self.image.shape[1]
+
+    def rays(self):
+        """Origins and unit directions, each [H * W, 3] float64."""
+        o, d = cameras.camera_rays(self.c2w, self.height, self.width, focal=self.fx, fy=self.fy, cx=self.cx,
+                                   cy=self.cy)
+        return o.reshape(-1, 3), d.reshape(-1, 3)
+
+    def composite(self, background):
+        """Float image [H, W, 3] in [0, 1] on a background colour."""
+        img = self.image.astype(np.float32) / 255.0
+        if img.shape[-1] == 3:
+            return img
+        return img[..., :3] + np.asarray(background, np.float32) * (1.0 - img[..., 3:])
+
+
+@dataclass
+class Dataset:
+    name: str
+    format: str
+    splits: dict          # "train" / "val" / "test" -> [View]
+    aabb: np.ndarray      # [2, 3] the box the hash grid and occupancy grid cover
+    near: float
+    far: float
+    notes: list = field(default_factory=list)
+
+    @property
+    def has_alpha(self):
+        return any(v.image.shape[-1] == 4 for views in self.splits.values() for v in views)
+
+    def size(self):
+        """(H, W) of the views (all the same)."""
+        views = [v for vs in self.splits.values() for v in vs]
+        return views[0].height, views[0].width
+
+
+# ---- images ----------------------------------------------------------------------------
+
+def read_image(path):
+    """uint8 [H, W, 3] or premultiplied [H, W, 4]."""
+    import imageio.v2 as imageio
+
+    if not os.path.isfile(path):
+        raise DatasetError(f"{path}: image file is missing")
+    try:
+        img = np.asarray(imageio.imread(path))
+    except Exception as e:  # imageio raises many types for unreadable files
+        raise DatasetError(f"{path}: cannot read the image ({type(e).__name__}: {e})") from None
+    if img.dtype == np.uint16:
+        img = (img.astype(np.float64) / 257.0).round().astype(np.uint8)
+    if img.dtype != np.uint8:
+        raise DatasetError(f"{path}: unsupported pixel type {img.dtype} (8- or 16-bit images are supported)")
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    if img.ndim != 3 or img.shape[-1] not in (3, 4):
+        raise DatasetError(f"{path}: expected an RGB or RGBA image, got shape {img.shape}")
+    if img.shape[-1] == 4:
+        a = img[..., 3:].astype(np.float64) / 255.0
+        img = np.concatenate([np.round(img[..., :3] * a), img[..., 3:]], axis=-1).astype(np.uint8)
+    return img
+
+
+def box_downscale(img, n):
+    """Mean over n x n pixel blocks (rows and columns beyond a multiple of n are dropped)."""
+    if n == 1:
+        return img
+    h, w = img.shape[0] // n * n, img.shape[1] // n * n
+    if h == 0 or w == 0:
+        raise DatasetError(f"--downscale {n} is larger than the image ({img.shape[1]}x{img.shape[0]})")
+    blocks = img[:h, :w].astype(np.float64).reshape(h // n, n, w // n, n, img.shape[-1])
+    return np.round(blocks.mean(axis=(1, 3))).astype(np.uint8)
+
+
+def _scaled(view, n):
+    """The view with its image box-filtered by n and intrinsics to match."""
+    if n == 1:
+        return view
+    return View(box_downscale(view.image, n), view.c2w, view.fx / n, view.fy / n, view.cx / n, view.cy / n,
+                view.name)
+
+
+def _matrix(value, where):
+    m = np.asarray(value, dtype=np.float64) if isinstance(value, (list, tuple)) else None
+    if m is None or m.shape not in ((4, 4), (3, 4)) or not np.all(np.isfinite(m)):
+        shape = getattr(m, "shape", type(value).__name__)
+        raise DatasetError(f"{where}: transform_matrix must be a finite 4x4 (or 3x4) matrix, got {shape}")
+    if m.shape == (3, 4):
+        m = np.concatenate([m, [[0.0, 0.0, 0.0, 1.0]]])
+    return m
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("frames"), list):
+        raise DatasetError(f"{path}: expected a JSON object with a 'frames' list")
+    return data
+
+
+def _image_path(root, file_path, where):
+    path = os.path.normpath(os.path.join(root, file_path))
+    if os.path.splitext(path)[1] in IMAGE_EXTENSIONS:
+        return path
+    for ext in IMAGE_EXTENSIONS:  # NeRF-synthetic's file_path has no extension
+        if os.path.isfile(path + ext):
+            return path + ext
+    raise DatasetError(f"{where}: image file {path}(.png/.jpg) is missing")
+
+
+class _Progress:
+    def __init__(self, total, label, log):
+        self.total, self.label, self.log, self.done, self.next = total, label, log, 0, 0.1
+
+    def step(self):
+        self.done += 1
+        if self.total >= 50 and self.log and self.done / self.total >= self.next:
+            self.log(f"  {self.label}: {self.done}/{self.total} images")
+            self.next += 0.1
+
+
+def _check_sizes(views, where):
+    sizes = {(v.height, v.width) for v in views}
+    if len(sizes) > 1:
+        first = views[0]
+        odd = next(v for v in views if (v.height, v.width) != (first.height, first.width))
+        raise DatasetError(f"{where}: images of different sizes: {first.name} is {first.width}x{first.height}, "
+                           f"{odd.name} is {odd.width}x{odd.height}")
+
+
+# ---- formats -----------------------------------------------------------------------------
+
+def _load_blender(root, downscale, log):
+    splits = {}
+    notes = []
+    files = {s: os.path.join(root, f"transforms_{s}.json") for s in ("train", "val", "test")}
+    if not os.path.isfile(files["train"]):
+        raise DatasetError(f"{files['train']}: missing (a NeRF-synthetic folder has transforms_train.json)")
+    for split, path in files.items():
+        if not os.path.isfile(path):
+            notes.append(f"no {os.path.basename(path)}: the {split} split is empty")
+            splits[split] = []
+            continue
+        data = _read_json(path)
+        if "camera_angle_x" not in data:
+            raise DatasetError(f"{path}: 'camera_angle_x' is missing")
+        angle = float(data["camera_angle_x"])
+        views = []
+        progress = _Progress(len(data["frames"]), f"{split} ({os.path.basename(path)})", log)
+        for i, frame in enumerate(data["frames"]):
+            where = f"{path}, frame {i}"
+            if "file_path" not in frame or "transform_matrix" not in frame:
+                raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
+            image_path = _image_path(root, frame["file_path"], where)
+            img = read_image(image_path)
+            focal = 0.5 * img.shape[1] / math.tan(0.5 * angle)
+            view = View(img, _matrix(frame["transform_matrix"], where), focal, focal, 0.5 * img.shape[1],
+                        0.5 * img.shape[0], image_path)
+            views.append(_scaled(view, downscale))
+            progress.step()
+        splits[split] = views
+    return Dataset(os.path.basename(os.path.normpath(root)), "blender", splits, STANDARD_AABB.copy(),
+                   cameras.NEAR, cameras.FAR, notes)
+
+
+NGP_INTRINSICS = ("fl_x", "fl_y", "cx", "cy", "w", "h", "camera_angle_x", "camera_angle_y")
+
+
+def _ngp_intrinsics(meta, img, where):
+    h, w = img.shape[:2]
+    if "w" in meta and int(meta["w"]) != w or "h" in meta and int(meta["h"]) != h:
+        raise DatasetError(f"{where}: the image is {w}x{h} but the file says w={meta.get('w')}, h={meta.get('h')}")
+    fx = meta.get("fl_x")
+    fy = meta.get("fl_y")
+    if fx is None and "camera_angle_x" in meta:
+        fx = 0.5 * w / math.tan(0.5 * float(meta["camera_angle_x"]))
+    if fy is None and "camera_angle_y" in meta:
+        fy = 0.5 * h / math.tan(0.5 * float(meta["camera_angle_y"]))
+    if fx is None and fy is None:
+        raise DatasetError(f"{where}: no focal length (fl_x / fl_y or camera_angle_x / camera_angle_y)")
+    fx = float(fx if fx is not None else fy)
+    fy = float(fy if fy is not None else fx)
+    cx = float(meta.get("cx", 0.5 * w))
+    cy = float(meta.get("cy", 0.5 * h))
+    return fx, fy, cx, cy
+
+
+def ngp_aabb(aabb_scale, scale=NGP_DEFAULT_SCALE, offset=NGP_DEFAULT_OFFSET):
+    """instant-ngp's box (side aabb_scale around 0.5 in its coordinates) in the file's coordinates.
+
+    instant-ngp maps a position p to p * scale + offset and cycles the axes; its
+    box is a cube centred on (0.5, 0.5, 0.5), so per axis i the file's
+    coordinates span [(0.5 - k/2 - offset_i) / scale, (0.5 + k/2 - offset_i) / scale].
+    """
+    k = float(aabb_scale)
+    offset = np.asarray(offset, np.float64)
+    return np.stack([(0.5 - 0.5 * k - offset) / scale, (0.5 + 0.5 * k - offset) / scale])
+
+
+def _load_ngp(json_path, downscale, holdout, log):
+    root = os.path.dirname(os.path.abspath(json_path))
+    meta = _read_json(json_path)
+    for key in ("k1", "k2", "p1", "p2", "k3", "k4"):
+        if abs(float(meta.get(key, 0.0))) > 1e-9:
+            raise DatasetError(f"{json_path}: lens distortion ({key} = {meta[key]}) is not supported: undistort the "
+                               "images first (e.g. COLMAP's image_undistorter, or nerfstudio's ns-process-data)")
+    scale = float(meta.get("scale", NGP_DEFAULT_SCALE))
+    offset = meta.get("offset", NGP_DEFAULT_OFFSET)
+    if not (isinstance(offset, (list, tuple)) and len(offset) == 3):
+        raise DatasetError(f"{json_path}: 'offset' must be a list of 3 numbers, got {offset!r}")
+    aabb_scale = float(meta.get("aabb_scale", 1))
+    views = []
+    progress = _Progress(len(meta["frames"]), os.path.basename(json_path), log)
+    for i, frame in enumerate(meta["frames"]):
+        where = f"{json_path}, frame {i}"
+        if "file_path" not in frame or "transform_matrix" not in frame:
+            raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
+        image_path = _image_path(root, frame["file_path"], where)
+        img = read_image(image_path)
+        merged = {k: frame.get(k, meta.get(k)) for k in NGP_INTRINSICS if k in frame or k in meta}
+        fx, fy, cx, cy = _ngp_intrinsics(merged, img, where)
+        views.append(_scaled(View(img, _matrix(frame["transform_matrix"], where), fx, fy, cx, cy, image_path),
+                             downscale))
+        progress.step()
+    if not views:
+        raise DatasetError(f"{json_path}: no frames")
+    _check_sizes(views, json_path)
+    every = 8 if holdout is None else int(holdout)
+    if every > 0:
+        test = [v for i, v in enumerate(views) if i % every == 0]
+        train = [v for i, v in enumerate(views) if i % every != 0]
+        note = f"no split in {os.path.basename(json_path)}: every {every}th view held out for testing " \
+               f"({len(test)} test, {len(train)} train; --holdout changes it)"
+    else:
+        train, test = views, []
+        note = "--holdout 0: every view trains, none is held out"
+    aabb = ngp_aabb(aabb_scale, scale, offset)
+    near, far = _bounds_from_cameras(views, aabb)
+    return Dataset(os.path.basename(root), "instant-ngp", {"train": train, "val": test[:8], "test": test},
+                   aabb, near, far, [note, f"aabb_scale {aabb_scale:g}: box {aabb[0].round(3).tolist()} .. "
+                                           f"{aabb[1].round(3).tolist()}"])
+
+
+def _bounds_from_cameras(views, aabb):
+    """near / far from the camera centres' distances to the box."""
+    centres = np.stack([v.c2w[:3, 3] for v in views])
+    corners = np.array([[aabb[i][0], aabb[j][1], aabb[k][2]] for i in (0, 1) for j in (0, 1) for k in (0, 1)])
+    far = float(np.max(np.linalg.norm(centres[:, None] - corners[None], axis=-1)))
+    inside = np.all((centres >= aabb[0]) & (centres <= aabb[1]), axis=1)
+    gap = np.linalg.norm(np.maximum(np.maximum(aabb[0] - centres, centres - aabb[1]), 0.0), axis=1)
+    near = 0.05 if inside.any() else max(0.05, 0.9 * float(gap.min()))
+    return near, far
+
+
+def _load_npz(path, downscale, holdout):
+    try:
+        with np.load(path) as z:
+            files = set(z.files)
+            missing = {"images", "poses", "focal"} - files
+            if missing:
+                raise DatasetError(f"{path}: not a tiny_nerf_data.npz (missing {', '.join(sorted(missing))}; "
+                                   f"has {', '.join(sorted(files))})")
+            images, poses, focal = z["images"], z["poses"], float(np.asarray(z["focal"]).reshape(-1)[0])
+    except DatasetError:
+        raise
+    except Exception as e:
+        raise DatasetError(f"{path}: cannot read the .npz ({type(e).__name__}: {e})") from None
+    if images.ndim != 4 or images.shape[-1] not in (3, 4):
+        raise DatasetError(f"{path}: 'images' must be [N, H, W, 3], got {images.shape}")
+    if poses.shape != (len(images), 4, 4) and poses.shape != (len(images), 3, 4):
+        raise DatasetError(f"{path}: 'poses' must be [N, 4, 4] for {len(images)} images, got {poses.shape}")
+    if images.dtype != np.uint8:
+        images = np.round(np.clip(images.astype(np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
+    h, w = images.shape[1:3]
+    views = [_scaled(View(images[i][..., :3], _matrix(poses[i].tolist(), f"{path}, pose {i}"), focal, focal,
+                          0.5 * w, 0.5 * h, f"{path}[{i}]"), downscale) for i in range(len(images))]
+    if holdout is None:
+        split = int(len(views) * 0.8)  # the Keras example's split
+        train, test = views[:split], views[split:]
+        note = f"{os.path.basename(path)}: views 0-{split - 1} train, {split}-{len(views) - 1} are held out " \
+               "(the Keras NeRF example's 80/20 split; --holdout K holds out every K-th view instead)"
+    else:
+        k = int(holdout)
+        test = [v for i, v in enumerate(views) if k > 0 and i % k == 0]
+        train = [v for i, v in enumerate(views) if not (k > 0 and i % k == 0)]
+        note = f"every {k}th view held out" if k > 0 else "--holdout 0: none held out"
+    return Dataset(os.path.splitext(os.path.basename(path))[0], "tiny_nerf_npz",
+                   {"train": train, "val": test[:8], "test": test}, STANDARD_AABB.copy(), cameras.NEAR,
+                   cameras.FAR, [note])
+
+
+def detect_format(path):
+    """'blender', 'instant-ngp' or 'tiny_nerf_npz' (with the file to read), else DatasetError."""
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, "transforms_train.json")):
+            return "blender", path
+        if os.path.isfile(os.path.join(path, "transforms.json")):
+            return "instant-ngp", os.path.join(path, "transforms.json")
+        if os.path.isfile(os.path.join(path, "poses_bounds.npy")):
+            raise DatasetError(f"{os.path.join(path, 'poses_bounds.npy')}: a forward-facing LLFF capture: unbounded "
+                               "scenes are not supported (the hash grid covers a bounded box). Supported: "
+                               "NeRF-synthetic folders, instant-ngp/nerfstudio transforms.json, tiny_nerf_data.npz")
+        npz = sorted(glob.glob(os.path.join(path, "*.npz")))
+        if len(npz) == 1:
+            return detect_format(npz[0])
+        raise DatasetError(f"{path}: no scene found (expected transforms_train.json, transforms.json or one .npz)")
+    if not os.path.exists(path):
+        raise DatasetError(f"{path}: no such file or folder")
+    base = os.path.basename(path)
+    if base.endswith(".json"):
+        if base.startswith("transforms_"):
+            return "blender", os.path.dirname(os.path.abspath(path))
+        return "instant-ngp", path
+    if base.endswith(".npz"):
+        return "tiny_nerf_npz", path
+    if base == "poses_bounds.npy":
+        return detect_format(os.path.dirname(os.path.abspath(path)))
+    raise DatasetError(f"{path}: unknown scene format (supported: a NeRF-synthetic folder, a transforms.json, "
+                       "a tiny_nerf_data.npz)")
+
+
+def load(path, downscale=1, holdout=None, log=print):
+    if int(downscale) < 1:
+        raise DatasetError(f"--downscale must be >= 1, got {downscale}")
+    fmt, target = detect_format(path)
+    if fmt == "blender":
+        ds = _load_blender(target, int(downscale), log)
+    elif fmt == "instant-ngp":
+        ds = _load_ngp(target, int(downscale), holdout, log)
+    else:
+        ds = _load_npz(target, int(downscale), holdout)
+    views = [v for vs in ds.splits.values() for v in vs]
+    if not ds.splits["train"]:
+        raise DatasetError(f"{path}: no training views")
+    _check_sizes(views, path)
+    return ds
+
+
+def from_procedural(data):
+    """The sample's built-in scene (examples.nerf.scene) as a Dataset."""
+    focal = float(data["focal"])
+    h, w = int(data["height"]), int(data["width"])
+    splits = {}
+    for split in ("train", "val", "test"):
+        splits[split] = [View(img, pose.astype(np.float64), focal, focal, 0.5 * w, 0.5 * h, f"{split}[{i}]")
+                         for i, (img, pose) in enumerate(zip(data[f"{split}_images"], data[f"{split}_poses"]))]
+    return Dataset("procedural", "procedural", splits, np.asarray(data["aabb"], np.float64),
+                   float(data["near"]), float(data["far"]))
