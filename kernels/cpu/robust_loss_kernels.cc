@@ -149,12 +149,15 @@ void ForwardBlocks(const T* xs, T* ys, int64_t begin, int64_t end, const CoeffTi
     const int64_t m = std::min(kBlock, end - base);
     const int64_t off = base % channels;
     FillBlockTerms(xs + base, m, tile, off, &b);
+    mo::int32 num_bad = 0;
     for (int64_t j = 0; j < m; ++j) {
       const mo::RobustLossCoeffs k = tile.at(off + j);
       rho[j] = mo::rl_general_value(k, b.L[j], b.y[j], b.ey[j]);
-      ok[j] = mo::rl_general_value_ok(k, b.q[j], b.y[j]);
+      const mo::int32 good = mo::rl_general_value_ok(k, b.q[j], b.y[j]);
+      ok[j] = good;
+      num_bad += 1 - good;
     }
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t j = 0; num_bad > 0 && j < m; ++j) {
       if (!ok[j]) rho[j] = mo::robust_loss_value_k(b.x[j], coeffs[(off + j) % channels]);
     }
     for (int64_t j = 0; j < m; ++j) ys[base + j] = static_cast<T>(rho[j]);
@@ -168,6 +171,7 @@ template <typename T>
 void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end, const CoeffTile& tile,
                     const std::vector<mo::RobustLossCoeffs>& coeffs, double* sum_alpha, double* sum_scale) {
   BlockTerms b;
+  alignas(64) float g[kBlock];
   alignas(64) float dx[kBlock];
   alignas(64) float da[kBlock];
   alignas(64) float dc[kBlock];
@@ -178,7 +182,8 @@ void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end
     const int64_t m = std::min(kBlock, end - base);
     const int64_t off = base % channels;
     FillBlockTerms(xs + base, m, tile, off, &b);
-    for (int64_t j = 0; j < m; ++j) dx[j] = static_cast<float>(gs[base + j]);  // g for now
+    for (int64_t j = 0; j < m; ++j) g[j] = static_cast<float>(gs[base + j]);
+    mo::int32 num_bad = 0;
     for (int64_t j = 0; j < m; ++j) {
       const mo::RobustLossCoeffs k = tile.at(off + j);
       const float u = b.u[j], w = b.w[j], L = b.L[j];
@@ -186,21 +191,20 @@ void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end
       const float D = mo::rl_d_from(u, L, r);
       float rho, d_x, d_a, d_c;
       mo::rl_general_grads(b.x[j], b.s[j], k, L, r, D, w, b.y[j], b.ey[j], rho, d_x, d_a, d_c);
-      const bool good = mo::rl_general_grads_ok(k, b.q[j], b.y[j], L);
-      const float g = dx[j];
+      const mo::int32 good = mo::rl_general_grads_ok(k, b.q[j], b.y[j], L);
       ok[j] = good;
-      dx[j] = g * d_x;
-      da[j] = good ? g * d_a : 0.0f;
-      dc[j] = good ? g * d_c : 0.0f;
+      num_bad += 1 - good;
+      dx[j] = g[j] * d_x;
+      da[j] = good ? g[j] * d_a : 0.0f;
+      dc[j] = good ? g[j] * d_c : 0.0f;
     }
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t j = 0; num_bad > 0 && j < m; ++j) {
       if (ok[j]) continue;
       float rho, d_x, d_a, d_c;
       mo::robust_loss_grads_k(b.x[j], coeffs[(off + j) % channels], rho, d_x, d_a, d_c);
-      const float g = static_cast<float>(gs[base + j]);
-      dx[j] = g * d_x;
-      da[j] = g * d_a;
-      dc[j] = g * d_c;
+      dx[j] = g[j] * d_x;
+      da[j] = g[j] * d_a;
+      dc[j] = g[j] * d_c;
     }
     for (int64_t j = 0; j < m; ++j) dxs[base + j] = static_cast<T>(dx[j]);
     if (channels == 1) {
@@ -244,7 +248,8 @@ class RobustLossCpuOp : public OpKernel {
     ParamLayout layout;
     OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
+    // The loss may take x's buffer (elementwise) when nothing else needs x.
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
     const int64_t n = x.NumElements();
     if (n == 0) return;
     const T* xs = x.flat<T>().data();
@@ -282,7 +287,9 @@ class RobustLossGradCpuOp : public OpKernel {
     ParamLayout layout;
     OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
     Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
+    // grad_x may take grad's buffer (elementwise; TF forwards only when no one
+    // else holds grad): no fresh 4n-byte allocation to fault in.
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &dx));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scale.shape(), &dscale));
     const int64_t n = x.NumElements();
