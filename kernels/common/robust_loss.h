@@ -18,9 +18,16 @@
 // are their own closed forms. drho/dalpha at alpha = 2 is +infinity in the
 // limit (the slope grows like (s^2/4) log(1/|a-2|)); there we return 0, as the
 // reference implementation does (its alpha == 2 branch does not depend on
-// alpha). For |alpha - 2| < 1/2 and u >= 1 the alpha-derivative uses the form
-// (b P / 2a)(L - (2+a)/a) + sigma (exp(t)/2 - 2/a^2), P = e^y, whose terms do
-// not cancel as alpha -> 2.
+// alpha). For |alpha - 2| < 1/2 the form above cancels as alpha -> 2; there
+// drho/da = b (P L / 2a + L E1(t) / 4 - (2+a) expm1(y) / 2a^2), P = e^y,
+// t = (a/2 - 1) L (its terms are O(b) each, so the cancellation does not grow
+// as b -> 0), for u >= 1/4; for u < 1/4 (where that form too cancels, the
+// true value being ~ b u^3 / 24) the binomial series
+//   (b u^2 / 4) sum_{k>=3} (sigma b P_k' - (k-2) P_k) u^(k-2) / k!,
+//   P_k = prod_{j=2}^{k-1} (a/2 - j)   (14 terms).
+// Where e^y would overflow (y > MAX_EXP) the form (b P / 2a)(L - (2+a)/a) +
+// sigma (exp(t)/2 - 2/a^2), an identity for every alpha > 0, is evaluated
+// through logs.
 //
 // Bound: for alpha < 0, rho < b/(-alpha) = (alpha-2)/alpha. Where y <= -1/2
 // rho is evaluated as bound * (1 - e^y) with bound the float32 (alpha-2)/alpha:
@@ -112,6 +119,7 @@ struct RobustLossCoeffs {
   float b_over_alpha;  // b / alpha for alpha > 0 (near-2 form), else 0
   float near2_c;       // (2 + alpha) / alpha for alpha > 0, else 0
   float near2_d;       // 2 / alpha^2 for alpha > 0, else 0
+  float near2_e;       // b (2 + alpha) / (2 alpha^2) for alpha > 0, else 0
   float log_b_alpha;   // log(b / alpha) (alpha > 0) for the large-exponent forms
   float log_q0;        // log(1 / (c sqrt(b))): log q = log|x| + log_q0 when x / c overflows
   float log_inv_scale; // log(1 / c)
@@ -134,6 +142,7 @@ MO_FN RobustLossCoeffs robust_loss_coeffs(float alpha, float scale) {
   k.b_over_alpha = alpha > 0.0f ? k.b / alpha : 0.0f;
   k.near2_c = alpha > 0.0f ? (2.0f + alpha) / alpha : 0.0f;
   k.near2_d = alpha > 0.0f ? 2.0f / (alpha * alpha) : 0.0f;
+  k.near2_e = alpha > 0.0f ? 0.5f * k.b * k.near2_c / alpha : 0.0f;
   k.log_b_alpha = alpha > 0.0f ? log_f(k.b / alpha) : 0.0f;
   k.log_inv_scale = -log_f(scale);
   k.log_q0 = k.log_inv_scale - 0.5f * log_f(k.b);
@@ -192,8 +201,27 @@ MO_FN bool rl_general_value_ok(RobustLossCoeffs k, float q, float y) {
   return k.kind == 0 && q < MO_ROBUST_LOSS_BIG_Q && y <= MO_ROBUST_LOSS_MAX_EXP;
 }
 
-// Whether d rho / d alpha needs the near-2 form.
-MO_FN bool rl_near2(RobustLossCoeffs k, float r) { return k.b < 0.5f && r >= 0.5f; }
+// Whether d rho / d alpha needs the near-2 P form (u >= 1/4), or the series
+// (u < 1/4); r = u / (1 + u).
+MO_FN bool rl_near2(RobustLossCoeffs k, float r) { return k.b < 0.5f && r >= 0.2f; }
+MO_FN bool rl_near2_series(RobustLossCoeffs k, float r) { return k.b < 0.5f && r < 0.2f; }
+
+// d rho / d alpha near alpha = 2 for u < 1/4: the binomial series (top of file).
+// A fixed number of terms, so the CPU block path vectorises it.
+MO_FN float rl_dalpha_series(RobustLossCoeffs k, float u) {
+  const float h = 0.5f * k.alpha;
+  float p = 1.0f, dp = 0.0f;  // P_k and dP_k/dalpha, from k = 2
+  float term = 0.5f;          // u^(k-2) / k!, from k = 2
+  float sum = 0.0f;
+  for (int i = 3; i <= 16; ++i) {
+    const float f = h - (float)(i - 1);
+    dp = dp * f + 0.5f * p;
+    p = p * f;
+    term *= u / (float)i;
+    sum += (k.sigma * k.b * dp - (float)(i - 2) * p) * term;
+  }
+  return 0.25f * k.b * u * u * sum;
+}
 
 // d rho / d alpha, general form.
 MO_FN float rl_dalpha_general(RobustLossCoeffs k, float L, float r, float D, float y, float ey,
@@ -202,23 +230,32 @@ MO_FN float rl_dalpha_general(RobustLossCoeffs k, float L, float r, float D, flo
          0.25f * L * rl_e1_prime_from(y, ey) * (k.b * L - k.sigma * k.alpha * r);
 }
 
-// d rho / d alpha, near-2 form (alpha > 0), given bp_a = (b/a) e^y and exp(t).
-MO_FN float rl_dalpha_near2(RobustLossCoeffs k, float L, float bp_a, float exp_t) {
+// d rho / d alpha near alpha = 2 (u >= 1/4), given e^y, E1(y), t and exp(t).
+MO_FN float rl_dalpha_near2(RobustLossCoeffs k, float L, float y, float ey, float e1, float t,
+                            float exp_t) {
+  return 0.5f * k.b_over_alpha * ey * L + 0.25f * k.b * L * rl_e1_from(t, exp_t) - k.near2_e * (y * e1);
+}
+
+// d rho / d alpha for alpha > 0 through logs (large y), given bp_a = (b/a) e^y and exp(t).
+MO_FN float rl_dalpha_log_form(RobustLossCoeffs k, float L, float bp_a, float exp_t) {
   return 0.5f * bp_a * (L - k.near2_c) + k.sigma * (0.5f * exp_t - k.near2_d);
 }
 
 // Valid where rl_general_grads_ok: rho, drho/dx, drho/dalpha, drho/dscale from
-// the log terms and one exponential (exp(t) = e^y / (1 + u)).
-MO_FN void rl_general_grads(float x, float s, RobustLossCoeffs k, float L, float r, float D,
-                            float w, float y, float ey, MO_THREAD float& rho,
+// the log terms and one exponential (exp(t) = e^y / (1 + u)). with_series =
+// false leaves out the near-2 series (where rl_near2_series holds d_alpha is
+// then not accurate): the CPU block path adds it only to blocks that need it.
+MO_FN void rl_general_grads(float x, float s, RobustLossCoeffs k, float u, float L, float r, float D,
+                            float w, float y, float ey, bool with_series, MO_THREAD float& rho,
                             MO_THREAD float& d_x, MO_THREAD float& d_alpha,
                             MO_THREAD float& d_scale) {
   const float e1 = rl_e1_from(y, ey);
   rho = rl_general_rho(k, L, y, ey, e1);
   const float et = ey / w;
   const float da_general = rl_dalpha_general(k, L, r, D, y, ey, e1);
-  const float da_near2 = rl_dalpha_near2(k, L, k.b_over_alpha * ey, et);
+  const float da_near2 = rl_dalpha_near2(k, L, y, ey, e1, (0.5f * k.alpha - 1.0f) * L, et);
   d_alpha = rl_near2(k, r) ? da_near2 : da_general;
+  if (with_series && rl_near2_series(k, r)) d_alpha = rl_dalpha_series(k, u);
   const float se = s * et;
   const float sign = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
   d_x = sign * se * k.inv_scale;
@@ -309,7 +346,7 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
     const float y = 0.5f * alpha * L;
     t = (0.5f * alpha - 1.0f) * L;
     if (rl_general_grads_ok(k, q, y, L)) {
-      rl_general_grads(x, s, k, L, r, D, w, y, exp_f(y), rho, d_x, d_alpha, d_scale);
+      rl_general_grads(x, s, k, q * q, L, r, D, w, y, exp_f(y), true, rho, d_x, d_alpha, d_scale);
       return;
     }
     if (y > MO_ROBUST_LOSS_MAX_EXP) {
@@ -322,7 +359,7 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
         const float bp_a = exp_f(log_bp);  // b e^y / a
         exp_t = exp_f(t);
         rho = bp_a - k.b / alpha;
-        d_alpha = rl_dalpha_near2(k, L, bp_a, exp_t);
+        d_alpha = rl_dalpha_log_form(k, L, bp_a, exp_t);
       }
     } else {
       // u huge or exp(t) underflows: rho and d rho/d alpha as in rl_general_grads,
@@ -330,8 +367,9 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
       const float ey = exp_f(y);
       const float e1 = rl_e1_from(y, ey);
       rho = rl_general_rho(k, L, y, ey, e1);
-      d_alpha = rl_near2(k, r) ? rl_dalpha_near2(k, L, exp_f(y + k.log_b_alpha), exp_f(t))
-                               : rl_dalpha_general(k, L, r, D, y, ey, e1);
+      d_alpha = rl_near2(k, r) ? rl_dalpha_near2(k, L, y, ey, e1, t, exp_f(t))
+                               : rl_near2_series(k, r) ? rl_dalpha_series(k, q * q)
+                                                       : rl_dalpha_general(k, L, r, D, y, ey, e1);
       have_exp_t = false;
     }
   }
@@ -344,8 +382,8 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
   }
   if (t < -80.0f || isinf_f(s)) {  // s exp(t) would underflow (or s overflow): go through logs
     const float ls = log_f(fabs_f(x)) + k.log_inv_scale;  // log s, also where x / c overflows
-    d_x = sign * exp_f(t + ls) * k.inv_scale;
-    d_scale = -exp_f(t + 2.0f * ls) * k.inv_scale;
+    d_x = sign * exp_f(t + ls + k.log_inv_scale);  // 1/c inside: no underflow before it
+    d_scale = -exp_f(t + 2.0f * ls + k.log_inv_scale);
   } else {
     const float se = s * (have_exp_t ? exp_t : exp_f(t));
     d_x = sign * se * k.inv_scale;

@@ -69,8 +69,8 @@ class CoeffTile {
     if (channels_ == 0) return;  // unused (closed forms)
     for (int64_t i = 0; i < len_; ++i) {
       const mo::RobustLossCoeffs& k = coeffs[i % channels_];
-      const float fields[kFloatFields] = {k.alpha, k.inv_scale, k.b,       k.inv_sqrt_b, k.sigma,
-                                          k.bound, k.b_over_alpha, k.near2_c, k.near2_d};
+      const float fields[kFloatFields] = {k.alpha, k.inv_scale,    k.b,      k.inv_sqrt_b,
+                                          k.sigma, k.bound, k.b_over_alpha, k.near2_e};
       for (int f = 0; f < kFloatFields; ++f) data_[f * len_ + i] = fields[f];
       kind_[i] = k.kind;
     }
@@ -87,14 +87,13 @@ class CoeffTile {
     k.sigma = d[4 * len_];
     k.bound = d[5 * len_];
     k.b_over_alpha = d[6 * len_];
-    k.near2_c = d[7 * len_];
-    k.near2_d = d[8 * len_];
+    k.near2_e = d[7 * len_];
     k.kind = kind_[i];
     return k;
   }
 
  private:
-  static constexpr int kFloatFields = 9;
+  static constexpr int kFloatFields = 8;
   int64_t channels_, len_;
   std::vector<float> data_;
   std::vector<mo::int32> kind_;
@@ -183,20 +182,30 @@ void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end
     const int64_t off = base % channels;
     FillBlockTerms(xs + base, m, tile, off, &b);
     for (int64_t j = 0; j < m; ++j) g[j] = static_cast<float>(gs[base + j]);
-    mo::int32 num_bad = 0;
+    mo::int32 num_bad = 0, num_series = 0;
     for (int64_t j = 0; j < m; ++j) {
       const mo::RobustLossCoeffs k = tile.at(off + j);
       const float u = b.u[j], w = b.w[j], L = b.L[j];
       const float r = u / w;
       const float D = mo::rl_d_from(u, L, r);
       float rho, d_x, d_a, d_c;
-      mo::rl_general_grads(b.x[j], b.s[j], k, L, r, D, w, b.y[j], b.ey[j], rho, d_x, d_a, d_c);
+      mo::rl_general_grads(b.x[j], b.s[j], k, u, L, r, D, w, b.y[j], b.ey[j], false, rho, d_x, d_a, d_c);
       const mo::int32 good = mo::rl_general_grads_ok(k, b.q[j], b.y[j], L);
+      const mo::int32 series = mo::rl_near2_series(k, r);
       ok[j] = good;
       num_bad += 1 - good;
+      num_series += series;
       dx[j] = g[j] * d_x;
       da[j] = good ? g[j] * d_a : 0.0f;
       dc[j] = good ? g[j] * d_c : 0.0f;
+    }
+    if (num_series > 0) {  // alpha near 2, u < 1/4: d rho/d alpha from the series
+      for (int64_t j = 0; j < m; ++j) {
+        const mo::RobustLossCoeffs k = tile.at(off + j);
+        const float u = b.u[j];
+        const float series = mo::rl_dalpha_series(k, u);
+        da[j] = ok[j] && mo::rl_near2_series(k, u / b.w[j]) ? g[j] * series : da[j];
+      }
     }
     for (int64_t j = 0; num_bad > 0 && j < m; ++j) {
       if (ok[j]) continue;
