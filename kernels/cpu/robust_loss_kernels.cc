@@ -74,8 +74,11 @@ class CoeffTile {
       for (int f = 0; f < kFloatFields; ++f) data_[f * len_ + i] = fields[f];
       kind_[i] = k.kind;
     }
+    for (const mo::RobustLossCoeffs& k : coeffs) has_near2_ = has_near2_ || (k.kind == 0 && k.b < 0.5f);
   }
   int64_t channels() const { return channels_; }
+  // Whether some channel has |alpha - 2| < 1/2 (may need the near-2 series).
+  bool has_near2() const { return has_near2_; }
   // The coefficients of tile entry i (the fields the stage functions read).
   mo::RobustLossCoeffs at(int64_t i) const {
     mo::RobustLossCoeffs k{};
@@ -97,6 +100,7 @@ class CoeffTile {
   int64_t channels_, len_;
   std::vector<float> data_;
   std::vector<mo::int32> kind_;
+  bool has_near2_ = false;
 };
 
 struct BlockTerms {
@@ -182,7 +186,7 @@ void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end
     const int64_t off = base % channels;
     FillBlockTerms(xs + base, m, tile, off, &b);
     for (int64_t j = 0; j < m; ++j) g[j] = static_cast<float>(gs[base + j]);
-    mo::int32 num_bad = 0, num_series = 0;
+    mo::int32 num_bad = 0;
     for (int64_t j = 0; j < m; ++j) {
       const mo::RobustLossCoeffs k = tile.at(off + j);
       const float u = b.u[j], w = b.w[j], L = b.L[j];
@@ -191,15 +195,13 @@ void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end
       float rho, d_x, d_a, d_c;
       mo::rl_general_grads(b.x[j], b.s[j], k, u, L, r, D, w, b.y[j], b.ey[j], false, rho, d_x, d_a, d_c);
       const mo::int32 good = mo::rl_general_grads_ok(k, b.q[j], b.y[j], L);
-      const mo::int32 series = mo::rl_near2_series(k, r);
       ok[j] = good;
       num_bad += 1 - good;
-      num_series += series;
       dx[j] = g[j] * d_x;
       da[j] = good ? g[j] * d_a : 0.0f;
       dc[j] = good ? g[j] * d_c : 0.0f;
     }
-    if (num_series > 0) {  // alpha near 2, u < 1/4: d rho/d alpha from the series
+    if (tile.has_near2()) {  // alpha near 2, u < 1/4: d rho/d alpha from the series
       for (int64_t j = 0; j < m; ++j) {
         const mo::RobustLossCoeffs k = tile.at(off + j);
         const float u = b.u[j];
