@@ -238,6 +238,11 @@ def main():
         for samples in (64, 128, 256):
             bench_distortion(4096, samples, max(3, repeats // 2), results)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    if args.only and os.path.exists(args.out):  # keep the other benchmark's rows
+        with open(args.out) as f:
+            kept = [r for r in json.load(f).get("results", [])
+                    if r.get("op") != ("robust_loss" if args.only == "robust" else "distortion_loss")]
+        results = kept + results if args.only == "distortion" else results + kept
     with open(args.out, "w") as f:
         json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__, "command": " ".join(sys.argv),
                    "results": results}, f, indent=2)
