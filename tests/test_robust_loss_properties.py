@@ -385,3 +385,36 @@ def test_per_channel_sums_independent_of_thread_count():
     here = per_channel_sums()
     assert len(here) == 2 * 64 * 8
     assert child == here
+
+
+# ---- layouts around the CPU block size -----------------------------------------------------
+@pytest.mark.parametrize("rows,channels", [(3000, 1), (700, 7), (9, 511), (5, 513), (3, 3000), (1, 70000)])
+def test_channel_counts_around_the_block_size(rows, channels):
+    # Blocks of 512 elements start at any column; per-channel coefficients and
+    # sums must follow the column (compared with float64 references and with
+    # d rho/dc = -(x/c) d rho/dx summed per channel).
+    rng = np.random.default_rng(rows * 7919 + channels)
+    alpha = rng.uniform(-4, 4, channels).astype(np.float32)
+    alpha[::5] = 1.9999  # some channels take the near-2 forms
+    scale = (10.0 ** rng.uniform(-1, 1, channels)).astype(np.float32)
+    x = (rng.normal(size=(rows, channels)) * 3).astype(np.float32)
+    rho, gx, ga, gs = run(x, alpha if channels > 1 else alpha[:1], scale if channels > 1 else scale[:1])
+    np.testing.assert_allclose(rho, ref_rho(x, alpha, scale), rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(gx, ref_dx(x, alpha, scale), rtol=2e-5, atol=1e-30)
+    want_gs = (-(x.astype(np.float64) / scale) * gx).sum(0)
+    np.testing.assert_allclose(gs, want_gs, rtol=1e-4, atol=1e-6 * np.abs(want_gs).max())
+    # d rho / d alpha per channel against central differences of the float64 reference
+    # (steps well inside |alpha - 2| and |alpha|: rho is singular in alpha at 2)
+    a64 = alpha.astype(np.float64)
+    h = np.minimum(1e-4, np.minimum(np.abs(a64 - 2), np.abs(a64)) / 64)
+    fd = ((ref_rho(x, a64 + h, scale) - ref_rho(x, a64 - h, scale)) / (2 * h)).sum(0)
+    np.testing.assert_allclose(ga, fd, rtol=2e-3, atol=1e-4 * np.abs(fd).max())
+
+
+@pytest.mark.parametrize("shape,pshape", [((4, 0), (0,)), ((0, 5), (5,)), ((0,), ()), ((2, 0, 3), (3,))])
+def test_empty_inputs_with_per_channel_parameters(shape, pshape):
+    x = np.zeros(shape, np.float32)
+    alpha = np.ones(pshape, np.float32)
+    rho, gx, ga, gs = run(x, alpha, np.ones(pshape, np.float32))
+    assert rho.shape == shape and gx.shape == shape
+    assert ga.shape == pshape and gs.shape == pshape and not ga.any() and not gs.any()
