@@ -201,7 +201,7 @@ MO_FN bool rl_general_value_ok(RobustLossCoeffs k, float q, float y) {
   return k.kind == 0 && q < MO_ROBUST_LOSS_BIG_Q && y <= MO_ROBUST_LOSS_MAX_EXP;
 }
 
-// Whether d rho / d alpha needs the near-2 P form (u >= 1/4), or the series
+// Whether d rho / d alpha needs the near-2 form (u >= 1/4), or the series
 // (u < 1/4); r = u / (1 + u).
 MO_FN bool rl_near2(RobustLossCoeffs k, float r) { return k.b < 0.5f && r >= 0.2f; }
 MO_FN bool rl_near2_series(RobustLossCoeffs k, float r) { return k.b < 0.5f && r < 0.2f; }
