@@ -7,13 +7,14 @@
 
 #include "Eigen/Core"
 #include "kernels/common/robust_loss.h"
-#include "ops/robust_loss_validation.h"
+#include "ops/checks_tf.h"
+#include "ops/robust_loss_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/lib/core/threadpool.h"
 
-namespace metal_ops {
+namespace mo {
 namespace {
 
 using ::tensorflow::OpKernel;
@@ -22,12 +23,14 @@ using ::tensorflow::OpKernelContext;
 using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 
-using robust_loss::ParamLayout;
+using robust_loss_checks::ParamLayout;
 
 // Shapes and values of alpha and scale (both are in host memory here).
 Status CheckParams(const Tensor& x, const Tensor& alpha, const Tensor& scale, ParamLayout* layout) {
-  TF_RETURN_IF_ERROR(robust_loss::CheckParamShapes(x, alpha, scale, layout));
-  return robust_loss::CheckParamValues(alpha, scale);
+  TF_RETURN_IF_ERROR(checks::ToStatus(robust_loss_checks::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha),
+                                                                      checks::DimsOf(scale), layout)));
+  return checks::ToStatus(robust_loss_checks::ParamValues(alpha.flat<float>().data(), alpha.NumElements(),
+                                                          scale.flat<float>().data(), scale.NumElements()));
 }
 
 // The per-channel constants of the formula (one entry when both are scalars).
@@ -294,7 +297,7 @@ class RobustLossGradCpuOp : public OpKernel {
     const Tensor& x = ctx->input(1);
     const Tensor& alpha = ctx->input(2);
     const Tensor& scale = ctx->input(3);
-    OP_REQUIRES_OK(ctx, robust_loss::CheckGradShape(grad, x));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
     ParamLayout layout;
     OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
     Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
@@ -385,4 +388,4 @@ METAL_OPS_REGISTER_ROBUST_LOSS_CPU(::tensorflow::bfloat16);
 #undef METAL_OPS_REGISTER_ROBUST_LOSS_CPU
 
 }  // namespace
-}  // namespace metal_ops
+}  // namespace mo
