@@ -168,9 +168,15 @@ REGISTER_OP("MetalOpsHashEncodeGrad")
     .METAL_OPS_HASH_GRID_ATTRS
     .Attr("compute_table_grad: bool = true")
     .Attr("compute_input_grad: bool = true")
+    .Attr("deterministic: bool = false")
     .SetShapeFn(HashEncodeGradShape)
     .Doc(R"doc(
 Backward of MetalOpsHashEncode.
+
+deterministic: a bitwise-reproducible table gradient on every device. CUDA
+  also honours tf.config.experimental.enable_op_determinism(); the C-API Metal
+  kernel cannot query it and honours this attribute or TF_DETERMINISTIC_OPS=1;
+  the CPU kernel is deterministic either way.
 
 grad_table: [P, F] (accumulated in float32, cast to T), or [0, F] when
   compute_table_grad is false.

@@ -104,6 +104,7 @@ class HashEncodeGradGpuOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_table_grad", &table_grad_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_input_grad", &input_grad_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("deterministic", &deterministic_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -127,7 +128,7 @@ class HashEncodeGradGpuOp : public OpKernel {
     ::mo::cuda::HashEncodeBackwardOptions options;
     options.table_grad = table_grad_;
     options.input_grad = input_grad_;
-    options.deterministic = ::tensorflow::OpDeterminismRequired();
+    options.deterministic = deterministic_ || ::tensorflow::OpDeterminismRequired();
     const bool half = std::is_same<T, Eigen::half>::value;
     const size_t workspace_bytes =
         ::mo::cuda::HashEncodeBackwardWorkspaceBytes(dims, features, rows, half, params, options);
@@ -153,6 +154,7 @@ class HashEncodeGradGpuOp : public OpKernel {
   GridAttrs attrs_;
   bool table_grad_ = true;
   bool input_grad_ = true;
+  bool deterministic_ = false;
 };
 
 #define METAL_OPS_REGISTER_HASH_ENCODE_GPU(T)                                                             \

@@ -9,20 +9,22 @@
 //
 // Backward: the table gradient is scattered with atomic_float adds into a
 // float32 buffer (grad_table itself for float tables, a temp for half ones,
-// then converted); under tf.config.experimental.enable_op_determinism() it is
+// then converted); with the op's `deterministic` attribute or
+// TF_DETERMINISTIC_OPS=1 (a C-API kernel cannot query TF's op-determinism flag) it is
 // accumulated in 64-bit fixed point instead (bitwise reproducible). The input
 // gradient is one thread per point, levels in order: deterministic always.
 #import "kernels/metal/metal_kernel.h"
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kernels/common/hash_grid.h"
 #include "ops/hash_encode_checks.h"
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
-#include "tensorflow/core/util/determinism.h"
 
 namespace {
 
@@ -35,6 +37,7 @@ struct HashEncodeMetalKernel {
   checks::GridAttrs grid;
   bool table_grad = true;
   bool input_grad = true;
+  bool deterministic = false;
 };
 
 // Same layout as HashEncodeCountParams in hash_encode.metal.
@@ -55,6 +58,9 @@ void* CreateKernel(TF_OpKernelConstruction* ctx, bool is_grad) {
   if (is_grad) {
     k->table_grad = attrs.Bool("compute_table_grad");
     k->input_grad = attrs.Bool("compute_input_grad");
+    const char* env = std::getenv("TF_DETERMINISTIC_OPS");
+    k->deterministic = attrs.Bool("deterministic") ||
+                       (env != nullptr && (std::strcmp(env, "1") == 0 || std::strcmp(env, "true") == 0));
   }
   if (attrs.ok() && attrs.Check(checks::Modes(interpolation, out_of_range, &k->grid))) attrs.Check(checks::Grid(&k->grid));
   return k;
@@ -116,7 +122,7 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.Check(checks::Matrix("grad_encoded", DimsOf(dy), n, width))) return;
   TF_Tensor* grad_table = call.Output(0, dtype, {k.table_grad ? rows : 0, features});
   TF_Tensor* grad_inputs = call.Output(1, TF_FLOAT, {k.input_grad ? n : 0, dims});
-  const bool deterministic = tsl::OpDeterminismRequired();
+  const bool deterministic = k.deterministic;
   const int64_t n_table = rows * features;
   // float32 sums for half tables, or 64-bit fixed-point pairs + max|dy| bits.
   TF_Tensor* scratch = nullptr;
