@@ -334,9 +334,40 @@ def test_ngp_checks_sizes_and_distortion(tmp_path, builtin):
     path = write_ngp(tmp_path, builtin.splits["train"][:2], w=99)
     with pytest.raises(datasets.DatasetError, match=r"frame 0: the image is 16x16 but the file says w=99"):
         datasets.load(str(path), log=None)
-    path = write_ngp(tmp_path, builtin.splits["train"][:2], k1=0.1)
-    with pytest.raises(datasets.DatasetError, match=r"lens distortion \(k1 = 0.1\) is not supported"):
+    path = write_ngp(tmp_path, builtin.splits["train"][:2], camera_model="OPENCV_FISHEYE", k1=0.1)
+    with pytest.raises(datasets.DatasetError, match=r"frame 0: camera model 'OPENCV_FISHEYE' is not supported"):
         datasets.load(str(path), log=None)
+    path = write_ngp(tmp_path, builtin.splits["train"][:2], k4=0.01)
+    with pytest.raises(datasets.DatasetError, match=r"frame 0: 'k4' is a fisheye coefficient"):
+        datasets.load(str(path), log=None)
+
+
+def test_opencv_lens_distortion_rays_reach_the_point_that_projects_to_their_pixel(tmp_path):
+    h, w, fx, fy, cx, cy = 30, 44, 40.0, 37.0, 20.5, 16.0
+    k1, k2, p1, p2, k3 = -0.21, 0.05, 0.003, -0.002, 0.01
+    c2w = cameras.look_at([2.5, 1.0, 2.0], target=[0.1, -0.2, 0.0])
+    imageio.imwrite(tmp_path / "a.png", np.zeros((h, w, 3), np.uint8))
+    with open(tmp_path / "transforms.json", "w") as f:
+        json.dump(dict(camera_model="OPENCV", fl_x=fx, fl_y=fy, cx=cx, cy=cy, w=w, h=h, k1=k1, k2=k2, p1=p1, p2=p2,
+                       frames=[{"file_path": "a.png", "transform_matrix": c2w.tolist(), "k3": k3}]), f)
+    view = datasets.load(str(tmp_path), holdout=0, log=None).splits["train"][0]
+    assert view.distortion == (k1, k2, p1, p2, k3)
+    _, d = view.rays()
+    d = d.reshape(h, w, 3)
+    # COLMAP's OPENCV model written out (x right, y down, camera looking along +z
+    # in OpenCV terms, i.e. along -z of the OpenGL camera): the pixel each ray's
+    # direction lands on must be that ray's pixel centre.
+    for r, c in [(0, 0), (3, 40), (15, 20), (29, 43), (22, 5)]:
+        cam = d[r, c] @ c2w[:3, :3]
+        x, y = cam[0] / -cam[2], -cam[1] / -cam[2]
+        rr = x * x + y * y
+        radial = 1 + k1 * rr + k2 * rr ** 2 + k3 * rr ** 3
+        xd = x * radial + 2 * p1 * x * y + p2 * (rr + 2 * x * x)
+        yd = y * radial + p1 * (rr + 2 * y * y) + 2 * p2 * x * y
+        np.testing.assert_allclose([fx * xd + cx, fy * yd + cy], [c + 0.5, r + 0.5], atol=1e-9)
+    # Downscaling keeps the (normalised) lens model with the scaled intrinsics.
+    small = datasets.load(str(tmp_path), downscale=2, holdout=0, log=None).splits["train"][0]
+    assert small.distortion == view.distortion and (small.fx, small.cx) == (fx / 2, cx / 2)
 
 
 def test_train_cli_reports_bad_data_without_a_traceback(tmp_path):

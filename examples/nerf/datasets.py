@@ -8,8 +8,9 @@ Formats, detected from what `path` holds:
   (camera_angle_x; frames with file_path and transform_matrix) and RGBA PNGs.
   The files' splits are kept. Bounds: the standard box [-1.5, 1.5]^3, near/far 2/6.
 - instant-ngp / nerfstudio: transforms.json (or its folder) with fl_x, fl_y
-  (or camera_angle_x/y), cx, cy, w, h, per-frame overrides of any of them,
-  aabb_scale, scale, offset; JPEG or PNG, RGB or RGBA, any aspect ratio. No
+  (or camera_angle_x/y), cx, cy, w, h, OpenCV lens distortion (k1, k2, p1,
+  p2, k3: each pixel gets the ray the lens bends onto it), per-frame overrides
+  of any of them, aabb_scale, scale, offset; JPEG or PNG, RGB or RGBA, any aspect ratio. No
   split in the file: every `holdout`-th view (default 8: views 0, 8, 16, ...)
   is held out for testing. Bounds: instant-ngp's box of side aabb_scale
   around (0.5, 0.5, 0.5) in its coordinates, mapped back through scale and
@@ -62,6 +63,8 @@ class View:
     cx: float
     cy: float
     name: str = ""
+    distortion: tuple = None  # OpenCV (k1, k2, p1, p2, k3), see cameras.distort
+
 
     @property
     def height(self):
@@ -74,7 +77,7 @@ class View:
     def rays(self):
         """Origins and unit directions, each [H * W, 3] float64."""
         o, d = cameras.camera_rays(self.c2w, self.height, self.width, focal=self.fx, fy=self.fy, cx=self.cx,
-                                   cy=self.cy)
+                                   cy=self.cy, distortion=self.distortion)
         return o.reshape(-1, 3), d.reshape(-1, 3)
 
     def composite(self, background):
@@ -149,8 +152,9 @@ def _scaled(view, n):
     """The view with its image box-filtered by n and intrinsics to match."""
     if n == 1:
         return view
+    # Distortion acts on normalised coordinates, which scaling the pixels leaves alone.
     return View(box_downscale(view.image, n), view.c2w, view.fx / n, view.fy / n, view.cx / n, view.cy / n,
-                view.name)
+                view.name, view.distortion)
 
 
 def _number(value, key, where, positive=False):
@@ -289,6 +293,22 @@ def _ngp_intrinsics(meta, img, where):
     return fx, fy, num.get("cx", 0.5 * w), num.get("cy", 0.5 * h)
 
 
+NGP_LENS = ("camera_model", "is_fisheye", "k1", "k2", "p1", "p2", "k3", "k4")
+PINHOLE_MODELS = ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL", "PERSPECTIVE")
+
+
+def _ngp_distortion(meta, where):
+    """(k1, k2, p1, p2, k3) of COLMAP's OPENCV model (what colmap2nerf and ns-process-data write), or None."""
+    model = meta.get("camera_model", "OPENCV")
+    if not isinstance(model, str) or model.upper() not in PINHOLE_MODELS or meta.get("is_fisheye"):
+        raise DatasetError(f"{where}: camera model {model if not meta.get('is_fisheye') else 'fisheye'!r} is not "
+                           f"supported (supported: {', '.join(PINHOLE_MODELS)} with k1, k2, p1, p2, k3)")
+    if abs(_number(meta.get("k4", 0.0), "k4", where)) > 0.0:
+        raise DatasetError(f"{where}: 'k4' is a fisheye coefficient; fisheye lenses are not supported")
+    coeffs = tuple(_number(meta.get(k, 0.0), k, where) for k in ("k1", "k2", "p1", "p2", "k3"))
+    return coeffs if any(coeffs) else None
+
+
 def ngp_aabb(aabb_scale, scale=NGP_DEFAULT_SCALE, offset=NGP_DEFAULT_OFFSET):
     """instant-ngp's box (side aabb_scale around 0.5 in its coordinates) in the file's coordinates.
 
@@ -304,10 +324,6 @@ def ngp_aabb(aabb_scale, scale=NGP_DEFAULT_SCALE, offset=NGP_DEFAULT_OFFSET):
 def _load_ngp(json_path, downscale, holdout, log):
     root = os.path.dirname(os.path.abspath(json_path))
     meta = _read_json(json_path)
-    for key in ("k1", "k2", "p1", "p2", "k3", "k4"):
-        if abs(_number(meta.get(key, 0.0), key, json_path)) > 1e-9:
-            raise DatasetError(f"{json_path}: lens distortion ({key} = {meta[key]}) is not supported: undistort the "
-                               "images first (e.g. COLMAP's image_undistorter, or nerfstudio's ns-process-data)")
     scale = _number(meta.get("scale", NGP_DEFAULT_SCALE), "scale", json_path, positive=True)
     offset = meta.get("offset", NGP_DEFAULT_OFFSET)
     if not (isinstance(offset, (list, tuple)) and len(offset) == 3):
@@ -321,9 +337,9 @@ def _load_ngp(json_path, downscale, holdout, log):
         file_path, c2w = _frame(frame, where)
         image_path = _image_path(root, file_path, where)
         img = read_image(image_path)
-        merged = {k: frame.get(k, meta.get(k)) for k in NGP_INTRINSICS if k in frame or k in meta}
-        fx, fy, cx, cy = _ngp_intrinsics(merged, img, where)
-        views.append(_scaled(View(img, c2w, fx, fy, cx, cy, image_path), downscale))
+        merged = {k: frame.get(k, meta.get(k)) for k in NGP_INTRINSICS + NGP_LENS if k in frame or k in meta}
+        fx, fy, cx, cy = _ngp_intrinsics({k: v for k, v in merged.items() if k in NGP_INTRINSICS}, img, where)
+        views.append(_scaled(View(img, c2w, fx, fy, cx, cy, image_path, _ngp_distortion(merged, where)), downscale))
         progress.step()
     if not views:
         raise DatasetError(f"{json_path}: no frames")
