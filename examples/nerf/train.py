@@ -158,16 +158,17 @@ class Trainer:
             self.dataset = datasets.from_procedural(data)
         self.data_seconds = time.perf_counter() - t0
         ds = self.dataset
+        if not ds.splits["val"] and ds.splits["test"] and a.eval_every:
+            # Periodic evaluation only draws the PSNR curve (nothing is selected by it).
+            idx = np.linspace(0, len(ds.splits["test"]) - 1, max(a.eval_views, 1)).round().astype(int)
+            ds.splits["val"] = [ds.splits["test"][i] for i in sorted(set(idx))]
+            ds.notes.append(f"no validation views: the periodic evaluation uses {len(ds.splits['val'])} "
+                            "evenly spaced test views")
         for note in ds.notes:
             log(f"{ds.name}: {note}")
         if a.test_views and len(ds.splits["test"]) > a.test_views:
             idx = np.linspace(0, len(ds.splits["test"]) - 1, a.test_views).round().astype(int)
             ds.splits["test"] = [ds.splits["test"][i] for i in idx]
-        if not ds.splits["val"] and ds.splits["test"] and a.eval_every:
-            # Periodic evaluation only draws the PSNR curve (nothing is selected by it).
-            idx = np.linspace(0, len(ds.splits["test"]) - 1, max(a.eval_views, 1)).round().astype(int)
-            ds.splits["val"] = [ds.splits["test"][i] for i in sorted(set(idx))]
-            log(f"{ds.name}: no validation views: the periodic evaluation uses {len(ds.splits['val'])} test views")
         self.H, self.W = ds.size()
         self.near, self.far = ds.near, ds.far
         self.aabb = tf.constant(ds.aabb, tf.float32)
