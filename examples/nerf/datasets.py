@@ -230,12 +230,13 @@ class _Progress:
             self.next += 0.1
 
 
-def _check_sizes(views, where):
+def _check_sizes(views, where, downscale=1):
     sizes = {(v.height, v.width) for v in views}
     if len(sizes) > 1:
         first = views[0]
         odd = next(v for v in views if (v.height, v.width) != (first.height, first.width))
-        raise DatasetError(f"{where}: images of different sizes: {first.name} is {first.width}x{first.height}, "
+        after = f" (after --downscale {downscale})" if downscale > 1 else ""
+        raise DatasetError(f"{where}: images of different sizes{after}: {first.name} is {first.width}x{first.height}, "
                            f"{odd.name} is {odd.width}x{odd.height}")
 
 
@@ -343,7 +344,7 @@ def _load_ngp(json_path, downscale, holdout, log):
         progress.step()
     if not views:
         raise DatasetError(f"{json_path}: no frames")
-    _check_sizes(views, json_path)
+    _check_sizes(views, json_path, downscale)
     every = 8 if holdout is None else int(holdout)
     if every > 0:
         test = [v for i, v in enumerate(views) if i % every == 0]
@@ -484,7 +485,7 @@ def load(path, downscale=1, holdout=None, log=print):
     if not ds.splits["train"]:
         held = f" ({len(ds.splits['test'])} views, all held out: see --holdout)" if ds.splits["test"] else ""
         raise DatasetError(f"{path}: no training views{held}")
-    _check_sizes(views, path)
+    _check_sizes(views, path, int(downscale))
     return ds
 
 
