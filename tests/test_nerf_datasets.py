@@ -97,6 +97,19 @@ def test_instant_ngp_file_reads_back_with_every_8th_view_held_out(tmp_path, buil
     assert datasets.load(str(tmp_path), holdout=3, log=None).splits["test"][1].name.endswith("003.png")
 
 
+def test_jpeg_frames_load_close_to_the_original(tmp_path):
+    yy, xx = np.mgrid[0:32, 0:48]
+    smooth = np.stack([xx * 5, yy * 7, 128 + 0 * xx], axis=-1).astype(np.uint8)  # JPEG keeps smooth images well
+    imageio.imwrite(tmp_path / "a.jpg", smooth, quality=95)
+    c2w = cameras.look_at([0.0, -4.0, 1.0])
+    with open(tmp_path / "transforms.json", "w") as f:
+        json.dump(dict(fl_x=40.0, aabb_scale=1, frames=[{"file_path": "a.jpg", "transform_matrix": c2w.tolist()}]), f)
+    v = datasets.load(str(tmp_path), holdout=0, log=None).splits["train"][0]
+    assert v.image.shape == (32, 48, 3) and v.image.dtype == np.uint8
+    assert np.abs(v.image.astype(int) - smooth).mean() < 2
+    assert (v.cx, v.cy) == (24.0, 16.0)
+
+
 def test_ngp_box_follows_aabb_scale_scale_and_offset():
     np.testing.assert_allclose(datasets.ngp_aabb(4, scale=0.5, offset=(0.5, 0.0, 1.0)),
                                [[-4.0, -3.0, -5.0], [4.0, 5.0, 3.0]])
