@@ -30,6 +30,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import interleaved_ms  # noqa: E402
 from metal_ops.hash_encode import hash_grid_offsets  # noqa: E402
 
 D, L, F, LOG2_T, BASE, FINEST = 3, 16, 2, 19, 16, 2048
@@ -102,23 +105,6 @@ def median_ms(fn, repeats, warmup=2):
         walls.append((time.perf_counter() - t0) * 1e3)
         cpus.append((time.process_time() - c0) * 1e3)
     return statistics.median(walls), statistics.median(cpus)
-
-
-def interleaved_ms(fns, rounds, warmup=1):
-    """Times the named callables in `rounds` interleaved rounds (each runs once
-    per round, in turn), so that every ratio compares calls made under the
-    same machine conditions; a shared machine's load drifts over the minutes
-    the composites take. Returns {name: (wall ms, CPU ms)} per round."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            c0, t0 = time.process_time(), time.perf_counter()
-            fn()
-            times[name].append(((time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3))
-    return times
 
 
 def ours_fns(x, table, dy, input_grad=False):

@@ -1,15 +1,18 @@
 """CPU benchmark of the fused loss ops against the pure-TF composites a user
 would write, side by side in one process (both checked equal first).
 
-- RobustLoss fwd+bwd (gradients w.r.t. x, alpha, scale), x of 2^22 float32,
-  vs Barron's reference lossfun transcribed to TF (every branch evaluated,
-  tf.where select).
+- RobustLoss fwd+bwd (gradients w.r.t. x, alpha, scale), x of 2^22 float32
+  ([65536, 64]), for scalar alpha / scale (two settings) and per-channel ones
+  (C = 64, as AdaptiveRobustLoss uses them), vs Barron's reference lossfun
+  transcribed to TF (every branch evaluated, tf.where select) in a graph and
+  compiled by XLA (jit_compile=True); rounds interleaved (benchmarks/timing.py),
+  speedups are medians of per-round ratios.
 - DistortionLoss fwd+bwd (gradients w.r.t. weights and t), R = 4096,
   S in {64, 128, 256}, vs the O(S^2) double sum; peak resident memory of each
   (VmHWM after resetting it through /proc/self/clear_refs, Linux).
 
-Medians over repeats, ratios printed, JSON in benchmarks/results/losses_cpu.json.
-Usage: .venv/bin/python benchmarks/bench_losses.py [--quick]
+Ratios printed, JSON in benchmarks/results/losses_cpu.json.
+Usage: .venv/bin/python benchmarks/bench_losses.py [--quick] [--only robust|distortion]
 """
 import argparse
 import json
@@ -26,6 +29,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402
 
 
 def median_ms(fn, repeats, warmup=1):
@@ -121,8 +127,8 @@ def robust_composite(x, alpha, scale):
                                       tf.where(alpha == np.inf, loss_posinf, loss_otherwise))))
 
 
-def fwd_bwd(loss_fn):
-    @tf.function(jit_compile=False)
+def fwd_bwd(loss_fn, jit=False):
+    @tf.function(jit_compile=jit)
     def step(x, alpha, scale):
         with tf.GradientTape() as tape:
             tape.watch([x, alpha, scale])
@@ -131,21 +137,45 @@ def fwd_bwd(loss_fn):
     return step
 
 
-def bench_robust(n, repeats, results):
+ROBUST_ROWS = (
+    ("alpha=0.5, c=1 (scalars)", 0.5, 1.0),
+    ("alpha=-3, c=0.1 (scalars)", -3.0, 0.1),
+    ("alpha, c per channel (C=64)", "channels", "channels"),
+)
+
+
+def bench_robust(n, rounds, results):
     rng = np.random.default_rng(0)
-    x = tf.constant(rng.standard_normal(n).astype(np.float32))
-    alpha, scale = tf.constant(1.3), tf.constant(0.5)
-    ours, comp = fwd_bwd(metal_ops.robust_loss), fwd_bwd(robust_composite)
-    a, b = ours(x, alpha, scale), comp(x, alpha, scale)
-    for u, v, name in zip(a, b, ["loss", "dx", "dalpha", "dscale"]):
-        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=2e-4, atol=1e-5, err_msg=name)
-    t_ours = median_ms(lambda: [v.numpy() for v in ours(x, alpha, scale)], repeats)
-    t_comp = median_ms(lambda: [v.numpy() for v in comp(x, alpha, scale)], repeats)
-    row = {"op": "robust_loss", "n": n, "ours_ms": t_ours, "composite_ms": t_comp, "speedup": t_comp / t_ours,
-           "ours_melem_per_s": n / t_ours / 1e3, "composite_melem_per_s": n / t_comp / 1e3}
-    results.append(row)
-    print(f"robust_loss fwd+bwd n=2^{int(np.log2(n))}: ours {t_ours:.1f} ms ({row['ours_melem_per_s']:.0f} Melem/s), "
-          f"TF composite {t_comp:.1f} ms ({row['composite_melem_per_s']:.0f} Melem/s) -> {row['speedup']:.1f}x")
+    channels = 64
+    x = tf.constant(rng.standard_normal((n // channels, channels)).astype(np.float32))
+    variants = {"ours": fwd_bwd(metal_ops.robust_loss), "composite": fwd_bwd(robust_composite),
+                "xla": fwd_bwd(robust_composite, jit=True)}
+    print(f"robust_loss fwd+bwd, x [{n // channels}, {channels}] float32 (2^{int(np.log2(n))} elements); "
+          f"wall ms, medians of {rounds} interleaved rounds; load {timing.load_average():.1f}")
+    for label, a, c in ROBUST_ROWS:
+        if a == "channels":
+            alpha = tf.constant(rng.uniform(-3.0, 3.0, channels).astype(np.float32))
+            scale = tf.constant(rng.uniform(0.05, 2.0, channels).astype(np.float32))
+        else:
+            alpha, scale = tf.constant(a), tf.constant(c)
+        ref = [v.numpy() for v in variants["composite"](x, alpha, scale)]
+        for name in ("ours", "xla"):
+            got = [v.numpy() for v in variants[name](x, alpha, scale)]
+            for u, v, what in zip(got, ref, ["loss", "dx", "dalpha", "dscale"]):
+                np.testing.assert_allclose(u, v, rtol=2e-3, atol=1e-4 * max(1.0, np.abs(v).max()),
+                                           err_msg=f"{name} {what} ({label})")
+        times = timing.interleaved_ms(
+            {name: (lambda f=f: [v.numpy() for v in f(x, alpha, scale)]) for name, f in variants.items()}, rounds)
+        row = {"op": "robust_loss", "case": label, "n": n, "rounds": rounds, "load_average": timing.load_average()}
+        for name in variants:
+            row[f"{name}_ms"] = timing.median_wall_ms(times[name])
+            row[f"{name}_melem_per_s"] = n / row[f"{name}_ms"] / 1e3
+        row["speedup_vs_composite"] = timing.median_ratio(times["composite"], times["ours"])
+        row["speedup_vs_xla"] = timing.median_ratio(times["xla"], times["ours"])
+        results.append(row)
+        print(f"  {label:30s} ours {row['ours_ms']:6.1f} ms ({row['ours_melem_per_s']:4.0f} Melem/s) | "
+              f"graph {row['composite_ms']:6.1f} ms -> {row['speedup_vs_composite']:.2f}x | "
+              f"XLA {row['xla_ms']:6.1f} ms -> {row['speedup_vs_xla']:.2f}x")
 
 
 # ---- DistortionLoss ------------------------------------------------------------------
@@ -189,6 +219,8 @@ def bench_distortion(rays, samples, repeats, results):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (RobustLoss)")
+    parser.add_argument("--only", choices=["robust", "distortion"], help="one of the two benchmarks")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "losses_cpu.json"))
     parser.add_argument("--child-memory", nargs=3, metavar=("VARIANT", "RAYS", "SAMPLES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -200,12 +232,20 @@ def main():
     results = []
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")
-    bench_robust(2**22, repeats, results)
-    for samples in (64, 128, 256):
-        bench_distortion(4096, samples, max(3, repeats // 2), results)
+    if args.only != "distortion":
+        bench_robust(2**22, 3 if args.quick else args.rounds, results)
+    if args.only != "robust":
+        for samples in (64, 128, 256):
+            bench_distortion(4096, samples, max(3, repeats // 2), results)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    if args.only and os.path.exists(args.out):  # keep the other benchmark's rows
+        with open(args.out) as f:
+            kept = [r for r in json.load(f).get("results", [])
+                    if r.get("op") != ("robust_loss" if args.only == "robust" else "distortion_loss")]
+        results = kept + results if args.only == "distortion" else results + kept
     with open(args.out, "w") as f:
-        json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__, "results": results}, f, indent=2)
+        json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__, "command": " ".join(sys.argv),
+                   "results": results}, f, indent=2)
     print("wrote", args.out)
 
 

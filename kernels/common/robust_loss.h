@@ -18,14 +18,30 @@
 // are their own closed forms. drho/dalpha at alpha = 2 is +infinity in the
 // limit (the slope grows like (s^2/4) log(1/|a-2|)); there we return 0, as the
 // reference implementation does (its alpha == 2 branch does not depend on
-// alpha). For |alpha - 2| < 1/2 and u >= 1 the alpha-derivative uses the form
-// (b P / 2a)(L - (2+a)/a) + sigma (exp(t)/2 - 2/a^2), P = e^y, whose terms do
-// not cancel as alpha -> 2. Large exponents go through logs, and rho saturates
-// at exp(MO_ROBUST_LOSS_MAX_LOG) ~ 9.25e29 with zero gradients (every branch,
+// alpha). For |alpha - 2| < 1/2 the form above cancels as alpha -> 2; there
+// drho/da = b (P L / 2a + L E1(t) / 4 - (2+a) expm1(y) / 2a^2), P = e^y,
+// t = (a/2 - 1) L (its terms are O(b) each, so the cancellation does not grow
+// as b -> 0), for u >= 1/4; for u < 1/4 (where that form too cancels, the
+// true value being ~ b u^3 / 24) the binomial series
+//   (b u^2 / 4) sum_{k>=3} (sigma b P_k' - (k-2) P_k) u^(k-2) / k!,
+//   P_k = prod_{j=2}^{k-1} (a/2 - j)   (14 terms).
+// Where e^y would overflow (y > MAX_EXP) the form (b P / 2a)(L - (2+a)/a) +
+// sigma (exp(t)/2 - 2/a^2), an identity for every alpha > 0, is evaluated
+// through logs.
+//
+// Bound: for alpha < 0, rho < b/(-alpha) = (alpha-2)/alpha. Where y <= -1/2
+// rho is evaluated as bound * (1 - e^y) with bound the float32 (alpha-2)/alpha:
+// 1 - e^y <= 1 after rounding, so the result never exceeds the bound (the
+// E1 form rounds L / y and can land an ulp above it). For |y| < 1/2 rho is
+// below half the bound.
+//
+// Large exponents go through logs, and rho saturates at
+// exp(MO_ROBUST_LOSS_MAX_LOG) ~ 9.25e29 with zero gradients (every branch,
 // alpha = 2 included), the role of the reference's expm1_safe clamp: values
-// and gradients stay finite. Invalid parameters (c <= 0 or NaN, alpha NaN) give
-// NaN for the element and its gradients; the CPU kernel and the Python wrapper
-// raise InvalidArgument before that can happen.
+// and gradients stay finite, and a float32 sum of up to 2^28 saturated
+// elements stays finite too (docs/LOSSES.md). Invalid parameters (c <= 0 or
+// NaN, alpha NaN) give NaN for the element and its gradients; the CPU kernel
+// and the Python wrapper raise InvalidArgument before that can happen.
 #ifndef METAL_OPS_KERNELS_COMMON_ROBUST_LOSS_H_
 #define METAL_OPS_KERNELS_COMMON_ROBUST_LOSS_H_
 
@@ -99,6 +115,11 @@ struct RobustLossCoeffs {
   float b;             // |alpha - 2|
   float inv_sqrt_b;    // 1 / sqrt(b)
   float sigma;         // sign(alpha - 2) (-1 at alpha = 2, unused there)
+  float bound;         // b / -alpha = (alpha - 2) / alpha for alpha < 0 (sup of rho), else 0
+  float b_over_alpha;  // b / alpha for alpha > 0 (near-2 form), else 0
+  float near2_c;       // (2 + alpha) / alpha for alpha > 0, else 0
+  float near2_d;       // 2 / alpha^2 for alpha > 0, else 0
+  float near2_e;       // b (2 + alpha) / (2 alpha^2) for alpha > 0, else 0
   float log_b_alpha;   // log(b / alpha) (alpha > 0) for the large-exponent forms
   float log_q0;        // log(1 / (c sqrt(b))): log q = log|x| + log_q0 when x / c overflows
   float log_inv_scale; // log(1 / c)
@@ -117,6 +138,11 @@ MO_FN RobustLossCoeffs robust_loss_coeffs(float alpha, float scale) {
   k.b = fabs_f(alpha - 2.0f);
   k.inv_sqrt_b = 1.0f / sqrt_f(k.b);
   k.sigma = alpha > 2.0f ? 1.0f : -1.0f;
+  k.bound = alpha < 0.0f ? (isinf_f(alpha) ? 1.0f : k.b / -alpha) : 0.0f;
+  k.b_over_alpha = alpha > 0.0f ? k.b / alpha : 0.0f;
+  k.near2_c = alpha > 0.0f ? (2.0f + alpha) / alpha : 0.0f;
+  k.near2_d = alpha > 0.0f ? 2.0f / (alpha * alpha) : 0.0f;
+  k.near2_e = alpha > 0.0f ? 0.5f * k.b * k.near2_c / alpha : 0.0f;
   k.log_b_alpha = alpha > 0.0f ? log_f(k.b / alpha) : 0.0f;
   k.log_inv_scale = -log_f(scale);
   k.log_q0 = k.log_inv_scale - 0.5f * log_f(k.b);
@@ -134,11 +160,11 @@ MO_FN RobustLossCoeffs robust_loss_coeffs(float alpha, float scale) {
 }
 
 // L = log1p(u), r = u/(1+u), D = L - r, w = 1 + u (inf when huge) for
-// u = (s/sqrt(b))^2, s = |x|/c, without overflow: when q = s/sqrt(b) is huge
-// (or x / c itself overflows float32) log1p(u) = 2 log q = 2 (log|x| + log_q0).
-MO_FN void rl_log_terms(float ax, RobustLossCoeffs k, MO_THREAD float& L, MO_THREAD float& r,
-                        MO_THREAD float& D, MO_THREAD float& w) {
-  const float q = ax * k.inv_scale * k.inv_sqrt_b;
+// u = q^2, q = s/sqrt(b), s = |x|/c, without overflow: when q is huge (or x / c
+// itself overflows float32) log1p(u) = 2 log q = 2 (log|x| + log_q0).
+MO_FN void rl_log_terms(float ax, RobustLossCoeffs k, MO_THREAD float& q, MO_THREAD float& L,
+                        MO_THREAD float& r, MO_THREAD float& D, MO_THREAD float& w) {
+  q = ax * k.inv_scale * k.inv_sqrt_b;
   if (q >= MO_ROBUST_LOSS_BIG_Q) {  // u >= 1e30: log1p(u) = log(u) to float precision
     L = 2.0f * (log_f(ax) + k.log_q0);
     r = 1.0f;
@@ -153,35 +179,94 @@ MO_FN void rl_log_terms(float ax, RobustLossCoeffs k, MO_THREAD float& L, MO_THR
   D = rl_d_from(u, L, r);
 }
 
-// The common case of the general branch (alpha finite, not 2), shared by the
-// scalar functions below and the CPU kernel's vectorised block path:
-// rho = (b/2) L E1(y), y = a L / 2, ey = exp(y).
+// The stage functions below are the common case of the general branch (alpha
+// finite, not 2), shared by the scalar functions and the CPU kernel's
+// vectorised block path; they are branch-free. y = a L / 2, ey = exp(y),
+// e1 = E1(y).
+
+// rho = (b/2) L E1(y); for alpha < 0 and y <= -1/2 the bound-safe form
+// bound * (1 - e^y) (see the top of this file).
+MO_FN float rl_general_rho(RobustLossCoeffs k, float L, float y, float ey, float e1) {
+  const bool tail = k.alpha < 0.0f && y <= -0.5f;
+  return tail ? k.bound * (1.0f - ey) : 0.5f * k.b * L * e1;
+}
+
 MO_FN float rl_general_value(RobustLossCoeffs k, float L, float y, float ey) {
-  return 0.5f * k.b * L * rl_e1_from(y, ey);
+  return rl_general_rho(k, L, y, ey, rl_e1_from(y, ey));
+}
+
+// Whether rl_general_value gives the full function's answer: kind 0, u finite,
+// no large exponent.
+MO_FN bool rl_general_value_ok(RobustLossCoeffs k, float q, float y) {
+  return k.kind == 0 && q < MO_ROBUST_LOSS_BIG_Q && y <= MO_ROBUST_LOSS_MAX_EXP;
+}
+
+// Whether d rho / d alpha needs the near-2 form (u >= 1/4), or the series
+// (u < 1/4); r = u / (1 + u).
+MO_FN bool rl_near2(RobustLossCoeffs k, float r) { return k.b < 0.5f && r >= 0.2f; }
+MO_FN bool rl_near2_series(RobustLossCoeffs k, float r) { return k.b < 0.5f && r < 0.2f; }
+
+// d rho / d alpha near alpha = 2 for u < 1/4: the binomial series (top of file).
+// A fixed number of terms, so the CPU block path vectorises it.
+MO_FN float rl_dalpha_series(RobustLossCoeffs k, float u) {
+  const float h = 0.5f * k.alpha;
+  float p = 1.0f, dp = 0.0f;  // P_k and dP_k/dalpha, from k = 2
+  float term = 0.5f;          // u^(k-2) / k!, from k = 2
+  float sum = 0.0f;
+  for (int i = 3; i <= 16; ++i) {
+    const float f = h - (float)(i - 1);
+    dp = dp * f + 0.5f * p;
+    p = p * f;
+    term *= u / (float)i;
+    sum += (k.sigma * k.b * dp - (float)(i - 2) * p) * term;
+  }
+  return 0.25f * k.b * u * u * sum;
+}
+
+// d rho / d alpha, general form.
+MO_FN float rl_dalpha_general(RobustLossCoeffs k, float L, float r, float D, float y, float ey,
+                              float e1) {
+  return 0.5f * k.sigma * e1 * D +
+         0.25f * L * rl_e1_prime_from(y, ey) * (k.b * L - k.sigma * k.alpha * r);
+}
+
+// d rho / d alpha near alpha = 2 (u >= 1/4), given e^y, E1(y), t and exp(t).
+MO_FN float rl_dalpha_near2(RobustLossCoeffs k, float L, float y, float ey, float e1, float t,
+                            float exp_t) {
+  return 0.5f * k.b_over_alpha * ey * L + 0.25f * k.b * L * rl_e1_from(t, exp_t) - k.near2_e * (y * e1);
+}
+
+// d rho / d alpha for alpha > 0 through logs (large y), given bp_a = (b/a) e^y and exp(t).
+MO_FN float rl_dalpha_log_form(RobustLossCoeffs k, float L, float bp_a, float exp_t) {
+  return 0.5f * bp_a * (L - k.near2_c) + k.sigma * (0.5f * exp_t - k.near2_d);
 }
 
 // Valid where rl_general_grads_ok: rho, drho/dx, drho/dalpha, drho/dscale from
-// the log terms, one exponential ey = exp(y) (exp(t) = ey / (1 + u)).
-MO_FN void rl_general_grads(float x, float s, RobustLossCoeffs k, float L, float r, float D,
-                            float w, float y, float ey, MO_THREAD float& rho,
+// the log terms and one exponential (exp(t) = e^y / (1 + u)). with_series =
+// false leaves out the near-2 series (where rl_near2_series holds d_alpha is
+// then not accurate): the CPU block path adds it only to blocks that need it.
+MO_FN void rl_general_grads(float x, float s, RobustLossCoeffs k, float u, float L, float r, float D,
+                            float w, float y, float ey, bool with_series, MO_THREAD float& rho,
                             MO_THREAD float& d_x, MO_THREAD float& d_alpha,
                             MO_THREAD float& d_scale) {
   const float e1 = rl_e1_from(y, ey);
-  rho = 0.5f * k.b * L * e1;
-  d_alpha = 0.5f * k.sigma * e1 * D +
-            0.25f * L * rl_e1_prime_from(y, ey) * (k.b * L - k.sigma * k.alpha * r);
-  const float se = s * (ey / w);
+  rho = rl_general_rho(k, L, y, ey, e1);
+  const float et = ey / w;
+  const float da_general = rl_dalpha_general(k, L, r, D, y, ey, e1);
+  const float da_near2 = rl_dalpha_near2(k, L, y, ey, e1, (0.5f * k.alpha - 1.0f) * L, et);
+  d_alpha = rl_near2(k, r) ? da_near2 : da_general;
+  if (with_series && rl_near2_series(k, r)) d_alpha = rl_dalpha_series(k, u);
+  const float se = s * et;
   const float sign = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
   d_x = sign * se * k.inv_scale;
   d_scale = -(s * se) * k.inv_scale;
 }
 
 // Whether rl_general_grads gives the full function's answer: kind 0, u finite
-// (q below MO_ROBUST_LOSS_BIG_Q), no large exponent, not the near-2 form, no
-// underflow of exp(t) with t = (a/2 - 1) L.
-MO_FN bool rl_general_grads_ok(RobustLossCoeffs k, float q, float r, float y, float L) {
-  return k.kind == 0 && q < MO_ROBUST_LOSS_BIG_Q && y <= MO_ROBUST_LOSS_MAX_EXP &&
-         !(k.b < 0.5f && r >= 0.5f) && (0.5f * k.alpha - 1.0f) * L > -80.0f;
+// (q below MO_ROBUST_LOSS_BIG_Q), no large exponent, no underflow of exp(t)
+// with t = (a/2 - 1) L.
+MO_FN bool rl_general_grads_ok(RobustLossCoeffs k, float q, float y, float L) {
+  return rl_general_value_ok(k, q, y) && (0.5f * k.alpha - 1.0f) * L > -80.0f;
 }
 
 // rho for one element given its channel's coefficients.
@@ -189,11 +274,11 @@ MO_FN float robust_loss_value_k(float x, RobustLossCoeffs k) {
   const float s = fabs_f(x) * k.inv_scale;
   const float sat = exp_f(MO_ROBUST_LOSS_MAX_LOG);
   if (k.kind == 0) {
-    float L, r, D, w;
-    rl_log_terms(fabs_f(x), k, L, r, D, w);
-    if (isinf_f(L)) return k.alpha < 0.0f ? -k.b / k.alpha : (k.alpha == 0.0f ? L : sat);  // x = +-inf
+    float q, L, r, D, w;
+    rl_log_terms(fabs_f(x), k, q, L, r, D, w);
+    if (isinf_f(L)) return k.alpha < 0.0f ? k.bound : (k.alpha == 0.0f ? L : sat);  // x = +-inf
     const float y = 0.5f * k.alpha * L;
-    if (y > MO_ROBUST_LOSS_MAX_EXP) {  // alpha > 0.45 here: rho = (b/a) e^y - b/a via logs
+    if (y > MO_ROBUST_LOSS_MAX_EXP) {  // alpha > 0 here: rho = (b/a) e^y - b/a via logs
       const float log_rho = y + k.log_b_alpha;
       return log_rho > MO_ROBUST_LOSS_MAX_LOG ? sat : exp_f(log_rho) - k.b / k.alpha;
     }
@@ -249,11 +334,10 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
       have_exp_t = false;
     }
   } else {
-    const float b = k.b, sigma = k.sigma;
-    float L, r, D, w;
-    rl_log_terms(fabs_f(x), k, L, r, D, w);
+    float q, L, r, D, w;
+    rl_log_terms(fabs_f(x), k, q, L, r, D, w);
     if (isinf_f(L)) {  // x = +-inf: the limits, with zero slopes in x and c
-      rho = alpha < 0.0f ? -b / alpha : (alpha == 0.0f ? L : sat);
+      rho = alpha < 0.0f ? k.bound : (alpha == 0.0f ? L : sat);
       d_x = 0.0f;
       d_alpha = alpha < 0.0f ? 2.0f / (alpha * alpha) : 0.0f;
       d_scale = 0.0f;
@@ -261,29 +345,31 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
     }
     const float y = 0.5f * alpha * L;
     t = (0.5f * alpha - 1.0f) * L;
-    if (y > MO_ROBUST_LOSS_MAX_EXP || (b < 0.5f && r >= 0.5f)) {
-      // Form without cancellation near alpha = 2 (alpha >= 0.45 here):
-      // drho/da = (b P / 2a) (L - (2+a)/a) + sigma (exp(t)/2 - 2/a^2), P = e^y.
+    if (rl_general_grads_ok(k, q, y, L)) {
+      rl_general_grads(x, s, k, q * q, L, r, D, w, y, exp_f(y), true, rho, d_x, d_alpha, d_scale);
+      return;
+    }
+    if (y > MO_ROBUST_LOSS_MAX_EXP) {
+      // alpha > 0 here: rho = (b/a) e^y - b/a and the near-2 form of d rho/d alpha
+      // (an identity for every alpha > 0), through logs.
       const float log_bp = y + k.log_b_alpha;
       if (log_bp > MO_ROBUST_LOSS_MAX_LOG) {
         saturated = true;
       } else {
         const float bp_a = exp_f(log_bp);  // b e^y / a
         exp_t = exp_f(t);
-        rho = y > MO_ROBUST_LOSS_MAX_EXP ? bp_a - b / alpha : 0.5f * b * L * rl_e1(y);
-        d_alpha = 0.5f * bp_a * (L - (2.0f + alpha) / alpha) +
-                  sigma * (0.5f * exp_t - 2.0f / (alpha * alpha));
+        rho = bp_a - k.b / alpha;
+        d_alpha = rl_dalpha_log_form(k, L, bp_a, exp_t);
       }
     } else {
-      // Form without division by alpha (exact at alpha = 0 and at x = 0).
-      if (w < 1e30f && t > -80.0f) {
-        rl_general_grads(x, s, k, L, r, D, w, y, exp_f(y), rho, d_x, d_alpha, d_scale);
-        return;
-      }
-      const float e1 = rl_e1(y);
-      rho = 0.5f * b * L * e1;
-      d_alpha = 0.5f * sigma * e1 * D +
-                0.25f * L * rl_e1_prime_from(y, exp_f(y)) * (b * L - sigma * alpha * r);
+      // u huge or exp(t) underflows: rho and d rho/d alpha as in rl_general_grads,
+      // d rho/dx and d rho/dc through logs below.
+      const float ey = exp_f(y);
+      const float e1 = rl_e1_from(y, ey);
+      rho = rl_general_rho(k, L, y, ey, e1);
+      d_alpha = rl_near2(k, r) ? rl_dalpha_near2(k, L, y, ey, e1, t, exp_f(t))
+                               : rl_near2_series(k, r) ? rl_dalpha_series(k, q * q)
+                                                       : rl_dalpha_general(k, L, r, D, y, ey, e1);
       have_exp_t = false;
     }
   }
@@ -296,8 +382,8 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
   }
   if (t < -80.0f || isinf_f(s)) {  // s exp(t) would underflow (or s overflow): go through logs
     const float ls = log_f(fabs_f(x)) + k.log_inv_scale;  // log s, also where x / c overflows
-    d_x = sign * exp_f(t + ls) * k.inv_scale;
-    d_scale = -exp_f(t + 2.0f * ls) * k.inv_scale;
+    d_x = sign * exp_f(t + ls + k.log_inv_scale);  // 1/c inside: no underflow before it
+    d_scale = -exp_f(t + 2.0f * ls + k.log_inv_scale);
   } else {
     const float se = s * (have_exp_t ? exp_t : exp_f(t));
     d_x = sign * se * k.inv_scale;

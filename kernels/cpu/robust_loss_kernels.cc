@@ -7,13 +7,14 @@
 
 #include "Eigen/Core"
 #include "kernels/common/robust_loss.h"
-#include "ops/robust_loss_validation.h"
+#include "ops/checks_tf.h"
+#include "ops/robust_loss_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/lib/core/threadpool.h"
 
-namespace metal_ops {
+namespace mo {
 namespace {
 
 using ::tensorflow::OpKernel;
@@ -22,12 +23,14 @@ using ::tensorflow::OpKernelContext;
 using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 
-using robust_loss::ParamLayout;
+using robust_loss_checks::ParamLayout;
 
 // Shapes and values of alpha and scale (both are in host memory here).
 Status CheckParams(const Tensor& x, const Tensor& alpha, const Tensor& scale, ParamLayout* layout) {
-  TF_RETURN_IF_ERROR(robust_loss::CheckParamShapes(x, alpha, scale, layout));
-  return robust_loss::CheckParamValues(alpha, scale);
+  TF_RETURN_IF_ERROR(checks::ToStatus(robust_loss_checks::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha),
+                                                                      checks::DimsOf(scale), layout)));
+  return checks::ToStatus(robust_loss_checks::ParamValues(alpha.flat<float>().data(), alpha.NumElements(),
+                                                          scale.flat<float>().data(), scale.NumElements()));
 }
 
 // The per-channel constants of the formula (one entry when both are scalars).
@@ -42,19 +45,69 @@ std::vector<mo::RobustLossCoeffs> ChannelCoeffs(const Tensor& alpha, const Tenso
   return coeffs;
 }
 
-// ---- Vectorised block path (scalar alpha / scale, general alpha) ------------------
+// ---- Vectorised block path ---------------------------------------------------------
 // The formula's stages from kernels/common/robust_loss.h over blocks of
 // kBlock elements, with the two transcendental functions done by Eigen's SIMD
 // log / exp over each block; the stage loops are branch-free and vectorise.
-// Elements outside the common case (rl_general_grads_ok false: huge |x|,
-// large exponents, alpha near 2 with u >= 1, NaN) are redone with the scalar
+// Per-element coefficients come from a CoeffTile, so scalar and per-channel
+// parameters take the same path. Elements outside the common case
+// (rl_general_*_ok false: huge |x|, large exponents, underflowing exp(t),
+// alpha = 2 or +-inf in a per-channel layout, NaN) are redone with the scalar
 // functions, so results equal the scalar path's up to log / exp rounding.
-constexpr int64_t kBlock = 1024;
+constexpr int64_t kBlock = 512;
 
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
+// The coefficients used by the block path, one array per field (SoA) of
+// length channels + kBlock, entry i holding channel i % channels: a block that
+// starts in column col0 reads its element j at [col0 + j], contiguously.
+class CoeffTile {
+ public:
+  explicit CoeffTile(const std::vector<mo::RobustLossCoeffs>& coeffs)
+      : channels_(static_cast<int64_t>(coeffs.size())),
+        len_(channels_ == 0 ? 0 : channels_ + kBlock),
+        data_(kFloatFields * len_),
+        kind_(len_) {
+    if (channels_ == 0) return;  // unused (closed forms)
+    for (int64_t i = 0; i < len_; ++i) {
+      const mo::RobustLossCoeffs& k = coeffs[i % channels_];
+      const float fields[kFloatFields] = {k.alpha, k.inv_scale,    k.b,      k.inv_sqrt_b,
+                                          k.sigma, k.bound, k.b_over_alpha, k.near2_e};
+      for (int f = 0; f < kFloatFields; ++f) data_[f * len_ + i] = fields[f];
+      kind_[i] = k.kind;
+    }
+    for (const mo::RobustLossCoeffs& k : coeffs) has_near2_ = has_near2_ || (k.kind == 0 && k.b < 0.5f);
+  }
+  int64_t channels() const { return channels_; }
+  // Whether some channel has |alpha - 2| < 1/2 (may need the near-2 series).
+  bool has_near2() const { return has_near2_; }
+  // The coefficients of tile entry i (the fields the stage functions read).
+  mo::RobustLossCoeffs at(int64_t i) const {
+    mo::RobustLossCoeffs k{};
+    const float* d = data_.data() + i;
+    k.alpha = d[0];
+    k.inv_scale = d[len_];
+    k.b = d[2 * len_];
+    k.inv_sqrt_b = d[3 * len_];
+    k.sigma = d[4 * len_];
+    k.bound = d[5 * len_];
+    k.b_over_alpha = d[6 * len_];
+    k.near2_e = d[7 * len_];
+    k.kind = kind_[i];
+    return k;
+  }
+
+ private:
+  static constexpr int kFloatFields = 8;
+  int64_t channels_, len_;
+  std::vector<float> data_;
+  std::vector<mo::int32> kind_;
+  bool has_near2_ = false;
+};
+
 struct BlockTerms {
+  alignas(64) float x[kBlock];
   alignas(64) float s[kBlock];
   alignas(64) float q[kBlock];
   alignas(64) float u[kBlock];
@@ -65,12 +118,15 @@ struct BlockTerms {
   alignas(64) float ey[kBlock];
 };
 
-// s, q, u = q^2 (0 where q is huge: those elements take the scalar path), w,
-// L = log1p(u) and y = a L / 2, exp(y), for m elements.
+// x as float, s, q, u = q^2 (0 where q is huge: those elements take the
+// scalar path), w, L = log1p(u), y = a L / 2 and exp(y) for m elements whose
+// coefficients start at tile entry off.
 template <typename T>
-void FillBlockTerms(const T* x, int64_t m, const mo::RobustLossCoeffs& k, BlockTerms* b) {
+void FillBlockTerms(const T* x, int64_t m, const CoeffTile& tile, int64_t off, BlockTerms* b) {
+  for (int64_t j = 0; j < m; ++j) b->x[j] = static_cast<float>(x[j]);
   for (int64_t j = 0; j < m; ++j) {
-    const float s = std::fabs(static_cast<float>(x[j])) * k.inv_scale;
+    const mo::RobustLossCoeffs k = tile.at(off + j);
+    const float s = std::fabs(b->x[j]) * k.inv_scale;
     const float q = s * k.inv_sqrt_b;
     const float qs = q < MO_ROBUST_LOSS_BIG_Q ? q : 0.0f;
     b->s[j] = s;
@@ -80,71 +136,117 @@ void FillBlockTerms(const T* x, int64_t m, const mo::RobustLossCoeffs& k, BlockT
   }
   ArrayMap(b->lw, m) = ConstArrayMap(b->w, m).log();
   for (int64_t j = 0; j < m; ++j) {
+    const mo::RobustLossCoeffs k = tile.at(off + j);
     b->L[j] = mo::rl_log1p_from(b->u[j], b->w[j], b->lw[j]);
     b->y[j] = 0.5f * k.alpha * b->L[j];
   }
   ArrayMap(b->ey, m) = ConstArrayMap(b->y, m).exp();
 }
 
+// rho over [begin, end) of the flat x.
 template <typename T>
-void ForwardBlocks(const T* xs, T* ys, int64_t begin, int64_t end, const mo::RobustLossCoeffs& k) {
+void ForwardBlocks(const T* xs, T* ys, int64_t begin, int64_t end, const CoeffTile& tile,
+                   const std::vector<mo::RobustLossCoeffs>& coeffs) {
   BlockTerms b;
+  alignas(64) float rho[kBlock];
+  alignas(64) mo::int32 ok[kBlock];
+  const int64_t channels = tile.channels();
   for (int64_t base = begin; base < end; base += kBlock) {
     const int64_t m = std::min(kBlock, end - base);
-    FillBlockTerms(xs + base, m, k, &b);
+    const int64_t off = base % channels;
+    FillBlockTerms(xs + base, m, tile, off, &b);
+    mo::int32 num_bad = 0;
     for (int64_t j = 0; j < m; ++j) {
-      ys[base + j] = static_cast<T>(mo::rl_general_value(k, b.L[j], b.y[j], b.ey[j]));
+      const mo::RobustLossCoeffs k = tile.at(off + j);
+      rho[j] = mo::rl_general_value(k, b.L[j], b.y[j], b.ey[j]);
+      const mo::int32 good = mo::rl_general_value_ok(k, b.q[j], b.y[j]);
+      ok[j] = good;
+      num_bad += 1 - good;
     }
-    for (int64_t j = 0; j < m; ++j) {
-      if (!(b.q[j] < MO_ROBUST_LOSS_BIG_Q) || b.y[j] > MO_ROBUST_LOSS_MAX_EXP) {
-        ys[base + j] = static_cast<T>(mo::robust_loss_value_k(static_cast<float>(xs[base + j]), k));
-      }
+    for (int64_t j = 0; num_bad > 0 && j < m; ++j) {
+      if (!ok[j]) rho[j] = mo::robust_loss_value_k(b.x[j], coeffs[(off + j) % channels]);
     }
+    for (int64_t j = 0; j < m; ++j) ys[base + j] = static_cast<T>(rho[j]);
   }
 }
 
-// Returns the sums of g * drho/dalpha and g * drho/dscale over [begin, end).
+// grad * drho/dx over [begin, end) of the flat x, and the sums of grad *
+// drho/dalpha and grad * drho/dscale per channel, added to sum_alpha[c] and
+// sum_scale[c] (c < channels) in a fixed order.
 template <typename T>
-void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end,
-                    const mo::RobustLossCoeffs& k, double* sum_alpha, double* sum_scale) {
+void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end, const CoeffTile& tile,
+                    const std::vector<mo::RobustLossCoeffs>& coeffs, double* sum_alpha, double* sum_scale) {
   BlockTerms b;
+  alignas(64) float g[kBlock];
+  alignas(64) float dx[kBlock];
   alignas(64) float da[kBlock];
   alignas(64) float dc[kBlock];
-  alignas(64) bool ok[kBlock];
+  alignas(64) mo::int32 ok[kBlock];
+  constexpr int kLanes = 16;
+  const int64_t channels = tile.channels();
   for (int64_t base = begin; base < end; base += kBlock) {
     const int64_t m = std::min(kBlock, end - base);
-    FillBlockTerms(xs + base, m, k, &b);
+    const int64_t off = base % channels;
+    FillBlockTerms(xs + base, m, tile, off, &b);
+    for (int64_t j = 0; j < m; ++j) g[j] = static_cast<float>(gs[base + j]);
+    mo::int32 num_bad = 0;
     for (int64_t j = 0; j < m; ++j) {
+      const mo::RobustLossCoeffs k = tile.at(off + j);
       const float u = b.u[j], w = b.w[j], L = b.L[j];
       const float r = u / w;
       const float D = mo::rl_d_from(u, L, r);
       float rho, d_x, d_a, d_c;
-      mo::rl_general_grads(static_cast<float>(xs[base + j]), b.s[j], k, L, r, D, w, b.y[j], b.ey[j], rho,
-                           d_x, d_a, d_c);
-      const bool good = mo::rl_general_grads_ok(k, b.q[j], r, b.y[j], L);
-      const float g = static_cast<float>(gs[base + j]);
+      mo::rl_general_grads(b.x[j], b.s[j], k, u, L, r, D, w, b.y[j], b.ey[j], false, rho, d_x, d_a, d_c);
+      const mo::int32 good = mo::rl_general_grads_ok(k, b.q[j], b.y[j], L);
       ok[j] = good;
-      dxs[base + j] = static_cast<T>(g * d_x);
-      da[j] = good ? g * d_a : 0.0f;
-      dc[j] = good ? g * d_c : 0.0f;
+      num_bad += 1 - good;
+      dx[j] = g[j] * d_x;
+      da[j] = good ? g[j] * d_a : 0.0f;
+      dc[j] = good ? g[j] * d_c : 0.0f;
     }
-    float block_a = 0.0f, block_c = 0.0f;
-    for (int64_t j = 0; j < m; ++j) {
-      block_a += da[j];
-      block_c += dc[j];
+    if (tile.has_near2()) {  // alpha near 2, u < 1/4: d rho/d alpha from the series
+      for (int64_t j = 0; j < m; ++j) {
+        const mo::RobustLossCoeffs k = tile.at(off + j);
+        const float u = b.u[j];
+        const float series = mo::rl_dalpha_series(k, u);
+        da[j] = ok[j] && mo::rl_near2_series(k, u / b.w[j]) ? g[j] * series : da[j];
+      }
     }
-    double fix_a = 0.0, fix_c = 0.0;
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t j = 0; num_bad > 0 && j < m; ++j) {
       if (ok[j]) continue;
       float rho, d_x, d_a, d_c;
-      mo::robust_loss_grads_k(static_cast<float>(xs[base + j]), k, rho, d_x, d_a, d_c);
-      const float g = static_cast<float>(gs[base + j]);
-      dxs[base + j] = static_cast<T>(g * d_x);
-      fix_a += static_cast<double>(g) * d_a;
-      fix_c += static_cast<double>(g) * d_c;
+      mo::robust_loss_grads_k(b.x[j], coeffs[(off + j) % channels], rho, d_x, d_a, d_c);
+      dx[j] = g[j] * d_x;
+      da[j] = g[j] * d_a;
+      dc[j] = g[j] * d_c;
     }
-    *sum_alpha += static_cast<double>(block_a) + fix_a;
-    *sum_scale += static_cast<double>(block_c) + fix_c;
+    for (int64_t j = 0; j < m; ++j) dxs[base + j] = static_cast<T>(dx[j]);
+    if (channels == 1) {
+      // kLanes float partial sums in a fixed order (vectorises), then double.
+      float lane_a[kLanes] = {}, lane_c[kLanes] = {};
+      int64_t j = 0;
+      for (; j + kLanes <= m; j += kLanes) {
+        for (int l = 0; l < kLanes; ++l) {
+          lane_a[l] += da[j + l];
+          lane_c[l] += dc[j + l];
+        }
+      }
+      for (int l = 0; j < m; ++j, ++l) {
+        lane_a[l] += da[j];
+        lane_c[l] += dc[j];
+      }
+      for (int l = 0; l < kLanes; ++l) {
+        sum_alpha[0] += lane_a[l];
+        sum_scale[0] += lane_c[l];
+      }
+    } else {
+      int64_t col = off;
+      for (int64_t j = 0; j < m; ++j) {
+        sum_alpha[col] += da[j];
+        sum_scale[col] += dc[j];
+        if (++col == channels) col = 0;
+      }
+    }
   }
 }
 
@@ -160,30 +262,26 @@ class RobustLossCpuOp : public OpKernel {
     ParamLayout layout;
     OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
+    // The loss may take x's buffer (elementwise) when nothing else needs x.
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
     const int64_t n = x.NumElements();
     if (n == 0) return;
     const T* xs = x.flat<T>().data();
     T* ys = out->flat<T>().data();
     const int64_t channels = layout.channels;
     const std::vector<mo::RobustLossCoeffs> coeffs = ChannelCoeffs(alpha, scale, layout);
+    // Scalar alpha = 2 or +-inf: closed forms, no block path needed.
+    const bool closed_form = channels == 1 && coeffs[0].kind != 0;
+    const CoeffTile tile(closed_form ? std::vector<mo::RobustLossCoeffs>{} : coeffs);
     auto work = [&](int64_t begin, int64_t end) {
-      if (channels == 1) {
+      if (closed_form) {
         const mo::RobustLossCoeffs k = coeffs[0];
-        if (k.kind == 0) {
-          ForwardBlocks(xs, ys, begin, end, k);
-          return;
-        }
         for (int64_t i = begin; i < end; ++i) {
           ys[i] = static_cast<T>(mo::robust_loss_value_k(static_cast<float>(xs[i]), k));
         }
         return;
       }
-      int64_t col = begin % channels;
-      for (int64_t i = begin; i < end; ++i) {
-        ys[i] = static_cast<T>(mo::robust_loss_value_k(static_cast<float>(xs[i]), coeffs[col]));
-        if (++col == channels) col = 0;
-      }
+      ForwardBlocks(xs, ys, begin, end, tile, coeffs);
     };
     ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(n, /*cost_per_unit=*/20, work);
   }
@@ -199,62 +297,80 @@ class RobustLossGradCpuOp : public OpKernel {
     const Tensor& x = ctx->input(1);
     const Tensor& alpha = ctx->input(2);
     const Tensor& scale = ctx->input(3);
-    OP_REQUIRES_OK(ctx, robust_loss::CheckGradShape(grad, x));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
     ParamLayout layout;
     OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
     Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
+    // grad_x may take grad's buffer (elementwise; TF forwards only when no one
+    // else holds grad): no fresh 4n-byte allocation to fault in.
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &dx));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scale.shape(), &dscale));
     const int64_t n = x.NumElements();
+    if (n == 0) {
+      dalpha->flat<float>().setZero();
+      dscale->flat<float>().setZero();
+      return;
+    }
     const int64_t channels = layout.channels;
-    const int64_t a_vec = layout.alpha_vec, s_vec = layout.scale_vec;
-    const int64_t na = alpha.NumElements(), ns = scale.NumElements();
     const T* gs = grad.flat<T>().data();
     const T* xs = x.flat<T>().data();
     const std::vector<mo::RobustLossCoeffs> coeffs = ChannelCoeffs(alpha, scale, layout);
+    const bool closed_form = channels == 1 && coeffs[0].kind != 0;
+    const CoeffTile tile(closed_form ? std::vector<mo::RobustLossCoeffs>{} : coeffs);
     T* dxs = dx->flat<T>().data();
 
-    // Fixed blocks with their own partial sums (double), summed in order
-    // afterwards: deterministic and free of atomics.
+    // Fixed blocks (their number depends on n only) with their own per-channel
+    // partial sums (double), summed in block order afterwards: deterministic
+    // for any number of threads, and free of atomics.
     const int64_t num_blocks = std::max<int64_t>(1, std::min<int64_t>(64, n / 16384));
-    std::vector<double> partial(num_blocks * (na + ns), 0.0);
+    std::vector<double> partial(num_blocks * 2 * channels, 0.0);
     auto work = [&](int64_t block_begin, int64_t block_end) {
       for (int64_t blk = block_begin; blk < block_end; ++blk) {
         const int64_t begin = n * blk / num_blocks, end = n * (blk + 1) / num_blocks;
-        double* pa = partial.data() + blk * (na + ns);
-        double* ps = pa + na;
-        if (channels == 1 && coeffs[0].kind == 0) {
-          BackwardBlocks(gs, xs, dxs, begin, end, coeffs[0], pa, ps);
+        double* pa = partial.data() + blk * 2 * channels;
+        double* ps = pa + channels;
+        if (!closed_form) {
+          BackwardBlocks(gs, xs, dxs, begin, end, tile, coeffs, pa, ps);
           continue;
         }
-        int64_t col = begin % channels;
+        const mo::RobustLossCoeffs k = coeffs[0];
         for (int64_t i = begin; i < end; ++i) {
           float rho, d_x, d_a, d_c;
-          mo::robust_loss_grads_k(static_cast<float>(xs[i]), coeffs[col], rho, d_x, d_a, d_c);
+          mo::robust_loss_grads_k(static_cast<float>(xs[i]), k, rho, d_x, d_a, d_c);
           const float g = static_cast<float>(gs[i]);
           dxs[i] = static_cast<T>(g * d_x);
-          pa[a_vec * col] += static_cast<double>(g) * d_a;
-          ps[s_vec * col] += static_cast<double>(g) * d_c;
-          if (++col == channels) col = 0;
+          pa[0] += static_cast<double>(g) * d_a;
+          ps[0] += static_cast<double>(g) * d_c;
         }
       }
     };
-    if (n > 0) {
-      ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-          num_blocks, /*cost_per_unit=*/40 * (n / num_blocks + 1), work);
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        num_blocks, /*cost_per_unit=*/40 * (n / num_blocks + 1), work);
+    // Per channel over blocks, then over channels for a scalar parameter.
+    std::vector<double> sum_a(channels, 0.0), sum_c(channels, 0.0);
+    for (int64_t blk = 0; blk < num_blocks; ++blk) {
+      for (int64_t col = 0; col < channels; ++col) {
+        sum_a[col] += partial[blk * 2 * channels + col];
+        sum_c[col] += partial[blk * 2 * channels + channels + col];
+      }
     }
     float* das = dalpha->flat<float>().data();
     float* dcs = dscale->flat<float>().data();
-    for (int64_t j = 0; j < na; ++j) {
-      double sum = 0.0;
-      for (int64_t blk = 0; blk < num_blocks; ++blk) sum += partial[blk * (na + ns) + j];
-      das[j] = static_cast<float>(sum);
+    double total_a = 0.0, total_c = 0.0;
+    for (int64_t col = 0; col < channels; ++col) {
+      total_a += sum_a[col];
+      total_c += sum_c[col];
     }
-    for (int64_t j = 0; j < ns; ++j) {
-      double sum = 0.0;
-      for (int64_t blk = 0; blk < num_blocks; ++blk) sum += partial[blk * (na + ns) + na + j];
-      dcs[j] = static_cast<float>(sum);
+    if (layout.alpha_vec) {
+      for (int64_t col = 0; col < channels; ++col) das[col] = static_cast<float>(sum_a[col]);
+    } else {
+      das[0] = static_cast<float>(total_a);
+    }
+    if (layout.scale_vec) {
+      for (int64_t col = 0; col < channels; ++col) dcs[col] = static_cast<float>(sum_c[col]);
+    } else {
+      dcs[0] = static_cast<float>(total_c);
     }
   }
 };
@@ -272,4 +388,4 @@ METAL_OPS_REGISTER_ROBUST_LOSS_CPU(::tensorflow::bfloat16);
 #undef METAL_OPS_REGISTER_ROBUST_LOSS_CPU
 
 }  // namespace
-}  // namespace metal_ops
+}  // namespace mo

@@ -2,8 +2,8 @@
 // installed TensorFlow is a CUDA build (`make` then defines GOOGLE_CUDA); here
 // it is syntax-checked by `make cuda-check`. Launchers: kernels/cuda/robust_loss.cu.cc.
 //
-// Shapes are checked by ops/robust_loss_validation.h, as on the CPU. alpha /
-// scale stay on the device, so their values are not (CheckParamValues reads
+// Shapes are checked by ops/robust_loss_checks.h, as on the CPU. alpha /
+// scale stay on the device, so their values are not (ParamValues reads
 // host memory; a host copy would synchronise the stream): elements whose alpha
 // is NaN or scale <= 0 get NaN values and gradients (kernels/common/robust_loss.h).
 // The Python wrapper rejects such values when they are given as numbers.
@@ -11,11 +11,12 @@
 #define EIGEN_USE_GPU
 
 #include "kernels/cuda/robust_loss.h"
-#include "ops/robust_loss_validation.h"
+#include "ops/checks_tf.h"
+#include "ops/robust_loss_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 
-namespace metal_ops {
+namespace mo {
 namespace {
 
 using ::tensorflow::OpKernel;
@@ -38,12 +39,13 @@ class RobustLossGpuOp : public OpKernel {
     const Tensor& x = ctx->input(0);
     const Tensor& alpha = ctx->input(1);
     const Tensor& scale = ctx->input(2);
-    robust_loss::ParamLayout layout;
-    OP_REQUIRES_OK(ctx, robust_loss::CheckParamShapes(x, alpha, scale, &layout));
+    robust_loss_checks::ParamLayout layout;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha),
+                                                                         checks::DimsOf(scale), &layout)));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
     const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
-    const cudaError_t err = mo::cuda::LaunchRobustLossForward(
+    const cudaError_t err = cuda::LaunchRobustLossForward(
         reinterpret_cast<const CT*>(x.flat<T>().data()), alpha.flat<float>().data(),
         scale.flat<float>().data(), reinterpret_cast<CT*>(out->flat<T>().data()), x.NumElements(),
         layout.channels, layout.alpha_vec, layout.scale_vec, stream);
@@ -62,15 +64,16 @@ class RobustLossGradGpuOp : public OpKernel {
     const Tensor& x = ctx->input(1);
     const Tensor& alpha = ctx->input(2);
     const Tensor& scale = ctx->input(3);
-    OP_REQUIRES_OK(ctx, robust_loss::CheckGradShape(grad, x));
-    robust_loss::ParamLayout layout;
-    OP_REQUIRES_OK(ctx, robust_loss::CheckParamShapes(x, alpha, scale, &layout));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
+    robust_loss_checks::ParamLayout layout;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha),
+                                                                         checks::DimsOf(scale), &layout)));
     Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scale.shape(), &dscale));
     const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
-    const cudaError_t err = mo::cuda::LaunchRobustLossBackward(
+    const cudaError_t err = cuda::LaunchRobustLossBackward(
         reinterpret_cast<const CT*>(grad.flat<T>().data()), reinterpret_cast<const CT*>(x.flat<T>().data()),
         alpha.flat<float>().data(), scale.flat<float>().data(), reinterpret_cast<CT*>(dx->flat<T>().data()),
         dalpha->flat<float>().data(), dscale->flat<float>().data(), x.NumElements(), layout.channels,
@@ -93,6 +96,6 @@ METAL_OPS_REGISTER_ROBUST_LOSS_GPU(::tensorflow::bfloat16);
 #undef METAL_OPS_REGISTER_ROBUST_LOSS_GPU
 
 }  // namespace
-}  // namespace metal_ops
+}  // namespace mo
 
 #endif  // GOOGLE_CUDA

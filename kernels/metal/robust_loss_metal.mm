@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/common/robust_loss.h"
+#include "ops/robust_loss_checks.h"
 
 namespace {
 
@@ -17,25 +18,14 @@ using mo::metal::DimsOf;
 // Fills params for x / alpha / scale, or fails the call naming the argument.
 bool LayoutOf(mo::metal::KernelCall& call, TF_Tensor* x, TF_Tensor* alpha, TF_Tensor* scale,
               mo::RobustLossParams* params) {
-  const std::vector<int64_t> xd = DimsOf(x);
-  const int64_t last = xd.empty() ? 1 : xd.back();
-  TF_Tensor* ps[2] = {alpha, scale};
-  const char* names[2] = {"alpha", "scale"};
-  int64_t vec[2] = {0, 0};
-  for (int j = 0; j < 2; ++j) {
-    const int64_t count = TF_TensorElementCount(ps[j]);
-    if (TF_NumDims(ps[j]) > 1 || (count != 1 && (xd.empty() || TF_NumDims(ps[j]) == 0 || count != last))) {
-      call.InvalidArgument(std::string("RobustLoss: '") + names[j] +
-                           "' must be a scalar, [1] or [C] with C the last dimension of 'x', got shape " +
-                           mo::metal::ShapeString(DimsOf(ps[j])) + " for 'x' " + mo::metal::ShapeString(xd));
-      return false;
-    }
-    vec[j] = count != 1 ? 1 : 0;
+  mo::robust_loss_checks::ParamLayout layout;
+  if (!call.Check(mo::robust_loss_checks::ParamShapes(DimsOf(x), DimsOf(alpha), DimsOf(scale), &layout))) {
+    return false;
   }
   params->num_elements = TF_TensorElementCount(x);
-  params->channels = (vec[0] || vec[1]) ? last : 1;
-  params->alpha_vec = vec[0];
-  params->scale_vec = vec[1];
+  params->channels = layout.channels;
+  params->alpha_vec = layout.alpha_vec ? 1 : 0;
+  params->scale_vec = layout.scale_vec ? 1 : 0;
   return true;
 }
 
@@ -66,11 +56,7 @@ void Backward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* alpha = call.Input(2);
   TF_Tensor* scale = call.Input(3);
   if (!call.ok()) return;
-  if (DimsOf(grad) != DimsOf(x)) {
-    call.InvalidArgument("RobustLossGrad: 'grad' and 'x' must have the same shape, got " +
-                         mo::metal::ShapeString(DimsOf(grad)) + " and " + mo::metal::ShapeString(DimsOf(x)));
-    return;
-  }
+  if (!call.Check(mo::robust_loss_checks::GradShape(DimsOf(grad), DimsOf(x)))) return;
   mo::RobustLossParams params = {};
   if (!LayoutOf(call, x, alpha, scale, &params)) return;
   const TF_DataType dtype = TF_TensorType(x);

@@ -1,0 +1,39 @@
+"""Timing for the benchmarks: variants side by side in one process.
+
+Each round runs every variant once, in turn, so a ratio compares calls made
+under the same machine conditions (a shared machine's load drifts over the
+minutes a benchmark takes); speedups are medians of the per-round ratios.
+"""
+import os
+import statistics
+import time
+
+
+def interleaved_ms(fns, rounds, warmup=1):
+    """{name: [(wall ms, process CPU ms) per round]} for the named callables."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            times[name].append(((time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3))
+    return times
+
+
+def median_wall_ms(samples):
+    return statistics.median(w for w, _ in samples)
+
+
+def median_ratio(slow, fast):
+    """Median over rounds of slow / fast wall time (> 1: `fast` is faster)."""
+    return statistics.median(s[0] / f[0] for s, f in zip(slow, fast))
+
+
+def load_average():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
