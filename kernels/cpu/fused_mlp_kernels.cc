@@ -36,7 +36,7 @@ using MatrixMap = Eigen::Map<Matrix>;
 using ConstMatrixMap = Eigen::Map<const Matrix>;
 using RowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
 
-constexpr int64_t kRowsPerBlock = 128;  // a block's activations (128 x 128 floats) stay in L2
+constexpr int64_t kRowsPerBlock = 512;  // a block's activations (512 x 128 floats) stay in L2
 constexpr int64_t kMaxPartitions = 32;  // weight-gradient partials: fixed, independent of threads
 
 absl::Status ReadAttrs(OpKernelConstruction* ctx, fm::Attrs* attrs) {
@@ -54,21 +54,42 @@ std::vector<checks::Dims> DimsOfList(const OpInputList& list) {
   return dims;
 }
 
+// Runs body(f) with f the activation as a compile-time function object, so
+// the element loops below vectorise instead of switching per element.
+template <typename Body>
+void WithActivation(int act, float alpha, Body body) {
+  switch (act) {
+    case kActNone: return body([](float z) { return z; }, [](float) { return 1.0f; });
+    case kActRelu:
+      return body([](float z) { return z > 0.0f ? z : 0.0f; }, [](float y) { return y > 0.0f ? 1.0f : 0.0f; });
+    case kActLeakyRelu:
+      return body([alpha](float z) { return z > 0.0f ? z : alpha * z; },
+                  [alpha](float y) { return y > 0.0f ? 1.0f : alpha; });
+    default:
+      return body([act, alpha](float z) { return activation_forward(z, act, alpha); },
+                  [act, alpha](float y) { return activation_derivative_from_output(y, act, alpha); });
+  }
+}
+
 // z <- f(z + bias) over a block [m, cols].
 void BiasActivate(MatrixMap z, const float* bias, int act, float alpha) {
-  for (int64_t r = 0; r < z.rows(); ++r) {
-    float* row = z.row(r).data();
-    for (int64_t c = 0; c < z.cols(); ++c) row[c] = activation_forward(row[c] + bias[c], act, alpha);
-  }
+  WithActivation(act, alpha, [&](auto f, auto) {
+    for (int64_t r = 0; r < z.rows(); ++r) {
+      float* row = z.row(r).data();
+      for (int64_t c = 0; c < z.cols(); ++c) row[c] = f(row[c] + bias[c]);
+    }
+  });
 }
 
 // dz <- dz * f'(from the output y) over a block.
 void TimesDerivative(MatrixMap dz, const float* y, int64_t ld_y, int act, float alpha) {
-  for (int64_t r = 0; r < dz.rows(); ++r) {
-    float* row = dz.row(r).data();
-    const float* yr = y + r * ld_y;
-    for (int64_t c = 0; c < dz.cols(); ++c) row[c] *= activation_derivative_from_output(yr[c], act, alpha);
-  }
+  WithActivation(act, alpha, [&](auto, auto df) {
+    for (int64_t r = 0; r < dz.rows(); ++r) {
+      float* row = dz.row(r).data();
+      const float* yr = y + r * ld_y;
+      for (int64_t c = 0; c < dz.cols(); ++c) row[c] *= df(yr[c]);
+    }
+  });
 }
 
 void ParallelForBlocks(OpKernelContext* ctx, int64_t blocks, int64_t cost,

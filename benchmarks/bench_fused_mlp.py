@@ -1,0 +1,96 @@
+"""FusedMLP on the CPU against what a user writes instead, side by side in one
+process: a Keras Dense stack in tf.function, and the same stack compiled by
+XLA (jit_compile=True). Forward + backward (gradients for x and every weight)
+of the NeRF colour network (31 -> 64 -> 64 -> 3, relu, sigmoid output) and
+density network (32 -> 64 -> 16, trunc_exp output), N = 98,304 points.
+Rounds interleaved (benchmarks/timing.py), speedups are medians of per-round
+ratios; JSON in benchmarks/results/fused_mlp_cpu.json.
+
+    .venv/bin/python benchmarks/bench_fused_mlp.py [--rounds 7] [--n 98304]
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "python"), os.path.dirname(os.path.abspath(__file__))]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import metal_ops  # noqa: E402
+import timing  # noqa: E402
+
+NETS = {
+    "colour 31-64-64-3": (31, 64, 2, 3, "relu", "sigmoid"),
+    "density 32-64-16": (32, 64, 1, 16, "relu", "trunc_exp"),
+}
+
+
+def dense_stack(kernels, biases, act, out_act):
+    out = {"sigmoid": tf.sigmoid, "trunc_exp": tf.exp, "none": tf.identity}[out_act]
+
+    def f(x):
+        h = x
+        for k, b in zip(kernels[:-1], biases[:-1]):
+            h = tf.nn.relu(tf.matmul(h, k) + b)
+        return out(tf.matmul(h, kernels[-1]) + biases[-1])
+    return f
+
+
+def fwd_bwd(fn, variables, jit=False):
+    @tf.function(jit_compile=jit)
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.square(fn(x)))
+        return tape.gradient(loss, [x] + variables)
+    return step
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--n", type=int, default=98304)
+    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "fused_mlp_cpu.json"))
+    a = p.parse_args()
+    rng = np.random.default_rng(0)
+    results = []
+    print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, N = {a.n:,}, fwd+bwd wall ms, medians of "
+          f"{a.rounds} interleaved rounds, load {timing.load_average():.1f}")
+    for label, (i, w, hidden, o, act, out_act) in NETS.items():
+        dims = [i] + [w] * hidden + [o]
+        kernels = [tf.Variable((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32))
+                   for m, n in zip(dims[:-1], dims[1:])]
+        biases = [tf.Variable(np.zeros(n, np.float32)) for n in dims[1:]]
+        x = tf.constant(rng.uniform(-1, 1, (a.n, i)).astype(np.float32))
+        variables = kernels + biases
+        fused = fwd_bwd(lambda v: metal_ops.fused_mlp(v, kernels, biases, activation=act,
+                                                      output_activation=out_act), variables)
+        dense = fwd_bwd(dense_stack(kernels, biases, act, out_act), variables)
+        xla = fwd_bwd(dense_stack(kernels, biases, act, out_act), variables, jit=True)
+        for got, want in zip(fused(x), dense(x)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-3, atol=2e-3 * float(np.abs(want).max()))
+        times = timing.interleaved_ms({name: (lambda f=f: [g.numpy() for g in f(x)])
+                                       for name, f in (("fused", fused), ("dense", dense), ("xla", xla))}, a.rounds)
+        row = {"net": label, "n": a.n, "rounds": a.rounds, "load_average": timing.load_average()}
+        for name in times:
+            row[f"{name}_ms"] = timing.median_wall_ms(times[name])
+        row["speedup_vs_dense"] = timing.median_ratio(times["dense"], times["fused"])
+        row["speedup_vs_xla"] = timing.median_ratio(times["xla"], times["fused"])
+        row["fused_points_per_s"] = a.n / row["fused_ms"] * 1e3
+        results.append(row)
+        print(f"  {label:20s} fused {row['fused_ms']:6.1f} ms ({row['fused_points_per_s'] / 1e6:.2f} M points/s) | "
+              f"Dense {row['dense_ms']:6.1f} ms -> {row['speedup_vs_dense']:.2f}x | "
+              f"Dense+XLA {row['xla_ms']:6.1f} ms -> {row['speedup_vs_xla']:.2f}x")
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"command": " ".join(sys.argv), "cpus": os.cpu_count(), "tensorflow": tf.__version__,
+                   "results": results}, f, indent=2)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()
