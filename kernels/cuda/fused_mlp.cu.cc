@@ -23,7 +23,7 @@ namespace cuda {
 namespace {
 
 constexpr int kTile = 128;     // rows per block
-constexpr int kThreads = 128;  // 4 warps
+constexpr int kThreads = 256;  // 8 warps: the 128-row tile has 32+ 16x16 output tiles per layer
 constexpr int kMaxSplits = 512;
 
 int Pad16(int v) { return (v + 15) / 16 * 16; }

@@ -40,8 +40,19 @@ def ref_dact(z, name):
     return np.ones_like(z)
 
 
-def ref_forward_backward(x, ws, bs, dy, act, out_act):
-    """float64 forward and backward of the Dense stack."""
+def ref_dact_from_output(y, name):
+    if name in ("relu", "leaky_relu"):
+        return np.where(y > 0, 1.0, 0.0 if name == "relu" else ALPHA)
+    if name == "sigmoid":
+        return y * (1 - y)
+    return np.ones_like(y)
+
+
+def ref_forward_backward(x, ws, bs, dy, act, out_act, outs=None):
+    """float64 forward and backward of the Dense stack. With `outs` (the
+    kernel's layer outputs), derivatives are taken at those outputs: at a relu
+    kink (z within rounding of 0) the gradient legitimately follows the side
+    the kernel's forward landed on, so the reference must take the same side."""
     h = [np.asarray(x, np.float64)]
     zs = []
     for i, (w, b) in enumerate(zip(ws, bs)):
@@ -51,11 +62,12 @@ def ref_forward_backward(x, ws, bs, dy, act, out_act):
     g = np.asarray(dy, np.float64)
     dws, dbs = [None] * len(ws), [None] * len(ws)
     for i in reversed(range(len(ws))):
-        g = g * ref_dact(zs[i], out_act if i == len(ws) - 1 else act)
+        name = out_act if i == len(ws) - 1 else act
+        g = g * (ref_dact(zs[i], name) if outs is None else ref_dact_from_output(outs[i], name))
         dws[i] = h[i].T @ g
         dbs[i] = g.sum(0)
         g = g @ ws[i].astype(np.float64).T
-    return h[-1], g, dws, dbs
+    return h[-1], g, dws, dbs, h[1:-1]
 
 
 def make_net(rng, in_dim, width, hidden, out_dim, dtype):
@@ -130,11 +142,16 @@ def check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, act, out_act, 
     x = rng.uniform(-1, 1, (n, in_dim)).astype(dtype)
     dy = rng.standard_normal((n, out_dim)).astype(dtype)
     tol = 2e-4 if dtype == np.float32 else 3e-2
-    want_y, want_dx, want_dw, want_db = ref_forward_backward(x, ws, bs, dy, act, out_act)
+    want_y, _, _, _, want_h = ref_forward_backward(x, ws, bs, dy, act, out_act)
     y_inf, _, _ = run_forward(cupy, lib, x, ws, bs, act, out_act)
     y, saved, dev = run_forward(cupy, lib, x, ws, bs, act, out_act, training=True)
     assert_close(cupy.asnumpy(y_inf), want_y, tol, "y (inference)")
     assert_close(cupy.asnumpy(y), want_y, tol, "y (training)")
+    saved_h = cupy.asnumpy(saved).astype(np.float64)
+    for l in range(hidden):
+        assert_close(saved_h[l], want_h[l], tol, f"saved activation {l}")
+    outs = list(saved_h) + [cupy.asnumpy(y).astype(np.float64)]
+    _, want_dx, want_dw, want_db, _ = ref_forward_backward(x, ws, bs, dy, act, out_act, outs)
     dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, act, out_act)
     assert_close(cupy.asnumpy(dx), want_dx, tol, "dx")
     for l in range(hidden + 1):
