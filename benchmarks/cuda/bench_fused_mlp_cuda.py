@@ -53,6 +53,8 @@ def main():
     lib.metal_ops_fused_mlp_workspace_bytes.restype = ctypes.c_int64
     tc = None
     if os.path.exists(args.tcnn):
+        # the shim's driver-API symbols resolve against the already-present libcuda
+        ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
         tc = ctypes.CDLL(args.tcnn)
         tc.tcnn_mlp_create.restype = ctypes.c_void_p
         tc.tcnn_mlp_inference.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p]
