@@ -1,8 +1,9 @@
-// The C++-API adapter of HashEncode's checks (ops/hash_encode_checks.h) for the
-// CPU kernels (kernels/cpu/hash_encode_kernels.cc) and the CUDA registrations
-// (kernels/cuda/hash_encode_gpu.cc): attributes read from the kernel
-// construction, tensors in, absl::Status out. The checks and their messages
-// live in the checks header only.
+// The TensorFlow kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad, once
+// for every C++-API device (one kernel class templated on the device, a
+// functor per device, TF's pattern), and the C++-API adapter of HashEncode's
+// checks (ops/hash_encode_checks.h, where the checks and messages live):
+//   CPU  kernels/cpu/hash_encode_kernels.cc (HashEncodeFunctor<CPUDevice, T>)
+//   CUDA kernels/cuda/hash_encode_gpu.cc    (HashEncodeFunctor<GPUDevice, T>)
 #ifndef METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
 #define METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
 
@@ -46,6 +47,104 @@ inline absl::Status CheckMatrix(const char* name, const ::tensorflow::Tensor& t,
 }
 
 }  // namespace hash_encode_tf
+
+template <typename T>
+struct HashEncodeForwardArgs {
+  int dims, features;
+  int64_t num_points, rows;
+  const float* inputs;  // [N, D]
+  const T* table;       // [P, F]
+  T* encoded;           // [N, L * F]
+};
+
+template <typename T>
+struct HashEncodeBackwardArgs {
+  int dims, features;
+  int64_t num_points, rows;
+  const T* grad_encoded;  // [N, L * F]
+  const float* inputs;
+  const T* table;
+  T* grad_table;          // [P, F], or nullptr when not wanted
+  float* grad_inputs;     // [N, D], or nullptr when not wanted
+  bool deterministic;     // the op's attribute (devices may add TF's op determinism)
+};
+
+// Defined per device; num_points > 0 (forward) or at least one gradient wanted.
+template <typename Device, typename T>
+struct HashEncodeFunctor {
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const hash_encode_checks::GridAttrs& grid,
+                              const HashEncodeForwardArgs<T>& args);
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const hash_encode_checks::GridAttrs& grid,
+                               const HashEncodeBackwardArgs<T>& args);
+};
+
+template <typename Device, typename T>
+class HashEncodeOp : public ::tensorflow::OpKernel {
+ public:
+  explicit HashEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadGridAttrs(ctx, &grid_));
+  }
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& inputs = ctx->input(0);
+    const ::tensorflow::Tensor& table = ctx->input(1);
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(grid_, inputs, table, &dims, &features, &rows));
+    const int64_t n = inputs.dim_size(0);
+    ::tensorflow::Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, int64_t(grid_.num_levels) * features}),
+                                             &out));
+    if (n == 0) return;
+    const HashEncodeForwardArgs<T> args = {dims, features, n, rows, inputs.flat<float>().data(),
+                                           table.flat<T>().data(), out->flat<T>().data()};
+    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Forward(ctx, grid_, args)));
+  }
+
+ private:
+  hash_encode_checks::GridAttrs grid_;
+};
+
+template <typename Device, typename T>
+class HashEncodeGradOp : public ::tensorflow::OpKernel {
+ public:
+  explicit HashEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadGridAttrs(ctx, &grid_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_table_grad", &table_grad_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_input_grad", &input_grad_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("deterministic", &deterministic_));
+  }
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& dy = ctx->input(0);
+    const ::tensorflow::Tensor& inputs = ctx->input(1);
+    const ::tensorflow::Tensor& table = ctx->input(2);
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(grid_, inputs, table, &dims, &features, &rows));
+    const int64_t n = inputs.dim_size(0);
+    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckMatrix("grad_encoded", dy, n, int64_t(grid_.num_levels) * features));
+    ::tensorflow::Tensor* grad_table = nullptr;
+    ::tensorflow::Tensor* grad_inputs = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({table_grad_ ? rows : 0, features}),
+                                             &grad_table));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({input_grad_ ? n : 0, dims}),
+                                             &grad_inputs));
+    if (!table_grad_ && !input_grad_) return;
+    const HashEncodeBackwardArgs<T> args = {
+        dims, features, n, rows, dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
+        table_grad_ ? grad_table->flat<T>().data() : nullptr,
+        input_grad_ ? grad_inputs->flat<float>().data() : nullptr, deterministic_};
+    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Backward(ctx, grid_, args)));
+  }
+
+ private:
+  hash_encode_checks::GridAttrs grid_;
+  bool table_grad_ = true;
+  bool input_grad_ = true;
+  bool deterministic_ = false;
+};
+
 }  // namespace mo
 
 #endif  // METAL_OPS_KERNELS_HASH_ENCODE_OP_H_

@@ -97,6 +97,19 @@ def test_instant_ngp_file_reads_back_with_every_8th_view_held_out(tmp_path, buil
     assert datasets.load(str(tmp_path), holdout=3, log=None).splits["test"][1].name.endswith("003.png")
 
 
+def test_jpeg_frames_load_close_to_the_original(tmp_path):
+    yy, xx = np.mgrid[0:32, 0:48]
+    smooth = np.stack([xx * 5, yy * 7, 128 + 0 * xx], axis=-1).astype(np.uint8)  # JPEG keeps smooth images well
+    imageio.imwrite(tmp_path / "a.jpg", smooth, quality=95)
+    c2w = cameras.look_at([0.0, -4.0, 1.0])
+    with open(tmp_path / "transforms.json", "w") as f:
+        json.dump(dict(fl_x=40.0, aabb_scale=1, frames=[{"file_path": "a.jpg", "transform_matrix": c2w.tolist()}]), f)
+    v = datasets.load(str(tmp_path), holdout=0, log=None).splits["train"][0]
+    assert v.image.shape == (32, 48, 3) and v.image.dtype == np.uint8
+    assert np.abs(v.image.astype(int) - smooth).mean() < 2
+    assert (v.cx, v.cy) == (24.0, 16.0)
+
+
 def test_ngp_box_follows_aabb_scale_scale_and_offset():
     np.testing.assert_allclose(datasets.ngp_aabb(4, scale=0.5, offset=(0.5, 0.0, 1.0)),
                                [[-4.0, -3.0, -5.0], [4.0, 5.0, 3.0]])
@@ -229,13 +242,145 @@ def test_bad_npz_and_unknown_formats_name_the_file(tmp_path):
         datasets.load(str(llff), log=None)
 
 
+def _one_frame_ngp(root, meta=None, frame=None, image=None):
+    imageio.imwrite(root / "a.png", np.zeros((8, 8, 3), np.uint8) if image is None else image)
+    f = {"file_path": "a.png", "transform_matrix": np.eye(4).tolist()}
+    f.update(frame or {})
+    m = {"fl_x": 10.0, "frames": [f]}
+    m.update(meta or {})
+    with open(root / "transforms.json", "w") as fh:
+        json.dump(m, fh)
+    return root / "transforms.json"
+
+
+@pytest.mark.parametrize("meta,frame,match", [
+    ({"fl_x": "wide"}, None, r"frame 0: 'fl_x' must be a finite positive number, got 'wide'"),
+    ({"fl_x": 0}, None, r"frame 0: 'fl_x' must be a finite positive number, got 0"),
+    (None, {"fl_y": None}, r"frame 0: 'fl_y' must be a finite positive number, got None"),
+    ({"w": "8px"}, None, r"frame 0: 'w' must be a finite positive number"),
+    ({"scale": 0}, None, r"transforms\.json: 'scale' must be a finite positive number, got 0"),
+    ({"aabb_scale": "big"}, None, r"transforms\.json: 'aabb_scale' must be a finite positive number"),
+    ({"offset": [0.5, "a", 0.5]}, None, r"transforms\.json: 'offset' must be a finite number, got 'a'"),
+    ({"offset": 0.5}, None, r"transforms\.json: 'offset' must be a list of 3 numbers"),
+    (None, {"file_path": 7}, r"frame 0: 'file_path' must be a file name, got 7"),
+    (None, {"transform_matrix": [[1, 0, 0, 0], [0, 1, 0]]}, r"frame 0: transform_matrix must be a finite 4x4"),
+    (None, {"transform_matrix": [["a"] * 4] * 4}, r"frame 0: transform_matrix must be a finite 4x4"),
+    (None, {"transform_matrix": (2 * np.eye(4)).tolist()}, r"frame 0: transform_matrix is not a rigid"),
+])
+def test_bad_ngp_values_name_the_file(tmp_path, meta, frame, match):
+    path = _one_frame_ngp(tmp_path, meta, frame)
+    with pytest.raises(datasets.DatasetError, match=match):
+        datasets.load(str(path), holdout=0, log=None)
+
+
+def test_grey_and_grey_alpha_images_load_as_rgb_and_rgba(tmp_path):
+    grey = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    path = _one_frame_ngp(tmp_path, image=np.stack([grey, np.full_like(grey, 255)], axis=-1))
+    v = datasets.load(str(path), holdout=0, log=None).splits["train"][0]
+    np.testing.assert_array_equal(v.image, np.stack([grey] * 3 + [np.full_like(grey, 255)], axis=-1))
+
+
+def test_every_view_held_out_says_so(tmp_path):
+    path = _one_frame_ngp(tmp_path)
+    with pytest.raises(datasets.DatasetError, match=r"no training views \(1 views, all held out: see --holdout\)"):
+        datasets.load(str(path), log=None)
+
+
+def test_nerfstudio_file_without_aabb_scale_gets_a_box_fitted_to_its_cameras(tmp_path, builtin):
+    # nerfstudio keeps COLMAP's units: the same cameras, 10x further out around (3, -2, 1).
+    shift = np.array([3.0, -2.0, 1.0])
+    views = []
+    for v in builtin.splits["train"] + builtin.splits["val"]:
+        c2w = v.c2w.copy()
+        c2w[:3, 3] = 10.0 * c2w[:3, 3] + shift
+        views.append(datasets.View(v.image, c2w, v.fx, v.fy, v.cx, v.cy))
+    path = write_ngp(tmp_path, views)
+    meta = json.load(open(path))
+    del meta["aabb_scale"]
+    with open(path, "w") as f:
+        json.dump(meta, f)
+    ds = datasets.load(str(path), log=None)
+    # Cameras at distance 40 looking at `shift`: a box of half-side 0.375 * 40 = 15 around it.
+    np.testing.assert_allclose(ds.aabb, [shift - 15.0, shift + 15.0], atol=1e-9)
+    assert any("fitted to the cameras" in n for n in ds.notes)
+    gaps = [np.linalg.norm(np.clip(v.c2w[:3, 3], ds.aabb[0], ds.aabb[1]) - v.c2w[:3, 3]) for v in views]
+    assert ds.near == pytest.approx(0.9 * min(gaps))
+    # Parallel axes (a forward-facing capture) have no such box.
+    for v in views:
+        v.c2w[:3, :3] = np.eye(3)
+    write_ngp(tmp_path, views)
+    meta = json.load(open(path))
+    del meta["aabb_scale"]
+    with open(path, "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(datasets.DatasetError, match=r"transforms\.json: the cameras' axes do not meet"):
+        datasets.load(str(path), log=None)
+
+
+def test_training_targets_for_each_background_mode():
+    import tensorflow as tf
+
+    from examples.nerf.train import training_target
+
+    rgba = np.array([[255, 0, 0, 255], [0, 0, 0, 0], [0, 64, 0, 128]], np.uint8)  # premultiplied
+    c = rgba[:, :3] / 255.0
+    a = rgba[:, 3:] / 255.0
+    for mode, bg in (("white", 1.0), ("black", 0.0)):
+        target, background = training_target(tf.constant(rgba), mode, 0, 5)
+        assert background is None  # the renderer's fixed background
+        np.testing.assert_allclose(target.numpy(), c + bg * (1 - a), rtol=1e-6)
+    t5, b5 = training_target(tf.constant(rgba), "random", 0, 5)
+    t5b, b5b = training_target(tf.constant(rgba), "random", 0, 5)
+    t6, b6 = training_target(tf.constant(rgba), "random", 0, 6)
+    b5 = b5.numpy()
+    assert b5.shape == (3, 3) and len(np.unique(b5)) == 9  # a colour per ray and channel
+    np.testing.assert_array_equal(b5, b5b.numpy())         # a function of (seed, step)
+    assert not np.allclose(b5, b6.numpy())                 # new colours each step
+    np.testing.assert_allclose(t5.numpy(), c + b5 * (1 - a), rtol=1e-6)
+    np.testing.assert_allclose(t5.numpy()[0], [1, 0, 0])   # opaque pixels ignore the background
+    rgb, background = training_target(tf.constant(rgba[:, :3]), "random", 0, 5)
+    assert background is None
+    np.testing.assert_allclose(rgb.numpy(), c, rtol=1e-6)
+
+
 def test_ngp_checks_sizes_and_distortion(tmp_path, builtin):
     path = write_ngp(tmp_path, builtin.splits["train"][:2], w=99)
     with pytest.raises(datasets.DatasetError, match=r"frame 0: the image is 16x16 but the file says w=99"):
         datasets.load(str(path), log=None)
-    path = write_ngp(tmp_path, builtin.splits["train"][:2], k1=0.1)
-    with pytest.raises(datasets.DatasetError, match=r"lens distortion \(k1 = 0.1\) is not supported"):
+    path = write_ngp(tmp_path, builtin.splits["train"][:2], camera_model="OPENCV_FISHEYE", k1=0.1)
+    with pytest.raises(datasets.DatasetError, match=r"frame 0: camera model 'OPENCV_FISHEYE' is not supported"):
         datasets.load(str(path), log=None)
+    path = write_ngp(tmp_path, builtin.splits["train"][:2], k4=0.01)
+    with pytest.raises(datasets.DatasetError, match=r"frame 0: 'k4' is a fisheye coefficient"):
+        datasets.load(str(path), log=None)
+
+
+def test_opencv_lens_distortion_rays_reach_the_point_that_projects_to_their_pixel(tmp_path):
+    h, w, fx, fy, cx, cy = 30, 44, 40.0, 37.0, 20.5, 16.0
+    k1, k2, p1, p2, k3 = -0.21, 0.05, 0.003, -0.002, 0.01
+    c2w = cameras.look_at([2.5, 1.0, 2.0], target=[0.1, -0.2, 0.0])
+    imageio.imwrite(tmp_path / "a.png", np.zeros((h, w, 3), np.uint8))
+    with open(tmp_path / "transforms.json", "w") as f:
+        json.dump(dict(camera_model="OPENCV", fl_x=fx, fl_y=fy, cx=cx, cy=cy, w=w, h=h, k1=k1, k2=k2, p1=p1, p2=p2,
+                       frames=[{"file_path": "a.png", "transform_matrix": c2w.tolist(), "k3": k3}]), f)
+    view = datasets.load(str(tmp_path), holdout=0, log=None).splits["train"][0]
+    assert view.distortion == (k1, k2, p1, p2, k3)
+    _, d = view.rays()
+    d = d.reshape(h, w, 3)
+    # COLMAP's OPENCV model written out (x right, y down, camera looking along +z
+    # in OpenCV terms, i.e. along -z of the OpenGL camera): the pixel each ray's
+    # direction lands on must be that ray's pixel centre.
+    for r, c in [(0, 0), (3, 40), (15, 20), (29, 43), (22, 5)]:
+        cam = d[r, c] @ c2w[:3, :3]
+        x, y = cam[0] / -cam[2], -cam[1] / -cam[2]
+        rr = x * x + y * y
+        radial = 1 + k1 * rr + k2 * rr ** 2 + k3 * rr ** 3
+        xd = x * radial + 2 * p1 * x * y + p2 * (rr + 2 * x * x)
+        yd = y * radial + p1 * (rr + 2 * y * y) + 2 * p2 * x * y
+        np.testing.assert_allclose([fx * xd + cx, fy * yd + cy], [c + 0.5, r + 0.5], atol=1e-9)
+    # Downscaling keeps the (normalised) lens model with the scaled intrinsics.
+    small = datasets.load(str(tmp_path), downscale=2, holdout=0, log=None).splits["train"][0]
+    assert small.distortion == view.distortion and (small.fx, small.cx) == (fx / 2, cx / 2)
 
 
 def test_train_cli_reports_bad_data_without_a_traceback(tmp_path):

@@ -23,6 +23,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
+from tests.test_robust_loss import op_with_grads
 
 INF = float("inf")
 SAT = float(np.float32(np.exp(np.float32(69.0))))  # documented cap of rho (docs/LOSSES.md)
@@ -68,14 +69,7 @@ def sample():
 
 def run(x, alpha, scale):
     """rho, d rho/dx, and d rho/d alpha, d rho/dc summed like the parameters."""
-    x = tf.constant(x)
-    alpha, scale = tf.constant(alpha, tf.float32), tf.constant(scale, tf.float32)
-    with tf.GradientTape() as tape:
-        tape.watch([x, alpha, scale])
-        rho = metal_ops.robust_loss(x, alpha, scale)
-        total = tf.reduce_sum(tf.cast(rho, tf.float32))
-    gx, ga, gs = tape.gradient(total, [x, alpha, scale])
-    return rho.numpy(), gx.numpy(), ga.numpy(), gs.numpy()
+    return op_with_grads(x, alpha, scale, dtype=np.asarray(x).dtype)
 
 
 LAYOUTS = ["per_channel", "scalar"]

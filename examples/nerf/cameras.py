@@ -61,26 +61,63 @@ def orbit_poses(n, elevation_deg=30.0, radius=RADIUS):
                      for i in range(n)])
 
 
-def camera_rays(c2w, height, width, focal, subpixel=(0.5, 0.5), fy=None, cx=None, cy=None):
+def distort(x, y, distortion):
+    """OpenCV / COLMAP "OPENCV" lens model on normalised image coordinates (x right, y down).
+
+    distortion = (k1, k2, p1, p2) or (k1, k2, p1, p2, k3): radial and tangential terms.
+    """
+    k1, k2, p1, p2, k3 = (tuple(distortion) + (0.0,))[:5]
+    r2 = x * x + y * y
+    radial = 1.0 + r2 * (k1 + r2 * (k2 + r2 * k3))
+    return (x * radial + 2.0 * p1 * x * y + p2 * (r2 + 2.0 * x * x),
+            y * radial + p1 * (r2 + 2.0 * y * y) + 2.0 * p2 * x * y)
+
+
+def undistort(xd, yd, distortion, iterations=50):
+    """Inverse of distort() by Newton's method (the model has no closed-form inverse)."""
+    x, y = np.array(xd, np.float64), np.array(yd, np.float64)
+    eps = 1e-7
+    for _ in range(iterations):
+        fx_, fy_ = distort(x, y, distortion)
+        ex, ey = fx_ - xd, fy_ - yd
+        # Jacobian by central differences: exact enough at eps 1e-7 for a polynomial of degree 7.
+        ax, ay = distort(x + eps, y, distortion)
+        bx, by = distort(x - eps, y, distortion)
+        j11, j21 = (ax - bx) / (2 * eps), (ay - by) / (2 * eps)
+        ax, ay = distort(x, y + eps, distortion)
+        bx, by = distort(x, y - eps, distortion)
+        j12, j22 = (ax - bx) / (2 * eps), (ay - by) / (2 * eps)
+        det = j11 * j22 - j12 * j21
+        dx, dy = (j22 * ex - j12 * ey) / det, (j11 * ey - j21 * ex) / det
+        x, y = x - dx, y - dy
+        if max(np.max(np.abs(dx)), np.max(np.abs(dy))) < 1e-13:
+            break
+    return x, y
+
+
+def camera_rays(c2w, height, width, focal, subpixel=(0.5, 0.5), fy=None, cx=None, cy=None, distortion=None):
     """Ray origins and unit directions, each [H, W, 3] float64, for one camera.
 
     focal is fx; fy defaults to it, and the principal point (cx, cy) to the image centre.
+    distortion: OpenCV lens coefficients (see distort()); the ray of a pixel is
+    the one that the lens bends onto it.
     """
     fy = focal if fy is None else fy
     cx = 0.5 * width if cx is None else cx
     cy = 0.5 * height if cy is None else cy
     cols, rows = np.meshgrid(np.arange(width, dtype=np.float64) + subpixel[0],
                              np.arange(height, dtype=np.float64) + subpixel[1], indexing="xy")
-    dirs_cam = np.stack([(cols - cx) / focal,
-                         -(rows - cy) / fy,
-                         -np.ones_like(cols)], axis=-1)
+    x, y = (cols - cx) / focal, (rows - cy) / fy
+    if distortion is not None and any(distortion):
+        x, y = undistort(x, y, distortion)
+    dirs_cam = np.stack([x, -y, -np.ones_like(cols)], axis=-1)
     dirs = dirs_cam @ c2w[:3, :3].T
     dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
     origins = np.broadcast_to(c2w[:3, 3], dirs.shape).copy()
     return origins, dirs
 
 
-def project(points, c2w, height, width, focal, fy=None, cx=None, cy=None):
+def project(points, c2w, height, width, focal, fy=None, cx=None, cy=None, distortion=None):
     """World points [..., 3] -> (pixel coordinates [..., 2] as (col, row), depth along the view axis)."""
     fy = focal if fy is None else fy
     cx = 0.5 * width if cx is None else cx
@@ -88,6 +125,7 @@ def project(points, c2w, height, width, focal, fy=None, cx=None, cy=None):
     p = np.asarray(points, np.float64) - c2w[:3, 3]
     cam = p @ c2w[:3, :3]  # rotation is orthonormal: world->camera is R^T
     depth = -cam[..., 2]
-    col = focal * cam[..., 0] / depth + cx
-    row = -fy * cam[..., 1] / depth + cy
-    return np.stack([col, row], axis=-1), depth
+    x, y = cam[..., 0] / depth, -cam[..., 1] / depth
+    if distortion is not None and any(distortion):
+        x, y = distort(x, y, distortion)
+    return np.stack([focal * x + cx, fy * y + cy], axis=-1), depth

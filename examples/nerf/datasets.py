@@ -8,11 +8,16 @@ Formats, detected from what `path` holds:
   (camera_angle_x; frames with file_path and transform_matrix) and RGBA PNGs.
   The files' splits are kept. Bounds: the standard box [-1.5, 1.5]^3, near/far 2/6.
 - instant-ngp / nerfstudio: transforms.json (or its folder) with fl_x, fl_y
-  (or camera_angle_x/y), cx, cy, w, h, per-frame overrides of any of them,
-  aabb_scale, scale, offset; JPEG or PNG, RGB or RGBA, any aspect ratio. No
+  (or camera_angle_x/y), cx, cy, w, h, OpenCV lens distortion (k1, k2, p1,
+  p2, k3: each pixel gets the ray the lens bends onto it), per-frame overrides
+  of any of them, aabb_scale, scale, offset; JPEG or PNG, RGB or RGBA, any aspect ratio. No
   split in the file: every `holdout`-th view (default 8: views 0, 8, 16, ...)
   is held out for testing. Bounds: instant-ngp's box of side aabb_scale
-  around (0.5, 0.5, 0.5) in its coordinates, mapped back through scale and offset.
+  around (0.5, 0.5, 0.5) in its coordinates, mapped back through scale and
+  offset; a file with none of those three (nerfstudio's, in COLMAP's units)
+  gets the box instant-ngp would have after colmap2nerf's normalisation,
+  fitted to the cameras (box_from_cameras). near/far from the cameras'
+  distances to the box.
 - tiny_nerf_data.npz (images, poses, focal; the Keras NeRF example's file):
   the first 80% of the views train and the rest are held out, as in that example.
   Bounds: near/far 2/6 and the box [-1.5, 1.5]^3 of that scene.
@@ -58,6 +63,8 @@ class View:
     cx: float
     cy: float
     name: str = ""
+    distortion: tuple = None  # OpenCV (k1, k2, p1, p2, k3), see cameras.distort
+
 
     @property
     def height(self):
@@ -70,7 +77,7 @@ class View:
     def rays(self):
         """Origins and unit directions, each [H * W, 3] float64."""
         o, d = cameras.camera_rays(self.c2w, self.height, self.width, focal=self.fx, fy=self.fy, cx=self.cx,
-                                   cy=self.cy)
+                                   cy=self.cy, distortion=self.distortion)
         return o.reshape(-1, 3), d.reshape(-1, 3)
 
     def composite(self, background):
@@ -112,13 +119,16 @@ def read_image(path):
     try:
         img = np.asarray(imageio.imread(path))
     except Exception as e:  # imageio raises many types for unreadable files
-        raise DatasetError(f"{path}: cannot read the image ({type(e).__name__}: {e})") from None
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise DatasetError(f"{path}: cannot read the image ({type(e).__name__}: {first_line})") from None
     if img.dtype == np.uint16:
         img = (img.astype(np.float64) / 257.0).round().astype(np.uint8)
     if img.dtype != np.uint8:
         raise DatasetError(f"{path}: unsupported pixel type {img.dtype} (8- or 16-bit images are supported)")
     if img.ndim == 2:
         img = np.stack([img] * 3, axis=-1)
+    elif img.ndim == 3 and img.shape[-1] == 2:  # grey + alpha
+        img = np.concatenate([img[..., :1]] * 3 + [img[..., 1:]], axis=-1)
     if img.ndim != 3 or img.shape[-1] not in (3, 4):
         raise DatasetError(f"{path}: expected an RGB or RGBA image, got shape {img.shape}")
     if img.shape[-1] == 4:
@@ -142,18 +152,48 @@ def _scaled(view, n):
     """The view with its image box-filtered by n and intrinsics to match."""
     if n == 1:
         return view
+    # Distortion acts on normalised coordinates, which scaling the pixels leaves alone.
     return View(box_downscale(view.image, n), view.c2w, view.fx / n, view.fy / n, view.cx / n, view.cy / n,
-                view.name)
+                view.name, view.distortion)
+
+
+def _number(value, key, where, positive=False):
+    """A finite float from a file's field (JSON numbers may arrive as anything)."""
+    try:
+        x = float(np.asarray(value, dtype=np.float64).reshape(-1)[0]) if not isinstance(value, str) else float("nan")
+    except (TypeError, ValueError, IndexError):
+        x = float("nan")
+    if not math.isfinite(x) or (positive and x <= 0.0):
+        raise DatasetError(f"{where}: '{key}' must be a finite{' positive' if positive else ''} number, "
+                           f"got {value!r}")
+    return x
 
 
 def _matrix(value, where):
-    m = np.asarray(value, dtype=np.float64) if isinstance(value, (list, tuple)) else None
+    try:
+        m = np.asarray(value, dtype=np.float64) if isinstance(value, (list, tuple)) else None
+    except (TypeError, ValueError):
+        m = None
     if m is None or m.shape not in ((4, 4), (3, 4)) or not np.all(np.isfinite(m)):
         shape = getattr(m, "shape", type(value).__name__)
         raise DatasetError(f"{where}: transform_matrix must be a finite 4x4 (or 3x4) matrix, got {shape}")
     if m.shape == (3, 4):
         m = np.concatenate([m, [[0.0, 0.0, 0.0, 1.0]]])
+    # Rays and projection take the rotation as orthonormal (a rigid camera-to-world).
+    r = m[:3, :3]
+    if not np.allclose(r.T @ r, np.eye(3), atol=1e-2):
+        raise DatasetError(f"{where}: transform_matrix is not a rigid camera-to-world transform (its 3x3 rotation "
+                           "part is not orthonormal)")
     return m
+
+
+def _frame(frame, where):
+    """(file_path, transform_matrix) of a frame, checked."""
+    if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
+        raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
+    if not isinstance(frame["file_path"], str) or not frame["file_path"]:
+        raise DatasetError(f"{where}: 'file_path' must be a file name, got {frame['file_path']!r}")
+    return frame["file_path"], _matrix(frame["transform_matrix"], where)
 
 
 def _read_json(path):
@@ -190,12 +230,13 @@ class _Progress:
             self.next += 0.1
 
 
-def _check_sizes(views, where):
+def _check_sizes(views, where, downscale=1):
     sizes = {(v.height, v.width) for v in views}
     if len(sizes) > 1:
         first = views[0]
         odd = next(v for v in views if (v.height, v.width) != (first.height, first.width))
-        raise DatasetError(f"{where}: images of different sizes: {first.name} is {first.width}x{first.height}, "
+        after = f" (after --downscale {downscale})" if downscale > 1 else ""
+        raise DatasetError(f"{where}: images of different sizes{after}: {first.name} is {first.width}x{first.height}, "
                            f"{odd.name} is {odd.width}x{odd.height}")
 
 
@@ -215,18 +256,16 @@ def _load_blender(root, downscale, log):
         data = _read_json(path)
         if "camera_angle_x" not in data:
             raise DatasetError(f"{path}: 'camera_angle_x' is missing")
-        angle = float(data["camera_angle_x"])
+        angle = _number(data["camera_angle_x"], "camera_angle_x", path, positive=True)
         views = []
         progress = _Progress(len(data["frames"]), f"{split} ({os.path.basename(path)})", log)
         for i, frame in enumerate(data["frames"]):
             where = f"{path}, frame {i}"
-            if "file_path" not in frame or "transform_matrix" not in frame:
-                raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
-            image_path = _image_path(root, frame["file_path"], where)
+            file_path, c2w = _frame(frame, where)
+            image_path = _image_path(root, file_path, where)
             img = read_image(image_path)
             focal = 0.5 * img.shape[1] / math.tan(0.5 * angle)
-            view = View(img, _matrix(frame["transform_matrix"], where), focal, focal, 0.5 * img.shape[1],
-                        0.5 * img.shape[0], image_path)
+            view = View(img, c2w, focal, focal, 0.5 * img.shape[1], 0.5 * img.shape[0], image_path)
             views.append(_scaled(view, downscale))
             progress.step()
         splits[split] = views
@@ -239,21 +278,36 @@ NGP_INTRINSICS = ("fl_x", "fl_y", "cx", "cy", "w", "h", "camera_angle_x", "camer
 
 def _ngp_intrinsics(meta, img, where):
     h, w = img.shape[:2]
-    if "w" in meta and int(meta["w"]) != w or "h" in meta and int(meta["h"]) != h:
+    size = {k: _number(meta[k], k, where, positive=True) for k in ("w", "h") if k in meta}
+    if size.get("w", w) != w or size.get("h", h) != h:
         raise DatasetError(f"{where}: the image is {w}x{h} but the file says w={meta.get('w')}, h={meta.get('h')}")
-    fx = meta.get("fl_x")
-    fy = meta.get("fl_y")
-    if fx is None and "camera_angle_x" in meta:
-        fx = 0.5 * w / math.tan(0.5 * float(meta["camera_angle_x"]))
-    if fy is None and "camera_angle_y" in meta:
-        fy = 0.5 * h / math.tan(0.5 * float(meta["camera_angle_y"]))
+    num = {k: _number(meta[k], k, where, positive=k != "cx" and k != "cy") for k in meta if k not in ("w", "h")}
+    fx, fy = num.get("fl_x"), num.get("fl_y")
+    if fx is None and "camera_angle_x" in num:
+        fx = 0.5 * w / math.tan(0.5 * num["camera_angle_x"])
+    if fy is None and "camera_angle_y" in num:
+        fy = 0.5 * h / math.tan(0.5 * num["camera_angle_y"])
     if fx is None and fy is None:
         raise DatasetError(f"{where}: no focal length (fl_x / fl_y or camera_angle_x / camera_angle_y)")
-    fx = float(fx if fx is not None else fy)
-    fy = float(fy if fy is not None else fx)
-    cx = float(meta.get("cx", 0.5 * w))
-    cy = float(meta.get("cy", 0.5 * h))
-    return fx, fy, cx, cy
+    fx = fx if fx is not None else fy
+    fy = fy if fy is not None else fx
+    return fx, fy, num.get("cx", 0.5 * w), num.get("cy", 0.5 * h)
+
+
+NGP_LENS = ("camera_model", "is_fisheye", "k1", "k2", "p1", "p2", "k3", "k4")
+PINHOLE_MODELS = ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL", "PERSPECTIVE")
+
+
+def _ngp_distortion(meta, where):
+    """(k1, k2, p1, p2, k3) of COLMAP's OPENCV model (what colmap2nerf and ns-process-data write), or None."""
+    model = meta.get("camera_model", "OPENCV")
+    if not isinstance(model, str) or model.upper() not in PINHOLE_MODELS or meta.get("is_fisheye"):
+        raise DatasetError(f"{where}: camera model {model if not meta.get('is_fisheye') else 'fisheye'!r} is not "
+                           f"supported (supported: {', '.join(PINHOLE_MODELS)} with k1, k2, p1, p2, k3)")
+    if abs(_number(meta.get("k4", 0.0), "k4", where)) > 0.0:
+        raise DatasetError(f"{where}: 'k4' is a fisheye coefficient; fisheye lenses are not supported")
+    coeffs = tuple(_number(meta.get(k, 0.0), k, where) for k in ("k1", "k2", "p1", "p2", "k3"))
+    return coeffs if any(coeffs) else None
 
 
 def ngp_aabb(aabb_scale, scale=NGP_DEFAULT_SCALE, offset=NGP_DEFAULT_OFFSET):
@@ -271,31 +325,26 @@ def ngp_aabb(aabb_scale, scale=NGP_DEFAULT_SCALE, offset=NGP_DEFAULT_OFFSET):
 def _load_ngp(json_path, downscale, holdout, log):
     root = os.path.dirname(os.path.abspath(json_path))
     meta = _read_json(json_path)
-    for key in ("k1", "k2", "p1", "p2", "k3", "k4"):
-        if abs(float(meta.get(key, 0.0))) > 1e-9:
-            raise DatasetError(f"{json_path}: lens distortion ({key} = {meta[key]}) is not supported: undistort the "
-                               "images first (e.g. COLMAP's image_undistorter, or nerfstudio's ns-process-data)")
-    scale = float(meta.get("scale", NGP_DEFAULT_SCALE))
+    scale = _number(meta.get("scale", NGP_DEFAULT_SCALE), "scale", json_path, positive=True)
     offset = meta.get("offset", NGP_DEFAULT_OFFSET)
     if not (isinstance(offset, (list, tuple)) and len(offset) == 3):
         raise DatasetError(f"{json_path}: 'offset' must be a list of 3 numbers, got {offset!r}")
-    aabb_scale = float(meta.get("aabb_scale", 1))
+    offset = [_number(x, "offset", json_path) for x in offset]
+    aabb_scale = _number(meta.get("aabb_scale", 1), "aabb_scale", json_path, positive=True)
     views = []
     progress = _Progress(len(meta["frames"]), os.path.basename(json_path), log)
     for i, frame in enumerate(meta["frames"]):
         where = f"{json_path}, frame {i}"
-        if "file_path" not in frame or "transform_matrix" not in frame:
-            raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
-        image_path = _image_path(root, frame["file_path"], where)
+        file_path, c2w = _frame(frame, where)
+        image_path = _image_path(root, file_path, where)
         img = read_image(image_path)
-        merged = {k: frame.get(k, meta.get(k)) for k in NGP_INTRINSICS if k in frame or k in meta}
-        fx, fy, cx, cy = _ngp_intrinsics(merged, img, where)
-        views.append(_scaled(View(img, _matrix(frame["transform_matrix"], where), fx, fy, cx, cy, image_path),
-                             downscale))
+        merged = {k: frame.get(k, meta.get(k)) for k in NGP_INTRINSICS + NGP_LENS if k in frame or k in meta}
+        fx, fy, cx, cy = _ngp_intrinsics({k: v for k, v in merged.items() if k in NGP_INTRINSICS}, img, where)
+        views.append(_scaled(View(img, c2w, fx, fy, cx, cy, image_path, _ngp_distortion(merged, where)), downscale))
         progress.step()
     if not views:
         raise DatasetError(f"{json_path}: no frames")
-    _check_sizes(views, json_path)
+    _check_sizes(views, json_path, downscale)
     every = 8 if holdout is None else int(holdout)
     if every > 0:
         test = [v for i, v in enumerate(views) if i % every == 0]
@@ -305,11 +354,43 @@ def _load_ngp(json_path, downscale, holdout, log):
     else:
         train, test = views, []
         note = "--holdout 0: every view trains, none is held out"
-    aabb = ngp_aabb(aabb_scale, scale, offset)
+    if any(k in meta for k in ("aabb_scale", "scale", "offset")) or len(views) < 2:
+        aabb = ngp_aabb(aabb_scale, scale, offset)
+        box_note = f"aabb_scale {aabb_scale:g}"
+    else:  # nerfstudio's files keep COLMAP's units: instant-ngp's fixed box would be arbitrary there
+        aabb = box_from_cameras(views, json_path)
+        box_note = "no aabb_scale/scale/offset: box fitted to the cameras (centre where their axes meet)"
     near, far = _bounds_from_cameras(views, aabb)
     return Dataset(os.path.basename(root), "instant-ngp", {"train": train, "val": test[:8], "test": test},
-                   aabb, near, far, [note, f"aabb_scale {aabb_scale:g}: box {aabb[0].round(3).tolist()} .. "
-                                           f"{aabb[1].round(3).tolist()}"])
+                   aabb, near, far, [note, f"{box_note}: box {aabb[0].round(3).tolist()} .. "
+                                           f"{aabb[1].round(3).tolist()}, near/far {near:.3g}/{far:.3g}"])
+
+
+# colmap2nerf puts the cameras' mean distance to their focus at 4 and instant-ngp's
+# default box (aabb_scale 1, scale 0.33) then spans +-0.5/0.33 = +-1.5 around it.
+CAMERA_BOX_RATIO = 1.5 / 4.0
+
+
+def box_from_cameras(views, where):
+    """A cube around the point nearest to all optical axes, half-side 0.375 x the cameras' mean distance to it.
+
+    This is the box instant-ngp uses for a colmap2nerf file with aabb_scale 1.
+    """
+    centres = np.stack([v.c2w[:3, 3] for v in views])
+    axes = -np.stack([v.c2w[:3, 2] for v in views])
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+    proj = np.eye(3)[None] - axes[:, :, None] * axes[:, None, :]  # removes the component along each axis
+    a, b = proj.sum(axis=0), np.einsum("nij,nj->i", proj, centres)
+    if np.linalg.cond(a) > 1e6:
+        raise DatasetError(f"{where}: the cameras' axes do not meet (parallel: a forward-facing capture?), so no "
+                           "bounded box can be fitted; give aabb_scale/scale/offset as instant-ngp does")
+    focus = np.linalg.solve(a, b)
+    in_front = np.einsum("ni,ni->n", focus - centres, axes) > 0
+    if in_front.mean() < 0.5:
+        raise DatasetError(f"{where}: most cameras look away from the point where their axes meet: not an "
+                           "object-centred capture; give aabb_scale/scale/offset as instant-ngp does")
+    half = CAMERA_BOX_RATIO * float(np.mean(np.linalg.norm(centres - focus, axis=1)))
+    return np.stack([focus - half, focus + half])
 
 
 def _bounds_from_cameras(views, aabb):
@@ -331,7 +412,7 @@ def _load_npz(path, downscale, holdout):
             if missing:
                 raise DatasetError(f"{path}: not a tiny_nerf_data.npz (missing {', '.join(sorted(missing))}; "
                                    f"has {', '.join(sorted(files))})")
-            images, poses, focal = z["images"], z["poses"], float(np.asarray(z["focal"]).reshape(-1)[0])
+            images, poses, focal = z["images"], z["poses"], _number(z["focal"], "focal", path, positive=True)
     except DatasetError:
         raise
     except Exception as e:
@@ -402,8 +483,9 @@ def load(path, downscale=1, holdout=None, log=print):
         ds = _load_npz(target, int(downscale), holdout)
     views = [v for vs in ds.splits.values() for v in vs]
     if not ds.splits["train"]:
-        raise DatasetError(f"{path}: no training views")
-    _check_sizes(views, path)
+        held = f" ({len(ds.splits['test'])} views, all held out: see --holdout)" if ds.splits["test"] else ""
+        raise DatasetError(f"{path}: no training views{held}")
+    _check_sizes(views, path, int(downscale))
     return ds
 
 

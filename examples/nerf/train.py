@@ -103,6 +103,28 @@ def psnr_from_mse(mse):
     return -10.0 * math.log10(max(float(mse), 1e-12))
 
 
+def training_target(colors, mode, seed, step):
+    """Target colours [N, 3] of a batch and the background to render it on.
+
+    colors: uint8 [N, 3] or premultiplied RGBA [N, 4]. RGBA is composited on
+    white or black, or (mode "random") on a colour per ray drawn from (seed,
+    step), so each step sees new backgrounds and the model cannot bake one
+    into the transparent space. Returns background None where the renderer's
+    fixed background (white/black) is the one to use.
+    """
+    import tensorflow as tf
+
+    c = tf.cast(colors, tf.float32) / 255.0
+    if c.shape[-1] != 4:
+        return c, None
+    if mode == "random":
+        seeds = tf.stack([tf.cast(seed, tf.int64), tf.cast(step, tf.int64)])
+        background = tf.random.stateless_uniform(tf.shape(c[:, :3]), seed=seeds)
+        return c[:, :3] + background * (1.0 - c[:, 3:]), background
+    fixed = tf.constant([0.0, 0.0, 0.0] if mode == "black" else [1.0, 1.0, 1.0], tf.float32)
+    return c[:, :3] + fixed * (1.0 - c[:, 3:]), None
+
+
 class Trainer:
     """The whole pipeline; usable from tests and benchmarks (see train() below)."""
 
@@ -136,6 +158,12 @@ class Trainer:
             self.dataset = datasets.from_procedural(data)
         self.data_seconds = time.perf_counter() - t0
         ds = self.dataset
+        if not ds.splits["val"] and ds.splits["test"] and a.eval_every:
+            # Periodic evaluation only draws the PSNR curve (nothing is selected by it).
+            idx = np.linspace(0, len(ds.splits["test"]) - 1, max(a.eval_views, 1)).round().astype(int)
+            ds.splits["val"] = [ds.splits["test"][i] for i in sorted(set(idx))]
+            ds.notes.append(f"no validation views: the periodic evaluation uses {len(ds.splits['val'])} "
+                            "evenly spaced test views")
         for note in ds.notes:
             log(f"{ds.name}: {note}")
         if a.test_views and len(ds.splits["test"]) > a.test_views:
@@ -271,17 +299,7 @@ class Trainer:
         tf, a = self.tf, self.args
         o = tf.gather(self.train_o, idx)
         d = tf.gather(self.train_d, idx)
-        c = tf.cast(tf.gather(self.train_c, idx), tf.float32) / 255.0
-        background = None
-        if c.shape[-1] == 4:  # premultiplied RGBA: composite on the training background
-            if a.background == "random":
-                seed = tf.stack([tf.constant(a.seed, tf.int64), self.step_var.read_value()])
-                background = tf.random.stateless_uniform(tf.shape(c[:, :3]), seed=seed)
-            else:
-                background = self.background
-            c = c[:, :3] + background * (1.0 - c[:, 3:])
-            if a.background != "random":
-                background = None  # the renderer's shared background is the same colour
+        c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, self.step_var.read_value())
         want_w = a.model == "hash" and a.distortion > 0
         rgb, out, t = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
         local = tf.cast(tf.shape(idx)[0], tf.float32)

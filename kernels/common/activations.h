@@ -27,7 +27,12 @@ enum Activation {
   kActSigmoid = 5,
   kActTanh = 6,
   kActSwish = 7,
+  kActSoftplus = 8,
+  kActTruncExp = 9,  // exp with the gradient clamped (instant-NGP's density activation)
 };
+
+// e^15: trunc_exp's gradient is exp(clamp(z, -15, 15)).
+#define MO_TRUNC_EXP_LIMIT 3269017.3724721107f
 
 // f(z). `alpha` is only read by leaky_relu.
 MO_FN float activation_forward(float z, int act, float alpha) {
@@ -56,6 +61,11 @@ MO_FN float activation_forward(float z, int act, float alpha) {
     }
     case kActSwish:
       return z * activation_forward(z, kActSigmoid, alpha);
+    case kActSoftplus:
+      // log(1 + e^z) without overflow: z + log1p(e^-z) for positive z.
+      return z > 0.0f ? z + log1p_f(exp_f(-z)) : log1p_f(exp_f(z));
+    case kActTruncExp:
+      return exp_f(z);
     default:
       return z;
   }
@@ -85,6 +95,11 @@ MO_FN float activation_derivative_from_output(float y, int act, float alpha) {
       return y * (1.0f - y);
     case kActTanh:
       return 1.0f - y * y;
+    case kActSoftplus:
+      return -expm1_f(-y);  // sigmoid(z) = 1 - e^-y
+    case kActTruncExp:
+      return y < 1.0f / MO_TRUNC_EXP_LIMIT ? 1.0f / MO_TRUNC_EXP_LIMIT
+                                          : (y > MO_TRUNC_EXP_LIMIT ? MO_TRUNC_EXP_LIMIT : y);
     default:
       return 1.0f;
   }
@@ -103,6 +118,27 @@ MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
       return activation_derivative_from_output(activation_forward(z, act, alpha), act, alpha);
   }
 }
+
+#if !defined(__METAL_VERSION__) && !defined(__CUDA_ARCH__)
+// The op attribute value of each activation, by number ("none", "relu", ...).
+constexpr const char* kActivationNames[] = {"none",       "relu",    "relu6", "elu",      "leaky_relu",
+                                            "sigmoid",    "tanh",    "swish", "softplus", "trunc_exp"};
+constexpr int kNumActivations = 10;
+
+// The activation named `name`, or -1.
+inline int activation_from_name(const char* name) {
+  for (int i = 0; i < kNumActivations; ++i) {
+    const char* a = kActivationNames[i];
+    const char* b = name;
+    while (*a != '\0' && *a == *b) {
+      ++a;
+      ++b;
+    }
+    if (*a == '\0' && *b == '\0') return i;
+  }
+  return -1;
+}
+#endif
 
 // Conv output stage: z = acc + bias + residual, then y = f(z). One element.
 MO_FN float fused_output_element(float acc, float bias, float residual, int act, float alpha) {

@@ -147,104 +147,6 @@ int64 GatherCost(int dims, int features, int num_levels) {
 // ---- Kernels ----------------------------------------------------------------------------------
 
 template <typename T>
-class HashEncodeOp : public OpKernel {
- public:
-  explicit HashEncodeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& inputs = ctx->input(0);
-    const Tensor& table = ctx->input(1);
-    int dims = 0, features = 0;
-    int64 rows = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_, inputs, table, &dims, &features, &rows));
-    const int64 n = inputs.dim_size(0);
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, int64(attrs_.num_levels) * features}), &out));
-    if (n == 0) return;
-    const Pool pool = GetPool(ctx);
-    const float* x = inputs.flat<float>().data();
-    const T* tab = table.flat<T>().data();
-    T* o = out->flat<T>().data();
-    AdviseHugePages(tab, table.TotalBytes(), /*collapse=*/true);
-    AdviseHugePages(o, out->TotalBytes(), /*collapse=*/false);
-    DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
-      constexpr int kD = decltype(dc)::value;
-      constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid<kD>(attrs_);
-      ForPoints(pool, n, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
-        GatherRange<kD, kF, T, false>(x, nullptr, tab, o, begin, end, g);
-      });
-    });
-  }
-
- private:
-  GridAttrs attrs_;
-};
-
-template <typename T>
-class HashEncodeGradOp : public OpKernel {
- public:
-  explicit HashEncodeGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_table_grad", &table_grad_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_input_grad", &input_grad_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& dy = ctx->input(0);
-    const Tensor& inputs = ctx->input(1);
-    const Tensor& table = ctx->input(2);
-    int dims = 0, features = 0;
-    int64 rows = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_, inputs, table, &dims, &features, &rows));
-    const int64 n = inputs.dim_size(0);
-    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.num_levels) * features));
-    Tensor* grad_table = nullptr;
-    Tensor* grad_inputs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({table_grad_ ? rows : 0, features}),
-                                             &grad_table));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({input_grad_ ? n : 0, dims}), &grad_inputs));
-    const Pool pool = GetPool(ctx);
-    const float* x = inputs.flat<float>().data();
-    const T* tab = table.flat<T>().data();
-    const T* g_out = dy.flat<T>().data();
-    float* acc = nullptr;
-    Tensor acc_tensor;
-    if (table_grad_) {
-      if (std::is_same<T, float>::value) {
-        acc = reinterpret_cast<float*>(grad_table->flat<T>().data());
-      } else {
-        OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({table.NumElements()}), &acc_tensor));
-        acc = acc_tensor.flat<float>().data();
-      }
-      AdviseHugePages(acc, sizeof(float) * size_t(table.NumElements()), /*collapse=*/false);
-    }
-    if (input_grad_) AdviseHugePages(tab, table.TotalBytes(), /*collapse=*/true);
-    DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
-      constexpr int kD = decltype(dc)::value;
-      constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid<kD>(attrs_);
-      if (table_grad_) {
-        ScatterTable<kD, kF, T, false>(pool, x, nullptr, g_out, acc, grad_table->flat<T>().data(), n, g);
-      }
-      if (input_grad_) {
-        float* dx = grad_inputs->flat<float>().data();
-        ForPoints(pool, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
-          InputGradRange<kD, kF, T>(x, tab, g_out, dx, begin, end, g);
-        });
-      }
-    });
-  }
-
- private:
-  GridAttrs attrs_;
-  bool table_grad_ = true;
-  bool input_grad_ = true;
-};
-
-template <typename T>
 class HashEncodeGradGradOp : public OpKernel {
  public:
   explicit HashEncodeGradGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -320,18 +222,71 @@ class HashGridOffsetsOp : public OpKernel {
   GridAttrs attrs_;
 };
 
-#define REGISTER_HASH_ENCODE_CPU(T)                                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncode").Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
-                          HashEncodeOp<T>);                                                         \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-                          HashEncodeGradOp<T>);                                                     \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGradGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+REGISTER_KERNEL_BUILDER(Name("MetalOpsHashGridOffsets").Device(DEVICE_CPU), HashGridOffsetsOp);
+
+}  // namespace
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+template <typename T>
+struct HashEncodeFunctor<CPUDevice, T> {
+  static absl::Status Forward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
+    const Pool pool = GetPool(ctx);
+    AdviseHugePages(a.table, sizeof(T) * size_t(a.rows * a.features), /*collapse=*/true);
+    AdviseHugePages(a.encoded, sizeof(T) * size_t(a.num_points * grid.num_levels * a.features), /*collapse=*/false);
+    DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
+      constexpr int kD = decltype(dc)::value;
+      constexpr int kF = decltype(fc)::value;
+      const Grid g = MakeGrid<kD>(grid);
+      ForPoints(pool, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+        GatherRange<kD, kF, T, false>(a.inputs, nullptr, a.table, a.encoded, begin, end, g);
+      });
+    });
+    return absl::OkStatus();
+  }
+
+  // Deterministic always (fixed-order reductions): a.deterministic changes nothing here.
+  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
+    const Pool pool = GetPool(ctx);
+    const int64 table_elements = a.rows * a.features;
+    float* acc = nullptr;
+    Tensor acc_tensor;
+    if (a.grad_table != nullptr) {
+      if (std::is_same<T, float>::value) {
+        acc = reinterpret_cast<float*>(a.grad_table);
+      } else {
+        TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({table_elements}), &acc_tensor));
+        acc = acc_tensor.flat<float>().data();
+      }
+      AdviseHugePages(acc, sizeof(float) * size_t(table_elements), /*collapse=*/false);
+    }
+    if (a.grad_inputs != nullptr) AdviseHugePages(a.table, sizeof(T) * size_t(table_elements), /*collapse=*/true);
+    DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
+      constexpr int kD = decltype(dc)::value;
+      constexpr int kF = decltype(fc)::value;
+      const Grid g = MakeGrid<kD>(grid);
+      if (a.grad_table != nullptr) {
+        ScatterTable<kD, kF, T, false>(pool, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
+      }
+      if (a.grad_inputs != nullptr) {
+        ForPoints(pool, a.num_points, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+          InputGradRange<kD, kF, T>(a.inputs, a.table, a.grad_encoded, a.grad_inputs, begin, end, g);
+        });
+      }
+    });
+    return absl::OkStatus();
+  }
+};
+
+#define REGISTER_HASH_ENCODE_CPU(T)                                                                      \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncode").Device(DEVICE_CPU).TypeConstraint<T>("T"),          \
+                          HashEncodeOp<CPUDevice, T>);                                                   \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),      \
+                          HashEncodeGradOp<CPUDevice, T>);                                               \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGradGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),  \
                           HashEncodeGradGradOp<T>);
 REGISTER_HASH_ENCODE_CPU(float);
 REGISTER_HASH_ENCODE_CPU(Eigen::half);
 #undef REGISTER_HASH_ENCODE_CPU
 
-REGISTER_KERNEL_BUILDER(Name("MetalOpsHashGridOffsets").Device(DEVICE_CPU), HashGridOffsetsOp);
-
-}  // namespace
 }  // namespace mo

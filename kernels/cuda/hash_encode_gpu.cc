@@ -1,4 +1,5 @@
-// MetalOpsHashEncode / MetalOpsHashEncodeGrad as TensorFlow GPU kernels (C++
+// The CUDA functor of MetalOpsHashEncode / MetalOpsHashEncodeGrad (the kernel
+// class is kernels/hash_encode_op.h) and its GPU registration (C++
 // API). Compiled only when the installed TensorFlow is a CUDA build (`make`
 // then defines GOOGLE_CUDA and links kernels/cuda/hash_encode.cu.cc); `make
 // cuda-check` syntax-checks it against the pip headers. Not run here: the
@@ -46,127 +47,63 @@ struct DeviceType<Eigen::half> {
 };
 static_assert(sizeof(Eigen::half) == sizeof(__half), "half layouts differ");
 
-using ::mo::hash_encode_tf::CheckInputsAndTable;
-using ::mo::hash_encode_tf::CheckMatrix;
 using ::mo::hash_encode_tf::GridAttrs;
-using ::mo::hash_encode_tf::ReadGridAttrs;
-
-// Checks inputs and table (shared with the CPU kernels), then the launch
-// parameters of the grid.
-absl::Status ValidateAndMakeParams(const GridAttrs& a, const Tensor& inputs, const Tensor& table, int* dims,
-                                   int* features, hg::Params* params, int64_t* rows) {
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(a, inputs, table, dims, features, rows));
-  *params = ::mo::hash_encode_checks::MakeParams(a, *dims, inputs.dim_size(0));
-  return absl::OkStatus();
-}
 
 absl::Status LaunchStatus(const char* what, cudaError_t err) {
   if (err == cudaSuccess) return absl::OkStatus();
   return ::tensorflow::errors::Internal(what, " CUDA launch failed: ", cudaGetErrorString(err));
 }
 
-template <typename T>
-class HashEncodeGpuOp : public OpKernel {
- public:
-  explicit HashEncodeGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
-  }
+}  // namespace
 
-  void Compute(OpKernelContext* ctx) override {
-    typedef typename DeviceType<T>::type DT;
-    const Tensor& inputs = ctx->input(0);
-    const Tensor& table = ctx->input(1);
-    int dims = 0, features = 0;
-    int64_t rows = 0;
-    hg::Params params;
-    OP_REQUIRES_OK(ctx, ValidateAndMakeParams(attrs_, inputs, table, &dims, &features, &params, &rows));
-    const int64_t n = inputs.dim_size(0);
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, int64_t(attrs_.num_levels) * features}), &out));
-    if (n == 0) return;
-    const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
-    OP_REQUIRES_OK(ctx, LaunchStatus("MetalOpsHashEncode",
-                                     ::mo::cuda::LaunchHashEncodeForward(
-                                         inputs.flat<float>().data(),
-                                         reinterpret_cast<const DT*>(table.flat<T>().data()),
-                                         reinterpret_cast<DT*>(out->flat<T>().data()), dims, features, params,
-                                         stream)));
-  }
-
- private:
-  GridAttrs attrs_;
-};
+using GPUDevice = Eigen::GpuDevice;
 
 template <typename T>
-class HashEncodeGradGpuOp : public OpKernel {
- public:
-  explicit HashEncodeGradGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_table_grad", &table_grad_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_input_grad", &input_grad_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("deterministic", &deterministic_));
+struct HashEncodeFunctor<GPUDevice, T> {
+  using DT = typename DeviceType<T>::type;
+
+  static absl::Status Forward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
+    const hg::Params params = hash_encode_checks::MakeParams(grid, a.dims, a.num_points);
+    return LaunchStatus("MetalOpsHashEncode",
+                        cuda::LaunchHashEncodeForward(a.inputs, reinterpret_cast<const DT*>(a.table),
+                                                      reinterpret_cast<DT*>(a.encoded), a.dims, a.features, params,
+                                                      ctx->eigen_device<GPUDevice>().stream()));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    typedef typename DeviceType<T>::type DT;
-    const Tensor& dy = ctx->input(0);
-    const Tensor& inputs = ctx->input(1);
-    const Tensor& table = ctx->input(2);
-    int dims = 0, features = 0;
-    int64_t rows = 0;
-    hg::Params params;
-    OP_REQUIRES_OK(ctx, ValidateAndMakeParams(attrs_, inputs, table, &dims, &features, &params, &rows));
-    const int64_t n = inputs.dim_size(0);
-    const int64_t width = int64_t(attrs_.num_levels) * features;
-    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, width));
-    Tensor* grad_table = nullptr;
-    Tensor* grad_inputs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({table_grad_ ? rows : 0, features}), &grad_table));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({input_grad_ ? n : 0, dims}), &grad_inputs));
-    if (!table_grad_ && !input_grad_) return;
-
-    ::mo::cuda::HashEncodeBackwardOptions options;
-    options.table_grad = table_grad_;
-    options.input_grad = input_grad_;
-    options.deterministic = deterministic_ || ::tensorflow::OpDeterminismRequired();
+  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
+    const hg::Params params = hash_encode_checks::MakeParams(grid, a.dims, a.num_points);
+    cuda::HashEncodeBackwardOptions options;
+    options.table_grad = a.grad_table != nullptr;
+    options.input_grad = a.grad_inputs != nullptr;
+    options.deterministic = a.deterministic || ::tensorflow::OpDeterminismRequired();
     const bool half = std::is_same<T, Eigen::half>::value;
     const size_t workspace_bytes =
-        ::mo::cuda::HashEncodeBackwardWorkspaceBytes(dims, features, rows, half, params, options);
+        cuda::HashEncodeBackwardWorkspaceBytes(a.dims, a.features, a.rows, half, params, options);
     Tensor workspace;
     void* workspace_ptr = nullptr;
     if (workspace_bytes > 0) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_UINT8,
-                                             TensorShape({static_cast<int64_t>(workspace_bytes)}), &workspace));
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8,
+                                            TensorShape({static_cast<int64_t>(workspace_bytes)}), &workspace));
       workspace_ptr = workspace.flat<uint8_t>().data();
     }
-    const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
-    OP_REQUIRES_OK(ctx, LaunchStatus("MetalOpsHashEncodeGrad",
-                                     ::mo::cuda::LaunchHashEncodeBackward(
-                                         reinterpret_cast<const DT*>(dy.flat<T>().data()),
-                                         inputs.flat<float>().data(),
-                                         reinterpret_cast<const DT*>(table.flat<T>().data()),
-                                         table_grad_ ? reinterpret_cast<DT*>(grad_table->flat<T>().data()) : nullptr,
-                                         input_grad_ ? grad_inputs->flat<float>().data() : nullptr, workspace_ptr,
-                                         workspace_bytes, dims, features, rows, params, options, stream)));
+    return LaunchStatus("MetalOpsHashEncodeGrad",
+                        cuda::LaunchHashEncodeBackward(
+                            reinterpret_cast<const DT*>(a.grad_encoded), a.inputs,
+                            reinterpret_cast<const DT*>(a.table), reinterpret_cast<DT*>(a.grad_table),
+                            a.grad_inputs, workspace_ptr, workspace_bytes, a.dims, a.features, a.rows, params,
+                            options, ctx->eigen_device<GPUDevice>().stream()));
   }
-
- private:
-  GridAttrs attrs_;
-  bool table_grad_ = true;
-  bool input_grad_ = true;
-  bool deterministic_ = false;
 };
 
 #define METAL_OPS_REGISTER_HASH_ENCODE_GPU(T)                                                             \
   REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncode").Device(DEVICE_GPU).TypeConstraint<T>("T"),           \
-                          HashEncodeGpuOp<T>);                                                            \
+                          HashEncodeOp<GPUDevice, T>);                                                    \
   REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGrad").Device(DEVICE_GPU).TypeConstraint<T>("T"),       \
-                          HashEncodeGradGpuOp<T>);
+                          HashEncodeGradOp<GPUDevice, T>);
 METAL_OPS_REGISTER_HASH_ENCODE_GPU(float);
 METAL_OPS_REGISTER_HASH_ENCODE_GPU(Eigen::half);
 #undef METAL_OPS_REGISTER_HASH_ENCODE_GPU
 
-}  // namespace
 }  // namespace mo
 
 #endif  // GOOGLE_CUDA

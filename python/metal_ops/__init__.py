@@ -8,6 +8,7 @@ from metal_ops._loader import load_library
 from metal_ops.distortion_loss import distortion_loss
 from metal_ops import fusion
 from metal_ops.fused_conv2d import fused_conv2d
+from metal_ops.fused_mlp import fused_mlp
 from metal_ops.hash_encode import hash_encode, hash_grid_size
 from metal_ops import layers
 from metal_ops.robust_loss import robust_loss
@@ -22,6 +23,7 @@ __all__ = [
     "load_library",
     "distortion_loss",
     "fused_conv2d",
+    "fused_mlp",
     "fusion",
     "hash_encode",
     "hash_grid_size",

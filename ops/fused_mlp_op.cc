@@ -1,0 +1,92 @@
+// FusedMLP (tiny-cuda-nn's fully fused MLP for TensorFlow): op definitions.
+//
+// Checks: ops/fused_mlp_checks.h. Kernels: kernels/cpu/fused_mlp_kernels.cc.
+// Python: python/metal_ops/fused_mlp.py. Design: docs/FUSED_MLP.md.
+#include <string>
+#include <vector>
+
+#include "ops/checks_tf.h"
+#include "ops/fused_mlp_checks.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace {
+
+using ::tensorflow::Status;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+// Output shapes from the last kernel's columns and the first's (the width);
+// the full checks run in the kernels, where every shape is known.
+Status FusedMlpShape(InferenceContext* c) {
+  int num = 0;
+  TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
+  std::string activation, output_activation;
+  float alpha = 0.0f;
+  TF_RETURN_IF_ERROR(c->GetAttr("activation", &activation));
+  TF_RETURN_IF_ERROR(c->GetAttr("output_activation", &output_activation));
+  TF_RETURN_IF_ERROR(c->GetAttr("leaky_relu_alpha", &alpha));
+  mo::fused_mlp_checks::Attrs attrs;
+  TF_RETURN_IF_ERROR(
+      mo::checks::ToStatus(mo::fused_mlp_checks::ParseAttrs(activation, output_activation, alpha, &attrs)));
+  ShapeHandle x, first, last;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &first));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(num), 2, &last));
+  c->set_output(0, c->Matrix(c->Dim(x, 0), c->Dim(last, 1)));
+  c->set_output(1, c->MakeShape({c->MakeDim(num - 1), c->Dim(x, 0), c->Dim(first, 1)}));
+  return Status();
+}
+
+}  // namespace
+
+REGISTER_OP("MetalOpsFusedMLP")
+    .Input("x: T")
+    .Input("kernels: N * T")
+    .Input("biases: N * T")
+    .Output("y: T")
+    .Output("hidden: T")
+    .Attr("N: int >= 1")
+    .Attr("T: {float, half}")
+    .Attr("activation: string = 'relu'")
+    .Attr("output_activation: string = 'none'")
+    .Attr("leaky_relu_alpha: float = 0.2")
+    .SetShapeFn(FusedMlpShape)
+    .Doc(R"doc(
+A multilayer perceptron in one op: y = f_out(h_L W_L + b_L), h_l = f(h_{l-1} W_l + b_l),
+h_0 = x, with the hidden width in {16, 32, 64, 128} and 1 to 8 hidden layers.
+
+kernels, biases: Keras Dense layout ([in, out] and [out]), N = hidden layers + 1.
+hidden: the hidden layers' outputs [N - 1, batch, width], which the backward reads.
+)doc");
+
+REGISTER_OP("MetalOpsFusedMLPGrad")
+    .Input("grad_y: T")
+    .Input("x: T")
+    .Input("kernels: N * T")
+    .Input("y: T")
+    .Input("hidden: T")
+    .Output("grad_x: T")
+    .Output("grad_kernels: N * T")
+    .Output("grad_biases: N * T")
+    .Attr("N: int >= 1")
+    .Attr("T: {float, half}")
+    .Attr("activation: string = 'relu'")
+    .Attr("output_activation: string = 'none'")
+    .Attr("leaky_relu_alpha: float = 0.2")
+    .SetShapeFn([](InferenceContext* c) {
+      int num = 0;
+      TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
+      c->set_output(0, c->input(1));
+      for (int l = 0; l < num; ++l) {
+        c->set_output(1 + l, c->input(2 + l));
+        ShapeHandle k;
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + l), 2, &k));
+        c->set_output(1 + num + l, c->Vector(c->Dim(k, 1)));
+      }
+      return Status();
+    })
+    .Doc(R"doc(
+Backward of MetalOpsFusedMLP: the gradients of sum(grad_y * y) for x, every
+kernel and every bias, reduced in a fixed order (bitwise deterministic).
+)doc");

@@ -1,0 +1,52 @@
+"""A fully fused multilayer perceptron (ops/fused_mlp_op.cc; tiny-cuda-nn's idea).
+
+The formulas of the activations are kernels/common/activations.h; the checks
+ops/fused_mlp_checks.h. docs/FUSED_MLP.md describes the kernels.
+"""
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+HIDDEN_ACTIVATIONS = ("none", "relu", "leaky_relu", "sigmoid", "softplus")
+OUTPUT_ACTIVATIONS = HIDDEN_ACTIVATIONS + ("trunc_exp",)
+
+
+def fused_mlp(x, kernels, biases, activation="relu", output_activation=None, leaky_relu_alpha=0.2, name=None):
+    """y = f_out(h_L W_L + b_L) with h_l = f(h_{l-1} W_l + b_l), h_0 = x, in one op.
+
+    Args:
+      x: [N, in_dim] float32 (float16 on GPUs), in_dim in [1, 128].
+      kernels: list of matrices in Keras Dense layout: [in_dim, W], then
+        [W, W] per further hidden layer, then [W, out_dim]; W in {16, 32, 64,
+        128}, 1 to 8 hidden layers, out_dim in [1, 128].
+      biases: one vector per kernel ([W] ..., [out_dim]).
+      activation: hidden activation, one of HIDDEN_ACTIVATIONS.
+      output_activation: None / "none" or one of OUTPUT_ACTIVATIONS
+        ("trunc_exp": exp with the gradient clamped to exp(+-15), as NeRF
+        densities use).
+      leaky_relu_alpha: the slope of leaky_relu below 0, in [0, 1).
+
+    Returns y [N, out_dim]. Differentiable w.r.t. x, every kernel and every
+    bias (one fused backward op, deterministic).
+    """
+    with tf.name_scope(name or "fused_mlp"):
+        kernels, biases = list(kernels), list(biases)
+        x = tf.convert_to_tensor(x)
+        kernels = [tf.convert_to_tensor(k, dtype=x.dtype) for k in kernels]
+        biases = [tf.convert_to_tensor(b, dtype=x.dtype) for b in biases]
+        y, _ = load_library().metal_ops_fused_mlp(
+            x, kernels, biases, activation=activation, output_activation=output_activation or "none",
+            leaky_relu_alpha=float(leaky_relu_alpha))
+        return y
+
+
+@tf.RegisterGradient("MetalOpsFusedMLP")
+def _fused_mlp_grad(op, grad_y, unused_grad_hidden):
+    num = op.get_attr("N")
+    x = op.inputs[0]
+    kernels = list(op.inputs[1:1 + num])
+    grads = load_library().metal_ops_fused_mlp_grad(
+        grad_y, x, kernels, op.outputs[0], op.outputs[1], activation=op.get_attr("activation"),
+        output_activation=op.get_attr("output_activation"), leaky_relu_alpha=op.get_attr("leaky_relu_alpha"))
+    grad_x, grad_kernels, grad_biases = grads
+    return [grad_x] + list(grad_kernels) + list(grad_biases)

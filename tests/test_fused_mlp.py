@@ -1,0 +1,227 @@
+"""metal_ops.fused_mlp (MetalOpsFusedMLP / MetalOpsFusedMLPGrad) on the CPU.
+
+Against an independent NumPy reference (float64), Keras Dense stacks with the
+same weights, tf.test.compute_gradient; every hidden width, depths 1..8, every
+activation, odd input/output widths, empty batches; determinism across thread
+counts; bad shapes, dtypes and attributes.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import metal_ops
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---- independent reference ---------------------------------------------------------------
+
+def act_np(z, name, alpha=0.2):
+    if name == "none":
+        return z
+    if name == "relu":
+        return np.maximum(z, 0.0)
+    if name == "leaky_relu":
+        return np.where(z > 0, z, alpha * z)
+    if name == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-z))
+    if name == "softplus":
+        return np.logaddexp(0.0, z)
+    if name == "trunc_exp":
+        return np.exp(z)
+    raise ValueError(name)
+
+
+def dact_np(z, name, alpha=0.2):
+    if name == "none":
+        return np.ones_like(z)
+    if name == "relu":
+        return (z > 0).astype(z.dtype)
+    if name == "leaky_relu":
+        return np.where(z > 0, 1.0, alpha)
+    if name == "sigmoid":
+        s = 1.0 / (1.0 + np.exp(-z))
+        return s * (1.0 - s)
+    if name == "softplus":
+        return 1.0 / (1.0 + np.exp(-z))
+    if name == "trunc_exp":
+        return np.exp(np.clip(z, -15, 15))
+    raise ValueError(name)
+
+
+def reference(x, kernels, biases, act, out_act, dy):
+    """y and the gradients of sum(dy * y) for x, kernels, biases (float64)."""
+    hs, zs = [np.asarray(x, np.float64)], []
+    for l, (w, b) in enumerate(zip(kernels, biases)):
+        z = hs[-1] @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
+        zs.append(z)
+        hs.append(act_np(z, out_act if l == len(kernels) - 1 else act))
+    dz = np.asarray(dy, np.float64) * dact_np(zs[-1], out_act)
+    dks, dbs = [None] * len(kernels), [None] * len(kernels)
+    for l in range(len(kernels) - 1, -1, -1):
+        dks[l] = hs[l].T @ dz
+        dbs[l] = dz.sum(0)
+        dh = dz @ np.asarray(kernels[l], np.float64).T
+        if l:
+            dz = dh * dact_np(zs[l - 1], act)
+    return hs[-1], dh, dks, dbs
+
+
+def make_net(rng, in_dim, width, hidden, out_dim, scale=None):
+    dims = [in_dim] + [width] * hidden + [out_dim]
+    kernels = [(rng.standard_normal((a, b)) * (scale or 1.0 / np.sqrt(a))).astype(np.float32)
+               for a, b in zip(dims[:-1], dims[1:])]
+    biases = [(0.1 * rng.standard_normal(b)).astype(np.float32) for b in dims[1:]]
+    return kernels, biases
+
+
+def run(x, kernels, biases, act, out_act, dy):
+    xt = tf.constant(x)
+    ks = [tf.constant(k) for k in kernels]
+    bs = [tf.constant(b) for b in biases]
+    with tf.GradientTape() as tape:
+        tape.watch([xt] + ks + bs)
+        y = metal_ops.fused_mlp(xt, ks, bs, activation=act, output_activation=out_act)
+        loss = tf.reduce_sum(y * tf.constant(dy))
+    grads = tape.gradient(loss, [xt] + ks + bs)
+    return y.numpy(), [g.numpy() for g in grads]
+
+
+CASES = [  # in, width, hidden layers, out, hidden activation, output activation, rows
+    (31, 64, 2, 3, "relu", "sigmoid", 300),     # the NeRF colour network
+    (32, 64, 1, 16, "relu", "trunc_exp", 129),  # the NeRF density network
+    (3, 16, 1, 1, "softplus", "none", 7),
+    (5, 32, 3, 7, "leaky_relu", "softplus", 256),
+    (17, 128, 2, 5, "sigmoid", "relu", 130),
+    (1, 16, 8, 2, "none", "leaky_relu", 64),
+    (128, 32, 4, 128, "relu", "none", 40),
+]
+
+
+@pytest.mark.parametrize("in_dim,width,hidden,out_dim,act,out_act,n", CASES)
+def test_matches_numpy_reference(in_dim, width, hidden, out_dim, act, out_act, n):
+    rng = np.random.default_rng(in_dim * 1000 + width + hidden)
+    x = rng.uniform(-1, 1, (n, in_dim)).astype(np.float32)
+    kernels, biases = make_net(rng, in_dim, width, hidden, out_dim)
+    dy = rng.standard_normal((n, out_dim)).astype(np.float32)
+    y, grads = run(x, kernels, biases, act, out_act, dy)
+    ry, rdx, rdk, rdb = reference(x, kernels, biases, act, out_act, dy)
+    scale = max(1.0, np.abs(ry).max())
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-5 * scale)
+    for got, want in zip(grads, [rdx] + rdk + rdb):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("hidden", [1, 8])
+def test_matches_a_keras_dense_stack_with_the_same_weights(hidden):
+    import keras
+
+    rng = np.random.default_rng(hidden)
+    kernels, biases = make_net(rng, 31, 64, hidden, 3)
+    layers = [keras.layers.Dense(64, activation="relu") for _ in range(hidden)] + [
+        keras.layers.Dense(3, activation="sigmoid")]
+    model = keras.Sequential([keras.Input((31,))] + layers)
+    model.set_weights([w for pair in zip(kernels, biases) for w in pair])
+    x = tf.constant(rng.uniform(-1, 1, (200, 31)).astype(np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        y_fused = metal_ops.fused_mlp(x, model.trainable_weights[0::2], model.trainable_weights[1::2],
+                                      activation="relu", output_activation="sigmoid")
+        y_dense = model(x)
+        l_fused, l_dense = tf.reduce_sum(y_fused ** 2), tf.reduce_sum(y_dense ** 2)
+    # Same weights, float32 both ways; only the summation order differs.
+    np.testing.assert_allclose(y_fused.numpy(), y_dense.numpy(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(tape.gradient(l_fused, model.trainable_weights), tape.gradient(l_dense, model.trainable_weights)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_compute_gradient():
+    rng = np.random.default_rng(5)
+    kernels, biases = make_net(rng, 4, 16, 2, 3, scale=0.5)
+    x = rng.uniform(-1, 1, (6, 4)).astype(np.float32)
+
+    def f(x, k0, k1, k2, b0, b1, b2):
+        return metal_ops.fused_mlp(x, [k0, k1, k2], [b0, b1, b2], activation="softplus", output_activation="sigmoid")
+
+    theoretical, numerical = tf.test.compute_gradient(f, [x] + kernels + biases, delta=1e-2)
+    for t, n in zip(theoretical, numerical):
+        np.testing.assert_allclose(t, n, atol=2e-3, rtol=2e-2)
+
+
+def test_empty_batch_and_tf_function():
+    rng = np.random.default_rng(1)
+    kernels, biases = make_net(rng, 5, 32, 2, 4)
+    x = tf.zeros((0, 5))
+    y, grads = run(x.numpy(), kernels, biases, "relu", "none", np.zeros((0, 4), np.float32))
+    assert y.shape == (0, 4) and grads[0].shape == (0, 5)
+    assert all(np.all(g == 0) for g in grads[1:])
+    f = tf.function(lambda v: metal_ops.fused_mlp(v, kernels, biases))
+    xs = rng.uniform(size=(9, 5)).astype(np.float32)
+    np.testing.assert_allclose(f(xs).numpy(), metal_ops.fused_mlp(xs, kernels, biases).numpy(), rtol=0, atol=0)
+
+
+DETERMINISM = """
+import sys
+import numpy as np, tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
+import metal_ops
+from tests.test_fused_mlp import make_net
+rng = np.random.default_rng(0)
+kernels, biases = make_net(rng, 31, 64, 2, 3)
+x = tf.constant(rng.uniform(-1, 1, (20000, 31)).astype(np.float32))
+ks, bs = [tf.constant(k) for k in kernels], [tf.constant(b) for b in biases]
+with tf.GradientTape() as t:
+    t.watch(ks + bs)
+    loss = tf.reduce_sum(metal_ops.fused_mlp(x, ks, bs, output_activation="sigmoid") ** 2)
+g = t.gradient(loss, ks + bs)
+sys.stdout.write(" ".join(v.numpy().tobytes().hex()[:64] + str(float(np.sum(v.numpy(), dtype=np.float64))) for v in g))
+"""
+
+
+def test_weight_gradients_are_bitwise_the_same_for_any_thread_count():
+    outs = {}
+    for threads in (1, 2):
+        r = subprocess.run([sys.executable, "-c", DETERMINISM, str(threads)], cwd=ROOT, capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "python"),
+                                                                                         ROOT])})
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[threads] = r.stdout
+    assert outs[1] == outs[2]
+
+
+# ---- bad input -----------------------------------------------------------------------------
+
+def bad(kernels=None, biases=None, x=None, **attrs):
+    rng = np.random.default_rng(2)
+    k, b = make_net(rng, 4, 16, 1, 2)
+    return metal_ops.fused_mlp(np.ones((3, 4), np.float32) if x is None else x, kernels or k, biases or b, **attrs)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(kernels=[np.ones((4, 16), np.float32)], biases=[np.ones(16, np.float32)]),
+     r"'kernels' must hold 2 to 9 matrices"),
+    (dict(kernels=[np.ones((4, 24), np.float32), np.ones((24, 2), np.float32)],
+          biases=[np.ones(24, np.float32), np.ones(2, np.float32)]), r"hidden width .* must be 16, 32, 64 or 128, got 24"),
+    (dict(kernels=[np.ones((4, 16), np.float32), np.ones((15, 2), np.float32)]),
+     r"'kernels\[1\]' must be \[16, 2\]"),
+    (dict(biases=[np.ones(16, np.float32), np.ones(3, np.float32)]), r"'biases\[1\]' must be \[2\], got \[3\]"),
+    (dict(x=np.ones((3, 5), np.float32)), r"'kernels\[0\]' must be \[5, 16\]"),
+    (dict(activation="tanh"), r"'activation' must be none, relu, leaky_relu, sigmoid or softplus, got 'tanh'"),
+    (dict(activation="trunc_exp"), r"'activation' must be"),
+    (dict(output_activation="swish"), r"'output_activation' must be .*got 'swish'"),
+    (dict(leaky_relu_alpha=-0.1), r"'leaky_relu_alpha' must be in \[0, 1\)"),
+])
+def test_bad_input_names_the_argument(kwargs, match):
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=match):
+        bad(**kwargs)
+
+
+def test_float16_on_cpu_says_where_it_runs():
+    rng = np.random.default_rng(3)
+    k, b = make_net(rng, 4, 16, 1, 2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="float16 runs on GPUs"):
+        metal_ops.fused_mlp(np.ones((3, 4), np.float16), [v.astype(np.float16) for v in k],
+                            [v.astype(np.float16) for v in b])
