@@ -15,8 +15,9 @@ import pytest
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
 
 # mo::Activation codes (kernels/common/activations.h)
-ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5}
+ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}
 ALPHA = 0.2
+TRUNC_EXP_LIMIT = 3269017.3724721107  # MO_TRUNC_EXP_LIMIT (e^15), kernels/common/activations.h
 
 
 def ref_act(z, name):
@@ -26,6 +27,10 @@ def ref_act(z, name):
         return np.where(z > 0, z, ALPHA * z)
     if name == "sigmoid":
         return 1.0 / (1.0 + np.exp(-z))
+    if name == "softplus":
+        return np.logaddexp(0.0, z)
+    if name == "trunc_exp":
+        return np.exp(z)
     return z
 
 
@@ -37,6 +42,10 @@ def ref_dact(z, name):
     if name == "sigmoid":
         s = 1.0 / (1.0 + np.exp(-z))
         return s * (1 - s)
+    if name == "softplus":
+        return 1.0 / (1.0 + np.exp(-z))
+    if name == "trunc_exp":
+        return np.clip(np.exp(z), 1.0 / TRUNC_EXP_LIMIT, TRUNC_EXP_LIMIT)
     return np.ones_like(z)
 
 
@@ -45,6 +54,10 @@ def ref_dact_from_output(y, name):
         return np.where(y > 0, 1.0, 0.0 if name == "relu" else ALPHA)
     if name == "sigmoid":
         return y * (1 - y)
+    if name == "softplus":
+        return -np.expm1(-y)
+    if name == "trunc_exp":
+        return np.clip(y, 1.0 / TRUNC_EXP_LIMIT, TRUNC_EXP_LIMIT)
     return np.ones_like(y)
 
 
@@ -178,7 +191,8 @@ def test_depths(dtype, hidden):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("act,out_act", [("none", "none"), ("leaky_relu", "relu"),
-                                         ("sigmoid", "leaky_relu"), ("relu", "sigmoid")])
+                                         ("sigmoid", "leaky_relu"), ("relu", "sigmoid"),
+                                         ("softplus", "trunc_exp"), ("relu", "softplus")])
 def test_activations(dtype, act, out_act):
     cupy, lib = require_gpu()
     rng = np.random.default_rng(3)
