@@ -1,0 +1,154 @@
+"""FusedMLP CUDA kernels vs tiny-cuda-nn's FullyFusedMLP, side by side in one
+process on the GPU (interleaved rounds, medians of per-round ratios).
+
+    make cuda-harness
+    TCNN_DIR=/path/to/tiny-cuda-nn sh benchmarks/cuda/build_tcnn_shim.sh   # optional
+    python3 benchmarks/cuda/bench_fused_mlp_cuda.py [--tcnn build/libtcnn_mlp_shim.so]
+
+Both run the same shapes with ReLU hidden layers and a linear output; forward
+is inference, forward+backward is the training forward plus the backward with
+dx and every weight and bias gradient. tiny-cuda-nn's FullyFusedMLP has no
+float32 path, so float32 rows report ours alone. Writes
+benchmarks/results/fused_mlp_h100.json (or --json).
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from benchmarks import timing  # noqa: E402
+from tests.cuda import test_fused_mlp_cuda as t  # noqa: E402
+from tests.cuda.harness import check, dptr, stream_ptr  # noqa: E402
+
+CONFIGS = [  # name, in, width, hidden layers, out
+    ("w64_in64_h4_out64", 64, 64, 4, 64),
+    ("nerf_density_32_64_64_16", 32, 64, 2, 16),
+    ("nerf_color_32_64_64_3", 32, 64, 2, 3),
+]
+
+
+def flops(n, in_dim, width, hidden, out_dim):
+    dims = [in_dim] + [width] * hidden + [out_dim]
+    return 2.0 * n * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1 << 20)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--reps", type=int, default=20, help="launches per timed call")
+    ap.add_argument("--tcnn", default=os.path.join(ROOT, "build", "libtcnn_mlp_shim.so"))
+    ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "fused_mlp_h100.json"))
+    args = ap.parse_args()
+
+    import cupy
+    lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
+    lib.metal_ops_fused_mlp_workspace_bytes.restype = ctypes.c_int64
+    tc = None
+    if os.path.exists(args.tcnn):
+        # the shim's driver-API symbols resolve against the already-present libcuda
+        ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+        tc = ctypes.CDLL(args.tcnn)
+        tc.tcnn_mlp_create.restype = ctypes.c_void_p
+        tc.tcnn_mlp_inference.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p]
+        tc.tcnn_mlp_forward_backward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int, ctypes.c_void_p]
+        tc.tcnn_mlp_padded_output_width.argtypes = [ctypes.c_void_p]
+        tc.tcnn_mlp_destroy.argtypes = [ctypes.c_void_p]
+    else:
+        print(f"tiny-cuda-nn shim {args.tcnn} missing: ours only")
+
+    stream = cupy.cuda.get_current_stream()
+    dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    rng = np.random.default_rng(0)
+    n, reps = args.n, args.reps
+    results = {"device": dev, "n": n, "rounds": args.rounds, "reps_per_call": reps, "rows": []}
+    print(f"{dev}  N={n}  rounds={args.rounds} x {reps} launches; throughput in M points/s")
+    for name, in_dim, width, hidden, out_dim in CONFIGS:
+        for dtype in (np.float16, np.float32):
+            sfx = t._suffix(dtype)
+            ws, bs = t.make_net(rng, in_dim, width, hidden, out_dim, dtype)
+            x = cupy.asarray(rng.uniform(-1, 1, (n, in_dim)).astype(dtype))
+            dw = [cupy.asarray(w) for w in ws]
+            db = [cupy.asarray(b) for b in bs]
+            y = cupy.empty((n, out_dim), dtype)
+            saved = cupy.empty((hidden, n, width), dtype)
+            dy = cupy.asarray(rng.standard_normal((n, out_dim)).astype(dtype))
+            dx = cupy.empty_like(x)
+            gw = [cupy.empty_like(w) for w in dw]
+            gb = [cupy.empty_like(b) for b in db]
+            wsb = t.workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype)
+            wp, bp, gwp, gbp = t._ptrs(dw), t._ptrs(db), t._ptrs(gw), t._ptrs(gb)
+            fwd = getattr(lib, f"metal_ops_fused_mlp_forward_{sfx}")
+            bwd = getattr(lib, f"metal_ops_fused_mlp_backward_{sfx}")
+            shape = (ctypes.c_int64(n), in_dim, width, hidden, out_dim, 1, 0, ctypes.c_float(0.0), stream_ptr(cupy))
+
+            def ours_fwd():
+                for _ in range(reps):
+                    check(fwd(dptr(x), wp, bp, dptr(y), None, *shape))
+                stream.synchronize()
+
+            def ours_fb():
+                for _ in range(reps):
+                    check(fwd(dptr(x), wp, bp, dptr(y), dptr(saved), *shape))
+                    check(bwd(dptr(dy), dptr(x), dptr(y), dptr(saved), wp, bp, dptr(dx), gwp, gbp,
+                              dptr(wsb), *shape))
+                stream.synchronize()
+
+            fns_f, fns_fb = {"ours": ours_fwd}, {"ours": ours_fb}
+            handle = None
+            if tc is not None and dtype == np.float16:
+                handle = tc.tcnn_mlp_create(in_dim, width, hidden, out_dim, 1, 0)
+                pw = tc.tcnn_mlp_padded_output_width(handle)
+                ty = cupy.empty((n, pw), np.float16)
+                tdy = cupy.zeros((n, pw), np.float16)
+                tdy[:, :out_dim] = dy
+                tdx = cupy.empty_like(x)
+                sp = ctypes.c_void_p(stream.ptr)
+
+                def tcnn_fwd():
+                    for _ in range(reps):
+                        assert tc.tcnn_mlp_inference(handle, x.data.ptr, ty.data.ptr, n, sp) == 0
+                    stream.synchronize()
+
+                def tcnn_fb():
+                    for _ in range(reps):
+                        assert tc.tcnn_mlp_forward_backward(handle, x.data.ptr, ty.data.ptr,
+                                                            tdy.data.ptr, tdx.data.ptr, n, sp) == 0
+                    stream.synchronize()
+
+                fns_f["tcnn"], fns_fb["tcnn"] = tcnn_fwd, tcnn_fb
+            for mode, fns in (("forward", fns_f), ("forward+backward", fns_fb)):
+                tm = timing.interleaved_ms(fns, args.rounds, warmup=2)
+                row = {"config": name, "dtype": sfx, "mode": mode,
+                       "gflop_fwd": flops(n, in_dim, width, hidden, out_dim) / 1e9}
+                line = f"{name:28s} {sfx:8s} {mode:17s}"
+                for k, v in tm.items():
+                    ms = timing.median_wall_ms(v) / reps
+                    row[f"{k}_ms"] = ms
+                    row[f"{k}_mpts_s"] = n / ms / 1e3
+                    line += f"  {k}: {ms:7.3f} ms {n / ms / 1e3:9.1f} Mpt/s"
+                if "tcnn" in tm:
+                    r = timing.median_ratio(tm["tcnn"], tm["ours"])
+                    row["speedup_vs_tcnn"] = r
+                    line += f"  ours/tcnn speed x{r:.2f}"
+                print(line, flush=True)
+                results["rows"].append(row)
+            if handle is not None:
+                tc.tcnn_mlp_destroy(handle)
+            del x, y, saved, dy, dx, gw, gb, wsb
+            cupy.get_default_memory_pool().free_all_blocks()
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+#!/bin/sh
+# Builds $OUT_SO (default build/libtcnn_mlp_shim.so) from benchmarks/cuda/tcnn_mlp_shim.cu
+# and tiny-cuda-nn's FullyFusedMLP sources in TCNN_DIR, a checkout of
+# https://github.com/NVlabs/tiny-cuda-nn with its submodules dependencies/cutlass
+# and dependencies/fmt. Nothing of tiny-cuda-nn is part of this repository.
+#   TCNN_DIR=/path/to/tiny-cuda-nn sh benchmarks/cuda/build_tcnn_shim.sh
+set -e
+: "${TCNN_DIR:?set TCNN_DIR to a tiny-cuda-nn checkout}"
+OUT_SO=${OUT_SO:-build/libtcnn_mlp_shim.so}
+OBJ=${OBJ_DIR:-build/tcnn_obj}
+mkdir -p "$OBJ" "$(dirname "$OUT_SO")"
+HERE=$(cd "$(dirname "$0")" && pwd)
+FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler=-fPIC --extended-lambda \
+ --expt-relaxed-constexpr -DTCNN_MIN_GPU_ARCH=90 -DTCNN_HALF_PRECISION=1 -DFMT_UNICODE=0 \
+ -Xcompiler=-fno-strict-aliasing -Xcudafe=--diag_suppress=unrecognized_gcc_pragma -w \
+ -I$TCNN_DIR/include -I$TCNN_DIR/dependencies -I$TCNN_DIR/dependencies/cutlass/include \
+ -I$TCNN_DIR/dependencies/cutlass/tools/util/include -I$TCNN_DIR/dependencies/fmt/include"
+# network.cu (Network base) pulls in cutlass_mlp.cu and rtc_kernel.cu (JIT off).
+for f in fully_fused_mlp common_host object network cutlass_mlp rtc_kernel; do
+  nvcc $FLAGS -c "$TCNN_DIR/src/$f.cu" -o "$OBJ/$f.cu.o" &
+done
+for f in "$HERE/tcnn_mlp_shim.cu"; do
+  nvcc $FLAGS -c "$f" -o "$OBJ/$(basename "$f").o" &
+done
+g++ -O2 -fPIC -c -I"$TCNN_DIR/dependencies/fmt/include" -DFMT_UNICODE=0 "$TCNN_DIR/dependencies/fmt/src/format.cc" -o "$OBJ/format.o" &
+g++ -O2 -fPIC -c -I"$TCNN_DIR/dependencies/fmt/include" -DFMT_UNICODE=0 "$TCNN_DIR/dependencies/fmt/src/os.cc" -o "$OBJ/os.o" &
+wait
+# libcuda is not linked (build machines may lack it): the benchmark loads the
+# driver's libcuda.so.1 with RTLD_GLOBAL before the shim.
+nvcc -shared -gencode arch=compute_90,code=sm_90 -o "$OUT_SO" "$OBJ"/*.o -lcudart
+echo "built $OUT_SO"

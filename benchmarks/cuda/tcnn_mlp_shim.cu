@@ -1,0 +1,113 @@
+// C ABI over tiny-cuda-nn's FullyFusedMLP for benchmarks/cuda/bench_fused_mlp_cuda.py.
+// Built against a tiny-cuda-nn checkout given by TCNN_DIR (see
+// benchmarks/cuda/build_tcnn_shim.sh); nothing of tiny-cuda-nn is kept here.
+#include <tiny-cuda-nn/common.h>
+#include <tiny-cuda-nn/gpu_matrix.h>
+#include <tiny-cuda-nn/gpu_memory.h>
+#include <tiny-cuda-nn/networks/fully_fused_mlp.h>
+#include <tiny-cuda-nn/random.h>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#if !defined(TCNN_RTC)
+#include <tiny-cuda-nn/rtc_kernel.h>
+// tiny-cuda-nn defines this member only with TCNN_RTC, yet its headers reference
+// it; JIT fusion stays off in this shim.
+void tcnn::CudaRtcKernel::set(CUfunction_attribute, int) {
+  throw std::runtime_error("tiny-cuda-nn built without TCNN_RTC");
+}
+#endif
+
+using namespace tcnn;
+using T = network_precision_t;
+
+namespace {
+struct Net {
+  std::unique_ptr<Network<T>> net;
+  GPUMemory<float> params_fp;
+  GPUMemory<T> params, grads;
+  std::unique_ptr<Context> ctx;
+};
+
+template <int W>
+Network<T>* Make(uint32_t in, uint32_t out, uint32_t hidden, Activation a, Activation oa) {
+  return new FullyFusedMLP<T, W>(in, out, hidden, a, oa);
+}
+}  // namespace
+
+extern "C" {
+
+// act codes: 0 none, 1 relu, 5 sigmoid (the project's numbering).
+static Activation Act(int a) {
+  return a == 1 ? Activation::ReLU : a == 5 ? Activation::Sigmoid : Activation::None;
+}
+
+void* tcnn_mlp_create(int in, int width, int hidden, int out, int act, int out_act) {
+  try {
+    auto* n = new Net;
+    Network<T>* p = nullptr;
+    switch (width) {
+      case 16: p = Make<16>(in, out, hidden, Act(act), Act(out_act)); break;
+      case 32: p = Make<32>(in, out, hidden, Act(act), Act(out_act)); break;
+      case 64: p = Make<64>(in, out, hidden, Act(act), Act(out_act)); break;
+      case 128: p = Make<128>(in, out, hidden, Act(act), Act(out_act)); break;
+      default: return nullptr;
+    }
+    n->net.reset(p);
+    const size_t np = p->n_params();
+    n->params_fp.resize(np);
+    n->params.resize(np);
+    n->grads.resize(np);
+    pcg32 rng{1337};
+    p->initialize_params(rng, n->params_fp.data());
+    linear_kernel(cast<T>, 0, nullptr, np, n->params_fp.data(), n->params.data());
+    p->set_params(n->params.data(), n->params.data(), n->grads.data());
+    CUDA_CHECK_THROW(cudaDeviceSynchronize());
+    return n;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "tcnn_mlp_create: %s\n", e.what());
+    return nullptr;
+  }
+}
+
+int tcnn_mlp_padded_output_width(void* h) {
+  return static_cast<int>(static_cast<Net*>(h)->net->padded_output_width());
+}
+
+// x: [in, n] column-major == [n, in] row-major when layout is RM (we pass RM).
+int tcnn_mlp_inference(void* h, const void* x, void* y, int n, cudaStream_t s) {
+  try {
+    auto* net = static_cast<Net*>(h);
+    GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, RM);
+    GPUMatrixDynamic<T> out((T*)y, net->net->padded_output_width(), n, RM);
+    net->net->inference_mixed_precision(s, in, out);
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "tcnn_mlp_inference: %s\n", e.what());
+    return 1;
+  }
+}
+
+// forward (training) + backward with dL/dy = dy, parameter gradients and dx.
+int tcnn_mlp_forward_backward(void* h, const void* x, void* y, const void* dy, void* dx, int n,
+                              cudaStream_t s) {
+  try {
+    auto* net = static_cast<Net*>(h);
+    GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, RM);
+    GPUMatrixDynamic<T> out((T*)y, net->net->padded_output_width(), n, RM);
+    GPUMatrixDynamic<T> dout((T*)dy, net->net->padded_output_width(), n, RM);
+    GPUMatrixDynamic<T> din((T*)dx, net->net->input_width(), n, RM);
+    auto ctx = net->net->forward(s, in, &out, false, dx != nullptr);
+    net->net->backward(s, *ctx, in, out, dout, dx ? &din : nullptr, false, GradientMode::Overwrite);
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "tcnn_mlp_forward_backward: %s\n", e.what());
+    return 1;
+  }
+}
+
+void tcnn_mlp_destroy(void* h) { delete static_cast<Net*>(h); }
+
+}  // extern "C"
