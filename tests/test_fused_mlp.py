@@ -14,60 +14,28 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
+from tests.reference.fused_mlp import act, dact
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---- independent reference ---------------------------------------------------------------
 
-def act_np(z, name, alpha=0.2):
-    if name == "none":
-        return z
-    if name == "relu":
-        return np.maximum(z, 0.0)
-    if name == "leaky_relu":
-        return np.where(z > 0, z, alpha * z)
-    if name == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-z))
-    if name == "softplus":
-        return np.logaddexp(0.0, z)
-    if name == "trunc_exp":
-        return np.exp(z)
-    raise ValueError(name)
-
-
-def dact_np(z, name, alpha=0.2):
-    if name == "none":
-        return np.ones_like(z)
-    if name == "relu":
-        return (z > 0).astype(z.dtype)
-    if name == "leaky_relu":
-        return np.where(z > 0, 1.0, alpha)
-    if name == "sigmoid":
-        s = 1.0 / (1.0 + np.exp(-z))
-        return s * (1.0 - s)
-    if name == "softplus":
-        return 1.0 / (1.0 + np.exp(-z))
-    if name == "trunc_exp":
-        return np.exp(np.clip(z, -15, 15))
-    raise ValueError(name)
-
-
-def reference(x, kernels, biases, act, out_act, dy):
+def reference(x, kernels, biases, hidden_act, out_act, dy):
     """y and the gradients of sum(dy * y) for x, kernels, biases (float64)."""
     hs, zs = [np.asarray(x, np.float64)], []
     for l, (w, b) in enumerate(zip(kernels, biases)):
         z = hs[-1] @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
         zs.append(z)
-        hs.append(act_np(z, out_act if l == len(kernels) - 1 else act))
-    dz = np.asarray(dy, np.float64) * dact_np(zs[-1], out_act)
+        hs.append(act(z, out_act if l == len(kernels) - 1 else hidden_act))
+    dz = np.asarray(dy, np.float64) * dact(zs[-1], out_act)
     dks, dbs = [None] * len(kernels), [None] * len(kernels)
     for l in range(len(kernels) - 1, -1, -1):
         dks[l] = hs[l].T @ dz
         dbs[l] = dz.sum(0)
         dh = dz @ np.asarray(kernels[l], np.float64).T
         if l:
-            dz = dh * dact_np(zs[l - 1], act)
+            dz = dh * dact(zs[l - 1], hidden_act)
     return hs[-1], dh, dks, dbs
 
 

@@ -13,40 +13,12 @@ import numpy as np
 import pytest
 
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
+from tests.reference.fused_mlp import ALPHA, TRUNC_EXP_LIMIT
+from tests.reference.fused_mlp import act as ref_act
+from tests.reference.fused_mlp import dact as ref_dact
 
 # mo::Activation codes (kernels/common/activations.h)
 ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}
-ALPHA = 0.2
-TRUNC_EXP_LIMIT = 3269017.3724721107  # MO_TRUNC_EXP_LIMIT (e^15), kernels/common/activations.h
-
-
-def ref_act(z, name):
-    if name == "relu":
-        return np.maximum(z, 0.0)
-    if name == "leaky_relu":
-        return np.where(z > 0, z, ALPHA * z)
-    if name == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-z))
-    if name == "softplus":
-        return np.logaddexp(0.0, z)
-    if name == "trunc_exp":
-        return np.exp(z)
-    return z
-
-
-def ref_dact(z, name):
-    if name == "relu":
-        return (z > 0).astype(np.float64)
-    if name == "leaky_relu":
-        return np.where(z > 0, 1.0, ALPHA)
-    if name == "sigmoid":
-        s = 1.0 / (1.0 + np.exp(-z))
-        return s * (1 - s)
-    if name == "softplus":
-        return 1.0 / (1.0 + np.exp(-z))
-    if name == "trunc_exp":
-        return np.clip(np.exp(z), 1.0 / TRUNC_EXP_LIMIT, TRUNC_EXP_LIMIT)
-    return np.ones_like(z)
 
 
 def ref_dact_from_output(y, name):

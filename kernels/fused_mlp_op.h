@@ -1,0 +1,144 @@
+// The TensorFlow kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad, once for
+// every C++-API device (one kernel class templated on the device, a functor
+// per device): attribute reads, the checks of ops/fused_mlp_checks.h and the
+// output allocation here; FusedMlpFunctor<Device, T> does the work:
+//   CPU  kernels/cpu/fused_mlp_kernels.cc (FusedMlpFunctor<CPUDevice, T>)
+//   CUDA kernels/cuda/fused_mlp_gpu.cc    (FusedMlpFunctor<GPUDevice, T>)
+#ifndef METAL_OPS_KERNELS_FUSED_MLP_OP_H_
+#define METAL_OPS_KERNELS_FUSED_MLP_OP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/checks_tf.h"
+#include "ops/fused_mlp_checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace mo {
+
+template <typename T>
+struct FusedMlpForwardArgs {
+  int64_t n;
+  const T* x;
+  std::vector<const T*> kernels, biases;  // hidden_layers + 1 each
+  T* y;
+  T* hidden;  // [hidden_layers, n, width]
+};
+
+template <typename T>
+struct FusedMlpBackwardArgs {
+  int64_t n;
+  const T *grad_y, *x, *y, *hidden;
+  std::vector<const T*> kernels;
+  T* grad_x;
+  std::vector<T*> grad_kernels, grad_biases;
+};
+
+// Defined per device; n may be 0 (the gradients are then zeros).
+template <typename Device, typename T>
+struct FusedMlpFunctor {
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const fused_mlp_checks::Net& net,
+                              const fused_mlp_checks::Attrs& attrs, const FusedMlpForwardArgs<T>& args);
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const fused_mlp_checks::Net& net,
+                               const fused_mlp_checks::Attrs& attrs, const FusedMlpBackwardArgs<T>& args);
+};
+
+inline absl::Status ReadFusedMlpAttrs(::tensorflow::OpKernelConstruction* ctx, fused_mlp_checks::Attrs* attrs) {
+  std::string activation, output_activation;
+  float alpha = 0.0f;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &activation));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("output_activation", &output_activation));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("leaky_relu_alpha", &alpha));
+  return checks::ToStatus(fused_mlp_checks::ParseAttrs(activation, output_activation, alpha, attrs));
+}
+
+inline std::vector<checks::Dims> DimsOfList(const ::tensorflow::OpInputList& list) {
+  std::vector<checks::Dims> dims;
+  for (int i = 0; i < list.size(); ++i) dims.push_back(checks::DimsOf(list[i]));
+  return dims;
+}
+
+template <typename Device, typename T>
+class FusedMlpOp : public ::tensorflow::OpKernel {
+ public:
+  explicit FusedMlpOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadFusedMlpAttrs(ctx, &attrs_));
+  }
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& x = ctx->input(0);
+    ::tensorflow::OpInputList kernels, biases;
+    OP_REQUIRES_OK(ctx, ctx->input_list("kernels", &kernels));
+    OP_REQUIRES_OK(ctx, ctx->input_list("biases", &biases));
+    fused_mlp_checks::Net net;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::Shapes(checks::DimsOf(x), DimsOfList(kernels),
+                                                                  DimsOfList(biases), &net)));
+    const int64_t n = x.dim_size(0);
+    ::tensorflow::Tensor *y = nullptr, *hidden = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, net.out_dim}), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({net.hidden_layers, n, net.width}),
+                                             &hidden));
+    FusedMlpForwardArgs<T> args{n, x.flat<T>().data(), {}, {}, y->flat<T>().data(), hidden->flat<T>().data()};
+    for (int l = 0; l < kernels.size(); ++l) {
+      args.kernels.push_back(kernels[l].flat<T>().data());
+      args.biases.push_back(biases[l].flat<T>().data());
+    }
+    OP_REQUIRES_OK(ctx, (FusedMlpFunctor<Device, T>::Forward(ctx, net, attrs_, args)));
+  }
+
+ private:
+  fused_mlp_checks::Attrs attrs_;
+};
+
+template <typename Device, typename T>
+class FusedMlpGradOp : public ::tensorflow::OpKernel {
+ public:
+  explicit FusedMlpGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadFusedMlpAttrs(ctx, &attrs_));
+  }
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& dy = ctx->input(0);
+    const ::tensorflow::Tensor& x = ctx->input(1);
+    ::tensorflow::OpInputList kernels;
+    OP_REQUIRES_OK(ctx, ctx->input_list("kernels", &kernels));
+    const ::tensorflow::Tensor& y = ctx->input(2 + kernels.size());
+    const ::tensorflow::Tensor& hidden = ctx->input(3 + kernels.size());
+    // The biases' shapes follow from the kernels'.
+    std::vector<checks::Dims> bias_dims;
+    for (int l = 0; l < kernels.size(); ++l) {
+      bias_dims.push_back({kernels[l].dims() == 2 ? kernels[l].dim_size(1) : 0});
+    }
+    fused_mlp_checks::Net net;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::Shapes(checks::DimsOf(x), DimsOfList(kernels), bias_dims,
+                                                                  &net)));
+    const int64_t n = x.dim_size(0);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::GradShapes(net, n, checks::DimsOf(dy), checks::DimsOf(y),
+                                                                      checks::DimsOf(hidden))));
+    ::tensorflow::Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
+    ::tensorflow::OpOutputList dkernels, dbiases;
+    OP_REQUIRES_OK(ctx, ctx->output_list("grad_kernels", &dkernels));
+    OP_REQUIRES_OK(ctx, ctx->output_list("grad_biases", &dbiases));
+    FusedMlpBackwardArgs<T> args{n, dy.flat<T>().data(), x.flat<T>().data(), y.flat<T>().data(),
+                                 hidden.flat<T>().data(), {}, dx->flat<T>().data(), {}, {}};
+    for (int l = 0; l < kernels.size(); ++l) {
+      ::tensorflow::Tensor *dk = nullptr, *db = nullptr;
+      OP_REQUIRES_OK(ctx, dkernels.allocate(l, kernels[l].shape(), &dk));
+      OP_REQUIRES_OK(ctx, dbiases.allocate(l, ::tensorflow::TensorShape({kernels[l].dim_size(1)}), &db));
+      args.kernels.push_back(kernels[l].flat<T>().data());
+      args.grad_kernels.push_back(dk->flat<T>().data());
+      args.grad_biases.push_back(db->flat<T>().data());
+    }
+    OP_REQUIRES_OK(ctx, (FusedMlpFunctor<Device, T>::Backward(ctx, net, attrs_, args)));
+  }
+
+ private:
+  fused_mlp_checks::Attrs attrs_;
+};
+
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_FUSED_MLP_OP_H_
