@@ -141,4 +141,11 @@ class FusedMlpGradOp : public ::tensorflow::OpKernel {
 
 }  // namespace mo
 
+// Registers both ops for one device and dtype; each backend's file calls it.
+#define METAL_OPS_REGISTER_FUSED_MLP(DEVICE, DEVICE_TYPE, T)                                                 \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsFusedMLP").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
+                          ::mo::FusedMlpOp<DEVICE_TYPE, T>);                                                 \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsFusedMLPGrad").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
+                          ::mo::FusedMlpGradOp<DEVICE_TYPE, T>)
+
 #endif  // METAL_OPS_KERNELS_FUSED_MLP_OP_H_

@@ -198,15 +198,8 @@ struct FusedMlpFunctor<CPUDevice, T> {
   }
 };
 
-#define METAL_OPS_REGISTER_FUSED_MLP_CPU(T)                                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsFusedMLP").Device(::tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
-                          FusedMlpOp<CPUDevice, T>);                                                        \
-  REGISTER_KERNEL_BUILDER(                                                                                  \
-      Name("MetalOpsFusedMLPGrad").Device(::tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),                 \
-      FusedMlpGradOp<CPUDevice, T>)
 // float16 is registered so that it fails with a message saying where it runs.
-METAL_OPS_REGISTER_FUSED_MLP_CPU(float);
-METAL_OPS_REGISTER_FUSED_MLP_CPU(Eigen::half);
-#undef METAL_OPS_REGISTER_FUSED_MLP_CPU
+METAL_OPS_REGISTER_FUSED_MLP(DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_FUSED_MLP(DEVICE_CPU, CPUDevice, Eigen::half);
 
 }  // namespace mo

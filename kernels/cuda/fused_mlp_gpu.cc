@@ -85,15 +85,8 @@ struct FusedMlpFunctor<GPUDevice, T> {
   }
 };
 
-#define METAL_OPS_REGISTER_FUSED_MLP_GPU(T)                                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsFusedMLP").Device(::tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-                          FusedMlpOp<GPUDevice, T>);                                                        \
-  REGISTER_KERNEL_BUILDER(                                                                                  \
-      Name("MetalOpsFusedMLPGrad").Device(::tensorflow::DEVICE_GPU).TypeConstraint<T>("T"),                 \
-      FusedMlpGradOp<GPUDevice, T>)
-METAL_OPS_REGISTER_FUSED_MLP_GPU(float);
-METAL_OPS_REGISTER_FUSED_MLP_GPU(Eigen::half);
-#undef METAL_OPS_REGISTER_FUSED_MLP_GPU
+METAL_OPS_REGISTER_FUSED_MLP(DEVICE_GPU, GPUDevice, float);
+METAL_OPS_REGISTER_FUSED_MLP(DEVICE_GPU, GPUDevice, Eigen::half);
 
 }  // namespace mo
 
