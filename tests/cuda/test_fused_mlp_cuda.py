@@ -181,6 +181,26 @@ def test_odd_dims(dtype, in_dim, out_dim, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("width,hidden,in_dim,out_dim,n", [(128, 8, 128, 128, 1000), (128, 4, 40, 24, 3001),
+                                                         (16, 3, 128, 128, 777), (64, 8, 128, 3, 5000)])
+def test_large_nets(dtype, width, hidden, in_dim, out_dim, n):
+    """Deep/wide nets: on float16 these exceed the shared memory that holds
+    every weight matrix at once (weights then stream per layer)."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(width + hidden)
+    check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, "relu", "none", dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_many_rows(dtype):
+    """More row tiles than the persistent grid holds, and several
+    weight-gradient splits with a ragged last one."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(11)
+    check_case(cupy, lib, rng, 300_007, 32, 64, 2, 16, "softplus", "sigmoid", dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_empty_batch(dtype):
     cupy, lib = require_gpu()
     rng = np.random.default_rng(0)
@@ -214,3 +234,13 @@ def test_bad_shape_rejected():
                                                   3, 48, 1, 3, 1, 0, ctypes.c_float(0.0),
                                                   stream_ptr(cupy))
     assert err != 0, "width 48 must be rejected"
+
+
+def test_unsupported_activation_rejected():
+    cupy, lib = require_gpu()
+    x = cupy.zeros((4, 3), cupy.float16)
+    w = (ctypes.c_int64 * 2)(0, 0)
+    err = lib.metal_ops_fused_mlp_forward_float16(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4),
+                                                  3, 16, 1, 3, 6, 0, ctypes.c_float(0.0),
+                                                  stream_ptr(cupy))
+    assert err != 0, "tanh (not a FusedMLP activation) must be rejected"
