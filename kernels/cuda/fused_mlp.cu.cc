@@ -320,6 +320,7 @@ __global__ void FusedMlpWgradReduceKernel(const float* __restrict__ partials, in
     if (c >= nn || r >= k) continue;
     if (is_b ? g.db[l] == nullptr : g.dw[l] == nullptr) continue;
     float sum = 0.0f;
+#pragma unroll 16
     for (int sp = 0; sp < splits; ++sp) sum += base[sp * part_stride + e];
     if (is_b) {
       g.db[l][c] = T(sum);
@@ -390,6 +391,7 @@ constexpr int kSkew = 8;        // halves of row padding: ldmatrix rows hit dist
 constexpr int kMaxWarps = 16;   // 512 threads: 128 registers per thread at most
 constexpr int kWgWarps = 16;    // weight-gradient kernel
 constexpr int kWgChunk = 64;    // rows per weight-gradient pipeline stage
+constexpr int kWgStages = 3;    // chunks in flight per block
 
 template <int W>
 struct MmaTile {
@@ -413,7 +415,7 @@ struct MmaPlan {
   int stage_bytes;  // one staging buffer of one warp
   int warps;
   int resident;     // every matrix in shared memory for the kernel's life
-  int x_vec, y_vec, dx_vec;  // rows 16-byte aligned: cp.async / int4 paths
+  int x_vec, y_vec, dx_vec, dy_vec;  // rows 16-byte aligned: cp.async / int4 paths
 };
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -863,16 +865,41 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
     WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, s.n, W, W, true, lane);
     CpAsyncCommit();
     __syncwarp();
-    for (int e = lane; e < R * out_p; e += 32) {
-      const int r = e / out_p, c = e - r * out_p;
-      const int64_t row = row0 + r;
-      float v = 0.0f;
-      if (row < s.n && c < s.out_dim) {
-        const int64_t i = row * s.out_dim + c;
-        v = __half2float(dy[i]) *
-            activation_derivative_from_output(__half2float(y[i]), s.output_activation, s.alpha);
+    if (pl.dy_vec) {  // out_dim == out_p here: 8 columns per 16-byte load
+      DispatchAct(s.output_activation, [&](auto a) {
+        constexpr int A = decltype(a)::value;
+        const int per_row = out_p / 8;
+        for (int e = lane; e < R * per_row; e += 32) {
+          const int r = e / per_row, c = (e - r * per_row) * 8;
+          const int64_t row = row0 + r;
+          int4 out = make_int4(0, 0, 0, 0);
+          if (row < s.n) {
+            const int4 gv = *reinterpret_cast<const int4*>(dy + row * out_p + c);
+            const int4 yv = *reinterpret_cast<const int4*>(y + row * out_p + c);
+            const uint32_t* g32 = reinterpret_cast<const uint32_t*>(&gv);
+            const uint32_t* y32 = reinterpret_cast<const uint32_t*>(&yv);
+            uint32_t* o32 = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const float2 g2 = Unpack(g32[q]), y2 = Unpack(y32[q]);
+              o32[q] = Pack(g2.x * ActD<A>(y2.x, 0, s.alpha), g2.y * ActD<A>(y2.y, 0, s.alpha));
+            }
+          }
+          *reinterpret_cast<int4*>(ds + r * ld + c) = out;
+        }
+      });
+    } else {
+      for (int e = lane; e < R * out_p; e += 32) {
+        const int r = e / out_p, c = e - r * out_p;
+        const int64_t row = row0 + r;
+        float v = 0.0f;
+        if (row < s.n && c < s.out_dim) {
+          const int64_t i = row * s.out_dim + c;
+          v = __half2float(dy[i]) *
+              activation_derivative_from_output(__half2float(y[i]), s.output_activation, s.alpha);
+        }
+        ds[r * ld + c] = __float2half(v);
       }
-      ds[r * ld + c] = __float2half(v);
     }
     __syncwarp();
     if (bufs.dz[L] != nullptr) WarpStoreRows(bufs.dz[L], ds, ld, row0, R, s.n, out_p, true, lane);
@@ -926,9 +953,10 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
 
 // Weight-gradient partials on tensor cores: block (split, l) accumulates
 // X_l^T dz_l over its rows in registers (16x16 output tiles spread over the
-// warps), rows staged through a two-stage cp.async pipeline; db as fixed-order
-// column sums. Partials are reduced over splits by FusedMlpWgradReduceKernel.
-__global__ void __launch_bounds__(32 * kWgWarps)
+// warps), rows staged through a kWgStages-deep cp.async pipeline; db comes
+// from the same mma with an all-ones A (column sums, fixed order). Partials
+// are reduced over splits by FusedMlpWgradReduceKernel.
+__global__ void __launch_bounds__(32 * kWgWarps, 2)
     MmaWgradKernel(const __half* __restrict__ x, const __half* __restrict__ saved, DzBuffers<__half> bufs,
                    float* __restrict__ partials, int64_t rows_per_split, int64_t part_stride,
                    FusedMlpShape s, MmaPlan pl) {
@@ -950,7 +978,7 @@ __global__ void __launch_bounds__(32 * kWgWarps)
 
   // Zero the padding columns of A once (cp.async never writes them).
   if (a_vec && kp > k) {
-    for (int st = 0; st < 2; ++st) {
+    for (int st = 0; st < kWgStages; ++st) {
       for (int e = threadIdx.x; e < kWgChunk * (kp - k); e += blockDim.x) {
         const int r = e / (kp - k);
         stage0[st * stage_halves + r * lda + k + (e - r * (kp - k))] = __float2half(0.0f);
@@ -978,7 +1006,6 @@ __global__ void __launch_bounds__(32 * kWgWarps)
       const bool ok = r0 + r < end;
       CpAsync16(sb + r * ldb + c, dz + (ok ? (r0 + r) * np + c : 0), ok);
     }
-    CpAsyncCommit();
   };
 
   float acc[kMaxTiles][2][4];
@@ -989,22 +1016,27 @@ __global__ void __launch_bounds__(32 * kWgWarps)
       acc[i][h][0] = acc[i][h][1] = acc[i][h][2] = acc[i][h][3] = 0.0f;
     }
   }
-  float db = 0.0f;
+  float dbacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+  const bool db_warp = warp < tn;  // its tile 0 is (m0 = 0, n0 = 16 * warp)
+  const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};  // half 1.0 pairs
   const int chunks = begin < end ? static_cast<int>((end - begin + kWgChunk - 1) / kWgChunk) : 0;
-  if (chunks > 0) issue(begin, stage0);
+  // Every iteration commits one group (possibly empty), so wait_group
+  // kWgStages - 1 means: chunk ch has landed.
+#pragma unroll
+  for (int st = 0; st < kWgStages - 1; ++st) {
+    if (st < chunks) issue(begin + static_cast<int64_t>(st) * kWgChunk, stage0 + st * stage_halves);
+    CpAsyncCommit();
+  }
   for (int ch = 0; ch < chunks; ++ch) {
-    if (ch + 1 < chunks) {
-      issue(begin + static_cast<int64_t>(ch + 1) * kWgChunk, stage0 + ((ch + 1) & 1) * stage_halves);
-      CpAsyncWait<1>();
-    } else {
-      CpAsyncWait<0>();
+    const int ahead = ch + kWgStages - 1;
+    if (ahead < chunks) {
+      issue(begin + static_cast<int64_t>(ahead) * kWgChunk, stage0 + (ahead % kWgStages) * stage_halves);
     }
+    CpAsyncCommit();
+    CpAsyncWait<kWgStages - 1>();
     __syncthreads();
-    const __half* sa = stage0 + (ch & 1) * stage_halves;
+    const __half* sa = stage0 + (ch % kWgStages) * stage_halves;
     const __half* sb = sa + kWgChunk * lda;
-    if (threadIdx.x < np) {
-      for (int r = 0; r < kWgChunk; ++r) db += __half2float(sb[r * ldb + threadIdx.x]);
-    }
 #pragma unroll
     for (int i = 0; i < kMaxTiles; ++i) {
       const int t = warp + i * kWgWarps;
@@ -1018,11 +1050,16 @@ __global__ void __launch_bounds__(32 * kWgWarps)
           Ldsm4T(b, sb + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ldb + n0 + (lane >> 4) * 8);
           Mma(acc[i][0], af, b[0], b[1]);
           Mma(acc[i][1], af, b[2], b[3]);
+          if (i == 0 && db_warp) {
+            Mma(dbacc[0], ones, b[0], b[1]);
+            Mma(dbacc[1], ones, b[2], b[3]);
+          }
         }
       }
     }
     __syncthreads();
   }
+  CpAsyncWait<0>();
   float* part = partials + (static_cast<int64_t>(l) * gridDim.x + blockIdx.x) * part_stride;
   const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
@@ -1040,13 +1077,21 @@ __global__ void __launch_bounds__(32 * kWgWarps)
       }
     }
   }
-  if (threadIdx.x < np) part[kp * np + threadIdx.x] = db;
+  if (db_warp && g == 0) {  // row 0 of the all-ones product: the column sums
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = warp * 16 + 8 * h + 2 * tq;
+      part[kp * np + c] = dbacc[h][0];
+      part[kp * np + c + 1] = dbacc[h][1];
+    }
+  }
 }
 
 int WgradSmemBytesMma(const MmaPlan& pl, int matrices) {
   int most = 0;
   for (int l = 0; l < matrices; ++l) {
-    most = std::max(most, 2 * kWgChunk * (pl.kp[l] + pl.np[l] + 2 * kSkew) * static_cast<int>(sizeof(__half)));
+    most = std::max(most, kWgStages * kWgChunk * (pl.kp[l] + pl.np[l] + 2 * kSkew) *
+                              static_cast<int>(sizeof(__half)));
   }
   return most;
 }
@@ -1123,13 +1168,14 @@ struct MmaBackwardLaunch {
 };
 
 cudaError_t MmaPlanFor(const FusedMlpShape& s, const void* x, const void* y, const void* dx,
-                       DeviceLimits* d, MmaPlan* pl) {
+                       const void* dy, DeviceLimits* d, MmaPlan* pl) {
   cudaError_t err = QueryDevice(d);
   if (err != cudaSuccess) return err;
   if (!MakeMmaPlan(s, 2, d->smem_optin, pl)) return cudaErrorInvalidConfiguration;
   pl->x_vec = s.in_dim % 8 == 0 && Aligned16(x);
   pl->y_vec = s.out_dim % 8 == 0 && Aligned16(y);
   pl->dx_vec = s.in_dim % 8 == 0 && (dx == nullptr || Aligned16(dx));
+  pl->dy_vec = s.out_dim % 16 == 0 && dy != nullptr && Aligned16(dy) && Aligned16(y);
   return cudaSuccess;
 }
 
@@ -1138,7 +1184,7 @@ cudaError_t MmaForward(const __half* x, const FusedMlpParams<__half>& p, __half*
   if (saved != nullptr && !Aligned16(saved)) return cudaErrorMisalignedAddress;
   DeviceLimits d;
   MmaPlan pl;
-  cudaError_t err = MmaPlanFor(s, x, y, nullptr, &d, &pl);
+  cudaError_t err = MmaPlanFor(s, x, y, nullptr, nullptr, &d, &pl);
   if (err != cudaSuccess) return err;
   return DispatchWidth<MmaForwardLaunch>(s.width, x, p, y, saved, s, pl, d, stream);
 }
@@ -1150,7 +1196,7 @@ cudaError_t MmaBackward(const __half* dy, const __half* x, const __half* y, cons
   if (!Aligned16(saved)) return cudaErrorMisalignedAddress;
   DeviceLimits d;
   MmaPlan pl;
-  cudaError_t err = MmaPlanFor(s, x, y, dx, &d, &pl);
+  cudaError_t err = MmaPlanFor(s, x, y, dx, dy, &d, &pl);
   if (err != cudaSuccess) return err;
   err = DispatchWidth<MmaBackwardLaunch>(s.width, dy, y, saved, p, dx, bufs, s, pl, d, stream);
   if (err != cudaSuccess || !any_wgrad) return err;
