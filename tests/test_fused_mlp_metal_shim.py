@@ -185,3 +185,40 @@ def test_threadgroup_memory_fits_every_network(shim):
     # The NeRF colour network (31 -> 64 -> 64 -> 3) keeps 4 SIMD-groups and a whole layer's weights.
     assert shim.shim_fused_mlp_geometry(98304, 31, 64, 2, 3, 4, 0, out) == 0
     assert list(out)[:3] == [4, 32, 64]
+
+
+# ---- the shim's threadgroups and simdgroup_matrix themselves ----------------------------
+# (tests/metal_shim/simdgroup_matrix_shim.cc: small kernels written like MSL)
+
+@pytest.mark.parametrize("operands", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("transpose_a,transpose_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_simdgroup_multiply_accumulate_matches_numpy(shim, operands, transpose_a, transpose_b):
+    """MSL: simdgroup_load reads row r at src + r * elements_per_row (or the
+    transpose), simdgroup_multiply_accumulate gives a * b + c, float32
+    accumulation for half operands."""
+    rng = np.random.default_rng(transpose_a * 2 + transpose_b)
+    stride = 11
+    a = np.ascontiguousarray(rng.standard_normal((8, stride)).astype(operands))
+    b = np.ascontiguousarray(rng.standard_normal((8, stride)).astype(operands))
+    c = np.ascontiguousarray(rng.standard_normal((8, stride)).astype(np.float32))
+    d = np.full((8, stride), 99.0, np.float32)
+    shim.shim_simdgroup_multiply.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
+    shim.shim_simdgroup_error.restype = ctypes.c_char_p
+    assert shim.shim_simdgroup_multiply(ptr(a), ptr(b), ptr(c), ptr(d), stride, transpose_a, transpose_b,
+                                        int(operands == np.float16)) == 0, shim.shim_simdgroup_error()
+    ma, mb = a[:, :8].astype(np.float64), b[:, :8].astype(np.float64)
+    want = (ma.T if transpose_a else ma) @ (mb.T if transpose_b else mb) + c[:, :8]
+    np.testing.assert_allclose(d[:, :8], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(d[:, 8:], 99.0)  # the store keeps to 8 columns of each row
+
+
+@pytest.mark.parametrize("which,message", [
+    (0, "never arrive"),                 # threadgroup_barrier that half the threads skip
+    (1, "disagree"),                     # lanes of one simdgroup_load at different addresses
+    (2, "read different values"),        # another lane's write read without a barrier
+    (3, "never arrive"),                 # simdgroup_store in divergent control flow
+])
+def test_shim_refuses_what_msl_forbids(shim, which, message):
+    shim.shim_simdgroup_error.restype = ctypes.c_char_p
+    assert shim.shim_simdgroup_broken(which) == -1
+    assert message in shim.shim_simdgroup_error().decode()

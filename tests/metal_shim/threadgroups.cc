@@ -179,14 +179,28 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
       f.state = kRunnable;
       f.arrival = nullptr;
     }
+    // One SIMD-group at a time runs as far as it can (its own cooperations
+    // complete at once) before the next starts: the most skewed schedule, so a
+    // read of another SIMD-group's writes without a threadgroup barrier sees
+    // stale (or NaN) data.
+    const int simdgroups = int(threads) / kSimdWidth;
     for (;;) {
-      for (uint i = 0; i < threads; ++i) {
-        const int t = int(reverse ? threads - 1 - i : i);
-        if (s.fibers[t].state != kRunnable) continue;
-        s.current = t;
-        swapcontext(&s.main, &s.fibers[t].context);
-        s.current = -1;
+      for (int i = 0; i < simdgroups && s.error.empty(); ++i) {
+        const int first = (reverse ? simdgroups - 1 - i : i) * kSimdWidth;
+        for (;;) {
+          for (int j = 0; j < kSimdWidth; ++j) {
+            const int t = first + (reverse ? kSimdWidth - 1 - j : j);
+            if (s.fibers[t].state != kRunnable) continue;
+            s.current = t;
+            swapcontext(&s.main, &s.fibers[t].context);
+            s.current = -1;
+          }
+          const Fiber& lead = s.fibers[first];
+          if (lead.state != kWaiting || lead.arrival->whole_threadgroup) break;
+          if (TryComplete(&s, first, kSimdWidth) <= 0) break;
+        }
       }
+      if (!s.error.empty()) break;
       bool all_done = true;
       for (const Fiber& f : s.fibers) all_done = all_done && f.state == kDone;
       if (all_done) break;
