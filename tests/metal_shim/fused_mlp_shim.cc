@@ -22,34 +22,30 @@ void RunGrid(Kernel shader, uint grid, Args... args) {
 
 uint GridFor(int64_t work) { return work <= 0 ? 1u : uint(std::min<int64_t>(work, 1 << 16)); }
 
+// The entry point of hidden width w among the four instantiations.
+template <typename F>
+F ByWidth(int w, F w16, F w32, F w64, F w128) {
+  return w == 16 ? w16 : w == 32 ? w32 : w == 64 ? w64 : w == 128 ? w128 : nullptr;
+}
+
 template <typename T>
 struct Kernels;
 
-#define SHIM_FUSED_MLP_KERNELS(T, TN)                                                      \
-  template <>                                                                              \
-  struct Kernels<T> {                                                                      \
-    typedef decltype(&fused_mlp_forward_w16_##TN) Forward;                                 \
-    typedef decltype(&fused_mlp_backward_w16_##TN) Backward;                               \
-    static Forward forward(int w) {                                                        \
-      switch (w) {                                                                         \
-        case 16: return fused_mlp_forward_w16_##TN;                                        \
-        case 32: return fused_mlp_forward_w32_##TN;                                        \
-        case 64: return fused_mlp_forward_w64_##TN;                                        \
-        case 128: return fused_mlp_forward_w128_##TN;                                      \
-      }                                                                                    \
-      return nullptr;                                                                      \
-    }                                                                                      \
-    static Backward backward(int w) {                                                      \
-      switch (w) {                                                                         \
-        case 16: return fused_mlp_backward_w16_##TN;                                       \
-        case 32: return fused_mlp_backward_w32_##TN;                                       \
-        case 64: return fused_mlp_backward_w64_##TN;                                       \
-        case 128: return fused_mlp_backward_w128_##TN;                                     \
-      }                                                                                    \
-      return nullptr;                                                                      \
-    }                                                                                      \
-    static constexpr decltype(&fused_mlp_pack_##TN) pack = fused_mlp_pack_##TN;            \
-    static constexpr decltype(&fused_mlp_reduce_##TN) reduce = fused_mlp_reduce_##TN;      \
+#define SHIM_FUSED_MLP_KERNELS(T, TN)                                                                  \
+  template <>                                                                                          \
+  struct Kernels<T> {                                                                                  \
+    typedef decltype(&fused_mlp_forward_w16_##TN) Forward;                                             \
+    typedef decltype(&fused_mlp_backward_w16_##TN) Backward;                                           \
+    static Forward forward(int w) {                                                                    \
+      return ByWidth<Forward>(w, fused_mlp_forward_w16_##TN, fused_mlp_forward_w32_##TN,               \
+                              fused_mlp_forward_w64_##TN, fused_mlp_forward_w128_##TN);                \
+    }                                                                                                  \
+    static Backward backward(int w) {                                                                  \
+      return ByWidth<Backward>(w, fused_mlp_backward_w16_##TN, fused_mlp_backward_w32_##TN,            \
+                               fused_mlp_backward_w64_##TN, fused_mlp_backward_w128_##TN);             \
+    }                                                                                                  \
+    static constexpr decltype(&fused_mlp_pack_##TN) pack = fused_mlp_pack_##TN;                        \
+    static constexpr decltype(&fused_mlp_reduce_##TN) reduce = fused_mlp_reduce_##TN;                  \
   };
 SHIM_FUSED_MLP_KERNELS(float, float32)
 SHIM_FUSED_MLP_KERNELS(half, float16)
