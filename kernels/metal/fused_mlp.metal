@@ -262,7 +262,9 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
     const int64 row0 = tile * R;
     threadgroup T* dz = tile_a;
     threadgroup T* h = tile_b;
-    threadgroup_barrier(mem_flags::mem_threadgroup);  // the previous tile's readers are done
+    // The previous tile's readers are done, and its partial sums are written
+    // (a lane may load a partial element that another lane stored).
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     // dL/dz of the output layer: grad_y * f_out'(y).
     for (uint i = tid; i < uint(R * p.out_pad); i += threads) {
       const int r = int(i) / p.out_pad;
