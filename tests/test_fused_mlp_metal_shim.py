@@ -168,6 +168,18 @@ def test_bitwise_the_same_in_any_thread_order_and_grid(shim, dtype):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_partitions_of_several_tiles(shim, dtype):
+    """More row tiles than the 256 weight-gradient partitions: each
+    threadgroup of the backward adds several tiles into its partial."""
+    out = (ctypes.c_int32 * 5)()
+    n = 8300
+    assert shim.shim_fused_mlp_geometry(n, 3, 16, 1, 2, np.dtype(dtype).itemsize, 1, out) == 0
+    rows, partitions = out[1], out[4]
+    assert partitions == 256 and n > rows * partitions  # some partitions hold 2 tiles
+    check_case(shim, n, 3, 16, 1, 2, "softplus", "sigmoid", dtype, seed=11)
+
+
 def test_threadgroup_memory_fits_every_network(shim):
     """32 KiB per threadgroup (Apple GPUs) for every width, float32 and
     float16, every padded input/output width, forward and backward."""
