@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
-from tests import volume_render_reference as ref  # noqa: E402
+from tests.reference import volume_render as ref  # noqa: E402
 
 
 def composite(sigma, rgb, t, background):

@@ -27,7 +27,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from tests.cuda import hash_grid_numpy as ref  # noqa: E402
+from tests.reference import hash_encode as ref  # noqa: E402
 
 GRID = dict(num_levels=16, log2_hashmap_size=19, base_resolution=16,
             per_level_scale=float(np.exp(np.log(2048 / 16) / 15)))
@@ -115,7 +115,7 @@ def torch_encode(torch, x, table, levels):
     """The encoding with plain PyTorch ops (gather, bitwise hash, trilinear weights)."""
     outs = []
     for lv in levels:
-        pos = x * float(lv["scale"]) + 0.5
+        pos = x * float(lv.scale) + 0.5
         cell = torch.floor(pos)
         frac = pos - cell
         cell = cell.to(torch.int64)
@@ -128,12 +128,12 @@ def torch_encode(torch, x, table, levels):
                 upper = (idx >> d) & 1
                 c = cell[:, d] + upper
                 weight = weight * (frac[:, d] if upper else 1 - frac[:, d])
-                if lv["hashed"]:
+                if lv.hashed:
                     index = index ^ ((c * ref.PRIMES[d]) & 0xFFFFFFFF)
                 else:
                     index = index + c * stride
-                    stride *= lv["resolution"]
-            rows = lv["offset"] + torch.remainder(index & 0xFFFFFFFF, lv["entries"])
+                    stride *= lv.resolution
+            rows = lv.offset + torch.remainder(index & 0xFFFFFFFF, lv.entries)
             acc = acc + weight[:, None] * table[rows]
         outs.append(acc)
     return torch.cat(outs, dim=1)
@@ -215,7 +215,7 @@ def main():
 
 def bench_torch(cupy, lib, torch, n, ours):
     """Plain-PyTorch composite vs our kernels, verified equal first."""
-    levels, _ = ref.levels(DIMS, **GRID)
+    levels = ref.levels(DIMS, **GRID)
     r = Runner(cupy, lib, n, np.float32)
     x = torch.from_dlpack(r.x)
     table = torch.from_dlpack(r.table).clone().requires_grad_(True)

@@ -23,7 +23,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from tests import volume_render_reference as ref  # noqa: E402
+from tests.reference import volume_render as ref  # noqa: E402
 
 S = 64
 EPS = 1e-4
