@@ -256,7 +256,7 @@ demo: all
 	$(PYTHON) -m examples.nerf.train --name demo
 
 bench: all
-	for b in benchmarks/bench_*.py; do $(PYTHON) $$b || exit 1; done
+	for b in benchmarks/bench_*.py; do $(PYTHON) -m benchmarks.$$(basename $$b .py) || exit 1; done
 
 bazel: $(VENV)/.installed
 	bash tools/bazel_build.sh

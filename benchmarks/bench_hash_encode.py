@@ -11,7 +11,7 @@ and points/s printed; JSON written to benchmarks/results/hash_encode_cpu.json.
 Also: float16-table figures, the cost of the input gradient, and 1- vs
 2-thread scaling (subprocesses with intra-op parallelism 1 and 2).
 
-Usage: python benchmarks/bench_hash_encode.py [--quick] [--rounds N] [--repeats N]
+Usage (from the repository root): python -m benchmarks.bench_hash_encode [--quick] [--rounds N] [--repeats N]
 """
 import argparse
 import json
@@ -23,7 +23,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "python"), ROOT]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
@@ -31,8 +30,7 @@ import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_ms  # noqa: E402
+from benchmarks.timing import interleaved_ms  # noqa: E402
 from metal_ops.hash_encode import hash_grid_offsets  # noqa: E402
 
 D, L, F, LOG2_T, BASE, FINEST = 3, 16, 2, 19, 16, 2048
@@ -143,8 +141,7 @@ def composite_fns(encode, x, table, dy, jit):
 
 
 _THREAD_SCRIPT = """
-import sys, os, json
-sys.path[:0] = [os.path.join({root!r}, "python"), {root!r}]
+import sys, json
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
 import numpy as np
@@ -166,7 +163,7 @@ def thread_scaling(repeats):
     out = {}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for threads in (1, 2):
-        script = _THREAD_SCRIPT.format(root=ROOT, repeats=repeats)
+        script = _THREAD_SCRIPT.format(repeats=repeats)
         proc = subprocess.run([sys.executable, "-c", script, str(threads)], capture_output=True, text=True, env=env,
                               cwd=ROOT, timeout=900)
         if proc.returncode != 0:

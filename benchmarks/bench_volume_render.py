@@ -12,20 +12,18 @@ the same machine load; medians (and minima) over repeats; ratios, throughput
 and the load average printed;
 JSON in benchmarks/results/volume_render.json.
 
-    .venv/bin/python benchmarks/bench_volume_render.py [--rays 4096] [--samples 64] [--repeats 50]
+    .venv/bin/python -m benchmarks.bench_volume_render [--rays 4096] [--samples 64] [--repeats 50]
 """
 import argparse
 import json
 import os
 import platform
 import statistics
-import sys
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "python"), ROOT]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402

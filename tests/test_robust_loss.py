@@ -114,7 +114,7 @@ def test_huge_residuals_are_finite_and_correct():
     (3.4e38, -0.5, 1e-3), (np.inf, 0.0, 1.0), (np.inf, 1.0, 1.0)])
 def test_overflowing_ratio_x_over_scale(x, alpha, scale):
     # x / scale overflows float32 (or x is infinite): the loss is the limit
-    # computed through logs, never NaN (issue 7's fuzz report).
+    # computed through logs, never NaN (a case the fuzz tests found).
     rho, gx, ga, gs = op_with_grads(f32([x]), alpha, scale)
     if np.isinf(x):
         if alpha < 0:  # the limit |alpha - 2| / -alpha

@@ -11,7 +11,7 @@ aggregation on/off. Side by side in the same process: the same encoding
 written with plain PyTorch ops (what a user without a custom kernel writes),
 verified equal to ours first, forward and forward+backward through autograd.
 
-    make cuda-harness && python3 benchmarks/cuda/bench_hash_encode_cuda.py [--out PATH] [--quick]
+    make cuda-harness && python3 -m benchmarks.cuda.bench_hash_encode_cuda [--out PATH] [--quick]
 """
 import argparse
 import ctypes
@@ -19,13 +19,11 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 from tests.reference import hash_encode as ref  # noqa: E402
 

@@ -9,19 +9,17 @@ divided by the batch size; median of the samples. Two scenes: "random" (no
 sample reaches the threshold) and "surface" (an opaque sample per ray, so early
 termination skips the rest; the composite has no early termination).
 
-    make cuda-harness && python3 benchmarks/cuda/bench_volume_render_cuda.py [--out PATH] [--quick]
+    make cuda-harness && python3 -m benchmarks.cuda.bench_volume_render_cuda [--out PATH] [--quick]
 """
 import argparse
 import ctypes
 import json
 import os
 import statistics
-import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 from tests.reference import volume_render as ref  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Independent NumPy reference of the multiresolution hash encoding (HashEncode).
 
 Written from the formulas of Mueller et al. 2022 / tiny-cuda-nn's "Hash" grid
-as summarised in docs/HASH_ENCODING.md, not from the kernel code: vectorised
+as summarised in docs/HASH_ENCODE.md, not from the kernel code: vectorised
 over points, one level and one corner at a time; grid geometry in float32 steps
 (as tiny-cuda-nn computes it), index arithmetic in uint64 arrays with an
 explicit 32-bit wrap, weights and sums in float64. No TensorFlow: the CPU
