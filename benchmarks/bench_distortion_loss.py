@@ -11,7 +11,6 @@ Ratios printed, JSON in benchmarks/results/distortion_loss_cpu.json.
 Usage (from the repository root): python -m benchmarks.bench_distortion_loss [--quick] [--rounds N]
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -131,11 +130,7 @@ def main():
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")
     for samples in (64, 128, 256):
         bench_distortion(4096, samples, 3 if args.quick else args.rounds, results)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__, "command": " ".join(sys.argv),
-                   "results": results}, f, indent=2)
-    print("wrote", args.out)
+    timing.write_json(args.out, {"tensorflow": tf.__version__, "results": results})
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ Ratios printed, JSON in benchmarks/results/robust_loss_cpu.json.
 Usage (from the repository root): python -m benchmarks.bench_robust_loss [--quick] [--rounds N]
 """
 import argparse
-import json
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -105,11 +103,7 @@ def main():
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")
     bench_robust(2**22, 3 if args.quick else args.rounds, results)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__, "command": " ".join(sys.argv),
-                   "results": results}, f, indent=2)
-    print("wrote", args.out)
+    timing.write_json(args.out, {"tensorflow": tf.__version__, "results": results})
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
+from benchmarks import timing  # noqa: E402
 from tests.reference import volume_render as ref  # noqa: E402
 
 
@@ -146,10 +147,7 @@ def main():
               f"({row['speedup_forward_backward_of_minima']:.1f}x); 1-min load average "
               f"{row['load_average_1min'][0]:.1f} -> {row['load_average_1min'][1]:.1f} on {os.cpu_count()} cores",
               flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
-    print("wrote", args.out)
+    timing.write_json(args.out, results)
 
 
 if __name__ == "__main__":

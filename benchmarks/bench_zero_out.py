@@ -7,9 +7,7 @@ Ratios printed, JSON in benchmarks/results/zero_out_cpu.json.
 Usage (from the repository root): python -m benchmarks.bench_zero_out [--rounds N]
 """
 import argparse
-import json
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -48,11 +46,7 @@ def main():
         results.append(row)
         print(f"zero_out float32 n={n}: ours {row['ours_ms']:.3f} ms, tf.where composite {row['composite_ms']:.3f} ms"
               f" -> {row['speedup']:.2f}x (load {row['load_average']:.1f})")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__, "command": " ".join(sys.argv),
-                   "results": results}, f, indent=2)
-    print("wrote", args.out)
+    timing.write_json(args.out, {"tensorflow": tf.__version__, "results": results})
 
 
 if __name__ == "__main__":

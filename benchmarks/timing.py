@@ -4,8 +4,10 @@ Each round runs every variant once, in turn, so a ratio compares calls made
 under the same machine conditions (a shared machine's load drifts over the
 minutes a benchmark takes); speedups are medians of the per-round ratios.
 """
+import json
 import os
 import statistics
+import sys
 import time
 
 
@@ -37,6 +39,17 @@ def load_average():
         return os.getloadavg()[0]
     except OSError:
         return float("nan")
+
+
+def write_json(path, data):
+    """Writes a benchmark's results (a dict gets the command line and CPU count
+    added) to path, creating its folder."""
+    if isinstance(data, dict):
+        data = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), **data}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+    print("wrote", path)
 
 
 def cuda_median_ms(torch, fn, repeats=30, warmup=5):

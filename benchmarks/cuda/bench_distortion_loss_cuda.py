@@ -8,23 +8,11 @@ Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
 """
 import argparse
 import ctypes
-import json
 import os
 
 import torch
 
-from benchmarks import timing
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
-
-
-def p(t):
-    return ctypes.c_void_p(t.data_ptr())
-
-
-def stream():
-    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+from benchmarks.cuda.torch_harness import ROOT, compare, lib, ptr as p, stream, write_results
 
 
 def distortion_composite(w, t):
@@ -63,13 +51,12 @@ def bench_distortion(rays, samples, results):
     assert torch.allclose(loss, distortion_composite(w, t), rtol=1e-4, atol=1e-6)
     assert torch.allclose(gw, cw, rtol=1e-3, atol=1e-5)
     assert torch.allclose(gt, ct, rtol=1e-3, atol=1e-4)
-    t_ours, t_comp = timing.cuda_median_ms(torch, ours), timing.cuda_median_ms(torch, composite, repeats=10, warmup=2)
-    m_ours, m_comp = timing.cuda_peak_extra_mib(torch, ours), timing.cuda_peak_extra_mib(torch, composite)
-    row = {"op": "distortion_loss", "rays": rays, "samples": samples, "ours_ms": t_ours, "composite_ms": t_comp,
-           "speedup": t_comp / t_ours, "ours_peak_extra_mib": m_ours, "composite_peak_extra_mib": m_comp}
+    row = {"op": "distortion_loss", "rays": rays, "samples": samples,
+           **compare(ours, composite, composite_repeats=10, composite_warmup=2)}
     results.append(row)
-    print(f"distortion_loss fwd+bwd R={rays} S={samples}: ours {t_ours:.3f} ms, O(S^2) torch {t_comp:.3f} ms -> "
-          f"{row['speedup']:.0f}x; extra memory ours {m_ours:.1f} MiB vs {m_comp:.0f} MiB")
+    print(f"distortion_loss fwd+bwd R={rays} S={samples}: ours {row['ours_ms']:.3f} ms, O(S^2) torch "
+          f"{row['composite_ms']:.3f} ms -> {row['speedup']:.0f}x; extra memory ours {row['ours_peak_extra_mib']:.1f} "
+          f"MiB vs {row['composite_peak_extra_mib']:.0f} MiB")
 
 
 def main():
@@ -80,15 +67,7 @@ def main():
     print(torch.cuda.get_device_name(0))
     for samples in (64, 128, 256):
         bench_distortion(4096, samples, results)
-    report = {"device": torch.cuda.get_device_name(0), "results": results}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=2)
-    out_dir = os.environ.get("OUT")
-    if out_dir:
-        with open(os.path.join(out_dir, "distortion_loss_cuda.json"), "w") as f:
-            json.dump(report, f, indent=2)
-    print("wrote", args.out)
+    write_results(args.out, results)
 
 
 if __name__ == "__main__":

@@ -8,24 +8,12 @@ Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
 """
 import argparse
 import ctypes
-import json
 import os
 
 import numpy as np
 import torch
 
-from benchmarks import timing
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
-
-
-def p(t):
-    return ctypes.c_void_p(t.data_ptr())
-
-
-def stream():
-    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+from benchmarks.cuda.torch_harness import ROOT, compare, lib, ptr as p, stream, write_results
 
 
 def robust_composite(x, alpha, scale):
@@ -79,13 +67,12 @@ def bench_robust(n, results):
     assert torch.allclose(dx, gx, rtol=1e-4, atol=1e-6), "dx differs"
     assert torch.allclose(da, ga, rtol=1e-3), (da, ga)
     assert torch.allclose(ds, gs, rtol=1e-3), (ds, gs)
-    t_ours, t_comp = timing.cuda_median_ms(torch, ours), timing.cuda_median_ms(torch, composite)
-    m_ours, m_comp = timing.cuda_peak_extra_mib(torch, ours), timing.cuda_peak_extra_mib(torch, composite)
-    row = {"op": "robust_loss", "n": n, "ours_ms": t_ours, "composite_ms": t_comp, "speedup": t_comp / t_ours,
-           "ours_gelem_per_s": n / t_ours / 1e6, "ours_peak_extra_mib": m_ours, "composite_peak_extra_mib": m_comp}
+    row = {"op": "robust_loss", "n": n, **compare(ours, composite)}
+    row["ours_gelem_per_s"] = n / row["ours_ms"] / 1e6
     results.append(row)
-    print(f"robust_loss fwd+bwd n=2^{int(np.log2(n))}: ours {t_ours:.3f} ms ({row['ours_gelem_per_s']:.1f} Gelem/s), "
-          f"torch composite {t_comp:.3f} ms -> {row['speedup']:.1f}x; extra memory {m_ours:.0f} vs {m_comp:.0f} MiB")
+    print(f"robust_loss fwd+bwd n=2^{int(np.log2(n))}: ours {row['ours_ms']:.3f} ms ({row['ours_gelem_per_s']:.1f} "
+          f"Gelem/s), torch composite {row['composite_ms']:.3f} ms -> {row['speedup']:.1f}x; extra memory "
+          f"{row['ours_peak_extra_mib']:.0f} vs {row['composite_peak_extra_mib']:.0f} MiB")
 
 
 def main():
@@ -96,15 +83,7 @@ def main():
     print(torch.cuda.get_device_name(0))
     for n in (2**22, 2**24):
         bench_robust(n, results)
-    report = {"device": torch.cuda.get_device_name(0), "results": results}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=2)
-    out_dir = os.environ.get("OUT")
-    if out_dir:
-        with open(os.path.join(out_dir, "robust_loss_cuda.json"), "w") as f:
-            json.dump(report, f, indent=2)
-    print("wrote", args.out)
+    write_results(args.out, results)
 
 
 if __name__ == "__main__":

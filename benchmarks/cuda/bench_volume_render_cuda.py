@@ -13,14 +13,13 @@ termination skips the rest; the composite has no early termination).
 """
 import argparse
 import ctypes
-import json
 import os
 import statistics
 
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import timing  # noqa: E402
 from tests.reference import volume_render as ref  # noqa: E402
 
 S = 64
@@ -167,10 +166,7 @@ def main():
                   f"{row['composite_forward_ms']:.4f} ms, fwd+bwd {row['composite_forward_backward_ms']:.4f} ms | "
                   f"speedup fwd {row['speedup_forward']:.1f}x, fwd+bwd {row['speedup_forward_backward']:.1f}x, "
                   f"{row['ours_samples_per_s_forward_backward'] / 1e9:.2f} G samples/s", flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
-    print("wrote", args.out)
+    timing.write_json(args.out, results)
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def encode_grads(x, table, grad_encoded, *, num_levels, log2_hashmap_size, base_
     """(d table [P, F], d inputs [N, D]) of sum(grad_encoded * encode(x, table)), float64."""
     x = np.asarray(x, np.float32)
     table = np.asarray(table, np.float64)
-    dy = np.asarray(grad_encoded, np.float64).reshape(x.shape[0], -1)
+    dy = np.asarray(grad_encoded, np.float64).reshape(x.shape[0], num_levels * table.shape[1])
     n, d_count = x.shape
     f = table.shape[1]
     grid = levels(d_count, num_levels, log2_hashmap_size, base_resolution, per_level_scale)
