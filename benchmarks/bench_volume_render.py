@@ -18,8 +18,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
 
 import numpy as np
 
@@ -69,20 +67,9 @@ def make_steps(render):
     return forward, forward_backward
 
 
-def time_interleaved(fns, args, repeats, warmup=5):
-    """Wall time per call (ms) of each function, calls interleaved round-robin
-    so that all of them see the same machine load; returns (medians, minima)."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn(*args)
-    times = [[] for _ in fns]
-    for _ in range(repeats):
-        for k, fn in enumerate(fns):
-            start = time.perf_counter()
-            out = fn(*args)
-            _ = [x.numpy() for x in tf.nest.flatten(out)][0]  # wait for the result
-            times[k].append((time.perf_counter() - start) * 1e3)
-    return [statistics.median(t) for t in times], [min(t) for t in times]
+def _result(fn, inputs):
+    """fn(*inputs) run to completion (its outputs read back)."""
+    return lambda: [x.numpy() for x in tf.nest.flatten(fn(*inputs))]
 
 
 def main():
@@ -119,10 +106,10 @@ def main():
         load_before = os.getloadavg()[0]
         names = ["composite_forward", "composite_forward_backward", "ours_forward", "ours_forward_backward",
                  "ours_no_early_termination_forward", "ours_no_early_termination_forward_backward"]
-        medians, minima = time_interleaved([comp_fwd, comp_fb, ours_fwd, ours_fb, ours0_fwd, ours0_fb], inputs,
-                                           args.repeats)
-        row = {f"{n}_ms": m for n, m in zip(names, medians)}
-        row["min_ms"] = dict(zip(names, minima))
+        fns = [comp_fwd, comp_fb, ours_fwd, ours_fb, ours0_fwd, ours0_fb]
+        times = timing.interleaved_ms({n: _result(f, inputs) for n, f in zip(names, fns)}, args.repeats, warmup=5)
+        row = {f"{n}_ms": timing.median_wall_ms(times[n]) for n in names}
+        row["min_ms"] = {n: min(w for w, _ in times[n]) for n in names}
         row["speedup_forward_backward_of_minima"] = row["min_ms"]["composite_forward_backward"] / row["min_ms"][
             "ours_forward_backward"]
         row["load_average_1min"] = [load_before, os.getloadavg()[0]]

@@ -52,19 +52,33 @@ def write_json(path, data):
     print("wrote", path)
 
 
-def cuda_median_ms(torch, fn, repeats=30, warmup=5):
-    """Median GPU time (ms, CUDA events on the current stream) of fn()."""
+def median_ms(fn, repeats, warmup=1):
+    """(median wall ms, median process CPU ms) of `repeats` calls of fn. On a
+    shared machine the CPU time (all threads of this process) is the steadier
+    figure: it does not count time spent waiting for a core."""
+    samples = interleaved_ms({"fn": fn}, repeats, warmup)["fn"]
+    return median_wall_ms(samples), statistics.median(c for _, c in samples)
+
+
+def cuda_median_ms(gpu, fn, repeats=30, warmup=5, batch=1):
+    """Median GPU time (ms per call, CUDA events on the current stream) of fn(),
+    from `repeats` samples of `batch` back-to-back calls. gpu: the torch or
+    cupy module whose stream fn() uses."""
+    if gpu.__name__ == "torch":
+        event, elapsed = (lambda: gpu.cuda.Event(enable_timing=True)), (lambda s, e: s.elapsed_time(e))
+    else:
+        event, elapsed = gpu.cuda.Event, gpu.cuda.get_elapsed_time
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = event(), event()
         start.record()
-        fn()
+        for _ in range(batch):
+            fn()
         end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        end.synchronize()
+        times.append(elapsed(start, end) / batch)
     return statistics.median(times)
 
 

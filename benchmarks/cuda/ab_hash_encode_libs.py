@@ -19,7 +19,8 @@ import statistics
 import numpy as np
 
 
-from benchmarks.cuda.bench_hash_encode_cuda import Runner, time_ms  # noqa: E402
+from benchmarks import timing  # noqa: E402
+from benchmarks.cuda.bench_hash_encode_cuda import Runner  # noqa: E402
 
 
 def main():
@@ -67,7 +68,7 @@ def main():
                 for name, lib in libs.items():
                     r.lib = lib
                     samples[(name, case)].append(
-                        time_ms(cupy, lambda: fn(groups[name]), batch, samples=1, warmup=1))
+                        timing.cuda_median_ms(cupy, lambda: fn(groups[name]), 1, warmup=1, batch=batch))
         base = next(iter(libs))
         table = {}
         for case in cases:

@@ -14,7 +14,6 @@ termination skips the rest; the composite has no early termination).
 import argparse
 import ctypes
 import os
-import statistics
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -78,21 +77,6 @@ def composite(torch, sigma, rgb, t, bg):
     return out, depth, opacity
 
 
-def time_ms(torch, fn, batch, samples):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        start.record()
-        for _ in range(batch):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "volume_render_cuda.json"))
@@ -149,13 +133,14 @@ def main():
                 ours.forward()
                 ours.backward()
 
-            row = {"scene": scene, "rays": R,
-                   "ours_forward_ms": time_ms(torch, ours.forward, batch, samples),
-                   "ours_forward_backward_ms": time_ms(torch, ours_fwd_bwd, batch, samples),
-                   "ours_forward_backward_no_early_termination_ms": time_ms(
-                       torch, lambda: (ours.forward(0.0), ours.backward(0.0)), batch, samples),
-                   "composite_forward_ms": time_ms(torch, comp_fwd, batch, samples),
-                   "composite_forward_backward_ms": time_ms(torch, comp_fwd_bwd, batch, samples)}
+            def gpu_ms(fn):
+                return timing.cuda_median_ms(torch, fn, samples, warmup=1, batch=batch)
+
+            row = {"scene": scene, "rays": R, "ours_forward_ms": gpu_ms(ours.forward),
+                   "ours_forward_backward_ms": gpu_ms(ours_fwd_bwd),
+                   "ours_forward_backward_no_early_termination_ms": gpu_ms(
+                       lambda: (ours.forward(0.0), ours.backward(0.0))),
+                   "composite_forward_ms": gpu_ms(comp_fwd), "composite_forward_backward_ms": gpu_ms(comp_fwd_bwd)}
             row["speedup_forward"] = row["composite_forward_ms"] / row["ours_forward_ms"]
             row["speedup_forward_backward"] = row["composite_forward_backward_ms"] / row["ours_forward_backward_ms"]
             row["ours_samples_per_s_forward_backward"] = R * S / (row["ours_forward_backward_ms"] * 1e-3)
