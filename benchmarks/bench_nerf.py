@@ -8,8 +8,8 @@ best held-out PSNR is the target. The hash-grid model then trains until it
 reaches that PSNR (or --hash-minutes). Printed and saved: both curves, the
 target, the times and their ratio (goal: >= 10x sooner).
 
-  .venv/bin/python benchmarks/bench_nerf.py            # ~30 min + hash time
-  .venv/bin/python benchmarks/bench_nerf.py --baseline-minutes 3 --hash-minutes 3   # quick look
+  .venv/bin/python -m benchmarks.bench_nerf            # ~30 min + hash time
+  .venv/bin/python -m benchmarks.bench_nerf --baseline-minutes 3 --hash-minutes 3   # quick look
 
 Writes benchmarks/results/nerf.json and benchmarks/results/nerf_time_to_quality.png.
 
@@ -26,11 +26,9 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from examples.nerf import train as nerf_train  # noqa: E402
