@@ -20,7 +20,7 @@ process, past the occupancy grid's warm-up, interleaved rounds of a few steps
 each at the same step numbers; prints ms per step, the median of the per-round
 ratios and points per second, and writes benchmarks/results/nerf_step.json.
 
-  .venv/bin/python benchmarks/bench_nerf.py --step-time
+  .venv/bin/python -m benchmarks.bench_nerf --step-time
 """
 import argparse
 import json
@@ -54,7 +54,7 @@ def run(model, minutes, eval_every, extra, stop_at=None, quiet=False):
 
 
 def step_time(args):
-    from timing import load_average, median_ratio
+    from benchmarks.timing import load_average, median_ratio
 
     common = ["--steps", "1000000", "--max-minutes", "0", "--eval-every", "0", "--ckpt-every", "0",
               "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),
