@@ -35,9 +35,8 @@ enum Activation {
 #define MO_TRUNC_EXP_LIMIT 3269017.3724721107f
 
 // 1 / (1 + e^-z) without overflow for large |z|. A function of its own so
-// that activation_forward is not recursive (swish uses it): CUDA inlines
-// activation_forward only when it is not.
-MO_FN float sigmoid_stable(float z) {
+// that swish needs no recursive call (MSL has no recursion).
+MO_FN float sigmoid_f(float z) {
   if (z >= 0.0f) return 1.0f / (1.0f + exp_f(-z));
   const float e = exp_f(z);
   return e / (1.0f + e);
@@ -55,7 +54,7 @@ MO_FN float activation_forward(float z, int act, float alpha) {
     case kActLeakyRelu:
       return z > 0.0f ? z : alpha * z;
     case kActSigmoid:
-      return sigmoid_stable(z);
+      return sigmoid_f(z);
     case kActTanh: {
       // tanh(z) = 1 - 2 / (e^{2z} + 1); saturates cleanly at +-1.
       if (z > 15.0f) return 1.0f;
@@ -64,7 +63,7 @@ MO_FN float activation_forward(float z, int act, float alpha) {
       return e / (e + 2.0f);
     }
     case kActSwish:
-      return z * sigmoid_stable(z);
+      return z * sigmoid_f(z);
     case kActSoftplus:
       // log(1 + e^z) without overflow: z + log1p(e^-z) for positive z.
       return z > 0.0f ? z + log1p_f(exp_f(-z)) : log1p_f(exp_f(z));
@@ -113,7 +112,7 @@ MO_FN float activation_derivative_from_output(float y, int act, float alpha) {
 MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
   switch (act) {
     case kActSwish: {
-      const float s = sigmoid_stable(z);
+      const float s = sigmoid_f(z);
       return s * (1.0f + z * (1.0f - s));
     }
     case kActLeakyRelu:
