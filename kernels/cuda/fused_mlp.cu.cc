@@ -393,17 +393,19 @@ constexpr int kWgWarps = 16;    // weight-gradient kernel
 constexpr int kWgChunk = 64;    // rows per weight-gradient pipeline stage
 constexpr int kWgStages = 3;    // chunks in flight per block
 
+// m16 tiles per warp: 64 float accumulators per thread at every width
+// (16 warps of 128 registers; fewer rows per warp was slower at width 64).
+constexpr int MmaMTiles(int width) { return width >= 128 ? 1 : 128 / width; }
+
 template <int W>
 struct MmaTile {
-  // m16 tiles per warp: 32 float accumulators per thread up to width 64, so
-  // 16 warps of 128 registers run without spills.
-  static constexpr int kMt = W >= 128 ? 1 : 128 / W;
+  static constexpr int kMt = MmaMTiles(W);
   static constexpr int kRows = 16 * kMt;
   static constexpr int kNt = W / 8;   // n8 tiles of a hidden layer
   static constexpr int kKt = W / 16;  // k16 steps of a hidden layer
 };
 
-int MmaRowsPerWarp(int width) { return width >= 128 ? 16 : 16 * (128 / width); }
+int MmaRowsPerWarp(int width) { return 16 * MmaMTiles(width); }
 
 // Shared-memory plan of the forward/backward kernels, computed on the host.
 struct MmaPlan {
@@ -535,6 +537,22 @@ __device__ __forceinline__ void LoadB(uint32_t (&b)[4], const __half* w, int ldw
   }
 }
 
+// acc[MT][NT] += A * B over k-step kk; a(mt) is the A fragment of m-tile mt.
+template <int MT, int NT, bool TRANS, typename AFrag>
+__device__ __forceinline__ void MmaKStep(float (&acc)[MT][NT][4], AFrag&& a, const __half* w, int ldw,
+                                         int kk, int lane) {
+#pragma unroll
+  for (int j = 0; j < NT / 2; ++j) {
+    uint32_t b[4];
+    LoadB<TRANS>(b, w, ldw, kk, j, lane);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      Mma(acc[mt][2 * j], a(mt), b[0], b[1]);
+      Mma(acc[mt][2 * j + 1], a(mt), b[2], b[3]);
+    }
+  }
+}
+
 // acc[MT][NT] += A (kRows x 16*ksteps, row-major in shared memory) * B.
 template <int MT, int NT, bool TRANS>
 __device__ __forceinline__ void MmaSmemA(float (&acc)[MT][NT][4], const __half* a, int lda,
@@ -545,16 +563,7 @@ __device__ __forceinline__ void MmaSmemA(float (&acc)[MT][NT][4], const __half* 
     for (int mt = 0; mt < MT; ++mt) {
       Ldsm4(af[mt], a + (mt * 16 + (lane & 15)) * lda + kk * 16 + (lane >> 4) * 8);
     }
-#pragma unroll
-    for (int j = 0; j < NT / 2; ++j) {
-      uint32_t b[4];
-      LoadB<TRANS>(b, w, ldw, kk, j, lane);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        Mma(acc[mt][2 * j], af[mt], b[0], b[1]);
-        Mma(acc[mt][2 * j + 1], af[mt], b[2], b[3]);
-      }
-    }
+    MmaKStep<MT, NT, TRANS>(acc, [&](int mt) -> const uint32_t(&)[4] { return af[mt]; }, w, ldw, kk, lane);
   }
 }
 
@@ -564,16 +573,8 @@ __device__ __forceinline__ void MmaRegA(float (&acc)[MT][NT][4], const uint32_t 
                                         const __half* w, int ldw, int lane) {
 #pragma unroll
   for (int kk = 0; kk < KT; ++kk) {
-#pragma unroll
-    for (int j = 0; j < NT / 2; ++j) {
-      uint32_t b[4];
-      LoadB<TRANS>(b, w, ldw, kk, j, lane);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        Mma(acc[mt][2 * j], af[mt][kk], b[0], b[1]);
-        Mma(acc[mt][2 * j + 1], af[mt][kk], b[2], b[3]);
-      }
-    }
+    MmaKStep<MT, NT, TRANS>(acc, [&](int mt) -> const uint32_t(&)[4] { return af[mt][kk]; }, w, ldw, kk,
+                            lane);
   }
 }
 
@@ -1136,18 +1137,25 @@ cudaError_t DispatchWidth(int width, Args&&... args) {
   }
 }
 
+// Launches a warp-rows kernel (forward or backward) on its persistent grid.
+template <int W, typename K, typename... Args>
+cudaError_t LaunchWarpRows(K kernel, const MmaPlan& pl, const FusedMlpShape& s, const DeviceLimits& d,
+                           cudaStream_t stream, Args... args) {
+  const int smem = MmaSmemBytes(pl, 2);
+  const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * MmaTile<W>::kRows;
+  unsigned int grid = 0;
+  cudaError_t err = PersistentGrid(kernel, 32 * pl.warps, smem,
+                                   (s.n + rows_per_block - 1) / rows_per_block, d, &grid);
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, 32 * pl.warps, smem, stream>>>(args...);
+  return cudaGetLastError();
+}
+
 template <int W>
 struct MmaForwardLaunch {
   static cudaError_t Run(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
                          const FusedMlpShape& s, MmaPlan pl, const DeviceLimits& d, cudaStream_t stream) {
-    const int smem = MmaSmemBytes(pl, 2);
-    const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * MmaTile<W>::kRows;
-    unsigned int grid = 0;
-    cudaError_t err = PersistentGrid(MmaForwardKernel<W>, 32 * pl.warps, smem,
-                                     (s.n + rows_per_block - 1) / rows_per_block, d, &grid);
-    if (err != cudaSuccess) return err;
-    MmaForwardKernel<W><<<grid, 32 * pl.warps, smem, stream>>>(x, p, y, saved, s, pl);
-    return cudaGetLastError();
+    return LaunchWarpRows<W>(MmaForwardKernel<W>, pl, s, d, stream, x, p, y, saved, s, pl);
   }
 };
 
@@ -1156,14 +1164,7 @@ struct MmaBackwardLaunch {
   static cudaError_t Run(const __half* dy, const __half* y, const __half* saved,
                          const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs,
                          const FusedMlpShape& s, MmaPlan pl, const DeviceLimits& d, cudaStream_t stream) {
-    const int smem = MmaSmemBytes(pl, 2);
-    const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * MmaTile<W>::kRows;
-    unsigned int grid = 0;
-    cudaError_t err = PersistentGrid(MmaBackwardKernel<W>, 32 * pl.warps, smem,
-                                     (s.n + rows_per_block - 1) / rows_per_block, d, &grid);
-    if (err != cudaSuccess) return err;
-    MmaBackwardKernel<W><<<grid, 32 * pl.warps, smem, stream>>>(dy, y, saved, p, dx, bufs, s, pl);
-    return cudaGetLastError();
+    return LaunchWarpRows<W>(MmaBackwardKernel<W>, pl, s, d, stream, dy, y, saved, p, dx, bufs, s, pl);
   }
 };
 

@@ -191,21 +191,20 @@ def test_optional_gradients_and_determinism():
         assert none_w[0] is None and dx_only is not None
 
 
+def _forward_error(dtype, width, act):
+    """The launcher's error code for a tiny forward (no memory is touched)."""
+    cupy, lib = require_gpu()
+    x = cupy.zeros((4, 3), dtype)
+    w = (ctypes.c_int64 * 2)(0, 0)
+    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(dtype)}")
+    return fn(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4), 3, width, 1, 3, act, 0,
+              ctypes.c_float(0.0), stream_ptr(cupy))
+
+
 def test_bad_shape_rejected():
-    cupy, lib = require_gpu()
-    x = cupy.zeros((4, 3), cupy.float32)
-    w = (ctypes.c_int64 * 2)(0, 0)
-    err = lib.metal_ops_fused_mlp_forward_float32(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4),
-                                                  3, 48, 1, 3, 1, 0, ctypes.c_float(0.0),
-                                                  stream_ptr(cupy))
-    assert err != 0, "width 48 must be rejected"
+    assert _forward_error(np.float32, 48, ACT["relu"]) != 0, "width 48 must be rejected"
 
 
-def test_unsupported_activation_rejected():
-    cupy, lib = require_gpu()
-    x = cupy.zeros((4, 3), cupy.float16)
-    w = (ctypes.c_int64 * 2)(0, 0)
-    err = lib.metal_ops_fused_mlp_forward_float16(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4),
-                                                  3, 16, 1, 3, 6, 0, ctypes.c_float(0.0),
-                                                  stream_ptr(cupy))
-    assert err != 0, "tanh (not a FusedMLP activation) must be rejected"
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_unsupported_activation_rejected(dtype):
+    assert _forward_error(dtype, 16, 6) != 0, "tanh (not a FusedMLP activation) must be rejected"
