@@ -122,3 +122,47 @@ def test_inside_tf_data_private_threadpool(cin, pool):
     got = [y.numpy() for y in ds.with_options(options)]
     for x, y in zip(xs, got):
         np.testing.assert_allclose(y, reference(x, w, act="relu"), rtol=1e-4, atol=2e-4)
+
+
+# ---- the dependency: pinned once, required by the wheel, found at run time ----
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _pins(path):
+    import re
+
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return re.findall(r"scipy-openblas32==([0-9.]+)", f.read())
+
+
+def test_openblas_pinned_alike_everywhere():
+    from importlib import metadata
+
+    pins = {p: _pins(p) for p in ("requirements.txt", "requirements-macos.txt", "pyproject.toml")}
+    assert all(len(v) == 1 for v in pins.values()), pins
+    assert len({v[0] for v in pins.values()}) == 1, pins
+    assert metadata.version("scipy-openblas32") == pins["requirements.txt"][0]
+
+
+def test_setup_requires_the_openblas_it_links():
+    from importlib import metadata
+
+    from tests.test_build import _load_setup_py
+
+    assert _load_setup_py()._openblas_requirement() == [f"scipy-openblas32=={metadata.version('scipy-openblas32')}"]
+
+
+def test_library_runpath_reaches_an_installed_openblas():
+    """An installed metal_ops (site-packages/metal_ops/_metal_ops.so) finds
+    site-packages/scipy_openblas32/lib through $ORIGIN."""
+    import subprocess
+
+    from metal_ops import _loader
+
+    if not _loader.library_path().endswith(".so") or not os.path.exists("/proc/self/maps"):
+        pytest.skip("ELF check (Linux)")
+    out = subprocess.run(["readelf", "-d", _loader.library_path()], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip("readelf is not available")
+    assert "libscipy_openblas.so" in out.stdout
+    assert "$ORIGIN/../scipy_openblas32/lib" in out.stdout
