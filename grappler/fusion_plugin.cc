@@ -112,15 +112,15 @@ bool OneDnnOptsOn() {
 bool OneDnnBlocks() { return OneDnnOptsOn() && !EnvIs("METAL_OPS_FUSION_WITH_ONEDNN", "1"); }
 
 // Profitability (oneDNN off; measured against TF's convolution + its separate
-// residual-add / activation passes, docs/FUSION.md): our kernel wins where a
-// tile of the GEMM fits in L2 (kernels/cpu/fused_conv2d_gemm.h: 1x1 and 3x3
-// filters up to ~128 channels on a 2 MiB L2), not reliably for larger filters.
-// Unknown sizes: no rewrite. METAL_OPS_FUSION_ALL_CONVS=1 fuses every size.
+// residual-add / activation passes): mo::fused_conv_profitable
+// (kernels/cpu/fused_conv2d_gemm.h): a GEMM tile that fits in L2 and a filter
+// matrix no taller than wide, e.g. 1x1 64 -> 256. Unknown sizes: no rewrite.
+// METAL_OPS_FUSION_ALL_CONVS=1 fuses every size.
 bool FusionProfitable(int64_t kh, int64_t kw, int64_t cin, int64_t cout, int64_t pixels) {
   if (EnvIs("METAL_OPS_FUSION_ALL_CONVS", "1")) return true;
   if (kh < 0 || kw < 0 || cin < 0 || cout < 0) return false;
   static const int64_t l2_bytes = Eigen::internal::CacheSizes().m_l2;
-  return mo::fused_conv_tile_fits_l2(kh * kw * cin, cout, pixels, l2_bytes);
+  return mo::fused_conv_profitable(kh * kw * cin, cout, pixels, l2_bytes);
 }
 
 // "name", "name:1", "^name" -> (name, port, is_control)

@@ -282,15 +282,17 @@ def _child_guards(out_dir):
     res["enable_again"] = fusion.enable()
     lib = fusion._dlopen_noload(fusion.plugin_path())
     res["init_calls"] = int(lib.MetalOpsFusionInitCalls())
-    # Default profitability rule (oneDNN off here): filters whose GEMM tile fits
-    # in L2 are fused (1x1, 3x3 with few channels), a 3x3 256 -> 256 filter
-    # (2.4 MB) is not.
+    # Default profitability rule (oneDNN off here): a GEMM tile that fits in L2
+    # and a filter matrix [KH*KW*Cin, Cout] no taller than wide: 1x1 4 -> 4 and
+    # 1x1 4 -> 16 are fused; 1x1 16 -> 4, 3x3 4 -> 4 (36 > 4) and 3x3 256 -> 256
+    # (2.4 MB) are not.
     rng = np.random.default_rng(3)
-    for name, k, c in (("1x1", 1, 4), ("3x3", 3, 4), ("3x3_large", 3, 256)):
+    for name, k, c, co in (("1x1", 1, 4, 4), ("1x1_widening", 1, 4, 16), ("1x1_narrowing", 1, 16, 4),
+                           ("3x3", 3, 4, 4), ("3x3_large", 3, 256, 256)):
         x = rng.standard_normal((2, 6, 6, c)).astype(np.float32)
-        b = rng.standard_normal(c).astype(np.float32)
-        r = rng.standard_normal((2, 6, 6, c)).astype(np.float32)
-        w = (rng.standard_normal((k, k, c, c)) / np.sqrt(k * k * c)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        r = rng.standard_normal((2, 6, 6, co)).astype(np.float32)
+        w = (rng.standard_normal((k, k, c, co)) / np.sqrt(k * k * c)).astype(np.float32)
         f = tf.function(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r))
         with fusion.record() as rec:
             y = f(x, w, b, r)
@@ -503,10 +505,11 @@ def test_guards(runs):
     assert res["enable"] is True and res["enable_again"] is True
     assert res["init_calls"] == 1
     fused = ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu"]
-    assert res["default_1x1"]["patterns"] == fused, res
-    assert res["default_3x3"]["patterns"] == fused, res
-    assert res["default_3x3_large"]["patterns"] == [], res
-    for name in ("1x1", "3x3", "3x3_large"):
+    for name in ("1x1", "1x1_widening"):
+        assert res[f"default_{name}"]["patterns"] == fused, res
+    for name in ("1x1_narrowing", "3x3", "3x3_large"):
+        assert res[f"default_{name}"]["patterns"] == [], res
+    for name in ("1x1", "1x1_widening", "1x1_narrowing", "3x3", "3x3_large"):
         assert res[f"default_{name}"]["diff"] <= ATOL, res
         assert res[f"default_{name}"]["source"] == "runtime", res
     assert res["rerun_patterns"] == [], res

@@ -35,6 +35,16 @@ inline bool fused_conv_tile_fits_l2(int64_t k, int64_t n, int64_t pixels, int64_
   return l2_tile_max_rows(k, n, l2_bytes) >= std::max<int64_t>(min_rows, 1);
 }
 
+// Whether the Grappler plugin fuses such a convolution by default: its tile
+// fits in L2 and the filter matrix is no taller than wide (k <= n), where the
+// GEMM's cost is dominated by the output the fused stage saves passes over.
+// Measured with OpenBLAS (docs/FUSION.md, oneDNN off, against TF's Conv2D +
+// BiasAdd + AddV2 + Relu): 1x1 64 -> 256 1.5-2.0x; 3x3 64 -> 64 (k = 576 > 64)
+// 0.99-1.01x, 1x1 256 -> 64 0.85-0.90x, 3x3 256 -> 256 (no L2 tile) 0.88-0.92x.
+inline bool fused_conv_profitable(int64_t k, int64_t n, int64_t pixels, int64_t l2_bytes) {
+  return k <= n && fused_conv_tile_fits_l2(k, n, pixels, l2_bytes);
+}
+
 // Output rows per tile: as many as the L2 budget allows (kLargeFilterTileRows
 // when it allows too few), but at least one tile per thread.
 inline int64_t fused_conv_tile_rows(int64_t k, int64_t n, int64_t pixels, int64_t threads, int64_t l2_bytes) {
