@@ -31,7 +31,11 @@ def blas_flags(include, lib_dir, darwin):
 
 def installed_flags():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import scipy_openblas32
+    try:
+        import scipy_openblas32
+    except ImportError:
+        sys.exit("tf_flags: scipy-openblas32 is not installed in this Python: "
+                 "`pip install -r requirements.txt` (it pins the OpenBLAS the op library links)")
     import tensorflow as tf
 
     return {
