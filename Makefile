@@ -100,8 +100,10 @@ ifeq ($(UNAME_S),Darwin)
 endif
 EXTRA_CXXFLAGS ?=
 EXTRA_LDFLAGS ?=
-CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
-LDFLAGS := -shared $(TF_LFLAGS) $(EXTRA_LDFLAGS)
+# BLAS_*: OpenBLAS from the pinned scipy-openblas32 package (the fused
+# convolution's GEMM), with rpaths to it (tools/tf_flags.py).
+CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
+LDFLAGS := -shared $(TF_LFLAGS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
 
 OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS))
 BACKENDS := cpu

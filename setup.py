@@ -14,7 +14,9 @@ The source tree's python/metal_ops/_metal_ops.so (a developer's `make`) is
 neither read nor overwritten.
 
 The wheel requires the TensorFlow distribution and minor version that it was
-compiled against (C++ custom ops bind to one TensorFlow minor version).
+compiled against (C++ custom ops bind to one TensorFlow minor version), and the
+scipy-openblas32 release it linked (the fused convolution's GEMM; the library
+finds it at run time through an rpath to site-packages/scipy_openblas32/lib).
 
 Environment: METAL_OPS_SKIP_MAKE=1 (editable installs only: compile
 nothing, as the Makefile's venv rule does before `make` builds in place),
@@ -59,6 +61,17 @@ def _tensorflow_requirement():
     # Metadata-only queries (e.g. `pip install` resolving before building) may
     # run without TensorFlow; the build itself needs it and fails clearly then.
     return []
+
+
+def _openblas_requirement():
+    """`scipy-openblas32==X` for the OpenBLAS this build links (requirements.txt's pin)."""
+    from importlib import metadata
+
+    try:
+        return [f"scipy-openblas32=={metadata.version('scipy-openblas32')}"]
+    except metadata.PackageNotFoundError:
+        # As for TensorFlow: metadata-only queries may run without it.
+        return []
 
 
 def make_command(pkg_dir, build_dir, python=sys.executable):
@@ -143,7 +156,7 @@ if __name__ == "__main__":
     setup(
         cmdclass={"build_py": BuildPyWithOps},
         distclass=BinaryDistribution,
-        install_requires=["numpy"] + _tensorflow_requirement(),
+        install_requires=["numpy"] + _tensorflow_requirement() + _openblas_requirement(),
         long_description=_readme(),
         long_description_content_type="text/markdown",
     )

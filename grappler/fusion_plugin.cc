@@ -17,8 +17,9 @@
 // Safety rules (each one blocks a fusion, the graph is then left as it is):
 //  * never touch a _FusedConv2D whose fused_ops is anything but [BiasAdd]: a
 //    fusion TF already made (oneDNN's [BiasAdd, Add, Relu]) is kept;
-//  * with oneDNN on (tensorflow::IsMKLEnabled()) TF's oneDNN convolutions
-//    fuse the residual add and activation themselves: no rewrite at all unless
+//  * with oneDNN on (OneDnnOptsOn: TF_ENABLE_ONEDNN_OPTS, else TensorFlow's
+//    documented default for the CPU) TF's oneDNN convolutions fuse the
+//    residual add and activation themselves: no rewrite at all unless
 //    METAL_OPS_FUSION_WITH_ONEDNN=1;
 //  * no node of the pattern may be in TF_GetNodesToPreserveList or be a fetch;
 //  * every intermediate has exactly one consumer (data or control), and that is
@@ -31,13 +32,15 @@
 //  * the last node's name goes on the fused node, so consumers stay wired;
 //  * a second pass finds nothing new (the fused op is never a pattern head).
 // METAL_OPS_FUSION=0 disables every rewrite; METAL_OPS_FUSION_LOG=1 prints one
-// line per rewrite (pattern and node names) to stderr.
+// line per rewrite (pattern and node names) to stderr. The fused node records
+// what it replaced in its own attributes (_metal_ops_fused_pattern,
+// _metal_ops_fused_nodes), which metal_ops.fusion.report() reads back from the
+// optimized graph.
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <mutex>
 #include <map>
 #include <memory>
 #include <set>
@@ -57,55 +60,12 @@
 #include "Eigen/Core"
 #include "kernels/cpu/fused_conv2d_gemm.h"
 
-namespace tensorflow {
-bool IsMKLEnabled();  // exported by libtensorflow_framework.so.2
-}
-
 namespace mo {
 namespace fusion {
 namespace {
 
 std::atomic<int> g_init_calls{0};
 
-// Per-pass record for metal_ops.fusion.report(): the node names of the graph
-// as the plugin received it (after TF's own passes), TF's fused convolutions
-// in it, and our rewrites. Only graphs with a convolution are recorded; the
-// newest kMaxRecords are kept.
-constexpr size_t kMaxRecords = 512;
-std::mutex g_log_mutex;
-std::deque<std::string>* g_records = new std::deque<std::string>();
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string JsonList(const std::vector<std::string>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ",\"" : "\"") + JsonEscape(v[i]) + "\"";
-  return out + "]";
-}
-
-long g_record_seq = 0;  // guarded by g_log_mutex
-
-void AddRecord(std::string record) {
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  // Every record starts with its sequence number: {"seq":N,...
-  g_records->push_back("{\"seq\":" + std::to_string(++g_record_seq) + "," + record.substr(1));
-  while (g_records->size() > kMaxRecords) g_records->pop_front();
-}
 std::atomic<long> g_rewrites{0};
 std::atomic<long> g_passes{0};
 
@@ -117,26 +77,50 @@ bool EnvIs(const char* name, const char* value) {
 bool FusionDisabled() { return EnvIs("METAL_OPS_FUSION", "0"); }
 bool LogRewrites() { return EnvIs("METAL_OPS_FUSION_LOG", "1"); }
 
-bool OneDnnBlocks() {
-  static const bool mkl = tensorflow::IsMKLEnabled();
-  return mkl && !EnvIs("METAL_OPS_FUSION_WITH_ONEDNN", "1");
+// Whether TensorFlow runs its oneDNN CPU kernels and fusions in this process,
+// decided as TensorFlow documents it (the TF 2.9 release notes and the start-up
+// log line "oneDNN custom operations are on ... set the environment variable
+// TF_ENABLE_ONEDNN_OPTS=0"): TF_ENABLE_ONEDNN_OPTS when set (read like TF reads
+// boolean variables: 0/1, false/true), otherwise on for the x86-64 Linux builds
+// on CPUs with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX, off everywhere else
+// (macOS, Windows, other CPUs). tests/test_fused_conv2d_fusion.py checks that
+// this agrees with TensorFlow's own answer in each setting.
+bool OneDnnOptsDefault() {
+#if defined(__linux__) && defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avx512bf16") ||
+         __builtin_cpu_supports("avxvnni") || __builtin_cpu_supports("amx-tile") ||
+         __builtin_cpu_supports("amx-int8") || __builtin_cpu_supports("amx-bf16");
+#else
+  return false;
+#endif
 }
 
+bool OneDnnOptsOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("TF_ENABLE_ONEDNN_OPTS");
+    if (v == nullptr) return OneDnnOptsDefault();
+    std::string s(v);
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (s == "1" || s == "true") return true;
+    if (s == "0" || s == "false") return false;
+    return OneDnnOptsDefault();  // TF rejects other values and keeps its default
+  }();
+  return on;
+}
+
+bool OneDnnBlocks() { return OneDnnOptsOn() && !EnvIs("METAL_OPS_FUSION_WITH_ONEDNN", "1"); }
+
 // Profitability (oneDNN off; measured against TF's convolution + its separate
-// residual-add / activation passes, docs/FUSION.md): with oneDNN's sgemm, our
-// kernel wins where it computes in single-threaded cache-sized tiles
-// (kernels/cpu/fused_conv2d_gemm.h: 1x1 and 3x3 filters up to ~128
-// channels), not reliably where the filter is too large for one (threaded
-// chunks: 0.89-1.22x). With only Eigen's GEMM (a TF build without the entry),
-// 1x1 filters are about on par and KxK ones slower.
-// Unknown sizes: no rewrite. METAL_OPS_FUSION_ALL_CONVS=1 fuses every size.
+// residual-add / activation passes): mo::fused_conv_profitable
+// (kernels/cpu/fused_conv2d_gemm.h): a GEMM tile that fits in L2 and a filter
+// matrix no taller than wide, e.g. 1x1 64 -> 256. Unknown sizes: no rewrite.
+// METAL_OPS_FUSION_ALL_CONVS=1 fuses every size.
 bool FusionProfitable(int64_t kh, int64_t kw, int64_t cin, int64_t cout, int64_t pixels) {
   if (EnvIs("METAL_OPS_FUSION_ALL_CONVS", "1")) return true;
-  static const bool onednn_gemm = mo::find_mkl_blas_gemm() != nullptr;
-  if (!onednn_gemm) return kh == 1 && kw == 1;
   if (kh < 0 || kw < 0 || cin < 0 || cout < 0) return false;
   static const int64_t l2_bytes = Eigen::internal::CacheSizes().m_l2;
-  return mo::fused_conv_uses_tiles(kh * kw * cin, cout, pixels, l2_bytes);
+  return mo::fused_conv_profitable(kh * kw * cin, cout, pixels, l2_bytes);
 }
 
 // "name", "name:1", "^name" -> (name, port, is_control)
@@ -267,7 +251,6 @@ class Fuser {
     bool any_head = false;
     for (int i = 0; i < n; ++i) {
       index_[g_->node(i).name()] = i;
-      ops_before_.insert(g_->node(i).op());
       const std::string& op = g_->node(i).op();
       if (op == "Conv2D" || op == "_FusedConv2D") any_head = true;
     }
@@ -283,10 +266,7 @@ class Fuser {
     }
     LoadPreserved();
     shapes_.reset(new Shapes(item_));
-    if (!shapes_->ok()) {
-      Record();
-      return 0;
-    }
+    if (!shapes_->ok()) return 0;
 
     std::vector<bool> used(n, false), removed(n, false);
     int rewrites = 0;
@@ -302,7 +282,6 @@ class Fuser {
       for (size_t k = 0; k + 1 < m.nodes.size(); ++k) removed[m.nodes[k]] = true;
       ++rewrites;
     }
-    Record();
     if (rewrites > 0) {
       tensorflow::GraphDef out;
       *out.mutable_versions() = g_->versions();
@@ -315,32 +294,6 @@ class Fuser {
   }
 
  private:
-  // {"nodes": [...], "tf_fused": [[name, ops], ...], "rewrites": [[name, pattern, activation, [nodes]], ...]}
-  void Record() {
-    std::vector<std::string> names;
-    const std::set<std::string>& op_set = ops_before_;  // as received, before our rewrites
-    std::string tf_fused = "[";
-    for (int i = 0; i < g_->node_size(); ++i) {
-      const auto& node = g_->node(i);
-      names.push_back(node.name());
-      if (node.op() == "_FusedConv2D") {
-        std::vector<std::string> ops;
-        auto it = node.attr().find("fused_ops");
-        if (it != node.attr().end())
-          for (const auto& o : it->second.list().s()) ops.push_back(o);
-        tf_fused += (tf_fused.size() > 1 ? ",[\"" : "[\"") + JsonEscape(node.name()) + "\"," +
-                    JsonList(ops) + "]";
-      }
-    }
-    std::string rec = "{\"nodes\":" + JsonList(names) + ",\"ops\":" +
-                      JsonList(std::vector<std::string>(op_set.begin(), op_set.end())) +
-                      ",\"tf_fused\":" + tf_fused +
-                      "],\"rewrites\":[";
-    for (size_t i = 0; i < rewrites_json_.size(); ++i) rec += (i ? "," : "") + rewrites_json_[i];
-    rec += "]}";
-    AddRecord(std::move(rec));
-  }
-
   void LoadPreserved() {
     TF_Status* s = TF_NewStatus();
     for (int which = 0; which < 2; ++which) {
@@ -573,13 +526,12 @@ class Fuser {
     attr["data_format"].set_s("NHWC");
     attr["activation"].set_s(m.activation);
     attr["leaky_relu_alpha"].set_f(m.alpha);
-    // Bookkeeping for metal_ops.fusion.report(): underscore attrs are allowed
-    // on any node and ignored by the kernel.
+    // What this node replaced, for metal_ops.fusion.report(), which reads it
+    // from the optimized graph: underscore attrs are allowed on any node and
+    // ignored by the kernel.
     attr["_metal_ops_fused_pattern"].set_s(m.pattern);
     auto* l = attr["_metal_ops_fused_nodes"].mutable_list();
     for (const auto& s : names) l->add_s(s);
-    rewrites_json_.push_back("[\"" + JsonEscape(fused.name()) + "\",\"" + JsonEscape(m.pattern) +
-                             "\",\"" + m.activation + "\"," + JsonList(names) + "]");
     if (LogRewrites()) {
       std::string joined;
       for (size_t k = 0; k < names.size(); ++k) joined += (k ? ", " : "") + names[k];
@@ -595,8 +547,6 @@ class Fuser {
   std::vector<std::vector<Consumer>> consumers_;
   std::set<std::string> preserved_;
   std::unique_ptr<Shapes> shapes_;
-  std::vector<std::string> rewrites_json_;
-  std::set<std::string> ops_before_;
 };
 
 void CopyToBuffer(const std::string& s, TF_Buffer* out) {
@@ -670,19 +620,9 @@ __attribute__((visibility("default"))) int MetalOpsFusionInitCalls() {
 __attribute__((visibility("default"))) long MetalOpsFusionRewriteCount() {
   return mo::fusion::g_rewrites.load();
 }
-// The pass records as one JSON array; the pointer stays valid until the next
-// call from the same thread.
-__attribute__((visibility("default"))) const char* MetalOpsFusionRecordsJson() {
-  static thread_local std::string out;
-  std::lock_guard<std::mutex> lock(mo::fusion::g_log_mutex);
-  out = "[";
-  bool first = true;
-  for (const auto& r : *mo::fusion::g_records) {
-    out += (first ? "" : ",") + r;
-    first = false;
-  }
-  out += "]";
-  return out.c_str();
+// Whether the pass treats oneDNN as on in this process (OneDnnOptsOn; tests).
+__attribute__((visibility("default"))) int MetalOpsFusionOneDnnOn() {
+  return mo::fusion::OneDnnOptsOn() ? 1 : 0;
 }
 __attribute__((visibility("default"))) long MetalOpsFusionPassCount() {
   return mo::fusion::g_passes.load();

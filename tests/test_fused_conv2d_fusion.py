@@ -29,9 +29,6 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOL = 1e-5
-# oneDNN's sgemm entry in TF's libtensorflow_cc.so.2 (kernels/cpu/fused_conv2d_gemm.h).
-MKL_BLAS_GEMM = ("_ZN10tensorflow11MklMatMulOpIN5Eigen16ThreadPoolDeviceEfLb0EE11MklBlasGemmEPNS_"
-                 "15OpKernelContextEbblllPKflS7_lPfl")
 
 # name -> (expected fused pattern with oneDNN off, or None for "left unchanged")
 POSITIVE = {
@@ -172,7 +169,8 @@ def _run_keras(tf, out_path):
     from metal_ops import fusion
     for name, model in models.items():
         infer = tf.function(lambda x: model(x, training=False))
-        results[f"{name}_infer"] = infer(x).numpy()
+        with fusion.record() as rec_infer:
+            results[f"{name}_infer"] = infer(x).numpy()
 
         @tf.function
         def grads(x, y):
@@ -180,11 +178,12 @@ def _run_keras(tf, out_path):
                 loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
             return tape.gradient(loss, model.trainable_variables)
 
-        for i, g in enumerate(grads(x, y)):
-            results[f"{name}_grad{i}"] = g.numpy()
+        with fusion.record() as rec_train:
+            for i, g in enumerate(grads(x, y)):
+                results[f"{name}_grad{i}"] = g.numpy()
         if fusion.is_enabled():
-            patterns[f"{name}_infer"] = fusion.report(infer.get_concrete_function(x)).patterns
-            patterns[f"{name}_train"] = fusion.report(grads.get_concrete_function(x, y)).patterns
+            patterns[f"{name}_infer"] = rec_infer.report().patterns
+            patterns[f"{name}_train"] = rec_train.report().patterns
     np.savez(out_path, **results)
     return patterns
 
@@ -212,13 +211,15 @@ def _child_table(out_dir):
         eager, eager_err = outcome(lambda: fn(*args))
         f = tf.function(fn)
         before = rewrites()
-        graph, graph_err = outcome(lambda: f(*args))
+        with fusion.record() as rec:
+            graph, graph_err = outcome(lambda: f(*args))
         runtime_rewrites = rewrites() - before
         if eager_err or graph_err:
             diff = 0.0 if eager_err == graph_err else float("inf")
         else:
             diff = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(eager, graph))
-        rep = fusion.report(f.get_concrete_function(*args))
+        rep = rec.report()
+        offline = fusion.report(f.get_concrete_function(*args))
         # Idempotency: run the optimizer again on the optimized graph.
         from tensorflow.core.protobuf import meta_graph_pb2
         cf = f.get_concrete_function(*args)
@@ -233,13 +234,24 @@ def _child_table(out_dir):
         out["cases"][name] = {
             "diff": diff,
             "patterns": rep.patterns,
+            "source": rep.source,
+            "fused": rep.fused,
+            "offline_patterns": offline.patterns,
             "tf_fused": [t["fused_ops"] for t in rep.tensorflow],
             "runtime_rewrites": runtime_rewrites,
             "idempotent": sig(once) == sig(twice),
         }
     out["keras_patterns"] = _run_keras(tf, os.path.join(out_dir, "keras.npz"))
-    out["onednn"] = bool(__import__("tensorflow.python.util._pywrap_util_port", fromlist=["x"]).IsMklEnabled())
+    out["onednn"] = _tf_onednn_on()
+    out["plugin_onednn"] = bool(lib.MetalOpsFusionOneDnnOn())
     return out
+
+
+def _tf_onednn_on():
+    """TensorFlow's own answer (a private helper, used only to check the plugin's)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 def _child_keras(out_dir):
@@ -250,6 +262,7 @@ def _child_keras(out_dir):
 
 def _child_guards(out_dir):
     import tensorflow as tf
+    import metal_ops
     from metal_ops import fusion
 
     res = {}
@@ -269,24 +282,33 @@ def _child_guards(out_dir):
     res["enable_again"] = fusion.enable()
     lib = fusion._dlopen_noload(fusion.plugin_path())
     res["init_calls"] = int(lib.MetalOpsFusionInitCalls())
-    # Default profitability rule (oneDNN off here): filters the kernel computes in
-    # cache-sized oneDNN sgemm tiles are fused (1x1, 3x3 with few channels), a 3x3
-    # 256 -> 256 filter (2.4 MB, too large for a tile) is not; without the sgemm
-    # entry only 1x1 filters are.
+    # Default profitability rule (oneDNN off here): a GEMM tile that fits in L2
+    # and a filter matrix [KH*KW*Cin, Cout] no taller than wide: 1x1 4 -> 4 and
+    # 1x1 4 -> 16 are fused; 1x1 16 -> 4, 3x3 4 -> 4 (36 > 4) and 3x3 256 -> 256
+    # (2.4 MB) are not.
     rng = np.random.default_rng(3)
-    for name, k, c in (("1x1", 1, 4), ("3x3", 3, 4), ("3x3_large", 3, 256)):
+    for name, k, c, co in (("1x1", 1, 4, 4), ("1x1_widening", 1, 4, 16), ("1x1_narrowing", 1, 16, 4),
+                           ("3x3", 3, 4, 4), ("3x3_large", 3, 256, 256)):
         x = rng.standard_normal((2, 6, 6, c)).astype(np.float32)
-        b = rng.standard_normal(c).astype(np.float32)
-        r = rng.standard_normal((2, 6, 6, c)).astype(np.float32)
-        w = (rng.standard_normal((k, k, c, c)) / np.sqrt(k * k * c)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        r = rng.standard_normal((2, 6, 6, co)).astype(np.float32)
+        w = (rng.standard_normal((k, k, c, co)) / np.sqrt(k * k * c)).astype(np.float32)
         f = tf.function(lambda x, w, b, r: tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r))
-        y = f(x, w, b, r)
+        with fusion.record() as rec:
+            y = f(x, w, b, r)
         want = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b) + r)
-        rep = fusion.report(f.get_concrete_function(x, w, b, r))
+        rep = rec.report()
         res[f"default_{name}"] = {"patterns": rep.patterns, "source": rep.source,
                                   "diff": float(np.max(np.abs(y.numpy() - want.numpy())))}
-    res["sgemm_entry"] = hasattr(ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2"),
-                                             mode=os.RTLD_NOLOAD | os.RTLD_LAZY), MKL_BLAS_GEMM)
+    # A function run before the record() block is not instantiated again: not recorded.
+    with fusion.record() as rec:
+        f(x, w, b, r)
+    res["rerun_patterns"] = rec.report().patterns
+    # A fused_conv2d written by hand reports as "manual".
+    h = tf.function(lambda x, w: metal_ops.fused_conv2d(x, w, activation="relu"))
+    with fusion.record() as rec:
+        h(x, w)
+    res["manual"] = rec.report().patterns
     # A function that never ran: report() predicts offline, nothing is executed.
     x = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
@@ -298,9 +320,18 @@ def _child_guards(out_dir):
     return res
 
 
+def _child_onednn_state(out_dir):
+    from metal_ops import fusion
+
+    fusion.enable()
+    lib = fusion._dlopen_noload(fusion.plugin_path())
+    return {"onednn": _tf_onednn_on(), "plugin_onednn": bool(lib.MetalOpsFusionOneDnnOn())}
+
+
 def _child_main(kind, out_dir):
     sys.path.insert(0, os.path.join(ROOT, "python"))
-    result = {"table": _child_table, "keras": _child_keras, "guards": _child_guards}[kind](out_dir)
+    result = {"table": _child_table, "keras": _child_keras, "guards": _child_guards,
+              "onednn_state": _child_onednn_state}[kind](out_dir)
     with open(os.path.join(out_dir, "result.json"), "w") as f:
         json.dump(result, f)
 
@@ -311,6 +342,10 @@ def _child_main(kind, out_dir):
 def _start_child(kind, out_dir, onednn, extra_env=None):
     env = dict(os.environ)
     env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
+    if isinstance(onednn, str):  # the variable's raw value; "" leaves it unset
+        env["TF_ENABLE_ONEDNN_OPTS"] = onednn
+        if not onednn:
+            del env["TF_ENABLE_ONEDNN_OPTS"]
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), ROOT])
     for k in ("METAL_OPS_FUSION", "METAL_OPS_FUSION_LOG", "METAL_OPS_FUSION_WITH_ONEDNN",
@@ -334,6 +369,9 @@ def runs(tmp_path_factory):
         (("table_with_onednn", True), "table", True, {"METAL_OPS_FUSION_WITH_ONEDNN": "1",
                                                       "METAL_OPS_FUSION_ALL_CONVS": "1"}),
         (("guards", False), "guards", False, None),
+        (("onednn_state", "unset"), "onednn_state", "", None),
+        (("onednn_state", "False"), "onednn_state", "False", None),
+        (("onednn_state", "true"), "onednn_state", "true", None),
     ]
     results, pending = {}, list(enumerate(specs))
     running = []
@@ -373,7 +411,32 @@ def test_fused_equals_unfused(runs, case, onednn):
 def test_pattern_table_onednn_off(runs, case):
     res = runs[("table", False)][0]["cases"][case]
     assert res["patterns"] == [POSITIVE[case]], res
+    assert res["source"] == "runtime", res
     assert res["runtime_rewrites"] >= 1, res
+    # The fused node keeps the last node's name and lists the nodes it replaced.
+    (fused,) = res["fused"]
+    assert fused["nodes"][-1] == fused["name"] and len(fused["nodes"]) == POSITIVE[case].count("+") + 1, fused
+
+
+def test_offline_report_predicts_the_table_onednn_off(runs):
+    """report()'s offline Grappler run predicts the same rewrites, except where
+    TensorFlow regroups adds only at run time (the AddN pattern)."""
+    cases = runs[("table", False)][0]["cases"]
+    for case in POSITIVE:
+        if "AddN" not in POSITIVE[case]:
+            assert cases[case]["offline_patterns"] == [POSITIVE[case]], (case, cases[case])
+    for case in NEGATIVE:
+        assert cases[case]["offline_patterns"] == [], (case, cases[case])
+
+
+@pytest.mark.parametrize("mode,onednn", [("table", False), ("table", True), ("table_with_onednn", True),
+                                         ("onednn_state", "unset"), ("onednn_state", "False"),
+                                         ("onednn_state", "true")])
+def test_plugin_onednn_state_agrees_with_tensorflow(runs, mode, onednn):
+    """The plugin decides oneDNN's state from TF_ENABLE_ONEDNN_OPTS and TF's
+    documented default (no private symbol); it must agree with TensorFlow."""
+    out = runs[(mode, onednn)][0]
+    assert out["plugin_onednn"] == out["onednn"], out["onednn"]
 
 
 @pytest.mark.parametrize("case", NEGATIVE)
@@ -442,12 +505,15 @@ def test_guards(runs):
     assert res["enable"] is True and res["enable_again"] is True
     assert res["init_calls"] == 1
     fused = ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu"]
-    assert res["default_1x1"]["patterns"] == fused, res
-    assert res["default_3x3"]["patterns"] == (fused if res["sgemm_entry"] else []), res
-    assert res["default_3x3_large"]["patterns"] == [], res
-    for name in ("1x1", "3x3", "3x3_large"):
+    for name in ("1x1", "1x1_widening"):
+        assert res[f"default_{name}"]["patterns"] == fused, res
+    for name in ("1x1_narrowing", "3x3", "3x3_large"):
+        assert res[f"default_{name}"]["patterns"] == [], res
+    for name in ("1x1", "1x1_widening", "1x1_narrowing", "3x3", "3x3_large"):
         assert res[f"default_{name}"]["diff"] <= ATOL, res
-    assert res["default_1x1"]["source"] == "runtime", res
+        assert res[f"default_{name}"]["source"] == "runtime", res
+    assert res["rerun_patterns"] == [], res
+    assert res["manual"] == ["manual"], res
     assert res["offline"]["source"] == "offline", res
     assert res["offline"]["patterns"] == ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu6"], res
     assert "MetalOpsFusedConv2D" in res["offline"]["repr"], res

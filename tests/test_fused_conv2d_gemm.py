@@ -1,74 +1,41 @@
-"""MetalOpsFusedConv2D's GEMM paths on the CPU, each against the NumPy reference.
+"""MetalOpsFusedConv2D's GEMM on the CPU against the NumPy reference.
 
-The kernel multiplies with oneDNN's sgemm, reached through the one entry TF's
-pip build exports (MklMatMulOp<float>::MklBlasGemm in libtensorflow_cc.so.2):
-in tiles of output pixels spread over the intra-op pool ("onednn_tiled"), or,
-for filters too large for a single-threaded tile, in threaded chunks
-("onednn_chunked"). Without that entry, or with METAL_OPS_CONV_GEMM=eigen, it
-uses Eigen's contraction ("eigen"). The path each call took is read back from
-the library (MetalOpsFusedConv2DLastGemmPath), so every case below checks both
-the numbers and that the intended path computed them.
+The kernel multiplies with OpenBLAS's sgemm (the pinned scipy-openblas32
+package, linked by the op library), one single-threaded call per tile of output
+pixels, the tiles spread over TensorFlow's intra-op pool. Tile heights come
+from kernels/cpu/fused_conv2d_gemm.h: L2-sized for small filters, a fixed
+height for filters too large for L2 (3x3 256 -> 256). The cases cover both,
+many tiles per worker, one pixel, padding, strides and dilations, and every
+output-stage variant.
 """
 import ctypes
-import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import metal_ops
-from metal_ops import _loader
 from tests.test_fused_conv2d import reference
-from tests.test_fused_conv2d_fusion import MKL_BLAS_GEMM
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _tensorflow_exports_sgemm():
-    """Independent of the kernel: does the loaded libtensorflow_cc.so.2 export the entry?"""
-    path = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2")
-    try:
-        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 4) | os.RTLD_LAZY)
-    except OSError:
-        return False
-    return hasattr(lib, MKL_BLAS_GEMM)
-
-
-def _last_path():
-    metal_ops.zero_out([1])  # make sure the library is loaded
-    lib = ctypes.CDLL(_loader.library_path(), mode=getattr(os, "RTLD_NOLOAD", 4) | os.RTLD_LAZY)
-    fn = lib.MetalOpsFusedConv2DLastGemmPath
-    fn.restype = ctypes.c_char_p
-    return fn().decode()
-
-
-ONEDNN = _tensorflow_exports_sgemm()
-DEFAULT_PATH = "onednn_tiled" if ONEDNN else "eigen"
-LARGE_FILTER_PATH = "onednn_chunked" if ONEDNN else "eigen"
-
-# name, x shape, filter shape, strides, padding, dilations, path expected by default
+# name, x shape, filter shape, strides, padding, dilations
 CASES = [
-    ("1x1_direct", (2, 9, 11, 24), (1, 1, 24, 40), (1, 1), "VALID", (1, 1), DEFAULT_PATH),
-    ("3x3_same", (2, 12, 10, 8), (3, 3, 8, 16), (1, 1), "SAME", (1, 1), DEFAULT_PATH),
-    ("1x1_strided", (1, 9, 9, 16), (1, 1, 16, 8), (2, 2), "SAME", (1, 1), DEFAULT_PATH),
-    ("3x3_dilated_valid", (2, 11, 13, 4), (3, 3, 4, 5), (1, 1), "VALID", (2, 2), DEFAULT_PATH),
-    ("5x3_explicit", (1, 8, 9, 3), (5, 3, 3, 7), (2, 1), [[2, 1], [0, 3]], (1, 1), DEFAULT_PATH),
-    ("single_pixel", (1, 1, 1, 6), (1, 1, 6, 3), (1, 1), "VALID", (1, 1), DEFAULT_PATH),
+    ("1x1_direct", (2, 9, 11, 24), (1, 1, 24, 40), (1, 1), "VALID", (1, 1)),
+    ("3x3_same", (2, 12, 10, 8), (3, 3, 8, 16), (1, 1), "SAME", (1, 1)),
+    ("1x1_strided", (1, 9, 9, 16), (1, 1, 16, 8), (2, 2), "SAME", (1, 1)),
+    ("3x3_dilated_valid", (2, 11, 13, 4), (3, 3, 4, 5), (1, 1), "VALID", (2, 2)),
+    ("5x3_explicit", (1, 8, 9, 3), (5, 3, 3, 7), (2, 1), [[2, 1], [0, 3]], (1, 1)),
+    ("single_pixel", (1, 1, 1, 6), (1, 1, 6, 3), (1, 1), "VALID", (1, 1)),
     # Several tiles per worker: 2*40*40 pixels, tiles of at most a few hundred rows.
-    ("3x3_many_tiles", (2, 40, 40, 16), (3, 3, 16, 32), (1, 1), "SAME", (1, 1), DEFAULT_PATH),
+    ("3x3_many_tiles", (2, 40, 40, 16), (3, 3, 16, 32), (1, 1), "SAME", (1, 1)),
     # K*Cout*4 bytes (3x3x256x256: 2.4 MB) exceed half of any x86 L2 up to 4 MB:
-    # no single-threaded tile fits, the threaded chunks run.
-    ("3x3_large_filter", (1, 6, 7, 256), (3, 3, 256, 256), (1, 1), "SAME", (1, 1),
-     LARGE_FILTER_PATH),
+    # the fixed tile height for large filters, several tiles.
+    ("3x3_large_filter", (2, 12, 13, 256), (3, 3, 256, 256), (1, 1), "SAME", (1, 1)),
 ]
 
 
 def _run(case, act, with_bias, with_residual, seed=0):
-    name, xs, ws, strides, padding, dil, _ = case
+    name, xs, ws, strides, padding, dil = case
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(xs).astype(np.float32)
     k = ws[0] * ws[1] * ws[2]
@@ -82,104 +49,69 @@ def _run(case, act, with_bias, with_residual, seed=0):
     return got, want
 
 
-@pytest.fixture
-def eigen_gemm(monkeypatch):
-    monkeypatch.setenv("METAL_OPS_CONV_GEMM", "eigen")
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("act", ["relu", "swish", "none"])
-def test_default_gemm_path_matches_reference(case, act):
+def test_gemm_matches_reference(case, act):
     got, want = _run(case, act, with_bias=True, with_residual=True)
-    assert _last_path() == case[-1]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_eigen_fallback_matches_reference(case, eigen_gemm):
-    got, want = _run(case, "relu", with_bias=True, with_residual=True)
-    assert _last_path() == "eigen"
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
 
 
 @pytest.mark.parametrize("with_bias,with_residual", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("act", ["relu6", "elu", "leaky_relu", "sigmoid", "tanh"])
-def test_output_stage_variants_on_both_paths(act, with_bias, with_residual, monkeypatch):
-    case = CASES[1]  # 3x3 SAME: patch gathering and the tiled sgemm
-    for gemm, path in (("auto", DEFAULT_PATH), ("eigen", "eigen")):
-        monkeypatch.setenv("METAL_OPS_CONV_GEMM", gemm)
-        got, want = _run(case, act, with_bias, with_residual, seed=3)
-        assert _last_path() == path
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4, err_msg=gemm)
+@pytest.mark.parametrize("case", [CASES[1], CASES[-1]], ids=["l2_tiles", "large_filter_tiles"])
+def test_output_stage_variants(case, act, with_bias, with_residual):
+    got, want = _run(case, act, with_bias, with_residual, seed=3)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
 
 
-def test_paths_agree_inside_tf_function(monkeypatch):
-    """Graph mode, 16x56x56x64 -> 256 1x1 (the ResNet block's shape): both GEMMs agree."""
+def test_resnet_block_shape_inside_tf_function():
+    """Graph mode, 4x56x56x64 -> 256 1x1 (the ResNet block's shape) against float64."""
     rng = np.random.default_rng(1)
     x = tf.constant(rng.standard_normal((4, 56, 56, 64)).astype(np.float32))
     w = tf.constant((rng.standard_normal((1, 1, 64, 256)) / 8).astype(np.float32))
     b = tf.constant(rng.standard_normal(256).astype(np.float32))
     r = tf.constant(rng.standard_normal((4, 56, 56, 256)).astype(np.float32))
     f = tf.function(lambda x, w, b, r: metal_ops.fused_conv2d(x, w, b, r, activation="relu"))
-    fast = f(x, w, b, r).numpy()
-    assert _last_path() == DEFAULT_PATH
-    monkeypatch.setenv("METAL_OPS_CONV_GEMM", "eigen")
-    slow = f(x, w, b, r).numpy()
-    assert _last_path() == "eigen"
-    np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-5)
+    got = f(x, w, b, r).numpy()
     want = np.maximum(np.einsum("nhwc,co->nhwo", x.numpy().astype(np.float64),
                                 w.numpy()[0, 0].astype(np.float64)) + b.numpy() + r.numpy(), 0)
-    np.testing.assert_allclose(fast, want, rtol=1e-4, atol=2e-4)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
 
 
-def test_tensorflow_exports_the_sgemm_entry_here():
-    """TF 2.21's pip wheel for x86_64 Linux exports it; if not, the kernel's fallback is in use."""
-    if not ONEDNN:
-        pytest.skip("this TensorFlow build has no MklBlasGemm export: the Eigen fallback is tested")
-    metal_ops.fused_conv2d(np.ones((1, 2, 2, 1), np.float32), np.ones((1, 1, 1, 1), np.float32))
-    assert _last_path() == "onednn_tiled"
+def _openblas_in_process():
+    """The OpenBLAS the op library loaded (through its rpath), found in this
+    process's mappings, independently of the kernel (numpy's own OpenBLAS,
+    libscipy_openblas64_*.so, is another library)."""
+    metal_ops.zero_out([1])  # the op library is loaded
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if line.rstrip().endswith("/libscipy_openblas.so")}
+    return sorted(paths)
 
 
-def test_onednn_sgemm_used_with_onednn_opts_off():
-    """TF_ENABLE_ONEDNN_OPTS=0 (where the plugin rewrites) still reaches oneDNN's sgemm."""
-    code = textwrap.dedent(f"""
-        import ctypes, json, os, sys
-        sys.path[:0] = [{os.path.join(ROOT, 'python')!r}, {ROOT!r}]
-        import numpy as np
-        import metal_ops
-        from metal_ops import _loader
-        from tests.test_fused_conv2d import reference
-        from tensorflow.python.util import _pywrap_util_port
-        rng = np.random.default_rng(0)
-        x = rng.standard_normal((2, 10, 10, 8)).astype(np.float32)
-        w = (rng.standard_normal((3, 3, 8, 12)) / 8).astype(np.float32)
-        b = rng.standard_normal(12).astype(np.float32)
-        r = rng.standard_normal((2, 10, 10, 12)).astype(np.float32)
-        y = metal_ops.fused_conv2d(x, w, b, r, activation="relu").numpy()
-        lib = ctypes.CDLL(_loader.library_path(), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        lib.MetalOpsFusedConv2DLastGemmPath.restype = ctypes.c_char_p
-        err = float(np.max(np.abs(y - reference(x, w, b, r, act="relu"))))
-        print("RESULT " + json.dumps({{"onednn": bool(_pywrap_util_port.IsMklEnabled()),
-                                      "path": lib.MetalOpsFusedConv2DLastGemmPath().decode(),
-                                      "err": err}}))
-    """)
-    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop("METAL_OPS_CONV_GEMM", None)
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
-    assert out["onednn"] is False
-    assert out["path"] == DEFAULT_PATH
-    assert out["err"] < 2e-4
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+def test_links_the_pinned_scipy_openblas32():
+    import scipy_openblas32
+
+    paths = _openblas_in_process()
+    assert len(paths) == 1, paths
+    assert os.path.realpath(paths[0]) == os.path.realpath(
+        os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(fullname=True)))
 
 
-@pytest.mark.parametrize("cin,path", [(32, DEFAULT_PATH), (256, LARGE_FILTER_PATH)], ids=["tiles", "chunks"])
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+def test_openblas_runs_single_threaded():
+    """The parallelism is TensorFlow's pool: after a convolution OpenBLAS is set
+    to one thread, so it never starts work on its own pool."""
+    metal_ops.fused_conv2d(np.ones((1, 4, 4, 2), np.float32), np.ones((1, 1, 2, 3), np.float32))
+    lib = ctypes.CDLL(_openblas_in_process()[0], mode=getattr(os, "RTLD_NOLOAD", 4) | os.RTLD_LAZY)
+    assert lib.scipy_openblas_get_num_threads() == 1
+
+
+@pytest.mark.parametrize("cin", [32, 256], ids=["l2_tiles", "large_filter_tiles"])
 @pytest.mark.parametrize("pool", [1, 2])
-def test_inside_tf_data_private_threadpool(cin, path, pool):
+def test_inside_tf_data_private_threadpool(cin, pool):
     """tf.data runs the op on its own pool (the device's worker pool for the
-    function): the tiles' sgemm calls stay single-threaded, the chunks' threaded
-    sgemm must not wait on tasks queued behind a blocked worker."""
+    function): the tiles still spread over it and finish (no deadlock)."""
     rng = np.random.default_rng(5)
     xs = rng.standard_normal((6, 1, 10, 10, cin)).astype(np.float32)
     w = (rng.standard_normal((3, 3, cin, cin)) / np.sqrt(9 * cin)).astype(np.float32)
@@ -188,6 +120,49 @@ def test_inside_tf_data_private_threadpool(cin, path, pool):
     options = tf.data.Options()
     options.threading.private_threadpool_size = pool
     got = [y.numpy() for y in ds.with_options(options)]
-    assert _last_path() == path
     for x, y in zip(xs, got):
         np.testing.assert_allclose(y, reference(x, w, act="relu"), rtol=1e-4, atol=2e-4)
+
+
+# ---- the dependency: pinned once, required by the wheel, found at run time ----
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _pins(path):
+    import re
+
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return re.findall(r"scipy-openblas32==([0-9.]+)", f.read())
+
+
+def test_openblas_pinned_alike_everywhere():
+    from importlib import metadata
+
+    pins = {p: _pins(p) for p in ("requirements.txt", "requirements-macos.txt", "pyproject.toml")}
+    assert all(len(v) == 1 for v in pins.values()), pins
+    assert len({v[0] for v in pins.values()}) == 1, pins
+    assert metadata.version("scipy-openblas32") == pins["requirements.txt"][0]
+
+
+def test_setup_requires_the_openblas_it_links():
+    from importlib import metadata
+
+    from tests.test_build import _load_setup_py
+
+    assert _load_setup_py()._openblas_requirement() == [f"scipy-openblas32=={metadata.version('scipy-openblas32')}"]
+
+
+def test_library_runpath_reaches_an_installed_openblas():
+    """An installed metal_ops (site-packages/metal_ops/_metal_ops.so) finds
+    site-packages/scipy_openblas32/lib through $ORIGIN."""
+    import subprocess
+
+    from metal_ops import _loader
+
+    if not _loader.library_path().endswith(".so") or not os.path.exists("/proc/self/maps"):
+        pytest.skip("ELF check (Linux)")
+    out = subprocess.run(["readelf", "-d", _loader.library_path()], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip("readelf is not available")
+    assert "libscipy_openblas.so" in out.stdout
+    assert "$ORIGIN/../scipy_openblas32/lib" in out.stdout

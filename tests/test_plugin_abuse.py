@@ -77,8 +77,9 @@ def _child_after_use(tmp):
     res["is_enabled"] = fusion.is_enabled()
     res["before_again_err"] = float(np.abs(before(*args).numpy() - expected).max())
     after = _conv_fn(tf, "after")
-    res["after_err"] = float(np.abs(after(*args).numpy() - expected).max())
-    res["after_patterns"] = fusion.report(after.get_concrete_function(*args)).patterns
+    with fusion.record() as rec:
+        res["after_err"] = float(np.abs(after(*args).numpy() - expected).max())
+    res["after_patterns"] = rec.report().patterns
     os.environ["METAL_OPS_FUSION"] = "0"
     res["disabled_is_enabled"] = fusion.is_enabled()
     res["disabled_enable"] = fusion.enable()

@@ -64,6 +64,9 @@ print(f"{os.path.dirname(init)}:{os.stat(init).st_mtime_ns}")
 EOF
 )"
 
+# The same for scipy-openblas32 (@local_openblas).
+OPENBLAS_STAMP="$("$PYTHON" -c "from importlib import metadata; print(metadata.version('scipy-openblas32'))" 2>/dev/null || echo none)"
+
 UNAME_S="$(uname -s)"
 CONFIGS=()
 TARGETS=(//:_metal_ops.so)
@@ -110,6 +113,7 @@ BUILD_ARGS=(
   "${CONFIGS[@]}"
   --repo_env=PYTHON_BIN_PATH="$PYTHON"
   --repo_env=METAL_OPS_TF_VERSION="$TF_STAMP"
+  --repo_env=METAL_OPS_OPENBLAS_VERSION="$OPENBLAS_STAMP"
   --jobs="${BAZEL_JOBS:-2}"
   --local_ram_resources="${BAZEL_RAM_MB:-4096}"
   --symlink_prefix=build/bazel-

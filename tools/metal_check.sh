@@ -47,25 +47,31 @@ LD64="$(find_ld64)"
 pin() { sed -n "s/^$1==\([0-9.]*\).*/\1/p" requirements-macos.txt; }
 TF_VERSION="$(pin tensorflow)"
 METAL_VERSION="$(pin tensorflow-metal)"
-if [ -z "$TF_VERSION" ] || [ -z "$METAL_VERSION" ]; then
-  echo "metal-check: requirements-macos.txt must pin tensorflow==X and tensorflow-metal==Y" >&2
+BLAS_VERSION="$(pin scipy-openblas32)"
+if [ -z "$TF_VERSION" ] || [ -z "$METAL_VERSION" ] || [ -z "$BLAS_VERSION" ]; then
+  echo "metal-check: requirements-macos.txt must pin tensorflow==X, tensorflow-metal==Y and scipy-openblas32==Z" >&2
   exit 1
 fi
 WHEELS="$OUT/wheels"
 mkdir -p "$WHEELS"
 tf_wheel() { ls "$WHEELS"/tensorflow-"$TF_VERSION"-*macosx*arm64.whl 2>/dev/null | head -1; }
 metal_wheel() { ls "$WHEELS"/tensorflow_metal-"$METAL_VERSION"-*arm64.whl 2>/dev/null | head -1; }
-if [ -z "$(tf_wheel)" ] || [ -z "$(metal_wheel)" ]; then
-  echo "metal-check: downloading tensorflow==$TF_VERSION and tensorflow-metal==$METAL_VERSION (macOS arm64 wheels) into $WHEELS"
+blas_wheel() { ls "$WHEELS"/scipy_openblas32-"$BLAS_VERSION"-*macosx*arm64.whl 2>/dev/null | head -1; }
+if [ -z "$(tf_wheel)" ] || [ -z "$(metal_wheel)" ] || [ -z "$(blas_wheel)" ]; then
+  echo "metal-check: downloading tensorflow==$TF_VERSION, tensorflow-metal==$METAL_VERSION and scipy-openblas32==$BLAS_VERSION (macOS arm64 wheels) into $WHEELS"
   "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --platform macosx_12_0_arm64 \
-    --python-version 3.11 -d "$WHEELS" "tensorflow==$TF_VERSION" "tensorflow-metal==$METAL_VERSION"
+    --python-version 3.11 -d "$WHEELS" "tensorflow==$TF_VERSION" "tensorflow-metal==$METAL_VERSION" \
+    "scipy-openblas32==$BLAS_VERSION"
 fi
-TF_DIR="$OUT/tf-$TF_VERSION"
+# The wheels unpacked side by side, as in site-packages (the rpaths of an
+# installed package point from metal_ops/ to ../tensorflow and ../scipy_openblas32/lib).
+TF_DIR="$OUT/tf-$TF_VERSION-openblas-$BLAS_VERSION"
 if [ ! -f "$TF_DIR/.unpacked" ]; then
   rm -rf "$TF_DIR" && mkdir -p "$TF_DIR"
   unzip -q -o "$(tf_wheel)" 'tensorflow/include/*' 'tensorflow/libtensorflow_framework.2.dylib' \
     'tensorflow/libtensorflow_cc.2.dylib' 'tensorflow/python/_pywrap_tensorflow_internal.so' -d "$TF_DIR"
   unzip -q -o "$(metal_wheel)" 'tensorflow-plugins/*' -d "$TF_DIR"
+  unzip -q -o "$(blas_wheel)" 'scipy_openblas32/include/*' 'scipy_openblas32/lib/libscipy_openblas.dylib' -d "$TF_DIR"
   touch "$TF_DIR/.unpacked"
 fi
 PLUGIN="$TF_DIR/tensorflow-plugins/libmetal_plugin.dylib"
@@ -94,6 +100,10 @@ for lib in _metal_ops.so _metal_ops_grappler.so; do
   grep -A4 "cmd LC_BUILD_VERSION" "$BUILD_DIR/$lib.headers" | grep -q "minos $MACOS_MIN" ||
     fail "$lib: minimum macOS is not $MACOS_MIN"
 done
+grep -A2 "cmd LC_LOAD_DYLIB" "$BUILD_DIR/_metal_ops.so.headers" | grep -q "@rpath/libscipy_openblas.dylib" ||
+  fail "_metal_ops.so does not link scipy-openblas32's libscipy_openblas.dylib"
+grep -A2 "cmd LC_RPATH" "$BUILD_DIR/_metal_ops.so.headers" | grep -q "path @loader_path/../scipy_openblas32/lib" ||
+  fail "_metal_ops.so: no rpath @loader_path/../scipy_openblas32/lib (an installed package would not find OpenBLAS)"
 # (grep reads whole listings: `grep -q` on a pipe would fail the pipeline under pipefail)
 plugin_exports="$(llvm-nm -gU "$PKG_DIR/_metal_ops_grappler.so")"
 ops_symbols="$(llvm-nm "$PKG_DIR/_metal_ops.so")"

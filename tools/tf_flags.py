@@ -1,9 +1,17 @@
-"""Prints make variables with TensorFlow's compile and link flags.
+"""Prints make variables with the compile and link flags of the libraries the
+op library builds against: TensorFlow (TF_CFLAGS, TF_LFLAGS) and OpenBLAS from
+the pinned scipy-openblas32 package (BLAS_CFLAGS, BLAS_LFLAGS: the fused
+convolution's GEMM).
 
-By default from the installed TensorFlow (tf.sysconfig). With
---macos-wheel-dir DIR, from a macOS TensorFlow wheel unpacked into DIR (what
-`make metal-check` builds against on Linux): the flags tf.sysconfig gives on
+By default from the installed packages (tf.sysconfig, scipy_openblas32). With
+--macos-wheel-dir DIR, from the macOS wheels unpacked into DIR (what
+`make metal-check` builds against on Linux): the flags those packages give on
 macOS, pointing into DIR.
+
+The library finds OpenBLAS at run time through two rpaths: the package's lib
+folder beside an installed metal_ops (site-packages/scipy_openblas32/lib, as
+TensorFlow's own libraries are found beside it) and the folder it was built
+against (a source-tree build).
 """
 import argparse
 import os
@@ -11,8 +19,23 @@ import re
 import sys
 
 
+def blas_flags(include, lib_dir, darwin):
+    """OpenBLAS (scipy-openblas32): headers, the library and its rpaths."""
+    origin = "@loader_path" if darwin else "'$$ORIGIN'"
+    return {
+        "BLAS_CFLAGS": f"-I{include}",
+        "BLAS_LFLAGS": f"-L{lib_dir} -lscipy_openblas -Wl,-rpath,{origin}/../scipy_openblas32/lib "
+                       f"-Wl,-rpath,{lib_dir}",
+    }
+
+
 def installed_flags():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        import scipy_openblas32
+    except ImportError:
+        sys.exit("tf_flags: scipy-openblas32 is not installed in this Python: "
+                 "`pip install -r requirements.txt` (it pins the OpenBLAS the op library links)")
     import tensorflow as tf
 
     return {
@@ -20,6 +43,8 @@ def installed_flags():
         "TF_LFLAGS": " ".join(tf.sysconfig.get_link_flags()),
         "TF_VERSION": tf.__version__,
         "TF_IS_CUDA_BUILD": "1" if tf.test.is_built_with_cuda() else "0",
+        **blas_flags(scipy_openblas32.get_include_dir(), scipy_openblas32.get_lib_dir(),
+                     sys.platform == "darwin"),
     }
 
 
@@ -41,11 +66,15 @@ def macos_wheel_flags(root):
     # tf.sysconfig on macOS: the same compile flags as on Linux, and
     # -ltensorflow_framework.<major> instead of Linux's -l:libtensorflow_framework.so.<major>.
     version = wheel_version(include)
+    blas = os.path.abspath(os.path.join(root, "scipy_openblas32"))
+    if not os.path.isdir(os.path.join(blas, "include")):
+        sys.exit(f"tf_flags: {blas}/include is missing: unpack the macOS scipy-openblas32 wheel into {root}")
     return {
         "TF_CFLAGS": f"-I{include} -D_GLIBCXX_USE_CXX11_ABI=1 --std=c++17 -DEIGEN_MAX_ALIGN_BYTES=64",
         "TF_LFLAGS": f"-L{tf_dir} -ltensorflow_framework.{version.split('.')[0]}",
         "TF_VERSION": version,
         "TF_IS_CUDA_BUILD": "0",
+        **blas_flags(os.path.join(blas, "include"), os.path.join(blas, "lib"), darwin=True),
     }
 
 

@@ -24,17 +24,11 @@
 #include <vector>
 
 #include "kernels/common/activations.h"
+#include "ops/fused_conv2d_checks.h"
 
 namespace {
 
-constexpr const char* kActivationNames[] = {"none",       "relu",    "relu6", "elu",
-                                            "leaky_relu", "sigmoid", "tanh",  "swish"};
-
-int ActivationFromName(const std::string& s) {
-  for (int i = 0; i < 8; ++i)
-    if (s == kActivationNames[i]) return i;
-  return -1;
-}
+namespace fc = mo::fused_conv2d_checks;
 
 NSArray<NSNumber*>* ShapeOf(const std::vector<int64_t>& dims) {
   NSMutableArray<NSNumber*>* shape = [NSMutableArray arrayWithCapacity:dims.size()];
@@ -198,98 +192,51 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::str
 // MetalOpsFusedConv2D
 // ---------------------------------------------------------------------------
 struct FusedConvKernel {
-  int64_t num_bias = 0, num_residual = 0;
-  std::vector<int64_t> strides, dilations, explicit_paddings;
-  std::string padding;
-  int act = 0;
-  float alpha = 0.2f;
+  fc::ConvAttrs attrs;
   std::string attr_key;
 };
 
 void* FusedConvCreate(TF_OpKernelConstruction* ctx) {
   auto* k = new FusedConvKernel;
   mo::metal::AttrReader attrs(ctx);
-  k->num_bias = attrs.Int64("num_bias");
-  k->num_residual = attrs.Int64("num_residual");
-  k->strides = attrs.IntList("strides");
-  k->dilations = attrs.IntList("dilations");
-  k->padding = attrs.String("padding");
-  if (k->padding == "EXPLICIT") k->explicit_paddings = attrs.IntList("explicit_paddings");
+  const int64_t num_bias = attrs.Int64("num_bias");
+  const int64_t num_residual = attrs.Int64("num_residual");
+  const std::vector<int64_t> strides = attrs.IntList("strides");
+  const std::vector<int64_t> dilations = attrs.IntList("dilations");
+  const std::string padding = attrs.String("padding");
+  const std::vector<int64_t> explicit_paddings = attrs.IntList("explicit_paddings");
+  const std::string data_format = attrs.String("data_format");
   const std::string act = attrs.String("activation");
-  k->alpha = attrs.Float("leaky_relu_alpha");
-  if (!attrs.ok()) return k;
-  k->act = ActivationFromName(act);
-  if (k->strides.size() != 4 || k->dilations.size() != 4 || k->act < 0 ||
-      (k->padding == "EXPLICIT" && k->explicit_paddings.size() != 8)) {
-    attrs.InvalidArgument(
-        "MetalOpsFusedConv2D: strides and dilations need 4 entries, explicit_paddings 8 "
-        "when padding is EXPLICIT, and activation must be known");
+  const float alpha = attrs.Float("leaky_relu_alpha");
+  if (!attrs.ok() || !attrs.Check(fc::Attrs(num_bias, num_residual, strides, dilations, padding, explicit_paddings,
+                                            data_format, act, alpha, &k->attrs))) {
+    return k;
   }
-  k->attr_key = k->padding + "/" + act + "/" + std::to_string(k->alpha);
-  for (int64_t v : k->strides) k->attr_key += "s" + std::to_string(v);
-  for (int64_t v : k->dilations) k->attr_key += "d" + std::to_string(v);
-  for (int64_t v : k->explicit_paddings) k->attr_key += "p" + std::to_string(v);
+  k->attr_key = padding + "/" + act + "/" + std::to_string(alpha);
+  for (int64_t v : strides) k->attr_key += "s" + std::to_string(v);
+  for (int64_t v : dilations) k->attr_key += "d" + std::to_string(v);
+  for (int64_t v : explicit_paddings) k->attr_key += "p" + std::to_string(v);
   return k;
 }
 
 void FusedConvDelete(void* k) { delete static_cast<FusedConvKernel*>(k); }
 
-int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, const std::string& padding,
-                int64_t pad_before, int64_t pad_after) {
-  const int64_t keff = (k - 1) * dil + 1;
-  if (padding == "SAME") return (in + stride - 1) / stride;
-  if (padding == "VALID") return in >= keff ? (in - keff) / stride + 1 : -1;
-  const int64_t padded = in + pad_before + pad_after;
-  return padded >= keff ? (padded - keff) / stride + 1 : -1;
-}
-
 void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
   const FusedConvKernel& k = *static_cast<const FusedConvKernel*>(kernel_ptr);
+  const fc::ConvAttrs& a = k.attrs;
   std::vector<TF_Tensor*> inputs;
-  const int num_inputs = 2 + static_cast<int>(k.num_bias + k.num_residual);
+  const int num_inputs = 2 + static_cast<int>(a.num_bias + a.num_residual);
   for (int i = 0; i < num_inputs; ++i) inputs.push_back(call.Input(i));
   if (!call.ok()) return;
-  const auto x = DimsOf(inputs[0]), w = DimsOf(inputs[1]);
-  if (x.size() != 4) {
-    call.InvalidArgument("input must be 4-dimensional [batch, height, width, channels]");
-    return;
-  }
-  if (w.size() != 4) {
-    call.InvalidArgument("filter must be 4-dimensional [height, width, in_channels, out_channels]");
-    return;
-  }
-  if (w[2] != x[3]) {
-    call.InvalidArgument("filter in_channels (" + std::to_string(w[2]) + ") must equal the input's channels (" +
-                         std::to_string(x[3]) + ")");
-    return;
-  }
-  const bool explicit_pad = k.padding == "EXPLICIT";
-  const int64_t oh = OutSize(x[1], w[0], k.strides[1], k.dilations[1], k.padding,
-                             explicit_pad ? k.explicit_paddings[2] : 0, explicit_pad ? k.explicit_paddings[3] : 0);
-  const int64_t ow = OutSize(x[2], w[1], k.strides[2], k.dilations[2], k.padding,
-                             explicit_pad ? k.explicit_paddings[4] : 0, explicit_pad ? k.explicit_paddings[5] : 0);
-  if (oh < 0 || ow < 0) {
-    call.InvalidArgument("input height/width is too small for the filter");
-    return;
-  }
-  const std::vector<int64_t> out_dims = {x[0], oh, ow, w[3]};
-  if (k.num_bias == 1) {
-    const auto b = DimsOf(inputs[2]);
-    if (b.size() != 1 || b[0] != w[3]) {
-      call.InvalidArgument("bias must have shape [out_channels] = [" + std::to_string(w[3]) + "], got " +
-                           mo::metal::ShapeString(b));
-      return;
-    }
-  }
-  if (k.num_residual == 1 && DimsOf(inputs[2 + k.num_bias]) != out_dims) {
-    call.InvalidArgument("residual must have the output's shape " + mo::metal::ShapeString(out_dims) +
-                         " (no broadcasting), got " + mo::metal::ShapeString(DimsOf(inputs[2 + k.num_bias])));
-    return;
-  }
+  fc::ConvGeometry geo;
+  if (!call.Check(fc::Geometry(a, DimsOf(inputs[0]), DimsOf(inputs[1]), &geo))) return;
+  const std::vector<int64_t> out_dims = geo.output_dims();
+  if (a.num_bias == 1 && !call.Check(fc::Bias(DimsOf(inputs[2]), geo.out_depth))) return;
+  if (a.num_residual == 1 && !call.Check(fc::Residual(DimsOf(inputs[2 + a.num_bias]), out_dims))) return;
   TF_Tensor* output = call.Output(0, TF_FLOAT, out_dims);
   if (!call.ok() || TF_TensorElementCount(output) == 0) return;
-  const FusedConvKernel kc = k;
-  const std::string attrs = k.attr_key + "/" + std::to_string(k.num_bias) + std::to_string(k.num_residual);
+  const fc::ConvAttrs kc = a;
+  const std::string attrs = k.attr_key + "/" + std::to_string(a.num_bias) + std::to_string(a.num_residual);
   if (TF_TensorElementCount(inputs[0]) == 0 || TF_TensorElementCount(inputs[1]) == 0) {
     // No taps (zero input channels, or an empty input under explicit padding)
     // sum nothing: the output is
@@ -306,20 +253,20 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
     return;
   }
   RunGraph(call, "conv", attrs, inputs, output, ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
-    const bool pad = kc.padding == "EXPLICIT";
+    const bool pad = kc.padding == fc::Padding::kExplicit;
     MPSGraphConvolution2DOpDescriptor* d = [MPSGraphConvolution2DOpDescriptor
-        descriptorWithStrideInX:kc.strides[2]
-                      strideInY:kc.strides[1]
-                dilationRateInX:kc.dilations[2]
-                dilationRateInY:kc.dilations[1]
+        descriptorWithStrideInX:kc.stride_cols
+                      strideInY:kc.stride_rows
+                dilationRateInX:kc.dilation_cols
+                dilationRateInY:kc.dilation_rows
                          groups:1
-                    paddingLeft:pad ? kc.explicit_paddings[4] : 0
-                   paddingRight:pad ? kc.explicit_paddings[5] : 0
-                     paddingTop:pad ? kc.explicit_paddings[2] : 0
-                  paddingBottom:pad ? kc.explicit_paddings[3] : 0
-                   paddingStyle:kc.padding == "SAME"    ? MPSGraphPaddingStyleTF_SAME
-                                : kc.padding == "VALID" ? MPSGraphPaddingStyleTF_VALID
-                                                        : MPSGraphPaddingStyleExplicit
+                    paddingLeft:pad ? kc.pad_left : 0
+                   paddingRight:pad ? kc.pad_right : 0
+                     paddingTop:pad ? kc.pad_top : 0
+                  paddingBottom:pad ? kc.pad_bottom : 0
+                   paddingStyle:kc.padding == fc::Padding::kSame    ? MPSGraphPaddingStyleTF_SAME
+                                : kc.padding == fc::Padding::kValid ? MPSGraphPaddingStyleTF_VALID
+                                                                    : MPSGraphPaddingStyleExplicit
                      dataLayout:MPSGraphTensorNamedDataLayoutNHWC
                   weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];
     MPSGraphTensor* z = [g convolution2DWithSourceTensor:in[0] weightsTensor:in[1] descriptor:d name:nil];
@@ -345,11 +292,7 @@ void* ActGradCreate(TF_OpKernelConstruction* ctx) {
   const std::string act = attrs.String("activation");
   k->alpha = attrs.Float("leaky_relu_alpha");
   k->num_features = attrs.Int64("num_features");
-  if (!attrs.ok()) return k;
-  k->act = ActivationFromName(act);
-  if (k->act < 0 || (k->num_features == 0 && !mo::activation_grad_uses_output(k->act, k->alpha))) {
-    attrs.InvalidArgument("features (the pre-activation) are required for this activation");
-  }
+  if (attrs.ok()) attrs.Check(fc::ActivationGradAttrs(act, k->alpha, k->num_features, &k->act));
   return k;
 }
 
@@ -404,12 +347,9 @@ void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
   for (int i = 0; i < 2 + k.num_features; ++i) inputs.push_back(call.Input(i));
   if (!call.ok()) return;
   const auto dims = DimsOf(inputs[0]);
-  for (TF_Tensor* t : inputs) {
-    if (DimsOf(t) != dims) {
-      call.InvalidArgument("gradients, outputs and features must have one shape, got " +
-                           mo::metal::ShapeString(dims) + " and " + mo::metal::ShapeString(DimsOf(t)));
-      return;
-    }
+  const std::vector<int64_t> feature_dims = k.num_features == 1 ? DimsOf(inputs[2]) : std::vector<int64_t>();
+  if (!call.Check(fc::ActivationGradShapes(dims, DimsOf(inputs[1]), k.num_features == 1 ? &feature_dims : nullptr))) {
+    return;
   }
   TF_Tensor* output = call.Output(0, TF_FLOAT, dims);
   if (!call.ok() || TF_TensorElementCount(output) == 0) return;

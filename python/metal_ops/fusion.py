@@ -2,8 +2,10 @@
 
     import metal_ops
     metal_ops.fusion.enable()        # before the first tf.function runs
-    ...
-    metal_ops.fusion.report(concrete_function)
+    with metal_ops.fusion.record() as rec:
+        train_step(x, y)             # first call: what TensorFlow really ran
+    print(rec.report())
+    metal_ops.fusion.report(concrete_function)   # offline prediction
 
 `enable()` loads the op library, then the plugin (grappler/fusion_plugin.cc,
 built as _metal_ops_grappler.so) through TensorFlow's pluggable-device loader.
@@ -14,13 +16,15 @@ metal_ops.fused_conv2d directly to get the MPSGraph fused kernel on the GPU.
 Environment: METAL_OPS_FUSION=0 disables it (enable() returns False and an
 already loaded plugin stops rewriting); METAL_OPS_FUSION_LOG=1 prints one line
 per rewrite; METAL_OPS_FUSION_WITH_ONEDNN=1 lets it rewrite even when
-TensorFlow's oneDNN path is on (off by default: oneDNN's convolutions are
-faster than the Eigen convolution our kernel is built on, and oneDNN already
-fuses the residual add itself). See docs/FUSION.md.
+TensorFlow's oneDNN path is on (off by default: oneDNN already fuses the
+residual add and the activation itself). See docs/FUSION.md.
 """
+import contextlib
 import ctypes
 import os
+import shutil
 import sys
+import tempfile
 import threading
 
 from metal_ops import _loader
@@ -164,8 +168,14 @@ def enable():
 
 
 # --------------------------------------------------------------------------------------
-# report(): which patterns a tf.function gets fused into.
+# report() / record(): what fusion did, read from the graphs TensorFlow optimized. The
+# plugin writes on every MetalOpsFusedConv2D node it creates which rule fused it
+# (_metal_ops_fused_pattern) and which nodes it replaced (_metal_ops_fused_nodes).
 # --------------------------------------------------------------------------------------
+PATTERN_ATTR = "_metal_ops_fused_pattern"
+NODES_ATTR = "_metal_ops_fused_nodes"
+
+
 def _optimized_graph_def(concrete_function):
     """Runs Grappler (all default passes + plugins) on the function's graph."""
     from tensorflow.core.protobuf import meta_graph_pb2
@@ -189,36 +199,23 @@ def _optimized_graph_def(concrete_function):
     return _optimize_offline(meta)
 
 
-# Sequence numbers of the plugin records made by our own offline Grappler runs:
-# they are not what ran, so report() never matches them.
-_offline_seq_ranges = []
-
-
-def _last_seq():
-    recs = _records()
-    return recs[-1]["seq"] if recs else 0
-
-
 def _optimize_offline(meta_graph):
-    """tf_optimizer.OptimizeGraph on `meta_graph`, its plugin records set aside."""
+    """TensorFlow's meta-optimizer (Grappler, plugins included) on `meta_graph`."""
     from tensorflow.core.protobuf import config_pb2
     from tensorflow.python.grappler import tf_optimizer
 
-    lo = _last_seq()
-    try:
-        return tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta_graph)
-    finally:
-        _offline_seq_ranges.append((lo + 1, _last_seq()))
+    return tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta_graph)
 
 
 class FusionReport:
-    """What fusion did to one function.
+    """What fusion did to one function (or to the functions run in a record() block).
 
-    fused: one dict per MetalOpsFusedConv2D (name, pattern, nodes, activation);
-    tensorflow: TF's own fused convolutions in the graph the plugin received
-    (name, fused_ops); source: "runtime" (recorded by the plugin when the
-    function was instantiated) or "offline" (Grappler re-run on the graph,
-    used when the function has not run since the plugin was loaded).
+    fused: one dict per MetalOpsFusedConv2D (name, pattern, nodes, activation),
+    read from the node's own attributes; pattern "manual" for one written by
+    hand (metal_ops.fused_conv2d). tensorflow: TensorFlow's own fused
+    convolutions left in the graph (name, fused_ops). source: "runtime" (the
+    graphs TensorFlow ran, from record()) or "offline" (Grappler run on the
+    function's graph by report(), nothing executed).
     """
 
     def __init__(self, fused, tensorflow, source):
@@ -248,112 +245,97 @@ def _decode(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def _records():
-    """The plugin's per-pass records (see grappler/fusion_plugin.cc), oldest first."""
-    lib = _dlopen_noload(plugin_path())
-    if lib is None or not hasattr(lib, "MetalOpsFusionRecordsJson"):
-        return []
-    import json
-
-    fn = lib.MetalOpsFusionRecordsJson
-    fn.restype = ctypes.c_char_p
-    return json.loads(fn().decode())
-
-
-# Op types Grappler's own passes put into graphs (constant folding, arithmetic
-# and layout optimizers, pruning); never evidence that a record is another function.
-_GRAPPLER_OPS = frozenset({"Const", "Identity", "IdentityN", "NoOp", "AddN", "Shape", "ShapeN", "Reshape",
-                           "Transpose", "BroadcastTo", "ZerosLike", "OnesLike", "Fill", "Pack", "Snapshot",
-                           "ConcatV2", "Mul", "Sub", "Neg", "Square", "Reciprocal"})
-
-
-def _runtime_report(graph):
-    """Matches the function's graph against what the plugin saw at run time."""
-    # Outputs become _Retval nodes with other names at run time: leave them out.
-    outputs = {t.op.name for t in graph.outputs}
-    names = {op.name for op in graph.get_operations() if not (op.type == "Identity" and op.name in outputs)}
-    if not names:
-        return None
-    best, best_score = None, 0.0
-    records = [r for r in _records()
-               if not any(lo <= r["seq"] <= hi for lo, hi in _offline_seq_ranges)]
-    op_types = {op.type for op in graph.get_operations()}
-
-    def ops_fit(rec):
-        # Every op type of the record (other than those Grappler introduces)
-        # must occur in the function: tells apart look-alike functions (same
-        # node names, e.g. Relu vs Relu6 at the end).
-        return not any(t not in op_types and t not in _GRAPPLER_OPS and not t.startswith(("_", "MetalOps"))
-                       for t in rec.get("ops", ()))
-
-    for i, rec in enumerate(records):
-        if not ops_fit(rec):
-            continue
-        # A record holding our fused nodes (a later pass over a rewritten graph)
-        # hides the fused ops' originals: the pass before it must fit too.
-        if "MetalOpsFusedConv2D" in rec.get("ops", ()) and not rec["rewrites"] and (
-                i == 0 or not ops_fit(records[i - 1])):
-            continue
-        seen = {n for n in rec["nodes"] if not n.endswith("_RetVal")}
-        # Grappler renames / removes some nodes; most names survive. Ties go
-        # to the newest record (the function that ran last).
-        score = len(names & seen) / len(names | seen)
-        if score >= best_score:
-            best, best_score = i, score
-    if best is None or best_score < 0.25:  # TF renames, folds and prunes many nodes
-        return None
-    # If the best match is the second meta-optimizer iteration of a graph we
-    # rewrote, the rewrites are in the record just before it: that first pass
-    # saw (nearly) all of this pass's nodes and put its fused nodes' names here.
-    group = [records[best]]
-    if best > 0:
-        prev, cur = records[best - 1], set(records[best]["nodes"])
-        prev_nodes = set(prev["nodes"])
-        if (not records[best]["rewrites"] and prev["rewrites"]
-                and len(cur & prev_nodes) >= 0.95 * len(cur)
-                # each fused node is here, the nodes it replaced are gone
-                and all(rw[0] in cur and not (set(rw[3][:-1]) & cur) for rw in prev["rewrites"])):
-            group.insert(0, prev)
-    fused, tf_fused, seen_fused = [], [], set()
-    for rec in group:
-        for name, pattern, act, nodes in rec["rewrites"]:
-            if name not in seen_fused:
-                seen_fused.add(name)
-                fused.append({"name": name, "pattern": pattern, "nodes": nodes, "activation": act})
-    # TF's fusions as the first pass saw them (before any of ours replaced them).
-    for name, ops in group[0]["tf_fused"]:
-        if name not in seen_fused:
-            tf_fused.append({"name": name, "fused_ops": ops})
-    return FusionReport(fused, tf_fused, "runtime")
+def _summarize(graph_defs, source):
+    """FusionReport of the fused convolutions in `graph_defs` (and their function libraries)."""
+    fused, tf_fused = [], []
+    for gd in graph_defs:
+        nodes = list(gd.node)
+        for fn in gd.library.function:
+            nodes.extend(fn.node_def)
+        for n in nodes:
+            if n.op == "MetalOpsFusedConv2D":
+                fused.append({
+                    "name": n.name,
+                    "pattern": _decode(n.attr[PATTERN_ATTR].s) if PATTERN_ATTR in n.attr else "manual",
+                    "nodes": [_decode(s) for s in n.attr[NODES_ATTR].list.s] if NODES_ATTR in n.attr else [],
+                    "activation": _decode(n.attr["activation"].s),
+                })
+            elif n.op == "_FusedConv2D":
+                tf_fused.append({"name": n.name, "fused_ops": [_decode(s) for s in n.attr["fused_ops"].list.s]})
+    return FusionReport(fused, tf_fused, source)
 
 
 def report(concrete_function):
-    """FusionReport of the patterns fused in `concrete_function`.
+    """FusionReport predicted for `concrete_function` (source "offline").
 
-    Accepts a ConcreteFunction (or a traced tf.function). After the function
-    has run once with the plugin loaded, this is what the plugin recorded for
-    its graph at run time. Otherwise Grappler is re-run offline on the graph
-    (nothing is executed) -- a prediction: offline Grappler does not always
-    take the same decisions as at run time (e.g. oneDNN's own fusions).
+    Accepts a ConcreteFunction (or a traced tf.function). Runs TensorFlow's
+    Grappler with the loaded plugins on the function's graph (nothing is
+    executed) and reads the fused nodes' attributes. Offline Grappler does not
+    always decide as at run time (seen: no oneDNN [BiasAdd, Add, Relu] fusion,
+    no AddN regrouping offline); record() reports what really ran.
     """
     if not hasattr(concrete_function, "graph"):
         concrete_function = concrete_function.get_concrete_function()
-    rep = _runtime_report(concrete_function.graph)
-    if rep is not None:
-        return rep
-    gd = _optimized_graph_def(concrete_function)
-    nodes = list(gd.node)
-    for fn in gd.library.function:
-        nodes.extend(fn.node_def)
-    fused, tf_fused = [], []
-    for n in nodes:
-        if n.op == "MetalOpsFusedConv2D":
-            fused.append({
-                "name": n.name,
-                "pattern": _decode(n.attr["_metal_ops_fused_pattern"].s) if "_metal_ops_fused_pattern" in n.attr else "manual",
-                "nodes": [_decode(s) for s in n.attr["_metal_ops_fused_nodes"].list.s] if "_metal_ops_fused_nodes" in n.attr else [],
-                "activation": _decode(n.attr["activation"].s),
-            })
-        elif n.op == "_FusedConv2D":
-            tf_fused.append({"name": n.name, "fused_ops": [_decode(s) for s in n.attr["fused_ops"].list.s]})
-    return FusionReport(fused, tf_fused, "offline")
+    return _summarize([_optimized_graph_def(concrete_function)], "offline")
+
+
+class Recording:
+    """The graphs TensorFlow optimized and ran inside a record() block."""
+
+    def __init__(self):
+        self.graphs = []  # GraphDefs after Grappler, one per function instantiated
+
+    def report(self):
+        """FusionReport of every graph recorded (source "runtime")."""
+        return _summarize(self.graphs, "runtime")
+
+
+def _post_optimization_graphs(logdir):
+    """The post-Grappler graphs in the graph_run_metadata summaries under logdir."""
+    import glob
+
+    import tensorflow as tf
+
+    graphs = []
+    for path in sorted(glob.glob(os.path.join(logdir, "*"))):
+        for raw in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name != "graph_run_metadata_graph":
+                    continue
+                meta = tf.compat.v1.RunMetadata.FromString(tf.make_ndarray(value.tensor).item())
+                graphs.extend(fg.post_optimization_graph for fg in meta.function_graphs)
+    return graphs
+
+
+@contextlib.contextmanager
+def record():
+    """Records the graphs of the tf.functions instantiated (first run) in the block.
+
+        with metal_ops.fusion.record() as rec:
+            train_step(x, y)          # its first call: traced, optimized, run
+        print(rec.report())
+
+    Uses TensorFlow's graph collection (tf.summary.trace_on(graph=True) /
+    trace_export, the route TensorBoard's graph view uses): TensorFlow returns
+    each function's graph as Grappler and the plugin left it, and the report is
+    read from the fused nodes' attributes. A function already run before the
+    block is not instantiated again and is not recorded. Do not nest it in
+    another summary trace (trace_export ends that trace too).
+    """
+    import tensorflow as tf
+
+    rec = Recording()
+    logdir = tempfile.mkdtemp(prefix="metal_ops_fusion_")
+    try:
+        writer = tf.summary.create_file_writer(logdir)
+        tf.summary.trace_on(graph=True, profiler=False)
+        try:
+            yield rec
+        finally:
+            with writer.as_default():
+                tf.summary.trace_export("metal_ops_fusion", step=0)
+            writer.close()
+        rec.graphs = _post_optimization_graphs(logdir)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
