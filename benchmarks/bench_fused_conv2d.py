@@ -19,7 +19,7 @@ training step (forward, gradients, SGD update). Also the fused op alone
 (OpenBLAS sgemm tiles on TF's pool) vs the Conv2D + BiasAdd + AddV2 + Relu
 composite: 1x1 64 -> 256, 1x1 256 -> 64, 3x3 64 -> 64 at 16x56x56, and
 3x3 256 -> 256 at 16x14x14 (a filter too large for an L2-sized tile, which
-the plugin leaves to TF; docs/FUSION.md).
+the plugin leaves to TF; docs/FUSED_CONV2D.md).
 
 JSON: benchmarks/results/fusion.json.
 """

@@ -154,7 +154,7 @@ def children(tmp_path_factory):
     plugin_copy.parent.mkdir()
     shutil.copy(fusion.plugin_path(), plugin_copy)
     # METAL_OPS_FUSION_ALL_CONVS=1: the plugin's default rule fuses 1x1 filters
-    # only (docs/FUSION.md); the 3x3 block here must be rewritten.
+    # only (docs/FUSED_CONV2D.md); the 3x3 block here must be rewritten.
     specs = {"after_use": {"METAL_OPS_FUSION_ALL_CONVS": "1"}, "copy_first": {}, "plugin_copy": {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": str(plugin_copy)}}
     procs = {}
     for kind, extra in specs.items():

@@ -2,7 +2,7 @@
 // which convolutions fit in an L2-sized tile: shared by the kernel
 // (kernels/cpu/fused_conv2d_kernels.cc) and the Grappler plugin
 // (grappler/fusion_plugin.cc), which fuses only convolutions whose tile fits
-// (the ones measured faster than TensorFlow's, docs/FUSION.md). Arithmetic
+// (the ones measured faster than TensorFlow's, docs/FUSED_CONV2D.md). Arithmetic
 // only: no BLAS, no TensorFlow.
 #ifndef METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
 #define METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
@@ -38,7 +38,7 @@ inline bool fused_conv_tile_fits_l2(int64_t k, int64_t n, int64_t pixels, int64_
 // Whether the Grappler plugin fuses such a convolution by default: its tile
 // fits in L2 and the filter matrix is no taller than wide (k <= n), where the
 // GEMM's cost is dominated by the output the fused stage saves passes over.
-// Measured with OpenBLAS (docs/FUSION.md, oneDNN off, against TF's Conv2D +
+// Measured with OpenBLAS (docs/FUSED_CONV2D.md, oneDNN off, against TF's Conv2D +
 // BiasAdd + AddV2 + Relu): 1x1 64 -> 256 1.5-2.0x; 3x3 64 -> 64 (k = 576 > 64)
 // 0.99-1.01x, 1x1 256 -> 64 0.85-0.90x, 3x3 256 -> 256 (no L2 tile) 0.88-0.92x.
 inline bool fused_conv_profitable(int64_t k, int64_t n, int64_t pixels, int64_t l2_bytes) {

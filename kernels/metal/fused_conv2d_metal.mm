@@ -9,7 +9,7 @@
 // numbering (mo::Activation) is shared.
 //
 // Compiled and linked for macOS by `make metal-check`; never run on a Mac GPU
-// here (docs/FUSION.md).
+// here (docs/FUSED_CONV2D.md).
 #import <Metal/Metal.h>
 #import <MetalPerformanceShaders/MetalPerformanceShaders.h>
 #import <MetalPerformanceShadersGraph/MetalPerformanceShadersGraph.h>

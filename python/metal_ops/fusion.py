@@ -17,7 +17,7 @@ Environment: METAL_OPS_FUSION=0 disables it (enable() returns False and an
 already loaded plugin stops rewriting); METAL_OPS_FUSION_LOG=1 prints one line
 per rewrite; METAL_OPS_FUSION_WITH_ONEDNN=1 lets it rewrite even when
 TensorFlow's oneDNN path is on (off by default: oneDNN already fuses the
-residual add and the activation itself). See docs/FUSION.md.
+residual add and the activation itself). See docs/FUSED_CONV2D.md.
 """
 import contextlib
 import ctypes
