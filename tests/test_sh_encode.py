@@ -88,6 +88,8 @@ def test_float16_is_computed_in_float32(degree):
     upstream = np.random.default_rng(4).uniform(-1, 1, size=(300, degree * degree)).astype(np.float16)
     y, g = op_with_grad(d, degree, upstream)
     assert y.dtype == np.float16 and g.dtype == np.float16
+    assert metal_ops.sh_encode(d, degree=degree).dtype == tf.float16  # a NumPy float16 array stays float16
+    assert metal_ops.sh_encode([[0.0, 0.0, 1.0]], degree=degree).dtype == tf.float32
     np.testing.assert_allclose(y.astype(np.float64), ref.values(d, degree), rtol=1e-3, atol=1e-3)
     want = ref.vjp(d, upstream, degree)
     np.testing.assert_allclose(g.astype(np.float64), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())

@@ -35,7 +35,8 @@ def sh_encode(dirs, degree=4, name=None):
         dtype = getattr(dirs, "dtype", None)  # tensors and arrays: no silent casts
         if dtype is not None and tf.as_dtype(dtype) not in _DTYPES:
             raise TypeError(f"sh_encode: 'dirs' must be float32 or float16, got {tf.as_dtype(dtype).name}")
-        dirs = tf.convert_to_tensor(dirs, dtype_hint=tf.float32)
+        # dtype_hint would turn float16 arrays into float32 ones: only for plain Python data.
+        dirs = tf.convert_to_tensor(dirs) if dtype is not None else tf.convert_to_tensor(dirs, dtype_hint=tf.float32)
         return load_library().metal_ops_sh_encode(dirs, degree=int(degree))
 
 
