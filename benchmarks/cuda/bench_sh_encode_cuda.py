@@ -15,19 +15,9 @@ import json
 import os
 import statistics
 
-import numpy as np
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
-
-
-def p(t):
-    return ctypes.c_void_p(t.data_ptr())
-
-
-def stream():
-    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+from torch_harness import lib, p, stream  # benchmarks/cuda is sys.path[0]
 
 
 def interleaved(fns, rounds=30, warmup=5):

@@ -17,14 +17,16 @@ namespace {
 
 constexpr int kTile = kThreadsPerBlock;
 
-__device__ __forceinline__ float ToFloat(float v) { return v; }
-__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v);
-template <>
-__device__ __forceinline__ float FromFloat<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float v) { return __float2half_rn(v); }
+// body(base, m) for each tile [base, base + m) of this block (m <= kTile), then
+// a barrier, so the shared tile can be refilled.
+template <typename Body>
+__device__ __forceinline__ void ForEachTile(int64_t n, Body&& body) {
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile; base < n;
+       base += static_cast<int64_t>(gridDim.x) * kTile) {
+    body(base, static_cast<int>(n - base < kTile ? n - base : kTile));
+    __syncthreads();
+  }
+}
 
 template <int D, typename T>
 __global__ void __launch_bounds__(kTile) SHEncodeForwardKernel(const T* __restrict__ dirs, T* __restrict__ values,
@@ -32,18 +34,16 @@ __global__ void __launch_bounds__(kTile) SHEncodeForwardKernel(const T* __restri
   constexpr int K = D * D, kRow = K + 1;
   __shared__ float tile[kTile * kRow];
   const int t = threadIdx.x;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile; base < n;
-       base += static_cast<int64_t>(gridDim.x) * kTile) {
-    const int m = static_cast<int>(n - base < kTile ? n - base : kTile);
+  ForEachTile(n, [&](int64_t base, int m) {
     if (t < m) {
       const T* d = dirs + 3 * (base + t);
-      sh_encode_values(ToFloat(d[0]), ToFloat(d[1]), ToFloat(d[2]), D, tile + t * kRow, 1);
+      sh_encode_values(static_cast<float>(d[0]), static_cast<float>(d[1]), static_cast<float>(d[2]), D,
+                       tile + t * kRow, 1);
     }
     __syncthreads();
     T* out = values + base * K;
-    for (int j = t; j < m * K; j += kTile) out[j] = FromFloat<T>(tile[(j / K) * kRow + j % K]);
-    __syncthreads();
-  }
+    for (int j = t; j < m * K; j += kTile) out[j] = T(tile[(j / K) * kRow + j % K]);
+  });
 }
 
 template <int D, typename T>
@@ -53,23 +53,21 @@ __global__ void __launch_bounds__(kTile) SHEncodeBackwardKernel(const T* __restr
   constexpr int K = D * D, kRow = K + 1;
   __shared__ float tile[kTile * kRow];
   const int t = threadIdx.x;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile; base < n;
-       base += static_cast<int64_t>(gridDim.x) * kTile) {
-    const int m = static_cast<int>(n - base < kTile ? n - base : kTile);
+  ForEachTile(n, [&](int64_t base, int m) {
     const T* g = grad + base * K;
-    for (int j = t; j < m * K; j += kTile) tile[(j / K) * kRow + j % K] = ToFloat(g[j]);
+    for (int j = t; j < m * K; j += kTile) tile[(j / K) * kRow + j % K] = static_cast<float>(g[j]);
     __syncthreads();
     if (t < m) {
       const int64_t p = base + t;
       const T* d = dirs + 3 * p;
       float dx, dy, dz;
-      sh_encode_grad(ToFloat(d[0]), ToFloat(d[1]), ToFloat(d[2]), D, tile + t * kRow, 1, &dx, &dy, &dz);
-      grad_dirs[3 * p] = FromFloat<T>(dx);
-      grad_dirs[3 * p + 1] = FromFloat<T>(dy);
-      grad_dirs[3 * p + 2] = FromFloat<T>(dz);
+      sh_encode_grad(static_cast<float>(d[0]), static_cast<float>(d[1]), static_cast<float>(d[2]), D,
+                     tile + t * kRow, 1, &dx, &dy, &dz);
+      grad_dirs[3 * p] = T(dx);
+      grad_dirs[3 * p + 1] = T(dy);
+      grad_dirs[3 * p + 2] = T(dz);
     }
-    __syncthreads();
-  }
+  });
 }
 
 // fn(std::integral_constant<int, degree>); cudaErrorInvalidValue outside 1..4.
