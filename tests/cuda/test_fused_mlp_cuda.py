@@ -13,46 +13,11 @@ import numpy as np
 import pytest
 
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
-from tests.reference.fused_mlp import ALPHA, TRUNC_EXP_LIMIT
-from tests.reference.fused_mlp import act as ref_act
-from tests.reference.fused_mlp import dact as ref_dact
+from tests.reference.fused_mlp import ALPHA
+from tests.reference.fused_mlp import forward_backward as ref_forward_backward
 
 # mo::Activation codes (kernels/common/activations.h)
 ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}
-
-
-def ref_dact_from_output(y, name):
-    if name in ("relu", "leaky_relu"):
-        return np.where(y > 0, 1.0, 0.0 if name == "relu" else ALPHA)
-    if name == "sigmoid":
-        return y * (1 - y)
-    if name == "softplus":
-        return -np.expm1(-y)
-    if name == "trunc_exp":
-        return np.clip(y, 1.0 / TRUNC_EXP_LIMIT, TRUNC_EXP_LIMIT)
-    return np.ones_like(y)
-
-
-def ref_forward_backward(x, ws, bs, dy, act, out_act, outs=None):
-    """float64 forward and backward of the Dense stack. With `outs` (the
-    kernel's layer outputs), derivatives are taken at those outputs: at a relu
-    kink (z within rounding of 0) the gradient legitimately follows the side
-    the kernel's forward landed on, so the reference must take the same side."""
-    h = [np.asarray(x, np.float64)]
-    zs = []
-    for i, (w, b) in enumerate(zip(ws, bs)):
-        z = h[-1] @ w.astype(np.float64) + b.astype(np.float64)
-        zs.append(z)
-        h.append(ref_act(z, out_act if i == len(ws) - 1 else act))
-    g = np.asarray(dy, np.float64)
-    dws, dbs = [None] * len(ws), [None] * len(ws)
-    for i in reversed(range(len(ws))):
-        name = out_act if i == len(ws) - 1 else act
-        g = g * (ref_dact(zs[i], name) if outs is None else ref_dact_from_output(outs[i], name))
-        dws[i] = h[i].T @ g
-        dbs[i] = g.sum(0)
-        g = g @ ws[i].astype(np.float64).T
-    return h[-1], g, dws, dbs, h[1:-1]
 
 
 def make_net(rng, in_dim, width, hidden, out_dim, dtype):
