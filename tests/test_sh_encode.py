@@ -193,6 +193,8 @@ def test_non_integer_degree_is_a_type_error(degree):
 def test_wrong_dtype_names_dirs(dtype):
     with pytest.raises(TypeError, match="'dirs' must be float32 or float16"):
         metal_ops.sh_encode(np.zeros((2, 3), dtype))
+    with pytest.raises(TypeError, match="'dirs' must be float32 or float16"):
+        metal_ops.sh_encode(np.full((2, 3), "a"))
     with pytest.raises(TypeError, match="'dirs'"):
         metal_ops.sh_encode(tf.zeros((2, 3), dtype))
 
