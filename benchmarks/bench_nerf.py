@@ -8,8 +8,8 @@ best held-out PSNR is the target. The hash-grid model then trains until it
 reaches that PSNR (or --hash-minutes). Printed and saved: both curves, the
 target, the times and their ratio (goal: >= 10x sooner).
 
-  .venv/bin/python benchmarks/bench_nerf.py            # ~30 min + hash time
-  .venv/bin/python benchmarks/bench_nerf.py --baseline-minutes 3 --hash-minutes 3   # quick look
+  .venv/bin/python -m benchmarks.bench_nerf            # ~30 min + hash time
+  .venv/bin/python -m benchmarks.bench_nerf --baseline-minutes 3 --hash-minutes 3   # quick look
 
 Writes benchmarks/results/nerf.json and benchmarks/results/nerf_time_to_quality.png.
 
@@ -20,17 +20,15 @@ process, past the occupancy grid's warm-up, interleaved rounds of a few steps
 each at the same step numbers; prints ms per step, the median of the per-round
 ratios and points per second, and writes benchmarks/results/nerf_step.json.
 
-  .venv/bin/python benchmarks/bench_nerf.py --step-time
+  .venv/bin/python -m benchmarks.bench_nerf --step-time
 """
 import argparse
 import json
 import os
 import platform
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from examples.nerf import train as nerf_train  # noqa: E402
@@ -56,7 +54,7 @@ def run(model, minutes, eval_every, extra, stop_at=None, quiet=False):
 
 
 def step_time(args):
-    from timing import load_average, median_ratio
+    from benchmarks.timing import load_average, median_ratio
 
     common = ["--steps", "1000000", "--max-minutes", "0", "--eval-every", "0", "--ckpt-every", "0",
               "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),

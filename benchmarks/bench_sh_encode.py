@@ -8,29 +8,25 @@ directions, as the colour network's training step needs it), each in
 tf.function; the composite also under XLA (jit_compile=True). Rounds are
 interleaved (benchmarks/timing.py); speedups are medians of per-round ratios;
 directions/s printed. The backward starts from a given upstream gradient
-(tape.gradient's output_gradients), so no loss ops are timed beside the encoding. JSON in benchmarks/results/sh_encode.json.
+(tape.gradient's output_gradients), so no loss ops are timed beside the
+encoding. JSON in benchmarks/results/sh_encode_cpu.json.
 
-Usage (on a shared machine, under the CPU-benchmark lock):
-  flock /tmp/metal_ops_cpu_bench.lock .venv/bin/python benchmarks/bench_sh_encode.py [--rounds 40]
+Usage (from the repository root; on a shared machine, under the CPU-benchmark lock):
+  flock /tmp/metal_ops_cpu_bench.lock .venv/bin/python -m benchmarks.bench_sh_encode [--rounds 60]
 """
 import argparse
-import json
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
+from benchmarks import timing  # noqa: E402
 from tests.reference.sh_encode import tf_composite  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import timing  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CALLS_PER_ROUND = 5  # one timed sample = this many calls (sub-millisecond calls)
 
@@ -97,18 +93,13 @@ def bench(n, degree, rounds, results):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=40)
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "sh_encode.json"))
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "sh_encode_cpu.json"))
     args = ap.parse_args()
     results = []
     bench(98_304, 4, args.rounds, results)
     bench(98_304, 3, args.rounds, results)
-    with open(args.out, "w") as f:
-        json.dump({"cpus": os.cpu_count(), "tensorflow": tf.__version__,
-                   "command": "flock /tmp/metal_ops_cpu_bench.lock .venv/bin/python benchmarks/bench_sh_encode.py "
-                              f"--rounds {args.rounds}",
-                   "results": results}, f, indent=1)
-    print("wrote", os.path.relpath(args.out, ROOT))
+    timing.write_json(args.out, {"tensorflow": tf.__version__, "results": results})
 
 
 if __name__ == "__main__":

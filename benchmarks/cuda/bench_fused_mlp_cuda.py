@@ -3,7 +3,7 @@ process on the GPU (interleaved rounds, medians of per-round ratios).
 
     make cuda-harness
     TCNN_DIR=/path/to/tiny-cuda-nn sh benchmarks/cuda/build_tcnn_shim.sh   # optional
-    python3 benchmarks/cuda/bench_fused_mlp_cuda.py [--tcnn build/libtcnn_mlp_shim.so]
+    python3 -m benchmarks.cuda.bench_fused_mlp_cuda [--tcnn build/libtcnn_mlp_shim.so]
 
 Both run the same shapes with ReLU hidden layers and a linear output; forward
 is inference, forward+backward is the training forward plus the backward with
@@ -15,13 +15,10 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
-import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 from benchmarks import timing  # noqa: E402
 from tests.cuda import test_fused_mlp_cuda as t  # noqa: E402

@@ -6,18 +6,16 @@ N in {98,304 (the NeRF demo step), 2^20, 2^24} directions, degree 4, float32
 and float16; forward, and forward + backward (gradient w.r.t. the
 directions). Both sides are checked equal first. Medians of CUDA-event
 timings, interleaved rounds; ratios and directions/s printed.
-Usage (on the GPU machine, after `make cuda-harness`):
-  python3 benchmarks/cuda/bench_sh_encode_cuda.py [--out benchmarks/results/sh_encode_h100.json]
+Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
+  python3 -m benchmarks.cuda.bench_sh_encode_cuda [--out benchmarks/results/sh_encode_h100.json]
 """
 import argparse
 import ctypes
-import json
-import os
 import statistics
 
 import torch
 
-from torch_harness import lib, p, stream  # benchmarks/cuda is sys.path[0]
+from benchmarks.cuda.torch_harness import lib, ptr as p, stream, write_results
 
 
 def interleaved(fns, rounds=30, warmup=5):
@@ -104,12 +102,10 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     rows = [case(n, dt) for n in (98_304, 1 << 20, 1 << 24) for dt in (torch.float32, torch.float16)]
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cases": rows}
+    for row in rows:
+        row["torch"] = torch.__version__
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-        print("wrote", args.out)
+        write_results(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,18 @@
-"""A small SHEncode workload for compute-sanitizer (memcheck, racecheck).
+"""A small SHEncode workload for compute-sanitizer (memcheck, racecheck), run from the
+repository root:
 
-    compute-sanitizer --tool memcheck python3 tests/cuda/sanitize_sh_encode.py
-    compute-sanitizer --tool racecheck python3 tests/cuda/sanitize_sh_encode.py
+    compute-sanitizer --tool memcheck python3 -m tests.cuda.sanitize_sh_encode
+    compute-sanitizer --tool racecheck python3 -m tests.cuda.sanitize_sh_encode
 
 Forward and backward for float32 and float16, every degree, N not a multiple
 of the 256-direction tile, each result checked against the NumPy reference.
 Exits non-zero on a mismatch.
 """
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-from tests.cuda import harness  # noqa: E402
-from tests.cuda import test_sh_encode_cuda as t  # noqa: E402
+from tests.cuda import harness
+from tests.cuda import test_sh_encode_cuda as t
 
 
 def main():
