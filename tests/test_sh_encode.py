@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from examples.nerf import model as nerf_model
 from tests.reference import sh_encode as ref
 
 DEGREES = [1, 2, 3, 4]
@@ -57,13 +56,10 @@ def test_values_match_numpy(degree, mode, unit):
 @pytest.mark.parametrize("degree", DEGREES)
 @pytest.mark.parametrize("unit", [True, False])
 def test_matches_the_tf_composite(degree, unit):
-    """The sample's TF sh_encode as the op replaced it, and the sample's
-    sh_encode as it is now while it still defines one."""
+    """The sample's TF sh_encode (its --mlp dense path)."""
     d = directions(777, seed=20 + degree, unit=unit)
     y = metal_ops.sh_encode(d, degree=degree).numpy()
     np.testing.assert_allclose(y, ref.tf_composite(tf.constant(d), degree).numpy(), rtol=1e-6, atol=1e-6)
-    if hasattr(nerf_model, "sh_encode"):
-        np.testing.assert_allclose(y, nerf_model.sh_encode(tf.constant(d), degree).numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_non_unit_special_directions_behave_like_the_tf_composite():

@@ -11,6 +11,7 @@ written from the formulas, independent of kernels/common/sh_encode.h.
   Y_lm = sqrt(2) K_lm P_l^|m|(cos theta) {cos(m phi) | sin(|m| phi)}, P with
   the Condon-Shortley phase, index l (l + 1) + m; checks that `values` are
   spherical harmonics at all.
+- `tf_composite(d, degree)`: the TF ops the op replaces (the sample's).
 """
 import math
 
@@ -91,28 +92,8 @@ def legendre(dirs, degree):
 
 
 def tf_composite(d, degree=4):
-    """The NeRF sample's 16-TF-op sh_encode (examples/nerf/model.py when the op
-    was added), kept here as the composite the op replaces, for the tests and
-    benchmarks/bench_sh_encode.py after the sample switches to the op."""
-    import tensorflow as tf  # here: the CUDA harness tests import this module without TF
+    """The composite the op replaces: the NeRF sample's 16-value stack of TF
+    ops (examples/nerf/model.py's sh_encode, its `--mlp dense` path)."""
+    from examples.nerf.model import sh_encode  # here: the CUDA harness tests import this module without TF
 
-    x, y, z = d[:, 0], d[:, 1], d[:, 2]
-    xx, yy, zz = x * x, y * y, z * z
-    return tf.stack([
-        tf.fill(tf.shape(x), 0.28209479177387814),
-        -0.48860251190291987 * y,
-        0.48860251190291987 * z,
-        -0.48860251190291987 * x,
-        1.0925484305920792 * x * y,
-        -1.0925484305920792 * y * z,
-        0.94617469575755997 * zz - 0.31539156525251999,
-        -1.0925484305920792 * x * z,
-        0.54627421529603959 * (xx - yy),
-        0.59004358992664352 * y * (-3.0 * xx + yy),
-        2.8906114426405538 * x * y * z,
-        0.45704579946446572 * y * (1.0 - 5.0 * zz),
-        0.3731763325901154 * z * (5.0 * zz - 3.0),
-        0.45704579946446572 * x * (1.0 - 5.0 * zz),
-        1.4453057213202769 * z * (xx - yy),
-        0.59004358992664352 * x * (-xx + 3.0 * yy),
-    ][:degree * degree], axis=-1)
+    return sh_encode(d, degree)
