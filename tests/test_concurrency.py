@@ -63,6 +63,8 @@ def _case_inputs(op, seed):
         return [rng.uniform(0, 3, size=(512, 48)).astype(f32), rng.uniform(0, 1, size=(512, 48, 3)).astype(f32),
                 (2 + np.cumsum(rng.uniform(0, 0.1, size=(512, 49)), axis=1)).astype(f32),
                 rng.uniform(0, 1, size=(3,)).astype(f32)]
+    if op == "sh_encode":
+        return [rng.normal(size=(4096, 3)).astype(f32)]
     if op == "fused_conv2d":
         return [rng.normal(size=(2, 16, 16, 8)).astype(f32), rng.normal(size=(3, 3, 8, 16)).astype(f32),
                 rng.normal(size=(16,)).astype(f32), rng.normal(size=(2, 16, 16, 16)).astype(f32)]
@@ -76,6 +78,7 @@ OPS = {
     "distortion_loss": metal_ops.distortion_loss,
     "volume_render": lambda s, c, t, bg: tuple(metal_ops.volume_render(s, c, tf.stop_gradient(t), background=bg,
                                                                       return_weights=True)),
+    "sh_encode": metal_ops.sh_encode,
     "fused_conv2d": lambda x, w, b, r: metal_ops.fused_conv2d(x, w, bias=b, residual=r, activation="swish"),
 }
 

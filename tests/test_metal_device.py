@@ -161,6 +161,15 @@ def test_robust_loss_on_metal_gpu(shape, channels, dtype):
     _assert_gpu_matches_cpu(metal_ops.robust_loss, x, alpha, scale, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("shape", [(1000, 3), (0, 3), (2, 5, 3)])
+@pytest.mark.parametrize("degree", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_sh_encode_on_metal_gpu(shape, degree, dtype):
+    d = np.random.default_rng(4).normal(size=shape).astype(dtype)
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    _assert_gpu_matches_cpu(lambda x: metal_ops.sh_encode(x, degree=degree), d, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("n", [1000, 0])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_hash_encode_on_metal_gpu(n, dtype):

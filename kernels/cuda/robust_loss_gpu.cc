@@ -13,6 +13,7 @@
 #define EIGEN_USE_GPU
 
 #include "kernels/cuda/robust_loss.h"
+#include "kernels/cuda/tf_gpu.h"
 #include "kernels/robust_loss_op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
@@ -20,24 +21,8 @@
 namespace mo {
 namespace {
 
-// TF dtype -> CUDA element type of the same layout.
-template <typename T> struct CudaType { using type = T; };
-template <> struct CudaType<Eigen::half> { using type = __half; };
-template <> struct CudaType<::tensorflow::bfloat16> { using type = __nv_bfloat16; };
-
-template <typename T>
-const typename CudaType<T>::type* AsCuda(const T* p) {
-  return reinterpret_cast<const typename CudaType<T>::type*>(p);
-}
-template <typename T>
-typename CudaType<T>::type* AsCuda(T* p) {
-  return reinterpret_cast<typename CudaType<T>::type*>(p);
-}
-
-absl::Status LaunchStatus(const char* what, cudaError_t err) {
-  return err == cudaSuccess ? absl::OkStatus()
-                            : ::tensorflow::errors::Internal(what, " CUDA launch failed: ", cudaGetErrorString(err));
-}
+using cuda::AsCuda;
+using cuda::LaunchStatus;
 
 }  // namespace
 

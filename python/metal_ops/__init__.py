@@ -12,6 +12,7 @@ from metal_ops.fused_mlp import fused_mlp
 from metal_ops.hash_encode import hash_encode, hash_grid_size
 from metal_ops import layers
 from metal_ops.robust_loss import robust_loss
+from metal_ops.sh_encode import sh_encode
 from metal_ops import losses
 from metal_ops.volume_render import VolumeRenderOutput, volume_render
 from metal_ops.zero_out import zero_out
@@ -30,6 +31,7 @@ __all__ = [
     "layers",
     "losses",
     "robust_loss",
+    "sh_encode",
     "VolumeRenderOutput",
     "volume_render",
     "zero_out",

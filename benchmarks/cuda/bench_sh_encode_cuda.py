@@ -1,0 +1,112 @@
+"""CUDA figures for SHEncode (through the C-ABI harness) against the PyTorch
+composite a user would write (the NeRF sample's 16 elementwise ops, autograd
+for the backward), on the same GPU, in one process.
+
+N in {98,304 (the NeRF demo step), 2^20, 2^24} directions, degree 4, float32
+and float16; forward, and forward + backward (gradient w.r.t. the
+directions). Both sides are checked equal first. Medians of CUDA-event
+timings, interleaved rounds; ratios and directions/s printed.
+Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
+  python3 -m benchmarks.cuda.bench_sh_encode_cuda [--out benchmarks/results/sh_encode_h100.json]
+"""
+import argparse
+import ctypes
+import statistics
+
+import torch
+
+from benchmarks.cuda.torch_harness import lib, ptr as p, stream, write_results
+
+
+def interleaved(fns, rounds=30, warmup=5):
+    """{name: [ms per round]}, every variant once per round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times[k].append(start.elapsed_time(end))
+    return times
+
+
+def torch_sh(d):
+    x, y, z = d.unbind(-1)
+    xx, yy, zz = x * x, y * y, z * z
+    return torch.stack([
+        torch.full_like(x, 0.28209479177387814), -0.48860251190291987 * y, 0.48860251190291987 * z,
+        -0.48860251190291987 * x, 1.0925484305920792 * x * y, -1.0925484305920792 * y * z,
+        0.94617469575755997 * zz - 0.31539156525251999, -1.0925484305920792 * x * z,
+        0.54627421529603959 * (xx - yy), 0.59004358992664352 * y * (-3.0 * xx + yy), 2.8906114426405538 * x * y * z,
+        0.45704579946446572 * y * (1.0 - 5.0 * zz), 0.3731763325901154 * z * (5.0 * zz - 3.0),
+        0.45704579946446572 * x * (1.0 - 5.0 * zz), 1.4453057213202769 * z * (xx - yy),
+        0.59004358992664352 * x * (-xx + 3.0 * yy)], dim=-1)
+
+
+def case(n, dtype):
+    name = "float16" if dtype == torch.float16 else "float32"
+    fwd = getattr(lib, f"metal_ops_sh_encode_forward_{name}")
+    bwd = getattr(lib, f"metal_ops_sh_encode_backward_{name}")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    d = torch.nn.functional.normalize(torch.randn(n, 3, device="cuda", generator=gen), dim=-1).to(dtype)
+    g = torch.randn(n, 16, device="cuda", generator=gen).to(dtype)
+    values = torch.empty(n, 16, device="cuda", dtype=dtype)
+    grad = torch.empty(n, 3, device="cuda", dtype=dtype)
+
+    def ours_fwd():
+        fwd(p(d), p(values), ctypes.c_int64(n), ctypes.c_int(4), stream())
+
+    def ours_fwd_bwd():
+        ours_fwd()
+        bwd(p(g), p(d), p(grad), ctypes.c_int64(n), ctypes.c_int(4), stream())
+
+    def torch_fwd():
+        with torch.no_grad():
+            return torch_sh(d)
+
+    def torch_fwd_bwd():
+        dd = d.detach().requires_grad_(True)
+        torch_sh(dd).backward(g)
+        return dd.grad
+
+    ours_fwd_bwd()
+    torch.cuda.synchronize()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(values, torch_fwd(), rtol=tol, atol=tol)
+    torch.testing.assert_close(grad, torch_fwd_bwd(), rtol=tol, atol=tol * 10)
+    t = interleaved({"ours_fwd": ours_fwd, "torch_fwd": torch_fwd, "ours_fwd_bwd": ours_fwd_bwd,
+                     "torch_fwd_bwd": torch_fwd_bwd})
+    row = {"n": n, "dtype": name, "degree": 4}
+    for kind in ("fwd", "fwd_bwd"):
+        ours, ref = t[f"ours_{kind}"], t[f"torch_{kind}"]
+        row[f"{kind}_ms"] = statistics.median(ours)
+        row[f"torch_{kind}_ms"] = statistics.median(ref)
+        row[f"{kind}_speedup"] = statistics.median(r / o for r, o in zip(ref, ours))
+        row[f"{kind}_directions_per_s"] = n / (row[f"{kind}_ms"] * 1e-3)
+    bytes_fwd = n * (3 + 16) * d.element_size()
+    row["fwd_gb_per_s"] = bytes_fwd / (row["fwd_ms"] * 1e-3) / 1e9
+    print(f"N={n:>9} {name}: fwd {row['fwd_ms']:.4f} ms ({row['fwd_speedup']:.1f}x torch, "
+          f"{row['fwd_directions_per_s'] / 1e9:.2f} G dirs/s, {row['fwd_gb_per_s']:.0f} GB/s), "
+          f"fwd+bwd {row['fwd_bwd_ms']:.4f} ms ({row['fwd_bwd_speedup']:.1f}x torch)")
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = [case(n, dt) for n in (98_304, 1 << 20, 1 << 24) for dt in (torch.float32, torch.float16)]
+    for row in rows:
+        row["torch"] = torch.__version__
+    if args.out:
+        write_results(args.out, rows)
+
+
+if __name__ == "__main__":
+    main()

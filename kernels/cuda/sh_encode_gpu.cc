@@ -1,0 +1,38 @@
+// The CUDA functor of MetalOpsSHEncode / MetalOpsSHEncodeGrad (the kernel class
+// is kernels/sh_encode_op.h) and its GPU registration, float32 and float16.
+// Compiled only when the installed TensorFlow is a CUDA build; here it is
+// syntax-checked by `make cuda-check`. Launchers: kernels/cuda/sh_encode.cu.cc.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include "kernels/cuda/sh_encode.h"
+#include "kernels/cuda/tf_gpu.h"
+#include "kernels/sh_encode_op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace mo {
+
+using GPUDevice = Eigen::GpuDevice;
+
+template <typename T>
+struct SHEncodeFunctor<GPUDevice, T> {
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* dirs, int64_t n, int degree, T* values) {
+    return cuda::LaunchStatus("SHEncode", cuda::LaunchSHEncodeForward(cuda::AsCuda(dirs), cuda::AsCuda(values), n,
+                                                                      degree, ctx->eigen_device<GPUDevice>().stream()));
+  }
+
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* grad, const T* dirs, int64_t n,
+                               int degree, T* grad_dirs) {
+    return cuda::LaunchStatus("SHEncodeGrad",
+                              cuda::LaunchSHEncodeBackward(cuda::AsCuda(grad), cuda::AsCuda(dirs),
+                                                           cuda::AsCuda(grad_dirs), n, degree,
+                                                           ctx->eigen_device<GPUDevice>().stream()));
+  }
+};
+
+METAL_OPS_REGISTER_SH_ENCODE(DEVICE_GPU, GPUDevice, float);
+METAL_OPS_REGISTER_SH_ENCODE(DEVICE_GPU, GPUDevice, Eigen::half);
+
+}  // namespace mo
+
+#endif  // GOOGLE_CUDA

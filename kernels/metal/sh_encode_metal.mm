@@ -1,0 +1,85 @@
+// SHEncode on the Metal PluggableDevice ("GPU" with tensorflow-metal), through
+// the shared glue (metal_kernel.h), float32 and float16. Shaders:
+// sh_encode.metal (one thread per direction, kernels/common/sh_encode.h), one
+// entry point per degree and dtype.
+#import "kernels/metal/metal_kernel.h"
+
+#include <cstdio>
+#include <string>
+
+#include "kernels/common/sh_encode.h"
+#include "ops/sh_encode_checks.h"
+
+namespace {
+
+using mo::metal::DimsOf;
+namespace checks = mo::sh_encode_checks;
+
+struct SHEncodeMetalKernel {
+  int degree = 0;
+};
+
+void* CreateKernel(TF_OpKernelConstruction* ctx) {
+  auto* k = new SHEncodeMetalKernel;
+  mo::metal::AttrReader attrs(ctx);
+  const int64_t degree = attrs.Int64("degree");
+  if (attrs.ok() && attrs.Check(checks::Degree(degree))) k->degree = static_cast<int>(degree);
+  return k;
+}
+
+void DeleteKernel(void* kernel) { delete static_cast<SHEncodeMetalKernel*>(kernel); }
+
+std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "sh_encode_%s_d%d_%s", kind, degree, dtype == TF_HALF ? "float16" : "float32");
+  return name;
+}
+
+void Forward(void* kernel, mo::metal::KernelCall& call) {
+  const int degree = static_cast<SHEncodeMetalKernel*>(kernel)->degree;
+  TF_Tensor* dirs = call.Input(0);
+  if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs)))) return;
+  const TF_DataType dtype = TF_TensorType(dirs);
+  TF_Tensor* values = call.Output(0, dtype, checks::OutputDims(DimsOf(dirs), degree));
+  const mo::SHEncodeParams params = {TF_TensorElementCount(dirs) / 3};
+  if (!call.ok() || params.num_points == 0) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    id<MTLComputePipelineState> pipeline = e.Pipeline("sh_encode", ShaderName("forward", degree, dtype));
+    if (!e.ok()) return;
+    e.Tensor(0, dirs).Tensor(1, values).Value(2, params);
+    e.Dispatch(pipeline, static_cast<uint64_t>(params.num_points));
+  });
+}
+
+void Backward(void* kernel, mo::metal::KernelCall& call) {
+  const int degree = static_cast<SHEncodeMetalKernel*>(kernel)->degree;
+  TF_Tensor* grad = call.Input(0);
+  TF_Tensor* dirs = call.Input(1);
+  if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs))) ||
+      !call.Check(checks::GradShape(DimsOf(grad), DimsOf(dirs), degree))) {
+    return;
+  }
+  const TF_DataType dtype = TF_TensorType(dirs);
+  TF_Tensor* grad_dirs = call.Output(0, dtype, DimsOf(dirs));
+  const mo::SHEncodeParams params = {TF_TensorElementCount(dirs) / 3};
+  if (!call.ok() || params.num_points == 0) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    id<MTLComputePipelineState> pipeline = e.Pipeline("sh_encode", ShaderName("backward", degree, dtype));
+    if (!e.ok()) return;
+    e.Tensor(0, grad).Tensor(1, dirs).Tensor(2, grad_dirs).Value(3, params);
+    e.Dispatch(pipeline, static_cast<uint64_t>(params.num_points));
+  });
+}
+
+bool Register() {
+  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
+    mo::metal::RegisterKernel("MetalOpsSHEncode", type, &CreateKernel, &mo::metal::Compute<Forward>, &DeleteKernel);
+    mo::metal::RegisterKernel("MetalOpsSHEncodeGrad", type, &CreateKernel, &mo::metal::Compute<Backward>,
+                              &DeleteKernel);
+  }
+  return true;
+}
+
+const bool registered = Register();
+
+}  // namespace

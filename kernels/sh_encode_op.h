@@ -1,0 +1,96 @@
+// The TensorFlow kernels of MetalOpsSHEncode / MetalOpsSHEncodeGrad, once for
+// every C++-API device (one kernel class templated on the device, a functor
+// per device): the attribute read, the checks of ops/sh_encode_checks.h and the
+// output allocation here; SHEncodeFunctor<Device, T> does the work:
+//   CPU  kernels/cpu/sh_encode_kernels.cc (SHEncodeFunctor<CPUDevice, T>)
+//   CUDA kernels/cuda/sh_encode_gpu.cc    (SHEncodeFunctor<GPUDevice, T>)
+// T is float or Eigen::half; the arithmetic is float32 for both.
+#ifndef METAL_OPS_KERNELS_SH_ENCODE_OP_H_
+#define METAL_OPS_KERNELS_SH_ENCODE_OP_H_
+
+#include <cstdint>
+
+#include "ops/checks_tf.h"
+#include "ops/sh_encode_checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace mo {
+
+// Defined per device, for n > 0 directions (dirs [n, 3], values [n, degree**2]).
+template <typename Device, typename T>
+struct SHEncodeFunctor {
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* dirs, int64_t n, int degree, T* values);
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* grad, const T* dirs, int64_t n,
+                               int degree, T* grad_dirs);
+};
+
+inline absl::Status ReadSHDegree(::tensorflow::OpKernelConstruction* ctx, int* degree) {
+  int64_t value = 0;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("degree", &value));
+  TF_RETURN_IF_ERROR(checks::ToStatus(sh_encode_checks::Degree(value)));
+  *degree = static_cast<int>(value);
+  return absl::OkStatus();
+}
+
+template <typename Device, typename T>
+class SHEncodeOp : public ::tensorflow::OpKernel {
+ public:
+  explicit SHEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadSHDegree(ctx, &degree_));
+  }
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& dirs = ctx->input(0);
+    const checks::Dims dims = checks::DimsOf(dirs);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::DirsShape(dims)));
+    ::tensorflow::TensorShape shape;
+    OP_REQUIRES_OK(ctx, ::tensorflow::TensorShape::BuildTensorShape(sh_encode_checks::OutputDims(dims, degree_),
+                                                                    &shape));
+    ::tensorflow::Tensor* values = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &values));
+    const int64_t n = dirs.NumElements() / 3;
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Forward(ctx, dirs.flat<T>().data(), n, degree_,
+                                                             values->flat<T>().data())));
+  }
+
+ private:
+  int degree_ = 0;
+};
+
+template <typename Device, typename T>
+class SHEncodeGradOp : public ::tensorflow::OpKernel {
+ public:
+  explicit SHEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadSHDegree(ctx, &degree_));
+  }
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& grad = ctx->input(0);
+    const ::tensorflow::Tensor& dirs = ctx->input(1);
+    const checks::Dims dims = checks::DimsOf(dirs);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::DirsShape(dims)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::GradShape(checks::DimsOf(grad), dims, degree_)));
+    ::tensorflow::Tensor* grad_dirs = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dirs.shape(), &grad_dirs));
+    const int64_t n = dirs.NumElements() / 3;
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Backward(ctx, grad.flat<T>().data(), dirs.flat<T>().data(), n,
+                                                              degree_, grad_dirs->flat<T>().data())));
+  }
+
+ private:
+  int degree_ = 0;
+};
+
+}  // namespace mo
+
+// Registers both ops for one device and dtype; each backend's file calls it.
+#define METAL_OPS_REGISTER_SH_ENCODE(DEVICE, DEVICE_TYPE, T)                                                 \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsSHEncode").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"),     \
+                          ::mo::SHEncodeOp<DEVICE_TYPE, T>);                                                 \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsSHEncodeGrad").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
+                          ::mo::SHEncodeGradOp<DEVICE_TYPE, T>)
+
+#endif  // METAL_OPS_KERNELS_SH_ENCODE_OP_H_

@@ -1,0 +1,64 @@
+// SHEncode's attribute and shape checks, written once for every kernel of the
+// op: the shape functions (ops/sh_encode_op.cc), the CPU kernels and CUDA
+// registrations (through ops/checks_tf.h) and the Metal kernels (through
+// KernelCall::Check). No TensorFlow API: sizes in, ops/checks.h's Result out.
+// A dimension of -1 is unknown (shape functions) and matches any size.
+// Messages name the argument; tests match on them. The dtype is the op's
+// attribute T: {float, half} (TensorFlow rejects others before any kernel
+// runs); the Python wrapper says so naming 'dirs'.
+#ifndef METAL_OPS_OPS_SH_ENCODE_CHECKS_H_
+#define METAL_OPS_OPS_SH_ENCODE_CHECKS_H_
+
+#include <cstdint>
+
+#include "kernels/common/sh_encode.h"
+#include "ops/checks.h"
+
+namespace mo {
+namespace sh_encode_checks {
+
+using checks::Dims;
+using checks::Invalid;
+using checks::Ok;
+using checks::Result;
+using checks::ShapeString;
+
+inline Result Degree(int64_t degree) {
+  if (degree < 1 || degree > MO_SH_MAX_DEGREE) {
+    return Invalid("SHEncode: 'degree' must be 1, 2, 3 or 4 (1, 4, 9 or 16 values per direction), got ", degree);
+  }
+  return Ok();
+}
+
+// dirs [..., 3]: at least one dimension, the last one 3 (x, y, z).
+inline Result DirsShape(const Dims& dirs) {
+  if (dirs.empty()) return Invalid("SHEncode: 'dirs' must be [..., 3] (x, y, z along the last axis), got a scalar");
+  if (dirs.back() != 3 && dirs.back() != -1) {
+    return Invalid("SHEncode: 'dirs' must be [..., 3] (x, y, z along the last axis), got shape ", ShapeString(dirs));
+  }
+  return Ok();
+}
+
+// The values' shape: dirs' with the last dimension degree**2.
+inline Dims OutputDims(const Dims& dirs, int64_t degree) {
+  Dims out = dirs;
+  out.back() = degree * degree;
+  return out;
+}
+
+// The upstream gradient of SHEncodeGrad: the values' shape.
+inline Result GradShape(const Dims& grad, const Dims& dirs, int64_t degree) {
+  const Dims want = OutputDims(dirs, degree);
+  bool same = grad.size() == want.size();
+  for (size_t d = 0; same && d < want.size(); ++d) same = grad[d] == want[d] || grad[d] == -1 || want[d] == -1;
+  if (!same) {
+    return Invalid("SHEncodeGrad: 'grad' must have the values' shape ", ShapeString(want), " for 'dirs' ",
+                   ShapeString(dirs), " and degree ", degree, ", got ", ShapeString(grad));
+  }
+  return Ok();
+}
+
+}  // namespace sh_encode_checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_SH_ENCODE_CHECKS_H_

@@ -1,0 +1,89 @@
+// Real spherical-harmonics encoding of directions (the NeRF colour network's
+// input): op definitions and shape functions.
+// Formulas: kernels/common/sh_encode.h. Checks: ops/sh_encode_checks.h.
+// Wrapper + gradient: python/metal_ops/sh_encode.py. Doc: docs/SH_ENCODE.md.
+#include <cstdint>
+#include <vector>
+
+#include "ops/checks_tf.h"
+#include "ops/sh_encode_checks.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace {
+
+namespace checks = ::mo::sh_encode_checks;
+using ::tensorflow::Status;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+Status ReadDegree(InferenceContext* c, int64_t* degree) {
+  TF_RETURN_IF_ERROR(c->GetAttr("degree", degree));
+  return mo::checks::ToStatus(checks::Degree(*degree));
+}
+
+// The dims of input `index` (-1 where unknown); false when its rank is unknown.
+bool KnownDims(InferenceContext* c, int index, mo::checks::Dims* dims) {
+  const ShapeHandle s = c->input(index);
+  if (!c->RankKnown(s)) return false;
+  dims->resize(c->Rank(s));
+  for (int d = 0; d < c->Rank(s); ++d) (*dims)[d] = c->Value(c->Dim(s, d));
+  return true;
+}
+
+ShapeHandle ShapeOf(InferenceContext* c, const mo::checks::Dims& dims) {
+  std::vector<::tensorflow::shape_inference::DimensionHandle> handles;
+  for (int64_t d : dims) handles.push_back(d < 0 ? c->UnknownDim() : c->MakeDim(d));
+  return c->MakeShape(handles);
+}
+
+}  // namespace
+
+REGISTER_OP("MetalOpsSHEncode")
+    .Input("dirs: T")
+    .Output("values: T")
+    .Attr("degree: int = 4")
+    .Attr("T: {float, half}")
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t degree = 0;
+      TF_RETURN_IF_ERROR(ReadDegree(c, &degree));
+      mo::checks::Dims dirs;
+      if (!KnownDims(c, 0, &dirs)) {
+        c->set_output(0, c->UnknownShape());
+        return Status();
+      }
+      TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::DirsShape(dirs)));
+      c->set_output(0, ShapeOf(c, checks::OutputDims(dirs, degree)));
+      return Status();
+    })
+    .Doc(R"doc(
+Real spherical harmonics of directions, bands 0..degree-1, in the order and
+normalisation of instant-NGP (and the NeRF sample's TF sh_encode). The
+directions are used as given (not normalised).
+
+dirs: [..., 3] directions (x, y, z).
+values: [..., degree**2].
+degree: 1 to 4.
+)doc");
+
+REGISTER_OP("MetalOpsSHEncodeGrad")
+    .Input("grad: T")
+    .Input("dirs: T")
+    .Output("grad_dirs: T")
+    .Attr("degree: int = 4")
+    .Attr("T: {float, half}")
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t degree = 0;
+      TF_RETURN_IF_ERROR(ReadDegree(c, &degree));
+      mo::checks::Dims dirs, grad;
+      if (KnownDims(c, 1, &dirs)) {
+        TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::DirsShape(dirs)));
+        if (KnownDims(c, 0, &grad)) TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::GradShape(grad, dirs, degree)));
+      }
+      c->set_output(0, c->input(1));
+      return Status();
+    })
+    .Doc(R"doc(
+Backward of MetalOpsSHEncode: grad_dirs[..., i] = sum_k grad[..., k] * dY_k/d dirs[..., i].
+)doc");

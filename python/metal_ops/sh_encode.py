@@ -1,0 +1,53 @@
+"""Real spherical-harmonics encoding of directions (ops/sh_encode_op.cc).
+
+The polynomials and their derivatives live once in kernels/common/sh_encode.h
+(CPU, CUDA and Metal kernels); the checks in ops/sh_encode_checks.h.
+docs/SH_ENCODE.md describes the op.
+"""
+import numbers
+
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+_DTYPES = (tf.float32, tf.float16)
+
+
+def _tf_dtype(dtype):
+    try:
+        return tf.as_dtype(dtype)
+    except TypeError:  # strings, objects: no TF dtype
+        return None
+
+
+def sh_encode(dirs, degree=4, name=None):
+    """Real spherical harmonics Y_0 .. Y_{degree**2 - 1} of directions.
+
+    The values, their order and normalisation are instant-NGP's, and those of
+    the NeRF sample's 16-op TF `sh_encode` (examples/nerf/model.py): for
+    (x, y, z), 0.2821, -0.4886 y, 0.4886 z, -0.4886 x, 1.0925 xy, ...
+
+    Args:
+      dirs: [..., 3] float32 or float16 directions (computed in float32,
+        returned in dirs' dtype). Used as given, not normalised, exactly as the
+        TF version: pass unit vectors for true spherical harmonics.
+      degree: number of bands, 1 to 4 (1, 4, 9 or 16 values per direction).
+
+    Returns [..., degree**2] in dirs' dtype. Differentiable w.r.t. dirs (one
+    fused backward op; no second derivatives).
+    """
+    with tf.name_scope(name or "sh_encode"):
+        if isinstance(degree, bool) or not isinstance(degree, numbers.Integral):
+            raise TypeError(f"sh_encode: 'degree' must be an integer in 1..4, got {degree!r}")
+        dtype = getattr(dirs, "dtype", None)  # tensors and arrays: no silent casts
+        if dtype is not None and _tf_dtype(dtype) not in _DTYPES:
+            got = getattr(_tf_dtype(dtype), "name", dtype)
+            raise TypeError(f"sh_encode: 'dirs' must be float32 or float16, got {got}")
+        # dtype_hint would turn float16 arrays into float32 ones: only for plain Python data.
+        dirs = tf.convert_to_tensor(dirs) if dtype is not None else tf.convert_to_tensor(dirs, dtype_hint=tf.float32)
+        return load_library().metal_ops_sh_encode(dirs, degree=int(degree))
+
+
+@tf.RegisterGradient("MetalOpsSHEncode")
+def _sh_encode_grad(op, grad):
+    return [load_library().metal_ops_sh_encode_grad(grad, op.inputs[0], degree=op.get_attr("degree"))]
