@@ -56,10 +56,15 @@ help:
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
 
 # ---- Python environment ---------------------------------------------------------
-$(VENV)/.installed: $(REQUIREMENTS)
+# The project itself is installed editable (its python/ folder on the venv's
+# path; the .so that `make` builds in place is found there): tests, benchmarks
+# and examples import metal_ops without editing sys.path. METAL_OPS_SKIP_MAKE:
+# setup.py leaves the compiling to this Makefile.
+$(VENV)/.installed: $(REQUIREMENTS) pyproject.toml setup.py
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -r $(REQUIREMENTS)
+	METAL_OPS_SKIP_MAKE=1 $(PYTHON) -m pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 venv: $(VENV)/.installed
 
@@ -242,8 +247,8 @@ asan-test: all metal-shim
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0:log_path=$(CURDIR)/$(ASAN_DIR)/reports/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(ASAN_DIR)/reports/ubsan:suppressions=$(CURDIR)/tests/fuzz/ubsan_known_issues.supp \
 	  LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
-	  PYTHONPATH="$(CURDIR)/$(ASAN_DIR)/python:$(CURDIR)/python:$(CURDIR)" METAL_OPS_EXPECT_ASAN=1 \
-	  $(PYTHON) -m pytest tests -m "not slow" -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
+	  METAL_OPS_EXPECT_ASAN=1 \
+	  $(PYTHON) -m pytest tests -m "not slow" -p no:cacheprovider -o pythonpath="$(ASAN_DIR)/python python ." $(PYTEST_ARGS); rc=$$?; \
 	if ls $(ASAN_DIR)/reports/* >/dev/null 2>&1; then echo "== sanitizer reports ($(ASAN_DIR)/reports):"; cat $(ASAN_DIR)/reports/*; exit 1; fi; \
 	echo "asan-test: no sanitizer reports"; exit $$rc
 
@@ -251,7 +256,7 @@ demo: all
 	$(PYTHON) -m examples.nerf.train --name demo
 
 bench: all
-	for b in benchmarks/bench_*.py; do $(PYTHON) $$b || exit 1; done
+	for b in benchmarks/bench_*.py; do $(PYTHON) -m benchmarks.$$(basename $$b .py) || exit 1; done
 
 bazel: $(VENV)/.installed
 	bash tools/bazel_build.sh

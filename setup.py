@@ -16,7 +16,9 @@ neither read nor overwritten.
 The wheel requires the TensorFlow distribution and minor version that it was
 compiled against (C++ custom ops bind to one TensorFlow minor version).
 
-Environment: METAL_OPS_MAKE (default `make`), METAL_OPS_BUILD_JOBS (default:
+Environment: METAL_OPS_SKIP_MAKE=1 (editable installs only: compile
+nothing, as the Makefile's venv rule does before `make` builds in place),
+METAL_OPS_MAKE (default `make`), METAL_OPS_BUILD_JOBS (default:
 the number of CPUs), METAL_OPS_MAKE_ARGS (extra make arguments, e.g.
 `OPT=-O3` to drop -march=native for a portable wheel).
 """
@@ -97,7 +99,10 @@ class BuildPyWithOps(build_py):
         super().run()
         if getattr(self, "editable_mode", False):
             # `pip install -e .`: the package is the source tree; build in place
-            # (the same as `make`, with this interpreter's TensorFlow).
+            # (the same as `make`, with this interpreter's TensorFlow), unless
+            # the Makefile's venv rule installs it (`make` then builds in place).
+            if os.environ.get("METAL_OPS_SKIP_MAKE") == "1":
+                return
             pkg_dir = os.path.join(ROOT, "python", "metal_ops")
             build_dir = os.path.join(ROOT, "build", "pip-editable")
         else:

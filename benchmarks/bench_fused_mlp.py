@@ -6,7 +6,7 @@ density network (32 -> 64 -> 16, trunc_exp output), N = 98,304 points.
 Rounds interleaved (benchmarks/timing.py), speedups are medians of per-round
 ratios; JSON in benchmarks/results/fused_mlp_cpu.json.
 
-    .venv/bin/python benchmarks/bench_fused_mlp.py [--rounds 7] [--n 98304]
+    .venv/bin/python -m benchmarks.bench_fused_mlp [--rounds 7] [--n 98304]
 """
 import argparse
 import json
@@ -14,14 +14,13 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "python"), os.path.dirname(os.path.abspath(__file__))]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
-import timing  # noqa: E402
+from benchmarks import timing  # noqa: E402
 
 NETS = {
     "colour 31-64-64-3": (31, 64, 2, 3, "relu", "sigmoid"),

@@ -11,7 +11,7 @@ and points/s printed; JSON written to benchmarks/results/hash_encode_cpu.json.
 Also: float16-table figures, the cost of the input gradient, and 1- vs
 2-thread scaling (subprocesses with intra-op parallelism 1 and 2).
 
-Usage: python benchmarks/bench_hash_encode.py [--quick] [--rounds N] [--repeats N]
+Usage (from the repository root): python -m benchmarks.bench_hash_encode [--quick] [--rounds N] [--repeats N]
 """
 import argparse
 import json
@@ -20,10 +20,8 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "python"), ROOT]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
@@ -31,8 +29,7 @@ import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_ms  # noqa: E402
+from benchmarks import timing  # noqa: E402
 from metal_ops.hash_encode import hash_grid_offsets  # noqa: E402
 
 D, L, F, LOG2_T, BASE, FINEST = 3, 16, 2, 19, 16, 2048
@@ -89,24 +86,6 @@ def make_composite(levels):
     return encode
 
 
-# ---- timing -------------------------------------------------------------------------------------
-
-
-def median_ms(fn, repeats, warmup=2):
-    """(median wall ms, median process CPU ms) over `repeats` calls. On a
-    shared machine the CPU time (all threads of this process) is the steadier
-    figure: it does not count time spent waiting for a core."""
-    for _ in range(warmup):
-        fn()
-    walls, cpus = [], []
-    for _ in range(repeats):
-        c0, t0 = time.process_time(), time.perf_counter()
-        fn()
-        walls.append((time.perf_counter() - t0) * 1e3)
-        cpus.append((time.process_time() - c0) * 1e3)
-    return statistics.median(walls), statistics.median(cpus)
-
-
 def ours_fns(x, table, dy, input_grad=False):
     @tf.function
     def fwd(x, table):
@@ -143,21 +122,21 @@ def composite_fns(encode, x, table, dy, jit):
 
 
 _THREAD_SCRIPT = """
-import sys, os, json
-sys.path[:0] = [os.path.join({root!r}, "python"), {root!r}]
+import sys, json
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
 import numpy as np
 sys.argv = [sys.argv[0]]
 from benchmarks import bench_hash_encode as b
+from benchmarks import timing
 n = 1 << 18
 rng = np.random.default_rng(0)
 x = tf.constant(rng.uniform(0, 1, (n, b.D)).astype(np.float32))
 table = tf.constant(rng.uniform(-1e-4, 1e-4, (b.metal_ops.hash_grid_size(b.D, **b.GRID), b.F)).astype(np.float32))
 dy = tf.constant(rng.normal(size=(n, b.L * b.F)).astype(np.float32))
 fwd, fwd_bwd = b.ours_fns(x, table, dy)
-f_wall, f_cpu = b.median_ms(fwd, {repeats})
-fb_wall, fb_cpu = b.median_ms(fwd_bwd, {repeats})
+f_wall, f_cpu = timing.median_ms(fwd, {repeats}, warmup=2)
+fb_wall, fb_cpu = timing.median_ms(fwd_bwd, {repeats}, warmup=2)
 print(json.dumps(dict(forward_ms=f_wall, forward_cpu_ms=f_cpu, forward_backward_ms=fb_wall, forward_backward_cpu_ms=fb_cpu)))
 """
 
@@ -166,7 +145,7 @@ def thread_scaling(repeats):
     out = {}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for threads in (1, 2):
-        script = _THREAD_SCRIPT.format(root=ROOT, repeats=repeats)
+        script = _THREAD_SCRIPT.format(repeats=repeats)
         proc = subprocess.run([sys.executable, "-c", script, str(threads)], capture_output=True, text=True, env=env,
                               cwd=ROOT, timeout=900)
         if proc.returncode != 0:
@@ -217,7 +196,7 @@ def main():
         np.testing.assert_allclose(xla_fb()[1], ours_g, atol=1e-3 * np.abs(ours_g).max(), rtol=0)
         ours_f16, ours_fb16 = ours_fns(x, table16, dy16)
         _, ours_fb_x = ours_fns(x, table, dy, input_grad=True)
-        times = interleaved_ms({
+        times = timing.interleaved_ms({
             "ours_forward": ours_f, "ours_forward_backward": ours_fb,
             "ours_fp16_table_forward": ours_f16, "ours_fp16_table_forward_backward": ours_fb16,
             "ours_forward_backward_with_input_grad": ours_fb_x,

@@ -8,20 +8,27 @@ best held-out PSNR is the target. The hash-grid model then trains until it
 reaches that PSNR (or --hash-minutes). Printed and saved: both curves, the
 target, the times and their ratio (goal: >= 10x sooner).
 
-  .venv/bin/python benchmarks/bench_nerf.py            # ~30 min + hash time
-  .venv/bin/python benchmarks/bench_nerf.py --baseline-minutes 3 --hash-minutes 3   # quick look
+  .venv/bin/python -m benchmarks.bench_nerf            # ~30 min + hash time
+  .venv/bin/python -m benchmarks.bench_nerf --baseline-minutes 3 --hash-minutes 3   # quick look
 
 Writes benchmarks/results/nerf.json and benchmarks/results/nerf_time_to_quality.png.
+
+`--step-time` measures instead the hash model's training step in `make demo`'s
+configuration with its MLPs fused (metal_ops.layers.FusedMLP + sh_encode, the
+default) and as Keras Dense layers + TF ops (`--mlp dense`): two trainers in one
+process, past the occupancy grid's warm-up, interleaved rounds of a few steps
+each at the same step numbers; prints ms per step, the median of the per-round
+ratios and points per second, and writes benchmarks/results/nerf_step.json.
+
+  .venv/bin/python -m benchmarks.bench_nerf --step-time
 """
 import argparse
 import json
 import os
 import platform
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from examples.nerf import train as nerf_train  # noqa: E402
@@ -46,8 +53,56 @@ def run(model, minutes, eval_every, extra, stop_at=None, quiet=False):
     return tr, time.process_time() - cpu0
 
 
+def step_time(args):
+    from benchmarks.timing import load_average, median_ratio
+
+    common = ["--steps", "1000000", "--max-minutes", "0", "--eval-every", "0", "--ckpt-every", "0",
+              "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),
+              "--out-dir", os.path.join(ROOT, "runs")]
+    trainers = {}
+    for mlp in ("fused", "dense"):
+        parsed = nerf_train.build_parser().parse_args(common + ["--name", f"step_{mlp}", "--mlp", mlp])
+        trainers[mlp] = nerf_train.Trainer(parsed, log=lambda *a: None)
+    a = trainers["fused"].args
+    points = a.batch_rays * a.samples
+    print(f"hash NeRF training step, {a.batch_rays} rays x {a.samples} samples = {points} points, "
+          f"warm-up {args.warmup_steps} steps each ...", flush=True)
+    for tr in trainers.values():
+        for _ in range(args.warmup_steps):
+            tr.train_one_step()
+    per_round = {name: [] for name in trainers}
+    for _ in range(args.rounds):
+        for name, tr in trainers.items():
+            t0 = time.perf_counter()
+            for _ in range(args.steps_per_round):
+                tr.train_one_step()
+            per_round[name].append(((time.perf_counter() - t0) * 1e3 / args.steps_per_round, 0.0))
+    med = {name: sorted(w for w, _ in v)[len(v) // 2] for name, v in per_round.items()}
+    ratio = median_ratio(per_round["dense"], per_round["fused"])
+    for name in trainers:
+        print(f"  --mlp {name:5s}: {med[name]:7.1f} ms/step  {points / med[name] * 1e3 / 1e6:6.2f} M points/s")
+    print(f"fused vs dense: {ratio:.2f}x faster per step (median of {args.rounds} per-round ratios; "
+          f"load average {load_average():.1f})")
+    res = dict(benchmark="nerf_step_time", points_per_step=points, rounds=args.rounds,
+               steps_per_round=args.steps_per_round, warmup_steps=args.warmup_steps,
+               ms_per_step=med, per_round_ms={k: [w for w, _ in v] for k, v in per_round.items()},
+               speedup_fused_vs_dense=ratio, target_speedup=2.0,
+               machine=dict(platform=platform.platform(), cpus=os.cpu_count(), loadavg=list(os.getloadavg())),
+               config={k: v for k, v in vars(a).items() if k not in ("name", "mlp")})
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "nerf_step.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    return res
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--step-time", action="store_true",
+                   help="time one training step with fused vs Dense MLPs instead (see above)")
+    p.add_argument("--rounds", type=int, default=15, help="--step-time: interleaved rounds")
+    p.add_argument("--steps-per-round", type=int, default=4, help="--step-time: steps of each model per round")
+    p.add_argument("--warmup-steps", type=int, default=140,
+                   help="--step-time: steps before timing (past the occupancy grid's warm-up)")
     p.add_argument("--baseline-minutes", type=float, default=30.0)
     p.add_argument("--hash-minutes", type=float, default=10.0, help="cap on the hash model's training time")
     p.add_argument("--baseline-eval-every", type=int, default=100)
@@ -55,6 +110,8 @@ def main(argv=None):
     p.add_argument("--eval-views", type=int, default=4)
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = p.parse_args(argv)
+    if args.step_time:
+        return step_time(args)
     common = ["--eval-views", str(args.eval_views), "--data-dir", os.path.join(ROOT, "data"),
               "--out-dir", os.path.join(ROOT, "runs")]
 

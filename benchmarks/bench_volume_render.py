@@ -12,26 +12,23 @@ the same machine load; medians (and minima) over repeats; ratios, throughput
 and the load average printed;
 JSON in benchmarks/results/volume_render.json.
 
-    .venv/bin/python benchmarks/bench_volume_render.py [--rays 4096] [--samples 64] [--repeats 50]
+    .venv/bin/python -m benchmarks.bench_volume_render [--rays 4096] [--samples 64] [--repeats 50]
 """
 import argparse
 import json
 import os
 import platform
-import statistics
-import sys
-import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "python"), ROOT]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
 import metal_ops  # noqa: E402
-from tests import volume_render_reference as ref  # noqa: E402
+from benchmarks import timing  # noqa: E402
+from tests.reference import volume_render as ref  # noqa: E402
 
 
 def composite(sigma, rgb, t, background):
@@ -70,20 +67,9 @@ def make_steps(render):
     return forward, forward_backward
 
 
-def time_interleaved(fns, args, repeats, warmup=5):
-    """Wall time per call (ms) of each function, calls interleaved round-robin
-    so that all of them see the same machine load; returns (medians, minima)."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn(*args)
-    times = [[] for _ in fns]
-    for _ in range(repeats):
-        for k, fn in enumerate(fns):
-            start = time.perf_counter()
-            out = fn(*args)
-            _ = [x.numpy() for x in tf.nest.flatten(out)][0]  # wait for the result
-            times[k].append((time.perf_counter() - start) * 1e3)
-    return [statistics.median(t) for t in times], [min(t) for t in times]
+def _result(fn, inputs):
+    """fn(*inputs) run to completion (its outputs read back)."""
+    return lambda: [x.numpy() for x in tf.nest.flatten(fn(*inputs))]
 
 
 def main():
@@ -120,10 +106,10 @@ def main():
         load_before = os.getloadavg()[0]
         names = ["composite_forward", "composite_forward_backward", "ours_forward", "ours_forward_backward",
                  "ours_no_early_termination_forward", "ours_no_early_termination_forward_backward"]
-        medians, minima = time_interleaved([comp_fwd, comp_fb, ours_fwd, ours_fb, ours0_fwd, ours0_fb], inputs,
-                                           args.repeats)
-        row = {f"{n}_ms": m for n, m in zip(names, medians)}
-        row["min_ms"] = dict(zip(names, minima))
+        fns = [comp_fwd, comp_fb, ours_fwd, ours_fb, ours0_fwd, ours0_fb]
+        times = timing.interleaved_ms({n: _result(f, inputs) for n, f in zip(names, fns)}, args.repeats, warmup=5)
+        row = {f"{n}_ms": timing.median_wall_ms(times[n]) for n in names}
+        row["min_ms"] = {n: min(w for w, _ in times[n]) for n in names}
         row["speedup_forward_backward_of_minima"] = row["min_ms"]["composite_forward_backward"] / row["min_ms"][
             "ours_forward_backward"]
         row["load_average_1min"] = [load_before, os.getloadavg()[0]]
@@ -148,10 +134,7 @@ def main():
               f"({row['speedup_forward_backward_of_minima']:.1f}x); 1-min load average "
               f"{row['load_average_1min'][0]:.1f} -> {row['load_average_1min'][1]:.1f} on {os.cpu_count()} cores",
               flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
-    print("wrote", args.out)
+    timing.write_json(args.out, results)
 
 
 if __name__ == "__main__":

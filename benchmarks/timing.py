@@ -4,8 +4,10 @@ Each round runs every variant once, in turn, so a ratio compares calls made
 under the same machine conditions (a shared machine's load drifts over the
 minutes a benchmark takes); speedups are medians of the per-round ratios.
 """
+import json
 import os
 import statistics
+import sys
 import time
 
 
@@ -37,3 +39,54 @@ def load_average():
         return os.getloadavg()[0]
     except OSError:
         return float("nan")
+
+
+def write_json(path, data):
+    """Writes a benchmark's results (a dict gets the command line and CPU count
+    added) to path, creating its folder."""
+    if isinstance(data, dict):
+        data = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), **data}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+    print("wrote", path)
+
+
+def median_ms(fn, repeats, warmup=1):
+    """(median wall ms, median process CPU ms) of `repeats` calls of fn. On a
+    shared machine the CPU time (all threads of this process) is the steadier
+    figure: it does not count time spent waiting for a core."""
+    samples = interleaved_ms({"fn": fn}, repeats, warmup)["fn"]
+    return median_wall_ms(samples), statistics.median(c for _, c in samples)
+
+
+def cuda_median_ms(gpu, fn, repeats=30, warmup=5, batch=1):
+    """Median GPU time (ms per call, CUDA events on the current stream) of fn(),
+    from `repeats` samples of `batch` back-to-back calls. gpu: the torch or
+    cupy module whose stream fn() uses."""
+    if gpu.__name__ == "torch":
+        event, elapsed = (lambda: gpu.cuda.Event(enable_timing=True)), (lambda s, e: s.elapsed_time(e))
+    else:
+        event, elapsed = gpu.cuda.Event, gpu.cuda.get_elapsed_time
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = event(), event()
+        start.record()
+        for _ in range(batch):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(elapsed(start, end) / batch)
+    return statistics.median(times)
+
+
+def cuda_peak_extra_mib(torch, fn):
+    """GPU memory (MiB) that fn() allocates through PyTorch at its peak."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20

@@ -33,6 +33,23 @@ Status FusedMlpShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &first));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(num), 2, &last));
+  // With the weights' shapes known (Keras variables), the network is checked
+  // when the graph is built, with the kernels' messages.
+  std::vector<mo::checks::Dims> kernels, biases;
+  bool known = c->ValueKnown(c->Dim(x, 1));
+  for (int i = 1; i <= 2 * num && known; ++i) {
+    known = c->FullyDefined(c->input(i));
+    if (!known) break;
+    mo::checks::Dims dims;
+    for (int d = 0; d < c->Rank(c->input(i)); ++d) dims.push_back(c->Value(c->Dim(c->input(i), d)));
+    (i <= num ? kernels : biases).push_back(dims);
+  }
+  if (known) {
+    const int64_t rows = c->ValueKnown(c->Dim(x, 0)) ? c->Value(c->Dim(x, 0)) : 0;
+    mo::fused_mlp_checks::Net net;
+    TF_RETURN_IF_ERROR(mo::checks::ToStatus(
+        mo::fused_mlp_checks::Shapes({rows, c->Value(c->Dim(x, 1))}, kernels, biases, &net)));
+  }
   c->set_output(0, c->Matrix(c->Dim(x, 0), c->Dim(last, 1)));
   c->set_output(1, c->MakeShape({c->MakeDim(num - 1), c->Dim(x, 0), c->Dim(first, 1)}));
   return Status();

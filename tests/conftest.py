@@ -1,8 +1,12 @@
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for p in (os.path.join(ROOT, "python"), ROOT):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+
+
+def pytest_configure(config):
+    # Python processes that tests start (sys.executable) import what the tests
+    # import: the folders of pytest.ini's `pythonpath`.
+    paths = [str(p) for p in config.getini("pythonpath")]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)

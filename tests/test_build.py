@@ -153,11 +153,51 @@ def test_setup_make_command_builds_into_the_wheel_tree_without_a_venv(tmp_path):
 
 
 def test_check_op_library_finds_declared_ops():
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    try:
-        import check_op_library
-    finally:
-        sys.path.pop(0)
+    from tools import check_op_library
+
     ops = check_op_library.declared_ops()
     assert "ZeroOut" in ops
     assert all(n == "ZeroOut" or n.startswith("MetalOps") for n in ops), sorted(ops)
+
+
+# ---- every op's files, found by its name -------------------------------------------------
+OPS = sorted(os.path.basename(p)[: -len("_op.cc")] for p in glob.glob(os.path.join(ROOT, "ops", "*_op.cc")))
+
+
+def _named(folder, op):
+    """Files in `folder` named <op>.<ext> or <op>_<anything>."""
+    return sorted(f for f in os.listdir(os.path.join(ROOT, folder)) if re.match(rf"{re.escape(op)}[._]", f))
+
+
+def _files_of(op):
+    """The files the layout (docs/ARCHITECTURE.md) asks of an op, from what the
+    sources say it has: CUDA files where kernels/cuda has any file of the op,
+    Metal ones where kernels/metal has, a shim runner where it has shaders."""
+    want = [f"ops/{op}_op.cc", f"ops/{op}_checks.h", f"python/metal_ops/{op}.py", f"benchmarks/bench_{op}.py",
+            f"docs/{op.upper()}.md"]
+    cuda, metal = _named("kernels/cuda", op), _named("kernels/metal", op)
+    if cuda:
+        want += [f"kernels/{op}_op.h", f"kernels/cuda/{op}.h", f"kernels/cuda/{op}.cu.cc", f"kernels/cuda/{op}_gpu.cc",
+                 f"kernels/cuda/harness/{op}_harness.cu.cc", f"tests/cuda/test_{op}_cuda.py"]
+    if metal:
+        want.append(f"kernels/metal/{op}_metal.mm")
+    if f"{op}.metal" in metal:
+        want.append(f"tests/metal_shim/{op}_shim.cc")
+    return want
+
+
+def test_ops_are_found():
+    assert {"zero_out", "hash_encode", "robust_loss", "distortion_loss", "volume_render", "fused_mlp"} <= set(OPS)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_file_of_an_op_is_found_by_its_name(op):
+    missing = [f for f in _files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
+    if not _named("kernels/cpu", op):
+        missing.append(f"kernels/cpu/{op}*")
+    if not glob.glob(os.path.join(ROOT, "tests", f"test_{op}*.py")):
+        missing.append(f"tests/test_{op}*.py")
+    readme_rows = [line for line in _read("README.md").splitlines() if line.startswith("|")]
+    if not any(f"(docs/{op.upper()}.md)" in line for line in readme_rows):
+        missing.append(f"a README ops-table row linking docs/{op.upper()}.md")
+    assert not missing, f"op {op}: missing {missing}"

@@ -21,7 +21,6 @@ import metal_ops
 from metal_ops.hash_encode import hash_grid_size
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(metal_ops.__file__)))
 THREADS = 8
 ROUNDS = 3
 HASH = dict(num_levels=8, log2_hashmap_size=12, base_resolution=8, per_level_scale=1.5)
@@ -164,8 +163,7 @@ print(json.dumps({"out": out, "errors": errors, "init_calls": int(lib.MetalOpsFu
 def test_loader_and_fusion_enable_raced_from_eight_threads():
     """Fresh process: 4 threads call fusion.enable() while 4 others make the
     first op calls (each triggering the lazy library load)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join([PKG_PARENT, os.path.join(ROOT, "python"), ROOT]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for k in ("METAL_OPS_FUSION", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
         env.pop(k, None)
     proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)

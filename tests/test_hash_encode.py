@@ -1,6 +1,6 @@
 """HashEncode (CPU kernels): NumPy reference, gradients, determinism, bad inputs.
 
-The reference is tests/hash_grid_reference.py (written from the published
+The reference is tests/reference/hash_encode.py (written from the published
 formulas, not from kernels/common/hash_grid.h).
 """
 import hashlib
@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import metal_ops
 from metal_ops.hash_encode import hash_grid_offsets
-from tests import hash_grid_reference as ref
+from tests.reference import hash_encode as ref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,7 +47,7 @@ def make_points(n, d, seed, special=True):
 
 
 def make_table(d, f, cfg, seed, dtype=np.float32):
-    rows = ref.hash_grid_size(d, **grid_args(cfg))
+    rows = ref.table_rows(d, **grid_args(cfg))
     return np.random.default_rng(seed).normal(size=(rows, f)).astype(dtype)
 
 
@@ -76,7 +76,7 @@ def encode_and_grads(x, table, cfg, interpolation, out_of_range, dy, mode):
 def test_standard_configuration_has_12196240_parameters():
     rows = metal_ops.hash_grid_size(3, **STANDARD)
     assert rows * 2 == 12_196_240
-    assert ref.hash_grid_size(3, **STANDARD) == rows
+    assert ref.table_rows(3, **STANDARD) == rows
 
 
 @pytest.mark.parametrize("d", [1, 2, 3, 4])
@@ -86,15 +86,15 @@ def test_standard_configuration_has_12196240_parameters():
 def test_grid_offsets_match_reference(d, cfg):
     offsets = hash_grid_offsets(d, **cfg)
     levels = ref.levels(d, **cfg)
-    assert list(offsets[:-1]) == [lv[3] for lv in levels]
-    assert offsets[-1] == ref.hash_grid_size(d, **cfg)
+    assert list(offsets[:-1]) == [lv.offset for lv in levels]
+    assert offsets[-1] == ref.table_rows(d, **cfg)
 
 
 def test_row_count_is_64_bit():
     # 32 levels of 2^30 rows: more rows than 2^32 (sizes are int64 end to end).
     rows = metal_ops.hash_grid_size(3, num_levels=32, log2_hashmap_size=30, base_resolution=16, per_level_scale=1.5)
     assert rows > 2**32
-    assert rows == ref.hash_grid_size(3, num_levels=32, log2_hashmap_size=30, base_resolution=16, per_level_scale=1.5)
+    assert rows == ref.table_rows(3, num_levels=32, log2_hashmap_size=30, base_resolution=16, per_level_scale=1.5)
 
 
 def test_hash_grid_size_inside_tf_function_is_a_python_int():
@@ -102,15 +102,15 @@ def test_hash_grid_size_inside_tf_function_is_a_python_int():
     def f():
         return tf.constant(metal_ops.hash_grid_size(2, **SMALL))
 
-    assert int(f()) == ref.hash_grid_size(2, **SMALL)
+    assert int(f()) == ref.table_rows(2, **SMALL)
 
 
 def test_small_grid_has_dense_and_hashed_levels():
     for d in (1, 2, 3, 4):
-        kinds = {lv[4] for lv in ref.levels(d, **SMALL)}
+        kinds = {lv.hashed for lv in ref.levels(d, **SMALL)}
         assert kinds == {False, True} or d == 1 and kinds == {False}
     # D = 1 never hashes at this size; a finer 1-D grid does.
-    assert {lv[4] for lv in ref.levels(1, num_levels=4, log2_hashmap_size=4, base_resolution=8,
+    assert {lv.hashed for lv in ref.levels(1, num_levels=4, log2_hashmap_size=4, base_resolution=8,
                                        per_level_scale=2.0)} == {False, True}
 
 
@@ -223,7 +223,7 @@ def interior_points(n, d, cfg, seed, margin=0.08):
     levels = ref.levels(d, **grid_args(cfg))
     while len(keep) < n:
         p = rng.uniform(0.05, 0.95, d).astype(np.float32)
-        frac = [(float(lv[0]) * p + 0.5) % 1.0 for lv in levels]
+        frac = [(float(lv.scale) * p + 0.5) % 1.0 for lv in levels]
         if all(np.all((fr > margin) & (fr < 1 - margin)) for fr in frac):
             keep.append(p)
     return np.stack(keep)
@@ -370,7 +370,7 @@ _DIGEST_SCRIPT = textwrap.dedent("""
     if determinism:
         tf.config.experimental.enable_op_determinism()
     import metal_ops
-    from tests import hash_grid_reference as ref
+    from tests.reference import hash_encode as ref
     cfg = dict(num_levels=16, log2_hashmap_size=14, base_resolution=16,
                per_level_scale=ref.per_level_scale_from(16, 2048, 16))
     rng = np.random.default_rng(0)
@@ -386,8 +386,7 @@ _DIGEST_SCRIPT = textwrap.dedent("""
 
 
 def _digest(threads, determinism):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), ROOT]),
-               TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     out = subprocess.run([sys.executable, "-c", _DIGEST_SCRIPT, str(threads), determinism], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -421,7 +420,7 @@ def _encode(x, t, **over):
 
 
 GOOD_X = np.zeros((4, 3), np.float32)
-GOOD_T = np.zeros((ref.hash_grid_size(3, **SMALL), 2), np.float32)
+GOOD_T = np.zeros((ref.table_rows(3, **SMALL), 2), np.float32)
 
 
 @pytest.mark.parametrize("x,t,pattern", [

@@ -9,13 +9,11 @@ the real binaries; otherwise those tests skip. Nothing here downloads.
 import glob
 import os
 import struct
-import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import macos_binaries as mb  # noqa: E402
+from tools import macos_binaries as mb
 
 HEADER = os.path.join(ROOT, "kernels", "metal", "tf_metal_stream.h")
 STREAM_METHODS = [("initWithMetalStream:", "@24@0:8^v16"), ("queue", "@16@0:8"),

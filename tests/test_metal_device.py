@@ -185,3 +185,63 @@ def test_fused_conv2d_on_metal_gpu(cin, activation):
     _assert_gpu_matches_cpu(
         lambda xx, ww, bb, rr: metal_ops.fused_conv2d(xx, ww, bias=bb, residual=rr, activation=activation),
         x, w, b, r, rtol=1e-3, atol=1e-4)
+
+
+def _mlp(rng, in_dim, width, hidden, out_dim, dtype=np.float32):
+    dims = [in_dim] + [width] * hidden + [out_dim]
+    ws = [rng.uniform(-1, 1, (a, b)).astype(dtype) / np.sqrt(a).astype(dtype) for a, b in zip(dims[:-1], dims[1:])]
+    bs = [rng.uniform(-0.1, 0.1, b).astype(dtype) for b in dims[1:]]
+    return ws, bs
+
+
+def _fused_mlp_fn(layers, activation, output_activation):
+    return lambda x, *wb: metal_ops.fused_mlp(x, list(wb[:layers]), list(wb[layers:]), activation=activation,
+                                              output_activation=output_activation)
+
+
+@pytest.mark.parametrize("n", [300, 0])
+@pytest.mark.parametrize("in_dim,width,hidden,out_dim,activation,output_activation", [
+    (31, 64, 2, 3, "relu", "sigmoid"), (32, 64, 1, 16, "relu", "trunc_exp"), (5, 16, 3, 1, "softplus", "none"),
+    (128, 128, 2, 128, "leaky_relu", "relu"), (7, 32, 8, 9, "sigmoid", "softplus")])
+def test_fused_mlp_on_metal_gpu(n, in_dim, width, hidden, out_dim, activation, output_activation):
+    # float32: the Metal kernel (simdgroup_matrix) against the CPU kernel, gradients included.
+    rng = np.random.default_rng(width + hidden)
+    ws, bs = _mlp(rng, in_dim, width, hidden, out_dim)
+    x = rng.uniform(-1, 1, (n, in_dim)).astype(np.float32)
+    _assert_gpu_matches_cpu(_fused_mlp_fn(hidden + 1, activation, output_activation), x, *ws, *bs,
+                            rtol=1e-3, atol=1e-4)
+
+
+def test_fused_mlp_float16_on_metal_gpu():
+    # float16 runs on GPUs only: against the float64 NumPy reference, at the
+    # float16 tolerance of tests/test_fused_mlp_metal_shim.py.
+    from tests.reference.fused_mlp import forward_backward
+
+    rng = np.random.default_rng(16)
+    ws, bs = _mlp(rng, 31, 64, 2, 3, np.float16)
+    x = rng.uniform(-1, 1, (1000, 31)).astype(np.float16)
+    dy = rng.standard_normal((1000, 3)).astype(np.float16)
+    fn = _fused_mlp_fn(3, "relu", "none")
+    with tf.device("/GPU:0"):
+        tensors = [tf.constant(a) for a in [x] + ws + bs]
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            y = fn(*tensors)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * dy.astype(np.float32))
+        grads = tape.gradient(loss, tensors)
+    want_y, want_dx, want_dw, want_db, _ = forward_backward(x, ws, bs, dy, "relu", "none")
+    for got, want in zip([y] + grads, [want_y, want_dx] + want_dw + want_db):
+        got = got.numpy().astype(np.float64)
+        scale = max(1e-3, float(np.abs(want).max()))
+        assert np.all(np.isfinite(got)) and float(np.abs(got - want).max()) <= 3e-2 * scale
+
+
+def test_fused_mlp_gradients_on_metal_gpu_are_bitwise_reproducible():
+    rng = np.random.default_rng(17)
+    ws, bs = _mlp(rng, 31, 64, 2, 3)
+    x = rng.uniform(-1, 1, (70001, 31)).astype(np.float32)
+    fn = _fused_mlp_fn(3, "relu", "sigmoid")
+    _, first, _ = _on("/GPU:0", fn, x, *ws, *bs)
+    _, second, _ = _on("/GPU:0", fn, x, *ws, *bs)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)

@@ -15,14 +15,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from tests.metal_shim.shim import ROOT, load_shim
 
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import embed_metal  # noqa: E402
+from tools import embed_metal
 
 METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
 

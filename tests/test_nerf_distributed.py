@@ -61,7 +61,6 @@ def _save(path, grads, weights, mask, names, extra=None):
 
 def worker_main(mode, tmp, out, index=0):
     """Subprocess entry: mode 'mirrored' (2 logical CPUs) or 'multiworker' (TF_CONFIG set)."""
-    sys.path.insert(0, ROOT)
     import tensorflow as tf
 
     if mode == "mirrored":
@@ -95,8 +94,7 @@ def _free_port():
 
 
 def _env(**extra):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TF_CONFIG", None)
     env.update(extra)
     return env

@@ -215,6 +215,56 @@ def test_checkpoint_resume_continues_from_same_step(tmp_path):
     assert tr3.step == 0
 
 
+def test_checkpoint_of_the_other_mlp_layout_is_refused_clearly(tmp_path):
+    from examples.nerf import train
+
+    dense = train.Trainer(_args(tmp_path, "--name", "layout", "--steps", "2", "--ckpt-every", "2", "--mlp", "dense"),
+                          log=lambda *x: None)
+    dense.fit(verbose=False)
+    with pytest.raises(ValueError, match=r"holds the hash model with --mlp dense .*resume it with --mlp dense"):
+        train.Trainer(_args(tmp_path, "--name", "layout", "--steps", "4", "--resume"), log=lambda *x: None)
+    again = train.Trainer(_args(tmp_path, "--name", "layout", "--steps", "4", "--resume", "--mlp", "dense"),
+                          log=lambda *x: None)
+    assert again.step == 2 and again.model.mlp == "dense"
+
+
+def test_fused_and_dense_mlps_compute_the_same_field():
+    import tensorflow as tf
+
+    from examples.nerf import model as hmodel
+
+    kw = dict(num_levels=4, log2_hashmap_size=10, finest_resolution=64, hidden=32, sh_degree=3)
+    fused, dense = hmodel.HashNeRF(mlp="fused", **kw), hmodel.HashNeRF(mlp="dense", **kw)
+    assert hmodel.HashNeRF(**kw).mlp == "fused"  # the default
+    dense.encoding.set_weights(fused.encoding.get_weights())
+    w = fused.density_mlp.get_weights()
+    dense.density_hidden.set_weights(w[:2])
+    dense.density_out.set_weights(w[2:])
+    w = fused.color_mlp.get_weights()
+    for layer, i in ((dense.color_hidden1, 0), (dense.color_hidden2, 2), (dense.color_out, 4)):
+        layer.set_weights(w[i:i + 2])
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.uniform(size=(300, 3)), tf.float32)
+    d = rng.normal(size=(300, 3))
+    d = tf.constant(d / np.linalg.norm(d, axis=1, keepdims=True), tf.float32)
+
+    def run(m):
+        with tf.GradientTape() as tape:
+            sigma, rgb = m(x, d)
+            loss = tf.reduce_sum(sigma * 1e-3) + tf.reduce_sum(rgb * rgb)
+        return [sigma, rgb] + tape.gradient(loss, m.trainable_variables)
+
+    a, b = run(fused), run(dense)
+    assert len(a) == len(b) == 2 + 1 + 4 + 6
+    # Variables in the same order: table, density W0 b0 W1 b1, colour W0 b0 W1 b1 W2 b2.
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="hidden width"):
+        hmodel.HashNeRF(mlp="fused", hidden=48)
+    with pytest.raises(ValueError, match="mlp must be one of"):
+        hmodel.HashNeRF(mlp="xla")
+
+
 def test_baseline_model_trains(tmp_path):
     from examples.nerf import baseline, train
 
@@ -303,7 +353,7 @@ def test_view_encoding_degrees_are_nested_real_spherical_harmonics():
     for degree in (1, 2, 3):
         np.testing.assert_array_equal(hmodel.sh_encode(tf.constant(d, tf.float32), degree).numpy(),
                                       full[:, :degree * degree])
-    m = hmodel.HashNeRF(num_levels=2, log2_hashmap_size=10, finest_resolution=32, hidden=8, sh_degree=2)
+    m = hmodel.HashNeRF(num_levels=2, log2_hashmap_size=10, finest_resolution=32, hidden=16, sh_degree=2)
     sigma, rgb = m(tf.constant(rng.uniform(size=(5, 3)), tf.float32), tf.constant(d[:5], tf.float32))
     assert sigma.shape == (5,) and rgb.shape == (5, 3)
     with pytest.raises(ValueError, match="sh_degree"):

@@ -11,7 +11,7 @@ import metal_ops
 from metal_ops import _loader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TF_CPP_MIN_LOG_LEVEL="3")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
 def test_build_info_reports_cpu_backend():

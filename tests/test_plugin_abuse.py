@@ -32,7 +32,6 @@ import metal_ops
 from metal_ops import fusion
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(metal_ops.__file__)))
 
 
 # ----------------------------------------------------------------------------- children
@@ -139,8 +138,7 @@ CHILDREN = {"after_use": _child_after_use, "copy_first": _child_copy_first, "plu
 # ----------------------------------------------------------------------------- parent
 def _env(extra=None):
     env = dict(os.environ)
-    env.update(TF_ENABLE_ONEDNN_OPTS="0", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join([PKG_PARENT, os.path.join(ROOT, "python"), ROOT]))
+    env.update(TF_ENABLE_ONEDNN_OPTS="0", TF_CPP_MIN_LOG_LEVEL="2")
     for k in ("METAL_OPS_FUSION", "METAL_OPS_FUSION_LOG", "METAL_OPS_FUSION_WITH_ONEDNN",
               "METAL_OPS_FUSION_ALL_CONVS", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
         env.pop(k, None)
@@ -224,7 +222,6 @@ def test_missing_plugin_file_is_a_clear_error(tmp_path, monkeypatch):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.join(ROOT, "python"))
     result = CHILDREN[sys.argv[1]](sys.argv[2])
     with open(os.path.join(sys.argv[2], "result.json"), "w") as f:
         json.dump(result, f)

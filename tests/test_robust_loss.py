@@ -1,7 +1,6 @@
 """RobustLoss (Barron, CVPR 2019): CPU kernels vs closed forms and mpmath,
 gradients, broadcasting, dtypes, edge cases, bad inputs, and the Metal shaders
 through the MSL shim."""
-import ctypes
 
 import mpmath
 import numpy as np
@@ -10,45 +9,10 @@ import tensorflow as tf
 
 import metal_ops
 from tests.metal_shim.shim import i64, load_shim, ptr, u32
+from tests.reference.robust_loss import closed_form, mp_grads, mp_rho
 
 mpmath.mp.dps = 50
 INF = float("inf")
-
-
-# ---- independent references -----------------------------------------------------
-def closed_form(x, alpha, c):
-    """The named special cases, float64 (from the paper / notes, not the kernel),
-    written without float64 cancellation (z / (sqrt(z+1)+1), log1p, expm1)."""
-    z = (np.asarray(x, np.float64) / c) ** 2
-    if alpha == 2:
-        return 0.5 * z
-    if alpha == 1:
-        return z / (np.sqrt(z + 1) + 1)
-    if alpha == 0:
-        return np.log1p(0.5 * z)
-    if alpha == -2:
-        return 2 * z / (z + 4)
-    if alpha == -INF:
-        return -np.expm1(-0.5 * z)
-    if alpha == INF:
-        return np.expm1(0.5 * z)
-    raise ValueError(alpha)
-
-
-def mp_rho(x, a, c):
-    """General form at 50 digits (a not in {0, 2, +-inf})."""
-    x, a, c = (v if isinstance(v, mpmath.mpf) else mpmath.mpf(float(v)) for v in (x, a, c))
-    b = abs(a - 2)
-    return b / a * (((x / c) ** 2 / b + 1) ** (a / 2) - 1)
-
-
-def mp_grads(x, a, c):
-    """drho/dx, drho/dalpha, drho/dscale by mpmath differentiation of mp_rho."""
-    x, a, c = float(x), float(a), float(c)
-    dx = mpmath.diff(lambda v: mp_rho(v, a, c), mpmath.mpf(x))
-    da = mpmath.diff(lambda v: mp_rho(x, v, c), mpmath.mpf(a))
-    dc = mpmath.diff(lambda v: mp_rho(x, a, v), mpmath.mpf(c))
-    return float(dx), float(da), float(dc)
 
 
 def op_with_grads(x, alpha, scale, dtype=tf.float32):
@@ -150,7 +114,7 @@ def test_huge_residuals_are_finite_and_correct():
     (3.4e38, -0.5, 1e-3), (np.inf, 0.0, 1.0), (np.inf, 1.0, 1.0)])
 def test_overflowing_ratio_x_over_scale(x, alpha, scale):
     # x / scale overflows float32 (or x is infinite): the loss is the limit
-    # computed through logs, never NaN (issue 7's fuzz report).
+    # computed through logs, never NaN (a case the fuzz tests found).
     rho, gx, ga, gs = op_with_grads(f32([x]), alpha, scale)
     if np.isinf(x):
         if alpha < 0:  # the limit |alpha - 2| / -alpha

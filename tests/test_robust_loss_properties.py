@@ -23,10 +23,11 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
+from tests.reference import robust_loss as ref
 from tests.test_robust_loss import op_with_grads
 
 INF = float("inf")
-SAT = float(np.float32(np.exp(np.float32(69.0))))  # documented cap of rho (docs/LOSSES.md)
+SAT = ref.SATURATION
 EPS32 = float(np.finfo(np.float32).eps)
 EPS16 = float(np.finfo(np.float16).eps)
 SPECIAL = [0.0, 1.0, 2.0, -2.0, -INF, INF]
@@ -92,29 +93,7 @@ def params(sample):
     return sample["alpha"][None, :], sample["scale"][None, :]
 
 
-# ---- reference in float64 (general form written without cancellation) -------------------
-def ref_rho(x, a, c):
-    """rho in float64 from the float32 inputs, capped like the op."""
-    x, a, c = (np.asarray(v, np.float64) for v in np.broadcast_arrays(x, a, c))
-    z = (x / c) ** 2
-    b = np.abs(a - 2)
-    with np.errstate(all="ignore"):
-        general = np.where(a > 0, b / a, b / np.where(a == 0, 1, a)) * np.expm1(0.5 * a * np.log1p(z / np.where(b == 0, 1, b)))
-        out = np.select([a == 0, a == 2, a == -INF, a == INF],
-                        [np.log1p(0.5 * z), 0.5 * z, -np.expm1(-0.5 * z), np.expm1(np.minimum(0.5 * z, 700))], general)
-    return np.minimum(out, SAT)
-
-
-def ref_dx(x, a, c):
-    x, a, c = (np.asarray(v, np.float64) for v in np.broadcast_arrays(x, a, c))
-    z = (x / c) ** 2
-    b = np.where(np.abs(a - 2) == 0, 1, np.abs(a - 2))
-    with np.errstate(all="ignore"):
-        factor = np.select([a == 2, a == -INF, a == INF], [np.ones_like(z), np.exp(-0.5 * z), np.exp(0.5 * z)],
-                           np.exp((0.5 * a - 1) * np.log1p(z / b)))
-        return x / c**2 * factor
-
-
+# ---- references -------------------------------------------------------------------------
 def ref_exponent(x, a, c):
     """|y| of rho = (b/a) (e^y - 1) (0.5 z at alpha = +-inf): an argument of exp
     carries |y| ulp of relative error into rho."""
@@ -284,11 +263,7 @@ def test_special_alphas_equal_closed_forms(dtype, layout):
     else:
         cols = [run(np.ascontiguousarray(x[:, j]), alpha[j], scale[j]) for j in range(len(SPECIAL))]
         rho, gx = np.stack([c[0] for c in cols], -1), np.stack([c[1] for c in cols], -1)
-    xf = x.astype(np.float64)
-    z = (xf / scale) ** 2
-    closed = np.stack([np.log1p(0.5 * z[:, 0]), z[:, 1] / (np.sqrt(z[:, 1] + 1) + 1), 0.5 * z[:, 2],
-                       2 * z[:, 3] / (z[:, 3] + 4), -np.expm1(-0.5 * z[:, 4]),
-                       np.expm1(np.minimum(0.5 * z[:, 5], 700))], -1)
+    closed = np.stack([ref.closed_form(x[:, j], a, scale[j]) for j, a in enumerate(SPECIAL)], -1)
     closed = np.minimum(closed, SAT)
     ok = comparable(closed)
     # float32: exponents up to MAX_LOG = 69 carry |y| eps of relative error
@@ -304,22 +279,17 @@ def test_values_and_dx_match_float64(sample, results, layout):
     rho, gx, _, _ = results[(layout, np.float32)]
     x = sample["x"][np.float32]
     alpha, scale = params(sample)
-    want = ref_rho(x, alpha, scale)
+    want = ref.rho_saturated(x, alpha, scale)
     ok = comparable(want)
     rtol = EPS32 * (16 + 4 * ref_exponent(x, alpha, scale))
     bad = ok & (np.abs(rho - want) > rtol * want + 1e-37)
     a_full = np.broadcast_to(alpha, x.shape)
     assert not bad.any(), list(zip(x[bad], a_full[bad], rho[bad], want[bad]))[:6]
-    wdx = ref_dx(x, alpha, scale)
+    wdx = ref.drho_dx(x, alpha, scale)
     ok &= want < 0.5 * SAT
     tiny = np.abs(wdx) < np.finfo(np.float32).tiny  # subnormal range: absolute error
     np.testing.assert_allclose(gx[ok & ~tiny], wdx[ok & ~tiny], rtol=2e-5)
     np.testing.assert_allclose(gx[ok & tiny], wdx[ok & tiny], rtol=0, atol=1e-37)
-
-
-def mp_rho(x, a, c):
-    b = abs(a - 2)
-    return b / a * (((x / c) ** 2 / b + 1) ** (a / 2) - 1)
 
 
 def test_alpha_and_scale_gradients_match_mpmath_per_channel(sample):
@@ -342,8 +312,8 @@ def accumulate_mp_grads(x, alpha, scale, want_a, want_c):
     for i in range(x.shape[0]):
         for k in js:
             xv, av, cv = (mpmath.mpf(float(v)) for v in (x[i, k], alpha[k], scale[k]))
-            want_a[k] += float(mpmath.diff(lambda v: mp_rho(xv, v, cv), av))
-            want_c[k] += float(mpmath.diff(lambda v: mp_rho(xv, av, v), cv))
+            want_a[k] += float(mpmath.diff(lambda v: ref.mp_rho(xv, v, cv), av))
+            want_c[k] += float(mpmath.diff(lambda v: ref.mp_rho(xv, av, v), cv))
 
 
 # ---- determinism of the per-channel sums --------------------------------------------------
@@ -364,7 +334,6 @@ _CHILD = """
 import sys
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
-sys.path[:0] = sys.argv[2:]
 from tests.test_robust_loss_properties import per_channel_sums
 sys.stdout.write(per_channel_sums())
 """
@@ -372,10 +341,9 @@ sys.stdout.write(per_channel_sums())
 
 def test_per_channel_sums_independent_of_thread_count():
     # This process uses TF's default pool (one thread per core); the child one thread.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    child = subprocess.run([sys.executable, "-c", _CHILD, "1", root, os.path.join(root, "python")], env=env,
-                           check=True, capture_output=True, text=True).stdout
+    child = subprocess.run([sys.executable, "-c", _CHILD, "1"], env=env, check=True, capture_output=True,
+                           text=True).stdout
     here = per_channel_sums()
     assert len(here) == 2 * 64 * 8
     assert child == here
@@ -393,15 +361,15 @@ def test_channel_counts_around_the_block_size(rows, channels):
     scale = (10.0 ** rng.uniform(-1, 1, channels)).astype(np.float32)
     x = (rng.normal(size=(rows, channels)) * 3).astype(np.float32)
     rho, gx, ga, gs = run(x, alpha if channels > 1 else alpha[:1], scale if channels > 1 else scale[:1])
-    np.testing.assert_allclose(rho, ref_rho(x, alpha, scale), rtol=1e-5, atol=1e-30)
-    np.testing.assert_allclose(gx, ref_dx(x, alpha, scale), rtol=2e-5, atol=1e-30)
+    np.testing.assert_allclose(rho, ref.rho_saturated(x, alpha, scale), rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(gx, ref.drho_dx(x, alpha, scale), rtol=2e-5, atol=1e-30)
     want_gs = (-(x.astype(np.float64) / scale) * gx).sum(0)
     np.testing.assert_allclose(gs, want_gs, rtol=1e-4, atol=1e-6 * np.abs(want_gs).max())
     # d rho / d alpha per channel against central differences of the float64 reference
     # (steps well inside |alpha - 2| and |alpha|: rho is singular in alpha at 2)
     a64 = alpha.astype(np.float64)
     h = np.minimum(1e-4, np.minimum(np.abs(a64 - 2), np.abs(a64)) / 64)
-    fd = ((ref_rho(x, a64 + h, scale) - ref_rho(x, a64 - h, scale)) / (2 * h)).sum(0)
+    fd = ((ref.rho_saturated(x, a64 + h, scale) - ref.rho_saturated(x, a64 - h, scale)) / (2 * h)).sum(0)
     np.testing.assert_allclose(ga, fd, rtol=2e-3, atol=1e-4 * np.abs(fd).max())
 
 

@@ -23,7 +23,6 @@ import pytest
 import metal_ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(metal_ops.__file__)))
 HASH = dict(num_levels=4, log2_hashmap_size=10, base_resolution=4, per_level_scale=1.5)
 
 
@@ -192,7 +191,6 @@ def _spawn(kind, out):
         env["PYTHONPATH"] = ""
         return subprocess.Popen([sys.executable, "-c", BARE_CHILD, str(out)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=str(out))
-    env["PYTHONPATH"] = os.pathsep.join([PKG_PARENT, os.path.join(ROOT, "python"), ROOT])
     code = f"from tests.test_saved_models import run_child; run_child({kind!r}, {str(out)!r})"
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import metal_ops
 from metal_ops._loader import load_library
-from tests import volume_render_reference as ref
+from tests.reference import volume_render as ref
 from tests.metal_shim.shim import f32, i64, load_shim, ptr, u32
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-10, atol=1e-11)}

@@ -1,20 +1,13 @@
-"""ZeroOut: CPU kernel (C API), gradient, the Metal shader via the MSL shim."""
+"""ZeroOut: CPU kernel, gradient, the Metal shader via the MSL shim, vs tests/reference/zero_out.py."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import metal_ops
 from tests.metal_shim.shim import i64, load_shim, ptr, u32
+from tests.reference import zero_out as reference
 
 DTYPES = [np.int32, np.int64, np.float32, np.float64]
-
-
-def reference_zero_out(x, preserve_index):
-    flat = np.asarray(x).reshape(-1)
-    out = np.zeros_like(flat)
-    if flat.size:
-        out[preserve_index] = flat[preserve_index]
-    return out.reshape(np.shape(x))
 
 
 def sample(shape, dtype, seed=0):
@@ -30,7 +23,7 @@ def test_matches_reference(dtype, shape, preserve, mode):
     fn = metal_ops.zero_out if mode == "eager" else tf.function(metal_ops.zero_out)
     out = fn(x, preserve_index=preserve).numpy()
     assert out.dtype == dtype and out.shape == x.shape
-    np.testing.assert_array_equal(out, reference_zero_out(x, preserve))
+    np.testing.assert_array_equal(out, reference.zero_out(x, preserve))
 
 
 def test_ten_million_elements():
@@ -85,4 +78,4 @@ def test_metal_shader_on_msl_shim(dtype, name, n, preserve, grid):
     x = sample((n,), dtype, seed=n)
     out = np.full_like(x, 9)
     getattr(lib, f"shim_zero_out_{name}")(ptr(x), ptr(out), i64(n), i64(preserve), u32(grid))
-    np.testing.assert_array_equal(out, reference_zero_out(x, preserve))
+    np.testing.assert_array_equal(out, reference.zero_out(x, preserve))

@@ -8,20 +8,19 @@ and forward + backward are timed in interleaved rounds (every library once per
 round, CUDA events around a batch of back-to-back calls), reported as medians
 over rounds and as ratios to the first library.
 
-    python3 benchmarks/cuda/ab_hash_encode_libs.py base=build/ab/base.so new=build/libmetal_ops_cuda.so
+    python3 -m benchmarks.cuda.ab_hash_encode_libs base=build/ab/base.so new=build/libmetal_ops_cuda.so
 """
 import argparse
 import ctypes
 import json
 import os
 import statistics
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_hash_encode_cuda import Runner, time_ms  # noqa: E402
+from benchmarks import timing  # noqa: E402
+from benchmarks.cuda.bench_hash_encode_cuda import Runner  # noqa: E402
 
 
 def main():
@@ -69,7 +68,7 @@ def main():
                 for name, lib in libs.items():
                     r.lib = lib
                     samples[(name, case)].append(
-                        time_ms(cupy, lambda: fn(groups[name]), batch, samples=1, warmup=1))
+                        timing.cuda_median_ms(cupy, lambda: fn(groups[name]), 1, warmup=1, batch=batch))
         base = next(iter(libs))
         table = {}
         for case in cases:

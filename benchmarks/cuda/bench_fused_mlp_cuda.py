@@ -3,7 +3,7 @@ process on the GPU (interleaved rounds, medians of per-round ratios).
 
     make cuda-harness
     TCNN_DIR=/path/to/tiny-cuda-nn sh benchmarks/cuda/build_tcnn_shim.sh   # optional
-    python3 benchmarks/cuda/bench_fused_mlp_cuda.py [--tcnn build/libtcnn_mlp_shim.so]
+    python3 -m benchmarks.cuda.bench_fused_mlp_cuda [--tcnn build/libtcnn_mlp_shim.so]
 
 Both run the same shapes with ReLU hidden layers and a linear output; forward
 is inference, forward+backward is the training forward plus the backward with
@@ -15,13 +15,10 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
-import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 from benchmarks import timing  # noqa: E402
 from tests.cuda import test_fused_mlp_cuda as t  # noqa: E402
@@ -31,6 +28,7 @@ CONFIGS = [  # name, in, width, hidden layers, out
     ("w64_in64_h4_out64", 64, 64, 4, 64),
     ("nerf_density_32_64_64_16", 32, 64, 2, 16),
     ("nerf_color_32_64_64_3", 32, 64, 2, 3),
+    ("w128_in64_h3_out16", 64, 128, 3, 16),
 ]
 
 
@@ -46,10 +44,13 @@ def main():
     ap.add_argument("--reps", type=int, default=20, help="launches per timed call")
     ap.add_argument("--tcnn", default=os.path.join(ROOT, "build", "libtcnn_mlp_shim.so"))
     ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "fused_mlp_h100.json"))
+    ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
+    ap.add_argument("--dtypes", default="float16,float32")
+    ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
     args = ap.parse_args()
 
     import cupy
-    lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
+    lib = ctypes.CDLL(args.lib)
     lib.metal_ops_fused_mlp_workspace_bytes.restype = ctypes.c_int64
     tc = None
     if os.path.exists(args.tcnn):
@@ -71,7 +72,9 @@ def main():
     results = {"device": dev, "n": n, "rounds": args.rounds, "reps_per_call": reps, "rows": []}
     print(f"{dev}  N={n}  rounds={args.rounds} x {reps} launches; throughput in M points/s")
     for name, in_dim, width, hidden, out_dim in CONFIGS:
-        for dtype in (np.float16, np.float32):
+        if name not in args.configs.split(","):
+            continue
+        for dtype in [np.dtype(d).type for d in args.dtypes.split(",")]:
             sfx = t._suffix(dtype)
             ws, bs = t.make_net(rng, in_dim, width, hidden, out_dim, dtype)
             x = cupy.asarray(rng.uniform(-1, 1, (n, in_dim)).astype(dtype))

@@ -11,23 +11,20 @@ aggregation on/off. Side by side in the same process: the same encoding
 written with plain PyTorch ops (what a user without a custom kernel writes),
 verified equal to ours first, forward and forward+backward through autograd.
 
-    make cuda-harness && python3 benchmarks/cuda/bench_hash_encode_cuda.py [--out PATH] [--quick]
+    make cuda-harness && python3 -m benchmarks.cuda.bench_hash_encode_cuda [--out PATH] [--quick]
 """
 import argparse
 import ctypes
 import json
 import math
 import os
-import statistics
-import sys
-import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
-from tests.cuda import hash_grid_numpy as ref  # noqa: E402
+from benchmarks import timing  # noqa: E402
+from tests.reference import hash_encode as ref  # noqa: E402
 
 GRID = dict(num_levels=16, log2_hashmap_size=19, base_resolution=16,
             per_level_scale=float(np.exp(np.log(2048 / 16) / 15)))
@@ -93,29 +90,13 @@ class Runner:
         assert err == 0, err
 
 
-def time_ms(cupy, fn, batch, samples=7, warmup=2):
-    for _ in range(warmup):
-        fn()
-    cupy.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(samples):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(batch):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end) / batch)
-    return statistics.median(times)
-
-
 # ---- the plain-PyTorch composite ----------------------------------------------------------------
 
 def torch_encode(torch, x, table, levels):
     """The encoding with plain PyTorch ops (gather, bitwise hash, trilinear weights)."""
     outs = []
     for lv in levels:
-        pos = x * float(lv["scale"]) + 0.5
+        pos = x * float(lv.scale) + 0.5
         cell = torch.floor(pos)
         frac = pos - cell
         cell = cell.to(torch.int64)
@@ -128,12 +109,12 @@ def torch_encode(torch, x, table, levels):
                 upper = (idx >> d) & 1
                 c = cell[:, d] + upper
                 weight = weight * (frac[:, d] if upper else 1 - frac[:, d])
-                if lv["hashed"]:
+                if lv.hashed:
                     index = index ^ ((c * ref.PRIMES[d]) & 0xFFFFFFFF)
                 else:
                     index = index + c * stride
-                    stride *= lv["resolution"]
-            rows = lv["offset"] + torch.remainder(index & 0xFFFFFFFF, lv["entries"])
+                    stride *= lv.resolution
+            rows = lv.offset + torch.remainder(index & 0xFFFFFFFF, lv.entries)
             acc = acc + weight[:, None] * table[rows]
         outs.append(acc)
     return torch.cat(outs, dim=1)
@@ -157,18 +138,22 @@ def main():
     print(f"device: {device}; standard grid {GRID}")
     for n in sizes:
         batch = max(3, int(2 ** 22 // n) * 3)
+
+        def gpu_ms(fn):
+            return timing.cuda_median_ms(cupy, fn, 7, warmup=2, batch=batch)
+
         row = {}
         for dtype_name, dtype in (("float32", np.float32), ("float16", np.float16)):
             r = Runner(cupy, lib, n, dtype)
-            fwd = time_ms(cupy, r.forward, batch)
-            bwd = time_ms(cupy, lambda: r.backward(), batch)
-            fb = time_ms(cupy, lambda: (r.forward(), r.backward()), batch)
-            bwd_dx = time_ms(cupy, lambda: r.backward(input_grad=True), batch)
-            bwd_det = time_ms(cupy, lambda: r.backward(deterministic=True), batch)
-            bwd_det_dx = time_ms(cupy, lambda: r.backward(input_grad=True, deterministic=True), batch)
-            bwd_noagg = time_ms(cupy, lambda: r.backward(aggregate=0), batch)
-            bwd_bigagg = time_ms(cupy, lambda: r.backward(aggregate=200 * 1024), batch)
-            dx_only = time_ms(cupy, lambda: r.backward(input_grad=True, table_grad=False), batch)
+            fwd = gpu_ms(r.forward)
+            bwd = gpu_ms(lambda: r.backward())
+            fb = gpu_ms(lambda: (r.forward(), r.backward()))
+            bwd_dx = gpu_ms(lambda: r.backward(input_grad=True))
+            bwd_det = gpu_ms(lambda: r.backward(deterministic=True))
+            bwd_det_dx = gpu_ms(lambda: r.backward(input_grad=True, deterministic=True))
+            bwd_noagg = gpu_ms(lambda: r.backward(aggregate=0))
+            bwd_bigagg = gpu_ms(lambda: r.backward(aggregate=200 * 1024))
+            dx_only = gpu_ms(lambda: r.backward(input_grad=True, table_grad=False))
             entry = {
                 "forward_ms": fwd, "backward_table_ms": bwd, "forward_backward_ms": fb,
                 "backward_table_and_input_ms": bwd_dx, "input_grad_extra_ms": bwd_dx - bwd,
@@ -180,10 +165,10 @@ def main():
             }
             if n == 2 ** 20 and not args.quick:  # tuning: levels handled by one block (0 = default)
                 entry["levels_per_block_variants"] = {
-                    str(g): {"forward_ms": time_ms(cupy, lambda: r.forward(levels_per_block=g), batch),
-                             "backward_table_ms": time_ms(cupy, lambda: r.backward(levels_per_block=g), batch),
-                             "backward_table_and_input_ms": time_ms(
-                                 cupy, lambda: r.backward(input_grad=True, levels_per_block=g), batch)}
+                    str(g): {"forward_ms": gpu_ms(lambda: r.forward(levels_per_block=g)),
+                             "backward_table_ms": gpu_ms(lambda: r.backward(levels_per_block=g)),
+                             "backward_table_and_input_ms": gpu_ms(
+                                 lambda: r.backward(input_grad=True, levels_per_block=g))}
                     for g in (1, 2, 4, 8, 16)}
                 print(f"  levels per block ({dtype_name}):", json.dumps(entry["levels_per_block_variants"]))
             row[dtype_name] = entry
@@ -215,7 +200,7 @@ def main():
 
 def bench_torch(cupy, lib, torch, n, ours):
     """Plain-PyTorch composite vs our kernels, verified equal first."""
-    levels, _ = ref.levels(DIMS, **GRID)
+    levels = ref.levels(DIMS, **GRID)
     r = Runner(cupy, lib, n, np.float32)
     x = torch.from_dlpack(r.x)
     table = torch.from_dlpack(r.table).clone().requires_grad_(True)
@@ -233,16 +218,8 @@ def bench_torch(cupy, lib, torch, n, ours):
     assert fwd_err < 1e-4, f"composite forward differs from ours by {fwd_err}"
     assert gt_err < 1e-4, f"composite table gradient differs from ours (relative {gt_err})"
 
-    def t_ms(fn, reps=5):
-        fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
+    def t_ms(fn):
+        return timing.cuda_median_ms(torch, fn, 5, warmup=1)
 
     with torch.no_grad():
         fwd = t_ms(lambda: torch_encode(torch, x, table, levels))

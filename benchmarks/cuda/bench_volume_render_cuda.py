@@ -9,21 +9,17 @@ divided by the batch size; median of the samples. Two scenes: "random" (no
 sample reaches the threshold) and "surface" (an opaque sample per ray, so early
 termination skips the rest; the composite has no early termination).
 
-    make cuda-harness && python3 benchmarks/cuda/bench_volume_render_cuda.py [--out PATH] [--quick]
+    make cuda-harness && python3 -m benchmarks.cuda.bench_volume_render_cuda [--out PATH] [--quick]
 """
 import argparse
 import ctypes
-import json
 import os
-import statistics
-import sys
 
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
-from tests import volume_render_reference as ref  # noqa: E402
+from benchmarks import timing  # noqa: E402
+from tests.reference import volume_render as ref  # noqa: E402
 
 S = 64
 EPS = 1e-4
@@ -79,21 +75,6 @@ def composite(torch, sigma, rgb, t, bg):
     out = (w[..., None] * rgb).sum(-2) + bg * (1.0 - opacity)[:, None]
     depth = (w * 0.5 * (t[:, 1:] + t[:, :-1])).sum(-1)
     return out, depth, opacity
-
-
-def time_ms(torch, fn, batch, samples):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        start.record()
-        for _ in range(batch):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
 
 
 def main():
@@ -152,13 +133,14 @@ def main():
                 ours.forward()
                 ours.backward()
 
-            row = {"scene": scene, "rays": R,
-                   "ours_forward_ms": time_ms(torch, ours.forward, batch, samples),
-                   "ours_forward_backward_ms": time_ms(torch, ours_fwd_bwd, batch, samples),
-                   "ours_forward_backward_no_early_termination_ms": time_ms(
-                       torch, lambda: (ours.forward(0.0), ours.backward(0.0)), batch, samples),
-                   "composite_forward_ms": time_ms(torch, comp_fwd, batch, samples),
-                   "composite_forward_backward_ms": time_ms(torch, comp_fwd_bwd, batch, samples)}
+            def gpu_ms(fn):
+                return timing.cuda_median_ms(torch, fn, samples, warmup=1, batch=batch)
+
+            row = {"scene": scene, "rays": R, "ours_forward_ms": gpu_ms(ours.forward),
+                   "ours_forward_backward_ms": gpu_ms(ours_fwd_bwd),
+                   "ours_forward_backward_no_early_termination_ms": gpu_ms(
+                       lambda: (ours.forward(0.0), ours.backward(0.0))),
+                   "composite_forward_ms": gpu_ms(comp_fwd), "composite_forward_backward_ms": gpu_ms(comp_fwd_bwd)}
             row["speedup_forward"] = row["composite_forward_ms"] / row["ours_forward_ms"]
             row["speedup_forward_backward"] = row["composite_forward_backward_ms"] / row["ours_forward_backward_ms"]
             row["ours_samples_per_s_forward_backward"] = R * S / (row["ours_forward_backward_ms"] * 1e-3)
@@ -169,10 +151,7 @@ def main():
                   f"{row['composite_forward_ms']:.4f} ms, fwd+bwd {row['composite_forward_backward_ms']:.4f} ms | "
                   f"speedup fwd {row['speedup_forward']:.1f}x, fwd+bwd {row['speedup_forward_backward']:.1f}x, "
                   f"{row['ours_samples_per_s_forward_backward'] / 1e9:.2f} G samples/s", flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
-    print("wrote", args.out)
+    timing.write_json(args.out, results)
 
 
 if __name__ == "__main__":

@@ -4,18 +4,16 @@ grid, for Nsight Compute:
     ncu --kernel-name regex:HashEncode --metrics gpu__time_duration.sum,lts__t_sectors.sum,\
 lts__t_sectors_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_op_red.sum,\
 l1tex__t_sector_hit_rate.pct,\
-lts__throughput.avg.pct_of_peak_sustained_elapsed python3 benchmarks/cuda/ncu_hash_encode.py
+lts__throughput.avg.pct_of_peak_sustained_elapsed python3 -m benchmarks.cuda.ncu_hash_encode
 
 The argument levels_per_block (0 = default) selects the level grouping.
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from bench_hash_encode_cuda import Runner, load  # noqa: E402
+from benchmarks.cuda.bench_hash_encode_cuda import Runner, load  # noqa: E402
 
 if __name__ == "__main__":
     cupy, lib = load()

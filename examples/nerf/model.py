@@ -51,42 +51,86 @@ def sh_encode(d, degree=4):
     ][:degree * degree], axis=-1)
 
 
+MLPS = ("fused", "dense")
+
+
 class HashNeRF(keras.Model):
-    """Hash-grid radiance field. call(points01 [N,3], dirs [N,3]) -> (sigma [N], rgb [N,3])."""
+    """Hash-grid radiance field. call(points01 [N,3], dirs [N,3]) -> (sigma [N], rgb [N,3]).
+
+    mlp="fused" (the default) evaluates each MLP as one metal_ops.layers.FusedMLP
+    op and the directions with metal_ops.sh_encode; mlp="dense" builds the same
+    networks from keras.layers.Dense and the TF sh_encode above (for comparison:
+    same weights layout, same initialisers, same outputs).
+    """
 
     def __init__(self, num_levels=16, features_per_level=2, log2_hashmap_size=16,
-                 base_resolution=16, finest_resolution=1024, hidden=64, geo_features=15, sh_degree=4, **kw):
+                 base_resolution=16, finest_resolution=1024, hidden=64, geo_features=15, sh_degree=4,
+                 mlp="fused", **kw):
         super().__init__(**kw)
         if not 1 <= sh_degree <= 4:
             raise ValueError(f"HashNeRF: sh_degree must be 1..4, got {sh_degree}")
+        if mlp not in MLPS:
+            raise ValueError(f"HashNeRF: mlp must be one of {MLPS}, got {mlp!r}")
         self.sh_degree = int(sh_degree)
+        self.mlp = mlp
         self.encoding = metal_ops.layers.HashEncoding(
             num_levels=num_levels, features_per_level=features_per_level,
             log2_hashmap_size=log2_hashmap_size, base_resolution=base_resolution,
             finest_resolution=finest_resolution, name="hash_encoding")
-        self.density_hidden = keras.layers.Dense(hidden, activation="relu", name="density_hidden")
-        self.density_out = keras.layers.Dense(1 + geo_features, name="density_out")
-        self.color_hidden1 = keras.layers.Dense(hidden, activation="relu", name="color_hidden1")
-        self.color_hidden2 = keras.layers.Dense(hidden, activation="relu", name="color_hidden2")
-        self.color_out = keras.layers.Dense(3, activation="sigmoid", name="color_out")
         n_in = num_levels * features_per_level
+        n_color_in = geo_features + sh_degree * sh_degree
         # Build eagerly so that variables exist (checkpoints, distribution strategies).
         self.encoding.build((None, 3))
-        self.density_hidden.build((None, n_in))
-        self.density_out.build((None, hidden))
-        self.color_hidden1.build((None, geo_features + sh_degree * sh_degree))
-        self.color_hidden2.build((None, hidden))
-        self.color_out.build((None, hidden))
+        if mlp == "fused":
+            self.density_mlp = metal_ops.layers.FusedMLP(
+                1 + geo_features, hidden_units=hidden, hidden_layers=1, activation="relu", name="density_mlp")
+            self.color_mlp = metal_ops.layers.FusedMLP(
+                3, hidden_units=hidden, hidden_layers=2, activation="relu", output_activation="sigmoid",
+                name="color_mlp")
+            self.density_mlp.build((None, n_in))
+            self.color_mlp.build((None, n_color_in))
+            self._sh_encode = metal_ops.sh_encode
+        else:
+            self.density_hidden = keras.layers.Dense(hidden, activation="relu", name="density_hidden")
+            self.density_out = keras.layers.Dense(1 + geo_features, name="density_out")
+            self.color_hidden1 = keras.layers.Dense(hidden, activation="relu", name="color_hidden1")
+            self.color_hidden2 = keras.layers.Dense(hidden, activation="relu", name="color_hidden2")
+            self.color_out = keras.layers.Dense(3, activation="sigmoid", name="color_out")
+            self.density_hidden.build((None, n_in))
+            self.density_out.build((None, hidden))
+            self.color_hidden1.build((None, n_color_in))
+            self.color_hidden2.build((None, hidden))
+            self.color_out.build((None, hidden))
+            self._sh_encode = sh_encode
+
+    def _density_net(self, h):
+        if self.mlp == "fused":
+            return self.density_mlp(h)
+        return self.density_out(self.density_hidden(h))
+
+    def _color_net(self, h):
+        if self.mlp == "fused":
+            return self.color_mlp(h)
+        return self.color_out(self.color_hidden2(self.color_hidden1(h)))
 
     def density(self, points01):
-        h = self.density_out(self.density_hidden(self.encoding(points01)))
+        h = self._density_net(self.encoding(points01))
         return trunc_exp(h[:, 0] - 1.0), h[:, 1:]
 
     def call(self, points01, dirs):
         sigma, geo = self.density(points01)
-        h = tf.concat([geo, sh_encode(dirs, self.sh_degree)], axis=-1)
-        rgb = self.color_out(self.color_hidden2(self.color_hidden1(h)))
-        return sigma, rgb
+        h = tf.concat([geo, self._sh_encode(dirs, self.sh_degree)], axis=-1)
+        return sigma, self._color_net(h)
+
+
+def checkpoint_mlp(path):
+    """Which MLP layout ("fused" or "dense") the checkpoint at `path` holds, or None (no hash model)."""
+    names = {name for name, _ in tf.train.list_variables(path)}
+    if any(n.startswith("model/density_mlp/kernel_0/") for n in names):
+        return "fused"
+    if any(n.startswith("model/density_hidden/") for n in names):
+        return "dense"
+    return None
 
 
 def normalize_points(points, aabb):

@@ -62,6 +62,9 @@ def build_parser():
     g.add_argument("--base-res", type=int, default=16)
     g.add_argument("--finest-res", type=int, default=512)
     g.add_argument("--hidden", type=int, default=64)
+    g.add_argument("--mlp", choices=["fused", "dense"], default="fused",
+                   help="hash model's MLPs: metal_ops.layers.FusedMLP + metal_ops.sh_encode, or Keras Dense layers "
+                        "+ TF ops (for comparison)")
     g.add_argument("--sh-degree", type=int, default=4,
                    help="view-direction encoding: real spherical harmonics, sh-degree**2 values (1 = no view dependence)")
     g = p.add_argument_group("training")
@@ -188,7 +191,7 @@ class Trainer:
                 self.model = hmodel.HashNeRF(
                     num_levels=a.levels, features_per_level=a.features, log2_hashmap_size=a.log2_table,
                     base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden,
-                    sh_degree=a.sh_degree)
+                    sh_degree=a.sh_degree, mlp=a.mlp)
                 self.grid = sampling.OccupancyGrid(ds.aabb, resolution=a.grid_res, decay=a.grid_decay)
             else:
                 self.model = baseline.KerasExampleNeRF()
@@ -221,6 +224,7 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(self.ckpt, self._ckpt_dir_for_worker(), max_to_keep=2)
         self.history = []
         if a.resume and self.manager.latest_checkpoint:
+            self._check_checkpoint_layout(self.manager.latest_checkpoint)
             self.ckpt.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
             hist = os.path.join(self.run_dir, "metrics.json")
             if os.path.exists(hist):
@@ -233,6 +237,16 @@ class Trainer:
         self._grid_fn = None
 
     # ------------------------------------------------------------------ helpers
+    def _check_checkpoint_layout(self, path):
+        """A checkpoint of the other MLP layout is refused with the flag that reads it."""
+        if self.args.model != "hash":
+            return
+        saved = self._hmodel.checkpoint_mlp(path)
+        if saved is not None and saved != self.args.mlp:
+            raise ValueError(f"{path}: this checkpoint holds the hash model with --mlp {saved} (its MLP weights are "
+                             f"{'FusedMLP layers' if saved == 'fused' else 'Keras Dense layers'}); resume it with "
+                             f"--mlp {saved}, or start a new run without --resume")
+
     def _is_chief(self):
         tfc = os.environ.get("TF_CONFIG")
         if self.args.strategy != "multiworker" or not tfc:

@@ -34,6 +34,14 @@ enum Activation {
 // e^15: trunc_exp's gradient is exp(clamp(z, -15, 15)).
 #define MO_TRUNC_EXP_LIMIT 3269017.3724721107f
 
+// 1 / (1 + e^-z) without overflow for large |z|. A function of its own so
+// that swish needs no recursive call (MSL has no recursion).
+MO_FN float sigmoid_f(float z) {
+  if (z >= 0.0f) return 1.0f / (1.0f + exp_f(-z));
+  const float e = exp_f(z);
+  return e / (1.0f + e);
+}
+
 // f(z). `alpha` is only read by leaky_relu.
 MO_FN float activation_forward(float z, int act, float alpha) {
   switch (act) {
@@ -46,12 +54,7 @@ MO_FN float activation_forward(float z, int act, float alpha) {
     case kActLeakyRelu:
       return z > 0.0f ? z : alpha * z;
     case kActSigmoid:
-      // 1 / (1 + e^-z) without overflow for large |z|.
-      if (z >= 0.0f) return 1.0f / (1.0f + exp_f(-z));
-      {
-        const float e = exp_f(z);
-        return e / (1.0f + e);
-      }
+      return sigmoid_f(z);
     case kActTanh: {
       // tanh(z) = 1 - 2 / (e^{2z} + 1); saturates cleanly at +-1.
       if (z > 15.0f) return 1.0f;
@@ -60,7 +63,7 @@ MO_FN float activation_forward(float z, int act, float alpha) {
       return e / (e + 2.0f);
     }
     case kActSwish:
-      return z * activation_forward(z, kActSigmoid, alpha);
+      return z * sigmoid_f(z);
     case kActSoftplus:
       // log(1 + e^z) without overflow: z + log1p(e^-z) for positive z.
       return z > 0.0f ? z + log1p_f(exp_f(-z)) : log1p_f(exp_f(z));
@@ -109,7 +112,7 @@ MO_FN float activation_derivative_from_output(float y, int act, float alpha) {
 MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
   switch (act) {
     case kActSwish: {
-      const float s = activation_forward(z, kActSigmoid, alpha);
+      const float s = sigmoid_f(z);
       return s * (1.0f + z * (1.0f - s));
     }
     case kActLeakyRelu:

@@ -14,6 +14,8 @@
 #define MO_THREAD thread
 #define MO_DEVICE device
 #define MO_CONSTANT constant
+// A kernel argument bound to threadgroup memory at index i.
+#define MO_THREADGROUP_ARG(i) [[threadgroup(i)]]
 namespace mo {
 typedef int int32;
 typedef uint uint32;
@@ -49,6 +51,9 @@ MO_FN float expm1_f(float x) { return metal::exp(x) - 1.0f; }  // MSL has no exp
 #define MO_THREAD
 #define MO_DEVICE
 #define MO_CONSTANT
+// The MSL shim hands threadgroup memory to a kernel itself (and its empty
+// `threadgroup` macro would turn [[threadgroup(i)]] into invalid [[(i)]]).
+#define MO_THREADGROUP_ARG(i)
 namespace mo {
 typedef int32_t int32;
 typedef uint32_t uint32;

@@ -39,7 +39,7 @@
 // exp(MO_ROBUST_LOSS_MAX_LOG) ~ 9.25e29 with zero gradients (every branch,
 // alpha = 2 included), the role of the reference's expm1_safe clamp: values
 // and gradients stay finite, and a float32 sum of up to 2^28 saturated
-// elements stays finite too (docs/LOSSES.md). Invalid parameters (c <= 0 or
+// elements stays finite too (docs/ROBUST_LOSS.md). Invalid parameters (c <= 0 or
 // NaN, alpha NaN) give NaN for the element and its gradients; the CPU kernel
 // and the Python wrapper raise InvalidArgument before that can happen.
 #ifndef METAL_OPS_KERNELS_COMMON_ROBUST_LOSS_H_

@@ -1,5 +1,6 @@
-// CPU kernels for MetalOpsRobustLoss / MetalOpsRobustLossGrad (C++ API, TF's
-// intra-op thread pool). The arithmetic is kernels/common/robust_loss.h.
+// The CPU functor of MetalOpsRobustLoss / MetalOpsRobustLossGrad (the kernel
+// class is kernels/robust_loss_op.h): TF's intra-op thread pool. The
+// arithmetic is kernels/common/robust_loss.h.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -7,40 +8,26 @@
 
 #include "Eigen/Core"
 #include "kernels/common/robust_loss.h"
+#include "kernels/robust_loss_op.h"
 #include "ops/checks_tf.h"
 #include "ops/robust_loss_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
-#include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/lib/core/threadpool.h"
 
 namespace mo {
 namespace {
 
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::Status;
-using ::tensorflow::Tensor;
-
-using robust_loss_checks::ParamLayout;
-
-// Shapes and values of alpha and scale (both are in host memory here).
-Status CheckParams(const Tensor& x, const Tensor& alpha, const Tensor& scale, ParamLayout* layout) {
-  TF_RETURN_IF_ERROR(checks::ToStatus(robust_loss_checks::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha),
-                                                                      checks::DimsOf(scale), layout)));
-  return checks::ToStatus(robust_loss_checks::ParamValues(alpha.flat<float>().data(), alpha.NumElements(),
-                                                          scale.flat<float>().data(), scale.NumElements()));
-}
 
 // The per-channel constants of the formula (one entry when both are scalars).
-std::vector<mo::RobustLossCoeffs> ChannelCoeffs(const Tensor& alpha, const Tensor& scale,
-                                                const ParamLayout& layout) {
-  const float* as = alpha.flat<float>().data();
-  const float* cs = scale.flat<float>().data();
+template <typename T>
+std::vector<mo::RobustLossCoeffs> ChannelCoeffs(const RobustLossArgs<T>& args) {
+  const robust_loss_checks::ParamLayout& layout = args.layout;
   std::vector<mo::RobustLossCoeffs> coeffs(layout.channels);
   for (int64_t col = 0; col < layout.channels; ++col) {
-    coeffs[col] = mo::robust_loss_coeffs(as[layout.alpha_vec ? col : 0], cs[layout.scale_vec ? col : 0]);
+    coeffs[col] =
+        mo::robust_loss_coeffs(args.alpha[layout.alpha_vec ? col : 0], args.scale[layout.scale_vec ? col : 0]);
   }
   return coeffs;
 }
@@ -250,28 +237,24 @@ void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end
   }
 }
 
-template <typename T>
-class RobustLossCpuOp : public OpKernel {
- public:
-  explicit RobustLossCpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+}  // namespace
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& x = ctx->input(0);
-    const Tensor& alpha = ctx->input(1);
-    const Tensor& scale = ctx->input(2);
-    ParamLayout layout;
-    OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
-    Tensor* out = nullptr;
-    // The loss may take x's buffer (elementwise) when nothing else needs x.
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
-    const int64_t n = x.NumElements();
-    if (n == 0) return;
-    const T* xs = x.flat<T>().data();
-    T* ys = out->flat<T>().data();
-    const int64_t channels = layout.channels;
-    const std::vector<mo::RobustLossCoeffs> coeffs = ChannelCoeffs(alpha, scale, layout);
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+template <typename T>
+struct RobustLossFunctor<CPUDevice, T> {
+  // alpha and scale are in host memory here.
+  static absl::Status CheckParamValues(const RobustLossArgs<T>& args) {
+    const robust_loss_checks::ParamLayout& layout = args.layout;
+    return checks::ToStatus(robust_loss_checks::ParamValues(args.alpha, layout.alpha_vec ? layout.channels : 1,
+                                                            args.scale, layout.scale_vec ? layout.channels : 1));
+  }
+
+  static absl::Status Forward(OpKernelContext* ctx, const RobustLossArgs<T>& args, T* ys) {
+    const T* xs = args.x;
+    const std::vector<mo::RobustLossCoeffs> coeffs = ChannelCoeffs(args);
     // Scalar alpha = 2 or +-inf: closed forms, no block path needed.
-    const bool closed_form = channels == 1 && coeffs[0].kind != 0;
+    const bool closed_form = args.layout.channels == 1 && coeffs[0].kind != 0;
     const CoeffTile tile(closed_form ? std::vector<mo::RobustLossCoeffs>{} : coeffs);
     auto work = [&](int64_t begin, int64_t end) {
       if (closed_form) {
@@ -283,42 +266,24 @@ class RobustLossCpuOp : public OpKernel {
       }
       ForwardBlocks(xs, ys, begin, end, tile, coeffs);
     };
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(n, /*cost_per_unit=*/20, work);
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(args.n, /*cost_per_unit=*/20, work);
+    return absl::OkStatus();
   }
-};
 
-template <typename T>
-class RobustLossGradCpuOp : public OpKernel {
- public:
-  explicit RobustLossGradCpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& grad = ctx->input(0);
-    const Tensor& x = ctx->input(1);
-    const Tensor& alpha = ctx->input(2);
-    const Tensor& scale = ctx->input(3);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
-    ParamLayout layout;
-    OP_REQUIRES_OK(ctx, CheckParams(x, alpha, scale, &layout));
-    Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
-    // grad_x may take grad's buffer (elementwise; TF forwards only when no one
-    // else holds grad): no fresh 4n-byte allocation to fault in.
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &dx));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scale.shape(), &dscale));
-    const int64_t n = x.NumElements();
-    if (n == 0) {
-      dalpha->flat<float>().setZero();
-      dscale->flat<float>().setZero();
-      return;
-    }
+  static absl::Status Backward(OpKernelContext* ctx, const RobustLossArgs<T>& args, const T* gs, T* dxs,
+                               float* das, float* dcs) {
+    const int64_t n = args.n;
+    const robust_loss_checks::ParamLayout& layout = args.layout;
     const int64_t channels = layout.channels;
-    const T* gs = grad.flat<T>().data();
-    const T* xs = x.flat<T>().data();
-    const std::vector<mo::RobustLossCoeffs> coeffs = ChannelCoeffs(alpha, scale, layout);
+    if (n == 0) {
+      std::fill(das, das + (layout.alpha_vec ? channels : 1), 0.0f);
+      std::fill(dcs, dcs + (layout.scale_vec ? channels : 1), 0.0f);
+      return absl::OkStatus();
+    }
+    const T* xs = args.x;
+    const std::vector<mo::RobustLossCoeffs> coeffs = ChannelCoeffs(args);
     const bool closed_form = channels == 1 && coeffs[0].kind != 0;
     const CoeffTile tile(closed_form ? std::vector<mo::RobustLossCoeffs>{} : coeffs);
-    T* dxs = dx->flat<T>().data();
 
     // Fixed blocks (their number depends on n only) with their own per-channel
     // partial sums (double), summed in block order afterwards: deterministic
@@ -355,8 +320,6 @@ class RobustLossGradCpuOp : public OpKernel {
         sum_c[col] += partial[blk * 2 * channels + channels + col];
       }
     }
-    float* das = dalpha->flat<float>().data();
-    float* dcs = dscale->flat<float>().data();
     double total_a = 0.0, total_c = 0.0;
     for (int64_t col = 0; col < channels; ++col) {
       total_a += sum_a[col];
@@ -372,20 +335,12 @@ class RobustLossGradCpuOp : public OpKernel {
     } else {
       dcs[0] = static_cast<float>(total_c);
     }
+    return absl::OkStatus();
   }
 };
 
-#define METAL_OPS_REGISTER_ROBUST_LOSS_CPU(T)                                                  \
-  REGISTER_KERNEL_BUILDER(                                                                      \
-      Name("MetalOpsRobustLoss").Device(::tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),      \
-      RobustLossCpuOp<T>);                                                                     \
-  REGISTER_KERNEL_BUILDER(                                                                      \
-      Name("MetalOpsRobustLossGrad").Device(::tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),  \
-      RobustLossGradCpuOp<T>)
-METAL_OPS_REGISTER_ROBUST_LOSS_CPU(float);
-METAL_OPS_REGISTER_ROBUST_LOSS_CPU(Eigen::half);
-METAL_OPS_REGISTER_ROBUST_LOSS_CPU(::tensorflow::bfloat16);
-#undef METAL_OPS_REGISTER_ROBUST_LOSS_CPU
+METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_CPU, CPUDevice, Eigen::half);
+METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_CPU, CPUDevice, ::tensorflow::bfloat16);
 
-}  // namespace
 }  // namespace mo

@@ -27,11 +27,8 @@ namespace mo {
 namespace {
 
 using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
 
 // SIMD math policy for phase B: Eigen's packet exp (AVX-512, AVX, SSE or
 // NEON, whatever the build targets) and an expm1 built on it.

@@ -7,8 +7,6 @@
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
-#include <vector>
-
 #include "kernels/cuda/fused_mlp.h"
 #include "kernels/fused_mlp_op.h"
 #include "ops/checks_tf.h"
@@ -19,10 +17,7 @@
 namespace mo {
 namespace {
 
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::OpOutputList;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 namespace errors = ::tensorflow::errors;

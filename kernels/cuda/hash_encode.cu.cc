@@ -25,7 +25,7 @@ constexpr int kMaxLevelsPerBlock = 4;
 constexpr int kMaxForwardLevelsPerBlock = 8;
 // Largest table slice one forward level group may span: a group's blocks run
 // together (groups in order), so its rows must stay hot in L2; twice this
-// thrashes the H100's (docs/HASH_ENCODING_GPU.md).
+// thrashes the H100's (docs/HASH_ENCODE_GPU.md).
 constexpr int64_t kForwardGroupTableBytes = int64_t(16) << 20;
 
 // ---- launch arithmetic, in one place ----------------------------------------------
@@ -34,7 +34,7 @@ constexpr int64_t kForwardGroupTableBytes = int64_t(16) << 20;
 // G * F * sizeof(T) bytes of its output row together (a whole 32-byte sector
 // when that fits), and G levels at a time keep their slice of the table hot
 // in L2. Capped at max_levels (the best measured counts: 4 for the backward,
-// 8 for a float16 forward; docs/HASH_ENCODING_GPU.md). G is a power of two,
+// 8 for a float16 forward; docs/HASH_ENCODE_GPU.md). G is a power of two,
 // no larger than the level count (rounded down).
 // levels_per_block > 0 overrides the choice (tuning; at most 32, rounded up
 // to a power of two, then down to the level count).
@@ -71,7 +71,7 @@ struct ForwardGroups {
 // kForwardGroupTableBytes. The dense coarse levels are small, so on the
 // standard grid levels 0-7 (15 MB of float32 rows) form one group and 8-11,
 // 12-15 the others: the coordinates are loaded 3 times instead of 4 and the
-// coarse levels share blocks with hashed ones (docs/HASH_ENCODING_GPU.md has
+// coarse levels share blocks with hashed ones (docs/HASH_ENCODE_GPU.md has
 // the measurements). levels_per_block > 0 fixes G.
 inline ForwardGroups MakeForwardGroups(int features, int elem_bytes, const Params& p, int levels_per_block) {
   const int base_shift = LevelGroupShift(features, elem_bytes, p.num_levels, kMaxForwardLevelsPerBlock,
@@ -320,7 +320,7 @@ __device__ __forceinline__ bool LocatePoint(const float* __restrict__ x, const P
 // on hashed and dense levels alike) the warp sends one L2 request for both;
 // one thread loading both rows needs two instructions, hence two requests,
 // whenever they are not in one aligned 16-byte block. The kernel is bound by
-// these L2 requests (profile in docs/HASH_ENCODING_GPU.md). Each lane gets the other's value
+// these L2 requests (profile in docs/HASH_ENCODE_GPU.md). Each lane gets the other's value
 // through one shuffle per pair and feature and interpolates half of the
 // features (F = 1: both lanes compute feature 0, lane 0 stores it) in
 // interpolate_corners()'s fma order, so results are bit-identical to one

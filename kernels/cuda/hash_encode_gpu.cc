@@ -30,8 +30,6 @@ namespace {
 
 namespace hg = ::mo::hash_grid;
 using ::tensorflow::DEVICE_GPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;

@@ -10,9 +10,11 @@ namespace {
 constexpr int kMaxSharedChannels = 2048;  // 16 KiB of shared sums per block
 constexpr unsigned int kBackwardMaxBlocks = 1024;
 
+// x and out may be one buffer (the kernel class forwards x's buffer), as may
+// grad and dx below: no __restrict__ on those.
 template <typename T>
-__global__ void RobustLossForwardKernel(const T* __restrict__ x, const float* __restrict__ alpha,
-                                        const float* __restrict__ scale, T* __restrict__ out,
+__global__ void RobustLossForwardKernel(const T* x, const float* __restrict__ alpha,
+                                        const float* __restrict__ scale, T* out,
                                         int64_t n, int64_t channels, int64_t alpha_vec,
                                         int64_t scale_vec) {
   if (alpha_vec == 0 && scale_vec == 0) {
@@ -33,9 +35,9 @@ __global__ void RobustLossForwardKernel(const T* __restrict__ x, const float* __
 // or channels g, g + G, ... over all rows (G < C). Its sums go to shared memory
 // (atomicAdd on shared), then one global atomicAdd per block and channel.
 template <typename T>
-__global__ void RobustLossBackwardKernel(const T* __restrict__ grad, const T* __restrict__ x,
+__global__ void RobustLossBackwardKernel(const T* grad, const T* __restrict__ x,
                                          const float* __restrict__ alpha,
-                                         const float* __restrict__ scale, T* __restrict__ dx,
+                                         const float* __restrict__ scale, T* dx,
                                          float* __restrict__ dalpha, float* __restrict__ dscale,
                                          int64_t n, int64_t channels, int64_t alpha_vec,
                                          int64_t scale_vec) {

@@ -14,7 +14,7 @@ namespace cuda {
 
 // out[i] = rho(x[i], alpha[col], scale[col]), col = i % channels for a
 // per-channel parameter (alpha_vec / scale_vec), else element 0. T is float,
-// __half or __nv_bfloat16 (computed in float).
+// __half or __nv_bfloat16 (computed in float). out may be x.
 template <typename T>
 cudaError_t LaunchRobustLossForward(const T* x, const float* alpha, const float* scale, T* out,
                                     int64_t n, int64_t channels, bool alpha_vec, bool scale_vec,
@@ -23,7 +23,7 @@ cudaError_t LaunchRobustLossForward(const T* x, const float* alpha, const float*
 // dx[i] = grad[i] * drho/dx; dalpha / dscale (one element, or `channels`) receive
 // the sums of grad * drho/dalpha, grad * drho/dscale (zeroed here first).
 // Per-thread register sums, block reduction in shared memory, one atomicAdd
-// per block and channel.
+// per block and channel. dx may be grad.
 template <typename T>
 cudaError_t LaunchRobustLossBackward(const T* grad, const T* x, const float* alpha,
                                      const float* scale, T* dx, float* dalpha, float* dscale,

@@ -1,29 +1,24 @@
-// RobustLoss as TensorFlow GPU kernels (C++ API). Compiled only when the
-// installed TensorFlow is a CUDA build (`make` then defines GOOGLE_CUDA); here
-// it is syntax-checked by `make cuda-check`. Launchers: kernels/cuda/robust_loss.cu.cc.
+// The CUDA functor of MetalOpsRobustLoss / MetalOpsRobustLossGrad (the kernel
+// class is kernels/robust_loss_op.h) and its GPU registration. Compiled only
+// when the installed TensorFlow is a CUDA build (`make` then defines
+// GOOGLE_CUDA); here it is syntax-checked by `make cuda-check`. Launchers:
+// kernels/cuda/robust_loss.cu.cc.
 //
-// Shapes are checked by ops/robust_loss_checks.h, as on the CPU. alpha /
-// scale stay on the device, so their values are not (ParamValues reads
-// host memory; a host copy would synchronise the stream): elements whose alpha
-// is NaN or scale <= 0 get NaN values and gradients (kernels/common/robust_loss.h).
-// The Python wrapper rejects such values when they are given as numbers.
+// alpha / scale stay on the device, so their values are not checked
+// (ParamValues reads host memory; a host copy would synchronise the stream):
+// elements whose alpha is NaN or scale <= 0 get NaN values and gradients
+// (kernels/common/robust_loss.h). The Python wrapper rejects such values when
+// they are given as numbers.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
 #include "kernels/cuda/robust_loss.h"
-#include "ops/checks_tf.h"
-#include "ops/robust_loss_checks.h"
+#include "kernels/robust_loss_op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 
 namespace mo {
 namespace {
-
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-namespace errors = ::tensorflow::errors;
 
 // TF dtype -> CUDA element type of the same layout.
 template <typename T> struct CudaType { using type = T; };
@@ -31,71 +26,48 @@ template <> struct CudaType<Eigen::half> { using type = __half; };
 template <> struct CudaType<::tensorflow::bfloat16> { using type = __nv_bfloat16; };
 
 template <typename T>
-class RobustLossGpuOp : public OpKernel {
- public:
-  explicit RobustLossGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
-  void Compute(OpKernelContext* ctx) override {
-    using CT = typename CudaType<T>::type;
-    const Tensor& x = ctx->input(0);
-    const Tensor& alpha = ctx->input(1);
-    const Tensor& scale = ctx->input(2);
-    robust_loss_checks::ParamLayout layout;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha),
-                                                                         checks::DimsOf(scale), &layout)));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
-    const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
-    const cudaError_t err = cuda::LaunchRobustLossForward(
-        reinterpret_cast<const CT*>(x.flat<T>().data()), alpha.flat<float>().data(),
-        scale.flat<float>().data(), reinterpret_cast<CT*>(out->flat<T>().data()), x.NumElements(),
-        layout.channels, layout.alpha_vec, layout.scale_vec, stream);
-    OP_REQUIRES(ctx, err == cudaSuccess,
-                errors::Internal("RobustLoss CUDA launch failed: ", cudaGetErrorString(err)));
-  }
-};
-
+const typename CudaType<T>::type* AsCuda(const T* p) {
+  return reinterpret_cast<const typename CudaType<T>::type*>(p);
+}
 template <typename T>
-class RobustLossGradGpuOp : public OpKernel {
- public:
-  explicit RobustLossGradGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
-  void Compute(OpKernelContext* ctx) override {
-    using CT = typename CudaType<T>::type;
-    const Tensor& grad = ctx->input(0);
-    const Tensor& x = ctx->input(1);
-    const Tensor& alpha = ctx->input(2);
-    const Tensor& scale = ctx->input(3);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
-    robust_loss_checks::ParamLayout layout;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha),
-                                                                         checks::DimsOf(scale), &layout)));
-    Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scale.shape(), &dscale));
-    const cudaStream_t stream = ctx->eigen_device<Eigen::GpuDevice>().stream();
-    const cudaError_t err = cuda::LaunchRobustLossBackward(
-        reinterpret_cast<const CT*>(grad.flat<T>().data()), reinterpret_cast<const CT*>(x.flat<T>().data()),
-        alpha.flat<float>().data(), scale.flat<float>().data(), reinterpret_cast<CT*>(dx->flat<T>().data()),
-        dalpha->flat<float>().data(), dscale->flat<float>().data(), x.NumElements(), layout.channels,
-        layout.alpha_vec, layout.scale_vec, stream);
-    OP_REQUIRES(ctx, err == cudaSuccess,
-                errors::Internal("RobustLossGrad CUDA launch failed: ", cudaGetErrorString(err)));
-  }
-};
+typename CudaType<T>::type* AsCuda(T* p) {
+  return reinterpret_cast<typename CudaType<T>::type*>(p);
+}
 
-#define METAL_OPS_REGISTER_ROBUST_LOSS_GPU(T)                                                 \
-  REGISTER_KERNEL_BUILDER(                                                                     \
-      Name("MetalOpsRobustLoss").Device(::tensorflow::DEVICE_GPU).TypeConstraint<T>("T"),     \
-      RobustLossGpuOp<T>);                                                                    \
-  REGISTER_KERNEL_BUILDER(                                                                     \
-      Name("MetalOpsRobustLossGrad").Device(::tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-      RobustLossGradGpuOp<T>)
-METAL_OPS_REGISTER_ROBUST_LOSS_GPU(float);
-METAL_OPS_REGISTER_ROBUST_LOSS_GPU(Eigen::half);
-METAL_OPS_REGISTER_ROBUST_LOSS_GPU(::tensorflow::bfloat16);
-#undef METAL_OPS_REGISTER_ROBUST_LOSS_GPU
+absl::Status LaunchStatus(const char* what, cudaError_t err) {
+  return err == cudaSuccess ? absl::OkStatus()
+                            : ::tensorflow::errors::Internal(what, " CUDA launch failed: ", cudaGetErrorString(err));
+}
 
 }  // namespace
+
+using GPUDevice = Eigen::GpuDevice;
+
+template <typename T>
+struct RobustLossFunctor<GPUDevice, T> {
+  static absl::Status CheckParamValues(const RobustLossArgs<T>&) { return absl::OkStatus(); }
+
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const RobustLossArgs<T>& args, T* out) {
+    const robust_loss_checks::ParamLayout& l = args.layout;
+    return LaunchStatus("RobustLoss", cuda::LaunchRobustLossForward(
+                                          AsCuda(args.x), args.alpha, args.scale, AsCuda(out), args.n, l.channels,
+                                          l.alpha_vec, l.scale_vec, ctx->eigen_device<GPUDevice>().stream()));
+  }
+
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const RobustLossArgs<T>& args, const T* grad,
+                               T* dx, float* dalpha, float* dscale) {
+    const robust_loss_checks::ParamLayout& l = args.layout;
+    return LaunchStatus("RobustLossGrad",
+                        cuda::LaunchRobustLossBackward(AsCuda(grad), AsCuda(args.x), args.alpha, args.scale,
+                                                       AsCuda(dx), dalpha, dscale, args.n, l.channels, l.alpha_vec,
+                                                       l.scale_vec, ctx->eigen_device<GPUDevice>().stream()));
+  }
+};
+
+METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_GPU, GPUDevice, float);
+METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_GPU, GPUDevice, Eigen::half);
+METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_GPU, GPUDevice, ::tensorflow::bfloat16);
+
 }  // namespace mo
 
 #endif  // GOOGLE_CUDA

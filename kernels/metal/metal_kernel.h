@@ -84,6 +84,14 @@ class Encoder {
   // A 1-D grid of about `num_threads` threads (ThreadgroupCount); shaders loop
   // grid-stride and bound-check their own sizes.
   Encoder& Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_threads);
+  // `groups` threadgroups of `threads` threads with `threadgroup_bytes` of
+  // threadgroup memory at [[threadgroup(0)]] (rounded up to 16), for shaders
+  // whose threads cooperate (barriers, simdgroup_matrix) and so need exactly
+  // that threadgroup size. Fails, dispatching nothing, when the pipeline
+  // cannot run `threads` threads per threadgroup or the device has less
+  // threadgroup memory.
+  Encoder& DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
+                                uint32_t threadgroup_bytes);
   // Zero-fills a tensor (a blit; nothing for an empty tensor). Work encoded
   // before and after it runs in order.
   Encoder& Zero(TF_Tensor* tensor);

@@ -167,6 +167,37 @@ Encoder& Encoder::Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_th
   return *this;
 }
 
+Encoder& Encoder::DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
+                                       uint32_t threadgroup_bytes) {
+  if (!ok()) return *this;
+  if (pipeline == nil) {
+    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: dispatch without a pipeline");
+    return *this;
+  }
+  const NSUInteger bytes = (threadgroup_bytes + 15u) / 16u * 16u;
+  if (pipeline.maxTotalThreadsPerThreadgroup < threads) {
+    const std::string message = "metal_ops: this GPU runs at most " +
+                                std::to_string(pipeline.maxTotalThreadsPerThreadgroup) +
+                                " threads per threadgroup of this kernel; it needs " + std::to_string(threads);
+    TF_SetStatus(status_, TF_UNIMPLEMENTED, message.c_str());
+    return *this;
+  }
+  if (pipeline.staticThreadgroupMemoryLength + bytes > device().maxThreadgroupMemoryLength) {
+    const std::string message = "metal_ops: this GPU has " + std::to_string(device().maxThreadgroupMemoryLength) +
+                                " bytes of threadgroup memory; the kernel needs " +
+                                std::to_string(pipeline.staticThreadgroupMemoryLength + bytes);
+    TF_SetStatus(status_, TF_UNIMPLEMENTED, message.c_str());
+    return *this;
+  }
+  if (groups == 0) return *this;
+  id<MTLComputeCommandEncoder> encoder = Compute();
+  [encoder setComputePipelineState:pipeline];
+  if (bytes > 0) [encoder setThreadgroupMemoryLength:bytes atIndex:0];
+  [encoder dispatchThreadgroups:MTLSizeMake(static_cast<NSUInteger>(groups), 1, 1)
+          threadsPerThreadgroup:MTLSizeMake(threads, 1, 1)];
+  return *this;
+}
+
 Encoder& Encoder::Zero(TF_Tensor* tensor) {
   id<MTLBuffer> buffer = BufferOf(tensor);
   if (!ok() || buffer == nil) return *this;

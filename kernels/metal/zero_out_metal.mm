@@ -3,9 +3,8 @@
 // Shaders: zero_out.metal.
 #import "kernels/metal/metal_kernel.h"
 
-#include <string>
-
 #include "kernels/common/zero_out.h"
+#include "ops/zero_out_checks.h"
 
 namespace {
 
@@ -35,11 +34,7 @@ void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* input = call.Input(0);
   if (!call.ok()) return;
   const int64_t n = TF_TensorElementCount(input);
-  if (n > 0 && (kernel.preserve_index < 0 || kernel.preserve_index >= n)) {
-    call.InvalidArgument("ZeroOut: preserve_index " + std::to_string(kernel.preserve_index) +
-                         " is out of range for input 'to_zero' with " + std::to_string(n) + " elements");
-    return;
-  }
+  if (!call.Check(mo::zero_out_checks::PreserveIndex(kernel.preserve_index, n))) return;
   const TF_DataType dtype = TF_TensorType(input);
   TF_Tensor* output = call.Output(0, dtype, mo::metal::DimsOf(input));
   if (!call.ok() || n == 0) return;

@@ -77,14 +77,18 @@ def load_library():
     return _module
 
 
-def loaded_libraries():
-    """Paths of the shared objects mapped into this process (Linux), else []."""
+def mapped_files():
+    """Paths of the files mapped into this process (Linux /proc/self/maps), else set()."""
     try:
         with open("/proc/self/maps") as f:
-            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+            return {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
     except OSError:
-        return []
-    return sorted(p for p in paths if ".so" in os.path.basename(p) or p.endswith(".dylib"))
+        return set()
+
+
+def loaded_libraries():
+    """Paths of the shared objects mapped into this process (Linux), else []."""
+    return sorted(p for p in mapped_files() if ".so" in os.path.basename(p) or p.endswith(".dylib"))
 
 
 def _already_registered_message(path):

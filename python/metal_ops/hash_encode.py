@@ -2,7 +2,7 @@
 
 Ops: MetalOpsHashEncode, MetalOpsHashEncodeGrad, MetalOpsHashEncodeGradGrad,
 MetalOpsHashGridOffsets (ops/hash_encode_op.cc). Formulas:
-kernels/common/hash_grid.h. Semantics and limits: docs/HASH_ENCODING.md.
+kernels/common/hash_grid.h. Semantics and limits: docs/HASH_ENCODE.md.
 """
 import functools
 

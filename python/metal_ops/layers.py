@@ -4,9 +4,10 @@ import math
 import keras
 import tensorflow as tf
 
+from metal_ops.fused_mlp import fused_mlp
 from metal_ops.hash_encode import INTERPOLATIONS, OUT_OF_RANGE_MODES, hash_encode, hash_grid_size
 
-__all__ = ["HashEncoding"]
+__all__ = ["FusedMLP", "HashEncoding"]
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -109,5 +110,128 @@ class HashEncoding(keras.layers.Layer):
             interpolation=self.interpolation,
             out_of_range=self.out_of_range,
             table_dtype=self.table_dtype,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class FusedMLP(keras.layers.Layer):
+    """A stack of Dense layers evaluated as one `metal_ops.fused_mlp` op.
+
+    Equivalent to `hidden_layers` x Dense(hidden_units, activation) followed by
+    Dense(output_units, output_activation), with the same initialisers
+    (Glorot-uniform kernels, zero biases) and the same weight layout:
+    `get_weights()` is [W0, b0, W1, b1, ..., W_out, b_out] as the Dense stack's
+    would be, so weights move between the two with `set_weights`.
+
+    Args:
+      output_units: width of the output, 1..128.
+      hidden_units: width of every hidden layer: 16, 32, 64 or 128.
+      hidden_layers: 1..8.
+      activation: hidden activation: "none", "relu", "leaky_relu", "sigmoid"
+        or "softplus".
+      output_activation: None or one of those, or "trunc_exp" (exp with the
+        gradient clamped to exp(+-15), instant-NGP's density activation).
+      leaky_relu_alpha: slope below 0 for "leaky_relu".
+      kernel_initializer, bias_initializer: as for Dense.
+
+    Inputs [..., in_dim] with in_dim in 1..128. The op runs in float32, or in
+    float16 (with float32 accumulation) on a GPU under a mixed-precision
+    policy; on the CPU a float16 policy computes in float32 and casts the
+    output.
+    """
+
+    def __init__(self, output_units, hidden_units=64, hidden_layers=2, activation="relu", output_activation=None,
+                 leaky_relu_alpha=0.2, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.output_units = int(output_units)
+        self.hidden_units = int(hidden_units)
+        self.hidden_layers = int(hidden_layers)
+        self.activation = activation
+        self.output_activation = output_activation
+        self.leaky_relu_alpha = float(leaky_relu_alpha)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self._check(None)
+        # Custom ops have no XLA kernel (Keras turns XLA on by itself on GPUs).
+        self.supports_jit = False
+
+    def _layer_shapes(self, input_dim):
+        widths = [input_dim] + [self.hidden_units] * self.hidden_layers + [self.output_units]
+        return [(widths[i], widths[i + 1]) for i in range(len(widths) - 1)]
+
+    def _check(self, input_dim):
+        """Raises ValueError with the op's own message if the op would refuse this network
+        (input_dim None: every input width the op accepts is still possible).
+
+        The op's shape function holds every check (ops/fused_mlp_checks.h);
+        building the op once in a scratch graph runs it without computing.
+        """
+        with tf.Graph().as_default():
+            shapes = self._layer_shapes(input_dim or 1)
+            try:
+                fused_mlp(tf.zeros([0, input_dim or 1]), [tf.zeros(s) for s in shapes], [tf.zeros(s[1:]) for s in shapes],
+                          activation=self.activation, output_activation=self.output_activation,
+                          leaky_relu_alpha=self.leaky_relu_alpha)
+            except (tf.errors.InvalidArgumentError, ValueError) as e:
+                message = (getattr(e, "message", None) or str(e)).split(" for '{{node")[0].strip()
+                raise ValueError(f"{message} (layer {self.name!r}: output_units={self.output_units}, "
+                                 f"hidden_units={self.hidden_units}, hidden_layers={self.hidden_layers}"
+                                 + (f", input width {input_dim})" if input_dim else ")")) from None
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        if input_dim is None:
+            raise ValueError(f"FusedMLP: the last input dimension must be known, got input shape {input_shape}")
+        self.input_dim = int(input_dim)
+        self._check(self.input_dim)
+        # Created in Dense-stack order so that get_weights()/set_weights() match
+        # it; one attribute each, so tf.train.Checkpoint tracks them by name.
+        shapes = self._layer_shapes(self.input_dim)
+        for i, (rows, cols) in enumerate(shapes):
+            setattr(self, f"kernel_{i}", self.add_weight(name=f"kernel_{i}", shape=(rows, cols),
+                                                         initializer=self.kernel_initializer))
+            setattr(self, f"bias_{i}", self.add_weight(name=f"bias_{i}", shape=(cols,),
+                                                       initializer=self.bias_initializer))
+        self._num_matrices = len(shapes)
+
+    @property
+    def kernels(self):
+        return [getattr(self, f"kernel_{i}") for i in range(self._num_matrices)]
+
+    @property
+    def biases(self):
+        return [getattr(self, f"bias_{i}") for i in range(self._num_matrices)]
+
+    def _op_dtype(self):
+        if self.compute_dtype == "float16" and tf.config.list_logical_devices("GPU"):
+            return tf.float16
+        return tf.float32
+
+    def call(self, inputs):
+        dtype = self._op_dtype()
+        inputs = tf.cast(tf.convert_to_tensor(inputs), dtype)
+        leading = tf.shape(inputs)[:-1]
+        flat = tf.reshape(inputs, [-1, self.input_dim])
+        y = fused_mlp(flat, [tf.cast(k, dtype) for k in self.kernels], [tf.cast(b, dtype) for b in self.biases],
+                      activation=self.activation, output_activation=self.output_activation,
+                      leaky_relu_alpha=self.leaky_relu_alpha)
+        y = tf.reshape(y, tf.concat([leading, [self.output_units]], axis=0))
+        return tf.cast(y, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.output_units,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            output_units=self.output_units,
+            hidden_units=self.hidden_units,
+            hidden_layers=self.hidden_layers,
+            activation=self.activation,
+            output_activation=self.output_activation,
+            leaky_relu_alpha=self.leaky_relu_alpha,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
         return config

@@ -1,7 +1,7 @@
 """Barron's general robust loss as one fused op (ops/robust_loss_op.cc).
 
 The formulas live in kernels/common/robust_loss.h and are shared by the CPU,
-CUDA and Metal kernels; docs/LOSSES.md describes the numerics.
+CUDA and Metal kernels; docs/ROBUST_LOSS.md describes the numerics.
 """
 import math
 import numbers
@@ -43,7 +43,7 @@ def robust_loss(x, alpha, scale, name=None):
     Returns a tensor of x's shape and dtype. Differentiable w.r.t. x, alpha and
     scale (one fused backward kernel; alpha/scale gradients summed over the
     broadcast axes). Raises InvalidArgumentError for NaN alpha or scale <= 0
-    (given as numbers, or any value on CPU); see docs/LOSSES.md for GPUs.
+    (given as numbers, or any value on CPU); see docs/ROBUST_LOSS.md for GPUs.
     """
     with tf.name_scope(name or "robust_loss"):
         _check_constant(alpha, "alpha")

@@ -1,21 +1,18 @@
-"""A small FusedMLP workload for compute-sanitizer (memcheck, racecheck).
+"""A small FusedMLP workload for compute-sanitizer (memcheck, racecheck), run from the
+repository root:
 
-    compute-sanitizer --tool memcheck python3 tests/cuda/sanitize_fused_mlp.py
-    compute-sanitizer --tool racecheck python3 tests/cuda/sanitize_fused_mlp.py
+    compute-sanitizer --tool memcheck python3 -m tests.cuda.sanitize_fused_mlp
+    compute-sanitizer --tool racecheck python3 -m tests.cuda.sanitize_fused_mlp
 
 Forward (inference and training) and backward for float32 and float16, every
 width, odd input/output widths, N not a multiple of the 128-row tile, each
 result checked against the NumPy reference. Exits non-zero on a mismatch.
 """
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-from tests.cuda import harness  # noqa: E402
-from tests.cuda import test_fused_mlp_cuda as t  # noqa: E402
+from tests.cuda import harness
+from tests.cuda import test_fused_mlp_cuda as t
 
 
 def main():
@@ -24,7 +21,7 @@ def main():
     cases = 0
     for dtype in (np.float32, np.float16):
         for width, in_dim, out_dim, hidden in ((16, 3, 1, 1), (32, 31, 3, 2), (64, 33, 17, 3),
-                                               (128, 5, 128, 2)):
+                                               (128, 5, 128, 2), (128, 128, 128, 8)):
             t.check_case(cupy, lib, rng, 301, in_dim, width, hidden, out_dim, "relu", "sigmoid",
                          dtype)
             cases += 1

@@ -1,7 +1,8 @@
-"""A small HashEncode workload for compute-sanitizer (memcheck, racecheck).
+"""A small HashEncode workload for compute-sanitizer (memcheck, racecheck), run from the
+repository root:
 
-    compute-sanitizer --tool memcheck python3 tests/cuda/sanitize_hash_encode.py
-    compute-sanitizer --tool racecheck python3 tests/cuda/sanitize_hash_encode.py
+    compute-sanitizer --tool memcheck python3 -m tests.cuda.sanitize_hash_encode
+    compute-sanitizer --tool racecheck python3 -m tests.cuda.sanitize_hash_encode
 
 Covers forward and backward (float32 / float16 tables, atomic and
 deterministic paths, input gradient on, coarse-level shared-memory
@@ -9,15 +10,11 @@ aggregation on and off, N not a multiple of the block) on small grids, and
 checks every result against the NumPy reference so a run that "passes" the
 sanitizer also computed the right thing. Exits non-zero on a mismatch.
 """
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-from tests.cuda import hash_grid_numpy as ref  # noqa: E402
-from tests.cuda import test_hash_encode_cuda as t  # noqa: E402
+from tests.cuda import test_hash_encode_cuda as t
+from tests.reference import hash_encode as ref
 
 
 def main():

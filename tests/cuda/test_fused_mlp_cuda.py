@@ -13,46 +13,11 @@ import numpy as np
 import pytest
 
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
-from tests.reference.fused_mlp import ALPHA, TRUNC_EXP_LIMIT
-from tests.reference.fused_mlp import act as ref_act
-from tests.reference.fused_mlp import dact as ref_dact
+from tests.reference.fused_mlp import ALPHA
+from tests.reference.fused_mlp import forward_backward as ref_forward_backward
 
 # mo::Activation codes (kernels/common/activations.h)
 ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}
-
-
-def ref_dact_from_output(y, name):
-    if name in ("relu", "leaky_relu"):
-        return np.where(y > 0, 1.0, 0.0 if name == "relu" else ALPHA)
-    if name == "sigmoid":
-        return y * (1 - y)
-    if name == "softplus":
-        return -np.expm1(-y)
-    if name == "trunc_exp":
-        return np.clip(y, 1.0 / TRUNC_EXP_LIMIT, TRUNC_EXP_LIMIT)
-    return np.ones_like(y)
-
-
-def ref_forward_backward(x, ws, bs, dy, act, out_act, outs=None):
-    """float64 forward and backward of the Dense stack. With `outs` (the
-    kernel's layer outputs), derivatives are taken at those outputs: at a relu
-    kink (z within rounding of 0) the gradient legitimately follows the side
-    the kernel's forward landed on, so the reference must take the same side."""
-    h = [np.asarray(x, np.float64)]
-    zs = []
-    for i, (w, b) in enumerate(zip(ws, bs)):
-        z = h[-1] @ w.astype(np.float64) + b.astype(np.float64)
-        zs.append(z)
-        h.append(ref_act(z, out_act if i == len(ws) - 1 else act))
-    g = np.asarray(dy, np.float64)
-    dws, dbs = [None] * len(ws), [None] * len(ws)
-    for i in reversed(range(len(ws))):
-        name = out_act if i == len(ws) - 1 else act
-        g = g * (ref_dact(zs[i], name) if outs is None else ref_dact_from_output(outs[i], name))
-        dws[i] = h[i].T @ g
-        dbs[i] = g.sum(0)
-        g = g @ ws[i].astype(np.float64).T
-    return h[-1], g, dws, dbs, h[1:-1]
 
 
 def make_net(rng, in_dim, width, hidden, out_dim, dtype):
@@ -181,6 +146,26 @@ def test_odd_dims(dtype, in_dim, out_dim, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("width,hidden,in_dim,out_dim,n", [(128, 8, 128, 128, 1000), (128, 4, 40, 24, 3001),
+                                                         (16, 3, 128, 128, 777), (64, 8, 128, 3, 5000)])
+def test_large_nets(dtype, width, hidden, in_dim, out_dim, n):
+    """Deep/wide nets: on float16 these exceed the shared memory that holds
+    every weight matrix at once (weights then stream per layer)."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(width + hidden)
+    check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, "relu", "none", dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_many_rows(dtype):
+    """More row tiles than the persistent grid holds, and several
+    weight-gradient splits with a ragged last one."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(11)
+    check_case(cupy, lib, rng, 300_007, 32, 64, 2, 16, "softplus", "sigmoid", dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_empty_batch(dtype):
     cupy, lib = require_gpu()
     rng = np.random.default_rng(0)
@@ -206,11 +191,20 @@ def test_optional_gradients_and_determinism():
         assert none_w[0] is None and dx_only is not None
 
 
-def test_bad_shape_rejected():
+def _forward_error(dtype, width, act):
+    """The launcher's error code for a tiny forward (no memory is touched)."""
     cupy, lib = require_gpu()
-    x = cupy.zeros((4, 3), cupy.float32)
+    x = cupy.zeros((4, 3), dtype)
     w = (ctypes.c_int64 * 2)(0, 0)
-    err = lib.metal_ops_fused_mlp_forward_float32(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4),
-                                                  3, 48, 1, 3, 1, 0, ctypes.c_float(0.0),
-                                                  stream_ptr(cupy))
-    assert err != 0, "width 48 must be rejected"
+    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(dtype)}")
+    return fn(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4), 3, width, 1, 3, act, 0,
+              ctypes.c_float(0.0), stream_ptr(cupy))
+
+
+def test_bad_shape_rejected():
+    assert _forward_error(np.float32, 48, ACT["relu"]) != 0, "width 48 must be rejected"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_unsupported_activation_rejected(dtype):
+    assert _forward_error(dtype, 16, 6) != 0, "tanh (not a FusedMLP activation) must be rejected"

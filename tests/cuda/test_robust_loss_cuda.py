@@ -6,40 +6,9 @@ import numpy as np
 import pytest
 
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
+from tests.reference import robust_loss as ref
 
 INF = float("inf")
-
-
-def ref_rho(x, a, c):
-    """rho in float64 (closed forms at the special alphas, general form elsewhere)."""
-    z = (np.asarray(x, np.float64) / c) ** 2
-    if a == 2:
-        return 0.5 * z
-    if a == -INF:
-        return -np.expm1(-0.5 * z)
-    if a == INF:
-        return np.expm1(np.minimum(0.5 * z, 69.0))
-    if a == 0:
-        return np.log1p(0.5 * z)
-    b = abs(a - 2)
-    return (b / a) * np.expm1(0.5 * a * np.log1p(z / b))
-
-
-def ref_grads(x, a, c):
-    x = np.asarray(x, np.float64)
-    z = (x / c) ** 2
-    if np.isinf(a) or a == 2:
-        factor = {INF: np.exp(0.5 * z), -INF: np.exp(-0.5 * z)}.get(a, np.ones_like(z))
-        da = np.zeros_like(z)
-    else:
-        factor = np.exp((0.5 * a - 1) * np.log1p(z / abs(a - 2)))
-        # Richardson-extrapolated central differences in float64, with steps that
-        # stay on one side of 0 and 2 (rho is singular in alpha at 2)
-        h = min(1e-5, abs(a - 2) / 16, abs(a) / 16 if a != 0 else 1e-5)
-        central = lambda s: (ref_rho(x, a + s, c) - ref_rho(x, a - s, c)) / (2 * s)
-        da = (4 * central(h / 2) - central(h)) / 3
-    dx = x / c**2 * factor
-    return dx, da, -(x / c) * dx
 
 
 def call_forward(cupy, lib, x, alpha, scale, channels, dtype="float32"):
@@ -79,10 +48,10 @@ def test_forward_and_backward_match_reference(alpha):
     c = 0.8
     a32 = float(np.float32(alpha))
     out = call_forward(cupy, lib, x, [a32], [c], 1)
-    np.testing.assert_allclose(out, ref_rho(x, a32, c), rtol=3e-5, atol=1e-30)
+    np.testing.assert_allclose(out, ref.rho(x, a32, c), rtol=3e-5, atol=1e-30)
     g = rng.uniform(0.5, 1.5, size=x.size).astype(np.float32)
     dx, da, ds = call_backward(cupy, lib, g, x, [a32], [c], 1)
-    rdx, rda, rds = ref_grads(x, a32, c)
+    rdx, rda, rds = ref.grads(x, a32, c)
     np.testing.assert_allclose(dx, g * rdx, rtol=3e-5, atol=1e-30)
     np.testing.assert_allclose(da[0], np.sum(g * rda), rtol=2e-4, atol=1e-3)
     np.testing.assert_allclose(ds[0], np.sum(g * rds), rtol=2e-4, atol=1e-3)
@@ -108,8 +77,8 @@ def test_per_channel_reductions(channels, alpha_vec, scale_vec, rows):
     for ch in range(channels):
         a = float(alpha[ch if alpha_vec else 0])
         c = float(scale[ch if scale_vec else 0])
-        np.testing.assert_allclose(out[:, ch], ref_rho(x[:, ch], a, c), rtol=3e-5, atol=1e-30)
-        rdx, rda, rds = ref_grads(x[:, ch], a, c)
+        np.testing.assert_allclose(out[:, ch], ref.rho(x[:, ch], a, c), rtol=3e-5, atol=1e-30)
+        rdx, rda, rds = ref.grads(x[:, ch], a, c)
         np.testing.assert_allclose(dx[:, ch], g[:, ch] * rdx, rtol=3e-5, atol=1e-30)
         want_da[ch], want_ds[ch] = np.sum(g[:, ch] * rda), np.sum(g[:, ch] * rds)
     np.testing.assert_allclose(da, want_da if alpha_vec else want_da.sum(), rtol=2e-4, atol=1e-3)
@@ -121,10 +90,10 @@ def test_float16_computes_in_float32():
     x = np.linspace(-4, 4, 4097).astype(np.float16)
     out = call_forward(cupy, lib, x, [1.0], [0.5], 1, "float16")
     assert out.dtype == np.float16
-    np.testing.assert_allclose(out.astype(np.float32), ref_rho(x.astype(np.float32), 1.0, 0.5), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(out.astype(np.float32), ref.rho(x.astype(np.float32), 1.0, 0.5), rtol=1e-3, atol=1e-3)
     g = np.ones_like(x)
     dx, da, ds = call_backward(cupy, lib, g, x, [1.0], [0.5], 1, "float16")
-    rdx, rda, rds = ref_grads(x.astype(np.float32), 1.0, 0.5)
+    rdx, rda, rds = ref.grads(x.astype(np.float32), 1.0, 0.5)
     np.testing.assert_allclose(dx.astype(np.float32), rdx, rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(da[0], rda.sum(), rtol=1e-3)
 
@@ -141,3 +110,30 @@ def test_empty_and_no_nan_sweep():
             dx, da, ds = call_backward(cupy, lib, np.ones_like(xs), xs, [alpha], [c], 1)
             assert np.all(np.isfinite(out)) and np.all(np.isfinite(dx)), (alpha, c)
             assert np.isfinite(da[0]) and np.isfinite(ds[0]), (alpha, c)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_outputs_may_share_the_input_buffer(channels):
+    """The TF kernel class forwards x's buffer to the loss and grad's to grad_x
+    (kernels/robust_loss_op.h): in place gives what a separate output gives."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((50_001, channels)).astype(np.float32)
+    g = rng.uniform(0.5, 1.5, size=x.shape).astype(np.float32)
+    alpha = rng.uniform(-2, 1.9, size=channels).astype(np.float32)
+    scale = rng.uniform(0.3, 2.0, size=channels).astype(np.float32)
+    want = call_forward(cupy, lib, x, alpha, scale, channels)
+    want_dx, want_da, want_ds = call_backward(cupy, lib, g, x, alpha, scale, channels)
+    d_x, d_g = cupy.asarray(x), cupy.asarray(g)
+    d_a, d_s = cupy.asarray(alpha), cupy.asarray(scale)
+    d_da, d_ds = cupy.zeros_like(d_a), cupy.zeros_like(d_s)
+    vec = ctypes.c_int(int(channels > 1))
+    args = (ctypes.c_int64(x.size), ctypes.c_int64(channels), vec, vec, stream_ptr(cupy))
+    check(lib.metal_ops_robust_loss_backward_float32(dptr(d_g), dptr(d_x), dptr(d_a), dptr(d_s), dptr(d_g),
+                                                     dptr(d_da), dptr(d_ds), *args))
+    check(lib.metal_ops_robust_loss_forward_float32(dptr(d_x), dptr(d_a), dptr(d_s), dptr(d_x), *args))
+    cupy.cuda.get_current_stream().synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(d_x), want)
+    np.testing.assert_array_equal(cupy.asnumpy(d_g), want_dx)
+    np.testing.assert_allclose(cupy.asnumpy(d_da), want_da, rtol=1e-5)
+    np.testing.assert_allclose(cupy.asnumpy(d_ds), want_ds, rtol=1e-5)

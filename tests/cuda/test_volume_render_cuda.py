@@ -5,7 +5,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from tests import volume_render_reference as ref
+from tests.reference import volume_render as ref
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
 
 DTYPES = {"float32": np.float32, "float64": np.float64}

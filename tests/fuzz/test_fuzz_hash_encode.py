@@ -1,6 +1,6 @@
 """Fuzzing HashEncode: random grids (D, L, T, base, scale, F), interpolation,
 out-of-range modes, coordinates with NaN / +-inf / denormals / far outside
-[0, 1]; forward and gradients against tests/hash_grid_reference.py; then one
+[0, 1]; forward and gradients against tests/reference/hash_encode.py; then one
 mutation at a time of a valid call, which must be rejected naming the argument."""
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import metal_ops
 from metal_ops.hash_encode import hash_grid_size
-from tests import hash_grid_reference as ref
+from tests.reference import hash_encode as ref
 from tests.fuzz.strategies import SPECIAL_F32, expect_rejected, flush_denormals, fuzz_settings
 
 

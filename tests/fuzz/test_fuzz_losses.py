@@ -14,34 +14,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import metal_ops
+from tests.reference import robust_loss as ref
 from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_settings
 
 INF = float("inf")
-
-
-def rho_reference(x, alpha, c):
-    """Barron's rho in float64, elementwise with broadcasting of alpha / c."""
-    x = np.asarray(x, np.float64)
-    alpha = np.broadcast_to(np.asarray(alpha, np.float64), x.shape)
-    c = np.broadcast_to(np.asarray(c, np.float64), x.shape)
-    z = (x / c) ** 2
-    out = np.empty_like(x)
-    with np.errstate(all="ignore"):
-        for idx in np.ndindex(x.shape):
-            a, zz = alpha[idx], z[idx]
-            if a == 2:
-                v = 0.5 * zz
-            elif a == 0:
-                v = np.log1p(0.5 * zz)
-            elif a == -INF:
-                v = -np.expm1(-0.5 * zz)
-            elif a == INF:
-                v = np.expm1(0.5 * zz)
-            else:
-                b = abs(a - 2)
-                v = b / a * np.expm1(0.5 * a * np.log1p(zz / b))
-            out[idx] = v
-    return out
 
 
 @st.composite
@@ -69,8 +45,8 @@ def test_robust_loss_matches_reference(case, graph):
     fn = tf.function(metal_ops.robust_loss) if graph else metal_ops.robust_loss
     out = fn(x, alpha, scale).numpy()
     assert out.shape == x.shape and out.dtype == np.float32
-    # docs/LOSSES.md: rho saturates at exp(69) ~ 9.25e29 in every branch.
-    expected = np.minimum(rho_reference(flush_denormals(x), alpha, scale), np.exp(69.0))
+    # docs/ROBUST_LOSS.md: rho saturates at exp(69) ~ 9.25e29 in every branch.
+    expected = ref.rho_saturated(flush_denormals(x), alpha, scale)
     finite = np.isfinite(expected)
     np.testing.assert_allclose(out[finite], expected[finite], rtol=2e-4, atol=1e-6)
     # Where float64 overflows float32 the op may give inf, never NaN.

@@ -1,7 +1,7 @@
 """Fuzzing VolumeRender: random R, S (0 included), densities from 0 to huge
 and +inf, zero-width and huge intervals, background None / [3] / [R, 3],
 early_termination in [0, 1], float32 / float64; forward against
-tests/volume_render_reference.py, then one mutation at a time of a valid call,
+tests/reference/volume_render.py, then one mutation at a time of a valid call,
 which must be rejected naming the argument."""
 import numpy as np
 import tensorflow as tf
@@ -9,7 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import metal_ops
-from tests import volume_render_reference as ref
+from tests.reference import volume_render as ref
 from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_settings
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import metal_ops
 from tests.fuzz.strategies import SPECIAL_F32, assert_names_argument, expect_rejected, fuzz_settings
-from tests.test_zero_out import reference_zero_out
+from tests.reference import zero_out as reference
 
 ALLOWED = [np.int32, np.int64, np.float32, np.float64]
 NOT_ALLOWED = [np.uint8, np.int16, np.float16, np.bool_, np.complex64]
@@ -46,7 +46,7 @@ def test_zero_out_fuzz(case, graph):
         return
     out = fn(x, preserve_index=preserve).numpy()
     assert out.dtype == x.dtype and out.shape == x.shape
-    np.testing.assert_array_equal(out, reference_zero_out(x, preserve))
+    np.testing.assert_array_equal(out, reference.zero_out(x, preserve))
 
 
 @fuzz_settings(max_examples_fraction=0.5)

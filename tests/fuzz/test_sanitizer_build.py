@@ -12,11 +12,6 @@ pytestmark = pytest.mark.skipif(os.environ.get("METAL_OPS_EXPECT_ASAN") != "1",
                                 reason="checks the sanitizer build; runs under `make asan-test` only")
 
 
-def _mapped():
-    with open("/proc/self/maps") as f:
-        return {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
-
-
 def test_loaded_library_is_instrumented():
     metal_ops.load_library()
     path = _loader.library_path()
@@ -24,10 +19,10 @@ def test_loaded_library_is_instrumented():
     with open(path, "rb") as f:
         data = f.read()
     assert b"__asan_report_load" in data and b"__ubsan_handle" in data, "not built with -fsanitize=address,undefined"
-    assert os.path.realpath(path) in {os.path.realpath(p) for p in _mapped()}
+    assert os.path.realpath(path) in {os.path.realpath(p) for p in _loader.mapped_files()}
 
 
 def test_sanitizer_runtimes_are_preloaded():
-    names = {os.path.basename(p) for p in _mapped()}
+    names = {os.path.basename(p) for p in _loader.mapped_files()}
     assert any(n.startswith("libasan.so") for n in names), sorted(names)
     assert any(n.startswith("libubsan.so") for n in names), sorted(names)

@@ -106,12 +106,4 @@ def rays_clear_of_threshold(sigma, t, early_termination, margin=1e-3):
 def margin_ok(sigma, t, early_termination, margin=1e-3):
     """True when no transmittance lies within a factor exp(±margin) of the
     threshold in log space (finite differences and float32 then agree on which samples run)."""
-    if early_termination == 0:
-        return True
-    sigma = np.asarray(sigma, np.float64)
-    t = np.asarray(t, np.float64)
-    tau = sigma * (t[:, 1:] - t[:, :-1])
-    cum = np.concatenate([np.zeros((sigma.shape[0], 1)), np.cumsum(tau, axis=1)[:, :-1]], axis=1)
-    with np.errstate(divide="ignore"):
-        log_ratio = -cum - np.log(early_termination)
-    return bool(np.all(np.abs(log_ratio) > margin))
+    return bool(np.all(rays_clear_of_threshold(sigma, t, early_termination, margin)))

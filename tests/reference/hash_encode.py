@@ -1,20 +1,30 @@
-"""Independent NumPy reference of the multiresolution hash encoding.
+"""Independent NumPy reference of the multiresolution hash encoding (HashEncode).
 
 Written from the formulas of Mueller et al. 2022 / tiny-cuda-nn's "Hash" grid
-as stated in the issue and ../shared/notes/hash-encoding-facts.md, not from the
-kernel code: vectorised over points, one level and one corner at a time; grid
-geometry in float32 steps (as tiny-cuda-nn computes it), index arithmetic in
-uint64 arrays with an explicit 32-bit wrap, weights and sums in float64.
+as summarised in docs/HASH_ENCODE.md, not from the kernel code: vectorised
+over points, one level and one corner at a time; grid geometry in float32 steps
+(as tiny-cuda-nn computes it), index arithmetic in uint64 arrays with an
+explicit 32-bit wrap, weights and sums in float64. No TensorFlow: the CPU
+tests, the CUDA harness tests, the MSL-shim tests and the CUDA benchmarks share it.
 
 Out-of-range rule (the op's documented behaviour): NaN/inf coordinates zero
 the point in every mode; "clamp" clamps to [0, 1] (zero input gradient along a
 clamped coordinate), "wrap" uses the coordinate as is, "zero" zeroes points
 outside [0, 1]^D.
 """
+from collections import namedtuple
+
 import numpy as np
 
 PRIMES = (1, 2654435761, 805459861, 3674653429)
 MASK32 = np.uint64(0xFFFFFFFF)
+# The integer codes of the modes in the C ABIs (harness, MSL shim).
+INTERPOLATIONS = {"linear": 0, "smoothstep": 1}
+OUT_OF_RANGE = {"clamp": 0, "wrap": 1, "zero": 2}
+
+# One level of the grid: its float32 scale, vertices per side, table rows,
+# first row in the table, and whether it is hashed (else dense).
+Level = namedtuple("Level", "scale resolution entries offset hashed")
 
 
 def per_level_scale_from(base_resolution, finest_resolution, num_levels):
@@ -24,30 +34,31 @@ def per_level_scale_from(base_resolution, finest_resolution, num_levels):
     return float(np.exp(np.log(finest_resolution / base_resolution) / (num_levels - 1)))
 
 
-def levels(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
-    """[(scale float32, resolution, entries, offset, hashed)] per level."""
+def levels(dims, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
+    """[Level] for a grid over `dims` input dimensions."""
     # float32 log2 and exp2, each rounded once from float64 (correctly rounded
-    # float32 libm results, as glibc / CUDA / Metal give for these arguments).
+    # float32 results, as glibc gives for these arguments; CUDA's and Metal's
+    # may differ by an ulp, which moves no resolution of the tested grids).
     log2_scale = np.float32(np.log2(np.float64(np.float32(per_level_scale))))
     out = []
     offset = 0
     for level in range(num_levels):
         exponent = np.float32(np.float32(level) * log2_scale)
-        grow = np.float32(2.0 ** float(exponent))  # exp2, rounded once to float32
+        grow = np.float32(2.0 ** float(exponent))
         scale = np.float32(np.float32(grow * np.float32(base_resolution)) - np.float32(1.0))
         resolution = int(np.ceil(scale)) + 1
-        dense = min(resolution ** input_dim, 2**31 - 1)
+        dense = min(resolution ** dims, 2**31 - 1)
         entries = min((dense + 7) // 8 * 8, 2**log2_hashmap_size)
-        hashed = resolution ** input_dim > entries
-        out.append((scale, resolution, entries, offset, hashed))
+        hashed = resolution ** dims > entries
+        out.append(Level(scale, resolution, entries, offset, hashed))
         offset += entries
     return out
 
 
-def hash_grid_size(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
-    lv = levels(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale)
-    scale, resolution, entries, offset, hashed = lv[-1]
-    return offset + entries
+def table_rows(dims, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
+    """The table's row count P (all levels)."""
+    last = levels(dims, num_levels, log2_hashmap_size, base_resolution, per_level_scale)[-1]
+    return last.offset + last.entries
 
 
 def _prepare(x, out_of_range):
@@ -73,9 +84,13 @@ def _prepare(x, out_of_range):
     return used, mask, valid
 
 
+def _position(used, scale):
+    """pos = scale * x + 0.5 rounded once to float32 (a fused multiply-add)."""
+    return (np.float64(scale) * used.astype(np.float64) + 0.5).astype(np.float32)
+
+
 def _locate(used, scale, interpolation):
-    # pos = scale * x + 0.5 rounded once to float32 (a fused multiply-add).
-    pos = (np.float64(scale) * used.astype(np.float64) + 0.5).astype(np.float32)
+    pos = _position(used, scale)
     lower = np.floor(pos)
     cell = lower.astype(np.int64).astype(np.uint64) & MASK32  # two's-complement wrap to uint32
     frac = (pos - lower).astype(np.float64)
@@ -88,20 +103,19 @@ def _locate(used, scale, interpolation):
     return cell, w, dw
 
 
-def _corner_rows(cell, bits, resolution, entries, hashed):
+def _corner_rows(cell, bits, level):
     d_count = cell.shape[1]
     vertex = (cell + np.array(bits, np.uint64)[None, :]) & MASK32
-    if hashed:
-        index = np.zeros(cell.shape[0], np.uint64)
+    index = np.zeros(cell.shape[0], np.uint64)
+    if level.hashed:
         for d in range(d_count):
             index ^= (vertex[:, d] * np.uint64(PRIMES[d])) & MASK32
     else:
-        index = np.zeros(cell.shape[0], np.uint64)
         stride = 1
         for d in range(d_count):
             index = (index + vertex[:, d] * np.uint64(stride)) & MASK32
-            stride *= resolution
-    return (index % np.uint64(entries)).astype(np.int64)
+            stride *= level.resolution
+    return (index % np.uint64(level.entries)).astype(np.int64)
 
 
 def _corners(d_count):
@@ -110,14 +124,14 @@ def _corners(d_count):
 
 
 def _walk(x, grid, out_of_range, interpolation):
-    """Yields (level, scale, offset, valid, mask, [(rows, weight, dweight[N, D])])."""
+    """Yields (level index, Level, valid, mask, [(rows, weight, dweight[N, D])])."""
     used, mask, valid = _prepare(x, out_of_range)
     d_count = used.shape[1]
-    for level, (scale, resolution, entries, offset, hashed) in enumerate(grid):
-        cell, w, dw = _locate(used, scale, interpolation)
+    for index, level in enumerate(grid):
+        cell, w, dw = _locate(used, level.scale, interpolation)
         corners = []
         for bits in _corners(d_count):
-            rows = _corner_rows(cell, bits, resolution, entries, hashed)
+            rows = level.offset + _corner_rows(cell, bits, level)
             factors = [w[:, d] if bits[d] else 1 - w[:, d] for d in range(d_count)]
             weight = np.prod(factors, axis=0) if d_count > 1 else factors[0]
             dweight = np.empty((used.shape[0], d_count))
@@ -128,45 +142,62 @@ def _walk(x, grid, out_of_range, interpolation):
                         g = g * factors[k]
                 dweight[:, d] = g
             corners.append((rows, weight, dweight))
-        yield level, float(scale), offset, valid, mask, corners
+        yield index, level, valid, mask, corners
 
 
 def encode(x, table, *, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
            interpolation="linear", out_of_range="clamp"):
+    """[N, L*F] float64 encoding (round to the table dtype to compare)."""
     x = np.asarray(x, np.float32)
     table = np.asarray(table, np.float64)
     n, d_count = x.shape
     f = table.shape[1]
     grid = levels(d_count, num_levels, log2_hashmap_size, base_resolution, per_level_scale)
+    assert table.shape[0] == grid[-1].offset + grid[-1].entries, "table rows do not match the grid"
     out = np.zeros((n, num_levels * f))
-    for level, scale, offset, valid, mask, corners in _walk(x, grid, out_of_range, interpolation):
+    for index, _, valid, _, corners in _walk(x, grid, out_of_range, interpolation):
         acc = np.zeros((n, f))
         for rows, weight, _ in corners:
-            acc += weight[:, None] * table[offset + rows]
-        out[:, level * f:(level + 1) * f] = np.where(valid[:, None], acc, 0)
+            acc += weight[:, None] * table[rows]
+        out[:, index * f:(index + 1) * f] = np.where(valid[:, None], acc, 0)
     return out
 
 
 def encode_grads(x, table, grad_encoded, *, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
                  interpolation="linear", out_of_range="clamp"):
-    """(d table [P, F], d inputs [N, D]) of sum(grad_encoded * encode(x, table))."""
+    """(d table [P, F], d inputs [N, D]) of sum(grad_encoded * encode(x, table)), float64."""
     x = np.asarray(x, np.float32)
     table = np.asarray(table, np.float64)
-    dy = np.asarray(grad_encoded, np.float64)
+    dy = np.asarray(grad_encoded, np.float64).reshape(x.shape[0], num_levels * table.shape[1])
     n, d_count = x.shape
     f = table.shape[1]
     grid = levels(d_count, num_levels, log2_hashmap_size, base_resolution, per_level_scale)
     d_table = np.zeros(table.shape)
     d_x = np.zeros((n, d_count))
-    for level, scale, offset, valid, mask, corners in _walk(x, grid, out_of_range, interpolation):
-        dyl = np.where(valid[:, None], dy[:, level * f:(level + 1) * f], 0)
+    for index, level, valid, mask, corners in _walk(x, grid, out_of_range, interpolation):
+        dyl = np.where(valid[:, None], dy[:, index * f:(index + 1) * f], 0)
         for rows, weight, dweight in corners:
-            np.add.at(d_table, offset + rows, weight[:, None] * dyl)
-            dot = np.sum(table[offset + rows] * dyl, axis=1)
-            d_x += scale * dweight * dot[:, None]
+            for k in range(f):
+                d_table[:, k] += np.bincount(rows, weights=weight * dyl[:, k], minlength=table.shape[0])
+            dot = np.sum(table[rows] * dyl, axis=1)
+            d_x += np.float64(level.scale) * dweight * dot[:, None]
     d_x *= mask
-    d_x[~np.isfinite(np.asarray(x)).any(axis=1)] = 0
     return d_table, d_x
+
+
+def boundary_margin(x, *, num_levels, log2_hashmap_size, base_resolution, per_level_scale, out_of_range="clamp"):
+    """[N]: the smallest distance, over levels and dims, of a point's grid
+    position to a cell boundary (inf for points that are not encoded). The
+    input gradient jumps across boundaries, so comparisons of it skip points
+    closer than float32 rounding."""
+    used, _, valid = _prepare(x, out_of_range)
+    grid = levels(used.shape[1], num_levels, log2_hashmap_size, base_resolution, per_level_scale)
+    margin = np.full(used.shape[0], np.inf)
+    for level in grid:
+        pos = _position(used, level.scale)
+        frac = (pos - np.floor(pos)).astype(np.float64)
+        margin = np.minimum(margin, np.min(np.minimum(frac, 1.0 - frac), axis=1))
+    return np.where(valid, margin, np.inf)
 
 
 def encode_second_order(x, table, grad_encoded, grad_grad_inputs, *, num_levels, log2_hashmap_size,
@@ -177,16 +208,15 @@ def encode_second_order(x, table, grad_encoded, grad_grad_inputs, *, num_levels,
     table = np.asarray(table, np.float64)
     dy = np.asarray(grad_encoded, np.float64)
     gg = np.asarray(grad_grad_inputs, np.float64)
-    n, d_count = x.shape
     f = table.shape[1]
-    grid = levels(d_count, num_levels, log2_hashmap_size, base_resolution, per_level_scale)
+    grid = levels(x.shape[1], num_levels, log2_hashmap_size, base_resolution, per_level_scale)
     d_table = np.zeros(table.shape)
     d_dy = np.zeros(dy.shape)
-    for level, scale, offset, valid, mask, corners in _walk(x, grid, out_of_range, interpolation):
+    for index, level, valid, mask, corners in _walk(x, grid, out_of_range, interpolation):
         g = np.where(valid[:, None], gg * mask, 0)
-        dyl = dy[:, level * f:(level + 1) * f]
+        dyl = dy[:, index * f:(index + 1) * f]
         for rows, weight, dweight in corners:
-            coef = scale * np.sum(dweight * g, axis=1)
-            np.add.at(d_table, offset + rows, coef[:, None] * dyl)
-            d_dy[:, level * f:(level + 1) * f] += coef[:, None] * table[offset + rows]
+            coef = np.float64(level.scale) * np.sum(dweight * g, axis=1)
+            np.add.at(d_table, rows, coef[:, None] * dyl)
+            d_dy[:, index * f:(index + 1) * f] += coef[:, None] * table[rows]
     return d_table, d_dy

@@ -1,0 +1,38 @@
+"""The C-ABI CUDA harness (build/libmetal_ops_cuda.so, `make cuda-harness`)
+called on PyTorch tensors, for the CUDA benchmarks."""
+import ctypes
+import os
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
+
+
+def ptr(t):
+    """A tensor's device pointer."""
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def stream():
+    """PyTorch's current CUDA stream."""
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+def write_results(path, results):
+    """The benchmark's rows, with the device's name, to path (benchmarks/timing.py)."""
+    from benchmarks import timing
+
+    timing.write_json(path, {"device": torch.cuda.get_device_name(0), "results": results})
+
+
+def compare(ours, composite, composite_repeats=30, composite_warmup=5):
+    """GPU time (median of CUDA-event timings) and peak extra memory of ours()
+    and composite(), and the speedup, as a row's fields."""
+    from benchmarks import timing
+
+    t_ours = timing.cuda_median_ms(torch, ours)
+    t_comp = timing.cuda_median_ms(torch, composite, repeats=composite_repeats, warmup=composite_warmup)
+    return {"ours_ms": t_ours, "composite_ms": t_comp, "speedup": t_comp / t_ours,
+            "ours_peak_extra_mib": timing.cuda_peak_extra_mib(torch, ours),
+            "composite_peak_extra_mib": timing.cuda_peak_extra_mib(torch, composite)}

@@ -1,0 +1,196 @@
+// MetalOpsFusedMLP / MetalOpsFusedMLPGrad on the Metal PluggableDevice ("GPU"
+// with tensorflow-metal), kernel C API, through the shared glue
+// (metal_kernel.h). Shaders: fused_mlp.metal (simdgroup_matrix, Apple7+ GPUs);
+// layout and threadgroup geometry: fused_mlp_metal.h; checks:
+// ops/fused_mlp_checks.h. Compiled and linked for macOS by `make metal-check`;
+// never run on a Mac GPU here: the shaders run on the CPU through the MSL shim
+// (tests/test_fused_mlp_metal_shim.py), in the order this file encodes them.
+//
+// Forward: the kernels and biases packed into zero-padded blocks (one small
+// dispatch each), then one dispatch of row tiles. Backward: the kernels
+// packed, the float32 partials zeroed, one threadgroup per partition of the
+// row tiles writing its weight- and bias-gradient sums, then per layer the
+// partials added in partition order: no atomics, bitwise deterministic.
+#import "kernels/metal/metal_kernel.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/common/activations.h"
+#include "kernels/metal/fused_mlp_metal.h"
+#include "ops/fused_mlp_checks.h"
+#include "tensorflow/c/tf_datatype.h"
+#include "tensorflow/c/tf_tensor.h"
+
+namespace {
+
+namespace checks = ::mo::fused_mlp_checks;
+using mo::metal::DimsOf;
+
+void* Create(TF_OpKernelConstruction* ctx) {
+  auto* attrs = new checks::Attrs;
+  mo::metal::AttrReader reader(ctx);
+  const std::string activation = reader.String("activation");
+  const std::string output_activation = reader.String("output_activation");
+  const float alpha = reader.Float("leaky_relu_alpha");
+  if (reader.ok()) reader.Check(checks::ParseAttrs(activation, output_activation, alpha, attrs));
+  return attrs;
+}
+
+void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
+
+const char* DtypeName(TF_DataType dtype) { return dtype == TF_HALF ? "float16" : "float32"; }
+
+std::string Shader(const char* kind, int width, TF_DataType dtype) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "fused_mlp_%s_w%d_%s", kind, width, DtypeName(dtype));
+  return name;
+}
+
+// `count` tensors from input `first` on, and their shapes.
+std::vector<TF_Tensor*> Inputs(mo::metal::KernelCall& call, int first, int count, std::vector<mo::checks::Dims>* dims) {
+  std::vector<TF_Tensor*> tensors;
+  for (int i = 0; i < count && call.ok(); ++i) {
+    tensors.push_back(call.Input(first + i));
+    if (call.ok()) dims->push_back(DimsOf(tensors.back()));
+  }
+  return tensors;
+}
+
+// The dispatch geometry (fused_mlp_metal.h); false, failing the call, if none fits.
+bool Geometry(mo::metal::KernelCall& call, const checks::Net& net, const checks::Attrs& a, int64_t n,
+              TF_DataType dtype, bool backward, mo::FusedMlpParams* p) {
+  if (mo::fused_mlp_params(n, int(net.in_dim), int(net.width), int(net.out_dim), net.hidden_layers, a.activation,
+                           a.output_activation, a.leaky_relu_alpha, int(TF_DataTypeSize(dtype)), backward, p)) {
+    return true;
+  }
+  call.Fail(TF_INTERNAL, "FusedMLP: no Metal threadgroup geometry fits this network");
+  return false;
+}
+
+// Pipelines the simdgroup_matrix shaders can run with, or a failure saying why not.
+bool ShaderPipelinesOk(mo::metal::Encoder& e, id<MTLComputePipelineState> tiles) {
+  if (!e.ok()) return false;
+  if (![e.device() supportsFamily:MTLGPUFamilyApple7]) {
+    TF_SetStatus(e.status(), TF_UNIMPLEMENTED,
+                 "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
+                 "on the CPU with tf.device('/CPU:0')");
+    return false;
+  }
+  if (tiles.threadExecutionWidth != MO_FUSED_MLP_SIMD_WIDTH) {
+    TF_SetStatus(e.status(), TF_UNIMPLEMENTED,
+                 ("FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
+                  std::to_string(tiles.threadExecutionWidth))
+                     .c_str());
+    return false;
+  }
+  return true;
+}
+
+// The op's outputs, in one place: y [N, out_dim] and hidden [hidden_layers,
+// N, W] (every hidden layer's output, which the backward reads).
+bool ForwardOutputs(mo::metal::KernelCall& call, const checks::Net& net, int64_t n, TF_DataType dtype, TF_Tensor** y,
+                    TF_Tensor** hidden) {
+  *y = call.Output(0, dtype, {n, net.out_dim});
+  *hidden = call.Output(1, dtype, {int64_t(net.hidden_layers), n, net.width});
+  return call.ok();
+}
+
+void Forward(void* kernel, mo::metal::KernelCall& call) {
+  const auto& attrs = *static_cast<const checks::Attrs*>(kernel);
+  const int num = (TF_NumInputs(call.context()) - 1) / 2;  // x, N kernels, N biases
+  TF_Tensor* x = call.Input(0);
+  std::vector<mo::checks::Dims> kernel_dims, bias_dims;
+  const std::vector<TF_Tensor*> kernels = Inputs(call, 1, num, &kernel_dims);
+  const std::vector<TF_Tensor*> biases = Inputs(call, 1 + num, num, &bias_dims);
+  checks::Net net;
+  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
+  const TF_DataType dtype = TF_TensorType(x);
+  const int64_t n = TF_Dim(x, 0);
+  TF_Tensor *y = nullptr, *hidden = nullptr;
+  mo::FusedMlpParams p;
+  if (!ForwardOutputs(call, net, n, dtype, &y, &hidden) || !Geometry(call, net, attrs, n, dtype, false, &p) || n == 0) {
+    return;
+  }
+  TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
+  TF_Tensor* packed_b = call.Temp(dtype, {mo::fused_mlp_biases_total(p.width, p.out_pad, num - 1)});
+  if (!call.ok()) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    id<MTLComputePipelineState> pack = e.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
+    id<MTLComputePipelineState> tiles = e.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
+    if (!ShaderPipelinesOk(e, tiles)) return;
+    for (int l = 0; l < num; ++l) {
+      const mo::FusedMlpPackParams qw = mo::fused_mlp_pack_params(p, l, false);
+      const mo::FusedMlpPackParams qb = mo::fused_mlp_pack_params(p, l, true);
+      e.Tensor(0, kernels[l]).Tensor(1, packed_w).Value(2, qw).Dispatch(pack, uint64_t(qw.rows_pad) * qw.cols_pad);
+      e.Tensor(0, biases[l]).Tensor(1, packed_b).Value(2, qb).Dispatch(pack, uint64_t(qb.cols_pad));
+    }
+    e.Tensor(0, x).Tensor(1, packed_w).Tensor(2, packed_b).Tensor(3, y).Tensor(4, hidden).Value(5, p);
+    e.DispatchThreadgroups(tiles, std::min<uint64_t>(uint64_t(p.num_tiles), mo::metal::kMaxThreadgroups),
+                           uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
+  });
+}
+
+void Backward(void* kernel, mo::metal::KernelCall& call) {
+  const auto& attrs = *static_cast<const checks::Attrs*>(kernel);
+  const int num = TF_NumInputs(call.context()) - 4;  // grad_y, x, N kernels, y, hidden
+  TF_Tensor* dy = call.Input(0);
+  TF_Tensor* x = call.Input(1);
+  std::vector<mo::checks::Dims> kernel_dims, bias_dims;
+  const std::vector<TF_Tensor*> kernels = Inputs(call, 2, num, &kernel_dims);
+  TF_Tensor* y = call.Input(2 + num);
+  TF_Tensor* hidden = call.Input(3 + num);
+  if (!call.ok()) return;
+  for (const mo::checks::Dims& k : kernel_dims) bias_dims.push_back({k.size() == 2 ? k[1] : 0});
+  checks::Net net;
+  if (!call.Check(checks::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
+  const int64_t n = TF_Dim(x, 0);
+  if (!call.Check(checks::GradShapes(net, n, DimsOf(dy), DimsOf(y), DimsOf(hidden)))) return;
+  const TF_DataType dtype = TF_TensorType(x);
+  TF_Tensor* dx = call.Output(0, dtype, {n, net.in_dim});
+  std::vector<TF_Tensor*> grad_kernels, grad_biases;
+  for (int l = 0; l < num; ++l) grad_kernels.push_back(call.Output(1 + l, dtype, kernel_dims[l]));
+  for (int l = 0; l < num; ++l) grad_biases.push_back(call.Output(1 + num + l, dtype, bias_dims[l]));
+  mo::FusedMlpParams p;
+  if (!call.ok() || !Geometry(call, net, attrs, n, dtype, true, &p)) return;
+  TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
+  TF_Tensor* partials = call.Temp(TF_FLOAT, {int64_t(p.partitions) * p.params_pad});
+  if (!call.ok()) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    id<MTLComputePipelineState> pack = e.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
+    id<MTLComputePipelineState> tiles = e.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
+    id<MTLComputePipelineState> reduce =
+        e.Pipeline("fused_mlp", std::string("fused_mlp_reduce_") + DtypeName(dtype));
+    if (!ShaderPipelinesOk(e, tiles)) return;
+    e.Zero(partials);
+    for (int l = 0; l < num; ++l) {
+      const mo::FusedMlpPackParams q = mo::fused_mlp_pack_params(p, l, false);
+      e.Tensor(0, kernels[l]).Tensor(1, packed_w).Value(2, q).Dispatch(pack, uint64_t(q.rows_pad) * q.cols_pad);
+    }
+    if (n > 0) {
+      e.Tensor(0, dy).Tensor(1, x).Tensor(2, y).Tensor(3, hidden).Tensor(4, packed_w).Tensor(5, partials);
+      e.Tensor(6, dx).Value(7, p);
+      e.DispatchThreadgroups(tiles, uint64_t(p.partitions), uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH,
+                             uint32_t(p.tg_bytes));
+    }
+    for (int l = 0; l < num; ++l) {
+      const mo::FusedMlpReduceParams q = mo::fused_mlp_reduce_params(p, l);
+      e.Tensor(0, partials).Tensor(1, grad_kernels[l]).Tensor(2, grad_biases[l]).Value(3, q);
+      e.Dispatch(reduce, uint64_t(q.rows) * q.cols + q.cols);
+    }
+  });
+}
+
+bool Register() {
+  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
+    mo::metal::RegisterKernel("MetalOpsFusedMLP", type, &Create, &mo::metal::Compute<Forward>, &Delete);
+    mo::metal::RegisterKernel("MetalOpsFusedMLPGrad", type, &Create, &mo::metal::Compute<Backward>, &Delete);
+  }
+  return true;
+}
+
+const bool registered = Register();
+
+}  // namespace

@@ -1,0 +1,117 @@
+// The TensorFlow kernels of MetalOpsRobustLoss / MetalOpsRobustLossGrad, once
+// for every C++-API device (one kernel class templated on the device and the
+// dtype, a functor per device, TF's pattern): the checks of
+// ops/robust_loss_checks.h and the output allocation here;
+// RobustLossFunctor<Device, T> does the work:
+//   CPU  kernels/cpu/robust_loss_kernels.cc (RobustLossFunctor<CPUDevice, T>)
+//   CUDA kernels/cuda/robust_loss_gpu.cc    (RobustLossFunctor<GPUDevice, T>)
+#ifndef METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_
+#define METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_
+
+#include <cstdint>
+
+#include "ops/checks_tf.h"
+#include "ops/robust_loss_checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace mo {
+
+// The inputs of one call: x (and grad) of n elements of T; alpha and scale
+// float, one element or one per channel as `layout` says.
+template <typename T>
+struct RobustLossArgs {
+  int64_t n;
+  robust_loss_checks::ParamLayout layout;
+  const T* x;
+  const float* alpha;
+  const float* scale;
+};
+
+// Defined per device. The outputs may share their buffer with x (forward) or
+// grad (backward): element i is read before it is written.
+template <typename Device, typename T>
+struct RobustLossFunctor {
+  // The checks of alpha's and scale's values where the device reads them (they
+  // live in the device's memory).
+  static absl::Status CheckParamValues(const RobustLossArgs<T>& args);
+  // out[i] = rho(x[i]); n > 0.
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const RobustLossArgs<T>& args, T* out);
+  // dx[i] = grad[i] * drho/dx; dalpha / dscale (as many elements as alpha /
+  // scale) get the sums of grad * drho/dalpha and grad * drho/dscale, zeros
+  // when n = 0.
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const RobustLossArgs<T>& args, const T* grad,
+                               T* dx, float* dalpha, float* dscale);
+};
+
+namespace robust_loss_tf {
+
+// The shapes of alpha and scale against x and, where the device reads them,
+// their values.
+template <typename Device, typename T>
+absl::Status CheckedArgs(const ::tensorflow::Tensor& x, const ::tensorflow::Tensor& alpha,
+                         const ::tensorflow::Tensor& scale, RobustLossArgs<T>* args) {
+  TF_RETURN_IF_ERROR(checks::ToStatus(robust_loss_checks::ParamShapes(
+      checks::DimsOf(x), checks::DimsOf(alpha), checks::DimsOf(scale), &args->layout)));
+  args->n = x.NumElements();
+  args->x = x.flat<T>().data();
+  args->alpha = alpha.flat<float>().data();
+  args->scale = scale.flat<float>().data();
+  return RobustLossFunctor<Device, T>::CheckParamValues(*args);
+}
+
+}  // namespace robust_loss_tf
+
+template <typename Device, typename T>
+class RobustLossOp : public ::tensorflow::OpKernel {
+ public:
+  explicit RobustLossOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& x = ctx->input(0);
+    RobustLossArgs<T> args;
+    OP_REQUIRES_OK(ctx, robust_loss_tf::CheckedArgs<Device, T>(x, ctx->input(1), ctx->input(2), &args));
+    ::tensorflow::Tensor* out = nullptr;
+    // The loss may take x's buffer (elementwise) when nothing else needs x.
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
+    if (args.n == 0) return;
+    OP_REQUIRES_OK(ctx, (RobustLossFunctor<Device, T>::Forward(ctx, args, out->flat<T>().data())));
+  }
+};
+
+template <typename Device, typename T>
+class RobustLossGradOp : public ::tensorflow::OpKernel {
+ public:
+  explicit RobustLossGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& grad = ctx->input(0);
+    const ::tensorflow::Tensor& x = ctx->input(1);
+    const ::tensorflow::Tensor& alpha = ctx->input(2);
+    const ::tensorflow::Tensor& scale = ctx->input(3);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
+    RobustLossArgs<T> args;
+    OP_REQUIRES_OK(ctx, robust_loss_tf::CheckedArgs<Device, T>(x, alpha, scale, &args));
+    ::tensorflow::Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
+    // grad_x may take grad's buffer (elementwise; TF forwards only when no one
+    // else holds grad): no fresh allocation to fault in.
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &dx));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scale.shape(), &dscale));
+    OP_REQUIRES_OK(ctx, (RobustLossFunctor<Device, T>::Backward(ctx, args, grad.flat<T>().data(), dx->flat<T>().data(),
+                                                                dalpha->flat<float>().data(),
+                                                                dscale->flat<float>().data())));
+  }
+};
+
+// The registrations of both kernels on one device (DEVICE_CPU / DEVICE_GPU)
+// for one dtype.
+#define METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE, DEVICE_TYPE, T)                                                  \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsRobustLoss").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"),     \
+                          ::mo::RobustLossOp<DEVICE_TYPE, T>);                                                 \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsRobustLossGrad").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
+                          ::mo::RobustLossGradOp<DEVICE_TYPE, T>)
+
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_

@@ -1,0 +1,57 @@
+// The TensorFlow kernel of ZeroOut, once for every C++-API device (one kernel
+// class templated on the device and the dtype, a functor per device, TF's
+// pattern): the check of ops/zero_out_checks.h and the output allocation
+// here; ZeroOutFunctor<Device, T> does the work:
+//   CPU  kernels/cpu/zero_out_kernels.cc (ZeroOutFunctor<CPUDevice, T>)
+//   CUDA kernels/cuda/zero_out_gpu.cc    (ZeroOutFunctor<GPUDevice, T>)
+#ifndef METAL_OPS_KERNELS_ZERO_OUT_OP_H_
+#define METAL_OPS_KERNELS_ZERO_OUT_OP_H_
+
+#include <cstdint>
+
+#include "ops/checks_tf.h"
+#include "ops/zero_out_checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace mo {
+
+// Defined per device: out[i] = zero_out_element(in[i], i, preserve_index)
+// (kernels/common/zero_out.h) for i < n, n > 0.
+template <typename Device, typename T>
+struct ZeroOutFunctor {
+  static absl::Status Compute(::tensorflow::OpKernelContext* ctx, const T* in, T* out, int64_t n,
+                              int64_t preserve_index);
+};
+
+template <typename Device, typename T>
+class ZeroOutOp : public ::tensorflow::OpKernel {
+ public:
+  explicit ZeroOutOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("preserve_index", &preserve_index_));
+  }
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& input = ctx->input(0);
+    const int64_t n = input.NumElements();
+    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out_checks::PreserveIndex(preserve_index_, n)));
+    ::tensorflow::Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, input.shape(), &output));
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, (ZeroOutFunctor<Device, T>::Compute(ctx, input.flat<T>().data(), output->flat<T>().data(), n,
+                                                            preserve_index_)));
+  }
+
+ private:
+  int64_t preserve_index_ = 0;
+};
+
+}  // namespace mo
+
+// Registers ZeroOut for one device (DEVICE_CPU / DEVICE_GPU) and dtype; each
+// backend's file calls it.
+#define METAL_OPS_REGISTER_ZERO_OUT(DEVICE, DEVICE_TYPE, T) \
+  REGISTER_KERNEL_BUILDER(Name("ZeroOut").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
+                          ::mo::ZeroOutOp<DEVICE_TYPE, T>)
+
+#endif  // METAL_OPS_KERNELS_ZERO_OUT_OP_H_

@@ -1,0 +1,28 @@
+// ZeroOut's input check, written once for every kernel of the op: the CPU and
+// CUDA kernels (through kernels/zero_out_op.h) and the Metal kernel (through
+// KernelCall::Check). No TensorFlow API: sizes and attributes in,
+// ops/checks.h's Result out.
+#ifndef METAL_OPS_OPS_ZERO_OUT_CHECKS_H_
+#define METAL_OPS_OPS_ZERO_OUT_CHECKS_H_
+
+#include <cstdint>
+
+#include "ops/checks.h"
+
+namespace mo {
+namespace zero_out_checks {
+
+// preserve_index names an element of an input of n elements (any index when
+// the input is empty: there is nothing to keep).
+inline checks::Result PreserveIndex(int64_t preserve_index, int64_t n) {
+  if (preserve_index < 0 || (n > 0 && preserve_index >= n)) {
+    return checks::Invalid("ZeroOut: preserve_index ", preserve_index, " is out of range for input 'to_zero' with ", n,
+                           " elements");
+  }
+  return checks::Ok();
+}
+
+}  // namespace zero_out_checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_ZERO_OUT_CHECKS_H_

@@ -1,0 +1,218 @@
+// The MSL shim's threadgroups (kernels/metal/msl_shim.h: msl_shim::run_threadgroups,
+// msl_shim::arrive): every thread of a threadgroup is a fiber (ucontext) with
+// its own stack; a scheduler on the calling thread runs the runnable fibers
+// one after another (in thread order, or reversed) until each waits at a
+// barrier or a cooperative SIMD-group operation or has returned, then
+// completes whatever cooperation every participant has reached, and repeats.
+// The only translation unit that includes <ucontext.h>.
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 600  // macOS declares the ucontext functions only then
+#define _DARWIN_C_SOURCE
+#endif
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/metal/msl_shim.h"
+
+namespace msl_shim {
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr int kSimdWidth = 32;
+
+enum State { kRunnable, kWaiting, kDone };
+
+struct Fiber {
+  ucontext_t context;
+  std::vector<char> stack;
+  State state = kRunnable;
+  Arrival* arrival = nullptr;
+};
+
+struct Scheduler {
+  ucontext_t main;
+  std::vector<Fiber> fibers;
+  int current = -1;
+  uint group = 0;
+  ThreadFn fn = nullptr;
+  void* arg = nullptr;
+  std::vector<unsigned char> memory;
+  std::string error;
+};
+
+thread_local Scheduler* g_scheduler = nullptr;
+thread_local std::string g_error;
+
+void FiberMain() {
+  Scheduler* s = g_scheduler;
+  const int index = s->current;
+  s->fn(s->arg, s->group, uint(index));
+  s->fibers[index].state = kDone;
+  // uc_link returns to the scheduler.
+}
+
+bool SameArguments(const Arrival* a, const Arrival* b) {
+  return std::strcmp(a->what, b->what) == 0 && a->complete == b->complete && a->pointer == b->pointer &&
+         a->values[0] == b->values[0] && a->values[1] == b->values[1] && a->values[2] == b->values[2] &&
+         a->whole_threadgroup == b->whole_threadgroup;
+}
+
+std::string Where(uint group, int index) {
+  return "threadgroup " + std::to_string(group) + ", thread " + std::to_string(index);
+}
+
+// Completes the cooperation of threads [first, first + count) if all have
+// reached it. Returns 1 when completed, 0 when not every thread is there yet
+// and -1 (s->error set) on a mismatch.
+int TryComplete(Scheduler* s, int first, int count) {
+  std::vector<Arrival*> lanes;
+  for (int t = first; t < first + count; ++t) {
+    const Fiber& f = s->fibers[t];
+    if (f.state != kWaiting) return 0;
+    lanes.push_back(f.arrival);
+  }
+  for (int i = 1; i < count; ++i) {
+    if (!SameArguments(lanes[i], lanes[0])) {
+      s->error = std::string("threads disagree: ") + Where(s->group, first) + " is at " + lanes[0]->what + ", " +
+                 Where(s->group, first + i) + " at " + lanes[i]->what +
+                 " (different operation or arguments: non-uniform control flow)";
+      return -1;
+    }
+  }
+  if (std::strstr(lanes[0]->what, "not modelled") != nullptr) {
+    s->error = std::string(lanes[0]->what) + " at " + Where(s->group, first);
+    return -1;
+  }
+  if (const char* failed = lanes[0]->complete(lanes.data(), count)) {
+    s->error = std::string(failed) + " (" + Where(s->group, first) + ")";
+    return -1;
+  }
+  for (int t = first; t < first + count; ++t) {
+    s->fibers[t].state = kRunnable;
+    s->fibers[t].arrival = nullptr;
+  }
+  return 1;
+}
+
+// After every fiber stopped: completes what can be completed; false (error
+// set) when nothing can, yet threads wait.
+bool Resolve(Scheduler* s) {
+  const int threads = int(s->fibers.size());
+  bool progressed = false;
+  for (int first = 0; first < threads; first += kSimdWidth) {
+    const Fiber& f = s->fibers[first];
+    if (f.state == kWaiting && !f.arrival->whole_threadgroup) {
+      const int done = TryComplete(s, first, kSimdWidth);
+      if (done < 0) return false;
+      progressed = progressed || done > 0;
+    }
+  }
+  if (progressed) return true;
+  const Fiber& f0 = s->fibers[0];
+  if (f0.state == kWaiting && f0.arrival->whole_threadgroup) {
+    const int done = TryComplete(s, 0, threads);
+    if (done < 0) return false;
+    if (done > 0) return true;
+  }
+  // Deadlock: say who waits where and who has returned.
+  std::string state;
+  for (int t = 0; t < threads; t += 1) {
+    const Fiber& f = s->fibers[t];
+    const std::string here = f.state == kDone ? "returned" : f.arrival->what;
+    if (t == 0 || here != (s->fibers[t - 1].state == kDone ? "returned" : s->fibers[t - 1].arrival->what)) {
+      state += " thread " + std::to_string(t) + "+: " + here + ";";
+    }
+  }
+  s->error = "threads wait for others that never arrive (a barrier or SIMD-group operation in divergent control "
+             "flow, or after some threads returned) in threadgroup " +
+             std::to_string(s->group) + ":" + state;
+  return false;
+}
+
+}  // namespace
+
+void arrive(Arrival* arrival) {
+  Scheduler* s = g_scheduler;
+  if (s == nullptr || s->current < 0) {
+    // Not inside run_threadgroups: there is no one to wait for.
+    g_error = std::string(arrival->what) + " called outside msl_shim::run_threadgroups";
+    std::fprintf(stderr, "msl_shim: %s\n", g_error.c_str());
+    std::abort();
+  }
+  Fiber& f = s->fibers[s->current];
+  f.state = kWaiting;
+  f.arrival = arrival;
+  swapcontext(&f.context, &s->main);
+}
+
+void* threadgroup_memory() { return g_scheduler == nullptr ? nullptr : g_scheduler->memory.data(); }
+
+const char* run_threadgroups(uint groups, uint threads, unsigned long threadgroup_bytes, bool reverse, ThreadFn fn,
+                             void* arg) {
+  g_error.clear();
+  if (threads == 0 || threads % kSimdWidth != 0) {
+    g_error = "threads per threadgroup must be a positive multiple of 32, got " + std::to_string(threads);
+    return g_error.c_str();
+  }
+  Scheduler s;
+  s.fn = fn;
+  s.arg = arg;
+  s.fibers.resize(threads);
+  for (Fiber& f : s.fibers) f.stack.resize(kStackBytes);
+  Scheduler* outer = g_scheduler;
+  g_scheduler = &s;
+  for (uint group = 0; group < groups && s.error.empty(); ++group) {
+    s.group = group;
+    s.memory.assign(threadgroup_bytes, 0xff);  // NaN in float and half
+    for (uint t = 0; t < threads; ++t) {
+      Fiber& f = s.fibers[t];
+      getcontext(&f.context);
+      f.context.uc_stack.ss_sp = f.stack.data();
+      f.context.uc_stack.ss_size = f.stack.size();
+      f.context.uc_link = &s.main;
+      makecontext(&f.context, &FiberMain, 0);
+      f.state = kRunnable;
+      f.arrival = nullptr;
+    }
+    // One SIMD-group at a time runs as far as it can (its own cooperations
+    // complete at once) before the next starts: the most skewed schedule, so a
+    // read of another SIMD-group's writes without a threadgroup barrier sees
+    // stale (or NaN) data.
+    const int simdgroups = int(threads) / kSimdWidth;
+    for (;;) {
+      for (int i = 0; i < simdgroups && s.error.empty(); ++i) {
+        const int first = (reverse ? simdgroups - 1 - i : i) * kSimdWidth;
+        for (;;) {
+          for (int j = 0; j < kSimdWidth; ++j) {
+            const int t = first + (reverse ? kSimdWidth - 1 - j : j);
+            if (s.fibers[t].state != kRunnable) continue;
+            s.current = t;
+            swapcontext(&s.main, &s.fibers[t].context);
+            s.current = -1;
+          }
+          const Fiber& lead = s.fibers[first];
+          if (lead.state != kWaiting || lead.arrival->whole_threadgroup) break;
+          if (TryComplete(&s, first, kSimdWidth) <= 0) break;
+        }
+      }
+      if (!s.error.empty()) break;
+      bool all_done = true;
+      for (const Fiber& f : s.fibers) all_done = all_done && f.state == kDone;
+      if (all_done) break;
+      if (!Resolve(&s)) break;
+    }
+  }
+  g_scheduler = outer;
+  if (!s.error.empty()) {
+    g_error = s.error;
+    return g_error.c_str();
+  }
+  return nullptr;
+}
+
+}  // namespace msl_shim

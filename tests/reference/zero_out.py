@@ -1,0 +1,11 @@
+"""ZeroOut in NumPy: zeros of the input's shape, the element at flat index
+preserve_index kept."""
+import numpy as np
+
+
+def zero_out(x, preserve_index):
+    flat = np.asarray(x).reshape(-1)
+    out = np.zeros_like(flat)
+    if flat.size:
+        out[preserve_index] = flat[preserve_index]
+    return out.reshape(np.shape(x))
