@@ -38,7 +38,7 @@ using simd::kLanes;
 using simd::V;
 
 constexpr int64_t kBlockRows = 128;     // a block's [128, 128] floats: 64 KiB, in L2 (L1 for W <= 64)
-constexpr int64_t kMaxPartitions = 32;  // weight-gradient partial sums: fixed, independent of threads
+constexpr int64_t kMaxPartitions = 64;  // weight-gradient partial sums: fixed, independent of threads
 
 struct Shape {
   int64_t n = 0;
@@ -377,19 +377,22 @@ void Dispatch(int width, F f) {
   }
 }
 
-// parallel_for(units, cost_per_unit, fn(begin, end)) spreads units over threads.
+// parallel_for(units, fn(begin, end)) runs fn over [0, units) on the threads,
+// in shards taken as threads come free (a descheduled thread on a loaded
+// machine then holds up one unit, not half the work); each unit is a few
+// hundred microseconds of work.
+constexpr int64_t kBlocksPerTask = 4;
+
 template <typename ParallelFor>
 void Forward(const Shape& s, const ForwardPtrs& p, ParallelFor parallel_for) {
   if (s.n == 0) return;
   Packed pk;
   PackForward(s, p.kernels, p.biases, &pk);
   const int64_t blocks = (s.n + kBlockRows - 1) / kBlockRows;
-  const int64_t flops = 2 * kBlockRows *
-                        (int64_t{s.in} * s.width + int64_t{s.hidden_layers - 1} * s.width * s.width +
-                         int64_t{s.width} * pk.out_pad);
+  const int64_t tasks = (blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   Dispatch(s.width, [&](auto w) {
-    parallel_for(blocks, flops, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
+    parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+      for (int64_t b = t0 * kBlocksPerTask; b < std::min(blocks, t1 * kBlocksPerTask); ++b) {
         const int64_t r0 = b * kBlockRows;
         ForwardBlock<decltype(w)::value>(s, p, pk, r0, std::min(kBlockRows, s.n - r0));
       }
@@ -407,12 +410,9 @@ void Backward(const Shape& s, const BackwardPtrs& p, ParallelFor parallel_for) {
   const int64_t parts = std::max<int64_t>(1, std::min(kMaxPartitions, blocks));
   std::vector<float> partial(parts * g.size, 0.0f);
   if (s.n > 0) {
-    const int64_t flops = 4 * (s.n / parts + 1) *
-                          (int64_t{s.in} * s.width + int64_t{L - 1} * s.width * s.width +
-                           int64_t{s.width} * pk.out_pad);
     const int64_t scratch = kBlockRows * std::max<int64_t>(s.width, pk.out_pad);
     Dispatch(s.width, [&](auto w) {
-      parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
+      parallel_for(parts, [&](int64_t p0, int64_t p1) {
         std::vector<float> dz(2 * scratch);
         for (int64_t q = p0; q < p1; ++q) {
           for (int64_t b = blocks * q / parts; b < blocks * (q + 1) / parts; ++b) {
@@ -424,22 +424,23 @@ void Backward(const Shape& s, const BackwardPtrs& p, ParallelFor parallel_for) {
       });
     });
   }
+  // Partitions added in order (partition 0 first, for every element): the
+  // same sums whatever the thread count.
+  for (int64_t q = 1; q < parts; ++q) {
+    float* sum = partial.data();
+    const float* part = partial.data() + q * g.size;
+    for (int64_t i = 0; i < g.size; ++i) sum[i] += part[i];
+  }
   // Partitions added in order: the same sums whatever the thread count.
   for (int l = 0; l <= L; ++l) {
     const int64_t rows = l == 0 ? s.in : s.width, cols = l == L ? s.out : s.width;
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
-        const int64_t at = g.w[l] + (l == L ? c * rows + r : r * cols + c);  // the output layer's is transposed
-        float sum = 0.0f;
-        for (int64_t q = 0; q < parts; ++q) sum += partial[q * g.size + at];
-        p.grad_kernels[l][r * cols + c] = sum;
+        // The output layer's is transposed.
+        p.grad_kernels[l][r * cols + c] = partial[g.w[l] + (l == L ? c * rows + r : r * cols + c)];
       }
     }
-    for (int64_t c = 0; c < cols; ++c) {
-      float sum = 0.0f;
-      for (int64_t q = 0; q < parts; ++q) sum += partial[q * g.size + g.b[l] + c];
-      p.grad_biases[l][c] = sum;
-    }
+    std::copy(partial.begin() + g.b[l], partial.begin() + g.b[l] + cols, p.grad_biases[l]);
   }
 }
 

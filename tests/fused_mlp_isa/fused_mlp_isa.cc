@@ -12,7 +12,7 @@ namespace {
 struct Shards {
   int threads;
   template <typename Fn>
-  void operator()(int64_t units, int64_t, const Fn& fn) const {
+  void operator()(int64_t units, const Fn& fn) const {
     for (int t = threads - 1; t >= 0; --t) fn(units * t / threads, units * (t + 1) / threads);
   }
 };
