@@ -93,6 +93,7 @@ def main():
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"command": " ".join(sys.argv), "cpus": os.cpu_count(), "tensorflow": tf.__version__,
+                   "library": metal_ops.__file__,
                    "results": results}, f, indent=2)
     print("wrote", a.out)
 

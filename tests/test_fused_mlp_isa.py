@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.reference.fused_mlp import ALPHA
-from tests.test_fused_mlp import make_net, reference
+from tests.test_fused_mlp import CASES, make_net, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "tests", "fused_mlp_isa", "fused_mlp_isa.cc")
@@ -67,14 +67,9 @@ def run(so, x, kernels, biases, act, out_act, dy, threads):
     return y, [dx] + dk + db
 
 
-CASES = [  # in, width, hidden layers, out, hidden activation, output activation, rows
-    (31, 64, 2, 3, "relu", "sigmoid", 300),
+# test_fused_mlp's cases, and rows around the 128-row block, wide outputs, none.
+CASES = CASES + [
     (32, 64, 1, 16, "relu", "trunc_exp", 257),
-    (3, 16, 1, 1, "softplus", "none", 7),
-    (5, 32, 3, 7, "leaky_relu", "softplus", 129),
-    (17, 128, 2, 5, "sigmoid", "relu", 130),
-    (1, 16, 8, 2, "none", "leaky_relu", 64),
-    (128, 32, 4, 128, "relu", "none", 40),
     (33, 128, 1, 100, "relu", "sigmoid", 1000),
     (9, 16, 5, 17, "sigmoid", "sigmoid", 0),
 ]

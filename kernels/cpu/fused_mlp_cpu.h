@@ -41,10 +41,10 @@ constexpr int64_t kBlockRows = 128;     // a block's [128, 128] floats: 64 KiB, 
 constexpr int64_t kMaxPartitions = 64;  // weight-gradient partial sums: fixed, independent of threads
 
 struct Shape {
-  int64_t n = 0;
-  int in = 0, width = 0, hidden_layers = 0, out = 0;
-  int act = kActRelu, out_act = kActNone;
-  float alpha = 0.2f;
+  int64_t n;
+  int in, width, hidden_layers, out;
+  int act, out_act;  // kernels/common/activations.h's numbers
+  float alpha;       // leaky_relu's slope
 };
 
 struct ForwardPtrs {

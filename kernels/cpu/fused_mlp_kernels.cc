@@ -20,16 +20,8 @@ namespace {
 namespace fm = ::mo::fused_mlp_checks;
 
 fused_mlp_cpu::Shape ShapeOf(const fm::Net& net, int64_t n, const fm::Attrs& a) {
-  fused_mlp_cpu::Shape s;
-  s.n = n;
-  s.in = static_cast<int>(net.in_dim);
-  s.width = static_cast<int>(net.width);
-  s.hidden_layers = net.hidden_layers;
-  s.out = static_cast<int>(net.out_dim);
-  s.act = a.activation;
-  s.out_act = a.output_activation;
-  s.alpha = a.leaky_relu_alpha;
-  return s;
+  return {n, static_cast<int>(net.in_dim), static_cast<int>(net.width), net.hidden_layers,
+          static_cast<int>(net.out_dim), a.activation, a.output_activation, a.leaky_relu_alpha};
 }
 
 // fused_mlp_cpu's parallel-for on the op's intra-op pool: one unit per shard,

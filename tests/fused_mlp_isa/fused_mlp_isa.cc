@@ -26,15 +26,7 @@ extern "C" void fused_mlp_isa_run(int64_t n, int in, int width, int hidden_layer
                                   float alpha, int threads, const float* x, const float* const* kernels,
                                   const float* const* biases, float* y, float* hidden, const float* dy, float* dx,
                                   float* const* dkernels, float* const* dbiases) {
-  mo::fused_mlp_cpu::Shape s;
-  s.n = n;
-  s.in = in;
-  s.width = width;
-  s.hidden_layers = hidden_layers;
-  s.out = out;
-  s.act = act;
-  s.out_act = out_act;
-  s.alpha = alpha;
+  const mo::fused_mlp_cpu::Shape s{n, in, width, hidden_layers, out, act, out_act, alpha};
   mo::fused_mlp_cpu::Forward(s, {x, kernels, biases, y, hidden}, Shards{threads});
   mo::fused_mlp_cpu::Backward(s, {dy, x, y, hidden, kernels, dx, dkernels, dbiases}, Shards{threads});
 }
