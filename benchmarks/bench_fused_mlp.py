@@ -80,13 +80,20 @@ def main():
         row["speedup_vs_dense"] = timing.median_ratio(times["dense"], times["fused"])
         row["speedup_vs_xla"] = timing.median_ratio(times["xla"], times["fused"])
         row["fused_points_per_s"] = a.n / row["fused_ms"] * 1e3
+        # Multiply-adds of forward + backward (x's gradient included): 3 per weight and row.
+        row["gflop"] = 2 * 3 * a.n * sum(m * n for m, n in zip(dims[:-1], dims[1:])) / 1e9
+        for name in times:
+            row[f"{name}_gflop_per_s"] = row["gflop"] / row[f"{name}_ms"] * 1e3
         results.append(row)
+        print(f"  {label:20s} {row['gflop']:.2f} GFLOP: fused {row['fused_gflop_per_s']:.0f}, Dense "
+              f"{row['dense_gflop_per_s']:.0f}, XLA {row['xla_gflop_per_s']:.0f} GFLOP/s")
         print(f"  {label:20s} fused {row['fused_ms']:6.1f} ms ({row['fused_points_per_s'] / 1e6:.2f} M points/s) | "
               f"Dense {row['dense_ms']:6.1f} ms -> {row['speedup_vs_dense']:.2f}x | "
               f"Dense+XLA {row['xla_ms']:6.1f} ms -> {row['speedup_vs_xla']:.2f}x")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"command": " ".join(sys.argv), "cpus": os.cpu_count(), "tensorflow": tf.__version__,
+                   "library": metal_ops.__file__,
                    "results": results}, f, indent=2)
     print("wrote", a.out)
 

@@ -84,6 +84,30 @@ def test_matches_numpy_reference(in_dim, width, hidden, out_dim, act, out_act, n
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, np.abs(want).max()))
 
 
+HIDDEN_ACTS = ["none", "relu", "leaky_relu", "sigmoid", "softplus"]
+OUT_ACTS = HIDDEN_ACTS + ["trunc_exp"]
+
+
+@pytest.mark.parametrize("width", [16, 32, 64, 128])
+@pytest.mark.parametrize("hidden", range(1, 9))
+def test_every_width_and_depth(width, hidden):
+    # Activations, odd input/output widths and row counts (around the CPU's
+    # 128-row block) cycle with the case, so every one meets every width.
+    case = width // 16 + hidden
+    in_dim, out_dim = [1, 3, 31, 17, 64, 128, 5][case % 7], [1, 3, 16, 7, 33, 128][case % 6]
+    act, out_act = HIDDEN_ACTS[case % 5], OUT_ACTS[(case + hidden) % 6]
+    n = [1, 127, 128, 129, 300, 513][case % 6]
+    rng = np.random.default_rng(case)
+    x = rng.uniform(-1, 1, (n, in_dim)).astype(np.float32)
+    kernels, biases = make_net(rng, in_dim, width, hidden, out_dim)
+    dy = rng.standard_normal((n, out_dim)).astype(np.float32)
+    y, grads = run(x, kernels, biases, act, out_act, dy)
+    ry, rdx, rdk, rdb = reference(x, kernels, biases, act, out_act, dy)
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(ry).max()))
+    for got, want in zip(grads, [rdx] + rdk + rdb):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, np.abs(want).max()))
+
+
 @pytest.mark.parametrize("hidden", [1, 8])
 def test_matches_a_keras_dense_stack_with_the_same_weights(hidden):
     import keras
