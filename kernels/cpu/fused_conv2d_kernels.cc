@@ -19,13 +19,13 @@
 #include "kernels/common/activations.h"
 #include "kernels/cpu/fused_conv2d_gemm.h"
 #include "kernels/cpu/huge_pages.h"
+#include "kernels/cpu/thread_pool.h"
 #include "ops/checks_tf.h"
 #include "ops/fused_conv2d_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
-#include "tensorflow/core/public/version.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
@@ -148,17 +148,6 @@ void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
 int64_t L2CacheBytes() {
   static const int64_t l2_bytes = Eigen::internal::CacheSizes().m_l2;
   return l2_bytes;
-}
-
-// Fixed-size shards of one work item. SchedulingParams::Fixed is TF 2.20+;
-// TF 2.19 (the macOS pin, requirements-macos.txt) has only the constructor.
-tsl::thread::ThreadPool::SchedulingParams OneItemPerShard() {
-  using Params = tsl::thread::ThreadPool::SchedulingParams;
-#if TF_MAJOR_VERSION > 2 || (TF_MAJOR_VERSION == 2 && TF_MINOR_VERSION >= 20)
-  return Params::Fixed(1);
-#else
-  return Params(tsl::thread::ThreadPool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1);
-#endif
 }
 
 // Tiles of output pixels run in parallel on the intra-op pool, one

@@ -8,11 +8,10 @@
 #include <functional>
 #include <type_traits>
 
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/fused_mlp_op.h"
 #include "ops/fused_mlp_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/lib/core/threadpool.h"
-#include "tensorflow/core/public/version.h"
 
 namespace mo {
 namespace {
@@ -24,18 +23,10 @@ fused_mlp_cpu::Shape ShapeOf(const fm::Net& net, int64_t n, const fm::Attrs& a) 
           static_cast<int>(net.out_dim), a.activation, a.output_activation, a.leaky_relu_alpha};
 }
 
-// fused_mlp_cpu's parallel-for on the op's intra-op pool: one unit per shard,
-// shards taken by whichever thread is free. SchedulingParams::Fixed is TF
-// 2.20+; TF 2.19 (the macOS pin) has only the constructor.
+// fused_mlp_cpu's parallel-for on the op's intra-op pool, one unit per shard.
 auto PoolOf(::tensorflow::OpKernelContext* ctx) {
   return [ctx](int64_t units, const std::function<void(int64_t, int64_t)>& fn) {
-    using Params = tsl::thread::ThreadPool::SchedulingParams;
-#if TF_MAJOR_VERSION > 2 || (TF_MAJOR_VERSION == 2 && TF_MINOR_VERSION >= 20)
-    const Params one = Params::Fixed(1);
-#else
-    const Params one(tsl::thread::ThreadPool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1);
-#endif
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(units, one, fn);
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(units, OneItemPerShard(), fn);
   };
 }
 
