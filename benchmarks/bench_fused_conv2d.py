@@ -21,42 +21,33 @@ composite: 1x1 64 -> 256, 1x1 256 -> 64, 3x3 64 -> 64 at 16x56x56, and
 3x3 256 -> 256 at 16x14x14 (a filter too large for an L2-sized tile, which
 the plugin leaves to TF; docs/FUSED_CONV2D.md).
 
-JSON: benchmarks/results/fusion.json.
+JSON: benchmarks/results/fused_conv2d.json.
 """
 import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
-import time
+
+from benchmarks import timing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "benchmarks", "results", "fusion.json")
+RESULTS = os.path.join(ROOT, "benchmarks", "results", "fused_conv2d.json")
 
 
-def _median_times(fns, repeats, warmup=1):
-    """Interleaves the callables; returns the median wall seconds of each and the
-    median process CPU seconds (all threads), which other processes' load on the
-    shared machine disturbs less than the wall time."""
-    import numpy as np
-
-    for f in fns:
-        for _ in range(warmup):
-            f()
-    wall = [[] for _ in fns]
-    cpu = [[] for _ in fns]
-    for _ in range(repeats):
-        for i, f in enumerate(fns):
-            c, t = time.process_time(), time.perf_counter()
-            f()
-            wall[i].append(time.perf_counter() - t)
-            cpu[i].append(time.process_time() - c)
-    return [float(np.median(t)) for t in wall], [float(np.median(t)) for t in cpu]
+def _median_times(fns, repeats):
+    """Interleaved rounds (benchmarks/timing.py); the median wall seconds of each
+    callable and the median process CPU seconds (all threads), which other
+    processes' load on the shared machine disturbs less than the wall time."""
+    times = timing.interleaved_ms(dict(enumerate(fns)), repeats)
+    wall = [statistics.median(w for w, _ in times[i]) / 1e3 for i in range(len(fns))]
+    cpu = [statistics.median(c for _, c in times[i]) / 1e3 for i in range(len(fns))]
+    return wall, cpu
 
 
 def child(repeats, quick):
-    sys.path.insert(0, os.path.join(ROOT, "python"))
     import numpy as np
     import tensorflow as tf
 
@@ -197,10 +188,10 @@ def main():
     for onednn in ("1", "0"):
         env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn, TF_CPP_MIN_LOG_LEVEL="2")
         env.pop("METAL_OPS_FUSION", None)
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--repeats", str(args.repeats)]
+        cmd = [sys.executable, "-m", "benchmarks.bench_fused_conv2d", "--child", "--repeats", str(args.repeats)]
         if args.quick:
             cmd.append("--quick")
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-5000:])
             raise SystemExit(f"child with TF_ENABLE_ONEDNN_OPTS={onednn} failed")

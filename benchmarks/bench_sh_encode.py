@@ -12,7 +12,7 @@ directions/s printed. The backward starts from a given upstream gradient
 encoding. JSON in benchmarks/results/sh_encode_cpu.json.
 
 Usage (from the repository root; on a shared machine, under the CPU-benchmark lock):
-  flock /tmp/metal_ops_cpu_bench.lock .venv/bin/python -m benchmarks.bench_sh_encode [--rounds 60]
+  .venv/bin/python -m benchmarks.bench_sh_encode [--rounds 60]
 """
 import argparse
 import os

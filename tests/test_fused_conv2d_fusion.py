@@ -329,7 +329,6 @@ def _child_onednn_state(out_dir):
 
 
 def _child_main(kind, out_dir):
-    sys.path.insert(0, os.path.join(ROOT, "python"))
     result = {"table": _child_table, "keras": _child_keras, "guards": _child_guards,
               "onednn_state": _child_onednn_state}[kind](out_dir)
     with open(os.path.join(out_dir, "result.json"), "w") as f:

@@ -15,7 +15,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-import examples.nerf  # noqa: E402,F401  (puts python/ on sys.path in a source checkout)
 from examples.nerf import datasets, scene  # noqa: E402
 
 
