@@ -37,10 +37,8 @@ inline bool fused_conv_tile_fits_l2(int64_t k, int64_t n, int64_t pixels, int64_
 
 // Whether the Grappler plugin fuses such a convolution by default: its tile
 // fits in L2 and the filter matrix is no taller than wide (k <= n), where the
-// GEMM's cost is dominated by the output the fused stage saves passes over.
-// Measured with OpenBLAS (docs/FUSED_CONV2D.md, oneDNN off, against TF's Conv2D +
-// BiasAdd + AddV2 + Relu): 1x1 64 -> 256 1.5-2.0x; 3x3 64 -> 64 (k = 576 > 64)
-// 0.99-1.01x, 1x1 256 -> 64 0.85-0.90x, 3x3 256 -> 256 (no L2 tile) 0.88-0.92x.
+// GEMM's cost is dominated by the output the fused stage saves passes over
+// (the shapes measured on each side of this rule: docs/FUSED_CONV2D.md).
 inline bool fused_conv_profitable(int64_t k, int64_t n, int64_t pixels, int64_t l2_bytes) {
   return k <= n && fused_conv_tile_fits_l2(k, n, pixels, l2_bytes);
 }
