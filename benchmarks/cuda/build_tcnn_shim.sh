@@ -16,15 +16,28 @@ FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler=-fPIC --ext
  -I$TCNN_DIR/include -I$TCNN_DIR/dependencies -I$TCNN_DIR/dependencies/cutlass/include \
  -I$TCNN_DIR/dependencies/cutlass/tools/util/include -I$TCNN_DIR/dependencies/fmt/include"
 # network.cu (Network base) pulls in cutlass_mlp.cu and rtc_kernel.cu (JIT off).
+# Compiles run in parallel; every job's status is collected so a failed (or
+# killed) compile stops the build instead of linking a library with undefined
+# symbols.
+pids=""
 for f in fully_fused_mlp common_host object network cutlass_mlp rtc_kernel; do
   nvcc $FLAGS -c "$TCNN_DIR/src/$f.cu" -o "$OBJ/$f.cu.o" &
+  pids="$pids $!"
 done
-for f in "$HERE/tcnn_mlp_shim.cu"; do
-  nvcc $FLAGS -c "$f" -o "$OBJ/$(basename "$f").o" &
-done
+nvcc $FLAGS -c "$HERE/tcnn_mlp_shim.cu" -o "$OBJ/tcnn_mlp_shim.cu.o" &
+pids="$pids $!"
 g++ -O2 -fPIC -c -I"$TCNN_DIR/dependencies/fmt/include" -DFMT_UNICODE=0 "$TCNN_DIR/dependencies/fmt/src/format.cc" -o "$OBJ/format.o" &
+pids="$pids $!"
 g++ -O2 -fPIC -c -I"$TCNN_DIR/dependencies/fmt/include" -DFMT_UNICODE=0 "$TCNN_DIR/dependencies/fmt/src/os.cc" -o "$OBJ/os.o" &
-wait
+pids="$pids $!"
+failed=0
+for p in $pids; do
+  wait "$p" || failed=$((failed + 1))
+done
+if [ "$failed" -ne 0 ]; then
+  echo "build_tcnn_shim: $failed compile job(s) failed; nothing linked" >&2
+  exit 1
+fi
 # libcuda is not linked (build machines may lack it): the benchmark loads the
 # driver's libcuda.so.1 with RTLD_GLOBAL before the shim.
 nvcc -shared -gencode arch=compute_90,code=sm_90 -o "$OUT_SO" "$OBJ"/*.o -lcudart
