@@ -10,7 +10,8 @@ OUT_SO=${OUT_SO:-build/libtcnn_mlp_shim.so}
 OBJ=${OBJ_DIR:-build/tcnn_obj}
 mkdir -p "$OBJ" "$(dirname "$OUT_SO")"
 HERE=$(cd "$(dirname "$0")" && pwd)
-FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler=-fPIC --extended-lambda \
+# --use_fast_math: tiny-cuda-nn's CMake default (TCNN_BUILD_USE_FAST_MATH=ON).
+FLAGS="-O3 --use_fast_math -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler=-fPIC --extended-lambda \
  --expt-relaxed-constexpr -DTCNN_MIN_GPU_ARCH=90 -DTCNN_HALF_PRECISION=1 -DFMT_UNICODE=0 \
  -Xcompiler=-fno-strict-aliasing -Xcudafe=--diag_suppress=unrecognized_gcc_pragma -w \
  -I$TCNN_DIR/include -I$TCNN_DIR/dependencies -I$TCNN_DIR/dependencies/cutlass/include \

@@ -76,12 +76,18 @@ int tcnn_mlp_padded_output_width(void* h) {
   return static_cast<int>(static_cast<Net*>(h)->net->padded_output_width());
 }
 
-// x: [in, n] column-major == [n, in] row-major when layout is RM (we pass RM).
-int tcnn_mlp_inference(void* h, const void* x, void* y, int n, cudaStream_t s) {
+// aos = 1: tiny-cuda-nn's CM layout, a [width, n] column-major matrix, i.e. one
+// sample's features contiguous (NumPy [n, width], the layout its encodings
+// write and ours takes). aos = 0: RM, a [width, n] row-major matrix (NumPy
+// [width, n], structure of arrays), which sends inputs narrower than the
+// hidden width, and every RM input, through its separate input-layer path.
+static MatrixLayout Layout(int aos) { return aos ? CM : RM; }
+
+int tcnn_mlp_inference(void* h, const void* x, void* y, int n, int aos, cudaStream_t s) {
   try {
     auto* net = static_cast<Net*>(h);
-    GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, RM);
-    GPUMatrixDynamic<T> out((T*)y, net->net->padded_output_width(), n, RM);
+    GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, Layout(aos));
+    GPUMatrixDynamic<T> out((T*)y, net->net->padded_output_width(), n, Layout(aos));
     net->net->inference_mixed_precision(s, in, out);
     return 0;
   } catch (const std::exception& e) {
@@ -92,13 +98,14 @@ int tcnn_mlp_inference(void* h, const void* x, void* y, int n, cudaStream_t s) {
 
 // forward (training) + backward with dL/dy = dy, parameter gradients and dx.
 int tcnn_mlp_forward_backward(void* h, const void* x, void* y, const void* dy, void* dx, int n,
-                              cudaStream_t s) {
+                              int aos, cudaStream_t s) {
   try {
     auto* net = static_cast<Net*>(h);
-    GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, RM);
-    GPUMatrixDynamic<T> out((T*)y, net->net->padded_output_width(), n, RM);
-    GPUMatrixDynamic<T> dout((T*)dy, net->net->padded_output_width(), n, RM);
-    GPUMatrixDynamic<T> din((T*)dx, net->net->input_width(), n, RM);
+    const MatrixLayout l = Layout(aos);
+    GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, l);
+    GPUMatrixDynamic<T> out((T*)y, net->net->padded_output_width(), n, l);
+    GPUMatrixDynamic<T> dout((T*)dy, net->net->padded_output_width(), n, l);
+    GPUMatrixDynamic<T> din((T*)dx, net->net->input_width(), n, l);
     auto ctx = net->net->forward(s, in, &out, false, dx != nullptr);
     net->net->backward(s, *ctx, in, out, dout, dx ? &din : nullptr, false, GradientMode::Overwrite);
     return 0;
