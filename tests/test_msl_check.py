@@ -96,6 +96,19 @@ def test_planted_violation_fails(planted_reports, rule):
     assert planted.path.endswith(os.path.join("violations", rule + ".metal")) and planted.line > 0
 
 
+@pytest.mark.parametrize("parameter", ["thread float* v", "float* v", "thread float& v"])
+def test_device_pointer_passed_as_thread_pointer_fails(tmp_path, parameter):
+    deref = "v" if "&" in parameter else "*v"
+    arg = "y[gid]" if "&" in parameter else "y + gid"
+    path = tmp_path / "k.metal"
+    path.write_text(f"#include <metal_stdlib>\ninline void twice({parameter}) {{ {deref} *= 2.0f; }}\n"
+                    "kernel void k(device float* y [[buffer(0)]], uint gid [[thread_position_in_grid]]) {\n"
+                    f"  twice({arg});\n}}\n")
+    report = msl_check.check_file(str(path), CLANG, root=str(tmp_path))
+    assert report.rules() == {"address-space"}, _format(report.violations)
+    assert report.violations[0].line == 4
+
+
 def test_cli_exit_status(capsys):
     assert msl_check.main([os.path.join(HERE, "clean.metal")]) == 0
     assert msl_check.main([os.path.join(HERE, "violations", "long-long.metal")]) == 1

@@ -25,6 +25,8 @@ Input: the self-contained shader sources the library embeds
    `buffer-index` (0..30, once per kernel), `attributes` (only the MSL
    attributes our kernels use).
 
+A 64-bit division done once per thread or threadgroup (not per element) may
+be waived on its source line with `// msl_check: allow int64-division: why`.
 Each violation is printed as `file:line: [rule] message`, the file and line
 being those of the original kernels/ source (found through embed_metal's
 `// ---- begin/end` markers). Exit status 1 on any violation, 2 when no clang
@@ -545,6 +547,7 @@ class Report:
 COMPILE_ERROR_RULES = [
     (re.compile(r"(pointers|references) to functions are not allowed|taking address of function"), "function-pointer"),
     (re.compile(r"use of type 'double' requires"), "double"),
+    (re.compile(r"address space"), "address-space"),
 ]
 
 ALLOW = re.compile(r"msl_check: allow ([\w-]+)")
@@ -598,14 +601,27 @@ def check_file(path, clang, include_dir=STDLIB_DIR, root=ROOT):
             compiled, pre = compiled.result(), pre.result()
         report.compiler_output = compiled.stderr
         if compiled.returncode != 0:
-            errors = [e for e in compiled.stderr.split("\n") if ": error: " in e or e.startswith("error:")]
-            for e in errors or ["clang failed without an error line: " + compiled.stderr.strip()[-500:]]:
+            # Each error with the notes after it (an overload's notes say which address spaces clashed).
+            groups = []
+            for e in compiled.stderr.split("\n"):
+                if ": error: " in e or e.startswith("error:"):
+                    groups.append([e])
+                elif groups:
+                    groups[-1].append(e)
+            for group in groups or [["clang failed without an error line: " + compiled.stderr.strip()[-500:]]]:
+                e, notes = group[0], [n for n in group[1:] if ": note: " in n]
+                rule = next((r for pattern, r in COMPILE_ERROR_RULES if pattern.search(e)), None)
+                note = next((n.split(": note: ", 1)[1] for n in notes if "address space" in n), None)
+                if rule is None:
+                    rule = "address-space" if note else "compile"
                 m = re.match(r"(.*?):(\d+):\d+: error: (.*)", e)
-                rule = next((r for pattern, r in COMPILE_ERROR_RULES if pattern.search(e)), "compile")
+                message = (m.group(3) if m else e) + (f" ({note})" if note and note not in e else "")
+                # The stand-in's renames (OpenCL names MSL lacks) back to the shader's words.
+                message = message.replace("msl_check_atomic_", "atomic_").replace("msl_check_name_", "")
                 if m and os.path.abspath(m.group(1)) == os.path.abspath(path):
-                    add(rule, int(m.group(2)), m.group(3))
+                    add(rule, int(m.group(2)), message)
                 else:
-                    add(rule, None, e)
+                    add(rule, None, message)
         else:
             with open(ll, encoding="utf-8") as f:
                 ir = f.read()
