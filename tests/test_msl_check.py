@@ -132,10 +132,12 @@ def test_violation_is_reported_at_the_original_header_line(tmp_path):
                  "  y[gid] = low(y[gid]) % 3ull;\n}\n")
     report = msl_check.check_file(path, CLANG, root=str(tmp_path))
     where = sorted((v.path, v.line) for v in report.violations if v.rule == "long-long")
-    assert where == [(os.path.join("kernels", "common", "helper.h"), 3), (os.path.join("kernels", "metal", "lib.metal"), 4)]
+    assert where == [(os.path.join("kernels", "common", "helper.h"), 3),
+                     (os.path.join("kernels", "metal", "lib.metal"), 4)]
 
 
-@pytest.mark.parametrize("comment,waived", [("", False), ("  // msl_check: allow int64-division: once per thread", True)])
+@pytest.mark.parametrize("comment,waived",
+                         [("", False), ("  // msl_check: allow int64-division: once per thread", True)])
 def test_int64_division_can_be_waived_on_its_line(tmp_path, comment, waived):
     path = _tree(tmp_path, "#pragma once\n",
                  "kernel void k(device long* y [[buffer(0)]], constant long& n [[buffer(1)]],\n"

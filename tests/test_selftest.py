@@ -105,7 +105,8 @@ def test_planted_mismatch_exits_1(tmp_path, capsys, which):
     assert "FAIL" in out and "FAILED" in out
     rows = json.loads(report.read_text())["results"]
     assert rows and not any(r["passed"] for r in rows)
-    assert all(0.4 < r["error"] < 0.6 for r in rows)
+    # One element off by 0.5: the relative error |d| / max(1, |want|) is finite, above the tolerance.
+    assert all(r["tolerance"] < r["error"] <= 0.5 for r in rows), [(r["case"], r["error"]) for r in rows]
 
 
 def test_an_error_raised_by_the_op_fails_the_case(capsys):
@@ -140,6 +141,8 @@ def test_max_error_is_relative_above_one():
     assert selftest.max_error([np.array([101.0, 0.5])], [np.array([100.0, 0.25])])[0] == pytest.approx(0.25)
 
 
+@pytest.mark.skipif(sys.platform == "darwin", reason="a Mac's Metal GPU cannot be hidden from TensorFlow: "
+                    "the self-test runs on it there (tests/test_metal_device.py, the macOS workflow)")
 def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
     # Outside the source tree, with only the package importable: no tests/ folder.
     with open(selftest.__file__, encoding="utf-8") as f:

@@ -217,7 +217,8 @@ def main_file_lines(preprocessed, main_path):
 STRING_OR_CHAR = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 
 TOKEN_RULES = [
-    ("long-long", re.compile(r"\blong\s+long\b"), "`long long`: MSL has no long long; its 64-bit integers are long/ulong"),
+    ("long-long", re.compile(r"\blong\s+long\b"),
+     "`long long`: MSL has no long long; its 64-bit integers are long/ulong"),
     ("long-long", re.compile(r"\b(?:0[xX][0-9a-fA-F']+|\d[\d']*)(?:[uU]?(?:ll|LL)|(?:ll|LL)[uU]?)\b"),
      "a long long literal: MSL has no long long; write a long/ulong literal (suffix l/ul) or a cast"),
     ("double", re.compile(r"\bdouble\b"), "`double`: MSL has no double"),
@@ -227,7 +228,8 @@ TOKEN_RULES = [
      "a C++ feature MSL does not support"),
     ("cxx-features", re.compile(r"(?<![=\w])\s*\b(?:new|delete)\b(?!\s*[;,)])"),
      "new/delete: MSL has no dynamic allocation"),
-    ("atomic64", re.compile(r"\batomic_u?long\b|\b_?atomic\s*<\s*(?:unsigned\s+long|u?long|(?:mo::)?u?int64|size_t)\s*>"),
+    ("atomic64",
+     re.compile(r"\batomic_u?long\b|\b_?atomic\s*<\s*(?:unsigned\s+long|u?long|(?:mo::)?u?int64|size_t)\s*>"),
      "a 64-bit atomic: MSL's atomics are 32-bit (int, uint, bool, float)"),
 ]
 LAMBDA = re.compile(r"(?:[=(,{;]|\breturn)\s*\[[^\[\]]*\]\s*(?:\(|\{|mutable\b)")
