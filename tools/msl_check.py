@@ -295,14 +295,20 @@ def lint(lines, msl_version):
 
 # ---- rules read from the LLVM IR ----------------------------------------------------------------
 
-DEFINE = re.compile(r"^define\b[^@]*@(\"[^\"]+\"|[-\w.$]+)\((.*)$")
-DECLARE = re.compile(r"^declare\b[^@]*@(\"[^\"]+\"|[-\w.$]+)\(")
-GLOBAL = re.compile(r"^@(\"[^\"]+\"|[-\w.$]+) = (.*)$")
-TYPE_DEF = re.compile(r"^%([-\w.$\"]+|\"[^\"]+\") = type (.*)$")
+# An LLVM IR name: quoted, or letters, digits and -._$.
+_NAME = r'("[^"]+"|[-\w.$]+)'
+# Top-level lines: definitions, declarations, globals, named struct types.
+DEFINE = re.compile(rf"^define\b[^@]*@{_NAME}\((.*)$")
+DECLARE = re.compile(rf"^declare\b[^@]*@{_NAME}\(")
+GLOBAL = re.compile(rf"^@{_NAME} = (.*)$")
+TYPE_DEF = re.compile(rf"^%{_NAME} = type (.*)$")
+# Inside a function: the callee of a call (a %value: an indirect call), any @name.
 CALL = re.compile(r"\b(?:call|invoke)\b[^@%]*?([@%](?:\"[^\"]+\"|[-\w.$]+))\(")
-REF = re.compile(r"@(\"[^\"]+\"|[-\w.$]+)")
+REF = re.compile(rf"@{_NAME}")
+# Line tables: an instruction's !dbg and the line it names.
 DBG = re.compile(r"!dbg !(\d+)")
 LOCATION = re.compile(r"^!(\d+) = !DILocation\(line: (\d+)")
+# Instructions: a 64-bit division (its divisor last), an address-space cast.
 DIVISION = re.compile(r"= (sdiv|udiv|srem|urem)(?: exact)? i64 ([^,]+), ([^\s,]+)")
 ADDRSPACECAST = re.compile(r"addrspacecast\s*\(?\s*(.*?)\s+to\s+([^,)]*\))")
 AS_OF = re.compile(r"addrspace\((\d+)\)")
