@@ -109,6 +109,42 @@ def test_device_pointer_passed_as_thread_pointer_fails(tmp_path, parameter):
     assert report.violations[0].line == 4
 
 
+METHOD_SHADER = """#include <metal_stdlib>
+struct Counter {
+  int n;
+  void bump() { n += 1; }
+};
+inline void set(thread int& v) { v = 1; }
+struct Cursor {
+  int level;
+  void start() { set(level); }
+};
+kernel void k(device Counter* c [[buffer(0)]], constant Counter& q [[buffer(1)]],
+              uint gid [[thread_position_in_grid]]) {
+  Cursor cursor;
+  cursor.start();
+  Counter local = c[0];  // struct copies from and to device memory
+  local.bump();
+  c[1] = local;
+  %s
+}
+"""
+
+
+@pytest.mark.parametrize("line,rule", [
+    ("c[gid].n = 0;", None),  # a thread object's members through `this`: MSL's default space
+    ("c[gid].bump();", "address-space"),  # a method without `device` on a device object
+    ("q.bump();", "address-space"),  # ... on a constant one
+    ("set(c[gid].n);", "address-space"),  # a device int as a thread reference
+])
+def test_methods_and_references_follow_msl_address_spaces(tmp_path, line, rule):
+    path = tmp_path / "k.metal"
+    path.write_text(METHOD_SHADER % line)
+    report = msl_check.check_file(str(path), CLANG, root=str(tmp_path))
+    assert report.rules() == ({rule} if rule else set()), _format(report.violations)
+    assert all(v.line == 18 for v in report.violations)
+
+
 def test_cli_exit_status(capsys):
     assert msl_check.main([os.path.join(HERE, "clean.metal")]) == 0
     assert msl_check.main([os.path.join(HERE, "violations", "long-long.metal")]) == 1

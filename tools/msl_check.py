@@ -7,14 +7,14 @@ Input: the self-contained shader sources the library embeds
 1. `compile`: clang compiling it as C++ for OpenCL 2021 (`-x clcpp
    -cl-std=clc++2021 -target spir64`, no OpenCL headers, no fp64) against
    tests/msl_check/include/metal_stdlib, a stand-in that maps MSL's `device`,
-   `threadgroup`, `thread` and `constant` onto OpenCL's address spaces and
-   declares only the MSL types and functions our shaders use, with MSL's
-   signatures. So, as with Apple's compiler, a pointer of one address space
-   is not accepted where another is expected, `double` is an error and an
-   undeclared MSL function is an error;
+   `threadgroup` and `constant` onto OpenCL's address spaces and `thread`
+   (MSL's default, the space of `this` in a method) onto OpenCL's default,
+   generic, and declares only the MSL types and functions our shaders use,
+   with MSL's signatures. So `double` and an undeclared MSL function are
+   errors, and a constant pointer is not accepted where another is expected;
 2. rules read from the LLVM IR of that compile (`-emit-llvm`, line tables):
-   `address-space` (a device or threadgroup pointer turned into an
-   unqualified one: OpenCL calls that generic, MSL has no such space),
+   `address-space` (a device or threadgroup pointer converted to generic,
+   i.e. passed where MSL expects a thread one: Apple's compiler rejects it),
    `recursion`, `function-pointer`, `threadgroup-memory` (static threadgroup
    arrays above 32 KiB per kernel), `int64-division` (64-bit integer division
    or remainder by a non-constant: Apple GPUs have no 64-bit divider);
@@ -402,6 +402,39 @@ def demangle(names):
     return {n: (out[i] if i < len(out) and out[i] else n) for i, n in enumerate(names)}
 
 
+VALUE = re.compile(r"^\s*(%[-\w.$]+) = ")
+MEMCPY = re.compile(r"\bcall\b.*@llvm\.mem(?:cpy|move)\.")
+
+
+def _uses(name, body):
+    pattern = re.compile(re.escape(name) + r"(?![-\w.$])")
+    return [t for t in body if pattern.search(t) and not t.lstrip().startswith(name + " ")]
+
+
+def _only_copied(cast_line, body):
+    """Whether the value a cast defines is only copied from or to (llvm.memcpy,
+    directly or through bitcasts): clang's trivial struct copy, which reaches
+    device memory through a generic pointer here and is plain in MSL."""
+    m = VALUE.match(cast_line)
+    if not m:
+        return False
+    todo, seen = [m.group(1)], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for use in _uses(name, body):
+            if MEMCPY.search(use):
+                continue
+            d = VALUE.match(use)
+            if d and re.search(r"= (?:bitcast|addrspacecast) ", use):
+                todo.append(d.group(1))
+                continue
+            return False
+    return True
+
+
 def ir_rules(ir):
     """[(rule, expanded line or None, message, function or None)] from the IR of one shader."""
     functions, declared, globals_, types, locations = read_ir(ir)
@@ -447,7 +480,7 @@ def ir_rules(ir):
             for c in ADDRSPACECAST.finditer(text):
                 src = AS_OF.findall(c.group(1))
                 dst = AS_OF.findall(c.group(2))
-                if src and dst and src[-1] in AS_NAMES and dst[-1] == "4":
+                if src and dst and src[-1] in AS_NAMES and dst[-1] == "4" and not _only_copied(text, body):
                     found.append(("address-space", line_of(text),
                                   f"a {AS_NAMES[src[-1]]} pointer or reference converted to an unqualified one: "
                                   f"MSL's unqualified pointers are thread pointers; qualify the parameter (or "
@@ -555,8 +588,14 @@ class Report:
 COMPILE_ERROR_RULES = [
     (re.compile(r"(pointers|references) to functions are not allowed|taking address of function"), "function-pointer"),
     (re.compile(r"use of type 'double' requires"), "double"),
-    (re.compile(r"address space"), "address-space"),
+    (re.compile(r"address space|'__(?:constant|global|local|generic|private) "), "address-space"),
 ]
+
+# OpenCL's names of the address spaces in clang's messages, as MSL's.
+OPENCL_SPACES = [("'__global'", "'device'"), ("'__local'", "'threadgroup'"), ("'__constant'", "'constant'"),
+                 ("'__generic'", "'thread'"), ("'__private'", "'thread'"), ("__global ", "device "),
+                 ("__local ", "threadgroup "), ("__constant ", "constant "), ("__generic ", "thread "),
+                 ("__private ", "thread ")]
 
 ALLOW = re.compile(r"msl_check: allow ([\w-]+)")
 # Rules a source line may waive with a `// msl_check: allow <rule>: why` comment:
@@ -626,6 +665,8 @@ def check_file(path, clang, include_dir=STDLIB_DIR, root=ROOT):
                 message = (m.group(3) if m else e) + (f" ({note})" if note and note not in e else "")
                 # The stand-in's renames (OpenCL names MSL lacks) back to the shader's words.
                 message = message.replace("msl_check_atomic_", "atomic_").replace("msl_check_name_", "")
+                for opencl, msl in OPENCL_SPACES:
+                    message = message.replace(opencl, msl)
                 if m and os.path.abspath(m.group(1)) == os.path.abspath(path):
                     add(rule, int(m.group(2)), message)
                 else:
