@@ -94,16 +94,17 @@ class ToolError(Exception):
 # ---- clang ---------------------------------------------------------------------------------
 
 CLANG_CANDIDATES = ["clang"] + [f"clang-{v}" for v in range(21, 13, -1)]
-_PROBE = "kernel void f(global int* p) { p[0] = 1; }\n"
+_PROBE = "#include <metal_stdlib>\nkernel void f(device int* p [[buffer(0)]]) { p[0] = 1; }\n"
 
 
 def clang_supports_clcpp2021(clang):
+    """Whether `clang` compiles a small shader with this tool's flags and stand-in."""
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "probe.cl")
+        src = os.path.join(tmp, "probe.metal")
         with open(src, "w") as f:
             f.write(_PROBE)
         try:
-            r = subprocess.run([clang, "-x", "clcpp", "-cl-std=clc++2021", "-target", "spir64", "-fsyntax-only", src],
+            r = subprocess.run([clang] + clang_flags((2, 4), STDLIB_DIR) + ["-fsyntax-only", src],
                                capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             return False

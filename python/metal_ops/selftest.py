@@ -217,31 +217,33 @@ def cpu_reference(case, repeat=1):
     return values, grads, seconds
 
 
-def max_error(got, want):
-    """Largest |got - want| / max(1, |want|) over the arrays (inf on a mismatch), and what mismatched."""
+def max_error(got, want, names=None):
+    """Largest |got - want| / max(1, |want|) over the arrays (inf on a mismatch),
+    and which array (`names`, else its index) it was found in."""
     worst, note = 0.0, ""
     for k, (a, b) in enumerate(zip(got, want)):
+        k = names[k] if names else f"result {k}"
         if a is None or b is None:
             if (a is None) != (b is None):
-                return math.inf, f"result {k}: {'missing' if a is None else 'unexpected'} on the device"
+                return math.inf, f"{k}: {'missing' if a is None else 'unexpected'} on the device"
             continue
         a = np.asarray(a)
         b = np.asarray(b)
         if a.shape != b.shape:
-            return math.inf, f"result {k}: shape {a.shape} on the device, {b.shape} expected"
+            return math.inf, f"{k}: shape {a.shape} on the device, {b.shape} expected"
         if a.size == 0:
             continue
         a = a.astype(np.float64)
         b = b.astype(np.float64)
         nan_a, nan_b = np.isnan(a), np.isnan(b)
         if np.any(nan_a != nan_b):
-            return math.inf, f"result {k}: NaN at {int(np.sum(nan_a != nan_b))} positions on one side only"
+            return math.inf, f"{k}: NaN at {int(np.sum(nan_a != nan_b))} positions on one side only"
         both = ~nan_a
         with np.errstate(invalid="ignore"):
             diff = np.where(a[both] == b[both], 0.0, np.abs(a[both] - b[both]))
         err = float(np.max(diff / np.maximum(1.0, np.abs(b[both])), initial=0.0))
         if not err <= worst:
-            worst, note = err, f"result {k}"
+            worst, note = err, f"largest in {k}"
     if len(got) != len(want):
         return math.inf, f"{len(got)} results on the device, {len(want)} expected"
     return worst, note
@@ -256,7 +258,8 @@ def run_case(case, device, reference, repeat):
         row["device_ms"] = seconds * 1e3
         want_values, want_grads, ref_seconds = reference(case, repeat)
         row["reference_ms"] = None if ref_seconds is None else ref_seconds * 1e3
-        error, note = max_error(values + grads, list(want_values) + list(want_grads))
+        names = [f"output {i}" for i in range(len(values))] + [f"gradient of input {i}" for i in range(len(grads))]
+        error, note = max_error(values + grads, list(want_values) + list(want_grads), names)
         row["error"], row["note"] = error, note
         import tensorflow as tf
 
