@@ -207,7 +207,7 @@ cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
 SHIM_LIB := $(BUILD)/libmetal_shim.so
 SHIM_SRCS := $(wildcard tests/metal_shim/*.cc)
 metal-shim: $(SHIM_LIB)
-$(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h)
+$(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h)
 	@mkdir -p $(BUILD)
 	$(CXX) -std=c++17 -O2 -fPIC -shared -I. -I$(GEN) -Wno-attributes -o $@ $(SHIM_SRCS)
 

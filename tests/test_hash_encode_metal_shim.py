@@ -1,6 +1,6 @@
 """HashEncode Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/hash_encode.metal is compiled as C++ (kernels/metal/msl_shim.h)
+kernels/metal/hash_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/hash_encode_shim.cc runs each shader over its dispatch grid
 in the order kernels/metal/hash_encode_metal.mm encodes them. The reference

@@ -149,7 +149,7 @@ def test_embed_reads_the_language_line(tmp_path):
 # ---- the shim keeps MSL's namespace -----------------------------------------------------
 
 SHADER = """
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 {prelude}
 kernel void add(device {atomic}* sums [[buffer(0)]], uint gid [[thread_position_in_grid]]) {{
   {fetch_add}(&sums[0], 1.0f, {order});

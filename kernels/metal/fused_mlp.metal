@@ -3,7 +3,7 @@
 // Activations and their derivatives: kernels/common/activations.h; the layout
 // of arguments, packed weights and partials: kernels/metal/fused_mlp_metal.h.
 // Embedded in the op library and compiled on the Mac at run time; on every
-// machine, run on the CPU through kernels/metal/msl_shim.h by
+// machine, run on the CPU through tests/metal_shim/msl_shim.h by
 // tests/metal_shim/fused_mlp_shim.cc.
 //
 // A threadgroup of S SIMD-groups (S = 1, 2 or 4) owns a tile of 8 S rows

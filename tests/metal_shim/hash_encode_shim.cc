@@ -1,10 +1,10 @@
-// Runs the HashEncode Metal shaders on the CPU (see kernels/metal/msl_shim.h),
+// Runs the HashEncode Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // in the order kernels/metal/hash_encode_metal.mm encodes them, each over its
 // whole dispatch grid (threads one after another). Driven by
 // tests/test_hash_encode_metal_shim.py through ctypes.
 #include <type_traits>
 
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 #include "hash_encode.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 namespace {
