@@ -57,7 +57,8 @@ MO_FN bool isinf_f(float x) { return metal::isinf(x); }
 #endif
 #define MO_THREAD
 #define MO_DEVICE
-#define MO_CONSTANT
+// Kernel arguments in Metal's constant address space are read-only.
+#define MO_CONSTANT const
 // The MSL shim hands threadgroup memory to a kernel itself (and its empty
 // `threadgroup` macro would turn [[threadgroup(i)]] into invalid [[(i)]]).
 #define MO_THREADGROUP_ARG(i)

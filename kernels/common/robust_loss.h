@@ -55,6 +55,7 @@ namespace mo {
 struct RobustLossParams {
   int64 num_elements;  // elements of x
   int64 channels;      // last dimension of x when a parameter is per-channel, else 1
+  int64 rows;          // num_elements / channels
   int64 alpha_vec;     // 1 when alpha has `channels` elements, 0 when it is a scalar
   int64 scale_vec;     // same for scale
 };
@@ -388,10 +389,9 @@ MO_FN void robust_loss_grads(float x, float alpha, float scale, MO_THREAD float&
   robust_loss_grads_k(x, robust_loss_coeffs(alpha, scale), rho, d_x, d_alpha, d_scale);
 }
 
-// Index of the alpha / scale element used by flat element i of x.
-MO_FN int64 robust_loss_param_index(int64 i, int64 channels, int64 is_vec) {
-  return is_vec != 0 ? i % channels : 0;
-}
+// Index of the alpha / scale element used by an element of x in channel
+// `col` (its flat index modulo channels, kept by the caller).
+MO_FN int64 robust_loss_param_index(int64 col, int64 is_vec) { return is_vec != 0 ? col : 0; }
 
 }  // namespace mo
 

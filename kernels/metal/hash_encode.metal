@@ -20,8 +20,9 @@
 // Helpers: hash_encode_zero_u32, hash_encode_max_abs_<TN>,
 //   hash_encode_fixed_to_table_<TN>, hash_encode_float_to_half.
 //
-// Threads are level-major (thread t handles level t / N, point t % N), so a
-// dispatch works through one level's slice of the table at a time.
+// Threads are level-major (flat index t = level * N + point), so a dispatch
+// works through one level's slice of the table at a time; the level of each
+// (point, level) and its geometry come from the host (Params' per-level table).
 #include "kernels/common/hash_grid.h"
 
 // atomic_float / atomic_uint, memory_order_relaxed and the atomic functions
@@ -33,24 +34,41 @@ namespace hash_grid_metal {
 
 using hash_grid::Params;
 
-struct LevelGeometry {
-  float scale;
-  uint32 resolution;
-  uint32 entries;
-  int64 offset;
-  bool hashed;
-};
+using hash_grid::LevelGeometry;
 
-template <int D>
-inline LevelGeometry geometry_of(constant Params& p, int level) {
-  LevelGeometry g;
-  g.scale = hash_grid::level_scale(level, p.log2_per_level_scale, p.base_resolution);
-  g.resolution = hash_grid::level_resolution(g.scale);
-  g.offset = p.level_offsets[level];
-  g.entries = uint32(p.level_offsets[level + 1] - g.offset);
-  g.hashed = hash_grid::level_is_hashed<D>(g.resolution, g.entries);
-  return g;
+// (level, point) of flat thread index t = level * n + point, and the stride of
+// a grid-stride loop over such indices, without a 64-bit division (Apple GPUs
+// have no 64-bit divider): t < 2^32, so n <= t fits 32 bits whenever t / n > 0.
+inline void split_level_point(uint t, int64 n, thread int& level, thread int64& point) {
+  if (int64(t) < n) {
+    level = 0;
+    point = int64(t);
+  } else {
+    const uint n32 = uint(n);
+    level = int(t / n32);
+    point = int64(t % n32);
+  }
 }
+
+// Walks (level, point) over t = gid, gid + grid_size, ... below n * num_levels,
+// level-major (one level's slice of the table at a time).
+struct LevelPointCursor {
+  int level, level_step;
+  int64 point, point_step, n;
+  void start(uint gid, uint grid_size, int64 points) {
+    n = points;
+    split_level_point(gid, n, level, point);
+    split_level_point(grid_size, n, level_step, point_step);
+  }
+  void next() {
+    point += point_step;
+    level += level_step;
+    if (point >= n) {
+      point -= n;
+      ++level;
+    }
+  }
+};
 
 // Out-of-range rule for the point's coordinates; false when it is zeroed.
 template <int D>
@@ -86,7 +104,7 @@ inline void fixed_scale(uint max_abs_bits, int64 num_points, thread float* scale
 inline void fixed_add(device atomic_uint* pair, int64 q) {
   if (q == 0) return;
   const uint64 u = uint64(q);
-  const uint lo = uint(u & 0xffffffffull);
+  const uint lo = uint(u);
   const uint hi = uint(u >> 32);
   const uint old = atomic_fetch_add_explicit(&pair[0], lo, memory_order_relaxed);
   const uint carry = (old + lo < old) ? 1u : 0u;
@@ -97,13 +115,14 @@ inline void fixed_add(device atomic_uint* pair, int64 q) {
 template <int D, int F, typename T>
 inline void forward(const device float* inputs, const device T* table, device T* encoded, constant Params& p,
                     uint gid, uint grid_size) {
-  const int64 n = p.num_points;
   const int num_levels = p.num_levels;
-  const int64 total = n * int64(num_levels);
-  for (int64 t = gid; t < total; t += grid_size) {
-    const int level = int(t / n);
-    const int64 i = t - int64(level) * n;
-    const LevelGeometry g = geometry_of<D>(p, level);
+  if (p.num_points <= 0) return;
+  LevelPointCursor at;
+  for (at.start(gid, grid_size, p.num_points); at.level < num_levels; at.next()) {
+    const int level = at.level;
+    const int64 i = at.point;
+    const LevelGeometry g = hash_grid::params_level(p, level);
+    const int64 offset = p.level_offsets[level];
     float out[F];
     for (int f = 0; f < F; ++f) out[f] = 0.0f;
     float used[D], mask[D];
@@ -112,7 +131,7 @@ inline void forward(const device float* inputs, const device T* table, device T*
       float w[D], dw[D], weights[1 << D];
       locate_point<D>(used, g.scale, p.interpolation, cell, w, dw);
       hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
-      hash_grid::interpolate_corners<D, F, T>(table + g.offset * F, rows, weights, out);
+      hash_grid::interpolate_corners<D, F, T>(table + offset * F, rows, weights, out);
     }
     device T* o = encoded + (i * num_levels + level) * F;
     for (int f = 0; f < F; ++f) o[f] = T(out[f]);
@@ -124,15 +143,16 @@ inline void forward(const device float* inputs, const device T* table, device T*
 template <int D, int F, typename T, typename Add>
 inline void scatter(const device T* grad_encoded, const device float* inputs, constant Params& p, uint gid,
                     uint grid_size, thread const Add& add) {
-  const int64 n = p.num_points;
   const int num_levels = p.num_levels;
-  const int64 total = n * int64(num_levels);
-  for (int64 t = gid; t < total; t += grid_size) {
-    const int level = int(t / n);
-    const int64 i = t - int64(level) * n;
+  if (p.num_points <= 0) return;
+  LevelPointCursor at;
+  for (at.start(gid, grid_size, p.num_points); at.level < num_levels; at.next()) {
+    const int level = at.level;
+    const int64 i = at.point;
     float used[D], mask[D];
     if (!prepare_point<D>(inputs + i * D, p.out_of_range, used, mask)) continue;
-    const LevelGeometry g = geometry_of<D>(p, level);
+    const LevelGeometry g = hash_grid::params_level(p, level);
+    const int64 offset = p.level_offsets[level];
     float dy[F];
     const device T* dyp = grad_encoded + (i * num_levels + level) * F;
     for (int f = 0; f < F; ++f) dy[f] = float(dyp[f]);
@@ -141,7 +161,7 @@ inline void scatter(const device T* grad_encoded, const device float* inputs, co
     locate_point<D>(used, g.scale, p.interpolation, cell, w, dw);
     hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
     for (int c = 0; c < (1 << D); ++c) {
-      const int64 base = (g.offset + int64(rows[c])) * F;
+      const int64 base = (offset + int64(rows[c])) * F;
       for (int f = 0; f < F; ++f) add(base + f, weights[c] * dy[f]);
     }
   }
@@ -186,7 +206,7 @@ inline void input_grad(const device T* grad_encoded, const device float* inputs,
     float used[D], mask[D];
     if (prepare_point<D>(inputs + i * D, p.out_of_range, used, mask)) {
       for (int level = 0; level < num_levels; ++level) {
-        const LevelGeometry g = geometry_of<D>(p, level);
+        const LevelGeometry g = hash_grid::params_level(p, level);
         float dy[F];
         const device T* dyp = grad_encoded + (i * num_levels + level) * F;
         for (int f = 0; f < F; ++f) dy[f] = float(dyp[f]);
@@ -194,7 +214,7 @@ inline void input_grad(const device T* grad_encoded, const device float* inputs,
         float w[D], dw[D], weights[1 << D];
         locate_point<D>(used, g.scale, p.interpolation, cell, w, dw);
         hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
-        hash_grid::accumulate_input_gradient_corners<D, F, T>(table + g.offset * F, rows, g.scale, w, dw, dy, dx);
+        hash_grid::accumulate_input_gradient_corners<D, F, T>(table + p.level_offsets[level] * F, rows, g.scale, w, dw, dy, dx);
       }
       for (int d = 0; d < D; ++d) dx[d] *= mask[d];
     }
