@@ -256,8 +256,8 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
   device float* partial = partials + int64(group) * p.params_pad;
   const int64 biases_at = fused_mlp_weights_total(p.in_pad, W, p.out_pad, L);
   // This partition's tiles: a fixed, contiguous range (depends on N only).
-  const int64 first = int64(group) * p.num_tiles / p.partitions;
-  const int64 last = int64(group + 1) * p.num_tiles / p.partitions;
+  const int64 first = fused_mlp_partition_start(p, int32(group));
+  const int64 last = fused_mlp_partition_start(p, int32(group) + 1);
   for (int64 tile = first; tile < last; ++tile) {
     const int64 row0 = tile * R;
     threadgroup T* dz = tile_a;
