@@ -25,6 +25,7 @@ struct FusedMlpParams {
   int64 n;          // rows of x
   int64 num_tiles;  // row tiles of `rows` rows
   int64 params_pad; // floats of one weight-gradient partial (backward)
+  int64 part_tiles; // num_tiles / partitions: a partition's tiles, without a 64-bit division on the GPU
   int32 in_dim, in_pad, width, out_dim, out_pad, hidden_layers;
   int32 activation, output_activation;
   float alpha;
@@ -35,7 +36,16 @@ struct FusedMlpParams {
   int32 off_a, off_b, off_w;  // byte offsets of the tiles in threadgroup memory
   int32 tg_bytes;    // threadgroup memory per threadgroup
   int32 partitions;  // backward: weight-gradient partial sums, one per threadgroup
+  int32 part_rem;    // num_tiles % partitions
+  int32 pad_;        // keeps sizeof a multiple of 8 everywhere
 };
+
+// Partition g's first row tile, floor(g * num_tiles / partitions), as
+// g * part_tiles + floor(g * part_rem / partitions): the division is 32-bit
+// (g and part_rem are below partitions <= kFusedMlpMaxPartitions).
+MO_FN int64 fused_mlp_partition_start(MO_CONSTANT FusedMlpParams& p, int32 g) {
+  return int64(g) * p.part_tiles + int64(uint32(g) * uint32(p.part_rem) / uint32(p.partitions));
+}
 
 // Copies a [rows, cols] matrix into a zero-padded [rows_pad, cols_pad] block at dst + offset.
 struct FusedMlpPackParams {
@@ -129,6 +139,9 @@ inline bool fused_mlp_params(int64 n, int32 in_dim, int32 width, int32 out_dim, 
       if (parts > kFusedMlpMaxPartitions) parts = kFusedMlpMaxPartitions;
       if (parts > p->num_tiles) parts = p->num_tiles;
       p->partitions = int32(parts < 1 ? 1 : parts);
+      p->part_tiles = p->num_tiles / p->partitions;
+      p->part_rem = int32(p->num_tiles % p->partitions);
+      p->pad_ = 0;
       return true;
     }
   }
