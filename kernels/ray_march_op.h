@@ -25,6 +25,7 @@ struct RayMarchInputs {
   const float* near;
   const float* far;
   const unsigned char* occupancy;
+  uint32_t seed;
 };
 
 // Defined per device, for R > 0.
@@ -60,14 +61,14 @@ class RayMarchOp : public ::tensorflow::OpKernel {
                                                                    DimsOf(far), DimsOf(occupancy), DimsOf(seed),
                                                                    attrs_)));
     const int64_t rays = origins.dim_size(0);
-    // The seed is a host-memory input (see the registrations).
-    const RayMarchParams p =
-        ray_march_checks::MakeParams(attrs_, rays, occupancy.dim_size(0), seed.scalar<int32_t>()());
+    const RayMarchParams p = ray_march_checks::MakeParams(attrs_, rays, occupancy.dim_size(0));
     ::tensorflow::Tensor *offsets = nullptr, *counts = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, ::tensorflow::TensorShape({rays}), &offsets));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, ::tensorflow::TensorShape({rays}), &counts));
     const RayMarchInputs in{origins.flat<float>().data(), directions.flat<float>().data(), near.flat<float>().data(),
-                            far.flat<float>().data(), occupancy.flat<uint8_t>().data()};
+                            far.flat<float>().data(), occupancy.flat<uint8_t>().data(),
+                            // a host-memory input on every device (see the registrations)
+                            static_cast<uint32_t>(seed.scalar<int32_t>()())};
     int64_t total = 0;
     if (rays > 0) {
       OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Count(ctx, p, in, offsets->flat<int32_t>().data(),

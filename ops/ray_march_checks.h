@@ -119,7 +119,7 @@ inline Result TotalSamples(int64_t total) {
 }
 
 // The parameters every backend's kernels take.
-inline RayMarchParams MakeParams(const Attrs& a, int64_t rays, int64_t cascades, int32_t seed) {
+inline RayMarchParams MakeParams(const Attrs& a, int64_t rays, int64_t cascades) {
   RayMarchParams p{};
   for (int i = 0; i < 3; ++i) {
     p.aabb_min[i] = a.aabb[i];
@@ -135,7 +135,6 @@ inline RayMarchParams MakeParams(const Attrs& a, int64_t rays, int64_t cascades,
   p.max_samples = a.max_samples;
   p.max_iterations = rm_max_iterations(a.max_samples, a.grid_resolution, p.cascades);
   p.jitter = a.jitter ? 1 : 0;
-  p.seed = static_cast<uint32_t>(seed);
   return p;
 }
 

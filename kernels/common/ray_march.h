@@ -35,8 +35,7 @@ struct RayMarchParams {
   int32 bytes_per_cascade;  // ceil(G^3 / 8)
   int32 max_samples;        // per ray, >= 1
   int32 max_iterations;     // bound on steps + skips of one ray
-  int32 jitter;             // 0 or 1
-  uint32 seed;
+  int32 jitter;             // 0 or 1; the seed is an input (rm_march_ray's `seed`)
 };
 
 // The bound on one ray's loop: every sample is one iteration, and a ray
@@ -143,11 +142,12 @@ MO_FN float rm_cell_exit(const MO_THREAD float* o, const MO_THREAD float* d, int
 }
 
 // Marches ray `ray` and returns its number of samples. With t_starts non-null,
-// writes them (and t_ends, ray_indices) from index `offset` on.
+// writes them (and t_ends, ray_indices) from index `offset` on. `seed` is the
+// op's seed input (used with p.jitter).
 MO_FN int32 rm_march_ray(const MO_DEVICE float* origins, const MO_DEVICE float* directions,
                          const MO_DEVICE float* near, const MO_DEVICE float* far, const MO_DEVICE unsigned char* bits,
-                         int32 ray, MO_CONSTANT const RayMarchParams& p, int32 offset, MO_DEVICE float* t_starts,
-                         MO_DEVICE float* t_ends, MO_DEVICE int32* ray_indices) {
+                         int32 ray, MO_CONSTANT const RayMarchParams& p, uint32 seed, int32 offset,
+                         MO_DEVICE float* t_starts, MO_DEVICE float* t_ends, MO_DEVICE int32* ray_indices) {
   float o[3], d[3];
   for (int32 a = 0; a < 3; ++a) {
     o[a] = origins[3 * ray + a];
@@ -160,7 +160,7 @@ MO_FN int32 rm_march_ray(const MO_DEVICE float* origins, const MO_DEVICE float* 
   float t = fmax_f(near[ray], t_box0);
   const float t_far = fmin_f(far[ray], t_box1);
   if (!(t < t_far) || isinf_f(t) || isinf_f(t_far)) return 0;
-  if (p.jitter != 0) t += rm_jitter(p.seed, uint32(ray)) * rm_step(t, p);
+  if (p.jitter != 0) t += rm_jitter(seed, uint32(ray)) * rm_step(t, p);
   int32 count = 0;
   for (int32 it = 0; it < p.max_iterations && count < p.max_samples && t < t_far; ++it) {
     const float t_end = fmin_f(t + rm_step(t, p), t_far);

@@ -15,8 +15,8 @@ namespace {
 
 __global__ void RayMarchCountKernel(RayMarchParams p, RayMarchDeviceInputs in, int32_t* __restrict__ counts) {
   for (int64_t r = GlobalThreadIndex(); r < p.num_rays; r += GlobalThreadCount()) {
-    counts[r] = rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, static_cast<int32>(r), p, 0,
-                             nullptr, nullptr, nullptr);
+    counts[r] = rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, static_cast<int32>(r), p, in.seed,
+                             0, nullptr, nullptr, nullptr);
   }
 }
 
@@ -34,8 +34,8 @@ __global__ void RayMarchFillKernel(RayMarchParams p, RayMarchDeviceInputs in, co
                                    float* __restrict__ t_starts, float* __restrict__ t_ends,
                                    int32_t* __restrict__ ray_indices) {
   for (int64_t r = GlobalThreadIndex(); r < p.num_rays; r += GlobalThreadCount()) {
-    rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, static_cast<int32>(r), p, offsets[r],
-                 t_starts, t_ends, ray_indices);
+    rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, static_cast<int32>(r), p, in.seed,
+                 offsets[r], t_starts, t_ends, ray_indices);
   }
 }
 

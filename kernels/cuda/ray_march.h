@@ -19,6 +19,7 @@ struct RayMarchDeviceInputs {
   const float* near;
   const float* far;
   const unsigned char* occupancy;
+  uint32_t seed;
 };
 
 // Bytes of device scratch LaunchRayMarchCount needs for p.num_rays rays.

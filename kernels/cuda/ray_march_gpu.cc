@@ -20,7 +20,7 @@ namespace {
 using ::tensorflow::OpKernelContext;
 
 cuda::RayMarchDeviceInputs DeviceInputs(const RayMarchInputs& in) {
-  return cuda::RayMarchDeviceInputs{in.origins, in.directions, in.near, in.far, in.occupancy};
+  return cuda::RayMarchDeviceInputs{in.origins, in.directions, in.near, in.far, in.occupancy, in.seed};
 }
 
 }  // namespace

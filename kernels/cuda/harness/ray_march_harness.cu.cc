@@ -10,7 +10,7 @@ namespace {
 
 // Returns 0, or -1 with the check's message in `error` (error_bytes long).
 int Params(const float* aabb, int grid_resolution, int cascades, float step_size, float cone_angle,
-           float max_step_size, int max_samples, int jitter, int seed, int rays, mo::RayMarchParams* p, char* error,
+           float max_step_size, int max_samples, int jitter, int rays, mo::RayMarchParams* p, char* error,
            int error_bytes) {
   namespace rc = mo::ray_march_checks;
   rc::Attrs a;
@@ -29,7 +29,7 @@ int Params(const float* aabb, int grid_resolution, int cascades, float step_size
     }
     return -1;
   }
-  *p = rc::MakeParams(a, rays, cascades, seed);
+  *p = rc::MakeParams(a, rays, cascades);
   return 0;
 }
 
@@ -46,11 +46,11 @@ int metal_ops_ray_march_count(const float* aabb, int grid_resolution, int cascad
                               void* scratch, size_t scratch_bytes, cudaStream_t stream, char* error,
                               int error_bytes) {
   mo::RayMarchParams p;
-  if (Params(aabb, grid_resolution, cascades, step_size, cone_angle, max_step_size, max_samples, jitter, seed, rays,
-             &p, error, error_bytes) != 0) {
+  if (Params(aabb, grid_resolution, cascades, step_size, cone_angle, max_step_size, max_samples, jitter, rays, &p,
+             error, error_bytes) != 0) {
     return -1;
   }
-  const mo::cuda::RayMarchDeviceInputs in{origins, directions, near, far, occupancy};
+  const mo::cuda::RayMarchDeviceInputs in{origins, directions, near, far, occupancy, static_cast<uint32_t>(seed)};
   return static_cast<int>(
       mo::cuda::LaunchRayMarchCount(p, in, counts, offsets, total, scratch, scratch_bytes, stream));
 }
@@ -61,11 +61,11 @@ int metal_ops_ray_march_fill(const float* aabb, int grid_resolution, int cascade
                              const unsigned char* occupancy, const int32_t* offsets, float* t_starts, float* t_ends,
                              int32_t* ray_indices, cudaStream_t stream, char* error, int error_bytes) {
   mo::RayMarchParams p;
-  if (Params(aabb, grid_resolution, cascades, step_size, cone_angle, max_step_size, max_samples, jitter, seed, rays,
-             &p, error, error_bytes) != 0) {
+  if (Params(aabb, grid_resolution, cascades, step_size, cone_angle, max_step_size, max_samples, jitter, rays, &p,
+             error, error_bytes) != 0) {
     return -1;
   }
-  const mo::cuda::RayMarchDeviceInputs in{origins, directions, near, far, occupancy};
+  const mo::cuda::RayMarchDeviceInputs in{origins, directions, near, far, occupancy, static_cast<uint32_t>(seed)};
   return static_cast<int>(mo::cuda::LaunchRayMarchFill(p, in, offsets, t_starts, t_ends, ray_indices, stream));
 }
 
