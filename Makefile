@@ -60,8 +60,16 @@ help:
 # path; the .so that `make` builds in place is found there): tests, benchmarks
 # and examples import metal_ops without editing sys.path. METAL_OPS_SKIP_MAKE:
 # setup.py leaves the compiling to this Makefile.
+# On a Mac, tools/check_macos_env.py first checks that the pinned macOS stack
+# can install here (Python 3.9-3.12, macOS >= 12.1) and says what to use
+# instead; VENV_PYTHON is the interpreter that makes the venv.
+VENV_PYTHON ?= python3
+ifeq ($(UNAME_S)$(MACOS_CROSS),Darwin)
+  MACOS_ENV_CHECK = $(if $(wildcard $(PYTHON)),$(PYTHON),$(VENV_PYTHON)) tools/check_macos_env.py
+endif
 $(VENV)/.installed: $(REQUIREMENTS) pyproject.toml setup.py
-	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(MACOS_ENV_CHECK)
+	test -x $(PYTHON) || $(VENV_PYTHON) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -r $(REQUIREMENTS)
 	METAL_OPS_SKIP_MAKE=1 $(PYTHON) -m pip install -q --no-build-isolation --no-deps -e .
@@ -207,7 +215,7 @@ cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
 SHIM_LIB := $(BUILD)/libmetal_shim.so
 SHIM_SRCS := $(wildcard tests/metal_shim/*.cc)
 metal-shim: $(SHIM_LIB)
-$(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h)
+$(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h)
 	@mkdir -p $(BUILD)
 	$(CXX) -std=c++17 -O2 -fPIC -shared -I. -I$(GEN) -Wno-attributes -o $@ $(SHIM_SRCS)
 

@@ -22,6 +22,8 @@ using checks::ShapeString;
 
 constexpr int kWidths[] = {16, 32, 64, 128};
 constexpr int kMaxHiddenLayers = 8;
+// Input and output widths. Also keeps the Metal pack and reduce shaders'
+// index arithmetic (at most 128 x 128 per layer) in 32 bits (fused_mlp.metal).
 constexpr int64_t kMaxIoWidth = 128;
 
 struct Attrs {

@@ -1,6 +1,6 @@
 """FusedMLP Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/fused_mlp.metal is compiled as C++ (kernels/metal/msl_shim.h)
+kernels/metal/fused_mlp.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/fused_mlp_shim.cc runs the shaders in the order and with the
 threadgroup geometry kernels/metal/fused_mlp_metal.mm uses, each threadgroup's

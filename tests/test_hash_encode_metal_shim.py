@@ -1,6 +1,6 @@
 """HashEncode Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/hash_encode.metal is compiled as C++ (kernels/metal/msl_shim.h)
+kernels/metal/hash_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/hash_encode_shim.cc runs each shader over its dispatch grid
 in the order kernels/metal/hash_encode_metal.mm encodes them. The reference
@@ -35,6 +35,10 @@ def shim():
     lib.shim_hash_encode_backward.argtypes = [i32, vp, vp, vp, vp, vp, i32, i32, i32, vp, i64, i32, i32, i32, i32,
                                               u32, f32, i32, i32, u32]
     lib.shim_hash_encode_backward.restype = i32
+    lib.shim_hash_grid_levels.argtypes = [i32, i32, i32, u32, f32, vp, vp, vp]
+    lib.shim_hash_grid_levels.restype = None
+    lib.shim_hash_encode_override_level_scale.argtypes = [i32, f32]
+    lib.shim_hash_encode_override_level_scale.restype = None
     return lib
 
 
@@ -179,3 +183,62 @@ def test_backward_optional_outputs_and_empty(shim):
     gt, gi = backward(shim, np.zeros((0, 32), np.float32), np.zeros((0, 2), np.float32), table, grid, "linear",
                       "clamp", True)
     assert np.all(gt == 0) and gi.shape == (0, 2)
+
+
+def grid_levels(shim, dims, grid):
+    count = grid["num_levels"]
+    scale = np.zeros(count, np.float32)
+    resolution = np.zeros(count, np.uint32)
+    hashed = np.zeros(count, np.uint32)
+    shim.shim_hash_grid_levels(dims, count, grid["log2_hashmap_size"], grid["base_resolution"],
+                               grid["per_level_scale"], ptr(scale), ptr(resolution), ptr(hashed))
+    return scale, resolution, hashed
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3, 4])
+def test_level_table_pins_base_16_scale_1_5(shim, dims):
+    """hash_grid::make_params' per-level table (the one every backend's kernels
+    read): levels 1-4 of base 16, scale 1.5 are within 2e-7 of an integer before
+    the ceiling; computed once on the host they are 24/36/54/81."""
+    grid = dict(num_levels=16, log2_hashmap_size=19, base_resolution=16, per_level_scale=1.5)
+    scale, resolution, hashed = grid_levels(shim, dims, grid)
+    assert list(resolution[:5]) == [16, 24, 36, 54, 81]
+    expected = ref.levels(dims, **grid)
+    assert list(resolution) == [lv.resolution for lv in expected]
+    np.testing.assert_array_equal(scale, [lv.scale for lv in expected])
+    assert list(hashed.astype(bool)) == [lv.hashed for lv in expected]
+
+
+def test_shaders_read_the_hosts_level_table(shim):
+    """Changing one level's scale in Params changes that level's features only:
+    the shader reads the table and computes no level geometry of its own."""
+    rng = np.random.default_rng(5)
+    grid = dict(num_levels=4, log2_hashmap_size=12, base_resolution=16, per_level_scale=1.5)
+    table = rng.uniform(-1, 1, (ref.table_rows(3, **grid), 2)).astype(np.float32)
+    x = make_inputs(rng, 64, 3)
+    base = forward(shim, x, table, grid, "linear", "clamp")
+    try:
+        shim.shim_hash_encode_override_level_scale(2, 17.0)
+        changed = forward(shim, x, table, grid, "linear", "clamp")
+    finally:
+        shim.shim_hash_encode_override_level_scale(-1, 0.0)
+    level = lambda a, l: a[:, 2 * l:2 * l + 2]  # noqa: E731
+    for l in (0, 1, 3):
+        np.testing.assert_array_equal(level(changed, l), level(base, l))
+    assert not np.array_equal(level(changed, 2), level(base, 2))
+
+
+def test_no_backend_computes_level_geometry():
+    """Only kernels/common/hash_grid.h computes a level's scale and resolution
+    (level_geometry); the CPU, CUDA and Metal kernels read Params' table."""
+    import glob
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = [f for pattern in ("kernels/cpu/hash_encode*", "kernels/cuda/hash_encode*", "kernels/metal/hash_encode*",
+                               "kernels/cuda/harness/hash_encode*")
+             for f in glob.glob(os.path.join(root, pattern))]
+    assert len(files) >= 6
+    for path in files:
+        text = open(path).read()
+        assert not re.search(r"\b(level_scale|level_resolution|level_geometry|exp2_f|exp2f?)\s*\(", text), path

@@ -8,6 +8,7 @@ the real binaries; otherwise those tests skip. Nothing here downloads.
 """
 import glob
 import os
+import shutil
 import struct
 
 import pytest
@@ -333,6 +334,21 @@ def test_version_from_the_path_without_dist_info(tmp_path):
     os.rename(os.path.dirname(tf_dir), unpacked)
     assert mb.TensorFlow(str(unpacked / "tensorflow")).version == "2.18.1"
     assert mb.TensorFlow(str(unpacked)).version == "2.18.1"
+
+
+def test_version_from_the_wheels_metadata_not_the_cache_folder(tmp_path):
+    """metal_check.sh unpacks into tf-<tf>-openblas-<blas>; the report must name
+    TensorFlow's version (METADATA's Version), never OpenBLAS's."""
+    tf_dir = fake_tensorflow(tmp_path, "2.19.1")
+    site = os.path.dirname(tf_dir)
+    with open(os.path.join(site, "tensorflow-2.19.1.dist-info", "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.19.1\n")
+    cache = tmp_path / "build" / "macos" / "tf-2.19.1-openblas-0.3.34.481.3"
+    cache.parent.mkdir(parents=True)
+    os.rename(site, cache)
+    assert mb.TensorFlow(str(cache / "tensorflow")).version == "2.19.1"
+    shutil.rmtree(cache / "tensorflow-2.19.1.dist-info")
+    assert mb.TensorFlow(str(cache / "tensorflow")).version == "2.19.1"  # from tf-X, not 0.3.34
 
 
 def test_a_reexport_must_resolve_in_its_target(tmp_path):

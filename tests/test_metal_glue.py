@@ -2,7 +2,9 @@
 
 - The glue's decisions (kernels/metal/metal_rules.h, through build/libmetal_shim.so):
   empty tensors are never bound as MTLBuffers, the shader language version a
-  macOS offers and the error below it, threadgroup counts.
+  macOS offers and the error below it, threadgroup counts, whether a
+  threadgroup dispatch fits, the blit fill rule, the METAL_OPS_GPU_SYNC mode
+  and its error; every pipeline and check before the first encode.
 - The embedded shader sources (tools/embed_metal.py): every project include
   expanded, the C++ raw strings decode to exactly the expanded files, which are
   what the MSL-shim tests compile, and the language version lines.
@@ -37,6 +39,11 @@ def shim():
     lib.shim_threadgroup_count.restype = ctypes.c_uint64
     lib.shim_msl_too_old_message.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                              ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.shim_threadgroup_fit_error.argtypes = [ctypes.c_uint64] * 5 + [ctypes.c_char_p, ctypes.c_int]
+    lib.shim_fill_length.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.shim_fill_length.restype = ctypes.c_uint64
+    lib.shim_gpu_sync_requested.argtypes = [ctypes.c_char_p]
+    lib.shim_gpu_error_message.argtypes = [ctypes.c_char_p] * 5 + [ctypes.c_int]
     return lib
 
 
@@ -77,6 +84,71 @@ def test_too_old_message_names_library_and_versions(shim):
     (2**40, 256, 2**20), (5, 0, 1)])
 def test_threadgroup_count(shim, threads, width, groups):
     assert shim.shim_threadgroup_count(threads, width) == groups
+
+
+def fit_error(shim, *args):
+    out = ctypes.create_string_buffer(512)
+    shim.shim_threadgroup_fit_error(*args, out, 512)
+    return out.value.decode()
+
+
+def test_threadgroup_fit(shim):
+    # (max threads, threads, static bytes, bytes, device bytes); bytes round up to 16.
+    assert fit_error(shim, 1024, 128, 0, 32768, 32768) == ""
+    assert fit_error(shim, 1024, 128, 0, 32753, 32768) == ""
+    assert "needs 32784" in fit_error(shim, 1024, 128, 0, 32769, 32768)
+    assert "needs 32784" in fit_error(shim, 1024, 128, 16, 32768, 32768)
+    assert "at most 64 threads" in fit_error(shim, 64, 128, 0, 0, 32768)
+    assert "needs 0" in fit_error(shim, 64, 0, 0, 0, 32768)
+
+
+@pytest.mark.parametrize("nbytes,buffer,length", [(4, 4, 4), (6, 8, 8), (2, 4, 4), (6, 6, 0), (4096, 4096, 4096),
+                                                  (4097, 4098, 0)])
+def test_fill_length_keeps_metals_fill_rule(shim, nbytes, buffer, length):
+    # macOS: fillBuffer's range length (and offset, always 0) must be multiples of 4.
+    got = shim.shim_fill_length(nbytes, buffer)
+    assert got == length
+    assert got % 4 == 0 and (got == 0 or nbytes <= got <= buffer)
+
+
+@pytest.mark.parametrize("value,on", [(b"1", 1), (b"true", 1), (b"0", 0), (b"", 0), (None, 0), (b"yes please", 0)])
+def test_gpu_sync_variable(shim, value, on):
+    assert shim.shim_gpu_sync_requested(value) == on
+
+
+def test_gpu_error_message_names_op_and_kernels(shim):
+    out = ctypes.create_string_buffer(1024)
+    shim.shim_gpu_error_message(b"model/hash_encode/MetalOpsHashEncode", b"hash_encode_zero_u32;blit fill",
+                                b"error", b"Internal Error (0000000e)", out, 1024)
+    text = out.value.decode()
+    for part in ("'model/hash_encode/MetalOpsHashEncode'", "hash_encode_zero_u32, blit fill", "status error",
+                 "Internal Error (0000000e)", "METAL_OPS_GPU_SYNC=1"):
+        assert part in text, (part, text)
+
+
+def encode_bodies(text):
+    """The bodies of the `call.Encode([&](mo::metal::Encoder& e) { ... })` lambdas of a .mm file."""
+    bodies = []
+    for match in re.finditer(r"call\.Encode\(\[&\]\(mo::metal::Encoder& e\) \{", text):
+        depth, at = 1, match.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(text[at], 0)
+            at += 1
+        bodies.append(text[match.end():at])
+    return bodies
+
+
+def test_every_pipeline_and_check_comes_before_the_first_encode():
+    """Pipelines are compiled (and the threadgroup and GPU-family checks made)
+    before an op enters the stream's queue, so a failing call encodes nothing
+    and no compile runs inside dispatch_sync(stream.queue)."""
+    found = 0
+    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*_metal.mm")):
+        for body in encode_bodies(open(path).read()):
+            found += 1
+            for banned in ("Pipeline(", "CheckThreadgroups(", "supportsFamily", "GetOrBuild(", "compileWithDevice"):
+                assert banned not in body, (os.path.basename(path), banned)
+    assert found >= 14
 
 
 # ---- embedded sources -------------------------------------------------------------------
@@ -149,7 +221,7 @@ def test_embed_reads_the_language_line(tmp_path):
 # ---- the shim keeps MSL's namespace -----------------------------------------------------
 
 SHADER = """
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 {prelude}
 kernel void add(device {atomic}* sums [[buffer(0)]], uint gid [[thread_position_in_grid]]) {{
   {fetch_add}(&sums[0], 1.0f, {order});

@@ -562,12 +562,22 @@ class TensorFlow:
         self._tries = {}
 
     def _version(self):
+        """The wheel's own: Version in tensorflow-X.dist-info/METADATA beside
+        the folder (its name without one); else a tf-X / tensorflow-X folder
+        in the path (never another version number the path holds)."""
         parent = os.path.dirname(os.path.abspath(self.dir))
         for entry in sorted(os.listdir(parent)):
             match = re.match(r"tensorflow-([0-9][^-]*)\.dist-info$", entry)
             if match:
+                try:
+                    with open(os.path.join(parent, entry, "METADATA"), encoding="utf-8") as f:
+                        for line in f:
+                            if line.startswith("Version:"):
+                                return line.split(":", 1)[1].strip()
+                except OSError:
+                    pass
                 return match.group(1)
-        found = re.findall(r"\d+\.\d+\.\d+(?:rc\d+)?", os.path.abspath(self.dir))
+        found = re.findall(r"(?:^|/)(?:tf|tensorflow)-(\d+\.\d+\.\d+(?:rc\d+)?)", os.path.abspath(self.dir))
         return found[-1] if found else self.dir
 
     def trie(self, rel):

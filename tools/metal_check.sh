@@ -66,10 +66,12 @@ fi
 # The wheels unpacked side by side, as in site-packages (the rpaths of an
 # installed package point from metal_ops/ to ../tensorflow and ../scipy_openblas32/lib).
 TF_DIR="$OUT/tf-$TF_VERSION-openblas-$BLAS_VERSION"
-if [ ! -f "$TF_DIR/.unpacked" ]; then
+# The wheel's METADATA too: the reports name the version it gives.
+if [ ! -f "$TF_DIR/.unpacked" ] || [ ! -f "$TF_DIR/tensorflow-$TF_VERSION.dist-info/METADATA" ]; then
   rm -rf "$TF_DIR" && mkdir -p "$TF_DIR"
   unzip -q -o "$(tf_wheel)" 'tensorflow/include/*' 'tensorflow/libtensorflow_framework.2.dylib' \
-    'tensorflow/libtensorflow_cc.2.dylib' 'tensorflow/python/_pywrap_tensorflow_internal.so' -d "$TF_DIR"
+    'tensorflow/libtensorflow_cc.2.dylib' 'tensorflow/python/_pywrap_tensorflow_internal.so' \
+    "tensorflow-$TF_VERSION.dist-info/METADATA" -d "$TF_DIR"
   unzip -q -o "$(metal_wheel)" 'tensorflow-plugins/*' -d "$TF_DIR"
   unzip -q -o "$(blas_wheel)" 'scipy_openblas32/include/*' 'scipy_openblas32/lib/libscipy_openblas.dylib' -d "$TF_DIR"
   touch "$TF_DIR/.unpacked"

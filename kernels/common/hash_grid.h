@@ -35,12 +35,18 @@ enum Limits {
 };
 
 // Arguments of one encoding, as passed to CUDA and Metal kernels (same layout
-// on host and device: only 4- and 8-byte scalars, 8-byte fields first).
+// on host and device: only 4- and 8-byte scalars, 8-byte fields first). The
+// per-level geometry is computed once on the host (make_params) and read by
+// every backend's kernels: a GPU's exp2 is not correctly rounded, and one ulp
+// can move ceil(scale) (base 16, scale 1.5: levels 1-4 are within 2e-7 of an
+// integer), so a kernel that computed it per element could index other rows
+// than the CPU.
 struct Params {
   int64 num_points;
   int64 level_offsets[kMaxLevels + 1];  // row offsets, level_offsets[L] = P
-  float log2_per_level_scale;
-  uint32 base_resolution;
+  float level_scale[kMaxLevels];        // vertex coordinate = scale * x + 0.5
+  uint32 level_resolution[kMaxLevels];  // vertices per axis
+  uint32 level_hashed[kMaxLevels];      // 1: hashed vertices, 0: dense
   int32 num_levels;
   int32 interpolation;
   int32 out_of_range;
@@ -59,6 +65,7 @@ MO_FN uint32 prime(int dim) {
 }
 
 // Scale of level l: base_resolution counts grid vertices, hence the -1.
+// Host code only (level_geometry); kernels read Params::level_scale.
 MO_FN float level_scale(int level, float log2_per_level_scale, uint32 base_resolution) {
   return exp2_f(float(level) * log2_per_level_scale) * float(base_resolution) - 1.0f;
 }
@@ -68,16 +75,46 @@ MO_FN uint32 level_resolution(float scale) { return uint32(ceil_f(scale)) + 1u; 
 // Rows of one level: resolution^D (saturating at 2^31 - 1 as tiny-cuda-nn
 // does), rounded up to a multiple of 8, capped at 2^log2_hashmap_size.
 MO_FN uint32 level_entries(int dims, uint32 resolution, int log2_hashmap_size) {
-  const uint64 max_params = 0x7fffffffull;
+  const uint64 max_params = uint64(0x7fffffffu);
   uint64 dense = 1;
   for (int d = 0; d < dims; ++d) {
     dense *= uint64(resolution);
     if (dense > max_params) dense = max_params;
   }
-  uint64 entries = (dense + 7ull) / 8ull * 8ull;
-  const uint64 hashed = uint64(1) << uint32(log2_hashmap_size);
+  uint64 entries = (dense + uint64(7u)) & ~uint64(7u);
+  const uint64 hashed = uint64(1u) << uint32(log2_hashmap_size);
   if (entries > hashed) entries = hashed;
   return uint32(entries);
+}
+
+// Whether a level is hashed: resolution^dims > entries.
+MO_FN bool level_is_hashed(int dims, uint32 resolution, uint32 entries) {
+  uint64 stride = 1;
+  for (int d = 0; d < dims; ++d) {
+    stride *= uint64(resolution);
+    if (stride > uint64(entries)) return true;
+  }
+  return false;
+}
+
+// One level's geometry. The one function that computes it, for every backend:
+// the CPU, CUDA and Metal hosts call it through make_params / level_offsets
+// and hand the kernels the table.
+struct LevelGeometry {
+  float scale;
+  uint32 resolution;
+  uint32 entries;
+  bool hashed;
+};
+
+MO_FN LevelGeometry level_geometry(int dims, int level, int log2_hashmap_size, float log2_per_level_scale,
+                                   uint32 base_resolution) {
+  LevelGeometry g;
+  g.scale = level_scale(level, log2_per_level_scale, base_resolution);
+  g.resolution = level_resolution(g.scale);
+  g.entries = level_entries(dims, g.resolution, log2_hashmap_size);
+  g.hashed = level_is_hashed(dims, g.resolution, g.entries);
+  return g;
 }
 
 // Row offsets of every level: offsets[0] = 0, offsets[l+1] = offsets[l] +
@@ -87,8 +124,8 @@ MO_FN int64 level_offsets(int dims, int num_levels, int log2_hashmap_size,
                           MO_THREAD int64* offsets) {
   offsets[0] = 0;
   for (int l = 0; l < num_levels; ++l) {
-    const uint32 resolution = level_resolution(level_scale(l, log2_per_level_scale, base_resolution));
-    offsets[l + 1] = offsets[l] + int64(level_entries(dims, resolution, log2_hashmap_size));
+    const LevelGeometry g = level_geometry(dims, l, log2_hashmap_size, log2_per_level_scale, base_resolution);
+    offsets[l + 1] = offsets[l] + int64(g.entries);
   }
   return offsets[num_levels];
 }
@@ -98,16 +135,33 @@ MO_FN int64 level_offsets(int dims, int num_levels, int log2_hashmap_size,
 // as in tiny-cuda-nn. Returns the table's row count P.
 MO_FN int64 make_params(int dims, int64 num_points, int num_levels, int log2_hashmap_size, uint32 base_resolution,
                         float per_level_scale, int interpolation, int out_of_range, MO_THREAD Params* p) {
+  const float log2_per_level_scale = log2_f(per_level_scale);
   p->num_points = num_points;
-  p->log2_per_level_scale = log2_f(per_level_scale);
-  p->base_resolution = base_resolution;
   p->num_levels = num_levels;
   p->interpolation = interpolation;
   p->out_of_range = out_of_range;
   p->pad_ = 0;
-  for (int l = num_levels + 1; l <= kMaxLevels; ++l) p->level_offsets[l] = 0;
-  return level_offsets(dims, num_levels, log2_hashmap_size, p->log2_per_level_scale, base_resolution,
-                       p->level_offsets);
+  p->level_offsets[0] = 0;
+  for (int l = 0; l < kMaxLevels; ++l) {
+    const bool used = l < num_levels;
+    LevelGeometry g = {0.0f, 0u, 0u, false};
+    if (used) g = level_geometry(dims, l, log2_hashmap_size, log2_per_level_scale, base_resolution);
+    p->level_scale[l] = g.scale;
+    p->level_resolution[l] = g.resolution;
+    p->level_hashed[l] = g.hashed ? 1u : 0u;
+    p->level_offsets[l + 1] = used ? p->level_offsets[l] + int64(g.entries) : 0;
+  }
+  return p->level_offsets[num_levels];
+}
+
+// Level l of p, as the kernels use it.
+MO_FN LevelGeometry params_level(MO_CONSTANT Params& p, int level) {
+  LevelGeometry g;
+  g.scale = p.level_scale[level];
+  g.resolution = p.level_resolution[level];
+  g.entries = uint32(p.level_offsets[level + 1] - p.level_offsets[level]);
+  g.hashed = p.level_hashed[level] != 0u;
+  return g;
 }
 
 // Applies the out-of-range rule to one coordinate. Returns false when the
@@ -168,17 +222,6 @@ MO_FN void corner_weight_gradient(uint32 idx, const MO_THREAD float* w, const MO
 // vertex row is dense (the vertex's linear index) when resolution^D fits in
 // the level's entries, hashed (tiny-cuda-nn's prime hash) otherwise; uint32
 // wrap-around as in tiny-cuda-nn.
-
-// Whether a level is hashed: resolution^D > entries.
-template <int D>
-MO_FN bool level_is_hashed(uint32 resolution, uint32 entries) {
-  uint64 stride = 1;
-  for (int d = 0; d < D; ++d) {
-    stride *= uint64(resolution);
-    if (stride > uint64(entries)) return true;
-  }
-  return false;
-}
 
 // row % entries, cheap in the common cases: a row already below `entries`
 // (dense levels, in-range points) and a power-of-two `entries` (every hashed

@@ -55,6 +55,7 @@ namespace mo {
 struct RobustLossParams {
   int64 num_elements;  // elements of x
   int64 channels;      // last dimension of x when a parameter is per-channel, else 1
+  int64 rows;          // num_elements / channels
   int64 alpha_vec;     // 1 when alpha has `channels` elements, 0 when it is a scalar
   int64 scale_vec;     // same for scale
 };
@@ -76,12 +77,6 @@ MO_FN float rl_e1_from(float y, float ey) {
 }
 MO_FN float rl_e1(float y) { return rl_e1_from(y, exp_f(y)); }
 
-// expm1 on every backend.
-MO_FN float rl_expm1(float y) {
-  if (fabs_f(y) < 0.5f) return y * rl_e1_from(y, 0.0f);
-  return exp_f(y) - 1.0f;
-}
-
 // E1'(y) = (y e^y - expm1(y)) / y^2, with E1'(0) = 1/2; ey = exp(y).
 MO_FN float rl_e1_prime_from(float y, float ey) {
   const bool small = fabs_f(y) < 0.5f;
@@ -91,13 +86,10 @@ MO_FN float rl_e1_prime_from(float y, float ey) {
   return small ? series : (ey * (y - 1.0f) + 1.0f) / (yy * yy);
 }
 
-// log1p(u) for u >= 0 from w = 1 + u and log(w): a series for small u (MSL has
-// no log1p), Goldberg's correction for the rounding of 1 + u otherwise.
+// log1p(u) for u >= 0 from w = 1 + u and log(w), branch-free: platform.h's
+// two pieces of log1p (a series near 0, the corrected log elsewhere).
 MO_FN float rl_log1p_from(float u, float w, float log_w) {
-  const bool small = u < 0.1f;
-  const float series = u * (1.0f - u * (0.5f - u * (1.0f / 3.0f - u * (0.25f - u * (0.2f -
-                       u * (1.0f / 6.0f - u * (1.0f / 7.0f - u * 0.125f)))))));
-  return small ? series : log_w * (u / (small ? 1.0f : w - 1.0f));
+  return log1p_series_range(u) ? log1p_series_f(u) : log1p_from_log_f(u, w, log_w);
 }
 
 // D(u) = log1p(u) - u/(1+u) given L = log1p(u) and r = u/(1+u).
@@ -286,8 +278,8 @@ MO_FN float robust_loss_value_k(float x, RobustLossCoeffs k) {
   }
   const float h = 0.5f * s * s;
   if (k.kind == 1) return h > sat ? sat : h;
-  if (k.kind == 2) return -rl_expm1(-h);
-  if (k.kind == 3) return h > MO_ROBUST_LOSS_MAX_LOG ? sat : rl_expm1(h);
+  if (k.kind == 2) return -expm1_f(-h);
+  if (k.kind == 3) return h > MO_ROBUST_LOSS_MAX_LOG ? sat : expm1_f(h);
   return NAN;
 }
 
@@ -321,7 +313,7 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
     saturated = rho > sat;
   } else if (k.kind == 2) {
     const float h = 0.5f * s * s;
-    rho = -rl_expm1(-h);
+    rho = -expm1_f(-h);
     t = -h;
     have_exp_t = false;
   } else if (k.kind == 3) {
@@ -329,7 +321,7 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
     if (h > MO_ROBUST_LOSS_MAX_LOG) {
       saturated = true;
     } else {
-      rho = rl_expm1(h);
+      rho = expm1_f(h);
       t = h;
       have_exp_t = false;
     }
@@ -397,10 +389,9 @@ MO_FN void robust_loss_grads(float x, float alpha, float scale, MO_THREAD float&
   robust_loss_grads_k(x, robust_loss_coeffs(alpha, scale), rho, d_x, d_alpha, d_scale);
 }
 
-// Index of the alpha / scale element used by flat element i of x.
-MO_FN int64 robust_loss_param_index(int64 i, int64 channels, int64 is_vec) {
-  return is_vec != 0 ? i % channels : 0;
-}
+// Index of the alpha / scale element used by an element of x in channel
+// `col` (its flat index modulo channels, kept by the caller).
+MO_FN int64 robust_loss_param_index(int64 col, int64 is_vec) { return is_vec != 0 ? col : 0; }
 
 }  // namespace mo
 

@@ -84,15 +84,16 @@ Grid MakeGrid(const GridAttrs& a) {
   g.num_levels = a.num_levels;
   g.interpolation = a.interpolation;
   g.out_of_range = a.out_of_range;
-  int64 offsets[hg::kMaxLevels + 1];
-  GridRows(D, a, offsets);
+  // The per-level table every backend uses (hash_grid::make_params).
+  const hg::Params p = ::mo::hash_encode_checks::MakeParams(a, D, 0);
   for (int l = 0; l < a.num_levels; ++l) {
+    const hg::LevelGeometry t = hg::params_level(p, l);
     Level& lv = g.levels[l];
-    lv.offset = offsets[l];
-    lv.entries = uint32(offsets[l + 1] - offsets[l]);
-    lv.scale = hg::level_scale(l, a.log2_per_level_scale, uint32(a.base_resolution));
-    lv.resolution = hg::level_resolution(lv.scale);
-    lv.hashed = hg::level_is_hashed<D>(lv.resolution, lv.entries);
+    lv.offset = p.level_offsets[l];
+    lv.entries = t.entries;
+    lv.scale = t.scale;
+    lv.resolution = t.resolution;
+    lv.hashed = t.hashed;
   }
   return g;
 }

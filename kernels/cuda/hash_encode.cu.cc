@@ -277,6 +277,7 @@ struct FixedAccumulator {
 
 // ---- per-(point, level) geometry from hash_grid.h -------------------------------------
 
+// A level's geometry from the host's per-level table (Params), plus its row offset.
 struct LevelGeometry {
   float scale;
   uint32 resolution;
@@ -287,12 +288,13 @@ struct LevelGeometry {
 
 template <int D>
 __device__ __forceinline__ LevelGeometry GeometryOf(const Params& p, int level) {
+  const hash_grid::LevelGeometry t = hash_grid::params_level(p, level);
   LevelGeometry g;
-  g.scale = hash_grid::level_scale(level, p.log2_per_level_scale, p.base_resolution);
-  g.resolution = hash_grid::level_resolution(g.scale);
+  g.scale = t.scale;
+  g.resolution = t.resolution;
+  g.entries = t.entries;
   g.offset = p.level_offsets[level];
-  g.entries = static_cast<uint32>(p.level_offsets[level + 1] - g.offset);
-  g.hashed = hash_grid::level_is_hashed<D>(g.resolution, g.entries);
+  g.hashed = t.hashed;
   return g;
 }
 
@@ -639,10 +641,8 @@ template <int D>
 int AggregatedLevels(int features, size_t shared_elem_bytes, int64_t budget, const Params& p) {
   int count = 0;
   for (int l = 0; l < p.num_levels; ++l) {
-    const float scale = hash_grid::level_scale(l, p.log2_per_level_scale, p.base_resolution);
-    const uint32 resolution = hash_grid::level_resolution(scale);
     const int64_t entries = p.level_offsets[l + 1] - p.level_offsets[l];
-    if (hash_grid::level_is_hashed<D>(resolution, static_cast<uint32>(entries))) break;
+    if (p.level_hashed[l] != 0u) break;
     if (entries * features * static_cast<int64_t>(shared_elem_bytes) > budget) break;
     if (p.num_points < 4 * entries) break;
     ++count;

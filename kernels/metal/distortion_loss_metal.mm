@@ -23,9 +23,9 @@ void Forward(void*, mo::metal::KernelCall& call) {
   const mo::DistortionLossParams params = {TF_Dim(w, 0), TF_Dim(w, 1)};
   TF_Tensor* loss = call.Output(0, TF_FLOAT, {params.num_rays});
   if (!call.ok() || params.num_rays == 0) return;
+  id<MTLComputePipelineState> pipeline = call.Pipeline("distortion_loss", "distortion_loss_forward");
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("distortion_loss", "distortion_loss_forward");
-    if (!e.ok()) return;
     e.Tensor(0, w).Tensor(1, t).Tensor(2, loss).Value(3, params);
     e.Dispatch(pipeline, static_cast<uint64_t>(params.num_rays));
   });
@@ -43,9 +43,9 @@ void Backward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* gw = call.Output(0, TF_FLOAT, {params.num_rays, params.num_samples});
   TF_Tensor* gt = call.Output(1, TF_FLOAT, {params.num_rays, params.num_samples + 1});
   if (!call.ok() || params.num_rays == 0) return;
+  id<MTLComputePipelineState> pipeline = call.Pipeline("distortion_loss", "distortion_loss_backward");
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("distortion_loss", "distortion_loss_backward");
-    if (!e.ok()) return;
     e.Tensor(0, g).Tensor(1, w).Tensor(2, t).Tensor(3, gw).Tensor(4, gt).Value(5, params);
     e.Dispatch(pipeline, static_cast<uint64_t>(params.num_rays));
   });

@@ -74,17 +74,21 @@ MPSGraphTensor* Activate(MPSGraph* g, MPSGraphTensor* z, int act, float alpha) {
   }
 }
 
-// A compiled graph and the order of its inputs.
+// A compiled graph and the order of its inputs, or why it could not be built.
 struct CachedGraph {
+  std::once_flag once;
   MPSGraphExecutable* executable = nil;
+  std::string error;  // set when executable is nil
   std::vector<std::vector<int64_t>> input_shapes;
   // feed_order[k]: which of our inputs is the executable's k-th feed tensor
   // (an executable's feedTensors order is its own, not the placeholders').
   std::vector<size_t> feed_order;
 };
 
-// Process-wide cache of compiled graphs, built under the mutex on first use.
-// Only successful compiles are cached: a failure is reported and retried.
+// Process-wide cache of compiled graphs (never destroyed: kernels may run
+// during exit). The mutex guards the map only: each graph compiles once under
+// its own once_flag, outside the stream's queue, so a compile blocks only
+// callers of that same graph; a failure stays cached with its reason.
 std::mutex g_cache_mutex;
 std::unordered_map<std::string, std::shared_ptr<CachedGraph>>* g_cache =
     new std::unordered_map<std::string, std::shared_ptr<CachedGraph>>();
@@ -99,16 +103,9 @@ std::string KeyOf(id<MTLDevice> device, const std::string& op, const std::vector
   return key;
 }
 
-// The executable for `key`, compiled from `build` over float32 placeholders of
-// `input_shapes`; nullptr with `status` set when MPSGraph cannot build it.
-std::shared_ptr<CachedGraph> GetOrBuild(const std::string& key, id<MTLDevice> device,
-                                        const std::vector<std::vector<int64_t>>& input_shapes,
-                                        MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*),
-                                        TF_Status* status) {
-  std::lock_guard<std::mutex> lock(g_cache_mutex);
-  auto it = g_cache->find(key);
-  if (it != g_cache->end()) return it->second;
-  auto cached = std::make_shared<CachedGraph>();
+// Compiles `build` over float32 placeholders of `input_shapes` into `cached`.
+void Compile(const std::string& key, id<MTLDevice> device, const std::vector<std::vector<int64_t>>& input_shapes,
+             MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*), CachedGraph* cached) {
   NSString* reason = nil;
   @try {
     MPSGraph* graph = [[MPSGraph alloc] init];
@@ -144,28 +141,49 @@ std::shared_ptr<CachedGraph> GetOrBuild(const std::string& key, id<MTLDevice> de
     reason = [NSString stringWithFormat:@"%@: %@", exception.name, exception.reason];
   }
   if (cached->executable == nil || reason != nil) {
-    const std::string message = "metal_ops: MPSGraph could not compile the graph " + key + ": " +
-                                (reason != nil ? std::string(reason.UTF8String) : std::string("unknown reason"));
-    TF_SetStatus(status, TF_INTERNAL, message.c_str());
-    return nullptr;
+    cached->executable = nil;
+    cached->error = "metal_ops: MPSGraph could not compile the graph " + key + ": " +
+                    (reason != nil ? std::string(reason.UTF8String) : std::string("unknown reason"));
+    return;
   }
   cached->input_shapes = input_shapes;
-  (*g_cache)[key] = cached;
+}
+
+// The executable for `key` on `device`, compiled on first use; nullptr with
+// the call failed (the same message every time) when MPSGraph cannot build it.
+std::shared_ptr<CachedGraph> GetOrBuild(mo::metal::KernelCall& call, const std::string& key, id<MTLDevice> device,
+                                        const std::vector<std::vector<int64_t>>& input_shapes,
+                                        MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*)) {
+  std::shared_ptr<CachedGraph> cached;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    std::shared_ptr<CachedGraph>& slot = (*g_cache)[key];
+    if (slot == nullptr) slot = std::make_shared<CachedGraph>();
+    cached = slot;
+  }
+  std::call_once(cached->once, [&] { Compile(key, device, input_shapes, build, cached.get()); });
+  if (cached->executable == nil) {
+    call.Fail(TF_INTERNAL, cached->error);
+    return nullptr;
+  }
   return cached;
 }
 
-// Compiles (or finds) the graph and encodes it on the stream's command buffer
-// with the tensors' MTLBuffers. `inputs` and `output` are all non-empty.
+// Compiles (or finds) the graph, outside the stream's queue, then encodes it
+// on the stream's command buffer with the tensors' MTLBuffers. `inputs` and
+// `output` are all non-empty.
 void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::string& attrs,
               const std::vector<TF_Tensor*>& inputs, TF_Tensor* output,
               MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*)) {
   std::vector<std::vector<int64_t>> shapes;
   for (TF_Tensor* t : inputs) shapes.push_back(DimsOf(t));
   const std::vector<int64_t> out_dims = DimsOf(output);
+  id<MTLDevice> device = call.Device();
+  if (device == nil) return;
+  const std::string key = KeyOf(device, op, shapes, attrs);
+  std::shared_ptr<CachedGraph> cached = GetOrBuild(call, key, device, shapes, build);
+  if (cached == nullptr) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    std::shared_ptr<CachedGraph> cached = GetOrBuild(KeyOf(e.device(), op, shapes, attrs), e.device(), shapes,
-                                                     build, e.status());
-    if (cached == nullptr) return;
     NSMutableArray<MPSGraphTensorData*>* in_data = [NSMutableArray array];
     for (size_t i : cached->feed_order) {
       [in_data addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:mo::metal::Encoder::BufferOf(inputs[i])
@@ -176,11 +194,18 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::str
         [[MPSGraphTensorData alloc] initWithMTLBuffer:mo::metal::Encoder::BufferOf(output)
                                                 shape:ShapeOf(out_dims)
                                              dataType:MPSDataTypeFloat32];
-    id<MTLCommandBuffer> cb = e.ExternalEncoding();
-    // tensorflow-metal's command buffer is an MPSCommandBuffer; wrap otherwise.
-    MPSCommandBuffer* mps_cb = [cb isKindOfClass:[MPSCommandBuffer class]]
-                                   ? (MPSCommandBuffer*)cb
-                                   : [MPSCommandBuffer commandBufferWithCommandBuffer:cb];
+    // tensorflow-metal 1.2.0's command buffers are MPSCommandBuffers, which
+    // MPSGraph encodes into (and may commit and replace). Any other stream is
+    // not one this code was written for: fail before encoding anything.
+    if (![e.command_buffer() isKindOfClass:[MPSCommandBuffer class]]) {
+      const std::string message = std::string("metal_ops: ") + op +
+                                  " needs the stream's command buffer to be an MPSCommandBuffer (as tensorflow-metal "
+                                  "1.2.0's are); this stream gave a " +
+                                  NSStringFromClass([e.command_buffer() class]).UTF8String;
+      TF_SetStatus(e.status(), TF_UNIMPLEMENTED, message.c_str());
+      return;
+    }
+    MPSCommandBuffer* mps_cb = (MPSCommandBuffer*)e.ExternalEncoding("MPSGraph " + op);
     [cached->executable encodeToCommandBuffer:mps_cb
                                   inputsArray:in_data
                                  resultsArray:@[ out_data ]

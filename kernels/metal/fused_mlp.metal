@@ -3,7 +3,7 @@
 // Activations and their derivatives: kernels/common/activations.h; the layout
 // of arguments, packed weights and partials: kernels/metal/fused_mlp_metal.h.
 // Embedded in the op library and compiled on the Mac at run time; on every
-// machine, run on the CPU through kernels/metal/msl_shim.h by
+// machine, run on the CPU through tests/metal_shim/msl_shim.h by
 // tests/metal_shim/fused_mlp_shim.cc.
 //
 // A threadgroup of S SIMD-groups (S = 1, 2 or 4) owns a tile of 8 S rows
@@ -359,10 +359,12 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
   kernel void fused_mlp_pack_##TN(const device T* src [[buffer(0)]], device T* dst [[buffer(1)]],           \
                                   constant mo::FusedMlpPackParams& q [[buffer(2)]],                         \
                                   uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) { \
-    const mo::int64 count = mo::int64(q.rows_pad) * q.cols_pad;                                             \
-    for (mo::int64 i = gid; i < count; i += grid_size) {                                                    \
-      const int r = int(i / q.cols_pad);                                                                    \
-      const int c = int(i - mo::int64(r) * q.cols_pad);                                                     \
+    /* 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h) */              \
+    const uint count = uint(q.rows_pad) * uint(q.cols_pad);                                                 \
+    const uint cols_pad = uint(q.cols_pad);                                                                 \
+    for (uint i = gid; i < count; i += grid_size) {                                                         \
+      const int r = int(i / cols_pad);                                                                      \
+      const int c = int(i - uint(r) * cols_pad);                                                            \
       dst[q.offset + i] = (r < q.rows && c < q.cols) ? src[r * q.cols + c] : T(0.0f);                       \
     }                                                                                                       \
   }                                                                                                         \
@@ -371,14 +373,16 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
                                     constant mo::FusedMlpReduceParams& q [[buffer(3)]],                     \
                                     uint gid [[thread_position_in_grid]],                                   \
                                     uint grid_size [[threads_per_grid]]) {                                  \
-    const mo::int64 weights = mo::int64(q.rows) * q.cols;                                                   \
-    for (mo::int64 i = gid; i < weights + q.cols; i += grid_size) {                                         \
+    /* 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h) */              \
+    const uint cols = uint(q.cols);                                                                         \
+    const uint weights = uint(q.rows) * cols;                                                               \
+    for (uint i = gid; i < weights + cols; i += grid_size) {                                                \
       mo::int64 at = 0;                                                                                     \
       if (i < weights) {                                                                                    \
-        const mo::int64 r = i / q.cols;                                                                     \
-        at = q.w_offset + r * q.cols_pad + (i - r * q.cols);                                                \
+        const uint r = i / cols;                                                                            \
+        at = q.w_offset + mo::int64(r * uint(q.cols_pad) + (i - r * cols));                                 \
       } else {                                                                                              \
-        at = q.b_offset + (i - weights);                                                                    \
+        at = q.b_offset + mo::int64(i - weights);                                                           \
       }                                                                                                     \
       float s = 0.0f;                                                                                       \
       for (int part = 0; part < q.partitions; ++part) s += partials[part * q.params_pad + at];              \

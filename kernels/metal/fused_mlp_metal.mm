@@ -70,23 +70,24 @@ bool Geometry(mo::metal::KernelCall& call, const checks::Net& net, const checks:
   return false;
 }
 
-// Pipelines the simdgroup_matrix shaders can run with, or a failure saying why not.
-bool ShaderPipelinesOk(mo::metal::Encoder& e, id<MTLComputePipelineState> tiles) {
-  if (!e.ok()) return false;
-  if (![e.device() supportsFamily:MTLGPUFamilyApple7]) {
-    TF_SetStatus(e.status(), TF_UNIMPLEMENTED,
-                 "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
-                 "on the CPU with tf.device('/CPU:0')");
+// Whether the simdgroup_matrix shaders can run on this GPU with these
+// threadgroups (else the call fails saying why). Called before anything is
+// encoded, so a call that cannot run encodes nothing.
+bool ShaderPipelinesOk(mo::metal::KernelCall& call, id<MTLComputePipelineState> tiles, const mo::FusedMlpParams& p) {
+  id<MTLDevice> device = call.Device();
+  if (!call.ok() || device == nil || tiles == nil) return false;
+  if (![device supportsFamily:MTLGPUFamilyApple7]) {
+    call.Fail(TF_UNIMPLEMENTED,
+              "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
+              "on the CPU with tf.device('/CPU:0')");
     return false;
   }
   if (tiles.threadExecutionWidth != MO_FUSED_MLP_SIMD_WIDTH) {
-    TF_SetStatus(e.status(), TF_UNIMPLEMENTED,
-                 ("FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
-                  std::to_string(tiles.threadExecutionWidth))
-                     .c_str());
+    call.Fail(TF_UNIMPLEMENTED, "FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
+                                    std::to_string(tiles.threadExecutionWidth));
     return false;
   }
-  return true;
+  return call.CheckThreadgroups(tiles, uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
 }
 
 // The op's outputs, in one place: y [N, out_dim] and hidden [hidden_layers,
@@ -117,10 +118,10 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
   TF_Tensor* packed_b = call.Temp(dtype, {mo::fused_mlp_biases_total(p.width, p.out_pad, num - 1)});
   if (!call.ok()) return;
+  id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
+  id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
+  if (!ShaderPipelinesOk(call, tiles, p)) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pack = e.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
-    id<MTLComputePipelineState> tiles = e.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
-    if (!ShaderPipelinesOk(e, tiles)) return;
     for (int l = 0; l < num; ++l) {
       const mo::FusedMlpPackParams qw = mo::fused_mlp_pack_params(p, l, false);
       const mo::FusedMlpPackParams qb = mo::fused_mlp_pack_params(p, l, true);
@@ -158,12 +159,11 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
   TF_Tensor* partials = call.Temp(TF_FLOAT, {int64_t(p.partitions) * p.params_pad});
   if (!call.ok()) return;
+  id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
+  id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
+  id<MTLComputePipelineState> reduce = call.Pipeline("fused_mlp", std::string("fused_mlp_reduce_") + DtypeName(dtype));
+  if (!ShaderPipelinesOk(call, tiles, p)) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pack = e.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
-    id<MTLComputePipelineState> tiles = e.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
-    id<MTLComputePipelineState> reduce =
-        e.Pipeline("fused_mlp", std::string("fused_mlp_reduce_") + DtypeName(dtype));
-    if (!ShaderPipelinesOk(e, tiles)) return;
     e.Zero(partials);
     for (int l = 0; l < num; ++l) {
       const mo::FusedMlpPackParams q = mo::fused_mlp_pack_params(p, l, false);

@@ -99,9 +99,9 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   const int64_t n = params.num_points;
   TF_Tensor* encoded = call.Output(0, dtype, {n, int64_t(k.grid.num_levels) * features});
   if (!call.ok() || n == 0) return;
+  id<MTLComputePipelineState> pipeline = call.Pipeline("hash_encode", ShaderName("forward", dims, features, dtype));
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("hash_encode", ShaderName("forward", dims, features, dtype));
-    if (!e.ok()) return;
     e.Tensor(0, inputs).Tensor(1, table).Tensor(2, encoded).Value(3, params);
     e.Dispatch(pipeline, uint64_t(n) * uint64_t(k.grid.num_levels));
   });
@@ -143,23 +143,23 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   const CountParams one = {1, n};
   const CountParams dy_count = {n * width, n};
   const uint64_t scatter_threads = uint64_t(n) * uint64_t(k.grid.num_levels);
-  call.Encode([&](mo::metal::Encoder& e) {
-    // Every pipeline first (each may fail), then one serial compute encoder:
-    // each dispatch sees the previous ones' writes.
-    id<MTLComputePipelineState> zero = nil, max_abs = nil, scatter = nil, finish = nil, input_pipeline = nil;
-    if (k.table_grad) {
-      zero = e.Pipeline("hash_encode", "hash_encode_zero_u32");
-      if (deterministic) {
-        max_abs = e.Pipeline("hash_encode", std::string("hash_encode_max_abs_") + DtypeName(dtype));
-        scatter = e.Pipeline("hash_encode", ShaderName("table_grad_fixed", dims, features, dtype));
-        finish = e.Pipeline("hash_encode", std::string("hash_encode_fixed_to_table_") + DtypeName(dtype));
-      } else {
-        scatter = e.Pipeline("hash_encode", ShaderName("table_grad", dims, features, dtype));
-        if (half) finish = e.Pipeline("hash_encode", "hash_encode_float_to_half");
-      }
+  // Every pipeline first (each may fail), then one serial compute encoder:
+  // each dispatch sees the previous ones' writes.
+  id<MTLComputePipelineState> zero = nil, max_abs = nil, scatter = nil, finish = nil, input_pipeline = nil;
+  if (k.table_grad) {
+    zero = call.Pipeline("hash_encode", "hash_encode_zero_u32");
+    if (deterministic) {
+      max_abs = call.Pipeline("hash_encode", std::string("hash_encode_max_abs_") + DtypeName(dtype));
+      scatter = call.Pipeline("hash_encode", ShaderName("table_grad_fixed", dims, features, dtype));
+      finish = call.Pipeline("hash_encode", std::string("hash_encode_fixed_to_table_") + DtypeName(dtype));
+    } else {
+      scatter = call.Pipeline("hash_encode", ShaderName("table_grad", dims, features, dtype));
+      if (half) finish = call.Pipeline("hash_encode", "hash_encode_float_to_half");
     }
-    if (input_grad) input_pipeline = e.Pipeline("hash_encode", ShaderName("input_grad", dims, features, dtype));
-    if (!e.ok()) return;
+  }
+  if (input_grad) input_pipeline = call.Pipeline("hash_encode", ShaderName("input_grad", dims, features, dtype));
+  if (!call.ok()) return;
+  call.Encode([&](mo::metal::Encoder& e) {
     if (k.table_grad && deterministic) {
       e.Tensor(0, scratch).Value(1, pair_count).Dispatch(zero, uint64_t(pair_count.count));
       e.Tensor(0, max_bits).Value(1, one).Dispatch(zero, 1);

@@ -5,21 +5,33 @@
 //     TF_Tensor* x = call.Input(0);
 //     ... checks: call.InvalidArgument("...") ...
 //     TF_Tensor* y = call.Output(0, TF_FLOAT, {n});
+//     id<MTLComputePipelineState> p = call.Pipeline("my_op", "my_op_forward");
+//     if (!call.ok()) return;
 //     call.Encode([&](mo::metal::Encoder& e) {
-//       id<MTLComputePipelineState> p = e.Pipeline("my_op", "my_op_forward");
-//       if (!e.ok()) return;
 //       e.Tensor(0, x).Tensor(1, y).Value(2, params).Dispatch(p, n);
 //     });
 //   }
 //   mo::metal::RegisterKernel("MetalOpsMyOp", TF_FLOAT, &Create, &mo::metal::Compute<MyCompute>, &Delete);
 //
 // What it takes care of: an autorelease pool around every Compute and every
-// queue block (TF's executor threads live as long as the process); reading
-// the stream's currentCommandBuffer and encoding only inside
+// queue block (TF's executor threads live as long as the process); pipelines
+// compiled once per device from the shader sources embedded in the library,
+// before and outside the stream's queue (a compile never holds the queue or a
+// lock other devices or libraries wait on; a failure is remembered with the
+// compiler's log and reported again at once); every check before the first
+// encode; reading the stream's currentCommandBuffer and encoding only inside
 // dispatch_sync(stream.queue) (tensorflow-metal creates the buffer lazily and
 // its commit drops it on that queue); never binding an empty tensor's data as
-// a buffer; pipelines compiled once per device from the shader sources
-// embedded in the library; status reporting and tensor cleanup.
+// a buffer; status reporting and tensor cleanup.
+//
+// Submission: after encoding, the glue calls the stream's `commit`, which in
+// tensorflow-metal 1.2.0 is not a submit (tf_metal_stream.h): it commits only
+// every MPS_MAX_COMMIT_COUNT-th call (2 by default). Nothing here reads a
+// result on the CPU or waits for the GPU, so nothing relies on the work having
+// run or even been submitted when Compute returns; TensorFlow's own
+// synchronisation (device-to-host copies) orders later reads. With
+// METAL_OPS_GPU_SYNC=1 (metal_rules.h) every op instead commits and waits
+// (commitAndWait) and turns a failed command buffer into its error.
 #ifndef METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
 #define METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
 
@@ -45,8 +57,10 @@ namespace metal {
 
 // The pipeline of `function` in the embedded shader library `library` (the
 // stem of a kernels/metal/<library>.metal file), compiled on first use per
-// device and cached for the process. nil, with `status` set naming the
-// function (and the compiler's log), on failure.
+// device and cached for the process (labelled with the function's name).
+// nil, with `status` set naming the function (and the compiler's log), on
+// failure; a failure is cached too, so later calls fail at once with the same
+// message. Never call it inside the stream's queue (KernelCall::Pipeline).
 id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* library, const std::string& function,
                                         TF_Status* status);
 
@@ -63,10 +77,8 @@ class Encoder {
   TF_Status* status() const { return status_; }
   id<MTLDevice> device() const { return command_buffer_.device; }
   id<MTLCommandBuffer> command_buffer() const { return command_buffer_; }
-
-  // GetPipeline on this command buffer's device. Take every pipeline a body
-  // needs before its first Dispatch, so a failure encodes nothing.
-  id<MTLComputePipelineState> Pipeline(const char* library, const std::string& function);
+  // What this encoder encoded (pipeline labels, "blit fill", external work), for error messages.
+  const std::vector<std::string>& kernels() const { return kernels_; }
 
   // A tensor's MTLBuffer, for encoders of others (MPSGraph); nil for an empty
   // tensor, whose data is no buffer (TensorHasMetalBuffer).
@@ -87,25 +99,28 @@ class Encoder {
   // `groups` threadgroups of `threads` threads with `threadgroup_bytes` of
   // threadgroup memory at [[threadgroup(0)]] (rounded up to 16), for shaders
   // whose threads cooperate (barriers, simdgroup_matrix) and so need exactly
-  // that threadgroup size. Fails, dispatching nothing, when the pipeline
-  // cannot run `threads` threads per threadgroup or the device has less
-  // threadgroup memory.
+  // that threadgroup size. The caller has checked the size with
+  // KernelCall::CheckThreadgroups before encoding anything; checked again
+  // here (failing, dispatching nothing).
   Encoder& DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
                                 uint32_t threadgroup_bytes);
-  // Zero-fills a tensor (a blit; nothing for an empty tensor). Work encoded
-  // before and after it runs in order.
+  // Zero-fills a tensor with a blit (nothing for an empty tensor), keeping
+  // Metal's fill rule (metal_rules.h FillLength). Work encoded before and
+  // after it runs in order.
   Encoder& Zero(TF_Tensor* tensor);
 
-  // The command buffer for work encoded by others (MPS, MPSGraph): ends this
-  // encoder's open compute pass and counts as encoded work.
-  id<MTLCommandBuffer> ExternalEncoding();
+  // The command buffer for work encoded by others (MPS, MPSGraph), `what`
+  // naming it: ends this encoder's open compute pass and counts as encoded work.
+  id<MTLCommandBuffer> ExternalEncoding(const std::string& what);
 
   // Ends the open encoder; true when any work was encoded.
   bool End();
 
  private:
   id<MTLComputeCommandEncoder> Compute();
+  void Record(const std::string& what);
 
+  std::vector<std::string> kernels_;
   id<MTLCommandBuffer> command_buffer_;
   id<MTLComputeCommandEncoder> encoder_ = nil;
   bool encoded_ = false;
@@ -138,9 +153,24 @@ class KernelCall {
   TF_Tensor* Output(int index, TF_DataType dtype, const std::vector<int64_t>& dims);
   TF_Tensor* Temp(TF_DataType dtype, const std::vector<int64_t>& dims);
 
+  // The GPU the call runs on: the device of the MTLBuffer of any non-empty
+  // tensor it holds (tensorflow-metal makes every one an MTLBuffer), found
+  // without touching the stream's queue. nil, failing the call, when it holds
+  // none.
+  id<MTLDevice> Device();
+  // GetPipeline on Device(), outside the stream's queue. Take every pipeline
+  // (and make every check) before Encode, so a failure encodes nothing.
+  id<MTLComputePipelineState> Pipeline(const char* library, const std::string& function);
+  // Whether `pipeline` can run threadgroups of `threads` threads with
+  // `threadgroup_bytes` of threadgroup memory on Device() (else the call
+  // fails with TF_UNIMPLEMENTED saying why: metal_rules.h ThreadgroupFitError).
+  bool CheckThreadgroups(id<MTLComputePipelineState> pipeline, uint32_t threads, uint32_t threadgroup_bytes);
+
   // Runs body(Encoder&) inside dispatch_sync(stream.queue) and an autorelease
-  // pool, on the stream's current command buffer, then commits it if the body
-  // encoded anything. Does nothing once the call has failed.
+  // pool, on the stream's current command buffer, then, if the body encoded
+  // anything, calls the stream's commit (batched: see the top of this file)
+  // or, with METAL_OPS_GPU_SYNC=1, commitAndWait and a check of the command
+  // buffer's status. Does nothing once the call has failed.
   template <typename Body>
   void Encode(Body&& body) {
     using B = typename std::remove_reference<Body>::type;
@@ -154,6 +184,7 @@ class KernelCall {
   TF_OpKernelContext* ctx_;
   TF_Status* status_;
   std::vector<TF_Tensor*> tensors_;
+  id<MTLDevice> device_ = nil;
 };
 
 // The TF compute callback for `F(void* kernel, KernelCall&)`, inside an

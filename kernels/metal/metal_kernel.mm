@@ -3,9 +3,12 @@
 // and kernel registration.
 #import "kernels/metal/metal_kernel.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -28,10 +31,26 @@ std::string Describe(NSError* error) {
 }
 
 // Caches live for the process (never destroyed: kernels may run during exit).
+// The mutex guards the maps only, never a compile: each library and pipeline
+// is built once under its own once_flag, so a compile blocks only callers
+// that need that same library on that same device. A failure stays in its
+// entry (code and message, the compiler's log included).
+struct Built {
+  std::once_flag once;
+  TF_Code code = TF_OK;
+  std::string error;
+};
+struct LibraryEntry : Built {
+  id<MTLLibrary> library = nil;
+};
+struct PipelineEntry : Built {
+  id<MTLComputePipelineState> pipeline = nil;
+};
+
 struct PipelineCache {
   std::mutex mutex;
-  std::map<std::pair<uint64_t, std::string>, id<MTLLibrary>> libraries;
-  std::map<std::tuple<uint64_t, std::string, std::string>, id<MTLComputePipelineState>> pipelines;
+  std::map<std::pair<uint64_t, std::string>, std::unique_ptr<LibraryEntry>> libraries;
+  std::map<std::tuple<uint64_t, std::string, std::string>, std::unique_ptr<PipelineEntry>> pipelines;
   std::map<uint64_t, id<MTLBuffer>> placeholders;
 };
 
@@ -40,22 +59,34 @@ PipelineCache& Cache() {
   return *cache;
 }
 
-id<MTLLibrary> CompileLibrary(id<MTLDevice> device, const char* library, TF_Status* status) {
+// The entry of `key` in `map`, created empty on first use.
+template <typename Entry, typename Map, typename Key>
+Entry* EntryOf(Map& map, const Key& key) {
+  PipelineCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::unique_ptr<Entry>& entry = map[key];
+  if (entry == nullptr) entry.reset(new Entry);
+  return entry.get();
+}
+
+void Fail(Built* entry, TF_Code code, const std::string& message) {
+  entry->code = code;
+  entry->error = message;
+}
+
+void CompileLibrary(id<MTLDevice> device, const char* library, LibraryEntry* entry) {
   const EmbeddedMetalSource* source = FindSource(library);
   if (source == nullptr) {
-    TF_SetStatus(status, TF_INTERNAL,
-                 (std::string("metal_ops: no embedded Metal source named '") + library + "'").c_str());
-    return nil;
+    Fail(entry, TF_INTERNAL, std::string("metal_ops: no embedded Metal source named '") + library + "'");
+    return;
   }
   const NSOperatingSystemVersion os = NSProcessInfo.processInfo.operatingSystemVersion;
   const MslVersion have = MslVersionForMacOS(static_cast<int>(os.majorVersion));
   const MslVersion need = {source->msl_major, source->msl_minor};
   if (!MslAtLeast(have, need)) {
-    TF_SetStatus(status, TF_UNIMPLEMENTED,
-                 MslTooOldMessage(library, need, static_cast<int>(os.majorVersion),
-                                  static_cast<int>(os.minorVersion))
-                     .c_str());
-    return nil;
+    Fail(entry, TF_UNIMPLEMENTED,
+         MslTooOldMessage(library, need, static_cast<int>(os.majorVersion), static_cast<int>(os.minorVersion)));
+    return;
   }
   MTLCompileOptions* options = [[MTLCompileOptions alloc] init];
   options.languageVersion = static_cast<MTLLanguageVersion>(MtlLanguageVersionValue(need));
@@ -67,13 +98,34 @@ id<MTLLibrary> CompileLibrary(id<MTLDevice> device, const char* library, TF_Stat
   options.fastMathEnabled = NO;
 #pragma clang diagnostic pop
   NSError* error = nil;
-  id<MTLLibrary> compiled = [device newLibraryWithSource:@(source->source) options:options error:&error];
-  if (compiled == nil) {
-    const std::string message = std::string("metal_ops: compiling the Metal shaders of '") + library +
-                                "' (MSL " + MslVersionString(need) + ") failed: " + Describe(error);
-    TF_SetStatus(status, TF_INTERNAL, message.c_str());
+  entry->library = [device newLibraryWithSource:@(source->source) options:options error:&error];
+  if (entry->library == nil) {
+    Fail(entry, TF_INTERNAL,
+         std::string("metal_ops: compiling the Metal shaders of '") + library + "' (MSL " + MslVersionString(need) +
+             ") failed: " + Describe(error));
   }
-  return compiled;
+}
+
+void BuildPipeline(id<MTLDevice> device, id<MTLLibrary> compiled, const char* library, const std::string& function,
+                   PipelineEntry* entry) {
+  id<MTLFunction> code = [compiled newFunctionWithName:@(function.c_str())];
+  if (code == nil) {
+    Fail(entry, TF_INTERNAL,
+         "metal_ops: Metal function '" + function + "' is not in the shaders of '" + library + "'");
+    return;
+  }
+  MTLComputePipelineDescriptor* descriptor = [[MTLComputePipelineDescriptor alloc] init];
+  descriptor.computeFunction = code;
+  descriptor.label = @(function.c_str());  // names the kernel in METAL_OPS_GPU_SYNC errors and GPU captures
+  NSError* error = nil;
+  entry->pipeline = [device newComputePipelineStateWithDescriptor:descriptor
+                                                          options:MTLPipelineOptionNone
+                                                       reflection:nil
+                                                            error:&error];
+  if (entry->pipeline == nil) {
+    Fail(entry, TF_INTERNAL, "metal_ops: building the pipeline of Metal function '" + function +
+                                 "' failed: " + Describe(error));
+  }
 }
 
 id<MTLBuffer> Placeholder(id<MTLDevice> device) {
@@ -89,32 +141,21 @@ id<MTLBuffer> Placeholder(id<MTLDevice> device) {
 id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* library, const std::string& function,
                                         TF_Status* status) {
   PipelineCache& cache = Cache();
-  std::lock_guard<std::mutex> lock(cache.mutex);
   const uint64_t device_id = device.registryID;
-  const auto key = std::make_tuple(device_id, std::string(library), function);
-  const auto found = cache.pipelines.find(key);
-  if (found != cache.pipelines.end()) return found->second;
-
-  __strong id<MTLLibrary>& compiled = cache.libraries[std::make_pair(device_id, std::string(library))];
-  if (compiled == nil) compiled = CompileLibrary(device, library, status);
-  if (compiled == nil) return nil;  // not cached: the status says why, and a later call retries
-  id<MTLFunction> entry = [compiled newFunctionWithName:@(function.c_str())];
-  if (entry == nil) {
-    const std::string message = "metal_ops: Metal function '" + function + "' is not in the shaders of '" +
-                                library + "'";
-    TF_SetStatus(status, TF_INTERNAL, message.c_str());
+  LibraryEntry* lib = EntryOf<LibraryEntry>(cache.libraries, std::make_pair(device_id, std::string(library)));
+  std::call_once(lib->once, [&] { CompileLibrary(device, library, lib); });
+  if (lib->library == nil) {
+    TF_SetStatus(status, lib->code, lib->error.c_str());
     return nil;
   }
-  NSError* error = nil;
-  id<MTLComputePipelineState> pipeline = [device newComputePipelineStateWithFunction:entry error:&error];
-  if (pipeline == nil) {
-    const std::string message = "metal_ops: building the pipeline of Metal function '" + function +
-                                "' failed: " + Describe(error);
-    TF_SetStatus(status, TF_INTERNAL, message.c_str());
+  PipelineEntry* entry =
+      EntryOf<PipelineEntry>(cache.pipelines, std::make_tuple(device_id, std::string(library), function));
+  std::call_once(entry->once, [&] { BuildPipeline(device, lib->library, library, function, entry); });
+  if (entry->pipeline == nil) {
+    TF_SetStatus(status, entry->code, entry->error.c_str());
     return nil;
   }
-  cache.pipelines[key] = pipeline;
-  return pipeline;
+  return entry->pipeline;
 }
 
 // ---- Encoder -------------------------------------------------------------------------
@@ -122,9 +163,11 @@ id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* librar
 Encoder::Encoder(id<MTLCommandBuffer> command_buffer, TF_Status* status)
     : command_buffer_(command_buffer), status_(status) {}
 
-id<MTLComputePipelineState> Encoder::Pipeline(const char* library, const std::string& function) {
-  if (!ok()) return nil;
-  return GetPipeline(device(), library, function, status_);
+void Encoder::Record(const std::string& what) {
+  for (const std::string& k : kernels_) {
+    if (k == what) return;
+  }
+  kernels_.push_back(what);
 }
 
 id<MTLComputeCommandEncoder> Encoder::Compute() {
@@ -160,6 +203,7 @@ Encoder& Encoder::Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_th
   const NSUInteger max_width = pipeline.maxTotalThreadsPerThreadgroup;
   const NSUInteger width = max_width < 256 ? max_width : 256;
   const uint64_t groups = ThreadgroupCount(num_threads, width);
+  if (pipeline.label != nil) Record(pipeline.label.UTF8String);
   id<MTLComputeCommandEncoder> encoder = Compute();
   [encoder setComputePipelineState:pipeline];
   [encoder dispatchThreadgroups:MTLSizeMake(static_cast<NSUInteger>(groups), 1, 1)
@@ -174,22 +218,16 @@ Encoder& Encoder::DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uin
     TF_SetStatus(status_, TF_INTERNAL, "metal_ops: dispatch without a pipeline");
     return *this;
   }
-  const NSUInteger bytes = (threadgroup_bytes + 15u) / 16u * 16u;
-  if (pipeline.maxTotalThreadsPerThreadgroup < threads) {
-    const std::string message = "metal_ops: this GPU runs at most " +
-                                std::to_string(pipeline.maxTotalThreadsPerThreadgroup) +
-                                " threads per threadgroup of this kernel; it needs " + std::to_string(threads);
-    TF_SetStatus(status_, TF_UNIMPLEMENTED, message.c_str());
+  const std::string misfit = ThreadgroupFitError(pipeline.maxTotalThreadsPerThreadgroup, threads,
+                                                 pipeline.staticThreadgroupMemoryLength, threadgroup_bytes,
+                                                 device().maxThreadgroupMemoryLength);
+  if (!misfit.empty()) {
+    TF_SetStatus(status_, TF_UNIMPLEMENTED, misfit.c_str());
     return *this;
   }
-  if (pipeline.staticThreadgroupMemoryLength + bytes > device().maxThreadgroupMemoryLength) {
-    const std::string message = "metal_ops: this GPU has " + std::to_string(device().maxThreadgroupMemoryLength) +
-                                " bytes of threadgroup memory; the kernel needs " +
-                                std::to_string(pipeline.staticThreadgroupMemoryLength + bytes);
-    TF_SetStatus(status_, TF_UNIMPLEMENTED, message.c_str());
-    return *this;
-  }
+  const NSUInteger bytes = static_cast<NSUInteger>(ThreadgroupMemoryLength(threadgroup_bytes));
   if (groups == 0) return *this;
+  if (pipeline.label != nil) Record(pipeline.label.UTF8String);
   id<MTLComputeCommandEncoder> encoder = Compute();
   [encoder setComputePipelineState:pipeline];
   if (bytes > 0) [encoder setThreadgroupMemoryLength:bytes atIndex:0];
@@ -201,21 +239,31 @@ Encoder& Encoder::DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uin
 Encoder& Encoder::Zero(TF_Tensor* tensor) {
   id<MTLBuffer> buffer = BufferOf(tensor);
   if (!ok() || buffer == nil) return *this;
+  const uint64_t length = FillLength(TF_TensorByteSize(tensor), buffer.length);
+  if (length == 0) {
+    const std::string message = "metal_ops: cannot zero a tensor of " + std::to_string(TF_TensorByteSize(tensor)) +
+                                " bytes in a buffer of " + std::to_string(buffer.length) +
+                                " bytes with a blit fill (its length must be a multiple of 4)";
+    TF_SetStatus(status_, TF_INTERNAL, message.c_str());
+    return *this;
+  }
   if (encoder_ != nil) {  // one encoder at a time on a command buffer
     [encoder_ endEncoding];
     encoder_ = nil;
   }
   id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
-  [blit fillBuffer:buffer range:NSMakeRange(0, TF_TensorByteSize(tensor)) value:0];
+  [blit fillBuffer:buffer range:NSMakeRange(0, static_cast<NSUInteger>(length)) value:0];
   [blit endEncoding];
+  Record("blit fill");
   encoded_ = true;
   return *this;
 }
 
-id<MTLCommandBuffer> Encoder::ExternalEncoding() {
+id<MTLCommandBuffer> Encoder::ExternalEncoding(const std::string& what) {
   if (encoder_ != nil) [encoder_ endEncoding];
   encoder_ = nil;
   encoded_ = true;
+  Record(what);
   return command_buffer_;
 }
 
@@ -273,6 +321,56 @@ TF_Tensor* KernelCall::Temp(TF_DataType dtype, const std::vector<int64_t>& dims)
   return Keep(TF_AllocateTemp(ctx_, dtype, dims.data(), static_cast<int>(dims.size()), &attrs, status_));
 }
 
+id<MTLDevice> KernelCall::Device() {
+  if (!ok()) return nil;
+  if (device_ != nil) return device_;
+  for (TF_Tensor* tensor : tensors_) {
+    id<MTLBuffer> buffer = Encoder::BufferOf(tensor);
+    if (buffer != nil) {
+      device_ = buffer.device;
+      return device_;
+    }
+  }
+  Fail(TF_INTERNAL, "metal_ops: no tensor of this call is a Metal buffer, so its GPU is unknown");
+  return nil;
+}
+
+id<MTLComputePipelineState> KernelCall::Pipeline(const char* library, const std::string& function) {
+  id<MTLDevice> device = Device();
+  if (device == nil) return nil;
+  return GetPipeline(device, library, function, status_);
+}
+
+bool KernelCall::CheckThreadgroups(id<MTLComputePipelineState> pipeline, uint32_t threads,
+                                   uint32_t threadgroup_bytes) {
+  id<MTLDevice> device = Device();
+  if (device == nil || pipeline == nil) return false;
+  const std::string misfit = ThreadgroupFitError(pipeline.maxTotalThreadsPerThreadgroup, threads,
+                                                 pipeline.staticThreadgroupMemoryLength, threadgroup_bytes,
+                                                 device.maxThreadgroupMemoryLength);
+  if (!misfit.empty()) Fail(TF_UNIMPLEMENTED, misfit);
+  return misfit.empty();
+}
+
+namespace {
+bool GpuSync() {
+  static const bool sync = GpuSyncRequested(std::getenv(kGpuSyncVariable));
+  return sync;
+}
+
+std::string StatusName(MTLCommandBufferStatus status) {
+  switch (status) {
+    case MTLCommandBufferStatusNotEnqueued: return "not enqueued";
+    case MTLCommandBufferStatusEnqueued: return "enqueued";
+    case MTLCommandBufferStatusCommitted: return "committed";
+    case MTLCommandBufferStatusScheduled: return "scheduled";
+    case MTLCommandBufferStatusCompleted: return "completed";
+    case MTLCommandBufferStatusError: return "error";
+  }
+  return "unknown (" + std::to_string(static_cast<unsigned long>(status)) + ")";
+}
+}  // namespace
+
 void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg) {
   if (!ok()) return;
   id<TF_MetalStream> stream = (__bridge id<TF_MetalStream>)TF_GetStream(ctx_, status_);
@@ -282,13 +380,33 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg) {
     return;
   }
   TF_Status* status = status_;
+  id<MTLDevice> device = device_;
+  const bool sync = GpuSync();
+  __block std::string gpu_error;
   dispatch_sync(stream.queue, ^() {
     @autoreleasepool {
-      Encoder encoder(stream.currentCommandBuffer, status);
+      id<MTLCommandBuffer> command_buffer = stream.currentCommandBuffer;
+      if (device != nil && command_buffer.device != device) {
+        TF_SetStatus(status, TF_INTERNAL,
+                     "metal_ops: the stream's command buffer is on another GPU than the call's tensors");
+        return;
+      }
+      Encoder encoder(command_buffer, status);
       fn(arg, encoder);
-      if (encoder.End()) [stream commit];
+      if (!encoder.End()) return;
+      if (!sync) {
+        [stream commit];  // batched by tensorflow-metal: may submit later (top of metal_kernel.h)
+        return;
+      }
+      [stream commitAndWait];
+      if (command_buffer.status == MTLCommandBufferStatusError || command_buffer.error != nil) {
+        const TF_StringView name = TF_GetOpKernelName(ctx_);
+        gpu_error = GpuErrorMessage(std::string(name.data, name.len), encoder.kernels(),
+                                    StatusName(command_buffer.status), Describe(command_buffer.error));
+      }
     }
   });
+  if (!gpu_error.empty()) Fail(TF_INTERNAL, gpu_error);
 }
 
 // ---- AttrReader ----------------------------------------------------------------------

@@ -1,12 +1,16 @@
 // The decisions the Metal host glue makes, as plain C++ so they are unit-tested
 // on machines without Metal (tests/metal_shim/metal_rules_shim.cc): which
 // tensors may be bound as MTLBuffers, which Metal Shading Language version a
-// macOS offers, and how a 1-D grid is cut into threadgroups.
+// macOS offers, how a 1-D grid is cut into threadgroups, whether a
+// threadgroup dispatch fits the GPU, how much of a buffer a blit fill may
+// cover, the METAL_OPS_GPU_SYNC debug mode and its error message.
 #ifndef METAL_OPS_KERNELS_METAL_METAL_RULES_H_
 #define METAL_OPS_KERNELS_METAL_METAL_RULES_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace mo {
 namespace metal {
@@ -61,6 +65,58 @@ inline uint64_t ThreadgroupCount(uint64_t num_threads, uint64_t width) {
   uint64_t groups = num_threads / width + (num_threads % width != 0 ? 1 : 0);
   if (groups > kMaxThreadgroups) groups = kMaxThreadgroups;
   return groups == 0 ? 1 : groups;
+}
+
+// Threadgroup memory is allocated in multiples of 16 bytes.
+inline uint64_t ThreadgroupMemoryLength(uint64_t bytes) { return (bytes + 15u) / 16u * 16u; }
+
+// Why a dispatch of `threads` threads per threadgroup with `bytes` of
+// threadgroup memory (rounded up by ThreadgroupMemoryLength) does not fit a
+// pipeline that runs at most `max_threads` per threadgroup and declares
+// `static_bytes` itself, on a device with `device_bytes`; empty when it fits.
+// Every op checks this before it encodes anything.
+inline std::string ThreadgroupFitError(uint64_t max_threads, uint64_t threads, uint64_t static_bytes,
+                                       uint64_t bytes, uint64_t device_bytes) {
+  if (threads == 0 || threads > max_threads) {
+    return "metal_ops: this GPU runs at most " + std::to_string(max_threads) +
+           " threads per threadgroup of this kernel; it needs " + std::to_string(threads);
+  }
+  const uint64_t need = static_bytes + ThreadgroupMemoryLength(bytes);
+  if (need > device_bytes) {
+    return "metal_ops: this GPU has " + std::to_string(device_bytes) +
+           " bytes of threadgroup memory; the kernel needs " + std::to_string(need);
+  }
+  return std::string();
+}
+
+// The byte count a blit fill of a tensor of `bytes` covers in its MTLBuffer of
+// `buffer_length` bytes: on macOS fillBuffer:range:value: needs the range's
+// offset and length to be multiples of 4, so `bytes` rounded up to one, which
+// the buffer must hold (the padding is the tensor's own: tensorflow-metal
+// gives every tensor its own buffer). 0 when it does not (the caller fails
+// rather than break the rule).
+inline uint64_t FillLength(uint64_t bytes, uint64_t buffer_length) {
+  const uint64_t length = (bytes + 3u) / 4u * 4u;
+  return length <= buffer_length ? length : 0;
+}
+
+// The debug mode METAL_OPS_GPU_SYNC=1 (docs/ARCHITECTURE.md): every op commits
+// its command buffer and waits, and a command-buffer error becomes the op's error.
+constexpr const char* kGpuSyncVariable = "METAL_OPS_GPU_SYNC";
+inline bool GpuSyncRequested(const char* value) {
+  return value != nullptr && (std::strcmp(value, "1") == 0 || std::strcmp(value, "true") == 0);
+}
+
+// The error of a command buffer that failed in the debug mode: the op (its
+// node name), the kernels it encoded, Metal's status and error text.
+inline std::string GpuErrorMessage(const std::string& op, const std::vector<std::string>& kernels,
+                                   const std::string& status, const std::string& error) {
+  std::string names;
+  for (const std::string& k : kernels) names += (names.empty() ? "" : ", ") + k;
+  return "metal_ops: the GPU failed the command buffer holding op '" + op + "' (kernels: " +
+         (names.empty() ? std::string("none") : names) + "; " + kGpuSyncVariable +
+         "=1 waited for it, so the fault is in this op or in work TensorFlow encoded before it on the same "
+         "command buffer): status " + status + ": " + error;
 }
 
 }  // namespace metal

@@ -24,6 +24,7 @@ bool LayoutOf(mo::metal::KernelCall& call, TF_Tensor* x, TF_Tensor* alpha, TF_Te
   }
   params->num_elements = TF_TensorElementCount(x);
   params->channels = layout.channels;
+  params->rows = layout.channels > 0 ? params->num_elements / layout.channels : 0;
   params->alpha_vec = layout.alpha_vec ? 1 : 0;
   params->scale_vec = layout.scale_vec ? 1 : 0;
   return true;
@@ -42,9 +43,9 @@ void Forward(void*, mo::metal::KernelCall& call) {
   const TF_DataType dtype = TF_TensorType(x);
   TF_Tensor* out = call.Output(0, dtype, DimsOf(x));
   if (!call.ok() || params.num_elements == 0) return;
+  id<MTLComputePipelineState> pipeline = call.Pipeline("robust_loss", Shader("forward", dtype));
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("robust_loss", Shader("forward", dtype));
-    if (!e.ok()) return;
     e.Tensor(0, x).Tensor(1, alpha).Tensor(2, scale).Tensor(3, out).Value(4, params);
     e.Dispatch(pipeline, static_cast<uint64_t>(params.num_elements));
   });
@@ -65,9 +66,9 @@ void Backward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* dscale = call.Output(2, TF_FLOAT, DimsOf(scale));
   if (!call.ok()) return;
   const int64_t n = params.num_elements;
+  id<MTLComputePipelineState> pipeline = n > 0 ? call.Pipeline("robust_loss", Shader("backward", dtype)) : nil;
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = n > 0 ? e.Pipeline("robust_loss", Shader("backward", dtype)) : nil;
-    if (!e.ok()) return;
     // The shader accumulates dalpha / dscale with atomics: zero them first
     // (also when x is empty, so the gradients are zeros).
     e.Zero(dalpha).Zero(dscale);

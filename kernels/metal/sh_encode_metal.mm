@@ -43,9 +43,9 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* values = call.Output(0, dtype, checks::OutputDims(DimsOf(dirs), degree));
   const mo::SHEncodeParams params = {TF_TensorElementCount(dirs) / 3};
   if (!call.ok() || params.num_points == 0) return;
+  id<MTLComputePipelineState> pipeline = call.Pipeline("sh_encode", ShaderName("forward", degree, dtype));
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("sh_encode", ShaderName("forward", degree, dtype));
-    if (!e.ok()) return;
     e.Tensor(0, dirs).Tensor(1, values).Value(2, params);
     e.Dispatch(pipeline, static_cast<uint64_t>(params.num_points));
   });
@@ -63,9 +63,9 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* grad_dirs = call.Output(0, dtype, DimsOf(dirs));
   const mo::SHEncodeParams params = {TF_TensorElementCount(dirs) / 3};
   if (!call.ok() || params.num_points == 0) return;
+  id<MTLComputePipelineState> pipeline = call.Pipeline("sh_encode", ShaderName("backward", degree, dtype));
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("sh_encode", ShaderName("backward", degree, dtype));
-    if (!e.ok()) return;
     e.Tensor(0, grad).Tensor(1, dirs).Tensor(2, grad_dirs).Value(3, params);
     e.Dispatch(pipeline, static_cast<uint64_t>(params.num_points));
   });

@@ -2,11 +2,20 @@
 // (WWDC21 "Accelerate machine learning with Metal"). TF_GetStream() on the
 // Metal PluggableDevice returns an object conforming to it.
 //
-//  - currentCommandBuffer: the command buffer custom kernels encode into.
+//  - currentCommandBuffer: the command buffer custom kernels encode into
+//    (tensorflow-metal 1.2.0: an MPSCommandBuffer, created lazily without a
+//    lock; read it only inside the queue block).
 //  - queue: serialises encoding with TensorFlow's own work; always encode
 //    inside dispatch_sync(stream.queue, ^{ ... }).
-//  - commit: submits the command buffer (asynchronously, the normal path).
-//  - commitAndWait: submits and blocks; for debugging only.
+//  - commit: in tensorflow-metal 1.2.0 NOT a submit. It is
+//    MetalStream::commit(false), which counts its calls and commits the
+//    current command buffer (then drops it) only every maxCommit-th call:
+//    2 by default, read once from the environment variable
+//    MPS_MAX_COMMIT_COUNT. The work may be submitted by a later op's commit
+//    or by TensorFlow's own synchronisation; nothing may rely on it having
+//    run, or even been submitted, when commit returns.
+//  - commitAndWait: always commits and blocks until the command buffer
+//    completes (the METAL_OPS_GPU_SYNC=1 debug mode, metal_kernel.h).
 #ifndef METAL_OPS_KERNELS_METAL_TF_METAL_STREAM_H_
 #define METAL_OPS_KERNELS_METAL_TF_METAL_STREAM_H_
 

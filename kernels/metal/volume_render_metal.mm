@@ -52,9 +52,9 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.ok() || R == 0) return;
   const mo::VolumeRenderParams params =
       mo::make_volume_render_params(R, S, kernel.early_termination, per_ray, kernel.return_weights, false);
+  id<MTLComputePipelineState> pipeline = call.Pipeline("volume_render", "volume_render_forward_float32");
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("volume_render", "volume_render_forward_float32");
-    if (!e.ok()) return;
     for (int i = 0; i < 4; ++i) e.Tensor(i, in[i]);
     for (int i = 0; i < 4; ++i) e.Tensor(4 + i, out[i]);
     e.Value(8, params).Dispatch(pipeline, static_cast<uint64_t>(R));
@@ -99,9 +99,9 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.ok() || R == 0) return;
   const mo::VolumeRenderParams params =
       mo::make_volume_render_params(R, S, kernel.early_termination, per_ray, false, has_weight_grad);
+  id<MTLComputePipelineState> pipeline = call.Pipeline("volume_render", "volume_render_backward_float32");
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("volume_render", "volume_render_backward_float32");
-    if (!e.ok()) return;
     // Buffers 0-11: the inputs in op order; 12-14: the outputs.
     for (int i = 0; i < 12; ++i) e.Tensor(i, in[i]);
     for (int i = 0; i < 3; ++i) e.Tensor(12 + i, out[i]);

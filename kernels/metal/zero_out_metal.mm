@@ -39,9 +39,9 @@ void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* output = call.Output(0, dtype, mo::metal::DimsOf(input));
   if (!call.ok() || n == 0) return;
   const mo::ZeroOutParams params = {n, kernel.preserve_index};
+  id<MTLComputePipelineState> pipeline = call.Pipeline("zero_out", ShaderFor(dtype));
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    id<MTLComputePipelineState> pipeline = e.Pipeline("zero_out", ShaderFor(dtype));
-    if (!e.ok()) return;
     e.Tensor(0, input).Tensor(1, output).Value(2, params).Dispatch(pipeline, static_cast<uint64_t>(n));
   });
 }

@@ -1,5 +1,5 @@
-// Runs the DistortionLoss Metal shaders on the CPU (see kernels/metal/msl_shim.h).
-#include "kernels/metal/msl_shim.h"
+// Runs the DistortionLoss Metal shaders on the CPU (see tests/metal_shim/msl_shim.h).
+#include "tests/metal_shim/msl_shim.h"
 #include "distortion_loss.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 extern "C" {

@@ -1,4 +1,4 @@
-// Runs the FusedMLP Metal shaders on the CPU (kernels/metal/msl_shim.h), in
+// Runs the FusedMLP Metal shaders on the CPU (tests/metal_shim/msl_shim.h), in
 // the order kernels/metal/fused_mlp_metal.mm encodes them, with the geometry
 // it computes (kernels/metal/fused_mlp_metal.h): the pack dispatches, the
 // forward or backward over its threadgroups (cooperating fibers: barriers and
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 #include "fused_mlp.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 namespace {

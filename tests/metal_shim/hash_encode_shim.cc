@@ -1,10 +1,10 @@
-// Runs the HashEncode Metal shaders on the CPU (see kernels/metal/msl_shim.h),
+// Runs the HashEncode Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // in the order kernels/metal/hash_encode_metal.mm encodes them, each over its
 // whole dispatch grid (threads one after another). Driven by
 // tests/test_hash_encode_metal_shim.py through ctypes.
 #include <type_traits>
 
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 #include "hash_encode.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 namespace {
@@ -99,6 +99,30 @@ int64_t shim_hash_encode_table_rows(int dims, int num_levels, int log2_hashmap_s
   return mo::hash_grid::make_params(dims, 0, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &p);
 }
 
+// The per-level table make_params hands every backend's kernels (scale,
+// resolution, hashed flag of levels 0 .. num_levels-1).
+void shim_hash_grid_levels(int dims, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
+                           float per_level_scale, float* scale, uint32_t* resolution, uint32_t* hashed) {
+  Params p;
+  mo::hash_grid::make_params(dims, 0, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &p);
+  for (int l = 0; l < num_levels; ++l) {
+    scale[l] = p.level_scale[l];
+    resolution[l] = p.level_resolution[l];
+    hashed[l] = p.level_hashed[l];
+  }
+}
+
+// Overrides level `level`'s scale in the Params of the next forward (-1: none),
+// so a test can see that the shaders use the host's table.
+namespace {
+int g_override_level = -1;
+float g_override_scale = 0.0f;
+}  // namespace
+void shim_hash_encode_override_level_scale(int level, float scale) {
+  g_override_level = level;
+  g_override_scale = scale;
+}
+
 // dtype 0 = float32, 1 = float16 (table, encoded, grad_encoded, grad_table).
 // max_grid caps the dispatch width so the shaders' grid-stride loops run.
 // Returns 0, or -1 for an unsupported (dims, features, dtype).
@@ -110,6 +134,7 @@ int shim_hash_encode_forward(int dtype, const float* x, const void* table, void*
   Params p;
   mo::hash_grid::make_params(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation, out_of_range,
              &p);
+  if (g_override_level >= 0 && g_override_level < num_levels) p.level_scale[g_override_level] = g_override_scale;
   const uint grid = GridFor(n * num_levels, max_grid);
   if (dtype == 0) {
     RunGrid(kForward32[dims - 1][fi], grid, x, static_cast<const float*>(table), static_cast<float*>(encoded), p);

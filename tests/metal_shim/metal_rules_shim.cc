@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels/metal/metal_rules.h"
 
@@ -33,6 +34,33 @@ uint64_t shim_threadgroup_count(uint64_t num_threads, uint64_t width) {
 void shim_msl_too_old_message(const char* library, int need_major, int need_minor, int os_major, int os_minor,
                               char* out, int size) {
   const std::string m = mo::metal::MslTooOldMessage(library, {need_major, need_minor}, os_major, os_minor);
+  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
+  out[size - 1] = '\0';
+}
+
+// ThreadgroupFitError into `out` (empty when the dispatch fits).
+void shim_threadgroup_fit_error(uint64_t max_threads, uint64_t threads, uint64_t static_bytes, uint64_t bytes,
+                                uint64_t device_bytes, char* out, int size) {
+  const std::string m = mo::metal::ThreadgroupFitError(max_threads, threads, static_bytes, bytes, device_bytes);
+  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
+  out[size - 1] = '\0';
+}
+
+uint64_t shim_fill_length(uint64_t bytes, uint64_t buffer_length) { return mo::metal::FillLength(bytes, buffer_length); }
+
+int shim_gpu_sync_requested(const char* value) { return mo::metal::GpuSyncRequested(value) ? 1 : 0; }
+
+// GpuErrorMessage for kernels given as one string separated by ';'.
+void shim_gpu_error_message(const char* op, const char* kernels, const char* status, const char* error, char* out,
+                            int size) {
+  std::vector<std::string> names;
+  std::string rest = kernels;
+  while (!rest.empty()) {
+    const size_t end = rest.find(';');
+    names.push_back(rest.substr(0, end));
+    rest = end == std::string::npos ? std::string() : rest.substr(end + 1);
+  }
+  const std::string m = mo::metal::GpuErrorMessage(op, names, status, error);
   std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
   out[size - 1] = '\0';
 }

@@ -1,8 +1,8 @@
-// Runs the SHEncode Metal shaders on the CPU (see kernels/metal/msl_shim.h),
+// Runs the SHEncode Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // each entry point over its whole dispatch grid, picked by degree and dtype
 // as kernels/metal/sh_encode_metal.mm picks it by name. Driven by
 // tests/test_sh_encode_metal_shim.py through ctypes.
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 #include "sh_encode.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
 namespace {

@@ -2,6 +2,7 @@
 
 `make metal-shim` (part of `make test`) builds it. Each op's shim .cc exports
 `shim_<op>_<dtype>(...)` functions that run one shader over its dispatch grid.
+METAL_OPS_SHIM_LIB names another build of it (e.g. one compiled elsewhere).
 """
 import ctypes
 import os
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHIM_PATH = os.path.join(ROOT, "build", "libmetal_shim.so")
+SHIM_PATH = os.environ.get("METAL_OPS_SHIM_LIB", os.path.join(ROOT, "build", "libmetal_shim.so"))
 
 
 def load_shim():

@@ -1,12 +1,12 @@
 // Small MSL-style kernels that pin down the MSL shim's threadgroups and
-// simdgroup_matrix (kernels/metal/msl_shim.h, tests/metal_shim/threadgroups.cc):
+// simdgroup_matrix (tests/metal_shim/msl_shim.h, tests/metal_shim/threadgroups.cc):
 // values of load/store (strides, transposes) and multiply-accumulate, and the
 // errors for barriers and SIMD-group operations that not every thread
 // reaches, lanes that disagree, and a read not ordered by a barrier. Driven
 // by tests/test_fused_mlp_metal_shim.py.
 #include <string>
 
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 
 using namespace metal;
 

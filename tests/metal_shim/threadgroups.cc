@@ -1,4 +1,4 @@
-// The MSL shim's threadgroups (kernels/metal/msl_shim.h: msl_shim::run_threadgroups,
+// The MSL shim's threadgroups (tests/metal_shim/msl_shim.h: msl_shim::run_threadgroups,
 // msl_shim::arrive): every thread of a threadgroup is a fiber (ucontext) with
 // its own stack; a scheduler on the calling thread runs the runnable fibers
 // one after another (in thread order, or reversed) until each waits at a
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/metal/msl_shim.h"
+#include "tests/metal_shim/msl_shim.h"
 
 namespace msl_shim {
 namespace {

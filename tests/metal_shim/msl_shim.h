@@ -23,15 +23,13 @@
 // lane reads a simdgroup_load's source when it arrives, so lanes that read
 // different data (another thread's write not ordered by a barrier) are an
 // error too.
-#ifndef METAL_OPS_KERNELS_METAL_MSL_SHIM_H_
-#define METAL_OPS_KERNELS_METAL_MSL_SHIM_H_
+#ifndef METAL_OPS_TESTS_METAL_SHIM_MSL_SHIM_H_
+#define METAL_OPS_TESTS_METAL_SHIM_MSL_SHIM_H_
 
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-
-#include "kernels/common/platform.h"
 
 typedef unsigned int uint;
 typedef unsigned short ushort;
@@ -91,22 +89,39 @@ inline To as_type(From from) {
   return to;
 }
 
+namespace msl_shim {
+// MSL's exp, exp2, log and log2 are not correctly rounded (a few ulp). A test
+// sets this to move each of their results by that many ulp (up when positive,
+// down when negative), to check that what it tests does not depend on them
+// being correctly rounded. 0 (the default): the C library's results.
+inline int& math_ulp_error() {
+  static int ulps = 0;
+  return ulps;
+}
+inline float off_by_ulps(float v) {
+  for (int i = 0; i < math_ulp_error(); ++i) v = std::nextafter(v, INFINITY);
+  for (int i = 0; i > math_ulp_error(); --i) v = std::nextafter(v, -INFINITY);
+  return v;
+}
+}  // namespace msl_shim
+
 namespace metal {
 using std::ceil;
-using std::exp;
-using std::exp2;
 using std::fabs;
 using std::floor;
+using std::fma;
 using std::fmax;
 using std::fmin;
 using std::isinf;
 using std::isnan;
 using std::ldexp;
-using std::log;
-using std::log2;
 using std::pow;
 using std::rint;
 using std::sqrt;
+inline float exp(float x) { return msl_shim::off_by_ulps(std::exp(x)); }
+inline float exp2(float x) { return msl_shim::off_by_ulps(std::exp2(x)); }
+inline float log(float x) { return msl_shim::off_by_ulps(std::log(x)); }
+inline float log2(float x) { return msl_shim::off_by_ulps(std::log2(x)); }
 // MSL's frexp returns the exponent through a thread reference.
 inline float frexp(float x, int& exponent) { return std::frexp(x, &exponent); }
 template <typename T>
@@ -319,4 +334,9 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const s
 #define threadgroup
 #define thread
 
-#endif  // METAL_OPS_KERNELS_METAL_MSL_SHIM_H_
+// The shaders' shared headers see the Metal branch of platform.h, the one the
+// GPU compiles (its math on the functions above).
+#define MO_MSL_SHIM 1
+#include "kernels/common/platform.h"
+
+#endif  // METAL_OPS_TESTS_METAL_SHIM_MSL_SHIM_H_
