@@ -317,3 +317,37 @@ def test_no_gradient_flows_through_the_samples():
                                   aabb=UNIT, grid_resolution=4, step_size=0.1)
         y = tf.reduce_sum(out.t_starts)
     assert tape.gradient(y, o) is None
+
+
+# ---- Metal shaders through the MSL shim ------------------------------------------------------
+def shim_march(origins, dirs, near, far, bits, aabb, grid_resolution, step_size, cone_angle=0.0, max_step_size=1e10,
+               max_samples=1024, jitter=False, seed=0, grid=64, scan_threads=1024):
+    import ctypes
+
+    from tests.metal_shim.shim import f32, load_shim, ptr
+    lib = load_shim()
+    lib.shim_ray_march.restype = ctypes.c_longlong
+    arrays = [np.ascontiguousarray(a) for a in (origins, dirs, near, far, bits)]
+    rays = len(origins)
+    capacity = rays * max_samples
+    counts, offsets = np.full(rays, -1, np.int32), np.full(rays, -1, np.int32)
+    ts, te = np.full(capacity, np.nan, np.float32), np.full(capacity, np.nan, np.float32)
+    ri = np.full(capacity, -1, np.int32)
+    err = ctypes.create_string_buffer(512)
+    total = lib.shim_ray_march((ctypes.c_float * 6)(*aabb), grid_resolution, bits.shape[0], f32(step_size),
+                               f32(cone_angle), f32(max_step_size), max_samples, int(jitter), seed, rays,
+                               *[ptr(a) for a in arrays], ptr(counts), ptr(offsets), ptr(ts), ptr(te), ptr(ri),
+                               ctypes.c_longlong(capacity), ctypes.c_uint(grid), scan_threads, err, 512)
+    assert total >= 0, err.value.decode()
+    return ts[:total], te[:total], ri[:total], offsets, counts
+
+
+@pytest.mark.parametrize("g,cascades,fill", [(4, 1, 0.5), (8, 2, 0.3), (5, 3, 0.6)])
+@pytest.mark.parametrize("grid,scan_threads", [(1, 1), (64, 1024), (7, 5)])
+@pytest.mark.parametrize("cone_angle,jitter", [(0.0, False), (0.02, True)])
+def test_metal_shaders_on_msl_shim(g, cascades, fill, grid, scan_threads, cone_angle, jitter):
+    origins, dirs, near, far, bits = random_case(g * 10 + cascades, 61, g, cascades, fill)
+    kw = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.0123, cone_angle=cone_angle,
+              max_step_size=0.2, max_samples=300, jitter=jitter, seed=3)
+    got = shim_march(origins, dirs, near, far, bits, grid=grid, scan_threads=scan_threads, **kw)
+    assert_same_samples(got, reference(origins, dirs, near, far, bits, **kw))

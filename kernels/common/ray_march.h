@@ -63,15 +63,15 @@ MO_FN float rm_jitter(uint32 seed, uint32 ray) {
   return float(h >> 8) * (1.0f / 16777216.0f);
 }
 
-MO_FN float rm_step(float t, MO_CONSTANT const RayMarchParams& p) {
+MO_FN float rm_step(float t, MO_CONSTANT RayMarchParams& p) {
   return fmin_f(fmax_f(t * p.cone_angle, p.step_size), p.max_step_size);
 }
 
 // Half extent and centre of cascade c's box along `axis`.
-MO_FN float rm_half(int32 c, int32 axis, MO_CONSTANT const RayMarchParams& p) {
+MO_FN float rm_half(int32 c, int32 axis, MO_CONSTANT RayMarchParams& p) {
   return 0.5f * (p.aabb_max[axis] - p.aabb_min[axis]) * float(1 << c);
 }
-MO_FN float rm_center(int32 axis, MO_CONSTANT const RayMarchParams& p) {
+MO_FN float rm_center(int32 axis, MO_CONSTANT RayMarchParams& p) {
   return 0.5f * (p.aabb_max[axis] + p.aabb_min[axis]);
 }
 
@@ -79,7 +79,7 @@ MO_FN float rm_center(int32 axis, MO_CONSTANT const RayMarchParams& p) {
 // An axis the ray runs parallel to constrains nothing if the origin is inside
 // that slab and excludes the ray otherwise.
 MO_FN void rm_box_interval(const MO_THREAD float* o, const MO_THREAD float* d, int32 c,
-                           MO_CONSTANT const RayMarchParams& p, MO_THREAD float& t0, MO_THREAD float& t1) {
+                           MO_CONSTANT RayMarchParams& p, MO_THREAD float& t0, MO_THREAD float& t1) {
   t0 = -INFINITY;
   t1 = INFINITY;
   for (int32 a = 0; a < 3; ++a) {
@@ -101,7 +101,7 @@ MO_FN void rm_box_interval(const MO_THREAD float* o, const MO_THREAD float* d, i
 }
 
 // The finest cascade whose box holds x, or C when none does.
-MO_FN int32 rm_cascade_of(const MO_THREAD float* x, MO_CONSTANT const RayMarchParams& p) {
+MO_FN int32 rm_cascade_of(const MO_THREAD float* x, MO_CONSTANT RayMarchParams& p) {
   for (int32 c = 0; c < p.cascades; ++c) {
     bool inside = true;
     for (int32 a = 0; a < 3; ++a) inside = inside && fabs_f(x[a] - rm_center(a, p)) <= rm_half(c, a, p);
@@ -111,7 +111,7 @@ MO_FN int32 rm_cascade_of(const MO_THREAD float* x, MO_CONSTANT const RayMarchPa
 }
 
 // Cell coordinate of x along `axis` in cascade c, clamped to [0, G).
-MO_FN int32 rm_cell(float x, int32 c, int32 axis, MO_CONSTANT const RayMarchParams& p) {
+MO_FN int32 rm_cell(float x, int32 c, int32 axis, MO_CONSTANT RayMarchParams& p) {
   const float half = rm_half(c, axis, p);
   const float u = (x - (rm_center(axis, p) - half)) / (2.0f * half) * float(p.grid_resolution);
   const float f = fmin_f(fmax_f(floor_f(u), 0.0f), float(p.grid_resolution - 1));
@@ -119,7 +119,7 @@ MO_FN int32 rm_cell(float x, int32 c, int32 axis, MO_CONSTANT const RayMarchPara
 }
 
 MO_FN bool rm_occupied(const MO_DEVICE unsigned char* bits, int32 c, const MO_THREAD int32* cell,
-                       MO_CONSTANT const RayMarchParams& p) {
+                       MO_CONSTANT RayMarchParams& p) {
   const int32 g = p.grid_resolution;
   const int32 index = cell[0] + g * (cell[1] + g * cell[2]);
   const unsigned char byte = bits[c * p.bytes_per_cascade + (index >> 3)];
@@ -129,7 +129,7 @@ MO_FN bool rm_occupied(const MO_DEVICE unsigned char* bits, int32 c, const MO_TH
 // Where the ray leaves cell `cell` of cascade c (the nearest of the three
 // boundary planes ahead of it).
 MO_FN float rm_cell_exit(const MO_THREAD float* o, const MO_THREAD float* d, int32 c, const MO_THREAD int32* cell,
-                         MO_CONSTANT const RayMarchParams& p) {
+                         MO_CONSTANT RayMarchParams& p) {
   float t_exit = INFINITY;
   for (int32 a = 0; a < 3; ++a) {
     if (d[a] == 0.0f) continue;
@@ -146,7 +146,7 @@ MO_FN float rm_cell_exit(const MO_THREAD float* o, const MO_THREAD float* d, int
 // op's seed input (used with p.jitter).
 MO_FN int32 rm_march_ray(const MO_DEVICE float* origins, const MO_DEVICE float* directions,
                          const MO_DEVICE float* near, const MO_DEVICE float* far, const MO_DEVICE unsigned char* bits,
-                         int32 ray, MO_CONSTANT const RayMarchParams& p, uint32 seed, int32 offset,
+                         int32 ray, MO_CONSTANT RayMarchParams& p, uint32 seed, int32 offset,
                          MO_DEVICE float* t_starts, MO_DEVICE float* t_ends, MO_DEVICE int32* ray_indices) {
   float o[3], d[3];
   for (int32 a = 0; a < 3; ++a) {
@@ -187,6 +187,57 @@ MO_FN int32 rm_march_ray(const MO_DEVICE float* origins, const MO_DEVICE float* 
     t = t_next;
   }
   return count;
+}
+
+// The prefix sum of the per-ray counts without threads that wait on each
+// other (the Metal kernels): `chunks` threads each sum `chunk` consecutive
+// counts, one thread scans those sums, and each thread then writes its
+// chunk's offsets. Sums are 64-bit so a total above 2^31 is seen, not wrapped.
+struct RayMarchScanParams {
+  int32 num_rays;
+  int32 chunk;   // counts per thread
+  int32 chunks;  // threads: ceil(num_rays / chunk)
+};
+
+// At most `threads` chunks (host side).
+MO_FN RayMarchScanParams rm_scan_params(int32 num_rays, int32 threads) {
+  RayMarchScanParams s;
+  s.num_rays = num_rays;
+  s.chunk = num_rays > 0 ? (num_rays + threads - 1) / threads : 1;
+  s.chunks = (num_rays + s.chunk - 1) / s.chunk;
+  return s;
+}
+
+MO_FN uint64 rm_chunk_sum(const MO_DEVICE int32* counts, int32 i, MO_CONSTANT RayMarchScanParams& s) {
+  uint64 sum = 0;
+  const int32 begin = i * s.chunk;
+  const int32 end = begin + s.chunk < s.num_rays ? begin + s.chunk : s.num_rays;
+  for (int32 r = begin; r < end; ++r) sum += uint64(counts[r]);
+  return sum;
+}
+
+// Exclusive scan of the chunk sums in place; returns the total.
+MO_FN uint64 rm_scan_chunk_sums(MO_DEVICE uint64* sums, MO_CONSTANT RayMarchScanParams& s) {
+  uint64 running = 0;
+  for (int32 i = 0; i < s.chunks; ++i) {
+    const uint64 v = sums[i];
+    sums[i] = running;
+    running += v;
+  }
+  return running;
+}
+
+// Offsets of chunk i's rays from its scanned sum, clamped to 2^31 - 1 (the
+// host refuses a total above that before anything reads them).
+MO_FN void rm_chunk_offsets(const MO_DEVICE int32* counts, uint64 base, int32 i, MO_DEVICE int32* offsets,
+                            MO_CONSTANT RayMarchScanParams& s) {
+  const int32 begin = i * s.chunk;
+  const int32 end = begin + s.chunk < s.num_rays ? begin + s.chunk : s.num_rays;
+  uint64 running = base;
+  for (int32 r = begin; r < end; ++r) {
+    offsets[r] = running < uint64(2147483647) ? int32(running) : 2147483647;
+    running += uint64(counts[r]);
+  }
 }
 
 }  // namespace mo
