@@ -75,7 +75,7 @@ MO_FN float rm_center(int32 axis, MO_CONSTANT RayMarchParams& p) {
   return 0.5f * (p.aabb_max[axis] + p.aabb_min[axis]);
 }
 
-// [t0, t1] of the ray inside the box centre +- half; t0 > t1 when it misses.
+// [t0, t1] of the ray inside the box centre +- extent; t0 > t1 when it misses.
 // An axis the ray runs parallel to constrains nothing if the origin is inside
 // that slab and excludes the ray otherwise.
 MO_FN void rm_box_interval(const MO_THREAD float* o, const MO_THREAD float* d, int32 c,
@@ -112,8 +112,8 @@ MO_FN int32 rm_cascade_of(const MO_THREAD float* x, MO_CONSTANT RayMarchParams& 
 
 // Cell coordinate of x along `axis` in cascade c, clamped to [0, G).
 MO_FN int32 rm_cell(float x, int32 c, int32 axis, MO_CONSTANT RayMarchParams& p) {
-  const float half = rm_half(c, axis, p);
-  const float u = (x - (rm_center(axis, p) - half)) / (2.0f * half) * float(p.grid_resolution);
+  const float extent = rm_half(c, axis, p);
+  const float u = (x - (rm_center(axis, p) - extent)) / (2.0f * extent) * float(p.grid_resolution);
   const float f = fmin_f(fmax_f(floor_f(u), 0.0f), float(p.grid_resolution - 1));
   return int32(f);
 }
@@ -133,9 +133,9 @@ MO_FN float rm_cell_exit(const MO_THREAD float* o, const MO_THREAD float* d, int
   float t_exit = INFINITY;
   for (int32 a = 0; a < 3; ++a) {
     if (d[a] == 0.0f) continue;
-    const float half = rm_half(c, a, p);
-    const float size = 2.0f * half / float(p.grid_resolution);
-    const float edge = (rm_center(a, p) - half) + size * float(cell[a] + (d[a] > 0.0f ? 1 : 0));
+    const float extent = rm_half(c, a, p);
+    const float size = 2.0f * extent / float(p.grid_resolution);
+    const float edge = (rm_center(a, p) - extent) + size * float(cell[a] + (d[a] > 0.0f ? 1 : 0));
     t_exit = fmin_f(t_exit, (edge - o[a]) / d[a]);
   }
   return t_exit;
