@@ -7,21 +7,7 @@ import tensorflow as tf
 
 import metal_ops
 from metal_ops.ray_march import pack_occupancy
-from tests.reference.ray_march import reference, unpack
-
-UNIT = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
-
-
-def grid_bits(cells_zyx, g, cascades=1):
-    """Bitfield of a [C, G, G, G] bool grid given as a NumPy array or a list of occupied (c, z, y, x)."""
-    if isinstance(cells_zyx, np.ndarray):
-        occ = cells_zyx.astype(bool)
-    else:
-        occ = np.zeros((cascades, g, g, g), bool)
-        for c, z, y, x in cells_zyx:
-            occ[c, z, y, x] = True
-    return np.packbits(occ.reshape(occ.shape[0], -1), axis=1, bitorder="little")
-
+from tests.reference.ray_march import UNIT, grid_bits, random_case, reference, unpack
 
 def march(origins, directions, near, far, occupancy, **kw):
     out = metal_ops.ray_march(np.asarray(origins, np.float32), np.asarray(directions, np.float32),
@@ -120,22 +106,6 @@ def test_empty_grid_and_full_grid_against_reference():
 
 
 # ---- random grids, cascades, cone stepping --------------------------------------------
-def random_case(seed, rays, g, cascades, fill):
-    rng = np.random.default_rng(seed)
-    origins = rng.uniform(-3, 3, (rays, 3)).astype(np.float32)
-    targets = rng.uniform(-1, 2, (rays, 3))
-    dirs = (targets - origins).astype(np.float32)
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    # axis-parallel rays too
-    axis = rng.integers(0, 3, rays // 4)
-    dirs[: rays // 4] = 0.0
-    dirs[np.arange(rays // 4), axis] = rng.choice([-1.0, 1.0], rays // 4)
-    near = rng.uniform(0, 0.5, rays).astype(np.float32)
-    far = rng.uniform(3, 12, rays).astype(np.float32)
-    occ = rng.uniform(size=(cascades, g, g, g)) < fill
-    return origins, dirs, near, far, grid_bits(occ, g)
-
-
 @pytest.mark.parametrize("g,cascades,fill", [(4, 1, 0.5), (16, 1, 0.2), (8, 2, 0.3), (5, 3, 0.6), (32, 1, 0.05)])
 @pytest.mark.parametrize("cone_angle,max_samples", [(0.0, 1024), (0.02, 1024), (0.0, 7)])
 def test_random_against_reference(g, cascades, fill, cone_angle, max_samples):

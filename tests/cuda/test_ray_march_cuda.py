@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
-from tests.reference.ray_march import reference
-from tests.test_ray_march import UNIT, grid_bits, random_case
+from tests.reference.ray_march import UNIT, grid_bits, random_case, reference
 
 
 def run(cupy, lib, origins, dirs, near, far, bits, aabb, grid_resolution, step_size, cone_angle=0.0,

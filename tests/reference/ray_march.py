@@ -80,3 +80,34 @@ def reference(origins, directions, near, far, occupancy, aabb, grid_resolution, 
     offsets = (np.cumsum(counts) - counts).astype(np.int32)
     return (np.asarray(starts, np.float32), np.asarray(ends, np.float32), np.asarray(idx, np.int32), offsets,
             counts)
+
+
+# ---- inputs shared by the TF, MSL-shim and CUDA harness tests ----------------------------------
+UNIT = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+
+
+def grid_bits(cells_zyx, g, cascades=1):
+    """Bitfield of a [C, G, G, G] bool grid given as a NumPy array or a list of occupied (c, z, y, x)."""
+    if isinstance(cells_zyx, np.ndarray):
+        occ = cells_zyx.astype(bool)
+    else:
+        occ = np.zeros((cascades, g, g, g), bool)
+        for c, z, y, x in cells_zyx:
+            occ[c, z, y, x] = True
+    return np.packbits(occ.reshape(occ.shape[0], -1), axis=1, bitorder="little")
+
+
+def random_case(seed, rays, g, cascades, fill):
+    rng = np.random.default_rng(seed)
+    origins = rng.uniform(-3, 3, (rays, 3)).astype(np.float32)
+    targets = rng.uniform(-1, 2, (rays, 3))
+    dirs = (targets - origins).astype(np.float32)
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    # axis-parallel rays too
+    axis = rng.integers(0, 3, rays // 4)
+    dirs[: rays // 4] = 0.0
+    dirs[np.arange(rays // 4), axis] = rng.choice([-1.0, 1.0], rays // 4)
+    near = rng.uniform(0, 0.5, rays).astype(np.float32)
+    far = rng.uniform(3, 12, rays).astype(np.float32)
+    occ = rng.uniform(size=(cascades, g, g, g)) < fill
+    return origins, dirs, near, far, grid_bits(occ, g)
