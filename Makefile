@@ -42,7 +42,7 @@ else
   REQUIREMENTS := requirements.txt
 endif
 
-.PHONY: all venv test demo bazel cuda-check cuda-harness metal-shim metal-check fuzz asan-test bench clean help
+.PHONY: all venv test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
 all: $(LIB) $(BUILD_INFO)
 
 help:
@@ -52,6 +52,7 @@ help:
 	@echo "make bazel      build the op library with Bazel, offline"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed)"
 	@echo "make metal-check cross-compile and link the macOS (Metal) build on Linux against a macOS SDK"
+	@echo "make msl-check  check the embedded Metal shaders against MSL's rules (clang, no Mac)"
 	@echo "make cuda-harness build $(BUILD)/libmetal_ops_cuda.so for tests/cuda on a GPU"
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
 
@@ -229,8 +230,19 @@ metal-check:
 # The part metal_check.sh runs (with UNAME_S=Darwin MACOS_CROSS=1).
 metal-check-build: $(LIB) $(PLUGIN_LIB)
 
+# ---- MSL rules check ------------------------------------------------------------------
+# tools/msl_check.py compiles the embedded shader sources as C++ for OpenCL
+# against a stand-in metal_stdlib (address spaces enforced) and lints what no
+# flag catches; tests/test_msl_check.py runs it in `make test`. msl-clang
+# installs Debian's clang when none fits (as root), else prints why the check
+# is skipped.
+msl-clang:
+	@python3 tools/msl_check.py --ensure-clang
+msl-check: $(METAL_GEN_SRCS) msl-clang
+	python3 tools/msl_check.py $(METAL_GEN_SRCS)
+
 # ---- Tests, demo, tools ---------------------------------------------------------------
-test: all metal-shim
+test: all metal-shim msl-clang
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
 fuzz: all

@@ -1,0 +1,395 @@
+"""`python -m metal_ops.selftest`: every op of this library on each GPU device
+TensorFlow lists, checked against the same op on the CPU.
+
+For each op, dtype (float32, float16 where the op has it, the integer types of
+ZeroOut) and shape (odd sizes, empty tensors, one large case), it runs the
+forward pass and the gradients of sum(cotangent * output) with respect to
+every input (forward only where marked: integer ZeroOut, a convolution with
+no input channel) on the GPU and on the CPU, and prints one table: op, case, dtype,
+device, the largest error against the CPU, the tolerance, pass/fail, and the
+time of one forward + backward pass with the results read back to the host
+(the fastest of --repeat runs, after one warm-up run) on each. Exit status 1
+when any case fails or raises, 0 otherwise, including when TensorFlow lists
+no GPU (then it says so).
+
+The error of a case is the largest, over every output and gradient element,
+of |device - cpu| / max(1, |cpu|); NaN where the other side has a number, a
+missing gradient or a shape mismatch count as infinite. float16 FusedMLP,
+which has no CPU kernel, is compared with the CPU kernel on the same inputs
+in float32.
+
+METAL_OPS_GPU_SYNC=1 is set before the op library is loaded: in that mode
+every Metal op commits its command buffer, waits for it and turns a GPU-side
+error into a TensorFlow error naming the op and kernel, so a fault shows up
+in the case that caused it. On a Mac, run it with Metal's shader validation:
+
+    MTL_SHADER_VALIDATION=1 python -m metal_ops.selftest --json report.json
+
+`--json FILE` writes the table with the versions of TensorFlow,
+tensorflow-metal, the OS, the devices and this build, to attach to a bug
+report. It needs only the installed package (no tests/ folder).
+"""
+import argparse
+import collections
+import json
+import math
+import os
+import platform
+import sys
+import time
+import zlib
+
+import numpy as np
+
+SYNC_ENV = "METAL_OPS_GPU_SYNC"
+
+Case = collections.namedtuple("Case", "op label dtype inputs call tolerance attrs cpu_dtype differentiable")
+
+
+def _case(op, label, dtype, inputs, call, tolerance, attrs=None, cpu_dtype=None, differentiable=True):
+    return Case(op, label, np.dtype(dtype).name, inputs, call, tolerance, attrs or {}, cpu_dtype, differentiable)
+
+
+# ---- the cases -------------------------------------------------------------------------------
+
+def _rays(rng, r, s):
+    sigma = rng.uniform(0, 5, (r, s)).astype(np.float32)
+    rgb = rng.uniform(0, 1, (r, s, 3)).astype(np.float32)
+    t = np.cumsum(rng.uniform(0.01, 0.1, (r, s + 1)), axis=1).astype(np.float32)
+    return sigma, rgb, t
+
+
+def _mlp(rng, in_dim, width, hidden, out_dim, dtype):
+    dims = [in_dim] + [width] * hidden + [out_dim]
+    ws = [(rng.uniform(-1, 1, (a, b)) / np.sqrt(a)).astype(dtype) for a, b in zip(dims[:-1], dims[1:])]
+    bs = [rng.uniform(-0.1, 0.1, b).astype(dtype) for b in dims[1:]]
+    return ws, bs
+
+
+def cases(ops=None):
+    """Every case, in table order; `ops` limits them to those op names."""
+    import metal_ops
+
+    out = []
+
+    def wanted(op):
+        # Each op draws from its own generator: its inputs are the same whichever ops are selected.
+        return (ops is None or op in ops), np.random.default_rng(zlib.crc32(op.encode()))
+
+    use, rng = wanted("zero_out")
+    if use:
+        for dtype in (np.float32, np.int32, np.int64):
+            for shape, preserve in [((7,), 3), ((3, 5, 2), 29), ((0, 4), 9), ((1_000_003,), 1_000_002)]:
+                x = (rng.standard_normal(shape) * 100).astype(dtype)
+                out.append(_case("zero_out", f"shape={shape} preserve={preserve}", dtype, [x],
+                                 lambda v, p=preserve: metal_ops.zero_out(v, preserve_index=p), 0.0,
+                                 {"preserve_index": preserve}, differentiable=dtype == np.float32))
+
+    use, rng = wanted("volume_render")
+    if use:
+        for r, s, weights in [(37, 19, True), (0, 16, True), (8, 0, False), (4096, 64, False)]:
+            out.append(_case("volume_render", f"rays={r} samples={s} weights={weights}", np.float32,
+                             list(_rays(rng, r, s)),
+                             lambda a, b, c, w=weights: metal_ops.volume_render(a, b, c, return_weights=w), 1e-4,
+                             {"return_weights": weights}))
+
+    use, rng = wanted("distortion_loss")
+    if use:
+        for r, s in [(37, 19), (0, 4), (5, 0), (4096, 64)]:
+            _, _, t = _rays(rng, r, s)
+            w = rng.uniform(0, 1, (r, s)).astype(np.float32)
+            out.append(_case("distortion_loss", f"rays={r} samples={s}", np.float32, [w, t], metal_ops.distortion_loss,
+                             1e-4))
+
+    use, rng = wanted("robust_loss")
+    if use:
+        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+            for shape, channels in [((257, 8), 8), ((0, 8), 8), ((4, 3), 1), ((65536, 3), 3)]:
+                x = rng.standard_normal(shape).astype(dtype)
+                alpha = rng.uniform(-3, 3, (channels,)).astype(np.float32)
+                scale = rng.uniform(0.5, 2, (channels,)).astype(np.float32)
+                out.append(_case("robust_loss", f"shape={shape} channels={channels}", dtype, [x, alpha, scale],
+                                 metal_ops.robust_loss, tol))
+
+    use, rng = wanted("sh_encode")
+    if use:
+        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+            for shape, degree in [((1001, 3), 1), ((1001, 3), 2), ((1001, 3), 3), ((2, 5, 3), 4), ((0, 3), 4),
+                                  ((65536, 3), 4)]:
+                d = rng.normal(size=shape).astype(dtype)
+                out.append(_case("sh_encode", f"shape={shape} degree={degree}", dtype, [d],
+                                 lambda v, k=degree: metal_ops.sh_encode(v, degree=k), tol, {"degree": degree}))
+
+    use, rng = wanted("hash_encode")
+    if use:
+        for dtype, tol in [(np.float32, 1e-4), (np.float16, 2e-2)]:
+            for n, dims, levels, log2_size in [(1001, 3, 8, 12), (0, 3, 8, 12), (333, 2, 4, 10), (65536, 3, 16, 19)]:
+                grid = dict(num_levels=levels, log2_hashmap_size=log2_size, base_resolution=16 if levels == 16 else 4,
+                            per_level_scale=1.5)
+                rows = metal_ops.hash_grid_size(input_dim=dims, **grid)
+                x = rng.uniform(0, 1, (n, dims)).astype(np.float32)
+                table = (rng.standard_normal((rows, 2)) * 1e-2).astype(dtype)
+                out.append(_case("hash_encode", f"n={n} dims={dims} levels={levels}", dtype, [x, table],
+                                 lambda a, b, g=grid: metal_ops.hash_encode(a, b, **g), tol, grid))
+
+    use, rng = wanted("fused_conv2d")
+    if use:
+        # No input channel: the output is activation(bias + residual); forward
+        # only, as TensorFlow's Conv2DBackpropInput rejects a zero-depth filter.
+        for shape, cin, cout, activation in [((2, 9, 9), 4, 5, "relu"), ((2, 9, 9), 0, 5, "sigmoid"),
+                                             ((4, 64, 64), 16, 32, "relu")]:
+            x = rng.standard_normal(shape + (cin,)).astype(np.float32)
+            w = rng.standard_normal((3, 3, cin, cout)).astype(np.float32)
+            b = rng.standard_normal((cout,)).astype(np.float32)
+            res = rng.standard_normal(shape + (cout,)).astype(np.float32)
+            out.append(_case("fused_conv2d", f"x={shape + (cin,)} cout={cout} {activation}", np.float32, [x, w, b, res],
+                             lambda a, f, bb, rr, act=activation: metal_ops.fused_conv2d(a, f, bias=bb, residual=rr,
+                                                                                         activation=act), 1e-3,
+                             differentiable=cin > 0))
+
+    use, rng = wanted("fused_mlp")
+    if use:
+        for dtype, tol, n, in_dim, width, hidden, out_dim, act, out_act in [
+                (np.float32, 1e-3, 1001, 31, 64, 2, 3, "relu", "sigmoid"),
+                (np.float32, 1e-3, 0, 31, 64, 2, 3, "relu", "sigmoid"),
+                (np.float32, 1e-3, 333, 5, 16, 3, 1, "softplus", "none"),
+                (np.float32, 1e-3, 77, 128, 128, 2, 128, "leaky_relu", "relu"),
+                (np.float16, 3e-2, 1001, 31, 64, 2, 3, "relu", "none"),
+                (np.float32, 1e-3, 65536, 32, 64, 2, 16, "relu", "trunc_exp")]:
+            ws, bs = _mlp(rng, in_dim, width, hidden, out_dim, dtype)
+            x = rng.uniform(-1, 1, (n, in_dim)).astype(dtype)
+            layers = hidden + 1
+            out.append(_case("fused_mlp", f"n={n} {in_dim}-{width}x{hidden}-{out_dim} {act}/{out_act}", dtype,
+                             [x] + ws + bs,
+                             lambda a, *wb, k=layers, f=act, g=out_act: metal_ops.fused_mlp(
+                                 a, list(wb[:k]), list(wb[k:]), activation=f, output_activation=g), tol,
+                             {"activation": act, "output_activation": out_act},
+                             cpu_dtype=np.float32 if dtype == np.float16 else None))
+
+    return out
+
+
+# ---- running and comparing -------------------------------------------------------------------
+
+def cotangents(case, shapes):
+    """Fixed random cotangents for outputs of these shapes (the same on every device)."""
+    rng = np.random.default_rng(zlib.crc32(f"{case.op} {case.label} {case.dtype}".encode()))
+    return [rng.uniform(-1, 1, s).astype(np.float32) for s in shapes]
+
+
+def execute(case, device, dtype=None, repeat=1):
+    """Runs the case on `device`: (outputs, gradients, devices the outputs were placed on, seconds).
+
+    Seconds: the fastest of `repeat` runs after one warm-up run, each a forward
+    and backward pass with every result copied back to NumPy.
+    """
+    import tensorflow as tf
+
+    inputs = [a.astype(dtype) if dtype is not None and a.dtype.kind == "f" else a for a in case.inputs]
+
+    def once():
+        with tf.device(device):
+            tensors = [tf.constant(a) for a in inputs]
+            with tf.GradientTape() as tape:
+                if case.differentiable:
+                    tape.watch(tensors)
+                outputs = [o for o in tf.nest.flatten(case.call(*tensors)) if o is not None]
+                if case.differentiable:
+                    cots = cotangents(case, [o.shape for o in outputs])
+                    loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32) * c) for o, c in zip(outputs, cots)])
+            grads = tape.gradient(loss, tensors) if case.differentiable else []
+        values = [o.numpy() for o in outputs]
+        grad_values = [None if g is None else tf.convert_to_tensor(g).numpy() for g in grads]
+        return values, grad_values, [o.device for o in outputs]
+
+    once()
+    best = math.inf
+    for _ in range(max(1, repeat)):
+        start = time.perf_counter()
+        values, grad_values, placed = once()
+        best = min(best, time.perf_counter() - start)
+    return values, grad_values, placed, best
+
+
+def cpu_reference(case, repeat=1):
+    """The same op on the CPU: (outputs, gradients, seconds)."""
+    values, grads, _, seconds = execute(case, "/CPU:0", dtype=case.cpu_dtype, repeat=repeat)
+    return values, grads, seconds
+
+
+def max_error(got, want, names=None):
+    """Largest |got - want| / max(1, |want|) over the arrays (inf on a mismatch),
+    and which array (`names`, else its index) it was found in."""
+    worst, note = 0.0, ""
+    for k, (a, b) in enumerate(zip(got, want)):
+        k = names[k] if names else f"result {k}"
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                return math.inf, f"{k}: {'missing' if a is None else 'unexpected'} on the device"
+            continue
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if a.shape != b.shape:
+            return math.inf, f"{k}: shape {a.shape} on the device, {b.shape} expected"
+        if a.size == 0:
+            continue
+        a = a.astype(np.float64)
+        b = b.astype(np.float64)
+        nan_a, nan_b = np.isnan(a), np.isnan(b)
+        if np.any(nan_a != nan_b):
+            return math.inf, f"{k}: NaN at {int(np.sum(nan_a != nan_b))} positions on one side only"
+        both = ~nan_a
+        with np.errstate(invalid="ignore"):
+            diff = np.where(a[both] == b[both], 0.0, np.abs(a[both] - b[both]))
+        err = float(np.max(diff / np.maximum(1.0, np.abs(b[both])), initial=0.0))
+        if not err <= worst:
+            worst, note = err, f"largest in {k}"
+    if len(got) != len(want):
+        return math.inf, f"{len(got)} results on the device, {len(want)} expected"
+    return worst, note
+
+
+def run_case(case, device, reference, repeat):
+    row = {"op": case.op, "case": case.label, "dtype": case.dtype, "device": device, "gradients": case.differentiable,
+           "tolerance": case.tolerance, "error": None, "passed": False, "note": "",
+           "device_ms": None, "reference_ms": None}
+    try:
+        values, grads, placed, seconds = execute(case, device, repeat=repeat)
+        row["device_ms"] = seconds * 1e3
+        want_values, want_grads, ref_seconds = reference(case, repeat)
+        row["reference_ms"] = None if ref_seconds is None else ref_seconds * 1e3
+        names = [f"output {i}" for i in range(len(values))] + [f"gradient of input {i}" for i in range(len(grads))]
+        error, note = max_error(values + grads, list(want_values) + list(want_grads), names)
+        row["error"], row["note"] = error, note
+        import tensorflow as tf
+
+        kind = tf.DeviceSpec.from_string(device).device_type
+        wrong_place = [p for p in placed if tf.DeviceSpec.from_string(p).device_type != kind]
+        if wrong_place:
+            row["note"] = f"ran on {wrong_place[0]}, not {device}"
+        row["passed"] = error <= case.tolerance and not wrong_place
+    except Exception as e:  # a TF error (a GPU fault in sync mode) fails the case, not the run
+        row["note"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+    return row
+
+
+def gpu_devices():
+    import tensorflow as tf
+
+    return [d.name for d in tf.config.list_logical_devices("GPU")]
+
+
+def run(devices=None, reference=None, ops=None, repeat=3, selected=None, progress=None):
+    """[row] for every case on every device (GPUs TensorFlow lists by default),
+    compared with `reference` (the CPU op by default)."""
+    os.environ.setdefault(SYNC_ENV, "1")
+    from metal_ops import load_library
+
+    load_library()
+    devices = gpu_devices() if devices is None else devices
+    reference = reference or cpu_reference
+    rows = []
+    for case in selected if selected is not None else cases(ops):
+        for device in devices:
+            rows.append(run_case(case, device, reference, repeat))
+            if progress:
+                progress(rows[-1])
+    return rows
+
+
+# ---- report --------------------------------------------------------------------------------
+
+def _fmt(value, spec):
+    return "-" if value is None else ("inf" if value == math.inf else format(value, spec))
+
+
+def _differentiable(row):
+    return row.get("gradients", True)
+
+
+def format_table(rows):
+    header = ["op", "case", "dtype", "device", "max error", "tolerance", "result", "device ms", "cpu ms", "note"]
+    body = [[r["op"], r["case"] + ("" if _differentiable(r) else " (forward)"), r["dtype"],
+             r["device"].replace("/device:", ""), _fmt(r["error"], ".2e"), _fmt(r["tolerance"], ".0e"),
+             "pass" if r["passed"] else "FAIL", _fmt(r["device_ms"], ".2f"), _fmt(r["reference_ms"], ".2f"),
+             "" if r["passed"] else r["note"]] for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+    lines = []
+    for line in [header] + body:
+        lines.append("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def environment():
+    import tensorflow as tf
+
+    from metal_ops import build_info
+
+    try:
+        from importlib import metadata
+
+        metal = metadata.version("tensorflow-metal")
+    except Exception:
+        metal = None
+    devices = []
+    for d in tf.config.list_physical_devices("GPU"):
+        try:
+            details = tf.config.experimental.get_device_details(d)
+        except Exception:
+            details = {}
+        devices.append({"name": d.name, "details": {k: str(v) for k, v in details.items()}})
+    return {
+        "tensorflow": tf.__version__,
+        "tensorflow_metal": metal,
+        "os": platform.platform(),
+        "mac_ver": platform.mac_ver()[0] or None,
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "gpu_devices": devices,
+        "metal_ops_build": build_info(),
+        "env": {k: os.environ.get(k) for k in (SYNC_ENV, "MTL_SHADER_VALIDATION", "MTL_DEBUG_LAYER",
+                                               "MPS_MAX_COMMIT_COUNT") if k in os.environ},
+    }
+
+
+def main(argv=None, devices=None, reference=None, selected=None):
+    """The command line. `devices`, `reference` and `selected` (cases) replace
+    the GPUs, the CPU reference and the case list (for this package's tests)."""
+    parser = argparse.ArgumentParser(prog="python -m metal_ops.selftest", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", metavar="FILE", help="write the report (table and environment) to FILE")
+    parser.add_argument("--ops", help="comma-separated op names (default: every op)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per case and device (default 3)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault(SYNC_ENV, "1")
+    import tensorflow as tf  # noqa: F401  (after the environment variable)
+
+    env = environment()
+    devices = gpu_devices() if devices is None else devices
+    ops = set(args.ops.split(",")) if args.ops else None
+    print(f"metal_ops.selftest: TensorFlow {env['tensorflow']}, tensorflow-metal {env['tensorflow_metal'] or '-'}, "
+          f"{env['os']}, backends {env['metal_ops_build'].get('backends')}, {SYNC_ENV}={os.environ.get(SYNC_ENV)}")
+    rows = []
+    if not devices:
+        print("metal_ops.selftest: no GPU device: TensorFlow lists none on this machine "
+              "(on a Mac: pip install tensorflow-metal, see README). Nothing to compare.")
+    else:
+        print(f"metal_ops.selftest: devices {', '.join(devices)}")
+        rows = run(devices, reference, ops, args.repeat, selected)
+        print(format_table(rows))
+    failed = [r for r in rows if not r["passed"]]
+    passed = not failed
+    summary = (f"metal_ops.selftest: {len(rows) - len(failed)} of {len(rows)} cases passed"
+               if rows else "metal_ops.selftest: no cases run")
+    print(summary + ("" if passed else f"; {len(failed)} FAILED"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"passed": passed, "environment": env, "devices": devices,
+                       "results": [{k: (None if v == math.inf else v) if k == "error" else v for k, v in r.items()}
+                                   | {"error_is_inf": r["error"] == math.inf} for r in rows]},
+                      f, indent=2, default=str)
+        print(f"metal_ops.selftest: report written to {args.json}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
