@@ -41,6 +41,24 @@ def load_average():
         return float("nan")
 
 
+def cpu_description():
+    """The CPU model and its widest x86 vector extensions (or the machine), for benchmark output."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    import platform
+    isa = [f for f in ("avx512f", "avx2", "fma", "sse4_2") if f in flags] or [platform.machine()]
+    return f"CPU: {model or platform.processor() or platform.machine()}, {os.cpu_count()} threads, ISA: {' '.join(isa)}"
+
+
 def write_json(path, data):
     """Writes a benchmark's results (a dict gets the command line and CPU count
     added) to path, creating its folder."""

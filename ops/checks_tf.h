@@ -23,6 +23,23 @@ inline Dims DimsOf(const ::tensorflow::TensorShape& shape) {
 
 inline Dims DimsOf(const ::tensorflow::Tensor& tensor) { return DimsOf(tensor.shape()); }
 
+// The attribute reader an op's ReadAttrs(get, attrs) takes, over TensorFlow's
+// InferenceContext (shape functions) or OpKernelConstruction (kernels): both
+// have GetAttr(name, T*).
+template <typename Ctx>
+struct AttrGetterOf {
+  Ctx* ctx;
+  template <typename T>
+  bool operator()(const char* name, T* value) const {
+    return ctx->GetAttr(name, value).ok();
+  }
+};
+
+template <typename Ctx>
+AttrGetterOf<Ctx> AttrGetter(Ctx* ctx) {
+  return AttrGetterOf<Ctx>{ctx};
+}
+
 }  // namespace checks
 }  // namespace mo
 

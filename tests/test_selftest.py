@@ -13,13 +13,14 @@ import pytest
 
 from metal_ops import _loader, selftest
 from tests.reference import distortion_loss as distortion_ref
+from tests.reference import ray_march as ray_march_ref
 from tests.reference import sh_encode as sh_ref
 from tests.reference import zero_out as zero_out_ref
 
 if not os.path.exists(_loader.library_path()):
     pytest.skip(f"no op library at {_loader.library_path()} (run make)", allow_module_level=True)
 
-NUMPY_REFERENCE_OPS = ("zero_out", "distortion_loss", "sh_encode")
+NUMPY_REFERENCE_OPS = ("zero_out", "distortion_loss", "sh_encode", "ray_march")
 
 
 def numpy_reference(case, repeat):
@@ -36,6 +37,9 @@ def numpy_reference(case, repeat):
         degree = case.attrs["degree"]
         outs = [sh_ref.values(x[0], degree)]
         grads = lambda cots: [sh_ref.vjp(x[0], cots[0], degree)]  # noqa: E731
+    elif case.op == "ray_march":
+        outs = list(ray_march_ref.reference(*x[:5], seed=int(x[5]), **case.attrs))
+        grads = None
     else:
         raise AssertionError(f"no NumPy reference for {case.op}")
     cots = selftest.cotangents(case, [o.shape for o in outs])
@@ -53,7 +57,7 @@ def test_cases_cover_every_op_dtype_and_empty_tensors():
     all_cases = selftest.cases()
     ops = {c.op for c in all_cases}
     public_ops = {"zero_out", "volume_render", "distortion_loss", "robust_loss", "sh_encode", "hash_encode",
-                  "fused_conv2d", "fused_mlp"}
+                  "fused_conv2d", "fused_mlp", "ray_march"}
     assert ops == public_ops and all(hasattr(metal_ops, op) for op in ops)
     for op in ("robust_loss", "sh_encode", "hash_encode", "fused_mlp"):
         assert {"float32", "float16"} <= {c.dtype for c in all_cases if c.op == op}, op

@@ -87,6 +87,8 @@ class Encoder {
   // Binds a tensor's MTLBuffer, or a placeholder for an empty tensor (whose
   // data is no buffer; see TensorHasMetalBuffer). nullptr binds the placeholder too.
   Encoder& Tensor(NSUInteger index, TF_Tensor* tensor);
+  // Binds a buffer of the call's own (KernelCall::SharedBuffer).
+  Encoder& Buffer(NSUInteger index, id<MTLBuffer> buffer);
   Encoder& Bytes(NSUInteger index, const void* data, size_t length);
   template <typename T>
   Encoder& Value(NSUInteger index, const T& value) {
@@ -174,11 +176,24 @@ class KernelCall {
   template <typename Body>
   void Encode(Body&& body) {
     using B = typename std::remove_reference<Body>::type;
-    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body);
+    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, false);
   }
+  // Encode, then commitAndWait and a check of the command buffer's status,
+  // whatever METAL_OPS_GPU_SYNC says: for an op whose next step needs a
+  // result on the CPU (an output shape that depends on the data), read from
+  // a SharedBuffer afterwards.
+  template <typename Body>
+  void EncodeAndWait(Body&& body) {
+    using B = typename std::remove_reference<Body>::type;
+    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, true);
+  }
+  // A buffer of `length` bytes in shared storage on Device(), which the CPU
+  // can read once the work writing it has completed (EncodeAndWait); nil,
+  // failing the call, if it cannot be made.
+  id<MTLBuffer> SharedBuffer(size_t length);
 
  private:
-  void EncodeImpl(void (*fn)(void*, Encoder&), void* arg);
+  void EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait);
   TF_Tensor* Keep(TF_Tensor* tensor);
 
   TF_OpKernelContext* ctx_;
@@ -218,6 +233,14 @@ class AttrReader {
   bool Bool(const char* name);
   std::string String(const char* name);
   std::vector<int64_t> IntList(const char* name);
+  std::vector<float> FloatList(const char* name);
+  // The getter an op's ReadAttrs(get, attrs) takes (ops/<op>_checks.h), as
+  // `[&](const char* n, auto* v) { return reader.Get(n, v); }`.
+  bool Get(const char* name, int* value) { *value = Int(name); return ok(); }
+  bool Get(const char* name, float* value) { *value = Float(name); return ok(); }
+  bool Get(const char* name, bool* value) { *value = Bool(name); return ok(); }
+  bool Get(const char* name, std::string* value) { *value = String(name); return ok(); }
+  bool Get(const char* name, std::vector<float>* value) { *value = FloatList(name); return ok(); }
   // Reports a failure to TensorFlow (the kernel then never runs).
   void Finish();
 

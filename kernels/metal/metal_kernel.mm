@@ -188,6 +188,16 @@ Encoder& Encoder::Tensor(NSUInteger index, TF_Tensor* tensor) {
   return *this;
 }
 
+Encoder& Encoder::Buffer(NSUInteger index, id<MTLBuffer> buffer) {
+  if (!ok()) return *this;
+  if (buffer == nil) {
+    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: binding a nil buffer");
+    return *this;
+  }
+  [Compute() setBuffer:buffer offset:0 atIndex:index];
+  return *this;
+}
+
 Encoder& Encoder::Bytes(NSUInteger index, const void* data, size_t length) {
   if (!ok()) return *this;
   [Compute() setBytes:data length:length atIndex:index];
@@ -371,7 +381,15 @@ std::string StatusName(MTLCommandBufferStatus status) {
 }
 }  // namespace
 
-void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg) {
+id<MTLBuffer> KernelCall::SharedBuffer(size_t length) {
+  id<MTLDevice> device = Device();
+  if (!ok()) return nil;
+  id<MTLBuffer> buffer = [device newBufferWithLength:(length > 0 ? length : 4) options:MTLResourceStorageModeShared];
+  if (buffer == nil) Fail(TF_RESOURCE_EXHAUSTED, "metal_ops: could not allocate a shared Metal buffer");
+  return buffer;
+}
+
+void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
   if (!ok()) return;
   id<TF_MetalStream> stream = (__bridge id<TF_MetalStream>)TF_GetStream(ctx_, status_);
   if (!ok()) return;
@@ -381,7 +399,7 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg) {
   }
   TF_Status* status = status_;
   id<MTLDevice> device = device_;
-  const bool sync = GpuSync();
+  const bool sync = wait || GpuSync();
   __block std::string gpu_error;
   dispatch_sync(stream.queue, ^() {
     @autoreleasepool {
@@ -458,6 +476,16 @@ std::string AttrReader::String(const char* name) {
     TF_OpKernelConstruction_GetAttrString(ctx_, name, &value[0], static_cast<size_t>(total_size), status_);
   }
   return value;
+}
+
+std::vector<float> AttrReader::FloatList(const char* name) {
+  if (!ok()) return {};
+  int32_t list_size = 0, total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(ctx_, name, &list_size, &total_size, status_);
+  if (!ok() || list_size < 0) return {};
+  std::vector<float> values(static_cast<size_t>(list_size));
+  if (list_size > 0) TF_OpKernelConstruction_GetAttrFloatList(ctx_, name, values.data(), list_size, status_);
+  return values;
 }
 
 std::vector<int64_t> AttrReader::IntList(const char* name) {

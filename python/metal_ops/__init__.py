@@ -11,6 +11,7 @@ from metal_ops.fused_conv2d import fused_conv2d
 from metal_ops.fused_mlp import fused_mlp
 from metal_ops.hash_encode import hash_encode, hash_grid_size
 from metal_ops import layers
+from metal_ops.ray_march import RayMarchSamples, pack_occupancy, ray_march
 from metal_ops.robust_loss import robust_loss
 from metal_ops.sh_encode import sh_encode
 from metal_ops import losses
@@ -30,6 +31,9 @@ __all__ = [
     "hash_grid_size",
     "layers",
     "losses",
+    "pack_occupancy",
+    "ray_march",
+    "RayMarchSamples",
     "robust_loss",
     "sh_encode",
     "VolumeRenderOutput",

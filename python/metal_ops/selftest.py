@@ -101,6 +101,25 @@ def cases(ops=None):
             out.append(_case("distortion_loss", f"rays={r} samples={s}", np.float32, [w, t], metal_ops.distortion_loss,
                              1e-4))
 
+    use, rng = wanted("ray_march")
+    if use:
+        # Sample positions: integer outputs compared exactly, no gradient.
+        from metal_ops.ray_march import pack_occupancy
+        for r, g, cascades, cone, jitter in [(301, 16, 1, 0.0, False), (0, 8, 1, 0.0, False),
+                                             (65536, 64, 2, 0.01, True)]:
+            origins = rng.uniform(-3, 3, (r, 3)).astype(np.float32)
+            dirs = (rng.uniform(-1, 2, (r, 3)) - origins).astype(np.float32)
+            dirs /= np.maximum(np.linalg.norm(dirs, axis=1, keepdims=True), 1e-6)
+            near = np.zeros(r, np.float32)
+            far = np.full(r, 10.0, np.float32)
+            bits = pack_occupancy(rng.uniform(size=(cascades, g, g, g)) < 0.3).numpy()
+            attrs = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.01, cone_angle=cone,
+                         max_step_size=0.1, jitter=jitter)
+            out.append(_case("ray_march", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter}", np.float32,
+                             [origins, dirs, near, far, bits, np.int32(7)],
+                             lambda o, d, n, f, b, s, a=attrs: tuple(metal_ops.ray_march(o, d, n, f, b, seed=s, **a)),
+                             1e-5, attrs, differentiable=False))
+
     use, rng = wanted("robust_loss")
     if use:
         for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:

@@ -1,0 +1,63 @@
+// The CPU functor of MetalOpsRayMarch (the kernel class is
+// kernels/ray_march_op.h): TF's intra-op thread pool, one ray per work item,
+// counted in a first pass and written at its prefix-sum offset in a second.
+// The march itself is kernels/common/ray_march.h.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/common/ray_march.h"
+#include "kernels/ray_march_op.h"
+#include "ops/ray_march_checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/lib/core/threadpool.h"
+
+namespace mo {
+namespace {
+
+using ::tensorflow::OpKernelContext;
+
+template <typename Work>
+void ForEachRay(OpKernelContext* ctx, const RayMarchParams& p, const Work& work) {
+  // About 60 operations per loop iteration; a ray takes up to max_samples
+  // steps plus a few skips per cell it crosses.
+  const int64_t iterations = std::min<int64_t>(p.max_iterations, p.max_samples + 3 * p.grid_resolution);
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      p.num_rays, 60 * iterations, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) work(static_cast<int32>(r));
+      });
+}
+
+}  // namespace
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+template <>
+struct RayMarchFunctor<CPUDevice> {
+  static absl::Status Count(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                            int32_t* offsets, int32_t* counts, int64_t* total) {
+    ForEachRay(ctx, p, [&](int32 r) {
+      counts[r] = rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, r, p, in.seed, 0, nullptr,
+                               nullptr, nullptr);
+    });
+    int64_t sum = 0;
+    for (int64_t r = 0; r < p.num_rays; ++r) {
+      offsets[r] = static_cast<int32_t>(std::min<int64_t>(sum, ray_march_checks::kMaxIndex));
+      sum += counts[r];
+    }
+    *total = sum;
+    return absl::OkStatus();
+  }
+
+  static absl::Status Fill(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                           const int32_t* offsets, float* t_starts, float* t_ends, int32_t* ray_indices) {
+    ForEachRay(ctx, p, [&](int32 r) {
+      rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, r, p, in.seed, offsets[r], t_starts,
+                   t_ends, ray_indices);
+    });
+    return absl::OkStatus();
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("MetalOpsRayMarch").Device(::tensorflow::DEVICE_CPU), RayMarchOp<CPUDevice>);
+
+}  // namespace mo

@@ -1,0 +1,90 @@
+// RayMarch on the Metal PluggableDevice ("GPU" with tensorflow-metal), through
+// the shared glue (metal_kernel.h). Shaders: ray_march.metal (one thread per
+// ray, kernels/common/ray_march.h).
+//
+// The number of samples decides the outputs' shapes, so the first pass
+// (count, then the prefix sum) is committed and waited for and its total read
+// from a shared buffer on the CPU before the outputs are allocated and the
+// second pass (fill) is encoded. The seed stays in device memory: the shaders
+// read it.
+#import "kernels/metal/metal_kernel.h"
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/common/ray_march.h"
+#include "ops/ray_march_checks.h"
+
+namespace {
+
+using mo::metal::DimsOf;
+namespace checks = mo::ray_march_checks;
+
+// Threads of the prefix sum's chunked dispatches (RayMarchScanParams).
+constexpr mo::int32 kScanThreads = 1024;
+
+void* Create(TF_OpKernelConstruction* ctx) {
+  mo::metal::AttrReader reader(ctx);
+  auto* attrs = new checks::Attrs;
+  if (!reader.Check(checks::ReadAttrs([&](const char* n, auto* v) { return reader.Get(n, v); }, attrs)) ||
+      !reader.Check(checks::CheckAttrs(*attrs))) {
+    delete attrs;
+    return nullptr;
+  }
+  return attrs;
+}
+
+void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
+
+void Compute(void* kernel, mo::metal::KernelCall& call) {
+  const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
+  TF_Tensor* in[6];
+  for (int i = 0; i < 6; ++i) in[i] = call.Input(i);
+  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
+                                               DimsOf(in[4]), DimsOf(in[5]), attrs))) {
+    return;
+  }
+  const int64_t rays = TF_Dim(in[0], 0);
+  const mo::RayMarchParams params = checks::MakeParams(attrs, rays, TF_Dim(in[4], 0));
+  TF_Tensor* offsets = call.Output(3, TF_INT32, {rays});
+  TF_Tensor* counts = call.Output(4, TF_INT32, {rays});
+  if (!call.ok()) return;
+  if (rays == 0) {
+    for (int i = 0; i < 3; ++i) call.Output(i, i == 2 ? TF_INT32 : TF_FLOAT, {0});
+    return;
+  }
+  const mo::RayMarchScanParams scan = mo::rm_scan_params(params.num_rays, kScanThreads);
+  id<MTLComputePipelineState> count = call.Pipeline("ray_march", "ray_march_count");
+  id<MTLComputePipelineState> chunk_sums = call.Pipeline("ray_march", "ray_march_chunk_sums");
+  id<MTLComputePipelineState> scan_sums = call.Pipeline("ray_march", "ray_march_scan_chunk_sums");
+  id<MTLComputePipelineState> chunk_offsets = call.Pipeline("ray_march", "ray_march_offsets");
+  id<MTLComputePipelineState> fill = call.Pipeline("ray_march", "ray_march_fill");
+  TF_Tensor* sums = call.Temp(TF_UINT64, {scan.chunks});
+  id<MTLBuffer> total = call.SharedBuffer(sizeof(uint64_t));
+  if (!call.ok()) return;
+  call.EncodeAndWait([&](mo::metal::Encoder& e) {
+    for (int i = 0; i < 6; ++i) e.Tensor(i, in[i]);
+    e.Tensor(6, counts).Value(7, params).Dispatch(count, static_cast<uint64_t>(rays));
+    e.Tensor(0, counts).Tensor(1, sums).Value(2, scan).Dispatch(chunk_sums, static_cast<uint64_t>(scan.chunks));
+    e.Tensor(0, sums).Buffer(1, total).Value(2, scan).Dispatch(scan_sums, 1);
+    e.Tensor(0, counts).Tensor(1, sums).Tensor(2, offsets).Value(3, scan);
+    e.Dispatch(chunk_offsets, static_cast<uint64_t>(scan.chunks));
+  });
+  if (!call.ok()) return;
+  const int64_t n = static_cast<int64_t>(*static_cast<const uint64_t*>(total.contents));
+  if (!call.Check(checks::TotalSamples(n))) return;
+  TF_Tensor* t_starts = call.Output(0, TF_FLOAT, {n});
+  TF_Tensor* t_ends = call.Output(1, TF_FLOAT, {n});
+  TF_Tensor* ray_indices = call.Output(2, TF_INT32, {n});
+  if (!call.ok() || n == 0) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    for (int i = 0; i < 6; ++i) e.Tensor(i, in[i]);
+    e.Tensor(6, offsets).Tensor(7, t_starts).Tensor(8, t_ends).Tensor(9, ray_indices).Value(10, params);
+    e.Dispatch(fill, static_cast<uint64_t>(rays));
+  });
+}
+
+const bool registered = mo::metal::RegisterKernel("MetalOpsRayMarch", mo::metal::kNoTypeConstraint, &Create,
+                                                  &mo::metal::Compute<Compute>, &Delete);
+
+}  // namespace

@@ -1,0 +1,100 @@
+// MetalOpsRayMarch: packed samples of rays marched through an occupancy
+// bitfield. Formulas: kernels/common/ray_march.h; checks and attributes:
+// ops/ray_march_checks.h. Python: python/metal_ops/ray_march.py.
+#include "ops/checks_tf.h"
+#include "ops/ray_march_checks.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace {
+
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+namespace checks = ::mo::ray_march_checks;
+
+// The sizes of input i, -1 where unknown; empty with *known = false when even
+// the rank is unknown.
+mo::checks::Dims DimsOf(InferenceContext* c, int i, bool* all_known) {
+  const ShapeHandle s = c->input(i);
+  mo::checks::Dims dims;
+  if (!c->RankKnown(s)) {
+    *all_known = false;
+    return dims;
+  }
+  for (int d = 0; d < c->Rank(s); ++d) {
+    const DimensionHandle dim = c->Dim(s, d);
+    dims.push_back(c->ValueKnown(dim) ? c->Value(dim) : -1);
+    if (!c->ValueKnown(dim)) *all_known = false;
+  }
+  return dims;
+}
+
+absl::Status RayMarchShape(InferenceContext* c) {
+  checks::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::ReadAttrs(mo::checks::AttrGetter(c), &a)));
+  TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::CheckAttrs(a)));
+  bool known = true;
+  mo::checks::Dims dims[6];
+  for (int i = 0; i < 6; ++i) dims[i] = DimsOf(c, i, &known);
+  if (known) {
+    // Every size is known: the kernels' own checks and messages.
+    TF_RETURN_IF_ERROR(
+        mo::checks::ToStatus(checks::Shapes(dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], a)));
+  }
+  ShapeHandle origins, directions, near, far, occupancy, seed;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &origins));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &directions));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &near));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &far));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 2, &occupancy));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 0, &seed));
+  DimensionHandle rays = c->Dim(origins, 0);
+  TF_RETURN_IF_ERROR(c->Merge(rays, c->Dim(directions, 0), &rays));
+  TF_RETURN_IF_ERROR(c->Merge(rays, c->Dim(near, 0), &rays));
+  TF_RETURN_IF_ERROR(c->Merge(rays, c->Dim(far, 0), &rays));
+  const DimensionHandle samples = c->UnknownDim();
+  c->set_output(0, c->Vector(samples));
+  c->set_output(1, c->Vector(samples));
+  c->set_output(2, c->Vector(samples));
+  c->set_output(3, c->Vector(rays));
+  c->set_output(4, c->Vector(rays));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("MetalOpsRayMarch")
+    .Input("origins: float")
+    .Input("directions: float")
+    .Input("near: float")
+    .Input("far: float")
+    .Input("occupancy: uint8")
+    .Input("seed: int32")
+    .Output("t_starts: float")
+    .Output("t_ends: float")
+    .Output("ray_indices: int32")
+    .Output("ray_offsets: int32")
+    .Output("ray_counts: int32")
+    .Attr("aabb: list(float)")
+    .Attr("grid_resolution: int")
+    .Attr("step_size: float")
+    .Attr("cone_angle: float = 0.0")
+    .Attr("max_step_size: float = 1e10")
+    .Attr("max_samples: int = 1024")
+    .Attr("jitter: bool = false")
+    .SetShapeFn(RayMarchShape)
+    .Doc(R"doc(
+Marches rays through an occupancy bitfield and returns the samples in occupied
+cells, packed and ordered by ray (kernels/common/ray_march.h).
+
+origins, directions: [R, 3]. near, far: [R], clipped to the outermost cascade.
+occupancy: [C, ceil(G^3 / 8)] uint8; cascade c covers aabb scaled by 2^c about
+  its centre; cell (x, y, z) is bit x + G (y + G z), least significant first.
+seed: int32 scalar; with jitter, each ray's first step is offset by
+  u * dt, u in [0, 1) a hash of (seed, ray).
+t_starts, t_ends, ray_indices: [N], the samples of ray 0, then ray 1, ...
+ray_offsets, ray_counts: [R]; ray r's samples are
+  [ray_offsets[r], ray_offsets[r] + ray_counts[r]).
+)doc");

@@ -1,0 +1,109 @@
+"""Ray marching through an occupancy bitfield into packed samples
+(ops/ray_march_op.cc; the march is kernels/common/ray_march.h, shared by the
+CPU, CUDA and Metal kernels).
+
+Samples are not differentiable (where a ray is sampled is a discrete choice),
+so the op has no gradient: gradients flow through what is computed at the
+samples (the field and the rendering), as in instant-NGP and nerfacc.
+"""
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+RayMarchSamples = collections.namedtuple(
+    "RayMarchSamples", ["t_starts", "t_ends", "ray_indices", "ray_offsets", "ray_counts"])
+RayMarchSamples.__doc__ = """Packed samples, ordered by ray.
+
+t_starts, t_ends: [N] float32, each sample's interval along its ray.
+ray_indices: [N] int32, the ray of each sample.
+ray_offsets, ray_counts: [R] int32; ray r's samples are
+  [ray_offsets[r], ray_offsets[r] + ray_counts[r]).
+"""
+
+
+def _float32(name, value):
+    dtype = getattr(value, "dtype", None)  # tensors and arrays: no silent casts
+    if dtype is not None:
+        try:
+            dt = tf.as_dtype(dtype)
+        except TypeError:
+            raise TypeError(f"ray_march: '{name}' must be float32, got {dtype}") from None
+        if dt != tf.float32:
+            raise TypeError(f"ray_march: '{name}' must be float32, got {dt.name}")
+    return tf.convert_to_tensor(value, dtype_hint=tf.float32)
+
+
+def ray_march(origins, directions, near, far, occupancy, aabb, grid_resolution, step_size, cone_angle=0.0,
+              max_step_size=1e10, max_samples=1024, jitter=False, seed=0, name=None):
+    """Marches rays through an occupancy bitfield and returns the samples in occupied cells.
+
+    Steps are dt(t) = clamp(t * cone_angle, step_size, max_step_size) (constant
+    for cone_angle = 0, instant-NGP's cone stepping otherwise). A step is kept
+    when its midpoint lies in an occupied cell of the finest cascade holding
+    it; from an empty cell the march jumps to where the ray leaves the cell.
+
+    Args:
+      origins, directions: [R, 3] float32. t is measured in units of the
+        direction's length.
+      near, far: [R] float32 bounds, clipped to the outermost cascade's box.
+      occupancy: [C, ceil(G^3 / 8)] uint8 bitfield (`pack_occupancy`);
+        cascade c covers `aabb` scaled by 2^c about its centre.
+      aabb: 6 floats, cascade 0's box [min_x, min_y, min_z, max_x, max_y, max_z].
+      grid_resolution: G, cells per axis of every cascade.
+      step_size, cone_angle, max_step_size: the step rule above.
+      max_samples: at most this many samples per ray.
+      jitter: offset each ray's first step by u * dt, u in [0, 1) a hash of
+        (seed, ray index): deterministic for a given seed.
+      seed: int32 scalar (a tensor can change every step without retracing).
+
+    Returns:
+      RayMarchSamples. Rays that miss the box or cross only empty cells get
+      no samples.
+    """
+    with tf.name_scope(name or "ray_march"):
+        origins = _float32("origins", origins)
+        directions = _float32("directions", directions)
+        near = _float32("near", near)
+        far = _float32("far", far)
+        occ_dtype = getattr(occupancy, "dtype", None)
+        if occ_dtype is not None and tf.as_dtype(occ_dtype) != tf.uint8:
+            raise TypeError(f"ray_march: 'occupancy' must be a uint8 bitfield (see pack_occupancy), "
+                            f"got {tf.as_dtype(occ_dtype).name}")
+        occupancy = tf.convert_to_tensor(occupancy, dtype=tf.uint8)
+        seed = tf.convert_to_tensor(seed, dtype=tf.int32)
+        out = load_library().metal_ops_ray_march(
+            origins, directions, near, far, occupancy, seed, aabb=[float(v) for v in np.ravel(aabb)],
+            grid_resolution=int(grid_resolution), step_size=float(step_size), cone_angle=float(cone_angle),
+            max_step_size=float(max_step_size), max_samples=int(max_samples), jitter=bool(jitter))
+        return RayMarchSamples(*out)
+
+
+def pack_occupancy(grid, name=None):
+    """Packs a boolean occupancy grid into the bitfield `ray_march` takes.
+
+    Args:
+      grid: [C, G, G, G] indexed [cascade, z, y, x], or [C, G^3] flattened
+        with cell (x, y, z) at x + G (y + G z) (the layout of the NeRF sample's
+        occupancy mask); any dtype, nonzero is occupied.
+
+    Returns:
+      [C, ceil(G^3 / 8)] uint8: cell i of cascade c is bit i % 8 (least
+      significant first) of byte i // 8.
+    """
+    with tf.name_scope(name or "pack_occupancy"):
+        grid = tf.convert_to_tensor(grid)
+        if grid.shape.rank not in (2, 4):
+            raise ValueError(f"pack_occupancy: 'grid' must be [C, G, G, G] or [C, G^3], got shape {grid.shape}")
+        cascades = tf.shape(grid)[0]
+        bits = tf.cast(tf.not_equal(tf.reshape(grid, [cascades, -1]), tf.zeros([], grid.dtype)), tf.int32)
+        cells = tf.shape(bits)[1]
+        bits = tf.pad(bits, [[0, 0], [0, (-cells) % 8]])
+        bits = tf.reshape(bits, [cascades, -1, 8])
+        weights = tf.constant([1, 2, 4, 8, 16, 32, 64, 128], tf.int32)
+        return tf.cast(tf.reduce_sum(bits * weights, axis=-1), tf.uint8)
+
+
+tf.no_gradient("MetalOpsRayMarch")

@@ -1,0 +1,45 @@
+// The attribute side of the RayMarch shim runner (ray_march_shim.cc): the
+// op's own checks and MakeParams (ops/ray_march_checks.h), as the Metal
+// kernel's host code runs them.
+#include <cstring>
+
+#include "ops/ray_march_checks.h"
+
+static_assert(sizeof(mo::RayMarchParams) == 64, "RayMarchParams layout differs from the shader build");
+
+extern "C" {
+
+long long shim_ray_march_dispatch(const void* params, int seed, const float* origins, const float* directions,
+                                  const float* near, const float* far, const unsigned char* occupancy, int* counts,
+                                  int* offsets, float* t_starts, float* t_ends, int* ray_indices, long long capacity,
+                                  unsigned grid, int scan_threads);
+
+// Returns the total sample count, or -1 (the check's message in `error`) for
+// bad attributes; writes the samples when the total fits `capacity`.
+long long shim_ray_march(const float* aabb, int grid_resolution, int cascades, float step_size, float cone_angle,
+                         float max_step_size, int max_samples, int jitter, int seed, int rays, const float* origins,
+                         const float* directions, const float* near, const float* far,
+                         const unsigned char* occupancy, int* counts, int* offsets, float* t_starts, float* t_ends,
+                         int* ray_indices, long long capacity, unsigned grid, int scan_threads, char* error,
+                         int error_bytes) {
+  namespace rc = mo::ray_march_checks;
+  rc::Attrs a;
+  a.aabb.assign(aabb, aabb + 6);
+  a.grid_resolution = grid_resolution;
+  a.step_size = step_size;
+  a.cone_angle = cone_angle;
+  a.max_step_size = max_step_size;
+  a.max_samples = max_samples;
+  a.jitter = jitter != 0;
+  const mo::checks::Result checked = rc::CheckAttrs(a);
+  if (!checked.ok) {
+    std::strncpy(error, checked.message.c_str(), error_bytes - 1);
+    error[error_bytes - 1] = 0;
+    return -1;
+  }
+  const mo::RayMarchParams p = rc::MakeParams(a, rays, cascades);
+  return shim_ray_march_dispatch(&p, seed, origins, directions, near, far, occupancy, counts, offsets, t_starts,
+                                 t_ends, ray_indices, capacity, grid, scan_threads);
+}
+
+}  // extern "C"
