@@ -25,15 +25,10 @@ pytestmark = pytest.mark.skipif(CLANG is None, reason=f"MSL rules check skipped:
 LIBRARIES = [os.path.splitext(os.path.basename(s))[0] for s in SOURCES]
 RULES = list(msl_check.RULES)
 
-# Violations in today's shaders that issue 22 lists and another change fixes
-# (findings 2 and 3): expected failures until then; strict, so the fix shows
-# up as XPASS and the mark must go.
-KNOWN = {
-    ("hash_encode", "long-long"): "issue 22 finding 2: ull literals in hash_grid.h and hash_encode.metal",
-    ("hash_encode", "int64-division"): "issue 22 finding 3: 64-bit t / n per element",
-    ("robust_loss", "int64-division"): "issue 22 finding 3: 64-bit i % channels per element",
-    ("fused_mlp", "int64-division"): "issue 22 finding 3: 64-bit index division in pack/reduce and backward",
-}
+# (library, rule) pairs a shader is known to break, each with the issue that
+# tracks it: expected failures, strict, so a fix shows up as XPASS and the
+# mark must go. Empty: every shader follows every rule.
+KNOWN = {}
 
 
 def _format(violations):
