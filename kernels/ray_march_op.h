@@ -19,15 +19,6 @@
 
 namespace mo {
 
-struct RayMarchInputs {
-  const float* origins;
-  const float* directions;
-  const float* near;
-  const float* far;
-  const unsigned char* occupancy;
-  uint32_t seed;
-};
-
 // Defined per device, for R > 0.
 template <typename Device>
 struct RayMarchFunctor {

@@ -53,6 +53,7 @@ Result ReadAttrs(Get&& get, Attrs* a) {
 
 inline bool Finite(float x) { return std::isfinite(x); }
 
+
 inline Result CheckAttrs(const Attrs& a) {
   if (a.aabb.size() != 6) {
     return Invalid("RayMarch: 'aabb' must be [min_x, min_y, min_z, max_x, max_y, max_z], got ", a.aabb.size(),
@@ -78,6 +79,20 @@ inline Result CheckAttrs(const Attrs& a) {
   }
   if (a.max_samples < 1) return Invalid("RayMarch: 'max_samples' must be >= 1, got ", a.max_samples);
   return Ok();
+}
+
+// The attributes from plain values, checked (the CUDA harness and the MSL
+// shim runner, which have no TensorFlow to read them from).
+inline Result AttrsFromValues(const float* aabb, int grid_resolution, float step_size, float cone_angle,
+                              float max_step_size, int max_samples, bool jitter, Attrs* a) {
+  a->aabb.assign(aabb, aabb + 6);
+  a->grid_resolution = grid_resolution;
+  a->step_size = step_size;
+  a->cone_angle = cone_angle;
+  a->max_step_size = max_step_size;
+  a->max_samples = max_samples;
+  a->jitter = jitter;
+  return CheckAttrs(*a);
 }
 
 // origins [R, 3], directions [R, 3], near [R], far [R], occupancy

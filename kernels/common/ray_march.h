@@ -38,6 +38,19 @@ struct RayMarchParams {
   int32 jitter;             // 0 or 1; the seed is an input (rm_march_ray's `seed`)
 };
 
+#if !defined(__METAL_VERSION__)
+// One call's inputs, as the CPU and CUDA kernels take them (the Metal shaders
+// bind them as buffers and read the seed from its own).
+struct RayMarchInputs {
+  const float* origins;
+  const float* directions;
+  const float* near;
+  const float* far;
+  const unsigned char* occupancy;
+  uint32 seed;
+};
+#endif
+
 // The bound on one ray's loop: every sample is one iteration, and a ray
 // crosses at most 3 G cells of each cascade (one skip each); the margin
 // covers cells re-entered through rounding.

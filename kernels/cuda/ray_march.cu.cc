@@ -13,7 +13,7 @@ namespace mo {
 namespace cuda {
 namespace {
 
-__global__ void RayMarchCountKernel(RayMarchParams p, RayMarchDeviceInputs in, int32_t* __restrict__ counts) {
+__global__ void RayMarchCountKernel(RayMarchParams p, RayMarchInputs in, int32_t* __restrict__ counts) {
   for (int64_t r = GlobalThreadIndex(); r < p.num_rays; r += GlobalThreadCount()) {
     counts[r] = rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, static_cast<int32>(r), p, in.seed,
                              0, nullptr, nullptr, nullptr);
@@ -30,7 +30,7 @@ __global__ void RayMarchOffsetsKernel(const long long* __restrict__ offsets64, c
   }
 }
 
-__global__ void RayMarchFillKernel(RayMarchParams p, RayMarchDeviceInputs in, const int32_t* __restrict__ offsets,
+__global__ void RayMarchFillKernel(RayMarchParams p, RayMarchInputs in, const int32_t* __restrict__ offsets,
                                    float* __restrict__ t_starts, float* __restrict__ t_ends,
                                    int32_t* __restrict__ ray_indices) {
   for (int64_t r = GlobalThreadIndex(); r < p.num_rays; r += GlobalThreadCount()) {
@@ -56,7 +56,7 @@ size_t RayMarchCountScratchBytes(int32_t rays) {
   return AlignUp(sizeof(long long) * static_cast<size_t>(rays)) + AlignUp(CubScanBytes(rays));
 }
 
-cudaError_t LaunchRayMarchCount(const RayMarchParams& p, const RayMarchDeviceInputs& in, int32_t* counts,
+cudaError_t LaunchRayMarchCount(const RayMarchParams& p, const RayMarchInputs& in, int32_t* counts,
                                 int32_t* offsets, long long* total, void* scratch, size_t scratch_bytes,
                                 cudaStream_t stream) {
   if (p.num_rays <= 0) return cudaSuccess;
@@ -75,7 +75,7 @@ cudaError_t LaunchRayMarchCount(const RayMarchParams& p, const RayMarchDeviceInp
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchDeviceInputs& in, const int32_t* offsets,
+cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchInputs& in, const int32_t* offsets,
                                float* t_starts, float* t_ends, int32_t* ray_indices, cudaStream_t stream) {
   if (p.num_rays <= 0) return cudaSuccess;
   RayMarchFillKernel<<<GridStrideBlocks(p.num_rays, kRayThreads), kRayThreads, 0, stream>>>(

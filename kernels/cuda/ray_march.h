@@ -13,26 +13,17 @@
 namespace mo {
 namespace cuda {
 
-struct RayMarchDeviceInputs {
-  const float* origins;
-  const float* directions;
-  const float* near;
-  const float* far;
-  const unsigned char* occupancy;
-  uint32_t seed;
-};
-
 // Bytes of device scratch LaunchRayMarchCount needs for p.num_rays rays.
 size_t RayMarchCountScratchBytes(int32_t rays);
 
 // Pass 1: counts[r] = ray r's sample count, offsets[r] = their exclusive
 // prefix sum (clamped to 2^31 - 1), *total (device) = the sum, in 64 bits.
-cudaError_t LaunchRayMarchCount(const RayMarchParams& p, const RayMarchDeviceInputs& in, int32_t* counts,
+cudaError_t LaunchRayMarchCount(const RayMarchParams& p, const RayMarchInputs& in, int32_t* counts,
                                 int32_t* offsets, long long* total, void* scratch, size_t scratch_bytes,
                                 cudaStream_t stream);
 
 // Pass 2: ray r's samples from offsets[r] on.
-cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchDeviceInputs& in, const int32_t* offsets,
+cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchInputs& in, const int32_t* offsets,
                                float* t_starts, float* t_ends, int32_t* ray_indices, cudaStream_t stream);
 
 }  // namespace cuda

@@ -15,15 +15,8 @@
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
-namespace {
 
 using ::tensorflow::OpKernelContext;
-
-cuda::RayMarchDeviceInputs DeviceInputs(const RayMarchInputs& in) {
-  return cuda::RayMarchDeviceInputs{in.origins, in.directions, in.near, in.far, in.occupancy, in.seed};
-}
-
-}  // namespace
 
 using GPUDevice = Eigen::GpuDevice;
 
@@ -38,7 +31,7 @@ struct RayMarchFunctor<GPUDevice> {
         ::tensorflow::DT_INT8, ::tensorflow::TensorShape({static_cast<int64_t>(scratch_bytes)}), &scratch));
     TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT64, ::tensorflow::TensorShape({1}), &device_total));
     auto* dev_total = reinterpret_cast<long long*>(device_total.flat<int64_t>().data());
-    cudaError_t err = cuda::LaunchRayMarchCount(p, DeviceInputs(in), counts, offsets, dev_total,
+    cudaError_t err = cuda::LaunchRayMarchCount(p, in, counts, offsets, dev_total,
                                                 scratch.flat<int8_t>().data(), scratch_bytes, stream);
     long long host_total = 0;
     if (err == cudaSuccess) {
@@ -53,7 +46,7 @@ struct RayMarchFunctor<GPUDevice> {
   static absl::Status Fill(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                            const int32_t* offsets, float* t_starts, float* t_ends, int32_t* ray_indices) {
     const cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
-    return cuda::LaunchStatus("RayMarch fill", cuda::LaunchRayMarchFill(p, DeviceInputs(in), offsets, t_starts,
+    return cuda::LaunchStatus("RayMarch fill", cuda::LaunchRayMarchFill(p, in, offsets, t_starts,
                                                                          t_ends, ray_indices, stream));
   }
 };

@@ -24,14 +24,8 @@ long long shim_ray_march(const float* aabb, int grid_resolution, int cascades, f
                          int error_bytes) {
   namespace rc = mo::ray_march_checks;
   rc::Attrs a;
-  a.aabb.assign(aabb, aabb + 6);
-  a.grid_resolution = grid_resolution;
-  a.step_size = step_size;
-  a.cone_angle = cone_angle;
-  a.max_step_size = max_step_size;
-  a.max_samples = max_samples;
-  a.jitter = jitter != 0;
-  const mo::checks::Result checked = rc::CheckAttrs(a);
+  const mo::checks::Result checked = rc::AttrsFromValues(aabb, grid_resolution, step_size, cone_angle, max_step_size,
+                                                         max_samples, jitter != 0, &a);
   if (!checked.ok) {
     std::strncpy(error, checked.message.c_str(), error_bytes - 1);
     error[error_bytes - 1] = 0;

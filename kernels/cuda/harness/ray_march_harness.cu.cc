@@ -14,14 +14,8 @@ int Params(const float* aabb, int grid_resolution, int cascades, float step_size
            int error_bytes) {
   namespace rc = mo::ray_march_checks;
   rc::Attrs a;
-  a.aabb.assign(aabb, aabb + 6);
-  a.grid_resolution = grid_resolution;
-  a.step_size = step_size;
-  a.cone_angle = cone_angle;
-  a.max_step_size = max_step_size;
-  a.max_samples = max_samples;
-  a.jitter = jitter != 0;
-  const mo::checks::Result r = rc::CheckAttrs(a);
+  const mo::checks::Result r = rc::AttrsFromValues(aabb, grid_resolution, step_size, cone_angle, max_step_size,
+                                                   max_samples, jitter != 0, &a);
   if (!r.ok) {
     if (error_bytes > 0) {
       std::strncpy(error, r.message.c_str(), error_bytes - 1);
@@ -50,7 +44,7 @@ int metal_ops_ray_march_count(const float* aabb, int grid_resolution, int cascad
              error, error_bytes) != 0) {
     return -1;
   }
-  const mo::cuda::RayMarchDeviceInputs in{origins, directions, near, far, occupancy, static_cast<uint32_t>(seed)};
+  const mo::RayMarchInputs in{origins, directions, near, far, occupancy, static_cast<uint32_t>(seed)};
   return static_cast<int>(
       mo::cuda::LaunchRayMarchCount(p, in, counts, offsets, total, scratch, scratch_bytes, stream));
 }
@@ -65,7 +59,7 @@ int metal_ops_ray_march_fill(const float* aabb, int grid_resolution, int cascade
              error, error_bytes) != 0) {
     return -1;
   }
-  const mo::cuda::RayMarchDeviceInputs in{origins, directions, near, far, occupancy, static_cast<uint32_t>(seed)};
+  const mo::RayMarchInputs in{origins, directions, near, far, occupancy, static_cast<uint32_t>(seed)};
   return static_cast<int>(mo::cuda::LaunchRayMarchFill(p, in, offsets, t_starts, t_ends, ray_indices, stream));
 }
 
