@@ -391,12 +391,6 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
   }
 }
 
-MO_FN void robust_loss_grads(float x, float alpha, float scale, MO_THREAD float& rho,
-                             MO_THREAD float& d_x, MO_THREAD float& d_alpha,
-                             MO_THREAD float& d_scale) {
-  robust_loss_grads_k(x, robust_loss_coeffs(alpha, scale), rho, d_x, d_alpha, d_scale);
-}
-
 // Index of the alpha / scale element used by flat element i of x.
 MO_FN int64 robust_loss_param_index(int64 i, int64 channels, int64 is_vec) {
   return is_vec != 0 ? i % channels : 0;
