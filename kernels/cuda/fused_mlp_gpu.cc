@@ -12,18 +12,13 @@
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/fused_mlp_op.h"
 #include "kernels/register_kernels.h"
-#include "ops/checks_tf.h"
 #include "ops/fused_mlp_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/register_types.h"
 
 namespace mo {
 namespace {
 
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-namespace errors = ::tensorflow::errors;
 namespace fm = fused_mlp_checks;
 
 cuda::FusedMlpShape ShapeOf(const fm::Net& net, int64_t n, const fm::Attrs& a) {
@@ -61,9 +56,9 @@ struct FusedMlpFunctor<GPUDevice, T> {
       g.db[l] = cuda::AsCuda(args.grad_biases[l]);
     }
     const cuda::FusedMlpShape s = ShapeOf(net, args.n, a);
-    Tensor workspace;
+    ::tensorflow::Tensor workspace;
     const int64_t ws_bytes = static_cast<int64_t>(cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(CT)));
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8, TensorShape({ws_bytes}), &workspace));
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8, ::tensorflow::TensorShape({ws_bytes}), &workspace));
     return cuda::LaunchStatus("FusedMLPGrad",
                               cuda::LaunchFusedMlpBackward<CT>(cuda::AsCuda(args.grad_y), cuda::AsCuda(args.x),
                                                                cuda::AsCuda(args.y), cuda::AsCuda(args.hidden), p,
