@@ -98,7 +98,11 @@ HARNESS_SRCS := $(wildcard kernels/cuda/harness/*.cu.cc)
 MM_SRCS := $(wildcard kernels/metal/*.mm)
 METAL_SRCS := $(wildcard kernels/metal/*.metal)
 
-WARN := -Wall -Wno-sign-compare -Wno-deprecated-declarations -Wno-unused-function -Wno-attributes
+# Our sources build with no warning, kept so by -Werror (`make WERROR=` to
+# build anyway with a newer compiler). TensorFlow's headers' own warning is
+# silenced where they are included (kernels/tf_eigen.h).
+WERROR ?= -Werror
+WARN := -Wall -Wno-sign-compare -Wno-deprecated-declarations -Wno-attributes $(WERROR)
 # -mno-avx512fp16: g++ 12 + the pip Eigen headers fail to compile
 # (PacketMathFP16.h) on CPUs with AVX512-FP16 (Sapphire Rapids) under -march=native.
 # -fno-trapping-math: lets g++ vectorise floorf (hash-grid cell search); no

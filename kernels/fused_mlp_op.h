@@ -2,8 +2,8 @@
 // every C++-API device (one kernel class templated on the device, a functor
 // per device): attribute reads, the checks of ops/fused_mlp_checks.h and the
 // output allocation here; FusedMlpFunctor<Device, T> does the work:
-//   CPU  kernels/cpu/fused_mlp_kernels.cc (FusedMlpFunctor<CPUDevice, T>)
-//   CUDA kernels/cuda/fused_mlp_gpu.cc    (FusedMlpFunctor<GPUDevice, T>)
+//   CPU  kernels/cpu/fused_mlp_kernels.cc (the functor; registers FusedMlpOp<CPUDevice, T>)
+//   CUDA kernels/cuda/fused_mlp_gpu.cc    (the functor; registers FusedMlpOp<GPUDevice, T>)
 #ifndef METAL_OPS_KERNELS_FUSED_MLP_OP_H_
 #define METAL_OPS_KERNELS_FUSED_MLP_OP_H_
 
@@ -140,12 +140,5 @@ class FusedMlpGradOp : public ::tensorflow::OpKernel {
 };
 
 }  // namespace mo
-
-// Registers both ops for one device and dtype; each backend's file calls it.
-#define METAL_OPS_REGISTER_FUSED_MLP(DEVICE, DEVICE_TYPE, T)                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsFusedMLP").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
-                          ::mo::FusedMlpOp<DEVICE_TYPE, T>);                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsFusedMLPGrad").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
-                          ::mo::FusedMlpGradOp<DEVICE_TYPE, T>)
 
 #endif  // METAL_OPS_KERNELS_FUSED_MLP_OP_H_

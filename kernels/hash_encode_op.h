@@ -2,8 +2,8 @@
 // for every C++-API device (one kernel class templated on the device, a
 // functor per device, TF's pattern), and the C++-API adapter of HashEncode's
 // checks (ops/hash_encode_checks.h, where the checks and messages live):
-//   CPU  kernels/cpu/hash_encode_kernels.cc (HashEncodeFunctor<CPUDevice, T>)
-//   CUDA kernels/cuda/hash_encode_gpu.cc    (HashEncodeFunctor<GPUDevice, T>)
+//   CPU  kernels/cpu/hash_encode_kernels.cc (the functor; registers HashEncodeOp<CPUDevice, T>)
+//   CUDA kernels/cuda/hash_encode_gpu.cc    (the functor; registers HashEncodeOp<GPUDevice, T>)
 #ifndef METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
 #define METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
 

@@ -3,8 +3,8 @@
 // dtype, a functor per device, TF's pattern): the checks of
 // ops/robust_loss_checks.h and the output allocation here;
 // RobustLossFunctor<Device, T> does the work:
-//   CPU  kernels/cpu/robust_loss_kernels.cc (RobustLossFunctor<CPUDevice, T>)
-//   CUDA kernels/cuda/robust_loss_gpu.cc    (RobustLossFunctor<GPUDevice, T>)
+//   CPU  kernels/cpu/robust_loss_kernels.cc (the functor; registers RobustLossOp<CPUDevice, T>)
+//   CUDA kernels/cuda/robust_loss_gpu.cc    (the functor; registers RobustLossOp<GPUDevice, T>)
 #ifndef METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_
 #define METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_
 
@@ -103,14 +103,6 @@ class RobustLossGradOp : public ::tensorflow::OpKernel {
                                                                 dscale->flat<float>().data())));
   }
 };
-
-// The registrations of both kernels on one device (DEVICE_CPU / DEVICE_GPU)
-// for one dtype.
-#define METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE, DEVICE_TYPE, T)                                                  \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsRobustLoss").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"),     \
-                          ::mo::RobustLossOp<DEVICE_TYPE, T>);                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsRobustLossGrad").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
-                          ::mo::RobustLossGradOp<DEVICE_TYPE, T>)
 
 }  // namespace mo
 

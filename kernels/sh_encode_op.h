@@ -2,8 +2,8 @@
 // every C++-API device (one kernel class templated on the device, a functor
 // per device): the attribute read, the checks of ops/sh_encode_checks.h and the
 // output allocation here; SHEncodeFunctor<Device, T> does the work:
-//   CPU  kernels/cpu/sh_encode_kernels.cc (SHEncodeFunctor<CPUDevice, T>)
-//   CUDA kernels/cuda/sh_encode_gpu.cc    (SHEncodeFunctor<GPUDevice, T>)
+//   CPU  kernels/cpu/sh_encode_kernels.cc (the functor; registers SHEncodeOp<CPUDevice, T>)
+//   CUDA kernels/cuda/sh_encode_gpu.cc    (the functor; registers SHEncodeOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
 #ifndef METAL_OPS_KERNELS_SH_ENCODE_OP_H_
 #define METAL_OPS_KERNELS_SH_ENCODE_OP_H_
@@ -85,12 +85,5 @@ class SHEncodeGradOp : public ::tensorflow::OpKernel {
 };
 
 }  // namespace mo
-
-// Registers both ops for one device and dtype; each backend's file calls it.
-#define METAL_OPS_REGISTER_SH_ENCODE(DEVICE, DEVICE_TYPE, T)                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsSHEncode").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"),     \
-                          ::mo::SHEncodeOp<DEVICE_TYPE, T>);                                                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsSHEncodeGrad").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
-                          ::mo::SHEncodeGradOp<DEVICE_TYPE, T>)
 
 #endif  // METAL_OPS_KERNELS_SH_ENCODE_OP_H_

@@ -2,8 +2,8 @@
 // class templated on the device and the dtype, a functor per device, TF's
 // pattern): the check of ops/zero_out_checks.h and the output allocation
 // here; ZeroOutFunctor<Device, T> does the work:
-//   CPU  kernels/cpu/zero_out_kernels.cc (ZeroOutFunctor<CPUDevice, T>)
-//   CUDA kernels/cuda/zero_out_gpu.cc    (ZeroOutFunctor<GPUDevice, T>)
+//   CPU  kernels/cpu/zero_out_kernels.cc (the functor; registers ZeroOutOp<CPUDevice, T>)
+//   CUDA kernels/cuda/zero_out_gpu.cc    (the functor; registers ZeroOutOp<GPUDevice, T>)
 #ifndef METAL_OPS_KERNELS_ZERO_OUT_OP_H_
 #define METAL_OPS_KERNELS_ZERO_OUT_OP_H_
 
@@ -47,11 +47,5 @@ class ZeroOutOp : public ::tensorflow::OpKernel {
 };
 
 }  // namespace mo
-
-// Registers ZeroOut for one device (DEVICE_CPU / DEVICE_GPU) and dtype; each
-// backend's file calls it.
-#define METAL_OPS_REGISTER_ZERO_OUT(DEVICE, DEVICE_TYPE, T) \
-  REGISTER_KERNEL_BUILDER(Name("ZeroOut").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
-                          ::mo::ZeroOutOp<DEVICE_TYPE, T>)
 
 #endif  // METAL_OPS_KERNELS_ZERO_OUT_OP_H_

@@ -5,6 +5,8 @@
 //
 // MetalOpsFusedActivationGrad: the activation's derivative for the gradient.
 // The formulas of both live in kernels/common/activations.h.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"

@@ -1,6 +1,7 @@
 // FusedMLP's attribute and shape checks, written once for every kernel of the
-// op (the CPU kernel here, CUDA and Metal registrations to come) and its shape
-// function. No TensorFlow API: sizes and names in, ops/checks.h's Result out.
+// op (CPU, CUDA, Metal) and its shape function, and the one definition of the
+// network sizes the kernels run (the CUDA launchers read them too). No
+// TensorFlow API: sizes and names in, ops/checks.h's Result out.
 #ifndef METAL_OPS_OPS_FUSED_MLP_CHECKS_H_
 #define METAL_OPS_OPS_FUSED_MLP_CHECKS_H_
 
@@ -20,11 +21,18 @@ using checks::Ok;
 using checks::Result;
 using checks::ShapeString;
 
-constexpr int kWidths[] = {16, 32, 64, 128};
+constexpr int kWidths[] = {16, 32, 64, 128};  // hidden widths
 constexpr int kMaxHiddenLayers = 8;
 // Input and output widths. Also keeps the Metal pack and reduce shaders'
 // index arithmetic (at most 128 x 128 per layer) in 32 bits (fused_mlp.metal).
 constexpr int64_t kMaxIoWidth = 128;
+
+inline bool WidthSupported(int64_t width) {
+  for (int w : kWidths) {
+    if (width == w) return true;
+  }
+  return false;
+}
 
 struct Attrs {
   int activation = kActRelu;
@@ -84,9 +92,7 @@ inline Result Shapes(const Dims& x, const std::vector<Dims>& kernels, const std:
   net->width = kernels[0][1];
   net->out_dim = kernels[m - 1][1];
   net->hidden_layers = m - 1;
-  bool width_ok = false;
-  for (int w : kWidths) width_ok = width_ok || net->width == w;
-  if (!width_ok) {
+  if (!WidthSupported(net->width)) {
     return Invalid("FusedMLP: the hidden width (columns of 'kernels[0]') must be 16, 32, 64 or 128, got ",
                    net->width);
   }

@@ -2,6 +2,8 @@
 //
 // Checks: ops/fused_mlp_checks.h. Kernels: kernels/cpu/fused_mlp_kernels.cc.
 // Python: python/metal_ops/fused_mlp.py. Design: docs/FUSED_MLP.md.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <string>
 #include <vector>
 

@@ -3,12 +3,8 @@
 // Formulas: kernels/common/hash_grid.h. Kernels: kernels/cpu/hash_encode_kernels.cc,
 // kernels/cuda/hash_encode*, kernels/metal/hash_encode*. Python:
 // python/metal_ops/hash_encode.py. Semantics: docs/HASH_ENCODE.md.
-// TF 2.21's bundled Eigen does not compile with AVX512-FP16 packets under g++
-// (PacketMathFP16.h), which -march=native enables on Sapphire Rapids and later;
-// nothing here needs them (see kernels/cpu/hash_encode_kernels.cc).
-#ifdef __AVX512FP16__
-#undef __AVX512FP16__
-#endif
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <cmath>
 #include <string>
 

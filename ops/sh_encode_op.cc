@@ -2,6 +2,8 @@
 // input): op definitions and shape functions.
 // Formulas: kernels/common/sh_encode.h. Checks: ops/sh_encode_checks.h.
 // Wrapper + gradient: python/metal_ops/sh_encode.py. Doc: docs/SH_ENCODE.md.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <cstdint>
 #include <vector>
 

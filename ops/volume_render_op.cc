@@ -1,5 +1,7 @@
 // MetalOpsVolumeRender and its backward MetalOpsVolumeRenderGrad.
 // Formulas: kernels/common/volume_render.h. Python: python/metal_ops/volume_render.py.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"

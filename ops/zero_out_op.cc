@@ -1,5 +1,7 @@
 // ZeroOut: the tutorial op from the custom-op guide and WWDC21's Metal talk,
 // generalised to several dtypes and a chosen surviving element.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 

@@ -1,9 +1,9 @@
 // Activation functions and their derivatives, once for every backend.
 //
-// Used by the fused convolution (kernels/cpu/fused_conv2d_kernels.cc: forward
-// output stage and MetalOpsFusedActivationGrad) and mirrored by the MPSGraph
-// activations of kernels/metal/fused_conv2d_metal.mm. Any other op that needs an
-// activation includes this header instead of writing its own.
+// Every op with an activation (FusedConv2D's output stage and
+// MetalOpsFusedActivationGrad, FusedMLP on every backend) includes this header
+// instead of writing its own; the MPSGraph activations of
+// kernels/metal/fused_conv2d_metal.mm mirror it.
 //
 // Derivatives are expressed from the activation's OUTPUT y = f(z) where that is
 // exact (so the backward pass does not need the pre-activation z): relu, relu6,
@@ -122,8 +122,10 @@ MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
   }
 }
 
-#if !defined(__METAL_VERSION__) && !defined(__CUDA_ARCH__)
+#if !defined(__METAL_VERSION__)
 // The op attribute value of each activation, by number ("none", "relu", ...).
+// Host code; nvcc's device pass reads it too (ops/fused_mlp_checks.h, which
+// the CUDA launchers include for the network limits).
 constexpr const char* kActivationNames[] = {"none",       "relu",    "relu6", "elu",      "leaky_relu",
                                             "sigmoid",    "tanh",    "swish", "softplus", "trunc_exp"};
 constexpr int kNumActivations = 10;

@@ -383,12 +383,6 @@ MO_FN void robust_loss_grads_k(float x, RobustLossCoeffs k, MO_THREAD float& rho
   }
 }
 
-MO_FN void robust_loss_grads(float x, float alpha, float scale, MO_THREAD float& rho,
-                             MO_THREAD float& d_x, MO_THREAD float& d_alpha,
-                             MO_THREAD float& d_scale) {
-  robust_loss_grads_k(x, robust_loss_coeffs(alpha, scale), rho, d_x, d_alpha, d_scale);
-}
-
 // Index of the alpha / scale element used by an element of x in channel
 // `col` (its flat index modulo channels, kept by the caller).
 MO_FN int64 robust_loss_param_index(int64 col, int64 is_vec) { return is_vec != 0 ? col : 0; }

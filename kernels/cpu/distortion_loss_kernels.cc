@@ -2,30 +2,27 @@
 // kernel class is kernels/distortion_loss_op.h): TF's intra-op thread pool,
 // one ray per work item, O(S) per ray. The arithmetic is
 // kernels/common/distortion_loss.h.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <atomic>
 #include <cstdint>
 
 #include "kernels/common/distortion_loss.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/distortion_loss_op.h"
 #include "ops/checks_tf.h"
 #include "ops/distortion_loss_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/lib/core/threadpool.h"
 
 namespace mo {
 namespace {
 
 using ::tensorflow::OpKernelContext;
 
-void ParallelForRays(OpKernelContext* ctx, int64_t rays, int64_t cost_per_ray,
-                     const std::function<void(int64_t, int64_t)>& work) {
-  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(rays, cost_per_ray, work);
-}
-
 // The error naming the first ray whose t decreases (NaN counts).
 absl::Status CheckSorted(OpKernelContext* ctx, const float* t, int64_t rays, int64_t samples) {
   std::atomic<int64_t> first_bad(rays);
-  ParallelForRays(ctx, rays, 4 * (samples + 1), [&](int64_t begin, int64_t end) {
+  cpu::ParallelFor(ctx, rays, 4 * (samples + 1), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end && r < first_bad.load(std::memory_order_relaxed); ++r) {
       if (dl_first_decrease(t + r * (samples + 1), samples) >= 0) {
         int64_t cur = first_bad.load();
@@ -49,7 +46,7 @@ struct DistortionLossFunctor<CPUDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const float* w, const float* t, int64_t rays, int64_t samples,
                               float* loss) {
     TF_RETURN_IF_ERROR(CheckSorted(ctx, t, rays, samples));
-    ParallelForRays(ctx, rays, 12 * (samples + 1), [&](int64_t begin, int64_t end) {
+    cpu::ParallelFor(ctx, rays, 12 * (samples + 1), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         loss[r] = distortion_loss_ray(w + r * samples, t + r * (samples + 1), samples);
       }
@@ -60,7 +57,7 @@ struct DistortionLossFunctor<CPUDevice> {
   static absl::Status Backward(OpKernelContext* ctx, const float* grad, const float* w, const float* t, int64_t rays,
                                int64_t samples, float* grad_w, float* grad_t) {
     TF_RETURN_IF_ERROR(CheckSorted(ctx, t, rays, samples));
-    ParallelForRays(ctx, rays, 30 * (samples + 1), [&](int64_t begin, int64_t end) {
+    cpu::ParallelFor(ctx, rays, 30 * (samples + 1), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         distortion_loss_grad_ray(grad[r], w + r * samples, t + r * (samples + 1), samples, grad_w + r * samples,
                                  grad_t + r * (samples + 1));

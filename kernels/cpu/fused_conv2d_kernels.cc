@@ -6,7 +6,13 @@
 // package this library links), and the bias, the residual and the activation
 // are applied to each tile right after its GEMM wrote it, while it is still in
 // cache: one pass over the output instead of three or four.
+//
+// An exception to the layout of docs/ARCHITECTURE.md: these ops have no CUDA
+// kernel, so their kernel classes live here, beside their registration, rather
+// than in a kernels/fused_conv2d_op.h shared by devices.
 #define EIGEN_USE_THREADS
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
 #include <cstdint>
@@ -20,6 +26,7 @@
 #include "kernels/cpu/fused_conv2d_gemm.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/register_kernels.h"
 #include "ops/checks_tf.h"
 #include "ops/fused_conv2d_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -157,13 +164,13 @@ int64_t L2CacheBytes() {
 void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input, const float* filter,
                 const FusedEpilogue& e, float* output) {
   const int64_t k = g.patch_size(), cout = g.out_depth, pixels = g.pixels();
-  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  const int64_t tile_rows = mo::fused_conv_tile_rows(k, cout, pixels, workers->NumThreads(), L2CacheBytes());
+  const int threads = cpu::NumThreads(ctx);
+  const int64_t tile_rows = mo::fused_conv_tile_rows(k, cout, pixels, threads, L2CacheBytes());
   const bool direct = g.input_is_patch_matrix();
   Tensor scratch;
   float* patches = nullptr;
   if (!direct) {
-    const int64_t slots = workers->NumThreads() + 1;  // worker ids 0..NumThreads()
+    const int64_t slots = threads + 1;  // worker ids 0..NumThreads()
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({slots * tile_rows * k}), &scratch));
     patches = scratch.flat<float>().data();
   }
@@ -183,7 +190,7 @@ void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
                             cout, e.act, e.alpha);
     }
   };
-  workers->ParallelForWithWorkerId(num_tiles, OneItemPerShard(), run_tiles);
+  cpu::ParallelForBlocksWithWorkerId(ctx, num_tiles, run_tiles);
 }
 
 class FusedConv2DOp : public OpKernel {
@@ -250,8 +257,7 @@ class FusedConv2DOp : public OpKernel {
           out[k] = mo::fused_output_element(0.0f, b, r, act, alpha);
         }
       };
-      ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(out_shape.num_elements(),
-                                                                           /*cost_per_unit=*/20, work);
+      cpu::ParallelFor(ctx, out_shape.num_elements(), /*cycles_per_item=*/20, work);
       return;
     }
     LaunchConv(ctx, g, input.flat<float>().data(), filter.flat<float>().data(),
@@ -262,7 +268,7 @@ class FusedConv2DOp : public OpKernel {
   fc::ConvAttrs attrs_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("MetalOpsFusedConv2D").Device(DEVICE_CPU).TypeConstraint<float>("T"), FusedConv2DOp);
+METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
 
 // ---------------------------------------------------------------------------
 // backprops = gradients * f'(z), from y (or from z for swish / negative alpha).
@@ -309,8 +315,7 @@ class FusedActivationGradOp : public OpKernel {
           dz[k] = g[k] * mo::activation_derivative_from_output(y[k], act, alpha);
       }
     };
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(n, /*cost_per_unit=*/10,
-                                                                        work);
+    cpu::ParallelFor(ctx, n, /*cycles_per_item=*/10, work);
   }
 
  private:
@@ -319,9 +324,7 @@ class FusedActivationGradOp : public OpKernel {
   int num_features_ = 0;
 };
 
-REGISTER_KERNEL_BUILDER(
-    Name("MetalOpsFusedActivationGrad").Device(DEVICE_CPU).TypeConstraint<float>("T"),
-    FusedActivationGradOp);
+METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp);
 
 }  // namespace
 }  // namespace mo

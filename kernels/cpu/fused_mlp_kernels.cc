@@ -3,6 +3,7 @@
 // kernels/cpu/fused_mlp_cpu.h (TensorFlow-free: blocks of rows through every
 // layer, a register-tiled micro-kernel, deterministic weight gradients).
 #include "kernels/cpu/fused_mlp_cpu.h"  // first: it includes the intrinsics headers (simd.h)
+#include "kernels/tf_eigen.h"  // next: silences a warning in TensorFlow's headers
 
 #include <cstdint>
 #include <functional>
@@ -10,6 +11,7 @@
 
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/fused_mlp_op.h"
+#include "kernels/register_kernels.h"
 #include "ops/fused_mlp_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -26,7 +28,7 @@ fused_mlp_cpu::Shape ShapeOf(const fm::Net& net, int64_t n, const fm::Attrs& a) 
 // fused_mlp_cpu's parallel-for on the op's intra-op pool, one unit per shard.
 auto PoolOf(::tensorflow::OpKernelContext* ctx) {
   return [ctx](int64_t units, const std::function<void(int64_t, int64_t)>& fn) {
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(units, OneItemPerShard(), fn);
+    cpu::ParallelForBlocks(ctx, units, fn);
   };
 }
 
@@ -67,7 +69,7 @@ struct FusedMlpFunctor<CPUDevice, T> {
 };
 
 // float16 is registered so that it fails with a message saying where it runs.
-METAL_OPS_REGISTER_FUSED_MLP(DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_FUSED_MLP(DEVICE_CPU, CPUDevice, Eigen::half);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, Eigen::half);
 
 }  // namespace mo

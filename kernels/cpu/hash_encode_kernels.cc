@@ -11,6 +11,12 @@
 //   The float32 sums are therefore bitwise identical for any thread count and
 //   any run. Half tables accumulate into a float32 buffer, cast at the end.
 // Input gradient: parallel over points, levels summed in order 0..L-1.
+//
+// MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets run on the CPU only:
+// their kernel classes live here, beside their registration, not in
+// kernels/hash_encode_op.h (which holds the classes shared by devices).
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,12 +26,13 @@
 #include "kernels/common/hash_grid.h"
 #include "kernels/cpu/hash_encode_cpu.h"
 #include "kernels/cpu/huge_pages.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/hash_encode_op.h"
+#include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
-#include "tensorflow/core/platform/threadpool.h"
 
 namespace mo {
 namespace {
@@ -100,28 +107,17 @@ Grid MakeGrid(const GridAttrs& a) {
 
 // ---- Threading helpers ------------------------------------------------------------------
 
-struct Pool {
-  tsl::thread::ThreadPool* workers;
-  int num_threads;
-};
-
-Pool GetPool(OpKernelContext* ctx) {
-  const auto* threads = ctx->device()->tensorflow_cpu_worker_threads();
-  return Pool{threads->workers, std::max(1, threads->num_threads)};
-}
-
 // Runs fn(begin, end) over [0, n) points on the pool.
-template <typename Fn>
-void ForPoints(const Pool& pool, int64 n, int64 cost_per_point, Fn&& fn) {
+void ForPoints(OpKernelContext* ctx, int64 n, int64 cost_per_point, const cpu::RangeFn& fn) {
   if (n <= 0) return;
-  pool.workers->ParallelFor(n, cost_per_point, [&fn](int64_t begin, int64_t end) { fn(begin, end); });
+  cpu::ParallelFor(ctx, n, cost_per_point, fn);
 }
 
 // Table-gradient scatter into acc, then (half tables) the cast into out.
 template <int D, int F, typename T, bool kSecondOrder>
-void ScatterTable(const Pool& pool, const float* x, const float* gg, const T* dy, float* acc, T* out, int64 n,
+void ScatterTable(OpKernelContext* ctx, const float* x, const float* gg, const T* dy, float* acc, T* out, int64 n,
                   const Grid& g) {
-  const int groups = std::min(g.num_levels, pool.num_threads);
+  const int groups = std::min(g.num_levels, cpu::NumThreads(ctx));
   auto run_group = [&](int group) {
     ScatterGroup<D, F, T, kSecondOrder>(group, groups, x, gg, dy, acc, n, g);
     if (!std::is_same<T, float>::value) {
@@ -136,7 +132,7 @@ void ScatterTable(const Pool& pool, const float* x, const float* gg, const T* dy
     run_group(0);
     return;
   }
-  pool.workers->TransformRangeConcurrently(1, groups, [&](int64_t begin, int64_t end) {
+  cpu::ParallelForBlocks(ctx, groups, [&](int64_t begin, int64_t end) {
     for (int64_t group = begin; group < end; ++group) run_group(int(group));
   });
 }
@@ -169,7 +165,6 @@ class HashEncodeGradGradOp : public OpKernel {
     Tensor* grad_dy = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &grad_dy));
-    const Pool pool = GetPool(ctx);
     const float* x = inputs.flat<float>().data();
     const float* gg = ggx.flat<float>().data();
     const T* tab = table.flat<T>().data();
@@ -188,9 +183,9 @@ class HashEncodeGradGradOp : public OpKernel {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
       const Grid g = MakeGrid<kD>(attrs_);
-      ScatterTable<kD, kF, T, true>(pool, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
+      ScatterTable<kD, kF, T, true>(ctx, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
       T* o = grad_dy->flat<T>().data();
-      ForPoints(pool, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+      ForPoints(ctx, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
         GatherRange<kD, kF, T, true>(x, gg, tab, o, begin, end, g);
       });
     });
@@ -232,14 +227,13 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 template <typename T>
 struct HashEncodeFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
-    const Pool pool = GetPool(ctx);
     AdviseHugePages(a.table, sizeof(T) * size_t(a.rows * a.features), /*collapse=*/true);
     AdviseHugePages(a.encoded, sizeof(T) * size_t(a.num_points * grid.num_levels * a.features), /*collapse=*/false);
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
       const Grid g = MakeGrid<kD>(grid);
-      ForPoints(pool, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+      ForPoints(ctx, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
         GatherRange<kD, kF, T, false>(a.inputs, nullptr, a.table, a.encoded, begin, end, g);
       });
     });
@@ -248,7 +242,6 @@ struct HashEncodeFunctor<CPUDevice, T> {
 
   // Deterministic always (fixed-order reductions): a.deterministic changes nothing here.
   static absl::Status Backward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
-    const Pool pool = GetPool(ctx);
     const int64 table_elements = a.rows * a.features;
     float* acc = nullptr;
     Tensor acc_tensor;
@@ -267,10 +260,10 @@ struct HashEncodeFunctor<CPUDevice, T> {
       constexpr int kF = decltype(fc)::value;
       const Grid g = MakeGrid<kD>(grid);
       if (a.grad_table != nullptr) {
-        ScatterTable<kD, kF, T, false>(pool, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
+        ScatterTable<kD, kF, T, false>(ctx, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
       }
       if (a.grad_inputs != nullptr) {
-        ForPoints(pool, a.num_points, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+        ForPoints(ctx, a.num_points, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
           InputGradRange<kD, kF, T>(a.inputs, a.table, a.grad_encoded, a.grad_inputs, begin, end, g);
         });
       }
@@ -279,15 +272,9 @@ struct HashEncodeFunctor<CPUDevice, T> {
   }
 };
 
-#define REGISTER_HASH_ENCODE_CPU(T)                                                                      \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncode").Device(DEVICE_CPU).TypeConstraint<T>("T"),          \
-                          HashEncodeOp<CPUDevice, T>);                                                   \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),      \
-                          HashEncodeGradOp<CPUDevice, T>);                                               \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsHashEncodeGradGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),  \
-                          HashEncodeGradGradOp<T>);
-REGISTER_HASH_ENCODE_CPU(float);
-REGISTER_HASH_ENCODE_CPU(Eigen::half);
-#undef REGISTER_HASH_ENCODE_CPU
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_CPU, CPUDevice, Eigen::half);
+METAL_OPS_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, float, HashEncodeGradGradOp<float>);
+METAL_OPS_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, Eigen::half, HashEncodeGradGradOp<Eigen::half>);
 
 }  // namespace mo

@@ -1,6 +1,8 @@
 // The CPU functor of MetalOpsRobustLoss / MetalOpsRobustLossGrad (the kernel
 // class is kernels/robust_loss_op.h): TF's intra-op thread pool. The
 // arithmetic is kernels/common/robust_loss.h.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,15 +10,18 @@
 
 #include "Eigen/Core"
 #include "kernels/common/robust_loss.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/robust_loss_op.h"
+#include "kernels/register_kernels.h"
 #include "ops/checks_tf.h"
 #include "ops/robust_loss_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
-#include "tensorflow/core/lib/core/threadpool.h"
 
 namespace mo {
-namespace {
+// Named, not anonymous: the functor below (external linkage) captures these
+// types in its lambdas (g++'s -Wsubobject-linkage).
+namespace robust_loss_cpu {
 
 using ::tensorflow::OpKernelContext;
 
@@ -237,7 +242,9 @@ void BackwardBlocks(const T* gs, const T* xs, T* dxs, int64_t begin, int64_t end
   }
 }
 
-}  // namespace
+}  // namespace robust_loss_cpu
+
+using namespace robust_loss_cpu;  // NOLINT: the functor's helpers
 
 using CPUDevice = Eigen::ThreadPoolDevice;
 
@@ -266,7 +273,7 @@ struct RobustLossFunctor<CPUDevice, T> {
       }
       ForwardBlocks(xs, ys, begin, end, tile, coeffs);
     };
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(args.n, /*cost_per_unit=*/20, work);
+    cpu::ParallelFor(ctx, args.n, /*cycles_per_item=*/20, work);
     return absl::OkStatus();
   }
 
@@ -310,8 +317,7 @@ struct RobustLossFunctor<CPUDevice, T> {
         }
       }
     };
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        num_blocks, /*cost_per_unit=*/40 * (n / num_blocks + 1), work);
+    cpu::ParallelFor(ctx, num_blocks, /*cycles_per_item=*/40 * (n / num_blocks + 1), work);
     // Per channel over blocks, then over channels for a scalar parameter.
     std::vector<double> sum_a(channels, 0.0), sum_c(channels, 0.0);
     for (int64_t blk = 0; blk < num_blocks; ++blk) {
@@ -339,8 +345,8 @@ struct RobustLossFunctor<CPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_CPU, CPUDevice, Eigen::half);
-METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_CPU, CPUDevice, ::tensorflow::bfloat16);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, Eigen::half);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, ::tensorflow::bfloat16);
 
 }  // namespace mo

@@ -3,15 +3,18 @@
 // pool. The arithmetic is kernels/common/sh_encode.h, instantiated per degree
 // so its branches fold; g++ -O3 vectorises the per-direction loops (16 lanes
 // of AVX-512). float16 tensors go through float32 scratch blocks.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
 
 #include "kernels/common/sh_encode.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/sh_encode_op.h"
+#include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/lib/core/threadpool.h"
 
 namespace mo {
 namespace {
@@ -88,11 +91,6 @@ void WithDegree(int degree, Fn&& fn) {
   }
 }
 
-void ParallelForDirections(OpKernelContext* ctx, int64_t n, int64_t cost_per_direction,
-                           const std::function<void(int64_t, int64_t)>& work) {
-  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(n, cost_per_direction, work);
-}
-
 }  // namespace
 
 using CPUDevice = Eigen::ThreadPoolDevice;
@@ -102,7 +100,7 @@ struct SHEncodeFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const T* dirs, int64_t n, int degree, T* values) {
     WithDegree(degree, [&](auto degree_constant) {
       constexpr int D = decltype(degree_constant)::value;
-      ParallelForDirections(ctx, n, 4 * D * D, [&](int64_t begin, int64_t end) {
+      cpu::ParallelFor(ctx, n, 4 * D * D, [&](int64_t begin, int64_t end) {
         ForwardRange<D>(dirs, begin, end, values);
       });
     });
@@ -113,7 +111,7 @@ struct SHEncodeFunctor<CPUDevice, T> {
                                T* grad_dirs) {
     WithDegree(degree, [&](auto degree_constant) {
       constexpr int D = decltype(degree_constant)::value;
-      ParallelForDirections(ctx, n, 6 * D * D, [&](int64_t begin, int64_t end) {
+      cpu::ParallelFor(ctx, n, 6 * D * D, [&](int64_t begin, int64_t end) {
         BackwardRange<D>(grad, dirs, begin, end, grad_dirs);
       });
     });
@@ -121,7 +119,7 @@ struct SHEncodeFunctor<CPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_SH_ENCODE(DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_SH_ENCODE(DEVICE_CPU, CPUDevice, Eigen::half);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, Eigen::half);
 
 }  // namespace mo

@@ -7,6 +7,8 @@
 //     backward.
 // Every formula is a function of kernels/common/volume_render.h; the GPU
 // backends run the same functions one sample at a time (VrWalk).
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,13 +16,14 @@
 #include <vector>
 
 #include "kernels/common/volume_render.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/volume_render_op.h"
+#include "kernels/register_kernels.h"
 #include "ops/checks_tf.h"
 #include "ops/volume_render_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "tensorflow/core/platform/threadpool.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace mo {
@@ -39,7 +42,7 @@ struct VrPacketMath {
   // Per lane: the Eigen of TF 2.19 (the macOS pin) has no pexpm1 for NEON
   // double packets, and double is the precise path rather than the fast one.
   static Packet expm1(Packet x) {
-    constexpr int kLanes = Eigen::internal::unpacket_traits<Packet>::size;
+    constexpr int kLanes = Eigen::internal::packet_traits<T>::size;  // the lanes of Packet
     T lanes[kLanes];
     Eigen::internal::pstoreu(lanes, x);
     for (int i = 0; i < kLanes; ++i) lanes[i] = std::expm1(lanes[i]);
@@ -281,10 +284,6 @@ void BackwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* 
 // Cost of one ray for the thread-pool sharder (cycles, roughly).
 int64_t RayCost(int64_t samples) { return 20 + 60 * samples; }
 
-void ParallelForRays(OpKernelContext* ctx, int64_t rays, int64_t samples,
-                     const std::function<void(int64_t, int64_t)>& fn) {
-  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(rays, RayCost(samples), fn);
-}
 
 }  // namespace
 
@@ -300,7 +299,7 @@ struct VolumeRenderFunctor<CPUDevice, T> {
     std::mutex error_mutex;
     int64_t bad_ray = std::numeric_limits<int64_t>::max();
     VrCheck bad_check = {kVrOk, 0};
-    ParallelForRays(ctx, a.rays, S, [&](int64_t begin, int64_t end) {
+    cpu::ParallelFor(ctx, a.rays, RayCost(S), [&](int64_t begin, int64_t end) {
       RayScratch<T> scratch(S);
       for (int64_t r = begin; r < end; ++r) {
         const T* sigma_r = a.sigma + r * S;
@@ -330,7 +329,7 @@ struct VolumeRenderFunctor<CPUDevice, T> {
     const int64_t S = a.samples;
     const bool has_weight_grad = a.weights != nullptr;
     const T eps = static_cast<T>(a.early_termination);
-    ParallelForRays(ctx, a.rays, S, [&](int64_t begin, int64_t end) {
+    cpu::ParallelFor(ctx, a.rays, RayCost(S), [&](int64_t begin, int64_t end) {
       RayScratch<T> scratch(S);
       for (int64_t r = begin; r < end; ++r) {
         BackwardRay(&scratch, a.sigma + r * S, a.rgb + r * S * 3, a.t + r * (S + 1),
@@ -344,13 +343,7 @@ struct VolumeRenderFunctor<CPUDevice, T> {
   }
 };
 
-#define METAL_OPS_REGISTER_VOLUME_RENDER_CPU(T)                                              \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsVolumeRender").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-                          VolumeRenderOp<CPUDevice, T>);                                    \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsVolumeRenderGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-                          VolumeRenderGradOp<CPUDevice, T>)
-METAL_OPS_REGISTER_VOLUME_RENDER_CPU(float);
-METAL_OPS_REGISTER_VOLUME_RENDER_CPU(double);
-#undef METAL_OPS_REGISTER_VOLUME_RENDER_CPU
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, double);
 
 }  // namespace mo

@@ -1,9 +1,12 @@
 // The CPU functor of ZeroOut (the kernel class is kernels/zero_out_op.h). The
 // per-element rule is kernels/common/zero_out.h.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <cstdint>
 
 #include "kernels/common/zero_out.h"
 #include "kernels/zero_out_op.h"
+#include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
@@ -18,9 +21,9 @@ struct ZeroOutFunctor<CPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_ZERO_OUT(DEVICE_CPU, CPUDevice, int32_t);
-METAL_OPS_REGISTER_ZERO_OUT(DEVICE_CPU, CPUDevice, int64_t);
-METAL_OPS_REGISTER_ZERO_OUT(DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_ZERO_OUT(DEVICE_CPU, CPUDevice, double);
+METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, int32_t, ZeroOutOp<CPUDevice, int32_t>);
+METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, int64_t, ZeroOutOp<CPUDevice, int64_t>);
+METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, float, ZeroOutOp<CPUDevice, float>);
+METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, double, ZeroOutOp<CPUDevice, double>);
 
 }  // namespace mo

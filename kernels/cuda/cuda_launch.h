@@ -22,11 +22,6 @@ inline unsigned int GridStrideBlocks(int64_t n, int threads = kThreadsPerBlock) 
   return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(wanted, 65535LL * 32)));
 }
 
-// Ceil-div blocks for kernels with one thread per item; callers check n fits.
-inline unsigned int CeilBlocks(int64_t n, int threads) {
-  return static_cast<unsigned int>((n + threads - 1) / threads);
-}
-
 // 64-bit grid-stride loop: `for (int64_t i : GridStride(n))` is not possible in
 // device code, so kernels spell it with these two helpers.
 __device__ __forceinline__ int64_t GlobalThreadIndex() {

@@ -10,9 +10,12 @@
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <vector>
 
 #include "kernels/cuda/distortion_loss.h"
+#include "kernels/cuda/tf_gpu.h"
 #include "kernels/distortion_loss_op.h"
 #include "ops/checks_tf.h"
 #include "ops/distortion_loss_checks.h"
@@ -23,10 +26,6 @@ namespace {
 
 using ::tensorflow::OpKernelContext;
 
-absl::Status CudaError(const char* what, cudaError_t err) {
-  return ::tensorflow::errors::Internal(what, " failed: ", cudaGetErrorString(err));
-}
-
 // The error naming the first ray whose t decreases.
 absl::Status CheckSorted(OpKernelContext* ctx, const float* t, int64_t rays, int64_t samples, cudaStream_t stream) {
   ::tensorflow::Tensor first_bad;
@@ -34,38 +33,34 @@ absl::Status CheckSorted(OpKernelContext* ctx, const float* t, int64_t rays, int
   auto* dev = reinterpret_cast<unsigned long long*>(first_bad.flat<int64_t>().data());
   cudaError_t err = cuda::LaunchDistortionLossCheck(t, rays, samples, dev, stream);
   unsigned long long host = 0;
-  if (err == cudaSuccess) err = cudaMemcpyAsync(&host, dev, sizeof(host), cudaMemcpyDeviceToHost, stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-  if (err != cudaSuccess) return CudaError("DistortionLoss CUDA check", err);
+  if (err == cudaSuccess) err = cuda::CopyToHost(&host, dev, sizeof(host), stream);
+  TF_RETURN_IF_ERROR(cuda::CudaStatus("DistortionLoss CUDA check", err));
   if (host >= static_cast<unsigned long long>(rays)) return absl::OkStatus();
   // The bad ray's boundaries, on the host, for the CPU kernel's message.
   const int64_t r = static_cast<int64_t>(host);
   std::vector<float> row(samples + 1);
-  err = cudaMemcpy(row.data(), t + r * (samples + 1), row.size() * sizeof(float), cudaMemcpyDeviceToHost);
-  if (err != cudaSuccess) return CudaError("DistortionLoss CUDA check", err);
+  TF_RETURN_IF_ERROR(cuda::CudaStatus(
+      "DistortionLoss CUDA check", cuda::CopyToHost(row.data(), t + r * (samples + 1), row.size() * sizeof(float), stream)));
   return checks::ToStatus(distortion_loss_checks::RaySorted(row.data(), r, samples));
 }
 
 }  // namespace
 
-using GPUDevice = Eigen::GpuDevice;
-
 template <>
 struct DistortionLossFunctor<GPUDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const float* w, const float* t, int64_t rays, int64_t samples,
                               float* loss) {
-    const cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    const cudaStream_t stream = cuda::Stream(ctx);
     TF_RETURN_IF_ERROR(CheckSorted(ctx, t, rays, samples, stream));
-    const cudaError_t err = cuda::LaunchDistortionLossForward(w, t, loss, rays, samples, stream);
-    return err == cudaSuccess ? absl::OkStatus() : CudaError("DistortionLoss CUDA launch", err);
+    return cuda::LaunchStatus("DistortionLoss", cuda::LaunchDistortionLossForward(w, t, loss, rays, samples, stream));
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const float* grad, const float* w, const float* t, int64_t rays,
                                int64_t samples, float* grad_w, float* grad_t) {
-    const cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    const cudaStream_t stream = cuda::Stream(ctx);
     TF_RETURN_IF_ERROR(CheckSorted(ctx, t, rays, samples, stream));
-    const cudaError_t err = cuda::LaunchDistortionLossBackward(grad, w, t, grad_w, grad_t, rays, samples, stream);
-    return err == cudaSuccess ? absl::OkStatus() : CudaError("DistortionLossGrad CUDA launch", err);
+    return cuda::LaunchStatus("DistortionLossGrad", cuda::LaunchDistortionLossBackward(grad, w, t, grad_w, grad_t,
+                                                                                       rays, samples, stream));
   }
 };
 

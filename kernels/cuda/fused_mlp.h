@@ -14,11 +14,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/fused_mlp_checks.h"
+
 namespace mo {
 namespace cuda {
 
-constexpr int kFusedMlpMaxMatrices = 9;   // 8 hidden layers + output
-constexpr int kFusedMlpMaxIoWidth = 128;  // in_dim, out_dim (padded to 16 inside)
+// The limits are ops/fused_mlp_checks.h's.
+constexpr int kFusedMlpMaxMatrices = fused_mlp_checks::kMaxHiddenLayers + 1;  // hidden layers + output
+constexpr int kFusedMlpMaxIoWidth = static_cast<int>(fused_mlp_checks::kMaxIoWidth);  // padded to 16 inside
 
 struct FusedMlpShape {
   int64_t n;

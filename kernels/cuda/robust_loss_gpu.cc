@@ -12,21 +12,19 @@
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include "kernels/cuda/robust_loss.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/robust_loss_op.h"
+#include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 
 namespace mo {
-namespace {
 
 using cuda::AsCuda;
 using cuda::LaunchStatus;
-
-}  // namespace
-
-using GPUDevice = Eigen::GpuDevice;
 
 template <typename T>
 struct RobustLossFunctor<GPUDevice, T> {
@@ -36,7 +34,7 @@ struct RobustLossFunctor<GPUDevice, T> {
     const robust_loss_checks::ParamLayout& l = args.layout;
     return LaunchStatus("RobustLoss", cuda::LaunchRobustLossForward(
                                           AsCuda(args.x), args.alpha, args.scale, AsCuda(out), args.n, l.channels,
-                                          l.alpha_vec, l.scale_vec, ctx->eigen_device<GPUDevice>().stream()));
+                                          l.alpha_vec, l.scale_vec, cuda::Stream(ctx)));
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const RobustLossArgs<T>& args, const T* grad,
@@ -45,13 +43,13 @@ struct RobustLossFunctor<GPUDevice, T> {
     return LaunchStatus("RobustLossGrad",
                         cuda::LaunchRobustLossBackward(AsCuda(grad), AsCuda(args.x), args.alpha, args.scale,
                                                        AsCuda(dx), dalpha, dscale, args.n, l.channels, l.alpha_vec,
-                                                       l.scale_vec, ctx->eigen_device<GPUDevice>().stream()));
+                                                       l.scale_vec, cuda::Stream(ctx)));
   }
 };
 
-METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_GPU, GPUDevice, Eigen::half);
-METAL_OPS_REGISTER_ROBUST_LOSS(DEVICE_GPU, GPUDevice, ::tensorflow::bfloat16);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, Eigen::half);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, ::tensorflow::bfloat16);
 
 }  // namespace mo
 

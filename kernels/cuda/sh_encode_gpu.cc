@@ -5,20 +5,21 @@
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include "kernels/cuda/sh_encode.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/sh_encode_op.h"
+#include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
-
-using GPUDevice = Eigen::GpuDevice;
 
 template <typename T>
 struct SHEncodeFunctor<GPUDevice, T> {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* dirs, int64_t n, int degree, T* values) {
     return cuda::LaunchStatus("SHEncode", cuda::LaunchSHEncodeForward(cuda::AsCuda(dirs), cuda::AsCuda(values), n,
-                                                                      degree, ctx->eigen_device<GPUDevice>().stream()));
+                                                                      degree, cuda::Stream(ctx)));
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* grad, const T* dirs, int64_t n,
@@ -26,12 +27,12 @@ struct SHEncodeFunctor<GPUDevice, T> {
     return cuda::LaunchStatus("SHEncodeGrad",
                               cuda::LaunchSHEncodeBackward(cuda::AsCuda(grad), cuda::AsCuda(dirs),
                                                            cuda::AsCuda(grad_dirs), n, degree,
-                                                           ctx->eigen_device<GPUDevice>().stream()));
+                                                           cuda::Stream(ctx)));
   }
 };
 
-METAL_OPS_REGISTER_SH_ENCODE(DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_SH_ENCODE(DEVICE_GPU, GPUDevice, Eigen::half);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_GPU, GPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_GPU, GPUDevice, Eigen::half);
 
 }  // namespace mo
 

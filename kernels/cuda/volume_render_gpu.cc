@@ -1,17 +1,21 @@
 // The CUDA functor of MetalOpsVolumeRender / MetalOpsVolumeRenderGrad (the
 // kernel class is kernels/volume_render_op.h) and its GPU registration.
 // Compiled only when the installed TensorFlow is a CUDA build: the Makefile
-// then defines GOOGLE_CUDA and links kernels/cuda/volume_render.cu.cc. Not run
-// here (tensorflow-cpu); the launchers are tested through the harness.
+// then defines GOOGLE_CUDA and links kernels/cuda/volume_render.cu.cc. The
+// launchers are tested through the harness (tests/cuda).
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/common/volume_render.h"
+#include "kernels/cuda/tf_gpu.h"
 #include "kernels/cuda/volume_render.h"
 #include "kernels/volume_render_op.h"
+#include "kernels/register_kernels.h"
 #include "ops/checks_tf.h"
 #include "ops/volume_render_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -19,8 +23,6 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace mo {
-
-using GPUDevice = Eigen::GpuDevice;
 
 template <typename T>
 struct VolumeRenderFunctor<GPUDevice, T> {
@@ -31,7 +33,7 @@ struct VolumeRenderFunctor<GPUDevice, T> {
     Tensor bad_tensor;
     TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT64, ::tensorflow::TensorShape({2}), &bad_tensor));
     auto* bad = reinterpret_cast<unsigned long long*>(bad_tensor.flat<int64_t>().data());
-    const cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    const cudaStream_t stream = cuda::Stream(ctx);
     cudaError_t err = cudaMemsetAsync(bad, 0xFF, 2 * sizeof(unsigned long long), stream);
     if (err == cudaSuccess) {
       err = cuda::LaunchVolumeRenderForward<T>(a.sigma, a.rgb, a.t, a.background, a.background_per_ray, a.rays, S,
@@ -39,18 +41,16 @@ struct VolumeRenderFunctor<GPUDevice, T> {
                                                stream);
     }
     unsigned long long host_bad[2] = {0, 0};
-    if (err == cudaSuccess) err = cudaMemcpyAsync(host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost, stream);
-    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-    if (err != cudaSuccess) {
-      return ::tensorflow::errors::Internal("MetalOpsVolumeRender CUDA launch failed: ", cudaGetErrorString(err));
-    }
+    if (err == cudaSuccess) err = cuda::CopyToHost(host_bad, bad, sizeof(host_bad), stream);
+    TF_RETURN_IF_ERROR(cuda::LaunchStatus("MetalOpsVolumeRender", err));
     for (int which = 0; which < 2; ++which) {
       if (host_bad[which] == ~0ull) continue;
       // The bad ray's samples, on the host, for the CPU kernel's message.
       const int64_t r = static_cast<int64_t>(host_bad[which]);
       std::vector<T> sigma_row(S), t_row(S + 1);
-      cudaMemcpy(sigma_row.data(), a.sigma + r * S, S * sizeof(T), cudaMemcpyDeviceToHost);
-      cudaMemcpy(t_row.data(), a.t + r * (S + 1), (S + 1) * sizeof(T), cudaMemcpyDeviceToHost);
+      err = cuda::CopyToHost(sigma_row.data(), a.sigma + r * S, S * sizeof(T), stream);
+      if (err == cudaSuccess) err = cuda::CopyToHost(t_row.data(), a.t + r * (S + 1), (S + 1) * sizeof(T), stream);
+      TF_RETURN_IF_ERROR(cuda::CudaStatus("MetalOpsVolumeRender CUDA check", err));
       const VrCheck check = vr_check_ray(sigma_row.data(), t_row.data(), S);
       return checks::ToStatus(volume_render_checks::BadRay(check, r, sigma_row.data(), t_row.data()));
     }
@@ -58,28 +58,15 @@ struct VolumeRenderFunctor<GPUDevice, T> {
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& a) {
-    const cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
-    const cudaError_t err = cuda::LaunchVolumeRenderBackward<T>(
+    return cuda::LaunchStatus("MetalOpsVolumeRenderGrad", cuda::LaunchVolumeRenderBackward<T>(
         a.sigma, a.rgb, a.t, a.background, a.background_per_ray, a.rays, a.samples, a.early_termination, a.out_rgb,
         a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth, a.grad_opacity, a.grad_weights, a.grad_sigma,
-        a.grad_samples_rgb, a.grad_background, stream);
-    if (err != cudaSuccess) {
-      return ::tensorflow::errors::Internal("MetalOpsVolumeRenderGrad CUDA launch failed: ", cudaGetErrorString(err));
-    }
-    return absl::OkStatus();
+        a.grad_samples_rgb, a.grad_background, cuda::Stream(ctx)));
   }
 };
 
-#define METAL_OPS_REGISTER_VOLUME_RENDER_GPU(T)                                                         \
-  REGISTER_KERNEL_BUILDER(                                                                              \
-      Name("MetalOpsVolumeRender").Device(::tensorflow::DEVICE_GPU).TypeConstraint<T>("T"),            \
-      VolumeRenderOp<GPUDevice, T>);                                                                    \
-  REGISTER_KERNEL_BUILDER(                                                                              \
-      Name("MetalOpsVolumeRenderGrad").Device(::tensorflow::DEVICE_GPU).TypeConstraint<T>("T"),        \
-      VolumeRenderGradOp<GPUDevice, T>)
-METAL_OPS_REGISTER_VOLUME_RENDER_GPU(float);
-METAL_OPS_REGISTER_VOLUME_RENDER_GPU(double);
-#undef METAL_OPS_REGISTER_VOLUME_RENDER_GPU
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_GPU, GPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_GPU, GPUDevice, double);
 
 }  // namespace mo
 

@@ -5,28 +5,28 @@
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include "kernels/cuda/tf_gpu.h"
 #include "kernels/cuda/zero_out.h"
 #include "kernels/zero_out_op.h"
+#include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
-
-using GPUDevice = Eigen::GpuDevice;
 
 template <typename T>
 struct ZeroOutFunctor<GPUDevice, T> {
   static absl::Status Compute(::tensorflow::OpKernelContext* ctx, const T* in, T* out, int64_t n,
                               int64_t preserve_index) {
-    const cudaError_t err = cuda::LaunchZeroOut(in, out, n, preserve_index, ctx->eigen_device<GPUDevice>().stream());
-    return err == cudaSuccess ? absl::OkStatus()
-                              : ::tensorflow::errors::Internal("ZeroOut CUDA launch failed: ", cudaGetErrorString(err));
+    return cuda::LaunchStatus("ZeroOut", cuda::LaunchZeroOut(in, out, n, preserve_index, cuda::Stream(ctx)));
   }
 };
 
 // int32 stays on the host by TensorFlow's convention for GPU devices.
-METAL_OPS_REGISTER_ZERO_OUT(DEVICE_GPU, GPUDevice, int64_t);
-METAL_OPS_REGISTER_ZERO_OUT(DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_ZERO_OUT(DEVICE_GPU, GPUDevice, double);
+METAL_OPS_REGISTER("ZeroOut", DEVICE_GPU, int64_t, ZeroOutOp<GPUDevice, int64_t>);
+METAL_OPS_REGISTER("ZeroOut", DEVICE_GPU, float, ZeroOutOp<GPUDevice, float>);
+METAL_OPS_REGISTER("ZeroOut", DEVICE_GPU, double, ZeroOutOp<GPUDevice, double>);
 
 }  // namespace mo
 

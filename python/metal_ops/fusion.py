@@ -110,12 +110,6 @@ def _cpu_optimizer_owner():
     return None
 
 
-def _other_cpu_optimizer():
-    """Name of a foreign library that owns the CPU Grappler optimizer, or None."""
-    owner = _cpu_optimizer_owner()
-    return owner[1] if owner is not None and owner[0] == "foreign" else None
-
-
 def is_enabled():
     """True when the plugin is loaded in this process and not disabled by METAL_OPS_FUSION=0."""
     if os.environ.get("METAL_OPS_FUSION", "1") == "0":

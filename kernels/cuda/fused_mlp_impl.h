@@ -1,0 +1,109 @@
+// What the FusedMLP CUDA launchers (fused_mlp.cu.cc) and their two
+// implementations share: the padded dimensions, the backward workspace layout,
+// and the implementations' entry points:
+//   float32: fused_mlp_simt.cu.cc, CUDA cores, one block per 128-row tile
+//   float16: fused_mlp_mma.cu.cc, tensor cores (mma.sync), rows in registers
+// Device code (nvcc only); no TensorFlow.
+#ifndef METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+#define METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/fused_mlp.h"
+
+namespace mo {
+namespace cuda {
+namespace fused_mlp_impl {
+
+// Weight-gradient row splits: a function of N only (bitwise determinism),
+// at least kSplitRows rows each.
+constexpr int kMaxSplits = 256;
+constexpr int kSplitRows = 4096;
+
+inline int Pad16(int v) { return (v + 15) / 16 * 16; }
+
+__host__ __device__ inline size_t Align128(size_t b) { return (b + 127) / 128 * 128; }
+
+struct Dims {
+  int in_p, out_p, d;  // padded input/output widths, max(width, in_p, out_p)
+};
+
+inline Dims DimsOf(const FusedMlpShape& s) {
+  Dims d;
+  d.in_p = Pad16(s.in_dim);
+  d.out_p = Pad16(s.out_dim);
+  d.d = std::max(s.width, std::max(d.in_p, d.out_p));
+  return d;
+}
+
+// Matrix l: rows (true, padded), cols (true, padded).
+__host__ __device__ inline void MatrixDims(int l, int matrices, int in_dim, int in_p, int width,
+                                           int out_dim, int out_p, int* k, int* kp, int* nn,
+                                           int* np) {
+  *k = l == 0 ? in_dim : width;
+  *kp = l == 0 ? in_p : width;
+  *nn = l == matrices - 1 ? out_dim : width;
+  *np = l == matrices - 1 ? out_p : width;
+}
+
+// dL/dz of every layer, [n, np_l] each, in the backward workspace.
+template <typename T>
+struct DzBuffers {
+  T* dz[kFusedMlpMaxMatrices];  // null when not needed
+};
+
+inline int Splits(int64_t n) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, (n + kSplitRows - 1) / kSplitRows)));
+}
+
+struct WsLayout {
+  size_t dz_off[kFusedMlpMaxMatrices];
+  size_t part_off;
+  int splits;
+  int64_t part_stride;
+  size_t total;
+};
+
+inline WsLayout Layout(const FusedMlpShape& s, size_t elem) {
+  const Dims dm = DimsOf(s);
+  WsLayout w;
+  size_t off = 0;
+  const int matrices = s.hidden_layers + 1;
+  for (int l = 0; l < matrices; ++l) {
+    const int np = l == matrices - 1 ? dm.out_p : s.width;
+    w.dz_off[l] = off;
+    off += Align128(elem * static_cast<size_t>(s.n) * np);
+  }
+  w.splits = Splits(s.n);
+  w.part_stride = static_cast<int64_t>(dm.d) * dm.d + dm.d;
+  w.part_off = off;
+  off += Align128(sizeof(float) * static_cast<size_t>(matrices) * w.splits * w.part_stride);
+  w.total = off;
+  return w;
+}
+
+// The implementations, for n > 0 and a shape ShapeOk admits: float32
+// (fused_mlp_simt.cu.cc) and float16 (fused_mlp_mma.cu.cc) overloads. The
+// backward writes dx and, when any_wgrad, dz and the weight-gradient partials
+// (summed over splits by the caller).
+cudaError_t Forward(const float* x, const FusedMlpParams<float>& p, float* y, float* saved, const FusedMlpShape& s,
+                    cudaStream_t stream);
+cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
+                    const FusedMlpShape& s, cudaStream_t stream);
+cudaError_t Backward(const float* dy, const float* x, const float* y, const float* saved,
+                     const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
+                     float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
+cudaError_t Backward(const __half* dy, const __half* x, const __half* y, const __half* saved,
+                     const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs, bool any_wgrad,
+                     float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
+
+}  // namespace fused_mlp_impl
+}  // namespace cuda
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
