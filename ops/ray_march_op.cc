@@ -1,6 +1,8 @@
 // MetalOpsRayMarch: packed samples of rays marched through an occupancy
 // bitfield. Formulas: kernels/common/ray_march.h; checks and attributes:
 // ops/ray_march_checks.h. Python: python/metal_ops/ray_march.py.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include "ops/checks_tf.h"
 #include "ops/ray_march_checks.h"
 #include "tensorflow/core/framework/common_shape_fns.h"

@@ -2,14 +2,16 @@
 // kernels/ray_march_op.h): TF's intra-op thread pool, one ray per work item,
 // counted in a first pass and written at its prefix-sum offset in a second.
 // The march itself is kernels/common/ray_march.h.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/ray_march.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/ray_march_op.h"
 #include "ops/ray_march_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/lib/core/threadpool.h"
 
 namespace mo {
 namespace {
@@ -21,10 +23,9 @@ void ForEachRay(OpKernelContext* ctx, const RayMarchParams& p, const Work& work)
   // About 60 operations per loop iteration; a ray takes up to max_samples
   // steps plus a few skips per cell it crosses.
   const int64_t iterations = std::min<int64_t>(p.max_iterations, p.max_samples + 3 * p.grid_resolution);
-  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-      p.num_rays, 60 * iterations, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) work(static_cast<int32>(r));
-      });
+  cpu::ParallelFor(ctx, p.num_rays, 60 * iterations, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) work(static_cast<int32>(r));
+  });
 }
 
 }  // namespace

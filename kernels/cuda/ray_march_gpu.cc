@@ -9,6 +9,8 @@
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
 #include "kernels/cuda/ray_march.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/ray_march_op.h"
@@ -24,7 +26,7 @@ template <>
 struct RayMarchFunctor<GPUDevice> {
   static absl::Status Count(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                             int32_t* offsets, int32_t* counts, int64_t* total) {
-    const cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    const cudaStream_t stream = cuda::Stream(ctx);
     const size_t scratch_bytes = cuda::RayMarchCountScratchBytes(p.num_rays);
     ::tensorflow::Tensor scratch, device_total;
     TF_RETURN_IF_ERROR(ctx->allocate_temp(
@@ -33,19 +35,17 @@ struct RayMarchFunctor<GPUDevice> {
     auto* dev_total = reinterpret_cast<long long*>(device_total.flat<int64_t>().data());
     cudaError_t err = cuda::LaunchRayMarchCount(p, in, counts, offsets, dev_total,
                                                 scratch.flat<int8_t>().data(), scratch_bytes, stream);
-    long long host_total = 0;
-    if (err == cudaSuccess) {
-      err = cudaMemcpyAsync(&host_total, dev_total, sizeof(host_total), cudaMemcpyDeviceToHost, stream);
-    }
-    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
     TF_RETURN_IF_ERROR(cuda::LaunchStatus("RayMarch count", err));
+    long long host_total = 0;
+    TF_RETURN_IF_ERROR(
+        cuda::CudaStatus("RayMarch total copy", cuda::CopyToHost(&host_total, dev_total, sizeof(host_total), stream)));
     *total = host_total;
     return absl::OkStatus();
   }
 
   static absl::Status Fill(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                            const int32_t* offsets, float* t_starts, float* t_ends, int32_t* ray_indices) {
-    const cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    const cudaStream_t stream = cuda::Stream(ctx);
     return cuda::LaunchStatus("RayMarch fill", cuda::LaunchRayMarchFill(p, in, offsets, t_starts,
                                                                          t_ends, ray_indices, stream));
   }
