@@ -108,7 +108,7 @@ ISA_TUNE ?= generic
 ifeq ($(PORTABLE),1)
   # The interference size Eigen's headers align to, pinned (g++ otherwise warns
   # that it follows -mtune): 64 bytes, as on every x86-64 tuning.
-  OPT := -O3 -fno-trapping-math -march=$(ISA) -mtune=$(ISA_TUNE) --param hardware_destructive_interference_size=64
+  OPT := -O3 -fno-trapping-math -march=$(ISA) -mtune=$(ISA_TUNE) --param destructive-interference-size=64
   PORTABLE_SRCS := tools/manylinux/libstdcxx_compat.cc
   # Only the rpath into site-packages: none to this machine's build venv.
   BLAS_LFLAGS := $(filter-out -Wl$(comma)-rpath$(comma)/%,$(BLAS_LFLAGS))
@@ -216,15 +216,18 @@ $(PLUGIN_LIB): $(PLUGIN_OBJS)
 ISA_LEVELS ?= x86-64-v2 x86-64-v3 x86-64-v4
 .PHONY: isa-libs isa-plugin $(addprefix isa-lib-,$(ISA_LEVELS))
 # One level after the other (each sub-make compiles in parallel itself).
+# -j on each sub-make's command line: the jobserver of a make whose makefile
+# forces -j (MAKEFLAGS above) does not reach a sub-make, which would compile serially.
+ISA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 isa-libs: $(BUILD)/tf_flags.mk
-	+@for level in $(ISA_LEVELS); do $(MAKE) --no-print-directory isa-lib-$$level || exit 1; done
-	+@$(MAKE) --no-print-directory isa-plugin
+	+@for level in $(ISA_LEVELS); do $(MAKE) --no-print-directory -j$(ISA_JOBS) isa-lib-$$level || exit 1; done
+	+@$(MAKE) --no-print-directory -j$(ISA_JOBS) isa-plugin
 	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --isa-levels "$(ISA_LEVELS)" --isa-tune $(ISA_TUNE)
 $(addprefix isa-lib-,$(ISA_LEVELS)): isa-lib-%: $(BUILD)/tf_flags.mk
-	+$(MAKE) --no-print-directory PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
+	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
 isa-plugin: $(BUILD)/tf_flags.mk
-	+$(MAKE) --no-print-directory PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
+	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
 
 # ---- Wheels (docs/BUILDING.md, "Wheels") --------------------------------------------
 # dist/: the Linux x86_64 wheel (isa-libs above, tagged and checked for

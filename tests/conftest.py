@@ -1,6 +1,43 @@
 import os
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Whether the tests run in a clone; tools/wheel_test.sh runs a copy of tests/
+# against the installed wheel, without the tree.
+SOURCE_TREE = os.path.isfile(os.path.join(ROOT, "Makefile")) and os.path.isdir(os.path.join(ROOT, "kernels"))
+# Modules that test the tree itself (its sources, build files, the examples,
+# the Metal shaders through the MSL shim, the macOS build), not the package:
+# without the tree each is one skip with this reason.
+NEEDS_SOURCE_TREE = {
+    "test_build.py": "the build files (Makefile, Bazel, setup.py)",
+    "test_sources.py": "the sources",
+    "test_metal_glue.py": "the Objective-C++ glue and tools/metal_check.sh",
+    "test_macos_binaries.py": "tools/macos_binaries.py and kernels/metal",
+    "test_fused_mlp_metal_shim.py": "the Metal shaders (MSL shim)",
+    "test_hash_encode_metal_shim.py": "the Metal shaders (MSL shim)",
+    "test_sh_encode_metal_shim.py": "the Metal shaders (MSL shim)",
+    "test_nerf_datasets.py": "examples/nerf",
+    "test_nerf_distributed.py": "examples/nerf",
+    "test_nerf_sample.py": "examples/nerf",
+    "test_fused_mlp_isa.py": "kernels/ and a compiler",
+    "test_neon_qemu.py": "kernels/ and the ARM64 cross tools",
+    "test_sanitizer_build.py": "the ASan build (make asan-test)",
+}
+
+
+class _NeedsSourceTree(pytest.File):
+    def collect(self):
+        pytest.skip(f"needs the source tree ({NEEDS_SOURCE_TREE[self.path.name]}); "
+                    "this suite runs against an installed package")
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    if not SOURCE_TREE and module_path.name in NEEDS_SOURCE_TREE:
+        return _NeedsSourceTree.from_parent(parent, path=module_path)
+    return None
 
 
 def pytest_configure(config):

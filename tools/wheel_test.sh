@@ -10,7 +10,7 @@
 #
 # The suite runs once per x86-64 level this CPU runs, forced with METAL_OPS_ISA,
 # and the automatic choice is checked to be the highest of them.
-# WHEEL_TEST_ARGS: pytest arguments of the full runs; WHEEL_TEST_LEVEL_ARGS:
+# WHEEL_TEST_ARGS: pytest arguments of the full run (default `tests -q`); WHEEL_TEST_LEVEL_ARGS:
 # those of the forced-level runs (default: the same). CI keeps it lean with a
 # subset there (.ci/run).
 set -euo pipefail
@@ -22,7 +22,7 @@ if [ -z "$WHEEL" ]; then
   echo "wheel-test: no Linux wheel in dist/ (make wheels)" >&2
   exit 1
 fi
-WHEEL_TEST_ARGS="${WHEEL_TEST_ARGS:--q -p no:cacheprovider -x}"
+WHEEL_TEST_ARGS="${WHEEL_TEST_ARGS:-tests -q -p no:cacheprovider}"
 WHEEL_TEST_LEVEL_ARGS="${WHEEL_TEST_LEVEL_ARGS:-$WHEEL_TEST_ARGS}"
 
 echo "wheel-test: a new venv in $OUT/venv with $(basename "$WHEEL")[cpu]"
@@ -64,8 +64,10 @@ fi
 
 echo "wheel-test: the test suite at the automatic level ($auto)"
 start=$SECONDS
-# shellcheck disable=SC2086
-"$PY" -m pytest tests $WHEEL_TEST_ARGS
+# (shell words: quotes in the variables group, e.g. -m 'not slow')
+eval "full_args=($WHEEL_TEST_ARGS)"
+eval "level_args=($WHEEL_TEST_LEVEL_ARGS)"
+"$PY" -m pytest "${full_args[@]}"
 echo "wheel-test: automatic level: $((SECONDS - start)) s"
 for level in $levels; do
   [ "$level" = "$auto" ] && [ "$WHEEL_TEST_LEVEL_ARGS" = "$WHEEL_TEST_ARGS" ] && continue
@@ -73,8 +75,7 @@ for level in $levels; do
   start=$SECONDS
   METAL_OPS_ISA="$level" "$PY" -m metal_ops 2>&1 >/dev/null | grep -q "CPU kernels: $level (forced" ||
     { echo "wheel-test: FAILED: METAL_OPS_ISA=$level is not what runs" >&2; exit 1; }
-  # shellcheck disable=SC2086
-  METAL_OPS_ISA="$level" "$PY" -m pytest tests $WHEEL_TEST_LEVEL_ARGS
+  METAL_OPS_ISA="$level" "$PY" -m pytest "${level_args[@]}"
   echo "wheel-test: METAL_OPS_ISA=$level: $((SECONDS - start)) s"
 done
 echo "wheel-test: OK ($(basename "$WHEEL"); levels $levels)"
