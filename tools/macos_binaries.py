@@ -6,6 +6,14 @@
         --header kernels/metal/tf_metal_stream.h
     python tools/macos_binaries.py binds --plugin tensorflow-plugins/libmetal_plugin.dylib
     python tools/macos_binaries.py exports --lib tensorflow/libtensorflow_framework.2.dylib TF_GetStream ...
+    python tools/macos_binaries.py wheel --wheel dist/tf_metal_ops-...-py3-none-macosx_12_0_arm64.whl \\
+        --site-packages build/macos/tf-<v>-openblas-<v> --sdk MacOSX.sdk --macos-min 12.0
+
+wheel: the macOS wheel `make wheels` builds (check_macos_wheel): tag, thin
+arm64 Mach-O files, the minimum macOS of LC_BUILD_VERSION, install names,
+`@rpath/` dependencies found through the libraries' rpaths from
+site-packages/metal_ops, every bind exported by TensorFlow's and OpenBLAS's
+dylibs or the SDK's text stubs, and TF_InitGraph exported by the plugin only.
 
 plugin-compat: whether dyld can load tensorflow-metal's plugin into each
 TensorFlow (an unpacked wheel's `tensorflow/` folder per --tf-dir). The plugin
