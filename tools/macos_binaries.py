@@ -966,15 +966,20 @@ def check_macos_wheel(wheel, site, sdk, macos_min):
     return problems, notes
 
 
+def report(prefix, wheel, problems, notes):
+    """Prints a wheel check's notes and problems; the exit status (0: passed)."""
+    for line in notes:
+        print(f"{prefix}: {line}")
+    for p in problems:
+        print(f"{prefix}: FAILED: {p}", file=sys.stderr)
+    if not problems:
+        print(f"{prefix}: OK: {os.path.basename(wheel)}")
+    return 1 if problems else 0
+
+
 def cmd_wheel(args):
     problems, notes = check_macos_wheel(args.wheel, os.path.abspath(args.site_packages), args.sdk, args.macos_min)
-    for line in notes:
-        print(f"macos wheel: {line}")
-    for p in problems:
-        print(f"macos wheel: FAILED: {p}", file=sys.stderr)
-    if not problems:
-        print(f"macos wheel: OK: {os.path.basename(args.wheel)}")
-    return 1 if problems else 0
+    return report("macos wheel", args.wheel, problems, notes)
 
 
 def main(argv=None):

@@ -30,6 +30,9 @@ import zipfile
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from macos_binaries import report  # noqa: E402  (standard library only)
+
 # Libraries the wheel's objects may need: TensorFlow's, OpenBLAS's (site-packages)
 # and the C/C++ runtime every manylinux policy allows.
 EXTERNAL = {"libtensorflow_framework.so.2", "libtensorflow_cc.so.2", "libscipy_openblas.so"}
@@ -130,13 +133,7 @@ def main(argv=None):
     linux.add_argument("--auditwheel")
     args = parser.parse_args(argv)
     problems, notes = check_linux(args.wheel, args.policy, args.auditwheel)
-    for line in notes:
-        print(f"wheel_check: {line}")
-    for p in problems:
-        print(f"wheel_check: FAILED: {p}", file=sys.stderr)
-    if not problems:
-        print(f"wheel_check: OK: {os.path.basename(args.wheel)}")
-    return 1 if problems else 0
+    return report("wheel_check", args.wheel, problems, notes)
 
 
 if __name__ == "__main__":
