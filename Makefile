@@ -220,6 +220,7 @@ ISA_LEVELS ?= x86-64-v2 x86-64-v3 x86-64-v4
 # forces -j (MAKEFLAGS above) does not reach a sub-make, which would compile serially.
 ISA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 isa-libs: $(BUILD)/tf_flags.mk
+	@mkdir -p $(PKG)
 	+@for level in $(ISA_LEVELS); do $(MAKE) --no-print-directory -j$(ISA_JOBS) isa-lib-$$level || exit 1; done
 	+@$(MAKE) --no-print-directory -j$(ISA_JOBS) isa-plugin
 	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \

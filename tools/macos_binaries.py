@@ -903,8 +903,13 @@ def check_macos_wheel(wheel, site, sdk, macos_min):
         info = json.loads(z.read("metal_ops/_build_info.json"))
         if info.get("platform") != "Darwin-arm64" or "metal" not in info.get("backends", []):
             problems.append(f"_build_info.json: {info} (want platform Darwin-arm64 with the metal backend)")
-        if info.get("tensorflow_version") != tf.version:
-            problems.append(f"built against TensorFlow {info.get('tensorflow_version')}, checked against {tf.version}")
+        try:
+            from tools.tf_flags import wheel_version
+        except ImportError:  # run as tools/macos_binaries.py
+            from tf_flags import wheel_version
+        checked = wheel_version(os.path.join(tf.dir, "include"))
+        if info.get("tensorflow_version") != checked:
+            problems.append(f"built against TensorFlow {info.get('tensorflow_version')}, checked against {checked}")
         libs = sorted(n for n in names if n.endswith((".so", ".dylib")))
         if libs != ["metal_ops/_metal_ops.so", "metal_ops/_metal_ops_grappler.so"]:
             problems.append(f"compiled files {libs}, want metal_ops/_metal_ops.so and _metal_ops_grappler.so")
@@ -960,9 +965,12 @@ def check_macos_wheel(wheel, site, sdk, macos_min):
             exports_init = image.exports().lookup("_TF_InitGraph") is not None
             if exports_init != (where == "_metal_ops_grappler.so"):
                 problems.append(f"{where}: exports TF_InitGraph: {exports_init} (only the Grappler plugin must)")
+            local = [r for r in image.rpaths if r.startswith("/")]
+            if local:
+                notes.append(f"{where}: rpaths into the build machine, unused from site-packages: {local}")
             notes.append(f"{where}: arm64, macOS {image.build_version[1] if image.build_version else '?'}, "
                          f"{resolved} binds resolved ({len(found)} libraries through rpaths "
-                         f"{', '.join(image.rpaths)}), install name {image.install_name}")
+                         f"{', '.join(r for r in image.rpaths if r.startswith('@'))}), install name {image.install_name}")
     return problems, notes
 
 
