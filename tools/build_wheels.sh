@@ -57,7 +57,7 @@ linux_wheel() {
   # site-packages/scipy_openblas32): excluded, never grafted. The per-level
   # libraries above the baseline are loaded only on CPUs that run them (the
   # loader checks), hence no ISA-extension check.
-  "$TOOLS/bin/auditwheel" repair --plat "$MANYLINUX" --only-plat --disable-isa-ext-check \
+  PATH="$PWD/$TOOLS/bin:$PATH" "$TOOLS/bin/auditwheel" repair --plat "$MANYLINUX" --only-plat --disable-isa-ext-check \
     --exclude libtensorflow_framework.so.2 --exclude libtensorflow_cc.so.2 --exclude libscipy_openblas.so \
     -w "$DIST" "$raw"
   local wheel
