@@ -110,7 +110,10 @@ ifeq ($(PORTABLE),1)
   # that it follows -mtune): 64 bytes, as on every x86-64 tuning.
   OPT := -O3 -fno-trapping-math -march=$(ISA) -mtune=$(ISA_TUNE) --param destructive-interference-size=64
   PORTABLE_SRCS := tools/manylinux/libstdcxx_compat.cc
-  # Only the rpath into site-packages: none to this machine's build venv.
+endif
+# WHEEL=1 (`make wheels`): only the rpath into site-packages, none into this
+# machine's build venv (an in-tree `make isa-libs` keeps both).
+ifeq ($(WHEEL),1)
   BLAS_LFLAGS := $(filter-out -Wl$(comma)-rpath$(comma)/%,$(BLAS_LFLAGS))
 endif
 ifeq ($(MACOS_CROSS),1)

@@ -50,7 +50,7 @@ def fb(fn, *xs):
 
 f32 = lambda *s: rng.uniform(-1, 1, s).astype(np.float32)
 dims = [31, 64, 64, 3]
-ks = [f32(a, b) / np.sqrt(a) for a, b in zip(dims[:-1], dims[1:])]
+ks = [(f32(a, b) / np.sqrt(a)).astype(np.float32) for a, b in zip(dims[:-1], dims[1:])]
 bs = [f32(b) * 0.1 for b in dims[1:]]
 table_rows = metal_ops.hash_grid_size(3, 16, 19, 16, 1.447)
 work = {
@@ -62,7 +62,7 @@ work = {
     "robust_loss": fb(lambda x: metal_ops.robust_loss(x, 1.0, 0.5), f32(1 << 22)),
     "volume_render": fb(lambda s, c, t: metal_ops.volume_render(s, c, t)[:3],
                         rng.uniform(0, 5, (4096, 64)).astype(np.float32), rng.uniform(0, 1, (4096, 64, 3)).astype(np.float32),
-                        np.sort(rng.uniform(2, 6, (4096, 64)), axis=1).astype(np.float32)),
+                        np.sort(rng.uniform(2, 6, (4096, 65)), axis=1).astype(np.float32)),
     "sh_encode": fb(lambda d: metal_ops.sh_encode(d, degree=4),
                     (lambda d: d / np.linalg.norm(d, axis=1, keepdims=True))(f32(1 << 18, 3))),
     "distortion_loss": fb(metal_ops.distortion_loss, rng.uniform(0, 1, (4096, 64)).astype(np.float32),

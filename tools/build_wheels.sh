@@ -48,7 +48,7 @@ linux_wheel() {
   local out=build/wheel/linux
   echo "wheels: Linux x86_64: the op library per x86-64 level (make isa-libs) into $out/pkg"
   # Objects in build/isa-<level> (shared with an in-tree `make isa-libs`).
-  make --no-print-directory isa-libs PYTHON="$PYTHON" PKG="$out/pkg"
+  make --no-print-directory isa-libs WHEEL=1 PYTHON="$PYTHON" PKG="$out/pkg"
   tools_venv
   local raw
   raw="$(package "$out/pkg" linux_x86_64 "$out/raw")"
