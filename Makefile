@@ -3,6 +3,7 @@
 # Sources are found by wildcard: adding an op means adding files, not rules.
 
 SHELL := /bin/bash
+comma := ,
 # Compile in parallel by default (CI has 2 cores); `make -j1` overrides.
 MAKEFLAGS += --jobs=$(shell nproc 2>/dev/null || echo 2)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
@@ -42,7 +43,7 @@ else
   REQUIREMENTS := requirements.txt
 endif
 
-.PHONY: all venv test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
+.PHONY: all venv test cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
 all: $(LIB) $(BUILD_INFO)
 
 help:
@@ -111,6 +112,28 @@ OPT ?= -O3 -fno-trapping-math -march=native $(shell $(CXX) -mno-avx512fp16 -E -x
 ifeq ($(UNAME_S),Darwin)
   OPT := -O3 -fno-trapping-math
 endif
+# PORTABLE=1 (the Linux wheel's libraries, `make isa-libs`): compiled for one
+# x86-64 microarchitecture level (ISA) instead of -march=native, and linked with
+# tools/manylinux/libstdcxx_compat.cc, which keeps the library within the
+# libstdc++ that TensorFlow's manylinux wheel needs (docs/BUILDING.md, "Wheels").
+ISA ?= x86-64-v2
+ISA_TUNE ?= generic
+ifeq ($(PORTABLE),1)
+  # The interference size Eigen's headers align to, pinned (g++ otherwise warns
+  # that it follows -mtune): 64 bytes, as on every x86-64 tuning.
+  OPT := -O3 -fno-trapping-math -march=$(ISA) -mtune=$(ISA_TUNE) --param destructive-interference-size=64
+  PORTABLE_SRCS := tools/manylinux/libstdcxx_compat.cc
+endif
+# WHEEL=1 (`make wheels`): only the rpath into site-packages, none into this
+# machine's build venv (an in-tree `make isa-libs` keeps both).
+ifeq ($(WHEEL),1)
+  BLAS_LFLAGS := $(filter-out -Wl$(comma)-rpath$(comma)/%,$(BLAS_LFLAGS))
+endif
+ifeq ($(MACOS_CROSS),1)
+  TARGET_PLATFORM := Darwin-arm64
+else
+  TARGET_PLATFORM := $(UNAME_S)-$(shell uname -m)
+endif
 EXTRA_CXXFLAGS ?=
 EXTRA_LDFLAGS ?=
 # BLAS_*: OpenBLAS from the pinned scipy-openblas32 package (the fused
@@ -118,7 +141,7 @@ EXTRA_LDFLAGS ?=
 CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
 LDFLAGS := -shared $(TF_LFLAGS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
 
-OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS))
+OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS) $(PORTABLE_SRCS))
 BACKENDS := cpu
 
 # The Metal shaders are compiled at run time from source embedded in the
@@ -179,7 +202,8 @@ $(LIB): $(OBJS)
 	$(CXX) -o $@.tmp $(OBJS) $(LDFLAGS) && mv -f $@.tmp $@
 
 $(BUILD_INFO): $(LIB) tools/write_build_info.py
-	$(PYTHON) tools/write_build_info.py --out $@ --backends "$(BACKENDS)" --lib $(LIB)
+	python3 tools/write_build_info.py --out $@ --backends "$(BACKENDS)" --tf-version $(TF_VERSION) \
+	  --platform $(TARGET_PLATFORM) --lib $(LIB)
 
 -include $(OBJS:.o=.d)
 
@@ -187,7 +211,7 @@ $(BUILD_INFO): $(LIB) tools/write_build_info.py
 # metal_ops.fusion.enable() after the op library. Uses libtensorflow_cc's
 # Grappler C API helpers (TF_GetNodesToPreserveList, TF_NewGraphProperties).
 PLUGIN_LIB := $(PKG)/_metal_ops_grappler.so
-PLUGIN_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard grappler/*.cc))
+PLUGIN_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard grappler/*.cc) $(PORTABLE_SRCS))
 ifeq ($(UNAME_S),Darwin)
   PLUGIN_LDLIBS = -ltensorflow_cc.2 $(DARWIN_LDFLAGS) -install_name @rpath/_metal_ops_grappler.so
 else
@@ -197,6 +221,40 @@ all: $(PLUGIN_LIB)
 $(PLUGIN_LIB): $(PLUGIN_OBJS)
 	$(CXX) -o $@.tmp $(PLUGIN_OBJS) -shared $(TF_LFLAGS) $(PLUGIN_LDLIBS) $(EXTRA_LDFLAGS) && mv -f $@.tmp $@
 -include $(PLUGIN_OBJS:.o=.d)
+
+# ---- Runtime ISA dispatch (the Linux wheel) ------------------------------------------
+# The op library compiled once per x86-64 microarchitecture level, each a
+# complete library, $(PKG)/_metal_ops.<level>.so (objects in $(BUILD)/isa-<level>);
+# the Grappler plugin once, for the baseline. metal_ops' loader loads the
+# highest level the CPU runs (METAL_OPS_ISA forces one). `make wheels` builds
+# this into build/wheel/linux/pkg; `make isa-libs` in the tree builds them beside
+# the -march=native library (METAL_OPS_ISA then picks one, for benchmarks).
+ISA_LEVELS ?= x86-64-v2 x86-64-v3 x86-64-v4
+.PHONY: isa-libs isa-plugin $(addprefix isa-lib-,$(ISA_LEVELS))
+# One level after the other (each sub-make compiles in parallel itself).
+# -j on each sub-make's command line: the jobserver of a make whose makefile
+# forces -j (MAKEFLAGS above) does not reach a sub-make, which would compile serially.
+ISA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+isa-libs: $(BUILD)/tf_flags.mk
+	@mkdir -p $(PKG)
+	+@for level in $(ISA_LEVELS); do $(MAKE) --no-print-directory -j$(ISA_JOBS) isa-lib-$$level || exit 1; done
+	+@$(MAKE) --no-print-directory -j$(ISA_JOBS) isa-plugin
+	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \
+	  --platform $(TARGET_PLATFORM) --isa-levels "$(ISA_LEVELS)" --isa-tune $(ISA_TUNE)
+$(addprefix isa-lib-,$(ISA_LEVELS)): isa-lib-%: $(BUILD)/tf_flags.mk
+	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
+isa-plugin: $(BUILD)/tf_flags.mk
+	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
+
+# ---- Wheels (docs/BUILDING.md, "Wheels") --------------------------------------------
+# dist/: the Linux x86_64 wheel (isa-libs above, tagged and checked for
+# TensorFlow's manylinux policy) and the macOS arm64 wheel (metal-check's
+# build; skipped with one line without a macOS SDK). wheel-test: the Linux
+# wheel in a new venv, the test suite at every level this CPU runs.
+wheels: $(VENV)/.installed
+	@+PYTHON="$(PYTHON)" MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" bash tools/build_wheels.sh
+wheel-test:
+	@bash tools/wheel_test.sh
 
 # ---- CUDA without a GPU -----------------------------------------------------------
 HARNESS_LIB := $(BUILD)/libmetal_ops_cuda.so
@@ -232,7 +290,7 @@ $(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(w
 metal-check:
 	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" bash tools/metal_check.sh
 # The part metal_check.sh runs (with UNAME_S=Darwin MACOS_CROSS=1).
-metal-check-build: $(LIB) $(PLUGIN_LIB)
+metal-check-build: $(LIB) $(PLUGIN_LIB) $(BUILD_INFO)
 
 # ---- MSL rules check ------------------------------------------------------------------
 # tools/msl_check.py compiles the embedded shader sources as C++ for OpenCL
@@ -246,8 +304,13 @@ msl-check: $(METAL_GEN_SRCS) msl-clang
 	python3 tools/msl_check.py $(METAL_GEN_SRCS)
 
 # ---- Tests, demo, tools ---------------------------------------------------------------
-test: all metal-shim msl-clang
+test: all metal-shim msl-clang cross-tools
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+
+# g++-aarch64-linux-gnu and qemu-user for tests/test_neon_qemu.py (the NEON
+# paths, run under emulation); prints why not and goes on when it cannot.
+cross-tools:
+	@bash tools/install_cross_tools.sh
 
 fuzz: all
 	METAL_OPS_FUZZ_PROFILE=long $(PYTHON) -m pytest tests/fuzz $(PYTEST_ARGS)

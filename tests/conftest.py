@@ -1,6 +1,62 @@
 import os
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Whether the tests run in a clone; tools/wheel_test.sh runs a copy of tests/
+# against the installed wheel, without the tree.
+SOURCE_TREE = os.path.isfile(os.path.join(ROOT, "Makefile")) and os.path.isdir(os.path.join(ROOT, "kernels"))
+# Modules that test the tree itself (its sources, build files, the examples,
+# the Metal shaders through the MSL shim, the macOS build), not the package:
+# without the tree each is one skip with this reason.
+NEEDS_SOURCE_TREE = {
+    "test_build.py": "the build files (Makefile, Bazel, setup.py)",
+    "test_sources.py": "the sources",
+    "test_metal_glue.py": "the Objective-C++ glue and tools/metal_check.sh",
+    "test_macos_binaries.py": "tools/macos_binaries.py and kernels/metal",
+    "test_fused_mlp_metal_shim.py": "the Metal shaders (MSL shim)",
+    "test_hash_encode_metal_shim.py": "the Metal shaders (MSL shim)",
+    "test_sh_encode_metal_shim.py": "the Metal shaders (MSL shim)",
+    "test_nerf_datasets.py": "examples/nerf",
+    "test_nerf_distributed.py": "examples/nerf",
+    "test_nerf_sample.py": "examples/nerf",
+    "test_fused_mlp_isa.py": "kernels/ and a compiler",
+    "test_neon_qemu.py": "kernels/ and the ARM64 cross tools",
+    "test_sanitizer_build.py": "the ASan build (make asan-test)",
+    "test_fuzz_raw_ops.py": "tools/check_op_library.py",
+    "test_fuzz_sh_encode.py": "examples/nerf (the TF composite)",
+}
+# Single tests of package modules that read the tree: <file>::<test function>.
+NEEDS_SOURCE_TREE_TESTS = {
+    "test_sh_encode.py::test_matches_the_tf_composite": "examples/nerf (the TF composite)",
+    "test_sh_encode.py::test_non_unit_special_directions_behave_like_the_tf_composite": "examples/nerf",
+    "test_fused_conv2d_gemm.py::test_openblas_pinned_alike_everywhere": "the requirements files",
+    "test_fused_conv2d_gemm.py::test_setup_requires_the_openblas_it_links": "setup.py",
+}
+
+
+class _NeedsSourceTree(pytest.File):
+    def collect(self):
+        pytest.skip(f"needs the source tree ({NEEDS_SOURCE_TREE[self.path.name]}); "
+                    "this suite runs against an installed package")
+
+
+def pytest_collection_modifyitems(config, items):
+    if SOURCE_TREE:
+        return
+    for item in items:
+        what = NEEDS_SOURCE_TREE_TESTS.get(f"{item.path.name}::{getattr(item, 'originalname', item.name)}")
+        if what:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs the source tree ({what}); this suite runs against an installed package"))
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    if not SOURCE_TREE and module_path.name in NEEDS_SOURCE_TREE:
+        return _NeedsSourceTree.from_parent(parent, path=module_path)
+    return None
 
 
 def pytest_configure(config):

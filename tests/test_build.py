@@ -125,13 +125,30 @@ def _load_setup_py():
     return module
 
 
-def test_setup_pins_the_tensorflow_it_builds_against():
+def test_setup_requires_no_tensorflow_and_offers_pinned_extras():
+    """No TensorFlow requirement (it would install a second TensorFlow beside a
+    user's other distribution); extras pinned to the minor version built against."""
     import tensorflow as tf
 
-    req = _load_setup_py()._tensorflow_requirement()
+    setup_py = _load_setup_py()
     major, minor = (int(v) for v in tf.__version__.split(".")[:2])
-    assert len(req) == 1
-    assert re.fullmatch(rf"tensorflow(-[a-z]+)?>={major}\.{minor},<{major}\.{minor + 1}", req[0]), req
+    extras = setup_py._extras()
+    assert extras["cpu"] == [f"tensorflow-cpu>={major}.{minor},<{major}.{minor + 1}; sys_platform == 'linux'"]
+    assert extras["and-cuda"] == [f"tensorflow[and-cuda]>={major}.{minor},<{major}.{minor + 1}; sys_platform == 'linux'"]
+    assert not any(r.startswith("tensorflow") for r in setup_py._openblas_requirement())
+    macos = setup_py._requirements.extras("2.19.1", "Darwin-arm64", metal_version="1.2.0")
+    assert macos == {"cpu": ["tensorflow>=2.19,<2.20; sys_platform == 'darwin'"],
+                     "metal": ["tensorflow>=2.19,<2.20; sys_platform == 'darwin'",
+                               "tensorflow-metal==1.2.0; sys_platform == 'darwin'"]}
+
+
+def test_setup_tags_wheels_py3_none():
+    setup_py = _load_setup_py()
+    dist = setup_py.BinaryDistribution({"name": "tf-metal-ops", "version": "0"})
+    cmd = setup_py.BdistWheelPy3(dist)
+    cmd.plat_name = "manylinux_2_27_x86_64"
+    cmd.ensure_finalized()
+    assert cmd.get_tag() == ("py3", "none", "manylinux_2_27_x86_64")
 
 
 def test_setup_make_command_builds_into_the_wheel_tree_without_a_venv(tmp_path):

@@ -487,3 +487,45 @@ def test_real_plugin_loads_with_the_pinned_tensorflow():
     result = mb.check_plugin_compat(mb.MachO(plugin), mb.TensorFlow(tf_dir))
     assert result.loads, result.problems
     assert result.bound > 100  # 27 two-level and ~119 flat TensorFlow binds in tensorflow-metal 1.2.0
+
+
+# ---- the macOS wheel's checks: the SDK's text stubs ------------------------------------------
+
+TBD = """--- !tapi-tbd
+tbd-version:     4
+targets:         [ x86_64-macos, arm64-macos ]
+install-name:    '/usr/lib/libSystem.B.dylib'
+reexported-libraries:
+  - targets:         [ x86_64-macos, arm64-macos ]
+    libraries:       [ '/usr/lib/system/libsystem_c.dylib' ]
+exports:
+  - targets:         [ x86_64-macos ]
+    symbols:         [ _x86_only ]
+  - targets:         [ arm64-macos, x86_64-macos ]
+    symbols:         [ _both, 
+                       _second_line ]
+    objc-classes:    [ NSThing ]
+undefineds:
+  - targets:         [ arm64-macos ]
+    symbols:         [ _imported ]
+--- !tapi-tbd
+tbd-version:     4
+targets:         [ x86_64-macos, arm64-macos ]
+install-name:    '/usr/lib/system/libsystem_c.dylib'
+exports:
+  - targets:         [ arm64-macos ]
+    symbols:         [ _memcpy ]
+...
+"""
+
+
+def test_text_stubs_exports_for_arm64_with_reexports(tmp_path):
+    (tmp_path / "usr" / "lib").mkdir(parents=True)
+    (tmp_path / "usr" / "lib" / "libSystem.B.tbd").write_text(TBD)
+    stubs = mb.TextStubs(str(tmp_path))
+    lib = "/usr/lib/libSystem.B.dylib"
+    for symbol in ("_both", "_second_line", "_OBJC_CLASS_$_NSThing", "_OBJC_METACLASS_$_NSThing", "_memcpy"):
+        assert stubs.exports(lib, symbol), symbol
+    for symbol in ("_x86_only", "_imported", "_nothing"):
+        assert not stubs.exports(lib, symbol), symbol
+    assert stubs.library("/usr/lib/libnope.dylib") is None

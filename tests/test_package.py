@@ -1,6 +1,7 @@
 """The metal_ops package: loader, build_info, version check, `python -m metal_ops`."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,9 +54,30 @@ def test_import_does_not_load_library():
 
 
 def test_version_mismatch_message_is_precise():
-    with pytest.raises(ImportError, match=r"built against TensorFlow 2\.20\.1 but TensorFlow 2\.21\.0 is running.*make clean && make"):
+    with pytest.raises(ImportError, match=r"built against TensorFlow 2\.20\.1 but TensorFlow 2\.21\.0 is running.*"
+                                          r"pip install 'tensorflow[-a-z]*>=2\.20,<2\.21'.*make clean && make"):
         _loader.check_tensorflow_version("2.20.1", "2.21.0")
     _loader.check_tensorflow_version("2.21.0", "2.21.3")  # patch releases are compatible
+
+
+def test_import_with_another_tensorflow_is_one_clear_error(tmp_path):
+    """A package built for another TensorFlow minor version: `import metal_ops`
+    fails before loading anything, naming both versions and what to install."""
+    pkg = tmp_path / "metal_ops"
+    pkg.mkdir()
+    for name in os.listdir(_loader.PACKAGE_DIR):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(_loader.PACKAGE_DIR, name), pkg / name)
+    (pkg / "_build_info.json").write_text(json.dumps(
+        {"tensorflow_version": "2.17.1", "backends": ["cpu"], "platform": "Linux-x86_64", "library": "_metal_ops.so"}))
+    env = dict(ENV, PYTHONPATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", "import metal_ops"], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: metal_ops was built against TensorFlow 2.17.1 but TensorFlow "
+                           f"{tf.__version__} is running"), out.stderr
+    assert "pip install 'tensorflow" in last and ">=2.17,<2.18'" in last, last
+    assert "undefined symbol" not in out.stderr
 
 
 def test_missing_library_says_to_run_make(tmp_path, monkeypatch):

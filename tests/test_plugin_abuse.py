@@ -109,6 +109,11 @@ def _child_copy_first(tmp):
     copy = os.path.join(tmp, "other", "_metal_ops.so")
     os.makedirs(os.path.dirname(copy))
     shutil.copy(metal_ops._loader.library_path(), copy)
+    # OpenBLAS beside it as in site-packages (a wheel's library finds it only
+    # through $ORIGIN/../scipy_openblas32/lib).
+    import scipy_openblas32
+
+    os.symlink(os.path.dirname(os.path.abspath(scipy_openblas32.__file__)), os.path.join(tmp, "scipy_openblas32"))
     tf.load_op_library(copy)
     res = {"copy": copy}
     for key, call in (("zero_out", lambda: metal_ops.zero_out([1, 2])), ("enable", fusion.enable),

@@ -6,6 +6,14 @@
         --header kernels/metal/tf_metal_stream.h
     python tools/macos_binaries.py binds --plugin tensorflow-plugins/libmetal_plugin.dylib
     python tools/macos_binaries.py exports --lib tensorflow/libtensorflow_framework.2.dylib TF_GetStream ...
+    python tools/macos_binaries.py wheel --wheel dist/tf_metal_ops-...-py3-none-macosx_12_0_arm64.whl \\
+        --site-packages build/macos/tf-<v>-openblas-<v> --sdk MacOSX.sdk --macos-min 12.0
+
+wheel: the macOS wheel `make wheels` builds (check_macos_wheel): tag, thin
+arm64 Mach-O files, the minimum macOS of LC_BUILD_VERSION, install names,
+`@rpath/` dependencies found through the libraries' rpaths from
+site-packages/metal_ops, every bind exported by TensorFlow's and OpenBLAS's
+dylibs or the SDK's text stubs, and TF_InitGraph exported by the plugin only.
 
 plugin-compat: whether dyld can load tensorflow-metal's plugin into each
 TensorFlow (an unpacked wheel's `tensorflow/` folder per --tf-dir). The plugin
@@ -66,6 +74,8 @@ LC_DYLD_INFO = 0x22
 LC_DYLD_INFO_ONLY = 0x22 | LC_REQ_DYLD
 LC_DYLD_EXPORTS_TRIE = 0x33 | LC_REQ_DYLD
 LC_DYLD_CHAINED_FIXUPS = 0x34 | LC_REQ_DYLD
+LC_BUILD_VERSION = 0x32
+PLATFORM_MACOS = 1
 # Every dylib-loading command takes the next two-level ordinal, in file order.
 DYLIB_COMMANDS = (LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB, LC_LAZY_LOAD_DYLIB, LC_LOAD_UPWARD_DYLIB)
 
@@ -269,10 +279,12 @@ class MachO:
             self.path = str(path_or_bytes)
             with open(self.path, "rb") as f:
                 data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.path.getsize(self.path) else b""
+        self.fat_arches = None  # [(cputype, offset)] of a fat file's slices
         self.base = self._slice(data)
         self.data = data
         if len(data) < self.base + 32 or struct.unpack_from("<I", data, self.base)[0] != MH_MAGIC_64:
             raise MachOError(f"{self.path}: not a 64-bit little-endian Mach-O file")
+        self.cputype = struct.unpack_from("<I", data, self.base + 4)[0]
         ncmds, _, self.flags = struct.unpack_from("<III", data, self.base + 16)
         self.install_name = None
         self.dylibs = []   # [(load command, path)]: two-level ordinal i is dylibs[i - 1]
@@ -282,6 +294,7 @@ class MachO:
         self._dyld_info = None
         self._exports_trie = None
         self._chained = None
+        self.build_version = None  # (platform, "X.Y" minimum OS) of LC_BUILD_VERSION
         pos = self.base + 32
         for _ in range(ncmds):
             cmd, cmdsize = struct.unpack_from("<II", data, pos)
@@ -299,6 +312,9 @@ class MachO:
                 self._dyld_info = struct.unpack_from("<10I", data, pos + 8)
             elif cmd == LC_DYLD_EXPORTS_TRIE:
                 self._exports_trie = struct.unpack_from("<II", data, pos + 8)
+            elif cmd == LC_BUILD_VERSION:
+                platform_, minos = struct.unpack_from("<II", data, pos + 8)
+                self.build_version = (platform_, f"{minos >> 16}.{(minos >> 8) & 0xFF}")
             elif cmd == LC_DYLD_CHAINED_FIXUPS:
                 self._chained = struct.unpack_from("<II", data, pos + 8)
             pos += cmdsize
@@ -311,6 +327,7 @@ class MachO:
             return 0
         size = 20 if magic == FAT_MAGIC else 32
         arches = []
+        self.fat_arches = arches
         for i in range(count):
             entry = 8 + size * i
             cputype = struct.unpack_from(">I", data, entry)[0]
@@ -802,6 +819,187 @@ def cmd_exports(args):
     return 1 if missing else 0
 
 
+# ---- the macOS wheel ---------------------------------------------------------------------
+
+TBD_SYMBOL_KEYS = {"symbols": "{}", "weak-symbols": "{}", "thread-local-symbols": "{}",
+                   "objc-classes": "_OBJC_CLASS_$_{0} _OBJC_METACLASS_$_{0}", "objc-eh-types": "_OBJC_EHTYPE_$_{}",
+                   "objc-ivars": "_OBJC_IVAR_$_{}"}
+
+
+class TextStubs:
+    """The SDK's text stubs (.tbd, `--- !tapi-tbd` v4 documents): what each
+    system library exports for arm64-macos, re-exported libraries followed."""
+
+    def __init__(self, sdk):
+        self.sdk = sdk
+        self.docs = {}  # install name -> (set of symbols, [re-exported install names])
+
+    def _load(self, path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for doc in re.split(r"^--- !tapi-tbd", text, flags=re.M)[1:]:
+            name = re.search(r"^install-name:\s*'?([^'\n]+)'?", doc, re.M)
+            if name is None:
+                continue
+            symbols, reexports = set(), []
+            sections = [(m.start(), m.group(1)) for m in re.finditer(r"^([a-z-]+):", doc, re.M)]
+            targets = []
+            for m in re.finditer(r"([a-z-]+):\s*\[([^\]]*)\]", doc):
+                section = next((sec for pos, sec in reversed(sections) if pos <= m.start()), "")
+                key, values = m.group(1), [v.strip().strip("'") for v in m.group(2).split(",") if v.strip()]
+                if key == "targets":
+                    targets = values
+                elif "arm64-macos" not in targets:
+                    continue
+                elif section in ("exports", "reexports") and key in TBD_SYMBOL_KEYS:
+                    for v in values:
+                        symbols.update(TBD_SYMBOL_KEYS[key].format(v).split())
+                elif section == "reexported-libraries" and key == "libraries":
+                    reexports += values
+            self.docs[name.group(1).strip()] = (symbols, reexports)
+
+    def _stub_path(self, install_name):
+        base = os.path.join(self.sdk, install_name.lstrip("/"))
+        for candidate in (os.path.splitext(base)[0] + ".tbd" if base.endswith(".dylib") else base + ".tbd",
+                          base + ".tbd"):
+            if os.path.exists(candidate):
+                return candidate
+        return None
+
+    def library(self, install_name):
+        if install_name not in self.docs:
+            path = self._stub_path(install_name)
+            if path is not None:
+                self._load(path)
+        return self.docs.get(install_name)
+
+    def exports(self, install_name, symbol, depth=0):
+        lib = self.library(install_name)
+        if lib is None or depth > 8:
+            return False
+        return symbol in lib[0] or any(self.exports(r, symbol, depth + 1) for r in lib[1])
+
+
+def read_wheel_tags(names, read):
+    wheel_file = next((n for n in names if n.endswith(".dist-info/WHEEL")), None)
+    if wheel_file is None:
+        return None, []
+    text = read(wheel_file).decode()
+    return "Root-Is-Purelib: false" not in text, re.findall(r"^Tag: (\S+)", text, re.M)
+
+
+def check_macos_wheel(wheel, site, sdk, macos_min):
+    """Problems (list of strings) and notes of the macOS wheel: tag, arm64-only
+    Mach-O files, minimum macOS, every bind resolved by the TensorFlow and
+    OpenBLAS of `site` (their unpacked macOS wheels, side by side as in
+    site-packages) or the SDK's stubs, the rpaths that find them from
+    site-packages/metal_ops, and the Grappler plugin's TF_InitGraph."""
+    import json
+    import tempfile
+    import zipfile
+
+    problems, notes = [], []
+    tag = f"py3-none-macosx_{macos_min.replace('.', '_')}_arm64"
+    if not os.path.basename(wheel).endswith(f"-{tag}.whl"):
+        problems.append(f"{os.path.basename(wheel)}: file name tag is not {tag}")
+    stubs = TextStubs(sdk)
+    tf = TensorFlow(os.path.join(site, "tensorflow"))
+    with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory() as tmp:
+        names = z.namelist()
+        purelib, tags = read_wheel_tags(names, z.read)
+        if purelib is not False or tags != [tag]:
+            problems.append(f"WHEEL: tags {tags}, platlib {purelib is False} (want [{tag}], platlib)")
+        z.extractall(tmp)
+        info = json.loads(z.read("metal_ops/_build_info.json"))
+        if info.get("platform") != "Darwin-arm64" or "metal" not in info.get("backends", []):
+            problems.append(f"_build_info.json: {info} (want platform Darwin-arm64 with the metal backend)")
+        try:
+            from tools.tf_flags import wheel_version
+        except ImportError:  # run as tools/macos_binaries.py
+            from tf_flags import wheel_version
+        checked = wheel_version(os.path.join(tf.dir, "include"))
+        if info.get("tensorflow_version") != checked:
+            problems.append(f"built against TensorFlow {info.get('tensorflow_version')}, checked against {checked}")
+        libs = sorted(n for n in names if n.endswith((".so", ".dylib")))
+        if libs != ["metal_ops/_metal_ops.so", "metal_ops/_metal_ops_grappler.so"]:
+            problems.append(f"compiled files {libs}, want metal_ops/_metal_ops.so and _metal_ops_grappler.so")
+        loader_dir = os.path.join(site, "metal_ops")  # where the wheel installs them
+        for rel in libs:
+            image = MachO(os.path.join(tmp, rel))
+            where = os.path.basename(rel)
+            if image.fat_arches is not None and [c for c, _ in image.fat_arches] != [CPU_TYPE_ARM64]:
+                problems.append(f"{where}: fat file with slices {[hex(c) for c, _ in image.fat_arches]}: arm64 only")
+            if image.cputype != CPU_TYPE_ARM64:
+                problems.append(f"{where}: CPU type {image.cputype:#x}, not arm64")
+            if image.build_version != (PLATFORM_MACOS, macos_min):
+                problems.append(f"{where}: LC_BUILD_VERSION {image.build_version}, want macOS minimum {macos_min}")
+            if image.install_name != f"@rpath/{where}":
+                problems.append(f"{where}: install name {image.install_name}, want @rpath/{where}")
+            if not image.flags & MH_TWOLEVEL:
+                problems.append(f"{where}: not linked with two-level namespaces")
+            found = {}
+            for _, path in image.dylibs:
+                if path.startswith("@rpath/"):
+                    hits = [os.path.normpath(os.path.join(loader_dir + r[len("@loader_path"):], path[7:]))
+                            for r in image.rpaths if r.startswith("@loader_path")]
+                    hits = [h for h in hits if os.path.exists(h)]
+                    if not hits:
+                        problems.append(f"{where}: {path} is found through none of its rpaths "
+                                        f"{image.rpaths} from site-packages/metal_ops")
+                    else:
+                        found[path] = hits[0]
+                elif path.startswith(("/usr/lib/", "/System/")):
+                    if stubs.library(path) is None:
+                        problems.append(f"{where}: {path} is not in the SDK")
+                else:
+                    problems.append(f"{where}: loads {path}, neither @rpath/ nor a system library")
+            missing, resolved = [], 0
+            for bind in image.binds():
+                if bind.ordinal < 1:
+                    if bind.ordinal == ORDINAL_FLAT:
+                        problems.append(f"{where}: flat-namespace lookup of {bind.symbol}")
+                    continue
+                path = image.library(bind.ordinal)
+                if path in found:
+                    target = os.path.relpath(found[path], tf.dir)
+                    ok = (tf.resolve(target, bind.symbol) if target in tf.images
+                          else MachO(found[path]).exports().lookup(bind.symbol) is not None)
+                else:
+                    ok = stubs.exports(path, bind.symbol)
+                if ok or bind.weak_import:
+                    resolved += 1
+                else:
+                    missing.append(f"{bind.symbol} (from {path})")
+            if missing:
+                problems.append(f"{where}: {len(missing)} binds resolve nowhere: {missing[:8]}")
+            exports_init = image.exports().lookup("_TF_InitGraph") is not None
+            if exports_init != (where == "_metal_ops_grappler.so"):
+                problems.append(f"{where}: exports TF_InitGraph: {exports_init} (only the Grappler plugin must)")
+            local = [r for r in image.rpaths if r.startswith("/")]
+            if local:
+                notes.append(f"{where}: rpaths into the build machine, unused from site-packages: {local}")
+            notes.append(f"{where}: arm64, macOS {image.build_version[1] if image.build_version else '?'}, "
+                         f"{resolved} binds resolved ({len(found)} libraries through rpaths "
+                         f"{', '.join(r for r in image.rpaths if r.startswith('@'))}), install name {image.install_name}")
+    return problems, notes
+
+
+def report(prefix, wheel, problems, notes):
+    """Prints a wheel check's notes and problems; the exit status (0: passed)."""
+    for line in notes:
+        print(f"{prefix}: {line}")
+    for p in problems:
+        print(f"{prefix}: FAILED: {p}", file=sys.stderr)
+    if not problems:
+        print(f"{prefix}: OK: {os.path.basename(wheel)}")
+    return 1 if problems else 0
+
+
+def cmd_wheel(args):
+    problems, notes = check_macos_wheel(args.wheel, os.path.abspath(args.site_packages), args.sdk, args.macos_min)
+    return report("macos wheel", args.wheel, problems, notes)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -824,6 +1022,13 @@ def main(argv=None):
     p.add_argument("--lib", required=True)
     p.add_argument("symbols", nargs="+")
     p.set_defaults(run=cmd_exports)
+    p = sub.add_parser("wheel", help="the macOS wheel: tag, arm64, minimum macOS, binds, rpaths, exports")
+    p.add_argument("--wheel", required=True)
+    p.add_argument("--site-packages", required=True,
+                   help="the pinned macOS TensorFlow and scipy-openblas32 wheels unpacked side by side")
+    p.add_argument("--sdk", required=True)
+    p.add_argument("--macos-min", required=True, help="the documented minimum macOS, e.g. 12.0")
+    p.set_defaults(run=cmd_wheel)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -6,9 +6,13 @@ from metal_ops import _loader
 
 def build_info():
     """Returns a dict: TensorFlow version built against and running, backends
-    compiled (cpu / cuda / metal) and the library paths."""
+    compiled (cpu / cuda / metal), the library paths, and (x86-64) the
+    instruction-set level that runs, the levels built and the levels this CPU runs."""
     info = _loader.read_build_info() or {}
-    paths = {"op_library": _loader.library_path()}
+    try:
+        paths = {"op_library": _loader.library_path()}
+    except ImportError:  # METAL_OPS_ISA asks for what this build or CPU lacks: isa["error"]
+        paths = {"op_library": None}
     grappler = os.path.join(_loader.PACKAGE_DIR, "_metal_ops_grappler.so")
     if os.path.exists(grappler):
         paths["grappler_plugin"] = grappler
@@ -19,6 +23,7 @@ def build_info():
         "tensorflow_running": tf.__version__,
         "backends": info.get("backends", []),
         "platform": info.get("platform"),
-        "built": bool(info) and os.path.exists(paths["op_library"]),
+        "built": bool(info) and paths["op_library"] is not None and os.path.exists(paths["op_library"]),
+        "isa": _loader.isa_info(info),
         "paths": paths,
     }

@@ -2,22 +2,43 @@
 
 The library is loaded on first use (not at `import metal_ops`), exactly once per
 process, and only after checking that the running TensorFlow is the one it was
-built against: C++-API custom ops bind to one TensorFlow minor version.
+built against: C++-API custom ops bind to one TensorFlow minor version
+(`import metal_ops` already checks that, without loading anything).
+
+Which library: a source build (`make`) has one, `_metal_ops.so`, compiled with
+-march=native. The Linux wheel has one per x86-64 microarchitecture level
+(`_metal_ops.<level>.so`, `make isa-libs`); the highest level this CPU runs is
+loaded, or the one METAL_OPS_ISA names (`x86-64-v2`, `x86-64-v3`, `x86-64-v4`,
+or `native` for the -march=native library of a tree that has both). A level
+the CPU lacks is refused with the missing CPU flags named, never loaded (it
+would die of an illegal instruction).
 """
 import json
 import os
+import platform
 import threading
+
+from metal_ops import _requirements
 
 _LIBRARY_NAME = "_metal_ops.so"
 _BUILD_INFO_NAME = "_build_info.json"
 _lock = threading.Lock()
 _module = None
+_loaded_path = None
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-
-def library_path():
-    return os.path.join(PACKAGE_DIR, _LIBRARY_NAME)
+ISA_ENV = "METAL_OPS_ISA"
+NATIVE = "native"
+# The x86-64 psABI microarchitecture levels, as the Linux kernel names their CPU
+# flags in /proc/cpuinfo (pni = SSE3, abm = LZCNT). Each level includes the ones
+# before it. The kernel lists AVX/AVX-512 only when the OS saves their registers.
+ISA_LEVEL_FLAGS = {
+    "x86-64-v2": ("cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"),
+    "x86-64-v3": ("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"),
+    "x86-64-v4": ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
+}
+ISA_LEVELS = tuple(ISA_LEVEL_FLAGS)
 
 
 def read_build_info():
@@ -29,20 +50,145 @@ def read_build_info():
         return json.load(f)
 
 
-def _minor_version(version):
-    return ".".join(version.split(".")[:2])
+def cpu_flags():
+    """The CPU flags Linux reports (/proc/cpuinfo), or None where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
 
 
-def check_tensorflow_version(built_version, running_version):
+def missing_flags(level, flags):
+    """The CPU flags of `level` (and of the levels below it) that `flags` lacks."""
+    needed = []
+    for name in ISA_LEVELS[: ISA_LEVELS.index(level) + 1]:
+        needed += ISA_LEVEL_FLAGS[name]
+    return [f for f in needed if f not in flags]
+
+
+def cpu_isa_levels(flags=None):
+    """The levels this CPU runs, lowest first ([] when its flags cannot be read)."""
+    flags = cpu_flags() if flags is None else flags
+    if flags is None:
+        return []
+    return [level for level in ISA_LEVELS if not missing_flags(level, flags)]
+
+
+def select_library(info, env=None, flags=None):
+    """(level, file name) of the op library to load for build info `info`.
+
+    `level` is NATIVE for a -march=native build. Raises ImportError for a
+    METAL_OPS_ISA this build or this CPU cannot honour.
+    """
+    env = os.environ if env is None else env
+    isa_libraries = info.get("isa_libraries") or {}
+    native = info.get("library")
+    forced = env.get(ISA_ENV, "").strip()
+    if flags is None:
+        flags = cpu_flags()
+    if forced:
+        if forced == NATIVE and native:
+            return NATIVE, native
+        if forced not in isa_libraries:
+            choices = list(isa_libraries) + ([NATIVE] if native else [])
+            raise ImportError(
+                f"metal_ops: {ISA_ENV}={forced} is not a level this build has a library for; "
+                f"choose one of {', '.join(choices)} (or unset {ISA_ENV})"
+                + ("" if isa_libraries else ": this -march=native build has no per-level libraries "
+                   "(`make isa-libs` builds them)"))
+        if flags is not None and missing_flags(forced, flags):
+            raise ImportError(
+                f"metal_ops: {ISA_ENV}={forced} asks for instructions this CPU lacks "
+                f"(missing CPU flags: {', '.join(missing_flags(forced, flags))}); it runs "
+                f"{', '.join(cpu_isa_levels(flags)) or 'none of the x86-64 levels'}. Unset {ISA_ENV} "
+                f"to pick the highest level this CPU runs.")
+        return forced, isa_libraries[forced]
+    if native:
+        return NATIVE, native
+    if not isa_libraries:
+        raise ImportError(f"metal_ops: the build info in {PACKAGE_DIR} names no op library")
+    if flags is None:
+        # No /proc/cpuinfo: only the baseline is safe.
+        level = ISA_LEVELS[0] if ISA_LEVELS[0] in isa_libraries else sorted(isa_libraries)[0]
+        return level, isa_libraries[level]
+    runnable = [level for level in cpu_isa_levels(flags) if level in isa_libraries]
+    if not runnable:
+        lowest = min(isa_libraries, key=ISA_LEVELS.index)
+        raise ImportError(
+            f"metal_ops: this CPU lacks {', '.join(missing_flags(lowest, flags))}, which the "
+            f"lowest level of this build ({lowest}) needs; build metal_ops from source on "
+            f"this machine (docs/BUILDING.md).")
+    level = runnable[-1]
+    return level, isa_libraries[level]
+
+
+def library_path():
+    """The op library this process loads (or has loaded)."""
+    if _loaded_path is not None:
+        return _loaded_path
+    info = read_build_info()
+    if info is None:
+        return os.path.join(PACKAGE_DIR, _LIBRARY_NAME)
+    return os.path.join(PACKAGE_DIR, select_library(info)[1])
+
+
+def isa_info(info=None):
+    """What `python -m metal_ops` reports about instruction sets: the level that
+    runs (or would run), the levels built, the levels this CPU runs, and whether
+    METAL_OPS_ISA chose it."""
+    info = read_build_info() if info is None else info
+    if not info:
+        return None
+    result = {
+        "built": (["native"] if info.get("library") else []) + list(info.get("isa_libraries") or {}),
+        "cpu": cpu_isa_levels() if platform.machine() in ("x86_64", "AMD64") else [],
+        "forced_by_env": os.environ.get(ISA_ENV) or None,
+    }
+    try:
+        result["running"] = select_library(info)[0]
+    except ImportError as e:
+        result["running"] = None
+        result["error"] = str(e)
+    if info.get("isa_tune"):
+        result["tune"] = info["isa_tune"]
+    return result
+
+
+def check_tensorflow_version(built_version, running_version, platform_name=None):
     """Raises ImportError when the library's TF minor version differs."""
-    if _minor_version(built_version) != _minor_version(running_version):
+    if _requirements.minor(built_version) != _requirements.minor(running_version):
+        hint = _requirements.install_hint(built_version, platform_name or platform.system())
         raise ImportError(
             f"metal_ops was built against TensorFlow {built_version} but "
             f"TensorFlow {running_version} is running. C++ custom ops bind to one "
-            f"TensorFlow minor version: rebuild with `make clean && make` (or "
-            f"`pip install --force-reinstall .`) in this environment, or install "
-            f"tensorflow=={built_version}."
+            f"TensorFlow minor version: install a matching TensorFlow (`{hint}`), or build "
+            f"metal_ops for this TensorFlow from source: `make clean && make` in a clone "
+            f"(or `pip install --no-build-isolation <clone>`)."
         )
+
+
+def check_tensorflow():
+    """At `import metal_ops`: TensorFlow importable and of the minor version the
+    library was built against (ImportError naming both and the fix otherwise).
+    Nothing to check before a source tree has been built."""
+    info = read_build_info()
+    if info is None:
+        return
+    try:
+        import tensorflow as tf
+    except ImportError as e:
+        hint = _requirements.install_hint(info["tensorflow_version"], info.get("platform", ""))
+        raise ImportError(
+            f"metal_ops needs TensorFlow {_requirements.minor_range(info['tensorflow_version'])} "
+            f"(its op library was built against {info['tensorflow_version']}), and importing "
+            f"TensorFlow failed: {e}. Install it with `{hint}` (or `pip install "
+            f"'tf-metal-ops[cpu]'`); the wheel does not require a TensorFlow distribution, so "
+            f"that it never installs a second one beside yours.") from e
+    check_tensorflow_version(info["tensorflow_version"], tf.__version__, info.get("platform"))
 
 
 # Every op of the library but the tutorial ZeroOut is named MetalOps<Name>.
@@ -51,28 +197,29 @@ OP_PREFIX = "MetalOps"
 
 def load_library():
     """Returns the module of generated op wrappers, loading it once."""
-    global _module
+    global _module, _loaded_path
     if _module is not None:
         return _module
     with _lock:
         if _module is None:
             import tensorflow as tf
 
-            path = library_path()
             info = read_build_info()
+            path = os.path.join(PACKAGE_DIR, select_library(info)[1]) if info else library_path()
             if not os.path.exists(path) or info is None:
                 raise ImportError(
                     f"metal_ops: compiled op library not found at {path}. Build it "
                     f"with `make` in the repository root (or install the package "
                     f"with `pip install .`)."
                 )
-            check_tensorflow_version(info["tensorflow_version"], tf.__version__)
+            check_tensorflow_version(info["tensorflow_version"], tf.__version__, info.get("platform"))
             module = tf.load_op_library(path)
             if not any(name.startswith(OP_PREFIX) for name in dir(module)):
                 # TensorFlow wraps only the ops a library newly registers (as
                 # attributes named after them): another copy got there first
                 # (its kernels would run).
                 raise ImportError(_already_registered_message(path))
+            _loaded_path = path
             _module = module
     return _module
 

@@ -15,6 +15,9 @@ SHIM_PATH = os.environ.get("METAL_OPS_SHIM_LIB", os.path.join(ROOT, "build", "li
 
 
 def load_shim():
+    if not os.path.exists(os.path.join(ROOT, "kernels", "metal")):
+        pytest.skip("the MSL shim compiles the tree's kernels/metal shaders: needs the source tree "
+                    "(this suite runs against an installed package)")
     if not os.path.exists(SHIM_PATH):
         pytest.fail(f"{SHIM_PATH} is missing: run `make metal-shim` (make test does)")
     return ctypes.CDLL(SHIM_PATH)

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# `make wheels`: the binary wheels, into dist/ (docs/BUILDING.md, "Wheels").
+#
+#   Linux x86_64: the op library once per x86-64 level (`make isa-libs`, runtime
+#     dispatch in metal_ops/_loader.py) + the Grappler plugin, packaged by
+#     setup.py (METAL_OPS_PREBUILT), tagged by `auditwheel repair` for
+#     TensorFlow's own manylinux policy with TensorFlow's and OpenBLAS's
+#     libraries left external, then checked by tools/wheel_check.py.
+#   macOS arm64: the libraries `make metal-check` cross-builds and checks
+#     (the Makefile's Darwin build), packaged the same way, checked by
+#     `tools/macos_binaries.py wheel`. Without a macOS SDK: one line, skipped.
+#
+# Environment: PYTHON (the venv with the pinned TensorFlow), MACOS_SDK,
+# MACOS_MIN, WHEEL_PLATFORMS ("linux macos" by default).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-.venv/bin/python}"
+MACOS_SDK="${MACOS_SDK:-/opt/macos-sdk/root}"
+MACOS_MIN="${MACOS_MIN:-12.0}"
+WHEEL_PLATFORMS="${WHEEL_PLATFORMS:-linux macos}"
+# TensorFlow's own Linux wheel (tensorflow-cpu 2.21.0) is manylinux_2_27_x86_64.
+MANYLINUX="${MANYLINUX:-manylinux_2_27_x86_64}"
+DIST=dist
+TOOLS=build/wheel-tools
+mkdir -p "$DIST"
+
+tools_venv() {  # auditwheel, pinned, in a venv of its own
+  if [ ! -f "$TOOLS/.installed" ] || [ requirements-wheel-tools.txt -nt "$TOOLS/.installed" ]; then
+    python3 -m venv "$TOOLS"
+    "$TOOLS/bin/python" -m pip install -q -r requirements-wheel-tools.txt
+    touch "$TOOLS/.installed"
+  fi
+}
+
+package() {  # package <prebuilt dir> <platform tag> <raw wheel dir>: setup.py's wheel of that dir
+  rm -rf "$3" && mkdir -p "$3"
+  METAL_OPS_PREBUILT="$1" METAL_OPS_WHEEL_PLATFORM="$2" \
+    "$PYTHON" -m pip wheel -q --no-build-isolation --no-deps -w "$3" .
+  ls "$3"/*.whl
+}
+
+linux_wheel() {
+  if [ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]; then
+    echo "wheels: Linux x86_64 wheel skipped: this is $(uname -s)-$(uname -m)"
+    return
+  fi
+  local out=build/wheel/linux
+  echo "wheels: Linux x86_64: the op library per x86-64 level (make isa-libs) into $out/pkg"
+  # Objects in build/isa-<level> (shared with an in-tree `make isa-libs`).
+  make --no-print-directory isa-libs WHEEL=1 PYTHON="$PYTHON" PKG="$out/pkg"
+  tools_venv
+  local raw
+  raw="$(package "$out/pkg" linux_x86_64 "$out/raw")"
+  rm -f "$DIST"/tf_metal_ops-*-linux_x86_64.whl "$DIST"/tf_metal_ops-*manylinux*.whl
+  # TensorFlow's libraries and OpenBLAS are the user's (site-packages/tensorflow,
+  # site-packages/scipy_openblas32): excluded, never grafted. The per-level
+  # libraries above the baseline are loaded only on CPUs that run them (the
+  # loader checks), hence no ISA-extension check.
+  PATH="$PWD/$TOOLS/bin:$PATH" "$TOOLS/bin/auditwheel" repair --plat "$MANYLINUX" --only-plat --disable-isa-ext-check \
+    --exclude libtensorflow_framework.so.2 --exclude libtensorflow_cc.so.2 --exclude libscipy_openblas.so \
+    -w "$DIST" "$raw"
+  local wheel
+  wheel="$(ls "$DIST"/tf_metal_ops-*-py3-none-"$MANYLINUX".whl)"
+  "$TOOLS/bin/python" tools/wheel_check.py linux --wheel "$wheel" --policy "$MANYLINUX" \
+    --auditwheel "$TOOLS/bin/auditwheel"
+  echo "wheels: $wheel"
+}
+
+macos_wheel() {
+  if [ ! -f "$MACOS_SDK/SDKSettings.json" ] && [ ! -f "$MACOS_SDK/SDKSettings.plist" ]; then
+    echo "wheels: macOS arm64 wheel skipped: no macOS SDK at MACOS_SDK=$MACOS_SDK (as make metal-check)"
+    return
+  fi
+  echo "wheels: macOS arm64: make metal-check (the Makefile's Darwin build, cross-compiled and checked)"
+  make --no-print-directory metal-check PYTHON="$PYTHON" MACOS_SDK="$MACOS_SDK" MACOS_MIN="$MACOS_MIN"
+  local tag="macosx_${MACOS_MIN//./_}_arm64" raw wheel tf_dir
+  raw="$(package build/macos/pkg "$tag" build/wheel/macos/raw)"
+  rm -f "$DIST"/tf_metal_ops-*-macosx_*.whl
+  cp "$raw" "$DIST/"
+  wheel="$DIST/$(basename "$raw")"
+  tf_dir="$(ls -d build/macos/tf-*/ | head -1)"
+  python3 tools/macos_binaries.py wheel --wheel "$wheel" --site-packages "$tf_dir" --sdk "$MACOS_SDK" \
+    --macos-min "$MACOS_MIN"
+  echo "wheels: $wheel"
+}
+
+for platform in $WHEEL_PLATFORMS; do
+  case "$platform" in
+    linux) linux_wheel ;;
+    macos) macos_wheel ;;
+    *) echo "wheels: unknown platform '$platform' (linux, macos)" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,27 @@
+// Linked into the portable (wheel) builds only (Makefile: PORTABLE=1).
+//
+// TensorFlow's Linux wheel is manylinux_2_27: its libraries need nothing newer
+// than the libstdc++ of GCC 7-8 (GLIBCXX_3.4.22 / CXXABI_1.3.11 and below). The
+// op library is compiled here by a newer g++, whose headers call a few libstdc++
+// functions that only newer releases export. Defined here with hidden
+// visibility, they bind inside the library, so the wheel needs no newer
+// libstdc++ than TensorFlow's own: what the manylinux toolchains'
+// libstdc++_nonshared.a does. tools/wheel_check.py fails on any symbol
+// version above the wheel's policy, so a new one shows up there.
+//
+// No libstdc++ header declares these names here, so the hidden definitions do
+// not clash with the default-visibility declarations in <bits/functexcept.h>.
+#include <new>
+#include <sstream>
+
+#define MO_HIDDEN __attribute__((visibility("hidden")))
+
+// std::__throw_bad_array_new_length() (GLIBCXX_3.4.29, GCC 11): called by
+// std::allocator<T>::allocate when n * sizeof(T) overflows.
+extern "C" MO_HIDDEN __attribute__((noreturn)) void mo_throw_bad_array_new_length()
+    __asm__("_ZSt28__throw_bad_array_new_lengthv");
+extern "C" void mo_throw_bad_array_new_length() { throw std::bad_array_new_length(); }
+
+// std::ostringstream's default constructor (GLIBCXX_3.4.26, GCC 9: before, the
+// header defaulted the mode argument of the one-argument constructor).
+template std::ostringstream::basic_ostringstream();
