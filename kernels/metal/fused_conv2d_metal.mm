@@ -8,8 +8,7 @@
 // with MPSGraph primitives (there is no shader to #include it into); the
 // numbering (mo::Activation) is shared.
 //
-// Compiled and linked for macOS by `make metal-check`; never run on a Mac GPU
-// here (docs/FUSED_CONV2D.md).
+// What has run where: docs/METAL_COMPAT.md and docs/FUSED_CONV2D.md.
 #import <Metal/Metal.h>
 #import <MetalPerformanceShaders/MetalPerformanceShaders.h>
 #import <MetalPerformanceShadersGraph/MetalPerformanceShadersGraph.h>

@@ -2,9 +2,9 @@
 // with tensorflow-metal), kernel C API, through the shared glue
 // (metal_kernel.h). Shaders: fused_mlp.metal (simdgroup_matrix, Apple7+ GPUs);
 // layout and threadgroup geometry: fused_mlp_metal.h; checks:
-// ops/fused_mlp_checks.h. Compiled and linked for macOS by `make metal-check`;
-// never run on a Mac GPU here: the shaders run on the CPU through the MSL shim
-// (tests/test_fused_mlp_metal_shim.py), in the order this file encodes them.
+// ops/fused_mlp_checks.h. The shim test (tests/test_fused_mlp_metal_shim.py)
+// runs the shaders in the order this file encodes them; what has run where:
+// docs/METAL_COMPAT.md.
 //
 // Forward: the kernels and biases packed into zero-padded blocks (one small
 // dispatch each), then one dispatch of row tiles. Backward: the kernels

@@ -1,11 +1,9 @@
 // MetalOpsHashEncode / MetalOpsHashEncodeGrad on the Metal PluggableDevice
 // ("GPU" with tensorflow-metal), kernel C API. Shaders: hash_encode.metal
 // (formulas from kernels/common/hash_grid.h); pipelines come from the
-// shared glue's cache (metal_kernel.h), never built per call. Compiled and
-// linked for macOS by `make metal-check`; never run on a Mac GPU here: the
-// shaders' arithmetic is tested on the CPU through the MSL shim
-// (tests/test_hash_encode_metal_shim.py runs them in the order this file
-// encodes them).
+// shared glue's cache (metal_kernel.h), never built per call. The shim test
+// (tests/test_hash_encode_metal_shim.py) runs the shaders in the order this
+// file encodes them; what has run where: docs/METAL_COMPAT.md.
 //
 // Backward: the table gradient is scattered with atomic_float adds into a
 // float32 buffer (grad_table itself for float tables, a temp for half ones,
