@@ -241,12 +241,8 @@ isa-libs: $(BUILD)/tf_flags.mk
 	+@$(MAKE) --no-print-directory -j$(ISA_JOBS) isa-plugin
 	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --isa-levels "$(ISA_LEVELS)" --isa-tune $(ISA_TUNE)
-# WERROR= : GCC 12's own AVX-512 intrinsic headers (avx512fintrin.h) raise
-# -Wmaybe-uninitialized false positives when inlined at -march=x86-64-v4, so the
-# per-level builds print warnings without failing; the native build (`make`,
-# -Werror) is what keeps our sources warning-free.
 $(addprefix isa-lib-,$(ISA_LEVELS)): isa-lib-%: $(BUILD)/tf_flags.mk
-	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 WERROR= ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
+	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
 isa-plugin: $(BUILD)/tf_flags.mk
 	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
 
