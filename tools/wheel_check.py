@@ -7,7 +7,7 @@ pyelftools, auditwheel).
 - the tag: py3-none-<policy> (the libraries use no Python C API, so one wheel
   serves every CPython), platlib;
 - the files: one op library per x86-64 level that _build_info.json names, the
-  Grappler plugin, and nothing vendored (no TensorFlow or OpenBLAS library, no
+  Grappler plugin, the CUDA kernels' library when it names one, and nothing vendored (no TensorFlow or OpenBLAS library, no
   auditwheel `.libs` folder);
 - every shared object: x86-64 ELF, no undefined Python C API symbol, libraries
   needed only from TensorFlow, OpenBLAS and the C/C++ runtime, one RUNPATH into
@@ -94,6 +94,8 @@ def check_linux(wheel, policy, auditwheel=None):
             problems.append(f"_build_info.json must name the per-level libraries only: {info}")
         expected = {f"metal_ops/{lib}": level for level, lib in libs.items()}
         expected["metal_ops/_metal_ops_grappler.so"] = None
+        if info.get("cuda_library"):  # the GPU kernels (tools/cuda_lib_check.py checks it further)
+            expected[f"metal_ops/{info['cuda_library']}"] = None
         shared = sorted(n for n in names if n.endswith(".so") or ".so." in n)
         if sorted(expected) != shared:
             problems.append(f"shared objects {shared}, want {sorted(expected)}")
