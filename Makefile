@@ -284,8 +284,16 @@ CUDA_LIB_CU_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS))
 $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)): CXXFLAGS += -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include
 cuda-lib-link: $(CUDA_LIB)
 -include $(CUDA_LIB_GLUE_OBJS:.o=.d)
+# Linked twice: the static CUDA runtime calls pthread/dl/sem functions that this
+# machine's glibc (2.34+) versions above the manylinux baseline;
+# tools/manylinux/glibc_compat.py binds them to their older versions (--wrap).
+MANYLINUX_GLIBC ?= 2.27
 $(CUDA_LIB): $(CUDA_LIB_GLUE_OBJS) $(CUDA_LIB_CU_OBJS)
-	$(CXX) -o $@.tmp $^ -shared $(TF_LFLAGS) $(CUDA_LIB_LDLIBS) && mv -f $@.tmp $@
+	$(CXX) -o $@.tmp $^ -shared $(TF_LFLAGS) $(CUDA_LIB_LDLIBS)
+	python3 tools/manylinux/glibc_compat.py --lib $@.tmp --max-glibc $(MANYLINUX_GLIBC) --out $(BUILD)/glibc_compat
+	$(CXX) -c -o $(BUILD)/glibc_compat.o $(BUILD)/glibc_compat.S
+	$(CXX) -o $@.tmp $^ $(BUILD)/glibc_compat.o -shared $(TF_LFLAGS) $(CUDA_LIB_LDLIBS) \
+	  $$(cat $(BUILD)/glibc_compat.flags) && mv -f $@.tmp $@
 
 # ---- Wheels (docs/BUILDING.md, "Wheels") --------------------------------------------
 # dist/: the Linux x86_64 wheel (isa-libs above, tagged and checked for

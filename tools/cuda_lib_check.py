@@ -18,8 +18,8 @@ The CUDA library (`_build_info.json`'s "cuda_library"):
   registration (REGISTER_OP stays in the op library: no double registration);
 - its GPU code is exactly what the build info records: `cuobjdump --list-elf`
   gives the "sass" architectures, `--list-ptx` the "ptx" ones.
-The op libraries ("isa_libraries"): register the ops, hold no GPU kernel and
-use no CUDA symbol.
+The op libraries ("isa_libraries"): register the ops, hold no GPU kernel or
+GPU code and use no CUDA symbol.
 
 Exit status 0 when every check passes, 1 otherwise (each failure on stderr).
 """
@@ -39,7 +39,7 @@ TF_LIBS = ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2")
 RUNTIME = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2",
            "librt.so.1", "ld-linux-x86-64.so.2"}
 CUDA_SYMBOL = re.compile(r"^(__)?cuda[A-Z_]|^cu[A-Z][a-z]")
-OP_REGISTRATION = "OpDefBuilderReceiver"  # what REGISTER_OP's static initialiser calls
+OP_REGISTRATION = "OpDefBuilder"  # REGISTER_OP's builder (register_op::OpDefBuilderWrapper / Receiver)
 GPU_KERNEL = "Eigen::GpuDevice"  # the device type of every GPU kernel class (kernels/cuda/tf_gpu.h)
 
 
@@ -89,8 +89,13 @@ def find_cuobjdump(explicit=None):
 
 def gpu_code(cuobjdump, path):
     """({sm_XY} of the embedded machine code, {compute_XY} of the embedded PTX)."""
-    elf = set(re.findall(r"\.(sm_\d+[a-z]?)\.cubin", run([cuobjdump, "--list-elf", path])))
-    ptx = set("compute_" + n for n in re.findall(r"\.sm_(\d+[a-z]?)\.ptx", run([cuobjdump, "--list-ptx", path])))
+    def listing(flag):
+        out = subprocess.run([cuobjdump, flag, path], capture_output=True, text=True)
+        if out.returncode != 0 and "does not contain device code" not in out.stderr + out.stdout:
+            raise RuntimeError(f"{cuobjdump} {flag} {path} failed: {out.stderr.strip()}")
+        return out.stdout
+    elf = set(re.findall(r"\.(sm_\d+[a-z]?)\.cubin", listing("--list-elf")))
+    ptx = set("compute_" + n for n in re.findall(r"\.sm_(\d+[a-z]?)\.ptx", listing("--list-ptx")))
     return elf, ptx
 
 
@@ -126,7 +131,7 @@ def check_cuda_library(path, tf_dir, archs, cuobjdump=None):
     if exported:
         problems.append(f"{name} exports CUDA runtime symbols {exported[:5]} (the static runtime must stay "
                         f"inside: -Wl,--exclude-libs,ALL)")
-    if any(OP_REGISTRATION in s for s in undefined):
+    if any(OP_REGISTRATION in s for s in defined | undefined):
         problems.append(f"{name} registers ops (REGISTER_OP): they belong to the op library only")
     if GPU_KERNEL not in demangled_symbols(path):
         problems.append(f"{name} holds no GPU kernel ({GPU_KERNEL} symbols)")
@@ -144,17 +149,19 @@ def check_cuda_library(path, tf_dir, archs, cuobjdump=None):
     return problems, notes
 
 
-def check_op_library(path):
+def check_op_library(path, cuobjdump=None):
     problems = []
     name = os.path.basename(path)
-    _, undefined = dynamic_symbols(path)
+    defined, undefined = dynamic_symbols(path)
     cuda = sorted(s for s in undefined if CUDA_SYMBOL.match(s))
     if cuda or any("cuda" in n for n in needed(path)):
         problems.append(f"{name} uses CUDA ({cuda[:5]}): the GPU kernels belong to the CUDA library only")
     if GPU_KERNEL in demangled_symbols(path):
         problems.append(f"{name} holds GPU kernels ({GPU_KERNEL}): they belong to the CUDA library only")
-    if not any(OP_REGISTRATION in s for s in undefined):
-        problems.append(f"{name} registers no op (no {OP_REGISTRATION} reference)")
+    if not any(OP_REGISTRATION in s for s in defined | undefined):
+        problems.append(f"{name} registers no op (no {OP_REGISTRATION} symbol)")
+    if cuobjdump and any(gpu_code(cuobjdump, path)):
+        problems.append(f"{name} holds GPU code (cuobjdump): it belongs to the CUDA library only")
     return problems
 
 
@@ -162,12 +169,13 @@ def check_pkg(pkg, tf_dir, cuobjdump=None):
     info = json.load(open(os.path.join(pkg, "_build_info.json")))
     if not info.get("cuda_library"):
         return [f"{pkg}/_build_info.json names no cuda_library"], []
+    cuobjdump = find_cuobjdump(cuobjdump)
     problems, notes = check_cuda_library(os.path.join(pkg, info["cuda_library"]), tf_dir, info.get("cuda_archs"),
-                                         find_cuobjdump(cuobjdump))
+                                         cuobjdump)
     op_libs = list((info.get("isa_libraries") or {}).values()) + ([info["library"]] if info.get("library") else [])
     for lib in op_libs:
-        problems += check_op_library(os.path.join(pkg, lib))
-    notes.append(f"op libraries without GPU kernels or CUDA symbols, with the op registrations: {', '.join(op_libs)}")
+        problems += check_op_library(os.path.join(pkg, lib), cuobjdump)
+    notes.append(f"op libraries with the op registrations, without GPU kernels or CUDA symbols: {', '.join(op_libs)}")
     return problems, notes
 
 
