@@ -33,9 +33,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "manylinux"))
+from glibc_compat import library_path as runtime_library  # noqa: E402  (standard library only)
 from macos_binaries import report  # noqa: E402  (standard library only)
 
 TF_LIBS = ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2")
+# The C/C++ runtime every manylinux policy allows.
 RUNTIME = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2",
            "librt.so.1", "ld-linux-x86-64.so.2"}
 CUDA_SYMBOL = re.compile(r"^(__)?cuda[A-Z_]|^cu[A-Z][a-z]")
@@ -69,15 +72,6 @@ def demangled_symbols(path):
     """Every symbol name (static table when present, else the dynamic one), demangled."""
     out = subprocess.run(["nm", "-C", path], capture_output=True, text=True).stdout
     return out or run(["nm", "-C", "-D", path])
-
-
-def runtime_library(name):
-    """Where the dynamic linker finds one runtime library here (ldconfig's cache)."""
-    for line in run(["/sbin/ldconfig", "-p"]).splitlines():
-        m = re.match(rf"\s*{re.escape(name)} \(([^)]*)\) => (\S+)", line)
-        if m and "x86-64" in m.group(1):
-            return m.group(2)
-    return None
 
 
 def find_cuobjdump(explicit=None):

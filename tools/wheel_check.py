@@ -31,13 +31,12 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_lib_check import RUNTIME, TF_LIBS  # noqa: E402  (standard library only)
 from macos_binaries import report  # noqa: E402  (standard library only)
 
 # Libraries the wheel's objects may need: TensorFlow's, OpenBLAS's (site-packages)
-# and the C/C++ runtime every manylinux policy allows.
-EXTERNAL = {"libtensorflow_framework.so.2", "libtensorflow_cc.so.2", "libscipy_openblas.so"}
-RUNTIME = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2",
-           "librt.so.1", "ld-linux-x86-64.so.2"}
+# and the C/C++ runtime every manylinux policy allows (RUNTIME).
+EXTERNAL = set(TF_LIBS) | {"libscipy_openblas.so"}
 RUNPATH = "$ORIGIN/../scipy_openblas32/lib"
 PYTHON_API = re.compile(r"^_?Py[A-Z_]|^_Py")
 # GNU_PROPERTY_X86_ISA_1_NEEDED bits (x86-64 psABI: baseline 1, v2 2, v3 4, v4 8)
