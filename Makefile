@@ -55,6 +55,7 @@ help:
 	@echo "make metal-check cross-compile and link the macOS (Metal) build on Linux against a macOS SDK"
 	@echo "make msl-check  check the embedded Metal shaders against MSL's rules (clang, no Mac)"
 	@echo "make cuda-harness build $(BUILD)/libmetal_ops_cuda.so for tests/cuda on a GPU"
+	@echo "make cuda-lib   build $(PKG)/_metal_ops_cuda.so, the Linux wheel's GPU kernels (static CUDA runtime)"
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
 
 # ---- Python environment ---------------------------------------------------------
@@ -176,10 +177,12 @@ endif
 # elsewhere on PATH), else the directory above the real nvcc binary.
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell readlink -f $$(command -v $(NVCC)) 2>/dev/null)))
 CUDA_ARCH_FLAGS := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# Objects of the .cu.cc sources (`make cuda-lib` may point this at another folder).
+CUOBJ ?= $(BUILD)/cuobj
 NVCCFLAGS := -O3 -std=c++17 -I. --expt-relaxed-constexpr -Xcompiler -fPIC $(CUDA_ARCH_FLAGS)
 ifeq ($(TF_IS_CUDA_BUILD),1)
   ifneq ($(shell command -v $(NVCC)),)
-    OBJS += $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)) $(patsubst %.cu.cc,$(BUILD)/cuobj/%.o,$(CU_SRCS))
+    OBJS += $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)) $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS))
     CXXFLAGS += -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include
     LDFLAGS += -L$(CUDA_HOME)/lib64 -lcudart
     BACKENDS += cuda
@@ -194,7 +197,7 @@ $(BUILD)/obj/%.o: %.mm $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(MM_FLAGS) -c $< -o $@
 
-$(BUILD)/cuobj/%.o: %.cu.cc
+$(CUOBJ)/%.o: %.cu.cc
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -c $< -o $@
 
@@ -241,14 +244,57 @@ isa-libs: $(BUILD)/tf_flags.mk
 	+@$(MAKE) --no-print-directory -j$(ISA_JOBS) isa-plugin
 	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --isa-levels "$(ISA_LEVELS)" --isa-tune $(ISA_TUNE)
-# WERROR= : GCC 12's own AVX-512 intrinsic headers (avx512fintrin.h) raise
-# -Wmaybe-uninitialized false positives when inlined at -march=x86-64-v4, so the
-# per-level builds print warnings without failing; the native build (`make`,
-# -Werror) is what keeps our sources warning-free.
 $(addprefix isa-lib-,$(ISA_LEVELS)): isa-lib-%: $(BUILD)/tf_flags.mk
-	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 WERROR= ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
+	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
 isa-plugin: $(BUILD)/tf_flags.mk
 	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
+
+# ---- CUDA kernels for the Linux wheel (docs/BUILDING.md, "CUDA kernels in the wheel") ----
+# $(PKG)/_metal_ops_cuda.so: the GPU kernel registrations (kernels/cuda/*_gpu.cc,
+# host compiler, GOOGLE_CUDA=1, against the build venv's TensorFlow headers) and
+# their launchers (kernels/cuda/*.cu.cc, nvcc), built against tensorflow-cpu,
+# which the op library is built against too; no REGISTER_OP (the ops stay in the
+# op library, which metal_ops' loader loads first). The CUDA runtime is linked
+# statically and kept inside (--exclude-libs), so the library needs only the
+# NVIDIA driver (libcuda, which the runtime opens when first used); -z defs: every
+# other symbol is TensorFlow's or the C/C++ runtime's. Portable host code
+# (PORTABLE=1 at the baseline level, the manylinux compat file).
+# TF_CUDA_CAPABILITIES: tf.sysconfig.get_build_info()["cuda_compute_capabilities"]
+# of TensorFlow's CUDA wheel (tensorflow 2.21.0; keep in step with TF_VERSION);
+# tools/cuda_archs.py turns them into -gencode flags for this nvcc, leaving out
+# those it cannot compile. CUDA_LIB_CAPABILITIES=compute_90 (CI) builds cuda-check's
+# one architecture and reuses its objects.
+CUDA_LIB := $(PKG)/_metal_ops_cuda.so
+TF_CUDA_CAPABILITIES := sm_60 sm_70 sm_80 sm_89 compute_90
+CUDA_LIB_CAPABILITIES ?= $(TF_CUDA_CAPABILITIES)
+CUDA_LIB_LDLIBS = -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL -Wl,-z,defs
+.PHONY: cuda-lib cuda-lib-link
+cuda-lib: $(BUILD)/tf_flags.mk
+	@command -v $(NVCC) >/dev/null || { echo "cuda-lib: $(NVCC) not found (the CUDA toolkit's compiler)" >&2; exit 1; }
+	+@gencode="$$(python3 tools/cuda_archs.py gencode --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
+	  if [ "$$gencode" = "$(CUDA_ARCH_FLAGS)" ]; then cuobj=$(BUILD)/cuobj; \
+	  else cuobj=$(BUILD)/cuda-lib/cuobj-$$(echo "$$gencode" | md5sum | cut -c1-8); fi; \
+	  echo "cuda-lib: $$gencode (objects in $$cuobj)"; \
+	  $(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$(firstword $(ISA_LEVELS)) BUILD=$(BUILD)/cuda-lib \
+	    CUOBJ=$$cuobj CUDA_ARCH_FLAGS="$$gencode" TF_IS_CUDA_BUILD=0 cuda-lib-link
+	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cuda --tf-version $(TF_VERSION) \
+	  --platform $(TARGET_PLATFORM) --cuda-library $(CUDA_LIB) \
+	  --cuda-archs "$$(python3 tools/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))"
+CUDA_LIB_GLUE_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS) $(PORTABLE_SRCS))
+CUDA_LIB_CU_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS))
+$(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)): CXXFLAGS += -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include
+cuda-lib-link: $(CUDA_LIB)
+-include $(CUDA_LIB_GLUE_OBJS:.o=.d)
+# Linked twice: the static CUDA runtime calls pthread/dl/sem functions that this
+# machine's glibc (2.34+) versions above the manylinux baseline;
+# tools/manylinux/glibc_compat.py binds them to their older versions (--wrap).
+MANYLINUX_GLIBC ?= 2.27
+$(CUDA_LIB): $(CUDA_LIB_GLUE_OBJS) $(CUDA_LIB_CU_OBJS)
+	$(CXX) -o $@.tmp $^ -shared $(TF_LFLAGS) $(CUDA_LIB_LDLIBS)
+	python3 tools/manylinux/glibc_compat.py --lib $@.tmp --max-glibc $(MANYLINUX_GLIBC) --out $(BUILD)/glibc_compat
+	$(CXX) -c -o $(BUILD)/glibc_compat.o $(BUILD)/glibc_compat.S
+	$(CXX) -o $@.tmp $^ $(BUILD)/glibc_compat.o -shared $(TF_LFLAGS) $(CUDA_LIB_LDLIBS) \
+	  $$(cat $(BUILD)/glibc_compat.flags) && mv -f $@.tmp $@
 
 # ---- Wheels (docs/BUILDING.md, "Wheels") --------------------------------------------
 # dist/: the Linux x86_64 wheel (isa-libs above, tagged and checked for
@@ -262,7 +308,7 @@ wheel-test:
 
 # ---- CUDA without a GPU -----------------------------------------------------------
 HARNESS_LIB := $(BUILD)/libmetal_ops_cuda.so
-HARNESS_OBJS := $(patsubst %.cu.cc,$(BUILD)/cuobj/%.o,$(CU_SRCS) $(HARNESS_SRCS))
+HARNESS_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS))
 -include $(HARNESS_OBJS:.o=.d)
 
 cuda-harness: $(HARNESS_LIB)

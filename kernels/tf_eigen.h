@@ -4,9 +4,12 @@
 // the value may differ between CPUs. The warning is about TensorFlow's headers, not our
 // code, so it is silenced here only. Include this file first in every source
 // that includes a TensorFlow C++ header (the build's -Werror catches one that
-// does not).
+// does not). The intrinsics Eigen includes come first, through
+// kernels/x86_intrinsics.h (GCC's false positives in them silenced).
 #ifndef METAL_OPS_KERNELS_TF_EIGEN_H_
 #define METAL_OPS_KERNELS_TF_EIGEN_H_
+
+#include "kernels/x86_intrinsics.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push

@@ -28,6 +28,8 @@ NEEDS_SOURCE_TREE = {
     "test_sanitizer_build.py": "the ASan build (make asan-test)",
     "test_fuzz_raw_ops.py": "tools/check_op_library.py",
     "test_fuzz_sh_encode.py": "examples/nerf (the TF composite)",
+    "test_cuda_lib_build.py": "tools/cuda_lib_check.py and the CUDA library's build",
+    "test_x86_intrinsics.py": "kernels/ and a compiler",
 }
 # Single tests of package modules that read the tree: <file>::<test function>.
 NEEDS_SOURCE_TREE_TESTS = {

@@ -6,12 +6,17 @@
 #     setup.py (METAL_OPS_PREBUILT), tagged by `auditwheel repair` for
 #     TensorFlow's own manylinux policy with TensorFlow's and OpenBLAS's
 #     libraries left external, then checked by tools/wheel_check.py.
+#   With nvcc on PATH, also the GPU kernels' library (`make cuda-lib`:
+#     _metal_ops_cuda.so, static CUDA runtime, the architectures of TensorFlow's
+#     CUDA wheel, CUDA_LIB_CAPABILITIES to choose others), checked by
+#     tools/cuda_lib_check.py; without nvcc one line says it is left out.
 #   macOS arm64: the libraries `make metal-check` cross-builds and checks
 #     (the Makefile's Darwin build), packaged the same way, checked by
 #     `tools/macos_binaries.py wheel`. Without a macOS SDK: one line, skipped.
 #
 # Environment: PYTHON (the venv with the pinned TensorFlow), MACOS_SDK,
-# MACOS_MIN, WHEEL_PLATFORMS ("linux macos" by default).
+# MACOS_MIN, WHEEL_PLATFORMS ("linux macos" by default), NVCC (default nvcc),
+# CUDA_LIB_CAPABILITIES (the Makefile's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,9 +52,22 @@ linux_wheel() {
   fi
   local out=build/wheel/linux
   echo "wheels: Linux x86_64: the op library per x86-64 level (make isa-libs) into $out/pkg"
-  # Objects in build/isa-<level> (shared with an in-tree `make isa-libs`).
+  # Objects in build/isa-<level> (shared with an in-tree `make isa-libs`); the
+  # package folder anew, so that nothing of an earlier build (a CUDA library
+  # built when nvcc was there) reaches this wheel.
+  rm -rf "$out/pkg"
   make --no-print-directory isa-libs WHEEL=1 PYTHON="$PYTHON" PKG="$out/pkg"
   tools_venv
+  if command -v "${NVCC:-nvcc}" >/dev/null 2>&1; then
+    echo "wheels: the GPU kernels' library (make cuda-lib) into $out/pkg"
+    local start=$SECONDS
+    make --no-print-directory cuda-lib WHEEL=1 PYTHON="$PYTHON" PKG="$out/pkg"
+    echo "wheels: make cuda-lib: $((SECONDS - start)) s"
+    python3 tools/cuda_lib_check.py --pkg "$out/pkg" \
+      --tf-dir "$("$PYTHON" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("tensorflow").origin))')"
+  else
+    echo "wheels: the Linux wheel without CUDA kernels: ${NVCC:-nvcc} not found (the CUDA toolkit's compiler)"
+  fi
   local raw
   raw="$(package "$out/pkg" linux_x86_64 "$out/raw")"
   rm -f "$DIST"/tf_metal_ops-*-linux_x86_64.whl "$DIST"/tf_metal_ops-*manylinux*.whl

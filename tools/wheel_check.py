@@ -7,7 +7,7 @@ pyelftools, auditwheel).
 - the tag: py3-none-<policy> (the libraries use no Python C API, so one wheel
   serves every CPython), platlib;
 - the files: one op library per x86-64 level that _build_info.json names, the
-  Grappler plugin, and nothing vendored (no TensorFlow or OpenBLAS library, no
+  Grappler plugin, the CUDA kernels' library when it names one, and nothing vendored (no TensorFlow or OpenBLAS library, no
   auditwheel `.libs` folder);
 - every shared object: x86-64 ELF, no undefined Python C API symbol, libraries
   needed only from TensorFlow, OpenBLAS and the C/C++ runtime, one RUNPATH into
@@ -31,13 +31,12 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_lib_check import RUNTIME, TF_LIBS  # noqa: E402  (standard library only)
 from macos_binaries import report  # noqa: E402  (standard library only)
 
 # Libraries the wheel's objects may need: TensorFlow's, OpenBLAS's (site-packages)
-# and the C/C++ runtime every manylinux policy allows.
-EXTERNAL = {"libtensorflow_framework.so.2", "libtensorflow_cc.so.2", "libscipy_openblas.so"}
-RUNTIME = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2",
-           "librt.so.1", "ld-linux-x86-64.so.2"}
+# and the C/C++ runtime every manylinux policy allows (RUNTIME).
+EXTERNAL = set(TF_LIBS) | {"libscipy_openblas.so"}
 RUNPATH = "$ORIGIN/../scipy_openblas32/lib"
 PYTHON_API = re.compile(r"^_?Py[A-Z_]|^_Py")
 # GNU_PROPERTY_X86_ISA_1_NEEDED bits (x86-64 psABI: baseline 1, v2 2, v3 4, v4 8)
@@ -94,6 +93,8 @@ def check_linux(wheel, policy, auditwheel=None):
             problems.append(f"_build_info.json must name the per-level libraries only: {info}")
         expected = {f"metal_ops/{lib}": level for level, lib in libs.items()}
         expected["metal_ops/_metal_ops_grappler.so"] = None
+        if info.get("cuda_library"):  # the GPU kernels (tools/cuda_lib_check.py checks it further)
+            expected[f"metal_ops/{info['cuda_library']}"] = None
         shared = sorted(n for n in names if n.endswith(".so") or ".so." in n)
         if sorted(expected) != shared:
             problems.append(f"shared objects {shared}, want {sorted(expected)}")

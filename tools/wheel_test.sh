@@ -73,8 +73,10 @@ for level in $levels; do
   [ "$level" = "$auto" ] && [ "$WHEEL_TEST_LEVEL_ARGS" = "$WHEEL_TEST_ARGS" ] && continue
   echo "wheel-test: the test suite with METAL_OPS_ISA=$level"
   start=$SECONDS
-  METAL_OPS_ISA="$level" "$PY" -m metal_ops 2>&1 >/dev/null | grep -q "CPU kernels: $level (forced" ||
-    { echo "wheel-test: FAILED: METAL_OPS_ISA=$level is not what runs" >&2; exit 1; }
+  # (captured first: grep -q stopping early must not break python's later lines)
+  report="$(METAL_OPS_ISA="$level" "$PY" -m metal_ops 2>&1 >/dev/null)"
+  grep -q "CPU kernels: $level (forced" <<<"$report" ||
+    { echo "wheel-test: FAILED: METAL_OPS_ISA=$level is not what runs: $report" >&2; exit 1; }
   METAL_OPS_ISA="$level" "$PY" -m pytest "${level_args[@]}"
   echo "wheel-test: METAL_OPS_ISA=$level: $((SECONDS - start)) s"
 done

@@ -4,6 +4,8 @@
         --backends "cpu ..." --lib PKG/_metal_ops.so                 # `make`: one -march=native library
     write_build_info.py --out PKG/_build_info.json ... --isa-levels "x86-64-v2 x86-64-v3 ..." [--merge]
                                                                      # `make isa-libs`: one library per level
+    write_build_info.py --merge --out ... --backends cuda --cuda-library PKG/_metal_ops_cuda.so \
+        --cuda-archs '{"sass": [...], "ptx": [...], "dropped": [...]}'  # `make cuda-lib`
 
 The TensorFlow version comes from the flags the library was compiled with
 (tools/tf_flags.py's TF_VERSION), so a cross build (macOS, `make metal-check`)
@@ -29,6 +31,8 @@ def main():
     parser.add_argument("--lib", help="the one op library of a -march=native (or macOS) build")
     parser.add_argument("--isa-levels", help="x86-64 levels with a library each (_metal_ops.<level>.so)")
     parser.add_argument("--isa-tune", help="the -mtune of those libraries")
+    parser.add_argument("--cuda-library", help="the GPU kernels' library (`make cuda-lib`), loaded after the op library")
+    parser.add_argument("--cuda-archs", help="its architectures, JSON from tools/cuda_archs.py describe")
     parser.add_argument("--merge", action="store_true", help="keep the keys the file already has")
     args = parser.parse_args()
     if not args.tf_version:
@@ -49,6 +53,9 @@ def main():
     if args.isa_levels:
         info["isa_libraries"] = {level: isa_library_name(level) for level in args.isa_levels.split()}
         info["isa_tune"] = args.isa_tune or "generic"
+    if args.cuda_library:
+        info["cuda_library"] = os.path.basename(args.cuda_library)
+        info["cuda_archs"] = json.loads(args.cuda_archs) if args.cuda_archs else None
     with open(args.out, "w") as f:
         json.dump(info, f, indent=2)
         f.write("\n")

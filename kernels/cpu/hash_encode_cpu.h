@@ -11,7 +11,7 @@
 #include <memory>
 
 #if defined(__FMA__)
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"
 #endif
 
 #include "kernels/common/hash_grid.h"

@@ -10,24 +10,15 @@
 #include <cstdint>
 #include <cstring>
 
-// GCC 12 warns of _mm512_undefined_ps inside the AVX-512 intrinsics (GCC bug
-// 105593, a false positive); silenced where the header is first included.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #if defined(__AVX512F__)
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"
 #define MO_SIMD_AVX512 1
 #elif defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"
 #define MO_SIMD_AVX2 1
 #elif defined(__ARM_NEON) || defined(__ARM_NEON__)
 #include <arm_neon.h>
 #define MO_SIMD_NEON 1
-#endif
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)

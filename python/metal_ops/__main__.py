@@ -1,12 +1,32 @@
-"""`python -m metal_ops`: prints how the op library was built (JSON on stdout)
-and, on stderr, which CPU instruction-set level runs."""
+"""`python -m metal_ops`: loads the op library (and the CUDA kernels' library
+where it applies), prints how they were built and what loaded (JSON on
+stdout) and, on stderr, which CPU instruction-set level runs and whether the
+CUDA kernels are present and loaded."""
 import json
 import sys
 
-from metal_ops import build_info
+from metal_ops import _loader, build_info
+
+
+def _cuda_line(cuda):
+    if not cuda or not cuda.get("library"):
+        return "CUDA kernels: none in this build"
+    archs = cuda.get("archs") or {}
+    built = " ".join(archs.get("sass", [])) + (f" + PTX {' '.join(archs['ptx'])}" if archs.get("ptx") else "")
+    if cuda.get("loaded"):
+        return f"CUDA kernels: loaded ({built}; {cuda['reason']})"
+    state = "present" if cuda.get("present") else "missing"
+    return f"CUDA kernels: {state}, not loaded: {cuda['reason']}"
+
 
 if __name__ == "__main__":
+    load_error = None
+    try:
+        _loader.load_library()
+    except ImportError as e:
+        load_error = str(e)
     info = build_info()
+    info["load_error"] = load_error
     print(json.dumps(info, indent=2))
     isa = info.get("isa")
     if isa:
@@ -18,3 +38,6 @@ if __name__ == "__main__":
                    else "the highest level this CPU runs")
             line = f"CPU kernels: {isa['running']} ({how}; built: {', '.join(isa['built'])})"
         print(f"metal_ops: {line}", file=sys.stderr)
+    print(f"metal_ops: {_cuda_line(info.get('cuda'))}", file=sys.stderr)
+    if load_error:
+        print(f"metal_ops: {load_error}", file=sys.stderr)

@@ -7,7 +7,8 @@ from metal_ops import _loader
 def build_info():
     """Returns a dict: TensorFlow version built against and running, backends
     compiled (cpu / cuda / metal), the library paths, and (x86-64) the
-    instruction-set level that runs, the levels built and the levels this CPU runs."""
+    instruction-set level that runs, the levels built and the levels this CPU runs,
+    and the CUDA kernels' library (present, architectures, loaded or why not)."""
     info = _loader.read_build_info() or {}
     try:
         paths = {"op_library": _loader.library_path()}
@@ -25,5 +26,6 @@ def build_info():
         "platform": info.get("platform"),
         "built": bool(info) and paths["op_library"] is not None and os.path.exists(paths["op_library"]),
         "isa": _loader.isa_info(info),
+        "cuda": _loader.cuda_info(info),
         "paths": paths,
     }

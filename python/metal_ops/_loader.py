@@ -12,6 +12,12 @@ loaded, or the one METAL_OPS_ISA names (`x86-64-v2`, `x86-64-v3`, `x86-64-v4`,
 or `native` for the -march=native library of a tree that has both). A level
 the CPU lacks is refused with the missing CPU flags named, never loaded (it
 would die of an illegal instruction).
+
+The Linux wheel may also hold the GPU kernels, `_metal_ops_cuda.so` (build info
+"cuda_library"): loaded right after the op library (whose ops it registers
+kernels for), and only when the running TensorFlow is a CUDA build and sees a
+GPU, so nothing CUDA is ever loaded on a CPU-only machine or TensorFlow.
+METAL_OPS_CUDA=0 keeps it unloaded (the ops then run on the CPU).
 """
 import json
 import os
@@ -29,6 +35,8 @@ _loaded_path = None
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 ISA_ENV = "METAL_OPS_ISA"
+CUDA_ENV = "METAL_OPS_CUDA"
+_cuda_state = {"loaded": None, "reason": "the op library is not loaded yet"}
 NATIVE = "native"
 # The x86-64 psABI microarchitecture levels, as the Linux kernel names their CPU
 # flags in /proc/cpuinfo (pni = SSE3, abm = LZCNT). Each level includes the ones
@@ -191,6 +199,58 @@ def check_tensorflow():
     check_tensorflow_version(info["tensorflow_version"], tf.__version__, info.get("platform"))
 
 
+def cuda_decision(info, built_with_cuda, gpus, env=None):
+    """(load, reason): whether to load the build's CUDA library, and why (or why not).
+
+    `built_with_cuda` and `gpus` are callables (tf.test.is_built_with_cuda,
+    lambda: tf.config.list_physical_devices("GPU")), asked only when the answer
+    still depends on them: a build without the library asks TensorFlow nothing,
+    and a TensorFlow that is not a CUDA build is never asked for GPUs."""
+    env = os.environ if env is None else env
+    name = (info or {}).get("cuda_library")
+    if not name:
+        return False, "this build has no CUDA library"
+    if env.get(CUDA_ENV, "").strip() == "0":
+        return False, f"{CUDA_ENV}=0"
+    if not os.path.exists(os.path.join(PACKAGE_DIR, name)):
+        return False, f"{name} is named by the build info but missing from {PACKAGE_DIR}"
+    if not built_with_cuda():
+        return False, "the running TensorFlow is not a CUDA build"
+    if not gpus():
+        return False, "TensorFlow sees no GPU"
+    return True, "TensorFlow is a CUDA build and sees a GPU"
+
+
+def cuda_info(info=None):
+    """What `python -m metal_ops` reports about the CUDA library: its path (None
+    without one), its architectures, whether this process loaded it and why (not)."""
+    info = read_build_info() if info is None else info
+    name = (info or {}).get("cuda_library")
+    return {
+        "library": os.path.join(PACKAGE_DIR, name) if name else None,
+        "present": bool(name) and os.path.exists(os.path.join(PACKAGE_DIR, name)),
+        "archs": (info or {}).get("cuda_archs"),
+        "loaded": bool(_cuda_state["loaded"]),
+        "reason": _cuda_state["reason"],
+    }
+
+
+def _load_cuda_library(tf, info):
+    load, reason = cuda_decision(info, tf.test.is_built_with_cuda,
+                                 lambda: tf.config.list_physical_devices("GPU"))
+    if load:
+        path = os.path.join(PACKAGE_DIR, info["cuda_library"])
+        try:
+            tf.load_library(path)
+        except Exception as e:  # TensorFlow raises NotFoundError for a library that fails to load
+            raise ImportError(
+                f"metal_ops: the GPU kernels ({path}) failed to load in TensorFlow {tf.__version__}: {e}. "
+                f"Set {CUDA_ENV}=0 to run the ops on the CPU only, and please report this "
+                f"(with the output of `python -m metal_ops`).") from e
+        _cuda_state["loaded"] = path
+    _cuda_state["reason"] = reason
+
+
 # Every op of the library but the tutorial ZeroOut is named MetalOps<Name>.
 OP_PREFIX = "MetalOps"
 
@@ -221,6 +281,7 @@ def load_library():
                 raise ImportError(_already_registered_message(path))
             _loaded_path = path
             _module = module
+            _load_cuda_library(tf, info)
     return _module
 
 

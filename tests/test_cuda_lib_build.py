@@ -1,0 +1,129 @@
+"""The CUDA kernels' library of the Linux wheel as built (`make cuda-lib`, run
+by `make wheels` where nvcc is): tools/cuda_lib_check.py's checks (static CUDA
+runtime, every undefined symbol TensorFlow's or the C/C++ runtime's, GPU
+kernels and no op registration, the architectures cuobjdump lists), that those
+checks fail on a wrong library, the architecture plan, and that it loads in
+this CPU TensorFlow after the op library and adds GPU kernels only. No GPU runs
+here: nothing of this executes a kernel."""
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import cuda_archs  # noqa: E402
+import cuda_lib_check  # noqa: E402
+
+TF_DIR = os.path.dirname(tf.__file__)
+# METAL_OPS_CUDA_PKG: another package folder to check (e.g. one `make cuda-lib PKG=<dir>` wrote).
+PKG_CANDIDATES = [p for p in (os.environ.get("METAL_OPS_CUDA_PKG"),) if p] + [
+    os.path.join(ROOT, "build", "wheel", "linux", "pkg"), os.path.join(ROOT, "python", "metal_ops")]
+
+
+def built_pkg():
+    for pkg in PKG_CANDIDATES:
+        path = os.path.join(pkg, "_build_info.json")
+        if os.path.exists(path):
+            info = json.load(open(path))
+            if info.get("cuda_library") and os.path.exists(os.path.join(pkg, info["cuda_library"])):
+                return pkg, info
+    pytest.skip("no CUDA library built (`make wheels` or `make cuda-lib` with nvcc on PATH); looked in "
+                + ", ".join(os.path.relpath(p, ROOT) for p in PKG_CANDIDATES))
+
+
+def makefile_capabilities():
+    text = open(os.path.join(ROOT, "Makefile")).read()
+    return re.search(r"^TF_CUDA_CAPABILITIES := (.*)$", text, re.M).group(1).split()
+
+
+def test_plan_keeps_what_nvcc_compiles():
+    p = cuda_archs.plan(["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"], {"75", "80", "89", "90", "100"})
+    assert p["sass"] == ["sm_80", "sm_89", "sm_90"] and p["ptx"] == ["compute_90"]
+    assert p["dropped"] == ["sm_60", "sm_70"]
+    assert cuda_archs.gencode(p).split(" -gencode ")[-1] == "arch=compute_90,code=compute_90"
+    everything = cuda_archs.plan(["sm_60", "compute_90"], {"60", "90"})
+    assert everything["sass"] == ["sm_60", "sm_90"] and not everything["dropped"]
+    with pytest.raises(ValueError, match="not a CUDA capability"):
+        cuda_archs.plan(["9.0"], {"90"})
+
+
+def test_ci_architecture_is_cuda_checks():
+    """CUDA_LIB_CAPABILITIES=compute_90 gives cuda-check's flags, so CI reuses its objects."""
+    text = open(os.path.join(ROOT, "Makefile")).read()
+    flags = re.search(r"^CUDA_ARCH_FLAGS := (.*)$", text, re.M).group(1)
+    assert cuda_archs.gencode(cuda_archs.plan(["compute_90"], {"90"})) == flags
+
+
+def test_built_library_passes_the_checks():
+    pkg, info = built_pkg()
+    if not cuda_lib_check.find_cuobjdump():
+        pytest.skip("no cuobjdump (the CUDA toolkit's, or build/wheel-tools from requirements-wheel-tools.txt)")
+    problems, notes = cuda_lib_check.check_pkg(pkg, TF_DIR)
+    assert problems == [], "\n".join(problems + notes)
+    archs = info["cuda_archs"]
+    if archs["requested"] == makefile_capabilities():
+        nvcc = shutil.which("nvcc")
+        if nvcc:
+            assert archs == cuda_archs.plan(makefile_capabilities(), cuda_archs.nvcc_sass(nvcc))
+        assert "compute_90" in archs["ptx"] and archs["sass"]
+
+
+def test_checks_fail_on_a_wrong_library(tmp_path):
+    pkg, info = built_pkg()
+    op_lib = next(iter(info.get("isa_libraries", {}).values()), info.get("library"))
+    # The op library posing as the CUDA library, and the CUDA library as an op library.
+    shutil.copy(os.path.join(pkg, op_lib), tmp_path / "_metal_ops_cuda.so")
+    shutil.copy(os.path.join(pkg, info["cuda_library"]), tmp_path / "_metal_ops.x86-64-v2.so")
+    wrong = {"tensorflow_version": info["tensorflow_version"], "isa_libraries": {"x86-64-v2": "_metal_ops.x86-64-v2.so"},
+             "cuda_library": "_metal_ops_cuda.so", "cuda_archs": {"sass": ["sm_75"], "ptx": []}}
+    (tmp_path / "_build_info.json").write_text(json.dumps(wrong))
+    problems, _ = cuda_lib_check.check_pkg(str(tmp_path), TF_DIR)
+    text = "\n".join(problems)
+    assert "registers ops (REGISTER_OP)" in text and "holds no GPU kernel" in text
+    assert "holds GPU kernels" in text and "registers no op" in text
+    if cuda_lib_check.find_cuobjdump():
+        assert "GPU code sass" in text and "holds GPU code (cuobjdump)" in text
+
+
+LOAD_IN_CPU_TF = r"""
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+import metal_ops
+from metal_ops import _loader
+
+def devices():
+    return {op: sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel})
+            for op in ops}
+
+ops = sorted(n for n in dir(metal_ops.load_library()) if n.startswith("MetalOps"))
+before = devices()
+tf.load_library(sys.argv[1])
+print(json.dumps({"before": before, "after": devices(), "cuda": _loader.cuda_info()["loaded"]}))
+"""
+
+
+def test_loads_in_cpu_tensorflow_and_adds_gpu_kernels_only():
+    """In tensorflow-cpu (what the library is built against), loaded by hand after
+    the op library: every symbol resolves (TensorFlow loads with RTLD_NOW), no op
+    is registered twice, and the ops gain GPU kernels beside their CPU ones."""
+    pkg, info = built_pkg()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-c", LOAD_IN_CPU_TF, os.path.join(pkg, info["cuda_library"])],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "already registered" not in out.stderr.lower(), out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    gpu_ops = [op for op, devs in result["after"].items() if "GPU" in devs]
+    assert len(gpu_ops) >= 8, result["after"]
+    for op, devs in result["before"].items():
+        assert "GPU" not in devs, f"{op} had a GPU kernel before the CUDA library loaded"
+        assert set(devs) <= set(result["after"][op]), op
+    assert result["cuda"] is False  # the loader itself never loads it in CPU TensorFlow

@@ -1,0 +1,132 @@
+"""metal_ops' loader and the CUDA kernels' library (_metal_ops_cuda.so, Linux
+wheel): when it is loaded (mocked TensorFlow answers), that nothing CUDA is
+loaded in this process's CPU TensorFlow, and what `python -m metal_ops` says."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+import metal_ops
+from metal_ops import _loader
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+INFO = {"tensorflow_version": tf.__version__, "isa_libraries": {"x86-64-v2": "_metal_ops.x86-64-v2.so"},
+        "cuda_library": "_metal_ops_cuda.so", "cuda_archs": {"sass": ["sm_90"], "ptx": ["compute_90"]}}
+
+
+def never():
+    raise AssertionError("asked TensorFlow although the answer did not depend on it")
+
+
+@pytest.fixture
+def pkg(tmp_path, monkeypatch):
+    """A package folder holding a (fake) CUDA library file."""
+    (tmp_path / "_metal_ops_cuda.so").write_bytes(b"")
+    monkeypatch.setattr(_loader, "PACKAGE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_no_cuda_library_in_the_build_asks_tensorflow_nothing():
+    info = {k: v for k, v in INFO.items() if not k.startswith("cuda")}
+    assert _loader.cuda_decision(info, never, never, env={}) == (False, "this build has no CUDA library")
+    assert _loader.cuda_decision(None, never, never, env={})[0] is False
+
+
+def test_cpu_tensorflow_is_never_asked_for_gpus(pkg):
+    load, reason = _loader.cuda_decision(INFO, lambda: False, never, env={})
+    assert not load and reason == "the running TensorFlow is not a CUDA build"
+
+
+def test_cuda_tensorflow_without_a_gpu(pkg):
+    load, reason = _loader.cuda_decision(INFO, lambda: True, lambda: [], env={})
+    assert not load and reason == "TensorFlow sees no GPU"
+
+
+def test_cuda_tensorflow_with_a_gpu_loads(pkg):
+    load, reason = _loader.cuda_decision(INFO, lambda: True, lambda: ["/physical_device:GPU:0"], env={})
+    assert load and "CUDA build" in reason
+
+
+def test_env_keeps_it_unloaded(pkg):
+    load, reason = _loader.cuda_decision(INFO, never, never, env={_loader.CUDA_ENV: "0"})
+    assert not load and reason == f"{_loader.CUDA_ENV}=0"
+
+
+def test_library_named_but_missing(pkg):
+    os.remove(pkg / "_metal_ops_cuda.so")
+    load, reason = _loader.cuda_decision(INFO, never, never, env={})
+    assert not load and "missing" in reason
+
+
+class FakeTF:
+    """The three TensorFlow calls the loader makes, recorded."""
+
+    def __init__(self, cuda, gpus, fail=None):
+        self.calls = []
+        self.test = type("T", (), {"is_built_with_cuda": staticmethod(lambda: cuda)})
+        self.config = type("C", (), {"list_physical_devices": staticmethod(lambda kind: gpus)})
+        self._fail = fail
+        self.__version__ = tf.__version__
+
+    def load_library(self, path):
+        self.calls.append(path)
+        if self._fail:
+            raise self._fail
+
+
+@pytest.fixture
+def state(monkeypatch):
+    monkeypatch.setattr(_loader, "_cuda_state", {"loaded": None, "reason": "not yet"})
+    monkeypatch.delenv(_loader.CUDA_ENV, raising=False)
+    return _loader._cuda_state
+
+
+def test_loads_after_the_op_library_with_a_gpu(pkg, state):
+    fake = FakeTF(cuda=True, gpus=["gpu"])
+    _loader._load_cuda_library(fake, INFO)
+    assert fake.calls == [str(pkg / "_metal_ops_cuda.so")]
+    assert state["loaded"] == str(pkg / "_metal_ops_cuda.so")
+    info = _loader.cuda_info(INFO)
+    assert info["present"] and info["loaded"] and info["archs"] == INFO["cuda_archs"]
+
+
+@pytest.mark.parametrize("cuda,gpus", [(False, ["gpu"]), (True, [])])
+def test_not_loaded_without_cuda_tensorflow_or_gpu(pkg, state, cuda, gpus):
+    fake = FakeTF(cuda=cuda, gpus=gpus)
+    _loader._load_cuda_library(fake, INFO)
+    assert fake.calls == [] and not _loader.cuda_info(INFO)["loaded"]
+    assert _loader.cuda_info(INFO)["reason"] in ("the running TensorFlow is not a CUDA build", "TensorFlow sees no GPU")
+
+
+def test_a_library_that_fails_to_load_is_a_clear_error(pkg, state):
+    fake = FakeTF(cuda=True, gpus=["gpu"], fail=tf.errors.NotFoundError(None, None, "undefined symbol: _ZN10tensorflow3FooEv"))
+    with pytest.raises(ImportError) as e:
+        _loader._load_cuda_library(fake, INFO)
+    message = str(e.value)
+    assert "_metal_ops_cuda.so" in message and "undefined symbol" in message and f"{_loader.CUDA_ENV}=0" in message
+
+
+def test_this_process_loads_nothing_cuda():
+    """This suite runs tensorflow-cpu (or a machine without a GPU): whatever the
+    build holds, no CUDA library of metal_ops is mapped after loading."""
+    metal_ops.load_library()
+    if tf.test.is_built_with_cuda() and tf.config.list_physical_devices("GPU"):
+        pytest.skip("this TensorFlow is a CUDA build and sees a GPU: the CUDA library is meant to load here")
+    mapped = [p for p in _loader.mapped_files() if os.path.basename(p).startswith("_metal_ops_cuda")]
+    assert mapped == []
+    assert not _loader.cuda_info()["loaded"]
+
+
+def test_python_dash_m_reports_the_cuda_library():
+    out = subprocess.run([sys.executable, "-m", "metal_ops"], env=ENV, capture_output=True, text=True, check=True)
+    cuda = json.loads(out.stdout)["cuda"]
+    info = _loader.read_build_info() or {}
+    if not info.get("cuda_library"):
+        assert cuda["library"] is None and "CUDA kernels: none in this build" in out.stderr
+        return
+    assert cuda["present"] and not cuda["loaded"], cuda
+    assert "CUDA kernels: present, not loaded: " in out.stderr
+    assert cuda["reason"] in ("the running TensorFlow is not a CUDA build", "TensorFlow sees no GPU")

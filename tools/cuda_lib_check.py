@@ -1,0 +1,187 @@
+"""Checks of the CUDA kernels' library of the Linux wheel (`make cuda-lib`) and
+of the op libraries beside it, in a package directory (build/wheel/linux/pkg).
+
+    python3 tools/cuda_lib_check.py --pkg build/wheel/linux/pkg --tf-dir <site-packages>/tensorflow \\
+        [--cuobjdump PATH]
+
+The CUDA library (`_build_info.json`'s "cuda_library"):
+- needs only TensorFlow's libraries and the C/C++ runtime: no libcudart (the
+  runtime is linked in statically) and no libcuda (the runtime opens the
+  driver when first used);
+- every undefined dynamic symbol is defined by TensorFlow's
+  libtensorflow_framework.so.2 / libtensorflow_cc.so.2 (of --tf-dir) or by the
+  C/C++ runtime libraries it needs (as this machine has them; their symbol
+  versions are auditwheel's check);
+- exports no CUDA runtime symbol (kept inside, so it never binds to or
+  interposes TensorFlow's own libcudart);
+- holds GPU kernel registrations (Eigen::GpuDevice kernels) and no op
+  registration (REGISTER_OP stays in the op library: no double registration);
+- its GPU code is exactly what the build info records: `cuobjdump --list-elf`
+  gives the "sass" architectures, `--list-ptx` the "ptx" ones.
+The op libraries ("isa_libraries"): register the ops, hold no GPU kernel or
+GPU code and use no CUDA symbol.
+
+Exit status 0 when every check passes, 1 otherwise (each failure on stderr).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "manylinux"))
+from glibc_compat import library_path as runtime_library  # noqa: E402  (standard library only)
+from macos_binaries import report  # noqa: E402  (standard library only)
+
+TF_LIBS = ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2")
+# The C/C++ runtime every manylinux policy allows.
+RUNTIME = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2",
+           "librt.so.1", "ld-linux-x86-64.so.2"}
+CUDA_SYMBOL = re.compile(r"^(__)?cuda[A-Z_]|^cu[A-Z][a-z]")
+OP_REGISTRATION = "OpDefBuilder"  # REGISTER_OP's builder (register_op::OpDefBuilderWrapper / Receiver)
+GPU_KERNEL = "Eigen::GpuDevice"  # the device type of every GPU kernel class (kernels/cuda/tf_gpu.h)
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+def dynamic_symbols(path):
+    """(defined names, undefined non-weak names) of the dynamic symbol table, versions stripped."""
+    defined, undefined = set(), set()
+    for line in run(["nm", "-D", path]).splitlines():
+        parts = line.split()
+        kind, name = (parts[0], parts[1]) if len(parts) == 2 else (parts[1], parts[2])
+        name = name.split("@")[0]
+        if kind == "U":
+            undefined.add(name)
+        elif kind not in ("w", "v"):
+            defined.add(name)
+    return defined, undefined
+
+
+def needed(path):
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(["readelf", "-d", path]))
+
+
+def demangled_symbols(path):
+    """Every symbol name (static table when present, else the dynamic one), demangled."""
+    out = subprocess.run(["nm", "-C", path], capture_output=True, text=True).stdout
+    return out or run(["nm", "-C", "-D", path])
+
+
+def find_cuobjdump(explicit=None):
+    candidates = [explicit, shutil.which("cuobjdump")]
+    candidates += sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "build", "wheel-tools", "lib",
+                                                "python*", "site-packages", "nvidia", "cu*", "bin", "cuobjdump")))
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def gpu_code(cuobjdump, path):
+    """({sm_XY} of the embedded machine code, {compute_XY} of the embedded PTX)."""
+    def listing(flag):
+        out = subprocess.run([cuobjdump, flag, path], capture_output=True, text=True)
+        if out.returncode != 0 and "does not contain device code" not in out.stderr + out.stdout:
+            raise RuntimeError(f"{cuobjdump} {flag} {path} failed: {out.stderr.strip()}")
+        return out.stdout
+    elf = set(re.findall(r"\.(sm_\d+[a-z]?)\.cubin", listing("--list-elf")))
+    ptx = set("compute_" + n for n in re.findall(r"\.sm_(\d+[a-z]?)\.ptx", listing("--list-ptx")))
+    return elf, ptx
+
+
+def check_cuda_library(path, tf_dir, archs, cuobjdump=None):
+    problems, notes = [], []
+    name = os.path.basename(path)
+    libs = needed(path)
+    odd = [n for n in libs if n not in set(TF_LIBS) | RUNTIME]
+    if odd:
+        problems.append(f"{name} needs {odd}: neither TensorFlow nor the C/C++ runtime "
+                        f"(libcudart must be linked in statically, libcuda is opened by the runtime)")
+    defined, undefined = dynamic_symbols(path)
+    providers = {}
+    for lib in TF_LIBS:
+        lib_path = os.path.join(tf_dir, lib)
+        if lib in libs or lib == TF_LIBS[0]:
+            if not os.path.exists(lib_path):
+                problems.append(f"{lib_path} is missing: cannot resolve {name}'s symbols")
+                continue
+            providers[lib] = dynamic_symbols(lib_path)[0]
+    for lib in libs:
+        if lib in RUNTIME:
+            where = runtime_library(lib)
+            if where:
+                providers[lib] = dynamic_symbols(where)[0]
+    provided = set().union(*providers.values()) if providers else set()
+    unresolved = sorted(undefined - provided)
+    if unresolved:
+        problems.append(f"{name}: {len(unresolved)} undefined symbols that neither TensorFlow "
+                        f"({', '.join(TF_LIBS)}) nor the C/C++ runtime define: {unresolved[:8]}")
+    from_tf = sum(1 for s in undefined if any(s in providers.get(lib, ()) for lib in TF_LIBS))
+    exported = sorted(s for s in defined if CUDA_SYMBOL.match(s))
+    if exported:
+        problems.append(f"{name} exports CUDA runtime symbols {exported[:5]} (the static runtime must stay "
+                        f"inside: -Wl,--exclude-libs,ALL)")
+    if any(OP_REGISTRATION in s for s in defined | undefined):
+        problems.append(f"{name} registers ops (REGISTER_OP): they belong to the op library only")
+    if GPU_KERNEL not in demangled_symbols(path):
+        problems.append(f"{name} holds no GPU kernel ({GPU_KERNEL} symbols)")
+    notes.append(f"{name}: needs {', '.join(libs)}; {len(undefined)} undefined symbols, {from_tf} of them "
+                 f"TensorFlow's, the rest the C/C++ runtime's; no CUDA symbol exported")
+    if cuobjdump:
+        elf, ptx = gpu_code(cuobjdump, path)
+        want_elf, want_ptx = set((archs or {}).get("sass", [])), set((archs or {}).get("ptx", []))
+        if elf != want_elf or ptx != want_ptx:
+            problems.append(f"{name}: GPU code sass {sorted(elf)}, ptx {sorted(ptx)}; the build info says "
+                            f"sass {sorted(want_elf)}, ptx {sorted(want_ptx)}")
+        notes.append(f"{name}: cuobjdump: machine code for {', '.join(sorted(elf))}; PTX {', '.join(sorted(ptx))}")
+    else:
+        problems.append("no cuobjdump (PATH, or build/wheel-tools: requirements-wheel-tools.txt): GPU code not checked")
+    return problems, notes
+
+
+def check_op_library(path, cuobjdump=None):
+    problems = []
+    name = os.path.basename(path)
+    defined, undefined = dynamic_symbols(path)
+    cuda = sorted(s for s in undefined if CUDA_SYMBOL.match(s))
+    if cuda or any("cuda" in n for n in needed(path)):
+        problems.append(f"{name} uses CUDA ({cuda[:5]}): the GPU kernels belong to the CUDA library only")
+    if GPU_KERNEL in demangled_symbols(path):
+        problems.append(f"{name} holds GPU kernels ({GPU_KERNEL}): they belong to the CUDA library only")
+    if not any(OP_REGISTRATION in s for s in defined | undefined):
+        problems.append(f"{name} registers no op (no {OP_REGISTRATION} symbol)")
+    if cuobjdump and any(gpu_code(cuobjdump, path)):
+        problems.append(f"{name} holds GPU code (cuobjdump): it belongs to the CUDA library only")
+    return problems
+
+
+def check_pkg(pkg, tf_dir, cuobjdump=None):
+    info = json.load(open(os.path.join(pkg, "_build_info.json")))
+    if not info.get("cuda_library"):
+        return [f"{pkg}/_build_info.json names no cuda_library"], []
+    cuobjdump = find_cuobjdump(cuobjdump)
+    problems, notes = check_cuda_library(os.path.join(pkg, info["cuda_library"]), tf_dir, info.get("cuda_archs"),
+                                         cuobjdump)
+    op_libs = list((info.get("isa_libraries") or {}).values()) + ([info["library"]] if info.get("library") else [])
+    for lib in op_libs:
+        problems += check_op_library(os.path.join(pkg, lib), cuobjdump)
+    notes.append(f"op libraries with the op registrations, without GPU kernels or CUDA symbols: {', '.join(op_libs)}")
+    return problems, notes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pkg", required=True)
+    parser.add_argument("--tf-dir", required=True, help="site-packages/tensorflow of the TensorFlow built against")
+    parser.add_argument("--cuobjdump")
+    args = parser.parse_args(argv)
+    problems, notes = check_pkg(args.pkg, args.tf_dir, args.cuobjdump)
+    return report("cuda_lib_check", args.pkg, problems, notes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
