@@ -17,29 +17,9 @@
 
 namespace mo {
 
-// Arguments of the Metal dispatches (same layout in the shaders and on the host).
-struct PackedVolumeRenderParams {
-  int64 num_rays;
-  int64 num_samples;  // N
-  float early_termination;
-  int32 background_per_ray;  // 1: background is [R, 3]; 0: one colour [3]
-  int32 write_weights;       // forward: write weights [N]
-  int32 has_weight_grad;     // backward: weights and grad_weights are [N]
-};
-
-// The one place the struct is filled (Metal glue and the MSL-shim tests).
-MO_FN PackedVolumeRenderParams make_packed_volume_render_params(int64 num_rays, int64 num_samples,
-                                                                float early_termination, bool background_per_ray,
-                                                                bool write_weights, bool has_weight_grad) {
-  PackedVolumeRenderParams p;
-  p.num_rays = num_rays;
-  p.num_samples = num_samples;
-  p.early_termination = early_termination;
-  p.background_per_ray = background_per_ray ? 1 : 0;
-  p.write_weights = write_weights ? 1 : 0;
-  p.has_weight_grad = has_weight_grad ? 1 : 0;
-  return p;
-}
+// The Metal dispatches take VolumeRender's VolumeRenderParams, num_samples
+// being N (write_weights: weights [N]; has_weight_grad: weights and
+// grad_weights are [N]).
 
 // Layout check codes, after VolumeRender's kVrBadSigma / kVrBadT.
 enum { kPvrBadCount = 3, kPvrBadOffset = 4, kPvrPastEnd = 5, kPvrShortTotal = 6 };

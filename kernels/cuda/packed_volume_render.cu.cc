@@ -3,19 +3,11 @@
 #include "kernels/common/packed_volume_render.h"
 #include "kernels/cuda/cuda_launch.h"
 #include "kernels/cuda/packed_volume_render.h"
+#include "kernels/cuda/vr_math.h"
 
 namespace mo {
 namespace cuda {
 namespace {
-
-// float64 policy for the shared header (the header itself has no double).
-struct PvrDoubleMath {
-  static __host__ __device__ __forceinline__ double exp(double x) { return ::exp(x); }
-  static __host__ __device__ __forceinline__ double expm1(double x) { return ::expm1(x); }
-};
-template <typename T> struct PvrMathFor;
-template <> struct PvrMathFor<float> { typedef VrFloatMath type; };
-template <> struct PvrMathFor<double> { typedef PvrDoubleMath type; };
 
 constexpr int kRayThreads = 128;
 
@@ -28,7 +20,7 @@ __global__ void PackedVolumeRenderForwardKernel(const T* __restrict__ sigma, con
                                                 T* __restrict__ opacity, T* __restrict__ weights,
                                                 unsigned long long* bad_ray) {
   for (int64_t r = GlobalThreadIndex(); r < R; r += GlobalThreadCount()) {
-    const VrCheck check = pvr_forward_ray<T, typename PvrMathFor<T>::type>(
+    const VrCheck check = pvr_forward_ray<T, typename VrMathFor<T>::type>(
         sigma, rgb, t_starts, t_ends, offsets, counts, background, background_per_ray, r, R, N, eps, out_rgb, depth,
         opacity, weights, weights != nullptr);
     if (check.code != kVrOk && bad_ray != nullptr) atomicMin(bad_ray, static_cast<unsigned long long>(r));
@@ -46,7 +38,7 @@ __global__ void PackedVolumeRenderBackwardKernel(
     T* __restrict__ grad_samples_rgb, T* __restrict__ grad_background, unsigned long long* bad_ray) {
   const bool has_weight_grad = weights != nullptr && grad_weights != nullptr;
   for (int64_t r = GlobalThreadIndex(); r < R; r += GlobalThreadCount()) {
-    const int32_t code = pvr_backward_ray<T, typename PvrMathFor<T>::type>(
+    const int32_t code = pvr_backward_ray<T, typename VrMathFor<T>::type>(
         sigma, rgb, t_starts, t_ends, offsets, counts, background, background_per_ray, r, R, N, eps, out_rgb, depth,
         opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights, has_weight_grad, grad_sigma,
         grad_samples_rgb, grad_background);

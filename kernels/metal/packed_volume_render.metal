@@ -16,7 +16,7 @@ kernel void packed_volume_render_forward_float32(device const float* sigma [[buf
                                                  device float* out_depth [[buffer(8)]],
                                                  device float* out_opacity [[buffer(9)]],
                                                  device float* weights [[buffer(10)]],
-                                                 constant mo::PackedVolumeRenderParams& params [[buffer(11)]],
+                                                 constant mo::VolumeRenderParams& params [[buffer(11)]],
                                                  uint gid [[thread_position_in_grid]],
                                                  uint grid_size [[threads_per_grid]]) {
   for (mo::int64 r = gid; r < params.num_rays; r += grid_size) {
@@ -45,7 +45,7 @@ kernel void packed_volume_render_backward_float32(device const float* sigma [[bu
                                                   device float* grad_sigma [[buffer(15)]],
                                                   device float* grad_samples_rgb [[buffer(16)]],
                                                   device float* grad_background [[buffer(17)]],
-                                                  constant mo::PackedVolumeRenderParams& params [[buffer(18)]],
+                                                  constant mo::VolumeRenderParams& params [[buffer(18)]],
                                                   uint gid [[thread_position_in_grid]],
                                                   uint grid_size [[threads_per_grid]]) {
   for (mo::int64 r = gid; r < params.num_rays; r += grid_size) {

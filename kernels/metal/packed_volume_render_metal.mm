@@ -47,7 +47,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* out[4] = {call.Output(0, TF_FLOAT, {R, 3}), call.Output(1, TF_FLOAT, {R}),
                        call.Output(2, TF_FLOAT, {R}), call.Output(3, TF_FLOAT, {attrs.return_weights ? N : 0})};
   if (!call.ok() || R == 0) return;
-  const mo::PackedVolumeRenderParams params = mo::make_packed_volume_render_params(
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
       R, N, attrs.early_termination, shapes.background_per_ray, attrs.return_weights, false);
   id<MTLComputePipelineState> pipeline = call.Pipeline("packed_volume_render", "packed_volume_render_forward_float32");
   if (!call.ok()) return;
@@ -78,7 +78,7 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* out[3] = {call.Output(0, TF_FLOAT, {N}), call.Output(1, TF_FLOAT, {N, 3}),
                        call.Output(2, TF_FLOAT, {R, 3})};
   if (!call.ok() || R == 0) return;
-  const mo::PackedVolumeRenderParams params = mo::make_packed_volume_render_params(
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
       R, N, attrs.early_termination, shapes.background_per_ray, false, has_weight_grad);
   id<MTLComputePipelineState> pipeline =
       call.Pipeline("packed_volume_render", "packed_volume_render_backward_float32");

@@ -10,7 +10,7 @@ void shim_packed_volume_render_forward_float32(const float* sigma, const float* 
                                                float* out_opacity, float* weights, int64_t num_rays,
                                                int64_t num_samples, float early_termination,
                                                int32_t background_per_ray, int32_t write_weights, uint grid_size) {
-  const mo::PackedVolumeRenderParams params = mo::make_packed_volume_render_params(
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
       num_rays, num_samples, early_termination, background_per_ray != 0, write_weights != 0, false);
   for (uint gid = 0; gid < grid_size; ++gid) {
     packed_volume_render_forward_float32(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, out_rgb,
@@ -25,7 +25,7 @@ void shim_packed_volume_render_backward_float32(
     const float* grad_opacity, const float* grad_weights, float* grad_sigma, float* grad_samples_rgb,
     float* grad_background, int64_t num_rays, int64_t num_samples, float early_termination,
     int32_t background_per_ray, int32_t has_weight_grad, uint grid_size) {
-  const mo::PackedVolumeRenderParams params = mo::make_packed_volume_render_params(
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
       num_rays, num_samples, early_termination, background_per_ray != 0, false, has_weight_grad != 0);
   for (uint gid = 0; gid < grid_size; ++gid) {
     packed_volume_render_backward_float32(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, out_rgb,
