@@ -159,3 +159,34 @@ def render_hash(model, origins, dirs, *, aabb, near, far, background, num_sample
                                   early_termination=early_termination,
                                   return_weights=return_weights)
     return out, t
+
+
+def march_step_size(aabb, march_steps):
+    """The ray-marching step: `march_steps` steps along the AABB's diagonal."""
+    lo, hi = tf.unstack(tf.convert_to_tensor(aabb, tf.float32))
+    return float(tf.norm(hi - lo)) / float(march_steps)
+
+
+def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, grid, use_grid, step_size,
+                        max_samples, jitter=True, seed=0, early_termination=1e-4, return_weights=False):
+    """Renders rays with the hash field on packed samples (metal_ops.ray_march + packed_volume_render).
+
+    Only the steps in occupied cells of `grid` are evaluated (all steps inside
+    the AABB while `use_grid` is False), a ray's count varying with what it
+    crosses. `aabb` is a concrete [2, 3] array (it becomes the op's attribute).
+    Returns (VolumeRenderPacked result, RayMarchSamples).
+    """
+    r = tf.shape(origins)[0]
+    mask = grid.mask if use_grid else tf.ones_like(grid.mask)
+    occupancy = metal_ops.pack_occupancy(mask[None])
+    samples = metal_ops.ray_march(
+        origins, dirs, tf.fill([r], float(near)), tf.fill([r], float(far)), occupancy, aabb,
+        grid.resolution, step_size, max_samples=max_samples, jitter=jitter, seed=seed)
+    o = tf.gather(origins, samples.ray_indices)
+    d = tf.gather(dirs, samples.ray_indices)
+    t_mid = 0.5 * (samples.t_starts + samples.t_ends)
+    sigma, rgb = model(normalize_points(o + d * t_mid[:, None], aabb), d)
+    out = metal_ops.packed_volume_render(
+        sigma, rgb, samples.t_starts, samples.t_ends, samples.ray_offsets, samples.ray_counts,
+        background=background, early_termination=early_termination, return_weights=return_weights)
+    return out, samples
