@@ -78,26 +78,33 @@ MO_FN bool vr_sigma_ok(T sigma) { return sigma >= T(0); }
 template <typename T>
 MO_FN bool vr_t_ok(T t0, T t1) { return t1 >= t0; }
 
+// The same rules over samples given by their intervals [t0[i], t1[i]]
+// (t0 = t, t1 = t + 1 for a fixed-S row; t_starts / t_ends for packed samples).
 template <typename T>
-MO_FN VrCheck vr_check_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* t, int64 S) {
+MO_FN VrCheck vr_check_samples(const MO_DEVICE T* sigma, const MO_DEVICE T* t0, const MO_DEVICE T* t1, int64 n) {
   VrCheck check;
   check.code = kVrOk;
   check.sample = 0;
-  for (int64 i = 0; i < S; ++i) {
+  for (int64 i = 0; i < n; ++i) {
     if (!vr_sigma_ok(sigma[i])) {
       check.code = kVrBadSigma;
       check.sample = i;
       return check;
     }
   }
-  for (int64 i = 0; i < S; ++i) {
-    if (!vr_t_ok(t[i], t[i + 1])) {
+  for (int64 i = 0; i < n; ++i) {
+    if (!vr_t_ok(t0[i], t1[i])) {
       check.code = kVrBadT;
       check.sample = i;
       return check;
     }
   }
   return check;
+}
+
+template <typename T>
+MO_FN VrCheck vr_check_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* t, int64 S) {
+  return vr_check_samples(sigma, t, t + 1, S);
 }
 
 // ---- The formulas, one function each. V is a scalar (T) or, in the CPU
@@ -175,7 +182,7 @@ struct VrSample {
 };
 
 // The transmittance walk along one ray. Usage:
-//   VrWalk<T, M> walk(eps); while (walk.next(sigma, t, S, &s)) { ... }
+//   VrWalk<T, M> walk(eps); while (walk.next(sigma, t, t + 1, S, &s)) { ... }
 // next() returns false once all S samples are used or T_i < eps.
 template <typename T, typename M>
 struct VrWalk {
@@ -186,12 +193,12 @@ struct VrWalk {
 
   MO_FN VrWalk(T early_termination) : eps(early_termination), cum(T(0)), trans(T(1)), i(0) {}
 
-  MO_FN bool next(const MO_DEVICE T* sigma, const MO_DEVICE T* t, int64 S, MO_THREAD VrSample<T>* s) {
+  // Sample i covers [t0[i], t1[i]] (t0 = t, t1 = t + 1 for a fixed-S row).
+  MO_FN bool next(const MO_DEVICE T* sigma, const MO_DEVICE T* t0, const MO_DEVICE T* t1, int64 S,
+                  MO_THREAD VrSample<T>* s) {
     if (i >= S || !vr_sample_used(trans, eps)) return false;
-    const T t0 = t[i];
-    const T t1 = t[i + 1];
-    s->delta = vr_delta(t0, t1);
-    s->mid = vr_mid(t0, t1);
+    s->delta = vr_delta(t0[i], t1[i]);
+    s->mid = vr_mid(t0[i], t1[i]);
     const T tau = vr_tau(sigma[i], s->delta);
     s->w = trans * vr_alpha<M>(tau);
     cum = cum + tau;
@@ -218,16 +225,17 @@ MO_FN void vr_write_invalid(MO_DEVICE T* out_rgb, MO_DEVICE T* out_depth, MO_DEV
   }
 }
 
-// Forward for one ray. Pointers are the ray's rows: sigma[S], rgb[S*3],
-// t[S+1], background[3]; outputs out_rgb[3], *out_depth, *out_opacity and,
-// when write_weights, weights[S]. Returns the input check (outputs are NaN
-// when it fails).
+// Forward for one ray. Pointers are the ray's rows: sigma[S], rgb[S*3], the
+// intervals [t0[i], t1[i]] (t0 = t, t1 = t + 1 for a row t[S+1]),
+// background[3]; outputs out_rgb[3], *out_depth, *out_opacity and, when
+// write_weights, weights[S]. Returns the input check (outputs are NaN when it
+// fails).
 template <typename T, typename M>
-MO_FN VrCheck vr_forward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t,
-                             const MO_DEVICE T* background, int64 S, T early_termination,
-                             MO_DEVICE T* out_rgb, MO_DEVICE T* out_depth, MO_DEVICE T* out_opacity,
-                             MO_DEVICE T* weights, bool write_weights) {
-  const VrCheck check = vr_check_ray(sigma, t, S);
+MO_FN VrCheck vr_forward_samples(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t0,
+                                 const MO_DEVICE T* t1, const MO_DEVICE T* background, int64 S,
+                                 T early_termination, MO_DEVICE T* out_rgb, MO_DEVICE T* out_depth,
+                                 MO_DEVICE T* out_opacity, MO_DEVICE T* weights, bool write_weights) {
+  const VrCheck check = vr_check_samples(sigma, t0, t1, S);
   if (check.code != kVrOk) {
     vr_write_invalid(out_rgb, out_depth, out_opacity, weights, S, write_weights);
     return check;
@@ -235,7 +243,7 @@ MO_FN VrCheck vr_forward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, c
   T r = T(0), g = T(0), b = T(0), depth = T(0), opacity = T(0);
   VrWalk<T, M> walk(early_termination);
   VrSample<T> s;
-  while (walk.next(sigma, t, S, &s)) {
+  while (walk.next(sigma, t0, t1, S, &s)) {
     const int64 i = walk.i - 1;
     r += s.w * rgb[3 * i + 0];
     g += s.w * rgb[3 * i + 1];
@@ -255,19 +263,29 @@ MO_FN VrCheck vr_forward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, c
   return check;
 }
 
-// Backward for one ray. Inputs: the ray's rows of sigma, rgb, t, background,
-// the forward outputs out_rgb[3], depth, opacity, and the incoming gradients
-// grad_rgb[3], grad_depth, grad_opacity; when has_weight_grad also the
-// forward's weights[S] and grad_weights[S]. Writes grad_sigma[S],
-// grad_samples_rgb[S*3] and grad_background[3] (this ray's contribution).
 template <typename T, typename M>
-MO_FN void vr_backward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t,
-                           const MO_DEVICE T* background, int64 S, T early_termination,
-                           const MO_DEVICE T* out_rgb, T out_depth, T out_opacity,
-                           const MO_DEVICE T* weights, const MO_DEVICE T* grad_rgb, T grad_depth,
-                           T grad_opacity, const MO_DEVICE T* grad_weights, bool has_weight_grad,
-                           MO_DEVICE T* grad_sigma, MO_DEVICE T* grad_samples_rgb,
-                           MO_DEVICE T* grad_background) {
+MO_FN VrCheck vr_forward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t,
+                             const MO_DEVICE T* background, int64 S, T early_termination,
+                             MO_DEVICE T* out_rgb, MO_DEVICE T* out_depth, MO_DEVICE T* out_opacity,
+                             MO_DEVICE T* weights, bool write_weights) {
+  return vr_forward_samples<T, M>(sigma, rgb, t, t + 1, background, S, early_termination, out_rgb, out_depth,
+                                  out_opacity, weights, write_weights);
+}
+
+// Backward for one ray. Inputs: the ray's rows of sigma, rgb, its intervals
+// [t0[i], t1[i]] (as in vr_forward_samples), background, the forward outputs
+// out_rgb[3], depth, opacity, and the incoming gradients grad_rgb[3],
+// grad_depth, grad_opacity; when has_weight_grad also the forward's
+// weights[S] and grad_weights[S]. Writes grad_sigma[S], grad_samples_rgb[S*3]
+// and grad_background[3] (this ray's contribution).
+template <typename T, typename M>
+MO_FN void vr_backward_samples(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t0,
+                               const MO_DEVICE T* t1, const MO_DEVICE T* background, int64 S,
+                               T early_termination, const MO_DEVICE T* out_rgb, T out_depth, T out_opacity,
+                               const MO_DEVICE T* weights, const MO_DEVICE T* grad_rgb, T grad_depth,
+                               T grad_opacity, const MO_DEVICE T* grad_weights, bool has_weight_grad,
+                               MO_DEVICE T* grad_sigma, MO_DEVICE T* grad_samples_rgb,
+                               MO_DEVICE T* grad_background) {
   const T gr = grad_rgb[0], gg = grad_rgb[1], gb = grad_rgb[2];
   T total = vr_grad_total(grad_rgb, out_rgb, background, grad_opacity, out_opacity, grad_depth, out_depth);
   if (has_weight_grad) {
@@ -277,7 +295,7 @@ MO_FN void vr_backward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, con
   T prefix = T(0);
   VrWalk<T, M> walk(early_termination);
   VrSample<T> s;
-  while (walk.next(sigma, t, S, &s)) {
+  while (walk.next(sigma, t0, t1, S, &s)) {
     const int64 i = walk.i - 1;
     T g = vr_weight_grad(gr, gg, gb, rgb[3 * i + 0], rgb[3 * i + 1], rgb[3 * i + 2], g_const, grad_depth, s.mid);
     if (has_weight_grad) g += grad_weights[i];
@@ -294,6 +312,19 @@ MO_FN void vr_backward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, con
     grad_samples_rgb[3 * i + 2] = T(0);
   }
   vr_background_grad(grad_rgb, out_opacity, grad_background);
+}
+
+template <typename T, typename M>
+MO_FN void vr_backward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t,
+                           const MO_DEVICE T* background, int64 S, T early_termination,
+                           const MO_DEVICE T* out_rgb, T out_depth, T out_opacity,
+                           const MO_DEVICE T* weights, const MO_DEVICE T* grad_rgb, T grad_depth,
+                           T grad_opacity, const MO_DEVICE T* grad_weights, bool has_weight_grad,
+                           MO_DEVICE T* grad_sigma, MO_DEVICE T* grad_samples_rgb,
+                           MO_DEVICE T* grad_background) {
+  vr_backward_samples<T, M>(sigma, rgb, t, t + 1, background, S, early_termination, out_rgb, out_depth,
+                            out_opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
+                            has_weight_grad, grad_sigma, grad_samples_rgb, grad_background);
 }
 
 }  // namespace mo

@@ -17,6 +17,7 @@ from metal_ops.fused_conv2d import fused_conv2d  # noqa: E402
 from metal_ops.fused_mlp import fused_mlp  # noqa: E402
 from metal_ops.hash_encode import hash_encode, hash_grid_size  # noqa: E402
 from metal_ops import layers  # noqa: E402
+from metal_ops.packed_volume_render import PackedVolumeRenderOutput, packed_volume_render  # noqa: E402
 from metal_ops.ray_march import RayMarchSamples, pack_occupancy, ray_march  # noqa: E402
 from metal_ops.robust_loss import robust_loss  # noqa: E402
 from metal_ops.sh_encode import sh_encode  # noqa: E402
@@ -38,6 +39,8 @@ __all__ = [
     "layers",
     "losses",
     "pack_occupancy",
+    "PackedVolumeRenderOutput",
+    "packed_volume_render",
     "ray_march",
     "RayMarchSamples",
     "robust_loss",

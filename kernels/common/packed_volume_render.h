@@ -1,0 +1,117 @@
+// PackedVolumeRender: VolumeRender (kernels/common/volume_render.h) over
+// packed samples, as RayMarch returns them: N samples ordered by ray, sample i
+// covering [t_starts[i], t_ends[i]], ray r owning the samples
+// [ray_offsets[r], ray_offsets[r] + ray_counts[r]). The formulas, the
+// early-termination rule and the backward are VolumeRender's
+// (vr_forward_samples / vr_backward_samples); this header adds the layout
+// rule and the per-ray drivers every backend runs (one ray per thread).
+//
+// Layout rule (checked per ray, so a ray that passes never reads outside
+// [0, N)): ray_counts[r] >= 0, ray_offsets[0] = 0, ray_offsets[r] =
+// ray_offsets[r-1] + ray_counts[r-1], and the last ray ends at N.
+#ifndef METAL_OPS_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_
+#define METAL_OPS_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_
+
+#include "kernels/common/platform.h"
+#include "kernels/common/volume_render.h"
+
+namespace mo {
+
+// Arguments of the Metal dispatches (same layout in the shaders and on the host).
+struct PackedVolumeRenderParams {
+  int64 num_rays;
+  int64 num_samples;  // N
+  float early_termination;
+  int32 background_per_ray;  // 1: background is [R, 3]; 0: one colour [3]
+  int32 write_weights;       // forward: write weights [N]
+  int32 has_weight_grad;     // backward: weights and grad_weights are [N]
+};
+
+// The one place the struct is filled (Metal glue and the MSL-shim tests).
+MO_FN PackedVolumeRenderParams make_packed_volume_render_params(int64 num_rays, int64 num_samples,
+                                                                float early_termination, bool background_per_ray,
+                                                                bool write_weights, bool has_weight_grad) {
+  PackedVolumeRenderParams p;
+  p.num_rays = num_rays;
+  p.num_samples = num_samples;
+  p.early_termination = early_termination;
+  p.background_per_ray = background_per_ray ? 1 : 0;
+  p.write_weights = write_weights ? 1 : 0;
+  p.has_weight_grad = has_weight_grad ? 1 : 0;
+  return p;
+}
+
+// Layout check codes, after VolumeRender's kVrBadSigma / kVrBadT.
+enum { kPvrBadCount = 3, kPvrBadOffset = 4, kPvrPastEnd = 5, kPvrShortTotal = 6 };
+
+// The layout rule for ray r of R over N samples: kVrOk or a kPvr* code.
+MO_FN int32 pvr_check_layout(const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts, int64 r, int64 R,
+                             int64 N) {
+  const int64 count = counts[r];
+  const int64 offset = offsets[r];
+  if (count < 0) return kPvrBadCount;
+  const int64 expected = r == 0 ? int64(0) : int64(offsets[r - 1]) + int64(counts[r - 1]);
+  if (offset != expected || offset < 0) return kPvrBadOffset;
+  if (offset + count > N) return kPvrPastEnd;
+  if (r == R - 1 && offset + count != N) return kPvrShortTotal;
+  return kVrOk;
+}
+
+// Forward for ray r: its layout, then vr_forward_samples over its samples.
+// Returns the check; code != kVrOk leaves NaN ray outputs (and NaN weights
+// for a ray with a valid layout but invalid samples). check.sample is the
+// index into the ray's samples.
+template <typename T, typename M>
+MO_FN VrCheck pvr_forward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t_starts,
+                              const MO_DEVICE T* t_ends, const MO_DEVICE int32* offsets,
+                              const MO_DEVICE int32* counts, const MO_DEVICE T* background, bool background_per_ray,
+                              int64 r, int64 R, int64 N, T early_termination, MO_DEVICE T* out_rgb,
+                              MO_DEVICE T* out_depth, MO_DEVICE T* out_opacity, MO_DEVICE T* weights,
+                              bool write_weights) {
+  VrCheck check;
+  check.sample = 0;
+  check.code = pvr_check_layout(offsets, counts, r, R, N);
+  if (check.code != kVrOk) {
+    vr_write_invalid(out_rgb + r * 3, out_depth + r, out_opacity + r, weights, 0, false);
+    return check;
+  }
+  const int64 o = offsets[r];
+  return vr_forward_samples<T, M>(sigma + o, rgb + o * 3, t_starts + o, t_ends + o,
+                                  background + (background_per_ray ? r * 3 : 0), int64(counts[r]),
+                                  early_termination, out_rgb + r * 3, out_depth + r, out_opacity + r,
+                                  write_weights ? weights + o : weights, write_weights);
+}
+
+// Backward for ray r (arguments as in vr_backward_samples, per-ray arrays
+// whole). Returns the layout check; a ray with an invalid layout writes NaN
+// to its grad_background row and no sample gradient.
+template <typename T, typename M>
+MO_FN int32 pvr_backward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t_starts,
+                             const MO_DEVICE T* t_ends, const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts,
+                             const MO_DEVICE T* background, bool background_per_ray, int64 r, int64 R, int64 N,
+                             T early_termination, const MO_DEVICE T* out_rgb, const MO_DEVICE T* out_depth,
+                             const MO_DEVICE T* out_opacity, const MO_DEVICE T* weights,
+                             const MO_DEVICE T* grad_rgb, const MO_DEVICE T* grad_depth,
+                             const MO_DEVICE T* grad_opacity, const MO_DEVICE T* grad_weights, bool has_weight_grad,
+                             MO_DEVICE T* grad_sigma, MO_DEVICE T* grad_samples_rgb, MO_DEVICE T* grad_background) {
+  const int32 code = pvr_check_layout(offsets, counts, r, R, N);
+  if (code != kVrOk) {
+    const T nan = T(NAN);
+    grad_background[r * 3 + 0] = nan;
+    grad_background[r * 3 + 1] = nan;
+    grad_background[r * 3 + 2] = nan;
+    return code;
+  }
+  const int64 o = offsets[r];
+  vr_backward_samples<T, M>(sigma + o, rgb + o * 3, t_starts + o, t_ends + o,
+                            background + (background_per_ray ? r * 3 : 0), int64(counts[r]), early_termination,
+                            out_rgb + r * 3, out_depth[r], out_opacity[r], has_weight_grad ? weights + o : weights,
+                            grad_rgb + r * 3, grad_depth[r], grad_opacity[r],
+                            has_weight_grad ? grad_weights + o : grad_weights, has_weight_grad, grad_sigma + o,
+                            grad_samples_rgb + o * 3, grad_background + r * 3);
+  return code;
+}
+
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_

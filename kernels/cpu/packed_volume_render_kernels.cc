@@ -1,0 +1,113 @@
+// The CPU functor of MetalOpsPackedVolumeRender / ...Grad (the kernel classes
+// are kernels/packed_volume_render_op.h) and the CPU registrations. Rays are
+// split over TensorFlow's intra-op thread pool (cpu::ParallelFor); each ray
+// runs the shared scalar drivers of kernels/common/packed_volume_render.h,
+// the same functions the CUDA and Metal kernels run.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+
+#include "kernels/common/packed_volume_render.h"
+#include "kernels/common/volume_render.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/packed_volume_render_op.h"
+#include "kernels/register_kernels.h"
+#include "ops/checks_tf.h"
+#include "ops/packed_volume_render_checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace mo {
+// Named (not anonymous): the functor's lambdas capture these types.
+namespace packed_volume_render_cpu {
+
+// The math policy: the float one every backend uses, std:: for double.
+struct PvrDoubleMath {
+  static double exp(double x) { return std::exp(x); }
+  static double expm1(double x) { return std::expm1(x); }
+};
+template <typename T>
+struct PvrMathFor {
+  typedef VrFloatMath type;
+};
+template <>
+struct PvrMathFor<double> {
+  typedef PvrDoubleMath type;
+};
+
+// The first (smallest) failing ray of a parallel loop; threads race only to lower it.
+struct FirstBadRay {
+  std::mutex mutex;
+  int64_t ray = std::numeric_limits<int64_t>::max();
+  VrCheck check = {kVrOk, 0};
+
+  void Record(int64_t r, const VrCheck& c) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (r < ray) {
+      ray = r;
+      check = c;
+    }
+  }
+};
+
+// Cost of one ray for the thread-pool sharder (cycles, roughly): the mean
+// sample count times VolumeRender's per-sample cost.
+inline int64_t RayCost(int64_t rays, int64_t samples) { return 40 + 60 * (samples / (rays > 0 ? rays : 1)); }
+
+}  // namespace packed_volume_render_cpu
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernelContext;
+using packed_volume_render_cpu::FirstBadRay;
+using packed_volume_render_cpu::PvrMathFor;
+using packed_volume_render_cpu::RayCost;
+
+template <typename T>
+struct PackedVolumeRenderFunctor<CPUDevice, T> {
+  static absl::Status Forward(OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
+    typedef typename PvrMathFor<T>::type M;
+    const bool write_weights = a.weights != nullptr;
+    const T eps = static_cast<T>(a.early_termination);
+    FirstBadRay bad;
+    cpu::ParallelFor(ctx, a.rays, RayCost(a.rays, a.samples), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const VrCheck check = pvr_forward_ray<T, M>(a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts,
+                                                    a.background, a.background_per_ray, r, a.rays, a.samples, eps,
+                                                    a.out_rgb, a.depth, a.opacity, a.weights, write_weights);
+        if (check.code != kVrOk) bad.Record(r, check);
+      }
+    });
+    if (bad.check.code == kVrOk) return absl::OkStatus();
+    return checks::ToStatus(packed_volume_render_checks::BadRay(packed_volume_render_checks::kForward, bad.check,
+                                                                bad.ray, a.samples, a.offsets, a.counts, a.sigma,
+                                                                a.t_starts, a.t_ends));
+  }
+
+  static absl::Status Backward(OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
+    typedef typename PvrMathFor<T>::type M;
+    const bool has_weight_grad = a.weights != nullptr;
+    const T eps = static_cast<T>(a.early_termination);
+    FirstBadRay bad;
+    cpu::ParallelFor(ctx, a.rays, RayCost(a.rays, a.samples), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int32 code = pvr_backward_ray<T, M>(
+            a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background, a.background_per_ray, r,
+            a.rays, a.samples, eps, a.out_rgb, a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth,
+            a.grad_opacity, a.grad_weights, has_weight_grad, a.grad_sigma, a.grad_samples_rgb, a.grad_background);
+        if (code != kVrOk) bad.Record(r, VrCheck{code, 0});
+      }
+    });
+    if (bad.check.code == kVrOk) return absl::OkStatus();
+    return checks::ToStatus(packed_volume_render_checks::BadRay(packed_volume_render_checks::kBackward, bad.check,
+                                                                bad.ray, a.samples, a.offsets, a.counts, a.sigma,
+                                                                a.t_starts, a.t_ends));
+  }
+};
+
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, float);
+METAL_OPS_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, double);
+
+}  // namespace mo

@@ -1,0 +1,163 @@
+// PackedVolumeRender's attributes and input checks, written once for every
+// kernel of the op and its shape functions: the attributes are read by
+// ReadAttrs through any reader (ops/checks_tf.h's AttrGetter, the Metal glue's
+// AttrReader); the shapes, the layout of the packed samples and the sample
+// values are checked here with their messages. No TensorFlow API: sizes and
+// values in, ops/checks.h's Result out. Messages name the argument; tests
+// match on them.
+#ifndef METAL_OPS_OPS_PACKED_VOLUME_RENDER_CHECKS_H_
+#define METAL_OPS_OPS_PACKED_VOLUME_RENDER_CHECKS_H_
+
+#include <cstdint>
+
+#include "kernels/common/packed_volume_render.h"
+#include "ops/checks.h"
+
+namespace mo {
+namespace packed_volume_render_checks {
+
+using checks::Dims;
+using checks::Invalid;
+using checks::Ok;
+using checks::Result;
+using checks::ShapeString;
+
+constexpr const char kForward[] = "MetalOpsPackedVolumeRender";
+constexpr const char kBackward[] = "MetalOpsPackedVolumeRenderGrad";
+
+// Offsets and counts are int32 (as RayMarch returns them): N stays below this.
+constexpr int64_t kMaxSamples = 2147483647;
+
+struct Attrs {
+  float early_termination = 1e-4f;
+  bool return_weights = false;  // forward only
+};
+
+// Reads the attributes with get(name, &value) (true when it succeeded); the
+// backward op has no return_weights.
+template <typename Get>
+Result ReadAttrs(Get&& get, const char* op, bool forward, Attrs* a) {
+  if (!get("early_termination", &a->early_termination) || (forward && !get("return_weights", &a->return_weights))) {
+    return Invalid(op, ": could not read the op's attributes");
+  }
+  if (!(a->early_termination >= 0.0f && a->early_termination <= 1.0f)) {
+    return Invalid(op, ": 'early_termination' must be in [0, 1], got ", a->early_termination);
+  }
+  return Ok();
+}
+
+struct Shapes {
+  int64_t rays = 0;
+  int64_t samples = 0;
+  bool background_per_ray = false;
+};
+
+// sigma [N], rgb [N, 3], t_starts [N], t_ends [N], ray_offsets [R],
+// ray_counts [R], background [3] or [R, 3].
+inline Result InputShapes(const char* op, const Dims& sigma, const Dims& rgb, const Dims& t_starts,
+                          const Dims& t_ends, const Dims& offsets, const Dims& counts, const Dims& background,
+                          Shapes* shapes) {
+  if (sigma.size() != 1) {
+    return Invalid(op, ": 'sigma' must be [N] (rank 1, packed samples), got shape ", ShapeString(sigma));
+  }
+  const int64_t N = sigma[0];
+  if (N > kMaxSamples) return Invalid(op, ": at most ", kMaxSamples, " samples (int32 offsets), got ", N);
+  if (rgb != Dims{N, 3}) {
+    return Invalid(op, ": 'rgb' must be [N, 3] = [", N, ", 3] to match 'sigma', got shape ", ShapeString(rgb));
+  }
+  if (t_starts != Dims{N}) {
+    return Invalid(op, ": 't_starts' must be [N] = [", N, "] to match 'sigma', got shape ", ShapeString(t_starts));
+  }
+  if (t_ends != Dims{N}) {
+    return Invalid(op, ": 't_ends' must be [N] = [", N, "] to match 'sigma', got shape ", ShapeString(t_ends));
+  }
+  if (offsets.size() != 1) {
+    return Invalid(op, ": 'ray_offsets' must be [R] (rank 1), got shape ", ShapeString(offsets));
+  }
+  const int64_t R = offsets[0];
+  if (counts != Dims{R}) {
+    return Invalid(op, ": 'ray_counts' must be [R] = [", R, "] like 'ray_offsets', got shape ", ShapeString(counts));
+  }
+  if (R == 0 && N > 0) {
+    return Invalid(op, ": 'ray_counts' sum to 0 (no rays) but 'sigma' has ", N, " samples");
+  }
+  const bool shared = background == Dims{3};
+  const bool per_ray = background == Dims{R, 3};
+  if (!(shared || per_ray)) {
+    return Invalid(op, ": 'background' must be [3] or [R, 3] = [", R, ", 3], got shape ", ShapeString(background));
+  }
+  shapes->rays = R;
+  shapes->samples = N;
+  shapes->background_per_ray = per_ray;
+  return Ok();
+}
+
+// The forward outputs and upstream gradients the backward receives.
+// *has_weight_grad: the weights output was returned ([N], not [0]) and N > 0.
+inline Result GradInputShapes(const char* op, const Shapes& shapes, const Dims& out_rgb, const Dims& depth,
+                              const Dims& opacity, const Dims& weights, const Dims& grad_rgb, const Dims& grad_depth,
+                              const Dims& grad_opacity, const Dims& grad_weights, bool* has_weight_grad) {
+  const int64_t R = shapes.rays, N = shapes.samples;
+  const Dims ray3 = {R, 3}, ray = {R};
+  if (!(out_rgb == ray3 && grad_rgb == ray3)) {
+    return Invalid(op, ": 'out_rgb' and 'grad_rgb' must be [R, 3] = ", ShapeString(ray3), ", got ",
+                   ShapeString(out_rgb), " and ", ShapeString(grad_rgb));
+  }
+  if (!(depth == ray && opacity == ray && grad_depth == ray && grad_opacity == ray)) {
+    return Invalid(op, ": 'depth', 'opacity', 'grad_depth' and 'grad_opacity' must be [R] = ", ShapeString(ray));
+  }
+  const bool weights_full = weights == Dims{N};
+  const bool weights_none = weights == Dims{0};
+  if (!((weights_full || weights_none) && grad_weights == weights)) {
+    return Invalid(op, ": 'weights' and 'grad_weights' must both be [N] = [", N, "] or [0], got ",
+                   ShapeString(weights), " and ", ShapeString(grad_weights));
+  }
+  *has_weight_grad = weights_full && N > 0;
+  return Ok();
+}
+
+// The error for ray r, which failed pvr_check_layout with `code`; the values
+// are ray_offsets / ray_counts of rays r - 1 (0 for r = 0) and r.
+inline Result BadLayout(const char* op, int32_t code, int64_t r, int64_t N, int64_t prev_offset, int64_t prev_count,
+                        int64_t offset, int64_t count) {
+  if (code == kPvrBadCount) return Invalid(op, ": 'ray_counts' must be >= 0: ray ", r, " has count ", count);
+  if (code == kPvrBadOffset) {
+    const int64_t expected = r == 0 ? 0 : prev_offset + prev_count;
+    return Invalid(op, ": 'ray_offsets' must be the exclusive prefix sum of 'ray_counts' (samples packed in ray ",
+                   "order, as ray_march returns them): ray ", r, " has offset ", offset, ", expected ", expected);
+  }
+  if (code == kPvrPastEnd) {
+    return Invalid(op, ": ray ", r, "'s samples [", offset, ", ", offset + count, ") run past the ", N,
+                   " samples of 'sigma' ('ray_offsets' / 'ray_counts' out of range)");
+  }
+  return Invalid(op, ": 'ray_counts' sum to ", offset + count, " but 'sigma' has ", N, " samples");
+}
+
+// The forward's error for sample `sample` (an index into all N samples) of
+// ray r, which failed vr_check_samples with `code`.
+inline Result BadSample(int32_t code, int64_t r, int64_t sample, double sigma, double t_start, double t_end) {
+  if (code == kVrBadSigma) {
+    return Invalid(kForward, ": 'sigma' must be non-negative (and not NaN): sample ", sample, " (ray ", r,
+                   ") has sigma = ", sigma);
+  }
+  return Invalid(kForward, ": 't_ends' must be >= 't_starts' (and not NaN): sample ", sample, " (ray ", r,
+                 ") has t_start = ", t_start, ", t_end = ", t_end);
+}
+
+// The error for a failed check of ray r from host copies of the whole
+// offsets / counts arrays and the sample arrays.
+template <typename T>
+Result BadRay(const char* op, const VrCheck& check, int64_t r, int64_t N, const int32_t* offsets,
+              const int32_t* counts, const T* sigma, const T* t_starts, const T* t_ends) {
+  if (check.code == kVrBadSigma || check.code == kVrBadT) {
+    const int64_t s = offsets[r] + check.sample;
+    return BadSample(check.code, r, s, sigma[s], t_starts[s], t_ends[s]);
+  }
+  return BadLayout(op, check.code, r, N, r > 0 ? offsets[r - 1] : 0, r > 0 ? counts[r - 1] : 0, offsets[r],
+                   counts[r]);
+}
+
+}  // namespace packed_volume_render_checks
+}  // namespace mo
+
+#endif  // METAL_OPS_OPS_PACKED_VOLUME_RENDER_CHECKS_H_

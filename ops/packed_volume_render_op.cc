@@ -1,0 +1,141 @@
+// MetalOpsPackedVolumeRender and its backward MetalOpsPackedVolumeRenderGrad:
+// VolumeRender over packed samples (RayMarch's output). Formulas:
+// kernels/common/packed_volume_render.h (on volume_render.h); checks and
+// attributes: ops/packed_volume_render_checks.h. Python:
+// python/metal_ops/packed_volume_render.py.
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include "ops/checks_tf.h"
+#include "ops/packed_volume_render_checks.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace {
+
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+namespace checks = ::mo::packed_volume_render_checks;
+
+// Checks sigma [N], rgb [N, 3], t_starts [N], t_ends [N], ray_offsets [R],
+// ray_counts [R], background [3] or [R, 3]; returns R and N.
+absl::Status InputShapes(InferenceContext* c, DimensionHandle* rays, DimensionHandle* samples) {
+  ShapeHandle sigma, rgb, t_starts, t_ends, offsets, counts, background;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &sigma));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &rgb));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &t_starts));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &t_ends));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &offsets));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &counts));
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(6), 1, &background));
+  TF_RETURN_IF_ERROR(c->WithRankAtMost(background, 2, &background));
+  DimensionHandle n = c->Dim(sigma, 0);
+  TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(rgb, 0), &n));
+  TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(t_starts, 0), &n));
+  TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(t_ends, 0), &n));
+  DimensionHandle unused;
+  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(rgb, 1), 3, &unused));
+  DimensionHandle r = c->Dim(offsets, 0);
+  TF_RETURN_IF_ERROR(c->Merge(r, c->Dim(counts, 0), &r));
+  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(background, -1), 3, &unused));
+  if (c->Rank(background) == 2) {
+    TF_RETURN_IF_ERROR(c->Merge(r, c->Dim(background, 0), &r));
+  }
+  *rays = r;
+  *samples = n;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("MetalOpsPackedVolumeRender")
+    .Input("sigma: T")
+    .Input("rgb: T")
+    .Input("t_starts: T")
+    .Input("t_ends: T")
+    .Input("ray_offsets: int32")
+    .Input("ray_counts: int32")
+    .Input("background: T")
+    .Output("out_rgb: T")
+    .Output("depth: T")
+    .Output("opacity: T")
+    .Output("weights: T")
+    .Attr("T: {float, double}")
+    .Attr("early_termination: float = 0.0001")
+    .Attr("return_weights: bool = false")
+    .SetShapeFn([](InferenceContext* c) {
+      checks::Attrs a;
+      TF_RETURN_IF_ERROR(mo::checks::ToStatus(
+          checks::ReadAttrs(mo::checks::AttrGetter(c), checks::kForward, /*forward=*/true, &a)));
+      DimensionHandle r, n;
+      TF_RETURN_IF_ERROR(InputShapes(c, &r, &n));
+      c->set_output(0, c->MakeShape({r, 3}));
+      c->set_output(1, c->Vector(r));
+      c->set_output(2, c->Vector(r));
+      c->set_output(3, a.return_weights ? c->Vector(n) : c->Vector(0));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Emission-absorption volume rendering of R rays over N packed samples
+(kernels/common/packed_volume_render.h): VolumeRender's formulas, with ray r
+owning samples [ray_offsets[r], ray_offsets[r] + ray_counts[r]).
+
+sigma: [N] densities, >= 0.
+rgb: [N, 3] sample colours.
+t_starts, t_ends: [N] each sample's interval along its ray, t_end >= t_start.
+ray_offsets, ray_counts: [R] int32; ray_offsets is the exclusive prefix sum of
+  ray_counts and the counts sum to N (as MetalOpsRayMarch returns them).
+background: [3] or [R, 3] colour composited behind the ray (weight 1 - opacity).
+out_rgb: [R, 3] sum_i w_i c_i + background (1 - opacity).
+depth: [R] sum_i w_i (t_start_i + t_end_i) / 2.
+opacity: [R] sum_i w_i.
+weights: [N] w_i = T_i (1 - exp(-sigma_i (t_end_i - t_start_i))) when
+  return_weights, else [0].
+early_termination: samples from the first one whose transmittance is below this
+  threshold on are skipped (in [0, 1]; 0 disables).
+)doc");
+
+REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
+    .Input("sigma: T")
+    .Input("rgb: T")
+    .Input("t_starts: T")
+    .Input("t_ends: T")
+    .Input("ray_offsets: int32")
+    .Input("ray_counts: int32")
+    .Input("background: T")
+    .Input("out_rgb: T")
+    .Input("depth: T")
+    .Input("opacity: T")
+    .Input("weights: T")
+    .Input("grad_rgb: T")
+    .Input("grad_depth: T")
+    .Input("grad_opacity: T")
+    .Input("grad_weights: T")
+    .Output("grad_sigma: T")
+    .Output("grad_samples_rgb: T")
+    .Output("grad_background: T")
+    .Attr("T: {float, double}")
+    .Attr("early_termination: float = 0.0001")
+    .SetShapeFn([](InferenceContext* c) {
+      checks::Attrs a;
+      TF_RETURN_IF_ERROR(mo::checks::ToStatus(
+          checks::ReadAttrs(mo::checks::AttrGetter(c), checks::kBackward, /*forward=*/false, &a)));
+      DimensionHandle r, n;
+      TF_RETURN_IF_ERROR(InputShapes(c, &r, &n));
+      ShapeHandle shape;
+      const int ranks[8] = {2, 1, 1, 1, 2, 1, 1, 1};
+      for (int i = 0; i < 8; ++i) TF_RETURN_IF_ERROR(c->WithRank(c->input(7 + i), ranks[i], &shape));
+      c->set_output(0, c->Vector(n));
+      c->set_output(1, c->MakeShape({n, 3}));
+      c->set_output(2, c->MakeShape({r, 3}));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Backward of MetalOpsPackedVolumeRender (VolumeRender's suffix trick per ray).
+Takes the forward's inputs and per-ray outputs plus the incoming gradients;
+weights and grad_weights are [N] when the forward returned weights, else [0].
+grad_background is per ray ([R, 3]); the Python gradient sums it over rays
+when the background was one colour [3]. t_starts, t_ends, ray_offsets and
+ray_counts get no gradient.
+)doc");

@@ -1,0 +1,108 @@
+"""PackedVolumeRender: VolumeRender over packed samples (ops/packed_volume_render_op.cc).
+
+Samples are packed as `ray_march` returns them: N samples ordered by ray,
+sample i covering [t_starts[i], t_ends[i]], ray r owning the samples
+[ray_offsets[r], ray_offsets[r] + ray_counts[r]). Per ray, the formulas are
+VolumeRender's (kernels/common/volume_render.h):
+    delta_i = t_end_i - t_start_i,  T_i = exp(-sum_{j<i} sigma_j delta_j),
+    w_i = T_i (1 - exp(-sigma_i delta_i)),
+    rgb = sum w_i c_i + background (1 - opacity),
+    depth = sum w_i (t_start_i + t_end_i) / 2,  opacity = sum w_i.
+See docs/PACKED_VOLUME_RENDER.md.
+"""
+import collections
+
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+
+PackedVolumeRenderOutput = collections.namedtuple("PackedVolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
+
+
+def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background=None,
+                         early_termination=1e-4, return_weights=False, name=None):
+    """Renders R rays over N packed samples in one fused op.
+
+    Args:
+      sigma: [N] densities (float32 or float64), >= 0.
+      rgb: [N, 3] sample colours.
+      t_starts, t_ends: [N] each sample's interval along its ray (t_end >= t_start;
+        its depth is the midpoint).
+      ray_offsets, ray_counts: [R] int32, as `ray_march` returns them: the
+        offsets are the exclusive prefix sum of the counts, which sum to N.
+      background: None (black, no gradient), [3] or [R, 3]: the colour behind
+        the samples, composited with weight 1 - opacity.
+      early_termination: along each ray, samples from the first one whose
+        transmittance is below this threshold on are skipped, in forward and
+        backward (0 disables).
+      return_weights: also return the per-sample weights [N] (for
+        `packed_distortion_loss`).
+
+    Returns:
+      PackedVolumeRenderOutput(rgb [R, 3], depth [R], opacity [R], weights [N] or None).
+      Gradients flow to sigma, rgb and background from every output (weights
+      included); t_starts, t_ends and the layout get none.
+
+    Raises:
+      InvalidArgumentError: a layout that breaks the rule above (naming
+        'ray_offsets' or 'ray_counts' and the ray), negative (or NaN) sigma,
+        t_end < t_start (naming the sample and ray), mismatched shapes.
+      ValueError: early_termination outside [0, 1].
+      TypeError: ray_offsets / ray_counts not int32.
+    """
+    early_termination = float(early_termination)
+    if not 0.0 <= early_termination <= 1.0:
+        raise ValueError(f"packed_volume_render: 'early_termination' must be in [0, 1], got {early_termination}")
+    with tf.name_scope(name or "packed_volume_render"):
+        # float64 sigma keeps everything in float64; anything else is computed
+        # in float32. rgb, t and background follow sigma.
+        sigma = tf.convert_to_tensor(sigma, name="sigma")
+        dtype = tf.float64 if sigma.dtype == tf.float64 else tf.float32
+        sigma = _as(sigma, dtype, "sigma")
+        rgb = _as(rgb, dtype, "rgb")
+        t_starts = _as(t_starts, dtype, "t_starts")
+        t_ends = _as(t_ends, dtype, "t_ends")
+        ray_offsets = _int32(ray_offsets, "ray_offsets")
+        ray_counts = _int32(ray_counts, "ray_counts")
+        background = tf.zeros([3], dtype=dtype) if background is None else _as(background, dtype, "background")
+        out_rgb, depth, opacity, weights = load_library().metal_ops_packed_volume_render(
+            sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
+            early_termination=early_termination, return_weights=bool(return_weights))
+        return PackedVolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
+
+
+def _as(x, dtype, name):
+    x = tf.convert_to_tensor(x, name=name)
+    return x if x.dtype == dtype else tf.cast(x, dtype)
+
+
+def _int32(x, name):
+    dtype = getattr(x, "dtype", None)  # tensors and arrays: no silent casts of other integer widths
+    if dtype is not None and tf.as_dtype(dtype) != tf.int32:
+        raise TypeError(f"packed_volume_render: '{name}' must be int32 (as ray_march returns it), "
+                        f"got {tf.as_dtype(dtype).name}")
+    return tf.convert_to_tensor(x, dtype=tf.int32, name=name)
+
+
+def _zeros_if_none(grad, like):
+    return tf.zeros_like(like) if grad is None else grad
+
+
+@tf.RegisterGradient("MetalOpsPackedVolumeRender")
+def _packed_volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weights):
+    """One backward op (VolumeRender's suffix trick per ray)."""
+    sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background = op.inputs
+    out_rgb, depth, opacity, weights = op.outputs
+    grad_sigma, grad_rgb_samples, grad_background = load_library().metal_ops_packed_volume_render_grad(
+        sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, out_rgb, depth, opacity, weights,
+        _zeros_if_none(grad_rgb, out_rgb), _zeros_if_none(grad_depth, depth),
+        _zeros_if_none(grad_opacity, opacity), _zeros_if_none(grad_weights, weights),
+        early_termination=op.get_attr("early_termination"))
+    if background.shape.rank == 1:
+        grad_background = tf.reduce_sum(grad_background, axis=0)
+    elif background.shape.rank is None:  # decided at run time
+        per_ray = grad_background
+        grad_background = tf.cond(
+            tf.equal(tf.rank(background), 1), lambda: tf.reduce_sum(per_ray, axis=0), lambda: per_ray)
+    # No gradient for the intervals or the layout (docs/PACKED_VOLUME_RENDER.md).
+    return [grad_sigma, grad_rgb_samples, None, None, None, None, grad_background]
