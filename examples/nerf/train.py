@@ -318,7 +318,7 @@ class Trainer:
         if not self.marching or self.samples_per_ray is None:
             return a.batch_rays
         rays = a.sample_budget / max(self.samples_per_ray, 1.0)
-        rays = min(max(rays, 256), 16 * a.batch_rays)
+        rays = min(max(rays, a.batch_rays // 16), 16 * a.batch_rays)
         return max(n, int(rays) // n * n)
 
     # ------------------------------------------------------------------ rendering
