@@ -195,6 +195,15 @@ def test_smoke_training_32px_psnr_rises(tmp_path):
     assert 0.75 * 16384 <= stats["field_evals_per_step"] <= 1.25 * 16384, stats
     # Evaluation marches without jitter: the same image twice.
     np.testing.assert_array_equal(renders[0], tr.evaluate("val")[2][0])
+    # Pruning (the density-only pass) drops only samples the renderer skips: the same images.
+    o, d = tr.train_o[:2048], tr.train_d[:2048]
+    kw = dict(aabb=tr.dataset.aabb, near=tr.near, far=tr.far, background=tr.background, grid=tr.grid, use_grid=True,
+              step_size=tr.step_size, max_samples=tr.args.max_samples, jitter=False)
+    full, s_full, m_full = tr._hmodel.render_hash_marched(tr.model, o, d, prune=False, **kw)
+    pruned, s_pruned, m_pruned = tr._hmodel.render_hash_marched(tr.model, o, d, prune=True, **kw)
+    assert int(m_full) == int(m_pruned) == int(s_full.t_starts.shape[0]) >= int(s_pruned.t_starts.shape[0])
+    np.testing.assert_allclose(pruned.rgb.numpy(), full.rgb.numpy(), atol=1e-4)
+    np.testing.assert_allclose(pruned.opacity.numpy(), full.opacity.numpy(), atol=1e-4)
     # Samples only in occupied cells: with the upper half of the grid emptied,
     # every sample lies in the lower half, and there are fewer.
     g = tr.grid.resolution
@@ -202,9 +211,9 @@ def test_smoke_training_32px_psnr_rises(tmp_path):
     o, d = tr.train_o[:4096], tr.train_d[:4096]
     counts = {}
     for use_grid in (False, True):
-        _, s = tr._hmodel.render_hash_marched(
+        _, s, _ = tr._hmodel.render_hash_marched(
             tr.model, o, d, aabb=tr.dataset.aabb, near=tr.near, far=tr.far, background=tr.background, grid=tr.grid,
-            use_grid=use_grid, step_size=tr.step_size, max_samples=tr.args.max_samples, jitter=False)
+            use_grid=use_grid, step_size=tr.step_size, max_samples=tr.args.max_samples, jitter=False, prune=False)
         counts[use_grid] = int(s.t_starts.shape[0])
         points = tf.gather(o, s.ray_indices) + tf.gather(d, s.ray_indices) * (0.5 * (s.t_starts + s.t_ends))[:, None]
         if use_grid:

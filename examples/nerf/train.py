@@ -90,7 +90,12 @@ def build_parser():
                         "follows it from the previous steps' samples per ray")
     g.add_argument("--march-steps", type=int, default=256,
                    help="march: steps along the AABB's diagonal (the step size)")
-    g.add_argument("--max-samples", type=int, default=128, help="march: at most this many samples per ray")
+    g.add_argument("--max-samples", type=int, default=None,
+                   help="march: at most this many samples per ray (default: --march-steps, which no ray inside the box "
+                        "exceeds; a lower cap cuts the far part of long rays, which then never see the scene behind)")
+    g.add_argument("--no-prune", dest="prune", action="store_false",
+                   help="march: evaluate every marched sample (default: a density-only pass without gradients first "
+                        "drops the samples behind each ray's early termination, which contribute nothing)")
     g.add_argument("--occupancy", dest="occupancy", action="store_true", default=True,
                    help="occupancy-grid sampling (hash model)")
     g.add_argument("--no-occupancy", dest="occupancy", action="store_false")
@@ -110,6 +115,12 @@ def build_parser():
     g.add_argument("--ckpt-every", type=int, default=500)
     g.add_argument("--orbit-frames", type=int, default=24)
     return p
+
+
+def tf_size(x):
+    import tensorflow as tf
+
+    return tf.shape(x)[0]
 
 
 def psnr_from_mse(mse):
@@ -252,10 +263,13 @@ class Trainer:
         self._grid_fn = None
         self._first_step = self.step
         self.samples_per_ray = None  # march: recent field evaluations per ray (drives the ray count)
-        self.field_evals = 0  # field evaluations (samples) and rays of the steps run by this process
+        self.field_evals = 0  # field evaluations (samples), marched samples and rays of this process's steps
+        self.marched = 0
         self.rays_seen = 0
         if self.marching:
             self.step_size = self._hmodel.march_step_size(ds.aabb, a.march_steps)
+            if a.max_samples is None:
+                a.max_samples = a.march_steps
 
     # ------------------------------------------------------------------ helpers
     def _check_checkpoint_layout(self, path):
@@ -323,18 +337,19 @@ class Trainer:
 
     # ------------------------------------------------------------------ rendering
     def render_rays(self, o, d, training, use_grid, return_weights=False, background=None):
-        """(rgb [R, 3], the renderer's output, the samples: t [R, S+1] (fixed) or RayMarchSamples (march))."""
+        """(rgb [R, 3], the renderer's output, the samples: t [R, S+1] (fixed) or RayMarchSamples (march),
+        the number of samples marched (march: before pruning; fixed: R * S))."""
         a = self.args
         jitter = training and not a.no_jitter
         background = self.background if background is None else background
         if self.marching:
             seed = self.tf.cast((self.step_var.read_value() + 7919 * a.seed) % 2147483647, self.tf.int32) \
                 if jitter else 0
-            out, samples = self._hmodel.render_hash_marched(
+            out, samples, marched = self._hmodel.render_hash_marched(
                 self.model, o, d, aabb=self.dataset.aabb, near=self.near, far=self.far, background=background,
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
-                jitter=jitter, seed=seed, return_weights=return_weights)
-            return out.rgb, out, samples
+                jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune)
+            return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
                 self.model, o, d, aabb=self.aabb, near=self.near, far=self.far,
@@ -342,11 +357,11 @@ class Trainer:
                 use_grid=use_grid, num_candidates=a.candidates, occlusion_depth=a.occlusion_depth,
                 jitter=jitter,
                 return_weights=return_weights)
-            return out.rgb, out, t
+            return out.rgb, out, t, tf_size(o) * a.samples
         rgb, _, _ = self._baseline.render_baseline(
             self.model, o, d, near=self.near, far=self.far, background=background,
             num_samples=a.samples, jitter=jitter)
-        return rgb, None, None
+        return rgb, None, None, tf_size(o) * a.samples
 
     def _replica_loss(self, idx, use_grid):
         tf, a = self.tf, self.args
@@ -354,8 +369,8 @@ class Trainer:
         d = tf.gather(self.train_d, idx)
         c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, self.step_var.read_value())
         want_w = a.model == "hash" and a.distortion > 0
-        rgb, out, t = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
-        n_samples = tf.shape(t.t_starts)[0] if self.marching else tf.shape(idx)[0] * a.samples
+        rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
+        n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
         local = tf.cast(tf.shape(idx)[0], tf.float32)
         frac = local / float(a.batch_rays)  # replica mean -> share of the global mean
         # Keras losses already divide by num_replicas_in_sync under tf.distribute
@@ -367,7 +382,7 @@ class Trainer:
         elif want_w:
             loss += a.distortion * tf.reduce_mean(self.metal_ops.distortion_loss(out.weights, t)) * frac
         mse = tf.reduce_mean(tf.square(rgb - c)) * frac
-        return loss, mse, tf.cast(n_samples, tf.int64)
+        return loss, mse, tf.stack([tf.cast(n_samples, tf.int64), tf.cast(marched, tf.int64)])
 
     def _get_train_fn(self, use_grid):
         if use_grid in self._train_fn:
@@ -440,13 +455,14 @@ class Trainer:
             self.update_grid(step)
         fn = self._get_train_fn(self.use_grid(step))
         rays = self.rays_for_budget()
-        loss, mse, n_samples = fn(self.distribute_indices(self.batch_indices(step, rays)))
+        loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
-        n_samples = int(n_samples)
+        n_samples, marched = (int(c) for c in counts.numpy())
         spr = n_samples / rays
         # Samples per ray change as the grid learns the scene: a short EMA.
         self.samples_per_ray = spr if self.samples_per_ray is None else 0.7 * self.samples_per_ray + 0.3 * spr
         self.field_evals += n_samples
+        self.marched += marched
         self.rays_seen += rays
         return float(loss), float(mse)
 
@@ -543,6 +559,7 @@ class Trainer:
         steps = max(self.step - self._first_step, 1)
         return dict(field_evals_per_ray=round(self.field_evals / max(self.rays_seen, 1), 3),
                     field_evals_per_step=round(self.field_evals / steps, 1),
+                    marched_per_ray=round(self.marched / max(self.rays_seen, 1), 3),
                     rays_per_step=round(self.rays_seen / steps, 1))
 
     # ------------------------------------------------------------------ outputs
@@ -646,7 +663,8 @@ def train(argv=None, log=print):
             f"{time.perf_counter() - t_start:.0f} s in all")
         st = trainer.sample_stats()
         log(f"sampler {args.sampler if args.model == 'hash' else 'fixed'}: {st['field_evals_per_ray']:.1f} field "
-            f"evaluations per ray, {st['field_evals_per_step']:.0f} per step ({st['rays_per_step']:.0f} rays per step)")
+            f"evaluations per ray, {st['field_evals_per_step']:.0f} per step ({st['rays_per_step']:.0f} rays per step; "
+            f"{st['marched_per_ray']:.1f} samples per ray marched)")
         log(f"pictures: {os.path.join(trainer.run_dir, 'test_*.png')} (rendered | ground truth | 4x error), "
             f"{os.path.join(trainer.run_dir, 'orbit.gif')}, {os.path.join(trainer.run_dir, 'psnr_vs_time.png')}; "
             f"metrics: {os.path.join(trainer.run_dir, 'metrics.json')}")
