@@ -116,15 +116,14 @@ inline Result GradInputShapes(const char* op, const Shapes& shapes, const Dims& 
   return Ok();
 }
 
-// The error for ray r, which failed pvr_check_layout with `code`; the values
-// are ray_offsets / ray_counts of rays r - 1 (0 for r = 0) and r.
-inline Result BadLayout(const char* op, int32_t code, int64_t r, int64_t N, int64_t prev_offset, int64_t prev_count,
-                        int64_t offset, int64_t count) {
+// The error for ray r, which failed pvr_layout_code with `code`; prev_end
+// is where ray r - 1 ends (ray_offsets[r-1] + ray_counts[r-1], 0 for r = 0).
+inline Result BadLayout(const char* op, int32_t code, int64_t r, int64_t N, int64_t prev_end, int64_t offset,
+                        int64_t count) {
   if (code == kPvrBadCount) return Invalid(op, ": 'ray_counts' must be >= 0: ray ", r, " has count ", count);
   if (code == kPvrBadOffset) {
-    const int64_t expected = r == 0 ? 0 : prev_offset + prev_count;
     return Invalid(op, ": 'ray_offsets' must be the exclusive prefix sum of 'ray_counts' (samples packed in ray ",
-                   "order, as ray_march returns them): ray ", r, " has offset ", offset, ", expected ", expected);
+                   "order, as ray_march returns them): ray ", r, " has offset ", offset, ", expected ", prev_end);
   }
   if (code == kPvrPastEnd) {
     return Invalid(op, ": ray ", r, "'s samples [", offset, ", ", offset + count, ") run past the ", N,
@@ -153,8 +152,8 @@ Result BadRay(const char* op, const VrCheck& check, int64_t r, int64_t N, const 
     const int64_t s = offsets[r] + check.sample;
     return BadSample(check.code, r, s, sigma[s], t_starts[s], t_ends[s]);
   }
-  return BadLayout(op, check.code, r, N, r > 0 ? offsets[r - 1] : 0, r > 0 ? counts[r - 1] : 0, offsets[r],
-                   counts[r]);
+  const int64_t prev_end = r > 0 ? int64_t{offsets[r - 1]} + counts[r - 1] : 0;
+  return BadLayout(op, check.code, r, N, prev_end, offsets[r], counts[r]);
 }
 
 }  // namespace packed_volume_render_checks

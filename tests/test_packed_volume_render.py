@@ -3,12 +3,16 @@ samples, equality with the fixed-S VolumeRender, gradients (finite differences
 of the reference and tf.test.compute_gradient), early termination, empty
 batches, bad layouts and values, shape inference, RayMarch's output end to
 end, and the Metal shaders through the MSL shim."""
+import ctypes
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import metal_ops
 from metal_ops._loader import load_library
+from tests.metal_shim.shim import f32, i64, load_shim, ptr, u32
+from tests.reference import distortion_loss as distortion_ref
 from tests.reference import packed_volume_render as ref
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-10, atol=1e-11)}
@@ -447,3 +451,145 @@ def test_ray_march_output_renders_like_the_reference_and_trains():
     assert g is not None and np.all(np.isfinite(g.numpy()))
     # Each sample's ray from ray_indices agrees with the layout the op was given.
     np.testing.assert_array_equal(np.repeat(np.arange(R), samples.ray_counts.numpy()), samples.ray_indices.numpy())
+
+
+# ---- Metal shaders on the MSL shim ----------------------------------------------------
+
+
+def shim_forward(lib, p, bg, eps, write_weights, grid, fill=-7.0):
+    sigma, rgb, t0, t1, offsets, counts = p
+    R, N = len(counts), len(sigma)
+    out_rgb = np.full((R, 3), fill, np.float32)
+    depth = np.full(R, fill, np.float32)
+    opacity = np.full(R, fill, np.float32)
+    weights = np.zeros(max(N, 1), np.float32)  # the Metal glue zero-fills the weights first
+    lib.shim_packed_volume_render_forward_float32(
+        ptr(sigma), ptr(rgb), ptr(t0), ptr(t1), ptr(np.ascontiguousarray(offsets, np.int32)),
+        ptr(np.ascontiguousarray(counts, np.int32)), ptr(bg), ptr(out_rgb), ptr(depth), ptr(opacity), ptr(weights),
+        i64(R), i64(N), f32(eps), ctypes.c_int32(bg.ndim == 2), ctypes.c_int32(write_weights), u32(grid))
+    return out_rgb, depth, opacity, weights[:N]
+
+
+@pytest.mark.parametrize("counts,grid", [("one", 1), ("mixed", 4), ("all_empty", 2), ("equal", 64), ("random", 7)])
+@pytest.mark.parametrize("bg_kind", ["shared", "per_ray"])
+@pytest.mark.parametrize("eps", [0.0, 1e-3])
+def test_metal_forward_shader_on_msl_shim(counts, grid, bg_kind, eps):
+    lib = load_shim()
+    p = packed_with_margin(COUNTS[counts], eps)
+    bg = make_background(bg_kind, len(p[5]), np.float32)
+    got = shim_forward(lib, p, bg, eps, True, grid)
+    want = ref.render(*p, bg, eps)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **TOL[np.float32])
+
+
+def test_metal_forward_shader_marks_invalid_rays_with_nan():
+    lib = load_shim()
+    p = packed((3, 2, 4, 2))
+    p[0][4] = -1.0  # ray 1: a bad sample
+    p[5][3] = 5  # ray 3: runs past N
+    out_rgb, depth, opacity, weights = shim_forward(lib, p, np.zeros(3, np.float32), 1e-4, True, 3)
+    assert np.isnan(out_rgb[[1, 3]]).all() and np.isnan(depth[[1, 3]]).all() and np.isnan(opacity[[1, 3]]).all()
+    assert np.isfinite(out_rgb[[0, 2]]).all()
+    assert np.isnan(weights[3:5]).all() and np.all(weights[9:] == 0.0)
+
+
+@pytest.mark.parametrize("bg_kind", ["shared", "per_ray"])
+@pytest.mark.parametrize("eps", [0.0, 1e-2])
+@pytest.mark.parametrize("with_weights", [False, True])
+def test_metal_backward_shader_on_msl_shim(bg_kind, eps, with_weights):
+    lib = load_shim()
+    counts = [4, 0, 6, 1, 5, 3]
+    p = packed_with_margin(counts, eps, sigma_scale=1.5)
+    R, N = len(counts), len(p[0])
+    bg = make_background(bg_kind, R, np.float32)
+    out_rgb, depth, opacity, weights = shim_forward(lib, p, bg, eps, True, 2)
+    cot = cotangents(R, N, np.float32, with_weights)
+    g_w = cot[3] if with_weights else np.zeros(N, np.float32)
+    grad_sigma = np.zeros(N, np.float32)
+    grad_rgb = np.zeros((N, 3), np.float32)
+    grad_bg = np.full((R, 3), -7.0, np.float32)
+    sigma, rgb, t0, t1, offsets, cnt = p
+    lib.shim_packed_volume_render_backward_float32(
+        ptr(sigma), ptr(rgb), ptr(t0), ptr(t1), ptr(np.ascontiguousarray(offsets, np.int32)),
+        ptr(np.ascontiguousarray(cnt, np.int32)), ptr(bg), ptr(out_rgb), ptr(depth), ptr(opacity),
+        ptr(np.ascontiguousarray(weights)), ptr(cot[0]), ptr(cot[1]), ptr(cot[2]), ptr(np.ascontiguousarray(g_w)),
+        ptr(grad_sigma), ptr(grad_rgb), ptr(grad_bg), i64(R), i64(N), f32(eps), ctypes.c_int32(bg.ndim == 2),
+        ctypes.c_int32(with_weights), u32(3))
+    n_sigma, n_rgb, n_bg = ref.numeric_grads(*p, bg, eps, cot)
+    np.testing.assert_allclose(grad_sigma, n_sigma, rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(grad_rgb, n_rgb, rtol=2e-4, atol=2e-4)
+    got_bg = grad_bg.sum(0) if bg.ndim == 1 else grad_bg
+    np.testing.assert_allclose(got_bg, n_bg, rtol=2e-4, atol=2e-4)
+
+
+# ---- packed distortion loss -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("counts", ["one", "mixed", "all_empty", "random", "no_rays"])
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_packed_distortion_loss_matches_double_sum(counts, mode):
+    _, _, t0, t1, offsets, cnt = ref.make_packed(COUNTS[counts], seed=8)
+    w = np.random.default_rng(9).uniform(0, 1, size=len(t0)).astype(np.float32)
+    args = [tf.constant(a) for a in (w, t0, t1, offsets, cnt)]
+    fn = metal_ops.packed_distortion_loss
+    if mode == "function":
+        fn = tf.function(fn, input_signature=[tf.TensorSpec([None], tf.float32)] * 3
+                         + [tf.TensorSpec([None], tf.int32)] * 2)
+    with tf.GradientTape() as tape:
+        tape.watch(args[:3])
+        loss = fn(*args)
+        total = tf.reduce_sum(loss * np.arange(1, len(cnt) + 1, dtype=np.float32))
+    grads = tape.gradient(total, args[:3])
+    want, dw, d0, d1 = distortion_ref.packed_reference(w, t0, t1, offsets, cnt)
+    assert loss.shape == (len(cnt),)
+    np.testing.assert_allclose(loss.numpy(), want, rtol=1e-4, atol=1e-5)
+    scale = np.repeat(np.arange(1, len(cnt) + 1), cnt)
+    for g, want_g in zip(grads, (dw, d0, d1)):
+        got = np.zeros(len(w)) if g is None else tf.convert_to_tensor(g).numpy()
+        np.testing.assert_allclose(got, scale * want_g, rtol=1e-4, atol=1e-4)
+
+
+def test_packed_distortion_loss_equals_fixed_s_on_contiguous_samples():
+    rng = np.random.default_rng(10)
+    R, S = 6, 11
+    t = np.sort(rng.uniform(2, 6, size=(R, S + 1)), axis=1).astype(np.float32)
+    w = rng.uniform(0, 1, size=(R, S)).astype(np.float32)
+    fixed = metal_ops.distortion_loss(w, t)
+    packed_loss = metal_ops.packed_distortion_loss(w.reshape(-1), t[:, :-1].reshape(-1), t[:, 1:].reshape(-1),
+                                                   np.arange(R, dtype=np.int32) * S, np.full(R, S, np.int32))
+    np.testing.assert_allclose(packed_loss.numpy(), fixed.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_packed_distortion_loss_of_packed_render_weights_trains_sigma():
+    sigma, rgb, t0, t1, offsets, counts = ref.make_packed([5, 0, 9, 3], seed=12)
+    sigma_v = tf.Variable(sigma)
+    with tf.GradientTape() as tape:
+        out = metal_ops.packed_volume_render(sigma_v, rgb, t0, t1, offsets, counts, return_weights=True)
+        loss = tf.reduce_sum(metal_ops.packed_distortion_loss(out.weights, t0, t1, offsets, counts))
+    g = tape.gradient(loss, sigma_v).numpy()
+    assert np.all(np.isfinite(g)) and np.any(g != 0)
+
+
+@pytest.mark.parametrize("case,pattern", [
+    ("negative_count", "'ray_counts' must be >= 0"),
+    ("offsets", "'ray_offsets' must be the exclusive prefix sum"),
+    ("total", "'ray_counts' must sum to N"),
+    ("t_ends", "'t_ends' must be \\[N\\]"),
+])
+def test_packed_distortion_loss_bad_layout_names_the_argument(case, pattern):
+    _, _, t0, t1, offsets, counts = [np.array(a) for a in ref.make_packed([3, 2, 4], seed=1)]
+    w = np.ones(len(t0), np.float32)
+    if case == "negative_count":
+        counts[1] = -1
+    elif case == "offsets":
+        offsets[2] = 4
+    elif case == "total":
+        counts[2] = 3
+        offsets = np.cumsum(counts).astype(np.int32) - counts
+    elif case == "t_ends":
+        t1 = t1[:-1]
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=pattern):
+        metal_ops.packed_distortion_loss(w, t0, t1, offsets, counts)
+    with pytest.raises(TypeError, match="'ray_counts' must be int32"):
+        metal_ops.packed_distortion_loss(w, t0, t1, offsets, counts.astype(np.int64))

@@ -57,7 +57,7 @@ def test_cases_cover_every_op_dtype_and_empty_tensors():
     all_cases = selftest.cases()
     ops = {c.op for c in all_cases}
     public_ops = {"zero_out", "volume_render", "distortion_loss", "robust_loss", "sh_encode", "hash_encode",
-                  "fused_conv2d", "fused_mlp", "ray_march"}
+                  "fused_conv2d", "fused_mlp", "ray_march", "packed_volume_render"}
     assert ops == public_ops and all(hasattr(metal_ops, op) for op in ops)
     for op in ("robust_loss", "sh_encode", "hash_encode", "fused_mlp"):
         assert {"float32", "float16"} <= {c.dtype for c in all_cases if c.op == op}, op

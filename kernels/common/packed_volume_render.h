@@ -17,44 +17,29 @@
 
 namespace mo {
 
-// Arguments of the Metal dispatches (same layout in the shaders and on the host).
-struct PackedVolumeRenderParams {
-  int64 num_rays;
-  int64 num_samples;  // N
-  float early_termination;
-  int32 background_per_ray;  // 1: background is [R, 3]; 0: one colour [3]
-  int32 write_weights;       // forward: write weights [N]
-  int32 has_weight_grad;     // backward: weights and grad_weights are [N]
-};
-
-// The one place the struct is filled (Metal glue and the MSL-shim tests).
-MO_FN PackedVolumeRenderParams make_packed_volume_render_params(int64 num_rays, int64 num_samples,
-                                                                float early_termination, bool background_per_ray,
-                                                                bool write_weights, bool has_weight_grad) {
-  PackedVolumeRenderParams p;
-  p.num_rays = num_rays;
-  p.num_samples = num_samples;
-  p.early_termination = early_termination;
-  p.background_per_ray = background_per_ray ? 1 : 0;
-  p.write_weights = write_weights ? 1 : 0;
-  p.has_weight_grad = has_weight_grad ? 1 : 0;
-  return p;
-}
+// The Metal dispatches take VolumeRender's VolumeRenderParams, num_samples
+// being N (write_weights: weights [N]; has_weight_grad: weights and
+// grad_weights are [N]).
 
 // Layout check codes, after VolumeRender's kVrBadSigma / kVrBadT.
 enum { kPvrBadCount = 3, kPvrBadOffset = 4, kPvrPastEnd = 5, kPvrShortTotal = 6 };
 
-// The layout rule for ray r of R over N samples: kVrOk or a kPvr* code.
-MO_FN int32 pvr_check_layout(const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts, int64 r, int64 R,
-                             int64 N) {
-  const int64 count = counts[r];
-  const int64 offset = offsets[r];
+// The layout rule for ray r of R over N samples, whose offset and count are
+// given and whose predecessor ends at prev_end (0 for r = 0): kVrOk or a
+// kPvr* code.
+MO_FN int32 pvr_layout_code(int64 r, int64 R, int64 N, int64 prev_end, int64 offset, int64 count) {
   if (count < 0) return kPvrBadCount;
-  const int64 expected = r == 0 ? int64(0) : int64(offsets[r - 1]) + int64(counts[r - 1]);
-  if (offset != expected || offset < 0) return kPvrBadOffset;
+  if (offset != prev_end || offset < 0) return kPvrBadOffset;
   if (offset + count > N) return kPvrPastEnd;
   if (r == R - 1 && offset + count != N) return kPvrShortTotal;
   return kVrOk;
+}
+
+// The same from the layout arrays.
+MO_FN int32 pvr_check_layout(const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts, int64 r, int64 R,
+                             int64 N) {
+  const int64 prev_end = r == 0 ? int64(0) : int64(offsets[r - 1]) + int64(counts[r - 1]);
+  return pvr_layout_code(r, R, N, prev_end, int64(offsets[r]), int64(counts[r]));
 }
 
 // Forward for ray r: its layout, then vr_forward_samples over its samples.

@@ -2,20 +2,12 @@
 // The per-ray arithmetic is kernels/common/volume_render.h (VrWalk).
 #include "kernels/common/volume_render.h"
 #include "kernels/cuda/cuda_launch.h"
+#include "kernels/cuda/vr_math.h"
 #include "kernels/cuda/volume_render.h"
 
 namespace mo {
 namespace cuda {
 namespace {
-
-// float64 policy for the shared header (the header itself has no double).
-struct VrDoubleMath {
-  static __host__ __device__ __forceinline__ double exp(double x) { return ::exp(x); }
-  static __host__ __device__ __forceinline__ double expm1(double x) { return ::expm1(x); }
-};
-template <typename T> struct VrMathFor;
-template <> struct VrMathFor<float> { typedef VrFloatMath type; };
-template <> struct VrMathFor<double> { typedef VrDoubleMath type; };
 
 constexpr int kRayThreads = 128;
 

@@ -11,7 +11,7 @@ _loader.check_tensorflow()
 
 from metal_ops._build import build_info  # noqa: E402
 from metal_ops._loader import load_library  # noqa: E402
-from metal_ops.distortion_loss import distortion_loss  # noqa: E402
+from metal_ops.distortion_loss import distortion_loss, packed_distortion_loss  # noqa: E402
 from metal_ops import fusion  # noqa: E402
 from metal_ops.fused_conv2d import fused_conv2d  # noqa: E402
 from metal_ops.fused_mlp import fused_mlp  # noqa: E402
@@ -39,6 +39,7 @@ __all__ = [
     "layers",
     "losses",
     "pack_occupancy",
+    "packed_distortion_loss",
     "PackedVolumeRenderOutput",
     "packed_volume_render",
     "ray_march",

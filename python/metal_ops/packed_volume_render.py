@@ -15,8 +15,10 @@ import collections
 import tensorflow as tf
 
 from metal_ops._loader import load_library
+from metal_ops.volume_render import _as, _background_grad, _zeros_if_none
 
 PackedVolumeRenderOutput = collections.namedtuple("PackedVolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
+
 
 
 def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background=None,
@@ -71,21 +73,12 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
         return PackedVolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
 
 
-def _as(x, dtype, name):
-    x = tf.convert_to_tensor(x, name=name)
-    return x if x.dtype == dtype else tf.cast(x, dtype)
-
-
 def _int32(x, name):
     dtype = getattr(x, "dtype", None)  # tensors and arrays: no silent casts of other integer widths
     if dtype is not None and tf.as_dtype(dtype) != tf.int32:
         raise TypeError(f"packed_volume_render: '{name}' must be int32 (as ray_march returns it), "
                         f"got {tf.as_dtype(dtype).name}")
     return tf.convert_to_tensor(x, dtype=tf.int32, name=name)
-
-
-def _zeros_if_none(grad, like):
-    return tf.zeros_like(like) if grad is None else grad
 
 
 @tf.RegisterGradient("MetalOpsPackedVolumeRender")
@@ -98,11 +91,5 @@ def _packed_volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weig
         _zeros_if_none(grad_rgb, out_rgb), _zeros_if_none(grad_depth, depth),
         _zeros_if_none(grad_opacity, opacity), _zeros_if_none(grad_weights, weights),
         early_termination=op.get_attr("early_termination"))
-    if background.shape.rank == 1:
-        grad_background = tf.reduce_sum(grad_background, axis=0)
-    elif background.shape.rank is None:  # decided at run time
-        per_ray = grad_background
-        grad_background = tf.cond(
-            tf.equal(tf.rank(background), 1), lambda: tf.reduce_sum(per_ray, axis=0), lambda: per_ray)
     # No gradient for the intervals or the layout (docs/PACKED_VOLUME_RENDER.md).
-    return [grad_sigma, grad_rgb_samples, None, None, None, None, grad_background]
+    return [grad_sigma, grad_rgb_samples, None, None, None, None, _background_grad(background, grad_background)]

@@ -93,6 +93,23 @@ def cases(ops=None):
                              lambda a, b, c, w=weights: metal_ops.volume_render(a, b, c, return_weights=w), 1e-4,
                              {"return_weights": weights}))
 
+    use, rng = wanted("packed_volume_render")
+    if use:
+        for r, mean, weights in [(37, 9, True), (0, 4, True), (6, 0, False), (4096, 24, False)]:
+            counts = rng.integers(0, 2 * mean + 1, r).astype(np.int32)
+            offsets = (np.cumsum(counts) - counts).astype(np.int32)
+            n = int(counts.sum())
+            sigma = rng.uniform(0, 5, n).astype(np.float32)
+            rgb = rng.uniform(0, 1, (n, 3)).astype(np.float32)
+            t_starts = rng.uniform(2, 6, n).astype(np.float32)
+            for o, c in zip(offsets, counts):
+                t_starts[o:o + c] = np.sort(t_starts[o:o + c])  # sorted per ray, as ray_march gives them
+            t_ends = (t_starts + rng.uniform(0, 0.05, n)).astype(np.float32)
+            out.append(_case("packed_volume_render", f"rays={r} samples={n} weights={weights}", np.float32,
+                             [sigma, rgb, t_starts, t_ends, offsets, counts],
+                             lambda a, b, c, d, e, f, w=weights: metal_ops.packed_volume_render(
+                                 a, b, c, d, e, f, return_weights=w), 1e-4, {"return_weights": weights}))
+
     use, rng = wanted("distortion_loss")
     if use:
         for r, s in [(37, 19), (0, 4), (5, 0), (4096, 64)]:

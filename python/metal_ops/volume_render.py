@@ -87,12 +87,15 @@ def _volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weights):
         _zeros_if_none(grad_weights, weights),
         early_termination=op.get_attr("early_termination"),
     )
-    if background.shape.rank == 1:
-        grad_background = tf.reduce_sum(grad_background, axis=0)
-    elif background.shape.rank is None:  # decided at run time
-        per_ray = grad_background
-        grad_background = tf.cond(
-            tf.equal(tf.rank(background), 1), lambda: tf.reduce_sum(per_ray, axis=0), lambda: per_ray
-        )
     # No gradient for t (documented in docs/VOLUME_RENDER.md).
-    return [grad_sigma, grad_rgb_samples, None, grad_background]
+    return [grad_sigma, grad_rgb_samples, None, _background_grad(background, grad_background)]
+
+
+def _background_grad(background, per_ray):
+    """The per-ray background gradient [R, 3], summed over rays when the
+    background was one colour [3] (shared with packed_volume_render)."""
+    if background.shape.rank == 1:
+        return tf.reduce_sum(per_ray, axis=0)
+    if background.shape.rank is None:  # decided at run time
+        return tf.cond(tf.equal(tf.rank(background), 1), lambda: tf.reduce_sum(per_ray, axis=0), lambda: per_ray)
+    return per_ray

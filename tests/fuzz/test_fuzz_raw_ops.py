@@ -75,7 +75,9 @@ def attr_values(draw, op_def):
         elif attr.type == "list(int)":
             sane = st.lists(st.integers(1, 3), min_size=4, max_size=4).map(lambda v: [1, v[1], v[2], 1])
             out[attr.name] = draw(st.one_of(sane, sane, st.lists(st.integers(-1, 3), min_size=0, max_size=9)))
-        elif attr.has_default_value:
+        elif attr.type == "list(float)":
+            out[attr.name] = draw(st.lists(st.sampled_from([-1.0, 0.0, 1.0, 2.0]), min_size=0, max_size=7))
+        elif attr.HasField("default_value"):
             continue
         else:
             pytest.fail(f"fuzzer does not know attr type {attr.type} of {op_def.name}.{attr.name}")

@@ -23,3 +23,25 @@ def reference(w, t):
     dt[:, :-1] += 0.5 * dm - dd
     dt[:, 1:] += 0.5 * dm + dd
     return loss, dw, dt
+
+
+def packed_reference(w, t_starts, t_ends, offsets, counts):
+    """Packed samples: (loss [R], dL/dw [N], dL/dt_starts [N], dL/dt_ends [N])
+    from the same double sum ray by ray, with m_i = (t_start_i + t_end_i) / 2
+    and d_i = t_end_i - t_start_i."""
+    w = np.asarray(w, np.float64)
+    t0 = np.asarray(t_starts, np.float64)
+    t1 = np.asarray(t_ends, np.float64)
+    loss = np.zeros(len(counts))
+    dw, d0, d1 = np.zeros_like(w), np.zeros_like(w), np.zeros_like(w)
+    for r, (o, c) in enumerate(zip(offsets, counts)):
+        s = slice(int(o), int(o) + int(c))
+        m, d, wr = 0.5 * (t0[s] + t1[s]), t1[s] - t0[s], w[s]
+        diff = m[:, None] - m[None, :]
+        loss[r] = wr @ np.abs(diff) @ wr + (wr * wr * d).sum() / 3
+        dw[s] = 2 * np.abs(diff) @ wr + 2 / 3 * wr * d
+        dm = 2 * wr * (np.sign(diff) @ wr)
+        dd = wr * wr / 3
+        d0[s] = 0.5 * dm - dd
+        d1[s] = 0.5 * dm + dd
+    return loss, dw, d0, d1

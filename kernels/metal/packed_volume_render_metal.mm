@@ -1,0 +1,106 @@
+// MetalOpsPackedVolumeRender / ...Grad on the Metal PluggableDevice ("GPU"
+// with tensorflow-metal), float32, through the shared glue (metal_kernel.h).
+// Shaders: kernels/metal/packed_volume_render.metal (one thread per ray).
+//
+// Layout and value checks run in the shaders: a ray that breaks the layout
+// rule or has invalid samples gets NaN outputs; the host does not wait for the
+// GPU to report them. The per-sample outputs are zero-filled first, so samples
+// no valid ray owns (only under an invalid layout) hold 0, not stale memory.
+#import "kernels/metal/metal_kernel.h"
+
+#include <cstdint>
+
+#include "kernels/common/packed_volume_render.h"
+#include "ops/packed_volume_render_checks.h"
+
+namespace {
+
+using mo::metal::DimsOf;
+namespace checks = mo::packed_volume_render_checks;
+
+template <bool kForward>
+void* Create(TF_OpKernelConstruction* ctx) {
+  mo::metal::AttrReader reader(ctx);
+  auto* attrs = new checks::Attrs;
+  if (!reader.Check(checks::ReadAttrs([&](const char* n, auto* v) { return reader.Get(n, v); },
+                                      kForward ? checks::kForward : checks::kBackward, kForward, attrs))) {
+    delete attrs;
+    return nullptr;
+  }
+  return attrs;
+}
+
+void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
+
+void Forward(void* kernel, mo::metal::KernelCall& call) {
+  const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
+  TF_Tensor* in[7];
+  for (int i = 0; i < 7; ++i) in[i] = call.Input(i);
+  checks::Shapes shapes;
+  if (!call.ok() || !call.Check(checks::InputShapes(checks::kForward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]),
+                                                    DimsOf(in[3]), DimsOf(in[4]), DimsOf(in[5]), DimsOf(in[6]),
+                                                    &shapes))) {
+    return;
+  }
+  const int64_t R = shapes.rays, N = shapes.samples;
+  // out_rgb [R, 3], depth [R], opacity [R], weights [N] or [0].
+  TF_Tensor* out[4] = {call.Output(0, TF_FLOAT, {R, 3}), call.Output(1, TF_FLOAT, {R}),
+                       call.Output(2, TF_FLOAT, {R}), call.Output(3, TF_FLOAT, {attrs.return_weights ? N : 0})};
+  if (!call.ok() || R == 0) return;
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
+      R, N, attrs.early_termination, shapes.background_per_ray, attrs.return_weights, false);
+  id<MTLComputePipelineState> pipeline = call.Pipeline("packed_volume_render", "packed_volume_render_forward_float32");
+  if (!call.ok()) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    e.Zero(out[3]);
+    for (int i = 0; i < 7; ++i) e.Tensor(i, in[i]);
+    for (int i = 0; i < 4; ++i) e.Tensor(7 + i, out[i]);
+    e.Value(11, params).Dispatch(pipeline, static_cast<uint64_t>(R));
+  });
+}
+
+void Backward(void* kernel, mo::metal::KernelCall& call) {
+  const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
+  TF_Tensor* in[15];
+  for (int i = 0; i < 15; ++i) in[i] = call.Input(i);
+  if (!call.ok()) return;
+  auto dims = [&](int i) { return DimsOf(in[i]); };
+  checks::Shapes shapes;
+  bool has_weight_grad = false;
+  if (!call.Check(checks::InputShapes(checks::kBackward, dims(0), dims(1), dims(2), dims(3), dims(4), dims(5),
+                                      dims(6), &shapes)) ||
+      !call.Check(checks::GradInputShapes(checks::kBackward, shapes, dims(7), dims(8), dims(9), dims(10), dims(11),
+                                          dims(12), dims(13), dims(14), &has_weight_grad))) {
+    return;
+  }
+  const int64_t R = shapes.rays, N = shapes.samples;
+  // grad_sigma [N], grad_rgb [N, 3], grad_background [R, 3].
+  TF_Tensor* out[3] = {call.Output(0, TF_FLOAT, {N}), call.Output(1, TF_FLOAT, {N, 3}),
+                       call.Output(2, TF_FLOAT, {R, 3})};
+  if (!call.ok() || R == 0) return;
+  const mo::VolumeRenderParams params = mo::make_volume_render_params(
+      R, N, attrs.early_termination, shapes.background_per_ray, false, has_weight_grad);
+  id<MTLComputePipelineState> pipeline =
+      call.Pipeline("packed_volume_render", "packed_volume_render_backward_float32");
+  if (!call.ok()) return;
+  call.Encode([&](mo::metal::Encoder& e) {
+    e.Zero(out[0]).Zero(out[1]);
+    // Buffers 0-14: the inputs in op order; 15-17: the outputs.
+    for (int i = 0; i < 15; ++i) e.Tensor(i, in[i]);
+    for (int i = 0; i < 3; ++i) e.Tensor(15 + i, out[i]);
+    e.Value(18, params).Dispatch(pipeline, static_cast<uint64_t>(R));
+  });
+}
+
+bool Register() {
+  // MSL has no double: float32 only.
+  mo::metal::RegisterKernel("MetalOpsPackedVolumeRender", TF_FLOAT, &Create<true>, &mo::metal::Compute<Forward>,
+                            &Delete);
+  mo::metal::RegisterKernel("MetalOpsPackedVolumeRenderGrad", TF_FLOAT, &Create<false>,
+                            &mo::metal::Compute<Backward>, &Delete);
+  return true;
+}
+
+const bool registered = Register();
+
+}  // namespace

@@ -1,0 +1,124 @@
+"""Fuzzing PackedVolumeRender through the public API: random packed layouts
+(rays without samples, zero-width intervals, huge densities), float32 and
+float64, eager and graph, against tests/reference/packed_volume_render.py,
+then one mutation at a time of a valid call, which must be rejected naming
+the argument."""
+import numpy as np
+import tensorflow as tf
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import metal_ops
+from tests.reference import packed_volume_render as ref
+from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_settings
+
+
+@st.composite
+def packed_case(draw):
+    R = draw(st.sampled_from([0, 1, 2, 5, 17]))
+    max_count = draw(st.sampled_from([0, 1, 3, 8, 33]))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    counts = rng.integers(0, max_count + 1, size=R).astype(np.int32)
+    offsets = (np.cumsum(counts) - counts).astype(np.int32)
+    N = int(counts.sum())
+    scale = draw(st.sampled_from([1e-3, 1.0, 50.0, 1e4]))
+    sigma = rng.uniform(0, scale, size=N)
+    if N and draw(st.booleans()):
+        sigma[rng.integers(0, N, size=2)] = draw(st.sampled_from([0.0, 1e-45, 1e30]))
+    origin = draw(st.sampled_from([0.0, 2.0, 1e3]))
+    t0 = origin + np.cumsum(rng.uniform(0, draw(st.sampled_from([1e-3, 0.1, 1.0])), size=N))
+    t1 = t0 + rng.uniform(0, 0.1, size=N) * (rng.random(N) > 0.1)  # some zero-width intervals
+    rgb = rng.uniform(0, 1, size=(N, 3))
+    background = draw(st.sampled_from(["none", "shared", "per_ray"]))
+    bg = None if background == "none" else rng.uniform(0, 1, size=(3,) if background == "shared" else (R, 3))
+    eps = draw(st.sampled_from([0.0, 1e-4, 0.01, 0.5, 1.0]))
+    cast = lambda a: None if a is None else np.asarray(a).astype(dtype)  # noqa: E731
+    return cast(sigma), cast(rgb), cast(t0), cast(t1), offsets, counts, cast(bg), eps
+
+
+@fuzz_settings()
+@given(case=packed_case(), graph=st.booleans(), return_weights=st.booleans())
+def test_packed_volume_render_matches_reference(case, graph, return_weights):
+    sigma, rgb, t0, t1, offsets, counts, bg, eps = case
+    ft = flush_denormals
+    assume(ref.margin_ok(ft(sigma), ft(t0), ft(t1), offsets, counts, eps,
+                         margin=1e-3 if sigma.dtype == np.float32 else 1e-9))
+    fn = tf.function(metal_ops.packed_volume_render) if graph else metal_ops.packed_volume_render
+    out = fn(sigma, rgb, t0, t1, offsets, counts, background=bg, early_termination=eps,
+             return_weights=return_weights)
+    expected = ref.render(ft(sigma), ft(rgb), ft(t0), ft(t1), offsets, counts, None if bg is None else ft(bg), eps)
+    tol = dict(rtol=2e-4, atol=2e-5) if sigma.dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(out.rgb.numpy(), expected[0], **tol)
+    np.testing.assert_allclose(out.opacity.numpy(), expected[2], **tol)
+    t_max = float(np.max(np.abs(t1), initial=1.0))
+    np.testing.assert_allclose(out.depth.numpy(), expected[1], rtol=tol["rtol"], atol=tol["atol"] * t_max)
+    if return_weights:
+        np.testing.assert_allclose(out.weights.numpy(), expected[3], **tol)
+
+
+@fuzz_settings(max_examples_fraction=0.5)
+@given(case=packed_case())
+def test_packed_volume_render_gradients_are_finite(case):
+    sigma, rgb, t0, t1, offsets, counts, bg, eps = case
+    vs = [tf.constant(sigma), tf.constant(rgb)] + ([] if bg is None else [tf.constant(bg)])
+    with tf.GradientTape() as tape:
+        tape.watch(vs)
+        out = metal_ops.packed_volume_render(vs[0], vs[1], t0, t1, offsets, counts,
+                                             background=None if bg is None else vs[2], early_termination=eps,
+                                             return_weights=True)
+        total = (tf.reduce_sum(out.rgb) + tf.reduce_sum(out.opacity) + tf.reduce_sum(out.weights) +
+                 tf.reduce_sum(out.depth) / max(1.0, float(np.max(np.abs(t1), initial=1.0))))
+    for g, v in zip(tape.gradient(total, vs), vs):
+        assert g is not None and g.shape == v.shape
+        assert np.all(np.isfinite(g.numpy()))
+
+
+MUTATIONS = ["negative_sigma", "nan_sigma", "reversed_interval", "nan_t", "negative_count", "offset", "total",
+             "t_ends_length", "rgb_channels", "background_rays", "early_termination"]
+
+
+@fuzz_settings(max_examples_fraction=0.75)
+@given(case=packed_case(), mutation=st.sampled_from(MUTATIONS))
+def test_packed_volume_render_rejects_one_bad_argument(case, mutation):
+    sigma, rgb, t0, t1, offsets, counts, bg, eps = case
+    sigma, rgb, t0, t1, offsets, counts = (a.copy() for a in (sigma, rgb, t0, t1, offsets, counts))
+    R, N = len(counts), len(sigma)
+    needs_samples = mutation in ("negative_sigma", "nan_sigma", "reversed_interval", "nan_t", "t_ends_length")
+    assume(not needs_samples or N > 0)
+    assume(mutation not in ("negative_count", "offset", "total") or R > 0)
+    if mutation == "negative_sigma":
+        sigma[N - 1] = -1e-3
+        names = ("sigma",)
+    elif mutation == "nan_sigma":
+        sigma[0] = np.nan
+        names = ("sigma",)
+    elif mutation == "reversed_interval":
+        t1[N - 1] = t0[N - 1] - 1.0
+        names = ("t_ends",)
+    elif mutation == "nan_t":
+        t1[0] = np.nan
+        names = ("t_ends",)
+    elif mutation == "negative_count":
+        counts[R - 1] = -1
+        names = ("ray_counts",)
+    elif mutation == "offset":
+        offsets[R - 1] += 1
+        names = ("ray_offsets", "ray_counts")
+    elif mutation == "total":
+        counts[R - 1] += 1
+        names = ("ray_counts",)
+    elif mutation == "t_ends_length":
+        t1 = t1[:-1]
+        names = ("t_ends",)
+    elif mutation == "rgb_channels":
+        rgb = np.zeros((N, 4), sigma.dtype)
+        names = ("rgb",)
+    elif mutation == "background_rays":
+        bg = np.zeros((R + 2, 3), sigma.dtype)
+        names = ("background",)
+    else:
+        eps = float(np.random.default_rng(R).choice([-0.5, 1.5, np.nan]))
+        names = ("early_termination",)
+    expect_rejected(lambda: metal_ops.packed_volume_render(sigma, rgb, t0, t1, offsets, counts, background=bg,
+                                                           early_termination=eps), *names)
