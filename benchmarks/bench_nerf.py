@@ -21,6 +21,17 @@ each at the same step numbers; prints ms per step, the median of the per-round
 ratios and points per second, and writes benchmarks/results/nerf_step.json.
 
   .venv/bin/python -m benchmarks.bench_nerf --step-time
+
+`--samplers` trains the hash model once with each sampler (`--sampler fixed`:
+24 samples on every ray, `--sampler march`: metal_ops.ray_march +
+packed_volume_render at the same number of field evaluations per step) for
+`--minutes` each, one after the other in one process, on the procedural scene
+or `--data` (e.g. a NeRF-synthetic lego folder with `--downscale 8`); prints
+both held-out PSNR-vs-time curves, the field evaluations per ray and per step,
+and the first time each reaches `--target` dB. Writes
+benchmarks/results/nerf_samplers.json and nerf_samplers.png.
+
+  .venv/bin/python -m benchmarks.bench_nerf --samplers --minutes 1.5 --data data/nerf_synthetic/lego --downscale 8
 """
 import argparse
 import json
@@ -95,6 +106,42 @@ def step_time(args):
     return res
 
 
+def samplers(args):
+    from benchmarks.timing import cpu_description, load_average
+
+    common = ["--eval-views", str(args.eval_views), "--data-dir", os.path.join(ROOT, "data"),
+              "--out-dir", os.path.join(ROOT, "runs")]
+    if args.data:
+        common += ["--data", args.data, "--downscale", str(args.downscale)]
+    runs = {}
+    for sampler in ("fixed", "march"):
+        print(f"--sampler {sampler} for {args.minutes} min of training ...", flush=True)
+        tr, cpu = run("hash", args.minutes, args.hash_eval_every, common + ["--sampler", sampler],
+                      quiet=False)
+        hist = tr.history
+        reached = [h for h in hist if h["val_psnr"] >= args.target]
+        runs[sampler] = dict(steps=tr.step, history=hist, process_cpu_seconds=cpu, **tr.sample_stats(),
+                             best_val_psnr=max(h["val_psnr"] for h in hist),
+                             seconds_to_target=reached[0]["train_seconds"] if reached else None)
+        st = runs[sampler]
+        print(f"  --sampler {sampler}: {tr.step} steps, best {st['best_val_psnr']:.2f} dB, "
+              f"{st['field_evals_per_ray']:.1f} field evaluations per ray, {st['field_evals_per_step']:.0f} per step, "
+              f"{args.target} dB at {st['seconds_to_target'] if reached else 'never'} s "
+              f"(load average {load_average():.1f})", flush=True)
+        last = tr
+    res = dict(benchmark="nerf_samplers", cpu=cpu_description(), minutes=args.minutes, target_psnr=args.target,
+               data=args.data or "procedural", downscale=args.downscale if args.data else None,
+               machine=dict(platform=platform.platform(), cpus=os.cpu_count(), loadavg_at_end=list(os.getloadavg())),
+               runs=runs)
+    os.makedirs(args.out, exist_ok=True)
+    png = os.path.join(args.out, "nerf_samplers.png")
+    last.plot_curve(png, others=[("hash, --sampler fixed", runs["fixed"]["history"])])
+    with open(os.path.join(args.out, "nerf_samplers.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    print(f"results: {os.path.join(args.out, 'nerf_samplers.json')}, plot: {png} (the 'hash' curve is --sampler march)")
+    return res
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--step-time", action="store_true",
@@ -108,10 +155,18 @@ def main(argv=None):
     p.add_argument("--baseline-eval-every", type=int, default=100)
     p.add_argument("--hash-eval-every", type=int, default=25)
     p.add_argument("--eval-views", type=int, default=4)
+    p.add_argument("--samplers", action="store_true",
+                   help="PSNR-vs-time of --sampler fixed and --sampler march instead (see above)")
+    p.add_argument("--minutes", type=float, default=1.5, help="--samplers: training minutes of each run")
+    p.add_argument("--target", type=float, default=31.0, help="--samplers: the PSNR whose first time is reported")
+    p.add_argument("--data", default=None, help="--samplers: a scene on disk (the trainer's --data)")
+    p.add_argument("--downscale", type=int, default=8, help="--samplers: with --data")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = p.parse_args(argv)
     if args.step_time:
         return step_time(args)
+    if args.samplers:
+        return samplers(args)
     common = ["--eval-views", str(args.eval_views), "--data-dir", os.path.join(ROOT, "data"),
               "--out-dir", os.path.join(ROOT, "runs")]
 

@@ -175,6 +175,8 @@ def test_stratified_and_occupancy_sampling():
 
 # ----------------------------------------------------------------------------- training
 def test_smoke_training_32px_psnr_rises(tmp_path):
+    import tensorflow as tf
+
     from examples.nerf import train
 
     tr = train.Trainer(_args(tmp_path, "--name", "smoke", "--steps", "120"), log=lambda *a: None)
@@ -186,6 +188,49 @@ def test_smoke_training_32px_psnr_rises(tmp_path):
     assert after >= before + 5.0, (before, after)
     assert tr.use_grid()  # the occupancy grid was in use at the end
     assert 0.0 < float(np.mean(tr.grid.mask.numpy())) < 1.0
+    # The march sampler (the default): the ray count follows the sample budget
+    # (1024 rays x 16 samples), and the grid removes the samples in empty cells.
+    assert tr.marching
+    stats = tr.sample_stats()
+    assert 0.75 * 16384 <= stats["field_evals_per_step"] <= 1.25 * 16384, stats
+    # Evaluation marches without jitter: the same image twice.
+    np.testing.assert_array_equal(renders[0], tr.evaluate("val")[2][0])
+    # Pruning (the density-only pass) drops only samples the renderer skips: the same images.
+    o, d = tr.train_o[:2048], tr.train_d[:2048]
+    kw = dict(aabb=tr.dataset.aabb, near=tr.near, far=tr.far, background=tr.background, grid=tr.grid, use_grid=True,
+              step_size=tr.step_size, max_samples=tr.args.max_samples, jitter=False)
+    full, s_full, m_full = tr._hmodel.render_hash_marched(tr.model, o, d, prune=False, **kw)
+    pruned, s_pruned, m_pruned = tr._hmodel.render_hash_marched(tr.model, o, d, prune=True, **kw)
+    assert int(m_full) == int(m_pruned) == int(s_full.t_starts.shape[0]) >= int(s_pruned.t_starts.shape[0])
+    np.testing.assert_allclose(pruned.rgb.numpy(), full.rgb.numpy(), atol=1e-4)
+    np.testing.assert_allclose(pruned.opacity.numpy(), full.opacity.numpy(), atol=1e-4)
+    # Samples only in occupied cells: with the upper half of the grid emptied,
+    # every sample lies in the lower half, and there are fewer.
+    g = tr.grid.resolution
+    tr.grid.mask.assign(np.repeat((np.arange(g) < g // 2).astype(np.float32), g * g))
+    o, d = tr.train_o[:4096], tr.train_d[:4096]
+    counts = {}
+    for use_grid in (False, True):
+        _, s, _ = tr._hmodel.render_hash_marched(
+            tr.model, o, d, aabb=tr.dataset.aabb, near=tr.near, far=tr.far, background=tr.background, grid=tr.grid,
+            use_grid=use_grid, step_size=tr.step_size, max_samples=tr.args.max_samples, jitter=False, prune=False)
+        counts[use_grid] = int(s.t_starts.shape[0])
+        points = tf.gather(o, s.ray_indices) + tf.gather(d, s.ray_indices) * (0.5 * (s.t_starts + s.t_ends))[:, None]
+        if use_grid:
+            assert float(tf.reduce_min(tr.grid.occupied_at(points))) == 1.0
+    assert 0 < counts[True] < 0.8 * counts[False], counts
+
+
+def test_fixed_sampler_trains(tmp_path):
+    from examples.nerf import train
+
+    tr = train.Trainer(_args(tmp_path, "--name", "fixed", "--steps", "40", "--sampler", "fixed"),
+                       log=lambda *a: None)
+    before, _, _ = tr.evaluate("val")
+    tr.fit(verbose=False)
+    after, _, _ = tr.evaluate("val")
+    assert after >= before + 3.0, (before, after)
+    assert tr.sample_stats()["field_evals_per_ray"] == 16.0
 
 
 def test_checkpoint_resume_continues_from_same_step(tmp_path):
@@ -321,11 +366,13 @@ def test_cli_writes_outputs(tmp_path):
     assert (run / "ckpt" / "checkpoint").exists()
 
 
-def test_distortion_robust_and_occlusion_options_train(tmp_path):
+@pytest.mark.parametrize("sampler", ["march", "fixed"])
+def test_distortion_robust_and_occlusion_options_train(tmp_path, sampler):
     from examples.nerf import train
 
+    occlusion = ["--occlusion-depth", "10"] if sampler == "fixed" else []
     tr = train.Trainer(_args(tmp_path, "--name", "dist", "--steps", "2", "--distortion", "0.01",
-                             "--loss", "robust", "--occlusion-depth", "10", "--grid-warmup", "0"),
+                             "--loss", "robust", "--grid-warmup", "0", "--sampler", sampler, *occlusion),
                        log=lambda *x: None)
     l_dist = [tr.train_one_step()[0] for _ in range(2)]
     tr2 = train.Trainer(_args(tmp_path, "--name", "mse", "--steps", "2", "--grid-warmup", "0"),

@@ -159,3 +159,61 @@ def render_hash(model, origins, dirs, *, aabb, near, far, background, num_sample
                                   early_termination=early_termination,
                                   return_weights=return_weights)
     return out, t
+
+
+def march_step_size(aabb, march_steps):
+    """The ray-marching step: `march_steps` steps along the AABB's diagonal."""
+    lo, hi = tf.unstack(tf.convert_to_tensor(aabb, tf.float32))
+    return float(tf.norm(hi - lo)) / float(march_steps)
+
+
+def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, grid, use_grid, step_size,
+                        max_samples, jitter=True, seed=0, early_termination=1e-4, return_weights=False,
+                        prune=True):
+    """Renders rays with the hash field on packed samples (metal_ops.ray_march + packed_volume_render).
+
+    Only the steps in occupied cells of `grid` are evaluated (all steps inside
+    the AABB while `use_grid` is False), a ray's count varying with what it
+    crosses. With `prune`, a density-only pass without gradients first drops
+    the samples behind each ray's early termination (transmittance below
+    `early_termination`, which the renderer skips anyway): the colour network,
+    the gradients and the rendering see only the samples that can contribute.
+    `aabb` is a concrete [2, 3] array (it becomes the op's attribute).
+    Returns (PackedVolumeRender result, RayMarchSamples of the rendered samples, marched sample count).
+    """
+    r = tf.shape(origins)[0]
+    mask = grid.mask if use_grid else tf.ones_like(grid.mask)
+    occupancy = metal_ops.pack_occupancy(mask[None])
+    samples = metal_ops.ray_march(
+        origins, dirs, tf.fill([r], float(near)), tf.fill([r], float(far)), occupancy, aabb,
+        grid.resolution, step_size, max_samples=max_samples, jitter=jitter, seed=seed)
+    marched = tf.shape(samples.t_starts)[0]
+
+    def points(s):
+        t_mid = 0.5 * (s.t_starts + s.t_ends)
+        return normalize_points(tf.gather(origins, s.ray_indices) + tf.gather(dirs, s.ray_indices) * t_mid[:, None],
+                                aabb)
+
+    if prune and early_termination > 0:
+        sigma0 = tf.stop_gradient(model.density(points(samples))[0])
+        samples = _before_termination(samples, sigma0, early_termination, r)
+    sigma, rgb = model(points(samples), tf.gather(dirs, samples.ray_indices))
+    out = metal_ops.packed_volume_render(
+        sigma, rgb, samples.t_starts, samples.t_ends, samples.ray_offsets, samples.ray_counts,
+        background=background, early_termination=early_termination, return_weights=return_weights)
+    return out, samples, marched
+
+
+def _before_termination(samples, sigma, threshold, num_rays):
+    """The samples whose transmittance (before them) is at least `threshold`: a prefix of each ray's."""
+    tau = tf.cast(sigma * (samples.t_ends - samples.t_starts), tf.float64)  # float64: sums over every ray
+    before = tf.math.cumsum(tau, exclusive=True)
+    at_ray_start = tf.gather(tf.concat([before, tf.reduce_sum(tau, keepdims=True)], 0), samples.ray_offsets)
+    optical_depth = before - tf.gather(at_ray_start, samples.ray_indices)
+    keep = optical_depth <= -math.log(threshold)
+    idx = tf.where(keep)[:, 0]
+    counts = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), samples.ray_indices, num_rays)
+    return samples._replace(
+        t_starts=tf.gather(samples.t_starts, idx), t_ends=tf.gather(samples.t_ends, idx),
+        ray_indices=tf.gather(samples.ray_indices, idx), ray_offsets=tf.math.cumsum(counts, exclusive=True),
+        ray_counts=counts)

@@ -80,6 +80,22 @@ def build_parser():
     g.add_argument("--robust-scale", type=float, default=0.03)
     g.add_argument("--distortion", type=float, default=0.0,
                    help="weight of metal_ops.distortion_loss (0 = off)")
+    g.add_argument("--sampler", choices=["march", "fixed"], default="march",
+                   help="hash model: march = metal_ops.ray_march through the occupancy grid (samples only in occupied "
+                        "cells, a variable number per ray) + metal_ops.packed_volume_render, with a fixed budget of "
+                        "samples per step (--sample-budget: the ray count adapts); fixed = --samples per ray placed "
+                        "by the TF occupancy sampler (--candidates) + metal_ops.volume_render, --batch-rays rays")
+    g.add_argument("--sample-budget", type=int, default=None,
+                   help="march: field evaluations per step (default: --batch-rays x --samples); the step's ray count "
+                        "follows it from the previous steps' samples per ray")
+    g.add_argument("--march-steps", type=int, default=256,
+                   help="march: steps along the AABB's diagonal (the step size)")
+    g.add_argument("--max-samples", type=int, default=None,
+                   help="march: at most this many samples per ray (default: --march-steps, which no ray inside the box "
+                        "exceeds; a lower cap cuts the far part of long rays, which then never see the scene behind)")
+    g.add_argument("--no-prune", dest="prune", action="store_false",
+                   help="march: evaluate every marched sample (default: a density-only pass without gradients first "
+                        "drops the samples behind each ray's early termination, which contribute nothing)")
     g.add_argument("--occupancy", dest="occupancy", action="store_true", default=True,
                    help="occupancy-grid sampling (hash model)")
     g.add_argument("--no-occupancy", dest="occupancy", action="store_false")
@@ -99,6 +115,12 @@ def build_parser():
     g.add_argument("--ckpt-every", type=int, default=500)
     g.add_argument("--orbit-frames", type=int, default=24)
     return p
+
+
+def tf_size(x):
+    import tensorflow as tf
+
+    return tf.shape(x)[0]
 
 
 def psnr_from_mse(mse):
@@ -143,6 +165,11 @@ class Trainer:
         self.log = log
         if a.samples is None:
             a.samples = 24 if a.model == "hash" else 32
+        if a.sample_budget is None:
+            a.sample_budget = a.batch_rays * a.samples
+        self.marching = a.model == "hash" and a.sampler == "march"
+        if self.marching and a.distortion > 0 and not hasattr(metal_ops, "packed_distortion_loss"):
+            raise ValueError("--distortion needs --sampler fixed (this build has no packed distortion loss)")
         if a.lr is None:
             a.lr = 2e-2 if a.model == "hash" else 1e-3
         self.run_dir = os.path.join(a.out_dir, a.name)
@@ -234,6 +261,15 @@ class Trainer:
         self._train_fn = {}
         self._render_fn = {}
         self._grid_fn = None
+        self._first_step = self.step
+        self.samples_per_ray = None  # march: recent field evaluations per ray (drives the ray count)
+        self.field_evals = 0  # field evaluations (samples), marched samples and rays of this process's steps
+        self.marched = 0
+        self.rays_seen = 0
+        if self.marching:
+            self.step_size = self._hmodel.march_step_size(ds.aabb, a.march_steps)
+            if a.max_samples is None:
+                a.max_samples = a.march_steps
 
     # ------------------------------------------------------------------ helpers
     def _check_checkpoint_layout(self, path):
@@ -285,16 +321,35 @@ class Trainer:
         step = self.step if step is None else step
         return self.grid is not None and self.args.occupancy and step >= self.args.grid_warmup
 
-    def batch_indices(self, step):
-        """Global ray batch of a step: a function of (seed, step) only, so resumes and replicas agree."""
+    def batch_indices(self, step, count=None):
+        """Global ray batch of a step: a function of (seed, step, count) only, so resumes and replicas agree."""
         rng = np.random.default_rng([self.args.seed, step])
-        return rng.integers(0, self.n_train_rays, self.args.batch_rays, dtype=np.int64)
+        return rng.integers(0, self.n_train_rays, self.args.batch_rays if count is None else count, dtype=np.int64)
+
+    def rays_for_budget(self):
+        """The next step's ray count: --sample-budget over the recent samples per ray (a multiple of the replicas)."""
+        a, n = self.args, self.num_replicas
+        if not self.marching or self.samples_per_ray is None:
+            return a.batch_rays
+        rays = a.sample_budget / max(self.samples_per_ray, 1.0)
+        rays = min(max(rays, a.batch_rays // 16), 16 * a.batch_rays)
+        return max(n, int(rays) // n * n)
 
     # ------------------------------------------------------------------ rendering
     def render_rays(self, o, d, training, use_grid, return_weights=False, background=None):
+        """(rgb [R, 3], the renderer's output, the samples: t [R, S+1] (fixed) or RayMarchSamples (march),
+        the number of samples marched (march: before pruning; fixed: R * S))."""
         a = self.args
         jitter = training and not a.no_jitter
         background = self.background if background is None else background
+        if self.marching:
+            seed = self.tf.cast((self.step_var.read_value() + 7919 * a.seed) % 2147483647, self.tf.int32) \
+                if jitter else 0
+            out, samples, marched = self._hmodel.render_hash_marched(
+                self.model, o, d, aabb=self.dataset.aabb, near=self.near, far=self.far, background=background,
+                grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
+                jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune)
+            return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
                 self.model, o, d, aabb=self.aabb, near=self.near, far=self.far,
@@ -302,11 +357,11 @@ class Trainer:
                 use_grid=use_grid, num_candidates=a.candidates, occlusion_depth=a.occlusion_depth,
                 jitter=jitter,
                 return_weights=return_weights)
-            return out.rgb, out, t
+            return out.rgb, out, t, tf_size(o) * a.samples
         rgb, _, _ = self._baseline.render_baseline(
             self.model, o, d, near=self.near, far=self.far, background=background,
             num_samples=a.samples, jitter=jitter)
-        return rgb, None, None
+        return rgb, None, None, tf_size(o) * a.samples
 
     def _replica_loss(self, idx, use_grid):
         tf, a = self.tf, self.args
@@ -314,16 +369,20 @@ class Trainer:
         d = tf.gather(self.train_d, idx)
         c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, self.step_var.read_value())
         want_w = a.model == "hash" and a.distortion > 0
-        rgb, out, t = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
+        rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
+        n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
         local = tf.cast(tf.shape(idx)[0], tf.float32)
         frac = local / float(a.batch_rays)  # replica mean -> share of the global mean
         # Keras losses already divide by num_replicas_in_sync under tf.distribute
         # (keras.src.losses.loss.scale_loss_for_distribution); replicas get equal shares.
         loss = self.loss_fn(c, rgb)
-        if want_w:
+        if want_w and self.marching:
+            loss += a.distortion * tf.reduce_mean(self.metal_ops.packed_distortion_loss(
+                out.weights, t.t_starts, t.t_ends, t.ray_offsets, t.ray_counts)) * frac
+        elif want_w:
             loss += a.distortion * tf.reduce_mean(self.metal_ops.distortion_loss(out.weights, t)) * frac
         mse = tf.reduce_mean(tf.square(rgb - c)) * frac
-        return loss, mse
+        return loss, mse, tf.stack([tf.cast(n_samples, tf.int64), tf.cast(marched, tf.int64)])
 
     def _get_train_fn(self, use_grid):
         if use_grid in self._train_fn:
@@ -333,16 +392,17 @@ class Trainer:
 
         def replica_step(idx):
             with tf.GradientTape() as tape:
-                loss, mse = self._replica_loss(idx, use_grid)
+                loss, mse, n_samples = self._replica_loss(idx, use_grid)
             grads = tape.gradient(loss, variables)
             self.optimizer.apply_gradients(zip(grads, variables))
-            return loss, mse
+            return loss, mse, n_samples
 
         @tf.function(jit_compile=False, reduce_retracing=True)
         def train_fn(dist_idx):
-            loss, mse = self.strategy.run(replica_step, args=(dist_idx,))
+            loss, mse, n_samples = self.strategy.run(replica_step, args=(dist_idx,))
             s = tf.distribute.ReduceOp.SUM
-            return self.strategy.reduce(s, loss, axis=None), self.strategy.reduce(s, mse, axis=None)
+            return (self.strategy.reduce(s, loss, axis=None), self.strategy.reduce(s, mse, axis=None),
+                    self.strategy.reduce(s, n_samples, axis=None))
 
         self._train_fn[use_grid] = train_fn
         return train_fn
@@ -360,7 +420,7 @@ class Trainer:
 
         def replica_grads(i):
             with tf.GradientTape() as tape:
-                loss, _ = self._replica_loss(i, use_grid)
+                loss, _, _ = self._replica_loss(i, use_grid)
             grads = tape.gradient(loss, variables)
             grads = [tf.convert_to_tensor(g) for g in grads]
             return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
@@ -394,8 +454,16 @@ class Trainer:
                 step >= a.grid_warmup - 4 * a.grid_every:
             self.update_grid(step)
         fn = self._get_train_fn(self.use_grid(step))
-        loss, mse = fn(self.distribute_indices(self.batch_indices(step)))
+        rays = self.rays_for_budget()
+        loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
+        n_samples, marched = (int(c) for c in counts.numpy())
+        spr = n_samples / rays
+        # Samples per ray change as the grid learns the scene: a short EMA.
+        self.samples_per_ray = spr if self.samples_per_ray is None else 0.7 * self.samples_per_ray + 0.3 * spr
+        self.field_evals += n_samples
+        self.marched += marched
+        self.rays_seen += rays
         return float(loss), float(mse)
 
     def render_image(self, view, chunk=16384):
@@ -446,7 +514,7 @@ class Trainer:
         steps = a.steps if steps is None else steps
         if max_seconds is None:
             max_seconds = a.max_minutes * 60.0 if a.max_minutes > 0 else float("inf")
-        bar = keras.utils.Progbar(steps, stateful_metrics=["loss", "psnr", "steps/s", "val_psnr"],
+        bar = keras.utils.Progbar(steps, stateful_metrics=["loss", "psnr", "steps/s", "samples/ray", "val_psnr"],
                                   verbose=1 if verbose else 0)
         train_time = float(self.time_var.numpy())
         start_train_time = train_time
@@ -470,20 +538,29 @@ class Trainer:
                 val, _, _ = self.evaluate("val", a.eval_views)
                 self.history.append(dict(step=s, train_seconds=round(train_time, 3),
                                          val_psnr=round(val, 4), train_psnr=round(psnr_from_mse(mse), 4),
-                                         loss=loss))
+                                         loss=loss, **self.sample_stats()))
                 if eval_callback is not None and eval_callback(self, self.history[-1]):
                     last = True
                 window_t, window_s = time.perf_counter(), s  # do not count evaluation in steps/s
             if a.ckpt_every and (s % a.ckpt_every == 0 or last):
                 self.manager.save(checkpoint_number=s)
             if s % 10 == 0 or last:
-                vals = [("loss", loss), ("psnr", psnr_from_mse(mse)), ("steps/s", rate)]
+                vals = [("loss", loss), ("psnr", psnr_from_mse(mse)), ("steps/s", rate),
+                        ("samples/ray", self.samples_per_ray or float(a.samples))]
                 if val is not None:
                     vals.append(("val_psnr", val))
                 bar.update(s, values=vals, finalize=last)
             if last:
                 break
         return train_time
+
+    def sample_stats(self):
+        """Field evaluations per ray and per step, over the steps this process ran."""
+        steps = max(self.step - self._first_step, 1)
+        return dict(field_evals_per_ray=round(self.field_evals / max(self.rays_seen, 1), 3),
+                    field_evals_per_step=round(self.field_evals / steps, 1),
+                    marched_per_ray=round(self.marched / max(self.rays_seen, 1), 3),
+                    rays_per_step=round(self.rays_seen / steps, 1))
 
     # ------------------------------------------------------------------ outputs
     def write_outputs(self, test_psnrs, test_renders, extra):
@@ -511,7 +588,7 @@ class Trainer:
             dataset=dict(name=self.dataset.name, format=self.dataset.format, notes=self.dataset.notes,
                          views={k: len(v) for k, v in self.dataset.splits.items()}, size=[self.H, self.W],
                          aabb=self.dataset.aabb.tolist(), near=self.near, far=self.far),
-            config=vars(a), data=self.data_path, side_by_side=paths, **extra)
+            config=vars(a), data=self.data_path, side_by_side=paths, **self.sample_stats(), **extra)
         with open(os.path.join(self.run_dir, "metrics.json"), "w") as f:
             json.dump(metrics, f, indent=2)
         return metrics
@@ -584,6 +661,10 @@ def train(argv=None, log=print):
             f"(mean of {len(test_psnrs)} views) after "
             f"{trainer.step} steps, {metrics['train_seconds']:.0f} s of training, "
             f"{time.perf_counter() - t_start:.0f} s in all")
+        st = trainer.sample_stats()
+        log(f"sampler {args.sampler if args.model == 'hash' else 'fixed'}: {st['field_evals_per_ray']:.1f} field "
+            f"evaluations per ray, {st['field_evals_per_step']:.0f} per step ({st['rays_per_step']:.0f} rays per step; "
+            f"{st['marched_per_ray']:.1f} samples per ray marched)")
         log(f"pictures: {os.path.join(trainer.run_dir, 'test_*.png')} (rendered | ground truth | 4x error), "
             f"{os.path.join(trainer.run_dir, 'orbit.gif')}, {os.path.join(trainer.run_dir, 'psnr_vs_time.png')}; "
             f"metrics: {os.path.join(trainer.run_dir, 'metrics.json')}")
