@@ -234,13 +234,19 @@ class AttrReader {
   std::string String(const char* name);
   std::vector<int64_t> IntList(const char* name);
   std::vector<float> FloatList(const char* name);
-  // The getter an op's ReadAttrs(get, attrs) takes (ops/<op>_checks.h), as
-  // `[&](const char* n, auto* v) { return reader.Get(n, v); }`.
+  // One attribute into *value: true when it was read (else the failure sticks).
   bool Get(const char* name, int* value) { *value = Int(name); return ok(); }
+  bool Get(const char* name, int64_t* value) { *value = Int64(name); return ok(); }
   bool Get(const char* name, float* value) { *value = Float(name); return ok(); }
   bool Get(const char* name, bool* value) { *value = Bool(name); return ok(); }
   bool Get(const char* name, std::string* value) { *value = String(name); return ok(); }
   bool Get(const char* name, std::vector<float>* value) { *value = FloatList(name); return ok(); }
+  bool Get(const char* name, std::vector<int64_t>* value) { *value = IntList(name); return ok(); }
+  // The reader an op's ReadAttrs(get, &attrs) takes (ops/<op>_checks.h):
+  //   reader.Check(<op>_checks::ReadAttrs(reader.Getter(), &attrs));
+  auto Getter() {
+    return [this](const char* name, auto* value) { return Get(name, value); };
+  }
   // Reports a failure to TensorFlow (the kernel then never runs).
   void Finish();
 

@@ -26,8 +26,7 @@ constexpr mo::int32 kScanThreads = 1024;
 void* Create(TF_OpKernelConstruction* ctx) {
   mo::metal::AttrReader reader(ctx);
   auto* attrs = new checks::Attrs;
-  if (!reader.Check(checks::ReadAttrs([&](const char* n, auto* v) { return reader.Get(n, v); }, attrs)) ||
-      !reader.Check(checks::CheckAttrs(*attrs))) {
+  if (!reader.Check(checks::ReadAttrs(reader.Getter(), attrs))) {
     delete attrs;
     return nullptr;
   }

@@ -15,19 +15,14 @@ namespace {
 using mo::metal::DimsOf;
 namespace checks = mo::sh_encode_checks;
 
-struct SHEncodeMetalKernel {
-  int degree = 0;
-};
-
 void* CreateKernel(TF_OpKernelConstruction* ctx) {
-  auto* k = new SHEncodeMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  const int64_t degree = attrs.Int64("degree");
-  if (attrs.ok() && attrs.Check(checks::Degree(degree))) k->degree = static_cast<int>(degree);
-  return k;
+  auto* attrs = new checks::Attrs;
+  mo::metal::AttrReader reader(ctx);
+  reader.Check(checks::ReadAttrs(reader.Getter(), attrs));
+  return attrs;
 }
 
-void DeleteKernel(void* kernel) { delete static_cast<SHEncodeMetalKernel*>(kernel); }
+void DeleteKernel(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
 
 std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
   char name[64];
@@ -36,7 +31,7 @@ std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
 }
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<SHEncodeMetalKernel*>(kernel)->degree;
+  const int degree = static_cast<checks::Attrs*>(kernel)->degree;
   TF_Tensor* dirs = call.Input(0);
   if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs)))) return;
   const TF_DataType dtype = TF_TensorType(dirs);
@@ -52,7 +47,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<SHEncodeMetalKernel*>(kernel)->degree;
+  const int degree = static_cast<checks::Attrs*>(kernel)->degree;
   TF_Tensor* grad = call.Input(0);
   TF_Tensor* dirs = call.Input(1);
   if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs))) ||

@@ -8,18 +8,16 @@
 
 namespace {
 
-struct ZeroOutMetalKernel {
-  int64_t preserve_index = 0;
-};
+namespace checks = mo::zero_out_checks;
 
 void* Create(TF_OpKernelConstruction* ctx) {
-  auto* kernel = new ZeroOutMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  kernel->preserve_index = attrs.Int64("preserve_index");
-  return kernel;
+  auto* attrs = new checks::Attrs;
+  mo::metal::AttrReader reader(ctx);
+  reader.Check(checks::ReadAttrs(reader.Getter(), attrs));
+  return attrs;
 }
 
-void Delete(void* kernel) { delete static_cast<ZeroOutMetalKernel*>(kernel); }
+void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
 
 const char* ShaderFor(TF_DataType dtype) {
   switch (dtype) {
@@ -30,15 +28,15 @@ const char* ShaderFor(TF_DataType dtype) {
 }
 
 void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const ZeroOutMetalKernel*>(kernel_ptr);
+  const auto& attrs = *static_cast<const checks::Attrs*>(kernel_ptr);
   TF_Tensor* input = call.Input(0);
   if (!call.ok()) return;
   const int64_t n = TF_TensorElementCount(input);
-  if (!call.Check(mo::zero_out_checks::PreserveIndex(kernel.preserve_index, n))) return;
+  if (!call.Check(checks::PreserveIndex(attrs.preserve_index, n))) return;
   const TF_DataType dtype = TF_TensorType(input);
   TF_Tensor* output = call.Output(0, dtype, mo::metal::DimsOf(input));
   if (!call.ok() || n == 0) return;
-  const mo::ZeroOutParams params = {n, kernel.preserve_index};
+  const mo::ZeroOutParams params = {n, attrs.preserve_index};
   id<MTLComputePipelineState> pipeline = call.Pipeline("zero_out", ShaderFor(dtype));
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
