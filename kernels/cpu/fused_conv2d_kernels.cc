@@ -196,23 +196,7 @@ void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
 class FusedConv2DOp : public OpKernel {
  public:
   explicit FusedConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    int num_bias = 0, num_residual = 0;
-    std::vector<int32_t> strides, dilations;
-    std::vector<int64_t> explicit_paddings;
-    std::string padding, data_format, activation;
-    float alpha = 0.2f;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_bias", &num_bias));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_residual", &num_residual));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("dilations", &dilations));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("explicit_paddings", &explicit_paddings));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("data_format", &data_format));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("leaky_relu_alpha", &alpha));
-    OP_REQUIRES_OK(ctx, ToStatus(fc::Attrs(num_bias, num_residual, checks::Dims(strides.begin(), strides.end()),
-                                           checks::Dims(dilations.begin(), dilations.end()), padding,
-                                           explicit_paddings, data_format, activation, alpha, &attrs_)));
+    OP_REQUIRES_OK(ctx, ToStatus(fc::ReadConvAttrs(checks::AttrGetter(ctx), &attrs_)));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -276,19 +260,13 @@ METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
 class FusedActivationGradOp : public OpKernel {
  public:
   explicit FusedActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string activation;
-    int num_features = 0;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("leaky_relu_alpha", &alpha_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_features", &num_features));
-    OP_REQUIRES_OK(ctx, ToStatus(fc::ActivationGradAttrs(activation, alpha_, num_features, &act_)));
-    num_features_ = num_features;
+    OP_REQUIRES_OK(ctx, ToStatus(fc::ReadActivationGradAttrs(checks::AttrGetter(ctx), &attrs_)));
   }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& grads = ctx->input(0);
     const Tensor& outputs = ctx->input(1);
-    const Tensor* features = num_features_ == 1 ? &ctx->input(2) : nullptr;
+    const Tensor* features = attrs_.num_features == 1 ? &ctx->input(2) : nullptr;
     const checks::Dims feature_dims = features != nullptr ? DimsOf(*features) : checks::Dims();
     OP_REQUIRES_OK(ctx, ToStatus(fc::ActivationGradShapes(DimsOf(grads), DimsOf(outputs),
                                                           features != nullptr ? &feature_dims : nullptr)));
@@ -304,8 +282,8 @@ class FusedActivationGradOp : public OpKernel {
     const float* y = outputs.flat<float>().data();
     float* dz = backprops->flat<float>().data();
     AdviseHugePages(dz, backprops->TotalBytes(), /*collapse=*/false);
-    const int act = act_;
-    const float alpha = alpha_;
+    const int act = attrs_.act;
+    const float alpha = attrs_.alpha;
     auto work = [=](int64_t begin, int64_t end) {
       if (z != nullptr) {
         for (int64_t k = begin; k < end; ++k)
@@ -319,9 +297,7 @@ class FusedActivationGradOp : public OpKernel {
   }
 
  private:
-  int act_ = mo::kActNone;
-  float alpha_ = 0.2f;
-  int num_features_ = 0;
+  fc::ActivationGradAttrs attrs_;
 };
 
 METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp);

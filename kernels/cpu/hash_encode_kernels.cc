@@ -81,7 +81,6 @@ using ::mo::hash_encode_tf::CheckInputsAndTable;
 using ::mo::hash_encode_tf::CheckMatrix;
 using ::mo::hash_encode_tf::GridAttrs;
 using ::mo::hash_encode_tf::GridRows;
-using ::mo::hash_encode_tf::ReadGridAttrs;
 
 // ---- Level geometry ------------------------------------------------------------------
 
@@ -147,7 +146,9 @@ template <typename T>
 class HashEncodeGradGradOp : public OpKernel {
  public:
   explicit HashEncodeGradGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+    hash_encode_checks::Attrs attrs;
+    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadAttrs(ctx, hash_encode_checks::GridOp::kEncodeGradGrad, &attrs));
+    attrs_ = attrs.grid;
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -198,10 +199,10 @@ class HashEncodeGradGradOp : public OpKernel {
 class HashGridOffsetsOp : public OpKernel {
  public:
   explicit HashGridOffsetsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_dim", &input_dim_));
-    OP_REQUIRES(ctx, input_dim_ >= 1 && input_dim_ <= hg::kMaxDims,
-                InvalidArgument("input_dim must be in [1, 4], got ", input_dim_));
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
+    hash_encode_checks::Attrs attrs;
+    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadAttrs(ctx, hash_encode_checks::GridOp::kOffsets, &attrs));
+    attrs_ = attrs.grid;
+    input_dim_ = attrs.input_dim;
   }
 
   void Compute(OpKernelContext* ctx) override {

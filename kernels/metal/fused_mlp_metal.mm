@@ -32,10 +32,7 @@ using mo::metal::DimsOf;
 void* Create(TF_OpKernelConstruction* ctx) {
   auto* attrs = new checks::Attrs;
   mo::metal::AttrReader reader(ctx);
-  const std::string activation = reader.String("activation");
-  const std::string output_activation = reader.String("output_activation");
-  const float alpha = reader.Float("leaky_relu_alpha");
-  if (reader.ok()) reader.Check(checks::ParseAttrs(activation, output_activation, alpha, attrs));
+  reader.Check(checks::ReadAttrs(reader.Getter(), attrs));
   return attrs;
 }
 

@@ -17,26 +17,21 @@ namespace {
 using mo::metal::DimsOf;
 namespace checks = mo::volume_render_checks;
 
-// ---- forward ------------------------------------------------------------------------
-
-struct VolumeRenderMetalKernel {
-  float early_termination = 1e-4f;
-  bool return_weights = false;
-};
-
-void* CreateForward(TF_OpKernelConstruction* ctx) {
-  auto* kernel = new VolumeRenderMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  kernel->early_termination = attrs.Float("early_termination");
-  kernel->return_weights = attrs.Bool("return_weights");
-  if (attrs.ok()) attrs.Check(checks::EarlyTermination(checks::kForward, kernel->early_termination));
-  return kernel;
+// The attributes of the forward (`forward`) or backward op.
+template <bool forward>
+void* Create(TF_OpKernelConstruction* ctx) {
+  auto* attrs = new checks::Attrs;
+  mo::metal::AttrReader reader(ctx);
+  reader.Check(checks::ReadAttrs(reader.Getter(), forward, attrs));
+  return attrs;
 }
 
-void DeleteForward(void* kernel) { delete static_cast<VolumeRenderMetalKernel*>(kernel); }
+void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
+
+// ---- forward ------------------------------------------------------------------------
 
 void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const VolumeRenderMetalKernel*>(kernel_ptr);
+  const auto& kernel = *static_cast<const checks::Attrs*>(kernel_ptr);
   TF_Tensor* in[4];
   for (int i = 0; i < 4; ++i) in[i] = call.Input(i);
   checks::RayShapes shapes;
@@ -63,22 +58,8 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
 
 // ---- backward -----------------------------------------------------------------------
 
-struct VolumeRenderGradMetalKernel {
-  float early_termination = 1e-4f;
-};
-
-void* CreateBackward(TF_OpKernelConstruction* ctx) {
-  auto* kernel = new VolumeRenderGradMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  kernel->early_termination = attrs.Float("early_termination");
-  if (attrs.ok()) attrs.Check(checks::EarlyTermination(checks::kBackward, kernel->early_termination));
-  return kernel;
-}
-
-void DeleteBackward(void* kernel) { delete static_cast<VolumeRenderGradMetalKernel*>(kernel); }
-
 void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const VolumeRenderGradMetalKernel*>(kernel_ptr);
+  const auto& kernel = *static_cast<const checks::Attrs*>(kernel_ptr);
   TF_Tensor* in[12];
   for (int i = 0; i < 12; ++i) in[i] = call.Input(i);
   checks::RayShapes shapes;
@@ -111,10 +92,9 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
 
 bool Register() {
   // MSL has no double: float32 only.
-  mo::metal::RegisterKernel("MetalOpsVolumeRender", TF_FLOAT, &CreateForward, &mo::metal::Compute<Forward>,
-                            &DeleteForward);
-  mo::metal::RegisterKernel("MetalOpsVolumeRenderGrad", TF_FLOAT, &CreateBackward, &mo::metal::Compute<Backward>,
-                            &DeleteBackward);
+  mo::metal::RegisterKernel("MetalOpsVolumeRender", TF_FLOAT, &Create<true>, &mo::metal::Compute<Forward>, &Delete);
+  mo::metal::RegisterKernel("MetalOpsVolumeRenderGrad", TF_FLOAT, &Create<false>, &mo::metal::Compute<Backward>,
+                            &Delete);
   return true;
 }
 
