@@ -54,7 +54,7 @@ template <typename Device, typename T>
 class FusedMlpOp : public ::tensorflow::OpKernel {
  public:
   explicit FusedMlpOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::ReadAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
@@ -86,7 +86,7 @@ template <typename Device, typename T>
 class FusedMlpGradOp : public ::tensorflow::OpKernel {
  public:
   explicit FusedMlpGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::ReadAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {

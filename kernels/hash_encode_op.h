@@ -20,12 +20,6 @@ namespace hash_encode_tf {
 using hash_encode_checks::GridAttrs;
 using hash_encode_checks::GridRows;
 
-// The attributes of `op` (ops/hash_encode_checks.h ReadAttrs).
-inline absl::Status ReadAttrs(::tensorflow::OpKernelConstruction* ctx, hash_encode_checks::GridOp op,
-                              hash_encode_checks::Attrs* a) {
-  return checks::ToStatus(hash_encode_checks::ReadAttrs(checks::AttrGetter(ctx), op, a));
-}
-
 inline absl::Status CheckInputsAndTable(const GridAttrs& a, const ::tensorflow::Tensor& inputs,
                                         const ::tensorflow::Tensor& table, int* dims, int* features, int64_t* rows) {
   return checks::ToStatus(hash_encode_checks::InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), dims,
@@ -72,7 +66,7 @@ template <typename Device, typename T>
 class HashEncodeOp : public ::tensorflow::OpKernel {
  public:
   explicit HashEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadAttrs(ctx, hash_encode_checks::GridOp::kEncode, &attrs_));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, hash_encode_checks::GridOp::kEncode, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
@@ -99,7 +93,7 @@ template <typename Device, typename T>
 class HashEncodeGradOp : public ::tensorflow::OpKernel {
  public:
   explicit HashEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadAttrs(ctx, hash_encode_checks::GridOp::kEncodeGrad, &attrs_));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, hash_encode_checks::GridOp::kEncodeGrad, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {

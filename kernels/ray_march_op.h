@@ -36,7 +36,7 @@ template <typename Device>
 class RayMarchOp : public ::tensorflow::OpKernel {
  public:
   explicit RayMarchOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march_checks::ReadAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {

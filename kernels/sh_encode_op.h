@@ -29,7 +29,7 @@ template <typename Device, typename T>
 class SHEncodeOp : public ::tensorflow::OpKernel {
  public:
   explicit SHEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::ReadAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
@@ -55,7 +55,7 @@ template <typename Device, typename T>
 class SHEncodeGradOp : public ::tensorflow::OpKernel {
  public:
   explicit SHEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::ReadAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {

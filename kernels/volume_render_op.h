@@ -53,7 +53,7 @@ template <typename Device, typename T>
 class VolumeRenderOp : public ::tensorflow::OpKernel {
  public:
   explicit VolumeRenderOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render_checks::ReadAttrs(checks::AttrGetter(ctx), true, &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, true, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
@@ -90,7 +90,7 @@ template <typename Device, typename T>
 class VolumeRenderGradOp : public ::tensorflow::OpKernel {
  public:
   explicit VolumeRenderGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render_checks::ReadAttrs(checks::AttrGetter(ctx), false, &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, false, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {

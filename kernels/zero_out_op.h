@@ -28,7 +28,7 @@ template <typename Device, typename T>
 class ZeroOutOp : public ::tensorflow::OpKernel {
  public:
   explicit ZeroOutOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out_checks::ReadAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {

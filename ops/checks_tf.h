@@ -4,6 +4,8 @@
 #ifndef METAL_OPS_OPS_CHECKS_TF_H_
 #define METAL_OPS_OPS_CHECKS_TF_H_
 
+#include <utility>
+
 #include "ops/checks.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -38,6 +40,14 @@ struct AttrGetterOf {
 template <typename Ctx>
 AttrGetterOf<Ctx> AttrGetter(Ctx* ctx) {
   return AttrGetterOf<Ctx>{ctx};
+}
+
+// ReadAttrsOf(ctx, [op,] &attrs): the op's ReadAttrs(get, [op,] &attrs)
+// (ops/<op>_checks.h, found by the type of `attrs`) over ctx, as a status:
+// the attribute read of every shape function and kernel constructor.
+template <typename Ctx, typename... Args>
+absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {
+  return ToStatus(ReadAttrs(AttrGetter(ctx), std::forward<Args>(args)...));
 }
 
 }  // namespace checks

@@ -115,7 +115,7 @@ inline Result CheckConvAttrs(int64_t num_bias, int64_t num_residual, const Dims&
 // Reads (ops/checks.h ReadEach) and checks MetalOpsFusedConv2D's attributes:
 // the one attribute read of its shape function, CPU kernel and Metal kernel.
 template <typename Get>
-Result ReadConvAttrs(Get&& get, ConvAttrs* a) {
+Result ReadAttrs(Get&& get, ConvAttrs* a) {
   int64_t num_bias = 0, num_residual = 0;
   Dims strides, dilations, explicit_paddings;
   std::string padding, data_format, activation;
@@ -232,7 +232,7 @@ struct ActivationGradAttrs {
 // attributes: the one attribute read of its shape function, CPU kernel and
 // Metal kernel.
 template <typename Get>
-Result ReadActivationGradAttrs(Get&& get, ActivationGradAttrs* a) {
+Result ReadAttrs(Get&& get, ActivationGradAttrs* a) {
   std::string activation;
   MO_RETURN_IF_INVALID(checks::ReadEach(get, "FusedActivationGrad", "activation", &activation, "leaky_relu_alpha",
                                         &a->alpha, "num_features", &a->num_features));

@@ -23,7 +23,7 @@ namespace fc = ::mo::fused_conv2d_checks;
 
 absl::Status FusedConv2DShape(InferenceContext* c) {
   fc::ConvAttrs attrs;
-  TF_RETURN_IF_ERROR(mo::checks::ToStatus(fc::ReadConvAttrs(mo::checks::AttrGetter(c), &attrs)));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   ShapeHandle input, filter;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
@@ -92,7 +92,7 @@ REGISTER_OP("MetalOpsFusedActivationGrad")
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
       fc::ActivationGradAttrs attrs;
-      TF_RETURN_IF_ERROR(mo::checks::ToStatus(fc::ReadActivationGradAttrs(mo::checks::AttrGetter(c), &attrs)));
+      TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
       ShapeHandle merged;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &merged));
       if (attrs.num_features == 1) TF_RETURN_IF_ERROR(c->Merge(merged, c->input(2), &merged));

@@ -23,7 +23,7 @@ Status FusedMlpShape(InferenceContext* c) {
   int num = 0;
   TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
   mo::fused_mlp_checks::Attrs attrs;
-  TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::fused_mlp_checks::ReadAttrs(mo::checks::AttrGetter(c), &attrs)));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   ShapeHandle x, first, last;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &first));
@@ -88,7 +88,7 @@ REGISTER_OP("MetalOpsFusedMLPGrad")
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
       mo::fused_mlp_checks::Attrs attrs;
-      TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::fused_mlp_checks::ReadAttrs(mo::checks::AttrGetter(c), &attrs)));
+      TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
       int num = 0;
       TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
       c->set_output(0, c->input(1));

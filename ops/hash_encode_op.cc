@@ -32,11 +32,6 @@ using ::tensorflow::shape_inference::ShapeHandle;
       .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")        \
       .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
 
-// The op's attributes, read and checked as its kernels do.
-Status ReadAttrs(InferenceContext* c, checks::GridOp op, checks::Attrs* a) {
-  return mo::checks::ToStatus(checks::ReadAttrs(mo::checks::AttrGetter(c), op, a));
-}
-
 // inputs [N, D] (D in 1..4) and table [P, F] (F in 1, 2, 4, 8) where known;
 // the row count P is checked against hash_grid_size when D and P are known.
 Status CheckInputsAndTable(InferenceContext* c, const checks::GridAttrs& grid, int inputs_index, int table_index,
@@ -61,7 +56,7 @@ Status CheckInputsAndTable(InferenceContext* c, const checks::GridAttrs& grid, i
 
 Status HashEncodeShape(InferenceContext* c) {
   checks::Attrs a;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, checks::GridOp::kEncode, &a));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncode, &a));
   const int num_levels = a.grid.num_levels;
   ShapeHandle inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 0, 1, &inputs, &table));
@@ -73,7 +68,7 @@ Status HashEncodeShape(InferenceContext* c) {
 
 Status HashEncodeGradShape(InferenceContext* c) {
   checks::Attrs a;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, checks::GridOp::kEncodeGrad, &a));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncodeGrad, &a));
   const int num_levels = a.grid.num_levels;
   ShapeHandle grad, inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 1, 2, &inputs, &table));
@@ -89,7 +84,7 @@ Status HashEncodeGradShape(InferenceContext* c) {
 
 Status HashEncodeGradGradShape(InferenceContext* c) {
   checks::Attrs a;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, checks::GridOp::kEncodeGradGrad, &a));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncodeGradGrad, &a));
   const int num_levels = a.grid.num_levels;
   ShapeHandle ggx, grad, inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 2, 3, &inputs, &table));
@@ -107,7 +102,7 @@ Status HashEncodeGradGradShape(InferenceContext* c) {
 
 Status HashGridOffsetsShape(InferenceContext* c) {
   checks::Attrs a;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, checks::GridOp::kOffsets, &a));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kOffsets, &a));
   c->set_output(0, c->Vector(a.grid.num_levels + 1));
   return Status();
 }

@@ -22,7 +22,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 Status ReadDegree(InferenceContext* c, int64_t* degree) {
   checks::Attrs attrs;
-  TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::ReadAttrs(mo::checks::AttrGetter(c), &attrs)));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   *degree = attrs.degree;
   return Status();
 }

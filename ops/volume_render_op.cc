@@ -60,7 +60,7 @@ REGISTER_OP("MetalOpsVolumeRender")
     .SetShapeFn([](InferenceContext* c) {
       mo::volume_render_checks::Attrs attrs;
       TF_RETURN_IF_ERROR(
-          mo::checks::ToStatus(mo::volume_render_checks::ReadAttrs(mo::checks::AttrGetter(c), true, &attrs)));
+          mo::checks::ReadAttrsOf(c, true, &attrs));
       DimensionHandle r, s;
       TF_RETURN_IF_ERROR(VolumeRenderInputShapes(c, &r, &s));
       c->set_output(0, c->MakeShape({r, 3}));
@@ -106,7 +106,7 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .SetShapeFn([](InferenceContext* c) {
       mo::volume_render_checks::Attrs attrs;
       TF_RETURN_IF_ERROR(
-          mo::checks::ToStatus(mo::volume_render_checks::ReadAttrs(mo::checks::AttrGetter(c), false, &attrs)));
+          mo::checks::ReadAttrsOf(c, false, &attrs));
       DimensionHandle r, s;
       TF_RETURN_IF_ERROR(VolumeRenderInputShapes(c, &r, &s));
       ShapeHandle shape;

@@ -16,7 +16,7 @@ REGISTER_OP("ZeroOut")
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
       mo::zero_out_checks::Attrs attrs;
       TF_RETURN_IF_ERROR(
-          mo::checks::ToStatus(mo::zero_out_checks::ReadAttrs(mo::checks::AttrGetter(c), &attrs)));
+          mo::checks::ReadAttrsOf(c, &attrs));
       return ::tensorflow::shape_inference::UnchangedShape(c);
     })
     .Doc(R"doc(

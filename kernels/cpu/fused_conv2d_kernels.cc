@@ -196,7 +196,7 @@ void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
 class FusedConv2DOp : public OpKernel {
  public:
   explicit FusedConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ToStatus(fc::ReadConvAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -260,7 +260,7 @@ METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
 class FusedActivationGradOp : public OpKernel {
  public:
   explicit FusedActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ToStatus(fc::ReadActivationGradAttrs(checks::AttrGetter(ctx), &attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {

@@ -147,7 +147,7 @@ class HashEncodeGradGradOp : public OpKernel {
  public:
   explicit HashEncodeGradGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     hash_encode_checks::Attrs attrs;
-    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadAttrs(ctx, hash_encode_checks::GridOp::kEncodeGradGrad, &attrs));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, hash_encode_checks::GridOp::kEncodeGradGrad, &attrs));
     attrs_ = attrs.grid;
   }
 
@@ -200,7 +200,7 @@ class HashGridOffsetsOp : public OpKernel {
  public:
   explicit HashGridOffsetsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     hash_encode_checks::Attrs attrs;
-    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadAttrs(ctx, hash_encode_checks::GridOp::kOffsets, &attrs));
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, hash_encode_checks::GridOp::kOffsets, &attrs));
     attrs_ = attrs.grid;
     input_dim_ = attrs.input_dim;
   }

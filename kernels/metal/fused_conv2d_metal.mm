@@ -223,7 +223,7 @@ struct FusedConvKernel {
 void* FusedConvCreate(TF_OpKernelConstruction* ctx) {
   auto* k = new FusedConvKernel;
   mo::metal::AttrReader reader(ctx);
-  if (!reader.Check(fc::ReadConvAttrs(reader.Getter(), &k->attrs))) return k;
+  if (!reader.Check(fc::ReadAttrs(reader.Getter(), &k->attrs))) return k;
   // The graph cache's key: every attribute the graph is built from.
   const fc::ConvAttrs& a = k->attrs;
   for (int64_t v : {int64_t(a.padding), a.stride_rows, a.stride_cols, a.dilation_rows, a.dilation_cols, a.pad_top,
@@ -297,14 +297,6 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
 // ---------------------------------------------------------------------------
 using ActGradKernel = fc::ActivationGradAttrs;
 
-void* ActGradCreate(TF_OpKernelConstruction* ctx) {
-  auto* k = new ActGradKernel;
-  mo::metal::AttrReader reader(ctx);
-  reader.Check(fc::ReadActivationGradAttrs(reader.Getter(), k));
-  return k;
-}
-
-void ActGradDelete(void* k) { delete static_cast<ActGradKernel*>(k); }
 
 // f'(.) with MPSGraph primitives, mirroring activation_derivative_from_output /
 // activation_derivative_from_input of kernels/common/activations.h.
@@ -374,8 +366,8 @@ void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
 bool Register() {
   mo::metal::RegisterKernel("MetalOpsFusedConv2D", TF_FLOAT, &FusedConvCreate, &mo::metal::Compute<FusedConv>,
                             &FusedConvDelete);
-  mo::metal::RegisterKernel("MetalOpsFusedActivationGrad", TF_FLOAT, &ActGradCreate, &mo::metal::Compute<ActGrad>,
-                            &ActGradDelete);
+  mo::metal::RegisterKernel("MetalOpsFusedActivationGrad", TF_FLOAT, &mo::metal::CreateWithAttrs<ActGradKernel>,
+                            &mo::metal::Compute<ActGrad>, &mo::metal::DeleteAttrs<ActGradKernel>);
   return true;
 }
 

@@ -29,15 +29,6 @@ namespace {
 namespace checks = ::mo::fused_mlp_checks;
 using mo::metal::DimsOf;
 
-void* Create(TF_OpKernelConstruction* ctx) {
-  auto* attrs = new checks::Attrs;
-  mo::metal::AttrReader reader(ctx);
-  reader.Check(checks::ReadAttrs(reader.Getter(), attrs));
-  return attrs;
-}
-
-void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
-
 const char* DtypeName(TF_DataType dtype) { return dtype == TF_HALF ? "float16" : "float32"; }
 
 std::string Shader(const char* kind, int width, TF_DataType dtype) {
@@ -181,9 +172,11 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 bool Register() {
+  auto* create = &mo::metal::CreateWithAttrs<checks::Attrs>;
+  auto* destroy = &mo::metal::DeleteAttrs<checks::Attrs>;
   for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
-    mo::metal::RegisterKernel("MetalOpsFusedMLP", type, &Create, &mo::metal::Compute<Forward>, &Delete);
-    mo::metal::RegisterKernel("MetalOpsFusedMLPGrad", type, &Create, &mo::metal::Compute<Backward>, &Delete);
+    mo::metal::RegisterKernel("MetalOpsFusedMLP", type, create, &mo::metal::Compute<Forward>, destroy);
+    mo::metal::RegisterKernel("MetalOpsFusedMLPGrad", type, create, &mo::metal::Compute<Backward>, destroy);
   }
   return true;
 }

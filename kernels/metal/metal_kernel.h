@@ -256,6 +256,24 @@ class AttrReader {
   bool finished_ = false;
 };
 
+// The create and delete callbacks of a kernel whose state is its op's
+// attributes: the Attrs of ops/<op>_checks.h, read and checked by its
+// ReadAttrs(get, args..., &attrs) (found by the type of `attrs`), as the
+// shape function and the C++ kernels read them. A failure is reported to
+// TensorFlow, which then never runs the kernel.
+template <typename Attrs, auto... args>
+void* CreateWithAttrs(TF_OpKernelConstruction* ctx) {
+  auto* attrs = new Attrs;
+  AttrReader reader(ctx);
+  reader.Check(ReadAttrs(reader.Getter(), args..., attrs));
+  return attrs;
+}
+
+template <typename Attrs>
+void DeleteAttrs(void* attrs) {
+  delete static_cast<Attrs*>(attrs);
+}
+
 // Registers `compute` for `op` on the Metal device ("GPU"), constrained to
 // `type` for the attribute "T" unless `type` is kNoTypeConstraint.
 constexpr TF_DataType kNoTypeConstraint = static_cast<TF_DataType>(0);

@@ -15,15 +15,6 @@ namespace {
 using mo::metal::DimsOf;
 namespace checks = mo::sh_encode_checks;
 
-void* CreateKernel(TF_OpKernelConstruction* ctx) {
-  auto* attrs = new checks::Attrs;
-  mo::metal::AttrReader reader(ctx);
-  reader.Check(checks::ReadAttrs(reader.Getter(), attrs));
-  return attrs;
-}
-
-void DeleteKernel(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
-
 std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
   char name[64];
   std::snprintf(name, sizeof(name), "sh_encode_%s_d%d_%s", kind, degree, dtype == TF_HALF ? "float16" : "float32");
@@ -67,10 +58,11 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 bool Register() {
+  auto* create = &mo::metal::CreateWithAttrs<checks::Attrs>;
+  auto* destroy = &mo::metal::DeleteAttrs<checks::Attrs>;
   for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
-    mo::metal::RegisterKernel("MetalOpsSHEncode", type, &CreateKernel, &mo::metal::Compute<Forward>, &DeleteKernel);
-    mo::metal::RegisterKernel("MetalOpsSHEncodeGrad", type, &CreateKernel, &mo::metal::Compute<Backward>,
-                              &DeleteKernel);
+    mo::metal::RegisterKernel("MetalOpsSHEncode", type, create, &mo::metal::Compute<Forward>, destroy);
+    mo::metal::RegisterKernel("MetalOpsSHEncodeGrad", type, create, &mo::metal::Compute<Backward>, destroy);
   }
   return true;
 }

@@ -17,17 +17,6 @@ namespace {
 using mo::metal::DimsOf;
 namespace checks = mo::volume_render_checks;
 
-// The attributes of the forward (`forward`) or backward op.
-template <bool forward>
-void* Create(TF_OpKernelConstruction* ctx) {
-  auto* attrs = new checks::Attrs;
-  mo::metal::AttrReader reader(ctx);
-  reader.Check(checks::ReadAttrs(reader.Getter(), forward, attrs));
-  return attrs;
-}
-
-void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
-
 // ---- forward ------------------------------------------------------------------------
 
 void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
@@ -92,9 +81,12 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
 
 bool Register() {
   // MSL has no double: float32 only.
-  mo::metal::RegisterKernel("MetalOpsVolumeRender", TF_FLOAT, &Create<true>, &mo::metal::Compute<Forward>, &Delete);
-  mo::metal::RegisterKernel("MetalOpsVolumeRenderGrad", TF_FLOAT, &Create<false>, &mo::metal::Compute<Backward>,
-                            &Delete);
+  // ReadAttrs(get, forward, &attrs): the forward's attributes or the backward's.
+  auto* destroy = &mo::metal::DeleteAttrs<checks::Attrs>;
+  mo::metal::RegisterKernel("MetalOpsVolumeRender", TF_FLOAT, &mo::metal::CreateWithAttrs<checks::Attrs, true>,
+                            &mo::metal::Compute<Forward>, destroy);
+  mo::metal::RegisterKernel("MetalOpsVolumeRenderGrad", TF_FLOAT, &mo::metal::CreateWithAttrs<checks::Attrs, false>,
+                            &mo::metal::Compute<Backward>, destroy);
   return true;
 }
 

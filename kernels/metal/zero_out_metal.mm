@@ -10,15 +10,6 @@ namespace {
 
 namespace checks = mo::zero_out_checks;
 
-void* Create(TF_OpKernelConstruction* ctx) {
-  auto* attrs = new checks::Attrs;
-  mo::metal::AttrReader reader(ctx);
-  reader.Check(checks::ReadAttrs(reader.Getter(), attrs));
-  return attrs;
-}
-
-void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
-
 const char* ShaderFor(TF_DataType dtype) {
   switch (dtype) {
     case TF_INT32: return "zero_out_int32";
@@ -46,7 +37,8 @@ void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
 
 bool Register() {
   for (TF_DataType type : {TF_INT32, TF_INT64, TF_FLOAT}) {  // MSL has no double
-    mo::metal::RegisterKernel("ZeroOut", type, &Create, &mo::metal::Compute<ZeroOut>, &Delete);
+    mo::metal::RegisterKernel("ZeroOut", type, &mo::metal::CreateWithAttrs<checks::Attrs>, &mo::metal::Compute<ZeroOut>,
+                              &mo::metal::DeleteAttrs<checks::Attrs>);
   }
   return true;
 }
