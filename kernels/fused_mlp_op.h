@@ -51,11 +51,9 @@ inline std::vector<checks::Dims> DimsOfList(const ::tensorflow::OpInputList& lis
 }
 
 template <typename Device, typename T>
-class FusedMlpOp : public ::tensorflow::OpKernel {
+class FusedMlpOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs> {
  public:
-  explicit FusedMlpOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& x = ctx->input(0);
@@ -77,17 +75,12 @@ class FusedMlpOp : public ::tensorflow::OpKernel {
     }
     OP_REQUIRES_OK(ctx, (FusedMlpFunctor<Device, T>::Forward(ctx, net, attrs_, args)));
   }
-
- private:
-  fused_mlp_checks::Attrs attrs_;
 };
 
 template <typename Device, typename T>
-class FusedMlpGradOp : public ::tensorflow::OpKernel {
+class FusedMlpGradOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs> {
  public:
-  explicit FusedMlpGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dy = ctx->input(0);
@@ -124,9 +117,6 @@ class FusedMlpGradOp : public ::tensorflow::OpKernel {
     }
     OP_REQUIRES_OK(ctx, (FusedMlpFunctor<Device, T>::Backward(ctx, net, attrs_, args)));
   }
-
- private:
-  fused_mlp_checks::Attrs attrs_;
 };
 
 }  // namespace mo

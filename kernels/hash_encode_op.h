@@ -20,6 +20,10 @@ namespace hash_encode_tf {
 using hash_encode_checks::GridAttrs;
 using hash_encode_checks::GridRows;
 
+// The base of a hash-grid op's kernel class: its attributes in attrs_.
+template <hash_encode_checks::GridOp op>
+using KernelOf = checks::OpKernelWithAttrs<hash_encode_checks::Attrs, op>;
+
 inline absl::Status CheckInputsAndTable(const GridAttrs& a, const ::tensorflow::Tensor& inputs,
                                         const ::tensorflow::Tensor& table, int* dims, int* features, int64_t* rows) {
   return checks::ToStatus(hash_encode_checks::InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), dims,
@@ -63,11 +67,9 @@ struct HashEncodeFunctor {
 };
 
 template <typename Device, typename T>
-class HashEncodeOp : public ::tensorflow::OpKernel {
+class HashEncodeOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncode> {
  public:
-  explicit HashEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, hash_encode_checks::GridOp::kEncode, &attrs_));
-  }
+  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncode>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& inputs = ctx->input(0);
@@ -77,24 +79,19 @@ class HashEncodeOp : public ::tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
     const int64_t n = inputs.dim_size(0);
     ::tensorflow::Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, int64_t(attrs_.grid.num_levels) * features}),
-                                             &out));
+    const int64_t width = int64_t(attrs_.grid.num_levels) * features;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, width}), &out));
     if (n == 0) return;
     const HashEncodeForwardArgs<T> args = {dims, features, n, rows, inputs.flat<float>().data(),
                                            table.flat<T>().data(), out->flat<T>().data()};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Forward(ctx, attrs_.grid, args)));
   }
-
- private:
-  hash_encode_checks::Attrs attrs_;
 };
 
 template <typename Device, typename T>
-class HashEncodeGradOp : public ::tensorflow::OpKernel {
+class HashEncodeGradOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGrad> {
  public:
-  explicit HashEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, hash_encode_checks::GridOp::kEncodeGrad, &attrs_));
-  }
+  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGrad>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dy = ctx->input(0);
@@ -118,9 +115,6 @@ class HashEncodeGradOp : public ::tensorflow::OpKernel {
         attrs_.input_grad ? grad_inputs->flat<float>().data() : nullptr, attrs_.deterministic};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Backward(ctx, attrs_.grid, args)));
   }
-
- private:
-  hash_encode_checks::Attrs attrs_;
 };
 
 }  // namespace mo

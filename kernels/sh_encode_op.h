@@ -26,11 +26,9 @@ struct SHEncodeFunctor {
 };
 
 template <typename Device, typename T>
-class SHEncodeOp : public ::tensorflow::OpKernel {
+class SHEncodeOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs> {
  public:
-  explicit SHEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<sh_encode_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dirs = ctx->input(0);
@@ -46,17 +44,12 @@ class SHEncodeOp : public ::tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Forward(ctx, dirs.flat<T>().data(), n, attrs_.degree,
                                                              values->flat<T>().data())));
   }
-
- private:
-  sh_encode_checks::Attrs attrs_;
 };
 
 template <typename Device, typename T>
-class SHEncodeGradOp : public ::tensorflow::OpKernel {
+class SHEncodeGradOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs> {
  public:
-  explicit SHEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<sh_encode_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& grad = ctx->input(0);
@@ -71,9 +64,6 @@ class SHEncodeGradOp : public ::tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Backward(ctx, grad.flat<T>().data(), dirs.flat<T>().data(), n,
                                                               attrs_.degree, grad_dirs->flat<T>().data())));
   }
-
- private:
-  sh_encode_checks::Attrs attrs_;
 };
 
 }  // namespace mo

@@ -50,11 +50,9 @@ struct VolumeRenderFunctor {
 };
 
 template <typename Device, typename T>
-class VolumeRenderOp : public ::tensorflow::OpKernel {
+class VolumeRenderOp : public checks::OpKernelWithAttrs<volume_render_checks::Attrs, true> {
  public:
-  explicit VolumeRenderOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, true, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<volume_render_checks::Attrs, true>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
@@ -81,17 +79,12 @@ class VolumeRenderOp : public ::tensorflow::OpKernel {
         attrs_.return_weights ? weights->flat<T>().data() : nullptr};
     OP_REQUIRES_OK(ctx, (VolumeRenderFunctor<Device, T>::Forward(ctx, args)));
   }
-
- private:
-  volume_render_checks::Attrs attrs_;
 };
 
 template <typename Device, typename T>
-class VolumeRenderGradOp : public ::tensorflow::OpKernel {
+class VolumeRenderGradOp : public checks::OpKernelWithAttrs<volume_render_checks::Attrs, false> {
  public:
-  explicit VolumeRenderGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, false, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<volume_render_checks::Attrs, false>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
@@ -124,9 +117,6 @@ class VolumeRenderGradOp : public ::tensorflow::OpKernel {
         grad_sigma->flat<T>().data(), grad_samples_rgb->flat<T>().data(), grad_background->flat<T>().data()};
     OP_REQUIRES_OK(ctx, (VolumeRenderFunctor<Device, T>::Backward(ctx, args)));
   }
-
- private:
-  volume_render_checks::Attrs attrs_;
 };
 
 }  // namespace mo

@@ -25,11 +25,9 @@ struct ZeroOutFunctor {
 };
 
 template <typename Device, typename T>
-class ZeroOutOp : public ::tensorflow::OpKernel {
+class ZeroOutOp : public checks::OpKernelWithAttrs<zero_out_checks::Attrs> {
  public:
-  explicit ZeroOutOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<zero_out_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& input = ctx->input(0);
@@ -41,9 +39,6 @@ class ZeroOutOp : public ::tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, (ZeroOutFunctor<Device, T>::Compute(ctx, input.flat<T>().data(), output->flat<T>().data(), n,
                                                             attrs_.preserve_index)));
   }
-
- private:
-  zero_out_checks::Attrs attrs_;
 };
 
 }  // namespace mo

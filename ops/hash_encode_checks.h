@@ -100,7 +100,9 @@ Result ReadAttrs(Get&& get, GridOp op, Attrs* a) {
   GridAttrs& g = a->grid;
   if (op == GridOp::kOffsets) {
     MO_RETURN_IF_INVALID(checks::ReadEach(get, name, "input_dim", &a->input_dim));
-    if (a->input_dim < 1 || a->input_dim > hg::kMaxDims) return Invalid("input_dim must be in [1, 4], got ", a->input_dim);
+    if (a->input_dim < 1 || a->input_dim > hg::kMaxDims) {
+      return Invalid("input_dim must be in [1, 4], got ", a->input_dim);
+    }
   }
   MO_RETURN_IF_INVALID(checks::ReadEach(get, name, "num_levels", &g.num_levels, "log2_hashmap_size",
                                         &g.log2_hashmap_size, "base_resolution", &g.base_resolution,

@@ -193,11 +193,9 @@ void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
   cpu::ParallelForBlocksWithWorkerId(ctx, num_tiles, run_tiles);
 }
 
-class FusedConv2DOp : public OpKernel {
+class FusedConv2DOp : public checks::OpKernelWithAttrs<fc::ConvAttrs> {
  public:
-  explicit FusedConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<fc::ConvAttrs>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& input = ctx->input(0);
@@ -247,9 +245,6 @@ class FusedConv2DOp : public OpKernel {
     LaunchConv(ctx, g, input.flat<float>().data(), filter.flat<float>().data(),
                FusedEpilogue{bias, residual, attrs_.act, attrs_.alpha}, out);
   }
-
- private:
-  fc::ConvAttrs attrs_;
 };
 
 METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
@@ -257,11 +252,9 @@ METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
 // ---------------------------------------------------------------------------
 // backprops = gradients * f'(z), from y (or from z for swish / negative alpha).
 // ---------------------------------------------------------------------------
-class FusedActivationGradOp : public OpKernel {
+class FusedActivationGradOp : public checks::OpKernelWithAttrs<fc::ActivationGradAttrs> {
  public:
-  explicit FusedActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<fc::ActivationGradAttrs>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& grads = ctx->input(0);
@@ -295,9 +288,6 @@ class FusedActivationGradOp : public OpKernel {
     };
     cpu::ParallelFor(ctx, n, /*cycles_per_item=*/10, work);
   }
-
- private:
-  fc::ActivationGradAttrs attrs_;
 };
 
 METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp);
