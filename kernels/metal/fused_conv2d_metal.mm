@@ -366,8 +366,7 @@ void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
 bool Register() {
   mo::metal::RegisterKernel("MetalOpsFusedConv2D", TF_FLOAT, &FusedConvCreate, &mo::metal::Compute<FusedConv>,
                             &FusedConvDelete);
-  mo::metal::RegisterKernel("MetalOpsFusedActivationGrad", TF_FLOAT, &mo::metal::CreateWithAttrs<ActGradKernel>,
-                            &mo::metal::Compute<ActGrad>, &mo::metal::DeleteAttrs<ActGradKernel>);
+  mo::metal::RegisterWithAttrs<ActGradKernel>("MetalOpsFusedActivationGrad", {TF_FLOAT}, &mo::metal::Compute<ActGrad>);
   return true;
 }
 

@@ -171,16 +171,9 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  auto* create = &mo::metal::CreateWithAttrs<checks::Attrs>;
-  auto* destroy = &mo::metal::DeleteAttrs<checks::Attrs>;
-  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
-    mo::metal::RegisterKernel("MetalOpsFusedMLP", type, create, &mo::metal::Compute<Forward>, destroy);
-    mo::metal::RegisterKernel("MetalOpsFusedMLPGrad", type, create, &mo::metal::Compute<Backward>, destroy);
-  }
-  return true;
-}
-
-const bool registered = Register();
+const bool registered_forward =
+    mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsFusedMLP", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs>(
+    "MetalOpsFusedMLPGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
 
 }  // namespace

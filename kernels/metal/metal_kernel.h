@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -279,6 +280,18 @@ void DeleteAttrs(void* attrs) {
 constexpr TF_DataType kNoTypeConstraint = static_cast<TF_DataType>(0);
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
                     void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*));
+
+// Registers `compute` for `op` for each of `types`, with the op's attributes
+// as the kernel's state (CreateWithAttrs<Attrs, args...>, DeleteAttrs<Attrs>).
+template <typename Attrs, auto... args>
+bool RegisterWithAttrs(const char* op, std::initializer_list<TF_DataType> types,
+                       void (*compute)(void*, TF_OpKernelContext*)) {
+  bool ok = true;
+  for (TF_DataType type : types) {
+    ok = RegisterKernel(op, type, &CreateWithAttrs<Attrs, args...>, compute, &DeleteAttrs<Attrs>) && ok;
+  }
+  return ok;
+}
 
 // For ops whose kernels keep no state.
 inline void* CreateNothing(TF_OpKernelConstruction*) { return nullptr; }

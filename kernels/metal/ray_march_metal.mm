@@ -71,8 +71,7 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-const bool registered = mo::metal::RegisterKernel("MetalOpsRayMarch", mo::metal::kNoTypeConstraint,
-                                                  &mo::metal::CreateWithAttrs<checks::Attrs>,
-                                                  &mo::metal::Compute<Compute>, &mo::metal::DeleteAttrs<checks::Attrs>);
+const bool registered = mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsRayMarch", {mo::metal::kNoTypeConstraint},
+                                                                    &mo::metal::Compute<Compute>);
 
 }  // namespace

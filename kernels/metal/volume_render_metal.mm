@@ -79,17 +79,11 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  // MSL has no double: float32 only.
-  // ReadAttrs(get, forward, &attrs): the forward's attributes or the backward's.
-  auto* destroy = &mo::metal::DeleteAttrs<checks::Attrs>;
-  mo::metal::RegisterKernel("MetalOpsVolumeRender", TF_FLOAT, &mo::metal::CreateWithAttrs<checks::Attrs, true>,
-                            &mo::metal::Compute<Forward>, destroy);
-  mo::metal::RegisterKernel("MetalOpsVolumeRenderGrad", TF_FLOAT, &mo::metal::CreateWithAttrs<checks::Attrs, false>,
-                            &mo::metal::Compute<Backward>, destroy);
-  return true;
-}
-
-const bool registered = Register();
+// MSL has no double: float32 only. ReadAttrs(get, forward, &attrs): the
+// forward's attributes or the backward's.
+const bool registered_forward =
+    mo::metal::RegisterWithAttrs<checks::Attrs, true>("MetalOpsVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs, false>(
+    "MetalOpsVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
 
 }  // namespace

@@ -35,14 +35,8 @@ void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  for (TF_DataType type : {TF_INT32, TF_INT64, TF_FLOAT}) {  // MSL has no double
-    mo::metal::RegisterKernel("ZeroOut", type, &mo::metal::CreateWithAttrs<checks::Attrs>, &mo::metal::Compute<ZeroOut>,
-                              &mo::metal::DeleteAttrs<checks::Attrs>);
-  }
-  return true;
-}
-
-const bool registered = Register();
+// MSL has no double.
+const bool registered = mo::metal::RegisterWithAttrs<checks::Attrs>("ZeroOut", {TF_INT32, TF_INT64, TF_FLOAT},
+                                                                    &mo::metal::Compute<ZeroOut>);
 
 }  // namespace
