@@ -32,6 +32,7 @@ import subprocess
 import sys
 
 from benchmarks import timing
+from tests.reference import keras_resnet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "fused_conv2d.json")
@@ -57,30 +58,9 @@ def child(repeats, quick):
 
     fusion.enable()
     keras = tf.keras
-    L = keras.layers
     batch, hw = (4, 28) if quick else (16, 56)
 
-    def conv(x, f, k, s=1, pad="valid"):
-        return L.Conv2D(f, kernel_size=k, strides=s, padding=pad, use_bias=True)(x)
-
-    def res_identity(x, filters):
-        x_skip = x
-        f1, f2 = filters
-        x = L.Activation("relu")(conv(x, f1, 1))
-        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
-        x = conv(x, f2, 1)
-        x = L.Add()([x, x_skip])
-        return L.Activation("relu")(x)
-
-    def res_conv(x, s, filters):
-        x_skip = x
-        f1, f2 = filters
-        x = L.Activation("relu")(conv(x, f1, 1, s))
-        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
-        x = conv(x, f2, 1)
-        x_skip = conv(x_skip, f2, 1, s)
-        x = L.Add()([x, x_skip])
-        return L.Activation("relu")(x)
+    res_conv, res_identity = keras_resnet.blocks(keras)
 
     keras.utils.set_random_seed(0)
     inp = keras.Input(shape=(hw, hw, 64), batch_size=batch)

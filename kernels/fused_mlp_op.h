@@ -1,6 +1,6 @@
 // The TensorFlow kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad, once for
 // every C++-API device (one kernel class templated on the device, a functor
-// per device): attribute reads, the checks of ops/fused_mlp_checks.h and the
+// per device): the attributes and checks of ops/fused_mlp_checks.h and the
 // output allocation here; FusedMlpFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/fused_mlp_kernels.cc (the functor; registers FusedMlpOp<CPUDevice, T>)
 //   CUDA kernels/cuda/fused_mlp_gpu.cc    (the functor; registers FusedMlpOp<GPUDevice, T>)
@@ -8,7 +8,6 @@
 #define METAL_OPS_KERNELS_FUSED_MLP_OP_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "ops/checks_tf.h"
@@ -45,15 +44,6 @@ struct FusedMlpFunctor {
                                const fused_mlp_checks::Attrs& attrs, const FusedMlpBackwardArgs<T>& args);
 };
 
-inline absl::Status ReadFusedMlpAttrs(::tensorflow::OpKernelConstruction* ctx, fused_mlp_checks::Attrs* attrs) {
-  std::string activation, output_activation;
-  float alpha = 0.0f;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &activation));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("output_activation", &output_activation));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("leaky_relu_alpha", &alpha));
-  return checks::ToStatus(fused_mlp_checks::ParseAttrs(activation, output_activation, alpha, attrs));
-}
-
 inline std::vector<checks::Dims> DimsOfList(const ::tensorflow::OpInputList& list) {
   std::vector<checks::Dims> dims;
   for (int i = 0; i < list.size(); ++i) dims.push_back(checks::DimsOf(list[i]));
@@ -61,11 +51,9 @@ inline std::vector<checks::Dims> DimsOfList(const ::tensorflow::OpInputList& lis
 }
 
 template <typename Device, typename T>
-class FusedMlpOp : public ::tensorflow::OpKernel {
+class FusedMlpOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs> {
  public:
-  explicit FusedMlpOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadFusedMlpAttrs(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& x = ctx->input(0);
@@ -87,17 +75,12 @@ class FusedMlpOp : public ::tensorflow::OpKernel {
     }
     OP_REQUIRES_OK(ctx, (FusedMlpFunctor<Device, T>::Forward(ctx, net, attrs_, args)));
   }
-
- private:
-  fused_mlp_checks::Attrs attrs_;
 };
 
 template <typename Device, typename T>
-class FusedMlpGradOp : public ::tensorflow::OpKernel {
+class FusedMlpGradOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs> {
  public:
-  explicit FusedMlpGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadFusedMlpAttrs(ctx, &attrs_));
-  }
+  using checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dy = ctx->input(0);
@@ -134,9 +117,6 @@ class FusedMlpGradOp : public ::tensorflow::OpKernel {
     }
     OP_REQUIRES_OK(ctx, (FusedMlpFunctor<Device, T>::Backward(ctx, net, attrs_, args)));
   }
-
- private:
-  fused_mlp_checks::Attrs attrs_;
 };
 
 }  // namespace mo

@@ -8,7 +8,6 @@
 #define METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
 
 #include <cstdint>
-#include <string>
 
 #include "ops/checks_tf.h"
 #include "ops/hash_encode_checks.h"
@@ -21,20 +20,9 @@ namespace hash_encode_tf {
 using hash_encode_checks::GridAttrs;
 using hash_encode_checks::GridRows;
 
-// The grid attributes (and, on ops that have them, the mode strings).
-inline absl::Status ReadGridAttrs(::tensorflow::OpKernelConstruction* ctx, GridAttrs* a) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("num_levels", &a->num_levels));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("log2_hashmap_size", &a->log2_hashmap_size));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("base_resolution", &a->base_resolution));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("per_level_scale", &a->per_level_scale));
-  if (ctx->HasAttr("interpolation")) {
-    std::string interpolation, out_of_range;
-    TF_RETURN_IF_ERROR(ctx->GetAttr("interpolation", &interpolation));
-    TF_RETURN_IF_ERROR(ctx->GetAttr("out_of_range", &out_of_range));
-    TF_RETURN_IF_ERROR(checks::ToStatus(hash_encode_checks::Modes(interpolation, out_of_range, a)));
-  }
-  return checks::ToStatus(hash_encode_checks::Grid(a));
-}
+// The base of a hash-grid op's kernel class: its attributes in attrs_.
+template <hash_encode_checks::GridOp op>
+using KernelOf = checks::OpKernelWithAttrs<hash_encode_checks::Attrs, op>;
 
 inline absl::Status CheckInputsAndTable(const GridAttrs& a, const ::tensorflow::Tensor& inputs,
                                         const ::tensorflow::Tensor& table, int* dims, int* features, int64_t* rows) {
@@ -79,41 +67,31 @@ struct HashEncodeFunctor {
 };
 
 template <typename Device, typename T>
-class HashEncodeOp : public ::tensorflow::OpKernel {
+class HashEncodeOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncode> {
  public:
-  explicit HashEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadGridAttrs(ctx, &grid_));
-  }
+  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncode>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& inputs = ctx->input(0);
     const ::tensorflow::Tensor& table = ctx->input(1);
     int dims = 0, features = 0;
     int64_t rows = 0;
-    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(grid_, inputs, table, &dims, &features, &rows));
+    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
     const int64_t n = inputs.dim_size(0);
     ::tensorflow::Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, int64_t(grid_.num_levels) * features}),
-                                             &out));
+    const int64_t width = int64_t(attrs_.grid.num_levels) * features;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, width}), &out));
     if (n == 0) return;
     const HashEncodeForwardArgs<T> args = {dims, features, n, rows, inputs.flat<float>().data(),
                                            table.flat<T>().data(), out->flat<T>().data()};
-    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Forward(ctx, grid_, args)));
+    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Forward(ctx, attrs_.grid, args)));
   }
-
- private:
-  hash_encode_checks::GridAttrs grid_;
 };
 
 template <typename Device, typename T>
-class HashEncodeGradOp : public ::tensorflow::OpKernel {
+class HashEncodeGradOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGrad> {
  public:
-  explicit HashEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, hash_encode_tf::ReadGridAttrs(ctx, &grid_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_table_grad", &table_grad_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("compute_input_grad", &input_grad_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("deterministic", &deterministic_));
-  }
+  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGrad>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dy = ctx->input(0);
@@ -121,28 +99,22 @@ class HashEncodeGradOp : public ::tensorflow::OpKernel {
     const ::tensorflow::Tensor& table = ctx->input(2);
     int dims = 0, features = 0;
     int64_t rows = 0;
-    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(grid_, inputs, table, &dims, &features, &rows));
+    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
     const int64_t n = inputs.dim_size(0);
-    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckMatrix("grad_encoded", dy, n, int64_t(grid_.num_levels) * features));
+    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * features));
     ::tensorflow::Tensor* grad_table = nullptr;
     ::tensorflow::Tensor* grad_inputs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({table_grad_ ? rows : 0, features}),
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({attrs_.table_grad ? rows : 0, features}),
                                              &grad_table));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({input_grad_ ? n : 0, dims}),
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({attrs_.input_grad ? n : 0, dims}),
                                              &grad_inputs));
-    if (!table_grad_ && !input_grad_) return;
+    if (!attrs_.table_grad && !attrs_.input_grad) return;
     const HashEncodeBackwardArgs<T> args = {
         dims, features, n, rows, dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
-        table_grad_ ? grad_table->flat<T>().data() : nullptr,
-        input_grad_ ? grad_inputs->flat<float>().data() : nullptr, deterministic_};
-    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Backward(ctx, grid_, args)));
+        attrs_.table_grad ? grad_table->flat<T>().data() : nullptr,
+        attrs_.input_grad ? grad_inputs->flat<float>().data() : nullptr, attrs_.deterministic};
+    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Backward(ctx, attrs_.grid, args)));
   }
-
- private:
-  hash_encode_checks::GridAttrs grid_;
-  bool table_grad_ = true;
-  bool input_grad_ = true;
-  bool deterministic_ = false;
 };
 
 }  // namespace mo

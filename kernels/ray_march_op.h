@@ -33,12 +33,9 @@ struct RayMarchFunctor {
 };
 
 template <typename Device>
-class RayMarchOp : public ::tensorflow::OpKernel {
+class RayMarchOp : public checks::OpKernelWithAttrs<ray_march_checks::Attrs> {
  public:
-  explicit RayMarchOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march_checks::ReadAttrs(checks::AttrGetter(ctx), &attrs_)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march_checks::CheckAttrs(attrs_)));
-  }
+  using checks::OpKernelWithAttrs<ray_march_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using checks::DimsOf;
@@ -76,9 +73,6 @@ class RayMarchOp : public ::tensorflow::OpKernel {
                                                       t_starts->flat<float>().data(), t_ends->flat<float>().data(),
                                                       ray_indices->flat<int32_t>().data()));
   }
-
- private:
-  ray_march_checks::Attrs attrs_;
 };
 
 }  // namespace mo

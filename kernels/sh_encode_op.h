@@ -25,63 +25,45 @@ struct SHEncodeFunctor {
                                int degree, T* grad_dirs);
 };
 
-inline absl::Status ReadSHDegree(::tensorflow::OpKernelConstruction* ctx, int* degree) {
-  int64_t value = 0;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("degree", &value));
-  TF_RETURN_IF_ERROR(checks::ToStatus(sh_encode_checks::Degree(value)));
-  *degree = static_cast<int>(value);
-  return absl::OkStatus();
-}
-
 template <typename Device, typename T>
-class SHEncodeOp : public ::tensorflow::OpKernel {
+class SHEncodeOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs> {
  public:
-  explicit SHEncodeOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadSHDegree(ctx, &degree_));
-  }
+  using checks::OpKernelWithAttrs<sh_encode_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dirs = ctx->input(0);
     const checks::Dims dims = checks::DimsOf(dirs);
     OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::DirsShape(dims)));
     ::tensorflow::TensorShape shape;
-    OP_REQUIRES_OK(ctx, ::tensorflow::TensorShape::BuildTensorShape(sh_encode_checks::OutputDims(dims, degree_),
+    OP_REQUIRES_OK(ctx, ::tensorflow::TensorShape::BuildTensorShape(sh_encode_checks::OutputDims(dims, attrs_.degree),
                                                                     &shape));
     ::tensorflow::Tensor* values = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &values));
     const int64_t n = dirs.NumElements() / 3;
     if (n == 0) return;
-    OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Forward(ctx, dirs.flat<T>().data(), n, degree_,
+    OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Forward(ctx, dirs.flat<T>().data(), n, attrs_.degree,
                                                              values->flat<T>().data())));
   }
-
- private:
-  int degree_ = 0;
 };
 
 template <typename Device, typename T>
-class SHEncodeGradOp : public ::tensorflow::OpKernel {
+class SHEncodeGradOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs> {
  public:
-  explicit SHEncodeGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadSHDegree(ctx, &degree_));
-  }
+  using checks::OpKernelWithAttrs<sh_encode_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& grad = ctx->input(0);
     const ::tensorflow::Tensor& dirs = ctx->input(1);
     const checks::Dims dims = checks::DimsOf(dirs);
     OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::DirsShape(dims)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::GradShape(checks::DimsOf(grad), dims, degree_)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::GradShape(checks::DimsOf(grad), dims, attrs_.degree)));
     ::tensorflow::Tensor* grad_dirs = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dirs.shape(), &grad_dirs));
     const int64_t n = dirs.NumElements() / 3;
     if (n == 0) return;
     OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Backward(ctx, grad.flat<T>().data(), dirs.flat<T>().data(), n,
-                                                              degree_, grad_dirs->flat<T>().data())));
+                                                              attrs_.degree, grad_dirs->flat<T>().data())));
   }
-
- private:
-  int degree_ = 0;
 };
 
 }  // namespace mo

@@ -49,20 +49,10 @@ struct VolumeRenderFunctor {
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& args);
 };
 
-inline absl::Status ReadVolumeRenderAttrs(::tensorflow::OpKernelConstruction* ctx, const char* op,
-                                          float* early_termination, bool* return_weights) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("early_termination", early_termination));
-  if (return_weights != nullptr) TF_RETURN_IF_ERROR(ctx->GetAttr("return_weights", return_weights));
-  return checks::ToStatus(volume_render_checks::EarlyTermination(op, *early_termination));
-}
-
 template <typename Device, typename T>
-class VolumeRenderOp : public ::tensorflow::OpKernel {
+class VolumeRenderOp : public checks::OpKernelWithAttrs<volume_render_checks::Attrs, true> {
  public:
-  explicit VolumeRenderOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadVolumeRenderAttrs(ctx, volume_render_checks::kForward, &early_termination_,
-                                              &return_weights_));
-  }
+  using checks::OpKernelWithAttrs<volume_render_checks::Attrs, true>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
@@ -80,27 +70,21 @@ class VolumeRenderOp : public ::tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({R}), &depth));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R}), &opacity));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({R, return_weights_ ? S : 0}), &weights));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({R, attrs_.return_weights ? S : 0}), &weights));
     if (R == 0) return;
     const VolumeRenderForwardArgs<T> args = {
-        R, S, shapes.background_per_ray, early_termination_,
+        R, S, shapes.background_per_ray, attrs_.early_termination,
         sigma.flat<T>().data(), rgb.flat<T>().data(), t.flat<T>().data(), background.flat<T>().data(),
         out_rgb->flat<T>().data(), depth->flat<T>().data(), opacity->flat<T>().data(),
-        return_weights_ ? weights->flat<T>().data() : nullptr};
+        attrs_.return_weights ? weights->flat<T>().data() : nullptr};
     OP_REQUIRES_OK(ctx, (VolumeRenderFunctor<Device, T>::Forward(ctx, args)));
   }
-
- private:
-  float early_termination_ = 1e-4f;
-  bool return_weights_ = false;
 };
 
 template <typename Device, typename T>
-class VolumeRenderGradOp : public ::tensorflow::OpKernel {
+class VolumeRenderGradOp : public checks::OpKernelWithAttrs<volume_render_checks::Attrs, false> {
  public:
-  explicit VolumeRenderGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadVolumeRenderAttrs(ctx, volume_render_checks::kBackward, &early_termination_, nullptr));
-  }
+  using checks::OpKernelWithAttrs<volume_render_checks::Attrs, false>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
@@ -125,7 +109,7 @@ class VolumeRenderGradOp : public ::tensorflow::OpKernel {
     if (R == 0) return;
     auto data = [&](int i) { return in[i]->flat<T>().data(); };
     const VolumeRenderBackwardArgs<T> args = {
-        R, shapes.samples, shapes.background_per_ray, early_termination_,
+        R, shapes.samples, shapes.background_per_ray, attrs_.early_termination,
         data(0), data(1), data(2), data(3), data(4), data(5), data(6),
         has_weight_grad ? data(7) : nullptr,
         data(8), data(9), data(10),
@@ -133,9 +117,6 @@ class VolumeRenderGradOp : public ::tensorflow::OpKernel {
         grad_sigma->flat<T>().data(), grad_samples_rgb->flat<T>().data(), grad_background->flat<T>().data()};
     OP_REQUIRES_OK(ctx, (VolumeRenderFunctor<Device, T>::Backward(ctx, args)));
   }
-
- private:
-  float early_termination_ = 1e-4f;
 };
 
 }  // namespace mo

@@ -1,7 +1,7 @@
 // The TensorFlow kernel of ZeroOut, once for every C++-API device (one kernel
 // class templated on the device and the dtype, a functor per device, TF's
-// pattern): the check of ops/zero_out_checks.h and the output allocation
-// here; ZeroOutFunctor<Device, T> does the work:
+// pattern): the attributes and check of ops/zero_out_checks.h and the output
+// allocation here; ZeroOutFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/zero_out_kernels.cc (the functor; registers ZeroOutOp<CPUDevice, T>)
 //   CUDA kernels/cuda/zero_out_gpu.cc    (the functor; registers ZeroOutOp<GPUDevice, T>)
 #ifndef METAL_OPS_KERNELS_ZERO_OUT_OP_H_
@@ -25,25 +25,20 @@ struct ZeroOutFunctor {
 };
 
 template <typename Device, typename T>
-class ZeroOutOp : public ::tensorflow::OpKernel {
+class ZeroOutOp : public checks::OpKernelWithAttrs<zero_out_checks::Attrs> {
  public:
-  explicit ZeroOutOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("preserve_index", &preserve_index_));
-  }
+  using checks::OpKernelWithAttrs<zero_out_checks::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& input = ctx->input(0);
     const int64_t n = input.NumElements();
-    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out_checks::PreserveIndex(preserve_index_, n)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out_checks::PreserveIndex(attrs_.preserve_index, n)));
     ::tensorflow::Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, input.shape(), &output));
     if (n == 0) return;
     OP_REQUIRES_OK(ctx, (ZeroOutFunctor<Device, T>::Compute(ctx, input.flat<T>().data(), output->flat<T>().data(), n,
-                                                            preserve_index_)));
+                                                            attrs_.preserve_index)));
   }
-
- private:
-  int64_t preserve_index_ = 0;
 };
 
 }  // namespace mo

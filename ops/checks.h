@@ -41,6 +41,23 @@ inline std::string ShapeString(const Dims& dims) {
   return s + "]";
 }
 
+// Reads attributes of `op`, ("name", &value) pairs, with get(name, &value),
+// the reader every ReadAttrs(get, &attrs) of an ops/<op>_checks.h takes
+// (true when it succeeded): ops/checks_tf.h's AttrGetter over TensorFlow's
+// InferenceContext and OpKernelConstruction, the Metal glue's
+// AttrReader::Getter over TF_OpKernelConstruction (which also keeps
+// TensorFlow's own message for a failed read). Stops at the first failure.
+template <typename Get>
+Result ReadEach(Get&&, const char*) {
+  return Result();
+}
+
+template <typename Get, typename T, typename... Rest>
+Result ReadEach(Get&& get, const char* op, const char* name, T* value, Rest... rest) {
+  if (!get(name, value)) return Invalid(op, ": could not read the attribute '", name, "'");
+  return ReadEach(get, op, rest...);
+}
+
 // Returns from the enclosing function when `expr` (a Result) is not OK.
 #define MO_RETURN_IF_INVALID(expr)            \
   do {                                        \

@@ -1,10 +1,14 @@
 // The C++-API adapter of the per-op check headers (ops/checks.h): tensor and
-// shape sizes in, absl::Status out. Used by the CPU kernels and the CUDA
+// shape sizes in, absl::Status out, and the attribute read of the shape
+// functions and kernel classes. Used by the CPU kernels and the CUDA
 // registrations; the C-API Metal kernels have their own (KernelCall::Check).
 #ifndef METAL_OPS_OPS_CHECKS_TF_H_
 #define METAL_OPS_OPS_CHECKS_TF_H_
 
+#include <utility>
+
 #include "ops/checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
@@ -39,6 +43,28 @@ template <typename Ctx>
 AttrGetterOf<Ctx> AttrGetter(Ctx* ctx) {
   return AttrGetterOf<Ctx>{ctx};
 }
+
+// ReadAttrsOf(ctx, [op,] &attrs): the op's ReadAttrs(get, [op,] &attrs)
+// (ops/<op>_checks.h, found by the type of `attrs`) over ctx, as a status:
+// the attribute read of every shape function and kernel constructor.
+template <typename Ctx, typename... Args>
+absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {
+  return ToStatus(ReadAttrs(AttrGetter(ctx), std::forward<Args>(args)...));
+}
+
+// The base of a kernel class whose op has attributes: reads and checks them
+// once, at construction, into attrs_ (ReadAttrsOf(ctx, args..., &attrs_); the
+// Metal kernels' twin is mo::metal::CreateWithAttrs).
+template <typename Attrs, auto... args>
+class OpKernelWithAttrs : public ::tensorflow::OpKernel {
+ public:
+  explicit OpKernelWithAttrs(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrsOf(ctx, args..., &attrs_));
+  }
+
+ protected:
+  Attrs attrs_;
+};
 
 }  // namespace checks
 }  // namespace mo

@@ -1,7 +1,7 @@
-// MetalOpsFusedConv2D's and MetalOpsFusedActivationGrad's attribute and input
+// MetalOpsFusedConv2D's and MetalOpsFusedActivationGrad's attributes, input
 // checks and the convolution's geometry (output size, padding), written once
-// for the CPU kernel (through ops/checks_tf.h) and the Metal kernel (through
-// KernelCall::Check / AttrReader::Check). No TensorFlow API: sizes and
+// for the shape functions and the CPU kernel (through ops/checks_tf.h) and
+// the Metal kernel (through KernelCall::Check / AttrReader::Check). No TensorFlow API: sizes and
 // attribute values in, ops/checks.h's Result out. Messages name the argument;
 // tests match on them.
 #ifndef METAL_OPS_OPS_FUSED_CONV2D_CHECKS_H_
@@ -51,9 +51,10 @@ struct ConvAttrs {
   float alpha = 0.2f;
 };
 
-inline Result Attrs(int64_t num_bias, int64_t num_residual, const Dims& strides, const Dims& dilations,
-                    const std::string& padding, const Dims& explicit_paddings, const std::string& data_format,
-                    const std::string& activation, float alpha, ConvAttrs* a) {
+inline Result CheckConvAttrs(int64_t num_bias, int64_t num_residual, const Dims& strides, const Dims& dilations,
+                             const std::string& padding, const Dims& explicit_paddings,
+                             const std::string& data_format, const std::string& activation, float alpha,
+                             ConvAttrs* a) {
   if (num_bias < 0 || num_bias > 1) return Invalid("num_bias must be 0 or 1, got ", num_bias);
   if (num_residual < 0 || num_residual > 1) return Invalid("num_residual must be 0 or 1, got ", num_residual);
   if (strides.size() != 4) return Invalid("strides must have 4 elements (NHWC), got ", strides.size());
@@ -109,6 +110,22 @@ inline Result Attrs(int64_t num_bias, int64_t num_residual, const Dims& strides,
   a->dilation_cols = dilations[2];
   a->alpha = alpha;
   return Ok();
+}
+
+// Reads (ops/checks.h ReadEach) and checks MetalOpsFusedConv2D's attributes:
+// the one attribute read of its shape function, CPU kernel and Metal kernel.
+template <typename Get>
+Result ReadAttrs(Get&& get, ConvAttrs* a) {
+  int64_t num_bias = 0, num_residual = 0;
+  Dims strides, dilations, explicit_paddings;
+  std::string padding, data_format, activation;
+  float alpha = 0.2f;
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, "FusedConv2D", "num_bias", &num_bias, "num_residual", &num_residual,
+                                        "strides", &strides, "dilations", &dilations, "padding", &padding,
+                                        "explicit_paddings", &explicit_paddings, "data_format", &data_format,
+                                        "activation", &activation, "leaky_relu_alpha", &alpha));
+  return CheckConvAttrs(num_bias, num_residual, strides, dilations, padding, explicit_paddings, data_format,
+                        activation, alpha, a);
 }
 
 // One convolution's sizes, NHWC input and HWIO filter.
@@ -205,12 +222,25 @@ inline Result Residual(const Dims& residual, const Dims& output) {
 }
 
 // MetalOpsFusedActivationGrad's attributes.
-inline Result ActivationGradAttrs(const std::string& activation, float alpha, int64_t num_features, int* act) {
-  MO_RETURN_IF_INVALID(ParseActivation(activation, act));
-  if (num_features < 0 || num_features > 1) return Invalid("num_features must be 0 or 1, got ", num_features);
-  if (num_features == 0 && !activation_grad_uses_output(*act, alpha)) {
+struct ActivationGradAttrs {
+  int act = kActNone;
+  float alpha = 0.2f;
+  int64_t num_features = 0;
+};
+
+// Reads (ops/checks.h ReadEach) and checks MetalOpsFusedActivationGrad's
+// attributes: the one attribute read of its shape function, CPU kernel and
+// Metal kernel.
+template <typename Get>
+Result ReadAttrs(Get&& get, ActivationGradAttrs* a) {
+  std::string activation;
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, "FusedActivationGrad", "activation", &activation, "leaky_relu_alpha",
+                                        &a->alpha, "num_features", &a->num_features));
+  MO_RETURN_IF_INVALID(ParseActivation(activation, &a->act));
+  if (a->num_features < 0 || a->num_features > 1) return Invalid("num_features must be 0 or 1, got ", a->num_features);
+  if (a->num_features == 0 && !activation_grad_uses_output(a->act, a->alpha)) {
     return Invalid("features (the pre-activation) are required for activation '", activation,
-                   "' with leaky_relu_alpha ", alpha);
+                   "' with leaky_relu_alpha ", a->alpha);
   }
   return Ok();
 }

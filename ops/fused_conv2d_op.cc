@@ -7,6 +7,8 @@
 // The formulas of both live in kernels/common/activations.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "ops/checks_tf.h"
+#include "ops/fused_conv2d_checks.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -17,27 +19,25 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
+namespace fc = ::mo::fused_conv2d_checks;
+
 absl::Status FusedConv2DShape(InferenceContext* c) {
+  fc::ConvAttrs attrs;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   ShapeHandle input, filter;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
   TF_RETURN_IF_ERROR(::tensorflow::shape_inference::Conv2DShapeWithExplicitPadding(c));
   ShapeHandle out = c->output(0);
-  int num_bias = 0, num_residual = 0;
-  TF_RETURN_IF_ERROR(c->GetAttr("num_bias", &num_bias));
-  TF_RETURN_IF_ERROR(c->GetAttr("num_residual", &num_residual));
-  std::string data_format;
-  TF_RETURN_IF_ERROR(c->GetAttr("data_format", &data_format));
-  const int channel_dim = data_format == "NCHW" ? 1 : 3;
-  if (num_bias == 1) {
+  if (attrs.num_bias == 1) {
     ShapeHandle bias;
     TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &bias));
     DimensionHandle unused;
-    TF_RETURN_IF_ERROR(c->Merge(c->Dim(bias, 0), c->Dim(out, channel_dim), &unused));
+    TF_RETURN_IF_ERROR(c->Merge(c->Dim(bias, 0), c->Dim(out, 3), &unused));  // NHWC
   }
-  if (num_residual == 1) {
+  if (attrs.num_residual == 1) {
     ShapeHandle residual;
-    TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + num_bias), 4, &residual));
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + attrs.num_bias), 4, &residual));
     ShapeHandle merged;
     TF_RETURN_IF_ERROR(c->Merge(residual, out, &merged));
     c->set_output(0, merged);
@@ -91,11 +91,11 @@ REGISTER_OP("MetalOpsFusedActivationGrad")
     .Attr("activation: {'none', 'relu', 'relu6', 'elu', 'leaky_relu', 'sigmoid', 'tanh', 'swish'} = 'none'")
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
+      fc::ActivationGradAttrs attrs;
+      TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
       ShapeHandle merged;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &merged));
-      int num_features = 0;
-      TF_RETURN_IF_ERROR(c->GetAttr("num_features", &num_features));
-      if (num_features == 1) TF_RETURN_IF_ERROR(c->Merge(merged, c->input(2), &merged));
+      if (attrs.num_features == 1) TF_RETURN_IF_ERROR(c->Merge(merged, c->input(2), &merged));
       c->set_output(0, merged);
       return absl::OkStatus();
     })

@@ -65,6 +65,19 @@ inline Result ParseAttrs(const std::string& activation, const std::string& outpu
   return Ok();
 }
 
+// Reads (ops/checks.h ReadEach) and parses the attributes: the one attribute
+// read of the shape function, the kernel classes and the Metal kernels of
+// FusedMLP and FusedMLPGrad. (N, the number of kernels, is the inputs' list
+// length: the kernels read it from their inputs.)
+template <typename Get>
+Result ReadAttrs(Get&& get, Attrs* a) {
+  std::string activation, output_activation;
+  float alpha = 0.0f;
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, "FusedMLP", "activation", &activation, "output_activation",
+                                        &output_activation, "leaky_relu_alpha", &alpha));
+  return ParseAttrs(activation, output_activation, alpha, a);
+}
+
 // The network a list of kernels and biases describes.
 struct Net {
   int64_t in_dim = 0, width = 0, out_dim = 0;

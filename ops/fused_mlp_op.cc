@@ -4,7 +4,6 @@
 // Python: python/metal_ops/fused_mlp.py. Design: docs/FUSED_MLP.md.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include <string>
 #include <vector>
 
 #include "ops/checks_tf.h"
@@ -23,14 +22,8 @@ using ::tensorflow::shape_inference::ShapeHandle;
 Status FusedMlpShape(InferenceContext* c) {
   int num = 0;
   TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
-  std::string activation, output_activation;
-  float alpha = 0.0f;
-  TF_RETURN_IF_ERROR(c->GetAttr("activation", &activation));
-  TF_RETURN_IF_ERROR(c->GetAttr("output_activation", &output_activation));
-  TF_RETURN_IF_ERROR(c->GetAttr("leaky_relu_alpha", &alpha));
   mo::fused_mlp_checks::Attrs attrs;
-  TF_RETURN_IF_ERROR(
-      mo::checks::ToStatus(mo::fused_mlp_checks::ParseAttrs(activation, output_activation, alpha, &attrs)));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   ShapeHandle x, first, last;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &first));
@@ -94,6 +87,8 @@ REGISTER_OP("MetalOpsFusedMLPGrad")
     .Attr("output_activation: string = 'none'")
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
+      mo::fused_mlp_checks::Attrs attrs;
+      TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
       int num = 0;
       TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
       c->set_output(0, c->input(1));

@@ -77,6 +77,49 @@ inline Result Modes(const std::string& interpolation, const std::string& out_of_
   return Ok();
 }
 
+// The hash-grid ops, whose attributes differ.
+enum class GridOp { kEncode, kEncodeGrad, kEncodeGradGrad, kOffsets };
+
+// The attributes of a hash-grid op: the grid (every op; the modes
+// interpolation and out_of_range all but HashGridOffsets), the gradient
+// switches (HashEncodeGrad), input_dim (HashGridOffsets).
+struct Attrs {
+  GridAttrs grid;
+  bool table_grad = true;
+  bool input_grad = true;
+  bool deterministic = false;
+  int input_dim = 0;
+};
+
+// Reads (ops/checks.h ReadEach) and checks the attributes of `op`: the one
+// attribute read of the shape functions, the kernel classes and the Metal
+// kernels.
+template <typename Get>
+Result ReadAttrs(Get&& get, GridOp op, Attrs* a) {
+  constexpr const char* name = "HashEncode";
+  GridAttrs& g = a->grid;
+  if (op == GridOp::kOffsets) {
+    MO_RETURN_IF_INVALID(checks::ReadEach(get, name, "input_dim", &a->input_dim));
+    if (a->input_dim < 1 || a->input_dim > hg::kMaxDims) {
+      return Invalid("input_dim must be in [1, 4], got ", a->input_dim);
+    }
+  }
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, name, "num_levels", &g.num_levels, "log2_hashmap_size",
+                                        &g.log2_hashmap_size, "base_resolution", &g.base_resolution,
+                                        "per_level_scale", &g.per_level_scale));
+  if (op != GridOp::kOffsets) {
+    std::string interpolation, out_of_range;
+    MO_RETURN_IF_INVALID(
+        checks::ReadEach(get, name, "interpolation", &interpolation, "out_of_range", &out_of_range));
+    MO_RETURN_IF_INVALID(Modes(interpolation, out_of_range, &g));
+  }
+  if (op == GridOp::kEncodeGrad) {
+    MO_RETURN_IF_INVALID(checks::ReadEach(get, name, "compute_table_grad", &a->table_grad, "compute_input_grad",
+                                          &a->input_grad, "deterministic", &a->deterministic));
+  }
+  return Grid(&g);
+}
+
 // Table rows P of the grid (and the level offsets, offsets[0..num_levels]).
 inline int64_t GridRows(int dims, const GridAttrs& a, int64_t* offsets) {
   return hg::level_offsets(dims, a.num_levels, a.log2_hashmap_size, a.log2_per_level_scale,

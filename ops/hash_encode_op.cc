@@ -19,12 +19,11 @@ namespace {
 
 namespace checks = ::mo::hash_encode_checks;
 using ::tensorflow::Status;
-using ::tensorflow::errors::InvalidArgument;
 using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-// Attributes shared by every hash-grid op (ranges checked again by the kernels).
+// Attributes shared by every hash-grid op (ranges: ops/hash_encode_checks.h ReadAttrs).
 #define METAL_OPS_HASH_GRID_ATTRS                                        \
   Attr("num_levels: int >= 1")                                           \
       .Attr("log2_hashmap_size: int >= 1")                               \
@@ -33,26 +32,10 @@ using ::tensorflow::shape_inference::ShapeHandle;
       .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")        \
       .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
 
-// The grid attributes, checked by ops/hash_encode_checks.h like the kernels do.
-Status ReadGridAttrs(InferenceContext* c, checks::GridAttrs* a) {
-  TF_RETURN_IF_ERROR(c->GetAttr("num_levels", &a->num_levels));
-  TF_RETURN_IF_ERROR(c->GetAttr("log2_hashmap_size", &a->log2_hashmap_size));
-  TF_RETURN_IF_ERROR(c->GetAttr("base_resolution", &a->base_resolution));
-  TF_RETURN_IF_ERROR(c->GetAttr("per_level_scale", &a->per_level_scale));
-  return mo::checks::ToStatus(checks::Grid(a));
-}
-
-Status CheckGridAttrs(InferenceContext* c, int* num_levels) {
-  checks::GridAttrs a;
-  TF_RETURN_IF_ERROR(ReadGridAttrs(c, &a));
-  *num_levels = a.num_levels;
-  return Status();
-}
-
 // inputs [N, D] (D in 1..4) and table [P, F] (F in 1, 2, 4, 8) where known;
 // the row count P is checked against hash_grid_size when D and P are known.
-Status CheckInputsAndTable(InferenceContext* c, int inputs_index, int table_index, ShapeHandle* inputs,
-                           ShapeHandle* table) {
+Status CheckInputsAndTable(InferenceContext* c, const checks::GridAttrs& grid, int inputs_index, int table_index,
+                           ShapeHandle* inputs, ShapeHandle* table) {
   TF_RETURN_IF_ERROR(c->WithRank(c->input(inputs_index), 2, inputs));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(table_index), 2, table));
   const DimensionHandle dims = c->Dim(*inputs, 1);
@@ -65,19 +48,18 @@ Status CheckInputsAndTable(InferenceContext* c, int inputs_index, int table_inde
   }
   if (c->ValueKnown(features)) TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::Features(c->Value(features))));
   if (c->ValueKnown(dims) && c->ValueKnown(rows)) {
-    checks::GridAttrs a;
-    TF_RETURN_IF_ERROR(ReadGridAttrs(c, &a));
     mo::int64 expected = 0;
-    TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::TableRows(a, c->Value(dims), c->Value(rows), &expected)));
+    TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::TableRows(grid, c->Value(dims), c->Value(rows), &expected)));
   }
   return Status();
 }
 
 Status HashEncodeShape(InferenceContext* c) {
-  int num_levels = 0;
-  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
+  checks::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncode, &a));
+  const int num_levels = a.grid.num_levels;
   ShapeHandle inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, 0, 1, &inputs, &table));
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 0, 1, &inputs, &table));
   DimensionHandle width;
   TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
   c->set_output(0, c->Matrix(c->Dim(inputs, 0), width));
@@ -85,28 +67,27 @@ Status HashEncodeShape(InferenceContext* c) {
 }
 
 Status HashEncodeGradShape(InferenceContext* c) {
-  int num_levels = 0;
-  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
+  checks::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncodeGrad, &a));
+  const int num_levels = a.grid.num_levels;
   ShapeHandle grad, inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, 1, 2, &inputs, &table));
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 1, 2, &inputs, &table));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &grad));
   DimensionHandle width, unused;
   TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
   TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(inputs, 0), &unused));
   TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 1), width, &unused));
-  bool table_grad = true, input_grad = true;
-  TF_RETURN_IF_ERROR(c->GetAttr("compute_table_grad", &table_grad));
-  TF_RETURN_IF_ERROR(c->GetAttr("compute_input_grad", &input_grad));
-  c->set_output(0, table_grad ? table : c->Matrix(0, c->Dim(table, 1)));
-  c->set_output(1, input_grad ? inputs : c->Matrix(0, c->Dim(inputs, 1)));
+  c->set_output(0, a.table_grad ? table : c->Matrix(0, c->Dim(table, 1)));
+  c->set_output(1, a.input_grad ? inputs : c->Matrix(0, c->Dim(inputs, 1)));
   return Status();
 }
 
 Status HashEncodeGradGradShape(InferenceContext* c) {
-  int num_levels = 0;
-  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
+  checks::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncodeGradGrad, &a));
+  const int num_levels = a.grid.num_levels;
   ShapeHandle ggx, grad, inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, 2, 3, &inputs, &table));
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 2, 3, &inputs, &table));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &ggx));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &grad));
   TF_RETURN_IF_ERROR(c->Merge(ggx, inputs, &ggx));
@@ -120,13 +101,9 @@ Status HashEncodeGradGradShape(InferenceContext* c) {
 }
 
 Status HashGridOffsetsShape(InferenceContext* c) {
-  int num_levels = 0, input_dim = 0;
-  TF_RETURN_IF_ERROR(CheckGridAttrs(c, &num_levels));
-  TF_RETURN_IF_ERROR(c->GetAttr("input_dim", &input_dim));
-  if (input_dim > mo::hash_grid::kMaxDims) {
-    return InvalidArgument("input_dim must be in [1, 4], got ", input_dim);
-  }
-  c->set_output(0, c->Vector(num_levels + 1));
+  checks::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kOffsets, &a));
+  c->set_output(0, c->Vector(a.grid.num_levels + 1));
   return Status();
 }
 

@@ -1,8 +1,7 @@
 // RayMarch's attributes and input checks, written once for every kernel of
-// the op and its shape function: the attributes are read by ReadAttrs through
-// any reader (TensorFlow's InferenceContext / OpKernelConstruction through
-// ops/checks_tf.h's AttrGetter, the Metal glue's AttrReader), checked, and
-// turned into the RayMarchParams every backend takes. No TensorFlow API:
+// the op and its shape function: the attributes are read and checked by
+// ReadAttrs (docs/ARCHITECTURE.md, "Attributes") and turned into the
+// RayMarchParams every backend takes. No TensorFlow API:
 // sizes and values in, ops/checks.h's Result out. Messages name the argument;
 // tests match on them.
 #ifndef METAL_OPS_OPS_RAY_MARCH_CHECKS_H_
@@ -40,20 +39,9 @@ struct Attrs {
   bool jitter = false;
 };
 
-// Reads the attributes with get(name, &value) (true when it succeeded).
-template <typename Get>
-Result ReadAttrs(Get&& get, Attrs* a) {
-  if (!get("aabb", &a->aabb) || !get("grid_resolution", &a->grid_resolution) || !get("step_size", &a->step_size) ||
-      !get("cone_angle", &a->cone_angle) || !get("max_step_size", &a->max_step_size) ||
-      !get("max_samples", &a->max_samples) || !get("jitter", &a->jitter)) {
-    return Invalid("RayMarch: could not read the op's attributes");
-  }
-  return Ok();
-}
-
 inline bool Finite(float x) { return std::isfinite(x); }
 
-
+// The attributes' values.
 inline Result CheckAttrs(const Attrs& a) {
   if (a.aabb.size() != 6) {
     return Invalid("RayMarch: 'aabb' must be [min_x, min_y, min_z, max_x, max_y, max_z], got ", a.aabb.size(),
@@ -79,6 +67,16 @@ inline Result CheckAttrs(const Attrs& a) {
   }
   if (a.max_samples < 1) return Invalid("RayMarch: 'max_samples' must be >= 1, got ", a.max_samples);
   return Ok();
+}
+
+// Reads (ops/checks.h ReadEach) and checks the attributes: the one attribute
+// read of the shape function, the kernel class and the Metal kernel.
+template <typename Get>
+Result ReadAttrs(Get&& get, Attrs* a) {
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, "RayMarch", "aabb", &a->aabb, "grid_resolution", &a->grid_resolution,
+                                        "step_size", &a->step_size, "cone_angle", &a->cone_angle, "max_step_size",
+                                        &a->max_step_size, "max_samples", &a->max_samples, "jitter", &a->jitter));
+  return CheckAttrs(*a);
 }
 
 // The attributes from plain values, checked (the CUDA harness and the MSL

@@ -35,8 +35,7 @@ mo::checks::Dims DimsOf(InferenceContext* c, int i, bool* all_known) {
 
 absl::Status RayMarchShape(InferenceContext* c) {
   checks::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::ReadAttrs(mo::checks::AttrGetter(c), &a)));
-  TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::CheckAttrs(a)));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   bool known = true;
   mo::checks::Dims dims[6];
   for (int i = 0; i < 6; ++i) dims[i] = DimsOf(c, i, &known);

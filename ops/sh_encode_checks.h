@@ -30,6 +30,22 @@ inline Result Degree(int64_t degree) {
   return Ok();
 }
 
+// The attributes of SHEncode and SHEncodeGrad.
+struct Attrs {
+  int degree = 0;
+};
+
+// Reads (ops/checks.h ReadEach) and checks the attributes: the one attribute
+// read of the shape functions, the kernel classes and the Metal kernels.
+template <typename Get>
+Result ReadAttrs(Get&& get, Attrs* a) {
+  int64_t degree = 0;  // read wide: a huge value gets Degree's message
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, "SHEncode", "degree", &degree));
+  MO_RETURN_IF_INVALID(Degree(degree));
+  a->degree = static_cast<int>(degree);
+  return Ok();
+}
+
 // dirs [..., 3]: at least one dimension, the last one 3 (x, y, z).
 inline Result DirsShape(const Dims& dirs) {
   if (dirs.empty()) return Invalid("SHEncode: 'dirs' must be [..., 3] (x, y, z along the last axis), got a scalar");

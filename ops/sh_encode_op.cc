@@ -21,8 +21,10 @@ using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
 Status ReadDegree(InferenceContext* c, int64_t* degree) {
-  TF_RETURN_IF_ERROR(c->GetAttr("degree", degree));
-  return mo::checks::ToStatus(checks::Degree(*degree));
+  checks::Attrs attrs;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
+  *degree = attrs.degree;
+  return Status();
 }
 
 // The dims of input `index` (-1 where unknown); false when its rank is unknown.

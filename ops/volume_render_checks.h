@@ -30,6 +30,22 @@ inline Result EarlyTermination(const char* op, float early_termination) {
   return Ok();
 }
 
+// The attributes of the forward (`forward`) or backward op.
+struct Attrs {
+  float early_termination = 1e-4f;
+  bool return_weights = false;  // the forward's only
+};
+
+// Reads (ops/checks.h ReadEach) and checks the attributes: the one attribute
+// read of the shape functions, the kernel classes and the Metal kernels.
+template <typename Get>
+Result ReadAttrs(Get&& get, bool forward, Attrs* a) {
+  const char* op = forward ? kForward : kBackward;
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, op, "early_termination", &a->early_termination));
+  if (forward) MO_RETURN_IF_INVALID(checks::ReadEach(get, op, "return_weights", &a->return_weights));
+  return EarlyTermination(op, a->early_termination);
+}
+
 // The sizes the inputs shared by forward and backward give.
 struct RayShapes {
   int64_t rays = 0;

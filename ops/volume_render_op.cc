@@ -2,12 +2,13 @@
 // Formulas: kernels/common/volume_render.h. Python: python/metal_ops/volume_render.py.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "ops/checks_tf.h"
+#include "ops/volume_render_checks.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace {
-
 
 using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
@@ -57,14 +58,15 @@ REGISTER_OP("MetalOpsVolumeRender")
     .Attr("early_termination: float = 0.0001")
     .Attr("return_weights: bool = false")
     .SetShapeFn([](InferenceContext* c) {
+      mo::volume_render_checks::Attrs attrs;
+      TF_RETURN_IF_ERROR(
+          mo::checks::ReadAttrsOf(c, true, &attrs));
       DimensionHandle r, s;
       TF_RETURN_IF_ERROR(VolumeRenderInputShapes(c, &r, &s));
-      bool return_weights = false;
-      TF_RETURN_IF_ERROR(c->GetAttr("return_weights", &return_weights));
       c->set_output(0, c->MakeShape({r, 3}));
       c->set_output(1, c->Vector(r));
       c->set_output(2, c->Vector(r));
-      c->set_output(3, return_weights ? c->Matrix(r, s) : c->Matrix(r, 0));
+      c->set_output(3, attrs.return_weights ? c->Matrix(r, s) : c->Matrix(r, 0));
       return absl::OkStatus();
     })
     .Doc(R"doc(
@@ -102,6 +104,9 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
     .SetShapeFn([](InferenceContext* c) {
+      mo::volume_render_checks::Attrs attrs;
+      TF_RETURN_IF_ERROR(
+          mo::checks::ReadAttrsOf(c, false, &attrs));
       DimensionHandle r, s;
       TF_RETURN_IF_ERROR(VolumeRenderInputShapes(c, &r, &s));
       ShapeHandle shape;

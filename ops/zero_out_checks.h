@@ -1,7 +1,7 @@
-// ZeroOut's input check, written once for every kernel of the op: the CPU and
-// CUDA kernels (through kernels/zero_out_op.h) and the Metal kernel (through
-// KernelCall::Check). No TensorFlow API: sizes and attributes in,
-// ops/checks.h's Result out.
+// ZeroOut's attribute and input check, written once for every kernel of the
+// op and its shape function: the CPU and CUDA kernels (through
+// kernels/zero_out_op.h) and the Metal kernel (through KernelCall::Check).
+// No TensorFlow API: sizes and attributes in, ops/checks.h's Result out.
 #ifndef METAL_OPS_OPS_ZERO_OUT_CHECKS_H_
 #define METAL_OPS_OPS_ZERO_OUT_CHECKS_H_
 
@@ -11,6 +11,17 @@
 
 namespace mo {
 namespace zero_out_checks {
+
+struct Attrs {
+  int64_t preserve_index = 0;
+};
+
+// Reads the attributes (ops/checks.h ReadEach; the op's registration keeps
+// preserve_index >= 0, the input's size bounds it from above: PreserveIndex).
+template <typename Get>
+checks::Result ReadAttrs(Get&& get, Attrs* a) {
+  return checks::ReadEach(get, "ZeroOut", "preserve_index", &a->preserve_index);
+}
 
 // preserve_index names an element of an input of n elements (any index when
 // the input is empty: there is nothing to keep).

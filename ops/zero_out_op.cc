@@ -2,15 +2,23 @@
 // generalised to several dtypes and a chosen surviving element.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "ops/checks_tf.h"
+#include "ops/zero_out_checks.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
 
 REGISTER_OP("ZeroOut")
     .Input("to_zero: T")
     .Output("zeroed: T")
     .Attr("T: {int32, int64, float, double}")
     .Attr("preserve_index: int >= 0 = 0")
-    .SetShapeFn(::tensorflow::shape_inference::UnchangedShape)
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      mo::zero_out_checks::Attrs attrs;
+      TF_RETURN_IF_ERROR(
+          mo::checks::ReadAttrsOf(c, &attrs));
+      return ::tensorflow::shape_inference::UnchangedShape(c);
+    })
     .Doc(R"doc(
 Returns a tensor of the input's shape that is zero everywhere except at flat
 index `preserve_index`, which keeps the input's value.

@@ -27,6 +27,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests.reference import keras_resnet
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOL = 1e-5
 
@@ -122,38 +124,13 @@ def _keras_models(tf):
     show a graph the plugin leaves alone still gives the same numbers."""
     keras = tf.keras
     L = keras.layers
-
-    def res_identity(x, filters, bn):
-        x_skip = x
-        f1, f2 = filters
-        def conv(x, f, k, s=1, pad="valid"):
-            x = L.Conv2D(f, kernel_size=k, strides=s, padding=pad, use_bias=not bn)(x)
-            return L.BatchNormalization()(x) if bn else x
-        x = L.Activation("relu")(conv(x, f1, 1))
-        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
-        x = conv(x, f2, 1)
-        x = L.Add()([x, x_skip])
-        return L.Activation("relu")(x)
-
-    def res_conv(x, s, filters, bn):
-        x_skip = x
-        f1, f2 = filters
-        def conv(x, f, k, s=1, pad="valid"):
-            x = L.Conv2D(f, kernel_size=k, strides=s, padding=pad, use_bias=not bn)(x)
-            return L.BatchNormalization()(x) if bn else x
-        x = L.Activation("relu")(conv(x, f1, 1, s))
-        x = L.Activation("relu")(conv(x, f1, 3, pad="same"))
-        x = conv(x, f2, 1)
-        x_skip = conv(x_skip, f2, 1, s)
-        x = L.Add()([x, x_skip])
-        return L.Activation("relu")(x)
-
     models = {}
     for bn in (False, True):
         keras.utils.set_random_seed(1234)
         inp = keras.Input(shape=(12, 12, 8), batch_size=2)
-        x = res_conv(inp, 1, (4, 8), bn)
-        x = res_identity(x, (4, 8), bn)
+        res_conv, res_identity = keras_resnet.blocks(keras, bn)
+        x = res_conv(inp, 1, (4, 8))
+        x = res_identity(x, (4, 8))
         x = L.GlobalAveragePooling2D()(x)
         out = L.Dense(3)(x)
         models["bn" if bn else "bias"] = keras.Model(inp, out)

@@ -363,7 +363,6 @@ def test_shape_function():
 
 _DIGEST_SCRIPT = textwrap.dedent("""
     import hashlib, sys
-    import numpy as np
     import tensorflow as tf
     threads, determinism = int(sys.argv[1]), sys.argv[2] == "1"
     tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -371,12 +370,8 @@ _DIGEST_SCRIPT = textwrap.dedent("""
         tf.config.experimental.enable_op_determinism()
     import metal_ops
     from tests.reference import hash_encode as ref
-    cfg = dict(num_levels=16, log2_hashmap_size=14, base_resolution=16,
-               per_level_scale=ref.per_level_scale_from(16, 2048, 16))
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.uniform(0, 1, (1 << 15, 3)).astype(np.float32))
-    t = tf.constant(rng.normal(size=(metal_ops.hash_grid_size(3, **cfg), 2)).astype(np.float32))
-    dy = tf.constant(rng.normal(size=(1 << 15, 32)).astype(np.float32))
+    cfg, x, t, dy = ref.determinism_case()
+    x, t, dy = tf.constant(x), tf.constant(t), tf.constant(dy)
     with tf.GradientTape() as tape:
         tape.watch([x, t])
         y = metal_ops.hash_encode(x, t, **cfg)
@@ -394,12 +389,8 @@ def _digest(threads, determinism):
 
 
 def test_backward_is_bitwise_deterministic():
-    cfg = dict(num_levels=16, log2_hashmap_size=14, base_resolution=16,
-               per_level_scale=ref.per_level_scale_from(16, 2048, 16))
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.uniform(0, 1, (1 << 15, 3)).astype(np.float32))
-    t = tf.constant(rng.normal(size=(metal_ops.hash_grid_size(3, **cfg), 2)).astype(np.float32))
-    dy = tf.constant(rng.normal(size=(1 << 15, 32)).astype(np.float32))
+    cfg, x, t, dy = ref.determinism_case()
+    x, t, dy = tf.constant(x), tf.constant(t), tf.constant(dy)
     lib = metal_ops.load_library()
     runs = [lib.metal_ops_hash_encode_grad(dy, x, t, **cfg) for _ in range(3)]
     for gt, gx in runs[1:]:

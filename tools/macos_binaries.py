@@ -93,7 +93,8 @@ class MachOError(Exception):
     pass
 
 
-def uleb(buf, pos):
+def _leb(buf, pos):
+    """An LEB128 number's bits: (value as unsigned, next position, bits read, last byte)."""
     result = shift = 0
     while True:
         byte = buf[pos]
@@ -101,20 +102,19 @@ def uleb(buf, pos):
         result |= (byte & 0x7F) << shift
         shift += 7
         if byte < 0x80:
-            return result, pos
+            return result, pos, shift, byte
+
+
+def uleb(buf, pos):
+    result, pos, _, _ = _leb(buf, pos)
+    return result, pos
 
 
 def sleb(buf, pos):
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            if byte & 0x40:
-                result -= 1 << shift
-            return result, pos
+    result, pos, shift, byte = _leb(buf, pos)
+    if byte & 0x40:
+        result -= 1 << shift
+    return result, pos
 
 
 def cstring_at(buf, pos):

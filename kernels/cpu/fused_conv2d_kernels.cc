@@ -193,27 +193,9 @@ void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
   cpu::ParallelForBlocksWithWorkerId(ctx, num_tiles, run_tiles);
 }
 
-class FusedConv2DOp : public OpKernel {
+class FusedConv2DOp : public checks::OpKernelWithAttrs<fc::ConvAttrs> {
  public:
-  explicit FusedConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    int num_bias = 0, num_residual = 0;
-    std::vector<int32_t> strides, dilations;
-    std::vector<int64_t> explicit_paddings;
-    std::string padding, data_format, activation;
-    float alpha = 0.2f;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_bias", &num_bias));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_residual", &num_residual));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("dilations", &dilations));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("explicit_paddings", &explicit_paddings));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("data_format", &data_format));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("leaky_relu_alpha", &alpha));
-    OP_REQUIRES_OK(ctx, ToStatus(fc::Attrs(num_bias, num_residual, checks::Dims(strides.begin(), strides.end()),
-                                           checks::Dims(dilations.begin(), dilations.end()), padding,
-                                           explicit_paddings, data_format, activation, alpha, &attrs_)));
-  }
+  using checks::OpKernelWithAttrs<fc::ConvAttrs>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& input = ctx->input(0);
@@ -263,9 +245,6 @@ class FusedConv2DOp : public OpKernel {
     LaunchConv(ctx, g, input.flat<float>().data(), filter.flat<float>().data(),
                FusedEpilogue{bias, residual, attrs_.act, attrs_.alpha}, out);
   }
-
- private:
-  fc::ConvAttrs attrs_;
 };
 
 METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
@@ -273,22 +252,14 @@ METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
 // ---------------------------------------------------------------------------
 // backprops = gradients * f'(z), from y (or from z for swish / negative alpha).
 // ---------------------------------------------------------------------------
-class FusedActivationGradOp : public OpKernel {
+class FusedActivationGradOp : public checks::OpKernelWithAttrs<fc::ActivationGradAttrs> {
  public:
-  explicit FusedActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string activation;
-    int num_features = 0;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("leaky_relu_alpha", &alpha_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_features", &num_features));
-    OP_REQUIRES_OK(ctx, ToStatus(fc::ActivationGradAttrs(activation, alpha_, num_features, &act_)));
-    num_features_ = num_features;
-  }
+  using checks::OpKernelWithAttrs<fc::ActivationGradAttrs>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& grads = ctx->input(0);
     const Tensor& outputs = ctx->input(1);
-    const Tensor* features = num_features_ == 1 ? &ctx->input(2) : nullptr;
+    const Tensor* features = attrs_.num_features == 1 ? &ctx->input(2) : nullptr;
     const checks::Dims feature_dims = features != nullptr ? DimsOf(*features) : checks::Dims();
     OP_REQUIRES_OK(ctx, ToStatus(fc::ActivationGradShapes(DimsOf(grads), DimsOf(outputs),
                                                           features != nullptr ? &feature_dims : nullptr)));
@@ -304,8 +275,8 @@ class FusedActivationGradOp : public OpKernel {
     const float* y = outputs.flat<float>().data();
     float* dz = backprops->flat<float>().data();
     AdviseHugePages(dz, backprops->TotalBytes(), /*collapse=*/false);
-    const int act = act_;
-    const float alpha = alpha_;
+    const int act = attrs_.act;
+    const float alpha = attrs_.alpha;
     auto work = [=](int64_t begin, int64_t end) {
       if (z != nullptr) {
         for (int64_t k = begin; k < end; ++k)
@@ -317,11 +288,6 @@ class FusedActivationGradOp : public OpKernel {
     };
     cpu::ParallelFor(ctx, n, /*cycles_per_item=*/10, work);
   }
-
- private:
-  int act_ = mo::kActNone;
-  float alpha_ = 0.2f;
-  int num_features_ = 0;
 };
 
 METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp);

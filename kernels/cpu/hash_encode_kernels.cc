@@ -81,7 +81,6 @@ using ::mo::hash_encode_tf::CheckInputsAndTable;
 using ::mo::hash_encode_tf::CheckMatrix;
 using ::mo::hash_encode_tf::GridAttrs;
 using ::mo::hash_encode_tf::GridRows;
-using ::mo::hash_encode_tf::ReadGridAttrs;
 
 // ---- Level geometry ------------------------------------------------------------------
 
@@ -144,11 +143,9 @@ int64 GatherCost(int dims, int features, int num_levels) {
 // ---- Kernels ----------------------------------------------------------------------------------
 
 template <typename T>
-class HashEncodeGradGradOp : public OpKernel {
+class HashEncodeGradGradOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGradGrad> {
  public:
-  explicit HashEncodeGradGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
-  }
+  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGradGrad>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& ggx = ctx->input(0);
@@ -157,10 +154,10 @@ class HashEncodeGradGradOp : public OpKernel {
     const Tensor& table = ctx->input(3);
     int dims = 0, features = 0;
     int64 rows = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_, inputs, table, &dims, &features, &rows));
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
     const int64 n = inputs.dim_size(0);
     OP_REQUIRES_OK(ctx, CheckMatrix("grad_grad_inputs", ggx, n, dims));
-    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.num_levels) * features));
+    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.grid.num_levels) * features));
     Tensor* grad_table = nullptr;
     Tensor* grad_dy = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));
@@ -182,7 +179,7 @@ class HashEncodeGradGradOp : public OpKernel {
     DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid<kD>(attrs_);
+      const Grid g = MakeGrid<kD>(attrs_.grid);
       ScatterTable<kD, kF, T, true>(ctx, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
       T* o = grad_dy->flat<T>().data();
       ForPoints(ctx, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
@@ -190,32 +187,20 @@ class HashEncodeGradGradOp : public OpKernel {
       });
     });
   }
-
- private:
-  GridAttrs attrs_;
 };
 
-class HashGridOffsetsOp : public OpKernel {
+class HashGridOffsetsOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kOffsets> {
  public:
-  explicit HashGridOffsetsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_dim", &input_dim_));
-    OP_REQUIRES(ctx, input_dim_ >= 1 && input_dim_ <= hg::kMaxDims,
-                InvalidArgument("input_dim must be in [1, 4], got ", input_dim_));
-    OP_REQUIRES_OK(ctx, ReadGridAttrs(ctx, &attrs_));
-  }
+  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kOffsets>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({attrs_.num_levels + 1}), &out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({attrs_.grid.num_levels + 1}), &out));
     int64 offsets[hg::kMaxLevels + 1];
-    GridRows(input_dim_, attrs_, offsets);
+    GridRows(attrs_.input_dim, attrs_.grid, offsets);
     auto o = out->flat<int64_t>();
-    for (int l = 0; l <= attrs_.num_levels; ++l) o(l) = offsets[l];
+    for (int l = 0; l <= attrs_.grid.num_levels; ++l) o(l) = offsets[l];
   }
-
- private:
-  int input_dim_ = 0;
-  GridAttrs attrs_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("MetalOpsHashGridOffsets").Device(DEVICE_CPU), HashGridOffsetsOp);

@@ -222,24 +222,15 @@ struct FusedConvKernel {
 
 void* FusedConvCreate(TF_OpKernelConstruction* ctx) {
   auto* k = new FusedConvKernel;
-  mo::metal::AttrReader attrs(ctx);
-  const int64_t num_bias = attrs.Int64("num_bias");
-  const int64_t num_residual = attrs.Int64("num_residual");
-  const std::vector<int64_t> strides = attrs.IntList("strides");
-  const std::vector<int64_t> dilations = attrs.IntList("dilations");
-  const std::string padding = attrs.String("padding");
-  const std::vector<int64_t> explicit_paddings = attrs.IntList("explicit_paddings");
-  const std::string data_format = attrs.String("data_format");
-  const std::string act = attrs.String("activation");
-  const float alpha = attrs.Float("leaky_relu_alpha");
-  if (!attrs.ok() || !attrs.Check(fc::Attrs(num_bias, num_residual, strides, dilations, padding, explicit_paddings,
-                                            data_format, act, alpha, &k->attrs))) {
-    return k;
+  mo::metal::AttrReader reader(ctx);
+  if (!reader.Check(fc::ReadAttrs(reader.Getter(), &k->attrs))) return k;
+  // The graph cache's key: every attribute the graph is built from.
+  const fc::ConvAttrs& a = k->attrs;
+  for (int64_t v : {int64_t(a.padding), a.stride_rows, a.stride_cols, a.dilation_rows, a.dilation_cols, a.pad_top,
+                    a.pad_bottom, a.pad_left, a.pad_right, int64_t(a.act)}) {
+    k->attr_key += std::to_string(v) + "/";
   }
-  k->attr_key = padding + "/" + act + "/" + std::to_string(alpha);
-  for (int64_t v : strides) k->attr_key += "s" + std::to_string(v);
-  for (int64_t v : dilations) k->attr_key += "d" + std::to_string(v);
-  for (int64_t v : explicit_paddings) k->attr_key += "p" + std::to_string(v);
+  k->attr_key += std::to_string(a.alpha);
   return k;
 }
 
@@ -304,23 +295,8 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
 // ---------------------------------------------------------------------------
 // MetalOpsFusedActivationGrad: backprops = gradients * f'(z), f' from y (or z).
 // ---------------------------------------------------------------------------
-struct ActGradKernel {
-  int act = 0;
-  float alpha = 0.2f;
-  int64_t num_features = 0;
-};
+using ActGradKernel = fc::ActivationGradAttrs;
 
-void* ActGradCreate(TF_OpKernelConstruction* ctx) {
-  auto* k = new ActGradKernel;
-  mo::metal::AttrReader attrs(ctx);
-  const std::string act = attrs.String("activation");
-  k->alpha = attrs.Float("leaky_relu_alpha");
-  k->num_features = attrs.Int64("num_features");
-  if (attrs.ok()) attrs.Check(fc::ActivationGradAttrs(act, k->alpha, k->num_features, &k->act));
-  return k;
-}
-
-void ActGradDelete(void* k) { delete static_cast<ActGradKernel*>(k); }
 
 // f'(.) with MPSGraph primitives, mirroring activation_derivative_from_output /
 // activation_derivative_from_input of kernels/common/activations.h.
@@ -390,8 +366,7 @@ void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
 bool Register() {
   mo::metal::RegisterKernel("MetalOpsFusedConv2D", TF_FLOAT, &FusedConvCreate, &mo::metal::Compute<FusedConv>,
                             &FusedConvDelete);
-  mo::metal::RegisterKernel("MetalOpsFusedActivationGrad", TF_FLOAT, &ActGradCreate, &mo::metal::Compute<ActGrad>,
-                            &ActGradDelete);
+  mo::metal::RegisterWithAttrs<ActGradKernel>("MetalOpsFusedActivationGrad", {TF_FLOAT}, &mo::metal::Compute<ActGrad>);
   return true;
 }
 

@@ -29,18 +29,6 @@ namespace {
 namespace checks = ::mo::fused_mlp_checks;
 using mo::metal::DimsOf;
 
-void* Create(TF_OpKernelConstruction* ctx) {
-  auto* attrs = new checks::Attrs;
-  mo::metal::AttrReader reader(ctx);
-  const std::string activation = reader.String("activation");
-  const std::string output_activation = reader.String("output_activation");
-  const float alpha = reader.Float("leaky_relu_alpha");
-  if (reader.ok()) reader.Check(checks::ParseAttrs(activation, output_activation, alpha, attrs));
-  return attrs;
-}
-
-void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
-
 const char* DtypeName(TF_DataType dtype) { return dtype == TF_HALF ? "float16" : "float32"; }
 
 std::string Shader(const char* kind, int width, TF_DataType dtype) {
@@ -183,14 +171,9 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
-    mo::metal::RegisterKernel("MetalOpsFusedMLP", type, &Create, &mo::metal::Compute<Forward>, &Delete);
-    mo::metal::RegisterKernel("MetalOpsFusedMLPGrad", type, &Create, &mo::metal::Compute<Backward>, &Delete);
-  }
-  return true;
-}
-
-const bool registered = Register();
+const bool registered_forward =
+    mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsFusedMLP", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs>(
+    "MetalOpsFusedMLPGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
 
 }  // namespace

@@ -31,12 +31,8 @@ namespace hg = ::mo::hash_grid;
 namespace checks = ::mo::hash_encode_checks;
 using mo::metal::DimsOf;
 
-struct HashEncodeMetalKernel {
-  checks::GridAttrs grid;
-  bool table_grad = true;
-  bool input_grad = true;
-  bool deterministic = false;
-};
+// The kernels' state: the op's attributes.
+using HashEncodeMetalKernel = checks::Attrs;
 
 // Same layout as HashEncodeCountParams in hash_encode.metal.
 struct CountParams {
@@ -46,21 +42,12 @@ struct CountParams {
 
 void* CreateKernel(TF_OpKernelConstruction* ctx, bool is_grad) {
   auto* k = new HashEncodeMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  k->grid.num_levels = attrs.Int("num_levels");
-  k->grid.log2_hashmap_size = attrs.Int("log2_hashmap_size");
-  k->grid.base_resolution = attrs.Int("base_resolution");
-  k->grid.per_level_scale = attrs.Float("per_level_scale");
-  const std::string interpolation = attrs.String("interpolation");
-  const std::string out_of_range = attrs.String("out_of_range");
-  if (is_grad) {
-    k->table_grad = attrs.Bool("compute_table_grad");
-    k->input_grad = attrs.Bool("compute_input_grad");
-    const char* env = std::getenv("TF_DETERMINISTIC_OPS");
-    k->deterministic = attrs.Bool("deterministic") ||
-                       (env != nullptr && (std::strcmp(env, "1") == 0 || std::strcmp(env, "true") == 0));
-  }
-  if (attrs.ok() && attrs.Check(checks::Modes(interpolation, out_of_range, &k->grid))) attrs.Check(checks::Grid(&k->grid));
+  mo::metal::AttrReader reader(ctx);
+  const checks::GridOp op = is_grad ? checks::GridOp::kEncodeGrad : checks::GridOp::kEncode;
+  if (!reader.Check(checks::ReadAttrs(reader.Getter(), op, k))) return k;
+  // A C-API kernel cannot query TensorFlow's op-determinism flag.
+  const char* env = std::getenv("TF_DETERMINISTIC_OPS");
+  if (env != nullptr && (std::strcmp(env, "1") == 0 || std::strcmp(env, "true") == 0)) k->deterministic = true;
   return k;
 }
 

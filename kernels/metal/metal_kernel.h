@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -234,13 +235,19 @@ class AttrReader {
   std::string String(const char* name);
   std::vector<int64_t> IntList(const char* name);
   std::vector<float> FloatList(const char* name);
-  // The getter an op's ReadAttrs(get, attrs) takes (ops/<op>_checks.h), as
-  // `[&](const char* n, auto* v) { return reader.Get(n, v); }`.
+  // One attribute into *value: true when it was read (else the failure sticks).
   bool Get(const char* name, int* value) { *value = Int(name); return ok(); }
+  bool Get(const char* name, int64_t* value) { *value = Int64(name); return ok(); }
   bool Get(const char* name, float* value) { *value = Float(name); return ok(); }
   bool Get(const char* name, bool* value) { *value = Bool(name); return ok(); }
   bool Get(const char* name, std::string* value) { *value = String(name); return ok(); }
   bool Get(const char* name, std::vector<float>* value) { *value = FloatList(name); return ok(); }
+  bool Get(const char* name, std::vector<int64_t>* value) { *value = IntList(name); return ok(); }
+  // The reader an op's ReadAttrs(get, &attrs) takes (ops/<op>_checks.h):
+  //   reader.Check(<op>_checks::ReadAttrs(reader.Getter(), &attrs));
+  auto Getter() {
+    return [this](const char* name, auto* value) { return Get(name, value); };
+  }
   // Reports a failure to TensorFlow (the kernel then never runs).
   void Finish();
 
@@ -250,11 +257,41 @@ class AttrReader {
   bool finished_ = false;
 };
 
+// The create and delete callbacks of a kernel whose state is its op's
+// attributes: the Attrs of ops/<op>_checks.h, read and checked by its
+// ReadAttrs(get, args..., &attrs) (found by the type of `attrs`), as the
+// shape function and the C++ kernels read them. A failure is reported to
+// TensorFlow, which then never runs the kernel.
+template <typename Attrs, auto... args>
+void* CreateWithAttrs(TF_OpKernelConstruction* ctx) {
+  auto* attrs = new Attrs;
+  AttrReader reader(ctx);
+  reader.Check(ReadAttrs(reader.Getter(), args..., attrs));
+  return attrs;
+}
+
+template <typename Attrs>
+void DeleteAttrs(void* attrs) {
+  delete static_cast<Attrs*>(attrs);
+}
+
 // Registers `compute` for `op` on the Metal device ("GPU"), constrained to
 // `type` for the attribute "T" unless `type` is kNoTypeConstraint.
 constexpr TF_DataType kNoTypeConstraint = static_cast<TF_DataType>(0);
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
                     void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*));
+
+// Registers `compute` for `op` for each of `types`, with the op's attributes
+// as the kernel's state (CreateWithAttrs<Attrs, args...>, DeleteAttrs<Attrs>).
+template <typename Attrs, auto... args>
+bool RegisterWithAttrs(const char* op, std::initializer_list<TF_DataType> types,
+                       void (*compute)(void*, TF_OpKernelContext*)) {
+  bool ok = true;
+  for (TF_DataType type : types) {
+    ok = RegisterKernel(op, type, &CreateWithAttrs<Attrs, args...>, compute, &DeleteAttrs<Attrs>) && ok;
+  }
+  return ok;
+}
 
 // For ops whose kernels keep no state.
 inline void* CreateNothing(TF_OpKernelConstruction*) { return nullptr; }

@@ -23,19 +23,6 @@ namespace checks = mo::ray_march_checks;
 // Threads of the prefix sum's chunked dispatches (RayMarchScanParams).
 constexpr mo::int32 kScanThreads = 1024;
 
-void* Create(TF_OpKernelConstruction* ctx) {
-  mo::metal::AttrReader reader(ctx);
-  auto* attrs = new checks::Attrs;
-  if (!reader.Check(checks::ReadAttrs([&](const char* n, auto* v) { return reader.Get(n, v); }, attrs)) ||
-      !reader.Check(checks::CheckAttrs(*attrs))) {
-    delete attrs;
-    return nullptr;
-  }
-  return attrs;
-}
-
-void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
-
 void Compute(void* kernel, mo::metal::KernelCall& call) {
   const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
   TF_Tensor* in[6];
@@ -84,7 +71,7 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-const bool registered = mo::metal::RegisterKernel("MetalOpsRayMarch", mo::metal::kNoTypeConstraint, &Create,
-                                                  &mo::metal::Compute<Compute>, &Delete);
+const bool registered = mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsRayMarch", {mo::metal::kNoTypeConstraint},
+                                                                    &mo::metal::Compute<Compute>);
 
 }  // namespace

@@ -15,20 +15,6 @@ namespace {
 using mo::metal::DimsOf;
 namespace checks = mo::sh_encode_checks;
 
-struct SHEncodeMetalKernel {
-  int degree = 0;
-};
-
-void* CreateKernel(TF_OpKernelConstruction* ctx) {
-  auto* k = new SHEncodeMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  const int64_t degree = attrs.Int64("degree");
-  if (attrs.ok() && attrs.Check(checks::Degree(degree))) k->degree = static_cast<int>(degree);
-  return k;
-}
-
-void DeleteKernel(void* kernel) { delete static_cast<SHEncodeMetalKernel*>(kernel); }
-
 std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
   char name[64];
   std::snprintf(name, sizeof(name), "sh_encode_%s_d%d_%s", kind, degree, dtype == TF_HALF ? "float16" : "float32");
@@ -36,7 +22,7 @@ std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
 }
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<SHEncodeMetalKernel*>(kernel)->degree;
+  const int degree = static_cast<checks::Attrs*>(kernel)->degree;
   TF_Tensor* dirs = call.Input(0);
   if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs)))) return;
   const TF_DataType dtype = TF_TensorType(dirs);
@@ -52,7 +38,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<SHEncodeMetalKernel*>(kernel)->degree;
+  const int degree = static_cast<checks::Attrs*>(kernel)->degree;
   TF_Tensor* grad = call.Input(0);
   TF_Tensor* dirs = call.Input(1);
   if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs))) ||
@@ -71,15 +57,9 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
-    mo::metal::RegisterKernel("MetalOpsSHEncode", type, &CreateKernel, &mo::metal::Compute<Forward>, &DeleteKernel);
-    mo::metal::RegisterKernel("MetalOpsSHEncodeGrad", type, &CreateKernel, &mo::metal::Compute<Backward>,
-                              &DeleteKernel);
-  }
-  return true;
-}
-
-const bool registered = Register();
+const bool registered_forward =
+    mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsSHEncode", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs>(
+    "MetalOpsSHEncodeGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
 
 }  // namespace

@@ -19,24 +19,8 @@ namespace checks = mo::volume_render_checks;
 
 // ---- forward ------------------------------------------------------------------------
 
-struct VolumeRenderMetalKernel {
-  float early_termination = 1e-4f;
-  bool return_weights = false;
-};
-
-void* CreateForward(TF_OpKernelConstruction* ctx) {
-  auto* kernel = new VolumeRenderMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  kernel->early_termination = attrs.Float("early_termination");
-  kernel->return_weights = attrs.Bool("return_weights");
-  if (attrs.ok()) attrs.Check(checks::EarlyTermination(checks::kForward, kernel->early_termination));
-  return kernel;
-}
-
-void DeleteForward(void* kernel) { delete static_cast<VolumeRenderMetalKernel*>(kernel); }
-
 void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const VolumeRenderMetalKernel*>(kernel_ptr);
+  const auto& kernel = *static_cast<const checks::Attrs*>(kernel_ptr);
   TF_Tensor* in[4];
   for (int i = 0; i < 4; ++i) in[i] = call.Input(i);
   checks::RayShapes shapes;
@@ -63,22 +47,8 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
 
 // ---- backward -----------------------------------------------------------------------
 
-struct VolumeRenderGradMetalKernel {
-  float early_termination = 1e-4f;
-};
-
-void* CreateBackward(TF_OpKernelConstruction* ctx) {
-  auto* kernel = new VolumeRenderGradMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  kernel->early_termination = attrs.Float("early_termination");
-  if (attrs.ok()) attrs.Check(checks::EarlyTermination(checks::kBackward, kernel->early_termination));
-  return kernel;
-}
-
-void DeleteBackward(void* kernel) { delete static_cast<VolumeRenderGradMetalKernel*>(kernel); }
-
 void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const VolumeRenderGradMetalKernel*>(kernel_ptr);
+  const auto& kernel = *static_cast<const checks::Attrs*>(kernel_ptr);
   TF_Tensor* in[12];
   for (int i = 0; i < 12; ++i) in[i] = call.Input(i);
   checks::RayShapes shapes;
@@ -109,15 +79,11 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  // MSL has no double: float32 only.
-  mo::metal::RegisterKernel("MetalOpsVolumeRender", TF_FLOAT, &CreateForward, &mo::metal::Compute<Forward>,
-                            &DeleteForward);
-  mo::metal::RegisterKernel("MetalOpsVolumeRenderGrad", TF_FLOAT, &CreateBackward, &mo::metal::Compute<Backward>,
-                            &DeleteBackward);
-  return true;
-}
-
-const bool registered = Register();
+// MSL has no double: float32 only. ReadAttrs(get, forward, &attrs): the
+// forward's attributes or the backward's.
+const bool registered_forward =
+    mo::metal::RegisterWithAttrs<checks::Attrs, true>("MetalOpsVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs, false>(
+    "MetalOpsVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
 
 }  // namespace

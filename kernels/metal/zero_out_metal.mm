@@ -8,18 +8,7 @@
 
 namespace {
 
-struct ZeroOutMetalKernel {
-  int64_t preserve_index = 0;
-};
-
-void* Create(TF_OpKernelConstruction* ctx) {
-  auto* kernel = new ZeroOutMetalKernel;
-  mo::metal::AttrReader attrs(ctx);
-  kernel->preserve_index = attrs.Int64("preserve_index");
-  return kernel;
-}
-
-void Delete(void* kernel) { delete static_cast<ZeroOutMetalKernel*>(kernel); }
+namespace checks = mo::zero_out_checks;
 
 const char* ShaderFor(TF_DataType dtype) {
   switch (dtype) {
@@ -30,15 +19,15 @@ const char* ShaderFor(TF_DataType dtype) {
 }
 
 void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const ZeroOutMetalKernel*>(kernel_ptr);
+  const auto& attrs = *static_cast<const checks::Attrs*>(kernel_ptr);
   TF_Tensor* input = call.Input(0);
   if (!call.ok()) return;
   const int64_t n = TF_TensorElementCount(input);
-  if (!call.Check(mo::zero_out_checks::PreserveIndex(kernel.preserve_index, n))) return;
+  if (!call.Check(checks::PreserveIndex(attrs.preserve_index, n))) return;
   const TF_DataType dtype = TF_TensorType(input);
   TF_Tensor* output = call.Output(0, dtype, mo::metal::DimsOf(input));
   if (!call.ok() || n == 0) return;
-  const mo::ZeroOutParams params = {n, kernel.preserve_index};
+  const mo::ZeroOutParams params = {n, attrs.preserve_index};
   id<MTLComputePipelineState> pipeline = call.Pipeline("zero_out", ShaderFor(dtype));
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
@@ -46,13 +35,8 @@ void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  for (TF_DataType type : {TF_INT32, TF_INT64, TF_FLOAT}) {  // MSL has no double
-    mo::metal::RegisterKernel("ZeroOut", type, &Create, &mo::metal::Compute<ZeroOut>, &Delete);
-  }
-  return true;
-}
-
-const bool registered = Register();
+// MSL has no double.
+const bool registered = mo::metal::RegisterWithAttrs<checks::Attrs>("ZeroOut", {TF_INT32, TF_INT64, TF_FLOAT},
+                                                                    &mo::metal::Compute<ZeroOut>);
 
 }  // namespace

@@ -61,6 +61,18 @@ def table_rows(dims, num_levels, log2_hashmap_size, base_resolution, per_level_s
     return last.offset + last.entries
 
 
+def determinism_case():
+    """The inputs of tests/test_hash_encode.py's bitwise-determinism test, in and out of
+    process: (grid attributes, x [2^15, 3], table, grad_encoded [2^15, 32]), float32."""
+    cfg = dict(num_levels=16, log2_hashmap_size=14, base_resolution=16,
+               per_level_scale=per_level_scale_from(16, 2048, 16))
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (1 << 15, 3)).astype(np.float32)
+    table = rng.normal(size=(table_rows(3, **cfg), 2)).astype(np.float32)
+    grad_encoded = rng.normal(size=(1 << 15, 32)).astype(np.float32)
+    return cfg, x, table, grad_encoded
+
+
 def _prepare(x, out_of_range):
     """Used coordinates (float32), per-dim gradient mask, per-point validity."""
     x = np.asarray(x, np.float32)
