@@ -55,12 +55,9 @@ struct PackedVolumeRenderFunctor {
 };
 
 template <typename Device, typename T>
-class PackedVolumeRenderOp : public ::tensorflow::OpKernel {
+class PackedVolumeRenderOp : public checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kForward, true> {
  public:
-  explicit PackedVolumeRenderOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render_checks::ReadAttrs(
-                            checks::AttrGetter(ctx), packed_volume_render_checks::kForward, true, &attrs_)));
-  }
+  using checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kForward, true>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
@@ -90,17 +87,12 @@ class PackedVolumeRenderOp : public ::tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, (PackedVolumeRenderFunctor<Device, T>::Forward(ctx, args)));
   }
 
- private:
-  packed_volume_render_checks::Attrs attrs_;
 };
 
 template <typename Device, typename T>
-class PackedVolumeRenderGradOp : public ::tensorflow::OpKernel {
+class PackedVolumeRenderGradOp : public checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kBackward, false> {
  public:
-  explicit PackedVolumeRenderGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render_checks::ReadAttrs(
-                            checks::AttrGetter(ctx), packed_volume_render_checks::kBackward, false, &attrs_)));
-  }
+  using checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kBackward, false>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
@@ -136,8 +128,6 @@ class PackedVolumeRenderGradOp : public ::tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, (PackedVolumeRenderFunctor<Device, T>::Backward(ctx, args)));
   }
 
- private:
-  packed_volume_render_checks::Attrs attrs_;
 };
 
 }  // namespace mo

@@ -284,7 +284,8 @@ def test_op_glue_never_touches_stream_or_tensor_data_itself(path):
 
 @pytest.mark.parametrize("path", OP_GLUE_FILES, ids=os.path.basename)
 def test_every_metal_compute_runs_in_an_autorelease_pool(path):
-    registrations = re.findall(r"RegisterKernel\((.*?)\);", _code(path), re.DOTALL)
+    # RegisterKernel(...) or RegisterWithAttrs<Attrs, ...>(...).
+    registrations = re.findall(r"Register(?:Kernel|WithAttrs<[^;]*?>)\((.*?)\);", _code(path), re.DOTALL)
     assert registrations, f"{os.path.basename(path)} registers no kernel"
     for call in registrations:
         assert re.search(r"&mo::metal::Compute<\w+>|&Compute<\w+>", call), (

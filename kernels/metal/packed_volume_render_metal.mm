@@ -18,20 +18,6 @@ namespace {
 using mo::metal::DimsOf;
 namespace checks = mo::packed_volume_render_checks;
 
-template <bool kForward>
-void* Create(TF_OpKernelConstruction* ctx) {
-  mo::metal::AttrReader reader(ctx);
-  auto* attrs = new checks::Attrs;
-  if (!reader.Check(checks::ReadAttrs([&](const char* n, auto* v) { return reader.Get(n, v); },
-                                      kForward ? checks::kForward : checks::kBackward, kForward, attrs))) {
-    delete attrs;
-    return nullptr;
-  }
-  return attrs;
-}
-
-void Delete(void* kernel) { delete static_cast<checks::Attrs*>(kernel); }
-
 void Forward(void* kernel, mo::metal::KernelCall& call) {
   const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
   TF_Tensor* in[7];
@@ -92,15 +78,10 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-bool Register() {
-  // MSL has no double: float32 only.
-  mo::metal::RegisterKernel("MetalOpsPackedVolumeRender", TF_FLOAT, &Create<true>, &mo::metal::Compute<Forward>,
-                            &Delete);
-  mo::metal::RegisterKernel("MetalOpsPackedVolumeRenderGrad", TF_FLOAT, &Create<false>,
-                            &mo::metal::Compute<Backward>, &Delete);
-  return true;
-}
-
-const bool registered = Register();
+// MSL has no double: float32 only.
+const bool registered_forward = mo::metal::RegisterWithAttrs<checks::Attrs, checks::kForward, true>(
+    "MetalOpsPackedVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs, checks::kBackward, false>(
+    "MetalOpsPackedVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
 
 }  // namespace
