@@ -25,3 +25,13 @@ extern "C" void mo_throw_bad_array_new_length() { throw std::bad_array_new_lengt
 // std::ostringstream's default constructor (GLIBCXX_3.4.26, GCC 9: before, the
 // header defaulted the mode argument of the one-argument constructor).
 template std::ostringstream::basic_ostringstream();
+
+// exp(double) (GLIBC_2.29: glibc 2.29 made the new, faster exp the default
+// version; the older entry point, GLIBC_2.2.5, is the same function behind
+// the old error-handling wrapper). Calls from the library bind to this
+// hidden definition, which calls the old version: the wheel then needs no
+// glibc newer than TensorFlow's (2.27).
+extern "C" double mo_glibc_exp_2_2_5(double);
+__asm__(".symver mo_glibc_exp_2_2_5, exp@GLIBC_2.2.5");
+extern "C" MO_HIDDEN double mo_exp(double x) __asm__("exp");
+extern "C" double mo_exp(double x) { return mo_glibc_exp_2_2_5(x); }
