@@ -117,12 +117,6 @@ def build_parser():
     return p
 
 
-def tf_size(x):
-    import tensorflow as tf
-
-    return tf.shape(x)[0]
-
-
 def psnr_from_mse(mse):
     return -10.0 * math.log10(max(float(mse), 1e-12))
 
@@ -357,11 +351,11 @@ class Trainer:
                 use_grid=use_grid, num_candidates=a.candidates, occlusion_depth=a.occlusion_depth,
                 jitter=jitter,
                 return_weights=return_weights)
-            return out.rgb, out, t, tf_size(o) * a.samples
+            return out.rgb, out, t, self.tf.shape(o)[0] * a.samples
         rgb, _, _ = self._baseline.render_baseline(
             self.model, o, d, near=self.near, far=self.far, background=background,
             num_samples=a.samples, jitter=jitter)
-        return rgb, None, None, tf_size(o) * a.samples
+        return rgb, None, None, self.tf.shape(o)[0] * a.samples
 
     def _replica_loss(self, idx, use_grid):
         tf, a = self.tf, self.args
