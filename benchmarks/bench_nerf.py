@@ -32,6 +32,13 @@ and the first time each reaches `--target` dB. Writes
 benchmarks/results/nerf_samplers.json and nerf_samplers.png.
 
   .venv/bin/python -m benchmarks.bench_nerf --samplers --minutes 1.5 --data data/nerf_synthetic/lego --downscale 8
+
+`--march-profile` trains the march sampler for --warmup-steps, then times each
+part of its step alone in a tf.function (ray_march, the density-only pruning
+pass and its hash encoding and MLP, the field forward and backward on the
+kept samples) against the whole step; writes nerf_march_profile.json.
+
+  .venv/bin/python -m benchmarks.bench_nerf --march-profile --warmup-steps 400 --rounds 15
 """
 import argparse
 import json
@@ -142,6 +149,97 @@ def samplers(args):
     return res
 
 
+def march_profile(args):
+    """Where a march-sampler training step's time goes: each part alone in a tf.function, one trained state."""
+    import statistics
+
+    import tensorflow as tf
+
+    import metal_ops
+    from benchmarks.timing import cpu_description, load_average
+    from examples.nerf import model as nerf_model
+
+    argv = ["--name", "march_profile", "--steps", "1000000", "--max-minutes", "0", "--eval-every", "0",
+            "--ckpt-every", "0", "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),
+            "--out-dir", os.path.join(ROOT, "runs")] + (["--march-steps", str(args.march_steps)]
+                                                       if args.march_steps else [])
+    tr = nerf_train.Trainer(nerf_train.build_parser().parse_args(argv), log=lambda *a: None)
+    print(f"training {args.warmup_steps} steps first ...", flush=True)
+    for _ in range(args.warmup_steps):
+        tr.train_one_step()
+    a, grid, model, aabb = tr.args, tr.grid, tr.model, tr.dataset.aabb
+    rays = tr.rays_for_budget()
+    idx = tf.constant(tr.batch_indices(10 ** 6, rays))
+    o, d = tf.gather(tr.train_o, idx), tf.gather(tr.train_d, idx)
+    r = tf.shape(o)[0]
+
+    @tf.function
+    def march():
+        return metal_ops.ray_march(o, d, tf.fill([r], float(tr.near)), tf.fill([r], float(tr.far)),
+                                   metal_ops.pack_occupancy(grid.mask[None]), aabb, grid.resolution, tr.step_size,
+                                   max_samples=a.max_samples, jitter=True, seed=3)
+
+    def points(s):
+        t_mid = 0.5 * (s.t_starts + s.t_ends)
+        return nerf_model.normalize_points(
+            tf.gather(o, s.ray_indices) + tf.gather(d, s.ray_indices) * t_mid[:, None], aabb)
+
+    encode = tf.function(lambda p: model.encoding(p))
+    density_mlp = tf.function(lambda e: model.density_mlp(e))
+    density = tf.function(lambda p: model.density(p)[0])
+    prune = tf.function(lambda s, sigma: nerf_model._before_termination(s, sigma, 1e-4, r))
+    marched = march()
+    p_all = points(marched)
+    kept = prune(marched, density(p_all))
+    p_kept, d_kept = points(kept), tf.gather(d, kept.ray_indices)
+
+    @tf.function
+    def field_forward(p, dirs):
+        return model(p, dirs)
+
+    @tf.function
+    def field_forward_backward(p, dirs):
+        with tf.GradientTape() as tape:
+            sigma, rgb = model(p, dirs)
+            out = metal_ops.packed_volume_render(sigma, rgb, kept.t_starts, kept.t_ends, kept.ray_offsets,
+                                                 kept.ray_counts, background=tf.ones([3]), early_termination=1e-4)
+            loss = tf.reduce_mean(tf.square(out.rgb - 0.5))
+        return tape.gradient(loss, model.trainable_variables)
+
+    step_fn, dist_idx = tr._get_train_fn(True), tr.distribute_indices(tr.batch_indices(10 ** 6, rays))
+    e_all = encode(p_all)
+    parts = {
+        "train step (all of it)": lambda: step_fn(dist_idx),
+        "ray_march": march,
+        "pruning pass: density on every marched sample": lambda: density(p_all),
+        "  of which the hash encoding": lambda: encode(p_all),
+        "  of which the density MLP": lambda: density_mlp(e_all),
+        "pruning bookkeeping (transmittance, gathers)": lambda: prune(marched, density(p_all)),
+        "field forward on the kept samples": lambda: field_forward(p_kept, d_kept),
+        "field + renderer forward and backward on the kept samples": lambda: field_forward_backward(p_kept, d_kept),
+    }
+    n_marched, n_kept = int(tf.shape(marched.t_starts)[0]), int(tf.shape(kept.t_starts)[0])
+    print(f"{cpu_description()}; load average {load_average():.1f}; {rays} rays, {n_marched} marched samples, "
+          f"{n_kept} kept; step size {tr.step_size:.5f} ({a.march_steps} steps per diagonal)")
+    res = {}
+    for name, fn in parts.items():
+        fn(), fn()
+        times = []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        res[name] = statistics.median(times)
+        print(f"  {name:60s} {res[name]:7.1f} ms", flush=True)
+    res = dict(benchmark="nerf_march_profile", cpu=cpu_description(), load_average=load_average(), rays=rays,
+               marched=n_marched, kept=n_kept, march_steps=a.march_steps, warmup_steps=args.warmup_steps,
+               median_ms=res, note="the bookkeeping row includes the density pass it prunes with")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "nerf_march_profile.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    return res
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--step-time", action="store_true",
@@ -162,7 +260,12 @@ def main(argv=None):
     p.add_argument("--data", default=None, help="--samplers: a scene on disk (the trainer's --data)")
     p.add_argument("--downscale", type=int, default=8, help="--samplers: with --data")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    p.add_argument("--march-profile", action="store_true",
+                   help="time the parts of a march-sampler step after --warmup-steps of training instead (see above)")
+    p.add_argument("--march-steps", type=int, default=None, help="--march-profile: the trainer's --march-steps")
     args = p.parse_args(argv)
+    if args.march_profile:
+        return march_profile(args)
     if args.step_time:
         return step_time(args)
     if args.samplers:

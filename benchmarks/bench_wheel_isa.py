@@ -1,7 +1,7 @@
 """The portable wheel's CPU kernels against the -march=native build.
 
     make && make isa-libs          # both kinds of library in python/metal_ops
-    flock /tmp/tfmo-bench.lock python -m benchmarks.bench_wheel_isa [--rounds 5] [--level x86-64-v3]
+    flock /tmp/tfmo-bench.lock python -m benchmarks.bench_wheel_isa [--rounds 5] [--level x86-64-v3] [--ops fused_conv2d,...]
 
 The workloads of the CPU benchmarks (benchmarks/bench_<op>.py: each op forward
 + backward in a tf.function, at their default sizes) timed with the op library
@@ -11,11 +11,17 @@ the same ops cannot share a process, so each measurement is a child process;
 rounds alternate the two (native, level, native, level, ...) and the ratio per
 op is the median over rounds of the per-round ratios (machine load drifts).
 JSON in benchmarks/results/wheel_isa_cpu.json.
+
+`--against DIR` compares two -march=native builds the same way instead: this
+tree's library against the metal_ops package in DIR (another checkout's
+python/, built with `make` there), e.g. before and after a refactoring:
+
+    flock /tmp/tfmo-bench.lock python -m benchmarks.bench_wheel_isa --against /work/old/python \
+        --out benchmarks/results/refactor_ab_cpu.json
 """
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -33,6 +39,7 @@ from metal_ops import _loader
 
 rng = np.random.default_rng(0)
 reps = int(sys.argv[1])
+only = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else None
 
 
 def fb(fn, *xs):
@@ -70,8 +77,10 @@ work = {
     "fused_conv2d": fb(lambda x, w, b: metal_ops.fused_conv2d(x, w, b, activation="relu"),
                        f32(8, 32, 32, 64), f32(3, 3, 64, 64) * 0.05, f32(64)),
 }
-out = {"isa": _loader.isa_info()["running"], "library": os.path.basename(_loader.library_path()), "ms": {}}
+out = {"isa": _loader.isa_info()["running"], "library": _loader.library_path(), "ms": {}}
 for name, fn in work.items():
+    if only is not None and name not in only:
+        continue
     fn(); fn()
     times = []
     for _ in range(reps):
@@ -81,9 +90,11 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def child(level, reps):
+def child(level, reps, ops, pythonpath=None):
     env = dict(os.environ, METAL_OPS_ISA=level, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(reps)], env=env, capture_output=True, text=True,
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(reps), ",".join(ops)], env=env, capture_output=True, text=True,
                           cwd=ROOT, timeout=1800)
     if proc.returncode != 0:
         sys.exit(f"bench_wheel_isa: the {level} child failed:\n{proc.stderr[-3000:]}")
@@ -94,40 +105,60 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=9, help="timed calls per op per child")
+    parser.add_argument("--ops", default="", help="comma-separated subset of the workloads (default: all)")
+    parser.add_argument("--against", default=None, metavar="DIR",
+                        help="compare with the -march=native metal_ops package in DIR instead of a portable level")
     parser.add_argument("--level", default=None, help="the portable level (default: what the wheel picks here)")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "wheel_isa_cpu.json"))
     args = parser.parse_args()
     from metal_ops import _loader
 
     info = _loader.read_build_info() or {}
-    if not info.get("library") or not info.get("isa_libraries"):
-        sys.exit("bench_wheel_isa: needs both the -march=native library and the per-level ones: make && make isa-libs")
-    level = args.level or [l for l in _loader.cpu_isa_levels() if l in info["isa_libraries"]][-1]
+    ops = [o for o in args.ops.split(",") if o]
+    if args.against:
+        if not os.path.isdir(os.path.join(args.against, "metal_ops")):
+            sys.exit(f"bench_wheel_isa: --against {args.against}: no metal_ops package there")
+        level = "against"
+    else:
+        if not info.get("library") or not info.get("isa_libraries"):
+            sys.exit("bench_wheel_isa: needs both the -march=native library and the per-level ones: "
+                     "make && make isa-libs")
+        level = args.level or [l for l in _loader.cpu_isa_levels() if l in info["isa_libraries"]][-1]
     load_before = timing.load_average()
     runs = {"native": [], level: []}
+    libraries = {}
     for r in range(args.rounds):
         for variant in ("native", level):
-            res = child(variant, args.reps)
-            assert res["isa"] == variant, res
+            if variant == "against":
+                res = child("native", args.reps, ops, pythonpath=os.path.abspath(args.against))
+            else:
+                res = child(variant, args.reps, ops)
+                assert res["isa"] == variant, res
+            libraries[variant] = res["library"]
             runs[variant].append(res["ms"])
+    if args.against and os.path.realpath(libraries["native"]) == os.path.realpath(libraries["against"]):
+        sys.exit(f"bench_wheel_isa: both sides loaded {libraries['native']}")
         print(f"round {r + 1}/{args.rounds}: " + ", ".join(
             f"{op} {runs[level][-1][op] / runs['native'][-1][op]:.3f}" for op in runs["native"][-1]), flush=True)
+    # The ratio is the other library's time over this tree's -march=native one.
+    ratio_key = "ratio_against_over_this" if args.against else "ratio_portable_over_native"
+    ratio_label = "against/this" if args.against else "portable/native"
     results = {}
     for op in runs["native"][0]:
         ratios = [p[op] / n[op] for n, p in zip(runs["native"], runs[level])]
         results[op] = {"native_ms": statistics.median(n[op] for n in runs["native"]),
                        f"{level}_ms": statistics.median(p[op] for p in runs[level]),
-                       "ratio_portable_over_native": statistics.median(ratios),
+                       ratio_key: statistics.median(ratios),
                        "ratios": ratios}
         print(f"{op:16s} native {results[op]['native_ms']:8.2f} ms  {level} {results[op][f'{level}_ms']:8.2f} ms  "
-              f"portable/native {results[op]['ratio_portable_over_native']:.3f} (rounds {min(ratios):.3f}-{max(ratios):.3f})")
+              f"{ratio_label} {results[op][ratio_key]:.3f} (rounds {min(ratios):.3f}-{max(ratios):.3f})")
     timing.write_json(args.out, {
         "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.bench_wheel_isa"] + sys.argv[1:]),
-        "cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "level": level,
+        "cpu": timing.cpu_description(),
+        "cpus": os.cpu_count(), "level": level, "libraries": libraries,
         "tune": info.get("isa_tune"), "load_average_before": load_before, "load_average_after": timing.load_average(),
-        "method": "child process per measurement, native and portable alternating, median of per-round ratios",
+        "method": "child process per measurement, the two libraries alternating, median of per-round ratios",
         "results": results})
-
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ from examples.nerf import cameras, scene  # noqa: E402
 TINY = ["--size", "32", "--n-train", "20", "--n-val", "2", "--n-test", "2", "--levels", "8",
         "--log2-table", "14", "--finest-res", "256", "--batch-rays", "1024", "--samples", "16",
         "--grid-res", "32", "--grid-decay", "0.8", "--grid-warmup", "16", "--grid-every", "8", "--candidates", "64",
-        "--quiet", "--eval-every", "0", "--max-minutes", "0"]
+        "--march-steps", "256", "--quiet", "--eval-every", "0", "--max-minutes", "0"]
 
 
 def _args(tmp_path, *extra):

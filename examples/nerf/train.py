@@ -88,7 +88,7 @@ def build_parser():
     g.add_argument("--sample-budget", type=int, default=None,
                    help="march: field evaluations per step (default: --batch-rays x --samples); the step's ray count "
                         "follows it from the previous steps' samples per ray")
-    g.add_argument("--march-steps", type=int, default=256,
+    g.add_argument("--march-steps", type=int, default=512,
                    help="march: steps along the AABB's diagonal (the step size)")
     g.add_argument("--max-samples", type=int, default=None,
                    help="march: at most this many samples per ray (default: --march-steps, which no ray inside the box "
