@@ -115,10 +115,7 @@ def bench_distortion(rays, samples, rounds, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "distortion_loss_cpu.json"))
+    parser = timing.arguments("distortion_loss_cpu.json", 7, "fewer rounds", out="--out")
     parser.add_argument("--child-memory", nargs=3, metavar=("VARIANT", "RAYS", "SAMPLES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_memory:

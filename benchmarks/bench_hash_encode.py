@@ -247,10 +247,8 @@ def main():
         print(f"  2-thread speedup: forward {s1['forward_ms'] / s2['forward_ms']:.2f}x, "
               f"fwd+bwd {s1['forward_backward_ms'] / s2['forward_backward_ms']:.2f}x")
     results["machine"]["load_average_after"] = os.getloadavg()
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
-    print(f"\nwrote {args.out}")
+    print()
+    timing.write_json(args.out, results)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Usage (from the repository root):
     flock /tmp/tfmo-bench.lock python -m benchmarks.bench_packed_volume_render [--rounds N] [--quick]
 JSON in benchmarks/results/packed_volume_render_cpu.json.
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -27,7 +26,6 @@ import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 from tests.reference import packed_volume_render as ref  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPS = 1e-4
 
 
@@ -73,13 +71,10 @@ def bench(rays, mean_samples, rounds, results):
 
     g_ours, g_comp = ours(*const), comp(*const)
     err = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(g_ours, g_comp))
-    times = timing.interleaved_ms({"ours": lambda: [v.numpy() for v in ours(*const)],
-                                   "composite": lambda: [v.numpy() for v in comp(*const)]}, rounds)
-    t_ours, t_comp = timing.median_wall_ms(times["ours"]), timing.median_wall_ms(times["composite"])
     row = {"op": "packed_volume_render", "rays": rays, "mean_samples": mean_samples, "samples": n,
-           "rounds": rounds, "load_average": timing.load_average(), "ours_ms": t_ours, "composite_ms": t_comp,
-           "speedup": timing.median_ratio(times["composite"], times["ours"]), "max_grad_diff": err,
-           "ours_msamples_s": n / t_ours / 1e3}
+           "rounds": rounds, **timing.ours_vs_composite(ours, comp, const, rounds), "max_grad_diff": err}
+    t_ours, t_comp = row["ours_ms"], row["composite_ms"]
+    row["ours_msamples_s"] = n / t_ours / 1e3
     results.append(row)
     print(f"packed_volume_render fwd+bwd R={rays} N={n} (mean {mean_samples}/ray): ours {t_ours:.2f} ms "
           f"({row['ours_msamples_s']:.1f} Msamples/s), TF segment_sum/cumsum {t_comp:.2f} ms -> "
@@ -87,18 +82,7 @@ def bench(rays, mean_samples, rounds, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="one small configuration, 3 rounds")
-    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
-    parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "packed_volume_render_cpu.json"))
-    args = parser.parse_args()
-    print(timing.cpu_description())
-    results = []
-    configs = [(4096, 24)] if args.quick else [(4096, 24), (4096, 96), (65536, 16)]
-    for rays, mean in configs:
-        bench(rays, mean, 3 if args.quick else args.rounds, results)
-    if not args.quick:
-        timing.write_json(args.json, {"cpu": timing.cpu_description(), "rows": results})
+    timing.run_configs("packed_volume_render_cpu.json", [(4096, 24), (4096, 96), (65536, 16)], bench)
 
 
 if __name__ == "__main__":

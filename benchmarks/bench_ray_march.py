@@ -13,7 +13,6 @@ per-round ratios; rays/s and samples/s of ours.
 Usage (from the repository root): python -m benchmarks.bench_ray_march [--rounds N] [--quick]
 JSON in benchmarks/results/ray_march_cpu.json.
 """
-import argparse
 import math
 import os
 
@@ -25,7 +24,6 @@ import tensorflow as tf  # noqa: E402
 import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AABB = [-1.5, -1.5, -1.5, 1.5, 1.5, 1.5]
 
 
@@ -73,14 +71,10 @@ def bench(rays, g, step, rounds, results):
     comp = tf.function(autograph=False, func=lambda o, d, n, f: composite_march(o, d, n, f, occ_flat, g, step))
     n_ours = int(ours(*args)[0].shape[0])
     n_comp = int(comp(*args)[0].shape[0])
-    times = timing.interleaved_ms({"ours": lambda: [v.numpy() for v in ours(*args)],
-                                   "composite": lambda: [v.numpy() for v in comp(*args)]}, rounds)
-    t_ours, t_comp = timing.median_wall_ms(times["ours"]), timing.median_wall_ms(times["composite"])
     row = {"op": "ray_march", "rays": rays, "grid": g, "step": step, "rounds": rounds,
-           "load_average": timing.load_average(), "ours_ms": t_ours, "composite_ms": t_comp,
-           "speedup": timing.median_ratio(times["composite"], times["ours"]), "ours_samples": n_ours,
-           "composite_samples": n_comp, "ours_mrays_s": rays / t_ours / 1e3,
-           "ours_msamples_s": n_ours / t_ours / 1e3}
+           **timing.ours_vs_composite(ours, comp, args, rounds), "ours_samples": n_ours, "composite_samples": n_comp}
+    t_ours, t_comp = row["ours_ms"], row["composite_ms"]
+    row.update(ours_mrays_s=rays / t_ours / 1e3, ours_msamples_s=n_ours / t_ours / 1e3)
     results.append(row)
     print(f"ray_march R={rays} G={g} dt={step:.4f}: ours {t_ours:.2f} ms ({row['ours_mrays_s']:.2f} Mrays/s, "
           f"{row['ours_msamples_s']:.1f} Msamples/s, {n_ours} samples), fixed-step TF {t_comp:.1f} ms "
@@ -88,19 +82,9 @@ def bench(rays, g, step, rounds, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="one small configuration, 3 rounds")
-    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
-    parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "ray_march_cpu.json"))
-    args = parser.parse_args()
-    print(timing.cpu_description())
-    results = []
-    configs = [(4096, 64, math.sqrt(3) * 3 / 512)] if args.quick else [
-        (4096, 64, math.sqrt(3) * 3 / 512), (65536, 64, math.sqrt(3) * 3 / 512), (4096, 128, math.sqrt(3) * 3 / 1024)]
-    for rays, g, step in configs:
-        bench(rays, g, step, 3 if args.quick else args.rounds, results)
-    if not args.quick:
-        timing.write_json(args.json, {"cpu": timing.cpu_description(), "rows": results})
+    step = math.sqrt(3) * 3  # the AABB's diagonal
+    timing.run_configs("ray_march_cpu.json", [(4096, 64, step / 512), (65536, 64, step / 512), (4096, 128, step / 1024)],
+                       bench)
 
 
 if __name__ == "__main__":

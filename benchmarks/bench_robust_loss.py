@@ -11,7 +11,6 @@ speedups are medians of per-round ratios.
 Ratios printed, JSON in benchmarks/results/robust_loss_cpu.json.
 Usage (from the repository root): python -m benchmarks.bench_robust_loss [--quick] [--rounds N]
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,7 +21,6 @@ import tensorflow as tf  # noqa: E402
 import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def robust_composite(x, alpha, scale):
@@ -94,11 +92,7 @@ def bench_robust(n, rounds, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "robust_loss_cpu.json"))
-    args = parser.parse_args()
+    args = timing.arguments("robust_loss_cpu.json", 7, "fewer rounds", out="--out").parse_args()
     results = []
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")

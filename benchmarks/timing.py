@@ -4,6 +4,7 @@ Each round runs every variant once, in turn, so a ratio compares calls made
 under the same machine conditions (a shared machine's load drifts over the
 minutes a benchmark takes); speedups are medians of the per-round ratios.
 """
+import argparse
 import json
 import os
 import statistics
@@ -32,6 +33,43 @@ def median_wall_ms(samples):
 def median_ratio(slow, fast):
     """Median over rounds of slow / fast wall time (> 1: `fast` is faster)."""
     return statistics.median(s[0] / f[0] for s, f in zip(slow, fast))
+
+
+def ours_vs_composite(ours, composite, args, rounds):
+    """ours(*args) against composite(*args), interleaved, outputs fetched:
+    the row fields load_average, ours_ms, composite_ms and speedup (the
+    median ratio composite / ours)."""
+    def fetch(fn):
+        return lambda: [v.numpy() for v in fn(*args)]
+    times = interleaved_ms({"ours": fetch(ours), "composite": fetch(composite)}, rounds)
+    return {"load_average": load_average(), "ours_ms": median_wall_ms(times["ours"]),
+            "composite_ms": median_wall_ms(times["composite"]),
+            "speedup": median_ratio(times["composite"], times["ours"])}
+
+
+def arguments(result_name, rounds, quick_help, out="--json"):
+    """The command line of a CPU benchmark: --quick, --rounds (interleaved
+    rounds, default `rounds`) and `out`, the JSON written, by default
+    benchmarks/results/<result_name>."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
+    parser.add_argument(out, default=os.path.join(root, "benchmarks", "results", result_name))
+    return parser
+
+
+def run_configs(result_name, configs, bench, rounds=9):
+    """The main() of a benchmark over configurations, bench(*config, rounds,
+    results) each: --quick runs the first with 3 rounds and writes nothing;
+    else all of them, the rows written to --json."""
+    args = arguments(result_name, rounds, "one small configuration, 3 rounds").parse_args()
+    print(cpu_description())
+    results = []
+    for config in configs[:1] if args.quick else configs:
+        bench(*config, 3 if args.quick else args.rounds, results)
+    if not args.quick:
+        write_json(args.json, {"cpu": cpu_description(), "rows": results})
 
 
 def load_average():

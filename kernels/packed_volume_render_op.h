@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/render_args.h"
+#include "kernels/volume_render_op.h"
 #include "ops/checks_tf.h"
 #include "ops/packed_volume_render_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -19,31 +21,20 @@
 
 namespace mo {
 
+// The inputs both directions take first: sigma, rgb, t_starts, t_ends,
+// ray_offsets, ray_counts, background.
 template <typename T>
-struct PackedVolumeRenderForwardArgs {
-  int64_t rays, samples;
-  bool background_per_ray;
-  float early_termination;
-  const T *sigma, *rgb, *t_starts, *t_ends;
-  const int32_t *offsets, *counts;
-  const T* background;
-  T *out_rgb, *depth, *opacity;
-  T* weights;  // nullptr when the weights output is [0]
-};
+RenderArgs<T> PackedRenderArgs(const volume_render_checks::RayShapes& shapes, float early_termination,
+                   const ::tensorflow::Tensor* const* in) {
+  return {shapes.rays, shapes.samples, shapes.background_per_ray, early_termination,
+          in[0]->flat<T>().data(), in[1]->flat<T>().data(), in[6]->flat<T>().data()};
+}
 
 template <typename T>
-struct PackedVolumeRenderBackwardArgs {
-  int64_t rays, samples;
-  bool background_per_ray;
-  float early_termination;
-  const T *sigma, *rgb, *t_starts, *t_ends;
-  const int32_t *offsets, *counts;
-  const T *background, *out_rgb, *depth, *opacity;
-  const T* weights;  // nullptr (with grad_weights) when the forward returned no weights
-  const T *grad_rgb, *grad_depth, *grad_opacity;
-  const T* grad_weights;
-  T *grad_sigma, *grad_samples_rgb, *grad_background;
-};
+PackedSamples<T> PackedSamplesOf(const ::tensorflow::Tensor* const* in) {
+  return {in[2]->flat<T>().data(), in[3]->flat<T>().data(), in[4]->flat<int32_t>().data(),
+          in[5]->flat<int32_t>().data()};
+}
 
 // Defined per device, for rays > 0. Both return the op's error for the first
 // invalid ray (packed_volume_render_checks: layout first, then sample values
@@ -65,28 +56,19 @@ class PackedVolumeRenderOp : public checks::OpKernelWithAttrs<packed_volume_rend
     namespace pc = packed_volume_render_checks;
     const Tensor* in[7];
     for (int i = 0; i < 7; ++i) in[i] = &ctx->input(i);
-    pc::Shapes shapes;
+    pc::RayShapes shapes;
     OP_REQUIRES_OK(ctx, checks::ToStatus(pc::InputShapes(
                             pc::kForward, checks::DimsOf(*in[0]), checks::DimsOf(*in[1]), checks::DimsOf(*in[2]),
                             checks::DimsOf(*in[3]), checks::DimsOf(*in[4]), checks::DimsOf(*in[5]),
                             checks::DimsOf(*in[6]), &shapes)));
     const int64_t R = shapes.rays, N = shapes.samples;
-    Tensor *out_rgb = nullptr, *depth = nullptr, *opacity = nullptr, *weights = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({R}), &depth));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R}), &opacity));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({attrs_.return_weights ? N : 0}), &weights));
+    PackedVolumeRenderForwardArgs<T> args = {
+        PackedRenderArgs<T>(shapes, attrs_.early_termination, in), PackedSamplesOf<T>(in), {}};
+    OP_REQUIRES_OK(ctx, AllocateRenderOutputs<T>(ctx, R, attrs_.return_weights, TensorShape({N}), TensorShape({0}),
+                                                 &args));
     if (R == 0) return;
-    auto data = [&](int i) { return in[i]->flat<T>().data(); };
-    const PackedVolumeRenderForwardArgs<T> args = {
-        R, N, shapes.background_per_ray, attrs_.early_termination,
-        data(0), data(1), data(2), data(3),
-        in[4]->flat<int32_t>().data(), in[5]->flat<int32_t>().data(), data(6),
-        out_rgb->flat<T>().data(), depth->flat<T>().data(), opacity->flat<T>().data(),
-        attrs_.return_weights ? weights->flat<T>().data() : nullptr};
     OP_REQUIRES_OK(ctx, (PackedVolumeRenderFunctor<Device, T>::Forward(ctx, args)));
   }
-
 };
 
 template <typename Device, typename T>
@@ -96,38 +78,24 @@ class PackedVolumeRenderGradOp : public checks::OpKernelWithAttrs<packed_volume_
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
-    using ::tensorflow::TensorShape;
     namespace pc = packed_volume_render_checks;
     const char* op = pc::kBackward;
     const Tensor* in[15];
     for (int i = 0; i < 15; ++i) in[i] = &ctx->input(i);
     auto dims = [&](int i) { return checks::DimsOf(*in[i]); };
-    pc::Shapes shapes;
+    pc::RayShapes shapes;
     OP_REQUIRES_OK(ctx, checks::ToStatus(pc::InputShapes(op, dims(0), dims(1), dims(2), dims(3), dims(4), dims(5),
                                                          dims(6), &shapes)));
     bool has_weight_grad = false;
     OP_REQUIRES_OK(ctx, checks::ToStatus(pc::GradInputShapes(op, shapes, dims(7), dims(8), dims(9), dims(10),
                                                              dims(11), dims(12), dims(13), dims(14),
                                                              &has_weight_grad)));
-    const int64_t R = shapes.rays;
-    Tensor *grad_sigma = nullptr, *grad_samples_rgb = nullptr, *grad_background = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in[0]->shape(), &grad_sigma));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in[1]->shape(), &grad_samples_rgb));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R, 3}), &grad_background));
-    if (R == 0) return;
-    auto data = [&](int i) { return in[i]->flat<T>().data(); };
-    const PackedVolumeRenderBackwardArgs<T> args = {
-        R, shapes.samples, shapes.background_per_ray, attrs_.early_termination,
-        data(0), data(1), data(2), data(3),
-        in[4]->flat<int32_t>().data(), in[5]->flat<int32_t>().data(),
-        data(6), data(7), data(8), data(9),
-        has_weight_grad ? data(10) : nullptr,
-        data(11), data(12), data(13),
-        has_weight_grad ? data(14) : nullptr,
-        grad_sigma->flat<T>().data(), grad_samples_rgb->flat<T>().data(), grad_background->flat<T>().data()};
+    PackedVolumeRenderBackwardArgs<T> args = {
+        PackedRenderArgs<T>(shapes, attrs_.early_termination, in), PackedSamplesOf<T>(in), {}};
+    OP_REQUIRES_OK(ctx, AllocateRenderGrads<T>(ctx, 7, shapes.rays, has_weight_grad, &args));
+    if (shapes.rays == 0) return;
     OP_REQUIRES_OK(ctx, (PackedVolumeRenderFunctor<Device, T>::Backward(ctx, args)));
   }
-
 };
 
 }  // namespace mo

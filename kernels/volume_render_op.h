@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/render_args.h"
 #include "ops/checks_tf.h"
 #include "ops/volume_render_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -19,27 +20,42 @@
 
 namespace mo {
 
+// Allocates the forward's outputs, out_rgb [R, 3], depth [R], opacity [R] and
+// weights (`weights` when return_weights, else `no_weights`), into *out.
 template <typename T>
-struct VolumeRenderForwardArgs {
-  int64_t rays, samples;
-  bool background_per_ray;
-  float early_termination;
-  const T *sigma, *rgb, *t, *background;
-  T *out_rgb, *depth, *opacity;
-  T* weights;  // nullptr when the weights output is [R, 0]
-};
+absl::Status AllocateRenderOutputs(::tensorflow::OpKernelContext* ctx, int64_t R, bool return_weights,
+                                   const ::tensorflow::TensorShape& weights,
+                                   const ::tensorflow::TensorShape& no_weights, RenderOutputs<T>* out) {
+  using ::tensorflow::Tensor;
+  using ::tensorflow::TensorShape;
+  Tensor *out_rgb = nullptr, *depth = nullptr, *opacity = nullptr, *weights_out = nullptr;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(1, TensorShape({R}), &depth));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(2, TensorShape({R}), &opacity));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(3, return_weights ? weights : no_weights, &weights_out));
+  *out = {out_rgb->flat<T>().data(), depth->flat<T>().data(), opacity->flat<T>().data(),
+          return_weights ? weights_out->flat<T>().data() : nullptr};
+  return absl::OkStatus();
+}
 
+// The backward's inputs from `first` on (out_rgb, depth, opacity, weights and
+// their gradients; the weights only when has_weight_grad) and its outputs,
+// grad_sigma and grad_samples_rgb shaped like sigma and rgb (inputs 0 and 1),
+// grad_background [R, 3], allocated, into *grads.
 template <typename T>
-struct VolumeRenderBackwardArgs {
-  int64_t rays, samples;
-  bool background_per_ray;
-  float early_termination;
-  const T *sigma, *rgb, *t, *background, *out_rgb, *depth, *opacity;
-  const T* weights;  // nullptr (with grad_weights) when the forward returned no weights
-  const T *grad_rgb, *grad_depth, *grad_opacity;
-  const T* grad_weights;
-  T *grad_sigma, *grad_samples_rgb, *grad_background;
-};
+absl::Status AllocateRenderGrads(::tensorflow::OpKernelContext* ctx, int first, int64_t R, bool has_weight_grad,
+                                 RenderGrads<T>* grads) {
+  using ::tensorflow::Tensor;
+  Tensor *grad_sigma = nullptr, *grad_samples_rgb = nullptr, *grad_background = nullptr;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(0, ctx->input(0).shape(), &grad_sigma));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(1, ctx->input(1).shape(), &grad_samples_rgb));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(2, ::tensorflow::TensorShape({R, 3}), &grad_background));
+  auto in = [&](int i) { return ctx->input(first + i).flat<T>().data(); };
+  *grads = {in(0), in(1), in(2), has_weight_grad ? in(3) : nullptr,
+            in(4), in(5), in(6), has_weight_grad ? in(7) : nullptr,
+            grad_sigma->flat<T>().data(), grad_samples_rgb->flat<T>().data(), grad_background->flat<T>().data()};
+  return absl::OkStatus();
+}
 
 // Defined per device. Forward returns the op's error for the first invalid ray
 // (volume_render_checks::BadRay), Backward a launch failure; rays > 0.
@@ -66,17 +82,14 @@ class VolumeRenderOp : public checks::OpKernelWithAttrs<volume_render_checks::At
                             volume_render_checks::kForward, checks::DimsOf(sigma), checks::DimsOf(rgb),
                             checks::DimsOf(t), checks::DimsOf(background), &shapes)));
     const int64_t R = shapes.rays, S = shapes.samples;
-    Tensor *out_rgb = nullptr, *depth = nullptr, *opacity = nullptr, *weights = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({R}), &depth));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R}), &opacity));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({R, attrs_.return_weights ? S : 0}), &weights));
+    VolumeRenderForwardArgs<T> args = {
+        {R, S, shapes.background_per_ray, attrs_.early_termination, sigma.flat<T>().data(), rgb.flat<T>().data(),
+         background.flat<T>().data()},
+        {t.flat<T>().data()},
+        {}};
+    OP_REQUIRES_OK(ctx, AllocateRenderOutputs<T>(ctx, R, attrs_.return_weights, TensorShape({R, S}),
+                                                 TensorShape({R, 0}), &args));
     if (R == 0) return;
-    const VolumeRenderForwardArgs<T> args = {
-        R, S, shapes.background_per_ray, attrs_.early_termination,
-        sigma.flat<T>().data(), rgb.flat<T>().data(), t.flat<T>().data(), background.flat<T>().data(),
-        out_rgb->flat<T>().data(), depth->flat<T>().data(), opacity->flat<T>().data(),
-        attrs_.return_weights ? weights->flat<T>().data() : nullptr};
     OP_REQUIRES_OK(ctx, (VolumeRenderFunctor<Device, T>::Forward(ctx, args)));
   }
 };
@@ -88,7 +101,6 @@ class VolumeRenderGradOp : public checks::OpKernelWithAttrs<volume_render_checks
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
-    using ::tensorflow::TensorShape;
     const char* op = volume_render_checks::kBackward;
     const Tensor* in[12];
     for (int i = 0; i < 12; ++i) in[i] = &ctx->input(i);
@@ -102,19 +114,13 @@ class VolumeRenderGradOp : public checks::OpKernelWithAttrs<volume_render_checks
                             checks::DimsOf(*in[7]), checks::DimsOf(*in[8]), checks::DimsOf(*in[9]),
                             checks::DimsOf(*in[10]), checks::DimsOf(*in[11]), &has_weight_grad)));
     const int64_t R = shapes.rays;
-    Tensor *grad_sigma = nullptr, *grad_samples_rgb = nullptr, *grad_background = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in[0]->shape(), &grad_sigma));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in[1]->shape(), &grad_samples_rgb));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({R, 3}), &grad_background));
-    if (R == 0) return;
     auto data = [&](int i) { return in[i]->flat<T>().data(); };
-    const VolumeRenderBackwardArgs<T> args = {
-        R, shapes.samples, shapes.background_per_ray, attrs_.early_termination,
-        data(0), data(1), data(2), data(3), data(4), data(5), data(6),
-        has_weight_grad ? data(7) : nullptr,
-        data(8), data(9), data(10),
-        has_weight_grad ? data(11) : nullptr,
-        grad_sigma->flat<T>().data(), grad_samples_rgb->flat<T>().data(), grad_background->flat<T>().data()};
+    VolumeRenderBackwardArgs<T> args = {
+        {R, shapes.samples, shapes.background_per_ray, attrs_.early_termination, data(0), data(1), data(3)},
+        {data(2)},
+        {}};
+    OP_REQUIRES_OK(ctx, AllocateRenderGrads<T>(ctx, 4, R, has_weight_grad, &args));
+    if (R == 0) return;
     OP_REQUIRES_OK(ctx, (VolumeRenderFunctor<Device, T>::Backward(ctx, args)));
   }
 };

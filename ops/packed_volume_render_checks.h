@@ -1,7 +1,7 @@
 // PackedVolumeRender's attributes and input checks, written once for every
-// kernel of the op and its shape functions: the attributes are read by
-// ReadAttrs through any reader (ops/checks_tf.h's AttrGetter, the Metal glue's
-// AttrReader); the shapes, the layout of the packed samples and the sample
+// kernel of the op and its shape functions: the attributes, the background and
+// the backward's per-ray inputs are VolumeRender's (ops/volume_render_checks.h);
+// the shapes, the layout of the packed samples and the sample
 // values are checked here with their messages. No TensorFlow API: sizes and
 // values in, ops/checks.h's Result out. Messages name the argument; tests
 // match on them.
@@ -12,6 +12,7 @@
 
 #include "kernels/common/packed_volume_render.h"
 #include "ops/checks.h"
+#include "ops/volume_render_checks.h"
 
 namespace mo {
 namespace packed_volume_render_checks {
@@ -28,35 +29,16 @@ constexpr const char kBackward[] = "MetalOpsPackedVolumeRenderGrad";
 // Offsets and counts are int32 (as RayMarch returns them): N stays below this.
 constexpr int64_t kMaxSamples = 2147483647;
 
-struct Attrs {
-  float early_termination = 1e-4f;
-  bool return_weights = false;  // forward only
-};
-
-// Reads the attributes with get(name, &value) (true when it succeeded); the
-// backward op has no return_weights.
-template <typename Get>
-Result ReadAttrs(Get&& get, const char* op, bool forward, Attrs* a) {
-  if (!get("early_termination", &a->early_termination) || (forward && !get("return_weights", &a->return_weights))) {
-    return Invalid(op, ": could not read the op's attributes");
-  }
-  if (!(a->early_termination >= 0.0f && a->early_termination <= 1.0f)) {
-    return Invalid(op, ": 'early_termination' must be in [0, 1], got ", a->early_termination);
-  }
-  return Ok();
-}
-
-struct Shapes {
-  int64_t rays = 0;
-  int64_t samples = 0;
-  bool background_per_ray = false;
-};
+// The attributes are VolumeRender's, read and checked by its ReadAttrs(get,
+// op, forward, &attrs) (found through the type) with this op's names.
+using volume_render_checks::Attrs;
+using volume_render_checks::RayShapes;
 
 // sigma [N], rgb [N, 3], t_starts [N], t_ends [N], ray_offsets [R],
 // ray_counts [R], background [3] or [R, 3].
 inline Result InputShapes(const char* op, const Dims& sigma, const Dims& rgb, const Dims& t_starts,
                           const Dims& t_ends, const Dims& offsets, const Dims& counts, const Dims& background,
-                          Shapes* shapes) {
+                          RayShapes* shapes) {
   if (sigma.size() != 1) {
     return Invalid(op, ": 'sigma' must be [N] (rank 1, packed samples), got shape ", ShapeString(sigma));
   }
@@ -81,39 +63,23 @@ inline Result InputShapes(const char* op, const Dims& sigma, const Dims& rgb, co
   if (R == 0 && N > 0) {
     return Invalid(op, ": 'ray_counts' sum to 0 (no rays) but 'sigma' has ", N, " samples");
   }
-  const bool shared = background == Dims{3};
-  const bool per_ray = background == Dims{R, 3};
-  if (!(shared || per_ray)) {
-    return Invalid(op, ": 'background' must be [3] or [R, 3] = [", R, ", 3], got shape ", ShapeString(background));
-  }
+  bool per_ray = false;
+  MO_RETURN_IF_INVALID(volume_render_checks::Background(op, background, R, &per_ray));
   shapes->rays = R;
   shapes->samples = N;
   shapes->background_per_ray = per_ray;
   return Ok();
 }
 
-// The forward outputs and upstream gradients the backward receives.
-// *has_weight_grad: the weights output was returned ([N], not [0]) and N > 0.
-inline Result GradInputShapes(const char* op, const Shapes& shapes, const Dims& out_rgb, const Dims& depth,
+// The forward outputs and upstream gradients the backward receives
+// (VolumeRender's checks): weights [N] when returned, else [0].
+inline Result GradInputShapes(const char* op, const RayShapes& shapes, const Dims& out_rgb, const Dims& depth,
                               const Dims& opacity, const Dims& weights, const Dims& grad_rgb, const Dims& grad_depth,
                               const Dims& grad_opacity, const Dims& grad_weights, bool* has_weight_grad) {
-  const int64_t R = shapes.rays, N = shapes.samples;
-  const Dims ray3 = {R, 3}, ray = {R};
-  if (!(out_rgb == ray3 && grad_rgb == ray3)) {
-    return Invalid(op, ": 'out_rgb' and 'grad_rgb' must be [R, 3] = ", ShapeString(ray3), ", got ",
-                   ShapeString(out_rgb), " and ", ShapeString(grad_rgb));
-  }
-  if (!(depth == ray && opacity == ray && grad_depth == ray && grad_opacity == ray)) {
-    return Invalid(op, ": 'depth', 'opacity', 'grad_depth' and 'grad_opacity' must be [R] = ", ShapeString(ray));
-  }
-  const bool weights_full = weights == Dims{N};
-  const bool weights_none = weights == Dims{0};
-  if (!((weights_full || weights_none) && grad_weights == weights)) {
-    return Invalid(op, ": 'weights' and 'grad_weights' must both be [N] = [", N, "] or [0], got ",
-                   ShapeString(weights), " and ", ShapeString(grad_weights));
-  }
-  *has_weight_grad = weights_full && N > 0;
-  return Ok();
+  const int64_t N = shapes.samples;
+  return volume_render_checks::RenderGradShapes(op, shapes.rays, N, {N}, "[N]", {0}, "[0]", out_rgb, depth, opacity,
+                                                weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
+                                                has_weight_grad);
 }
 
 // The error for ray r, which failed pvr_layout_code with `code`; prev_end

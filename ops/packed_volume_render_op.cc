@@ -1,35 +1,40 @@
 // MetalOpsPackedVolumeRender and its backward MetalOpsPackedVolumeRenderGrad:
 // VolumeRender over packed samples (RayMarch's output). Formulas:
 // kernels/common/packed_volume_render.h (on volume_render.h); checks and
-// attributes: ops/packed_volume_render_checks.h. Python:
+// attributes: ops/packed_volume_render_checks.h; outputs, attributes and shape
+// functions shared with VolumeRender: ops/render_op.h. Python:
 // python/metal_ops/packed_volume_render.py.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "ops/checks_tf.h"
 #include "ops/packed_volume_render_checks.h"
-#include "tensorflow/core/framework/common_shape_fns.h"
+#include "ops/render_op.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
+// The forward's inputs, the backward's first ones.
+#define MO_PACKED_VOLUME_RENDER_INPUTS \
+  Input("sigma: T")                    \
+      .Input("rgb: T")                 \
+      .Input("t_starts: T")            \
+      .Input("t_ends: T")              \
+      .Input("ray_offsets: int32")     \
+      .Input("ray_counts: int32")      \
+      .Input("background: T")
+
+namespace mo {
+namespace render_op {
 namespace {
 
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-namespace checks = ::mo::packed_volume_render_checks;
-
 // Checks sigma [N], rgb [N, 3], t_starts [N], t_ends [N], ray_offsets [R],
-// ray_counts [R], background [3] or [R, 3]; returns R and N.
-absl::Status InputShapes(InferenceContext* c, DimensionHandle* rays, DimensionHandle* samples) {
-  ShapeHandle sigma, rgb, t_starts, t_ends, offsets, counts, background;
+// ray_counts [R], background [3] or [R, 3].
+absl::Status PackedInputShapes(InferenceContext* c, Shapes* shapes) {
+  ShapeHandle sigma, rgb, t_starts, t_ends, offsets, counts;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &sigma));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &rgb));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &t_starts));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &t_ends));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &offsets));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &counts));
-  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(6), 1, &background));
-  TF_RETURN_IF_ERROR(c->WithRankAtMost(background, 2, &background));
   DimensionHandle n = c->Dim(sigma, 0);
   TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(rgb, 0), &n));
   TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(t_starts, 0), &n));
@@ -38,44 +43,21 @@ absl::Status InputShapes(InferenceContext* c, DimensionHandle* rays, DimensionHa
   TF_RETURN_IF_ERROR(c->WithValue(c->Dim(rgb, 1), 3, &unused));
   DimensionHandle r = c->Dim(offsets, 0);
   TF_RETURN_IF_ERROR(c->Merge(r, c->Dim(counts, 0), &r));
-  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(background, -1), 3, &unused));
-  if (c->Rank(background) == 2) {
-    TF_RETURN_IF_ERROR(c->Merge(r, c->Dim(background, 0), &r));
-  }
-  *rays = r;
-  *samples = n;
+  TF_RETURN_IF_ERROR(BackgroundShape(c, 6, &r));
+  *shapes = {r, c->Vector(n), c->Vector(0)};
   return absl::OkStatus();
 }
 
 }  // namespace
+}  // namespace render_op
+}  // namespace mo
+
+namespace checks = ::mo::packed_volume_render_checks;
 
 REGISTER_OP("MetalOpsPackedVolumeRender")
-    .Input("sigma: T")
-    .Input("rgb: T")
-    .Input("t_starts: T")
-    .Input("t_ends: T")
-    .Input("ray_offsets: int32")
-    .Input("ray_counts: int32")
-    .Input("background: T")
-    .Output("out_rgb: T")
-    .Output("depth: T")
-    .Output("opacity: T")
-    .Output("weights: T")
-    .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .Attr("return_weights: bool = false")
-    .SetShapeFn([](InferenceContext* c) {
-      checks::Attrs a;
-      TF_RETURN_IF_ERROR(mo::checks::ToStatus(
-          checks::ReadAttrs(mo::checks::AttrGetter(c), checks::kForward, /*forward=*/true, &a)));
-      DimensionHandle r, n;
-      TF_RETURN_IF_ERROR(InputShapes(c, &r, &n));
-      c->set_output(0, c->MakeShape({r, 3}));
-      c->set_output(1, c->Vector(r));
-      c->set_output(2, c->Vector(r));
-      c->set_output(3, a.return_weights ? c->Vector(n) : c->Vector(0));
-      return absl::OkStatus();
-    })
+    .MO_PACKED_VOLUME_RENDER_INPUTS
+    .MO_RENDER_FORWARD_OUTPUTS_AND_ATTRS
+    .SetShapeFn(mo::render_op::ForwardShapeFn<checks::kForward, mo::render_op::PackedInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays over N packed samples
 (kernels/common/packed_volume_render.h): VolumeRender's formulas, with ray r
@@ -97,40 +79,9 @@ early_termination: samples from the first one whose transmittance is below this
 )doc");
 
 REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
-    .Input("sigma: T")
-    .Input("rgb: T")
-    .Input("t_starts: T")
-    .Input("t_ends: T")
-    .Input("ray_offsets: int32")
-    .Input("ray_counts: int32")
-    .Input("background: T")
-    .Input("out_rgb: T")
-    .Input("depth: T")
-    .Input("opacity: T")
-    .Input("weights: T")
-    .Input("grad_rgb: T")
-    .Input("grad_depth: T")
-    .Input("grad_opacity: T")
-    .Input("grad_weights: T")
-    .Output("grad_sigma: T")
-    .Output("grad_samples_rgb: T")
-    .Output("grad_background: T")
-    .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .SetShapeFn([](InferenceContext* c) {
-      checks::Attrs a;
-      TF_RETURN_IF_ERROR(mo::checks::ToStatus(
-          checks::ReadAttrs(mo::checks::AttrGetter(c), checks::kBackward, /*forward=*/false, &a)));
-      DimensionHandle r, n;
-      TF_RETURN_IF_ERROR(InputShapes(c, &r, &n));
-      ShapeHandle shape;
-      const int ranks[8] = {2, 1, 1, 1, 2, 1, 1, 1};
-      for (int i = 0; i < 8; ++i) TF_RETURN_IF_ERROR(c->WithRank(c->input(7 + i), ranks[i], &shape));
-      c->set_output(0, c->Vector(n));
-      c->set_output(1, c->MakeShape({n, 3}));
-      c->set_output(2, c->MakeShape({r, 3}));
-      return absl::OkStatus();
-    })
+    .MO_PACKED_VOLUME_RENDER_INPUTS
+    .MO_RENDER_BACKWARD_TAIL
+    .SetShapeFn(mo::render_op::BackwardShapeFn<checks::kBackward, mo::render_op::PackedInputShapes, 7>)
     .Doc(R"doc(
 Backward of MetalOpsPackedVolumeRender (VolumeRender's suffix trick per ray).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;

@@ -7,6 +7,7 @@
 #define METAL_OPS_OPS_VOLUME_RENDER_CHECKS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/common/volume_render.h"
 #include "ops/checks.h"
@@ -37,13 +38,19 @@ struct Attrs {
 };
 
 // Reads (ops/checks.h ReadEach) and checks the attributes: the one attribute
-// read of the shape functions, the kernel classes and the Metal kernels.
+// read of the shape functions, the kernel classes and the Metal kernels, for
+// VolumeRender and for every renderer over the same attributes (`op` names it
+// in the messages; PackedVolumeRender).
 template <typename Get>
-Result ReadAttrs(Get&& get, bool forward, Attrs* a) {
-  const char* op = forward ? kForward : kBackward;
+Result ReadAttrs(Get&& get, const char* op, bool forward, Attrs* a) {
   MO_RETURN_IF_INVALID(checks::ReadEach(get, op, "early_termination", &a->early_termination));
   if (forward) MO_RETURN_IF_INVALID(checks::ReadEach(get, op, "return_weights", &a->return_weights));
   return EarlyTermination(op, a->early_termination);
+}
+
+template <typename Get>
+Result ReadAttrs(Get&& get, bool forward, Attrs* a) {
+  return ReadAttrs(get, forward ? kForward : kBackward, forward, a);
 }
 
 // The sizes the inputs shared by forward and backward give.
@@ -52,6 +59,15 @@ struct RayShapes {
   int64_t samples = 0;
   bool background_per_ray = false;
 };
+
+// background: one colour [3] or one per ray [R, 3] (*per_ray), for every renderer.
+inline Result Background(const char* op, const Dims& background, int64_t R, bool* per_ray) {
+  *per_ray = background == Dims{R, 3};
+  if (!(background == Dims{3} || *per_ray)) {
+    return Invalid(op, ": 'background' must be [3] or [R, 3] = [", R, ", 3], got shape ", ShapeString(background));
+  }
+  return Ok();
+}
 
 // sigma [R, S], rgb [R, S, 3], t [R, S + 1], background [3] or [R, 3].
 inline Result InputShapes(const char* op, const Dims& sigma, const Dims& rgb, const Dims& t,
@@ -68,24 +84,23 @@ inline Result InputShapes(const char* op, const Dims& sigma, const Dims& rgb, co
     return Invalid(op, ": 't' must be [R, S + 1] = [", R, ", ", S + 1, "] (interval boundaries) to match 'sigma' ",
                    ShapeString(sigma), ", got shape ", ShapeString(t));
   }
-  const bool shared = background == Dims{3};
-  const bool per_ray = background == Dims{R, 3};
-  if (!(shared || per_ray)) {
-    return Invalid(op, ": 'background' must be [3] or [R, 3] = [", R, ", 3], got shape ", ShapeString(background));
-  }
+  bool per_ray = false;
+  MO_RETURN_IF_INVALID(Background(op, background, R, &per_ray));
   shapes->rays = R;
   shapes->samples = S;
   shapes->background_per_ray = per_ray;
   return Ok();
 }
 
-// The forward outputs and upstream gradients VolumeRenderGrad receives, for
-// `shapes` from InputShapes. *has_weight_grad: the weights output was
-// returned (weights [R, S], not [R, 0]) and there are samples.
-inline Result GradInputShapes(const char* op, const RayShapes& shapes, const Dims& out_rgb, const Dims& depth,
-                              const Dims& opacity, const Dims& weights, const Dims& grad_rgb, const Dims& grad_depth,
-                              const Dims& grad_opacity, const Dims& grad_weights, bool* has_weight_grad) {
-  const int64_t R = shapes.rays, S = shapes.samples;
+// The forward outputs and upstream gradients a renderer's backward receives,
+// for R rays: out_rgb and grad_rgb [R, 3], depth, opacity and their gradients
+// [R], weights and grad_weights both `full` (spelt `full_spec`, e.g. "[R, S]")
+// or both `none` (`none_spec`). *has_weight_grad: the weights were returned
+// (`full`) and there are samples (`samples` > 0).
+inline Result RenderGradShapes(const char* op, int64_t R, int64_t samples, const Dims& full, const char* full_spec,
+                               const Dims& none, const char* none_spec, const Dims& out_rgb, const Dims& depth,
+                               const Dims& opacity, const Dims& weights, const Dims& grad_rgb, const Dims& grad_depth,
+                               const Dims& grad_opacity, const Dims& grad_weights, bool* has_weight_grad) {
   const Dims ray3 = {R, 3}, ray = {R};
   if (!(out_rgb == ray3 && grad_rgb == ray3)) {
     return Invalid(op, ": 'out_rgb' and 'grad_rgb' must be [R, 3] = ", ShapeString(ray3), ", got ",
@@ -94,14 +109,25 @@ inline Result GradInputShapes(const char* op, const RayShapes& shapes, const Dim
   if (!(depth == ray && opacity == ray && grad_depth == ray && grad_opacity == ray)) {
     return Invalid(op, ": 'depth', 'opacity', 'grad_depth' and 'grad_opacity' must be [R] = ", ShapeString(ray));
   }
-  const bool weights_full = weights == Dims{R, S};
-  const bool weights_none = weights == Dims{R, 0};
-  if (!((weights_full || weights_none) && grad_weights == weights)) {
-    return Invalid(op, ": 'weights' and 'grad_weights' must both be [R, S] = [", R, ", ", S, "] or [R, 0], got ",
-                   ShapeString(weights), " and ", ShapeString(grad_weights));
+  const bool weights_full = weights == full;
+  if (!((weights_full || weights == none) && grad_weights == weights)) {
+    std::string sizes;
+    for (size_t d = 0; d < full.size(); ++d) sizes += (d ? ", " : "") + std::to_string(full[d]);
+    return Invalid(op, ": 'weights' and 'grad_weights' must both be ", full_spec, " = [", sizes, "] or ", none_spec,
+                   ", got ", ShapeString(weights), " and ", ShapeString(grad_weights));
   }
-  *has_weight_grad = weights_full && S > 0;
+  *has_weight_grad = weights_full && samples > 0;
   return Ok();
+}
+
+// VolumeRenderGrad's forward outputs and upstream gradients, for `shapes`
+// from InputShapes: weights [R, S] when returned, else [R, 0].
+inline Result GradInputShapes(const char* op, const RayShapes& shapes, const Dims& out_rgb, const Dims& depth,
+                              const Dims& opacity, const Dims& weights, const Dims& grad_rgb, const Dims& grad_depth,
+                              const Dims& grad_opacity, const Dims& grad_weights, bool* has_weight_grad) {
+  const int64_t R = shapes.rays, S = shapes.samples;
+  return RenderGradShapes(op, R, S, {R, S}, "[R, S]", {R, 0}, "[R, 0]", out_rgb, depth, opacity, weights, grad_rgb,
+                          grad_depth, grad_opacity, grad_weights, has_weight_grad);
 }
 
 // The forward op's error for ray r, which failed vr_check_ray with `check`;

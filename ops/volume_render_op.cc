@@ -1,28 +1,23 @@
 // MetalOpsVolumeRender and its backward MetalOpsVolumeRenderGrad.
 // Formulas: kernels/common/volume_render.h. Python: python/metal_ops/volume_render.py.
+// Outputs, attributes and shape functions shared with PackedVolumeRender: ops/render_op.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "ops/checks_tf.h"
+#include "ops/render_op.h"
 #include "ops/volume_render_checks.h"
-#include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
+namespace mo {
+namespace render_op {
 namespace {
 
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
-// Checks sigma [R, S], rgb [R, S, 3], t [R, S + 1], background [3] or [R, 3];
-// returns R and S.
-absl::Status VolumeRenderInputShapes(InferenceContext* c, DimensionHandle* rays, DimensionHandle* samples) {
-  ShapeHandle sigma, rgb, t, background;
+// Checks sigma [R, S], rgb [R, S, 3], t [R, S + 1], background [3] or [R, 3].
+absl::Status VolumeRenderInputShapes(InferenceContext* c, Shapes* shapes) {
+  ShapeHandle sigma, rgb, t;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &sigma));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &rgb));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &t));
-  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(3), 1, &background));
-  TF_RETURN_IF_ERROR(c->WithRankAtMost(background, 2, &background));
   DimensionHandle r = c->Dim(sigma, 0);
   DimensionHandle s = c->Dim(sigma, 1);
   TF_RETURN_IF_ERROR(c->Merge(r, c->Dim(rgb, 0), &r));
@@ -34,41 +29,24 @@ absl::Status VolumeRenderInputShapes(InferenceContext* c, DimensionHandle* rays,
   TF_RETURN_IF_ERROR(c->Add(s, 1, &s_plus_one));
   TF_RETURN_IF_ERROR(c->Merge(s_plus_one, c->Dim(t, 1), &s_plus_one));
   TF_RETURN_IF_ERROR(c->Subtract(s_plus_one, 1, &s));
-  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(background, -1), 3, &unused));
-  if (c->Rank(background) == 2) {
-    TF_RETURN_IF_ERROR(c->Merge(r, c->Dim(background, 0), &r));
-  }
-  *rays = r;
-  *samples = s;
+  TF_RETURN_IF_ERROR(BackgroundShape(c, 3, &r));
+  *shapes = {r, c->Matrix(r, s), c->Matrix(r, 0)};
   return absl::OkStatus();
 }
 
 }  // namespace
+}  // namespace render_op
+}  // namespace mo
+
+namespace checks = ::mo::volume_render_checks;
 
 REGISTER_OP("MetalOpsVolumeRender")
     .Input("sigma: T")
     .Input("rgb: T")
     .Input("t: T")
     .Input("background: T")
-    .Output("out_rgb: T")
-    .Output("depth: T")
-    .Output("opacity: T")
-    .Output("weights: T")
-    .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .Attr("return_weights: bool = false")
-    .SetShapeFn([](InferenceContext* c) {
-      mo::volume_render_checks::Attrs attrs;
-      TF_RETURN_IF_ERROR(
-          mo::checks::ReadAttrsOf(c, true, &attrs));
-      DimensionHandle r, s;
-      TF_RETURN_IF_ERROR(VolumeRenderInputShapes(c, &r, &s));
-      c->set_output(0, c->MakeShape({r, 3}));
-      c->set_output(1, c->Vector(r));
-      c->set_output(2, c->Vector(r));
-      c->set_output(3, attrs.return_weights ? c->Matrix(r, s) : c->Matrix(r, 0));
-      return absl::OkStatus();
-    })
+    .MO_RENDER_FORWARD_OUTPUTS_AND_ATTRS
+    .SetShapeFn(mo::render_op::ForwardShapeFn<checks::kForward, mo::render_op::VolumeRenderInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays with S samples each
 (formulas in kernels/common/volume_render.h).
@@ -90,39 +68,8 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .Input("rgb: T")
     .Input("t: T")
     .Input("background: T")
-    .Input("out_rgb: T")
-    .Input("depth: T")
-    .Input("opacity: T")
-    .Input("weights: T")
-    .Input("grad_rgb: T")
-    .Input("grad_depth: T")
-    .Input("grad_opacity: T")
-    .Input("grad_weights: T")
-    .Output("grad_sigma: T")
-    .Output("grad_samples_rgb: T")
-    .Output("grad_background: T")
-    .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .SetShapeFn([](InferenceContext* c) {
-      mo::volume_render_checks::Attrs attrs;
-      TF_RETURN_IF_ERROR(
-          mo::checks::ReadAttrsOf(c, false, &attrs));
-      DimensionHandle r, s;
-      TF_RETURN_IF_ERROR(VolumeRenderInputShapes(c, &r, &s));
-      ShapeHandle shape;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 2, &shape));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &shape));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 1, &shape));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(7), 2, &shape));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(8), 2, &shape));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(9), 1, &shape));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(10), 1, &shape));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(11), 2, &shape));
-      c->set_output(0, c->Matrix(r, s));
-      c->set_output(1, c->MakeShape({r, s, 3}));
-      c->set_output(2, c->MakeShape({r, 3}));
-      return absl::OkStatus();
-    })
+    .MO_RENDER_BACKWARD_TAIL
+    .SetShapeFn(mo::render_op::BackwardShapeFn<checks::kBackward, mo::render_op::VolumeRenderInputShapes, 4>)
     .Doc(R"doc(
 Backward of MetalOpsVolumeRender (suffix trick; see kernels/common/volume_render.h).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;

@@ -163,9 +163,12 @@ def small_model():
     return keras.Model(inputs, outputs)
 
 
+def small_input():
+    return np.random.default_rng(0).normal(0, 1, (8, 6)).astype(np.float32)
+
+
 def test_keras_file_round_trip(tmp_path):
-    model = small_model()
-    x = np.random.default_rng(0).normal(0, 1, (8, 6)).astype(np.float32)
+    model, x = small_model(), small_input()
     path = os.path.join(tmp_path, "mlp.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
@@ -174,8 +177,7 @@ def test_keras_file_round_trip(tmp_path):
 
 
 def test_savedmodel_round_trip(tmp_path):
-    model = small_model()
-    x = np.random.default_rng(0).normal(0, 1, (8, 6)).astype(np.float32)
+    model, x = small_model(), small_input()
     path = os.path.join(tmp_path, "saved")
     model.export(path)
     loaded = tf.saved_model.load(path)

@@ -14,6 +14,8 @@ from metal_ops._loader import load_library
 from tests.metal_shim.shim import f32, i64, load_shim, ptr, u32
 from tests.reference import distortion_loss as distortion_ref
 from tests.reference import packed_volume_render as ref
+from tests.reference.render_testing import (GRADIENT_GRID, assert_compute_gradient, assert_grads_close, cotangents,
+                                            make_background, render_grads)
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-10, atol=1e-11)}
 
@@ -34,21 +36,6 @@ def packed_with_margin(counts, eps, dtype=np.float32, surface=True, seed=0, sigm
         if ref.margin_ok(p[0], p[2], p[3], p[4], p[5], eps):
             return p
     raise AssertionError("no seed gives a margin around the early-termination threshold")
-
-
-def make_background(kind, R, dtype, seed=1):
-    rng = np.random.default_rng(seed)
-    if kind == "none":
-        return None
-    if kind == "shared":
-        return rng.uniform(0, 1, size=3).astype(dtype)
-    return rng.uniform(0, 1, size=(R, 3)).astype(dtype)
-
-
-def cotangents(R, N, dtype, with_weights, seed=2):
-    rng = np.random.default_rng(seed)
-    return (rng.normal(size=(R, 3)).astype(dtype), rng.normal(size=R).astype(dtype),
-            rng.normal(size=R).astype(dtype), rng.normal(size=N).astype(dtype) if with_weights else None)
 
 
 # ---- forward ------------------------------------------------------------------------
@@ -181,31 +168,15 @@ def test_early_termination_out_of_range_is_rejected():
 
 
 def op_grads(p, background, eps, cot, mode):
+    """Gradients of <cot, outputs> through the op (GradientTape over tf.Variables)."""
     sigma, rgb, t0, t1, offsets, counts = p
-    sigma_v, rgb_v = tf.Variable(sigma), tf.Variable(rgb)
-    bg_v = None if background is None else tf.Variable(background)
-
-    def run(sigma_v, rgb_v, bg_v):
-        with tf.GradientTape() as tape:
-            out = metal_ops.packed_volume_render(sigma_v, rgb_v, t0, t1, offsets, counts, background=bg_v,
-                                                 early_termination=eps, return_weights=cot[3] is not None)
-            loss = tf.reduce_sum(cot[0] * out.rgb) + tf.reduce_sum(cot[1] * out.depth) + tf.reduce_sum(
-                cot[2] * out.opacity)
-            if cot[3] is not None:
-                loss += tf.reduce_sum(cot[3] * out.weights)
-        return tape.gradient(loss, [sigma_v, rgb_v] + ([] if bg_v is None else [bg_v]))
-
-    if mode == "function":
-        run = tf.function(run)
-    grads = run(sigma_v, rgb_v, bg_v)
-    return grads[0].numpy(), grads[1].numpy(), None if bg_v is None else grads[2].numpy()
+    return render_grads(
+        lambda s, c, b, with_weights: metal_ops.packed_volume_render(
+            s, c, t0, t1, offsets, counts, background=b, early_termination=eps, return_weights=with_weights),
+        sigma, rgb, background, cot, mode, variables=True)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("bg", ["none", "shared", "per_ray"])
-@pytest.mark.parametrize("eps", [0.0, 1e-2])
-@pytest.mark.parametrize("with_weights", [False, True])
-@pytest.mark.parametrize("mode", ["eager", "function"])
+@GRADIENT_GRID
 def test_gradients_match_finite_differences_of_reference(dtype, bg, eps, with_weights, mode):
     counts = [4, 0, 6, 1, 5]
     p = packed_with_margin(counts, eps, dtype, sigma_scale=1.5)
@@ -213,12 +184,7 @@ def test_gradients_match_finite_differences_of_reference(dtype, bg, eps, with_we
     cot = cotangents(len(counts), sum(counts), dtype, with_weights)
     g_sigma, g_rgb, g_bg = op_grads(p, background, eps, cot, mode)
     n_sigma, n_rgb, n_bg = ref.numeric_grads(*p, background, eps, cot)
-    tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(g_sigma, n_sigma, **tol)
-    np.testing.assert_allclose(g_rgb, n_rgb, **tol)
-    if bg != "none":
-        assert g_bg.shape == background.shape
-        np.testing.assert_allclose(g_bg, n_bg, **tol)
+    assert_grads_close((g_sigma, g_rgb, g_bg), (n_sigma, n_rgb, n_bg), dtype, background)
 
 
 @pytest.mark.parametrize("bg", ["shared", "per_ray"])
@@ -235,9 +201,7 @@ def test_compute_gradient_float64_all_outputs(bg, eps):
                                              early_termination=eps, return_weights=True)
         return tf.concat([tf.reshape(out.rgb, [-1]), out.depth, out.opacity, out.weights], 0)
 
-    theoretical, numerical = tf.test.compute_gradient(f, [sigma, rgb, background], delta=1e-6)
-    for th, nu in zip(theoretical, numerical):
-        np.testing.assert_allclose(th, nu, rtol=1e-6, atol=1e-7)
+    assert_compute_gradient(tf.test.compute_gradient(f, [sigma, rgb, background], delta=1e-6), rtol=1e-6, atol=1e-7)
 
 
 def test_compute_gradient_float32():
@@ -250,9 +214,7 @@ def test_compute_gradient_float32():
                                              early_termination=0.0)
         return tf.concat([tf.reshape(out.rgb, [-1]), out.depth, out.opacity], 0)
 
-    theoretical, numerical = tf.test.compute_gradient(f, [sigma, rgb, bg], delta=1e-3)
-    for th, nu in zip(theoretical, numerical):
-        np.testing.assert_allclose(th, nu, rtol=5e-3, atol=5e-3)
+    assert_compute_gradient(tf.test.compute_gradient(f, [sigma, rgb, bg], delta=1e-3), rtol=5e-3, atol=5e-3)
 
 
 def test_intervals_and_layout_get_no_gradient():

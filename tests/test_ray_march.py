@@ -25,6 +25,14 @@ def assert_same_samples(got, want, atol=1e-5):
     np.testing.assert_allclose(te, we, rtol=1e-5, atol=atol)
 
 
+def assert_one_ray(got, starts, ends):
+    """march()'s output for one ray: its samples' intervals [starts, ends)."""
+    ts, te, _, _, cnt = got
+    np.testing.assert_array_equal(cnt, [len(starts)])
+    np.testing.assert_allclose(ts, starts, atol=1e-6)
+    np.testing.assert_allclose(te, ends, atol=1e-6)
+
+
 # ---- hand-built cases -------------------------------------------------------------------
 def test_full_grid_axis_ray_gives_uniform_steps():
     # Along +x at y = z = 0.3 from x = -1: enters the unit box at t = 1, leaves
@@ -48,21 +56,17 @@ def test_one_occupied_cell_along_x():
     # (cell 3, empty) jumps to the box's end.
     g = 4
     bits = grid_bits([(0, 1, 1, 2)], g)
-    ts, te, _, _, cnt = march([[-1.0, 0.3, 0.3]], [[1.0, 0.0, 0.0]], [0.0], [10.0], bits, aabb=UNIT,
-                              grid_resolution=g, step_size=0.08)
-    np.testing.assert_array_equal(cnt, [3])
-    np.testing.assert_allclose(ts, [1.5, 1.58, 1.66], atol=1e-6)
-    np.testing.assert_allclose(te, [1.58, 1.66, 1.74], atol=1e-6)
+    got = march([[-1.0, 0.3, 0.3]], [[1.0, 0.0, 0.0]], [0.0], [10.0], bits, aabb=UNIT, grid_resolution=g,
+                step_size=0.08)
+    assert_one_ray(got, [1.5, 1.58, 1.66], [1.58, 1.66, 1.74])
 
 
 def test_far_cuts_the_last_step():
     g = 2
     bits = grid_bits(np.ones((1, g, g, g)), g)
-    ts, te, _, _, cnt = march([[0.5, 0.5, -1.0]], [[0.0, 0.0, 1.0]], [1.1], [1.35], bits, aabb=UNIT,
-                              grid_resolution=g, step_size=0.1)
-    np.testing.assert_array_equal(cnt, [3])
-    np.testing.assert_allclose(ts, [1.1, 1.2, 1.3], atol=1e-6)
-    np.testing.assert_allclose(te, [1.2, 1.3, 1.35], atol=1e-6)
+    got = march([[0.5, 0.5, -1.0]], [[0.0, 0.0, 1.0]], [1.1], [1.35], bits, aabb=UNIT, grid_resolution=g,
+                step_size=0.1)
+    assert_one_ray(got, [1.1, 1.2, 1.3], [1.2, 1.3, 1.35])
 
 
 def test_rays_missing_parallel_outside_and_inverted_bounds_get_nothing():

@@ -10,6 +10,8 @@ import tensorflow as tf
 import metal_ops
 from metal_ops._loader import load_library
 from tests.reference import volume_render as ref
+from tests.reference.render_testing import (GRADIENT_GRID, assert_compute_gradient, assert_grads_close, cotangents,
+                                            make_background, render_grads)
 from tests.metal_shim.shim import f32, i64, load_shim, ptr, u32
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-10, atol=1e-11)}
@@ -22,25 +24,6 @@ def rays_with_margin(R, S, eps, dtype=np.float32, surface=False, seed=0, sigma_s
         if ref.margin_ok(sigma, t, eps):
             return sigma, rgb, t
     raise AssertionError("no seed gives a margin around the early-termination threshold")
-
-
-def make_background(kind, R, dtype, seed=1):
-    rng = np.random.default_rng(seed)
-    if kind == "none":
-        return None
-    if kind == "shared":
-        return rng.uniform(0, 1, size=3).astype(dtype)
-    return rng.uniform(0, 1, size=(R, 3)).astype(dtype)
-
-
-def cotangents(R, S, dtype, with_weights, seed=2):
-    rng = np.random.default_rng(seed)
-    return (
-        rng.normal(size=(R, 3)).astype(dtype),
-        rng.normal(size=R).astype(dtype),
-        rng.normal(size=R).astype(dtype),
-        rng.normal(size=(R, S)).astype(dtype) if with_weights else None,
-    )
 
 
 # ---- forward ------------------------------------------------------------------------
@@ -165,47 +148,21 @@ def test_early_termination_out_of_range_is_rejected():
 
 def op_grads(sigma, rgb, t, background, eps, cot, fn_mode="eager"):
     """Gradients of <cot, outputs> through the op (GradientTape)."""
-    sigma_v = tf.constant(sigma)
-    rgb_v = tf.constant(rgb)
-    bg_v = None if background is None else tf.constant(background)
-    with_weights = cot[3] is not None
-
-    def run(sigma_v, rgb_v, bg_v):
-        with tf.GradientTape() as tape:
-            tape.watch([sigma_v, rgb_v] + ([] if bg_v is None else [bg_v]))
-            out = metal_ops.volume_render(sigma_v, rgb_v, t, background=bg_v, early_termination=eps,
-                                          return_weights=with_weights)
-            loss = (tf.reduce_sum(cot[0] * out.rgb) + tf.reduce_sum(cot[1] * out.depth)
-                    + tf.reduce_sum(cot[2] * out.opacity))
-            if with_weights:
-                loss += tf.reduce_sum(cot[3] * out.weights)
-        sources = [sigma_v, rgb_v] + ([] if bg_v is None else [bg_v])
-        return tape.gradient(loss, sources)
-
-    if fn_mode == "function":
-        run = tf.function(run)
-    grads = run(sigma_v, rgb_v, bg_v)
-    return grads[0].numpy(), grads[1].numpy(), None if bg_v is None else grads[2].numpy()
+    return render_grads(
+        lambda s, c, b, with_weights: metal_ops.volume_render(s, c, t, background=b, early_termination=eps,
+                                                              return_weights=with_weights),
+        sigma, rgb, background, cot, fn_mode)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("bg", ["none", "shared", "per_ray"])
-@pytest.mark.parametrize("eps", [0.0, 1e-2])
-@pytest.mark.parametrize("with_weights", [False, True])
-@pytest.mark.parametrize("mode", ["eager", "function"])
+@GRADIENT_GRID
 def test_gradients_match_finite_differences_of_reference(dtype, bg, eps, with_weights, mode):
     R, S = 3, 6
     sigma, rgb, t = rays_with_margin(R, S, eps, dtype, surface=True, sigma_scale=1.5)
     background = make_background(bg, R, dtype)
-    cot = cotangents(R, S, dtype, with_weights)
+    cot = cotangents(R, (R, S), dtype, with_weights)
     g_sigma, g_rgb, g_bg = op_grads(sigma, rgb, t, background, eps, cot, mode)
     n_sigma, n_rgb, n_bg = ref.numeric_grads(sigma, rgb, t, background, eps, cot)
-    tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(g_sigma, n_sigma, **tol)
-    np.testing.assert_allclose(g_rgb, n_rgb, **tol)
-    if bg != "none":
-        assert g_bg.shape == background.shape
-        np.testing.assert_allclose(g_bg, n_bg, **tol)
+    assert_grads_close((g_sigma, g_rgb, g_bg), (n_sigma, n_rgb, n_bg), dtype, background)
 
 
 @pytest.mark.parametrize("bg", ["shared", "per_ray"])
@@ -222,9 +179,7 @@ def test_compute_gradient_float64_all_outputs(bg, eps):
                                       return_weights=True)
         return tf.concat([tf.reshape(out.rgb, [-1]), out.depth, out.opacity, tf.reshape(out.weights, [-1])], 0)
 
-    theoretical, numerical = tf.test.compute_gradient(f, [sigma, rgb, background], delta=1e-6)
-    for th, nu in zip(theoretical, numerical):
-        np.testing.assert_allclose(th, nu, rtol=1e-6, atol=1e-7)
+    assert_compute_gradient(tf.test.compute_gradient(f, [sigma, rgb, background], delta=1e-6), rtol=1e-6, atol=1e-7)
 
 
 def test_compute_gradient_float32():
@@ -236,9 +191,7 @@ def test_compute_gradient_float32():
         out = metal_ops.volume_render(sigma_v, rgb_v, t, background=bg_v, early_termination=0.0)
         return tf.concat([tf.reshape(out.rgb, [-1]), out.depth, out.opacity], 0)
 
-    theoretical, numerical = tf.test.compute_gradient(f, [sigma, rgb, bg], delta=1e-3)
-    for th, nu in zip(theoretical, numerical):
-        np.testing.assert_allclose(th, nu, rtol=5e-3, atol=5e-3)
+    assert_compute_gradient(tf.test.compute_gradient(f, [sigma, rgb, bg], delta=1e-3), rtol=5e-3, atol=5e-3)
 
 
 def test_only_some_outputs_used_and_t_gets_no_gradient():
@@ -419,7 +372,7 @@ def test_metal_backward_shader_on_msl_shim(bg_kind, eps, with_weights):
     sigma, rgb, t = rays_with_margin(R, S, eps, surface=True, sigma_scale=1.5)
     bg = make_background(bg_kind, R, np.float32)
     out_rgb, depth, opacity, weights = shim_forward(lib, sigma, rgb, t, bg, eps, True, grid)
-    cot = cotangents(R, S, np.float32, with_weights)
+    cot = cotangents(R, (R, S), np.float32, with_weights)
     g_w = cot[3] if with_weights else np.zeros((R, S), np.float32)
     grad_sigma = np.full((R, S), -7.0, np.float32)
     grad_rgb = np.full((R, S, 3), -7.0, np.float32)

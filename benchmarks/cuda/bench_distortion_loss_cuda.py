@@ -6,13 +6,11 @@ Medians of CUDA-event timings (benchmarks/timing.py).
 Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
   python3 -m benchmarks.cuda.bench_distortion_loss_cuda [--out benchmarks/results/distortion_loss_cuda.json]
 """
-import argparse
 import ctypes
-import os
 
 import torch
 
-from benchmarks.cuda.torch_harness import ROOT, compare, lib, ptr as p, stream, write_results
+from benchmarks.cuda.torch_harness import compare, lib, ptr as p, run_configs, stream
 
 
 def distortion_composite(w, t):
@@ -60,14 +58,7 @@ def bench_distortion(rays, samples, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "distortion_loss_cuda.json"))
-    args = parser.parse_args()
-    results = []
-    print(torch.cuda.get_device_name(0))
-    for samples in (64, 128, 256):
-        bench_distortion(4096, samples, results)
-    write_results(args.out, results)
+    run_configs("distortion_loss_cuda.json", [(4096, samples) for samples in (64, 128, 256)], bench_distortion)
 
 
 if __name__ == "__main__":

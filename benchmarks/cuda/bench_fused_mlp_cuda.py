@@ -16,7 +16,6 @@ benchmarks/results/fused_mlp_h100.json (or --json).
 """
 import argparse
 import ctypes
-import json
 import os
 
 import numpy as np
@@ -162,10 +161,7 @@ def main():
                 tc.tcnn_mlp_destroy(handle)
             del x, y, saved, dy, dx, gw, gb, wsb
             cupy.get_default_memory_pool().free_all_blocks()
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"wrote {args.json}")
+    timing.write_json(args.json, results)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,12 @@ Medians of CUDA-event timings (benchmarks/timing.py).
 Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
   python3 -m benchmarks.cuda.bench_robust_loss_cuda [--out benchmarks/results/robust_loss_cuda.json]
 """
-import argparse
 import ctypes
-import os
 
 import numpy as np
 import torch
 
-from benchmarks.cuda.torch_harness import ROOT, compare, lib, ptr as p, stream, write_results
+from benchmarks.cuda.torch_harness import compare, lib, ptr as p, run_configs, stream
 
 
 def robust_composite(x, alpha, scale):
@@ -76,14 +74,7 @@ def bench_robust(n, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "robust_loss_cuda.json"))
-    args = parser.parse_args()
-    results = []
-    print(torch.cuda.get_device_name(0))
-    for n in (2**22, 2**24):
-        bench_robust(n, results)
-    write_results(args.out, results)
+    run_configs("robust_loss_cuda.json", [(2**22,), (2**24,)], bench_robust)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,22 @@ def stream():
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
 
+def run_configs(result_name, configs, bench):
+    """The main() of a CUDA benchmark over configurations: bench(*config,
+    results) each, the rows written to --out (default
+    benchmarks/results/<result_name>)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", result_name))
+    args = parser.parse_args()
+    results = []
+    print(torch.cuda.get_device_name(0))
+    for config in configs:
+        bench(*config, results)
+    write_results(args.out, results)
+
+
 def write_results(path, results):
     """The benchmark's rows, with the device's name, to path (benchmarks/timing.py)."""
     from benchmarks import timing

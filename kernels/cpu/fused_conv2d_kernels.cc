@@ -19,6 +19,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cblas.h"  // scipy-openblas32's: symbols prefixed scipy_
@@ -82,26 +83,21 @@ void OutputStageBlock(float* out, const float* bias, const float* residual, int6
   }
 }
 
+// OutputStageBlock<act> for the op's activations, none .. swish (numbered in
+// activations.h); kActNone for any other.
+template <int... kActs>
+void OutputStageBlockOf(std::integer_sequence<int, kActs...>, int act, float* out, const float* bias,
+                        const float* residual, int64_t pixels, int64_t channels, int64_t ld, float alpha) {
+  using Stage = void (*)(float*, const float*, const float*, int64_t, int64_t, int64_t, float);
+  static constexpr Stage kStages[] = {&OutputStageBlock<kActs>...};
+  const Stage stage = act >= 0 && act < static_cast<int>(sizeof...(kActs)) ? kStages[act] : kStages[mo::kActNone];
+  stage(out, bias, residual, pixels, channels, ld, alpha);
+}
+
 void ApplyOutputStageBlock(float* out, const float* bias, const float* residual, int64_t pixels,
                            int64_t channels, int64_t ld, int act, float alpha) {
-  switch (act) {
-    case mo::kActRelu:
-      return OutputStageBlock<mo::kActRelu>(out, bias, residual, pixels, channels, ld, alpha);
-    case mo::kActRelu6:
-      return OutputStageBlock<mo::kActRelu6>(out, bias, residual, pixels, channels, ld, alpha);
-    case mo::kActElu:
-      return OutputStageBlock<mo::kActElu>(out, bias, residual, pixels, channels, ld, alpha);
-    case mo::kActLeakyRelu:
-      return OutputStageBlock<mo::kActLeakyRelu>(out, bias, residual, pixels, channels, ld, alpha);
-    case mo::kActSigmoid:
-      return OutputStageBlock<mo::kActSigmoid>(out, bias, residual, pixels, channels, ld, alpha);
-    case mo::kActTanh:
-      return OutputStageBlock<mo::kActTanh>(out, bias, residual, pixels, channels, ld, alpha);
-    case mo::kActSwish:
-      return OutputStageBlock<mo::kActSwish>(out, bias, residual, pixels, channels, ld, alpha);
-    default:
-      return OutputStageBlock<mo::kActNone>(out, bias, residual, pixels, channels, ld, alpha);
-  }
+  OutputStageBlockOf(std::make_integer_sequence<int, mo::kActSwish + 1>(), act, out, bias, residual, pixels,
+                     channels, ld, alpha);
 }
 
 // The convolution as a matrix product: an HWIO filter is already the

@@ -37,73 +37,63 @@ struct PvrMathFor<double> {
   typedef PvrDoubleMath type;
 };
 
-// The first (smallest) failing ray of a parallel loop; threads race only to lower it.
-struct FirstBadRay {
-  std::mutex mutex;
-  int64_t ray = std::numeric_limits<int64_t>::max();
-  VrCheck check = {kVrOk, 0};
-
-  void Record(int64_t r, const VrCheck& c) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (r < ray) {
-      ray = r;
-      check = c;
-    }
-  }
-};
-
 // Cost of one ray for the thread-pool sharder (cycles, roughly): the mean
 // sample count times VolumeRender's per-sample cost.
 inline int64_t RayCost(int64_t rays, int64_t samples) { return 40 + 60 * (samples / (rays > 0 ? rays : 1)); }
+
+// Runs ray(r) (a VrCheck) for every ray over the thread pool; the error of the
+// first (smallest) failing ray, as packed_volume_render_checks words it.
+template <typename Args, typename Ray>
+absl::Status EachRay(::tensorflow::OpKernelContext* ctx, const char* op, const Args& a, Ray ray) {
+  std::mutex mutex;  // threads race only to lower the first bad ray
+  int64_t bad_ray = std::numeric_limits<int64_t>::max();
+  VrCheck bad = {kVrOk, 0};
+  cpu::ParallelFor(ctx, a.rays, RayCost(a.rays, a.samples), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const VrCheck check = ray(r);
+      if (check.code == kVrOk) continue;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (r < bad_ray) {
+        bad_ray = r;
+        bad = check;
+      }
+    }
+  });
+  if (bad.code == kVrOk) return absl::OkStatus();
+  return checks::ToStatus(packed_volume_render_checks::BadRay(op, bad, bad_ray, a.samples, a.offsets, a.counts,
+                                                              a.sigma, a.t_starts, a.t_ends));
+}
 
 }  // namespace packed_volume_render_cpu
 
 using CPUDevice = Eigen::ThreadPoolDevice;
 using ::tensorflow::DEVICE_CPU;
 using ::tensorflow::OpKernelContext;
-using packed_volume_render_cpu::FirstBadRay;
+using packed_volume_render_cpu::EachRay;
 using packed_volume_render_cpu::PvrMathFor;
-using packed_volume_render_cpu::RayCost;
 
 template <typename T>
 struct PackedVolumeRenderFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
-    const bool write_weights = a.weights != nullptr;
     const T eps = static_cast<T>(a.early_termination);
-    FirstBadRay bad;
-    cpu::ParallelFor(ctx, a.rays, RayCost(a.rays, a.samples), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const VrCheck check = pvr_forward_ray<T, M>(a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts,
-                                                    a.background, a.background_per_ray, r, a.rays, a.samples, eps,
-                                                    a.out_rgb, a.depth, a.opacity, a.weights, write_weights);
-        if (check.code != kVrOk) bad.Record(r, check);
-      }
+    return EachRay(ctx, packed_volume_render_checks::kForward, a, [&](int64_t r) {
+      return pvr_forward_ray<T, M>(a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background,
+                                   a.background_per_ray, r, a.rays, a.samples, eps, a.out_rgb, a.depth, a.opacity,
+                                   a.weights, a.weights != nullptr);
     });
-    if (bad.check.code == kVrOk) return absl::OkStatus();
-    return checks::ToStatus(packed_volume_render_checks::BadRay(packed_volume_render_checks::kForward, bad.check,
-                                                                bad.ray, a.samples, a.offsets, a.counts, a.sigma,
-                                                                a.t_starts, a.t_ends));
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
-    const bool has_weight_grad = a.weights != nullptr;
     const T eps = static_cast<T>(a.early_termination);
-    FirstBadRay bad;
-    cpu::ParallelFor(ctx, a.rays, RayCost(a.rays, a.samples), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int32 code = pvr_backward_ray<T, M>(
-            a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background, a.background_per_ray, r,
-            a.rays, a.samples, eps, a.out_rgb, a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth,
-            a.grad_opacity, a.grad_weights, has_weight_grad, a.grad_sigma, a.grad_samples_rgb, a.grad_background);
-        if (code != kVrOk) bad.Record(r, VrCheck{code, 0});
-      }
+    return EachRay(ctx, packed_volume_render_checks::kBackward, a, [&](int64_t r) {
+      const int32 code = pvr_backward_ray<T, M>(
+          a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background, a.background_per_ray, r, a.rays,
+          a.samples, eps, a.out_rgb, a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth, a.grad_opacity,
+          a.grad_weights, a.weights != nullptr, a.grad_sigma, a.grad_samples_rgb, a.grad_background);
+      return VrCheck{code, 0};
     });
-    if (bad.check.code == kVrOk) return absl::OkStatus();
-    return checks::ToStatus(packed_volume_render_checks::BadRay(packed_volume_render_checks::kBackward, bad.check,
-                                                                bad.ray, a.samples, a.offsets, a.counts, a.sigma,
-                                                                a.t_starts, a.t_ends));
   }
 };
 

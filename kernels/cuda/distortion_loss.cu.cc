@@ -25,6 +25,10 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+// The 64-bit warp-stride loop over rays, one warp per ray.
+__device__ __forceinline__ int64_t GlobalWarpIndex() { return GlobalThreadIndex() >> 5; }
+__device__ __forceinline__ int64_t GlobalWarpCount() { return GlobalThreadCount() >> 5; }
+
 unsigned int WarpBlocks(int64_t rays) {
   const int64_t wanted = (rays + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(wanted, 65535LL * 32)));
@@ -39,12 +43,43 @@ __global__ void DistortionCheckKernel(const float* __restrict__ t, int64_t rays,
   }
 }
 
+// Lane `lane`'s sample i = base + lane of one round of a ray (zeros past the
+// end, `samples`): its weight, midpoint (dl_mid) and width, whether t
+// decreases there, and the sums of w and w * m over the ray's samples before
+// it (carry_*: the rounds before). round_*: the round's totals, for the carry.
+struct RoundSample {
+  float w, m, d, wm;
+  bool decreasing;
+  float w_below, wm_below, round_w, round_wm;
+};
+
+__device__ __forceinline__ RoundSample LoadRound(const float* wr, const float* tr, float t_first, int64_t i,
+                                                 int64_t samples, int lane, float carry_w, float carry_wm) {
+  RoundSample s = {0.0f, 0.0f, 0.0f, 0.0f, false, 0.0f, 0.0f, 0.0f, 0.0f};
+  if (i < samples) {
+    const float ta = tr[i], tb = tr[i + 1];
+    s.decreasing = !(tb >= ta);
+    s.w = wr[i];
+    s.m = dl_mid(ta, tb, t_first);
+    s.d = tb - ta;
+  }
+  s.wm = s.w * s.m;
+  const float inc_w = WarpInclusiveScan(s.w, lane);
+  const float inc_wm = WarpInclusiveScan(s.wm, lane);
+  float exc_w = __shfl_up_sync(kFullMask, inc_w, 1);
+  float exc_wm = __shfl_up_sync(kFullMask, inc_wm, 1);
+  if (lane == 0) exc_w = exc_wm = 0.0f;
+  s.w_below = carry_w + exc_w;
+  s.wm_below = carry_wm + exc_wm;
+  s.round_w = __shfl_sync(kFullMask, inc_w, 31);
+  s.round_wm = __shfl_sync(kFullMask, inc_wm, 31);
+  return s;
+}
+
 __global__ void DistortionForwardKernel(const float* __restrict__ w, const float* __restrict__ t,
                                         float* __restrict__ loss, int64_t rays, int64_t samples) {
   const int lane = threadIdx.x & 31;
-  const int64_t warp = GlobalThreadIndex() >> 5;
-  const int64_t num_warps = GlobalThreadCount() >> 5;
-  for (int64_t r = warp; r < rays; r += num_warps) {
+  for (int64_t r = GlobalWarpIndex(); r < rays; r += GlobalWarpCount()) {
     const float* wr = w + r * samples;
     const float* tr = t + r * (samples + 1);
     const float t_first = tr[0];
@@ -52,23 +87,11 @@ __global__ void DistortionForwardKernel(const float* __restrict__ w, const float
     bool bad = false;
     for (int64_t base = 0; base < samples; base += 32) {
       const int64_t i = base + lane;
-      float wi = 0.0f, m = 0.0f, d = 0.0f;
-      if (i < samples) {
-        const float ta = tr[i], tb = tr[i + 1];
-        bad |= !(tb >= ta);
-        wi = wr[i];
-        m = dl_mid(ta, tb, t_first);
-        d = tb - ta;
-      }
-      const float wm = wi * m;
-      const float inc_w = WarpInclusiveScan(wi, lane);
-      const float inc_wm = WarpInclusiveScan(wm, lane);
-      float exc_w = __shfl_up_sync(kFullMask, inc_w, 1);
-      float exc_wm = __shfl_up_sync(kFullMask, inc_wm, 1);
-      if (lane == 0) exc_w = exc_wm = 0.0f;
-      if (i < samples) acc += dl_sample_loss(wi, m, d, carry_w + exc_w, carry_wm + exc_wm);
-      carry_w += __shfl_sync(kFullMask, inc_w, 31);
-      carry_wm += __shfl_sync(kFullMask, inc_wm, 31);
+      const RoundSample smp = LoadRound(wr, tr, t_first, i, samples, lane, carry_w, carry_wm);
+      bad |= smp.decreasing;
+      if (i < samples) acc += dl_sample_loss(smp.w, smp.m, smp.d, smp.w_below, smp.wm_below);
+      carry_w += smp.round_w;
+      carry_wm += smp.round_wm;
     }
     acc = WarpSum(acc);
     bad = __any_sync(kFullMask, bad);
@@ -80,9 +103,7 @@ __global__ void DistortionBackwardKernel(const float* __restrict__ grad, const f
                                          const float* __restrict__ t, float* __restrict__ grad_w,
                                          float* __restrict__ grad_t, int64_t rays, int64_t samples) {
   const int lane = threadIdx.x & 31;
-  const int64_t warp = GlobalThreadIndex() >> 5;
-  const int64_t num_warps = GlobalThreadCount() >> 5;
-  for (int64_t r = warp; r < rays; r += num_warps) {
+  for (int64_t r = GlobalWarpIndex(); r < rays; r += GlobalWarpCount()) {
     const float* wr = w + r * samples;
     const float* tr = t + r * (samples + 1);
     float* gwr = grad_w + r * samples;
@@ -110,26 +131,13 @@ __global__ void DistortionBackwardKernel(const float* __restrict__ grad, const f
     float carry_w = 0.0f, carry_wm = 0.0f, carry_gm = 0.0f, carry_gd = 0.0f;
     for (int64_t base = 0; base < samples; base += 32) {
       const int64_t i = base + lane;
-      float wi = 0.0f, m = 0.0f, d = 0.0f;
-      if (i < samples) {
-        const float ta = tr[i], tb = tr[i + 1];
-        wi = wr[i];
-        m = dl_mid(ta, tb, t_first);
-        d = tb - ta;
-      }
-      const float wm = wi * m;
-      const float inc_w = WarpInclusiveScan(wi, lane);
-      const float inc_wm = WarpInclusiveScan(wm, lane);
-      float exc_w = __shfl_up_sync(kFullMask, inc_w, 1);
-      float exc_wm = __shfl_up_sync(kFullMask, inc_wm, 1);
-      if (lane == 0) exc_w = exc_wm = 0.0f;
-      const float w_below = carry_w + exc_w, wm_below = carry_wm + exc_wm;
-      const float w_above = tot_w - w_below - wi, wm_above = tot_wm - wm_below - wm;
+      const RoundSample smp = LoadRound(wr, tr, t_first, i, samples, lane, carry_w, carry_wm);
+      const float w_above = tot_w - smp.w_below - smp.w, wm_above = tot_wm - smp.wm_below - smp.wm;
       float gm = 0.0f, gd = 0.0f;
       if (i < samples) {
-        gwr[i] = g * dl_sample_grad_w(wi, m, d, w_below, wm_below, w_above, wm_above);
-        gm = dl_sample_grad_m(wi, w_below, w_above);
-        gd = dl_sample_grad_d(wi);
+        gwr[i] = g * dl_sample_grad_w(smp.w, smp.m, smp.d, smp.w_below, smp.wm_below, w_above, wm_above);
+        gm = dl_sample_grad_m(smp.w, smp.w_below, w_above);
+        gd = dl_sample_grad_d(smp.w);
       }
       float gm_left = __shfl_up_sync(kFullMask, gm, 1);
       float gd_left = __shfl_up_sync(kFullMask, gd, 1);
@@ -142,8 +150,8 @@ __global__ void DistortionBackwardKernel(const float* __restrict__ grad, const f
       const int last = rest < 31 ? static_cast<int>(rest) : 31;
       carry_gm = __shfl_sync(kFullMask, gm, last);
       carry_gd = __shfl_sync(kFullMask, gd, last);
-      carry_w += __shfl_sync(kFullMask, inc_w, 31);
-      carry_wm += __shfl_sync(kFullMask, inc_wm, 31);
+      carry_w += smp.round_w;
+      carry_wm += smp.round_wm;
     }
     if (lane == 0) gtr[samples] = g * dl_grad_t(carry_gm, carry_gd, 0.0f, 0.0f);
   }

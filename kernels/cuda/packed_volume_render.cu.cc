@@ -9,8 +9,6 @@ namespace mo {
 namespace cuda {
 namespace {
 
-constexpr int kRayThreads = 128;
-
 template <typename T>
 __global__ void PackedVolumeRenderForwardKernel(const T* __restrict__ sigma, const T* __restrict__ rgb,
                                                 const T* __restrict__ t_starts, const T* __restrict__ t_ends,
@@ -49,44 +47,28 @@ __global__ void PackedVolumeRenderBackwardKernel(
 }  // namespace
 
 template <typename T>
-cudaError_t LaunchPackedVolumeRenderForward(const T* sigma, const T* rgb, const T* t_starts, const T* t_ends,
-                                            const int32_t* ray_offsets, const int32_t* ray_counts,
-                                            const T* background, bool background_per_ray, int64_t num_rays,
-                                            int64_t num_samples, float early_termination, T* out_rgb, T* depth,
-                                            T* opacity, T* weights, unsigned long long* bad_ray,
+cudaError_t LaunchPackedVolumeRenderForward(const PackedVolumeRenderForwardArgs<T>& a, unsigned long long* bad_ray,
                                             cudaStream_t stream) {
-  if (num_rays == 0) return cudaSuccess;
-  PackedVolumeRenderForwardKernel<T><<<GridStrideBlocks(num_rays, kRayThreads), kRayThreads, 0, stream>>>(
-      sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, background_per_ray, num_rays, num_samples,
-      static_cast<T>(early_termination), out_rgb, depth, opacity, weights, bad_ray);
-  return cudaGetLastError();
+  return LaunchPerRay(PackedVolumeRenderForwardKernel<T>, a.rays, stream, a.sigma, a.rgb, a.t_starts, a.t_ends,
+                      a.offsets, a.counts, a.background, a.background_per_ray, a.rays, a.samples,
+                      static_cast<T>(a.early_termination), a.out_rgb, a.depth, a.opacity, a.weights, bad_ray);
 }
 
 template <typename T>
-cudaError_t LaunchPackedVolumeRenderBackward(const T* sigma, const T* rgb, const T* t_starts, const T* t_ends,
-                                             const int32_t* ray_offsets, const int32_t* ray_counts,
-                                             const T* background, bool background_per_ray, int64_t num_rays,
-                                             int64_t num_samples, float early_termination, const T* out_rgb,
-                                             const T* depth, const T* opacity, const T* weights, const T* grad_rgb,
-                                             const T* grad_depth, const T* grad_opacity, const T* grad_weights,
-                                             T* grad_sigma, T* grad_samples_rgb, T* grad_background,
-                                             unsigned long long* bad_ray, cudaStream_t stream) {
-  if (num_rays == 0) return cudaSuccess;
-  PackedVolumeRenderBackwardKernel<T><<<GridStrideBlocks(num_rays, kRayThreads), kRayThreads, 0, stream>>>(
-      sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, background_per_ray, num_rays, num_samples,
-      static_cast<T>(early_termination), out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity,
-      grad_weights, grad_sigma, grad_samples_rgb, grad_background, bad_ray);
-  return cudaGetLastError();
+cudaError_t LaunchPackedVolumeRenderBackward(const PackedVolumeRenderBackwardArgs<T>& a, unsigned long long* bad_ray,
+                                             cudaStream_t stream) {
+  return LaunchPerRay(PackedVolumeRenderBackwardKernel<T>, a.rays, stream, a.sigma, a.rgb, a.t_starts, a.t_ends,
+                      a.offsets, a.counts, a.background, a.background_per_ray, a.rays, a.samples,
+                      static_cast<T>(a.early_termination), a.out_rgb, a.depth, a.opacity, a.weights, a.grad_rgb,
+                      a.grad_depth, a.grad_opacity, a.grad_weights, a.grad_sigma, a.grad_samples_rgb,
+                      a.grad_background, bad_ray);
 }
 
-#define METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER(T)                                                              \
-  template cudaError_t LaunchPackedVolumeRenderForward<T>(const T*, const T*, const T*, const T*, const int32_t*,  \
-                                                          const int32_t*, const T*, bool, int64_t, int64_t, float, \
-                                                          T*, T*, T*, T*, unsigned long long*, cudaStream_t);      \
-  template cudaError_t LaunchPackedVolumeRenderBackward<T>(                                                        \
-      const T*, const T*, const T*, const T*, const int32_t*, const int32_t*, const T*, bool, int64_t, int64_t,    \
-      float, const T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*,           \
-      unsigned long long*, cudaStream_t);
+#define METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER(T)                                                        \
+  template cudaError_t LaunchPackedVolumeRenderForward<T>(const PackedVolumeRenderForwardArgs<T>&,           \
+                                                          unsigned long long*, cudaStream_t);                \
+  template cudaError_t LaunchPackedVolumeRenderBackward<T>(const PackedVolumeRenderBackwardArgs<T>&,         \
+                                                           unsigned long long*, cudaStream_t);
 
 METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER(float)
 METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER(double)

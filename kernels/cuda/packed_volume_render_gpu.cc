@@ -69,31 +69,27 @@ absl::Status FirstBadRay(::tensorflow::OpKernelContext* ctx, const char* op, cud
   return checks::ToStatus(pc::BadSample(check.code, r, offset + i, s[i], t0[i], t1[i]));
 }
 
+// Launches launch(a, bad_ray, stream) with a device word for the first
+// invalid ray, and returns FirstBadRay's verdict.
+template <typename Args, typename Launch>
+absl::Status LaunchChecked(::tensorflow::OpKernelContext* ctx, const char* op, const Args& a, Launch launch) {
+  ::tensorflow::Tensor word;
+  unsigned long long* bad = nullptr;
+  TF_RETURN_IF_ERROR(AllocateBadRay(ctx, &word, &bad));
+  const cudaError_t err = launch(a, bad, cuda::Stream(ctx));
+  return FirstBadRay(ctx, op, err, bad, a.rays, a.samples, a.offsets, a.counts, a.sigma, a.t_starts, a.t_ends);
+}
+
 }  // namespace
 
 template <typename T>
 struct PackedVolumeRenderFunctor<GPUDevice, T> {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
-    ::tensorflow::Tensor word;
-    unsigned long long* bad = nullptr;
-    TF_RETURN_IF_ERROR(AllocateBadRay(ctx, &word, &bad));
-    const cudaError_t err = cuda::LaunchPackedVolumeRenderForward<T>(
-        a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background, a.background_per_ray, a.rays,
-        a.samples, a.early_termination, a.out_rgb, a.depth, a.opacity, a.weights, bad, cuda::Stream(ctx));
-    return FirstBadRay(ctx, pc::kForward, err, bad, a.rays, a.samples, a.offsets, a.counts, a.sigma, a.t_starts,
-                       a.t_ends);
+    return LaunchChecked(ctx, pc::kForward, a, cuda::LaunchPackedVolumeRenderForward<T>);
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
-    ::tensorflow::Tensor word;
-    unsigned long long* bad = nullptr;
-    TF_RETURN_IF_ERROR(AllocateBadRay(ctx, &word, &bad));
-    const cudaError_t err = cuda::LaunchPackedVolumeRenderBackward<T>(
-        a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background, a.background_per_ray, a.rays,
-        a.samples, a.early_termination, a.out_rgb, a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth,
-        a.grad_opacity, a.grad_weights, a.grad_sigma, a.grad_samples_rgb, a.grad_background, bad, cuda::Stream(ctx));
-    return FirstBadRay(ctx, pc::kBackward, err, bad, a.rays, a.samples, a.offsets, a.counts, a.sigma, a.t_starts,
-                       a.t_ends);
+    return LaunchChecked(ctx, pc::kBackward, a, cuda::LaunchPackedVolumeRenderBackward<T>);
   }
 };
 

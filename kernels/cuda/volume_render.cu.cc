@@ -9,8 +9,6 @@ namespace mo {
 namespace cuda {
 namespace {
 
-constexpr int kRayThreads = 128;
-
 template <typename T>
 __global__ void VolumeRenderForwardKernel(const T* __restrict__ sigma, const T* __restrict__ rgb,
                                           const T* __restrict__ t, const T* __restrict__ background,
@@ -51,40 +49,25 @@ __global__ void VolumeRenderBackwardKernel(const T* __restrict__ sigma, const T*
 }  // namespace
 
 template <typename T>
-cudaError_t LaunchVolumeRenderForward(const T* sigma, const T* rgb, const T* t, const T* background,
-                                      bool background_per_ray, int64_t num_rays, int64_t num_samples,
-                                      float early_termination, T* out_rgb, T* depth, T* opacity, T* weights,
-                                      unsigned long long* bad_rays, cudaStream_t stream) {
-  if (num_rays == 0) return cudaSuccess;
-  VolumeRenderForwardKernel<T><<<GridStrideBlocks(num_rays, kRayThreads), kRayThreads, 0, stream>>>(
-      sigma, rgb, t, background, background_per_ray, num_rays, num_samples, static_cast<T>(early_termination),
-      out_rgb, depth, opacity, weights, bad_rays);
-  return cudaGetLastError();
+cudaError_t LaunchVolumeRenderForward(const VolumeRenderForwardArgs<T>& a, unsigned long long* bad_rays,
+                                      cudaStream_t stream) {
+  return LaunchPerRay(VolumeRenderForwardKernel<T>, a.rays, stream, a.sigma, a.rgb, a.t, a.background,
+                      a.background_per_ray, a.rays, a.samples, static_cast<T>(a.early_termination), a.out_rgb,
+                      a.depth, a.opacity, a.weights, bad_rays);
 }
 
 template <typename T>
-cudaError_t LaunchVolumeRenderBackward(const T* sigma, const T* rgb, const T* t, const T* background,
-                                       bool background_per_ray, int64_t num_rays, int64_t num_samples,
-                                       float early_termination, const T* out_rgb, const T* depth,
-                                       const T* opacity, const T* weights, const T* grad_rgb, const T* grad_depth,
-                                       const T* grad_opacity, const T* grad_weights, T* grad_sigma,
-                                       T* grad_samples_rgb, T* grad_background, cudaStream_t stream) {
-  if (num_rays == 0) return cudaSuccess;
-  VolumeRenderBackwardKernel<T><<<GridStrideBlocks(num_rays, kRayThreads), kRayThreads, 0, stream>>>(
-      sigma, rgb, t, background, background_per_ray, num_rays, num_samples, static_cast<T>(early_termination),
-      out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights, grad_sigma,
-      grad_samples_rgb, grad_background);
-  return cudaGetLastError();
+cudaError_t LaunchVolumeRenderBackward(const VolumeRenderBackwardArgs<T>& a, cudaStream_t stream) {
+  return LaunchPerRay(VolumeRenderBackwardKernel<T>, a.rays, stream, a.sigma, a.rgb, a.t, a.background,
+                      a.background_per_ray, a.rays, a.samples, static_cast<T>(a.early_termination), a.out_rgb,
+                      a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth, a.grad_opacity, a.grad_weights,
+                      a.grad_sigma, a.grad_samples_rgb, a.grad_background);
 }
 
-#define METAL_OPS_INSTANTIATE_VOLUME_RENDER(T)                                                              \
-  template cudaError_t LaunchVolumeRenderForward<T>(const T*, const T*, const T*, const T*, bool, int64_t,   \
-                                                    int64_t, float, T*, T*, T*, T*, unsigned long long*,     \
-                                                    cudaStream_t);                                           \
-  template cudaError_t LaunchVolumeRenderBackward<T>(const T*, const T*, const T*, const T*, bool, int64_t,  \
-                                                     int64_t, float, const T*, const T*, const T*, const T*, \
-                                                     const T*, const T*, const T*, const T*, T*, T*, T*,     \
-                                                     cudaStream_t);
+#define METAL_OPS_INSTANTIATE_VOLUME_RENDER(T)                                                                    \
+  template cudaError_t LaunchVolumeRenderForward<T>(const VolumeRenderForwardArgs<T>&, unsigned long long*,        \
+                                                    cudaStream_t);                                                 \
+  template cudaError_t LaunchVolumeRenderBackward<T>(const VolumeRenderBackwardArgs<T>&, cudaStream_t);
 METAL_OPS_INSTANTIATE_VOLUME_RENDER(float)
 METAL_OPS_INSTANTIATE_VOLUME_RENDER(double)
 #undef METAL_OPS_INSTANTIATE_VOLUME_RENDER

@@ -35,11 +35,7 @@ struct VolumeRenderFunctor<GPUDevice, T> {
     auto* bad = reinterpret_cast<unsigned long long*>(bad_tensor.flat<int64_t>().data());
     const cudaStream_t stream = cuda::Stream(ctx);
     cudaError_t err = cudaMemsetAsync(bad, 0xFF, 2 * sizeof(unsigned long long), stream);
-    if (err == cudaSuccess) {
-      err = cuda::LaunchVolumeRenderForward<T>(a.sigma, a.rgb, a.t, a.background, a.background_per_ray, a.rays, S,
-                                               a.early_termination, a.out_rgb, a.depth, a.opacity, a.weights, bad,
-                                               stream);
-    }
+    if (err == cudaSuccess) err = cuda::LaunchVolumeRenderForward<T>(a, bad, stream);
     unsigned long long host_bad[2] = {0, 0};
     if (err == cudaSuccess) err = cuda::CopyToHost(host_bad, bad, sizeof(host_bad), stream);
     TF_RETURN_IF_ERROR(cuda::LaunchStatus("MetalOpsVolumeRender", err));
@@ -58,10 +54,7 @@ struct VolumeRenderFunctor<GPUDevice, T> {
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& a) {
-    return cuda::LaunchStatus("MetalOpsVolumeRenderGrad", cuda::LaunchVolumeRenderBackward<T>(
-        a.sigma, a.rgb, a.t, a.background, a.background_per_ray, a.rays, a.samples, a.early_termination, a.out_rgb,
-        a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth, a.grad_opacity, a.grad_weights, a.grad_sigma,
-        a.grad_samples_rgb, a.grad_background, cuda::Stream(ctx)));
+    return cuda::LaunchStatus("MetalOpsVolumeRenderGrad", cuda::LaunchVolumeRenderBackward<T>(a, cuda::Stream(ctx)));
   }
 };
 

@@ -1,10 +1,16 @@
-// The math policies of kernels/common/volume_render.h for CUDA: VrFloatMath
-// for float, CUDA's exp / expm1 for double (the shared header has no double).
-// Used by the VolumeRender and PackedVolumeRender kernels.
+// What the VolumeRender and PackedVolumeRender CUDA kernels share: the math
+// policies of kernels/common/volume_render.h (VrFloatMath for float, CUDA's
+// exp / expm1 for double: the shared header has no double) and the launch of
+// one thread per ray.
 #ifndef METAL_OPS_KERNELS_CUDA_VR_MATH_H_
 #define METAL_OPS_KERNELS_CUDA_VR_MATH_H_
 
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
 #include "kernels/common/volume_render.h"
+#include "kernels/cuda/cuda_launch.h"
 
 namespace mo {
 namespace cuda {
@@ -17,6 +23,17 @@ struct VrDoubleMath {
 template <typename T> struct VrMathFor;
 template <> struct VrMathFor<float> { typedef VrFloatMath type; };
 template <> struct VrMathFor<double> { typedef VrDoubleMath type; };
+
+constexpr int kRayThreads = 128;
+
+// Launches kernel(args...) on `stream` with one thread per ray (a 64-bit
+// grid-stride loop over `rays`); nothing for no rays.
+template <typename... Params, typename... Args>
+cudaError_t LaunchPerRay(void (*kernel)(Params...), int64_t rays, cudaStream_t stream, Args... args) {
+  if (rays == 0) return cudaSuccess;
+  kernel<<<GridStrideBlocks(rays, kRayThreads), kRayThreads, 0, stream>>>(args...);
+  return cudaGetLastError();
+}
 
 }  // namespace cuda
 }  // namespace mo

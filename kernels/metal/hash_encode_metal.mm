@@ -55,20 +55,33 @@ void* CreateForward(TF_OpKernelConstruction* ctx) { return CreateKernel(ctx, fal
 void* CreateGrad(TF_OpKernelConstruction* ctx) { return CreateKernel(ctx, true); }
 void DeleteKernel(void* kernel) { delete static_cast<HashEncodeMetalKernel*>(kernel); }
 
-// inputs [N, D] and table [P, F] against the grid (the checks every kernel of
-// the op runs); fills params, dims, features and rows.
+// What inputs [N, D] and table [P, F] give every kernel of the op.
+struct Encoding {
+  hg::Params params;
+  int dims = 0, features = 0;
+  int64_t rows = 0;
+  TF_DataType dtype = TF_FLOAT;  // the table's
+};
+
+// inputs and table against the grid (the checks every kernel of the op runs).
 bool Validate(mo::metal::KernelCall& call, const HashEncodeMetalKernel& k, TF_Tensor* inputs, TF_Tensor* table,
-              hg::Params* params, int* dims, int* features, int64_t* rows) {
-  if (!call.Check(checks::InputsAndTable(k.grid, DimsOf(inputs), DimsOf(table), dims, features, rows))) return false;
-  *params = checks::MakeParams(k.grid, *dims, TF_Dim(inputs, 0));
+              Encoding* enc) {
+  if (!call.ok() ||
+      !call.Check(checks::InputsAndTable(k.grid, DimsOf(inputs), DimsOf(table), &enc->dims, &enc->features,
+                                         &enc->rows))) {
+    return false;
+  }
+  enc->params = checks::MakeParams(k.grid, enc->dims, TF_Dim(inputs, 0));
+  enc->dtype = TF_TensorType(table);
   return true;
 }
 
 const char* DtypeName(TF_DataType dtype) { return dtype == TF_HALF ? "float16" : "float32"; }
 
-std::string ShaderName(const char* kind, int dims, int features, TF_DataType dtype) {
+std::string ShaderName(const char* kind, const Encoding& enc) {
   char name[96];
-  std::snprintf(name, sizeof(name), "hash_encode_%s_d%d_f%d_%s", kind, dims, features, DtypeName(dtype));
+  std::snprintf(name, sizeof(name), "hash_encode_%s_d%d_f%d_%s", kind, enc.dims, enc.features,
+                DtypeName(enc.dtype));
   return name;
 }
 
@@ -76,18 +89,15 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   const auto& k = *static_cast<const HashEncodeMetalKernel*>(kernel_ptr);
   TF_Tensor* inputs = call.Input(0);
   TF_Tensor* table = call.Input(1);
-  hg::Params params;
-  int dims = 0, features = 0;
-  int64_t rows = 0;
-  if (!call.ok() || !Validate(call, k, inputs, table, &params, &dims, &features, &rows)) return;
-  const TF_DataType dtype = TF_TensorType(table);
-  const int64_t n = params.num_points;
-  TF_Tensor* encoded = call.Output(0, dtype, {n, int64_t(k.grid.num_levels) * features});
+  Encoding enc;
+  if (!Validate(call, k, inputs, table, &enc)) return;
+  const int64_t n = enc.params.num_points;
+  TF_Tensor* encoded = call.Output(0, enc.dtype, {n, int64_t(k.grid.num_levels) * enc.features});
   if (!call.ok() || n == 0) return;
-  id<MTLComputePipelineState> pipeline = call.Pipeline("hash_encode", ShaderName("forward", dims, features, dtype));
+  id<MTLComputePipelineState> pipeline = call.Pipeline("hash_encode", ShaderName("forward", enc));
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    e.Tensor(0, inputs).Tensor(1, table).Tensor(2, encoded).Value(3, params);
+    e.Tensor(0, inputs).Tensor(1, table).Tensor(2, encoded).Value(3, enc.params);
     e.Dispatch(pipeline, uint64_t(n) * uint64_t(k.grid.num_levels));
   });
 }
@@ -97,32 +107,29 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* dy = call.Input(0);
   TF_Tensor* inputs = call.Input(1);
   TF_Tensor* table = call.Input(2);
-  hg::Params params;
-  int dims = 0, features = 0;
-  int64_t rows = 0;
-  if (!call.ok() || !Validate(call, k, inputs, table, &params, &dims, &features, &rows)) return;
-  const TF_DataType dtype = TF_TensorType(table);
-  const int64_t n = params.num_points;
-  const int64_t width = int64_t(k.grid.num_levels) * features;
+  Encoding enc;
+  if (!Validate(call, k, inputs, table, &enc)) return;
+  const int64_t n = enc.params.num_points;
+  const int64_t width = int64_t(k.grid.num_levels) * enc.features;
   if (!call.Check(checks::Matrix("grad_encoded", DimsOf(dy), n, width))) return;
-  TF_Tensor* grad_table = call.Output(0, dtype, {k.table_grad ? rows : 0, features});
-  TF_Tensor* grad_inputs = call.Output(1, TF_FLOAT, {k.input_grad ? n : 0, dims});
+  TF_Tensor* grad_table = call.Output(0, enc.dtype, {k.table_grad ? enc.rows : 0, enc.features});
+  TF_Tensor* grad_inputs = call.Output(1, TF_FLOAT, {k.input_grad ? n : 0, enc.dims});
   const bool deterministic = k.deterministic;
-  const int64_t n_table = rows * features;
+  const int64_t n_table = enc.rows * enc.features;
   // float32 sums for half tables, or 64-bit fixed-point pairs + max|dy| bits.
   TF_Tensor* scratch = nullptr;
   TF_Tensor* max_bits = nullptr;
   if (k.table_grad && deterministic) {
     scratch = call.Temp(TF_UINT32, {2 * n_table});
     max_bits = call.Temp(TF_UINT32, {1});
-  } else if (k.table_grad && dtype == TF_HALF) {
+  } else if (k.table_grad && enc.dtype == TF_HALF) {
     scratch = call.Temp(TF_FLOAT, {n_table});
   }
   const bool input_grad = k.input_grad && n > 0;
   if (!call.ok() || (!k.table_grad && !input_grad)) return;
   // float tables accumulate atomically in grad_table itself.
-  TF_Tensor* sums = (!deterministic && dtype == TF_FLOAT) ? grad_table : scratch;
-  const bool half = dtype == TF_HALF;
+  TF_Tensor* sums = (!deterministic && enc.dtype == TF_FLOAT) ? grad_table : scratch;
+  const bool half = enc.dtype == TF_HALF;
   const CountParams table_count = {n_table, n};
   const CountParams pair_count = {2 * n_table, n};
   const CountParams one = {1, n};
@@ -134,32 +141,32 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (k.table_grad) {
     zero = call.Pipeline("hash_encode", "hash_encode_zero_u32");
     if (deterministic) {
-      max_abs = call.Pipeline("hash_encode", std::string("hash_encode_max_abs_") + DtypeName(dtype));
-      scatter = call.Pipeline("hash_encode", ShaderName("table_grad_fixed", dims, features, dtype));
-      finish = call.Pipeline("hash_encode", std::string("hash_encode_fixed_to_table_") + DtypeName(dtype));
+      max_abs = call.Pipeline("hash_encode", std::string("hash_encode_max_abs_") + DtypeName(enc.dtype));
+      scatter = call.Pipeline("hash_encode", ShaderName("table_grad_fixed", enc));
+      finish = call.Pipeline("hash_encode", std::string("hash_encode_fixed_to_table_") + DtypeName(enc.dtype));
     } else {
-      scatter = call.Pipeline("hash_encode", ShaderName("table_grad", dims, features, dtype));
+      scatter = call.Pipeline("hash_encode", ShaderName("table_grad", enc));
       if (half) finish = call.Pipeline("hash_encode", "hash_encode_float_to_half");
     }
   }
-  if (input_grad) input_pipeline = call.Pipeline("hash_encode", ShaderName("input_grad", dims, features, dtype));
+  if (input_grad) input_pipeline = call.Pipeline("hash_encode", ShaderName("input_grad", enc));
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
     if (k.table_grad && deterministic) {
       e.Tensor(0, scratch).Value(1, pair_count).Dispatch(zero, uint64_t(pair_count.count));
       e.Tensor(0, max_bits).Value(1, one).Dispatch(zero, 1);
       e.Tensor(0, dy).Tensor(1, max_bits).Value(2, dy_count).Dispatch(max_abs, uint64_t(dy_count.count));
-      e.Tensor(0, dy).Tensor(1, inputs).Tensor(2, scratch).Value(3, params).Tensor(4, max_bits);
+      e.Tensor(0, dy).Tensor(1, inputs).Tensor(2, scratch).Value(3, enc.params).Tensor(4, max_bits);
       e.Dispatch(scatter, scatter_threads);
       e.Tensor(0, scratch).Tensor(1, max_bits).Tensor(2, grad_table).Value(3, table_count);
       e.Dispatch(finish, uint64_t(table_count.count));
     } else if (k.table_grad) {
       e.Tensor(0, sums).Value(1, table_count).Dispatch(zero, uint64_t(table_count.count));
-      e.Tensor(0, dy).Tensor(1, inputs).Tensor(2, sums).Value(3, params).Dispatch(scatter, scatter_threads);
+      e.Tensor(0, dy).Tensor(1, inputs).Tensor(2, sums).Value(3, enc.params).Dispatch(scatter, scatter_threads);
       if (half) e.Tensor(0, sums).Tensor(1, grad_table).Value(2, table_count).Dispatch(finish, uint64_t(table_count.count));
     }
     if (input_grad) {
-      e.Tensor(0, dy).Tensor(1, inputs).Tensor(2, table).Tensor(3, grad_inputs).Value(4, params);
+      e.Tensor(0, dy).Tensor(1, inputs).Tensor(2, table).Tensor(3, grad_inputs).Value(4, enc.params);
       e.Dispatch(input_pipeline, uint64_t(n));
     }
   });

@@ -22,7 +22,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
   TF_Tensor* in[7];
   for (int i = 0; i < 7; ++i) in[i] = call.Input(i);
-  checks::Shapes shapes;
+  checks::RayShapes shapes;
   if (!call.ok() || !call.Check(checks::InputShapes(checks::kForward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]),
                                                     DimsOf(in[3]), DimsOf(in[4]), DimsOf(in[5]), DimsOf(in[6]),
                                                     &shapes))) {
@@ -51,7 +51,7 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   for (int i = 0; i < 15; ++i) in[i] = call.Input(i);
   if (!call.ok()) return;
   auto dims = [&](int i) { return DimsOf(in[i]); };
-  checks::Shapes shapes;
+  checks::RayShapes shapes;
   bool has_weight_grad = false;
   if (!call.Check(checks::InputShapes(checks::kBackward, dims(0), dims(1), dims(2), dims(3), dims(4), dims(5),
                                       dims(6), &shapes)) ||

@@ -15,10 +15,9 @@ import collections
 import tensorflow as tf
 
 from metal_ops._loader import load_library
-from metal_ops.volume_render import _as, _background_grad, _zeros_if_none
+from metal_ops.volume_render import _background_grad, _early_termination, _float_inputs, _upstream
 
 PackedVolumeRenderOutput = collections.namedtuple("PackedVolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
-
 
 
 def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background=None,
@@ -52,21 +51,12 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
       ValueError: early_termination outside [0, 1].
       TypeError: ray_offsets / ray_counts not int32.
     """
-    early_termination = float(early_termination)
-    if not 0.0 <= early_termination <= 1.0:
-        raise ValueError(f"packed_volume_render: 'early_termination' must be in [0, 1], got {early_termination}")
+    early_termination = _early_termination(early_termination, "packed_volume_render")
     with tf.name_scope(name or "packed_volume_render"):
-        # float64 sigma keeps everything in float64; anything else is computed
-        # in float32. rgb, t and background follow sigma.
-        sigma = tf.convert_to_tensor(sigma, name="sigma")
-        dtype = tf.float64 if sigma.dtype == tf.float64 else tf.float32
-        sigma = _as(sigma, dtype, "sigma")
-        rgb = _as(rgb, dtype, "rgb")
-        t_starts = _as(t_starts, dtype, "t_starts")
-        t_ends = _as(t_ends, dtype, "t_ends")
+        sigma, background, (rgb, t_starts, t_ends) = _float_inputs(
+            sigma, background, rgb=rgb, t_starts=t_starts, t_ends=t_ends)
         ray_offsets = _int32(ray_offsets, "ray_offsets")
         ray_counts = _int32(ray_counts, "ray_counts")
-        background = tf.zeros([3], dtype=dtype) if background is None else _as(background, dtype, "background")
         out_rgb, depth, opacity, weights = load_library().metal_ops_packed_volume_render(
             sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
             early_termination=early_termination, return_weights=bool(return_weights))
@@ -85,11 +75,9 @@ def _int32(x, name):
 def _packed_volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weights):
     """One backward op (VolumeRender's suffix trick per ray)."""
     sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background = op.inputs
-    out_rgb, depth, opacity, weights = op.outputs
     grad_sigma, grad_rgb_samples, grad_background = load_library().metal_ops_packed_volume_render_grad(
-        sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, out_rgb, depth, opacity, weights,
-        _zeros_if_none(grad_rgb, out_rgb), _zeros_if_none(grad_depth, depth),
-        _zeros_if_none(grad_opacity, opacity), _zeros_if_none(grad_weights, weights),
+        sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
+        *_upstream(op, grad_rgb, grad_depth, grad_opacity, grad_weights),
         early_termination=op.get_attr("early_termination"))
     # No gradient for the intervals or the layout (docs/PACKED_VOLUME_RENDER.md).
     return [grad_sigma, grad_rgb_samples, None, None, None, None, _background_grad(background, grad_background)]

@@ -40,22 +40,34 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
         names the ray and sample) or mismatched shapes (naming the argument).
       ValueError: early_termination outside [0, 1].
     """
-    early_termination = float(early_termination)
-    if not 0.0 <= early_termination <= 1.0:
-        raise ValueError(f"volume_render: 'early_termination' must be in [0, 1], got {early_termination}")
+    early_termination = _early_termination(early_termination, "volume_render")
     with tf.name_scope(name or "volume_render"):
-        # float64 sigma keeps everything in float64; anything else (lists, ints,
-        # float16) is computed in float32. rgb, t and background follow sigma.
-        sigma = tf.convert_to_tensor(sigma, name="sigma")
-        dtype = tf.float64 if sigma.dtype == tf.float64 else tf.float32
-        sigma = _as(sigma, dtype, "sigma")
-        rgb = _as(rgb, dtype, "rgb")
-        t = _as(t, dtype, "t")
-        background = tf.zeros([3], dtype=dtype) if background is None else _as(background, dtype, "background")
+        sigma, background, (rgb, t) = _float_inputs(sigma, background, rgb=rgb, t=t)
         out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(
             sigma, rgb, t, background, early_termination=early_termination, return_weights=bool(return_weights)
         )
         return VolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
+
+
+def _early_termination(value, op_name):
+    """The attribute as a float in [0, 1] (ValueError naming `op_name` otherwise)."""
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{op_name}: 'early_termination' must be in [0, 1], got {value}")
+    return value
+
+
+def _float_inputs(sigma, background, **others):
+    """sigma, background and the `others` (by name) as tensors of one float
+    dtype: float64 sigma keeps everything in float64; anything else (lists,
+    ints, float16) is computed in float32. A None background is black [3].
+    Returns (sigma, background, [others in the order given])."""
+    sigma = tf.convert_to_tensor(sigma, name="sigma")
+    dtype = tf.float64 if sigma.dtype == tf.float64 else tf.float32
+    sigma = _as(sigma, dtype, "sigma")
+    others = [_as(x, dtype, n) for n, x in others.items()]
+    background = tf.zeros([3], dtype=dtype) if background is None else _as(background, dtype, "background")
+    return sigma, background, others
 
 
 def _as(x, dtype, name):
@@ -63,28 +75,19 @@ def _as(x, dtype, name):
     return x if x.dtype == dtype else tf.cast(x, dtype)
 
 
-def _zeros_if_none(grad, like):
-    return tf.zeros_like(like) if grad is None else grad
+def _upstream(op, grad_rgb, grad_depth, grad_opacity, grad_weights):
+    """The forward's outputs and their incoming gradients (zeros where None),
+    the backward op's inputs after the forward's."""
+    grads = [grad_rgb, grad_depth, grad_opacity, grad_weights]
+    return list(op.outputs) + [tf.zeros_like(y) if g is None else g for g, y in zip(grads, op.outputs)]
 
 
 @tf.RegisterGradient("MetalOpsVolumeRender")
 def _volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weights):
     """One backward op (suffix trick) from the inputs and per-ray outputs."""
     sigma, rgb, t, background = op.inputs
-    out_rgb, depth, opacity, weights = op.outputs
     grad_sigma, grad_rgb_samples, grad_background = load_library().metal_ops_volume_render_grad(
-        sigma,
-        rgb,
-        t,
-        background,
-        out_rgb,
-        depth,
-        opacity,
-        weights,
-        _zeros_if_none(grad_rgb, out_rgb),
-        _zeros_if_none(grad_depth, depth),
-        _zeros_if_none(grad_opacity, opacity),
-        _zeros_if_none(grad_weights, weights),
+        sigma, rgb, t, background, *_upstream(op, grad_rgb, grad_depth, grad_opacity, grad_weights),
         early_termination=op.get_attr("early_termination"),
     )
     # No gradient for t (documented in docs/VOLUME_RENDER.md).

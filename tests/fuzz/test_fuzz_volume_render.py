@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import metal_ops
 from tests.reference import volume_render as ref
+from tests.fuzz.render_checks import (COMMON_MUTATIONS, assert_gradients_finite, assert_matches_reference,
+                                      common_mutation)
 from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_settings
 
 
@@ -46,16 +48,9 @@ def test_volume_render_matches_reference(case, graph, return_weights):
     fn = tf.function(metal_ops.volume_render) if graph else metal_ops.volume_render
     out = fn(sigma, rgb, t, background=bg, early_termination=eps, return_weights=return_weights)
     expected = ref.render(ft(sigma), ft(rgb), ft(t), None if bg is None else ft(bg), eps)
-    tol = dict(rtol=2e-4, atol=2e-5) if sigma.dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
     R = sigma.shape[0]
     assert out.rgb.shape == (R, 3) and out.depth.shape == (R,) and out.opacity.shape == (R,)
-    np.testing.assert_allclose(out.rgb.numpy(), expected[0], **tol)
-    np.testing.assert_allclose(out.opacity.numpy(), expected[2], **tol)
-    # depth is sum w * midpoint: absolute error scales with t.
-    t_max = float(np.max(np.abs(t), initial=1.0))
-    np.testing.assert_allclose(out.depth.numpy(), expected[1], rtol=tol["rtol"], atol=tol["atol"] * t_max)
-    if return_weights:
-        np.testing.assert_allclose(out.weights.numpy(), expected[3], **tol)
+    assert_matches_reference(out, expected, sigma.dtype, t, return_weights)
 
 
 @fuzz_settings(max_examples_fraction=0.5)
@@ -64,20 +59,13 @@ def test_volume_render_gradients_are_finite(case):
     """Any valid input (densities up to 1e30, zero-width intervals) gives
     finite gradients for sigma, rgb and background."""
     sigma, rgb, t, bg, eps = case
-    vs = [tf.constant(sigma), tf.constant(rgb)] + ([] if bg is None else [tf.constant(bg)])
-    with tf.GradientTape() as tape:
-        tape.watch(vs)
-        out = metal_ops.volume_render(vs[0], vs[1], t, background=None if bg is None else vs[2],
-                                      early_termination=eps, return_weights=True)
-        total = (tf.reduce_sum(out.rgb) + tf.reduce_sum(out.opacity) + tf.reduce_sum(out.weights) +
-                 tf.reduce_sum(out.depth) / max(1.0, float(np.max(np.abs(t), initial=1.0))))
-    for g, v in zip(tape.gradient(total, vs), vs):
-        assert g is not None and g.shape == v.shape
-        assert np.all(np.isfinite(g.numpy()))
+    assert_gradients_finite(
+        lambda s, c, b: metal_ops.volume_render(s, c, t, background=b, early_termination=eps, return_weights=True),
+        sigma, rgb, bg, t)
 
 
 MUTATIONS = ["negative_sigma", "nan_sigma", "decreasing_t", "nan_t", "t_columns", "rgb_channels", "rgb_rays",
-             "sigma_rank", "background_shape", "background_rays", "early_termination"]
+             "sigma_rank", "background_shape"] + COMMON_MUTATIONS
 
 
 @fuzz_settings(max_examples_fraction=0.75)
@@ -115,10 +103,6 @@ def test_volume_render_rejects_one_bad_argument(case, mutation):
     elif mutation == "background_shape":
         bg = np.zeros((4,), sigma.dtype)
         names = ("background",)
-    elif mutation == "background_rays":
-        bg = np.zeros((R + 2, 3), sigma.dtype)
-        names = ("background",)
     else:
-        eps = float(np.random.default_rng(R).choice([-0.5, 1.5, np.nan]))
-        names = ("early_termination",)
+        bg, eps, names = common_mutation(mutation, R, sigma.dtype, bg, eps)
     expect_rejected(lambda: metal_ops.volume_render(sigma, rgb, t, background=bg, early_termination=eps), *names)

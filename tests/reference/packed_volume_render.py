@@ -26,7 +26,8 @@ def render(sigma, rgb, t_starts, t_ends, offsets, counts, background=None, early
     weights = np.zeros(sigma.shape[0])
     for r, s in enumerate(ray_slices(offsets, counts)):
         tau = sigma[s] * (t1[s] - t0[s])
-        trans = np.exp(-(np.cumsum(tau) - tau))  # exclusive sum
+        # Exclusive sum, not cumsum - tau: that cancels to 0 after a huge tau.
+        trans = np.exp(-np.concatenate([[0.0], np.cumsum(tau)])[:-1])
         w = trans * (1.0 - np.exp(-tau))
         # Skipped from the first sample whose transmittance is below the threshold.
         w = np.where(trans < early_termination, 0.0, w)
@@ -105,7 +106,7 @@ def margin_ok(sigma, t_starts, t_ends, offsets, counts, early_termination, margi
     sigma = np.asarray(sigma, np.float64)
     tau = sigma * (np.asarray(t_ends, np.float64) - np.asarray(t_starts, np.float64))
     for s in ray_slices(offsets, counts):
-        cum = np.cumsum(tau[s]) - tau[s]
+        cum = np.concatenate([[0.0], np.cumsum(tau[s])])[:-1]
         if np.any(np.abs(-cum - np.log(early_termination)) <= margin):
             return False
     return True
