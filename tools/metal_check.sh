@@ -83,7 +83,9 @@ BUILD_DIR="$OUT/build-$TF_VERSION"
 PKG_DIR="$OUT/pkg"
 mkdir -p "$PKG_DIR"
 echo "metal-check: building for arm64-apple-macos against TensorFlow $TF_VERSION (macOS wheel) and $SDK"
-make --no-print-directory UNAME_S=Darwin MACOS_CROSS=1 MACOS_SDK="$SDK" MACOS_MIN="$MACOS_MIN" MACOS_TF_DIR="$TF_DIR" \
+# -j on the command line: a make whose makefile forces -j hands no jobserver to
+# this one, which would otherwise compile serially.
+make -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory UNAME_S=Darwin MACOS_CROSS=1 MACOS_SDK="$SDK" MACOS_MIN="$MACOS_MIN" MACOS_TF_DIR="$TF_DIR" \
   LD64_LLD="$LD64" BUILD="$BUILD_DIR" PKG="$PKG_DIR" METAL_WERROR=-Werror metal-check-build
 
 # ---- checks of what was linked
