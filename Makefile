@@ -168,7 +168,10 @@ ifeq ($(UNAME_S),Darwin)
   # the rpaths: beside an installed package (site-packages/tensorflow) or the
   # TensorFlow the library was built against.
   TF_LIB_DIR = $(patsubst -L%,%,$(firstword $(TF_LFLAGS)))
-  DARWIN_LDFLAGS = $(DARWIN_FRAMEWORKS) -Wl,-rpath,@loader_path/../tensorflow -Wl,-rpath,$(TF_LIB_DIR) $(CROSS_LDFLAGS)
+  # A wheel (WHEEL=1) gets only the rpath into site-packages: an absolute one
+  # would name the build machine's directories on the user's Mac.
+  DARWIN_RPATHS = -Wl,-rpath,@loader_path/../tensorflow $(if $(filter 1,$(WHEEL)),,-Wl,-rpath,$(TF_LIB_DIR))
+  DARWIN_LDFLAGS = $(DARWIN_FRAMEWORKS) $(DARWIN_RPATHS) $(CROSS_LDFLAGS)
   LDFLAGS += $(DARWIN_LDFLAGS) -install_name @rpath/_metal_ops.so
   BACKENDS += metal
 endif
@@ -338,7 +341,7 @@ $(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(w
 # Makefile's own Darwin build (UNAME_S=Darwin MACOS_CROSS=1) and checks of the
 # linked libraries. Without a macOS SDK in MACOS_SDK it prints why and exits 0.
 metal-check:
-	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" bash tools/metal_check.sh
+	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" WHEEL="$(WHEEL)" bash tools/metal_check.sh
 # The part metal_check.sh runs (with UNAME_S=Darwin MACOS_CROSS=1).
 metal-check-build: $(LIB) $(PLUGIN_LIB) $(BUILD_INFO)
 

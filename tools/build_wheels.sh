@@ -91,9 +91,9 @@ macos_wheel() {
     return
   fi
   echo "wheels: macOS arm64: make metal-check (the Makefile's Darwin build, cross-compiled and checked)"
-  make --no-print-directory metal-check PYTHON="$PYTHON" MACOS_SDK="$MACOS_SDK" MACOS_MIN="$MACOS_MIN"
+  make --no-print-directory metal-check WHEEL=1 PYTHON="$PYTHON" MACOS_SDK="$MACOS_SDK" MACOS_MIN="$MACOS_MIN"
   local tag="macosx_${MACOS_MIN//./_}_arm64" raw wheel tf_dir
-  raw="$(package build/macos/pkg "$tag" build/wheel/macos/raw)"
+  raw="$(package build/macos/pkg-wheel "$tag" build/wheel/macos/raw)"
   rm -f "$DIST"/tf_metal_ops-*-macosx_*.whl
   cp "$raw" "$DIST/"
   wheel="$DIST/$(basename "$raw")"

@@ -975,9 +975,10 @@ def check_macos_wheel(wheel, site, sdk, macos_min):
             exports_init = image.exports().lookup("_TF_InitGraph") is not None
             if exports_init != (where == "_metal_ops_grappler.so"):
                 problems.append(f"{where}: exports TF_InitGraph: {exports_init} (only the Grappler plugin must)")
-            local = [r for r in image.rpaths if r.startswith("/")]
+            local = [r for r in image.rpaths if not r.startswith("@")]
             if local:
-                notes.append(f"{where}: rpaths into the build machine, unused from site-packages: {local}")
+                problems.append(f"{where}: rpaths into the build machine (on a user's Mac they name directories "
+                                f"anyone may create, searched for TensorFlow's libraries): {local}")
             notes.append(f"{where}: arm64, macOS {image.build_version[1] if image.build_version else '?'}, "
                          f"{resolved} binds resolved ({len(found)} libraries through rpaths "
                          f"{', '.join(r for r in image.rpaths if r.startswith('@'))}), install name {image.install_name}")

@@ -80,13 +80,16 @@ PLUGIN="$TF_DIR/tensorflow-plugins/libmetal_plugin.dylib"
 
 # ---- the Darwin build, with the Makefile's Darwin flags
 BUILD_DIR="$OUT/build-$TF_VERSION"
+# WHEEL=1 (make wheels): the libraries linked for the wheel (no rpath into
+# this machine), beside the objects of the plain check.
 PKG_DIR="$OUT/pkg"
+[ "${WHEEL:-}" = 1 ] && PKG_DIR="$OUT/pkg-wheel"
 mkdir -p "$PKG_DIR"
 echo "metal-check: building for arm64-apple-macos against TensorFlow $TF_VERSION (macOS wheel) and $SDK"
 # -j on the command line: a make whose makefile forces -j hands no jobserver to
 # this one, which would otherwise compile serially.
 make -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory UNAME_S=Darwin MACOS_CROSS=1 MACOS_SDK="$SDK" MACOS_MIN="$MACOS_MIN" MACOS_TF_DIR="$TF_DIR" \
-  LD64_LLD="$LD64" BUILD="$BUILD_DIR" PKG="$PKG_DIR" METAL_WERROR=-Werror metal-check-build
+  LD64_LLD="$LD64" BUILD="$BUILD_DIR" PKG="$PKG_DIR" WHEEL="${WHEEL:-}" METAL_WERROR=-Werror metal-check-build
 
 # ---- checks of what was linked
 fail() { echo "metal-check: FAILED: $*" >&2; exit 1; }
