@@ -43,7 +43,7 @@ else
   REQUIREMENTS := requirements.txt
 endif
 
-.PHONY: all venv test cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
+.PHONY: all venv test gpu-check cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
 all: $(LIB) $(BUILD_INFO)
 
 help:
@@ -70,6 +70,15 @@ VENV_PYTHON ?= python3
 ifeq ($(UNAME_S)$(MACOS_CROSS),Darwin)
   MACOS_ENV_CHECK = $(if $(wildcard $(PYTHON)),$(PYTHON),$(VENV_PYTHON)) tools/check_macos_env.py
 endif
+# ENV=existing: build and test against the TensorFlow already installed in
+# PYTHON's environment (e.g. TensorFlow's CUDA build installed offline on a GPU
+# machine, docs/BUILDING.md "TensorFlow's CUDA build"); no venv is made.
+ifeq ($(ENV),existing)
+  PYTHON := $(if $(filter $(VENV)/bin/python,$(PYTHON)),python3,$(PYTHON))
+  VENV_STAMP :=
+else
+  VENV_STAMP := $(VENV)/.installed
+endif
 $(VENV)/.installed: $(REQUIREMENTS) pyproject.toml setup.py
 	$(MACOS_ENV_CHECK)
 	test -x $(PYTHON) || $(VENV_PYTHON) -m venv $(VENV)
@@ -86,7 +95,7 @@ $(BUILD)/tf_flags.mk: tools/tf_flags.py $(MACOS_TF_DIR)/.unpacked
 	@mkdir -p $(BUILD)
 	python3 tools/tf_flags.py --macos-wheel-dir $(MACOS_TF_DIR) > $@
 else
-$(BUILD)/tf_flags.mk: $(VENV)/.installed tools/tf_flags.py
+$(BUILD)/tf_flags.mk: $(VENV_STAMP) tools/tf_flags.py
 	@mkdir -p $(BUILD)
 	$(PYTHON) tools/tf_flags.py > $@
 endif
@@ -393,6 +402,11 @@ asan-test: all metal-shim
 	  $(PYTHON) -m pytest tests -m "not slow" -p no:cacheprovider -o pythonpath="$(ASAN_DIR)/python python ." $(PYTEST_ARGS); rc=$$?; \
 	if ls $(ASAN_DIR)/reports/* >/dev/null 2>&1; then echo "== sanitizer reports ($(ASAN_DIR)/reports):"; cat $(ASAN_DIR)/reports/*; exit 1; fi; \
 	echo "asan-test: no sanitizer reports"; exit $$rc
+
+# The GPU checks through TensorFlow's CUDA build (tools/gpu_check.sh): with
+# TensorFlow already installed, e.g. `make gpu-check ENV=existing`.
+gpu-check:
+	PYTHON="$(PYTHON)" bash tools/gpu_check.sh $(GPU_CHECK_STEPS)
 
 demo: all
 	$(PYTHON) -m examples.nerf.train --name demo

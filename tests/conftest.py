@@ -62,7 +62,48 @@ def pytest_pycollect_makemodule(module_path, parent):
     return None
 
 
+def pytest_generate_tests(metafunc):
+    """Every test of a module marked every_device runs on each device of
+    tests/devices.py; a test marked cpu_semantics runs on /CPU:0 alone."""
+    if "tf_device" not in metafunc.fixturenames:
+        return
+    from tests import devices
+
+    if metafunc.definition.get_closest_marker("cpu_semantics"):
+        names = ["/CPU:0"]
+    elif metafunc.definition.get_closest_marker("every_device"):
+        names = devices.device_names()
+    else:
+        return
+    params = []
+    not_on_metal = metafunc.definition.get_closest_marker("not_on_metal")
+    for n in names:
+        marks = []
+        if not_on_metal and n != "/CPU:0" and devices.gpu_is_metal():
+            marks = [pytest.mark.skip(reason=f"Metal GPU: {not_on_metal.args[0]}")]
+        params.append(pytest.param(n, id=devices.device_id(n), marks=marks))
+    metafunc.parametrize("tf_device", params, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def tf_device(request):
+    """The device a test's ops are placed on (None: TensorFlow's default)."""
+    name = getattr(request, "param", None)
+    if name is None:
+        yield None
+        return
+    import tensorflow as tf
+
+    with tf.device(name):
+        yield name
+
+
 def pytest_configure(config):
+    # TensorFlow's own matmuls and convolutions on an NVIDIA GPU use TF32 by
+    # default (10-bit mantissa); the tests compare this library's float32
+    # kernels with them as references, so those run in full float32 here
+    # (children inherit it).
+    os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
     # Python processes that tests start (sys.executable) import what the tests
     # import: the folders of pytest.ini's `pythonpath`.
     paths = [str(p) for p in config.getini("pythonpath")]

@@ -12,6 +12,8 @@ import tensorflow as tf
 
 import metal_ops
 
+pytestmark = pytest.mark.every_device
+
 ATOL = 2e-4  # float32 accumulation over <= 3*3*8 taps of O(1) values
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from tests.reference import keras_resnet
+from tests.child_env import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOL = 1e-5
@@ -305,9 +306,24 @@ def _child_onednn_state(out_dir):
     return {"onednn": _tf_onednn_on(), "plugin_onednn": bool(lib.MetalOpsFusionOneDnnOn())}
 
 
+def _child_gpu(out_dir, fused):
+    import tensorflow as tf
+    from metal_ops import fusion
+
+    if fused:
+        assert fusion.enable()
+    return {"patterns": _run_keras(tf, os.path.join(out_dir, "keras.npz"))}
+
+
 def _child_main(kind, out_dir):
-    result = {"table": _child_table, "keras": _child_keras, "guards": _child_guards,
-              "onednn_state": _child_onednn_state}[kind](out_dir)
+    import tensorflow as tf
+
+    # The pass rewrites CPU graphs (a GPU's convolutions are left to TensorFlow:
+    # test_gpu_graphs_left_on_the_gpu): the other children place theirs on the CPU.
+    with tf.device("/GPU:0" if kind.startswith("gpu_") else "/CPU:0"):
+        result = {"table": _child_table, "keras": _child_keras, "guards": _child_guards,
+                  "onednn_state": _child_onednn_state, "gpu_fused": lambda d: _child_gpu(d, True),
+                  "gpu_plain": lambda d: _child_gpu(d, False)}[kind](out_dir)
     with open(os.path.join(out_dir, "result.json"), "w") as f:
         json.dump(result, f)
 
@@ -316,14 +332,13 @@ def _child_main(kind, out_dir):
 # Parent side (pytest)
 # ----------------------------------------------------------------------------------
 def _start_child(kind, out_dir, onednn, extra_env=None):
-    env = dict(os.environ)
+    env = child_env(pythonpath=[os.path.join(ROOT, "python"), ROOT])
     env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
     if isinstance(onednn, str):  # the variable's raw value; "" leaves it unset
         env["TF_ENABLE_ONEDNN_OPTS"] = onednn
         if not onednn:
             del env["TF_ENABLE_ONEDNN_OPTS"]
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), ROOT])
     for k in ("METAL_OPS_FUSION", "METAL_OPS_FUSION_LOG", "METAL_OPS_FUSION_WITH_ONEDNN",
               "METAL_OPS_FUSION_ALL_CONVS"):
         env.pop(k, None)
@@ -493,6 +508,29 @@ def test_guards(runs):
     assert res["offline"]["source"] == "offline", res
     assert res["offline"]["patterns"] == ["_FusedConv2D[BiasAdd]+AddV2(residual)+Relu6"], res
     assert "MetalOpsFusedConv2D" in res["offline"]["repr"], res
+
+
+def test_gpu_graphs_left_on_the_gpu(tmp_path):
+    """The Keras ResNet blocks placed on the GPU with the pass enabled (every
+    filter size): no node is rewritten, so no convolution moves to the CPU
+    kernel, and the results equal the same models without the plugin."""
+    import tensorflow as tf
+
+    if not tf.config.list_logical_devices("GPU"):
+        pytest.skip("needs a GPU (CUDA or Metal)")
+    procs = {kind: _start_child(kind, tmp_path / kind, False, {"METAL_OPS_FUSION_ALL_CONVS": "1"})
+             for kind in ("gpu_fused", "gpu_plain")}
+    res = {}
+    for kind, proc in procs.items():
+        _, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, stderr[-3000:]
+        with open(tmp_path / kind / "result.json") as f:
+            res[kind] = json.load(f)
+    assert res["gpu_fused"]["patterns"] and all(p == [] for p in res["gpu_fused"]["patterns"].values()), res
+    fused, plain = np.load(tmp_path / "gpu_fused" / "keras.npz"), np.load(tmp_path / "gpu_plain" / "keras.npz")
+    assert sorted(fused.files) == sorted(plain.files)
+    for k in fused.files:
+        np.testing.assert_array_equal(fused[k], plain[k], err_msg=k)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import tensorflow as tf
 import metal_ops
 from tests.reference.fused_mlp import act, dact
 
+pytestmark = pytest.mark.every_device
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -210,6 +212,7 @@ def test_bad_input_names_the_argument(kwargs, match):
         bad(**kwargs)
 
 
+@pytest.mark.cpu_semantics("float16 runs on GPUs; the CPU kernel refuses it")
 def test_float16_on_cpu_says_where_it_runs():
     rng = np.random.default_rng(3)
     k, b = make_net(rng, 4, 16, 1, 2)

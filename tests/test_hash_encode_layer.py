@@ -14,6 +14,8 @@ import metal_ops
 from metal_ops.layers import HashEncoding
 from tests.reference import hash_encode as ref
 
+pytestmark = pytest.mark.every_device
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = dict(num_levels=4, features_per_level=2, log2_hashmap_size=10, base_resolution=4, finest_resolution=32)
 
@@ -145,22 +147,23 @@ _RELOAD_SCRIPT = textwrap.dedent("""
     import tensorflow as tf
     import keras
     import metal_ops  # registers the ops' gradients and the HashEncoding class
-    kind, path, x_path, y_path = sys.argv[1:5]
+    kind, path, x_path, y_path, device = sys.argv[1:6]
     x = np.load(x_path)
-    if kind == "keras":
-        model = keras.saving.load_model(path)
-        assert type(model.layers[1]).__name__ == "HashEncoding"
-        y = model(x).numpy()
-    else:
-        metal_ops.load_library()  # the custom ops must be registered before loading
-        loaded = tf.saved_model.load(path)
-        y = loaded.serve(tf.constant(x)).numpy()
+    with tf.device(device):  # the parent's device: the same kernels, the same bits
+        if kind == "keras":
+            model = keras.saving.load_model(path)
+            assert type(model.layers[1]).__name__ == "HashEncoding"
+            y = model(x).numpy()
+        else:
+            metal_ops.load_library()  # the custom ops must be registered before loading
+            loaded = tf.saved_model.load(path)
+            y = loaded.serve(tf.constant(x)).numpy()
     np.testing.assert_allclose(y, np.load(y_path), rtol=1e-6, atol=1e-7)
     print("RELOAD_OK", kind)
 """)
 
 
-def test_save_and_reload_in_fresh_process(tmp_path):
+def test_save_and_reload_in_fresh_process(tmp_path, tf_device):
     keras.utils.set_random_seed(1)
     model = _toy_model(interpolation="smoothstep")
     model.compile(optimizer="adam", loss="mse")
@@ -174,7 +177,7 @@ def test_save_and_reload_in_fresh_process(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for kind, path in (("keras", tmp_path / "model.keras"), ("saved_model", tmp_path / "saved_model")):
         out = subprocess.run([sys.executable, "-c", _RELOAD_SCRIPT, kind, str(path), str(tmp_path / "x.npy"),
-                              str(tmp_path / "y.npy")], env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                              str(tmp_path / "y.npy"), tf_device], env=env, cwd=str(tmp_path), capture_output=True, text=True,
                              timeout=300)
         assert out.returncode == 0 and f"RELOAD_OK {kind}" in out.stdout, out.stderr[-3000:]
 

@@ -17,6 +17,8 @@ import metal_ops
 from metal_ops.hash_encode import hash_grid_offsets
 from tests.reference import hash_encode as ref
 
+pytestmark = pytest.mark.every_device
+
 TWO31 = 2**31
 
 

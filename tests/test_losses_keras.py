@@ -11,6 +11,8 @@ import tensorflow as tf
 import metal_ops
 from metal_ops import losses
 
+pytestmark = pytest.mark.every_device
+
 mpmath.mp.dps = 30
 
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import metal_ops
 from metal_ops import _loader
+from tests.child_env import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -70,7 +71,7 @@ def test_import_with_another_tensorflow_is_one_clear_error(tmp_path):
             shutil.copy(os.path.join(_loader.PACKAGE_DIR, name), pkg / name)
     (pkg / "_build_info.json").write_text(json.dumps(
         {"tensorflow_version": "2.17.1", "backends": ["cpu"], "platform": "Linux-x86_64", "library": "_metal_ops.so"}))
-    env = dict(ENV, PYTHONPATH=str(tmp_path))
+    env = dict(ENV, PYTHONPATH=child_env(pythonpath=[tmp_path])["PYTHONPATH"])
     out = subprocess.run([sys.executable, "-c", "import metal_ops"], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]

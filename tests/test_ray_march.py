@@ -9,6 +9,8 @@ import metal_ops
 from metal_ops.ray_march import pack_occupancy
 from tests.reference.ray_march import UNIT, grid_bits, random_case, reference, unpack
 
+pytestmark = pytest.mark.every_device
+
 def march(origins, directions, near, far, occupancy, **kw):
     out = metal_ops.ray_march(np.asarray(origins, np.float32), np.asarray(directions, np.float32),
                               np.asarray(near, np.float32), np.asarray(far, np.float32), occupancy, **kw)

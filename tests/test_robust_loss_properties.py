@@ -26,6 +26,8 @@ import metal_ops
 from tests.reference import robust_loss as ref
 from tests.test_robust_loss import op_with_grads
 
+pytestmark = pytest.mark.every_device
+
 INF = float("inf")
 SAT = ref.SATURATION
 EPS32 = float(np.finfo(np.float32).eps)

@@ -21,6 +21,9 @@ import numpy as np
 import pytest
 
 import metal_ops
+from tests.child_env import child_env
+
+pytestmark = pytest.mark.every_device
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASH = dict(num_levels=4, log2_hashmap_size=10, base_resolution=4, per_level_scale=1.5)
@@ -186,9 +189,9 @@ CHILDREN = {"save": _child_save, "load": _child_load}
 
 # ----------------------------------------------------------------------------- parent
 def _spawn(kind, out):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env = child_env(TF_CPP_MIN_LOG_LEVEL="2")
     if kind == "bare":  # a process that cannot import metal_ops at all
-        env["PYTHONPATH"] = ""
+        env = child_env(pythonpath=[], TF_CPP_MIN_LOG_LEVEL="2")
         return subprocess.Popen([sys.executable, "-c", BARE_CHILD, str(out)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=str(out))
     code = f"from tests.test_saved_models import run_child; run_child({kind!r}, {str(out)!r})"

@@ -16,6 +16,7 @@ from tests.reference import distortion_loss as distortion_ref
 from tests.reference import ray_march as ray_march_ref
 from tests.reference import sh_encode as sh_ref
 from tests.reference import zero_out as zero_out_ref
+from tests.child_env import child_env
 
 if not os.path.exists(_loader.library_path()):
     pytest.skip(f"no op library at {_loader.library_path()} (run make)", allow_module_level=True)
@@ -153,7 +154,7 @@ def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
     # Outside the source tree, with only the package importable: no tests/ folder.
     with open(selftest.__file__, encoding="utf-8") as f:
         assert "tests" not in {line.split()[1].split(".")[0] for line in f if line.startswith(("import ", "from "))}
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(_loader.PACKAGE_DIR), CUDA_VISIBLE_DEVICES="")
+    env = child_env(pythonpath=[os.path.dirname(_loader.PACKAGE_DIR)], CUDA_VISIBLE_DEVICES="")
     report = tmp_path / "report.json"
     r = subprocess.run([sys.executable, "-m", "metal_ops.selftest", "--json", str(report)], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)

@@ -9,6 +9,8 @@ import tensorflow as tf
 import metal_ops
 from tests.reference import sh_encode as ref
 
+pytestmark = pytest.mark.every_device
+
 DEGREES = [1, 2, 3, 4]
 
 

@@ -7,6 +7,8 @@ import metal_ops
 from tests.metal_shim.shim import i64, load_shim, ptr, u32
 from tests.reference import zero_out as reference
 
+pytestmark = pytest.mark.every_device
+
 DTYPES = [np.int32, np.int64, np.float32, np.float64]
 
 

@@ -137,8 +137,10 @@ class FusedMLP(keras.layers.Layer):
 
     Inputs [..., in_dim] with in_dim in 1..128. The op runs in float32, or in
     float16 (with float32 accumulation) on a GPU under a mixed-precision
-    policy; on the CPU a float16 policy computes in float32 and casts the
-    output.
+    policy; on a machine with no GPU a float16 policy computes in float32 and
+    casts the output. The choice follows whether TensorFlow lists a GPU, not
+    a device scope: on a GPU machine, a mixed-precision model placed on the
+    CPU gets the CPU kernel's error naming float16 (use a float32 policy there).
     """
 
     def __init__(self, output_units, hidden_units=64, hidden_layers=2, activation="relu", output_activation=None,

@@ -9,10 +9,24 @@
 The profiles are applied per test through `fuzz_settings()` (tests/fuzz/
 strategies.py) instead of `settings.load_profile`, so hypothesis tests elsewhere
 in the suite keep their own settings.
+
+The fuzz suite checks the CPU kernels' exact semantics (every bad value named,
+NaN and inf where TensorFlow's float32 CPU ops give them, flush-to-zero): it
+runs on /CPU:0 on every machine. The GPU kernels are checked by the op tests,
+which run on every device (tests/devices.py).
 """
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    import tensorflow as tf
+
+    with tf.device("/CPU:0"):
+        yield
 
 _COMMON = dict(
     deadline=None,
