@@ -162,3 +162,12 @@ def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
     assert "no GPU device" in r.stdout
     data = json.loads(report.read_text())
     assert data["passed"] is True and data["results"] == [] and data["environment"]["env"][selftest.SYNC_ENV] == "1"
+
+
+def test_int32_is_expected_on_the_host_of_a_cuda_gpu_only():
+    int32 = selftest._case("zero_out", "x", np.int32, [], None, 0.0)
+    f32 = selftest._case("zero_out", "x", np.float32, [], None, 0.0)
+    assert selftest.expected_device_type(int32, "GPU", platform="linux") == "CPU"
+    assert selftest.expected_device_type(int32, "GPU", platform="darwin") == "GPU"  # a Metal kernel keeps int32
+    assert selftest.expected_device_type(f32, "GPU", platform="linux") == "GPU"
+    assert selftest.expected_device_type(int32, "CPU", platform="linux") == "CPU"

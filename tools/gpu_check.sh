@@ -38,7 +38,7 @@ step() {
   echo "== gpu-check $name"
   case $name in
     build)
-      make --no-print-directory ENV=existing PYTHON="$PYTHON" -j"$(nproc)" all || return 1 ;;
+      make --no-print-directory ENV=existing PYTHON="$PYTHON" -j"$(nproc)" all metal-shim || return 1 ;;
     status)
       "$PYTHON" -m metal_ops || return 1
       gpu_listed || { echo "gpu-check: TensorFlow lists no GPU (see TensorFlow's log above)"; return 1; } ;;
