@@ -1,0 +1,271 @@
+"""FusedMLP in float64 NumPy, and the error bound of its float16 kernels.
+
+The activations and the Dense stack are written from their definitions, not
+from kernels/common/activations.h, so they can judge the kernels. NumPy only
+(no TensorFlow): the self-test uses it from an installed package, the CUDA
+harness tests without TensorFlow (tests/reference/fused_mlp.py loads it).
+
+`float16_bound` is derived in docs/FUSED_MLP_GPU.md ("float16 error bound").
+"""
+import numpy as np
+
+ALPHA = 0.2  # the op's default leaky_relu slope
+TRUNC_EXP_LIMIT = np.exp(15.0)  # trunc_exp's gradient is exp(clip(z, -15, 15))
+
+U16 = 2.0 ** -11  # float16 unit roundoff
+HALF_TINY = 2.0 ** -25  # the largest rounding error of a float16 subnormal
+U32 = 2.0 ** -23  # float32 accumulation, rounded or truncated (tensor cores truncate)
+LAMBDA = 8.0  # Hoeffding: a sum leaves lambda * S with probability below 2 exp(-lambda^2 / 2) = 3e-14
+MAX_SPLITS, SPLIT_ROWS = 256, 4096  # batch sums: at most 256 partial sums of at least 4096 rows
+
+
+def act(z, name, alpha=ALPHA):
+    if name == "relu":
+        return np.maximum(z, 0.0)
+    if name == "leaky_relu":
+        return np.where(z > 0, z, alpha * z)
+    if name == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-z))
+    if name == "softplus":
+        return np.logaddexp(0.0, z)
+    if name == "trunc_exp":
+        return np.exp(z)
+    if name == "none":
+        return z
+    raise ValueError(name)
+
+
+def dact(z, name, alpha=ALPHA):
+    """d act / d z at the pre-activation z."""
+    if name == "relu":
+        return (z > 0).astype(np.float64)
+    if name == "leaky_relu":
+        return np.where(z > 0, 1.0, alpha)
+    if name == "sigmoid":
+        s = 1.0 / (1.0 + np.exp(-z))
+        return s * (1.0 - s)
+    if name == "softplus":
+        return 1.0 / (1.0 + np.exp(-z))
+    if name == "trunc_exp":
+        return np.exp(np.clip(z, -15.0, 15.0))
+    if name == "none":
+        return np.ones_like(z)
+    raise ValueError(name)
+
+
+def dact_from_output(y, name, alpha=ALPHA):
+    """d act / d z from the output y = act(z) (how the kernels take it)."""
+    if name in ("relu", "leaky_relu"):
+        return np.where(y > 0, 1.0, 0.0 if name == "relu" else alpha)
+    if name == "sigmoid":
+        return y * (1 - y)
+    if name == "softplus":
+        return -np.expm1(-y)
+    if name == "trunc_exp":
+        return np.clip(y, 1.0 / TRUNC_EXP_LIMIT, TRUNC_EXP_LIMIT)
+    if name == "none":
+        return np.ones_like(y)
+    raise ValueError(name)
+
+
+def _forward(x, ws, bs, act_name, out_act, alpha):
+    """Pre-activations and outputs of every layer, float64."""
+    h = [np.asarray(x, np.float64)]
+    zs = []
+    for i, (w, b) in enumerate(zip(ws, bs)):
+        z = h[-1] @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
+        zs.append(z)
+        h.append(act(z, out_act if i == len(ws) - 1 else act_name, alpha))
+    return zs, h
+
+
+def forward_backward(x, ws, bs, dy, act_name, out_act, outs=None, alpha=ALPHA):
+    """float64 forward and backward of the Dense stack: (y, dx, dws, dbs,
+    hidden). With `outs` (a kernel's layer outputs: its hidden layers, then
+    y), derivatives are taken at those outputs: at a relu kink (z within
+    rounding of 0) the gradient then follows the side the kernel's forward
+    landed on. Without, at the exact pre-activations (what `float16_bound`
+    is measured against)."""
+    zs, h = _forward(x, ws, bs, act_name, out_act, alpha)
+    g = np.asarray(dy, np.float64)
+    dws, dbs = [None] * len(ws), [None] * len(ws)
+    for i in reversed(range(len(ws))):
+        name = out_act if i == len(ws) - 1 else act_name
+        g = g * (dact(zs[i], name, alpha) if outs is None
+                 else dact_from_output(np.asarray(outs[i], np.float64), name, alpha))
+        dws[i] = h[i].T @ g
+        dbs[i] = g.sum(0)
+        g = g @ np.asarray(ws[i], np.float64).T
+    return h[-1], g, dws, dbs, h[1:-1]
+
+
+# ---- the float16 error bound ------------------------------------------------------------------
+
+def _slope(z, s, name, alpha):
+    """The largest |act'| on [z - s, z + s] (every activation is monotone)."""
+    if name == "relu":
+        return (z + s > 0).astype(np.float64)
+    if name == "leaky_relu":
+        return np.where(z + s > 0, 1.0, alpha)
+    if name == "sigmoid":
+        m = np.where(np.abs(z) <= s, 0.0, np.abs(z) - s)
+        e = np.exp(-m)
+        return e / (1.0 + e) ** 2
+    if name == "softplus":
+        return 1.0 / (1.0 + np.exp(-(z + s)))
+    if name == "trunc_exp":
+        return np.exp(np.minimum(z + s, 700.0))
+    return np.ones_like(z)
+
+
+def _dslope(a, s, name):
+    """The largest |d act'(y) / dy| on [a - s, a + s] (act' from the output y)."""
+    if name == "sigmoid":
+        return np.maximum(np.abs(1.0 - 2.0 * (a - s)), np.abs(1.0 - 2.0 * (a + s)))
+    if name == "softplus":
+        return np.exp(-np.maximum(0.0, a - s))
+    if name == "trunc_exp":
+        return np.ones_like(a)
+    return np.zeros_like(a)  # none; relu and leaky_relu: their jump, counted where the side is uncertain
+
+
+def _rss(*terms):
+    return np.sqrt(sum(np.square(t) for t in terms))
+
+
+def _chain(n):
+    """The longest chain of float32 additions into one batch-sum accumulator:
+    a partial sum of at most max(4096, n / 256 + 32) consecutive rows, then the
+    partials (CUDA: row splits; Metal: partitions of row tiles)."""
+    return min(n, max(SPLIT_ROWS, n // MAX_SPLITS + 32)) + MAX_SPLITS
+
+
+def _prefix_max(a, g, block=1024):
+    """An upper bound of max_k |sum_{n < k} a[n]^T g[n]|, elementwise: every
+    partial sum of consecutive rows is at most twice it."""
+    total = np.zeros((a.shape[1], g.shape[1]))
+    best = np.zeros_like(total)
+    for r in range(0, a.shape[0], block):
+        ab, gb = a[r:r + block], g[r:r + block]
+        best = np.maximum(best, np.abs(total) + np.abs(ab).T @ np.abs(gb))
+        total += ab.T @ gb
+    return best
+
+
+class Float16Bound:
+    """Reference values (float64, derivatives at the exact pre-activations)
+    and their bounds: y, dx, hidden [L], dws [L+1], dbs [L+1]."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def pairs(self):
+        """[(name, reference, bound)] for y, dx, every hidden layer, dW and db."""
+        out = [("y", self.y, self.y_bound), ("dx", self.dx, self.dx_bound)]
+        out += [(f"hidden {l}", h, b) for l, (h, b) in enumerate(zip(self.hidden, self.hidden_bound))]
+        out += [(f"dW{l}", w, b) for l, (w, b) in enumerate(zip(self.dws, self.dws_bound))]
+        out += [(f"db{l}", w, b) for l, (w, b) in enumerate(zip(self.dbs, self.dbs_bound))]
+        return out
+
+
+def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
+    """The float16 kernels' results (y, hidden, dx, dW, db) lie within
+    `bound` of the float64 reference `forward_backward(x, ws, bs, dy, ...)`
+    on the same float16 values, elementwise (docs/FUSED_MLP_GPU.md).
+
+    Model of the kernels: float16 inputs, weights, biases and dy; products
+    summed in float32; every layer's output and every dL/dz rounded to float16,
+    derivatives taken from the float16 outputs; dx, dW, db rounded to float16.
+    bound = D + lam * S: S propagates each rounding error's largest size as a
+    root sum of squares (independent, mean-zero errors), D the float32
+    accumulation and the last rounding of each result, taken at their worst.
+    A relu / leaky_relu unit whose pre-activation is within lam * S of 0 may
+    land on the other side: its whole gradient term counts.
+    """
+    x = np.asarray(x, np.float64)
+    dy = np.asarray(dy, np.float64)
+    ws = [np.asarray(w, np.float64) for w in ws]
+    bs = [np.asarray(b, np.float64) for b in bs]
+    n, depth = x.shape[0], len(ws)
+    names = [act_name] * (depth - 1) + [out_act]
+    zs, h = _forward(x, ws, bs, act_name, out_act, alpha)
+
+    # Forward: S of every layer's pre-activation (s_z) and stored output (s_a).
+    s_a, s_z = [np.zeros_like(x)], []
+    for l in range(depth):
+        w2, k = ws[l] ** 2, ws[l].shape[0] + 1
+        mag = (np.abs(h[l]) + lam * s_a[l]) @ np.abs(ws[l]) + np.abs(bs[l])
+        sz = np.sqrt(s_a[l] ** 2 @ w2 + (k * U32 * mag) ** 2)
+        slope = _slope(zs[l], lam * sz, names[l], alpha)
+        s_z.append(sz)
+        s_a.append(_rss(slope * sz, U16 * np.abs(h[l + 1]), HALF_TINY))
+
+    def deriv(l):
+        """act'(z_l), the largest |kernel's act'| and S of its error."""
+        name, z, a = names[l], zs[l], h[l + 1]
+        d = dact(z, name, alpha)
+        if name in ("relu", "leaky_relu"):
+            jump = 1.0 if name == "relu" else 1.0 - alpha
+            uncertain = np.abs(z) <= lam * s_z[l] + 2.0 ** -24  # a tiny z rounds to 0 in float16
+            return d, np.where(uncertain, 1.0, d), np.where(uncertain, jump, 0.0)
+        sd = _dslope(a, lam * s_a[l + 1], name) * s_a[l + 1]
+        return d, np.abs(d) + lam * sd, sd
+
+    # Backward: S of every dL/dz (s_g) and of dx.
+    g = [None] * depth
+    s_g = [None] * depth
+    d, dmax, sd = deriv(depth - 1)
+    g[-1] = dy * d
+    s_g[-1] = _rss(np.abs(dy) * sd, U16 * np.abs(g[-1]), HALF_TINY)
+    for l in range(depth - 1, -1, -1):
+        t = g[l] @ ws[l].T
+        mag = (np.abs(g[l]) + lam * s_g[l]) @ np.abs(ws[l]).T
+        k = ws[l].shape[1]
+        if l == 0:
+            dx = t
+            s_dx = np.sqrt(s_g[l] ** 2 @ (ws[l] ** 2).T)
+            dx_bound = lam * s_dx + k * U32 * mag + U16 * (np.abs(dx) + lam * s_dx) + HALF_TINY
+            break
+        st = np.sqrt(s_g[l] ** 2 @ (ws[l] ** 2).T + (k * U32 * mag) ** 2)
+        d, dmax, sd = deriv(l - 1)
+        g[l - 1] = t * d
+        s_g[l - 1] = _rss(dmax * st, np.abs(t) * sd, U16 * np.abs(g[l - 1]), HALF_TINY)
+
+    # Batch sums: rows are independent, so their errors add as squares; the
+    # float32 accumulation at its worst along the longest chain of additions.
+    dws, dbs, dws_bound, dbs_bound = [], [], [], []
+    chain = _chain(n)
+    ones = np.ones((n, 1))
+    for l in range(depth):
+        a, sa, gl, sg = h[l], s_a[l], g[l], s_g[l]
+        dw, db = a.T @ gl, gl.sum(0)
+        s_dw = np.sqrt((sa ** 2).T @ gl ** 2 + (a ** 2).T @ sg ** 2 + 2 * (sa * np.abs(a)).T @ (np.abs(gl) * sg))
+        s_db = np.sqrt((sg ** 2).sum(0))
+        # Each addition: at most U32 (|partial sum| + |terms added|).
+        abs_a, abs_g = np.abs(a) + lam * sa, np.abs(gl) + lam * sg
+        acc_w = U32 * (2 * chain * _prefix_max(a, gl) + abs_a.T @ abs_g)
+        acc_b = U32 * (2 * chain * _prefix_max(ones, gl)[0] + abs_g.sum(0))
+        dws.append(dw)
+        dbs.append(db)
+        dws_bound.append(lam * s_dw + acc_w + U16 * (np.abs(dw) + lam * s_dw + acc_w) + HALF_TINY)
+        dbs_bound.append(lam * s_db + acc_b + U16 * (np.abs(db) + lam * s_db + acc_b) + HALF_TINY)
+
+    y = h[-1]
+    # y, hidden: the last rounding is already in s_a; lam * s_a covers it.
+    return Float16Bound(y=y, y_bound=lam * s_a[-1], hidden=h[1:-1], hidden_bound=[lam * s for s in s_a[1:-1]],
+                        dx=dx, dx_bound=dx_bound, dws=dws, dws_bound=dws_bound, dbs=dbs, dbs_bound=dbs_bound)
+
+
+def worst_ratio(got, want, bound):
+    """max |got - want| / bound (inf for a shape mismatch or a NaN/inf that
+    the reference does not have; 0 for empty arrays)."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return np.inf
+    if got.size == 0:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        ratio = np.abs(got - want) / bound
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    return float(ratio.max())
