@@ -159,12 +159,20 @@ class Float16Bound:
     def __init__(self, **kw):
         self.__dict__.update(kw)
 
-    def pairs(self):
-        """[(name, reference, bound)] for y, dx, every hidden layer, dW and db."""
-        out = [("y", self.y, self.y_bound), ("dx", self.dx, self.dx_bound)]
-        out += [(f"hidden {l}", h, b) for l, (h, b) in enumerate(zip(self.hidden, self.hidden_bound))]
-        out += [(f"dW{l}", w, b) for l, (w, b) in enumerate(zip(self.dws, self.dws_bound))]
-        out += [(f"db{l}", w, b) for l, (w, b) in enumerate(zip(self.dbs, self.dbs_bound))]
+    def ratios(self, y=None, hidden=None, dx=None, dws=None, dbs=None):
+        """[(name, worst |got - want| / bound)] for the kernel results given
+        (names: y, hidden l, dx, dW l, db l)."""
+        out = []
+        if y is not None:
+            out.append(("y", worst_ratio(y, self.y, self.y_bound)))
+        for l, h in enumerate(hidden if hidden is not None else []):
+            out.append((f"hidden {l}", worst_ratio(h, self.hidden[l], self.hidden_bound[l])))
+        if dx is not None:
+            out.append(("dx", worst_ratio(dx, self.dx, self.dx_bound)))
+        for l, w in enumerate(dws if dws is not None else []):
+            out.append((f"dW{l}", worst_ratio(w, self.dws[l], self.dws_bound[l])))
+        for l, b in enumerate(dbs if dbs is not None else []):
+            out.append((f"db{l}", worst_ratio(b, self.dbs[l], self.dbs_bound[l])))
         return out
 
 

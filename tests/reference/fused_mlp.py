@@ -1,79 +1,43 @@
-"""FusedMLP's activations and their derivatives in float64 (written from the
-definitions, not from kernels/common/activations.h), shared by the TF tests
-and the CUDA harness tests."""
-import numpy as np
+"""FusedMLP's float64 NumPy reference and float16 error bound, shared by the
+TF tests and the CUDA harness tests: the package's module
+metal_ops/_fused_mlp_reference.py (the self-test uses it from an installed
+package), loaded from its file so that no TensorFlow is imported (the
+package's __init__ imports it; the CUDA harness tests run without)."""
+import importlib.util
+import os
+import sys
 
-ALPHA = 0.2  # the op's default leaky_relu slope
-TRUNC_EXP_LIMIT = np.exp(15.0)  # trunc_exp's gradient is exp(clip(z, -15, 15))
-
-
-def act(z, name, alpha=ALPHA):
-    if name == "relu":
-        return np.maximum(z, 0.0)
-    if name == "leaky_relu":
-        return np.where(z > 0, z, alpha * z)
-    if name == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-z))
-    if name == "softplus":
-        return np.logaddexp(0.0, z)
-    if name == "trunc_exp":
-        return np.exp(z)
-    if name == "none":
-        return z
-    raise ValueError(name)
+_NAME = "metal_ops._fused_mlp_reference"
 
 
-def dact(z, name, alpha=ALPHA):
-    """d act / d z at the pre-activation z."""
-    if name == "relu":
-        return (z > 0).astype(np.float64)
-    if name == "leaky_relu":
-        return np.where(z > 0, 1.0, alpha)
-    if name == "sigmoid":
-        s = 1.0 / (1.0 + np.exp(-z))
-        return s * (1.0 - s)
-    if name == "softplus":
-        return 1.0 / (1.0 + np.exp(-z))
-    if name == "trunc_exp":
-        return np.exp(np.clip(z, -15.0, 15.0))
-    if name == "none":
-        return np.ones_like(z)
-    raise ValueError(name)
+def _load():
+    if _NAME in sys.modules:
+        return sys.modules[_NAME]
+    package = importlib.util.find_spec("metal_ops")  # finds the package without running its __init__
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("metal_ops is not importable: run from the tree (pytest.ini) or install the package")
+    path = os.path.join(list(package.submodule_search_locations)[0], "_fused_mlp_reference.py")
+    spec = importlib.util.spec_from_file_location("metal_ops_fused_mlp_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def dact_from_output(y, name, alpha=ALPHA):
-    """d act / d z from the output y = act(z) (how the kernels take it)."""
-    if name in ("relu", "leaky_relu"):
-        return np.where(y > 0, 1.0, 0.0 if name == "relu" else alpha)
-    if name == "sigmoid":
-        return y * (1 - y)
-    if name == "softplus":
-        return -np.expm1(-y)
-    if name == "trunc_exp":
-        return np.clip(y, 1.0 / TRUNC_EXP_LIMIT, TRUNC_EXP_LIMIT)
-    if name == "none":
-        return np.ones_like(y)
-    raise ValueError(name)
+_ref = _load()
+ALPHA = _ref.ALPHA
+TRUNC_EXP_LIMIT = _ref.TRUNC_EXP_LIMIT
+act = _ref.act
+dact = _ref.dact
+dact_from_output = _ref.dact_from_output
+forward_backward = _ref.forward_backward
+float16_bound = _ref.float16_bound
+worst_ratio = _ref.worst_ratio
 
 
-def forward_backward(x, ws, bs, dy, act_name, out_act, outs=None):
-    """float64 forward and backward of the Dense stack: (y, dx, dws, dbs,
-    hidden). With `outs` (a kernel's layer outputs: its hidden layers, then
-    y), derivatives are taken at those outputs: at a relu kink (z within
-    rounding of 0) the gradient legitimately follows the side the kernel's
-    forward landed on, so the reference must take the same side."""
-    h = [np.asarray(x, np.float64)]
-    zs = []
-    for i, (w, b) in enumerate(zip(ws, bs)):
-        z = h[-1] @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
-        zs.append(z)
-        h.append(act(z, out_act if i == len(ws) - 1 else act_name))
-    g = np.asarray(dy, np.float64)
-    dws, dbs = [None] * len(ws), [None] * len(ws)
-    for i in reversed(range(len(ws))):
-        name = out_act if i == len(ws) - 1 else act_name
-        g = g * (dact(zs[i], name) if outs is None else dact_from_output(np.asarray(outs[i], np.float64), name))
-        dws[i] = h[i].T @ g
-        dbs[i] = g.sum(0)
-        g = g @ np.asarray(ws[i], np.float64).T
-    return h[-1], g, dws, dbs, h[1:-1]
+
+def assert_within_float16_bound(bound, **results):
+    """Each of the float16 kernel's results (y, hidden, dx, dws, dbs: see
+    Float16Bound.ratios) within `bound` of the float64 reference, elementwise."""
+    bad = [f"{name}: error up to {ratio:.3g} times its float16 bound"
+           for name, ratio in bound.ratios(**results) if not ratio <= 1.0]
+    assert not bad, "; ".join(bad)
