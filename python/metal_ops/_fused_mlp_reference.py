@@ -126,7 +126,7 @@ def _dslope(a, s, name):
         return np.exp(-np.maximum(0.0, a - s))
     if name == "trunc_exp":
         return np.ones_like(a)
-    return np.zeros_like(a)  # none; relu and leaky_relu: their jump, counted where the side is uncertain
+    return np.zeros_like(a)  # none; relu and leaky_relu jump (see deriv in float16_bound)
 
 
 def _rss(*terms):
@@ -214,8 +214,13 @@ def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
         d = dact(z, name, alpha)
         if name in ("relu", "leaky_relu"):
             jump = 1.0 if name == "relu" else 1.0 - alpha
-            uncertain = np.abs(z) <= lam * s_z[l] + 2.0 ** -24  # a tiny z rounds to 0 in float16
-            return d, np.where(uncertain, 1.0, d), np.where(uncertain, jump, 0.0)
+            # The kernel lands on the other side of 0 with probability at most
+            # p = 2 exp(-z^2 / (2 S^2)) (Hoeffding); the jump then counts whole.
+            # A z within 2^-24 of 0 may round to 0 in float16.
+            sz2 = s_z[l] ** 2 + 2.0 ** -48
+            p = np.minimum(1.0, 2.0 * np.exp(-0.5 * z * z / sz2))
+            dmax = np.where(np.abs(z) <= lam * np.sqrt(sz2), 1.0, d)
+            return d, dmax, jump * np.sqrt(p)
         sd = _dslope(a, lam * s_a[l + 1], name) * s_a[l + 1]
         return d, np.abs(d) + lam * sd, sd
 
@@ -247,10 +252,11 @@ def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
     for l in range(depth):
         a, sa, gl, sg = h[l], s_a[l], g[l], s_g[l]
         dw, db = a.T @ gl, gl.sum(0)
-        s_dw = np.sqrt((sa ** 2).T @ gl ** 2 + (a ** 2).T @ sg ** 2 + 2 * (sa * np.abs(a)).T @ (np.abs(gl) * sg))
+        # a row's error: sa |g| + |a + da| sg (the second factor covers da dg).
+        abs_a, abs_g = np.abs(a) + lam * sa, np.abs(gl) + lam * sg
+        s_dw = np.sqrt((sa ** 2).T @ gl ** 2 + (abs_a ** 2).T @ sg ** 2 + 2 * (sa * abs_a).T @ (np.abs(gl) * sg))
         s_db = np.sqrt((sg ** 2).sum(0))
         # Each addition: at most U32 (|partial sum| + |terms added|).
-        abs_a, abs_g = np.abs(a) + lam * sa, np.abs(gl) + lam * sg
         acc_w = U32 * (2 * chain * _prefix_max(a, gl) + abs_a.T @ abs_g)
         acc_b = U32 * (2 * chain * _prefix_max(ones, gl)[0] + abs_g.sum(0))
         dws.append(dw)
