@@ -161,29 +161,24 @@ def test_relu_kinks_are_planted():
     assert flips > 0
 
 
-@pytest.mark.parametrize("where", ["y", "dx", "dW0", "db1", "hidden 0"])
-def test_planted_error_of_four_bounds_is_caught(where):
+@pytest.mark.parametrize("where,key,layer", [("y", "y", 0), ("hidden 0", "hidden", 0), ("dx", "dx", 0),
+                                              ("dW0", "dws", 0), ("db1", "dbs", 1)])
+def test_planted_error_of_four_bounds_is_caught(where, key, layer):
     rng = np.random.default_rng(3)
     x, ws, bs, dy = random_net(rng, 200, 31, 64, 2, 3, "relu")
     bound = ref.float16_bound(x, ws, bs, dy, "relu", "none")
     y, hs, dx, dws, dbs = simulate(x, ws, bs, dy, "relu", "none")
-    results = dict(y=y, hidden=hs.astype(np.float64), dx=dx, dws=list(dws), dbs=list(dbs))
-    want, bnd = {"y": (bound.y, bound.y_bound), "dx": (bound.dx, bound.dx_bound),
-                 "dW0": (bound.dws[0], bound.dws_bound[0]), "db1": (bound.dbs[1], bound.dbs_bound[1]),
-                 "hidden 0": (bound.hidden[0], bound.hidden_bound[0])}[where]
-    planted = want + 4 * bnd  # the reference plus 4 bounds at one element, the rest as the model has it
-    k = np.unravel_index(np.argmax(bnd), bnd.shape)
-    target = {"y": ("y", None), "dx": ("dx", None), "dW0": ("dws", 0), "db1": ("dbs", 1),
-              "hidden 0": ("hidden", 0)}[where]
-    array = results[target[0]] if target[1] is None else results[target[0]][target[1]]
-    array = array.astype(np.float64)
-    array[k] = planted[k]
-    if target[1] is None:
-        results[target[0]] = array
-    else:
-        results[target[0]][target[1]] = array
-    ratios = dict(bound.ratios(**results))
-    assert ratios[where] >= 3.0
+    got = {"y": [y], "hidden": list(hs), "dx": [dx], "dws": list(dws), "dbs": list(dbs)}
+    want = {"y": [bound.y], "hidden": bound.hidden, "dx": [bound.dx], "dws": bound.dws, "dbs": bound.dbs}
+    bnd = {"y": [bound.y_bound], "hidden": bound.hidden_bound, "dx": [bound.dx_bound], "dws": bound.dws_bound,
+           "dbs": bound.dbs_bound}
+    # At the element with the largest bound: the reference plus 4 bounds; the rest as the model has it.
+    k = np.unravel_index(np.argmax(bnd[key][layer]), bnd[key][layer].shape)
+    planted = got[key][layer].astype(np.float64)
+    planted[k] = want[key][layer][k] + 4 * bnd[key][layer][k]
+    got[key][layer] = planted
+    ratios = dict(bound.ratios(y=got["y"][0], hidden=got["hidden"], dx=got["dx"][0], dws=got["dws"], dbs=got["dbs"]))
+    assert ratios[where] == pytest.approx(4.0)
     assert all(r <= 1.0 for name, r in ratios.items() if name != where)
 
 
