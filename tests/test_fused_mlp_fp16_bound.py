@@ -244,6 +244,19 @@ def test_selftest_float16_check_fails_a_planted_error(which, name):
     assert error > case.tolerance and note == f"largest in {name} (error / float16 bound)"
 
 
+def test_selftest_row_of_a_float16_case(monkeypatch):
+    # run_case takes the case's check, not the CPU reference (there is no float16 CPU kernel).
+    selftest, case, values, grads = _selftest_case()
+    monkeypatch.setattr(selftest, "execute", lambda c, d, repeat=1: (values, grads, ["/device:GPU:0"], 1e-3))
+
+    def no_reference(case, repeat):
+        raise AssertionError("the CPU reference was asked for")
+
+    row = selftest.run_case(case, "/device:GPU:0", no_reference, 1)
+    assert row["passed"] and row["tolerance"] == 1.0 and 0 < row["error"] <= 1.0, row
+    assert row["reference_ms"] is None and "(error / float16 bound)" in row["note"]
+
+
 def test_selftest_float16_check_missing_gradient():
     selftest, case, values, grads = _selftest_case()
     grads[3] = None
