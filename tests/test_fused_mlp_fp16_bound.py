@@ -234,14 +234,23 @@ def test_selftest_float16_check_passes_the_model():
 @pytest.mark.parametrize("which,name", [(0, "gradient of input 0"), (5, "gradient of input 5"),
                                         (None, "output 0")])
 def test_selftest_float16_check_fails_a_planted_error(which, name):
+    # One element off by 4 times its bound, the rest as the model has it.
     selftest, case, values, grads = _selftest_case()
+    layers = (len(case.inputs) - 1) // 2
+    (cot,) = selftest.cotangents(case, [values[0].shape])
+    bound = ref.float16_bound(case.inputs[0], case.inputs[1:1 + layers], case.inputs[1 + layers:], cot.astype(F16),
+                              case.attrs["activation"], case.attrs["output_activation"])
+    wants = [(bound.y, bound.y_bound), (bound.dx, bound.dx_bound)] + list(zip(bound.dws, bound.dws_bound)) + list(
+        zip(bound.dbs, bound.dbs_bound))
+    want, bnd = wants[0 if which is None else which + 1]
     target = values if which is None else grads
     k = 0 if which is None else which
     bad = target[k].astype(np.float64)
-    bad.flat[bad.size // 2] += 0.05 * max(1.0, float(np.abs(bad).max()))
+    i = bad.size // 2
+    bad.flat[i] = want.flat[i] + 4 * bnd.flat[i]
     target[k] = bad
     error, note = case.check(case, values, grads)
-    assert error > case.tolerance and note == f"largest in {name} (error / float16 bound)"
+    assert error == pytest.approx(4.0) and note == f"largest in {name} (error / float16 bound)"
 
 
 def test_selftest_row_of_a_float16_case(monkeypatch):
