@@ -291,7 +291,8 @@ cuda-lib: $(BUILD)/tf_flags.mk
 	    CUOBJ=$$cuobj CUDA_ARCH_FLAGS="$$gencode" TF_IS_CUDA_BUILD=0 cuda-lib-link
 	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cuda --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --cuda-library $(CUDA_LIB) \
-	  --cuda-archs "$$(python3 tools/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))"
+	  --cuda-archs "$$(python3 tools/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" \
+	  --cuda-version "$$($(NVCC) --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')"
 CUDA_LIB_GLUE_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS) $(PORTABLE_SRCS))
 CUDA_LIB_CU_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS))
 $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)): CXXFLAGS += -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include
