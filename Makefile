@@ -201,6 +201,23 @@ ifeq ($(TF_IS_CUDA_BUILD),1)
   endif
 endif
 
+# cuBLAS's headers (kernels/cuda/cublas_gemm.cu.cc, the CUDA convolution's
+# GEMM, opens the library at run time: nothing links it). CUBLAS_HOME: a
+# folder with cuBLAS's include/ (a CUDA toolkit's root, site-packages/nvidia/cublas);
+# by default the pinned nvidia-cublas-cu12 wheel's, fetched once with pip
+# (tools/cublas_headers.py). The soname opened follows the headers' major
+# version: libcublas.so.12, TensorFlow 2.21's (its CUDA 12).
+CUBLAS_VERSION := 12.9.3.13
+CUBLAS_HOME ?= $(BUILD)/cublas-$(CUBLAS_VERSION)
+export CUBLAS_HOME
+NVCCFLAGS += -I$(CUBLAS_HOME)/include
+ifeq ($(origin CUBLAS_HOME),file)
+$(CUBLAS_HOME)/include/cublas_v2.h:
+	python3 tools/cublas_headers.py --version $(CUBLAS_VERSION) --out $(CUBLAS_HOME) \
+	  --python $(if $(wildcard $(PYTHON)),$(PYTHON),python3) --download-dir $(BUILD)/cublas-dl
+endif
+$(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS)): | $(CUBLAS_HOME)/include/cublas_v2.h
+
 $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
@@ -281,7 +298,7 @@ TF_CUDA_CAPABILITIES := sm_60 sm_70 sm_80 sm_89 compute_90
 CUDA_LIB_CAPABILITIES ?= $(TF_CUDA_CAPABILITIES)
 CUDA_LIB_LDLIBS = -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL -Wl,-z,defs
 .PHONY: cuda-lib cuda-lib-link
-cuda-lib: $(BUILD)/tf_flags.mk
+cuda-lib: $(BUILD)/tf_flags.mk | $(CUBLAS_HOME)/include/cublas_v2.h
 	@command -v $(NVCC) >/dev/null || { echo "cuda-lib: $(NVCC) not found (the CUDA toolkit's compiler)" >&2; exit 1; }
 	+@gencode="$$(python3 tools/cuda_archs.py gencode --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
 	  if [ "$$gencode" = "$(CUDA_ARCH_FLAGS)" ]; then cuobj=$(BUILD)/cuobj; \
