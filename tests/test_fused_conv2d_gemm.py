@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from tests.test_fused_conv2d import reference
+from tests.reference.fused_conv2d import reference
 
 # name, x shape, filter shape, strides, padding, dilations
 CASES = [

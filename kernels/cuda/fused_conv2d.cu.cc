@@ -66,26 +66,19 @@ __global__ void GatherPatchRowsKernel(const Floats<V>* __restrict__ input, Float
 }
 
 // out = act(out + bias + residual) over a [rows, channels] block, V floats per
-// access (channels % V == 0). Each thread's channel is tracked as it strides,
-// without a 64-bit division per access.
+// access (channels % V == 0).
 template <int V>
 __global__ void OutputStageKernel(Floats<V>* out, const Floats<V>* __restrict__ bias,
                                   const Floats<V>* __restrict__ residual, int64_t n, int64_t channels_v, int act,
                                   float alpha) {
-  const int64_t stride = GlobalThreadCount();
-  const int64_t step = stride % channels_v;
-  int64_t i = GlobalThreadIndex();
-  int64_t c = i % channels_v;
-  for (; i < n; i += stride) {
+  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
     Floats<V> o = out[i];
     Floats<V> b{}, r{};  // zeros unless given
-    if (bias != nullptr) b = bias[c];
+    if (bias != nullptr) b = bias[i % channels_v];
     if (residual != nullptr) r = residual[i];
 #pragma unroll
     for (int k = 0; k < V; ++k) o.v[k] = fused_output_element(o.v[k], b.v[k], r.v[k], act, alpha);
     out[i] = o;
-    c += step;
-    if (c >= channels_v) c -= channels_v;
   }
 }
 
