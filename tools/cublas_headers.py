@@ -52,6 +52,7 @@ def unpack_headers(wheel, out):
             with open(target, "wb") as f:
                 f.write(z.read(name))
     if not os.path.exists(os.path.join(tmp, "cublas_v2.h")):
+        shutil.rmtree(tmp)
         sys.exit(f"cublas_headers: {wheel} has no {PREFIX}cublas_v2.h")
     shutil.rmtree(include, ignore_errors=True)
     os.replace(tmp, include)

@@ -130,6 +130,8 @@ bool FitsInt(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max();
 
 }  // namespace
 
+const char* CublasSoname() { return kCublasSoname; }
+
 GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                         float* c, int64_t ldc, bool allow_tf32, cudaStream_t stream) {
   if (!FitsInt(m) || !FitsInt(n) || !FitsInt(k) || !FitsInt(lda) || !FitsInt(ldb) || !FitsInt(ldc)) {

@@ -31,6 +31,9 @@ inline GpuStatus CudaCall(const char* what, cudaError_t err) {
   return err == cudaSuccess ? GpuStatus{} : GpuStatus{what, cudaGetErrorString(err)};
 }
 
+// The soname this build opens ("libcublas.so.12").
+const char* CublasSoname();
+
 // C[m, n] = A[m, k] B[k, n], row-major with leading dimensions lda, ldb, ldc
 // (in floats), queued on `stream` of the current device. allow_tf32: cuBLAS
 // may use TF32 tensor cores (10-bit mantissa products, float32 accumulation);

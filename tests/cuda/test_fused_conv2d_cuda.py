@@ -14,6 +14,10 @@ Chunking is exercised through the plan's budgets: a few rows of output or
 patches per chunk instead of megabytes.
 """
 import ctypes
+import glob
+import os
+import site
+import sys
 
 import numpy as np
 import pytest
@@ -26,8 +30,37 @@ I64x4 = ctypes.c_int64 * 4
 I64x8 = ctypes.c_int64 * 8
 
 
+_cublas = {}
+
+
+def _load_cublas(lib):
+    """Loads the cuBLAS the kernels open (the harness's soname) so that their
+    dlopen finds it by name: from the library path, else from an installed
+    nvidia-* pip package (TensorFlow's nvidia-cublas-cu12, PyTorch's CUDA 13
+    cuBLAS)."""
+    lib.metal_ops_cublas_soname.restype = ctypes.c_char_p
+    soname = lib.metal_ops_cublas_soname().decode()
+    if soname in _cublas:
+        return _cublas[soname]
+    candidates = [soname]
+    for root in dict.fromkeys(site.getsitepackages() + sys.path):
+        candidates += sorted(glob.glob(os.path.join(root, "nvidia", "**", soname), recursive=True))
+    for path in candidates:
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            _cublas[soname] = path
+            return path
+        except OSError:
+            continue
+    pytest.fail(f"{soname} (the cuBLAS of the headers the harness was built with) is neither on the library path "
+                f"nor in a pip nvidia package here: build the harness against this machine's cuBLAS "
+                f"(`make cuda-harness CUBLAS_HOME=<folder with include/cublas_v2.h>`) or put {soname}'s folder "
+                f"on LD_LIBRARY_PATH")
+
+
 def _lib():
     cupy, lib = require_gpu()
+    _load_cublas(lib)
     p, i64, f32, s = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_char_p
     a = ctypes.POINTER(ctypes.c_int64)  # ctypes arrays, kept alive by the call
     lib.metal_ops_fused_conv2d_last_error.restype = ctypes.c_char_p

@@ -41,6 +41,9 @@ extern "C" {
 
 const char* metal_ops_fused_conv2d_last_error() { return last_error.c_str(); }
 
+// The cuBLAS soname the convolution opens at its first GEMM.
+const char* metal_ops_cublas_soname() { return mo::cuda::CublasSoname(); }
+
 // The output shape (4 sizes) and the plan the TF kernel uses
 // (mo::cuda::PlanFusedConv2D), with its budgets or, where <= 0, the defaults.
 int metal_ops_fused_conv2d_plan(const int64_t* input_shape, const int64_t* filter_shape, const int64_t* strides,
