@@ -116,6 +116,31 @@ def test_gpu_sync_variable(shim, value, on):
     assert shim.shim_gpu_sync_requested(value) == on
 
 
+def test_gpu_sync_follows_the_environment_at_every_call(shim, monkeypatch):
+    # The glue reads the variable per op call: set or cleared after earlier
+    # ops ran (a test module setting it once others have run), it applies from
+    # the next op on.
+    monkeypatch.delenv("METAL_OPS_GPU_SYNC", raising=False)
+    assert shim.shim_gpu_sync_on() == 0
+    monkeypatch.setenv("METAL_OPS_GPU_SYNC", "1")
+    assert shim.shim_gpu_sync_on() == 1
+    monkeypatch.setenv("METAL_OPS_GPU_SYNC", "0")
+    assert shim.shim_gpu_sync_on() == 0
+    monkeypatch.setenv("METAL_OPS_GPU_SYNC", "true")
+    assert shim.shim_gpu_sync_on() == 1
+    monkeypatch.delenv("METAL_OPS_GPU_SYNC")
+    assert shim.shim_gpu_sync_on() == 0
+
+
+def test_encode_decides_gpu_sync_per_call():
+    # metal_kernel.mm takes the mode from GpuSyncOn() at each encode and keeps
+    # no copy of it (a function-local static would be read once per process).
+    with open(os.path.join(ROOT, "kernels", "metal", "metal_kernel.mm"), encoding="utf-8") as f:
+        text = f.read()
+    assert re.search(r"const bool sync = wait \|\| GpuSyncOn\(\);", text)
+    assert "kGpuSyncVariable" not in text and "getenv" not in text
+
+
 def test_gpu_error_message_names_op_and_kernels(shim):
     out = ctypes.create_string_buffer(1024)
     shim.shim_gpu_error_message(b"model/hash_encode/MetalOpsHashEncode", b"hash_encode_zero_u32;blit fill",

@@ -50,6 +50,9 @@ uint64_t shim_fill_length(uint64_t bytes, uint64_t buffer_length) { return mo::m
 
 int shim_gpu_sync_requested(const char* value) { return mo::metal::GpuSyncRequested(value) ? 1 : 0; }
 
+// What the glue decides for the op it encodes now (the process environment).
+int shim_gpu_sync_on() { return mo::metal::GpuSyncOn() ? 1 : 0; }
+
 // GpuErrorMessage for kernels given as one string separated by ';'.
 void shim_gpu_error_message(const char* op, const char* kernels, const char* status, const char* error, char* out,
                             int size) {
