@@ -64,7 +64,7 @@ help:
 # and examples import metal_ops without editing sys.path. METAL_OPS_SKIP_MAKE:
 # setup.py leaves the compiling to this Makefile.
 # On a Mac, tools/check_macos_env.py first checks that the pinned macOS stack
-# can install here (Python 3.9-3.12, macOS >= 12.1) and says what to use
+# can install here (an arm64 Python 3.9-3.12, macOS >= 12.1) and says what to use
 # instead; VENV_PYTHON is the interpreter that makes the venv.
 VENV_PYTHON ?= python3
 ifeq ($(UNAME_S)$(MACOS_CROSS),Darwin)
@@ -79,8 +79,15 @@ ifeq ($(ENV),existing)
 else
   VENV_STAMP := $(VENV)/.installed
 endif
+# PYTHON is the interpreter pip installs into: the venv's, or an existing
+# file. A bare name (`make PYTHON=python3.12`) would make the venv with
+# VENV_PYTHON and then run pip under that other interpreter (on Homebrew's,
+# PEP 668 refuses): stop before anything runs and name the right variable.
+PYTHON_CHECK = $(if $(or $(wildcard $(PYTHON)),$(filter $(VENV)/bin/python,$(PYTHON))),,$(error PYTHON=$(PYTHON) \
+  is not the venv's interpreter ($(VENV)/bin/python) nor an existing file: PYTHON is the interpreter pip installs \
+  into; to choose the Python that makes the venv, run `make VENV_PYTHON=$(PYTHON)`))
 $(VENV)/.installed: $(REQUIREMENTS) pyproject.toml setup.py
-	$(MACOS_ENV_CHECK)
+	$(PYTHON_CHECK)$(MACOS_ENV_CHECK)
 	test -x $(PYTHON) || $(VENV_PYTHON) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -r $(REQUIREMENTS)
