@@ -296,3 +296,25 @@ def test_cuda_kernel_follows_tensorflow_tf32_setting():
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(was)
 
+
+def test_gpu_elu_keeps_small_negative_values():
+    """ELU's negative side is expm1(z) on the GPU too (the MPSGraph kernel
+    builds it from a polynomial and exp, as MPSGraph has no expm1): exp(z) - 1
+    would give 0 or multiples of 2^-24 for these. A 1x1 filter of one 1.0
+    makes z the input itself (TF32 off, so CUDA's GEMM keeps it exact)."""
+    import os
+
+    if _NO_GPU is not None:
+        if os.environ.get("METAL_OPS_REQUIRE_METAL") == "1":
+            pytest.fail(_NO_GPU)
+        pytest.skip(_NO_GPU)
+    z = -np.logspace(-9, 0, 64).astype(np.float32).reshape(1, 1, 64, 1)
+    was = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        with tf.device("/GPU:0"):
+            y = metal_ops.fused_conv2d(tf.constant(z), tf.ones([1, 1, 1, 1]), activation="elu")
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(was)
+    assert "GPU" in y.device
+    np.testing.assert_allclose(y.numpy(), np.expm1(z.astype(np.float64)), rtol=1e-5, atol=0)
