@@ -416,7 +416,7 @@ def run_case(case, device, reference, repeat):
         names = [f"output {i}" for i in range(len(values))] + [f"gradient of input {i}" for i in range(len(grads))]
         compare = COMPARISONS.get(case.op)
         got, want = values + grads, list(want_values) + list(want_grads)
-        error, note = (compare(got, want, names, case.tolerance) if compare else max_error(got, want, names))
+        error, note = compare(got, want, names, case.tolerance) if compare else max_error(got, want, names)
         row["error"], row["note"] = error, note
         import tensorflow as tf
 
