@@ -17,6 +17,18 @@ void CopyOut(const std::string& m, char* out, int size) {
   out[size - 1] = '\0';
 }
 
+// The pieces of `text` separated by ';'.
+std::vector<std::string> Split(const std::string& text) {
+  std::vector<std::string> pieces;
+  std::string rest = text;
+  while (!rest.empty()) {
+    const size_t end = rest.find(';');
+    pieces.push_back(rest.substr(0, end));
+    rest = end == std::string::npos ? std::string() : rest.substr(end + 1);
+  }
+  return pieces;
+}
+
 std::string Join(const std::vector<std::string>& pieces) {
   std::string text;
   for (const std::string& p : pieces) text += p + "/";
@@ -72,17 +84,13 @@ uint64_t shim_threadgroup_count(uint64_t num_threads, uint64_t width) {
 // Writes the too-old message into `out` (NUL-terminated, truncated to `size`).
 void shim_msl_too_old_message(const char* library, int need_major, int need_minor, int os_major, int os_minor,
                               char* out, int size) {
-  const std::string m = mo::metal::MslTooOldMessage(library, {need_major, need_minor}, os_major, os_minor);
-  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
-  out[size - 1] = '\0';
+  CopyOut(mo::metal::MslTooOldMessage(library, {need_major, need_minor}, os_major, os_minor), out, size);
 }
 
 // ThreadgroupFitError into `out` (empty when the dispatch fits).
 void shim_threadgroup_fit_error(uint64_t max_threads, uint64_t threads, uint64_t static_bytes, uint64_t bytes,
                                 uint64_t device_bytes, char* out, int size) {
-  const std::string m = mo::metal::ThreadgroupFitError(max_threads, threads, static_bytes, bytes, device_bytes);
-  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
-  out[size - 1] = '\0';
+  CopyOut(mo::metal::ThreadgroupFitError(max_threads, threads, static_bytes, bytes, device_bytes), out, size);
 }
 
 uint64_t shim_fill_length(uint64_t bytes, uint64_t buffer_length) { return mo::metal::FillLength(bytes, buffer_length); }
@@ -95,16 +103,7 @@ int shim_gpu_sync_on() { return mo::metal::GpuSyncOn() ? 1 : 0; }
 // GpuErrorMessage for kernels given as one string separated by ';'.
 void shim_gpu_error_message(const char* op, const char* kernels, const char* status, const char* error, char* out,
                             int size) {
-  std::vector<std::string> names;
-  std::string rest = kernels;
-  while (!rest.empty()) {
-    const size_t end = rest.find(';');
-    names.push_back(rest.substr(0, end));
-    rest = end == std::string::npos ? std::string() : rest.substr(end + 1);
-  }
-  const std::string m = mo::metal::GpuErrorMessage(op, names, status, error);
-  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
-  out[size - 1] = '\0';
+  CopyOut(mo::metal::GpuErrorMessage(op, Split(kernels), status, error), out, size);
 }
 
 // ---- the MPSGraph kernels (mpsgraph_rules.h) ----
@@ -115,19 +114,12 @@ void shim_float_key(float value, char* out, int size) { CopyOut(mo::metal::Float
 // one after another; `attrs` separated by ';'.
 void shim_graph_key(const char* op, uint64_t device, const char* attrs, const int* ranks, const int64_t* dims,
                     int num_shapes, char* out, int size) {
-  std::vector<std::string> pieces;
-  std::string rest = attrs;
-  while (!rest.empty()) {
-    const size_t end = rest.find(';');
-    pieces.push_back(rest.substr(0, end));
-    rest = end == std::string::npos ? std::string() : rest.substr(end + 1);
-  }
   std::vector<std::vector<int64_t>> shapes;
   for (int i = 0; i < num_shapes; ++i) {
     shapes.emplace_back(dims, dims + ranks[i]);
     dims += ranks[i];
   }
-  CopyOut(mo::metal::GraphKey(op, device, pieces, shapes), out, size);
+  CopyOut(mo::metal::GraphKey(op, device, Split(attrs), shapes), out, size);
 }
 
 // ConvGraphAttrs joined by '/': fields are padding (0 SAME, 1 VALID, 2
