@@ -64,7 +64,7 @@ help:
 # and examples import metal_ops without editing sys.path. METAL_OPS_SKIP_MAKE:
 # setup.py leaves the compiling to this Makefile.
 # On a Mac, tools/check_macos_env.py first checks that the pinned macOS stack
-# can install here (Python 3.9-3.12, macOS >= 12.1) and says what to use
+# can install here (an arm64 Python 3.9-3.12, macOS >= 12.1) and says what to use
 # instead; VENV_PYTHON is the interpreter that makes the venv.
 VENV_PYTHON ?= python3
 ifeq ($(UNAME_S)$(MACOS_CROSS),Darwin)
@@ -79,8 +79,15 @@ ifeq ($(ENV),existing)
 else
   VENV_STAMP := $(VENV)/.installed
 endif
+# PYTHON is the interpreter pip installs into: the venv's, or an existing
+# file. A bare name (`make PYTHON=python3.12`) would make the venv with
+# VENV_PYTHON and then run pip under that other interpreter (on Homebrew's,
+# PEP 668 refuses): stop before anything runs and name the right variable.
+PYTHON_CHECK = $(if $(or $(wildcard $(PYTHON)),$(filter $(VENV)/bin/python,$(PYTHON))),,$(error PYTHON=$(PYTHON) \
+  is not the venv's interpreter ($(VENV)/bin/python) nor an existing file: PYTHON is the interpreter pip installs \
+  into; to choose the Python that makes the venv, run `make VENV_PYTHON=$(PYTHON)`))
 $(VENV)/.installed: $(REQUIREMENTS) pyproject.toml setup.py
-	$(MACOS_ENV_CHECK)
+	$(PYTHON_CHECK)$(MACOS_ENV_CHECK)
 	test -x $(PYTHON) || $(VENV_PYTHON) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -r $(REQUIREMENTS)
@@ -201,6 +208,23 @@ ifeq ($(TF_IS_CUDA_BUILD),1)
   endif
 endif
 
+# cuBLAS's headers (kernels/cuda/cublas_gemm.cu.cc, the CUDA convolution's
+# GEMM, opens the library at run time: nothing links it). CUBLAS_HOME: a
+# folder with cuBLAS's include/ (a CUDA toolkit's root, site-packages/nvidia/cublas);
+# by default the pinned nvidia-cublas-cu12 wheel's, fetched once with pip
+# (tools/cublas_headers.py). The soname opened follows the headers' major
+# version: libcublas.so.12, TensorFlow 2.21's (its CUDA 12).
+CUBLAS_VERSION := 12.9.3.13
+CUBLAS_HOME ?= $(BUILD)/cublas-$(CUBLAS_VERSION)
+export CUBLAS_HOME
+NVCCFLAGS += -I$(CUBLAS_HOME)/include
+ifeq ($(origin CUBLAS_HOME),file)
+$(CUBLAS_HOME)/include/cublas_v2.h:
+	python3 tools/cublas_headers.py --version $(CUBLAS_VERSION) --out $(CUBLAS_HOME) \
+	  --python $(if $(wildcard $(PYTHON)),$(PYTHON),python3) --download-dir $(BUILD)/cublas-dl
+endif
+$(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS)): | $(CUBLAS_HOME)/include/cublas_v2.h
+
 $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
@@ -281,7 +305,7 @@ TF_CUDA_CAPABILITIES := sm_60 sm_70 sm_80 sm_89 compute_90
 CUDA_LIB_CAPABILITIES ?= $(TF_CUDA_CAPABILITIES)
 CUDA_LIB_LDLIBS = -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL -Wl,-z,defs
 .PHONY: cuda-lib cuda-lib-link
-cuda-lib: $(BUILD)/tf_flags.mk
+cuda-lib: $(BUILD)/tf_flags.mk | $(CUBLAS_HOME)/include/cublas_v2.h
 	@command -v $(NVCC) >/dev/null || { echo "cuda-lib: $(NVCC) not found (the CUDA toolkit's compiler)" >&2; exit 1; }
 	+@gencode="$$(python3 tools/cuda_archs.py gencode --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
 	  if [ "$$gencode" = "$(CUDA_ARCH_FLAGS)" ]; then cuobj=$(BUILD)/cuobj; \
@@ -291,7 +315,8 @@ cuda-lib: $(BUILD)/tf_flags.mk
 	    CUOBJ=$$cuobj CUDA_ARCH_FLAGS="$$gencode" TF_IS_CUDA_BUILD=0 cuda-lib-link
 	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cuda --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --cuda-library $(CUDA_LIB) \
-	  --cuda-archs "$$(python3 tools/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))"
+	  --cuda-archs "$$(python3 tools/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" \
+	  --cuda-version "$$($(NVCC) --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')"
 CUDA_LIB_GLUE_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS) $(PORTABLE_SRCS))
 CUDA_LIB_CU_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS))
 $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)): CXXFLAGS += -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include

@@ -52,11 +52,57 @@ def test_parse_version(text, version):
 
 
 def test_main_exit_status_and_messages(capsys):
-    assert env.main(["--python-version", "3.13", "--macos-version", "15.2"]) == 1
+    arm64 = ["--machine", "arm64"]
+    assert env.main(["--python-version", "3.13", "--macos-version", "15.2"] + arm64) == 1
     assert "VENV_PYTHON=python3.12" in capsys.readouterr().err
-    assert env.main(["--python-version", "3.12", "--macos-version", "15.2"]) == 0
+    assert env.main(["--python-version", "3.12", "--macos-version", "15.2"] + arm64) == 0
     assert "OK" in capsys.readouterr().out
-    assert env.main(["--python-version", "3.11", "--macos-version", "12.0"]) == 1
+    assert env.main(["--python-version", "3.11", "--macos-version", "12.0"] + arm64) == 1
+
+
+# ---- the interpreter's architecture: tensorflow 2.19.1 and tensorflow-metal 1.2.0 are arm64-only on macOS ----
+
+def test_x86_64_interpreter_on_apple_silicon_is_rosetta():
+    errors, _ = env.check((3, 12), (14, 5), "x86_64", True)
+    assert len(errors) == 1
+    for part in ("runs as x86_64", "arm64 only", "Rosetta", "/opt/homebrew", "make VENV_PYTHON="):
+        assert part in errors[0], (part, errors[0])
+
+
+def test_x86_64_interpreter_on_an_intel_mac():
+    errors, _ = env.check((3, 11), (13, 6), "x86_64", False)
+    assert len(errors) == 1 and "Intel Mac" in errors[0] and "Apple silicon" in errors[0]
+    assert "Rosetta" not in errors[0]
+
+
+def test_x86_64_interpreter_on_an_unknown_mac():
+    errors, _ = env.check((3, 11), (14, 0), "x86_64", None)
+    assert len(errors) == 1 and "arm64 only" in errors[0] and "make VENV_PYTHON=" in errors[0]
+    assert "Rosetta" not in errors[0] and "Intel Mac" not in errors[0]
+
+
+def test_main_fails_under_a_faked_x86_64_interpreter(capsys, monkeypatch):
+    # What an x86_64 Python reports on an Apple-silicon Mac (Rosetta): every
+    # version in range, the wrong architecture.
+    monkeypatch.setattr(env.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(env.platform, "mac_ver", lambda: ("14.5", ("", "", ""), "x86_64"))
+    monkeypatch.setattr(env, "apple_silicon", lambda: True)
+    monkeypatch.setattr(env.sys, "version_info", (3, 12, 4, "final", 0))
+    assert env.main([]) == 1
+    err = capsys.readouterr().err
+    assert "runs as x86_64" in err and "Rosetta" in err
+    monkeypatch.setattr(env.platform, "machine", lambda: "arm64")
+    assert env.main([]) == 0
+    assert "Python 3.12 (arm64), macOS 14.5: OK" in capsys.readouterr().out
+
+
+def test_script_checks_the_machine_option():
+    script = os.path.join(ROOT, "tools", "check_macos_env.py")
+    args = [sys.executable, script, "--python-version", "3.12", "--macos-version", "14.0"]
+    bad = subprocess.run(args + ["--machine", "x86_64"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "arm64 only" in bad.stderr
+    good = subprocess.run(args + ["--machine", "arm64"], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
 
 
 def test_script_runs_standalone():
@@ -88,6 +134,36 @@ def test_makefile_checks_before_installing_on_a_mac(tmp_path):
     assert check < venv < pip
     assert lines[check].startswith("python3.12 ") and lines[venv].startswith("test -x")
     assert "python3.12 -m venv" in lines[venv]
+
+
+@pytest.mark.parametrize("args", [("UNAME_S=Darwin",), ()])
+def test_makefile_refuses_a_bare_interpreter_name_as_python(tmp_path, args):
+    # `make PYTHON=python3.12` would make the venv with VENV_PYTHON and then run
+    # pip under python3.12 itself: make stops first and names VENV_PYTHON.
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    build, venv = tmp_path / "build", tmp_path / "venv"
+    result = subprocess.run(["make", "-n", "-W", "setup.py", f"BUILD={build}", "-o", f"{build}/tf_flags.mk",
+                             f"VENV={venv}", "PYTHON=python3.12", *args, f"{venv}/.installed"],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "PYTHON=python3.12" in result.stderr and "make VENV_PYTHON=python3.12" in result.stderr
+    assert not any("pip" in line or "-m venv" in line for line in result.stdout.splitlines())
+
+
+def test_makefile_accepts_an_existing_interpreter_as_python(tmp_path):
+    lines = make_dry_run(tmp_path, f"PYTHON={sys.executable}")
+    assert any(line.startswith(f"{sys.executable} -m pip install") for line in lines)
+
+
+def test_docs_name_venv_python_for_the_interpreter():
+    # The Makefile's variable for the Python that makes the venv is VENV_PYTHON.
+    for path in [os.path.join(ROOT, "README.md")] + [os.path.join(ROOT, "docs", f) for f in
+                                                      sorted(os.listdir(os.path.join(ROOT, "docs")))
+                                                      if f.endswith(".md")]:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        assert "make PYTHON=python" not in text, path
 
 
 @pytest.mark.parametrize("args", [(), ("UNAME_S=Darwin", "MACOS_CROSS=1")])

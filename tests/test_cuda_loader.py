@@ -130,3 +130,14 @@ def test_python_dash_m_reports_the_cuda_library():
     assert cuda["present"] and not cuda["loaded"], cuda
     assert "CUDA kernels: present, not loaded: " in out.stderr
     assert cuda["reason"] in ("the running TensorFlow is not a CUDA build", "TensorFlow sees no GPU")
+
+
+def test_driver_older_than_the_librarys_cuda_keeps_it_unloaded(pkg):
+    info = dict(INFO, cuda_version="13.0")
+    gpu = lambda: ["/physical_device:GPU:0"]  # noqa: E731
+    load, reason = _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: 12040)
+    assert not load
+    assert "supports CUDA 12.4" in reason and "built with CUDA 13.0" in reason and "580 series" in reason
+    assert _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: 13000)[0]
+    assert _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: None)[0]  # cannot ask: try
+    assert _loader.cuda_decision(dict(INFO), lambda: True, gpu, env={}, driver_version=never)[0]  # no version: never asks

@@ -1,80 +1,21 @@
 """MetalOpsFusedConv2D: CPU kernel vs an independent NumPy reference, gradients,
-empty tensors, bad inputs.
+empty tensors, bad inputs; the GPU kernel (Metal or CUDA) where TensorFlow has
+that GPU.
 
-The reference convolution is a direct loop over filter taps written from the
-definition out[n, i, j, o] = sum_{di, dj, c} xpad[n, i*s + di*d, j*s + dj*d, c]
-* w[di, dj, c, o] (no TensorFlow involved); the activations are written from
-their textbook formulas, not from kernels/common/activations.h.
+The reference (tests/reference/fused_conv2d.py) is a direct loop over filter
+taps written from the definition of the convolution, with the activations
+from their textbook formulas, not from kernels/common/activations.h.
 """
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import metal_ops
+from tests.reference.fused_conv2d import ref_conv, reference
 
 pytestmark = pytest.mark.every_device
 
 ATOL = 2e-4  # float32 accumulation over <= 3*3*8 taps of O(1) values
-
-
-def _pads(in_size, k, stride, dil, padding):
-    keff = (k - 1) * dil + 1
-    if padding == "VALID":
-        out = (in_size - keff) // stride + 1
-        return out, 0, 0
-    out = -(-in_size // stride)
-    total = max((out - 1) * stride + keff - in_size, 0)
-    return out, total // 2, total - total // 2
-
-
-def ref_conv(x, w, strides, padding, dilations):
-    n, h, wd, c = x.shape
-    kh, kw, _, o = w.shape
-    if isinstance(padding, str):
-        oh, pt, pb = _pads(h, kh, strides[0], dilations[0], padding)
-        ow, pl, pr = _pads(wd, kw, strides[1], dilations[1], padding)
-    else:
-        (pt, pb), (pl, pr) = padding
-        oh = (h + pt + pb - ((kh - 1) * dilations[0] + 1)) // strides[0] + 1
-        ow = (wd + pl + pr - ((kw - 1) * dilations[1] + 1)) // strides[1] + 1
-    xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
-    out = np.zeros((n, oh, ow, o), np.float64)
-    for di in range(kh):
-        for dj in range(kw):
-            r0, c0 = di * dilations[0], dj * dilations[1]
-            patch = xp[:, r0:r0 + strides[0] * (oh - 1) + 1:strides[0],
-                       c0:c0 + strides[1] * (ow - 1) + 1:strides[1], :]
-            out += np.einsum("nhwc,co->nhwo", patch, w[di, dj].astype(np.float64))
-    return out
-
-
-def ref_act(z, act, alpha=0.2):
-    if act is None or act == "none":
-        return z
-    if act == "relu":
-        return np.maximum(z, 0)
-    if act == "relu6":
-        return np.minimum(np.maximum(z, 0), 6)
-    if act == "elu":
-        return np.where(z > 0, z, np.exp(np.minimum(z, 0)) - 1)
-    if act == "leaky_relu":
-        return np.where(z > 0, z, alpha * z)
-    if act == "sigmoid":
-        return 1 / (1 + np.exp(-z))
-    if act == "tanh":
-        return np.tanh(z)
-    if act == "swish":
-        return z / (1 + np.exp(-z))
-    raise ValueError(act)
-
-
-def reference(x, w, b=None, r=None, strides=(1, 1), padding="SAME", dilations=(1, 1), act=None, alpha=0.2):
-    z = ref_conv(x, w, strides, padding, dilations)
-    if b is not None:
-        z = z + b
-    if r is not None:
-        z = z + r
-    return ref_act(z, act, alpha)
 
 
 def data(shape_x, shape_w, seed=0):
@@ -281,29 +222,41 @@ def test_float64_rejected():
         metal_ops.fused_conv2d(x.astype(np.float64), w.astype(np.float64))
 
 
-def _why_no_metal_gpu():
+def _why_no_gpu_kernel():
+    """None where the op runs on a GPU kernel here (MPSGraph on a Mac with
+    tensorflow-metal, CUDA with TensorFlow's CUDA build), else why not."""
     import platform
 
-    if platform.system() != "Darwin":
-        return f"the MPSGraph kernel needs macOS with tensorflow-metal; this is {platform.system()}"
+    if platform.system() == "Darwin":
+        if not tf.config.list_physical_devices("GPU"):
+            return "TensorFlow sees no Metal GPU device"
+        if "metal" not in metal_ops.build_info()["backends"]:
+            return "the op library was built without the Metal backend"
+        return None
+    if not tf.test.is_built_with_cuda():
+        return "no GPU kernel to test: not macOS with tensorflow-metal, and TensorFlow is not a CUDA build"
     if not tf.config.list_physical_devices("GPU"):
-        return "TensorFlow sees no Metal GPU device"
-    if "metal" not in metal_ops.build_info()["backends"]:
-        return "the op library was built without the Metal backend"
+        return "TensorFlow's CUDA build sees no GPU"
+    metal_ops.load_library()
+    info = metal_ops.build_info()
+    if "cuda" not in info["backends"] and not info["cuda"]["loaded"]:
+        return f"the op library has no CUDA kernels here ({info['cuda']['reason']})"
     return None
 
 
-_NO_METAL = _why_no_metal_gpu()
+_NO_GPU = _why_no_gpu_kernel()
 
 
-@pytest.mark.parametrize("act", ["relu", "swish", "leaky_relu"])
-def test_metal_gpu_kernel_matches_reference(act):
+@pytest.mark.parametrize("act", ["relu", "swish", "leaky_relu", "none"])
+def test_gpu_kernel_matches_reference(act):
+    """Forward against the reference and gradients against the CPU kernel's,
+    computed on the GPU (the op placed there: no silent CPU fallback)."""
     import os
 
-    if _NO_METAL is not None:
+    if _NO_GPU is not None:
         if os.environ.get("METAL_OPS_REQUIRE_METAL") == "1":
-            pytest.fail(_NO_METAL)
-        pytest.skip(_NO_METAL)
+            pytest.fail(_NO_GPU)
+        pytest.skip(_NO_GPU)
     x, w, b = data((2, 9, 8, 3), (3, 3, 3, 5), seed=41)
     r = np.random.default_rng(42).standard_normal((2, 5, 4, 5)).astype(np.float32)
     with tf.device("/GPU:0"):
@@ -314,6 +267,7 @@ def test_metal_gpu_kernel_matches_reference(act):
             loss = tf.reduce_sum(tf.sin(y))
         grads = tape.gradient(loss, args)
     assert "GPU" in y.device
+    # 1e-3: TF32 tensor cores (CUDA, TensorFlow's default) round the products' operands to 10 bits.
     np.testing.assert_allclose(y.numpy(), reference(x, w, b, r, (2, 2), act=act), atol=1e-3, rtol=1e-3)
     cpu_args = [tf.constant(v) for v in (x, w, b, r)]
     with tf.device("/CPU:0"), tf.GradientTape() as tape:
@@ -321,3 +275,46 @@ def test_metal_gpu_kernel_matches_reference(act):
         loss = tf.reduce_sum(tf.sin(metal_ops.fused_conv2d(*cpu_args, strides=2, activation=act)))
     for g, c in zip(grads, tape.gradient(loss, cpu_args)):
         np.testing.assert_allclose(g.numpy(), c.numpy(), atol=1e-3, rtol=1e-3)
+
+
+def test_cuda_kernel_follows_tensorflow_tf32_setting():
+    """With TensorFlow's TF32 execution off, the CUDA kernel's GEMM keeps float32
+    products: within float32 rounding of the reference over 288-term sums (TF32's
+    10-bit operands would be tens of times further off)."""
+    import platform
+
+    if _NO_GPU is not None or platform.system() == "Darwin":
+        pytest.skip(_NO_GPU or "the CUDA kernel's test (the Metal kernel has no TF32 mode)")
+    x, w, b = data((4, 12, 11, 32), (3, 3, 32, 24), seed=43)
+    was = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        with tf.device("/GPU:0"):
+            y = metal_ops.fused_conv2d(tf.constant(x), tf.constant(w), bias=tf.constant(b), activation="elu")
+        assert "GPU" in y.device
+        np.testing.assert_allclose(y.numpy(), reference(x, w, b, act="elu"), atol=2e-5, rtol=2e-5)
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(was)
+
+
+def test_gpu_elu_keeps_small_negative_values():
+    """ELU's negative side is expm1(z) on the GPU too (the MPSGraph kernel
+    builds it from a polynomial and exp, as MPSGraph has no expm1): exp(z) - 1
+    would give 0 or multiples of 2^-24 for these. A 1x1 filter of one 1.0
+    makes z the input itself (TF32 off, so CUDA's GEMM keeps it exact)."""
+    import os
+
+    if _NO_GPU is not None:
+        if os.environ.get("METAL_OPS_REQUIRE_METAL") == "1":
+            pytest.fail(_NO_GPU)
+        pytest.skip(_NO_GPU)
+    z = -np.logspace(-9, 0, 64).astype(np.float32).reshape(1, 1, 64, 1)
+    was = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        with tf.device("/GPU:0"):
+            y = metal_ops.fused_conv2d(tf.constant(z), tf.ones([1, 1, 1, 1]), activation="elu")
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(was)
+    assert "GPU" in y.device
+    np.testing.assert_allclose(y.numpy(), np.expm1(z.astype(np.float64)), rtol=1e-5, atol=0)

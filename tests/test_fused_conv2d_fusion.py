@@ -529,8 +529,8 @@ def test_gpu_graphs_left_on_the_gpu(tmp_path):
     assert res["gpu_fused"]["patterns"] and all(p == [] for p in res["gpu_fused"]["patterns"].values()), res
     fused, plain = np.load(tmp_path / "gpu_fused" / "keras.npz"), np.load(tmp_path / "gpu_plain" / "keras.npz")
     assert sorted(fused.files) == sorted(plain.files)
-    for k in fused.files:
-        np.testing.assert_array_equal(fused[k], plain[k], err_msg=k)
+    for k in fused.files:  # two processes: cuDNN may pick other algorithms in each
+        np.testing.assert_allclose(fused[k], plain[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from tests.test_fused_conv2d import reference
+from tests.reference.fused_conv2d import reference
 
 # name, x shape, filter shape, strides, padding, dilations
 CASES = [
@@ -98,6 +98,7 @@ def test_links_the_pinned_scipy_openblas32():
         os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(fullname=True)))
 
 
+@pytest.mark.cpu_semantics("the CPU kernel's GEMM is OpenBLAS")
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
 def test_openblas_runs_single_threaded():
     """The parallelism is TensorFlow's pool: after a convolution OpenBLAS is set

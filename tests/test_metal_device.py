@@ -26,8 +26,6 @@ from metal_ops import selftest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRE = os.environ.get("METAL_OPS_REQUIRE_METAL") == "1"
-# Metal ops commit, wait and report GPU-side errors (the self-test's mode).
-os.environ.setdefault(selftest.SYNC_ENV, "1")
 
 
 def _why_no_metal_gpu():
@@ -50,6 +48,17 @@ _REASON = _why_no_metal_gpu()
 if _REASON is not None and REQUIRE:
     raise RuntimeError(f"METAL_OPS_REQUIRE_METAL=1 but no Metal GPU: {_REASON}")
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _gpu_sync_mode():
+    """This module's Metal ops commit, wait and report GPU-side errors (the
+    self-test's mode): the library reads METAL_OPS_GPU_SYNC at every op call,
+    so setting it here applies to these tests whatever ran before them, and
+    restoring it afterwards leaves later modules as they were."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(selftest.SYNC_ENV, "1")
+        yield
 
 
 def _declared_ops():

@@ -4,7 +4,11 @@
   empty tensors are never bound as MTLBuffers, the shader language version a
   macOS offers and the error below it, threadgroup counts, whether a
   threadgroup dispatch fits, the blit fill rule, the METAL_OPS_GPU_SYNC mode
-  and its error; every pipeline and check before the first encode.
+  (read at every op call) and its error; every pipeline and check before the
+  first encode.
+- The MPSGraph kernels' decisions (kernels/metal/mpsgraph_rules.h): graph keys
+  exact in every attribute, the bounded (least recently used) graph cache,
+  ELU's expm1 from graph operations.
 - The embedded shader sources (tools/embed_metal.py): every project include
   expanded, the C++ raw strings decode to exactly the expanded files, which are
   what the MSL-shim tests compile, and the language version lines.
@@ -18,9 +22,10 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
-from tests.metal_shim.shim import ROOT, load_shim
+from tests.metal_shim.shim import ROOT, load_shim, ptr
 
 from tools import embed_metal
 
@@ -116,6 +121,31 @@ def test_gpu_sync_variable(shim, value, on):
     assert shim.shim_gpu_sync_requested(value) == on
 
 
+def test_gpu_sync_follows_the_environment_at_every_call(shim, monkeypatch):
+    # The glue reads the variable per op call: set or cleared after earlier
+    # ops ran (a test module setting it once others have run), it applies from
+    # the next op on.
+    monkeypatch.delenv("METAL_OPS_GPU_SYNC", raising=False)
+    assert shim.shim_gpu_sync_on() == 0
+    monkeypatch.setenv("METAL_OPS_GPU_SYNC", "1")
+    assert shim.shim_gpu_sync_on() == 1
+    monkeypatch.setenv("METAL_OPS_GPU_SYNC", "0")
+    assert shim.shim_gpu_sync_on() == 0
+    monkeypatch.setenv("METAL_OPS_GPU_SYNC", "true")
+    assert shim.shim_gpu_sync_on() == 1
+    monkeypatch.delenv("METAL_OPS_GPU_SYNC")
+    assert shim.shim_gpu_sync_on() == 0
+
+
+def test_encode_decides_gpu_sync_per_call():
+    # metal_kernel.mm takes the mode from GpuSyncOn() at each encode and keeps
+    # no copy of it (a function-local static would be read once per process).
+    with open(os.path.join(ROOT, "kernels", "metal", "metal_kernel.mm"), encoding="utf-8") as f:
+        text = f.read()
+    assert re.search(r"const bool sync = wait \|\| GpuSyncOn\(\);", text)
+    assert "kGpuSyncVariable" not in text and "getenv" not in text
+
+
 def test_gpu_error_message_names_op_and_kernels(shim):
     out = ctypes.create_string_buffer(1024)
     shim.shim_gpu_error_message(b"model/hash_encode/MetalOpsHashEncode", b"hash_encode_zero_u32;blit fill",
@@ -149,6 +179,177 @@ def test_every_pipeline_and_check_comes_before_the_first_encode():
             for banned in ("Pipeline(", "CheckThreadgroups(", "supportsFamily", "GetOrBuild(", "compileWithDevice"):
                 assert banned not in body, (os.path.basename(path), banned)
     assert found >= 14
+
+
+# ---- the MPSGraph kernels (fused_conv2d_metal.mm): graph keys, the cache, ELU ------------
+
+def _text(fn, *args, size=1024):
+    out = ctypes.create_string_buffer(size)
+    fn(*args, out, size)
+    return out.value.decode()
+
+
+def float_key(shim, value):
+    shim.shim_float_key.argtypes = [ctypes.c_float, ctypes.c_char_p, ctypes.c_int]
+    return _text(shim.shim_float_key, value)
+
+
+def graph_key(shim, op, device, attrs, shapes):
+    shim.shim_graph_key.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    ranks = np.array([len(s) for s in shapes] or [0], np.int32)
+    dims = np.array([d for s in shapes for d in s] or [0], np.int64)
+    return _text(shim.shim_graph_key, op.encode(), device, ";".join(attrs).encode(), ptr(ranks), ptr(dims),
+                 len(shapes))
+
+
+CONV_FIELDS = [0, 1, 1, 1, 1, 0, 0, 0, 0, 4, 1, 1]  # SAME, unit strides and dilations, leaky_relu, bias + residual
+
+
+def conv_attrs(shim, fields, alpha):
+    shim.shim_conv_graph_attrs.argtypes = [ctypes.c_void_p, ctypes.c_float, ctypes.c_char_p, ctypes.c_int]
+    f = np.array(fields, np.int64)
+    return _text(shim.shim_conv_graph_attrs, ptr(f), alpha)
+
+
+def next_float32(x):
+    return float(np.nextafter(np.float32(x), np.float32(np.inf)))
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.2, 1e-7, 3.3333333, -0.25, 1e30])
+def test_alpha_key_is_exact(shim, alpha):
+    # std::to_string prints 6 decimals: neighbouring floats (and all |alpha| < 5e-7) printed alike.
+    a, b = np.float32(alpha), np.float32(next_float32(alpha))
+    assert f"{float(a):f}" == f"{float(b):f}" or abs(alpha) >= 1e3
+    assert float_key(shim, float(a)) != float_key(shim, float(b))
+    assert float_key(shim, float(a)) == float_key(shim, float(np.float32(alpha)))
+    assert conv_attrs(shim, CONV_FIELDS, float(a)) != conv_attrs(shim, CONV_FIELDS, float(b))
+    shim.shim_activation_grad_graph_attrs.argtypes = [ctypes.c_int, ctypes.c_float, ctypes.c_int64, ctypes.c_char_p,
+                                                      ctypes.c_int]
+    grad = [_text(shim.shim_activation_grad_graph_attrs, 4, float(v), 0) for v in (a, b)]
+    assert grad[0] != grad[1]
+
+
+def test_every_conv_attribute_changes_the_key(shim):
+    base = conv_attrs(shim, CONV_FIELDS, 0.2)
+    assert base == conv_attrs(shim, list(CONV_FIELDS), 0.2)
+    for i in range(len(CONV_FIELDS)):
+        changed = list(CONV_FIELDS)
+        changed[i] = 2 if changed[i] != 2 else 1
+        assert conv_attrs(shim, changed, 0.2) != base, i
+
+
+def test_activation_grad_attributes_change_the_key(shim):
+    shim.shim_activation_grad_graph_attrs.argtypes = [ctypes.c_int, ctypes.c_float, ctypes.c_int64, ctypes.c_char_p,
+                                                      ctypes.c_int]
+    keys = {_text(shim.shim_activation_grad_graph_attrs, act, alpha, nf)
+            for act, alpha, nf in [(4, 0.2, 0), (4, 0.2, 1), (3, 0.2, 0), (4, 0.3, 0)]}
+    assert len(keys) == 4
+
+
+@pytest.mark.parametrize("a,b", [
+    (("conv", 1, ["1", "23"], [[2, 3]]), ("conv", 1, ["12", "3"], [[2, 3]])),        # attribute pieces
+    (("conv", 1, ["1"], [[1, 23]]), ("conv", 1, ["1"], [[12, 3]])),                  # dimensions
+    (("conv", 1, ["1"], [[1], [2]]), ("conv", 1, ["1"], [[1, 2]])),                  # shapes
+    (("conv", 1, ["1"], [[]]), ("conv", 1, ["1"], [])),                               # a scalar input
+    (("conv", 1, ["1"], [[4, 4]]), ("conv", 2, ["1"], [[4, 4]])),                    # the GPU
+    (("conv", 1, ["1"], [[4, 4]]), ("conv_no_taps", 1, ["1"], [[4, 4]])),            # the graph kind
+])
+def test_graph_keys_are_unambiguous(shim, a, b):
+    assert graph_key(shim, *a) != graph_key(shim, *b)
+    assert graph_key(shim, *a) == graph_key(shim, *a)
+
+
+@pytest.fixture
+def lru(shim):
+    shim.shim_lru_new.restype = ctypes.c_void_p
+    shim.shim_lru_new.argtypes = [ctypes.c_uint64]
+    for name in ("shim_lru_delete", "shim_lru_size", "shim_lru_contains", "shim_lru_get"):
+        getattr(shim, name).argtypes = [ctypes.c_void_p] + ([ctypes.c_char_p] if name in (
+            "shim_lru_contains", "shim_lru_get") else [])
+    shim.shim_lru_size.restype = ctypes.c_uint64
+    made = []
+
+    def new(capacity):
+        made.append(shim.shim_lru_new(capacity))
+        return made[-1]
+    yield new
+    for handle in made:
+        shim.shim_lru_delete(handle)
+
+
+def test_graph_cache_keeps_at_most_capacity_and_drops_the_least_recently_used(shim, lru):
+    cache = lru(3)
+    assert [shim.shim_lru_get(cache, k) for k in (b"a", b"b", b"c")] == [1, 1, 1]
+    assert shim.shim_lru_get(cache, b"a") == 0       # found: now the most recently used
+    assert shim.shim_lru_get(cache, b"d") == 1       # drops b, the least recently used
+    assert shim.shim_lru_size(cache) == 3
+    assert [shim.shim_lru_contains(cache, k) for k in (b"a", b"b", b"c", b"d")] == [1, 0, 1, 1]
+    assert shim.shim_lru_get(cache, b"b") == 1       # made again (compiled again); drops c
+    assert [shim.shim_lru_contains(cache, k) for k in (b"a", b"b", b"c", b"d")] == [1, 1, 0, 1]
+
+
+def test_graph_cache_stays_bounded_under_ever_new_shapes(shim, lru):
+    capacity = shim.shim_graph_cache_capacity()
+    assert 64 <= capacity <= 4096
+    cache = lru(capacity)
+    for i in range(3 * capacity):
+        assert shim.shim_lru_get(cache, f"conv|1|x|{i},8,8,3,".encode()) == 1
+        assert shim.shim_lru_size(cache) == min(i + 1, capacity)
+    # A working set within the bound is never recompiled.
+    hot = [f"hot{i}".encode() for i in range(capacity)]
+    for k in hot:
+        shim.shim_lru_get(cache, k)
+    assert all(shim.shim_lru_get(cache, k) == 0 for _ in range(2) for k in hot)
+
+
+def test_dropped_graph_stays_valid_for_its_holder(shim):
+    assert shim.shim_lru_dropped_value_stays_valid() == 1
+
+
+def _run_formula(shim, name, z):
+    z = np.ascontiguousarray(z, np.float32)
+    out = np.full_like(z, np.nan)
+    getattr(shim, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    getattr(shim, name)(ptr(z), ptr(out), z.size)
+    return out
+
+
+def ulp_error(got, want):
+    want32 = np.abs(want).astype(np.float32)
+    return np.abs(got.astype(np.float64) - want) / np.spacing(np.maximum(want32, np.float32(1e-45))).astype(np.float64)
+
+
+ELU_Z = np.concatenate([np.linspace(-30, 3, 100001), -np.logspace(-45, 1.5, 10001), np.logspace(-45, 1.5, 10001),
+                        [0.0, -0.0, -0.34657359, -0.3465736, 0.34657359, 0.3465736]]).astype(np.float32)
+
+
+def test_mpsgraph_expm1_is_accurate_to_2_ulp(shim):
+    # exp(z) - 1 in float32 is wrong by up to millions of ulp (every digit for |z| < 2^-24).
+    got = _run_formula(shim, "shim_mpsgraph_expm1", ELU_Z)
+    err = ulp_error(got, np.expm1(ELU_Z.astype(np.float64)))
+    assert err.max() <= 2.0, (err.max(), ELU_Z[np.argmax(err)])
+
+
+def test_mpsgraph_elu_matches_activations_h(shim):
+    got = _run_formula(shim, "shim_mpsgraph_elu", ELU_Z)
+    z = ELU_Z.astype(np.float64)
+    want = np.where(z > 0, z, np.expm1(z))
+    assert ulp_error(got, want).max() <= 2.0
+    tiny = np.array([-1e-30, -1e-8, -2.0**-20], np.float32)  # expm1(z) rounds to z; exp(z) - 1 gives 0 or -2^-24 steps
+    np.testing.assert_array_equal(_run_formula(shim, "shim_mpsgraph_elu", tiny),
+                                  np.expm1(tiny.astype(np.float64)).astype(np.float32))
+    special = _run_formula(shim, "shim_mpsgraph_elu", np.array([np.inf, -np.inf, np.nan, -200.0], np.float32))
+    assert special[0] == np.inf and special[1] == -1.0 and np.isnan(special[2]) and special[3] == -1.0
+
+
+def test_mpsgraph_elu_is_built_from_the_shared_formula():
+    with open(os.path.join(ROOT, "kernels", "metal", "fused_conv2d_metal.mm"), encoding="utf-8") as f:
+        text = f.read()
+    elu = re.search(r"case mo::kActElu: \{(.*?)\n    \}", text, re.DOTALL)
+    assert elu and "mo::metal::Elu(" in elu.group(1) and "exponentWithTensor" not in elu.group(1)
+    assert "std::to_string(a.alpha)" not in text and "std::to_string(alpha)" not in text
+    assert "LruCache<CachedGraph>" in text and "unordered_map" not in text
 
 
 # ---- embedded sources -------------------------------------------------------------------

@@ -377,7 +377,7 @@ def test_distortion_robust_and_occlusion_options_train(tmp_path, sampler):
     l_dist = [tr.train_one_step()[0] for _ in range(2)]
     tr2 = train.Trainer(_args(tmp_path, "--name", "mse", "--steps", "2", "--grid-warmup", "0"),
                         log=lambda *x: None)
-    l_mse, mse = tr2.train_one_step()
+    l_mse, mse = (float(v) for v in tr2.train_one_step())
     assert all(np.isfinite(l_dist)) and np.isfinite(l_mse)
     assert l_mse == pytest.approx(mse, rel=1e-5)  # the default loss is the MSE itself
 

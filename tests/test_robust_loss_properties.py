@@ -79,9 +79,18 @@ LAYOUTS = ["per_channel", "scalar"]
 DTYPES = [np.float32, np.float16]
 
 
-@pytest.fixture(scope="module")
-def results(sample):
-    """{(layout, dtype): (rho, dx, dalpha per channel, dscale per channel)}."""
+_RESULTS = {}
+
+
+@pytest.fixture
+def results(sample, tf_device):
+    """{(layout, dtype): (rho, dx, dalpha per channel, dscale per channel)} on the test's device."""
+    if tf_device not in _RESULTS:
+        _RESULTS[tf_device] = _results(sample)
+    return _RESULTS[tf_device]
+
+
+def _results(sample):
     out = {}
     for dtype in DTYPES:
         x = sample["x"][dtype]
@@ -337,10 +346,12 @@ import sys
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
 from tests.test_robust_loss_properties import per_channel_sums
-sys.stdout.write(per_channel_sums())
+with tf.device("/CPU:0"):
+    sys.stdout.write(per_channel_sums())
 """
 
 
+@pytest.mark.cpu_semantics("the CPU thread pool's partition; a GPU's per-channel sums use float atomics")
 def test_per_channel_sums_independent_of_thread_count():
     # This process uses TF's default pool (one thread per core); the child one thread.
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")

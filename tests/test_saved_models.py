@@ -20,6 +20,8 @@ import sys
 import numpy as np
 import pytest
 
+import tensorflow as tf
+
 import metal_ops
 from tests.child_env import child_env
 
@@ -231,8 +233,12 @@ def test_reloaded_outputs_are_identical(saved):
     out = saved[0]
     expected = np.load(os.path.join(out, "expected.npz"))
     got = np.load(os.path.join(out, "got.npz"))
+    gpu = bool(tf.config.list_logical_devices("GPU"))  # the children ran on TensorFlow's default device
     for key in expected.files:
-        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+        if gpu and key.endswith("g_table"):  # a GPU's table gradient sums with float atomics: not bitwise
+            np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, atol=1e-7, err_msg=key)
+        else:
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
     for name in ("hash", "adaptive", "distortion"):  # graph (exported) vs eager Keras: same values to rounding
         np.testing.assert_allclose(got[f"exported_{name}"], expected[f"keras_{name}"], rtol=1e-6, atol=1e-7,
                                    err_msg=name)

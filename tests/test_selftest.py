@@ -171,3 +171,141 @@ def test_int32_is_expected_on_the_host_of_a_cuda_gpu_only():
     assert selftest.expected_device_type(int32, "GPU", platform="darwin") == "GPU"  # a Metal kernel keeps int32
     assert selftest.expected_device_type(f32, "GPU", platform="linux") == "GPU"
     assert selftest.expected_device_type(int32, "CPU", platform="linux") == "CPU"
+
+
+# ---- RayMarch: rounding-robust comparison ------------------------------------------------------
+
+def _boundary_rays(dx, kind):
+    """RayMarch inputs and attributes: rays along +x through a 4^3 grid on the
+    unit box with steps of 1/8, where one step's midpoint falls exactly on the
+    plane x = 1/4 between cells 0 and 1 (dx = 1), or one ulp before it (dx
+    just below 1), as a GPU's different rounding would put it. Kind "count":
+    cell 0 occupied, cell 1 empty, so that ray gets one sample more or fewer;
+    kind "shift": cell 0 empty, cell 1 occupied, so its run starts half a step
+    later. The other ray crosses occupied cells only (no flip)."""
+    from metal_ops.ray_march import pack_occupancy
+
+    grid = np.zeros((1, 4, 4, 4), bool)  # [c, z, y, x]
+    if kind == "count":
+        grid[0, 1, 1, 0] = True
+        near0 = 0.0    # midpoints at x = 1/8, 1/4 (the boundary), ...
+    else:
+        grid[0, 1, 1, 1] = True
+        near0 = 0.125  # the march starts at t = 1/8: its first midpoint is on the boundary
+    grid[0, 3, 3, :] = True
+    inputs = [np.array([[0.0625, 0.375, 0.375], [0.0625, 0.875, 0.875]], np.float32),
+              np.array([[dx, 0, 0], [dx, 0, 0]], np.float32), np.array([near0, 0.0], np.float32),
+              np.full(2, 10.0, np.float32), pack_occupancy(grid).numpy()]
+    return inputs, dict(aabb=[0, 0, 0, 1, 1, 1], grid_resolution=4, step_size=0.125)
+
+
+def _boundary_march(dx, kind):
+    import metal_ops
+
+    inputs, attrs = _boundary_rays(dx, kind)
+    return [np.asarray(t) for t in metal_ops.ray_march(*inputs, **attrs)]
+
+
+NUDGED = float(np.nextafter(np.float32(1), np.float32(0)))
+
+
+@pytest.mark.parametrize("kind", ["count", "shift"])
+def test_ray_march_comparison_tolerates_a_one_ulp_boundary_flip(kind):
+    want = _boundary_march(1.0, kind)
+    got = _boundary_march(NUDGED, kind)
+    # The planted flip is real: ray 0's samples changed, ray 1's did not.
+    counts_g, counts_w = got[4], want[4]
+    if kind == "count":
+        assert abs(int(counts_g[0]) - int(counts_w[0])) == 1
+    else:
+        assert counts_g[0] == counts_w[0] == 2
+        assert np.max(np.abs(got[0][:2] - want[0][:2])) == pytest.approx(0.0625, rel=1e-3)
+    assert counts_g[1] == counts_w[1] == 8
+    # Element by element the results are incomparable; the ray-march comparison passes.
+    assert selftest.max_error(got, want)[0] > 1e-5
+    error, note = selftest.compare_ray_march(got, want, tolerance=1e-5)
+    assert error <= 1e-5 and note == "1 rays flipped at cell boundaries", (error, note)
+
+
+def test_ray_march_boundary_flip_passes_through_the_selftest(capsys):
+    # The same flip as a self-test case: the "device" marches the nudged rays,
+    # the reference gives the exact ones' samples.
+    import metal_ops
+
+    inputs, attrs = _boundary_rays(NUDGED, "count")
+    case = selftest._case("ray_march", "one-ulp boundary", np.float32, inputs,
+                          lambda *t: tuple(metal_ops.ray_march(*t, **attrs)), 1e-5, attrs, differentiable=False)
+    want = _boundary_march(1.0, "count")
+    rc = selftest.main(["--repeat", "1"], devices=["/CPU:0"], reference=lambda c, r: (want, [], None),
+                       selected=[case])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+
+
+@pytest.fixture(scope="module")
+def march_result():
+    case = next(c for c in selftest.cases({"ray_march"}) if c.label.startswith("rays=301"))
+    return [np.asarray(t) for t in case.call(*case.inputs)]
+
+
+def _insert(result, ray, t0s, t1s):
+    """`result` with samples [t0, t1] added to ray `ray` (its packing kept valid)."""
+    t0, t1, idx, off, cnt = (a.copy() for a in result)
+    at = off[ray] + cnt[ray]
+    t0, t1 = np.insert(t0, at, t0s), np.insert(t1, at, t1s)
+    idx = np.insert(idx, at, [ray] * len(t0s))
+    cnt[ray] += len(t0s)
+    order = np.argsort(t0[off[ray]:off[ray] + cnt[ray]], kind="stable")
+    t0[off[ray]:off[ray] + cnt[ray]] = t0[off[ray]:off[ray] + cnt[ray]][order]
+    t1[off[ray]:off[ray] + cnt[ray]] = t1[off[ray]:off[ray] + cnt[ray]][order]
+    off = (np.cumsum(cnt) - cnt).astype(off.dtype)
+    return [t0, t1, idx, off, cnt]
+
+
+def _ray_with(result, at_least):
+    cnt = result[4]
+    return int(np.flatnonzero(cnt >= at_least)[0])
+
+
+def _after_last(result, ray, steps):
+    t1 = result[1][result[3][ray] + result[4][ray] - 1]
+    step = 0.01
+    return [t1 + 1 + k * step for k in range(steps)], [t1 + 1 + (k + 1) * step for k in range(steps)]
+
+
+PLANTED = {
+    "every sample moved": lambda r: [r[0] + 2e-4, r[1] + 2e-4] + r[2:],
+    "one sample moved beyond tolerance": lambda r: [np.where(np.arange(r[0].size) == r[3][_ray_with(r, 3)],
+                                                             r[0] - 1e-4, r[0]), r[1]] + r[2:],
+    "three samples more on one ray": lambda r: _insert(r, _ray_with(r, 1), *_after_last(r, _ray_with(r, 1), 3)),
+    "one sample more on 5% of the rays": lambda r: _many_inserted(r, 0.05),
+    "a run shifted by five steps": lambda r: _shifted_run(r),
+    "offsets off by one": lambda r: r[:3] + [r[3] + np.int32(1), r[4]],
+    "a sample on the wrong ray": lambda r: r[:2] + [np.where(np.arange(r[2].size) == 0, r[2] + 1, r[2])] + r[3:],
+    "t_end before t_start": lambda r: [r[1], r[0]] + r[2:],
+}
+
+
+def _many_inserted(result, fraction):
+    rays = np.flatnonzero(result[4] >= 1)[:int(np.ceil(fraction * result[4].size)) + 1]
+    for ray in rays:
+        result = _insert(result, int(ray), *_after_last(result, int(ray), 1))
+    return result
+
+
+def _shifted_run(result):
+    ray = _ray_with(result, 8)
+    t0, t1 = result[0].copy(), result[1].copy()
+    span = slice(result[3][ray], result[3][ray] + result[4][ray])
+    shift = 5 * float(np.max(t1[span] - t0[span]))
+    t0[span] += shift
+    t1[span] += shift
+    return [t0, t1] + result[2:]
+
+
+@pytest.mark.parametrize("fault", sorted(PLANTED))
+def test_ray_march_comparison_catches_planted_faults(march_result, fault):
+    got = PLANTED[fault]([a.copy() for a in march_result])
+    assert selftest.compare_ray_march(march_result, march_result, tolerance=1e-5) == (0.0, "")
+    error, note = selftest.compare_ray_march(got, march_result, tolerance=1e-5)
+    assert not error <= 1e-5, (fault, error, note)

@@ -3,11 +3,15 @@ stack can install and run here (the Makefile runs it on Darwin).
 
 tensorflow-metal 1.2.0 (requirements-macos.txt) ships CPython 3.9-3.12 wheels
 only, its dylib needs macOS 12.1 (the wheel is tagged 12_0), and
-tensorflow 2.19.1 has no CPython 3.13 macOS wheel. The Metal kernels that use
-atomic_float (Metal Shading Language 3.0) need macOS 13; on macOS 12 they
-report Unimplemented and those ops run on the CPU.
+tensorflow 2.19.1 has no CPython 3.13 macOS wheel. Both have macOS wheels for
+arm64 only (on x86_64 PyPI's newest are tensorflow 2.16.2 and
+tensorflow-metal 1.0.0), so the interpreter must run as arm64: an x86_64
+Python (an Intel Mac, or an x86_64 build under Rosetta on Apple silicon: old
+Intel Homebrew in /usr/local, an x86_64-only installer) cannot install them.
+The Metal kernels that use atomic_float (Metal Shading Language 3.0) need
+macOS 13; on macOS 12 they report Unimplemented and those ops run on the CPU.
 
-    python3 tools/check_macos_env.py [--python-version 3.13] [--macos-version 12.0]
+    python3 tools/check_macos_env.py [--python-version 3.13] [--macos-version 12.0] [--machine x86_64]
 
 Without the options it checks the interpreter running it and this Mac.
 Prints what to use instead and exits 1 when the stack cannot work; exits 0
@@ -15,6 +19,7 @@ Prints what to use instead and exits 1 when the stack cannot work; exits 0
 """
 import argparse
 import platform
+import subprocess
 import sys
 
 PYTHONS = ((3, 9), (3, 12))  # tensorflow-metal 1.2.0's CPython wheels
@@ -40,9 +45,35 @@ def show(version):
     return "%d.%d" % version
 
 
-def check(python, macos):
-    """(errors, notes) for a Python (major, minor) and a macOS (major, minor) or None."""
+def apple_silicon():
+    """True on Apple silicon (also for a process under Rosetta), False on an
+    Intel Mac, None when sysctl cannot tell."""
+    try:
+        out = subprocess.run(["sysctl", "-n", "hw.optional.arm64"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:  # the key exists on Apple silicon only
+        return False if "unknown oid" in out.stderr else None
+    return out.stdout.strip() == "1"
+
+
+def check(python, macos, machine="arm64", arm64_hardware=True):
+    """(errors, notes) for a Python (major, minor), a macOS (major, minor) or
+    None, the interpreter's architecture (platform.machine()) and whether the
+    Mac is Apple silicon (True, False, or None when unknown)."""
     errors, notes = [], []
+    if machine != "arm64":
+        why = ("This Python runs as %s: tensorflow 2.19.1 and tensorflow-metal 1.2.0 have macOS wheels for arm64 only, "
+               "so pip would find none. " % machine)
+        if arm64_hardware is False:
+            errors.append(why + "This is an Intel Mac: the pinned macOS stack (and the Metal backend) needs Apple "
+                          "silicon.")
+        else:
+            errors.append(why + ("This Mac is Apple silicon, so this interpreter runs under Rosetta (an x86_64 build, "
+                                 "e.g. Homebrew in /usr/local). " if arm64_hardware else "") +
+                          "Use an arm64 Python 3.9-3.12 (Homebrew in /opt/homebrew: `/opt/homebrew/bin/brew install "
+                          "python@3.12`, or python.org's universal2 installer), remove any .venv made with this one "
+                          "(`rm -rf .venv`) and run `make VENV_PYTHON=/opt/homebrew/bin/python3.12`.")
     low, high = PYTHONS
     if not (low <= python <= high):
         errors.append(
@@ -68,17 +99,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python-version", help="check this Python (X.Y) instead of the one running this")
     parser.add_argument("--macos-version", help="check this macOS (X.Y) instead of this Mac's")
+    parser.add_argument("--machine", help="check an interpreter of this architecture (arm64, x86_64) instead of "
+                        "the one running this")
     args = parser.parse_args(argv)
     python = parse_version(args.python_version) if args.python_version else tuple(sys.version_info[:2])
     mac = args.macos_version if args.macos_version else platform.mac_ver()[0]
     macos = parse_version(mac) if mac else None
-    errors, notes = check(python, macos)
+    machine = args.machine or platform.machine()
+    errors, notes = check(python, macos, machine, apple_silicon() if machine != "arm64" else True)
     for note in notes:
         print("check_macos_env: note: " + note)
     for error in errors:
         print("check_macos_env: " + error, file=sys.stderr)
     if not errors:
-        print("check_macos_env: Python %s, macOS %s: OK" % (show(python), show(macos)))
+        print("check_macos_env: Python %s (%s), macOS %s: OK" % (show(python), machine, show(macos)))
     return 1 if errors else 0
 
 

@@ -33,6 +33,7 @@ def main():
     parser.add_argument("--isa-tune", help="the -mtune of those libraries")
     parser.add_argument("--cuda-library", help="the GPU kernels' library (`make cuda-lib`), loaded after the op library")
     parser.add_argument("--cuda-archs", help="its architectures, JSON from tools/cuda_archs.py describe")
+    parser.add_argument("--cuda-version", help="the CUDA toolkit it was built with, e.g. 13.0 (its driver requirement)")
     parser.add_argument("--merge", action="store_true", help="keep the keys the file already has")
     args = parser.parse_args()
     if not args.tf_version:
@@ -56,6 +57,7 @@ def main():
     if args.cuda_library:
         info["cuda_library"] = os.path.basename(args.cuda_library)
         info["cuda_archs"] = json.loads(args.cuda_archs) if args.cuda_archs else None
+        info["cuda_version"] = args.cuda_version or None
     with open(args.out, "w") as f:
         json.dump(info, f, indent=2)
         f.write("\n")

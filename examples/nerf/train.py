@@ -255,7 +255,11 @@ class Trainer:
         self._train_fn = {}
         self._render_fn = {}
         self._grid_fn = None
-        self._first_step = self.step
+        # The step counter, mirrored on the host: reading step_var (on the GPU
+        # there) would wait for the device every step.
+        self._step = int(self.step_var.numpy())
+        self._first_step = self._step
+        self._pending_counts = None  # (rays, counts tensor) of the last step, read one step later
         self.samples_per_ray = None  # march: recent field evaluations per ray (drives the ray count)
         self.field_evals = 0  # field evaluations (samples), marched samples and rays of this process's steps
         self.marched = 0
@@ -309,7 +313,7 @@ class Trainer:
 
     @property
     def step(self):
-        return int(self.step_var.numpy())
+        return self._step
 
     def use_grid(self, step=None):
         step = self.step if step is None else step
@@ -425,8 +429,9 @@ class Trainer:
 
     def set_learning_rate(self, progress):
         lr = self.args.lr * 0.33 ** sum(progress >= m for m in (0.5, 0.75, 0.9))
-        if abs(float(self.optimizer.learning_rate.numpy()) - lr) > 1e-12:
+        if getattr(self, "_lr", None) != lr:  # assigned on change only: no read-back per step
             self.optimizer.learning_rate.assign(lr)
+            self._lr = lr
 
     def update_grid(self, step):
         tf = self.tf
@@ -442,6 +447,8 @@ class Trainer:
         return float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64)))
 
     def train_one_step(self):
+        """One optimizer step: (loss, mse) as scalar tensors (float() reads them
+        back, which waits for the device)."""
         step = self.step
         a = self.args
         if self.grid is not None and a.occupancy and step % a.grid_every == 0 and \
@@ -451,6 +458,19 @@ class Trainer:
         rays = self.rays_for_budget()
         loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
+        self._step += 1
+        # The last step's counts are read now, while this step runs on the
+        # device: the ray budget follows the sample count one step late.
+        self.flush_counts()
+        self._pending_counts = (rays, counts)
+        return loss, mse
+
+    def flush_counts(self):
+        """Accounts the sample counts of the last step run (a device read-back)."""
+        if self._pending_counts is None:
+            return
+        rays, counts = self._pending_counts
+        self._pending_counts = None
         n_samples, marched = (int(c) for c in counts.numpy())
         spr = n_samples / rays
         # Samples per ray change as the grid learns the scene: a short EMA.
@@ -458,7 +478,6 @@ class Trainer:
         self.field_evals += n_samples
         self.marched += marched
         self.rays_seen += rays
-        return float(loss), float(mse)
 
     def render_image(self, view, chunk=16384):
         """A view (datasets.View, or a camera-to-world matrix with the first test view's intrinsics)."""
@@ -520,6 +539,8 @@ class Trainer:
             progress = max(self.step / max(steps, 1), (train_time - start_train_time) / max_seconds)
             self.set_learning_rate(progress)
             loss, mse = self.train_one_step()
+            if self.step >= steps:
+                self.flush_counts()  # the last step finished: counted in the training time
             train_time += time.perf_counter() - t0
             self.time_var.assign(train_time)
             s = self.step
@@ -531,15 +552,15 @@ class Trainer:
             if a.eval_every and (s % a.eval_every == 0 or last):
                 val, _, _ = self.evaluate("val", a.eval_views)
                 self.history.append(dict(step=s, train_seconds=round(train_time, 3),
-                                         val_psnr=round(val, 4), train_psnr=round(psnr_from_mse(mse), 4),
-                                         loss=loss, **self.sample_stats()))
+                                         val_psnr=round(val, 4), train_psnr=round(psnr_from_mse(float(mse)), 4),
+                                         loss=float(loss), **self.sample_stats()))
                 if eval_callback is not None and eval_callback(self, self.history[-1]):
                     last = True
                 window_t, window_s = time.perf_counter(), s  # do not count evaluation in steps/s
             if a.ckpt_every and (s % a.ckpt_every == 0 or last):
                 self.manager.save(checkpoint_number=s)
-            if s % 10 == 0 or last:
-                vals = [("loss", loss), ("psnr", psnr_from_mse(mse)), ("steps/s", rate),
+            if verbose and (s % 10 == 0 or last):  # float(): a read-back, so only for the progress bar
+                vals = [("loss", float(loss)), ("psnr", psnr_from_mse(float(mse))), ("steps/s", rate),
                         ("samples/ray", self.samples_per_ray or float(a.samples))]
                 if val is not None:
                     vals.append(("val_psnr", val))
@@ -550,6 +571,7 @@ class Trainer:
 
     def sample_stats(self):
         """Field evaluations per ray and per step, over the steps this process ran."""
+        self.flush_counts()
         steps = max(self.step - self._first_step, 1)
         return dict(field_evals_per_ray=round(self.field_evals / max(self.rays_seen, 1), 3),
                     field_evals_per_step=round(self.field_evals / steps, 1),

@@ -7,9 +7,8 @@
 // are applied to each tile right after its GEMM wrote it, while it is still in
 // cache: one pass over the output instead of three or four.
 //
-// An exception to the layout of docs/ARCHITECTURE.md: these ops have no CUDA
-// kernel, so their kernel classes live here, beside their registration, rather
-// than in a kernels/fused_conv2d_op.h shared by devices.
+// The kernel classes are kernels/fused_conv2d_op.h's; this file holds the CPU
+// functors and registrations.
 #define EIGEN_USE_THREADS
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
@@ -17,16 +16,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <limits>
-#include <string>
 #include <utility>
-#include <vector>
 
 #include "cblas.h"  // scipy-openblas32's: symbols prefixed scipy_
 #include "kernels/common/activations.h"
 #include "kernels/cpu/fused_conv2d_gemm.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/fused_conv2d_op.h"
 #include "kernels/register_kernels.h"
 #include "ops/checks_tf.h"
 #include "ops/fused_conv2d_checks.h"
@@ -40,16 +37,10 @@
 namespace mo {
 namespace {
 
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-using checks::DimsOf;
-using checks::ToStatus;
 using fused_conv2d_checks::ConvGeometry;
-namespace fc = fused_conv2d_checks;
 
 // ---------------------------------------------------------------------------
 // Output stage: out = act(out + bias + residual) on a block of `pixels` output
@@ -157,8 +148,8 @@ int64_t L2CacheBytes() {
 // single-threaded sgemm each, the output stage applied to the tile right after
 // its GEMM. Patch rows are gathered into a per-worker buffer (none for 1x1
 // stride-1 convolutions, whose input is the patch matrix).
-void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input, const float* filter,
-                const FusedEpilogue& e, float* output) {
+absl::Status LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input, const float* filter,
+                        const FusedEpilogue& e, float* output) {
   const int64_t k = g.patch_size(), cout = g.out_depth, pixels = g.pixels();
   const int threads = cpu::NumThreads(ctx);
   const int64_t tile_rows = mo::fused_conv_tile_rows(k, cout, pixels, threads, L2CacheBytes());
@@ -167,7 +158,7 @@ void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
   float* patches = nullptr;
   if (!direct) {
     const int64_t slots = threads + 1;  // worker ids 0..NumThreads()
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({slots * tile_rows * k}), &scratch));
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({slots * tile_rows * k}), &scratch));
     patches = scratch.flat<float>().data();
   }
   const int64_t num_tiles = (pixels + tile_rows - 1) / tile_rows;
@@ -187,47 +178,26 @@ void LaunchConv(OpKernelContext* ctx, const ConvGeometry& g, const float* input,
     }
   };
   cpu::ParallelForBlocksWithWorkerId(ctx, num_tiles, run_tiles);
+  return absl::OkStatus();
 }
 
-class FusedConv2DOp : public checks::OpKernelWithAttrs<fc::ConvAttrs> {
- public:
-  using checks::OpKernelWithAttrs<fc::ConvAttrs>::OpKernelWithAttrs;
+}  // namespace
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& input = ctx->input(0);
-    const Tensor& filter = ctx->input(1);
-    ConvGeometry g;
-    OP_REQUIRES_OK(ctx, ToStatus(fc::Geometry(attrs_, DimsOf(input), DimsOf(filter), &g)));
-    // OpenBLAS's 32-bit interface: every GEMM dimension must fit an int.
-    constexpr int64_t kMaxBlasDim = std::numeric_limits<int32_t>::max();
-    OP_REQUIRES(ctx, g.patch_size() <= kMaxBlasDim && g.out_depth <= kMaxBlasDim,
-                tensorflow::errors::InvalidArgument("filter ", filter.shape().DebugString(),
-                                                    " is too large: KH*KW*in_channels and out_channels must be at "
-                                                    "most 2^31 - 1"));
-    const TensorShape out_shape({g.batch, g.out_rows, g.out_cols, g.out_depth});
-    const float* bias = nullptr;
-    const float* residual = nullptr;
-    if (attrs_.num_bias == 1) {
-      const Tensor& b = ctx->input(2);
-      OP_REQUIRES_OK(ctx, ToStatus(fc::Bias(DimsOf(b), g.out_depth)));
-      bias = b.flat<float>().data();
-    }
-    if (attrs_.num_residual == 1) {
-      const Tensor& r = ctx->input(2 + attrs_.num_bias);
-      OP_REQUIRES_OK(ctx, ToStatus(fc::Residual(DimsOf(r), g.output_dims())));
-      residual = r.flat<float>().data();
-    }
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
-    if (out_shape.num_elements() == 0) return;
-    float* out = output->flat<float>().data();
-    AdviseHugePages(out, output->TotalBytes(), /*collapse=*/false);
+using CPUDevice = Eigen::ThreadPoolDevice;
 
+template <>
+struct FusedConv2DFunctor<CPUDevice> {
+  static absl::Status Compute(OpKernelContext* ctx, const FusedConv2DArgs& args, float* out) {
+    const ConvGeometry& g = args.g;
+    const int64_t n = g.pixels() * g.out_depth;
+    AdviseHugePages(out, sizeof(float) * n, /*collapse=*/false);
     if (g.in_depth == 0 || g.batch * g.in_rows * g.in_cols == 0) {
       // Empty contraction: the convolution is 0, the output stage still applies.
       const int64_t c = g.out_depth;
-      const int act = attrs_.act;
-      const float alpha = attrs_.alpha;
+      const float* bias = args.bias;
+      const float* residual = args.residual;
+      const int act = args.act;
+      const float alpha = args.alpha;
       auto work = [=](int64_t begin, int64_t end) {
         for (int64_t k = begin; k < end; ++k) {
           const float b = bias != nullptr ? bias[k % c] : 0.0f;
@@ -235,44 +205,20 @@ class FusedConv2DOp : public checks::OpKernelWithAttrs<fc::ConvAttrs> {
           out[k] = mo::fused_output_element(0.0f, b, r, act, alpha);
         }
       };
-      cpu::ParallelFor(ctx, out_shape.num_elements(), /*cycles_per_item=*/20, work);
-      return;
+      cpu::ParallelFor(ctx, n, /*cycles_per_item=*/20, work);
+      return absl::OkStatus();
     }
-    LaunchConv(ctx, g, input.flat<float>().data(), filter.flat<float>().data(),
-               FusedEpilogue{bias, residual, attrs_.act, attrs_.alpha}, out);
+    return LaunchConv(ctx, g, args.input, args.filter, FusedEpilogue{args.bias, args.residual, args.act, args.alpha},
+                      out);
   }
 };
 
-METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp);
-
-// ---------------------------------------------------------------------------
 // backprops = gradients * f'(z), from y (or from z for swish / negative alpha).
-// ---------------------------------------------------------------------------
-class FusedActivationGradOp : public checks::OpKernelWithAttrs<fc::ActivationGradAttrs> {
- public:
-  using checks::OpKernelWithAttrs<fc::ActivationGradAttrs>::OpKernelWithAttrs;
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& grads = ctx->input(0);
-    const Tensor& outputs = ctx->input(1);
-    const Tensor* features = attrs_.num_features == 1 ? &ctx->input(2) : nullptr;
-    const checks::Dims feature_dims = features != nullptr ? DimsOf(*features) : checks::Dims();
-    OP_REQUIRES_OK(ctx, ToStatus(fc::ActivationGradShapes(DimsOf(grads), DimsOf(outputs),
-                                                          features != nullptr ? &feature_dims : nullptr)));
-    const float* z = features != nullptr ? features->flat<float>().data() : nullptr;
-    // In place over the incoming gradients when nothing else holds them (as
-    // TF's ReluGrad does): no fresh buffer to fault in. Element k reads
-    // gradients[k] before writing backprops[k], so aliasing is safe.
-    Tensor* backprops = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, grads.shape(), &backprops));
-    const int64_t n = grads.NumElements();
-    if (n == 0) return;
-    const float* g = grads.flat<float>().data();
-    const float* y = outputs.flat<float>().data();
-    float* dz = backprops->flat<float>().data();
-    AdviseHugePages(dz, backprops->TotalBytes(), /*collapse=*/false);
-    const int act = attrs_.act;
-    const float alpha = attrs_.alpha;
+template <>
+struct FusedActivationGradFunctor<CPUDevice> {
+  static absl::Status Compute(OpKernelContext* ctx, const float* g, const float* y, const float* z, int64_t n,
+                              int act, float alpha, float* dz) {
+    AdviseHugePages(dz, sizeof(float) * n, /*collapse=*/false);
     auto work = [=](int64_t begin, int64_t end) {
       if (z != nullptr) {
         for (int64_t k = begin; k < end; ++k)
@@ -283,10 +229,11 @@ class FusedActivationGradOp : public checks::OpKernelWithAttrs<fc::ActivationGra
       }
     };
     cpu::ParallelFor(ctx, n, /*cycles_per_item=*/10, work);
+    return absl::OkStatus();
   }
 };
 
-METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp);
+METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp<CPUDevice>);
+METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp<CPUDevice>);
 
-}  // namespace
 }  // namespace mo

@@ -1,12 +1,14 @@
 // MetalOpsFusedConv2D and MetalOpsFusedActivationGrad on the Metal PluggableDevice
 // ("GPU" with tensorflow-metal), shader-free: each distinct (shapes, attrs,
 // device) builds ONE MPSGraph -- convolution2D + addition(s) + activation -- that
-// is compiled once into an MPSGraphExecutable, cached, and encoded on the
-// TF_MetalStream's command buffer inside dispatch_sync on its queue.
+// is compiled once into an MPSGraphExecutable, kept in a bounded cache
+// (least recently used dropped), and encoded on the TF_MetalStream's command
+// buffer inside dispatch_sync on its queue.
 //
 // The activation formulas are those of kernels/common/activations.h, expressed
 // with MPSGraph primitives (there is no shader to #include it into); the
-// numbering (mo::Activation) is shared.
+// numbering (mo::Activation) is shared. The graph key, the cache and ELU's
+// expm1 are plain C++ in mpsgraph_rules.h, unit-tested without a Mac.
 //
 // What has run where: docs/METAL_COMPAT.md and docs/FUSED_CONV2D.md.
 #import <Metal/Metal.h>
@@ -15,14 +17,13 @@
 
 #import "kernels/metal/metal_kernel.h"
 
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/common/activations.h"
+#include "kernels/metal/mpsgraph_rules.h"
 #include "ops/fused_conv2d_checks.h"
 
 namespace {
@@ -37,6 +38,23 @@ NSArray<NSNumber*>* ShapeOf(const std::vector<int64_t>& dims) {
 
 using mo::metal::DimsOf;
 
+// mpsgraph_rules.h's formulas (Expm1, Elu) built from graph operations.
+struct GraphOps {
+  using Value = MPSGraphTensor*;
+  MPSGraph* g;
+  Value Constant(float v) { return [g constantWithScalar:v dataType:MPSDataTypeFloat32]; }
+  Value Add(Value a, Value b) { return [g additionWithPrimaryTensor:a secondaryTensor:b name:nil]; }
+  Value Sub(Value a, Value b) { return [g subtractionWithPrimaryTensor:a secondaryTensor:b name:nil]; }
+  Value Mul(Value a, Value b) { return [g multiplicationWithPrimaryTensor:a secondaryTensor:b name:nil]; }
+  Value Abs(Value a) { return [g absoluteWithTensor:a name:nil]; }
+  Value Exp(Value a) { return [g exponentWithTensor:a name:nil]; }
+  Value Greater(Value a, Value b) { return [g greaterThanWithPrimaryTensor:a secondaryTensor:b name:nil]; }
+  Value LessEqual(Value a, Value b) { return [g lessThanOrEqualToWithPrimaryTensor:a secondaryTensor:b name:nil]; }
+  Value Select(Value p, Value a, Value b) {
+    return [g selectWithPredicateTensor:p truePredicateTensor:a falsePredicateTensor:b name:nil];
+  }
+};
+
 // y = f(z) with MPSGraph primitives (formulas: kernels/common/activations.h).
 MPSGraphTensor* Activate(MPSGraph* g, MPSGraphTensor* z, int act, float alpha) {
   switch (act) {
@@ -48,15 +66,8 @@ MPSGraphTensor* Activate(MPSGraph* g, MPSGraphTensor* z, int act, float alpha) {
                  maxValueTensor:[g constantWithScalar:6.0 dataType:MPSDataTypeFloat32]
                            name:nil];
     case mo::kActElu: {
-      MPSGraphTensor* zero = [g constantWithScalar:0.0 dataType:MPSDataTypeFloat32];
-      MPSGraphTensor* one = [g constantWithScalar:1.0 dataType:MPSDataTypeFloat32];
-      MPSGraphTensor* em1 = [g subtractionWithPrimaryTensor:[g exponentWithTensor:z name:nil]
-                                            secondaryTensor:one
-                                                       name:nil];
-      return [g selectWithPredicateTensor:[g greaterThanWithPrimaryTensor:z secondaryTensor:zero name:nil]
-                      truePredicateTensor:z
-                     falsePredicateTensor:em1
-                                     name:nil];
+      GraphOps ops{g};
+      return mo::metal::Elu(ops, z);  // expm1 to a few ulp: exp(z) - 1 loses every digit for small |z|
     }
     case mo::kActLeakyRelu:
       return [g leakyReLUWithTensor:z alpha:alpha name:nil];
@@ -84,23 +95,15 @@ struct CachedGraph {
   std::vector<size_t> feed_order;
 };
 
-// Process-wide cache of compiled graphs (never destroyed: kernels may run
-// during exit). The mutex guards the map only: each graph compiles once under
-// its own once_flag, outside the stream's queue, so a compile blocks only
-// callers of that same graph; a failure stays cached with its reason.
+// Process-wide cache of compiled graphs, at most kGraphCacheCapacity, the
+// least recently used dropped (never destroyed itself: kernels may run during
+// exit). The mutex guards the cache only: each graph compiles once under its
+// own once_flag, outside the stream's queue, so a compile blocks only callers
+// of that same graph; a failure stays cached with its reason. A dropped graph
+// lives on while a call holds it and until the command buffers it was encoded
+// on complete (RunGraph).
 std::mutex g_cache_mutex;
-std::unordered_map<std::string, std::shared_ptr<CachedGraph>>* g_cache =
-    new std::unordered_map<std::string, std::shared_ptr<CachedGraph>>();
-
-std::string KeyOf(id<MTLDevice> device, const std::string& op, const std::vector<std::vector<int64_t>>& shapes,
-                  const std::string& attrs) {
-  std::string key = op + "|" + std::to_string(device.registryID) + "|" + attrs;
-  for (const auto& s : shapes) {
-    key += "|";
-    for (int64_t d : s) key += std::to_string(d) + ",";
-  }
-  return key;
-}
+mo::metal::LruCache<CachedGraph>* g_cache = new mo::metal::LruCache<CachedGraph>(mo::metal::kGraphCacheCapacity);
 
 // Compiles `build` over float32 placeholders of `input_shapes` into `cached`.
 void Compile(const std::string& key, id<MTLDevice> device, const std::vector<std::vector<int64_t>>& input_shapes,
@@ -156,9 +159,7 @@ std::shared_ptr<CachedGraph> GetOrBuild(mo::metal::KernelCall& call, const std::
   std::shared_ptr<CachedGraph> cached;
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
-    std::shared_ptr<CachedGraph>& slot = (*g_cache)[key];
-    if (slot == nullptr) slot = std::make_shared<CachedGraph>();
-    cached = slot;
+    cached = g_cache->GetOrMake(key, [] { return std::make_shared<CachedGraph>(); });
   }
   std::call_once(cached->once, [&] { Compile(key, device, input_shapes, build, cached.get()); });
   if (cached->executable == nil) {
@@ -171,7 +172,7 @@ std::shared_ptr<CachedGraph> GetOrBuild(mo::metal::KernelCall& call, const std::
 // Compiles (or finds) the graph, outside the stream's queue, then encodes it
 // on the stream's command buffer with the tensors' MTLBuffers. `inputs` and
 // `output` are all non-empty.
-void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::string& attrs,
+void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::vector<std::string>& attrs,
               const std::vector<TF_Tensor*>& inputs, TF_Tensor* output,
               MPSGraphTensor* (^build)(MPSGraph*, NSArray<MPSGraphTensor*>*)) {
   std::vector<std::vector<int64_t>> shapes;
@@ -179,7 +180,7 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::str
   const std::vector<int64_t> out_dims = DimsOf(output);
   id<MTLDevice> device = call.Device();
   if (device == nil) return;
-  const std::string key = KeyOf(device, op, shapes, attrs);
+  const std::string key = mo::metal::GraphKey(op, device.registryID, attrs, shapes);
   std::shared_ptr<CachedGraph> cached = GetOrBuild(call, key, device, shapes, build);
   if (cached == nullptr) return;
   call.Encode([&](mo::metal::Encoder& e) {
@@ -209,6 +210,13 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::str
                                   inputsArray:in_data
                                  resultsArray:@[ out_data ]
                           executionDescriptor:nil];
+    // The cache may drop this graph before the GPU has run it: the command
+    // buffer holds it until then (MPSGraph may have committed earlier ones and
+    // continued on a new one; this is the last, completing after them).
+    std::shared_ptr<CachedGraph> in_flight = cached;
+    [mps_cb addCompletedHandler:^(id<MTLCommandBuffer>) {
+      (void)in_flight;
+    }];
   });
 }
 
@@ -217,20 +225,14 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::str
 // ---------------------------------------------------------------------------
 struct FusedConvKernel {
   fc::ConvAttrs attrs;
-  std::string attr_key;
+  std::vector<std::string> attr_key;  // the graph key's attribute pieces
 };
 
 void* FusedConvCreate(TF_OpKernelConstruction* ctx) {
   auto* k = new FusedConvKernel;
   mo::metal::AttrReader reader(ctx);
   if (!reader.Check(fc::ReadAttrs(reader.Getter(), &k->attrs))) return k;
-  // The graph cache's key: every attribute the graph is built from.
-  const fc::ConvAttrs& a = k->attrs;
-  for (int64_t v : {int64_t(a.padding), a.stride_rows, a.stride_cols, a.dilation_rows, a.dilation_cols, a.pad_top,
-                    a.pad_bottom, a.pad_left, a.pad_right, int64_t(a.act)}) {
-    k->attr_key += std::to_string(v) + "/";
-  }
-  k->attr_key += std::to_string(a.alpha);
+  k->attr_key = mo::metal::ConvGraphAttrs(k->attrs);
   return k;
 }
 
@@ -251,7 +253,7 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* output = call.Output(0, TF_FLOAT, out_dims);
   if (!call.ok() || TF_TensorElementCount(output) == 0) return;
   const fc::ConvAttrs kc = a;
-  const std::string attrs = k.attr_key + "/" + std::to_string(a.num_bias) + std::to_string(a.num_residual);
+  const std::vector<std::string>& attrs = k.attr_key;
   if (TF_TensorElementCount(inputs[0]) == 0 || TF_TensorElementCount(inputs[1]) == 0) {
     // No taps (zero input channels, or an empty input under explicit padding)
     // sum nothing: the output is
@@ -355,7 +357,7 @@ void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.ok() || TF_TensorElementCount(output) == 0) return;
   const int act = k.act;
   const float alpha = k.alpha;
-  RunGraph(call, "actgrad", std::to_string(act) + "/" + std::to_string(alpha), inputs, output,
+  RunGraph(call, "actgrad", mo::metal::ActivationGradGraphAttrs(k), inputs, output,
            ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
              MPSGraphTensor* z = in.count > 2 ? in[2] : nil;
              return [g multiplicationWithPrimaryTensor:in[0] secondaryTensor:Derivative(g, in[1], z, act, alpha)

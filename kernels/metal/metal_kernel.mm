@@ -3,7 +3,6 @@
 // and kernel registration.
 #import "kernels/metal/metal_kernel.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -363,11 +362,6 @@ bool KernelCall::CheckThreadgroups(id<MTLComputePipelineState> pipeline, uint32_
 }
 
 namespace {
-bool GpuSync() {
-  static const bool sync = GpuSyncRequested(std::getenv(kGpuSyncVariable));
-  return sync;
-}
-
 std::string StatusName(MTLCommandBufferStatus status) {
   switch (status) {
     case MTLCommandBufferStatusNotEnqueued: return "not enqueued";
@@ -399,7 +393,7 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
   }
   TF_Status* status = status_;
   id<MTLDevice> device = device_;
-  const bool sync = wait || GpuSync();
+  const bool sync = wait || GpuSyncOn();
   __block std::string gpu_error;
   dispatch_sync(stream.queue, ^() {
     @autoreleasepool {

@@ -8,6 +8,7 @@
 #define METAL_OPS_KERNELS_METAL_METAL_RULES_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -106,6 +107,12 @@ constexpr const char* kGpuSyncVariable = "METAL_OPS_GPU_SYNC";
 inline bool GpuSyncRequested(const char* value) {
   return value != nullptr && (std::strcmp(value, "1") == 0 || std::strcmp(value, "true") == 0);
 }
+
+// Whether the debug mode is on for the op being encoded now. Read at every op
+// call (one getenv, small beside encoding a command buffer), not once per
+// process: setting the variable at any point, e.g. in a test module after
+// other modules ran Metal ops, takes effect from the next op on.
+inline bool GpuSyncOn() { return GpuSyncRequested(std::getenv(kGpuSyncVariable)); }
 
 // The error of a command buffer that failed in the debug mode: the op (its
 // node name), the kernels it encoded, Metal's status and error text.

@@ -199,13 +199,37 @@ def check_tensorflow():
     check_tensorflow_version(info["tensorflow_version"], tf.__version__, info.get("platform"))
 
 
-def cuda_decision(info, built_with_cuda, gpus, env=None):
+def driver_cuda_version():
+    """The CUDA version the NVIDIA driver supports (e.g. 12040 for 12.4, from
+    cuDriverGetVersion), or None when libcuda cannot be asked."""
+    import ctypes
+
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if libcuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return None
+        return version.value
+    except (OSError, AttributeError):
+        return None
+
+
+def _cuda_version_number(text):
+    """"13.0" -> 13000, the form cuDriverGetVersion reports."""
+    major, minor = (text.split(".") + ["0"])[:2]
+    return int(major) * 1000 + int(minor) * 10
+
+
+def cuda_decision(info, built_with_cuda, gpus, env=None, driver_version=driver_cuda_version):
     """(load, reason): whether to load the build's CUDA library, and why (or why not).
 
-    `built_with_cuda` and `gpus` are callables (tf.test.is_built_with_cuda,
-    lambda: tf.config.list_physical_devices("GPU")), asked only when the answer
-    still depends on them: a build without the library asks TensorFlow nothing,
-    and a TensorFlow that is not a CUDA build is never asked for GPUs."""
+    `built_with_cuda`, `gpus` and `driver_version` are callables
+    (tf.test.is_built_with_cuda, lambda: tf.config.list_physical_devices("GPU"),
+    driver_cuda_version), asked only when the answer still depends on them: a
+    build without the library asks TensorFlow nothing, and a TensorFlow that is
+    not a CUDA build is never asked for GPUs. A library built with a CUDA
+    toolkit newer than the driver supports stays unloaded with a reason (its
+    kernels could not start; TensorFlow's own GPU kernels still run)."""
     env = os.environ if env is None else env
     name = (info or {}).get("cuda_library")
     if not name:
@@ -218,7 +242,19 @@ def cuda_decision(info, built_with_cuda, gpus, env=None):
         return False, "the running TensorFlow is not a CUDA build"
     if not gpus():
         return False, "TensorFlow sees no GPU"
+    built = (info or {}).get("cuda_version")
+    driver = driver_version() if built else None
+    if built and driver is not None and driver < _cuda_version_number(built):
+        return False, (f"the NVIDIA driver supports CUDA {driver // 1000}.{driver % 1000 // 10}, but {name} was built "
+                       f"with CUDA {built}: upgrade the driver (CUDA {built.split('.')[0]} needs "
+                       f"{DRIVER_SERIES.get(built.split('.')[0], 'a newer')} series or newer); "
+                       "this library's ops run on the CPU until then")
     return True, "TensorFlow is a CUDA build and sees a GPU"
+
+
+# The first Linux driver series of each CUDA major version (NVIDIA's CUDA
+# Toolkit release notes, "CUDA Driver" table).
+DRIVER_SERIES = {"12": "the 525", "13": "the 580"}
 
 
 def cuda_info(info=None):

@@ -25,6 +25,11 @@ float16 inputs, elementwise within the error bound of its float16 kernels
 (docs/FUSED_MLP_GPU.md, "float16 error bound"): its error is the largest
 |device - reference| / bound, its tolerance 1.
 
+RayMarch, whose samples are discrete decisions at cell boundaries that one
+ulp of rounding can flip, is compared ray by ray instead (compare_ray_march:
+each side's packing, the samples of the rays that did not flip, limits on
+the few that did).
+
 METAL_OPS_GPU_SYNC=1 is set before the op library is loaded: in that mode
 every Metal op commits its command buffer, waits for it and turns a GPU-side
 error into a TensorFlow error naming the op and kernel, so a fault shows up
@@ -312,6 +317,115 @@ def max_error(got, want, names=None):
     return worst, note
 
 
+# RayMarch: where a ray's samples fall is decided at cell boundaries (a step is
+# kept when its midpoint lies in an occupied cell), so one ulp of rounding (the
+# GPU compiler contracting a * b + c into one fma where the CPU's does not) can
+# move a midpoint across a boundary and change that ray's samples: one sample
+# more or fewer, or the rest of an occupied run shifted by half a step; a ray
+# grazing a cell face can meet that twice. The comparison checks what such a
+# flip cannot change: each side's packing (offsets the prefix sum of the
+# counts, each sample's ray index, sorted disjoint intervals); the samples of
+# every other ray, to the case's tolerance (a ray none of whose samples moved
+# by a quarter of its own length is such a ray: a flip moves them by half a
+# step); and for the flipped rays, that they are few, that their counts are
+# within RAY_MARCH_MAX_COUNT_CHANGE and that the length of ray sampled on one
+# side only is at most RAY_MARCH_MAX_LENGTH_CHANGE of their steps.
+RAY_MARCH_MAX_FLIPPED = 0.01        # fraction of the rays (at least one ray)
+RAY_MARCH_MAX_COUNT_CHANGE = 2      # samples, per ray
+RAY_MARCH_MAX_LENGTH_CHANGE = 3.0   # in units of the ray's longest step
+
+
+def _ray_march_packing(result, side):
+    """Why a RayMarch result (t_starts, t_ends, ray_indices, ray_offsets,
+    ray_counts) is not a valid packing, or None."""
+    t0, t1, idx, off, cnt = (np.asarray(a) for a in result)
+    n, r = t0.shape[0] if t0.ndim == 1 else -1, cnt.shape[0] if cnt.ndim == 1 else -1
+    if n < 0 or r < 0 or t1.shape != (n,) or idx.shape != (n,) or off.shape != (r,):
+        return f"{side}: shapes {[np.shape(a) for a in result]}, not [N] x 3 and [R] x 2"
+    cnt = cnt.astype(np.int64)
+    if np.any(cnt < 0) or int(cnt.sum()) != n:
+        return f"{side}: ray_counts sum to {int(cnt.sum())} (or are negative) for {n} samples"
+    if not np.array_equal(off.astype(np.int64), np.cumsum(cnt) - cnt):
+        return f"{side}: ray_offsets are not the prefix sum of ray_counts"
+    if not np.array_equal(idx.astype(np.int64), np.repeat(np.arange(r), cnt)):
+        return f"{side}: ray_indices do not name each sample's ray"
+    with np.errstate(invalid="ignore"):
+        if not np.all(t0 < t1):
+            return f"{side}: a sample with t_start >= t_end (or NaN)"
+        same_ray = idx[1:] == idx[:-1]
+        if np.any(t1[:-1][same_ray] > t0[1:][same_ray]):
+            return f"{side}: a ray's samples are not sorted and disjoint"
+    return None
+
+
+def _sampled_length_change(a0, a1, b0, b1):
+    """The length of ray inside one set of sorted disjoint intervals and not the
+    other: |A| + |B| - 2 |A n B|."""
+    both, i, j = 0.0, 0, 0
+    while i < len(a0) and j < len(b0):
+        both += max(0.0, min(a1[i], b1[j]) - max(a0[i], b0[j]))
+        if a1[i] < b1[j]:
+            i += 1
+        else:
+            j += 1
+    return float(np.sum(a1 - a0) + np.sum(b1 - b0) - 2.0 * both)
+
+
+def compare_ray_march(got, want, names=None, tolerance=0.0):
+    """(error, note) for RayMarch's five outputs (robust to one-ulp flips at
+    cell boundaries; see above): the largest |device - cpu| / max(1, |cpu|) of
+    t_starts and t_ends over the rays that did not flip; inf when a packing is
+    invalid or the flipped rays break a limit."""
+    if len(got) != 5 or len(want) != 5 or any(a is None for a in list(got) + list(want)):
+        return math.inf, f"{len(got)} results on the device, {len(want)} expected (RayMarch has 5)"
+    for result, side in ((got, "device"), (want, "expected")):
+        problem = _ray_march_packing(result, side)
+        if problem:
+            return math.inf, problem
+    g0, g1, _, g_off, g_cnt = (np.asarray(a) for a in got)
+    w0, w1, w_idx, w_off, w_cnt = (np.asarray(a) for a in want)
+    rays = len(w_cnt)
+    if len(g_cnt) != rays:
+        return math.inf, f"{len(g_cnt)} rays on the device, {rays} expected"
+    g_cnt, w_cnt = g_cnt.astype(np.int64), w_cnt.astype(np.int64)
+    g_off, w_off = g_off.astype(np.int64), w_off.astype(np.int64)
+    # Rays with equal counts, sample k against sample k: the relative error and
+    # how far each sample moved against its own length.
+    ray = w_idx.astype(np.int64)
+    aligned = g_cnt[ray] == w_cnt[ray]
+    at = g_off[ray[aligned]] + (np.arange(len(w0))[aligned] - w_off[ray[aligned]])
+    length = w1[aligned].astype(np.float64) - w0[aligned]
+    ray_error, moved = np.zeros(rays), np.zeros(rays)
+    for g, w in ((g0, w0), (g1, w1)):
+        wa = w[aligned].astype(np.float64)
+        diff = np.abs(g[at].astype(np.float64) - wa)
+        np.maximum.at(moved, ray[aligned], diff / length)
+        np.maximum.at(ray_error, ray[aligned], diff / np.maximum(1.0, np.abs(wa)))
+    flipped = (g_cnt != w_cnt) | ~(moved < 0.25)
+    limit = max(1, math.ceil(RAY_MARCH_MAX_FLIPPED * rays))
+    if int(flipped.sum()) > limit:
+        return math.inf, (f"{int(flipped.sum())} of {rays} rays sampled differently (at most {limit} may: "
+                          f"one-ulp flips at cell boundaries)")
+    for r in np.flatnonzero(flipped):
+        if abs(int(g_cnt[r] - w_cnt[r])) > RAY_MARCH_MAX_COUNT_CHANGE:
+            return math.inf, f"ray {r}: {g_cnt[r]} samples on the device, {w_cnt[r]} expected"
+        gs, ws = slice(g_off[r], g_off[r] + g_cnt[r]), slice(w_off[r], w_off[r] + w_cnt[r])
+        a0, a1 = g0[gs].astype(np.float64), g1[gs].astype(np.float64)
+        b0, b1 = w0[ws].astype(np.float64), w1[ws].astype(np.float64)
+        step = max(np.max(a1 - a0, initial=0.0), np.max(b1 - b0, initial=0.0))
+        change = _sampled_length_change(a0, a1, b0, b1)
+        if not change <= RAY_MARCH_MAX_LENGTH_CHANGE * step:
+            return math.inf, (f"ray {r}: a length of {change:.3g} sampled on one side only, more than "
+                              f"{RAY_MARCH_MAX_LENGTH_CHANGE:g} steps of {step:.3g}")
+    error = float(np.max(ray_error[~flipped], initial=0.0))
+    note = f"{int(flipped.sum())} rays flipped at cell boundaries" if flipped.any() else ""
+    return error, note
+
+
+# Comparisons of their own, by op (the others: max_error).
+COMPARISONS = {"ray_march": compare_ray_march}
+
+
 def run_case(case, device, reference, repeat):
     row = {"op": case.op, "case": case.label, "dtype": case.dtype, "device": device, "gradients": case.differentiable,
            "tolerance": case.tolerance, "error": None, "passed": False, "note": "",
@@ -325,7 +439,9 @@ def run_case(case, device, reference, repeat):
             want_values, want_grads, ref_seconds = reference(case, repeat)
             row["reference_ms"] = None if ref_seconds is None else ref_seconds * 1e3
             names = [f"output {i}" for i in range(len(values))] + [f"gradient of input {i}" for i in range(len(grads))]
-            error, note = max_error(values + grads, list(want_values) + list(want_grads), names)
+            compare = COMPARISONS.get(case.op)
+            got, want = values + grads, list(want_values) + list(want_grads)
+            error, note = compare(got, want, names, case.tolerance) if compare else max_error(got, want, names)
         row["error"], row["note"] = error, note
         import tensorflow as tf
 

@@ -1,10 +1,61 @@
-// The Metal glue's decisions (kernels/metal/metal_rules.h) for tests/test_metal_glue.py.
+// The Metal glue's decisions (kernels/metal/metal_rules.h, mpsgraph_rules.h)
+// for tests/test_metal_glue.py.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/metal/metal_rules.h"
+#include "kernels/metal/mpsgraph_rules.h"
+
+namespace {
+
+void CopyOut(const std::string& m, char* out, int size) {
+  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
+  out[size - 1] = '\0';
+}
+
+// The pieces of `text` separated by ';'.
+std::vector<std::string> Split(const std::string& text) {
+  std::vector<std::string> pieces;
+  std::string rest = text;
+  while (!rest.empty()) {
+    const size_t end = rest.find(';');
+    pieces.push_back(rest.substr(0, end));
+    rest = end == std::string::npos ? std::string() : rest.substr(end + 1);
+  }
+  return pieces;
+}
+
+std::string Join(const std::vector<std::string>& pieces) {
+  std::string text;
+  for (const std::string& p : pieces) text += p + "/";
+  return text;
+}
+
+// mpsgraph_rules.h's graph formulas on floats (the Metal kernel builds them
+// from MPSGraph operations). Predicates are 1 or 0.
+struct FloatOps {
+  using Value = float;
+  float Constant(float v) { return v; }
+  float Add(float a, float b) { return a + b; }
+  float Sub(float a, float b) { return a - b; }
+  float Mul(float a, float b) { return a * b; }
+  float Abs(float a) { return std::fabs(a); }
+  float Exp(float a) { return std::exp(a); }
+  float Greater(float a, float b) { return a > b ? 1.0f : 0.0f; }
+  float LessEqual(float a, float b) { return a <= b ? 1.0f : 0.0f; }
+  float Select(float p, float a, float b) { return p != 0.0f ? a : b; }
+};
+
+struct Entry {
+  int value = 0;
+};
+using Cache = mo::metal::LruCache<Entry>;
+
+}  // namespace
 
 extern "C" {
 
@@ -33,36 +84,109 @@ uint64_t shim_threadgroup_count(uint64_t num_threads, uint64_t width) {
 // Writes the too-old message into `out` (NUL-terminated, truncated to `size`).
 void shim_msl_too_old_message(const char* library, int need_major, int need_minor, int os_major, int os_minor,
                               char* out, int size) {
-  const std::string m = mo::metal::MslTooOldMessage(library, {need_major, need_minor}, os_major, os_minor);
-  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
-  out[size - 1] = '\0';
+  CopyOut(mo::metal::MslTooOldMessage(library, {need_major, need_minor}, os_major, os_minor), out, size);
 }
 
 // ThreadgroupFitError into `out` (empty when the dispatch fits).
 void shim_threadgroup_fit_error(uint64_t max_threads, uint64_t threads, uint64_t static_bytes, uint64_t bytes,
                                 uint64_t device_bytes, char* out, int size) {
-  const std::string m = mo::metal::ThreadgroupFitError(max_threads, threads, static_bytes, bytes, device_bytes);
-  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
-  out[size - 1] = '\0';
+  CopyOut(mo::metal::ThreadgroupFitError(max_threads, threads, static_bytes, bytes, device_bytes), out, size);
 }
 
 uint64_t shim_fill_length(uint64_t bytes, uint64_t buffer_length) { return mo::metal::FillLength(bytes, buffer_length); }
 
 int shim_gpu_sync_requested(const char* value) { return mo::metal::GpuSyncRequested(value) ? 1 : 0; }
 
+// What the glue decides for the op it encodes now (the process environment).
+int shim_gpu_sync_on() { return mo::metal::GpuSyncOn() ? 1 : 0; }
+
 // GpuErrorMessage for kernels given as one string separated by ';'.
 void shim_gpu_error_message(const char* op, const char* kernels, const char* status, const char* error, char* out,
                             int size) {
-  std::vector<std::string> names;
-  std::string rest = kernels;
-  while (!rest.empty()) {
-    const size_t end = rest.find(';');
-    names.push_back(rest.substr(0, end));
-    rest = end == std::string::npos ? std::string() : rest.substr(end + 1);
+  CopyOut(mo::metal::GpuErrorMessage(op, Split(kernels), status, error), out, size);
+}
+
+// ---- the MPSGraph kernels (mpsgraph_rules.h) ----
+
+void shim_float_key(float value, char* out, int size) { CopyOut(mo::metal::FloatKey(value), out, size); }
+
+// GraphKey of `num_shapes` shapes given as their ranks and their dimensions
+// one after another; `attrs` separated by ';'.
+void shim_graph_key(const char* op, uint64_t device, const char* attrs, const int* ranks, const int64_t* dims,
+                    int num_shapes, char* out, int size) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (int i = 0; i < num_shapes; ++i) {
+    shapes.emplace_back(dims, dims + ranks[i]);
+    dims += ranks[i];
   }
-  const std::string m = mo::metal::GpuErrorMessage(op, names, status, error);
-  std::strncpy(out, m.c_str(), static_cast<size_t>(size) - 1);
-  out[size - 1] = '\0';
+  CopyOut(mo::metal::GraphKey(op, device, Split(attrs), shapes), out, size);
+}
+
+// ConvGraphAttrs joined by '/': fields are padding (0 SAME, 1 VALID, 2
+// EXPLICIT), stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top,
+// pad_bottom, pad_left, pad_right, act, num_bias, num_residual.
+void shim_conv_graph_attrs(const int64_t* f, float alpha, char* out, int size) {
+  mo::fused_conv2d_checks::ConvAttrs a;
+  a.padding = static_cast<mo::fused_conv2d_checks::Padding>(f[0]);
+  a.stride_rows = f[1];
+  a.stride_cols = f[2];
+  a.dilation_rows = f[3];
+  a.dilation_cols = f[4];
+  a.pad_top = f[5];
+  a.pad_bottom = f[6];
+  a.pad_left = f[7];
+  a.pad_right = f[8];
+  a.act = static_cast<int>(f[9]);
+  a.num_bias = f[10];
+  a.num_residual = f[11];
+  a.alpha = alpha;
+  CopyOut(Join(mo::metal::ConvGraphAttrs(a)), out, size);
+}
+
+void shim_activation_grad_graph_attrs(int act, float alpha, int64_t num_features, char* out, int size) {
+  mo::fused_conv2d_checks::ActivationGradAttrs a;
+  a.act = act;
+  a.alpha = alpha;
+  a.num_features = num_features;
+  CopyOut(Join(mo::metal::ActivationGradGraphAttrs(a)), out, size);
+}
+
+uint64_t shim_graph_cache_capacity() { return mo::metal::kGraphCacheCapacity; }
+
+void* shim_lru_new(uint64_t capacity) { return new Cache(capacity); }
+void shim_lru_delete(void* cache) { delete static_cast<Cache*>(cache); }
+uint64_t shim_lru_size(void* cache) { return static_cast<Cache*>(cache)->size(); }
+int shim_lru_contains(void* cache, const char* key) { return static_cast<Cache*>(cache)->Contains(key) ? 1 : 0; }
+
+// Looks `key` up, making it when absent: 1 when it was made, 0 when found.
+int shim_lru_get(void* cache, const char* key) {
+  bool made = false;
+  static_cast<Cache*>(cache)->GetOrMake(key, [] { return std::make_shared<Entry>(); }, &made);
+  return made ? 1 : 0;
+}
+
+// A value dropped while a caller holds it stays valid for that caller (the
+// Metal kernel encodes a graph the cache has just dropped): 1 when it does.
+int shim_lru_dropped_value_stays_valid() {
+  Cache cache(1);
+  std::shared_ptr<Entry> held = cache.GetOrMake("a", [] { return std::make_shared<Entry>(); });
+  held->value = 42;
+  std::weak_ptr<Entry> watch = held;
+  cache.GetOrMake("b", [] { return std::make_shared<Entry>(); });
+  const bool dropped = !cache.Contains("a");
+  const bool alive = held.use_count() == 1 && held->value == 42;
+  held.reset();
+  return dropped && alive && watch.expired() ? 1 : 0;
+}
+
+void shim_mpsgraph_expm1(const float* z, float* out, int64_t n) {
+  FloatOps ops;
+  for (int64_t i = 0; i < n; ++i) out[i] = mo::metal::Expm1(ops, z[i]);
+}
+
+void shim_mpsgraph_elu(const float* z, float* out, int64_t n) {
+  FloatOps ops;
+  for (int64_t i = 0; i < n; ++i) out[i] = mo::metal::Elu(ops, z[i]);
 }
 
 }  // extern "C"

@@ -1,0 +1,129 @@
+"""Where a NeRF training step's time goes on a GPU: TensorFlow's profiler over
+a few steps of the sample's trainer (procedural scene, default settings),
+summarised from the profile itself.
+
+    python -m benchmarks.profile_nerf_gpu [--warmup-steps 300] [--steps 50] [trainer flags...]
+
+Prints and writes benchmarks/results/nerf_gpu_profile.json:
+- wall time per step (timed without the profiler, then with it);
+- GPU busy time per step (the union of kernel and copy intervals over every
+  stream) and so the GPU's idle share: host work and waiting on read-backs;
+- kernels and device-to-host copies per step; the kernels that take the most
+  GPU time, by name.
+The raw profile (TensorBoard's profile plugin reads it) stays in --logdir.
+"""
+import argparse
+import collections
+import glob
+import json
+import os
+import platform
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _union_ps(intervals):
+    total, end = 0, -1
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def summarise_xspace(path, steps, top=15):
+    """GPU activity of an xplane.pb: busy time, kernel and copy counts, top kernels."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as f:
+        space.ParseFromString(f.read())
+    gpu = [p for p in space.planes if p.name.startswith("/device:GPU:")]
+    if not gpu:
+        return {"gpu": None, "note": "the profile has no GPU plane (no GPU, or CUPTI could not be loaded)"}
+    plane = gpu[0]
+    intervals, by_kernel, copies_d2h, copies_h2d, kernels = [], collections.Counter(), 0, 0, 0
+    for line in plane.lines:
+        if not line.name.startswith("Stream"):
+            continue  # "Launch Stats" and similar summary lines repeat the streams' events
+        base = line.timestamp_ns * 1000
+        for ev in line.events:
+            name = plane.event_metadata[ev.metadata_id].name
+            start = base + ev.offset_ps
+            intervals.append((start, start + ev.duration_ps))
+            if "Memcpy" in name or "memcpy" in name:
+                copies_d2h += "DtoH" in name
+                copies_h2d += "HtoD" in name
+            else:
+                kernels += 1
+                by_kernel[name] += ev.duration_ps
+    busy_ms = _union_ps(intervals) / 1e9
+    return {
+        "gpu": plane.name,
+        "busy_ms_per_step": busy_ms / steps,
+        "kernels_per_step": kernels / steps,
+        "d2h_copies_per_step": copies_d2h / steps,
+        "h2d_copies_per_step": copies_h2d / steps,
+        "top_kernels_ms_per_step": [(n[:120], ps / 1e9 / steps) for n, ps in by_kernel.most_common(top)],
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--warmup-steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=50, help="steps timed, then steps profiled")
+    p.add_argument("--logdir", default=os.path.join(ROOT, "runs", "nerf_gpu_profile"))
+    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "nerf_gpu_profile.json"))
+    args, trainer_flags = p.parse_known_args(argv)
+
+    import tensorflow as tf
+
+    from examples.nerf import train as nerf_train
+
+    common = ["--name", "gpu_profile", "--steps", "1000000", "--max-minutes", "0", "--eval-every", "0",
+              "--ckpt-every", "0", "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),
+              "--out-dir", os.path.join(ROOT, "runs")]
+    trainer = nerf_train.Trainer(nerf_train.build_parser().parse_args(common + trainer_flags), log=lambda *a: None)
+    for _ in range(args.warmup_steps):
+        trainer.train_one_step()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        trainer.train_one_step()
+    wall_ms = (time.perf_counter() - t0) * 1e3 / args.steps
+
+    tf.profiler.experimental.start(args.logdir)
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        trainer.train_one_step()
+    profiled_ms = (time.perf_counter() - t0) * 1e3 / args.steps
+    tf.profiler.experimental.stop()
+    paths = sorted(glob.glob(os.path.join(args.logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)
+    summary = summarise_xspace(paths[-1], args.steps) if paths else {"gpu": None, "note": "no xplane.pb written"}
+    result = {
+        "benchmark": "nerf_gpu_profile", "steps": args.steps, "warmup_steps": args.warmup_steps,
+        "wall_ms_per_step": wall_ms, "profiled_wall_ms_per_step": profiled_ms,
+        "rays_per_step": trainer.rays_for_budget(), "samples_per_ray": trainer.samples_per_ray,
+        "devices": [d.name for d in tf.config.list_logical_devices()], "tensorflow": tf.__version__,
+        "platform": platform.platform(), "trainer_flags": trainer_flags, **summary,
+    }
+    if summary.get("gpu"):
+        result["gpu_idle_share"] = 1 - summary["busy_ms_per_step"] / profiled_ms
+    print(f"NeRF step: {wall_ms:.2f} ms wall ({profiled_ms:.2f} ms while profiled), "
+          f"{result['rays_per_step']} rays x {result['samples_per_ray'] or 0:.1f} samples")
+    if summary.get("gpu"):
+        print(f"  GPU busy {summary['busy_ms_per_step']:.2f} ms/step (idle {100 * result['gpu_idle_share']:.0f}%), "
+              f"{summary['kernels_per_step']:.0f} kernels, {summary['d2h_copies_per_step']:.1f} device-to-host and "
+              f"{summary['h2d_copies_per_step']:.1f} host-to-device copies per step")
+        for name, ms in summary["top_kernels_ms_per_step"]:
+            print(f"  {ms:7.3f} ms  {name}")
+    else:
+        print("  " + summary["note"])
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+// A row-major float32 GEMM on a CUDA stream through cuBLAS, for the CUDA
+// launchers (kernels/cuda/fused_conv2d.cu.cc): plain C++, no TensorFlow and no
+// cuBLAS header here, so the TF glue and the C-ABI harness include it as is.
+//
+// cuBLAS is opened at run time, on first use (dlopen of the soname of the
+// cuBLAS headers the library was compiled with, libcublas.so.12 for the
+// pinned nvidia-cublas-cu12): inside TensorFlow's CUDA build that is the
+// cuBLAS TensorFlow has already loaded; the library itself then needs only
+// the NVIDIA driver to load (tools/cuda_lib_check.py), and a process without
+// cuBLAS gets an error from the op that needs it instead of no GPU kernels.
+#ifndef METAL_OPS_KERNELS_CUDA_CUBLAS_GEMM_H_
+#define METAL_OPS_KERNELS_CUDA_CUBLAS_GEMM_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mo {
+namespace cuda {
+
+// The outcome of a sequence of CUDA / cuBLAS calls: `what` names the call that
+// failed (nullptr: all succeeded), `error` is its library's message. Both
+// point at static strings.
+struct GpuStatus {
+  const char* what = nullptr;
+  const char* error = nullptr;
+  bool ok() const { return what == nullptr; }
+};
+
+inline GpuStatus CudaCall(const char* what, cudaError_t err) {
+  return err == cudaSuccess ? GpuStatus{} : GpuStatus{what, cudaGetErrorString(err)};
+}
+
+// The soname this build opens ("libcublas.so.12").
+const char* CublasSoname();
+
+// C[m, n] = A[m, k] B[k, n], row-major with leading dimensions lda, ldb, ldc
+// (in floats), queued on `stream` of the current device. allow_tf32: cuBLAS
+// may use TF32 tensor cores (10-bit mantissa products, float32 accumulation);
+// otherwise the products are float32. m, n, k, lda, ldb and ldc must fit an
+// int (cuBLAS's classic interface); k == 0 is not allowed (C would be left as
+// it was). Thread-safe: each call takes a cuBLAS handle of its own device and
+// stream from a pool, so no handle is ever used by two threads at once or by
+// two streams.
+GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        float* c, int64_t ldc, bool allow_tf32, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_CUDA_CUBLAS_GEMM_H_

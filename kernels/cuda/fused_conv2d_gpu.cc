@@ -1,0 +1,70 @@
+// The CUDA functors of MetalOpsFusedConv2D / MetalOpsFusedActivationGrad (the
+// kernel classes are kernels/fused_conv2d_op.h) and their GPU registrations.
+// Compiled only when the installed TensorFlow is a CUDA build (`make` then
+// defines GOOGLE_CUDA); here it is syntax-checked by `make cuda-check`.
+// Launchers: kernels/cuda/fused_conv2d.cu.cc.
+//
+// The GEMM uses TF32 tensor cores exactly when TensorFlow does for its own
+// float32 matrix products and convolutions
+// (tf.config.experimental.enable_tensor_float_32_execution, on by default).
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include "kernels/cuda/fused_conv2d.h"
+#include "kernels/cuda/tf_gpu.h"
+#include "kernels/fused_conv2d_op.h"
+#include "kernels/register_kernels.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tsl/platform/tensor_float_32_utils.h"
+
+namespace mo {
+
+using ::tensorflow::OpKernelContext;
+
+template <>
+struct FusedConv2DFunctor<GPUDevice> {
+  static absl::Status Compute(OpKernelContext* ctx, const FusedConv2DArgs& args, float* output) {
+    const cuda::FusedConv2DPlan plan = cuda::PlanFusedConv2D(args.g);
+    ::tensorflow::Tensor patches;
+    if (plan.patch_floats > 0) {
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({plan.patch_floats}),
+                                            &patches));
+    }
+    cuda::FusedConv2DParams p{};
+    p.input = args.input;
+    p.filter = args.filter;
+    p.bias = args.bias;
+    p.residual = args.residual;
+    p.output = output;
+    p.patches = plan.patch_floats > 0 ? patches.flat<float>().data() : nullptr;
+    p.patch_floats = plan.patch_floats;
+    p.chunk_rows = plan.chunk_rows;
+    p.act = args.act;
+    p.alpha = args.alpha;
+    p.allow_tf32 = tsl::tensor_float_32_execution_enabled();
+    const cuda::GpuStatus s = cuda::LaunchFusedConv2D(args.g, p, cuda::Stream(ctx));
+    if (s.ok()) return absl::OkStatus();
+    return ::tensorflow::errors::Internal("FusedConv2D on the GPU: ", s.what, " failed: ", s.error);
+  }
+};
+
+template <>
+struct FusedActivationGradFunctor<GPUDevice> {
+  static absl::Status Compute(OpKernelContext* ctx, const float* gradients, const float* outputs,
+                              const float* features, int64_t n, int act, float alpha, float* backprops) {
+    return cuda::LaunchStatus("FusedActivationGrad",
+                              cuda::LaunchFusedActivationGrad(gradients, outputs, features, backprops, n, act, alpha,
+                                                              cuda::Stream(ctx)));
+  }
+};
+
+METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_GPU, float, FusedConv2DOp<GPUDevice>);
+METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_GPU, float, FusedActivationGradOp<GPUDevice>);
+
+}  // namespace mo
+
+#endif  // GOOGLE_CUDA

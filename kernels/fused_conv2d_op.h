@@ -1,0 +1,122 @@
+// The TensorFlow kernels of MetalOpsFusedConv2D / MetalOpsFusedActivationGrad,
+// once for every C++-API device (one kernel class templated on the device, a
+// functor per device): the checks of ops/fused_conv2d_checks.h and the output
+// allocation here; FusedConv2DFunctor<Device> and
+// FusedActivationGradFunctor<Device> do the work:
+//   CPU  kernels/cpu/fused_conv2d_kernels.cc (the functors; registers FusedConv2DOp<CPUDevice>)
+//   CUDA kernels/cuda/fused_conv2d_gpu.cc    (the functors; registers FusedConv2DOp<GPUDevice>)
+#ifndef METAL_OPS_KERNELS_FUSED_CONV2D_OP_H_
+#define METAL_OPS_KERNELS_FUSED_CONV2D_OP_H_
+
+#include <cstdint>
+#include <limits>
+
+#include "ops/checks_tf.h"
+#include "ops/fused_conv2d_checks.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace mo {
+
+// One call of MetalOpsFusedConv2D, checked: float32 NHWC input, HWIO filter,
+// bias ([Cout]) and residual (the output's shape) or nullptr.
+struct FusedConv2DArgs {
+  fused_conv2d_checks::ConvGeometry g;
+  const float* input;
+  const float* filter;
+  const float* bias;
+  const float* residual;
+  int act;
+  float alpha;
+};
+
+// Defined per device.
+template <typename Device>
+struct FusedConv2DFunctor {
+  // output = act(conv2d(input, filter) + bias + residual) for a non-empty
+  // output; the contraction may be empty (no input channels, or an empty
+  // input with padding around it): the convolution is then 0.
+  static absl::Status Compute(::tensorflow::OpKernelContext* ctx, const FusedConv2DArgs& args, float* output);
+};
+
+template <typename Device>
+struct FusedActivationGradFunctor {
+  // backprops[i] = gradients[i] * act'(z[i]) for n > 0 elements, from features
+  // (z) when not nullptr, else from outputs (y = act(z)). backprops may be
+  // gradients (element i is read before it is written).
+  static absl::Status Compute(::tensorflow::OpKernelContext* ctx, const float* gradients, const float* outputs,
+                              const float* features, int64_t n, int act, float alpha, float* backprops);
+};
+
+template <typename Device>
+class FusedConv2DOp : public checks::OpKernelWithAttrs<fused_conv2d_checks::ConvAttrs> {
+ public:
+  using checks::OpKernelWithAttrs<fused_conv2d_checks::ConvAttrs>::OpKernelWithAttrs;
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    namespace fc = fused_conv2d_checks;
+    const ::tensorflow::Tensor& input = ctx->input(0);
+    const ::tensorflow::Tensor& filter = ctx->input(1);
+    FusedConv2DArgs args{};
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fc::Geometry(attrs_, checks::DimsOf(input), checks::DimsOf(filter),
+                                                      &args.g)));
+    const fc::ConvGeometry& g = args.g;
+    // The GEMMs' 32-bit interfaces (OpenBLAS's, cuBLAS's): KH*KW*Cin and Cout
+    // must fit an int (the pixels are cut into chunks that do).
+    constexpr int64_t kMaxBlasDim = std::numeric_limits<int32_t>::max();
+    OP_REQUIRES(ctx, g.patch_size() <= kMaxBlasDim && g.out_depth <= kMaxBlasDim,
+                ::tensorflow::errors::InvalidArgument("filter ", filter.shape().DebugString(),
+                                                      " is too large: KH*KW*in_channels and out_channels must be "
+                                                      "at most 2^31 - 1"));
+    const ::tensorflow::TensorShape out_shape({g.batch, g.out_rows, g.out_cols, g.out_depth});
+    if (attrs_.num_bias == 1) {
+      const ::tensorflow::Tensor& b = ctx->input(2);
+      OP_REQUIRES_OK(ctx, checks::ToStatus(fc::Bias(checks::DimsOf(b), g.out_depth)));
+      args.bias = b.flat<float>().data();
+    }
+    if (attrs_.num_residual == 1) {
+      const ::tensorflow::Tensor& r = ctx->input(2 + attrs_.num_bias);
+      OP_REQUIRES_OK(ctx, checks::ToStatus(fc::Residual(checks::DimsOf(r), g.output_dims())));
+      args.residual = r.flat<float>().data();
+    }
+    ::tensorflow::Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
+    if (out_shape.num_elements() == 0) return;
+    args.input = input.flat<float>().data();
+    args.filter = filter.flat<float>().data();
+    args.act = attrs_.act;
+    args.alpha = attrs_.alpha;
+    OP_REQUIRES_OK(ctx, FusedConv2DFunctor<Device>::Compute(ctx, args, output->flat<float>().data()));
+  }
+};
+
+template <typename Device>
+class FusedActivationGradOp : public checks::OpKernelWithAttrs<fused_conv2d_checks::ActivationGradAttrs> {
+ public:
+  using checks::OpKernelWithAttrs<fused_conv2d_checks::ActivationGradAttrs>::OpKernelWithAttrs;
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& grads = ctx->input(0);
+    const ::tensorflow::Tensor& outputs = ctx->input(1);
+    const ::tensorflow::Tensor* features = attrs_.num_features == 1 ? &ctx->input(2) : nullptr;
+    const checks::Dims feature_dims = features != nullptr ? checks::DimsOf(*features) : checks::Dims();
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d_checks::ActivationGradShapes(
+                            checks::DimsOf(grads), checks::DimsOf(outputs),
+                            features != nullptr ? &feature_dims : nullptr)));
+    // In place over the incoming gradients when nothing else holds them (as
+    // TF's ReluGrad does): no fresh buffer to fault in.
+    ::tensorflow::Tensor* backprops = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, grads.shape(), &backprops));
+    const int64_t n = grads.NumElements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, FusedActivationGradFunctor<Device>::Compute(
+                            ctx, grads.flat<float>().data(), outputs.flat<float>().data(),
+                            features != nullptr ? features->flat<float>().data() : nullptr, n, attrs_.act,
+                            attrs_.alpha, backprops->flat<float>().data()));
+  }
+};
+
+}  // namespace mo
+
+#endif  // METAL_OPS_KERNELS_FUSED_CONV2D_OP_H_

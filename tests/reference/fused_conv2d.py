@@ -1,0 +1,96 @@
+"""MetalOpsFusedConv2D's reference: act(conv2d(x, w) + b + r) in float64 NumPy.
+
+The convolution is a direct loop over filter taps written from the definition
+out[n, i, j, o] = sum_{di, dj, c} xpad[n, i*s + di*d, j*s + dj*d, c] * w[di, dj, c, o]
+with TensorFlow's SAME / VALID padding rule; the activations (and their
+derivatives) are written from their textbook formulas, not from
+kernels/common/activations.h. No TensorFlow: the CPU tests and the CUDA
+harness tests share it.
+"""
+import numpy as np
+
+
+def _pads(in_size, k, stride, dil, padding):
+    keff = (k - 1) * dil + 1
+    if padding == "VALID":
+        out = (in_size - keff) // stride + 1
+        return out, 0, 0
+    out = -(-in_size // stride)
+    total = max((out - 1) * stride + keff - in_size, 0)
+    return out, total // 2, total - total // 2
+
+
+def ref_conv(x, w, strides, padding, dilations):
+    n, h, wd, c = x.shape
+    kh, kw, _, o = w.shape
+    if isinstance(padding, str):
+        oh, pt, pb = _pads(h, kh, strides[0], dilations[0], padding)
+        ow, pl, pr = _pads(wd, kw, strides[1], dilations[1], padding)
+    else:
+        (pt, pb), (pl, pr) = padding
+        oh = (h + pt + pb - ((kh - 1) * dilations[0] + 1)) // strides[0] + 1
+        ow = (wd + pl + pr - ((kw - 1) * dilations[1] + 1)) // strides[1] + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    out = np.zeros((n, oh, ow, o), np.float64)
+    for di in range(kh):
+        for dj in range(kw):
+            r0, c0 = di * dilations[0], dj * dilations[1]
+            patch = xp[:, r0:r0 + strides[0] * (oh - 1) + 1:strides[0],
+                       c0:c0 + strides[1] * (ow - 1) + 1:strides[1], :]
+            out += np.einsum("nhwc,co->nhwo", patch, w[di, dj].astype(np.float64))
+    return out
+
+
+def ref_act(z, act, alpha=0.2):
+    if act is None or act == "none":
+        return z
+    if act == "relu":
+        return np.maximum(z, 0)
+    if act == "relu6":
+        return np.minimum(np.maximum(z, 0), 6)
+    if act == "elu":
+        return np.where(z > 0, z, np.exp(np.minimum(z, 0)) - 1)
+    if act == "leaky_relu":
+        return np.where(z > 0, z, alpha * z)
+    if act == "sigmoid":
+        return 1 / (1 + np.exp(-z))
+    if act == "tanh":
+        return np.tanh(z)
+    if act == "swish":
+        return z / (1 + np.exp(-z))
+    raise ValueError(act)
+
+
+def reference(x, w, b=None, r=None, strides=(1, 1), padding="SAME", dilations=(1, 1), act=None, alpha=0.2):
+    z = ref_conv(x, w, strides, padding, dilations)
+    if b is not None:
+        z = z + b
+    if r is not None:
+        z = z + r
+    return ref_act(z, act, alpha)
+
+
+def ref_act_grad(z, act, alpha=0.2):
+    """d act / d z at the pre-activation z (TensorFlow's conventions at the kinks:
+    0 at z == 0 for relu / relu6, 0 at relu6's upper bound, alpha at 0 for leaky_relu)."""
+    z = np.asarray(z, np.float64)
+    if act is None or act == "none":
+        return np.ones_like(z)
+    if act == "relu":
+        return (z > 0).astype(np.float64)
+    if act == "relu6":
+        return ((z > 0) & (z < 6)).astype(np.float64)
+    if act == "elu":
+        return np.where(z > 0, 1.0, np.exp(np.minimum(z, 0)))
+    if act == "leaky_relu":
+        return np.where(z > 0, 1.0, alpha)
+    if act == "sigmoid":
+        s = 1 / (1 + np.exp(-z))
+        return s * (1 - s)
+    if act == "tanh":
+        return 1 - np.tanh(z) ** 2
+    if act == "swish":
+        s = 1 / (1 + np.exp(-z))
+        return s * (1 + z * (1 - s))
+    raise ValueError(act)
+
