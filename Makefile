@@ -361,7 +361,8 @@ test: all metal-shim msl-clang cross-tools
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
 # g++-aarch64-linux-gnu and qemu-user for tests/test_neon_qemu.py (the NEON
-# paths, run under emulation); prints why not and goes on when it cannot.
+# paths, run under emulation); when it cannot, a banner says why and make goes
+# on (the NEON tests then skip, or fail in CI: tests/test_neon_qemu.py).
 cross-tools:
 	@bash tools/install_cross_tools.sh
 

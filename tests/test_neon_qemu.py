@@ -7,7 +7,7 @@ reference of tests/test_fused_mlp.py. The same executable built for this
 machine (the one-lane scalar fallback) checks the request/response format.
 
 `make test` installs the tools first (tools/install_cross_tools.sh); without
-them these tests skip and say which is missing. Emulated timings mean nothing:
+them these tests skip and say which is missing, or fail in CI (required()). Emulated timings mean nothing:
 correctness only.
 """
 import os
@@ -30,6 +30,13 @@ QEMU = "qemu-aarch64"
 INSTALL = "tools/install_cross_tools.sh (apt-get install g++-aarch64-linux-gnu qemu-user)"
 
 
+def required():
+    """Whether missing cross tools fail these tests instead of skipping them: in
+    CI (CI=true, as most CI services set it; .ci/run sets METAL_OPS_REQUIRE_NEON=1)."""
+    return (os.environ.get("METAL_OPS_REQUIRE_NEON") == "1" or
+            os.environ.get("CI", "").lower() in ("1", "true", "yes"))
+
+
 def build(cxx, out, flags=()):
     # -static: no aarch64 sysroot or loader needed at run time under qemu.
     subprocess.run([cxx, "-std=c++17", "-O2", "-static", "-I", ROOT, *flags, "-o", out, *SOURCES], check=True,
@@ -43,7 +50,10 @@ def neon(tmp_path_factory):
         pytest.skip("needs the source tree (tests/fused_mlp_isa, kernels/): run from a clone")
     missing = [t for t in (CROSS_CXX, QEMU) if shutil.which(t) is None]
     if missing:
-        pytest.skip(f"{' and '.join(missing)} not installed: the NEON path cannot run here ({INSTALL})")
+        why = f"{' and '.join(missing)} not installed: the NEON path cannot run here ({INSTALL})"
+        if required():
+            pytest.fail(f"{why}; METAL_OPS_REQUIRE_NEON=1 or CI=true: the NEON tests must run")
+        pytest.skip(why)
     exe = build(CROSS_CXX, str(tmp_path_factory.mktemp("neon") / "fused_mlp_neon"))
     return [QEMU, exe]
 
