@@ -7,14 +7,13 @@ float64 NumPy reference (tests/reference/).
   (tests/fused_mlp_isa/fused_mlp_isa.cc) in tests/neon/fused_mlp_main.cc.
 - VolumeRender (Eigen's NEON packets in phase B), RobustLoss (Eigen's NEON
   log / exp), HashEncode (its scatter without the x86 FMA intrinsics), and the
-  kernels/common formulas of SHEncode, DistortionLoss and PackedVolumeRender
-  compiled for arm64: tests/neon/cpu_ops_main.cc around the TF-free bodies of
-  their CPU kernels (kernels/cpu/*_cpu.h).
+  kernels/common formulas of SHEncode, DistortionLoss, PackedVolumeRender and
+  RayMarch compiled for arm64: tests/neon/cpu_ops_main.cc around the TF-free
+  bodies of their CPU kernels (kernels/cpu/*_cpu.h).
 
-Not here: ZeroOut (a copy), FusedConv2D (its arithmetic is OpenBLAS's GEMM),
-RayMarch (integer stepping through kernels/common/ray_march.h; no SIMD). The
-same executables built for this machine (no -m flags: the scalar or SSE
-paths) check the request/response formats and the references.
+Not here: ZeroOut (a copy) and FusedConv2D (its arithmetic is OpenBLAS's
+GEMM). The same executables built for this machine (no -m flags: the scalar
+or SSE paths) check the request/response formats and the references.
 
 `make test` installs the tools first (tools/install_cross_tools.sh); without
 them these tests skip and say which is missing, or fail in CI (required()).
@@ -32,6 +31,7 @@ import pytest
 from tests.reference import distortion_loss as dl_ref
 from tests.reference import hash_encode as he_ref
 from tests.reference import packed_volume_render as pvr_ref
+from tests.reference import ray_march as rm_ref
 from tests.reference import robust_loss as rl_ref
 from tests.reference import sh_encode as sh_ref
 from tests.reference import volume_render as vr_ref
@@ -188,7 +188,7 @@ def call(cmd, tmp_path, op, ints, reals, arrays):
         f.write(np.int64(len(arrays)).tobytes())
         for a in arrays:
             a = np.ascontiguousarray(a)
-            assert a.dtype in (np.float32, np.float64), a.dtype
+            assert a.dtype in (np.uint8, np.float32, np.float64), a.dtype
             f.write(np.array([a.itemsize, a.size], np.int64).tobytes() + a.tobytes())
     done = subprocess.run(cmd + [op, str(request), str(response)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -336,3 +336,23 @@ def test_distortion_loss(cpu_ops, tmp_path):
     np.testing.assert_allclose(loss, want_loss, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(gw.reshape(R, S), g[:, None] * want_dw, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(gt.reshape(R, S + 1), g[:, None] * want_dt, rtol=1e-4, atol=1e-5)
+
+
+# (G, cascades, fill, cone_angle, max_samples, jitter): cascades, cone stepping, the sample cap, jitter.
+RM_CASES = [(8, 2, 0.3, 0.0, 1024, False), (16, 1, 0.2, 0.02, 1024, False), (5, 3, 0.6, 0.0, 7, False),
+            (8, 1, 0.4, 0.0, 1024, True)]
+
+
+@pytest.mark.parametrize("case", RM_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_ray_march(cpu_ops, tmp_path, case):
+    g, cascades, fill, cone_angle, max_samples, jitter = case
+    origins, dirs, near, far, bits = rm_ref.random_case(g * 100 + cascades, 61, g, cascades, fill)
+    kw = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.0123, cone_angle=cone_angle,
+              max_step_size=0.2, max_samples=max_samples, jitter=jitter, seed=11)
+    got = call(cpu_ops, tmp_path, "ray_march", [len(near), g, cascades, max_samples, jitter, 11],
+               [*kw["aabb"], 0.0123, cone_angle, 0.2], [origins, dirs, near, far, np.asarray(bits, np.uint8)])
+    want = rm_ref.reference(origins, dirs, near, far, bits, **kw)
+    for i in (2, 3, 4):  # ray indices, offsets, counts
+        np.testing.assert_array_equal(got[i], want[i])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)

@@ -4,14 +4,15 @@
 // qemu-aarch64. What differs on arm64: Eigen's NEON packets (VolumeRender's
 // phase B, RobustLoss's log / exp), HashEncode's scatter without the x86 FMA
 // intrinsics, and every kernels/common formula compiled by an arm64 compiler
-// (SHEncode, DistortionLoss, PackedVolumeRender: the loops of their CPU kernels
-// around those formulas are a few lines, repeated below).
+// (SHEncode, DistortionLoss, PackedVolumeRender, RayMarch: the loops of their
+// CPU kernels around those formulas are a few lines, repeated below).
 //
 //   cpu_ops_main OP REQUEST RESPONSE
 //
 // REQUEST: int64 count, that many int64 (the op's integer arguments); int64
 // count, that many float64 (its real arguments); int64 count, then that many
-// arrays, each int64 dtype (4: float32, 8: float64), int64 length, the values.
+// arrays, each int64 dtype (1: uint8, 4: float32, 8: float64), int64 length,
+// the values.
 // RESPONSE: 32 bytes, NUL-padded: the architecture and Eigen's SIMD
 // instruction sets; then the outputs as arrays in the request's format.
 #include <cstdint>
@@ -22,10 +23,12 @@
 
 #include "kernels/common/distortion_loss.h"
 #include "kernels/common/packed_volume_render.h"
+#include "kernels/common/ray_march.h"
 #include "kernels/common/sh_encode.h"
 #include "kernels/cpu/hash_encode_cpu.h"
 #include "kernels/cpu/robust_loss_cpu.h"
 #include "kernels/cpu/volume_render_cpu.h"
+#include "ops/ray_march_checks.h"
 
 namespace {
 
@@ -94,7 +97,7 @@ bool ReadRequest(std::FILE* f, Request* r) {
   for (Array& a : r->arrays) {
     int64_t length = 0;
     if (std::fread(&a.dtype, 8, 1, f) != 1 || std::fread(&length, 8, 1, f) != 1) return false;
-    if ((a.dtype != 4 && a.dtype != 8) || length < 0) return false;
+    if ((a.dtype != 1 && a.dtype != 4 && a.dtype != 8) || length < 0) return false;
     a.bytes.resize(size_t(length * a.dtype));
     if (std::fread(a.bytes.data(), 1, a.bytes.size(), f) != a.bytes.size()) return false;
   }
@@ -306,6 +309,49 @@ void DistortionLoss(Request* q) {
   }
 }
 
+// ---- RayMarch: ints R, grid_resolution, cascades, max_samples, jitter, seed;
+// reals aabb (6), step_size, cone_angle, max_step_size; arrays origins [R, 3],
+// directions [R, 3], near [R], far [R] (float32), occupancy [C, G^3 / 8]
+// (uint8). Outputs t_starts, t_ends, ray_indices, offsets, counts (the
+// integers as float64), as the CPU kernel's count and fill passes make them.
+void RayMarch(Request* q) {
+  const int64_t R = q->Int(0);
+  mo::ray_march_checks::Attrs attrs;
+  for (int i = 0; i < 6; ++i) attrs.aabb.push_back(float(q->Real(i)));
+  attrs.grid_resolution = int(q->Int(1));
+  attrs.step_size = float(q->Real(6));
+  attrs.cone_angle = float(q->Real(7));
+  attrs.max_step_size = float(q->Real(8));
+  attrs.max_samples = int(q->Int(3));
+  attrs.jitter = q->Int(4) != 0;
+  const mo::RayMarchParams p = mo::ray_march_checks::MakeParams(attrs, R, q->Int(2));
+  const mo::uint32 seed = mo::uint32(q->Int(5));
+  const float* origins = q->In<float>(0, R * 3);
+  const float* directions = q->In<float>(1, R * 3);
+  const float* near = q->In<float>(2, R);
+  const float* far = q->In<float>(3, R);
+  const unsigned char* bits = q->In<unsigned char>(4, int64_t(p.cascades) * p.bytes_per_cascade);
+  std::vector<mo::int32> counts(R), offsets(R);
+  int64_t total = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    counts[r] = mo::rm_march_ray(origins, directions, near, far, bits, mo::int32(r), p, seed, 0, nullptr, nullptr,
+                                 nullptr);
+    offsets[r] = mo::int32(total);
+    total += counts[r];
+  }
+  float* t_starts = q->Out<float>(total);
+  float* t_ends = q->Out<float>(total);
+  std::vector<mo::int32> indices(total);
+  for (int64_t r = 0; r < R; ++r) {
+    mo::rm_march_ray(origins, directions, near, far, bits, mo::int32(r), p, seed, offsets[r], t_starts, t_ends,
+                     indices.data());
+  }
+  for (const std::vector<mo::int32>* v : {&indices, &offsets, &counts}) {
+    double* out = q->Out<double>(int64_t(v->size()));
+    for (size_t i = 0; i < v->size(); ++i) out[i] = (*v)[i];
+  }
+}
+
 std::string Isa() {
 #if defined(__aarch64__)
   std::string arch = "aarch64";
@@ -351,6 +397,8 @@ int main(int argc, char** argv) {
     SHEncode(&q);
   } else if (op == "distortion_loss") {
     DistortionLoss(&q);
+  } else if (op == "ray_march") {
+    RayMarch(&q);
   } else {
     std::fprintf(stderr, "unknown op %s\n", op.c_str());
     return 2;
