@@ -363,6 +363,15 @@ std::string Isa() {
   return arch + " " + Eigen::SimdInstructionSetsInUse();
 }
 
+struct Op {
+  const char* name;
+  void (*run)(Request*);
+};
+const Op kOps[] = {{"volume_render", &VolumeRender<float>},    {"volume_render_f64", &VolumeRender<double>},
+                   {"packed_volume_render", &PackedVolumeRender}, {"robust_loss", &RobustLoss},
+                   {"hash_encode", &HashEncode},                {"sh_encode", &SHEncode},
+                   {"distortion_loss", &DistortionLoss},        {"ray_march", &RayMarch}};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -383,26 +392,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: malformed request\n", argv[2]);
     return 2;
   }
-  if (op == "volume_render") {
-    VolumeRender<float>(&q);
-  } else if (op == "volume_render_f64") {
-    VolumeRender<double>(&q);
-  } else if (op == "packed_volume_render") {
-    PackedVolumeRender(&q);
-  } else if (op == "robust_loss") {
-    RobustLoss(&q);
-  } else if (op == "hash_encode") {
-    HashEncode(&q);
-  } else if (op == "sh_encode") {
-    SHEncode(&q);
-  } else if (op == "distortion_loss") {
-    DistortionLoss(&q);
-  } else if (op == "ray_march") {
-    RayMarch(&q);
-  } else {
+  void (*run)(Request*) = nullptr;
+  for (const Op& o : kOps) run = op == o.name ? o.run : run;
+  if (run == nullptr) {
     std::fprintf(stderr, "unknown op %s\n", op.c_str());
     return 2;
   }
+  run(&q);
   std::FILE* out = std::fopen(argv[3], "wb");
   if (out == nullptr) {
     std::perror(argv[3]);
