@@ -15,8 +15,9 @@ Not here: ZeroOut (a copy) and FusedConv2D (its arithmetic is OpenBLAS's
 GEMM). The same executables built for this machine (no -m flags: the scalar
 or SSE paths) check the request/response formats and the references.
 
-`make test` installs the tools first (tools/install_cross_tools.sh); without
-them these tests skip and say which is missing, or fail in CI (required()).
+`make test` installs the tools first (tools/install_cross_tools.sh, through
+tools/apt_install.sh, whose turn-taking is tested last); without them these
+tests skip and say which is missing, or fail in CI (required()).
 Emulated timings mean nothing: correctness only.
 """
 import importlib.util
@@ -356,3 +357,33 @@ def test_ray_march(cpu_ops, tmp_path, case):
         np.testing.assert_array_equal(got[i], want[i])
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+
+
+# ---- tools/apt_install.sh: installers that `make -j` starts together take turns -----------------
+
+
+@pytest.mark.skipif(not os.path.isdir("/var/lib/apt/lists") or shutil.which("flock") is None,
+                    reason="needs apt's lists folder and flock(1)")
+def test_concurrent_installs_take_turns(tmp_path):
+    """Two apt_install.sh at once (as msl-clang and cross-tools under make -j): the
+    second waits instead of failing on apt's lock. apt-get is a stand-in that
+    logs when each call begins and ends."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    fake = bin_dir / "apt-get"
+    fake.write_text(f'#!/bin/sh\necho "begin $*" >> {log}\nsleep 0.3\necho "end $*" >> {log}\n'
+                    '[ "$FAIL" = "$1" ] && exit 100\nexit 0\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    script = os.path.join(ROOT, "tools", "apt_install.sh")
+    runs = [subprocess.Popen(["bash", script, pkg], env=env) for pkg in ("pkg-a", "pkg-b")]
+    assert [p.wait(timeout=60) for p in runs] == [0, 0]
+    lines = log.read_text().splitlines()
+    assert len(lines) == 8, lines
+    # update, install: each call ends before the next begins, one installer's pair after the other's.
+    for begin, end in zip(lines[0::2], lines[1::2]):
+        assert begin.startswith("begin") and end == "end" + begin[len("begin"):], lines
+    assert {lines[2].split()[-1], lines[6].split()[-1]} == {"pkg-a", "pkg-b"}, lines
+    # apt-get's failure is the script's.
+    done = subprocess.run(["bash", script, "pkg-c"], env=dict(env, FAIL="install"), capture_output=True)
+    assert done.returncode == 100
