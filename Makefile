@@ -382,9 +382,10 @@ fuzz: all
 # tools/sanitizer_reports.py prints them and fails the target on any error (not
 # on ASan's swapcontext notice, which every process running the shim's fibers
 # prints). Known, reported bugs are suppressed in tests/fuzz/ubsan_known_issues.supp.
+# The regular metal-shim too: tests/test_metal_glue.py checks its build/gen.
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize=null,nonnull-attribute,returns-nonnull-attribute -fno-sanitize-recover=undefined
-asan-test: all
+asan-test: all metal-shim
 	mkdir -p $(ASAN_DIR)/python
 	tar -C python --exclude='*.so' --exclude='_build_info.json' --exclude='__pycache__' -cf - metal_ops | tar -C $(ASAN_DIR)/python -xf -
 	$(MAKE) BUILD=$(ASAN_DIR) PKG=$(ASAN_DIR)/python/metal_ops OPT="-O1 -g -fno-omit-frame-pointer" \
