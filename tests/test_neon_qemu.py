@@ -88,6 +88,19 @@ def cross_tools():
         pytest.skip(why)
 
 
+def test_missing_cross_tools_fail_where_required(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("METAL_OPS_REQUIRE_NEON", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        cross_tools()
+    for name, value in (("METAL_OPS_REQUIRE_NEON", "1"), ("CI", "true")):
+        with monkeypatch.context() as m:
+            m.setenv(name, value)
+            with pytest.raises(pytest.fail.Exception, match="the NEON tests must run"):
+                cross_tools()
+
+
 @pytest.fixture(scope="module")
 def neon(tmp_path_factory):
     cross_tools()
