@@ -110,8 +110,10 @@ def test_planted_mismatch_exits_1(tmp_path, capsys, which):
     assert "FAIL" in out and "FAILED" in out
     rows = json.loads(report.read_text())["results"]
     assert rows and not any(r["passed"] for r in rows)
-    # One element off by 0.5: the relative error |d| / max(1, |want|) is finite, above the tolerance.
-    assert all(r["tolerance"] < r["error"] <= 0.5 for r in rows), [(r["case"], r["error"]) for r in rows]
+    # One element off by 0.5: the relative error |d| / max(1, |want|) is finite, above the tolerance
+    # (and 0.5 at most, give or take the kernel's own rounding, which the tolerance bounds).
+    assert all(r["tolerance"] < r["error"] <= 0.5 + r["tolerance"] for r in rows), [(r["case"], r["error"])
+                                                                                  for r in rows]
     where = "output 0" if which == "output" else "gradient of input 0"
     assert all(r["note"] == f"largest in {where}" for r in rows), [r["note"] for r in rows]
 

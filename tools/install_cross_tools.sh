@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # The ARM64 cross toolchain and user-mode emulator tests/test_neon_qemu.py runs
 # the NEON paths with: Debian's g++-aarch64-linux-gnu and qemu-user. Installed
-# with apt-get when missing (root only); otherwise one line says why not and
-# the test skips with the same reason. Never fails the build.
+# with apt-get when missing (root only). When they cannot be installed, a
+# banner says why and the NEON tests skip (fail in CI: tests/test_neon_qemu.py).
+# Never fails the build.
 set -uo pipefail
-if command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null; then
+cd "$(dirname "$0")/.."
+have_tools() { command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null; }
+if have_tools; then
   exit 0
 fi
+why=""
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  echo "cross-tools: skipped: the NEON tests need aarch64-linux-gnu-g++ and qemu-aarch64 (apt-get install g++-aarch64-linux-gnu qemu-user; needs root and apt)"
-  exit 0
+  why="not root, or no apt-get"
+else
+  echo "cross-tools: installing g++-aarch64-linux-gnu and qemu-user from Debian (the NEON tests run under qemu-aarch64)"
+  bash tools/apt_install.sh --no-install-recommends g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user ||
+    why="apt-get could not install them"
+  have_tools || why="${why:-installed, yet aarch64-linux-gnu-g++ or qemu-aarch64 is not on PATH}"
 fi
-echo "cross-tools: installing g++-aarch64-linux-gnu and qemu-user from Debian (the NEON tests run under qemu-aarch64)"
-if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-       g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user >/dev/null; }; then
-  echo "cross-tools: skipped: apt-get could not install g++-aarch64-linux-gnu and qemu-user"
-fi
+[ -z "$why" ] && exit 0
+echo "cross-tools: ******** the NEON tests (tests/test_neon_qemu.py) will NOT run: $why."
+echo "cross-tools: ******** they need aarch64-linux-gnu-g++ and qemu-aarch64: apt-get install g++-aarch64-linux-gnu qemu-user (as root)."
 exit 0

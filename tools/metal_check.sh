@@ -35,7 +35,7 @@ need_tools() {
 if ! need_tools; then
   echo "metal-check: installing clang, lld and llvm from Debian"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang lld llvm >/dev/null
+    bash tools/apt_install.sh clang lld llvm
   else
     echo "metal-check: needs clang, lld and llvm (apt-get install clang lld llvm)" >&2
     exit 1

@@ -134,10 +134,8 @@ def ensure_clang():
         return 0
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
         print("msl_check: installing clang from Debian (apt-get install clang)")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        ok = (subprocess.run(["apt-get", "update", "-qq"], env=env).returncode == 0 and
-              subprocess.run(["apt-get", "install", "-y", "-qq", "clang"], env=env,
-                             stdout=subprocess.DEVNULL).returncode == 0)
+        # apt_install.sh: waits for an install `make -j` runs beside this one.
+        ok = subprocess.run(["bash", os.path.join(ROOT, "tools", "apt_install.sh"), "clang"]).returncode == 0
         if ok and find_clang():
             print(f"msl_check: using {find_clang()}")
             return 0

@@ -40,6 +40,24 @@ struct Grid {
   Level levels[hg::kMaxLevels];
 };
 
+// The levels of p, the per-level table every backend uses (hash_grid::make_params).
+inline Grid MakeGrid(const hg::Params& p) {
+  Grid g;
+  g.num_levels = p.num_levels;
+  g.interpolation = p.interpolation;
+  g.out_of_range = p.out_of_range;
+  for (int l = 0; l < p.num_levels; ++l) {
+    const hg::LevelGeometry t = hg::params_level(p, l);
+    Level& lv = g.levels[l];
+    lv.offset = p.level_offsets[l];
+    lv.entries = t.entries;
+    lv.scale = t.scale;
+    lv.resolution = t.resolution;
+    lv.hashed = t.hashed;
+  }
+  return g;
+}
+
 // value where mask != 0, else 0 (not value * mask: keeps NaN/inf out of
 // masked entries). The value is always loaded through a volatile: with g++ 12
 // -O3 -march=native the plain `mask != 0 ? gg[i] : 0` loops of this file

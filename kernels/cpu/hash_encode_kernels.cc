@@ -82,28 +82,6 @@ using ::mo::hash_encode_tf::CheckMatrix;
 using ::mo::hash_encode_tf::GridAttrs;
 using ::mo::hash_encode_tf::GridRows;
 
-// ---- Level geometry ------------------------------------------------------------------
-
-template <int D>
-Grid MakeGrid(const GridAttrs& a) {
-  Grid g;
-  g.num_levels = a.num_levels;
-  g.interpolation = a.interpolation;
-  g.out_of_range = a.out_of_range;
-  // The per-level table every backend uses (hash_grid::make_params).
-  const hg::Params p = ::mo::hash_encode_checks::MakeParams(a, D, 0);
-  for (int l = 0; l < a.num_levels; ++l) {
-    const hg::LevelGeometry t = hg::params_level(p, l);
-    Level& lv = g.levels[l];
-    lv.offset = p.level_offsets[l];
-    lv.entries = t.entries;
-    lv.scale = t.scale;
-    lv.resolution = t.resolution;
-    lv.hashed = t.hashed;
-  }
-  return g;
-}
-
 // ---- Threading helpers ------------------------------------------------------------------
 
 // Runs fn(begin, end) over [0, n) points on the pool.
@@ -179,7 +157,7 @@ class HashEncodeGradGradOp : public hash_encode_tf::KernelOf<hash_encode_checks:
     DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid<kD>(attrs_.grid);
+      const Grid g = MakeGrid(::mo::hash_encode_checks::MakeParams(attrs_.grid, kD, 0));
       ScatterTable<kD, kF, T, true>(ctx, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
       T* o = grad_dy->flat<T>().data();
       ForPoints(ctx, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
@@ -217,7 +195,7 @@ struct HashEncodeFunctor<CPUDevice, T> {
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid<kD>(grid);
+      const Grid g = MakeGrid(::mo::hash_encode_checks::MakeParams(grid, kD, 0));
       ForPoints(ctx, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
         GatherRange<kD, kF, T, false>(a.inputs, nullptr, a.table, a.encoded, begin, end, g);
       });
@@ -243,7 +221,7 @@ struct HashEncodeFunctor<CPUDevice, T> {
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid<kD>(grid);
+      const Grid g = MakeGrid(::mo::hash_encode_checks::MakeParams(grid, kD, 0));
       if (a.grad_table != nullptr) {
         ScatterTable<kD, kF, T, false>(ctx, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
       }

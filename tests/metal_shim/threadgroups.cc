@@ -4,12 +4,26 @@
 // one after another (in thread order, or reversed) until each waits at a
 // barrier or a cooperative SIMD-group operation or has returned, then
 // completes whatever cooperation every participant has reached, and repeats.
-// The only translation unit that includes <ucontext.h>.
+// The only translation unit that includes <ucontext.h>. Built with
+// AddressSanitizer (make asan-test), it tells ASan about every stack switch
+// (the sanitizer's public fiber API), so instrumented code on a fiber's stack
+// is checked like code on a thread's.
 #if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
 #define _XOPEN_SOURCE 600  // macOS declares the ucontext functions only then
 #define _DARWIN_C_SOURCE
 #endif
 #include <ucontext.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MSL_SHIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MSL_SHIM_ASAN 1
+#endif
+#endif
+#if MSL_SHIM_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +50,9 @@ struct Fiber {
 
 struct Scheduler {
   ucontext_t main;
+  // The calling thread's stack (ASan builds: the target of fiber -> scheduler switches).
+  const void* main_stack = nullptr;
+  size_t main_stack_bytes = 0;
   std::vector<Fiber> fibers;
   int current = -1;
   uint group = 0;
@@ -48,11 +65,35 @@ struct Scheduler {
 thread_local Scheduler* g_scheduler = nullptr;
 thread_local std::string g_error;
 
+// swapcontext(from, to), where `to` runs on the stack [stack, stack + bytes);
+// under ASan announced before and completed after (each side's fake stack,
+// for use-after-return detection, kept in this frame while it is switched out).
+void Switch(ucontext_t* from, const ucontext_t* to, const void* stack, size_t bytes) {
+#if MSL_SHIM_ASAN
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, stack, bytes);
+  swapcontext(from, to);
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#else
+  (void)stack;
+  (void)bytes;
+  swapcontext(from, to);
+#endif
+}
+
 void FiberMain() {
   Scheduler* s = g_scheduler;
+#if MSL_SHIM_ASAN
+  // A new fiber: no fake stack of its own yet; learn the scheduler's stack.
+  __sanitizer_finish_switch_fiber(nullptr, &s->main_stack, &s->main_stack_bytes);
+#endif
   const int index = s->current;
   s->fn(s->arg, s->group, uint(index));
   s->fibers[index].state = kDone;
+#if MSL_SHIM_ASAN
+  // Leaving for good (nullptr: ASan may free this fiber's fake stack).
+  __sanitizer_start_switch_fiber(nullptr, s->main_stack, s->main_stack_bytes);
+#endif
   // uc_link returns to the scheduler.
 }
 
@@ -147,7 +188,7 @@ void arrive(Arrival* arrival) {
   Fiber& f = s->fibers[s->current];
   f.state = kWaiting;
   f.arrival = arrival;
-  swapcontext(&f.context, &s->main);
+  Switch(&f.context, &s->main, s->main_stack, s->main_stack_bytes);
 }
 
 void* threadgroup_memory() { return g_scheduler == nullptr ? nullptr : g_scheduler->memory.data(); }
@@ -192,7 +233,7 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
             const int t = first + (reverse ? kSimdWidth - 1 - j : j);
             if (s.fibers[t].state != kRunnable) continue;
             s.current = t;
-            swapcontext(&s.main, &s.fibers[t].context);
+            Switch(&s.main, &s.fibers[t].context, s.fibers[t].stack.data(), s.fibers[t].stack.size());
             s.current = -1;
           }
           const Fiber& lead = s.fibers[first];
