@@ -27,7 +27,7 @@ def test_ids():
     assert devices.device_id("/GPU:0") == "GPU" and devices.device_id("/CPU:0") == "CPU"
 
 
-def test_op_tests_are_parametrized_by_device(request):
+def test_op_tests_are_parametrized_by_device():
     """This machine's op tests carry a device id: the mechanism is in use."""
     import tensorflow as tf
 
