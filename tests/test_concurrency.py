@@ -7,7 +7,7 @@ threads in a fresh process load everything once and never abort.
 Each runs on every device (tests/devices.py), the threads on the test's device.
 Exact equality is required: every CPU kernel is deterministic (fixed work
 partition, no atomics in float accumulation), which docs/RELIABILITY.md states;
-so is every GPU kernel except those of GPU_ATOMICS (compared to 1e-6 there).
+so is every GPU kernel except those of GPU_ATOMICS (compared to 1e-5 there).
 """
 import functools
 import json
@@ -100,7 +100,8 @@ def _assert_same(got, expected, what, exact=True):
         if exact:
             np.testing.assert_array_equal(g, e, err_msg=msg)
         else:
-            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6 * max(1.0, float(np.abs(e).max(initial=0))),
+            # float32 sums of up to a few thousand terms in another order
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(e).max(initial=0))),
                                        err_msg=msg)
 
 

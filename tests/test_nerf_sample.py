@@ -174,6 +174,8 @@ def test_stratified_and_occupancy_sampling():
 
 
 # ----------------------------------------------------------------------------- training
+@pytest.mark.cpu_semantics("whether 120 steps empty a grid cell varies from run to run with a GPU's float-atomic "
+                           "gradients; the CPU's training is bitwise reproducible")
 def test_smoke_training_32px_psnr_rises(tmp_path):
     import tensorflow as tf
 

@@ -229,14 +229,21 @@ def test_everything_was_saved(saved):
     assert "ops_savedmodel" in save["saved"] and "hash_savedmodel" in save["saved"]
 
 
+# Gradients that differ between two GPU processes, and how much: the table's
+# (float atomics) and the convolution filter's (TensorFlow's backprop through
+# cuDNN, whose algorithm each process picks for itself).
+GPU_NOT_BITWISE = {"table": 1e-6, "filters": 1e-3}
+
+
 def test_reloaded_outputs_are_identical(saved):
     out = saved[0]
     expected = np.load(os.path.join(out, "expected.npz"))
     got = np.load(os.path.join(out, "got.npz"))
     gpu = bool(tf.config.list_logical_devices("GPU"))  # the children ran on TensorFlow's default device
     for key in expected.files:
-        if gpu and key.endswith("g_table"):  # a GPU's table gradient sums with float atomics: not bitwise
-            np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, atol=1e-7, err_msg=key)
+        tolerance = GPU_NOT_BITWISE.get(key.rsplit("_", 1)[-1]) if gpu else None
+        if tolerance:
+            np.testing.assert_allclose(got[key], expected[key], rtol=tolerance, atol=tolerance * 1e-2, err_msg=key)
         else:
             np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
     for name in ("hash", "adaptive", "distortion"):  # graph (exported) vs eager Keras: same values to rounding
