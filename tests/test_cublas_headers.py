@@ -43,6 +43,7 @@ def test_downloads_the_pinned_version_when_missing(tmp_path, monkeypatch):
         return fake_wheel(folder, version, {"nvidia/cublas/include/cublas_v2.h": "v2"})
 
     monkeypatch.setattr(cublas_headers, "download", download)
+    monkeypatch.setattr(cublas_headers, "installed", lambda python: None)
     fake_wheel(str(tmp_path / "dl"), "12.0.0.1", {"nvidia/cublas/include/cublas_v2.h": "old"})  # another version
     out = tmp_path / "cublas"
     cublas_headers.main(["--version", "12.9.3.13", "--out", str(out), "--download-dir", str(tmp_path / "dl")])
@@ -55,3 +56,41 @@ def test_a_wheel_without_the_headers_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="no nvidia/cublas/include/cublas_v2.h"):
         cublas_headers.main(["--version", "12.9.3.13", "--out", str(tmp_path / "c"), "--download-dir", str(dl)])
     assert not os.path.exists(tmp_path / "c" / "include") and not os.path.exists(tmp_path / "c" / "include.tmp")
+
+
+def installed_package(tmp_path, version):
+    include = tmp_path / "site" / "nvidia" / "cublas" / "include"
+    include.mkdir(parents=True)
+    (include / "cublas_v2.h").write_text(f"installed {version}")
+    return lambda python: (version, str(include))
+
+
+def test_the_installed_package_at_the_pinned_version_needs_no_download(tmp_path, monkeypatch):
+    monkeypatch.setattr(cublas_headers, "installed", installed_package(tmp_path, "12.9.3.13"))
+    monkeypatch.setattr(cublas_headers, "download", lambda *a: pytest.fail("downloaded"))
+    out = tmp_path / "c"
+    cublas_headers.main(["--version", "12.9.3.13", "--out", str(out), "--download-dir", str(tmp_path / "dl")])
+    assert (out / "include" / "cublas_v2.h").read_text() == "installed 12.9.3.13"
+
+
+def test_offline_falls_back_to_any_installed_version(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cublas_headers, "installed", installed_package(tmp_path, "12.5.3.2"))
+    monkeypatch.setattr(cublas_headers, "download", lambda *a: None)
+    out = tmp_path / "c"
+    cublas_headers.main(["--version", "12.9.3.13", "--out", str(out), "--download-dir", str(tmp_path / "dl")])
+    assert (out / "include" / "cublas_v2.h").read_text() == "installed 12.5.3.2"
+    assert "not the pinned 12.9.3.13" in capsys.readouterr().out
+
+
+def test_offline_without_an_installed_package_says_what_to_set(tmp_path, monkeypatch):
+    monkeypatch.setattr(cublas_headers, "installed", lambda python: None)
+    monkeypatch.setattr(cublas_headers, "download", lambda *a: None)
+    with pytest.raises(SystemExit, match="CUBLAS_HOME"):
+        cublas_headers.main(["--version", "12.9.3.13", "--out", str(tmp_path / "c"), "--download-dir",
+                             str(tmp_path / "dl")])
+
+
+def test_installed_reads_this_python(tmp_path):
+    """The query itself, against this interpreter (which may or may not have the package)."""
+    found = cublas_headers.installed(sys.executable)
+    assert found is None or os.path.exists(os.path.join(found[1], "cublas_v2.h"))

@@ -8,7 +8,10 @@ time).
         [--python .venv/bin/python] [--download-dir build/cublas-dl]
 
 Writes OUT/include/*.h (atomically: OUT/include appears complete or not at all).
-A wheel already in the download folder is used without a download.
+A wheel already in the download folder is used without a download; so are the
+headers of an nvidia-cublas-cu12 that PYTHON has installed, at the pinned
+version, or at any version when the download fails (a GPU machine without
+network: TensorFlow's own nvidia-cublas-cu12 then gives them).
 """
 import argparse
 import glob
@@ -27,12 +30,36 @@ def wheel_path(download_dir, version):
     return found[0] if found else None
 
 
+def installed(python):
+    """(version, include folder) of the nvidia-cublas-cu12 that `python`
+    imports, or None."""
+    code = ("import importlib.metadata as m, os\n"
+            "d = m.distribution('nvidia-cublas-cu12')\n"
+            "print(d.version)\n"
+            "print(os.path.abspath(d.locate_file('nvidia/cublas/include')))")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) < 2 or not os.path.exists(os.path.join(lines[-1], "cublas_v2.h")):
+        return None
+    return lines[-2], lines[-1]
+
+
+def copy_headers(include_dir, out):
+    include = os.path.join(out, "include")
+    tmp = include + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(include_dir, tmp)
+    shutil.rmtree(include, ignore_errors=True)
+    os.replace(tmp, include)
+
+
 def download(python, version, download_dir):
     os.makedirs(download_dir, exist_ok=True)
-    cmd = [python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-           "--platform", "manylinux_2_27_x86_64", "-d", download_dir, f"{PACKAGE}=={version}"]
+    cmd = [python, "-m", "pip", "download", "-q", "--retries", "2", "--timeout", "30", "--no-deps",
+           "--only-binary=:all:", "--platform", "manylinux_2_27_x86_64", "-d", download_dir, f"{PACKAGE}=={version}"]
     print("cublas_headers: " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    if subprocess.run(cmd).returncode != 0:
+        return None
     path = wheel_path(download_dir, version)
     if path is None:
         sys.exit(f"cublas_headers: pip left no {PACKAGE} {version} wheel in {download_dir}")
@@ -67,9 +94,20 @@ def main(argv=None):
     parser.add_argument("--download-dir", default=None, help="default: OUT/../cublas-dl")
     args = parser.parse_args(argv)
     download_dir = args.download_dir or os.path.join(os.path.dirname(os.path.abspath(args.out)), "cublas-dl")
-    wheel = wheel_path(download_dir, args.version) or download(args.python, args.version, download_dir)
-    names = unpack_headers(wheel, args.out)
-    print(f"cublas_headers: {len(names)} headers of {os.path.basename(wheel)} in {args.out}/include")
+    wheel = wheel_path(download_dir, args.version)
+    local = installed(args.python) if wheel is None else None
+    if wheel is None and not (local and local[0] == args.version):
+        wheel = download(args.python, args.version, download_dir)
+    if wheel is not None:
+        names = unpack_headers(wheel, args.out)
+        print(f"cublas_headers: {len(names)} headers of {os.path.basename(wheel)} in {args.out}/include")
+        return 0
+    if local is None:
+        sys.exit(f"cublas_headers: no {PACKAGE} {args.version} wheel (download failed) and no {PACKAGE} installed "
+                 f"for {args.python}: set CUBLAS_HOME to a folder with cuBLAS's include/")
+    copy_headers(local[1], args.out)
+    note = "" if local[0] == args.version else f" (not the pinned {args.version}: the download failed)"
+    print(f"cublas_headers: the headers of the installed {PACKAGE} {local[0]}{note} in {args.out}/include")
     return 0
 
 
