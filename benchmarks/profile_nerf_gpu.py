@@ -53,9 +53,9 @@ def summarise_xspace(path, steps, top=15):
             name = plane.event_metadata[ev.metadata_id].name
             start = base + ev.offset_ps
             intervals.append((start, start + ev.duration_ps))
-            if "Memcpy" in name or "memcpy" in name:
-                copies_d2h += "DtoH" in name
-                copies_h2d += "HtoD" in name
+            if "memcpy" in name.lower():  # CUPTI names them MEMCPYDtoH, Memcpy DtoH, ...
+                copies_d2h += "dtoh" in name.lower().replace(" ", "")
+                copies_h2d += "htod" in name.lower().replace(" ", "")
             else:
                 kernels += 1
                 by_kernel[name] += ev.duration_ps
