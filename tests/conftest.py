@@ -30,6 +30,7 @@ NEEDS_SOURCE_TREE = {
     "test_fuzz_sh_encode.py": "examples/nerf (the TF composite)",
     "test_cuda_lib_build.py": "tools/cuda_lib_check.py and the CUDA library's build",
     "test_x86_intrinsics.py": "kernels/ and a compiler",
+    "test_cublas_headers.py": "tools/cublas_headers.py",
 }
 # Single tests of package modules that read the tree: <file>::<test function>.
 NEEDS_SOURCE_TREE_TESTS = {
