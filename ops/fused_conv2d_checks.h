@@ -139,6 +139,9 @@ struct ConvGeometry {
   int64_t pixels() const { return batch * out_rows * out_cols; }
   // Rows of the patch matrix: KH*KW*Cin.
   int64_t patch_size() const { return filter_rows * filter_cols * in_depth; }
+  // No input channels, or an empty input (padding around it may still give an
+  // output): the convolution is 0 and only the output stage remains.
+  bool contraction_empty() const { return in_depth == 0 || batch * in_rows * in_cols == 0; }
   // 1x1, stride 1, no padding: the input itself is the [pixels, Cin] patch matrix.
   bool input_is_patch_matrix() const {
     return filter_rows == 1 && filter_cols == 1 && stride_rows == 1 && stride_cols == 1 && pad_top == 0 &&

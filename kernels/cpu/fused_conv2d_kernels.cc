@@ -191,8 +191,7 @@ struct FusedConv2DFunctor<CPUDevice> {
     const ConvGeometry& g = args.g;
     const int64_t n = g.pixels() * g.out_depth;
     AdviseHugePages(out, sizeof(float) * n, /*collapse=*/false);
-    if (g.in_depth == 0 || g.batch * g.in_rows * g.in_cols == 0) {
-      // Empty contraction: the convolution is 0, the output stage still applies.
+    if (g.contraction_empty()) {
       const int64_t c = g.out_depth;
       const float* bias = args.bias;
       const float* residual = args.residual;

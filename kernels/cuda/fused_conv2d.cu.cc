@@ -163,9 +163,7 @@ cudaError_t ActivationGradV(const float* gradients, const float* outputs, const 
 GpuStatus LaunchFusedConv2D(const ConvGeometry& g, const FusedConv2DParams& a, cudaStream_t stream) {
   const int64_t m = g.pixels(), n = g.out_depth, k = g.patch_size();
   if (m == 0 || n == 0) return GpuStatus{};
-  if (k == 0 || g.batch * g.in_rows * g.in_cols == 0) {
-    // Nothing to contract (no input channels, or every tap in the padding):
-    // the convolution is 0 and the output stage still applies.
+  if (g.contraction_empty()) {
     GpuStatus s = CudaCall("cudaMemsetAsync", cudaMemsetAsync(a.output, 0, sizeof(float) * m * n, stream));
     if (!s.ok()) return s;
     return CudaCall("FusedConv2D output stage launch",

@@ -31,7 +31,8 @@ constexpr int64_t kFusedConv2DMaxPatchBytes = int64_t{32} << 20;
 constexpr int64_t kFusedConv2DChunkOutputBytes = int64_t{16} << 20;
 
 // How a convolution is cut: chunk_rows output pixels per chunk; patch_floats
-// is the patch buffer the chunks need (0 when the input is the patch matrix).
+// is the patch buffer the chunks need (0 when the input is the patch matrix,
+// or nothing is contracted).
 struct FusedConv2DPlan {
   int64_t chunk_rows = 0;
   int64_t patch_floats = 0;
@@ -47,7 +48,7 @@ inline FusedConv2DPlan PlanFusedConv2D(const fused_conv2d_checks::ConvGeometry& 
   const int64_t patch_row_bytes = static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(g.patch_size(), 1);
   int64_t rows = std::min<int64_t>(g.pixels(), std::numeric_limits<int>::max());
   rows = std::min(rows, max_chunk_output_bytes / row_bytes);
-  const bool gather = !g.input_is_patch_matrix();
+  const bool gather = !g.input_is_patch_matrix() && !g.contraction_empty();
   if (gather) rows = std::min(rows, max_patch_bytes / patch_row_bytes);
   FusedConv2DPlan plan;
   plan.chunk_rows = std::max<int64_t>(rows, 1);
