@@ -55,6 +55,7 @@ help:
 	@echo "make metal-check cross-compile and link the macOS (Metal) build on Linux against a macOS SDK"
 	@echo "make msl-check  check the embedded Metal shaders against MSL's rules (clang, no Mac)"
 	@echo "make cuda-harness build $(BUILD)/libmetal_ops_cuda.so for tests/cuda on a GPU"
+	@echo "make gpu-check ENV=existing  the GPU checks through an installed TensorFlow CUDA build (tools/gpu_check.sh)"
 	@echo "make cuda-lib   build $(PKG)/_metal_ops_cuda.so, the Linux wheel's GPU kernels (static CUDA runtime)"
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
 
