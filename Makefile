@@ -216,10 +216,13 @@ endif
 # (tools/cublas_headers.py). The soname opened follows the headers' major
 # version: libcublas.so.12, TensorFlow 2.21's (its CUDA 12).
 CUBLAS_VERSION := 12.9.3.13
-CUBLAS_HOME ?= $(BUILD)/cublas-$(CUBLAS_VERSION)
+CUBLAS_DEFAULT_HOME := $(BUILD)/cublas-$(CUBLAS_VERSION)
+CUBLAS_HOME ?= $(CUBLAS_DEFAULT_HOME)
 export CUBLAS_HOME
 NVCCFLAGS += -I$(CUBLAS_HOME)/include
-ifeq ($(origin CUBLAS_HOME),file)
+# Fetched when CUBLAS_HOME is the default folder, also when a parent make
+# exported it (tools/build_wheels.sh's `make cuda-lib`); a folder of your own is used as it is.
+ifeq ($(CUBLAS_HOME),$(CUBLAS_DEFAULT_HOME))
 $(CUBLAS_HOME)/include/cublas_v2.h:
 	python3 tools/cublas_headers.py --version $(CUBLAS_VERSION) --out $(CUBLAS_HOME) \
 	  --python $(if $(wildcard $(PYTHON)),$(PYTHON),python3) --download-dir $(BUILD)/cublas-dl
