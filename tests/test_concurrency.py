@@ -37,10 +37,13 @@ pytestmark = pytest.mark.every_device
 
 
 def _cotangent_sum(outs):
+    # The weights are built on the host from the eager tensor's static shape:
+    # tf.size/tf.range/tf.reshape on GPU tensors from 8 eager threads at once
+    # fail now and then inside TensorFlow itself (docs/RELIABILITY.md).
     terms = []
     for o in outs:
-        w = tf.reshape(tf.cast(tf.sin(tf.range(tf.size(o), dtype=tf.float32) * 0.37), o.dtype), tf.shape(o))
-        terms.append(tf.reduce_sum(o * w))
+        w = np.sin(np.arange(o.shape.num_elements(), dtype=np.float64) * 0.37).reshape(o.shape)
+        terms.append(tf.reduce_sum(o * tf.constant(w, o.dtype)))
     return tf.add_n(terms)
 
 

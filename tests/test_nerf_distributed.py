@@ -27,7 +27,7 @@ def tiny_argv(tmp, strategy):
     return ["--size", "16", "--n-train", "4", "--n-val", "1", "--n-test", "1", "--levels", "4",
             "--log2-table", "12", "--finest-res", "64", "--batch-rays", "256", "--samples", "8",
             "--grid-res", "16", "--grid-warmup", "0", "--grid-every", "2", "--candidates", "32",
-            "--no-jitter", "--quiet", "--ckpt-every", "0", "--eval-every", "0", "--max-minutes", "0",
+            "--no-jitter", "--mlp-precision", "float32", "--quiet", "--ckpt-every", "0", "--eval-every", "0", "--max-minutes", "0",
             "--data-dir", os.path.join(tmp, "data"), "--out-dir", os.path.join(tmp, "runs"),
             "--strategy", strategy, "--name", f"dist_{strategy}"]
 

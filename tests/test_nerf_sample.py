@@ -275,6 +275,39 @@ def test_checkpoint_of_the_other_mlp_layout_is_refused_clearly(tmp_path):
     assert again.step == 2 and again.model.mlp == "dense"
 
 
+def test_mlp_precision_choice():
+    from examples.nerf import train
+
+    assert train.resolve_mlp_precision("auto", "hash", "fused", gpu_listed=True) == "float16"
+    assert train.resolve_mlp_precision("auto", "hash", "fused", gpu_listed=False) == "float32"
+    assert train.resolve_mlp_precision("auto", "hash", "dense", gpu_listed=True) == "float32"
+    assert train.resolve_mlp_precision("auto", "baseline", "fused", gpu_listed=True) == "float32"
+    assert train.resolve_mlp_precision("float32", "hash", "fused", gpu_listed=True) == "float32"
+    for model, mlp in (("hash", "dense"), ("baseline", "fused")):
+        with pytest.raises(ValueError, match="--mlp-precision float16 needs --model hash --mlp fused"):
+            train.resolve_mlp_precision("float16", model, mlp, gpu_listed=True)
+
+
+def test_float16_mlp_gradients_are_unscaled(tmp_path):
+    """The float16 MLP's loss-scaled gradients, divided back, are the float32
+    model's gradients up to float16 rounding (1024x off if the scale stayed)."""
+    from examples.nerf import train
+
+    fixed = ["--steps", "1", "--no-jitter", "--grid-warmup", "0"]
+    t32 = train.Trainer(_args(tmp_path, "--name", "p32", "--mlp-precision", "float32", *fixed), log=lambda *a: None)
+    t16 = train.Trainer(_args(tmp_path, "--name", "p16", "--mlp-precision", "float16", *fixed), log=lambda *a: None)
+    assert t16.mlp_precision == "float16" and t16.loss_scale > 1
+    for v16, v32 in zip(t16.model.trainable_variables, t32.model.trainable_variables):
+        v16.assign(v32)
+    idx = t32.batch_indices(7)
+    g32 = t32.reduced_gradients(idx)
+    g16 = t16.reduced_gradients(idx)
+    names = [v.name for v in t32.model.trainable_variables]
+    for name, a, b in zip(names, g16, g32):
+        rel = np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
+        assert rel < 0.05, f"{name}: float16 gradient differs from float32 by {rel:.3g} (relative norm)"
+
+
 def test_fused_and_dense_mlps_compute_the_same_field():
     import tensorflow as tf
 

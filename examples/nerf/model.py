@@ -52,6 +52,7 @@ def sh_encode(d, degree=4):
 
 
 MLPS = ("fused", "dense")
+MLP_PRECISIONS = ("float32", "float16")
 
 
 class HashNeRF(keras.Model):
@@ -65,12 +66,17 @@ class HashNeRF(keras.Model):
 
     def __init__(self, num_levels=16, features_per_level=2, log2_hashmap_size=16,
                  base_resolution=16, finest_resolution=1024, hidden=64, geo_features=15, sh_degree=4,
-                 mlp="fused", **kw):
+                 mlp="fused", mlp_precision="float32", **kw):
         super().__init__(**kw)
         if not 1 <= sh_degree <= 4:
             raise ValueError(f"HashNeRF: sh_degree must be 1..4, got {sh_degree}")
         if mlp not in MLPS:
             raise ValueError(f"HashNeRF: mlp must be one of {MLPS}, got {mlp!r}")
+        if mlp_precision not in MLP_PRECISIONS:
+            raise ValueError(f"HashNeRF: mlp_precision must be one of {MLP_PRECISIONS}, got {mlp_precision!r}")
+        if mlp_precision == "float16" and mlp != "fused":
+            raise ValueError("HashNeRF: mlp_precision='float16' needs mlp='fused'")
+        self.mlp_precision = mlp_precision
         self.sh_degree = int(sh_degree)
         self.mlp = mlp
         self.encoding = metal_ops.layers.HashEncoding(
@@ -82,11 +88,14 @@ class HashNeRF(keras.Model):
         # Build eagerly so that variables exist (checkpoints, distribution strategies).
         self.encoding.build((None, 3))
         if mlp == "fused":
+            # float16: float32 weights, the op in float16 with float32 accumulation on a GPU.
+            policy = "mixed_float16" if mlp_precision == "float16" else None
             self.density_mlp = metal_ops.layers.FusedMLP(
-                1 + geo_features, hidden_units=hidden, hidden_layers=1, activation="relu", name="density_mlp")
+                1 + geo_features, hidden_units=hidden, hidden_layers=1, activation="relu", name="density_mlp",
+                dtype=policy)
             self.color_mlp = metal_ops.layers.FusedMLP(
                 3, hidden_units=hidden, hidden_layers=2, activation="relu", output_activation="sigmoid",
-                name="color_mlp")
+                name="color_mlp", dtype=policy)
             self.density_mlp.build((None, n_in))
             self.color_mlp.build((None, n_color_in))
             self._sh_encode = metal_ops.sh_encode
@@ -105,12 +114,12 @@ class HashNeRF(keras.Model):
 
     def _density_net(self, h):
         if self.mlp == "fused":
-            return self.density_mlp(h)
+            return tf.cast(self.density_mlp(h), tf.float32)
         return self.density_out(self.density_hidden(h))
 
     def _color_net(self, h):
         if self.mlp == "fused":
-            return self.color_mlp(h)
+            return tf.cast(self.color_mlp(h), tf.float32)
         return self.color_out(self.color_hidden2(self.color_hidden1(h)))
 
     def density(self, points01):

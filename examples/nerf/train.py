@@ -64,6 +64,9 @@ def build_parser():
     g.add_argument("--mlp", choices=["fused", "dense"], default="fused",
                    help="hash model's MLPs: metal_ops.layers.FusedMLP + metal_ops.sh_encode, or Keras Dense layers "
                         "+ TF ops (for comparison)")
+    g.add_argument("--mlp-precision", choices=["auto", "float32", "float16"], default="auto",
+                   help="the fused MLPs' arithmetic: float16 (float32 weights and accumulation, a static loss "
+                        "scale) runs on GPUs; auto = float16 where TensorFlow lists a GPU, else float32")
     g.add_argument("--sh-degree", type=int, default=4,
                    help="view-direction encoding: real spherical harmonics, sh-degree**2 values (1 = no view dependence)")
     g = p.add_argument_group("training")
@@ -115,6 +118,40 @@ def build_parser():
     g.add_argument("--ckpt-every", type=int, default=500)
     g.add_argument("--orbit-frames", type=int, default=24)
     return p
+
+
+MLP_FLOAT16_LOSS_SCALE = 1024.0
+
+
+def resolve_mlp_precision(choice, model, mlp, gpu_listed):
+    """The fused MLPs' precision for --mlp-precision `choice` ("auto": float16
+    on a GPU, where the op has a float16 kernel, for the fused hash model)."""
+    if choice == "auto":
+        return "float16" if gpu_listed and model == "hash" and mlp == "fused" else "float32"
+    if choice == "float16" and (model != "hash" or mlp != "fused"):
+        raise ValueError("--mlp-precision float16 needs --model hash --mlp fused")
+    return choice
+
+
+def runs_on_gpu(strategy):
+    """Whether the model's ops run on GPUs: the strategy's devices, or (the
+    default strategy) where an op created here is placed, device scopes included."""
+    import tensorflow as tf
+
+    if strategy is not tf.distribute.get_strategy() or tf.distribute.has_strategy():
+        return all("GPU" in d.upper() for d in strategy.extended.worker_devices)
+    return "GPU" in tf.identity(tf.constant(0.0)).device.upper()
+
+
+def unscale_gradient(g, scale):
+    """g / scale for a dense or an IndexedSlices gradient (None stays None)."""
+    import tensorflow as tf
+
+    if g is None:
+        return None
+    if isinstance(g, tf.IndexedSlices):
+        return tf.IndexedSlices(g.values / scale, g.indices, g.dense_shape)
+    return g / scale
 
 
 def psnr_from_mse(mse):
@@ -206,12 +243,16 @@ class Trainer:
         self.num_replicas = self.strategy.num_replicas_in_sync
         if a.batch_rays % self.num_replicas:
             raise ValueError(f"--batch-rays {a.batch_rays} is not divisible by {self.num_replicas} replicas")
+        self.mlp_precision = resolve_mlp_precision(a.mlp_precision, a.model, a.mlp, runs_on_gpu(self.strategy))
+        # float16 MLP gradients of a mean loss over thousands of rays fall below
+        # float16's normal range; the loss is scaled up and the gradients down.
+        self.loss_scale = MLP_FLOAT16_LOSS_SCALE if self.mlp_precision == "float16" else 1.0
         with self.strategy.scope():
             if a.model == "hash":
                 self.model = hmodel.HashNeRF(
                     num_levels=a.levels, features_per_level=a.features, log2_hashmap_size=a.log2_table,
                     base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden,
-                    sh_degree=a.sh_degree, mlp=a.mlp)
+                    sh_degree=a.sh_degree, mlp=a.mlp, mlp_precision=self.mlp_precision)
                 self.grid = sampling.OccupancyGrid(ds.aabb, resolution=a.grid_res, decay=a.grid_decay)
             else:
                 self.model = baseline.KerasExampleNeRF()
@@ -382,6 +423,14 @@ class Trainer:
         mse = tf.reduce_mean(tf.square(rgb - c)) * frac
         return loss, mse, tf.stack([tf.cast(n_samples, tf.int64), tf.cast(marched, tf.int64)])
 
+    def _gradients(self, tape, loss, variables):
+        """d loss / d variables, through the static loss scale of a float16 MLP."""
+        if self.loss_scale == 1.0:
+            return tape.gradient(loss, variables)
+        seed = self.tf.fill(self.tf.shape(loss), self.tf.constant(self.loss_scale, loss.dtype))
+        grads = tape.gradient(loss, variables, output_gradients=seed)
+        return [unscale_gradient(g, self.loss_scale) for g in grads]
+
     def _get_train_fn(self, use_grid):
         if use_grid in self._train_fn:
             return self._train_fn[use_grid]
@@ -391,7 +440,7 @@ class Trainer:
         def replica_step(idx):
             with tf.GradientTape() as tape:
                 loss, mse, n_samples = self._replica_loss(idx, use_grid)
-            grads = tape.gradient(loss, variables)
+            grads = self._gradients(tape, loss, variables)
             self.optimizer.apply_gradients(zip(grads, variables))
             return loss, mse, n_samples
 
@@ -419,8 +468,7 @@ class Trainer:
         def replica_grads(i):
             with tf.GradientTape() as tape:
                 loss, _, _ = self._replica_loss(i, use_grid)
-            grads = tape.gradient(loss, variables)
-            grads = [tf.convert_to_tensor(g) for g in grads]
+            grads = [tf.convert_to_tensor(g) for g in self._gradients(tape, loss, variables)]
             return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
 
         fn = tf.function(lambda di: self.strategy.run(replica_grads, args=(di,)))
@@ -598,7 +646,8 @@ class Trainer:
             if frames:
                 imageio.mimsave(os.path.join(self.run_dir, "orbit.gif"), frames, duration=0.08, loop=0)
         metrics = dict(
-            name=a.name, model=a.model, step=self.step, train_seconds=float(self.time_var.numpy()),
+            name=a.name, model=a.model, mlp_precision=self.mlp_precision, step=self.step,
+            train_seconds=float(self.time_var.numpy()),
             test_psnr_mean=float(np.mean(test_psnrs)) if test_psnrs else None,
             test_psnr=[round(x, 4) for x in test_psnrs], history=self.history,
             dataset=dict(name=self.dataset.name, format=self.dataset.format, notes=self.dataset.notes,
