@@ -14,8 +14,9 @@ SOURCE_TREE = os.path.isfile(os.path.join(ROOT, "Makefile")) and os.path.isdir(o
 NEEDS_SOURCE_TREE = {
     "test_build.py": "the build files (Makefile, Bazel, setup.py)",
     "test_sources.py": "the sources",
+    "test_readme.py": "README.md",
     "test_metal_glue.py": "the Objective-C++ glue and tools/metal_check.sh",
-    "test_macos_binaries.py": "tools/macos_binaries.py and kernels/metal",
+    "test_macos_binaries.py": "tools/macos_binaries.py, tools/macos_checks and kernels/metal",
     "test_check_macos_env.py": "tools/check_macos_env.py and the Makefile",
     "test_fused_mlp_metal_shim.py": "the Metal shaders (MSL shim)",
     "test_hash_encode_metal_shim.py": "the Metal shaders (MSL shim)",

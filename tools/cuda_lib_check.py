@@ -35,7 +35,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "manylinux"))
 from glibc_compat import library_path as runtime_library  # noqa: E402  (standard library only)
-from macos_binaries import report  # noqa: E402  (standard library only)
+from check_report import report  # noqa: E402  (standard library only)
 
 TF_LIBS = ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2")
 # The C/C++ runtime every manylinux policy allows.

@@ -32,7 +32,7 @@ from elftools.elf.elffile import ELFFile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_lib_check import RUNTIME, TF_LIBS  # noqa: E402  (standard library only)
-from macos_binaries import report  # noqa: E402  (standard library only)
+from check_report import report  # noqa: E402  (standard library only)
 
 # Libraries the wheel's objects may need: TensorFlow's, OpenBLAS's (site-packages)
 # and the C/C++ runtime every manylinux policy allows (RUNTIME).
