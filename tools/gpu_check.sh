@@ -12,7 +12,8 @@
 # tests     the test suite on the CPU and the GPU (tests/devices.py), junit XML
 #           and a summary in RESULTS/tests_cuda.{xml,txt}
 # nerf      the NeRF sample's procedural demo, timed (RESULTS/nerf_demo_cuda.json)
-# sanitize  compute-sanitizer memcheck and racecheck over the self-test process
+# sanitize  compute-sanitizer memcheck over the self-test process, racecheck
+#           over its cases of each op with shared memory (RACECHECK_OPS)
 #
 # RESULTS (default benchmarks/results) is where the reports go; PYTEST_WORKERS
 # (default 8) the pytest-xdist workers; each shares the GPU
@@ -53,10 +54,19 @@ step() {
         ${NERF_ARGS:-} || return 1
       cp "${NERF_OUT:-runs}/gpu-demo/metrics.json" "$RESULTS/nerf_demo_cuda.json" ;;
     sanitize)
-      for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 3 --print-limit 20 \
-          "$PYTHON" -m metal_ops.selftest --repeat 1 ${SANITIZE_ARGS:-} \
-          2>&1 | tee "$RESULTS/sanitize_${tool}_cuda.txt" | tail -n 25
+      compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+        "$PYTHON" -m metal_ops.selftest --repeat 1 ${SANITIZE_ARGS:-} \
+        2>&1 | tee "$RESULTS/sanitize_memcheck_cuda.txt" | tail -n 25
+      [ "${PIPESTATUS[0]}" = 0 ] || return 1
+      # racecheck (shared-memory hazards) is slow: one process per op whose
+      # CUDA kernels use shared memory.
+      : > "$RESULTS/sanitize_racecheck_cuda.txt"
+      for op in ${RACECHECK_OPS:-hash_encode robust_loss sh_encode fused_mlp}; do
+        echo "== compute-sanitizer --tool racecheck python -m metal_ops.selftest --repeat 1 --ops $op" \
+          >> "$RESULTS/sanitize_racecheck_cuda.txt"
+        compute-sanitizer --tool racecheck --error-exitcode 3 --print-limit 20 \
+          "$PYTHON" -m metal_ops.selftest --repeat 1 --ops "$op" \
+          2>&1 | tee -a "$RESULTS/sanitize_racecheck_cuda.txt" | tail -n 3
         [ "${PIPESTATUS[0]}" = 0 ] || return 1
       done ;;
     *) echo "gpu-check: unknown step $name" >&2; return 2 ;;
