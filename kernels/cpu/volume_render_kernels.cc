@@ -96,7 +96,7 @@ struct VolumeRenderFunctor<CPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, double);
+MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, double);
 
 }  // namespace mo

@@ -64,15 +64,15 @@ cudaError_t LaunchPackedVolumeRenderBackward(const PackedVolumeRenderBackwardArg
                       a.grad_background, bad_ray);
 }
 
-#define METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER(T)                                                        \
+#define MO_INSTANTIATE_PACKED_VOLUME_RENDER(T)                                                        \
   template cudaError_t LaunchPackedVolumeRenderForward<T>(const PackedVolumeRenderForwardArgs<T>&,           \
                                                           unsigned long long*, cudaStream_t);                \
   template cudaError_t LaunchPackedVolumeRenderBackward<T>(const PackedVolumeRenderBackwardArgs<T>&,         \
                                                            unsigned long long*, cudaStream_t);
 
-METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER(float)
-METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER(double)
-#undef METAL_OPS_INSTANTIATE_PACKED_VOLUME_RENDER
+MO_INSTANTIATE_PACKED_VOLUME_RENDER(float)
+MO_INSTANTIATE_PACKED_VOLUME_RENDER(double)
+#undef MO_INSTANTIATE_PACKED_VOLUME_RENDER
 
 }  // namespace cuda
 }  // namespace mo

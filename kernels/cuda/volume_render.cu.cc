@@ -64,13 +64,13 @@ cudaError_t LaunchVolumeRenderBackward(const VolumeRenderBackwardArgs<T>& a, cud
                       a.grad_sigma, a.grad_samples_rgb, a.grad_background);
 }
 
-#define METAL_OPS_INSTANTIATE_VOLUME_RENDER(T)                                                                    \
+#define MO_INSTANTIATE_VOLUME_RENDER(T)                                                                    \
   template cudaError_t LaunchVolumeRenderForward<T>(const VolumeRenderForwardArgs<T>&, unsigned long long*,        \
                                                     cudaStream_t);                                                 \
   template cudaError_t LaunchVolumeRenderBackward<T>(const VolumeRenderBackwardArgs<T>&, cudaStream_t);
-METAL_OPS_INSTANTIATE_VOLUME_RENDER(float)
-METAL_OPS_INSTANTIATE_VOLUME_RENDER(double)
-#undef METAL_OPS_INSTANTIATE_VOLUME_RENDER
+MO_INSTANTIATE_VOLUME_RENDER(float)
+MO_INSTANTIATE_VOLUME_RENDER(double)
+#undef MO_INSTANTIATE_VOLUME_RENDER
 
 }  // namespace cuda
 }  // namespace mo

@@ -327,7 +327,7 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
 
 // ---- entry points ------------------------------------------------------------------------
 
-#define METAL_OPS_FUSED_MLP_KERNELS(W, T, TN)                                                               \
+#define MO_FUSED_MLP_KERNELS(W, T, TN)                                                               \
   kernel void fused_mlp_forward_w##W##_##TN(                                                               \
       const device T* x [[buffer(0)]], const device T* weights [[buffer(1)]],                               \
       const device T* biases [[buffer(2)]], device T* y [[buffer(3)]], device T* hidden [[buffer(4)]],      \
@@ -349,13 +349,13 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
   }
 
 // The hidden widths, once.
-#define METAL_OPS_FUSED_MLP_WIDTHS(T, TN)  \
-  METAL_OPS_FUSED_MLP_KERNELS(16, T, TN)   \
-  METAL_OPS_FUSED_MLP_KERNELS(32, T, TN)   \
-  METAL_OPS_FUSED_MLP_KERNELS(64, T, TN)   \
-  METAL_OPS_FUSED_MLP_KERNELS(128, T, TN)
+#define MO_FUSED_MLP_WIDTHS(T, TN)  \
+  MO_FUSED_MLP_KERNELS(16, T, TN)   \
+  MO_FUSED_MLP_KERNELS(32, T, TN)   \
+  MO_FUSED_MLP_KERNELS(64, T, TN)   \
+  MO_FUSED_MLP_KERNELS(128, T, TN)
 
-#define METAL_OPS_FUSED_MLP_HELPERS(T, TN)                                                                   \
+#define MO_FUSED_MLP_HELPERS(T, TN)                                                                   \
   kernel void fused_mlp_pack_##TN(const device T* src [[buffer(0)]], device T* dst [[buffer(1)]],           \
                                   constant mo::FusedMlpPackParams& q [[buffer(2)]],                         \
                                   uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) { \
@@ -394,7 +394,7 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
     }                                                                                                       \
   }
 
-METAL_OPS_FUSED_MLP_WIDTHS(float, float32)
-METAL_OPS_FUSED_MLP_WIDTHS(half, float16)
-METAL_OPS_FUSED_MLP_HELPERS(float, float32)
-METAL_OPS_FUSED_MLP_HELPERS(half, float16)
+MO_FUSED_MLP_WIDTHS(float, float32)
+MO_FUSED_MLP_WIDTHS(half, float16)
+MO_FUSED_MLP_HELPERS(float, float32)
+MO_FUSED_MLP_HELPERS(half, float16)

@@ -233,7 +233,7 @@ struct HashEncodeCountParams {
 
 // ---- entry points ------------------------------------------------------------------------
 
-#define METAL_OPS_HASH_ENCODE_KERNELS(D, F, T, TN)                                                          \
+#define MO_HASH_ENCODE_KERNELS(D, F, T, TN)                                                          \
   kernel void hash_encode_forward_d##D##_f##F##_##TN(                                                      \
       const device float* inputs [[buffer(0)]], const device T* table [[buffer(1)]],                        \
       device T* encoded [[buffer(2)]], constant mo::hash_grid::Params& p [[buffer(3)]],                     \
@@ -262,20 +262,20 @@ struct HashEncodeCountParams {
     mo::hash_grid_metal::input_grad<D, F, T>(grad_encoded, inputs, table, grad_inputs, p, gid, grid_size);  \
   }
 
-#define METAL_OPS_HASH_ENCODE_FEATURES(D, T, TN) \
-  METAL_OPS_HASH_ENCODE_KERNELS(D, 1, T, TN)     \
-  METAL_OPS_HASH_ENCODE_KERNELS(D, 2, T, TN)     \
-  METAL_OPS_HASH_ENCODE_KERNELS(D, 4, T, TN)     \
-  METAL_OPS_HASH_ENCODE_KERNELS(D, 8, T, TN)
+#define MO_HASH_ENCODE_FEATURES(D, T, TN) \
+  MO_HASH_ENCODE_KERNELS(D, 1, T, TN)     \
+  MO_HASH_ENCODE_KERNELS(D, 2, T, TN)     \
+  MO_HASH_ENCODE_KERNELS(D, 4, T, TN)     \
+  MO_HASH_ENCODE_KERNELS(D, 8, T, TN)
 
-#define METAL_OPS_HASH_ENCODE_DTYPE(T, TN) \
-  METAL_OPS_HASH_ENCODE_FEATURES(1, T, TN) \
-  METAL_OPS_HASH_ENCODE_FEATURES(2, T, TN) \
-  METAL_OPS_HASH_ENCODE_FEATURES(3, T, TN) \
-  METAL_OPS_HASH_ENCODE_FEATURES(4, T, TN)
+#define MO_HASH_ENCODE_DTYPE(T, TN) \
+  MO_HASH_ENCODE_FEATURES(1, T, TN) \
+  MO_HASH_ENCODE_FEATURES(2, T, TN) \
+  MO_HASH_ENCODE_FEATURES(3, T, TN) \
+  MO_HASH_ENCODE_FEATURES(4, T, TN)
 
-METAL_OPS_HASH_ENCODE_DTYPE(float, float32)
-METAL_OPS_HASH_ENCODE_DTYPE(half, float16)
+MO_HASH_ENCODE_DTYPE(float, float32)
+MO_HASH_ENCODE_DTYPE(half, float16)
 
 kernel void hash_encode_zero_u32(device uint* words [[buffer(0)]], constant HashEncodeCountParams& p [[buffer(1)]],
                                  uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
@@ -283,7 +283,7 @@ kernel void hash_encode_zero_u32(device uint* words [[buffer(0)]], constant Hash
 }
 
 // max |x| as float bits into bits[0] (must start at 0); NaN counts as +inf.
-#define METAL_OPS_HASH_ENCODE_MAX_ABS(T, TN)                                                             \
+#define MO_HASH_ENCODE_MAX_ABS(T, TN)                                                             \
   kernel void hash_encode_max_abs_##TN(const device T* x [[buffer(0)]], device atomic_uint* bits [[buffer(1)]], \
                                        constant HashEncodeCountParams& p [[buffer(2)]],                   \
                                        uint gid [[thread_position_in_grid]],                              \
@@ -295,11 +295,11 @@ kernel void hash_encode_zero_u32(device uint* words [[buffer(0)]], constant Hash
     }                                                                                                     \
     if (m > 0.0f) atomic_fetch_max_explicit(&bits[0], as_type<uint>(m), memory_order_relaxed);            \
   }
-METAL_OPS_HASH_ENCODE_MAX_ABS(float, float32)
-METAL_OPS_HASH_ENCODE_MAX_ABS(half, float16)
+MO_HASH_ENCODE_MAX_ABS(float, float32)
+MO_HASH_ENCODE_MAX_ABS(half, float16)
 
 // table gradient = (lo | hi << 32) as int64 * 2^-k.
-#define METAL_OPS_HASH_ENCODE_FIXED_TO_TABLE(T, TN)                                                       \
+#define MO_HASH_ENCODE_FIXED_TO_TABLE(T, TN)                                                       \
   kernel void hash_encode_fixed_to_table_##TN(const device uint* pairs [[buffer(0)]],                     \
                                               const device uint* max_abs_bits [[buffer(1)]],              \
                                               device T* out [[buffer(2)]],                                \
@@ -313,8 +313,8 @@ METAL_OPS_HASH_ENCODE_MAX_ABS(half, float16)
       out[k] = T(float(mo::int64(u)) * inv_scale);                                                        \
     }                                                                                                     \
   }
-METAL_OPS_HASH_ENCODE_FIXED_TO_TABLE(float, float32)
-METAL_OPS_HASH_ENCODE_FIXED_TO_TABLE(half, float16)
+MO_HASH_ENCODE_FIXED_TO_TABLE(float, float32)
+MO_HASH_ENCODE_FIXED_TO_TABLE(half, float16)
 
 kernel void hash_encode_float_to_half(const device float* in [[buffer(0)]], device half* out [[buffer(1)]],
                                       constant HashEncodeCountParams& p [[buffer(2)]],

@@ -18,7 +18,7 @@ inline mo::int64 robust_loss_channel_of(uint t, mo::int64 channels) {
   return mo::int64(t) < channels ? mo::int64(t) : mo::int64(t % uint(channels));
 }
 
-#define METAL_OPS_ROBUST_LOSS_KERNELS(SUFFIX, T)                                                  \
+#define MO_ROBUST_LOSS_KERNELS(SUFFIX, T)                                                  \
   kernel void robust_loss_forward_##SUFFIX(                                                       \
       device const T* x [[buffer(0)]], device const float* alpha [[buffer(1)]],                   \
       device const float* scale [[buffer(2)]], device T* out [[buffer(3)]],                        \
@@ -72,5 +72,5 @@ inline mo::int64 robust_loss_channel_of(uint t, mo::int64 channels) {
     }                                                                                              \
   }
 
-METAL_OPS_ROBUST_LOSS_KERNELS(float32, float)
-METAL_OPS_ROBUST_LOSS_KERNELS(float16, half)
+MO_ROBUST_LOSS_KERNELS(float32, float)
+MO_ROBUST_LOSS_KERNELS(float16, half)

@@ -35,7 +35,7 @@ inline void backward(const device T* grad, const device T* dirs, device T* grad_
 }  // namespace sh_encode_metal
 }  // namespace mo
 
-#define METAL_OPS_SH_ENCODE_KERNELS(D, T, TN)                                                                  \
+#define MO_SH_ENCODE_KERNELS(D, T, TN)                                                                  \
   kernel void sh_encode_forward_d##D##_##TN(device const T* dirs [[buffer(0)]], device T* values [[buffer(1)]],  \
                                             constant mo::SHEncodeParams& p [[buffer(2)]],                     \
                                             uint gid [[thread_position_in_grid]],                             \
@@ -50,11 +50,11 @@ inline void backward(const device T* grad, const device T* dirs, device T* grad_
     mo::sh_encode_metal::backward<D, T>(grad, dirs, grad_dirs, p.num_points, gid, grid_size);                  \
   }
 
-#define METAL_OPS_SH_ENCODE_DTYPE(T, TN) \
-  METAL_OPS_SH_ENCODE_KERNELS(1, T, TN)  \
-  METAL_OPS_SH_ENCODE_KERNELS(2, T, TN)  \
-  METAL_OPS_SH_ENCODE_KERNELS(3, T, TN)  \
-  METAL_OPS_SH_ENCODE_KERNELS(4, T, TN)
+#define MO_SH_ENCODE_DTYPE(T, TN) \
+  MO_SH_ENCODE_KERNELS(1, T, TN)  \
+  MO_SH_ENCODE_KERNELS(2, T, TN)  \
+  MO_SH_ENCODE_KERNELS(3, T, TN)  \
+  MO_SH_ENCODE_KERNELS(4, T, TN)
 
-METAL_OPS_SH_ENCODE_DTYPE(float, float32)
-METAL_OPS_SH_ENCODE_DTYPE(half, float16)
+MO_SH_ENCODE_DTYPE(float, float32)
+MO_SH_ENCODE_DTYPE(half, float16)

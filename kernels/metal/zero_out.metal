@@ -2,7 +2,7 @@
 // The per-element rule comes from kernels/common/zero_out.h.
 #include "kernels/common/zero_out.h"
 
-#define METAL_OPS_ZERO_OUT_KERNEL(NAME, T)                                        \
+#define MO_ZERO_OUT_KERNEL(NAME, T)                                        \
   kernel void NAME(device const T* in [[buffer(0)]], device T* out [[buffer(1)]], \
                    constant mo::ZeroOutParams& params [[buffer(2)]],             \
                    uint gid [[thread_position_in_grid]],                          \
@@ -12,6 +12,6 @@
     }                                                                             \
   }
 
-METAL_OPS_ZERO_OUT_KERNEL(zero_out_int32, int)
-METAL_OPS_ZERO_OUT_KERNEL(zero_out_int64, long)
-METAL_OPS_ZERO_OUT_KERNEL(zero_out_float32, float)
+MO_ZERO_OUT_KERNEL(zero_out_int32, int)
+MO_ZERO_OUT_KERNEL(zero_out_int64, long)
+MO_ZERO_OUT_KERNEL(zero_out_float32, float)
