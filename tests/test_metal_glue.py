@@ -25,10 +25,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from tests.metal_shim import kernel_table
 from tests.metal_shim.shim import ROOT, load_shim, ptr
 
-from tools import embed_metal
+from tools import embed_metal, msl_check
 
 METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
 
@@ -381,7 +380,7 @@ def test_every_shader_is_embedded_and_decodes_to_its_expansion(embedded):
         original = open(os.path.join(ROOT, "kernels", "metal", f"{name}.metal")).read()
         for kernel in re.findall(r"kernel void (\w+)\(", original):
             assert f"kernel void {kernel}(" in text, (name, kernel)
-        assert kernel_table.instantiations(text) == kernel_table.instantiations(original), name
+        assert msl_check.instantiations(text) == msl_check.instantiations(original), name
         uses_atomic_float = "atomic_float" in text
         assert (major, minor) == ((3, 0) if uses_atomic_float else (2, 4)), name
 
@@ -413,16 +412,16 @@ def test_the_shim_finds_every_instantiation_by_the_hosts_names(shader):
     find_every.restype = ctypes.c_int
     assert find_every() == 0
     original = open(os.path.join(ROOT, "kernels", "metal", f"{shader}.metal")).read()
-    assert kernel_table.instantiations(original), shader
+    assert msl_check.instantiations(original), shader
 
 
-def test_kernel_table_reads_instantiations_and_refuses_mismatches():
+def test_instantiations_are_read_and_mismatches_refused():
     line = 'template [[host_name("{name}")]] [[kernel]] decltype(f<{a}, float>) f<{b}, float>;\n'
-    assert kernel_table.instantiations(line.format(name="f_1", a=1, b=1)) == [("f_1", "f<1, float>")]
+    assert msl_check.instantiations(line.format(name="f_1", a=1, b=1)) == [("f_1", "f<1, float>")]
     with pytest.raises(ValueError, match="declares"):
-        kernel_table.instantiations(line.format(name="f_1", a=1, b=2))
+        msl_check.instantiations(line.format(name="f_1", a=1, b=2))
     with pytest.raises(ValueError, match="twice"):
-        kernel_table.instantiations(line.format(name="f_1", a=1, b=1) + line.format(name="f_1", a=2, b=2))
+        msl_check.instantiations(line.format(name="f_1", a=1, b=1) + line.format(name="f_1", a=2, b=2))
 
 
 def test_embed_reports_missing_include_and_cycles(tmp_path):

@@ -8,28 +8,12 @@ for (tests/metal_shim/msl_shim.h, find_kernel).
 """
 import argparse
 import os
-import re
 import sys
 
-INSTANTIATION = re.compile(
-    r'^[ \t]*template\s*\[\[\s*host_name\(\s*"(?P<name>[^"]+)"\s*\)\s*\]\]\s*\[\[\s*kernel\s*\]\]\s*'
-    r'decltype\((?P<declared>[^;]+?)\)\s+(?P<function>[^;]+?)\s*;', re.MULTILINE)
-
-
-def instantiations(text, source="<text>"):
-    """[(host name, function)] of the kernel template instantiations in an MSL source."""
-    found = []
-    for m in INSTANTIATION.finditer(text):
-        declared, function = (" ".join(m.group(g).split()) for g in ("declared", "function"))
-        if declared != function:
-            raise ValueError(f"{source}: {m.group('name')}: decltype({declared}) declares {function}")
-        found.append((m.group("name"), function))
-    names = [n for n, _ in found]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"{source}: host names instantiated twice: {', '.join(duplicates)}")
-    return found
-
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from tools.msl_check import instantiations  # noqa: E402  (the one reading of the instantiation lines)
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
