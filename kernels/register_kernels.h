@@ -8,13 +8,13 @@
 
 // Op NAME on DEVICE (DEVICE_CPU / DEVICE_GPU) for T, run by the kernel class
 // given last.
-#define METAL_OPS_REGISTER(NAME, DEVICE, T, ...) \
+#define MO_REGISTER(NAME, DEVICE, T, ...) \
   REGISTER_KERNEL_BUILDER(Name(NAME).Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), __VA_ARGS__)
 
 // Op NAME and its gradient op NAME "Grad", run by CLASS##Op<DEVICE_TYPE, T> and
 // CLASS##GradOp<DEVICE_TYPE, T> (kernels/<op>_op.h).
-#define METAL_OPS_REGISTER_WITH_GRAD(NAME, CLASS, DEVICE, DEVICE_TYPE, T) \
-  METAL_OPS_REGISTER(NAME, DEVICE, T, CLASS##Op<DEVICE_TYPE, T>);         \
-  METAL_OPS_REGISTER(NAME "Grad", DEVICE, T, CLASS##GradOp<DEVICE_TYPE, T>)
+#define MO_REGISTER_WITH_GRAD(NAME, CLASS, DEVICE, DEVICE_TYPE, T) \
+  MO_REGISTER(NAME, DEVICE, T, CLASS##Op<DEVICE_TYPE, T>);         \
+  MO_REGISTER(NAME "Grad", DEVICE, T, CLASS##GradOp<DEVICE_TYPE, T>)
 
 #endif  // METAL_OPS_KERNELS_REGISTER_KERNELS_H_

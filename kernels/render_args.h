@@ -1,70 +1,8 @@
-// The arguments of the two renderers' device code, VolumeRender and
-// PackedVolumeRender: filled by their kernel classes (kernels/volume_render_op.h,
-// kernels/packed_volume_render_op.h) and taken by the CPU functors and the CUDA
-// launchers (kernels/cuda/volume_render.h, packed_volume_render.h). Plain C++,
-// no TensorFlow: the CUDA harness fills them too.
+// The renderers' argument structs, for the TensorFlow kernel classes: one
+// definition, shared with the device code, in kernels/common/render_args.h.
 #ifndef METAL_OPS_KERNELS_RENDER_ARGS_H_
 #define METAL_OPS_KERNELS_RENDER_ARGS_H_
 
-#include <cstdint>
-
-namespace mo {
-
-// The arguments both renderers' kernels take: the sizes (samples: S per ray,
-// or N packed), the attributes and the inputs both have.
-template <typename T>
-struct RenderArgs {
-  int64_t rays, samples;
-  bool background_per_ray;
-  float early_termination;
-  const T *sigma, *rgb, *background;
-};
-
-// The forward's outputs.
-template <typename T>
-struct RenderOutputs {
-  T *out_rgb, *depth, *opacity;
-  T* weights;  // nullptr when the weights output is empty
-};
-
-// The backward's other inputs (the forward's outputs and their gradients)
-// and its outputs.
-template <typename T>
-struct RenderGrads {
-  const T *out_rgb, *depth, *opacity;
-  const T* weights;  // nullptr (with grad_weights) when the forward returned no weights
-  const T *grad_rgb, *grad_depth, *grad_opacity;
-  const T* grad_weights;
-  T *grad_sigma, *grad_samples_rgb, *grad_background;
-};
-
-// VolumeRender's sample intervals: t [R, S + 1].
-template <typename T>
-struct VolumeRenderIntervals {
-  const T* t;
-};
-
-template <typename T>
-struct VolumeRenderForwardArgs : RenderArgs<T>, VolumeRenderIntervals<T>, RenderOutputs<T> {};
-
-template <typename T>
-struct VolumeRenderBackwardArgs : RenderArgs<T>, VolumeRenderIntervals<T>, RenderGrads<T> {};
-
-// The packed samples' intervals and layout: t_starts / t_ends [N], ray r
-// owning [offsets[r], offsets[r] + counts[r]).
-template <typename T>
-struct PackedSamples {
-  const T *t_starts, *t_ends;
-  const int32_t *offsets, *counts;
-};
-
-// VolumeRender's arguments over packed samples.
-template <typename T>
-struct PackedVolumeRenderForwardArgs : RenderArgs<T>, PackedSamples<T>, RenderOutputs<T> {};
-
-template <typename T>
-struct PackedVolumeRenderBackwardArgs : RenderArgs<T>, PackedSamples<T>, RenderGrads<T> {};
-
-}  // namespace mo
+#include "kernels/common/render_args.h"
 
 #endif  // METAL_OPS_KERNELS_RENDER_ARGS_H_

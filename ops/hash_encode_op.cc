@@ -23,15 +23,6 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-// Attributes shared by every hash-grid op (ranges: ops/hash_encode_checks.h ReadAttrs).
-#define METAL_OPS_HASH_GRID_ATTRS                                        \
-  Attr("num_levels: int >= 1")                                           \
-      .Attr("log2_hashmap_size: int >= 1")                               \
-      .Attr("base_resolution: int >= 1")                                 \
-      .Attr("per_level_scale: float")                                    \
-      .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")        \
-      .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
-
 // inputs [N, D] (D in 1..4) and table [P, F] (F in 1, 2, 4, 8) where known;
 // the row count P is checked against hash_grid_size when D and P are known.
 Status CheckInputsAndTable(InferenceContext* c, const checks::GridAttrs& grid, int inputs_index, int table_index,
@@ -114,7 +105,12 @@ REGISTER_OP("MetalOpsHashEncode")
     .Input("table: T")
     .Output("encoded: T")
     .Attr("T: {float, half}")
-    .METAL_OPS_HASH_GRID_ATTRS
+    .Attr("num_levels: int >= 1")
+    .Attr("log2_hashmap_size: int >= 1")
+    .Attr("base_resolution: int >= 1")
+    .Attr("per_level_scale: float")
+    .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")
+    .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
     .SetShapeFn(HashEncodeShape)
     .Doc(R"doc(
 Multiresolution hash encoding (instant-NGP, tiny-cuda-nn's "Hash" grid).
@@ -138,7 +134,12 @@ REGISTER_OP("MetalOpsHashEncodeGrad")
     .Output("grad_table: T")
     .Output("grad_inputs: float")
     .Attr("T: {float, half}")
-    .METAL_OPS_HASH_GRID_ATTRS
+    .Attr("num_levels: int >= 1")
+    .Attr("log2_hashmap_size: int >= 1")
+    .Attr("base_resolution: int >= 1")
+    .Attr("per_level_scale: float")
+    .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")
+    .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
     .Attr("compute_table_grad: bool = true")
     .Attr("compute_input_grad: bool = true")
     .Attr("deterministic: bool = false")
@@ -164,7 +165,12 @@ REGISTER_OP("MetalOpsHashEncodeGradGrad")
     .Output("grad_table: T")
     .Output("grad_grad_encoded: T")
     .Attr("T: {float, half}")
-    .METAL_OPS_HASH_GRID_ATTRS
+    .Attr("num_levels: int >= 1")
+    .Attr("log2_hashmap_size: int >= 1")
+    .Attr("base_resolution: int >= 1")
+    .Attr("per_level_scale: float")
+    .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")
+    .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
     .SetShapeFn(HashEncodeGradGradShape)
     .Doc(R"doc(
 Backward of MetalOpsHashEncodeGrad's grad_inputs output (second derivative,

@@ -1,8 +1,8 @@
 // MetalOpsPackedVolumeRender and its backward MetalOpsPackedVolumeRenderGrad:
 // VolumeRender over packed samples (RayMarch's output). Formulas:
 // kernels/common/packed_volume_render.h (on volume_render.h); checks and
-// attributes: ops/packed_volume_render_checks.h; outputs, attributes and shape
-// functions shared with VolumeRender: ops/render_op.h. Python:
+// attributes: ops/packed_volume_render_checks.h; shape functions shared with
+// VolumeRender: ops/render_op.h. Python:
 // python/metal_ops/packed_volume_render.py.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
@@ -10,16 +10,6 @@
 #include "ops/render_op.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
-
-// The forward's inputs, the backward's first ones.
-#define MO_PACKED_VOLUME_RENDER_INPUTS \
-  Input("sigma: T")                    \
-      .Input("rgb: T")                 \
-      .Input("t_starts: T")            \
-      .Input("t_ends: T")              \
-      .Input("ray_offsets: int32")     \
-      .Input("ray_counts: int32")      \
-      .Input("background: T")
 
 namespace mo {
 namespace render_op {
@@ -55,8 +45,20 @@ absl::Status PackedInputShapes(InferenceContext* c, Shapes* shapes) {
 namespace checks = ::mo::packed_volume_render_checks;
 
 REGISTER_OP("MetalOpsPackedVolumeRender")
-    .MO_PACKED_VOLUME_RENDER_INPUTS
-    .MO_RENDER_FORWARD_OUTPUTS_AND_ATTRS
+    .Input("sigma: T")
+    .Input("rgb: T")
+    .Input("t_starts: T")
+    .Input("t_ends: T")
+    .Input("ray_offsets: int32")
+    .Input("ray_counts: int32")
+    .Input("background: T")
+    .Output("out_rgb: T")
+    .Output("depth: T")
+    .Output("opacity: T")
+    .Output("weights: T")
+    .Attr("T: {float, double}")
+    .Attr("early_termination: float = 0.0001")
+    .Attr("return_weights: bool = false")
     .SetShapeFn(mo::render_op::ForwardShapeFn<checks::kForward, mo::render_op::PackedInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays over N packed samples
@@ -79,8 +81,26 @@ early_termination: samples from the first one whose transmittance is below this
 )doc");
 
 REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
-    .MO_PACKED_VOLUME_RENDER_INPUTS
-    .MO_RENDER_BACKWARD_TAIL
+    .Input("sigma: T")
+    .Input("rgb: T")
+    .Input("t_starts: T")
+    .Input("t_ends: T")
+    .Input("ray_offsets: int32")
+    .Input("ray_counts: int32")
+    .Input("background: T")
+    .Input("out_rgb: T")
+    .Input("depth: T")
+    .Input("opacity: T")
+    .Input("weights: T")
+    .Input("grad_rgb: T")
+    .Input("grad_depth: T")
+    .Input("grad_opacity: T")
+    .Input("grad_weights: T")
+    .Output("grad_sigma: T")
+    .Output("grad_samples_rgb: T")
+    .Output("grad_background: T")
+    .Attr("T: {float, double}")
+    .Attr("early_termination: float = 0.0001")
     .SetShapeFn(mo::render_op::BackwardShapeFn<checks::kBackward, mo::render_op::PackedInputShapes, 7>)
     .Doc(R"doc(
 Backward of MetalOpsPackedVolumeRender (VolumeRender's suffix trick per ray).

@@ -1,8 +1,9 @@
-// What the op definitions of the two renderers share, VolumeRender
+// The shape functions the two renderers share, VolumeRender
 // (ops/volume_render_op.cc) and PackedVolumeRender
-// (ops/packed_volume_render_op.cc): their outputs, attributes and the
-// backward's per-ray inputs, and the shape functions over them. Each op
-// supplies only how its inputs give R and the shape of its per-sample values.
+// (ops/packed_volume_render_op.cc), over the outputs and attributes their
+// REGISTER_OP chains both write out (tests/test_op_signatures.py checks they
+// agree). Each op supplies only how its inputs give R and the shape of its
+// per-sample values.
 #ifndef METAL_OPS_OPS_RENDER_OP_H_
 #define METAL_OPS_OPS_RENDER_OP_H_
 
@@ -11,35 +12,6 @@
 #include "ops/checks_tf.h"
 #include "ops/volume_render_checks.h"
 #include "tensorflow/core/framework/shape_inference.h"
-
-// The forward's outputs and attributes, spliced into its REGISTER_OP chain
-// after the inputs (REGISTER_OP stays literal: tools read the op names from
-// it, and its builder takes these only as chained calls).
-#define MO_RENDER_FORWARD_OUTPUTS_AND_ATTRS \
-  Output("out_rgb: T")                      \
-      .Output("depth: T")                   \
-      .Output("opacity: T")                 \
-      .Output("weights: T")                 \
-      .Attr("T: {float, double}")           \
-      .Attr("early_termination: float = 0.0001") \
-      .Attr("return_weights: bool = false")
-
-// The backward's inputs after the forward's (the forward's outputs and their
-// gradients), its outputs and attributes.
-#define MO_RENDER_BACKWARD_TAIL                  \
-  Input("out_rgb: T")                            \
-      .Input("depth: T")                         \
-      .Input("opacity: T")                       \
-      .Input("weights: T")                       \
-      .Input("grad_rgb: T")                      \
-      .Input("grad_depth: T")                    \
-      .Input("grad_opacity: T")                  \
-      .Input("grad_weights: T")                  \
-      .Output("grad_sigma: T")                   \
-      .Output("grad_samples_rgb: T")             \
-      .Output("grad_background: T")              \
-      .Attr("T: {float, double}")                \
-      .Attr("early_termination: float = 0.0001")
 
 namespace mo {
 namespace render_op {

@@ -1,6 +1,6 @@
 // MetalOpsVolumeRender and its backward MetalOpsVolumeRenderGrad.
 // Formulas: kernels/common/volume_render.h. Python: python/metal_ops/volume_render.py.
-// Outputs, attributes and shape functions shared with PackedVolumeRender: ops/render_op.h.
+// Shape functions shared with PackedVolumeRender: ops/render_op.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "ops/render_op.h"
@@ -45,7 +45,13 @@ REGISTER_OP("MetalOpsVolumeRender")
     .Input("rgb: T")
     .Input("t: T")
     .Input("background: T")
-    .MO_RENDER_FORWARD_OUTPUTS_AND_ATTRS
+    .Output("out_rgb: T")
+    .Output("depth: T")
+    .Output("opacity: T")
+    .Output("weights: T")
+    .Attr("T: {float, double}")
+    .Attr("early_termination: float = 0.0001")
+    .Attr("return_weights: bool = false")
     .SetShapeFn(mo::render_op::ForwardShapeFn<checks::kForward, mo::render_op::VolumeRenderInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays with S samples each
@@ -68,7 +74,19 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .Input("rgb: T")
     .Input("t: T")
     .Input("background: T")
-    .MO_RENDER_BACKWARD_TAIL
+    .Input("out_rgb: T")
+    .Input("depth: T")
+    .Input("opacity: T")
+    .Input("weights: T")
+    .Input("grad_rgb: T")
+    .Input("grad_depth: T")
+    .Input("grad_opacity: T")
+    .Input("grad_weights: T")
+    .Output("grad_sigma: T")
+    .Output("grad_samples_rgb: T")
+    .Output("grad_background: T")
+    .Attr("T: {float, double}")
+    .Attr("early_termination: float = 0.0001")
     .SetShapeFn(mo::render_op::BackwardShapeFn<checks::kBackward, mo::render_op::VolumeRenderInputShapes, 4>)
     .Doc(R"doc(
 Backward of MetalOpsVolumeRender (suffix trick; see kernels/common/volume_render.h).

@@ -39,7 +39,15 @@ def shim():
     lib.shim_hash_grid_levels.restype = None
     lib.shim_hash_encode_override_level_scale.argtypes = [i32, f32]
     lib.shim_hash_encode_override_level_scale.restype = None
+    lib.shim_hash_encode_find_every_kernel.argtypes = []
+    lib.shim_hash_encode_find_every_kernel.restype = i32
     return lib
+
+
+def test_every_instantiated_shader_is_found_by_its_host_name(shim):
+    """The shim finds the shaders by the names hash_encode_metal.mm builds; each
+    of those names is instantiated and every instantiation is one of them."""
+    assert shim.shim_hash_encode_find_every_kernel() == 0
 
 
 def make_inputs(rng, n, dims):

@@ -27,7 +27,7 @@ import pytest
 
 from tests.metal_shim.shim import ROOT, load_shim, ptr
 
-from tools import embed_metal
+from tools import embed_metal, msl_check
 
 METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
 
@@ -380,6 +380,7 @@ def test_every_shader_is_embedded_and_decodes_to_its_expansion(embedded):
         original = open(os.path.join(ROOT, "kernels", "metal", f"{name}.metal")).read()
         for kernel in re.findall(r"kernel void (\w+)\(", original):
             assert f"kernel void {kernel}(" in text, (name, kernel)
+        assert msl_check.instantiations(text) == msl_check.instantiations(original), name
         uses_atomic_float = "atomic_float" in text
         assert (major, minor) == ((3, 0) if uses_atomic_float else (2, 4)), name
 
@@ -396,6 +397,31 @@ def test_the_shim_compiles_the_embedded_expansion(embedded):
         text = open(shim_cc).read()
         assert not re.search(r'#include "kernels/metal/\w+\.metal"', text), (
             f"{shim_cc} must include the expanded source (\"<name>.metal\"), not kernels/metal/")
+
+
+# The shaders whose entry points are kernel templates, instantiated by host name.
+TEMPLATED_SHADERS = ["fused_mlp", "hash_encode", "robust_loss", "sh_encode", "zero_out"]
+
+
+@pytest.mark.parametrize("shader", TEMPLATED_SHADERS)
+def test_the_shim_finds_every_instantiation_by_the_hosts_names(shader):
+    """Every name the op's .mm can ask Metal for is instantiated, and every
+    instantiation is one of those names (the shim looks them up as the .mm does)."""
+    lib = load_shim()
+    find_every = getattr(lib, f"shim_{shader}_find_every_kernel")
+    find_every.restype = ctypes.c_int
+    assert find_every() == 0
+    original = open(os.path.join(ROOT, "kernels", "metal", f"{shader}.metal")).read()
+    assert msl_check.instantiations(original), shader
+
+
+def test_instantiations_are_read_and_mismatches_refused():
+    line = 'template [[host_name("{name}")]] [[kernel]] decltype(f<{a}, float>) f<{b}, float>;\n'
+    assert msl_check.instantiations(line.format(name="f_1", a=1, b=1)) == [("f_1", "f<1, float>")]
+    with pytest.raises(ValueError, match="declares"):
+        msl_check.instantiations(line.format(name="f_1", a=1, b=2))
+    with pytest.raises(ValueError, match="twice"):
+        msl_check.instantiations(line.format(name="f_1", a=1, b=1) + line.format(name="f_1", a=2, b=2))
 
 
 def test_embed_reports_missing_include_and_cycles(tmp_path):

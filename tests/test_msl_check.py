@@ -177,3 +177,29 @@ def test_int64_division_can_be_waived_on_its_line(tmp_path, comment, waived):
     report = msl_check.check_file(path, CLANG, root=str(tmp_path))
     assert report.ok() == waived, _format(report.violations)
     assert len(report.waived) == (1 if waived else 0)
+
+
+TEMPLATE_SHADER = """#include <metal_stdlib>
+enum Buffers { kIn, kOut, kCount = kIn };
+template <typename T, int N>
+[[kernel]] void scale(device const T* x [[buffer(kIn)]], device T* y [[buffer(%s)]],
+                      uint gid [[thread_position_in_grid]]) {
+  y[gid] = x[gid] * T(N);
+}
+template [[host_name("scale_float_2")]] [[kernel]] decltype(scale<float, 2>) scale<float, 2>;
+template [[host_name("scale_half_3")]] [[kernel]] decltype(scale<half, 3>) scale<half, 3>;
+"""
+
+
+@pytest.mark.parametrize("out_index,rule", [
+    ("kOut", None),
+    ("1", None),
+    ("kCount", "buffer-index"),  # an enumerator equal to kIn: bound twice
+    ("kNoSuchIndex", "buffer-index"),
+])
+def test_kernel_templates_are_checked_as_kernels(tmp_path, out_index, rule):
+    path = tmp_path / "t.metal"
+    path.write_text(TEMPLATE_SHADER % out_index)
+    report = msl_check.check_file(str(path), CLANG, root=str(tmp_path))
+    assert report.kernels == 2, report.compiler_output
+    assert report.rules() == ({rule} if rule else set()), _format(report.violations)

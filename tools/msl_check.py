@@ -22,8 +22,16 @@ Input: the self-contained shader sources the library embeds
    `long-long`, `double`, `union`, `exceptions`, `cxx-features` (goto,
    virtual, new/delete, dynamic_cast, typeid, thread_local, lambdas),
    `atomic64`, `atomic-float-msl` (atomic_float needs MSL 3.0),
-   `buffer-index` (0..30, once per kernel), `attributes` (only the MSL
-   attributes our kernels use).
+   `buffer-index` (0..30, once per kernel; an index may be an enumerator of
+   an enum in the source), `attributes` (only the MSL attributes our kernels
+   use).
+
+Kernel templates instantiated as MLX writes them (`template
+[[host_name("name")]] [[kernel]] decltype(f<...>) f<...>;`) are compiled with
+those attribute lists blanked (clang rejects them there, Apple's compiler
+does not) and count as kernels for the rules above; C++ for OpenCL allows
+static threadgroup arrays only in its own kernels, so such a template keeps
+its threadgroup memory in a [[threadgroup(i)]] argument.
 
 A 64-bit division done once per thread or threadgroup (not per element) may
 be waived on its source line with `// msl_check: allow int64-division: why`.
@@ -77,7 +85,8 @@ KNOWN_ATTRIBUTES = {
     "buffer", "threadgroup", "thread_position_in_grid", "threads_per_grid", "threadgroup_position_in_grid",
     "threadgroups_per_grid", "thread_index_in_threadgroup", "thread_position_in_threadgroup",
     "threads_per_threadgroup", "simdgroup_index_in_threadgroup", "thread_index_in_simdgroup",
-    "simdgroups_per_threadgroup", "threads_per_simdgroup", "maybe_unused", "function_constant",
+    "simdgroups_per_threadgroup", "threads_per_simdgroup", "maybe_unused", "function_constant", "kernel",
+    "host_name",
 }
 
 MSL_LINE = re.compile(r"^//\s*metal_ops:\s*msl\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
@@ -234,8 +243,56 @@ TOKEN_RULES = [
 LAMBDA = re.compile(r"(?:[=(,{;]|\breturn)\s*\[[^\[\]]*\]\s*(?:\(|\{|mutable\b)")
 ATOMIC_FLOAT = re.compile(r"\batomic_float\b|\b_?atomic\s*<\s*float\s*>")
 ATTRIBUTE = re.compile(r"\[\[\s*([^\[\]]*?)\s*\]\]")
-KERNEL = re.compile(r"\bkernel\s+void\s+(\w+)\s*\(")
-BUFFER = re.compile(r"\[\[\s*buffer\s*\(\s*(\d+)\s*\)\s*\]\]")
+KERNEL = re.compile(r"(?:\bkernel|\[\[\s*kernel\s*\]\])\s+void\s+(\w+)\s*\(")
+BUFFER = re.compile(r"\[\[\s*buffer\s*\(\s*([\w:]+)\s*\)\s*\]\]")
+# Unscoped enums (buffer indices named in a shared header): name { A, B = 3, C = B, ... }.
+ENUM = re.compile(r"\benum\s+(?:\w+\s*)?(?::\s*\w+\s*)?\{([^{}]*)\}")
+# A kernel template instantiated under its host name (as MLX writes them):
+#   template [[host_name("name")]] [[kernel]] decltype(f<...>) f<...>;
+INSTANTIATION = re.compile(
+    r'^[ \t]*template\s*(?P<attrs>\[\[\s*host_name\(\s*"(?P<name>[^"]+)"\s*\)\s*\]\]\s*\[\[\s*kernel\s*\]\])\s*'
+    r'decltype\((?P<declared>[^;]+?)\)\s+(?P<function>[^;]+?)\s*;', re.MULTILINE)
+
+
+def instantiations(text, source="<text>"):
+    """[(host name, function)] of the kernel template instantiations in an MSL source."""
+    found = []
+    for m in INSTANTIATION.finditer(text):
+        declared, function = (" ".join(m.group(g).split()) for g in ("declared", "function"))
+        if declared != function:
+            raise ValueError(f"{source}: {m.group('name')}: decltype({declared}) declares {function}")
+        found.append((m.group("name"), function))
+    names = [n for n, _ in found]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"{source}: host names instantiated twice: {', '.join(duplicates)}")
+    return found
+
+
+def without_instantiation_attributes(text):
+    """The source with the attribute lists of its instantiations blanked (same
+    lines and columns): clang's C++ for OpenCL does not accept attributes after
+    `template` there, Apple's compiler does."""
+    return INSTANTIATION.sub(lambda m: m.group(0).replace(m.group("attrs"), " " * len(m.group("attrs"))), text)
+
+
+def enum_values(text):
+    """{enumerator: value} of the unscoped enums in `text` (values as written or counted)."""
+    values = {}
+    for m in ENUM.finditer(text):
+        next_value = 0
+        for item in m.group(1).split(","):
+            item = re.sub(r"//[^\n]*", "", item).strip()
+            if not item:
+                continue
+            name, _, value = (part.strip() for part in item.partition("="))
+            if value:
+                next_value = int(value, 0) if re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", value) else values.get(value)
+                if next_value is None:
+                    break
+            values[name] = next_value
+            next_value += 1
+    return values
 
 
 def lint(lines, msl_version):
@@ -260,6 +317,7 @@ def lint(lines, msl_version):
                     found.append(("attributes", n, f"unknown MSL attribute [[{attribute.strip()}]]"))
     # Kernel signatures: the text from `kernel void name(` to its closing parenthesis.
     joined = "\n".join(text for _, text in clean)
+    enums = enum_values(joined)
     starts = [0]
     for _, text in clean:
         starts.append(starts[-1] + len(text) + 1)
@@ -281,8 +339,13 @@ def lint(lines, msl_version):
             end += 1
         seen = {}
         for b in BUFFER.finditer(joined, m.end(), end):
-            index = int(b.group(1))
             n = line_at(b.start())
+            written = b.group(1)
+            index = int(written) if written.isdigit() else enums.get(written.split("::")[-1])
+            if index is None:
+                found.append(("buffer-index", n, f"kernel {m.group(1)}: [[buffer({written})]]: not an integer "
+                                                 "or an enumerator of an enum in this source"))
+                continue
             if index > MAX_BUFFER_INDEX:
                 found.append(("buffer-index", n, f"kernel {m.group(1)}: [[buffer({index})]]: Metal's buffer "
                                                  f"argument table has indices 0..{MAX_BUFFER_INDEX}"))
@@ -389,6 +452,25 @@ def read_ir(ir):
     return functions, declared, globals_, types, locations
 
 
+def instantiated_kernels(ir, functions):
+    """The IR names of the defined functions that are the instantiations `functions` ("f<1, float>")."""
+    wanted = {re.sub(r"\s+", "", f) for f in functions}
+    defined = [m.group(1) for m in (DEFINE.match(line) for line in ir.split("\n")) if m]
+    names = demangle(set(defined))
+    found = []
+    for mangled in defined:
+        signature = names.get(mangled, mangled).split("(", 1)[0]
+        # The demangled name after its return type: the last space outside <...>.
+        depth, cut = 0, 0
+        for i, c in enumerate(signature):
+            depth += {"<": 1, ">": -1}.get(c, 0)
+            if c == " " and depth == 0:
+                cut = i + 1
+        if re.sub(r"\s+", "", signature[cut:]) in wanted:
+            found.append(mangled)
+    return found
+
+
 def demangle(names):
     tool = shutil.which("llvm-cxxfilt") or next(
         (shutil.which(f"llvm-cxxfilt-{v}") for v in range(21, 13, -1) if shutil.which(f"llvm-cxxfilt-{v}")), None) \
@@ -434,9 +516,13 @@ def _only_copied(cast_line, body):
     return True
 
 
-def ir_rules(ir):
-    """[(rule, expanded line or None, message, function or None)] from the IR of one shader."""
+def ir_rules(ir, kernels=()):
+    """[(rule, expanded line or None, message, function or None)] from the IR of one shader;
+    `kernels`: functions that are kernel entry points besides the spir_kernel ones
+    (kernel template instantiations, plain functions here)."""
     functions, declared, globals_, types, locations = read_ir(ir)
+    for k in kernels:
+        functions[k]["kernel"] = True
     found = []
     names = set(functions) | declared
     calls = {f: set() for f in functions}
@@ -637,9 +723,18 @@ def check_file(path, clang, include_dir=STDLIB_DIR, root=ROOT):
             grouped[(rule, file, number, message)].append(function)
 
     flags = clang_flags(version, include_dir)
+    try:
+        instantiated = [function for _, function in instantiations(text, path)]
+    except ValueError as e:
+        add("compile", None, str(e))
+        instantiated = []
     with tempfile.TemporaryDirectory() as tmp:
         ll = os.path.join(tmp, "out.ll")
-        compile_cmd = [clang] + flags + ["-S", "-emit-llvm", "-O0", "-gline-tables-only", "-o", ll, path]
+        # The compiled copy keeps the file name (clang's messages are matched to it) and every line.
+        compiled_path = os.path.join(tmp, os.path.basename(path))
+        with open(compiled_path, "w", encoding="utf-8") as f:
+            f.write(without_instantiation_attributes(text))
+        compile_cmd = [clang] + flags + ["-S", "-emit-llvm", "-O0", "-gline-tables-only", "-o", ll, compiled_path]
         pre_cmd = [clang] + flags + ["-E", "-DMSL_CHECK_KEEP_KEYWORDS", path]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             compiled = pool.submit(subprocess.run, compile_cmd, capture_output=True, text=True)
@@ -666,16 +761,20 @@ def check_file(path, clang, include_dir=STDLIB_DIR, root=ROOT):
                 message = message.replace("msl_check_atomic_", "atomic_").replace("msl_check_name_", "")
                 for opencl, msl in OPENCL_SPACES:
                     message = message.replace(opencl, msl)
-                if m and os.path.abspath(m.group(1)) == os.path.abspath(path):
+                if m and os.path.abspath(m.group(1)) in (os.path.abspath(path), os.path.abspath(compiled_path)):
                     add(rule, int(m.group(2)), message)
                 else:
                     add(rule, None, message)
         else:
             with open(ll, encoding="utf-8") as f:
                 ir = f.read()
-            report.kernels = len(re.findall(r"^define\b[^@]*\bspir_kernel\b", ir, re.MULTILINE))
+            templated = instantiated_kernels(ir, instantiated)
+            if len(templated) != len(instantiated):
+                add("compile", None, f"{len(instantiated)} kernel template instantiations, "
+                                     f"{len(templated)} of them found in the compiled code")
+            report.kernels = len(re.findall(r"^define\b[^@]*\bspir_kernel\b", ir, re.MULTILINE)) + len(templated)
             if report.kernels:
-                for rule, line, message, function in ir_rules(ir):
+                for rule, line, message, function in ir_rules(ir, templated):
                     add(rule, line, message, function)
         if pre.returncode == 0:
             lines = main_file_lines(pre.stdout, path)

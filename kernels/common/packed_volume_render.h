@@ -17,9 +17,9 @@
 
 namespace mo {
 
-// The Metal dispatches take VolumeRender's VolumeRenderParams, num_samples
-// being N (write_weights: weights [N]; has_weight_grad: weights and
-// grad_weights are [N]).
+// The Metal dispatches take VolumeRender's VolumeRenderParams (and
+// vr_set_render_args), num_samples being N (write_weights: weights [N];
+// has_weight_grad: weights and grad_weights are [N]).
 
 // Layout check codes, after VolumeRender's kVrBadSigma / kVrBadT.
 enum { kPvrBadCount = 3, kPvrBadOffset = 4, kPvrPastEnd = 5, kPvrShortTotal = 6 };
@@ -42,58 +42,89 @@ MO_FN int32 pvr_check_layout(const MO_DEVICE int32* offsets, const MO_DEVICE int
   return pvr_layout_code(r, R, N, prev_end, int64(offsets[r]), int64(counts[r]));
 }
 
-// Forward for ray r: its layout, then vr_forward_samples over its samples.
-// Returns the check; code != kVrOk leaves NaN ray outputs (and NaN weights
-// for a ray with a valid layout but invalid samples). check.sample is the
-// index into the ray's samples.
+// The Metal buffer indices of the PackedVolumeRender shaders: the inputs in
+// op order, the outputs, the VolumeRenderParams (declared by
+// kernels/metal/packed_volume_render.metal, bound by
+// packed_volume_render_metal.mm).
+enum PackedVolumeRenderForwardBuffer {
+  kPvrForwardSigma,
+  kPvrForwardRgb,
+  kPvrForwardTStarts,
+  kPvrForwardTEnds,
+  kPvrForwardRayOffsets,
+  kPvrForwardRayCounts,
+  kPvrForwardBackground,
+  kPvrForwardOutRgb,
+  kPvrForwardDepth,
+  kPvrForwardOpacity,
+  kPvrForwardWeights,
+  kPvrForwardParams
+};
+enum PackedVolumeRenderBackwardBuffer {
+  kPvrBackwardSigma,
+  kPvrBackwardRgb,
+  kPvrBackwardTStarts,
+  kPvrBackwardTEnds,
+  kPvrBackwardRayOffsets,
+  kPvrBackwardRayCounts,
+  kPvrBackwardBackground,
+  kPvrBackwardOutRgb,
+  kPvrBackwardDepth,
+  kPvrBackwardOpacity,
+  kPvrBackwardWeights,
+  kPvrBackwardGradRgb,
+  kPvrBackwardGradDepth,
+  kPvrBackwardGradOpacity,
+  kPvrBackwardGradWeights,
+  kPvrBackwardGradSigma,
+  kPvrBackwardGradSamplesRgb,
+  kPvrBackwardGradBackground,
+  kPvrBackwardParams
+};
+
+// Forward for ray r: its layout, then vr_forward_samples over its samples
+// (weights [N] written when a.weights is set). Returns the check; code !=
+// kVrOk leaves NaN ray outputs (and NaN weights for a ray with a valid layout
+// but invalid samples). check.sample is the index into the ray's samples.
 template <typename T, typename M>
-MO_FN VrCheck pvr_forward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t_starts,
-                              const MO_DEVICE T* t_ends, const MO_DEVICE int32* offsets,
-                              const MO_DEVICE int32* counts, const MO_DEVICE T* background, bool background_per_ray,
-                              int64 r, int64 R, int64 N, T early_termination, MO_DEVICE T* out_rgb,
-                              MO_DEVICE T* out_depth, MO_DEVICE T* out_opacity, MO_DEVICE T* weights,
-                              bool write_weights) {
+MO_FN VrCheck pvr_forward_ray(MO_THREAD const PackedVolumeRenderForwardArgs<T>& a, int64 r) {
+  const bool write_weights = a.weights != nullptr;
   VrCheck check;
   check.sample = 0;
-  check.code = pvr_check_layout(offsets, counts, r, R, N);
+  check.code = pvr_check_layout(a.offsets, a.counts, r, a.rays, a.samples);
   if (check.code != kVrOk) {
-    vr_write_invalid(out_rgb + r * 3, out_depth + r, out_opacity + r, weights, 0, false);
+    vr_write_invalid(a.out_rgb + r * 3, a.depth + r, a.opacity + r, a.weights, 0, false);
     return check;
   }
-  const int64 o = offsets[r];
-  return vr_forward_samples<T, M>(sigma + o, rgb + o * 3, t_starts + o, t_ends + o,
-                                  background + (background_per_ray ? r * 3 : 0), int64(counts[r]),
-                                  early_termination, out_rgb + r * 3, out_depth + r, out_opacity + r,
-                                  write_weights ? weights + o : weights, write_weights);
+  const int64 o = a.offsets[r];
+  return vr_forward_samples<T, M>(a.sigma + o, a.rgb + o * 3, a.t_starts + o, a.t_ends + o,
+                                  a.background + (a.background_per_ray ? r * 3 : 0), int64(a.counts[r]),
+                                  T(a.early_termination), a.out_rgb + r * 3, a.depth + r, a.opacity + r,
+                                  write_weights ? a.weights + o : a.weights, write_weights);
 }
 
-// Backward for ray r (arguments as in vr_backward_samples, per-ray arrays
-// whole). Returns the layout check; a ray with an invalid layout writes NaN
-// to its grad_background row and no sample gradient.
+// Backward for ray r (vr_backward_samples over its samples; the weights are
+// differentiated when a.weights and a.grad_weights are set). Returns the
+// layout check; a ray with an invalid layout writes NaN to its
+// grad_background row and no sample gradient.
 template <typename T, typename M>
-MO_FN int32 pvr_backward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t_starts,
-                             const MO_DEVICE T* t_ends, const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts,
-                             const MO_DEVICE T* background, bool background_per_ray, int64 r, int64 R, int64 N,
-                             T early_termination, const MO_DEVICE T* out_rgb, const MO_DEVICE T* out_depth,
-                             const MO_DEVICE T* out_opacity, const MO_DEVICE T* weights,
-                             const MO_DEVICE T* grad_rgb, const MO_DEVICE T* grad_depth,
-                             const MO_DEVICE T* grad_opacity, const MO_DEVICE T* grad_weights, bool has_weight_grad,
-                             MO_DEVICE T* grad_sigma, MO_DEVICE T* grad_samples_rgb, MO_DEVICE T* grad_background) {
-  const int32 code = pvr_check_layout(offsets, counts, r, R, N);
+MO_FN int32 pvr_backward_ray(MO_THREAD const PackedVolumeRenderBackwardArgs<T>& a, int64 r) {
+  const bool has_weight_grad = a.weights != nullptr && a.grad_weights != nullptr;
+  const int32 code = pvr_check_layout(a.offsets, a.counts, r, a.rays, a.samples);
   if (code != kVrOk) {
     const T nan = T(NAN);
-    grad_background[r * 3 + 0] = nan;
-    grad_background[r * 3 + 1] = nan;
-    grad_background[r * 3 + 2] = nan;
+    a.grad_background[r * 3 + 0] = nan;
+    a.grad_background[r * 3 + 1] = nan;
+    a.grad_background[r * 3 + 2] = nan;
     return code;
   }
-  const int64 o = offsets[r];
-  vr_backward_samples<T, M>(sigma + o, rgb + o * 3, t_starts + o, t_ends + o,
-                            background + (background_per_ray ? r * 3 : 0), int64(counts[r]), early_termination,
-                            out_rgb + r * 3, out_depth[r], out_opacity[r], has_weight_grad ? weights + o : weights,
-                            grad_rgb + r * 3, grad_depth[r], grad_opacity[r],
-                            has_weight_grad ? grad_weights + o : grad_weights, has_weight_grad, grad_sigma + o,
-                            grad_samples_rgb + o * 3, grad_background + r * 3);
+  const int64 o = a.offsets[r];
+  vr_backward_samples<T, M>(a.sigma + o, a.rgb + o * 3, a.t_starts + o, a.t_ends + o,
+                            a.background + (a.background_per_ray ? r * 3 : 0), int64(a.counts[r]),
+                            T(a.early_termination), a.out_rgb + r * 3, a.depth[r], a.opacity[r],
+                            has_weight_grad ? a.weights + o : a.weights, a.grad_rgb + r * 3, a.grad_depth[r],
+                            a.grad_opacity[r], has_weight_grad ? a.grad_weights + o : a.grad_weights,
+                            has_weight_grad, a.grad_sigma + o, a.grad_samples_rgb + o * 3, a.grad_background + r * 3);
   return code;
 }
 

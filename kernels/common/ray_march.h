@@ -38,18 +38,42 @@ struct RayMarchParams {
   int32 jitter;             // 0 or 1; the seed is an input (rm_march_ray's `seed`)
 };
 
-#if !defined(__METAL_VERSION__)
-// One call's inputs, as the CPU and CUDA kernels take them (the Metal shaders
-// bind them as buffers and read the seed from its own).
+// One call's inputs: the CPU and CUDA kernels fill them on the host, the
+// Metal shaders from their buffers (the seed read from its own).
 struct RayMarchInputs {
-  const float* origins;
-  const float* directions;
-  const float* near;
-  const float* far;
-  const unsigned char* occupancy;
+  const MO_DEVICE float* origins;
+  const MO_DEVICE float* directions;
+  const MO_DEVICE float* near;
+  const MO_DEVICE float* far;
+  const MO_DEVICE unsigned char* occupancy;
   uint32 seed;
 };
-#endif
+
+// Where the second pass writes the samples; all null in the first (counting).
+struct RayMarchSamples {
+  MO_DEVICE float* t_starts;
+  MO_DEVICE float* t_ends;
+  MO_DEVICE int32* ray_indices;
+};
+
+// The Metal buffer indices of the two marching shaders (declared by
+// kernels/metal/ray_march.metal, bound by ray_march_metal.mm): the op's
+// inputs in op order, then each pass's own.
+enum RayMarchBuffer {
+  kRmOrigins,
+  kRmDirections,
+  kRmNear,
+  kRmFar,
+  kRmOccupancy,
+  kRmSeed,
+  kRmCountCounts,  // ray_march_count
+  kRmCountParams,
+  kRmFillOffsets = kRmCountCounts,  // ray_march_fill
+  kRmFillTStarts,
+  kRmFillTEnds,
+  kRmFillRayIndices,
+  kRmFillParams
+};
 
 // The bound on one ray's loop: every sample is one iteration, and a ray
 // crosses at most 3 G cells of each cascade (one skip each); the margin
@@ -154,13 +178,20 @@ MO_FN float rm_cell_exit(const MO_THREAD float* o, const MO_THREAD float* d, int
   return t_exit;
 }
 
-// Marches ray `ray` and returns its number of samples. With t_starts non-null,
-// writes them (and t_ends, ray_indices) from index `offset` on. `seed` is the
-// op's seed input (used with p.jitter).
-MO_FN int32 rm_march_ray(const MO_DEVICE float* origins, const MO_DEVICE float* directions,
-                         const MO_DEVICE float* near, const MO_DEVICE float* far, const MO_DEVICE unsigned char* bits,
-                         int32 ray, MO_CONSTANT RayMarchParams& p, uint32 seed, int32 offset,
-                         MO_DEVICE float* t_starts, MO_DEVICE float* t_ends, MO_DEVICE int32* ray_indices) {
+// Marches ray `ray` and returns its number of samples. With out.t_starts
+// non-null, writes them (and t_ends, ray_indices) from index `offset` on.
+// in.seed is the op's seed input (used with p.jitter).
+MO_FN int32 rm_march_ray(MO_THREAD const RayMarchInputs& in, int32 ray, MO_CONSTANT RayMarchParams& p, int32 offset,
+                         MO_THREAD const RayMarchSamples& out) {
+  const MO_DEVICE float* origins = in.origins;
+  const MO_DEVICE float* directions = in.directions;
+  const MO_DEVICE float* near = in.near;
+  const MO_DEVICE float* far = in.far;
+  const MO_DEVICE unsigned char* bits = in.occupancy;
+  const uint32 seed = in.seed;
+  MO_DEVICE float* t_starts = out.t_starts;
+  MO_DEVICE float* t_ends = out.t_ends;
+  MO_DEVICE int32* ray_indices = out.ray_indices;
   float o[3], d[3];
   for (int32 a = 0; a < 3; ++a) {
     o[a] = origins[3 * ray + a];

@@ -30,6 +30,7 @@
 #define METAL_OPS_KERNELS_COMMON_VOLUME_RENDER_H_
 
 #include "kernels/common/platform.h"
+#include "kernels/common/render_args.h"
 
 namespace mo {
 
@@ -56,6 +57,49 @@ MO_FN VolumeRenderParams make_volume_render_params(int64 num_rays, int64 num_sam
   p.has_weight_grad = has_weight_grad ? 1 : 0;
   return p;
 }
+
+// The sizes and attributes of a Metal dispatch's arguments; the shader sets
+// the pointers from its buffers.
+template <typename T>
+MO_FN void vr_set_render_args(MO_CONSTANT VolumeRenderParams& p, MO_THREAD RenderArgs<T>* a) {
+  a->rays = p.num_rays;
+  a->samples = p.num_samples;
+  a->background_per_ray = p.background_per_ray != 0;
+  a->early_termination = p.early_termination;
+}
+
+// The Metal buffer indices of the VolumeRender shaders: the inputs in op
+// order, the outputs, the VolumeRenderParams (declared by
+// kernels/metal/volume_render.metal, bound by volume_render_metal.mm).
+enum VolumeRenderForwardBuffer {
+  kVrForwardSigma,
+  kVrForwardRgb,
+  kVrForwardT,
+  kVrForwardBackground,
+  kVrForwardOutRgb,
+  kVrForwardDepth,
+  kVrForwardOpacity,
+  kVrForwardWeights,
+  kVrForwardParams
+};
+enum VolumeRenderBackwardBuffer {
+  kVrBackwardSigma,
+  kVrBackwardRgb,
+  kVrBackwardT,
+  kVrBackwardBackground,
+  kVrBackwardOutRgb,
+  kVrBackwardDepth,
+  kVrBackwardOpacity,
+  kVrBackwardWeights,
+  kVrBackwardGradRgb,
+  kVrBackwardGradDepth,
+  kVrBackwardGradOpacity,
+  kVrBackwardGradWeights,
+  kVrBackwardGradSigma,
+  kVrBackwardGradSamplesRgb,
+  kVrBackwardGradBackground,
+  kVrBackwardParams
+};
 
 // Math policy for float (all backends).
 struct VrFloatMath {
@@ -132,9 +176,9 @@ MO_FN V vr_alpha(V tau) { return -M::expm1(-tau); }
 template <typename M, typename V>
 MO_FN V vr_transmittance(V cum) { return M::exp(-cum); }
 
-// Early termination: sample i is used while T_i >= eps (eps = 0: always).
+// Early termination: sample i is used while T_i >= early_termination (0: always).
 template <typename T>
-MO_FN bool vr_sample_used(T trans, T eps) { return !(trans < eps); }
+MO_FN bool vr_sample_used(T trans, T early_termination) { return !(trans < early_termination); }
 
 // g_i = dL/dw_i = gC . c_i + (gO - gC . background) + gD m_i (+ gW_i by the caller).
 template <typename T>
@@ -182,21 +226,21 @@ struct VrSample {
 };
 
 // The transmittance walk along one ray. Usage:
-//   VrWalk<T, M> walk(eps); while (walk.next(sigma, t, t + 1, S, &s)) { ... }
-// next() returns false once all S samples are used or T_i < eps.
+//   VrWalk<T, M> walk(early_termination); while (walk.next(sigma, t, t + 1, S, &s)) { ... }
+// next() returns false once all S samples are used or T_i < early_termination.
 template <typename T, typename M>
 struct VrWalk {
-  T eps;
+  T early_termination;
   T cum;    // sum_{j<i} tau_j (exclusive prefix sum)
   T trans;  // T_i
   int64 i;
 
-  MO_FN VrWalk(T early_termination) : eps(early_termination), cum(T(0)), trans(T(1)), i(0) {}
+  MO_FN VrWalk(T early_termination_) : early_termination(early_termination_), cum(T(0)), trans(T(1)), i(0) {}
 
   // Sample i covers [t0[i], t1[i]] (t0 = t, t1 = t + 1 for a fixed-S row).
   MO_FN bool next(const MO_DEVICE T* sigma, const MO_DEVICE T* t0, const MO_DEVICE T* t1, int64 S,
                   MO_THREAD VrSample<T>* s) {
-    if (i >= S || !vr_sample_used(trans, eps)) return false;
+    if (i >= S || !vr_sample_used(trans, early_termination)) return false;
     s->delta = vr_delta(t0[i], t1[i]);
     s->mid = vr_mid(t0[i], t1[i]);
     const T tau = vr_tau(sigma[i], s->delta);
@@ -263,13 +307,16 @@ MO_FN VrCheck vr_forward_samples(const MO_DEVICE T* sigma, const MO_DEVICE T* rg
   return check;
 }
 
+// Forward for ray r of a [R, S] batch (vr_forward_samples over its rows).
 template <typename T, typename M>
-MO_FN VrCheck vr_forward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t,
-                             const MO_DEVICE T* background, int64 S, T early_termination,
-                             MO_DEVICE T* out_rgb, MO_DEVICE T* out_depth, MO_DEVICE T* out_opacity,
-                             MO_DEVICE T* weights, bool write_weights) {
-  return vr_forward_samples<T, M>(sigma, rgb, t, t + 1, background, S, early_termination, out_rgb, out_depth,
-                                  out_opacity, weights, write_weights);
+MO_FN VrCheck vr_forward_ray(MO_THREAD const VolumeRenderForwardArgs<T>& a, int64 r) {
+  const int64 S = a.samples;
+  const bool write_weights = a.weights != nullptr;
+  const MO_DEVICE T* t = a.t + r * (S + 1);
+  return vr_forward_samples<T, M>(a.sigma + r * S, a.rgb + r * S * 3, t, t + 1,
+                                  a.background + (a.background_per_ray ? r * 3 : 0), S, T(a.early_termination),
+                                  a.out_rgb + r * 3, a.depth + r, a.opacity + r,
+                                  write_weights ? a.weights + r * S : a.weights, write_weights);
 }
 
 // Backward for one ray. Inputs: the ray's rows of sigma, rgb, its intervals
@@ -314,17 +361,20 @@ MO_FN void vr_backward_samples(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb,
   vr_background_grad(grad_rgb, out_opacity, grad_background);
 }
 
+// Backward for ray r of a [R, S] batch (vr_backward_samples over its rows);
+// the weights are differentiated when a.weights and a.grad_weights are set.
 template <typename T, typename M>
-MO_FN void vr_backward_ray(const MO_DEVICE T* sigma, const MO_DEVICE T* rgb, const MO_DEVICE T* t,
-                           const MO_DEVICE T* background, int64 S, T early_termination,
-                           const MO_DEVICE T* out_rgb, T out_depth, T out_opacity,
-                           const MO_DEVICE T* weights, const MO_DEVICE T* grad_rgb, T grad_depth,
-                           T grad_opacity, const MO_DEVICE T* grad_weights, bool has_weight_grad,
-                           MO_DEVICE T* grad_sigma, MO_DEVICE T* grad_samples_rgb,
-                           MO_DEVICE T* grad_background) {
-  vr_backward_samples<T, M>(sigma, rgb, t, t + 1, background, S, early_termination, out_rgb, out_depth,
-                            out_opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
-                            has_weight_grad, grad_sigma, grad_samples_rgb, grad_background);
+MO_FN void vr_backward_ray(MO_THREAD const VolumeRenderBackwardArgs<T>& a, int64 r) {
+  const int64 S = a.samples;
+  const bool has_weight_grad = a.weights != nullptr && a.grad_weights != nullptr;
+  const MO_DEVICE T* t = a.t + r * (S + 1);
+  vr_backward_samples<T, M>(a.sigma + r * S, a.rgb + r * S * 3, t, t + 1,
+                            a.background + (a.background_per_ray ? r * 3 : 0), S, T(a.early_termination),
+                            a.out_rgb + r * 3, a.depth[r], a.opacity[r],
+                            has_weight_grad ? a.weights + r * S : a.weights, a.grad_rgb + r * 3, a.grad_depth[r],
+                            a.grad_opacity[r], has_weight_grad ? a.grad_weights + r * S : a.grad_weights,
+                            has_weight_grad, a.grad_sigma + r * S, a.grad_samples_rgb + r * S * 3,
+                            a.grad_background + r * 3);
 }
 
 }  // namespace mo

@@ -232,7 +232,7 @@ struct FusedActivationGradFunctor<CPUDevice> {
   }
 };
 
-METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp<CPUDevice>);
-METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp<CPUDevice>);
+MO_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp<CPUDevice>);
+MO_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp<CPUDevice>);
 
 }  // namespace mo

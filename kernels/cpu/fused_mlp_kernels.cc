@@ -69,7 +69,7 @@ struct FusedMlpFunctor<CPUDevice, T> {
 };
 
 // float16 is registered so that it fails with a message saying where it runs.
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, Eigen::half);
+MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, Eigen::half);
 
 }  // namespace mo

@@ -76,28 +76,18 @@ template <typename T>
 struct PackedVolumeRenderFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
-    const T eps = static_cast<T>(a.early_termination);
-    return EachRay(ctx, packed_volume_render_checks::kForward, a, [&](int64_t r) {
-      return pvr_forward_ray<T, M>(a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background,
-                                   a.background_per_ray, r, a.rays, a.samples, eps, a.out_rgb, a.depth, a.opacity,
-                                   a.weights, a.weights != nullptr);
-    });
+    return EachRay(ctx, packed_volume_render_checks::kForward, a,
+                   [&](int64_t r) { return pvr_forward_ray<T, M>(a, r); });
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
-    const T eps = static_cast<T>(a.early_termination);
-    return EachRay(ctx, packed_volume_render_checks::kBackward, a, [&](int64_t r) {
-      const int32 code = pvr_backward_ray<T, M>(
-          a.sigma, a.rgb, a.t_starts, a.t_ends, a.offsets, a.counts, a.background, a.background_per_ray, r, a.rays,
-          a.samples, eps, a.out_rgb, a.depth, a.opacity, a.weights, a.grad_rgb, a.grad_depth, a.grad_opacity,
-          a.grad_weights, a.weights != nullptr, a.grad_sigma, a.grad_samples_rgb, a.grad_background);
-      return VrCheck{code, 0};
-    });
+    return EachRay(ctx, packed_volume_render_checks::kBackward, a,
+                   [&](int64_t r) { return VrCheck{pvr_backward_ray<T, M>(a, r), 0}; });
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, double);
+MO_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, double);
 
 }  // namespace mo

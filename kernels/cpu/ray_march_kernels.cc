@@ -37,8 +37,7 @@ struct RayMarchFunctor<CPUDevice> {
   static absl::Status Count(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                             int32_t* offsets, int32_t* counts, int64_t* total) {
     ForEachRay(ctx, p, [&](int32 r) {
-      counts[r] = rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, r, p, in.seed, 0, nullptr,
-                               nullptr, nullptr);
+      counts[r] = rm_march_ray(in, r, p, 0, RayMarchSamples{nullptr, nullptr, nullptr});
     });
     int64_t sum = 0;
     for (int64_t r = 0; r < p.num_rays; ++r) {
@@ -51,10 +50,8 @@ struct RayMarchFunctor<CPUDevice> {
 
   static absl::Status Fill(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                            const int32_t* offsets, float* t_starts, float* t_ends, int32_t* ray_indices) {
-    ForEachRay(ctx, p, [&](int32 r) {
-      rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, r, p, in.seed, offsets[r], t_starts,
-                   t_ends, ray_indices);
-    });
+    const RayMarchSamples out = {t_starts, t_ends, ray_indices};
+    ForEachRay(ctx, p, [&](int32 r) { rm_march_ray(in, r, p, offsets[r], out); });
     return absl::OkStatus();
   }
 };

@@ -99,8 +99,8 @@ struct RobustLossFunctor<CPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, Eigen::half);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, ::tensorflow::bfloat16);
+MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, Eigen::half);
+MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, ::tensorflow::bfloat16);
 
 }  // namespace mo

@@ -119,7 +119,7 @@ struct SHEncodeFunctor<CPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, Eigen::half);
+MO_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, Eigen::half);
 
 }  // namespace mo

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "kernels/common/render_args.h"
 #include "kernels/common/volume_render.h"
 
 namespace mo {
@@ -116,14 +117,14 @@ struct RayScratch {
   // Phases A and B for one ray; returns K, the number of samples used.
   // alpha[i] and trans[i] are valid for i < K and trans[K] too (packets past
   // the one holding sample K are not computed).
-  int64_t Walk(const T* sigma, const T* t, int64_t S, T eps) {
+  int64_t Walk(const T* sigma, const T* t, int64_t S, T early_termination) {
     for (int64_t i = 0; i < S; ++i) tau[i] = mo::vr_tau(sigma[i], mo::vr_delta(t[i], t[i + 1]));
     const T offset = ExclusivePrefixSum(tau.data(), cum.data(), S);
     for (int64_t i = S; i < padded; ++i) {
       tau[i] = T(0);
       cum[i] = offset;
     }
-    const Packet p_eps = Eigen::internal::pset1<Packet>(eps);
+    const Packet p_early_termination = Eigen::internal::pset1<Packet>(early_termination);
     for (int64_t j = 0; j < padded; j += kLanes) {
       const Packet p_tau = Eigen::internal::ploadu<Packet>(&tau[j]);
       const Packet p_cum = Eigen::internal::ploadu<Packet>(&cum[j]);
@@ -131,10 +132,10 @@ struct RayScratch {
       Eigen::internal::pstoreu(&alpha[j], mo::vr_alpha<VrPacketMath<T>>(p_tau));
       Eigen::internal::pstoreu(&trans[j], p_trans);
       if (j == 0) trans[0] = T(1);  // T_0 = 1 by definition, as in VrWalk
-      if (Eigen::internal::predux_any(Eigen::internal::pcmp_lt(p_trans, p_eps))) {
+      if (Eigen::internal::predux_any(Eigen::internal::pcmp_lt(p_trans, p_early_termination))) {
         const int64_t end = j + kLanes < S ? j + kLanes : S;
         for (int64_t i = j; i < end; ++i) {
-          if (!mo::vr_sample_used(trans[i], eps)) return i;
+          if (!mo::vr_sample_used(trans[i], early_termination)) return i;
         }
       }
     }
@@ -152,11 +153,18 @@ bool AllValid(const T* sigma, const T* t, int64_t S) {
   return bad == 0;
 }
 
-// Forward of one valid ray (rows as in vr_forward_ray); weights may be nullptr.
+// Forward of ray r, a valid one (its rows as vr_forward_ray takes them);
+// a.weights may be nullptr.
 template <typename T>
-void ForwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* t, const T* background, int64_t S,
-                T eps, T* out_rgb, T* out_depth, T* out_opacity, T* weights) {
-  const int64_t K = scratch->Walk(sigma, t, S, eps);
+void ForwardRay(RayScratch<T>* scratch, const VolumeRenderForwardArgs<T>& a, int64_t r) {
+  const int64_t S = a.samples;
+  const T* sigma = a.sigma + r * S;
+  const T* rgb = a.rgb + r * S * 3;
+  const T* t = a.t + r * (S + 1);
+  const T* background = a.background + (a.background_per_ray ? r * 3 : 0);
+  T* out_rgb = a.out_rgb + r * 3;
+  T* weights = a.weights != nullptr ? a.weights + r * S : nullptr;
+  const int64_t K = scratch->Walk(sigma, t, S, static_cast<T>(a.early_termination));
   const T* trans = scratch->trans.data();
   const T* alpha = scratch->alpha.data();
   T* w = scratch->w.data();
@@ -209,25 +217,35 @@ void ForwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* t
   out_rgb[0] = mo::vr_composite(colour[0], background[0], opacity);
   out_rgb[1] = mo::vr_composite(colour[1], background[1], opacity);
   out_rgb[2] = mo::vr_composite(colour[2], background[2], opacity);
-  *out_depth = depth;
-  *out_opacity = opacity;
+  a.depth[r] = depth;
+  a.opacity[r] = opacity;
 }
 
-// Backward of one ray (arguments as in vr_backward_ray); weights and
-// grad_weights are both nullptr unless the weights output is differentiated.
+// Backward of ray r (its rows as vr_backward_ray takes them); a.weights and
+// a.grad_weights are both nullptr unless the weights output is differentiated.
 template <typename T>
-void BackwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* t, const T* background, int64_t S,
-                 T eps, const T* out_rgb, T out_depth, T out_opacity, const T* weights, const T* grad_rgb,
-                 T grad_depth, T grad_opacity, const T* grad_weights, T* grad_sigma, T* grad_samples_rgb,
-                 T* grad_background) {
-  const bool has_weight_grad = weights != nullptr;
+void BackwardRay(RayScratch<T>* scratch, const VolumeRenderBackwardArgs<T>& a, int64_t r) {
+  const int64_t S = a.samples;
+  const T* sigma = a.sigma + r * S;
+  const T* rgb = a.rgb + r * S * 3;
+  const T* t = a.t + r * (S + 1);
+  const T* background = a.background + (a.background_per_ray ? r * 3 : 0);
+  const T* out_rgb = a.out_rgb + r * 3;
+  const T out_depth = a.depth[r], out_opacity = a.opacity[r];
+  const T* grad_rgb = a.grad_rgb + r * 3;
+  const T grad_depth = a.grad_depth[r], grad_opacity = a.grad_opacity[r];
+  const bool has_weight_grad = a.weights != nullptr;
+  const T* weights = has_weight_grad ? a.weights + r * S : nullptr;
+  const T* grad_weights = has_weight_grad ? a.grad_weights + r * S : nullptr;
+  T* grad_sigma = a.grad_sigma + r * S;
+  T* grad_samples_rgb = a.grad_samples_rgb + r * S * 3;
   const T gr = grad_rgb[0], gg = grad_rgb[1], gb = grad_rgb[2];
   T total = mo::vr_grad_total(grad_rgb, out_rgb, background, grad_opacity, out_opacity, grad_depth, out_depth);
   if (has_weight_grad) {
     for (int64_t i = 0; i < S; ++i) total += grad_weights[i] * weights[i];
   }
   const T g_const = mo::vr_weight_grad_const(grad_rgb, background, grad_opacity);
-  const int64_t K = scratch->Walk(sigma, t, S, eps);
+  const int64_t K = scratch->Walk(sigma, t, S, static_cast<T>(a.early_termination));
   const T* trans = scratch->trans.data();
   const T* alpha = scratch->alpha.data();
   T* g = scratch->g.data();
@@ -261,7 +279,7 @@ void BackwardRay(RayScratch<T>* scratch, const T* sigma, const T* rgb, const T* 
   }
   for (int64_t i = K; i < S; ++i) grad_sigma[i] = T(0);
   for (int64_t i = 3 * K; i < 3 * S; ++i) grad_samples_rgb[i] = T(0);
-  mo::vr_background_grad(grad_rgb, out_opacity, grad_background);
+  mo::vr_background_grad(grad_rgb, out_opacity, a.grad_background + r * 3);
 }
 
 }  // namespace volume_render_cpu

@@ -47,7 +47,6 @@ struct VolumeRenderFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const VolumeRenderForwardArgs<T>& a) {
     const int64_t S = a.samples;
     const bool write_weights = a.weights != nullptr;
-    const T eps = static_cast<T>(a.early_termination);
     // The smallest invalid ray (if any) is reported; threads race only to lower it.
     std::mutex error_mutex;
     int64_t bad_ray = std::numeric_limits<int64_t>::max();
@@ -69,8 +68,7 @@ struct VolumeRenderFunctor<CPUDevice, T> {
           }
           continue;
         }
-        ForwardRay(&scratch, sigma_r, a.rgb + r * S * 3, t_r, a.background + (a.background_per_ray ? r * 3 : 0), S,
-                   eps, out_rgb_r, a.depth + r, a.opacity + r, weights_r);
+        ForwardRay(&scratch, a, r);
       }
     });
     if (bad_check.code == kVrOk) return absl::OkStatus();
@@ -80,23 +78,15 @@ struct VolumeRenderFunctor<CPUDevice, T> {
 
   static absl::Status Backward(OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& a) {
     const int64_t S = a.samples;
-    const bool has_weight_grad = a.weights != nullptr;
-    const T eps = static_cast<T>(a.early_termination);
     cpu::ParallelFor(ctx, a.rays, RayCost(S), [&](int64_t begin, int64_t end) {
       RayScratch<T> scratch(S);
-      for (int64_t r = begin; r < end; ++r) {
-        BackwardRay(&scratch, a.sigma + r * S, a.rgb + r * S * 3, a.t + r * (S + 1),
-                    a.background + (a.background_per_ray ? r * 3 : 0), S, eps, a.out_rgb + r * 3, a.depth[r],
-                    a.opacity[r], has_weight_grad ? a.weights + r * S : nullptr, a.grad_rgb + r * 3,
-                    a.grad_depth[r], a.grad_opacity[r], has_weight_grad ? a.grad_weights + r * S : nullptr,
-                    a.grad_sigma + r * S, a.grad_samples_rgb + r * S * 3, a.grad_background + r * 3);
-      }
+      for (int64_t r = begin; r < end; ++r) BackwardRay(&scratch, a, r);
     });
     return absl::OkStatus();
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, double);
+MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, double);
 
 }  // namespace mo

@@ -21,9 +21,9 @@ struct ZeroOutFunctor<CPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, int32_t, ZeroOutOp<CPUDevice, int32_t>);
-METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, int64_t, ZeroOutOp<CPUDevice, int64_t>);
-METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, float, ZeroOutOp<CPUDevice, float>);
-METAL_OPS_REGISTER("ZeroOut", DEVICE_CPU, double, ZeroOutOp<CPUDevice, double>);
+MO_REGISTER("ZeroOut", DEVICE_CPU, int32_t, ZeroOutOp<CPUDevice, int32_t>);
+MO_REGISTER("ZeroOut", DEVICE_CPU, int64_t, ZeroOutOp<CPUDevice, int64_t>);
+MO_REGISTER("ZeroOut", DEVICE_CPU, float, ZeroOutOp<CPUDevice, float>);
+MO_REGISTER("ZeroOut", DEVICE_CPU, double, ZeroOutOp<CPUDevice, double>);
 
 }  // namespace mo

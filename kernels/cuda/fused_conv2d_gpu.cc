@@ -62,8 +62,8 @@ struct FusedActivationGradFunctor<GPUDevice> {
   }
 };
 
-METAL_OPS_REGISTER("MetalOpsFusedConv2D", DEVICE_GPU, float, FusedConv2DOp<GPUDevice>);
-METAL_OPS_REGISTER("MetalOpsFusedActivationGrad", DEVICE_GPU, float, FusedActivationGradOp<GPUDevice>);
+MO_REGISTER("MetalOpsFusedConv2D", DEVICE_GPU, float, FusedConv2DOp<GPUDevice>);
+MO_REGISTER("MetalOpsFusedActivationGrad", DEVICE_GPU, float, FusedActivationGradOp<GPUDevice>);
 
 }  // namespace mo
 

@@ -67,8 +67,8 @@ struct FusedMlpFunctor<GPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_GPU, GPUDevice, Eigen::half);
+MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_GPU, GPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_GPU, GPUDevice, Eigen::half);
 
 }  // namespace mo
 

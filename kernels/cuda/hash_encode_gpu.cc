@@ -74,8 +74,8 @@ struct HashEncodeFunctor<GPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_GPU, GPUDevice, Eigen::half);
+MO_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_GPU, GPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_GPU, GPUDevice, Eigen::half);
 
 }  // namespace mo
 

@@ -1,5 +1,5 @@
 // PackedVolumeRender CUDA launchers: plain C++ declarations (no TensorFlow)
-// over the renderers' argument structs (kernels/render_args.h), shared by the
+// over the renderers' argument structs (kernels/common/render_args.h), shared by the
 // TF GPU kernels (packed_volume_render_gpu.cc) and the C-ABI harness.
 #ifndef METAL_OPS_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_
 #define METAL_OPS_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/render_args.h"
+#include "kernels/common/render_args.h"
 
 namespace mo {
 namespace cuda {

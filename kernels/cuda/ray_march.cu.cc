@@ -15,8 +15,7 @@ namespace {
 
 __global__ void RayMarchCountKernel(RayMarchParams p, RayMarchInputs in, int32_t* __restrict__ counts) {
   for (int64_t r = GlobalThreadIndex(); r < p.num_rays; r += GlobalThreadCount()) {
-    counts[r] = rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, static_cast<int32>(r), p, in.seed,
-                             0, nullptr, nullptr, nullptr);
+    counts[r] = rm_march_ray(in, static_cast<int32>(r), p, 0, RayMarchSamples{nullptr, nullptr, nullptr});
   }
 }
 
@@ -31,11 +30,9 @@ __global__ void RayMarchOffsetsKernel(const long long* __restrict__ offsets64, c
 }
 
 __global__ void RayMarchFillKernel(RayMarchParams p, RayMarchInputs in, const int32_t* __restrict__ offsets,
-                                   float* __restrict__ t_starts, float* __restrict__ t_ends,
-                                   int32_t* __restrict__ ray_indices) {
+                                   RayMarchSamples out) {
   for (int64_t r = GlobalThreadIndex(); r < p.num_rays; r += GlobalThreadCount()) {
-    rm_march_ray(in.origins, in.directions, in.near, in.far, in.occupancy, static_cast<int32>(r), p, in.seed,
-                 offsets[r], t_starts, t_ends, ray_indices);
+    rm_march_ray(in, static_cast<int32>(r), p, offsets[r], out);
   }
 }
 
@@ -79,7 +76,7 @@ cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchInputs& in
                                float* t_starts, float* t_ends, int32_t* ray_indices, cudaStream_t stream) {
   if (p.num_rays <= 0) return cudaSuccess;
   RayMarchFillKernel<<<GridStrideBlocks(p.num_rays, kRayThreads), kRayThreads, 0, stream>>>(
-      p, in, offsets, t_starts, t_ends, ray_indices);
+      p, in, offsets, RayMarchSamples{t_starts, t_ends, ray_indices});
   return cudaGetLastError();
 }
 

@@ -126,16 +126,16 @@ cudaError_t LaunchRobustLossBackward(const T* grad, const T* x, const float* alp
   return cudaGetLastError();
 }
 
-#define METAL_OPS_INSTANTIATE_ROBUST_LOSS(T)                                                     \
+#define MO_INSTANTIATE_ROBUST_LOSS(T)                                                     \
   template cudaError_t LaunchRobustLossForward<T>(const T*, const float*, const float*, T*,      \
                                                   int64_t, int64_t, bool, bool, cudaStream_t);  \
   template cudaError_t LaunchRobustLossBackward<T>(const T*, const T*, const float*, const float*, \
                                                    T*, float*, float*, int64_t, int64_t, bool,   \
                                                    bool, cudaStream_t);
-METAL_OPS_INSTANTIATE_ROBUST_LOSS(float)
-METAL_OPS_INSTANTIATE_ROBUST_LOSS(__half)
-METAL_OPS_INSTANTIATE_ROBUST_LOSS(__nv_bfloat16)
-#undef METAL_OPS_INSTANTIATE_ROBUST_LOSS
+MO_INSTANTIATE_ROBUST_LOSS(float)
+MO_INSTANTIATE_ROBUST_LOSS(__half)
+MO_INSTANTIATE_ROBUST_LOSS(__nv_bfloat16)
+#undef MO_INSTANTIATE_ROBUST_LOSS
 
 }  // namespace cuda
 }  // namespace mo

@@ -47,9 +47,9 @@ struct RobustLossFunctor<GPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, Eigen::half);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, ::tensorflow::bfloat16);
+MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, Eigen::half);
+MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_GPU, GPUDevice, ::tensorflow::bfloat16);
 
 }  // namespace mo
 

@@ -104,12 +104,12 @@ cudaError_t LaunchSHEncodeBackward(const T* grad, const T* dirs, T* grad_dirs, i
   });
 }
 
-#define METAL_OPS_INSTANTIATE_SH_ENCODE(T)                                                            \
+#define MO_INSTANTIATE_SH_ENCODE(T)                                                            \
   template cudaError_t LaunchSHEncodeForward<T>(const T*, T*, int64_t, int, cudaStream_t);            \
   template cudaError_t LaunchSHEncodeBackward<T>(const T*, const T*, T*, int64_t, int, cudaStream_t);
-METAL_OPS_INSTANTIATE_SH_ENCODE(float)
-METAL_OPS_INSTANTIATE_SH_ENCODE(__half)
-#undef METAL_OPS_INSTANTIATE_SH_ENCODE
+MO_INSTANTIATE_SH_ENCODE(float)
+MO_INSTANTIATE_SH_ENCODE(__half)
+#undef MO_INSTANTIATE_SH_ENCODE
 
 }  // namespace cuda
 }  // namespace mo

@@ -31,8 +31,8 @@ struct SHEncodeFunctor<GPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_GPU, GPUDevice, Eigen::half);
+MO_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_GPU, GPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_GPU, GPUDevice, Eigen::half);
 
 }  // namespace mo
 

@@ -1,5 +1,5 @@
 // VolumeRender CUDA launchers: plain C++ declarations (no TensorFlow) over the
-// renderers' argument structs (kernels/render_args.h), shared by the TF GPU
+// renderers' argument structs (kernels/common/render_args.h), shared by the TF GPU
 // kernels (volume_render_gpu.cc) and the C-ABI harness.
 #ifndef METAL_OPS_KERNELS_CUDA_VOLUME_RENDER_H_
 #define METAL_OPS_KERNELS_CUDA_VOLUME_RENDER_H_
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/render_args.h"
+#include "kernels/common/render_args.h"
 
 namespace mo {
 namespace cuda {

@@ -58,8 +58,8 @@ struct VolumeRenderFunctor<GPUDevice, T> {
   }
 };
 
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_GPU, GPUDevice, float);
-METAL_OPS_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_GPU, GPUDevice, double);
+MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_GPU, GPUDevice, float);
+MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_GPU, GPUDevice, double);
 
 }  // namespace mo
 

@@ -24,9 +24,9 @@ struct ZeroOutFunctor<GPUDevice, T> {
 };
 
 // int32 stays on the host by TensorFlow's convention for GPU devices.
-METAL_OPS_REGISTER("ZeroOut", DEVICE_GPU, int64_t, ZeroOutOp<GPUDevice, int64_t>);
-METAL_OPS_REGISTER("ZeroOut", DEVICE_GPU, float, ZeroOutOp<GPUDevice, float>);
-METAL_OPS_REGISTER("ZeroOut", DEVICE_GPU, double, ZeroOutOp<GPUDevice, double>);
+MO_REGISTER("ZeroOut", DEVICE_GPU, int64_t, ZeroOutOp<GPUDevice, int64_t>);
+MO_REGISTER("ZeroOut", DEVICE_GPU, float, ZeroOutOp<GPUDevice, float>);
+MO_REGISTER("ZeroOut", DEVICE_GPU, double, ZeroOutOp<GPUDevice, double>);
 
 }  // namespace mo
 

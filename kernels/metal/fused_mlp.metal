@@ -327,74 +327,90 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
 
 // ---- entry points ------------------------------------------------------------------------
 
-#define METAL_OPS_FUSED_MLP_KERNELS(W, T, TN)                                                               \
-  kernel void fused_mlp_forward_w##W##_##TN(                                                               \
-      const device T* x [[buffer(0)]], const device T* weights [[buffer(1)]],                               \
-      const device T* biases [[buffer(2)]], device T* y [[buffer(3)]], device T* hidden [[buffer(4)]],      \
-      constant mo::FusedMlpParams& p [[buffer(5)]], threadgroup float* tg MO_THREADGROUP_ARG(0),              \
-      uint group [[threadgroup_position_in_grid]], uint groups [[threadgroups_per_grid]],                  \
-      uint tid [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],                \
-      uint lane [[thread_index_in_simdgroup]]) {                                                           \
-    mo::fused_mlp_metal::forward<W, T>(x, weights, biases, y, hidden, p, tg, group, groups, tid, sg, lane); \
-  }                                                                                                         \
-  kernel void fused_mlp_backward_w##W##_##TN(                                                              \
-      const device T* dy [[buffer(0)]], const device T* x [[buffer(1)]], const device T* y [[buffer(2)]],  \
-      const device T* hidden [[buffer(3)]], const device T* weights [[buffer(4)]],                          \
-      device float* partials [[buffer(5)]], device T* dx [[buffer(6)]],                                     \
-      constant mo::FusedMlpParams& p [[buffer(7)]], threadgroup float* tg MO_THREADGROUP_ARG(0),              \
-      uint group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],               \
-      uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]]) {               \
-    mo::fused_mlp_metal::backward<W, T>(dy, x, y, hidden, weights, partials, dx, p, tg, group, tid, sg,     \
-                                        lane);                                                              \
+template <int W, typename T>
+[[kernel]] void fused_mlp_forward(const device T* x [[buffer(0)]], const device T* weights [[buffer(1)]],
+                                  const device T* biases [[buffer(2)]], device T* y [[buffer(3)]],
+                                  device T* hidden [[buffer(4)]], constant mo::FusedMlpParams& p [[buffer(5)]],
+                                  threadgroup float* tg MO_THREADGROUP_ARG(0),
+                                  uint group [[threadgroup_position_in_grid]], uint groups [[threadgroups_per_grid]],
+                                  uint tid [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                                  uint lane [[thread_index_in_simdgroup]]) {
+  mo::fused_mlp_metal::forward<W, T>(x, weights, biases, y, hidden, p, tg, group, groups, tid, sg, lane);
+}
+
+template <int W, typename T>
+[[kernel]] void fused_mlp_backward(const device T* dy [[buffer(0)]], const device T* x [[buffer(1)]],
+                                   const device T* y [[buffer(2)]], const device T* hidden [[buffer(3)]],
+                                   const device T* weights [[buffer(4)]], device float* partials [[buffer(5)]],
+                                   device T* dx [[buffer(6)]], constant mo::FusedMlpParams& p [[buffer(7)]],
+                                   threadgroup float* tg MO_THREADGROUP_ARG(0),
+                                   uint group [[threadgroup_position_in_grid]],
+                                   uint tid [[thread_index_in_threadgroup]],
+                                   uint sg [[simdgroup_index_in_threadgroup]],
+                                   uint lane [[thread_index_in_simdgroup]]) {
+  mo::fused_mlp_metal::backward<W, T>(dy, x, y, hidden, weights, partials, dx, p, tg, group, tid, sg, lane);
+}
+
+// One matrix (a kernel or a bias) into its zero-padded block of the packed weights.
+template <typename T>
+[[kernel]] void fused_mlp_pack(const device T* src [[buffer(0)]], device T* dst [[buffer(1)]],
+                               constant mo::FusedMlpPackParams& q [[buffer(2)]], uint gid [[thread_position_in_grid]],
+                               uint grid_size [[threads_per_grid]]) {
+  // 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h)
+  const uint count = uint(q.rows_pad) * uint(q.cols_pad);
+  const uint cols_pad = uint(q.cols_pad);
+  for (uint i = gid; i < count; i += grid_size) {
+    const int r = int(i / cols_pad);
+    const int c = int(i - uint(r) * cols_pad);
+    dst[q.offset + i] = (r < q.rows && c < q.cols) ? src[r * q.cols + c] : T(0.0f);
   }
+}
 
-// The hidden widths, once.
-#define METAL_OPS_FUSED_MLP_WIDTHS(T, TN)  \
-  METAL_OPS_FUSED_MLP_KERNELS(16, T, TN)   \
-  METAL_OPS_FUSED_MLP_KERNELS(32, T, TN)   \
-  METAL_OPS_FUSED_MLP_KERNELS(64, T, TN)   \
-  METAL_OPS_FUSED_MLP_KERNELS(128, T, TN)
-
-#define METAL_OPS_FUSED_MLP_HELPERS(T, TN)                                                                   \
-  kernel void fused_mlp_pack_##TN(const device T* src [[buffer(0)]], device T* dst [[buffer(1)]],           \
-                                  constant mo::FusedMlpPackParams& q [[buffer(2)]],                         \
-                                  uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) { \
-    /* 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h) */              \
-    const uint count = uint(q.rows_pad) * uint(q.cols_pad);                                                 \
-    const uint cols_pad = uint(q.cols_pad);                                                                 \
-    for (uint i = gid; i < count; i += grid_size) {                                                         \
-      const int r = int(i / cols_pad);                                                                      \
-      const int c = int(i - uint(r) * cols_pad);                                                            \
-      dst[q.offset + i] = (r < q.rows && c < q.cols) ? src[r * q.cols + c] : T(0.0f);                       \
-    }                                                                                                       \
-  }                                                                                                         \
-  kernel void fused_mlp_reduce_##TN(const device float* partials [[buffer(0)]],                             \
-                                    device T* grad_kernel [[buffer(1)]], device T* grad_bias [[buffer(2)]], \
-                                    constant mo::FusedMlpReduceParams& q [[buffer(3)]],                     \
-                                    uint gid [[thread_position_in_grid]],                                   \
-                                    uint grid_size [[threads_per_grid]]) {                                  \
-    /* 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h) */              \
-    const uint cols = uint(q.cols);                                                                         \
-    const uint weights = uint(q.rows) * cols;                                                               \
-    for (uint i = gid; i < weights + cols; i += grid_size) {                                                \
-      mo::int64 at = 0;                                                                                     \
-      if (i < weights) {                                                                                    \
-        const uint r = i / cols;                                                                            \
-        at = q.w_offset + mo::int64(r * uint(q.cols_pad) + (i - r * cols));                                 \
-      } else {                                                                                              \
-        at = q.b_offset + mo::int64(i - weights);                                                           \
-      }                                                                                                     \
-      float s = 0.0f;                                                                                       \
-      for (int part = 0; part < q.partitions; ++part) s += partials[part * q.params_pad + at];              \
-      if (i < weights) {                                                                                    \
-        grad_kernel[i] = T(s);                                                                              \
-      } else {                                                                                              \
-        grad_bias[i - weights] = T(s);                                                                      \
-      }                                                                                                     \
-    }                                                                                                       \
+// One layer's kernel and bias gradient: the partials added in partition order.
+template <typename T>
+[[kernel]] void fused_mlp_reduce(const device float* partials [[buffer(0)]], device T* grad_kernel [[buffer(1)]],
+                                 device T* grad_bias [[buffer(2)]], constant mo::FusedMlpReduceParams& q [[buffer(3)]],
+                                 uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  // 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h)
+  const uint cols = uint(q.cols);
+  const uint weights = uint(q.rows) * cols;
+  for (uint i = gid; i < weights + cols; i += grid_size) {
+    mo::int64 at = 0;
+    if (i < weights) {
+      const uint r = i / cols;
+      at = q.w_offset + mo::int64(r * uint(q.cols_pad) + (i - r * cols));
+    } else {
+      at = q.b_offset + mo::int64(i - weights);
+    }
+    float s = 0.0f;
+    for (int part = 0; part < q.partitions; ++part) s += partials[part * q.params_pad + at];
+    if (i < weights) {
+      grad_kernel[i] = T(s);
+    } else {
+      grad_bias[i - weights] = T(s);
+    }
   }
+}
 
-METAL_OPS_FUSED_MLP_WIDTHS(float, float32)
-METAL_OPS_FUSED_MLP_WIDTHS(half, float16)
-METAL_OPS_FUSED_MLP_HELPERS(float, float32)
-METAL_OPS_FUSED_MLP_HELPERS(half, float16)
+// Host names fused_mlp_<kind>_w<W>_<TN> and fused_mlp_<pack|reduce>_<TN>, the
+// names fused_mlp_metal.mm asks for.
+template [[host_name("fused_mlp_forward_w16_float32")]] [[kernel]] decltype(fused_mlp_forward<16, float>) fused_mlp_forward<16, float>;
+template [[host_name("fused_mlp_forward_w32_float32")]] [[kernel]] decltype(fused_mlp_forward<32, float>) fused_mlp_forward<32, float>;
+template [[host_name("fused_mlp_forward_w64_float32")]] [[kernel]] decltype(fused_mlp_forward<64, float>) fused_mlp_forward<64, float>;
+template [[host_name("fused_mlp_forward_w128_float32")]] [[kernel]] decltype(fused_mlp_forward<128, float>) fused_mlp_forward<128, float>;
+template [[host_name("fused_mlp_backward_w16_float32")]] [[kernel]] decltype(fused_mlp_backward<16, float>) fused_mlp_backward<16, float>;
+template [[host_name("fused_mlp_backward_w32_float32")]] [[kernel]] decltype(fused_mlp_backward<32, float>) fused_mlp_backward<32, float>;
+template [[host_name("fused_mlp_backward_w64_float32")]] [[kernel]] decltype(fused_mlp_backward<64, float>) fused_mlp_backward<64, float>;
+template [[host_name("fused_mlp_backward_w128_float32")]] [[kernel]] decltype(fused_mlp_backward<128, float>) fused_mlp_backward<128, float>;
+template [[host_name("fused_mlp_pack_float32")]] [[kernel]] decltype(fused_mlp_pack<float>) fused_mlp_pack<float>;
+template [[host_name("fused_mlp_reduce_float32")]] [[kernel]] decltype(fused_mlp_reduce<float>) fused_mlp_reduce<float>;
+template [[host_name("fused_mlp_forward_w16_float16")]] [[kernel]] decltype(fused_mlp_forward<16, half>) fused_mlp_forward<16, half>;
+template [[host_name("fused_mlp_forward_w32_float16")]] [[kernel]] decltype(fused_mlp_forward<32, half>) fused_mlp_forward<32, half>;
+template [[host_name("fused_mlp_forward_w64_float16")]] [[kernel]] decltype(fused_mlp_forward<64, half>) fused_mlp_forward<64, half>;
+template [[host_name("fused_mlp_forward_w128_float16")]] [[kernel]] decltype(fused_mlp_forward<128, half>) fused_mlp_forward<128, half>;
+template [[host_name("fused_mlp_backward_w16_float16")]] [[kernel]] decltype(fused_mlp_backward<16, half>) fused_mlp_backward<16, half>;
+template [[host_name("fused_mlp_backward_w32_float16")]] [[kernel]] decltype(fused_mlp_backward<32, half>) fused_mlp_backward<32, half>;
+template [[host_name("fused_mlp_backward_w64_float16")]] [[kernel]] decltype(fused_mlp_backward<64, half>) fused_mlp_backward<64, half>;
+template [[host_name("fused_mlp_backward_w128_float16")]] [[kernel]] decltype(fused_mlp_backward<128, half>) fused_mlp_backward<128, half>;
+template [[host_name("fused_mlp_pack_float16")]] [[kernel]] decltype(fused_mlp_pack<half>) fused_mlp_pack<half>;
+template [[host_name("fused_mlp_reduce_float16")]] [[kernel]] decltype(fused_mlp_reduce<half>) fused_mlp_reduce<half>;

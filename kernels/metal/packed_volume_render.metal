@@ -1,58 +1,80 @@
 // PackedVolumeRender Metal shaders: one thread per ray (grid-stride), float32
 // only (MSL has no double). The arithmetic is kernels/common/packed_volume_render.h
-// (on volume_render.h). Rays with an invalid layout or invalid samples get NaN
-// outputs; the host glue does not wait for the GPU to report them
-// (docs/PACKED_VOLUME_RENDER.md).
+// (on volume_render.h); each shader gathers its buffers (indices named there)
+// into the arguments struct the per-ray drivers take. Rays with an invalid
+// layout or invalid samples get NaN outputs; the host glue does not wait for
+// the GPU to report them (docs/PACKED_VOLUME_RENDER.md).
 #include "kernels/common/packed_volume_render.h"
 
-kernel void packed_volume_render_forward_float32(device const float* sigma [[buffer(0)]],
-                                                 device const float* rgb [[buffer(1)]],
-                                                 device const float* t_starts [[buffer(2)]],
-                                                 device const float* t_ends [[buffer(3)]],
-                                                 device const int* ray_offsets [[buffer(4)]],
-                                                 device const int* ray_counts [[buffer(5)]],
-                                                 device const float* background [[buffer(6)]],
-                                                 device float* out_rgb [[buffer(7)]],
-                                                 device float* out_depth [[buffer(8)]],
-                                                 device float* out_opacity [[buffer(9)]],
-                                                 device float* weights [[buffer(10)]],
-                                                 constant mo::VolumeRenderParams& params [[buffer(11)]],
-                                                 uint gid [[thread_position_in_grid]],
-                                                 uint grid_size [[threads_per_grid]]) {
-  for (mo::int64 r = gid; r < params.num_rays; r += grid_size) {
-    mo::pvr_forward_ray<float, mo::VrFloatMath>(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
-                                                params.background_per_ray != 0, r, params.num_rays,
-                                                params.num_samples, params.early_termination, out_rgb, out_depth,
-                                                out_opacity, weights, params.write_weights != 0);
-  }
+kernel void packed_volume_render_forward_float32(
+    device const float* sigma [[buffer(mo::kPvrForwardSigma)]], device const float* rgb [[buffer(mo::kPvrForwardRgb)]],
+    device const float* t_starts [[buffer(mo::kPvrForwardTStarts)]],
+    device const float* t_ends [[buffer(mo::kPvrForwardTEnds)]],
+    device const int* ray_offsets [[buffer(mo::kPvrForwardRayOffsets)]],
+    device const int* ray_counts [[buffer(mo::kPvrForwardRayCounts)]],
+    device const float* background [[buffer(mo::kPvrForwardBackground)]],
+    device float* out_rgb [[buffer(mo::kPvrForwardOutRgb)]], device float* out_depth [[buffer(mo::kPvrForwardDepth)]],
+    device float* out_opacity [[buffer(mo::kPvrForwardOpacity)]],
+    device float* weights [[buffer(mo::kPvrForwardWeights)]],
+    constant mo::VolumeRenderParams& params [[buffer(mo::kPvrForwardParams)]], uint gid [[thread_position_in_grid]],
+    uint grid_size [[threads_per_grid]]) {
+  mo::PackedVolumeRenderForwardArgs<float> a;
+  mo::vr_set_render_args(params, &a);
+  a.sigma = sigma;
+  a.rgb = rgb;
+  a.background = background;
+  a.t_starts = t_starts;
+  a.t_ends = t_ends;
+  a.offsets = ray_offsets;
+  a.counts = ray_counts;
+  a.out_rgb = out_rgb;
+  a.depth = out_depth;
+  a.opacity = out_opacity;
+  a.weights = params.write_weights != 0 ? weights : nullptr;
+  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::pvr_forward_ray<float, mo::VrFloatMath>(a, r);
 }
 
-kernel void packed_volume_render_backward_float32(device const float* sigma [[buffer(0)]],
-                                                  device const float* rgb [[buffer(1)]],
-                                                  device const float* t_starts [[buffer(2)]],
-                                                  device const float* t_ends [[buffer(3)]],
-                                                  device const int* ray_offsets [[buffer(4)]],
-                                                  device const int* ray_counts [[buffer(5)]],
-                                                  device const float* background [[buffer(6)]],
-                                                  device const float* out_rgb [[buffer(7)]],
-                                                  device const float* out_depth [[buffer(8)]],
-                                                  device const float* out_opacity [[buffer(9)]],
-                                                  device const float* weights [[buffer(10)]],
-                                                  device const float* grad_rgb [[buffer(11)]],
-                                                  device const float* grad_depth [[buffer(12)]],
-                                                  device const float* grad_opacity [[buffer(13)]],
-                                                  device const float* grad_weights [[buffer(14)]],
-                                                  device float* grad_sigma [[buffer(15)]],
-                                                  device float* grad_samples_rgb [[buffer(16)]],
-                                                  device float* grad_background [[buffer(17)]],
-                                                  constant mo::VolumeRenderParams& params [[buffer(18)]],
-                                                  uint gid [[thread_position_in_grid]],
-                                                  uint grid_size [[threads_per_grid]]) {
-  for (mo::int64 r = gid; r < params.num_rays; r += grid_size) {
-    mo::pvr_backward_ray<float, mo::VrFloatMath>(
-        sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, params.background_per_ray != 0, r,
-        params.num_rays, params.num_samples, params.early_termination, out_rgb, out_depth, out_opacity, weights,
-        grad_rgb, grad_depth, grad_opacity, grad_weights, params.has_weight_grad != 0, grad_sigma,
-        grad_samples_rgb, grad_background);
-  }
+kernel void packed_volume_render_backward_float32(
+    device const float* sigma [[buffer(mo::kPvrBackwardSigma)]],
+    device const float* rgb [[buffer(mo::kPvrBackwardRgb)]],
+    device const float* t_starts [[buffer(mo::kPvrBackwardTStarts)]],
+    device const float* t_ends [[buffer(mo::kPvrBackwardTEnds)]],
+    device const int* ray_offsets [[buffer(mo::kPvrBackwardRayOffsets)]],
+    device const int* ray_counts [[buffer(mo::kPvrBackwardRayCounts)]],
+    device const float* background [[buffer(mo::kPvrBackwardBackground)]],
+    device const float* out_rgb [[buffer(mo::kPvrBackwardOutRgb)]],
+    device const float* out_depth [[buffer(mo::kPvrBackwardDepth)]],
+    device const float* out_opacity [[buffer(mo::kPvrBackwardOpacity)]],
+    device const float* weights [[buffer(mo::kPvrBackwardWeights)]],
+    device const float* grad_rgb [[buffer(mo::kPvrBackwardGradRgb)]],
+    device const float* grad_depth [[buffer(mo::kPvrBackwardGradDepth)]],
+    device const float* grad_opacity [[buffer(mo::kPvrBackwardGradOpacity)]],
+    device const float* grad_weights [[buffer(mo::kPvrBackwardGradWeights)]],
+    device float* grad_sigma [[buffer(mo::kPvrBackwardGradSigma)]],
+    device float* grad_samples_rgb [[buffer(mo::kPvrBackwardGradSamplesRgb)]],
+    device float* grad_background [[buffer(mo::kPvrBackwardGradBackground)]],
+    constant mo::VolumeRenderParams& params [[buffer(mo::kPvrBackwardParams)]], uint gid [[thread_position_in_grid]],
+    uint grid_size [[threads_per_grid]]) {
+  const bool has_weight_grad = params.has_weight_grad != 0;
+  mo::PackedVolumeRenderBackwardArgs<float> a;
+  mo::vr_set_render_args(params, &a);
+  a.sigma = sigma;
+  a.rgb = rgb;
+  a.background = background;
+  a.t_starts = t_starts;
+  a.t_ends = t_ends;
+  a.offsets = ray_offsets;
+  a.counts = ray_counts;
+  a.out_rgb = out_rgb;
+  a.depth = out_depth;
+  a.opacity = out_opacity;
+  a.weights = has_weight_grad ? weights : nullptr;
+  a.grad_rgb = grad_rgb;
+  a.grad_depth = grad_depth;
+  a.grad_opacity = grad_opacity;
+  a.grad_weights = has_weight_grad ? grad_weights : nullptr;
+  a.grad_sigma = grad_sigma;
+  a.grad_samples_rgb = grad_samples_rgb;
+  a.grad_background = grad_background;
+  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::pvr_backward_ray<float, mo::VrFloatMath>(a, r);
 }

@@ -39,9 +39,13 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
     e.Zero(out[3]);
-    for (int i = 0; i < 7; ++i) e.Tensor(i, in[i]);
-    for (int i = 0; i < 4; ++i) e.Tensor(7 + i, out[i]);
-    e.Value(11, params).Dispatch(pipeline, static_cast<uint64_t>(R));
+    e.Tensor(mo::kPvrForwardSigma, in[0]).Tensor(mo::kPvrForwardRgb, in[1]);
+    e.Tensor(mo::kPvrForwardTStarts, in[2]).Tensor(mo::kPvrForwardTEnds, in[3]);
+    e.Tensor(mo::kPvrForwardRayOffsets, in[4]).Tensor(mo::kPvrForwardRayCounts, in[5]);
+    e.Tensor(mo::kPvrForwardBackground, in[6]);
+    e.Tensor(mo::kPvrForwardOutRgb, out[0]).Tensor(mo::kPvrForwardDepth, out[1]);
+    e.Tensor(mo::kPvrForwardOpacity, out[2]).Tensor(mo::kPvrForwardWeights, out[3]);
+    e.Value(mo::kPvrForwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
   });
 }
 
@@ -71,10 +75,17 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
     e.Zero(out[0]).Zero(out[1]);
-    // Buffers 0-14: the inputs in op order; 15-17: the outputs.
-    for (int i = 0; i < 15; ++i) e.Tensor(i, in[i]);
-    for (int i = 0; i < 3; ++i) e.Tensor(15 + i, out[i]);
-    e.Value(18, params).Dispatch(pipeline, static_cast<uint64_t>(R));
+    e.Tensor(mo::kPvrBackwardSigma, in[0]).Tensor(mo::kPvrBackwardRgb, in[1]);
+    e.Tensor(mo::kPvrBackwardTStarts, in[2]).Tensor(mo::kPvrBackwardTEnds, in[3]);
+    e.Tensor(mo::kPvrBackwardRayOffsets, in[4]).Tensor(mo::kPvrBackwardRayCounts, in[5]);
+    e.Tensor(mo::kPvrBackwardBackground, in[6]);
+    e.Tensor(mo::kPvrBackwardOutRgb, in[7]).Tensor(mo::kPvrBackwardDepth, in[8]);
+    e.Tensor(mo::kPvrBackwardOpacity, in[9]).Tensor(mo::kPvrBackwardWeights, in[10]);
+    e.Tensor(mo::kPvrBackwardGradRgb, in[11]).Tensor(mo::kPvrBackwardGradDepth, in[12]);
+    e.Tensor(mo::kPvrBackwardGradOpacity, in[13]).Tensor(mo::kPvrBackwardGradWeights, in[14]);
+    e.Tensor(mo::kPvrBackwardGradSigma, out[0]).Tensor(mo::kPvrBackwardGradSamplesRgb, out[1]);
+    e.Tensor(mo::kPvrBackwardGradBackground, out[2]);
+    e.Value(mo::kPvrBackwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
   });
 }
 

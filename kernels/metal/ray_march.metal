@@ -4,21 +4,19 @@
 // (RayMarchScanParams). The seed is the op's int32 input, read here.
 #include "kernels/common/ray_march.h"
 
-kernel void ray_march_count(device const float* origins [[buffer(0)]],
-                            device const float* directions [[buffer(1)]],
-                            device const float* near [[buffer(2)]],
-                            device const float* far [[buffer(3)]],
-                            device const uchar* occupancy [[buffer(4)]],
-                            device const int* seed [[buffer(5)]],
-                            device int* counts [[buffer(6)]],
-                            constant mo::RayMarchParams& p [[buffer(7)]],
+kernel void ray_march_count(device const float* origins [[buffer(mo::kRmOrigins)]],
+                            device const float* directions [[buffer(mo::kRmDirections)]],
+                            device const float* near [[buffer(mo::kRmNear)]],
+                            device const float* far [[buffer(mo::kRmFar)]],
+                            device const uchar* occupancy [[buffer(mo::kRmOccupancy)]],
+                            device const int* seed [[buffer(mo::kRmSeed)]],
+                            device int* counts [[buffer(mo::kRmCountCounts)]],
+                            constant mo::RayMarchParams& p [[buffer(mo::kRmCountParams)]],
                             uint gid [[thread_position_in_grid]],
                             uint grid_size [[threads_per_grid]]) {
-  const uint s = uint(seed[0]);
-  for (uint r = gid; r < uint(p.num_rays); r += grid_size) {
-    counts[r] = mo::rm_march_ray(origins, directions, near, far, occupancy, int(r), p, s, 0, nullptr, nullptr,
-                                 nullptr);
-  }
+  const mo::RayMarchInputs in = {origins, directions, near, far, occupancy, uint(seed[0])};
+  const mo::RayMarchSamples none = {nullptr, nullptr, nullptr};
+  for (uint r = gid; r < uint(p.num_rays); r += grid_size) counts[r] = mo::rm_march_ray(in, int(r), p, 0, none);
 }
 
 kernel void ray_march_chunk_sums(device const int* counts [[buffer(0)]],
@@ -46,22 +44,20 @@ kernel void ray_march_offsets(device const int* counts [[buffer(0)]],
   for (uint i = gid; i < uint(s.chunks); i += grid_size) mo::rm_chunk_offsets(counts, sums[i], int(i), offsets, s);
 }
 
-kernel void ray_march_fill(device const float* origins [[buffer(0)]],
-                           device const float* directions [[buffer(1)]],
-                           device const float* near [[buffer(2)]],
-                           device const float* far [[buffer(3)]],
-                           device const uchar* occupancy [[buffer(4)]],
-                           device const int* seed [[buffer(5)]],
-                           device const int* offsets [[buffer(6)]],
-                           device float* t_starts [[buffer(7)]],
-                           device float* t_ends [[buffer(8)]],
-                           device int* ray_indices [[buffer(9)]],
-                           constant mo::RayMarchParams& p [[buffer(10)]],
+kernel void ray_march_fill(device const float* origins [[buffer(mo::kRmOrigins)]],
+                           device const float* directions [[buffer(mo::kRmDirections)]],
+                           device const float* near [[buffer(mo::kRmNear)]],
+                           device const float* far [[buffer(mo::kRmFar)]],
+                           device const uchar* occupancy [[buffer(mo::kRmOccupancy)]],
+                           device const int* seed [[buffer(mo::kRmSeed)]],
+                           device const int* offsets [[buffer(mo::kRmFillOffsets)]],
+                           device float* t_starts [[buffer(mo::kRmFillTStarts)]],
+                           device float* t_ends [[buffer(mo::kRmFillTEnds)]],
+                           device int* ray_indices [[buffer(mo::kRmFillRayIndices)]],
+                           constant mo::RayMarchParams& p [[buffer(mo::kRmFillParams)]],
                            uint gid [[thread_position_in_grid]],
                            uint grid_size [[threads_per_grid]]) {
-  const uint s = uint(seed[0]);
-  for (uint r = gid; r < uint(p.num_rays); r += grid_size) {
-    mo::rm_march_ray(origins, directions, near, far, occupancy, int(r), p, s, offsets[r], t_starts, t_ends,
-                     ray_indices);
-  }
+  const mo::RayMarchInputs in = {origins, directions, near, far, occupancy, uint(seed[0])};
+  const mo::RayMarchSamples out = {t_starts, t_ends, ray_indices};
+  for (uint r = gid; r < uint(p.num_rays); r += grid_size) mo::rm_march_ray(in, int(r), p, offsets[r], out);
 }

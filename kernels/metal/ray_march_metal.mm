@@ -49,9 +49,15 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* sums = call.Temp(TF_UINT64, {scan.chunks});
   id<MTLBuffer> total = call.SharedBuffer(sizeof(uint64_t));
   if (!call.ok()) return;
+  // The op's inputs, bound once for both marching passes.
+  auto bind_inputs = [&](mo::metal::Encoder& e) {
+    e.Tensor(mo::kRmOrigins, in[0]).Tensor(mo::kRmDirections, in[1]).Tensor(mo::kRmNear, in[2]);
+    e.Tensor(mo::kRmFar, in[3]).Tensor(mo::kRmOccupancy, in[4]).Tensor(mo::kRmSeed, in[5]);
+  };
   call.EncodeAndWait([&](mo::metal::Encoder& e) {
-    for (int i = 0; i < 6; ++i) e.Tensor(i, in[i]);
-    e.Tensor(6, counts).Value(7, params).Dispatch(count, static_cast<uint64_t>(rays));
+    bind_inputs(e);
+    e.Tensor(mo::kRmCountCounts, counts).Value(mo::kRmCountParams, params);
+    e.Dispatch(count, static_cast<uint64_t>(rays));
     e.Tensor(0, counts).Tensor(1, sums).Value(2, scan).Dispatch(chunk_sums, static_cast<uint64_t>(scan.chunks));
     e.Tensor(0, sums).Buffer(1, total).Value(2, scan).Dispatch(scan_sums, 1);
     e.Tensor(0, counts).Tensor(1, sums).Tensor(2, offsets).Value(3, scan);
@@ -65,8 +71,9 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* ray_indices = call.Output(2, TF_INT32, {n});
   if (!call.ok() || n == 0) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    for (int i = 0; i < 6; ++i) e.Tensor(i, in[i]);
-    e.Tensor(6, offsets).Tensor(7, t_starts).Tensor(8, t_ends).Tensor(9, ray_indices).Value(10, params);
+    bind_inputs(e);
+    e.Tensor(mo::kRmFillOffsets, offsets).Tensor(mo::kRmFillTStarts, t_starts).Tensor(mo::kRmFillTEnds, t_ends);
+    e.Tensor(mo::kRmFillRayIndices, ray_indices).Value(mo::kRmFillParams, params);
     e.Dispatch(fill, static_cast<uint64_t>(rays));
   });
 }

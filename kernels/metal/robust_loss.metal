@@ -18,59 +18,68 @@ inline mo::int64 robust_loss_channel_of(uint t, mo::int64 channels) {
   return mo::int64(t) < channels ? mo::int64(t) : mo::int64(t % uint(channels));
 }
 
-#define METAL_OPS_ROBUST_LOSS_KERNELS(SUFFIX, T)                                                  \
-  kernel void robust_loss_forward_##SUFFIX(                                                       \
-      device const T* x [[buffer(0)]], device const float* alpha [[buffer(1)]],                   \
-      device const float* scale [[buffer(2)]], device T* out [[buffer(3)]],                        \
-      constant mo::RobustLossParams& p [[buffer(4)]], uint gid [[thread_position_in_grid]],        \
-      uint grid_size [[threads_per_grid]]) {                                                       \
-    const mo::int64 channels = p.channels;                                                         \
-    const mo::int64 col_step = robust_loss_channel_of(grid_size, channels);                        \
-    mo::int64 col = robust_loss_channel_of(gid, channels);                                         \
-    for (mo::int64 i = gid; i < p.num_elements; i += grid_size) {                                  \
-      out[i] = T(mo::robust_loss_value(float(x[i]), alpha[mo::robust_loss_param_index(col, p.alpha_vec)], \
-                                       scale[mo::robust_loss_param_index(col, p.scale_vec)]));     \
-      col += col_step;                                                                             \
-      if (col >= channels) col -= channels;                                                        \
-    }                                                                                              \
-  }                                                                                                \
-                                                                                                   \
-  kernel void robust_loss_backward_##SUFFIX(                                                      \
-      device const T* grad [[buffer(0)]], device const T* x [[buffer(1)]],                         \
-      device const float* alpha [[buffer(2)]], device const float* scale [[buffer(3)]],            \
-      device T* dx [[buffer(4)]], device metal::atomic_float* dalpha [[buffer(5)]],                \
-      device metal::atomic_float* dscale [[buffer(6)]], constant mo::RobustLossParams& p [[buffer(7)]], \
-      uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {                 \
-    const mo::int64 channels = p.channels;                                                         \
-    const mo::int64 rows = p.rows;                                                                 \
-    mo::int64 col_begin, col_step, row_begin, row_step;                                            \
-    if (mo::int64(grid_size) >= channels) {                                                        \
-      const uint c32 = uint(channels); /* channels <= grid_size: 32 bits */                        \
-      const uint lanes = grid_size / c32;                                                          \
-      if (gid >= lanes * c32) return;                                                              \
-      col_begin = gid % c32; col_step = channels; row_begin = gid / c32; row_step = lanes;         \
-    } else {                                                                                       \
-      col_begin = gid; col_step = grid_size; row_begin = 0; row_step = 1;                          \
-    }                                                                                              \
-    for (mo::int64 col = col_begin; col < channels; col += col_step) {                             \
-      const mo::RobustLossCoeffs k = mo::robust_loss_coeffs(alpha[mo::robust_loss_param_index(col, p.alpha_vec)], \
-                                                            scale[mo::robust_loss_param_index(col, p.scale_vec)]); \
-      float sum_a = 0.0f, sum_c = 0.0f;                                                            \
-      for (mo::int64 row = row_begin; row < rows; row += row_step) {                               \
-        const mo::int64 i = row * channels + col;                                                  \
-        float rho, d_x, d_a, d_c;                                                                  \
-        mo::robust_loss_grads_k(float(x[i]), k, rho, d_x, d_a, d_c);                               \
-        const float g = float(grad[i]);                                                            \
-        dx[i] = T(g * d_x);                                                                        \
-        sum_a += g * d_a;                                                                          \
-        sum_c += g * d_c;                                                                          \
-      }                                                                                            \
-      metal::atomic_fetch_add_explicit(dalpha + mo::robust_loss_param_index(col, p.alpha_vec), sum_a, \
-                                       metal::memory_order_relaxed);                               \
-      metal::atomic_fetch_add_explicit(dscale + mo::robust_loss_param_index(col, p.scale_vec), sum_c, \
-                                       metal::memory_order_relaxed);                               \
-    }                                                                                              \
+template <typename T>
+[[kernel]] void robust_loss_forward(device const T* x [[buffer(0)]], device const float* alpha [[buffer(1)]],
+                                    device const float* scale [[buffer(2)]], device T* out [[buffer(3)]],
+                                    constant mo::RobustLossParams& p [[buffer(4)]],
+                                    uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  const mo::int64 channels = p.channels;
+  const mo::int64 col_step = robust_loss_channel_of(grid_size, channels);
+  mo::int64 col = robust_loss_channel_of(gid, channels);
+  for (mo::int64 i = gid; i < p.num_elements; i += grid_size) {
+    out[i] = T(mo::robust_loss_value(float(x[i]), alpha[mo::robust_loss_param_index(col, p.alpha_vec)],
+                                     scale[mo::robust_loss_param_index(col, p.scale_vec)]));
+    col += col_step;
+    if (col >= channels) col -= channels;
   }
+}
 
-METAL_OPS_ROBUST_LOSS_KERNELS(float32, float)
-METAL_OPS_ROBUST_LOSS_KERNELS(float16, half)
+template <typename T>
+[[kernel]] void robust_loss_backward(device const T* grad [[buffer(0)]], device const T* x [[buffer(1)]],
+                                     device const float* alpha [[buffer(2)]], device const float* scale [[buffer(3)]],
+                                     device T* dx [[buffer(4)]], device metal::atomic_float* dalpha [[buffer(5)]],
+                                     device metal::atomic_float* dscale [[buffer(6)]],
+                                     constant mo::RobustLossParams& p [[buffer(7)]],
+                                     uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  const mo::int64 channels = p.channels;
+  const mo::int64 rows = p.rows;
+  mo::int64 col_begin, col_step, row_begin, row_step;
+  if (mo::int64(grid_size) >= channels) {
+    const uint c32 = uint(channels);  // channels <= grid_size: 32 bits
+    const uint lanes = grid_size / c32;
+    if (gid >= lanes * c32) return;
+    col_begin = gid % c32;
+    col_step = channels;
+    row_begin = gid / c32;
+    row_step = lanes;
+  } else {
+    col_begin = gid;
+    col_step = grid_size;
+    row_begin = 0;
+    row_step = 1;
+  }
+  for (mo::int64 col = col_begin; col < channels; col += col_step) {
+    const mo::RobustLossCoeffs k = mo::robust_loss_coeffs(alpha[mo::robust_loss_param_index(col, p.alpha_vec)],
+                                                          scale[mo::robust_loss_param_index(col, p.scale_vec)]);
+    float sum_a = 0.0f, sum_c = 0.0f;
+    for (mo::int64 row = row_begin; row < rows; row += row_step) {
+      const mo::int64 i = row * channels + col;
+      float rho, d_x, d_a, d_c;
+      mo::robust_loss_grads_k(float(x[i]), k, rho, d_x, d_a, d_c);
+      const float g = float(grad[i]);
+      dx[i] = T(g * d_x);
+      sum_a += g * d_a;
+      sum_c += g * d_c;
+    }
+    metal::atomic_fetch_add_explicit(dalpha + mo::robust_loss_param_index(col, p.alpha_vec), sum_a,
+                                     metal::memory_order_relaxed);
+    metal::atomic_fetch_add_explicit(dscale + mo::robust_loss_param_index(col, p.scale_vec), sum_c,
+                                     metal::memory_order_relaxed);
+  }
+}
+
+// Host names robust_loss_<kind>_<TN>, the names robust_loss_metal.mm asks for.
+template [[host_name("robust_loss_forward_float32")]] [[kernel]] decltype(robust_loss_forward<float>) robust_loss_forward<float>;
+template [[host_name("robust_loss_backward_float32")]] [[kernel]] decltype(robust_loss_backward<float>) robust_loss_backward<float>;
+template [[host_name("robust_loss_forward_float16")]] [[kernel]] decltype(robust_loss_forward<half>) robust_loss_forward<half>;
+template [[host_name("robust_loss_backward_float16")]] [[kernel]] decltype(robust_loss_backward<half>) robust_loss_backward<half>;

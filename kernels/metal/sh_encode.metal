@@ -35,26 +35,34 @@ inline void backward(const device T* grad, const device T* dirs, device T* grad_
 }  // namespace sh_encode_metal
 }  // namespace mo
 
-#define METAL_OPS_SH_ENCODE_KERNELS(D, T, TN)                                                                  \
-  kernel void sh_encode_forward_d##D##_##TN(device const T* dirs [[buffer(0)]], device T* values [[buffer(1)]],  \
-                                            constant mo::SHEncodeParams& p [[buffer(2)]],                     \
-                                            uint gid [[thread_position_in_grid]],                             \
-                                            uint grid_size [[threads_per_grid]]) {                            \
-    mo::sh_encode_metal::forward<D, T>(dirs, values, p.num_points, gid, grid_size);                            \
-  }                                                                                                            \
-  kernel void sh_encode_backward_d##D##_##TN(device const T* grad [[buffer(0)]], device const T* dirs [[buffer(1)]], \
-                                             device T* grad_dirs [[buffer(2)]],                                \
-                                             constant mo::SHEncodeParams& p [[buffer(3)]],                     \
-                                             uint gid [[thread_position_in_grid]],                             \
-                                             uint grid_size [[threads_per_grid]]) {                            \
-    mo::sh_encode_metal::backward<D, T>(grad, dirs, grad_dirs, p.num_points, gid, grid_size);                  \
-  }
+template <int D, typename T>
+[[kernel]] void sh_encode_forward(device const T* dirs [[buffer(0)]], device T* values [[buffer(1)]],
+                                  constant mo::SHEncodeParams& p [[buffer(2)]], uint gid [[thread_position_in_grid]],
+                                  uint grid_size [[threads_per_grid]]) {
+  mo::sh_encode_metal::forward<D, T>(dirs, values, p.num_points, gid, grid_size);
+}
 
-#define METAL_OPS_SH_ENCODE_DTYPE(T, TN) \
-  METAL_OPS_SH_ENCODE_KERNELS(1, T, TN)  \
-  METAL_OPS_SH_ENCODE_KERNELS(2, T, TN)  \
-  METAL_OPS_SH_ENCODE_KERNELS(3, T, TN)  \
-  METAL_OPS_SH_ENCODE_KERNELS(4, T, TN)
+template <int D, typename T>
+[[kernel]] void sh_encode_backward(device const T* grad [[buffer(0)]], device const T* dirs [[buffer(1)]],
+                                   device T* grad_dirs [[buffer(2)]], constant mo::SHEncodeParams& p [[buffer(3)]],
+                                   uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  mo::sh_encode_metal::backward<D, T>(grad, dirs, grad_dirs, p.num_points, gid, grid_size);
+}
 
-METAL_OPS_SH_ENCODE_DTYPE(float, float32)
-METAL_OPS_SH_ENCODE_DTYPE(half, float16)
+// Host names sh_encode_<kind>_d<D>_<TN>, the names sh_encode_metal.mm asks for.
+template [[host_name("sh_encode_forward_d1_float32")]] [[kernel]] decltype(sh_encode_forward<1, float>) sh_encode_forward<1, float>;
+template [[host_name("sh_encode_forward_d2_float32")]] [[kernel]] decltype(sh_encode_forward<2, float>) sh_encode_forward<2, float>;
+template [[host_name("sh_encode_forward_d3_float32")]] [[kernel]] decltype(sh_encode_forward<3, float>) sh_encode_forward<3, float>;
+template [[host_name("sh_encode_forward_d4_float32")]] [[kernel]] decltype(sh_encode_forward<4, float>) sh_encode_forward<4, float>;
+template [[host_name("sh_encode_backward_d1_float32")]] [[kernel]] decltype(sh_encode_backward<1, float>) sh_encode_backward<1, float>;
+template [[host_name("sh_encode_backward_d2_float32")]] [[kernel]] decltype(sh_encode_backward<2, float>) sh_encode_backward<2, float>;
+template [[host_name("sh_encode_backward_d3_float32")]] [[kernel]] decltype(sh_encode_backward<3, float>) sh_encode_backward<3, float>;
+template [[host_name("sh_encode_backward_d4_float32")]] [[kernel]] decltype(sh_encode_backward<4, float>) sh_encode_backward<4, float>;
+template [[host_name("sh_encode_forward_d1_float16")]] [[kernel]] decltype(sh_encode_forward<1, half>) sh_encode_forward<1, half>;
+template [[host_name("sh_encode_forward_d2_float16")]] [[kernel]] decltype(sh_encode_forward<2, half>) sh_encode_forward<2, half>;
+template [[host_name("sh_encode_forward_d3_float16")]] [[kernel]] decltype(sh_encode_forward<3, half>) sh_encode_forward<3, half>;
+template [[host_name("sh_encode_forward_d4_float16")]] [[kernel]] decltype(sh_encode_forward<4, half>) sh_encode_forward<4, half>;
+template [[host_name("sh_encode_backward_d1_float16")]] [[kernel]] decltype(sh_encode_backward<1, half>) sh_encode_backward<1, half>;
+template [[host_name("sh_encode_backward_d2_float16")]] [[kernel]] decltype(sh_encode_backward<2, half>) sh_encode_backward<2, half>;
+template [[host_name("sh_encode_backward_d3_float16")]] [[kernel]] decltype(sh_encode_backward<3, half>) sh_encode_backward<3, half>;
+template [[host_name("sh_encode_backward_d4_float16")]] [[kernel]] decltype(sh_encode_backward<4, half>) sh_encode_backward<4, half>;

@@ -1,56 +1,70 @@
 // VolumeRender Metal shaders: one thread per ray (grid-stride), float32 only
-// (MSL has no double). The arithmetic is kernels/common/volume_render.h.
-// Invalid rays (negative/NaN sigma, decreasing t) get NaN outputs; the host
-// glue does not wait for the GPU to report them (docs/VOLUME_RENDER.md).
+// (MSL has no double). The arithmetic is kernels/common/volume_render.h; each
+// shader gathers its buffers (indices named there) into the arguments struct
+// the per-ray drivers take. Invalid rays (negative/NaN sigma, decreasing t)
+// get NaN outputs; the host glue does not wait for the GPU to report them
+// (docs/VOLUME_RENDER.md).
 #include "kernels/common/volume_render.h"
 
-kernel void volume_render_forward_float32(device const float* sigma [[buffer(0)]],
-                                          device const float* rgb [[buffer(1)]],
-                                          device const float* t [[buffer(2)]],
-                                          device const float* background [[buffer(3)]],
-                                          device float* out_rgb [[buffer(4)]],
-                                          device float* out_depth [[buffer(5)]],
-                                          device float* out_opacity [[buffer(6)]],
-                                          device float* weights [[buffer(7)]],
-                                          constant mo::VolumeRenderParams& params [[buffer(8)]],
+kernel void volume_render_forward_float32(device const float* sigma [[buffer(mo::kVrForwardSigma)]],
+                                          device const float* rgb [[buffer(mo::kVrForwardRgb)]],
+                                          device const float* t [[buffer(mo::kVrForwardT)]],
+                                          device const float* background [[buffer(mo::kVrForwardBackground)]],
+                                          device float* out_rgb [[buffer(mo::kVrForwardOutRgb)]],
+                                          device float* out_depth [[buffer(mo::kVrForwardDepth)]],
+                                          device float* out_opacity [[buffer(mo::kVrForwardOpacity)]],
+                                          device float* weights [[buffer(mo::kVrForwardWeights)]],
+                                          constant mo::VolumeRenderParams& params [[buffer(mo::kVrForwardParams)]],
                                           uint gid [[thread_position_in_grid]],
                                           uint grid_size [[threads_per_grid]]) {
-  const mo::int64 S = params.num_samples;
-  const bool write_weights = params.write_weights != 0;
-  for (mo::int64 r = gid; r < params.num_rays; r += grid_size) {
-    mo::vr_forward_ray<float, mo::VrFloatMath>(
-        sigma + r * S, rgb + r * S * 3, t + r * (S + 1), background + (params.background_per_ray ? r * 3 : 0), S,
-        params.early_termination, out_rgb + r * 3, out_depth + r, out_opacity + r,
-        write_weights ? weights + r * S : weights, write_weights);
-  }
+  mo::VolumeRenderForwardArgs<float> a;
+  mo::vr_set_render_args(params, &a);
+  a.sigma = sigma;
+  a.rgb = rgb;
+  a.background = background;
+  a.t = t;
+  a.out_rgb = out_rgb;
+  a.depth = out_depth;
+  a.opacity = out_opacity;
+  a.weights = params.write_weights != 0 ? weights : nullptr;
+  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::vr_forward_ray<float, mo::VrFloatMath>(a, r);
 }
 
-kernel void volume_render_backward_float32(device const float* sigma [[buffer(0)]],
-                                           device const float* rgb [[buffer(1)]],
-                                           device const float* t [[buffer(2)]],
-                                           device const float* background [[buffer(3)]],
-                                           device const float* out_rgb [[buffer(4)]],
-                                           device const float* out_depth [[buffer(5)]],
-                                           device const float* out_opacity [[buffer(6)]],
-                                           device const float* weights [[buffer(7)]],
-                                           device const float* grad_rgb [[buffer(8)]],
-                                           device const float* grad_depth [[buffer(9)]],
-                                           device const float* grad_opacity [[buffer(10)]],
-                                           device const float* grad_weights [[buffer(11)]],
-                                           device float* grad_sigma [[buffer(12)]],
-                                           device float* grad_samples_rgb [[buffer(13)]],
-                                           device float* grad_background [[buffer(14)]],
-                                           constant mo::VolumeRenderParams& params [[buffer(15)]],
+kernel void volume_render_backward_float32(device const float* sigma [[buffer(mo::kVrBackwardSigma)]],
+                                           device const float* rgb [[buffer(mo::kVrBackwardRgb)]],
+                                           device const float* t [[buffer(mo::kVrBackwardT)]],
+                                           device const float* background [[buffer(mo::kVrBackwardBackground)]],
+                                           device const float* out_rgb [[buffer(mo::kVrBackwardOutRgb)]],
+                                           device const float* out_depth [[buffer(mo::kVrBackwardDepth)]],
+                                           device const float* out_opacity [[buffer(mo::kVrBackwardOpacity)]],
+                                           device const float* weights [[buffer(mo::kVrBackwardWeights)]],
+                                           device const float* grad_rgb [[buffer(mo::kVrBackwardGradRgb)]],
+                                           device const float* grad_depth [[buffer(mo::kVrBackwardGradDepth)]],
+                                           device const float* grad_opacity [[buffer(mo::kVrBackwardGradOpacity)]],
+                                           device const float* grad_weights [[buffer(mo::kVrBackwardGradWeights)]],
+                                           device float* grad_sigma [[buffer(mo::kVrBackwardGradSigma)]],
+                                           device float* grad_samples_rgb [[buffer(mo::kVrBackwardGradSamplesRgb)]],
+                                           device float* grad_background [[buffer(mo::kVrBackwardGradBackground)]],
+                                           constant mo::VolumeRenderParams& params [[buffer(mo::kVrBackwardParams)]],
                                            uint gid [[thread_position_in_grid]],
                                            uint grid_size [[threads_per_grid]]) {
-  const mo::int64 S = params.num_samples;
   const bool has_weight_grad = params.has_weight_grad != 0;
-  for (mo::int64 r = gid; r < params.num_rays; r += grid_size) {
-    mo::vr_backward_ray<float, mo::VrFloatMath>(
-        sigma + r * S, rgb + r * S * 3, t + r * (S + 1), background + (params.background_per_ray ? r * 3 : 0), S,
-        params.early_termination, out_rgb + r * 3, out_depth[r], out_opacity[r],
-        has_weight_grad ? weights + r * S : weights, grad_rgb + r * 3, grad_depth[r], grad_opacity[r],
-        has_weight_grad ? grad_weights + r * S : grad_weights, has_weight_grad, grad_sigma + r * S,
-        grad_samples_rgb + r * S * 3, grad_background + r * 3);
-  }
+  mo::VolumeRenderBackwardArgs<float> a;
+  mo::vr_set_render_args(params, &a);
+  a.sigma = sigma;
+  a.rgb = rgb;
+  a.background = background;
+  a.t = t;
+  a.out_rgb = out_rgb;
+  a.depth = out_depth;
+  a.opacity = out_opacity;
+  a.weights = has_weight_grad ? weights : nullptr;
+  a.grad_rgb = grad_rgb;
+  a.grad_depth = grad_depth;
+  a.grad_opacity = grad_opacity;
+  a.grad_weights = has_weight_grad ? grad_weights : nullptr;
+  a.grad_sigma = grad_sigma;
+  a.grad_samples_rgb = grad_samples_rgb;
+  a.grad_background = grad_background;
+  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::vr_backward_ray<float, mo::VrFloatMath>(a, r);
 }

@@ -39,9 +39,11 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   id<MTLComputePipelineState> pipeline = call.Pipeline("volume_render", "volume_render_forward_float32");
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    for (int i = 0; i < 4; ++i) e.Tensor(i, in[i]);
-    for (int i = 0; i < 4; ++i) e.Tensor(4 + i, out[i]);
-    e.Value(8, params).Dispatch(pipeline, static_cast<uint64_t>(R));
+    e.Tensor(mo::kVrForwardSigma, in[0]).Tensor(mo::kVrForwardRgb, in[1]).Tensor(mo::kVrForwardT, in[2]);
+    e.Tensor(mo::kVrForwardBackground, in[3]);
+    e.Tensor(mo::kVrForwardOutRgb, out[0]).Tensor(mo::kVrForwardDepth, out[1]).Tensor(mo::kVrForwardOpacity, out[2]);
+    e.Tensor(mo::kVrForwardWeights, out[3]);
+    e.Value(mo::kVrForwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
   });
 }
 
@@ -72,10 +74,15 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   id<MTLComputePipelineState> pipeline = call.Pipeline("volume_render", "volume_render_backward_float32");
   if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
-    // Buffers 0-11: the inputs in op order; 12-14: the outputs.
-    for (int i = 0; i < 12; ++i) e.Tensor(i, in[i]);
-    for (int i = 0; i < 3; ++i) e.Tensor(12 + i, out[i]);
-    e.Value(15, params).Dispatch(pipeline, static_cast<uint64_t>(R));
+    e.Tensor(mo::kVrBackwardSigma, in[0]).Tensor(mo::kVrBackwardRgb, in[1]).Tensor(mo::kVrBackwardT, in[2]);
+    e.Tensor(mo::kVrBackwardBackground, in[3]);
+    e.Tensor(mo::kVrBackwardOutRgb, in[4]).Tensor(mo::kVrBackwardDepth, in[5]);
+    e.Tensor(mo::kVrBackwardOpacity, in[6]).Tensor(mo::kVrBackwardWeights, in[7]);
+    e.Tensor(mo::kVrBackwardGradRgb, in[8]).Tensor(mo::kVrBackwardGradDepth, in[9]);
+    e.Tensor(mo::kVrBackwardGradOpacity, in[10]).Tensor(mo::kVrBackwardGradWeights, in[11]);
+    e.Tensor(mo::kVrBackwardGradSigma, out[0]).Tensor(mo::kVrBackwardGradSamplesRgb, out[1]);
+    e.Tensor(mo::kVrBackwardGradBackground, out[2]);
+    e.Value(mo::kVrBackwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
   });
 }
 

@@ -2,16 +2,15 @@
 // The per-element rule comes from kernels/common/zero_out.h.
 #include "kernels/common/zero_out.h"
 
-#define METAL_OPS_ZERO_OUT_KERNEL(NAME, T)                                        \
-  kernel void NAME(device const T* in [[buffer(0)]], device T* out [[buffer(1)]], \
-                   constant mo::ZeroOutParams& params [[buffer(2)]],             \
-                   uint gid [[thread_position_in_grid]],                          \
-                   uint grid_size [[threads_per_grid]]) {                        \
-    for (mo::int64 i = gid; i < params.num_elements; i += grid_size) {            \
-      out[i] = mo::zero_out_element(in[i], i, params.preserve_index);             \
-    }                                                                             \
+template <typename T>
+[[kernel]] void zero_out(device const T* in [[buffer(0)]], device T* out [[buffer(1)]],
+                         constant mo::ZeroOutParams& params [[buffer(2)]], uint gid [[thread_position_in_grid]],
+                         uint grid_size [[threads_per_grid]]) {
+  for (mo::int64 i = gid; i < params.num_elements; i += grid_size) {
+    out[i] = mo::zero_out_element(in[i], i, params.preserve_index);
   }
+}
 
-METAL_OPS_ZERO_OUT_KERNEL(zero_out_int32, int)
-METAL_OPS_ZERO_OUT_KERNEL(zero_out_int64, long)
-METAL_OPS_ZERO_OUT_KERNEL(zero_out_float32, float)
+template [[host_name("zero_out_int32")]] [[kernel]] decltype(zero_out<int>) zero_out<int>;
+template [[host_name("zero_out_int64")]] [[kernel]] decltype(zero_out<long>) zero_out<long>;
+template [[host_name("zero_out_float32")]] [[kernel]] decltype(zero_out<float>) zero_out<float>;

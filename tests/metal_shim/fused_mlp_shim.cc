@@ -22,33 +22,34 @@ void RunGrid(Kernel shader, uint grid, Args... args) {
 
 uint GridFor(int64_t work) { return work <= 0 ? 1u : uint(std::min<int64_t>(work, 1 << 16)); }
 
-// The entry point of hidden width w among the four instantiations.
-template <typename F>
-F ByWidth(int w, F w16, F w32, F w64, F w128) {
-  return w == 16 ? w16 : w == 32 ? w32 : w == 64 ? w64 : w == 128 ? w128 : nullptr;
-}
+msl_shim::Kernel kKernels[] = {
+#include "fused_mlp.kernels.inc"  // $(BUILD)/gen, from the shader's instantiations
+};
 
+// The entry points fused_mlp_metal.mm asks for, by name: fused_mlp_<kind>_w<W>_<dtype>
+// and fused_mlp_<pack|reduce>_<dtype>; nullptr when not instantiated.
 template <typename T>
-struct Kernels;
-
-#define SHIM_FUSED_MLP_KERNELS(T, TN)                                                                  \
-  template <>                                                                                          \
-  struct Kernels<T> {                                                                                  \
-    typedef decltype(&fused_mlp_forward_w16_##TN) Forward;                                             \
-    typedef decltype(&fused_mlp_backward_w16_##TN) Backward;                                           \
-    static Forward forward(int w) {                                                                    \
-      return ByWidth<Forward>(w, fused_mlp_forward_w16_##TN, fused_mlp_forward_w32_##TN,               \
-                              fused_mlp_forward_w64_##TN, fused_mlp_forward_w128_##TN);                \
-    }                                                                                                  \
-    static Backward backward(int w) {                                                                  \
-      return ByWidth<Backward>(w, fused_mlp_backward_w16_##TN, fused_mlp_backward_w32_##TN,            \
-                               fused_mlp_backward_w64_##TN, fused_mlp_backward_w128_##TN);             \
-    }                                                                                                  \
-    static constexpr decltype(&fused_mlp_pack_##TN) pack = fused_mlp_pack_##TN;                        \
-    static constexpr decltype(&fused_mlp_reduce_##TN) reduce = fused_mlp_reduce_##TN;                  \
-  };
-SHIM_FUSED_MLP_KERNELS(float, float32)
-SHIM_FUSED_MLP_KERNELS(half, float16)
+struct Kernels {
+  static const char* dtype() { return sizeof(T) == 2 ? "float16" : "float32"; }
+  template <typename Fn>
+  static Fn find(const std::string& name) {
+    return msl_shim::find_kernel<Fn>(kKernels, name);
+  }
+  typedef decltype(&fused_mlp_forward<16, T>) Forward;
+  typedef decltype(&fused_mlp_backward<16, T>) Backward;
+  static Forward forward(int w) {
+    return find<Forward>("fused_mlp_forward_w" + std::to_string(w) + "_" + dtype());
+  }
+  static Backward backward(int w) {
+    return find<Backward>("fused_mlp_backward_w" + std::to_string(w) + "_" + dtype());
+  }
+  static decltype(&fused_mlp_pack<T>) pack() {
+    return find<decltype(&fused_mlp_pack<T>)>(std::string("fused_mlp_pack_") + dtype());
+  }
+  static decltype(&fused_mlp_reduce<T>) reduce() {
+    return find<decltype(&fused_mlp_reduce<T>)>(std::string("fused_mlp_reduce_") + dtype());
+  }
+};
 
 struct Net {
   int64_t n;
@@ -73,11 +74,11 @@ void Pack(const mo::FusedMlpParams& p, const void* const* kernels, const void* c
   if (biases != nullptr) b->assign(mo::fused_mlp_biases_total(p.width, p.out_pad, p.hidden_layers), T(7.0f));
   for (int l = 0; l <= p.hidden_layers; ++l) {
     const mo::FusedMlpPackParams q = mo::fused_mlp_pack_params(p, l, false);
-    RunGrid(Kernels<T>::pack, GridFor(int64_t(q.rows_pad) * q.cols_pad), static_cast<const T*>(kernels[l]),
+    RunGrid(Kernels<T>::pack(), GridFor(int64_t(q.rows_pad) * q.cols_pad), static_cast<const T*>(kernels[l]),
             w->data(), q);
     if (biases != nullptr) {
       const mo::FusedMlpPackParams qb = mo::fused_mlp_pack_params(p, l, true);
-      RunGrid(Kernels<T>::pack, GridFor(qb.cols_pad), static_cast<const T*>(biases[l]), b->data(), qb);
+      RunGrid(Kernels<T>::pack(), GridFor(qb.cols_pad), static_cast<const T*>(biases[l]), b->data(), qb);
     }
   }
 }
@@ -149,13 +150,20 @@ int Backward(const Net& net, const void* dy, const void* x, const void* const* k
   }
   for (int l = 0; l <= p.hidden_layers; ++l) {
     const mo::FusedMlpReduceParams q = mo::fused_mlp_reduce_params(p, l);
-    RunGrid(Kernels<T>::reduce, GridFor(int64_t(q.rows) * q.cols + q.cols), static_cast<const float*>(partials.data()),
+    RunGrid(Kernels<T>::reduce(), GridFor(int64_t(q.rows) * q.cols + q.cols), static_cast<const float*>(partials.data()),
             static_cast<T*>(grad_kernels[l]), static_cast<T*>(grad_biases[l]), q);
   }
   return 0;
 }
 
 bool WidthOk(int w) { return w == 16 || w == 32 || w == 64 || w == 128; }
+
+template <typename T>
+bool FindAll() {
+  bool all = Kernels<T>::pack() && Kernels<T>::reduce();
+  for (int w = 16; w <= 128; w *= 2) all = Kernels<T>::forward(w) && Kernels<T>::backward(w) && all;
+  return all;
+}
 
 }  // namespace
 
@@ -185,6 +193,10 @@ int shim_fused_mlp_forward(int dtype, const void* x, const void* const* kernels,
                            void* hidden, int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
                            int out_act, float alpha, uint max_groups, int reverse) {
   g_error.clear();
+  if (!(dtype == 0 ? FindAll<float>() : FindAll<half>())) {
+    g_error = "an entry point fused_mlp_metal.mm asks for is not instantiated";
+    return -1;
+  }
   if (!WidthOk(width) || max_groups == 0) {
     g_error = "bad width or max_groups";
     return -1;
@@ -199,6 +211,10 @@ int shim_fused_mlp_backward(int dtype, const void* dy, const void* x, const void
                             int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act, int out_act,
                             float alpha, int reverse) {
   g_error.clear();
+  if (!(dtype == 0 ? FindAll<float>() : FindAll<half>())) {
+    g_error = "an entry point fused_mlp_metal.mm asks for is not instantiated";
+    return -1;
+  }
   if (!WidthOk(width)) {
     g_error = "bad width";
     return -1;
@@ -206,6 +222,14 @@ int shim_fused_mlp_backward(int dtype, const void* dy, const void* x, const void
   const Net net = {n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha};
   return dtype == 0 ? Backward<float>(net, dy, x, kernels, y, hidden, dx, grad_kernels, grad_biases, reverse != 0)
                     : Backward<half>(net, dy, x, kernels, y, hidden, dx, grad_kernels, grad_biases, reverse != 0);
+}
+
+// Finds every entry point fused_mlp_metal.mm can ask for (W 16..128, both
+// dtypes): -1 when one is missing, else the number of the shader's
+// instantiations none of those names reached.
+int shim_fused_mlp_find_every_kernel() {
+  if (!FindAll<float>() || !FindAll<half>()) return -1;
+  return msl_shim::kernels_not_found(kKernels);
 }
 
 }  // extern "C"

@@ -30,6 +30,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <typeinfo>
 
 typedef unsigned int uint;
 typedef unsigned short ushort;
@@ -326,6 +328,48 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const s
 }
 
 }  // namespace metal
+
+// ---- kernel templates by host name ------------------------------------------------
+
+// A shader's kernel template instantiations, `template [[host_name("name")]]
+// [[kernel]] decltype(f<...>) f<...>;` (the attributes mean nothing to C++):
+// tests/metal_shim/kernel_table.py lists them in $(BUILD)/gen/<shader>.kernels.inc
+// as MO_SHIM_KERNEL lines, which a shim .cc includes into a Kernel table to
+// find each entry point by the name its .mm asks Metal for.
+namespace msl_shim {
+
+struct Kernel {
+  const char* name;
+  const std::type_info* type;
+  void (*function)();
+  bool found;  // set by find_kernel: a test checks every entry is reachable
+};
+
+// The entry point `name` of type Fn, or nullptr when the table has none (or
+// one of another type).
+template <typename Fn, unsigned long N>
+Fn find_kernel(Kernel (&table)[N], const std::string& name) {
+  for (Kernel& k : table) {
+    if (name != k.name) continue;
+    if (*k.type != typeid(Fn)) return nullptr;
+    k.found = true;
+    return reinterpret_cast<Fn>(k.function);
+  }
+  return nullptr;
+}
+
+// Entries of the table find_kernel has not returned.
+template <unsigned long N>
+int kernels_not_found(const Kernel (&table)[N]) {
+  int missing = 0;
+  for (const Kernel& k : table) missing += k.found ? 0 : 1;
+  return missing;
+}
+
+}  // namespace msl_shim
+
+#define MO_SHIM_KERNEL(name, ...) \
+  {name, &typeid(&__VA_ARGS__), reinterpret_cast<void (*)()>(&__VA_ARGS__), false},
 
 // Address spaces and function qualifiers vanish in C++.
 #define kernel

@@ -128,7 +128,7 @@ void VolumeRender(Request* q) {
   const int64_t R = q->Int(0), S = q->Int(1);
   const bool bg_per_ray = q->Int(2) != 0, with_weights = q->Int(3) != 0;
   const Shards shards{int(q->Int(4))};
-  const T eps = T(q->Real(0));
+  const double early_termination = q->Real(0);
   const T* sigma = q->In<T>(0, R * S);
   const T* rgb = q->In<T>(1, R * S * 3);
   const T* t = q->In<T>(2, R * (S + 1));
@@ -144,6 +144,13 @@ void VolumeRender(Request* q) {
   T* grad_sigma = q->Out<T>(R * S);
   T* grad_rgb = q->Out<T>(R * S * 3);
   T* grad_bg = q->Out<T>(R * 3);
+  const mo::VolumeRenderForwardArgs<T> forward = {
+      {R, S, bg_per_ray, float(early_termination), sigma, rgb, bg}, {t}, {out_rgb, depth, opacity, weights}};
+  const mo::VolumeRenderBackwardArgs<T> backward = {
+      {R, S, bg_per_ray, float(early_termination), sigma, rgb, bg},
+      {t},
+      {out_rgb, depth, opacity, with_weights ? weights : nullptr, g_rgb, g_depth, g_opacity,
+       with_weights ? g_weights : nullptr, grad_sigma, grad_rgb, grad_bg}};
   shards(R, [&](int64_t begin, int64_t end) {
     RayScratch<T> scratch(S);
     for (int64_t r = begin; r < end; ++r) {
@@ -151,18 +158,12 @@ void VolumeRender(Request* q) {
         std::fprintf(stderr, "ray %lld is invalid\n", (long long)r);
         std::exit(3);
       }
-      ForwardRay(&scratch, sigma + r * S, rgb + r * S * 3, t + r * (S + 1), bg + (bg_per_ray ? r * 3 : 0), S, eps,
-                 out_rgb + r * 3, depth + r, opacity + r, weights + r * S);
+      ForwardRay(&scratch, forward, r);
     }
   });
   shards(R, [&](int64_t begin, int64_t end) {
     RayScratch<T> scratch(S);
-    for (int64_t r = begin; r < end; ++r) {
-      BackwardRay(&scratch, sigma + r * S, rgb + r * S * 3, t + r * (S + 1), bg + (bg_per_ray ? r * 3 : 0), S, eps,
-                  out_rgb + r * 3, depth[r], opacity[r], with_weights ? weights + r * S : nullptr, g_rgb + r * 3,
-                  g_depth[r], g_opacity[r], with_weights ? g_weights + r * S : nullptr, grad_sigma + r * S,
-                  grad_rgb + r * S * 3, grad_bg + r * 3);
-    }
+    for (int64_t r = begin; r < end; ++r) BackwardRay(&scratch, backward, r);
   });
 }
 
@@ -172,7 +173,7 @@ void VolumeRender(Request* q) {
 void PackedVolumeRender(Request* q) {
   const int64_t R = q->Int(0), N = q->Int(1);
   const bool bg_per_ray = q->Int(2) != 0, with_weights = q->Int(3) != 0;
-  const float eps = float(q->Real(0));
+  const float early_termination = float(q->Real(0));
   const float* sigma = q->In<float>(0, N);
   const float* rgb = q->In<float>(1, N * 3);
   const float* t0 = q->In<float>(2, N);
@@ -194,14 +195,18 @@ void PackedVolumeRender(Request* q) {
   float* grad_sigma = q->Out<float>(N);
   float* grad_rgb = q->Out<float>(N * 3);
   float* grad_bg = q->Out<float>(R * 3);
+  const mo::PackedVolumeRenderForwardArgs<float> forward = {
+      {R, N, bg_per_ray, early_termination, sigma, rgb, bg},
+      {t0, t1, offsets.data(), counts.data()},
+      {out_rgb, depth, opacity, weights}};
+  const mo::PackedVolumeRenderBackwardArgs<float> backward = {
+      {R, N, bg_per_ray, early_termination, sigma, rgb, bg},
+      {t0, t1, offsets.data(), counts.data()},
+      {out_rgb, depth, opacity, weights, g_rgb, g_depth, g_opacity, with_weights ? g_weights : nullptr, grad_sigma,
+       grad_rgb, grad_bg}};
   for (int64_t r = 0; r < R; ++r) {
-    const mo::VrCheck check =
-        mo::pvr_forward_ray<float, mo::VrFloatMath>(sigma, rgb, t0, t1, offsets.data(), counts.data(), bg, bg_per_ray,
-                                                    r, R, N, eps, out_rgb, depth, opacity, weights, true);
-    const mo::int32 code = mo::pvr_backward_ray<float, mo::VrFloatMath>(
-        sigma, rgb, t0, t1, offsets.data(), counts.data(), bg, bg_per_ray, r, R, N, eps, out_rgb, depth, opacity,
-        weights, g_rgb, g_depth, g_opacity, with_weights ? g_weights : nullptr, with_weights, grad_sigma, grad_rgb,
-        grad_bg);
+    const mo::VrCheck check = mo::pvr_forward_ray<float, mo::VrFloatMath>(forward, r);
+    const mo::int32 code = mo::pvr_backward_ray<float, mo::VrFloatMath>(backward, r);
     if (check.code != mo::kVrOk || code != mo::kVrOk) {
       std::fprintf(stderr, "ray %lld is invalid\n", (long long)r);
       std::exit(3);
@@ -325,27 +330,22 @@ void RayMarch(Request* q) {
   attrs.max_samples = int(q->Int(3));
   attrs.jitter = q->Int(4) != 0;
   const mo::RayMarchParams p = mo::ray_march_checks::MakeParams(attrs, R, q->Int(2));
-  const mo::uint32 seed = mo::uint32(q->Int(5));
-  const float* origins = q->In<float>(0, R * 3);
-  const float* directions = q->In<float>(1, R * 3);
-  const float* near = q->In<float>(2, R);
-  const float* far = q->In<float>(3, R);
-  const unsigned char* bits = q->In<unsigned char>(4, int64_t(p.cascades) * p.bytes_per_cascade);
+  const mo::RayMarchInputs in = {q->In<float>(0, R * 3), q->In<float>(1, R * 3), q->In<float>(2, R),
+                                  q->In<float>(3, R),
+                                  q->In<unsigned char>(4, int64_t(p.cascades) * p.bytes_per_cascade),
+                                  mo::uint32(q->Int(5))};
   std::vector<mo::int32> counts(R), offsets(R);
   int64_t total = 0;
   for (int64_t r = 0; r < R; ++r) {
-    counts[r] = mo::rm_march_ray(origins, directions, near, far, bits, mo::int32(r), p, seed, 0, nullptr, nullptr,
-                                 nullptr);
+    counts[r] = mo::rm_march_ray(in, mo::int32(r), p, 0, mo::RayMarchSamples{nullptr, nullptr, nullptr});
     offsets[r] = mo::int32(total);
     total += counts[r];
   }
   float* t_starts = q->Out<float>(total);
   float* t_ends = q->Out<float>(total);
   std::vector<mo::int32> indices(total);
-  for (int64_t r = 0; r < R; ++r) {
-    mo::rm_march_ray(origins, directions, near, far, bits, mo::int32(r), p, seed, offsets[r], t_starts, t_ends,
-                     indices.data());
-  }
+  const mo::RayMarchSamples samples = {t_starts, t_ends, indices.data()};
+  for (int64_t r = 0; r < R; ++r) mo::rm_march_ray(in, mo::int32(r), p, offsets[r], samples);
   for (const std::vector<mo::int32>* v : {&indices, &offsets, &counts}) {
     double* out = q->Out<double>(int64_t(v->size()));
     for (size_t i = 0; i < v->size(); ++i) out[i] = (*v)[i];

@@ -2,7 +2,7 @@
 // TensorFlow (tests/cuda/test_packed_volume_render_cuda.py, through ctypes + CuPy).
 #include "kernels/cuda/packed_volume_render.h"
 
-#define METAL_OPS_PACKED_VOLUME_RENDER_HARNESS(SUFFIX, T)                                                          \
+#define MO_PACKED_VOLUME_RENDER_HARNESS(SUFFIX, T)                                                          \
   int metal_ops_packed_volume_render_forward_##SUFFIX(                                                             \
       const T* sigma, const T* rgb, const T* t_starts, const T* t_ends, const int32_t* ray_offsets,                \
       const int32_t* ray_counts, const T* background, int32_t background_per_ray, int64_t num_rays,                \
@@ -29,8 +29,8 @@
   }
 
 extern "C" {
-METAL_OPS_PACKED_VOLUME_RENDER_HARNESS(float32, float)
-METAL_OPS_PACKED_VOLUME_RENDER_HARNESS(float64, double)
+MO_PACKED_VOLUME_RENDER_HARNESS(float32, float)
+MO_PACKED_VOLUME_RENDER_HARNESS(float64, double)
 }  // extern "C"
 
-#undef METAL_OPS_PACKED_VOLUME_RENDER_HARNESS
+#undef MO_PACKED_VOLUME_RENDER_HARNESS

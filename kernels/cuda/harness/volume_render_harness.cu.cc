@@ -2,7 +2,7 @@
 // TensorFlow (tests/cuda/test_volume_render_cuda.py, through ctypes + CuPy).
 #include "kernels/cuda/volume_render.h"
 
-#define METAL_OPS_VOLUME_RENDER_HARNESS(SUFFIX, T)                                                             \
+#define MO_VOLUME_RENDER_HARNESS(SUFFIX, T)                                                             \
   int metal_ops_volume_render_forward_##SUFFIX(const T* sigma, const T* rgb, const T* t, const T* background,  \
                                                int32_t background_per_ray, int64_t num_rays,                  \
                                                int64_t num_samples, float early_termination, T* out_rgb,      \
@@ -28,8 +28,8 @@
   }
 
 extern "C" {
-METAL_OPS_VOLUME_RENDER_HARNESS(float32, float)
-METAL_OPS_VOLUME_RENDER_HARNESS(float64, double)
+MO_VOLUME_RENDER_HARNESS(float32, float)
+MO_VOLUME_RENDER_HARNESS(float64, double)
 }  // extern "C"
 
-#undef METAL_OPS_VOLUME_RENDER_HARNESS
+#undef MO_VOLUME_RENDER_HARNESS
