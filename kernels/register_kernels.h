@@ -12,7 +12,7 @@
   REGISTER_KERNEL_BUILDER(Name(NAME).Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), __VA_ARGS__)
 
 // Op NAME and its gradient op NAME "Grad", run by CLASS##Op<DEVICE_TYPE, T> and
-// CLASS##GradOp<DEVICE_TYPE, T> (kernels/<op>_op.h).
+// CLASS##GradOp<DEVICE_TYPE, T> (kernels/<op>_kernel.h).
 #define MO_REGISTER_WITH_GRAD(NAME, CLASS, DEVICE, DEVICE_TYPE, T) \
   MO_REGISTER(NAME, DEVICE, T, CLASS##Op<DEVICE_TYPE, T>);         \
   MO_REGISTER(NAME "Grad", DEVICE, T, CLASS##GradOp<DEVICE_TYPE, T>)

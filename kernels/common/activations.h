@@ -124,7 +124,7 @@ MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
 
 #if !defined(__METAL_VERSION__)
 // The op attribute value of each activation, by number ("none", "relu", ...).
-// Host code; nvcc's device pass reads it too (ops/fused_mlp_checks.h, which
+// Host code; nvcc's device pass reads it too (kernels/spec/fused_mlp_spec.h, which
 // the CUDA launchers include for the network limits).
 constexpr const char* kActivationNames[] = {"none",       "relu",    "relu6", "elu",      "leaky_relu",
                                             "sigmoid",    "tanh",    "swish", "softplus", "trunc_exp"};

@@ -22,7 +22,7 @@ namespace mo {
 
 // Arguments of a dispatch (same layout in the shader and on the host). Sizes
 // fit in 32 bits: the host checks R, C G^3 and the sample count against
-// 2^31 - 1 (ops/ray_march_checks.h).
+// 2^31 - 1 (kernels/spec/ray_march_spec.h).
 struct RayMarchParams {
   float aabb_min[3];  // cascade 0's box
   float aabb_max[3];

@@ -14,14 +14,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/fused_mlp_checks.h"
+#include "kernels/spec/fused_mlp_spec.h"
 
 namespace mo {
 namespace cuda {
 
-// The limits are ops/fused_mlp_checks.h's.
-constexpr int kFusedMlpMaxMatrices = fused_mlp_checks::kMaxHiddenLayers + 1;  // hidden layers + output
-constexpr int kFusedMlpMaxIoWidth = static_cast<int>(fused_mlp_checks::kMaxIoWidth);  // padded to 16 inside
+// The limits are kernels/spec/fused_mlp_spec.h's.
+constexpr int kFusedMlpMaxMatrices = fused_mlp::kMaxHiddenLayers + 1;          // hidden layers + output
+constexpr int kFusedMlpMaxIoWidth = static_cast<int>(fused_mlp::kMaxIoWidth);  // padded to 16 inside
 
 struct FusedMlpShape {
   int64_t n;
