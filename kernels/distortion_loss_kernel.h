@@ -4,8 +4,8 @@
 // output allocation here; DistortionLossFunctor<Device> does the work:
 //   CPU  kernels/cpu/distortion_loss_kernels.cc (registers DistortionLossOp<CPUDevice>)
 //   CUDA kernels/cuda/distortion_loss_gpu.cc    (registers DistortionLossOp<GPUDevice>)
-#ifndef METAL_OPS_KERNELS_DISTORTION_LOSS_KERNEL_H_
-#define METAL_OPS_KERNELS_DISTORTION_LOSS_KERNEL_H_
+#ifndef MO_KERNELS_DISTORTION_LOSS_KERNEL_H_
+#define MO_KERNELS_DISTORTION_LOSS_KERNEL_H_
 
 #include <cstdint>
 
@@ -68,4 +68,4 @@ class DistortionLossGradOp : public ::tensorflow::OpKernel {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_DISTORTION_LOSS_KERNEL_H_
+#endif  // MO_KERNELS_DISTORTION_LOSS_KERNEL_H_

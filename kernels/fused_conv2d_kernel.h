@@ -5,8 +5,8 @@
 // FusedActivationGradFunctor<Device> do the work:
 //   CPU  kernels/cpu/fused_conv2d_kernels.cc (the functors; registers FusedConv2DOp<CPUDevice>)
 //   CUDA kernels/cuda/fused_conv2d_gpu.cc    (the functors; registers FusedConv2DOp<GPUDevice>)
-#ifndef METAL_OPS_KERNELS_FUSED_CONV2D_KERNEL_H_
-#define METAL_OPS_KERNELS_FUSED_CONV2D_KERNEL_H_
+#ifndef MO_KERNELS_FUSED_CONV2D_KERNEL_H_
+#define MO_KERNELS_FUSED_CONV2D_KERNEL_H_
 
 #include <cstdint>
 #include <limits>
@@ -119,4 +119,4 @@ class FusedActivationGradOp : public OpKernelWithAttrs<fused_conv2d::ActivationG
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_FUSED_CONV2D_KERNEL_H_
+#endif  // MO_KERNELS_FUSED_CONV2D_KERNEL_H_

@@ -4,8 +4,8 @@
 // output allocation here; FusedMlpFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/fused_mlp_kernels.cc (the functor; registers FusedMlpOp<CPUDevice, T>)
 //   CUDA kernels/cuda/fused_mlp_gpu.cc    (the functor; registers FusedMlpOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_FUSED_MLP_KERNEL_H_
-#define METAL_OPS_KERNELS_FUSED_MLP_KERNEL_H_
+#ifndef MO_KERNELS_FUSED_MLP_KERNEL_H_
+#define MO_KERNELS_FUSED_MLP_KERNEL_H_
 
 #include <cstdint>
 #include <vector>
@@ -121,4 +121,4 @@ class FusedMlpGradOp : public OpKernelWithAttrs<fused_mlp::Attrs> {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_FUSED_MLP_KERNEL_H_
+#endif  // MO_KERNELS_FUSED_MLP_KERNEL_H_

@@ -4,8 +4,8 @@
 // checks (kernels/spec/hash_encode_spec.h, where the checks and messages live):
 //   CPU  kernels/cpu/hash_encode_kernels.cc (the functor; registers HashEncodeOp<CPUDevice, T>)
 //   CUDA kernels/cuda/hash_encode_gpu.cc    (the functor; registers HashEncodeOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_HASH_ENCODE_KERNEL_H_
-#define METAL_OPS_KERNELS_HASH_ENCODE_KERNEL_H_
+#ifndef MO_KERNELS_HASH_ENCODE_KERNEL_H_
+#define MO_KERNELS_HASH_ENCODE_KERNEL_H_
 
 #include <cstdint>
 
@@ -117,4 +117,4 @@ class HashEncodeGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEnco
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_HASH_ENCODE_KERNEL_H_
+#endif  // MO_KERNELS_HASH_ENCODE_KERNEL_H_

@@ -1,7 +1,7 @@
 // The base of the C++-API kernel classes (kernels/<op>_kernel.h) whose op has
 // attributes: the op's spec (kernels/spec/<op>_spec.h) reads and checks them.
-#ifndef METAL_OPS_KERNELS_OP_KERNEL_WITH_ATTRS_H_
-#define METAL_OPS_KERNELS_OP_KERNEL_WITH_ATTRS_H_
+#ifndef MO_KERNELS_OP_KERNEL_WITH_ATTRS_H_
+#define MO_KERNELS_OP_KERNEL_WITH_ATTRS_H_
 
 #include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -24,4 +24,4 @@ class OpKernelWithAttrs : public ::tensorflow::OpKernel {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_OP_KERNEL_WITH_ATTRS_H_
+#endif  // MO_KERNELS_OP_KERNEL_WITH_ATTRS_H_

@@ -6,13 +6,13 @@
 //   CPU  kernels/cpu/packed_volume_render_kernels.cc
 //   CUDA kernels/cuda/packed_volume_render_gpu.cc
 // The Metal kernels use TensorFlow's C API and the same checks (kernels/metal/).
-#ifndef METAL_OPS_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_
-#define METAL_OPS_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_
+#ifndef MO_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_
+#define MO_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_
 
 #include <cstdint>
 
 #include "kernels/op_kernel_with_attrs.h"
-#include "kernels/render_args.h"
+#include "kernels/common/render_args.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/packed_volume_render_spec.h"
 #include "kernels/volume_render_kernel.h"
@@ -101,4 +101,4 @@ class PackedVolumeRenderGradOp
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_
+#endif  // MO_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_

@@ -6,8 +6,8 @@
 //   CUDA kernels/cuda/ray_march_gpu.cc    (registers RayMarchOp<GPUDevice>)
 // The number of samples decides the outputs' shapes, so the first pass's
 // total reaches the host before the outputs are allocated.
-#ifndef METAL_OPS_KERNELS_RAY_MARCH_KERNEL_H_
-#define METAL_OPS_KERNELS_RAY_MARCH_KERNEL_H_
+#ifndef MO_KERNELS_RAY_MARCH_KERNEL_H_
+#define MO_KERNELS_RAY_MARCH_KERNEL_H_
 
 #include <cstdint>
 
@@ -77,4 +77,4 @@ class RayMarchOp : public OpKernelWithAttrs<ray_march::Attrs> {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_RAY_MARCH_KERNEL_H_
+#endif  // MO_KERNELS_RAY_MARCH_KERNEL_H_

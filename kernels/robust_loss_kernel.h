@@ -5,8 +5,8 @@
 // RobustLossFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/robust_loss_kernels.cc (the functor; registers RobustLossOp<CPUDevice, T>)
 //   CUDA kernels/cuda/robust_loss_gpu.cc    (the functor; registers RobustLossOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_ROBUST_LOSS_KERNEL_H_
-#define METAL_OPS_KERNELS_ROBUST_LOSS_KERNEL_H_
+#ifndef MO_KERNELS_ROBUST_LOSS_KERNEL_H_
+#define MO_KERNELS_ROBUST_LOSS_KERNEL_H_
 
 #include <cstdint>
 
@@ -106,4 +106,4 @@ class RobustLossGradOp : public ::tensorflow::OpKernel {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_ROBUST_LOSS_KERNEL_H_
+#endif  // MO_KERNELS_ROBUST_LOSS_KERNEL_H_

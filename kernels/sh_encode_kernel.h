@@ -5,8 +5,8 @@
 //   CPU  kernels/cpu/sh_encode_kernels.cc (the functor; registers SHEncodeOp<CPUDevice, T>)
 //   CUDA kernels/cuda/sh_encode_gpu.cc    (the functor; registers SHEncodeOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
-#ifndef METAL_OPS_KERNELS_SH_ENCODE_KERNEL_H_
-#define METAL_OPS_KERNELS_SH_ENCODE_KERNEL_H_
+#ifndef MO_KERNELS_SH_ENCODE_KERNEL_H_
+#define MO_KERNELS_SH_ENCODE_KERNEL_H_
 
 #include <cstdint>
 
@@ -69,4 +69,4 @@ class SHEncodeGradOp : public OpKernelWithAttrs<sh_encode::Attrs> {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SH_ENCODE_KERNEL_H_
+#endif  // MO_KERNELS_SH_ENCODE_KERNEL_H_

@@ -6,13 +6,13 @@
 //   CPU  kernels/cpu/volume_render_kernels.cc (registers VolumeRenderOp<CPUDevice, T>)
 //   CUDA kernels/cuda/volume_render_gpu.cc    (registers VolumeRenderOp<GPUDevice, T>)
 // The Metal kernels use TensorFlow's C API and the same checks (kernels/metal/).
-#ifndef METAL_OPS_KERNELS_VOLUME_RENDER_KERNEL_H_
-#define METAL_OPS_KERNELS_VOLUME_RENDER_KERNEL_H_
+#ifndef MO_KERNELS_VOLUME_RENDER_KERNEL_H_
+#define MO_KERNELS_VOLUME_RENDER_KERNEL_H_
 
 #include <cstdint>
 
 #include "kernels/op_kernel_with_attrs.h"
-#include "kernels/render_args.h"
+#include "kernels/common/render_args.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/volume_render_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -128,4 +128,4 @@ class VolumeRenderGradOp : public OpKernelWithAttrs<volume_render::Attrs, false>
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_VOLUME_RENDER_KERNEL_H_
+#endif  // MO_KERNELS_VOLUME_RENDER_KERNEL_H_

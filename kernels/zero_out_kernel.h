@@ -4,8 +4,8 @@
 // allocation here; ZeroOutFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/zero_out_kernels.cc (the functor; registers ZeroOutOp<CPUDevice, T>)
 //   CUDA kernels/cuda/zero_out_gpu.cc    (the functor; registers ZeroOutOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_ZERO_OUT_KERNEL_H_
-#define METAL_OPS_KERNELS_ZERO_OUT_KERNEL_H_
+#ifndef MO_KERNELS_ZERO_OUT_KERNEL_H_
+#define MO_KERNELS_ZERO_OUT_KERNEL_H_
 
 #include <cstdint>
 
@@ -44,4 +44,4 @@ class ZeroOutOp : public OpKernelWithAttrs<zero_out::Attrs> {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_ZERO_OUT_KERNEL_H_
+#endif  // MO_KERNELS_ZERO_OUT_KERNEL_H_

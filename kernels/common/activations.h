@@ -9,8 +9,8 @@
 // exact (so the backward pass does not need the pre-activation z): relu, relu6,
 // elu, leaky_relu (alpha >= 0), sigmoid, tanh. swish (z * sigmoid(z)) cannot be
 // inverted, so its derivative takes z.
-#ifndef METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
-#define METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
+#ifndef MO_KERNELS_COMMON_ACTIVATIONS_H_
+#define MO_KERNELS_COMMON_ACTIVATIONS_H_
 
 #include "kernels/common/platform.h"
 
@@ -152,4 +152,4 @@ MO_FN float fused_output_element(float acc, float bias, float residual, int act,
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
+#endif  // MO_KERNELS_COMMON_ACTIVATIONS_H_

@@ -13,8 +13,8 @@
 // march jumps to where the ray leaves that cell. At most max_samples samples
 // per ray. The march is the same function for counting (first pass) and for
 // writing the samples at the ray's offset (second pass), so both passes agree.
-#ifndef METAL_OPS_KERNELS_COMMON_RAY_MARCH_H_
-#define METAL_OPS_KERNELS_COMMON_RAY_MARCH_H_
+#ifndef MO_KERNELS_COMMON_RAY_MARCH_H_
+#define MO_KERNELS_COMMON_RAY_MARCH_H_
 
 #include "kernels/common/platform.h"
 
@@ -286,4 +286,4 @@ MO_FN void rm_chunk_offsets(const MO_DEVICE int32* counts, uint64 base, int32 i,
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_RAY_MARCH_H_
+#endif  // MO_KERNELS_COMMON_RAY_MARCH_H_

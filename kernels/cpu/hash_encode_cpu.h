@@ -2,8 +2,8 @@
 // arithmetic is kernels/common/hash_grid.h). Included by
 // kernels/cpu/hash_encode_kernels.cc; kept free of TensorFlow headers so the
 // loops can be compiled and inspected on their own.
-#ifndef METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_
-#define METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_
+#ifndef MO_KERNELS_CPU_HASH_ENCODE_CPU_H_
+#define MO_KERNELS_CPU_HASH_ENCODE_CPU_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -407,4 +407,4 @@ void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int6
 }  // namespace hash_encode_cpu
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_
+#endif  // MO_KERNELS_CPU_HASH_ENCODE_CPU_H_

@@ -10,8 +10,8 @@
 // convolutions, whose input is the patch matrix), multiplied, and the output
 // stage act(acc + bias + residual) runs over the chunk's rows right after
 // their GEMM, while they are in the GPU's L2 cache.
-#ifndef METAL_OPS_KERNELS_CUDA_FUSED_CONV2D_H_
-#define METAL_OPS_KERNELS_CUDA_FUSED_CONV2D_H_
+#ifndef MO_KERNELS_CUDA_FUSED_CONV2D_H_
+#define MO_KERNELS_CUDA_FUSED_CONV2D_H_
 
 #include <cuda_runtime.h>
 
@@ -85,4 +85,4 @@ cudaError_t LaunchFusedActivationGrad(const float* gradients, const float* outpu
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_FUSED_CONV2D_H_
+#endif  // MO_KERNELS_CUDA_FUSED_CONV2D_H_

@@ -5,8 +5,8 @@
 // y [n, out_dim], all row-major. Matrices: hidden_layers + 1 (in -> width,
 // width -> width x (hidden_layers - 1), width -> out). T is float or __half
 // (float accumulation; __half matrices run on tensor cores).
-#ifndef METAL_OPS_KERNELS_CUDA_FUSED_MLP_H_
-#define METAL_OPS_KERNELS_CUDA_FUSED_MLP_H_
+#ifndef MO_KERNELS_CUDA_FUSED_MLP_H_
+#define MO_KERNELS_CUDA_FUSED_MLP_H_
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -63,4 +63,4 @@ cudaError_t LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T*
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_FUSED_MLP_H_
+#endif  // MO_KERNELS_CUDA_FUSED_MLP_H_

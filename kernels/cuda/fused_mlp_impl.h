@@ -4,8 +4,8 @@
 //   float32: fused_mlp_simt.cu.cc, CUDA cores, one block per 128-row tile
 //   float16: fused_mlp_mma.cu.cc, tensor cores (mma.sync), rows in registers
 // Device code (nvcc only); no TensorFlow.
-#ifndef METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
-#define METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+#ifndef MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+#define MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -106,4 +106,4 @@ cudaError_t Backward(const __half* dy, const __half* x, const __half* y, const _
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+#endif  // MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_

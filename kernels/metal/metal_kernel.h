@@ -32,8 +32,8 @@
 // synchronisation (device-to-host copies) orders later reads. With
 // METAL_OPS_GPU_SYNC=1 (metal_rules.h) every op instead commits and waits
 // (commitAndWait) and turns a failed command buffer into its error.
-#ifndef METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
-#define METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
+#ifndef MO_KERNELS_METAL_METAL_KERNEL_H_
+#define MO_KERNELS_METAL_METAL_KERNEL_H_
 
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
@@ -303,4 +303,4 @@ using checks::ShapeString;
 }  // namespace metal
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
+#endif  // MO_KERNELS_METAL_METAL_KERNEL_H_

@@ -3,8 +3,8 @@
 // (tests/metal_shim/metal_rules_shim.cc): the key of a compiled graph, the
 // bounded cache of compiled graphs, and ELU's expm1 written with the
 // operations MPSGraph has.
-#ifndef METAL_OPS_KERNELS_METAL_MPSGRAPH_RULES_H_
-#define METAL_OPS_KERNELS_METAL_MPSGRAPH_RULES_H_
+#ifndef MO_KERNELS_METAL_MPSGRAPH_RULES_H_
+#define MO_KERNELS_METAL_MPSGRAPH_RULES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -155,4 +155,4 @@ typename Ops::Value Elu(Ops& ops, typename Ops::Value z) {
 }  // namespace metal
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_METAL_MPSGRAPH_RULES_H_
+#endif  // MO_KERNELS_METAL_MPSGRAPH_RULES_H_

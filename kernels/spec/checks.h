@@ -4,8 +4,8 @@
 // through a thin adapter: kernels/spec/checks_tf.h for the C++ API (CPU kernels, CUDA
 // registrations, shape functions), mo::metal::KernelCall::Check for the
 // C-API Metal kernels.
-#ifndef METAL_OPS_KERNELS_SPEC_CHECKS_H_
-#define METAL_OPS_KERNELS_SPEC_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_CHECKS_H_
+#define MO_KERNELS_SPEC_CHECKS_H_
 
 #include <cstdint>
 #include <sstream>
@@ -68,4 +68,4 @@ Result ReadEach(Get&& get, const char* op, const char* name, T* value, Rest... r
 }  // namespace checks
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_CHECKS_H_

@@ -2,8 +2,8 @@
 // shape sizes in, absl::Status out, and the attribute read of the shape
 // functions (ops/) and kernel classes (kernels/op_kernel_with_attrs.h). The
 // C-API Metal kernels have their own (KernelCall::Check).
-#ifndef METAL_OPS_KERNELS_SPEC_CHECKS_TF_H_
-#define METAL_OPS_KERNELS_SPEC_CHECKS_TF_H_
+#ifndef MO_KERNELS_SPEC_CHECKS_TF_H_
+#define MO_KERNELS_SPEC_CHECKS_TF_H_
 
 #include <utility>
 
@@ -55,4 +55,4 @@ absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {
 }  // namespace checks
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_CHECKS_TF_H_
+#endif  // MO_KERNELS_SPEC_CHECKS_TF_H_

@@ -2,8 +2,8 @@
 // CPU kernels and CUDA registrations (through kernels/spec/checks_tf.h) and the Metal
 // kernels (through KernelCall::Check). No TensorFlow API: sizes and values in,
 // kernels/spec/checks.h's Result out. Messages name the argument; tests match on them.
-#ifndef METAL_OPS_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_
+#ifndef MO_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_
+#define MO_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_
 
 #include <cstdint>
 
@@ -50,4 +50,4 @@ inline Result RaySorted(const float* row, int64_t r, int64_t samples) {
 }  // namespace distortion_loss
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_
+#endif  // MO_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_

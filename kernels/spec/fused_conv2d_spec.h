@@ -4,8 +4,8 @@
 // the Metal kernel (through KernelCall::Check / AttrReader::Check). No TensorFlow API: sizes and
 // attribute values in, kernels/spec/checks.h's Result out. Messages name the argument;
 // tests match on them.
-#ifndef METAL_OPS_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_
+#ifndef MO_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_
+#define MO_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -263,4 +263,4 @@ inline Result ActivationGradShapes(const Dims& gradients, const Dims& outputs, c
 }  // namespace fused_conv2d
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_
+#endif  // MO_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_

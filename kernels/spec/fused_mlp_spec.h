@@ -2,8 +2,8 @@
 // op (CPU, CUDA, Metal) and its shape function, and the one definition of the
 // network sizes the kernels run (the CUDA launchers read them too). No
 // TensorFlow API: sizes and names in, kernels/spec/checks.h's Result out.
-#ifndef METAL_OPS_KERNELS_SPEC_FUSED_MLP_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_FUSED_MLP_SPEC_H_
+#ifndef MO_KERNELS_SPEC_FUSED_MLP_SPEC_H_
+#define MO_KERNELS_SPEC_FUSED_MLP_SPEC_H_
 
 #include <cstdint>
 #include <string>
@@ -145,4 +145,4 @@ inline Result GradShapes(const Net& net, int64_t n, const Dims& dy, const Dims& 
 }  // namespace fused_mlp
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_FUSED_MLP_SPEC_H_
+#endif  // MO_KERNELS_SPEC_FUSED_MLP_SPEC_H_

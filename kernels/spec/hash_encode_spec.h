@@ -3,8 +3,8 @@
 // the Metal kernels (through KernelCall::Check) and the shape functions. No
 // TensorFlow API: sizes and values in, kernels/spec/checks.h's Result out. Messages
 // name the argument; tests match on them.
-#ifndef METAL_OPS_KERNELS_SPEC_HASH_ENCODE_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_HASH_ENCODE_SPEC_H_
+#ifndef MO_KERNELS_SPEC_HASH_ENCODE_SPEC_H_
+#define MO_KERNELS_SPEC_HASH_ENCODE_SPEC_H_
 
 #include <cmath>
 #include <cstdint>
@@ -181,4 +181,4 @@ inline Result Matrix(const char* name, const Dims& t, int64_t rows, int64_t cols
 }  // namespace hash_encode
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_HASH_ENCODE_SPEC_H_
+#endif  // MO_KERNELS_SPEC_HASH_ENCODE_SPEC_H_

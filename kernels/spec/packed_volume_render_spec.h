@@ -5,8 +5,8 @@
 // values are checked here with their messages. No TensorFlow API: sizes and
 // values in, kernels/spec/checks.h's Result out. Messages name the argument; tests
 // match on them.
-#ifndef METAL_OPS_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_
+#ifndef MO_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_
+#define MO_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_
 
 #include <cstdint>
 
@@ -124,4 +124,4 @@ Result BadRay(const char* op, const VrCheck& check, int64_t r, int64_t N, const 
 }  // namespace packed_volume_render
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_
+#endif  // MO_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_

@@ -4,8 +4,8 @@
 // RayMarchParams every backend takes. No TensorFlow API:
 // sizes and values in, kernels/spec/checks.h's Result out. Messages name the argument;
 // tests match on them.
-#ifndef METAL_OPS_KERNELS_SPEC_RAY_MARCH_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_RAY_MARCH_SPEC_H_
+#ifndef MO_KERNELS_SPEC_RAY_MARCH_SPEC_H_
+#define MO_KERNELS_SPEC_RAY_MARCH_SPEC_H_
 
 #include <cmath>
 #include <cstdint>
@@ -154,4 +154,4 @@ inline RayMarchParams MakeParams(const Attrs& a, int64_t rays, int64_t cascades)
 }  // namespace ray_march
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_RAY_MARCH_SPEC_H_
+#endif  // MO_KERNELS_SPEC_RAY_MARCH_SPEC_H_

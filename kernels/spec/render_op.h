@@ -4,8 +4,8 @@
 // REGISTER_OP chains both write out (tests/test_op_signatures.py checks they
 // agree). Each op supplies only how its inputs give R and the shape of its
 // per-sample values.
-#ifndef METAL_OPS_KERNELS_SPEC_RENDER_OP_H_
-#define METAL_OPS_KERNELS_SPEC_RENDER_OP_H_
+#ifndef MO_KERNELS_SPEC_RENDER_OP_H_
+#define MO_KERNELS_SPEC_RENDER_OP_H_
 
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/volume_render_spec.h"
@@ -79,4 +79,4 @@ absl::Status BackwardShapeFn(InferenceContext* c) {
 }  // namespace render_op
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_RENDER_OP_H_
+#endif  // MO_KERNELS_SPEC_RENDER_OP_H_

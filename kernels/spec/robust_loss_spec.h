@@ -3,8 +3,8 @@
 // Metal kernels (through KernelCall::Check). No TensorFlow API: sizes and
 // values in, kernels/spec/checks.h's Result out. Messages name the argument; tests
 // match on them.
-#ifndef METAL_OPS_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_
+#ifndef MO_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_
+#define MO_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_
 
 #include <cmath>
 #include <cstdint>
@@ -79,4 +79,4 @@ inline Result GradShape(const Dims& grad, const Dims& x) {
 }  // namespace robust_loss
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_
+#endif  // MO_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_

@@ -6,8 +6,8 @@
 // Messages name the argument; tests match on them. The dtype is the op's
 // attribute T: {float, half} (TensorFlow rejects others before any kernel
 // runs); the Python wrapper says so naming 'dirs'.
-#ifndef METAL_OPS_KERNELS_SPEC_SH_ENCODE_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_SH_ENCODE_SPEC_H_
+#ifndef MO_KERNELS_SPEC_SH_ENCODE_SPEC_H_
+#define MO_KERNELS_SPEC_SH_ENCODE_SPEC_H_
 
 #include <cstdint>
 
@@ -77,4 +77,4 @@ inline Result GradShape(const Dims& grad, const Dims& dirs, int64_t degree) {
 }  // namespace sh_encode
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_SH_ENCODE_SPEC_H_
+#endif  // MO_KERNELS_SPEC_SH_ENCODE_SPEC_H_

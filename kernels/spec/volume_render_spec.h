@@ -3,8 +3,8 @@
 // the Metal kernels (through KernelCall::Check). No TensorFlow API: sizes and
 // values in, kernels/spec/checks.h's Result out. Messages start with the op's name
 // (`op`) and name the argument; tests match on them.
-#ifndef METAL_OPS_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_
+#ifndef MO_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_
+#define MO_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_
 
 #include <cstdint>
 #include <string>
@@ -146,4 +146,4 @@ Result BadRay(const VrCheck& check, int64_t r, const T* sigma_row, const T* t_ro
 }  // namespace volume_render
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_
+#endif  // MO_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_

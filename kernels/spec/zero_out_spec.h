@@ -2,8 +2,8 @@
 // op and its shape function: the CPU and CUDA kernels (through
 // kernels/zero_out_kernel.h) and the Metal kernel (through KernelCall::Check).
 // No TensorFlow API: sizes and attributes in, kernels/spec/checks.h's Result out.
-#ifndef METAL_OPS_KERNELS_SPEC_ZERO_OUT_SPEC_H_
-#define METAL_OPS_KERNELS_SPEC_ZERO_OUT_SPEC_H_
+#ifndef MO_KERNELS_SPEC_ZERO_OUT_SPEC_H_
+#define MO_KERNELS_SPEC_ZERO_OUT_SPEC_H_
 
 #include <cstdint>
 
@@ -36,4 +36,4 @@ inline checks::Result PreserveIndex(int64_t preserve_index, int64_t n) {
 }  // namespace zero_out
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SPEC_ZERO_OUT_SPEC_H_
+#endif  // MO_KERNELS_SPEC_ZERO_OUT_SPEC_H_
