@@ -436,6 +436,6 @@ def test_tf32_bound_is_tight():
     bound = ref.tf32_bound(x, ws, bs, dy, "relu", "none")
     y, hs, dx, dws, dbs = simulate_tf32(x, ws, bs, dy, "relu", "none")
     ratios = dict(bound.ratios(y=y, hidden=hs, dx=dx, dws=dws, dbs=dbs))
-    assert ratios["y"] > 0.02 and ratios["dx"] > 0.02 and ratios["dW0"] > 0.02, ratios
+    assert ratios["y"] > 0.05 and ratios["dx"] > 0.05 and ratios["dW0"] > 0.05, ratios
     coarse = dx * (1 + 2.0 ** -8 * np.sign(np.random.default_rng(1).standard_normal(dx.shape)))
     assert dict(bound.ratios(dx=coarse))["dx"] > 1.0
