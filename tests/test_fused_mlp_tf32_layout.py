@@ -18,6 +18,7 @@ The kernels themselves run in tests/cuda/test_fused_mlp_cuda.py (GPU).
 import numpy as np
 import pytest
 
+from tests.cuda.test_fused_mlp_cuda import make_net
 from tests.reference import fused_mlp as ref
 
 LANE = np.arange(32)
@@ -402,12 +403,7 @@ def simulate_tf32(x, ws, bs, dy, act, out_act, alpha=ref.ALPHA):
 
 
 def _net(rng, n, in_dim, width, hidden, out_dim):
-    dims = [in_dim] + [width] * hidden + [out_dim]
-    ws, bs = [], []
-    for a, b in zip(dims[:-1], dims[1:]):
-        lim = np.sqrt(6.0 / (a + b))
-        ws.append(rng.uniform(-lim, lim, (a, b)).astype(F32))
-        bs.append(rng.uniform(-0.1, 0.1, b).astype(F32))
+    ws, bs = make_net(rng, in_dim, width, hidden, out_dim, F32)  # the GPU tests' networks
     x = rng.uniform(-1, 1, (n, in_dim)).astype(F32)
     dy = rng.standard_normal((n, out_dim)).astype(F32)
     return x, ws, bs, dy
