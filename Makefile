@@ -369,7 +369,8 @@ cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
 SHIM_LIB := $(BUILD)/libmetal_shim.so
 SHIM_SRCS := $(wildcard tests/metal_shim/*.cc)
 metal-shim: $(SHIM_LIB)
-$(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(wildcard kernels/metal/*.h) $(wildcard kernels/common/*.h) tests/metal_shim/kernel_table.py
+$(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(wildcard kernels/metal/*.h) \
+  $(wildcard kernels/common/*.h) $(wildcard kernels/spec/*.h) tests/metal_shim/kernel_table.py
 	@mkdir -p $(BUILD)
 	python3 tests/metal_shim/kernel_table.py --out $(GEN) $(METAL_GEN_SRCS)
 	$(CXX) -std=c++17 -O2 -fPIC -shared -I. -I$(GEN) -Wno-attributes $(EXTRA_CXXFLAGS) -o $@ $(SHIM_SRCS)

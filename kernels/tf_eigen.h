@@ -6,8 +6,8 @@
 // that includes a TensorFlow C++ header (the build's -Werror catches one that
 // does not). The intrinsics Eigen includes come first, through
 // kernels/x86_intrinsics.h (GCC's false positives in them silenced).
-#ifndef METAL_OPS_KERNELS_TF_EIGEN_H_
-#define METAL_OPS_KERNELS_TF_EIGEN_H_
+#ifndef MO_KERNELS_TF_EIGEN_H_
+#define MO_KERNELS_TF_EIGEN_H_
 
 #include "kernels/x86_intrinsics.h"
 
@@ -21,4 +21,4 @@
 #pragma GCC diagnostic pop
 #endif
 
-#endif  // METAL_OPS_KERNELS_TF_EIGEN_H_
+#endif  // MO_KERNELS_TF_EIGEN_H_

@@ -8,8 +8,8 @@
 // source includes this before anything that pulls in <immintrin.h>
 // (kernels/tf_eigen.h and kernels/cpu/simd.h include it first). Warnings in our
 // own code, inlined intrinsics or not, are still reported at their own lines.
-#ifndef METAL_OPS_KERNELS_X86_INTRINSICS_H_
-#define METAL_OPS_KERNELS_X86_INTRINSICS_H_
+#ifndef MO_KERNELS_X86_INTRINSICS_H_
+#define MO_KERNELS_X86_INTRINSICS_H_
 
 #if defined(__x86_64__) || defined(__i386__)
 #if defined(__GNUC__) && !defined(__clang__)
@@ -23,4 +23,4 @@
 #endif
 #endif
 
-#endif  // METAL_OPS_KERNELS_X86_INTRINSICS_H_
+#endif  // MO_KERNELS_X86_INTRINSICS_H_

@@ -7,8 +7,8 @@
 // The formulas of both live in kernels/common/activations.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "ops/checks_tf.h"
-#include "ops/fused_conv2d_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/fused_conv2d_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -19,10 +19,9 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-namespace fc = ::mo::fused_conv2d_checks;
 
 absl::Status FusedConv2DShape(InferenceContext* c) {
-  fc::ConvAttrs attrs;
+  mo::fused_conv2d::ConvAttrs attrs;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   ShapeHandle input, filter;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
@@ -91,7 +90,7 @@ REGISTER_OP("MetalOpsFusedActivationGrad")
     .Attr("activation: {'none', 'relu', 'relu6', 'elu', 'leaky_relu', 'sigmoid', 'tanh', 'swish'} = 'none'")
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
-      fc::ActivationGradAttrs attrs;
+      mo::fused_conv2d::ActivationGradAttrs attrs;
       TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
       ShapeHandle merged;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &merged));

@@ -1,13 +1,13 @@
 // FusedMLP (tiny-cuda-nn's fully fused MLP for TensorFlow): op definitions.
 //
-// Checks: ops/fused_mlp_checks.h. Kernels: kernels/cpu/fused_mlp_kernels.cc.
+// Checks: kernels/spec/fused_mlp_spec.h. Kernels: kernels/cpu/fused_mlp_kernels.cc.
 // Python: python/metal_ops/fused_mlp.py. Design: docs/FUSED_MLP.md.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <vector>
 
-#include "ops/checks_tf.h"
-#include "ops/fused_mlp_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -22,7 +22,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 Status FusedMlpShape(InferenceContext* c) {
   int num = 0;
   TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
-  mo::fused_mlp_checks::Attrs attrs;
+  mo::fused_mlp::Attrs attrs;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   ShapeHandle x, first, last;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
@@ -41,9 +41,9 @@ Status FusedMlpShape(InferenceContext* c) {
   }
   if (known) {
     const int64_t rows = c->ValueKnown(c->Dim(x, 0)) ? c->Value(c->Dim(x, 0)) : 0;
-    mo::fused_mlp_checks::Net net;
-    TF_RETURN_IF_ERROR(mo::checks::ToStatus(
-        mo::fused_mlp_checks::Shapes({rows, c->Value(c->Dim(x, 1))}, kernels, biases, &net)));
+    mo::fused_mlp::Net net;
+    TF_RETURN_IF_ERROR(
+        mo::checks::ToStatus(mo::fused_mlp::Shapes({rows, c->Value(c->Dim(x, 1))}, kernels, biases, &net)));
   }
   c->set_output(0, c->Matrix(c->Dim(x, 0), c->Dim(last, 1)));
   c->set_output(1, c->MakeShape({c->MakeDim(num - 1), c->Dim(x, 0), c->Dim(first, 1)}));
@@ -87,7 +87,7 @@ REGISTER_OP("MetalOpsFusedMLPGrad")
     .Attr("output_activation: string = 'none'")
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
-      mo::fused_mlp_checks::Attrs attrs;
+      mo::fused_mlp::Attrs attrs;
       TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
       int num = 0;
       TF_RETURN_IF_ERROR(c->GetAttr("N", &num));

@@ -9,15 +9,14 @@
 #include <string>
 
 #include "kernels/common/hash_grid.h"
-#include "ops/checks_tf.h"
-#include "ops/hash_encode_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/hash_encode_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace {
 
-namespace checks = ::mo::hash_encode_checks;
 using ::tensorflow::Status;
 using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
@@ -25,8 +24,8 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // inputs [N, D] (D in 1..4) and table [P, F] (F in 1, 2, 4, 8) where known;
 // the row count P is checked against hash_grid_size when D and P are known.
-Status CheckInputsAndTable(InferenceContext* c, const checks::GridAttrs& grid, int inputs_index, int table_index,
-                           ShapeHandle* inputs, ShapeHandle* table) {
+Status CheckInputsAndTable(InferenceContext* c, const mo::hash_encode::GridAttrs& grid, int inputs_index,
+                           int table_index, ShapeHandle* inputs, ShapeHandle* table) {
   TF_RETURN_IF_ERROR(c->WithRank(c->input(inputs_index), 2, inputs));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(table_index), 2, table));
   const DimensionHandle dims = c->Dim(*inputs, 1);
@@ -35,19 +34,20 @@ Status CheckInputsAndTable(InferenceContext* c, const checks::GridAttrs& grid, i
   if (c->ValueKnown(dims)) {
     const DimensionHandle n = c->Dim(*inputs, 0);
     const mo::checks::Dims shape = {c->ValueKnown(n) ? c->Value(n) : -1, c->Value(dims)};
-    TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::InputDim(c->Value(dims), shape)));
+    TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::hash_encode::InputDim(c->Value(dims), shape)));
   }
-  if (c->ValueKnown(features)) TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::Features(c->Value(features))));
+  if (c->ValueKnown(features)) TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::hash_encode::Features(c->Value(features))));
   if (c->ValueKnown(dims) && c->ValueKnown(rows)) {
     mo::int64 expected = 0;
-    TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::TableRows(grid, c->Value(dims), c->Value(rows), &expected)));
+    TF_RETURN_IF_ERROR(
+        mo::checks::ToStatus(mo::hash_encode::TableRows(grid, c->Value(dims), c->Value(rows), &expected)));
   }
   return Status();
 }
 
 Status HashEncodeShape(InferenceContext* c) {
-  checks::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncode, &a));
+  mo::hash_encode::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncode, &a));
   const int num_levels = a.grid.num_levels;
   ShapeHandle inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 0, 1, &inputs, &table));
@@ -58,8 +58,8 @@ Status HashEncodeShape(InferenceContext* c) {
 }
 
 Status HashEncodeGradShape(InferenceContext* c) {
-  checks::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncodeGrad, &a));
+  mo::hash_encode::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncodeGrad, &a));
   const int num_levels = a.grid.num_levels;
   ShapeHandle grad, inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 1, 2, &inputs, &table));
@@ -74,8 +74,8 @@ Status HashEncodeGradShape(InferenceContext* c) {
 }
 
 Status HashEncodeGradGradShape(InferenceContext* c) {
-  checks::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kEncodeGradGrad, &a));
+  mo::hash_encode::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncodeGradGrad, &a));
   const int num_levels = a.grid.num_levels;
   ShapeHandle ggx, grad, inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 2, 3, &inputs, &table));
@@ -92,8 +92,8 @@ Status HashEncodeGradGradShape(InferenceContext* c) {
 }
 
 Status HashGridOffsetsShape(InferenceContext* c) {
-  checks::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, checks::GridOp::kOffsets, &a));
+  mo::hash_encode::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kOffsets, &a));
   c->set_output(0, c->Vector(a.grid.num_levels + 1));
   return Status();
 }

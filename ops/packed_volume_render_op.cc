@@ -1,13 +1,13 @@
 // MetalOpsPackedVolumeRender and its backward MetalOpsPackedVolumeRenderGrad:
 // VolumeRender over packed samples (RayMarch's output). Formulas:
 // kernels/common/packed_volume_render.h (on volume_render.h); checks and
-// attributes: ops/packed_volume_render_checks.h; shape functions shared with
-// VolumeRender: ops/render_op.h. Python:
+// attributes: kernels/spec/packed_volume_render_spec.h; shape functions shared with
+// VolumeRender: kernels/spec/render_op.h. Python:
 // python/metal_ops/packed_volume_render.py.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "ops/packed_volume_render_checks.h"
-#include "ops/render_op.h"
+#include "kernels/spec/packed_volume_render_spec.h"
+#include "kernels/spec/render_op.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -42,8 +42,6 @@ absl::Status PackedInputShapes(InferenceContext* c, Shapes* shapes) {
 }  // namespace render_op
 }  // namespace mo
 
-namespace checks = ::mo::packed_volume_render_checks;
-
 REGISTER_OP("MetalOpsPackedVolumeRender")
     .Input("sigma: T")
     .Input("rgb: T")
@@ -59,7 +57,7 @@ REGISTER_OP("MetalOpsPackedVolumeRender")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
     .Attr("return_weights: bool = false")
-    .SetShapeFn(mo::render_op::ForwardShapeFn<checks::kForward, mo::render_op::PackedInputShapes>)
+    .SetShapeFn(mo::render_op::ForwardShapeFn<mo::packed_volume_render::kForward, mo::render_op::PackedInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays over N packed samples
 (kernels/common/packed_volume_render.h): VolumeRender's formulas, with ray r
@@ -101,7 +99,8 @@ REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
     .Output("grad_background: T")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
-    .SetShapeFn(mo::render_op::BackwardShapeFn<checks::kBackward, mo::render_op::PackedInputShapes, 7>)
+    .SetShapeFn(
+        mo::render_op::BackwardShapeFn<mo::packed_volume_render::kBackward, mo::render_op::PackedInputShapes, 7>)
     .Doc(R"doc(
 Backward of MetalOpsPackedVolumeRender (VolumeRender's suffix trick per ray).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;

@@ -1,10 +1,10 @@
 // MetalOpsRayMarch: packed samples of rays marched through an occupancy
 // bitfield. Formulas: kernels/common/ray_march.h; checks and attributes:
-// ops/ray_march_checks.h. Python: python/metal_ops/ray_march.py.
+// kernels/spec/ray_march_spec.h. Python: python/metal_ops/ray_march.py.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "ops/checks_tf.h"
-#include "ops/ray_march_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/ray_march_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -14,7 +14,6 @@ namespace {
 using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
-namespace checks = ::mo::ray_march_checks;
 
 // The sizes of input i, -1 where unknown; empty with *known = false when even
 // the rank is unknown.
@@ -34,7 +33,7 @@ mo::checks::Dims DimsOf(InferenceContext* c, int i, bool* all_known) {
 }
 
 absl::Status RayMarchShape(InferenceContext* c) {
-  checks::Attrs a;
+  mo::ray_march::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   bool known = true;
   mo::checks::Dims dims[6];
@@ -42,7 +41,7 @@ absl::Status RayMarchShape(InferenceContext* c) {
   if (known) {
     // Every size is known: the kernels' own checks and messages.
     TF_RETURN_IF_ERROR(
-        mo::checks::ToStatus(checks::Shapes(dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], a)));
+        mo::checks::ToStatus(mo::ray_march::Shapes(dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], a)));
   }
   ShapeHandle origins, directions, near, far, occupancy, seed;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &origins));

@@ -1,27 +1,26 @@
 // Real spherical-harmonics encoding of directions (the NeRF colour network's
 // input): op definitions and shape functions.
-// Formulas: kernels/common/sh_encode.h. Checks: ops/sh_encode_checks.h.
+// Formulas: kernels/common/sh_encode.h. Checks: kernels/spec/sh_encode_spec.h.
 // Wrapper + gradient: python/metal_ops/sh_encode.py. Doc: docs/SH_ENCODE.md.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstdint>
 #include <vector>
 
-#include "ops/checks_tf.h"
-#include "ops/sh_encode_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/sh_encode_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace {
 
-namespace checks = ::mo::sh_encode_checks;
 using ::tensorflow::Status;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
 Status ReadDegree(InferenceContext* c, int64_t* degree) {
-  checks::Attrs attrs;
+  mo::sh_encode::Attrs attrs;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   *degree = attrs.degree;
   return Status();
@@ -57,8 +56,8 @@ REGISTER_OP("MetalOpsSHEncode")
         c->set_output(0, c->UnknownShape());
         return Status();
       }
-      TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::DirsShape(dirs)));
-      c->set_output(0, ShapeOf(c, checks::OutputDims(dirs, degree)));
+      TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::sh_encode::DirsShape(dirs)));
+      c->set_output(0, ShapeOf(c, mo::sh_encode::OutputDims(dirs, degree)));
       return Status();
     })
     .Doc(R"doc(
@@ -82,8 +81,9 @@ REGISTER_OP("MetalOpsSHEncodeGrad")
       TF_RETURN_IF_ERROR(ReadDegree(c, &degree));
       mo::checks::Dims dirs, grad;
       if (KnownDims(c, 1, &dirs)) {
-        TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::DirsShape(dirs)));
-        if (KnownDims(c, 0, &grad)) TF_RETURN_IF_ERROR(mo::checks::ToStatus(checks::GradShape(grad, dirs, degree)));
+        TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::sh_encode::DirsShape(dirs)));
+        if (KnownDims(c, 0, &grad))
+          TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::sh_encode::GradShape(grad, dirs, degree)));
       }
       c->set_output(0, c->input(1));
       return Status();

@@ -1,10 +1,10 @@
 // MetalOpsVolumeRender and its backward MetalOpsVolumeRenderGrad.
 // Formulas: kernels/common/volume_render.h. Python: python/metal_ops/volume_render.py.
-// Shape functions shared with PackedVolumeRender: ops/render_op.h.
+// Shape functions shared with PackedVolumeRender: kernels/spec/render_op.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "ops/render_op.h"
-#include "ops/volume_render_checks.h"
+#include "kernels/spec/render_op.h"
+#include "kernels/spec/volume_render_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -38,8 +38,6 @@ absl::Status VolumeRenderInputShapes(InferenceContext* c, Shapes* shapes) {
 }  // namespace render_op
 }  // namespace mo
 
-namespace checks = ::mo::volume_render_checks;
-
 REGISTER_OP("MetalOpsVolumeRender")
     .Input("sigma: T")
     .Input("rgb: T")
@@ -52,7 +50,7 @@ REGISTER_OP("MetalOpsVolumeRender")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
     .Attr("return_weights: bool = false")
-    .SetShapeFn(mo::render_op::ForwardShapeFn<checks::kForward, mo::render_op::VolumeRenderInputShapes>)
+    .SetShapeFn(mo::render_op::ForwardShapeFn<mo::volume_render::kForward, mo::render_op::VolumeRenderInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays with S samples each
 (formulas in kernels/common/volume_render.h).
@@ -87,7 +85,7 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .Output("grad_background: T")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
-    .SetShapeFn(mo::render_op::BackwardShapeFn<checks::kBackward, mo::render_op::VolumeRenderInputShapes, 4>)
+    .SetShapeFn(mo::render_op::BackwardShapeFn<mo::volume_render::kBackward, mo::render_op::VolumeRenderInputShapes, 4>)
     .Doc(R"doc(
 Backward of MetalOpsVolumeRender (suffix trick; see kernels/common/volume_render.h).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;

@@ -2,8 +2,8 @@
 // generalised to several dtypes and a chosen surviving element.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "ops/checks_tf.h"
-#include "ops/zero_out_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/zero_out_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -14,7 +14,7 @@ REGISTER_OP("ZeroOut")
     .Attr("T: {int32, int64, float, double}")
     .Attr("preserve_index: int >= 0 = 0")
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      mo::zero_out_checks::Attrs attrs;
+      mo::zero_out::Attrs attrs;
       TF_RETURN_IF_ERROR(
           mo::checks::ReadAttrsOf(c, &attrs));
       return ::tensorflow::shape_inference::UnchangedShape(c);

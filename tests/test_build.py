@@ -190,12 +190,12 @@ def _files_of(op):
     """The files the layout (docs/ARCHITECTURE.md) asks of an op, from what the
     sources say it has: CUDA files where kernels/cuda has any file of the op,
     Metal ones where kernels/metal has, a shim runner where it has shaders."""
-    want = [f"ops/{op}_op.cc", f"ops/{op}_checks.h", f"python/metal_ops/{op}.py", f"benchmarks/bench_{op}.py",
+    want = [f"ops/{op}_op.cc", f"kernels/spec/{op}_spec.h", f"python/metal_ops/{op}.py", f"benchmarks/bench_{op}.py",
             f"docs/{op.upper()}.md"]
     cuda, metal = _named("kernels/cuda", op), _named("kernels/metal", op)
     if cuda:
-        want += [f"kernels/{op}_op.h", f"kernels/cuda/{op}.h", f"kernels/cuda/{op}.cu.cc", f"kernels/cuda/{op}_gpu.cc",
-                 f"kernels/cuda/harness/{op}_harness.cu.cc", f"tests/cuda/test_{op}_cuda.py"]
+        want += [f"kernels/{op}_kernel.h", f"kernels/cuda/{op}.h", f"kernels/cuda/{op}.cu.cc",
+                 f"kernels/cuda/{op}_gpu.cc", f"kernels/cuda/harness/{op}_harness.cu.cc", f"tests/cuda/test_{op}_cuda.py"]
     if metal:
         want.append(f"kernels/metal/{op}_metal.mm")
     if f"{op}.metal" in metal:

@@ -9,8 +9,8 @@
 // exact (so the backward pass does not need the pre-activation z): relu, relu6,
 // elu, leaky_relu (alpha >= 0), sigmoid, tanh. swish (z * sigmoid(z)) cannot be
 // inverted, so its derivative takes z.
-#ifndef METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
-#define METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
+#ifndef MO_KERNELS_COMMON_ACTIVATIONS_H_
+#define MO_KERNELS_COMMON_ACTIVATIONS_H_
 
 #include "kernels/common/platform.h"
 
@@ -124,7 +124,7 @@ MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
 
 #if !defined(__METAL_VERSION__)
 // The op attribute value of each activation, by number ("none", "relu", ...).
-// Host code; nvcc's device pass reads it too (ops/fused_mlp_checks.h, which
+// Host code; nvcc's device pass reads it too (kernels/spec/fused_mlp_spec.h, which
 // the CUDA launchers include for the network limits).
 constexpr const char* kActivationNames[] = {"none",       "relu",    "relu6", "elu",      "leaky_relu",
                                             "sigmoid",    "tanh",    "swish", "softplus", "trunc_exp"};
@@ -152,4 +152,4 @@ MO_FN float fused_output_element(float acc, float bias, float residual, int act,
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_ACTIVATIONS_H_
+#endif  // MO_KERNELS_COMMON_ACTIVATIONS_H_

@@ -12,8 +12,8 @@
 // suffix sums of w and w*m. Midpoints are taken relative to t_0 (L does not
 // change under a shift of t), which keeps m W - (wm) free of cancellation
 // when t is far from 0. Ties m_i = m_j count j < i as "below" (a subgradient).
-#ifndef METAL_OPS_KERNELS_COMMON_DISTORTION_LOSS_H_
-#define METAL_OPS_KERNELS_COMMON_DISTORTION_LOSS_H_
+#ifndef MO_KERNELS_COMMON_DISTORTION_LOSS_H_
+#define MO_KERNELS_COMMON_DISTORTION_LOSS_H_
 
 #include "kernels/common/platform.h"
 
@@ -120,4 +120,4 @@ MO_FN void distortion_loss_grad_ray(float g, const MO_DEVICE float* w, const MO_
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_DISTORTION_LOSS_H_
+#endif  // MO_KERNELS_COMMON_DISTORTION_LOSS_H_

@@ -9,8 +9,8 @@
 // Layout: the table is [P, F]; level l owns rows offset[l] .. offset[l+1]-1
 // (level_entries() rows), F features of a row adjacent. Output of a point is
 // [L * F]: level l's features at columns l*F .. l*F+F-1.
-#ifndef METAL_OPS_KERNELS_COMMON_HASH_GRID_H_
-#define METAL_OPS_KERNELS_COMMON_HASH_GRID_H_
+#ifndef MO_KERNELS_COMMON_HASH_GRID_H_
+#define MO_KERNELS_COMMON_HASH_GRID_H_
 
 #include "kernels/common/platform.h"
 
@@ -327,4 +327,4 @@ MO_FN float input_gradient_coefficient(uint32 idx, const MO_THREAD float* w, con
 }  // namespace hash_grid
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_HASH_GRID_H_
+#endif  // MO_KERNELS_COMMON_HASH_GRID_H_

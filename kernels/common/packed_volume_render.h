@@ -9,8 +9,8 @@
 // Layout rule (checked per ray, so a ray that passes never reads outside
 // [0, N)): ray_counts[r] >= 0, ray_offsets[0] = 0, ray_offsets[r] =
 // ray_offsets[r-1] + ray_counts[r-1], and the last ray ends at N.
-#ifndef METAL_OPS_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_
-#define METAL_OPS_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_
+#ifndef MO_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_
+#define MO_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_
 
 #include "kernels/common/platform.h"
 #include "kernels/common/volume_render.h"
@@ -130,4 +130,4 @@ MO_FN int32 pvr_backward_ray(MO_THREAD const PackedVolumeRenderBackwardArgs<T>& 
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_
+#endif  // MO_KERNELS_COMMON_PACKED_VOLUME_RENDER_H_

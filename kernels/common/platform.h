@@ -4,8 +4,8 @@
 // compiled as plain C++ (CPU kernels, the MSL shim tests), as CUDA
 // (__host__ __device__) and as Metal Shading Language (the .metal shaders
 // #include them). This file gives them one vocabulary for all three.
-#ifndef METAL_OPS_KERNELS_COMMON_PLATFORM_H_
-#define METAL_OPS_KERNELS_COMMON_PLATFORM_H_
+#ifndef MO_KERNELS_COMMON_PLATFORM_H_
+#define MO_KERNELS_COMMON_PLATFORM_H_
 
 #if defined(__METAL_VERSION__) || defined(MO_MSL_SHIM)
 // ---- Metal Shading Language -------------------------------------------------
@@ -164,4 +164,4 @@ MO_FN float expm1_f(float x) { return expm1f(x); }
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_PLATFORM_H_
+#endif  // MO_KERNELS_COMMON_PLATFORM_H_

@@ -13,8 +13,8 @@
 // march jumps to where the ray leaves that cell. At most max_samples samples
 // per ray. The march is the same function for counting (first pass) and for
 // writing the samples at the ray's offset (second pass), so both passes agree.
-#ifndef METAL_OPS_KERNELS_COMMON_RAY_MARCH_H_
-#define METAL_OPS_KERNELS_COMMON_RAY_MARCH_H_
+#ifndef MO_KERNELS_COMMON_RAY_MARCH_H_
+#define MO_KERNELS_COMMON_RAY_MARCH_H_
 
 #include "kernels/common/platform.h"
 
@@ -22,7 +22,7 @@ namespace mo {
 
 // Arguments of a dispatch (same layout in the shader and on the host). Sizes
 // fit in 32 bits: the host checks R, C G^3 and the sample count against
-// 2^31 - 1 (ops/ray_march_checks.h).
+// 2^31 - 1 (kernels/spec/ray_march_spec.h).
 struct RayMarchParams {
   float aabb_min[3];  // cascade 0's box
   float aabb_max[3];
@@ -286,4 +286,4 @@ MO_FN void rm_chunk_offsets(const MO_DEVICE int32* counts, uint64 base, int32 i,
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_RAY_MARCH_H_
+#endif  // MO_KERNELS_COMMON_RAY_MARCH_H_

@@ -1,12 +1,12 @@
 // The arguments of the two renderers' device code, VolumeRender and
 // PackedVolumeRender, as every backend's per-ray drivers take them
 // (kernels/common/volume_render.h, packed_volume_render.h): filled by their
-// kernel classes (kernels/volume_render_op.h, kernels/packed_volume_render_op.h)
+// kernel classes (kernels/volume_render_kernel.h, kernels/packed_volume_render_kernel.h)
 // and the CUDA harness for the CPU functors and the CUDA kernels (by value),
 // and inside each Metal shader from its buffers (Metal binds buffers, not
 // structs of pointers). No TensorFlow; plain C++, CUDA and MSL (platform.h).
-#ifndef METAL_OPS_KERNELS_COMMON_RENDER_ARGS_H_
-#define METAL_OPS_KERNELS_COMMON_RENDER_ARGS_H_
+#ifndef MO_KERNELS_COMMON_RENDER_ARGS_H_
+#define MO_KERNELS_COMMON_RENDER_ARGS_H_
 
 #include "kernels/common/platform.h"
 
@@ -69,4 +69,4 @@ struct PackedVolumeRenderBackwardArgs : RenderArgs<T>, PackedSamples<T>, RenderG
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_RENDER_ARGS_H_
+#endif  // MO_KERNELS_COMMON_RENDER_ARGS_H_

@@ -42,8 +42,8 @@
 // elements stays finite too (docs/ROBUST_LOSS.md). Invalid parameters (c <= 0 or
 // NaN, alpha NaN) give NaN for the element and its gradients; the CPU kernel
 // and the Python wrapper raise InvalidArgument before that can happen.
-#ifndef METAL_OPS_KERNELS_COMMON_ROBUST_LOSS_H_
-#define METAL_OPS_KERNELS_COMMON_ROBUST_LOSS_H_
+#ifndef MO_KERNELS_COMMON_ROBUST_LOSS_H_
+#define MO_KERNELS_COMMON_ROBUST_LOSS_H_
 
 #include "kernels/common/platform.h"
 
@@ -389,4 +389,4 @@ MO_FN int64 robust_loss_param_index(int64 col, int64 is_vec) { return is_vec != 
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_ROBUST_LOSS_H_
+#endif  // MO_KERNELS_COMMON_ROBUST_LOSS_H_

@@ -12,8 +12,8 @@
 // The direction is used as given (not normalised), as the sample does, so
 // the values are these polynomials for any (x, y, z), and NaN / inf
 // propagate as they do through the TF ops.
-#ifndef METAL_OPS_KERNELS_COMMON_SH_ENCODE_H_
-#define METAL_OPS_KERNELS_COMMON_SH_ENCODE_H_
+#ifndef MO_KERNELS_COMMON_SH_ENCODE_H_
+#define MO_KERNELS_COMMON_SH_ENCODE_H_
 
 #include "kernels/common/platform.h"
 
@@ -116,4 +116,4 @@ MO_FN void sh_encode_grad(float x, float y, float z, int degree, const MO_THREAD
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_SH_ENCODE_H_
+#endif  // MO_KERNELS_COMMON_SH_ENCODE_H_

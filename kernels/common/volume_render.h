@@ -26,8 +26,8 @@
 // from a math policy M (M::exp, M::expm1): kernels use VrFloatMath below; the
 // CPU and CUDA files add a double policy for float64 validation. No double in
 // this header (Metal has none).
-#ifndef METAL_OPS_KERNELS_COMMON_VOLUME_RENDER_H_
-#define METAL_OPS_KERNELS_COMMON_VOLUME_RENDER_H_
+#ifndef MO_KERNELS_COMMON_VOLUME_RENDER_H_
+#define MO_KERNELS_COMMON_VOLUME_RENDER_H_
 
 #include "kernels/common/platform.h"
 #include "kernels/common/render_args.h"
@@ -379,4 +379,4 @@ MO_FN void vr_backward_ray(MO_THREAD const VolumeRenderBackwardArgs<T>& a, int64
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_VOLUME_RENDER_H_
+#endif  // MO_KERNELS_COMMON_VOLUME_RENDER_H_

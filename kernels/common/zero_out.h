@@ -1,7 +1,7 @@
 // ZeroOut: every element becomes zero except the one at `preserve_index`.
 // The tutorial op; kept deliberately tiny so it shows the layering, not math.
-#ifndef METAL_OPS_KERNELS_COMMON_ZERO_OUT_H_
-#define METAL_OPS_KERNELS_COMMON_ZERO_OUT_H_
+#ifndef MO_KERNELS_COMMON_ZERO_OUT_H_
+#define MO_KERNELS_COMMON_ZERO_OUT_H_
 
 #include "kernels/common/platform.h"
 
@@ -21,4 +21,4 @@ MO_FN T zero_out_element(T x, int64 i, int64 preserve_index) {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_COMMON_ZERO_OUT_H_
+#endif  // MO_KERNELS_COMMON_ZERO_OUT_H_

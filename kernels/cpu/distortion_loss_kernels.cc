@@ -1,5 +1,5 @@
 // The CPU functor of MetalOpsDistortionLoss / MetalOpsDistortionLossGrad (the
-// kernel class is kernels/distortion_loss_op.h): TF's intra-op thread pool,
+// kernel class is kernels/distortion_loss_kernel.h): TF's intra-op thread pool,
 // one ray per work item, O(S) per ray. The arithmetic is
 // kernels/common/distortion_loss.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
@@ -9,9 +9,9 @@
 
 #include "kernels/common/distortion_loss.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/distortion_loss_op.h"
-#include "ops/checks_tf.h"
-#include "ops/distortion_loss_checks.h"
+#include "kernels/distortion_loss_kernel.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/distortion_loss_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
@@ -34,7 +34,7 @@ absl::Status CheckSorted(OpKernelContext* ctx, const float* t, int64_t rays, int
   });
   const int64_t r = first_bad.load();
   if (r == rays) return absl::OkStatus();
-  return checks::ToStatus(distortion_loss_checks::RaySorted(t + r * (samples + 1), r, samples));
+  return checks::ToStatus(distortion_loss::RaySorted(t + r * (samples + 1), r, samples));
 }
 
 }  // namespace

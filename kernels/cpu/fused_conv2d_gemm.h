@@ -4,8 +4,8 @@
 // (grappler/fusion_plugin.cc), which fuses only convolutions whose tile fits
 // (the ones measured faster than TensorFlow's, docs/FUSED_CONV2D.md). Arithmetic
 // only: no BLAS, no TensorFlow.
-#ifndef METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
-#define METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
+#ifndef MO_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
+#define MO_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -54,4 +54,4 @@ inline int64_t fused_conv_tile_rows(int64_t k, int64_t n, int64_t pixels, int64_
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_FUSED_CONV2D_GEMM_H_
+#endif  // MO_KERNELS_CPU_FUSED_CONV2D_GEMM_H_

@@ -7,7 +7,7 @@
 // are applied to each tile right after its GEMM wrote it, while it is still in
 // cache: one pass over the output instead of three or four.
 //
-// The kernel classes are kernels/fused_conv2d_op.h's; this file holds the CPU
+// The kernel classes are kernels/fused_conv2d_kernel.h's; this file holds the CPU
 // functors and registrations.
 #define EIGEN_USE_THREADS
 
@@ -23,10 +23,10 @@
 #include "kernels/cpu/fused_conv2d_gemm.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/fused_conv2d_op.h"
+#include "kernels/fused_conv2d_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/checks_tf.h"
-#include "ops/fused_conv2d_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/fused_conv2d_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -37,10 +37,10 @@
 namespace mo {
 namespace {
 
+using fused_conv2d::ConvGeometry;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-using fused_conv2d_checks::ConvGeometry;
 
 // ---------------------------------------------------------------------------
 // Output stage: out = act(out + bias + residual) on a block of `pixels` output

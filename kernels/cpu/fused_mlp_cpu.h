@@ -20,8 +20,8 @@
 //    deterministic for any thread count.
 // Activations: vector forms of kernels/common/activations.h's formulas
 // (softplus goes lane by lane through activations.h itself).
-#ifndef METAL_OPS_KERNELS_CPU_FUSED_MLP_CPU_H_
-#define METAL_OPS_KERNELS_CPU_FUSED_MLP_CPU_H_
+#ifndef MO_KERNELS_CPU_FUSED_MLP_CPU_H_
+#define MO_KERNELS_CPU_FUSED_MLP_CPU_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -447,4 +447,4 @@ void Backward(const Shape& s, const BackwardPtrs& p, ParallelFor parallel_for) {
 }  // namespace fused_mlp_cpu
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_FUSED_MLP_CPU_H_
+#endif  // MO_KERNELS_CPU_FUSED_MLP_CPU_H_

@@ -1,5 +1,5 @@
 // CPU kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad: the functor of
-// kernels/fused_mlp_op.h's kernel class, on TF's intra-op pool. The work is
+// kernels/fused_mlp_kernel.h's kernel class, on TF's intra-op pool. The work is
 // kernels/cpu/fused_mlp_cpu.h (TensorFlow-free: blocks of rows through every
 // layer, a register-tiled micro-kernel, deterministic weight gradients).
 #include "kernels/cpu/fused_mlp_cpu.h"  // first: it includes the intrinsics headers (simd.h)
@@ -10,17 +10,15 @@
 #include <type_traits>
 
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/fused_mlp_op.h"
+#include "kernels/fused_mlp_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/fused_mlp_checks.h"
+#include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
 namespace {
 
-namespace fm = ::mo::fused_mlp_checks;
-
-fused_mlp_cpu::Shape ShapeOf(const fm::Net& net, int64_t n, const fm::Attrs& a) {
+fused_mlp_cpu::Shape ShapeOf(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a) {
   return {n, static_cast<int>(net.in_dim), static_cast<int>(net.width), net.hidden_layers,
           static_cast<int>(net.out_dim), a.activation, a.output_activation, a.leaky_relu_alpha};
 }
@@ -43,7 +41,7 @@ struct FusedMlpFunctor<CPUDevice, T> {
         "FusedMLP: float16 runs on GPUs (CUDA, Metal); on the CPU use float32 'x', 'kernels' and 'biases'");
   }
 
-  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const fm::Net& net, const fm::Attrs& a,
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
                               const FusedMlpForwardArgs<T>& args) {
     if constexpr (!std::is_same<T, float>::value) {
       return Float16OnGpus();
@@ -54,7 +52,7 @@ struct FusedMlpFunctor<CPUDevice, T> {
     }
   }
 
-  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const fm::Net& net, const fm::Attrs& a,
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
                                const FusedMlpBackwardArgs<T>& args) {
     if constexpr (!std::is_same<T, float>::value) {
       return Float16OnGpus();

@@ -2,8 +2,8 @@
 // arithmetic is kernels/common/hash_grid.h). Included by
 // kernels/cpu/hash_encode_kernels.cc; kept free of TensorFlow headers so the
 // loops can be compiled and inspected on their own.
-#ifndef METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_
-#define METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_
+#ifndef MO_KERNELS_CPU_HASH_ENCODE_CPU_H_
+#define MO_KERNELS_CPU_HASH_ENCODE_CPU_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -19,7 +19,6 @@
 namespace mo {
 namespace hash_encode_cpu {
 
-namespace hg = ::mo::hash_grid;
 using ::mo::int64;
 using ::mo::uint32;
 
@@ -37,17 +36,17 @@ struct Grid {
   int num_levels;
   int interpolation;
   int out_of_range;
-  Level levels[hg::kMaxLevels];
+  Level levels[hash_grid::kMaxLevels];
 };
 
 // The levels of p, the per-level table every backend uses (hash_grid::make_params).
-inline Grid MakeGrid(const hg::Params& p) {
+inline Grid MakeGrid(const hash_grid::Params& p) {
   Grid g;
   g.num_levels = p.num_levels;
   g.interpolation = p.interpolation;
   g.out_of_range = p.out_of_range;
   for (int l = 0; l < p.num_levels; ++l) {
-    const hg::LevelGeometry t = hg::params_level(p, l);
+    const hash_grid::LevelGeometry t = hash_grid::params_level(p, l);
     Level& lv = g.levels[l];
     lv.offset = p.level_offsets[l];
     lv.entries = t.entries;
@@ -79,7 +78,7 @@ void PrepareBlock(const float* x, int nb, int out_of_range, float (*xs)[D], floa
   for (int j = 0; j < nb; ++j) {
     bool keep = true;
     for (int d = 0; d < D; ++d) {
-      keep &= hg::prepare_coordinate(x[int64(j) * D + d], out_of_range, &xs[j][d], &mask[j][d]);
+      keep &= hash_grid::prepare_coordinate(x[int64(j) * D + d], out_of_range, &xs[j][d], &mask[j][d]);
     }
     ok[j] = keep;
     if (!keep) {
@@ -91,7 +90,8 @@ void PrepareBlock(const float* x, int nb, int out_of_range, float (*xs)[D], floa
 // Corner coefficients of the second-order pass (adjoint of the input gradient).
 template <int D>
 inline void SecondOrderCoefficients(const float* w, const float* dw, float scale, const float* g, float* coef) {
-  for (uint32 idx = 0; idx < (1u << D); ++idx) coef[idx] = hg::input_gradient_coefficient<D>(idx, w, dw, scale, g);
+  for (uint32 idx = 0; idx < (1u << D); ++idx)
+    coef[idx] = hash_grid::input_gradient_coefficient<D>(idx, w, dw, scale, g);
 }
 
 template <int D>
@@ -160,14 +160,14 @@ inline void LocateBlockImpl(const ChunkPoints<D>& cp, int j0, int nb, const Leve
     uint32* cell = bc->cell[d];
     float* w = bc->w[d];
     float* dw = bc->dw[d];
-    for (int j = 0; j < nb; ++j) hg::locate(coord[j], scale, kInterpolation, &cell[j], &w[j], &dw[j]);
+    for (int j = 0; j < nb; ++j) hash_grid::locate(coord[j], scale, kInterpolation, &cell[j], &w[j], &dw[j]);
   }
   // Corner by corner over the block's points (vectorised across points). The
-  // final % entries of cell_corners (hg::wrap_row): hashed levels have 2^k
+  // final % entries of cell_corners (hash_grid::wrap_row): hashed levels have 2^k
   // rows (a mask); dense rows are below `entries` unless a point sits on the
   // upper face or wraps, which the rare scalar pass handles.
   uint32 factor[D];
-  hg::corner_factors<D>(lv.resolution, kHashed, factor);
+  hash_grid::corner_factors<D>(lv.resolution, kHashed, factor);
   const uint32 entries = lv.entries;
   uint32 beyond = 0;
   for (int c = 0; c < C; ++c) {
@@ -181,7 +181,7 @@ inline void LocateBlockImpl(const ChunkPoints<D>& cp, int j0, int nb, const Leve
         w[d] = bc->w[d][j];
       }
       uint32 row;
-      hg::corner_unwrapped<D>(c, cell, w, factor, kHashed, &row, &weights[j]);
+      hash_grid::corner_unwrapped<D>(c, cell, w, factor, kHashed, &row, &weights[j]);
       if (kHashed) {
         row &= entries - 1u;  // hashed levels have 2^log2_hashmap_size rows
       } else {
@@ -192,7 +192,7 @@ inline void LocateBlockImpl(const ChunkPoints<D>& cp, int j0, int nb, const Leve
   }
   if (!kHashed && beyond) {
     for (int c = 0; c < C; ++c)
-      for (int j = 0; j < nb; ++j) bc->rows[c][j] = hg::wrap_row(bc->rows[c][j], entries);
+      for (int j = 0; j < nb; ++j) bc->rows[c][j] = hash_grid::wrap_row(bc->rows[c][j], entries);
   }
 }
 
@@ -208,16 +208,16 @@ __attribute__((noinline)) void LocateBlock(const ChunkPoints<D>& cp, int j0, int
                                            int interpolation, bool second_order, BlockCorners<D>* bc) {
   constexpr int C = 1 << D;
   if (lv.hashed) {
-    if (interpolation == hg::kSmoothstep) {
-      LocateBlockImpl<D, true, hg::kSmoothstep>(cp, j0, nb, lv, bc);
+    if (interpolation == hash_grid::kSmoothstep) {
+      LocateBlockImpl<D, true, hash_grid::kSmoothstep>(cp, j0, nb, lv, bc);
     } else {
-      LocateBlockImpl<D, true, hg::kLinear>(cp, j0, nb, lv, bc);
+      LocateBlockImpl<D, true, hash_grid::kLinear>(cp, j0, nb, lv, bc);
     }
   } else {
-    if (interpolation == hg::kSmoothstep) {
-      LocateBlockImpl<D, false, hg::kSmoothstep>(cp, j0, nb, lv, bc);
+    if (interpolation == hash_grid::kSmoothstep) {
+      LocateBlockImpl<D, false, hash_grid::kSmoothstep>(cp, j0, nb, lv, bc);
     } else {
-      LocateBlockImpl<D, false, hg::kLinear>(cp, j0, nb, lv, bc);
+      LocateBlockImpl<D, false, hash_grid::kLinear>(cp, j0, nb, lv, bc);
     }
   }
   if (second_order) {
@@ -298,7 +298,7 @@ void GatherRange(const float* x, const float* gg, const T* table, T* out, int64 
           uint32 rows[1 << D];
           float weights[1 << D];
           bc.Corners(j, rows, weights);
-          hg::interpolate_corners<D, F, T>(level_table, rows, weights, acc);
+          hash_grid::interpolate_corners<D, F, T>(level_table, rows, weights, acc);
         } else {
           for (int f = 0; f < F; ++f) acc[f] = 0.0f;
         }
@@ -396,7 +396,7 @@ void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int6
         float weights[1 << D], w[D], dw[D];
         bc.Corners(j, rows, weights);
         bc.Weights(j, w, dw);
-        hg::accumulate_input_gradient_corners<D, F, T>(level_table, rows, lv.scale, w, dw, dyf, sum[j0 + j]);
+        hash_grid::accumulate_input_gradient_corners<D, F, T>(level_table, rows, lv.scale, w, dw, dyf, sum[j0 + j]);
       });
     });
     for (int j = 0; j < nc; ++j)
@@ -407,4 +407,4 @@ void InputGradRange(const float* x, const T* table, const T* dy, float* dx, int6
 }  // namespace hash_encode_cpu
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_HASH_ENCODE_CPU_H_
+#endif  // MO_KERNELS_CPU_HASH_ENCODE_CPU_H_

@@ -14,7 +14,7 @@
 //
 // MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets run on the CPU only:
 // their kernel classes live here, beside their registration, not in
-// kernels/hash_encode_op.h (which holds the classes shared by devices).
+// kernels/hash_encode_kernel.h (which holds the classes shared by devices).
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -27,7 +27,7 @@
 #include "kernels/cpu/hash_encode_cpu.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/hash_encode_op.h"
+#include "kernels/hash_encode_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -37,7 +37,6 @@
 namespace mo {
 namespace {
 
-namespace hg = ::mo::hash_grid;
 using ::mo::int64;
 using ::mo::uint32;
 using namespace ::mo::hash_encode_cpu;  // NOLINT: the kernel bodies
@@ -77,10 +76,10 @@ bool DispatchDimsFeatures(int dims, int features, Fn&& fn) {
 
 // ---- Attributes -------------------------------------------------------------------
 
-using ::mo::hash_encode_tf::CheckInputsAndTable;
-using ::mo::hash_encode_tf::CheckMatrix;
-using ::mo::hash_encode_tf::GridAttrs;
-using ::mo::hash_encode_tf::GridRows;
+using ::mo::hash_encode::CheckInputsAndTable;
+using ::mo::hash_encode::CheckMatrix;
+using ::mo::hash_encode::GridAttrs;
+using ::mo::hash_encode::GridRows;
 
 // ---- Threading helpers ------------------------------------------------------------------
 
@@ -121,9 +120,9 @@ int64 GatherCost(int dims, int features, int num_levels) {
 // ---- Kernels ----------------------------------------------------------------------------------
 
 template <typename T>
-class HashEncodeGradGradOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGradGrad> {
+class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEncodeGradGrad> {
  public:
-  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGradGrad>::OpKernelWithAttrs;
+  using hash_encode::KernelOf<hash_encode::GridOp::kEncodeGradGrad>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& ggx = ctx->input(0);
@@ -157,7 +156,7 @@ class HashEncodeGradGradOp : public hash_encode_tf::KernelOf<hash_encode_checks:
     DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(::mo::hash_encode_checks::MakeParams(attrs_.grid, kD, 0));
+      const Grid g = MakeGrid(::mo::hash_encode::MakeParams(attrs_.grid, kD, 0));
       ScatterTable<kD, kF, T, true>(ctx, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
       T* o = grad_dy->flat<T>().data();
       ForPoints(ctx, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
@@ -167,14 +166,14 @@ class HashEncodeGradGradOp : public hash_encode_tf::KernelOf<hash_encode_checks:
   }
 };
 
-class HashGridOffsetsOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kOffsets> {
+class HashGridOffsetsOp : public hash_encode::KernelOf<hash_encode::GridOp::kOffsets> {
  public:
-  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kOffsets>::OpKernelWithAttrs;
+  using hash_encode::KernelOf<hash_encode::GridOp::kOffsets>::OpKernelWithAttrs;
 
   void Compute(OpKernelContext* ctx) override {
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({attrs_.grid.num_levels + 1}), &out));
-    int64 offsets[hg::kMaxLevels + 1];
+    int64 offsets[hash_grid::kMaxLevels + 1];
     GridRows(attrs_.input_dim, attrs_.grid, offsets);
     auto o = out->flat<int64_t>();
     for (int l = 0; l <= attrs_.grid.num_levels; ++l) o(l) = offsets[l];
@@ -195,7 +194,7 @@ struct HashEncodeFunctor<CPUDevice, T> {
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(::mo::hash_encode_checks::MakeParams(grid, kD, 0));
+      const Grid g = MakeGrid(::mo::hash_encode::MakeParams(grid, kD, 0));
       ForPoints(ctx, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
         GatherRange<kD, kF, T, false>(a.inputs, nullptr, a.table, a.encoded, begin, end, g);
       });
@@ -221,7 +220,7 @@ struct HashEncodeFunctor<CPUDevice, T> {
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(::mo::hash_encode_checks::MakeParams(grid, kD, 0));
+      const Grid g = MakeGrid(::mo::hash_encode::MakeParams(grid, kD, 0));
       if (a.grad_table != nullptr) {
         ScatterTable<kD, kF, T, false>(ctx, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
       }

@@ -1,6 +1,6 @@
 // Transparent huge pages for large CPU kernel buffers (host-only, Linux).
-#ifndef METAL_OPS_KERNELS_CPU_HUGE_PAGES_H_
-#define METAL_OPS_KERNELS_CPU_HUGE_PAGES_H_
+#ifndef MO_KERNELS_CPU_HUGE_PAGES_H_
+#define MO_KERNELS_CPU_HUGE_PAGES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -65,4 +65,4 @@ inline void AdviseHugePages(const void* data, size_t bytes, bool collapse) {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_HUGE_PAGES_H_
+#endif  // MO_KERNELS_CPU_HUGE_PAGES_H_

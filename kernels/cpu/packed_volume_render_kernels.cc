@@ -1,5 +1,5 @@
 // The CPU functor of MetalOpsPackedVolumeRender / ...Grad (the kernel classes
-// are kernels/packed_volume_render_op.h) and the CPU registrations. Rays are
+// are kernels/packed_volume_render_kernel.h) and the CPU registrations. Rays are
 // split over TensorFlow's intra-op thread pool (cpu::ParallelFor); each ray
 // runs the shared scalar drivers of kernels/common/packed_volume_render.h,
 // the same functions the CUDA and Metal kernels run.
@@ -13,10 +13,10 @@
 #include "kernels/common/packed_volume_render.h"
 #include "kernels/common/volume_render.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/packed_volume_render_op.h"
+#include "kernels/packed_volume_render_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/checks_tf.h"
-#include "ops/packed_volume_render_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/packed_volume_render_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
@@ -42,7 +42,7 @@ struct PvrMathFor<double> {
 inline int64_t RayCost(int64_t rays, int64_t samples) { return 40 + 60 * (samples / (rays > 0 ? rays : 1)); }
 
 // Runs ray(r) (a VrCheck) for every ray over the thread pool; the error of the
-// first (smallest) failing ray, as packed_volume_render_checks words it.
+// first (smallest) failing ray, as packed_volume_render words it.
 template <typename Args, typename Ray>
 absl::Status EachRay(::tensorflow::OpKernelContext* ctx, const char* op, const Args& a, Ray ray) {
   std::mutex mutex;  // threads race only to lower the first bad ray
@@ -60,8 +60,8 @@ absl::Status EachRay(::tensorflow::OpKernelContext* ctx, const char* op, const A
     }
   });
   if (bad.code == kVrOk) return absl::OkStatus();
-  return checks::ToStatus(packed_volume_render_checks::BadRay(op, bad, bad_ray, a.samples, a.offsets, a.counts,
-                                                              a.sigma, a.t_starts, a.t_ends));
+  return checks::ToStatus(
+      packed_volume_render::BadRay(op, bad, bad_ray, a.samples, a.offsets, a.counts, a.sigma, a.t_starts, a.t_ends));
 }
 
 }  // namespace packed_volume_render_cpu
@@ -76,13 +76,12 @@ template <typename T>
 struct PackedVolumeRenderFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
-    return EachRay(ctx, packed_volume_render_checks::kForward, a,
-                   [&](int64_t r) { return pvr_forward_ray<T, M>(a, r); });
+    return EachRay(ctx, packed_volume_render::kForward, a, [&](int64_t r) { return pvr_forward_ray<T, M>(a, r); });
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
-    return EachRay(ctx, packed_volume_render_checks::kBackward, a,
+    return EachRay(ctx, packed_volume_render::kBackward, a,
                    [&](int64_t r) { return VrCheck{pvr_backward_ray<T, M>(a, r), 0}; });
   }
 };

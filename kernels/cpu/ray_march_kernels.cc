@@ -1,5 +1,5 @@
 // The CPU functor of MetalOpsRayMarch (the kernel class is
-// kernels/ray_march_op.h): TF's intra-op thread pool, one ray per work item,
+// kernels/ray_march_kernel.h): TF's intra-op thread pool, one ray per work item,
 // counted in a first pass and written at its prefix-sum offset in a second.
 // The march itself is kernels/common/ray_march.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
@@ -9,8 +9,8 @@
 
 #include "kernels/common/ray_march.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/ray_march_op.h"
-#include "ops/ray_march_checks.h"
+#include "kernels/ray_march_kernel.h"
+#include "kernels/spec/ray_march_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
@@ -41,7 +41,7 @@ struct RayMarchFunctor<CPUDevice> {
     });
     int64_t sum = 0;
     for (int64_t r = 0; r < p.num_rays; ++r) {
-      offsets[r] = static_cast<int32_t>(std::min<int64_t>(sum, ray_march_checks::kMaxIndex));
+      offsets[r] = static_cast<int32_t>(std::min<int64_t>(sum, ray_march::kMaxIndex));
       sum += counts[r];
     }
     *total = sum;

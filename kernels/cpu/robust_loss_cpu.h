@@ -3,8 +3,8 @@
 // (AVX-512, AVX, SSE or NEON, whatever the build targets). Free of TensorFlow
 // headers so tests/test_neon_qemu.py can build them for arm64 and run them
 // under qemu. The arithmetic is kernels/common/robust_loss.h.
-#ifndef METAL_OPS_KERNELS_CPU_ROBUST_LOSS_CPU_H_
-#define METAL_OPS_KERNELS_CPU_ROBUST_LOSS_CPU_H_
+#ifndef MO_KERNELS_CPU_ROBUST_LOSS_CPU_H_
+#define MO_KERNELS_CPU_ROBUST_LOSS_CPU_H_
 
 #include <algorithm>
 #include <cmath>
@@ -293,4 +293,4 @@ void Backward(const std::vector<mo::RobustLossCoeffs>& coeffs, const T* gs, cons
 }  // namespace robust_loss_cpu
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_ROBUST_LOSS_CPU_H_
+#endif  // MO_KERNELS_CPU_ROBUST_LOSS_CPU_H_

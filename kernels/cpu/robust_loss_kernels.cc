@@ -1,5 +1,5 @@
 // The CPU functor of MetalOpsRobustLoss / MetalOpsRobustLossGrad (the kernel
-// class is kernels/robust_loss_op.h): TF's intra-op thread pool. The
+// class is kernels/robust_loss_kernel.h): TF's intra-op thread pool. The
 // arithmetic is kernels/common/robust_loss.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
@@ -11,10 +11,10 @@
 #include "kernels/common/robust_loss.h"
 #include "kernels/cpu/robust_loss_cpu.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/robust_loss_op.h"
+#include "kernels/robust_loss_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/checks_tf.h"
-#include "ops/robust_loss_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/robust_loss_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 
@@ -28,7 +28,7 @@ using ::tensorflow::OpKernelContext;
 // The per-channel constants of the formula (one entry when both are scalars).
 template <typename T>
 std::vector<mo::RobustLossCoeffs> ChannelCoeffs(const RobustLossArgs<T>& args) {
-  const robust_loss_checks::ParamLayout& layout = args.layout;
+  const robust_loss::ParamLayout& layout = args.layout;
   std::vector<mo::RobustLossCoeffs> coeffs(layout.channels);
   for (int64_t col = 0; col < layout.channels; ++col) {
     coeffs[col] =
@@ -56,9 +56,9 @@ template <typename T>
 struct RobustLossFunctor<CPUDevice, T> {
   // alpha and scale are in host memory here.
   static absl::Status CheckParamValues(const RobustLossArgs<T>& args) {
-    const robust_loss_checks::ParamLayout& layout = args.layout;
-    return checks::ToStatus(robust_loss_checks::ParamValues(args.alpha, layout.alpha_vec ? layout.channels : 1,
-                                                            args.scale, layout.scale_vec ? layout.channels : 1));
+    const robust_loss::ParamLayout& layout = args.layout;
+    return checks::ToStatus(robust_loss::ParamValues(args.alpha, layout.alpha_vec ? layout.channels : 1, args.scale,
+                                                     layout.scale_vec ? layout.channels : 1));
   }
 
   static absl::Status Forward(OpKernelContext* ctx, const RobustLossArgs<T>& args, T* ys) {
@@ -69,7 +69,7 @@ struct RobustLossFunctor<CPUDevice, T> {
   static absl::Status Backward(OpKernelContext* ctx, const RobustLossArgs<T>& args, const T* gs, T* dxs,
                                float* das, float* dcs) {
     const int64_t n = args.n;
-    const robust_loss_checks::ParamLayout& layout = args.layout;
+    const robust_loss::ParamLayout& layout = args.layout;
     const int64_t channels = layout.channels;
     if (n == 0) {
       std::fill(das, das + (layout.alpha_vec ? channels : 1), 0.0f);

@@ -1,5 +1,5 @@
 // The CPU functor of MetalOpsSHEncode / MetalOpsSHEncodeGrad (the kernel class
-// is kernels/sh_encode_op.h): ranges of directions over TF's intra-op thread
+// is kernels/sh_encode_kernel.h): ranges of directions over TF's intra-op thread
 // pool. The arithmetic is kernels/common/sh_encode.h, instantiated per degree
 // so its branches fold; g++ -O3 vectorises the per-direction loops (16 lanes
 // of AVX-512). float16 tensors go through float32 scratch blocks.
@@ -12,7 +12,7 @@
 
 #include "kernels/common/sh_encode.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/sh_encode_op.h"
+#include "kernels/sh_encode_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 

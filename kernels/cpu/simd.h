@@ -3,8 +3,8 @@
 // stores, fused multiply-add, selects and exp a register-tiled kernel needs.
 // Chosen at compile time from the target macros, so one kernel source builds
 // for the x86 Linux wheel (-march=native) and for arm64 macOS.
-#ifndef METAL_OPS_KERNELS_CPU_SIMD_H_
-#define METAL_OPS_KERNELS_CPU_SIMD_H_
+#ifndef MO_KERNELS_CPU_SIMD_H_
+#define MO_KERNELS_CPU_SIMD_H_
 
 #include <cmath>
 #include <cstdint>
@@ -175,4 +175,4 @@ MO_INLINE V MapLanes(V v, F f) {
 }  // namespace simd
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_SIMD_H_
+#endif  // MO_KERNELS_CPU_SIMD_H_

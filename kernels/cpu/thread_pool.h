@@ -8,8 +8,8 @@
 //     with their own partial sums) and runs one block per shard, taken by
 //     whichever thread is free (ParallelForBlocks), so a thread slowed by other
 //     load holds up one block, not a fixed share of the work.
-#ifndef METAL_OPS_KERNELS_CPU_THREAD_POOL_H_
-#define METAL_OPS_KERNELS_CPU_THREAD_POOL_H_
+#ifndef MO_KERNELS_CPU_THREAD_POOL_H_
+#define MO_KERNELS_CPU_THREAD_POOL_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -63,4 +63,4 @@ inline void ParallelForBlocksWithWorkerId(::tensorflow::OpKernelContext* ctx, in
 }  // namespace cpu
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_THREAD_POOL_H_
+#endif  // MO_KERNELS_CPU_THREAD_POOL_H_

@@ -3,8 +3,8 @@
 // described there, with Eigen's packet math (AVX-512, AVX, SSE or NEON,
 // whatever the build targets) in phase B. Free of TensorFlow headers so
 // tests/test_neon_qemu.py can build them for arm64 and run them under qemu.
-#ifndef METAL_OPS_KERNELS_CPU_VOLUME_RENDER_CPU_H_
-#define METAL_OPS_KERNELS_CPU_VOLUME_RENDER_CPU_H_
+#ifndef MO_KERNELS_CPU_VOLUME_RENDER_CPU_H_
+#define MO_KERNELS_CPU_VOLUME_RENDER_CPU_H_
 
 #include <cmath>
 #include <cstdint>
@@ -285,4 +285,4 @@ void BackwardRay(RayScratch<T>* scratch, const VolumeRenderBackwardArgs<T>& a, i
 }  // namespace volume_render_cpu
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CPU_VOLUME_RENDER_CPU_H_
+#endif  // MO_KERNELS_CPU_VOLUME_RENDER_CPU_H_

@@ -18,10 +18,10 @@
 #include "kernels/common/volume_render.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/volume_render_cpu.h"
-#include "kernels/volume_render_op.h"
+#include "kernels/volume_render_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/checks_tf.h"
-#include "ops/volume_render_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/volume_render_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -72,8 +72,7 @@ struct VolumeRenderFunctor<CPUDevice, T> {
       }
     });
     if (bad_check.code == kVrOk) return absl::OkStatus();
-    return checks::ToStatus(
-        volume_render_checks::BadRay(bad_check, bad_ray, a.sigma + bad_ray * S, a.t + bad_ray * (S + 1)));
+    return checks::ToStatus(volume_render::BadRay(bad_check, bad_ray, a.sigma + bad_ray * S, a.t + bad_ray * (S + 1)));
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& a) {

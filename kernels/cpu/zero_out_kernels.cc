@@ -1,11 +1,11 @@
-// The CPU functor of ZeroOut (the kernel class is kernels/zero_out_op.h). The
+// The CPU functor of ZeroOut (the kernel class is kernels/zero_out_kernel.h). The
 // per-element rule is kernels/common/zero_out.h.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstdint>
 
 #include "kernels/common/zero_out.h"
-#include "kernels/zero_out_op.h"
+#include "kernels/zero_out_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 

@@ -8,8 +8,8 @@
 // cuBLAS TensorFlow has already loaded; the library itself then needs only
 // the NVIDIA driver to load (tools/cuda_lib_check.py), and a process without
 // cuBLAS gets an error from the op that needs it instead of no GPU kernels.
-#ifndef METAL_OPS_KERNELS_CUDA_CUBLAS_GEMM_H_
-#define METAL_OPS_KERNELS_CUDA_CUBLAS_GEMM_H_
+#ifndef MO_KERNELS_CUDA_CUBLAS_GEMM_H_
+#define MO_KERNELS_CUDA_CUBLAS_GEMM_H_
 
 #include <cuda_runtime.h>
 
@@ -48,4 +48,4 @@ GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_CUBLAS_GEMM_H_
+#endif  // MO_KERNELS_CUDA_CUBLAS_GEMM_H_

@@ -1,8 +1,8 @@
 // Launch arithmetic shared by every CUDA kernel in the library, in one place.
 // No TensorFlow headers here: this file is also compiled into the C-ABI
 // harness (build/libmetal_ops_cuda.so) that runs on machines without TF.
-#ifndef METAL_OPS_KERNELS_CUDA_CUDA_LAUNCH_H_
-#define METAL_OPS_KERNELS_CUDA_CUDA_LAUNCH_H_
+#ifndef MO_KERNELS_CUDA_CUDA_LAUNCH_H_
+#define MO_KERNELS_CUDA_CUDA_LAUNCH_H_
 
 #include <cuda_runtime.h>
 
@@ -34,4 +34,4 @@ __device__ __forceinline__ int64_t GlobalThreadCount() {
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_CUDA_LAUNCH_H_
+#endif  // MO_KERNELS_CUDA_CUDA_LAUNCH_H_

@@ -1,7 +1,7 @@
 // DistortionLoss CUDA launchers: plain C++ declarations (no TensorFlow), shared
 // by the TF GPU kernels (distortion_loss_gpu.cc) and the C-ABI harness.
-#ifndef METAL_OPS_KERNELS_CUDA_DISTORTION_LOSS_H_
-#define METAL_OPS_KERNELS_CUDA_DISTORTION_LOSS_H_
+#ifndef MO_KERNELS_CUDA_DISTORTION_LOSS_H_
+#define MO_KERNELS_CUDA_DISTORTION_LOSS_H_
 
 #include <cuda_runtime.h>
 
@@ -28,4 +28,4 @@ cudaError_t LaunchDistortionLossBackward(const float* grad, const float* weights
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_DISTORTION_LOSS_H_
+#endif  // MO_KERNELS_CUDA_DISTORTION_LOSS_H_

@@ -1,9 +1,9 @@
 // The CUDA functor of MetalOpsDistortionLoss / MetalOpsDistortionLossGrad (the
-// kernel class is kernels/distortion_loss_op.h) and its GPU registration.
+// kernel class is kernels/distortion_loss_kernel.h) and its GPU registration.
 // Compiled only when the installed TensorFlow is a CUDA build; here it is
 // syntax-checked by `make cuda-check`. Launchers: kernels/cuda/distortion_loss.cu.cc.
 //
-// Unsorted t gets the CPU kernel's error (ops/distortion_loss_checks.h): a
+// Unsorted t gets the CPU kernel's error (kernels/spec/distortion_loss_spec.h): a
 // check kernel finds the first bad ray on the device, one 8-byte copy to the
 // host (a stream synchronisation per call) reads it back, and only on failure
 // that ray's t row is copied for the message.
@@ -16,9 +16,9 @@
 
 #include "kernels/cuda/distortion_loss.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/distortion_loss_op.h"
-#include "ops/checks_tf.h"
-#include "ops/distortion_loss_checks.h"
+#include "kernels/distortion_loss_kernel.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/distortion_loss_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
@@ -41,7 +41,7 @@ absl::Status CheckSorted(OpKernelContext* ctx, const float* t, int64_t rays, int
   std::vector<float> row(samples + 1);
   TF_RETURN_IF_ERROR(cuda::CudaStatus(
       "DistortionLoss CUDA check", cuda::CopyToHost(row.data(), t + r * (samples + 1), row.size() * sizeof(float), stream)));
-  return checks::ToStatus(distortion_loss_checks::RaySorted(row.data(), r, samples));
+  return checks::ToStatus(distortion_loss::RaySorted(row.data(), r, samples));
 }
 
 }  // namespace

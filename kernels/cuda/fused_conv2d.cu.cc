@@ -13,7 +13,7 @@ namespace mo {
 namespace cuda {
 namespace {
 
-using fused_conv2d_checks::ConvGeometry;
+using fused_conv2d::ConvGeometry;
 
 constexpr int kWarpSize = 32;
 

@@ -1,6 +1,6 @@
 // FusedConv2D / FusedActivationGrad CUDA launchers: plain C++ declarations (no
 // TensorFlow), shared by the TF GPU kernels (fused_conv2d_gpu.cc) and the
-// C-ABI harness. The geometry is ops/fused_conv2d_checks.h's, the formulas
+// C-ABI harness. The geometry is kernels/spec/fused_conv2d_spec.h's, the formulas
 // kernels/common/activations.h's.
 //
 // The convolution is a GEMM of the [pixels, KH*KW*Cin] patch matrix and the
@@ -10,8 +10,8 @@
 // convolutions, whose input is the patch matrix), multiplied, and the output
 // stage act(acc + bias + residual) runs over the chunk's rows right after
 // their GEMM, while they are in the GPU's L2 cache.
-#ifndef METAL_OPS_KERNELS_CUDA_FUSED_CONV2D_H_
-#define METAL_OPS_KERNELS_CUDA_FUSED_CONV2D_H_
+#ifndef MO_KERNELS_CUDA_FUSED_CONV2D_H_
+#define MO_KERNELS_CUDA_FUSED_CONV2D_H_
 
 #include <cuda_runtime.h>
 
@@ -20,7 +20,7 @@
 #include <limits>
 
 #include "kernels/cuda/cublas_gemm.h"
-#include "ops/fused_conv2d_checks.h"
+#include "kernels/spec/fused_conv2d_spec.h"
 
 namespace mo {
 namespace cuda {
@@ -41,7 +41,7 @@ struct FusedConv2DPlan {
 // As many rows as max_chunk_output_bytes of output (and, gathering patches,
 // max_patch_bytes of patch rows) hold, at least one, at most every pixel and
 // 2^31 - 1 (cuBLAS's int dimensions). For a non-empty output.
-inline FusedConv2DPlan PlanFusedConv2D(const fused_conv2d_checks::ConvGeometry& g,
+inline FusedConv2DPlan PlanFusedConv2D(const fused_conv2d::ConvGeometry& g,
                                        int64_t max_patch_bytes = kFusedConv2DMaxPatchBytes,
                                        int64_t max_chunk_output_bytes = kFusedConv2DChunkOutputBytes) {
   const int64_t row_bytes = static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(g.out_depth, 1);
@@ -71,14 +71,13 @@ struct FusedConv2DParams {
 };
 
 // output = act(conv2d(input, filter) + bias + residual), queued on `stream`
-// (the current device's). Sizes as fused_conv2d_checks::Geometry gives them;
+// (the current device's). Sizes as fused_conv2d::Geometry gives them;
 // KH*KW*Cin and Cout at most 2^31 - 1. The residual may not alias the output.
-GpuStatus LaunchFusedConv2D(const fused_conv2d_checks::ConvGeometry& g, const FusedConv2DParams& params,
-                            cudaStream_t stream);
+GpuStatus LaunchFusedConv2D(const fused_conv2d::ConvGeometry& g, const FusedConv2DParams& params, cudaStream_t stream);
 
 // backprops[i] = gradients[i] * act'(z[i]), the derivative taken from
 // features (z) when given, else from outputs (y = act(z)): exact for the
-// activations fused_conv2d_checks::ReadAttrs lets through without features.
+// activations fused_conv2d::ReadAttrs lets through without features.
 // backprops may be gradients.
 cudaError_t LaunchFusedActivationGrad(const float* gradients, const float* outputs, const float* features,
                                       float* backprops, int64_t n, int act, float alpha, cudaStream_t stream);
@@ -86,4 +85,4 @@ cudaError_t LaunchFusedActivationGrad(const float* gradients, const float* outpu
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_FUSED_CONV2D_H_
+#endif  // MO_KERNELS_CUDA_FUSED_CONV2D_H_

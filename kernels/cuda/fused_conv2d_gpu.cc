@@ -1,5 +1,5 @@
 // The CUDA functors of MetalOpsFusedConv2D / MetalOpsFusedActivationGrad (the
-// kernel classes are kernels/fused_conv2d_op.h) and their GPU registrations.
+// kernel classes are kernels/fused_conv2d_kernel.h) and their GPU registrations.
 // Compiled only when the installed TensorFlow is a CUDA build (`make` then
 // defines GOOGLE_CUDA); here it is syntax-checked by `make cuda-check`.
 // Launchers: kernels/cuda/fused_conv2d.cu.cc.
@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/fused_conv2d.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/fused_conv2d_op.h"
+#include "kernels/fused_conv2d_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"

@@ -42,14 +42,13 @@ __global__ void FusedMlpWgradReduceKernel(const float* __restrict__ partials, in
   }
 }
 
-// The shapes and activations ops/fused_mlp_checks.h admits (the launchers are
+// The shapes and activations kernels/spec/fused_mlp_spec.h admits (the launchers are
 // also called without TensorFlow, from the harness).
 bool ShapeOk(const FusedMlpShape& s) {
-  namespace fm = fused_mlp_checks;
-  return fm::HiddenActivationOk(s.activation) &&
-         (fm::HiddenActivationOk(s.output_activation) || s.output_activation == kActTruncExp) && s.n >= 0 &&
+  return fused_mlp::HiddenActivationOk(s.activation) &&
+         (fused_mlp::HiddenActivationOk(s.output_activation) || s.output_activation == kActTruncExp) && s.n >= 0 &&
          s.in_dim >= 1 && s.in_dim <= kFusedMlpMaxIoWidth && s.out_dim >= 1 && s.out_dim <= kFusedMlpMaxIoWidth &&
-         s.hidden_layers >= 1 && s.hidden_layers + 1 <= kFusedMlpMaxMatrices && fm::WidthSupported(s.width);
+         s.hidden_layers >= 1 && s.hidden_layers + 1 <= kFusedMlpMaxMatrices && fused_mlp::WidthSupported(s.width);
 }
 
 }  // namespace

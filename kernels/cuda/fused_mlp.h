@@ -5,8 +5,8 @@
 // y [n, out_dim], all row-major. Matrices: hidden_layers + 1 (in -> width,
 // width -> width x (hidden_layers - 1), width -> out). T is float or __half
 // (float accumulation; __half matrices run on tensor cores).
-#ifndef METAL_OPS_KERNELS_CUDA_FUSED_MLP_H_
-#define METAL_OPS_KERNELS_CUDA_FUSED_MLP_H_
+#ifndef MO_KERNELS_CUDA_FUSED_MLP_H_
+#define MO_KERNELS_CUDA_FUSED_MLP_H_
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,14 +14,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/fused_mlp_checks.h"
+#include "kernels/spec/fused_mlp_spec.h"
 
 namespace mo {
 namespace cuda {
 
-// The limits are ops/fused_mlp_checks.h's.
-constexpr int kFusedMlpMaxMatrices = fused_mlp_checks::kMaxHiddenLayers + 1;  // hidden layers + output
-constexpr int kFusedMlpMaxIoWidth = static_cast<int>(fused_mlp_checks::kMaxIoWidth);  // padded to 16 inside
+// The limits are kernels/spec/fused_mlp_spec.h's.
+constexpr int kFusedMlpMaxMatrices = fused_mlp::kMaxHiddenLayers + 1;          // hidden layers + output
+constexpr int kFusedMlpMaxIoWidth = static_cast<int>(fused_mlp::kMaxIoWidth);  // padded to 16 inside
 
 struct FusedMlpShape {
   int64_t n;
@@ -67,4 +67,4 @@ cudaError_t LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T*
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_FUSED_MLP_H_
+#endif  // MO_KERNELS_CUDA_FUSED_MLP_H_

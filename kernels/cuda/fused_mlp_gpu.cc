@@ -1,8 +1,8 @@
-// The CUDA functor of FusedMLP (the kernel class is kernels/fused_mlp_op.h) and
+// The CUDA functor of FusedMLP (the kernel class is kernels/fused_mlp_kernel.h) and
 // its GPU registration (C++ API). Compiled only when the installed
 // TensorFlow is a CUDA build (`make` then defines GOOGLE_CUDA); `make
 // cuda-check` syntax-checks it. Launchers: kernels/cuda/fused_mlp.cu.cc.
-// Attributes and shapes are checked by ops/fused_mlp_checks.h, as on the CPU.
+// Attributes and shapes are checked by kernels/spec/fused_mlp_spec.h, as on the CPU.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
@@ -14,9 +14,9 @@
 
 #include "kernels/cuda/fused_mlp.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/fused_mlp_op.h"
+#include "kernels/fused_mlp_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/fused_mlp_checks.h"
+#include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tsl/platform/tensor_float_32_utils.h"
 
@@ -24,9 +24,8 @@ namespace mo {
 namespace {
 
 using ::tensorflow::OpKernelContext;
-namespace fm = fused_mlp_checks;
 
-cuda::FusedMlpShape ShapeOf(const fm::Net& net, int64_t n, const fm::Attrs& a) {
+cuda::FusedMlpShape ShapeOf(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a) {
   return cuda::FusedMlpShape{n, static_cast<int>(net.in_dim), static_cast<int>(net.width), net.hidden_layers,
                              static_cast<int>(net.out_dim), a.activation, a.output_activation,
                              a.leaky_relu_alpha};
@@ -51,7 +50,7 @@ template <typename T>
 struct FusedMlpFunctor<GPUDevice, T> {
   using CT = typename cuda::CudaType<T>::type;
 
-  static absl::Status Forward(OpKernelContext* ctx, const fm::Net& net, const fm::Attrs& a,
+  static absl::Status Forward(OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
                               const FusedMlpForwardArgs<T>& args) {
     cuda::FusedMlpParams<CT> p{};
     for (size_t l = 0; l < args.kernels.size(); ++l) {
@@ -65,7 +64,7 @@ struct FusedMlpFunctor<GPUDevice, T> {
                                                               cuda::AsCuda(args.hidden), s, cuda::Stream(ctx)));
   }
 
-  static absl::Status Backward(OpKernelContext* ctx, const fm::Net& net, const fm::Attrs& a,
+  static absl::Status Backward(OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
                                const FusedMlpBackwardArgs<T>& args) {
     cuda::FusedMlpParams<CT> p{};
     cuda::FusedMlpGrads<CT> g{};

@@ -5,8 +5,8 @@
 //   float16: fused_mlp_mma.cu.cc, tensor cores (mma.sync), rows in registers
 //   float32 with FusedMlpShape::tf32: the same kernels on TF32 tensor cores
 // Device code (nvcc only); no TensorFlow.
-#ifndef METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
-#define METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+#ifndef MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+#define MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -113,4 +113,4 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_FUSED_MLP_IMPL_H_
+#endif  // MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_

@@ -26,8 +26,8 @@
 // gradient over level groups in a fixed order. The input gradient is computed
 // in the same kernel from the table rows the thread touches (no dy/dx stored
 // by the forward pass).
-#ifndef METAL_OPS_KERNELS_CUDA_HASH_ENCODE_H_
-#define METAL_OPS_KERNELS_CUDA_HASH_ENCODE_H_
+#ifndef MO_KERNELS_CUDA_HASH_ENCODE_H_
+#define MO_KERNELS_CUDA_HASH_ENCODE_H_
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -80,4 +80,4 @@ cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs,
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_HASH_ENCODE_H_
+#endif  // MO_KERNELS_CUDA_HASH_ENCODE_H_

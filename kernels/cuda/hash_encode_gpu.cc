@@ -1,10 +1,10 @@
 // The CUDA functor of MetalOpsHashEncode / MetalOpsHashEncodeGrad (the kernel
-// class is kernels/hash_encode_op.h) and its GPU registration (C++
+// class is kernels/hash_encode_kernel.h) and its GPU registration (C++
 // API). Compiled only when the installed TensorFlow is a CUDA build (`make`
 // then defines GOOGLE_CUDA and links kernels/cuda/hash_encode.cu.cc); `make
 // cuda-check` syntax-checks it against the pip headers; the kernels it
 // launches are tested through the harness (tests/cuda/test_hash_encode_cuda.py).
-// Attributes and input checks: ops/hash_encode_checks.h, shared with the
+// Attributes and input checks: kernels/spec/hash_encode_spec.h, shared with the
 // CPU kernels.
 // MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets have no GPU kernel:
 // TensorFlow places them on the CPU.
@@ -20,7 +20,7 @@
 #include "kernels/common/hash_grid.h"
 #include "kernels/cuda/hash_encode.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/hash_encode_op.h"
+#include "kernels/hash_encode_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -31,27 +31,26 @@
 namespace mo {
 namespace {
 
-namespace hg = ::mo::hash_grid;
 using ::tensorflow::DEVICE_GPU;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 
-using ::mo::hash_encode_tf::GridAttrs;
+using ::mo::hash_encode::GridAttrs;
 
 }  // namespace
 
 template <typename T>
 struct HashEncodeFunctor<GPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
-    const hg::Params params = hash_encode_checks::MakeParams(grid, a.dims, a.num_points);
+    const hash_grid::Params params = hash_encode::MakeParams(grid, a.dims, a.num_points);
     return cuda::LaunchStatus("MetalOpsHashEncode",
                               cuda::LaunchHashEncodeForward(a.inputs, cuda::AsCuda(a.table), cuda::AsCuda(a.encoded),
                                                             a.dims, a.features, params, cuda::Stream(ctx)));
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
-    const hg::Params params = hash_encode_checks::MakeParams(grid, a.dims, a.num_points);
+    const hash_grid::Params params = hash_encode::MakeParams(grid, a.dims, a.num_points);
     cuda::HashEncodeBackwardOptions options;
     options.table_grad = a.grad_table != nullptr;
     options.input_grad = a.grad_inputs != nullptr;

@@ -1,8 +1,8 @@
 // PackedVolumeRender CUDA launchers: plain C++ declarations (no TensorFlow)
 // over the renderers' argument structs (kernels/common/render_args.h), shared by the
 // TF GPU kernels (packed_volume_render_gpu.cc) and the C-ABI harness.
-#ifndef METAL_OPS_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_
-#define METAL_OPS_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_
+#ifndef MO_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_
+#define MO_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_
 
 #include <cuda_runtime.h>
 
@@ -35,4 +35,4 @@ cudaError_t LaunchPackedVolumeRenderBackward(const PackedVolumeRenderBackwardArg
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_
+#endif  // MO_KERNELS_CUDA_PACKED_VOLUME_RENDER_H_

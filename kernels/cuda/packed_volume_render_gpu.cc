@@ -1,5 +1,5 @@
 // The CUDA functor of MetalOpsPackedVolumeRender / ...Grad (the kernel
-// classes are kernels/packed_volume_render_op.h) and the GPU registrations.
+// classes are kernels/packed_volume_render_kernel.h) and the GPU registrations.
 // Compiled only when the installed TensorFlow is a CUDA build: the Makefile
 // then defines GOOGLE_CUDA and links kernels/cuda/packed_volume_render.cu.cc.
 // The launchers are tested through the harness (tests/cuda).
@@ -13,18 +13,16 @@
 #include "kernels/common/packed_volume_render.h"
 #include "kernels/cuda/packed_volume_render.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/packed_volume_render_op.h"
+#include "kernels/packed_volume_render_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/checks_tf.h"
-#include "ops/packed_volume_render_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/packed_volume_render_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace mo {
 namespace {
-
-namespace pc = packed_volume_render_checks;
 
 // A device word for the first invalid ray, set to UINT64_MAX.
 absl::Status AllocateBadRay(::tensorflow::OpKernelContext* ctx, ::tensorflow::Tensor* word,
@@ -57,7 +55,7 @@ absl::Status FirstBadRay(::tensorflow::OpKernelContext* ctx, const char* op, cud
   const int64_t prev_end = r > 0 ? int64_t{off[0]} + cnt[0] : 0;
   const int64_t offset = off[n - 1], count = cnt[n - 1];
   const int32_t code = pvr_layout_code(r, R, N, prev_end, offset, count);
-  if (code != kVrOk) return checks::ToStatus(pc::BadLayout(op, code, r, N, prev_end, offset, count));
+  if (code != kVrOk) return checks::ToStatus(packed_volume_render::BadLayout(op, code, r, N, prev_end, offset, count));
   std::vector<T> s(count), t0(count), t1(count);
   err = cuda::CopyToHost(s.data(), sigma + offset, count * sizeof(T), stream);
   if (err == cudaSuccess) err = cuda::CopyToHost(t0.data(), t_starts + offset, count * sizeof(T), stream);
@@ -66,7 +64,7 @@ absl::Status FirstBadRay(::tensorflow::OpKernelContext* ctx, const char* op, cud
   const VrCheck check = vr_check_samples(s.data(), t0.data(), t1.data(), count);
   if (check.code == kVrOk) return ::tensorflow::errors::Internal(op, ": ray ", r, " was reported invalid");
   const int64_t i = check.sample;
-  return checks::ToStatus(pc::BadSample(check.code, r, offset + i, s[i], t0[i], t1[i]));
+  return checks::ToStatus(packed_volume_render::BadSample(check.code, r, offset + i, s[i], t0[i], t1[i]));
 }
 
 // Launches launch(a, bad_ray, stream) with a device word for the first
@@ -85,11 +83,11 @@ absl::Status LaunchChecked(::tensorflow::OpKernelContext* ctx, const char* op, c
 template <typename T>
 struct PackedVolumeRenderFunctor<GPUDevice, T> {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
-    return LaunchChecked(ctx, pc::kForward, a, cuda::LaunchPackedVolumeRenderForward<T>);
+    return LaunchChecked(ctx, packed_volume_render::kForward, a, cuda::LaunchPackedVolumeRenderForward<T>);
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
-    return LaunchChecked(ctx, pc::kBackward, a, cuda::LaunchPackedVolumeRenderBackward<T>);
+    return LaunchChecked(ctx, packed_volume_render::kBackward, a, cuda::LaunchPackedVolumeRenderBackward<T>);
   }
 };
 

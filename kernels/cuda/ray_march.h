@@ -1,7 +1,7 @@
 // RayMarch CUDA launchers: plain C++ declarations (no TensorFlow), shared by
 // the TF GPU kernel (ray_march_gpu.cc) and the C-ABI harness.
-#ifndef METAL_OPS_KERNELS_CUDA_RAY_MARCH_H_
-#define METAL_OPS_KERNELS_CUDA_RAY_MARCH_H_
+#ifndef MO_KERNELS_CUDA_RAY_MARCH_H_
+#define MO_KERNELS_CUDA_RAY_MARCH_H_
 
 #include <cuda_runtime.h>
 
@@ -29,4 +29,4 @@ cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchInputs& in
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_RAY_MARCH_H_
+#endif  // MO_KERNELS_CUDA_RAY_MARCH_H_

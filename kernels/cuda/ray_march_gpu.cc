@@ -1,5 +1,5 @@
 // The CUDA functor of MetalOpsRayMarch (the kernel class is
-// kernels/ray_march_op.h) and its GPU registration. Compiled only when the
+// kernels/ray_march_kernel.h) and its GPU registration. Compiled only when the
 // installed TensorFlow is a CUDA build; here it is syntax-checked by
 // `make cuda-check`. Launchers: kernels/cuda/ray_march.cu.cc.
 //
@@ -13,7 +13,7 @@
 
 #include "kernels/cuda/ray_march.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/ray_march_op.h"
+#include "kernels/ray_march_kernel.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {

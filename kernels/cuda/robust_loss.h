@@ -1,7 +1,7 @@
 // RobustLoss CUDA launchers: plain C++ declarations (no TensorFlow), shared by
 // the TF GPU kernels (robust_loss_gpu.cc) and the C-ABI harness.
-#ifndef METAL_OPS_KERNELS_CUDA_ROBUST_LOSS_H_
-#define METAL_OPS_KERNELS_CUDA_ROBUST_LOSS_H_
+#ifndef MO_KERNELS_CUDA_ROBUST_LOSS_H_
+#define MO_KERNELS_CUDA_ROBUST_LOSS_H_
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,4 +33,4 @@ cudaError_t LaunchRobustLossBackward(const T* grad, const T* x, const float* alp
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_ROBUST_LOSS_H_
+#endif  // MO_KERNELS_CUDA_ROBUST_LOSS_H_

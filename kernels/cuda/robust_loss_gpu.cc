@@ -1,5 +1,5 @@
 // The CUDA functor of MetalOpsRobustLoss / MetalOpsRobustLossGrad (the kernel
-// class is kernels/robust_loss_op.h) and its GPU registration. Compiled only
+// class is kernels/robust_loss_kernel.h) and its GPU registration. Compiled only
 // when the installed TensorFlow is a CUDA build (`make` then defines
 // GOOGLE_CUDA); here it is syntax-checked by `make cuda-check`. Launchers:
 // kernels/cuda/robust_loss.cu.cc.
@@ -16,7 +16,7 @@
 
 #include "kernels/cuda/robust_loss.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/robust_loss_op.h"
+#include "kernels/robust_loss_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
@@ -31,7 +31,7 @@ struct RobustLossFunctor<GPUDevice, T> {
   static absl::Status CheckParamValues(const RobustLossArgs<T>&) { return absl::OkStatus(); }
 
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const RobustLossArgs<T>& args, T* out) {
-    const robust_loss_checks::ParamLayout& l = args.layout;
+    const robust_loss::ParamLayout& l = args.layout;
     return LaunchStatus("RobustLoss", cuda::LaunchRobustLossForward(
                                           AsCuda(args.x), args.alpha, args.scale, AsCuda(out), args.n, l.channels,
                                           l.alpha_vec, l.scale_vec, cuda::Stream(ctx)));
@@ -39,7 +39,7 @@ struct RobustLossFunctor<GPUDevice, T> {
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const RobustLossArgs<T>& args, const T* grad,
                                T* dx, float* dalpha, float* dscale) {
-    const robust_loss_checks::ParamLayout& l = args.layout;
+    const robust_loss::ParamLayout& l = args.layout;
     return LaunchStatus("RobustLossGrad",
                         cuda::LaunchRobustLossBackward(AsCuda(grad), AsCuda(args.x), args.alpha, args.scale,
                                                        AsCuda(dx), dalpha, dscale, args.n, l.channels, l.alpha_vec,

@@ -1,7 +1,7 @@
 // SHEncode CUDA launchers: plain C++ declarations (no TensorFlow), shared by
 // the TF GPU kernels (sh_encode_gpu.cc) and the C-ABI harness.
-#ifndef METAL_OPS_KERNELS_CUDA_SH_ENCODE_H_
-#define METAL_OPS_KERNELS_CUDA_SH_ENCODE_H_
+#ifndef MO_KERNELS_CUDA_SH_ENCODE_H_
+#define MO_KERNELS_CUDA_SH_ENCODE_H_
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -24,4 +24,4 @@ cudaError_t LaunchSHEncodeBackward(const T* grad, const T* dirs, T* grad_dirs, i
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_SH_ENCODE_H_
+#endif  // MO_KERNELS_CUDA_SH_ENCODE_H_

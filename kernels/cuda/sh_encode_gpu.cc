@@ -1,5 +1,5 @@
 // The CUDA functor of MetalOpsSHEncode / MetalOpsSHEncodeGrad (the kernel class
-// is kernels/sh_encode_op.h) and its GPU registration, float32 and float16.
+// is kernels/sh_encode_kernel.h) and its GPU registration, float32 and float16.
 // Compiled only when the installed TensorFlow is a CUDA build; here it is
 // syntax-checked by `make cuda-check`. Launchers: kernels/cuda/sh_encode.cu.cc.
 #if GOOGLE_CUDA
@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/sh_encode.h"
 #include "kernels/cuda/tf_gpu.h"
-#include "kernels/sh_encode_op.h"
+#include "kernels/sh_encode_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 

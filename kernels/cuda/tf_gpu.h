@@ -3,8 +3,8 @@
 // the same layout that the launchers take, the op's CUDA stream, a CUDA error
 // as a TF status, and the one synchronous read-back the checks need. The
 // launchers and the harness never include this (no TensorFlow there).
-#ifndef METAL_OPS_KERNELS_CUDA_TF_GPU_H_
-#define METAL_OPS_KERNELS_CUDA_TF_GPU_H_
+#ifndef MO_KERNELS_CUDA_TF_GPU_H_
+#define MO_KERNELS_CUDA_TF_GPU_H_
 
 #ifndef EIGEN_USE_GPU
 #error "define EIGEN_USE_GPU before the first include (Eigen::GpuDevice)"
@@ -68,4 +68,4 @@ inline cudaError_t CopyToHost(void* host, const void* device, size_t bytes, cuda
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_TF_GPU_H_
+#endif  // MO_KERNELS_CUDA_TF_GPU_H_

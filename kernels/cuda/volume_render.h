@@ -1,8 +1,8 @@
 // VolumeRender CUDA launchers: plain C++ declarations (no TensorFlow) over the
 // renderers' argument structs (kernels/common/render_args.h), shared by the TF GPU
 // kernels (volume_render_gpu.cc) and the C-ABI harness.
-#ifndef METAL_OPS_KERNELS_CUDA_VOLUME_RENDER_H_
-#define METAL_OPS_KERNELS_CUDA_VOLUME_RENDER_H_
+#ifndef MO_KERNELS_CUDA_VOLUME_RENDER_H_
+#define MO_KERNELS_CUDA_VOLUME_RENDER_H_
 
 #include <cuda_runtime.h>
 
@@ -32,4 +32,4 @@ cudaError_t LaunchVolumeRenderBackward(const VolumeRenderBackwardArgs<T>& args, 
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_VOLUME_RENDER_H_
+#endif  // MO_KERNELS_CUDA_VOLUME_RENDER_H_

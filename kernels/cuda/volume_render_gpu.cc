@@ -1,5 +1,5 @@
 // The CUDA functor of MetalOpsVolumeRender / MetalOpsVolumeRenderGrad (the
-// kernel class is kernels/volume_render_op.h) and its GPU registration.
+// kernel class is kernels/volume_render_kernel.h) and its GPU registration.
 // Compiled only when the installed TensorFlow is a CUDA build: the Makefile
 // then defines GOOGLE_CUDA and links kernels/cuda/volume_render.cu.cc. The
 // launchers are tested through the harness (tests/cuda).
@@ -14,10 +14,10 @@
 #include "kernels/common/volume_render.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/cuda/volume_render.h"
-#include "kernels/volume_render_op.h"
+#include "kernels/volume_render_kernel.h"
 #include "kernels/register_kernels.h"
-#include "ops/checks_tf.h"
-#include "ops/volume_render_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/volume_render_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -48,7 +48,7 @@ struct VolumeRenderFunctor<GPUDevice, T> {
       if (err == cudaSuccess) err = cuda::CopyToHost(t_row.data(), a.t + r * (S + 1), (S + 1) * sizeof(T), stream);
       TF_RETURN_IF_ERROR(cuda::CudaStatus("MetalOpsVolumeRender CUDA check", err));
       const VrCheck check = vr_check_ray(sigma_row.data(), t_row.data(), S);
-      return checks::ToStatus(volume_render_checks::BadRay(check, r, sigma_row.data(), t_row.data()));
+      return checks::ToStatus(volume_render::BadRay(check, r, sigma_row.data(), t_row.data()));
     }
     return absl::OkStatus();
   }

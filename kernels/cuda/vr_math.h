@@ -2,8 +2,8 @@
 // policies of kernels/common/volume_render.h (VrFloatMath for float, CUDA's
 // exp / expm1 for double: the shared header has no double) and the launch of
 // one thread per ray.
-#ifndef METAL_OPS_KERNELS_CUDA_VR_MATH_H_
-#define METAL_OPS_KERNELS_CUDA_VR_MATH_H_
+#ifndef MO_KERNELS_CUDA_VR_MATH_H_
+#define MO_KERNELS_CUDA_VR_MATH_H_
 
 #include <cuda_runtime.h>
 
@@ -38,4 +38,4 @@ cudaError_t LaunchPerRay(void (*kernel)(Params...), int64_t rays, cudaStream_t s
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_VR_MATH_H_
+#endif  // MO_KERNELS_CUDA_VR_MATH_H_

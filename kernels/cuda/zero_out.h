@@ -1,7 +1,7 @@
 // ZeroOut CUDA launcher: plain C++ declarations, no TensorFlow, no CUDA types
 // beyond the stream, so both the TF GPU kernel and the harness can call it.
-#ifndef METAL_OPS_KERNELS_CUDA_ZERO_OUT_H_
-#define METAL_OPS_KERNELS_CUDA_ZERO_OUT_H_
+#ifndef MO_KERNELS_CUDA_ZERO_OUT_H_
+#define MO_KERNELS_CUDA_ZERO_OUT_H_
 
 #include <cuda_runtime.h>
 
@@ -18,4 +18,4 @@ cudaError_t LaunchZeroOut(const T* in, T* out, int64_t n, int64_t preserve_index
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_CUDA_ZERO_OUT_H_
+#endif  // MO_KERNELS_CUDA_ZERO_OUT_H_

@@ -1,4 +1,4 @@
-// The CUDA functor of ZeroOut (the kernel class is kernels/zero_out_op.h) and
+// The CUDA functor of ZeroOut (the kernel class is kernels/zero_out_kernel.h) and
 // its GPU registration. Compiled only when the installed TensorFlow is a CUDA
 // build (`make` then defines GOOGLE_CUDA and links kernels/cuda/*.cu.cc); here
 // it is syntax-checked by `make cuda-check`. Launcher: kernels/cuda/zero_out.cu.cc.
@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/cuda/zero_out.h"
-#include "kernels/zero_out_op.h"
+#include "kernels/zero_out_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 

@@ -9,17 +9,16 @@
 #include <string>
 
 #include "kernels/common/distortion_loss.h"
-#include "ops/distortion_loss_checks.h"
+#include "kernels/spec/distortion_loss_spec.h"
 
 namespace {
 
 using mo::metal::DimsOf;
-namespace checks = mo::distortion_loss_checks;
 
 void Forward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* w = call.Input(0);
   TF_Tensor* t = call.Input(1);
-  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(w), DimsOf(t)))) return;
+  if (!call.ok() || !call.Check(mo::distortion_loss::Shapes(DimsOf(w), DimsOf(t)))) return;
   const mo::DistortionLossParams params = {TF_Dim(w, 0), TF_Dim(w, 1)};
   TF_Tensor* loss = call.Output(0, TF_FLOAT, {params.num_rays});
   if (!call.ok() || params.num_rays == 0) return;
@@ -35,8 +34,8 @@ void Backward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* g = call.Input(0);
   TF_Tensor* w = call.Input(1);
   TF_Tensor* t = call.Input(2);
-  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(w), DimsOf(t))) ||
-      !call.Check(checks::GradShape(DimsOf(g), TF_Dim(w, 0)))) {
+  if (!call.ok() || !call.Check(mo::distortion_loss::Shapes(DimsOf(w), DimsOf(t))) ||
+      !call.Check(mo::distortion_loss::GradShape(DimsOf(g), TF_Dim(w, 0)))) {
     return;
   }
   const mo::DistortionLossParams params = {TF_Dim(w, 0), TF_Dim(w, 1)};

@@ -4,8 +4,8 @@
 // The Metal glue compiles them with newLibraryWithSource: on first use, so a
 // Mac needs no Metal toolchain to build the library; the MSL shim tests
 // compile the same expanded files as C++.
-#ifndef METAL_OPS_KERNELS_METAL_EMBEDDED_SOURCES_H_
-#define METAL_OPS_KERNELS_METAL_EMBEDDED_SOURCES_H_
+#ifndef MO_KERNELS_METAL_EMBEDDED_SOURCES_H_
+#define MO_KERNELS_METAL_EMBEDDED_SOURCES_H_
 
 #include <cstddef>
 
@@ -25,4 +25,4 @@ extern const size_t kNumEmbeddedMetalSources;
 }  // namespace metal
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_METAL_EMBEDDED_SOURCES_H_
+#endif  // MO_KERNELS_METAL_EMBEDDED_SOURCES_H_

@@ -24,11 +24,9 @@
 
 #include "kernels/common/activations.h"
 #include "kernels/metal/mpsgraph_rules.h"
-#include "ops/fused_conv2d_checks.h"
+#include "kernels/spec/fused_conv2d_spec.h"
 
 namespace {
-
-namespace fc = mo::fused_conv2d_checks;
 
 NSArray<NSNumber*>* ShapeOf(const std::vector<int64_t>& dims) {
   NSMutableArray<NSNumber*>* shape = [NSMutableArray arrayWithCapacity:dims.size()];
@@ -224,14 +222,14 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::vec
 // MetalOpsFusedConv2D
 // ---------------------------------------------------------------------------
 struct FusedConvKernel {
-  fc::ConvAttrs attrs;
+  mo::fused_conv2d::ConvAttrs attrs;
   std::vector<std::string> attr_key;  // the graph key's attribute pieces
 };
 
 void* FusedConvCreate(TF_OpKernelConstruction* ctx) {
   auto* k = new FusedConvKernel;
   mo::metal::AttrReader reader(ctx);
-  if (!reader.Check(fc::ReadAttrs(reader.Getter(), &k->attrs))) return k;
+  if (!reader.Check(mo::fused_conv2d::ReadAttrs(reader.Getter(), &k->attrs))) return k;
   k->attr_key = mo::metal::ConvGraphAttrs(k->attrs);
   return k;
 }
@@ -240,19 +238,19 @@ void FusedConvDelete(void* k) { delete static_cast<FusedConvKernel*>(k); }
 
 void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
   const FusedConvKernel& k = *static_cast<const FusedConvKernel*>(kernel_ptr);
-  const fc::ConvAttrs& a = k.attrs;
+  const mo::fused_conv2d::ConvAttrs& a = k.attrs;
   std::vector<TF_Tensor*> inputs;
   const int num_inputs = 2 + static_cast<int>(a.num_bias + a.num_residual);
   for (int i = 0; i < num_inputs; ++i) inputs.push_back(call.Input(i));
   if (!call.ok()) return;
-  fc::ConvGeometry geo;
-  if (!call.Check(fc::Geometry(a, DimsOf(inputs[0]), DimsOf(inputs[1]), &geo))) return;
+  mo::fused_conv2d::ConvGeometry geo;
+  if (!call.Check(mo::fused_conv2d::Geometry(a, DimsOf(inputs[0]), DimsOf(inputs[1]), &geo))) return;
   const std::vector<int64_t> out_dims = geo.output_dims();
-  if (a.num_bias == 1 && !call.Check(fc::Bias(DimsOf(inputs[2]), geo.out_depth))) return;
-  if (a.num_residual == 1 && !call.Check(fc::Residual(DimsOf(inputs[2 + a.num_bias]), out_dims))) return;
+  if (a.num_bias == 1 && !call.Check(mo::fused_conv2d::Bias(DimsOf(inputs[2]), geo.out_depth))) return;
+  if (a.num_residual == 1 && !call.Check(mo::fused_conv2d::Residual(DimsOf(inputs[2 + a.num_bias]), out_dims))) return;
   TF_Tensor* output = call.Output(0, TF_FLOAT, out_dims);
   if (!call.ok() || TF_TensorElementCount(output) == 0) return;
-  const fc::ConvAttrs kc = a;
+  const mo::fused_conv2d::ConvAttrs kc = a;
   const std::vector<std::string>& attrs = k.attr_key;
   if (TF_TensorElementCount(inputs[0]) == 0 || TF_TensorElementCount(inputs[1]) == 0) {
     // No taps (zero input channels, or an empty input under explicit padding)
@@ -270,7 +268,7 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
     return;
   }
   RunGraph(call, "conv", attrs, inputs, output, ^MPSGraphTensor*(MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
-    const bool pad = kc.padding == fc::Padding::kExplicit;
+    const bool pad = kc.padding == mo::fused_conv2d::Padding::kExplicit;
     MPSGraphConvolution2DOpDescriptor* d = [MPSGraphConvolution2DOpDescriptor
         descriptorWithStrideInX:kc.stride_cols
                       strideInY:kc.stride_rows
@@ -281,9 +279,9 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
                    paddingRight:pad ? kc.pad_right : 0
                      paddingTop:pad ? kc.pad_top : 0
                   paddingBottom:pad ? kc.pad_bottom : 0
-                   paddingStyle:kc.padding == fc::Padding::kSame    ? MPSGraphPaddingStyleTF_SAME
-                                : kc.padding == fc::Padding::kValid ? MPSGraphPaddingStyleTF_VALID
-                                                                    : MPSGraphPaddingStyleExplicit
+                   paddingStyle:kc.padding == mo::fused_conv2d::Padding::kSame    ? MPSGraphPaddingStyleTF_SAME
+                                : kc.padding == mo::fused_conv2d::Padding::kValid ? MPSGraphPaddingStyleTF_VALID
+                                                                                  : MPSGraphPaddingStyleExplicit
                      dataLayout:MPSGraphTensorNamedDataLayoutNHWC
                   weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];
     MPSGraphTensor* z = [g convolution2DWithSourceTensor:in[0] weightsTensor:in[1] descriptor:d name:nil];
@@ -297,8 +295,7 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
 // ---------------------------------------------------------------------------
 // MetalOpsFusedActivationGrad: backprops = gradients * f'(z), f' from y (or z).
 // ---------------------------------------------------------------------------
-using ActGradKernel = fc::ActivationGradAttrs;
-
+using ActGradKernel = mo::fused_conv2d::ActivationGradAttrs;
 
 // f'(.) with MPSGraph primitives, mirroring activation_derivative_from_output /
 // activation_derivative_from_input of kernels/common/activations.h.
@@ -350,7 +347,8 @@ void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.ok()) return;
   const auto dims = DimsOf(inputs[0]);
   const std::vector<int64_t> feature_dims = k.num_features == 1 ? DimsOf(inputs[2]) : std::vector<int64_t>();
-  if (!call.Check(fc::ActivationGradShapes(dims, DimsOf(inputs[1]), k.num_features == 1 ? &feature_dims : nullptr))) {
+  if (!call.Check(mo::fused_conv2d::ActivationGradShapes(dims, DimsOf(inputs[1]),
+                                                         k.num_features == 1 ? &feature_dims : nullptr))) {
     return;
   }
   TF_Tensor* output = call.Output(0, TF_FLOAT, dims);

@@ -356,7 +356,7 @@ template <typename T>
 [[kernel]] void fused_mlp_pack(const device T* src [[buffer(0)]], device T* dst [[buffer(1)]],
                                constant mo::FusedMlpPackParams& q [[buffer(2)]], uint gid [[thread_position_in_grid]],
                                uint grid_size [[threads_per_grid]]) {
-  // 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h)
+  // 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, kernels/spec/fused_mlp_spec.h)
   const uint count = uint(q.rows_pad) * uint(q.cols_pad);
   const uint cols_pad = uint(q.cols_pad);
   for (uint i = gid; i < count; i += grid_size) {
@@ -371,7 +371,7 @@ template <typename T>
 [[kernel]] void fused_mlp_reduce(const device float* partials [[buffer(0)]], device T* grad_kernel [[buffer(1)]],
                                  device T* grad_bias [[buffer(2)]], constant mo::FusedMlpReduceParams& q [[buffer(3)]],
                                  uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
-  // 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, ops/fused_mlp_checks.h)
+  // 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, kernels/spec/fused_mlp_spec.h)
   const uint cols = uint(q.cols);
   const uint weights = uint(q.rows) * cols;
   for (uint i = gid; i < weights + cols; i += grid_size) {

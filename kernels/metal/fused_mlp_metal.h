@@ -4,8 +4,8 @@
 // weight and weight-gradient layouts, and (host side) how a call is cut into
 // threadgroups and threadgroup memory. docs/FUSED_MLP.md ("Metal") explains
 // the design.
-#ifndef METAL_OPS_KERNELS_METAL_FUSED_MLP_METAL_H_
-#define METAL_OPS_KERNELS_METAL_FUSED_MLP_METAL_H_
+#ifndef MO_KERNELS_METAL_FUSED_MLP_METAL_H_
+#define MO_KERNELS_METAL_FUSED_MLP_METAL_H_
 
 #include "kernels/common/platform.h"
 
@@ -177,4 +177,4 @@ inline FusedMlpReduceParams fused_mlp_reduce_params(const FusedMlpParams& p, int
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_METAL_FUSED_MLP_METAL_H_
+#endif  // MO_KERNELS_METAL_FUSED_MLP_METAL_H_

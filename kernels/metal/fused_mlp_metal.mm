@@ -2,7 +2,7 @@
 // with tensorflow-metal), kernel C API, through the shared glue
 // (metal_kernel.h). Shaders: fused_mlp.metal (simdgroup_matrix, Apple7+ GPUs);
 // layout and threadgroup geometry: fused_mlp_metal.h; checks:
-// ops/fused_mlp_checks.h. The shim test (tests/test_fused_mlp_metal_shim.py)
+// kernels/spec/fused_mlp_spec.h. The shim test (tests/test_fused_mlp_metal_shim.py)
 // runs the shaders in the order this file encodes them; what has run where:
 // docs/METAL_COMPAT.md.
 //
@@ -20,13 +20,12 @@
 
 #include "kernels/common/activations.h"
 #include "kernels/metal/fused_mlp_metal.h"
-#include "ops/fused_mlp_checks.h"
+#include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
 
 namespace {
 
-namespace checks = ::mo::fused_mlp_checks;
 using mo::metal::DimsOf;
 
 const char* DtypeName(TF_DataType dtype) { return dtype == TF_HALF ? "float16" : "float32"; }
@@ -48,7 +47,7 @@ std::vector<TF_Tensor*> Inputs(mo::metal::KernelCall& call, int first, int count
 }
 
 // The dispatch geometry (fused_mlp_metal.h); false, failing the call, if none fits.
-bool Geometry(mo::metal::KernelCall& call, const checks::Net& net, const checks::Attrs& a, int64_t n,
+bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a, int64_t n,
               TF_DataType dtype, bool backward, mo::FusedMlpParams* p) {
   if (mo::fused_mlp_params(n, int(net.in_dim), int(net.width), int(net.out_dim), net.hidden_layers, a.activation,
                            a.output_activation, a.leaky_relu_alpha, int(TF_DataTypeSize(dtype)), backward, p)) {
@@ -80,22 +79,22 @@ bool ShaderPipelinesOk(mo::metal::KernelCall& call, id<MTLComputePipelineState> 
 
 // The op's outputs, in one place: y [N, out_dim] and hidden [hidden_layers,
 // N, W] (every hidden layer's output, which the backward reads).
-bool ForwardOutputs(mo::metal::KernelCall& call, const checks::Net& net, int64_t n, TF_DataType dtype, TF_Tensor** y,
-                    TF_Tensor** hidden) {
+bool ForwardOutputs(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, int64_t n, TF_DataType dtype,
+                    TF_Tensor** y, TF_Tensor** hidden) {
   *y = call.Output(0, dtype, {n, net.out_dim});
   *hidden = call.Output(1, dtype, {int64_t(net.hidden_layers), n, net.width});
   return call.ok();
 }
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
-  const auto& attrs = *static_cast<const checks::Attrs*>(kernel);
+  const auto& attrs = *static_cast<const mo::fused_mlp::Attrs*>(kernel);
   const int num = (TF_NumInputs(call.context()) - 1) / 2;  // x, N kernels, N biases
   TF_Tensor* x = call.Input(0);
   std::vector<mo::checks::Dims> kernel_dims, bias_dims;
   const std::vector<TF_Tensor*> kernels = Inputs(call, 1, num, &kernel_dims);
   const std::vector<TF_Tensor*> biases = Inputs(call, 1 + num, num, &bias_dims);
-  checks::Net net;
-  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
+  mo::fused_mlp::Net net;
+  if (!call.ok() || !call.Check(mo::fused_mlp::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
   const TF_DataType dtype = TF_TensorType(x);
   const int64_t n = TF_Dim(x, 0);
   TF_Tensor *y = nullptr, *hidden = nullptr;
@@ -123,7 +122,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
-  const auto& attrs = *static_cast<const checks::Attrs*>(kernel);
+  const auto& attrs = *static_cast<const mo::fused_mlp::Attrs*>(kernel);
   const int num = TF_NumInputs(call.context()) - 4;  // grad_y, x, N kernels, y, hidden
   TF_Tensor* dy = call.Input(0);
   TF_Tensor* x = call.Input(1);
@@ -133,10 +132,10 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* hidden = call.Input(3 + num);
   if (!call.ok()) return;
   for (const mo::checks::Dims& k : kernel_dims) bias_dims.push_back({k.size() == 2 ? k[1] : 0});
-  checks::Net net;
-  if (!call.Check(checks::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
+  mo::fused_mlp::Net net;
+  if (!call.Check(mo::fused_mlp::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
   const int64_t n = TF_Dim(x, 0);
-  if (!call.Check(checks::GradShapes(net, n, DimsOf(dy), DimsOf(y), DimsOf(hidden)))) return;
+  if (!call.Check(mo::fused_mlp::GradShapes(net, n, DimsOf(dy), DimsOf(y), DimsOf(hidden)))) return;
   const TF_DataType dtype = TF_TensorType(x);
   TF_Tensor* dx = call.Output(0, dtype, {n, net.in_dim});
   std::vector<TF_Tensor*> grad_kernels, grad_biases;
@@ -171,9 +170,9 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-const bool registered_forward =
-    mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsFusedMLP", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
-const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs>(
+const bool registered_forward = mo::metal::RegisterWithAttrs<mo::fused_mlp::Attrs>(
+    "MetalOpsFusedMLP", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<mo::fused_mlp::Attrs>(
     "MetalOpsFusedMLPGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
 
 }  // namespace

@@ -20,19 +20,16 @@
 #include <string>
 
 #include "kernels/common/hash_grid.h"
-#include "ops/hash_encode_checks.h"
+#include "kernels/spec/hash_encode_spec.h"
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
 
 namespace {
 
-namespace hg = ::mo::hash_grid;
-
-namespace checks = ::mo::hash_encode_checks;
 using mo::metal::DimsOf;
 
 // The kernels' state: the op's attributes.
-using HashEncodeMetalKernel = checks::Attrs;
+using HashEncodeMetalKernel = mo::hash_encode::Attrs;
 
 // Same layout as HashEncodeCountParams in hash_encode.metal.
 struct CountParams {
@@ -43,8 +40,8 @@ struct CountParams {
 void* CreateKernel(TF_OpKernelConstruction* ctx, bool is_grad) {
   auto* k = new HashEncodeMetalKernel;
   mo::metal::AttrReader reader(ctx);
-  const checks::GridOp op = is_grad ? checks::GridOp::kEncodeGrad : checks::GridOp::kEncode;
-  if (!reader.Check(checks::ReadAttrs(reader.Getter(), op, k))) return k;
+  const mo::hash_encode::GridOp op = is_grad ? mo::hash_encode::GridOp::kEncodeGrad : mo::hash_encode::GridOp::kEncode;
+  if (!reader.Check(mo::hash_encode::ReadAttrs(reader.Getter(), op, k))) return k;
   // A C-API kernel cannot query TensorFlow's op-determinism flag.
   const char* env = std::getenv("TF_DETERMINISTIC_OPS");
   if (env != nullptr && (std::strcmp(env, "1") == 0 || std::strcmp(env, "true") == 0)) k->deterministic = true;
@@ -57,7 +54,7 @@ void DeleteKernel(void* kernel) { delete static_cast<HashEncodeMetalKernel*>(ker
 
 // What inputs [N, D] and table [P, F] give every kernel of the op.
 struct Encoding {
-  hg::Params params;
+  mo::hash_grid::Params params;
   int dims = 0, features = 0;
   int64_t rows = 0;
   TF_DataType dtype = TF_FLOAT;  // the table's
@@ -66,12 +63,11 @@ struct Encoding {
 // inputs and table against the grid (the checks every kernel of the op runs).
 bool Validate(mo::metal::KernelCall& call, const HashEncodeMetalKernel& k, TF_Tensor* inputs, TF_Tensor* table,
               Encoding* enc) {
-  if (!call.ok() ||
-      !call.Check(checks::InputsAndTable(k.grid, DimsOf(inputs), DimsOf(table), &enc->dims, &enc->features,
-                                         &enc->rows))) {
+  if (!call.ok() || !call.Check(mo::hash_encode::InputsAndTable(k.grid, DimsOf(inputs), DimsOf(table), &enc->dims,
+                                                                &enc->features, &enc->rows))) {
     return false;
   }
-  enc->params = checks::MakeParams(k.grid, enc->dims, TF_Dim(inputs, 0));
+  enc->params = mo::hash_encode::MakeParams(k.grid, enc->dims, TF_Dim(inputs, 0));
   enc->dtype = TF_TensorType(table);
   return true;
 }
@@ -111,7 +107,7 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!Validate(call, k, inputs, table, &enc)) return;
   const int64_t n = enc.params.num_points;
   const int64_t width = int64_t(k.grid.num_levels) * enc.features;
-  if (!call.Check(checks::Matrix("grad_encoded", DimsOf(dy), n, width))) return;
+  if (!call.Check(mo::hash_encode::Matrix("grad_encoded", DimsOf(dy), n, width))) return;
   TF_Tensor* grad_table = call.Output(0, enc.dtype, {k.table_grad ? enc.rows : 0, enc.features});
   TF_Tensor* grad_inputs = call.Output(1, TF_FLOAT, {k.input_grad ? n : 0, enc.dims});
   const bool deterministic = k.deterministic;

@@ -32,8 +32,8 @@
 // synchronisation (device-to-host copies) orders later reads. With
 // METAL_OPS_GPU_SYNC=1 (metal_rules.h) every op instead commits and waits
 // (commitAndWait) and turns a failed command buffer into its error.
-#ifndef METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
-#define METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
+#ifndef MO_KERNELS_METAL_METAL_KERNEL_H_
+#define MO_KERNELS_METAL_METAL_KERNEL_H_
 
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "kernels/metal/metal_rules.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 #import "kernels/metal/tf_metal_stream.h"
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/tf_datatype.h"
@@ -144,7 +144,7 @@ class KernelCall {
   TF_OpKernelContext* context() const { return ctx_; }
   void Fail(TF_Code code, const std::string& message);
   void InvalidArgument(const std::string& message) { Fail(TF_INVALID_ARGUMENT, message); }
-  // One of the ops/<op>_checks.h checks: false (the call failed with its
+  // One of the kernels/spec/<op>_spec.h checks: false (the call failed with its
   // message) when it did not pass.
   bool Check(const checks::Result& result) {
     if (!result.ok) InvalidArgument(result.message);
@@ -243,8 +243,8 @@ class AttrReader {
   bool Get(const char* name, std::string* value) { *value = String(name); return ok(); }
   bool Get(const char* name, std::vector<float>* value) { *value = FloatList(name); return ok(); }
   bool Get(const char* name, std::vector<int64_t>* value) { *value = IntList(name); return ok(); }
-  // The reader an op's ReadAttrs(get, &attrs) takes (ops/<op>_checks.h):
-  //   reader.Check(<op>_checks::ReadAttrs(reader.Getter(), &attrs));
+  // The reader an op's ReadAttrs(get, &attrs) takes (kernels/spec/<op>_spec.h):
+  //   reader.Check(mo::<op>::ReadAttrs(reader.Getter(), &attrs));
   auto Getter() {
     return [this](const char* name, auto* value) { return Get(name, value); };
   }
@@ -258,7 +258,7 @@ class AttrReader {
 };
 
 // The create and delete callbacks of a kernel whose state is its op's
-// attributes: the Attrs of ops/<op>_checks.h, read and checked by its
+// attributes: the Attrs of kernels/spec/<op>_spec.h, read and checked by its
 // ReadAttrs(get, args..., &attrs) (found by the type of `attrs`), as the
 // shape function and the C++ kernels read them. A failure is reported to
 // TensorFlow, which then never runs the kernel.
@@ -303,4 +303,4 @@ using checks::ShapeString;
 }  // namespace metal
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_METAL_METAL_KERNEL_H_
+#endif  // MO_KERNELS_METAL_METAL_KERNEL_H_

@@ -4,8 +4,8 @@
 // macOS offers, how a 1-D grid is cut into threadgroups, whether a
 // threadgroup dispatch fits the GPU, how much of a buffer a blit fill may
 // cover, the METAL_OPS_GPU_SYNC debug mode and its error message.
-#ifndef METAL_OPS_KERNELS_METAL_METAL_RULES_H_
-#define METAL_OPS_KERNELS_METAL_METAL_RULES_H_
+#ifndef MO_KERNELS_METAL_METAL_RULES_H_
+#define MO_KERNELS_METAL_METAL_RULES_H_
 
 #include <cstdint>
 #include <cstdlib>
@@ -129,4 +129,4 @@ inline std::string GpuErrorMessage(const std::string& op, const std::vector<std:
 }  // namespace metal
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_METAL_METAL_RULES_H_
+#endif  // MO_KERNELS_METAL_METAL_RULES_H_

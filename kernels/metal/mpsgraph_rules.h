@@ -3,8 +3,8 @@
 // (tests/metal_shim/metal_rules_shim.cc): the key of a compiled graph, the
 // bounded cache of compiled graphs, and ELU's expm1 written with the
 // operations MPSGraph has.
-#ifndef METAL_OPS_KERNELS_METAL_MPSGRAPH_RULES_H_
-#define METAL_OPS_KERNELS_METAL_MPSGRAPH_RULES_H_
+#ifndef MO_KERNELS_METAL_MPSGRAPH_RULES_H_
+#define MO_KERNELS_METAL_MPSGRAPH_RULES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/fused_conv2d_checks.h"
+#include "kernels/spec/fused_conv2d_spec.h"
 
 namespace mo {
 namespace metal {
@@ -52,7 +52,7 @@ inline std::string GraphKey(const std::string& op, uint64_t device, const std::v
 
 // The attribute pieces of MetalOpsFusedConv2D's graphs: every attribute the
 // graph is built from.
-inline std::vector<std::string> ConvGraphAttrs(const fused_conv2d_checks::ConvAttrs& a) {
+inline std::vector<std::string> ConvGraphAttrs(const fused_conv2d::ConvAttrs& a) {
   std::vector<std::string> pieces;
   for (int64_t v : {static_cast<int64_t>(a.padding), a.stride_rows, a.stride_cols, a.dilation_rows, a.dilation_cols,
                     a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, static_cast<int64_t>(a.act), a.num_bias,
@@ -64,7 +64,7 @@ inline std::vector<std::string> ConvGraphAttrs(const fused_conv2d_checks::ConvAt
 }
 
 // The attribute pieces of MetalOpsFusedActivationGrad's graphs.
-inline std::vector<std::string> ActivationGradGraphAttrs(const fused_conv2d_checks::ActivationGradAttrs& a) {
+inline std::vector<std::string> ActivationGradGraphAttrs(const fused_conv2d::ActivationGradAttrs& a) {
   return {std::to_string(a.act), FloatKey(a.alpha), std::to_string(a.num_features)};
 }
 
@@ -155,4 +155,4 @@ typename Ops::Value Elu(Ops& ops, typename Ops::Value z) {
 }  // namespace metal
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_METAL_MPSGRAPH_RULES_H_
+#endif  // MO_KERNELS_METAL_MPSGRAPH_RULES_H_

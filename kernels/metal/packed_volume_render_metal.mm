@@ -11,21 +11,20 @@
 #include <cstdint>
 
 #include "kernels/common/packed_volume_render.h"
-#include "ops/packed_volume_render_checks.h"
+#include "kernels/spec/packed_volume_render_spec.h"
 
 namespace {
 
 using mo::metal::DimsOf;
-namespace checks = mo::packed_volume_render_checks;
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
-  const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
+  const mo::packed_volume_render::Attrs& attrs = *static_cast<mo::packed_volume_render::Attrs*>(kernel);
   TF_Tensor* in[7];
   for (int i = 0; i < 7; ++i) in[i] = call.Input(i);
-  checks::RayShapes shapes;
-  if (!call.ok() || !call.Check(checks::InputShapes(checks::kForward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]),
-                                                    DimsOf(in[3]), DimsOf(in[4]), DimsOf(in[5]), DimsOf(in[6]),
-                                                    &shapes))) {
+  mo::packed_volume_render::RayShapes shapes;
+  if (!call.ok() || !call.Check(mo::packed_volume_render::InputShapes(
+                        mo::packed_volume_render::kForward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
+                        DimsOf(in[4]), DimsOf(in[5]), DimsOf(in[6]), &shapes))) {
     return;
   }
   const int64_t R = shapes.rays, N = shapes.samples;
@@ -50,17 +49,18 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
-  const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
+  const mo::packed_volume_render::Attrs& attrs = *static_cast<mo::packed_volume_render::Attrs*>(kernel);
   TF_Tensor* in[15];
   for (int i = 0; i < 15; ++i) in[i] = call.Input(i);
   if (!call.ok()) return;
   auto dims = [&](int i) { return DimsOf(in[i]); };
-  checks::RayShapes shapes;
+  mo::packed_volume_render::RayShapes shapes;
   bool has_weight_grad = false;
-  if (!call.Check(checks::InputShapes(checks::kBackward, dims(0), dims(1), dims(2), dims(3), dims(4), dims(5),
-                                      dims(6), &shapes)) ||
-      !call.Check(checks::GradInputShapes(checks::kBackward, shapes, dims(7), dims(8), dims(9), dims(10), dims(11),
-                                          dims(12), dims(13), dims(14), &has_weight_grad))) {
+  if (!call.Check(mo::packed_volume_render::InputShapes(mo::packed_volume_render::kBackward, dims(0), dims(1), dims(2),
+                                                        dims(3), dims(4), dims(5), dims(6), &shapes)) ||
+      !call.Check(mo::packed_volume_render::GradInputShapes(mo::packed_volume_render::kBackward, shapes, dims(7),
+                                                            dims(8), dims(9), dims(10), dims(11), dims(12), dims(13),
+                                                            dims(14), &has_weight_grad))) {
     return;
   }
   const int64_t R = shapes.rays, N = shapes.samples;
@@ -90,9 +90,11 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 // MSL has no double: float32 only.
-const bool registered_forward = mo::metal::RegisterWithAttrs<checks::Attrs, checks::kForward, true>(
-    "MetalOpsPackedVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
-const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs, checks::kBackward, false>(
-    "MetalOpsPackedVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
+const bool registered_forward =
+    mo::metal::RegisterWithAttrs<mo::packed_volume_render::Attrs, mo::packed_volume_render::kForward, true>(
+        "MetalOpsPackedVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
+const bool registered_backward =
+    mo::metal::RegisterWithAttrs<mo::packed_volume_render::Attrs, mo::packed_volume_render::kBackward, false>(
+        "MetalOpsPackedVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
 
 }  // namespace

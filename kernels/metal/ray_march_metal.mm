@@ -13,26 +13,25 @@
 #include <string>
 
 #include "kernels/common/ray_march.h"
-#include "ops/ray_march_checks.h"
+#include "kernels/spec/ray_march_spec.h"
 
 namespace {
 
 using mo::metal::DimsOf;
-namespace checks = mo::ray_march_checks;
 
 // Threads of the prefix sum's chunked dispatches (RayMarchScanParams).
 constexpr mo::int32 kScanThreads = 1024;
 
 void Compute(void* kernel, mo::metal::KernelCall& call) {
-  const checks::Attrs& attrs = *static_cast<checks::Attrs*>(kernel);
+  const mo::ray_march::Attrs& attrs = *static_cast<mo::ray_march::Attrs*>(kernel);
   TF_Tensor* in[6];
   for (int i = 0; i < 6; ++i) in[i] = call.Input(i);
-  if (!call.ok() || !call.Check(checks::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
-                                               DimsOf(in[4]), DimsOf(in[5]), attrs))) {
+  if (!call.ok() || !call.Check(mo::ray_march::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
+                                                      DimsOf(in[4]), DimsOf(in[5]), attrs))) {
     return;
   }
   const int64_t rays = TF_Dim(in[0], 0);
-  const mo::RayMarchParams params = checks::MakeParams(attrs, rays, TF_Dim(in[4], 0));
+  const mo::RayMarchParams params = mo::ray_march::MakeParams(attrs, rays, TF_Dim(in[4], 0));
   TF_Tensor* offsets = call.Output(3, TF_INT32, {rays});
   TF_Tensor* counts = call.Output(4, TF_INT32, {rays});
   if (!call.ok()) return;
@@ -65,7 +64,7 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
   });
   if (!call.ok()) return;
   const int64_t n = static_cast<int64_t>(*static_cast<const uint64_t*>(total.contents));
-  if (!call.Check(checks::TotalSamples(n))) return;
+  if (!call.Check(mo::ray_march::TotalSamples(n))) return;
   TF_Tensor* t_starts = call.Output(0, TF_FLOAT, {n});
   TF_Tensor* t_ends = call.Output(1, TF_FLOAT, {n});
   TF_Tensor* ray_indices = call.Output(2, TF_INT32, {n});
@@ -78,7 +77,7 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-const bool registered = mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsRayMarch", {mo::metal::kNoTypeConstraint},
-                                                                    &mo::metal::Compute<Compute>);
+const bool registered = mo::metal::RegisterWithAttrs<mo::ray_march::Attrs>(
+    "MetalOpsRayMarch", {mo::metal::kNoTypeConstraint}, &mo::metal::Compute<Compute>);
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/common/robust_loss.h"
-#include "ops/robust_loss_checks.h"
+#include "kernels/spec/robust_loss_spec.h"
 
 namespace {
 
@@ -18,8 +18,8 @@ using mo::metal::DimsOf;
 // Fills params for x / alpha / scale, or fails the call naming the argument.
 bool LayoutOf(mo::metal::KernelCall& call, TF_Tensor* x, TF_Tensor* alpha, TF_Tensor* scale,
               mo::RobustLossParams* params) {
-  mo::robust_loss_checks::ParamLayout layout;
-  if (!call.Check(mo::robust_loss_checks::ParamShapes(DimsOf(x), DimsOf(alpha), DimsOf(scale), &layout))) {
+  mo::robust_loss::ParamLayout layout;
+  if (!call.Check(mo::robust_loss::ParamShapes(DimsOf(x), DimsOf(alpha), DimsOf(scale), &layout))) {
     return false;
   }
   params->num_elements = TF_TensorElementCount(x);
@@ -57,7 +57,7 @@ void Backward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* alpha = call.Input(2);
   TF_Tensor* scale = call.Input(3);
   if (!call.ok()) return;
-  if (!call.Check(mo::robust_loss_checks::GradShape(DimsOf(grad), DimsOf(x)))) return;
+  if (!call.Check(mo::robust_loss::GradShape(DimsOf(grad), DimsOf(x)))) return;
   mo::RobustLossParams params = {};
   if (!LayoutOf(call, x, alpha, scale, &params)) return;
   const TF_DataType dtype = TF_TensorType(x);

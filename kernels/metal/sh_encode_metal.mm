@@ -8,12 +8,11 @@
 #include <string>
 
 #include "kernels/common/sh_encode.h"
-#include "ops/sh_encode_checks.h"
+#include "kernels/spec/sh_encode_spec.h"
 
 namespace {
 
 using mo::metal::DimsOf;
-namespace checks = mo::sh_encode_checks;
 
 std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
   char name[64];
@@ -22,11 +21,11 @@ std::string ShaderName(const char* kind, int degree, TF_DataType dtype) {
 }
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<checks::Attrs*>(kernel)->degree;
+  const int degree = static_cast<mo::sh_encode::Attrs*>(kernel)->degree;
   TF_Tensor* dirs = call.Input(0);
-  if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs)))) return;
+  if (!call.ok() || !call.Check(mo::sh_encode::DirsShape(DimsOf(dirs)))) return;
   const TF_DataType dtype = TF_TensorType(dirs);
-  TF_Tensor* values = call.Output(0, dtype, checks::OutputDims(DimsOf(dirs), degree));
+  TF_Tensor* values = call.Output(0, dtype, mo::sh_encode::OutputDims(DimsOf(dirs), degree));
   const mo::SHEncodeParams params = {TF_TensorElementCount(dirs) / 3};
   if (!call.ok() || params.num_points == 0) return;
   id<MTLComputePipelineState> pipeline = call.Pipeline("sh_encode", ShaderName("forward", degree, dtype));
@@ -38,11 +37,11 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<checks::Attrs*>(kernel)->degree;
+  const int degree = static_cast<mo::sh_encode::Attrs*>(kernel)->degree;
   TF_Tensor* grad = call.Input(0);
   TF_Tensor* dirs = call.Input(1);
-  if (!call.ok() || !call.Check(checks::DirsShape(DimsOf(dirs))) ||
-      !call.Check(checks::GradShape(DimsOf(grad), DimsOf(dirs), degree))) {
+  if (!call.ok() || !call.Check(mo::sh_encode::DirsShape(DimsOf(dirs))) ||
+      !call.Check(mo::sh_encode::GradShape(DimsOf(grad), DimsOf(dirs), degree))) {
     return;
   }
   const TF_DataType dtype = TF_TensorType(dirs);
@@ -57,9 +56,9 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   });
 }
 
-const bool registered_forward =
-    mo::metal::RegisterWithAttrs<checks::Attrs>("MetalOpsSHEncode", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
-const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs>(
+const bool registered_forward = mo::metal::RegisterWithAttrs<mo::sh_encode::Attrs>(
+    "MetalOpsSHEncode", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<mo::sh_encode::Attrs>(
     "MetalOpsSHEncodeGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
 
 }  // namespace

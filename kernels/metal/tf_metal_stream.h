@@ -16,8 +16,8 @@
 //    run, or even been submitted, when commit returns.
 //  - commitAndWait: always commits and blocks until the command buffer
 //    completes (the METAL_OPS_GPU_SYNC=1 debug mode, metal_kernel.h).
-#ifndef METAL_OPS_KERNELS_METAL_TF_METAL_STREAM_H_
-#define METAL_OPS_KERNELS_METAL_TF_METAL_STREAM_H_
+#ifndef MO_KERNELS_METAL_TF_METAL_STREAM_H_
+#define MO_KERNELS_METAL_TF_METAL_STREAM_H_
 
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
@@ -31,4 +31,4 @@
 
 @end
 
-#endif  // METAL_OPS_KERNELS_METAL_TF_METAL_STREAM_H_
+#endif  // MO_KERNELS_METAL_TF_METAL_STREAM_H_

@@ -10,22 +10,21 @@
 #include <vector>
 
 #include "kernels/common/volume_render.h"
-#include "ops/volume_render_checks.h"
+#include "kernels/spec/volume_render_spec.h"
 
 namespace {
 
 using mo::metal::DimsOf;
-namespace checks = mo::volume_render_checks;
 
 // ---- forward ------------------------------------------------------------------------
 
 void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const checks::Attrs*>(kernel_ptr);
+  const auto& kernel = *static_cast<const mo::volume_render::Attrs*>(kernel_ptr);
   TF_Tensor* in[4];
   for (int i = 0; i < 4; ++i) in[i] = call.Input(i);
-  checks::RayShapes shapes;
-  if (!call.ok() || !call.Check(checks::InputShapes(checks::kForward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]),
-                                                    DimsOf(in[3]), &shapes))) {
+  mo::volume_render::RayShapes shapes;
+  if (!call.ok() || !call.Check(mo::volume_render::InputShapes(mo::volume_render::kForward, DimsOf(in[0]),
+                                                               DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]), &shapes))) {
     return;
   }
   const int64_t R = shapes.rays, S = shapes.samples;
@@ -50,17 +49,17 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
 // ---- backward -----------------------------------------------------------------------
 
 void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const checks::Attrs*>(kernel_ptr);
+  const auto& kernel = *static_cast<const mo::volume_render::Attrs*>(kernel_ptr);
   TF_Tensor* in[12];
   for (int i = 0; i < 12; ++i) in[i] = call.Input(i);
-  checks::RayShapes shapes;
+  mo::volume_render::RayShapes shapes;
   bool has_weight_grad = false;
   if (!call.ok() ||
-      !call.Check(checks::InputShapes(checks::kBackward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
-                                      &shapes)) ||
-      !call.Check(checks::GradInputShapes(checks::kBackward, shapes, DimsOf(in[4]), DimsOf(in[5]), DimsOf(in[6]),
-                                          DimsOf(in[7]), DimsOf(in[8]), DimsOf(in[9]), DimsOf(in[10]),
-                                          DimsOf(in[11]), &has_weight_grad))) {
+      !call.Check(mo::volume_render::InputShapes(mo::volume_render::kBackward, DimsOf(in[0]), DimsOf(in[1]),
+                                                 DimsOf(in[2]), DimsOf(in[3]), &shapes)) ||
+      !call.Check(mo::volume_render::GradInputShapes(mo::volume_render::kBackward, shapes, DimsOf(in[4]), DimsOf(in[5]),
+                                                     DimsOf(in[6]), DimsOf(in[7]), DimsOf(in[8]), DimsOf(in[9]),
+                                                     DimsOf(in[10]), DimsOf(in[11]), &has_weight_grad))) {
     return;
   }
   const int64_t R = shapes.rays, S = shapes.samples;
@@ -88,9 +87,9 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
 
 // MSL has no double: float32 only. ReadAttrs(get, forward, &attrs): the
 // forward's attributes or the backward's.
-const bool registered_forward =
-    mo::metal::RegisterWithAttrs<checks::Attrs, true>("MetalOpsVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
-const bool registered_backward = mo::metal::RegisterWithAttrs<checks::Attrs, false>(
+const bool registered_forward = mo::metal::RegisterWithAttrs<mo::volume_render::Attrs, true>(
+    "MetalOpsVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<mo::volume_render::Attrs, false>(
     "MetalOpsVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
 
 }  // namespace

@@ -4,11 +4,9 @@
 #import "kernels/metal/metal_kernel.h"
 
 #include "kernels/common/zero_out.h"
-#include "ops/zero_out_checks.h"
+#include "kernels/spec/zero_out_spec.h"
 
 namespace {
-
-namespace checks = mo::zero_out_checks;
 
 const char* ShaderFor(TF_DataType dtype) {
   switch (dtype) {
@@ -19,11 +17,11 @@ const char* ShaderFor(TF_DataType dtype) {
 }
 
 void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& attrs = *static_cast<const checks::Attrs*>(kernel_ptr);
+  const auto& attrs = *static_cast<const mo::zero_out::Attrs*>(kernel_ptr);
   TF_Tensor* input = call.Input(0);
   if (!call.ok()) return;
   const int64_t n = TF_TensorElementCount(input);
-  if (!call.Check(checks::PreserveIndex(attrs.preserve_index, n))) return;
+  if (!call.Check(mo::zero_out::PreserveIndex(attrs.preserve_index, n))) return;
   const TF_DataType dtype = TF_TensorType(input);
   TF_Tensor* output = call.Output(0, dtype, mo::metal::DimsOf(input));
   if (!call.ok() || n == 0) return;
@@ -36,7 +34,7 @@ void ZeroOut(void* kernel_ptr, mo::metal::KernelCall& call) {
 }
 
 // MSL has no double.
-const bool registered = mo::metal::RegisterWithAttrs<checks::Attrs>("ZeroOut", {TF_INT32, TF_INT64, TF_FLOAT},
-                                                                    &mo::metal::Compute<ZeroOut>);
+const bool registered = mo::metal::RegisterWithAttrs<mo::zero_out::Attrs>("ZeroOut", {TF_INT32, TF_INT64, TF_FLOAT},
+                                                                          &mo::metal::Compute<ZeroOut>);
 
 }  // namespace

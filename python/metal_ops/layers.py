@@ -166,7 +166,7 @@ class FusedMLP(keras.layers.Layer):
         """Raises ValueError with the op's own message if the op would refuse this network
         (input_dim None: every input width the op accepts is still possible).
 
-        The op's shape function holds every check (ops/fused_mlp_checks.h);
+        The op's shape function holds every check (kernels/spec/fused_mlp_spec.h);
         building the op once in a scratch graph runs it without computing.
         """
         with tf.Graph().as_default():

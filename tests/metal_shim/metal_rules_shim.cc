@@ -126,8 +126,8 @@ void shim_graph_key(const char* op, uint64_t device, const char* attrs, const in
 // EXPLICIT), stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top,
 // pad_bottom, pad_left, pad_right, act, num_bias, num_residual.
 void shim_conv_graph_attrs(const int64_t* f, float alpha, char* out, int size) {
-  mo::fused_conv2d_checks::ConvAttrs a;
-  a.padding = static_cast<mo::fused_conv2d_checks::Padding>(f[0]);
+  mo::fused_conv2d::ConvAttrs a;
+  a.padding = static_cast<mo::fused_conv2d::Padding>(f[0]);
   a.stride_rows = f[1];
   a.stride_cols = f[2];
   a.dilation_rows = f[3];
@@ -144,7 +144,7 @@ void shim_conv_graph_attrs(const int64_t* f, float alpha, char* out, int size) {
 }
 
 void shim_activation_grad_graph_attrs(int act, float alpha, int64_t num_features, char* out, int size) {
-  mo::fused_conv2d_checks::ActivationGradAttrs a;
+  mo::fused_conv2d::ActivationGradAttrs a;
   a.act = act;
   a.alpha = alpha;
   a.num_features = num_features;

@@ -23,8 +23,8 @@
 // lane reads a simdgroup_load's source when it arrives, so lanes that read
 // different data (another thread's write not ordered by a barrier) are an
 // error too.
-#ifndef METAL_OPS_TESTS_METAL_SHIM_MSL_SHIM_H_
-#define METAL_OPS_TESTS_METAL_SHIM_MSL_SHIM_H_
+#ifndef MO_TESTS_METAL_SHIM_MSL_SHIM_H_
+#define MO_TESTS_METAL_SHIM_MSL_SHIM_H_
 
 #include <atomic>
 #include <cmath>
@@ -383,4 +383,4 @@ int kernels_not_found(const Kernel (&table)[N]) {
 #define MO_MSL_SHIM 1
 #include "kernels/common/platform.h"
 
-#endif  // METAL_OPS_TESTS_METAL_SHIM_MSL_SHIM_H_
+#endif  // MO_TESTS_METAL_SHIM_MSL_SHIM_H_

@@ -1,9 +1,9 @@
 // The attribute side of the RayMarch shim runner (ray_march_shim.cc): the
-// op's own checks and MakeParams (ops/ray_march_checks.h), as the Metal
+// op's own checks and MakeParams (kernels/spec/ray_march_spec.h), as the Metal
 // kernel's host code runs them.
 #include <cstring>
 
-#include "ops/ray_march_checks.h"
+#include "kernels/spec/ray_march_spec.h"
 
 static_assert(sizeof(mo::RayMarchParams) == 64, "RayMarchParams layout differs from the shader build");
 
@@ -22,16 +22,15 @@ long long shim_ray_march(const float* aabb, int grid_resolution, int cascades, f
                          const unsigned char* occupancy, int* counts, int* offsets, float* t_starts, float* t_ends,
                          int* ray_indices, long long capacity, unsigned grid, int scan_threads, char* error,
                          int error_bytes) {
-  namespace rc = mo::ray_march_checks;
-  rc::Attrs a;
-  const mo::checks::Result checked = rc::AttrsFromValues(aabb, grid_resolution, step_size, cone_angle, max_step_size,
-                                                         max_samples, jitter != 0, &a);
+  mo::ray_march::Attrs a;
+  const mo::checks::Result checked = mo::ray_march::AttrsFromValues(aabb, grid_resolution, step_size, cone_angle,
+                                                                    max_step_size, max_samples, jitter != 0, &a);
   if (!checked.ok) {
     std::strncpy(error, checked.message.c_str(), error_bytes - 1);
     error[error_bytes - 1] = 0;
     return -1;
   }
-  const mo::RayMarchParams p = rc::MakeParams(a, rays, cascades);
+  const mo::RayMarchParams p = mo::ray_march::MakeParams(a, rays, cascades);
   return shim_ray_march_dispatch(&p, seed, origins, directions, near, far, occupancy, counts, offsets, t_starts,
                                  t_ends, ray_indices, capacity, grid, scan_threads);
 }

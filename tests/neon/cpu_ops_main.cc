@@ -28,7 +28,7 @@
 #include "kernels/cpu/hash_encode_cpu.h"
 #include "kernels/cpu/robust_loss_cpu.h"
 #include "kernels/cpu/volume_render_cpu.h"
-#include "ops/ray_march_checks.h"
+#include "kernels/spec/ray_march_spec.h"
 
 namespace {
 
@@ -241,15 +241,13 @@ void RobustLoss(Request* q) {
 // (grad_table, grad_grad_encoded of MetalOpsHashEncodeGradGrad).
 template <int D, int F>
 void HashEncodeDF(Request* q) {
-  namespace hec = mo::hash_encode_cpu;
-  namespace hg = mo::hash_grid;
   const int L = int(q->Int(2));
   const Shards shards{int(q->Int(7))};
   const int64_t n = q->arrays.at(0).size() / D;
-  hg::Params p;
-  hg::make_params(D, n, L, int(q->Int(3)), mo::uint32(q->Int(4)), float(q->Real(0)), int(q->Int(5)), int(q->Int(6)),
-                  &p);
-  const hec::Grid grid = hec::MakeGrid(p);
+  mo::hash_grid::Params p;
+  mo::hash_grid::make_params(D, n, L, int(q->Int(3)), mo::uint32(q->Int(4)), float(q->Real(0)), int(q->Int(5)),
+                             int(q->Int(6)), &p);
+  const mo::hash_encode_cpu::Grid grid = mo::hash_encode_cpu::MakeGrid(p);
   const int64_t P = p.level_offsets[L];
   const float* x = q->In<float>(0, n * D);
   const float* table = q->In<float>(1, P * F);
@@ -260,14 +258,20 @@ void HashEncodeDF(Request* q) {
   float* grad_x = q->Out<float>(n * D);
   float* grad_table2 = q->Out<float>(P * F);
   float* grad_dy = q->Out<float>(n * L * F);
-  shards(n, [&](int64_t b, int64_t e) { hec::GatherRange<D, F, float, false>(x, nullptr, table, encoded, b, e, grid); });
+  shards(n, [&](int64_t b, int64_t e) {
+    mo::hash_encode_cpu::GatherRange<D, F, float, false>(x, nullptr, table, encoded, b, e, grid);
+  });
   const int groups = L < shards.shards ? L : shards.shards;
   for (int group = groups - 1; group >= 0; --group) {
-    hec::ScatterGroup<D, F, float, false>(group, groups, x, nullptr, dy, grad_table, n, grid);
-    hec::ScatterGroup<D, F, float, true>(group, groups, x, gg, dy, grad_table2, n, grid);
+    mo::hash_encode_cpu::ScatterGroup<D, F, float, false>(group, groups, x, nullptr, dy, grad_table, n, grid);
+    mo::hash_encode_cpu::ScatterGroup<D, F, float, true>(group, groups, x, gg, dy, grad_table2, n, grid);
   }
-  shards(n, [&](int64_t b, int64_t e) { hec::InputGradRange<D, F, float>(x, table, dy, grad_x, b, e, grid); });
-  shards(n, [&](int64_t b, int64_t e) { hec::GatherRange<D, F, float, true>(x, gg, table, grad_dy, b, e, grid); });
+  shards(n, [&](int64_t b, int64_t e) {
+    mo::hash_encode_cpu::InputGradRange<D, F, float>(x, table, dy, grad_x, b, e, grid);
+  });
+  shards(n, [&](int64_t b, int64_t e) {
+    mo::hash_encode_cpu::GatherRange<D, F, float, true>(x, gg, table, grad_dy, b, e, grid);
+  });
 }
 
 void HashEncode(Request* q) {
@@ -321,7 +325,7 @@ void DistortionLoss(Request* q) {
 // integers as float64), as the CPU kernel's count and fill passes make them.
 void RayMarch(Request* q) {
   const int64_t R = q->Int(0);
-  mo::ray_march_checks::Attrs attrs;
+  mo::ray_march::Attrs attrs;
   for (int i = 0; i < 6; ++i) attrs.aabb.push_back(float(q->Real(i)));
   attrs.grid_resolution = int(q->Int(1));
   attrs.step_size = float(q->Real(6));
@@ -329,7 +333,7 @@ void RayMarch(Request* q) {
   attrs.max_step_size = float(q->Real(8));
   attrs.max_samples = int(q->Int(3));
   attrs.jitter = q->Int(4) != 0;
-  const mo::RayMarchParams p = mo::ray_march_checks::MakeParams(attrs, R, q->Int(2));
+  const mo::RayMarchParams p = mo::ray_march::MakeParams(attrs, R, q->Int(2));
   const mo::RayMarchInputs in = {q->In<float>(0, R * 3), q->In<float>(1, R * 3), q->In<float>(2, R),
                                   q->In<float>(3, R),
                                   q->In<unsigned char>(4, int64_t(p.cascades) * p.bytes_per_cascade),

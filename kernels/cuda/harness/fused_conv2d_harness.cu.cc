@@ -1,7 +1,7 @@
 // C-ABI entry points for testing the FusedConv2D / FusedActivationGrad CUDA
 // kernels without TensorFlow (tests/cuda/test_fused_conv2d_cuda.py drives them
 // with CuPy device pointers). Attributes go through the op's own checks
-// (ops/fused_conv2d_checks.h), so the geometry is the one the op computes.
+// (kernels/spec/fused_conv2d_spec.h), so the geometry is the one the op computes.
 //
 // Each returns 0 on success, 1 for an argument the op's checks reject, 2 for a
 // failed CUDA / cuBLAS call; metal_ops_fused_conv2d_last_error() then gives
@@ -11,11 +11,9 @@
 #include <type_traits>
 
 #include "kernels/cuda/fused_conv2d.h"
-#include "ops/fused_conv2d_checks.h"
+#include "kernels/spec/fused_conv2d_spec.h"
 
 namespace {
-
-namespace fc = mo::fused_conv2d_checks;
 
 thread_local std::string last_error;
 
@@ -26,13 +24,18 @@ int Fail(int code, const std::string& message) {
 
 // input_shape, filter_shape: 4 sizes; strides, dilations: 4 (NHWC);
 // explicit_paddings: 8 when padding is "EXPLICIT", else nullptr.
-fc::Result GeometryOf(const int64_t* input_shape, const int64_t* filter_shape, const int64_t* strides,
-                      const int64_t* dilations, const char* padding, const int64_t* explicit_paddings,
-                      const char* activation, float alpha, fc::ConvAttrs* attrs, fc::ConvGeometry* g) {
-  const fc::Dims pads = explicit_paddings != nullptr ? fc::Dims(explicit_paddings, explicit_paddings + 8) : fc::Dims();
-  MO_RETURN_IF_INVALID(fc::CheckConvAttrs(0, 0, fc::Dims(strides, strides + 4), fc::Dims(dilations, dilations + 4),
-                                          padding, pads, "NHWC", activation, alpha, attrs));
-  return fc::Geometry(*attrs, fc::Dims(input_shape, input_shape + 4), fc::Dims(filter_shape, filter_shape + 4), g);
+mo::fused_conv2d::Result GeometryOf(const int64_t* input_shape, const int64_t* filter_shape, const int64_t* strides,
+                                    const int64_t* dilations, const char* padding, const int64_t* explicit_paddings,
+                                    const char* activation, float alpha, mo::fused_conv2d::ConvAttrs* attrs,
+                                    mo::fused_conv2d::ConvGeometry* g) {
+  const mo::fused_conv2d::Dims pads = explicit_paddings != nullptr
+                                          ? mo::fused_conv2d::Dims(explicit_paddings, explicit_paddings + 8)
+                                          : mo::fused_conv2d::Dims();
+  MO_RETURN_IF_INVALID(mo::fused_conv2d::CheckConvAttrs(0, 0, mo::fused_conv2d::Dims(strides, strides + 4),
+                                                        mo::fused_conv2d::Dims(dilations, dilations + 4), padding, pads,
+                                                        "NHWC", activation, alpha, attrs));
+  return mo::fused_conv2d::Geometry(*attrs, mo::fused_conv2d::Dims(input_shape, input_shape + 4),
+                                    mo::fused_conv2d::Dims(filter_shape, filter_shape + 4), g);
 }
 
 }  // namespace
@@ -50,15 +53,15 @@ int metal_ops_fused_conv2d_plan(const int64_t* input_shape, const int64_t* filte
                                 const int64_t* dilations, const char* padding, const int64_t* explicit_paddings,
                                 int64_t max_patch_bytes, int64_t max_chunk_output_bytes, int64_t* output_shape,
                                 int64_t* chunk_rows, int64_t* patch_floats) {
-  fc::ConvAttrs attrs;
-  fc::ConvGeometry g;
-  const fc::Result r =
+  mo::fused_conv2d::ConvAttrs attrs;
+  mo::fused_conv2d::ConvGeometry g;
+  const mo::fused_conv2d::Result r =
       GeometryOf(input_shape, filter_shape, strides, dilations, padding, explicit_paddings, "none", 0.0f, &attrs, &g);
   if (!r.ok) return Fail(1, r.message);
   const mo::cuda::FusedConv2DPlan plan = mo::cuda::PlanFusedConv2D(
       g, max_patch_bytes > 0 ? max_patch_bytes : mo::cuda::kFusedConv2DMaxPatchBytes,
       max_chunk_output_bytes > 0 ? max_chunk_output_bytes : mo::cuda::kFusedConv2DChunkOutputBytes);
-  const fc::Dims out = g.output_dims();
+  const mo::fused_conv2d::Dims out = g.output_dims();
   for (int d = 0; d < 4; ++d) output_shape[d] = out[d];
   *chunk_rows = plan.chunk_rows;
   *patch_floats = plan.patch_floats;
@@ -75,10 +78,10 @@ int metal_ops_fused_conv2d_forward_float32(const float* input, const float* filt
                                            const int64_t* dilations, const char* padding,
                                            const int64_t* explicit_paddings, const char* activation, float alpha,
                                            int allow_tf32, cudaStream_t stream) {
-  fc::ConvAttrs attrs;
-  fc::ConvGeometry g;
-  const fc::Result r = GeometryOf(input_shape, filter_shape, strides, dilations, padding, explicit_paddings,
-                                  activation, alpha, &attrs, &g);
+  mo::fused_conv2d::ConvAttrs attrs;
+  mo::fused_conv2d::ConvGeometry g;
+  const mo::fused_conv2d::Result r = GeometryOf(input_shape, filter_shape, strides, dilations, padding,
+                                                explicit_paddings, activation, alpha, &attrs, &g);
   if (!r.ok) return Fail(1, r.message);
   mo::cuda::FusedConv2DParams p{};
   p.input = input;
@@ -103,7 +106,7 @@ int metal_ops_fused_activation_grad_float32(const float* gradients, const float*
                                             float* backprops, int64_t n, const char* activation, float alpha,
                                             cudaStream_t stream) {
   const int64_t num_features = features != nullptr ? 1 : 0;
-  fc::ActivationGradAttrs attrs;
+  mo::fused_conv2d::ActivationGradAttrs attrs;
   // The op's attribute reader, over this call's arguments.
   auto get = [&](const char* name, auto* value) -> bool {
     using T = std::remove_pointer_t<decltype(value)>;
@@ -119,7 +122,7 @@ int metal_ops_fused_activation_grad_float32(const float* gradients, const float*
       return attr == "num_features";
     }
   };
-  const fc::Result r = fc::ReadAttrs(get, &attrs);
+  const mo::fused_conv2d::Result r = mo::fused_conv2d::ReadAttrs(get, &attrs);
   if (!r.ok) return Fail(1, r.message);
   const cudaError_t err =
       mo::cuda::LaunchFusedActivationGrad(gradients, outputs, features, backprops, n, attrs.act, attrs.alpha, stream);

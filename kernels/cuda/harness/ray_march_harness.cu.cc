@@ -1,10 +1,10 @@
 // C-ABI entry points for testing the RayMarch CUDA kernels without
 // TensorFlow (tests/cuda/test_ray_march_cuda.py). The attributes go through
-// the op's own checks and MakeParams (ops/ray_march_checks.h).
+// the op's own checks and MakeParams (kernels/spec/ray_march_spec.h).
 #include <cstring>
 
 #include "kernels/cuda/ray_march.h"
-#include "ops/ray_march_checks.h"
+#include "kernels/spec/ray_march_spec.h"
 
 namespace {
 
@@ -12,10 +12,9 @@ namespace {
 int Params(const float* aabb, int grid_resolution, int cascades, float step_size, float cone_angle,
            float max_step_size, int max_samples, int jitter, int rays, mo::RayMarchParams* p, char* error,
            int error_bytes) {
-  namespace rc = mo::ray_march_checks;
-  rc::Attrs a;
-  const mo::checks::Result r = rc::AttrsFromValues(aabb, grid_resolution, step_size, cone_angle, max_step_size,
-                                                   max_samples, jitter != 0, &a);
+  mo::ray_march::Attrs a;
+  const mo::checks::Result r = mo::ray_march::AttrsFromValues(aabb, grid_resolution, step_size, cone_angle,
+                                                              max_step_size, max_samples, jitter != 0, &a);
   if (!r.ok) {
     if (error_bytes > 0) {
       std::strncpy(error, r.message.c_str(), error_bytes - 1);
@@ -23,7 +22,7 @@ int Params(const float* aabb, int grid_resolution, int cascades, float step_size
     }
     return -1;
   }
-  *p = rc::MakeParams(a, rays, cascades);
+  *p = mo::ray_march::MakeParams(a, rays, cascades);
   return 0;
 }
 

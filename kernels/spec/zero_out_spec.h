@@ -1,22 +1,22 @@
 // ZeroOut's attribute and input check, written once for every kernel of the
 // op and its shape function: the CPU and CUDA kernels (through
-// kernels/zero_out_op.h) and the Metal kernel (through KernelCall::Check).
-// No TensorFlow API: sizes and attributes in, ops/checks.h's Result out.
-#ifndef METAL_OPS_OPS_ZERO_OUT_CHECKS_H_
-#define METAL_OPS_OPS_ZERO_OUT_CHECKS_H_
+// kernels/zero_out_kernel.h) and the Metal kernel (through KernelCall::Check).
+// No TensorFlow API: sizes and attributes in, kernels/spec/checks.h's Result out.
+#ifndef MO_KERNELS_SPEC_ZERO_OUT_SPEC_H_
+#define MO_KERNELS_SPEC_ZERO_OUT_SPEC_H_
 
 #include <cstdint>
 
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace zero_out_checks {
+namespace zero_out {
 
 struct Attrs {
   int64_t preserve_index = 0;
 };
 
-// Reads the attributes (ops/checks.h ReadEach; the op's registration keeps
+// Reads the attributes (kernels/spec/checks.h ReadEach; the op's registration keeps
 // preserve_index >= 0, the input's size bounds it from above: PreserveIndex).
 template <typename Get>
 checks::Result ReadAttrs(Get&& get, Attrs* a) {
@@ -33,7 +33,7 @@ inline checks::Result PreserveIndex(int64_t preserve_index, int64_t n) {
   return checks::Ok();
 }
 
-}  // namespace zero_out_checks
+}  // namespace zero_out
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_ZERO_OUT_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_ZERO_OUT_SPEC_H_

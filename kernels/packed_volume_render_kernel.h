@@ -1,20 +1,21 @@
 // The TensorFlow kernels of MetalOpsPackedVolumeRender / ...Grad, once for
 // every C++-API device (one kernel class templated on the device, a functor
-// per device): the attributes and checks of ops/packed_volume_render_checks.h
+// per device): the attributes and checks of kernels/spec/packed_volume_render_spec.h
 // and the output allocation here; PackedVolumeRenderFunctor<Device, T> does
 // the work:
 //   CPU  kernels/cpu/packed_volume_render_kernels.cc
 //   CUDA kernels/cuda/packed_volume_render_gpu.cc
 // The Metal kernels use TensorFlow's C API and the same checks (kernels/metal/).
-#ifndef METAL_OPS_KERNELS_PACKED_VOLUME_RENDER_OP_H_
-#define METAL_OPS_KERNELS_PACKED_VOLUME_RENDER_OP_H_
+#ifndef MO_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_
+#define MO_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_
 
 #include <cstdint>
 
-#include "kernels/render_args.h"
-#include "kernels/volume_render_op.h"
-#include "ops/checks_tf.h"
-#include "ops/packed_volume_render_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/common/render_args.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/packed_volume_render_spec.h"
+#include "kernels/volume_render_kernel.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -24,8 +25,8 @@ namespace mo {
 // The inputs both directions take first: sigma, rgb, t_starts, t_ends,
 // ray_offsets, ray_counts, background.
 template <typename T>
-RenderArgs<T> PackedRenderArgs(const volume_render_checks::RayShapes& shapes, float early_termination,
-                   const ::tensorflow::Tensor* const* in) {
+RenderArgs<T> PackedRenderArgs(const volume_render::RayShapes& shapes, float early_termination,
+                               const ::tensorflow::Tensor* const* in) {
   return {shapes.rays, shapes.samples, shapes.background_per_ray, early_termination,
           in[0]->flat<T>().data(), in[1]->flat<T>().data(), in[6]->flat<T>().data()};
 }
@@ -37,7 +38,7 @@ PackedSamples<T> PackedSamplesOf(const ::tensorflow::Tensor* const* in) {
 }
 
 // Defined per device, for rays > 0. Both return the op's error for the first
-// invalid ray (packed_volume_render_checks: layout first, then sample values
+// invalid ray (packed_volume_render::BadRay: layout first, then sample values
 // in the forward) or a launch failure.
 template <typename Device, typename T>
 struct PackedVolumeRenderFunctor {
@@ -46,21 +47,21 @@ struct PackedVolumeRenderFunctor {
 };
 
 template <typename Device, typename T>
-class PackedVolumeRenderOp : public checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kForward, true> {
+class PackedVolumeRenderOp
+    : public OpKernelWithAttrs<packed_volume_render::Attrs, packed_volume_render::kForward, true> {
  public:
-  using checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kForward, true>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<packed_volume_render::Attrs, packed_volume_render::kForward, true>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
     using ::tensorflow::TensorShape;
-    namespace pc = packed_volume_render_checks;
     const Tensor* in[7];
     for (int i = 0; i < 7; ++i) in[i] = &ctx->input(i);
-    pc::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(pc::InputShapes(
-                            pc::kForward, checks::DimsOf(*in[0]), checks::DimsOf(*in[1]), checks::DimsOf(*in[2]),
-                            checks::DimsOf(*in[3]), checks::DimsOf(*in[4]), checks::DimsOf(*in[5]),
-                            checks::DimsOf(*in[6]), &shapes)));
+    packed_volume_render::RayShapes shapes;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render::InputShapes(
+                            packed_volume_render::kForward, checks::DimsOf(*in[0]), checks::DimsOf(*in[1]),
+                            checks::DimsOf(*in[2]), checks::DimsOf(*in[3]), checks::DimsOf(*in[4]),
+                            checks::DimsOf(*in[5]), checks::DimsOf(*in[6]), &shapes)));
     const int64_t R = shapes.rays, N = shapes.samples;
     PackedVolumeRenderForwardArgs<T> args = {
         PackedRenderArgs<T>(shapes, attrs_.early_termination, in), PackedSamplesOf<T>(in), {}};
@@ -72,24 +73,24 @@ class PackedVolumeRenderOp : public checks::OpKernelWithAttrs<packed_volume_rend
 };
 
 template <typename Device, typename T>
-class PackedVolumeRenderGradOp : public checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kBackward, false> {
+class PackedVolumeRenderGradOp
+    : public OpKernelWithAttrs<packed_volume_render::Attrs, packed_volume_render::kBackward, false> {
  public:
-  using checks::OpKernelWithAttrs<packed_volume_render_checks::Attrs, packed_volume_render_checks::kBackward, false>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<packed_volume_render::Attrs, packed_volume_render::kBackward, false>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
-    namespace pc = packed_volume_render_checks;
-    const char* op = pc::kBackward;
+    const char* op = packed_volume_render::kBackward;
     const Tensor* in[15];
     for (int i = 0; i < 15; ++i) in[i] = &ctx->input(i);
     auto dims = [&](int i) { return checks::DimsOf(*in[i]); };
-    pc::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(pc::InputShapes(op, dims(0), dims(1), dims(2), dims(3), dims(4), dims(5),
-                                                         dims(6), &shapes)));
+    packed_volume_render::RayShapes shapes;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render::InputShapes(op, dims(0), dims(1), dims(2), dims(3),
+                                                                           dims(4), dims(5), dims(6), &shapes)));
     bool has_weight_grad = false;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(pc::GradInputShapes(op, shapes, dims(7), dims(8), dims(9), dims(10),
-                                                             dims(11), dims(12), dims(13), dims(14),
-                                                             &has_weight_grad)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render::GradInputShapes(op, shapes, dims(7), dims(8), dims(9),
+                                                                               dims(10), dims(11), dims(12), dims(13),
+                                                                               dims(14), &has_weight_grad)));
     PackedVolumeRenderBackwardArgs<T> args = {
         PackedRenderArgs<T>(shapes, attrs_.early_termination, in), PackedSamplesOf<T>(in), {}};
     OP_REQUIRES_OK(ctx, AllocateRenderGrads<T>(ctx, 7, shapes.rays, has_weight_grad, &args));
@@ -100,4 +101,4 @@ class PackedVolumeRenderGradOp : public checks::OpKernelWithAttrs<packed_volume_
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_PACKED_VOLUME_RENDER_OP_H_
+#endif  // MO_KERNELS_PACKED_VOLUME_RENDER_KERNEL_H_

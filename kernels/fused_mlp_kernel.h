@@ -1,17 +1,18 @@
 // The TensorFlow kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad, once for
 // every C++-API device (one kernel class templated on the device, a functor
-// per device): the attributes and checks of ops/fused_mlp_checks.h and the
+// per device): the attributes and checks of kernels/spec/fused_mlp_spec.h and the
 // output allocation here; FusedMlpFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/fused_mlp_kernels.cc (the functor; registers FusedMlpOp<CPUDevice, T>)
 //   CUDA kernels/cuda/fused_mlp_gpu.cc    (the functor; registers FusedMlpOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_FUSED_MLP_OP_H_
-#define METAL_OPS_KERNELS_FUSED_MLP_OP_H_
+#ifndef MO_KERNELS_FUSED_MLP_KERNEL_H_
+#define MO_KERNELS_FUSED_MLP_KERNEL_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "ops/checks_tf.h"
-#include "ops/fused_mlp_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -38,10 +39,10 @@ struct FusedMlpBackwardArgs {
 // Defined per device; n may be 0 (the gradients are then zeros).
 template <typename Device, typename T>
 struct FusedMlpFunctor {
-  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const fused_mlp_checks::Net& net,
-                              const fused_mlp_checks::Attrs& attrs, const FusedMlpForwardArgs<T>& args);
-  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const fused_mlp_checks::Net& net,
-                               const fused_mlp_checks::Attrs& attrs, const FusedMlpBackwardArgs<T>& args);
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net,
+                              const fused_mlp::Attrs& attrs, const FusedMlpForwardArgs<T>& args);
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net,
+                               const fused_mlp::Attrs& attrs, const FusedMlpBackwardArgs<T>& args);
 };
 
 inline std::vector<checks::Dims> DimsOfList(const ::tensorflow::OpInputList& list) {
@@ -51,18 +52,18 @@ inline std::vector<checks::Dims> DimsOfList(const ::tensorflow::OpInputList& lis
 }
 
 template <typename Device, typename T>
-class FusedMlpOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs> {
+class FusedMlpOp : public OpKernelWithAttrs<fused_mlp::Attrs> {
  public:
-  using checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<fused_mlp::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& x = ctx->input(0);
     ::tensorflow::OpInputList kernels, biases;
     OP_REQUIRES_OK(ctx, ctx->input_list("kernels", &kernels));
     OP_REQUIRES_OK(ctx, ctx->input_list("biases", &biases));
-    fused_mlp_checks::Net net;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::Shapes(checks::DimsOf(x), DimsOfList(kernels),
-                                                                  DimsOfList(biases), &net)));
+    fused_mlp::Net net;
+    OP_REQUIRES_OK(
+        ctx, checks::ToStatus(fused_mlp::Shapes(checks::DimsOf(x), DimsOfList(kernels), DimsOfList(biases), &net)));
     const int64_t n = x.dim_size(0);
     ::tensorflow::Tensor *y = nullptr, *hidden = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, net.out_dim}), &y));
@@ -78,9 +79,9 @@ class FusedMlpOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs> {
 };
 
 template <typename Device, typename T>
-class FusedMlpGradOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs> {
+class FusedMlpGradOp : public OpKernelWithAttrs<fused_mlp::Attrs> {
  public:
-  using checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<fused_mlp::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dy = ctx->input(0);
@@ -94,12 +95,11 @@ class FusedMlpGradOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>
     for (int l = 0; l < kernels.size(); ++l) {
       bias_dims.push_back({kernels[l].dims() == 2 ? kernels[l].dim_size(1) : 0});
     }
-    fused_mlp_checks::Net net;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::Shapes(checks::DimsOf(x), DimsOfList(kernels), bias_dims,
-                                                                  &net)));
+    fused_mlp::Net net;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(checks::DimsOf(x), DimsOfList(kernels), bias_dims, &net)));
     const int64_t n = x.dim_size(0);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp_checks::GradShapes(net, n, checks::DimsOf(dy), checks::DimsOf(y),
-                                                                      checks::DimsOf(hidden))));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::GradShapes(net, n, checks::DimsOf(dy), checks::DimsOf(y),
+                                                               checks::DimsOf(hidden))));
     ::tensorflow::Tensor* dx = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
     ::tensorflow::OpOutputList dkernels, dbiases;
@@ -121,4 +121,4 @@ class FusedMlpGradOp : public checks::OpKernelWithAttrs<fused_mlp_checks::Attrs>
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_FUSED_MLP_OP_H_
+#endif  // MO_KERNELS_FUSED_MLP_KERNEL_H_

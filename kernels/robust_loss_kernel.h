@@ -1,17 +1,17 @@
 // The TensorFlow kernels of MetalOpsRobustLoss / MetalOpsRobustLossGrad, once
 // for every C++-API device (one kernel class templated on the device and the
 // dtype, a functor per device, TF's pattern): the checks of
-// ops/robust_loss_checks.h and the output allocation here;
+// kernels/spec/robust_loss_spec.h and the output allocation here;
 // RobustLossFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/robust_loss_kernels.cc (the functor; registers RobustLossOp<CPUDevice, T>)
 //   CUDA kernels/cuda/robust_loss_gpu.cc    (the functor; registers RobustLossOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_
-#define METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_
+#ifndef MO_KERNELS_ROBUST_LOSS_KERNEL_H_
+#define MO_KERNELS_ROBUST_LOSS_KERNEL_H_
 
 #include <cstdint>
 
-#include "ops/checks_tf.h"
-#include "ops/robust_loss_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/robust_loss_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -22,7 +22,7 @@ namespace mo {
 template <typename T>
 struct RobustLossArgs {
   int64_t n;
-  robust_loss_checks::ParamLayout layout;
+  robust_loss::ParamLayout layout;
   const T* x;
   const float* alpha;
   const float* scale;
@@ -44,15 +44,15 @@ struct RobustLossFunctor {
                                T* dx, float* dalpha, float* dscale);
 };
 
-namespace robust_loss_tf {
+namespace robust_loss {
 
 // The shapes of alpha and scale against x and, where the device reads them,
 // their values.
 template <typename Device, typename T>
 absl::Status CheckedArgs(const ::tensorflow::Tensor& x, const ::tensorflow::Tensor& alpha,
                          const ::tensorflow::Tensor& scale, RobustLossArgs<T>* args) {
-  TF_RETURN_IF_ERROR(checks::ToStatus(robust_loss_checks::ParamShapes(
-      checks::DimsOf(x), checks::DimsOf(alpha), checks::DimsOf(scale), &args->layout)));
+  TF_RETURN_IF_ERROR(checks::ToStatus(
+      robust_loss::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha), checks::DimsOf(scale), &args->layout)));
   args->n = x.NumElements();
   args->x = x.flat<T>().data();
   args->alpha = alpha.flat<float>().data();
@@ -60,7 +60,7 @@ absl::Status CheckedArgs(const ::tensorflow::Tensor& x, const ::tensorflow::Tens
   return RobustLossFunctor<Device, T>::CheckParamValues(*args);
 }
 
-}  // namespace robust_loss_tf
+}  // namespace robust_loss
 
 template <typename Device, typename T>
 class RobustLossOp : public ::tensorflow::OpKernel {
@@ -70,7 +70,7 @@ class RobustLossOp : public ::tensorflow::OpKernel {
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& x = ctx->input(0);
     RobustLossArgs<T> args;
-    OP_REQUIRES_OK(ctx, robust_loss_tf::CheckedArgs<Device, T>(x, ctx->input(1), ctx->input(2), &args));
+    OP_REQUIRES_OK(ctx, robust_loss::CheckedArgs<Device, T>(x, ctx->input(1), ctx->input(2), &args));
     ::tensorflow::Tensor* out = nullptr;
     // The loss may take x's buffer (elementwise) when nothing else needs x.
     OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
@@ -89,9 +89,9 @@ class RobustLossGradOp : public ::tensorflow::OpKernel {
     const ::tensorflow::Tensor& x = ctx->input(1);
     const ::tensorflow::Tensor& alpha = ctx->input(2);
     const ::tensorflow::Tensor& scale = ctx->input(3);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss_checks::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
     RobustLossArgs<T> args;
-    OP_REQUIRES_OK(ctx, robust_loss_tf::CheckedArgs<Device, T>(x, alpha, scale, &args));
+    OP_REQUIRES_OK(ctx, robust_loss::CheckedArgs<Device, T>(x, alpha, scale, &args));
     ::tensorflow::Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
     // grad_x may take grad's buffer (elementwise; TF forwards only when no one
     // else holds grad): no fresh allocation to fault in.
@@ -106,4 +106,4 @@ class RobustLossGradOp : public ::tensorflow::OpKernel {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_ROBUST_LOSS_OP_H_
+#endif  // MO_KERNELS_ROBUST_LOSS_KERNEL_H_

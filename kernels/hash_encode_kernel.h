@@ -1,40 +1,38 @@
 // The TensorFlow kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad, once
 // for every C++-API device (one kernel class templated on the device, a
 // functor per device, TF's pattern), and the C++-API adapter of HashEncode's
-// checks (ops/hash_encode_checks.h, where the checks and messages live):
+// checks (kernels/spec/hash_encode_spec.h, where the checks and messages live):
 //   CPU  kernels/cpu/hash_encode_kernels.cc (the functor; registers HashEncodeOp<CPUDevice, T>)
 //   CUDA kernels/cuda/hash_encode_gpu.cc    (the functor; registers HashEncodeOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
-#define METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
+#ifndef MO_KERNELS_HASH_ENCODE_KERNEL_H_
+#define MO_KERNELS_HASH_ENCODE_KERNEL_H_
 
 #include <cstdint>
 
-#include "ops/checks_tf.h"
-#include "ops/hash_encode_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/hash_encode_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
 namespace mo {
-namespace hash_encode_tf {
-
-using hash_encode_checks::GridAttrs;
-using hash_encode_checks::GridRows;
+// The C++-API adapters of HashEncode's spec, beside it in mo::hash_encode.
+namespace hash_encode {
 
 // The base of a hash-grid op's kernel class: its attributes in attrs_.
-template <hash_encode_checks::GridOp op>
-using KernelOf = checks::OpKernelWithAttrs<hash_encode_checks::Attrs, op>;
+template <GridOp op>
+using KernelOf = OpKernelWithAttrs<Attrs, op>;
 
 inline absl::Status CheckInputsAndTable(const GridAttrs& a, const ::tensorflow::Tensor& inputs,
                                         const ::tensorflow::Tensor& table, int* dims, int* features, int64_t* rows) {
-  return checks::ToStatus(hash_encode_checks::InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), dims,
-                                                             features, rows));
+  return checks::ToStatus(InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), dims, features, rows));
 }
 
 inline absl::Status CheckMatrix(const char* name, const ::tensorflow::Tensor& t, int64_t rows, int64_t cols) {
-  return checks::ToStatus(hash_encode_checks::Matrix(name, checks::DimsOf(t), rows, cols));
+  return checks::ToStatus(Matrix(name, checks::DimsOf(t), rows, cols));
 }
 
-}  // namespace hash_encode_tf
+}  // namespace hash_encode
 
 template <typename T>
 struct HashEncodeForwardArgs {
@@ -60,23 +58,23 @@ struct HashEncodeBackwardArgs {
 // Defined per device; num_points > 0 (forward) or at least one gradient wanted.
 template <typename Device, typename T>
 struct HashEncodeFunctor {
-  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const hash_encode_checks::GridAttrs& grid,
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const hash_encode::GridAttrs& grid,
                               const HashEncodeForwardArgs<T>& args);
-  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const hash_encode_checks::GridAttrs& grid,
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const hash_encode::GridAttrs& grid,
                                const HashEncodeBackwardArgs<T>& args);
 };
 
 template <typename Device, typename T>
-class HashEncodeOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncode> {
+class HashEncodeOp : public hash_encode::KernelOf<hash_encode::GridOp::kEncode> {
  public:
-  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncode>::OpKernelWithAttrs;
+  using hash_encode::KernelOf<hash_encode::GridOp::kEncode>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& inputs = ctx->input(0);
     const ::tensorflow::Tensor& table = ctx->input(1);
     int dims = 0, features = 0;
     int64_t rows = 0;
-    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
+    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
     const int64_t n = inputs.dim_size(0);
     ::tensorflow::Tensor* out = nullptr;
     const int64_t width = int64_t(attrs_.grid.num_levels) * features;
@@ -89,9 +87,9 @@ class HashEncodeOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp:
 };
 
 template <typename Device, typename T>
-class HashEncodeGradOp : public hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGrad> {
+class HashEncodeGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEncodeGrad> {
  public:
-  using hash_encode_tf::KernelOf<hash_encode_checks::GridOp::kEncodeGrad>::OpKernelWithAttrs;
+  using hash_encode::KernelOf<hash_encode::GridOp::kEncodeGrad>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dy = ctx->input(0);
@@ -99,9 +97,9 @@ class HashEncodeGradOp : public hash_encode_tf::KernelOf<hash_encode_checks::Gri
     const ::tensorflow::Tensor& table = ctx->input(2);
     int dims = 0, features = 0;
     int64_t rows = 0;
-    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
+    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
     const int64_t n = inputs.dim_size(0);
-    OP_REQUIRES_OK(ctx, hash_encode_tf::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * features));
+    OP_REQUIRES_OK(ctx, hash_encode::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * features));
     ::tensorflow::Tensor* grad_table = nullptr;
     ::tensorflow::Tensor* grad_inputs = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({attrs_.table_grad ? rows : 0, features}),
@@ -119,4 +117,4 @@ class HashEncodeGradOp : public hash_encode_tf::KernelOf<hash_encode_checks::Gri
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_HASH_ENCODE_OP_H_
+#endif  // MO_KERNELS_HASH_ENCODE_KERNEL_H_

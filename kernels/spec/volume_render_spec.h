@@ -1,19 +1,19 @@
 // VolumeRender's attribute and input checks, written once for every kernel of
-// the op: the CPU kernels and CUDA registrations (through ops/checks_tf.h) and
+// the op: the CPU kernels and CUDA registrations (through kernels/spec/checks_tf.h) and
 // the Metal kernels (through KernelCall::Check). No TensorFlow API: sizes and
-// values in, ops/checks.h's Result out. Messages start with the op's name
+// values in, kernels/spec/checks.h's Result out. Messages start with the op's name
 // (`op`) and name the argument; tests match on them.
-#ifndef METAL_OPS_OPS_VOLUME_RENDER_CHECKS_H_
-#define METAL_OPS_OPS_VOLUME_RENDER_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_
+#define MO_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_
 
 #include <cstdint>
 #include <string>
 
 #include "kernels/common/volume_render.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace volume_render_checks {
+namespace volume_render {
 
 using checks::Dims;
 using checks::Invalid;
@@ -37,7 +37,7 @@ struct Attrs {
   bool return_weights = false;  // the forward's only
 };
 
-// Reads (ops/checks.h ReadEach) and checks the attributes: the one attribute
+// Reads (kernels/spec/checks.h ReadEach) and checks the attributes: the one attribute
 // read of the shape functions, the kernel classes and the Metal kernels, for
 // VolumeRender and for every renderer over the same attributes (`op` names it
 // in the messages; PackedVolumeRender).
@@ -143,7 +143,7 @@ Result BadRay(const VrCheck& check, int64_t r, const T* sigma_row, const T* t_ro
                  "] = ", static_cast<double>(t_row[i + 1]), " < t[", i, "] = ", static_cast<double>(t_row[i]));
 }
 
-}  // namespace volume_render_checks
+}  // namespace volume_render
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_VOLUME_RENDER_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_VOLUME_RENDER_SPEC_H_

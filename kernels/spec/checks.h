@@ -1,11 +1,11 @@
-// The vocabulary of the per-op check headers (ops/<op>_checks.h): plain sizes
+// The vocabulary of the per-op check headers (kernels/spec/<op>_spec.h): plain sizes
 // and attribute values in, an error message out, no TensorFlow API. Each
 // check and its message is written once there and reaches every kernel
-// through a thin adapter: ops/checks_tf.h for the C++ API (CPU kernels, CUDA
+// through a thin adapter: kernels/spec/checks_tf.h for the C++ API (CPU kernels, CUDA
 // registrations, shape functions), mo::metal::KernelCall::Check for the
 // C-API Metal kernels.
-#ifndef METAL_OPS_OPS_CHECKS_H_
-#define METAL_OPS_OPS_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_CHECKS_H_
+#define MO_KERNELS_SPEC_CHECKS_H_
 
 #include <cstdint>
 #include <sstream>
@@ -42,8 +42,8 @@ inline std::string ShapeString(const Dims& dims) {
 }
 
 // Reads attributes of `op`, ("name", &value) pairs, with get(name, &value),
-// the reader every ReadAttrs(get, &attrs) of an ops/<op>_checks.h takes
-// (true when it succeeded): ops/checks_tf.h's AttrGetter over TensorFlow's
+// the reader every ReadAttrs(get, &attrs) of a kernels/spec/<op>_spec.h takes
+// (true when it succeeded): kernels/spec/checks_tf.h's AttrGetter over TensorFlow's
 // InferenceContext and OpKernelConstruction, the Metal glue's
 // AttrReader::Getter over TF_OpKernelConstruction (which also keeps
 // TensorFlow's own message for a failed read). Stops at the first failure.
@@ -68,4 +68,4 @@ Result ReadEach(Get&& get, const char* op, const char* name, T* value, Rest... r
 }  // namespace checks
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_CHECKS_H_

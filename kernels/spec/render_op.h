@@ -4,13 +4,11 @@
 // REGISTER_OP chains both write out (tests/test_op_signatures.py checks they
 // agree). Each op supplies only how its inputs give R and the shape of its
 // per-sample values.
-#ifndef METAL_OPS_OPS_RENDER_OP_H_
-#define METAL_OPS_OPS_RENDER_OP_H_
+#ifndef MO_KERNELS_SPEC_RENDER_OP_H_
+#define MO_KERNELS_SPEC_RENDER_OP_H_
 
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
-
-#include "ops/checks_tf.h"
-#include "ops/volume_render_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/volume_render_spec.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace mo {
@@ -46,7 +44,7 @@ inline absl::Status BackgroundShape(InferenceContext* c, int index, DimensionHan
 // weights shaped like the samples when return_weights.
 template <const char* op, InputsFn inputs>
 absl::Status ForwardShapeFn(InferenceContext* c) {
-  volume_render_checks::Attrs attrs;
+  volume_render::Attrs attrs;
   TF_RETURN_IF_ERROR(checks::ReadAttrsOf(c, op, /*forward=*/true, &attrs));
   Shapes s;
   TF_RETURN_IF_ERROR(inputs(c, &s));
@@ -62,7 +60,7 @@ absl::Status ForwardShapeFn(InferenceContext* c) {
 // samples, grad_samples_rgb like the samples by 3, grad_background [R, 3].
 template <const char* op, InputsFn inputs, int first>
 absl::Status BackwardShapeFn(InferenceContext* c) {
-  volume_render_checks::Attrs attrs;
+  volume_render::Attrs attrs;
   TF_RETURN_IF_ERROR(checks::ReadAttrsOf(c, op, /*forward=*/false, &attrs));
   Shapes s;
   TF_RETURN_IF_ERROR(inputs(c, &s));
@@ -81,4 +79,4 @@ absl::Status BackwardShapeFn(InferenceContext* c) {
 }  // namespace render_op
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_RENDER_OP_H_
+#endif  // MO_KERNELS_SPEC_RENDER_OP_H_

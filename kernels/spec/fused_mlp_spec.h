@@ -1,19 +1,19 @@
 // FusedMLP's attribute and shape checks, written once for every kernel of the
 // op (CPU, CUDA, Metal) and its shape function, and the one definition of the
 // network sizes the kernels run (the CUDA launchers read them too). No
-// TensorFlow API: sizes and names in, ops/checks.h's Result out.
-#ifndef METAL_OPS_OPS_FUSED_MLP_CHECKS_H_
-#define METAL_OPS_OPS_FUSED_MLP_CHECKS_H_
+// TensorFlow API: sizes and names in, kernels/spec/checks.h's Result out.
+#ifndef MO_KERNELS_SPEC_FUSED_MLP_SPEC_H_
+#define MO_KERNELS_SPEC_FUSED_MLP_SPEC_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "kernels/common/activations.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace fused_mlp_checks {
+namespace fused_mlp {
 
 using checks::Dims;
 using checks::Invalid;
@@ -65,7 +65,7 @@ inline Result ParseAttrs(const std::string& activation, const std::string& outpu
   return Ok();
 }
 
-// Reads (ops/checks.h ReadEach) and parses the attributes: the one attribute
+// Reads (kernels/spec/checks.h ReadEach) and parses the attributes: the one attribute
 // read of the shape function, the kernel classes and the Metal kernels of
 // FusedMLP and FusedMLPGrad. (N, the number of kernels, is the inputs' list
 // length: the kernels read it from their inputs.)
@@ -142,7 +142,7 @@ inline Result GradShapes(const Net& net, int64_t n, const Dims& dy, const Dims& 
   return Ok();
 }
 
-}  // namespace fused_mlp_checks
+}  // namespace fused_mlp
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_FUSED_MLP_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_FUSED_MLP_SPEC_H_

@@ -1,23 +1,23 @@
 // The TensorFlow kernels of MetalOpsDistortionLoss / MetalOpsDistortionLossGrad,
 // once for every C++-API device (one kernel class templated on the device, a
-// functor per device): the checks of ops/distortion_loss_checks.h and the
+// functor per device): the checks of kernels/spec/distortion_loss_spec.h and the
 // output allocation here; DistortionLossFunctor<Device> does the work:
 //   CPU  kernels/cpu/distortion_loss_kernels.cc (registers DistortionLossOp<CPUDevice>)
 //   CUDA kernels/cuda/distortion_loss_gpu.cc    (registers DistortionLossOp<GPUDevice>)
-#ifndef METAL_OPS_KERNELS_DISTORTION_LOSS_OP_H_
-#define METAL_OPS_KERNELS_DISTORTION_LOSS_OP_H_
+#ifndef MO_KERNELS_DISTORTION_LOSS_KERNEL_H_
+#define MO_KERNELS_DISTORTION_LOSS_KERNEL_H_
 
 #include <cstdint>
 
-#include "ops/checks_tf.h"
-#include "ops/distortion_loss_checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/distortion_loss_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
 namespace mo {
 
 // Defined per device, for rays > 0. Each first checks that t is sorted along
-// every ray (distortion_loss_checks::RaySorted's error for the first that is not).
+// every ray (distortion_loss::RaySorted's error for the first that is not).
 template <typename Device>
 struct DistortionLossFunctor {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const float* w, const float* t, int64_t rays,
@@ -34,7 +34,7 @@ class DistortionLossOp : public ::tensorflow::OpKernel {
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& w = ctx->input(0);
     const ::tensorflow::Tensor& t = ctx->input(1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss_checks::Shapes(checks::DimsOf(w), checks::DimsOf(t))));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(checks::DimsOf(w), checks::DimsOf(t))));
     const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
     ::tensorflow::Tensor* loss = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rays}), &loss));
@@ -53,9 +53,9 @@ class DistortionLossGradOp : public ::tensorflow::OpKernel {
     const ::tensorflow::Tensor& g = ctx->input(0);
     const ::tensorflow::Tensor& w = ctx->input(1);
     const ::tensorflow::Tensor& t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss_checks::Shapes(checks::DimsOf(w), checks::DimsOf(t))));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(checks::DimsOf(w), checks::DimsOf(t))));
     const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss_checks::GradShape(checks::DimsOf(g), rays)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::GradShape(checks::DimsOf(g), rays)));
     ::tensorflow::Tensor *gw = nullptr, *gt = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w.shape(), &gw));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, t.shape(), &gt));
@@ -68,4 +68,4 @@ class DistortionLossGradOp : public ::tensorflow::OpKernel {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_DISTORTION_LOSS_OP_H_
+#endif  // MO_KERNELS_DISTORTION_LOSS_KERNEL_H_

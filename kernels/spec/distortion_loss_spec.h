@@ -1,17 +1,17 @@
 // DistortionLoss's input checks, written once for every kernel of the op: the
-// CPU kernels and CUDA registrations (through ops/checks_tf.h) and the Metal
+// CPU kernels and CUDA registrations (through kernels/spec/checks_tf.h) and the Metal
 // kernels (through KernelCall::Check). No TensorFlow API: sizes and values in,
-// ops/checks.h's Result out. Messages name the argument; tests match on them.
-#ifndef METAL_OPS_OPS_DISTORTION_LOSS_CHECKS_H_
-#define METAL_OPS_OPS_DISTORTION_LOSS_CHECKS_H_
+// kernels/spec/checks.h's Result out. Messages name the argument; tests match on them.
+#ifndef MO_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_
+#define MO_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_
 
 #include <cstdint>
 
 #include "kernels/common/distortion_loss.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace distortion_loss_checks {
+namespace distortion_loss {
 
 using checks::Dims;
 using checks::Invalid;
@@ -47,7 +47,7 @@ inline Result RaySorted(const float* row, int64_t r, int64_t samples) {
   return Ok();
 }
 
-}  // namespace distortion_loss_checks
+}  // namespace distortion_loss
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_DISTORTION_LOSS_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_DISTORTION_LOSS_SPEC_H_

@@ -1,17 +1,18 @@
 // The TensorFlow kernels of MetalOpsSHEncode / MetalOpsSHEncodeGrad, once for
 // every C++-API device (one kernel class templated on the device, a functor
-// per device): the attribute read, the checks of ops/sh_encode_checks.h and the
+// per device): the attribute read, the checks of kernels/spec/sh_encode_spec.h and the
 // output allocation here; SHEncodeFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/sh_encode_kernels.cc (the functor; registers SHEncodeOp<CPUDevice, T>)
 //   CUDA kernels/cuda/sh_encode_gpu.cc    (the functor; registers SHEncodeOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
-#ifndef METAL_OPS_KERNELS_SH_ENCODE_OP_H_
-#define METAL_OPS_KERNELS_SH_ENCODE_OP_H_
+#ifndef MO_KERNELS_SH_ENCODE_KERNEL_H_
+#define MO_KERNELS_SH_ENCODE_KERNEL_H_
 
 #include <cstdint>
 
-#include "ops/checks_tf.h"
-#include "ops/sh_encode_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/sh_encode_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -26,17 +27,17 @@ struct SHEncodeFunctor {
 };
 
 template <typename Device, typename T>
-class SHEncodeOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs> {
+class SHEncodeOp : public OpKernelWithAttrs<sh_encode::Attrs> {
  public:
-  using checks::OpKernelWithAttrs<sh_encode_checks::Attrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<sh_encode::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& dirs = ctx->input(0);
     const checks::Dims dims = checks::DimsOf(dirs);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::DirsShape(dims)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dims)));
     ::tensorflow::TensorShape shape;
-    OP_REQUIRES_OK(ctx, ::tensorflow::TensorShape::BuildTensorShape(sh_encode_checks::OutputDims(dims, attrs_.degree),
-                                                                    &shape));
+    OP_REQUIRES_OK(ctx,
+                   ::tensorflow::TensorShape::BuildTensorShape(sh_encode::OutputDims(dims, attrs_.degree), &shape));
     ::tensorflow::Tensor* values = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &values));
     const int64_t n = dirs.NumElements() / 3;
@@ -47,16 +48,16 @@ class SHEncodeOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs> {
 };
 
 template <typename Device, typename T>
-class SHEncodeGradOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs> {
+class SHEncodeGradOp : public OpKernelWithAttrs<sh_encode::Attrs> {
  public:
-  using checks::OpKernelWithAttrs<sh_encode_checks::Attrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<sh_encode::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& grad = ctx->input(0);
     const ::tensorflow::Tensor& dirs = ctx->input(1);
     const checks::Dims dims = checks::DimsOf(dirs);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::DirsShape(dims)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode_checks::GradShape(checks::DimsOf(grad), dims, attrs_.degree)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dims)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::GradShape(checks::DimsOf(grad), dims, attrs_.degree)));
     ::tensorflow::Tensor* grad_dirs = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dirs.shape(), &grad_dirs));
     const int64_t n = dirs.NumElements() / 3;
@@ -68,4 +69,4 @@ class SHEncodeGradOp : public checks::OpKernelWithAttrs<sh_encode_checks::Attrs>
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_SH_ENCODE_OP_H_
+#endif  // MO_KERNELS_SH_ENCODE_KERNEL_H_

@@ -1,18 +1,19 @@
 // The TensorFlow kernels of MetalOpsFusedConv2D / MetalOpsFusedActivationGrad,
 // once for every C++-API device (one kernel class templated on the device, a
-// functor per device): the checks of ops/fused_conv2d_checks.h and the output
+// functor per device): the checks of kernels/spec/fused_conv2d_spec.h and the output
 // allocation here; FusedConv2DFunctor<Device> and
 // FusedActivationGradFunctor<Device> do the work:
 //   CPU  kernels/cpu/fused_conv2d_kernels.cc (the functors; registers FusedConv2DOp<CPUDevice>)
 //   CUDA kernels/cuda/fused_conv2d_gpu.cc    (the functors; registers FusedConv2DOp<GPUDevice>)
-#ifndef METAL_OPS_KERNELS_FUSED_CONV2D_OP_H_
-#define METAL_OPS_KERNELS_FUSED_CONV2D_OP_H_
+#ifndef MO_KERNELS_FUSED_CONV2D_KERNEL_H_
+#define MO_KERNELS_FUSED_CONV2D_KERNEL_H_
 
 #include <cstdint>
 #include <limits>
 
-#include "ops/checks_tf.h"
-#include "ops/fused_conv2d_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/fused_conv2d_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -22,7 +23,7 @@ namespace mo {
 // One call of MetalOpsFusedConv2D, checked: float32 NHWC input, HWIO filter,
 // bias ([Cout]) and residual (the output's shape) or nullptr.
 struct FusedConv2DArgs {
-  fused_conv2d_checks::ConvGeometry g;
+  fused_conv2d::ConvGeometry g;
   const float* input;
   const float* filter;
   const float* bias;
@@ -50,18 +51,17 @@ struct FusedActivationGradFunctor {
 };
 
 template <typename Device>
-class FusedConv2DOp : public checks::OpKernelWithAttrs<fused_conv2d_checks::ConvAttrs> {
+class FusedConv2DOp : public OpKernelWithAttrs<fused_conv2d::ConvAttrs> {
  public:
-  using checks::OpKernelWithAttrs<fused_conv2d_checks::ConvAttrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<fused_conv2d::ConvAttrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    namespace fc = fused_conv2d_checks;
     const ::tensorflow::Tensor& input = ctx->input(0);
     const ::tensorflow::Tensor& filter = ctx->input(1);
     FusedConv2DArgs args{};
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fc::Geometry(attrs_, checks::DimsOf(input), checks::DimsOf(filter),
-                                                      &args.g)));
-    const fc::ConvGeometry& g = args.g;
+    OP_REQUIRES_OK(
+        ctx, checks::ToStatus(fused_conv2d::Geometry(attrs_, checks::DimsOf(input), checks::DimsOf(filter), &args.g)));
+    const fused_conv2d::ConvGeometry& g = args.g;
     // The GEMMs' 32-bit interfaces (OpenBLAS's, cuBLAS's): KH*KW*Cin and Cout
     // must fit an int (the pixels are cut into chunks that do).
     constexpr int64_t kMaxBlasDim = std::numeric_limits<int32_t>::max();
@@ -72,12 +72,12 @@ class FusedConv2DOp : public checks::OpKernelWithAttrs<fused_conv2d_checks::Conv
     const ::tensorflow::TensorShape out_shape({g.batch, g.out_rows, g.out_cols, g.out_depth});
     if (attrs_.num_bias == 1) {
       const ::tensorflow::Tensor& b = ctx->input(2);
-      OP_REQUIRES_OK(ctx, checks::ToStatus(fc::Bias(checks::DimsOf(b), g.out_depth)));
+      OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Bias(checks::DimsOf(b), g.out_depth)));
       args.bias = b.flat<float>().data();
     }
     if (attrs_.num_residual == 1) {
       const ::tensorflow::Tensor& r = ctx->input(2 + attrs_.num_bias);
-      OP_REQUIRES_OK(ctx, checks::ToStatus(fc::Residual(checks::DimsOf(r), g.output_dims())));
+      OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Residual(checks::DimsOf(r), g.output_dims())));
       args.residual = r.flat<float>().data();
     }
     ::tensorflow::Tensor* output = nullptr;
@@ -92,18 +92,18 @@ class FusedConv2DOp : public checks::OpKernelWithAttrs<fused_conv2d_checks::Conv
 };
 
 template <typename Device>
-class FusedActivationGradOp : public checks::OpKernelWithAttrs<fused_conv2d_checks::ActivationGradAttrs> {
+class FusedActivationGradOp : public OpKernelWithAttrs<fused_conv2d::ActivationGradAttrs> {
  public:
-  using checks::OpKernelWithAttrs<fused_conv2d_checks::ActivationGradAttrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<fused_conv2d::ActivationGradAttrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& grads = ctx->input(0);
     const ::tensorflow::Tensor& outputs = ctx->input(1);
     const ::tensorflow::Tensor* features = attrs_.num_features == 1 ? &ctx->input(2) : nullptr;
     const checks::Dims feature_dims = features != nullptr ? checks::DimsOf(*features) : checks::Dims();
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d_checks::ActivationGradShapes(
-                            checks::DimsOf(grads), checks::DimsOf(outputs),
-                            features != nullptr ? &feature_dims : nullptr)));
+    OP_REQUIRES_OK(ctx,
+                   checks::ToStatus(fused_conv2d::ActivationGradShapes(checks::DimsOf(grads), checks::DimsOf(outputs),
+                                                                       features != nullptr ? &feature_dims : nullptr)));
     // In place over the incoming gradients when nothing else holds them (as
     // TF's ReluGrad does): no fresh buffer to fault in.
     ::tensorflow::Tensor* backprops = nullptr;
@@ -119,4 +119,4 @@ class FusedActivationGradOp : public checks::OpKernelWithAttrs<fused_conv2d_chec
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_FUSED_CONV2D_OP_H_
+#endif  // MO_KERNELS_FUSED_CONV2D_KERNEL_H_

@@ -1,18 +1,18 @@
 // RobustLoss's input checks, written once for every kernel of the op: the CPU
-// kernels and CUDA registrations (through kernels/robust_loss_op.h) and the
+// kernels and CUDA registrations (through kernels/robust_loss_kernel.h) and the
 // Metal kernels (through KernelCall::Check). No TensorFlow API: sizes and
-// values in, ops/checks.h's Result out. Messages name the argument; tests
+// values in, kernels/spec/checks.h's Result out. Messages name the argument; tests
 // match on them.
-#ifndef METAL_OPS_OPS_ROBUST_LOSS_CHECKS_H_
-#define METAL_OPS_OPS_ROBUST_LOSS_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_
+#define MO_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_
 
 #include <cmath>
 #include <cstdint>
 
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace robust_loss_checks {
+namespace robust_loss {
 
 using checks::Dims;
 using checks::Invalid;
@@ -76,7 +76,7 @@ inline Result GradShape(const Dims& grad, const Dims& x) {
   return Ok();
 }
 
-}  // namespace robust_loss_checks
+}  // namespace robust_loss
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_ROBUST_LOSS_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_ROBUST_LOSS_SPEC_H_

@@ -1,19 +1,20 @@
 // The TensorFlow kernel of MetalOpsRayMarch, once for every C++-API device
 // (one kernel class templated on the device, a functor per device): the
-// attributes and checks of ops/ray_march_checks.h, the output allocation
+// attributes and checks of kernels/spec/ray_march_spec.h, the output allocation
 // between the two passes here; RayMarchFunctor<Device> does the work:
 //   CPU  kernels/cpu/ray_march_kernels.cc (registers RayMarchOp<CPUDevice>)
 //   CUDA kernels/cuda/ray_march_gpu.cc    (registers RayMarchOp<GPUDevice>)
 // The number of samples decides the outputs' shapes, so the first pass's
 // total reaches the host before the outputs are allocated.
-#ifndef METAL_OPS_KERNELS_RAY_MARCH_OP_H_
-#define METAL_OPS_KERNELS_RAY_MARCH_OP_H_
+#ifndef MO_KERNELS_RAY_MARCH_KERNEL_H_
+#define MO_KERNELS_RAY_MARCH_KERNEL_H_
 
 #include <cstdint>
 
 #include "kernels/common/ray_march.h"
-#include "ops/checks_tf.h"
-#include "ops/ray_march_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/ray_march_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -23,7 +24,7 @@ namespace mo {
 template <typename Device>
 struct RayMarchFunctor {
   // Pass 1: each ray's sample count into counts [R], their exclusive prefix
-  // sum into offsets [R] (when the total fits: ray_march_checks::TotalSamples),
+  // sum into offsets [R] (when the total fits: ray_march::TotalSamples),
   // and the total into *total on the host.
   static absl::Status Count(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                             int32_t* offsets, int32_t* counts, int64_t* total);
@@ -33,9 +34,9 @@ struct RayMarchFunctor {
 };
 
 template <typename Device>
-class RayMarchOp : public checks::OpKernelWithAttrs<ray_march_checks::Attrs> {
+class RayMarchOp : public OpKernelWithAttrs<ray_march::Attrs> {
  public:
-  using checks::OpKernelWithAttrs<ray_march_checks::Attrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<ray_march::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using checks::DimsOf;
@@ -45,11 +46,10 @@ class RayMarchOp : public checks::OpKernelWithAttrs<ray_march_checks::Attrs> {
     const ::tensorflow::Tensor& far = ctx->input(3);
     const ::tensorflow::Tensor& occupancy = ctx->input(4);
     const ::tensorflow::Tensor& seed = ctx->input(5);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march_checks::Shapes(DimsOf(origins), DimsOf(directions), DimsOf(near),
-                                                                   DimsOf(far), DimsOf(occupancy), DimsOf(seed),
-                                                                   attrs_)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march::Shapes(DimsOf(origins), DimsOf(directions), DimsOf(near),
+                                                           DimsOf(far), DimsOf(occupancy), DimsOf(seed), attrs_)));
     const int64_t rays = origins.dim_size(0);
-    const RayMarchParams p = ray_march_checks::MakeParams(attrs_, rays, occupancy.dim_size(0));
+    const RayMarchParams p = ray_march::MakeParams(attrs_, rays, occupancy.dim_size(0));
     ::tensorflow::Tensor *offsets = nullptr, *counts = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, ::tensorflow::TensorShape({rays}), &offsets));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, ::tensorflow::TensorShape({rays}), &counts));
@@ -62,7 +62,7 @@ class RayMarchOp : public checks::OpKernelWithAttrs<ray_march_checks::Attrs> {
       OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Count(ctx, p, in, offsets->flat<int32_t>().data(),
                                                          counts->flat<int32_t>().data(), &total));
     }
-    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march_checks::TotalSamples(total)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march::TotalSamples(total)));
     ::tensorflow::Tensor *t_starts = nullptr, *t_ends = nullptr, *ray_indices = nullptr;
     const ::tensorflow::TensorShape samples({total});
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, samples, &t_starts));
@@ -77,4 +77,4 @@ class RayMarchOp : public checks::OpKernelWithAttrs<ray_march_checks::Attrs> {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_RAY_MARCH_OP_H_
+#endif  // MO_KERNELS_RAY_MARCH_KERNEL_H_

@@ -1,22 +1,21 @@
 // HashEncode's attribute and input checks, written once for every kernel of
-// the op: the CPU kernels and CUDA registrations (through ops/checks_tf.h),
+// the op: the CPU kernels and CUDA registrations (through kernels/spec/checks_tf.h),
 // the Metal kernels (through KernelCall::Check) and the shape functions. No
-// TensorFlow API: sizes and values in, ops/checks.h's Result out. Messages
+// TensorFlow API: sizes and values in, kernels/spec/checks.h's Result out. Messages
 // name the argument; tests match on them.
-#ifndef METAL_OPS_OPS_HASH_ENCODE_CHECKS_H_
-#define METAL_OPS_OPS_HASH_ENCODE_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_HASH_ENCODE_SPEC_H_
+#define MO_KERNELS_SPEC_HASH_ENCODE_SPEC_H_
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "kernels/common/hash_grid.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace hash_encode_checks {
+namespace hash_encode {
 
-namespace hg = ::mo::hash_grid;
 using checks::Dims;
 using checks::Invalid;
 using checks::Ok;
@@ -29,18 +28,18 @@ struct GridAttrs {
   int base_resolution = 0;
   float per_level_scale = 0.f;
   float log2_per_level_scale = 0.f;  // set by Grid()
-  int interpolation = hg::kLinear;
-  int out_of_range = hg::kClamp;
+  int interpolation = hash_grid::kLinear;
+  int out_of_range = hash_grid::kClamp;
 };
 
 // The numeric attributes; sets log2_per_level_scale.
 inline Result Grid(GridAttrs* a) {
-  if (a->num_levels < 1 || a->num_levels > hg::kMaxLevels) {
-    return Invalid("num_levels must be in [1, ", int(hg::kMaxLevels), "], got ", a->num_levels);
+  if (a->num_levels < 1 || a->num_levels > hash_grid::kMaxLevels) {
+    return Invalid("num_levels must be in [1, ", int(hash_grid::kMaxLevels), "], got ", a->num_levels);
   }
-  if (a->log2_hashmap_size < hg::kMinLog2HashmapSize || a->log2_hashmap_size > hg::kMaxLog2HashmapSize) {
-    return Invalid("log2_hashmap_size must be in [", int(hg::kMinLog2HashmapSize), ", ",
-                   int(hg::kMaxLog2HashmapSize), "], got ", a->log2_hashmap_size);
+  if (a->log2_hashmap_size < hash_grid::kMinLog2HashmapSize || a->log2_hashmap_size > hash_grid::kMaxLog2HashmapSize) {
+    return Invalid("log2_hashmap_size must be in [", int(hash_grid::kMinLog2HashmapSize), ", ",
+                   int(hash_grid::kMaxLog2HashmapSize), "], got ", a->log2_hashmap_size);
   }
   if (a->base_resolution < 1) return Invalid("base_resolution must be >= 1, got ", a->base_resolution);
   if (!(a->per_level_scale >= 1.0f) || std::isinf(a->per_level_scale)) {
@@ -48,7 +47,7 @@ inline Result Grid(GridAttrs* a) {
   }
   a->log2_per_level_scale = log2_f(a->per_level_scale);
   // The finest level's vertex coordinates must fit the uint32 cell arithmetic.
-  const float finest = hg::level_scale(a->num_levels - 1, a->log2_per_level_scale, uint32(a->base_resolution));
+  const float finest = hash_grid::level_scale(a->num_levels - 1, a->log2_per_level_scale, uint32(a->base_resolution));
   if (!(finest < 2147483520.0f)) {
     return Invalid("resolution of the finest level (base_resolution * per_level_scale^(num_levels-1) = ",
                    finest + 1.0f, ") must stay below 2^31: reduce base_resolution, per_level_scale or num_levels");
@@ -59,18 +58,18 @@ inline Result Grid(GridAttrs* a) {
 // The string attributes.
 inline Result Modes(const std::string& interpolation, const std::string& out_of_range, GridAttrs* a) {
   if (interpolation == "linear") {
-    a->interpolation = hg::kLinear;
+    a->interpolation = hash_grid::kLinear;
   } else if (interpolation == "smoothstep") {
-    a->interpolation = hg::kSmoothstep;
+    a->interpolation = hash_grid::kSmoothstep;
   } else {
     return Invalid("interpolation must be 'linear' or 'smoothstep', got '", interpolation, "'");
   }
   if (out_of_range == "clamp") {
-    a->out_of_range = hg::kClamp;
+    a->out_of_range = hash_grid::kClamp;
   } else if (out_of_range == "wrap") {
-    a->out_of_range = hg::kWrap;
+    a->out_of_range = hash_grid::kWrap;
   } else if (out_of_range == "zero") {
-    a->out_of_range = hg::kZero;
+    a->out_of_range = hash_grid::kZero;
   } else {
     return Invalid("out_of_range must be 'clamp', 'wrap' or 'zero', got '", out_of_range, "'");
   }
@@ -91,7 +90,7 @@ struct Attrs {
   int input_dim = 0;
 };
 
-// Reads (ops/checks.h ReadEach) and checks the attributes of `op`: the one
+// Reads (kernels/spec/checks.h ReadEach) and checks the attributes of `op`: the one
 // attribute read of the shape functions, the kernel classes and the Metal
 // kernels.
 template <typename Get>
@@ -100,7 +99,7 @@ Result ReadAttrs(Get&& get, GridOp op, Attrs* a) {
   GridAttrs& g = a->grid;
   if (op == GridOp::kOffsets) {
     MO_RETURN_IF_INVALID(checks::ReadEach(get, name, "input_dim", &a->input_dim));
-    if (a->input_dim < 1 || a->input_dim > hg::kMaxDims) {
+    if (a->input_dim < 1 || a->input_dim > hash_grid::kMaxDims) {
       return Invalid("input_dim must be in [1, 4], got ", a->input_dim);
     }
   }
@@ -122,21 +121,21 @@ Result ReadAttrs(Get&& get, GridOp op, Attrs* a) {
 
 // Table rows P of the grid (and the level offsets, offsets[0..num_levels]).
 inline int64_t GridRows(int dims, const GridAttrs& a, int64_t* offsets) {
-  return hg::level_offsets(dims, a.num_levels, a.log2_hashmap_size, a.log2_per_level_scale,
-                           uint32(a.base_resolution), offsets);
+  return hash_grid::level_offsets(dims, a.num_levels, a.log2_hashmap_size, a.log2_per_level_scale,
+                                  uint32(a.base_resolution), offsets);
 }
 
 // The kernels' Params for a grid, via hash_grid::make_params.
-inline hg::Params MakeParams(const GridAttrs& a, int dims, int64_t num_points) {
-  hg::Params p;
-  hg::make_params(dims, num_points, a.num_levels, a.log2_hashmap_size, uint32(a.base_resolution), a.per_level_scale,
-                  a.interpolation, a.out_of_range, &p);
+inline hash_grid::Params MakeParams(const GridAttrs& a, int dims, int64_t num_points) {
+  hash_grid::Params p;
+  hash_grid::make_params(dims, num_points, a.num_levels, a.log2_hashmap_size, uint32(a.base_resolution),
+                         a.per_level_scale, a.interpolation, a.out_of_range, &p);
   return p;
 }
 
 // The pieces of InputsAndTable, also checked alone where a shape is partly known.
 inline Result InputDim(int64_t d, const Dims& inputs) {
-  if (d < 1 || d > hg::kMaxDims) {
+  if (d < 1 || d > hash_grid::kMaxDims) {
     return Invalid("inputs must be [N, D] with D in [1, 4], got D = ", d, " (shape ", ShapeString(inputs), ")");
   }
   return Ok();
@@ -148,7 +147,7 @@ inline Result Features(int64_t f) {
 }
 
 inline Result TableRows(const GridAttrs& a, int64_t d, int64_t rows, int64_t* expected) {
-  int64_t offsets[hg::kMaxLevels + 1];
+  int64_t offsets[hash_grid::kMaxLevels + 1];
   *expected = GridRows(int(d), a, offsets);
   if (rows != *expected) {
     return Invalid("table has ", rows, " rows but the hash grid needs ", *expected, " (hash_grid_size(input_dim=", d,
@@ -179,7 +178,7 @@ inline Result Matrix(const char* name, const Dims& t, int64_t rows, int64_t cols
   return Ok();
 }
 
-}  // namespace hash_encode_checks
+}  // namespace hash_encode
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_HASH_ENCODE_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_HASH_ENCODE_SPEC_H_

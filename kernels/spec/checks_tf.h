@@ -1,16 +1,16 @@
-// The C++-API adapter of the per-op check headers (ops/checks.h): tensor and
+// The C++-API adapter of the per-op spec headers (kernels/spec/checks.h): tensor and
 // shape sizes in, absl::Status out, and the attribute read of the shape
-// functions and kernel classes. Used by the CPU kernels and the CUDA
-// registrations; the C-API Metal kernels have their own (KernelCall::Check).
-#ifndef METAL_OPS_OPS_CHECKS_TF_H_
-#define METAL_OPS_OPS_CHECKS_TF_H_
+// functions (ops/) and kernel classes (kernels/op_kernel_with_attrs.h). The
+// C-API Metal kernels have their own (KernelCall::Check).
+#ifndef MO_KERNELS_SPEC_CHECKS_TF_H_
+#define MO_KERNELS_SPEC_CHECKS_TF_H_
 
 #include <utility>
 
-#include "ops/checks.h"
-#include "tensorflow/core/framework/op_kernel.h"
+#include "kernels/spec/checks.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/errors.h"
 
 namespace mo {
 namespace checks {
@@ -45,28 +45,14 @@ AttrGetterOf<Ctx> AttrGetter(Ctx* ctx) {
 }
 
 // ReadAttrsOf(ctx, [op,] &attrs): the op's ReadAttrs(get, [op,] &attrs)
-// (ops/<op>_checks.h, found by the type of `attrs`) over ctx, as a status:
+// (kernels/spec/<op>_spec.h, found by the type of `attrs`) over ctx, as a status:
 // the attribute read of every shape function and kernel constructor.
 template <typename Ctx, typename... Args>
 absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {
   return ToStatus(ReadAttrs(AttrGetter(ctx), std::forward<Args>(args)...));
 }
 
-// The base of a kernel class whose op has attributes: reads and checks them
-// once, at construction, into attrs_ (ReadAttrsOf(ctx, args..., &attrs_); the
-// Metal kernels' twin is mo::metal::CreateWithAttrs).
-template <typename Attrs, auto... args>
-class OpKernelWithAttrs : public ::tensorflow::OpKernel {
- public:
-  explicit OpKernelWithAttrs(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadAttrsOf(ctx, args..., &attrs_));
-  }
-
- protected:
-  Attrs attrs_;
-};
-
 }  // namespace checks
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_CHECKS_TF_H_
+#endif  // MO_KERNELS_SPEC_CHECKS_TF_H_

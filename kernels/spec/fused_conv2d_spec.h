@@ -1,21 +1,21 @@
 // MetalOpsFusedConv2D's and MetalOpsFusedActivationGrad's attributes, input
 // checks and the convolution's geometry (output size, padding), written once
-// for the shape functions and the CPU kernel (through ops/checks_tf.h) and
+// for the shape functions and the CPU kernel (through kernels/spec/checks_tf.h) and
 // the Metal kernel (through KernelCall::Check / AttrReader::Check). No TensorFlow API: sizes and
-// attribute values in, ops/checks.h's Result out. Messages name the argument;
+// attribute values in, kernels/spec/checks.h's Result out. Messages name the argument;
 // tests match on them.
-#ifndef METAL_OPS_OPS_FUSED_CONV2D_CHECKS_H_
-#define METAL_OPS_OPS_FUSED_CONV2D_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_
+#define MO_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "kernels/common/activations.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace fused_conv2d_checks {
+namespace fused_conv2d {
 
 using checks::Dims;
 using checks::Invalid;
@@ -112,7 +112,7 @@ inline Result CheckConvAttrs(int64_t num_bias, int64_t num_residual, const Dims&
   return Ok();
 }
 
-// Reads (ops/checks.h ReadEach) and checks MetalOpsFusedConv2D's attributes:
+// Reads (kernels/spec/checks.h ReadEach) and checks MetalOpsFusedConv2D's attributes:
 // the one attribute read of its shape function, CPU kernel and Metal kernel.
 template <typename Get>
 Result ReadAttrs(Get&& get, ConvAttrs* a) {
@@ -231,7 +231,7 @@ struct ActivationGradAttrs {
   int64_t num_features = 0;
 };
 
-// Reads (ops/checks.h ReadEach) and checks MetalOpsFusedActivationGrad's
+// Reads (kernels/spec/checks.h ReadEach) and checks MetalOpsFusedActivationGrad's
 // attributes: the one attribute read of its shape function, CPU kernel and
 // Metal kernel.
 template <typename Get>
@@ -260,7 +260,7 @@ inline Result ActivationGradShapes(const Dims& gradients, const Dims& outputs, c
   return Ok();
 }
 
-}  // namespace fused_conv2d_checks
+}  // namespace fused_conv2d
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_FUSED_CONV2D_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_FUSED_CONV2D_SPEC_H_

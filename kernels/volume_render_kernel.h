@@ -1,19 +1,20 @@
 // The TensorFlow kernels of MetalOpsVolumeRender / MetalOpsVolumeRenderGrad,
 // once for every C++-API device (TensorFlow's pattern: one kernel class
 // templated on the device, a functor per device). The class reads the
-// attributes, runs the checks of ops/volume_render_checks.h and allocates the
+// attributes, runs the checks of kernels/spec/volume_render_spec.h and allocates the
 // outputs; VolumeRenderFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/volume_render_kernels.cc (registers VolumeRenderOp<CPUDevice, T>)
 //   CUDA kernels/cuda/volume_render_gpu.cc    (registers VolumeRenderOp<GPUDevice, T>)
 // The Metal kernels use TensorFlow's C API and the same checks (kernels/metal/).
-#ifndef METAL_OPS_KERNELS_VOLUME_RENDER_OP_H_
-#define METAL_OPS_KERNELS_VOLUME_RENDER_OP_H_
+#ifndef MO_KERNELS_VOLUME_RENDER_KERNEL_H_
+#define MO_KERNELS_VOLUME_RENDER_KERNEL_H_
 
 #include <cstdint>
 
-#include "kernels/render_args.h"
-#include "ops/checks_tf.h"
-#include "ops/volume_render_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/common/render_args.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/volume_render_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -58,7 +59,7 @@ absl::Status AllocateRenderGrads(::tensorflow::OpKernelContext* ctx, int first, 
 }
 
 // Defined per device. Forward returns the op's error for the first invalid ray
-// (volume_render_checks::BadRay), Backward a launch failure; rays > 0.
+// (volume_render::BadRay), Backward a launch failure; rays > 0.
 template <typename Device, typename T>
 struct VolumeRenderFunctor {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const VolumeRenderForwardArgs<T>& args);
@@ -66,9 +67,9 @@ struct VolumeRenderFunctor {
 };
 
 template <typename Device, typename T>
-class VolumeRenderOp : public checks::OpKernelWithAttrs<volume_render_checks::Attrs, true> {
+class VolumeRenderOp : public OpKernelWithAttrs<volume_render::Attrs, true> {
  public:
-  using checks::OpKernelWithAttrs<volume_render_checks::Attrs, true>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<volume_render::Attrs, true>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
@@ -77,10 +78,10 @@ class VolumeRenderOp : public checks::OpKernelWithAttrs<volume_render_checks::At
     const Tensor& rgb = ctx->input(1);
     const Tensor& t = ctx->input(2);
     const Tensor& background = ctx->input(3);
-    volume_render_checks::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render_checks::InputShapes(
-                            volume_render_checks::kForward, checks::DimsOf(sigma), checks::DimsOf(rgb),
-                            checks::DimsOf(t), checks::DimsOf(background), &shapes)));
+    volume_render::RayShapes shapes;
+    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render::InputShapes(volume_render::kForward, checks::DimsOf(sigma),
+                                                                    checks::DimsOf(rgb), checks::DimsOf(t),
+                                                                    checks::DimsOf(background), &shapes)));
     const int64_t R = shapes.rays, S = shapes.samples;
     VolumeRenderForwardArgs<T> args = {
         {R, S, shapes.background_per_ray, attrs_.early_termination, sigma.flat<T>().data(), rgb.flat<T>().data(),
@@ -95,21 +96,21 @@ class VolumeRenderOp : public checks::OpKernelWithAttrs<volume_render_checks::At
 };
 
 template <typename Device, typename T>
-class VolumeRenderGradOp : public checks::OpKernelWithAttrs<volume_render_checks::Attrs, false> {
+class VolumeRenderGradOp : public OpKernelWithAttrs<volume_render::Attrs, false> {
  public:
-  using checks::OpKernelWithAttrs<volume_render_checks::Attrs, false>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<volume_render::Attrs, false>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
-    const char* op = volume_render_checks::kBackward;
+    const char* op = volume_render::kBackward;
     const Tensor* in[12];
     for (int i = 0; i < 12; ++i) in[i] = &ctx->input(i);
-    volume_render_checks::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render_checks::InputShapes(
-                            op, checks::DimsOf(*in[0]), checks::DimsOf(*in[1]), checks::DimsOf(*in[2]),
-                            checks::DimsOf(*in[3]), &shapes)));
+    volume_render::RayShapes shapes;
+    OP_REQUIRES_OK(
+        ctx, checks::ToStatus(volume_render::InputShapes(op, checks::DimsOf(*in[0]), checks::DimsOf(*in[1]),
+                                                         checks::DimsOf(*in[2]), checks::DimsOf(*in[3]), &shapes)));
     bool has_weight_grad = false;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render_checks::GradInputShapes(
+    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render::GradInputShapes(
                             op, shapes, checks::DimsOf(*in[4]), checks::DimsOf(*in[5]), checks::DimsOf(*in[6]),
                             checks::DimsOf(*in[7]), checks::DimsOf(*in[8]), checks::DimsOf(*in[9]),
                             checks::DimsOf(*in[10]), checks::DimsOf(*in[11]), &has_weight_grad)));
@@ -127,4 +128,4 @@ class VolumeRenderGradOp : public checks::OpKernelWithAttrs<volume_render_checks
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_VOLUME_RENDER_OP_H_
+#endif  // MO_KERNELS_VOLUME_RENDER_KERNEL_H_

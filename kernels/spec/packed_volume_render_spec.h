@@ -1,21 +1,21 @@
 // PackedVolumeRender's attributes and input checks, written once for every
 // kernel of the op and its shape functions: the attributes, the background and
-// the backward's per-ray inputs are VolumeRender's (ops/volume_render_checks.h);
+// the backward's per-ray inputs are VolumeRender's (kernels/spec/volume_render_spec.h);
 // the shapes, the layout of the packed samples and the sample
 // values are checked here with their messages. No TensorFlow API: sizes and
-// values in, ops/checks.h's Result out. Messages name the argument; tests
+// values in, kernels/spec/checks.h's Result out. Messages name the argument; tests
 // match on them.
-#ifndef METAL_OPS_OPS_PACKED_VOLUME_RENDER_CHECKS_H_
-#define METAL_OPS_OPS_PACKED_VOLUME_RENDER_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_
+#define MO_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_
 
 #include <cstdint>
 
 #include "kernels/common/packed_volume_render.h"
-#include "ops/checks.h"
-#include "ops/volume_render_checks.h"
+#include "kernels/spec/checks.h"
+#include "kernels/spec/volume_render_spec.h"
 
 namespace mo {
-namespace packed_volume_render_checks {
+namespace packed_volume_render {
 
 using checks::Dims;
 using checks::Invalid;
@@ -31,8 +31,8 @@ constexpr int64_t kMaxSamples = 2147483647;
 
 // The attributes are VolumeRender's, read and checked by its ReadAttrs(get,
 // op, forward, &attrs) (found through the type) with this op's names.
-using volume_render_checks::Attrs;
-using volume_render_checks::RayShapes;
+using volume_render::Attrs;
+using volume_render::RayShapes;
 
 // sigma [N], rgb [N, 3], t_starts [N], t_ends [N], ray_offsets [R],
 // ray_counts [R], background [3] or [R, 3].
@@ -64,7 +64,7 @@ inline Result InputShapes(const char* op, const Dims& sigma, const Dims& rgb, co
     return Invalid(op, ": 'ray_counts' sum to 0 (no rays) but 'sigma' has ", N, " samples");
   }
   bool per_ray = false;
-  MO_RETURN_IF_INVALID(volume_render_checks::Background(op, background, R, &per_ray));
+  MO_RETURN_IF_INVALID(volume_render::Background(op, background, R, &per_ray));
   shapes->rays = R;
   shapes->samples = N;
   shapes->background_per_ray = per_ray;
@@ -77,9 +77,8 @@ inline Result GradInputShapes(const char* op, const RayShapes& shapes, const Dim
                               const Dims& opacity, const Dims& weights, const Dims& grad_rgb, const Dims& grad_depth,
                               const Dims& grad_opacity, const Dims& grad_weights, bool* has_weight_grad) {
   const int64_t N = shapes.samples;
-  return volume_render_checks::RenderGradShapes(op, shapes.rays, N, {N}, "[N]", {0}, "[0]", out_rgb, depth, opacity,
-                                                weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
-                                                has_weight_grad);
+  return volume_render::RenderGradShapes(op, shapes.rays, N, {N}, "[N]", {0}, "[0]", out_rgb, depth, opacity, weights,
+                                         grad_rgb, grad_depth, grad_opacity, grad_weights, has_weight_grad);
 }
 
 // The error for ray r, which failed pvr_layout_code with `code`; prev_end
@@ -122,7 +121,7 @@ Result BadRay(const char* op, const VrCheck& check, int64_t r, int64_t N, const 
   return BadLayout(op, check.code, r, N, prev_end, offsets[r], counts[r]);
 }
 
-}  // namespace packed_volume_render_checks
+}  // namespace packed_volume_render
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_PACKED_VOLUME_RENDER_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_PACKED_VOLUME_RENDER_SPEC_H_

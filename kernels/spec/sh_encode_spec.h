@@ -1,21 +1,21 @@
 // SHEncode's attribute and shape checks, written once for every kernel of the
 // op: the shape functions (ops/sh_encode_op.cc), the CPU kernels and CUDA
-// registrations (through ops/checks_tf.h) and the Metal kernels (through
-// KernelCall::Check). No TensorFlow API: sizes in, ops/checks.h's Result out.
+// registrations (through kernels/spec/checks_tf.h) and the Metal kernels (through
+// KernelCall::Check). No TensorFlow API: sizes in, kernels/spec/checks.h's Result out.
 // A dimension of -1 is unknown (shape functions) and matches any size.
 // Messages name the argument; tests match on them. The dtype is the op's
 // attribute T: {float, half} (TensorFlow rejects others before any kernel
 // runs); the Python wrapper says so naming 'dirs'.
-#ifndef METAL_OPS_OPS_SH_ENCODE_CHECKS_H_
-#define METAL_OPS_OPS_SH_ENCODE_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_SH_ENCODE_SPEC_H_
+#define MO_KERNELS_SPEC_SH_ENCODE_SPEC_H_
 
 #include <cstdint>
 
 #include "kernels/common/sh_encode.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace sh_encode_checks {
+namespace sh_encode {
 
 using checks::Dims;
 using checks::Invalid;
@@ -35,7 +35,7 @@ struct Attrs {
   int degree = 0;
 };
 
-// Reads (ops/checks.h ReadEach) and checks the attributes: the one attribute
+// Reads (kernels/spec/checks.h ReadEach) and checks the attributes: the one attribute
 // read of the shape functions, the kernel classes and the Metal kernels.
 template <typename Get>
 Result ReadAttrs(Get&& get, Attrs* a) {
@@ -74,7 +74,7 @@ inline Result GradShape(const Dims& grad, const Dims& dirs, int64_t degree) {
   return Ok();
 }
 
-}  // namespace sh_encode_checks
+}  // namespace sh_encode
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_SH_ENCODE_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_SH_ENCODE_SPEC_H_

@@ -1,16 +1,17 @@
 // The TensorFlow kernel of ZeroOut, once for every C++-API device (one kernel
 // class templated on the device and the dtype, a functor per device, TF's
-// pattern): the attributes and check of ops/zero_out_checks.h and the output
+// pattern): the attributes and check of kernels/spec/zero_out_spec.h and the output
 // allocation here; ZeroOutFunctor<Device, T> does the work:
 //   CPU  kernels/cpu/zero_out_kernels.cc (the functor; registers ZeroOutOp<CPUDevice, T>)
 //   CUDA kernels/cuda/zero_out_gpu.cc    (the functor; registers ZeroOutOp<GPUDevice, T>)
-#ifndef METAL_OPS_KERNELS_ZERO_OUT_OP_H_
-#define METAL_OPS_KERNELS_ZERO_OUT_OP_H_
+#ifndef MO_KERNELS_ZERO_OUT_KERNEL_H_
+#define MO_KERNELS_ZERO_OUT_KERNEL_H_
 
 #include <cstdint>
 
-#include "ops/checks_tf.h"
-#include "ops/zero_out_checks.h"
+#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/spec/zero_out_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -25,14 +26,14 @@ struct ZeroOutFunctor {
 };
 
 template <typename Device, typename T>
-class ZeroOutOp : public checks::OpKernelWithAttrs<zero_out_checks::Attrs> {
+class ZeroOutOp : public OpKernelWithAttrs<zero_out::Attrs> {
  public:
-  using checks::OpKernelWithAttrs<zero_out_checks::Attrs>::OpKernelWithAttrs;
+  using OpKernelWithAttrs<zero_out::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& input = ctx->input(0);
     const int64_t n = input.NumElements();
-    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out_checks::PreserveIndex(attrs_.preserve_index, n)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out::PreserveIndex(attrs_.preserve_index, n)));
     ::tensorflow::Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, input.shape(), &output));
     if (n == 0) return;
@@ -43,4 +44,4 @@ class ZeroOutOp : public checks::OpKernelWithAttrs<zero_out_checks::Attrs> {
 
 }  // namespace mo
 
-#endif  // METAL_OPS_KERNELS_ZERO_OUT_OP_H_
+#endif  // MO_KERNELS_ZERO_OUT_KERNEL_H_

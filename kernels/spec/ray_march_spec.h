@@ -2,20 +2,20 @@
 // the op and its shape function: the attributes are read and checked by
 // ReadAttrs (docs/ARCHITECTURE.md, "Attributes") and turned into the
 // RayMarchParams every backend takes. No TensorFlow API:
-// sizes and values in, ops/checks.h's Result out. Messages name the argument;
+// sizes and values in, kernels/spec/checks.h's Result out. Messages name the argument;
 // tests match on them.
-#ifndef METAL_OPS_OPS_RAY_MARCH_CHECKS_H_
-#define METAL_OPS_OPS_RAY_MARCH_CHECKS_H_
+#ifndef MO_KERNELS_SPEC_RAY_MARCH_SPEC_H_
+#define MO_KERNELS_SPEC_RAY_MARCH_SPEC_H_
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/common/ray_march.h"
-#include "ops/checks.h"
+#include "kernels/spec/checks.h"
 
 namespace mo {
-namespace ray_march_checks {
+namespace ray_march {
 
 using checks::Dims;
 using checks::Invalid;
@@ -69,7 +69,7 @@ inline Result CheckAttrs(const Attrs& a) {
   return Ok();
 }
 
-// Reads (ops/checks.h ReadEach) and checks the attributes: the one attribute
+// Reads (kernels/spec/checks.h ReadEach) and checks the attributes: the one attribute
 // read of the shape function, the kernel class and the Metal kernel.
 template <typename Get>
 Result ReadAttrs(Get&& get, Attrs* a) {
@@ -151,7 +151,7 @@ inline RayMarchParams MakeParams(const Attrs& a, int64_t rays, int64_t cascades)
   return p;
 }
 
-}  // namespace ray_march_checks
+}  // namespace ray_march
 }  // namespace mo
 
-#endif  // METAL_OPS_OPS_RAY_MARCH_CHECKS_H_
+#endif  // MO_KERNELS_SPEC_RAY_MARCH_SPEC_H_
