@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from tests.reference.fused_mlp import act, dact
+from tests import devices
+from tests.reference.fused_mlp import act, dact, tf32_bound
 
 pytestmark = pytest.mark.every_device
 
@@ -183,6 +184,54 @@ def test_weight_gradients_are_bitwise_the_same_for_any_thread_count():
         assert r.returncode == 0, r.stderr[-2000:]
         outs[threads] = r.stdout
     assert outs[1] == outs[2]
+
+
+@pytest.mark.parametrize("act_name,out_act", [("relu", "none"), ("softplus", "sigmoid")])
+def test_cuda_float32_follows_tensorflow_tf32_setting(tf_device, act_name, out_act):
+    """On a CUDA GPU, float32 runs on TF32 tensor cores while TensorFlow allows
+    TF32 for its float32 products and NVIDIA_TF32_OVERRIDE (0 here for the
+    other tests: tests/conftest.py) does not forbid it: every result within the
+    TF32 error bound of the float64 reference (docs/FUSED_MLP_GPU.md) and not
+    the exact one. TF32 off either way: the exact path, bitwise the same."""
+    if tf_device != "/GPU:0" or devices.gpu_is_metal():
+        pytest.skip("the CUDA kernel's float32 TF32 path (runs on a CUDA GPU)")
+    rng = np.random.default_rng(23)
+    n, depth = 3000, 3
+    x = rng.uniform(-1, 1, (n, 32)).astype(np.float32)
+    kernels, biases = make_net(rng, 32, 64, depth, 16)
+    dy = rng.standard_normal((n, 16)).astype(np.float32)
+    assert "GPU" in metal_ops.fused_mlp(x[:4], kernels, biases).device
+    env, allowed = os.environ.get("NVIDIA_TF32_OVERRIDE"), tf.config.experimental.tensor_float_32_execution_enabled()
+
+    def run_with(tf32, override):
+        if override is None:
+            os.environ.pop("NVIDIA_TF32_OVERRIDE", None)
+        else:
+            os.environ["NVIDIA_TF32_OVERRIDE"] = override
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+        y, grads = run(x, kernels, biases, act_name, out_act, dy)
+        return [y] + grads
+
+    try:
+        off = run_with(False, None)
+        overridden = run_with(True, "0")
+        on = run_with(True, None)
+    finally:
+        if env is None:
+            os.environ.pop("NVIDIA_TF32_OVERRIDE", None)
+        else:
+            os.environ["NVIDIA_TF32_OVERRIDE"] = env
+        tf.config.experimental.enable_tensor_float_32_execution(allowed)
+    for a, b in zip(off, overridden):
+        assert np.array_equal(a, b), "TF32 off and NVIDIA_TF32_OVERRIDE=0 must both run the exact path"
+    ry = reference(x, kernels, biases, act_name, out_act, dy)[0]
+    np.testing.assert_allclose(off[0], ry, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(ry).max()))
+    bound = tf32_bound(x, kernels, biases, dy, act_name, out_act)
+    k = depth + 1
+    ratios = bound.ratios(y=on[0], dx=on[1], dws=on[2:2 + k], dbs=on[2 + k:])
+    bad = [(name, r) for name, r in ratios if not r <= 1.0]
+    assert not bad, f"TF32 results outside the TF32 error bound: {bad}"
+    assert not np.array_equal(on[0], off[0]), "TF32 allowed, yet the exact path ran"
 
 
 # ---- bad input -----------------------------------------------------------------------------

@@ -10,9 +10,14 @@ is inference, forward+backward is the training forward plus the backward with
 dx and every weight and bias gradient. tiny-cuda-nn runs in both of its input
 layouts (AoS = its CM, the layout of our buffers and of its own encodings'
 output; SoA = its RM) and each row also reports ours against its faster one.
-tiny-cuda-nn's FullyFusedMLP has no float32 path, so float32 rows report ours
-alone. Writes
-benchmarks/results/fused_mlp_h100.json (or --json).
+tiny-cuda-nn's FullyFusedMLP has no float32 path. dtype "float32" is our exact
+float32 path (CUDA cores), "tf32" our float32 path on TF32 tensor cores (what
+the TensorFlow op runs while TensorFlow allows TF32). Where PyTorch is
+installed, each row also times the same network as a PyTorch nn.Linear stack
+(with bias, ReLU between layers; forward+backward computes dx and every
+weight and bias gradient): "torch" for float16, and for float32 rows
+"torch_tf32" (torch.backends.cuda.matmul.allow_tf32 on) and "torch_strict"
+(off). Writes benchmarks/results/fused_mlp_h100.json (or --json).
 """
 import argparse
 import ctypes
@@ -39,6 +44,42 @@ def flops(n, in_dim, width, hidden, out_dim):
     return 2.0 * n * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
 
 
+def add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps):
+    """The network as a PyTorch nn.Linear stack on the same data: "torch" for
+    float16, "torch_tf32" and "torch_strict" for float32."""
+    dt = torch.float16 if x.dtype == np.float16 else torch.float32
+    layers = []
+    for i, (w, b) in enumerate(zip(ws, bs)):
+        lin = torch.nn.Linear(w.shape[0], w.shape[1], device="cuda", dtype=dt)
+        with torch.no_grad():
+            lin.weight.copy_(torch.as_tensor(w.T.copy(), device="cuda"))
+            lin.bias.copy_(torch.as_tensor(b, device="cuda"))
+        layers += [lin] + ([torch.nn.ReLU()] if i < len(ws) - 1 else [])
+    model = torch.nn.Sequential(*layers)
+    tx = torch.as_tensor(x, device="cuda").requires_grad_(True)
+    tdy = torch.as_tensor(dy, device="cuda")
+    wrt = [tx] + list(model.parameters())  # gradients returned, not accumulated into .grad
+
+    def make(allow_tf32):
+        def fwd():
+            torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+            with torch.no_grad():
+                for _ in range(reps):
+                    model(tx)
+            torch.cuda.synchronize()
+
+        def fb():
+            torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+            for _ in range(reps):
+                torch.autograd.grad(model(tx), wrt, tdy)
+            torch.cuda.synchronize()
+        return fwd, fb
+
+    modes = [("torch", False)] if dt == torch.float16 else [("torch_tf32", True), ("torch_strict", False)]
+    for key, allow in modes:
+        fns_f[key], fns_fb[key] = make(allow)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1 << 20)
@@ -47,7 +88,8 @@ def main():
     ap.add_argument("--tcnn", default=os.path.join(ROOT, "build", "libtcnn_mlp_shim.so"))
     ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "fused_mlp_h100.json"))
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
-    ap.add_argument("--dtypes", default="float16,float32")
+    ap.add_argument("--dtypes", default="float16,float32,tf32")
+    ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch nn.Linear stack")
     ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
     args = ap.parse_args()
 
@@ -65,7 +107,14 @@ def main():
         tc.tcnn_mlp_padded_output_width.argtypes = [ctypes.c_void_p]
         tc.tcnn_mlp_destroy.argtypes = [ctypes.c_void_p]
     else:
-        print(f"tiny-cuda-nn shim {args.tcnn} missing: ours only")
+        print(f"tiny-cuda-nn shim {args.tcnn} missing: no tiny-cuda-nn rows")
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch
+            print(f"PyTorch {torch.__version__}")
+        except ImportError:
+            print("PyTorch missing: no nn.Linear-stack rows")
 
     stream = cupy.cuda.get_current_stream()
     dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
@@ -76,8 +125,10 @@ def main():
     for name, in_dim, width, hidden, out_dim in CONFIGS:
         if name not in args.configs.split(","):
             continue
-        for dtype in [np.dtype(d).type for d in args.dtypes.split(",")]:
-            sfx = t._suffix(dtype)
+        for dname in args.dtypes.split(","):
+            tf32 = dname == t.TF32
+            dtype = np.float32 if tf32 else np.dtype(dname).type
+            sfx = t._suffix(dtype, tf32)
             ws, bs = t.make_net(rng, in_dim, width, hidden, out_dim, dtype)
             x = cupy.asarray(rng.uniform(-1, 1, (n, in_dim)).astype(dtype))
             dw = [cupy.asarray(w) for w in ws]
@@ -107,6 +158,8 @@ def main():
                 stream.synchronize()
 
             fns_f, fns_fb = {"ours": ours_fwd}, {"ours": ours_fb}
+            if torch is not None:
+                add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps)
             handle = None
             if tc is not None and dtype == np.float16:
                 handle = tc.tcnn_mlp_create(in_dim, width, hidden, out_dim, 1, 0)
@@ -146,7 +199,7 @@ def main():
                     row[f"{k}_ms"] = ms
                     row[f"{k}_mpts_s"] = n / ms / 1e3
                     line += f"  {k}: {ms:7.3f} ms {n / ms / 1e3:9.1f} Mpt/s"
-                for key in ("tcnn_aos", "tcnn_soa"):
+                for key in ("tcnn_aos", "tcnn_soa", "torch", "torch_tf32", "torch_strict"):
                     if key in tm:
                         r = timing.median_ratio(tm[key], tm["ours"])
                         row[f"speedup_vs_{key}"] = r

@@ -1,9 +1,11 @@
 // FusedMLP CUDA launchers: the checks of the shape, the backward workspace,
 // the implementation for the element type (float32: fused_mlp_simt.cu.cc on
-// CUDA cores; float16: fused_mlp_mma.cu.cc on tensor cores), and the fixed-order
+// CUDA cores, or fused_mlp_mma.cu.cc on TF32 tensor cores when the shape asks;
+// float16: fused_mlp_mma.cu.cc on tensor cores), and the fixed-order
 // sum of the weight-gradient partials over row splits, so dW and db are
 // bitwise deterministic (no atomics).
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/common/activations.h"
 #include "kernels/cuda/fused_mlp.h"
@@ -61,6 +63,9 @@ cudaError_t LaunchFusedMlpForward(const T* x, const FusedMlpParams<T>& p, T* y, 
                                   const FusedMlpShape& s, cudaStream_t stream) {
   if (!ShapeOk(s)) return cudaErrorInvalidValue;
   if (s.n == 0) return cudaSuccess;
+  if constexpr (std::is_same<T, float>::value) {
+    if (s.tf32) return ForwardTf32(x, p, y, saved, s, stream);
+  }
   return Forward(x, p, y, saved, s, stream);
 }
 
@@ -92,7 +97,13 @@ cudaError_t LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T*
     bufs.dz[l] = (any_wgrad && l < matrices) ? reinterpret_cast<T*>(base + ws.dz_off[l]) : nullptr;
   }
   float* partials = reinterpret_cast<float*>(base + ws.part_off);
-  const cudaError_t err = Backward(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+  cudaError_t err;
+  if constexpr (std::is_same<T, float>::value) {
+    err = s.tf32 ? BackwardTf32(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream)
+                 : Backward(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+  } else {
+    err = Backward(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+  }
   if (err != cudaSuccess || !any_wgrad) return err;
   const int red_blocks = static_cast<int>((ws.part_stride + 255) / 256);
   FusedMlpWgradReduceKernel<T><<<dim3(red_blocks, matrices), 256, 0, stream>>>(

@@ -28,6 +28,10 @@ struct FusedMlpShape {
   int in_dim, width, hidden_layers, out_dim;
   int activation, output_activation;  // mo::Activation codes
   float alpha;                        // leaky_relu slope
+  // float32 only: products on TF32 tensor cores (operands rounded to 10-bit
+  // mantissas, float accumulation; docs/FUSED_MLP_GPU.md) instead of exact
+  // float32 on CUDA cores. float16 ignores it.
+  bool tf32 = false;
 };
 
 template <typename T>

@@ -3,6 +3,7 @@
 // and the implementations' entry points:
 //   float32: fused_mlp_simt.cu.cc, CUDA cores, one block per 128-row tile
 //   float16: fused_mlp_mma.cu.cc, tensor cores (mma.sync), rows in registers
+//   float32 with FusedMlpShape::tf32: the same kernels on TF32 tensor cores
 // Device code (nvcc only); no TensorFlow.
 #ifndef MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
 #define MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
@@ -101,6 +102,12 @@ cudaError_t Backward(const float* dy, const float* x, const float* y, const floa
 cudaError_t Backward(const __half* dy, const __half* x, const __half* y, const __half* saved,
                      const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs, bool any_wgrad,
                      float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
+// float32 on TF32 tensor cores (fused_mlp_mma.cu.cc), for FusedMlpShape::tf32.
+cudaError_t ForwardTf32(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,
+                        const FusedMlpShape& s, cudaStream_t stream);
+cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const float* saved,
+                         const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
+                         float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
 
 }  // namespace fused_mlp_impl
 }  // namespace cuda

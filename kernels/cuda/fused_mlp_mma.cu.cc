@@ -1,5 +1,6 @@
-// FusedMLP float16 on tensor cores (the launchers are fused_mlp.cu.cc):
-// mma.sync m16n8k16 with float accumulation. Activation formulas come from
+// FusedMLP on tensor cores (the launchers are fused_mlp.cu.cc): float16 by
+// mma.sync m16n8k16, float32 by TF32 mma.sync m16n8k8 (HalfMma, Tf32Mma below),
+// both with float accumulation. Activation formulas come from
 // kernels/common/activations.h.
 #include <algorithm>
 #include <cstdint>
@@ -13,91 +14,23 @@ namespace cuda {
 namespace fused_mlp_impl {
 namespace {
 
-// ---- float16: tensor cores (mma.sync m16n8k16, float accumulation) -------------
+// ---- tensor cores (mma.sync, float accumulation) -------------------------------
 //
 // Every warp owns kRows = 16 * kMt rows of the batch and carries them through
 // all layers in registers: a layer's float accumulators (the mma C fragment)
 // get bias and activation in place and are repacked as the next layer's A
-// fragment (C of n-tiles 2k, 2k+1 is exactly A of k-step k in the PTX fragment
-// layouts), so activations never leave the registers between layers. Every
+// fragment (float16: C of n-tiles 2k, 2k+1 is exactly A of k-step k in the PTX
+// fragment layouts; TF32: C of n-tile k is A of k-step k under the k order of
+// Tf32Mma), so activations never leave the registers between layers. Every
 // weight matrix (and bias) sits in shared memory, loaded once per block of a
-// persistent grid; B fragments come from it by ldmatrix (.trans for W, plain
-// for W^T in the backward). Shared memory per warp: two row-staging buffers
-// for coalesced 16-byte global loads/stores of x, y, the saved activations,
-// dL/dz and dx. Input/output widths are runtime (k-steps and 16-column chunks
-// looped); the hidden width is the template argument.
+// persistent grid; B fragments come from it (float16: ldmatrix, .trans for W,
+// plain for W^T in the backward). Shared memory per warp: two row-staging
+// buffers for coalesced 16-byte global loads/stores of x, y, the saved
+// activations, dL/dz and dx. Input/output widths are runtime (k-steps and
+// 16-column chunks looped); the hidden width is the template argument.
 
-constexpr int kSkew = 8;        // halves of row padding: ldmatrix rows hit distinct banks
-constexpr int kMaxWarps = 16;   // 512 threads: 128 registers per thread at most
-constexpr int kWgWarps = 16;    // weight-gradient kernel
-constexpr int kWgChunk = 64;    // rows per weight-gradient pipeline stage
 constexpr int kWgStages = 3;    // chunks in flight per block
-
-// m16 tiles per warp: 64 float accumulators per thread at every width
-// (16 warps of 128 registers; the alternatives tried: docs/FUSED_MLP_GPU.md).
-constexpr int MmaMTiles(int width) { return width >= 128 ? 1 : 128 / width; }
-
-template <int W>
-struct MmaTile {
-  static constexpr int kMt = MmaMTiles(W);
-  static constexpr int kRows = 16 * kMt;
-  static constexpr int kNt = W / 8;   // n8 tiles of a hidden layer
-  static constexpr int kKt = W / 16;  // k16 steps of a hidden layer
-};
-
-int MmaRowsPerWarp(int width) { return 16 * MmaMTiles(width); }
-
-// Shared-memory plan of the forward/backward kernels, computed on the host.
-struct MmaPlan {
-  int kp[kFusedMlpMaxMatrices], np[kFusedMlpMaxMatrices];  // padded matrix dims
-  int w_off[kFusedMlpMaxMatrices];  // halves; 0 for every matrix when streamed
-  int b_off[kFusedMlpMaxMatrices];  // floats into the bias region
-  int weight_bytes, bias_bytes;
-  int stage_ld;     // halves per staging row
-  int stage_bytes;  // one staging buffer of one warp
-  int warps;
-  int resident;     // every matrix in shared memory for the kernel's life
-  int x_vec, y_vec, dx_vec, dy_vec;  // rows 16-byte aligned: cp.async / int4 paths
-};
-
-bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-// Builds the plan; false when it cannot fit (never for the supported shapes).
-bool MakeMmaPlan(const FusedMlpShape& s, int buffers, int smem_optin, MmaPlan* pl) {
-  const Dims dm = DimsOf(s);
-  const int matrices = s.hidden_layers + 1;
-  int wbytes = 0, max_w = 0, bfloats = 0;
-  for (int l = 0; l < matrices; ++l) {
-    int k, kp, nn, np;
-    MatrixDims(l, matrices, s.in_dim, dm.in_p, s.width, s.out_dim, dm.out_p, &k, &kp, &nn, &np);
-    pl->kp[l] = kp;
-    pl->np[l] = np;
-    const int bytes = static_cast<int>(Align128(sizeof(__half) * kp * (np + kSkew)));
-    pl->w_off[l] = wbytes / static_cast<int>(sizeof(__half));
-    wbytes += bytes;
-    max_w = std::max(max_w, bytes);
-    pl->b_off[l] = bfloats;
-    bfloats += np;
-  }
-  pl->bias_bytes = static_cast<int>(Align128(sizeof(float) * bfloats));
-  pl->stage_ld = dm.d + kSkew;
-  pl->stage_bytes = static_cast<int>(Align128(sizeof(__half) * MmaRowsPerWarp(s.width) * pl->stage_ld));
-  const int per_warp = buffers * pl->stage_bytes;
-  // Resident when at least 8 warps fit beside all the weights; else one
-  // matrix at a time (streamed, block-synchronous per layer).
-  pl->resident = wbytes + pl->bias_bytes + 8 * per_warp <= smem_optin;
-  pl->weight_bytes = pl->resident ? wbytes : max_w;
-  if (!pl->resident) {
-    for (int l = 0; l < matrices; ++l) pl->w_off[l] = 0;
-  }
-  const int avail = smem_optin - pl->weight_bytes - pl->bias_bytes;
-  pl->warps = std::min(kMaxWarps, avail / per_warp);
-  return pl->warps >= 1;
-}
-
-int MmaSmemBytes(const MmaPlan& pl, int buffers) {
-  return pl.weight_bytes + pl.bias_bytes + pl.warps * buffers * pl.stage_bytes;
-}
+constexpr int kWgWarps = 16;    // weight-gradient kernel
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -113,14 +46,6 @@ __device__ __forceinline__ void Ldsm4T(uint32_t (&r)[4], const __half* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(SmemAddr(p)));
-}
-
-__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // 16 bytes global -> shared, zero-filled when !valid.
@@ -140,6 +65,286 @@ __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
 }
 __device__ __forceinline__ float2 Unpack(uint32_t v) {
   return __half22float2(*reinterpret_cast<const __half2*>(&v));
+}
+
+__device__ __forceinline__ float ToF(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToF(float v) { return v; }
+template <typename T>
+__device__ __forceinline__ T FromF(float v);
+template <>
+__device__ __forceinline__ __half FromF<__half>(float v) { return __float2half(v); }
+template <>
+__device__ __forceinline__ float FromF<float>(float v) { return v; }
+
+// float -> TF32 (10-bit mantissa), round to nearest, ties away from zero.
+__device__ __forceinline__ uint32_t Tf32(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// What the kernels do differently per element kind. Shared by both: the C
+// fragment (n8 tile; lane (g = lane / 4, t = lane % 4) holds (g, 2t), (g, 2t+1),
+// (g+8, 2t), (g+8, 2t+1)), 4 A and 2 B registers per mma, k-steps of kK, the
+// staging rows (ld = d + kSkew elements). Weights in shared memory: element
+// (r, c) of matrix [kp][np] at WIdx(r, c, Ld(np, trans), trans), trans = B is W
+// ([K][N], the forward), else B = W^T (the backward).
+struct HalfMma {
+  using T = __half;
+  static constexpr int kK = 16;         // k of one mma
+  static constexpr int kCTiles = 2;     // C n8-tiles that make one A k-step
+  static constexpr int kSkew = 8;       // elements of row padding: ldmatrix rows hit distinct banks
+  static constexpr int kWgChunk = 64;   // rows per weight-gradient pipeline stage
+  static constexpr uint32_t kOnes = 0x3C003C00u;  // a pair of half 1.0
+  // m16 tiles per warp: 64 float accumulators per thread at every width
+  // (16 warps of 128 registers; the alternatives tried: docs/FUSED_MLP_GPU.md).
+  static constexpr int MTiles(int width) { return width >= 128 ? 1 : 128 / width; }
+  static constexpr int MaxWarps(int) { return 16; }  // 512 threads: 128 registers per thread at most
+
+  static __host__ __device__ int Ld(int np, bool) { return np + kSkew; }
+  static __device__ int WIdx(int r, int c, int ld, bool) { return r * ld + c; }
+  static __device__ int ColOff(int c, bool) { return c; }
+  static __device__ T WeightIn(T v) { return v; }
+
+  static __device__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+
+  // B fragments of k-step kk and n-tiles 2j, 2j+1 (b[0..1], b[2..3]).
+  // trans: B = W stored [K][N] (forward). !trans: B = W^T with W stored [N][K].
+  template <bool TRANS>
+  static __device__ void LoadB(uint32_t (&b)[4], const T* w, int ldw, int kk, int j, int lane) {
+    if (TRANS) {
+      Ldsm4T(b, w + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ldw + j * 16 + (lane >> 4) * 8);
+    } else {
+      Ldsm4(b, w + (j * 16 + (lane & 7) + (lane >> 4) * 8) * ldw + kk * 16 + ((lane >> 3) & 1) * 8);
+    }
+  }
+
+  // A fragment of k-step kk of the 16 rows at a (row-major, ld).
+  static __device__ void LoadA(uint32_t (&af)[4], const T* a, int ld, int kk, int lane) {
+    Ldsm4(af, a + (lane & 15) * ld + kk * 16 + (lane >> 4) * 8);
+  }
+
+  // A fragment from the values v(q, r) of register r of C tile q (of kCTiles).
+  template <typename V>
+  static __device__ void MakeA(uint32_t (&a)[4], V&& v) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      a[2 * q] = Pack(v(q, 0), v(q, 1));
+      a[2 * q + 1] = Pack(v(q, 2), v(q, 3));
+    }
+  }
+
+  // The values at the C positions of k-step kk's tiles, of the 16 rows at s.
+  static __device__ void LoadC(float (&hv)[2][4], const T* s, int ld, int kk, int lane) {
+    uint32_t h[4];
+    Ldsm4(h, s + (lane & 15) * ld + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const float2 h0 = Unpack(h[2 * q]), h1 = Unpack(h[2 * q + 1]);
+      hv[q][0] = h0.x;
+      hv[q][1] = h0.y;
+      hv[q][2] = h1.x;
+      hv[q][3] = h1.y;
+    }
+  }
+
+  // A fragment of k-step kk -> the 16 rows at s.
+  static __device__ void StoreA(T* s, int ld, const uint32_t (&a)[4], int kk, int lane) {
+    T* p = s + (lane >> 2) * ld + kk * 16 + 2 * (lane & 3);
+    *reinterpret_cast<uint32_t*>(p) = a[0];
+    *reinterpret_cast<uint32_t*>(p + 8 * ld) = a[1];
+    *reinterpret_cast<uint32_t*>(p + 8) = a[2];
+    *reinterpret_cast<uint32_t*>(p + 8 * ld + 8) = a[3];
+  }
+
+  static __device__ void StorePair(T* p, float v0, float v1) { *reinterpret_cast<uint32_t*>(p) = Pack(v0, v1); }
+
+  // Weight gradient: A = X^T (X staged [k][m]) and B (dz staged [k][n]) of
+  // m-tile m0, n-tiles n0, n0 + 8 and k-step kk.
+  static __device__ void WgradFrags(uint32_t (&af)[4], uint32_t (&b)[4], const T* sa, int lda, const T* sb,
+                                    int ldb, int m0, int n0, int kk, int lane) {
+    // A = X^T: X rows are k, so ldmatrix.trans of [k][m] pieces.
+    Ldsm4T(af, sa + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * lda + m0 + ((lane >> 3) & 1) * 8);
+    Ldsm4T(b, sb + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ldb + n0 + (lane >> 4) * 8);
+  }
+};
+
+// float32 on TF32 tensor cores (m16n8k8). PTX fragments: A (g, t), (g+8, t),
+// (g, t+4), (g+8, t+4) in a0..a3; B (k t, n g), (k t+4, n g) in b0, b1. Any k
+// order serves a dot product if A and B follow it, so k-slot t holds k = 2t and
+// k-slot t+4 holds k = 2t+1: then A of k-step j is the thread's own C of n-tile
+// j, a = (c0, c2, c1, c3), and B is b0 = W[8j+2t][n], b1 = W[8j+2t+1][n].
+// Every operand is rounded to TF32 (cvt.rna) before the mma: weights once,
+// into shared memory; activations and dL/dz as they become A fragments (so
+// the saved activations and dL/dz are TF32 values); x and the output layer's
+// dL/dz (fp32 in memory) where they are read. The weight-gradient kernel
+// keeps the PTX k order (its k is the batch, staged in shared memory).
+// Shared-memory layouts are chosen so that every fragment load is one
+// conflict-free 64-bit ld.shared (or, in the weight gradient, 32-bit).
+struct Tf32Mma {
+  using T = float;
+  static constexpr int kK = 8;
+  static constexpr int kCTiles = 1;
+  static constexpr int kSkew = 8;       // staging rows and W^T rows: ld = 8 (mod 16) floats
+  static constexpr int kWgChunk = 32;   // 3 stages of 32 float rows: two blocks per SM at width 128
+  static constexpr uint32_t kOnes = 0x3F800000u;  // 1.0f
+  // A fragments take as many registers as the accumulators: 32 + 32 per
+  // thread below width 128 (16 warps); at 128, 64 + 64 (8 warps of up to 255).
+  static constexpr int MTiles(int width) { return width >= 64 ? 1 : 64 / width; }
+  static constexpr int MaxWarps(int width) { return width >= 128 ? 8 : 16; }
+
+  // trans (forward): rows in pairs, element (r, c) at ((r/2) * ld + c) * 2 + r%2
+  // with ld = np + 4 pairs, so b0, b1 (rows 2t, 2t+1) are one float2 and the 8
+  // columns x 4 pairs of a half-warp hit distinct banks. !trans (backward): row
+  // major, ld = np + 8, b0, b1 adjacent in row n.
+  static __host__ __device__ int Ld(int np, bool trans) { return trans ? np + 4 : np + kSkew; }
+  static __device__ int WIdx(int r, int c, int ld, bool trans) {
+    return trans ? ((r >> 1) * ld + c) * 2 + (r & 1) : r * ld + c;
+  }
+  static __device__ int ColOff(int c, bool trans) { return trans ? 2 * c : c; }
+  static __device__ T WeightIn(T v) { return __uint_as_float(Tf32(v)); }
+
+  static __device__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+
+  template <bool TRANS>
+  static __device__ void LoadB(uint32_t (&b)[4], const T* w, int ldw, int kk, int j, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = j * 16 + h * 8 + g;
+      const float2 v = *reinterpret_cast<const float2*>(TRANS ? w + ((kk * 4 + t) * ldw + n) * 2
+                                                              : w + n * ldw + kk * 8 + 2 * t);
+      b[2 * h] = __float_as_uint(v.x);
+      b[2 * h + 1] = __float_as_uint(v.y);
+    }
+  }
+
+  static __device__ void LoadA(uint32_t (&af)[4], const T* a, int ld, int kk, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const float2 lo = *reinterpret_cast<const float2*>(a + g * ld + kk * 8 + 2 * t);
+    const float2 hi = *reinterpret_cast<const float2*>(a + (g + 8) * ld + kk * 8 + 2 * t);
+    af[0] = Tf32(lo.x);
+    af[1] = Tf32(hi.x);
+    af[2] = Tf32(lo.y);
+    af[3] = Tf32(hi.y);
+  }
+
+  template <typename V>
+  static __device__ void MakeA(uint32_t (&a)[4], V&& v) {
+    a[0] = Tf32(v(0, 0));
+    a[1] = Tf32(v(0, 2));
+    a[2] = Tf32(v(0, 1));
+    a[3] = Tf32(v(0, 3));
+  }
+
+  static __device__ void LoadC(float (&hv)[1][4], const T* s, int ld, int kk, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const float2 lo = *reinterpret_cast<const float2*>(s + g * ld + kk * 8 + 2 * t);
+    const float2 hi = *reinterpret_cast<const float2*>(s + (g + 8) * ld + kk * 8 + 2 * t);
+    hv[0][0] = lo.x;
+    hv[0][1] = lo.y;
+    hv[0][2] = hi.x;
+    hv[0][3] = hi.y;
+  }
+
+  static __device__ void StoreA(T* s, int ld, const uint32_t (&a)[4], int kk, int lane) {
+    T* p = s + (lane >> 2) * ld + kk * 8 + 2 * (lane & 3);
+    *reinterpret_cast<float2*>(p) = make_float2(__uint_as_float(a[0]), __uint_as_float(a[2]));
+    *reinterpret_cast<float2*>(p + 8 * ld) = make_float2(__uint_as_float(a[1]), __uint_as_float(a[3]));
+  }
+
+  static __device__ void StorePair(T* p, float v0, float v1) { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
+
+  // PTX k order; ld = 8 (mod 16) makes rows t and t+4 of 8 columns distinct banks.
+  static __device__ void WgradFrags(uint32_t (&af)[4], uint32_t (&b)[4], const T* sa, int lda, const T* sb,
+                                    int ldb, int m0, int n0, int kk, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const T* a0 = sa + (kk * 8 + t) * lda + m0 + g;
+    const T* b0 = sb + (kk * 8 + t) * ldb + n0 + g;
+    af[0] = Tf32(a0[0]);
+    af[1] = Tf32(a0[8]);
+    af[2] = Tf32(a0[4 * lda]);
+    af[3] = Tf32(a0[4 * lda + 8]);
+    b[0] = Tf32(b0[0]);
+    b[1] = Tf32(b0[4 * ldb]);
+    b[2] = Tf32(b0[8]);
+    b[3] = Tf32(b0[4 * ldb + 8]);
+  }
+};
+
+template <class Tr, int W>
+struct MmaTile {
+  static constexpr int kMt = Tr::MTiles(W);
+  static constexpr int kRows = 16 * kMt;
+  static constexpr int kNt = W / 8;       // n8 tiles of a hidden layer
+  static constexpr int kKt = W / Tr::kK;  // k-steps of a hidden layer
+};
+
+// Shared-memory plan of the forward/backward kernels, computed on the host.
+struct MmaPlan {
+  int kp[kFusedMlpMaxMatrices], np[kFusedMlpMaxMatrices];  // padded matrix dims
+  int w_off[kFusedMlpMaxMatrices];  // elements; 0 for every matrix when streamed
+  int b_off[kFusedMlpMaxMatrices];  // floats into the bias region
+  int weight_bytes, bias_bytes;
+  int stage_ld;     // elements per staging row
+  int stage_bytes;  // one staging buffer of one warp
+  int warps;
+  int resident;     // every matrix in shared memory for the kernel's life
+  int x_vec, y_vec, dx_vec, dy_vec;  // rows 16-byte aligned: cp.async / int4 paths
+};
+
+bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Builds the plan; false when it cannot fit (never for the supported shapes).
+template <class Tr>
+bool MakeMmaPlan(const FusedMlpShape& s, int buffers, int smem_optin, MmaPlan* pl) {
+  using T = typename Tr::T;
+  const Dims dm = DimsOf(s);
+  const int matrices = s.hidden_layers + 1;
+  int wbytes = 0, max_w = 0, bfloats = 0;
+  for (int l = 0; l < matrices; ++l) {
+    int k, kp, nn, np;
+    MatrixDims(l, matrices, s.in_dim, dm.in_p, s.width, s.out_dim, dm.out_p, &k, &kp, &nn, &np);
+    pl->kp[l] = kp;
+    pl->np[l] = np;
+    const int bytes = static_cast<int>(Align128(sizeof(T) * kp * (np + Tr::kSkew)));
+    pl->w_off[l] = wbytes / static_cast<int>(sizeof(T));
+    wbytes += bytes;
+    max_w = std::max(max_w, bytes);
+    pl->b_off[l] = bfloats;
+    bfloats += np;
+  }
+  pl->bias_bytes = static_cast<int>(Align128(sizeof(float) * bfloats));
+  pl->stage_ld = dm.d + Tr::kSkew;
+  pl->stage_bytes = static_cast<int>(Align128(sizeof(T) * 16 * Tr::MTiles(s.width) * pl->stage_ld));
+  const int per_warp = buffers * pl->stage_bytes;
+  const int max_warps = Tr::MaxWarps(s.width);
+  // Resident when at least 8 warps fit beside all the weights; else one
+  // matrix at a time (streamed, block-synchronous per layer).
+  pl->resident = wbytes + pl->bias_bytes + std::min(8, max_warps) * per_warp <= smem_optin;
+  pl->weight_bytes = pl->resident ? wbytes : max_w;
+  if (!pl->resident) {
+    for (int l = 0; l < matrices; ++l) pl->w_off[l] = 0;
+  }
+  const int avail = smem_optin - pl->weight_bytes - pl->bias_bytes;
+  pl->warps = std::min(max_warps, avail / per_warp);
+  return pl->warps >= 1;
+}
+
+int MmaSmemBytes(const MmaPlan& pl, int buffers) {
+  return pl.weight_bytes + pl.bias_bytes + pl.warps * buffers * pl.stage_bytes;
 }
 
 // Runs f(std::integral_constant<int, act>) with the activation as a constant
@@ -165,56 +370,42 @@ __device__ __forceinline__ float ActD(float y, int, float alpha) {
   return activation_derivative_from_output(y, A, alpha);
 }
 
-// B fragments of k-step kk and n-tiles 2j, 2j+1 (b[0..1], b[2..3]).
-// TRANS: B = W stored [K][N] (forward). !TRANS: B = W^T with W stored [N][K].
-template <bool TRANS>
-__device__ __forceinline__ void LoadB(uint32_t (&b)[4], const __half* w, int ldw, int kk, int j,
-                                      int lane) {
-  if (TRANS) {
-    Ldsm4T(b, w + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ldw + j * 16 + (lane >> 4) * 8);
-  } else {
-    Ldsm4(b, w + (j * 16 + (lane & 7) + (lane >> 4) * 8) * ldw + kk * 16 + ((lane >> 3) & 1) * 8);
-  }
-}
-
 // acc[MT][NT] += A * B over k-step kk; a(mt) is the A fragment of m-tile mt.
-template <int MT, int NT, bool TRANS, typename AFrag>
-__device__ __forceinline__ void MmaKStep(float (&acc)[MT][NT][4], AFrag&& a, const __half* w, int ldw,
+template <class Tr, int MT, int NT, bool TRANS, typename AFrag>
+__device__ __forceinline__ void MmaKStep(float (&acc)[MT][NT][4], AFrag&& a, const typename Tr::T* w, int ldw,
                                          int kk, int lane) {
 #pragma unroll
   for (int j = 0; j < NT / 2; ++j) {
     uint32_t b[4];
-    LoadB<TRANS>(b, w, ldw, kk, j, lane);
+    Tr::template LoadB<TRANS>(b, w, ldw, kk, j, lane);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      Mma(acc[mt][2 * j], a(mt), b[0], b[1]);
-      Mma(acc[mt][2 * j + 1], a(mt), b[2], b[3]);
+      Tr::Mma(acc[mt][2 * j], a(mt), b[0], b[1]);
+      Tr::Mma(acc[mt][2 * j + 1], a(mt), b[2], b[3]);
     }
   }
 }
 
-// acc[MT][NT] += A (kRows x 16*ksteps, row-major in shared memory) * B.
-template <int MT, int NT, bool TRANS>
-__device__ __forceinline__ void MmaSmemA(float (&acc)[MT][NT][4], const __half* a, int lda,
-                                         int ksteps, const __half* w, int ldw, int lane) {
+// acc[MT][NT] += A (kRows x kK*ksteps, row-major in shared memory) * B.
+template <class Tr, int MT, int NT, bool TRANS>
+__device__ __forceinline__ void MmaSmemA(float (&acc)[MT][NT][4], const typename Tr::T* a, int lda,
+                                         int ksteps, const typename Tr::T* w, int ldw, int lane) {
   for (int kk = 0; kk < ksteps; ++kk) {
     uint32_t af[MT][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      Ldsm4(af[mt], a + (mt * 16 + (lane & 15)) * lda + kk * 16 + (lane >> 4) * 8);
-    }
-    MmaKStep<MT, NT, TRANS>(acc, [&](int mt) -> const uint32_t(&)[4] { return af[mt]; }, w, ldw, kk, lane);
+    for (int mt = 0; mt < MT; ++mt) Tr::LoadA(af[mt], a + mt * 16 * lda, lda, kk, lane);
+    MmaKStep<Tr, MT, NT, TRANS>(acc, [&](int mt) -> const uint32_t(&)[4] { return af[mt]; }, w, ldw, kk, lane);
   }
 }
 
 // acc[MT][NT] += A (register fragments, KT k-steps) * B.
-template <int MT, int KT, int NT, bool TRANS>
+template <class Tr, int MT, int KT, int NT, bool TRANS>
 __device__ __forceinline__ void MmaRegA(float (&acc)[MT][NT][4], const uint32_t (&af)[MT][KT][4],
-                                        const __half* w, int ldw, int lane) {
+                                        const typename Tr::T* w, int ldw, int lane) {
 #pragma unroll
   for (int kk = 0; kk < KT; ++kk) {
-    MmaKStep<MT, NT, TRANS>(acc, [&](int mt) -> const uint32_t(&)[4] { return af[mt][kk]; }, w, ldw, kk,
-                            lane);
+    MmaKStep<Tr, MT, NT, TRANS>(acc, [&](int mt) -> const uint32_t(&)[4] { return af[mt][kk]; }, w, ldw, kk,
+                                lane);
   }
 }
 
@@ -235,9 +426,9 @@ __device__ __forceinline__ void InitAcc(float (&acc)[MT][NT][4], const float* bi
   }
 }
 
-// af = half(act(acc)): C of n-tiles 2kk, 2kk+1 -> A of k-step kk.
-template <int MT, int KT>
-__device__ __forceinline__ void ActPack(uint32_t (&af)[MT][KT][4], const float (&acc)[MT][2 * KT][4],
+// af = act(acc) in the element kind: C of k-step kk's n-tiles -> A of k-step kk.
+template <class Tr, int MT, int KT>
+__device__ __forceinline__ void ActPack(uint32_t (&af)[MT][KT][4], const float (&acc)[MT][Tr::kCTiles * KT][4],
                                         int act, float alpha) {
   DispatchAct(act, [&](auto a) {
     constexpr int A = decltype(a)::value;
@@ -245,64 +436,46 @@ __device__ __forceinline__ void ActPack(uint32_t (&af)[MT][KT][4], const float (
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int kk = 0; kk < KT; ++kk) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float* c = acc[mt][2 * kk + h];
-          af[mt][kk][2 * h] = Pack(ActF<A>(c[0], act, alpha), ActF<A>(c[1], act, alpha));
-          af[mt][kk][2 * h + 1] = Pack(ActF<A>(c[2], act, alpha), ActF<A>(c[3], act, alpha));
-        }
+        Tr::MakeA(af[mt][kk], [&](int q, int r) { return ActF<A>(acc[mt][Tr::kCTiles * kk + q][r], act, alpha); });
       }
     }
   });
 }
 
-// dz = half(acc * act'(h)), h the layer's saved output (kRows x 16*KT in
-// shared memory; ldmatrix gives it in the A layout, matching the pairs of C).
-template <int MT, int KT>
-__device__ __forceinline__ void DerivPack(uint32_t (&dz)[MT][KT][4], const float (&acc)[MT][2 * KT][4],
-                                          const __half* hs, int ld, int act, float alpha, int lane) {
+// dz = acc * act'(h) in the element kind, h the layer's saved output (kRows x
+// kK*KT in shared memory, read at the C positions).
+template <class Tr, int MT, int KT>
+__device__ __forceinline__ void DerivPack(uint32_t (&dz)[MT][KT][4], const float (&acc)[MT][Tr::kCTiles * KT][4],
+                                          const typename Tr::T* hs, int ld, int act, float alpha, int lane) {
   DispatchAct(act, [&](auto a) {
     constexpr int A = decltype(a)::value;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int kk = 0; kk < KT; ++kk) {
-        uint32_t h[4];
-        Ldsm4(h, hs + (mt * 16 + (lane & 15)) * ld + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const float* c = acc[mt][2 * kk + q];
-          const float2 h0 = Unpack(h[2 * q]), h1 = Unpack(h[2 * q + 1]);
-          dz[mt][kk][2 * q] = Pack(c[0] * ActD<A>(h0.x, act, alpha), c[1] * ActD<A>(h0.y, act, alpha));
-          dz[mt][kk][2 * q + 1] =
-              Pack(c[2] * ActD<A>(h1.x, act, alpha), c[3] * ActD<A>(h1.y, act, alpha));
-        }
+        float h[Tr::kCTiles][4];
+        Tr::LoadC(h, hs + mt * 16 * ld, ld, kk, lane);
+        Tr::MakeA(dz[mt][kk], [&](int q, int r) {
+          return acc[mt][Tr::kCTiles * kk + q][r] * ActD<A>(h[q][r], act, alpha);
+        });
       }
     }
   });
 }
 
-// A fragments -> staging rows (kRows x 16*KT).
-template <int MT, int KT>
-__device__ __forceinline__ void StoreFrags(__half* st, int ld, const uint32_t (&af)[MT][KT][4],
-                                           int lane) {
-  const int g = lane >> 2, t = lane & 3;
+// A fragments -> staging rows (kRows x kK*KT).
+template <class Tr, int MT, int KT>
+__device__ __forceinline__ void StoreFrags(typename Tr::T* st, int ld, const uint32_t (&af)[MT][KT][4], int lane) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {
-      __half* p = st + (mt * 16 + g) * ld + kk * 16 + 2 * t;
-      *reinterpret_cast<uint32_t*>(p) = af[mt][kk][0];
-      *reinterpret_cast<uint32_t*>(p + 8 * ld) = af[mt][kk][1];
-      *reinterpret_cast<uint32_t*>(p + 8) = af[mt][kk][2];
-      *reinterpret_cast<uint32_t*>(p + 8 * ld + 8) = af[mt][kk][3];
-    }
+    for (int kk = 0; kk < KT; ++kk) Tr::StoreA(st + mt * 16 * ld, ld, af[mt][kk], kk, lane);
   }
 }
 
 // 16 output columns (two n-tiles) -> staging columns col0.., with activation.
-template <int MT>
-__device__ __forceinline__ void StoreChunk(__half* st, int ld, int col0, const float (&o)[MT][2][4],
+template <class Tr, int MT>
+__device__ __forceinline__ void StoreChunk(typename Tr::T* st, int ld, int col0, const float (&o)[MT][2][4],
                                            int act, float alpha, int lane) {
   const int g = lane >> 2, t = lane & 3;
   DispatchAct(act, [&](auto a) {
@@ -311,10 +484,9 @@ __device__ __forceinline__ void StoreChunk(__half* st, int ld, int col0, const f
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        __half* p = st + (mt * 16 + g) * ld + col0 + 8 * h + 2 * t;
-        *reinterpret_cast<uint32_t*>(p) = Pack(ActF<A>(o[mt][h][0], act, alpha), ActF<A>(o[mt][h][1], act, alpha));
-        *reinterpret_cast<uint32_t*>(p + 8 * ld) =
-            Pack(ActF<A>(o[mt][h][2], act, alpha), ActF<A>(o[mt][h][3], act, alpha));
+        typename Tr::T* p = st + (mt * 16 + g) * ld + col0 + 8 * h + 2 * t;
+        Tr::StorePair(p, ActF<A>(o[mt][h][0], act, alpha), ActF<A>(o[mt][h][1], act, alpha));
+        Tr::StorePair(p + 8 * ld, ActF<A>(o[mt][h][2], act, alpha), ActF<A>(o[mt][h][3], act, alpha));
       }
     }
   });
@@ -323,13 +495,14 @@ __device__ __forceinline__ void StoreChunk(__half* st, int ld, int col0, const f
 // Rows [row0, row0 + rows) of a row-major [n, cols] matrix -> staging
 // (cols_p >= cols columns, zero-padded; rows past n are zeros). vec: cp.async
 // of 16-byte pieces (the caller waits), else element loads.
-__device__ __forceinline__ void WarpLoadRows(__half* st, int ld, const __half* g, int64_t row0,
-                                             int rows, int64_t n, int cols, int cols_p, bool vec,
-                                             int lane) {
+template <typename T>
+__device__ __forceinline__ void WarpLoadRows(T* st, int ld, const T* g, int64_t row0, int rows, int64_t n,
+                                             int cols, int cols_p, bool vec, int lane) {
+  constexpr int kV = 16 / sizeof(T);
   if (vec) {
-    const int per_row = cols / 8;
+    const int per_row = cols / kV;
     for (int e = lane; e < rows * per_row; e += 32) {
-      const int r = e / per_row, c = (e - r * per_row) * 8;
+      const int r = e / per_row, c = (e - r * per_row) * kV;
       const int64_t row = row0 + r;
       const bool ok = row < n;
       CpAsync16(st + r * ld + c, g + (ok ? row * cols + c : 0), ok);
@@ -337,27 +510,29 @@ __device__ __forceinline__ void WarpLoadRows(__half* st, int ld, const __half* g
     if (cols_p > cols) {
       for (int e = lane; e < rows * (cols_p - cols); e += 32) {
         const int r = e / (cols_p - cols);
-        st[r * ld + cols + (e - r * (cols_p - cols))] = __float2half(0.0f);
+        st[r * ld + cols + (e - r * (cols_p - cols))] = FromF<T>(0.0f);
       }
     }
   } else {
     for (int e = lane; e < rows * cols_p; e += 32) {
       const int r = e / cols_p, c = e - r * cols_p;
       const int64_t row = row0 + r;
-      st[r * ld + c] = (row < n && c < cols) ? g[row * cols + c] : __float2half(0.0f);
+      st[r * ld + c] = (row < n && c < cols) ? g[row * cols + c] : FromF<T>(0.0f);
     }
   }
 }
 
 // Staging -> rows [row0, min(n, row0 + rows)) of a row-major [n, cols] matrix.
-__device__ __forceinline__ void WarpStoreRows(__half* g, const __half* st, int ld, int64_t row0,
-                                              int rows, int64_t n, int cols, bool vec, int lane) {
+template <typename T>
+__device__ __forceinline__ void WarpStoreRows(T* g, const T* st, int ld, int64_t row0, int rows, int64_t n,
+                                              int cols, bool vec, int lane) {
+  constexpr int kV = 16 / sizeof(T);
   const int valid = static_cast<int>(std::min<int64_t>(rows, n - row0));
   if (valid <= 0) return;
   if (vec) {
-    const int per_row = cols / 8;
+    const int per_row = cols / kV;
     for (int e = lane; e < valid * per_row; e += 32) {
-      const int r = e / per_row, c = (e - r * per_row) * 8;
+      const int r = e / per_row, c = (e - r * per_row) * kV;
       *reinterpret_cast<int4*>(g + (row0 + r) * cols + c) = *reinterpret_cast<const int4*>(st + r * ld + c);
     }
   } else {
@@ -368,61 +543,65 @@ __device__ __forceinline__ void WarpStoreRows(__half* g, const __half* st, int l
   }
 }
 
-// Matrix l into shared memory as [kp][np + kSkew], zero-padded (all threads).
-__device__ __forceinline__ void LoadMatrix(__half* w, const __half* __restrict__ g, int k, int kp,
+// Matrix l into shared memory in the TRANS layout of Tr, zero-padded (all threads).
+template <class Tr, bool TRANS>
+__device__ __forceinline__ void LoadMatrix(typename Tr::T* w, const typename Tr::T* __restrict__ g, int k, int kp,
                                            int nn, int np) {
-  const int ld = np + kSkew;
+  const int ld = Tr::Ld(np, TRANS);
   for (int e = threadIdx.x; e < kp * np; e += blockDim.x) {
     const int r = e / np, c = e - r * np;
-    w[r * ld + c] = (r < k && c < nn) ? g[r * nn + c] : __float2half(0.0f);
+    w[Tr::WIdx(r, c, ld, TRANS)] = (r < k && c < nn) ? Tr::WeightIn(g[r * nn + c]) : FromF<typename Tr::T>(0.0f);
   }
 }
 
-__device__ __forceinline__ void LoadAllMatrices(__half* wsm, const FusedMlpParams<__half>& p,
+template <class Tr, bool TRANS>
+__device__ __forceinline__ void LoadAllMatrices(typename Tr::T* wsm, const FusedMlpParams<typename Tr::T>& p,
                                                 const FusedMlpShape& s, const MmaPlan& pl) {
   const int matrices = s.hidden_layers + 1;
   for (int l = 0; l < matrices; ++l) {
     const int k = l == 0 ? s.in_dim : s.width, nn = l == matrices - 1 ? s.out_dim : s.width;
-    LoadMatrix(wsm + pl.w_off[l], p.w[l], k, pl.kp[l], nn, pl.np[l]);
+    LoadMatrix<Tr, TRANS>(wsm + pl.w_off[l], p.w[l], k, pl.kp[l], nn, pl.np[l]);
   }
 }
 
 // Weight l for this layer: resident, or loaded now by the whole block.
-__device__ __forceinline__ const __half* LayerWeights(__half* wsm, const FusedMlpParams<__half>& p,
-                                                      const FusedMlpShape& s, const MmaPlan& pl,
-                                                      int l) {
+template <class Tr, bool TRANS>
+__device__ __forceinline__ const typename Tr::T* LayerWeights(typename Tr::T* wsm,
+                                                              const FusedMlpParams<typename Tr::T>& p,
+                                                              const FusedMlpShape& s, const MmaPlan& pl, int l) {
   if (!pl.resident) {
     const int matrices = s.hidden_layers + 1;
     const int k = l == 0 ? s.in_dim : s.width, nn = l == matrices - 1 ? s.out_dim : s.width;
     __syncthreads();
-    LoadMatrix(wsm, p.w[l], k, pl.kp[l], nn, pl.np[l]);
+    LoadMatrix<Tr, TRANS>(wsm, p.w[l], k, pl.kp[l], nn, pl.np[l]);
     __syncthreads();
   }
   return wsm + pl.w_off[l];
 }
 
-template <int W>
-__global__ void __launch_bounds__(32 * kMaxWarps)
-    MmaForwardKernel(const __half* __restrict__ x, FusedMlpParams<__half> p, __half* __restrict__ y,
-                     __half* __restrict__ saved, FusedMlpShape s, MmaPlan pl) {
-  using Tl = MmaTile<W>;
+template <class Tr, int W>
+__global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
+    MmaForwardKernel(const typename Tr::T* __restrict__ x, FusedMlpParams<typename Tr::T> p,
+                     typename Tr::T* __restrict__ y, typename Tr::T* __restrict__ saved, FusedMlpShape s,
+                     MmaPlan pl) {
+  using T = typename Tr::T;
+  using Tl = MmaTile<Tr, W>;
   constexpr int MT = Tl::kMt, R = Tl::kRows, NT = Tl::kNt, KT = Tl::kKt;
   extern __shared__ __align__(128) char smem_raw[];
-  __half* wsm = reinterpret_cast<__half*>(smem_raw);
+  T* wsm = reinterpret_cast<T*>(smem_raw);
   float* bsm = reinterpret_cast<float*>(smem_raw + pl.weight_bytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __half* xs = reinterpret_cast<__half*>(smem_raw + pl.weight_bytes + pl.bias_bytes +
-                                         2 * warp * pl.stage_bytes);
-  __half* st = xs + pl.stage_bytes / static_cast<int>(sizeof(__half));
+  T* xs = reinterpret_cast<T*>(smem_raw + pl.weight_bytes + pl.bias_bytes + 2 * warp * pl.stage_bytes);
+  T* st = xs + pl.stage_bytes / static_cast<int>(sizeof(T));
   const int ld = pl.stage_ld;
   const int L = s.hidden_layers;
   for (int l = 0; l <= L; ++l) {
     for (int c = threadIdx.x; c < pl.np[l]; c += blockDim.x) {
       const int nn = l == L ? s.out_dim : s.width;
-      bsm[pl.b_off[l] + c] = c < nn ? __half2float(p.b[l][c]) : 0.0f;
+      bsm[pl.b_off[l] + c] = c < nn ? ToF(p.b[l][c]) : 0.0f;
     }
   }
-  if (pl.resident) LoadAllMatrices(wsm, p, s, pl);
+  if (pl.resident) LoadAllMatrices<Tr, true>(wsm, p, s, pl);
   __syncthreads();
 
   const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * R;
@@ -439,9 +618,9 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
     float acc[MT][NT][4];
     uint32_t af[MT][KT][4];
     {
-      const __half* w = LayerWeights(wsm, p, s, pl, 0);
+      const T* w = LayerWeights<Tr, true>(wsm, p, s, pl, 0);
       InitAcc(acc, bsm + pl.b_off[0], lane);
-      MmaSmemA<MT, NT, true>(acc, xs, ld, pl.kp[0] / 16, w, pl.np[0] + kSkew, lane);
+      MmaSmemA<Tr, MT, NT, true>(acc, xs, ld, pl.kp[0] / Tr::kK, w, Tr::Ld(pl.np[0], true), lane);
     }
     __syncwarp();
     // x of this warp's next tile streams in while the layers run.
@@ -451,28 +630,28 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
                    lane);
     }
     CpAsyncCommit();
-    ActPack(af, acc, s.activation, s.alpha);
+    ActPack<Tr>(af, acc, s.activation, s.alpha);
     for (int l = 0;; ++l) {
       if (saved != nullptr) {
         __syncwarp();
-        StoreFrags(st, ld, af, lane);
+        StoreFrags<Tr>(st, ld, af, lane);
         __syncwarp();
         WarpStoreRows(saved + static_cast<int64_t>(l) * s.n * W, st, ld, row0, R, s.n, W, true, lane);
       }
       if (l + 1 == L) break;
-      const __half* w = LayerWeights(wsm, p, s, pl, l + 1);
+      const T* w = LayerWeights<Tr, true>(wsm, p, s, pl, l + 1);
       InitAcc(acc, bsm + pl.b_off[l + 1], lane);
-      MmaRegA<MT, KT, NT, true>(acc, af, w, W + kSkew, lane);
-      ActPack(af, acc, s.activation, s.alpha);
+      MmaRegA<Tr, MT, KT, NT, true>(acc, af, w, Tr::Ld(W, true), lane);
+      ActPack<Tr>(af, acc, s.activation, s.alpha);
     }
-    const __half* w = LayerWeights(wsm, p, s, pl, L);
-    const int ldw = pl.np[L] + kSkew;
+    const T* w = LayerWeights<Tr, true>(wsm, p, s, pl, L);
+    const int ldw = Tr::Ld(pl.np[L], true);
     __syncwarp();
     for (int c = 0; c < pl.np[L]; c += 16) {
       float o[MT][2][4];
       InitAcc(o, bsm + pl.b_off[L] + c, lane);
-      MmaRegA<MT, KT, 2, true>(o, af, w + c, ldw, lane);
-      StoreChunk(st, ld, c, o, s.output_activation, s.alpha, lane);
+      MmaRegA<Tr, MT, KT, 2, true>(o, af, w + Tr::ColOff(c, true), ldw, lane);
+      StoreChunk<Tr>(st, ld, c, o, s.output_activation, s.alpha, lane);
     }
     __syncwarp();
     WarpStoreRows(y, st, ld, row0, R, s.n, s.out_dim, pl.y_vec, lane);
@@ -480,22 +659,22 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
   CpAsyncWait<0>();
 }
 
-template <int W>
-__global__ void __launch_bounds__(32 * kMaxWarps)
-    MmaBackwardKernel(const __half* __restrict__ dy, const __half* __restrict__ y,
-                      const __half* __restrict__ saved, FusedMlpParams<__half> p,
-                      __half* __restrict__ dx, DzBuffers<__half> bufs, FusedMlpShape s, MmaPlan pl) {
-  using Tl = MmaTile<W>;
+template <class Tr, int W>
+__global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
+    MmaBackwardKernel(const typename Tr::T* __restrict__ dy, const typename Tr::T* __restrict__ y,
+                      const typename Tr::T* __restrict__ saved, FusedMlpParams<typename Tr::T> p,
+                      typename Tr::T* __restrict__ dx, DzBuffers<typename Tr::T> bufs, FusedMlpShape s, MmaPlan pl) {
+  using T = typename Tr::T;
+  using Tl = MmaTile<Tr, W>;
   constexpr int MT = Tl::kMt, R = Tl::kRows, NT = Tl::kNt, KT = Tl::kKt;
   extern __shared__ __align__(128) char smem_raw[];
-  __half* wsm = reinterpret_cast<__half*>(smem_raw);
+  T* wsm = reinterpret_cast<T*>(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __half* ds = reinterpret_cast<__half*>(smem_raw + pl.weight_bytes + pl.bias_bytes +
-                                         2 * warp * pl.stage_bytes);
-  __half* hs = ds + pl.stage_bytes / static_cast<int>(sizeof(__half));
+  T* ds = reinterpret_cast<T*>(smem_raw + pl.weight_bytes + pl.bias_bytes + 2 * warp * pl.stage_bytes);
+  T* hs = ds + pl.stage_bytes / static_cast<int>(sizeof(T));
   const int ld = pl.stage_ld;
   const int L = s.hidden_layers, out_p = pl.np[L];
-  if (pl.resident) LoadAllMatrices(wsm, p, s, pl);
+  if (pl.resident) LoadAllMatrices<Tr, false>(wsm, p, s, pl);
   __syncthreads();
 
   const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * R;
@@ -506,25 +685,23 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
     WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, s.n, W, W, true, lane);
     CpAsyncCommit();
     __syncwarp();
-    if (pl.dy_vec) {  // out_dim == out_p here: 8 columns per 16-byte load
+    if (pl.dy_vec) {  // out_dim == out_p here: 16 bytes per load
       DispatchAct(s.output_activation, [&](auto a) {
         constexpr int A = decltype(a)::value;
-        const int per_row = out_p / 8;
+        constexpr int kV = 16 / sizeof(T);
+        const int per_row = out_p / kV;
         for (int e = lane; e < R * per_row; e += 32) {
-          const int r = e / per_row, c = (e - r * per_row) * 8;
+          const int r = e / per_row, c = (e - r * per_row) * kV;
           const int64_t row = row0 + r;
           int4 out = make_int4(0, 0, 0, 0);
           if (row < s.n) {
             const int4 gv = *reinterpret_cast<const int4*>(dy + row * out_p + c);
             const int4 yv = *reinterpret_cast<const int4*>(y + row * out_p + c);
-            const uint32_t* g32 = reinterpret_cast<const uint32_t*>(&gv);
-            const uint32_t* y32 = reinterpret_cast<const uint32_t*>(&yv);
-            uint32_t* o32 = reinterpret_cast<uint32_t*>(&out);
+            const T* gs = reinterpret_cast<const T*>(&gv);
+            const T* ys = reinterpret_cast<const T*>(&yv);
+            T* os = reinterpret_cast<T*>(&out);
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const float2 g2 = Unpack(g32[q]), y2 = Unpack(y32[q]);
-              o32[q] = Pack(g2.x * ActD<A>(y2.x, 0, s.alpha), g2.y * ActD<A>(y2.y, 0, s.alpha));
-            }
+            for (int q = 0; q < kV; ++q) os[q] = FromF<T>(ToF(gs[q]) * ActD<A>(ToF(ys[q]), 0, s.alpha));
           }
           *reinterpret_cast<int4*>(ds + r * ld + c) = out;
         }
@@ -536,10 +713,9 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
         float v = 0.0f;
         if (row < s.n && c < s.out_dim) {
           const int64_t i = row * s.out_dim + c;
-          v = __half2float(dy[i]) *
-              activation_derivative_from_output(__half2float(y[i]), s.output_activation, s.alpha);
+          v = ToF(dy[i]) * activation_derivative_from_output(ToF(y[i]), s.output_activation, s.alpha);
         }
-        ds[r * ld + c] = __float2half(v);
+        ds[r * ld + c] = FromF<T>(v);
       }
     }
     __syncwarp();
@@ -547,43 +723,44 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
     float acc[MT][NT][4];
     uint32_t dz[MT][KT][4];
     {
-      const __half* w = LayerWeights(wsm, p, s, pl, L);
+      const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, L);
       InitAcc(acc, static_cast<const float*>(nullptr), lane);
-      MmaSmemA<MT, NT, false>(acc, ds, ld, out_p / 16, w, out_p + kSkew, lane);
+      MmaSmemA<Tr, MT, NT, false>(acc, ds, ld, out_p / Tr::kK, w, Tr::Ld(out_p, false), lane);
     }
     CpAsyncWait<0>();
     __syncwarp();
-    DerivPack(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix L - 1
+    DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix L - 1
     for (int l = L - 1; l >= 1; --l) {
       __syncwarp();
       WarpLoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, s.n, W, W, true, lane);
       CpAsyncCommit();
       if (bufs.dz[l] != nullptr) {
-        StoreFrags(ds, ld, dz, lane);
+        StoreFrags<Tr>(ds, ld, dz, lane);
         __syncwarp();
         WarpStoreRows(bufs.dz[l], ds, ld, row0, R, s.n, W, true, lane);
       }
-      const __half* w = LayerWeights(wsm, p, s, pl, l);
+      const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
       InitAcc(acc, static_cast<const float*>(nullptr), lane);
-      MmaRegA<MT, KT, NT, false>(acc, dz, w, W + kSkew, lane);
+      MmaRegA<Tr, MT, KT, NT, false>(acc, dz, w, Tr::Ld(W, false), lane);
       CpAsyncWait<0>();
       __syncwarp();
-      DerivPack(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix l - 1
+      DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix l - 1
     }
     __syncwarp();
     if (bufs.dz[0] != nullptr) {
-      StoreFrags(ds, ld, dz, lane);
+      StoreFrags<Tr>(ds, ld, dz, lane);
       __syncwarp();
       WarpStoreRows(bufs.dz[0], ds, ld, row0, R, s.n, W, true, lane);
       __syncwarp();
     }
     if (dx != nullptr) {
-      const __half* w = LayerWeights(wsm, p, s, pl, 0);
+      const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, 0);
+      const int ldw = Tr::Ld(W, false);
       for (int c = 0; c < pl.kp[0]; c += 16) {
         float o[MT][2][4];
         InitAcc(o, static_cast<const float*>(nullptr), lane);
-        MmaRegA<MT, KT, 2, false>(o, dz, w + c * (W + kSkew), W + kSkew, lane);
-        StoreChunk(ds, ld, c, o, kActNone, 0.0f, lane);
+        MmaRegA<Tr, MT, KT, 2, false>(o, dz, w + c * ldw, ldw, lane);
+        StoreChunk<Tr>(ds, ld, c, o, kActNone, 0.0f, lane);
       }
       __syncwarp();
       WarpStoreRows(dx, ds, ld, row0, R, s.n, s.in_dim, pl.dx_vec, lane);
@@ -597,21 +774,25 @@ __global__ void __launch_bounds__(32 * kMaxWarps)
 // warps), rows staged through a kWgStages-deep cp.async pipeline; db comes
 // from the same mma with an all-ones A (column sums, fixed order). Partials
 // are reduced over splits by FusedMlpWgradReduceKernel.
+template <class Tr>
 __global__ void __launch_bounds__(32 * kWgWarps, 2)
-    MmaWgradKernel(const __half* __restrict__ x, const __half* __restrict__ saved, DzBuffers<__half> bufs,
-                   float* __restrict__ partials, int64_t rows_per_split, int64_t part_stride,
-                   FusedMlpShape s, MmaPlan pl) {
+    MmaWgradKernel(const typename Tr::T* __restrict__ x, const typename Tr::T* __restrict__ saved,
+                   DzBuffers<typename Tr::T> bufs, float* __restrict__ partials, int64_t rows_per_split,
+                   int64_t part_stride, FusedMlpShape s, MmaPlan pl) {
+  using T = typename Tr::T;
   constexpr int kMaxTiles = 64 / kWgWarps;  // (128/16)^2 tiles at most
+  constexpr int kWgChunk = Tr::kWgChunk;
+  constexpr int kV = 16 / sizeof(T);
   extern __shared__ __align__(128) char smem_raw[];
   const int l = blockIdx.y;
   const int kp = pl.kp[l], np = pl.np[l];
   const int k = l == 0 ? s.in_dim : s.width;
-  const int lda = kp + kSkew, ldb = np + kSkew;
-  const int stage_halves = kWgChunk * (lda + ldb);
-  __half* const stage0 = reinterpret_cast<__half*>(smem_raw);
-  const __half* a = l == 0 ? x : saved + static_cast<int64_t>(l - 1) * s.n * s.width;
+  const int lda = kp + Tr::kSkew, ldb = np + Tr::kSkew;
+  const int stage_elems = kWgChunk * (lda + ldb);
+  T* const stage0 = reinterpret_cast<T*>(smem_raw);
+  const T* a = l == 0 ? x : saved + static_cast<int64_t>(l - 1) * s.n * s.width;
   const bool a_vec = l == 0 ? pl.x_vec : true;
-  const __half* dz = bufs.dz[l];
+  const T* dz = bufs.dz[l];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * rows_per_split;
   const int64_t end = std::min<int64_t>(s.n, begin + rows_per_split);
@@ -622,28 +803,28 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
     for (int st = 0; st < kWgStages; ++st) {
       for (int e = threadIdx.x; e < kWgChunk * (kp - k); e += blockDim.x) {
         const int r = e / (kp - k);
-        stage0[st * stage_halves + r * lda + k + (e - r * (kp - k))] = __float2half(0.0f);
+        stage0[st * stage_elems + r * lda + k + (e - r * (kp - k))] = FromF<T>(0.0f);
       }
     }
   }
-  auto issue = [&](int64_t r0, __half* sa) {
-    __half* sb = sa + kWgChunk * lda;
+  auto issue = [&](int64_t r0, T* sa) {
+    T* sb = sa + kWgChunk * lda;
     if (a_vec) {
-      const int per_row = k / 8;
+      const int per_row = k / kV;
       for (int e = threadIdx.x; e < kWgChunk * per_row; e += blockDim.x) {
-        const int r = e / per_row, c = (e - r * per_row) * 8;
+        const int r = e / per_row, c = (e - r * per_row) * kV;
         const bool ok = r0 + r < end;
         CpAsync16(sa + r * lda + c, a + (ok ? (r0 + r) * k + c : 0), ok);
       }
     } else {
       for (int e = threadIdx.x; e < kWgChunk * kp; e += blockDim.x) {
         const int r = e / kp, c = e - r * kp;
-        sa[r * lda + c] = (r0 + r < end && c < k) ? a[(r0 + r) * k + c] : __float2half(0.0f);
+        sa[r * lda + c] = (r0 + r < end && c < k) ? a[(r0 + r) * k + c] : FromF<T>(0.0f);
       }
     }
-    const int per_row = np / 8;
+    const int per_row = np / kV;
     for (int e = threadIdx.x; e < kWgChunk * per_row; e += blockDim.x) {
-      const int r = e / per_row, c = (e - r * per_row) * 8;
+      const int r = e / per_row, c = (e - r * per_row) * kV;
       const bool ok = r0 + r < end;
       CpAsync16(sb + r * ldb + c, dz + (ok ? (r0 + r) * np + c : 0), ok);
     }
@@ -659,41 +840,39 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
   }
   float dbacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const bool db_warp = warp < tn;  // its tile 0 is (m0 = 0, n0 = 16 * warp)
-  const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};  // half 1.0 pairs
+  const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
   const int chunks = begin < end ? static_cast<int>((end - begin + kWgChunk - 1) / kWgChunk) : 0;
   // Every iteration commits one group (possibly empty), so wait_group
   // kWgStages - 1 means: chunk ch has landed.
 #pragma unroll
   for (int st = 0; st < kWgStages - 1; ++st) {
-    if (st < chunks) issue(begin + static_cast<int64_t>(st) * kWgChunk, stage0 + st * stage_halves);
+    if (st < chunks) issue(begin + static_cast<int64_t>(st) * kWgChunk, stage0 + st * stage_elems);
     CpAsyncCommit();
   }
   for (int ch = 0; ch < chunks; ++ch) {
     const int ahead = ch + kWgStages - 1;
     if (ahead < chunks) {
-      issue(begin + static_cast<int64_t>(ahead) * kWgChunk, stage0 + (ahead % kWgStages) * stage_halves);
+      issue(begin + static_cast<int64_t>(ahead) * kWgChunk, stage0 + (ahead % kWgStages) * stage_elems);
     }
     CpAsyncCommit();
     CpAsyncWait<kWgStages - 1>();
     __syncthreads();
-    const __half* sa = stage0 + (ch % kWgStages) * stage_halves;
-    const __half* sb = sa + kWgChunk * lda;
+    const T* sa = stage0 + (ch % kWgStages) * stage_elems;
+    const T* sb = sa + kWgChunk * lda;
 #pragma unroll
     for (int i = 0; i < kMaxTiles; ++i) {
       const int t = warp + i * kWgWarps;
       if (t < tiles) {
         const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
 #pragma unroll
-        for (int kk = 0; kk < kWgChunk / 16; ++kk) {
+        for (int kk = 0; kk < kWgChunk / Tr::kK; ++kk) {
           uint32_t af[4], b[4];
-          // A = X^T: X rows are k, so ldmatrix.trans of [k][m] pieces.
-          Ldsm4T(af, sa + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * lda + m0 + ((lane >> 3) & 1) * 8);
-          Ldsm4T(b, sb + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ldb + n0 + (lane >> 4) * 8);
-          Mma(acc[i][0], af, b[0], b[1]);
-          Mma(acc[i][1], af, b[2], b[3]);
+          Tr::WgradFrags(af, b, sa, lda, sb, ldb, m0, n0, kk, lane);
+          Tr::Mma(acc[i][0], af, b[0], b[1]);
+          Tr::Mma(acc[i][1], af, b[2], b[3]);
           if (i == 0 && db_warp) {
-            Mma(dbacc[0], ones, b[0], b[1]);
-            Mma(dbacc[1], ones, b[2], b[3]);
+            Tr::Mma(dbacc[0], ones, b[0], b[1]);
+            Tr::Mma(dbacc[1], ones, b[2], b[3]);
           }
         }
       }
@@ -728,11 +907,12 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
   }
 }
 
+template <class Tr>
 int WgradSmemBytesMma(const MmaPlan& pl, int matrices) {
   int most = 0;
   for (int l = 0; l < matrices; ++l) {
-    most = std::max(most, kWgStages * kWgChunk * (pl.kp[l] + pl.np[l] + 2 * kSkew) *
-                              static_cast<int>(sizeof(__half)));
+    most = std::max(most, kWgStages * Tr::kWgChunk * (pl.kp[l] + pl.np[l] + 2 * Tr::kSkew) *
+                              static_cast<int>(sizeof(typename Tr::T)));
   }
   return most;
 }
@@ -778,11 +958,11 @@ cudaError_t DispatchWidth(int width, Args&&... args) {
 }
 
 // Launches a warp-rows kernel (forward or backward) on its persistent grid.
-template <int W, typename K, typename... Args>
+template <class Tr, int W, typename K, typename... Args>
 cudaError_t LaunchWarpRows(K kernel, const MmaPlan& pl, const FusedMlpShape& s, const DeviceLimits& d,
                            cudaStream_t stream, Args... args) {
   const int smem = MmaSmemBytes(pl, 2);
-  const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * MmaTile<W>::kRows;
+  const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * MmaTile<Tr, W>::kRows;
   unsigned int grid = 0;
   cudaError_t err = PersistentGrid(kernel, 32 * pl.warps, smem,
                                    (s.n + rows_per_block - 1) / rows_per_block, d, &grid);
@@ -791,66 +971,101 @@ cudaError_t LaunchWarpRows(K kernel, const MmaPlan& pl, const FusedMlpShape& s, 
   return cudaGetLastError();
 }
 
-template <int W>
+template <class Tr>
 struct MmaForwardLaunch {
-  static cudaError_t Run(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
-                         const FusedMlpShape& s, MmaPlan pl, const DeviceLimits& d, cudaStream_t stream) {
-    return LaunchWarpRows<W>(MmaForwardKernel<W>, pl, s, d, stream, x, p, y, saved, s, pl);
-  }
+  using T = typename Tr::T;
+  template <int W>
+  struct At {
+    static cudaError_t Run(const T* x, const FusedMlpParams<T>& p, T* y, T* saved, const FusedMlpShape& s,
+                           MmaPlan pl, const DeviceLimits& d, cudaStream_t stream) {
+      return LaunchWarpRows<Tr, W>(MmaForwardKernel<Tr, W>, pl, s, d, stream, x, p, y, saved, s, pl);
+    }
+  };
 };
 
-template <int W>
+template <class Tr>
 struct MmaBackwardLaunch {
-  static cudaError_t Run(const __half* dy, const __half* y, const __half* saved,
-                         const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs,
-                         const FusedMlpShape& s, MmaPlan pl, const DeviceLimits& d, cudaStream_t stream) {
-    return LaunchWarpRows<W>(MmaBackwardKernel<W>, pl, s, d, stream, dy, y, saved, p, dx, bufs, s, pl);
-  }
+  using T = typename Tr::T;
+  template <int W>
+  struct At {
+    static cudaError_t Run(const T* dy, const T* y, const T* saved, const FusedMlpParams<T>& p, T* dx,
+                           const DzBuffers<T>& bufs, const FusedMlpShape& s, MmaPlan pl, const DeviceLimits& d,
+                           cudaStream_t stream) {
+      return LaunchWarpRows<Tr, W>(MmaBackwardKernel<Tr, W>, pl, s, d, stream, dy, y, saved, p, dx, bufs, s, pl);
+    }
+  };
 };
 
+template <class Tr>
 cudaError_t MmaPlanFor(const FusedMlpShape& s, const void* x, const void* y, const void* dx,
                        const void* dy, DeviceLimits* d, MmaPlan* pl) {
+  constexpr int kV = 16 / sizeof(typename Tr::T);  // elements per 16-byte piece
   cudaError_t err = QueryDevice(d);
   if (err != cudaSuccess) return err;
-  if (!MakeMmaPlan(s, 2, d->smem_optin, pl)) return cudaErrorInvalidConfiguration;
-  pl->x_vec = s.in_dim % 8 == 0 && Aligned16(x);
-  pl->y_vec = s.out_dim % 8 == 0 && Aligned16(y);
-  pl->dx_vec = s.in_dim % 8 == 0 && (dx == nullptr || Aligned16(dx));
+  if (!MakeMmaPlan<Tr>(s, 2, d->smem_optin, pl)) return cudaErrorInvalidConfiguration;
+  pl->x_vec = s.in_dim % kV == 0 && Aligned16(x);
+  pl->y_vec = s.out_dim % kV == 0 && Aligned16(y);
+  pl->dx_vec = s.in_dim % kV == 0 && (dx == nullptr || Aligned16(dx));
   pl->dy_vec = s.out_dim % 16 == 0 && dy != nullptr && Aligned16(dy) && Aligned16(y);
   return cudaSuccess;
+}
+
+template <class Tr>
+cudaError_t MmaForward(const typename Tr::T* x, const FusedMlpParams<typename Tr::T>& p, typename Tr::T* y,
+                       typename Tr::T* saved, const FusedMlpShape& s, cudaStream_t stream) {
+  if (saved != nullptr && !Aligned16(saved)) return cudaErrorMisalignedAddress;
+  DeviceLimits d;
+  MmaPlan pl;
+  cudaError_t err = MmaPlanFor<Tr>(s, x, y, nullptr, nullptr, &d, &pl);
+  if (err != cudaSuccess) return err;
+  return DispatchWidth<MmaForwardLaunch<Tr>::template At>(s.width, x, p, y, saved, s, pl, d, stream);
+}
+
+template <class Tr>
+cudaError_t MmaBackward(const typename Tr::T* dy, const typename Tr::T* x, const typename Tr::T* y,
+                        const typename Tr::T* saved, const FusedMlpParams<typename Tr::T>& p, typename Tr::T* dx,
+                        const DzBuffers<typename Tr::T>& bufs, bool any_wgrad, float* partials, const WsLayout& ws,
+                        const FusedMlpShape& s, cudaStream_t stream) {
+  if (!Aligned16(saved)) return cudaErrorMisalignedAddress;
+  DeviceLimits d;
+  MmaPlan pl;
+  cudaError_t err = MmaPlanFor<Tr>(s, x, y, dx, dy, &d, &pl);
+  if (err != cudaSuccess) return err;
+  err = DispatchWidth<MmaBackwardLaunch<Tr>::template At>(s.width, dy, y, saved, p, dx, bufs, s, pl, d, stream);
+  if (err != cudaSuccess || !any_wgrad) return err;
+  const int matrices = s.hidden_layers + 1;
+  const int wsmem = WgradSmemBytesMma<Tr>(pl, matrices);
+  err = cudaFuncSetAttribute(MmaWgradKernel<Tr>, cudaFuncAttributeMaxDynamicSharedMemorySize, wsmem);
+  if (err != cudaSuccess) return err;
+  const int64_t rows_per_split = (s.n + ws.splits - 1) / ws.splits;
+  MmaWgradKernel<Tr><<<dim3(ws.splits, matrices), 32 * kWgWarps, wsmem, stream>>>(
+      x, saved, bufs, partials, rows_per_split, ws.part_stride, s, pl);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
                        const FusedMlpShape& s, cudaStream_t stream) {
-  if (saved != nullptr && !Aligned16(saved)) return cudaErrorMisalignedAddress;
-  DeviceLimits d;
-  MmaPlan pl;
-  cudaError_t err = MmaPlanFor(s, x, y, nullptr, nullptr, &d, &pl);
-  if (err != cudaSuccess) return err;
-  return DispatchWidth<MmaForwardLaunch>(s.width, x, p, y, saved, s, pl, d, stream);
+  return MmaForward<HalfMma>(x, p, y, saved, s, stream);
 }
 
 cudaError_t Backward(const __half* dy, const __half* x, const __half* y, const __half* saved,
                         const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs,
                         bool any_wgrad, float* partials, const WsLayout& ws, const FusedMlpShape& s,
                         cudaStream_t stream) {
-  if (!Aligned16(saved)) return cudaErrorMisalignedAddress;
-  DeviceLimits d;
-  MmaPlan pl;
-  cudaError_t err = MmaPlanFor(s, x, y, dx, dy, &d, &pl);
-  if (err != cudaSuccess) return err;
-  err = DispatchWidth<MmaBackwardLaunch>(s.width, dy, y, saved, p, dx, bufs, s, pl, d, stream);
-  if (err != cudaSuccess || !any_wgrad) return err;
-  const int matrices = s.hidden_layers + 1;
-  const int wsmem = WgradSmemBytesMma(pl, matrices);
-  err = cudaFuncSetAttribute(MmaWgradKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wsmem);
-  if (err != cudaSuccess) return err;
-  const int64_t rows_per_split = (s.n + ws.splits - 1) / ws.splits;
-  MmaWgradKernel<<<dim3(ws.splits, matrices), 32 * kWgWarps, wsmem, stream>>>(
-      x, saved, bufs, partials, rows_per_split, ws.part_stride, s, pl);
-  return cudaGetLastError();
+  return MmaBackward<HalfMma>(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+}
+
+cudaError_t ForwardTf32(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,
+                        const FusedMlpShape& s, cudaStream_t stream) {
+  return MmaForward<Tf32Mma>(x, p, y, saved, s, stream);
+}
+
+cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const float* saved,
+                         const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
+                         float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream) {
+  return MmaBackward<Tf32Mma>(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
 }
 
 }  // namespace fused_mlp_impl

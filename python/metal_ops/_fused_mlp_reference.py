@@ -5,7 +5,8 @@ from kernels/common/activations.h, so they can judge the kernels. NumPy only
 (no TensorFlow): the self-test uses it from an installed package, the CUDA
 harness tests without TensorFlow (tests/reference/fused_mlp.py loads it).
 
-`float16_bound` is derived in docs/FUSED_MLP_GPU.md ("float16 error bound").
+`float16_bound` is derived in docs/FUSED_MLP_GPU.md ("float16 error bound"),
+`tf32_bound` (the same model with TF32's roundings) in "TF32 error bound".
 """
 import numpy as np
 
@@ -20,6 +21,17 @@ LAMBDA = 8.0  # Hoeffding: a sum leaves lambda * S with probability below 2 exp(
 # layers below as if its paths were independent, which can understate it.
 FLIP_ALLOWANCE = 2.0
 MAX_SPLITS, SPLIT_ROWS = 256, 4096  # batch sums: at most 256 partial sums of at least 4096 rows
+U_TF32 = 2.0 ** -11  # TF32 (10-bit mantissa) unit roundoff, round to nearest
+FLOAT_TINY = 2.0 ** -126  # a subnormal float32 operand flushed to zero, at most
+# float32 activation functions (exp, log1p, division): within a few ulp
+FLOAT_FN = 4 * U32
+
+
+def tf32_round(a):
+    """float32 -> the nearest TF32 value (10-bit mantissa; ties away from zero),
+    as float32: what cvt.rna.tf32.f32 gives (finite inputs)."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 def act(z, name, alpha=ALPHA):
@@ -182,9 +194,28 @@ class Float16Bound:
 def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
     """The float16 kernels' results (y, hidden, dx, dW, db) lie within
     `bound` of the float64 reference `forward_backward(x, ws, bs, dy, ...)`
-    on the same float16 values, elementwise (docs/FUSED_MLP_GPU.md).
+    on the same float16 values, elementwise (docs/FUSED_MLP_GPU.md)."""
+    return _bound(x, ws, bs, dy, act_name, out_act, alpha, lam, u_in=0.0, u_act=U16, u_y=U16, u_out=U16,
+                  tiny=HALF_TINY)
 
-    Model of the kernels: float16 inputs, weights, biases and dy; products
+
+def tf32_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
+    """The same for float32 on TF32 tensor cores (docs/FUSED_MLP_GPU.md, "TF32
+    error bound"): x and the weights rounded to TF32 where the products read
+    them, every hidden output and every dL/dz rounded to TF32, float32
+    accumulation; y, dx, dW, db float32."""
+    return _bound(x, ws, bs, dy, act_name, out_act, alpha, lam, u_in=U_TF32, u_act=U_TF32, u_y=FLOAT_FN,
+                  u_out=U32, tiny=FLOAT_TINY)
+
+
+def _bound(x, ws, bs, dy, act_name, out_act, alpha, lam, u_in, u_act, u_y, u_out, tiny):
+    """The error bound of a kernel with these roundings: u_in of x and the
+    weights as the products read them (relative), u_act of every hidden
+    output and every dL/dz (stored or as read by the next product), u_y of y,
+    u_out of dx, dW and db; tiny: the largest absolute error of a tiny value.
+
+    Model of the kernels (float16; TF32 reads u_in, u_act, u_y, u_out for
+    the roundings): float16 inputs, weights, biases and dy; products
     summed in float32; every layer's output and every dL/dz rounded to float16,
     derivatives taken from the float16 outputs; dx, dW, db rounded to float16.
     bound = D + lam * S: S propagates each rounding error's largest size as a
@@ -202,14 +233,16 @@ def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
     zs, h = _forward(x, ws, bs, act_name, out_act, alpha)
 
     # Forward: S of every layer's pre-activation (s_z) and stored output (s_a).
-    s_a, s_z = [np.zeros_like(x)], []
+    # A weight's rounding (u_in |w|) enters every row's sum as an independent term.
+    s_a, s_z = [u_in * np.abs(x)], []
     for l in range(depth):
         w2, k = ws[l] ** 2, ws[l].shape[0] + 1
         mag = (np.abs(h[l]) + lam * s_a[l]) @ np.abs(ws[l]) + np.abs(bs[l])
-        sz = np.sqrt(s_a[l] ** 2 @ w2 + (k * U32 * mag) ** 2)
+        sz = np.sqrt(s_a[l] ** 2 @ w2 + u_in ** 2 * (h[l] ** 2 @ w2) + (k * U32 * mag) ** 2)
         slope = _slope(zs[l], lam * sz, names[l], alpha)
         s_z.append(sz)
-        s_a.append(_rss(slope * sz, U16 * np.abs(h[l + 1]), HALF_TINY))
+        u = u_y if l == depth - 1 else u_act
+        s_a.append(_rss(slope * sz, u * np.abs(h[l + 1]), tiny))
 
     def deriv(l):
         """act'(z_l), the largest |kernel's act'| and S of its error."""
@@ -232,20 +265,21 @@ def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
     s_g = [None] * depth
     d, dmax, sd = deriv(depth - 1)
     g[-1] = dy * d
-    s_g[-1] = _rss(np.abs(dy) * sd, U16 * np.abs(g[-1]), HALF_TINY)
+    s_g[-1] = _rss(np.abs(dy) * sd, u_act * np.abs(g[-1]), tiny)
     for l in range(depth - 1, -1, -1):
         t = g[l] @ ws[l].T
         mag = (np.abs(g[l]) + lam * s_g[l]) @ np.abs(ws[l]).T
         k = ws[l].shape[1]
+        w2t = (ws[l] ** 2).T
         if l == 0:
             dx = t
-            s_dx = np.sqrt(s_g[l] ** 2 @ (ws[l] ** 2).T)
-            dx_bound = lam * s_dx + k * U32 * mag + U16 * (np.abs(dx) + lam * s_dx) + HALF_TINY
+            s_dx = np.sqrt(s_g[l] ** 2 @ w2t + u_in ** 2 * (g[l] ** 2 @ w2t))
+            dx_bound = lam * s_dx + k * U32 * mag + u_out * (np.abs(dx) + lam * s_dx) + tiny
             break
-        st = np.sqrt(s_g[l] ** 2 @ (ws[l] ** 2).T + (k * U32 * mag) ** 2)
+        st = np.sqrt(s_g[l] ** 2 @ w2t + u_in ** 2 * (g[l] ** 2 @ w2t) + (k * U32 * mag) ** 2)
         d, dmax, sd = deriv(l - 1)
         g[l - 1] = t * d
-        s_g[l - 1] = _rss(dmax * st, np.abs(t) * sd, U16 * np.abs(g[l - 1]), HALF_TINY)
+        s_g[l - 1] = _rss(dmax * st, np.abs(t) * sd, u_act * np.abs(g[l - 1]), tiny)
 
     # Batch sums: rows are independent, so their errors add as squares; the
     # float32 accumulation at its worst along the longest chain of additions.
@@ -264,8 +298,8 @@ def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
         acc_b = U32 * (2 * chain * _prefix_max(ones, gl)[0] + abs_g.sum(0))
         dws.append(dw)
         dbs.append(db)
-        dws_bound.append(lam * s_dw + acc_w + U16 * (np.abs(dw) + lam * s_dw + acc_w) + HALF_TINY)
-        dbs_bound.append(lam * s_db + acc_b + U16 * (np.abs(db) + lam * s_db + acc_b) + HALF_TINY)
+        dws_bound.append(lam * s_dw + acc_w + u_out * (np.abs(dw) + lam * s_dw + acc_w) + tiny)
+        dbs_bound.append(lam * s_db + acc_b + u_out * (np.abs(db) + lam * s_db + acc_b) + tiny)
 
     y = h[-1]
     # y, hidden: the last rounding is already in s_a; lam * s_a covers it.

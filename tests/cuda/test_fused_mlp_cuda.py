@@ -6,7 +6,10 @@ kernel sums in a different order); float16 elementwise within the bound of
 `float16_bound` (docs/FUSED_MLP_GPU.md, "float16 error bound"): the kernel
 rounds every layer's activations and every layer's dL/dz to half (as
 tiny-cuda-nn does) while the reference stays in float64 on the same
-half-valued inputs, weights and dy.
+half-valued inputs, weights and dy. float32 on TF32 tensor cores ("tf32",
+the harness's _tf32 entry points) elementwise within `tf32_bound`
+(docs/FUSED_MLP_GPU.md, "TF32 error bound"), the same model with TF32's
+roundings; test_tf32_path_is_used shows the TF32 products are the ones run.
 """
 import ctypes
 
@@ -15,7 +18,7 @@ import pytest
 
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
 from tests.reference.fused_mlp import ALPHA
-from tests.reference.fused_mlp import assert_within_float16_bound, float16_bound
+from tests.reference.fused_mlp import assert_within_float16_bound, float16_bound, tf32_bound, tf32_round
 from tests.reference.fused_mlp import forward_backward as ref_forward_backward
 
 # mo::Activation codes (kernels/common/activations.h)
@@ -36,11 +39,18 @@ def _ptrs(arrays):
     return (ctypes.c_int64 * max(1, len(arrays)))(*[0 if a is None else a.data.ptr for a in arrays])
 
 
-def _suffix(dtype):
-    return "float16" if dtype == np.float16 else "float32"
+def _suffix(dtype, tf32=False):
+    return "tf32" if tf32 else "float16" if dtype == np.float16 else "float32"
 
 
-def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False):
+TF32 = "tf32"  # a dtype parameter: float32 arrays, the harness's TF32 entry points
+
+
+def _np_dtype(dtype):
+    return np.float32 if dtype == TF32 else dtype
+
+
+def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False, tf32=False):
     """Returns (y, saved) as CuPy arrays (saved None unless training)."""
     dtype = x.dtype
     n, in_dim = x.shape
@@ -48,7 +58,7 @@ def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False):
     dx_, dws, dbs = cupy.asarray(x), [cupy.asarray(w) for w in ws], [cupy.asarray(b) for b in bs]
     y = cupy.zeros((n, out_dim), dtype)
     saved = cupy.zeros((hidden, n, width), dtype) if training else None
-    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(dtype)}")
+    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(dtype, tf32)}")
     check(fn(dptr(dx_), _ptrs(dws), _ptrs(dbs), dptr(y), dptr(saved) if training else None,
              ctypes.c_int64(n), in_dim, width, hidden, out_dim, ACT[act], ACT[out_act],
              ctypes.c_float(ALPHA), stream_ptr(cupy)))
@@ -62,7 +72,8 @@ def workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype):
     return cupy.empty(max(1, nbytes), cupy.uint8)
 
 
-def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_w=True, ws_buf=None):
+def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_w=True, ws_buf=None,
+                 tf32=False):
     x, ws, bs = dev
     dtype = x.dtype
     n, in_dim = x.shape
@@ -73,7 +84,7 @@ def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_
     gb = [cupy.full(b.shape, np.nan, dtype) if want_w else None for b in bs]
     if ws_buf is None:
         ws_buf = workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype)
-    fn = getattr(lib, f"metal_ops_fused_mlp_backward_{_suffix(dtype)}")
+    fn = getattr(lib, f"metal_ops_fused_mlp_backward_{_suffix(dtype, tf32)}")
     check(fn(dptr(ddy), dptr(x), dptr(y), dptr(saved), _ptrs(ws), _ptrs(bs),
              dptr(dx) if want_dx else None, _ptrs(gw), _ptrs(gb), dptr(ws_buf), ctypes.c_int64(n),
              in_dim, width, hidden, out_dim, ACT[act], ACT[out_act], ctypes.c_float(ALPHA),
@@ -101,12 +112,26 @@ def check_float16(cupy, lib, x, ws, bs, dy, act, out_act):
     return dev, y, saved, dy, gw, gb
 
 
+def check_tf32(cupy, lib, x, ws, bs, dy, act, out_act):
+    """Every result of the TF32 kernels within tf32_bound of the float64 reference."""
+    bound = tf32_bound(x, ws, bs, dy, act, out_act, ALPHA)
+    y_inf, _, _ = run_forward(cupy, lib, x, ws, bs, act, out_act, tf32=True)
+    y, saved, dev = run_forward(cupy, lib, x, ws, bs, act, out_act, training=True, tf32=True)
+    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, act, out_act, tf32=True)
+    assert_within_float16_bound(bound, y=cupy.asnumpy(y_inf))
+    assert_within_float16_bound(bound, y=cupy.asnumpy(y), hidden=cupy.asnumpy(saved), dx=cupy.asnumpy(dx),
+                                dws=[cupy.asnumpy(w) for w in gw], dbs=[cupy.asnumpy(b) for b in gb])
+    return dev, y, saved, dy, gw, gb
+
+
 def check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, act, out_act, dtype):
-    ws, bs = make_net(rng, in_dim, width, hidden, out_dim, dtype)
-    x = rng.uniform(-1, 1, (n, in_dim)).astype(dtype)
-    dy = rng.standard_normal((n, out_dim)).astype(dtype)
+    ws, bs = make_net(rng, in_dim, width, hidden, out_dim, _np_dtype(dtype))
+    x = rng.uniform(-1, 1, (n, in_dim)).astype(_np_dtype(dtype))
+    dy = rng.standard_normal((n, out_dim)).astype(_np_dtype(dtype))
     if dtype == np.float16:
         return check_float16(cupy, lib, x, ws, bs, dy, act, out_act)
+    if dtype == TF32:
+        return check_tf32(cupy, lib, x, ws, bs, dy, act, out_act)
     tol = 2e-4
     want_y, _, _, _, want_h = ref_forward_backward(x, ws, bs, dy, act, out_act)
     y_inf, _, _ = run_forward(cupy, lib, x, ws, bs, act, out_act)
@@ -126,7 +151,7 @@ def check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, act, out_act, 
     return dev, y, saved, dy, gw, gb
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 @pytest.mark.parametrize("width", [16, 32, 64, 128])
 def test_widths(dtype, width):
     cupy, lib = require_gpu()
@@ -134,7 +159,7 @@ def test_widths(dtype, width):
     check_case(cupy, lib, rng, 1000, 7, width, 2, 3, "relu", "none", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 @pytest.mark.parametrize("hidden", [1, 3, 8])
 def test_depths(dtype, hidden):
     cupy, lib = require_gpu()
@@ -142,7 +167,7 @@ def test_depths(dtype, hidden):
     check_case(cupy, lib, rng, 333, 16, 32, hidden, 16, "relu", "sigmoid", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 @pytest.mark.parametrize("act,out_act", [("none", "none"), ("leaky_relu", "relu"),
                                          ("sigmoid", "leaky_relu"), ("relu", "sigmoid"),
                                          ("softplus", "trunc_exp"), ("relu", "softplus")])
@@ -152,16 +177,16 @@ def test_activations(dtype, act, out_act):
     check_case(cupy, lib, rng, 257, 31, 64, 2, 5, act, out_act, dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 @pytest.mark.parametrize("in_dim,out_dim,n", [(1, 1, 129), (24, 16, 128), (33, 17, 4097),
-                                              (128, 128, 200), (3, 3, 1)])
+                                              (128, 128, 200), (3, 3, 1), (12, 20, 17)])
 def test_odd_dims(dtype, in_dim, out_dim, n):
     cupy, lib = require_gpu()
     rng = np.random.default_rng(in_dim)
     check_case(cupy, lib, rng, n, in_dim, 64, 2, out_dim, "relu", "none", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 @pytest.mark.parametrize("width,hidden,in_dim,out_dim,n", [(128, 8, 128, 128, 1000), (128, 4, 40, 24, 3001),
                                                          (16, 3, 128, 128, 777), (64, 8, 128, 3, 5000)])
 def test_large_nets(dtype, width, hidden, in_dim, out_dim, n):
@@ -172,7 +197,7 @@ def test_large_nets(dtype, width, hidden, in_dim, out_dim, n):
     check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, "relu", "none", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 def test_many_rows(dtype):
     """More row tiles than the persistent grid holds, and several
     weight-gradient splits with a ragged last one."""
@@ -181,15 +206,17 @@ def test_many_rows(dtype):
     check_case(cupy, lib, rng, 300_007, 32, 64, 2, 16, "softplus", "sigmoid", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 def test_empty_batch(dtype):
     cupy, lib = require_gpu()
     rng = np.random.default_rng(0)
-    ws, bs = make_net(rng, 5, 32, 2, 3, dtype)
-    x = np.zeros((0, 5), dtype)
-    y, saved, dev = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)
+    ws, bs = make_net(rng, 5, 32, 2, 3, _np_dtype(dtype))
+    x = np.zeros((0, 5), _np_dtype(dtype))
+    tf32 = dtype == TF32
+    y, saved, dev = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32)
     assert y.shape == (0, 3)
-    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, np.zeros((0, 3), dtype), "relu", "none")
+    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, np.zeros((0, 3), _np_dtype(dtype)), "relu", "none",
+                              tf32=tf32)
     for a in gw + gb:
         assert float(cupy.abs(a).max()) == 0.0
 
@@ -197,30 +224,79 @@ def test_empty_batch(dtype):
 def test_optional_gradients_and_determinism():
     cupy, lib = require_gpu()
     rng = np.random.default_rng(9)
-    for dtype in (np.float32, np.float16):
+    for dtype in (np.float32, np.float16, TF32):
         dev, y, saved, dy, gw, gb = check_case(cupy, lib, rng, 70001, 32, 64, 2, 16, "relu",
                                                "none", dtype)
-        _, gw2, gb2 = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_dx=False)
+        tf32 = dtype == TF32
+        _, gw2, gb2 = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_dx=False, tf32=tf32)
         for a, b in zip(gw + gb, gw2 + gb2):
             assert cupy.array_equal(a, b), "weight gradients differ between identical runs"
-        dx_only, none_w, _ = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_w=False)
+        dx_only, none_w, _ = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_w=False,
+                                          tf32=tf32)
         assert none_w[0] is None and dx_only is not None
 
 
 def _forward_error(dtype, width, act):
     """The launcher's error code for a tiny forward (no memory is touched)."""
     cupy, lib = require_gpu()
-    x = cupy.zeros((4, 3), dtype)
+    x = cupy.zeros((4, 3), _np_dtype(dtype))
     w = (ctypes.c_int64 * 2)(0, 0)
-    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(dtype)}")
+    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(_np_dtype(dtype), dtype == TF32)}")
     return fn(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4), 3, width, 1, 3, act, 0,
               ctypes.c_float(0.0), stream_ptr(cupy))
 
 
-def test_bad_shape_rejected():
-    assert _forward_error(np.float32, 48, ACT["relu"]) != 0, "width 48 must be rejected"
+@pytest.mark.parametrize("dtype", [np.float32, TF32])
+def test_bad_shape_rejected(dtype):
+    assert _forward_error(dtype, 48, ACT["relu"]) != 0, "width 48 must be rejected"
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
 def test_unsupported_activation_rejected(dtype):
     assert _forward_error(dtype, 16, 6) != 0, "tanh (not a FusedMLP activation) must be rejected"
+
+
+@pytest.mark.parametrize("width", [16, 32, 64, 128])
+@pytest.mark.parametrize("n", [17, 65536])
+def test_tf32_rows(width, n):
+    """TF32 at row counts around and far past one block's rows."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(width + n)
+    check_case(cupy, lib, rng, n, 24, width, 3, 9, "softplus", "trunc_exp", TF32)
+
+
+def test_tf32_path_is_used():
+    """The TF32 entry points run TF32 products: the saved activations are TF32
+    values (13 low mantissa bits zero; the exact path's are not), each hidden
+    layer is, nearly everywhere to the bit, the TF32 product of the layer
+    before (tf32(relu(tf32(h) @ tf32(W) + b)), float32 accumulation) and not
+    the exact one, and y lies a hundred times closer (or more) to the TF32 product of
+    the last saved layer than to the exact product."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(17)
+    ws, bs = make_net(rng, 64, 64, 3, 16, np.float32)
+    x = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
+    y_t, saved_t, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=True)
+    _, saved_e, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)
+    y_t, saved_t, saved_e = cupy.asnumpy(y_t), cupy.asnumpy(saved_t), cupy.asnumpy(saved_e)
+    assert np.all(saved_t.view(np.uint32) & 0x1FFF == 0), "saved activations of the TF32 path are not TF32 values"
+    assert np.mean(saved_e.view(np.uint32) & 0x1FFF != 0) > 0.5, "the exact path's saved activations look TF32"
+
+    def layer(h, w, b, round_w):
+        w = tf32_round(w) if round_w else w
+        z = tf32_round(h).astype(np.float64) @ w.astype(np.float64) + b
+        return z
+
+    for l in range(1, 3):
+        tf32_z = layer(saved_t[l - 1], ws[l], bs[l], True)
+        exact_z = layer(saved_t[l - 1], ws[l], bs[l], False)
+        on = tf32_z > 0  # relu's zeros agree either way
+        got = saved_t[l][on]
+        same = np.mean(got == tf32_round(tf32_z[on].astype(np.float32)))
+        same_exact = np.mean(got == tf32_round(exact_z[on].astype(np.float32)))
+        assert same > 0.98 and same_exact < 0.8, (l, same, same_exact)
+    tf32_y = layer(saved_t[-1], ws[-1], bs[-1], True)
+    exact_y = layer(saved_t[-1], ws[-1], bs[-1], False)
+    d_tf32 = np.median(np.abs(y_t - tf32_y))
+    d_exact = np.median(np.abs(y_t - exact_y))
+    assert d_exact > 100 * d_tf32, (d_tf32, d_exact)

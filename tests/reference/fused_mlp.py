@@ -31,13 +31,17 @@ dact = _ref.dact
 dact_from_output = _ref.dact_from_output
 forward_backward = _ref.forward_backward
 float16_bound = _ref.float16_bound
+tf32_bound = _ref.tf32_bound
+tf32_round = _ref.tf32_round
+U32 = _ref.U32
 worst_ratio = _ref.worst_ratio
 
 
 
 def assert_within_float16_bound(bound, **results):
     """Each of the float16 kernel's results (y, hidden, dx, dws, dbs: see
-    Float16Bound.ratios) within `bound` of the float64 reference, elementwise."""
-    bad = [f"{name}: error up to {ratio:.3g} times its float16 bound"
+    Float16Bound.ratios) within `bound` of the float64 reference, elementwise
+    (also a tf32_bound's: the same model)."""
+    bad = [f"{name}: error up to {ratio:.3g} times its error bound"
            for name, ratio in bound.ratios(**results) if not ratio <= 1.0]
     assert not bad, "; ".join(bad)

@@ -7,8 +7,10 @@
 namespace {
 
 mo::cuda::FusedMlpShape Shape(int64_t n, int in_dim, int width, int hidden_layers, int out_dim,
-                              int act, int out_act, float alpha) {
-  return mo::cuda::FusedMlpShape{n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha};
+                              int act, int out_act, float alpha, bool tf32 = false) {
+  mo::cuda::FusedMlpShape s{n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha};
+  s.tf32 = tf32;
+  return s;
 }
 
 template <typename T>
@@ -24,13 +26,13 @@ mo::cuda::FusedMlpParams<T> Params(const int64_t* w, const int64_t* b, int matri
 template <typename T>
 int Forward(const void* x, const int64_t* w, const int64_t* b, void* y, void* saved, int64_t n,
             int in_dim, int width, int hidden_layers, int out_dim, int act, int out_act,
-            float alpha, cudaStream_t stream) {
+            float alpha, cudaStream_t stream, bool tf32 = false) {
   if (hidden_layers < 1 || hidden_layers + 1 > mo::cuda::kFusedMlpMaxMatrices) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   return static_cast<int>(mo::cuda::LaunchFusedMlpForward<T>(
       static_cast<const T*>(x), Params<T>(w, b, hidden_layers + 1), static_cast<T*>(y),
-      static_cast<T*>(saved), Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha),
+      static_cast<T*>(saved), Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32),
       stream));
 }
 
@@ -38,7 +40,7 @@ template <typename T>
 int Backward(const void* dy, const void* x, const void* y, const void* saved, const int64_t* w,
              const int64_t* b, void* dx, const int64_t* dw, const int64_t* db, void* workspace,
              int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
-             int out_act, float alpha, cudaStream_t stream) {
+             int out_act, float alpha, cudaStream_t stream, bool tf32 = false) {
   if (hidden_layers < 1 || hidden_layers + 1 > mo::cuda::kFusedMlpMaxMatrices) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
@@ -50,7 +52,7 @@ int Backward(const void* dy, const void* x, const void* y, const void* saved, co
   return static_cast<int>(mo::cuda::LaunchFusedMlpBackward<T>(
       static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(y),
       static_cast<const T*>(saved), Params<T>(w, b, hidden_layers + 1), static_cast<T*>(dx), g,
-      workspace, Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha), stream));
+      workspace, Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32), stream));
 }
 
 }  // namespace
@@ -94,6 +96,23 @@ int metal_ops_fused_mlp_backward_float16(const void* dy, const void* x, const vo
                                          float alpha, cudaStream_t stream) {
   return Backward<__half>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width,
                           hidden_layers, out_dim, act, out_act, alpha, stream);
+}
+
+// float32 on TF32 tensor cores (the _float32 entry points above run exact
+// float32); same arguments.
+int metal_ops_fused_mlp_forward_tf32(const void* x, const int64_t* w, const int64_t* b, void* y, void* saved,
+                                     int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
+                                     int out_act, float alpha, cudaStream_t stream) {
+  return Forward<float>(x, w, b, y, saved, n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha,
+                        stream, true);
+}
+int metal_ops_fused_mlp_backward_tf32(const void* dy, const void* x, const void* y, const void* saved,
+                                      const int64_t* w, const int64_t* b, void* dx, const int64_t* dw,
+                                      const int64_t* db, void* workspace, int64_t n, int in_dim, int width,
+                                      int hidden_layers, int out_dim, int act, int out_act, float alpha,
+                                      cudaStream_t stream) {
+  return Backward<float>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers,
+                         out_dim, act, out_act, alpha, stream, true);
 }
 
 }  // extern "C"
