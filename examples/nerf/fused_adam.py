@@ -13,6 +13,10 @@ the same update in one kernel, on CPUs and GPUs:
     off) takes beta1_power = beta_1^t and beta2_power = beta_2^t and computes
     the same expressions, epsilon outside the square root as in Keras.
 
+An IndexedSlices gradient keeps Keras's update: Keras sums the squares of
+repeated rows' slices into v, which one ResourceApplyAdam on the summed
+gradient cannot reproduce.
+
 FusedAdam updates the Keras optimizer's own variables (iterations, learning
 rate, momentums and velocities), so checkpoints of the optimizer, and the
 Keras path, read and continue the same state.
@@ -114,8 +118,11 @@ class FusedAdam:
                                                  args=(grad, m, v, hyper[tf.as_dtype(var.dtype).name]))
 
             def apply_one(var, grad, m, v, scalars):
-                # Keras applies dense Adam to IndexedSlices too (every row's moments decay).
-                grad = tf.cast(tf.convert_to_tensor(grad), var.dtype)
+                if isinstance(grad, tf.IndexedSlices):
+                    # Keras updates every row, but squares the slices before it sums repeated
+                    # rows into v (sum of g^2, not (sum of g)^2): its own update keeps that.
+                    return opt.update_step(grad, var, opt.learning_rate)
+                grad = tf.cast(grad, var.dtype)
                 # Inside extended.update, m.value.handle is this device's copy of a mirrored slot.
                 return tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.value.handle, v=v.value.handle, grad=grad,
                                                     use_locking=False, use_nesterov=False, **scalars)
