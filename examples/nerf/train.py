@@ -77,6 +77,10 @@ def build_parser():
     g.add_argument("--samples", type=int, default=None,
                    help="samples per ray (default: 24 hash with the occupancy grid, 32 baseline as in the Keras example)")
     g.add_argument("--lr", type=float, default=None, help="default: 2e-2 hash, 1e-3 baseline")
+    g.add_argument("--adam", choices=["fused", "keras"], default="fused",
+                   help="how keras.optimizers.Adam's update is applied: fused = one tf.raw_ops.ResourceApplyAdam per "
+                        "variable (the same formulas, on the optimizer's own variables: checkpoints are the same); "
+                        "keras = optimizer.apply_gradients (about ten ops per variable)")
     g.add_argument("--loss", choices=["robust", "mse"], default="mse",
                    help="robust: metal_ops.losses.RobustLoss (--robust-alpha, --robust-scale)")
     g.add_argument("--robust-alpha", type=float, default=1.0)
@@ -188,7 +192,7 @@ class Trainer:
         import tensorflow as tf
 
         import metal_ops
-        from examples.nerf import baseline, model as hmodel, sampling
+        from examples.nerf import baseline, fused_adam, model as hmodel, sampling
 
         self.tf, self.keras, self.metal_ops = tf, keras, metal_ops
         self._baseline, self._hmodel, self._sampling = baseline, hmodel, sampling
@@ -264,6 +268,8 @@ class Trainer:
             else:
                 self.optimizer = keras.optimizers.Adam(a.lr)
             self.optimizer.build(self.model.trainable_variables)
+            self.fused_adam = fused_adam.FusedAdam(self.optimizer, self.model.trainable_variables) \
+                if a.adam == "fused" else None
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             self.time_var = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="train_seconds",
@@ -441,7 +447,10 @@ class Trainer:
             with tf.GradientTape() as tape:
                 loss, mse, n_samples = self._replica_loss(idx, use_grid)
             grads = self._gradients(tape, loss, variables)
-            self.optimizer.apply_gradients(zip(grads, variables))
+            if self.fused_adam is not None:
+                self.fused_adam.apply(grads)
+            else:
+                self.optimizer.apply_gradients(zip(grads, variables))
             return loss, mse, n_samples
 
         @tf.function(jit_compile=False, reduce_retracing=True)
