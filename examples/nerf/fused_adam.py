@@ -102,7 +102,7 @@ class FusedAdam:
         if strategy.num_replicas_in_sync > 1:
             # As Keras (TFOptimizer._all_reduce_sum_gradients): summed over replicas, IndexedSlices kept.
             grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        iterations = opt.iterations.value  # the tf.Variable: one AssignAddVariableOp (Keras's assign_add is 3 ops)
+        iterations = opt.iterations.value  # the tf.Variable: one AssignAddVariableOp, not read + add + assign
         with tf.name_scope(opt.name):
             t_int = iterations.read_value() + 1
             hyper = {}  # the update's scalars, once per dtype; merge_call hands each device its replica's
