@@ -76,6 +76,12 @@ def worker_main(mode, tmp, out, index=0):
     assert tr.num_replicas == 2, tr.num_replicas
     init = [v.numpy() for v in tr.model.weights]
     grads, weights, mask = _run_steps(tr)
+    if mode == "mirrored":
+        # The optimizer updates each device's copy of the weights and of its own variables.
+        for v in list(tr.model.trainable_variables) + list(tr.optimizer.variables):
+            copies = [x.numpy() for x in strategy.experimental_local_results(v.value)]
+            assert len(copies) == 2, v.path
+            np.testing.assert_array_equal(copies[0], copies[1], err_msg=v.path)
     names = [v.path for v in tr.model.trainable_variables]
     devices = sorted({str(d) for d in strategy.extended.worker_devices})
     if index == 0:

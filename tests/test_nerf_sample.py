@@ -190,6 +190,8 @@ def test_smoke_training_32px_psnr_rises(tmp_path):
     assert after >= before + 5.0, (before, after)
     assert tr.use_grid()  # the occupancy grid was in use at the end
     assert 0.0 < float(np.mean(tr.grid.mask.numpy())) < 1.0
+    # The training step's bitfield is the mask's, packed at the last grid update.
+    np.testing.assert_array_equal(tr.occupancy_bits().numpy(), tr.metal_ops.pack_occupancy(tr.grid.mask[None]).numpy())
     # The march sampler (the default): the ray count follows the sample budget
     # (1024 rays x 16 samples), and the grid removes the samples in empty cells.
     assert tr.marching
@@ -244,6 +246,10 @@ def test_checkpoint_resume_continues_from_same_step(tmp_path):
     assert tr.step == 6
     saved = [v.numpy() for v in tr.model.weights]
     saved_opt = [v.numpy() for v in tr.optimizer.variables]
+    # A mask with empty cells in the last checkpoint (this short run's is all occupied).
+    mask = (np.arange(tr.grid.resolution ** 3) % 3 > 0).astype(np.float32)
+    tr.grid.mask.assign(mask)
+    tr.manager.save(checkpoint_number=6)
     saved_grid = tr.grid.density.numpy()
     msgs = []
     tr2 = train.Trainer(_args(tmp_path, "--name", "resume", "--steps", "9", "--ckpt-every", "3", "--resume"),
@@ -254,6 +260,9 @@ def test_checkpoint_resume_continues_from_same_step(tmp_path):
     for x, y in zip(saved_opt, tr2.optimizer.variables):
         np.testing.assert_array_equal(x, y.numpy())
     np.testing.assert_array_equal(saved_grid, tr2.grid.density.numpy())
+    np.testing.assert_array_equal(tr2.grid.mask.numpy(), mask)
+    # The training step's bitfield is packed from the restored mask.
+    np.testing.assert_array_equal(tr2.occupancy_bits().numpy(), tr.metal_ops.pack_occupancy(mask[None]).numpy())
     assert int(tr2.optimizer.iterations.numpy()) == 6
     tr2.fit(verbose=False)
     assert tr2.step == 9 and int(tr2.optimizer.iterations.numpy()) == 9

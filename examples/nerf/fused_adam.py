@@ -102,10 +102,12 @@ class FusedAdam:
         if strategy.num_replicas_in_sync > 1:
             # As Keras (TFOptimizer._all_reduce_sum_gradients): summed over replicas, IndexedSlices kept.
             grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        iterations = opt.iterations.value  # the tf.Variable: one AssignAddVariableOp, not read + add + assign
         with tf.name_scope(opt.name):
+            t_int = iterations.read_value() + 1
             hyper = {}  # the update's scalars, once per dtype; merge_call hands each device its replica's
             for dtype in sorted({tf.as_dtype(v.dtype).name for v in self.variables}):
-                t = tf.cast(opt.iterations + 1, dtype)
+                t = tf.cast(t_int, dtype)
                 b1 = tf.constant(opt.beta_1, dtype)
                 b2 = tf.constant(opt.beta_2, dtype)
                 hyper[dtype] = dict(beta1_power=tf.pow(b1, t), beta2_power=tf.pow(b2, t),
@@ -128,4 +130,4 @@ class FusedAdam:
                                                     use_locking=False, use_nesterov=False, **scalars)
 
             tf.__internal__.distribute.interim.maybe_merge_call(update, strategy, grads, hyper)
-        opt.iterations.assign_add(1)
+        iterations.assign_add(1)

@@ -178,7 +178,7 @@ def march_step_size(aabb, march_steps):
 
 def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, grid, use_grid, step_size,
                         max_samples, jitter=True, seed=0, early_termination=1e-4, return_weights=False,
-                        prune=True):
+                        prune=True, occupancy=None):
     """Renders rays with the hash field on packed samples (metal_ops.ray_march + packed_volume_render).
 
     Only the steps in occupied cells of `grid` are evaluated (all steps inside
@@ -188,11 +188,13 @@ def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, gr
     `early_termination`, which the renderer skips anyway): the colour network,
     the gradients and the rendering see only the samples that can contribute.
     `aabb` is a concrete [2, 3] array (it becomes the op's attribute).
+    `occupancy`: the bitfield ray_march takes, where the caller keeps one
+    (default: packed here from grid.mask, or all occupied without `use_grid`).
     Returns (PackedVolumeRender result, RayMarchSamples of the rendered samples, marched sample count).
     """
     r = tf.shape(origins)[0]
-    mask = grid.mask if use_grid else tf.ones_like(grid.mask)
-    occupancy = metal_ops.pack_occupancy(mask[None])
+    if occupancy is None:
+        occupancy = metal_ops.pack_occupancy((grid.mask if use_grid else tf.ones_like(grid.mask))[None])
     samples = metal_ops.ray_march(
         origins, dirs, tf.fill([r], float(near)), tf.fill([r], float(far)), occupancy, aabb,
         grid.resolution, step_size, max_samples=max_samples, jitter=jitter, seed=seed)

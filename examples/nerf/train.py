@@ -258,6 +258,16 @@ class Trainer:
                     base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden,
                     sh_degree=a.sh_degree, mlp=a.mlp, mlp_precision=self.mlp_precision)
                 self.grid = sampling.OccupancyGrid(ds.aabb, resolution=a.grid_res, decay=a.grid_decay)
+                if self.marching:
+                    # The training step's occupancy bitfield (metal_ops.ray_march's input), packed
+                    # where the mask changes (update_grid, a restore), not every step; not saved.
+                    # int32: MultiWorkerMirroredStrategy broadcasts initial values with collectives,
+                    # which take no uint8.
+                    self.occupancy_words = tf.Variable(
+                        self._packed_mask(), trainable=False, name="occupancy_bits",
+                        synchronization=tf.VariableSynchronization.ON_WRITE,
+                        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                    self.all_occupied_bits = metal_ops.pack_occupancy(tf.ones_like(self.grid.mask)[None]).numpy()
             else:
                 self.model = baseline.KerasExampleNeRF()
                 self.grid = None
@@ -293,6 +303,8 @@ class Trainer:
         if a.resume and self.manager.latest_checkpoint:
             self._check_checkpoint_layout(self.manager.latest_checkpoint)
             self.ckpt.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+            if self.marching:
+                self.occupancy_words.assign(self._packed_mask())
             hist = os.path.join(self.run_dir, "metrics.json")
             if os.path.exists(hist):
                 with open(hist) as f:
@@ -358,6 +370,14 @@ class Trainer:
         return (np.concatenate(os_).astype(np.float32), np.concatenate(ds_).astype(np.float32),
                 np.concatenate(cs))
 
+    def _packed_mask(self):
+        """The occupancy mask packed for metal_ops.ray_march, as int32 (see occupancy_words)."""
+        return self.tf.cast(self.metal_ops.pack_occupancy(self.grid.mask[None]), self.tf.int32)
+
+    def occupancy_bits(self):
+        """The bitfield the training step marches through (uint8 [1, ceil(G^3 / 8)])."""
+        return self.tf.cast(self.occupancy_words, self.tf.uint8)
+
     @property
     def step(self):
         return self._step
@@ -393,7 +413,8 @@ class Trainer:
             out, samples, marched = self._hmodel.render_hash_marched(
                 self.model, o, d, aabb=self.dataset.aabb, near=self.near, far=self.far, background=background,
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
-                jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune)
+                jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune,
+                occupancy=(self.occupancy_bits() if use_grid else self.all_occupied_bits) if training else None)
             return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
@@ -412,7 +433,8 @@ class Trainer:
         tf, a = self.tf, self.args
         o = tf.gather(self.train_o, idx)
         d = tf.gather(self.train_d, idx)
-        c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, self.step_var.read_value())
+        step = self.step_var.read_value() if a.background == "random" else None  # seeds random backgrounds only
+        c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, step)
         want_w = a.model == "hash" and a.distortion > 0
         rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
         n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
@@ -427,13 +449,13 @@ class Trainer:
         elif want_w:
             loss += a.distortion * tf.reduce_mean(self.metal_ops.distortion_loss(out.weights, t)) * frac
         mse = tf.reduce_mean(tf.square(rgb - c)) * frac
-        return loss, mse, tf.stack([tf.cast(n_samples, tf.int64), tf.cast(marched, tf.int64)])
+        return loss, mse, tf.cast(tf.stack([n_samples, marched]), tf.int64)
 
     def _gradients(self, tape, loss, variables):
         """d loss / d variables, through the static loss scale of a float16 MLP."""
         if self.loss_scale == 1.0:
             return tape.gradient(loss, variables)
-        seed = self.tf.fill(self.tf.shape(loss), self.tf.constant(self.loss_scale, loss.dtype))
+        seed = self.tf.constant(self.loss_scale, loss.dtype, shape=loss.shape)  # the loss is a scalar
         grads = tape.gradient(loss, variables, output_gradients=seed)
         return [unscale_gradient(g, self.loss_scale) for g in grads]
 
@@ -498,7 +520,10 @@ class Trainer:
 
             @tf.function
             def grid_fn(seed):
-                return self.grid.update(density, seed=seed)
+                occupied = self.grid.update(density, seed=seed)
+                if self.marching:
+                    self.occupancy_words.assign(self._packed_mask())
+                return occupied
 
             self._grid_fn = grid_fn
         return float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64)))
