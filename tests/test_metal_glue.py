@@ -400,7 +400,7 @@ def test_the_shim_compiles_the_embedded_expansion(embedded):
 
 
 # The shaders whose entry points are kernel templates, instantiated by host name.
-TEMPLATED_SHADERS = ["fused_mlp", "hash_encode", "robust_loss", "sh_encode", "zero_out"]
+TEMPLATED_SHADERS = ["fused_mlp", "hash_encode", "robust_loss", "sh_encode", "trunc_exp", "zero_out"]
 
 
 @pytest.mark.parametrize("shader", TEMPLATED_SHADERS)

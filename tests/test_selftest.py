@@ -15,13 +15,14 @@ from metal_ops import _loader, selftest
 from tests.reference import distortion_loss as distortion_ref
 from tests.reference import ray_march as ray_march_ref
 from tests.reference import sh_encode as sh_ref
+from tests.reference import trunc_exp as trunc_exp_ref
 from tests.reference import zero_out as zero_out_ref
 from tests.child_env import child_env
 
 if not os.path.exists(_loader.library_path()):
     pytest.skip(f"no op library at {_loader.library_path()} (run make)", allow_module_level=True)
 
-NUMPY_REFERENCE_OPS = ("zero_out", "distortion_loss", "sh_encode", "ray_march")
+NUMPY_REFERENCE_OPS = ("zero_out", "distortion_loss", "sh_encode", "trunc_exp", "ray_march")
 
 
 def numpy_reference(case, repeat):
@@ -38,6 +39,9 @@ def numpy_reference(case, repeat):
         degree = case.attrs["degree"]
         outs = [sh_ref.values(x[0], degree)]
         grads = lambda cots: [sh_ref.vjp(x[0], cots[0], degree)]  # noqa: E731
+    elif case.op == "trunc_exp":
+        outs = [trunc_exp_ref.forward(x[0])]
+        grads = lambda cots: [trunc_exp_ref.grad(cots[0], x[0])]  # noqa: E731
     elif case.op == "ray_march":
         outs = list(ray_march_ref.reference(*x[:5], seed=int(x[5]), **case.attrs))
         grads = None
@@ -58,9 +62,9 @@ def test_cases_cover_every_op_dtype_and_empty_tensors():
     all_cases = selftest.cases()
     ops = {c.op for c in all_cases}
     public_ops = {"zero_out", "volume_render", "distortion_loss", "robust_loss", "sh_encode", "hash_encode",
-                  "fused_conv2d", "fused_mlp", "ray_march", "packed_volume_render"}
+                  "fused_conv2d", "fused_mlp", "ray_march", "packed_volume_render", "trunc_exp"}
     assert ops == public_ops and all(hasattr(metal_ops, op) for op in ops)
-    for op in ("robust_loss", "sh_encode", "hash_encode", "fused_mlp"):
+    for op in ("robust_loss", "sh_encode", "hash_encode", "fused_mlp", "trunc_exp"):
         assert {"float32", "float16"} <= {c.dtype for c in all_cases if c.op == op}, op
     for op in ops:
         assert any(min(a.size for a in c.inputs) == 0 for c in all_cases if c.op == op), f"{op}: no empty case"

@@ -21,6 +21,7 @@ from metal_ops.packed_volume_render import PackedVolumeRenderOutput, packed_volu
 from metal_ops.ray_march import RayMarchSamples, pack_occupancy, ray_march  # noqa: E402
 from metal_ops.robust_loss import robust_loss  # noqa: E402
 from metal_ops.sh_encode import sh_encode  # noqa: E402
+from metal_ops.trunc_exp import trunc_exp  # noqa: E402
 from metal_ops import losses  # noqa: E402
 from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
 from metal_ops.zero_out import zero_out  # noqa: E402
@@ -46,6 +47,7 @@ __all__ = [
     "RayMarchSamples",
     "robust_loss",
     "sh_encode",
+    "trunc_exp",
     "VolumeRenderOutput",
     "volume_render",
     "zero_out",

@@ -169,6 +169,15 @@ def cases(ops=None):
                 out.append(_case("sh_encode", f"shape={shape} degree={degree}", dtype, [d],
                                  lambda v, k=degree: metal_ops.sh_encode(v, degree=k), tol, {"degree": degree}))
 
+    use, rng = wanted("trunc_exp")
+    if use:
+        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+            for shape in [(1001,), (3, 7, 5), (0, 4), (65536, 16)]:
+                # Both sides of the gradient's clamp at +-15; float16's exp stays finite below 11.
+                lo, hi = (-20.0, 20.0) if dtype == np.float32 else (-18.0, 10.0)
+                x = rng.uniform(lo, hi, shape).astype(dtype)
+                out.append(_case("trunc_exp", f"shape={shape}", dtype, [x], metal_ops.trunc_exp, tol))
+
     use, rng = wanted("hash_encode")
     if use:
         for dtype, tol in [(np.float32, 1e-4), (np.float16, 2e-2)]:

@@ -1,0 +1,33 @@
+// TruncExp's input checks, written once for every kernel of the op: the CPU
+// kernels and CUDA registrations (through kernels/trunc_exp_kernel.h) and the
+// Metal kernels (through KernelCall::Check). No TensorFlow API: sizes in,
+// kernels/spec/checks.h's Result out. The op has no attribute but its type T:
+// {float, half} (TensorFlow rejects other dtypes before any kernel runs; the
+// Python wrapper says so naming 'x'). Messages name the argument; tests match
+// on them.
+#ifndef MO_KERNELS_SPEC_TRUNC_EXP_SPEC_H_
+#define MO_KERNELS_SPEC_TRUNC_EXP_SPEC_H_
+
+#include "kernels/spec/checks.h"
+
+namespace mo {
+namespace trunc_exp {
+
+using checks::Dims;
+using checks::Invalid;
+using checks::Ok;
+using checks::Result;
+using checks::ShapeString;
+
+// The upstream gradient of TruncExpGrad has the shape of x.
+inline Result GradShape(const Dims& dy, const Dims& x) {
+  if (dy != x) {
+    return Invalid("TruncExpGrad: 'dy' has shape ", ShapeString(dy), " but 'x' has shape ", ShapeString(x));
+  }
+  return Ok();
+}
+
+}  // namespace trunc_exp
+}  // namespace mo
+
+#endif  // MO_KERNELS_SPEC_TRUNC_EXP_SPEC_H_

@@ -1,0 +1,43 @@
+"""Truncated exponential, instant-NGP's density activation (ops/trunc_exp_op.cc).
+
+The formula lives once in kernels/common/activations.h (FusedMLP's "trunc_exp"
+output activation), used through kernels/common/trunc_exp.h by the CPU, CUDA
+and Metal kernels; the checks in kernels/spec/trunc_exp_spec.h.
+docs/TRUNC_EXP.md describes the op.
+"""
+import tensorflow as tf
+
+from metal_ops._loader import load_library
+from metal_ops.sh_encode import _tf_dtype
+
+_DTYPES = (tf.float32, tf.float16)
+
+
+def trunc_exp(x, name=None):
+    """exp(x) whose gradient is dy * exp(clip(x, -15, 15)).
+
+    instant-NGP's density activation: the forward value is exp(x) (inf above
+    x ~ 88.7 in float32, ~ 11.1 in float16), the slope is clamped to
+    [e^-15, e^15], so a density logit far from 0 neither stops learning nor
+    takes a huge step.
+
+    Args:
+      x: float32 or float16 tensor of any shape (computed in float32, returned
+        in x's dtype).
+
+    Returns exp(x), x's shape and dtype. Differentiable (one fused backward op;
+    no second derivatives).
+    """
+    with tf.name_scope(name or "trunc_exp"):
+        dtype = getattr(x, "dtype", None)  # tensors and arrays: no silent casts
+        if dtype is not None and _tf_dtype(dtype) not in _DTYPES:
+            got = getattr(_tf_dtype(dtype), "name", dtype)
+            raise TypeError(f"trunc_exp: 'x' must be float32 or float16, got {got}")
+        # dtype_hint would turn float16 arrays into float32 ones: only for plain Python data.
+        x = tf.convert_to_tensor(x) if dtype is not None else tf.convert_to_tensor(x, dtype_hint=tf.float32)
+        return load_library().metal_ops_trunc_exp(x)
+
+
+@tf.RegisterGradient("MetalOpsTruncExp")
+def _trunc_exp_grad(op, dy):
+    return [load_library().metal_ops_trunc_exp_grad(dy, op.inputs[0])]
