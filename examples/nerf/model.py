@@ -16,6 +16,17 @@ import metal_ops
 from examples.nerf import sampling
 
 
+@tf.custom_gradient
+def trunc_exp(x):
+    """exp(x) with the gradient's exponent clamped at 15 (instant-NGP's density activation)."""
+    y = tf.exp(tf.minimum(x, 30.0))
+
+    def grad(dy):
+        return dy * tf.exp(tf.clip_by_value(x, -30.0, 15.0))
+
+    return y, grad
+
+
 def sh_encode(d, degree=4):
     """Real spherical harmonics of unit directions [N, 3]: degree**2 values (bands 0..degree-1, degree <= 4)."""
     x, y, z = d[:, 0], d[:, 1], d[:, 2]
@@ -113,8 +124,7 @@ class HashNeRF(keras.Model):
 
     def density(self, points01):
         h = self._density_net(self.encoding(points01))
-        # Density through instant-NGP's truncated exponential (docs/TRUNC_EXP.md).
-        return metal_ops.trunc_exp(h[:, 0] - 1.0), h[:, 1:]
+        return trunc_exp(h[:, 0] - 1.0), h[:, 1:]
 
     def call(self, points01, dirs):
         sigma, geo = self.density(points01)
