@@ -280,7 +280,8 @@ def test_tf32_path_is_used():
     _, saved_e, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)
     y_t, saved_t, saved_e = cupy.asnumpy(y_t), cupy.asnumpy(saved_t), cupy.asnumpy(saved_e)
     assert np.all(saved_t.view(np.uint32) & 0x1FFF == 0), "saved activations of the TF32 path are not TF32 values"
-    assert np.mean(saved_e.view(np.uint32) & 0x1FFF != 0) > 0.5, "the exact path's saved activations look TF32"
+    nonzero = saved_e != 0  # ReLU's zeros are TF32 values on either path
+    assert np.mean(saved_e.view(np.uint32)[nonzero] & 0x1FFF != 0) > 0.9, "the exact path's saved activations look TF32"
 
     def layer(h, w, b, round_w):
         w = tf32_round(w) if round_w else w
