@@ -14,6 +14,7 @@ SOURCE_TREE = os.path.isfile(os.path.join(ROOT, "Makefile")) and os.path.isdir(o
 NEEDS_SOURCE_TREE = {
     "test_build.py": "the build files (Makefile, Bazel, setup.py)",
     "test_sources.py": "the sources",
+    "test_include_layers.py": "the sources' includes",
     "test_readme.py": "README.md",
     "test_metal_glue.py": "the Objective-C++ glue and tools/metal_check.sh",
     "test_macos_binaries.py": "tools/macos_binaries.py, tools/macos_checks and kernels/metal",
