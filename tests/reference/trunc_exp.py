@@ -5,6 +5,10 @@ share it (TensorFlow only inside tf_composite)."""
 import numpy as np
 
 LIMIT = 15.0  # the gradient's exponent is clipped to [-LIMIT, LIMIT]
+# Relative tolerance per dtype, and one step of its subnormal spacing (a
+# result in float16's subnormal range keeps fewer than 11 significant bits).
+TOL = {np.float32: 2e-6, np.float16: 1e-3}
+SUBNORMAL_STEP = {np.float32: 2.0 ** -149, np.float16: 2.0 ** -24}
 
 
 def forward(x):
@@ -15,6 +19,19 @@ def forward(x):
 def grad(dy, x):
     with np.errstate(invalid="ignore", over="ignore"):
         return np.asarray(dy, np.float64) * np.exp(np.clip(np.asarray(x, np.float64), -LIMIT, LIMIT))
+
+
+def assert_like(got, want, dtype):
+    """Same NaN / +inf / -inf positions as the reference rounded to dtype,
+    finite values within TOL (and one subnormal step)."""
+    with np.errstate(over="ignore"):
+        want = np.asarray(want).astype(dtype)  # float16's overflow to inf is the reference's too
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(np.asarray(got)[finite].astype(np.float64), want[finite].astype(np.float64),
+                               rtol=TOL[dtype], atol=SUBNORMAL_STEP[dtype])
 
 
 def tf_composite(x):
