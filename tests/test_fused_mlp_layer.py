@@ -85,7 +85,10 @@ def test_matches_dense_stack_values_and_gradients(config, mode):
     theirs = run(call_dense, dense.trainable_variables)
     assert len(ours) == len(theirs) == 2 + 2 * (config[3] + 1)
     for a, b in zip(ours, theirs):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL)
+        # Two float32 summation orders: an element that cancels to near zero
+        # keeps an error of the order of the array's largest values.
+        scale = max(1.0, float(np.abs(b.numpy()).max(initial=0.0)))
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=TOL["rtol"], atol=TOL["atol"] * scale)
     np.testing.assert_allclose(ours[0].numpy(), numpy_forward(x.numpy(), layer.get_weights(), config[4], config[5]),
                                **TOL)
 
