@@ -1,13 +1,22 @@
 #!/bin/sh
-# Builds $OUT_SO (default build/libtcnn_mlp_shim.so) from benchmarks/cuda/tcnn_mlp_shim.cu
-# and tiny-cuda-nn's FullyFusedMLP sources in TCNN_DIR, a checkout of
-# https://github.com/NVlabs/tiny-cuda-nn with its submodules dependencies/cutlass
-# and dependencies/fmt. Nothing of tiny-cuda-nn is part of this repository.
-#   TCNN_DIR=/path/to/tiny-cuda-nn sh benchmarks/cuda/build_tcnn_shim.sh
+# Builds a C-ABI shim over tiny-cuda-nn for the side-by-side benchmarks, from a
+# checkout of https://github.com/NVlabs/tiny-cuda-nn in TCNN_DIR with its
+# submodules dependencies/fmt and (for the MLP) dependencies/cutlass. Nothing of
+# tiny-cuda-nn is part of this repository.
+#   TCNN_DIR=/path/to/tiny-cuda-nn sh benchmarks/cuda/build_tcnn_shim.sh [mlp|grid]
+# mlp (default): FullyFusedMLP -> build/libtcnn_mlp_shim.so (benchmarks/cuda/tcnn_mlp_shim.cu)
+# grid: GridEncodingTemplated -> build/libtcnn_grid_shim.so (benchmarks/cuda/tcnn_grid_shim.cu)
 set -e
 : "${TCNN_DIR:?set TCNN_DIR to a tiny-cuda-nn checkout}"
-OUT_SO=${OUT_SO:-build/libtcnn_mlp_shim.so}
-OBJ=${OBJ_DIR:-build/tcnn_obj}
+WHAT=${1:-mlp}
+case "$WHAT" in
+  # network.cu (Network base) pulls in cutlass_mlp.cu and rtc_kernel.cu (JIT off).
+  mlp) SRCS="fully_fused_mlp common_host object network cutlass_mlp rtc_kernel" ;;
+  grid) SRCS="common_host" ;;
+  *) echo "build_tcnn_shim: unknown target $WHAT (mlp or grid)" >&2; exit 2 ;;
+esac
+OUT_SO=${OUT_SO:-build/libtcnn_${WHAT}_shim.so}
+OBJ=${OBJ_DIR:-build/tcnn_obj_$WHAT}
 mkdir -p "$OBJ" "$(dirname "$OUT_SO")"
 HERE=$(cd "$(dirname "$0")" && pwd)
 # --use_fast_math: tiny-cuda-nn's CMake default (TCNN_BUILD_USE_FAST_MATH=ON).
@@ -16,16 +25,15 @@ FLAGS="-O3 --use_fast_math -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcomp
  -Xcompiler=-fno-strict-aliasing -Xcudafe=--diag_suppress=unrecognized_gcc_pragma -w \
  -I$TCNN_DIR/include -I$TCNN_DIR/dependencies -I$TCNN_DIR/dependencies/cutlass/include \
  -I$TCNN_DIR/dependencies/cutlass/tools/util/include -I$TCNN_DIR/dependencies/fmt/include"
-# network.cu (Network base) pulls in cutlass_mlp.cu and rtc_kernel.cu (JIT off).
 # Compiles run in parallel; every job's status is collected so a failed (or
 # killed) compile stops the build instead of linking a library with undefined
 # symbols.
 pids=""
-for f in fully_fused_mlp common_host object network cutlass_mlp rtc_kernel; do
+for f in $SRCS; do
   nvcc $FLAGS -c "$TCNN_DIR/src/$f.cu" -o "$OBJ/$f.cu.o" &
   pids="$pids $!"
 done
-nvcc $FLAGS -c "$HERE/tcnn_mlp_shim.cu" -o "$OBJ/tcnn_mlp_shim.cu.o" &
+nvcc $FLAGS -c "$HERE/tcnn_${WHAT}_shim.cu" -o "$OBJ/tcnn_${WHAT}_shim.cu.o" &
 pids="$pids $!"
 g++ -O2 -fPIC -c -I"$TCNN_DIR/dependencies/fmt/include" -DFMT_UNICODE=0 "$TCNN_DIR/dependencies/fmt/src/format.cc" -o "$OBJ/format.o" &
 pids="$pids $!"

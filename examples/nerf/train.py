@@ -259,15 +259,18 @@ class Trainer:
                     sh_degree=a.sh_degree, mlp=a.mlp, mlp_precision=self.mlp_precision)
                 self.grid = sampling.OccupancyGrid(ds.aabb, resolution=a.grid_res, decay=a.grid_decay)
                 if self.marching:
-                    # The training step's occupancy bitfield (metal_ops.ray_march's input), packed
-                    # where the mask changes (update_grid, a restore), not every step; not saved.
-                    # int32: MultiWorkerMirroredStrategy broadcasts initial values with collectives,
-                    # which take no uint8.
+                    # The training step's occupancy bitfield (metal_ops.ray_march's input):
+                    # every cell occupied before the grid warm-up ends, then the grid's mask,
+                    # packed where it changes (publish_occupancy), not every step; not saved.
+                    # One variable for both phases, so one traced training step serves the
+                    # whole run. int32: MultiWorkerMirroredStrategy broadcasts initial
+                    # values with collectives, which take no uint8.
+                    self.all_occupied_bits = metal_ops.pack_occupancy(tf.ones_like(self.grid.mask)[None]).numpy()
                     self.occupancy_words = tf.Variable(
-                        self._packed_mask(), trainable=False, name="occupancy_bits",
+                        tf.cast(self.all_occupied_bits, tf.int32), trainable=False, name="occupancy_bits",
                         synchronization=tf.VariableSynchronization.ON_WRITE,
                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                    self.all_occupied_bits = metal_ops.pack_occupancy(tf.ones_like(self.grid.mask)[None]).numpy()
+                    self._published_grid = False
             else:
                 self.model = baseline.KerasExampleNeRF()
                 self.grid = None
@@ -304,7 +307,7 @@ class Trainer:
             self._check_checkpoint_layout(self.manager.latest_checkpoint)
             self.ckpt.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
             if self.marching:
-                self.occupancy_words.assign(self._packed_mask())
+                self.publish_occupancy(int(self.step_var.numpy()), force=True)
             hist = os.path.join(self.run_dir, "metrics.json")
             if os.path.exists(hist):
                 with open(hist) as f:
@@ -378,6 +381,17 @@ class Trainer:
         """The bitfield the training step marches through (uint8 [1, ceil(G^3 / 8)])."""
         return self.tf.cast(self.occupancy_words, self.tf.uint8)
 
+    def publish_occupancy(self, step, force=False):
+        """Points the march sampler's bitfield at what step `step` uses: every cell
+        before the grid warm-up ends, the grid's mask after (re-packed when `force`:
+        the mask changed)."""
+        live = self.use_grid(step)
+        if live == self._published_grid and not (force and live):
+            return
+        self.occupancy_words.assign(self._packed_mask() if live else self.tf.cast(self.all_occupied_bits,
+                                                                                   self.tf.int32))
+        self._published_grid = live
+
     @property
     def step(self):
         return self._step
@@ -414,7 +428,7 @@ class Trainer:
                 self.model, o, d, aabb=self.dataset.aabb, near=self.near, far=self.far, background=background,
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
                 jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune,
-                occupancy=(self.occupancy_bits() if use_grid else self.all_occupied_bits) if training else None)
+                occupancy=self.occupancy_bits() if training else None)
             return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
@@ -475,7 +489,14 @@ class Trainer:
                 self.optimizer.apply_gradients(zip(grads, variables))
             return loss, mse, n_samples
 
-        @tf.function(jit_compile=False, reduce_retracing=True)
+        # The ray count changes every step (the sample budget): one trace with a
+        # dynamic batch instead of a retrace, where the indices are a plain tensor.
+        signature = None
+        if self.num_replicas == 1 and not tf.distribute.has_strategy() and \
+                self.strategy is tf.distribute.get_strategy():
+            signature = [tf.TensorSpec([None], tf.int64)]
+
+        @tf.function(jit_compile=False, reduce_retracing=True, input_signature=signature)
         def train_fn(dist_idx):
             loss, mse, n_samples = self.strategy.run(replica_step, args=(dist_idx,))
             s = tf.distribute.ReduceOp.SUM
@@ -520,13 +541,13 @@ class Trainer:
 
             @tf.function
             def grid_fn(seed):
-                occupied = self.grid.update(density, seed=seed)
-                if self.marching:
-                    self.occupancy_words.assign(self._packed_mask())
-                return occupied
+                return self.grid.update(density, seed=seed)
 
             self._grid_fn = grid_fn
-        return float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64)))
+        occupied = float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64)))
+        if self.marching:
+            self.publish_occupancy(step, force=True)
+        return occupied
 
     def train_one_step(self):
         """One optimizer step: (loss, mse) as scalar tensors (float() reads them
@@ -536,7 +557,12 @@ class Trainer:
         if self.grid is not None and a.occupancy and step % a.grid_every == 0 and \
                 step >= a.grid_warmup - 4 * a.grid_every:
             self.update_grid(step)
-        fn = self._get_train_fn(self.use_grid(step))
+        if self.marching:
+            # the bitfield carries the warm-up: one traced step for the whole run
+            self.publish_occupancy(step)
+            fn = self._get_train_fn(True)
+        else:
+            fn = self._get_train_fn(self.use_grid(step))
         rays = self.rays_for_budget()
         loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
