@@ -12,7 +12,7 @@ WHAT=${1:-mlp}
 case "$WHAT" in
   # network.cu (Network base) pulls in cutlass_mlp.cu and rtc_kernel.cu (JIT off).
   mlp) SRCS="fully_fused_mlp common_host object network cutlass_mlp rtc_kernel" ;;
-  grid) SRCS="common_host" ;;
+  grid) SRCS="common_host object rtc_kernel" ;;
   *) echo "build_tcnn_shim: unknown target $WHAT (mlp or grid)" >&2; exit 2 ;;
 esac
 OUT_SO=${OUT_SO:-build/libtcnn_${WHAT}_shim.so}
