@@ -47,6 +47,20 @@ def load_tcnn(path):
     return tc
 
 
+def grid_with_our_table(tc, runner, dtype):
+    """A tiny-cuda-nn grid (standard grid, `dtype` table) holding the runner's table."""
+    h = tc.tcnn_grid_create(0 if dtype == np.float32 else 1, GRID["num_levels"], GRID["log2_hashmap_size"],
+                            GRID["base_resolution"], GRID["per_level_scale"])
+    assert h, "tcnn_grid_create failed"
+    n_params = tc.tcnn_grid_n_params(h)
+    if n_params != runner.table.size:
+        raise SystemExit(f"tiny-cuda-nn's table has {n_params} parameters, ours {runner.table.size}: "
+                         "the row layouts differ, the comparison would not be like for like")
+    import cupy
+    cupy.cuda.runtime.memcpy(tc.tcnn_grid_params(h), runner.table.data.ptr, runner.table.nbytes, 3)
+    return h
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tcnn", default=os.path.join(ROOT, "build", "libtcnn_grid_shim.so"))
@@ -75,14 +89,7 @@ def main():
         for dtype in (np.float32, np.float16):
             dname = np.dtype(dtype).name
             r = Runner(cupy, lib, n, dtype)
-            h = tc.tcnn_grid_create(0 if dtype == np.float32 else 1, GRID["num_levels"], GRID["log2_hashmap_size"],
-                                    GRID["base_resolution"], GRID["per_level_scale"])
-            assert h, "tcnn_grid_create failed"
-            n_params = tc.tcnn_grid_n_params(h)
-            if n_params != r.table.size:
-                raise SystemExit(f"tiny-cuda-nn's table has {n_params} parameters, ours {r.table.size}: "
-                                 "the row layouts differ, the comparison would not be like for like")
-            cupy.cuda.runtime.memcpy(tc.tcnn_grid_params(h), r.table.data.ptr, r.table.nbytes, 3)
+            h = grid_with_our_table(tc, r, dtype)
             width = GRID["num_levels"] * FEATURES
             t_soa = cupy.empty((width, n), dtype)
             t_aos = cupy.empty((n, width), dtype)
@@ -151,7 +158,6 @@ def main():
             del r, t_soa, t_aos, dy_soa
             cupy.get_default_memory_pool().free_all_blocks()
     timing.write_json(args.out, results)
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

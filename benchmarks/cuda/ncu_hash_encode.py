@@ -15,7 +15,7 @@ import ctypes
 
 import numpy as np
 
-from benchmarks.cuda.bench_hash_encode_cuda import GRID, Runner, load
+from benchmarks.cuda.bench_hash_encode_cuda import Runner, load
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
@@ -32,11 +32,9 @@ if __name__ == "__main__":
         r.forward(levels_per_block=g)
         r.backward(levels_per_block=g)
     if args.tcnn:
-        from benchmarks.cuda.ab_hash_encode_tcnn import load_tcnn
+        from benchmarks.cuda.ab_hash_encode_tcnn import grid_with_our_table, load_tcnn
         tc = load_tcnn(args.tcnn)
-        h = tc.tcnn_grid_create(0 if dtype == np.float32 else 1, GRID["num_levels"], GRID["log2_hashmap_size"],
-                                GRID["base_resolution"], GRID["per_level_scale"])
-        cupy.cuda.runtime.memcpy(tc.tcnn_grid_params(h), r.table.data.ptr, r.table.nbytes, 3)
+        h = grid_with_our_table(tc, r, dtype)
         out = cupy.empty((r.out.shape[1], r.n), dtype)
         dy = cupy.ascontiguousarray(r.dy.T)
         sp = ctypes.c_void_p(cupy.cuda.get_current_stream().ptr)

@@ -11,14 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#if !defined(TCNN_RTC)
-#include <tiny-cuda-nn/rtc_kernel.h>
-// tiny-cuda-nn defines this member only with TCNN_RTC, yet its headers reference
-// it; JIT fusion stays off in this shim.
-void tcnn::CudaRtcKernel::set(CUfunction_attribute, int) {
-  throw std::runtime_error("tiny-cuda-nn built without TCNN_RTC");
-}
-#endif
+#include "tcnn_rtc_stub.h"
 
 using namespace tcnn;
 using T = network_precision_t;
