@@ -417,7 +417,9 @@ class Trainer:
     # ------------------------------------------------------------------ rendering
     def render_rays(self, o, d, training, use_grid, return_weights=False, background=None):
         """(rgb [R, 3], the renderer's output, the samples: t [R, S+1] (fixed) or RayMarchSamples (march),
-        the number of samples marched (march: before pruning; fixed: R * S))."""
+        the number of samples marched (march: before pruning; fixed: R * S)). Training with the march
+        sampler reads the published bitfield (occupancy_bits), so `use_grid` matters there only for
+        evaluation."""
         a = self.args
         jitter = training and not a.no_jitter
         background = self.background if background is None else background
