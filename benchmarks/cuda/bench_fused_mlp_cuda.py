@@ -11,13 +11,17 @@ dx and every weight and bias gradient. tiny-cuda-nn runs in both of its input
 layouts (AoS = its CM, the layout of our buffers and of its own encodings'
 output; SoA = its RM) and each row also reports ours against its faster one.
 tiny-cuda-nn's FullyFusedMLP has no float32 path. dtype "float32" is our exact
-float32 path (CUDA cores), "tf32" our float32 path on TF32 tensor cores (what
-the TensorFlow op runs while TensorFlow allows TF32). Where PyTorch is
+float32 path (layer by layer through cuBLAS), "tf32" our float32 path on TF32
+tensor cores (what the TensorFlow op runs while TensorFlow allows TF32: fully
+fused, or layer by layer at width 128), "tf32_fused" / "tf32_layers" TF32
+through one implementation at every width. Where PyTorch is
 installed, each row also times the same network as a PyTorch nn.Linear stack
 (with bias, ReLU between layers; forward+backward computes dx and every
 weight and bias gradient): "torch" for float16, and for float32 rows
 "torch_tf32" (torch.backends.cuda.matmul.allow_tf32 on) and "torch_strict"
-(off). Writes benchmarks/results/fused_mlp_h100.json (or --json).
+(off); --torch-compile adds the same stacks through torch.compile
+("torch_compile", "torch_tf32_compile", "torch_strict_compile").
+Writes benchmarks/results/fused_mlp_h100.json (or --json).
 """
 import argparse
 import ctypes
@@ -44,9 +48,10 @@ def flops(n, in_dim, width, hidden, out_dim):
     return 2.0 * n * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
 
 
-def add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps):
+def add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps, compile_too=False):
     """The network as a PyTorch nn.Linear stack on the same data: "torch" for
-    float16, "torch_tf32" and "torch_strict" for float32."""
+    float16, "torch_tf32" and "torch_strict" for float32; with compile_too,
+    the same through torch.compile (key + "_compile")."""
     dt = torch.float16 if x.dtype == np.float16 else torch.float32
     layers = []
     for i, (w, b) in enumerate(zip(ws, bs)):
@@ -60,24 +65,29 @@ def add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps):
     tdy = torch.as_tensor(dy, device="cuda")
     wrt = [tx] + list(model.parameters())  # gradients returned, not accumulated into .grad
 
-    def make(allow_tf32):
+    def make(allow_tf32, net):
         def fwd():
             torch.backends.cuda.matmul.allow_tf32 = allow_tf32
             with torch.no_grad():
                 for _ in range(reps):
-                    model(tx)
+                    net(tx)
             torch.cuda.synchronize()
 
         def fb():
             torch.backends.cuda.matmul.allow_tf32 = allow_tf32
             for _ in range(reps):
-                torch.autograd.grad(model(tx), wrt, tdy)
+                torch.autograd.grad(net(tx), wrt, tdy)
             torch.cuda.synchronize()
         return fwd, fb
 
     modes = [("torch", False)] if dt == torch.float16 else [("torch_tf32", True), ("torch_strict", False)]
     for key, allow in modes:
-        fns_f[key], fns_fb[key] = make(allow)
+        fns_f[key], fns_fb[key] = make(allow, model)
+        if compile_too:
+            # one compiled module per TF32 setting: the setting is read when it compiles
+            torch.backends.cuda.matmul.allow_tf32 = allow
+            compiled = torch.compile(model)
+            fns_f[key + "_compile"], fns_fb[key + "_compile"] = make(allow, compiled)
 
 
 def main():
@@ -90,6 +100,7 @@ def main():
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
     ap.add_argument("--dtypes", default="float16,float32,tf32")
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch nn.Linear stack")
+    ap.add_argument("--torch-compile", action="store_true", help="also the stack through torch.compile")
     ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
     args = ap.parse_args()
 
@@ -117,18 +128,24 @@ def main():
             print("PyTorch missing: no nn.Linear-stack rows")
 
     stream = cupy.cuda.get_current_stream()
-    dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    dev = props["name"].decode()
     rng = np.random.default_rng(0)
     n, reps = args.n, args.reps
-    results = {"device": dev, "n": n, "rounds": args.rounds, "reps_per_call": reps, "rows": []}
-    print(f"{dev}  N={n}  rounds={args.rounds} x {reps} launches; throughput in M points/s")
+    versions = {"cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+                "cuda_driver": cupy.cuda.runtime.driverGetVersion(), "cupy": cupy.__version__,
+                "torch": getattr(torch, "__version__", None),
+                "max_sm_clock_mhz": props.get("clockRate", 0) // 1000,
+                "memory_clock_mhz": props.get("memoryClockRate", 0) // 1000}
+    results = {"device": dev, "n": n, "rounds": args.rounds, "reps_per_call": reps, **versions, "rows": []}
+    print(f"{dev}  N={n}  rounds={args.rounds} x {reps} launches; throughput in M points/s; {versions}")
     for name, in_dim, width, hidden, out_dim in CONFIGS:
         if name not in args.configs.split(","):
             continue
         for dname in args.dtypes.split(","):
-            tf32 = dname == t.TF32
+            tf32 = dname in t.TF32_IMPL
             dtype = np.float32 if tf32 else np.dtype(dname).type
-            sfx = t._suffix(dtype, tf32)
+            sfx = dname if tf32 else t._suffix(dtype)
             ws, bs = t.make_net(rng, in_dim, width, hidden, out_dim, dtype)
             x = cupy.asarray(rng.uniform(-1, 1, (n, in_dim)).astype(dtype))
             dw = [cupy.asarray(w) for w in ws]
@@ -141,8 +158,8 @@ def main():
             gb = [cupy.empty_like(b) for b in db]
             wsb = t.workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype)
             wp, bp, gwp, gbp = t._ptrs(dw), t._ptrs(db), t._ptrs(gw), t._ptrs(gb)
-            fwd = getattr(lib, f"metal_ops_fused_mlp_forward_{sfx}")
-            bwd = getattr(lib, f"metal_ops_fused_mlp_backward_{sfx}")
+            fwd = t._entry(lib, "forward", dtype, tf32, t.TF32_IMPL.get(dname, 0))
+            bwd = t._entry(lib, "backward", dtype, tf32, t.TF32_IMPL.get(dname, 0))
             shape = (ctypes.c_int64(n), in_dim, width, hidden, out_dim, 1, 0, ctypes.c_float(0.0), stream_ptr(cupy))
 
             def ours_fwd():
@@ -159,7 +176,7 @@ def main():
 
             fns_f, fns_fb = {"ours": ours_fwd}, {"ours": ours_fb}
             if torch is not None:
-                add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps)
+                add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps, args.torch_compile)
             handle = None
             if tc is not None and dtype == np.float16:
                 handle = tc.tcnn_mlp_create(in_dim, width, hidden, out_dim, 1, 0)
@@ -199,7 +216,8 @@ def main():
                     row[f"{k}_ms"] = ms
                     row[f"{k}_mpts_s"] = n / ms / 1e3
                     line += f"  {k}: {ms:7.3f} ms {n / ms / 1e3:9.1f} Mpt/s"
-                for key in ("tcnn_aos", "tcnn_soa", "torch", "torch_tf32", "torch_strict"):
+                for key in ("tcnn_aos", "tcnn_soa", "torch", "torch_tf32", "torch_strict", "torch_compile",
+                            "torch_tf32_compile", "torch_strict_compile"):
                     if key in tm:
                         r = timing.median_ratio(tm[key], tm["ours"])
                         row[f"speedup_vs_{key}"] = r

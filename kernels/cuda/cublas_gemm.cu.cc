@@ -132,8 +132,8 @@ bool FitsInt(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max();
 
 const char* CublasSoname() { return kCublasSoname; }
 
-GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                        float* c, int64_t ldc, bool allow_tf32, cudaStream_t stream) {
+GpuStatus RowMajorSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                        const float* b, int64_t ldb, float* c, int64_t ldc, bool allow_tf32, cudaStream_t stream) {
   if (!FitsInt(m) || !FitsInt(n) || !FitsInt(k) || !FitsInt(lda) || !FitsInt(ldb) || !FitsInt(ldc)) {
     return GpuStatus{"cublasSgemm", "a matrix dimension or leading dimension is negative or exceeds 2^31 - 1"};
   }
@@ -149,9 +149,12 @@ GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t
   // CUBLAS_DEFAULT_MATH keeps float32 products (it never lowers the mantissa).
   st = api.set_math_mode(lease.handle(), allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (st != CUBLAS_STATUS_SUCCESS) return GpuStatus{"cublasSetMathMode", api.status_string(st)};
-  // Row-major C = A B is column-major C^T = B^T A^T: the operands swap.
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+  // operands swap, and a stored row-major matrix is its transpose to cuBLAS,
+  // so op(X)^T is the stored buffer as it is (OP_N) unless X is transposed.
   const float one = 1.0f, zero = 0.0f;
-  st = api.sgemm(lease.handle(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+  st = api.sgemm(lease.handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                 static_cast<int>(n), static_cast<int>(m),
                  static_cast<int>(k), &one, b, static_cast<int>(ldb), a, static_cast<int>(lda), &zero, c,
                  static_cast<int>(ldc));
   if (st != CUBLAS_STATUS_SUCCESS) return GpuStatus{"cublasSgemm", api.status_string(st)};

@@ -1,5 +1,5 @@
 // A row-major float32 GEMM on a CUDA stream through cuBLAS, for the CUDA
-// launchers (kernels/cuda/fused_conv2d.cu.cc): plain C++, no TensorFlow and no
+// launchers (kernels/cuda/fused_conv2d.cu.cc, fused_mlp_layers.cu.cc): plain C++, no TensorFlow and no
 // cuBLAS header here, so the TF glue and the C-ABI harness include it as is.
 //
 // cuBLAS is opened at run time, on first use (dlopen of the soname of the
@@ -34,16 +34,23 @@ inline GpuStatus CudaCall(const char* what, cudaError_t err) {
 // The soname this build opens ("libcublas.so.12").
 const char* CublasSoname();
 
-// C[m, n] = A[m, k] B[k, n], row-major with leading dimensions lda, ldb, ldc
-// (in floats), queued on `stream` of the current device. allow_tf32: cuBLAS
-// may use TF32 tensor cores (10-bit mantissa products, float32 accumulation);
-// otherwise the products are float32. m, n, k, lda, ldb and ldc must fit an
-// int (cuBLAS's classic interface); k == 0 is not allowed (C would be left as
-// it was). Thread-safe: each call takes a cuBLAS handle of its own device and
-// stream from a pool, so no handle is ever used by two threads at once or by
-// two streams.
-GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                        float* c, int64_t ldc, bool allow_tf32, cudaStream_t stream);
+// C[m, n] = op(A)[m, k] op(B)[k, n], row-major with leading dimensions lda,
+// ldb, ldc (in floats), queued on `stream` of the current device. op(A) is A
+// as stored ([m, k]) or, with trans_a, the transpose of the stored [k, m]
+// matrix; likewise op(B). allow_tf32: cuBLAS may use TF32 tensor cores
+// (10-bit mantissa products, float32 accumulation); otherwise the products are
+// float32. m, n, k, lda, ldb and ldc must fit an int (cuBLAS's classic
+// interface); k == 0 is not allowed (C would be left as it was). Thread-safe:
+// each call takes a cuBLAS handle of its own device and stream from a pool,
+// so no handle is ever used by two threads at once or by two streams.
+GpuStatus RowMajorSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                        const float* b, int64_t ldb, float* c, int64_t ldc, bool allow_tf32, cudaStream_t stream);
+
+// C = A B, neither transposed.
+inline GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                               int64_t ldb, float* c, int64_t ldc, bool allow_tf32, cudaStream_t stream) {
+  return RowMajorSgemm(false, false, m, n, k, a, lda, b, ldb, c, ldc, allow_tf32, stream);
+}
 
 }  // namespace cuda
 }  // namespace mo

@@ -1,13 +1,12 @@
 // FusedConv2D / FusedActivationGrad CUDA kernels (kernels/cuda/fused_conv2d.h).
-// The output stage and the derivatives are kernels/common/activations.h's.
+// The output stage and the derivatives: kernels/cuda/output_stage.h.
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
-#include "kernels/common/activations.h"
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_launch.h"
 #include "kernels/cuda/fused_conv2d.h"
+#include "kernels/cuda/output_stage.h"
 
 namespace mo {
 namespace cuda {
@@ -16,23 +15,6 @@ namespace {
 using fused_conv2d::ConvGeometry;
 
 constexpr int kWarpSize = 32;
-
-// V consecutive floats, loaded and stored as one access (aligned to its size).
-template <int V>
-struct alignas(sizeof(float) * V) Floats {
-  float v[V];
-};
-
-// The widest access of V = 4, 2 or 1 floats that every pointer's alignment and
-// the element count `multiple_of` allow.
-int VectorWidth(int64_t multiple_of, std::initializer_list<const void*> pointers) {
-  for (int v : {4, 2}) {
-    bool ok = multiple_of % v == 0;
-    for (const void* p : pointers) ok = ok && reinterpret_cast<uintptr_t>(p) % (sizeof(float) * v) == 0;
-    if (ok) return v;
-  }
-  return 1;
-}
 
 // Patch rows [first, first + rows) of the patch matrix, one warp per row: the
 // row's KH*KW taps of Cin channels each (zeros where the tap falls in the
@@ -65,43 +47,6 @@ __global__ void GatherPatchRowsKernel(const Floats<V>* __restrict__ input, Float
   }
 }
 
-// out = act(out + bias + residual) over a [rows, channels] block, V floats per
-// access (channels % V == 0).
-template <int V>
-__global__ void OutputStageKernel(Floats<V>* out, const Floats<V>* __restrict__ bias,
-                                  const Floats<V>* __restrict__ residual, int64_t n, int64_t channels_v, int act,
-                                  float alpha) {
-  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
-    Floats<V> o = out[i];
-    Floats<V> b{}, r{};  // zeros unless given
-    if (bias != nullptr) b = bias[i % channels_v];
-    if (residual != nullptr) r = residual[i];
-#pragma unroll
-    for (int k = 0; k < V; ++k) o.v[k] = fused_output_element(o.v[k], b.v[k], r.v[k], act, alpha);
-    out[i] = o;
-  }
-}
-
-// gradients and backprops may be one buffer: element i is read before it is written.
-template <int V>
-__global__ void ActivationGradKernel(const Floats<V>* gradients, const Floats<V>* __restrict__ outputs,
-                                     const Floats<V>* __restrict__ features, Floats<V>* backprops, int64_t n,
-                                     int act, float alpha) {
-  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
-    Floats<V> d = gradients[i];
-    if (features != nullptr) {
-      const Floats<V> z = features[i];
-#pragma unroll
-      for (int k = 0; k < V; ++k) d.v[k] *= activation_derivative_from_input(z.v[k], act, alpha);
-    } else {
-      const Floats<V> y = outputs[i];
-#pragma unroll
-      for (int k = 0; k < V; ++k) d.v[k] *= activation_derivative_from_output(y.v[k], act, alpha);
-    }
-    backprops[i] = d;
-  }
-}
-
 template <int V>
 cudaError_t GatherPatchRowsV(const ConvGeometry& g, const float* input, float* patches, int64_t first, int64_t rows,
                              cudaStream_t stream) {
@@ -124,40 +69,6 @@ cudaError_t GatherPatchRows(const ConvGeometry& g, const float* input, float* pa
   }
 }
 
-template <int V>
-cudaError_t OutputStageV(float* out, const float* bias, const float* residual, int64_t rows, int64_t channels,
-                         int act, float alpha, cudaStream_t stream) {
-  const int64_t n = rows * channels / V;
-  OutputStageKernel<V><<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(
-      reinterpret_cast<Floats<V>*>(out), reinterpret_cast<const Floats<V>*>(bias),
-      reinterpret_cast<const Floats<V>*>(residual), n, channels / V, act, alpha);
-  return cudaGetLastError();
-}
-
-// The output stage of rows x channels outputs; nothing to do without bias,
-// residual and activation.
-cudaError_t OutputStage(float* out, const float* bias, const float* residual, int64_t rows, int64_t channels,
-                        int act, float alpha, cudaStream_t stream) {
-  if (bias == nullptr && residual == nullptr && act == kActNone) return cudaSuccess;
-  switch (VectorWidth(channels, {out, bias, residual})) {
-    case 4:
-      return OutputStageV<4>(out, bias, residual, rows, channels, act, alpha, stream);
-    case 2:
-      return OutputStageV<2>(out, bias, residual, rows, channels, act, alpha, stream);
-    default:
-      return OutputStageV<1>(out, bias, residual, rows, channels, act, alpha, stream);
-  }
-}
-
-template <int V>
-cudaError_t ActivationGradV(const float* gradients, const float* outputs, const float* features, float* backprops,
-                            int64_t n, int act, float alpha, cudaStream_t stream) {
-  ActivationGradKernel<V><<<GridStrideBlocks(n / V), kThreadsPerBlock, 0, stream>>>(
-      reinterpret_cast<const Floats<V>*>(gradients), reinterpret_cast<const Floats<V>*>(outputs),
-      reinterpret_cast<const Floats<V>*>(features), reinterpret_cast<Floats<V>*>(backprops), n / V, act, alpha);
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 GpuStatus LaunchFusedConv2D(const ConvGeometry& g, const FusedConv2DParams& a, cudaStream_t stream) {
@@ -167,7 +78,7 @@ GpuStatus LaunchFusedConv2D(const ConvGeometry& g, const FusedConv2DParams& a, c
     GpuStatus s = CudaCall("cudaMemsetAsync", cudaMemsetAsync(a.output, 0, sizeof(float) * m * n, stream));
     if (!s.ok()) return s;
     return CudaCall("FusedConv2D output stage launch",
-                    OutputStage(a.output, a.bias, a.residual, m, n, a.act, a.alpha, stream));
+                    LaunchOutputStage(a.output, a.bias, a.residual, m, n, a.act, a.alpha, stream));
   }
   const bool gather = !g.input_is_patch_matrix();
   if (a.chunk_rows <= 0) return GpuStatus{"FusedConv2D", "chunk_rows must be positive"};
@@ -187,20 +98,11 @@ GpuStatus LaunchFusedConv2D(const ConvGeometry& g, const FusedConv2DParams& a, c
     GpuStatus s = RowMajorSgemm(rows, n, k, lhs, k, a.filter, n, out, n, a.allow_tf32, stream);
     if (!s.ok()) return s;
     s = CudaCall("FusedConv2D output stage launch",
-                 OutputStage(out, a.bias, a.residual != nullptr ? a.residual + first * n : nullptr, rows, n, a.act,
+                 LaunchOutputStage(out, a.bias, a.residual != nullptr ? a.residual + first * n : nullptr, rows, n, a.act,
                              a.alpha, stream));
     if (!s.ok()) return s;
   }
   return GpuStatus{};
-}
-
-cudaError_t LaunchFusedActivationGrad(const float* gradients, const float* outputs, const float* features,
-                                      float* backprops, int64_t n, int act, float alpha, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  if (VectorWidth(n, {gradients, outputs, features, backprops}) == 4) {
-    return ActivationGradV<4>(gradients, outputs, features, backprops, n, act, alpha, stream);
-  }
-  return ActivationGradV<1>(gradients, outputs, features, backprops, n, act, alpha, stream);
 }
 
 }  // namespace cuda

@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "kernels/cuda/cublas_gemm.h"
+#include "kernels/cuda/output_stage.h"  // LaunchFusedActivationGrad, FusedActivationGrad's launcher
 #include "kernels/spec/fused_conv2d_spec.h"
 
 namespace mo {
@@ -74,13 +75,6 @@ struct FusedConv2DParams {
 // (the current device's). Sizes as fused_conv2d::Geometry gives them;
 // KH*KW*Cin and Cout at most 2^31 - 1. The residual may not alias the output.
 GpuStatus LaunchFusedConv2D(const fused_conv2d::ConvGeometry& g, const FusedConv2DParams& params, cudaStream_t stream);
-
-// backprops[i] = gradients[i] * act'(z[i]), the derivative taken from
-// features (z) when given, else from outputs (y = act(z)): exact for the
-// activations fused_conv2d::ReadAttrs lets through without features.
-// backprops may be gradients.
-cudaError_t LaunchFusedActivationGrad(const float* gradients, const float* outputs, const float* features,
-                                      float* backprops, int64_t n, int act, float alpha, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace mo

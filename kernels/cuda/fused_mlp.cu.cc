@@ -1,9 +1,9 @@
 // FusedMLP CUDA launchers: the checks of the shape, the backward workspace,
-// the implementation for the element type (float32: fused_mlp_simt.cu.cc on
-// CUDA cores, or fused_mlp_mma.cu.cc on TF32 tensor cores when the shape asks;
-// float16: fused_mlp_mma.cu.cc on tensor cores), and the fixed-order
-// sum of the weight-gradient partials over row splits, so dW and db are
-// bitwise deterministic (no atomics).
+// the implementation for the element type (float16: fused_mlp_mma.cu.cc on
+// tensor cores; float32: the same kernels on TF32 tensor cores, or
+// fused_mlp_layers.cu.cc layer by layer, FusedMlpUsesLayers), and the
+// fixed-order sum of the fused kernels' weight-gradient partials over row
+// splits, so dW and db are bitwise deterministic (no atomics).
 #include <algorithm>
 #include <type_traits>
 
@@ -58,22 +58,26 @@ size_t FusedMlpBackwardWorkspaceBytes(const FusedMlpShape& s, size_t elem_size) 
   return Layout(s, elem_size).total;
 }
 
+constexpr const char* kBadShape = "FusedMLP shape";
+
 template <typename T>
-cudaError_t LaunchFusedMlpForward(const T* x, const FusedMlpParams<T>& p, T* y, T* saved,
-                                  const FusedMlpShape& s, cudaStream_t stream) {
-  if (!ShapeOk(s)) return cudaErrorInvalidValue;
-  if (s.n == 0) return cudaSuccess;
+GpuStatus LaunchFusedMlpForward(const T* x, const FusedMlpParams<T>& p, T* y, T* saved, const FusedMlpShape& s,
+                                cudaStream_t stream) {
+  if (!ShapeOk(s)) return GpuStatus{kBadShape, "unsupported width, depth, input/output width or activation"};
+  if (s.n == 0) return GpuStatus{};
   if constexpr (std::is_same<T, float>::value) {
-    if (s.tf32) return ForwardTf32(x, p, y, saved, s, stream);
+    if (FusedMlpUsesLayers(s)) return ForwardLayers(x, p, y, saved, s, stream);
+    return CudaCall("FusedMLP forward launch (TF32)", ForwardTf32(x, p, y, saved, s, stream));
+  } else {
+    return CudaCall("FusedMLP forward launch", Forward(x, p, y, saved, s, stream));
   }
-  return Forward(x, p, y, saved, s, stream);
 }
 
 template <typename T>
-cudaError_t LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T* saved,
-                                   const FusedMlpParams<T>& p, T* dx, const FusedMlpGrads<T>& g,
-                                   void* workspace, const FusedMlpShape& s, cudaStream_t stream) {
-  if (!ShapeOk(s)) return cudaErrorInvalidValue;
+GpuStatus LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T* saved, const FusedMlpParams<T>& p,
+                                 T* dx, const FusedMlpGrads<T>& g, void* workspace, const FusedMlpShape& s,
+                                 cudaStream_t stream) {
+  if (!ShapeOk(s)) return GpuStatus{kBadShape, "unsupported width, depth, input/output width or activation"};
   const int matrices = s.hidden_layers + 1;
   const Dims dm = DimsOf(s);
   bool any_wgrad = false;
@@ -85,13 +89,16 @@ cudaError_t LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T*
       cudaError_t err = cudaSuccess;
       if (g.dw[l] != nullptr) err = cudaMemsetAsync(g.dw[l], 0, sizeof(T) * k * nn, stream);
       if (err == cudaSuccess && g.db[l] != nullptr) err = cudaMemsetAsync(g.db[l], 0, sizeof(T) * nn, stream);
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) return CudaCall("cudaMemsetAsync", err);
     }
-    return cudaSuccess;
+    return GpuStatus{};
   }
-  if (!any_wgrad && dx == nullptr) return cudaSuccess;
+  if (!any_wgrad && dx == nullptr) return GpuStatus{};
   const WsLayout ws = Layout(s, sizeof(T));
   char* base = static_cast<char*>(workspace);
+  if constexpr (std::is_same<T, float>::value) {
+    if (FusedMlpUsesLayers(s)) return BackwardLayers(dy, x, y, saved, p, dx, g, base, ws, s, stream);
+  }
   DzBuffers<T> bufs;
   for (int l = 0; l < kFusedMlpMaxMatrices; ++l) {
     bufs.dz[l] = (any_wgrad && l < matrices) ? reinterpret_cast<T*>(base + ws.dz_off[l]) : nullptr;
@@ -99,25 +106,24 @@ cudaError_t LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T*
   float* partials = reinterpret_cast<float*>(base + ws.part_off);
   cudaError_t err;
   if constexpr (std::is_same<T, float>::value) {
-    err = s.tf32 ? BackwardTf32(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream)
-                 : Backward(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+    err = BackwardTf32(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
   } else {
     err = Backward(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
   }
-  if (err != cudaSuccess || !any_wgrad) return err;
+  if (err != cudaSuccess || !any_wgrad) return CudaCall("FusedMLP backward launch", err);
   const int red_blocks = static_cast<int>((ws.part_stride + 255) / 256);
   FusedMlpWgradReduceKernel<T><<<dim3(red_blocks, matrices), 256, 0, stream>>>(
       partials, ws.splits, ws.part_stride, g, s, dm);
-  return cudaGetLastError();
+  return CudaCall("FusedMLP weight-gradient sum launch", cudaGetLastError());
 }
 
 #define MO_INSTANTIATE(T)                                                                          \
-  template cudaError_t LaunchFusedMlpForward<T>(const T*, const FusedMlpParams<T>&, T*, T*,       \
-                                                const FusedMlpShape&, cudaStream_t);              \
-  template cudaError_t LaunchFusedMlpBackward<T>(const T*, const T*, const T*, const T*,          \
-                                                 const FusedMlpParams<T>&, T*,                    \
-                                                 const FusedMlpGrads<T>&, void*,                  \
-                                                 const FusedMlpShape&, cudaStream_t);
+  template GpuStatus LaunchFusedMlpForward<T>(const T*, const FusedMlpParams<T>&, T*, T*,         \
+                                              const FusedMlpShape&, cudaStream_t);                \
+  template GpuStatus LaunchFusedMlpBackward<T>(const T*, const T*, const T*, const T*,            \
+                                               const FusedMlpParams<T>&, T*,                      \
+                                               const FusedMlpGrads<T>&, void*,                    \
+                                               const FusedMlpShape&, cudaStream_t);
 MO_INSTANTIATE(float)
 MO_INSTANTIATE(__half)
 #undef MO_INSTANTIATE

@@ -44,6 +44,11 @@ bool UseTf32() {
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
 
+absl::Status Status(const char* op, const cuda::GpuStatus& s) {
+  if (s.ok()) return absl::OkStatus();
+  return ::tensorflow::errors::Internal(op, " on the GPU: ", s.what, " failed: ", s.error);
+}
+
 }  // namespace
 
 template <typename T>
@@ -59,8 +64,7 @@ struct FusedMlpFunctor<GPUDevice, T> {
     }
     cuda::FusedMlpShape s = ShapeOf(net, args.n, a);
     s.tf32 = UseTf32<T>();
-    return cuda::LaunchStatus("FusedMLP",
-                              cuda::LaunchFusedMlpForward<CT>(cuda::AsCuda(args.x), p, cuda::AsCuda(args.y),
+    return Status("FusedMLP", cuda::LaunchFusedMlpForward<CT>(cuda::AsCuda(args.x), p, cuda::AsCuda(args.y),
                                                               cuda::AsCuda(args.hidden), s, cuda::Stream(ctx)));
   }
 
@@ -80,11 +84,11 @@ struct FusedMlpFunctor<GPUDevice, T> {
     ::tensorflow::Tensor workspace;
     const int64_t ws_bytes = static_cast<int64_t>(cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(CT)));
     TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8, ::tensorflow::TensorShape({ws_bytes}), &workspace));
-    return cuda::LaunchStatus("FusedMLPGrad",
-                              cuda::LaunchFusedMlpBackward<CT>(cuda::AsCuda(args.grad_y), cuda::AsCuda(args.x),
-                                                               cuda::AsCuda(args.y), cuda::AsCuda(args.hidden), p,
-                                                               cuda::AsCuda(args.grad_x), g,
-                                                               workspace.flat<uint8_t>().data(), s, cuda::Stream(ctx)));
+    return Status("FusedMLPGrad",
+                  cuda::LaunchFusedMlpBackward<CT>(cuda::AsCuda(args.grad_y), cuda::AsCuda(args.x),
+                                                   cuda::AsCuda(args.y), cuda::AsCuda(args.hidden), p,
+                                                   cuda::AsCuda(args.grad_x), g, workspace.flat<uint8_t>().data(),
+                                                   s, cuda::Stream(ctx)));
   }
 };
 

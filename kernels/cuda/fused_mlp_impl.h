@@ -1,9 +1,10 @@
 // What the FusedMLP CUDA launchers (fused_mlp.cu.cc) and their two
 // implementations share: the padded dimensions, the backward workspace layout,
 // and the implementations' entry points:
-//   float32: fused_mlp_simt.cu.cc, CUDA cores, one block per 128-row tile
 //   float16: fused_mlp_mma.cu.cc, tensor cores (mma.sync), rows in registers
 //   float32 with FusedMlpShape::tf32: the same kernels on TF32 tensor cores
+//   float32 layer by layer (FusedMlpUsesLayers): fused_mlp_layers.cu.cc,
+//     cuBLAS GEMMs and elementwise passes
 // Device code (nvcc only); no TensorFlow.
 #ifndef MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
 #define MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
@@ -64,6 +65,7 @@ inline int Splits(int64_t n) {
 
 struct WsLayout {
   size_t dz_off[kFusedMlpMaxMatrices];
+  size_t ones_off;  // float32: n ones (the layer path's bias gradients, 1^T dz)
   size_t part_off;
   int splits;
   int64_t part_stride;
@@ -80,6 +82,8 @@ inline WsLayout Layout(const FusedMlpShape& s, size_t elem) {
     w.dz_off[l] = off;
     off += Align128(elem * static_cast<size_t>(s.n) * np);
   }
+  w.ones_off = off;
+  if (elem == sizeof(float)) off += Align128(sizeof(float) * static_cast<size_t>(s.n));
   w.splits = Splits(s.n);
   w.part_stride = static_cast<int64_t>(dm.d) * dm.d + dm.d;
   w.part_off = off;
@@ -88,26 +92,27 @@ inline WsLayout Layout(const FusedMlpShape& s, size_t elem) {
   return w;
 }
 
-// The implementations, for n > 0 and a shape ShapeOk admits: float32
-// (fused_mlp_simt.cu.cc) and float16 (fused_mlp_mma.cu.cc) overloads. The
+// The implementations, for n > 0 and a shape ShapeOk admits. The fused
 // backward writes dx and, when any_wgrad, dz and the weight-gradient partials
-// (summed over splits by the caller).
-cudaError_t Forward(const float* x, const FusedMlpParams<float>& p, float* y, float* saved, const FusedMlpShape& s,
-                    cudaStream_t stream);
+// (summed over splits by the caller); the layer path writes dx, dW and db.
 cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
                     const FusedMlpShape& s, cudaStream_t stream);
-cudaError_t Backward(const float* dy, const float* x, const float* y, const float* saved,
-                     const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
-                     float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
 cudaError_t Backward(const __half* dy, const __half* x, const __half* y, const __half* saved,
                      const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs, bool any_wgrad,
                      float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
-// float32 on TF32 tensor cores (fused_mlp_mma.cu.cc), for FusedMlpShape::tf32.
+// float32 on TF32 tensor cores, fully fused (fused_mlp_mma.cu.cc).
 cudaError_t ForwardTf32(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,
                         const FusedMlpShape& s, cudaStream_t stream);
 cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const float* saved,
                          const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
                          float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
+// float32 layer by layer (fused_mlp_layers.cu.cc): products exact, or on TF32
+// tensor cores with s.tf32; `workspace` is the backward's (Layout).
+GpuStatus ForwardLayers(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,
+                        const FusedMlpShape& s, cudaStream_t stream);
+GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const float* saved,
+                         const FusedMlpParams<float>& p, float* dx, const FusedMlpGrads<float>& g, char* workspace,
+                         const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
 
 }  // namespace fused_mlp_impl
 }  // namespace cuda

@@ -22,6 +22,9 @@ LAMBDA = 8.0  # Hoeffding: a sum leaves lambda * S with probability below 2 exp(
 FLIP_ALLOWANCE = 2.0
 MAX_SPLITS, SPLIT_ROWS = 256, 4096  # batch sums: at most 256 partial sums of at least 4096 rows
 U_TF32 = 2.0 ** -11  # TF32 (10-bit mantissa) unit roundoff, round to nearest
+# TF32 by truncation: how cuBLAS converts float32 operands is not documented,
+# so its TF32 products (FusedMLP's layer path) get this, the worst case.
+U_TF32_TRUNCATED = 2.0 ** -10
 FLOAT_TINY = 2.0 ** -126  # a subnormal float32 operand flushed to zero, at most
 # float32 activation functions (exp, log1p, division): within a few ulp
 FLOAT_FN = 4 * U32
@@ -199,12 +202,15 @@ def float16_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
                   tiny=HALF_TINY)
 
 
-def tf32_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA):
+def tf32_bound(x, ws, bs, dy, act_name, out_act, alpha=ALPHA, lam=LAMBDA, truncated=False):
     """The same for float32 on TF32 tensor cores (docs/FUSED_MLP_GPU.md, "TF32
     error bound"): x and the weights rounded to TF32 where the products read
-    them, every hidden output and every dL/dz rounded to TF32, float32
-    accumulation; y, dx, dW, db float32."""
-    return _bound(x, ws, bs, dy, act_name, out_act, alpha, lam, u_in=U_TF32, u_act=U_TF32, u_y=FLOAT_FN,
+    them, every hidden output and every dL/dz rounded to TF32 (stored so, or
+    as the next product reads it), float32 accumulation; y, dx, dW, db float32.
+    truncated: operands truncated to TF32 rather than rounded to nearest (the
+    layer path's cuBLAS products)."""
+    u = U_TF32_TRUNCATED if truncated else U_TF32
+    return _bound(x, ws, bs, dy, act_name, out_act, alpha, lam, u_in=u, u_act=u, u_y=FLOAT_FN,
                   u_out=U32, tiny=FLOAT_TINY)
 
 

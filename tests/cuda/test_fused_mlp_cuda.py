@@ -9,7 +9,11 @@ tiny-cuda-nn does) while the reference stays in float64 on the same
 half-valued inputs, weights and dy. float32 on TF32 tensor cores ("tf32",
 the harness's _tf32 entry points) elementwise within `tf32_bound`
 (docs/FUSED_MLP_GPU.md, "TF32 error bound"), the same model with TF32's
-roundings; test_tf32_path_is_used shows the TF32 products are the ones run.
+roundings (truncation for the layer path's cuBLAS products);
+test_tf32_path_is_used and test_tf32_layer_path_is_used show the TF32
+products are the ones run. "tf32_fused" and "tf32_layers" run TF32 through
+one implementation whatever the width (the _tf32_impl entry points); float32
+runs layer by layer through cuBLAS at every width.
 """
 import ctypes
 
@@ -44,13 +48,35 @@ def _suffix(dtype, tf32=False):
 
 
 TF32 = "tf32"  # a dtype parameter: float32 arrays, the harness's TF32 entry points
+# TF32 through one implementation (kFusedMlpTf32Fused / kFusedMlpTf32Layers)
+TF32_FUSED, TF32_LAYERS = "tf32_fused", "tf32_layers"
+TF32_IMPL = {TF32: 0, TF32_FUSED: 1, TF32_LAYERS: 2}
+FLOAT32_DTYPES = [np.float32, TF32, TF32_FUSED, TF32_LAYERS]
 
 
 def _np_dtype(dtype):
-    return np.float32 if dtype == TF32 else dtype
+    return np.float32 if dtype in TF32_IMPL else dtype
 
 
-def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False, tf32=False):
+def _entry(lib, direction, dtype, tf32, impl):
+    """The harness function for this dtype and TF32 implementation."""
+    if tf32 and impl:
+        fn = getattr(lib, f"metal_ops_fused_mlp_{direction}_tf32_impl")
+        return lambda *a: fn(*a[:-1], impl, a[-1])
+    return getattr(lib, f"metal_ops_fused_mlp_{direction}_{_suffix(dtype, tf32)}")
+
+
+def uses_layers(lib, width, impl=0):
+    """Whether TF32 at this width runs layer by layer (FusedMlpUsesLayers)."""
+    return bool(lib.metal_ops_fused_mlp_tf32_uses_layers(width, impl))
+
+
+def last_error(lib):
+    lib.metal_ops_fused_mlp_last_error.restype = ctypes.c_char_p
+    return lib.metal_ops_fused_mlp_last_error().decode()
+
+
+def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False, tf32=False, impl=0):
     """Returns (y, saved) as CuPy arrays (saved None unless training)."""
     dtype = x.dtype
     n, in_dim = x.shape
@@ -58,7 +84,7 @@ def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False, tf32=False):
     dx_, dws, dbs = cupy.asarray(x), [cupy.asarray(w) for w in ws], [cupy.asarray(b) for b in bs]
     y = cupy.zeros((n, out_dim), dtype)
     saved = cupy.zeros((hidden, n, width), dtype) if training else None
-    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(dtype, tf32)}")
+    fn = _entry(lib, "forward", dtype, tf32, impl)
     check(fn(dptr(dx_), _ptrs(dws), _ptrs(dbs), dptr(y), dptr(saved) if training else None,
              ctypes.c_int64(n), in_dim, width, hidden, out_dim, ACT[act], ACT[out_act],
              ctypes.c_float(ALPHA), stream_ptr(cupy)))
@@ -73,7 +99,7 @@ def workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype):
 
 
 def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_w=True, ws_buf=None,
-                 tf32=False):
+                 tf32=False, impl=0):
     x, ws, bs = dev
     dtype = x.dtype
     n, in_dim = x.shape
@@ -84,7 +110,7 @@ def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_
     gb = [cupy.full(b.shape, np.nan, dtype) if want_w else None for b in bs]
     if ws_buf is None:
         ws_buf = workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype)
-    fn = getattr(lib, f"metal_ops_fused_mlp_backward_{_suffix(dtype, tf32)}")
+    fn = _entry(lib, "backward", dtype, tf32, impl)
     check(fn(dptr(ddy), dptr(x), dptr(y), dptr(saved), _ptrs(ws), _ptrs(bs),
              dptr(dx) if want_dx else None, _ptrs(gw), _ptrs(gb), dptr(ws_buf), ctypes.c_int64(n),
              in_dim, width, hidden, out_dim, ACT[act], ACT[out_act], ctypes.c_float(ALPHA),
@@ -112,12 +138,13 @@ def check_float16(cupy, lib, x, ws, bs, dy, act, out_act):
     return dev, y, saved, dy, gw, gb
 
 
-def check_tf32(cupy, lib, x, ws, bs, dy, act, out_act):
-    """Every result of the TF32 kernels within tf32_bound of the float64 reference."""
-    bound = tf32_bound(x, ws, bs, dy, act, out_act, ALPHA)
-    y_inf, _, _ = run_forward(cupy, lib, x, ws, bs, act, out_act, tf32=True)
-    y, saved, dev = run_forward(cupy, lib, x, ws, bs, act, out_act, training=True, tf32=True)
-    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, act, out_act, tf32=True)
+def check_tf32(cupy, lib, x, ws, bs, dy, act, out_act, impl=0):
+    """Every result of the TF32 path within tf32_bound of the float64 reference."""
+    truncated = uses_layers(lib, ws[0].shape[1], impl)
+    bound = tf32_bound(x, ws, bs, dy, act, out_act, ALPHA, truncated=truncated)
+    y_inf, _, _ = run_forward(cupy, lib, x, ws, bs, act, out_act, tf32=True, impl=impl)
+    y, saved, dev = run_forward(cupy, lib, x, ws, bs, act, out_act, training=True, tf32=True, impl=impl)
+    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, act, out_act, tf32=True, impl=impl)
     assert_within_float16_bound(bound, y=cupy.asnumpy(y_inf))
     assert_within_float16_bound(bound, y=cupy.asnumpy(y), hidden=cupy.asnumpy(saved), dx=cupy.asnumpy(dx),
                                 dws=[cupy.asnumpy(w) for w in gw], dbs=[cupy.asnumpy(b) for b in gb])
@@ -130,8 +157,8 @@ def check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, act, out_act, 
     dy = rng.standard_normal((n, out_dim)).astype(_np_dtype(dtype))
     if dtype == np.float16:
         return check_float16(cupy, lib, x, ws, bs, dy, act, out_act)
-    if dtype == TF32:
-        return check_tf32(cupy, lib, x, ws, bs, dy, act, out_act)
+    if dtype in TF32_IMPL:
+        return check_tf32(cupy, lib, x, ws, bs, dy, act, out_act, TF32_IMPL[dtype])
     tol = 2e-4
     want_y, _, _, _, want_h = ref_forward_backward(x, ws, bs, dy, act, out_act)
     y_inf, _, _ = run_forward(cupy, lib, x, ws, bs, act, out_act)
@@ -151,7 +178,7 @@ def check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, act, out_act, 
     return dev, y, saved, dy, gw, gb
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
+@pytest.mark.parametrize("dtype", FLOAT32_DTYPES + [np.float16])
 @pytest.mark.parametrize("width", [16, 32, 64, 128])
 def test_widths(dtype, width):
     cupy, lib = require_gpu()
@@ -186,7 +213,7 @@ def test_odd_dims(dtype, in_dim, out_dim, n):
     check_case(cupy, lib, rng, n, in_dim, 64, 2, out_dim, "relu", "none", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
+@pytest.mark.parametrize("dtype", FLOAT32_DTYPES + [np.float16])
 @pytest.mark.parametrize("width,hidden,in_dim,out_dim,n", [(128, 8, 128, 128, 1000), (128, 4, 40, 24, 3001),
                                                          (16, 3, 128, 128, 777), (64, 8, 128, 3, 5000)])
 def test_large_nets(dtype, width, hidden, in_dim, out_dim, n):
@@ -197,7 +224,7 @@ def test_large_nets(dtype, width, hidden, in_dim, out_dim, n):
     check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, "relu", "none", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
+@pytest.mark.parametrize("dtype", FLOAT32_DTYPES + [np.float16])
 def test_many_rows(dtype):
     """More row tiles than the persistent grid holds, and several
     weight-gradient splits with a ragged last one."""
@@ -206,17 +233,17 @@ def test_many_rows(dtype):
     check_case(cupy, lib, rng, 300_007, 32, 64, 2, 16, "softplus", "sigmoid", dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
+@pytest.mark.parametrize("dtype", FLOAT32_DTYPES + [np.float16])
 def test_empty_batch(dtype):
     cupy, lib = require_gpu()
     rng = np.random.default_rng(0)
     ws, bs = make_net(rng, 5, 32, 2, 3, _np_dtype(dtype))
     x = np.zeros((0, 5), _np_dtype(dtype))
-    tf32 = dtype == TF32
-    y, saved, dev = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32)
+    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+    y, saved, dev = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32, impl=impl)
     assert y.shape == (0, 3)
     dx, gw, gb = run_backward(cupy, lib, dev, y, saved, np.zeros((0, 3), _np_dtype(dtype)), "relu", "none",
-                              tf32=tf32)
+                              tf32=tf32, impl=impl)
     for a in gw + gb:
         assert float(cupy.abs(a).max()) == 0.0
 
@@ -224,15 +251,16 @@ def test_empty_batch(dtype):
 def test_optional_gradients_and_determinism():
     cupy, lib = require_gpu()
     rng = np.random.default_rng(9)
-    for dtype in (np.float32, np.float16, TF32):
+    for dtype in FLOAT32_DTYPES + [np.float16]:
         dev, y, saved, dy, gw, gb = check_case(cupy, lib, rng, 70001, 32, 64, 2, 16, "relu",
                                                "none", dtype)
-        tf32 = dtype == TF32
-        _, gw2, gb2 = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_dx=False, tf32=tf32)
+        tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+        _, gw2, gb2 = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_dx=False, tf32=tf32,
+                                   impl=impl)
         for a, b in zip(gw + gb, gw2 + gb2):
             assert cupy.array_equal(a, b), "weight gradients differ between identical runs"
         dx_only, none_w, _ = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_w=False,
-                                          tf32=tf32)
+                                          tf32=tf32, impl=impl)
         assert none_w[0] is None and dx_only is not None
 
 
@@ -249,6 +277,7 @@ def _forward_error(dtype, width, act):
 @pytest.mark.parametrize("dtype", [np.float32, TF32])
 def test_bad_shape_rejected(dtype):
     assert _forward_error(dtype, 48, ACT["relu"]) != 0, "width 48 must be rejected"
+    assert "FusedMLP shape" in last_error(require_gpu()[1])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, TF32])
@@ -301,3 +330,53 @@ def test_tf32_path_is_used():
     d_tf32 = np.median(np.abs(y_t - tf32_y))
     d_exact = np.median(np.abs(y_t - exact_y))
     assert d_exact > 100 * d_tf32, (d_tf32, d_exact)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, TF32_LAYERS])
+def test_layer_path_computes_only_what_is_asked(dtype):
+    """The layer path visits no layer below the lowest wanted gradient, and
+    what it computes equals the full backward's bit for bit (cuBLAS is
+    deterministic on one GPU): dW of the middle layer alone, db of the output
+    layer alone, dx alone."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(31)
+    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+    ws, bs = make_net(rng, 12, 64, 3, 5, np.float32)
+    x = rng.uniform(-1, 1, (5000, 12)).astype(np.float32)
+    dy = rng.standard_normal((5000, 5)).astype(np.float32)
+    y, saved, dev = run_forward(cupy, lib, x, ws, bs, "softplus", "sigmoid", training=True, tf32=tf32, impl=impl)
+    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, "softplus", "sigmoid", tf32=tf32, impl=impl)
+    fn = _entry(lib, "backward", np.float32, tf32, impl)
+    for want in (("dw", 1), ("db", 3), ("dx", None)):
+        one_w = [cupy.full(w.shape, np.nan, np.float32) if want == ("dw", l) else None for l, w in enumerate(ws)]
+        one_b = [cupy.full(b.shape, np.nan, np.float32) if want == ("db", l) else None for l, b in enumerate(bs)]
+        one_dx = cupy.full(x.shape, np.nan, np.float32) if want[0] == "dx" else None
+        wsb = workspace(cupy, lib, 5000, 12, 64, 3, 5, np.float32)
+        check(fn(dptr(cupy.asarray(dy)), dptr(dev[0]), dptr(y), dptr(saved), _ptrs(dev[1]), _ptrs(dev[2]),
+                 dptr(one_dx) if one_dx is not None else None, _ptrs(one_w), _ptrs(one_b), dptr(wsb),
+                 ctypes.c_int64(5000), 12, 64, 3, 5, ACT["softplus"], ACT["sigmoid"], ctypes.c_float(ALPHA),
+                 stream_ptr(cupy)))
+        got = one_dx if want[0] == "dx" else (one_w if want[0] == "dw" else one_b)[want[1]]
+        full = dx if want[0] == "dx" else (gw if want[0] == "dw" else gb)[want[1]]
+        assert cupy.array_equal(got, full), want
+
+
+def test_tf32_layer_path_is_used():
+    """TF32 at width 128 runs layer by layer through cuBLAS with TF32 allowed:
+    its results differ from the exact float32 path's far more than the exact
+    path differs from the float64 reference, and lie within the truncated
+    TF32 bound (test_widths); its saved activations are float32 values."""
+    cupy, lib = require_gpu()
+    assert uses_layers(lib, 128) and not uses_layers(lib, 64)
+    rng = np.random.default_rng(41)
+    ws, bs = make_net(rng, 64, 128, 3, 16, np.float32)
+    x = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
+    y_t, saved_t, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=True)
+    y_e, _, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)
+    y_t, saved_t, y_e = cupy.asnumpy(y_t), cupy.asnumpy(saved_t), cupy.asnumpy(y_e)
+    want = ref_forward_backward(x, ws, bs, np.zeros((4096, 16), np.float32), "relu", "none")[0]
+    d_exact = np.median(np.abs(y_e - want))
+    d_tf32 = np.median(np.abs(y_t - y_e))
+    assert d_tf32 > 30 * d_exact, (d_tf32, d_exact)
+    nonzero = saved_t != 0
+    assert np.mean(saved_t.view(np.uint32)[nonzero] & 0x1FFF != 0) > 0.9, "layer outputs should be float32"

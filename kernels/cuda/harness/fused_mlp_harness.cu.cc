@@ -1,15 +1,28 @@
 // C-ABI entry points for testing the FusedMLP CUDA kernels without TensorFlow
 // (tests/cuda/test_fused_mlp_cuda.py and benchmarks/cuda/bench_fused_mlp_cuda.py
 // drive them with CuPy device pointers). Weight/bias/gradient pointers come as
-// host arrays of device addresses (0 = not wanted), one per matrix.
+// host arrays of device addresses (0 = not wanted), one per matrix. Entry
+// points return 0, or 1 with the failed call's message in
+// metal_ops_fused_mlp_last_error().
+#include <string>
+
 #include "kernels/cuda/fused_mlp.h"
 
 namespace {
 
+thread_local std::string last_error;
+
+int Code(const mo::cuda::GpuStatus& s) {
+  if (s.ok()) return 0;
+  last_error = std::string(s.what) + " failed: " + s.error;
+  return 1;
+}
+
 mo::cuda::FusedMlpShape Shape(int64_t n, int in_dim, int width, int hidden_layers, int out_dim,
-                              int act, int out_act, float alpha, bool tf32 = false) {
+                              int act, int out_act, float alpha, bool tf32 = false, int tf32_impl = 0) {
   mo::cuda::FusedMlpShape s{n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha};
   s.tf32 = tf32;
+  s.tf32_impl = tf32_impl;
   return s;
 }
 
@@ -26,38 +39,46 @@ mo::cuda::FusedMlpParams<T> Params(const int64_t* w, const int64_t* b, int matri
 template <typename T>
 int Forward(const void* x, const int64_t* w, const int64_t* b, void* y, void* saved, int64_t n,
             int in_dim, int width, int hidden_layers, int out_dim, int act, int out_act,
-            float alpha, cudaStream_t stream, bool tf32 = false) {
+            float alpha, cudaStream_t stream, bool tf32 = false, int tf32_impl = 0) {
   if (hidden_layers < 1 || hidden_layers + 1 > mo::cuda::kFusedMlpMaxMatrices) {
-    return static_cast<int>(cudaErrorInvalidValue);
+    return Code(mo::cuda::GpuStatus{"FusedMLP shape", "hidden_layers out of range"});
   }
-  return static_cast<int>(mo::cuda::LaunchFusedMlpForward<T>(
-      static_cast<const T*>(x), Params<T>(w, b, hidden_layers + 1), static_cast<T*>(y),
-      static_cast<T*>(saved), Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32),
-      stream));
+  return Code(mo::cuda::LaunchFusedMlpForward<T>(
+      static_cast<const T*>(x), Params<T>(w, b, hidden_layers + 1), static_cast<T*>(y), static_cast<T*>(saved),
+      Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32, tf32_impl), stream));
 }
 
 template <typename T>
 int Backward(const void* dy, const void* x, const void* y, const void* saved, const int64_t* w,
              const int64_t* b, void* dx, const int64_t* dw, const int64_t* db, void* workspace,
              int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
-             int out_act, float alpha, cudaStream_t stream, bool tf32 = false) {
+             int out_act, float alpha, cudaStream_t stream, bool tf32 = false, int tf32_impl = 0) {
   if (hidden_layers < 1 || hidden_layers + 1 > mo::cuda::kFusedMlpMaxMatrices) {
-    return static_cast<int>(cudaErrorInvalidValue);
+    return Code(mo::cuda::GpuStatus{"FusedMLP shape", "hidden_layers out of range"});
   }
   mo::cuda::FusedMlpGrads<T> g{};
   for (int l = 0; l < hidden_layers + 1; ++l) {
     g.dw[l] = reinterpret_cast<T*>(dw[l]);
     g.db[l] = reinterpret_cast<T*>(db[l]);
   }
-  return static_cast<int>(mo::cuda::LaunchFusedMlpBackward<T>(
-      static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(y),
-      static_cast<const T*>(saved), Params<T>(w, b, hidden_layers + 1), static_cast<T*>(dx), g,
-      workspace, Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32), stream));
+  return Code(mo::cuda::LaunchFusedMlpBackward<T>(
+      static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(saved),
+      Params<T>(w, b, hidden_layers + 1), static_cast<T*>(dx), g, workspace,
+      Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32, tf32_impl), stream));
 }
 
 }  // namespace
 
 extern "C" {
+
+const char* metal_ops_fused_mlp_last_error() { return last_error.c_str(); }
+
+// Whether the TF32 network of this width runs layer by layer through cuBLAS
+// with tf32 implementation `impl` (FusedMlpUsesLayers; 0 = the library's choice).
+int metal_ops_fused_mlp_tf32_uses_layers(int width, int impl) {
+  mo::cuda::FusedMlpShape s = Shape(1, 16, width, 1, 16, 0, 0, 0.0f, true, impl);
+  return mo::cuda::FusedMlpUsesLayers(s) ? 1 : 0;
+}
 
 int64_t metal_ops_fused_mlp_workspace_bytes(int64_t n, int in_dim, int width, int hidden_layers,
                                             int out_dim, int elem_size) {
@@ -113,6 +134,23 @@ int metal_ops_fused_mlp_backward_tf32(const void* dy, const void* x, const void*
                                       cudaStream_t stream) {
   return Backward<float>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers,
                          out_dim, act, out_act, alpha, stream, true);
+}
+
+// TF32 through a chosen implementation (kFusedMlpTf32Fused = 1, kFusedMlpTf32Layers
+// = 2; 0 is the library's choice, as the _tf32 entry points): tests and tuning.
+int metal_ops_fused_mlp_forward_tf32_impl(const void* x, const int64_t* w, const int64_t* b, void* y, void* saved,
+                                          int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
+                                          int out_act, float alpha, int impl, cudaStream_t stream) {
+  return Forward<float>(x, w, b, y, saved, n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha,
+                        stream, true, impl);
+}
+int metal_ops_fused_mlp_backward_tf32_impl(const void* dy, const void* x, const void* y, const void* saved,
+                                           const int64_t* w, const int64_t* b, void* dx, const int64_t* dw,
+                                           const int64_t* db, void* workspace, int64_t n, int in_dim, int width,
+                                           int hidden_layers, int out_dim, int act, int out_act, float alpha,
+                                           int impl, cudaStream_t stream) {
+  return Backward<float>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers,
+                         out_dim, act, out_act, alpha, stream, true, impl);
 }
 
 }  // extern "C"

@@ -1,0 +1,150 @@
+"""FusedMLP on a CUDA GPU through TensorFlow vs the Keras Dense stack a user
+writes instead, side by side in one process.
+
+    python -m benchmarks.bench_fused_mlp_gpu [--rounds 7] [--iters 20] [--n 1048576] [--no-tf32] [--quick]
+
+Networks: benchmarks/cuda/bench_fused_mlp_cuda.py's four (ReLU hidden layers,
+linear output), float32 [N, in] inputs on /GPU:0. Contenders, each called in a
+tf.function:
+  "keras": a keras.Sequential of Dense layers (its own weights, set to ours);
+  "keras_xla": the same model under tf.function(jit_compile=True), the
+    fastest way TensorFlow offers to run it;
+  "ours": metal_ops.layers.FusedMLP holding the same weights.
+Timed: inference (the forward pass) and a training step's work (forward and
+the gradients of sum(y * dy) for x and every weight and bias). Outputs and
+gradients are checked against each other first. Both sides use TF32 tensor
+cores exactly when TensorFlow allows them (on by default; --no-tf32 turns
+them off for both, and FusedMLP then runs its exact float32 path).
+
+Rounds interleave the contenders (benchmarks/timing.py); a round runs each
+`--iters` times back to back and waits for the GPU; speedups are medians of
+per-round ratios (> 1: ours is faster). --quick: one small network on
+whatever device TensorFlow has (the CPU here), 3 rounds, no JSON.
+JSON: benchmarks/results/fused_mlp_keras_gpu[_strict].json.
+"""
+import os
+
+import numpy as np
+
+from benchmarks import timing
+
+CONFIGS = [  # name, in, width, hidden layers, out (bench_fused_mlp_cuda.CONFIGS)
+    ("w64_in64_h4_out64", 64, 64, 4, 64),
+    ("nerf_density_32_64_64_16", 32, 64, 2, 16),
+    ("nerf_color_32_64_64_3", 32, 64, 2, 3),
+    ("w128_in64_h3_out16", 64, 128, 3, 16),
+]
+
+
+def bench(tf, metal_ops, device, config, n, rounds, iters, results):
+    name, in_dim, width, hidden, out_dim = config
+    rng = np.random.default_rng(0)
+    keras = tf.keras
+    ours = metal_ops.layers.FusedMLP(hidden_units=width, hidden_layers=hidden, output_units=out_dim,
+                                     activation="relu", output_activation=None)
+    dense = keras.Sequential([keras.layers.Dense(width, activation="relu") for _ in range(hidden)] +
+                             [keras.layers.Dense(out_dim)])
+    with tf.device(device):
+        x = tf.constant(rng.uniform(-1, 1, (n, in_dim)).astype(np.float32))
+        dy = tf.constant(rng.standard_normal((n, out_dim)).astype(np.float32))
+        ours(x[:2])
+        dense(x[:2])
+        weights = [rng.uniform(-0.1, 0.1, w.shape).astype(np.float32) for w in dense.get_weights()]
+        dense.set_weights(weights)
+        ours.set_weights(weights)
+
+    def infer(model):
+        return lambda x: model(x)
+
+    def train(model):
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = model(x)
+                loss = tf.reduce_sum(y * dy)
+            return [y] + tape.gradient(loss, [x] + model.trainable_variables)
+        return step
+
+    row = {"config": name, "n": n}
+    line = f"{name:26s}"
+    for mode, wrap in (("forward", infer), ("train", train)):
+        fns = {"keras": tf.function(wrap(dense)), "keras_xla": tf.function(wrap(dense), jit_compile=True),
+               "ours": tf.function(wrap(ours))}
+        with tf.device(device):
+            outs = {key: fn(x) for key, fn in fns.items()}
+        first = {key: (out if mode == "forward" else out[0]) for key, out in outs.items()}
+        assert device.strip("/").split(":")[0] in first["ours"].device.upper(), (
+            f"FusedMLP ran on {first['ours'].device}, not {device}: no kernel for that device loaded")
+        tol = 3e-2 if tf.config.experimental.tensor_float_32_execution_enabled() else 1e-3
+        for key in ("keras", "keras_xla"):
+            got = outs["ours"] if mode == "train" else [outs["ours"]]
+            want = outs[key] if mode == "train" else [outs[key]]
+            for g, w in zip(got, want):
+                scale = max(1.0, float(tf.reduce_max(tf.abs(w))))
+                np.testing.assert_allclose(g.numpy(), w.numpy(), atol=tol * scale, rtol=tol)
+
+        def timed(fn):
+            def run():
+                with tf.device(device):
+                    for _ in range(iters):
+                        out = fn(x)
+                    y = out if mode == "forward" else out[0]
+                    y[0, 0].numpy()  # waits for the stream
+            return run
+
+        times = timing.interleaved_ms({key: timed(fn) for key, fn in fns.items()}, rounds, warmup=2)
+        for key in fns:
+            row[f"{mode}_{key}_ms"] = timing.median_wall_ms(times[key]) / iters
+        for key in ("keras", "keras_xla"):
+            row[f"{mode}_speedup_vs_{key}"] = timing.median_ratio(times[key], times["ours"])
+        line += (f" | {mode} ours {row[f'{mode}_ours_ms']:7.3f} keras {row[f'{mode}_keras_ms']:7.3f}"
+                 f" xla {row[f'{mode}_keras_xla_ms']:7.3f} ms  x{row[f'{mode}_speedup_vs_keras']:.2f}"
+                 f" / x{row[f'{mode}_speedup_vs_keras_xla']:.2f}")
+    print(line, flush=True)
+    results.append(row)
+
+
+def main():
+    parser = timing.arguments("fused_mlp_keras_gpu.json", 7, "one small network, 3 rounds, no JSON (any device)")
+    parser.add_argument("--iters", type=int, default=20, help="calls per contender and round")
+    parser.add_argument("--n", type=int, default=1 << 20, help="rows per call")
+    parser.add_argument("--no-tf32", action="store_true", help="strict float32 on both sides")
+    args = parser.parse_args()
+    import tensorflow as tf
+
+    import metal_ops
+    import metal_ops.layers  # noqa: F401
+
+    if args.no_tf32:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        if args.json.endswith("fused_mlp_keras_gpu.json"):
+            args.json = args.json.replace(".json", "_strict.json")
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus and not args.quick:
+        raise SystemExit("bench_fused_mlp_gpu: TensorFlow sees no GPU (a CUDA build on a GPU machine is needed; "
+                         "--quick runs on the CPU)")
+    device = "/GPU:0" if gpus else "/CPU:0"
+    metal_ops.load_library()
+    info = metal_ops.build_info()
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        dev_name = f"GPU: {details.get('device_name', '?')}"
+    else:
+        dev_name = timing.cpu_description()
+    header = {"device": dev_name, "tensorflow": tf.__version__,
+              "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
+              "metal_ops_backends": info["backends"], "cuda_library_loaded": bool(info["cuda"]["loaded"]),
+              "rounds": 3 if args.quick else args.rounds, "iters": 2 if args.quick else args.iters,
+              "n": 4096 if args.quick else args.n}
+    for key, value in header.items():
+        print(f"{key}: {value}")
+    results = []
+    for config in CONFIGS[1:2] if args.quick else CONFIGS:
+        bench(tf, metal_ops, device, config, header["n"], header["rounds"], header["iters"], results)
+    if not args.quick:
+        timing.write_json(args.json, {**header, "rows": results})
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    main()
