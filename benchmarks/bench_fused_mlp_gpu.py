@@ -75,13 +75,17 @@ def bench(tf, metal_ops, device, config, n, rounds, iters, results):
         first = {key: (out if mode == "forward" else out[0]) for key, out in outs.items()}
         assert device.strip("/").split(":")[0] in first["ours"].device.upper(), (
             f"FusedMLP ran on {first['ours'].device}, not {device}: no kernel for that device loaded")
-        tol = 3e-2 if tf.config.experimental.tensor_float_32_execution_enabled() else 1e-3
+        # Relative norm of the difference: over 2^20 rows a few ReLU units sit
+        # within rounding of 0 and flip between two TF32 implementations, so
+        # elementwise tolerances do not hold (the kernels' elementwise bounds
+        # are tests/cuda/test_fused_mlp_cuda.py's).
+        tol = 1e-2 if tf.config.experimental.tensor_float_32_execution_enabled() else 1e-4
         for key in ("keras", "keras_xla"):
             got = outs["ours"] if mode == "train" else [outs["ours"]]
             want = outs[key] if mode == "train" else [outs[key]]
-            for g, w in zip(got, want):
-                scale = max(1.0, float(tf.reduce_max(tf.abs(w))))
-                np.testing.assert_allclose(g.numpy(), w.numpy(), atol=tol * scale, rtol=tol)
+            for i, (g, w) in enumerate(zip(got, want)):
+                err = float(tf.norm(g - w) / tf.maximum(tf.norm(w), 1e-30))
+                assert err <= tol, f"{name} {mode} output {i}: ours vs {key} relative error {err:.2e} > {tol}"
 
         def timed(fn):
             def run():
