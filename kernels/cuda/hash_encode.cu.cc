@@ -22,7 +22,7 @@ constexpr int64_t kDefaultAggregateBytes = 48 * 1024;
 // Largest dynamic shared memory we ever ask for (H100 allows 227 KB).
 constexpr int64_t kMaxAggregateBytes = 200 * 1024;
 constexpr int kMaxLevelsPerBlock = 4;
-constexpr int kMaxForwardLevelsPerBlock = 8;
+constexpr int kMaxForwardLevelsPerBlock = 4;
 // Largest table slice one forward level group may span: a group's blocks run
 // together (groups in order), so its rows must stay hot in L2; twice this
 // thrashes the H100's (docs/HASH_ENCODE_GPU.md).
@@ -33,8 +33,8 @@ constexpr int64_t kForwardGroupTableBytes = int64_t(16) << 20;
 // Levels per group: the lanes of G levels of one point are adjacent and write
 // G * F * sizeof(T) bytes of its output row together (a whole 32-byte sector
 // when that fits), and G levels at a time keep their slice of the table hot
-// in L2. Capped at max_levels (the best measured counts: 4 for the backward,
-// 8 for a float16 forward; docs/HASH_ENCODE_GPU.md). G is a power of two,
+// in L2. Capped at max_levels (the best measured count, 4, for the backward
+// and the forward; docs/HASH_ENCODE_GPU.md). G is a power of two,
 // no larger than the level count (rounded down).
 // levels_per_block > 0 overrides the choice (tuning; at most 32, rounded up
 // to a power of two, then down to the level count).
@@ -68,11 +68,10 @@ struct ForwardGroups {
 
 // Groups of G levels (LevelGroupShift), except that a group doubles (up to
 // kMaxForwardLevelsPerBlock levels) while its table slice stays within
-// kForwardGroupTableBytes. The dense coarse levels are small, so on the
-// standard grid levels 0-7 (15 MB of float32 rows) form one group and 8-11,
-// 12-15 the others: the coordinates are loaded 3 times instead of 4 and the
-// coarse levels share blocks with hashed ones (docs/HASH_ENCODE_GPU.md has
-// the measurements). levels_per_block > 0 fixes G.
+// kForwardGroupTableBytes: with few features per level (G below the cap),
+// small coarse levels share blocks and the coordinates are loaded fewer
+// times (docs/HASH_ENCODE_GPU.md has the measurements). levels_per_block > 0
+// fixes G.
 inline ForwardGroups MakeForwardGroups(int features, int elem_bytes, const Params& p, int levels_per_block) {
   const int base_shift = LevelGroupShift(features, elem_bytes, p.num_levels, kMaxForwardLevelsPerBlock,
                                          levels_per_block);
