@@ -49,14 +49,6 @@ def tf_activation(tf, act):
             "tanh": tf.nn.tanh, "swish": tf.nn.silu}[act]
 
 
-def describe_device(tf, device):
-    if device == "/CPU:0":
-        return timing.cpu_description()
-    details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
-    cc = details.get("compute_capability")
-    return f"GPU: {details.get('device_name', '?')}" + (f", compute capability {cc[0]}.{cc[1]}" if cc else "")
-
-
 def bench(tf, metal_ops, device, batch, hw, c, k, act, rounds, iters, results):
     rng = np.random.default_rng(0)
     with tf.device(device):
@@ -124,19 +116,9 @@ def main():
 
     if args.no_tf32:
         tf.config.experimental.enable_tensor_float_32_execution(False)
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus and not args.quick:
-        raise SystemExit("bench_fused_conv2d_gpu: TensorFlow sees no GPU (a CUDA build on a GPU machine is needed; "
-                         "--quick runs on the CPU)")
-    device = "/GPU:0" if gpus else "/CPU:0"
-    metal_ops.load_library()
-    info = metal_ops.build_info()
-    header = {"device": describe_device(tf, device), "tensorflow": tf.__version__,
-              "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
-              "metal_ops_backends": info["backends"], "cuda_library_loaded": bool(info["cuda"]["loaded"]),
-              "rounds": 3 if args.quick else args.rounds, "iters": 2 if args.quick else args.iters}
-    for key, value in header.items():
-        print(f"{key}: {value}")
+    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_fused_conv2d_gpu", args.quick,
+                                         rounds=3 if args.quick else args.rounds,
+                                         iters=2 if args.quick else args.iters)
     results = []
     for config in configs(args.quick):
         bench(tf, metal_ops, device, *config, header["rounds"], header["iters"], results)

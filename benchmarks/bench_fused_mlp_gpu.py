@@ -123,25 +123,9 @@ def main():
         tf.config.experimental.enable_tensor_float_32_execution(False)
         if args.json.endswith("fused_mlp_keras_gpu.json"):
             args.json = args.json.replace(".json", "_strict.json")
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus and not args.quick:
-        raise SystemExit("bench_fused_mlp_gpu: TensorFlow sees no GPU (a CUDA build on a GPU machine is needed; "
-                         "--quick runs on the CPU)")
-    device = "/GPU:0" if gpus else "/CPU:0"
-    metal_ops.load_library()
-    info = metal_ops.build_info()
-    if gpus:
-        details = tf.config.experimental.get_device_details(gpus[0])
-        dev_name = f"GPU: {details.get('device_name', '?')}"
-    else:
-        dev_name = timing.cpu_description()
-    header = {"device": dev_name, "tensorflow": tf.__version__,
-              "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
-              "metal_ops_backends": info["backends"], "cuda_library_loaded": bool(info["cuda"]["loaded"]),
-              "rounds": 3 if args.quick else args.rounds, "iters": 2 if args.quick else args.iters,
-              "n": 4096 if args.quick else args.n}
-    for key, value in header.items():
-        print(f"{key}: {value}")
+    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_fused_mlp_gpu", args.quick,
+                                         rounds=3 if args.quick else args.rounds,
+                                         iters=2 if args.quick else args.iters, n=4096 if args.quick else args.n)
     results = []
     for config in CONFIGS[1:2] if args.quick else CONFIGS:
         bench(tf, metal_ops, device, config, header["n"], header["rounds"], header["iters"], results)

@@ -97,6 +97,32 @@ def cpu_description():
     return f"CPU: {model or platform.processor() or platform.machine()}, {os.cpu_count()} threads, ISA: {' '.join(isa)}"
 
 
+def tf_gpu_setup(tf, metal_ops, script, quick, **fields):
+    """(device, header) of a benchmark through TensorFlow on its GPU: /GPU:0,
+    or with `quick` whatever TensorFlow has (the CPU without a GPU; else it
+    exits naming `script`). The header (printed) names the device, TensorFlow,
+    whether TF32 is allowed, the library's backends and `fields`."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus and not quick:
+        raise SystemExit(f"{script}: TensorFlow sees no GPU (a CUDA build on a GPU machine is needed; "
+                         "--quick runs on the CPU)")
+    device = "/GPU:0" if gpus else "/CPU:0"
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        cc = details.get("compute_capability")
+        name = f"GPU: {details.get('device_name', '?')}" + (f", compute capability {cc[0]}.{cc[1]}" if cc else "")
+    else:
+        name = cpu_description()
+    metal_ops.load_library()
+    info = metal_ops.build_info()
+    header = {"device": name, "tensorflow": tf.__version__,
+              "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
+              "metal_ops_backends": info["backends"], "cuda_library_loaded": bool(info["cuda"]["loaded"]), **fields}
+    for key, value in header.items():
+        print(f"{key}: {value}")
+    return device, header
+
+
 def write_json(path, data):
     """Writes a benchmark's results (a dict gets the command line and CPU count
     added) to path, creating its folder."""

@@ -97,9 +97,9 @@ GpuStatus LaunchFusedConv2D(const ConvGeometry& g, const FusedConv2DParams& a, c
     float* out = a.output + first * n;
     GpuStatus s = RowMajorSgemm(rows, n, k, lhs, k, a.filter, n, out, n, a.allow_tf32, stream);
     if (!s.ok()) return s;
+    const float* residual = a.residual != nullptr ? a.residual + first * n : nullptr;
     s = CudaCall("FusedConv2D output stage launch",
-                 LaunchOutputStage(out, a.bias, a.residual != nullptr ? a.residual + first * n : nullptr, rows, n, a.act,
-                             a.alpha, stream));
+                 LaunchOutputStage(out, a.bias, residual, rows, n, a.act, a.alpha, stream));
     if (!s.ok()) return s;
   }
   return GpuStatus{};

@@ -46,9 +46,7 @@ struct FusedConv2DFunctor<GPUDevice> {
     p.act = args.act;
     p.alpha = args.alpha;
     p.allow_tf32 = tsl::tensor_float_32_execution_enabled();
-    const cuda::GpuStatus s = cuda::LaunchFusedConv2D(args.g, p, cuda::Stream(ctx));
-    if (s.ok()) return absl::OkStatus();
-    return ::tensorflow::errors::Internal("FusedConv2D on the GPU: ", s.what, " failed: ", s.error);
+    return cuda::GpuStatusOf("FusedConv2D", cuda::LaunchFusedConv2D(args.g, p, cuda::Stream(ctx)));
   }
 };
 

@@ -44,11 +44,6 @@ bool UseTf32() {
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
 
-absl::Status Status(const char* op, const cuda::GpuStatus& s) {
-  if (s.ok()) return absl::OkStatus();
-  return ::tensorflow::errors::Internal(op, " on the GPU: ", s.what, " failed: ", s.error);
-}
-
 }  // namespace
 
 template <typename T>
@@ -64,7 +59,7 @@ struct FusedMlpFunctor<GPUDevice, T> {
     }
     cuda::FusedMlpShape s = ShapeOf(net, args.n, a);
     s.tf32 = UseTf32<T>();
-    return Status("FusedMLP", cuda::LaunchFusedMlpForward<CT>(cuda::AsCuda(args.x), p, cuda::AsCuda(args.y),
+    return cuda::GpuStatusOf("FusedMLP", cuda::LaunchFusedMlpForward<CT>(cuda::AsCuda(args.x), p, cuda::AsCuda(args.y),
                                                               cuda::AsCuda(args.hidden), s, cuda::Stream(ctx)));
   }
 
@@ -84,7 +79,7 @@ struct FusedMlpFunctor<GPUDevice, T> {
     ::tensorflow::Tensor workspace;
     const int64_t ws_bytes = static_cast<int64_t>(cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(CT)));
     TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8, ::tensorflow::TensorShape({ws_bytes}), &workspace));
-    return Status("FusedMLPGrad",
+    return cuda::GpuStatusOf("FusedMLPGrad",
                   cuda::LaunchFusedMlpBackward<CT>(cuda::AsCuda(args.grad_y), cuda::AsCuda(args.x),
                                                    cuda::AsCuda(args.y), cuda::AsCuda(args.hidden), p,
                                                    cuda::AsCuda(args.grad_x), g, workspace.flat<uint8_t>().data(),

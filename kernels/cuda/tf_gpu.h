@@ -16,6 +16,7 @@
 
 #include <cstddef>
 
+#include "kernels/cuda/cublas_gemm.h"  // GpuStatus
 #include "tensorflow/core/framework/numeric_types.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/platform/errors.h"
@@ -48,6 +49,12 @@ inline cudaStream_t Stream(::tensorflow::OpKernelContext* ctx) { return ctx->eig
 inline absl::Status CudaStatus(const char* what, cudaError_t err) {
   return err == cudaSuccess ? absl::OkStatus()
                             : ::tensorflow::errors::Internal(what, " failed: ", cudaGetErrorString(err));
+}
+
+// OK, or Internal("<op> on the GPU: <call> failed: <its library's message>"):
+// a launcher that queues CUDA and cuBLAS calls.
+inline absl::Status GpuStatusOf(const char* op, const GpuStatus& s) {
+  return s.ok() ? absl::OkStatus() : ::tensorflow::errors::Internal(op, " on the GPU: ", s.what, " failed: ", s.error);
 }
 
 // OK, or Internal("<what> CUDA launch failed: <CUDA's message>").

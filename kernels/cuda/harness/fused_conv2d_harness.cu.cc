@@ -11,16 +11,10 @@
 #include <type_traits>
 
 #include "kernels/cuda/fused_conv2d.h"
+#include "kernels/cuda/harness/last_error.h"
 #include "kernels/spec/fused_conv2d_spec.h"
 
 namespace {
-
-thread_local std::string last_error;
-
-int Fail(int code, const std::string& message) {
-  last_error = message;
-  return code;
-}
 
 // input_shape, filter_shape: 4 sizes; strides, dilations: 4 (NHWC);
 // explicit_paddings: 8 when padding is "EXPLICIT", else nullptr.
@@ -96,8 +90,7 @@ int metal_ops_fused_conv2d_forward_float32(const float* input, const float* filt
   p.alpha = attrs.alpha;
   p.allow_tf32 = allow_tf32 != 0;
   const mo::cuda::GpuStatus s = mo::cuda::LaunchFusedConv2D(g, p, stream);
-  if (!s.ok()) return Fail(2, std::string(s.what) + " failed: " + s.error);
-  return 0;
+  return StatusCode(s, 2);
 }
 
 // backprops = gradients * act'(z); features (z) may be nullptr where the

@@ -4,19 +4,12 @@
 // host arrays of device addresses (0 = not wanted), one per matrix. Entry
 // points return 0, or 1 with the failed call's message in
 // metal_ops_fused_mlp_last_error().
-#include <string>
-
 #include "kernels/cuda/fused_mlp.h"
+#include "kernels/cuda/harness/last_error.h"
 
 namespace {
 
-thread_local std::string last_error;
-
-int Code(const mo::cuda::GpuStatus& s) {
-  if (s.ok()) return 0;
-  last_error = std::string(s.what) + " failed: " + s.error;
-  return 1;
-}
+int Code(const mo::cuda::GpuStatus& s) { return StatusCode(s, 1); }
 
 mo::cuda::FusedMlpShape Shape(int64_t n, int in_dim, int width, int hidden_layers, int out_dim,
                               int act, int out_act, float alpha, bool tf32 = false, int tf32_impl = 0) {
