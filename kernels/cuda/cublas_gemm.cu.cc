@@ -1,4 +1,5 @@
 // cuBLAS opened at run time and a pool of its handles (kernels/cuda/cublas_gemm.h).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
@@ -18,6 +19,7 @@ namespace {
 // The soname of the cuBLAS whose headers this file is compiled with (its
 // functions' types below come from them).
 constexpr const char* kCublasSoname = "libcublas.so." MO_CUBLAS_STR(CUBLAS_VER_MAJOR);
+constexpr const char* kCublasLtSoname = "libcublasLt.so." MO_CUBLAS_STR(CUBLAS_VER_MAJOR);
 #undef MO_CUBLAS_STR
 #undef MO_CUBLAS_STR2
 
@@ -36,6 +38,45 @@ bool Bind(void* lib, const char* name, F* f, std::string* missing) {
   *f = reinterpret_cast<F>(dlsym(lib, name));
   if (*f == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
   return *f != nullptr;
+}
+
+// The cuBLASLt functions used here (the epilogue GEMM), typed by its declarations.
+struct CublasLtApi {
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+  bool ok = false;  // every function bound
+};
+
+// Opened once per process and never closed; missing cuBLASLt only disables
+// the epilogue GEMM (its callers fall back to cuBLAS and a pass of their own).
+const CublasLtApi& CublasLt() {
+  static const CublasLtApi* const api = [] {
+    auto* a = new CublasLtApi;
+    void* lib = dlopen(kCublasLtSoname, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return a;
+    std::string missing;
+    bool ok = Bind(lib, "cublasLtCreate", &a->create, &missing);
+    ok = Bind(lib, "cublasLtMatmulDescCreate", &a->desc_create, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatmulDescDestroy", &a->desc_destroy, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatmulDescSetAttribute", &a->desc_set, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatrixLayoutCreate", &a->layout_create, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatrixLayoutDestroy", &a->layout_destroy, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatmulPreferenceCreate", &a->pref_create, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatmulPreferenceDestroy", &a->pref_destroy, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatmulAlgoGetHeuristic", &a->heuristic, &missing) && ok;
+    ok = Bind(lib, "cublasLtMatmul", &a->matmul, &missing) && ok;
+    a->ok = ok;
+    return a;
+  }();
+  return *api;
 }
 
 // Opened once per process and never closed (its handles outlive any caller).
@@ -70,6 +111,7 @@ struct PooledHandle {
   int device;
   cudaStream_t stream;
   cublasHandle_t handle;
+  cublasLtHandle_t lt;  // created on first use of the epilogue GEMM
   bool busy;
 };
 
@@ -113,7 +155,7 @@ class HandleLease {
     const cublasStatus_t created = api.create(&handle);
     if (created != CUBLAS_STATUS_SUCCESS) return GpuStatus{"cublasCreate", api.status_string(created)};
     std::lock_guard<std::mutex> lock(PoolMutex());
-    Pool().push_back(PooledHandle{device, stream, handle, true});
+    Pool().push_back(PooledHandle{device, stream, handle, nullptr, true});
     slot_ = static_cast<int64_t>(Pool().size()) - 1;
     handle_ = handle;
     return GpuStatus{};
@@ -121,9 +163,32 @@ class HandleLease {
 
   cublasHandle_t handle() const { return handle_; }
 
+  // The slot's cuBLASLt handle, created on first use (nullptr if that fails).
+  cublasLtHandle_t lt(const CublasLtApi& api) {
+    std::lock_guard<std::mutex> lock(PoolMutex());
+    cublasLtHandle_t& lt = Pool()[slot_].lt;
+    if (lt == nullptr && api.create(&lt) != CUBLAS_STATUS_SUCCESS) lt = nullptr;
+    return lt;
+  }
+
  private:
   int64_t slot_ = -1;
   cublasHandle_t handle_ = nullptr;
+};
+
+// Destroys cuBLASLt descriptors when the call returns.
+struct LtDescriptors {
+  const CublasLtApi& api;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layouts[3] = {nullptr, nullptr, nullptr};
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescriptors() {
+    if (desc != nullptr) api.desc_destroy(desc);
+    for (cublasLtMatrixLayout_t l : layouts) {
+      if (l != nullptr) api.layout_destroy(l);
+    }
+    if (pref != nullptr) api.pref_destroy(pref);
+  }
 };
 
 bool FitsInt(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max(); }
@@ -158,6 +223,53 @@ GpuStatus RowMajorSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
                  static_cast<int>(k), &one, b, static_cast<int>(ldb), a, static_cast<int>(lda), &zero, c,
                  static_cast<int>(ldc));
   if (st != CUBLAS_STATUS_SUCCESS) return GpuStatus{"cublasSgemm", api.status_string(st)};
+  return GpuStatus{};
+}
+
+GpuStatus RowMajorSgemmEpilogue(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                                int64_t ldb, const float* bias, bool relu, float* c, int64_t ldc, bool allow_tf32,
+                                cudaStream_t stream, bool* done) {
+  *done = false;
+  if (!FitsInt(m) || !FitsInt(n) || !FitsInt(k) || !FitsInt(lda) || !FitsInt(ldb) || !FitsInt(ldc) || k == 0 ||
+      m == 0 || n == 0 || bias == nullptr) {
+    return GpuStatus{};
+  }
+  const CublasApi& api = Cublas();
+  const CublasLtApi& lt_api = CublasLt();
+  if (!api.error.empty() || !lt_api.ok) return GpuStatus{};
+  HandleLease lease;
+  GpuStatus s = lease.Acquire(api, stream);
+  if (!s.ok()) return s;
+  cublasLtHandle_t lt = lease.lt(lt_api);
+  if (lt == nullptr) return GpuStatus{};
+  // Column-major, as cuBLAS sees the row-major operands: C^T [n, m] =
+  // B^T [n, k] A^T [k, m], and the bias (one per column of C) is one per row
+  // of C^T, which is what the epilogue adds.
+  LtDescriptors d{lt_api};
+  const cublasComputeType_t compute = allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasLtEpilogue_t epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  bool ok = lt_api.desc_create(&d.desc, compute, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+            lt_api.desc_set(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)) ==
+                CUBLAS_STATUS_SUCCESS &&
+            lt_api.desc_set(d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)) == CUBLAS_STATUS_SUCCESS &&
+            lt_api.layout_create(&d.layouts[0], CUDA_R_32F, n, k, ldb) == CUBLAS_STATUS_SUCCESS &&
+            lt_api.layout_create(&d.layouts[1], CUDA_R_32F, k, m, lda) == CUBLAS_STATUS_SUCCESS &&
+            lt_api.layout_create(&d.layouts[2], CUDA_R_32F, n, m, ldc) == CUBLAS_STATUS_SUCCESS &&
+            lt_api.pref_create(&d.pref) == CUBLAS_STATUS_SUCCESS;
+  if (!ok) return GpuStatus{};
+  // No workspace: the preference's default maximum is 0 bytes.
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  if (lt_api.heuristic(lt, d.desc, d.layouts[0], d.layouts[1], d.layouts[2], d.layouts[2], d.pref, 1, &heuristic,
+                       &found) != CUBLAS_STATUS_SUCCESS ||
+      found == 0) {
+    return GpuStatus{};
+  }
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t st = lt_api.matmul(lt, d.desc, &one, b, d.layouts[0], a, d.layouts[1], &zero, c, d.layouts[2],
+                                          c, d.layouts[2], &heuristic.algo, nullptr, 0, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return GpuStatus{"cublasLtMatmul", api.status_string(st)};
+  *done = true;
   return GpuStatus{};
 }
 

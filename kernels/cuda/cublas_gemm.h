@@ -52,6 +52,17 @@ inline GpuStatus RowMajorSgemm(int64_t m, int64_t n, int64_t k, const float* a, 
   return RowMajorSgemm(false, false, m, n, k, a, lda, b, ldb, c, ldc, allow_tf32, stream);
 }
 
+// C[m, n] = act(A[m, k] B[k, n] + bias[n]) (row-major, neither transposed;
+// act: ReLU when `relu`, else none) in one cuBLASLt matmul whose epilogue adds
+// the bias and applies the activation: no separate pass over C. *done is false,
+// with nothing queued, where cuBLASLt (libcublasLt.so of the same major
+// version) is missing or offers no algorithm for the shape: the caller then
+// runs RowMajorSgemm and its own pass. Errors of a matmul that was queued are
+// returned. Same handles, TF32 rule and int limits as RowMajorSgemm.
+GpuStatus RowMajorSgemmEpilogue(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                                int64_t ldb, const float* bias, bool relu, float* c, int64_t ldc, bool allow_tf32,
+                                cudaStream_t stream, bool* done);
+
 }  // namespace cuda
 }  // namespace mo
 

@@ -1,8 +1,10 @@
 // FusedMLP float32 layer by layer (the launchers are fused_mlp.cu.cc; which
 // networks come here: FusedMlpUsesLayers). Every product is one cuBLAS SGEMM
-// over the whole batch (exact float32, or TF32 tensor cores with s.tf32), bias
-// and activation one elementwise pass over its output (output_stage.h): the
-// work a Keras Dense stack does, without TensorFlow's per-op dispatch.
+// over the whole batch (exact float32, or TF32 tensor cores with s.tf32). Bias
+// and ReLU / no activation are the GEMM's cuBLASLt epilogue; other
+// activations (or no cuBLASLt) take one elementwise pass over the output
+// (output_stage.h). The work a Keras Dense stack does, as XLA fuses it,
+// without TensorFlow's per-op dispatch.
 //
 // Backward, from the output down: dz = dy * f'(y); per layer dW = a^T dz,
 // db = 1^T dz (a GEMM with a ones row: cuBLAS's reductions rather than a
@@ -12,6 +14,7 @@
 // run on one GPU model and SM count, so dW and db are deterministic.
 #include <algorithm>
 
+#include "kernels/common/activations.h"
 #include "kernels/cuda/cuda_launch.h"
 #include "kernels/cuda/fused_mlp_impl.h"
 #include "kernels/cuda/output_stage.h"
@@ -50,11 +53,17 @@ GpuStatus ForwardLayers(const float* x, const FusedMlpParams<float>& p, float* y
     const bool last = l == matrices - 1;
     const int k = Rows(s, l), nn = Cols(s, l);
     float* z = last ? y : saved != nullptr ? saved + l * layer_floats : scratch + (l % 2) * layer_floats;
-    st = RowMajorSgemm(s.n, nn, k, a, k, p.w[l], nn, z, nn, s.tf32, stream);
-    if (st.ok()) {
-      st = CudaCall("FusedMLP bias and activation launch",
-                    LaunchOutputStage(z, p.b[l], nullptr, s.n, nn, last ? s.output_activation : s.activation,
-                                      s.alpha, stream));
+    const int act = last ? s.output_activation : s.activation;
+    bool fused = false;
+    if (act == kActRelu || act == kActNone) {
+      st = RowMajorSgemmEpilogue(s.n, nn, k, a, k, p.w[l], nn, p.b[l], act == kActRelu, z, nn, s.tf32, stream, &fused);
+    }
+    if (st.ok() && !fused) {
+      st = RowMajorSgemm(s.n, nn, k, a, k, p.w[l], nn, z, nn, s.tf32, stream);
+      if (st.ok()) {
+        st = CudaCall("FusedMLP bias and activation launch",
+                      LaunchOutputStage(z, p.b[l], nullptr, s.n, nn, act, s.alpha, stream));
+      }
     }
     a = z;
   }
