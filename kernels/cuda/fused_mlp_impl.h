@@ -27,6 +27,9 @@ namespace fused_mlp_impl {
 constexpr int kMaxSplits = 256;
 constexpr int kSplitRows = 4096;
 
+// Blocks of the TF32 layer path's ReLU backward (DreluProductTf32), at most.
+constexpr int kMaxDreluBlocks = 1024;
+
 inline int Pad16(int v) { return (v + 15) / 16 * 16; }
 
 __host__ __device__ inline size_t Align128(size_t b) { return (b + 127) / 128 * 128; }
@@ -66,6 +69,7 @@ inline int Splits(int64_t n) {
 struct WsLayout {
   size_t dz_off[kFusedMlpMaxMatrices];
   size_t ones_off;  // float32: n ones (the layer path's bias gradients, 1^T dz)
+  size_t drelu_off;  // float32: DreluProductTf32's per-block column sums
   size_t part_off;
   int splits;
   int64_t part_stride;
@@ -84,6 +88,8 @@ inline WsLayout Layout(const FusedMlpShape& s, size_t elem) {
   }
   w.ones_off = off;
   if (elem == sizeof(float)) off += Align128(sizeof(float) * static_cast<size_t>(s.n));
+  w.drelu_off = off;
+  if (elem == sizeof(float)) off += Align128(sizeof(float) * kMaxDreluBlocks * s.width);
   w.splits = Splits(s.n);
   w.part_stride = static_cast<int64_t>(dm.d) * dm.d + dm.d;
   w.part_off = off;
@@ -106,6 +112,14 @@ cudaError_t ForwardTf32(const float* x, const FusedMlpParams<float>& p, float* y
 cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const float* saved,
                          const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
                          float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
+// The TF32 layer path's ReLU backward through one layer (fused_mlp_mma.cu.cc):
+// out[n, width] = (dz[n, k] W^T) * (h > 0) with W [width, k] row-major and h
+// the ReLU's saved output [n, width], products on TF32 tensor cores; with db,
+// db[width] = the column sums of out, summed in a fixed order from per-block
+// sums in `partials` (kMaxDreluBlocks * width floats). k % 8 == 0; dz, h and
+// out 8-byte aligned.
+cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
+                             float* partials, int64_t n, int width, cudaStream_t stream);
 // float32 layer by layer (fused_mlp_layers.cu.cc): products exact, or on TF32
 // tensor cores with s.tf32; `workspace` is the backward's (Layout).
 GpuStatus ForwardLayers(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,

@@ -1043,6 +1043,150 @@ cudaError_t MmaBackward(const typename Tr::T* dy, const typename Tr::T* x, const
   return cudaGetLastError();
 }
 
+// ---- the TF32 layer path's ReLU backward through one layer -------------------
+//
+// out = (dz W^T) * (h > 0) with dz [n, k], W [width, k] and h, out [n, width]:
+// cuBLAS's product plus the derivative pass, in one read of dz and h and one
+// write of out, and each block's column sums of out (the layer's db) in
+// registers. Every warp takes 16 rows at a time; A fragments come straight
+// from global memory in Tf32Mma's k order (k-slots t, t+4 = columns 2t, 2t+1:
+// one 8-byte load per row), W sits in shared memory as the backward's B (row
+// major, Tf32Mma::Ld(k, false)), so LoadB serves it.
+
+constexpr int kDreluWarps = 8;
+
+__host__ __device__ inline int DreluLdw(int k) { return Tf32Mma::Ld((k + 15) / 16 * 16, false); }
+
+template <int W>
+__global__ void __launch_bounds__(32 * kDreluWarps, 2)
+    DreluProductKernel(const float* __restrict__ dz, int k, const float* __restrict__ w,
+                       const float* __restrict__ h, float* __restrict__ out, float* __restrict__ partials,
+                       int64_t n) {
+  constexpr int kNt = W / 8;     // n8 tiles of the output
+  constexpr int kAhead = 4;      // k-steps of A loads in flight
+  extern __shared__ float smem[];
+  const int ldw = DreluLdw(k);
+  float* red = smem + W * ldw;  // [kDreluWarps][W]: each warp's column sums
+  for (int e = threadIdx.x; e < W * k; e += blockDim.x) {
+    smem[(e / k) * ldw + e % k] = __uint_as_float(Tf32(w[e]));
+  }
+  for (int e = threadIdx.x; e < kDreluWarps * W; e += blockDim.x) red[e] = 0.0f;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int ksteps = k / 8;
+  const int64_t tiles = (n + 15) / 16;
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * kDreluWarps + warp; tile < tiles;
+       tile += static_cast<int64_t>(gridDim.x) * kDreluWarps) {
+    const int64_t r0 = tile * 16 + g, r1 = r0 + 8;
+    const bool v0 = r0 < n, v1 = r1 < n;
+    // The ReLU derivative first, as bits (bit 2 nt + q: column nt * 8 + 2t + q
+    // of row r0, r1): h's loads are all in flight before the accumulators
+    // take their registers.
+    uint32_t on[2] = {0u, 0u};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t r = half == 0 ? r0 : r1;
+      if (!(half == 0 ? v0 : v1)) continue;
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        const float2 hv = __ldg(reinterpret_cast<const float2*>(h + r * W + nt * 8 + 2 * t));
+        on[half] |= (hv.x > 0.0f ? 1u : 0u) << (2 * nt) | (hv.y > 0.0f ? 1u : 0u) << (2 * nt + 1);
+      }
+    }
+    // A of k-step kk: row r0 / r1, columns 8 kk + 2t, + 1 (zero past the rows or k).
+    const float2* a0 = reinterpret_cast<const float2*>(dz + (v0 ? r0 : 0) * k) + t;
+    const float2* a1 = reinterpret_cast<const float2*>(dz + (v1 ? r1 : 0) * k) + t;
+    float2 lo[kAhead], hi[kAhead];
+    auto load = [&](int kk, float2& l, float2& u) {
+      l = v0 && kk < ksteps ? __ldg(a0 + kk * 4) : make_float2(0.0f, 0.0f);
+      u = v1 && kk < ksteps ? __ldg(a1 + kk * 4) : make_float2(0.0f, 0.0f);
+    };
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) load(i, lo[i], hi[i]);
+    float acc[kNt][4] = {};
+    for (int kb = 0; kb < ksteps; kb += kAhead) {
+#pragma unroll
+      for (int i = 0; i < kAhead; ++i) {
+        if (kb + i >= ksteps) break;
+        const uint32_t a[4] = {Tf32(lo[i].x), Tf32(hi[i].x), Tf32(lo[i].y), Tf32(hi[i].y)};
+        load(kb + i + kAhead, lo[i], hi[i]);
+#pragma unroll
+        for (int j = 0; j < kNt / 2; ++j) {
+          uint32_t b[4];
+          Tf32Mma::LoadB<false>(b, smem, ldw, kb + i, j, lane);
+          Tf32Mma::Mma(acc[2 * j], a, b[0], b[1]);
+          Tf32Mma::Mma(acc[2 * j + 1], a, b[2], b[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+      float2 o[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        o[half] = make_float2((on[half] >> (2 * nt)) & 1u ? acc[nt][2 * half] : 0.0f,
+                              (on[half] >> (2 * nt + 1)) & 1u ? acc[nt][2 * half + 1] : 0.0f);
+        if (half == 0 ? v0 : v1) *reinterpret_cast<float2*>(out + (half == 0 ? r0 : r1) * W + nt * 8 + 2 * t) = o[half];
+      }
+      if (partials != nullptr) {
+        // This tile's column sums, over the rows (g) by shuffles, into the
+        // warp's row of red: a fixed order, no registers held across tiles.
+        float2 v = make_float2(o[0].x + o[1].x, o[0].y + o[1].y);
+#pragma unroll
+        for (int m = 4; m < 32; m <<= 1) {
+          v.x += __shfl_xor_sync(0xffffffffu, v.x, m);
+          v.y += __shfl_xor_sync(0xffffffffu, v.y, m);
+        }
+        if (g == 0) {
+          red[warp * W + nt * 8 + 2 * t] += v.x;
+          red[warp * W + nt * 8 + 2 * t + 1] += v.y;
+        }
+      }
+    }
+  }
+  if (partials == nullptr) return;
+  __syncthreads();
+  for (int c = threadIdx.x; c < W; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int wp = 0; wp < kDreluWarps; ++wp) sum += red[wp * W + c];
+    partials[static_cast<int64_t>(blockIdx.x) * W + c] = sum;
+  }
+}
+
+__global__ void DreluColumnSumKernel(const float* __restrict__ partials, int blocks, int width,
+                                     float* __restrict__ db) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < width; c += gridDim.x * blockDim.x) {
+    float sum = 0.0f;
+    for (int b = 0; b < blocks; ++b) sum += partials[static_cast<int64_t>(b) * width + c];
+    db[c] = sum;
+  }
+}
+
+template <int W>
+struct DreluLaunch {
+  static cudaError_t Run(const float* dz, int k, const float* w, const float* h, float* out, float* db,
+                         float* partials, int64_t n, cudaStream_t stream) {
+    DeviceLimits d;
+    cudaError_t err = QueryDevice(&d);
+    if (err != cudaSuccess) return err;
+    const size_t smem = sizeof(float) * (static_cast<size_t>(W) * DreluLdw(k) + kDreluWarps * W);
+    if (smem > static_cast<size_t>(d.smem_optin)) return cudaErrorInvalidConfiguration;
+    err = cudaFuncSetAttribute(DreluProductKernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    const int64_t tiles = (n + 15) / 16;
+    const int blocks = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>({static_cast<int64_t>(2) * d.sms, kMaxDreluBlocks,
+                              (tiles + kDreluWarps - 1) / kDreluWarps})));
+    DreluProductKernel<W><<<blocks, 32 * kDreluWarps, smem, stream>>>(dz, k, w, h, out,
+                                                                     db != nullptr ? partials : nullptr, n);
+    err = cudaGetLastError();
+    if (err != cudaSuccess || db == nullptr) return err;
+    DreluColumnSumKernel<<<(W + 127) / 128, 128, 0, stream>>>(partials, blocks, W, db);
+    return cudaGetLastError();
+  }
+};
+
 }  // namespace
 
 cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
@@ -1066,6 +1210,13 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
                          const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
                          float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream) {
   return MmaBackward<Tf32Mma>(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+}
+
+cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
+                             float* partials, int64_t n, int width, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (k <= 0 || k % 8 != 0) return cudaErrorInvalidValue;
+  return DispatchWidth<DreluLaunch>(width, dz, k, w, h, out, db, partials, n, stream);
 }
 
 }  // namespace fused_mlp_impl
