@@ -4,8 +4,8 @@
 // and through cuBLASLt with the epilogues that would fold the ReLU derivative
 // (DRELU, DRELU_BGRAD) and the bias gradient (BGRADA) into them, exact and
 // TF32, for several workspace limits. Build and run on a GPU machine:
-//   nvcc -O1 -o /tmp/cublaslt_backward_epilogues benchmarks/cuda/cublaslt_backward_epilogues.cu \
-//       -lcublasLt -lcublas && /tmp/cublaslt_backward_epilogues
+//   nvcc -O1 -o /tmp/cublaslt_backward_epilogues benchmarks/cuda/cublaslt_backward_epilogues.cu
+//       -lcublasLt -lcublas && /tmp/cublaslt_backward_epilogues   (one line)
 // Results: benchmarks/results/cublaslt_backward_epilogues_h100.txt; docs/FUSED_MLP_GPU.md.
 #include <cublasLt.h>
 #include <cublas_v2.h>
