@@ -102,7 +102,7 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
   GpuStatus st = CudaCall("FusedMLP output derivative launch",
                           LaunchFusedActivationGrad(dy, y, nullptr, dz, s.n * s.out_dim, s.output_activation,
                                                     s.alpha, stream));
-  bool db_done = false;  // g.db[l] came with dz from the layer above
+  bool db_done = false;  // g.db[l], if wanted, came from DreluProductTf32 with dz
   for (int l = matrices - 1; l >= stop && st.ok(); --l) {
     const int k = Rows(s, l), nn = Cols(s, l);
     const float* a = l == 0 ? x : saved + (l - 1) * layer_floats;

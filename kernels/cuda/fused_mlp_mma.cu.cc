@@ -8,6 +8,7 @@
 
 #include "kernels/common/activations.h"
 #include "kernels/cuda/fused_mlp_impl.h"
+#include "kernels/cuda/sum_parts.h"
 
 namespace mo {
 namespace cuda {
@@ -1046,12 +1047,13 @@ cudaError_t MmaBackward(const typename Tr::T* dy, const typename Tr::T* x, const
 // ---- the TF32 layer path's ReLU backward through one layer -------------------
 //
 // out = (dz W^T) * (h > 0) with dz [n, k], W [width, k] and h, out [n, width]:
-// cuBLAS's product plus the derivative pass, in one read of dz and h and one
+// cuBLAS's product plus the derivative pass in one read of dz and h and one
 // write of out, and each block's column sums of out (the layer's db) in
-// registers. Every warp takes 16 rows at a time; A fragments come straight
-// from global memory in Tf32Mma's k order (k-slots t, t+4 = columns 2t, 2t+1:
-// one 8-byte load per row), W sits in shared memory as the backward's B (row
-// major, Tf32Mma::Ld(k, false)), so LoadB serves it.
+// shared memory, summed over blocks in order by LaunchSumParts. Every warp
+// takes 16 rows at a time; A fragments come straight from global memory in
+// Tf32Mma's k order (k-slots t, t+4 = columns 2t, 2t+1: one 8-byte load per
+// row), W sits in shared memory as the backward's B (row major,
+// Tf32Mma::Ld(k, false)), so LoadB serves it.
 
 constexpr int kDreluWarps = 8;
 
@@ -1153,15 +1155,6 @@ __global__ void __launch_bounds__(32 * kDreluWarps, 2)
   }
 }
 
-__global__ void DreluColumnSumKernel(const float* __restrict__ partials, int blocks, int width,
-                                     float* __restrict__ db) {
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < width; c += gridDim.x * blockDim.x) {
-    float sum = 0.0f;
-    for (int b = 0; b < blocks; ++b) sum += partials[static_cast<int64_t>(b) * width + c];
-    db[c] = sum;
-  }
-}
-
 template <int W>
 struct DreluLaunch {
   static cudaError_t Run(const float* dz, int k, const float* w, const float* h, float* out, float* db,
@@ -1182,8 +1175,7 @@ struct DreluLaunch {
                                                                      db != nullptr ? partials : nullptr, n);
     err = cudaGetLastError();
     if (err != cudaSuccess || db == nullptr) return err;
-    DreluColumnSumKernel<<<(W + 127) / 128, 128, 0, stream>>>(partials, blocks, W, db);
-    return cudaGetLastError();
+    return LaunchSumParts(partials, blocks, W, db, stream);
   }
 };
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_launch.h"
+#include "kernels/cuda/sum_parts.h"
 
 namespace mo {
 namespace cuda {
@@ -555,15 +556,6 @@ __global__ void FloatToHalfKernel(const float* __restrict__ in, __half* __restri
   for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) out[i] = __float2half_rn(in[i]);
 }
 
-// grad_inputs[j] = sum over groups, in group order, of the per-group sums.
-__global__ void SumGroupsKernel(const float* __restrict__ parts, int groups, int64_t n, float* __restrict__ out) {
-  for (int64_t j = GlobalThreadIndex(); j < n; j += GlobalThreadCount()) {
-    float s = parts[j];
-    for (int gi = 1; gi < groups; ++gi) s += parts[gi * n + j];
-    out[j] = s;
-  }
-}
-
 // ---- dispatch over (D, F) -------------------------------------------------------------
 
 template <int D, typename Fn>
@@ -798,9 +790,9 @@ cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs,
     }
   }
   if (layout.has_dx_parts) {
-    const int64_t n_dx = n_points * dims;
-    SumGroupsKernel<<<GridStrideBlocks(n_dx), kThreadsPerBlock, 0, stream>>>(dx_out, layout.groups, n_dx,
-                                                                              grad_inputs);
+    // grad_inputs = the per-group sums, summed in group order.
+    const cudaError_t err = LaunchSumParts(dx_out, layout.groups, n_points * dims, grad_inputs, stream);
+    if (err != cudaSuccess) return err;
   }
   return cudaGetLastError();
 }
