@@ -64,6 +64,11 @@ def worker_main(mode, tmp, out, index=0):
     import tensorflow as tf
 
     if mode == "mirrored":
+        # Both replicas and the single-replica reference on the CPU: on a
+        # machine with a GPU the reference would otherwise run there, and
+        # then the runs differ by more than summation order (Adam turns a
+        # last-bit difference in a near-zero gradient into a visible step).
+        tf.config.set_visible_devices([], "GPU")
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
