@@ -64,6 +64,8 @@ struct ForwardGroups {
   int64_t first_block[hash_grid::kMaxLevels + 1];
   int first_level[hash_grid::kMaxLevels];
   int shift[hash_grid::kMaxLevels];
+  // interleaved[k]: groups k and k + 1 (k even) run their blocks alternately.
+  bool interleaved[hash_grid::kMaxLevels];
   int count;
 };
 
@@ -95,6 +97,18 @@ inline ForwardGroups MakeForwardGroups(int features, int elem_bytes, const Param
     blocks += (p.num_points + points_per_block - 1) / points_per_block;
   }
   g.first_block[g.count] = blocks;
+  // A point's outputs of one group that fill less than a 32-byte sector
+  // (float16 with F = 2: 4 levels, 16 bytes) leave the sector half written
+  // until the next group writes the rest; far apart in time, L2 evicts the
+  // half sector and DRAM merges it (read-modify-write). Pairs of such groups
+  // with the same block count run their blocks alternately, so both halves
+  // land close together.
+  for (int k = 0; k < g.count; ++k) g.interleaved[k] = false;
+  for (int k = 0; k + 1 < g.count; k += 2) {
+    const int64_t bytes = (int64_t(1) << g.shift[k]) * row_bytes;
+    g.interleaved[k] = bytes < 32 && g.shift[k + 1] == g.shift[k] &&
+                       g.first_block[k + 1] - g.first_block[k] == g.first_block[k + 2] - g.first_block[k + 1];
+  }
   return g;
 }
 
@@ -339,15 +353,23 @@ __global__ void __launch_bounds__(kHashThreads)
   const int first_feature = side * (F / 2);
   const int num_levels = p.num_levels;
   // One-dimensional grid, blocks in group order (all of group 0, then all of
-  // group 1, ...: a group's table slice stays hot in L2 while its blocks run);
-  // a block handles consecutive points of one group (a loop past 2^30 blocks).
+  // group 1, ...: a group's table slice stays hot in L2 while its blocks run;
+  // an interleaved pair of groups alternates blocks); a block handles
+  // consecutive points of one group (a loop past 2^30 blocks).
   for (int64_t b = blockIdx.x; b < groups.first_block[groups.count]; b += gridDim.x) {
     int k = 0;
     while (b >= groups.first_block[k + 1]) ++k;  // uniform per block
+    int64_t local = b - groups.first_block[k];
+    const int pair_first = (k & 1) ? k - 1 : k;
+    if (groups.interleaved[pair_first]) {
+      const int64_t q = b - groups.first_block[pair_first];
+      k = pair_first + static_cast<int>(q & 1);
+      local = q >> 1;
+    }
     const int group_shift = groups.shift[k];
     const int points_per_block = kHashThreads >> (group_shift + 1);
     const int level = groups.first_level[k] + ((threadIdx.x >> 1) & ((1 << group_shift) - 1));
-    const int64_t i = (b - groups.first_block[k]) * points_per_block + (threadIdx.x >> (group_shift + 1));
+    const int64_t i = local * points_per_block + (threadIdx.x >> (group_shift + 1));
     if (level >= num_levels || i >= p.num_points) continue;  // both lanes of a pair together
     const LevelGeometry g = GeometryOf<D>(p, level);
     const T* level_table = table + g.offset * F;
