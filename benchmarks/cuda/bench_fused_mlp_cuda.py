@@ -21,7 +21,9 @@ weight and bias gradient): "torch" for float16, and for float32 rows
 "torch_tf32" (torch.backends.cuda.matmul.allow_tf32 on) and "torch_strict"
 (off); --torch-compile adds the same stacks through torch.compile
 ("torch_compile", "torch_tf32_compile", "torch_strict_compile").
-Writes benchmarks/results/fused_mlp_h100.json (or --json).
+--base-lib times a second harness build ("base") in the same rounds: ours/base
+is the A/B of two kernel versions. Writes benchmarks/results/fused_mlp_h100.json
+(or --json).
 """
 import argparse
 import ctypes
@@ -102,11 +104,17 @@ def main():
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch nn.Linear stack")
     ap.add_argument("--torch-compile", action="store_true", help="also the stack through torch.compile")
     ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
+    ap.add_argument("--base-lib", default=None,
+                    help="another harness build, timed as 'base' in the same rounds (A/B of kernel versions)")
     args = ap.parse_args()
 
     import cupy
     lib = ctypes.CDLL(args.lib)
     lib.metal_ops_fused_mlp_workspace_bytes.restype = ctypes.c_int64
+    base_lib = None
+    if args.base_lib:
+        base_lib = ctypes.CDLL(args.base_lib)
+        base_lib.metal_ops_fused_mlp_workspace_bytes.restype = ctypes.c_int64
     tc = None
     if os.path.exists(args.tcnn):
         # the shim's driver-API symbols resolve against the already-present libcuda
@@ -175,6 +183,24 @@ def main():
                 stream.synchronize()
 
             fns_f, fns_fb = {"ours": ours_fwd}, {"ours": ours_fb}
+            if base_lib is not None:
+                b_wsb = t.workspace(cupy, base_lib, n, in_dim, width, hidden, out_dim, dtype)
+                b_fwd = t._entry(base_lib, "forward", dtype, tf32, t.TF32_IMPL.get(dname, 0))
+                b_bwd = t._entry(base_lib, "backward", dtype, tf32, t.TF32_IMPL.get(dname, 0))
+
+                def base_fwd():
+                    for _ in range(reps):
+                        check(b_fwd(dptr(x), wp, bp, dptr(y), None, *shape))
+                    stream.synchronize()
+
+                def base_fb():
+                    for _ in range(reps):
+                        check(b_fwd(dptr(x), wp, bp, dptr(y), dptr(saved), *shape))
+                        check(b_bwd(dptr(dy), dptr(x), dptr(y), dptr(saved), wp, bp, dptr(dx), gwp, gbp,
+                                    dptr(b_wsb), *shape))
+                    stream.synchronize()
+
+                fns_f["base"], fns_fb["base"] = base_fwd, base_fb
             if torch is not None:
                 add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps, args.torch_compile)
             handle = None
@@ -216,7 +242,7 @@ def main():
                     row[f"{k}_ms"] = ms
                     row[f"{k}_mpts_s"] = n / ms / 1e3
                     line += f"  {k}: {ms:7.3f} ms {n / ms / 1e3:9.1f} Mpt/s"
-                for key in ("tcnn_aos", "tcnn_soa", "torch", "torch_tf32", "torch_strict", "torch_compile",
+                for key in ("base", "tcnn_aos", "tcnn_soa", "torch", "torch_tf32", "torch_strict", "torch_compile",
                             "torch_tf32_compile", "torch_strict_compile"):
                     if key in tm:
                         r = timing.median_ratio(tm[key], tm["ours"])

@@ -1032,15 +1032,24 @@ cudaError_t MmaBackward(const typename Tr::T* dy, const typename Tr::T* x, const
   MmaPlan pl;
   cudaError_t err = MmaPlanFor<Tr>(s, x, y, dx, dy, &d, &pl);
   if (err != cudaSuccess) return err;
-  err = DispatchWidth<MmaBackwardLaunch<Tr>::template At>(s.width, dy, y, saved, p, dx, bufs, s, pl, d, stream);
-  if (err != cudaSuccess || !any_wgrad) return err;
   const int matrices = s.hidden_layers + 1;
+  // dL/dz of a linear output layer is dy itself (dy * 1, exact): unpadded
+  // and 16-byte aligned, the weight gradient reads dy, and the backward
+  // writes no copy of it.
+  DzBuffers<typename Tr::T> backward_bufs = bufs, wgrad_bufs = bufs;
+  if (any_wgrad && s.output_activation == kActNone && pl.dy_vec && pl.np[matrices - 1] == s.out_dim) {
+    backward_bufs.dz[matrices - 1] = nullptr;
+    wgrad_bufs.dz[matrices - 1] = const_cast<typename Tr::T*>(dy);
+  }
+  err = DispatchWidth<MmaBackwardLaunch<Tr>::template At>(s.width, dy, y, saved, p, dx, backward_bufs, s, pl, d,
+                                                          stream);
+  if (err != cudaSuccess || !any_wgrad) return err;
   const int wsmem = WgradSmemBytesMma<Tr>(pl, matrices);
   err = cudaFuncSetAttribute(MmaWgradKernel<Tr>, cudaFuncAttributeMaxDynamicSharedMemorySize, wsmem);
   if (err != cudaSuccess) return err;
   const int64_t rows_per_split = (s.n + ws.splits - 1) / ws.splits;
   MmaWgradKernel<Tr><<<dim3(ws.splits, matrices), 32 * kWgWarps, wsmem, stream>>>(
-      x, saved, bufs, partials, rows_per_split, ws.part_stride, s, pl);
+      x, saved, wgrad_bufs, partials, rows_per_split, ws.part_stride, s, pl);
   return cudaGetLastError();
 }
 
