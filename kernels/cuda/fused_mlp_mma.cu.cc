@@ -697,12 +697,16 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
           int4 out = make_int4(0, 0, 0, 0);
           if (row < s.n) {
             const int4 gv = *reinterpret_cast<const int4*>(dy + row * out_p + c);
-            const int4 yv = *reinterpret_cast<const int4*>(y + row * out_p + c);
-            const T* gs = reinterpret_cast<const T*>(&gv);
-            const T* ys = reinterpret_cast<const T*>(&yv);
-            T* os = reinterpret_cast<T*>(&out);
+            if constexpr (A == kActNone) {
+              out = gv;  // the derivative is 1: y is not read
+            } else {
+              const int4 yv = *reinterpret_cast<const int4*>(y + row * out_p + c);
+              const T* gs = reinterpret_cast<const T*>(&gv);
+              const T* ys = reinterpret_cast<const T*>(&yv);
+              T* os = reinterpret_cast<T*>(&out);
 #pragma unroll
-            for (int q = 0; q < kV; ++q) os[q] = FromF<T>(ToF(gs[q]) * ActD<A>(ToF(ys[q]), 0, s.alpha));
+              for (int q = 0; q < kV; ++q) os[q] = FromF<T>(ToF(gs[q]) * ActD<A>(ToF(ys[q]), 0, s.alpha));
+            }
           }
           *reinterpret_cast<int4*>(ds + r * ld + c) = out;
         }
@@ -714,7 +718,10 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
         float v = 0.0f;
         if (row < s.n && c < s.out_dim) {
           const int64_t i = row * s.out_dim + c;
-          v = ToF(dy[i]) * activation_derivative_from_output(ToF(y[i]), s.output_activation, s.alpha);
+          v = ToF(dy[i]);
+          if (s.output_activation != kActNone) {  // else the derivative is 1: y is not read
+            v *= activation_derivative_from_output(ToF(y[i]), s.output_activation, s.alpha);
+          }
         }
         ds[r * ld + c] = FromF<T>(v);
       }
