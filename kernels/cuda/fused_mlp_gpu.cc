@@ -59,8 +59,9 @@ struct FusedMlpFunctor<GPUDevice, T> {
     }
     cuda::FusedMlpShape s = ShapeOf(net, args.n, a);
     s.tf32 = UseTf32<T>();
-    return cuda::GpuStatusOf("FusedMLP", cuda::LaunchFusedMlpForward<CT>(cuda::AsCuda(args.x), p, cuda::AsCuda(args.y),
-                                                              cuda::AsCuda(args.hidden), s, cuda::Stream(ctx)));
+    return cuda::GpuStatusOf("FusedMLP",
+                             cuda::LaunchFusedMlpForward<CT>(cuda::AsCuda(args.x), p, cuda::AsCuda(args.y),
+                                                             cuda::AsCuda(args.hidden), s, cuda::Stream(ctx)));
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
@@ -80,10 +81,10 @@ struct FusedMlpFunctor<GPUDevice, T> {
     const int64_t ws_bytes = static_cast<int64_t>(cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(CT)));
     TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8, ::tensorflow::TensorShape({ws_bytes}), &workspace));
     return cuda::GpuStatusOf("FusedMLPGrad",
-                  cuda::LaunchFusedMlpBackward<CT>(cuda::AsCuda(args.grad_y), cuda::AsCuda(args.x),
-                                                   cuda::AsCuda(args.y), cuda::AsCuda(args.hidden), p,
-                                                   cuda::AsCuda(args.grad_x), g, workspace.flat<uint8_t>().data(),
-                                                   s, cuda::Stream(ctx)));
+                             cuda::LaunchFusedMlpBackward<CT>(cuda::AsCuda(args.grad_y), cuda::AsCuda(args.x),
+                                                              cuda::AsCuda(args.y), cuda::AsCuda(args.hidden), p,
+                                                              cuda::AsCuda(args.grad_x), g,
+                                                              workspace.flat<uint8_t>().data(), s, cuda::Stream(ctx)));
   }
 };
 
