@@ -2,8 +2,9 @@
 // the implementation for the element type (float16: fused_mlp_mma.cu.cc on
 // tensor cores; float32: the same kernels on TF32 tensor cores, or
 // fused_mlp_layers.cu.cc layer by layer, FusedMlpUsesLayers), and the
-// fixed-order sum of the fused kernels' weight-gradient partials over row
-// splits, so dW and db are bitwise deterministic (no atomics).
+// fixed-order sum of the fused kernels' weight-gradient partials (one per
+// block of the backward, or per row split of its weight-gradient kernel), so
+// dW and db are bitwise deterministic (no atomics).
 #include <algorithm>
 #include <type_traits>
 
@@ -105,15 +106,16 @@ GpuStatus LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T* s
   }
   float* partials = reinterpret_cast<float*>(base + ws.part_off);
   cudaError_t err;
+  int parts = 0;
   if constexpr (std::is_same<T, float>::value) {
-    err = BackwardTf32(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+    err = BackwardTf32(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, &parts, s, stream);
   } else {
-    err = Backward(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+    err = Backward(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, &parts, s, stream);
   }
   if (err != cudaSuccess || !any_wgrad) return CudaCall("FusedMLP backward launch", err);
   const int red_blocks = static_cast<int>((ws.part_stride + 255) / 256);
   FusedMlpWgradReduceKernel<T><<<dim3(red_blocks, matrices), 256, 0, stream>>>(
-      partials, ws.splits, ws.part_stride, g, s, dm);
+      partials, parts, ws.part_stride, g, s, dm);
   return CudaCall("FusedMLP weight-gradient sum launch", cudaGetLastError());
 }
 

@@ -22,8 +22,9 @@ namespace mo {
 namespace cuda {
 namespace fused_mlp_impl {
 
-// Weight-gradient row splits: a function of N only (bitwise determinism),
-// at least kSplitRows rows each.
+// Weight-gradient partials: row splits of the weight-gradient kernel, a
+// function of N only, at least kSplitRows rows each; the backward that forms
+// the weight gradients itself uses one per block of its grid, at most as many.
 constexpr int kMaxSplits = 256;
 constexpr int kSplitRows = 4096;
 
@@ -99,19 +100,23 @@ inline WsLayout Layout(const FusedMlpShape& s, size_t elem) {
 }
 
 // The implementations, for n > 0 and a shape ShapeOk admits. The fused
-// backward writes dx and, when any_wgrad, dz and the weight-gradient partials
-// (summed over splits by the caller); the layer path writes dx, dW and db.
+// backward writes dx and, when any_wgrad, the weight-gradient partials, *parts
+// of them (at most ws.splits, summed in order by the caller; dz is written to
+// `bufs` only when the weight gradients run as their own kernel); the layer
+// path writes dx, dW and db.
 cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
                     const FusedMlpShape& s, cudaStream_t stream);
 cudaError_t Backward(const __half* dy, const __half* x, const __half* y, const __half* saved,
                      const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs, bool any_wgrad,
-                     float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
+                     float* partials, const WsLayout& ws, int* parts, const FusedMlpShape& s,
+                     cudaStream_t stream);
 // float32 on TF32 tensor cores, fully fused (fused_mlp_mma.cu.cc).
 cudaError_t ForwardTf32(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,
                         const FusedMlpShape& s, cudaStream_t stream);
 cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const float* saved,
                          const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
-                         float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream);
+                         float* partials, const WsLayout& ws, int* parts, const FusedMlpShape& s,
+                         cudaStream_t stream);
 // The TF32 layer path's ReLU backward through one layer (fused_mlp_mma.cu.cc):
 // out[n, width] = (dz[n, k] W^T) * (h > 0) with W [width, k] row-major and h
 // the ReLU's saved output [n, width], products on TF32 tensor cores; with db,

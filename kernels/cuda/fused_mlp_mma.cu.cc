@@ -49,10 +49,32 @@ __device__ __forceinline__ void Ldsm4T(uint32_t (&r)[4], const __half* p) {
                : "r"(SmemAddr(p)));
 }
 
+// L2 policies: kL2Keep (evict_last) for lines read again soon, past the
+// streamed ones (the backward's per-block weight-gradient partials, rewritten
+// every round); kL2Normal gives them back on their last write; kL2Stream
+// (evict_first) for data read once.
+enum L2Priority { kL2Stream, kL2Normal, kL2Keep };
+__device__ __forceinline__ uint64_t L2Policy(L2Priority p) {
+  uint64_t policy;
+  if (p == kL2Keep) {
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  } else if (p == kL2Normal) {
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  }
+  return policy;
+}
+
 // 16 bytes global -> shared, zero-filled when !valid.
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
                "r"(valid ? 16 : 0));
+}
+// The same under an L2 policy (L2Policy).
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(SmemAddr(dst)),
+               "l"(src), "r"(valid ? 16 : 0), "l"(policy));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -60,6 +82,17 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+__device__ __forceinline__ float2 LoadKeep(const float* p, uint64_t policy) {
+  float2 v;
+  asm volatile("ld.global.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;\n"
+               : "=f"(v.x), "=f"(v.y)
+               : "l"(p), "l"(policy));
+  return v;
+}
+__device__ __forceinline__ void StoreKeep(float* p, float2 v, uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y), "l"(policy)
+               : "memory");
+}
 __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -310,7 +343,7 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 // Builds the plan; false when it cannot fit (never for the supported shapes).
 template <class Tr>
-bool MakeMmaPlan(const FusedMlpShape& s, int buffers, int smem_optin, MmaPlan* pl) {
+bool MakeMmaPlan(const FusedMlpShape& s, int buffers, int smem_optin, bool biases, MmaPlan* pl) {
   using T = typename Tr::T;
   const Dims dm = DimsOf(s);
   const int matrices = s.hidden_layers + 1;
@@ -327,7 +360,7 @@ bool MakeMmaPlan(const FusedMlpShape& s, int buffers, int smem_optin, MmaPlan* p
     pl->b_off[l] = bfloats;
     bfloats += np;
   }
-  pl->bias_bytes = static_cast<int>(Align128(sizeof(float) * bfloats));
+  pl->bias_bytes = biases ? static_cast<int>(Align128(sizeof(float) * bfloats)) : 0;
   pl->stage_ld = dm.d + Tr::kSkew;
   pl->stage_bytes = static_cast<int>(Align128(sizeof(T) * 16 * Tr::MTiles(s.width) * pl->stage_ld));
   const int per_warp = buffers * pl->stage_bytes;
@@ -495,10 +528,12 @@ __device__ __forceinline__ void StoreChunk(typename Tr::T* st, int ld, int col0,
 
 // Rows [row0, row0 + rows) of a row-major [n, cols] matrix -> staging
 // (cols_p >= cols columns, zero-padded; rows past n are zeros). vec: cp.async
-// of 16-byte pieces (the caller waits), else element loads.
+// of 16-byte pieces (the caller waits; under *policy when given), else
+// element loads.
 template <typename T>
 __device__ __forceinline__ void WarpLoadRows(T* st, int ld, const T* g, int64_t row0, int rows, int64_t n,
-                                             int cols, int cols_p, bool vec, int lane) {
+                                             int cols, int cols_p, bool vec, int lane,
+                                             const uint64_t* policy = nullptr) {
   constexpr int kV = 16 / sizeof(T);
   if (vec) {
     const int per_row = cols / kV;
@@ -506,7 +541,11 @@ __device__ __forceinline__ void WarpLoadRows(T* st, int ld, const T* g, int64_t 
       const int r = e / per_row, c = (e - r * per_row) * kV;
       const int64_t row = row0 + r;
       const bool ok = row < n;
-      CpAsync16(st + r * ld + c, g + (ok ? row * cols + c : 0), ok);
+      if (policy != nullptr) {
+        CpAsync16(st + r * ld + c, g + (ok ? row * cols + c : 0), ok, *policy);
+      } else {
+        CpAsync16(st + r * ld + c, g + (ok ? row * cols + c : 0), ok);
+      }
     }
     if (cols_p > cols) {
       for (int e = lane; e < rows * (cols_p - cols); e += 32) {
@@ -660,30 +699,113 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   CpAsyncWait<0>();
 }
 
-template <class Tr, int W>
+// The block's share of dW_l += X_l^T dz_l and db_l += 1^T dz_l over the rows
+// that all its warps have staged (X_l in each warp's second staging buffer,
+// dz_l in its first), added to the block's partial `part` ([kp][np] then db;
+// stored when `first`, kept in L2 until `last`): warp w owns the 16 x 16
+// tiles w, w + warps, ..., summed over the warps' rows in a fixed order, so
+// the partials, and the dW and db summed from them, are bitwise deterministic.
+template <class Tr, int R>
+__device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typename Tr::T* stage0, int stage_elems,
+                                           int ld, int kp, int np, bool first, bool last, int warps, int warp,
+                                           int lane) {
+  using T = typename Tr::T;
+  const int tn = np / 16, tiles = (kp / 16) * tn;
+  const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
+  const int g = lane >> 2, tq = lane & 3;
+  const uint64_t keep = L2Policy(last ? kL2Normal : kL2Keep);
+  for (int t = warp; t < tiles; t += warps) {
+    const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
+    const bool db = m0 == 0;  // this warp also forms the column sums of its columns
+    // The block's earlier sums are loaded first: the products hide their latency.
+    float2 old[2][2], oldb[2];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int c = n0 + 8 * q + 2 * tq;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        old[q][h] = first ? make_float2(0.0f, 0.0f) : LoadKeep(part + (m0 + 8 * h + g) * np + c, keep);
+      }
+      oldb[q] = first || !db || g != 0 ? make_float2(0.0f, 0.0f) : LoadKeep(part + kp * np + c, keep);
+    }
+    float acc[2][4] = {};
+    float dbacc[2][4] = {};
+    for (int v = 0; v < warps; ++v) {
+      const T* ds = stage0 + 2 * v * stage_elems;
+      const T* hs = ds + stage_elems;
+#pragma unroll
+      for (int kk = 0; kk < R / Tr::kK; ++kk) {
+        uint32_t af[4], b[4];
+        Tr::WgradFrags(af, b, hs, ld, ds, ld, m0, n0, kk, lane);
+        Tr::Mma(acc[0], af, b[0], b[1]);
+        Tr::Mma(acc[1], af, b[2], b[3]);
+        if (db) {
+          Tr::Mma(dbacc[0], ones, b[0], b[1]);
+          Tr::Mma(dbacc[1], ones, b[2], b[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int c = n0 + 8 * q + 2 * tq;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        StoreKeep(part + (m0 + 8 * h + g) * np + c,
+                  make_float2(old[q][h].x + acc[q][2 * h], old[q][h].y + acc[q][2 * h + 1]), keep);
+      }
+      if (db && g == 0) {  // row 0 of 1^T dz
+        StoreKeep(part + kp * np + c, make_float2(oldb[q].x + dbacc[q][0], oldb[q].y + dbacc[q][1]), keep);
+      }
+    }
+  }
+}
+
+// kFuseWgrad: the weight and bias gradients are formed here, block by block
+// (BlockWgrad after each matrix, between block barriers), into per-block
+// partials (`partials`, one per block of the grid and matrix); dL/dz never
+// leaves the chip. Otherwise dL/dz goes to `bufs` for MmaWgradKernel.
+template <class Tr, int W, bool kFuseWgrad>
 __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
     MmaBackwardKernel(const typename Tr::T* __restrict__ dy, const typename Tr::T* __restrict__ y,
-                      const typename Tr::T* __restrict__ saved, FusedMlpParams<typename Tr::T> p,
-                      typename Tr::T* __restrict__ dx, DzBuffers<typename Tr::T> bufs, FusedMlpShape s, MmaPlan pl) {
+                      const typename Tr::T* __restrict__ saved, const typename Tr::T* __restrict__ x,
+                      FusedMlpParams<typename Tr::T> p, typename Tr::T* __restrict__ dx,
+                      DzBuffers<typename Tr::T> bufs, float* __restrict__ partials, int64_t part_stride,
+                      FusedMlpShape s, MmaPlan pl) {
   using T = typename Tr::T;
   using Tl = MmaTile<Tr, W>;
   constexpr int MT = Tl::kMt, R = Tl::kRows, NT = Tl::kNt, KT = Tl::kKt;
   extern __shared__ __align__(128) char smem_raw[];
   T* wsm = reinterpret_cast<T*>(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  T* ds = reinterpret_cast<T*>(smem_raw + pl.weight_bytes + pl.bias_bytes + 2 * warp * pl.stage_bytes);
-  T* hs = ds + pl.stage_bytes / static_cast<int>(sizeof(T));
+  T* const stage0 = reinterpret_cast<T*>(smem_raw + pl.weight_bytes + pl.bias_bytes);
+  const int stage_elems = pl.stage_bytes / static_cast<int>(sizeof(T));
+  T* ds = stage0 + 2 * warp * stage_elems;
+  T* hs = ds + stage_elems;
   const int ld = pl.stage_ld;
   const int L = s.hidden_layers, out_p = pl.np[L];
   if (pl.resident) LoadAllMatrices<Tr, false>(wsm, p, s, pl);
   __syncthreads();
 
+  // Read once: the saved activations and x leave L2 before the partials.
+  const uint64_t stream = L2Policy(kL2Stream);
+  const uint64_t* const load_policy = kFuseWgrad ? &stream : nullptr;
+  // Matrix l's weight gradient from every warp's staged X_l and dz_l.
+  auto block_wgrad = [&](int l, bool first, bool last) {
+    if constexpr (kFuseWgrad) {
+      __syncthreads();
+      BlockWgrad<Tr, R>(partials + (static_cast<int64_t>(l) * gridDim.x + blockIdx.x) * part_stride, stage0,
+                        stage_elems, ld, pl.kp[l], pl.np[l], first, last, pl.warps, warp, lane);
+      __syncthreads();
+    }
+  };
   const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * R;
   const int64_t blocks = (s.n + rows_per_block - 1) / rows_per_block;
   for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
     const int64_t row0 = blk * rows_per_block + warp * R;
+    const bool first = blk == blockIdx.x, last = blk + gridDim.x >= blocks;
     // h_L (the last hidden output) streams in while dL/dz of the output is formed.
-    WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, s.n, W, W, true, lane);
+    WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, s.n, W, W, true, lane,
+                 load_policy);
     CpAsyncCommit();
     __syncwarp();
     if (pl.dy_vec) {  // out_dim == out_p here: 16 bytes per load
@@ -727,7 +849,7 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
       }
     }
     __syncwarp();
-    if (bufs.dz[L] != nullptr) WarpStoreRows(bufs.dz[L], ds, ld, row0, R, s.n, out_p, true, lane);
+    if (!kFuseWgrad && bufs.dz[L] != nullptr) WarpStoreRows(bufs.dz[L], ds, ld, row0, R, s.n, out_p, true, lane);
     float acc[MT][NT][4];
     uint32_t dz[MT][KT][4];
     {
@@ -738,14 +860,16 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
     CpAsyncWait<0>();
     __syncwarp();
     DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix L - 1
+    block_wgrad(L, first, last);
     for (int l = L - 1; l >= 1; --l) {
       __syncwarp();
-      WarpLoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, s.n, W, W, true, lane);
+      WarpLoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, s.n, W, W, true, lane,
+                   load_policy);
       CpAsyncCommit();
-      if (bufs.dz[l] != nullptr) {
+      if (kFuseWgrad || bufs.dz[l] != nullptr) {
         StoreFrags<Tr>(ds, ld, dz, lane);
         __syncwarp();
-        WarpStoreRows(bufs.dz[l], ds, ld, row0, R, s.n, W, true, lane);
+        if (!kFuseWgrad) WarpStoreRows(bufs.dz[l], ds, ld, row0, R, s.n, W, true, lane);
       }
       const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
       InitAcc(acc, static_cast<const float*>(nullptr), lane);
@@ -753,9 +877,14 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
       CpAsyncWait<0>();
       __syncwarp();
       DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix l - 1
+      block_wgrad(l, first, last);
     }
     __syncwarp();
-    if (bufs.dz[0] != nullptr) {
+    if constexpr (kFuseWgrad) {
+      // x (matrix 0's input) streams in while dx is formed and stored.
+      WarpLoadRows(hs, ld, x, row0, R, s.n, s.in_dim, pl.kp[0], pl.x_vec, lane, load_policy);
+      CpAsyncCommit();
+    } else if (bufs.dz[0] != nullptr) {
       StoreFrags<Tr>(ds, ld, dz, lane);
       __syncwarp();
       WarpStoreRows(bufs.dz[0], ds, ld, row0, R, s.n, W, true, lane);
@@ -774,10 +903,17 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
       WarpStoreRows(dx, ds, ld, row0, R, s.n, s.in_dim, pl.dx_vec, lane);
     }
     __syncwarp();
+    if constexpr (kFuseWgrad) {
+      StoreFrags<Tr>(ds, ld, dz, lane);
+      CpAsyncWait<0>();
+      __syncwarp();
+      block_wgrad(0, first, last);
+    }
   }
 }
 
-// Weight-gradient partials on tensor cores: block (split, l) accumulates
+// Weight-gradient partials on tensor cores, when the backward cannot form
+// them (its weights streamed, not resident): block (split, l) accumulates
 // X_l^T dz_l over its rows in registers (16x16 output tiles spread over the
 // warps), rows staged through a kWgStages-deep cp.async pipeline; db comes
 // from the same mma with an all-ones A (column sums, fixed order). Partials
@@ -965,16 +1101,18 @@ cudaError_t DispatchWidth(int width, Args&&... args) {
   }
 }
 
-// Launches a warp-rows kernel (forward or backward) on its persistent grid.
+// Launches a warp-rows kernel (forward or backward) on its persistent grid of
+// at most max_grid blocks; the grid's size goes to *grid when asked for.
 template <class Tr, int W, typename K, typename... Args>
 cudaError_t LaunchWarpRows(K kernel, const MmaPlan& pl, const FusedMlpShape& s, const DeviceLimits& d,
-                           cudaStream_t stream, Args... args) {
+                           int64_t max_grid, unsigned int* grid_out, cudaStream_t stream, Args... args) {
   const int smem = MmaSmemBytes(pl, 2);
   const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * MmaTile<Tr, W>::kRows;
   unsigned int grid = 0;
   cudaError_t err = PersistentGrid(kernel, 32 * pl.warps, smem,
-                                   (s.n + rows_per_block - 1) / rows_per_block, d, &grid);
+                                   std::min(max_grid, (s.n + rows_per_block - 1) / rows_per_block), d, &grid);
   if (err != cudaSuccess) return err;
+  if (grid_out != nullptr) *grid_out = grid;
   kernel<<<grid, 32 * pl.warps, smem, stream>>>(args...);
   return cudaGetLastError();
 }
@@ -986,7 +1124,8 @@ struct MmaForwardLaunch {
   struct At {
     static cudaError_t Run(const T* x, const FusedMlpParams<T>& p, T* y, T* saved, const FusedMlpShape& s,
                            MmaPlan pl, const DeviceLimits& d, cudaStream_t stream) {
-      return LaunchWarpRows<Tr, W>(MmaForwardKernel<Tr, W>, pl, s, d, stream, x, p, y, saved, s, pl);
+      return LaunchWarpRows<Tr, W>(MmaForwardKernel<Tr, W>, pl, s, d, INT64_MAX, nullptr, stream, x, p, y, saved,
+                                   s, pl);
     }
   };
 };
@@ -996,21 +1135,30 @@ struct MmaBackwardLaunch {
   using T = typename Tr::T;
   template <int W>
   struct At {
-    static cudaError_t Run(const T* dy, const T* y, const T* saved, const FusedMlpParams<T>& p, T* dx,
-                           const DzBuffers<T>& bufs, const FusedMlpShape& s, MmaPlan pl, const DeviceLimits& d,
-                           cudaStream_t stream) {
-      return LaunchWarpRows<Tr, W>(MmaBackwardKernel<Tr, W>, pl, s, d, stream, dy, y, saved, p, dx, bufs, s, pl);
+    // fuse: weight gradients in the backward, into at most max_parts
+    // per-block partials (their count to *parts).
+    static cudaError_t Run(bool fuse, const T* dy, const T* y, const T* saved, const T* x,
+                           const FusedMlpParams<T>& p, T* dx, const DzBuffers<T>& bufs, float* partials,
+                           int64_t part_stride, int max_parts, unsigned int* parts, const FusedMlpShape& s,
+                           MmaPlan pl, const DeviceLimits& d, cudaStream_t stream) {
+      if (fuse) {
+        return LaunchWarpRows<Tr, W>(MmaBackwardKernel<Tr, W, true>, pl, s, d, max_parts, parts, stream, dy, y,
+                                     saved, x, p, dx, bufs, partials, part_stride, s, pl);
+      }
+      return LaunchWarpRows<Tr, W>(MmaBackwardKernel<Tr, W, false>, pl, s, d, INT64_MAX, nullptr, stream, dy, y,
+                                   saved, x, p, dx, bufs, partials, part_stride, s, pl);
     }
   };
 };
 
+// The forward's plan has room for the biases; the backward reads none.
 template <class Tr>
-cudaError_t MmaPlanFor(const FusedMlpShape& s, const void* x, const void* y, const void* dx,
+cudaError_t MmaPlanFor(bool forward, const FusedMlpShape& s, const void* x, const void* y, const void* dx,
                        const void* dy, DeviceLimits* d, MmaPlan* pl) {
   constexpr int kV = 16 / sizeof(typename Tr::T);  // elements per 16-byte piece
   cudaError_t err = QueryDevice(d);
   if (err != cudaSuccess) return err;
-  if (!MakeMmaPlan<Tr>(s, 2, d->smem_optin, pl)) return cudaErrorInvalidConfiguration;
+  if (!MakeMmaPlan<Tr>(s, 2, d->smem_optin, forward, pl)) return cudaErrorInvalidConfiguration;
   pl->x_vec = s.in_dim % kV == 0 && Aligned16(x);
   pl->y_vec = s.out_dim % kV == 0 && Aligned16(y);
   pl->dx_vec = s.in_dim % kV == 0 && (dx == nullptr || Aligned16(dx));
@@ -1024,7 +1172,7 @@ cudaError_t MmaForward(const typename Tr::T* x, const FusedMlpParams<typename Tr
   if (saved != nullptr && !Aligned16(saved)) return cudaErrorMisalignedAddress;
   DeviceLimits d;
   MmaPlan pl;
-  cudaError_t err = MmaPlanFor<Tr>(s, x, y, nullptr, nullptr, &d, &pl);
+  cudaError_t err = MmaPlanFor<Tr>(true, s, x, y, nullptr, nullptr, &d, &pl);
   if (err != cudaSuccess) return err;
   return DispatchWidth<MmaForwardLaunch<Tr>::template At>(s.width, x, p, y, saved, s, pl, d, stream);
 }
@@ -1033,13 +1181,24 @@ template <class Tr>
 cudaError_t MmaBackward(const typename Tr::T* dy, const typename Tr::T* x, const typename Tr::T* y,
                         const typename Tr::T* saved, const FusedMlpParams<typename Tr::T>& p, typename Tr::T* dx,
                         const DzBuffers<typename Tr::T>& bufs, bool any_wgrad, float* partials, const WsLayout& ws,
-                        const FusedMlpShape& s, cudaStream_t stream) {
+                        int* parts, const FusedMlpShape& s, cudaStream_t stream) {
   if (!Aligned16(saved)) return cudaErrorMisalignedAddress;
   DeviceLimits d;
   MmaPlan pl;
-  cudaError_t err = MmaPlanFor<Tr>(s, x, y, dx, dy, &d, &pl);
+  cudaError_t err = MmaPlanFor<Tr>(false, s, x, y, dx, dy, &d, &pl);
   if (err != cudaSuccess) return err;
+  *parts = ws.splits;
   const int matrices = s.hidden_layers + 1;
+  // With every weight resident the backward forms the weight gradients
+  // itself, one partial per block: dL/dz stays on the chip, and the saved
+  // activations are read once, not again by a second kernel.
+  if (any_wgrad && pl.resident) {
+    unsigned int grid = 0;
+    err = DispatchWidth<MmaBackwardLaunch<Tr>::template At>(s.width, true, dy, y, saved, x, p, dx, bufs, partials,
+                                                            ws.part_stride, ws.splits, &grid, s, pl, d, stream);
+    *parts = static_cast<int>(grid);
+    return err;
+  }
   // dL/dz of a linear output layer is dy itself (dy * 1, exact): unpadded
   // and 16-byte aligned, the weight gradient reads dy, and the backward
   // writes no copy of it.
@@ -1048,7 +1207,8 @@ cudaError_t MmaBackward(const typename Tr::T* dy, const typename Tr::T* x, const
     backward_bufs.dz[matrices - 1] = nullptr;
     wgrad_bufs.dz[matrices - 1] = const_cast<typename Tr::T*>(dy);
   }
-  err = DispatchWidth<MmaBackwardLaunch<Tr>::template At>(s.width, dy, y, saved, p, dx, backward_bufs, s, pl, d,
+  err = DispatchWidth<MmaBackwardLaunch<Tr>::template At>(s.width, false, dy, y, saved, x, p, dx, backward_bufs,
+                                                          partials, ws.part_stride, ws.splits, nullptr, s, pl, d,
                                                           stream);
   if (err != cudaSuccess || !any_wgrad) return err;
   const int wsmem = WgradSmemBytesMma<Tr>(pl, matrices);
@@ -1204,9 +1364,9 @@ cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y,
 
 cudaError_t Backward(const __half* dy, const __half* x, const __half* y, const __half* saved,
                         const FusedMlpParams<__half>& p, __half* dx, const DzBuffers<__half>& bufs,
-                        bool any_wgrad, float* partials, const WsLayout& ws, const FusedMlpShape& s,
+                        bool any_wgrad, float* partials, const WsLayout& ws, int* parts, const FusedMlpShape& s,
                         cudaStream_t stream) {
-  return MmaBackward<HalfMma>(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+  return MmaBackward<HalfMma>(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, parts, s, stream);
 }
 
 cudaError_t ForwardTf32(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,
@@ -1216,8 +1376,9 @@ cudaError_t ForwardTf32(const float* x, const FusedMlpParams<float>& p, float* y
 
 cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const float* saved,
                          const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
-                         float* partials, const WsLayout& ws, const FusedMlpShape& s, cudaStream_t stream) {
-  return MmaBackward<Tf32Mma>(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, s, stream);
+                         float* partials, const WsLayout& ws, int* parts, const FusedMlpShape& s,
+                         cudaStream_t stream) {
+  return MmaBackward<Tf32Mma>(dy, x, y, saved, p, dx, bufs, any_wgrad, partials, ws, parts, s, stream);
 }
 
 cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
