@@ -82,14 +82,15 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ float2 LoadKeep(const float* p, uint64_t policy) {
+// 8 bytes of global memory under an L2 policy (L2Policy).
+__device__ __forceinline__ float2 LoadHinted(const float* p, uint64_t policy) {
   float2 v;
   asm volatile("ld.global.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;\n"
                : "=f"(v.x), "=f"(v.y)
                : "l"(p), "l"(policy));
   return v;
 }
-__device__ __forceinline__ void StoreKeep(float* p, float2 v, uint64_t policy) {
+__device__ __forceinline__ void StoreHinted(float* p, float2 v, uint64_t policy) {
   asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y), "l"(policy)
                : "memory");
 }
@@ -699,6 +700,24 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   CpAsyncWait<0>();
 }
 
+// One k-step (Tr::kK rows) of a 16 x 16 weight-gradient tile: acc += X^T dz
+// for columns m0.. of X (staged [k][m] at sa) and n0.. of dz (staged [k][n]
+// at sb), and, with db, dbacc += 1^T dz (row 0 of an all-ones A times dz).
+template <class Tr>
+__device__ __forceinline__ void WgradKStep(float (&acc)[2][4], float (&dbacc)[2][4], bool db,
+                                           const typename Tr::T* sa, int lda, const typename Tr::T* sb, int ldb,
+                                           int m0, int n0, int kk, int lane) {
+  const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
+  uint32_t af[4], b[4];
+  Tr::WgradFrags(af, b, sa, lda, sb, ldb, m0, n0, kk, lane);
+  Tr::Mma(acc[0], af, b[0], b[1]);
+  Tr::Mma(acc[1], af, b[2], b[3]);
+  if (db) {
+    Tr::Mma(dbacc[0], ones, b[0], b[1]);
+    Tr::Mma(dbacc[1], ones, b[2], b[3]);
+  }
+}
+
 // The block's share of dW_l += X_l^T dz_l and db_l += 1^T dz_l over the rows
 // that all its warps have staged (X_l in each warp's second staging buffer,
 // dz_l in its first), added to the block's partial `part` ([kp][np] then db;
@@ -711,7 +730,6 @@ __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typen
                                            int lane) {
   using T = typename Tr::T;
   const int tn = np / 16, tiles = (kp / 16) * tn;
-  const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
   const int g = lane >> 2, tq = lane & 3;
   const uint64_t keep = L2Policy(last ? kL2Normal : kL2Keep);
   for (int t = warp; t < tiles; t += warps) {
@@ -724,9 +742,9 @@ __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typen
       const int c = n0 + 8 * q + 2 * tq;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        old[q][h] = first ? make_float2(0.0f, 0.0f) : LoadKeep(part + (m0 + 8 * h + g) * np + c, keep);
+        old[q][h] = first ? make_float2(0.0f, 0.0f) : LoadHinted(part + (m0 + 8 * h + g) * np + c, keep);
       }
-      oldb[q] = first || !db || g != 0 ? make_float2(0.0f, 0.0f) : LoadKeep(part + kp * np + c, keep);
+      oldb[q] = first || !db || g != 0 ? make_float2(0.0f, 0.0f) : LoadHinted(part + kp * np + c, keep);
     }
     float acc[2][4] = {};
     float dbacc[2][4] = {};
@@ -734,27 +752,18 @@ __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typen
       const T* ds = stage0 + 2 * v * stage_elems;
       const T* hs = ds + stage_elems;
 #pragma unroll
-      for (int kk = 0; kk < R / Tr::kK; ++kk) {
-        uint32_t af[4], b[4];
-        Tr::WgradFrags(af, b, hs, ld, ds, ld, m0, n0, kk, lane);
-        Tr::Mma(acc[0], af, b[0], b[1]);
-        Tr::Mma(acc[1], af, b[2], b[3]);
-        if (db) {
-          Tr::Mma(dbacc[0], ones, b[0], b[1]);
-          Tr::Mma(dbacc[1], ones, b[2], b[3]);
-        }
-      }
+      for (int kk = 0; kk < R / Tr::kK; ++kk) WgradKStep<Tr>(acc, dbacc, db, hs, ld, ds, ld, m0, n0, kk, lane);
     }
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       const int c = n0 + 8 * q + 2 * tq;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        StoreKeep(part + (m0 + 8 * h + g) * np + c,
+        StoreHinted(part + (m0 + 8 * h + g) * np + c,
                   make_float2(old[q][h].x + acc[q][2 * h], old[q][h].y + acc[q][2 * h + 1]), keep);
       }
       if (db && g == 0) {  // row 0 of 1^T dz
-        StoreKeep(part + kp * np + c, make_float2(oldb[q].x + dbacc[q][0], oldb[q].y + dbacc[q][1]), keep);
+        StoreHinted(part + kp * np + c, make_float2(oldb[q].x + dbacc[q][0], oldb[q].y + dbacc[q][1]), keep);
       }
     }
   }
@@ -984,7 +993,6 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
   }
   float dbacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const bool db_warp = warp < tn;  // its tile 0 is (m0 = 0, n0 = 16 * warp)
-  const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
   const int chunks = begin < end ? static_cast<int>((end - begin + kWgChunk - 1) / kWgChunk) : 0;
   // Every iteration commits one group (possibly empty), so wait_group
   // kWgStages - 1 means: chunk ch has landed.
@@ -1010,14 +1018,7 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
         const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
 #pragma unroll
         for (int kk = 0; kk < kWgChunk / Tr::kK; ++kk) {
-          uint32_t af[4], b[4];
-          Tr::WgradFrags(af, b, sa, lda, sb, ldb, m0, n0, kk, lane);
-          Tr::Mma(acc[i][0], af, b[0], b[1]);
-          Tr::Mma(acc[i][1], af, b[2], b[3]);
-          if (i == 0 && db_warp) {
-            Tr::Mma(dbacc[0], ones, b[0], b[1]);
-            Tr::Mma(dbacc[1], ones, b[2], b[3]);
-          }
+          WgradKStep<Tr>(acc[i], dbacc, i == 0 && db_warp, sa, lda, sb, ldb, m0, n0, kk, lane);
         }
       }
     }
