@@ -169,9 +169,10 @@ def main():
 
             def timers(so):
                 """(forward, forward + backward) timed calls of one harness build."""
-                wsb = t.workspace(cupy, so, n, in_dim, width, hidden, out_dim, dtype)
-                fwd = t._entry(so, "forward", dtype, tf32, t.TF32_IMPL.get(dname, 0))
-                bwd = t._entry(so, "backward", dtype, tf32, t.TF32_IMPL.get(dname, 0))
+                impl = t.TF32_IMPL.get(dname, 0)
+                wsb = t.workspace(cupy, so, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
+                fwd = t._entry(so, "forward", dtype, tf32, impl)
+                bwd = t._entry(so, "backward", dtype, tf32, impl)
 
                 def run_fwd():
                     for _ in range(reps):

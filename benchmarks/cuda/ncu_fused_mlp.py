@@ -41,7 +41,7 @@ if __name__ == "__main__":
     y, saved = cupy.empty((n, out_dim), dtype), cupy.empty((hidden, n, width), dtype)
     dy = cupy.asarray(rng.standard_normal((n, out_dim)).astype(dtype))
     dx, gw, gb = cupy.empty_like(x), [cupy.empty_like(w) for w in dw], [cupy.empty_like(b) for b in db]
-    wsb = t.workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype)
+    wsb = t.workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32)
     shape = (ctypes.c_int64(n), in_dim, width, hidden, out_dim, 1, 0, ctypes.c_float(0.0), stream_ptr(cupy))
     fwd = t._entry(lib, "forward", dtype, tf32, 0)
     bwd = t._entry(lib, "backward", dtype, tf32, 0)

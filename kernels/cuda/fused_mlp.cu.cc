@@ -56,7 +56,7 @@ bool ShapeOk(const FusedMlpShape& s) {
 
 size_t FusedMlpBackwardWorkspaceBytes(const FusedMlpShape& s, size_t elem_size) {
   if (!ShapeOk(s)) return 0;
-  return Layout(s, elem_size).total;
+  return Layout(s, elem_size, BackwardPathOf(s, elem_size)).total;
 }
 
 constexpr const char* kBadShape = "FusedMLP shape";
@@ -76,8 +76,8 @@ GpuStatus LaunchFusedMlpForward(const T* x, const FusedMlpParams<T>& p, T* y, T*
 
 template <typename T>
 GpuStatus LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T* saved, const FusedMlpParams<T>& p,
-                                 T* dx, const FusedMlpGrads<T>& g, void* workspace, const FusedMlpShape& s,
-                                 cudaStream_t stream) {
+                                 T* dx, const FusedMlpGrads<T>& g, void* workspace, size_t workspace_bytes,
+                                 const FusedMlpShape& s, cudaStream_t stream) {
   if (!ShapeOk(s)) return GpuStatus{kBadShape, "unsupported width, depth, input/output width or activation"};
   const int matrices = s.hidden_layers + 1;
   const Dims dm = DimsOf(s);
@@ -95,14 +95,19 @@ GpuStatus LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T* s
     return GpuStatus{};
   }
   if (!any_wgrad && dx == nullptr) return GpuStatus{};
-  const WsLayout ws = Layout(s, sizeof(T));
+  const WsLayout ws = Layout(s, sizeof(T), BackwardPathOf(s, sizeof(T)));
+  if (ws.total > workspace_bytes) {
+    return GpuStatus{"FusedMLP backward workspace",
+                     "smaller than FusedMlpBackwardWorkspaceBytes of this shape on this device"};
+  }
   char* base = static_cast<char*>(workspace);
   if constexpr (std::is_same<T, float>::value) {
     if (FusedMlpUsesLayers(s)) return BackwardLayers(dy, x, y, saved, p, dx, g, base, ws, s, stream);
   }
   DzBuffers<T> bufs;
   for (int l = 0; l < kFusedMlpMaxMatrices; ++l) {
-    bufs.dz[l] = (any_wgrad && l < matrices) ? reinterpret_cast<T*>(base + ws.dz_off[l]) : nullptr;
+    const bool dz = any_wgrad && l < matrices && ws.path == BackwardPath::kWgradKernel;
+    bufs.dz[l] = dz ? reinterpret_cast<T*>(base + ws.dz_off[l]) : nullptr;
   }
   float* partials = reinterpret_cast<float*>(base + ws.part_off);
   cudaError_t err;
@@ -124,7 +129,7 @@ GpuStatus LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T* s
                                               const FusedMlpShape&, cudaStream_t);                \
   template GpuStatus LaunchFusedMlpBackward<T>(const T*, const T*, const T*, const T*,            \
                                                const FusedMlpParams<T>&, T*,                      \
-                                               const FusedMlpGrads<T>&, void*,                    \
+                                               const FusedMlpGrads<T>&, void*, size_t,            \
                                                const FusedMlpShape&, cudaStream_t);
 MO_INSTANTIATE(float)
 MO_INSTANTIATE(__half)

@@ -78,18 +78,22 @@ template <typename T>
 GpuStatus LaunchFusedMlpForward(const T* x, const FusedMlpParams<T>& p, T* y, T* saved,
                                   const FusedMlpShape& s, cudaStream_t stream);
 
-// Device scratch LaunchFusedMlpBackward needs (per-layer dL/dz of the batch
-// and per-block weight-gradient partials).
+// Device scratch LaunchFusedMlpBackward needs on the current device: the
+// weight-gradient partials, and per-layer dL/dz of the batch only where the
+// backward cannot form the weight gradients itself (its weights do not fit
+// the device's shared memory) or runs layer by layer.
 size_t FusedMlpBackwardWorkspaceBytes(const FusedMlpShape& s, size_t elem_size);
 
 // Gradients of sum(dy * y) for x (dx, may be null) and every weight and bias
 // (null entries skipped). y and saved are the forward's outputs. dW/db are
 // reduced from per-block partials in a fixed order, or computed by cuBLAS
 // GEMMs (layer by layer): bitwise deterministic on one GPU either way.
+// workspace_bytes (at least FusedMlpBackwardWorkspaceBytes) is checked.
 template <typename T>
 GpuStatus LaunchFusedMlpBackward(const T* dy, const T* x, const T* y, const T* saved,
                                    const FusedMlpParams<T>& p, T* dx, const FusedMlpGrads<T>& g,
-                                   void* workspace, const FusedMlpShape& s, cudaStream_t stream);
+                                   void* workspace, size_t workspace_bytes, const FusedMlpShape& s,
+                                   cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace mo

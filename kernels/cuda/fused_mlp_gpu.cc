@@ -84,7 +84,8 @@ struct FusedMlpFunctor<GPUDevice, T> {
                              cuda::LaunchFusedMlpBackward<CT>(cuda::AsCuda(args.grad_y), cuda::AsCuda(args.x),
                                                               cuda::AsCuda(args.y), cuda::AsCuda(args.hidden), p,
                                                               cuda::AsCuda(args.grad_x), g,
-                                                              workspace.flat<uint8_t>().data(), s, cuda::Stream(ctx)));
+                                                              workspace.flat<uint8_t>().data(),
+                                                              static_cast<size_t>(ws_bytes), s, cuda::Stream(ctx)));
   }
 };
 

@@ -67,34 +67,50 @@ inline int Splits(int64_t n) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, (n + kSplitRows - 1) / kSplitRows)));
 }
 
+// Which backward runs, and so what its workspace holds:
+//   kLayers: float32 layer by layer (dz of every layer, ones, ReLU sums);
+//   kFusedWgrad: every weight resident, the backward forms the weight
+//     gradients itself (per-block partials only);
+//   kWgradKernel: weights streamed, dz of every layer goes to memory for
+//     MmaWgradKernel (dz and partials).
+enum class BackwardPath { kLayers, kFusedWgrad, kWgradKernel };
+
+// The path of the current device (its shared memory decides residency);
+// kWgradKernel when the device cannot be queried, whose workspace holds every
+// other's.
+BackwardPath BackwardPathOf(const FusedMlpShape& s, size_t elem);
+
 struct WsLayout {
-  size_t dz_off[kFusedMlpMaxMatrices];
-  size_t ones_off;  // float32: n ones (the layer path's bias gradients, 1^T dz)
-  size_t drelu_off;  // float32: DreluProductTf32's per-block column sums
+  BackwardPath path;
+  size_t dz_off[kFusedMlpMaxMatrices];  // valid unless path == kFusedWgrad
+  size_t ones_off;  // kLayers: n ones (the bias gradients, 1^T dz)
+  size_t drelu_off;  // kLayers: DreluProductTf32's per-block column sums
   size_t part_off;
   int splits;
   int64_t part_stride;
   size_t total;
 };
 
-inline WsLayout Layout(const FusedMlpShape& s, size_t elem) {
+inline WsLayout Layout(const FusedMlpShape& s, size_t elem, BackwardPath path) {
   const Dims dm = DimsOf(s);
   WsLayout w;
+  w.path = path;
   size_t off = 0;
   const int matrices = s.hidden_layers + 1;
   for (int l = 0; l < matrices; ++l) {
     const int np = l == matrices - 1 ? dm.out_p : s.width;
     w.dz_off[l] = off;
-    off += Align128(elem * static_cast<size_t>(s.n) * np);
+    if (path != BackwardPath::kFusedWgrad) off += Align128(elem * static_cast<size_t>(s.n) * np);
   }
+  const bool layers = path == BackwardPath::kLayers;
   w.ones_off = off;
-  if (elem == sizeof(float)) off += Align128(sizeof(float) * static_cast<size_t>(s.n));
+  if (layers) off += Align128(sizeof(float) * static_cast<size_t>(s.n));
   w.drelu_off = off;
-  if (elem == sizeof(float)) off += Align128(sizeof(float) * kMaxDreluBlocks * s.width);
+  if (layers) off += Align128(sizeof(float) * kMaxDreluBlocks * s.width);
   w.splits = Splits(s.n);
   w.part_stride = static_cast<int64_t>(dm.d) * dm.d + dm.d;
   w.part_off = off;
-  off += Align128(sizeof(float) * static_cast<size_t>(matrices) * w.splits * w.part_stride);
+  if (!layers) off += Align128(sizeof(float) * static_cast<size_t>(matrices) * w.splits * w.part_stride);
   w.total = off;
   return w;
 }

@@ -82,16 +82,16 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// 8 bytes of global memory under an L2 policy (L2Policy).
-__device__ __forceinline__ float2 LoadHinted(const float* p, uint64_t policy) {
-  float2 v;
-  asm volatile("ld.global.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;\n"
-               : "=f"(v.x), "=f"(v.y)
-               : "l"(p), "l"(policy));
-  return v;
-}
+// 8 bytes of global memory under an L2 policy (L2Policy): stored, or added
+// to in L2 (red: nothing comes back, so no register waits on the old value;
+// one thread's reductions of one address apply in its program order).
 __device__ __forceinline__ void StoreHinted(float* p, float2 v, uint64_t policy) {
   asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y), "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void AddHinted(float* p, float2 v, uint64_t policy) {
+  asm volatile("red.global.add.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y),
+               "l"(policy)
                : "memory");
 }
 __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
@@ -200,12 +200,13 @@ struct HalfMma {
 
   static __device__ void StorePair(T* p, float v0, float v1) { *reinterpret_cast<uint32_t*>(p) = Pack(v0, v1); }
 
-  // Weight gradient: A = X^T (X staged [k][m]) and B (dz staged [k][n]) of
-  // m-tile m0, n-tiles n0, n0 + 8 and k-step kk.
-  static __device__ void WgradFrags(uint32_t (&af)[4], uint32_t (&b)[4], const T* sa, int lda, const T* sb,
-                                    int ldb, int m0, int n0, int kk, int lane) {
+  // Weight gradient: A = X^T (X staged [k][m]) of m-tile m0, and B (dz
+  // staged [k][n]) of n-tiles n0, n0 + 8, at k-step kk.
+  static __device__ void WgradA(uint32_t (&af)[4], const T* sa, int lda, int m0, int kk, int lane) {
     // A = X^T: X rows are k, so ldmatrix.trans of [k][m] pieces.
     Ldsm4T(af, sa + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * lda + m0 + ((lane >> 3) & 1) * 8);
+  }
+  static __device__ void WgradB(uint32_t (&b)[4], const T* sb, int ldb, int n0, int kk, int lane) {
     Ldsm4T(b, sb + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ldb + n0 + (lane >> 4) * 8);
   }
 };
@@ -303,15 +304,15 @@ struct Tf32Mma {
   static __device__ void StorePair(T* p, float v0, float v1) { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
 
   // PTX k order; ld = 8 (mod 16) makes rows t and t+4 of 8 columns distinct banks.
-  static __device__ void WgradFrags(uint32_t (&af)[4], uint32_t (&b)[4], const T* sa, int lda, const T* sb,
-                                    int ldb, int m0, int n0, int kk, int lane) {
-    const int g = lane >> 2, t = lane & 3;
-    const T* a0 = sa + (kk * 8 + t) * lda + m0 + g;
-    const T* b0 = sb + (kk * 8 + t) * ldb + n0 + g;
+  static __device__ void WgradA(uint32_t (&af)[4], const T* sa, int lda, int m0, int kk, int lane) {
+    const T* a0 = sa + (kk * 8 + (lane & 3)) * lda + m0 + (lane >> 2);
     af[0] = Tf32(a0[0]);
     af[1] = Tf32(a0[8]);
     af[2] = Tf32(a0[4 * lda]);
     af[3] = Tf32(a0[4 * lda + 8]);
+  }
+  static __device__ void WgradB(uint32_t (&b)[4], const T* sb, int ldb, int n0, int kk, int lane) {
+    const T* b0 = sb + (kk * 8 + (lane & 3)) * ldb + n0 + (lane >> 2);
     b[0] = Tf32(b0[0]);
     b[1] = Tf32(b0[4 * ldb]);
     b[2] = Tf32(b0[8]);
@@ -700,71 +701,71 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   CpAsyncWait<0>();
 }
 
-// One k-step (Tr::kK rows) of a 16 x 16 weight-gradient tile: acc += X^T dz
+// One k-step (Tr::kK rows) of a 16 x 16 NQ weight-gradient tile: acc += X^T dz
 // for columns m0.. of X (staged [k][m] at sa) and n0.. of dz (staged [k][n]
 // at sb), and, with db, dbacc += 1^T dz (row 0 of an all-ones A times dz).
-template <class Tr>
-__device__ __forceinline__ void WgradKStep(float (&acc)[2][4], float (&dbacc)[2][4], bool db,
+// One A fragment serves NQ pairs of n8 tiles.
+template <class Tr, int NQ = 1>
+__device__ __forceinline__ void WgradKStep(float (&acc)[2 * NQ][4], float (&dbacc)[2 * NQ][4], bool db,
                                            const typename Tr::T* sa, int lda, const typename Tr::T* sb, int ldb,
                                            int m0, int n0, int kk, int lane) {
   const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
-  uint32_t af[4], b[4];
-  Tr::WgradFrags(af, b, sa, lda, sb, ldb, m0, n0, kk, lane);
-  Tr::Mma(acc[0], af, b[0], b[1]);
-  Tr::Mma(acc[1], af, b[2], b[3]);
-  if (db) {
-    Tr::Mma(dbacc[0], ones, b[0], b[1]);
-    Tr::Mma(dbacc[1], ones, b[2], b[3]);
+  uint32_t af[4];
+  Tr::WgradA(af, sa, lda, m0, kk, lane);
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    uint32_t b[4];
+    Tr::WgradB(b, sb, ldb, n0 + 16 * q, kk, lane);
+    Tr::Mma(acc[2 * q], af, b[0], b[1]);
+    Tr::Mma(acc[2 * q + 1], af, b[2], b[3]);
+    if (db) {
+      Tr::Mma(dbacc[2 * q], ones, b[0], b[1]);
+      Tr::Mma(dbacc[2 * q + 1], ones, b[2], b[3]);
+    }
   }
 }
 
 // The block's share of dW_l += X_l^T dz_l and db_l += 1^T dz_l over the rows
-// that all its warps have staged (X_l in each warp's second staging buffer,
-// dz_l in its first), added to the block's partial `part` ([kp][np] then db;
-// stored when `first`, kept in L2 until `last`): warp w owns the 16 x 16
-// tiles w, w + warps, ..., summed over the warps' rows in a fixed order, so
-// the partials, and the dW and db summed from them, are bitwise deterministic.
-template <class Tr, int R>
+// that its first `staged` warps have staged (X_l in each warp's second
+// staging buffer, dz_l in its first), added to the block's partial `part` ([kp][np] then db;
+// stored when `first`, added to in L2 after, kept there until `last`): warp w
+// owns the 16 x 16 NQ tiles w, w + warps, ..., summed over the warps' rows in
+// a fixed order, so the partials, and the dW and db summed from them, are
+// bitwise deterministic. np % (16 NQ) == 0.
+template <class Tr, int R, int NQ>
 __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typename Tr::T* stage0, int stage_elems,
-                                           int ld, int kp, int np, bool first, bool last, int warps, int warp,
-                                           int lane) {
+                                           int ld, int kp, int np, bool first, bool last, int warps, int staged,
+                                           int warp, int lane) {
   using T = typename Tr::T;
-  const int tn = np / 16, tiles = (kp / 16) * tn;
+  const int tn = np / (16 * NQ), tiles = (kp / 16) * tn;
   const int g = lane >> 2, tq = lane & 3;
   const uint64_t keep = L2Policy(last ? kL2Normal : kL2Keep);
-  for (int t = warp; t < tiles; t += warps) {
-    const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
-    const bool db = m0 == 0;  // this warp also forms the column sums of its columns
-    // The block's earlier sums are loaded first: the products hide their latency.
-    float2 old[2][2], oldb[2];
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int c = n0 + 8 * q + 2 * tq;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        old[q][h] = first ? make_float2(0.0f, 0.0f) : LoadHinted(part + (m0 + 8 * h + g) * np + c, keep);
-      }
-      oldb[q] = first || !db || g != 0 ? make_float2(0.0f, 0.0f) : LoadHinted(part + kp * np + c, keep);
+  auto put = [&](float* p, float v0, float v1) {
+    if (first) {
+      StoreHinted(p, make_float2(v0, v1), keep);
+    } else {
+      AddHinted(p, make_float2(v0, v1), keep);
     }
-    float acc[2][4] = {};
-    float dbacc[2][4] = {};
-    for (int v = 0; v < warps; ++v) {
+  };
+  for (int t = warp; t < tiles; t += warps) {
+    const int m0 = (t / tn) * 16, n0 = (t % tn) * 16 * NQ;
+    const bool db = m0 == 0;  // this warp also forms the column sums of its columns
+    float acc[2 * NQ][4] = {};
+    float dbacc[2 * NQ][4] = {};
+    for (int v = 0; v < staged; ++v) {
       const T* ds = stage0 + 2 * v * stage_elems;
       const T* hs = ds + stage_elems;
 #pragma unroll
-      for (int kk = 0; kk < R / Tr::kK; ++kk) WgradKStep<Tr>(acc, dbacc, db, hs, ld, ds, ld, m0, n0, kk, lane);
+      for (int kk = 0; kk < R / Tr::kK; ++kk) {
+        WgradKStep<Tr, NQ>(acc, dbacc, db, hs, ld, ds, ld, m0, n0, kk, lane);
+      }
     }
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
+    for (int q = 0; q < 2 * NQ; ++q) {
       const int c = n0 + 8 * q + 2 * tq;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        StoreHinted(part + (m0 + 8 * h + g) * np + c,
-                  make_float2(old[q][h].x + acc[q][2 * h], old[q][h].y + acc[q][2 * h + 1]), keep);
-      }
-      if (db && g == 0) {  // row 0 of 1^T dz
-        StoreHinted(part + kp * np + c, make_float2(oldb[q].x + dbacc[q][0], oldb[q].y + dbacc[q][1]), keep);
-      }
+      for (int h = 0; h < 2; ++h) put(part + (m0 + 8 * h + g) * np + c, acc[q][2 * h], acc[q][2 * h + 1]);
+      if (db && g == 0) put(part + kp * np + c, dbacc[q][0], dbacc[q][1]);  // row 0 of 1^T dz
     }
   }
 }
@@ -783,6 +784,9 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   using T = typename Tr::T;
   using Tl = MmaTile<Tr, W>;
   constexpr int MT = Tl::kMt, R = Tl::kRows, NT = Tl::kNt, KT = Tl::kKt;
+  // 16 x 32 weight-gradient tiles where a matrix has at least two per warp:
+  // one A fragment per two B, fewer shared-memory loads per mma.
+  constexpr bool kWideWgrad = W >= 128;
   extern __shared__ __align__(128) char smem_raw[];
   T* wsm = reinterpret_cast<T*>(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -799,125 +803,149 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   const uint64_t stream = L2Policy(kL2Stream);
   const uint64_t* const load_policy = kFuseWgrad ? &stream : nullptr;
   // Matrix l's weight gradient from every warp's staged X_l and dz_l.
-  auto block_wgrad = [&](int l, bool first, bool last) {
+  auto block_wgrad = [&](int l, bool first, bool last, int staged) {
     if constexpr (kFuseWgrad) {
       __syncthreads();
-      BlockWgrad<Tr, R>(partials + (static_cast<int64_t>(l) * gridDim.x + blockIdx.x) * part_stride, stage0,
-                        stage_elems, ld, pl.kp[l], pl.np[l], first, last, pl.warps, warp, lane);
+      float* part = partials + (static_cast<int64_t>(l) * gridDim.x + blockIdx.x) * part_stride;
+      if (kWideWgrad && pl.np[l] % 32 == 0) {
+        BlockWgrad<Tr, R, 2>(part, stage0, stage_elems, ld, pl.kp[l], pl.np[l], first, last, pl.warps, staged, warp,
+                             lane);
+      } else {
+        BlockWgrad<Tr, R, 1>(part, stage0, stage_elems, ld, pl.kp[l], pl.np[l], first, last, pl.warps, staged, warp,
+                             lane);
+      }
       __syncthreads();
     }
   };
-  const int64_t rows_per_block = static_cast<int64_t>(pl.warps) * R;
-  const int64_t blocks = (s.n + rows_per_block - 1) / rows_per_block;
-  for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
-    const int64_t row0 = blk * rows_per_block + warp * R;
-    const bool first = blk == blockIdx.x, last = blk + gridDim.x >= blocks;
-    // h_L (the last hidden output) streams in while dL/dz of the output is formed.
-    WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, s.n, W, W, true, lane,
-                 load_policy);
-    CpAsyncCommit();
-    __syncwarp();
-    if (pl.dy_vec) {  // out_dim == out_p here: 16 bytes per load
-      DispatchAct(s.output_activation, [&](auto a) {
-        constexpr int A = decltype(a)::value;
-        constexpr int kV = 16 / sizeof(T);
-        const int per_row = out_p / kV;
-        for (int e = lane; e < R * per_row; e += 32) {
-          const int r = e / per_row, c = (e - r * per_row) * kV;
-          const int64_t row = row0 + r;
-          int4 out = make_int4(0, 0, 0, 0);
-          if (row < s.n) {
-            const int4 gv = *reinterpret_cast<const int4*>(dy + row * out_p + c);
-            if constexpr (A == kActNone) {
-              out = gv;  // the derivative is 1: y is not read
-            } else {
-              const int4 yv = *reinterpret_cast<const int4*>(y + row * out_p + c);
-              const T* gs = reinterpret_cast<const T*>(&gv);
-              const T* ys = reinterpret_cast<const T*>(&yv);
-              T* os = reinterpret_cast<T*>(&out);
-#pragma unroll
-              for (int q = 0; q < kV; ++q) os[q] = FromF<T>(ToF(gs[q]) * ActD<A>(ToF(ys[q]), 0, s.alpha));
-            }
-          }
-          *reinterpret_cast<int4*>(ds + r * ld + c) = out;
-        }
-      });
-    } else {
-      for (int e = lane; e < R * out_p; e += 32) {
-        const int r = e / out_p, c = e - r * out_p;
-        const int64_t row = row0 + r;
-        float v = 0.0f;
-        if (row < s.n && c < s.out_dim) {
-          const int64_t i = row * s.out_dim + c;
-          v = ToF(dy[i]);
-          if (s.output_activation != kActNone) {  // else the derivative is 1: y is not read
-            v *= activation_derivative_from_output(ToF(y[i]), s.output_activation, s.alpha);
-          }
-        }
-        ds[r * ld + c] = FromF<T>(v);
-      }
-    }
-    __syncwarp();
-    if (!kFuseWgrad && bufs.dz[L] != nullptr) WarpStoreRows(bufs.dz[L], ds, ld, row0, R, s.n, out_p, true, lane);
+  // Each block takes a contiguous share of the R-row warp tiles (shares differ
+  // by at most one tile), one tile per warp a round: a block's last round is
+  // as short as its remainder (BlockWgrad reads only the staged warps' rows),
+  // not a whole round that the other blocks wait for.
+  const int64_t tiles = (s.n + R - 1) / R;
+  const int64_t t_begin = tiles * blockIdx.x / gridDim.x, t_end = tiles * (blockIdx.x + 1) / gridDim.x;
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += pl.warps) {
+    const int staged = static_cast<int>(std::min<int64_t>(pl.warps, t_end - t0));
+    // A warp past the block's share has no rows (n_rows 0: loads give zeros,
+    // nothing is stored). With every weight resident it only meets the block
+    // barriers; with weights streamed it runs every layer, whose weight loads
+    // are block-wide.
+    const bool has_rows = warp < staged;
+    const bool active = has_rows || !pl.resident;
+    const int64_t n_rows = has_rows ? s.n : 0;
+    const int64_t row0 = (t0 + warp) * R;
+    const bool first = t0 == t_begin, last = t0 + pl.warps >= t_end;
     float acc[MT][NT][4];
     uint32_t dz[MT][KT][4];
-    {
-      const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, L);
-      InitAcc(acc, static_cast<const float*>(nullptr), lane);
-      MmaSmemA<Tr, MT, NT, false>(acc, ds, ld, out_p / Tr::kK, w, Tr::Ld(out_p, false), lane);
-    }
-    CpAsyncWait<0>();
-    __syncwarp();
-    DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix L - 1
-    block_wgrad(L, first, last);
-    for (int l = L - 1; l >= 1; --l) {
-      __syncwarp();
-      WarpLoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, s.n, W, W, true, lane,
+    if (active) {
+      // h_L (the last hidden output) streams in while dL/dz of the output is formed.
+      WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
                    load_policy);
       CpAsyncCommit();
-      if (kFuseWgrad || bufs.dz[l] != nullptr) {
+      __syncwarp();
+      if (pl.dy_vec) {  // out_dim == out_p here: 16 bytes per load
+        DispatchAct(s.output_activation, [&](auto a) {
+          constexpr int A = decltype(a)::value;
+          constexpr int kV = 16 / sizeof(T);
+          const int per_row = out_p / kV;
+          for (int e = lane; e < R * per_row; e += 32) {
+            const int r = e / per_row, c = (e - r * per_row) * kV;
+            const int64_t row = row0 + r;
+            int4 out = make_int4(0, 0, 0, 0);
+            if (row < n_rows) {
+              const int4 gv = *reinterpret_cast<const int4*>(dy + row * out_p + c);
+              if constexpr (A == kActNone) {
+                out = gv;  // the derivative is 1: y is not read
+              } else {
+                const int4 yv = *reinterpret_cast<const int4*>(y + row * out_p + c);
+                const T* gs = reinterpret_cast<const T*>(&gv);
+                const T* ys = reinterpret_cast<const T*>(&yv);
+                T* os = reinterpret_cast<T*>(&out);
+#pragma unroll
+                for (int q = 0; q < kV; ++q) os[q] = FromF<T>(ToF(gs[q]) * ActD<A>(ToF(ys[q]), 0, s.alpha));
+              }
+            }
+            *reinterpret_cast<int4*>(ds + r * ld + c) = out;
+          }
+        });
+      } else {
+        for (int e = lane; e < R * out_p; e += 32) {
+          const int r = e / out_p, c = e - r * out_p;
+          const int64_t row = row0 + r;
+          float v = 0.0f;
+          if (row < n_rows && c < s.out_dim) {
+            const int64_t i = row * s.out_dim + c;
+            v = ToF(dy[i]);
+            if (s.output_activation != kActNone) {  // else the derivative is 1: y is not read
+              v *= activation_derivative_from_output(ToF(y[i]), s.output_activation, s.alpha);
+            }
+          }
+          ds[r * ld + c] = FromF<T>(v);
+        }
+      }
+      __syncwarp();
+      if (!kFuseWgrad && bufs.dz[L] != nullptr) WarpStoreRows(bufs.dz[L], ds, ld, row0, R, n_rows, out_p, true, lane);
+      {
+        const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, L);
+        InitAcc(acc, static_cast<const float*>(nullptr), lane);
+        MmaSmemA<Tr, MT, NT, false>(acc, ds, ld, out_p / Tr::kK, w, Tr::Ld(out_p, false), lane);
+      }
+      CpAsyncWait<0>();
+      __syncwarp();
+      DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix L - 1
+    }
+    block_wgrad(L, first, last, staged);
+    for (int l = L - 1; l >= 1; --l) {
+      if (active) {
+        __syncwarp();
+        WarpLoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
+                     load_policy);
+        CpAsyncCommit();
+        if (kFuseWgrad || bufs.dz[l] != nullptr) {
+          StoreFrags<Tr>(ds, ld, dz, lane);
+          __syncwarp();
+          if (!kFuseWgrad) WarpStoreRows(bufs.dz[l], ds, ld, row0, R, n_rows, W, true, lane);
+        }
+        const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
+        InitAcc(acc, static_cast<const float*>(nullptr), lane);
+        MmaRegA<Tr, MT, KT, NT, false>(acc, dz, w, Tr::Ld(W, false), lane);
+        CpAsyncWait<0>();
+        __syncwarp();
+        DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix l - 1
+      }
+      block_wgrad(l, first, last, staged);
+    }
+    if (active) {
+      __syncwarp();
+      if constexpr (kFuseWgrad) {
+        // x (matrix 0's input) streams in while dx is formed and stored.
+        WarpLoadRows(hs, ld, x, row0, R, n_rows, s.in_dim, pl.kp[0], pl.x_vec, lane, load_policy);
+        CpAsyncCommit();
+      } else if (bufs.dz[0] != nullptr) {
         StoreFrags<Tr>(ds, ld, dz, lane);
         __syncwarp();
-        if (!kFuseWgrad) WarpStoreRows(bufs.dz[l], ds, ld, row0, R, s.n, W, true, lane);
+        WarpStoreRows(bufs.dz[0], ds, ld, row0, R, n_rows, W, true, lane);
+        __syncwarp();
       }
-      const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
-      InitAcc(acc, static_cast<const float*>(nullptr), lane);
-      MmaRegA<Tr, MT, KT, NT, false>(acc, dz, w, Tr::Ld(W, false), lane);
-      CpAsyncWait<0>();
-      __syncwarp();
-      DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix l - 1
-      block_wgrad(l, first, last);
-    }
-    __syncwarp();
-    if constexpr (kFuseWgrad) {
-      // x (matrix 0's input) streams in while dx is formed and stored.
-      WarpLoadRows(hs, ld, x, row0, R, s.n, s.in_dim, pl.kp[0], pl.x_vec, lane, load_policy);
-      CpAsyncCommit();
-    } else if (bufs.dz[0] != nullptr) {
-      StoreFrags<Tr>(ds, ld, dz, lane);
-      __syncwarp();
-      WarpStoreRows(bufs.dz[0], ds, ld, row0, R, s.n, W, true, lane);
-      __syncwarp();
-    }
-    if (dx != nullptr) {
-      const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, 0);
-      const int ldw = Tr::Ld(W, false);
-      for (int c = 0; c < pl.kp[0]; c += 16) {
-        float o[MT][2][4];
-        InitAcc(o, static_cast<const float*>(nullptr), lane);
-        MmaRegA<Tr, MT, KT, 2, false>(o, dz, w + c * ldw, ldw, lane);
-        StoreChunk<Tr>(ds, ld, c, o, kActNone, 0.0f, lane);
+      if (dx != nullptr) {
+        const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, 0);
+        const int ldw = Tr::Ld(W, false);
+        for (int c = 0; c < pl.kp[0]; c += 16) {
+          float o[MT][2][4];
+          InitAcc(o, static_cast<const float*>(nullptr), lane);
+          MmaRegA<Tr, MT, KT, 2, false>(o, dz, w + c * ldw, ldw, lane);
+          StoreChunk<Tr>(ds, ld, c, o, kActNone, 0.0f, lane);
+        }
+        __syncwarp();
+        WarpStoreRows(dx, ds, ld, row0, R, n_rows, s.in_dim, pl.dx_vec, lane);
       }
       __syncwarp();
-      WarpStoreRows(dx, ds, ld, row0, R, s.n, s.in_dim, pl.dx_vec, lane);
+      if constexpr (kFuseWgrad) {
+        StoreFrags<Tr>(ds, ld, dz, lane);
+        CpAsyncWait<0>();
+        __syncwarp();
+      }
     }
-    __syncwarp();
-    if constexpr (kFuseWgrad) {
-      StoreFrags<Tr>(ds, ld, dz, lane);
-      CpAsyncWait<0>();
-      __syncwarp();
-      block_wgrad(0, first, last);
-    }
+    block_wgrad(0, first, last, staged);
   }
 }
 
@@ -1200,6 +1228,8 @@ cudaError_t MmaBackward(const typename Tr::T* dy, const typename Tr::T* x, const
     *parts = static_cast<int>(grid);
     return err;
   }
+  // The workspace holds dL/dz only on this path (BackwardPathOf).
+  if (any_wgrad && ws.path != BackwardPath::kWgradKernel) return cudaErrorInvalidConfiguration;
   // dL/dz of a linear output layer is dy itself (dy * 1, exact): unpadded
   // and 16-byte aligned, the weight gradient reads dy, and the backward
   // writes no copy of it.
@@ -1357,6 +1387,16 @@ struct DreluLaunch {
 };
 
 }  // namespace
+
+BackwardPath BackwardPathOf(const FusedMlpShape& s, size_t elem) {
+  if (elem == sizeof(float) && FusedMlpUsesLayers(s)) return BackwardPath::kLayers;
+  DeviceLimits d;
+  MmaPlan pl;
+  const bool planned = QueryDevice(&d) == cudaSuccess &&
+                       (elem == sizeof(float) ? MakeMmaPlan<Tf32Mma>(s, 2, d.smem_optin, false, &pl)
+                                              : MakeMmaPlan<HalfMma>(s, 2, d.smem_optin, false, &pl));
+  return planned && pl.resident ? BackwardPath::kFusedWgrad : BackwardPath::kWgradKernel;
+}
 
 cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
                        const FusedMlpShape& s, cudaStream_t stream) {

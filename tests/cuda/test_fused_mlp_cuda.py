@@ -95,10 +95,15 @@ def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False, tf32=False, 
     return y, saved, (dx_, dws, dbs)
 
 
-def workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype):
+def workspace_bytes(lib, n, in_dim, width, hidden, out_dim, dtype, tf32=False, impl=0):
     lib.metal_ops_fused_mlp_workspace_bytes.restype = ctypes.c_int64
-    nbytes = lib.metal_ops_fused_mlp_workspace_bytes(ctypes.c_int64(n), in_dim, width, hidden,
-                                                     out_dim, np.dtype(dtype).itemsize)
+    return lib.metal_ops_fused_mlp_workspace_bytes(ctypes.c_int64(n), in_dim, width, hidden, out_dim,
+                                                   np.dtype(_np_dtype(dtype)).itemsize, int(tf32), impl)
+
+
+def workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32=False, impl=0):
+    """Exactly the backward's workspace (compute-sanitizer sees any overrun)."""
+    nbytes = workspace_bytes(lib, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
     return cupy.empty(max(1, nbytes), cupy.uint8)
 
 
@@ -113,7 +118,7 @@ def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_
     gw = [cupy.full(w.shape, np.nan, dtype) if want_w else None for w in ws]
     gb = [cupy.full(b.shape, np.nan, dtype) if want_w else None for b in bs]
     if ws_buf is None:
-        ws_buf = workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype)
+        ws_buf = workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
     fn = _entry(lib, "backward", dtype, tf32, impl)
     check(fn(dptr(ddy), dptr(x), dptr(y), dptr(saved), _ptrs(ws), _ptrs(bs),
              dptr(dx) if want_dx else None, _ptrs(gw), _ptrs(gb), dptr(ws_buf), ctypes.c_int64(n),
@@ -268,6 +273,28 @@ def test_optional_gradients_and_determinism():
         assert none_w[0] is None and dx_only is not None
 
 
+@pytest.mark.parametrize("dtype", FLOAT32_DTYPES + [np.float16])
+def test_workspace_holds_dz_only_where_used(dtype):
+    """One [n, width] dL/dz per layer in the backward's workspace only where
+    dL/dz goes to memory: float32 layer by layer, and weights streamed
+    (float16 width 128 x 8); the backward that forms the weight gradients
+    itself (64 x 4, resident) needs only the per-block partials."""
+    _, lib = require_gpu()
+    n, itemsize = 1 << 18, np.dtype(_np_dtype(dtype)).itemsize
+    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+    one_dz = n * 64 * itemsize
+    partials = 5 * min(256, n // 4096) * (64 * 64 + 64) * 4
+    resident = workspace_bytes(lib, n, 64, 64, 4, 64, dtype, tf32, impl)
+    layers = uses_layers(lib, 64, impl) if tf32 else dtype == np.float32
+    if layers:
+        assert resident >= 5 * one_dz, resident
+    else:
+        assert partials <= resident < partials + 4096, (resident, partials)
+    if dtype == np.float16:
+        streamed = workspace_bytes(lib, n, 128, 128, 8, 128, dtype)
+        assert streamed >= 9 * n * 128 * itemsize, streamed
+
+
 def _forward_error(dtype, width, act):
     """The launcher's error code for a tiny forward (no memory is touched)."""
     cupy, lib = require_gpu()
@@ -355,7 +382,7 @@ def test_layer_path_computes_only_what_is_asked(dtype):
         one_w = [cupy.full(w.shape, np.nan, np.float32) if want == ("dw", l) else None for l, w in enumerate(ws)]
         one_b = [cupy.full(b.shape, np.nan, np.float32) if want == ("db", l) else None for l, b in enumerate(bs)]
         one_dx = cupy.full(x.shape, np.nan, np.float32) if want[0] == "dx" else None
-        wsb = workspace(cupy, lib, 5000, 12, 64, 3, 5, np.float32)
+        wsb = workspace(cupy, lib, 5000, 12, 64, 3, 5, np.float32, tf32, impl)
         check(fn(dptr(cupy.asarray(dy)), dptr(dev[0]), dptr(y), dptr(saved), _ptrs(dev[1]), _ptrs(dev[2]),
                  dptr(one_dx) if one_dx is not None else None, _ptrs(one_w), _ptrs(one_b), dptr(wsb),
                  ctypes.c_int64(5000), 12, 64, 3, 5, ACT["softplus"], ACT["sigmoid"], ctypes.c_float(ALPHA),

@@ -54,10 +54,13 @@ int Backward(const void* dy, const void* x, const void* y, const void* saved, co
     g.dw[l] = reinterpret_cast<T*>(dw[l]);
     g.db[l] = reinterpret_cast<T*>(db[l]);
   }
+  const mo::cuda::FusedMlpShape s = Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32,
+                                          tf32_impl);
+  // The caller allocated metal_ops_fused_mlp_workspace_bytes of this shape.
   return Code(mo::cuda::LaunchFusedMlpBackward<T>(
       static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(saved),
       Params<T>(w, b, hidden_layers + 1), static_cast<T*>(dx), g, workspace,
-      Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32, tf32_impl), stream));
+      mo::cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(T)), s, stream));
 }
 
 }  // namespace
@@ -73,10 +76,12 @@ int metal_ops_fused_mlp_tf32_uses_layers(int width, int impl) {
   return mo::cuda::FusedMlpUsesLayers(s) ? 1 : 0;
 }
 
+// The backward's workspace on the current device; tf32 and impl as the
+// float32 backward's entry point is called with.
 int64_t metal_ops_fused_mlp_workspace_bytes(int64_t n, int in_dim, int width, int hidden_layers,
-                                            int out_dim, int elem_size) {
+                                            int out_dim, int elem_size, int tf32, int impl) {
   return static_cast<int64_t>(mo::cuda::FusedMlpBackwardWorkspaceBytes(
-      Shape(n, in_dim, width, hidden_layers, out_dim, 0, 0, 0.0f), static_cast<size_t>(elem_size)));
+      Shape(n, in_dim, width, hidden_layers, out_dim, 0, 0, 0.0f, tf32 != 0, impl), static_cast<size_t>(elem_size)));
 }
 
 int metal_ops_fused_mlp_forward_float32(const void* x, const int64_t* w, const int64_t* b, void* y,
