@@ -826,12 +826,12 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   for (int64_t t0 = t_begin; t0 < t_end; t0 += pl.warps) {
     const int staged = static_cast<int>(std::min<int64_t>(pl.warps, t_end - t0));
     // A warp past the block's share has no rows (n_rows 0: loads give zeros,
-    // nothing is stored). With every weight resident it only meets the block
-    // barriers; with weights streamed it runs every layer, whose weight loads
-    // are block-wide.
+    // nothing is stored). With every weight resident (always so when the
+    // weight gradients are fused) it only meets the block barriers; with
+    // weights streamed it runs every layer, whose weight loads are block-wide.
     const bool has_rows = warp < staged;
-    const bool active = has_rows || !pl.resident;
-    const int64_t n_rows = has_rows ? s.n : 0;
+    const bool active = has_rows || (!kFuseWgrad && !pl.resident);
+    const int64_t n_rows = kFuseWgrad || has_rows ? s.n : 0;
     const int64_t row0 = (t0 + warp) * R;
     const bool first = t0 == t_begin, last = t0 + pl.warps >= t_end;
     float acc[MT][NT][4];
