@@ -75,9 +75,9 @@ inline int Splits(int64_t n) {
 //     MmaWgradKernel (dz and partials).
 enum class BackwardPath { kLayers, kFusedWgrad, kWgradKernel };
 
-// The path of the current device (its shared memory decides residency);
-// kWgradKernel when the device cannot be queried, whose workspace holds every
-// other's.
+// The path on the current device (its shared memory decides residency);
+// kWgradKernel when the device cannot be queried (its workspace also holds
+// the fused path's).
 BackwardPath BackwardPathOf(const FusedMlpShape& s, size_t elem);
 
 struct WsLayout {
