@@ -21,6 +21,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 3
+ADAM_LR = 2e-2  # examples/nerf/train.py's --lr default for the hash-grid model
 
 
 def tiny_argv(tmp, strategy):
@@ -128,7 +129,14 @@ def _compare(dist, single):
         scale = max(np.abs(b).max(), 1e-12)
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * scale, err_msg=f"gradient of {name}")
     for name, a, b in zip(meta["names"], w_d, w_s):
-        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=f"weights of {name} after {STEPS} steps")
+        # Adam divides by sqrt(v): a near-zero gradient whose last bits differ
+        # with summation order moves its weight by up to a step (lr) either
+        # way. All but a few elements agree tightly; those few stay within
+        # the steps Adam can take.
+        what = f"weights of {name} after {STEPS} steps"
+        close = np.isclose(a, b, rtol=1e-3, atol=1e-4)
+        assert close.mean() >= 0.999, f"{what}: {np.count_nonzero(~close)} of {close.size} elements differ"
+        np.testing.assert_allclose(a, b, rtol=0, atol=2 * ADAM_LR * STEPS, err_msg=what)
     np.testing.assert_array_equal(m_d, m_s)  # the occupancy grid agrees too
 
 
