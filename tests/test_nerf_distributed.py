@@ -21,7 +21,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 3
-ADAM_LR = 2e-2  # examples/nerf/train.py's --lr default for the hash-grid model
+ADAM_LR = 2e-2  # the runs' learning rate (tiny_argv)
 
 
 def tiny_argv(tmp, strategy):
@@ -30,7 +30,7 @@ def tiny_argv(tmp, strategy):
             "--grid-res", "16", "--grid-warmup", "0", "--grid-every", "2", "--candidates", "32",
             "--no-jitter", "--mlp-precision", "float32", "--quiet", "--ckpt-every", "0", "--eval-every", "0", "--max-minutes", "0",
             "--data-dir", os.path.join(tmp, "data"), "--out-dir", os.path.join(tmp, "runs"),
-            "--strategy", strategy, "--name", f"dist_{strategy}"]
+            "--strategy", strategy, "--name", f"dist_{strategy}", "--lr", str(ADAM_LR)]
 
 
 def _run_steps(trainer):

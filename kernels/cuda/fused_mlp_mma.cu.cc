@@ -1388,14 +1388,16 @@ struct DreluLaunch {
 
 }  // namespace
 
+// The backward's own plan (MmaBackward), without its pointers: residency
+// depends only on the shape and the device.
 BackwardPath BackwardPathOf(const FusedMlpShape& s, size_t elem) {
   if (elem == sizeof(float) && FusedMlpUsesLayers(s)) return BackwardPath::kLayers;
   DeviceLimits d;
   MmaPlan pl;
-  const bool planned = QueryDevice(&d) == cudaSuccess &&
-                       (elem == sizeof(float) ? MakeMmaPlan<Tf32Mma>(s, 2, d.smem_optin, false, &pl)
-                                              : MakeMmaPlan<HalfMma>(s, 2, d.smem_optin, false, &pl));
-  return planned && pl.resident ? BackwardPath::kFusedWgrad : BackwardPath::kWgradKernel;
+  const cudaError_t err =
+      elem == sizeof(float) ? MmaPlanFor<Tf32Mma>(false, s, nullptr, nullptr, nullptr, nullptr, &d, &pl)
+                            : MmaPlanFor<HalfMma>(false, s, nullptr, nullptr, nullptr, nullptr, &d, &pl);
+  return err == cudaSuccess && pl.resident ? BackwardPath::kFusedWgrad : BackwardPath::kWgradKernel;
 }
 
 cudaError_t Forward(const __half* x, const FusedMlpParams<__half>& p, __half* y, __half* saved,
