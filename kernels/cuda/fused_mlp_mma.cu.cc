@@ -175,10 +175,12 @@ struct HalfMma {
     }
   }
 
-  // The values at the C positions of k-step kk's tiles, of the 16 rows at s.
-  static __device__ void LoadC(float (&hv)[2][4], const T* s, int ld, int kk, int lane) {
-    uint32_t h[4];
+  // The elements at the C positions of k-step kk's tiles, of the 16 rows at
+  // s, as stored (CValues unpacks them).
+  static __device__ void LoadC(uint32_t (&h)[4], const T* s, int ld, int kk, int lane) {
     Ldsm4(h, s + (lane & 15) * ld + kk * 16 + (lane >> 4) * 8);
+  }
+  static __device__ void CValues(float (&hv)[2][4], const uint32_t (&h)[4]) {
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       const float2 h0 = Unpack(h[2 * q]), h1 = Unpack(h[2 * q + 1]);
@@ -285,14 +287,18 @@ struct Tf32Mma {
     a[3] = Tf32(v(0, 3));
   }
 
-  static __device__ void LoadC(float (&hv)[1][4], const T* s, int ld, int kk, int lane) {
+  static __device__ void LoadC(uint32_t (&h)[4], const T* s, int ld, int kk, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const float2 lo = *reinterpret_cast<const float2*>(s + g * ld + kk * 8 + 2 * t);
     const float2 hi = *reinterpret_cast<const float2*>(s + (g + 8) * ld + kk * 8 + 2 * t);
-    hv[0][0] = lo.x;
-    hv[0][1] = lo.y;
-    hv[0][2] = hi.x;
-    hv[0][3] = hi.y;
+    h[0] = __float_as_uint(lo.x);
+    h[1] = __float_as_uint(lo.y);
+    h[2] = __float_as_uint(hi.x);
+    h[3] = __float_as_uint(hi.y);
+  }
+  static __device__ void CValues(float (&hv)[1][4], const uint32_t (&h)[4]) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) hv[0][r] = __uint_as_float(h[r]);
   }
 
   static __device__ void StoreA(T* s, int ld, const uint32_t (&a)[4], int kk, int lane) {
@@ -478,19 +484,32 @@ __device__ __forceinline__ void ActPack(uint32_t (&af)[MT][KT][4], const float (
   });
 }
 
-// dz = acc * act'(h) in the element kind, h the layer's saved output (kRows x
-// kK*KT in shared memory, read at the C positions).
+// The layer input h (kRows x kK*KT in shared memory) at the C positions, as
+// stored: read before its buffer takes the next layer's input.
 template <class Tr, int MT, int KT>
+__device__ __forceinline__ void LoadCFrags(uint32_t (&hf)[MT][KT][4], const typename Tr::T* hs, int ld, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) Tr::LoadC(hf[mt][kk], hs + mt * 16 * ld, ld, kk, lane);
+  }
+}
+
+// dz = acc * act'(h) in the element kind; hk(mt, kk, h) gives h, the layer
+// input at the C positions of m-tile mt, k-step kk, as stored (Tr::LoadC).
+template <class Tr, int MT, int KT, typename HK>
 __device__ __forceinline__ void DerivPack(uint32_t (&dz)[MT][KT][4], const float (&acc)[MT][Tr::kCTiles * KT][4],
-                                          const typename Tr::T* hs, int ld, int act, float alpha, int lane) {
+                                          HK&& hk, int act, float alpha) {
   DispatchAct(act, [&](auto a) {
     constexpr int A = decltype(a)::value;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int kk = 0; kk < KT; ++kk) {
+        uint32_t hr[4];
+        hk(mt, kk, hr);
         float h[Tr::kCTiles][4];
-        Tr::LoadC(h, hs + mt * 16 * ld, ld, kk, lane);
+        Tr::CValues(h, hr);
         Tr::MakeA(dz[mt][kk], [&](int q, int r) {
           return acc[mt][Tr::kCTiles * kk + q][r] * ActD<A>(h[q][r], act, alpha);
         });
@@ -701,24 +720,32 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   CpAsyncWait<0>();
 }
 
-// One k-step (Tr::kK rows) of a 16 x 16 NQ weight-gradient tile: acc += X^T dz
-// for columns m0.. of X (staged [k][m] at sa) and n0.. of dz (staged [k][n]
-// at sb), and, with db, dbacc += 1^T dz (row 0 of an all-ones A times dz).
-// One A fragment serves NQ pairs of n8 tiles.
-template <class Tr, int NQ = 1>
-__device__ __forceinline__ void WgradKStep(float (&acc)[2 * NQ][4], float (&dbacc)[2 * NQ][4], bool db,
-                                           const typename Tr::T* sa, int lda, const typename Tr::T* sb, int ldb,
-                                           int m0, int n0, int kk, int lane) {
+// One k-step (Tr::kK rows) of a 16 MQ x 16 NQ weight-gradient tile: acc +=
+// X^T dz for columns m0.. of X (staged [k][m] at sa) and n0.. of dz (staged
+// [k][n] at sb), and dbacc[q] += 1^T dz (row 0 of an all-ones A times dz) for
+// the n8 tiles q in db_mask. Each A fragment serves NQ pairs of n8 tiles, each
+// B fragment MQ m16 tiles.
+template <class Tr, int MQ, int NQ>
+__device__ __forceinline__ void WgradKStep(float (&acc)[MQ][2 * NQ][4], float (&dbacc)[2 * NQ][4],
+                                           unsigned db_mask, const typename Tr::T* sa, int lda,
+                                           const typename Tr::T* sb, int ldb, int m0, int n0, int kk, int lane) {
   const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
-  uint32_t af[4];
-  Tr::WgradA(af, sa, lda, m0, kk, lane);
+  uint32_t af[MQ][4];
+#pragma unroll
+  for (int mq = 0; mq < MQ; ++mq) Tr::WgradA(af[mq], sa, lda, m0 + 16 * mq, kk, lane);
 #pragma unroll
   for (int q = 0; q < NQ; ++q) {
     uint32_t b[4];
     Tr::WgradB(b, sb, ldb, n0 + 16 * q, kk, lane);
-    Tr::Mma(acc[2 * q], af, b[0], b[1]);
-    Tr::Mma(acc[2 * q + 1], af, b[2], b[3]);
-    if (db) {
+#pragma unroll
+    for (int mq = 0; mq < MQ; ++mq) {
+      Tr::Mma(acc[mq][2 * q], af[mq], b[0], b[1]);
+      Tr::Mma(acc[mq][2 * q + 1], af[mq], b[2], b[3]);
+    }
+    if constexpr (MQ * NQ > 1) {
+      if (db_mask & (1u << (2 * q))) Tr::Mma(dbacc[2 * q], ones, b[0], b[1]);
+      if (db_mask & (2u << (2 * q))) Tr::Mma(dbacc[2 * q + 1], ones, b[2], b[3]);
+    } else if (db_mask != 0) {  // all or none: one branch (each one around mma.sync costs a warp sync)
       Tr::Mma(dbacc[2 * q], ones, b[0], b[1]);
       Tr::Mma(dbacc[2 * q + 1], ones, b[2], b[3]);
     }
@@ -729,15 +756,18 @@ __device__ __forceinline__ void WgradKStep(float (&acc)[2 * NQ][4], float (&dbac
 // that its first `staged` warps have staged (X_l in each warp's second
 // staging buffer, dz_l in its first), added to the block's partial `part` ([kp][np] then db;
 // stored when `first`, added to in L2 after, kept there until `last`): warp w
-// owns the 16 x 16 NQ tiles w, w + warps, ..., summed over the warps' rows in
-// a fixed order, so the partials, and the dW and db summed from them, are
-// bitwise deterministic. np % (16 NQ) == 0.
-template <class Tr, int R, int NQ>
+// owns the 16 MQ x 16 NQ tiles w, w + warps, ..., summed over the warps' rows
+// in a fixed order, so the partials, and the dW and db summed from them, are
+// bitwise deterministic. Column sums: 16 x 16 tiles in tile row 0 form
+// those of their columns; wider tiles spread them over a tile column (n8
+// tile q by its (q mod tm)-th tile), as the first row's warps would otherwise
+// do half again the mma of the others. kp % (16 MQ) == 0, np % (16 NQ) == 0.
+template <class Tr, int R, int MQ, int NQ>
 __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typename Tr::T* stage0, int stage_elems,
                                            int ld, int kp, int np, bool first, bool last, int warps, int staged,
                                            int warp, int lane) {
   using T = typename Tr::T;
-  const int tn = np / (16 * NQ), tiles = (kp / 16) * tn;
+  const int tm = kp / (16 * MQ), tn = np / (16 * NQ), tiles = tm * tn;
   const int g = lane >> 2, tq = lane & 3;
   const uint64_t keep = L2Policy(last ? kL2Normal : kL2Keep);
   auto put = [&](float* p, float v0, float v1) {
@@ -748,24 +778,31 @@ __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typen
     }
   };
   for (int t = warp; t < tiles; t += warps) {
-    const int m0 = (t / tn) * 16, n0 = (t % tn) * 16 * NQ;
-    const bool db = m0 == 0;  // this warp also forms the column sums of its columns
-    float acc[2 * NQ][4] = {};
+    const int tr = t / tn, m0 = tr * 16 * MQ, n0 = (t % tn) * 16 * NQ;
+    unsigned db_mask = 0;
+#pragma unroll
+    for (int q = 0; q < 2 * NQ; ++q) db_mask |= (MQ * NQ > 1 ? q % tm == tr : tr == 0) ? 1u << q : 0u;
+    float acc[MQ][2 * NQ][4] = {};
     float dbacc[2 * NQ][4] = {};
     for (int v = 0; v < staged; ++v) {
       const T* ds = stage0 + 2 * v * stage_elems;
       const T* hs = ds + stage_elems;
 #pragma unroll
       for (int kk = 0; kk < R / Tr::kK; ++kk) {
-        WgradKStep<Tr, NQ>(acc, dbacc, db, hs, ld, ds, ld, m0, n0, kk, lane);
+        WgradKStep<Tr, MQ, NQ>(acc, dbacc, db_mask, hs, ld, ds, ld, m0, n0, kk, lane);
       }
     }
 #pragma unroll
     for (int q = 0; q < 2 * NQ; ++q) {
       const int c = n0 + 8 * q + 2 * tq;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) put(part + (m0 + 8 * h + g) * np + c, acc[q][2 * h], acc[q][2 * h + 1]);
-      if (db && g == 0) put(part + kp * np + c, dbacc[q][0], dbacc[q][1]);  // row 0 of 1^T dz
+      for (int mq = 0; mq < MQ; ++mq) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          put(part + (m0 + 16 * mq + 8 * h + g) * np + c, acc[mq][q][2 * h], acc[mq][q][2 * h + 1]);
+        }
+      }
+      if ((db_mask >> q & 1u) && g == 0) put(part + kp * np + c, dbacc[q][0], dbacc[q][1]);  // row 0 of 1^T dz
     }
   }
 }
@@ -784,9 +821,13 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   using T = typename Tr::T;
   using Tl = MmaTile<Tr, W>;
   constexpr int MT = Tl::kMt, R = Tl::kRows, NT = Tl::kNt, KT = Tl::kKt;
-  // 16 x 32 weight-gradient tiles where a matrix has at least two per warp:
-  // one A fragment per two B, fewer shared-memory loads per mma.
+  // Wider weight-gradient tiles at width 128 (32 x 32 where a matrix has one
+  // per warp, else 16 x 32): each fragment serves two mma, so fewer
+  // shared-memory loads per mma.
   constexpr bool kWideWgrad = W >= 128;
+  // Wide tiles need the registers that dz would hold across the weight-
+  // gradient step: at width 128 dz goes through shared memory instead.
+  constexpr bool kStagedDz = kWideWgrad;
   extern __shared__ __align__(128) char smem_raw[];
   T* wsm = reinterpret_cast<T*>(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -807,12 +848,13 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
     if constexpr (kFuseWgrad) {
       __syncthreads();
       float* part = partials + (static_cast<int64_t>(l) * gridDim.x + blockIdx.x) * part_stride;
-      if (kWideWgrad && pl.np[l] % 32 == 0) {
-        BlockWgrad<Tr, R, 2>(part, stage0, stage_elems, ld, pl.kp[l], pl.np[l], first, last, pl.warps, staged, warp,
-                             lane);
+      const int kp = pl.kp[l], np = pl.np[l];
+      if (kWideWgrad && kp % 32 == 0 && np % 32 == 0 && (kp / 32) * (np / 32) >= pl.warps) {
+        BlockWgrad<Tr, R, 2, 2>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
+      } else if (kWideWgrad && np % 32 == 0) {
+        BlockWgrad<Tr, R, 1, 2>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
       } else {
-        BlockWgrad<Tr, R, 1>(part, stage0, stage_elems, ld, pl.kp[l], pl.np[l], first, last, pl.warps, staged, warp,
-                             lane);
+        BlockWgrad<Tr, R, 1, 1>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
       }
       __syncthreads();
     }
@@ -835,7 +877,6 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
     const int64_t row0 = (t0 + warp) * R;
     const bool first = t0 == t_begin, last = t0 + pl.warps >= t_end;
     float acc[MT][NT][4];
-    uint32_t dz[MT][KT][4];
     if (active) {
       // h_L (the last hidden output) streams in while dL/dz of the output is formed.
       WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
@@ -884,43 +925,22 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
       }
       __syncwarp();
       if (!kFuseWgrad && bufs.dz[L] != nullptr) WarpStoreRows(bufs.dz[L], ds, ld, row0, R, n_rows, out_p, true, lane);
-      {
-        const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, L);
-        InitAcc(acc, static_cast<const float*>(nullptr), lane);
-        MmaSmemA<Tr, MT, NT, false>(acc, ds, ld, out_p / Tr::kK, w, Tr::Ld(out_p, false), lane);
-      }
-      CpAsyncWait<0>();
-      __syncwarp();
-      DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix L - 1
     }
-    block_wgrad(L, first, last, staged);
-    for (int l = L - 1; l >= 1; --l) {
-      if (active) {
-        __syncwarp();
+    // X_l, the input of matrix l, into the second buffer (x only when fused).
+    auto load_input = [&](int l) {
+      if (l >= 1) {
         WarpLoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
                      load_policy);
-        CpAsyncCommit();
-        if (kFuseWgrad || bufs.dz[l] != nullptr) {
-          StoreFrags<Tr>(ds, ld, dz, lane);
-          __syncwarp();
-          if (!kFuseWgrad) WarpStoreRows(bufs.dz[l], ds, ld, row0, R, n_rows, W, true, lane);
-        }
-        const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
-        InitAcc(acc, static_cast<const float*>(nullptr), lane);
-        MmaRegA<Tr, MT, KT, NT, false>(acc, dz, w, Tr::Ld(W, false), lane);
-        CpAsyncWait<0>();
-        __syncwarp();
-        DerivPack<Tr>(dz, acc, hs, ld, s.activation, s.alpha, lane);  // dz of matrix l - 1
-      }
-      block_wgrad(l, first, last, staged);
-    }
-    if (active) {
-      __syncwarp();
-      if constexpr (kFuseWgrad) {
-        // x (matrix 0's input) streams in while dx is formed and stored.
+      } else if constexpr (kFuseWgrad) {
         WarpLoadRows(hs, ld, x, row0, R, n_rows, s.in_dim, pl.kp[0], pl.x_vec, lane, load_policy);
-        CpAsyncCommit();
-      } else if (bufs.dz[0] != nullptr) {
+      }
+      CpAsyncCommit();
+    };
+    auto h_smem = [&](int mt, int kk, uint32_t (&h)[4]) { Tr::LoadC(h, hs + mt * 16 * ld, ld, kk, lane); };
+    // dz_0 in registers (x streaming in, when fused): dx through the first
+    // buffer, then dz_0 into it.
+    auto finish = [&](const uint32_t (&dz)[MT][KT][4]) {
+      if (!kFuseWgrad && bufs.dz[0] != nullptr) {
         StoreFrags<Tr>(ds, ld, dz, lane);
         __syncwarp();
         WarpStoreRows(bufs.dz[0], ds, ld, row0, R, n_rows, W, true, lane);
@@ -937,15 +957,90 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
         }
         __syncwarp();
         WarpStoreRows(dx, ds, ld, row0, R, n_rows, s.in_dim, pl.dx_vec, lane);
+        __syncwarp();
       }
-      __syncwarp();
-      if constexpr (kFuseWgrad) {
-        StoreFrags<Tr>(ds, ld, dz, lane);
+      if constexpr (kFuseWgrad) StoreFrags<Tr>(ds, ld, dz, lane);
+    };
+    if constexpr (kStagedDz) {
+      // Matrix l: dz_l (first buffer) and its input X_l (second) are staged
+      // and its weight gradient formed; then dz_{l-1} = (dz_l W_l^T) *
+      // act'(X_l) goes to registers while X_{l-1} streams into the second
+      // buffer. Only the staging lives across the weight-gradient step.
+      if (active) {
         CpAsyncWait<0>();
         __syncwarp();
       }
+      block_wgrad(L, first, last, staged);
+      for (int l = L; l >= 1; --l) {
+        if (active) {
+          uint32_t hf[MT][KT][4];
+          LoadCFrags<Tr>(hf, hs, ld, lane);
+          __syncwarp();
+          load_input(l - 1);
+          {
+            const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
+            InitAcc(acc, static_cast<const float*>(nullptr), lane);
+            MmaSmemA<Tr, MT, NT, false>(acc, ds, ld, pl.np[l] / Tr::kK, w, Tr::Ld(pl.np[l], false), lane);
+          }
+          uint32_t dz[MT][KT][4];
+          DerivPack<Tr>(dz, acc, [&](int mt, int kk, uint32_t (&h)[4]) {
+            for (int r = 0; r < 4; ++r) h[r] = hf[mt][kk][r];
+          }, s.activation, s.alpha);  // dz of matrix l - 1
+          __syncwarp();
+          if (l >= 2) {
+            StoreFrags<Tr>(ds, ld, dz, lane);
+            __syncwarp();
+            if (!kFuseWgrad && bufs.dz[l - 1] != nullptr) {
+              WarpStoreRows(bufs.dz[l - 1], ds, ld, row0, R, n_rows, W, true, lane);
+            }
+          } else {
+            finish(dz);
+          }
+          CpAsyncWait<0>();
+          __syncwarp();
+        }
+        block_wgrad(l - 1, first, last, staged);
+      }
+    } else {
+      // dz_{l-1} is formed before matrix l's weight gradient and stays in
+      // registers across it; X_{l-1} streams in during the next product.
+      uint32_t dz[MT][KT][4];
+      if (active) {
+        {
+          const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, L);
+          InitAcc(acc, static_cast<const float*>(nullptr), lane);
+          MmaSmemA<Tr, MT, NT, false>(acc, ds, ld, out_p / Tr::kK, w, Tr::Ld(out_p, false), lane);
+        }
+        CpAsyncWait<0>();
+        __syncwarp();
+        DerivPack<Tr>(dz, acc, h_smem, s.activation, s.alpha);  // dz of matrix L - 1
+      }
+      block_wgrad(L, first, last, staged);
+      for (int l = L - 1; l >= 1; --l) {
+        if (active) {
+          __syncwarp();
+          load_input(l);
+          StoreFrags<Tr>(ds, ld, dz, lane);
+          __syncwarp();
+          if (!kFuseWgrad && bufs.dz[l] != nullptr) WarpStoreRows(bufs.dz[l], ds, ld, row0, R, n_rows, W, true, lane);
+          const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
+          InitAcc(acc, static_cast<const float*>(nullptr), lane);
+          MmaRegA<Tr, MT, KT, NT, false>(acc, dz, w, Tr::Ld(W, false), lane);
+          CpAsyncWait<0>();
+          __syncwarp();
+          DerivPack<Tr>(dz, acc, h_smem, s.activation, s.alpha);  // dz of matrix l - 1
+        }
+        block_wgrad(l, first, last, staged);
+      }
+      if (active) {
+        __syncwarp();
+        load_input(0);
+        finish(dz);
+        CpAsyncWait<0>();
+        __syncwarp();
+      }
+      block_wgrad(0, first, last, staged);
     }
-    block_wgrad(0, first, last, staged);
   }
 }
 
@@ -1011,12 +1106,12 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
     }
   };
 
-  float acc[kMaxTiles][2][4];
+  float acc[kMaxTiles][1][2][4];  // one 16 x 16 tile (MQ = NQ = 1) each
 #pragma unroll
   for (int i = 0; i < kMaxTiles; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      acc[i][h][0] = acc[i][h][1] = acc[i][h][2] = acc[i][h][3] = 0.0f;
+      acc[i][0][h][0] = acc[i][0][h][1] = acc[i][0][h][2] = acc[i][0][h][3] = 0.0f;
     }
   }
   float dbacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -1046,7 +1141,7 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
         const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
 #pragma unroll
         for (int kk = 0; kk < kWgChunk / Tr::kK; ++kk) {
-          WgradKStep<Tr>(acc[i], dbacc, i == 0 && db_warp, sa, lda, sb, ldb, m0, n0, kk, lane);
+          WgradKStep<Tr, 1, 1>(acc[i], dbacc, i == 0 && db_warp ? 3u : 0u, sa, lda, sb, ldb, m0, n0, kk, lane);
         }
       }
     }
@@ -1063,10 +1158,10 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int c = n0 + 8 * h + 2 * tq;
-        part[(m0 + g) * np + c] = acc[i][h][0];
-        part[(m0 + g) * np + c + 1] = acc[i][h][1];
-        part[(m0 + g + 8) * np + c] = acc[i][h][2];
-        part[(m0 + g + 8) * np + c + 1] = acc[i][h][3];
+        part[(m0 + g) * np + c] = acc[i][0][h][0];
+        part[(m0 + g) * np + c + 1] = acc[i][0][h][1];
+        part[(m0 + g + 8) * np + c] = acc[i][0][h][2];
+        part[(m0 + g + 8) * np + c + 1] = acc[i][0][h][3];
       }
     }
   }
