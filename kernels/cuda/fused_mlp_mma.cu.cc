@@ -1020,9 +1020,11 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
         if (active) {
           __syncwarp();
           load_input(l);
-          StoreFrags<Tr>(ds, ld, dz, lane);
-          __syncwarp();
-          if (!kFuseWgrad && bufs.dz[l] != nullptr) WarpStoreRows(bufs.dz[l], ds, ld, row0, R, n_rows, W, true, lane);
+          if (kFuseWgrad || bufs.dz[l] != nullptr) {  // staged for the weight gradient, or for memory
+            StoreFrags<Tr>(ds, ld, dz, lane);
+            __syncwarp();
+            if (!kFuseWgrad) WarpStoreRows(bufs.dz[l], ds, ld, row0, R, n_rows, W, true, lane);
+          }
           const T* w = LayerWeights<Tr, false>(wsm, p, s, pl, l);
           InitAcc(acc, static_cast<const float*>(nullptr), lane);
           MmaRegA<Tr, MT, KT, NT, false>(acc, dz, w, Tr::Ld(W, false), lane);
