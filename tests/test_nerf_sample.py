@@ -182,8 +182,28 @@ def test_stratified_and_occupancy_sampling():
 
 
 # ----------------------------------------------------------------------------- training
-@pytest.mark.cpu_semantics("whether 120 steps empty a grid cell varies from run to run with a GPU's float-atomic "
-                           "gradients; the CPU's training is bitwise reproducible")
+@pytest.mark.cpu_semantics("a GPU's float-atomic gradients make each run differ a little; the CPU's training is "
+                           "bitwise reproducible")
+def test_same_seed_same_training(tmp_path):
+    """--seed fixes the initial weights, the ray batches and the jitter: two runs
+    with one seed end with the same weights, bit for bit; another seed differs."""
+    from examples.nerf import train
+
+    def weights(name, seed):
+        tr = train.Trainer(_args(tmp_path, "--name", name, "--steps", "6", "--seed", str(seed)), log=lambda *a: None)
+        first = [v.numpy().copy() for v in tr.model.trainable_variables]
+        tr.fit(verbose=False)
+        return first, [v.numpy() for v in tr.model.trainable_variables]
+
+    (init_a, end_a), (init_b, end_b), (init_c, _) = weights("a", 0), weights("b", 0), weights("c", 1)
+    for x, y in zip(init_a + end_a, init_b + end_b):
+        np.testing.assert_array_equal(x, y)
+    assert any(not np.array_equal(x, y) for x, y in zip(init_a, init_c))
+    assert any(not np.array_equal(x, y) for x, y in zip(init_a, end_a))  # the six steps trained
+
+
+@pytest.mark.cpu_semantics("a GPU's float-atomic gradients make each run differ a little; the CPU's training is "
+                           "bitwise reproducible")
 def test_smoke_training_32px_psnr_rises(tmp_path):
     import tensorflow as tf
 
@@ -197,7 +217,13 @@ def test_smoke_training_32px_psnr_rises(tmp_path):
     assert renders[0].shape == (32, 32, 3)
     assert after >= before + 5.0, (before, after)
     assert tr.use_grid()  # the occupancy grid was in use at the end
-    assert 0.0 < float(np.mean(tr.grid.mask.numpy())) < 1.0
+    # The mask is the grid's density estimates under its threshold rule. How many
+    # cells 120 steps empty is up to the run (with --seed 0 on x86 CPUs: none);
+    # masks with empty cells are marched in the tests below.
+    density, mask = tr.grid.density.numpy(), tr.grid.mask.numpy()
+    thr = min(-math.log(1.0 - tr.grid.threshold) / float(tr.grid.cell_size), float(np.mean(density)))
+    assert np.all(mask[density > thr * (1 + 1e-5)] == 1.0) and np.all(mask[density < thr * (1 - 1e-5)] == 0.0)
+    assert np.mean(mask) > 0.0
     # The training step's bitfield is the mask's, packed at the last grid update.
     np.testing.assert_array_equal(tr.occupancy_bits().numpy(), tr.metal_ops.pack_occupancy(tr.grid.mask[None]).numpy())
     # The march sampler (the default): the ray count follows the sample budget

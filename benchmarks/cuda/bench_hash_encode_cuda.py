@@ -45,22 +45,23 @@ def load():
 class Runner:
     """Device buffers + launch closures for one (N, dtype)."""
 
-    def __init__(self, cupy, lib, n, dtype, seed=0):
+    def __init__(self, cupy, lib, n, dtype, seed=0, grid=None):
         self.cupy, self.lib, self.n = cupy, lib, n
+        self.grid = dict(GRID if grid is None else grid)
         self.code = 0 if dtype == np.float32 else 1
         rng = np.random.default_rng(seed)
-        rows = ref.table_rows(DIMS, **GRID)
+        rows = ref.table_rows(DIMS, **self.grid)
         self.rows = rows
         self.x = cupy.asarray(rng.random((n, DIMS), dtype=np.float32))
         self.table = cupy.asarray(rng.uniform(-1e-1, 1e-1, (rows, FEATURES)).astype(dtype))
-        self.out = cupy.empty((n, GRID["num_levels"] * FEATURES), dtype=dtype)
-        self.dy = cupy.asarray(rng.standard_normal((n, GRID["num_levels"] * FEATURES)).astype(dtype))
+        self.out = cupy.empty((n, self.grid["num_levels"] * FEATURES), dtype=dtype)
+        self.dy = cupy.asarray(rng.standard_normal((n, self.grid["num_levels"] * FEATURES)).astype(dtype))
         self.grad_table = cupy.empty_like(self.table)
         self.grad_inputs = cupy.empty((n, DIMS), dtype=cupy.float32)
         self.workspaces = {}
 
     def _args(self):
-        g = GRID
+        g = self.grid
         return (self.code, self.n, DIMS, FEATURES, g["num_levels"], g["log2_hashmap_size"], g["base_resolution"],
                 g["per_level_scale"])
 

@@ -26,7 +26,8 @@ def build_parser():
     g.add_argument("--out-dir", default="runs")
     g.add_argument("--data-dir", default="data", help="where the generated scene .npz is cached")
     g.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0,
+                   help="seeds the initial weights (keras.utils.set_random_seed), the ray batches and the jitter")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.add_argument("--no-outputs", action="store_true",
                    help="skip PNGs, plot and orbit (metrics.json and checkpoints are still written)")
@@ -251,6 +252,10 @@ class Trainer:
         # float16 MLP gradients of a mean loss over thousands of rays fall below
         # float16's normal range; the loss is scaled up and the gradients down.
         self.loss_scale = MLP_FLOAT16_LOSS_SCALE if self.mlp_precision == "float16" else 1.0
+        # The initial weights from --seed, as the ray batches and jitter are: a run
+        # is reproducible on the CPU (Keras draws unseeded initialisers from its
+        # global seed generator).
+        keras.utils.set_random_seed(a.seed)
         with self.strategy.scope():
             if a.model == "hash":
                 self.model = hmodel.HashNeRF(

@@ -194,15 +194,19 @@ def cases(ops=None):
     if use:
         # No input channel: the output is activation(bias + residual); forward
         # only, as TensorFlow's Conv2DBackpropInput rejects a zero-depth filter.
-        for shape, cin, cout, activation in [((2, 9, 9), 4, 5, "relu"), ((2, 9, 9), 0, 5, "sigmoid"),
-                                             ((4, 64, 64), 16, 32, "relu")]:
+        # The large case's filter gradient (TensorFlow's Conv2DBackpropFilter, not this
+        # library's kernel) runs the cuDNN algorithm that autotuning picks in the
+        # process, and the float32 error differs between them (docs/BUILDING.md,
+        # "gpu-check"): its tolerance covers them all.
+        for shape, cin, cout, activation, tol in [((2, 9, 9), 4, 5, "relu", 1e-3), ((2, 9, 9), 0, 5, "sigmoid", 1e-3),
+                                                  ((4, 64, 64), 16, 32, "relu", 5e-3)]:
             x = rng.standard_normal(shape + (cin,)).astype(np.float32)
             w = rng.standard_normal((3, 3, cin, cout)).astype(np.float32)
             b = rng.standard_normal((cout,)).astype(np.float32)
             res = rng.standard_normal(shape + (cout,)).astype(np.float32)
             out.append(_case("fused_conv2d", f"x={shape + (cin,)} cout={cout} {activation}", np.float32, [x, w, b, res],
                              lambda a, f, bb, rr, act=activation: metal_ops.fused_conv2d(a, f, bias=bb, residual=rr,
-                                                                                         activation=act), 1e-3,
+                                                                                         activation=act), tol,
                              differentiable=cin > 0))
 
     use, rng = wanted("fused_mlp")
