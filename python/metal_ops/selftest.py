@@ -196,8 +196,8 @@ def cases(ops=None):
         # only, as TensorFlow's Conv2DBackpropInput rejects a zero-depth filter.
         # The large case's filter gradient (TensorFlow's Conv2DBackpropFilter, not this
         # library's kernel) runs the cuDNN algorithm that autotuning picks in the
-        # process, and the float32 error differs between them (docs/BUILDING.md,
-        # "gpu-check"): its tolerance covers them all.
+        # process, and their float32 errors differ (docs/BUILDING.md, "TensorFlow's
+        # CUDA build on a machine without network"): its tolerance covers them.
         for shape, cin, cout, activation, tol in [((2, 9, 9), 4, 5, "relu", 1e-3), ((2, 9, 9), 0, 5, "sigmoid", 1e-3),
                                                   ((4, 64, 64), 16, 32, "relu", 5e-3)]:
             x = rng.standard_normal(shape + (cin,)).astype(np.float32)
