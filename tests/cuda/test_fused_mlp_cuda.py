@@ -295,6 +295,46 @@ def test_workspace_holds_dz_only_where_used(dtype):
         assert streamed >= 9 * n * 128 * itemsize, streamed
 
 
+@pytest.mark.parametrize("dtype", FLOAT32_DTYPES + [np.float16])
+@pytest.mark.parametrize("width,hidden,dims", [(64, 4, 64), (128, 8, 128)])
+def test_backward_refuses_a_short_workspace(dtype, width, hidden, dims):
+    """A workspace one byte short of metal_ops_fused_mlp_workspace_bytes is
+    refused with the launcher's message before anything runs; the exact size
+    runs. Resident (64 x 4) and streamed (float16 128 x 8) plans, every float32
+    path."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(width)
+    n, np_dtype = 1000, _np_dtype(dtype)
+    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+    ws, bs = make_net(rng, dims, width, hidden, dims, np_dtype)
+    x = rng.uniform(-1, 1, (n, dims)).astype(np_dtype)
+    dy = rng.standard_normal((n, dims)).astype(np_dtype)
+    y, saved, (dx_, dws, dbs) = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32,
+                                            impl=impl)
+    need = workspace_bytes(lib, n, dims, width, hidden, dims, dtype, tf32, impl)
+    assert need > 0
+    buf = cupy.empty(need, cupy.uint8)
+    ddy, dx = cupy.asarray(dy), cupy.zeros_like(dx_)
+    gw = [cupy.full(w.shape, np.nan, np_dtype) for w in ws]
+    gb = [cupy.full(b.shape, np.nan, np_dtype) for b in bs]
+
+    def backward(nbytes):
+        return lib.metal_ops_fused_mlp_backward_sized(
+            dptr(ddy), dptr(dx_), dptr(y), dptr(saved), _ptrs(dws), _ptrs(dbs), dptr(dx), _ptrs(gw),
+            _ptrs(gb), dptr(buf), ctypes.c_int64(nbytes), ctypes.c_int64(n), dims, width, hidden, dims,
+            ACT["relu"], ACT["none"], ctypes.c_float(ALPHA), np.dtype(np_dtype).itemsize, int(tf32), impl,
+            stream_ptr(cupy))
+
+    assert backward(need - 1) != 0, "a short workspace must be refused"
+    assert "FusedMLP backward workspace" in last_error(lib)
+    cupy.cuda.get_current_stream().synchronize()
+    assert all(bool(cupy.isnan(g).all()) for g in gw + gb), "a refused backward wrote gradients"
+    assert not bool(dx.any()), "a refused backward wrote dx"
+    check(backward(need))
+    cupy.cuda.get_current_stream().synchronize()
+    assert all(bool(cupy.isfinite(g).all()) for g in gw + gb)
+
+
 def _forward_error(dtype, width, act):
     """The launcher's error code for a tiny forward (no memory is touched)."""
     cupy, lib = require_gpu()

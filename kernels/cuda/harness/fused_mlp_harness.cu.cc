@@ -45,7 +45,8 @@ template <typename T>
 int Backward(const void* dy, const void* x, const void* y, const void* saved, const int64_t* w,
              const int64_t* b, void* dx, const int64_t* dw, const int64_t* db, void* workspace,
              int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
-             int out_act, float alpha, cudaStream_t stream, bool tf32 = false, int tf32_impl = 0) {
+             int out_act, float alpha, cudaStream_t stream, bool tf32 = false, int tf32_impl = 0,
+             int64_t workspace_bytes = -1) {
   if (hidden_layers < 1 || hidden_layers + 1 > mo::cuda::kFusedMlpMaxMatrices) {
     return Code(mo::cuda::GpuStatus{"FusedMLP shape", "hidden_layers out of range"});
   }
@@ -56,11 +57,12 @@ int Backward(const void* dy, const void* x, const void* y, const void* saved, co
   }
   const mo::cuda::FusedMlpShape s = Shape(n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, tf32,
                                           tf32_impl);
-  // The caller allocated metal_ops_fused_mlp_workspace_bytes of this shape.
+  // workspace_bytes < 0: the caller allocated metal_ops_fused_mlp_workspace_bytes of this shape.
+  const size_t bytes = workspace_bytes < 0 ? mo::cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(T))
+                                           : static_cast<size_t>(workspace_bytes);
   return Code(mo::cuda::LaunchFusedMlpBackward<T>(
       static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(saved),
-      Params<T>(w, b, hidden_layers + 1), static_cast<T*>(dx), g, workspace,
-      mo::cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(T)), s, stream));
+      Params<T>(w, b, hidden_layers + 1), static_cast<T*>(dx), g, workspace, bytes, s, stream));
 }
 
 }  // namespace
@@ -149,6 +151,22 @@ int metal_ops_fused_mlp_backward_tf32_impl(const void* dy, const void* x, const 
                                            int impl, cudaStream_t stream) {
   return Backward<float>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers,
                          out_dim, act, out_act, alpha, stream, true, impl);
+}
+
+// The backward given a workspace of workspace_bytes (the launcher checks it
+// against metal_ops_fused_mlp_workspace_bytes); elem_size 2 (float16) or 4
+// (float32: exact, or TF32 with tf32 = 1 and impl as above).
+int metal_ops_fused_mlp_backward_sized(const void* dy, const void* x, const void* y, const void* saved,
+                                       const int64_t* w, const int64_t* b, void* dx, const int64_t* dw,
+                                       const int64_t* db, void* workspace, int64_t workspace_bytes, int64_t n,
+                                       int in_dim, int width, int hidden_layers, int out_dim, int act, int out_act,
+                                       float alpha, int elem_size, int tf32, int impl, cudaStream_t stream) {
+  if (elem_size == 2) {
+    return Backward<__half>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers,
+                            out_dim, act, out_act, alpha, stream, false, 0, workspace_bytes);
+  }
+  return Backward<float>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers, out_dim,
+                         act, out_act, alpha, stream, tf32 != 0, impl, workspace_bytes);
 }
 
 }  // extern "C"
