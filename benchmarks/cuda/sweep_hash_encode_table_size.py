@@ -15,7 +15,6 @@ rounds, one process; prints ms per call and each time relative to T = 2^19.
     make cuda-harness && python3 -m benchmarks.cuda.sweep_hash_encode_table_size [--rounds 9] [--out PATH]
 """
 import argparse
-import json
 
 import numpy as np
 
@@ -71,8 +70,7 @@ def main():
             del runners
             cupy.get_default_memory_pool().free_all_blocks()
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
+        timing.write_json(args.out, results)
 
 
 if __name__ == "__main__":
