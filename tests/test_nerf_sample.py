@@ -217,9 +217,9 @@ def test_smoke_training_32px_psnr_rises(tmp_path):
     assert renders[0].shape == (32, 32, 3)
     assert after >= before + 5.0, (before, after)
     assert tr.use_grid()  # the occupancy grid was in use at the end
-    # The mask is the grid's density estimates under its threshold rule. How many
-    # cells 120 steps empty is up to the run (with --seed 0 on x86 CPUs: none);
-    # masks with empty cells are marched in the tests below.
+    # The mask is the grid's density estimates under its threshold rule. Whether
+    # 120 steps empty any cell depends on the run's arithmetic, so it is not
+    # asserted; masks with empty cells are marched in the tests below.
     density, mask = tr.grid.density.numpy(), tr.grid.mask.numpy()
     thr = min(-math.log(1.0 - tr.grid.threshold) / float(tr.grid.cell_size), float(np.mean(density)))
     assert np.all(mask[density > thr * (1 + 1e-5)] == 1.0) and np.all(mask[density < thr * (1 - 1e-5)] == 0.0)
