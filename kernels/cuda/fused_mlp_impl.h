@@ -33,7 +33,7 @@ constexpr int kMaxDreluBlocks = 1024;
 
 inline int Pad16(int v) { return (v + 15) / 16 * 16; }
 
-__host__ __device__ inline size_t Align128(size_t b) { return (b + 127) / 128 * 128; }
+__host__ __device__ constexpr size_t Align128(size_t b) { return (b + 127) / 128 * 128; }
 
 struct Dims {
   int in_p, out_p, d;  // padded input/output widths, max(width, in_p, out_p)

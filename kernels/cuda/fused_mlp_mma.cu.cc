@@ -94,6 +94,13 @@ __device__ __forceinline__ void AddHinted(float* p, float2 v, uint64_t policy) {
                "l"(policy)
                : "memory");
 }
+// The same for 4 bytes.
+__device__ __forceinline__ void StoreHinted(float* p, float v, uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(p), "f"(v), "l"(policy) : "memory");
+}
+__device__ __forceinline__ void AddHinted(float* p, float v, uint64_t policy) {
+  asm volatile("red.global.add.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(p), "f"(v), "l"(policy) : "memory");
+}
 __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -131,6 +138,8 @@ struct HalfMma {
   static constexpr int kSkew = 8;       // elements of row padding: ldmatrix rows hit distinct banks
   static constexpr int kWgChunk = 64;   // rows per weight-gradient pipeline stage
   static constexpr uint32_t kOnes = 0x3C003C00u;  // a pair of half 1.0
+  static constexpr bool kDbBySum = false;         // column sums: an all-ones mma (WgradKStep)
+  static constexpr bool kFixedWgradStrides = false;  // BlockWgrad's immediates measured slower here
   // m16 tiles per warp: 64 float accumulators per thread at every width
   // (16 warps of 128 registers; the alternatives tried: docs/FUSED_MLP_GPU.md).
   static constexpr int MTiles(int width) { return width >= 128 ? 1 : 128 / width; }
@@ -140,6 +149,8 @@ struct HalfMma {
   static __device__ int WIdx(int r, int c, int ld, bool) { return r * ld + c; }
   static __device__ int ColOff(int c, bool) { return c; }
   static __device__ T WeightIn(T v) { return v; }
+  static __device__ T Staged(T v) { return v; }
+  static constexpr bool kStagedRounds = false;
 
   static __device__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -203,11 +214,15 @@ struct HalfMma {
   static __device__ void StorePair(T* p, float v0, float v1) { *reinterpret_cast<uint32_t*>(p) = Pack(v0, v1); }
 
   // Weight gradient: A = X^T (X staged [k][m]) of m-tile m0, and B (dz
-  // staged [k][n]) of n-tiles n0, n0 + 8, at k-step kk.
+  // staged [k][n]) of n-tiles n0, n0 + 8, at k-step kk. The row of X^T that
+  // C row g + 8h (register 2h, 2h + 1) holds: the PTX layout.
+  static __device__ int WgradRow(int g, int h) { return g + 8 * h; }
+  template <bool kRound>
   static __device__ void WgradA(uint32_t (&af)[4], const T* sa, int lda, int m0, int kk, int lane) {
     // A = X^T: X rows are k, so ldmatrix.trans of [k][m] pieces.
     Ldsm4T(af, sa + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * lda + m0 + ((lane >> 3) & 1) * 8);
   }
+  template <bool kRound>
   static __device__ void WgradB(uint32_t (&b)[4], const T* sb, int ldb, int n0, int kk, int lane) {
     Ldsm4T(b, sb + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ldb + n0 + (lane >> 4) * 8);
   }
@@ -232,6 +247,11 @@ struct Tf32Mma {
   static constexpr int kSkew = 8;       // staging rows and W^T rows: ld = 8 (mod 16) floats
   static constexpr int kWgChunk = 32;   // 3 stages of 32 float rows: two blocks per SM at width 128
   static constexpr uint32_t kOnes = 0x3F800000u;  // 1.0f
+  // Column sums of one 16 x 16 weight-gradient tile: two FADD per n8 tile and
+  // k-step (ColSum), cheaper than an all-ones m16n8k8 (its A quad, warp syncs).
+  static constexpr bool kDbBySum = true;
+  // BlockWgrad with the staging strides as immediates where they are W's.
+  static constexpr bool kFixedWgradStrides = true;
   // A fragments take as many registers as the accumulators: 32 + 32 per
   // thread below width 128 (16 warps); at 128, 64 + 64 (8 warps of up to 255).
   static constexpr int MTiles(int width) { return width >= 64 ? 1 : 64 / width; }
@@ -247,6 +267,10 @@ struct Tf32Mma {
   }
   static __device__ int ColOff(int c, bool trans) { return trans ? 2 * c : c; }
   static __device__ T WeightIn(T v) { return __uint_as_float(Tf32(v)); }
+  // A float32 value staged for the fused weight gradient, which takes staged
+  // values as TF32 operands without rounding them again (WgradIn<false>).
+  static __device__ T Staged(T v) { return __uint_as_float(Tf32(v)); }
+  static constexpr bool kStagedRounds = true;
 
   static __device__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -301,28 +325,50 @@ struct Tf32Mma {
     for (int r = 0; r < 4; ++r) hv[0][r] = __uint_as_float(h[r]);
   }
 
+  // Four 32-bit stores: a 64-bit one would hold a0, a2 (and a1, a3) in a
+  // register pair, which the mma's A quad (a0..a3) cannot share, so every mma
+  // of the fragment would copy it. Rows g and g + 4 (same banks: ld = 8 mod
+  // 16) store their two columns in opposite orders: each store hits 32 banks.
   static __device__ void StoreA(T* s, int ld, const uint32_t (&a)[4], int kk, int lane) {
+    const int h = (lane >> 4) & 1;  // g >= 4
     T* p = s + (lane >> 2) * ld + kk * 8 + 2 * (lane & 3);
-    *reinterpret_cast<float2*>(p) = make_float2(__uint_as_float(a[0]), __uint_as_float(a[2]));
-    *reinterpret_cast<float2*>(p + 8 * ld) = make_float2(__uint_as_float(a[1]), __uint_as_float(a[3]));
+    p[h] = __uint_as_float(h ? a[2] : a[0]);
+    p[1 - h] = __uint_as_float(h ? a[0] : a[2]);
+    p[8 * ld + h] = __uint_as_float(h ? a[3] : a[1]);
+    p[8 * ld + 1 - h] = __uint_as_float(h ? a[1] : a[3]);
   }
 
   static __device__ void StorePair(T* p, float v0, float v1) { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
 
-  // PTX k order; ld = 8 (mod 16) makes rows t and t+4 of 8 columns distinct banks.
+  // PTX k order. A's rows are permuted: row g is column m0 + 2g of X and row
+  // g + 8 column m0 + 2g + 1 (WgradRow puts C back), so a0, a1 and a2, a3 are
+  // one 64-bit load each; B stays in PTX order (its pairs are a column's rows
+  // t, t + 4). ld = 8 (mod 16) makes rows t and t + 4 of 8 columns (or 8
+  // pairs of a half-warp) distinct banks.
+  // kRound: the staged values may be any float32 (rounded here, per load);
+  // otherwise they are TF32 values already (Staged) and go in as they are.
+  static __device__ int WgradRow(int g, int h) { return 2 * g + h; }
+  // Column g of an n8 tile over the k slots t, t + 4 of B (b0, b1).
+  static __device__ float ColSum(uint32_t b0, uint32_t b1) { return __uint_as_float(b0) + __uint_as_float(b1); }
+  template <bool kRound>
+  static __device__ uint32_t WgradIn(float v) { return kRound ? Tf32(v) : __float_as_uint(v); }
+  template <bool kRound>
   static __device__ void WgradA(uint32_t (&af)[4], const T* sa, int lda, int m0, int kk, int lane) {
-    const T* a0 = sa + (kk * 8 + (lane & 3)) * lda + m0 + (lane >> 2);
-    af[0] = Tf32(a0[0]);
-    af[1] = Tf32(a0[8]);
-    af[2] = Tf32(a0[4 * lda]);
-    af[3] = Tf32(a0[4 * lda + 8]);
+    const T* a0 = sa + (kk * 8 + (lane & 3)) * lda + m0 + 2 * (lane >> 2);
+    const float2 lo = *reinterpret_cast<const float2*>(a0);
+    const float2 hi = *reinterpret_cast<const float2*>(a0 + 4 * lda);
+    af[0] = WgradIn<kRound>(lo.x);
+    af[1] = WgradIn<kRound>(lo.y);
+    af[2] = WgradIn<kRound>(hi.x);
+    af[3] = WgradIn<kRound>(hi.y);
   }
+  template <bool kRound>
   static __device__ void WgradB(uint32_t (&b)[4], const T* sb, int ldb, int n0, int kk, int lane) {
     const T* b0 = sb + (kk * 8 + (lane & 3)) * ldb + n0 + (lane >> 2);
-    b[0] = Tf32(b0[0]);
-    b[1] = Tf32(b0[4 * ldb]);
-    b[2] = Tf32(b0[8]);
-    b[3] = Tf32(b0[4 * ldb + 8]);
+    b[0] = WgradIn<kRound>(b0[0]);
+    b[1] = WgradIn<kRound>(b0[4 * ldb]);
+    b[2] = WgradIn<kRound>(b0[8]);
+    b[3] = WgradIn<kRound>(b0[4 * ldb + 8]);
   }
 };
 
@@ -332,6 +378,11 @@ struct MmaTile {
   static constexpr int kRows = 16 * kMt;
   static constexpr int kNt = W / 8;       // n8 tiles of a hidden layer
   static constexpr int kKt = W / Tr::kK;  // k-steps of a hidden layer
+  // The staging of a net no wider than W (MakeMmaPlan's stage_ld and
+  // stage_bytes when its widest dimension is W).
+  static constexpr int kStageLd = W + Tr::kSkew;
+  static constexpr int kStageElems =
+      static_cast<int>(Align128(sizeof(typename Tr::T) * kRows * kStageLd) / sizeof(typename Tr::T));
 };
 
 // Shared-memory plan of the forward/backward kernels, computed on the host.
@@ -551,6 +602,19 @@ __device__ __forceinline__ void StoreChunk(typename Tr::T* st, int ld, int col0,
 // (cols_p >= cols columns, zero-padded; rows past n are zeros). vec: cp.async
 // of 16-byte pieces (the caller waits; under *policy when given), else
 // element loads.
+// Rows a warp staged (cp.async, raw from memory) made operands of the fused
+// weight gradient: TF32 rounds them once here, in place, for every warp that
+// reads them; float16 needs nothing. The caller syncs the warp before and after.
+template <class Tr>
+__device__ __forceinline__ void StagedRoundRows(typename Tr::T* st, int ld, int rows, int cols, int lane) {
+  if constexpr (Tr::kStagedRounds) {
+    for (int e = lane; e < rows * cols; e += 32) {
+      const int r = e / cols, c = e - r * cols;
+      st[r * ld + c] = Tr::Staged(st[r * ld + c]);
+    }
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void WarpLoadRows(T* st, int ld, const T* g, int64_t row0, int rows, int64_t n,
                                              int cols, int cols_p, bool vec, int lane,
@@ -724,19 +788,23 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
 // X^T dz for columns m0.. of X (staged [k][m] at sa) and n0.. of dz (staged
 // [k][n] at sb), and dbacc[q] += 1^T dz (row 0 of an all-ones A times dz) for
 // the n8 tiles q in db_mask. Each A fragment serves NQ pairs of n8 tiles, each
-// B fragment MQ m16 tiles.
-template <class Tr, int MQ, int NQ>
+// B fragment MQ m16 tiles. One 16 x 16 tile (MQ = NQ = 1) takes both n8
+// tiles' sums or none (db_mask 3 or 0); with Tr::kDbBySum, lane (g, t)'s
+// share of column g of n8 tile q in dbacc[q][0] (WgradDbLane). kRound: the
+// staged operands are raw float32 (TF32 rounds them per load); otherwise they
+// are the element type's values already.
+template <class Tr, int MQ, int NQ, bool kRound>
 __device__ __forceinline__ void WgradKStep(float (&acc)[MQ][2 * NQ][4], float (&dbacc)[2 * NQ][4],
                                            unsigned db_mask, const typename Tr::T* sa, int lda,
                                            const typename Tr::T* sb, int ldb, int m0, int n0, int kk, int lane) {
   const uint32_t ones[4] = {Tr::kOnes, Tr::kOnes, Tr::kOnes, Tr::kOnes};
   uint32_t af[MQ][4];
 #pragma unroll
-  for (int mq = 0; mq < MQ; ++mq) Tr::WgradA(af[mq], sa, lda, m0 + 16 * mq, kk, lane);
+  for (int mq = 0; mq < MQ; ++mq) Tr::template WgradA<kRound>(af[mq], sa, lda, m0 + 16 * mq, kk, lane);
 #pragma unroll
   for (int q = 0; q < NQ; ++q) {
     uint32_t b[4];
-    Tr::WgradB(b, sb, ldb, n0 + 16 * q, kk, lane);
+    Tr::template WgradB<kRound>(b, sb, ldb, n0 + 16 * q, kk, lane);
 #pragma unroll
     for (int mq = 0; mq < MQ; ++mq) {
       Tr::Mma(acc[mq][2 * q], af[mq], b[0], b[1]);
@@ -745,11 +813,23 @@ __device__ __forceinline__ void WgradKStep(float (&acc)[MQ][2 * NQ][4], float (&
     if constexpr (MQ * NQ > 1) {
       if (db_mask & (1u << (2 * q))) Tr::Mma(dbacc[2 * q], ones, b[0], b[1]);
       if (db_mask & (2u << (2 * q))) Tr::Mma(dbacc[2 * q + 1], ones, b[2], b[3]);
-    } else if (db_mask != 0) {  // all or none: one branch (each one around mma.sync costs a warp sync)
-      Tr::Mma(dbacc[2 * q], ones, b[0], b[1]);
-      Tr::Mma(dbacc[2 * q + 1], ones, b[2], b[3]);
+    } else if constexpr (Tr::kDbBySum) {
+      if (db_mask != 0u) {
+        dbacc[0][0] += Tr::ColSum(b[0], b[1]);
+        dbacc[1][0] += Tr::ColSum(b[2], b[3]);
+      }
+    } else if (db_mask != 0u) {  // all or none: one branch (each one around mma.sync costs a warp sync)
+      Tr::Mma(dbacc[0], ones, b[0], b[1]);
+      Tr::Mma(dbacc[1], ones, b[2], b[3]);
     }
   }
+}
+
+// Column g of an n8 tile, from the lanes' shares (Tr::kDbBySum), summed over
+// t in a fixed order; every lane calls it, lane (g, 0) stores the result.
+__device__ __forceinline__ float WgradDbLane(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 // The block's share of dW_l += X_l^T dz_l and db_l += 1^T dz_l over the rows
@@ -758,23 +838,30 @@ __device__ __forceinline__ void WgradKStep(float (&acc)[MQ][2 * NQ][4], float (&
 // stored when `first`, added to in L2 after, kept there until `last`): warp w
 // owns the 16 MQ x 16 NQ tiles w, w + warps, ..., summed over the warps' rows
 // in a fixed order, so the partials, and the dW and db summed from them, are
-// bitwise deterministic. Column sums: 16 x 16 tiles in tile row 0 form
-// those of their columns; wider tiles spread them over a tile column (n8
-// tile q by its (q mod tm)-th tile), as the first row's warps would otherwise
-// do half again the mma of the others. kp % (16 MQ) == 0, np % (16 NQ) == 0.
-template <class Tr, int R, int MQ, int NQ>
-__device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typename Tr::T* stage0, int stage_elems,
-                                           int ld, int kp, int np, bool first, bool last, int warps, int staged,
+// bitwise deterministic. The staged X_l and dz_l are operand values already
+// (on TF32: saved activations and hidden dz as the products rounded them, x
+// and the output's dz rounded where staged). Column sums: 16 x 16 tiles in
+// tile row 0 form those of their columns (on TF32 by fp32 adds of B,
+// Tr::kDbBySum, else by an all-ones mma); wider tiles spread them over a tile
+// column (n8 tile q by its (q mod tm)-th tile), as the first row's warps
+// would otherwise do half again the mma of the others. kp % (16 MQ) == 0,
+// np % (16 NQ) == 0. kLd > 0: ld == kLd and stage_elems == kStageElems, so
+// that every shared-memory offset is an immediate.
+template <class Tr, int R, int MQ, int NQ, int kLd = 0, int kStageElems = 0>
+__device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typename Tr::T* stage0, int stage_elems_rt,
+                                           int ld_rt, int kp, int np, bool first, bool last, int warps, int staged,
                                            int warp, int lane) {
   using T = typename Tr::T;
+  const int ld = kLd > 0 ? kLd : ld_rt;
+  const int stage_elems = kLd > 0 ? kStageElems : stage_elems_rt;
   const int tm = kp / (16 * MQ), tn = np / (16 * NQ), tiles = tm * tn;
   const int g = lane >> 2, tq = lane & 3;
   const uint64_t keep = L2Policy(last ? kL2Normal : kL2Keep);
-  auto put = [&](float* p, float v0, float v1) {
+  auto put = [&](float* p, auto v) {
     if (first) {
-      StoreHinted(p, make_float2(v0, v1), keep);
+      StoreHinted(p, v, keep);
     } else {
-      AddHinted(p, make_float2(v0, v1), keep);
+      AddHinted(p, v, keep);
     }
   };
   for (int t = warp; t < tiles; t += warps) {
@@ -789,7 +876,7 @@ __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typen
       const T* hs = ds + stage_elems;
 #pragma unroll
       for (int kk = 0; kk < R / Tr::kK; ++kk) {
-        WgradKStep<Tr, MQ, NQ>(acc, dbacc, db_mask, hs, ld, ds, ld, m0, n0, kk, lane);
+        WgradKStep<Tr, MQ, NQ, false>(acc, dbacc, db_mask, hs, ld, ds, ld, m0, n0, kk, lane);
       }
     }
 #pragma unroll
@@ -799,10 +886,16 @@ __device__ __forceinline__ void BlockWgrad(float* __restrict__ part, const typen
       for (int mq = 0; mq < MQ; ++mq) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          put(part + (m0 + 16 * mq + 8 * h + g) * np + c, acc[mq][q][2 * h], acc[mq][q][2 * h + 1]);
+          put(part + (m0 + 16 * mq + Tr::WgradRow(g, h)) * np + c,
+              make_float2(acc[mq][q][2 * h], acc[mq][q][2 * h + 1]));
         }
       }
-      if ((db_mask >> q & 1u) && g == 0) put(part + kp * np + c, dbacc[q][0], dbacc[q][1]);  // row 0 of 1^T dz
+      if constexpr (MQ * NQ == 1 && Tr::kDbBySum) {
+        const float v = WgradDbLane(dbacc[q][0]);
+        if ((db_mask >> q & 1u) && tq == 0) put(part + kp * np + n0 + 8 * q + g, v);
+      } else if ((db_mask >> q & 1u) && g == 0) {  // row 0 of 1^T dz
+        put(part + kp * np + c, make_float2(dbacc[q][0], dbacc[q][1]));
+      }
     }
   }
 }
@@ -853,6 +946,9 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
         BlockWgrad<Tr, R, 2, 2>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
       } else if (kWideWgrad && np % 32 == 0) {
         BlockWgrad<Tr, R, 1, 2>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
+      } else if (Tr::kFixedWgradStrides && ld == Tl::kStageLd && stage_elems == Tl::kStageElems) {
+        BlockWgrad<Tr, R, 1, 1, Tl::kStageLd, Tl::kStageElems>(part, stage0, stage_elems, ld, kp, np, first, last,
+                                                               pl.warps, staged, warp, lane);
       } else {
         BlockWgrad<Tr, R, 1, 1>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
       }
@@ -904,6 +1000,11 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
 #pragma unroll
                 for (int q = 0; q < kV; ++q) os[q] = FromF<T>(ToF(gs[q]) * ActD<A>(ToF(ys[q]), 0, s.alpha));
               }
+              if constexpr (Tr::kStagedRounds) {
+                T* ev = reinterpret_cast<T*>(&out);
+#pragma unroll
+                for (int q = 0; q < kV; ++q) ev[q] = Tr::Staged(ev[q]);
+              }
             }
             *reinterpret_cast<int4*>(ds + r * ld + c) = out;
           }
@@ -920,7 +1021,7 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
               v *= activation_derivative_from_output(ToF(y[i]), s.output_activation, s.alpha);
             }
           }
-          ds[r * ld + c] = FromF<T>(v);
+          ds[r * ld + c] = Tr::Staged(FromF<T>(v));
         }
       }
       __syncwarp();
@@ -998,6 +1099,12 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
           }
           CpAsyncWait<0>();
           __syncwarp();
+          if constexpr (kFuseWgrad && Tr::kStagedRounds) {
+            if (l == 1) {  // x, raw from memory
+              StagedRoundRows<Tr>(hs, ld, R, pl.kp[0], lane);
+              __syncwarp();
+            }
+          }
         }
         block_wgrad(l - 1, first, last, staged);
       }
@@ -1040,6 +1147,10 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
         finish(dz);
         CpAsyncWait<0>();
         __syncwarp();
+        if constexpr (kFuseWgrad && Tr::kStagedRounds) {  // x, raw from memory
+          StagedRoundRows<Tr>(hs, ld, R, pl.kp[0], lane);
+          __syncwarp();
+        }
       }
       block_wgrad(0, first, last, staged);
     }
@@ -1143,7 +1254,7 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
         const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
 #pragma unroll
         for (int kk = 0; kk < kWgChunk / Tr::kK; ++kk) {
-          WgradKStep<Tr, 1, 1>(acc[i], dbacc, i == 0 && db_warp ? 3u : 0u, sa, lda, sb, ldb, m0, n0, kk, lane);
+          WgradKStep<Tr, 1, 1, true>(acc[i], dbacc, i == 0 && db_warp ? 3u : 0u, sa, lda, sb, ldb, m0, n0, kk, lane);
         }
       }
     }
@@ -1160,14 +1271,22 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int c = n0 + 8 * h + 2 * tq;
-        part[(m0 + g) * np + c] = acc[i][0][h][0];
-        part[(m0 + g) * np + c + 1] = acc[i][0][h][1];
-        part[(m0 + g + 8) * np + c] = acc[i][0][h][2];
-        part[(m0 + g + 8) * np + c + 1] = acc[i][0][h][3];
+        part[(m0 + Tr::WgradRow(g, 0)) * np + c] = acc[i][0][h][0];
+        part[(m0 + Tr::WgradRow(g, 0)) * np + c + 1] = acc[i][0][h][1];
+        part[(m0 + Tr::WgradRow(g, 1)) * np + c] = acc[i][0][h][2];
+        part[(m0 + Tr::WgradRow(g, 1)) * np + c + 1] = acc[i][0][h][3];
       }
     }
   }
-  if (db_warp && g == 0) {  // row 0 of the all-ones product: the column sums
+  if constexpr (Tr::kDbBySum) {
+    if (db_warp) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v = WgradDbLane(dbacc[h][0]);
+        if (tq == 0) part[kp * np + warp * 16 + 8 * h + g] = v;
+      }
+    }
+  } else if (db_warp && g == 0) {  // row 0 of the all-ones product: the column sums
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int c = warp * 16 + 8 * h + 2 * tq;

@@ -365,6 +365,25 @@ def test_tf32_rows(width, n):
     check_case(cupy, lib, rng, n, 24, width, 3, 9, "softplus", "trunc_exp", TF32)
 
 
+@pytest.mark.parametrize("width", [16, 64])
+def test_tf32_backward_of_an_exact_forward(width):
+    """TF32 switched on between the forward and the gradient: the TF32 backward
+    gets the exact forward's saved activations, which the fused weight
+    gradient takes as TF32 operands without rounding them again (staged
+    values are TF32 values on that path), so the tensor cores truncate them.
+    Every result stays within the truncated-TF32 bound."""
+    cupy, lib = require_gpu()
+    rng = np.random.default_rng(width)
+    ws, bs = make_net(rng, 24, width, 3, 9, np.float32)
+    x = rng.uniform(-1, 1, (3000, 24)).astype(np.float32)
+    dy = rng.standard_normal((3000, 9)).astype(np.float32)
+    y, saved, dev = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)  # exact float32
+    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", tf32=True)
+    bound = tf32_bound(x, ws, bs, dy, "relu", "none", ALPHA, truncated=True)
+    assert_within_float16_bound(bound, dx=cupy.asnumpy(dx), dws=[cupy.asnumpy(w) for w in gw],
+                                dbs=[cupy.asnumpy(b) for b in gb])
+
+
 def test_tf32_path_is_used():
     """The TF32 entry points run TF32 products: the saved activations are TF32
     values (13 low mantissa bits zero; the exact path's are not), each hidden
