@@ -106,10 +106,20 @@ def LoadC(s, base, ld, kk):
     return np.stack([s[lo], s[lo + 1], s[hi], s[hi + 1]], axis=1)
 
 
+def StoreA_addr(ld, kk):
+    """The four 32-bit stores in program order; lanes 16-31 (g >= 4) take
+    their two columns in the opposite order."""
+    h = (LANE >> 4) & 1
+    p = G * ld + kk * 8 + 2 * T
+    return [p + h, p + 1 - h, p + 8 * ld + h, p + 8 * ld + 1 - h]
+
+
 def StoreA(s, base, ld, a, kk):
-    p = base + G * ld + kk * 8 + 2 * T
-    s[p], s[p + 1] = a[:, 0], a[:, 2]
-    s[p + 8 * ld], s[p + 8 * ld + 1] = a[:, 1], a[:, 3]
+    h = ((LANE >> 4) & 1).astype(bool)
+    vals = [np.where(h, a[:, 2], a[:, 0]), np.where(h, a[:, 0], a[:, 2]),
+            np.where(h, a[:, 3], a[:, 1]), np.where(h, a[:, 1], a[:, 3])]
+    for addr, v in zip(StoreA_addr(ld, kk), vals):
+        s[base + addr] = v
 
 
 def StorePairs(s, base, ld, col0, o):
@@ -120,15 +130,46 @@ def StorePairs(s, base, ld, col0, o):
         s[p + 8 * ld], s[p + 8 * ld + 1] = o[h][:, 2], o[h][:, 3]
 
 
-def WgradFrags_addr(lda, ldb, m0, n0, kk):
-    a0 = (kk * 8 + T) * lda + m0 + G
+def WgradA_addr(lda, m0, kk):
+    """Two 64-bit loads (a0, a1) and (a2, a3): A's row g is column m0 + 2g of
+    X, row g + 8 column m0 + 2g + 1."""
+    a0 = (kk * 8 + T) * lda + m0 + 2 * G
+    return [a0, a0 + 4 * lda]
+
+
+def WgradB_addr(ldb, n0, kk):
     b0 = (kk * 8 + T) * ldb + n0 + G
-    return [a0, a0 + 8, a0 + 4 * lda, a0 + 4 * lda + 8], [b0, b0 + 4 * ldb, b0 + 8, b0 + 4 * ldb + 8]
+    return [b0, b0 + 4 * ldb, b0 + 8, b0 + 4 * ldb + 8]
+
+
+def WgradRow(g, h):
+    return 2 * g + h
 
 
 def WgradFrags(sa, lda, sb, ldb, m0, n0, kk):
-    aa, bb = WgradFrags_addr(lda, ldb, m0, n0, kk)
-    return np.stack([sa[i] for i in aa], axis=1), np.stack([sb[i] for i in bb], axis=1)
+    lo, hi = WgradA_addr(lda, m0, kk)
+    af = np.stack([sa[lo], sa[lo + 1], sa[hi], sa[hi + 1]], axis=1)
+    return af, np.stack([sb[i] for i in WgradB_addr(ldb, n0, kk)], axis=1)
+
+
+def ColSum(b0, b1):
+    return b0 + b1
+
+
+def WgradDbLane(v):
+    """Column g's sum over the lanes t of group g, in the kernel's order."""
+    v = v + v[LANE ^ 1]
+    return v + v[LANE ^ 2]
+
+
+def wgrad_matrix(acc):
+    """Weight-gradient C fragments [2] of one 16 x 16 tile -> the [16, 16]
+    tile (rows through WgradRow)."""
+    out = np.zeros((16, 16))
+    for q, c in enumerate(acc):
+        for i in range(4):
+            out[WgradRow(G, i >> 1), q * 8 + 2 * T + (i & 1)] = c[:, i]
+    return out
 
 
 def MmaKStep(acc, a_of, w, base, ldw, kk, trans):
@@ -278,8 +319,9 @@ def test_backward_fragments_give_the_products(in_dim, width, hidden, out_dim, mt
 
 @pytest.mark.parametrize("k,np_,rows", [(3, 16, 32), (40, 24, 64), (128, 128, 32), (64, 16, 96)])
 def test_weight_gradient_fragments_give_the_products(k, np_, rows):
-    """MmaWgradKernel: X^T dz per 16x16 tile over chunks of kWgChunk = 32 rows
-    (WgradFrags, the PTX k order), and db as the all-ones product's row 0."""
+    """MmaWgradKernel (and BlockWgrad): X^T dz per 16x16 tile over chunks of
+    kWgChunk = 32 rows (WgradFrags: the PTX k order, A's rows permuted), and
+    db as fp32 sums of the B fragments (ColSum, WgradDbLane)."""
     rng = np.random.default_rng(k + np_)
     kp, npp, chunk = pad16(k), pad16(np_), 32
     X, dz = ints(rng, (rows, k)), ints(rng, (rows, np_))
@@ -292,17 +334,19 @@ def test_weight_gradient_fragments_give_the_products(k, np_, rows):
             sb[r * ldb:r * ldb + np_] = dz[r0 + r]
         for m0 in range(0, kp, 16):
             for n0 in range(0, npp, 16):
-                acc = zeros_acc(1, 2)
-                dbacc = zeros_acc(1, 2)
+                acc = zeros_acc(1, 2)[0]
+                dbacc = [np.zeros(32), np.zeros(32)]
                 for kk in range(chunk // 8):
                     af, b = WgradFrags(sa, lda, sb, ldb, m0, n0, kk)
-                    acc[0][0] = ptx_mma(af, b[:, 0:2], acc[0][0])
-                    acc[0][1] = ptx_mma(af, b[:, 2:4], acc[0][1])
-                    dbacc[0][0] = ptx_mma(np.ones((32, 4)), b[:, 0:2], dbacc[0][0])
-                    dbacc[0][1] = ptx_mma(np.ones((32, 4)), b[:, 2:4], dbacc[0][1])
-                dw[m0:m0 + 16, n0:n0 + 16] += acc_matrix(acc)
+                    acc[0] = ptx_mma(af, b[:, 0:2], acc[0])
+                    acc[1] = ptx_mma(af, b[:, 2:4], acc[1])
+                    dbacc[0] = dbacc[0] + ColSum(b[:, 0], b[:, 1])
+                    dbacc[1] = dbacc[1] + ColSum(b[:, 2], b[:, 3])
+                dw[m0:m0 + 16, n0:n0 + 16] += wgrad_matrix(acc)
                 if m0 == 0:
-                    db[n0:n0 + 16] += acc_matrix(dbacc)[0]
+                    for q in range(2):
+                        v = WgradDbLane(dbacc[q])
+                        db[n0 + 8 * q + G[T == 0]] += v[T == 0]
     assert np.array_equal(dw[:k, :np_], X.T @ dz)
     assert np.array_equal(db[:np_], dz.sum(0))
 
@@ -334,12 +378,17 @@ def test_fragment_loads_are_conflict_free(np_):
                 assert conflict_free(LoadB_addr(Ld(np_, False), kk, j, False, h), 2), "backward B"
     ld = np_ + SKEW  # staging rows (d + kSkew) and the weight gradient's
     for kk in range(np_ // 8):
-        for addr in LoadA_addr(ld, kk):  # also LoadC, StoreA, StorePairs
+        for addr in LoadA_addr(ld, kk):  # also LoadC, StorePairs
             assert conflict_free(addr, 2), "staging"
+        for addr in StoreA_addr(ld, kk):
+            assert conflict_free(addr, 1), "StoreA"
+        assert not conflict_free(G * ld + kk * 8 + 2 * T, 1), "rows g, g + 4 share banks unswizzled"
     for kk in range(4):
-        aa, bb = WgradFrags_addr(ld, ld, 0, 0, kk)
-        for addr in aa + bb:
-            assert conflict_free(addr, 1), "weight gradient"
+        for m0 in range(0, np_, 16):
+            for addr in WgradA_addr(ld, m0, kk):
+                assert conflict_free(addr, 2), "weight gradient A"
+            for addr in WgradB_addr(ld, m0, kk):
+                assert conflict_free(addr, 1), "weight gradient B"
 
 
 @pytest.mark.parametrize("kp,np_", [(16, 16), (32, 128), (128, 16), (128, 128)])
