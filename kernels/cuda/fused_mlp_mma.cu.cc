@@ -139,7 +139,9 @@ struct HalfMma {
   static constexpr int kWgChunk = 64;   // rows per weight-gradient pipeline stage
   static constexpr uint32_t kOnes = 0x3C003C00u;  // a pair of half 1.0
   static constexpr bool kDbBySum = false;         // column sums: an all-ones mma (WgradKStep)
-  static constexpr bool kFixedWgradStrides = false;  // BlockWgrad's immediates measured slower here
+  // BlockWgrad with the staging strides as immediates where they are W's:
+  // measured slower at width 64, where every layer takes 16 x 16 tiles.
+  static constexpr bool FixedWgradStrides(int width) { return width >= 128; }
   // m16 tiles per warp: 64 float accumulators per thread at every width
   // (16 warps of 128 registers; the alternatives tried: docs/FUSED_MLP_GPU.md).
   static constexpr int MTiles(int width) { return width >= 128 ? 1 : 128 / width; }
@@ -251,7 +253,7 @@ struct Tf32Mma {
   // k-step (ColSum), cheaper than an all-ones m16n8k8 (its A quad, warp syncs).
   static constexpr bool kDbBySum = true;
   // BlockWgrad with the staging strides as immediates where they are W's.
-  static constexpr bool kFixedWgradStrides = true;
+  static constexpr bool FixedWgradStrides(int) { return true; }
   // A fragments take as many registers as the accumulators: 32 + 32 per
   // thread below width 128 (16 warps); at 128, 64 + 64 (8 warps of up to 255).
   static constexpr int MTiles(int width) { return width >= 64 ? 1 : 64 / width; }
@@ -946,7 +948,7 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
         BlockWgrad<Tr, R, 2, 2>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
       } else if (kWideWgrad && np % 32 == 0) {
         BlockWgrad<Tr, R, 1, 2>(part, stage0, stage_elems, ld, kp, np, first, last, pl.warps, staged, warp, lane);
-      } else if (Tr::kFixedWgradStrides && ld == Tl::kStageLd && stage_elems == Tl::kStageElems) {
+      } else if (Tr::FixedWgradStrides(W) && ld == Tl::kStageLd && stage_elems == Tl::kStageElems) {
         BlockWgrad<Tr, R, 1, 1, Tl::kStageLd, Tl::kStageElems>(part, stage0, stage_elems, ld, kp, np, first, last,
                                                                pl.warps, staged, warp, lane);
       } else {
