@@ -140,7 +140,7 @@ struct HalfMma {
   static constexpr uint32_t kOnes = 0x3C003C00u;  // a pair of half 1.0
   static constexpr bool kDbBySum = false;         // column sums: an all-ones mma (WgradKStep)
   // BlockWgrad with the staging strides as immediates where they are W's:
-  // measured slower at width 64, where every layer takes 16 x 16 tiles.
+  // width 128 only (docs/FUSED_MLP_GPU.md, "Address arithmetic").
   static constexpr bool FixedWgradStrides(int width) { return width >= 128; }
   // m16 tiles per warp: 64 float accumulators per thread at every width
   // (16 warps of 128 registers; the alternatives tried: docs/FUSED_MLP_GPU.md).
