@@ -4,7 +4,7 @@
 # CUDA build importable by PYTHON (installed offline by tools/tf_cuda_offline.sh,
 # or `pip install tensorflow[and-cuda]`). Each step can run on its own:
 #
-#   tools/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [all]
+#   tools/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [keras] [all]
 #
 # build     the op library in place with its CUDA kernels (make ENV=existing)
 # status    `python -m metal_ops`: which kernels loaded and why
@@ -14,6 +14,9 @@
 # nerf      the NeRF sample's procedural demo, timed (RESULTS/nerf_demo_cuda.json)
 # sanitize  compute-sanitizer memcheck over the self-test process, racecheck
 #           over its cases of each op with shared memory (RACECHECK_OPS)
+# keras     FusedMLP against a Keras Dense stack in TensorFlow (tf.function and
+#           XLA), TF32 and strict float32: benchmarks/bench_fused_mlp_gpu.py,
+#           RESULTS/fused_mlp_keras_gpu{,_strict}.{json,txt}
 #
 # RESULTS (default benchmarks/results) is where the reports go; PYTEST_WORKERS
 # (default 8) the pytest-xdist workers; each shares the GPU
@@ -67,6 +70,13 @@ step() {
         compute-sanitizer --tool racecheck --error-exitcode 3 --print-limit 20 \
           "$PYTHON" -m metal_ops.selftest --repeat 1 --ops "$op" \
           2>&1 | tee -a "$RESULTS/sanitize_racecheck_cuda.txt" | tail -n 3
+        [ "${PIPESTATUS[0]}" = 0 ] || return 1
+      done ;;
+    keras)
+      local strict
+      for strict in "" _strict; do
+        "$PYTHON" -m benchmarks.bench_fused_mlp_gpu ${strict:+--no-tf32} \
+          --json "$RESULTS/fused_mlp_keras_gpu$strict.json" 2>&1 | tee "$RESULTS/fused_mlp_keras_gpu$strict.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || return 1
       done ;;
     *) echo "gpu-check: unknown step $name" >&2; return 2 ;;
