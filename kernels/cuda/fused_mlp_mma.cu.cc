@@ -600,10 +600,6 @@ __device__ __forceinline__ void StoreChunk(typename Tr::T* st, int ld, int col0,
   });
 }
 
-// Rows [row0, row0 + rows) of a row-major [n, cols] matrix -> staging
-// (cols_p >= cols columns, zero-padded; rows past n are zeros). vec: cp.async
-// of 16-byte pieces (the caller waits; under *policy when given), else
-// element loads.
 // Rows a warp staged (cp.async, raw from memory) made operands of the fused
 // weight gradient: TF32 rounds them once here, in place, for every warp that
 // reads them; float16 needs nothing. The caller syncs the warp before and after.
@@ -617,6 +613,10 @@ __device__ __forceinline__ void StagedRoundRows(typename Tr::T* st, int ld, int 
   }
 }
 
+// Rows [row0, row0 + rows) of a row-major [n, cols] matrix -> staging
+// (cols_p >= cols columns, zero-padded; rows past n are zeros). vec: cp.async
+// of 16-byte pieces (the caller waits; under *policy when given), else
+// element loads.
 template <typename T>
 __device__ __forceinline__ void WarpLoadRows(T* st, int ld, const T* g, int64_t row0, int rows, int64_t n,
                                              int cols, int cols_p, bool vec, int lane,
