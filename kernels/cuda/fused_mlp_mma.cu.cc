@@ -150,8 +150,7 @@ struct HalfMma {
   static __host__ __device__ int Ld(int np, bool) { return np + kSkew; }
   static __device__ int WIdx(int r, int c, int ld, bool) { return r * ld + c; }
   static __device__ int ColOff(int c, bool) { return c; }
-  static __device__ T WeightIn(T v) { return v; }
-  static __device__ T Staged(T v) { return v; }
+  static __device__ T Operand(T v) { return v; }
   static constexpr bool kStagedRounds = false;
 
   static __device__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -268,10 +267,10 @@ struct Tf32Mma {
     return trans ? ((r >> 1) * ld + c) * 2 + (r & 1) : r * ld + c;
   }
   static __device__ int ColOff(int c, bool trans) { return trans ? 2 * c : c; }
-  static __device__ T WeightIn(T v) { return __uint_as_float(Tf32(v)); }
-  // A float32 value staged for the fused weight gradient, which takes staged
-  // values as TF32 operands without rounding them again (WgradIn<false>).
-  static __device__ T Staged(T v) { return __uint_as_float(Tf32(v)); }
+  // A value as the products take it: weights as they enter shared memory,
+  // and x and the output's dz where the fused weight gradient stages them
+  // (it takes staged values without rounding them again, WgradIn<false>).
+  static __device__ T Operand(T v) { return __uint_as_float(Tf32(v)); }
   static constexpr bool kStagedRounds = true;
 
   static __device__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -348,7 +347,8 @@ struct Tf32Mma {
   // t, t + 4). ld = 8 (mod 16) makes rows t and t + 4 of 8 columns (or 8
   // pairs of a half-warp) distinct banks.
   // kRound: the staged values may be any float32 (rounded here, per load);
-  // otherwise they are TF32 values already (Staged) and go in as they are.
+  // otherwise they are TF32 values already (Operand, where staged) and go in
+  // as they are.
   static __device__ int WgradRow(int g, int h) { return 2 * g + h; }
   // Column g of an n8 tile over the k slots t, t + 4 of B (b0, b1).
   static __device__ float ColSum(uint32_t b0, uint32_t b1) { return __uint_as_float(b0) + __uint_as_float(b1); }
@@ -608,7 +608,7 @@ __device__ __forceinline__ void StagedRoundRows(typename Tr::T* st, int ld, int 
   if constexpr (Tr::kStagedRounds) {
     for (int e = lane; e < rows * cols; e += 32) {
       const int r = e / cols, c = e - r * cols;
-      st[r * ld + c] = Tr::Staged(st[r * ld + c]);
+      st[r * ld + c] = Tr::Operand(st[r * ld + c]);
     }
   }
 }
@@ -677,7 +677,7 @@ __device__ __forceinline__ void LoadMatrix(typename Tr::T* w, const typename Tr:
   const int ld = Tr::Ld(np, TRANS);
   for (int e = threadIdx.x; e < kp * np; e += blockDim.x) {
     const int r = e / np, c = e - r * np;
-    w[Tr::WIdx(r, c, ld, TRANS)] = (r < k && c < nn) ? Tr::WeightIn(g[r * nn + c]) : FromF<typename Tr::T>(0.0f);
+    w[Tr::WIdx(r, c, ld, TRANS)] = (r < k && c < nn) ? Tr::Operand(g[r * nn + c]) : FromF<typename Tr::T>(0.0f);
   }
 }
 
@@ -1005,7 +1005,7 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
               if constexpr (Tr::kStagedRounds) {
                 T* ev = reinterpret_cast<T*>(&out);
 #pragma unroll
-                for (int q = 0; q < kV; ++q) ev[q] = Tr::Staged(ev[q]);
+                for (int q = 0; q < kV; ++q) ev[q] = Tr::Operand(ev[q]);
               }
             }
             *reinterpret_cast<int4*>(ds + r * ld + c) = out;
@@ -1023,7 +1023,7 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
               v *= activation_derivative_from_output(ToF(y[i]), s.output_activation, s.alpha);
             }
           }
-          ds[r * ld + c] = Tr::Staged(FromF<T>(v));
+          ds[r * ld + c] = Tr::Operand(FromF<T>(v));
         }
       }
       __syncwarp();
