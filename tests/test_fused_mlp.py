@@ -158,6 +158,64 @@ def test_empty_batch_and_tf_function():
     np.testing.assert_allclose(f(xs).numpy(), metal_ops.fused_mlp(xs, kernels, biases).numpy(), rtol=0, atol=0)
 
 
+
+@pytest.mark.parametrize("width,hidden", [(16, 1), (64, 3), (128, 2)])
+def test_outputs_the_graph_never_reads(tf_device, width, hidden):
+    """In a tf.function the kernels may leave out what nothing consumes: the
+    saved activations of an inference call, a gradient no one asked for (the
+    CUDA kernels do). What is asked for stays right."""
+    rng = np.random.default_rng(width + hidden)
+    n, in_dim, out_dim = 300, 17, 5
+    x = rng.uniform(-1, 1, (n, in_dim)).astype(np.float32)
+    kernels, biases = make_net(rng, in_dim, width, hidden, out_dim)
+    dy = rng.standard_normal((n, out_dim)).astype(np.float32)
+    ry, rdx, rdk, rdb = reference(x, kernels, biases, "relu", "none", dy)
+    with tf.device(tf_device):
+        xt, dyt = tf.constant(x), tf.constant(dy)
+        ks, bs = [tf.Variable(k) for k in kernels], [tf.Variable(b) for b in biases]
+
+        @tf.function
+        def infer(v):
+            return metal_ops.fused_mlp(v, ks, bs)
+
+        def grads_of(with_x, variables):
+            @tf.function
+            def step(v):
+                with tf.GradientTape() as tape:
+                    tape.watch(v)
+                    loss = tf.reduce_sum(metal_ops.fused_mlp(v, ks, bs) * dyt)
+                return tape.gradient(loss, ([v] if with_x else []) + variables)
+            return [g.numpy() for g in step(xt)]
+
+        y = infer(xt).numpy()
+        only_weights = grads_of(False, ks)
+        only_x_and_biases = grads_of(True, bs)
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(ry).max()))
+    for got, want in zip(only_weights + only_x_and_biases, rdk + [rdx] + rdb):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, np.abs(want).max()))
+
+
+def test_cuda_inference_saves_no_activations(tf_device):
+    """An inference tf.function on a CUDA GPU allocates no saved activations:
+    its peak memory stays well below what they would take."""
+    if tf_device != "/GPU:0" or devices.gpu_is_metal():
+        pytest.skip("the CUDA kernels' inference path (runs on a CUDA GPU)")
+    rng = np.random.default_rng(7)
+    n, width, hidden = 1 << 16, 128, 8
+    kernels, biases = make_net(rng, 16, width, hidden, 16)
+    saved_bytes = hidden * n * width * 4
+    with tf.device(tf_device):
+        x = tf.constant(rng.uniform(-1, 1, (n, 16)).astype(np.float32))
+        ks, bs = [tf.constant(k) for k in kernels], [tf.constant(b) for b in biases]
+        infer = tf.function(lambda v: metal_ops.fused_mlp(v, ks, bs))
+        infer(x[:8]).numpy()
+        tf.config.experimental.reset_memory_stats(tf_device.strip("/"))
+        y = infer(x).numpy()
+        peak = tf.config.experimental.get_memory_info(tf_device.strip("/"))["peak"]
+    ry = reference(x.numpy(), kernels, biases, "relu", "none", np.zeros((n, 16)))[0]
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(ry).max()))
+    assert peak < saved_bytes / 2, f"peak {peak} B during inference; the saved activations alone are {saved_bytes} B"
+
 DETERMINISM = """
 import sys
 import numpy as np, tensorflow as tf
