@@ -36,7 +36,9 @@ CONFIGS = [  # name, in, width, hidden layers, out (bench_fused_mlp_cuda.CONFIGS
 ]
 
 
-def bench(tf, metal_ops, device, config, n, rounds, iters, results):
+def contenders(tf, metal_ops, device, config, n):
+    """x [n, in] on `device`, and the three contenders' tf.functions per mode:
+    {"forward" | "train": {"keras" | "keras_xla" | "ours": fn(x)}}."""
     name, in_dim, width, hidden, out_dim = config
     rng = np.random.default_rng(0)
     keras = tf.keras
@@ -65,11 +67,17 @@ def bench(tf, metal_ops, device, config, n, rounds, iters, results):
             return [y] + tape.gradient(loss, [x] + model.trainable_variables)
         return step
 
+    return x, {mode: {"keras": tf.function(wrap(dense)), "keras_xla": tf.function(wrap(dense), jit_compile=True),
+                      "ours": tf.function(wrap(ours))}
+               for mode, wrap in (("forward", infer), ("train", train))}
+
+
+def bench(tf, metal_ops, device, config, n, rounds, iters, results):
+    name = config[0]
+    x, modes = contenders(tf, metal_ops, device, config, n)
     row = {"config": name, "n": n}
     line = f"{name:26s}"
-    for mode, wrap in (("forward", infer), ("train", train)):
-        fns = {"keras": tf.function(wrap(dense)), "keras_xla": tf.function(wrap(dense), jit_compile=True),
-               "ours": tf.function(wrap(ours))}
+    for mode, fns in modes.items():
         with tf.device(device):
             outs = {key: fn(x) for key, fn in fns.items()}
         first = {key: (out if mode == "forward" else out[0]) for key, out in outs.items()}
