@@ -20,7 +20,7 @@ import sys
 
 from benchmarks.bench_fused_mlp_gpu import CONFIGS, contenders
 
-UNITS_US = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
 
 
 def profile(args):
