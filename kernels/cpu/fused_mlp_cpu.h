@@ -52,14 +52,14 @@ struct ForwardPtrs {
   const float* const* kernels;  // hidden_layers + 1, Keras layout [rows, cols]
   const float* const* biases;
   float* y;
-  float* hidden;  // [hidden_layers, n, width]
+  float* hidden;  // [hidden_layers, n, width]; may be null: not kept (inference)
 };
 
 struct BackwardPtrs {
   const float *grad_y, *x, *y, *hidden;
   const float* const* kernels;
   float* grad_x;  // may be null: not computed
-  float* const* grad_kernels;
+  float* const* grad_kernels;  // entries may be null: not wanted
   float* const* grad_biases;
 };
 
@@ -239,15 +239,16 @@ inline void PackBackward(const Shape& s, const float* const* kernels, Packed* p)
 
 // ---- forward -------------------------------------------------------------------------
 
-// Rows [r0, r0 + m) through every layer.
+// Rows [r0, r0 + m) through every layer; without p.hidden the layers
+// alternate between the two [kBlockRows, W] halves of `scratch`.
 template <int W>
-void ForwardBlock(const Shape& s, const ForwardPtrs& p, const Packed& pk, int64_t r0, int64_t m) {
+void ForwardBlock(const Shape& s, const ForwardPtrs& p, const Packed& pk, int64_t r0, int64_t m, float* scratch) {
   constexpr int kVecs = W / kLanes;
   const int L = s.hidden_layers;
   const float* prev = p.x + r0 * s.in;
   int64_t lda = s.in;
   for (int l = 0; l < L; ++l) {
-    float* h = p.hidden + (l * s.n + r0) * W;
+    float* h = p.hidden != nullptr ? p.hidden + (l * s.n + r0) * W : scratch + (l % 2) * kBlockRows * W;
     const float* bias = p.biases[l];
     Gemm(m, lda, kVecs, prev, lda, 1, p.kernels[l], W, [&](int64_t, int c) { return simd::Load(bias + c * kLanes); },
          [&](int64_t i, int c, V v) { simd::Store(h + i * W + c * kLanes, ActForward(v, s.act, s.alpha)); });
@@ -392,9 +393,10 @@ void Forward(const Shape& s, const ForwardPtrs& p, ParallelFor parallel_for) {
   const int64_t tasks = (blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   Dispatch(s.width, [&](auto w) {
     parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+      std::vector<float> scratch(p.hidden != nullptr ? 0 : 2 * kBlockRows * decltype(w)::value);
       for (int64_t b = t0 * kBlocksPerTask; b < std::min(blocks, t1 * kBlocksPerTask); ++b) {
         const int64_t r0 = b * kBlockRows;
-        ForwardBlock<decltype(w)::value>(s, p, pk, r0, std::min(kBlockRows, s.n - r0));
+        ForwardBlock<decltype(w)::value>(s, p, pk, r0, std::min(kBlockRows, s.n - r0), scratch.data());
       }
     });
   });
@@ -431,16 +433,16 @@ void Backward(const Shape& s, const BackwardPtrs& p, ParallelFor parallel_for) {
     const float* part = partial.data() + q * g.size;
     for (int64_t i = 0; i < g.size; ++i) sum[i] += part[i];
   }
-  // Partitions added in order: the same sums whatever the thread count.
+  // Out of the partials into the wanted outputs.
   for (int l = 0; l <= L; ++l) {
     const int64_t rows = l == 0 ? s.in : s.width, cols = l == L ? s.out : s.width;
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = 0; p.grad_kernels[l] != nullptr && r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         // The output layer's is transposed.
         p.grad_kernels[l][r * cols + c] = partial[g.w[l] + (l == L ? c * rows + r : r * cols + c)];
       }
     }
-    std::copy(partial.begin() + g.b[l], partial.begin() + g.b[l] + cols, p.grad_biases[l]);
+    if (p.grad_biases[l] != nullptr) std::copy(partial.begin() + g.b[l], partial.begin() + g.b[l] + cols, p.grad_biases[l]);
   }
 }
 

@@ -36,9 +36,6 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 
 template <typename T>
 struct FusedMlpFunctor<CPUDevice, T> {
-  // `hidden` is the forward's layer-to-layer buffer here.
-  static constexpr bool kOptionalOutputs = false;
-
   static absl::Status Float16OnGpus() {
     return ::tensorflow::errors::InvalidArgument(
         "FusedMLP: float16 runs on GPUs (CUDA, Metal); on the CPU use float32 'x', 'kernels' and 'biases'");

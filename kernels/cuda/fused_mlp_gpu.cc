@@ -49,9 +49,6 @@ bool UseTf32() {
 template <typename T>
 struct FusedMlpFunctor<GPUDevice, T> {
   using CT = typename cuda::CudaType<T>::type;
-  // Inference skips the saved activations (1 GiB at 2^20 rows, 4 x 64
-  // float32), a gradient not asked for its product.
-  static constexpr bool kOptionalOutputs = true;
 
   static absl::Status Forward(OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
                               const FusedMlpForwardArgs<T>& args) {
