@@ -1,13 +1,13 @@
 """FusedMLP on the CPU against what a user writes instead, side by side in one
 process: a Keras Dense stack in tf.function, and the same stack compiled by
-XLA (jit_compile=True). Forward + backward (gradients for x and every weight),
-or with --inference the forward alone in a tf.function with no tape (FusedMLP
-then keeps no saved activations; "fused_saved", the same op with its saved
-activations consumed, times what skipping them saves), of the NeRF colour network (31 -> 64 -> 64
--> 3, relu, sigmoid output) and density network (32 -> 64 -> 16, trunc_exp
-output), N = 98,304 points. Rounds interleaved (benchmarks/timing.py),
-speedups are medians of per-round ratios; JSON in
-benchmarks/results/fused_mlp_cpu{,_inference}.json.
+XLA (jit_compile=True). Forward + backward (gradients for x and every
+weight), or with --inference the forward alone in a tf.function with no tape
+(FusedMLP then keeps no saved activations; "fused_saved", the same op with
+its saved activations consumed, times what skipping them saves), of the NeRF
+colour network (31 -> 64 -> 64 -> 3, relu, sigmoid output) and density
+network (32 -> 64 -> 16, trunc_exp output), N = 98,304 points. Rounds
+interleaved (benchmarks/timing.py), speedups are medians of per-round
+ratios; JSON in benchmarks/results/fused_mlp_cpu{,_inference}.json.
 
     .venv/bin/python -m benchmarks.bench_fused_mlp [--rounds 7] [--n 98304] [--inference]
 """

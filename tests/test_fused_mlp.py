@@ -158,12 +158,11 @@ def test_empty_batch_and_tf_function():
     np.testing.assert_allclose(f(xs).numpy(), metal_ops.fused_mlp(xs, kernels, biases).numpy(), rtol=0, atol=0)
 
 
-
 @pytest.mark.parametrize("width,hidden", [(16, 1), (64, 3), (128, 2)])
 def test_outputs_the_graph_never_reads(tf_device, width, hidden):
     """In a tf.function the kernels may leave out what nothing consumes: the
     saved activations of an inference call, a gradient no one asked for (the
-    CUDA kernels do). What is asked for stays right."""
+    CPU and CUDA kernels do). What is asked for stays right."""
     rng = np.random.default_rng(width + hidden)
     n, in_dim, out_dim = 300, 17, 5
     x = rng.uniform(-1, 1, (n, in_dim)).astype(np.float32)
