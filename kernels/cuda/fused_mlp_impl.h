@@ -28,8 +28,11 @@ namespace fused_mlp_impl {
 constexpr int kMaxSplits = 256;
 constexpr int kSplitRows = 4096;
 
-// Blocks of the TF32 layer path's ReLU backward (DreluProductTf32), at most.
+// Blocks of the TF32 layer path's ReLU backward (DreluProductTf32), at most:
+// the kernel without the weight gradient, and the one that forms it (its
+// per-block dW partials, [width, k] each, are in the workspace).
 constexpr int kMaxDreluBlocks = 1024;
+constexpr int kMaxDreluWgradBlocks = 256;
 
 inline int Pad16(int v) { return (v + 15) / 16 * 16; }
 
@@ -85,6 +88,7 @@ struct WsLayout {
   size_t dz_off[kFusedMlpMaxMatrices];  // valid unless path == kFusedWgrad
   size_t ones_off;  // kLayers: n ones (the bias gradients, 1^T dz)
   size_t drelu_off;  // kLayers: DreluProductTf32's per-block column sums
+  size_t drelu_dw_off;  // kLayers: DreluProductTf32's per-block weight gradients
   size_t part_off;
   int splits;
   int64_t part_stride;
@@ -107,6 +111,12 @@ inline WsLayout Layout(const FusedMlpShape& s, size_t elem, BackwardPath path) {
   if (layers) off += Align128(sizeof(float) * static_cast<size_t>(s.n));
   w.drelu_off = off;
   if (layers) off += Align128(sizeof(float) * kMaxDreluBlocks * s.width);
+  w.drelu_dw_off = off;
+  if (layers) {
+    // A block takes 32 rows at least; k of the product is the width or the output's.
+    const int64_t blocks = std::min<int64_t>(kMaxDreluWgradBlocks, (s.n + 31) / 32);
+    off += Align128(sizeof(float) * static_cast<size_t>(blocks) * s.width * std::max(s.width, dm.out_p));
+  }
   w.splits = Splits(s.n);
   w.part_stride = static_cast<int64_t>(dm.d) * dm.d + dm.d;
   w.part_off = off;
@@ -136,11 +146,15 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 // The TF32 layer path's ReLU backward through one layer (fused_mlp_mma.cu.cc):
 // out[n, width] = (dz[n, k] W^T) * (h > 0) with W [width, k] row-major and h
 // the ReLU's saved output [n, width], products on TF32 tensor cores; with db,
-// db[width] = the column sums of out, summed in a fixed order from per-block
-// sums in `partials` (kMaxDreluBlocks * width floats). k % 8 == 0; dz, h and
-// out 8-byte aligned.
+// db[width] = the column sums of out; with dw, dw[width, k] = h^T dz, W's
+// gradient, from the same reads of dz and h where the device holds the
+// staging (*dw_done says whether it did; if not, the caller forms it). db and
+// dw are summed in a fixed order from per-block sums in db_parts
+// (kMaxDreluBlocks * width floats) and dw_parts (WsLayout::drelu_dw_off).
+// k % 8 == 0, k <= kFusedMlpMaxIoWidth; dz, h and out 8-byte aligned.
 cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
-                             float* partials, int64_t n, int width, cudaStream_t stream);
+                             float* dw, float* db_parts, float* dw_parts, int64_t n, int width, bool* dw_done,
+                             cudaStream_t stream);
 // float32 layer by layer (fused_mlp_layers.cu.cc): products exact, or on TF32
 // tensor cores with s.tf32; `workspace` is the backward's (Layout).
 GpuStatus ForwardLayers(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,

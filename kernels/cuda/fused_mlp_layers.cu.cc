@@ -10,11 +10,12 @@
 // db = 1^T dz (a GEMM with a ones row: cuBLAS's reductions rather than a
 // hand-written one), and below it dz' = (dz W^T) * f'(h), the derivative taken
 // from the saved output h; dx = dz W^T at the first layer. On TF32 with ReLU
-// hidden layers, dz' and the lower layer's db come from one tensor-core kernel
-// instead (DreluProductTf32: dz and h read once, dz' written once, no db
-// GEMM), the backward's largest memory traffic halved. Layers below the
-// lowest wanted gradient are not visited. cuBLAS returns the same bits on every
-// run on one GPU model and SM count, so dW and db are deterministic.
+// hidden layers, dz', the lower layer's db and this layer's dW come from one
+// tensor-core kernel instead (DreluProductTf32: dz and h read once, dz'
+// written once, no dW or db GEMM). Layers below the lowest wanted gradient
+// are not visited. cuBLAS, and our kernels' fixed-order sums, return the same
+// bits on every run on one GPU model and SM count, so dW and db are
+// deterministic.
 #include <algorithm>
 
 #include "kernels/common/activations.h"
@@ -106,7 +107,21 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
   for (int l = matrices - 1; l >= stop && st.ok(); --l) {
     const int k = Rows(s, l), nn = Cols(s, l);
     const float* a = l == 0 ? x : saved + (l - 1) * layer_floats;
-    if (g.dw[l] != nullptr) st = RowMajorSgemm(true, false, k, nn, s.n, a, k, dz, nn, g.dw[l], nn, s.tf32, stream);
+    // Below this layer a ReLU backward on tensor cores, which also forms dW
+    // from the dz and h (= a) it reads, where the device holds its staging.
+    const bool drelu = l > stop && s.tf32 && s.activation == kActRelu && nn % 8 == 0;
+    bool dw_done = false;
+    float* below = l > stop ? reinterpret_cast<float*>(workspace + ws.dz_off[l - 1]) : nullptr;
+    if (drelu) {
+      st = CudaCall("FusedMLP ReLU backward launch",
+                    DreluProductTf32(dz, nn, p.w[l], a, below, g.db[l - 1], g.dw[l],
+                                     reinterpret_cast<float*>(workspace + ws.drelu_off),
+                                     reinterpret_cast<float*>(workspace + ws.drelu_dw_off), s.n, s.width, &dw_done,
+                                     stream));
+    }
+    if (st.ok() && g.dw[l] != nullptr && !dw_done) {
+      st = RowMajorSgemm(true, false, k, nn, s.n, a, k, dz, nn, g.dw[l], nn, s.tf32, stream);
+    }
     if (st.ok() && g.db[l] != nullptr && !db_done) {
       st = RowMajorSgemm(1, nn, s.n, ones, s.n, dz, nn, g.db[l], nn, s.tf32, stream);
     }
@@ -116,18 +131,12 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
       }
       break;
     }
-    float* below = reinterpret_cast<float*>(workspace + ws.dz_off[l - 1]);
-    const float* h = saved + (l - 1) * layer_floats;
-    db_done = s.tf32 && s.activation == kActRelu && nn % 8 == 0;
-    if (db_done) {
-      st = CudaCall("FusedMLP ReLU backward launch",
-                    DreluProductTf32(dz, nn, p.w[l], h, below, g.db[l - 1],
-                                     reinterpret_cast<float*>(workspace + ws.drelu_off), s.n, s.width, stream));
-    } else {
+    db_done = drelu;
+    if (!drelu) {
       st = RowMajorSgemm(false, true, s.n, s.width, nn, dz, nn, p.w[l], nn, below, s.width, s.tf32, stream);
       if (st.ok()) {
         st = CudaCall("FusedMLP activation derivative launch",
-                      LaunchFusedActivationGrad(below, h, nullptr, below, static_cast<int64_t>(layer_floats),
+                      LaunchFusedActivationGrad(below, a, nullptr, below, static_cast<int64_t>(layer_floats),
                                                 s.activation, s.alpha, stream));
       }
     }

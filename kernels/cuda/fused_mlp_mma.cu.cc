@@ -1604,6 +1604,233 @@ struct DreluLaunch {
   }
 };
 
+
+// ---- the same, forming the weight gradient of the layer above ----------------
+//
+// dW = h^T dz ([width, k], the gradient of the W above, whose input is h) from
+// the rows of dz and h the product reads anyway, instead of a GEMM that reads
+// them again. The block stages kChunk rows of h and dz at a time in shared
+// memory (cp.async, two chunks in flight); per chunk, every warp takes its
+// share of out (16 rows x 16-column tiles: LoadA from the staged dz, W as
+// above, the ReLU mask from the staged h) and of dW (16 x 16 tiles,
+// WgradKStep as the fused backward's, accumulated over the block's chunks in
+// registers). dW and db go to per-block partials, summed in block order by
+// LaunchSumParts: deterministic on one GPU. Which kernel runs depends only on
+// the device and the shape, never on which gradients are wanted, so a
+// gradient asked for alone has the bits of the full backward's.
+
+constexpr int kDwWarps = 16;
+constexpr int kDwStages = 2;
+constexpr int kDwTiles = 4;  // 16 x 16 tiles of dW per warp: (128/16)^2 / kDwWarps
+
+template <int W, int kChunk>
+struct DreluWgradShape {
+  static constexpr int kM = kChunk / 16;              // m16 tiles of a chunk
+  static constexpr int kU = (kM * (W / 16) + kDwWarps - 1) / kDwWarps;  // 16-column tiles of out per warp
+  static constexpr int kLdh = W + Tf32Mma::kSkew;
+  static_assert(kDwWarps % kM == 0, "a warp's out tiles share its m16 tile");
+  static __host__ __device__ int Kp(int k) { return (k + 15) / 16 * 16; }
+  static __host__ __device__ int LdDz(int k) { return Kp(k) + Tf32Mma::kSkew; }
+  static __host__ __device__ int StageFloats(int k) { return kChunk * (kLdh + LdDz(k)); }
+  static size_t SmemBytes(int k) {
+    return sizeof(float) * (static_cast<size_t>(W) * DreluLdw(k) + kDwStages * StageFloats(k));
+  }
+};
+
+template <int W, int kChunk, bool kDw>
+__global__ void __launch_bounds__(32 * kDwWarps, 1)
+    DreluWgradKernel(const float* __restrict__ dz, int k, const float* __restrict__ w,
+                     const float* __restrict__ h, float* __restrict__ out, float* __restrict__ db_parts,
+                     float* __restrict__ dw_parts, int64_t n) {
+  using S = DreluWgradShape<W, kChunk>;
+  extern __shared__ __align__(128) float smem[];
+  const int ldw = DreluLdw(k), kp = S::Kp(k), lddz = S::LdDz(k);
+  float* const stage0 = smem + W * ldw;
+  for (int e = threadIdx.x; e < W * k; e += blockDim.x) {
+    smem[(e / k) * ldw + e % k] = __uint_as_float(Tf32(w[e]));
+  }
+  if (kp > k) {  // dz's padding columns, which cp.async never writes
+    for (int e = threadIdx.x; e < kDwStages * kChunk * (kp - k); e += blockDim.x) {
+      const int r = e / (kp - k);
+      stage0[(r / kChunk) * S::StageFloats(k) + (r % kChunk) * lddz + kChunk * S::kLdh + k + e % (kp - k)] = 0.0f;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int mine = blockIdx.x < chunks ? static_cast<int>((chunks - 1 - blockIdx.x) / gridDim.x) + 1 : 0;
+  auto stage = [&](int i) { return stage0 + (i % kDwStages) * S::StageFloats(k); };
+  auto issue = [&](int i) {
+    const int64_t r0 = (blockIdx.x + static_cast<int64_t>(i) * gridDim.x) * kChunk;
+    float* sh = stage(i);
+    float* sd = sh + kChunk * S::kLdh;
+    for (int e = threadIdx.x; e < kChunk * (W / 4); e += blockDim.x) {
+      const int r = e / (W / 4), c = (e % (W / 4)) * 4;
+      const bool ok = r0 + r < n;
+      CpAsync16(sh + r * S::kLdh + c, h + (ok ? (r0 + r) * W + c : 0), ok);
+    }
+    const int per_row = k / 4;
+    for (int e = threadIdx.x; e < kChunk * per_row; e += blockDim.x) {
+      const int r = e / per_row, c = (e - r * per_row) * 4;
+      const bool ok = r0 + r < n;
+      CpAsync16(sd + r * lddz + c, dz + (ok ? (r0 + r) * k + c : 0), ok);
+    }
+  };
+  // out: the warp's m16 tile of the chunk and its 16-column tiles j0 + jstep u.
+  const int mt = warp % S::kM, j0 = warp / S::kM;
+  constexpr int jstep = kDwWarps / S::kM;
+  // dW: tiles warp + kDwWarps i of the (W/16) x (kp/16) grid.
+  const int tn = kp / 16, tiles = (W / 16) * tn;
+  float dacc[kDwTiles][1][2][4] = {};
+  float dbacc[2][4] = {};  // WgradKStep's, unused here (db_mask 0)
+  float dbs[S::kU][2][2] = {};  // column sums of out, rows g and g + 8
+#pragma unroll
+  for (int i = 0; i < kDwStages - 1; ++i) {
+    if (i < mine) issue(i);
+    CpAsyncCommit();
+  }
+  for (int i = 0; i < mine; ++i) {
+    if (i + kDwStages - 1 < mine) issue(i + kDwStages - 1);
+    CpAsyncCommit();
+    CpAsyncWait<kDwStages - 1>();
+    __syncthreads();
+    const float* sh = stage(i);
+    const float* sd = sh + kChunk * S::kLdh;
+    float acc[S::kU][2][4] = {};
+    for (int kk = 0; kk < k / 8; ++kk) {
+      uint32_t a[4];
+      Tf32Mma::LoadA(a, sd + mt * 16 * lddz, lddz, kk, lane);
+#pragma unroll
+      for (int u = 0; u < S::kU; ++u) {
+        if (j0 + jstep * u < W / 16) {
+          uint32_t b[4];
+          Tf32Mma::LoadB<false>(b, smem, ldw, kk, j0 + jstep * u, lane);
+          Tf32Mma::Mma(acc[u][0], a, b[0], b[1]);
+          Tf32Mma::Mma(acc[u][1], a, b[2], b[3]);
+        }
+      }
+    }
+    const int64_t r0 = (blockIdx.x + static_cast<int64_t>(i) * gridDim.x) * kChunk + mt * 16 + g;
+#pragma unroll
+    for (int u = 0; u < S::kU; ++u) {
+      if (j0 + jstep * u >= W / 16) continue;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int c = (j0 + jstep * u) * 16 + q * 8 + 2 * t;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float2 hv = *reinterpret_cast<const float2*>(sh + (mt * 16 + g + 8 * half) * S::kLdh + c);
+          const float2 o = make_float2(hv.x > 0.0f ? acc[u][q][2 * half] : 0.0f,
+                                       hv.y > 0.0f ? acc[u][q][2 * half + 1] : 0.0f);
+          if (r0 + 8 * half < n) *reinterpret_cast<float2*>(out + (r0 + 8 * half) * W + c) = o;
+          dbs[u][q][0] += o.x;  // rows past n have h staged as zeros: o = 0
+          dbs[u][q][1] += o.y;
+        }
+      }
+    }
+    if constexpr (kDw) {
+#pragma unroll
+      for (int ti = 0; ti < kDwTiles; ++ti) {
+        const int tile = warp + kDwWarps * ti;
+        if (tile < tiles) {
+#pragma unroll
+          for (int kk = 0; kk < kChunk / 8; ++kk) {
+            WgradKStep<Tf32Mma, 1, 1, true>(dacc[ti], dbacc, 0u, sh, S::kLdh, sd, lddz, (tile / tn) * 16,
+                                            (tile % tn) * 16, kk, lane);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  CpAsyncWait<0>();
+  if constexpr (kDw) {
+    float* part = dw_parts + static_cast<int64_t>(blockIdx.x) * W * k;
+#pragma unroll
+    for (int ti = 0; ti < kDwTiles; ++ti) {
+      const int tile = warp + kDwWarps * ti;
+      if (tile >= tiles) continue;
+      const int m0 = (tile / tn) * 16, n0 = (tile % tn) * 16;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int c = n0 + 8 * q + 2 * t;
+        if (c >= k) continue;
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          *reinterpret_cast<float2*>(part + (m0 + Tf32Mma::WgradRow(g, hr)) * k + c) =
+              make_float2(dacc[ti][0][q][2 * hr], dacc[ti][0][q][2 * hr + 1]);
+        }
+      }
+    }
+  }
+  if (db_parts == nullptr) return;
+  // Column sums over the rows (g) by shuffles, then over the kM warps that
+  // share the columns in a fixed order, through the (now idle) staging.
+  float* red = stage0;  // [kM][W]
+#pragma unroll
+  for (int u = 0; u < S::kU; ++u) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+#pragma unroll
+      for (int m = 4; m < 32; m <<= 1) {
+        dbs[u][q][0] += __shfl_xor_sync(0xffffffffu, dbs[u][q][0], m);
+        dbs[u][q][1] += __shfl_xor_sync(0xffffffffu, dbs[u][q][1], m);
+      }
+      const int c = (j0 + jstep * u) * 16 + q * 8 + 2 * t;
+      if (g == 0 && j0 + jstep * u < W / 16) {
+        red[mt * W + c] = dbs[u][q][0];
+        red[mt * W + c + 1] = dbs[u][q][1];
+      }
+    }
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < W; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int m = 0; m < S::kM; ++m) sum += red[m * W + c];
+    db_parts[static_cast<int64_t>(blockIdx.x) * W + c] = sum;
+  }
+}
+
+template <int W>
+struct DreluWgradLaunch {
+  template <int kChunk, bool kDw>
+  static cudaError_t Go(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
+                        float* db_parts, float* dw_parts, int64_t n, const DeviceLimits& d, cudaStream_t stream) {
+    const size_t smem = DreluWgradShape<W, kChunk>::SmemBytes(k);
+    unsigned int grid = 0;
+    cudaError_t err = PersistentGrid(DreluWgradKernel<W, kChunk, kDw>, 32 * kDwWarps, static_cast<int>(smem),
+                                     std::min<int64_t>(kMaxDreluWgradBlocks, (n + kChunk - 1) / kChunk), d, &grid);
+    if (err != cudaSuccess) return err;
+    DreluWgradKernel<W, kChunk, kDw><<<grid, 32 * kDwWarps, smem, stream>>>(
+        dz, k, w, h, out, db != nullptr ? db_parts : nullptr, dw_parts, n);
+    err = cudaGetLastError();
+    if (err == cudaSuccess && kDw) err = LaunchSumParts(dw_parts, static_cast<int>(grid), static_cast<int64_t>(W) * k, dw, stream);
+    if (err == cudaSuccess && db != nullptr) err = LaunchSumParts(db_parts, static_cast<int>(grid), W, db, stream);
+    return err;
+  }
+  // The largest chunk whose staging fits the device (0: none does).
+  static int Chunk(int k, const DeviceLimits& d) {
+    if (DreluWgradShape<W, 64>::SmemBytes(k) <= static_cast<size_t>(d.smem_optin)) return 64;
+    if (DreluWgradShape<W, 32>::SmemBytes(k) <= static_cast<size_t>(d.smem_optin)) return 32;
+    return 0;
+  }
+  static cudaError_t Run(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
+                         float* db_parts, float* dw_parts, int64_t n, bool* dw_done, cudaStream_t stream) {
+    *dw_done = false;
+    DeviceLimits d;
+    cudaError_t err = QueryDevice(&d);
+    if (err != cudaSuccess) return err;
+    const int chunk = Chunk(k, d);
+    if (chunk == 0) return DreluLaunch<W>::Run(dz, k, w, h, out, db, db_parts, n, stream);
+    *dw_done = dw != nullptr;
+    if (chunk == 64) {
+      return dw != nullptr ? Go<64, true>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
+                           : Go<64, false>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+    }
+    return dw != nullptr ? Go<32, true>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
+                         : Go<32, false>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+  }
+};
+
 }  // namespace
 
 // The backward's own plan (MmaBackward), without its pointers: residency
@@ -1643,10 +1870,14 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 }
 
 cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
-                             float* partials, int64_t n, int width, cudaStream_t stream) {
+                             float* dw, float* db_parts, float* dw_parts, int64_t n, int width, bool* dw_done,
+                             cudaStream_t stream) {
+  *dw_done = false;
   if (n == 0) return cudaSuccess;
-  if (k <= 0 || k % 8 != 0) return cudaErrorInvalidValue;
-  return DispatchWidth<DreluLaunch>(width, dz, k, w, h, out, db, partials, n, stream);
+  if (k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth) return cudaErrorInvalidValue;
+  const bool staged = Aligned16(dz) && Aligned16(h);
+  if (!staged) return DispatchWidth<DreluLaunch>(width, dz, k, w, h, out, db, db_parts, n, stream);
+  return DispatchWidth<DreluWgradLaunch>(width, dz, k, w, h, out, db, dw, db_parts, dw_parts, n, dw_done, stream);
 }
 
 }  // namespace fused_mlp_impl
