@@ -148,7 +148,8 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 // the ReLU's saved output [n, width], products on TF32 tensor cores; with db,
 // db[width] = the column sums of out; with dw, dw[width, k] = h^T dz, W's
 // gradient, from the same reads of dz and h where the device holds the
-// staging (*dw_done says whether it did; if not, the caller forms it). db and
+// staging (*dw_done says whether it did; if not, the caller forms it). out
+// null: dw alone (the lowest layer visited; the same bits). db and
 // dw are summed in a fixed order from per-block sums in db_parts
 // (kMaxDreluBlocks * width floats) and dw_parts (WsLayout::drelu_dw_off).
 // k % 8 == 0, k <= kFusedMlpMaxIoWidth; dz, h and out 8-byte aligned.

@@ -108,13 +108,16 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
     const int k = Rows(s, l), nn = Cols(s, l);
     const float* a = l == 0 ? x : saved + (l - 1) * layer_floats;
     // Below this layer a ReLU backward on tensor cores, which also forms dW
-    // from the dz and h (= a) it reads, where the device holds its staging.
-    const bool drelu = l > stop && s.tf32 && s.activation == kActRelu && nn % 8 == 0;
+    // from the dz and h (= a) it reads, where the device holds its staging;
+    // at the lowest layer visited it forms dW alone, so that dW has the same
+    // bits whichever gradients are wanted.
+    const bool relu_tc = l > 0 && s.tf32 && s.activation == kActRelu && nn % 8 == 0;
+    const bool drelu = relu_tc && l > stop;
     bool dw_done = false;
     float* below = l > stop ? reinterpret_cast<float*>(workspace + ws.dz_off[l - 1]) : nullptr;
-    if (drelu) {
+    if (drelu || (relu_tc && g.dw[l] != nullptr)) {
       st = CudaCall("FusedMLP ReLU backward launch",
-                    DreluProductTf32(dz, nn, p.w[l], a, below, g.db[l - 1], g.dw[l],
+                    DreluProductTf32(dz, nn, p.w[l], a, below, drelu ? g.db[l - 1] : nullptr, g.dw[l],
                                      reinterpret_cast<float*>(workspace + ws.drelu_off),
                                      reinterpret_cast<float*>(workspace + ws.drelu_dw_off), s.n, s.width, &dw_done,
                                      stream));

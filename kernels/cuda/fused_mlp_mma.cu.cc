@@ -1610,25 +1610,34 @@ struct DreluLaunch {
 // dW = h^T dz ([width, k], the gradient of the W above, whose input is h) from
 // the rows of dz and h the product reads anyway, instead of a GEMM that reads
 // them again. The block stages kChunk rows of h and dz at a time in shared
-// memory (cp.async, two chunks in flight); per chunk, every warp takes its
-// share of out (16 rows x 16-column tiles: LoadA from the staged dz, W as
-// above, the ReLU mask from the staged h) and of dW (16 x 16 tiles,
-// WgradKStep as the fused backward's, accumulated over the block's chunks in
-// registers). dW and db go to per-block partials, summed in block order by
-// LaunchSumParts: deterministic on one GPU. Which kernel runs depends only on
-// the device and the shape, never on which gradients are wanted, so a
-// gradient asked for alone has the bits of the full backward's.
+// memory (cp.async, two chunks in flight). Its warps split the work: the
+// first kDwProductWarps take the product, 32 rows x 32 columns of out each
+// (LoadA from the staged dz, W as above, the ReLU mask from the staged h);
+// the others take dW, 32 x 64 tiles accumulated in registers over the
+// block's chunks (the fused backward's WgradA / WgradB fragments). Large
+// warp tiles because shared memory's bandwidth, not DRAM's, bounds smaller
+// ones. dW and db go to per-block partials, summed in block order by
+// LaunchSumParts: deterministic on one GPU. The grid is one block per SM
+// whatever is wanted, so a gradient asked for alone has the full backward's
+// bits.
 
 constexpr int kDwWarps = 16;
+constexpr int kDwProductWarps = 8;
 constexpr int kDwStages = 2;
-constexpr int kDwTiles = 4;  // 16 x 16 tiles of dW per warp: (128/16)^2 / kDwWarps
 
 template <int W, int kChunk>
 struct DreluWgradShape {
-  static constexpr int kM = kChunk / 16;              // m16 tiles of a chunk
-  static constexpr int kU = (kM * (W / 16) + kDwWarps - 1) / kDwWarps;  // 16-column tiles of out per warp
+  // The product: row groups of 32 and column groups of kPc.
+  static constexpr int kPc = W < 32 ? W : 32;
+  static constexpr int kPn = kPc / 16;  // n16 tiles of a column group
+  static constexpr int kRowGroups = kChunk / 32;
+  static_assert(kRowGroups * (W / kPc) <= kDwProductWarps, "one product tile per warp");
+  // dW: 16 kMq rows (h columns) x 64 columns (dz columns) per warp.
+  static constexpr int kMq = W < 32 ? 1 : 2;
+  static constexpr int kNq = 4;
+  static constexpr int kMBlocks = W / (16 * kMq);
+  static_assert(kMBlocks * 2 <= kDwWarps - kDwProductWarps, "k <= 128: two 64-column blocks");
   static constexpr int kLdh = W + Tf32Mma::kSkew;
-  static_assert(kDwWarps % kM == 0, "a warp's out tiles share its m16 tile");
   static __host__ __device__ int Kp(int k) { return (k + 15) / 16 * 16; }
   static __host__ __device__ int LdDz(int k) { return Kp(k) + Tf32Mma::kSkew; }
   static __host__ __device__ int StageFloats(int k) { return kChunk * (kLdh + LdDz(k)); }
@@ -1637,7 +1646,8 @@ struct DreluWgradShape {
   }
 };
 
-template <int W, int kChunk, bool kDw>
+// out may be null (dW alone), dw_parts null (no dW), db_parts null (no db).
+template <int W, int kChunk>
 __global__ void __launch_bounds__(32 * kDwWarps, 1)
     DreluWgradKernel(const float* __restrict__ dz, int k, const float* __restrict__ w,
                      const float* __restrict__ h, float* __restrict__ out, float* __restrict__ db_parts,
@@ -1659,8 +1669,9 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int mine = blockIdx.x < chunks ? static_cast<int>((chunks - 1 - blockIdx.x) / gridDim.x) + 1 : 0;
   auto stage = [&](int i) { return stage0 + (i % kDwStages) * S::StageFloats(k); };
+  auto row0 = [&](int i) { return (blockIdx.x + static_cast<int64_t>(i) * gridDim.x) * kChunk; };
   auto issue = [&](int i) {
-    const int64_t r0 = (blockIdx.x + static_cast<int64_t>(i) * gridDim.x) * kChunk;
+    const int64_t r0 = row0(i);
     float* sh = stage(i);
     float* sd = sh + kChunk * S::kLdh;
     for (int e = threadIdx.x; e < kChunk * (W / 4); e += blockDim.x) {
@@ -1675,14 +1686,19 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
       CpAsync16(sd + r * lddz + c, dz + (ok ? (r0 + r) * k + c : 0), ok);
     }
   };
-  // out: the warp's m16 tile of the chunk and its 16-column tiles j0 + jstep u.
-  const int mt = warp % S::kM, j0 = warp / S::kM;
-  constexpr int jstep = kDwWarps / S::kM;
-  // dW: tiles warp + kDwWarps i of the (W/16) x (kp/16) grid.
-  const int tn = kp / 16, tiles = (W / 16) * tn;
-  float dacc[kDwTiles][1][2][4] = {};
-  float dbacc[2][4] = {};  // WgradKStep's, unused here (db_mask 0)
-  float dbs[S::kU][2][2] = {};  // column sums of out, rows g and g + 8
+  // Product warps: row group pr, columns pc .. pc + kPc.
+  const bool product = warp < kDwProductWarps && warp < S::kRowGroups * (W / S::kPc) && out != nullptr;
+  const int pr = warp % S::kRowGroups, pc = (warp / S::kRowGroups) * S::kPc;
+  // dW warps: rows (h columns) m0 .. m0 + 16 kMq, columns n0 .. n0 + 64 (those < kp).
+  const int dwarp = warp - kDwProductWarps;
+  const int m0 = (dwarp % S::kMBlocks) * 16 * S::kMq, n0 = (dwarp / S::kMBlocks) * 16 * S::kNq;
+  const bool wgrad = dw_parts != nullptr && warp >= kDwProductWarps && n0 < kp;
+  // One register array for either role, so that the kernel needs the
+  // registers of the larger (128 a thread at 16 warps): a dW warp's tile in
+  // regs[0 .. kMq); a product warp's out tile of the chunk in regs[0] and the
+  // column sums of out (columns 2t, 2t + 1 of each n8 tile) in regs[1].
+  float regs[2][2 * S::kNq][4] = {};
+  static_assert(2 * 2 * S::kPn <= 2 * S::kNq, "a product tile fits regs[0]");
 #pragma unroll
   for (int i = 0; i < kDwStages - 1; ++i) {
     if (i < mine) issue(i);
@@ -1695,47 +1711,59 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
     __syncthreads();
     const float* sh = stage(i);
     const float* sd = sh + kChunk * S::kLdh;
-    float acc[S::kU][2][4] = {};
-    for (int kk = 0; kk < k / 8; ++kk) {
-      uint32_t a[4];
-      Tf32Mma::LoadA(a, sd + mt * 16 * lddz, lddz, kk, lane);
+    if (product) {
 #pragma unroll
-      for (int u = 0; u < S::kU; ++u) {
-        if (j0 + jstep * u < W / 16) {
+      for (int e = 0; e < 2 * S::kNq; ++e) regs[0][e][0] = regs[0][e][1] = regs[0][e][2] = regs[0][e][3] = 0.0f;
+      auto acc = [&](int mt, int nt) -> float(&)[4] { return regs[0][mt * 2 * S::kPn + nt]; };
+      for (int kk = 0; kk < k / 8; ++kk) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) Tf32Mma::LoadA(a[mt], sd + (pr * 32 + mt * 16) * lddz, lddz, kk, lane);
+#pragma unroll
+        for (int j = 0; j < S::kPn; ++j) {
           uint32_t b[4];
-          Tf32Mma::LoadB<false>(b, smem, ldw, kk, j0 + jstep * u, lane);
-          Tf32Mma::Mma(acc[u][0], a, b[0], b[1]);
-          Tf32Mma::Mma(acc[u][1], a, b[2], b[3]);
+          Tf32Mma::LoadB<false>(b, smem, ldw, kk, pc / 16 + j, lane);
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            Tf32Mma::Mma(acc(mt, 2 * j), a[mt], b[0], b[1]);
+            Tf32Mma::Mma(acc(mt, 2 * j + 1), a[mt], b[2], b[3]);
+          }
         }
       }
-    }
-    const int64_t r0 = (blockIdx.x + static_cast<int64_t>(i) * gridDim.x) * kChunk + mt * 16 + g;
+      const int64_t r0 = row0(i) + pr * 32 + g;
 #pragma unroll
-    for (int u = 0; u < S::kU; ++u) {
-      if (j0 + jstep * u >= W / 16) continue;
+      for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int c = (j0 + jstep * u) * 16 + q * 8 + 2 * t;
+        for (int nt = 0; nt < 2 * S::kPn; ++nt) {
+          const int c = pc + nt * 8 + 2 * t;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const float2 hv = *reinterpret_cast<const float2*>(sh + (mt * 16 + g + 8 * half) * S::kLdh + c);
-          const float2 o = make_float2(hv.x > 0.0f ? acc[u][q][2 * half] : 0.0f,
-                                       hv.y > 0.0f ? acc[u][q][2 * half + 1] : 0.0f);
-          if (r0 + 8 * half < n) *reinterpret_cast<float2*>(out + (r0 + 8 * half) * W + c) = o;
-          dbs[u][q][0] += o.x;  // rows past n have h staged as zeros: o = 0
-          dbs[u][q][1] += o.y;
+          for (int half = 0; half < 2; ++half) {
+            const int r = mt * 16 + 8 * half;
+            const float2 hv = *reinterpret_cast<const float2*>(sh + (pr * 32 + r + g) * S::kLdh + c);
+            const float2 o = make_float2(hv.x > 0.0f ? acc(mt, nt)[2 * half] : 0.0f,
+                                         hv.y > 0.0f ? acc(mt, nt)[2 * half + 1] : 0.0f);
+            if (r0 + r < n) *reinterpret_cast<float2*>(out + (r0 + r) * W + c) = o;
+            regs[1][nt][0] += o.x;  // rows past n have h staged as zeros: o = 0
+            regs[1][nt][1] += o.y;
+          }
         }
       }
-    }
-    if constexpr (kDw) {
+    } else if (wgrad) {
 #pragma unroll
-      for (int ti = 0; ti < kDwTiles; ++ti) {
-        const int tile = warp + kDwWarps * ti;
-        if (tile < tiles) {
+      for (int kk = 0; kk < kChunk / 8; ++kk) {
+        uint32_t af[S::kMq][4];
 #pragma unroll
-          for (int kk = 0; kk < kChunk / 8; ++kk) {
-            WgradKStep<Tf32Mma, 1, 1, true>(dacc[ti], dbacc, 0u, sh, S::kLdh, sd, lddz, (tile / tn) * 16,
-                                            (tile % tn) * 16, kk, lane);
+        for (int mq = 0; mq < S::kMq; ++mq) Tf32Mma::WgradA<true>(af[mq], sh, S::kLdh, m0 + 16 * mq, kk, lane);
+#pragma unroll
+        for (int q = 0; q < S::kNq; ++q) {
+          if (n0 + 16 * q < kp) {
+            uint32_t b[4];
+            Tf32Mma::WgradB<true>(b, sd, lddz, n0 + 16 * q, kk, lane);
+#pragma unroll
+            for (int mq = 0; mq < S::kMq; ++mq) {
+              Tf32Mma::Mma(regs[mq][2 * q], af[mq], b[0], b[1]);
+              Tf32Mma::Mma(regs[mq][2 * q + 1], af[mq], b[2], b[3]);
+            }
           }
         }
       }
@@ -1743,68 +1771,64 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
     __syncthreads();
   }
   CpAsyncWait<0>();
-  if constexpr (kDw) {
+  if (wgrad) {
     float* part = dw_parts + static_cast<int64_t>(blockIdx.x) * W * k;
 #pragma unroll
-    for (int ti = 0; ti < kDwTiles; ++ti) {
-      const int tile = warp + kDwWarps * ti;
-      if (tile >= tiles) continue;
-      const int m0 = (tile / tn) * 16, n0 = (tile % tn) * 16;
+    for (int mq = 0; mq < S::kMq; ++mq) {
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int c = n0 + 8 * q + 2 * t;
+      for (int nt = 0; nt < 2 * S::kNq; ++nt) {
+        const int c = n0 + 8 * nt + 2 * t;
         if (c >= k) continue;
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-          *reinterpret_cast<float2*>(part + (m0 + Tf32Mma::WgradRow(g, hr)) * k + c) =
-              make_float2(dacc[ti][0][q][2 * hr], dacc[ti][0][q][2 * hr + 1]);
+          *reinterpret_cast<float2*>(part + (m0 + 16 * mq + Tf32Mma::WgradRow(g, hr)) * k + c) =
+              make_float2(regs[mq][nt][2 * hr], regs[mq][nt][2 * hr + 1]);
         }
       }
     }
   }
-  if (db_parts == nullptr) return;
-  // Column sums over the rows (g) by shuffles, then over the kM warps that
-  // share the columns in a fixed order, through the (now idle) staging.
-  float* red = stage0;  // [kM][W]
+  if (db_parts == nullptr || out == nullptr) return;
+  // Column sums over the rows (g) by shuffles, then over the row groups in a
+  // fixed order, through the (now idle) staging.
+  float* red = stage0;  // [kRowGroups][W]
+  if (product) {
 #pragma unroll
-  for (int u = 0; u < S::kU; ++u) {
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
+    for (int nt = 0; nt < 2 * S::kPn; ++nt) {
 #pragma unroll
       for (int m = 4; m < 32; m <<= 1) {
-        dbs[u][q][0] += __shfl_xor_sync(0xffffffffu, dbs[u][q][0], m);
-        dbs[u][q][1] += __shfl_xor_sync(0xffffffffu, dbs[u][q][1], m);
+        regs[1][nt][0] += __shfl_xor_sync(0xffffffffu, regs[1][nt][0], m);
+        regs[1][nt][1] += __shfl_xor_sync(0xffffffffu, regs[1][nt][1], m);
       }
-      const int c = (j0 + jstep * u) * 16 + q * 8 + 2 * t;
-      if (g == 0 && j0 + jstep * u < W / 16) {
-        red[mt * W + c] = dbs[u][q][0];
-        red[mt * W + c + 1] = dbs[u][q][1];
+      if (g == 0) {
+        red[pr * W + pc + nt * 8 + 2 * t] = regs[1][nt][0];
+        red[pr * W + pc + nt * 8 + 2 * t + 1] = regs[1][nt][1];
       }
     }
   }
   __syncthreads();
   for (int c = threadIdx.x; c < W; c += blockDim.x) {
     float sum = 0.0f;
-    for (int m = 0; m < S::kM; ++m) sum += red[m * W + c];
+    for (int rg = 0; rg < S::kRowGroups; ++rg) sum += red[rg * W + c];
     db_parts[static_cast<int64_t>(blockIdx.x) * W + c] = sum;
   }
 }
 
 template <int W>
 struct DreluWgradLaunch {
-  template <int kChunk, bool kDw>
+  template <int kChunk>
   static cudaError_t Go(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
                         float* db_parts, float* dw_parts, int64_t n, const DeviceLimits& d, cudaStream_t stream) {
     const size_t smem = DreluWgradShape<W, kChunk>::SmemBytes(k);
-    unsigned int grid = 0;
-    cudaError_t err = PersistentGrid(DreluWgradKernel<W, kChunk, kDw>, 32 * kDwWarps, static_cast<int>(smem),
-                                     std::min<int64_t>(kMaxDreluWgradBlocks, (n + kChunk - 1) / kChunk), d, &grid);
+    cudaError_t err = cudaFuncSetAttribute(DreluWgradKernel<W, kChunk>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem));
     if (err != cudaSuccess) return err;
-    DreluWgradKernel<W, kChunk, kDw><<<grid, 32 * kDwWarps, smem, stream>>>(
-        dz, k, w, h, out, db != nullptr ? db_parts : nullptr, dw_parts, n);
+    const int grid = static_cast<int>(std::min<int64_t>(
+        {static_cast<int64_t>(d.sms), kMaxDreluWgradBlocks, (n + kChunk - 1) / kChunk}));
+    DreluWgradKernel<W, kChunk><<<grid, 32 * kDwWarps, smem, stream>>>(
+        dz, k, w, h, out, db != nullptr ? db_parts : nullptr, dw != nullptr ? dw_parts : nullptr, n);
     err = cudaGetLastError();
-    if (err == cudaSuccess && kDw) err = LaunchSumParts(dw_parts, static_cast<int>(grid), static_cast<int64_t>(W) * k, dw, stream);
-    if (err == cudaSuccess && db != nullptr) err = LaunchSumParts(db_parts, static_cast<int>(grid), W, db, stream);
+    if (err == cudaSuccess && dw != nullptr) err = LaunchSumParts(dw_parts, grid, static_cast<int64_t>(W) * k, dw, stream);
+    if (err == cudaSuccess && db != nullptr) err = LaunchSumParts(db_parts, grid, W, db, stream);
     return err;
   }
   // The largest chunk whose staging fits the device (0: none does).
@@ -1820,14 +1844,12 @@ struct DreluWgradLaunch {
     cudaError_t err = QueryDevice(&d);
     if (err != cudaSuccess) return err;
     const int chunk = Chunk(k, d);
-    if (chunk == 0) return DreluLaunch<W>::Run(dz, k, w, h, out, db, db_parts, n, stream);
-    *dw_done = dw != nullptr;
-    if (chunk == 64) {
-      return dw != nullptr ? Go<64, true>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
-                           : Go<64, false>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+    if (chunk == 0) {
+      return out != nullptr ? DreluLaunch<W>::Run(dz, k, w, h, out, db, db_parts, n, stream) : cudaSuccess;
     }
-    return dw != nullptr ? Go<32, true>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
-                         : Go<32, false>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+    *dw_done = dw != nullptr;
+    return chunk == 64 ? Go<64>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
+                       : Go<32>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
   }
 };
 
@@ -1875,8 +1897,10 @@ cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float
   *dw_done = false;
   if (n == 0) return cudaSuccess;
   if (k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth) return cudaErrorInvalidValue;
-  const bool staged = Aligned16(dz) && Aligned16(h);
-  if (!staged) return DispatchWidth<DreluLaunch>(width, dz, k, w, h, out, db, db_parts, n, stream);
+  if (!Aligned16(dz) || !Aligned16(h)) {
+    return out != nullptr ? DispatchWidth<DreluLaunch>(width, dz, k, w, h, out, db, db_parts, n, stream)
+                          : cudaSuccess;
+  }
   return DispatchWidth<DreluWgradLaunch>(width, dz, k, w, h, out, db, dw, db_parts, dw_parts, n, dw_done, stream);
 }
 
