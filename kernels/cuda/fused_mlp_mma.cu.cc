@@ -294,14 +294,16 @@ struct Tf32Mma {
     }
   }
 
+  // kRound false: the values go in as they are (the tensor cores truncate).
+  template <bool kRound = true>
   static __device__ void LoadA(uint32_t (&af)[4], const T* a, int ld, int kk, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const float2 lo = *reinterpret_cast<const float2*>(a + g * ld + kk * 8 + 2 * t);
     const float2 hi = *reinterpret_cast<const float2*>(a + (g + 8) * ld + kk * 8 + 2 * t);
-    af[0] = Tf32(lo.x);
-    af[1] = Tf32(hi.x);
-    af[2] = Tf32(lo.y);
-    af[3] = Tf32(hi.y);
+    af[0] = WgradIn<kRound>(lo.x);
+    af[1] = WgradIn<kRound>(hi.x);
+    af[2] = WgradIn<kRound>(lo.y);
+    af[3] = WgradIn<kRound>(hi.y);
   }
 
   template <typename V>
@@ -1610,7 +1612,9 @@ struct DreluLaunch {
 // dW = h^T dz ([width, k], the gradient of the W above, whose input is h) from
 // the rows of dz and h the product reads anyway, instead of a GEMM that reads
 // them again. The block stages kChunk rows of h and dz at a time in shared
-// memory (cp.async, two chunks in flight). Its warps split the work: the
+// memory (cp.async, two chunks in flight) and gives them to the tensor cores
+// as they are, truncated to TF32 as cuBLAS's TF32 GEMMs of this path
+// truncate theirs (W is rounded, once). Its warps split the work: the
 // first kDwProductWarps take the product, 32 rows x 32 columns of out each
 // (LoadA from the staged dz, W as above, the ReLU mask from the staged h);
 // the others take dW, 32 x 64 tiles accumulated in registers over the
@@ -1647,12 +1651,14 @@ struct DreluWgradShape {
 };
 
 // out may be null (dW alone), dw_parts null (no dW), db_parts null (no db).
-template <int W, int kChunk>
+// K > 0: k is K (a hidden layer's, k = W), its loops and divisions fixed.
+template <int W, int kChunk, int K>
 __global__ void __launch_bounds__(32 * kDwWarps, 1)
-    DreluWgradKernel(const float* __restrict__ dz, int k, const float* __restrict__ w,
+    DreluWgradKernel(const float* __restrict__ dz, int k_arg, const float* __restrict__ w,
                      const float* __restrict__ h, float* __restrict__ out, float* __restrict__ db_parts,
                      float* __restrict__ dw_parts, int64_t n) {
   using S = DreluWgradShape<W, kChunk>;
+  const int k = K > 0 ? K : k_arg;
   extern __shared__ __align__(128) float smem[];
   const int ldw = DreluLdw(k), kp = S::Kp(k), lddz = S::LdDz(k);
   float* const stage0 = smem + W * ldw;
@@ -1715,10 +1721,13 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
 #pragma unroll
       for (int e = 0; e < 2 * S::kNq; ++e) regs[0][e][0] = regs[0][e][1] = regs[0][e][2] = regs[0][e][3] = 0.0f;
       auto acc = [&](int mt, int nt) -> float(&)[4] { return regs[0][mt * 2 * S::kPn + nt]; };
+#pragma unroll 4
       for (int kk = 0; kk < k / 8; ++kk) {
         uint32_t a[2][4];
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) Tf32Mma::LoadA(a[mt], sd + (pr * 32 + mt * 16) * lddz, lddz, kk, lane);
+        for (int mt = 0; mt < 2; ++mt) {
+          Tf32Mma::LoadA<false>(a[mt], sd + (pr * 32 + mt * 16) * lddz, lddz, kk, lane);
+        }
 #pragma unroll
         for (int j = 0; j < S::kPn; ++j) {
           uint32_t b[4];
@@ -1753,12 +1762,12 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
       for (int kk = 0; kk < kChunk / 8; ++kk) {
         uint32_t af[S::kMq][4];
 #pragma unroll
-        for (int mq = 0; mq < S::kMq; ++mq) Tf32Mma::WgradA<true>(af[mq], sh, S::kLdh, m0 + 16 * mq, kk, lane);
+        for (int mq = 0; mq < S::kMq; ++mq) Tf32Mma::WgradA<false>(af[mq], sh, S::kLdh, m0 + 16 * mq, kk, lane);
 #pragma unroll
         for (int q = 0; q < S::kNq; ++q) {
           if (n0 + 16 * q < kp) {
             uint32_t b[4];
-            Tf32Mma::WgradB<true>(b, sd, lddz, n0 + 16 * q, kk, lane);
+            Tf32Mma::WgradB<false>(b, sd, lddz, n0 + 16 * q, kk, lane);
 #pragma unroll
             for (int mq = 0; mq < S::kMq; ++mq) {
               Tf32Mma::Mma(regs[mq][2 * q], af[mq], b[0], b[1]);
@@ -1815,16 +1824,16 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
 
 template <int W>
 struct DreluWgradLaunch {
-  template <int kChunk>
+  template <int kChunk, int K>
   static cudaError_t Go(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
                         float* db_parts, float* dw_parts, int64_t n, const DeviceLimits& d, cudaStream_t stream) {
     const size_t smem = DreluWgradShape<W, kChunk>::SmemBytes(k);
-    cudaError_t err = cudaFuncSetAttribute(DreluWgradKernel<W, kChunk>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
+    cudaError_t err = cudaFuncSetAttribute(DreluWgradKernel<W, kChunk, K>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
     const int grid = static_cast<int>(std::min<int64_t>(
         {static_cast<int64_t>(d.sms), kMaxDreluWgradBlocks, (n + kChunk - 1) / kChunk}));
-    DreluWgradKernel<W, kChunk><<<grid, 32 * kDwWarps, smem, stream>>>(
+    DreluWgradKernel<W, kChunk, K><<<grid, 32 * kDwWarps, smem, stream>>>(
         dz, k, w, h, out, db != nullptr ? db_parts : nullptr, dw != nullptr ? dw_parts : nullptr, n);
     err = cudaGetLastError();
     if (err == cudaSuccess && dw != nullptr) err = LaunchSumParts(dw_parts, grid, static_cast<int64_t>(W) * k, dw, stream);
@@ -1848,8 +1857,12 @@ struct DreluWgradLaunch {
       return out != nullptr ? DreluLaunch<W>::Run(dz, k, w, h, out, db, db_parts, n, stream) : cudaSuccess;
     }
     *dw_done = dw != nullptr;
-    return chunk == 64 ? Go<64>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
-                       : Go<32>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+    if (chunk == 64) {
+      return k == W ? Go<64, W>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
+                    : Go<64, 0>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+    }
+    return k == W ? Go<32, W>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
+                  : Go<32, 0>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
   }
 };
 
