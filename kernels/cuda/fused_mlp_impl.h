@@ -113,9 +113,11 @@ inline WsLayout Layout(const FusedMlpShape& s, size_t elem, BackwardPath path) {
   if (layers) off += Align128(sizeof(float) * kMaxDreluBlocks * s.width);
   w.drelu_dw_off = off;
   if (layers) {
-    // A block takes 32 rows at least; k of the product is the width or the output's.
+    // A block takes 32 rows at least.
+    // dW of a hidden layer, the output layer or the input layer.
     const int64_t blocks = std::min<int64_t>(kMaxDreluWgradBlocks, (s.n + 31) / 32);
-    off += Align128(sizeof(float) * static_cast<size_t>(blocks) * s.width * std::max(s.width, dm.out_p));
+    const size_t per_block = static_cast<size_t>(s.width) * std::max({s.width, dm.out_p, dm.in_p});
+    off += Align128(sizeof(float) * static_cast<size_t>(blocks) * per_block);
   }
   w.splits = Splits(s.n);
   w.part_stride = static_cast<int64_t>(dm.d) * dm.d + dm.d;
@@ -156,6 +158,14 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
                              float* dw, float* db_parts, float* dw_parts, int64_t n, int width, bool* dw_done,
                              cudaStream_t stream);
+// The TF32 layer path's input layer (fused_mlp_mma.cu.cc): dx[n, in_dim] =
+// dz[n, k] W^T and dw[in_dim, k] = x^T dz (each may be null) in one read of
+// dz and x, on TF32 tensor cores, dw summed in a fixed order from dw_parts.
+// *done false (nothing queued) where the kernel does not serve the shape or
+// the device (in_dim not 16, 32, 64 or 128, x or dz not 16-byte aligned, too
+// little shared memory): the caller forms dx and dw.
+cudaError_t InputBackwardTf32(const float* dz, int k, const float* w, const float* x, float* dx, float* dw,
+                              float* dw_parts, int64_t n, int in_dim, bool* done, cudaStream_t stream);
 // float32 layer by layer (fused_mlp_layers.cu.cc): products exact, or on TF32
 // tensor cores with s.tf32; `workspace` is the backward's (Layout).
 GpuStatus ForwardLayers(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,

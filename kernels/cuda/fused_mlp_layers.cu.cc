@@ -122,6 +122,15 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
                                      reinterpret_cast<float*>(workspace + ws.drelu_dw_off), s.n, s.width, &dw_done,
                                      stream));
     }
+    // The input layer on TF32: dx and dW from one read of dz and x.
+    bool dx_done = false;
+    if (st.ok() && l == 0 && s.tf32 && (dx != nullptr || g.dw[0] != nullptr)) {
+      st = CudaCall("FusedMLP input layer backward launch",
+                    InputBackwardTf32(dz, nn, p.w[0], x, dx, g.dw[0],
+                                      reinterpret_cast<float*>(workspace + ws.drelu_dw_off), s.n, s.in_dim,
+                                      &dx_done, stream));
+      dw_done = dx_done && g.dw[0] != nullptr;
+    }
     if (st.ok() && g.dw[l] != nullptr && !dw_done) {
       st = RowMajorSgemm(true, false, k, nn, s.n, a, k, dz, nn, g.dw[l], nn, s.tf32, stream);
     }
@@ -129,7 +138,7 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
       st = RowMajorSgemm(1, nn, s.n, ones, s.n, dz, nn, g.db[l], nn, s.tf32, stream);
     }
     if (!st.ok() || l == stop) {
-      if (st.ok() && l == 0 && dx != nullptr) {
+      if (st.ok() && l == 0 && dx != nullptr && !dx_done) {
         st = RowMajorSgemm(false, true, s.n, s.in_dim, nn, dz, nn, p.w[0], nn, dx, s.in_dim, s.tf32, stream);
       }
       break;

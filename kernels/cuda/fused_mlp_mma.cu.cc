@@ -1651,8 +1651,9 @@ struct DreluWgradShape {
 };
 
 // out may be null (dW alone), dw_parts null (no dW), db_parts null (no db).
-// K > 0: k is K (a hidden layer's, k = W), its loops and divisions fixed.
-template <int W, int kChunk, int K>
+// K > 0: k is K, its loops and divisions fixed. !kRelu: out = dz W^T as it
+// is (the input layer's dx, with h = x).
+template <int W, int kChunk, int K, bool kRelu>
 __global__ void __launch_bounds__(32 * kDwWarps, 1)
     DreluWgradKernel(const float* __restrict__ dz, int k_arg, const float* __restrict__ w,
                      const float* __restrict__ h, float* __restrict__ out, float* __restrict__ db_parts,
@@ -1748,9 +1749,11 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int r = mt * 16 + 8 * half;
-            const float2 hv = *reinterpret_cast<const float2*>(sh + (pr * 32 + r + g) * S::kLdh + c);
-            const float2 o = make_float2(hv.x > 0.0f ? acc(mt, nt)[2 * half] : 0.0f,
-                                         hv.y > 0.0f ? acc(mt, nt)[2 * half + 1] : 0.0f);
+            float2 o = make_float2(acc(mt, nt)[2 * half], acc(mt, nt)[2 * half + 1]);
+            if constexpr (kRelu) {
+              const float2 hv = *reinterpret_cast<const float2*>(sh + (pr * 32 + r + g) * S::kLdh + c);
+              o = make_float2(hv.x > 0.0f ? o.x : 0.0f, hv.y > 0.0f ? o.y : 0.0f);
+            }
             if (r0 + r < n) *reinterpret_cast<float2*>(out + (r0 + r) * W + c) = o;
             regs[1][nt][0] += o.x;  // rows past n have h staged as zeros: o = 0
             regs[1][nt][1] += o.y;
@@ -1822,49 +1825,58 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
   }
 }
 
-template <int W>
-struct DreluWgradLaunch {
+// kRelu: the ReLU backward through a hidden layer (K fixed when k == W);
+// otherwise the input layer's dx and dW (K fixed when k == 128, a wide
+// hidden layer).
+template <int W, bool kRelu>
+struct StagedBackwardLaunch {
   template <int kChunk, int K>
   static cudaError_t Go(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
                         float* db_parts, float* dw_parts, int64_t n, const DeviceLimits& d, cudaStream_t stream) {
     const size_t smem = DreluWgradShape<W, kChunk>::SmemBytes(k);
-    cudaError_t err = cudaFuncSetAttribute(DreluWgradKernel<W, kChunk, K>,
+    cudaError_t err = cudaFuncSetAttribute(DreluWgradKernel<W, kChunk, K, kRelu>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
     const int grid = static_cast<int>(std::min<int64_t>(
         {static_cast<int64_t>(d.sms), kMaxDreluWgradBlocks, (n + kChunk - 1) / kChunk}));
-    DreluWgradKernel<W, kChunk, K><<<grid, 32 * kDwWarps, smem, stream>>>(
+    DreluWgradKernel<W, kChunk, K, kRelu><<<grid, 32 * kDwWarps, smem, stream>>>(
         dz, k, w, h, out, db != nullptr ? db_parts : nullptr, dw != nullptr ? dw_parts : nullptr, n);
     err = cudaGetLastError();
     if (err == cudaSuccess && dw != nullptr) err = LaunchSumParts(dw_parts, grid, static_cast<int64_t>(W) * k, dw, stream);
     if (err == cudaSuccess && db != nullptr) err = LaunchSumParts(db_parts, grid, W, db, stream);
     return err;
   }
-  // The largest chunk whose staging fits the device (0: none does).
-  static int Chunk(int k, const DeviceLimits& d) {
-    if (DreluWgradShape<W, 64>::SmemBytes(k) <= static_cast<size_t>(d.smem_optin)) return 64;
-    if (DreluWgradShape<W, 32>::SmemBytes(k) <= static_cast<size_t>(d.smem_optin)) return 32;
-    return 0;
+  template <int kChunk>
+  static cudaError_t At(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
+                        float* db_parts, float* dw_parts, int64_t n, const DeviceLimits& d, cudaStream_t stream) {
+    constexpr int kFixed = kRelu ? W : 128;
+    return k == kFixed ? Go<kChunk, kFixed>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
+                       : Go<kChunk, 0>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
   }
+  // Runs the kernel with the largest chunk whose staging fits the device;
+  // *ran false (nothing queued) when none does.
   static cudaError_t Run(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
-                         float* db_parts, float* dw_parts, int64_t n, bool* dw_done, cudaStream_t stream) {
-    *dw_done = false;
+                         float* db_parts, float* dw_parts, int64_t n, bool* ran, cudaStream_t stream) {
+    *ran = false;
     DeviceLimits d;
     cudaError_t err = QueryDevice(&d);
     if (err != cudaSuccess) return err;
-    const int chunk = Chunk(k, d);
-    if (chunk == 0) {
-      return out != nullptr ? DreluLaunch<W>::Run(dz, k, w, h, out, db, db_parts, n, stream) : cudaSuccess;
+    const size_t optin = static_cast<size_t>(d.smem_optin);
+    if (DreluWgradShape<W, 64>::SmemBytes(k) <= optin) {
+      *ran = true;
+      return At<64>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
     }
-    *dw_done = dw != nullptr;
-    if (chunk == 64) {
-      return k == W ? Go<64, W>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
-                    : Go<64, 0>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+    if (DreluWgradShape<W, 32>::SmemBytes(k) <= optin) {
+      *ran = true;
+      return At<32>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
     }
-    return k == W ? Go<32, W>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
-                  : Go<32, 0>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
+    return cudaSuccess;
   }
 };
+template <int W>
+using DreluWgradLaunch = StagedBackwardLaunch<W, true>;
+template <int W>
+using InputWgradLaunch = StagedBackwardLaunch<W, false>;
 
 }  // namespace
 
@@ -1910,11 +1922,27 @@ cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float
   *dw_done = false;
   if (n == 0) return cudaSuccess;
   if (k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth) return cudaErrorInvalidValue;
-  if (!Aligned16(dz) || !Aligned16(h)) {
-    return out != nullptr ? DispatchWidth<DreluLaunch>(width, dz, k, w, h, out, db, db_parts, n, stream)
-                          : cudaSuccess;
+  bool ran = false;
+  if (Aligned16(dz) && Aligned16(h)) {
+    const cudaError_t err =
+        DispatchWidth<DreluWgradLaunch>(width, dz, k, w, h, out, db, dw, db_parts, dw_parts, n, &ran, stream);
+    if (err != cudaSuccess || ran) {
+      *dw_done = ran && dw != nullptr;
+      return err;
+    }
   }
-  return DispatchWidth<DreluWgradLaunch>(width, dz, k, w, h, out, db, dw, db_parts, dw_parts, n, dw_done, stream);
+  return out != nullptr ? DispatchWidth<DreluLaunch>(width, dz, k, w, h, out, db, db_parts, n, stream) : cudaSuccess;
+}
+
+cudaError_t InputBackwardTf32(const float* dz, int k, const float* w, const float* x, float* dx, float* dw,
+                              float* dw_parts, int64_t n, int in_dim, bool* done, cudaStream_t stream) {
+  *done = false;
+  const bool staged_width = in_dim == 16 || in_dim == 32 || in_dim == 64 || in_dim == 128;
+  if (n == 0 || k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth || !staged_width || !Aligned16(dz) ||
+      !Aligned16(x)) {
+    return cudaSuccess;
+  }
+  return DispatchWidth<InputWgradLaunch>(in_dim, dz, k, w, x, dx, nullptr, dw, nullptr, dw_parts, n, done, stream);
 }
 
 }  // namespace fused_mlp_impl

@@ -365,16 +365,20 @@ def test_tf32_rows(width, n):
     check_case(cupy, lib, rng, n, 24, width, 3, 9, "softplus", "trunc_exp", TF32)
 
 
-@pytest.mark.parametrize("width,out_dim", [(128, 16), (128, 24), (64, 128), (16, 8)])
+@pytest.mark.parametrize("width,in_dim,out_dim,act", [(128, 64, 16, "relu"), (128, 40, 24, "relu"),
+                                                      (64, 128, 128, "relu"), (16, 32, 8, "relu"),
+                                                      (128, 64, 16, "softplus")])
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 64, 65, 8191, 300_007])
-def test_tf32_layers_relu_rows(width, out_dim, n):
-    """The layer path's ReLU backward, which forms each layer's dW from the
-    rows it stages: fewer rows than a chunk, ragged last chunks, more chunks
-    than the grid holds; dz's columns padded to 16 (out 24, 8) and wider than
-    the hidden width (64 x 128)."""
+def test_tf32_layers_staged_backward(width, in_dim, out_dim, act, n):
+    """The layer path's staged backward kernels: the ReLU backward, which
+    forms each hidden layer's dW from the rows it stages, and the input
+    layer's dx and dW (in_dim 16, 32, 64 or 128; 40 takes cuBLAS): fewer rows
+    than a chunk, ragged last chunks, more chunks than the grid holds; dz's
+    columns padded to 16 (out 24, 8) and wider than the hidden width (64 x
+    128); the input layer under a hidden activation other than ReLU."""
     cupy, lib = require_gpu()
-    rng = np.random.default_rng(width + out_dim + n)
-    check_case(cupy, lib, rng, n, 40, width, 3, out_dim, "relu", "none", TF32_LAYERS)
+    rng = np.random.default_rng(width + in_dim + out_dim + n)
+    check_case(cupy, lib, rng, n, in_dim, width, 3, out_dim, act, "none", TF32_LAYERS)
 
 
 @pytest.mark.parametrize("width", [16, 64])
@@ -442,24 +446,24 @@ def test_layer_path_computes_only_what_is_asked(dtype, act, out_act, out_dim):
     ReLU backward's fixed-order sums are deterministic on one GPU): dW of the
     middle layer alone, dW of the output layer alone (on TF32 with ReLU the
     ReLU backward forms it), db of a hidden layer and of the output layer
-    alone, dx alone."""
+    alone, dx alone (on TF32 the input layer's kernel forms dx and dW0)."""
     cupy, lib = require_gpu()
     rng = np.random.default_rng(31)
     tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
-    ws, bs = make_net(rng, 12, 64, 3, out_dim, np.float32)
-    x = rng.uniform(-1, 1, (5000, 12)).astype(np.float32)
+    ws, bs = make_net(rng, 16, 64, 3, out_dim, np.float32)
+    x = rng.uniform(-1, 1, (5000, 16)).astype(np.float32)
     dy = rng.standard_normal((5000, out_dim)).astype(np.float32)
     y, saved, dev = run_forward(cupy, lib, x, ws, bs, act, out_act, training=True, tf32=tf32, impl=impl)
     dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, act, out_act, tf32=tf32, impl=impl)
     fn = _entry(lib, "backward", np.float32, tf32, impl)
-    for want in (("dw", 1), ("dw", 3), ("db", 1), ("db", 3), ("dx", None)):
+    for want in (("dw", 0), ("dw", 1), ("dw", 3), ("db", 1), ("db", 3), ("dx", None)):
         one_w = [cupy.full(w.shape, np.nan, np.float32) if want == ("dw", l) else None for l, w in enumerate(ws)]
         one_b = [cupy.full(b.shape, np.nan, np.float32) if want == ("db", l) else None for l, b in enumerate(bs)]
         one_dx = cupy.full(x.shape, np.nan, np.float32) if want[0] == "dx" else None
-        wsb = workspace(cupy, lib, 5000, 12, 64, 3, out_dim, np.float32, tf32, impl)
+        wsb = workspace(cupy, lib, 5000, 16, 64, 3, out_dim, np.float32, tf32, impl)
         check(fn(dptr(cupy.asarray(dy)), dptr(dev[0]), dptr(y), dptr(saved), _ptrs(dev[1]), _ptrs(dev[2]),
                  dptr(one_dx) if one_dx is not None else None, _ptrs(one_w), _ptrs(one_b), dptr(wsb),
-                 ctypes.c_int64(5000), 12, 64, 3, out_dim, ACT[act], ACT[out_act], ctypes.c_float(ALPHA),
+                 ctypes.c_int64(5000), 16, 64, 3, out_dim, ACT[act], ACT[out_act], ctypes.c_float(ALPHA),
                  stream_ptr(cupy)))
         got = one_dx if want[0] == "dx" else (one_w if want[0] == "dw" else one_b)[want[1]]
         full = dx if want[0] == "dx" else (gw if want[0] == "dw" else gb)[want[1]]
