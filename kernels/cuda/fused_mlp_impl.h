@@ -28,11 +28,11 @@ namespace fused_mlp_impl {
 constexpr int kMaxSplits = 256;
 constexpr int kSplitRows = 4096;
 
-// Blocks of the TF32 layer path's ReLU backward (DreluProductTf32), at most:
-// the kernel without the weight gradient, and the one that forms it (its
-// per-block dW partials, [width, k] each, are in the workspace).
+// Blocks, at most, of the TF32 layer path's first ReLU backward kernel and of
+// its staged kernels (the ReLU backward with dW, the input layer's dx and
+// dW), whose per-block dW partials are in the workspace.
 constexpr int kMaxDreluBlocks = 1024;
-constexpr int kMaxDreluWgradBlocks = 256;
+constexpr int kMaxStagedBackwardBlocks = 256;
 
 inline int Pad16(int v) { return (v + 15) / 16 * 16; }
 
@@ -88,7 +88,7 @@ struct WsLayout {
   size_t dz_off[kFusedMlpMaxMatrices];  // valid unless path == kFusedWgrad
   size_t ones_off;  // kLayers: n ones (the bias gradients, 1^T dz)
   size_t drelu_off;  // kLayers: DreluProductTf32's per-block column sums
-  size_t drelu_dw_off;  // kLayers: DreluProductTf32's per-block weight gradients
+  size_t drelu_dw_off;  // kLayers: the staged backward kernels' per-block weight gradients
   size_t part_off;
   int splits;
   int64_t part_stride;
@@ -113,9 +113,8 @@ inline WsLayout Layout(const FusedMlpShape& s, size_t elem, BackwardPath path) {
   if (layers) off += Align128(sizeof(float) * kMaxDreluBlocks * s.width);
   w.drelu_dw_off = off;
   if (layers) {
-    // A block takes 32 rows at least.
-    // dW of a hidden layer, the output layer or the input layer.
-    const int64_t blocks = std::min<int64_t>(kMaxDreluWgradBlocks, (s.n + 31) / 32);
+    // dW of a hidden, the output or the input layer; a block takes 32 rows at least.
+    const int64_t blocks = std::min<int64_t>(kMaxStagedBackwardBlocks, (s.n + 31) / 32);
     const size_t per_block = static_cast<size_t>(s.width) * std::max({s.width, dm.out_p, dm.in_p});
     off += Align128(sizeof(float) * static_cast<size_t>(blocks) * per_block);
   }

@@ -12,7 +12,8 @@
 // from the saved output h; dx = dz W^T at the first layer. On TF32 with ReLU
 // hidden layers, dz', the lower layer's db and this layer's dW come from one
 // tensor-core kernel instead (DreluProductTf32: dz and h read once, dz'
-// written once, no dW or db GEMM). Layers below the lowest wanted gradient
+// written once, no dW or db GEMM), and on TF32 the first layer's dx and dW
+// from another (InputBackwardTf32: dz and x read once). Layers below the lowest wanted gradient
 // are not visited. cuBLAS, and our kernels' fixed-order sums, return the same
 // bits on every run on one GPU model and SM count, so dW and db are
 // deterministic.

@@ -1606,31 +1606,31 @@ struct DreluLaunch {
   }
 };
 
-
-// ---- the same, forming the weight gradient of the layer above ----------------
+// ---- the layer path's staged backward: a layer's dz' and its dW in one read --
 //
-// dW = h^T dz ([width, k], the gradient of the W above, whose input is h) from
-// the rows of dz and h the product reads anyway, instead of a GEMM that reads
-// them again. The block stages kChunk rows of h and dz at a time in shared
-// memory (cp.async, two chunks in flight) and gives them to the tensor cores
-// as they are, truncated to TF32 as cuBLAS's TF32 GEMMs of this path
-// truncate theirs (W is rounded, once). Its warps split the work: the
-// first kDwProductWarps take the product, 32 rows x 32 columns of out each
-// (LoadA from the staged dz, W as above, the ReLU mask from the staged h);
-// the others take dW, 32 x 64 tiles accumulated in registers over the
-// block's chunks (the fused backward's WgradA / WgradB fragments). Large
-// warp tiles because shared memory's bandwidth, not DRAM's, bounds smaller
-// ones. dW and db go to per-block partials, summed in block order by
-// LaunchSumParts: deterministic on one GPU. The grid is one block per SM
-// whatever is wanted, so a gradient asked for alone has the full backward's
-// bits.
+// Through a hidden ReLU layer: out = (dz W^T) * (h > 0) and db as above, and
+// dW = h^T dz ([width, k], the gradient of the W above, whose input is h)
+// from the same rows of dz and h, instead of a GEMM that reads them again.
+// Through the input layer (kRelu false, h = x): dx = dz W^T and dW = x^T dz.
+// The block stages kChunk rows of h and dz at a time in shared memory
+// (cp.async, two chunks in flight) and gives them to the tensor cores as they
+// are, truncated to TF32 as cuBLAS's TF32 GEMMs of this path truncate theirs
+// (W is rounded, once). Its warps split the work: the first kDwProductWarps
+// take the product, 32 rows x 32 columns of out each (LoadA from the staged
+// dz, W as above, the ReLU mask from the staged h); the others take dW, 32 x
+// 64 tiles accumulated in registers over the block's chunks (the fused
+// backward's WgradA / WgradB fragments). Tiles this large keep the
+// shared-memory traffic per row below what DRAM delivers. dW and db go to
+// per-block partials, summed in block order by LaunchSumParts: deterministic
+// on one GPU. The grid is one block per SM whatever is wanted, so a gradient
+// asked for alone has the full backward's bits.
 
 constexpr int kDwWarps = 16;
 constexpr int kDwProductWarps = 8;
 constexpr int kDwStages = 2;
 
 template <int W, int kChunk>
-struct DreluWgradShape {
+struct StagedBackwardShape {
   // The product: row groups of 32 and column groups of kPc.
   static constexpr int kPc = W < 32 ? W : 32;
   static constexpr int kPn = kPc / 16;  // n16 tiles of a column group
@@ -1655,10 +1655,10 @@ struct DreluWgradShape {
 // is (the input layer's dx, with h = x).
 template <int W, int kChunk, int K, bool kRelu>
 __global__ void __launch_bounds__(32 * kDwWarps, 1)
-    DreluWgradKernel(const float* __restrict__ dz, int k_arg, const float* __restrict__ w,
+    StagedBackwardKernel(const float* __restrict__ dz, int k_arg, const float* __restrict__ w,
                      const float* __restrict__ h, float* __restrict__ out, float* __restrict__ db_parts,
                      float* __restrict__ dw_parts, int64_t n) {
-  using S = DreluWgradShape<W, kChunk>;
+  using S = StagedBackwardShape<W, kChunk>;
   const int k = K > 0 ? K : k_arg;
   extern __shared__ __align__(128) float smem[];
   const int ldw = DreluLdw(k), kp = S::Kp(k), lddz = S::LdDz(k);
@@ -1833,13 +1833,13 @@ struct StagedBackwardLaunch {
   template <int kChunk, int K>
   static cudaError_t Go(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
                         float* db_parts, float* dw_parts, int64_t n, const DeviceLimits& d, cudaStream_t stream) {
-    const size_t smem = DreluWgradShape<W, kChunk>::SmemBytes(k);
-    cudaError_t err = cudaFuncSetAttribute(DreluWgradKernel<W, kChunk, K, kRelu>,
+    const size_t smem = StagedBackwardShape<W, kChunk>::SmemBytes(k);
+    cudaError_t err = cudaFuncSetAttribute(StagedBackwardKernel<W, kChunk, K, kRelu>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
     const int grid = static_cast<int>(std::min<int64_t>(
-        {static_cast<int64_t>(d.sms), kMaxDreluWgradBlocks, (n + kChunk - 1) / kChunk}));
-    DreluWgradKernel<W, kChunk, K, kRelu><<<grid, 32 * kDwWarps, smem, stream>>>(
+        {static_cast<int64_t>(d.sms), kMaxStagedBackwardBlocks, (n + kChunk - 1) / kChunk}));
+    StagedBackwardKernel<W, kChunk, K, kRelu><<<grid, 32 * kDwWarps, smem, stream>>>(
         dz, k, w, h, out, db != nullptr ? db_parts : nullptr, dw != nullptr ? dw_parts : nullptr, n);
     err = cudaGetLastError();
     if (err == cudaSuccess && dw != nullptr) err = LaunchSumParts(dw_parts, grid, static_cast<int64_t>(W) * k, dw, stream);
@@ -1862,11 +1862,11 @@ struct StagedBackwardLaunch {
     cudaError_t err = QueryDevice(&d);
     if (err != cudaSuccess) return err;
     const size_t optin = static_cast<size_t>(d.smem_optin);
-    if (DreluWgradShape<W, 64>::SmemBytes(k) <= optin) {
+    if (StagedBackwardShape<W, 64>::SmemBytes(k) <= optin) {
       *ran = true;
       return At<64>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
     }
-    if (DreluWgradShape<W, 32>::SmemBytes(k) <= optin) {
+    if (StagedBackwardShape<W, 32>::SmemBytes(k) <= optin) {
       *ran = true;
       return At<32>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
     }
