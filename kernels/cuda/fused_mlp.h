@@ -39,6 +39,11 @@ struct FusedMlpShape {
   // library's choice, FusedMlpUsesLayers), kFusedMlpTf32Fused or
   // kFusedMlpTf32Layers.
   int tf32_impl = 0;
+  // The TF32 layer path's staged backward kernels (docs/FUSED_MLP_GPU.md),
+  // for tests: rows per staged chunk, 0 for the device's choice (64, or 32
+  // where 64 do not fit its shared memory), 32, or -1 for none (the first
+  // ReLU backward kernel and cuBLAS, as on devices where neither fits).
+  int tf32_staged_rows = 0;
 };
 
 constexpr int kFusedMlpTf32Auto = 0;

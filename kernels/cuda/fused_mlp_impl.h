@@ -154,17 +154,19 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 // dw are summed in a fixed order from per-block sums in db_parts
 // (kMaxDreluBlocks * width floats) and dw_parts (WsLayout::drelu_dw_off).
 // k % 8 == 0, k <= kFusedMlpMaxIoWidth; dz, h and out 8-byte aligned.
+// staged_rows: FusedMlpShape::tf32_staged_rows.
 cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
-                             float* dw, float* db_parts, float* dw_parts, int64_t n, int width, bool* dw_done,
-                             cudaStream_t stream);
+                             float* dw, float* db_parts, float* dw_parts, int64_t n, int width, int staged_rows,
+                             bool* dw_done, cudaStream_t stream);
 // The TF32 layer path's input layer (fused_mlp_mma.cu.cc): dx[n, in_dim] =
 // dz[n, k] W^T and dw[in_dim, k] = x^T dz (each may be null) in one read of
 // dz and x, on TF32 tensor cores, dw summed in a fixed order from dw_parts.
 // *done false (nothing queued) where the kernel does not serve the shape or
 // the device (in_dim not 16, 32, 64 or 128, x or dz not 16-byte aligned, too
-// little shared memory): the caller forms dx and dw.
+// little shared memory, staged_rows -1): the caller forms dx and dw.
 cudaError_t InputBackwardTf32(const float* dz, int k, const float* w, const float* x, float* dx, float* dw,
-                              float* dw_parts, int64_t n, int in_dim, bool* done, cudaStream_t stream);
+                              float* dw_parts, int64_t n, int in_dim, int staged_rows, bool* done,
+                              cudaStream_t stream);
 // float32 layer by layer (fused_mlp_layers.cu.cc): products exact, or on TF32
 // tensor cores with s.tf32; `workspace` is the backward's (Layout).
 GpuStatus ForwardLayers(const float* x, const FusedMlpParams<float>& p, float* y, float* saved,

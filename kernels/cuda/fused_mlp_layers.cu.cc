@@ -120,8 +120,8 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
       st = CudaCall("FusedMLP ReLU backward launch",
                     DreluProductTf32(dz, nn, p.w[l], a, below, drelu ? g.db[l - 1] : nullptr, g.dw[l],
                                      reinterpret_cast<float*>(workspace + ws.drelu_off),
-                                     reinterpret_cast<float*>(workspace + ws.drelu_dw_off), s.n, s.width, &dw_done,
-                                     stream));
+                                     reinterpret_cast<float*>(workspace + ws.drelu_dw_off), s.n, s.width,
+                                     s.tf32_staged_rows, &dw_done, stream));
     }
     // The input layer on TF32: dx and dW from one read of dz and x.
     bool dx_done = false;
@@ -129,7 +129,7 @@ GpuStatus BackwardLayers(const float* dy, const float* x, const float* y, const 
       st = CudaCall("FusedMLP input layer backward launch",
                     InputBackwardTf32(dz, nn, p.w[0], x, dx, g.dw[0],
                                       reinterpret_cast<float*>(workspace + ws.drelu_dw_off), s.n, s.in_dim,
-                                      &dx_done, stream));
+                                      s.tf32_staged_rows, &dx_done, stream));
       dw_done = dx_done && g.dw[0] != nullptr;
     }
     if (st.ok() && g.dw[l] != nullptr && !dw_done) {

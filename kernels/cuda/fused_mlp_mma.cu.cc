@@ -1853,16 +1853,18 @@ struct StagedBackwardLaunch {
     return k == kFixed ? Go<kChunk, kFixed>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream)
                        : Go<kChunk, 0>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
   }
-  // Runs the kernel with the largest chunk whose staging fits the device;
-  // *ran false (nothing queued) when none does.
+  // Runs the kernel with the largest chunk whose staging fits the device (or
+  // the rows asked for: FusedMlpShape::tf32_staged_rows); *ran false
+  // (nothing queued) when none does.
   static cudaError_t Run(const float* dz, int k, const float* w, const float* h, float* out, float* db, float* dw,
-                         float* db_parts, float* dw_parts, int64_t n, bool* ran, cudaStream_t stream) {
+                         float* db_parts, float* dw_parts, int64_t n, int rows, bool* ran, cudaStream_t stream) {
     *ran = false;
+    if (rows < 0) return cudaSuccess;
     DeviceLimits d;
     cudaError_t err = QueryDevice(&d);
     if (err != cudaSuccess) return err;
     const size_t optin = static_cast<size_t>(d.smem_optin);
-    if (StagedBackwardShape<W, 64>::SmemBytes(k) <= optin) {
+    if (rows != 32 && StagedBackwardShape<W, 64>::SmemBytes(k) <= optin) {
       *ran = true;
       return At<64>(dz, k, w, h, out, db, dw, db_parts, dw_parts, n, d, stream);
     }
@@ -1917,15 +1919,16 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 }
 
 cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
-                             float* dw, float* db_parts, float* dw_parts, int64_t n, int width, bool* dw_done,
-                             cudaStream_t stream) {
+                             float* dw, float* db_parts, float* dw_parts, int64_t n, int width, int staged_rows,
+                             bool* dw_done, cudaStream_t stream) {
   *dw_done = false;
   if (n == 0) return cudaSuccess;
   if (k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth) return cudaErrorInvalidValue;
   bool ran = false;
   if (Aligned16(dz) && Aligned16(h)) {
     const cudaError_t err =
-        DispatchWidth<DreluWgradLaunch>(width, dz, k, w, h, out, db, dw, db_parts, dw_parts, n, &ran, stream);
+        DispatchWidth<DreluWgradLaunch>(width, dz, k, w, h, out, db, dw, db_parts, dw_parts, n, staged_rows, &ran,
+                                        stream);
     if (err != cudaSuccess || ran) {
       *dw_done = ran && dw != nullptr;
       return err;
@@ -1935,14 +1938,16 @@ cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float
 }
 
 cudaError_t InputBackwardTf32(const float* dz, int k, const float* w, const float* x, float* dx, float* dw,
-                              float* dw_parts, int64_t n, int in_dim, bool* done, cudaStream_t stream) {
+                              float* dw_parts, int64_t n, int in_dim, int staged_rows, bool* done,
+                              cudaStream_t stream) {
   *done = false;
   const bool staged_width = in_dim == 16 || in_dim == 32 || in_dim == 64 || in_dim == 128;
   if (n == 0 || k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth || !staged_width || !Aligned16(dz) ||
       !Aligned16(x)) {
     return cudaSuccess;
   }
-  return DispatchWidth<InputWgradLaunch>(in_dim, dz, k, w, x, dx, nullptr, dw, nullptr, dw_parts, n, done, stream);
+  return DispatchWidth<InputWgradLaunch>(in_dim, dz, k, w, x, dx, nullptr, dw, nullptr, dw_parts, n, staged_rows,
+                                         done, stream);
 }
 
 }  // namespace fused_mlp_impl

@@ -52,9 +52,14 @@ def _suffix(dtype, tf32=False):
 
 
 TF32 = "tf32"  # a dtype parameter: float32 arrays, the harness's TF32 entry points
-# TF32 through one implementation (kFusedMlpTf32Fused / kFusedMlpTf32Layers)
+# TF32 through one implementation (kFusedMlpTf32Fused / kFusedMlpTf32Layers);
+# the layer path with its staged backward kernels' 32-row chunks (what
+# devices with less shared memory than the H100 run), or without them (where
+# neither chunk fits): FusedMlpShape::tf32_staged_rows.
 TF32_FUSED, TF32_LAYERS = "tf32_fused", "tf32_layers"
-TF32_IMPL = {TF32: 0, TF32_FUSED: 1, TF32_LAYERS: 2}
+TF32_LAYERS32, TF32_UNSTAGED = "tf32_layers32", "tf32_unstaged"
+TF32_IMPL = {TF32: 0, TF32_FUSED: 1, TF32_LAYERS: 2, TF32_LAYERS32: 3, TF32_UNSTAGED: 4}
+TF32_LAYER_VARIANTS = [TF32_LAYERS, TF32_LAYERS32, TF32_UNSTAGED]
 FLOAT32_DTYPES = [np.float32, TF32, TF32_FUSED, TF32_LAYERS]
 
 
@@ -369,16 +374,18 @@ def test_tf32_rows(width, n):
                                                       (64, 128, 128, "relu"), (16, 32, 8, "relu"),
                                                       (128, 64, 16, "softplus")])
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 64, 65, 8191, 300_007])
-def test_tf32_layers_staged_backward(width, in_dim, out_dim, act, n):
+@pytest.mark.parametrize("dtype", TF32_LAYER_VARIANTS)
+def test_tf32_layers_staged_backward(width, in_dim, out_dim, act, n, dtype):
     """The layer path's staged backward kernels: the ReLU backward, which
     forms each hidden layer's dW from the rows it stages, and the input
     layer's dx and dW (in_dim 16, 32, 64 or 128; 40 takes cuBLAS): fewer rows
     than a chunk, ragged last chunks, more chunks than the grid holds; dz's
     columns padded to 16 (out 24, 8) and wider than the hidden width (64 x
-    128); the input layer under a hidden activation other than ReLU."""
+    128); the input layer under a hidden activation other than ReLU. With
+    64-row chunks (the H100's), 32-row chunks, and without the kernels."""
     cupy, lib = require_gpu()
     rng = np.random.default_rng(width + in_dim + out_dim + n)
-    check_case(cupy, lib, rng, n, in_dim, width, 3, out_dim, act, "none", TF32_LAYERS)
+    check_case(cupy, lib, rng, n, in_dim, width, 3, out_dim, act, "none", dtype)
 
 
 @pytest.mark.parametrize("width", [16, 64])
@@ -438,7 +445,7 @@ def test_tf32_path_is_used():
     assert d_exact > 100 * d_tf32, (d_tf32, d_exact)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, TF32_LAYERS])
+@pytest.mark.parametrize("dtype", [np.float32] + TF32_LAYER_VARIANTS)
 @pytest.mark.parametrize("act,out_act,out_dim", [("softplus", "sigmoid", 5), ("relu", "none", 16)])
 def test_layer_path_computes_only_what_is_asked(dtype, act, out_act, out_dim):
     """The layer path visits no layer below the lowest wanted gradient, and

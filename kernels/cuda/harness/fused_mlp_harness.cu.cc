@@ -15,7 +15,10 @@ mo::cuda::FusedMlpShape Shape(int64_t n, int in_dim, int width, int hidden_layer
                               int act, int out_act, float alpha, bool tf32 = false, int tf32_impl = 0) {
   mo::cuda::FusedMlpShape s{n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha};
   s.tf32 = tf32;
-  s.tf32_impl = tf32_impl;
+  // 3 and 4: layer by layer with the staged backward kernels' 32-row chunks,
+  // or without them (FusedMlpShape::tf32_staged_rows).
+  s.tf32_impl = tf32_impl == 3 || tf32_impl == 4 ? mo::cuda::kFusedMlpTf32Layers : tf32_impl;
+  s.tf32_staged_rows = tf32_impl == 3 ? 32 : tf32_impl == 4 ? -1 : 0;
   return s;
 }
 
@@ -137,7 +140,8 @@ int metal_ops_fused_mlp_backward_tf32(const void* dy, const void* x, const void*
 }
 
 // TF32 through a chosen implementation (kFusedMlpTf32Fused = 1, kFusedMlpTf32Layers
-// = 2; 0 is the library's choice, as the _tf32 entry points): tests and tuning.
+// = 2, layers with 32-row staged chunks = 3, layers without the staged kernels
+// = 4; 0 is the library's choice, as the _tf32 entry points): tests and tuning.
 int metal_ops_fused_mlp_forward_tf32_impl(const void* x, const int64_t* w, const int64_t* b, void* y, void* saved,
                                           int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
                                           int out_act, float alpha, int impl, cudaStream_t stream) {
