@@ -54,8 +54,8 @@ inline std::vector<checks::Dims> DimsOfList(const ::tensorflow::OpInputList& lis
 }
 
 // Output `index` allocated, or left null where the graph consumes it nowhere
-// (an inference graph's `hidden`: 1 GiB at 2^20 rows of a 4 x 64 float32
-// net; a gradient no one asked for), and the functor skips that work.
+// (an inference graph's `hidden`, a gradient no one asked for), and the
+// functor skips that work.
 template <typename T>
 absl::Status AllocateWanted(::tensorflow::OpKernelContext* ctx, int index, const ::tensorflow::TensorShape& shape,
                             T** data) {

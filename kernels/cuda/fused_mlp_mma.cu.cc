@@ -616,17 +616,18 @@ __device__ __forceinline__ void StagedRoundRows(typename Tr::T* st, int ld, int 
 }
 
 // Rows [row0, row0 + rows) of a row-major [n, cols] matrix -> staging
-// (cols_p >= cols columns, zero-padded; rows past n are zeros). vec: cp.async
-// of 16-byte pieces (the caller waits; under *policy when given), else
-// element loads.
+// (cols_p >= cols columns, zero-padded; rows past n are zeros), by `threads`
+// threads of which this is `tid` (a warp's lanes, or a block's threads). vec:
+// cp.async of 16-byte pieces (the caller waits; under *policy when given),
+// else element loads.
 template <typename T>
-__device__ __forceinline__ void WarpLoadRows(T* st, int ld, const T* g, int64_t row0, int rows, int64_t n,
-                                             int cols, int cols_p, bool vec, int lane,
-                                             const uint64_t* policy = nullptr) {
+__device__ __forceinline__ void LoadRows(T* st, int ld, const T* g, int64_t row0, int rows, int64_t n, int cols,
+                                         int cols_p, bool vec, int tid, const uint64_t* policy = nullptr,
+                                         int threads = 32) {
   constexpr int kV = 16 / sizeof(T);
   if (vec) {
     const int per_row = cols / kV;
-    for (int e = lane; e < rows * per_row; e += 32) {
+    for (int e = tid; e < rows * per_row; e += threads) {
       const int r = e / per_row, c = (e - r * per_row) * kV;
       const int64_t row = row0 + r;
       const bool ok = row < n;
@@ -637,13 +638,13 @@ __device__ __forceinline__ void WarpLoadRows(T* st, int ld, const T* g, int64_t 
       }
     }
     if (cols_p > cols) {
-      for (int e = lane; e < rows * (cols_p - cols); e += 32) {
+      for (int e = tid; e < rows * (cols_p - cols); e += threads) {
         const int r = e / (cols_p - cols);
         st[r * ld + cols + (e - r * (cols_p - cols))] = FromF<T>(0.0f);
       }
     }
   } else {
-    for (int e = lane; e < rows * cols_p; e += 32) {
+    for (int e = tid; e < rows * cols_p; e += threads) {
       const int r = e / cols_p, c = e - r * cols_p;
       const int64_t row = row0 + r;
       st[r * ld + c] = (row < n && c < cols) ? g[row * cols + c] : FromF<T>(0.0f);
@@ -737,7 +738,7 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
   const int64_t blocks = (s.n + rows_per_block - 1) / rows_per_block;
   int64_t blk = blockIdx.x;
   if (blk < blocks) {
-    WarpLoadRows(xs, ld, x, blk * rows_per_block + warp * R, R, s.n, s.in_dim, pl.kp[0], pl.x_vec, lane);
+    LoadRows(xs, ld, x, blk * rows_per_block + warp * R, R, s.n, s.in_dim, pl.kp[0], pl.x_vec, lane);
     CpAsyncCommit();
   }
   for (; blk < blocks; blk += gridDim.x) {
@@ -755,8 +756,8 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
     // x of this warp's next tile streams in while the layers run.
     const int64_t next = blk + gridDim.x;
     if (next < blocks) {
-      WarpLoadRows(xs, ld, x, next * rows_per_block + warp * R, R, s.n, s.in_dim, pl.kp[0], pl.x_vec,
-                   lane);
+      LoadRows(xs, ld, x, next * rows_per_block + warp * R, R, s.n, s.in_dim, pl.kp[0], pl.x_vec,
+               lane);
     }
     CpAsyncCommit();
     ActPack<Tr>(af, acc, s.activation, s.alpha);
@@ -979,8 +980,8 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
     float acc[MT][NT][4];
     if (active) {
       // h_L (the last hidden output) streams in while dL/dz of the output is formed.
-      WarpLoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
-                   load_policy);
+      LoadRows(hs, ld, saved + static_cast<int64_t>(L - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
+               load_policy);
       CpAsyncCommit();
       __syncwarp();
       if (pl.dy_vec) {  // out_dim == out_p here: 16 bytes per load
@@ -1034,10 +1035,10 @@ __global__ void __launch_bounds__(32 * Tr::MaxWarps(W))
     // X_l, the input of matrix l, into the second buffer (x only when fused).
     auto load_input = [&](int l) {
       if (l >= 1) {
-        WarpLoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
-                     load_policy);
+        LoadRows(hs, ld, saved + static_cast<int64_t>(l - 1) * s.n * W, row0, R, n_rows, W, W, true, lane,
+                 load_policy);
       } else if constexpr (kFuseWgrad) {
-        WarpLoadRows(hs, ld, x, row0, R, n_rows, s.in_dim, pl.kp[0], pl.x_vec, lane, load_policy);
+        LoadRows(hs, ld, x, row0, R, n_rows, s.in_dim, pl.kp[0], pl.x_vec, lane, load_policy);
       }
       CpAsyncCommit();
     };
@@ -1175,7 +1176,6 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
   using T = typename Tr::T;
   constexpr int kMaxTiles = 64 / kWgWarps;  // (128/16)^2 tiles at most
   constexpr int kWgChunk = Tr::kWgChunk;
-  constexpr int kV = 16 / sizeof(T);
   extern __shared__ __align__(128) char smem_raw[];
   const int l = blockIdx.y;
   const int kp = pl.kp[l], np = pl.np[l];
@@ -1191,36 +1191,9 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
   const int64_t end = std::min<int64_t>(s.n, begin + rows_per_split);
   const int tn = np / 16, tiles = (kp / 16) * tn;
 
-  // Zero the padding columns of A once (cp.async never writes them).
-  if (a_vec && kp > k) {
-    for (int st = 0; st < kWgStages; ++st) {
-      for (int e = threadIdx.x; e < kWgChunk * (kp - k); e += blockDim.x) {
-        const int r = e / (kp - k);
-        stage0[st * stage_elems + r * lda + k + (e - r * (kp - k))] = FromF<T>(0.0f);
-      }
-    }
-  }
   auto issue = [&](int64_t r0, T* sa) {
-    T* sb = sa + kWgChunk * lda;
-    if (a_vec) {
-      const int per_row = k / kV;
-      for (int e = threadIdx.x; e < kWgChunk * per_row; e += blockDim.x) {
-        const int r = e / per_row, c = (e - r * per_row) * kV;
-        const bool ok = r0 + r < end;
-        CpAsync16(sa + r * lda + c, a + (ok ? (r0 + r) * k + c : 0), ok);
-      }
-    } else {
-      for (int e = threadIdx.x; e < kWgChunk * kp; e += blockDim.x) {
-        const int r = e / kp, c = e - r * kp;
-        sa[r * lda + c] = (r0 + r < end && c < k) ? a[(r0 + r) * k + c] : FromF<T>(0.0f);
-      }
-    }
-    const int per_row = np / kV;
-    for (int e = threadIdx.x; e < kWgChunk * per_row; e += blockDim.x) {
-      const int r = e / per_row, c = (e - r * per_row) * kV;
-      const bool ok = r0 + r < end;
-      CpAsync16(sb + r * ldb + c, dz + (ok ? (r0 + r) * np + c : 0), ok);
-    }
+    LoadRows(sa, lda, a, r0, kWgChunk, end, k, kp, a_vec, threadIdx.x, nullptr, blockDim.x);
+    LoadRows(sa + kWgChunk * lda, ldb, dz, r0, kWgChunk, end, np, np, true, threadIdx.x, nullptr, blockDim.x);
   };
 
   float acc[kMaxTiles][1][2][4];  // one 16 x 16 tile (MQ = NQ = 1) each
@@ -1656,8 +1629,8 @@ struct StagedBackwardShape {
 template <int W, int kChunk, int K, bool kRelu>
 __global__ void __launch_bounds__(32 * kDwWarps, 1)
     StagedBackwardKernel(const float* __restrict__ dz, int k_arg, const float* __restrict__ w,
-                     const float* __restrict__ h, float* __restrict__ out, float* __restrict__ db_parts,
-                     float* __restrict__ dw_parts, int64_t n) {
+                         const float* __restrict__ h, float* __restrict__ out, float* __restrict__ db_parts,
+                         float* __restrict__ dw_parts, int64_t n) {
   using S = StagedBackwardShape<W, kChunk>;
   const int k = K > 0 ? K : k_arg;
   extern __shared__ __align__(128) float smem[];
@@ -1666,32 +1639,16 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
   for (int e = threadIdx.x; e < W * k; e += blockDim.x) {
     smem[(e / k) * ldw + e % k] = __uint_as_float(Tf32(w[e]));
   }
-  if (kp > k) {  // dz's padding columns, which cp.async never writes
-    for (int e = threadIdx.x; e < kDwStages * kChunk * (kp - k); e += blockDim.x) {
-      const int r = e / (kp - k);
-      stage0[(r / kChunk) * S::StageFloats(k) + (r % kChunk) * lddz + kChunk * S::kLdh + k + e % (kp - k)] = 0.0f;
-    }
-  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int mine = blockIdx.x < chunks ? static_cast<int>((chunks - 1 - blockIdx.x) / gridDim.x) + 1 : 0;
   auto stage = [&](int i) { return stage0 + (i % kDwStages) * S::StageFloats(k); };
   auto row0 = [&](int i) { return (blockIdx.x + static_cast<int64_t>(i) * gridDim.x) * kChunk; };
   auto issue = [&](int i) {
-    const int64_t r0 = row0(i);
     float* sh = stage(i);
-    float* sd = sh + kChunk * S::kLdh;
-    for (int e = threadIdx.x; e < kChunk * (W / 4); e += blockDim.x) {
-      const int r = e / (W / 4), c = (e % (W / 4)) * 4;
-      const bool ok = r0 + r < n;
-      CpAsync16(sh + r * S::kLdh + c, h + (ok ? (r0 + r) * W + c : 0), ok);
-    }
-    const int per_row = k / 4;
-    for (int e = threadIdx.x; e < kChunk * per_row; e += blockDim.x) {
-      const int r = e / per_row, c = (e - r * per_row) * 4;
-      const bool ok = r0 + r < n;
-      CpAsync16(sd + r * lddz + c, dz + (ok ? (r0 + r) * k + c : 0), ok);
-    }
+    LoadRows(sh, S::kLdh, h, row0(i), kChunk, n, W, W, true, threadIdx.x, nullptr, kDwWarps * 32);
+    LoadRows(sh + kChunk * S::kLdh, lddz, dz, row0(i), kChunk, n, k, kp, true, threadIdx.x, nullptr,
+             kDwWarps * 32);
   };
   // Product warps: row group pr, columns pc .. pc + kPc.
   const bool product = warp < kDwProductWarps && warp < S::kRowGroups * (W / S::kPc) && out != nullptr;
@@ -1941,9 +1898,9 @@ cudaError_t InputBackwardTf32(const float* dz, int k, const float* w, const floa
                               float* dw_parts, int64_t n, int in_dim, int staged_rows, bool* done,
                               cudaStream_t stream) {
   *done = false;
-  const bool staged_width = in_dim == 16 || in_dim == 32 || in_dim == 64 || in_dim == 128;
-  if (n == 0 || k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth || !staged_width || !Aligned16(dz) ||
-      !Aligned16(x)) {
+  // The kernel's template width is the input's here: a hidden width.
+  if (n == 0 || k <= 0 || k % 8 != 0 || k > kFusedMlpMaxIoWidth || !fused_mlp::WidthSupported(in_dim) ||
+      !Aligned16(dz) || !Aligned16(x)) {
     return cudaSuccess;
   }
   return DispatchWidth<InputWgradLaunch>(in_dim, dz, k, w, x, dx, nullptr, dw, nullptr, dw_parts, n, staged_rows,
