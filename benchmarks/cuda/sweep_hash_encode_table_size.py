@@ -9,7 +9,7 @@ point at larger T is the price of spreading those requests over a gradient
 that no longer fits the H100's 50 MB L2 (one float32 level group of 4 levels:
 16 MB at 2^19, 32 MB at 2^20, 64 MB at 2^21). A layout that keeps extra
 copies of the gradient to merge more requests (docs/HASH_ENCODE_GPU.md,
-"Issue #32 point 2") multiplies the footprint the same way. Interleaved
+"Against tiny-cuda-nn, and the floors") multiplies the footprint the same way. Interleaved
 rounds, one process; prints ms per call and each time relative to T = 2^19.
 
     make cuda-harness && python3 -m benchmarks.cuda.sweep_hash_encode_table_size [--rounds 9] [--out PATH]
