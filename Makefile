@@ -58,6 +58,7 @@ help:
 	@echo "make gpu-check ENV=existing  the GPU checks through an installed TensorFlow CUDA build (tools/gpu_check.sh)"
 	@echo "make cuda-lib   build $(PKG)/_metal_ops_cuda.so, the Linux wheel's GPU kernels (static CUDA runtime)"
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
+	@echo "make perf-doc   write docs/PERFORMANCE.md from benchmarks/results (benchmarks/report.py)"
 
 # ---- Python environment ---------------------------------------------------------
 # The project itself is installed editable (its python/ folder on the venv's
@@ -449,6 +450,11 @@ demo: all
 
 bench: all
 	for b in benchmarks/bench_*.py; do $(PYTHON) -m benchmarks.$$(basename $$b .py) || exit 1; done
+
+# docs/PERFORMANCE.md from benchmarks/results/<benchmark>.<device>.json (benchmarks/report.py)
+.PHONY: perf-doc
+perf-doc:
+	$(PYTHON) -m benchmarks.report
 
 bazel: $(VENV)/.installed
 	bash tools/bazel_build.sh

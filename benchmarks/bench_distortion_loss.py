@@ -7,7 +7,7 @@ medians of per-round ratios; peak resident memory of each (VmHWM after
 resetting it through /proc/self/clear_refs, Linux), one fresh process per
 variant.
 
-Ratios printed, JSON in benchmarks/results/distortion_loss_cpu.json.
+Ratios printed, JSON in benchmarks/results/distortion_loss.cpu.json.
 Usage (from the repository root): python -m benchmarks.bench_distortion_loss [--quick] [--rounds N]
 """
 import argparse
@@ -115,7 +115,7 @@ def bench_distortion(rays, samples, rounds, results):
 
 
 def main():
-    parser = timing.arguments("distortion_loss_cpu.json", 7, "fewer rounds", out="--out")
+    parser = timing.arguments("distortion_loss", 7, "fewer rounds", out="--out")
     parser.add_argument("--child-memory", nargs=3, metavar=("VARIANT", "RAYS", "SAMPLES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_memory:

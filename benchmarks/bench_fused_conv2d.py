@@ -21,12 +21,11 @@ composite: 1x1 64 -> 256, 1x1 256 -> 64, 3x3 64 -> 64 at 16x56x56, and
 3x3 256 -> 256 at 16x14x14 (a filter too large for an L2-sized tile, which
 the plugin leaves to TF; docs/FUSED_CONV2D.md).
 
-JSON: benchmarks/results/fused_conv2d.json.
+JSON: benchmarks/results/fused_conv2d.cpu.json.
 """
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from benchmarks import timing
 from tests.reference import keras_resnet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "benchmarks", "results", "fused_conv2d.json")
+RESULTS = timing.result_path("fused_conv2d")
 
 
 def _median_times(fns, repeats):
@@ -163,8 +162,7 @@ def main():
     if args.child:
         print("RESULT " + json.dumps(child(args.repeats, args.quick)))
         return
-    results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-               "repeats": args.repeats, "load_avg_start": os.getloadavg(), "configs": {}}
+    results = {"repeats": args.repeats, "load_avg_start": os.getloadavg(), "configs": {}}
     for onednn in ("1", "0"):
         env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn, TF_CPP_MIN_LOG_LEVEL="2")
         env.pop("METAL_OPS_FUSION", None)
@@ -197,10 +195,7 @@ def main():
     results["load_avg_end"] = os.getloadavg()
     print(f"load average: start {results['load_avg_start']}, end {results['load_avg_end']}")
     if not args.quick:
-        os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-        with open(RESULTS, "w") as f:
-            json.dump(results, f, indent=2)
-        print(f"wrote {RESULTS}")
+        timing.write_json(RESULTS, results)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ Shapes: batch 32 at 56x56x64, 28x28x128, 14x14x256, 7x7x512, 3x3 and 1x1
 filters (C -> C), relu; the other activations at 28x28x128 3x3. --quick: one
 small shape on whatever device TensorFlow has (the CPU here), 3 rounds, no JSON.
 
-JSON: benchmarks/results/fused_conv2d_gpu.json.
+JSON: benchmarks/results/fused_conv2d_gpu.<gpu>.json (<gpu>: h100, ...).
 """
 import os
 
@@ -106,7 +106,7 @@ def bench(tf, metal_ops, device, batch, hw, c, k, act, rounds, iters, results):
 
 
 def main():
-    parser = timing.arguments("fused_conv2d_gpu.json", 15, "one small shape, 3 rounds, no JSON (any device)")
+    parser = timing.arguments("fused_conv2d_gpu", 15, "one small shape, 3 rounds, no JSON (any device)", device=None)
     parser.add_argument("--iters", type=int, default=20, help="calls per variant and round")
     parser.add_argument("--no-tf32", action="store_true", help="strict float32 on both sides")
     args = parser.parse_args()
@@ -123,7 +123,8 @@ def main():
     for config in configs(args.quick):
         bench(tf, metal_ops, device, *config, header["rounds"], header["iters"], results)
     if not args.quick:
-        timing.write_json(args.json, {**header, "rows": results})
+        path = args.json or timing.result_path("fused_conv2d_gpu", timing.device_label(header["device"]))
+        timing.write_json(path, {**header, "rows": results})
 
 
 if __name__ == "__main__":

@@ -7,14 +7,13 @@ its saved activations consumed, times what skipping them saves), of the NeRF
 colour network (31 -> 64 -> 64 -> 3, relu, sigmoid output) and density
 network (32 -> 64 -> 16, trunc_exp output), N = 98,304 points. Rounds
 interleaved (benchmarks/timing.py), speedups are medians of per-round
-ratios; JSON in benchmarks/results/fused_mlp_cpu{,_inference}.json.
+ratios; JSON in benchmarks/results/fused_mlp{,_inference}.cpu.json.
 
     .venv/bin/python -m benchmarks.bench_fused_mlp [--rounds 7] [--n 98304] [--inference]
 """
 import argparse
 import json
 import os
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -65,10 +64,9 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--n", type=int, default=98304)
     p.add_argument("--inference", action="store_true", help="the forward alone, no tape")
-    p.add_argument("--out", default=None, help="JSON (default benchmarks/results/fused_mlp_cpu[_inference].json)")
+    p.add_argument("--out", default=None, help="JSON (default benchmarks/results/fused_mlp[_inference].cpu.json)")
     a = p.parse_args()
-    a.out = a.out or os.path.join(ROOT, "benchmarks", "results",
-                                  "fused_mlp_cpu_inference.json" if a.inference else "fused_mlp_cpu.json")
+    a.out = a.out or timing.result_path("fused_mlp_inference" if a.inference else "fused_mlp")
     rng = np.random.default_rng(0)
     results = []
     mode = "forward" if a.inference else "fwd+bwd"
@@ -125,13 +123,8 @@ def main():
               f"Dense+XLA {row['xla_ms']:6.1f} ms -> {row['speedup_vs_xla']:.2f}x"
               + (f" | saved kept {row['fused_saved_ms']:6.1f} ms -> {row['speedup_vs_fused_saved']:.2f}x"
                  if "fused_saved_ms" in row else ""))
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump({"command": " ".join(sys.argv), "cpus": os.cpu_count(), "cpu": timing.cpu_description(),
-                   "mode": mode, "tensorflow": tf.__version__,
-                   "library": metal_ops.__file__,
-                   "results": results}, f, indent=2)
-    print("wrote", a.out)
+    timing.write_json(a.out, {"mode": mode, "library": os.path.relpath(metal_ops.__file__, ROOT),
+                              "results": results})
 
 
 if __name__ == "__main__":

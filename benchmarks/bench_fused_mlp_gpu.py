@@ -20,7 +20,7 @@ Rounds interleave the contenders (benchmarks/timing.py); a round runs each
 `--iters` times back to back and waits for the GPU; speedups are medians of
 per-round ratios (> 1: ours is faster). --quick: one small network on
 whatever device TensorFlow has (the CPU here), 3 rounds, no JSON.
-JSON: benchmarks/results/fused_mlp_keras_gpu[_strict].json.
+JSON: benchmarks/results/fused_mlp_gpu[_strict].<gpu>.json (<gpu>: h100, ...).
 """
 import os
 
@@ -117,7 +117,7 @@ def bench(tf, metal_ops, device, config, n, rounds, iters, results):
 
 
 def main():
-    parser = timing.arguments("fused_mlp_keras_gpu.json", 7, "one small network, 3 rounds, no JSON (any device)")
+    parser = timing.arguments("fused_mlp_gpu", 7, "one small network, 3 rounds, no JSON (any device)", device=None)
     parser.add_argument("--iters", type=int, default=20, help="calls per contender and round")
     parser.add_argument("--n", type=int, default=1 << 20, help="rows per call")
     parser.add_argument("--no-tf32", action="store_true", help="strict float32 on both sides")
@@ -129,8 +129,6 @@ def main():
 
     if args.no_tf32:
         tf.config.experimental.enable_tensor_float_32_execution(False)
-        if args.json.endswith("fused_mlp_keras_gpu.json"):
-            args.json = args.json.replace(".json", "_strict.json")
     device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_fused_mlp_gpu", args.quick,
                                          rounds=3 if args.quick else args.rounds,
                                          iters=2 if args.quick else args.iters, n=4096 if args.quick else args.n)
@@ -138,7 +136,9 @@ def main():
     for config in CONFIGS[1:2] if args.quick else CONFIGS:
         bench(tf, metal_ops, device, config, header["n"], header["rounds"], header["iters"], results)
     if not args.quick:
-        timing.write_json(args.json, {**header, "rows": results})
+        name = "fused_mlp_gpu_strict" if args.no_tf32 else "fused_mlp_gpu"
+        timing.write_json(args.json or timing.result_path(name, timing.device_label(header["device"])),
+                          {**header, "rows": results})
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ in a tf.function, and the same composite under tf.function(jit_compile=True).
 The composite is checked equal to our op first. Every variant runs once per
 round, rounds interleaved (--rounds); medians, and speedups as the median of
 the per-round ratios (robust to the load drifting on a shared machine); ratios
-and points/s printed; JSON written to benchmarks/results/hash_encode_cpu.json.
+and points/s printed; JSON written to benchmarks/results/hash_encode.cpu.json.
 Also: float16-table figures, the cost of the input gradient, and 1- vs
 2-thread scaling (subprocesses with intra-op parallelism 1 and 2).
 
@@ -159,7 +159,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="N = 2^16 only, fewer repeats")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (every variant once each)")
     parser.add_argument("--repeats", type=int, default=7, help="calls per thread-scaling figure")
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "hash_encode_cpu.json"))
+    parser.add_argument("--out", default=timing.result_path("hash_encode"))
     args = parser.parse_args()
     sizes = [1 << 16] if args.quick else [1 << 16, 1 << 18]
     rng = np.random.default_rng(0)

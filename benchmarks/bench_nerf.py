@@ -11,14 +11,15 @@ target, the times and their ratio (goal: >= 10x sooner).
   .venv/bin/python -m benchmarks.bench_nerf            # ~30 min + hash time
   .venv/bin/python -m benchmarks.bench_nerf --baseline-minutes 3 --hash-minutes 3   # quick look
 
-Writes benchmarks/results/nerf.json and benchmarks/results/nerf_time_to_quality.png.
+Writes benchmarks/results/nerf.<device>.json and nerf.<device>.png (device: cpu,
+or the GPU's model).
 
 `--step-time` measures instead the hash model's training step in `make demo`'s
 configuration with its MLPs fused (metal_ops.layers.FusedMLP + sh_encode, the
 default) and as Keras Dense layers + TF ops (`--mlp dense`): two trainers in one
 process, past the occupancy grid's warm-up, interleaved rounds of a few steps
 each at the same step numbers; prints ms per step, the median of the per-round
-ratios and points per second, and writes benchmarks/results/nerf_step.json.
+ratios and points per second, and writes benchmarks/results/nerf_step.<device>.json.
 
   .venv/bin/python -m benchmarks.bench_nerf --step-time
 
@@ -29,19 +30,18 @@ packed_volume_render at the same number of field evaluations per step) for
 or `--data` (e.g. a NeRF-synthetic lego folder with `--downscale 8`); prints
 both held-out PSNR-vs-time curves, the field evaluations per ray and per step,
 and the first time each reaches `--target` dB. Writes
-benchmarks/results/nerf_samplers.json and nerf_samplers.png.
+benchmarks/results/nerf_samplers.<device>.json and nerf_samplers.<device>.png.
 
   .venv/bin/python -m benchmarks.bench_nerf --samplers --minutes 1.5 --data data/nerf_synthetic/lego --downscale 8
 
 `--march-profile` trains the march sampler for --warmup-steps, then times each
 part of its step alone in a tf.function (ray_march, the density-only pruning
 pass and its hash encoding and MLP, the field forward and backward on the
-kept samples) against the whole step; writes nerf_march_profile.json.
+kept samples) against the whole step; writes nerf_march_profile.<device>.json.
 
   .venv/bin/python -m benchmarks.bench_nerf --march-profile --warmup-steps 400 --rounds 15
 """
 import argparse
-import json
 import os
 import platform
 import time
@@ -49,7 +49,18 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from benchmarks import timing  # noqa: E402
 from examples.nerf import train as nerf_train  # noqa: E402
+
+
+def result_file(args, benchmark):
+    """<--out>/<benchmark>.<device>.json, the device being TensorFlow's first
+    GPU (its model) or the CPU."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    name = tf.config.experimental.get_device_details(gpus[0]).get("device_name") if gpus else None
+    return os.path.join(args.out, f"{benchmark}.{timing.device_label(name)}.json")
 
 
 def run(model, minutes, eval_every, extra, stop_at=None, quiet=False):
@@ -107,9 +118,7 @@ def step_time(args):
                speedup_fused_vs_dense=ratio, target_speedup=2.0,
                machine=dict(platform=platform.platform(), cpus=os.cpu_count(), loadavg=list(os.getloadavg())),
                config={k: v for k, v in vars(a).items() if k not in ("name", "mlp")})
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "nerf_step.json"), "w") as f:
-        json.dump(res, f, indent=2)
+    timing.write_json(result_file(args, "nerf_step"), res)
     return res
 
 
@@ -140,12 +149,13 @@ def samplers(args):
                data=args.data or "procedural", downscale=args.downscale if args.data else None,
                machine=dict(platform=platform.platform(), cpus=os.cpu_count(), loadavg_at_end=list(os.getloadavg())),
                runs=runs)
+    path = result_file(args, "nerf_samplers")
     os.makedirs(args.out, exist_ok=True)
-    png = os.path.join(args.out, "nerf_samplers.png")
+    png = path[:-len(".json")] + ".png"
     last.plot_curve(png, others=[("hash, --sampler fixed", runs["fixed"]["history"])])
-    with open(os.path.join(args.out, "nerf_samplers.json"), "w") as f:
-        json.dump(res, f, indent=2)
-    print(f"results: {os.path.join(args.out, 'nerf_samplers.json')}, plot: {png} (the 'hash' curve is --sampler march)")
+    res["plot"] = os.path.basename(png)
+    timing.write_json(path, res)
+    print(f"results: {path}, plot: {png} (the 'hash' curve is --sampler march)")
     return res
 
 
@@ -235,9 +245,7 @@ def march_profile(args):
     res = dict(benchmark="nerf_march_profile", cpu=cpu_description(), load_average=load_average(), rays=rays,
                marched=n_marched, kept=n_kept, march_steps=a.march_steps, warmup_steps=args.warmup_steps,
                median_ms=res)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "nerf_march_profile.json"), "w") as f:
-        json.dump(res, f, indent=2)
+    timing.write_json(result_file(args, "nerf_march_profile"), res)
     return res
 
 
@@ -260,7 +268,7 @@ def main(argv=None):
     p.add_argument("--target", type=float, default=31.0, help="--samplers: the PSNR whose first time is reported")
     p.add_argument("--data", default=None, help="--samplers: a scene on disk (the trainer's --data)")
     p.add_argument("--downscale", type=int, default=8, help="--samplers: with --data")
-    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    p.add_argument("--out", default=timing.RESULTS, help="the folder of the result files")
     p.add_argument("--march-profile", action="store_true",
                    help="time the parts of a march-sampler step after --warmup-steps of training instead (see above)")
     p.add_argument("--march-steps", type=int, default=None, help="--march-profile: the trainer's --march-steps")
@@ -302,12 +310,12 @@ def main(argv=None):
         speedup_vs_baseline_time_to_best=(t_best_base / t_hash) if t_hash else None,
         target_speedup=10.0,
     )
+    path = result_file(args, "nerf")
     os.makedirs(args.out, exist_ok=True)
-    png = os.path.join(args.out, "nerf_time_to_quality.png")
+    png = path[:-len(".json")] + ".png"
     base.plot_curve(png, others=[("hash (metal_ops)", hh)])
-    res["plot"] = os.path.relpath(png, ROOT)
-    with open(os.path.join(args.out, "nerf.json"), "w") as f:
-        json.dump(res, f, indent=2)
+    res["plot"] = os.path.basename(png)
+    timing.write_json(path, res)
     if t_hash:
         print(f"hash-grid model reached {best:.2f} dB after {t_hash:.1f} s of training: "
               f"{budget / t_hash:.1f}x sooner than the baseline's {budget / 60:.0f}-minute budget, "
@@ -315,7 +323,7 @@ def main(argv=None):
     else:
         print(f"hash-grid model did not reach {best:.2f} dB within {args.hash_minutes} min "
               f"(best {max(h['val_psnr'] for h in hh):.2f} dB)")
-    print(f"results: {os.path.join(args.out, 'nerf.json')}, plot: {png}")
+    print(f"results: {path}, plot: {png}")
     return res
 
 

@@ -13,7 +13,7 @@ the background composited; gradients by autodiff. Samples per ray vary
 
 Usage (from the repository root):
     flock /tmp/tfmo-bench.lock python -m benchmarks.bench_packed_volume_render [--rounds N] [--quick]
-JSON in benchmarks/results/packed_volume_render_cpu.json.
+JSON in benchmarks/results/packed_volume_render.cpu.json.
 """
 import os
 
@@ -82,7 +82,7 @@ def bench(rays, mean_samples, rounds, results):
 
 
 def main():
-    timing.run_configs("packed_volume_render_cpu.json", [(4096, 24), (4096, 96), (65536, 16)], bench)
+    timing.run_configs("packed_volume_render", [(4096, 24), (4096, 96), (65536, 16)], bench)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ stepping). Rounds interleaved (benchmarks/timing.py), speedups are medians of
 per-round ratios; rays/s and samples/s of ours.
 
 Usage (from the repository root): python -m benchmarks.bench_ray_march [--rounds N] [--quick]
-JSON in benchmarks/results/ray_march_cpu.json.
+JSON in benchmarks/results/ray_march.cpu.json.
 """
 import math
 import os
@@ -83,7 +83,7 @@ def bench(rays, g, step, rounds, results):
 
 def main():
     step = math.sqrt(3) * 3  # the AABB's diagonal
-    timing.run_configs("ray_march_cpu.json", [(4096, 64, step / 512), (65536, 64, step / 512), (4096, 128, step / 1024)],
+    timing.run_configs("ray_march", [(4096, 64, step / 512), (65536, 64, step / 512), (4096, 128, step / 1024)],
                        bench)
 
 

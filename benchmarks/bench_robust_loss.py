@@ -8,7 +8,7 @@ transcribed to TF (every branch evaluated, tf.where select) in a graph and
 compiled by XLA (jit_compile=True); rounds interleaved (benchmarks/timing.py),
 speedups are medians of per-round ratios.
 
-Ratios printed, JSON in benchmarks/results/robust_loss_cpu.json.
+Ratios printed, JSON in benchmarks/results/robust_loss.cpu.json.
 Usage (from the repository root): python -m benchmarks.bench_robust_loss [--quick] [--rounds N]
 """
 import os
@@ -92,7 +92,7 @@ def bench_robust(n, rounds, results):
 
 
 def main():
-    args = timing.arguments("robust_loss_cpu.json", 7, "fewer rounds", out="--out").parse_args()
+    args = timing.arguments("robust_loss", 7, "fewer rounds", out="--out").parse_args()
     results = []
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")

@@ -9,7 +9,7 @@ tf.function; the composite also under XLA (jit_compile=True). Rounds are
 interleaved (benchmarks/timing.py); speedups are medians of per-round ratios;
 directions/s printed. The backward starts from a given upstream gradient
 (tape.gradient's output_gradients), so no loss ops are timed beside the
-encoding. JSON in benchmarks/results/sh_encode_cpu.json.
+encoding. JSON in benchmarks/results/sh_encode.cpu.json.
 
 Usage (from the repository root; on a shared machine, under the CPU-benchmark lock):
   .venv/bin/python -m benchmarks.bench_sh_encode [--rounds 60]
@@ -26,7 +26,6 @@ import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 from tests.reference.sh_encode import tf_composite  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CALLS_PER_ROUND = 5  # one timed sample = this many calls (sub-millisecond calls)
 
@@ -94,7 +93,7 @@ def bench(n, degree, rounds, results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=60)
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "sh_encode_cpu.json"))
+    ap.add_argument("--out", default=timing.result_path("sh_encode"))
     args = ap.parse_args()
     results = []
     bench(98_304, 4, args.rounds, results)

@@ -7,7 +7,7 @@ N = 98,304 elements (the NeRF density of the `make demo` step: 4096 rays x 24
 samples) and 16x that, float32: forward, and forward + backward from a given
 upstream gradient, each in tf.function; the composite also under XLA
 (jit_compile=True). Rounds are interleaved (benchmarks/timing.py); speedups
-are medians of per-round ratios. JSON in benchmarks/results/trunc_exp_cpu.json.
+are medians of per-round ratios. JSON in benchmarks/results/trunc_exp.cpu.json.
 
 Usage (from the repository root; on a shared machine, under the CPU-benchmark lock):
   .venv/bin/python -m benchmarks.bench_trunc_exp [--rounds 60]
@@ -24,7 +24,6 @@ import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 from tests.reference.trunc_exp import tf_composite  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CALLS_PER_ROUND = 5  # one timed sample = this many calls (sub-millisecond calls)
 
@@ -83,7 +82,7 @@ def bench(n, rounds, results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=60)
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "trunc_exp_cpu.json"))
+    ap.add_argument("--out", default=timing.result_path("trunc_exp"))
     args = ap.parse_args()
     results = []
     bench(98_304, args.rounds, results)

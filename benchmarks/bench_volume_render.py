@@ -10,7 +10,7 @@ composite has no early termination). Ours is timed with early_termination
 1e-4 (the default) and 0. The six variants are called round-robin so they see
 the same machine load; medians (and minima) over repeats; ratios, throughput
 and the load average printed;
-JSON in benchmarks/results/volume_render.json.
+JSON in benchmarks/results/volume_render.cpu.json.
 
     .venv/bin/python -m benchmarks.bench_volume_render [--rays 4096] [--samples 64] [--repeats 50]
 """
@@ -21,7 +21,6 @@ import platform
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
@@ -77,7 +76,7 @@ def main():
     parser.add_argument("--rays", type=int, default=4096)
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "volume_render.json"))
+    parser.add_argument("--out", default=timing.result_path("volume_render"))
     args = parser.parse_args()
     R, S = args.rays, args.samples
     results = {

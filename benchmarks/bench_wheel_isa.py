@@ -10,14 +10,15 @@ with the -march=native one (METAL_OPS_ISA=native). Two libraries that register
 the same ops cannot share a process, so each measurement is a child process;
 rounds alternate the two (native, level, native, level, ...) and the ratio per
 op is the median over rounds of the per-round ratios (machine load drifts).
-JSON in benchmarks/results/wheel_isa_cpu.json.
+JSON in benchmarks/results/wheel_isa.cpu.json (with --against, an A/B rather
+than a reference figure: builds_ab.cpu.json in the temporary folder).
 
 `--against DIR` compares two -march=native builds the same way instead: this
 tree's library against the metal_ops package in DIR (another checkout's
 python/, built with `make` there), e.g. before and after a refactoring:
 
     flock /tmp/tfmo-bench.lock python -m benchmarks.bench_wheel_isa --against /work/old/python \
-        --out benchmarks/results/refactor_ab_cpu.json
+        --rounds 9
 """
 import argparse
 import json
@@ -25,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 from benchmarks import timing
 
@@ -109,7 +111,9 @@ def main():
     parser.add_argument("--against", default=None, metavar="DIR",
                         help="compare with the -march=native metal_ops package in DIR instead of a portable level")
     parser.add_argument("--level", default=None, help="the portable level (default: what the wheel picks here)")
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "wheel_isa_cpu.json"))
+    parser.add_argument("--out", default=None,
+                        help="the JSON (default benchmarks/results/wheel_isa.cpu.json; with --against "
+                             "builds_ab.cpu.json in the temporary folder)")
     args = parser.parse_args()
     from metal_ops import _loader
 
@@ -152,10 +156,11 @@ def main():
                        "ratios": ratios}
         print(f"{op:16s} native {results[op]['native_ms']:8.2f} ms  {level} {results[op][f'{level}_ms']:8.2f} ms  "
               f"{ratio_label} {results[op][ratio_key]:.3f} (rounds {min(ratios):.3f}-{max(ratios):.3f})")
-    timing.write_json(args.out, {
+    default = (os.path.join(tempfile.gettempdir(), "builds_ab.cpu.json") if args.against
+               else timing.result_path("wheel_isa"))
+    timing.write_json(args.out or default, {
         "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.bench_wheel_isa"] + sys.argv[1:]),
-        "cpu": timing.cpu_description(),
-        "cpus": os.cpu_count(), "level": level, "libraries": libraries,
+        "level": level, "libraries": libraries,
         "tune": info.get("isa_tune"), "load_average_before": load_before, "load_average_after": timing.load_average(),
         "method": "child process per measurement, the two libraries alternating, median of per-round ratios",
         "results": results})

@@ -3,7 +3,7 @@ write (tf.where on a flat-index comparison), side by side in one process
 (checked equal first), rounds interleaved (benchmarks/timing.py), speedups
 medians of per-round ratios.
 
-Ratios printed, JSON in benchmarks/results/zero_out_cpu.json.
+Ratios printed, JSON in benchmarks/results/zero_out.cpu.json.
 Usage (from the repository root): python -m benchmarks.bench_zero_out [--rounds N]
 """
 import argparse
@@ -17,7 +17,6 @@ import tensorflow as tf  # noqa: E402
 import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def composite(x, preserve_index):
@@ -29,7 +28,7 @@ def composite(x, preserve_index):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "zero_out_cpu.json"))
+    parser.add_argument("--out", default=timing.result_path("zero_out"))
     args = parser.parse_args()
     results = []
     ours = tf.function(lambda x: metal_ops.zero_out(x, preserve_index=12345))

@@ -4,7 +4,7 @@ summarised from the profile itself.
 
     python -m benchmarks.profile_nerf_gpu [--warmup-steps 300] [--steps 50] [trainer flags...]
 
-Prints and writes benchmarks/results/nerf_gpu_profile.json:
+Prints and writes benchmarks/results/nerf_gpu_profile.<gpu>.json:
 - wall time per step (timed without the profiler, then with it);
 - GPU busy time per step (the union of kernel and copy intervals over every
   stream) and so the GPU's idle share: host work and waiting on read-backs;
@@ -15,7 +15,6 @@ The raw profile (TensorBoard's profile plugin reads it) stays in --logdir.
 import argparse
 import collections
 import glob
-import json
 import os
 import platform
 import time
@@ -75,7 +74,7 @@ def main(argv=None):
     p.add_argument("--warmup-steps", type=int, default=300)
     p.add_argument("--steps", type=int, default=50, help="steps timed, then steps profiled")
     p.add_argument("--logdir", default=os.path.join(ROOT, "runs", "nerf_gpu_profile"))
-    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "nerf_gpu_profile.json"))
+    p.add_argument("--out", default=None, help="the JSON (default benchmarks/results/nerf_gpu_profile.<gpu>.json)")
     args, trainer_flags = p.parse_known_args(argv)
 
     import tensorflow as tf
@@ -120,9 +119,12 @@ def main(argv=None):
             print(f"  {ms:7.3f} ms  {name}")
     else:
         print("  " + summary["note"])
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+    from benchmarks import timing
+
+    gpus = tf.config.list_physical_devices("GPU")
+    gpu = tf.config.experimental.get_device_details(gpus[0]).get("device_name") if gpus else None
+    timing.write_json(args.out or timing.result_path("nerf_gpu_profile", timing.device_label(gpu)),
+                      dict(result, device=gpu))
 
 
 if __name__ == "__main__":

@@ -5,11 +5,18 @@ under the same machine conditions (a shared machine's load drifts over the
 minutes a benchmark takes); speedups are medians of the per-round ratios.
 """
 import argparse
+import datetime
 import json
 import os
+import platform
+import re
 import statistics
+import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
 def interleaved_ms(fns, rounds, warmup=1):
@@ -47,29 +54,48 @@ def ours_vs_composite(ours, composite, args, rounds):
             "speedup": median_ratio(times["composite"], times["ours"])}
 
 
-def arguments(result_name, rounds, quick_help, out="--json"):
-    """The command line of a CPU benchmark: --quick, --rounds (interleaved
-    rounds, default `rounds`) and `out`, the JSON written, by default
-    benchmarks/results/<result_name>."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def result_path(benchmark, device="cpu"):
+    """benchmarks/results/<benchmark>.<device>.json: the one current result
+    file of a benchmark on a kind of device ('cpu', 'h100', ...)."""
+    return os.path.join(RESULTS, f"{benchmark}.{device}.json")
+
+
+def device_label(name=None):
+    """The device part of a result file's name: 'cpu' without a GPU name, else
+    the GPU's model in lower case ('h100' for 'NVIDIA H100 80GB HBM3')."""
+    if not name or name.startswith("CPU"):
+        return "cpu"
+    name = name.removeprefix("GPU: ").split(",")[0]
+    model = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", name)
+    if model:
+        return model.group(1).lower()
+    return re.sub(r"[^a-z0-9]+", "_", name.lower().removeprefix("nvidia ")).strip("_") or "gpu"
+
+
+def arguments(benchmark, rounds, quick_help, out="--json", device="cpu"):
+    """The command line of a benchmark: --quick, --rounds (interleaved rounds,
+    default `rounds`) and `out`, the JSON written, by default
+    result_path(benchmark, device); with device=None it defaults to None, for a
+    benchmark that learns its device later."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
-    parser.add_argument(out, default=os.path.join(root, "benchmarks", "results", result_name))
+    parser.add_argument(out, default=result_path(benchmark, device) if device else None,
+                        help="the JSON written (default benchmarks/results/<benchmark>.<device>.json)")
     return parser
 
 
-def run_configs(result_name, configs, bench, rounds=9):
-    """The main() of a benchmark over configurations, bench(*config, rounds,
-    results) each: --quick runs the first with 3 rounds and writes nothing;
-    else all of them, the rows written to --json."""
-    args = arguments(result_name, rounds, "one small configuration, 3 rounds").parse_args()
+def run_configs(benchmark, configs, bench, rounds=9):
+    """The main() of a CPU benchmark over configurations, bench(*config,
+    rounds, results) each: --quick runs the first with 3 rounds and writes
+    nothing; else all of them, the rows written to --json."""
+    args = arguments(benchmark, rounds, "one small configuration, 3 rounds").parse_args()
     print(cpu_description())
     results = []
     for config in configs[:1] if args.quick else configs:
         bench(*config, 3 if args.quick else args.rounds, results)
     if not args.quick:
-        write_json(args.json, {"cpu": cpu_description(), "rows": results})
+        write_json(args.json, {"rows": results})
 
 
 def load_average():
@@ -81,20 +107,8 @@ def load_average():
 
 def cpu_description():
     """The CPU model and its widest x86 vector extensions (or the machine), for benchmark output."""
-    model, flags = "", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and not model:
-                    model = value.strip()
-                elif key.strip() == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    import platform
-    isa = [f for f in ("avx512f", "avx2", "fma", "sse4_2") if f in flags] or [platform.machine()]
-    return f"CPU: {model or platform.processor() or platform.machine()}, {os.cpu_count()} threads, ISA: {' '.join(isa)}"
+    model, isa = _cpu_info()
+    return f"CPU: {model}, {os.cpu_count()} threads, ISA: {' '.join(isa)}"
 
 
 def tf_gpu_setup(tf, metal_ops, script, quick, **fields):
@@ -123,14 +137,102 @@ def tf_gpu_setup(tf, metal_ops, script, quick, **fields):
     return device, header
 
 
+def command_line():
+    """How this process was started, as `python -m benchmarks.<name> args`
+    when it runs a module of this tree."""
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if script.endswith(".py") and script.startswith(ROOT + os.sep):
+        module = os.path.relpath(script, ROOT)[:-3].replace(os.sep, ".")
+        return " ".join(["python", "-m", module] + sys.argv[1:])
+    return " ".join(sys.argv)
+
+
+def source_commit(root=ROOT):
+    """The tree's commit (`git describe --always`), '+dirty' when a tracked
+    file differs from it; 'unknown' outside git."""
+    try:
+        run = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True,
+                                        timeout=20, check=True).stdout.strip()
+        commit = run("describe", "--always", "--abbrev=7")
+        dirty = run("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def _cpu_info():
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    isa = [f for f in ("avx512f", "avx2", "fma", "sse4_2") if f in flags] or [platform.machine()]
+    return model or platform.processor() or platform.machine(), isa
+
+
+def _package_version(*names):
+    from importlib import metadata
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def machine(gpu=None):
+    """Where a benchmark ran: the CPU model, its widest x86 vector extensions
+    and core count, the GPU's name (`gpu`, else nvidia-smi's first GPU, else
+    None), the TensorFlow and Python versions."""
+    model, isa = _cpu_info()
+    if gpu is None:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            gpu = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+        except (OSError, subprocess.SubprocessError):
+            gpu = None
+    tf = sys.modules.get("tensorflow")
+    return {"cpu": model, "isa": isa, "cores": os.cpu_count(), "gpu": gpu,
+            "tensorflow": getattr(tf, "__version__", None) or _package_version("tensorflow", "tensorflow-cpu"),
+            "python": platform.python_version()}
+
+
 def write_json(path, data):
-    """Writes a benchmark's results (a dict gets the command line and CPU count
-    added) to path, creating its folder."""
+    """Writes a benchmark's result file to path, creating its folder. A dict
+    gets the fields every result file holds first: benchmark and device (from
+    a <benchmark>.<device>.json name), command, commit, date (UTC) and machine
+    (machine(); a 'device' naming the GPU and a 'machine' dict of the data are
+    folded into it); then the benchmark's figures, the rest of `data`."""
     if isinstance(data, dict):
-        data = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), **data}
+        data = dict(data)
+        name = data.pop("device", None)
+        gpu = name.removeprefix("GPU: ") if isinstance(name, str) and not name.startswith("CPU") else None
+        where = machine(gpu)
+        extra = data.pop("machine", None)
+        if isinstance(extra, dict):
+            where.update({k: v for k, v in extra.items() if k not in where})
+        for key in ("cpu", "cpus"):
+            data.pop(key, None)
+        head = {}
+        base = os.path.basename(path)
+        parts = base[:-len(".json")].split(".") if base.endswith(".json") else []
+        if len(parts) == 2:
+            head = {"benchmark": parts[0], "device": parts[1]}
+        head.update({"command": data.pop("command", None) or command_line(), "commit": source_commit(),
+                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                     "machine": where})
+        data = {**head, **data}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(data, f, indent=2)
+        f.write("\n")
     print("wrote", path)
 
 

@@ -16,6 +16,8 @@ NEEDS_SOURCE_TREE = {
     "test_sources.py": "the sources",
     "test_include_layers.py": "the sources' includes",
     "test_readme.py": "README.md",
+    "test_performance_doc.py": "benchmarks/ and docs/PERFORMANCE.md",
+    "test_docs_present.py": "the docs",
     "test_metal_glue.py": "the Objective-C++ glue and tools/metal_check.sh",
     "test_macos_binaries.py": "tools/macos_binaries.py, tools/macos_checks and kernels/metal",
     "test_check_macos_env.py": "tools/check_macos_env.py and the Makefile",

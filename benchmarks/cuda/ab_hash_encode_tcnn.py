@@ -66,7 +66,7 @@ def main():
     parser.add_argument("--tcnn", default=os.path.join(ROOT, "build", "libtcnn_grid_shim.so"))
     parser.add_argument("--log2n", default="20,22")
     parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "hash_encode_tcnn_h100.json"))
+    parser.add_argument("--out", default=None, help="the JSON (default benchmarks/results/hash_encode_tcnn.<gpu>.json)")
     args = parser.parse_args()
     import cupy
     from tests.cuda.test_hash_encode_cuda import _bind
@@ -157,7 +157,7 @@ def main():
             tc.tcnn_grid_destroy(h)
             del r, t_soa, t_aos, dy_soa
             cupy.get_default_memory_pool().free_all_blocks()
-    timing.write_json(args.out, results)
+    timing.write_json(args.out or timing.result_path("hash_encode_tcnn", timing.device_label(device)), results)
 
 
 if __name__ == "__main__":

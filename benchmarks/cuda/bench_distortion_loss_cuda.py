@@ -4,7 +4,7 @@ against the O(S^2) PyTorch composite on the same GPU, in one process: fwd+bwd
 from torch.cuda.max_memory_allocated. Both sides are checked equal first.
 Medians of CUDA-event timings (benchmarks/timing.py).
 Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
-  python3 -m benchmarks.cuda.bench_distortion_loss_cuda [--out benchmarks/results/distortion_loss_cuda.json]
+  python3 -m benchmarks.cuda.bench_distortion_loss_cuda [--out PATH]  (default benchmarks/results/distortion_loss_cuda.<gpu>.json)
 """
 import ctypes
 
@@ -58,7 +58,7 @@ def bench_distortion(rays, samples, results):
 
 
 def main():
-    run_configs("distortion_loss_cuda.json", [(4096, samples) for samples in (64, 128, 256)], bench_distortion)
+    run_configs("distortion_loss_cuda", [(4096, samples) for samples in (64, 128, 256)], bench_distortion)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ weight and bias gradient): "torch" for float16, and for float32 rows
 (off); --torch-compile adds the same stacks through torch.compile
 ("torch_compile", "torch_tf32_compile", "torch_strict_compile").
 --base-lib times a second harness build ("base") in the same rounds: ours/base
-is the A/B of two kernel versions. Writes benchmarks/results/fused_mlp_h100.json
-(or --json).
+is the A/B of two kernel versions. Writes
+benchmarks/results/fused_mlp_cuda.<gpu>.json (<gpu>: h100, ...; with
+--dtypes float32 fused_mlp_cuda_float32.<gpu>.json; with --base-lib nothing
+unless --json names a file).
 """
 import argparse
 import ctypes
@@ -92,13 +94,14 @@ def add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps, compile_too=False
             fns_f[key + "_compile"], fns_fb[key + "_compile"] = make(allow, compiled)
 
 
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1 << 20)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--reps", type=int, default=20, help="launches per timed call")
     ap.add_argument("--tcnn", default=os.path.join(ROOT, "build", "libtcnn_mlp_shim.so"))
-    ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "fused_mlp_h100.json"))
+    ap.add_argument("--json", default=None, help="the JSON written (default: see above)")
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
     ap.add_argument("--dtypes", default="float16,float32,tf32")
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch nn.Linear stack")
@@ -249,7 +252,9 @@ def main():
                 tc.tcnn_mlp_destroy(handle)
             del x, y, saved, dy, dx, gw, gb, fns_f, fns_fb  # the timers hold the workspaces
             cupy.get_default_memory_pool().free_all_blocks()
-    timing.write_json(args.json, results)
+    if args.json or not args.base_lib:
+        name = "fused_mlp_cuda_float32" if args.dtypes == "float32" else "fused_mlp_cuda"
+        timing.write_json(args.json or timing.result_path(name, timing.device_label(dev)), results)
 
 
 if __name__ == "__main__":

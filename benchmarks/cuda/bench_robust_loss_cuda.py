@@ -4,7 +4,7 @@ gradients) vs the reference-style composite (every branch evaluated,
 torch.where select), n = 2^22 and 2^24. Both sides are checked equal first.
 Medians of CUDA-event timings (benchmarks/timing.py).
 Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
-  python3 -m benchmarks.cuda.bench_robust_loss_cuda [--out benchmarks/results/robust_loss_cuda.json]
+  python3 -m benchmarks.cuda.bench_robust_loss_cuda [--out PATH]  (default benchmarks/results/robust_loss_cuda.<gpu>.json)
 """
 import ctypes
 
@@ -74,7 +74,7 @@ def bench_robust(n, results):
 
 
 def main():
-    run_configs("robust_loss_cuda.json", [(2**22,), (2**24,)], bench_robust)
+    run_configs("robust_loss_cuda", [(2**22,), (2**24,)], bench_robust)
 
 
 if __name__ == "__main__":

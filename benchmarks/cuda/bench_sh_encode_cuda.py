@@ -7,7 +7,8 @@ and float16; forward, and forward + backward (gradient w.r.t. the
 directions). Both sides are checked equal first. Medians of CUDA-event
 timings, interleaved rounds; ratios and directions/s printed.
 Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
-  python3 -m benchmarks.cuda.bench_sh_encode_cuda [--out benchmarks/results/sh_encode_h100.json]
+  python3 -m benchmarks.cuda.bench_sh_encode_cuda [--out PATH]
+writes benchmarks/results/sh_encode_cuda.<gpu>.json (<gpu>: h100, ...) or --out.
 """
 import argparse
 import ctypes
@@ -15,7 +16,7 @@ import statistics
 
 import torch
 
-from benchmarks.cuda.torch_harness import lib, ptr as p, stream, write_results
+from benchmarks.cuda.torch_harness import lib, ptr as p, result_path, stream, write_results
 
 
 def interleaved(fns, rounds=30, warmup=5):
@@ -104,8 +105,7 @@ def main():
     rows = [case(n, dt) for n in (98_304, 1 << 20, 1 << 24) for dt in (torch.float32, torch.float16)]
     for row in rows:
         row["torch"] = torch.__version__
-    if args.out:
-        write_results(args.out, rows)
+    write_results(args.out or result_path("sh_encode_cuda"), rows)
 
 
 if __name__ == "__main__":

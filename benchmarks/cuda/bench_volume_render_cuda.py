@@ -79,7 +79,7 @@ def composite(torch, sigma, rgb, t, bg):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "volume_render_cuda.json"))
+    parser.add_argument("--out", default=None, help="the JSON (default benchmarks/results/volume_render_cuda.<gpu>.json)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     import torch
@@ -151,7 +151,8 @@ def main():
                   f"{row['composite_forward_ms']:.4f} ms, fwd+bwd {row['composite_forward_backward_ms']:.4f} ms | "
                   f"speedup fwd {row['speedup_forward']:.1f}x, fwd+bwd {row['speedup_forward_backward']:.1f}x, "
                   f"{row['ours_samples_per_s_forward_backward'] / 1e9:.2f} G samples/s", flush=True)
-    timing.write_json(args.out, results)
+    timing.write_json(args.out or timing.result_path("volume_render_cuda", timing.device_label(results["device"])),
+                      results)
 
 
 if __name__ == "__main__":

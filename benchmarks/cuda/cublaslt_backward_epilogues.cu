@@ -9,7 +9,7 @@
 // a GPU machine (one line):
 //   nvcc -O2 -o /tmp/cublaslt_backward_epilogues benchmarks/cuda/cublaslt_backward_epilogues.cu
 //       -lcublasLt -lcublas && /tmp/cublaslt_backward_epilogues
-// Results: benchmarks/results/cublaslt_backward_epilogues_h100.txt; docs/FUSED_MLP_GPU.md.
+// The figures and what they decided: docs/FUSED_MLP_GPU.md ("The layer path").
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

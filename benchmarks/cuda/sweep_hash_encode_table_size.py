@@ -9,10 +9,12 @@ point at larger T is the price of spreading those requests over a gradient
 that no longer fits the H100's 50 MB L2 (one float32 level group of 4 levels:
 16 MB at 2^19, 32 MB at 2^20, 64 MB at 2^21). A layout that keeps extra
 copies of the gradient to merge more requests (docs/HASH_ENCODE_GPU.md,
-"Issue #32 point 2") multiplies the footprint the same way. Interleaved
+"Against tiny-cuda-nn, and the floors") multiplies the footprint the same way. Interleaved
 rounds, one process; prints ms per call and each time relative to T = 2^19.
 
     make cuda-harness && python3 -m benchmarks.cuda.sweep_hash_encode_table_size [--rounds 9] [--out PATH]
+
+writes benchmarks/results/hash_encode_table_size.<gpu>.json (<gpu>: h100, ...) or --out.
 """
 import argparse
 
@@ -28,7 +30,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--reps", type=int, default=10, help="calls per timed run")
     ap.add_argument("--log2t", default="19,20,21", help="rows per level, log2, comma-separated; the first is the base")
-    ap.add_argument("--out", default=None, help="write the medians as JSON here")
+    ap.add_argument("--out", default=None, help="the JSON (default benchmarks/results/hash_encode_table_size.<gpu>.json)")
     args = ap.parse_args()
     cupy, lib = load()
     stream = cupy.cuda.get_current_stream()
@@ -69,8 +71,7 @@ def main():
                           f"gradient {info[t]['gradient_mb']:.0f} MB)", flush=True)
             del runners
             cupy.get_default_memory_pool().free_all_blocks()
-    if args.out:
-        timing.write_json(args.out, results)
+    timing.write_json(args.out or timing.result_path("hash_encode_table_size", timing.device_label(device)), results)
 
 
 if __name__ == "__main__":

@@ -19,20 +19,27 @@ def stream():
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
 
-def run_configs(result_name, configs, bench):
+def result_path(benchmark):
+    """benchmarks/results/<benchmark>.<gpu>.json for this process's GPU."""
+    from benchmarks import timing
+
+    return timing.result_path(benchmark, timing.device_label(torch.cuda.get_device_name(0)))
+
+
+def run_configs(benchmark, configs, bench):
     """The main() of a CUDA benchmark over configurations: bench(*config,
     results) each, the rows written to --out (default
-    benchmarks/results/<result_name>)."""
+    benchmarks/results/<benchmark>.<gpu>.json)."""
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", result_name))
+    parser.add_argument("--out", default=None, help="the JSON (default benchmarks/results/<benchmark>.<gpu>.json)")
     args = parser.parse_args()
     results = []
     print(torch.cuda.get_device_name(0))
     for config in configs:
         bench(*config, results)
-    write_results(args.out, results)
+    write_results(args.out or result_path(benchmark), results)
 
 
 def write_results(path, results):

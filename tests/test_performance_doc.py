@@ -1,0 +1,69 @@
+"""benchmarks/results holds one current file per benchmark and device, each
+with its command, commit, date and machine, and docs/PERFORMANCE.md is what
+`python -m benchmarks.report` makes of them."""
+import json
+import os
+import re
+
+import pytest
+
+from benchmarks import report, timing
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+NAME = re.compile(r"^([a-z0-9]+(?:_[a-z0-9]+)*)\.([a-z0-9_]+)\.(json|png)$")
+FIELDS = ("benchmark", "device", "command", "commit", "date", "machine")
+
+
+def test_performance_doc_is_generated_from_the_results():
+    with open(report.DOC, encoding="utf-8") as f:
+        current = f.read()
+    assert current == report.render(), (
+        "docs/PERFORMANCE.md is not what `python -m benchmarks.report` (make perf-doc) writes from "
+        "benchmarks/results: run it")
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(RESULTS)))
+def test_result_file_is_named_benchmark_device(name):
+    assert NAME.match(name), f"benchmarks/results/{name}: not <benchmark>.<device>.json (or .png)"
+    if name.endswith(".png"):
+        assert os.path.exists(os.path.join(RESULTS, name[:-len(".png")] + ".json")), \
+            f"benchmarks/results/{name}: no result file of its own beside it"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(RESULTS) if n.endswith(".json")))
+def test_result_file_records_where_and_how(name):
+    with open(os.path.join(RESULTS, name)) as f:
+        data = json.load(f)
+    missing = [k for k in FIELDS if k not in data]
+    assert not missing, f"benchmarks/results/{name} lacks {missing}"
+    benchmark, device, _ = NAME.match(name).groups()
+    assert (data["benchmark"], data["device"]) == (benchmark, device), name
+    assert re.match(r"^\d{4}-\d\d-\d\dT", data["date"]), name
+    assert {"cpu", "gpu", "tensorflow", "python"} <= set(data["machine"]), name
+
+
+def test_write_json_adds_the_record_fields(tmp_path):
+    path = timing.result_path("example", "cpu").replace(timing.RESULTS, str(tmp_path))
+    timing.write_json(path, {"device": "NVIDIA H100 80GB HBM3", "rows": [{"ms": 1.0}]})
+    with open(path) as f:
+        data = json.load(f)
+    assert list(data)[:len(FIELDS)] == list(FIELDS)
+    assert (data["benchmark"], data["device"]) == ("example", "cpu")
+    assert data["machine"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert data["commit"] == "unknown" or re.match(r"^[0-9a-f]{7,40}(\+dirty)?$|^.+-g[0-9a-f]+(\+dirty)?$",
+                                                   data["commit"])
+    assert data["rows"] == [{"ms": 1.0}]
+
+
+@pytest.mark.parametrize("name, label", [("NVIDIA H100 80GB HBM3", "h100"), ("GPU: NVIDIA H200, compute "
+                                         "capability 9.0", "h200"), (None, "cpu"), ("CPU: AMD EPYC", "cpu")])
+def test_device_label(name, label):
+    assert timing.device_label(name) == label
+
+
+def test_a_result_without_a_section_still_gets_one():
+    text = report.render({"new_op.cpu": {"benchmark": "new_op", "device": "cpu", "command": "python -m x",
+                                         "date": "2026-01-01T00:00:00+00:00", "machine": {"cpu": "c"},
+                                         "rows": [{"n": 4, "ours_ms": 1.5}]}})
+    assert "## new_op.cpu" in text and "| 4 | 1.50 |" in text and "`python -m x`" in text
