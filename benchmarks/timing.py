@@ -274,3 +274,64 @@ def cuda_peak_extra_mib(torch, fn):
     fn()
     torch.cuda.synchronize()
     return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def junit_counts(path):
+    """(counts, seconds, failures) of a pytest junit XML report."""
+    import xml.etree.ElementTree as ET
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0}
+    failures, seconds = [], 0.0
+    for suite in suites:
+        seconds += float(suite.get("time", 0))
+        for case in suite.iter("testcase"):
+            name = f"{case.get('classname')}::{case.get('name')}"
+            tags = {child.tag for child in case}
+            skipped = case.find("skipped")
+            if "failure" in tags or "error" in tags:
+                counts["failed"] += 1
+                failures.append(name)
+            elif skipped is not None:
+                counts["xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"] += 1
+            else:
+                counts["passed"] += 1
+    return counts, round(seconds, 3), failures
+
+
+def first_gpu_name():
+    """The model name of TensorFlow's first GPU, None when it lists none."""
+    import tensorflow as tf
+    gpus = tf.config.list_physical_devices("GPU")
+    return tf.config.experimental.get_device_details(gpus[0]).get("device_name") if gpus else None
+
+
+def record_main(argv=None):
+    """python -m benchmarks.timing record BENCHMARK FILE [--device D] [--command C]:
+    a report another program wrote (a JSON dict, or a pytest junit XML, kept as
+    its counts) as benchmarks/results/<BENCHMARK>.<device>.json."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.timing record")
+    p.add_argument("benchmark")
+    p.add_argument("file")
+    p.add_argument("--device", default=None, help="default: the label of TensorFlow's first GPU, else cpu")
+    p.add_argument("--command", default=None, help="the command that wrote FILE")
+    p.add_argument("--results", default=RESULTS)
+    a = p.parse_args(argv)
+    if a.file.endswith(".xml"):
+        counts, seconds, failures = junit_counts(a.file)
+        data = {"counts": counts, "time_s": seconds, "failures": failures}
+    else:
+        with open(a.file) as f:
+            data = json.load(f)
+    data["command"] = a.command or data.get("command")
+    gpu = None if a.device == "cpu" else first_gpu_name()
+    if gpu:
+        data["device"] = f"GPU: {gpu}"
+    write_json(os.path.join(a.results, f"{a.benchmark}.{a.device or device_label(gpu)}.json"), data)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["record"]:
+        raise SystemExit("usage: python -m benchmarks.timing record BENCHMARK FILE [--device D] [--command C]")
+    sys.exit(record_main(sys.argv[2:]))

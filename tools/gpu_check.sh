@@ -8,17 +8,19 @@
 #
 # build     the op library in place with its CUDA kernels (make ENV=existing)
 # status    `python -m metal_ops`: which kernels loaded and why
-# selftest  `python -m metal_ops.selftest` on every GPU, report to RESULTS/selftest_cuda.json
+# selftest  `python -m metal_ops.selftest` on every GPU, report to RESULTS/selftest.<gpu>.json
 # tests     the test suite on the CPU and the GPU (tests/devices.py), junit XML
-#           and a summary in RESULTS/tests_cuda.{xml,txt}
-# nerf      the NeRF sample's procedural demo, timed (RESULTS/nerf_demo_cuda.json)
+#           and its counts in RESULTS/tests.<gpu>.json
+# nerf      the NeRF sample's procedural demo, timed (RESULTS/nerf_demo.<gpu>.json)
 # sanitize  compute-sanitizer memcheck over the self-test process, racecheck
 #           over its cases of each op with shared memory (RACECHECK_OPS)
 # keras     FusedMLP against a Keras Dense stack in TensorFlow (tf.function and
 #           XLA), TF32 and strict float32: benchmarks/bench_fused_mlp_gpu.py,
-#           RESULTS/fused_mlp_keras_gpu{,_strict}.{json,txt}
+#           benchmarks/results/fused_mlp_gpu{,_strict}.<gpu>.json
 #
-# RESULTS (default benchmarks/results) is where the reports go; PYTEST_WORKERS
+# <gpu> is the GPU's model ('h100': benchmarks/timing.py device_label). RESULTS
+# (default benchmarks/results) is where the reports go, SCRATCH (default a new
+# temporary folder) the logs and raw reports they come from; PYTEST_WORKERS
 # (default 8) the pytest-xdist workers; each shares the GPU
 # (TF_FORCE_GPU_ALLOW_GROWTH, set here).
 set -uo pipefail
@@ -29,8 +31,15 @@ WORKERS=${PYTEST_WORKERS:-8}
 # The tree's package and test helpers, as pytest.ini gives them to pytest.
 export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2} TF_FORCE_GPU_ALLOW_GROWTH=true PYTHONUNBUFFERED=1
-mkdir -p "$RESULTS"
+SCRATCH=${SCRATCH:-$(mktemp -d)}
+mkdir -p "$RESULTS" "$SCRATCH"
+echo "gpu-check: logs and raw reports in $SCRATCH"
 rc=0
+
+# record BENCHMARK FILE COMMAND: FILE (a JSON report or junit XML) as RESULTS/BENCHMARK.<gpu>.json.
+record() {
+  [ -f "$2" ] && "$PYTHON" -m benchmarks.timing record "$1" "$2" --command "$3" --results "$RESULTS"
+}
 
 gpu_listed() {
   "$PYTHON" -c "import tensorflow as tf, sys; sys.exit(0 if tf.config.list_physical_devices('GPU') else 1)"
@@ -47,36 +56,40 @@ step() {
       "$PYTHON" -m metal_ops || return 1
       gpu_listed || { echo "gpu-check: TensorFlow lists no GPU (see TensorFlow's log above)"; return 1; } ;;
     selftest)
-      "$PYTHON" -m metal_ops.selftest --json "$RESULTS/selftest_cuda.json" || return 1 ;;
+      "$PYTHON" -m metal_ops.selftest --json "$SCRATCH/selftest.json"; local st=$?
+      record selftest "$SCRATCH/selftest.json" "python -m metal_ops.selftest"
+      return $st ;;
     tests)
       "$PYTHON" -m pytest tests -q -p no:cacheprovider -n "$WORKERS" -m "not slow" \
-        --junitxml="$RESULTS/tests_cuda.xml" ${PYTEST_ARGS:-} 2>&1 | tee "$RESULTS/tests_cuda.txt"
-      return "${PIPESTATUS[0]}" ;;
+        --junitxml="$SCRATCH/tests.xml" ${PYTEST_ARGS:-} 2>&1 | tee "$SCRATCH/tests.txt"
+      local pt=${PIPESTATUS[0]}
+      record tests "$SCRATCH/tests.xml" "python -m pytest tests -q -n $WORKERS -m 'not slow' ${PYTEST_ARGS:-}"
+      return "$pt" ;;
     nerf)
       "$PYTHON" -m examples.nerf.train --name gpu-demo --out-dir "${NERF_OUT:-runs}" --quiet --no-outputs \
         ${NERF_ARGS:-} || return 1
-      cp "${NERF_OUT:-runs}/gpu-demo/metrics.json" "$RESULTS/nerf_demo_cuda.json" ;;
+      record nerf_demo "${NERF_OUT:-runs}/gpu-demo/metrics.json" \
+        "python -m examples.nerf.train --name gpu-demo --quiet --no-outputs ${NERF_ARGS:-}" ;;
     sanitize)
       compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
         "$PYTHON" -m metal_ops.selftest --repeat 1 ${SANITIZE_ARGS:-} \
-        2>&1 | tee "$RESULTS/sanitize_memcheck_cuda.txt" | tail -n 25
+        2>&1 | tee "$SCRATCH/sanitize_memcheck.txt" | tail -n 25
       [ "${PIPESTATUS[0]}" = 0 ] || return 1
       # racecheck (shared-memory hazards) is slow: one process per op whose
       # CUDA kernels use shared memory.
-      : > "$RESULTS/sanitize_racecheck_cuda.txt"
+      : > "$SCRATCH/sanitize_racecheck.txt"
       for op in ${RACECHECK_OPS:-hash_encode robust_loss sh_encode fused_mlp}; do
         echo "== compute-sanitizer --tool racecheck python -m metal_ops.selftest --repeat 1 --ops $op" \
-          >> "$RESULTS/sanitize_racecheck_cuda.txt"
+          >> "$SCRATCH/sanitize_racecheck.txt"
         compute-sanitizer --tool racecheck --error-exitcode 3 --print-limit 20 \
           "$PYTHON" -m metal_ops.selftest --repeat 1 --ops "$op" \
-          2>&1 | tee -a "$RESULTS/sanitize_racecheck_cuda.txt" | tail -n 3
+          2>&1 | tee -a "$SCRATCH/sanitize_racecheck.txt" | tail -n 3
         [ "${PIPESTATUS[0]}" = 0 ] || return 1
       done ;;
     keras)
       local strict
       for strict in "" _strict; do
-        "$PYTHON" -m benchmarks.bench_fused_mlp_gpu ${strict:+--no-tf32} \
-          --json "$RESULTS/fused_mlp_keras_gpu$strict.json" 2>&1 | tee "$RESULTS/fused_mlp_keras_gpu$strict.txt"
+        "$PYTHON" -m benchmarks.bench_fused_mlp_gpu ${strict:+--no-tf32} 2>&1 | tee "$SCRATCH/fused_mlp_gpu$strict.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || return 1
       done ;;
     *) echo "gpu-check: unknown step $name" >&2; return 2 ;;
