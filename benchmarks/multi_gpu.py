@@ -25,7 +25,12 @@ gradient| of the weight and gamma_m = m u / (1 - m u), u = 2^-24 (Higham,
 "Accuracy and Stability of Numerical Algorithms", 3.1 and 4.2). (b) Each
 example's gradient goes through dot products of at most K = the MLP's width
 terms in each of its D layers, which the two runs may block differently
-(other row counts per kernel call): at most 2 D gamma_K S more. (c) SGD moves
+(other row counts per kernel call): at most 2 D gamma_K S more. Where
+FusedMLP runs in TF32 (TensorFlow's default on NVIDIA GPUs since Ampere), each
+product's operands are first rounded to 10 mantissa bits (unit roundoff
+u_tf32 = 2^-11), and after the first step the two runs' float32 weights differ
+in their last bits, which can round them to neighbouring TF32 values: each
+layer then adds 2 * 2 u_tf32 S, so (b) is 2 D (gamma_K + 2 u_tf32) S. (c) SGD moves
 the weight by lr times the sum, and rounding w - lr g to float32 can land one
 unit in the last place apart: 2 u |w|. A difference also passes through later
 steps' gradients; at the small learning rate used that factor stays near 1,
@@ -48,6 +53,7 @@ sys.path[:0] = [p for p in (os.path.join(ROOT, "python"), ROOT) if p not in sys.
 from benchmarks import timing  # noqa: E402
 
 U32 = 2.0 ** -24
+U_TF32 = 2.0 ** -11
 
 
 def child_env(**extra):
@@ -66,6 +72,8 @@ def keras_part(devices, steps, batch, lr, quick):
     """Part 1 (in this process): weights after `steps` SGD steps on `devices` against devices[:1]."""
     import keras
     import tensorflow as tf
+
+    tf32 = not quick and tf.config.experimental.tensor_float_32_execution_enabled()
 
     from metal_ops import layers, losses
 
@@ -142,7 +150,8 @@ def keras_part(devices, steps, batch, lr, quick):
         for s in range(steps):
             xb, yb = x[s * batch:(s + 1) * batch], y[s * batch:(s + 1) * batch]
             for b, g, w in zip(bound, example_grads(xb, yb), model.get_weights()):
-                b += lr * 2 * (gamma(batch) + depth * gamma(width)) * g.numpy() + 2 * U32 * np.abs(w)
+                b += (lr * 2 * (gamma(batch) + depth * (gamma(width) + (2 * U_TF32 if tf32 else 0))) * g.numpy()
+                      + 2 * U32 * np.abs(w))
             sgd_step(xb, yb)
     allowed = [2 * b for b in bound]
     rows = []
@@ -165,7 +174,7 @@ def keras_part(devices, steps, batch, lr, quick):
         probe = x[:256]
         saved_ok = all(np.array_equal(p, q) for p, q in zip(loaded.get_weights(), two)) and np.allclose(
             loaded.predict(probe, verbose=0), two_model.predict(probe, verbose=0), rtol=1e-6, atol=1e-6)
-    return {"devices": devices, "steps": steps, "global_batch": batch, "lr": lr, "optimizer": "SGD",
+    return {"devices": devices, "steps": steps, "global_batch": batch, "lr": lr, "optimizer": "SGD", "tf32": tf32,
             "weights_within_tolerance": ok, "save_load_round_trip": bool(saved_ok),
             "seconds_two": two_s, "seconds_one": one_s, "weights": rows}
 
@@ -207,10 +216,14 @@ def main(argv=None):
     p.add_argument("--keras-batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--nerf-steps", type=int, default=3000)
+    p.add_argument("--no-tf32", action="store_true", help="strict float32 matrix products on the GPU")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = p.parse_args(argv)
     os.environ.update(child_env())
     import tensorflow as tf
+
+    if args.no_tf32:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
 
     if args.quick:
         cpu = tf.config.list_physical_devices("CPU")[0]

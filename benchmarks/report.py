@@ -133,6 +133,28 @@ def _nerf_demo(d):
              "field_evals_per_ray": d.get("field_evals_per_ray")}]
 
 
+def _multi_gpu(d):
+    rows = []
+    for r in d.get("nerf", []):
+        rows.append({"what": f"NeRF demo, {r['name'].replace('_', ' ')}", "gpus": 2 if "two" in r["name"] else 1,
+                     "batch": r.get("batch_rays"), "steps_s": r.get("steps_per_second"),
+                     "rays_s": (r.get("steps_per_second") or 0) * (r.get("batch_rays") or 0),
+                     "psnr": r.get("test_psnr_mean")})
+    k = d.get("keras")
+    if k:
+        for w in k["weights"]:
+            rows.append({"what": f"Keras weight {w['weight']} {tuple(w['shape'])}: |2 GPUs - 1 GPU| max "
+                                 f"{_fmt(w['max_abs_diff_two_vs_one'])}, float32 bound x{_fmt(w['max_ratio_to_allowed'])}",
+                         "gpus": 2})
+        rows.append({"what": f"Keras model.save / load_model after MirroredStrategy: "
+                             f"{'identical' if k['save_load_round_trip'] else 'DIFFERENT'}", "gpus": 2})
+    st = d.get("selftest")
+    if st and "per_device" in st:
+        for dev, res in st["per_device"].items():
+            rows.append({"what": f"self-test on {dev}: {res}", "gpus": 1})
+    return rows
+
+
 def _nerf_time_to_quality(d):
     b, h = d["baseline"], d["hash"]
     return [{"model": "Keras example NeRF (baseline)", "steps": b["steps"], "psnr": b["best_val_psnr"],
@@ -187,7 +209,18 @@ FUSED_MLP_GPU = [("network", "config"), ("train ours ms", "train_ours_ms"), ("tr
                  ("forward x XLA", "forward_speedup_vs_keras_xla")]
 
 # benchmark.device: (title, what it measures, rows(data) or None (the listed rows), [(header, key), ...])
+MULTI_GPU = [("run", "what"), ("GPUs", "gpus"), ("rays/step", "batch"), ("steps/s", "steps_s"),
+             ("rays/s", "rays_s"), ("test PSNR dB", "psnr")]
+
 SECTIONS = {
+    "multi_gpu.h200x2": ("Two GPUs: MirroredStrategy against one GPU",
+                         "`python -m benchmarks.multi_gpu` on two H200s through TensorFlow's CUDA build (NCCL, "
+                         "NVLink multicast off): the NeRF demo's 3000 steps under `--strategy mirrored` on one and "
+                         "two GPUs (global batch held, and doubled), a Keras HashEncoding + FusedMLP + RobustLoss "
+                         "model after 8 SGD steps on two GPUs against one (the largest weight difference, and its "
+                         "ratio to the float32 summation bound derived in the script: above 1 means beyond it; "
+                         "FusedMLP runs in TF32 there, which that bound does not cover), and the self-test on each "
+                         "GPU.", _multi_gpu, MULTI_GPU),
     # NeRF sample
     "nerf_demo.h100": ("NeRF sample on a GPU: the procedural demo",
                        "3000 training steps of the hash-grid NeRF (float16 fused MLPs, fused Adam) through "
