@@ -363,3 +363,16 @@ def test_saved_graphs_with_activation_strings_load():
     bad = _graph_def_with_fused_mlp("tanh", "none", x, k, b)
     with pytest.raises(ValueError, match="activation.*tanh"):
         tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(bad, return_elements=["mlp:0"]), [])
+
+
+def test_python_activation_names_are_the_op_s_enum():
+    """metal_ops.fused_mlp's HIDDEN_ACTIVATIONS / OUTPUT_ACTIVATIONS (which map
+    callables and pick what the layer applies after the op) are the values of
+    the op's enum attributes."""
+    from tensorflow.python.framework import op_def_registry
+
+    from metal_ops.fused_mlp import HIDDEN_ACTIVATIONS, OUTPUT_ACTIVATIONS
+    metal_ops.load_library()
+    for op_name in ("MetalOpsFusedMLP", "MetalOpsFusedMLPGrad"):
+        attrs = {a.name: tuple(v.decode() for v in a.allowed_values.list.s) for a in op_def_registry.get(op_name).attr}
+        assert attrs["activation"] == HIDDEN_ACTIVATIONS and attrs["output_activation"] == OUTPUT_ACTIVATIONS
