@@ -369,10 +369,12 @@ def test_python_activation_names_are_the_op_s_enum():
     """metal_ops.fused_mlp's HIDDEN_ACTIVATIONS / OUTPUT_ACTIVATIONS (which map
     callables and pick what the layer applies after the op) are the values of
     the op's enum attributes."""
-    from tensorflow.python.framework import op_def_registry
-
     from metal_ops.fused_mlp import HIDDEN_ACTIVATIONS, OUTPUT_ACTIVATIONS
-    metal_ops.load_library()
+    with tf.Graph().as_default() as graph:
+        x = tf.zeros([1, 4])
+        k, b = make_net(np.random.default_rng(0), 4, 16, 1, 2)
+        tf.gradients(metal_ops.fused_mlp(x, k, b), x)
+        ops = {op.type: op for op in graph.get_operations()}
     for op_name in ("MetalOpsFusedMLP", "MetalOpsFusedMLPGrad"):
-        attrs = {a.name: tuple(v.decode() for v in a.allowed_values.list.s) for a in op_def_registry.get(op_name).attr}
+        attrs = {a.name: tuple(v.decode() for v in a.allowed_values.list.s) for a in ops[op_name].op_def.attr}
         assert attrs["activation"] == HIDDEN_ACTIVATIONS and attrs["output_activation"] == OUTPUT_ACTIVATIONS
