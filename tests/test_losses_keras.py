@@ -222,3 +222,13 @@ def test_keras_files_round_trip_under_either_name(tmp_path, names):
     assert registered(layers.AdaptiveRobustLossLayer) == "metal_ops>AdaptiveRobustLossLayer"
     assert registered(losses.AdaptiveRobustLoss) == "metal_ops>AdaptiveRobustLoss"
     assert registered(losses.DistortionLoss) == "metal_ops>DistortionLoss"
+
+
+def test_robust_loss_config_is_json_for_numpy_parameters():
+    import json
+    loss = losses.RobustLoss(alpha=np.array([2.0, 0.0], np.float32), scale=np.float32(0.5), name="rl")
+    config = json.loads(json.dumps(loss.get_config()))
+    assert config["alpha"] == [2.0, 0.0] and config["scale"] == 0.5 and config["name"] == "rl"
+    clone = losses.RobustLoss.from_config(config)
+    y = np.random.default_rng(5).normal(size=(4, 2)).astype(np.float32)
+    np.testing.assert_array_equal(clone(y, 0 * y).numpy(), loss(y, 0 * y).numpy())

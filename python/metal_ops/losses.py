@@ -52,7 +52,9 @@ class RobustLoss(keras.losses.Loss):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"alpha": self.alpha, "scale": self.scale})
+        # Plain numbers or lists (NumPy values too), so the config is JSON.
+        config.update({"alpha": np.asarray(self.alpha, np.float64).tolist(),
+                       "scale": np.asarray(self.scale, np.float64).tolist()})
         return config
 
 
