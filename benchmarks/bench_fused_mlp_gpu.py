@@ -42,7 +42,7 @@ def contenders(tf, metal_ops, device, config, n):
     name, in_dim, width, hidden, out_dim = config
     rng = np.random.default_rng(0)
     keras = tf.keras
-    ours = metal_ops.layers.FusedMLP(hidden_units=width, hidden_layers=hidden, output_units=out_dim,
+    ours = metal_ops.layers.FusedMLP(hidden_units=width, hidden_layers=hidden, units=out_dim,
                                      activation="relu", output_activation=None)
     dense = keras.Sequential([keras.layers.Dense(width, activation="relu") for _ in range(hidden)] +
                              [keras.layers.Dense(out_dim)])

@@ -24,8 +24,10 @@ template <GridOp op>
 using KernelOf = OpKernelWithAttrs<Attrs, op>;
 
 inline absl::Status CheckInputsAndTable(const GridAttrs& a, const ::tensorflow::Tensor& inputs,
-                                        const ::tensorflow::Tensor& table, int* dims, int* features, int64_t* rows) {
-  return checks::ToStatus(InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), dims, features, rows));
+                                        const ::tensorflow::Tensor& table, int* dims, int* features, int64_t* rows,
+                                        hash_grid::Params* params) {
+  return checks::ToStatus(
+      InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), dims, features, rows, params));
 }
 
 inline absl::Status CheckMatrix(const char* name, const ::tensorflow::Tensor& t, int64_t rows, int64_t cols) {
@@ -41,6 +43,7 @@ struct HashEncodeForwardArgs {
   const float* inputs;  // [N, D]
   const T* table;       // [P, F]
   T* encoded;           // [N, L * F]
+  const hash_grid::Params& params;  // the grid's geometry (InputsAndTable)
 };
 
 template <typename T>
@@ -53,6 +56,7 @@ struct HashEncodeBackwardArgs {
   T* grad_table;          // [P, F], or nullptr when not wanted
   float* grad_inputs;     // [N, D], or nullptr when not wanted
   bool deterministic;     // the op's attribute (devices may add TF's op determinism)
+  const hash_grid::Params& params;  // the grid's geometry (InputsAndTable)
 };
 
 // Defined per device; num_points > 0 (forward) or at least one gradient wanted.
@@ -74,14 +78,16 @@ class HashEncodeOp : public hash_encode::KernelOf<hash_encode::GridOp::kEncode> 
     const ::tensorflow::Tensor& table = ctx->input(1);
     int dims = 0, features = 0;
     int64_t rows = 0;
-    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
+    hash_grid::Params params;
+    OP_REQUIRES_OK(ctx,
+                   hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows, &params));
     const int64_t n = inputs.dim_size(0);
     ::tensorflow::Tensor* out = nullptr;
     const int64_t width = int64_t(attrs_.grid.num_levels) * features;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, width}), &out));
     if (n == 0) return;
     const HashEncodeForwardArgs<T> args = {dims, features, n, rows, inputs.flat<float>().data(),
-                                           table.flat<T>().data(), out->flat<T>().data()};
+                                           table.flat<T>().data(), out->flat<T>().data(), params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Forward(ctx, attrs_.grid, args)));
   }
 };
@@ -97,7 +103,9 @@ class HashEncodeGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEnco
     const ::tensorflow::Tensor& table = ctx->input(2);
     int dims = 0, features = 0;
     int64_t rows = 0;
-    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
+    hash_grid::Params params;
+    OP_REQUIRES_OK(ctx,
+                   hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows, &params));
     const int64_t n = inputs.dim_size(0);
     OP_REQUIRES_OK(ctx, hash_encode::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * features));
     ::tensorflow::Tensor* grad_table = nullptr;
@@ -110,7 +118,7 @@ class HashEncodeGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEnco
     const HashEncodeBackwardArgs<T> args = {
         dims, features, n, rows, dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
         attrs_.table_grad ? grad_table->flat<T>().data() : nullptr,
-        attrs_.input_grad ? grad_inputs->flat<float>().data() : nullptr, attrs_.deterministic};
+        attrs_.input_grad ? grad_inputs->flat<float>().data() : nullptr, attrs_.deterministic, params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Backward(ctx, attrs_.grid, args)));
   }
 };

@@ -50,6 +50,14 @@ Status FusedMlpShape(InferenceContext* c) {
   return Status();
 }
 
+// The activations FusedMLP fuses, by their names in kernels/common/activations.h
+// (kernels/spec/fused_mlp_spec.h parses them): enum attributes, so TensorFlow
+// refuses any other name when a node is made. A graph stores an enum attribute
+// as a string: graphs saved when these were string attributes load unchanged.
+constexpr char kActivationAttr[] = "activation: {'none', 'relu', 'leaky_relu', 'sigmoid', 'softplus'} = 'relu'";
+constexpr char kOutputActivationAttr[] =
+    "output_activation: {'none', 'relu', 'leaky_relu', 'sigmoid', 'softplus', 'trunc_exp'} = 'none'";
+
 }  // namespace
 
 REGISTER_OP("MetalOpsFusedMLP")
@@ -60,8 +68,8 @@ REGISTER_OP("MetalOpsFusedMLP")
     .Output("hidden: T")
     .Attr("N: int >= 1")
     .Attr("T: {float, half}")
-    .Attr("activation: string = 'relu'")
-    .Attr("output_activation: string = 'none'")
+    .Attr(kActivationAttr)
+    .Attr(kOutputActivationAttr)
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn(FusedMlpShape)
     .Doc(R"doc(
@@ -83,8 +91,8 @@ REGISTER_OP("MetalOpsFusedMLPGrad")
     .Output("grad_biases: N * T")
     .Attr("N: int >= 1")
     .Attr("T: {float, half}")
-    .Attr("activation: string = 'relu'")
-    .Attr("output_activation: string = 'none'")
+    .Attr(kActivationAttr)
+    .Attr(kOutputActivationAttr)
     .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
       mo::fused_mlp::Attrs attrs;

@@ -4,11 +4,13 @@ Against the equivalent stack of keras.layers.Dense with the same weights
 (outputs and gradients, float32: |difference| <= 1e-5 + 1e-5 |value|), a NumPy
 forward, Dense's initialisers and weight layout, serialization, .keras and
 SavedModel round trips, tf.distribute, mixed precision on the CPU, bad
-arguments.
+arguments, activations by name or callable, the former argument name
+output_units.
 """
 import os
 import subprocess
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -16,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
+from metal_ops.fused_mlp import fused_activation
 from metal_ops.layers import FusedMLP
 from tests.reference.fused_mlp import act
 from tests.child_env import child_env
@@ -25,7 +28,7 @@ pytestmark = pytest.mark.every_device
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 CONFIGS = [
-    # (in_dim, output_units, hidden_units, hidden_layers, activation, output_activation)
+    # (in_dim, units, hidden_units, hidden_layers, activation, output_activation)
     (31, 3, 64, 2, "relu", "sigmoid"),     # NeRF colour net
     (24, 16, 64, 1, "relu", None),         # NeRF density net
     (5, 1, 16, 3, "leaky_relu", "softplus"),
@@ -35,11 +38,11 @@ CONFIGS = [
 ]
 
 
-def dense_stack(in_dim, output_units, hidden_units, hidden_layers, activation, output_activation):
+def dense_stack(in_dim, units, hidden_units, hidden_layers, activation, output_activation):
     keras_act = {"none": None, "trunc_exp": None}.get(activation, activation)
     layers = [keras.layers.Dense(hidden_units, activation=keras_act) for _ in range(hidden_layers)]
     out_act = None if output_activation in (None, "none", "trunc_exp") else output_activation
-    layers.append(keras.layers.Dense(output_units, activation=out_act))
+    layers.append(keras.layers.Dense(units, activation=out_act))
     model = keras.Sequential([keras.Input((in_dim,))] + layers)
     if output_activation == "trunc_exp":
         return lambda x: tf.exp(model(x)), model
@@ -134,16 +137,78 @@ def test_leading_dimensions_empty_batches_and_output_shape():
     (dict(hidden_units=48), "hidden width"),
     (dict(hidden_layers=9), "1 to 8 hidden layers"),
     (dict(hidden_layers=0), "1 to 8 hidden layers"),
-    (dict(activation="gelu"), "'activation' must be"),
-    (dict(output_activation="tanh"), "'output_activation' must be"),
-    (dict(output_units=129), "output widths must be in"),
+    (dict(activation="gelu"), r"activation.*gelu"),
+    (dict(activation="trunc_exp"), r"activation.*trunc_exp"),
+    (dict(activation=tf.nn.gelu), r"hidden activation .* has no fused form"),
+    (dict(activation=lambda x: x), r"hidden activation .* has no fused form"),
+    (dict(output_activation="no_such_activation"), "no_such_activation"),
+    (dict(units=129), "output widths must be in"),
     (dict(leaky_relu_alpha=1.5), "leaky_relu_alpha"),
 ])
 def test_bad_arguments_are_refused_at_construction(kwargs, message):
-    args = dict(output_units=3)
+    args = dict(units=3)
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         FusedMLP(**args)
+
+
+@pytest.mark.parametrize("activation, name", [
+    ("relu", "relu"), (keras.activations.relu, "relu"), (tf.nn.relu, "relu"),
+    (tf.nn.leaky_relu, "leaky_relu"), (keras.activations.leaky_relu, "leaky_relu"),
+    (tf.math.sigmoid, "sigmoid"), (keras.activations.sigmoid, "sigmoid"),
+    (tf.nn.softplus, "softplus"), (keras.activations.softplus, "softplus"),
+    (None, "none"), ("linear", "none"), (keras.activations.linear, "none"),
+])
+def test_hidden_activation_by_name_or_callable(activation, name):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 5)).astype(np.float32)
+    by_callable = FusedMLP(2, hidden_units=16, hidden_layers=2, activation=activation)
+    by_name = FusedMLP(2, hidden_units=16, hidden_layers=2, activation=name)
+    by_callable.build((None, 5))
+    by_name.build((None, 5))
+    by_name.set_weights(by_callable.get_weights())
+    np.testing.assert_array_equal(by_callable(x).numpy(), by_name(x).numpy())
+    assert fused_activation(activation) == name
+
+
+def test_output_activation_the_op_lacks_is_applied_after_it():
+    """output_activation="tanh" or any callable: the op computes the linear
+    output, the activation follows: Dense(units, activation) exactly."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(9, 7)).astype(np.float32)
+    for out_act, fn in (("tanh", np.tanh), (keras.activations.tanh, np.tanh), (tf.nn.elu, None),
+                        (lambda v: 2.0 * v, lambda v: 2.0 * v)):
+        layer = FusedMLP(4, hidden_units=32, hidden_layers=1, output_activation=out_act)
+        model, dense = dense_stack(7, 4, 32, 1, "relu", None)
+        layer.build((None, 7))
+        layer.set_weights(dense.get_weights())
+        linear = model(x).numpy()
+        want = fn(linear) if fn is not None else keras.activations.elu(linear).numpy()
+        np.testing.assert_allclose(layer(x).numpy(), want, **TOL)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(x) ** 2)
+        assert all(g is not None for g in tape.gradient(loss, layer.trainable_variables))
+    assert FusedMLP(4, output_activation=metal_ops.trunc_exp)._output_fn is None  # fused
+
+
+def test_units_and_the_former_output_units():
+    assert FusedMLP(units=5).units == 5 and FusedMLP(5).compute_output_shape((None, 3)) == (None, 5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        layer = FusedMLP(output_units=6, hidden_units=16)
+    assert any(issubclass(w.category, DeprecationWarning) and "units" in str(w.message) for w in caught)
+    assert layer.units == 6 and layer.output_units == 6 and "output_units" not in layer.get_config()
+    with pytest.raises(ValueError, match="not both"):
+        FusedMLP(3, output_units=3)
+    with pytest.raises(ValueError, match="'units'"):
+        FusedMLP()
+    # A config saved with output_units loads.
+    config = FusedMLP(7, hidden_units=16, name="old").get_config()
+    config["output_units"] = config.pop("units")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = FusedMLP.from_config(config)
+    assert old.units == 7 and old.name == "old"
 
 
 def test_bad_input_width_is_refused_at_build():
@@ -153,10 +218,14 @@ def test_bad_input_width_is_refused_at_build():
         FusedMLP(3).build((None, None))
 
 
-def test_config_round_trip():
-    layer = FusedMLP(5, hidden_units=32, hidden_layers=3, activation="leaky_relu", output_activation="trunc_exp",
+@pytest.mark.parametrize("activation, output_activation", [
+    ("leaky_relu", "trunc_exp"), (tf.nn.relu, keras.activations.tanh), (keras.activations.sigmoid, "elu")])
+def test_config_round_trip(activation, output_activation):
+    layer = FusedMLP(5, hidden_units=32, hidden_layers=3, activation=activation, output_activation=output_activation,
                      leaky_relu_alpha=0.1, kernel_initializer="he_normal", name="mlp")
     config = layer.get_config()
+    assert {"units", "hidden_units", "hidden_layers", "activation", "output_activation", "leaky_relu_alpha",
+            "kernel_initializer", "bias_initializer"} <= set(config)
     clone = FusedMLP.from_config(config)
     assert clone.get_config() == config
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))

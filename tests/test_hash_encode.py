@@ -485,3 +485,32 @@ def test_integer_inputs_rejected():
 
 def test_per_level_scale_helper_matches_instant_ngp():
     assert math.isclose(ref.per_level_scale_from(16, 2048, 16), math.exp(math.log(128) / 15))
+
+
+def test_finest_resolution_gives_instant_ngp_s_per_level_scale():
+    from metal_ops.hash_encode import per_level_scale_for
+    assert math.isclose(per_level_scale_for(16, 16, 2048), math.exp(math.log(128) / 15))
+    assert per_level_scale_for(1, 16, 2048) == 1.0
+    grid = dict(num_levels=4, log2_hashmap_size=10, base_resolution=4)
+    x = np.random.default_rng(8).uniform(0, 1, (30, 2)).astype(np.float32)
+    rows = metal_ops.hash_grid_size(2, finest_resolution=32, **grid)
+    assert rows == metal_ops.hash_grid_size(2, per_level_scale=per_level_scale_for(4, 4, 32), **grid)
+    table = np.random.default_rng(9).normal(size=(rows, 2)).astype(np.float32)
+    np.testing.assert_array_equal(
+        metal_ops.hash_encode(x, table, finest_resolution=32, **grid).numpy(),
+        metal_ops.hash_encode(x, table, per_level_scale=per_level_scale_for(4, 4, 32), **grid).numpy())
+    # per_level_scale, when given, wins over finest_resolution
+    with pytest.raises(tf.errors.InvalidArgumentError, match="per_level_scale must be finite and >= 1, got 0.5"):
+        metal_ops.hash_encode(x, table, per_level_scale=0.5, finest_resolution=32, **grid)
+
+
+def test_defaults_are_instant_ngp_s_nerf_grid():
+    rows = metal_ops.hash_grid_size(1)
+    assert rows == metal_ops.hash_grid_size(1, 16, 19, 16, math.exp(math.log(128) / 15))
+    assert metal_ops.hash_grid_size(3) * 2 == 12_196_240
+    x = np.random.default_rng(10).uniform(0, 1, (16, 1)).astype(np.float32)
+    table = np.random.default_rng(11).normal(size=(rows, 2)).astype(np.float32)
+    np.testing.assert_array_equal(
+        metal_ops.hash_encode(x, table).numpy(),
+        metal_ops.hash_encode(x, table, num_levels=16, log2_hashmap_size=19, base_resolution=16,
+                              per_level_scale=math.exp(math.log(128) / 15)).numpy())

@@ -1,4 +1,5 @@
 """metal_ops.layers.HashEncoding: Keras 3 layer over metal_ops.hash_encode."""
+import inspect
 import json
 import os
 import subprocess
@@ -183,14 +184,39 @@ def test_save_and_reload_in_fresh_process(tmp_path, tf_device):
 
 
 @pytest.mark.parametrize("kwargs,pattern", [
-    (dict(interpolation="cubic"), "interpolation"),
-    (dict(out_of_range="mirror"), "out_of_range"),
-    (dict(features_per_level=3), "features_per_level"),
+    (dict(interpolation="cubic"), "interpolation.*cubic"),
+    (dict(out_of_range="mirror"), "out_of_range.*mirror"),
+    (dict(features_per_level=3), r"F in \{1, 2, 4, 8\}, got F = 3.*features_per_level=3"),
     (dict(table_dtype="bfloat16"), "table_dtype"),
+    (dict(table_dtype="no_such_dtype"), "table_dtype"),
+    (dict(num_levels=33), r"num_levels must be in \[1, 32\], got 33"),
+    (dict(num_levels=0), "num_levels"),
+    (dict(log2_hashmap_size=31), r"log2_hashmap_size must be in \[1, 30\], got 31"),
+    (dict(finest_resolution=2), "per_level_scale must be finite and >= 1"),
+    (dict(per_level_scale=0.5), "per_level_scale must be finite and >= 1, got 0.5"),
+    (dict(num_levels=16, base_resolution=1 << 20, per_level_scale=8.0), "resolution of the finest level"),
 ])
-def test_bad_arguments(kwargs, pattern):
+def test_bad_arguments_are_refused_at_construction_by_the_op(kwargs, pattern):
+    """The op's checks and messages (kernels/spec/hash_encode_spec.h, the op's
+    attribute definitions), raised when the layer is made."""
     with pytest.raises(ValueError, match=pattern):
         small_layer(**kwargs)
+
+
+def test_defaults_are_hash_encode_s():
+    layer_defaults = {k: v.default for k, v in inspect.signature(HashEncoding.__init__).parameters.items()
+                      if v.default is not inspect.Parameter.empty}
+    function_defaults = {k: v.default for k, v in inspect.signature(metal_ops.hash_encode).parameters.items()
+                         if v.default is not inspect.Parameter.empty}
+    shared = set(layer_defaults) & set(function_defaults)
+    assert {"num_levels", "log2_hashmap_size", "base_resolution", "finest_resolution", "per_level_scale",
+            "interpolation", "out_of_range"} <= shared
+    assert all(layer_defaults[k] == function_defaults[k] for k in shared)
+    layer = HashEncoding(features_per_level=1)
+    x = np.random.default_rng(3).uniform(0, 1, (20, 1)).astype(np.float32)
+    y = layer(x)
+    np.testing.assert_array_equal(y.numpy(), metal_ops.hash_encode(x, layer.table.numpy()).numpy())
+    assert layer.table.shape[0] == metal_ops.hash_grid_size(1)
 
 
 def test_bad_input_dimension():

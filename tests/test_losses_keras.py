@@ -1,6 +1,9 @@
-"""Keras losses: RobustLoss, AdaptiveRobustLoss (with the shipped log-partition
-table checked against mpmath quadrature), DistortionLoss."""
+"""Keras losses and the layers that add or return a loss: losses.RobustLoss,
+layers.AdaptiveRobustLossLayer (with the shipped log-partition table checked
+against mpmath quadrature), layers.DistortionRegularization, and the former
+names losses.AdaptiveRobustLoss / losses.DistortionLoss."""
 import os
+import warnings
 
 import keras
 import mpmath
@@ -9,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from metal_ops import losses
+from metal_ops import layers, losses
 
 pytestmark = pytest.mark.every_device
 
@@ -94,7 +97,7 @@ def test_robust_loss_trains_a_model():
 
 
 def test_adaptive_loss_is_the_negative_log_likelihood():
-    layer = losses.AdaptiveRobustLoss(num_channels=3, alpha_init=1.2, scale_init=0.5, reduction="none")
+    layer = layers.AdaptiveRobustLossLayer(num_channels=3, alpha_init=1.2, scale_init=0.5, reduction="none")
     np.testing.assert_allclose(layer.alpha().numpy(), [1.2] * 3, rtol=1e-6)
     np.testing.assert_allclose(layer.scale().numpy(), [0.5] * 3, rtol=1e-6)
     assert len(layer.trainable_weights) == 2
@@ -112,7 +115,7 @@ def test_adaptive_loss_is_the_negative_log_likelihood():
 def test_adaptive_loss_learns_alpha_and_scale():
     rng = np.random.default_rng(3)
     data = tf.constant((rng.standard_normal(4000) * 0.3).astype(np.float32))  # Gaussian: alpha -> 2
-    layer = losses.AdaptiveRobustLoss(alpha_init=1.0, scale_init=1.0)
+    layer = layers.AdaptiveRobustLossLayer(alpha_init=1.0, scale_init=1.0)
     opt = keras.optimizers.Adam(0.05)
     for _ in range(150):
         with tf.GradientTape() as tape:
@@ -122,18 +125,18 @@ def test_adaptive_loss_learns_alpha_and_scale():
         opt.apply_gradients(zip(grads, layer.trainable_weights))
     assert layer.alpha().numpy()[0] > 1.6
     np.testing.assert_allclose(layer.scale().numpy()[0], 0.3, rtol=0.2)
-    clone = losses.AdaptiveRobustLoss.from_config(layer.get_config())
+    clone = layers.AdaptiveRobustLossLayer.from_config(layer.get_config())
     assert clone.get_config()["alpha_lo"] == 0.001 and clone.get_config()["alpha_hi"] == 1.999
 
 
 def test_adaptive_loss_accepts_y_true_y_pred_and_validates():
-    layer = losses.AdaptiveRobustLoss()
+    layer = layers.AdaptiveRobustLossLayer()
     y = np.ones((4, 2), np.float32)
     np.testing.assert_allclose(layer(y, y + 1).numpy(), layer(np.ones((4, 2), np.float32)).numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match="alpha_init"):
-        losses.AdaptiveRobustLoss(alpha_init=2.5)
+        layers.AdaptiveRobustLossLayer(alpha_init=2.5)
     with pytest.raises(ValueError, match="scale_lo"):
-        losses.AdaptiveRobustLoss(scale_init=0.0)
+        layers.AdaptiveRobustLossLayer(scale_init=0.0)
 
 
 def test_distortion_loss_layer_adds_itself_as_a_regulariser():
@@ -146,7 +149,7 @@ def test_distortion_loss_layer_adds_itself_as_a_regulariser():
         def __init__(self):
             super().__init__()
             self.dense = keras.layers.Dense(8, activation="softmax")
-            self.reg = losses.DistortionLoss(multiplier=0.05)
+            self.reg = layers.DistortionRegularization(multiplier=0.05)
 
         def call(self, inputs):
             weights = self.dense(inputs[0])
@@ -156,11 +159,76 @@ def test_distortion_loss_layer_adds_itself_as_a_regulariser():
     model = Model()
     model([w, t])
     assert len(model.losses) == 1
-    layer = losses.DistortionLoss(multiplier=0.05, add_to_losses=False)
+    layer = layers.DistortionRegularization(multiplier=0.05, add_to_losses=False)
     np.testing.assert_allclose(layer(w, t).numpy(), want, rtol=1e-6)
-    assert losses.DistortionLoss.from_config(layer.get_config()).multiplier == 0.05
+    assert layers.DistortionRegularization.from_config(layer.get_config()).multiplier == 0.05
     assert layer(np.zeros((0, 8), np.float32), np.zeros((0, 9), np.float32)).numpy() == 0.0
     with tf.GradientTape() as tape:
         wv = tf.Variable(w)
-        value = losses.DistortionLoss(1.0, add_to_losses=False)(wv, t)
+        value = layers.DistortionRegularization(1.0, add_to_losses=False)(wv, t)
     assert np.all(np.isfinite(tape.gradient(value, wv).numpy()))
+
+
+def test_layers_that_add_a_loss_are_layers_and_losses_are_losses():
+    assert issubclass(losses.RobustLoss, keras.losses.Loss)
+    for cls in (layers.AdaptiveRobustLossLayer, layers.DistortionRegularization):
+        assert issubclass(cls, keras.layers.Layer) and not issubclass(cls, keras.losses.Loss)
+    assert "AdaptiveRobustLoss" not in losses.__all__ and "DistortionLoss" not in losses.__all__
+
+
+@pytest.mark.parametrize("old, new, kwargs", [
+    ("AdaptiveRobustLoss", "AdaptiveRobustLossLayer", dict(num_channels=2, alpha_init=0.7)),
+    ("DistortionLoss", "DistortionRegularization", dict(multiplier=0.5)),
+])
+def test_former_names_warn_and_behave_as_the_layers(old, new, kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        layer = getattr(losses, old)(**kwargs)
+    assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught)
+    assert isinstance(layer, getattr(layers, new))
+    assert layer.get_config() == getattr(layers, new).from_config(layer.get_config()).get_config()
+
+
+def _loss_models(adaptive_cls, distortion_cls):
+    res = keras.Input((2,))
+    adaptive = keras.Model(res, adaptive_cls(num_channels=2, alpha_init=0.7, scale_init=0.5, reduction="none")(res))
+    w, t = keras.Input((8,)), keras.Input((9,))
+    distortion = keras.Model([w, t], distortion_cls(multiplier=0.5)(w, t))
+    return adaptive, distortion
+
+
+@pytest.mark.parametrize("names", ["current", "former"])
+def test_keras_files_round_trip_under_either_name(tmp_path, names):
+    """Models saved under the former class names (registered names
+    metal_ops>AdaptiveRobustLoss, metal_ops>DistortionLoss) load as before."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if names == "current":
+            classes = (layers.AdaptiveRobustLossLayer, layers.DistortionRegularization)
+        else:
+            classes = (losses.AdaptiveRobustLoss, losses.DistortionLoss)
+        adaptive, distortion = _loss_models(*classes)
+        rng = np.random.default_rng(7)
+        res = rng.normal(size=(5, 2)).astype(np.float32)
+        w = rng.uniform(size=(4, 8)).astype(np.float32)
+        t = np.sort(rng.uniform(2, 6, size=(4, 9)), axis=1).astype(np.float32)
+        for name, model, args in (("adaptive", adaptive, res), ("distortion", distortion, [w, t])):
+            path = os.path.join(tmp_path, f"{name}.keras")
+            model.save(path)
+            loaded = keras.saving.load_model(path)
+            assert type(loaded.layers[-1]) is type(model.layers[-1])
+            np.testing.assert_array_equal(loaded(args).numpy(), model(args).numpy())
+    registered = keras.saving.get_registered_name
+    assert registered(layers.AdaptiveRobustLossLayer) == "metal_ops>AdaptiveRobustLossLayer"
+    assert registered(losses.AdaptiveRobustLoss) == "metal_ops>AdaptiveRobustLoss"
+    assert registered(losses.DistortionLoss) == "metal_ops>DistortionLoss"
+
+
+def test_robust_loss_config_is_json_for_numpy_parameters():
+    import json
+    loss = losses.RobustLoss(alpha=np.array([2.0, 0.0], np.float32), scale=np.float32(0.5), name="rl")
+    config = json.loads(json.dumps(loss.get_config()))
+    assert config["alpha"] == [2.0, 0.0] and config["scale"] == 0.5 and config["name"] == "rl"
+    clone = losses.RobustLoss.from_config(config)
+    y = np.random.default_rng(5).normal(size=(4, 2)).astype(np.float32)
+    np.testing.assert_array_equal(clone(y, 0 * y).numpy(), loss(y, 0 * y).numpy())

@@ -81,3 +81,8 @@ def test_metal_shader_on_msl_shim(dtype, name, n, preserve, grid):
     out = np.full_like(x, 9)
     getattr(lib, f"shim_zero_out_{name}")(ptr(x), ptr(out), i64(n), i64(preserve), u32(grid))
     np.testing.assert_array_equal(out, reference.zero_out(x, preserve))
+
+
+def test_tutorial_op_is_importable_but_not_in_the_public_namespace():
+    assert "zero_out" not in metal_ops.__all__
+    assert callable(metal_ops.zero_out)

@@ -131,7 +131,8 @@ class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::k
     const Tensor& table = ctx->input(3);
     int dims = 0, features = 0;
     int64 rows = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows));
+    hash_grid::Params params;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows, &params));
     const int64 n = inputs.dim_size(0);
     OP_REQUIRES_OK(ctx, CheckMatrix("grad_grad_inputs", ggx, n, dims));
     OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.grid.num_levels) * features));
@@ -156,7 +157,7 @@ class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::k
     DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(::mo::hash_encode::MakeParams(attrs_.grid, kD, 0));
+      const Grid g = MakeGrid(params);
       ScatterTable<kD, kF, T, true>(ctx, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
       T* o = grad_dy->flat<T>().data();
       ForPoints(ctx, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
@@ -194,7 +195,7 @@ struct HashEncodeFunctor<CPUDevice, T> {
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(::mo::hash_encode::MakeParams(grid, kD, 0));
+      const Grid g = MakeGrid(a.params);
       ForPoints(ctx, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
         GatherRange<kD, kF, T, false>(a.inputs, nullptr, a.table, a.encoded, begin, end, g);
       });
@@ -203,7 +204,7 @@ struct HashEncodeFunctor<CPUDevice, T> {
   }
 
   // Deterministic always (fixed-order reductions): a.deterministic changes nothing here.
-  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
+  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs&, const HashEncodeBackwardArgs<T>& a) {
     const int64 table_elements = a.rows * a.features;
     float* acc = nullptr;
     Tensor acc_tensor;
@@ -220,7 +221,7 @@ struct HashEncodeFunctor<CPUDevice, T> {
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
       constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(::mo::hash_encode::MakeParams(grid, kD, 0));
+      const Grid g = MakeGrid(a.params);
       if (a.grad_table != nullptr) {
         ScatterTable<kD, kF, T, false>(ctx, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
       }

@@ -42,15 +42,15 @@ using ::mo::hash_encode::GridAttrs;
 
 template <typename T>
 struct HashEncodeFunctor<GPUDevice, T> {
-  static absl::Status Forward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
-    const hash_grid::Params params = hash_encode::MakeParams(grid, a.dims, a.num_points);
+  static absl::Status Forward(OpKernelContext* ctx, const GridAttrs&, const HashEncodeForwardArgs<T>& a) {
+    const hash_grid::Params& params = a.params;
     return cuda::LaunchStatus("MetalOpsHashEncode",
                               cuda::LaunchHashEncodeForward(a.inputs, cuda::AsCuda(a.table), cuda::AsCuda(a.encoded),
                                                             a.dims, a.features, params, cuda::Stream(ctx)));
   }
 
-  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
-    const hash_grid::Params params = hash_encode::MakeParams(grid, a.dims, a.num_points);
+  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs&, const HashEncodeBackwardArgs<T>& a) {
+    const hash_grid::Params& params = a.params;
     cuda::HashEncodeBackwardOptions options;
     options.table_grad = a.grad_table != nullptr;
     options.input_grad = a.grad_inputs != nullptr;

@@ -64,10 +64,9 @@ struct Encoding {
 bool Validate(mo::metal::KernelCall& call, const HashEncodeMetalKernel& k, TF_Tensor* inputs, TF_Tensor* table,
               Encoding* enc) {
   if (!call.ok() || !call.Check(mo::hash_encode::InputsAndTable(k.grid, DimsOf(inputs), DimsOf(table), &enc->dims,
-                                                                &enc->features, &enc->rows))) {
+                                                                &enc->features, &enc->rows, &enc->params))) {
     return false;
   }
-  enc->params = mo::hash_encode::MakeParams(k.grid, enc->dims, TF_Dim(inputs, 0));
   enc->dtype = TF_TensorType(table);
   return true;
 }

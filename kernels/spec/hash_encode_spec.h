@@ -146,25 +146,33 @@ inline Result Features(int64_t f) {
   return Ok();
 }
 
-inline Result TableRows(const GridAttrs& a, int64_t d, int64_t rows, int64_t* expected) {
-  int64_t offsets[hash_grid::kMaxLevels + 1];
-  *expected = GridRows(int(d), a, offsets);
-  if (rows != *expected) {
-    return Invalid("table has ", rows, " rows but the hash grid needs ", *expected, " (hash_grid_size(input_dim=", d,
+inline Result RowsMatch(const GridAttrs& a, int64_t d, int64_t rows, int64_t expected) {
+  if (rows != expected) {
+    return Invalid("table has ", rows, " rows but the hash grid needs ", expected, " (hash_grid_size(input_dim=", d,
                    ", num_levels=", a.num_levels, ", log2_hashmap_size=", a.log2_hashmap_size,
                    ", base_resolution=", a.base_resolution, ", per_level_scale=", a.per_level_scale, "))");
   }
   return Ok();
 }
 
-// inputs [N, D] and table [P, F] against the grid; sets D, F and P.
+// The table's row count against the grid's, where only shapes are known (shape functions).
+inline Result TableRows(const GridAttrs& a, int64_t d, int64_t rows, int64_t* expected) {
+  int64_t offsets[hash_grid::kMaxLevels + 1];
+  *expected = GridRows(int(d), a, offsets);
+  return RowsMatch(a, d, rows, *expected);
+}
+
+// inputs [N, D] and table [P, F] against the grid; sets D, F, P and the
+// grid's Params for the kernels: the one geometry computation of a call.
 inline Result InputsAndTable(const GridAttrs& a, const Dims& inputs, const Dims& table, int* dims, int* features,
-                             int64_t* rows) {
+                             int64_t* rows, hash_grid::Params* params) {
   if (inputs.size() != 2) return Invalid("inputs must be a rank-2 tensor [N, D], got shape ", ShapeString(inputs));
   MO_RETURN_IF_INVALID(InputDim(inputs[1], inputs));
   if (table.size() != 2) return Invalid("table must be a rank-2 tensor [P, F], got shape ", ShapeString(table));
   MO_RETURN_IF_INVALID(Features(table[1]));
-  MO_RETURN_IF_INVALID(TableRows(a, inputs[1], table[0], rows));
+  *params = MakeParams(a, int(inputs[1]), inputs[0]);
+  *rows = params->level_offsets[a.num_levels];
+  MO_RETURN_IF_INVALID(RowsMatch(a, inputs[1], table[0], *rows));
   *dims = int(inputs[1]);
   *features = int(table[1]);
   return Ok();

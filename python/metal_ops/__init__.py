@@ -24,7 +24,7 @@ from metal_ops.sh_encode import sh_encode  # noqa: E402
 from metal_ops.trunc_exp import trunc_exp  # noqa: E402
 from metal_ops import losses  # noqa: E402
 from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
-from metal_ops.zero_out import zero_out  # noqa: E402
+from metal_ops.zero_out import zero_out  # noqa: E402,F401  (the tutorial op: metal_ops.zero_out, not in __all__)
 
 __version__ = "0.1.0"
 
@@ -50,5 +50,4 @@ __all__ = [
     "trunc_exp",
     "VolumeRenderOutput",
     "volume_render",
-    "zero_out",
 ]

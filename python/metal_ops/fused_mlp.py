@@ -3,12 +3,47 @@
 The formulas of the activations are kernels/common/activations.h; the checks
 kernels/spec/fused_mlp_spec.h. docs/FUSED_MLP.md describes the kernels.
 """
+import keras
 import tensorflow as tf
 
 from metal_ops._loader import load_library
+from metal_ops.trunc_exp import trunc_exp
 
+# The names the op fuses: the values of its enum attributes 'activation' and
+# 'output_activation' (ops/fused_mlp_op.cc), which refuse any other name.
 HIDDEN_ACTIVATIONS = ("none", "relu", "leaky_relu", "sigmoid", "softplus")
 OUTPUT_ACTIVATIONS = HIDDEN_ACTIVATIONS + ("trunc_exp",)
+
+
+def fused_activation(activation):
+    """The op's name for `activation`, or None when the op has no fused form of it.
+
+    `activation`: None or "linear" (identity: "none"), a name (returned as
+    given: the op checks it), or a callable: the Keras, tf.nn or tf.math
+    function of a fused name (keras.activations.relu, tf.nn.relu,
+    tf.math.sigmoid, ...; leaky_relu takes its slope from `leaky_relu_alpha`)
+    or metal_ops.trunc_exp. Any other callable gives None.
+    """
+    if activation is None or activation == "linear" or activation is keras.activations.linear:
+        return "none"
+    if isinstance(activation, str):
+        return activation
+    if activation is trunc_exp:
+        return "trunc_exp"
+    name = getattr(activation, "__name__", None)
+    if name in HIDDEN_ACTIVATIONS and any(
+            activation is getattr(module, name, None) for module in (keras.activations, tf.nn, tf.math)):
+        return name
+    return None
+
+
+def _activation_attr(activation, attr):
+    name = fused_activation(activation)
+    if name is None:
+        raise ValueError(f"fused_mlp: '{attr}' has no fused form for {activation!r}: give one of "
+                         f"{OUTPUT_ACTIVATIONS if attr == 'output_activation' else HIDDEN_ACTIVATIONS}, "
+                         f"by name or as the keras.activations / tf.nn function of that name")
+    return name
 
 
 def fused_mlp(x, kernels, biases, activation="relu", output_activation=None, leaky_relu_alpha=0.2, name=None):
@@ -20,14 +55,16 @@ def fused_mlp(x, kernels, biases, activation="relu", output_activation=None, lea
         [W, W] per further hidden layer, then [W, out_dim]; W in {16, 32, 64,
         128}, 1 to 8 hidden layers, out_dim in [1, 128].
       biases: one vector per kernel ([W] ..., [out_dim]).
-      activation: hidden activation, one of HIDDEN_ACTIVATIONS.
-      output_activation: None / "none" or one of OUTPUT_ACTIVATIONS
-        ("trunc_exp": exp with the gradient clamped to exp(+-15), as NeRF
-        densities use).
+      activation: hidden activation, one of HIDDEN_ACTIVATIONS, by name or
+        as a callable (`fused_activation`); None or "linear" is "none".
+      output_activation: None / "none" or one of OUTPUT_ACTIVATIONS, likewise
+        ("trunc_exp", or metal_ops.trunc_exp: exp with the gradient clamped to
+        exp(+-15), as NeRF densities use).
       leaky_relu_alpha: the slope of leaky_relu below 0, in [0, 1).
 
     Returns y [N, out_dim]. Differentiable w.r.t. x, every kernel and every
-    bias (one fused backward op, deterministic).
+    bias (one fused backward op, deterministic). Bad shapes, names and
+    attributes raise the op's errors, naming the argument.
     """
     with tf.name_scope(name or "fused_mlp"):
         kernels, biases = list(kernels), list(biases)
@@ -35,7 +72,8 @@ def fused_mlp(x, kernels, biases, activation="relu", output_activation=None, lea
         kernels = [tf.convert_to_tensor(k, dtype=x.dtype) for k in kernels]
         biases = [tf.convert_to_tensor(b, dtype=x.dtype) for b in biases]
         y, _ = load_library().metal_ops_fused_mlp(
-            x, kernels, biases, activation=activation, output_activation=output_activation or "none",
+            x, kernels, biases, activation=_activation_attr(activation, "activation"),
+            output_activation=_activation_attr(output_activation, "output_activation"),
             leaky_relu_alpha=float(leaky_relu_alpha))
         return y
 

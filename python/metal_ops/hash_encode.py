@@ -5,13 +5,12 @@ MetalOpsHashGridOffsets (ops/hash_encode_op.cc). Formulas:
 kernels/common/hash_grid.h. Semantics and limits: docs/HASH_ENCODE.md.
 """
 import functools
+import math
 
 import tensorflow as tf
 
 from metal_ops._loader import load_library
 
-INTERPOLATIONS = ("linear", "smoothstep")
-OUT_OF_RANGE_MODES = ("clamp", "wrap", "zero")
 _GRID_ATTRS = ("num_levels", "log2_hashmap_size", "base_resolution", "per_level_scale", "interpolation", "out_of_range")
 
 
@@ -30,45 +29,71 @@ def _grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per
         return tuple(int(v) for v in offsets.numpy())
 
 
-def hash_grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
+# instant-NGP's NeRF grid: the defaults of hash_encode, hash_grid_size and
+# layers.HashEncoding.
+DEFAULT_GRID = dict(num_levels=16, log2_hashmap_size=19, base_resolution=16, finest_resolution=2048)
+
+
+def per_level_scale_for(num_levels, base_resolution, finest_resolution):
+    """instant-NGP's growth per level: exp(ln(finest_resolution / base_resolution) /
+    (num_levels - 1)), 1 for one level (NaN for a non-positive ratio: the op
+    refuses it, naming per_level_scale)."""
+    ratio = float(finest_resolution) / float(base_resolution) if base_resolution else float("nan")
+    if not ratio > 0:
+        return float("nan")
+    return 1.0 if int(num_levels) == 1 else math.exp(math.log(ratio) / (int(num_levels) - 1))
+
+
+def _scale(num_levels, base_resolution, per_level_scale, finest_resolution):
+    if per_level_scale is not None:
+        return float(per_level_scale)
+    return per_level_scale_for(num_levels, base_resolution, finest_resolution)
+
+
+def hash_grid_offsets(input_dim, num_levels=DEFAULT_GRID["num_levels"],
+                      log2_hashmap_size=DEFAULT_GRID["log2_hashmap_size"],
+                      base_resolution=DEFAULT_GRID["base_resolution"], per_level_scale=None,
+                      finest_resolution=DEFAULT_GRID["finest_resolution"]):
     """Row offsets of every level: a tuple of num_levels + 1 ints, the last one
-    being hash_grid_size(...)."""
-    return _grid_offsets(int(input_dim), int(num_levels), int(log2_hashmap_size), int(base_resolution),
-                         float(per_level_scale))
+    being hash_grid_size(...). The arguments are hash_encode's."""
+    scale = _scale(num_levels, base_resolution, per_level_scale, finest_resolution)
+    return _grid_offsets(int(input_dim), int(num_levels), int(log2_hashmap_size), int(base_resolution), scale)
 
 
-def hash_grid_size(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
+def hash_grid_size(input_dim, num_levels=DEFAULT_GRID["num_levels"],
+                   log2_hashmap_size=DEFAULT_GRID["log2_hashmap_size"],
+                   base_resolution=DEFAULT_GRID["base_resolution"], per_level_scale=None,
+                   finest_resolution=DEFAULT_GRID["finest_resolution"]):
     """Number of table rows P of a hash grid (tiny-cuda-nn's formula: each
     level has min(next_multiple_of_8(resolution^D), 2^log2_hashmap_size) rows).
+    The arguments and defaults are hash_encode's.
 
     The table of `hash_encode` is [P, F]; the parameter count is P * F.
     """
-    return hash_grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale)[-1]
+    return hash_grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                             finest_resolution)[-1]
 
 
-def _attrs(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation, out_of_range):
-    return dict(
-        num_levels=int(num_levels),
-        log2_hashmap_size=int(log2_hashmap_size),
-        base_resolution=int(base_resolution),
-        per_level_scale=float(per_level_scale),
-        interpolation=interpolation,
-        out_of_range=out_of_range,
-    )
-
-
-def hash_encode(inputs, table, *, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
-                interpolation="linear", out_of_range="clamp", name=None):
+def hash_encode(inputs, table, *, num_levels=DEFAULT_GRID["num_levels"],
+                log2_hashmap_size=DEFAULT_GRID["log2_hashmap_size"], base_resolution=DEFAULT_GRID["base_resolution"],
+                per_level_scale=None, finest_resolution=DEFAULT_GRID["finest_resolution"], interpolation="linear",
+                out_of_range="clamp", name=None):
     """Multiresolution hash encoding of `inputs` with the feature `table`.
+
+    The defaults are instant-NGP's NeRF grid, those of layers.HashEncoding.
 
     Args:
       inputs: [N, D] coordinates, D in 1..4, nominally in [0, 1] (other
         floating dtypes are cast to float32).
       table: [P, F] float32 or float16 features, F in {1, 2, 4, 8},
         P = hash_grid_size(D, num_levels, log2_hashmap_size, base_resolution,
-        per_level_scale). Row layout of tiny-cuda-nn / instant-NGP.
+        per_level_scale, finest_resolution). Row layout of tiny-cuda-nn / instant-NGP.
       num_levels: 1..32. log2_hashmap_size: 1..30. base_resolution: >= 1.
-      per_level_scale: >= 1 (instant-NGP: exp(ln(finest / base) / (L - 1))).
+      per_level_scale: >= 1, the resolution's growth per level; None:
+        per_level_scale_for(num_levels, base_resolution, finest_resolution)
+        (instant-NGP: exp(ln(finest / base) / (L - 1))).
+      finest_resolution: the last level's resolution; used only when
+        per_level_scale is None.
       interpolation: "linear" or "smoothstep".
       out_of_range: "clamp" (coordinates clamped to [0, 1], zero input
         gradient where clamped), "wrap" (tiny-cuda-nn: no clamp, cells wrap
@@ -80,6 +105,7 @@ def hash_encode(inputs, table, *, num_levels, log2_hashmap_size, base_resolution
       [N, num_levels * F] in the table's dtype; level l's features at columns
       l*F .. l*F+F-1. Arithmetic and accumulation are float32.
 
+    The op checks every argument (kernels/spec/hash_encode_spec.h), naming it.
     Gradients flow to `table` (float32 accumulation, deterministic on CPU) and
     to `inputs`; the input gradient is skipped when the tape knows it is not
     needed. Second derivatives: d(input gradient)/d(table) and
@@ -95,8 +121,10 @@ def hash_encode(inputs, table, *, num_levels, log2_hashmap_size, base_resolution
             inputs = tf.cast(inputs, tf.float32)
         table = tf.convert_to_tensor(table)
         return lib.metal_ops_hash_encode(
-            inputs, table,
-            **_attrs(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation, out_of_range))
+            inputs, table, num_levels=int(num_levels), log2_hashmap_size=int(log2_hashmap_size),
+            base_resolution=int(base_resolution),
+            per_level_scale=_scale(num_levels, base_resolution, per_level_scale, finest_resolution),
+            interpolation=interpolation, out_of_range=out_of_range)
 
 
 def _op_attrs(op):

@@ -1,13 +1,40 @@
-"""Keras 3 layers built on metal_ops ops."""
-import math
+"""Keras 3 layers built on metal_ops ops.
+
+- HashEncoding, FusedMLP: the NeRF field's encoding and MLPs.
+- AdaptiveRobustLossLayer: Barron's adaptive loss, with trainable alpha and
+  scale (a layer because it holds variables); returns the loss.
+- DistortionRegularization: mip-NeRF 360's distortion regulariser; adds
+  itself with add_loss, as keras.layers.ActivityRegularization does, and
+  returns the value.
+
+The layers check their arguments with the ops' own checks (kernels/spec/*),
+when they are made: `_check_with_op` builds the op once on symbolic tensors,
+which runs its shape function (attributes and known shapes) without
+allocating or computing anything.
+"""
+import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from metal_ops.fused_mlp import fused_mlp
-from metal_ops.hash_encode import INTERPOLATIONS, OUT_OF_RANGE_MODES, hash_encode, hash_grid_size
+from metal_ops.distortion_loss import distortion_loss
+from metal_ops.fused_mlp import OUTPUT_ACTIVATIONS, fused_activation, fused_mlp
+from metal_ops.hash_encode import DEFAULT_GRID, hash_encode, hash_grid_size, per_level_scale_for
+from metal_ops.robust_loss import log_partition, robust_loss
 
-__all__ = ["FusedMLP", "HashEncoding"]
+__all__ = ["AdaptiveRobustLossLayer", "DistortionRegularization", "FusedMLP", "HashEncoding"]
+
+
+def _check_with_op(layer, arguments, fn, *specs):
+    """Builds `fn` (which calls one op) on symbolic tensors of `specs`; the op's
+    checks raise, as a ValueError naming the layer and its `arguments`."""
+    try:
+        with tf.init_scope():
+            tf.function(fn, autograph=False).get_concrete_function(*specs)
+    except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
+        message = (getattr(e, "message", None) or str(e)).split(" for '{{node")[0].strip()
+        raise ValueError(f"{message} (layer {layer.name!r}: {arguments})") from None
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -21,7 +48,8 @@ class HashEncoding(keras.layers.Layer):
 
     Args:
       num_levels, features_per_level, log2_hashmap_size, base_resolution:
-        the grid (defaults: instant-NGP's NeRF configuration).
+        the grid (defaults: instant-NGP's NeRF configuration, as for
+        `metal_ops.hash_encode`).
       finest_resolution: resolution of the last level; ignored when
         `per_level_scale` is given, otherwise per_level_scale =
         exp(ln(finest_resolution / base_resolution) / (num_levels - 1)).
@@ -30,20 +58,16 @@ class HashEncoding(keras.layers.Layer):
       table_dtype: "float32" or "float16": storage of the table. Arithmetic is
         float32 either way; under a mixed-precision policy the table keeps this
         dtype (it is not autocast) and the output is cast to the compute dtype.
+
+    The op checks the arguments when the layer is made (ValueError with the
+    op's message).
     """
 
-    def __init__(self, num_levels=16, features_per_level=2, log2_hashmap_size=19, base_resolution=16,
-                 finest_resolution=2048, per_level_scale=None, interpolation="linear", out_of_range="clamp",
-                 table_dtype="float32", **kwargs):
+    def __init__(self, num_levels=DEFAULT_GRID["num_levels"], features_per_level=2,
+                 log2_hashmap_size=DEFAULT_GRID["log2_hashmap_size"], base_resolution=DEFAULT_GRID["base_resolution"],
+                 finest_resolution=DEFAULT_GRID["finest_resolution"], per_level_scale=None, interpolation="linear",
+                 out_of_range="clamp", table_dtype="float32", **kwargs):
         super().__init__(**kwargs)
-        if interpolation not in INTERPOLATIONS:
-            raise ValueError(f"HashEncoding: interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}")
-        if out_of_range not in OUT_OF_RANGE_MODES:
-            raise ValueError(f"HashEncoding: out_of_range must be one of {OUT_OF_RANGE_MODES}, got {out_of_range!r}")
-        if features_per_level not in (1, 2, 4, 8):
-            raise ValueError(f"HashEncoding: features_per_level must be 1, 2, 4 or 8, got {features_per_level}")
-        if table_dtype not in ("float32", "float16"):
-            raise ValueError(f"HashEncoding: table_dtype must be 'float32' or 'float16', got {table_dtype!r}")
         self.num_levels = int(num_levels)
         self.features_per_level = int(features_per_level)
         self.log2_hashmap_size = int(log2_hashmap_size)
@@ -55,25 +79,40 @@ class HashEncoding(keras.layers.Layer):
         self.table_dtype = table_dtype
         # Custom ops have no XLA kernel (Keras turns XLA on by itself on GPUs).
         self.supports_jit = False
+        self._check()
 
     @property
     def effective_per_level_scale(self):
         if self.per_level_scale is not None:
             return self.per_level_scale
-        if self.num_levels == 1:
-            return 1.0
-        return math.exp(math.log(self.finest_resolution / self.base_resolution) / (self.num_levels - 1))
+        return per_level_scale_for(self.num_levels, self.base_resolution, self.finest_resolution)
 
-    def _grid_kwargs(self):
+    def _op_kwargs(self):
         return dict(num_levels=self.num_levels, log2_hashmap_size=self.log2_hashmap_size,
-                    base_resolution=self.base_resolution, per_level_scale=self.effective_per_level_scale)
+                    base_resolution=self.base_resolution, per_level_scale=self.effective_per_level_scale,
+                    interpolation=self.interpolation, out_of_range=self.out_of_range)
+
+    def _check(self):
+        try:
+            table = tf.TensorSpec([None, self.features_per_level], tf.as_dtype(self.table_dtype))
+        except TypeError as e:
+            raise ValueError(f"HashEncoding: table_dtype must be 'float32' or 'float16': {e}") from None
+        scale = ("" if self.per_level_scale is not None
+                 else f" from finest_resolution={self.finest_resolution:g}")
+        arguments = (f"num_levels={self.num_levels}, features_per_level={self.features_per_level}, "
+                     f"log2_hashmap_size={self.log2_hashmap_size}, base_resolution={self.base_resolution}, "
+                     f"per_level_scale={self.effective_per_level_scale:g}{scale}, table_dtype={self.table_dtype!r}")
+        _check_with_op(self, arguments, lambda x, t: hash_encode(x, t, **self._op_kwargs()),
+                       tf.TensorSpec([None, None]), table)
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
         if input_dim is None or not 1 <= int(input_dim) <= 4:
             raise ValueError(f"HashEncoding: the last input dimension must be 1..4, got input shape {input_shape}")
         self.input_dim = int(input_dim)
-        rows = hash_grid_size(self.input_dim, **self._grid_kwargs())
+        grid = self._op_kwargs()
+        rows = hash_grid_size(self.input_dim, grid["num_levels"], grid["log2_hashmap_size"], grid["base_resolution"],
+                              grid["per_level_scale"])
         self.table = self.add_weight(
             name="table",
             shape=(rows, self.features_per_level),
@@ -89,8 +128,7 @@ class HashEncoding(keras.layers.Layer):
         leading = tf.shape(inputs)[:-1]
         flat = tf.reshape(inputs, [-1, self.input_dim])
         table = tf.convert_to_tensor(self.table.value)
-        encoded = hash_encode(flat, table, interpolation=self.interpolation, out_of_range=self.out_of_range,
-                              **self._grid_kwargs())
+        encoded = hash_encode(flat, table, **self._op_kwargs())
         width = self.num_levels * self.features_per_level
         encoded = tf.reshape(encoded, tf.concat([leading, [width]], axis=0))
         return tf.cast(encoded, self.compute_dtype)
@@ -114,24 +152,35 @@ class HashEncoding(keras.layers.Layer):
         return config
 
 
+def _activation_config(activation):
+    return activation if activation is None or isinstance(activation, str) else keras.activations.serialize(activation)
+
+
 @keras.saving.register_keras_serializable(package="metal_ops")
 class FusedMLP(keras.layers.Layer):
     """A stack of Dense layers evaluated as one `metal_ops.fused_mlp` op.
 
     Equivalent to `hidden_layers` x Dense(hidden_units, activation) followed by
-    Dense(output_units, output_activation), with the same initialisers
+    Dense(units, output_activation), with the same initialisers
     (Glorot-uniform kernels, zero biases) and the same weight layout:
     `get_weights()` is [W0, b0, W1, b1, ..., W_out, b_out] as the Dense stack's
     would be, so weights move between the two with `set_weights`.
 
     Args:
-      output_units: width of the output, 1..128.
+      units: width of the output, 1..128 (`output_units`, its former name,
+        still works, with a DeprecationWarning).
       hidden_units: width of every hidden layer: 16, 32, 64 or 128.
       hidden_layers: 1..8.
-      activation: hidden activation: "none", "relu", "leaky_relu", "sigmoid"
-        or "softplus".
-      output_activation: None or one of those, or "trunc_exp" (exp with the
-        gradient clamped to exp(+-15), instant-NGP's density activation).
+      activation: the hidden activation, fused into the op: "relu",
+        "leaky_relu", "sigmoid", "softplus", None / "linear" (none), by name
+        or as the Keras / TensorFlow function (keras.activations.relu,
+        tf.nn.relu, ...). Any other activation is refused (ValueError).
+      output_activation: the output's activation: any Keras activation, by
+        name or callable. The op fuses the hidden activations' and
+        "trunc_exp" (metal_ops.trunc_exp: exp with the gradient clamped to
+        exp(+-15), instant-NGP's density activation); any other (say
+        "tanh", or your own function) is applied to the op's output, which
+        is what Dense(units, output_activation) computes.
       leaky_relu_alpha: slope below 0 for "leaky_relu".
       kernel_initializer, bias_initializer: as for Dense.
 
@@ -141,12 +190,23 @@ class FusedMLP(keras.layers.Layer):
     casts the output. The choice follows whether TensorFlow lists a GPU, not
     a device scope: on a GPU machine, a mixed-precision model placed on the
     CPU gets the CPU kernel's error naming float16 (use a float32 policy there).
+
+    The op checks the arguments when the layer is made, and the input width
+    when it is built (ValueError with the op's message).
     """
 
-    def __init__(self, output_units, hidden_units=64, hidden_layers=2, activation="relu", output_activation=None,
+    def __init__(self, units=None, hidden_units=64, hidden_layers=2, activation="relu", output_activation=None,
                  leaky_relu_alpha=0.2, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        output_units = kwargs.pop("output_units", None)
         super().__init__(**kwargs)
-        self.output_units = int(output_units)
+        if output_units is not None:
+            warnings.warn("FusedMLP: 'output_units' is deprecated, use 'units'", DeprecationWarning, stacklevel=2)
+            if units is not None:
+                raise ValueError("FusedMLP: give 'units' (or its deprecated name 'output_units'), not both")
+            units = output_units
+        if units is None:
+            raise ValueError("FusedMLP: 'units' (the width of the output) is required")
+        self.units = int(units)
         self.hidden_units = int(hidden_units)
         self.hidden_layers = int(hidden_layers)
         self.activation = activation
@@ -154,32 +214,43 @@ class FusedMLP(keras.layers.Layer):
         self.leaky_relu_alpha = float(leaky_relu_alpha)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self._hidden_name = fused_activation(activation)
+        if self._hidden_name is None:
+            raise ValueError(f"FusedMLP: the hidden activation {activation!r} has no fused form: give relu, "
+                             f"leaky_relu, sigmoid, softplus or None, by name or as the keras.activations / tf.nn "
+                             f"function (or compose Dense layers for others)")
+        # The output activation: fused when the op has it, else applied to the op's output.
+        self._output_name = fused_activation(output_activation)
+        self._output_fn = None
+        if self._output_name not in OUTPUT_ACTIVATIONS:
+            self._output_fn = keras.activations.get(output_activation)
+            self._output_name = "none"
         self._check(None)
         # Custom ops have no XLA kernel (Keras turns XLA on by itself on GPUs).
         self.supports_jit = False
 
+    @property
+    def output_units(self):
+        """The former name of `units`."""
+        return self.units
+
     def _layer_shapes(self, input_dim):
-        widths = [input_dim] + [self.hidden_units] * self.hidden_layers + [self.output_units]
+        widths = [input_dim] + [self.hidden_units] * self.hidden_layers + [self.units]
         return [(widths[i], widths[i + 1]) for i in range(len(widths) - 1)]
 
-    def _check(self, input_dim):
-        """Raises ValueError with the op's own message if the op would refuse this network
-        (input_dim None: every input width the op accepts is still possible).
+    def _apply(self, x, kernels, biases):
+        return fused_mlp(x, kernels, biases, activation=self._hidden_name, output_activation=self._output_name,
+                         leaky_relu_alpha=self.leaky_relu_alpha)
 
-        The op's shape function holds every check (kernels/spec/fused_mlp_spec.h);
-        building the op once in a scratch graph runs it without computing.
-        """
-        with tf.Graph().as_default():
-            shapes = self._layer_shapes(input_dim or 1)
-            try:
-                fused_mlp(tf.zeros([0, input_dim or 1]), [tf.zeros(s) for s in shapes], [tf.zeros(s[1:]) for s in shapes],
-                          activation=self.activation, output_activation=self.output_activation,
-                          leaky_relu_alpha=self.leaky_relu_alpha)
-            except (tf.errors.InvalidArgumentError, ValueError) as e:
-                message = (getattr(e, "message", None) or str(e)).split(" for '{{node")[0].strip()
-                raise ValueError(f"{message} (layer {self.name!r}: output_units={self.output_units}, "
-                                 f"hidden_units={self.hidden_units}, hidden_layers={self.hidden_layers}"
-                                 + (f", input width {input_dim})" if input_dim else ")")) from None
+    def _check(self, input_dim):
+        """The op's checks of this network (input_dim None: any width the op
+        accepts is still possible; 1 stands in for it)."""
+        shapes = self._layer_shapes(input_dim or 1)
+        arguments = (f"units={self.units}, hidden_units={self.hidden_units}, hidden_layers={self.hidden_layers}"
+                     + (f", input width {input_dim}" if input_dim else ""))
+        specs = [tf.TensorSpec([None, input_dim or 1]), [tf.TensorSpec(s) for s in shapes],
+                 [tf.TensorSpec(s[1:]) for s in shapes]]
+        _check_with_op(self, arguments, self._apply, *specs)
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
@@ -215,25 +286,140 @@ class FusedMLP(keras.layers.Layer):
         inputs = tf.cast(tf.convert_to_tensor(inputs), dtype)
         leading = tf.shape(inputs)[:-1]
         flat = tf.reshape(inputs, [-1, self.input_dim])
-        y = fused_mlp(flat, [tf.cast(k, dtype) for k in self.kernels], [tf.cast(b, dtype) for b in self.biases],
-                      activation=self.activation, output_activation=self.output_activation,
-                      leaky_relu_alpha=self.leaky_relu_alpha)
-        y = tf.reshape(y, tf.concat([leading, [self.output_units]], axis=0))
-        return tf.cast(y, self.compute_dtype)
+        y = self._apply(flat, [tf.cast(k, dtype) for k in self.kernels], [tf.cast(b, dtype) for b in self.biases])
+        y = tf.cast(tf.reshape(y, tf.concat([leading, [self.units]], axis=0)), self.compute_dtype)
+        return y if self._output_fn is None else self._output_fn(y)
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:-1]) + (self.output_units,)
+        return tuple(input_shape[:-1]) + (self.units,)
 
     def get_config(self):
         config = super().get_config()
         config.update(
-            output_units=self.output_units,
+            units=self.units,
             hidden_units=self.hidden_units,
             hidden_layers=self.hidden_layers,
-            activation=self.activation,
-            output_activation=self.output_activation,
+            activation=_activation_config(self.activation),
+            output_activation=_activation_config(self.output_activation),
             leaky_relu_alpha=self.leaky_relu_alpha,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class AdaptiveRobustLossLayer(keras.layers.Layer):
+    """Barron's adaptive loss as a layer: negative log-likelihood with trainable alpha and scale.
+
+    alpha = alpha_lo + (alpha_hi - alpha_lo) * sigmoid(latent_alpha), in
+    (0.001, 1.999) by default; scale = softplus(latent_scale) + scale_lo, as in
+    the paper. Called on residuals (or on (y_true, y_pred)) it returns the mean
+    over all elements of rho(x, alpha, c) + log(c) + log Z(alpha)
+    (reduction="none": per element). Put it in a model (or train its
+    `trainable_weights` in your own step) so alpha and scale are optimised.
+    A layer, not a keras.losses.Loss, because it holds variables (the fixed-
+    parameter loss is metal_ops.losses.RobustLoss).
+
+    num_channels: 1 (one alpha / scale for everything) or the size of the
+      residuals' last axis (one per channel, e.g. 3 for RGB).
+    """
+
+    def __init__(self, num_channels=1, alpha_lo=0.001, alpha_hi=1.999, alpha_init=None,
+                 scale_lo=1e-5, scale_init=1.0, reduction="mean", **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= alpha_lo < alpha_hi <= 2.0:
+            raise ValueError(f"AdaptiveRobustLossLayer: need 0 <= alpha_lo < alpha_hi <= 2, got "
+                             f"{alpha_lo}, {alpha_hi}")
+        if alpha_init is None:
+            alpha_init = 0.5 * (alpha_lo + alpha_hi)
+        if not alpha_lo < alpha_init < alpha_hi:
+            raise ValueError(f"AdaptiveRobustLossLayer: alpha_init {alpha_init} must lie in "
+                             f"({alpha_lo}, {alpha_hi})")
+        if not (scale_lo > 0 and scale_init > scale_lo):
+            raise ValueError(f"AdaptiveRobustLossLayer: need 0 < scale_lo < scale_init, got "
+                             f"{scale_lo}, {scale_init}")
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"AdaptiveRobustLossLayer: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        self.supports_jit = False
+        self.num_channels = int(num_channels)
+        self.alpha_lo, self.alpha_hi = float(alpha_lo), float(alpha_hi)
+        self.alpha_init, self.scale_lo, self.scale_init = float(alpha_init), float(scale_lo), float(scale_init)
+        self.reduction = reduction
+        frac = (self.alpha_init - self.alpha_lo) / (self.alpha_hi - self.alpha_lo)
+        latent_alpha = float(np.log(frac / (1.0 - frac)))
+        latent_scale = float(np.log(np.expm1(self.scale_init - self.scale_lo)))  # softplus^-1
+        self.latent_alpha = self.add_weight(
+            name="latent_alpha", shape=(self.num_channels,),
+            initializer=keras.initializers.Constant(latent_alpha), dtype="float32")
+        self.latent_scale = self.add_weight(
+            name="latent_scale", shape=(self.num_channels,),
+            initializer=keras.initializers.Constant(latent_scale), dtype="float32")
+
+    def alpha(self):
+        return self.alpha_lo + (self.alpha_hi - self.alpha_lo) * tf.sigmoid(
+            tf.convert_to_tensor(self.latent_alpha))
+
+    def scale(self):
+        return tf.nn.softplus(tf.convert_to_tensor(self.latent_scale)) + self.scale_lo
+
+    def call(self, y_true_or_residual, y_pred=None):
+        x = tf.convert_to_tensor(y_true_or_residual)
+        if y_pred is not None:
+            y_pred = tf.convert_to_tensor(y_pred)
+            x = y_pred - tf.cast(x, y_pred.dtype)
+        if x.dtype not in (tf.float32, tf.float16, tf.bfloat16):
+            x = tf.cast(x, tf.float32)
+        alpha, scale = self.alpha(), self.scale()
+        if self.num_channels == 1:
+            alpha, scale = alpha[0], scale[0]
+        rho = tf.cast(robust_loss(x, alpha, scale), tf.float32)
+        nll = rho + tf.math.log(scale) + log_partition(alpha)
+        if self.reduction == "mean":
+            return tf.reduce_mean(nll)
+        if self.reduction == "sum":
+            return tf.reduce_sum(nll)
+        return nll
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_channels": self.num_channels, "alpha_lo": self.alpha_lo, "alpha_hi": self.alpha_hi,
+            "alpha_init": self.alpha_init, "scale_lo": self.scale_lo, "scale_init": self.scale_init,
+            "reduction": self.reduction,
+        })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class DistortionRegularization(keras.layers.Layer):
+    """mip-NeRF 360 distortion regulariser as a Keras layer.
+
+    `DistortionRegularization(multiplier)(weights [R, S], t [R, S + 1])`
+    returns multiplier * mean over rays of metal_ops.distortion_loss(weights, t)
+    and, when add_to_losses is True (default), also registers it with add_loss
+    so a model that calls it trains with it (model.losses), as
+    keras.layers.ActivityRegularization does. A layer, not a keras.losses.Loss,
+    because it reads the model's internals (the ray weights), not (y_true, y_pred).
+    """
+
+    def __init__(self, multiplier=0.01, add_to_losses=True, **kwargs):
+        super().__init__(**kwargs)
+        if multiplier < 0:
+            raise ValueError(f"DistortionRegularization: multiplier must be >= 0, got {multiplier}")
+        self.supports_jit = False
+        self.multiplier = float(multiplier)
+        self.add_to_losses = bool(add_to_losses)
+
+    def call(self, weights, t):
+        per_ray = distortion_loss(weights, t)
+        count = tf.maximum(tf.cast(tf.size(per_ray), tf.float32), 1.0)  # R = 0 gives 0, not NaN
+        value = self.multiplier * tf.reduce_sum(per_ray) / count
+        if self.add_to_losses:
+            self.add_loss(value)
+        return value
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"multiplier": self.multiplier, "add_to_losses": self.add_to_losses})
         return config

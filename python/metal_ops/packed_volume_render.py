@@ -15,7 +15,7 @@ import collections
 import tensorflow as tf
 
 from metal_ops._loader import load_library
-from metal_ops.volume_render import _background_grad, _early_termination, _float_inputs, _upstream
+from metal_ops.volume_render import _background_grad, _float_inputs, _upstream
 
 PackedVolumeRenderOutput = collections.namedtuple("PackedVolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
 
@@ -47,11 +47,11 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
     Raises:
       InvalidArgumentError: a layout that breaks the rule above (naming
         'ray_offsets' or 'ray_counts' and the ray), negative (or NaN) sigma,
-        t_end < t_start (naming the sample and ray), mismatched shapes.
-      ValueError: early_termination outside [0, 1].
+        t_end < t_start (naming the sample and ray), mismatched shapes,
+        early_termination outside [0, 1] (kernels/spec/packed_volume_render_spec.h;
+        in a graph, shape errors and the attribute's are ValueErrors).
       TypeError: ray_offsets / ray_counts not int32.
     """
-    early_termination = _early_termination(early_termination, "packed_volume_render")
     with tf.name_scope(name or "packed_volume_render"):
         sigma, background, (rgb, t_starts, t_ends) = _float_inputs(
             sigma, background, rgb=rgb, t_starts=t_starts, t_ends=t_ends)
@@ -59,7 +59,7 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
         ray_counts = _int32(ray_counts, "ray_counts")
         out_rgb, depth, opacity, weights = load_library().metal_ops_packed_volume_render(
             sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
-            early_termination=early_termination, return_weights=bool(return_weights))
+            early_termination=float(early_termination), return_weights=bool(return_weights))
         return PackedVolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
 
 

@@ -5,6 +5,7 @@ CUDA and Metal kernels; docs/ROBUST_LOSS.md describes the numerics.
 """
 import math
 import numbers
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -62,3 +63,47 @@ def _robust_loss_grad(op, grad):
     x, alpha, scale = op.inputs
     grad_x, grad_alpha, grad_scale = load_library().metal_ops_robust_loss_grad(grad, x, alpha, scale)
     return [grad_x, grad_alpha, grad_scale]
+
+
+_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+LOG_PARTITION_TABLE = os.path.join(_DATA_DIR, "robust_loss_log_partition.npz")
+_table = None
+
+
+def _log_partition_table():
+    global _table
+    if _table is None:
+        if not os.path.exists(LOG_PARTITION_TABLE):
+            raise FileNotFoundError(
+                f"{LOG_PARTITION_TABLE} is missing: the package data was not installed. "
+                f"Rebuild it with `python tools/make_log_partition_table.py`.")
+        with np.load(LOG_PARTITION_TABLE) as data:
+            _table = {k: np.asarray(data[k]) for k in ("alpha", "log_z", "dlog_z")}
+    return _table
+
+
+def log_partition(alpha):
+    """log Z(alpha) of the robust-loss density for alpha in [0, 2] (float32).
+
+    Cubic Hermite interpolation of a tabulated numerical integral (values and
+    slopes), differentiable w.r.t. alpha; alpha is clipped to [0, 2] (Z is
+    infinite for alpha < 0, the distribution improper).
+    """
+    table = _log_partition_table()
+    alpha = tf.convert_to_tensor(alpha, tf.float32)
+    n = table["alpha"].shape[0]
+    h = float(table["alpha"][1] - table["alpha"][0])
+    values = tf.constant(table["log_z"], tf.float32)
+    # differences taken in float64, so the slope (f1 - f0) / h has no float32 cancellation
+    deltas = tf.constant(np.diff(table["log_z"]), tf.float32)
+    slopes = tf.constant(table["dlog_z"] * h, tf.float32)
+    pos = tf.clip_by_value(alpha, 0.0, 2.0) / h
+    idx = tf.clip_by_value(tf.floor(pos), 0.0, float(n - 2))
+    t = pos - idx
+    i0 = tf.cast(idx, tf.int32)
+    f0, delta = tf.gather(values, i0), tf.gather(deltas, i0)
+    d0, d1 = tf.gather(slopes, i0), tf.gather(slopes, i0 + 1)
+    t2 = t * t
+    t3 = t2 * t
+    # cubic Hermite: f0 h00 + f1 h01 + h d0 h10 + h d1 h11, with h00 + h01 = 1
+    return f0 + delta * (3 * t2 - 2 * t3) + d0 * (t3 - 2 * t2 + t) + d1 * (t3 - t2)

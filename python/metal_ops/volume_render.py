@@ -37,24 +37,17 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
 
     Raises:
       InvalidArgumentError: negative (or NaN) sigma, decreasing t (the message
-        names the ray and sample) or mismatched shapes (naming the argument).
-      ValueError: early_termination outside [0, 1].
+        names the ray and sample), mismatched shapes (naming the argument) or
+        early_termination outside [0, 1] (kernels/spec/volume_render_spec.h;
+        in a graph, shape errors and the attribute's are ValueErrors).
     """
-    early_termination = _early_termination(early_termination, "volume_render")
     with tf.name_scope(name or "volume_render"):
         sigma, background, (rgb, t) = _float_inputs(sigma, background, rgb=rgb, t=t)
         out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(
-            sigma, rgb, t, background, early_termination=early_termination, return_weights=bool(return_weights)
+            sigma, rgb, t, background, early_termination=float(early_termination),
+            return_weights=bool(return_weights)
         )
         return VolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
-
-
-def _early_termination(value, op_name):
-    """The attribute as a float in [0, 1] (ValueError naming `op_name` otherwise)."""
-    value = float(value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{op_name}: 'early_termination' must be in [0, 1], got {value}")
-    return value
 
 
 def _float_inputs(sigma, background, **others):

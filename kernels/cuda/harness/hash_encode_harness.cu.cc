@@ -4,15 +4,25 @@
 // CuPy device pointers). dtype: 0 = float32 table, 1 = float16 table.
 // Return values are cudaError_t codes (0 = success).
 #include "kernels/cuda/hash_encode.h"
+#include "kernels/spec/hash_encode_spec.h"
 
 namespace {
 
-mo::hash_grid::Params ParamsFor(int dims, int64_t n, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
-                                float per_level_scale, int interpolation, int out_of_range, int64_t* rows) {
-  mo::hash_grid::Params p;
-  *rows = mo::hash_grid::make_params(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
-                                     interpolation, out_of_range, &p);
-  return p;
+// The grid's Params, if the op's checks (kernels/spec/hash_encode_spec.h: Grid,
+// InputDim) accept it; sets *rows to the table's row count P.
+bool ParamsFor(int dims, int64_t n, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
+               float per_level_scale, int interpolation, int out_of_range, mo::hash_grid::Params* p, int64_t* rows) {
+  mo::hash_encode::GridAttrs a;
+  a.num_levels = num_levels;
+  a.log2_hashmap_size = log2_hashmap_size;
+  a.base_resolution = base_resolution > 0x7fffffffu ? -1 : static_cast<int>(base_resolution);
+  a.per_level_scale = per_level_scale;
+  a.interpolation = interpolation;
+  a.out_of_range = out_of_range;
+  if (!mo::hash_encode::Grid(&a).ok || !mo::hash_encode::InputDim(dims, {n, dims}).ok) return false;
+  *p = mo::hash_encode::MakeParams(a, dims, n);
+  *rows = p->level_offsets[num_levels];
+  return true;
 }
 
 mo::cuda::HashEncodeBackwardOptions OptionsFor(int table_grad, int input_grad, int deterministic,
@@ -25,12 +35,6 @@ mo::cuda::HashEncodeBackwardOptions OptionsFor(int table_grad, int input_grad, i
   return o;
 }
 
-bool ValidGrid(int dims, int num_levels, int log2_hashmap_size) {
-  return dims >= 1 && dims <= mo::hash_grid::kMaxDims && num_levels >= 1 &&
-         num_levels <= mo::hash_grid::kMaxLevels && log2_hashmap_size >= mo::hash_grid::kMinLog2HashmapSize &&
-         log2_hashmap_size <= mo::hash_grid::kMaxLog2HashmapSize;
-}
-
 }  // namespace
 
 extern "C" {
@@ -38,9 +42,9 @@ extern "C" {
 // Row count P of the grid's table (tiny-cuda-nn's formula, hash_grid.h); -1 if invalid.
 int64_t metal_ops_hash_encode_table_rows(int dims, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
                                          float per_level_scale) {
-  if (!ValidGrid(dims, num_levels, log2_hashmap_size)) return -1;
+  mo::hash_grid::Params p;
   int64_t rows = 0;
-  ParamsFor(dims, 0, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &rows);
+  if (!ParamsFor(dims, 0, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &p, &rows)) return -1;
   return rows;
 }
 
@@ -49,10 +53,12 @@ int metal_ops_hash_encode_forward_tuned(const float* inputs, const void* table, 
                                         int dims, int features, int num_levels, int log2_hashmap_size,
                                         uint32_t base_resolution, float per_level_scale, int interpolation,
                                         int out_of_range, int levels_per_block, cudaStream_t stream) {
-  if (!ValidGrid(dims, num_levels, log2_hashmap_size)) return cudaErrorInvalidValue;
+  mo::hash_grid::Params p;
   int64_t rows = 0;
-  const mo::hash_grid::Params p = ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution,
-                                            per_level_scale, interpolation, out_of_range, &rows);
+  if (!ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                 out_of_range, &p, &rows)) {
+    return cudaErrorInvalidValue;
+  }
   if (dtype == 0) {
     return mo::cuda::LaunchHashEncodeForward(inputs, static_cast<const float*>(table), static_cast<float*>(encoded),
                                              dims, features, p, stream, levels_per_block);
@@ -78,10 +84,11 @@ int64_t metal_ops_hash_encode_backward_workspace_bytes(int dtype, int64_t n, int
                                                        int log2_hashmap_size, uint32_t base_resolution,
                                                        float per_level_scale, int table_grad, int input_grad,
                                                        int deterministic) {
-  if (!ValidGrid(dims, num_levels, log2_hashmap_size)) return -1;
+  mo::hash_grid::Params p;
   int64_t rows = 0;
-  const mo::hash_grid::Params p =
-      ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &rows);
+  if (!ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &p, &rows)) {
+    return -1;
+  }
   return static_cast<int64_t>(mo::cuda::HashEncodeBackwardWorkspaceBytes(
       dims, features, rows, dtype == 1, p, OptionsFor(table_grad, input_grad, deterministic, -1)));
 }
@@ -95,10 +102,12 @@ int metal_ops_hash_encode_backward_tuned(const void* grad_encoded, const float* 
                                          float per_level_scale, int interpolation, int out_of_range, int table_grad,
                                          int input_grad, int deterministic, int64_t aggregate_shared_bytes,
                                          int levels_per_block, cudaStream_t stream) {
-  if (!ValidGrid(dims, num_levels, log2_hashmap_size) || workspace_bytes < 0) return cudaErrorInvalidValue;
+  mo::hash_grid::Params p;
   int64_t rows = 0;
-  const mo::hash_grid::Params p = ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution,
-                                            per_level_scale, interpolation, out_of_range, &rows);
+  if (workspace_bytes < 0 || !ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                                        interpolation, out_of_range, &p, &rows)) {
+    return cudaErrorInvalidValue;
+  }
   mo::cuda::HashEncodeBackwardOptions o = OptionsFor(table_grad, input_grad, deterministic, aggregate_shared_bytes);
   o.levels_per_block = levels_per_block;
   // The workspace depends on the level grouping: recheck it here.
