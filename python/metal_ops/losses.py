@@ -3,7 +3,7 @@
 - RobustLoss: keras.losses.Loss with fixed alpha / scale (Barron's general loss).
 - AdaptiveRobustLoss: keras.layers.Layer holding trainable alpha and scale; returns
   the negative log-likelihood rho(x, alpha, c) + log c + log Z(alpha), with log Z
-  from a table shipped in metal_ops/data (tools/make_log_partition_table.py).
+  from a table shipped in metal_ops/data (tools/build/make_log_partition_table.py).
 - DistortionLoss: keras.layers.Layer for mip-NeRF 360's distortion regulariser;
   adds itself with add_loss (usable inside a NeRF model) and returns the value.
 
@@ -30,7 +30,7 @@ def _log_partition_table():
         if not os.path.exists(LOG_PARTITION_TABLE):
             raise FileNotFoundError(
                 f"{LOG_PARTITION_TABLE} is missing: the package data was not installed. "
-                f"Rebuild it with `python tools/make_log_partition_table.py`.")
+                f"Rebuild it with `python tools/build/make_log_partition_table.py`.")
         with np.load(LOG_PARTITION_TABLE) as data:
             _table = {k: np.asarray(data[k]) for k in ("alpha", "log_z", "dlog_z")}
     return _table
