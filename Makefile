@@ -55,7 +55,7 @@ help:
 	@echo "make metal-check cross-compile and link the macOS (Metal) build on Linux against a macOS SDK"
 	@echo "make msl-check  check the embedded Metal shaders against MSL's rules (clang, no Mac)"
 	@echo "make cuda-harness build $(BUILD)/libmetal_ops_cuda.so for tests/cuda on a GPU"
-	@echo "make gpu-check ENV=existing  the GPU checks through an installed TensorFlow CUDA build (tools/gpu_check.sh)"
+	@echo "make gpu-check ENV=existing  the GPU checks through an installed TensorFlow CUDA build (tools/check/gpu_check.sh)"
 	@echo "make cuda-lib   build $(PKG)/_metal_ops_cuda.so, the Linux wheel's GPU kernels (static CUDA runtime)"
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
 	@echo "make perf-doc   write docs/PERFORMANCE.md from benchmarks/results (benchmarks/report.py)"
@@ -65,12 +65,12 @@ help:
 # path; the .so that `make` builds in place is found there): tests, benchmarks
 # and examples import metal_ops without editing sys.path. METAL_OPS_SKIP_MAKE:
 # setup.py leaves the compiling to this Makefile.
-# On a Mac, tools/check_macos_env.py first checks that the pinned macOS stack
+# On a Mac, tools/check/check_macos_env.py first checks that the pinned macOS stack
 # can install here (an arm64 Python 3.9-3.12, macOS >= 12.1) and says what to use
 # instead; VENV_PYTHON is the interpreter that makes the venv.
 VENV_PYTHON ?= python3
 ifeq ($(UNAME_S)$(MACOS_CROSS),Darwin)
-  MACOS_ENV_CHECK = $(if $(wildcard $(PYTHON)),$(PYTHON),$(VENV_PYTHON)) tools/check_macos_env.py
+  MACOS_ENV_CHECK = $(if $(wildcard $(PYTHON)),$(PYTHON),$(VENV_PYTHON)) tools/check/check_macos_env.py
 endif
 # ENV=existing: build and test against the TensorFlow already installed in
 # PYTHON's environment (e.g. TensorFlow's CUDA build installed offline on a GPU
@@ -100,13 +100,13 @@ venv: $(VENV)/.installed
 # Compile/link flags come from the installed TensorFlow, computed once (for
 # metal-check: from the unpacked macOS wheel in MACOS_TF_DIR).
 ifeq ($(MACOS_CROSS),1)
-$(BUILD)/tf_flags.mk: tools/tf_flags.py $(MACOS_TF_DIR)/.unpacked
+$(BUILD)/tf_flags.mk: tools/build/tf_flags.py $(MACOS_TF_DIR)/.unpacked
 	@mkdir -p $(BUILD)
-	python3 tools/tf_flags.py --macos-wheel-dir $(MACOS_TF_DIR) > $@
+	python3 tools/build/tf_flags.py --macos-wheel-dir $(MACOS_TF_DIR) > $@
 else
-$(BUILD)/tf_flags.mk: $(VENV_STAMP) tools/tf_flags.py
+$(BUILD)/tf_flags.mk: $(VENV_STAMP) tools/build/tf_flags.py
 	@mkdir -p $(BUILD)
-	$(PYTHON) tools/tf_flags.py > $@
+	$(PYTHON) tools/build/tf_flags.py > $@
 endif
 -include $(BUILD)/tf_flags.mk
 
@@ -133,7 +133,7 @@ ifeq ($(UNAME_S),Darwin)
 endif
 # PORTABLE=1 (the Linux wheel's libraries, `make isa-libs`): compiled for one
 # x86-64 microarchitecture level (ISA) instead of -march=native, and linked with
-# tools/manylinux/libstdcxx_compat.cc, which keeps the library within the
+# runtime/libstdcxx_compat.cc, which keeps the library within the
 # libstdc++ that TensorFlow's manylinux wheel needs (docs/BUILDING.md, "Wheels").
 ISA ?= x86-64-v2
 ISA_TUNE ?= generic
@@ -141,7 +141,7 @@ ifeq ($(PORTABLE),1)
   # The interference size Eigen's headers align to, pinned (g++ otherwise warns
   # that it follows -mtune): 64 bytes, as on every x86-64 tuning.
   OPT := -O3 -fno-trapping-math -march=$(ISA) -mtune=$(ISA_TUNE) --param destructive-interference-size=64
-  PORTABLE_SRCS := tools/manylinux/libstdcxx_compat.cc
+  PORTABLE_SRCS := runtime/libstdcxx_compat.cc
 endif
 # WHEEL=1 (`make wheels`): only the rpath into site-packages, none into this
 # machine's build venv (an in-tree `make isa-libs` keeps both).
@@ -156,7 +156,7 @@ endif
 EXTRA_CXXFLAGS ?=
 EXTRA_LDFLAGS ?=
 # BLAS_*: OpenBLAS from the pinned scipy-openblas32 package (the fused
-# convolution's GEMM), with rpaths to it (tools/tf_flags.py).
+# convolution's GEMM), with rpaths to it (tools/build/tf_flags.py).
 CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
 LDFLAGS := -shared $(TF_LFLAGS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
 
@@ -164,14 +164,14 @@ OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS) $(PORTABLE_SRCS))
 BACKENDS := cpu
 
 # The Metal shaders are compiled at run time from source embedded in the
-# library (kernels/metal/embedded_sources.h): tools/embed_metal.py expands
+# library (kernels/metal/embedded_sources.h): tools/build/embed_metal.py expands
 # their kernels/common includes into $(GEN)/<name>.metal, which the MSL-shim
 # tests compile too, and into $(GEN)/metal_sources.cc.
 GEN := $(BUILD)/gen
 METAL_GEN_CC := $(GEN)/metal_sources.cc
 METAL_GEN_SRCS := $(patsubst kernels/metal/%.metal,$(GEN)/%.metal,$(METAL_SRCS))
-$(METAL_GEN_CC): $(METAL_SRCS) tools/embed_metal.py
-	python3 tools/embed_metal.py --root . --out $(GEN) $(METAL_SRCS)
+$(METAL_GEN_CC): $(METAL_SRCS) tools/build/embed_metal.py
+	python3 tools/build/embed_metal.py --root . --out $(GEN) $(METAL_SRCS)
 $(METAL_GEN_SRCS): $(METAL_GEN_CC)
 -include $(GEN)/metal_sources.d
 
@@ -214,7 +214,7 @@ endif
 # GEMM, opens the library at run time: nothing links it). CUBLAS_HOME: a
 # folder with cuBLAS's include/ (a CUDA toolkit's root, site-packages/nvidia/cublas);
 # by default the pinned nvidia-cublas-cu12 wheel's, fetched once with pip
-# (tools/cublas_headers.py). The soname opened follows the headers' major
+# (tools/build/cublas_headers.py). The soname opened follows the headers' major
 # version: libcublas.so.12, TensorFlow 2.21's (its CUDA 12).
 CUBLAS_VERSION := 12.9.3.13
 CUBLAS_DEFAULT_HOME := $(BUILD)/cublas-$(CUBLAS_VERSION)
@@ -222,10 +222,10 @@ CUBLAS_HOME ?= $(CUBLAS_DEFAULT_HOME)
 export CUBLAS_HOME
 NVCCFLAGS += -I$(CUBLAS_HOME)/include
 # Fetched when CUBLAS_HOME is the default folder, also when a parent make
-# exported it (tools/build_wheels.sh's `make cuda-lib`); a folder of your own is used as it is.
+# exported it (tools/build/build_wheels.sh's `make cuda-lib`); a folder of your own is used as it is.
 ifeq ($(CUBLAS_HOME),$(CUBLAS_DEFAULT_HOME))
 $(CUBLAS_HOME)/include/cublas_v2.h:
-	python3 tools/cublas_headers.py --version $(CUBLAS_VERSION) --out $(CUBLAS_HOME) \
+	python3 tools/build/cublas_headers.py --version $(CUBLAS_VERSION) --out $(CUBLAS_HOME) \
 	  --python $(if $(wildcard $(PYTHON)),$(PYTHON),python3) --download-dir $(BUILD)/cublas-dl
 endif
 $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS)): | $(CUBLAS_HOME)/include/cublas_v2.h
@@ -245,8 +245,8 @@ $(CUOBJ)/%.o: %.cu.cc
 $(LIB): $(OBJS)
 	$(CXX) -o $@.tmp $(OBJS) $(LDFLAGS) && mv -f $@.tmp $@
 
-$(BUILD_INFO): $(LIB) tools/write_build_info.py
-	python3 tools/write_build_info.py --out $@ --backends "$(BACKENDS)" --tf-version $(TF_VERSION) \
+$(BUILD_INFO): $(LIB) tools/build/write_build_info.py
+	python3 tools/build/write_build_info.py --out $@ --backends "$(BACKENDS)" --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --lib $(LIB)
 
 -include $(OBJS:.o=.d)
@@ -283,7 +283,7 @@ isa-libs: $(BUILD)/tf_flags.mk
 	@mkdir -p $(PKG)
 	+@for level in $(ISA_LEVELS); do $(MAKE) --no-print-directory -j$(ISA_JOBS) isa-lib-$$level || exit 1; done
 	+@$(MAKE) --no-print-directory -j$(ISA_JOBS) isa-plugin
-	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \
+	python3 tools/build/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --isa-levels "$(ISA_LEVELS)" --isa-tune $(ISA_TUNE)
 $(addprefix isa-lib-,$(ISA_LEVELS)): isa-lib-%: $(BUILD)/tf_flags.mk
 	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
@@ -302,7 +302,7 @@ isa-plugin: $(BUILD)/tf_flags.mk
 # (PORTABLE=1 at the baseline level, the manylinux compat file).
 # TF_CUDA_CAPABILITIES: tf.sysconfig.get_build_info()["cuda_compute_capabilities"]
 # of TensorFlow's CUDA wheel (tensorflow 2.21.0; keep in step with TF_VERSION);
-# tools/cuda_archs.py turns them into -gencode flags for this nvcc, leaving out
+# tools/build/cuda_archs.py turns them into -gencode flags for this nvcc, leaving out
 # those it cannot compile. CUDA_LIB_CAPABILITIES=compute_90 (CI) builds cuda-check's
 # one architecture and reuses its objects.
 CUDA_LIB := $(PKG)/_metal_ops_cuda.so
@@ -312,15 +312,15 @@ CUDA_LIB_LDLIBS = -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt
 .PHONY: cuda-lib cuda-lib-link
 cuda-lib: $(BUILD)/tf_flags.mk | $(CUBLAS_HOME)/include/cublas_v2.h
 	@command -v $(NVCC) >/dev/null || { echo "cuda-lib: $(NVCC) not found (the CUDA toolkit's compiler)" >&2; exit 1; }
-	+@gencode="$$(python3 tools/cuda_archs.py gencode --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
+	+@gencode="$$(python3 tools/build/cuda_archs.py gencode --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
 	  if [ "$$gencode" = "$(CUDA_ARCH_FLAGS)" ]; then cuobj=$(BUILD)/cuobj; \
 	  else cuobj=$(BUILD)/cuda-lib/cuobj-$$(echo "$$gencode" | md5sum | cut -c1-8); fi; \
 	  echo "cuda-lib: $$gencode (objects in $$cuobj)"; \
 	  $(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$(firstword $(ISA_LEVELS)) BUILD=$(BUILD)/cuda-lib \
 	    CUOBJ=$$cuobj CUDA_ARCH_FLAGS="$$gencode" TF_IS_CUDA_BUILD=0 cuda-lib-link
-	python3 tools/write_build_info.py --merge --out $(BUILD_INFO) --backends cuda --tf-version $(TF_VERSION) \
+	python3 tools/build/write_build_info.py --merge --out $(BUILD_INFO) --backends cuda --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --cuda-library $(CUDA_LIB) \
-	  --cuda-archs "$$(python3 tools/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" \
+	  --cuda-archs "$$(python3 tools/build/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" \
 	  --cuda-version "$$($(NVCC) --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')"
 CUDA_LIB_GLUE_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS) $(PORTABLE_SRCS))
 CUDA_LIB_CU_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS))
@@ -329,11 +329,11 @@ cuda-lib-link: $(CUDA_LIB)
 -include $(CUDA_LIB_GLUE_OBJS:.o=.d)
 # Linked twice: the static CUDA runtime calls pthread/dl/sem functions that this
 # machine's glibc (2.34+) versions above the manylinux baseline;
-# tools/manylinux/glibc_compat.py binds them to their older versions (--wrap).
+# tools/build/glibc_compat.py binds them to their older versions (--wrap).
 MANYLINUX_GLIBC ?= 2.27
 $(CUDA_LIB): $(CUDA_LIB_GLUE_OBJS) $(CUDA_LIB_CU_OBJS)
 	$(CXX) -o $@.tmp $^ -shared $(TF_LFLAGS) $(CUDA_LIB_LDLIBS)
-	python3 tools/manylinux/glibc_compat.py --lib $@.tmp --max-glibc $(MANYLINUX_GLIBC) --out $(BUILD)/glibc_compat
+	python3 tools/build/glibc_compat.py --lib $@.tmp --max-glibc $(MANYLINUX_GLIBC) --out $(BUILD)/glibc_compat
 	$(CXX) -c -o $(BUILD)/glibc_compat.o $(BUILD)/glibc_compat.S
 	$(CXX) -o $@.tmp $^ $(BUILD)/glibc_compat.o -shared $(TF_LFLAGS) $(CUDA_LIB_LDLIBS) \
 	  $$(cat $(BUILD)/glibc_compat.flags) && mv -f $@.tmp $@
@@ -344,9 +344,9 @@ $(CUDA_LIB): $(CUDA_LIB_GLUE_OBJS) $(CUDA_LIB_CU_OBJS)
 # build; skipped with one line without a macOS SDK). wheel-test: the Linux
 # wheel in a new venv, the test suite at every level this CPU runs.
 wheels: $(VENV)/.installed
-	@+PYTHON="$(PYTHON)" MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" bash tools/build_wheels.sh
+	@+PYTHON="$(PYTHON)" MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" bash tools/build/build_wheels.sh
 wheel-test:
-	@bash tools/wheel_test.sh
+	@bash tools/check/wheel_test.sh
 
 # ---- CUDA without a GPU -----------------------------------------------------------
 HARNESS_LIB := $(BUILD)/libmetal_ops_cuda.so
@@ -377,25 +377,25 @@ $(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(w
 	$(CXX) -std=c++17 -O2 -fPIC -shared -I. -I$(GEN) -Wno-attributes $(EXTRA_CXXFLAGS) -o $@ $(SHIM_SRCS)
 
 # ---- macOS build checked on Linux (no Mac) ------------------------------------------
-# tools/metal_check.sh: clang/lld from Debian when missing, the pinned macOS
+# tools/check/metal_check.sh: clang/lld from Debian when missing, the pinned macOS
 # TensorFlow and tensorflow-metal wheels cached under $(BUILD)/macos, then this
 # Makefile's own Darwin build (UNAME_S=Darwin MACOS_CROSS=1) and checks of the
 # linked libraries. Without a macOS SDK in MACOS_SDK it prints why and exits 0.
 metal-check:
-	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" WHEEL="$(WHEEL)" bash tools/metal_check.sh
+	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" WHEEL="$(WHEEL)" bash tools/check/metal_check.sh
 # The part metal_check.sh runs (with UNAME_S=Darwin MACOS_CROSS=1).
 metal-check-build: $(LIB) $(PLUGIN_LIB) $(BUILD_INFO)
 
 # ---- MSL rules check ------------------------------------------------------------------
-# tools/msl_check.py compiles the embedded shader sources as C++ for OpenCL
+# tools/check/msl_check.py compiles the embedded shader sources as C++ for OpenCL
 # against a stand-in metal_stdlib (address spaces enforced) and lints what no
 # flag catches; tests/test_msl_check.py runs it in `make test`. msl-clang
 # installs Debian's clang when none fits (as root), else prints why the check
 # is skipped.
 msl-clang:
-	@python3 tools/msl_check.py --ensure-clang
+	@python3 tools/check/msl_check.py --ensure-clang
 msl-check: $(METAL_GEN_SRCS) msl-clang
-	python3 tools/msl_check.py $(METAL_GEN_SRCS)
+	python3 tools/check/msl_check.py $(METAL_GEN_SRCS)
 
 # ---- Tests, demo, tools ---------------------------------------------------------------
 test: all metal-shim msl-clang cross-tools
@@ -405,7 +405,7 @@ test: all metal-shim msl-clang cross-tools
 # paths, run under emulation); when it cannot, a banner says why and make goes
 # on (the NEON tests then skip, or fail in CI: tests/test_neon_qemu.py).
 cross-tools:
-	@bash tools/install_cross_tools.sh
+	@bash tools/build/install_cross_tools.sh
 
 fuzz: all
 	METAL_OPS_FUZZ_PROFILE=long $(PYTHON) -m pytest tests/fuzz $(PYTEST_ARGS)
@@ -420,7 +420,7 @@ fuzz: all
 # g++'s `undefined` group) is on. Leak detection is off because
 # TensorFlow's own start-up allocations are never freed. Reports go to
 # $(ASAN_DIR)/reports/ (pytest's capture would swallow them);
-# tools/sanitizer_reports.py prints them and fails the target on any error (not
+# tools/check/sanitizer_reports.py prints them and fails the target on any error (not
 # on ASan's swapcontext notice, which every process running the shim's fibers
 # prints). Known, reported bugs are suppressed in tests/fuzz/ubsan_known_issues.supp.
 # The regular metal-shim too: tests/test_metal_glue.py checks its build/gen.
@@ -437,13 +437,13 @@ asan-test: all metal-shim
 	  LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
 	  METAL_OPS_EXPECT_ASAN=1 METAL_OPS_SHIM_LIB=$(CURDIR)/$(ASAN_DIR)/libmetal_shim.so \
 	  $(PYTHON) -m pytest tests -m "not slow" -p no:cacheprovider -o pythonpath="$(ASAN_DIR)/python python ." $(PYTEST_ARGS); rc=$$?; \
-	python3 tools/sanitizer_reports.py $(ASAN_DIR)/reports || exit 1; \
+	python3 tools/check/sanitizer_reports.py $(ASAN_DIR)/reports || exit 1; \
 	echo "asan-test: pytest exit status $$rc"; exit $$rc
 
-# The GPU checks through TensorFlow's CUDA build (tools/gpu_check.sh): with
+# The GPU checks through TensorFlow's CUDA build (tools/check/gpu_check.sh): with
 # TensorFlow already installed, e.g. `make gpu-check ENV=existing`.
 gpu-check:
-	PYTHON="$(PYTHON)" bash tools/gpu_check.sh $(GPU_CHECK_STEPS)
+	PYTHON="$(PYTHON)" bash tools/check/gpu_check.sh $(GPU_CHECK_STEPS)
 
 demo: all
 	$(PYTHON) -m examples.nerf.train --name demo
@@ -457,7 +457,7 @@ perf-doc:
 	$(PYTHON) -m benchmarks.report
 
 bazel: $(VENV)/.installed
-	bash tools/bazel_build.sh
+	bash tools/build/bazel_build.sh
 
 clean-objs:
 	rm -rf $(BUILD)/obj $(LIB)

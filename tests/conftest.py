@@ -5,7 +5,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Whether the tests run in a clone; tools/wheel_test.sh runs a copy of tests/
+# Whether the tests run in a clone; tools/check/wheel_test.sh runs a copy of tests/
 # against the installed wheel, without the tree.
 SOURCE_TREE = os.path.isfile(os.path.join(ROOT, "Makefile")) and os.path.isdir(os.path.join(ROOT, "kernels"))
 # Modules that test the tree itself (its sources, build files, the examples,
@@ -18,9 +18,9 @@ NEEDS_SOURCE_TREE = {
     "test_readme.py": "README.md",
     "test_performance_doc.py": "benchmarks/ and docs/PERFORMANCE.md",
     "test_docs_present.py": "the docs",
-    "test_metal_glue.py": "the Objective-C++ glue and tools/metal_check.sh",
-    "test_macos_binaries.py": "tools/macos_binaries.py, tools/macos_checks and kernels/metal",
-    "test_check_macos_env.py": "tools/check_macos_env.py and the Makefile",
+    "test_metal_glue.py": "the Objective-C++ glue and tools/check/metal_check.sh",
+    "test_macos_binaries.py": "tools/check/macos_binaries.py, tools/check/macos_checks and kernels/metal",
+    "test_check_macos_env.py": "tools/check/check_macos_env.py and the Makefile",
     "test_fused_mlp_metal_shim.py": "the Metal shaders (MSL shim)",
     "test_hash_encode_metal_shim.py": "the Metal shaders (MSL shim)",
     "test_sh_encode_metal_shim.py": "the Metal shaders (MSL shim)",
@@ -30,11 +30,11 @@ NEEDS_SOURCE_TREE = {
     "test_fused_mlp_isa.py": "kernels/ and a compiler",
     "test_neon_qemu.py": "kernels/ and the ARM64 cross tools",
     "test_sanitizer_build.py": "the ASan build (make asan-test)",
-    "test_fuzz_raw_ops.py": "tools/check_op_library.py",
+    "test_fuzz_raw_ops.py": "tools/check/check_op_library.py",
     "test_fuzz_sh_encode.py": "examples/nerf (the TF composite)",
-    "test_cuda_lib_build.py": "tools/cuda_lib_check.py and the CUDA library's build",
+    "test_cuda_lib_build.py": "tools/check/cuda_lib_check.py and the CUDA library's build",
     "test_x86_intrinsics.py": "kernels/ and a compiler",
-    "test_cublas_headers.py": "tools/cublas_headers.py",
+    "test_cublas_headers.py": "tools/build/cublas_headers.py",
 }
 # Single tests of package modules that read the tree: <file>::<test function>.
 NEEDS_SOURCE_TREE_TESTS = {

@@ -4,7 +4,7 @@
   `make bazel` builds the same op library as `make` as ops are added.
 - The pip hook (setup.py) drives the Makefile without touching .venv and puts
   its outputs in the wheel's tree, and pins the TensorFlow it builds against.
-- tools/check_op_library.py (run by `make bazel`) finds the declared ops.
+- tools/check/check_op_library.py (run by `make bazel`) finds the declared ops.
 
 The full `pip install .` (a complete compile, several minutes) is not run here;
 docs/BUILDING.md says how it was checked.
@@ -103,7 +103,7 @@ def test_offline_shims_forward_to_native_rules():
 
 def test_bazel_offline_rc_points_at_this_checkout(tmp_path):
     env = dict(os.environ)
-    out = subprocess.run(["bash", "tools/bazel_build.sh", "--write-rc"], cwd=ROOT, env=env,
+    out = subprocess.run(["bash", "tools/build/bazel_build.sh", "--write-rc"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     rc = _read("build/bazel-offline.bazelrc")
@@ -170,7 +170,7 @@ def test_setup_make_command_builds_into_the_wheel_tree_without_a_venv(tmp_path):
 
 
 def test_check_op_library_finds_declared_ops():
-    from tools import check_op_library
+    from tools.check import check_op_library
 
     ops = check_op_library.declared_ops()
     assert "ZeroOut" in ops

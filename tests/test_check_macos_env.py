@@ -1,4 +1,4 @@
-"""tools/check_macos_env.py: `make` on a Mac checks Python and macOS before it
+"""tools/check/check_macos_env.py: `make` on a Mac checks Python and macOS before it
 installs anything (the decision logic, with the versions passed in, and the
 Makefile's use of it, through `make -n UNAME_S=Darwin`)."""
 import os
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tools import check_macos_env as env
+from tools.check import check_macos_env as env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -97,7 +97,7 @@ def test_main_fails_under_a_faked_x86_64_interpreter(capsys, monkeypatch):
 
 
 def test_script_checks_the_machine_option():
-    script = os.path.join(ROOT, "tools", "check_macos_env.py")
+    script = os.path.join(ROOT, "tools", "check", "check_macos_env.py")
     args = [sys.executable, script, "--python-version", "3.12", "--macos-version", "14.0"]
     bad = subprocess.run(args + ["--machine", "x86_64"], capture_output=True, text=True)
     assert bad.returncode == 1 and "arm64 only" in bad.stderr
@@ -106,7 +106,7 @@ def test_script_checks_the_machine_option():
 
 
 def test_script_runs_standalone():
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "check_macos_env.py"),
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "check", "check_macos_env.py"),
                              "--python-version", "3.13", "--macos-version", "14.0"], capture_output=True, text=True)
     assert result.returncode == 1 and "3.9-3.12" in result.stderr
 
@@ -128,7 +128,7 @@ def make_dry_run(tmp_path, *args):
 
 def test_makefile_checks_before_installing_on_a_mac(tmp_path):
     lines = make_dry_run(tmp_path, "UNAME_S=Darwin", "VENV_PYTHON=python3.12")
-    check = next(i for i, line in enumerate(lines) if "tools/check_macos_env.py" in line)
+    check = next(i for i, line in enumerate(lines) if "tools/check/check_macos_env.py" in line)
     venv = next(i for i, line in enumerate(lines) if "-m venv" in line)
     pip = next(i for i, line in enumerate(lines) if "pip install" in line)
     assert check < venv < pip

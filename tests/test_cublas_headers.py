@@ -1,4 +1,4 @@
-"""tools/cublas_headers.py (the Makefile's CUBLAS_HOME): cuBLAS's include/
+"""tools/build/cublas_headers.py (the Makefile's CUBLAS_HOME): cuBLAS's include/
 unpacked alone from the pinned wheel, a wheel already downloaded reused, a
 wheel without the headers refused. Synthetic wheels: no download here."""
 import os
@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "build"))
 import cublas_headers  # noqa: E402
 
 

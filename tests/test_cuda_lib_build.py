@@ -1,5 +1,5 @@
 """The CUDA kernels' library of the Linux wheel as built (`make cuda-lib`, run
-by `make wheels` where nvcc is): tools/cuda_lib_check.py's checks (static CUDA
+by `make wheels` where nvcc is): tools/check/cuda_lib_check.py's checks (static CUDA
 runtime, every undefined symbol TensorFlow's or the C/C++ runtime's, GPU
 kernels and no op registration, the architectures cuobjdump lists), that those
 checks fail on a wrong library, the architecture plan, and that it loads in
@@ -17,7 +17,8 @@ import pytest
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "build"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "check"))
 import cuda_archs  # noqa: E402
 import cuda_lib_check  # noqa: E402
 

@@ -4,7 +4,7 @@ force one, a level the CPU lacks refused with the missing flags named.
 
 The selection is checked on made-up build infos and CPU flag sets; the last
 tests check the library this process really loaded (in the wheel test,
-tools/wheel_test.sh, at every level this CPU runs)."""
+tools/check/wheel_test.sh, at every level this CPU runs)."""
 import json
 import os
 import subprocess

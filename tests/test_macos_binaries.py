@@ -1,4 +1,4 @@
-"""tools/macos_binaries.py (tools/macos_checks/): the checks `make metal-check` runs on the real
+"""tools/check/macos_binaries.py (tools/check/macos_checks/): the checks `make metal-check` runs on the real
 tensorflow-metal and TensorFlow macOS binaries.
 
 The parsers run here on Mach-O files built by this test (load commands, dyld
@@ -14,10 +14,10 @@ import struct
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from tools import macos_binaries
-from tools.macos_checks import macho, plugin_compat, stream_protocol
-from tools.macos_checks.tensorflow_wheel import TensorFlow
-from tools.macos_checks.text_stubs import TextStubs
+from tools.check import macos_binaries
+from tools.check.macos_checks import macho, plugin_compat, stream_protocol
+from tools.check.macos_checks.tensorflow_wheel import TensorFlow
+from tools.check.macos_checks.text_stubs import TextStubs
 
 HEADER = os.path.join(ROOT, "kernels", "metal", "tf_metal_stream.h")
 STREAM_METHODS = [("initWithMetalStream:", "@24@0:8^v16"), ("queue", "@16@0:8"),

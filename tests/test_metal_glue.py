@@ -9,7 +9,7 @@
 - The MPSGraph kernels' decisions (kernels/metal/mpsgraph_rules.h): graph keys
   exact in every attribute, the bounded (least recently used) graph cache,
   ELU's expm1 from graph operations.
-- The embedded shader sources (tools/embed_metal.py): every project include
+- The embedded shader sources (tools/build/embed_metal.py): every project include
   expanded, the C++ raw strings decode to exactly the expanded files, which are
   what the MSL-shim tests compile, and the language version lines.
 - The MSL shim keeps real MSL's namespace: a shader that uses atomic_float
@@ -27,7 +27,8 @@ import pytest
 
 from tests.metal_shim.shim import ROOT, load_shim, ptr
 
-from tools import embed_metal, msl_check
+from tools.build import embed_metal
+from tools.check import msl_check
 
 METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
 
@@ -399,8 +400,15 @@ def test_the_shim_compiles_the_embedded_expansion(embedded):
             f"{shim_cc} must include the expanded source (\"<name>.metal\"), not kernels/metal/")
 
 
-# The shaders whose entry points are kernel templates, instantiated by host name.
-TEMPLATED_SHADERS = ["fused_mlp", "hash_encode", "robust_loss", "sh_encode", "trunc_exp", "zero_out"]
+# The shaders whose entry points are kernel templates, instantiated by host name:
+# every shader with an instantiation line, so a new one is checked without a list to edit.
+TEMPLATED_SHADERS = [os.path.basename(path)[:-len(".metal")] for path in METAL_SOURCES
+                     if msl_check.instantiations(open(path).read())]
+
+
+def test_the_templated_shaders_are_found():
+    """The instantiation lines are read (a parse that found none would check nothing)."""
+    assert {"sh_encode", "hash_encode", "fused_mlp"} <= set(TEMPLATED_SHADERS)
 
 
 @pytest.mark.parametrize("shader", TEMPLATED_SHADERS)
@@ -481,7 +489,7 @@ def test_shim_accepts_qualified_atomics(tmp_path, prelude, prefix):
 
 
 def test_metal_check_without_sdk_prints_one_line_and_passes(tmp_path):
-    result = subprocess.run(["bash", os.path.join(ROOT, "tools", "metal_check.sh")], capture_output=True, text=True,
+    result = subprocess.run(["bash", os.path.join(ROOT, "tools", "check", "metal_check.sh")], capture_output=True, text=True,
                             env={**os.environ, "MACOS_SDK": str(tmp_path / "no-sdk")}, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()

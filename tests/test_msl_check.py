@@ -1,4 +1,4 @@
-"""The MSL rules check (tools/msl_check.py) on the shader sources the library
+"""The MSL rules check (tools/check/msl_check.py) on the shader sources the library
 embeds, one case per (library, rule), and on planted violations of each rule
 (tests/msl_check/violations/<rule>.metal), so it can never pass by checking
 nothing. Needs the source tree and clang 14+ (`make test` installs Debian's
@@ -13,11 +13,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "tests", "msl_check")
 SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
 
-if not os.path.isfile(os.path.join(ROOT, "tools", "msl_check.py")) or not SOURCES:
+if not os.path.isfile(os.path.join(ROOT, "tools", "check", "msl_check.py")) or not SOURCES:
     pytest.skip("the MSL rules check needs the source tree (tools/, kernels/metal/): not in an installed package",
                 allow_module_level=True)
 
-from tools import embed_metal, msl_check  # noqa: E402
+from tools.build import embed_metal  # noqa: E402
+from tools.check import msl_check  # noqa: E402
 
 CLANG = msl_check.find_clang()
 pytestmark = pytest.mark.skipif(CLANG is None, reason=f"MSL rules check skipped: {msl_check.why_no_clang()}")

@@ -15,8 +15,8 @@ Not here: ZeroOut (a copy) and FusedConv2D (its arithmetic is OpenBLAS's
 GEMM). The same executables built for this machine (no -m flags: the scalar
 or SSE paths) check the request/response formats and the references.
 
-`make test` installs the tools first (tools/install_cross_tools.sh, through
-tools/apt_install.sh, whose turn-taking is tested last); without them these
+`make test` installs the tools first (tools/build/install_cross_tools.sh, through
+tools/build/apt_install.sh, whose turn-taking is tested last); without them these
 tests skip and say which is missing, or fail in CI (required()).
 Emulated timings mean nothing: correctness only.
 """
@@ -48,7 +48,7 @@ SOURCES = [os.path.join(ROOT, "tests", "neon", "fused_mlp_main.cc"),
 CPU_OPS_SOURCES = [os.path.join(ROOT, "tests", "neon", "cpu_ops_main.cc")]
 CROSS_CXX = "aarch64-linux-gnu-g++"
 QEMU = "qemu-aarch64"
-INSTALL = "tools/install_cross_tools.sh (apt-get install g++-aarch64-linux-gnu qemu-user)"
+INSTALL = "tools/build/install_cross_tools.sh (apt-get install g++-aarch64-linux-gnu qemu-user)"
 
 
 def required():
@@ -372,7 +372,7 @@ def test_ray_march(cpu_ops, tmp_path, case):
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
 
 
-# ---- tools/apt_install.sh: installers that `make -j` starts together take turns -----------------
+# ---- tools/build/apt_install.sh: installers that `make -j` starts together take turns -----------------
 
 
 @pytest.mark.skipif(not os.path.isdir("/var/lib/apt/lists") or shutil.which("flock") is None,
@@ -388,7 +388,7 @@ def test_concurrent_installs_take_turns(tmp_path):
                     '[ "$FAIL" = "$1" ] && exit 100\nexit 0\n')
     fake.chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
-    script = os.path.join(ROOT, "tools", "apt_install.sh")
+    script = os.path.join(ROOT, "tools", "build", "apt_install.sh")
     runs = [subprocess.Popen(["bash", script, pkg], env=env) for pkg in ("pkg-a", "pkg-b")]
     assert [p.wait(timeout=60) for p in runs] == [0, 0]
     lines = log.read_text().splitlines()

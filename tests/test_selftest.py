@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
 
 from metal_ops import _loader, selftest
 from tests.reference import distortion_loss as distortion_ref
@@ -22,33 +24,61 @@ from tests.child_env import child_env
 if not os.path.exists(_loader.library_path()):
     pytest.skip(f"no op library at {_loader.library_path()} (run make)", allow_module_level=True)
 
-NUMPY_REFERENCE_OPS = ("zero_out", "distortion_loss", "sh_encode", "trunc_exp", "ray_march")
+
+def _zero_out(x, attrs):
+    keep = attrs["preserve_index"]
+    return [zero_out_ref.zero_out(x[0], keep)], lambda cots: [zero_out_ref.zero_out(cots[0], keep)]
+
+
+def _distortion_loss(x, attrs):
+    loss, dw, dt = distortion_ref.reference(x[0], x[1])
+    return [loss], lambda cots: [cots[0][:, None] * dw, cots[0][:, None] * dt]
+
+
+def _sh_encode(x, attrs):
+    degree = attrs["degree"]
+    return [sh_ref.values(x[0], degree)], lambda cots: [sh_ref.vjp(x[0], cots[0], degree)]
+
+
+def _trunc_exp(x, attrs):
+    return [trunc_exp_ref.forward(x[0])], lambda cots: [trunc_exp_ref.grad(cots[0], x[0])]
+
+
+def _ray_march(x, attrs):
+    return list(ray_march_ref.reference(*x[:5], seed=int(x[5]), **attrs)), None
+
+
+# The ops whose self-test cases are checked here against tests/reference: (outputs,
+# gradients of sum(cotangent * output) as a function of the cotangents) per op.
+REFERENCES = {"zero_out": _zero_out, "distortion_loss": _distortion_loss, "sh_encode": _sh_encode,
+              "trunc_exp": _trunc_exp, "ray_march": _ray_march}
+NUMPY_REFERENCE_OPS = tuple(REFERENCES)
 
 
 def numpy_reference(case, repeat):
     """(outputs, gradients of sum(cotangent * output), seconds) from tests/reference."""
-    x = case.inputs
-    if case.op == "zero_out":
-        outs = [zero_out_ref.zero_out(x[0], case.attrs["preserve_index"])]
-        grads = lambda cots: [zero_out_ref.zero_out(cots[0], case.attrs["preserve_index"])]  # noqa: E731
-    elif case.op == "distortion_loss":
-        loss, dw, dt = distortion_ref.reference(x[0], x[1])
-        outs = [loss]
-        grads = lambda cots: [cots[0][:, None] * dw, cots[0][:, None] * dt]  # noqa: E731
-    elif case.op == "sh_encode":
-        degree = case.attrs["degree"]
-        outs = [sh_ref.values(x[0], degree)]
-        grads = lambda cots: [sh_ref.vjp(x[0], cots[0], degree)]  # noqa: E731
-    elif case.op == "trunc_exp":
-        outs = [trunc_exp_ref.forward(x[0])]
-        grads = lambda cots: [trunc_exp_ref.grad(cots[0], x[0])]  # noqa: E731
-    elif case.op == "ray_march":
-        outs = list(ray_march_ref.reference(*x[:5], seed=int(x[5]), **case.attrs))
-        grads = None
-    else:
+    if case.op not in REFERENCES:
         raise AssertionError(f"no NumPy reference for {case.op}")
+    outs, grads = REFERENCES[case.op](case.inputs, case.attrs)
     cots = selftest.cotangents(case, [o.shape for o in outs])
     return outs, (grads(cots) if case.differentiable else []), None
+
+
+def registered_ops():
+    """{name: OpDef} of every op the library registers, by the name of its generated
+    wrapper (TensorFlow's snake case: metal_ops_sh_encode, zero_out), read from the
+    module tf.load_op_library made of the library: a wrapper (with its
+    _eager_fallback) per op, and the op's definition in TensorFlow's registry."""
+    lib = _loader.load_library()
+    wrappers = {n for n in dir(lib) if hasattr(lib, n + "_eager_fallback")}
+    ops = {}
+    for name in dir(lib):
+        op_def = op_def_registry.get(name) if name[:1].isupper() else None
+        snake = [w for w in wrappers if w.replace("_", "") == name.lower()]
+        if op_def is not None and snake:
+            ops[snake[0]] = op_def
+    assert len(ops) == len(wrappers) >= 10, (sorted(ops), sorted(wrappers))
+    return ops
 
 
 def small_cases():
@@ -61,11 +91,17 @@ def test_cases_cover_every_op_dtype_and_empty_tensors():
 
     all_cases = selftest.cases()
     ops = {c.op for c in all_cases}
-    public_ops = {"zero_out", "volume_render", "distortion_loss", "robust_loss", "sh_encode", "hash_encode",
-                  "fused_conv2d", "fused_mlp", "ray_march", "packed_volume_render", "trunc_exp"}
-    assert ops == public_ops and all(hasattr(metal_ops, op) for op in ops)
-    for op in ("robust_loss", "sh_encode", "hash_encode", "fused_mlp", "trunc_exp"):
-        assert {"float32", "float16"} <= {c.dtype for c in all_cases if c.op == op}, op
+    # The library's ops by their public names (MetalOpsSHEncode: metal_ops.sh_encode);
+    # Grad ops and the internal ones have no function of that name in metal_ops.
+    registered = {name.removeprefix("metal_ops_"): op_def for name, op_def in registered_ops().items()}
+    public = {name: op_def for name, op_def in registered.items() if callable(getattr(metal_ops, name, None))}
+    assert len(public) >= 10, sorted(registered)
+    assert set(public) <= ops, f"public ops without self-test cases: {sorted(set(public) - ops)}"
+    assert ops <= set(registered), f"self-test cases of no registered op: {sorted(ops - set(registered))}"
+    half = tf.float16.as_datatype_enum
+    for op, op_def in public.items():
+        if any(half in a.allowed_values.list.type for a in op_def.attr if a.type == "type"):
+            assert {"float32", "float16"} <= {c.dtype for c in all_cases if c.op == op}, op
     for op in ops:
         assert any(min(a.size for a in c.inputs) == 0 for c in all_cases if c.op == op), f"{op}: no empty case"
 

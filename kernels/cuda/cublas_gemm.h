@@ -6,7 +6,7 @@
 // cuBLAS headers the library was compiled with, libcublas.so.12 for the
 // pinned nvidia-cublas-cu12): inside TensorFlow's CUDA build that is the
 // cuBLAS TensorFlow has already loaded; the library itself then needs only
-// the NVIDIA driver to load (tools/cuda_lib_check.py), and a process without
+// the NVIDIA driver to load (tools/check/cuda_lib_check.py), and a process without
 // cuBLAS gets an error from the op that needs it instead of no GPU kernels.
 #ifndef MO_KERNELS_CUDA_CUBLAS_GEMM_H_
 #define MO_KERNELS_CUDA_CUBLAS_GEMM_H_

@@ -4,7 +4,9 @@
 //   float16: fused_mlp_mma.cu.cc, tensor cores (mma.sync), rows in registers
 //   float32 with FusedMlpShape::tf32: the same kernels on TF32 tensor cores
 //   float32 layer by layer (FusedMlpUsesLayers): fused_mlp_layers.cu.cc,
-//     cuBLAS GEMMs and elementwise passes
+//     cuBLAS GEMMs and elementwise passes; on TF32 its backward kernels are
+//     fused_mlp_layers_tf32.cu.cc
+// (the tensor-core building blocks both use: fused_mlp_mma.h)
 // Device code (nvcc only); no TensorFlow.
 #ifndef MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
 #define MO_KERNELS_CUDA_FUSED_MLP_IMPL_H_
@@ -144,7 +146,7 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
                          const FusedMlpParams<float>& p, float* dx, const DzBuffers<float>& bufs, bool any_wgrad,
                          float* partials, const WsLayout& ws, int* parts, const FusedMlpShape& s,
                          cudaStream_t stream);
-// The TF32 layer path's ReLU backward through one layer (fused_mlp_mma.cu.cc):
+// The TF32 layer path's ReLU backward through one layer (fused_mlp_layers_tf32.cu.cc):
 // out[n, width] = (dz[n, k] W^T) * (h > 0) with W [width, k] row-major and h
 // the ReLU's saved output [n, width], products on TF32 tensor cores; with db,
 // db[width] = the column sums of out; with dw, dw[width, k] = h^T dz, W's
@@ -158,7 +160,7 @@ cudaError_t BackwardTf32(const float* dy, const float* x, const float* y, const 
 cudaError_t DreluProductTf32(const float* dz, int k, const float* w, const float* h, float* out, float* db,
                              float* dw, float* db_parts, float* dw_parts, int64_t n, int width, int staged_rows,
                              bool* dw_done, cudaStream_t stream);
-// The TF32 layer path's input layer (fused_mlp_mma.cu.cc): dx[n, in_dim] =
+// The TF32 layer path's input layer (fused_mlp_layers_tf32.cu.cc): dx[n, in_dim] =
 // dz[n, k] W^T and dw[in_dim, k] = x^T dz (each may be null) in one read of
 // dz and x, on TF32 tensor cores, dw summed in a fixed order from dw_parts.
 // *done false (nothing queued) where the kernel does not serve the shape or

@@ -1,6 +1,6 @@
 // The shader sources compiled into the op library: one entry per
 // kernels/metal/<library>.metal file, its kernels/common includes expanded by
-// tools/embed_metal.py at build time (the generated $(BUILD)/gen/metal_sources.cc).
+// tools/build/embed_metal.py at build time (the generated $(BUILD)/gen/metal_sources.cc).
 // The Metal glue compiles them with newLibraryWithSource: on first use, so a
 // Mac needs no Metal toolchain to build the library; the MSL shim tests
 // compile the same expanded files as C++.

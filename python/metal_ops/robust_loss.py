@@ -76,7 +76,7 @@ def _log_partition_table():
         if not os.path.exists(LOG_PARTITION_TABLE):
             raise FileNotFoundError(
                 f"{LOG_PARTITION_TABLE} is missing: the package data was not installed. "
-                f"Rebuild it with `python tools/make_log_partition_table.py`.")
+                f"Rebuild it with `python tools/build/make_log_partition_table.py`.")
         with np.load(LOG_PARTITION_TABLE) as data:
             _table = {k: np.asarray(data[k]) for k in ("alpha", "log_z", "dlog_z")}
     return _table

@@ -202,6 +202,6 @@ def test_raw_ops_never_crash(call, graph, known):
 
 def test_fuzzer_sees_every_declared_op():
     """Every REGISTER_OP of ops/*.cc is in the loaded library and fuzzed here."""
-    from tools.check_op_library import declared_ops
+    from tools.check.check_op_library import declared_ops
 
     assert declared_ops() <= set(OP_NAMES)

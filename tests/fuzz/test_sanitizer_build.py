@@ -1,7 +1,7 @@
 """Under `make asan-test` (METAL_OPS_EXPECT_ASAN=1): the op library this
 process loaded is the sanitizer build and the ASan runtime is in the process,
 so the run cannot silently test the regular build; and its verdict
-(tools/sanitizer_reports.py) fails on a planted heap overflow, not on the MSL
+(tools/check/sanitizer_reports.py) fails on a planted heap overflow, not on the MSL
 shim's fibers."""
 import os
 import subprocess
@@ -32,7 +32,7 @@ def test_sanitizer_runtimes_are_preloaded():
     assert any(n.startswith("libubsan.so") for n in names), sorted(names)
 
 
-# ---- the verdict on the reports (tools/sanitizer_reports.py, what the target exits with) ----------
+# ---- the verdict on the reports (tools/check/sanitizer_reports.py, what the target exits with) ----------
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLANTED = """
@@ -52,12 +52,12 @@ extern "C" int planted_heap_overflow(int n) {
 def run_reporting(tmp_path, code, *args):
     """Runs `code` in a Python with this run's sanitizer runtimes (LD_PRELOAD
     is inherited) and its reports in tmp_path/reports; returns (the process,
-    the verdict of tools/sanitizer_reports.py on them)."""
+    the verdict of tools/check/sanitizer_reports.py on them)."""
     reports = tmp_path / "reports"
     reports.mkdir()
     env = dict(os.environ, ASAN_OPTIONS=f"detect_leaks=0:abort_on_error=1:log_path={reports}/asan")
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
-    verdict = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sanitizer_reports.py"), str(reports)],
+    verdict = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "check", "sanitizer_reports.py"), str(reports)],
                              capture_output=True, text=True, timeout=60)
     return done, verdict, sorted(os.listdir(reports))
 

@@ -13,7 +13,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-from tools.msl_check import instantiations  # noqa: E402  (the one reading of the instantiation lines)
+from tools.check.msl_check import instantiations  # noqa: E402  (the one reading of the instantiation lines)
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

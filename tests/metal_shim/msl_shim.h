@@ -1,6 +1,6 @@
 // MSL shim: lets a .metal shader compile as C++17 so its kernel bodies can run
 // on the CPU over their dispatch grid (tests/metal_shim/). The shim tests
-// compile the expanded sources the library embeds (tools/embed_metal.py). It declares only the
+// compile the expanded sources the library embeds (tools/build/embed_metal.py). It declares only the
 // address-space qualifiers, types and builtins our shaders use; a shader that
 // uses anything else fails to compile here, which is the point.
 //

@@ -1,4 +1,4 @@
-// A shader that follows every rule of tools/msl_check.py: the check must pass
+// A shader that follows every rule of tools/check/msl_check.py: the check must pass
 // it (tests/test_msl_check.py). Each file in violations/ is this kind of
 // shader with one rule broken.
 #include <metal_stdlib>

@@ -1,7 +1,7 @@
 """Repository rule: the pip-installed scipy-openblas32 as a Bazel repository.
 
 `local_openblas(name = "local_openblas")` runs the Python interpreter named by
-PYTHON_BIN_PATH (as @local_tf does; tools/bazel_build.sh passes the venv's)
+PYTHON_BIN_PATH (as @local_tf does; tools/build/bazel_build.sh passes the venv's)
 and asks its scipy_openblas32 package where the headers and the library are.
 The repository holds
 

@@ -2,7 +2,7 @@
 
 `local_tensorflow(name = "local_tf")` runs the Python interpreter named by the
 PYTHON_BIN_PATH environment variable (default: `python3` on PATH; pass it with
-`--repo_env=PYTHON_BIN_PATH=...`, as tools/bazel_build.sh does) and asks its
+`--repo_env=PYTHON_BIN_PATH=...`, as tools/build/bazel_build.sh does) and asks its
 TensorFlow for `tf.sysconfig`. The repository it creates holds
 
   //:tf_headers     cc_library of the pip headers (include/ symlinked in),
@@ -12,7 +12,7 @@ TensorFlow for `tf.sysconfig`. The repository it creates holds
                     TF_VERSION, TF_IS_CUDA_BUILD.
 
 Nothing is downloaded: this works offline. The rule re-runs when
-PYTHON_BIN_PATH or METAL_OPS_TF_VERSION (set by tools/bazel_build.sh to the
+PYTHON_BIN_PATH or METAL_OPS_TF_VERSION (set by tools/build/bazel_build.sh to the
 installed version) change, so upgrading TensorFlow refreshes it.
 """
 
@@ -34,7 +34,7 @@ print(json.dumps({
 def _fail_python(ctx, python, res):
     fail(("local_tensorflow: `%s` could not import tensorflow (exit %d).\n%s\n%s\n" +
           "Point --repo_env=PYTHON_BIN_PATH at the interpreter of the venv that has " +
-          "tensorflow installed (tools/bazel_build.sh does this for .venv).") %
+          "tensorflow installed (tools/build/bazel_build.sh does this for .venv).") %
          (python, res.return_code, res.stdout, res.stderr))
 
 def _find_lib(ctx, lib_dir, stems):

@@ -4,7 +4,7 @@ at a pinned version, fetched with pip and unpacked alone (the wheel's libraries,
 about 850 MB, are not needed: kernels/cuda/cublas_gemm.cu.cc opens cuBLAS at run
 time).
 
-    python3 tools/cublas_headers.py --version 12.9.3.13 --out build/cublas-12.9.3.13 \\
+    python3 tools/build/cublas_headers.py --version 12.9.3.13 --out build/cublas-12.9.3.13 \\
         [--python .venv/bin/python] [--download-dir build/cublas-dl]
 
 Writes OUT/include/*.h (atomically: OUT/include appears complete or not at all).

@@ -1,7 +1,7 @@
 """Checks of the CUDA kernels' library of the Linux wheel (`make cuda-lib`) and
 of the op libraries beside it, in a package directory (build/wheel/linux/pkg).
 
-    python3 tools/cuda_lib_check.py --pkg build/wheel/linux/pkg --tf-dir <site-packages>/tensorflow \\
+    python3 tools/check/cuda_lib_check.py --pkg build/wheel/linux/pkg --tf-dir <site-packages>/tensorflow \\
         [--cuobjdump PATH]
 
 The CUDA library (`_build_info.json`'s "cuda_library"):
@@ -33,7 +33,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "manylinux"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
 from glibc_compat import library_path as runtime_library  # noqa: E402  (standard library only)
 from check_report import report  # noqa: E402  (standard library only)
 
@@ -76,7 +76,7 @@ def demangled_symbols(path):
 
 def find_cuobjdump(explicit=None):
     candidates = [explicit, shutil.which("cuobjdump")]
-    candidates += sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "build", "wheel-tools", "lib",
+    candidates += sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "build", "wheel-tools", "lib",
                                                 "python*", "site-packages", "nvidia", "cu*", "bin", "cuobjdump")))
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 

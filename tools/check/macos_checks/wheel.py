@@ -35,8 +35,8 @@ def metadata_problems(z, names, tag, tf):
     if info.get("platform") != "Darwin-arm64" or "metal" not in info.get("backends", []):
         problems.append(f"_build_info.json: {info} (want platform Darwin-arm64 with the metal backend)")
     try:
-        from tools.tf_flags import wheel_version
-    except ImportError:  # run as tools/macos_binaries.py
+        from tools.build.tf_flags import wheel_version
+    except ImportError:  # run as tools/check/macos_binaries.py
         from tf_flags import wheel_version
     checked = wheel_version(os.path.join(tf.dir, "include"))
     if info.get("tensorflow_version") != checked:

@@ -5,20 +5,20 @@
 #     dispatch in metal_ops/_loader.py) + the Grappler plugin, packaged by
 #     setup.py (METAL_OPS_PREBUILT), tagged by `auditwheel repair` for
 #     TensorFlow's own manylinux policy with TensorFlow's and OpenBLAS's
-#     libraries left external, then checked by tools/wheel_check.py.
+#     libraries left external, then checked by tools/check/wheel_check.py.
 #   With nvcc on PATH, also the GPU kernels' library (`make cuda-lib`:
 #     _metal_ops_cuda.so, static CUDA runtime, the architectures of TensorFlow's
 #     CUDA wheel, CUDA_LIB_CAPABILITIES to choose others), checked by
-#     tools/cuda_lib_check.py; without nvcc one line says it is left out.
+#     tools/check/cuda_lib_check.py; without nvcc one line says it is left out.
 #   macOS arm64: the libraries `make metal-check` cross-builds and checks
 #     (the Makefile's Darwin build), packaged the same way, checked by
-#     `tools/macos_binaries.py wheel`. Without a macOS SDK: one line, skipped.
+#     `tools/check/macos_binaries.py wheel`. Without a macOS SDK: one line, skipped.
 #
 # Environment: PYTHON (the venv with the pinned TensorFlow), MACOS_SDK,
 # MACOS_MIN, WHEEL_PLATFORMS ("linux macos" by default), NVCC (default nvcc),
 # CUDA_LIB_CAPABILITIES (the Makefile's).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 PYTHON="${PYTHON:-.venv/bin/python}"
 MACOS_SDK="${MACOS_SDK:-/opt/macos-sdk/root}"
@@ -63,7 +63,7 @@ linux_wheel() {
     local start=$SECONDS
     make --no-print-directory cuda-lib WHEEL=1 PYTHON="$PYTHON" PKG="$out/pkg"
     echo "wheels: make cuda-lib: $((SECONDS - start)) s"
-    python3 tools/cuda_lib_check.py --pkg "$out/pkg" \
+    python3 tools/check/cuda_lib_check.py --pkg "$out/pkg" \
       --tf-dir "$("$PYTHON" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("tensorflow").origin))')"
   else
     echo "wheels: the Linux wheel without CUDA kernels: ${NVCC:-nvcc} not found (the CUDA toolkit's compiler)"
@@ -80,7 +80,7 @@ linux_wheel() {
     -w "$DIST" "$raw"
   local wheel
   wheel="$(ls "$DIST"/tf_metal_ops-*-py3-none-"$MANYLINUX".whl)"
-  "$TOOLS/bin/python" tools/wheel_check.py linux --wheel "$wheel" --policy "$MANYLINUX" \
+  "$TOOLS/bin/python" tools/check/wheel_check.py linux --wheel "$wheel" --policy "$MANYLINUX" \
     --auditwheel "$TOOLS/bin/auditwheel"
   echo "wheels: $wheel"
 }
@@ -98,7 +98,7 @@ macos_wheel() {
   cp "$raw" "$DIST/"
   wheel="$DIST/$(basename "$raw")"
   tf_dir="$(ls -d build/macos/tf-*/ | head -1)"
-  python3 tools/macos_binaries.py wheel --wheel "$wheel" --site-packages "$tf_dir" --sdk "$MACOS_SDK" \
+  python3 tools/check/macos_binaries.py wheel --wheel "$wheel" --site-packages "$tf_dir" --sdk "$MACOS_SDK" \
     --macos-min "$MACOS_MIN"
   echo "wheels: $wheel"
 }

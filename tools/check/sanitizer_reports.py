@@ -7,7 +7,7 @@ notice comes once from every process that runs the MSL shim's threadgroups
 (fibers: tests/metal_shim/threadgroups.cc, which announces each stack switch
 to ASan) and is not an error.
 
-    python3 tools/sanitizer_reports.py FOLDER
+    python3 tools/check/sanitizer_reports.py FOLDER
 """
 import os
 import re

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # apt-get update, then apt-get install ARGS... (Debian packages and apt-get
 # options), as root; exits with apt-get's status. Every tool that installs
-# what it needs goes through here (tools/install_cross_tools.sh,
-# tools/msl_check.py --ensure-clang, tools/metal_check.sh): `make test` runs
+# what it needs goes through here (tools/build/install_cross_tools.sh,
+# tools/check/msl_check.py --ensure-clang, tools/check/metal_check.sh): `make test` runs
 # two of them at once (make -j), and a second apt-get does not wait for apt's
 # lock, it fails ("Could not get lock /var/lib/apt/lists/lock"). So the
 # installs take turns: a flock on apt's lists folder (an existing root-owned

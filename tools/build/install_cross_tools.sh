@@ -5,7 +5,7 @@
 # banner says why and the NEON tests skip (fail in CI: tests/test_neon_qemu.py).
 # Never fails the build.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 have_tools() { command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null; }
 if have_tools; then
   exit 0
@@ -15,7 +15,7 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   why="not root, or no apt-get"
 else
   echo "cross-tools: installing g++-aarch64-linux-gnu and qemu-user from Debian (the NEON tests run under qemu-aarch64)"
-  bash tools/apt_install.sh --no-install-recommends g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user ||
+  bash tools/build/apt_install.sh --no-install-recommends g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user ||
     why="apt-get could not install them"
   have_tools || why="${why:-installed, yet aarch64-linux-gnu-g++ or qemu-aarch64 is not on PATH}"
 fi

@@ -1,4 +1,4 @@
-"""The report of a wheel check (tools/macos_binaries.py, wheel_check.py, cuda_lib_check.py)."""
+"""The report of a wheel check (tools/check/macos_binaries.py, wheel_check.py, cuda_lib_check.py)."""
 import os
 import sys
 

@@ -1,15 +1,15 @@
 """Checks of the macOS binaries the Metal backend depends on, run on Linux.
 
-    python tools/macos_binaries.py plugin-compat --plugin tensorflow-plugins/libmetal_plugin.dylib \\
+    python tools/check/macos_binaries.py plugin-compat --plugin tensorflow-plugins/libmetal_plugin.dylib \\
         --tf-dir A/tensorflow [--tf-dir B/tensorflow ...]
-    python tools/macos_binaries.py stream-protocol --plugin tensorflow-plugins/libmetal_plugin.dylib \\
+    python tools/check/macos_binaries.py stream-protocol --plugin tensorflow-plugins/libmetal_plugin.dylib \\
         --header kernels/metal/tf_metal_stream.h
-    python tools/macos_binaries.py binds --plugin tensorflow-plugins/libmetal_plugin.dylib
-    python tools/macos_binaries.py exports --lib tensorflow/libtensorflow_framework.2.dylib TF_GetStream ...
-    python tools/macos_binaries.py wheel --wheel dist/tf_metal_ops-...-py3-none-macosx_12_0_arm64.whl \\
+    python tools/check/macos_binaries.py binds --plugin tensorflow-plugins/libmetal_plugin.dylib
+    python tools/check/macos_binaries.py exports --lib tensorflow/libtensorflow_framework.2.dylib TF_GetStream ...
+    python tools/check/macos_binaries.py wheel --wheel dist/tf_metal_ops-...-py3-none-macosx_12_0_arm64.whl \\
         --site-packages build/macos/tf-<v>-openblas-<v> --sdk MacOSX.sdk --macos-min 12.0
 
-What each command checks is said where it is checked, in tools/macos_checks/:
+What each command checks is said where it is checked, in tools/check/macos_checks/:
 wheel.py (our macOS wheel), plugin_compat.py (whether dyld loads
 tensorflow-metal's plugin into each TensorFlow), stream_protocol.py (the
 plugin's stream class against our `TF_MetalStream`); binds and exports list
@@ -24,10 +24,11 @@ import argparse
 import os
 import sys
 
-try:  # imported as tools.macos_binaries
-    from tools.check_report import report
-    from tools.macos_checks import macho, plugin_compat, stream_protocol, tensorflow_wheel, wheel
-except ImportError:  # run as tools/macos_binaries.py: tools/ is on sys.path
+try:  # imported as tools.check.macos_binaries
+    from tools.check.check_report import report
+    from tools.check.macos_checks import macho, plugin_compat, stream_protocol, tensorflow_wheel, wheel
+except ImportError:  # run as tools/check/macos_binaries.py: tools/check/ is on sys.path
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))  # tf_flags
     from check_report import report
     from macos_checks import macho, plugin_compat, stream_protocol, tensorflow_wheel, wheel
 

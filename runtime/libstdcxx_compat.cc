@@ -6,7 +6,7 @@
 // functions that only newer releases export. Defined here with hidden
 // visibility, they bind inside the library, so the wheel needs no newer
 // libstdc++ than TensorFlow's own: what the manylinux toolchains'
-// libstdc++_nonshared.a does. tools/wheel_check.py fails on any symbol
+// libstdc++_nonshared.a does. tools/check/wheel_check.py fails on any symbol
 // version above the wheel's policy, so a new one shows up there.
 //
 // No libstdc++ header declares these names here, so the hidden definitions do

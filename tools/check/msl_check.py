@@ -2,7 +2,7 @@
 machine without Apple's compiler.
 
 Input: the self-contained shader sources the library embeds
-(tools/embed_metal.py's output, build/gen/<name>.metal). Each is checked by
+(tools/build/embed_metal.py's output, build/gen/<name>.metal). Each is checked by
 
 1. `compile`: clang compiling it as C++ for OpenCL 2021 (`-x clcpp
    -cl-std=clc++2021 -target spir64`, no OpenCL headers, no fp64) against
@@ -40,8 +40,8 @@ being those of the original kernels/ source (found through embed_metal's
 `// ---- begin/end` markers). Exit status 1 on any violation, 2 when no clang
 with C++ for OpenCL 2021 (clang 14 or newer) is found.
 
-    python tools/msl_check.py build/gen/*.metal
-    python tools/msl_check.py --ensure-clang   # installs Debian's clang when root
+    python tools/check/msl_check.py build/gen/*.metal
+    python tools/check/msl_check.py --ensure-clang   # installs Debian's clang when root
 """
 import argparse
 import collections
@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STDLIB_DIR = os.path.join(ROOT, "tests", "msl_check", "include")
 
 # Apple's limits (Metal feature set tables): 32 KiB of threadgroup memory per
@@ -144,7 +144,7 @@ def ensure_clang():
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
         print("msl_check: installing clang from Debian (apt-get install clang)")
         # apt_install.sh: waits for an install `make -j` runs beside this one.
-        ok = subprocess.run(["bash", os.path.join(ROOT, "tools", "apt_install.sh"), "clang"]).returncode == 0
+        ok = subprocess.run(["bash", os.path.join(ROOT, "tools", "build", "apt_install.sh"), "clang"]).returncode == 0
         if ok and find_clang():
             print(f"msl_check: using {find_clang()}")
             return 0

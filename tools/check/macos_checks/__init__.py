@@ -1,4 +1,4 @@
-"""The checks of macOS binaries that tools/macos_binaries.py runs on Linux.
+"""The checks of macOS binaries that tools/check/macos_binaries.py runs on Linux.
 
 macho: the Mach-O reader (load commands, binds, export tries) the others use.
 stream_protocol: tensorflow-metal's stream class against our `TF_MetalStream`.

@@ -8,7 +8,7 @@
         --cuda-archs '{"sass": [...], "ptx": [...], "dropped": [...]}'  # `make cuda-lib`
 
 The TensorFlow version comes from the flags the library was compiled with
-(tools/tf_flags.py's TF_VERSION), so a cross build (macOS, `make metal-check`)
+(tools/build/tf_flags.py's TF_VERSION), so a cross build (macOS, `make metal-check`)
 records the TensorFlow it was built against, not the one running here.
 --merge keeps what the file already says (a tree with both kinds of library).
 """
@@ -32,7 +32,7 @@ def main():
     parser.add_argument("--isa-levels", help="x86-64 levels with a library each (_metal_ops.<level>.so)")
     parser.add_argument("--isa-tune", help="the -mtune of those libraries")
     parser.add_argument("--cuda-library", help="the GPU kernels' library (`make cuda-lib`), loaded after the op library")
-    parser.add_argument("--cuda-archs", help="its architectures, JSON from tools/cuda_archs.py describe")
+    parser.add_argument("--cuda-archs", help="its architectures, JSON from tools/build/cuda_archs.py describe")
     parser.add_argument("--cuda-version", help="the CUDA toolkit it was built with, e.g. 13.0 (its driver requirement)")
     parser.add_argument("--merge", action="store_true", help="keep the keys the file already has")
     args = parser.parse_args()

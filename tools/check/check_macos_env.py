@@ -11,7 +11,7 @@ Intel Homebrew in /usr/local, an x86_64-only installer) cannot install them.
 The Metal kernels that use atomic_float (Metal Shading Language 3.0) need
 macOS 13; on macOS 12 they report Unimplemented and those ops run on the CPU.
 
-    python3 tools/check_macos_env.py [--python-version 3.13] [--macos-version 12.0] [--machine x86_64]
+    python3 tools/check/check_macos_env.py [--python-version 3.13] [--macos-version 12.0] [--machine x86_64]
 
 Without the options it checks the interpreter running it and this Mac.
 Prints what to use instead and exits 1 when the stack cannot work; exits 0

@@ -2,11 +2,11 @@
 # TensorFlow's CUDA build on a GPU machine that has no network
 # (docs/BUILDING.md, "TensorFlow's CUDA build on a machine without network").
 #
-#   tools/tf_cuda_offline.sh download DIR      (on a machine with PyPI)
+#   tools/build/tf_cuda_offline.sh download DIR      (on a machine with PyPI)
 #       Downloads the CPython 3.12 wheels into DIR/wheels, packs them into one
 #       tar split into parts of PART_MB MiB (default 58), each in its own folder
 #       DIR/pNN, with the tar's sha256 in DIR/p00.
-#   tools/tf_cuda_offline.sh install PARTS... TARGET  (on the GPU machine)
+#   tools/build/tf_cuda_offline.sh install PARTS... TARGET  (on the GPU machine)
 #       Joins the parts (folders or files, in order), checks the sha256,
 #       installs every wheel into TARGET (pip --target, no index) and prints,
 #       as its last line, the `export` that puts TARGET on PYTHONPATH and its
@@ -35,7 +35,7 @@ download() {
   local dir=$1
   mkdir -p "$dir/wheels"
   local blas
-  blas=$(grep -i '^scipy-openblas32' "$(dirname "$0")/../requirements.txt")
+  blas=$(grep -i '^scipy-openblas32' "$(dirname "$0")/../../requirements.txt")
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$dir/wheels" "${WHEELS[@]}" "$blas" \

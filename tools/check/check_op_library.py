@@ -1,13 +1,13 @@
 """Checks a built op library: it loads in this TensorFlow, registers every op
 that ops/*.cc declares, and ZeroOut computes the right values.
 
-    python tools/check_op_library.py build/bazel-bin/_metal_ops.so [--plugin build/bazel-bin/_metal_ops_grappler.so]
+    python tools/check/check_op_library.py build/bazel-bin/_metal_ops.so [--plugin build/bazel-bin/_metal_ops_grappler.so]
 
 With --plugin it also checks that the Grappler plugin library opens in this
 process and exports TF_InitGraph (it is not registered with Grappler here).
 
 Run it in a fresh process: loading two copies of the same ops into one
-process fails on duplicate registrations. Used by tools/bazel_build.sh
+process fails on duplicate registrations. Used by tools/build/bazel_build.sh
 (`make bazel`); works for the make-built library too.
 """
 import glob
@@ -17,7 +17,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _REGISTER_OP = re.compile(r'REGISTER_OP\(\s*"([A-Za-z0-9_]+)"\s*\)')
 
 

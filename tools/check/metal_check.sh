@@ -10,7 +10,7 @@
 # Needs a macOS SDK folder (Xcode's MacOSX.sdk, 12.0 or newer) in MACOS_SDK;
 # never vendor or commit one (Apple's licence). Without it: one line, exit 0.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 SDK="${MACOS_SDK:-/opt/macos-sdk/root}"
 MACOS_MIN="${MACOS_MIN:-12.0}"
@@ -35,7 +35,7 @@ need_tools() {
 if ! need_tools; then
   echo "metal-check: installing clang, lld and llvm from Debian"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    bash tools/apt_install.sh clang lld llvm
+    bash tools/build/apt_install.sh clang lld llvm
   else
     echo "metal-check: needs clang, lld and llvm (apt-get install clang lld llvm)" >&2
     exit 1
@@ -128,6 +128,6 @@ echo "metal-check: linked with no undefined symbol; install names, rpaths, minim
 
 # ---- the real tensorflow-metal: its stream class implements our TF_MetalStream,
 # and its binds resolve against the pinned TensorFlow
-python3 tools/macos_binaries.py stream-protocol --plugin "$PLUGIN" --header kernels/metal/tf_metal_stream.h
-python3 tools/macos_binaries.py plugin-compat --plugin "$PLUGIN" --tf-dir "$TF_DIR/tensorflow"
+python3 tools/check/macos_binaries.py stream-protocol --plugin "$PLUGIN" --header kernels/metal/tf_metal_stream.h
+python3 tools/check/macos_binaries.py plugin-compat --plugin "$PLUGIN" --tf-dir "$TF_DIR/tensorflow"
 echo "metal-check: OK (TensorFlow $TF_VERSION, tensorflow-metal $METAL_VERSION, SDK $(basename "$SDK"))"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bazel`: builds the op library from WORKSPACE/BUILD with Bazel, then
-# loads the result in the venv's TensorFlow and runs ZeroOut (tools/check_op_library.py).
+# loads the result in the venv's TensorFlow and runs ZeroOut (tools/check/check_op_library.py).
 #
 # Linux: Debian's bazel-bootstrap (Bazel 4.2.3, `bazel-4`), installed with
 #   apt-get when missing, building offline (--config=offline: @rules_cc and
@@ -14,11 +14,11 @@
 #   BAZEL_JOBS, BAZEL_RAM_MB resource bounds (default 2 jobs, 4096 MB)
 #   BAZEL_EXTRA_ARGS         extra `bazel build` arguments
 #
-# `tools/bazel_build.sh --write-rc` only writes build/bazel-offline.bazelrc
+# `tools/build/bazel_build.sh --write-rc` only writes build/bazel-offline.bazelrc
 # (the `offline` config, which needs this checkout's absolute path).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 
 log() { echo "[bazel_build] $*" >&2; }
@@ -28,7 +28,7 @@ write_offline_rc() {
   local rc=build/bazel-offline.bazelrc tmp
   tmp="$(mktemp build/.bazel-offline.XXXXXX)"
   {
-    echo "# Written by tools/bazel_build.sh for $ROOT (imported by .bazelrc)."
+    echo "# Written by tools/build/bazel_build.sh for $ROOT (imported by .bazelrc)."
     for cmd in build fetch query cquery sync; do
       for repo in rules_cc rules_java; do
         echo "$cmd:offline --override_repository=$repo=$ROOT/third_party/$repo"
@@ -142,5 +142,5 @@ fi
 
 # Load the Bazel-built library in a fresh process (never next to make's copy
 # of the same ops) and run ZeroOut.
-TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" tools/check_op_library.py "${CHECK_ARGS[@]}"
+TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" tools/check/check_op_library.py "${CHECK_ARGS[@]}"
 log "OK: $LIB"

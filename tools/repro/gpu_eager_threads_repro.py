@@ -1,7 +1,7 @@
 """Shows a TensorFlow (not metal_ops) failure on GPUs: shape arithmetic on GPU
 tensors from 8 eager threads at once now and then fails.
 
-    python tools/gpu_eager_threads_repro.py [ITERATIONS]
+    python tools/repro/gpu_eager_threads_repro.py [ITERATIONS]
 
 Each of 8 threads repeatedly builds weights of its tensor's shape with
 tf.reshape(f(tf.range(tf.size(x))), tf.shape(x)) on /GPU:0, first with plain

@@ -14,7 +14,7 @@
 # those of the forced-level runs (default: the same). CI keeps it lean with a
 # subset there (.ci/run).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 OUT=build/wheel-test
 WHEEL="$(ls dist/tf_metal_ops-*-py3-none-manylinux_*_x86_64.whl 2>/dev/null | head -1 || true)"

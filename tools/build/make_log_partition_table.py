@@ -14,14 +14,14 @@ alpha = 2 the slope of log Z is infinite (d rho / d alpha grows like
 log(1/|alpha-2|)), so the table stores the secant slope of the last interval
 there. tests/test_losses_keras.py checks the table against mpmath quadrature.
 
-Usage: python tools/make_log_partition_table.py [--points 2049] [--out PATH]
+Usage: python tools/build/make_log_partition_table.py [--points 2049] [--out PATH]
 """
 import argparse
 import os
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_OUT = os.path.join(ROOT, "python", "metal_ops", "data", "robust_loss_log_partition.npz")
 
 

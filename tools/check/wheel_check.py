@@ -1,7 +1,7 @@
 """Checks of the Linux wheel `make wheels` builds (run with the wheel-tools venv:
 pyelftools, auditwheel).
 
-    python tools/wheel_check.py linux --wheel dist/tf_metal_ops-...-py3-none-manylinux_2_27_x86_64.whl \\
+    python tools/check/wheel_check.py linux --wheel dist/tf_metal_ops-...-py3-none-manylinux_2_27_x86_64.whl \\
         --policy manylinux_2_27_x86_64 [--auditwheel build/wheel-tools/bin/auditwheel]
 
 - the tag: py3-none-<policy> (the libraries use no Python C API, so one wheel
@@ -93,7 +93,7 @@ def check_linux(wheel, policy, auditwheel=None):
             problems.append(f"_build_info.json must name the per-level libraries only: {info}")
         expected = {f"metal_ops/{lib}": level for level, lib in libs.items()}
         expected["metal_ops/_metal_ops_grappler.so"] = None
-        if info.get("cuda_library"):  # the GPU kernels (tools/cuda_lib_check.py checks it further)
+        if info.get("cuda_library"):  # the GPU kernels (tools/check/cuda_lib_check.py checks it further)
             expected[f"metal_ops/{info['cuda_library']}"] = None
         shared = sorted(n for n in names if n.endswith(".so") or ".so." in n)
         if sorted(expected) != shared:

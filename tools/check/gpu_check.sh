@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks through TensorFlow (`make gpu-check`; docs/BUILDING.md,
 # "TensorFlow's CUDA build"): on a machine with an NVIDIA GPU and TensorFlow's
-# CUDA build importable by PYTHON (installed offline by tools/tf_cuda_offline.sh,
+# CUDA build importable by PYTHON (installed offline by tools/build/tf_cuda_offline.sh,
 # or `pip install tensorflow[and-cuda]`). Each step can run on its own:
 #
-#   tools/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [keras] [all]
+#   tools/check/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [keras] [all]
 #
 # build     the op library in place with its CUDA kernels (make ENV=existing)
 # status    `python -m metal_ops`: which kernels loaded and why
@@ -24,7 +24,7 @@
 # (default 8) the pytest-xdist workers; each shares the GPU
 # (TF_FORCE_GPU_ALLOW_GROWTH, set here).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 RESULTS=${RESULTS:-benchmarks/results}
 WORKERS=${PYTEST_WORKERS:-8}
