@@ -114,7 +114,7 @@ def _extras():
         return extras
     target = _target()
     if target is not None:
-        extras.update(_requirements.extras(*target, metal_version=_pin("requirements-macos.txt", "tensorflow-metal")))
+        extras.update(_requirements.extras(*target, metal_version=_pin("requirements-macos-metal.txt", "tensorflow-metal")))
     return extras
 
 

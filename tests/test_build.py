@@ -140,6 +140,9 @@ def test_setup_requires_no_tensorflow_and_offers_pinned_extras():
     assert macos == {"cpu": ["tensorflow>=2.19,<2.20; sys_platform == 'darwin'"],
                      "metal": ["tensorflow>=2.19,<2.20; sys_platform == 'darwin'",
                                "tensorflow-metal==1.2.0; sys_platform == 'darwin'"]}
+    # a source build against TensorFlow 2.21 on a Mac: no tensorflow-metal loads with it
+    assert setup_py._requirements.extras("2.21.0", "Darwin-arm64", metal_version="1.2.0") == \
+        {"cpu": ["tensorflow>=2.21,<2.22; sys_platform == 'darwin'"]}
 
 
 def test_setup_tags_wheels_py3_none():

@@ -32,6 +32,7 @@ DARWIN = "sys_platform == 'darwin'"
 #          path runs the ops on the GPU where the build has it.
 #   metal: TensorFlow 2.19.1 + tensorflow-metal 1.2.0 (CPython 3.9-3.12):
 #          TensorFlow's "GPU" device, the library's kernels on its TF_MetalStream.
+TENSORFLOW_METAL_NEWEST_TF = (2, 19)  # the newest TensorFlow tensorflow-metal 1.2.0 loads with
 MACOS_STACKS = {
     "cpu": {"requirements": "requirements-macos.txt", "python": ((3, 10), (3, 13)), "min_macos": (12, 0)},
     "metal": {"requirements": "requirements-macos-metal.txt", "python": ((3, 9), (3, 12)), "min_macos": (12, 1)},
@@ -108,10 +109,11 @@ def extras(tf_version, platform, metal_version=None):
     with several builds: macos_extras)."""
     tf = minor_range(tf_version)
     if platform.startswith("Darwin"):
-        metal = [f"tensorflow{tf}; {DARWIN}"]
-        if metal_version:
-            metal.append(f"tensorflow-metal=={metal_version}; {DARWIN}")
-        return {"cpu": [f"tensorflow{tf}; {DARWIN}"], "metal": metal}
+        result = {"cpu": [f"tensorflow{tf}; {DARWIN}"]}
+        # tensorflow-metal 1.2.0 loads with TensorFlow 2.19 and older only.
+        if metal_version and minor(tf_version) <= TENSORFLOW_METAL_NEWEST_TF:
+            result["metal"] = [f"tensorflow{tf}; {DARWIN}", f"tensorflow-metal=={metal_version}; {DARWIN}"]
+        return result
     return {
         "cpu": [f"tensorflow-cpu{tf}; {LINUX}"],
         # TensorFlow's CUDA build on Linux, with the NVIDIA libraries from pip.
