@@ -76,6 +76,10 @@ def running_tensorflow_version():
     return installed[1] if installed else None
 
 
+# The newest Python tensorflow-metal has wheels for (the extra [metal] installs nothing above it).
+MACOS_METAL_PYTHON_MAX = _requirements.MACOS_STACKS["metal"]["python"][1]
+
+
 def select_tensorflow_build(info, tf_version):
     """The build info of the build for TensorFlow `tf_version` in a build info
     with "tensorflow_builds" (the macOS wheel), flattened to a one-build info;
@@ -98,9 +102,6 @@ def select_tensorflow_build(info, tf_version):
     raise ImportError(
         f"metal_ops: this package has op libraries for {_requirements.describe_builds(builds)}, and "
         f"{running}. C++ custom ops bind to one TensorFlow minor version: install one of these.{note}")
-
-
-MACOS_METAL_PYTHON_MAX = _requirements.MACOS_STACKS["metal"]["python"][1]
 
 
 def read_build_info():
