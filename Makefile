@@ -393,10 +393,13 @@ $(SHIM_LIB): $(SHIM_SRCS) $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(w
 # ---- macOS build checked on Linux (no Mac) ------------------------------------------
 # tools/metal_check.sh: clang/lld from Debian when missing, the pinned macOS
 # TensorFlow and tensorflow-metal wheels cached under $(BUILD)/macos, then this
-# Makefile's own Darwin build (UNAME_S=Darwin MACOS_CROSS=1) and checks of the
-# linked libraries. Without a macOS SDK in MACOS_SDK it prints why and exits 0.
+# Makefile's own Darwin build (UNAME_S=Darwin MACOS_CROSS=1) once per macOS
+# stack (TensorFlow 2.21; TensorFlow 2.19.1 + tensorflow-metal) and checks of
+# the linked libraries. Without a macOS SDK in MACOS_SDK it prints why and exits 0.
+# MACOS_STACKS="cpu metal" (the default) builds and checks both macOS builds.
 metal-check:
-	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" WHEEL="$(WHEEL)" bash tools/metal_check.sh
+	@+MACOS_SDK="$(MACOS_SDK)" MACOS_MIN="$(MACOS_MIN)" PYTHON="$(PYTHON)" WHEEL="$(WHEEL)" MACOS_STACKS="$(MACOS_STACKS)" \
+	  bash tools/metal_check.sh
 # The part metal_check.sh runs (with UNAME_S=Darwin MACOS_CROSS=1).
 metal-check-build: $(LIB) $(PLUGIN_LIB) $(BUILD_INFO)
 
