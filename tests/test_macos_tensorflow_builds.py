@@ -201,3 +201,32 @@ def test_gpu_path_uses_the_metal_path_module_where_the_package_has_it(monkeypatc
     monkeypatch.setattr(main_module.importlib.util, "find_spec",
                         lambda name, *a: object() if name == "metal_ops.metal_path" else real_find_spec(name, *a))
     assert main_module.metal_path(METAL_INFO, "2.21.0") == ("shim", "METAL_OPS_METAL=shim")
+
+
+# ---- tools/macos_checks/wheel.py: the wheel's metadata names a build per TensorFlow checked ------
+
+def _wheel(tmp_path, info):
+    import zipfile
+
+    path = tmp_path / "tf_metal_ops-0-py3-none-macosx_12_0_arm64.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("tf_metal_ops-0.dist-info/WHEEL", "Root-Is-Purelib: false\nTag: py3-none-macosx_12_0_arm64\n")
+        z.writestr("metal_ops/_build_info.json", json.dumps(info))
+    return zipfile.ZipFile(path)
+
+
+def test_wheel_check_wants_one_checked_tensorflow_per_build(tmp_path):
+    from tools.macos_checks import wheel
+
+    tag = "py3-none-macosx_12_0_arm64"
+    sites = {"2.21.0": "a", "2.19.1": "b"}
+    with _wheel(tmp_path, INFO) as z:
+        problems, builds = wheel.metadata_problems(z, z.namelist(), tag, sites)
+        assert problems == [] and builds == BUILDS
+        problems, _ = wheel.metadata_problems(z, z.namelist(), tag, {"2.21.0": "a"})
+        assert problems == ["built against TensorFlow 2.19.1, 2.21.0, checked against 2.21.0"]
+    one = {"tensorflow_version": "2.19.1", "library": "_metal_ops.so", "backends": ["cpu", "metal"],
+           "platform": "Darwin-arm64"}
+    with _wheel(tmp_path, one) as z:
+        problems, _ = wheel.metadata_problems(z, z.namelist(), tag, {"2.19.1": "b"})
+        assert any("want platform Darwin-arm64 with tensorflow_builds" in p for p in problems)
