@@ -26,8 +26,11 @@ Metadata lives in pyproject.toml. This file adds:
   pip install a second TensorFlow beside a user's `tensorflow`, `tensorflow-cpu`
   or `tensorflow[and-cuda]`: metal_ops/_requirements.py); extras name the usual
   one, pinned to the minor version the library was built against
-  (`tf-metal-ops[cpu]`, `[and-cuda]` on Linux, `[cpu]`, `[metal]` on macOS), and
-  `import metal_ops` checks the running version.
+  (`tf-metal-ops[cpu]`, `[and-cuda]` on Linux), and `import metal_ops` checks
+  the running version. The macOS wheel holds a library per TensorFlow stack
+  (build info "tensorflow_builds"): `[cpu]` installs TensorFlow 2.21 (Python
+  3.10-3.13), `[metal]` TensorFlow 2.19 + tensorflow-metal 1.2.0 (Python
+  3.9-3.12), with environment markers (_requirements.macos_extras).
 
 Environment: METAL_OPS_SKIP_MAKE=1 (editable installs only: compile
 nothing, as the Makefile's venv rule does before `make` builds in place),
@@ -67,14 +70,20 @@ def _prebuilt_dir():
     return os.path.abspath(path) if path else None
 
 
+def _prebuilt_info():
+    prebuilt = _prebuilt_dir()
+    if not prebuilt:
+        return None
+    with open(os.path.join(prebuilt, "_build_info.json")) as f:
+        return json.load(f)
+
+
 def _target():
     """(TensorFlow version, platform) the wheel's library is built for: from the
     prebuilt build info, else the TensorFlow of this environment; None when
     neither is known (metadata-only queries may run without TensorFlow)."""
-    prebuilt = _prebuilt_dir()
-    if prebuilt:
-        with open(os.path.join(prebuilt, "_build_info.json")) as f:
-            info = json.load(f)
+    info = _prebuilt_info()
+    if info is not None:
         return info["tensorflow_version"], info["platform"]
     installed = _requirements.installed_tensorflow_distribution()
     if installed is None:
@@ -98,9 +107,14 @@ def _pin(requirements_file, name):
 
 def _extras():
     extras = {"test": ["pytest", "hypothesis", "mpmath"]}
+    info = _prebuilt_info()
+    if info is not None and info.get("tensorflow_builds"):
+        # The macOS wheel: one library per TensorFlow stack, an extra per stack.
+        extras.update(_requirements.macos_extras(info["tensorflow_builds"]))
+        return extras
     target = _target()
     if target is not None:
-        extras.update(_requirements.extras(*target, metal_version=_pin("requirements-macos.txt", "tensorflow-metal")))
+        extras.update(_requirements.extras(*target, metal_version=_pin("requirements-macos-metal.txt", "tensorflow-metal")))
     return extras
 
 

@@ -140,6 +140,9 @@ def test_setup_requires_no_tensorflow_and_offers_pinned_extras():
     assert macos == {"cpu": ["tensorflow>=2.19,<2.20; sys_platform == 'darwin'"],
                      "metal": ["tensorflow>=2.19,<2.20; sys_platform == 'darwin'",
                                "tensorflow-metal==1.2.0; sys_platform == 'darwin'"]}
+    # a source build against TensorFlow 2.21 on a Mac: no tensorflow-metal loads with it
+    assert setup_py._requirements.extras("2.21.0", "Darwin-arm64", metal_version="1.2.0") == \
+        {"cpu": ["tensorflow>=2.21,<2.22; sys_platform == 'darwin'"]}
 
 
 def test_setup_tags_wheels_py3_none():
@@ -218,3 +221,50 @@ def test_every_file_of_an_op_is_found_by_its_name(op):
     if not any(f"(docs/{op.upper()}.md)" in line for line in readme_rows):
         missing.append(f"a README ops-table row linking docs/{op.upper()}.md")
     assert not missing, f"op {op}: missing {missing}"
+
+
+# ---- the Makefile on a Mac: CPU count without nproc, warnings that do not stop a user's build ----
+
+def make_database(tmp_path, *args, env=None):
+    """`make -pn help` (the variables make ends up with) without building or
+    installing anything: BUILD in tmp_path, the included tf_flags.mk left alone."""
+    build = tmp_path / "build"
+    result = subprocess.run(["make", "-pn", f"BUILD={build}", "-o", f"{build}/tf_flags.mk", *args, "help"],
+                            cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^(\w+) :?= ?(.*)$", result.stdout, re.M)}
+
+
+def test_make_counts_cpus_with_sysctl_where_nproc_is_missing(tmp_path):
+    # macOS has no nproc: `sysctl -n hw.ncpu` gives the count (a stand-in here,
+    # on a PATH of this machine's tools without nproc).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            target = os.path.join(folder, name)
+            if name not in ("nproc", "sysctl") and not (bin_dir / name).exists() and os.access(target, os.X_OK):
+                (bin_dir / name).symlink_to(target)
+    (bin_dir / "sysctl").write_text('#!/bin/sh\n[ "$*" = "-n hw.ncpu" ] && echo 7\n')
+    (bin_dir / "sysctl").chmod(0o755)
+    env = dict(os.environ, PATH=str(bin_dir))
+    variables = make_database(tmp_path, env=env)
+    assert variables["JOBS"] == "7"
+    assert "-j7" in variables["MAKEFLAGS"].split()
+
+
+@pytest.mark.parametrize("args,werror", [((), True), (("UNAME_S=Darwin",), False),
+                                         (("UNAME_S=Darwin", "MACOS_CROSS=1"), True),
+                                         (("UNAME_S=Darwin", "WERROR=-Werror"), True)])
+def test_warnings_stop_the_build_except_a_macs_own(tmp_path, args, werror):
+    # -Werror has met Debian's g++ and clang 14 only: a user's Xcode may warn
+    # about what they never did. metal-check (the cross build) keeps it, and
+    # passes it to the Objective-C++ files too (METAL_WERROR).
+    variables = make_database(tmp_path, *args)
+    assert ("-Werror" in variables["WARN"].split()) == werror, variables["WARN"]
+
+
+def test_metal_check_keeps_werror_on_the_objective_c_files():
+    with open(os.path.join(ROOT, "tools", "check", "metal_check.sh"), encoding="utf-8") as f:
+        text = f.read()
+    assert "METAL_WERROR=-Werror metal-check-build" in text

@@ -139,7 +139,8 @@ def _pins(path):
 def test_openblas_pinned_alike_everywhere():
     from importlib import metadata
 
-    pins = {p: _pins(p) for p in ("requirements.txt", "requirements-macos.txt", "pyproject.toml")}
+    pins = {p: _pins(p) for p in ("requirements.txt", "requirements-macos.txt", "requirements-macos-metal.txt",
+                                    "pyproject.toml")}
     assert all(len(v) == 1 for v in pins.values()), pins
     assert len({v[0] for v in pins.values()}) == 1, pins
     assert metadata.version("scipy-openblas32") == pins["requirements.txt"][0]

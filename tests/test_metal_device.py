@@ -36,7 +36,7 @@ def _why_no_metal_gpu():
 
         metadata.version("tensorflow-metal")
     except Exception:
-        return "tensorflow-metal is not installed (pip install -r requirements-macos.txt)"
+        return "tensorflow-metal is not installed (pip install -r requirements-macos-metal.txt)"
     if not tf.config.list_physical_devices("GPU"):
         return "tensorflow-metal is installed but TensorFlow sees no GPU device"
     if "metal" not in metal_ops.build_info()["backends"]:

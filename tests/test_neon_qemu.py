@@ -1,7 +1,10 @@
 """The arm64 builds of the CPU kernels (what a Mac's CPU and every Linux arm64
-machine run), executed here: cross-compiled with Debian's aarch64-linux-gnu-g++
-as static executables and run under qemu-aarch64, each against an independent
-float64 NumPy reference (tests/reference/).
+machine run), each against an independent float64 NumPy reference
+(tests/reference/). On an x86-64 machine: cross-compiled with Debian's
+aarch64-linux-gnu-g++ as static executables and run under qemu-aarch64. On an
+arm64 machine (an Apple-silicon Mac, Linux arm64): built with this machine's
+compiler and run natively, without qemu and without -static (macOS cannot
+link static executables).
 
 - FusedMLP: the NEON path of kernels/cpu/simd.h, through the TF-free core
   (tests/fused_mlp_isa/fused_mlp_isa.cc) in tests/neon/fused_mlp_main.cc.
@@ -15,9 +18,9 @@ Not here: ZeroOut (a copy) and FusedConv2D (its arithmetic is OpenBLAS's
 GEMM). The same executables built for this machine (no -m flags: the scalar
 or SSE paths) check the request/response formats and the references.
 
-`make test` installs the tools first (tools/build/install_cross_tools.sh, through
-tools/build/apt_install.sh, whose turn-taking is tested last); without them these
-tests skip and say which is missing, or fail in CI (required()).
+`make test` installs the tools first on x86-64 (tools/build/install_cross_tools.sh,
+through tools/build/apt_install.sh, whose turn-taking is tested last); without them
+these tests skip and say which is missing, or fail in CI (required()).
 Emulated timings mean nothing: correctness only.
 """
 import importlib.util
@@ -68,12 +71,42 @@ def eigen_include():
     pytest.skip("needs TensorFlow's headers (Eigen) in this Python")
 
 
-def build(cxx, out, sources=SOURCES, flags=()):
-    # -static: no aarch64 sysroot or loader needed at run time under qemu.
-    done = subprocess.run([cxx, "-std=c++17", "-O2", "-static", "-Wall", "-Wno-sign-compare", "-Werror", "-I", ROOT,
-                           *flags, "-o", out, *sources], capture_output=True, text=True, timeout=600)
+HOST_CXX = "g++"  # on a Mac, Apple's clang under that name
+
+
+def native_arm64(machine=None):
+    """Whether this machine runs arm64 code itself (an Apple-silicon Mac reports
+    arm64, Linux arm64 aarch64): the NEON executables then need neither the
+    cross compiler nor qemu."""
+    return (machine or platform.machine()) in ("arm64", "aarch64")
+
+
+def build_command(cxx, out, sources=SOURCES, flags=(), cross=False):
+    # -static only for the cross build: no aarch64 sysroot or loader is needed at
+    # run time under qemu. A build for this machine links normally (macOS has
+    # no static libc: -static fails to link there).
+    return [cxx, "-std=c++17", "-O2", *(["-static"] if cross else []), "-Wall", "-Wno-sign-compare", "-Werror",
+            "-I", ROOT, *flags, "-o", out, *sources]
+
+
+def build(cxx, out, sources=SOURCES, flags=(), cross=False):
+    done = subprocess.run(build_command(cxx, out, sources, flags, cross), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return out
+
+
+def neon_toolchain(machine=None):
+    """(compiler, command prefix, cross) that build and run the arm64
+    executables: this machine's compiler, run natively, on arm64; else the
+    cross compiler, run under qemu (skips, or fails where required(), without them)."""
+    if native_arm64(machine):
+        if not os.path.exists(SOURCES[1]):
+            pytest.skip("needs the source tree (tests/fused_mlp_isa, kernels/): run from a clone")
+        if shutil.which(HOST_CXX) is None:
+            pytest.skip(f"needs {HOST_CXX} (on a Mac: xcode-select --install)")
+        return HOST_CXX, [], False
+    cross_tools()
+    return CROSS_CXX, [QEMU], True
 
 
 def cross_tools():
@@ -101,18 +134,32 @@ def test_missing_cross_tools_fail_where_required(monkeypatch):
                 cross_tools()
 
 
+def test_an_arm64_machine_runs_neon_natively_without_static(monkeypatch):
+    # An Apple-silicon Mac: no qemu, no cross compiler, no -static (which
+    # macOS cannot link); cross_tools() is never asked.
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}" if name == HOST_CXX else None)
+    for machine in ("arm64", "aarch64"):
+        cxx, prefix, cross = neon_toolchain(machine)
+        assert (cxx, prefix, cross) == (HOST_CXX, [], False)
+        assert "-static" not in build_command(cxx, "out", cross=cross)
+    assert "-static" in build_command(CROSS_CXX, "out", cross=True)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="qemu-aarch64"):
+        neon_toolchain("x86_64")
+
+
 @pytest.fixture(scope="module")
 def neon(tmp_path_factory):
-    cross_tools()
-    return [QEMU, build(CROSS_CXX, str(tmp_path_factory.mktemp("neon") / "fused_mlp_neon"))]
+    cxx, prefix, cross = neon_toolchain()
+    return prefix + [build(cxx, str(tmp_path_factory.mktemp("neon") / "fused_mlp_neon"), cross=cross)]
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    if not os.path.exists(SOURCES[1]) or shutil.which("g++") is None:
-        pytest.skip("needs the source tree and g++")
+    if not os.path.exists(SOURCES[1]) or shutil.which(HOST_CXX) is None:
+        pytest.skip(f"needs the source tree and {HOST_CXX}")
     # No -m flags: on x86-64 that is the scalar fallback of simd.h.
-    return [build("g++", str(tmp_path_factory.mktemp("host") / "fused_mlp_host"))]
+    return [build(HOST_CXX, str(tmp_path_factory.mktemp("host") / "fused_mlp_host"))]
 
 
 def run(cmd, tmp_path, x, kernels, biases, act, out_act, dy, threads=3):
@@ -154,7 +201,7 @@ def check(cmd, tmp_path, case, want_isa):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
-def test_neon_path_matches_numpy_under_qemu(neon, tmp_path, case):
+def test_neon_path_matches_numpy(neon, tmp_path, case):
     check(neon, tmp_path, case, "neon")
 
 
@@ -179,17 +226,18 @@ def test_neon_results_do_not_depend_on_the_shard_count(neon, tmp_path):
 
 @pytest.fixture(scope="module", params=["aarch64", "host"])
 def cpu_ops(request, tmp_path_factory):
-    """[command...] of cpu_ops_main built for arm64 (run under qemu) or for this machine."""
+    """[command...] of cpu_ops_main built for arm64 (run under qemu, or natively
+    on an arm64 machine) or for this machine."""
     include = eigen_include()
     if request.param == "host":
-        if shutil.which("g++") is None:
-            pytest.skip("needs g++")
-        return [build("g++", str(tmp_path_factory.mktemp("host") / "cpu_ops_host"), CPU_OPS_SOURCES,
+        if shutil.which(HOST_CXX) is None:
+            pytest.skip(f"needs {HOST_CXX}")
+        return [build(HOST_CXX, str(tmp_path_factory.mktemp("host") / "cpu_ops_host"), CPU_OPS_SOURCES,
                       ["-isystem", include])]
-    cross_tools()
-    exe = build(CROSS_CXX, str(tmp_path_factory.mktemp("neon") / "cpu_ops_neon"), CPU_OPS_SOURCES,
-                ["-isystem", include])
-    return [QEMU, exe]
+    cxx, prefix, cross = neon_toolchain()
+    exe = build(cxx, str(tmp_path_factory.mktemp("neon") / "cpu_ops_neon"), CPU_OPS_SOURCES,
+                ["-isystem", include], cross=cross)
+    return prefix + [exe]
 
 
 def call(cmd, tmp_path, op, ints, reals, arrays):
@@ -208,9 +256,9 @@ def call(cmd, tmp_path, op, ints, reals, arrays):
     assert done.returncode == 0, done.stderr
     data = open(response, "rb").read()
     isa = data[:32].rstrip(b"\0").decode()
-    if cmd[0] == QEMU:
+    if cmd[0] == QEMU or native_arm64():
         assert isa.startswith("aarch64") and "NEON" in isa, isa
-    else:
+    else:  # (macOS names arm64 what the compiler calls __aarch64__)
         assert isa.startswith(platform.machine()), isa
     count, pos, out = int(np.frombuffer(data, np.int64, 1, 32)[0]), 40, []
     for _ in range(count):
@@ -400,3 +448,24 @@ def test_concurrent_installs_take_turns(tmp_path):
     # apt-get's failure is the script's.
     done = subprocess.run(["bash", script, "pkg-c"], env=dict(env, FAIL="install"), capture_output=True)
     assert done.returncode == 100
+
+
+# ---- tools/build/install_cross_tools.sh: what `make test` says before these tests run ------------------
+
+@pytest.mark.parametrize("system,machine", [("Darwin", "arm64"), ("Linux", "aarch64")])
+def test_make_test_says_neon_runs_natively_on_arm64(tmp_path, system, machine):
+    """On an arm64 machine, not "will NOT run: not root, or no apt-get": nothing
+    is installed and the banner says the NEON tests run natively. uname and id
+    are stand-ins (an arm64 Mac's user is not root)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uname").write_text(f'#!/bin/sh\n[ "$1" = "-m" ] && echo {machine} || echo {system}\n')
+    (bin_dir / "id").write_text("#!/bin/sh\necho 501\n")
+    for name in ("uname", "id"):
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin")
+    done = subprocess.run(["bash", os.path.join(ROOT, "tools", "build", "install_cross_tools.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "will NOT run" not in done.stdout, done.stdout
+    assert f"{system} {machine}" in done.stdout and "run natively" in done.stdout, done.stdout

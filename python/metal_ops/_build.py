@@ -14,7 +14,7 @@ def build_info():
         paths = {"op_library": _loader.library_path()}
     except ImportError:  # METAL_OPS_ISA asks for what this build or CPU lacks: isa["error"]
         paths = {"op_library": None}
-    grappler = os.path.join(_loader.PACKAGE_DIR, "_metal_ops_grappler.so")
+    grappler = os.path.join(_loader.PACKAGE_DIR, info.get("grappler_library") or "_metal_ops_grappler.so")
     if os.path.exists(grappler):
         paths["grappler_plugin"] = grappler
     import tensorflow as tf
@@ -28,4 +28,6 @@ def build_info():
         "isa": _loader.isa_info(info),
         "cuda": _loader.cuda_info(info),
         "paths": paths,
+        # The macOS wheel: every build it holds (TensorFlow, tensorflow-metal, library).
+        "tensorflow_builds": (_loader.read_raw_build_info() or {}).get("tensorflow_builds"),
     }

@@ -18,10 +18,17 @@ The Linux wheel may also hold the GPU kernels, `_metal_ops_cuda.so` (build info
 kernels for), and only when the running TensorFlow is a CUDA build and sees a
 GPU, so nothing CUDA is ever loaded on a CPU-only machine or TensorFlow.
 METAL_OPS_CUDA=0 keeps it unloaded (the ops then run on the CPU).
+
+The macOS wheel holds one build per TensorFlow stack (build info
+"tensorflow_builds": `_metal_ops.tf2.21.so` for TensorFlow 2.21,
+`_metal_ops.tf2.19.so` for TensorFlow 2.19 + tensorflow-metal, each with its
+Grappler plugin); read_build_info() gives the build of the running TensorFlow,
+and a TensorFlow no build matches is an ImportError naming the supported ones.
 """
 import json
 import os
 import platform
+import sys
 import threading
 
 from metal_ops import _requirements
@@ -49,13 +56,67 @@ ISA_LEVEL_FLAGS = {
 ISA_LEVELS = tuple(ISA_LEVEL_FLAGS)
 
 
-def read_build_info():
-    """What `make` recorded about the build, or None when nothing was built."""
+def read_raw_build_info():
+    """_build_info.json as written, or None when nothing was built."""
     path = os.path.join(PACKAGE_DIR, _BUILD_INFO_NAME)
     if not os.path.exists(path):
         return None
     with open(path) as f:
         return json.load(f)
+
+
+def running_tensorflow_version():
+    """The TensorFlow version of this process: the imported module's, else the
+    installed distribution's (without importing it), else None."""
+    tf = sys.modules.get("tensorflow")
+    version = getattr(tf, "__version__", None)
+    if version:
+        return version
+    installed = _requirements.installed_tensorflow_distribution()
+    return installed[1] if installed else None
+
+
+# The newest Python tensorflow-metal has wheels for (the extra [metal] installs nothing above it).
+MACOS_METAL_PYTHON_MAX = _requirements.MACOS_STACKS["metal"]["python"][1]
+
+
+def select_tensorflow_build(info, tf_version):
+    """The build info of the build for TensorFlow `tf_version` in a build info
+    with "tensorflow_builds" (the macOS wheel), flattened to a one-build info;
+    `info` itself when it has one build. Raises ImportError naming the
+    TensorFlow versions the builds support when none matches."""
+    builds = info.get("tensorflow_builds")
+    if not builds:
+        return info
+    common = {k: v for k, v in info.items() if k != "tensorflow_builds"}
+    if tf_version:
+        for build in builds:
+            if _requirements.minor(build["tensorflow_version"]) == _requirements.minor(tf_version):
+                return {**common, **build}
+    running = f"TensorFlow {tf_version} is installed" if tf_version else "no TensorFlow is installed"
+    note = ""
+    if not tf_version and sys.platform == "darwin" and sys.version_info[:2] > MACOS_METAL_PYTHON_MAX:
+        note = (f" On Python {sys.version_info[0]}.{sys.version_info[1]} the extra [metal] installs nothing: "
+                f"tensorflow-metal has no wheels for it; use [cpu] (TensorFlow 2.21; the GPU through this "
+                f"library's own Metal path) or a Python 3.9-3.12 for tensorflow-metal.")
+    raise ImportError(
+        f"metal_ops: this package has op libraries for {_requirements.describe_builds(builds)}, and "
+        f"{running}. C++ custom ops bind to one TensorFlow minor version: install one of these.{note}")
+
+
+def read_build_info():
+    """What `make` recorded about the build of the running TensorFlow, or None
+    when nothing was built. For a wheel with several builds and a TensorFlow
+    none of them matches: the common keys, no library, and "error" (the
+    ImportError's message, raised by check_tensorflow and load_library)."""
+    info = read_raw_build_info()
+    if info is None or not info.get("tensorflow_builds"):
+        return info
+    try:
+        return select_tensorflow_build(info, running_tensorflow_version())
+    except ImportError as e:
+        common = {k: v for k, v in info.items() if k != "tensorflow_builds"}
+        return {**common, "tensorflow_version": None, "backends": [], "error": str(e)}
 
 
 def cpu_flags():
@@ -93,6 +154,8 @@ def select_library(info, env=None, flags=None):
     METAL_OPS_ISA this build or this CPU cannot honour.
     """
     env = os.environ if env is None else env
+    if info.get("error"):
+        raise ImportError(info["error"])
     isa_libraries = info.get("isa_libraries") or {}
     native = info.get("library")
     forced = env.get(ISA_ENV, "").strip()
@@ -181,22 +244,35 @@ def check_tensorflow_version(built_version, running_version, platform_name=None)
 
 def check_tensorflow():
     """At `import metal_ops`: TensorFlow importable and of the minor version the
-    library was built against (ImportError naming both and the fix otherwise).
+    library was built against (ImportError naming both and the fix otherwise;
+    for a wheel with several builds, the TensorFlow versions they support).
     Nothing to check before a source tree has been built."""
-    info = read_build_info()
-    if info is None:
+    raw = read_raw_build_info()
+    if raw is None:
         return
     try:
         import tensorflow as tf
     except ImportError as e:
-        hint = _requirements.install_hint(info["tensorflow_version"], info.get("platform", ""))
+        if raw.get("tensorflow_builds"):
+            raise ImportError(f"{select_tensorflow_build_message(raw)} Importing TensorFlow failed: {e}.") from e
+        hint = _requirements.install_hint(raw["tensorflow_version"], raw.get("platform", ""))
         raise ImportError(
-            f"metal_ops needs TensorFlow {_requirements.minor_range(info['tensorflow_version'])} "
-            f"(its op library was built against {info['tensorflow_version']}), and importing "
+            f"metal_ops needs TensorFlow {_requirements.minor_range(raw['tensorflow_version'])} "
+            f"(its op library was built against {raw['tensorflow_version']}), and importing "
             f"TensorFlow failed: {e}. Install it with `{hint}` (or `pip install "
             f"'tf-metal-ops[cpu]'`); the wheel does not require a TensorFlow distribution, so "
             f"that it never installs a second one beside yours.") from e
+    info = select_tensorflow_build(raw, tf.__version__)
     check_tensorflow_version(info["tensorflow_version"], tf.__version__, info.get("platform"))
+
+
+def select_tensorflow_build_message(raw):
+    """The ImportError message of a wheel with several builds and no TensorFlow."""
+    try:
+        select_tensorflow_build(raw, None)
+    except ImportError as e:
+        return str(e)
+    return ""
 
 
 def driver_cuda_version():
@@ -300,7 +376,9 @@ def load_library():
         if _module is None:
             import tensorflow as tf
 
-            info = read_build_info()
+            info = read_raw_build_info()
+            if info is not None:
+                info = select_tensorflow_build(info, tf.__version__)
             path = os.path.join(PACKAGE_DIR, select_library(info)[1]) if info else library_path()
             if not os.path.exists(path) or info is None:
                 raise ImportError(

@@ -44,7 +44,10 @@ class FusionUnavailableError(RuntimeError):
 
 
 def plugin_path():
-    return os.path.join(PACKAGE_DIR, PLUGIN_NAME)
+    """The Grappler plugin of the running TensorFlow's build (the macOS wheel
+    has one per TensorFlow: build info "grappler_library")."""
+    info = _loader.read_build_info() or {}
+    return os.path.join(PACKAGE_DIR, info.get("grappler_library") or PLUGIN_NAME)
 
 
 def _dlopen_noload(path):

@@ -11,8 +11,10 @@
 #     CUDA wheel, CUDA_LIB_CAPABILITIES to choose others), checked by
 #     tools/check/cuda_lib_check.py; without nvcc one line says it is left out.
 #   macOS arm64: the libraries `make metal-check` cross-builds and checks
-#     (the Makefile's Darwin build), packaged the same way, checked by
-#     `tools/check/macos_binaries.py wheel`. Without a macOS SDK: one line, skipped.
+#     (the Makefile's Darwin build, once per macOS stack: TensorFlow 2.21, and
+#     TensorFlow 2.19.1 + tensorflow-metal 1.2.0), packaged the same way into
+#     one wheel, checked by `tools/check/macos_binaries.py wheel` against both
+#     TensorFlow wheels. Without a macOS SDK: one line, skipped.
 #
 # Environment: PYTHON (the venv with the pinned TensorFlow), MACOS_SDK,
 # MACOS_MIN, WHEEL_PLATFORMS ("linux macos" by default), NVCC (default nvcc),
@@ -92,14 +94,17 @@ macos_wheel() {
   fi
   echo "wheels: macOS arm64: make metal-check (the Makefile's Darwin build, cross-compiled and checked)"
   make --no-print-directory metal-check WHEEL=1 PYTHON="$PYTHON" MACOS_SDK="$MACOS_SDK" MACOS_MIN="$MACOS_MIN"
-  local tag="macosx_${MACOS_MIN//./_}_arm64" raw wheel tf_dir
+  local tag="macosx_${MACOS_MIN//./_}_arm64" raw wheel sites=() version
   raw="$(package build/macos/pkg-wheel "$tag" build/wheel/macos/raw)"
   rm -f "$DIST"/tf_metal_ops-*-macosx_*.whl
   cp "$raw" "$DIST/"
   wheel="$DIST/$(basename "$raw")"
-  tf_dir="$(ls -d build/macos/tf-*/ | head -1)"
-  python3 tools/check/macos_binaries.py wheel --wheel "$wheel" --site-packages "$tf_dir" --sdk "$MACOS_SDK" \
-    --macos-min "$MACOS_MIN"
+  # The unpacked TensorFlow wheel of each build the wheel holds.
+  for version in $(python3 -c 'import json, sys; print(" ".join(b["tensorflow_version"] for b in
+      json.load(open(sys.argv[1]))["tensorflow_builds"]))' build/macos/pkg-wheel/_build_info.json); do
+    sites+=(--site-packages "$(ls -d build/macos/tf-"$version"-openblas-*/ | head -1)")
+  done
+  python3 tools/check/macos_binaries.py wheel --wheel "$wheel" "${sites[@]}" --sdk "$MACOS_SDK" --macos-min "$MACOS_MIN"
   echo "wheels: $wheel"
 }
 

@@ -3,9 +3,16 @@
 # the NEON paths with: Debian's g++-aarch64-linux-gnu and qemu-user. Installed
 # with apt-get when missing (root only). When they cannot be installed, a
 # banner says why and the NEON tests skip (fail in CI: tests/test_neon_qemu.py).
+# On an arm64 machine (an Apple-silicon Mac, Linux arm64) the NEON tests run
+# natively with this machine's compiler: nothing to install.
 # Never fails the build.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+case "$(uname -m)" in
+  arm64|aarch64)
+    echo "cross-tools: this machine is $(uname -s) $(uname -m): the NEON tests (tests/test_neon_qemu.py) run natively, without qemu"
+    exit 0 ;;
+esac
 have_tools() { command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null; }
 if have_tools; then
   exit 0

@@ -49,13 +49,24 @@ def installed_flags():
 
 
 def wheel_version(include_dir):
+    """The version of an unpacked TensorFlow wheel: its version.h defines it up
+    to 2.19; from 2.20 on the build passes it as -D flags, and the wheel's
+    `tensorflow-X.dist-info/METADATA` beside `tensorflow/` says it."""
     path = os.path.join(include_dir, "tensorflow", "core", "public", "version.h")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     parts = [re.search(rf"#define TF_{name}_VERSION (\d+)", text) for name in ("MAJOR", "MINOR", "PATCH")]
-    if not all(parts):
-        sys.exit(f"tf_flags: cannot read the TensorFlow version from {path}")
-    return ".".join(p.group(1) for p in parts)
+    if all(parts):
+        return ".".join(p.group(1) for p in parts)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(include_dir)))
+    for name in sorted(os.listdir(root)):
+        metadata = os.path.join(root, name, "METADATA")
+        if name.startswith("tensorflow-") and name.endswith(".dist-info") and os.path.exists(metadata):
+            with open(metadata, encoding="utf-8") as f:
+                found = re.search(r"^Version: (\d+\.\d+\.\d+)\s*$", f.read(), re.M)
+            if found:
+                return found.group(1)
+    sys.exit(f"tf_flags: cannot read the TensorFlow version from {path} nor from a tensorflow-*.dist-info in {root}")
 
 
 def macos_wheel_flags(root):

@@ -7,7 +7,8 @@
     python tools/check/macos_binaries.py binds --plugin tensorflow-plugins/libmetal_plugin.dylib
     python tools/check/macos_binaries.py exports --lib tensorflow/libtensorflow_framework.2.dylib TF_GetStream ...
     python tools/check/macos_binaries.py wheel --wheel dist/tf_metal_ops-...-py3-none-macosx_12_0_arm64.whl \\
-        --site-packages build/macos/tf-<v>-openblas-<v> --sdk MacOSX.sdk --macos-min 12.0
+        --site-packages build/macos/tf-<v1>-openblas-<v> --site-packages build/macos/tf-<v2>-openblas-<v> \\
+        --sdk MacOSX.sdk --macos-min 12.0
 
 What each command checks is said where it is checked, in tools/check/macos_checks/:
 wheel.py (our macOS wheel), plugin_compat.py (whether dyld loads
@@ -107,7 +108,8 @@ def cmd_exports(args):
 
 
 def cmd_wheel(args):
-    problems, notes = wheel.check_macos_wheel(args.wheel, os.path.abspath(args.site_packages), args.sdk, args.macos_min)
+    problems, notes = wheel.check_macos_wheel(args.wheel, [os.path.abspath(s) for s in args.site_packages],
+                                              args.sdk, args.macos_min)
     return report("macos wheel", args.wheel, problems, notes)
 
 
@@ -135,8 +137,9 @@ def main(argv=None):
     p.set_defaults(run=cmd_exports)
     p = sub.add_parser("wheel", help="the macOS wheel: tag, arm64, minimum macOS, binds, rpaths, exports")
     p.add_argument("--wheel", required=True)
-    p.add_argument("--site-packages", required=True,
-                   help="the pinned macOS TensorFlow and scipy-openblas32 wheels unpacked side by side")
+    p.add_argument("--site-packages", required=True, action="append",
+                   help="the pinned macOS TensorFlow and scipy-openblas32 wheels unpacked side by side; once per "
+                   "TensorFlow the wheel has a build for")
     p.add_argument("--sdk", required=True)
     p.add_argument("--macos-min", required=True, help="the documented minimum macOS, e.g. 12.0")
     p.set_defaults(run=cmd_wheel)

@@ -2,7 +2,9 @@
 the minimum macOS of LC_BUILD_VERSION, install names, `@rpath/` dependencies
 found through the libraries' rpaths from site-packages/metal_ops, every bind
 exported by TensorFlow's and OpenBLAS's dylibs or the SDK's text stubs, and
-TF_InitGraph exported by the plugin only.
+TF_InitGraph exported by the plugin only. The wheel holds one op library and
+one Grappler plugin per TensorFlow stack (build info "tensorflow_builds"); each
+pair is checked against the macOS wheel of its own TensorFlow.
 """
 import json
 import os
@@ -14,7 +16,6 @@ from .macho import CPU_TYPE_ARM64, MH_TWOLEVEL, ORDINAL_FLAT, PLATFORM_MACOS, Ma
 from .tensorflow_wheel import TensorFlow
 from .text_stubs import TextStubs
 
-LIBRARIES = ["metal_ops/_metal_ops.so", "metal_ops/_metal_ops_grappler.so"]
 
 
 def read_wheel_tags(names, read):
@@ -25,23 +26,27 @@ def read_wheel_tags(names, read):
     return "Root-Is-Purelib: false" not in text, re.findall(r"^Tag: (\S+)", text, re.M)
 
 
-def metadata_problems(z, names, tag, tf):
-    """The wheel's WHEEL tags, its _build_info.json and the TensorFlow it was built against."""
+def metadata_problems(z, names, tag, sites):
+    """The wheel's WHEEL tags and its _build_info.json: platform, the metal
+    backend, and one build per TensorFlow of `sites` ({TensorFlow version:
+    site folder}). Returns (problems, builds)."""
     problems = []
     purelib, tags = read_wheel_tags(names, z.read)
     if purelib is not False or tags != [tag]:
         problems.append(f"WHEEL: tags {tags}, platlib {purelib is False} (want [{tag}], platlib)")
     info = json.loads(z.read("metal_ops/_build_info.json"))
-    if info.get("platform") != "Darwin-arm64" or "metal" not in info.get("backends", []):
-        problems.append(f"_build_info.json: {info} (want platform Darwin-arm64 with the metal backend)")
-    try:
-        from tools.build.tf_flags import wheel_version
-    except ImportError:  # run as tools/check/macos_binaries.py
-        from tf_flags import wheel_version
-    checked = wheel_version(os.path.join(tf.dir, "include"))
-    if info.get("tensorflow_version") != checked:
-        problems.append(f"built against TensorFlow {info.get('tensorflow_version')}, checked against {checked}")
-    return problems
+    builds = info.get("tensorflow_builds") or []
+    if info.get("platform") != "Darwin-arm64" or not builds:
+        problems.append(f"_build_info.json: {info} (want platform Darwin-arm64 with tensorflow_builds)")
+    for build in builds:
+        if "metal" not in build.get("backends", []):
+            problems.append(f"_build_info.json: the build for TensorFlow {build.get('tensorflow_version')} has no "
+                            "metal backend")
+    built = sorted(b.get("tensorflow_version") for b in builds)
+    if built != sorted(sites):
+        problems.append(f"built against TensorFlow {', '.join(map(str, built))}, checked against "
+                        f"{', '.join(sorted(sites))}")
+    return problems, builds
 
 
 def header_problems(image, where, macos_min):
@@ -114,7 +119,7 @@ def library_problems(image, where, loader_dir, tf, stubs, macos_min):
     resolved, unresolved = resolve_binds(image, where, found, tf, stubs)
     problems += located + unresolved
     exports_init = image.exports().lookup("_TF_InitGraph") is not None
-    if exports_init != (where == "_metal_ops_grappler.so"):
+    if exports_init != where.startswith("_metal_ops_grappler."):
         problems.append(f"{where}: exports TF_InitGraph: {exports_init} (only the Grappler plugin must)")
     local = [r for r in image.rpaths if not r.startswith("@")]
     if local:
@@ -126,29 +131,49 @@ def library_problems(image, where, loader_dir, tf, stubs, macos_min):
     return problems, note
 
 
-def check_macos_wheel(wheel, site, sdk, macos_min):
+def site_version(site):
+    """The TensorFlow version of an unpacked macOS wheel folder (site-packages layout)."""
+    try:
+        from tools.build.tf_flags import wheel_version
+    except ImportError:  # run as tools/check/macos_binaries.py
+        from tf_flags import wheel_version
+    return wheel_version(os.path.join(site, "tensorflow", "include"))
+
+
+def check_macos_wheel(wheel, sites, sdk, macos_min):
     """Problems (list of strings) and notes of the macOS wheel: tag, arm64-only
-    Mach-O files, minimum macOS, every bind resolved by the TensorFlow and
-    OpenBLAS of `site` (their unpacked macOS wheels, side by side as in
-    site-packages) or the SDK's stubs, the rpaths that find them from
-    site-packages/metal_ops, and the Grappler plugin's TF_InitGraph."""
+    Mach-O files, minimum macOS, each build's binds resolved by its own
+    TensorFlow and OpenBLAS (`sites`: their unpacked macOS wheels, side by side
+    as in site-packages, one folder per TensorFlow) or the SDK's stubs, the
+    rpaths that find them from site-packages/metal_ops, and the Grappler
+    plugins' TF_InitGraph."""
     problems, notes = [], []
     tag = f"py3-none-macosx_{macos_min.replace('.', '_')}_arm64"
     if not os.path.basename(wheel).endswith(f"-{tag}.whl"):
         problems.append(f"{os.path.basename(wheel)}: file name tag is not {tag}")
     stubs = TextStubs(sdk)
-    tf = TensorFlow(os.path.join(site, "tensorflow"))
+    by_version = {site_version(site): site for site in sites}
     with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory() as tmp:
         names = z.namelist()
         z.extractall(tmp)
-        problems += metadata_problems(z, names, tag, tf)
+        found, builds = metadata_problems(z, names, tag, by_version)
+        problems += found
         libs = sorted(n for n in names if n.endswith((".so", ".dylib")))
-        if libs != LIBRARIES:
-            problems.append(f"compiled files {libs}, want metal_ops/_metal_ops.so and _metal_ops_grappler.so")
-        loader_dir = os.path.join(site, "metal_ops")  # where the wheel installs them
-        for rel in libs:
-            found, note = library_problems(MachO(os.path.join(tmp, rel)), os.path.basename(rel), loader_dir,
-                                           tf, stubs, macos_min)
-            problems += found
-            notes.append(note)
+        want = sorted(f"metal_ops/{b[key]}" for b in builds for key in ("library", "grappler_library") if b.get(key))
+        if libs != want or len(want) != 2 * len(builds):
+            problems.append(f"compiled files {libs}, want an op library and a Grappler plugin per build: {want}")
+        for build in builds:
+            site = by_version.get(build.get("tensorflow_version"))
+            if site is None:
+                continue
+            tf = TensorFlow(os.path.join(site, "tensorflow"))
+            loader_dir = os.path.join(site, "metal_ops")  # where the wheel installs them
+            for key in ("library", "grappler_library"):
+                rel = f"metal_ops/{build.get(key)}"
+                if rel not in names:
+                    continue
+                found, note = library_problems(MachO(os.path.join(tmp, rel)), build[key], loader_dir,
+                                               tf, stubs, macos_min)
+                problems += found
+                notes.append(f"TensorFlow {build['tensorflow_version']}: {note}")
     return problems, notes
