@@ -241,3 +241,25 @@ def test_nerf_scene_gpu_script_quick(tmp_path, kind):
     assert [r["sample_budget"] for r in profile["rows"]] == [8192, 16384]
     assert all(r["wall_ms_per_step"] > 0 for r in profile["rows"])
     assert set(out) == {"main", "ablation", "profile"}
+
+
+def test_pack_writes_a_compact_copy_that_loads_the_same(tmp_path):
+    from examples.nerf import pack
+
+    src = tmp_path / "synthetic"
+    scene.export_blender(str(src), verbose=False, height=16, width=16, n_train=3, n_val=1, n_test=2, spp=1)
+    (src / "test" / "r_0_depth_0000.png").write_bytes(b"listed nowhere")
+    files, _ = pack.pack(str(src), str(tmp_path / "packed"), log=None)
+    assert files == 6 and not (tmp_path / "packed" / "test" / "r_0_depth_0000.png").exists()
+    a, b = datasets.load(str(src), log=None), datasets.load(str(tmp_path / "packed"), log=None)
+    for split in ("train", "val", "test"):
+        assert [os.path.basename(v.name) for v in b.splits[split]] == \
+            [os.path.basename(v.name).replace(".png", ".webp") for v in a.splits[split]]
+        for x, y in zip(a.splits[split], b.splits[split]):
+            np.testing.assert_array_equal(x.image, y.image)
+            np.testing.assert_array_equal(x.c2w, y.c2w)
+    fox = ngp_folder(tmp_path / "fox", missing=(3,))
+    assert pack.pack(str(fox), str(tmp_path / "fox_packed"), log=None)[0] == 10
+    a, b = datasets.load(str(fox), log=None), datasets.load(str(tmp_path / "fox_packed"), log=None)
+    assert a.notes == b.notes and len(b.splits["train"]) == len(a.splits["train"])
+    assert pack.main([str(tmp_path / "nothing"), str(tmp_path / "x")]) == 2

@@ -49,7 +49,7 @@ from examples.nerf import cameras
 STANDARD_AABB = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]])
 NGP_DEFAULT_SCALE = 0.33
 NGP_DEFAULT_OFFSET = (0.5, 0.5, 0.5)
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".PNG", ".JPG", ".JPEG", ".WEBP")
 
 
 class DatasetError(ValueError):
@@ -219,7 +219,7 @@ def _image_path(root, file_path, where):
     for ext in IMAGE_EXTENSIONS:  # NeRF-synthetic's file_path has no extension
         if os.path.isfile(path + ext):
             return path + ext
-    raise DatasetError(f"{where}: image file {path}(.png/.jpg) is missing")
+    raise DatasetError(f"{where}: image file {path}(.png/.jpg/.webp) is missing")
 
 
 def _present_image(root, file_path):
