@@ -125,7 +125,9 @@ def main_run(args, ds, device, gpu_name, scene):
         test_ssim=round(float(np.mean(ssims)), 4) if ssims else None,
         eval_seconds=round(eval_seconds, 2), eval_ms_per_view=round(1e3 * eval_seconds / max(len(renders), 1), 1),
         ssim_seconds=round(ssim_seconds, 2),
-        curve_views=len(tr.dataset.splits["val"]), curve=tr.history, first_seconds_to_psnr=first_times(tr.history),
+        curve_views=len(tr.dataset.splits["val"][:args.curve_views]),
+        curve_split="test" if {id(v) for v in tr.dataset.splits["val"]} <= {id(v) for v in ds.splits["test"]}
+        else "val", curve=tr.history, first_seconds_to_psnr=first_times(tr.history),
         per_view_psnr=[round(x, 3) for x in test_psnrs], per_view_ssim=[round(x, 4) for x in ssims],
         anchors=ANCHORS.get(scene, []), **tr.sample_stats(),
         config={k: v for k, v in vars(tr.args).items() if k != "trainer_flags"},
@@ -150,7 +152,7 @@ def plot(history, result, path, scene, gpu_name):
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([h["train_seconds"] for h in history], [h["val_psnr"] for h in history], "o-", ms=3,
-            label=f"this sample, {result['curve_views']} test views")
+            label=f"this sample, {result['curve_views']} {result['curve_split']} views")
     ax.plot([result["train_seconds"]], [result["test_psnr"]], "s", label=f"all {result['test_views']} test views")
     for a in result["anchors"]:
         ax.axhline(a["psnr"], ls="--", lw=0.8, color="grey")

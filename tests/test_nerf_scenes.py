@@ -229,7 +229,7 @@ def test_nerf_scene_gpu_script_quick(tmp_path, kind):
     main = json.loads((results / f"nerf_{name}.cpu.json").read_text())
     assert main["test_views"] == (3 if kind == "blender" else 2) and math.isfinite(main["test_psnr"])
     assert main["steps"] == 8 and main["curve"][-1]["step"] == 8 and main["eval_seconds"] >= 0
-    assert main["curve_views"] == 2 and main["recipe"] == "ngp"
+    assert main["curve_views"] == 2 and main["recipe"] == "ngp" and main["curve_split"] == "test"
     assert (results / f"nerf_{name}.cpu.png").exists()
     assert (tmp_path / "runs" / f"nerf_{name}" / "orbit.gif").exists()
     if kind != "blender":
@@ -263,3 +263,5 @@ def test_pack_writes_a_compact_copy_that_loads_the_same(tmp_path):
     a, b = datasets.load(str(fox), log=None), datasets.load(str(tmp_path / "fox_packed"), log=None)
     assert a.notes == b.notes and len(b.splits["train"]) == len(a.splits["train"])
     assert pack.main([str(tmp_path / "nothing"), str(tmp_path / "x")]) == 2
+    assert pack.main([str(src), str(tmp_path / "two"), "--splits", "train", "test"]) == 0
+    assert sorted(os.listdir(tmp_path / "two")) == ["test", "train", "transforms_test.json", "transforms_train.json"]

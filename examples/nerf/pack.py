@@ -5,9 +5,10 @@
 NeRF-synthetic folders: the transforms_*.json files as they are, and each
 image they list as lossless WebP with the colour of fully transparent pixels
 dropped. The loader premultiplies colour by alpha, so what it reads from the
-copy is the same, which is checked image by image (mic: 67 MB of PNGs, about
-40 MB of WebP; the depth and normal images beside its test views, listed
-nowhere, are left out). instant-ngp folders: transforms.json as it is and the
+copy is the same, which is checked image by image (mic's train and test
+splits: 67 MB of PNGs, about 40 MB of WebP; the depth and normal images
+beside its test views, listed nowhere, are left out). `--splits train test`
+copies those splits only. instant-ngp folders: transforms.json as it is and the
 images it lists that exist, copied as they are (JPEG is already compact).
 """
 import argparse
@@ -26,8 +27,9 @@ def _listed(root, json_name):
         return [fr["file_path"] for fr in json.load(f)["frames"]]
 
 
-def pack(src, dst, log=print):
-    """Writes the compact copy of the scene folder `src` to `dst`; returns (files, bytes written)."""
+def pack(src, dst, log=print, splits=None):
+    """Writes the compact copy of the scene folder `src` to `dst`; returns (files, bytes written).
+    `splits`: the NeRF-synthetic splits to copy (default all)."""
     fmt, target = datasets.detect_format(src)
     root = target if fmt == "blender" else os.path.dirname(os.path.abspath(target))
     os.makedirs(dst, exist_ok=True)
@@ -36,7 +38,8 @@ def pack(src, dst, log=print):
         import imageio.v2 as imageio
         from PIL import Image
 
-        for json_name in sorted(n for n in os.listdir(root) if n.startswith("transforms_") and n.endswith(".json")):
+        for json_name in sorted(n for n in os.listdir(root) if n.startswith("transforms_") and n.endswith(".json")
+                                and (splits is None or n[len("transforms_"):-len(".json")] in splits)):
             shutil.copyfile(os.path.join(root, json_name), os.path.join(dst, json_name))
             for file_path in _listed(root, json_name):
                 path = datasets._image_path(root, file_path, os.path.join(root, json_name))
@@ -71,9 +74,11 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src")
     p.add_argument("dst")
+    p.add_argument("--splits", nargs="+", default=None,
+                   help="NeRF-synthetic: the splits to copy (e.g. train test; default all)")
     a = p.parse_args(argv)
     try:
-        pack(a.src, a.dst)
+        pack(a.src, a.dst, splits=a.splits)
     except datasets.DatasetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
