@@ -117,7 +117,8 @@ def main_run(args, ds, device, gpu_name, scene):
     ssim_seconds = time.perf_counter() - t0
     h, w = tr.H, tr.W
     result = dict(
-        benchmark=f"nerf_{scene}", device=gpu_name, scene=scene, data=args.data, recipe="ngp",
+        benchmark=f"nerf_{scene}{'_' + args.tag if args.tag else ''}", device=gpu_name, scene=scene, data=args.data,
+        recipe="ngp",
         minutes=args.minutes, steps=tr.step, train_seconds=round(train_seconds, 2),
         ms_per_step=round(1e3 * train_seconds / max(tr.step, 1), 3),
         fit_wall_seconds=round(fit_wall, 2), periodic_eval_seconds=round(fit_wall - train_seconds, 2),
@@ -135,7 +136,7 @@ def main_run(args, ds, device, gpu_name, scene):
     print(f"{scene}: {tr.step} steps in {train_seconds:.1f} s ({result['ms_per_step']:.2f} ms a step); test PSNR "
           f"{test_psnr:.2f} dB, SSIM {result['test_ssim']}, over {len(test_psnrs)} views "
           f"({eval_seconds:.1f} s to render them at {w}x{h}); curve {first_times(tr.history)}", flush=True)
-    base = os.path.join(args.results, f"nerf_{scene}.{device}")
+    base = os.path.join(args.results, f"nerf_{scene}{'_' + args.tag if args.tag else ''}.{device}")
     result["plot"] = os.path.relpath(base + ".png", ROOT)
     plot(tr.history, result, base + ".png", scene, gpu_name)
     timing.write_json(base + ".json", result)
@@ -248,6 +249,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="the scene: a NeRF-synthetic folder or an instant-ngp folder")
     p.add_argument("--scene", default=None, help="the name in the results' file names (default: the folder's)")
+    p.add_argument("--tag", default="", help="added to the main run's file names: nerf_<scene>_<tag>.<device>.json "
+                                             "(e.g. 2min beside a 5-minute run)")
     p.add_argument("--minutes", type=float, default=5.0, help="training time of the main run (0: no main run)")
     p.add_argument("--curve-views", type=int, default=10, help="test views of the PSNR-against-time curve")
     p.add_argument("--downscale", type=int, default=1)

@@ -265,3 +265,23 @@ def test_pack_writes_a_compact_copy_that_loads_the_same(tmp_path):
     assert pack.main([str(tmp_path / "nothing"), str(tmp_path / "x")]) == 2
     assert pack.main([str(src), str(tmp_path / "two"), "--splits", "train", "test"]) == 0
     assert sorted(os.listdir(tmp_path / "two")) == ["test", "train", "transforms_test.json", "transforms_train.json"]
+
+
+def test_orbit_sweeps_the_arc_of_a_one_sided_capture():
+    import types
+
+    from examples.nerf import train
+
+    def trainer(azimuths):
+        views = [datasets.View(np.zeros((2, 2, 3), np.uint8), cameras.pose_spherical(a, 0.3), 1.0, 1.0, 1.0, 1.0)
+                 for a in azimuths]
+        ds = datasets.Dataset("d", "instant-ngp", {"train": views}, datasets.STANDARD_AABB, 0.1, 10.0)
+        return types.SimpleNamespace(dataset=ds)
+
+    def azimuths(poses):
+        return np.degrees(np.arctan2([p[1, 3] for p in poses], [p[0, 3] for p in poses]))
+
+    side = azimuths(train.Trainer.orbit_poses(trainer(np.radians([-40.0, -10.0, 20.0, 50.0])), 8))
+    assert side.min() == pytest.approx(-40.0) and side.max() == pytest.approx(50.0)
+    around = azimuths(train.Trainer.orbit_poses(trainer(np.radians(np.arange(0.0, 360.0, 40.0))), 8))
+    np.testing.assert_allclose(np.sort(np.mod(around, 360.0)), np.arange(0.0, 360.0, 45.0), atol=1e-9)

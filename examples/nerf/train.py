@@ -532,8 +532,9 @@ class Trainer:
         want_w = a.model == "hash" and a.distortion > 0
         rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
         n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
-        local = tf.cast(tf.shape(idx)[0], tf.float32)
-        frac = local / float(a.batch_rays)  # replica mean -> share of the global mean
+        # replica mean -> share of the global mean (the replicas take equal slices; the march
+        # sampler's ray count follows the sample budget, so it is not --batch-rays)
+        frac = 1.0 / self.num_replicas
         # Keras losses already divide by num_replicas_in_sync under tf.distribute
         # (keras.src.losses.loss.scale_loss_for_distribution); replicas get equal shares.
         loss = self.loss_fn(c, rgb)
@@ -825,7 +826,9 @@ class Trainer:
         return metrics
 
     def orbit_poses(self, n):
-        """A circle of cameras around the box centre, at the training cameras' mean distance and height."""
+        """A circle of cameras around the box centre, at the training cameras' mean distance and height;
+        where the training cameras leave a gap of more than 60 degrees of azimuth (a capture from one
+        side, such as fox), the orbit sweeps their arc forth and back instead."""
         from examples.nerf import cameras
 
         if self.dataset.format == "procedural":
@@ -834,9 +837,14 @@ class Trainer:
         positions = np.stack([v.c2w[:3, 3] for v in self.dataset.splits["train"]]) - centre
         radius = float(np.mean(np.linalg.norm(positions, axis=1)))
         elevation = float(np.arcsin(np.clip(np.mean(positions[:, 2]) / max(radius, 1e-9), -0.99, 0.99)))
+        around = np.sort(np.arctan2(positions[:, 1], positions[:, 0]))
+        gaps = np.diff(np.concatenate([around, around[:1] + 2.0 * math.pi]))
+        widest = int(np.argmax(gaps))
+        start, span = around[(widest + 1) % len(around)], 2.0 * math.pi - gaps[widest]
         poses = []
         for i in range(n):
-            az = 2.0 * math.pi * i / n
+            az = 2.0 * math.pi * i / n if gaps[widest] <= math.pi / 3 else \
+                start + span * 0.5 * (1.0 - math.cos(2.0 * math.pi * i / n))
             pos = centre + radius * np.array([math.cos(elevation) * math.cos(az), math.cos(elevation) * math.sin(az),
                                               math.sin(elevation)])
             poses.append(cameras.look_at(pos, target=centre))
