@@ -7,12 +7,14 @@ folder such as fox). The trainer runs `--recipe ngp` (examples/nerf/README.md,
 "The recipe against instant-NGP and nerfacc") plus any trainer flags given
 after `--`.
 
-  # mic: 5 minutes of training, curve on 10 test views, then all 200 test views (about 6.5 min in all)
-  python -m benchmarks.nerf_scene_gpu --data /path/to/mic --minutes 5 --profile
+  # mic: 5 minutes of training, curve on 10 held-out views, all 200 test views, the profile (about 7 min)
+  python -m benchmarks.nerf_scene_gpu --data data/mic --minutes 5 --profile
   # the ablation: each configuration trains --ablation-seconds, all within --budget-minutes
-  python -m benchmarks.nerf_scene_gpu --data /path/to/mic --ablation --ablation-seconds 40 --budget-minutes 7
+  python -m benchmarks.nerf_scene_gpu --data data/mic --minutes 0 --ablation --ablation-seconds 30 --budget-minutes 6.5
   # fox (instant-ngp's folder as it is: 50 of 67 images, every 8th held out)
-  python -m benchmarks.nerf_scene_gpu --data /path/to/fox --minutes 2
+  python -m benchmarks.nerf_scene_gpu --data data/fox --minutes 2
+
+(data/mic, data/fox: compact copies written by `python -m examples.nerf.pack`, see examples/nerf/README.md.)
 
 Writes benchmarks/results/nerf_<scene>.<device>.json (+ .png: held-out PSNR
 against training time), nerf_<scene>_ablation.<device>.json and
