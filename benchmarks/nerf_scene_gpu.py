@@ -173,11 +173,12 @@ def plot(history, result, path, scene, gpu_name):
 
 def ablation(args, ds, device, gpu_name, scene):
     path = os.path.join(args.results, f"nerf_{scene}_ablation.{device}.json")
-    rows, t_start, slowest = [], time.perf_counter(), 0.0
+    rows, left_out, t_start, slowest = [], [], time.perf_counter(), 0.0
     for label, flags in ABLATION[:2] if args.quick else ABLATION:
         left = args.budget_minutes * 60.0 - (time.perf_counter() - t_start)
         if rows and left < slowest:
             print(f"ablation: {label!r} left out ({left:.0f} s of the budget left, a row takes {slowest:.0f} s)")
+            left_out.append(label)
             continue
         t0 = time.perf_counter()
         tr = nerf_train.Trainer(trainer_args(args, f"ablation_{scene}", ["--eval-every", "0", "--no-outputs",
@@ -195,6 +196,9 @@ def ablation(args, ds, device, gpu_name, scene):
                                      seconds_each=args.ablation_seconds, rows=rows))
         del tr
         gc.collect()
+    if left_out:
+        timing.write_json(path, dict(benchmark=f"nerf_{scene}_ablation", device=gpu_name, scene=scene,
+                                     seconds_each=args.ablation_seconds, rows=rows, left_out=left_out))
     return rows
 
 
