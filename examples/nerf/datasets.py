@@ -12,7 +12,9 @@ Formats, detected from what `path` holds:
   p2, k3: each pixel gets the ray the lens bends onto it), per-frame overrides
   of any of them, aabb_scale, scale, offset; JPEG or PNG, RGB or RGBA, any aspect ratio. No
   split in the file: every `holdout`-th view (default 8: views 0, 8, 16, ...)
-  is held out for testing. Bounds: instant-ngp's box of side aabb_scale
+  is held out for testing. Frames whose image file is missing are skipped
+  with one note naming them all (instant-ngp's own fox lists 67 frames and
+  ships 50 images); a file none of whose images is there is refused. Bounds: instant-ngp's box of side aabb_scale
   around (0.5, 0.5, 0.5) in its coordinates, mapped back through scale and
   offset; a file with none of those three (nerfstudio's, in COLMAP's units)
   gets the box instant-ngp would have after colmap2nerf's normalisation,
@@ -47,7 +49,7 @@ from examples.nerf import cameras
 STANDARD_AABB = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]])
 NGP_DEFAULT_SCALE = 0.33
 NGP_DEFAULT_OFFSET = (0.5, 0.5, 0.5)
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".PNG", ".JPG", ".JPEG", ".WEBP")
 
 
 class DatasetError(ValueError):
@@ -97,6 +99,7 @@ class Dataset:
     near: float
     far: float
     notes: list = field(default_factory=list)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)  # derived arrays (the training rays)
 
     @property
     def has_alpha(self):
@@ -216,7 +219,19 @@ def _image_path(root, file_path, where):
     for ext in IMAGE_EXTENSIONS:  # NeRF-synthetic's file_path has no extension
         if os.path.isfile(path + ext):
             return path + ext
-    raise DatasetError(f"{where}: image file {path}(.png/.jpg) is missing")
+    raise DatasetError(f"{where}: image file {path}(.png/.jpg/.webp) is missing")
+
+
+def _present_image(root, file_path):
+    """The image file of an instant-ngp frame, or None where it is missing."""
+    path = os.path.normpath(os.path.join(root, file_path))
+    if os.path.isfile(path):
+        return path
+    if os.path.splitext(path)[1] not in IMAGE_EXTENSIONS:
+        for ext in IMAGE_EXTENSIONS:
+            if os.path.isfile(path + ext):
+                return path + ext
+    return None
 
 
 class _Progress:
@@ -331,17 +346,24 @@ def _load_ngp(json_path, downscale, holdout, log):
         raise DatasetError(f"{json_path}: 'offset' must be a list of 3 numbers, got {offset!r}")
     offset = [_number(x, "offset", json_path) for x in offset]
     aabb_scale = _number(meta.get("aabb_scale", 1), "aabb_scale", json_path, positive=True)
-    views = []
+    views, missing = [], []
     progress = _Progress(len(meta["frames"]), os.path.basename(json_path), log)
     for i, frame in enumerate(meta["frames"]):
         where = f"{json_path}, frame {i}"
         file_path, c2w = _frame(frame, where)
-        image_path = _image_path(root, file_path, where)
+        image_path = _present_image(root, file_path)
+        if image_path is None:  # instant-ngp's own folders list frames whose image is not shipped
+            missing.append(file_path)
+            progress.step()
+            continue
         img = read_image(image_path)
         merged = {k: frame.get(k, meta.get(k)) for k in NGP_INTRINSICS + NGP_LENS if k in frame or k in meta}
         fx, fy, cx, cy = _ngp_intrinsics({k: v for k, v in merged.items() if k in NGP_INTRINSICS}, img, where)
         views.append(_scaled(View(img, c2w, fx, fy, cx, cy, image_path, _ngp_distortion(merged, where)), downscale))
         progress.step()
+    if not views and missing:
+        raise DatasetError(f"{json_path}: none of its {len(missing)} frames has its image in {root} "
+                           f"(first: {missing[0]})")
     if not views:
         raise DatasetError(f"{json_path}: no frames")
     _check_sizes(views, json_path, downscale)
@@ -361,9 +383,13 @@ def _load_ngp(json_path, downscale, holdout, log):
         aabb = box_from_cameras(views, json_path)
         box_note = "no aabb_scale/scale/offset: box fitted to the cameras (centre where their axes meet)"
     near, far = _bounds_from_cameras(views, aabb)
+    notes = [note, f"{box_note}: box {aabb[0].round(3).tolist()} .. {aabb[1].round(3).tolist()}, "
+                   f"near/far {near:.3g}/{far:.3g}"]
+    if missing:
+        notes.insert(0, f"{len(missing)} of {len(meta['frames'])} frames skipped, their image is missing: "
+                        + ", ".join(missing))
     return Dataset(os.path.basename(root), "instant-ngp", {"train": train, "val": test[:8], "test": test},
-                   aabb, near, far, [note, f"{box_note}: box {aabb[0].round(3).tolist()} .. "
-                                           f"{aabb[1].round(3).tolist()}, near/far {near:.3g}/{far:.3g}"])
+                   aabb, near, far, notes)
 
 
 # colmap2nerf puts the cameras' mean distance to their focus at 4 and instant-ngp's

@@ -49,14 +49,30 @@ class OccupancyGrid(tf.Module):
 
     The state is two tf.Variables (saved in checkpoints). `update` evaluates the
     model's density at one jittered point per cell; `occupied_at` looks points up.
+
+    rule "every-cell": each update evaluates every cell; a cell is occupied
+    where its opacity, 1 - exp(-sigma * cell size), exceeds `threshold`.
+    rule "ngp" (instant-NGP, nerfacc's OccGridEstimator): every cell during the
+    first NGP_WARMUP_STEPS steps, then G^3/4 cells drawn uniformly and G^3/4
+    drawn from the occupied ones, the EMA applied to those; a cell is occupied
+    where sigma * `threshold_length` (one march step) exceeds `threshold`.
+    Both thresholds are lowered to the mean estimate (instant-NGP), so a
+    still-faint scene keeps its cells.
     """
 
-    def __init__(self, aabb, resolution=64, decay=0.8, threshold=0.01, name="occupancy"):
+    RULES = ("every-cell", "ngp")
+    NGP_WARMUP_STEPS = 256
+
+    def __init__(self, aabb, resolution=64, decay=0.8, threshold=0.01, name="occupancy", rule="every-cell",
+                 threshold_length=None):
         super().__init__(name=name)
+        if rule not in self.RULES:
+            raise ValueError(f"OccupancyGrid: rule must be one of {self.RULES}, got {rule!r}")
         self.aabb = tf.constant(aabb, tf.float32)
         self.resolution = int(resolution)
         self.decay = float(decay)
-        self.threshold = float(threshold)  # on the opacity of one cell: 1 - exp(-sigma * cell_size)
+        self.threshold = float(threshold)
+        self.rule = rule
         g = self.resolution
         self.density = tf.Variable(tf.zeros([g * g * g]), trainable=False, name="density",
                                    synchronization=tf.VariableSynchronization.ON_WRITE,
@@ -66,11 +82,12 @@ class OccupancyGrid(tf.Module):
                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         extent = self.aabb[1] - self.aabb[0]
         self.cell_size = tf.reduce_max(extent) / g
+        self.threshold_length = self.cell_size if threshold_length is None else float(threshold_length)
 
-    def cell_centers(self, seed=None):
-        """One point per cell: jittered with a stateless `seed` (int64 [2]), else the centre."""
+    def cell_centers(self, seed=None, idx=None):
+        """One point per cell (of `idx`, default all): jittered with a stateless `seed` (int64 [2]), else the centre."""
         g = self.resolution
-        idx = tf.range(g * g * g)
+        idx = tf.range(g * g * g) if idx is None else idx
         ijk = tf.stack([idx % g, (idx // g) % g, idx // (g * g)], axis=-1)
         if seed is None:
             off = tf.fill(tf.shape(ijk), 0.5)
@@ -79,18 +96,46 @@ class OccupancyGrid(tf.Module):
         u = (tf.cast(ijk, tf.float32) + off) / g
         return self.aabb[0] + u * (self.aabb[1] - self.aabb[0])
 
-    def update(self, density_fn, seed=None, chunk=1 << 17):
-        """EMA-max update from `density_fn(points [N,3]) -> sigma [N]`, then re-threshold."""
-        pts = self.cell_centers(seed)
+    def update(self, density_fn, seed=None, chunk=1 << 17, every_cell=True):
+        """EMA-max update from `density_fn(points [N,3]) -> sigma [N]`, then re-threshold.
+
+        every_cell=False (the ngp rule after its warm-up; needs `seed`) updates
+        a random quarter of the cells and a quarter drawn from the occupied ones.
+        """
         n = self.resolution ** 3
-        parts = [density_fn(pts[i:i + chunk]) for i in range(0, n, chunk)]
+        if self.rule == "every-cell" or every_cell or seed is None:
+            idx = None
+            pts = self.cell_centers(seed)
+        else:
+            quarter = max(n // 4, 1)
+            seed = tf.convert_to_tensor(seed, tf.int64)
+            uniform = tf.random.stateless_uniform([quarter], seed, 0, n, dtype=tf.int32)
+            occupied = tf.cast(tf.where(self.mask > 0)[:, 0], tf.int32)
+            count = tf.shape(occupied)[0]
+            pick = tf.random.stateless_uniform([quarter], seed + 1, 0, tf.maximum(count, 1), dtype=tf.int32)
+            # No occupied cell left: a second uniform draw (count is 0 only before the scene is found).
+            extra = tf.cond(count > 0, lambda: tf.gather(occupied, pick),
+                            lambda: tf.random.stateless_uniform([quarter], seed + 2, 0, n, dtype=tf.int32))
+            idx = tf.concat([uniform, extra], 0)
+            pts = self.cell_centers(seed + 3, idx)
+        m = int(pts.shape[0])
+        parts = [density_fn(pts[i:i + chunk]) for i in range(0, m, chunk)]
         sigma = tf.concat(parts, 0)
-        new = tf.maximum(self.density * self.decay, sigma)
-        self.density.assign(new)
-        # Opacity threshold, lowered to the mean early on (as instant-NGP does) so
-        # that a still-faint scene keeps its cells.
-        sigma_thr = -tf.math.log(1.0 - self.threshold) / self.cell_size
-        thr = tf.minimum(sigma_thr, tf.reduce_mean(new))
+        if idx is None:
+            new = tf.maximum(self.density * self.decay, sigma)
+            self.density.assign(new)
+        else:  # a cell drawn twice keeps one of its two estimates (nerfacc does the same)
+            old = tf.gather(self.density, idx)
+            self.density.scatter_nd_update(idx[:, None], tf.maximum(old * self.decay, sigma))
+            new = self.density.read_value()
+        if self.rule == "ngp":  # optical thickness of one march step
+            sigma_thr = self.threshold / self.threshold_length
+            positive = tf.cast(new > 0, tf.float32)
+            mean = tf.reduce_sum(new) / tf.maximum(tf.reduce_sum(positive), 1.0)
+        else:  # opacity of one cell
+            sigma_thr = -tf.math.log(1.0 - self.threshold) / self.cell_size
+            mean = tf.reduce_mean(new)
+        thr = tf.minimum(sigma_thr, mean)
         self.mask.assign(tf.cast(new > thr, tf.float32))
         return tf.reduce_mean(self.mask)
 

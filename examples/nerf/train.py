@@ -5,6 +5,7 @@ side-by-side PNGs of rendered vs ground-truth test views, psnr_vs_time.png,
 metrics.json and orbit.gif.
 """
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -60,7 +61,8 @@ def build_parser():
     g.add_argument("--features", type=int, default=2)
     g.add_argument("--log2-table", type=int, default=16, help="log2 hash table size per level")
     g.add_argument("--base-res", type=int, default=16)
-    g.add_argument("--finest-res", type=int, default=512)
+    g.add_argument("--finest-res", type=int, default=None,
+                   help="default 512; --recipe ngp: 2048 x the scene's aabb_scale, as instant-NGP")
     g.add_argument("--hidden", type=int, default=64)
     g.add_argument("--mlp", choices=["fused", "dense"], default="fused",
                    help="hash model's MLPs: metal_ops.layers.FusedMLP + metal_ops.sh_encode, or Keras Dense layers "
@@ -82,8 +84,9 @@ def build_parser():
                    help="how keras.optimizers.Adam's update is applied: fused = one tf.raw_ops.ResourceApplyAdam per "
                         "variable (the same formulas, on the optimizer's own variables: checkpoints are the same); "
                         "keras = optimizer.apply_gradients (about ten ops per variable)")
-    g.add_argument("--loss", choices=["robust", "mse"], default="mse",
-                   help="robust: metal_ops.losses.RobustLoss (--robust-alpha, --robust-scale)")
+    g.add_argument("--loss", choices=["robust", "mse", "huber"], default="mse",
+                   help="robust: metal_ops.losses.RobustLoss (--robust-alpha, --robust-scale); huber: "
+                        "keras.losses.Huber(--huber-delta), instant-NGP's loss")
     g.add_argument("--robust-alpha", type=float, default=1.0)
     g.add_argument("--robust-scale", type=float, default=0.03)
     g.add_argument("--distortion", type=float, default=0.0,
@@ -122,7 +125,55 @@ def build_parser():
     g.add_argument("--eval-views", type=int, default=4, help="validation views used in periodic evaluation")
     g.add_argument("--ckpt-every", type=int, default=500)
     g.add_argument("--orbit-frames", type=int, default=24)
+    g = p.add_argument_group("recipe (README.md, \"The recipe against instant-NGP and nerfacc\")")
+    g.add_argument("--recipe", choices=["auto", "small", "ngp"], default="auto",
+                   help="the defaults: small = the sample's own (a 2-core CPU, the 100x100 demo); ngp = instant-NGP's "
+                        "recipe for real scenes on a GPU (NGP_RECIPE); auto = ngp where TensorFlow lists a GPU and "
+                        "--data names a scene, else small. Flags given explicitly always win")
+    g.add_argument("--huber-delta", type=float, default=0.1, help="--loss huber: the quadratic zone's half-width")
+    g.add_argument("--lr-warmup", type=int, default=0,
+                   help="steps of linear learning-rate warm-up from 1%% (nerfacc: 100; 0 = none)")
+    g.add_argument("--grid-rule", choices=["every-cell", "ngp"], default="every-cell",
+                   help="occupancy-grid update: every-cell = each update evaluates every cell, threshold 0.01 on the "
+                        "opacity of one cell; ngp = instant-NGP's and nerfacc's: every cell for the first 256 steps, "
+                        "then a quarter of the cells at random and a quarter of the occupied ones, threshold 0.01 on "
+                        "the optical thickness of one march step; both lowered to the mean estimate")
+    g.add_argument("--eval-chunk", type=int, default=16384, help="rays rendered per call in evaluation")
+    g.add_argument("--pictures", type=int, default=None,
+                   help="side-by-side PNGs of this many evenly spaced test views (default: all of them)")
     return p
+
+
+# instant-NGP's recipe as this sample runs it (README.md compares it point by
+# point): --recipe ngp, the default on a GPU for scenes from disk.
+NGP_RECIPE = dict(levels=16, features=2, log2_table=19, base_res=16, march_steps=1024, grid_res=128,
+                  grid_rule="ngp", sample_budget=1 << 18, batch_rays=8192, background="random", lr=1e-2,
+                  lr_warmup=100, steps=35000, max_minutes=5.0, eval_every=2000, ckpt_every=5000,
+                  eval_chunk=1 << 17)
+
+
+def resolve_recipe(choice, data, gpu_listed=None):
+    """"small" or "ngp" for --recipe `choice` ("auto": ngp on a GPU with --data)."""
+    if choice != "auto":
+        return choice
+    if not data:
+        return "small"
+    if gpu_listed is None:
+        import tensorflow as tf
+        gpu_listed = bool(tf.config.list_physical_devices("GPU"))
+    return "ngp" if gpu_listed else "small"
+
+
+def parse_args(argv=None, gpu_listed=None):
+    """The command line with the recipe's defaults (explicit flags win over them)."""
+    p = build_parser()
+    first, _ = p.parse_known_args(argv)
+    recipe = resolve_recipe(first.recipe, first.data, gpu_listed)
+    if recipe == "ngp":
+        p.set_defaults(**NGP_RECIPE)
+    args = p.parse_args(argv)
+    args.recipe = recipe
+    return args
 
 
 MLP_FLOAT16_LOSS_SCALE = 1024.0
@@ -188,7 +239,7 @@ def training_target(colors, mode, seed, step):
 class Trainer:
     """The whole pipeline; usable from tests and benchmarks (see train() below)."""
 
-    def __init__(self, args, strategy=None, log=print):
+    def __init__(self, args, strategy=None, log=print, dataset=None):
         import keras
         import tensorflow as tf
 
@@ -212,7 +263,12 @@ class Trainer:
         os.makedirs(self.run_dir, exist_ok=True)
 
         t0 = time.perf_counter()
-        if a.data:
+        if dataset is not None:
+            # A loaded scene shared between trainers (benchmarks): their own split lists, one ray cache.
+            self.dataset = dataclasses.replace(dataset, splits={k: list(v) for k, v in dataset.splits.items()},
+                                               notes=list(dataset.notes))
+            self.data_path = a.data or dataset.name
+        elif a.data:
             self.dataset = datasets.load(a.data, downscale=a.downscale, holdout=a.holdout,
                                          log=None if a.quiet else log)
             self.data_path = a.data
@@ -235,6 +291,10 @@ class Trainer:
             idx = np.linspace(0, len(ds.splits["test"]) - 1, a.test_views).round().astype(int)
             ds.splits["test"] = [ds.splits["test"][i] for i in idx]
         self.H, self.W = ds.size()
+        if a.finest_res is None:
+            # instant-NGP: 2048 over its unit cube, which spans 1 / NGP_DEFAULT_SCALE scene units per aabb_scale.
+            aabb_scale = max(1, round(float(np.max(ds.aabb[1] - ds.aabb[0])) * datasets.NGP_DEFAULT_SCALE))
+            a.finest_res = 2048 * aabb_scale if getattr(a, "recipe", "small") == "ngp" else 512
         self.near, self.far = ds.near, ds.far
         self.aabb = tf.constant(ds.aabb, tf.float32)
         # Evaluation composites RGBA views on white (black with --background black).
@@ -262,7 +322,10 @@ class Trainer:
                     num_levels=a.levels, features_per_level=a.features, log2_hashmap_size=a.log2_table,
                     base_resolution=a.base_res, finest_resolution=a.finest_res, hidden=a.hidden,
                     sh_degree=a.sh_degree, mlp=a.mlp, mlp_precision=self.mlp_precision)
-                self.grid = sampling.OccupancyGrid(ds.aabb, resolution=a.grid_res, decay=a.grid_decay)
+                # ngp rule: the threshold is on one march step's optical thickness (the fixed sampler: a cell's).
+                step = self._hmodel.march_step_size(ds.aabb, a.march_steps) if self.marching else None
+                self.grid = sampling.OccupancyGrid(ds.aabb, resolution=a.grid_res, decay=a.grid_decay,
+                                                   rule=getattr(a, "grid_rule", "every-cell"), threshold_length=step)
                 if self.marching:
                     # The training step's occupancy bitfield (metal_ops.ray_march's input):
                     # every cell occupied before the grid warm-up ends, then the grid's mask,
@@ -294,6 +357,8 @@ class Trainer:
                                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         if a.loss == "robust":
             self.loss_fn = metal_ops.losses.RobustLoss(alpha=a.robust_alpha, scale=a.robust_scale)
+        elif a.loss == "huber":
+            self.loss_fn = keras.losses.Huber(delta=a.huber_delta)
         else:
             self.loss_fn = keras.losses.MeanSquaredError()
 
@@ -321,6 +386,7 @@ class Trainer:
 
         self._train_fn = {}
         self._render_fn = {}
+        self.eval_at_seconds = []  # fit(): also evaluate when the training time passes each of these
         self._grid_fn = None
         # The step counter, mirrored on the host: reading step_var (on the GPU
         # there) would wait for the device every step.
@@ -361,7 +427,14 @@ class Trainer:
         return os.path.join(self.run_dir, f"ckpt_worker_tmp_{os.getpid()}")
 
     def _rays(self, views):
-        """Origins, directions (float32 [N, 3]) and colours (uint8 [N, 3], or premultiplied RGBA [N, 4])."""
+        """Origins, directions (float32 [N, 3]) and colours (uint8 [N, 3], or premultiplied RGBA [N, 4]);
+        cached on the dataset, so trainers sharing a scene compute them once."""
+        key = ("rays", tuple(v.name for v in views), tuple(id(v) for v in views))
+        if key not in self.dataset.cache:
+            self.dataset.cache[key] = self._compute_rays(views)
+        return self.dataset.cache[key]
+
+    def _compute_rays(self, views):
         if not views:
             z = np.zeros((0, 3), np.float32)
             return z, z, np.zeros((0, 3), np.uint8)
@@ -459,8 +532,9 @@ class Trainer:
         want_w = a.model == "hash" and a.distortion > 0
         rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
         n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
-        local = tf.cast(tf.shape(idx)[0], tf.float32)
-        frac = local / float(a.batch_rays)  # replica mean -> share of the global mean
+        # replica mean -> share of the global mean (the replicas take equal slices; the march
+        # sampler's ray count follows the sample budget, so it is not --batch-rays)
+        frac = 1.0 / self.num_replicas
         # Keras losses already divide by num_replicas_in_sync under tf.distribute
         # (keras.src.losses.loss.scale_loss_for_distribution); replicas get equal shares.
         loss = self.loss_fn(c, rgb)
@@ -536,6 +610,9 @@ class Trainer:
 
     def set_learning_rate(self, progress):
         lr = self.args.lr * 0.33 ** sum(progress >= m for m in (0.5, 0.75, 0.9))
+        warmup = getattr(self.args, "lr_warmup", 0)
+        if warmup and self.step < warmup:  # nerfacc's LinearLR: from 1% to 100% over the warm-up
+            lr *= 0.01 + 0.99 * self.step / warmup
         if getattr(self, "_lr", None) != lr:  # assigned on change only: no read-back per step
             self.optimizer.learning_rate.assign(lr)
             self._lr = lr
@@ -547,11 +624,13 @@ class Trainer:
                 return self.model.density(self._hmodel.normalize_points(p, self.aabb))[0]
 
             @tf.function
-            def grid_fn(seed):
-                return self.grid.update(density, seed=seed)
+            def grid_fn(seed, every_cell):
+                return self.grid.update(density, seed=seed, every_cell=every_cell)
 
             self._grid_fn = grid_fn
-        occupied = float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64)))
+        # a python bool: one trace per phase (one in all for the every-cell rule)
+        every_cell = self.grid.rule == "every-cell" or step < self.grid.NGP_WARMUP_STEPS
+        occupied = float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64), every_cell))
         if self.marching:
             self.publish_occupancy(step, force=True)
         return occupied
@@ -594,23 +673,33 @@ class Trainer:
         self.marched += marched
         self.rays_seen += rays
 
-    def render_image(self, view, chunk=16384):
-        """A view (datasets.View, or a camera-to-world matrix with the first test view's intrinsics)."""
+    ORBIT_MAX_SIDE = 800  # orbit frames of larger captures are rendered at this size (longer side)
+
+    def render_image(self, view, chunk=None):
+        """A view (datasets.View, or a camera-to-world matrix with the first test view's intrinsics, scaled
+        to at most ORBIT_MAX_SIDE pixels a side). `chunk` rays a call (default --eval-chunk); one trace
+        serves every chunk and view, and the chunks are read back once per view."""
         tf = self.tf
+        chunk = chunk or getattr(self.args, "eval_chunk", None) or 16384
         if not isinstance(view, datasets.View):
             ref = (self.dataset.splits["test"] or self.dataset.splits["train"])[0]
-            view = datasets.View(ref.image, np.asarray(view, np.float64), ref.fx, ref.fy, ref.cx, ref.cy)
+            f = min(1.0, self.ORBIT_MAX_SIDE / max(ref.height, ref.width))
+            h, w = max(1, round(ref.height * f)), max(1, round(ref.width * f))
+            view = datasets.View(np.zeros((h, w, 3), np.uint8), np.asarray(view, np.float64),
+                                 ref.fx * w / ref.width, ref.fy * h / ref.height,
+                                 ref.cx * w / ref.width, ref.cy * h / ref.height, distortion=ref.distortion)
         o, d = view.rays()
         o = o.astype(np.float32)
         d = d.astype(np.float32)
         ug = self.use_grid()
         if ug not in self._render_fn:
-            self._render_fn[ug] = tf.function(
-                lambda o_, d_: self.render_rays(o_, d_, False, ug)[0], reduce_retracing=True)
+            spec = [tf.TensorSpec([None, 3], tf.float32)] * 2
+            self._render_fn[ug] = tf.function(lambda o_, d_: self.render_rays(o_, d_, False, ug)[0],
+                                              input_signature=spec)
         fn = self._render_fn[ug]
-        parts = [fn(tf.constant(o[i:i + chunk]), tf.constant(d[i:i + chunk])).numpy()
-                 for i in range(0, len(o), chunk)]
-        return np.clip(np.concatenate(parts).reshape(view.height, view.width, 3), 0.0, 1.0)
+        parts = [fn(tf.constant(o[i:i + chunk]), tf.constant(d[i:i + chunk])) for i in range(0, len(o), chunk)]
+        img = tf.concat(parts, 0).numpy() if len(parts) > 1 else parts[0].numpy()
+        return np.clip(img.reshape(view.height, view.width, 3), 0.0, 1.0)
 
     def ground_truth(self, split):
         return [v.composite(self.eval_background) for v in self.dataset.splits[split]]
@@ -649,6 +738,7 @@ class Trainer:
         window_t, window_s = time.perf_counter(), self.step
         rate = 0.0
         val = None
+        eval_at = sorted(self.eval_at_seconds)  # training seconds (this call's) with an evaluation
         while self.step < steps and train_time - start_train_time < max_seconds:
             t0 = time.perf_counter()
             progress = max(self.step / max(steps, 1), (train_time - start_train_time) / max_seconds)
@@ -664,7 +754,12 @@ class Trainer:
                 rate = (s - window_s) / (now - window_t)
                 window_t, window_s = now, s
             last = s >= steps or train_time - start_train_time >= max_seconds
-            if a.eval_every and (s % a.eval_every == 0 or last):
+            # (timed evaluations wait for the occupancy grid: before it every ray marches the whole box)
+            timed = bool(eval_at) and train_time - start_train_time >= eval_at[0] and \
+                (not self.marching or self.use_grid())
+            while timed and eval_at and train_time - start_train_time >= eval_at[0]:
+                eval_at.pop(0)
+            if (a.eval_every and (s % a.eval_every == 0 or last)) or timed or (last and self.eval_at_seconds):
                 val, _, _ = self.evaluate("val", a.eval_views)
                 self.history.append(dict(step=s, train_seconds=round(train_time, 3),
                                          val_psnr=round(val, 4), train_psnr=round(psnr_from_mse(float(mse)), 4),
@@ -702,7 +797,11 @@ class Trainer:
         gts = self.ground_truth("test")
         paths = []
         if not a.no_outputs:
-            for i, (img, gt) in enumerate(zip(test_renders, gts)):
+            shown = range(len(gts))
+            if getattr(a, "pictures", None) is not None and a.pictures < len(gts):
+                shown = sorted(set(np.linspace(0, len(gts) - 1, a.pictures).round().astype(int))) if a.pictures else []
+            for i in shown:
+                img, gt = test_renders[i], gts[i]
                 err = np.clip(np.abs(img - gt) * 4.0, 0, 1)
                 side = np.concatenate([img, gt, err], axis=1)
                 p = os.path.join(self.run_dir, f"test_{i:02d}.png")
@@ -713,7 +812,8 @@ class Trainer:
             if frames:
                 imageio.mimsave(os.path.join(self.run_dir, "orbit.gif"), frames, duration=0.08, loop=0)
         metrics = dict(
-            name=a.name, model=a.model, mlp_precision=self.mlp_precision, step=self.step,
+            name=a.name, recipe=getattr(a, "recipe", "small"), model=a.model, mlp_precision=self.mlp_precision,
+            step=self.step,
             train_seconds=float(self.time_var.numpy()),
             test_psnr_mean=float(np.mean(test_psnrs)) if test_psnrs else None,
             test_psnr=[round(x, 4) for x in test_psnrs], history=self.history,
@@ -726,7 +826,9 @@ class Trainer:
         return metrics
 
     def orbit_poses(self, n):
-        """A circle of cameras around the box centre, at the training cameras' mean distance and height."""
+        """A circle of cameras around the box centre, at the training cameras' mean distance and height;
+        where the training cameras leave a gap of more than 60 degrees of azimuth (a capture from one
+        side, such as fox), the orbit sweeps their arc forth and back instead."""
         from examples.nerf import cameras
 
         if self.dataset.format == "procedural":
@@ -735,9 +837,14 @@ class Trainer:
         positions = np.stack([v.c2w[:3, 3] for v in self.dataset.splits["train"]]) - centre
         radius = float(np.mean(np.linalg.norm(positions, axis=1)))
         elevation = float(np.arcsin(np.clip(np.mean(positions[:, 2]) / max(radius, 1e-9), -0.99, 0.99)))
+        around = np.sort(np.arctan2(positions[:, 1], positions[:, 0]))
+        gaps = np.diff(np.concatenate([around, around[:1] + 2.0 * math.pi]))
+        widest = int(np.argmax(gaps))
+        start, span = around[(widest + 1) % len(around)], 2.0 * math.pi - gaps[widest]
         poses = []
         for i in range(n):
-            az = 2.0 * math.pi * i / n
+            az = 2.0 * math.pi * i / n if gaps[widest] <= math.pi / 3 else \
+                start + span * 0.5 * (1.0 - math.cos(2.0 * math.pi * i / n))
             pos = centre + radius * np.array([math.cos(elevation) * math.cos(az), math.cos(elevation) * math.sin(az),
                                               math.sin(elevation)])
             poses.append(cameras.look_at(pos, target=centre))
@@ -773,7 +880,7 @@ def make_strategy(name):
 
 
 def train(argv=None, log=print):
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     t_start = time.perf_counter()
     trainer = Trainer(args, strategy=make_strategy(args.strategy), log=log)
     if not args.quiet:
