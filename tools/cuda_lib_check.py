@@ -118,8 +118,10 @@ def embedded_code(cuobjdump, path, workdir):
     and PTX ("isa" of its .version line, "producer": its "Cuda compilation
     tools, release X" comment) that `cuobjdump -xelf all / -xptx all` extracts."""
     for flag in ("-xelf", "-xptx"):
-        subprocess.run([cuobjdump, flag, "all", os.path.abspath(path)], cwd=workdir, capture_output=True, text=True,
-                       check=True)
+        out = subprocess.run([cuobjdump, flag, "all", os.path.abspath(path)], cwd=workdir, capture_output=True,
+                             text=True)
+        if out.returncode != 0 and "does not contain device code" not in out.stderr + out.stdout:
+            raise RuntimeError(f"{cuobjdump} {flag} all {path} failed: {out.stderr.strip()}")
     found = []
     for name in sorted(os.listdir(workdir)):
         full = os.path.join(workdir, name)
