@@ -37,7 +37,7 @@ b = tf.zeros([16])
 y = metal_ops.fused_conv2d(x, w, b, activation="relu")  # its GEMM is OpenBLAS's
 ref = tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME") + b)
 np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)
-mapped = [p for p in _loader.loaded_libraries() if "scipy_openblas" in os.path.basename(p)]
+mapped = [p for p in _loader.loaded_libraries() if os.path.basename(p) == "libscipy_openblas.so"]
 print("openblas:", mapped)
 assert mapped and all(p.startswith(sys.argv[3]) for p in mapped), mapped
 """

@@ -74,7 +74,7 @@ assert metal_ops.__file__.startswith(pkg) and scipy_openblas32.__file__.startswi
 x, w = tf.random.normal([2, 9, 9, 8], seed=1), tf.random.normal([3, 3, 8, 16], seed=2)
 y = metal_ops.fused_conv2d(x, w, tf.zeros([16]), activation="relu")
 np.testing.assert_allclose(y.numpy(), tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME")).numpy(), rtol=1e-4, atol=1e-4)
-mapped = [p for p in _loader.loaded_libraries() if "scipy_openblas" in os.path.basename(p)]
+mapped = [p for p in _loader.loaded_libraries() if os.path.basename(p) == "libscipy_openblas.so"]
 assert mapped and all(p.startswith(blas) for p in mapped), mapped
 print("wheel-test: split install: OpenBLAS from", mapped[0])
 ' "$split/pkg" "$split/blas"

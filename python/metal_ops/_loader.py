@@ -221,6 +221,11 @@ def _cuda_version_number(text):
     return int(major) * 1000 + int(minor) * 10
 
 
+# The first Linux driver series of each CUDA major version (NVIDIA's CUDA
+# Toolkit release notes, "CUDA Driver" table).
+DRIVER_SERIES = {"12": "the 525", "13": "the 580"}
+
+
 def cuda_driver_floor(built):
     """The oldest driver CUDA version (cuDriverGetVersion's form) that runs a
     library built with CUDA `built` ("12.9"): its major version's first
