@@ -9,7 +9,9 @@ from PyPI's CUDA 12 wheels and the CUDA 13 compiler driver (docs/BUILDING.md,
 and lays out OUT as a toolkit root that CUDA 13's nvcc runs from (its own
 nvcc.profile):
 - include/: CUDA 12's headers (cuda_runtime, the crt headers of
-  nvidia-cuda-nvcc-cu12, cub/thrust/libcu++ of nvidia-cuda-cccl-cu12);
+  nvidia-cuda-nvcc-cu12, cub/thrust/libcu++ of nvidia-cuda-cccl-cu12), but
+  crt/host_runtime.h, the macros of cudafe++'s host stubs, from CUDA 13
+  with its cudafe++ (the same runtime calls; a tile-kernel flag added);
 - lib64/libcudart_static.a: CUDA 12's runtime, linked into the library;
 - bin/ptxas: CUDA 12's assembler, through this script: every cubin is CUDA 12's;
 - bin/nvcc, bin/cudafe++, nvvm/: CUDA 13's driver, host/device splitter and
@@ -39,6 +41,7 @@ PTX_ISA = "8.1"
 VERSION_LINE = re.compile(rb"^\.version (\d+)\.(\d+)[ \t]*$", re.M)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIREMENTS = os.path.join(ROOT, "requirements-cuda12.txt")
+HOST_STUB_HEADER = "crt/host_runtime.h"
 
 
 def declare_isa(path, isa=PTX_ISA):
@@ -119,6 +122,10 @@ def setup(out, cuda13, python):
                 if name != "__init__.py":
                     rel = os.path.relpath(os.path.join(root, name), src)
                     link(os.path.join(root, name), os.path.join(include, rel))
+    # The header of the host stubs that cudafe++ writes comes with cudafe++:
+    # CUDA 13's launch macro takes its tile-kernel flag (0 for these
+    # kernels); the runtime calls it makes are CUDA 12's.
+    link(os.path.join(cuda13, "include", HOST_STUB_HEADER), os.path.join(include, HOST_STUB_HEADER))
     link(os.path.join(nv, "cuda_runtime/lib/libcudart_static.a"), os.path.join(out, "lib64/libcudart_static.a"))
     real_ptxas = os.path.join(nv, "cuda_nvcc/bin/ptxas")
     os.chmod(real_ptxas, 0o755)

@@ -243,8 +243,8 @@ def check_cuda_library(path, tf_dir, archs, cuobjdump=None, cuda_version=None):
             code = embedded_code(cuobjdump, path, workdir)
         problems += check_toolkit(code, cuda_version)
         cubins = sorted({f"{c['arch']} (ptxas {c['toolkit']}, ELF ABI {c['abi']})" for c in code if c["kind"] == "elf"})
-        ptxs = sorted({f"{c['arch']} (ISA {c['isa']}, from NVVM of CUDA {c['producer']})" for c in code
-                       if c["kind"] == "ptx"})
+        ptxs = sorted({f"{c['arch']} (ISA {c['isa']}" + (f", from NVVM of CUDA {c['producer']})" if c["producer"]
+                                                          else ")") for c in code if c["kind"] == "ptx"})
         notes.append(f"{name}: {len(code)} embedded images: cubins {', '.join(cubins)}; PTX {', '.join(ptxs) or 'none'}")
     else:
         problems.append("no cuobjdump (PATH, or build/wheel-tools: requirements-wheel-tools.txt): GPU code not checked")
