@@ -376,11 +376,13 @@ $(HARNESS_LIB): $(HARNESS_OBJS)
 # The same harness built by `make cuda-lib`'s CUDA 12 toolkit, with its
 # runtime linked in and kept inside (--exclude-libs: its calls never bind to
 # a CUDA 13 libcudart of the same process): the A/B against the CUDA 13
-# build on a GPU (tools/gpu_check.sh cuda12-ab).
+# build on a GPU (tools/gpu_check.sh cuda12-ab). Its kernel objects are those
+# of `make cuda-lib CUDA_LIB_CAPABILITIES=compute_90` (the same flags).
 CUDA12_HARNESS := $(BUILD)/cuda12-harness/libmetal_ops_cuda.so
 .PHONY: cuda12-harness
 cuda12-harness: $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.installed) | $(CUBLAS_HOME)/include/cublas_v2.h
-	+$(MAKE) --no-print-directory NVCC=$(CUDA_LIB_NVCC) CUDA_HOME=$(CUDA_LIB_HOME) CUOBJ=$(BUILD)/cuda12-harness/cuobj \
+	+$(MAKE) --no-print-directory NVCC=$(CUDA_LIB_NVCC) CUDA_HOME=$(CUDA_LIB_HOME) \
+	  CUOBJ=$(BUILD)/cuda-lib/cuobj-$$(echo "$(CUDA_LIB_HOME) $(CUDA_ARCH_FLAGS)" | md5sum | cut -c1-8) \
 	  HARNESS_LIB=$(CUDA12_HARNESS) HARNESS_CUDART="--cudart static -Xlinker --exclude-libs,ALL" $(CUDA12_HARNESS)
 
 # Compiles every CUDA source (kernels + harness) and the TF GPU registrations
