@@ -328,6 +328,7 @@ $(CUDA12_HOME)/.installed: requirements-cuda12.txt tools/cuda12_toolkit.py
 cuda12-toolkit: $(CUDA12_HOME)/.installed
 cuda-lib: $(BUILD)/tf_flags.mk $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.installed) | $(CUBLAS_HOME)/include/cublas_v2.h
 	@command -v $(CUDA_LIB_NVCC) >/dev/null || { echo "cuda-lib: $(CUDA_LIB_NVCC) not found (the CUDA toolkit's compiler)" >&2; exit 1; }
+	@mkdir -p $(PKG)
 	+@gencode="$$(python3 tools/cuda_archs.py gencode --nvcc $(CUDA_LIB_NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
 	  cuobj=$(BUILD)/cuda-lib/cuobj-$$(echo "$(CUDA_LIB_HOME) $$gencode" | md5sum | cut -c1-8); \
 	  echo "cuda-lib: CUDA $(CUDA_LIB_RUNTIME_VERSION) ($(CUDA_LIB_HOME)), $$gencode (objects in $$cuobj)"; \
@@ -369,11 +370,13 @@ HARNESS_LIB := $(BUILD)/libmetal_ops_cuda.so
 HARNESS_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS))
 -include $(HARNESS_OBJS:.o=.d)
 
+HARNESS_LINK ?= $(NVCC) -shared $(CUDA_ARCH_FLAGS)
 HARNESS_CUDART ?= -lcudart
 cuda-harness: $(HARNESS_LIB)
 $(HARNESS_LIB): $(HARNESS_OBJS)
-	$(NVCC) -shared $(CUDA_ARCH_FLAGS) -o $@ $^ $(HARNESS_CUDART)
-# The same harness built by `make cuda-lib`'s CUDA 12 toolkit, with its
+	$(HARNESS_LINK) -o $@ $^ $(HARNESS_CUDART)
+# The same harness built by `make cuda-lib`'s CUDA 12 toolkit and linked as
+# `make cuda-lib` links (host compiler, no device link), with its
 # runtime linked in and kept inside (--exclude-libs: its calls never bind to
 # a CUDA 13 libcudart of the same process): the A/B against the CUDA 13
 # build on a GPU (tools/gpu_check.sh cuda12-ab). Its kernel objects are those
@@ -381,9 +384,12 @@ $(HARNESS_LIB): $(HARNESS_OBJS)
 CUDA12_HARNESS := $(BUILD)/cuda12-harness/libmetal_ops_cuda.so
 .PHONY: cuda12-harness
 cuda12-harness: $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.installed) | $(CUBLAS_HOME)/include/cublas_v2.h
+	@mkdir -p $(dir $(CUDA12_HARNESS))
 	+$(MAKE) --no-print-directory NVCC=$(CUDA_LIB_NVCC) CUDA_HOME=$(CUDA_LIB_HOME) \
 	  CUOBJ=$(BUILD)/cuda-lib/cuobj-$$(echo "$(CUDA_LIB_HOME) $(CUDA_ARCH_FLAGS)" | md5sum | cut -c1-8) \
-	  HARNESS_LIB=$(CUDA12_HARNESS) HARNESS_CUDART="--cudart static -Xlinker --exclude-libs,ALL" $(CUDA12_HARNESS)
+	  HARNESS_LIB=$(CUDA12_HARNESS) HARNESS_LINK="$(CXX) -shared" \
+	  HARNESS_CUDART="-L$(CUDA_LIB_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL" \
+	  $(CUDA12_HARNESS)
 
 # Compiles every CUDA source (kernels + harness) and the TF GPU registrations
 # (syntax-checked against the pip headers with GOOGLE_CUDA on).
