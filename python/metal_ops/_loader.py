@@ -16,8 +16,14 @@ would die of an illegal instruction).
 The Linux wheel may also hold the GPU kernels, `_metal_ops_cuda.so` (build info
 "cuda_library"): loaded right after the op library (whose ops it registers
 kernels for), and only when the running TensorFlow is a CUDA build and sees a
-GPU, so nothing CUDA is ever loaded on a CPU-only machine or TensorFlow.
+GPU, so nothing CUDA is ever loaded on a CPU-only machine or TensorFlow,
+and only where the NVIDIA driver runs its CUDA major version and every GPU
+is one its code serves (else the reason is recorded for `python -m metal_ops`).
 METAL_OPS_CUDA=0 keeps it unloaded (the ops then run on the CPU).
+
+OpenBLAS, which the op library needs by soname, is loaded first from where
+its package says it is (scipy_openblas32.get_lib_dir()), so that an install
+split over several folders (`pip install --target`) finds it.
 """
 import json
 import os
@@ -213,12 +219,6 @@ def driver_cuda_version():
         return version.value
     except (OSError, AttributeError):
         return None
-
-
-def _cuda_version_number(text):
-    """"13.0" -> 13000, the form cuDriverGetVersion reports."""
-    major, minor = (text.split(".") + ["0"])[:2]
-    return int(major) * 1000 + int(minor) * 10
 
 
 # The first Linux driver series of each CUDA major version (NVIDIA's CUDA
