@@ -97,7 +97,7 @@ step() {
       "$PYTHON" -m benchmarks.cuda.ab_volume_render_libs "base=$base" "new=$new" \
         --out "$RESULTS/ab_cuda12_volume_render.json" || return 1
       "$PYTHON" -m benchmarks.cuda.ab_torch_harness_libs --base "$base" --new "$new" \
-        --out "$RESULTS/ab_cuda12_robust_distortion.json" || return 1 ;;
+        --out "$RESULTS/ab_cuda12_robust_distortion_sh.json" || return 1 ;;
     *) echo "gpu-check: unknown step $name" >&2; return 2 ;;
   esac
   echo "== gpu-check $name: $((SECONDS - start)) s"

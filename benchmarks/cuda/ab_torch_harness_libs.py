@@ -1,14 +1,18 @@
 """A/B of two harness builds (libmetal_ops_cuda.so of different toolkits or
 kernel versions) for the benchmarks on benchmarks/cuda/torch_harness.py
-(RobustLoss, DistortionLoss), in one process: each benchmark's own workload
-and checks, its kernels timed with both libraries in interleaved rounds
-(CUDA events, medians; the ratio new/base per round, then its median).
+(RobustLoss, DistortionLoss, SHEncode), in one process: each benchmark's own
+workload and checks with each library, its kernels timed with both in
+interleaved rounds (CUDA events, medians; the ratio new/base per round,
+then its median).
 
     python3 -m benchmarks.cuda.ab_torch_harness_libs --base build/libmetal_ops_cuda.so \\
         --new build/cuda12-harness/libmetal_ops_cuda.so [--rounds 9] [--out FILE]
 
-The benchmarks' `ours()` call the harness through their module's `lib`,
-looked up at each call: the A/B sets it to each library in turn.
+The RobustLoss and DistortionLoss benchmarks' `ours()` call the harness
+through their module's `lib`, looked up at each call: the A/B sets it to each
+library in turn. SHEncode's cases bind the library's functions when they
+start: each runs once per library, and the A/B times the `ours_*` variants of
+both runs together.
 """
 import argparse
 import ctypes
@@ -18,7 +22,7 @@ import statistics
 import torch
 
 from benchmarks import timing
-from benchmarks.cuda import bench_distortion_loss_cuda, bench_robust_loss_cuda
+from benchmarks.cuda import bench_distortion_loss_cuda, bench_robust_loss_cuda, bench_sh_encode_cuda
 
 BENCHMARKS = [  # module, its bench function, its configurations (as its main())
     (bench_robust_loss_cuda, "bench_robust", [(2**22,), (2**24,)]),
@@ -33,6 +37,34 @@ DROPPED = ("composite_ms", "speedup", "ours_peak_extra_mib", "composite_peak_ext
 def skip(ours, composite, **_):
     return {"ours_ms": 1.0, "composite_ms": 1.0, "speedup": 1.0, "ours_peak_extra_mib": 0.0,
             "composite_peak_extra_mib": 0.0}
+
+
+SH_CASES = [(n, dtype) for n in (1 << 20, 1 << 24) for dtype in (torch.float32, torch.float16)]
+
+
+def sh_encode_ab(libs, rounds):
+    """SHEncode forward and forward+backward of both libraries in the same rounds."""
+    module, timed = bench_sh_encode_cuda, bench_sh_encode_cuda.interleaved
+    rows = []
+    for n, dtype in SH_CASES:
+        fns = {}
+        for name, lib in libs.items():  # the case's own checks with each library; its variants kept
+            def keep(variants, rounds=0, warmup=0, name=name):
+                fns.update({f"{name}_{k}": f for k, f in variants.items() if k.startswith("ours_")})
+                return {k: [1.0] for k in variants}
+            module.lib, module.interleaved = lib, keep
+            module.case(n, dtype)
+        module.interleaved = timed
+        t = timed(fns, rounds=rounds * 3)
+        row = {"op": "sh_encode", "n": n, "dtype": str(dtype).split(".")[-1]}
+        for kind in ("ours_fwd", "ours_fwd_bwd"):
+            row[f"{kind}_base_ms"] = statistics.median(t[f"base_{kind}"])
+            row[f"{kind}_new_ms"] = statistics.median(t[f"new_{kind}"])
+            row[f"{kind}_new_over_base"] = statistics.median(
+                nw / b for nw, b in zip(t[f"new_{kind}"], t[f"base_{kind}"]))
+        rows.append(row)
+        print(f"A/B {row}")
+    return rows
 
 
 def main():
@@ -69,6 +101,7 @@ def main():
             row = {k: v for k, v in results[-1].items() if k not in DROPPED}
             rows.append(row)
             print(f"A/B {row}")
+    rows += sh_encode_ab(libs, args.rounds)
     if args.out:
         timing.write_json(args.out, {"device": torch.cuda.get_device_name(0), "base": args.base, "new": args.new,
                                      "results": rows})
