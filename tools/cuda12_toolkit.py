@@ -145,12 +145,10 @@ def setup(out, cuda13, python):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["ptxas"]:
-        ap = argparse.ArgumentParser()
-        ap.add_argument("--real", required=True)
-        known, rest = ap.parse_known_args(argv[1:3])
-        return ptxas(known.real, argv[3:])
-    if argv[:1] == ["fatbinary"]:
+    # The wrappers' own calls (bin/ptxas, bin/fatbinary): fixed words first, nvcc's arguments after.
+    if argv[:2] == ["ptxas", "--real"]:
+        return ptxas(argv[2], argv[3:])
+    if argv[:2] == ["fatbinary", "--real"] and argv[3:4] == ["--ptxas"]:
         return fatbinary(argv[2], argv[4], argv[5:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=["setup"])
