@@ -24,12 +24,11 @@ WHEEL_RUNPATH = "$ORIGIN/../scipy_openblas32/lib"
 CHILD = r"""
 import os, sys
 import numpy as np
-import metal_ops, scipy_openblas32
+import metal_ops
 from metal_ops import _loader
-if sys.argv[1] == "no-preload":
+if sys.argv[1] == "no-preload":  # (importing scipy_openblas32 loads OpenBLAS too: not before the op library)
     _loader.preload_openblas = lambda: None
 assert metal_ops.__file__.startswith(sys.argv[2]), metal_ops.__file__
-assert scipy_openblas32.__file__.startswith(sys.argv[3]), scipy_openblas32.__file__
 import tensorflow as tf
 x = tf.random.normal([2, 9, 9, 8], seed=1)
 w = tf.random.normal([3, 3, 8, 16], seed=2)
@@ -39,6 +38,8 @@ ref = tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME") + b)
 np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)
 mapped = [p for p in _loader.loaded_libraries() if os.path.basename(p) == "libscipy_openblas.so"]
 print("openblas:", mapped)
+import scipy_openblas32
+assert scipy_openblas32.__file__.startswith(sys.argv[3]), scipy_openblas32.__file__
 assert mapped and all(p.startswith(sys.argv[3]) for p in mapped), mapped
 """
 

@@ -67,15 +67,17 @@ rm -rf "$split"
 PYTHONPATH="$split/pkg:$split/blas" TF_CPP_MIN_LOG_LEVEL=3 "$PY" -c '
 import os, sys
 import numpy as np, tensorflow as tf
-import metal_ops, scipy_openblas32
+import metal_ops
 from metal_ops import _loader
 pkg, blas = sys.argv[1:3]
-assert metal_ops.__file__.startswith(pkg) and scipy_openblas32.__file__.startswith(blas)
+assert metal_ops.__file__.startswith(pkg), metal_ops.__file__
 x, w = tf.random.normal([2, 9, 9, 8], seed=1), tf.random.normal([3, 3, 8, 16], seed=2)
 y = metal_ops.fused_conv2d(x, w, tf.zeros([16]), activation="relu")
 np.testing.assert_allclose(y.numpy(), tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME")).numpy(), rtol=1e-4, atol=1e-4)
 mapped = [p for p in _loader.loaded_libraries() if os.path.basename(p) == "libscipy_openblas.so"]
 assert mapped and all(p.startswith(blas) for p in mapped), mapped
+import scipy_openblas32  # (its import loads OpenBLAS too: only after the op library)
+assert scipy_openblas32.__file__.startswith(blas), scipy_openblas32.__file__
 print("wheel-test: split install: OpenBLAS from", mapped[0])
 ' "$split/pkg" "$split/blas"
 levels="$("$PY" -c "from metal_ops import _loader; print(' '.join(l for l in _loader.cpu_isa_levels() if l in _loader.read_build_info()['isa_libraries']))")"

@@ -338,7 +338,9 @@ def preload_openblas():
     by soname (libscipy_openblas.so): the op library's own RUNPATH finds it
     only when both packages share one site-packages, not when they are
     installed into different folders (`pip install --target`, PYTHONPATH).
-    Nothing to do without the package (a source build may link another BLAS)."""
+    (Importing scipy_openblas32 loads it too, in the pinned release; the
+    explicit load does not depend on that.) Nothing to do without the
+    package (a source build may link another BLAS)."""
     try:
         import scipy_openblas32
     except ImportError:
