@@ -314,28 +314,46 @@ isa-plugin: $(BUILD)/tf_flags.mk
 # NVIDIA driver (libcuda, which the runtime opens when first used); -z defs: every
 # other symbol is TensorFlow's or the C/C++ runtime's. Portable host code
 # (PORTABLE=1 at the baseline level, the manylinux compat file).
+# Built with CUDA 12, as TensorFlow 2.21 (drivers 525 and newer): CUDA_LIB_HOME,
+# by default $(CUDA12_HOME), which tools/build/cuda12_toolkit.py assembles from
+# PyPI's CUDA 12 wheels (requirements-cuda12.txt: ptxas, headers, the static
+# runtime) and this machine's CUDA 13 nvcc/cicc (CUDA_HOME). A CUDA 12
+# toolkit of your own: CUDA_LIB_HOME=/usr/local/cuda-12.x.
 # TF_CUDA_CAPABILITIES: tf.sysconfig.get_build_info()["cuda_compute_capabilities"]
 # of TensorFlow's CUDA wheel (tensorflow 2.21.0; keep in step with TF_VERSION);
 # tools/build/cuda_archs.py turns them into -gencode flags for this nvcc, leaving out
-# those it cannot compile. CUDA_LIB_CAPABILITIES=compute_90 (CI) builds cuda-check's
-# one architecture and reuses its objects.
+# those it cannot compile and those below the kernels' sm_80.
+# CUDA_LIB_CAPABILITIES=compute_90: one architecture (CI).
 CUDA_LIB := $(PKG)/_metal_ops_cuda.so
 TF_CUDA_CAPABILITIES := sm_60 sm_70 sm_80 sm_89 compute_90
 CUDA_LIB_CAPABILITIES ?= $(TF_CUDA_CAPABILITIES)
+CUDA12_HOME ?= $(BUILD)/cuda12
+CUDA_LIB_HOME ?= $(CUDA12_HOME)
+CUDA_LIB_NVCC ?= $(CUDA_LIB_HOME)/bin/nvcc
 CUDA_LIB_LDLIBS = -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL -Wl,-z,defs
-.PHONY: cuda-lib cuda-lib-link
-cuda-lib: $(BUILD)/tf_flags.mk | $(CUBLAS_HOME)/include/cublas_v2.h
-	@command -v $(NVCC) >/dev/null || { echo "cuda-lib: $(NVCC) not found (the CUDA toolkit's compiler)" >&2; exit 1; }
-	+@gencode="$$(python3 tools/build/cuda_archs.py gencode --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
-	  if [ "$$gencode" = "$(CUDA_ARCH_FLAGS)" ]; then cuobj=$(BUILD)/cuobj; \
-	  else cuobj=$(BUILD)/cuda-lib/cuobj-$$(echo "$$gencode" | md5sum | cut -c1-8); fi; \
-	  echo "cuda-lib: $$gencode (objects in $$cuobj)"; \
+# The runtime's version (CUDART_VERSION of its headers: 12090 -> 12.9), which
+# the loader compares with the driver's.
+CUDA_LIB_RUNTIME_VERSION = $$(sed -n 's/^\#define CUDART_VERSION *\([0-9]*\).*/\1/p' $(CUDA_LIB_HOME)/include/cuda_runtime_api.h \
+  | awk '{printf "%d.%d", $$1 / 1000, $$1 % 1000 / 10}')
+$(CUDA12_HOME)/.installed: requirements-cuda12.txt tools/build/cuda12_toolkit.py
+	python3 tools/build/cuda12_toolkit.py setup --out $(CUDA12_HOME) --cuda13 $(CUDA_HOME) \
+	  --python $(if $(wildcard $(PYTHON)),$(PYTHON),python3)
+	touch $@
+.PHONY: cuda-lib cuda-lib-link cuda12-toolkit
+cuda12-toolkit: $(CUDA12_HOME)/.installed
+cuda-lib: $(BUILD)/tf_flags.mk $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.installed) | $(CUBLAS_HOME)/include/cublas_v2.h
+	@command -v $(CUDA_LIB_NVCC) >/dev/null || { echo "cuda-lib: $(CUDA_LIB_NVCC) not found (the CUDA toolkit's compiler)" >&2; exit 1; }
+	@mkdir -p $(PKG)
+	+@gencode="$$(python3 tools/build/cuda_archs.py gencode --nvcc $(CUDA_LIB_NVCC) $(CUDA_LIB_CAPABILITIES))" || exit 1; \
+	  cuobj=$(BUILD)/cuda-lib/cuobj-$$(echo "$(CUDA_LIB_HOME) $$gencode" | md5sum | cut -c1-8); \
+	  echo "cuda-lib: CUDA $(CUDA_LIB_RUNTIME_VERSION) ($(CUDA_LIB_HOME)), $$gencode (objects in $$cuobj)"; \
 	  $(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$(firstword $(ISA_LEVELS)) BUILD=$(BUILD)/cuda-lib \
-	    CUOBJ=$$cuobj CUDA_ARCH_FLAGS="$$gencode" TF_IS_CUDA_BUILD=0 cuda-lib-link
+	    NVCC=$(CUDA_LIB_NVCC) CUDA_HOME=$(CUDA_LIB_HOME) CUOBJ=$$cuobj CUDA_ARCH_FLAGS="$$gencode" \
+	    TF_IS_CUDA_BUILD=0 cuda-lib-link
 	python3 tools/build/write_build_info.py --merge --out $(BUILD_INFO) --backends cuda --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --cuda-library $(CUDA_LIB) \
-	  --cuda-archs "$$(python3 tools/build/cuda_archs.py describe --nvcc $(NVCC) $(CUDA_LIB_CAPABILITIES))" \
-	  --cuda-version "$$($(NVCC) --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')"
+	  --cuda-archs "$$(python3 tools/build/cuda_archs.py describe --nvcc $(CUDA_LIB_NVCC) $(CUDA_LIB_CAPABILITIES))" \
+	  --cuda-version "$(CUDA_LIB_RUNTIME_VERSION)"
 CUDA_LIB_GLUE_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS) $(PORTABLE_SRCS))
 CUDA_LIB_CU_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS))
 $(patsubst %.cc,$(BUILD)/obj/%.o,$(CUDA_TF_SRCS)): CXXFLAGS += -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include
@@ -367,9 +385,26 @@ HARNESS_LIB := $(BUILD)/libmetal_ops_cuda.so
 HARNESS_OBJS := $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS))
 -include $(HARNESS_OBJS:.o=.d)
 
+HARNESS_LINK ?= $(NVCC) -shared $(CUDA_ARCH_FLAGS)
+HARNESS_CUDART ?= -lcudart
 cuda-harness: $(HARNESS_LIB)
 $(HARNESS_LIB): $(HARNESS_OBJS)
-	$(NVCC) -shared $(CUDA_ARCH_FLAGS) -o $@ $^ -lcudart
+	$(HARNESS_LINK) -o $@ $^ $(HARNESS_CUDART)
+# The same harness built by `make cuda-lib`'s CUDA 12 toolkit and linked as
+# `make cuda-lib` links (host compiler, no device link), with its
+# runtime linked in and kept inside (--exclude-libs: its calls never bind to
+# a CUDA 13 libcudart of the same process): the A/B against the CUDA 13
+# build on a GPU (tools/check/gpu_check.sh cuda12-ab). Its kernel objects are those
+# of `make cuda-lib CUDA_LIB_CAPABILITIES=compute_90` (the same flags).
+CUDA12_HARNESS := $(BUILD)/cuda12-harness/libmetal_ops_cuda.so
+.PHONY: cuda12-harness
+cuda12-harness: $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.installed) | $(CUBLAS_HOME)/include/cublas_v2.h
+	@mkdir -p $(dir $(CUDA12_HARNESS))
+	+$(MAKE) --no-print-directory NVCC=$(CUDA_LIB_NVCC) CUDA_HOME=$(CUDA_LIB_HOME) \
+	  CUOBJ=$(BUILD)/cuda-lib/cuobj-$$(echo "$(CUDA_LIB_HOME) $(CUDA_ARCH_FLAGS)" | md5sum | cut -c1-8) \
+	  HARNESS_LIB=$(CUDA12_HARNESS) HARNESS_LINK="$(CXX) -shared" \
+	  HARNESS_CUDART="-L$(CUDA_LIB_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL" \
+	  $(CUDA12_HARNESS)
 
 # Compiles every CUDA source (kernels + harness) and the TF GPU registrations
 # (syntax-checked against the pip headers with GOOGLE_CUDA on).

@@ -20,6 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "build"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "check"))
 import cuda_archs  # noqa: E402
+import cuda12_toolkit  # noqa: E402,F401
 import cuda_lib_check  # noqa: E402
 
 TF_DIR = os.path.dirname(tf.__file__)
@@ -49,17 +50,52 @@ def test_plan_keeps_what_nvcc_compiles():
     assert p["sass"] == ["sm_80", "sm_89", "sm_90"] and p["ptx"] == ["compute_90"]
     assert p["dropped"] == ["sm_60", "sm_70"]
     assert cuda_archs.gencode(p).split(" -gencode ")[-1] == "arch=compute_90,code=compute_90"
-    everything = cuda_archs.plan(["sm_60", "compute_90"], {"60", "90"})
-    assert everything["sass"] == ["sm_60", "sm_90"] and not everything["dropped"]
     with pytest.raises(ValueError, match="not a CUDA capability"):
         cuda_archs.plan(["9.0"], {"90"})
 
 
-def test_ci_architecture_is_cuda_checks():
-    """CUDA_LIB_CAPABILITIES=compute_90 gives cuda-check's flags, so CI reuses its objects."""
+def test_plan_refuses_gpus_older_than_the_kernels():
+    """sm_60 and sm_70 are left out even where nvcc compiles them (a CUDA 12
+    nvcc): the tensor-core kernels need sm_80; the loader names the reason on
+    such GPUs."""
+    p = cuda_archs.plan(["sm_60", "sm_70", "sm_80", "compute_90"], {"60", "70", "80", "90"})
+    assert p["sass"] == ["sm_80", "sm_90"] and p["dropped"] == ["sm_60", "sm_70"]
+    assert "8.0" in cuda_archs.MIN_SM_REASON and cuda_archs.MIN_SM == 80
+
+
+def test_cuda_lib_builds_with_the_cuda12_toolkit():
+    """`make cuda-lib` compiles with the CUDA 12 toolkit (CUDA_LIB_HOME, by
+    default the one tools/build/cuda12_toolkit.py assembles), not cuda-check's nvcc."""
     text = open(os.path.join(ROOT, "Makefile")).read()
-    flags = re.search(r"^CUDA_ARCH_FLAGS := (.*)$", text, re.M).group(1)
-    assert cuda_archs.gencode(cuda_archs.plan(["compute_90"], {"90"})) == flags
+    assert re.search(r"^CUDA_LIB_HOME \?= \$\(CUDA12_HOME\)$", text, re.M)
+    assert "NVCC=$(CUDA_LIB_NVCC) CUDA_HOME=$(CUDA_LIB_HOME)" in text
+    reqs = open(os.path.join(ROOT, "requirements-cuda12.txt")).read()
+    pins = dict(re.findall(r"^(nvidia-[\w-]+-cu12)==([\d.]+)$", reqs, re.M))
+    assert set(pins) == {"nvidia-cuda-nvcc-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-cccl-cu12"}
+    assert {v.split(".")[0] + "." + v.split(".")[1] for v in pins.values()} == {"12.9"}, pins
+
+
+def test_ptx_is_declared_at_the_floors_isa(tmp_path):
+    """tools/build/cuda12_toolkit.py's ptxas step: cicc 13's `.version 9.0` becomes
+    PTX_ISA; an older declaration stays as it is."""
+    import cuda12_toolkit
+    ptx = tmp_path / "k.ptx"
+    ptx.write_bytes(b"//\n// Cuda compilation tools, release 13.0\n//\n\n.version 9.0\n.target sm_90\n")
+    assert cuda12_toolkit.declare_isa(str(ptx)) == (9, 0)
+    assert b"\n.version " + cuda12_toolkit.PTX_ISA.encode() + b"\n" in ptx.read_bytes()
+    ptx.write_bytes(b".version 7.8\n.target sm_80\n")
+    assert cuda12_toolkit.declare_isa(str(ptx)) == (7, 8) and ptx.read_bytes().startswith(b".version 7.8\n")
+
+
+def test_toolkit_check_names_cuda13_code():
+    ok = [{"file": "a.sm_90.cubin", "kind": "elf", "arch": "sm_90", "abi": 7, "toolkit": "12.9"},
+          {"file": "a.sm_90.ptx", "kind": "ptx", "arch": "sm_90", "isa": "8.1", "producer": "13.0"}]
+    assert cuda_lib_check.check_toolkit(ok, "12.9") == []
+    bad = [{"file": "b.sm_90.cubin", "kind": "elf", "arch": "sm_90", "abi": 8, "toolkit": "unknown"},
+           {"file": "b.sm_90.ptx", "kind": "ptx", "arch": "sm_90", "isa": "9.0", "producer": "13.0"}]
+    text = "\n".join(cuda_lib_check.check_toolkit(bad, "12.9"))
+    assert "ELF ABI 8" in text and "ISA 9.0" in text
+    assert cuda_lib_check.check_toolkit([], "12.9") == ["cuobjdump extracted no GPU code"]
 
 
 def test_built_library_passes_the_checks():
@@ -70,10 +106,9 @@ def test_built_library_passes_the_checks():
     assert problems == [], "\n".join(problems + notes)
     archs = info["cuda_archs"]
     if archs["requested"] == makefile_capabilities():
-        nvcc = shutil.which("nvcc")
-        if nvcc:
-            assert archs == cuda_archs.plan(makefile_capabilities(), cuda_archs.nvcc_sass(nvcc))
-        assert "compute_90" in archs["ptx"] and archs["sass"]
+        assert archs["dropped"] == ["sm_60", "sm_70"] and archs["sass"] == ["sm_80", "sm_89", "sm_90"]
+        assert "compute_90" in archs["ptx"]
+    assert info["cuda_version"].startswith("12."), info["cuda_version"]
 
 
 def test_checks_fail_on_a_wrong_library(tmp_path):
@@ -83,7 +118,8 @@ def test_checks_fail_on_a_wrong_library(tmp_path):
     shutil.copy(os.path.join(pkg, op_lib), tmp_path / "_metal_ops_cuda.so")
     shutil.copy(os.path.join(pkg, info["cuda_library"]), tmp_path / "_metal_ops.x86-64-v2.so")
     wrong = {"tensorflow_version": info["tensorflow_version"], "isa_libraries": {"x86-64-v2": "_metal_ops.x86-64-v2.so"},
-             "cuda_library": "_metal_ops_cuda.so", "cuda_archs": {"sass": ["sm_75"], "ptx": []}}
+             "cuda_library": "_metal_ops_cuda.so", "cuda_archs": {"sass": ["sm_75"], "ptx": []},
+             "cuda_version": "12.9"}
     (tmp_path / "_build_info.json").write_text(json.dumps(wrong))
     problems, _ = cuda_lib_check.check_pkg(str(tmp_path), TF_DIR)
     text = "\n".join(problems)

@@ -62,12 +62,14 @@ def test_library_named_but_missing(pkg):
 
 
 class FakeTF:
-    """The three TensorFlow calls the loader makes, recorded."""
+    """The four TensorFlow calls the loader makes, recorded."""
 
-    def __init__(self, cuda, gpus, fail=None):
+    def __init__(self, cuda, gpus, fail=None, capability=(9, 0)):
         self.calls = []
         self.test = type("T", (), {"is_built_with_cuda": staticmethod(lambda: cuda)})
-        self.config = type("C", (), {"list_physical_devices": staticmethod(lambda kind: gpus)})
+        details = type("E", (), {"get_device_details": staticmethod(lambda g: {"compute_capability": capability})})
+        self.config = type("C", (), {"list_physical_devices": staticmethod(lambda kind: gpus),
+                                     "experimental": details})
         self._fail = fail
         self.__version__ = tf.__version__
 
@@ -91,6 +93,12 @@ def test_loads_after_the_op_library_with_a_gpu(pkg, state):
     assert state["loaded"] == str(pkg / "_metal_ops_cuda.so")
     info = _loader.cuda_info(INFO)
     assert info["present"] and info["loaded"] and info["archs"] == INFO["cuda_archs"]
+
+
+def test_not_loaded_on_a_gpu_older_than_its_code(pkg, state):
+    fake = FakeTF(cuda=True, gpus=["gpu"], capability=(7, 0))
+    _loader._load_cuda_library(fake, INFO)
+    assert fake.calls == [] and "compute capability 7.0" in _loader.cuda_info(INFO)["reason"]
 
 
 @pytest.mark.parametrize("cuda,gpus", [(False, ["gpu"]), (True, [])])
@@ -141,3 +149,31 @@ def test_driver_older_than_the_librarys_cuda_keeps_it_unloaded(pkg):
     assert _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: 13000)[0]
     assert _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: None)[0]  # cannot ask: try
     assert _loader.cuda_decision(dict(INFO), lambda: True, gpu, env={}, driver_version=never)[0]  # no version: never asks
+
+
+def test_cuda12_library_runs_on_every_cuda12_driver(pkg):
+    """Minor version compatibility: a CUDA 12.9 build needs a driver for CUDA
+    12.0 (525), not 12.9; a CUDA 11 driver keeps it unloaded, naming the floor."""
+    info = dict(INFO, cuda_version="12.9")
+    gpu = lambda: ["/physical_device:GPU:0"]  # noqa: E731
+    assert _loader.cuda_driver_floor("12.9") == 12000 and _loader.cuda_driver_floor("13.0") == 13000
+    for driver in (12000, 12040, 12080, 13000):
+        assert _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: driver)[0], driver
+    load, reason = _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: 11080)
+    assert not load
+    assert "supports CUDA 11.8" in reason and "CUDA 12.0" in reason and "525 series" in reason
+
+
+@pytest.mark.parametrize("capability,loads", [((6, 0), False), ((7, 0), False), ((7, 5), False), ((8, 0), True),
+                                              ((8, 9), True), ((9, 0), True), ((12, 0), True)])
+def test_gpu_older_than_the_librarys_code_keeps_it_unloaded(pkg, capability, loads):
+    info = dict(INFO, cuda_version="12.9", cuda_archs={"sass": ["sm_80", "sm_89", "sm_90"], "ptx": ["compute_90"]})
+    gpu = lambda: ["/physical_device:GPU:0"]  # noqa: E731
+    load, reason = _loader.cuda_decision(info, lambda: True, gpu, env={}, driver_version=lambda: 12040,
+                                         capabilities=lambda: [capability])
+    assert load is loads, reason
+    if not loads:
+        assert f"compute capability {capability[0]}.{capability[1]}" in reason and "8.0 and newer" in reason
+    assert _loader.lowest_capability(info["cuda_archs"]) == (8, 0)
+    assert _loader.lowest_capability({"sass": ["sm_90"], "ptx": ["compute_90"]}) == (9, 0)
+    assert _loader.lowest_capability(None) is None

@@ -76,10 +76,16 @@ __device__ __forceinline__ void StoreHinted(float* p, float2 v, uint64_t policy)
   asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y), "l"(policy)
                : "memory");
 }
+// A vector red needs sm_90 (PTX ISA 8.1); before it, two 4-byte ones.
 __device__ __forceinline__ void AddHinted(float* p, float2 v, uint64_t policy) {
+#if __CUDA_ARCH__ >= 900
   asm volatile("red.global.add.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y),
                "l"(policy)
                : "memory");
+#else
+  asm volatile("red.global.add.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(p), "f"(v.x), "l"(policy) : "memory");
+  asm volatile("red.global.add.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(p + 1), "f"(v.y), "l"(policy) : "memory");
+#endif
 }
 // The same for 4 bytes.
 __device__ __forceinline__ void StoreHinted(float* p, float v, uint64_t policy) {

@@ -63,10 +63,14 @@ def _cuda_line(cuda):
         return "CUDA kernels: none in this build"
     archs = cuda.get("archs") or {}
     built = " ".join(archs.get("sass", [])) + (f" + PTX {' '.join(archs['ptx'])}" if archs.get("ptx") else "")
+    driver = ""
+    if cuda.get("driver_floor"):
+        have = f"the driver supports CUDA {cuda['driver_cuda']}" if cuda.get("driver_cuda") else "no NVIDIA driver found"
+        driver = f"; built with CUDA {cuda.get('cuda_version')}, needs a driver for {cuda['driver_floor']}, {have}"
     if cuda.get("loaded"):
-        return f"CUDA kernels: loaded ({built}; {cuda['reason']})"
+        return f"CUDA kernels: loaded ({built}; {cuda['reason']}{driver})"
     state = "present" if cuda.get("present") else "missing"
-    return f"CUDA kernels: {state}, not loaded: {cuda['reason']}"
+    return f"CUDA kernels: {state}, not loaded: {cuda['reason']}{driver}"
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ would die of an illegal instruction).
 The Linux wheel may also hold the GPU kernels, `_metal_ops_cuda.so` (build info
 "cuda_library"): loaded right after the op library (whose ops it registers
 kernels for), and only when the running TensorFlow is a CUDA build and sees a
-GPU, so nothing CUDA is ever loaded on a CPU-only machine or TensorFlow.
+GPU, so nothing CUDA is ever loaded on a CPU-only machine or TensorFlow,
+and only where the NVIDIA driver runs its CUDA major version and every GPU
+is one its code serves (else the reason is recorded for `python -m metal_ops`).
 METAL_OPS_CUDA=0 keeps it unloaded (the ops then run on the CPU).
 
 The macOS wheel holds one build per TensorFlow stack (build info
@@ -24,11 +26,16 @@ The macOS wheel holds one build per TensorFlow stack (build info
 `_metal_ops.tf2.19.so` for TensorFlow 2.19 + tensorflow-metal, each with its
 Grappler plugin); read_build_info() gives the build of the running TensorFlow,
 and a TensorFlow no build matches is an ImportError naming the supported ones.
+
+OpenBLAS, which the op library needs by soname, is loaded first from where
+its package says it is (scipy_openblas32.get_lib_dir()), so that an install
+split over several folders (`pip install --target`) finds it.
 """
 import json
 import os
 import platform
 import sys
+import re
 import threading
 
 from metal_ops import _requirements
@@ -290,22 +297,42 @@ def driver_cuda_version():
         return None
 
 
-def _cuda_version_number(text):
-    """"13.0" -> 13000, the form cuDriverGetVersion reports."""
-    major, minor = (text.split(".") + ["0"])[:2]
-    return int(major) * 1000 + int(minor) * 10
+# The first Linux driver series of each CUDA major version (NVIDIA's CUDA
+# Toolkit release notes, "CUDA Driver" table).
+DRIVER_SERIES = {"12": "the 525", "13": "the 580"}
 
 
-def cuda_decision(info, built_with_cuda, gpus, env=None, driver_version=driver_cuda_version):
+def cuda_driver_floor(built):
+    """The oldest driver CUDA version (cuDriverGetVersion's form) that runs a
+    library built with CUDA `built` ("12.9"): its major version's first
+    (12000), as NVIDIA's minor version compatibility gives for machine code."""
+    return int(built.split(".")[0]) * 1000 if built else None
+
+
+def _version_text(number):
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def lowest_capability(archs):
+    """(major, minor) of the oldest GPU the library's code runs on (its lowest
+    sm_XY / compute_XY), or None when the build info does not say."""
+    numbers = [int(re.match(r"\d+", name.split("_")[1]).group(0))
+               for name in (archs or {}).get("sass", []) + (archs or {}).get("ptx", [])]
+    return divmod(min(numbers), 10) if numbers else None
+
+
+def cuda_decision(info, built_with_cuda, gpus, env=None, driver_version=driver_cuda_version, capabilities=None):
     """(load, reason): whether to load the build's CUDA library, and why (or why not).
 
-    `built_with_cuda`, `gpus` and `driver_version` are callables
+    `built_with_cuda`, `gpus`, `driver_version` and `capabilities` are callables
     (tf.test.is_built_with_cuda, lambda: tf.config.list_physical_devices("GPU"),
-    driver_cuda_version), asked only when the answer still depends on them: a
-    build without the library asks TensorFlow nothing, and a TensorFlow that is
-    not a CUDA build is never asked for GPUs. A library built with a CUDA
-    toolkit newer than the driver supports stays unloaded with a reason (its
-    kernels could not start; TensorFlow's own GPU kernels still run)."""
+    driver_cuda_version, the GPUs' (major, minor) compute capabilities),
+    asked only when the answer still depends on them: a build without the
+    library asks TensorFlow nothing, and a TensorFlow that is not a CUDA build
+    is never asked for GPUs. A library built with a CUDA major version newer
+    than the driver supports, or without code for a GPU that TensorFlow sees,
+    stays unloaded with a reason (its kernels could not start; TensorFlow's
+    own GPU kernels still run)."""
     env = os.environ if env is None else env
     name = (info or {}).get("cuda_library")
     if not name:
@@ -320,17 +347,28 @@ def cuda_decision(info, built_with_cuda, gpus, env=None, driver_version=driver_c
         return False, "TensorFlow sees no GPU"
     built = (info or {}).get("cuda_version")
     driver = driver_version() if built else None
-    if built and driver is not None and driver < _cuda_version_number(built):
-        return False, (f"the NVIDIA driver supports CUDA {driver // 1000}.{driver % 1000 // 10}, but {name} was built "
-                       f"with CUDA {built}: upgrade the driver (CUDA {built.split('.')[0]} needs "
-                       f"{DRIVER_SERIES.get(built.split('.')[0], 'a newer')} series or newer); "
+    floor = cuda_driver_floor(built)
+    if built and driver is not None and driver < floor:
+        major = built.split(".")[0]
+        return False, (f"the NVIDIA driver supports CUDA {_version_text(driver)}, but {name} was built "
+                       f"with CUDA {built}, which needs a driver for CUDA {_version_text(floor)} "
+                       f"({DRIVER_SERIES.get(major, 'a newer')} series) or newer: upgrade the driver; "
                        "this library's ops run on the CPU until then")
+    lowest = lowest_capability((info or {}).get("cuda_archs"))
+    old = [c for c in (capabilities() if capabilities and lowest else [])
+           if c is not None and tuple(c) < lowest]
+    if old:
+        return False, (f"a GPU of compute capability {old[0][0]}.{old[0][1]}: {name} holds code for "
+                       f"{lowest[0]}.{lowest[1]} and newer (the kernels need tensor-core mma.sync TF32 and "
+                       "cp.async); this library's ops run on the CPU")
     return True, "TensorFlow is a CUDA build and sees a GPU"
 
 
-# The first Linux driver series of each CUDA major version (NVIDIA's CUDA
-# Toolkit release notes, "CUDA Driver" table).
-DRIVER_SERIES = {"12": "the 525", "13": "the 580"}
+def gpu_capabilities(tf):
+    """(major, minor) compute capability of each GPU TensorFlow lists (None
+    where TensorFlow does not say)."""
+    return [tf.config.experimental.get_device_details(g).get("compute_capability")
+            for g in tf.config.list_physical_devices("GPU")]
 
 
 def cuda_info(info=None):
@@ -338,10 +376,16 @@ def cuda_info(info=None):
     without one), its architectures, whether this process loaded it and why (not)."""
     info = read_build_info() if info is None else info
     name = (info or {}).get("cuda_library")
+    floor = cuda_driver_floor((info or {}).get("cuda_version"))
+    driver = driver_cuda_version() if name else None
     return {
         "library": os.path.join(PACKAGE_DIR, name) if name else None,
+        "driver_cuda": _version_text(driver) if driver else None,
+        "driver_floor": (f"CUDA {_version_text(floor)} ({DRIVER_SERIES.get(str(floor // 1000), 'a newer')} "
+                         "series or newer)") if floor else None,
         "present": bool(name) and os.path.exists(os.path.join(PACKAGE_DIR, name)),
         "archs": (info or {}).get("cuda_archs"),
+        "cuda_version": (info or {}).get("cuda_version"),
         "loaded": bool(_cuda_state["loaded"]),
         "reason": _cuda_state["reason"],
     }
@@ -349,7 +393,8 @@ def cuda_info(info=None):
 
 def _load_cuda_library(tf, info):
     load, reason = cuda_decision(info, tf.test.is_built_with_cuda,
-                                 lambda: tf.config.list_physical_devices("GPU"))
+                                 lambda: tf.config.list_physical_devices("GPU"),
+                                 capabilities=lambda: gpu_capabilities(tf))
     if load:
         path = os.path.join(PACKAGE_DIR, info["cuda_library"])
         try:
@@ -361,6 +406,30 @@ def _load_cuda_library(tf, info):
                 f"(with the output of `python -m metal_ops`).") from e
         _cuda_state["loaded"] = path
     _cuda_state["reason"] = reason
+
+
+def preload_openblas():
+    """Loads OpenBLAS from where its package says it is
+    (`scipy_openblas32.get_lib_dir()`), before the op library that needs it
+    by soname (libscipy_openblas.so): the op library's own RUNPATH finds it
+    only when both packages share one site-packages, not when they are
+    installed into different folders (`pip install --target`, PYTHONPATH).
+    (Importing scipy_openblas32 loads it too, in the pinned release; the
+    explicit load does not depend on that.) Nothing to do without the
+    package (a source build may link another BLAS)."""
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return None
+    import ctypes
+
+    lib_dir = scipy_openblas32.get_lib_dir()
+    names = [n for n in sorted(os.listdir(lib_dir)) if n.startswith(f"lib{scipy_openblas32.get_library()}.")]
+    if not names:
+        return None
+    path = os.path.join(lib_dir, names[0])
+    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    return path
 
 
 # Every op of the library but the tutorial ZeroOut is named MetalOps<Name>.
@@ -387,6 +456,7 @@ def load_library():
                     f"with `pip install .`)."
                 )
             check_tensorflow_version(info["tensorflow_version"], tf.__version__, info.get("platform"))
+            preload_openblas()
             module = tf.load_op_library(path)
             if not any(name.startswith(OP_PREFIX) for name in dir(module)):
                 # TensorFlow wraps only the ops a library newly registers (as

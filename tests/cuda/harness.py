@@ -9,7 +9,8 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HARNESS_PATH = os.path.join(ROOT, "build", "libmetal_ops_cuda.so")
+# METAL_OPS_CUDA_HARNESS: another build of it (e.g. `make cuda12-harness`'s).
+HARNESS_PATH = os.environ.get("METAL_OPS_CUDA_HARNESS") or os.path.join(ROOT, "build", "libmetal_ops_cuda.so")
 
 
 def require_gpu():

@@ -7,8 +7,10 @@
 #     TensorFlow's own manylinux policy with TensorFlow's and OpenBLAS's
 #     libraries left external, then checked by tools/check/wheel_check.py.
 #   With nvcc on PATH, also the GPU kernels' library (`make cuda-lib`:
-#     _metal_ops_cuda.so, static CUDA runtime, the architectures of TensorFlow's
-#     CUDA wheel, CUDA_LIB_CAPABILITIES to choose others), checked by
+#     _metal_ops_cuda.so, built with CUDA 12 for drivers 525+ (the toolkit
+#     tools/build/cuda12_toolkit.py assembles from PyPI and this nvcc), static CUDA
+#     runtime, the architectures of TensorFlow's CUDA wheel from sm_80,
+#     CUDA_LIB_CAPABILITIES to choose others), checked by
 #     tools/check/cuda_lib_check.py; without nvcc one line says it is left out.
 #   macOS arm64: the libraries `make metal-check` cross-builds and checks
 #     (the Makefile's Darwin build, once per macOS stack: TensorFlow 2.21, and

@@ -7,14 +7,22 @@ The names are TensorFlow's (`tf.sysconfig.get_build_info()
 ["cuda_compute_capabilities"]` of its CUDA wheel): `sm_XY` is machine code
 (SASS) for compute capability X.Y, `compute_XY` is SASS for X.Y plus its PTX,
 which the driver compiles for newer GPUs. Entries this nvcc cannot compile
-(CUDA 13 dropped everything before sm_75) are left out and named on stderr
-and in `describe`'s "dropped".
+(CUDA 13's nvcc dropped everything before sm_75), and those below MIN_SM,
+are left out and named on stderr and in `describe`'s "dropped".
 """
 import argparse
 import json
 import re
 import subprocess
 import sys
+
+
+# The oldest GPUs the kernels serve: the fused MLP's TF32/fp16 tensor-core
+# kernels use mma.sync m16n8k8 TF32 and cp.async, which need compute
+# capability 8.0 (A100). P100 (6.0) and V100 (7.0) get no CUDA library: the
+# loader names the reason there and the ops run on the CPU.
+MIN_SM = 80
+MIN_SM_REASON = "the kernels need compute capability 8.0 (tensor-core mma.sync TF32, cp.async)"
 
 
 def parse(capabilities):
@@ -34,11 +42,15 @@ def nvcc_sass(nvcc):
     return {m.group(1) for m in re.finditer(r"\bsm_(\d+[a-z]?)\b", text)}
 
 
+def number_value(number):
+    return int(re.match(r"\d+", number).group(0))
+
+
 def plan(capabilities, supported):
     """{"requested": [names], "sass": [sm_..], "ptx": [compute_..], "dropped": [names]}, in the order given."""
     sass, ptx, dropped = [], [], []
     for kind, number in parse(capabilities):
-        if number not in supported:
+        if number not in supported or number_value(number) < MIN_SM:
             dropped.append(f"{kind}_{number}")
             continue
         if f"sm_{number}" not in sass:
@@ -65,9 +77,12 @@ def main(argv=None):
         print(f"cuda_archs: {args.nvcc} compiles none of {' '.join(args.capabilities)}", file=sys.stderr)
         return 1
     if args.command == "gencode":
-        if p["dropped"]:
-            print(f"cuda_archs: {' '.join(p['dropped'])} left out: {args.nvcc} cannot compile them "
-                  f"(`{args.nvcc} --list-gpu-code`)", file=sys.stderr)
+        low = [d for d in p["dropped"] if number_value(d.split("_")[1]) < MIN_SM]
+        if low:
+            print(f"cuda_archs: {' '.join(low)} left out: {MIN_SM_REASON}", file=sys.stderr)
+        if set(p["dropped"]) - set(low):
+            print(f"cuda_archs: {' '.join(sorted(set(p['dropped']) - set(low)))} left out: {args.nvcc} cannot "
+                  f"compile them (`{args.nvcc} --list-gpu-code`)", file=sys.stderr)
         print(gencode(p))
     else:
         print(json.dumps(p))

@@ -4,7 +4,7 @@
 # CUDA build importable by PYTHON (installed offline by tools/build/tf_cuda_offline.sh,
 # or `pip install tensorflow[and-cuda]`). Each step can run on its own:
 #
-#   tools/check/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [keras] [all]
+#   tools/check/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [keras] [cuda12-ab] [all]
 #
 # build     the op library in place with its CUDA kernels (make ENV=existing)
 # status    `python -m metal_ops`: which kernels loaded and why
@@ -17,6 +17,13 @@
 # keras     FusedMLP against a Keras Dense stack in TensorFlow (tf.function and
 #           XLA), TF32 and strict float32: benchmarks/bench_fused_mlp_gpu.py,
 #           benchmarks/results/fused_mlp_gpu{,_strict}.<gpu>.json
+# cuda12-ab the CUDA harness built with the wheel's CUDA 12 toolkit (`make
+#           cuda12-harness`, built where PyPI is reachable and carried:
+#           CUDA12_HARNESS, default build/cuda12-harness/libmetal_ops_cuda.so)
+#           against this machine's CUDA 13 build (`make cuda-harness`:
+#           build/libmetal_ops_cuda.so): tests/cuda with it, then every op
+#           with a benchmark, both libraries in one process
+#           (RESULTS/cuda12_ab_<op>.<gpu>.json)
 #
 # <gpu> is the GPU's model ('h100': benchmarks/timing.py device_label). RESULTS
 # (default benchmarks/results) is where the reports go, SCRATCH (default a new
@@ -91,6 +98,22 @@ step() {
       for strict in "" _strict; do
         "$PYTHON" -m benchmarks.bench_fused_mlp_gpu ${strict:+--no-tf32} 2>&1 | tee "$SCRATCH/fused_mlp_gpu$strict.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || return 1
+      done ;;
+    cuda12-ab)
+      local base=build/libmetal_ops_cuda.so new=${CUDA12_HARNESS:-build/cuda12-harness/libmetal_ops_cuda.so}
+      [ -f "$new" ] || { echo "gpu-check: $new missing: make cuda12-harness (where PyPI is reachable) and bring it"; return 1; }
+      make --no-print-directory -j"$(nproc)" cuda-harness || return 1
+      METAL_OPS_CUDA_HARNESS="$new" "$PYTHON" -m pytest tests/cuda -q -p no:cacheprovider || return 1
+      "$PYTHON" -m benchmarks.cuda.bench_fused_mlp_cuda --lib "$new" --base-lib "$base" --no-torch \
+        --json "$SCRATCH/ab_fused_mlp.json" || return 1
+      "$PYTHON" -m benchmarks.cuda.ab_hash_encode_libs "base=$base" "new=$new" --out "$SCRATCH/ab_hash_encode.json" || return 1
+      "$PYTHON" -m benchmarks.cuda.ab_volume_render_libs "base=$base" "new=$new" \
+        --out "$SCRATCH/ab_volume_render.json" || return 1
+      "$PYTHON" -m benchmarks.cuda.ab_torch_harness_libs --base "$base" --new "$new" \
+        --out "$SCRATCH/ab_robust_distortion_sh.json" || return 1
+      local op
+      for op in fused_mlp hash_encode volume_render robust_distortion_sh; do
+        record "cuda12_ab_$op" "$SCRATCH/ab_$op.json" "tools/check/gpu_check.sh cuda12-ab"
       done ;;
     *) echo "gpu-check: unknown step $name" >&2; return 2 ;;
   esac

@@ -50,9 +50,36 @@ for cc in g++ c++ cc gcc clang++ nvcc; do
   if command -v "$cc" >/dev/null; then echo "wheel-test: $cc is on PATH" >&2; exit 1; fi
 done
 
+REPO="$PWD"
+WHEEL_ABS="$REPO/$WHEEL"
 cd "$OUT/suite"
 "$PY" -c "import metal_ops, os; assert 'site-packages' in metal_ops.__file__, metal_ops.__file__; print('wheel-test: metal_ops from', os.path.dirname(metal_ops.__file__))"
 "$PY" -m metal_ops >/dev/null
+
+# A split install: the wheel in one folder and its OpenBLAS in another (`pip
+# install --target`, PYTHONPATH naming both): the op library finds OpenBLAS
+# where scipy_openblas32 says it is, not beside itself.
+echo "wheel-test: split install (pip install --target: the wheel and scipy-openblas32 in two folders)"
+split="$PWD/split"
+rm -rf "$split"
+"$PY" -m pip install -q --no-deps --target "$split/pkg" "$WHEEL_ABS"
+"$PY" -m pip install -q --no-deps --target "$split/blas" -c "$REPO/requirements.txt" scipy-openblas32
+PYTHONPATH="$split/pkg:$split/blas" TF_CPP_MIN_LOG_LEVEL=3 "$PY" -c '
+import os, sys
+import numpy as np, tensorflow as tf
+import metal_ops
+from metal_ops import _loader
+pkg, blas = sys.argv[1:3]
+assert metal_ops.__file__.startswith(pkg), metal_ops.__file__
+x, w = tf.random.normal([2, 9, 9, 8], seed=1), tf.random.normal([3, 3, 8, 16], seed=2)
+y = metal_ops.fused_conv2d(x, w, tf.zeros([16]), activation="relu")
+np.testing.assert_allclose(y.numpy(), tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME")).numpy(), rtol=1e-4, atol=1e-4)
+mapped = [p for p in _loader.loaded_libraries() if os.path.basename(p) == "libscipy_openblas.so"]
+assert mapped and all(p.startswith(blas) for p in mapped), mapped
+import scipy_openblas32  # (its import loads OpenBLAS too: only after the op library)
+assert scipy_openblas32.__file__.startswith(blas), scipy_openblas32.__file__
+print("wheel-test: split install: OpenBLAS from", mapped[0])
+' "$split/pkg" "$split/blas"
 levels="$("$PY" -c "from metal_ops import _loader; print(' '.join(l for l in _loader.cpu_isa_levels() if l in _loader.read_build_info()['isa_libraries']))")"
 auto="$("$PY" -c "from metal_ops import _loader; print(_loader.select_library(_loader.read_build_info())[0])")"
 highest="${levels##* }"
