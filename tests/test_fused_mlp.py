@@ -357,9 +357,14 @@ def test_saved_graphs_with_activation_strings_load():
     k, b = make_net(rng, 4, 16, 1, 2)
     x = rng.normal(size=(5, 4)).astype(np.float32)
     graph_def = _graph_def_with_fused_mlp("sigmoid", "softplus", x, k, b)
-    run = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(graph_def, return_elements=["mlp:0"]), [])
-    want = metal_ops.fused_mlp(x, k, b, activation="sigmoid", output_activation="softplus")
-    np.testing.assert_array_equal(run()[0].numpy(), want.numpy())
+    # Both on the CPU: the imported graph has no device, and the comparison is
+    # of the attributes' meaning, not of two devices' rounding.
+    with tf.device("/CPU:0"):
+        run = tf.compat.v1.wrap_function(
+            lambda: tf.graph_util.import_graph_def(graph_def, return_elements=["mlp:0"]), [])
+        got = run()[0].numpy()
+        want = metal_ops.fused_mlp(x, k, b, activation="sigmoid", output_activation="softplus")
+    np.testing.assert_array_equal(got, want.numpy())
     bad = _graph_def_with_fused_mlp("tanh", "none", x, k, b)
     with pytest.raises(ValueError, match="activation.*tanh"):
         tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(bad, return_elements=["mlp:0"]), [])
