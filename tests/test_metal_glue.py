@@ -173,12 +173,18 @@ def test_every_pipeline_and_check_comes_before_the_first_encode():
     before an op enters the stream's queue, so a failing call encodes nothing
     and no compile runs inside dispatch_sync(stream.queue)."""
     found = 0
-    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*_metal.mm")):
-        for body in encode_bodies(open(path).read()):
+    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*_metal.mm")) + [GLUE_MM]:
+        text = open(path).read()
+        # call.RunPlan(plan, ...) encodes through KernelCall::RunPlan (checked below).
+        found += text.count("call.RunPlan(")
+        for body in encode_bodies(text):
             found += 1
             for banned in ("Pipeline(", "CheckThreadgroups(", "supportsFamily", "GetOrBuild(", "compileWithDevice"):
                 assert banned not in body, (os.path.basename(path), banned)
     assert found >= 14
+    # RunPlan takes every pipeline (PlanPipelines: compiles and threadgroup checks) before its one Encode.
+    run_plan = open(GLUE_MM).read().split("void KernelCall::RunPlan(", 1)[1].split("\n}\n", 1)[0]
+    assert 0 < run_plan.index("PlanPipelines(") < run_plan.index("Encode(")
 
 
 # ---- the MPSGraph kernels (fused_conv2d_metal.mm): graph keys, the cache, ELU ------------
@@ -495,8 +501,9 @@ def _code(path):
     return "\n".join(line.split("//")[0] for line in open(path, encoding="utf-8").read().splitlines())
 
 
+GLUE_MM = os.path.join(ROOT, "kernels", "metal", "metal_kernel.mm")
 OP_GLUE_FILES = sorted(p for p in glob.glob(os.path.join(ROOT, "kernels", "metal", "*.mm"))
-                       if os.path.basename(p) != "metal_kernel.mm")
+                       if os.path.basename(p) not in ("metal_kernel.mm", "own_queue_executor.mm"))
 
 
 @pytest.mark.parametrize("path", OP_GLUE_FILES, ids=os.path.basename)

@@ -189,11 +189,7 @@ Encoder& Encoder::Tensor(NSUInteger index, TF_Tensor* tensor) {
 
 Encoder& Encoder::Buffer(NSUInteger index, id<MTLBuffer> buffer) {
   if (!ok()) return *this;
-  if (buffer == nil) {
-    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: binding a nil buffer");
-    return *this;
-  }
-  [Compute() setBuffer:buffer offset:0 atIndex:index];
+  [Compute() setBuffer:(buffer != nil ? buffer : Placeholder(device())) offset:0 atIndex:index];
   return *this;
 }
 
@@ -515,12 +511,89 @@ bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKerne
   return registered;
 }
 
+metal_plan::Dtype PlanDtype(TF_DataType dtype) {
+  switch (dtype) {
+    case TF_HALF: return metal_plan::Dtype::kFloat16;
+    case TF_INT32: return metal_plan::Dtype::kInt32;
+    case TF_INT64: return metal_plan::Dtype::kInt64;
+    default: return metal_plan::Dtype::kFloat32;
+  }
+}
+
 std::vector<int64_t> DimsOf(TF_Tensor* tensor) {
   std::vector<int64_t> dims(static_cast<size_t>(TF_NumDims(tensor)));
   for (size_t d = 0; d < dims.size(); ++d) dims[d] = TF_Dim(tensor, static_cast<int>(d));
   return dims;
 }
 
+
+}  // namespace metal
+}  // namespace mo
+
+// ---- plans: shared by the stream and the own queue ---------------------------------------
+
+namespace mo {
+namespace metal {
+
+std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
+                                                       TF_Status* status) {
+  std::vector<id<MTLComputePipelineState>> pipelines;
+  for (const metal_plan::Pass& pass : plan.passes) {
+    id<MTLComputePipelineState> pipeline = GetPipeline(device, pass.library.c_str(), pass.function, status);
+    if (pipeline == nil) return {};
+    if (pass.kind == metal_plan::Pass::kThreadgroups) {
+      const std::string misfit = ThreadgroupFitError(pipeline.maxTotalThreadsPerThreadgroup, pass.threads_per_group,
+                                                     pipeline.staticThreadgroupMemoryLength, pass.threadgroup_bytes,
+                                                     device.maxThreadgroupMemoryLength);
+      if (!misfit.empty()) {
+        TF_SetStatus(status, TF_UNIMPLEMENTED, (pass.function + ": " + misfit).c_str());
+        return {};
+      }
+    }
+    pipelines.push_back(pipeline);
+  }
+  return pipelines;
+}
+
+void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<MTLComputePipelineState>>& pipelines,
+                const std::vector<id<MTLBuffer>>& slots, const std::vector<id<MTLBuffer>>& scratch) {
+  for (size_t p = 0; p < plan.passes.size() && e.ok(); ++p) {
+    const metal_plan::Pass& pass = plan.passes[p];
+    for (const metal_plan::Binding& b : pass.bindings) {
+      switch (b.kind) {
+        case metal_plan::Binding::kTensor: e.Buffer(b.index, slots[static_cast<size_t>(b.slot)]); break;
+        case metal_plan::Binding::kScratch: e.Buffer(b.index, scratch[static_cast<size_t>(b.slot)]); break;
+        case metal_plan::Binding::kBytes: e.Bytes(b.index, b.bytes.data(), b.bytes.size()); break;
+      }
+    }
+    if (pass.kind == metal_plan::Pass::kThreads) {
+      e.Dispatch(pipelines[p], pass.threads);
+    } else {
+      e.DispatchThreadgroups(pipelines[p], pass.groups, pass.threads_per_group, pass.threadgroup_bytes);
+    }
+  }
+}
+
+void KernelCall::RunPlan(const metal_plan::Plan& plan, std::initializer_list<TF_Tensor*> slot_list) {
+  if (!ok() || plan.empty()) return;
+  const std::vector<TF_Tensor*> tensors(slot_list);
+  const std::string invalid = metal_plan::Validate(plan, static_cast<int>(tensors.size()));
+  if (!invalid.empty()) {
+    Fail(TF_INTERNAL, "metal_ops: invalid Metal plan: " + invalid);
+    return;
+  }
+  id<MTLDevice> device = Device();
+  if (device == nil) return;
+  const std::vector<id<MTLComputePipelineState>> pipelines = PlanPipelines(device, plan, status_);
+  if (!ok()) return;
+  std::vector<id<MTLBuffer>> slots, scratch;
+  for (TF_Tensor* t : tensors) slots.push_back(Encoder::BufferOf(t));
+  for (uint64_t bytes : plan.scratch) {
+    scratch.push_back(Encoder::BufferOf(Temp(TF_UINT8, {static_cast<int64_t>(bytes > 0 ? bytes : 1)})));
+  }
+  if (!ok()) return;
+  Encode([&](Encoder& e) { EncodePlan(e, plan, pipelines, slots, scratch); });
+}
 
 }  // namespace metal
 }  // namespace mo
