@@ -26,6 +26,7 @@ PLANNED_MODULES = [
     "tests/test_trunc_exp.py",
     "tests/test_sh_encode.py",
     "tests/test_robust_loss.py",
+    "tests/test_distortion_loss.py",
 ]
 
 

@@ -57,18 +57,27 @@ bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const 
   return false;
 }
 
-// Whether the simdgroup_matrix shaders can run on this GPU with these
-// threadgroups (else the call fails saying why). Called before anything is
-// encoded, so a call that cannot run encodes nothing.
-bool ShaderPipelinesOk(mo::metal::KernelCall& call, id<MTLComputePipelineState> tiles, const mo::FusedMlpParams& p) {
+// Whether this GPU has simdgroup_matrix (else the call fails saying so).
+// Checked before any shader library is compiled: a GPU without it (a
+// paravirtual one in CI) would otherwise fail compiling the library.
+bool GpuFamilyOk(mo::metal::KernelCall& call) {
   id<MTLDevice> device = call.Device();
-  if (!call.ok() || device == nil || tiles == nil) return false;
+  if (!call.ok() || device == nil) return false;
   if (![device supportsFamily:MTLGPUFamilyApple7]) {
     call.Fail(TF_UNIMPLEMENTED,
               "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
               "on the CPU with tf.device('/CPU:0')");
     return false;
   }
+  return true;
+}
+
+// Whether the simdgroup_matrix shaders can run on this GPU with these
+// threadgroups (else the call fails saying why). Called before anything is
+// encoded, so a call that cannot run encodes nothing.
+bool ShaderPipelinesOk(mo::metal::KernelCall& call, id<MTLComputePipelineState> tiles, const mo::FusedMlpParams& p) {
+  id<MTLDevice> device = call.Device();
+  if (!call.ok() || device == nil || tiles == nil) return false;
   if (tiles.threadExecutionWidth != MO_FUSED_MLP_SIMD_WIDTH) {
     call.Fail(TF_UNIMPLEMENTED, "FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
                                     std::to_string(tiles.threadExecutionWidth));
@@ -104,7 +113,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   }
   TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
   TF_Tensor* packed_b = call.Temp(dtype, {mo::fused_mlp_biases_total(p.width, p.out_pad, num - 1)});
-  if (!call.ok()) return;
+  if (!call.ok() || !GpuFamilyOk(call)) return;
   id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
   id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
   if (!ShaderPipelinesOk(call, tiles, p)) return;
@@ -145,7 +154,7 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   if (!call.ok() || !Geometry(call, net, attrs, n, dtype, true, &p)) return;
   TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
   TF_Tensor* partials = call.Temp(TF_FLOAT, {int64_t(p.partitions) * p.params_pad});
-  if (!call.ok()) return;
+  if (!call.ok() || !GpuFamilyOk(call)) return;
   id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
   id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
   id<MTLComputePipelineState> reduce = call.Pipeline("fused_mlp", std::string("fused_mlp_reduce_") + DtypeName(dtype));

@@ -109,10 +109,11 @@ class Encoder {
   // here (failing, dispatching nothing).
   Encoder& DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
                                 uint32_t threadgroup_bytes);
-  // Zero-fills a tensor with a blit (nothing for an empty tensor), keeping
-  // Metal's fill rule (metal_rules.h FillLength). Work encoded before and
-  // after it runs in order.
+  // Zero-fills a tensor (nothing for an empty one) with the fill shader
+  // (fill.metal) on this compute encoder, so work encoded before and after it
+  // runs in order without relying on hazard tracking between encoders.
   Encoder& Zero(TF_Tensor* tensor);
+  void set_fill_pipeline(id<MTLComputePipelineState> fill) { fill_ = fill; }
 
   // The command buffer for work encoded by others (MPS, MPSGraph), `what`
   // naming it: ends this encoder's open compute pass and counts as encoded work.
@@ -128,6 +129,7 @@ class Encoder {
   std::vector<std::string> kernels_;
   id<MTLCommandBuffer> command_buffer_;
   id<MTLComputeCommandEncoder> encoder_ = nil;
+  id<MTLComputePipelineState> fill_ = nil;
   bool encoded_ = false;
   TF_Status* status_;
 };

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/common/fill.h"
 #include "kernels/metal/embedded_sources.h"
 
 namespace mo {
@@ -244,24 +245,15 @@ Encoder& Encoder::DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uin
 Encoder& Encoder::Zero(TF_Tensor* tensor) {
   id<MTLBuffer> buffer = BufferOf(tensor);
   if (!ok() || buffer == nil) return *this;
-  const uint64_t length = FillLength(TF_TensorByteSize(tensor), buffer.length);
-  if (length == 0) {
-    const std::string message = "metal_ops: cannot zero a tensor of " + std::to_string(TF_TensorByteSize(tensor)) +
-                                " bytes in a buffer of " + std::to_string(buffer.length) +
-                                " bytes with a blit fill (its length must be a multiple of 4)";
-    TF_SetStatus(status_, TF_INTERNAL, message.c_str());
+  if (fill_ == nil) {
+    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: zero-fill without the fill pipeline (KernelCall::Encode takes it)");
     return *this;
   }
-  if (encoder_ != nil) {  // one encoder at a time on a command buffer
-    [encoder_ endEncoding];
-    encoder_ = nil;
-  }
-  id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
-  [blit fillBuffer:buffer range:NSMakeRange(0, static_cast<NSUInteger>(length)) value:0];
-  [blit endEncoding];
-  Record("blit fill");
-  encoded_ = true;
-  return *this;
+  // The fill shader (fill.metal) on this compute encoder: ordered before the
+  // dispatches after it by the encoder itself (no blit encoder between them).
+  const FillParams params = {static_cast<int64>(TF_TensorByteSize(tensor))};
+  Buffer(kFillWords, buffer).Buffer(kFillBytes, buffer).Value(kFillParams, params);
+  return Dispatch(fill_, (TF_TensorByteSize(tensor) + 3) / 4);
 }
 
 id<MTLCommandBuffer> Encoder::ExternalEncoding(const std::string& what) {
@@ -390,6 +382,9 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
   TF_Status* status = status_;
   id<MTLDevice> device = device_;
   const bool sync = wait || GpuSyncOn();
+  // The zero-fill pipeline (Encoder::Zero), taken here, outside the queue.
+  id<MTLComputePipelineState> fill = device != nil ? GetPipeline(device, "fill", "fill_zero", status_) : nil;
+  if (!ok()) return;
   __block std::string gpu_error;
   dispatch_sync(stream.queue, ^() {
     @autoreleasepool {
@@ -400,6 +395,7 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
         return;
       }
       Encoder encoder(command_buffer, status);
+      encoder.set_fill_pipeline(fill);
       fn(arg, encoder);
       if (!encoder.End()) return;
       if (!sync) {

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "kernels/common/distortion_loss.h"
 #include "kernels/common/robust_loss.h"
 #include "kernels/common/sh_encode.h"
 #include "kernels/common/trunc_exp.h"
@@ -113,6 +114,32 @@ Plan RobustLossBackward(Dtype dtype, const RobustLossLayout& layout, int64_t alp
       .Output(kRobustLossGradDalpha, kRobustLossGradSlotDalpha)
       .Output(kRobustLossGradDscale, kRobustLossGradSlotDscale)
       .Value(kRobustLossGradParams, RobustParams(layout));
+  return b.Finish();
+}
+
+Plan DistortionLossForward(int64_t rays, int64_t samples) {
+  const DistortionLossParams params = {rays, samples};
+  PlanBuilder b(kDistortionLossSlots);
+  if (rays == 0) return b.Finish();
+  b.Threads("distortion_loss", "distortion_loss_forward", static_cast<uint64_t>(rays))
+      .Tensor(kDistortionLossW, kDistortionLossSlotW)
+      .Tensor(kDistortionLossT, kDistortionLossSlotT)
+      .Output(kDistortionLossLoss, kDistortionLossSlotLoss)
+      .Value(kDistortionLossParams, params);
+  return b.Finish();
+}
+
+Plan DistortionLossBackward(int64_t rays, int64_t samples) {
+  const DistortionLossParams params = {rays, samples};
+  PlanBuilder b(kDistortionLossGradSlots);
+  if (rays == 0) return b.Finish();
+  b.Threads("distortion_loss", "distortion_loss_backward", static_cast<uint64_t>(rays))
+      .Tensor(kDistortionLossGradGrad, kDistortionLossGradSlotGrad)
+      .Tensor(kDistortionLossGradW, kDistortionLossGradSlotW)
+      .Tensor(kDistortionLossGradT, kDistortionLossGradSlotT)
+      .Output(kDistortionLossGradDw, kDistortionLossGradSlotDw)
+      .Output(kDistortionLossGradDt, kDistortionLossGradSlotDt)
+      .Value(kDistortionLossGradParams, params);
   return b.Finish();
 }
 

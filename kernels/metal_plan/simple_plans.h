@@ -55,6 +55,20 @@ Plan RobustLossForward(Dtype dtype, const RobustLossLayout& layout);
 constexpr uint64_t kRobustLossMaxGradThreads = uint64_t(1) << 16;
 Plan RobustLossBackward(Dtype dtype, const RobustLossLayout& layout, int64_t alpha_count, int64_t scale_count);
 
+// DistortionLoss (float32): forward slots {weights, t, loss}, backward {grad,
+// weights, t, grad_weights, grad_t}; rays > 0, one thread per ray.
+enum DistortionLossSlots { kDistortionLossSlotW, kDistortionLossSlotT, kDistortionLossSlotLoss, kDistortionLossSlots };
+enum DistortionLossGradSlots {
+  kDistortionLossGradSlotGrad,
+  kDistortionLossGradSlotW,
+  kDistortionLossGradSlotT,
+  kDistortionLossGradSlotDw,
+  kDistortionLossGradSlotDt,
+  kDistortionLossGradSlots
+};
+Plan DistortionLossForward(int64_t rays, int64_t samples);
+Plan DistortionLossBackward(int64_t rays, int64_t samples);
+
 }  // namespace metal_plan
 }  // namespace mo
 
