@@ -16,11 +16,12 @@ dL/dz to half (float32 accumulation), the reference stays float64 on the same
 half-valued inputs, weights and dy.
 """
 import ctypes
+import os
 
 import numpy as np
 import pytest
 
-from tests.metal_shim.shim import load_shim, ptr
+from tests.metal_shim.shim import ROOT, load_shim, ptr
 from tests.reference.fused_mlp import ALPHA, assert_within_float16_bound, float16_bound, forward_backward
 
 # mo::Activation codes (kernels/common/activations.h)
@@ -240,3 +241,31 @@ def test_shim_refuses_what_msl_forbids(shim, which, message):
     shim.shim_simdgroup_error.restype = ctypes.c_char_p
     assert shim.shim_simdgroup_broken(which) == -1
     assert message in shim.shim_simdgroup_error().decode()
+
+
+def test_geometry_fits_pipelines_of_fewer_threads(shim):
+    """A width-128 pipeline may run fewer threads per threadgroup than 4
+    SIMD-groups (maxTotalThreadsPerThreadgroup): the geometry then takes fewer
+    SIMD-groups, and none below one SIMD-group's 32 threads."""
+    fn = shim.shim_fused_mlp_geometry_max_threads
+    fn.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [ctypes.c_int64, ctypes.POINTER(ctypes.c_int32)]
+    out = (ctypes.c_int32 * 5)()
+    for width in (64, 128):
+        for backward_pass in (0, 1):
+            assert fn(5000, 32, width, 2, 16, 4, backward_pass, 1024, out) == 0
+            unlimited = out[0]  # what threadgroup memory allows
+            for max_threads in (128, 96, 64, 63, 32):
+                assert fn(5000, 32, width, 2, 16, 4, backward_pass, max_threads, out) == 0
+                want = max(s for s in (1, 2, 4) if s <= unlimited and 32 * s <= max_threads)
+                assert out[0] == want and out[1] == 8 * want, (width, backward_pass, max_threads)
+            assert fn(5000, 32, width, 2, 16, 4, backward_pass, 31, out) == -1
+    assert fn(5000, 32, 64, 2, 16, 4, 0, 1024, out) == 0 and out[0] == 4  # the limit bites below 128 threads
+    # The .mm recomputes the geometry from the tile pipeline's limit before it
+    # allocates what depends on it (the backward's partials).
+    with open(os.path.join(ROOT, "kernels", "metal", "fused_mlp_metal.mm"), encoding="utf-8") as f:
+        text = f.read()
+    for kind in ("void Forward(", "void Backward("):
+        body = text.split(kind, 1)[1].split("\n}\n", 1)[0]
+        assert body.index("FitGeometry(") < body.index("call.Encode(")
+    backward = text.split("void Backward(", 1)[1].split("\n}\n", 1)[0]
+    assert backward.index("FitGeometry(") < backward.index("TF_Tensor* partials")

@@ -174,12 +174,18 @@ def test_every_pipeline_and_check_comes_before_the_first_encode():
     before an op enters the stream's queue, so a failing call encodes nothing
     and no compile runs inside dispatch_sync(stream.queue)."""
     found = 0
-    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*_metal.mm")):
-        for body in encode_bodies(open(path).read()):
+    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*_metal.mm")) + [GLUE_MM]:
+        text = open(path).read()
+        # call.RunPlan(plan, ...) encodes through KernelCall::RunPlan (checked below).
+        found += text.count("call.RunPlan(")
+        for body in encode_bodies(text):
             found += 1
             for banned in ("Pipeline(", "CheckThreadgroups(", "supportsFamily", "GetOrBuild(", "compileWithDevice"):
                 assert banned not in body, (os.path.basename(path), banned)
     assert found >= 14
+    # RunPlan takes every pipeline (PlanPipelines: compiles and threadgroup checks) before its one Encode.
+    run_plan = open(GLUE_MM).read().split("void KernelCall::RunPlan(", 1)[1].split("\n}\n", 1)[0]
+    assert 0 < run_plan.index("PlanPipelines(") < run_plan.index("Encode(")
 
 
 # ---- the MPSGraph kernels (fused_conv2d_metal.mm): graph keys, the cache, ELU ------------
@@ -195,13 +201,30 @@ def float_key(shim, value):
     return _text(shim.shim_float_key, value)
 
 
-def graph_key(shim, op, device, attrs, shapes):
+def graph_key(shim, op, device, attrs, shapes, output=()):
     shim.shim_graph_key.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_void_p,
-                                    ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+                                    ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p,
+                                    ctypes.c_int]
     ranks = np.array([len(s) for s in shapes] or [0], np.int32)
     dims = np.array([d for s in shapes for d in s] or [0], np.int64)
+    out = np.array(list(output) or [0], np.int64)
     return _text(shim.shim_graph_key, op.encode(), device, ";".join(attrs).encode(), ptr(ranks), ptr(dims),
-                 len(shapes))
+                 len(shapes), ptr(out), len(output))
+
+
+def test_graph_key_tells_output_shapes_apart():
+    # The convolution with no taps (zero input channels, or an empty input)
+    # takes only the bias [C] and bakes the output shape into a constant: two
+    # such calls with one bias and different N/H/W must not share a graph.
+    shim = load_shim()
+    attrs = ["1", "1"]
+    a = graph_key(shim, "conv_no_taps", 1, attrs, [[8]], [2, 4, 4, 8])
+    b = graph_key(shim, "conv_no_taps", 1, attrs, [[8]], [3, 5, 5, 8])
+    assert a != b
+    assert graph_key(shim, "conv_no_taps", 1, attrs, [[8]], [2, 4, 4, 8]) == a
+    # RunGraph keys every graph by its output shape too.
+    with open(os.path.join(ROOT, "kernels", "metal", "fused_conv2d_metal.mm"), encoding="utf-8") as f:
+        assert "GraphKey(op, device.registryID, attrs, shapes, out_dims)" in f.read()
 
 
 CONV_FIELDS = [0, 1, 1, 1, 1, 0, 0, 0, 0, 4, 1, 1]  # SAME, unit strides and dilations, leaky_relu, bias + residual
@@ -503,8 +526,9 @@ def _code(path):
     return "\n".join(line.split("//")[0] for line in open(path, encoding="utf-8").read().splitlines())
 
 
+GLUE_MM = os.path.join(ROOT, "kernels", "metal", "metal_kernel.mm")
 OP_GLUE_FILES = sorted(p for p in glob.glob(os.path.join(ROOT, "kernels", "metal", "*.mm"))
-                       if os.path.basename(p) != "metal_kernel.mm")
+                       if os.path.basename(p) not in ("metal_kernel.mm", "own_queue_executor.mm"))
 
 
 @pytest.mark.parametrize("path", OP_GLUE_FILES, ids=os.path.basename)
@@ -526,3 +550,26 @@ def test_every_metal_compute_runs_in_an_autorelease_pool(path):
         assert re.search(r"&mo::metal::Compute<\w+>|&Compute<\w+>", call), (
             f"{os.path.basename(path)}: register the compute function as mo::metal::Compute<F> "
             f"(autorelease pool, status, cleanup): {' '.join(call.split())}")
+
+
+def test_fused_mlp_checks_the_gpu_family_before_compiling_its_library():
+    # A GPU without simdgroup_matrix gets FusedMLP's UNIMPLEMENTED message, not
+    # a compile error of its shader library: the family check comes first.
+    text = _code(os.path.join(ROOT, "kernels", "metal", "fused_mlp_metal.mm"))
+    for kind in ("void Forward(", "void Backward("):
+        body = text.split(kind, 1)[1].split("\n}\n", 1)[0]
+        assert "GpuFamilyOk(call)" in body, kind
+        assert body.index("GpuFamilyOk(call)") < body.index("call.Pipeline("), kind
+    assert "supportsFamily:MTLGPUFamilyApple7" in text.split("bool GpuFamilyOk(", 1)[1].split("\n}\n", 1)[0]
+
+
+def test_zero_fills_run_on_the_compute_encoder():
+    # Encoder::Zero dispatches the fill shader on the open compute encoder:
+    # no blit encoder between dispatches (whose ordering would rest on hazard
+    # tracking nobody verified on tensorflow-metal's buffers).
+    glue = _code(GLUE_MM)
+    assert "blitCommandEncoder" not in glue
+    zero = glue.split("Encoder& Encoder::Zero(", 1)[1].split("\n}\n", 1)[0]
+    assert "Dispatch(fill_" in zero
+    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*.mm")):
+        assert "blitCommandEncoder" not in _code(path), path

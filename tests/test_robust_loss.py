@@ -222,8 +222,10 @@ def test_vectorised_block_path_with_outliers_and_nans(alpha):
     rho3, gx3, ga3, gs3 = op_with_grads(np.stack([clean, clean], -1), [alpha, alpha], [c, c])
     np.testing.assert_allclose(rho2, rho3[:, 0], rtol=2e-6, atol=1e-37)
     np.testing.assert_allclose(gx2, gx3[:, 0], rtol=2e-6, atol=1e-37)
-    np.testing.assert_allclose(2 * ga2, np.sum(ga3), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(2 * gs2, np.sum(gs3), rtol=1e-5)
+    # Sums of 3e5 float32 terms in two orders (the GPU kernels' reductions are
+    # float32): about sqrt(n) * 2^-24 ~ 3e-5 apart.
+    np.testing.assert_allclose(2 * ga2, np.sum(ga3), rtol=4e-5, atol=1e-6)
+    np.testing.assert_allclose(2 * gs2, np.sum(gs3), rtol=4e-5)
 
 
 @pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])

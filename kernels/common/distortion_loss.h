@@ -25,6 +25,20 @@ struct DistortionLossParams {
   int64 num_samples;  // S: weights are [R, S], t is [R, S + 1]
 };
 
+// The shaders' buffer indices (distortion_loss.metal, kernels/metal_plan/simple_plans.cc).
+enum DistortionLossBuffers {
+  kDistortionLossW = 0,       // forward: weights
+  kDistortionLossT = 1,       // forward: t
+  kDistortionLossLoss = 2,    // forward: loss
+  kDistortionLossParams = 3,  // forward: DistortionLossParams
+  kDistortionLossGradGrad = 0,
+  kDistortionLossGradW = 1,
+  kDistortionLossGradT = 2,
+  kDistortionLossGradDw = 3,
+  kDistortionLossGradDt = 4,
+  kDistortionLossGradParams = 5,
+};
+
 // Midpoint of interval [t0, t1] relative to the ray's origin t_first.
 MO_FN float dl_mid(float t0, float t1, float t_first) {
   return 0.5f * ((t0 - t_first) + (t1 - t_first));

@@ -60,6 +60,23 @@ struct RobustLossParams {
   int64 scale_vec;     // same for scale
 };
 
+// The shaders' buffer indices (robust_loss.metal, kernels/metal_plan/robust_loss_plan.cc).
+enum RobustLossBuffers {
+  kRobustLossX = 0,       // forward: x
+  kRobustLossAlpha = 1,   // forward: alpha
+  kRobustLossScale = 2,   // forward: scale
+  kRobustLossOut = 3,     // forward: loss
+  kRobustLossParams = 4,  // forward: RobustLossParams
+  kRobustLossGradGrad = 0,
+  kRobustLossGradX = 1,
+  kRobustLossGradAlpha = 2,
+  kRobustLossGradScale = 3,
+  kRobustLossGradDx = 4,
+  kRobustLossGradDalpha = 5,
+  kRobustLossGradDscale = 6,
+  kRobustLossGradParams = 7,
+};
+
 #define MO_ROBUST_LOSS_MAX_EXP 43.0f  // above this exponent, work with logs
 #define MO_ROBUST_LOSS_MAX_LOG 69.0f  // rho saturates at exp(69) ~ 9.25e29 (gradients 0)
 #define MO_ROBUST_LOSS_BIG_Q 1.0e15f  // s/sqrt(b) above this: log1p(u) = 2 log(s/sqrt(b))

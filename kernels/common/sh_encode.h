@@ -40,6 +40,17 @@ struct SHEncodeParams {
   int64 num_points;  // dirs is [num_points, 3], the values [num_points, degree**2]
 };
 
+// The shaders' buffer indices (sh_encode.metal, kernels/metal_plan/sh_encode_plan.cc).
+enum SHEncodeBuffers {
+  kSHEncodeDirs = 0,        // forward: dirs
+  kSHEncodeValues = 1,      // forward: values
+  kSHEncodeParams = 2,      // forward: SHEncodeParams
+  kSHEncodeGradGrad = 0,    // backward: grad of the values
+  kSHEncodeGradDirs = 1,    // backward: dirs
+  kSHEncodeGradOut = 2,     // backward: grad_dirs
+  kSHEncodeGradParams = 3,  // backward: SHEncodeParams
+};
+
 // out[k * stride] = Y_k(x, y, z) for k < degree**2 (degree in 1..4; with a
 // compile-time degree every branch folds away).
 MO_FN void sh_encode_values(float x, float y, float z, int degree, MO_THREAD float* out, int stride) {

@@ -13,6 +13,13 @@ struct ZeroOutParams {
   int64 preserve_index;
 };
 
+// The shader's buffer indices (zero_out.metal, kernels/metal_plan/zero_out_plan.cc).
+enum ZeroOutBuffers {
+  kZeroOutIn = 0,
+  kZeroOutOut = 1,
+  kZeroOutParams = 2,  // ZeroOutParams
+};
+
 // Value of output element `i` given input element `x`.
 template <typename T>
 MO_FN T zero_out_element(T x, int64 i, int64 preserve_index) {

@@ -8,8 +8,10 @@
 #include <cstdint>
 
 #include "kernels/common/distortion_loss.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/distortion_loss_kernel.h"
+#include "kernels/metal_plan/simple_plans.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/distortion_loss_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -46,6 +48,14 @@ struct DistortionLossFunctor<CPUDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const float* w, const float* t, int64_t rays, int64_t samples,
                               float* loss) {
     TF_RETURN_IF_ERROR(CheckSorted(ctx, t, rays, samples));
+    absl::Status status;
+    const uint64_t w_bytes = static_cast<uint64_t>(rays * samples) * sizeof(float);
+    const uint64_t t_bytes = static_cast<uint64_t>(rays * (samples + 1)) * sizeof(float);
+    if (cpu::RunOnMetal(ctx, rays * (samples + 1), [&] { return metal_plan::DistortionLossForward(rays, samples); },
+                        {cpu::Slot(w, w_bytes), cpu::Slot(t, t_bytes), cpu::Slot(loss, rays * sizeof(float))},
+                        &status)) {
+      return status;
+    }
     cpu::ParallelFor(ctx, rays, 12 * (samples + 1), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         loss[r] = distortion_loss_ray(w + r * samples, t + r * (samples + 1), samples);
@@ -57,6 +67,15 @@ struct DistortionLossFunctor<CPUDevice> {
   static absl::Status Backward(OpKernelContext* ctx, const float* grad, const float* w, const float* t, int64_t rays,
                                int64_t samples, float* grad_w, float* grad_t) {
     TF_RETURN_IF_ERROR(CheckSorted(ctx, t, rays, samples));
+    absl::Status status;
+    const uint64_t w_bytes = static_cast<uint64_t>(rays * samples) * sizeof(float);
+    const uint64_t t_bytes = static_cast<uint64_t>(rays * (samples + 1)) * sizeof(float);
+    if (cpu::RunOnMetal(ctx, rays * (samples + 1), [&] { return metal_plan::DistortionLossBackward(rays, samples); },
+                        {cpu::Slot(grad, rays * sizeof(float)), cpu::Slot(w, w_bytes), cpu::Slot(t, t_bytes),
+                         cpu::Slot(grad_w, w_bytes), cpu::Slot(grad_t, t_bytes)},
+                        &status)) {
+      return status;
+    }
     cpu::ParallelFor(ctx, rays, 30 * (samples + 1), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         distortion_loss_grad_ray(grad[r], w + r * samples, t + r * (samples + 1), samples, grad_w + r * samples,

@@ -12,6 +12,8 @@
 #include "kernels/cpu/robust_loss_cpu.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/robust_loss_kernel.h"
+#include "kernels/cpu/metal_offload.h"
+#include "kernels/metal_plan/simple_plans.h"
 #include "kernels/register_kernels.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/robust_loss_spec.h"
@@ -54,6 +56,13 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 
 template <typename T>
 struct RobustLossFunctor<CPUDevice, T> {
+  static metal_plan::RobustLossLayout Layout(const RobustLossArgs<T>& args) {
+    return {args.n, args.layout.channels, args.layout.alpha_vec, args.layout.scale_vec};
+  }
+  static uint64_t ParamBytes(const RobustLossArgs<T>& args, bool per_channel) {
+    return static_cast<uint64_t>(per_channel ? args.layout.channels : 1) * sizeof(float);
+  }
+
   // alpha and scale are in host memory here.
   static absl::Status CheckParamValues(const RobustLossArgs<T>& args) {
     const robust_loss::ParamLayout& layout = args.layout;
@@ -62,12 +71,39 @@ struct RobustLossFunctor<CPUDevice, T> {
   }
 
   static absl::Status Forward(OpKernelContext* ctx, const RobustLossArgs<T>& args, T* ys) {
+    if constexpr (cpu::kHasMetalDtype<T>) {
+      absl::Status status;
+      const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
+      if (cpu::RunOnMetal(ctx, args.n, [&] { return metal_plan::RobustLossForward(cpu::MetalDtype<T>(), Layout(args)); },
+                          {cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, ParamBytes(args, args.layout.alpha_vec)),
+                           cpu::Slot(args.scale, ParamBytes(args, args.layout.scale_vec)), cpu::Slot(ys, bytes)},
+                          &status)) {
+        return status;
+      }
+    }
     robust_loss_cpu::Forward(ChannelCoeffs(args), args.x, ys, args.n, CtxParallelFor{ctx});
     return absl::OkStatus();
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const RobustLossArgs<T>& args, const T* gs, T* dxs,
                                float* das, float* dcs) {
+    if constexpr (cpu::kHasMetalDtype<T>) {
+      absl::Status status;
+      const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
+      const uint64_t alpha_bytes = ParamBytes(args, args.layout.alpha_vec);
+      const uint64_t scale_bytes = ParamBytes(args, args.layout.scale_vec);
+      if (cpu::RunOnMetal(ctx, args.n,
+                          [&] {
+                            return metal_plan::RobustLossBackward(cpu::MetalDtype<T>(), Layout(args), alpha_bytes / 4,
+                                                                  scale_bytes / 4);
+                          },
+                          {cpu::Slot(gs, bytes), cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, alpha_bytes),
+                           cpu::Slot(args.scale, scale_bytes), cpu::Slot(dxs, bytes), cpu::Slot(das, alpha_bytes),
+                           cpu::Slot(dcs, scale_bytes)},
+                          &status)) {
+        return status;
+      }
+    }
     const int64_t n = args.n;
     const robust_loss::ParamLayout& layout = args.layout;
     const int64_t channels = layout.channels;

@@ -11,7 +11,9 @@
 #include <type_traits>
 
 #include "kernels/common/sh_encode.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/metal_plan/simple_plans.h"
 #include "kernels/sh_encode_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -98,6 +100,14 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 template <typename T>
 struct SHEncodeFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const T* dirs, int64_t n, int degree, T* values) {
+    absl::Status status;
+    const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
+    const uint64_t values_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
+    if (cpu::RunOnMetal(ctx, n * degree * degree,
+                        [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, degree); },
+                        {cpu::Slot(dirs, dirs_bytes), cpu::Slot(values, values_bytes)}, &status)) {
+      return status;
+    }
     WithDegree(degree, [&](auto degree_constant) {
       constexpr int D = decltype(degree_constant)::value;
       cpu::ParallelFor(ctx, n, 4 * D * D, [&](int64_t begin, int64_t end) {
@@ -109,6 +119,15 @@ struct SHEncodeFunctor<CPUDevice, T> {
 
   static absl::Status Backward(OpKernelContext* ctx, const T* grad, const T* dirs, int64_t n, int degree,
                                T* grad_dirs) {
+    absl::Status status;
+    const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
+    const uint64_t grad_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
+    if (cpu::RunOnMetal(ctx, n * degree * degree,
+                        [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, degree); },
+                        {cpu::Slot(grad, grad_bytes), cpu::Slot(dirs, dirs_bytes), cpu::Slot(grad_dirs, dirs_bytes)},
+                        &status)) {
+      return status;
+    }
     WithDegree(degree, [&](auto degree_constant) {
       constexpr int D = decltype(degree_constant)::value;
       cpu::ParallelFor(ctx, n, 6 * D * D, [&](int64_t begin, int64_t end) {

@@ -1,14 +1,12 @@
 // DistortionLoss on the Metal PluggableDevice ("GPU" with tensorflow-metal),
-// through the shared glue (metal_kernel.h). Shaders: distortion_loss.metal (one
-// thread per ray, kernels/common/distortion_loss.h).
+// through the shared glue (metal_kernel.h). The work is the plan of
+// kernels/metal_plan/simple_plans.cc (shaders: distortion_loss.metal, one thread per ray).
 //
 // Unsorted t is not reported as an error on Metal (that would need a read-back
 // and a wait on the command buffer): those rays get NaN loss and gradients.
 #import "kernels/metal/metal_kernel.h"
 
-#include <string>
-
-#include "kernels/common/distortion_loss.h"
+#include "kernels/metal_plan/simple_plans.h"
 #include "kernels/spec/distortion_loss_spec.h"
 
 namespace {
@@ -19,15 +17,10 @@ void Forward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* w = call.Input(0);
   TF_Tensor* t = call.Input(1);
   if (!call.ok() || !call.Check(mo::distortion_loss::Shapes(DimsOf(w), DimsOf(t)))) return;
-  const mo::DistortionLossParams params = {TF_Dim(w, 0), TF_Dim(w, 1)};
-  TF_Tensor* loss = call.Output(0, TF_FLOAT, {params.num_rays});
-  if (!call.ok() || params.num_rays == 0) return;
-  id<MTLComputePipelineState> pipeline = call.Pipeline("distortion_loss", "distortion_loss_forward");
-  if (!call.ok()) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    e.Tensor(0, w).Tensor(1, t).Tensor(2, loss).Value(3, params);
-    e.Dispatch(pipeline, static_cast<uint64_t>(params.num_rays));
-  });
+  const int64_t rays = TF_Dim(w, 0), samples = TF_Dim(w, 1);
+  TF_Tensor* loss = call.Output(0, TF_FLOAT, {rays});
+  if (!call.ok() || rays == 0) return;
+  call.RunPlan(mo::metal_plan::DistortionLossForward(rays, samples), {w, t, loss});
 }
 
 void Backward(void*, mo::metal::KernelCall& call) {
@@ -38,16 +31,11 @@ void Backward(void*, mo::metal::KernelCall& call) {
       !call.Check(mo::distortion_loss::GradShape(DimsOf(g), TF_Dim(w, 0)))) {
     return;
   }
-  const mo::DistortionLossParams params = {TF_Dim(w, 0), TF_Dim(w, 1)};
-  TF_Tensor* gw = call.Output(0, TF_FLOAT, {params.num_rays, params.num_samples});
-  TF_Tensor* gt = call.Output(1, TF_FLOAT, {params.num_rays, params.num_samples + 1});
-  if (!call.ok() || params.num_rays == 0) return;
-  id<MTLComputePipelineState> pipeline = call.Pipeline("distortion_loss", "distortion_loss_backward");
-  if (!call.ok()) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    e.Tensor(0, g).Tensor(1, w).Tensor(2, t).Tensor(3, gw).Tensor(4, gt).Value(5, params);
-    e.Dispatch(pipeline, static_cast<uint64_t>(params.num_rays));
-  });
+  const int64_t rays = TF_Dim(w, 0), samples = TF_Dim(w, 1);
+  TF_Tensor* gw = call.Output(0, TF_FLOAT, {rays, samples});
+  TF_Tensor* gt = call.Output(1, TF_FLOAT, {rays, samples + 1});
+  if (!call.ok() || rays == 0) return;
+  call.RunPlan(mo::metal_plan::DistortionLossBackward(rays, samples), {g, w, t, gw, gt});
 }
 
 bool Register() {

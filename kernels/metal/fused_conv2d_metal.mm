@@ -178,7 +178,7 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::vec
   const std::vector<int64_t> out_dims = DimsOf(output);
   id<MTLDevice> device = call.Device();
   if (device == nil) return;
-  const std::string key = mo::metal::GraphKey(op, device.registryID, attrs, shapes);
+  const std::string key = mo::metal::GraphKey(op, device.registryID, attrs, shapes, out_dims);
   std::shared_ptr<CachedGraph> cached = GetOrBuild(call, key, device, shapes, build);
   if (cached == nullptr) return;
   call.Encode([&](mo::metal::Encoder& e) {

@@ -101,7 +101,7 @@ inline int32 fused_mlp_max3(int32 a, int32 b, int32 c) { return a > b ? (a > c ?
 // the same on every Mac. False when nothing fits (not for valid networks).
 inline bool fused_mlp_params(int64 n, int32 in_dim, int32 width, int32 out_dim, int32 hidden_layers,
                              int32 activation, int32 output_activation, float alpha, int32 elem_bytes, bool backward,
-                             FusedMlpParams* p) {
+                             FusedMlpParams* p, int64 max_threads = 4 * MO_FUSED_MLP_SIMD_WIDTH) {
   p->n = n;
   p->in_dim = in_dim;
   p->in_pad = fused_mlp_pad(in_dim);
@@ -117,6 +117,9 @@ inline bool fused_mlp_params(int64 n, int32 in_dim, int32 width, int32 out_dim, 
   const int32 staged = backward ? (width > p->out_pad ? width : p->out_pad) : (width > p->in_pad ? width : p->in_pad);
   const int32 tiles = backward ? 2 : 1;
   for (int32 s = 4; s >= 1; s /= 2) {
+    // A pipeline may run fewer threads per threadgroup than 4 SIMD-groups
+    // (maxTotalThreadsPerThreadgroup): fewer SIMD-groups then.
+    if (int64(s) * MO_FUSED_MLP_SIMD_WIDTH > max_threads) continue;
     const int32 rows = MO_FUSED_MLP_TILE * s;
     const int32 scratch = s * MO_FUSED_MLP_TILE * MO_FUSED_MLP_TILE * 4;
     const int32 tile_bytes = rows * p->stride * elem_bytes;

@@ -46,15 +46,45 @@ std::vector<TF_Tensor*> Inputs(mo::metal::KernelCall& call, int first, int count
   return tensors;
 }
 
-// The dispatch geometry (fused_mlp_metal.h); false, failing the call, if none fits.
+// The dispatch geometry (fused_mlp_metal.h) for pipelines running up to
+// `max_threads` threads per threadgroup; false, failing the call, if none fits.
 bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a, int64_t n,
-              TF_DataType dtype, bool backward, mo::FusedMlpParams* p) {
+              TF_DataType dtype, bool backward, mo::FusedMlpParams* p,
+              int64_t max_threads = 4 * MO_FUSED_MLP_SIMD_WIDTH) {
   if (mo::fused_mlp_params(n, int(net.in_dim), int(net.width), int(net.out_dim), net.hidden_layers, a.activation,
-                           a.output_activation, a.leaky_relu_alpha, int(TF_DataTypeSize(dtype)), backward, p)) {
+                           a.output_activation, a.leaky_relu_alpha, int(TF_DataTypeSize(dtype)), backward, p,
+                           max_threads)) {
     return true;
   }
-  call.Fail(TF_INTERNAL, "FusedMLP: no Metal threadgroup geometry fits this network");
+  call.Fail(TF_UNIMPLEMENTED, "FusedMLP: no Metal threadgroup geometry fits this network on this GPU (its pipeline "
+                              "runs at most " + std::to_string(max_threads) + " threads per threadgroup)");
   return false;
+}
+
+// The geometry again when the tile pipeline runs fewer threads per
+// threadgroup than it asks for (fewer SIMD-groups then).
+bool FitGeometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a,
+                 int64_t n, TF_DataType dtype, bool backward, id<MTLComputePipelineState> tiles,
+                 mo::FusedMlpParams* p) {
+  if (!call.ok() || tiles == nil) return false;
+  const int64_t max_threads = static_cast<int64_t>(tiles.maxTotalThreadsPerThreadgroup);
+  if (int64_t(p->simdgroups) * MO_FUSED_MLP_SIMD_WIDTH <= max_threads) return true;
+  return Geometry(call, net, a, n, dtype, backward, p, max_threads);
+}
+
+// Whether this GPU has simdgroup_matrix (else the call fails saying so).
+// Checked before any shader library is compiled: a GPU without it (a
+// paravirtual one in CI) would otherwise fail compiling the library.
+bool GpuFamilyOk(mo::metal::KernelCall& call) {
+  id<MTLDevice> device = call.Device();
+  if (!call.ok() || device == nil) return false;
+  if (![device supportsFamily:MTLGPUFamilyApple7]) {
+    call.Fail(TF_UNIMPLEMENTED,
+              "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
+              "on the CPU with tf.device('/CPU:0')");
+    return false;
+  }
+  return true;
 }
 
 // Whether the simdgroup_matrix shaders can run on this GPU with these
@@ -63,12 +93,6 @@ bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const 
 bool ShaderPipelinesOk(mo::metal::KernelCall& call, id<MTLComputePipelineState> tiles, const mo::FusedMlpParams& p) {
   id<MTLDevice> device = call.Device();
   if (!call.ok() || device == nil || tiles == nil) return false;
-  if (![device supportsFamily:MTLGPUFamilyApple7]) {
-    call.Fail(TF_UNIMPLEMENTED,
-              "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
-              "on the CPU with tf.device('/CPU:0')");
-    return false;
-  }
   if (tiles.threadExecutionWidth != MO_FUSED_MLP_SIMD_WIDTH) {
     call.Fail(TF_UNIMPLEMENTED, "FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
                                     std::to_string(tiles.threadExecutionWidth));
@@ -104,10 +128,10 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   }
   TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
   TF_Tensor* packed_b = call.Temp(dtype, {mo::fused_mlp_biases_total(p.width, p.out_pad, num - 1)});
-  if (!call.ok()) return;
+  if (!call.ok() || !GpuFamilyOk(call)) return;
   id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
   id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
-  if (!ShaderPipelinesOk(call, tiles, p)) return;
+  if (!FitGeometry(call, net, attrs, n, dtype, false, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
   call.Encode([&](mo::metal::Encoder& e) {
     for (int l = 0; l < num; ++l) {
       const mo::FusedMlpPackParams qw = mo::fused_mlp_pack_params(p, l, false);
@@ -144,12 +168,14 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   mo::FusedMlpParams p;
   if (!call.ok() || !Geometry(call, net, attrs, n, dtype, true, &p)) return;
   TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
-  TF_Tensor* partials = call.Temp(TF_FLOAT, {int64_t(p.partitions) * p.params_pad});
-  if (!call.ok()) return;
+  if (!call.ok() || !GpuFamilyOk(call)) return;
   id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
   id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
   id<MTLComputePipelineState> reduce = call.Pipeline("fused_mlp", std::string("fused_mlp_reduce_") + DtypeName(dtype));
-  if (!ShaderPipelinesOk(call, tiles, p)) return;
+  if (!FitGeometry(call, net, attrs, n, dtype, true, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
+  // After the geometry is final: the partitions depend on its row tiles.
+  TF_Tensor* partials = call.Temp(TF_FLOAT, {int64_t(p.partitions) * p.params_pad});
+  if (!call.ok()) return;
   call.Encode([&](mo::metal::Encoder& e) {
     e.Zero(partials);
     for (int l = 0; l < num; ++l) {

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "kernels/metal/metal_rules.h"
+#include "kernels/metal_plan/plan.h"
 #include "kernels/spec/checks.h"
 #import "kernels/metal/tf_metal_stream.h"
 #include "tensorflow/c/kernels.h"
@@ -88,7 +89,8 @@ class Encoder {
   // Binds a tensor's MTLBuffer, or a placeholder for an empty tensor (whose
   // data is no buffer; see TensorHasMetalBuffer). nullptr binds the placeholder too.
   Encoder& Tensor(NSUInteger index, TF_Tensor* tensor);
-  // Binds a buffer of the call's own (KernelCall::SharedBuffer).
+  // Binds a buffer of the call's own (KernelCall::SharedBuffer); nil binds the
+  // placeholder (an empty tensor's).
   Encoder& Buffer(NSUInteger index, id<MTLBuffer> buffer);
   Encoder& Bytes(NSUInteger index, const void* data, size_t length);
   template <typename T>
@@ -107,10 +109,11 @@ class Encoder {
   // here (failing, dispatching nothing).
   Encoder& DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
                                 uint32_t threadgroup_bytes);
-  // Zero-fills a tensor with a blit (nothing for an empty tensor), keeping
-  // Metal's fill rule (metal_rules.h FillLength). Work encoded before and
-  // after it runs in order.
+  // Zero-fills a tensor (nothing for an empty one) with the fill shader
+  // (fill.metal) on this compute encoder, so work encoded before and after it
+  // runs in order without relying on hazard tracking between encoders.
   Encoder& Zero(TF_Tensor* tensor);
+  void set_fill_pipeline(id<MTLComputePipelineState> fill) { fill_ = fill; }
 
   // The command buffer for work encoded by others (MPS, MPSGraph), `what`
   // naming it: ends this encoder's open compute pass and counts as encoded work.
@@ -126,6 +129,7 @@ class Encoder {
   std::vector<std::string> kernels_;
   id<MTLCommandBuffer> command_buffer_;
   id<MTLComputeCommandEncoder> encoder_ = nil;
+  id<MTLComputePipelineState> fill_ = nil;
   bool encoded_ = false;
   TF_Status* status_;
 };
@@ -188,6 +192,14 @@ class KernelCall {
     using B = typename std::remove_reference<Body>::type;
     EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, true);
   }
+  // Runs an op's Metal plan (kernels/metal_plan/plan.h) on the stream:
+  // `slots` are the plan's tensor slots in order. Every pipeline is taken and
+  // every threadgroup size checked before anything is encoded; scratch
+  // buffers are temporary tensors; then one Encode (one compute encoder: the
+  // passes, zero-fills included, run in order). Does nothing once the call
+  // has failed or for a plan without passes.
+  void RunPlan(const metal_plan::Plan& plan, std::initializer_list<TF_Tensor*> slots);
+
   // A buffer of `length` bytes in shared storage on Device(), which the CPU
   // can read once the work writing it has completed (EncodeAndWait); nil,
   // failing the call, if it cannot be made.
@@ -202,6 +214,15 @@ class KernelCall {
   std::vector<TF_Tensor*> tensors_;
   id<MTLDevice> device_ = nil;
 };
+
+// A plan's pipelines, in pass order, on `device`, each threadgroup size
+// checked against it; empty with `status` set on failure. Outside any queue.
+std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
+                                                       TF_Status* status);
+// Encodes a plan's passes on `e` (one compute encoder, in order): tensor
+// slots and scratch buffers as the given buffers (nil: the placeholder).
+void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<MTLComputePipelineState>>& pipelines,
+                const std::vector<id<MTLBuffer>>& slots, const std::vector<id<MTLBuffer>>& scratch);
 
 // The TF compute callback for `F(void* kernel, KernelCall&)`, inside an
 // autorelease pool.
@@ -298,6 +319,9 @@ inline void* CreateNothing(TF_OpKernelConstruction*) { return nullptr; }
 inline void DeleteNothing(void*) {}
 
 std::vector<int64_t> DimsOf(TF_Tensor* tensor);
+// The plan's element type of a registered dtype (float32 for anything but
+// half / int32 / int64: the kernels register no other).
+metal_plan::Dtype PlanDtype(TF_DataType dtype);
 using checks::ShapeString;
 
 }  // namespace metal

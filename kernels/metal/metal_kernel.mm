@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/common/fill.h"
 #include "kernels/metal/embedded_sources.h"
 
 namespace mo {
@@ -189,11 +190,7 @@ Encoder& Encoder::Tensor(NSUInteger index, TF_Tensor* tensor) {
 
 Encoder& Encoder::Buffer(NSUInteger index, id<MTLBuffer> buffer) {
   if (!ok()) return *this;
-  if (buffer == nil) {
-    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: binding a nil buffer");
-    return *this;
-  }
-  [Compute() setBuffer:buffer offset:0 atIndex:index];
+  [Compute() setBuffer:(buffer != nil ? buffer : Placeholder(device())) offset:0 atIndex:index];
   return *this;
 }
 
@@ -248,24 +245,15 @@ Encoder& Encoder::DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uin
 Encoder& Encoder::Zero(TF_Tensor* tensor) {
   id<MTLBuffer> buffer = BufferOf(tensor);
   if (!ok() || buffer == nil) return *this;
-  const uint64_t length = FillLength(TF_TensorByteSize(tensor), buffer.length);
-  if (length == 0) {
-    const std::string message = "metal_ops: cannot zero a tensor of " + std::to_string(TF_TensorByteSize(tensor)) +
-                                " bytes in a buffer of " + std::to_string(buffer.length) +
-                                " bytes with a blit fill (its length must be a multiple of 4)";
-    TF_SetStatus(status_, TF_INTERNAL, message.c_str());
+  if (fill_ == nil) {
+    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: zero-fill without the fill pipeline (KernelCall::Encode takes it)");
     return *this;
   }
-  if (encoder_ != nil) {  // one encoder at a time on a command buffer
-    [encoder_ endEncoding];
-    encoder_ = nil;
-  }
-  id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
-  [blit fillBuffer:buffer range:NSMakeRange(0, static_cast<NSUInteger>(length)) value:0];
-  [blit endEncoding];
-  Record("blit fill");
-  encoded_ = true;
-  return *this;
+  // The fill shader (fill.metal) on this compute encoder: ordered before the
+  // dispatches after it by the encoder itself (no blit encoder between them).
+  const FillParams params = {static_cast<int64>(TF_TensorByteSize(tensor))};
+  Buffer(kFillWords, buffer).Buffer(kFillBytes, buffer).Value(kFillParams, params);
+  return Dispatch(fill_, (TF_TensorByteSize(tensor) + 3) / 4);
 }
 
 id<MTLCommandBuffer> Encoder::ExternalEncoding(const std::string& what) {
@@ -394,6 +382,9 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
   TF_Status* status = status_;
   id<MTLDevice> device = device_;
   const bool sync = wait || GpuSyncOn();
+  // The zero-fill pipeline (Encoder::Zero), taken here, outside the queue.
+  id<MTLComputePipelineState> fill = device != nil ? GetPipeline(device, "fill", "fill_zero", status_) : nil;
+  if (!ok()) return;
   __block std::string gpu_error;
   dispatch_sync(stream.queue, ^() {
     @autoreleasepool {
@@ -404,6 +395,7 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
         return;
       }
       Encoder encoder(command_buffer, status);
+      encoder.set_fill_pipeline(fill);
       fn(arg, encoder);
       if (!encoder.End()) return;
       if (!sync) {
@@ -515,12 +507,89 @@ bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKerne
   return registered;
 }
 
+metal_plan::Dtype PlanDtype(TF_DataType dtype) {
+  switch (dtype) {
+    case TF_HALF: return metal_plan::Dtype::kFloat16;
+    case TF_INT32: return metal_plan::Dtype::kInt32;
+    case TF_INT64: return metal_plan::Dtype::kInt64;
+    default: return metal_plan::Dtype::kFloat32;
+  }
+}
+
 std::vector<int64_t> DimsOf(TF_Tensor* tensor) {
   std::vector<int64_t> dims(static_cast<size_t>(TF_NumDims(tensor)));
   for (size_t d = 0; d < dims.size(); ++d) dims[d] = TF_Dim(tensor, static_cast<int>(d));
   return dims;
 }
 
+
+}  // namespace metal
+}  // namespace mo
+
+// ---- plans: shared by the stream and the own queue ---------------------------------------
+
+namespace mo {
+namespace metal {
+
+std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
+                                                       TF_Status* status) {
+  std::vector<id<MTLComputePipelineState>> pipelines;
+  for (const metal_plan::Pass& pass : plan.passes) {
+    id<MTLComputePipelineState> pipeline = GetPipeline(device, pass.library.c_str(), pass.function, status);
+    if (pipeline == nil) return {};
+    if (pass.kind == metal_plan::Pass::kThreadgroups) {
+      const std::string misfit = ThreadgroupFitError(pipeline.maxTotalThreadsPerThreadgroup, pass.threads_per_group,
+                                                     pipeline.staticThreadgroupMemoryLength, pass.threadgroup_bytes,
+                                                     device.maxThreadgroupMemoryLength);
+      if (!misfit.empty()) {
+        TF_SetStatus(status, TF_UNIMPLEMENTED, (pass.function + ": " + misfit).c_str());
+        return {};
+      }
+    }
+    pipelines.push_back(pipeline);
+  }
+  return pipelines;
+}
+
+void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<MTLComputePipelineState>>& pipelines,
+                const std::vector<id<MTLBuffer>>& slots, const std::vector<id<MTLBuffer>>& scratch) {
+  for (size_t p = 0; p < plan.passes.size() && e.ok(); ++p) {
+    const metal_plan::Pass& pass = plan.passes[p];
+    for (const metal_plan::Binding& b : pass.bindings) {
+      switch (b.kind) {
+        case metal_plan::Binding::kTensor: e.Buffer(b.index, slots[static_cast<size_t>(b.slot)]); break;
+        case metal_plan::Binding::kScratch: e.Buffer(b.index, scratch[static_cast<size_t>(b.slot)]); break;
+        case metal_plan::Binding::kBytes: e.Bytes(b.index, b.bytes.data(), b.bytes.size()); break;
+      }
+    }
+    if (pass.kind == metal_plan::Pass::kThreads) {
+      e.Dispatch(pipelines[p], pass.threads);
+    } else {
+      e.DispatchThreadgroups(pipelines[p], pass.groups, pass.threads_per_group, pass.threadgroup_bytes);
+    }
+  }
+}
+
+void KernelCall::RunPlan(const metal_plan::Plan& plan, std::initializer_list<TF_Tensor*> slot_list) {
+  if (!ok() || plan.empty()) return;
+  const std::vector<TF_Tensor*> tensors(slot_list);
+  const std::string invalid = metal_plan::Validate(plan, static_cast<int>(tensors.size()));
+  if (!invalid.empty()) {
+    Fail(TF_INTERNAL, "metal_ops: invalid Metal plan: " + invalid);
+    return;
+  }
+  id<MTLDevice> device = Device();
+  if (device == nil) return;
+  const std::vector<id<MTLComputePipelineState>> pipelines = PlanPipelines(device, plan, status_);
+  if (!ok()) return;
+  std::vector<id<MTLBuffer>> slots, scratch;
+  for (TF_Tensor* t : tensors) slots.push_back(Encoder::BufferOf(t));
+  for (uint64_t bytes : plan.scratch) {
+    scratch.push_back(Encoder::BufferOf(Temp(TF_UINT8, {static_cast<int64_t>(bytes > 0 ? bytes : 1)})));
+  }
+  if (!ok()) return;
+  Encode([&](Encoder& e) { EncodePlan(e, plan, pipelines, slots, scratch); });
+}
 
 }  // namespace metal
 }  // namespace mo

@@ -36,17 +36,21 @@ inline std::string FloatKey(float value) {
 }
 
 // The key of one compiled graph: the graph's kind (`op`), the GPU (its
-// registryID), the attribute pieces it is built from and every input's shape.
-// Pieces are separated so that no two different inputs give one key: '|'
-// between parts, '/' after each attribute piece, ',' after each dimension.
+// registryID), the attribute pieces it is built from, every input's shape and
+// the output's (a graph may bake the output shape into a constant, as the
+// convolution with no taps does: its inputs alone do not fix it). Pieces are
+// separated so that no two different inputs give one key: '|' between parts,
+// '/' after each attribute piece, ',' after each dimension, '>' before the output.
 inline std::string GraphKey(const std::string& op, uint64_t device, const std::vector<std::string>& attrs,
-                            const std::vector<std::vector<int64_t>>& shapes) {
+                            const std::vector<std::vector<int64_t>>& shapes, const std::vector<int64_t>& output) {
   std::string key = op + "|" + std::to_string(device) + "|";
   for (const std::string& a : attrs) key += a + "/";
   for (const std::vector<int64_t>& shape : shapes) {
     key += "|";
     for (int64_t d : shape) key += std::to_string(d) + ",";
   }
+  key += "|>";
+  for (int64_t d : output) key += std::to_string(d) + ",";
   return key;
 }
 

@@ -19,9 +19,9 @@ inline mo::int64 robust_loss_channel_of(uint t, mo::int64 channels) {
 }
 
 template <typename T>
-[[kernel]] void robust_loss_forward(device const T* x [[buffer(0)]], device const float* alpha [[buffer(1)]],
-                                    device const float* scale [[buffer(2)]], device T* out [[buffer(3)]],
-                                    constant mo::RobustLossParams& p [[buffer(4)]],
+[[kernel]] void robust_loss_forward(device const T* x [[buffer(mo::kRobustLossX)]], device const float* alpha [[buffer(mo::kRobustLossAlpha)]],
+                                    device const float* scale [[buffer(mo::kRobustLossScale)]], device T* out [[buffer(mo::kRobustLossOut)]],
+                                    constant mo::RobustLossParams& p [[buffer(mo::kRobustLossParams)]],
                                     uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   const mo::int64 channels = p.channels;
   const mo::int64 col_step = robust_loss_channel_of(grid_size, channels);
@@ -35,11 +35,11 @@ template <typename T>
 }
 
 template <typename T>
-[[kernel]] void robust_loss_backward(device const T* grad [[buffer(0)]], device const T* x [[buffer(1)]],
-                                     device const float* alpha [[buffer(2)]], device const float* scale [[buffer(3)]],
-                                     device T* dx [[buffer(4)]], device metal::atomic_float* dalpha [[buffer(5)]],
-                                     device metal::atomic_float* dscale [[buffer(6)]],
-                                     constant mo::RobustLossParams& p [[buffer(7)]],
+[[kernel]] void robust_loss_backward(device const T* grad [[buffer(mo::kRobustLossGradGrad)]], device const T* x [[buffer(mo::kRobustLossGradX)]],
+                                     device const float* alpha [[buffer(mo::kRobustLossGradAlpha)]], device const float* scale [[buffer(mo::kRobustLossGradScale)]],
+                                     device T* dx [[buffer(mo::kRobustLossGradDx)]], device metal::atomic_float* dalpha [[buffer(mo::kRobustLossGradDalpha)]],
+                                     device metal::atomic_float* dscale [[buffer(mo::kRobustLossGradDscale)]],
+                                     constant mo::RobustLossParams& p [[buffer(mo::kRobustLossGradParams)]],
                                      uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   const mo::int64 channels = p.channels;
   const mo::int64 rows = p.rows;

@@ -36,15 +36,16 @@ inline void backward(const device T* grad, const device T* dirs, device T* grad_
 }  // namespace mo
 
 template <int D, typename T>
-[[kernel]] void sh_encode_forward(device const T* dirs [[buffer(0)]], device T* values [[buffer(1)]],
-                                  constant mo::SHEncodeParams& p [[buffer(2)]], uint gid [[thread_position_in_grid]],
+[[kernel]] void sh_encode_forward(device const T* dirs [[buffer(mo::kSHEncodeDirs)]], device T* values [[buffer(mo::kSHEncodeValues)]],
+                                  constant mo::SHEncodeParams& p [[buffer(mo::kSHEncodeParams)]], uint gid [[thread_position_in_grid]],
                                   uint grid_size [[threads_per_grid]]) {
   mo::sh_encode_metal::forward<D, T>(dirs, values, p.num_points, gid, grid_size);
 }
 
 template <int D, typename T>
-[[kernel]] void sh_encode_backward(device const T* grad [[buffer(0)]], device const T* dirs [[buffer(1)]],
-                                   device T* grad_dirs [[buffer(2)]], constant mo::SHEncodeParams& p [[buffer(3)]],
+[[kernel]] void sh_encode_backward(device const T* grad [[buffer(mo::kSHEncodeGradGrad)]], device const T* dirs [[buffer(mo::kSHEncodeGradDirs)]],
+                                   device T* grad_dirs [[buffer(mo::kSHEncodeGradOut)]],
+                                   constant mo::SHEncodeParams& p [[buffer(mo::kSHEncodeGradParams)]],
                                    uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   mo::sh_encode_metal::backward<D, T>(grad, dirs, grad_dirs, p.num_points, gid, grid_size);
 }

@@ -3,8 +3,8 @@
 #include "kernels/common/zero_out.h"
 
 template <typename T>
-[[kernel]] void zero_out(device const T* in [[buffer(0)]], device T* out [[buffer(1)]],
-                         constant mo::ZeroOutParams& params [[buffer(2)]], uint gid [[thread_position_in_grid]],
+[[kernel]] void zero_out(device const T* in [[buffer(mo::kZeroOutIn)]], device T* out [[buffer(mo::kZeroOutOut)]],
+                         constant mo::ZeroOutParams& params [[buffer(mo::kZeroOutParams)]], uint gid [[thread_position_in_grid]],
                          uint grid_size [[threads_per_grid]]) {
   for (mo::int64 i = gid; i < params.num_elements; i += grid_size) {
     out[i] = mo::zero_out_element(in[i], i, params.preserve_index);

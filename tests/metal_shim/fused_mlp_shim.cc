@@ -171,6 +171,23 @@ extern "C" {
 
 const char* shim_fused_mlp_error() { return g_error.c_str(); }
 
+// The geometry the .mm would use for pipelines of at most max_threads threads
+// per threadgroup: simdgroups, rows, chunk, threadgroup bytes, partitions.
+int shim_fused_mlp_geometry_max_threads(int64_t n, int in_dim, int width, int hidden_layers, int out_dim,
+                                        int elem_bytes, int backward, int64_t max_threads, int32_t* out) {
+  mo::FusedMlpParams p;
+  if (!mo::fused_mlp_params(n, in_dim, width, out_dim, hidden_layers, 0, 0, 0.0f, elem_bytes, backward != 0, &p,
+                            max_threads)) {
+    return -1;
+  }
+  out[0] = p.simdgroups;
+  out[1] = p.rows;
+  out[2] = p.chunk;
+  out[3] = p.tg_bytes;
+  out[4] = p.partitions;
+  return 0;
+}
+
 // The geometry the .mm would use: simdgroups, rows, chunk, threadgroup bytes, partitions.
 int shim_fused_mlp_geometry(int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int elem_bytes,
                             int backward, int32_t* out) {

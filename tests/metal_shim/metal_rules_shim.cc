@@ -113,13 +113,14 @@ void shim_float_key(float value, char* out, int size) { CopyOut(mo::metal::Float
 // GraphKey of `num_shapes` shapes given as their ranks and their dimensions
 // one after another; `attrs` separated by ';'.
 void shim_graph_key(const char* op, uint64_t device, const char* attrs, const int* ranks, const int64_t* dims,
-                    int num_shapes, char* out, int size) {
+                    int num_shapes, const int64_t* out_dims, int out_rank, char* out, int size) {
+  const std::vector<int64_t> output(out_dims, out_dims + out_rank);
   std::vector<std::vector<int64_t>> shapes;
   for (int i = 0; i < num_shapes; ++i) {
     shapes.emplace_back(dims, dims + ranks[i]);
     dims += ranks[i];
   }
-  CopyOut(mo::metal::GraphKey(op, device, Split(attrs), shapes), out, size);
+  CopyOut(mo::metal::GraphKey(op, device, Split(attrs), shapes, output), out, size);
 }
 
 // ConvGraphAttrs joined by '/': fields are padding (0 SAME, 1 VALID, 2

@@ -1,0 +1,112 @@
+// A Metal plan: an op's GPU work as data, built by portable C++ from shapes
+// and attributes (kernels/metal_plan/<op>_plan.cc) and run by one of the
+// executors (docs/ARCHITECTURE.md, "Metal plans"):
+//   - tensorflow-metal's TF_MetalStream (kernels/metal/metal_kernel.mm, RunPlan)
+//   - the library's own MTLDevice and queue (kernels/metal/own_queue_executor.mm)
+//   - the MSL shim on the CPU (tests/metal_shim/shim_exec.cc, METAL_OPS_METAL=shim)
+// A plan names tensors by slot (the op's own enum, in its <op>_plan.h); the
+// executor maps each slot to a buffer. A pass binds buffers at the shader's
+// named indices (the enums in kernels/common/<op>.h, which the .metal uses too).
+#ifndef MO_KERNELS_METAL_PLAN_PLAN_H_
+#define MO_KERNELS_METAL_PLAN_PLAN_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace mo {
+namespace metal_plan {
+
+// The element type of a tensor, as the shaders' host names spell it.
+enum class Dtype { kFloat32, kFloat16, kInt32, kInt64 };
+const char* DtypeSuffix(Dtype dtype);  // "float32", "float16", "int32", "int64"
+
+struct Binding {
+  enum Kind { kTensor, kBytes, kScratch };
+  Kind kind;
+  uint32_t index;              // the shader's [[buffer(index)]]
+  int slot;                    // kTensor: tensor slot; kScratch: scratch buffer
+  std::vector<uint8_t> bytes;  // kBytes: the value (setBytes)
+};
+
+struct Pass {
+  // kThreads: about `threads` threads in groups of the pipeline's width (at most
+  // 256; metal_rules.h ThreadgroupCount), shaders loop grid-stride and do not
+  // cooperate. kThreadgroups: exactly `groups` threadgroups of
+  // `threads_per_group` threads, `threadgroup_bytes` at [[threadgroup(0)]].
+  enum Kind { kThreads, kThreadgroups };
+  Kind kind = kThreads;
+  std::string library;   // kernels/metal/<library>.metal
+  std::string function;  // its host name
+  std::vector<Binding> bindings;
+  uint64_t threads = 0;
+  uint64_t groups = 0;
+  uint32_t threads_per_group = 0;
+  uint32_t threadgroup_bytes = 0;
+};
+
+struct Plan {
+  std::vector<Pass> passes;          // in order; each sees every earlier pass's writes
+  std::vector<bool> written;         // per tensor slot: a pass writes it (own queue: copied back)
+  std::vector<uint64_t> scratch;     // bytes of each scratch buffer (executor-owned, uninitialised)
+  bool empty() const { return passes.empty(); }
+};
+
+// Builds a plan pass by pass:
+//   PlanBuilder b(kSlots);
+//   b.Threads("trunc_exp", "trunc_exp_forward_float32", n)
+//       .Tensor(kTruncExpX, kX).Output(kTruncExpY, kY).Value(kTruncExpParams, params);
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(int num_slots) { plan_.written.assign(static_cast<size_t>(num_slots), false); }
+
+  PlanBuilder& Threads(const std::string& library, const std::string& function, uint64_t threads);
+  PlanBuilder& Threadgroups(const std::string& library, const std::string& function, uint64_t groups,
+                            uint32_t threads_per_group, uint32_t threadgroup_bytes);
+  // Zeroes the first `bytes` bytes of a tensor slot: a compute pass of the
+  // fill shader (kernels/metal/fill.metal), encoded with the others so one
+  // compute encoder orders it before the passes that read it.
+  PlanBuilder& Zero(int slot, uint64_t bytes);
+
+  // Bindings of the last pass: a tensor it reads, one it writes, a value, a scratch buffer.
+  PlanBuilder& Tensor(uint32_t index, int slot);
+  PlanBuilder& Output(uint32_t index, int slot);
+  PlanBuilder& Bytes(uint32_t index, const void* data, size_t length);
+  template <typename T>
+  PlanBuilder& Value(uint32_t index, const T& value) {
+    static_assert(std::is_trivially_copyable<T>::value, "Metal argument structs are plain data");
+    return Bytes(index, &value, sizeof(T));
+  }
+  PlanBuilder& Scratch(uint32_t index, int scratch);
+  // A new scratch buffer of `bytes` bytes; its number for Scratch().
+  int NewScratch(uint64_t bytes);
+
+  Plan Finish() { return std::move(plan_); }
+
+ private:
+  Pass& Last() { return plan_.passes.back(); }
+  Plan plan_;
+};
+
+// A tensor slot's memory as an executor sees it on the CPU side.
+struct HostTensor {
+  void* data;
+  uint64_t bytes;
+};
+
+// What went wrong running a plan, or "" — checks every executor makes before
+// it encodes anything: every tensor binding names a slot of `num_slots`, a
+// scratch buffer that exists; passes have work.
+std::string Validate(const Plan& plan, int num_slots);
+
+// One line per pass, for error messages and tests:
+//   "trunc_exp_forward_float32 threads=1000 [0]=slot0 [1]=slot1* [2]=bytes8"
+std::string Describe(const Plan& plan);
+
+}  // namespace metal_plan
+}  // namespace mo
+
+#endif  // MO_KERNELS_METAL_PLAN_PLAN_H_
