@@ -200,6 +200,24 @@ def _selftest(d):
     return list(rows.values())
 
 
+def _nerf_scene(d):
+    rows = [{"what": f"ours, {d['minutes']:g} min ({d['steps']} steps, {d['ms_per_step']:.1f} ms a step)",
+             "psnr": d["test_psnr"], "ssim": d["test_ssim"], "views": d["test_views"],
+             "gpu": (d.get("machine") or {}).get("gpu")}]
+    for level, seconds in (d.get("first_seconds_to_psnr") or {}).items():
+        if seconds is not None:
+            rows.append({"what": f"ours, first reached {level} dB (10 test views) after {seconds:.0f} s"})
+    for a in d.get("anchors") or []:
+        rows.append({"what": f"{a['method']}, {a['seconds'] / 60:g} min", "psnr": a["psnr"], "gpu": a.get("gpu")})
+    return rows
+
+
+def _nerf_scene_profile(d):
+    return [{"budget": r["sample_budget"], "rays": r["rays_per_step"], "wall": r["wall_ms_per_step"],
+             "busy": r["busy_ms_per_step"], "kernels": r["kernels_per_step"], "grid": r["grid_update_ms"],
+             "grid_every": r["grid_every"]} for r in d["rows"]]
+
+
 NERF_DEMO = [("steps", "step"), ("training s", "train_seconds"), ("test PSNR dB", "test_psnr_mean"),
              ("test SSIM", "test_ssim_mean"), ("MLP precision", "mlp_precision"), ("Adam", "adam"),
              ("rays/step", "rays_per_step"), ("field evaluations/ray", "field_evals_per_ray")]
@@ -381,6 +399,24 @@ SECTIONS = {
     "tests.h100": ("The test suite on a GPU", "pytest over the CPU and /GPU:0 through TensorFlow's CUDA build.",
                    _tests, [("passed", "passed"), ("failed", "failed"), ("skipped", "skipped"),
                             ("xfailed", "xfailed"), ("seconds", "time_s")]),
+    "nerf_mic.h100": ("NeRF on mic (NeRF-synthetic), 5 minutes on an H100",
+                      "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 5`: the GPU recipe "
+                      "(examples/nerf/README.md), 100 training views at 800x800, PSNR and SSIM over the 200 "
+                      "standard test views, beside instant-NGP's published figure.", _nerf_scene,
+                      [("run", "what"), ("test PSNR dB", "psnr"), ("SSIM", "ssim"), ("views", "views"),
+                       ("GPU", "gpu")]),
+    "nerf_mic_profile.h100": ("NeRF on mic: one training step's time",
+                              "`--profile`: after 300 steps, 30 steps under TensorFlow's profiler at two sample "
+                              "budgets: wall and GPU-busy ms per step, kernels per step, the occupancy grid's "
+                              "update (ms, every N steps).", _nerf_scene_profile,
+                              [("samples/step", "budget"), ("rays/step", "rays"), ("wall ms", "wall"),
+                               ("GPU busy ms", "busy"), ("kernels", "kernels"), ("grid update ms", "grid"),
+                               ("every", "grid_every")]),
+    "selftest_cuda12_wheel.h100": ("The self-test through the wheel's CUDA 12 library",
+                                   "`python -m metal_ops.selftest` with the Linux wheel's `_metal_ops_cuda.so` "
+                                   "built with CUDA 12.9 (driver floor 525), loaded by TensorFlow 2.21's CUDA "
+                                   "build on /GPU:0, per op.", _selftest,
+                                   [("op", "op"), ("cases", "cases"), ("passed", "passed"), ("worst", "worst")]),
     "selftest.h100": ("The self-test on a GPU", "`python -m metal_ops.selftest`: every op against its NumPy "
                       "reference on /GPU:0, per op; worst = the largest error / tolerance.", _selftest,
                       [("op", "op"), ("cases", "cases"), ("passed", "passed"), ("worst", "worst")]),
