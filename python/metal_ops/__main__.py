@@ -52,9 +52,7 @@ def metal_path(info, tf_version):
     """(name, reason): metal_ops.metal_path.active_metal_path() where the
     package has it, else derive_metal_path()."""
     if importlib.util.find_spec("metal_ops.metal_path") is not None:
-        from metal_ops import metal_path as module
-
-        return tuple(module.active_metal_path())
+        return tuple(importlib.import_module("metal_ops.metal_path").active_metal_path())
     return derive_metal_path(info, tf_version, _tensorflow_metal_version())
 
 
