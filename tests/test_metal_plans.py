@@ -28,6 +28,7 @@ PLANNED_MODULES = [
     "tests/test_robust_loss.py",
     "tests/test_distortion_loss.py",
     "tests/test_volume_render.py",
+    "tests/test_hash_encode.py",
 ]
 
 
