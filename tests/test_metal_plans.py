@@ -27,6 +27,8 @@ PLANNED_MODULES = [
     "tests/test_sh_encode.py",
     "tests/test_robust_loss.py",
     "tests/test_distortion_loss.py",
+    "tests/test_volume_render.py",
+    "tests/test_hash_encode.py",
 ]
 
 

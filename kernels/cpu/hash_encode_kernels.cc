@@ -26,8 +26,10 @@
 #include "kernels/common/hash_grid.h"
 #include "kernels/cpu/hash_encode_cpu.h"
 #include "kernels/cpu/huge_pages.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/hash_encode_kernel.h"
+#include "kernels/metal_plan/hash_encode_plan.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -187,9 +189,25 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsHashGridOffsets").Device(DEVICE_CPU), Hash
 
 using CPUDevice = Eigen::ThreadPoolDevice;
 
+// The Metal plans' layout of an encoding (kernels/metal_plan/hash_encode_plan.h).
+template <typename Args>
+metal_plan::HashEncodeLayout MetalLayout(const Args& a) {
+  using T = typename std::remove_const<typename std::remove_pointer<decltype(a.table)>::type>::type;
+  return {&a.params, a.dims, a.features, a.rows, cpu::MetalDtype<T>()};
+}
+
 template <typename T>
 struct HashEncodeFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
+    absl::Status status;
+    const uint64_t table_bytes = uint64_t(a.rows * a.features) * sizeof(T);
+    if (cpu::RunOnMetal(ctx, a.num_points * grid.num_levels, [&] { return metal_plan::HashEncodeForward(MetalLayout(a)); },
+                        {cpu::Slot(a.inputs, uint64_t(a.num_points * a.dims) * sizeof(float)),
+                         cpu::Slot(a.table, table_bytes),
+                         cpu::Slot(a.encoded, uint64_t(a.num_points * grid.num_levels * a.features) * sizeof(T))},
+                        &status)) {
+      return status;
+    }
     AdviseHugePages(a.table, sizeof(T) * size_t(a.rows * a.features), /*collapse=*/true);
     AdviseHugePages(a.encoded, sizeof(T) * size_t(a.num_points * grid.num_levels * a.features), /*collapse=*/false);
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
@@ -204,8 +222,21 @@ struct HashEncodeFunctor<CPUDevice, T> {
   }
 
   // Deterministic always (fixed-order reductions): a.deterministic changes nothing here.
-  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs&, const HashEncodeBackwardArgs<T>& a) {
+  static absl::Status Backward(OpKernelContext* ctx, const GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
     const int64 table_elements = a.rows * a.features;
+    absl::Status status;
+    const bool table_grad = a.grad_table != nullptr, input_grad = a.grad_inputs != nullptr;
+    const uint64_t table_bytes = uint64_t(table_elements) * sizeof(T);
+    const uint64_t inputs_bytes = uint64_t(a.num_points * a.dims) * sizeof(float);
+    if (cpu::RunOnMetal(
+            ctx, a.num_points * grid.num_levels,
+            [&] { return metal_plan::HashEncodeBackward(MetalLayout(a), table_grad, input_grad, a.deterministic); },
+            {cpu::Slot(a.grad_encoded, uint64_t(a.num_points * grid.num_levels * a.features) * sizeof(T)),
+             cpu::Slot(a.inputs, inputs_bytes), cpu::Slot(a.table, table_bytes),
+             cpu::Slot(a.grad_table, table_grad ? table_bytes : 0), cpu::Slot(a.grad_inputs, input_grad ? inputs_bytes : 0)},
+            &status)) {
+      return status;
+    }
     float* acc = nullptr;
     Tensor acc_tensor;
     if (a.grad_table != nullptr) {

@@ -6,9 +6,13 @@
 //   C (sequential): K (early termination), then the sums / the suffix-trick
 //     backward.
 // Every formula is a function of kernels/common/volume_render.h; the GPU
-// backends run the same functions one sample at a time (VrWalk).
+// backends run the same functions one sample at a time (VrWalk). float32 work
+// goes first to cpu::RunOnMetal (the plans of
+// kernels/metal_plan/volume_render_plan.cc), whose shaders give invalid rays
+// NaN outputs; the host then names the first invalid ray, as here.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,9 +20,11 @@
 #include <vector>
 
 #include "kernels/common/volume_render.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/volume_render_cpu.h"
 #include "kernels/volume_render_kernel.h"
+#include "kernels/metal_plan/volume_render_plan.h"
 #include "kernels/register_kernels.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/volume_render_spec.h"
@@ -38,6 +44,72 @@ using ::tensorflow::Tensor;
 // Cost of one ray for the thread-pool sharder (cycles, roughly).
 int64_t RayCost(int64_t samples) { return 20 + 60 * samples; }
 
+// The byte sizes of the ray tensors: sigma [R, S], rgb [R, S, 3], t [R, S + 1],
+// background [R, 3] or [3], per-ray [R] and [R, 3].
+struct RayBytes {
+  uint64_t sigma, rgb, t, background, ray, ray3;
+};
+RayBytes BytesOf(const RenderArgs<float>& a) {
+  const uint64_t R = static_cast<uint64_t>(a.rays), S = static_cast<uint64_t>(a.samples), f = sizeof(float);
+  return {R * S * f, R * S * 3 * f, R * (S + 1) * f, (a.background_per_ray ? R * 3 : 3) * f, R * f, R * 3 * f};
+}
+metal_plan::VolumeRenderLayout LayoutOf(const RenderArgs<float>& a) {
+  return {a.rays, a.samples, a.early_termination, a.background_per_ray};
+}
+
+// The op's error for the first invalid ray (negative / NaN sigma, decreasing
+// t), or OK.
+absl::Status CheckRays(OpKernelContext* ctx, const VolumeRenderForwardArgs<float>& a) {
+  const int64_t S = a.samples;
+  std::atomic<int64_t> first_bad(a.rays);
+  cpu::ParallelFor(ctx, a.rays, 4 * S + 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end && r < first_bad.load(std::memory_order_relaxed); ++r) {
+      if (!AllValid(a.sigma + r * S, a.t + r * (S + 1), S)) {
+        int64_t cur = first_bad.load();
+        while (r < cur && !first_bad.compare_exchange_weak(cur, r)) {
+        }
+        return;
+      }
+    }
+  });
+  const int64_t r = first_bad.load();
+  if (r == a.rays) return absl::OkStatus();
+  const float* sigma_r = a.sigma + r * S;
+  const float* t_r = a.t + r * (S + 1);
+  return checks::ToStatus(volume_render::BadRay(vr_check_ray(sigma_r, t_r, S), r, sigma_r, t_r));
+}
+
+// float32 on a Metal executor (true: *status is its result); double never.
+bool ForwardOnMetal(OpKernelContext*, const VolumeRenderForwardArgs<double>&, absl::Status*) { return false; }
+bool ForwardOnMetal(OpKernelContext* ctx, const VolumeRenderForwardArgs<float>& a, absl::Status* status) {
+  const RayBytes b = BytesOf(a);
+  const bool write_weights = a.weights != nullptr;
+  if (!cpu::RunOnMetal(ctx, a.rays * a.samples,
+                       [&] { return metal_plan::VolumeRenderForward(LayoutOf(a), write_weights); },
+                       {cpu::Slot(a.sigma, b.sigma), cpu::Slot(a.rgb, b.rgb), cpu::Slot(a.t, b.t),
+                        cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
+                        cpu::Slot(a.opacity, b.ray), cpu::Slot(a.weights, write_weights ? b.sigma : 0)},
+                       status)) {
+    return false;
+  }
+  if (status->ok()) *status = CheckRays(ctx, a);
+  return true;
+}
+bool BackwardOnMetal(OpKernelContext*, const VolumeRenderBackwardArgs<double>&, absl::Status*) { return false; }
+bool BackwardOnMetal(OpKernelContext* ctx, const VolumeRenderBackwardArgs<float>& a, absl::Status* status) {
+  const RayBytes b = BytesOf(a);
+  const bool has_weight_grad = a.weights != nullptr;
+  const uint64_t weights = has_weight_grad ? b.sigma : 0;
+  return cpu::RunOnMetal(
+      ctx, a.rays * a.samples, [&] { return metal_plan::VolumeRenderBackward(LayoutOf(a), has_weight_grad); },
+      {cpu::Slot(a.sigma, b.sigma), cpu::Slot(a.rgb, b.rgb), cpu::Slot(a.t, b.t), cpu::Slot(a.background, b.background),
+       cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray), cpu::Slot(a.opacity, b.ray),
+       cpu::Slot(a.weights, weights), cpu::Slot(a.grad_rgb, b.ray3), cpu::Slot(a.grad_depth, b.ray),
+       cpu::Slot(a.grad_opacity, b.ray), cpu::Slot(a.grad_weights, weights), cpu::Slot(a.grad_sigma, b.sigma),
+       cpu::Slot(a.grad_samples_rgb, b.rgb), cpu::Slot(a.grad_background, b.ray3)},
+      status);
+}
+
 }  // namespace
 
 using CPUDevice = Eigen::ThreadPoolDevice;
@@ -45,6 +117,8 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 template <typename T>
 struct VolumeRenderFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const VolumeRenderForwardArgs<T>& a) {
+    absl::Status status;
+    if (ForwardOnMetal(ctx, a, &status)) return status;
     const int64_t S = a.samples;
     const bool write_weights = a.weights != nullptr;
     // The smallest invalid ray (if any) is reported; threads race only to lower it.
@@ -76,6 +150,8 @@ struct VolumeRenderFunctor<CPUDevice, T> {
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& a) {
+    absl::Status status;
+    if (BackwardOnMetal(ctx, a, &status)) return status;
     const int64_t S = a.samples;
     cpu::ParallelFor(ctx, a.rays, RayCost(S), [&](int64_t begin, int64_t end) {
       RayScratch<T> scratch(S);

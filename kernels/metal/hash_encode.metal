@@ -23,6 +23,7 @@
 // Threads are level-major (flat index t = level * N + point), so a dispatch
 // works through one level's slice of the table at a time; the level of each
 // (point, level) and its geometry come from the host (Params' per-level table).
+#include "kernels/common/hash_encode.h"
 #include "kernels/common/hash_grid.h"
 
 // atomic_float / atomic_uint, memory_order_relaxed and the atomic functions
@@ -225,60 +226,60 @@ inline void input_grad(const device T* grad_encoded, const device float* inputs,
 }  // namespace hash_grid_metal
 }  // namespace mo
 
-// Arguments of the helper kernels.
-struct HashEncodeCountParams {
-  mo::int64 count;
-  mo::int64 num_points;
-};
-
 // ---- entry points ------------------------------------------------------------------------
 // Templates over (D, F, T), instantiated once per host name below.
 
 template <int D, int F, typename T>
-[[kernel]] void hash_encode_forward(const device float* inputs [[buffer(0)]], const device T* table [[buffer(1)]],
-                                    device T* encoded [[buffer(2)]], constant mo::hash_grid::Params& p [[buffer(3)]],
+[[kernel]] void hash_encode_forward(const device float* inputs [[buffer(mo::kHashEncodeInputs)]],
+                                    const device T* table [[buffer(mo::kHashEncodeTable)]],
+                                    device T* encoded [[buffer(mo::kHashEncodeEncoded)]],
+                                    constant mo::hash_grid::Params& p [[buffer(mo::kHashEncodeParams)]],
                                     uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   mo::hash_grid_metal::forward<D, F, T>(inputs, table, encoded, p, gid, grid_size);
 }
 
 template <int D, int F, typename T>
-[[kernel]] void hash_encode_table_grad(const device T* grad_encoded [[buffer(0)]],
-                                       const device float* inputs [[buffer(1)]],
-                                       device atomic_float* sums [[buffer(2)]],
-                                       constant mo::hash_grid::Params& p [[buffer(3)]],
+[[kernel]] void hash_encode_table_grad(const device T* grad_encoded [[buffer(mo::kHashEncodeScatterDy)]],
+                                       const device float* inputs [[buffer(mo::kHashEncodeScatterInputs)]],
+                                       device atomic_float* sums [[buffer(mo::kHashEncodeScatterSums)]],
+                                       constant mo::hash_grid::Params& p [[buffer(mo::kHashEncodeScatterParams)]],
                                        uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   mo::hash_grid_metal::table_grad<D, F, T>(grad_encoded, inputs, sums, p, gid, grid_size);
 }
 
 template <int D, int F, typename T>
-[[kernel]] void hash_encode_table_grad_fixed(const device T* grad_encoded [[buffer(0)]],
-                                             const device float* inputs [[buffer(1)]],
-                                             device atomic_uint* pairs [[buffer(2)]],
-                                             constant mo::hash_grid::Params& p [[buffer(3)]],
-                                             const device uint* max_abs_bits [[buffer(4)]],
+[[kernel]] void hash_encode_table_grad_fixed(const device T* grad_encoded [[buffer(mo::kHashEncodeScatterDy)]],
+                                             const device float* inputs [[buffer(mo::kHashEncodeScatterInputs)]],
+                                             device atomic_uint* pairs [[buffer(mo::kHashEncodeScatterSums)]],
+                                             constant mo::hash_grid::Params& p [[buffer(mo::kHashEncodeScatterParams)]],
+                                             const device uint* max_abs_bits [[buffer(mo::kHashEncodeScatterMaxBits)]],
                                              uint gid [[thread_position_in_grid]],
                                              uint grid_size [[threads_per_grid]]) {
   mo::hash_grid_metal::table_grad_fixed<D, F, T>(grad_encoded, inputs, pairs, max_abs_bits, p, gid, grid_size);
 }
 
 template <int D, int F, typename T>
-[[kernel]] void hash_encode_input_grad(const device T* grad_encoded [[buffer(0)]],
-                                       const device float* inputs [[buffer(1)]], const device T* table [[buffer(2)]],
-                                       device float* grad_inputs [[buffer(3)]],
-                                       constant mo::hash_grid::Params& p [[buffer(4)]],
+[[kernel]] void hash_encode_input_grad(const device T* grad_encoded [[buffer(mo::kHashEncodeInputGradDy)]],
+                                       const device float* inputs [[buffer(mo::kHashEncodeInputGradInputs)]],
+                                       const device T* table [[buffer(mo::kHashEncodeInputGradTable)]],
+                                       device float* grad_inputs [[buffer(mo::kHashEncodeInputGradOut)]],
+                                       constant mo::hash_grid::Params& p [[buffer(mo::kHashEncodeInputGradParams)]],
                                        uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   mo::hash_grid_metal::input_grad<D, F, T>(grad_encoded, inputs, table, grad_inputs, p, gid, grid_size);
 }
 
-kernel void hash_encode_zero_u32(device uint* words [[buffer(0)]], constant HashEncodeCountParams& p [[buffer(1)]],
+template <typename W>
+[[kernel]] void hash_encode_zero(device W* words [[buffer(mo::kHashEncodeZeroWords)]],
+                                 constant mo::HashEncodeCountParams& p [[buffer(mo::kHashEncodeZeroCount)]],
                                  uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
-  for (mo::int64 k = gid; k < p.count; k += grid_size) words[k] = 0u;
+  for (mo::int64 k = gid; k < p.count; k += grid_size) words[k] = W(0);
 }
 
 // max |x| as float bits into bits[0] (must start at 0); NaN counts as +inf.
 template <typename T>
-[[kernel]] void hash_encode_max_abs(const device T* x [[buffer(0)]], device atomic_uint* bits [[buffer(1)]],
-                                    constant HashEncodeCountParams& p [[buffer(2)]],
+[[kernel]] void hash_encode_max_abs(const device T* x [[buffer(mo::kHashEncodeMaxAbsX)]],
+                                    device atomic_uint* bits [[buffer(mo::kHashEncodeMaxAbsBits)]],
+                                    constant mo::HashEncodeCountParams& p [[buffer(mo::kHashEncodeMaxAbsCount)]],
                                     uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   float m = 0.0f;
   for (mo::int64 k = gid; k < p.count; k += grid_size) {
@@ -290,9 +291,10 @@ template <typename T>
 
 // table gradient = (lo | hi << 32) as int64 * 2^-k.
 template <typename T>
-[[kernel]] void hash_encode_fixed_to_table(const device uint* pairs [[buffer(0)]],
-                                           const device uint* max_abs_bits [[buffer(1)]], device T* out [[buffer(2)]],
-                                           constant HashEncodeCountParams& p [[buffer(3)]],
+[[kernel]] void hash_encode_fixed_to_table(const device uint* pairs [[buffer(mo::kHashEncodeFixedPairs)]],
+                                           const device uint* max_abs_bits [[buffer(mo::kHashEncodeFixedMaxBits)]],
+                                           device T* out [[buffer(mo::kHashEncodeFixedOut)]],
+                                           constant mo::HashEncodeCountParams& p [[buffer(mo::kHashEncodeFixedCount)]],
                                            uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   float scale, inv_scale;
   mo::hash_grid_metal::fixed_scale(max_abs_bits[0], p.num_points, &scale, &inv_scale);
@@ -302,13 +304,16 @@ template <typename T>
   }
 }
 
-kernel void hash_encode_float_to_half(const device float* in [[buffer(0)]], device half* out [[buffer(1)]],
-                                      constant HashEncodeCountParams& p [[buffer(2)]],
-                                      uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
-  for (mo::int64 k = gid; k < p.count; k += grid_size) out[k] = half(in[k]);
+template <typename T>
+[[kernel]] void hash_encode_float_to(const device float* in [[buffer(mo::kHashEncodeToHalfIn)]],
+                                     device T* out [[buffer(mo::kHashEncodeToHalfOut)]],
+                                     constant mo::HashEncodeCountParams& p [[buffer(mo::kHashEncodeToHalfCount)]],
+                                     uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  for (mo::int64 k = gid; k < p.count; k += grid_size) out[k] = T(in[k]);
 }
 
-// ---- instantiations: host name <kind>_d<D>_f<F>_<TN>, the names hash_encode_metal.mm asks for.
+// ---- instantiations: host name <kind>_d<D>_f<F>_<TN>, the names the plans of
+// kernels/metal_plan/hash_encode_plan.cc ask for.
 
 template [[host_name("hash_encode_forward_d1_f1_float32")]] [[kernel]] decltype(hash_encode_forward<1, 1, float>) hash_encode_forward<1, 1, float>;
 template [[host_name("hash_encode_forward_d1_f2_float32")]] [[kernel]] decltype(hash_encode_forward<1, 2, float>) hash_encode_forward<1, 2, float>;
@@ -438,6 +443,8 @@ template [[host_name("hash_encode_input_grad_d4_f1_float16")]] [[kernel]] declty
 template [[host_name("hash_encode_input_grad_d4_f2_float16")]] [[kernel]] decltype(hash_encode_input_grad<4, 2, half>) hash_encode_input_grad<4, 2, half>;
 template [[host_name("hash_encode_input_grad_d4_f4_float16")]] [[kernel]] decltype(hash_encode_input_grad<4, 4, half>) hash_encode_input_grad<4, 4, half>;
 template [[host_name("hash_encode_input_grad_d4_f8_float16")]] [[kernel]] decltype(hash_encode_input_grad<4, 8, half>) hash_encode_input_grad<4, 8, half>;
+template [[host_name("hash_encode_zero_u32")]] [[kernel]] decltype(hash_encode_zero<int>) hash_encode_zero<int>;
+template [[host_name("hash_encode_float_to_half")]] [[kernel]] decltype(hash_encode_float_to<half>) hash_encode_float_to<half>;
 template [[host_name("hash_encode_max_abs_float32")]] [[kernel]] decltype(hash_encode_max_abs<float>) hash_encode_max_abs<float>;
 template [[host_name("hash_encode_max_abs_float16")]] [[kernel]] decltype(hash_encode_max_abs<half>) hash_encode_max_abs<half>;
 template [[host_name("hash_encode_fixed_to_table_float32")]] [[kernel]] decltype(hash_encode_fixed_to_table<float>) hash_encode_fixed_to_table<float>;

@@ -2,22 +2,23 @@
 // (MSL has no double). The arithmetic is kernels/common/volume_render.h; each
 // shader gathers its buffers (indices named there) into the arguments struct
 // the per-ray drivers take. Invalid rays (negative/NaN sigma, decreasing t)
-// get NaN outputs; the host glue does not wait for the GPU to report them
+// get NaN outputs; the host does not wait for the GPU to report them
 // (docs/VOLUME_RENDER.md).
 #include "kernels/common/volume_render.h"
 
-kernel void volume_render_forward_float32(device const float* sigma [[buffer(mo::kVrForwardSigma)]],
-                                          device const float* rgb [[buffer(mo::kVrForwardRgb)]],
-                                          device const float* t [[buffer(mo::kVrForwardT)]],
-                                          device const float* background [[buffer(mo::kVrForwardBackground)]],
-                                          device float* out_rgb [[buffer(mo::kVrForwardOutRgb)]],
-                                          device float* out_depth [[buffer(mo::kVrForwardDepth)]],
-                                          device float* out_opacity [[buffer(mo::kVrForwardOpacity)]],
-                                          device float* weights [[buffer(mo::kVrForwardWeights)]],
-                                          constant mo::VolumeRenderParams& params [[buffer(mo::kVrForwardParams)]],
-                                          uint gid [[thread_position_in_grid]],
-                                          uint grid_size [[threads_per_grid]]) {
-  mo::VolumeRenderForwardArgs<float> a;
+template <typename T>
+[[kernel]] void volume_render_forward(device const T* sigma [[buffer(mo::kVrForwardSigma)]],
+                                      device const T* rgb [[buffer(mo::kVrForwardRgb)]],
+                                      device const T* t [[buffer(mo::kVrForwardT)]],
+                                      device const T* background [[buffer(mo::kVrForwardBackground)]],
+                                      device T* out_rgb [[buffer(mo::kVrForwardOutRgb)]],
+                                      device T* out_depth [[buffer(mo::kVrForwardDepth)]],
+                                      device T* out_opacity [[buffer(mo::kVrForwardOpacity)]],
+                                      device T* weights [[buffer(mo::kVrForwardWeights)]],
+                                      constant mo::VolumeRenderParams& params [[buffer(mo::kVrForwardParams)]],
+                                      uint gid [[thread_position_in_grid]],
+                                      uint grid_size [[threads_per_grid]]) {
+  mo::VolumeRenderForwardArgs<T> a;
   mo::vr_set_render_args(params, &a);
   a.sigma = sigma;
   a.rgb = rgb;
@@ -27,29 +28,30 @@ kernel void volume_render_forward_float32(device const float* sigma [[buffer(mo:
   a.depth = out_depth;
   a.opacity = out_opacity;
   a.weights = params.write_weights != 0 ? weights : nullptr;
-  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::vr_forward_ray<float, mo::VrFloatMath>(a, r);
+  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::vr_forward_ray<T, mo::VrFloatMath>(a, r);
 }
 
-kernel void volume_render_backward_float32(device const float* sigma [[buffer(mo::kVrBackwardSigma)]],
-                                           device const float* rgb [[buffer(mo::kVrBackwardRgb)]],
-                                           device const float* t [[buffer(mo::kVrBackwardT)]],
-                                           device const float* background [[buffer(mo::kVrBackwardBackground)]],
-                                           device const float* out_rgb [[buffer(mo::kVrBackwardOutRgb)]],
-                                           device const float* out_depth [[buffer(mo::kVrBackwardDepth)]],
-                                           device const float* out_opacity [[buffer(mo::kVrBackwardOpacity)]],
-                                           device const float* weights [[buffer(mo::kVrBackwardWeights)]],
-                                           device const float* grad_rgb [[buffer(mo::kVrBackwardGradRgb)]],
-                                           device const float* grad_depth [[buffer(mo::kVrBackwardGradDepth)]],
-                                           device const float* grad_opacity [[buffer(mo::kVrBackwardGradOpacity)]],
-                                           device const float* grad_weights [[buffer(mo::kVrBackwardGradWeights)]],
-                                           device float* grad_sigma [[buffer(mo::kVrBackwardGradSigma)]],
-                                           device float* grad_samples_rgb [[buffer(mo::kVrBackwardGradSamplesRgb)]],
-                                           device float* grad_background [[buffer(mo::kVrBackwardGradBackground)]],
-                                           constant mo::VolumeRenderParams& params [[buffer(mo::kVrBackwardParams)]],
-                                           uint gid [[thread_position_in_grid]],
-                                           uint grid_size [[threads_per_grid]]) {
+template <typename T>
+[[kernel]] void volume_render_backward(device const T* sigma [[buffer(mo::kVrBackwardSigma)]],
+                                       device const T* rgb [[buffer(mo::kVrBackwardRgb)]],
+                                       device const T* t [[buffer(mo::kVrBackwardT)]],
+                                       device const T* background [[buffer(mo::kVrBackwardBackground)]],
+                                       device const T* out_rgb [[buffer(mo::kVrBackwardOutRgb)]],
+                                       device const T* out_depth [[buffer(mo::kVrBackwardDepth)]],
+                                       device const T* out_opacity [[buffer(mo::kVrBackwardOpacity)]],
+                                       device const T* weights [[buffer(mo::kVrBackwardWeights)]],
+                                       device const T* grad_rgb [[buffer(mo::kVrBackwardGradRgb)]],
+                                       device const T* grad_depth [[buffer(mo::kVrBackwardGradDepth)]],
+                                       device const T* grad_opacity [[buffer(mo::kVrBackwardGradOpacity)]],
+                                       device const T* grad_weights [[buffer(mo::kVrBackwardGradWeights)]],
+                                       device T* grad_sigma [[buffer(mo::kVrBackwardGradSigma)]],
+                                       device T* grad_samples_rgb [[buffer(mo::kVrBackwardGradSamplesRgb)]],
+                                       device T* grad_background [[buffer(mo::kVrBackwardGradBackground)]],
+                                       constant mo::VolumeRenderParams& params [[buffer(mo::kVrBackwardParams)]],
+                                       uint gid [[thread_position_in_grid]],
+                                       uint grid_size [[threads_per_grid]]) {
   const bool has_weight_grad = params.has_weight_grad != 0;
-  mo::VolumeRenderBackwardArgs<float> a;
+  mo::VolumeRenderBackwardArgs<T> a;
   mo::vr_set_render_args(params, &a);
   a.sigma = sigma;
   a.rgb = rgb;
@@ -66,5 +68,9 @@ kernel void volume_render_backward_float32(device const float* sigma [[buffer(mo
   a.grad_sigma = grad_sigma;
   a.grad_samples_rgb = grad_samples_rgb;
   a.grad_background = grad_background;
-  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::vr_backward_ray<float, mo::VrFloatMath>(a, r);
+  for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::vr_backward_ray<T, mo::VrFloatMath>(a, r);
 }
+
+// The host names of kernels/metal_plan/volume_render_plan.cc (float32 only).
+template [[host_name("volume_render_forward_float32")]] [[kernel]] decltype(volume_render_forward<float>) volume_render_forward<float>;
+template [[host_name("volume_render_backward_float32")]] [[kernel]] decltype(volume_render_backward<float>) volume_render_backward<float>;

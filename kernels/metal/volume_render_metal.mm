@@ -1,6 +1,7 @@
 // MetalOpsVolumeRender / MetalOpsVolumeRenderGrad on the Metal PluggableDevice
 // ("GPU" with tensorflow-metal), float32, through the shared glue
-// (metal_kernel.h). Shaders: kernels/metal/volume_render.metal (one thread per ray).
+// (metal_kernel.h). The work is the plan of kernels/metal_plan/volume_render_plan.cc
+// (shaders: kernels/metal/volume_render.metal, one thread per ray).
 //
 // Value checks: the shaders give invalid rays (negative/NaN sigma, decreasing
 // t) NaN outputs; the host does not wait for the GPU to report them.
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/volume_render.h"
+#include "kernels/metal_plan/volume_render_plan.h"
 #include "kernels/spec/volume_render_spec.h"
 
 namespace {
@@ -33,17 +34,9 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* out[4] = {call.Output(0, TF_FLOAT, {R, 3}), call.Output(1, TF_FLOAT, {R}),
                        call.Output(2, TF_FLOAT, {R}), call.Output(3, TF_FLOAT, {R, kernel.return_weights ? S : 0})};
   if (!call.ok() || R == 0) return;
-  const mo::VolumeRenderParams params =
-      mo::make_volume_render_params(R, S, kernel.early_termination, per_ray, kernel.return_weights, false);
-  id<MTLComputePipelineState> pipeline = call.Pipeline("volume_render", "volume_render_forward_float32");
-  if (!call.ok()) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    e.Tensor(mo::kVrForwardSigma, in[0]).Tensor(mo::kVrForwardRgb, in[1]).Tensor(mo::kVrForwardT, in[2]);
-    e.Tensor(mo::kVrForwardBackground, in[3]);
-    e.Tensor(mo::kVrForwardOutRgb, out[0]).Tensor(mo::kVrForwardDepth, out[1]).Tensor(mo::kVrForwardOpacity, out[2]);
-    e.Tensor(mo::kVrForwardWeights, out[3]);
-    e.Value(mo::kVrForwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
-  });
+  const mo::metal_plan::VolumeRenderLayout layout = {R, S, kernel.early_termination, per_ray};
+  call.RunPlan(mo::metal_plan::VolumeRenderForward(layout, kernel.return_weights),
+               {in[0], in[1], in[2], in[3], out[0], out[1], out[2], out[3]});
 }
 
 // ---- backward -----------------------------------------------------------------------
@@ -68,21 +61,10 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   TF_Tensor* out[3] = {call.Output(0, TF_FLOAT, {R, S}), call.Output(1, TF_FLOAT, {R, S, 3}),
                        call.Output(2, TF_FLOAT, {R, 3})};
   if (!call.ok() || R == 0) return;
-  const mo::VolumeRenderParams params =
-      mo::make_volume_render_params(R, S, kernel.early_termination, per_ray, false, has_weight_grad);
-  id<MTLComputePipelineState> pipeline = call.Pipeline("volume_render", "volume_render_backward_float32");
-  if (!call.ok()) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    e.Tensor(mo::kVrBackwardSigma, in[0]).Tensor(mo::kVrBackwardRgb, in[1]).Tensor(mo::kVrBackwardT, in[2]);
-    e.Tensor(mo::kVrBackwardBackground, in[3]);
-    e.Tensor(mo::kVrBackwardOutRgb, in[4]).Tensor(mo::kVrBackwardDepth, in[5]);
-    e.Tensor(mo::kVrBackwardOpacity, in[6]).Tensor(mo::kVrBackwardWeights, in[7]);
-    e.Tensor(mo::kVrBackwardGradRgb, in[8]).Tensor(mo::kVrBackwardGradDepth, in[9]);
-    e.Tensor(mo::kVrBackwardGradOpacity, in[10]).Tensor(mo::kVrBackwardGradWeights, in[11]);
-    e.Tensor(mo::kVrBackwardGradSigma, out[0]).Tensor(mo::kVrBackwardGradSamplesRgb, out[1]);
-    e.Tensor(mo::kVrBackwardGradBackground, out[2]);
-    e.Value(mo::kVrBackwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
-  });
+  const mo::metal_plan::VolumeRenderLayout layout = {R, S, kernel.early_termination, per_ray};
+  call.RunPlan(mo::metal_plan::VolumeRenderBackward(layout, has_weight_grad),
+               {in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], out[0], out[1],
+                out[2]});
 }
 
 // MSL has no double: float32 only. ReadAttrs(get, forward, &attrs): the

@@ -24,9 +24,8 @@ void shim_distortion_loss_backward(const float* g, const float* w, const float* 
   for (uint gid = 0; gid < grid; ++gid) distortion_loss_backward<float>(g, w, t, gw, gt, p, gid, grid);
 }
 
-// Finds every entry point the DistortionLoss plans ask for
-// (kernels/metal_plan/simple_plans.cc): -1 when one is missing, else the
-// number of the shader's instantiations none of those names reached.
+// Every entry point the plans of kernels/metal_plan/ ask for is instantiated:
+// -1 when one is missing, else the number of instantiations none of them reached.
 int shim_distortion_loss_find_every_kernel() {
   if (!msl_shim::find_kernel<decltype(&distortion_loss_forward<float>)>(kKernels, "distortion_loss_forward") ||
       !msl_shim::find_kernel<decltype(&distortion_loss_backward<float>)>(kKernels, "distortion_loss_backward")) {

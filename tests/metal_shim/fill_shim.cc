@@ -1,6 +1,4 @@
-// The zero-fill shader every Metal plan's zero-fill pass runs
-// (kernels/metal/fill.metal, kernels/metal_plan/plan.cc), on the CPU through
-// the MSL shim (tests/metal_shim/msl_shim.h).
+// The zero-fill shader of the Metal plans on the CPU (see tests/metal_shim/msl_shim.h).
 #include "tests/metal_shim/msl_shim.h"
 #include "fill.metal"  // the expanded source the library embeds ($(BUILD)/gen)
 
@@ -14,8 +12,8 @@ msl_shim::Kernel kKernels[] = {
 
 extern "C" {
 
-// Finds the entry point the plans' zero-fills ask for: -1 when it is missing,
-// else the number of the shader's instantiations that name did not reach.
+// The entry point PlanBuilder::Zero asks for is instantiated: -1 when it is
+// missing, else the number of instantiations it did not reach.
 int shim_fill_find_every_kernel() {
   if (!msl_shim::find_kernel<decltype(&fill_zero<int>)>(kKernels, "fill_zero")) return -1;
   return msl_shim::kernels_not_found(kKernels);

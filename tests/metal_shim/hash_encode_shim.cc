@@ -80,26 +80,26 @@ void Backward(const Kernels<T>& k, const T* dy, const float* x, const T* table, 
     if (deterministic) {
       uint32_t* pairs = workspace;
       uint32_t* bits = workspace + 2 * n_table;
-      const HashEncodeCountParams zero_pairs = {2 * n_table, p.num_points};
-      const HashEncodeCountParams zero_bits = {1, p.num_points};
-      RunGrid(hash_encode_zero_u32, GridFor(2 * n_table, max_grid), pairs, zero_pairs);
-      RunGrid(hash_encode_zero_u32, GridFor(1, max_grid), bits, zero_bits);
-      const HashEncodeCountParams dy_count = {n_dy, p.num_points};
+      const mo::HashEncodeCountParams zero_pairs = {2 * n_table, p.num_points};
+      const mo::HashEncodeCountParams zero_bits = {1, p.num_points};
+      RunGrid(hash_encode_zero<int>, GridFor(2 * n_table, max_grid), reinterpret_cast<int*>(pairs), zero_pairs);
+      RunGrid(hash_encode_zero<int>, GridFor(1, max_grid), reinterpret_cast<int*>(bits), zero_bits);
+      const mo::HashEncodeCountParams dy_count = {n_dy, p.num_points};
       RunGrid(k.max_abs, GridFor(n_dy, max_grid), dy, reinterpret_cast<metal::atomic_uint*>(bits), dy_count);
       RunGrid(k.table_grad_fixed, GridFor(scatter_threads, max_grid), dy, x, reinterpret_cast<metal::atomic_uint*>(pairs),
               p, static_cast<const uint*>(bits));
-      const HashEncodeCountParams table_count = {n_table, p.num_points};
+      const mo::HashEncodeCountParams table_count = {n_table, p.num_points};
       RunGrid(k.fixed_to_table, GridFor(n_table, max_grid), static_cast<const uint*>(pairs),
               static_cast<const uint*>(bits), grad_table, table_count);
     } else {
       // float tables accumulate in grad_table itself, half tables in a float32 buffer.
       float* sums = std::is_same<T, float>::value ? reinterpret_cast<float*>(grad_table)
                                                   : reinterpret_cast<float*>(workspace);
-      const HashEncodeCountParams count = {n_table, p.num_points};
-      RunGrid(hash_encode_zero_u32, GridFor(n_table, max_grid), reinterpret_cast<uint*>(sums), count);
+      const mo::HashEncodeCountParams count = {n_table, p.num_points};
+      RunGrid(hash_encode_zero<int>, GridFor(n_table, max_grid), reinterpret_cast<int*>(sums), count);
       RunGrid(k.table_grad, GridFor(scatter_threads, max_grid), dy, x, reinterpret_cast<metal::atomic_float*>(sums), p);
       if (!std::is_same<T, float>::value) {
-        RunGrid(hash_encode_float_to_half, GridFor(n_table, max_grid), static_cast<const float*>(sums),
+        RunGrid(hash_encode_float_to<half>, GridFor(n_table, max_grid), static_cast<const float*>(sums),
                 reinterpret_cast<half*>(grad_table), count);
       }
     }
@@ -203,6 +203,10 @@ int shim_hash_encode_find_every_kernel() {
       Kernels<half> k16;
       if (!k32.Find(dims, features, 0) || !k16.Find(dims, features, 1)) return -1;
     }
+  }
+  if (!msl_shim::find_kernel<decltype(&hash_encode_zero<int>)>(kKernels, "hash_encode_zero_u32") ||
+      !msl_shim::find_kernel<decltype(&hash_encode_float_to<half>)>(kKernels, "hash_encode_float_to_half")) {
+    return -1;
   }
   return msl_shim::kernels_not_found(kKernels);
 }
