@@ -4,6 +4,7 @@ import math
 import keras
 import tensorflow as tf
 
+from metal_ops import _loader
 from metal_ops.fused_mlp import fused_mlp
 from metal_ops.hash_encode import INTERPOLATIONS, OUT_OF_RANGE_MODES, hash_encode, hash_grid_size
 
@@ -53,8 +54,8 @@ class HashEncoding(keras.layers.Layer):
         self.interpolation = interpolation
         self.out_of_range = out_of_range
         self.table_dtype = table_dtype
-        # Custom ops have no XLA kernel (Keras turns XLA on by itself on GPUs).
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels()
 
     @property
     def effective_per_level_scale(self):
@@ -155,8 +156,8 @@ class FusedMLP(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self._check(None)
-        # Custom ops have no XLA kernel (Keras turns XLA on by itself on GPUs).
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels()
 
     def _layer_shapes(self, input_dim):
         widths = [input_dim] + [self.hidden_units] * self.hidden_layers + [self.output_units]
