@@ -4,7 +4,6 @@
 // and the N biases (forward) or grad_y, x, the N kernels, y and hidden
 // (backward); the attributes are the activations as the spec's codes.
 // Under XLA every output is computed (XLA does not say which it reads).
-// CUDA handler: kernels/xla/fused_mlp_xla_gpu.cc.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>

@@ -5,7 +5,6 @@
 // (the string ones as the spec's codes); the handler rebuilds the grid with
 // the spec's Grid(). MetalOpsHashEncodeGradGrad (second derivatives) and
 // MetalOpsHashGridOffsets (computed eagerly by the wrapper) have no XLA kernel.
-// CUDA handler: kernels/xla/hash_encode_xla_gpu.cc.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>

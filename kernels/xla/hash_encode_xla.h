@@ -1,6 +1,5 @@
-// What HashEncode's XLA handlers (kernels/xla/hash_encode_xla.cc for the
-// host, kernels/xla/hash_encode_xla_gpu.cc for CUDA) share: the grid of the
-// call's FFI attributes, rebuilt and checked by the spec's Grid(), and the
+// What HashEncode's XLA handlers (kernels/xla/hash_encode_xla.cc: the host's;
+// a CUDA handler takes the same) need: the grid of the call's FFI attributes, rebuilt and checked by the spec's Grid(), and the
 // sizes the buffers' shapes give.
 #ifndef MO_KERNELS_XLA_HASH_ENCODE_XLA_H_
 #define MO_KERNELS_XLA_HASH_ENCODE_XLA_H_

@@ -1,6 +1,6 @@
 // The XLA kernels of MetalOpsTruncExp / MetalOpsTruncExpGrad
 // (kernels/xla/xla_kernel.h) and their host handler: the CPU functor of
-// kernels/cpu/trunc_exp_cpu.h. CUDA handler: kernels/xla/trunc_exp_xla_gpu.cc.
+// kernels/cpu/trunc_exp_cpu.h.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>

@@ -4,9 +4,10 @@
 // emits one typed-FFI custom call named after the TensorFlow op, its
 // attributes as FFI attributes. XLA then calls the handler registered under
 // that name for the platform: "Host" (the CPU functor of kernels/cpu/, on
-// HostContext()'s pool) or "CUDA" (kernels/xla/<op>_xla_gpu.cc, the launchers
-// of kernels/cuda/ on XLA's stream). Registration happens when the library
-// loads; XLA takes the op kernels in at its first compilation.
+// HostContext()'s pool) or, where an op has one, "CUDA"
+// (kernels/xla/<op>_xla_gpu.cc, the launchers of kernels/cuda/ on XLA's
+// stream). Registration happens when the library loads; XLA takes the op
+// kernels in at its first compilation.
 #ifndef MO_KERNELS_XLA_XLA_KERNEL_H_
 #define MO_KERNELS_XLA_XLA_KERNEL_H_
 

@@ -1,6 +1,5 @@
 // The XLA kernel of ZeroOut (kernels/xla/xla_kernel.h) and its host handler:
-// the CPU functor of kernels/cpu/zero_out_cpu.h. CUDA handler:
-// kernels/xla/zero_out_xla_gpu.cc.
+// the CPU functor of kernels/cpu/zero_out_cpu.h.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>
