@@ -35,6 +35,8 @@ def macos_package(tmp_path, monkeypatch):
         (tmp_path / b["grappler_library"]).write_bytes(b"")
     monkeypatch.setattr(_loader, "PACKAGE_DIR", str(tmp_path))
     monkeypatch.setattr(fusion, "PACKAGE_DIR", str(tmp_path))
+    # As in a process that has not loaded the library yet (this one may have).
+    monkeypatch.setattr(_loader, "_loaded_path", None)
     return tmp_path
 
 
