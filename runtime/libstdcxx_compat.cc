@@ -35,3 +35,11 @@ extern "C" double mo_glibc_exp_2_2_5(double);
 __asm__(".symver mo_glibc_exp_2_2_5, exp@GLIBC_2.2.5");
 extern "C" MO_HIDDEN double mo_exp(double x) __asm__("exp");
 extern "C" double mo_exp(double x) { return mo_glibc_exp_2_2_5(x); }
+
+// dlsym (GLIBC_2.34: glibc 2.34 moved libdl into libc under new symbol
+// versions; the older entry point, GLIBC_2.2.5, is the same function). The Metal
+// plan executor looks up the shim executor with it (kernels/metal_plan/executor.cc).
+extern "C" void* mo_glibc_dlsym_2_2_5(void*, const char*);
+__asm__(".symver mo_glibc_dlsym_2_2_5, dlsym@GLIBC_2.2.5");
+extern "C" MO_HIDDEN void* mo_dlsym(void* handle, const char* name) __asm__("dlsym");
+extern "C" void* mo_dlsym(void* handle, const char* name) { return mo_glibc_dlsym_2_2_5(handle, name); }
