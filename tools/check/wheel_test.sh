@@ -39,7 +39,7 @@ find "$OUT/suite" -name __pycache__ -prune -exec rm -rf {} +
 sed -e 's/^pythonpath = .*/pythonpath = ./' pytest.ini > "$OUT/suite/pytest.ini"
 
 # PATH: the venv and a few tools, no compiler (g++, c++, cc, clang, nvcc).
-for tool in sh bash env uname cat ls grep readelf nproc basename; do
+for tool in sh bash env uname cat ls grep readelf nproc basename rm; do
   path="$(command -v "$tool" || true)"
   [ -n "$path" ] && ln -sf "$path" "$OUT/bin/$tool"
 done
