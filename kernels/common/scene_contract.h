@@ -6,8 +6,8 @@
 // and nerfacc's cube), and its vector-Jacobian product; written once for the
 // CPU kernels, CUDA, the Metal shaders and the MSL shim.
 //
-// Numerics: the norm is taken of x / max|x_i|, so every finite point is
-// contracted without overflow; a point with an infinite coordinate (and no
+// Numerics: beyond ||x|| = 1e30 the norm is taken of x / max|x_i|, so every
+// finite point is contracted without overflow; a point with an infinite coordinate (and no
 // NaN) is the limit along its infinite coordinates (contract = 2 w, gradient
 // 0); a NaN coordinate makes the whole point's output and gradient NaN.
 #ifndef MO_KERNELS_COMMON_SCENE_CONTRACT_H_
@@ -39,21 +39,32 @@ enum SceneContractBuffers {
   kSceneContractGradParams = 3,  // backward: SceneContractParams
 };
 
-// ||p|| of p = (x, y, z) in `norm`; w = p / ||p||. NaN in p: NaN and w NaN;
-// an infinite coordinate: inf, w the unit vector along the infinite ones;
-// p = 0: 0, w = 0.
+// ||p|| of p = (x, y, z) in `norm` and, where it is above 1, w = p / ||p||
+// (inside the unit ball w = p, which no caller reads). NaN in p: NaN and w
+// NaN; an infinite coordinate: inf, w the unit vector along the infinite ones.
 MO_FN float scene_contract_unit(float x, float y, float z, int norm, MO_THREAD float* w) {
-  const float ax = fabs_f(x), ay = fabs_f(y), az = fabs_f(z);
+  w[0] = x;
+  w[1] = y;
+  w[2] = z;
   if (isnan_f(x) || isnan_f(y) || isnan_f(z)) {
     w[0] = w[1] = w[2] = NAN;
     return NAN;
   }
+  const float ax = fabs_f(x), ay = fabs_f(y), az = fabs_f(z);
   float m = ax > ay ? ax : ay;
   m = m > az ? m : az;
-  if (m == 0.0f) {
-    w[0] = w[1] = w[2] = 0.0f;
-    return 0.0f;
+  // The common case: one square root (L2) and one division (1 / r stays a
+  // normal number: subnormals are flushed to 0 on TensorFlow's CPU threads).
+  const float r = norm == kSceneContractL2 ? sqrt_f(x * x + y * y + z * z) : m;
+  if (r <= 1.0f) return r;
+  if (r < 1.0e30f) {
+    const float inv_r = 1.0f / r;
+    w[0] = x * inv_r;
+    w[1] = y * inv_r;
+    w[2] = z * inv_r;
+    return r;
   }
+  // Far away (the sum of squares may have overflowed) or infinite: u = p / max|p_i|.
   float u0 = x / m, u1 = y / m, u2 = z / m;  // max |u_i| = 1
   if (isinf_f(m)) {
     u0 = isinf_f(x) ? (x > 0.0f ? 1.0f : -1.0f) : 0.0f;
