@@ -16,25 +16,7 @@ import statistics
 
 import torch
 
-from benchmarks.cuda.torch_harness import lib, ptr as p, result_path, stream, write_results
-
-
-def interleaved(fns, rounds=30, warmup=5):
-    """{name: [ms per round]}, every variant once per round."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    torch.cuda.synchronize()
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times[k].append(start.elapsed_time(end))
-    return times
+from benchmarks.cuda.torch_harness import interleaved, lib, ptr as p, result_path, stream, write_results
 
 
 def torch_sh(d):

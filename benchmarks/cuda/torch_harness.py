@@ -20,6 +20,24 @@ def stream():
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
 
+def interleaved(fns, rounds=30, warmup=5):
+    """{name: [GPU ms per round]} (CUDA events), every variant once per round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times[k].append(start.elapsed_time(end))
+    return times
+
+
 def result_path(benchmark):
     """benchmarks/results/<benchmark>.<gpu>.json for this process's GPU."""
     from benchmarks import timing

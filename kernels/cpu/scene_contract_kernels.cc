@@ -1,14 +1,17 @@
 // The CPU functor of MetalOpsSceneContract / MetalOpsSceneContractGrad (the
 // kernel class is kernels/scene_contract_kernel.h): ranges of points over TF's
-// intra-op thread pool. The arithmetic is kernels/common/scene_contract.h, in
-// float32 for float and float16 tensors, instantiated per norm so its branch
-// folds.
+// intra-op thread pool, or the Metal plan where METAL_OPS_METAL sends the
+// work (kernels/cpu/metal_offload.h). The arithmetic is
+// kernels/common/scene_contract.h, in float32 for float and float16 tensors,
+// instantiated per norm so its branch folds.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstdint>
 
 #include "kernels/common/scene_contract.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/metal_plan/scene_contract_plan.h"
 #include "kernels/register_kernels.h"
 #include "kernels/scene_contract_kernel.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -48,6 +51,12 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 template <typename T>
 struct SceneContractFunctor<CPUDevice, T> {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* x, int64_t n, int norm, T* y) {
+    absl::Status status;
+    const uint64_t bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
+    if (cpu::RunOnMetal(ctx, 3 * n, [&] { return metal_plan::SceneContractForward(cpu::MetalDtype<T>(), n, norm); },
+                        {cpu::Slot(x, bytes), cpu::Slot(y, bytes)}, &status)) {
+      return status;
+    }
     cpu::ParallelFor(ctx, n, kForwardCycles, [&](int64_t begin, int64_t end) {
       if (norm == kSceneContractL2) {
         ForwardRange<kSceneContractL2>(x, begin, end, y);
@@ -60,6 +69,12 @@ struct SceneContractFunctor<CPUDevice, T> {
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* grad, const T* x, int64_t n, int norm,
                                T* dx) {
+    absl::Status status;
+    const uint64_t bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
+    if (cpu::RunOnMetal(ctx, 3 * n, [&] { return metal_plan::SceneContractBackward(cpu::MetalDtype<T>(), n, norm); },
+                        {cpu::Slot(grad, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)}, &status)) {
+      return status;
+    }
     cpu::ParallelFor(ctx, n, kBackwardCycles, [&](int64_t begin, int64_t end) {
       if (norm == kSceneContractL2) {
         BackwardRange<kSceneContractL2>(grad, x, begin, end, dx);
