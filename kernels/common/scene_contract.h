@@ -40,7 +40,7 @@ enum SceneContractBuffers {
 };
 
 // ||p|| of p = (x, y, z) in `norm` and, where it is above 1, w = p / ||p||
-// (inside the unit ball w = p, which no caller reads). NaN in p: NaN and w
+// (inside the unit ball w = p, which the forward scales by 1). NaN in p: NaN and w
 // NaN; an infinite coordinate: inf, w the unit vector along the infinite ones.
 MO_FN float scene_contract_unit(float x, float y, float z, int norm, MO_THREAD float* w) {
   w[0] = x;
@@ -78,17 +78,11 @@ MO_FN float scene_contract_unit(float x, float y, float z, int norm, MO_THREAD f
   return m * n;
 }
 
-// out[0..2] = contract(x, y, z).
+// out[0..2] = contract(x, y, z) (inside the unit ball, w = p and the scale 1).
 MO_FN void scene_contract_forward(float x, float y, float z, int norm, MO_THREAD float* out) {
   float w[3];
   const float r = scene_contract_unit(x, y, z, norm, w);
-  if (r <= 1.0f) {
-    out[0] = x;
-    out[1] = y;
-    out[2] = z;
-    return;
-  }
-  const float scale = 2.0f - 1.0f / r;
+  const float scale = r <= 1.0f ? 1.0f : 2.0f - 1.0f / r;
   out[0] = scale * w[0];
   out[1] = scale * w[1];
   out[2] = scale * w[2];
