@@ -12,7 +12,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from tests.metal_shim.shim import load_shim, ptr
+from tests.metal_shim.shim import load_shim_functions, ptr
 from tests.reference import scene_contract as ref
 
 DTYPES = {np.float32: 0, np.float16: 1}
@@ -23,12 +23,9 @@ SPECIAL = np.array([[0, 0, 0], [1, 0, 0], [0.6, 0.8, 0], [1, 1, 1], [2, 0, 0], [
 
 @pytest.fixture(scope="module")
 def shim():
-    lib = load_shim()
-    i32, i64, u32, vp = ctypes.c_int, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
-    lib.shim_scene_contract_forward.argtypes = [i32, vp, vp, i64, i32, u32]
-    lib.shim_scene_contract_backward.argtypes = [i32, vp, vp, vp, i64, i32, u32]
-    lib.shim_scene_contract_forward.restype = lib.shim_scene_contract_backward.restype = i32
-    return lib
+    i32, i64, u32, vp = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
+    return load_shim_functions({"shim_scene_contract_forward": [i32, vp, vp, i64, i32, u32],
+                                "shim_scene_contract_backward": [i32, vp, vp, vp, i64, i32, u32]})
 
 
 def run(shim, x, grad, norm, grid):

@@ -13,11 +13,10 @@ writes benchmarks/results/scene_contract_cuda.<gpu>.json (<gpu>: h100, ...) or -
 """
 import argparse
 import ctypes
-import statistics
 
 import torch
 
-from benchmarks.cuda.torch_harness import interleaved, lib, ptr as p, result_path, stream, write_results
+from benchmarks.cuda.torch_harness import against_torch, lib, ptr as p, result_path, stream, write_results
 
 NORMS = {"l2": 0, "linf": 1}  # kernels/common/scene_contract.h SceneContractNorm
 
@@ -56,19 +55,7 @@ def case(n, norm, dtype):
         torch_contract(xx, norm).backward(g)
         return xx.grad
 
-    ours_fwd_bwd()
-    torch.cuda.synchronize()
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(y, torch_fwd(), rtol=tol, atol=tol)
-    torch.testing.assert_close(dx, torch_fwd_bwd(), rtol=tol, atol=tol * 10)
-    t = interleaved({"ours_fwd": ours_fwd, "torch_fwd": torch_fwd, "ours_fwd_bwd": ours_fwd_bwd,
-                     "torch_fwd_bwd": torch_fwd_bwd})
-    row = {"n": n, "norm": norm, "dtype": name}
-    for kind in ("fwd", "fwd_bwd"):
-        ours, ref = t[f"ours_{kind}"], t[f"torch_{kind}"]
-        row[f"{kind}_ms"] = statistics.median(ours)
-        row[f"torch_{kind}_ms"] = statistics.median(ref)
-        row[f"{kind}_speedup"] = statistics.median(r / o for r, o in zip(ref, ours))
+    row = against_torch(ours_fwd, ours_fwd_bwd, torch_fwd, torch_fwd_bwd, y, dx, {"n": n, "norm": norm, "dtype": name})
     print(f"N={n:>9} {norm:4s} {name}: fwd {row['fwd_ms']:.4f} ms ({row['fwd_speedup']:.1f}x torch), "
           f"fwd+bwd {row['fwd_bwd_ms']:.4f} ms ({row['fwd_bwd_speedup']:.1f}x torch)")
     return row
