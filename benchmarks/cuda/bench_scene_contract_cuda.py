@@ -11,12 +11,11 @@ Usage (on the GPU machine, from the repository root, after `make cuda-harness`):
   python3 -m benchmarks.cuda.bench_scene_contract_cuda [--out PATH]
 writes benchmarks/results/scene_contract_cuda.<gpu>.json (<gpu>: h100, ...) or --out.
 """
-import argparse
 import ctypes
 
 import torch
 
-from benchmarks.cuda.torch_harness import against_torch, lib, ptr as p, result_path, stream, write_results
+from benchmarks.cuda.torch_harness import against_torch, lib, ptr as p, run_configs, stream
 
 NORMS = {"l2": 0, "linf": 1}  # kernels/common/scene_contract.h SceneContractNorm
 
@@ -27,7 +26,7 @@ def torch_contract(x, norm):
     return torch.where(r <= 1.0, x, (2.0 - 1.0 / safe) * x / safe)
 
 
-def case(n, norm, dtype):
+def case(n, norm, dtype, results):
     name = "float16" if dtype == torch.float16 else "float32"
     fwd = getattr(lib, f"metal_ops_scene_contract_forward_{name}")
     bwd = getattr(lib, f"metal_ops_scene_contract_backward_{name}")
@@ -55,22 +54,13 @@ def case(n, norm, dtype):
         torch_contract(xx, norm).backward(g)
         return xx.grad
 
-    row = against_torch(ours_fwd, ours_fwd_bwd, torch_fwd, torch_fwd_bwd, y, dx, {"n": n, "norm": norm, "dtype": name})
+    row = against_torch(ours_fwd, ours_fwd_bwd, torch_fwd, torch_fwd_bwd, y, dx,
+                        {"n": n, "norm": norm, "dtype": name, "torch": torch.__version__})
     print(f"N={n:>9} {norm:4s} {name}: fwd {row['fwd_ms']:.4f} ms ({row['fwd_speedup']:.1f}x torch), "
           f"fwd+bwd {row['fwd_bwd_ms']:.4f} ms ({row['fwd_bwd_speedup']:.1f}x torch)")
-    return row
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
-    rows = [case(n, norm, dt) for n in (98_304, 1 << 20, 1 << 24) for norm in NORMS
-            for dt in (torch.float32, torch.float16)]
-    for row in rows:
-        row["torch"] = torch.__version__
-    write_results(args.out or result_path("scene_contract_cuda"), rows)
+    results.append(row)
 
 
 if __name__ == "__main__":
-    main()
+    run_configs("scene_contract_cuda", [(n, norm, dt) for n in (98_304, 1 << 20, 1 << 24) for norm in NORMS
+                                        for dt in (torch.float32, torch.float16)], case)
