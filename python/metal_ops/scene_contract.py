@@ -6,10 +6,8 @@ docs/SCENE_CONTRACT.md describes the op.
 """
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
-from metal_ops.sh_encode import _tf_dtype
-
-_DTYPES = (tf.float32, tf.float16)
 
 
 def scene_contract(x, norm="l2", name=None):
@@ -32,14 +30,9 @@ def scene_contract(x, norm="l2", name=None):
     second derivatives).
     """
     with tf.name_scope(name or "scene_contract"):
-        dtype = getattr(x, "dtype", None)  # tensors and arrays: no silent casts
-        if dtype is not None and _tf_dtype(dtype) not in _DTYPES:
-            got = getattr(_tf_dtype(dtype), "name", dtype)
-            raise TypeError(f"scene_contract: 'x' must be float32 or float16, got {got}")
+        x = float_tensor("scene_contract", "x", x, (tf.float32, tf.float16))
         if not isinstance(norm, str):
             raise TypeError(f"scene_contract: 'norm' must be 'l2' or 'linf', got {norm!r}")
-        # dtype_hint would turn float16 arrays into float32 ones: only for plain Python data.
-        x = tf.convert_to_tensor(x) if dtype is not None else tf.convert_to_tensor(x, dtype_hint=tf.float32)
         return load_library().metal_ops_scene_contract(x, norm=norm)
 
 
