@@ -26,15 +26,6 @@ Status ReadDegree(InferenceContext* c, int64_t* degree) {
   return Status();
 }
 
-// The dims of input `index` (-1 where unknown); false when its rank is unknown.
-bool KnownDims(InferenceContext* c, int index, mo::checks::Dims* dims) {
-  const ShapeHandle s = c->input(index);
-  if (!c->RankKnown(s)) return false;
-  dims->resize(c->Rank(s));
-  for (int d = 0; d < c->Rank(s); ++d) (*dims)[d] = c->Value(c->Dim(s, d));
-  return true;
-}
-
 ShapeHandle ShapeOf(InferenceContext* c, const mo::checks::Dims& dims) {
   std::vector<::tensorflow::shape_inference::DimensionHandle> handles;
   for (int64_t d : dims) handles.push_back(d < 0 ? c->UnknownDim() : c->MakeDim(d));
@@ -52,7 +43,7 @@ REGISTER_OP("MetalOpsSHEncode")
       int64_t degree = 0;
       TF_RETURN_IF_ERROR(ReadDegree(c, &degree));
       mo::checks::Dims dirs;
-      if (!KnownDims(c, 0, &dirs)) {
+      if (!mo::checks::KnownDims(c, 0, &dirs)) {
         c->set_output(0, c->UnknownShape());
         return Status();
       }
@@ -80,9 +71,9 @@ REGISTER_OP("MetalOpsSHEncodeGrad")
       int64_t degree = 0;
       TF_RETURN_IF_ERROR(ReadDegree(c, &degree));
       mo::checks::Dims dirs, grad;
-      if (KnownDims(c, 1, &dirs)) {
+      if (mo::checks::KnownDims(c, 1, &dirs)) {
         TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::sh_encode::DirsShape(dirs)));
-        if (KnownDims(c, 0, &grad))
+        if (mo::checks::KnownDims(c, 0, &grad))
           TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::sh_encode::GradShape(grad, dirs, degree)));
       }
       c->set_output(0, c->input(1));

@@ -25,6 +25,7 @@ PLANNED_MODULES = [
     "tests/test_zero_out.py",
     "tests/test_trunc_exp.py",
     "tests/test_sh_encode.py",
+    "tests/test_scene_contract.py",
     "tests/test_robust_loss.py",
     "tests/test_distortion_loss.py",
     "tests/test_volume_render.py",

@@ -16,6 +16,7 @@ from tensorflow.python.framework import op_def_registry
 from metal_ops import _loader, selftest
 from tests.reference import distortion_loss as distortion_ref
 from tests.reference import ray_march as ray_march_ref
+from tests.reference import scene_contract as scene_contract_ref
 from tests.reference import sh_encode as sh_ref
 from tests.reference import trunc_exp as trunc_exp_ref
 from tests.reference import zero_out as zero_out_ref
@@ -44,6 +45,11 @@ def _trunc_exp(x, attrs):
     return [trunc_exp_ref.forward(x[0])], lambda cots: [trunc_exp_ref.grad(cots[0], x[0])]
 
 
+def _scene_contract(x, attrs):
+    norm = attrs["norm"]
+    return [scene_contract_ref.forward(x[0], norm)], lambda cots: [scene_contract_ref.vjp(x[0], cots[0], norm)]
+
+
 def _ray_march(x, attrs):
     return list(ray_march_ref.reference(*x[:5], seed=int(x[5]), **attrs)), None
 
@@ -51,7 +57,7 @@ def _ray_march(x, attrs):
 # The ops whose self-test cases are checked here against tests/reference: (outputs,
 # gradients of sum(cotangent * output) as a function of the cotangents) per op.
 REFERENCES = {"zero_out": _zero_out, "distortion_loss": _distortion_loss, "sh_encode": _sh_encode,
-              "trunc_exp": _trunc_exp, "ray_march": _ray_march}
+              "trunc_exp": _trunc_exp, "ray_march": _ray_march, "scene_contract": _scene_contract}
 NUMPY_REFERENCE_OPS = tuple(REFERENCES)
 
 

@@ -12,7 +12,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from tests.metal_shim.shim import load_shim, ptr
+from tests.metal_shim.shim import load_shim_functions, ptr
 from tests.reference import sh_encode as ref
 
 DTYPES = {np.float32: 0, np.float16: 1}
@@ -21,12 +21,9 @@ TOL = {np.float32: 2e-6, np.float16: 2e-3}
 
 @pytest.fixture(scope="module")
 def shim():
-    lib = load_shim()
-    i32, i64, u32, vp = ctypes.c_int, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
-    lib.shim_sh_encode_forward.argtypes = [i32, vp, vp, i64, i32, u32]
-    lib.shim_sh_encode_backward.argtypes = [i32, vp, vp, vp, i64, i32, u32]
-    lib.shim_sh_encode_forward.restype = lib.shim_sh_encode_backward.restype = i32
-    return lib
+    i32, i64, u32, vp = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
+    return load_shim_functions({"shim_sh_encode_forward": [i32, vp, vp, i64, i32, u32],
+                                "shim_sh_encode_backward": [i32, vp, vp, vp, i64, i32, u32]})
 
 
 def run(shim, dirs, upstream, degree, grid):

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from tests.metal_shim.shim import load_shim, ptr
+from tests.metal_shim.shim import load_shim_functions, ptr
 from tests.reference import trunc_exp as ref
 
 pytestmark = pytest.mark.every_device
@@ -125,12 +125,9 @@ SHIM_DTYPES = {np.float32: 0, np.float16: 1}
 
 @pytest.fixture(scope="module")
 def shim():
-    lib = load_shim()
-    i32, i64, u32, vp = ctypes.c_int, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
-    lib.shim_trunc_exp_forward.argtypes = [i32, vp, vp, i64, u32]
-    lib.shim_trunc_exp_backward.argtypes = [i32, vp, vp, vp, i64, u32]
-    lib.shim_trunc_exp_forward.restype = lib.shim_trunc_exp_backward.restype = i32
-    return lib
+    i32, i64, u32, vp = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
+    return load_shim_functions({"shim_trunc_exp_forward": [i32, vp, vp, i64, u32],
+                                "shim_trunc_exp_backward": [i32, vp, vp, vp, i64, u32]})
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

@@ -12,29 +12,10 @@ writes benchmarks/results/sh_encode_cuda.<gpu>.json (<gpu>: h100, ...) or --out.
 """
 import argparse
 import ctypes
-import statistics
 
 import torch
 
-from benchmarks.cuda.torch_harness import lib, ptr as p, result_path, stream, write_results
-
-
-def interleaved(fns, rounds=30, warmup=5):
-    """{name: [ms per round]}, every variant once per round."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    torch.cuda.synchronize()
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times[k].append(start.elapsed_time(end))
-    return times
+from benchmarks.cuda.torch_harness import against_torch, interleaved, lib, ptr as p, result_path, stream, write_results
 
 
 def torch_sh(d):
@@ -76,19 +57,10 @@ def case(n, dtype):
         torch_sh(dd).backward(g)
         return dd.grad
 
-    ours_fwd_bwd()
-    torch.cuda.synchronize()
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(values, torch_fwd(), rtol=tol, atol=tol)
-    torch.testing.assert_close(grad, torch_fwd_bwd(), rtol=tol, atol=tol * 10)
-    t = interleaved({"ours_fwd": ours_fwd, "torch_fwd": torch_fwd, "ours_fwd_bwd": ours_fwd_bwd,
-                     "torch_fwd_bwd": torch_fwd_bwd})
-    row = {"n": n, "dtype": name, "degree": 4}
+    # the module's `interleaved`, which benchmarks/cuda/ab_torch_harness_libs.py replaces
+    row = against_torch(ours_fwd, ours_fwd_bwd, torch_fwd, torch_fwd_bwd, values, grad,
+                        {"n": n, "dtype": name, "degree": 4}, timer=interleaved)
     for kind in ("fwd", "fwd_bwd"):
-        ours, ref = t[f"ours_{kind}"], t[f"torch_{kind}"]
-        row[f"{kind}_ms"] = statistics.median(ours)
-        row[f"torch_{kind}_ms"] = statistics.median(ref)
-        row[f"{kind}_speedup"] = statistics.median(r / o for r, o in zip(ref, ours))
         row[f"{kind}_directions_per_s"] = n / (row[f"{kind}_ms"] * 1e-3)
     bytes_fwd = n * (3 + 16) * d.element_size()
     row["fwd_gb_per_s"] = bytes_fwd / (row["fwd_ms"] * 1e-3) / 1e9

@@ -2,6 +2,7 @@
 called on PyTorch tensors, for the CUDA benchmarks."""
 import ctypes
 import os
+import statistics
 
 import torch
 
@@ -18,6 +19,52 @@ def ptr(t):
 def stream():
     """PyTorch's current CUDA stream."""
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+def interleaved(fns, rounds=30, warmup=5):
+    """{name: [GPU ms per round]} (CUDA events), every variant once per round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times[k].append(start.elapsed_time(end))
+    return times
+
+
+def speed_row(times, fields, kinds=("fwd", "fwd_bwd")):
+    """A row of `fields` and, per kind, from interleaved()'s times of
+    ours_<kind> and torch_<kind>: <kind>_ms and torch_<kind>_ms (medians),
+    <kind>_speedup (the median of the per-round ratios torch / ours)."""
+    row = dict(fields)
+    for kind in kinds:
+        ours, ref = times[f"ours_{kind}"], times[f"torch_{kind}"]
+        row[f"{kind}_ms"] = statistics.median(ours)
+        row[f"torch_{kind}_ms"] = statistics.median(ref)
+        row[f"{kind}_speedup"] = statistics.median(r / o for r, o in zip(ref, ours))
+    return row
+
+
+def against_torch(ours_fwd, ours_fwd_bwd, torch_fwd, torch_fwd_bwd, y, dx, fields, timer=interleaved):
+    """Ours against the PyTorch composite: ours_fwd_bwd() writes y and dx,
+    checked against torch_fwd() and torch_fwd_bwd() (float32 within 1e-5,
+    float16 2e-2, the gradient 10x that), then the four timed by `timer`;
+    speed_row() of the times."""
+    ours_fwd_bwd()
+    torch.cuda.synchronize()
+    tol = 1e-5 if y.dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(y, torch_fwd(), rtol=tol, atol=tol)
+    torch.testing.assert_close(dx, torch_fwd_bwd(), rtol=tol, atol=tol * 10)
+    times = timer({"ours_fwd": ours_fwd, "torch_fwd": torch_fwd, "ours_fwd_bwd": ours_fwd_bwd,
+                   "torch_fwd_bwd": torch_fwd_bwd})
+    return speed_row(times, fields)
 
 
 def result_path(benchmark):

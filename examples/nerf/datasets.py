@@ -40,6 +40,7 @@ import glob
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +55,17 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".PNG", ".JPG", ".JPEG", "
 
 class DatasetError(ValueError):
     """Bad or unsupported scene data; the message names the file."""
+
+
+def exit_status(run):
+    """A command's exit status: 0 after run(), 2 with the message on stderr
+    when it raises DatasetError."""
+    try:
+        run()
+    except DatasetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 @dataclass

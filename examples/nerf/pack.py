@@ -77,12 +77,7 @@ def main(argv=None):
     p.add_argument("--splits", nargs="+", default=None,
                    help="NeRF-synthetic: the splits to copy (e.g. train test; default all)")
     a = p.parse_args(argv)
-    try:
-        pack(a.src, a.dst, splits=a.splits)
-    except datasets.DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return datasets.exit_status(lambda: pack(a.src, a.dst, splits=a.splits))
 
 
 if __name__ == "__main__":

@@ -911,12 +911,7 @@ def train(argv=None, log=print):
 
 
 def main(argv=None):
-    try:
-        train(argv)
-    except datasets.DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return datasets.exit_status(lambda: train(argv))
 
 
 if __name__ == "__main__":

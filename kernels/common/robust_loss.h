@@ -60,7 +60,7 @@ struct RobustLossParams {
   int64 scale_vec;     // same for scale
 };
 
-// The shaders' buffer indices (robust_loss.metal, kernels/metal_plan/robust_loss_plan.cc).
+// The shaders' buffer indices (robust_loss.metal, kernels/metal_plan/simple_plans.cc).
 enum RobustLossBuffers {
   kRobustLossX = 0,       // forward: x
   kRobustLossAlpha = 1,   // forward: alpha

@@ -40,7 +40,7 @@ struct SHEncodeParams {
   int64 num_points;  // dirs is [num_points, 3], the values [num_points, degree**2]
 };
 
-// The shaders' buffer indices (sh_encode.metal, kernels/metal_plan/sh_encode_plan.cc).
+// The shaders' buffer indices (sh_encode.metal, kernels/metal_plan/simple_plans.cc).
 enum SHEncodeBuffers {
   kSHEncodeDirs = 0,        // forward: dirs
   kSHEncodeValues = 1,      // forward: values

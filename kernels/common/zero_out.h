@@ -13,7 +13,7 @@ struct ZeroOutParams {
   int64 preserve_index;
 };
 
-// The shader's buffer indices (zero_out.metal, kernels/metal_plan/zero_out_plan.cc).
+// The shader's buffer indices (zero_out.metal, kernels/metal_plan/simple_plans.cc).
 enum ZeroOutBuffers {
   kZeroOutIn = 0,
   kZeroOutOut = 1,

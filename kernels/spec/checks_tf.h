@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/spec/checks.h"
+#include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/errors.h"
@@ -26,6 +27,16 @@ inline Dims DimsOf(const ::tensorflow::TensorShape& shape) {
 }
 
 inline Dims DimsOf(const ::tensorflow::Tensor& tensor) { return DimsOf(tensor.shape()); }
+
+// The dims of a shape function's input `index` (-1 where unknown); false when
+// its rank is unknown.
+inline bool KnownDims(::tensorflow::shape_inference::InferenceContext* c, int index, Dims* dims) {
+  const ::tensorflow::shape_inference::ShapeHandle s = c->input(index);
+  if (!c->RankKnown(s)) return false;
+  dims->resize(c->Rank(s));
+  for (int d = 0; d < c->Rank(s); ++d) (*dims)[d] = c->Value(c->Dim(s, d));
+  return true;
+}
 
 // The attribute reader an op's ReadAttrs(get, attrs) takes, over TensorFlow's
 // InferenceContext (shape functions) or OpKernelConstruction (kernels): both

@@ -24,6 +24,7 @@ from metal_ops import layers  # noqa: E402
 from metal_ops.packed_volume_render import PackedVolumeRenderOutput, packed_volume_render  # noqa: E402
 from metal_ops.ray_march import RayMarchSamples, pack_occupancy, ray_march  # noqa: E402
 from metal_ops.robust_loss import robust_loss  # noqa: E402
+from metal_ops.scene_contract import scene_contract  # noqa: E402
 from metal_ops.sh_encode import sh_encode  # noqa: E402
 from metal_ops.trunc_exp import trunc_exp  # noqa: E402
 from metal_ops import losses  # noqa: E402
@@ -50,6 +51,7 @@ __all__ = [
     "ray_march",
     "RayMarchSamples",
     "robust_loss",
+    "scene_contract",
     "sh_encode",
     "trunc_exp",
     "VolumeRenderOutput",

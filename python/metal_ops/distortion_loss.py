@@ -5,6 +5,7 @@ DVGOv2) and are shared by the CPU, CUDA and Metal kernels.
 """
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
 
 
@@ -21,12 +22,8 @@ def distortion_loss(weights, t, name=None):
     first ray whose t decreases (CPU kernel), and for mismatched shapes.
     """
     with tf.name_scope(name or "distortion_loss"):
-        for arg, value in (("weights", weights), ("t", t)):
-            dtype = getattr(value, "dtype", None)  # tensors and arrays: no silent casts
-            if dtype is not None and tf.as_dtype(dtype) != tf.float32:
-                raise TypeError(f"distortion_loss: '{arg}' must be float32, got {tf.as_dtype(dtype).name}")
-        weights = tf.convert_to_tensor(weights, dtype_hint=tf.float32)
-        t = tf.convert_to_tensor(t, dtype_hint=tf.float32)
+        weights = float_tensor("distortion_loss", "weights", weights)
+        t = float_tensor("distortion_loss", "t", t)
         return load_library().metal_ops_distortion_loss(weights, t)
 
 

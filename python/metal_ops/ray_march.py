@@ -11,6 +11,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
 
 RayMarchSamples = collections.namedtuple(
@@ -22,18 +23,6 @@ ray_indices: [N] int32, the ray of each sample.
 ray_offsets, ray_counts: [R] int32; ray r's samples are
   [ray_offsets[r], ray_offsets[r] + ray_counts[r]).
 """
-
-
-def _float32(name, value):
-    dtype = getattr(value, "dtype", None)  # tensors and arrays: no silent casts
-    if dtype is not None:
-        try:
-            dt = tf.as_dtype(dtype)
-        except TypeError:
-            raise TypeError(f"ray_march: '{name}' must be float32, got {dtype}") from None
-        if dt != tf.float32:
-            raise TypeError(f"ray_march: '{name}' must be float32, got {dt.name}")
-    return tf.convert_to_tensor(value, dtype_hint=tf.float32)
 
 
 def ray_march(origins, directions, near, far, occupancy, aabb, grid_resolution, step_size, cone_angle=0.0,
@@ -64,10 +53,10 @@ def ray_march(origins, directions, near, far, occupancy, aabb, grid_resolution, 
       no samples.
     """
     with tf.name_scope(name or "ray_march"):
-        origins = _float32("origins", origins)
-        directions = _float32("directions", directions)
-        near = _float32("near", near)
-        far = _float32("far", far)
+        origins = float_tensor("ray_march", "origins", origins)
+        directions = float_tensor("ray_march", "directions", directions)
+        near = float_tensor("ray_march", "near", near)
+        far = float_tensor("ray_march", "far", far)
         occ_dtype = getattr(occupancy, "dtype", None)
         if occ_dtype is not None and tf.as_dtype(occ_dtype) != tf.uint8:
             raise TypeError(f"ray_march: 'occupancy' must be a uint8 bitfield (see pack_occupancy), "

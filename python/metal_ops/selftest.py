@@ -169,6 +169,16 @@ def cases(ops=None):
                 out.append(_case("sh_encode", f"shape={shape} degree={degree}", dtype, [d],
                                  lambda v, k=degree: metal_ops.sh_encode(v, degree=k), tol, {"degree": degree}))
 
+    use, rng = wanted("scene_contract")
+    if use:
+        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+            for shape, norm in [((1001, 3), "l2"), ((1001, 3), "linf"), ((2, 7, 3), "l2"), ((0, 3), "linf"),
+                                ((65536, 3), "l2")]:
+                # Radii from ~0.1 to ~100: both branches of the contraction.
+                x = (rng.normal(size=shape) * np.exp(rng.uniform(-2, 4.5, shape[:-1] + (1,)))).astype(dtype)
+                out.append(_case("scene_contract", f"shape={shape} norm={norm}", dtype, [x],
+                                 lambda v, k=norm: metal_ops.scene_contract(v, norm=k), tol, {"norm": norm}))
+
     use, rng = wanted("trunc_exp")
     if use:
         for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:

@@ -8,16 +8,8 @@ import numbers
 
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
-
-_DTYPES = (tf.float32, tf.float16)
-
-
-def _tf_dtype(dtype):
-    try:
-        return tf.as_dtype(dtype)
-    except TypeError:  # strings, objects: no TF dtype
-        return None
 
 
 def sh_encode(dirs, degree=4, name=None):
@@ -39,12 +31,7 @@ def sh_encode(dirs, degree=4, name=None):
     with tf.name_scope(name or "sh_encode"):
         if isinstance(degree, bool) or not isinstance(degree, numbers.Integral):
             raise TypeError(f"sh_encode: 'degree' must be an integer in 1..4, got {degree!r}")
-        dtype = getattr(dirs, "dtype", None)  # tensors and arrays: no silent casts
-        if dtype is not None and _tf_dtype(dtype) not in _DTYPES:
-            got = getattr(_tf_dtype(dtype), "name", dtype)
-            raise TypeError(f"sh_encode: 'dirs' must be float32 or float16, got {got}")
-        # dtype_hint would turn float16 arrays into float32 ones: only for plain Python data.
-        dirs = tf.convert_to_tensor(dirs) if dtype is not None else tf.convert_to_tensor(dirs, dtype_hint=tf.float32)
+        dirs = float_tensor("sh_encode", "dirs", dirs, (tf.float32, tf.float16))
         return load_library().metal_ops_sh_encode(dirs, degree=int(degree))
 
 

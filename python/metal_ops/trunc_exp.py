@@ -7,10 +7,8 @@ docs/TRUNC_EXP.md describes the op.
 """
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
-from metal_ops.sh_encode import _tf_dtype
-
-_DTYPES = (tf.float32, tf.float16)
 
 
 def trunc_exp(x, name=None):
@@ -29,13 +27,7 @@ def trunc_exp(x, name=None):
     no second derivatives).
     """
     with tf.name_scope(name or "trunc_exp"):
-        dtype = getattr(x, "dtype", None)  # tensors and arrays: no silent casts
-        if dtype is not None and _tf_dtype(dtype) not in _DTYPES:
-            got = getattr(_tf_dtype(dtype), "name", dtype)
-            raise TypeError(f"trunc_exp: 'x' must be float32 or float16, got {got}")
-        # dtype_hint would turn float16 arrays into float32 ones: only for plain Python data.
-        x = tf.convert_to_tensor(x) if dtype is not None else tf.convert_to_tensor(x, dtype_hint=tf.float32)
-        return load_library().metal_ops_trunc_exp(x)
+        return load_library().metal_ops_trunc_exp(float_tensor("trunc_exp", "x", x, (tf.float32, tf.float16)))
 
 
 @tf.RegisterGradient("MetalOpsTruncExp")

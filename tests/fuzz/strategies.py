@@ -90,3 +90,16 @@ def flush_denormals(a):
         return a
     tiny = np.finfo(a.dtype).tiny
     return np.where(np.abs(a) < tiny, np.copysign(np.zeros_like(a), a), a).astype(a.dtype)
+
+
+def value_and_vjp(fn, x, upstream, graph=False):
+    """(fn(x), the gradient of sum(upstream * fn(x)) w.r.t. x) as NumPy arrays,
+    eagerly or in a tf.function."""
+    def run(x, upstream):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return y, tape.gradient(y, x, output_gradients=upstream)
+
+    y, g = (tf.function(run) if graph else run)(tf.constant(x), tf.constant(upstream))
+    return y.numpy(), g.numpy()

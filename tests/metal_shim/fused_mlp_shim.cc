@@ -165,6 +165,18 @@ bool FindAll() {
   return all;
 }
 
+// out: simdgroups, rows, chunk, threadgroup bytes, partitions of the geometry p;
+// -1 where fused_mlp_params found none (ok false).
+int GeometryOf(bool ok, const mo::FusedMlpParams& p, int32_t* out) {
+  if (!ok) return -1;
+  out[0] = p.simdgroups;
+  out[1] = p.rows;
+  out[2] = p.chunk;
+  out[3] = p.tg_bytes;
+  out[4] = p.partitions;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -176,31 +188,18 @@ const char* shim_fused_mlp_error() { return g_error.c_str(); }
 int shim_fused_mlp_geometry_max_threads(int64_t n, int in_dim, int width, int hidden_layers, int out_dim,
                                         int elem_bytes, int backward, int64_t max_threads, int32_t* out) {
   mo::FusedMlpParams p;
-  if (!mo::fused_mlp_params(n, in_dim, width, out_dim, hidden_layers, 0, 0, 0.0f, elem_bytes, backward != 0, &p,
-                            max_threads)) {
-    return -1;
-  }
-  out[0] = p.simdgroups;
-  out[1] = p.rows;
-  out[2] = p.chunk;
-  out[3] = p.tg_bytes;
-  out[4] = p.partitions;
-  return 0;
+  return GeometryOf(mo::fused_mlp_params(n, in_dim, width, out_dim, hidden_layers, 0, 0, 0.0f, elem_bytes,
+                                         backward != 0, &p, max_threads),
+                    p, out);
 }
 
 // The geometry the .mm would use: simdgroups, rows, chunk, threadgroup bytes, partitions.
 int shim_fused_mlp_geometry(int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int elem_bytes,
                             int backward, int32_t* out) {
   mo::FusedMlpParams p;
-  if (!mo::fused_mlp_params(n, in_dim, width, out_dim, hidden_layers, 0, 0, 0.0f, elem_bytes, backward != 0, &p)) {
-    return -1;
-  }
-  out[0] = p.simdgroups;
-  out[1] = p.rows;
-  out[2] = p.chunk;
-  out[3] = p.tg_bytes;
-  out[4] = p.partitions;
-  return 0;
+  return GeometryOf(
+      mo::fused_mlp_params(n, in_dim, width, out_dim, hidden_layers, 0, 0, 0.0f, elem_bytes, backward != 0, &p), p,
+      out);
 }
 
 // dtype 0 = float32, 1 = float16. kernels / biases: hidden_layers + 1 pointers.

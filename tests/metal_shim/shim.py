@@ -23,6 +23,16 @@ def load_shim():
     return ctypes.CDLL(SHIM_PATH)
 
 
+def load_shim_functions(argtypes, restype=ctypes.c_int32):
+    """load_shim(), with the argument types of the functions named in
+    `argtypes` ({name: [ctypes types]}) set and their return type `restype`."""
+    lib = load_shim()
+    for name, types in argtypes.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = types, restype
+    return lib
+
+
 def ptr(array):
     """A void* to a C-contiguous NumPy array's data."""
     assert array.flags["C_CONTIGUOUS"], "shim calls need C-contiguous arrays"

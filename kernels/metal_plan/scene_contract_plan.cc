@@ -1,0 +1,41 @@
+// SceneContract's Metal plans (kernels/metal_plan/scene_contract_plan.h).
+#include "kernels/metal_plan/scene_contract_plan.h"
+
+#include <string>
+
+#include "kernels/common/scene_contract.h"
+
+namespace mo {
+namespace metal_plan {
+namespace {
+
+// scene_contract_<kind>_<l2|linf>_<dtype>, the shader's host names.
+std::string Name(const char* kind, int norm, Dtype dtype) {
+  return std::string("scene_contract_") + kind + (norm == kSceneContractL2 ? "_l2_" : "_linf_") + DtypeSuffix(dtype);
+}
+
+}  // namespace
+
+Plan SceneContractForward(Dtype dtype, int64_t n, int norm) {
+  const SceneContractParams params = {n};
+  PlanBuilder b(kSceneContractSlots);
+  b.Threads("scene_contract", Name("forward", norm, dtype), static_cast<uint64_t>(n))
+      .Tensor(kSceneContractX, kSceneContractSlotX)
+      .Output(kSceneContractY, kSceneContractSlotY)
+      .Value(kSceneContractParams, params);
+  return b.Finish();
+}
+
+Plan SceneContractBackward(Dtype dtype, int64_t n, int norm) {
+  const SceneContractParams params = {n};
+  PlanBuilder b(kSceneContractGradSlots);
+  b.Threads("scene_contract", Name("backward", norm, dtype), static_cast<uint64_t>(n))
+      .Tensor(kSceneContractGradGrad, kSceneContractGradSlotGrad)
+      .Tensor(kSceneContractGradX, kSceneContractGradSlotX)
+      .Output(kSceneContractGradDx, kSceneContractGradSlotDx)
+      .Value(kSceneContractGradParams, params);
+  return b.Finish();
+}
+
+}  // namespace metal_plan
+}  // namespace mo

@@ -1,0 +1,41 @@
+"""Scene contraction of unbounded scenes, mip-NeRF 360's (ops/scene_contract_op.cc).
+
+The formula and its derivative live once in kernels/common/scene_contract.h
+(CPU, CUDA and Metal kernels); the checks in kernels/spec/scene_contract_spec.h.
+docs/SCENE_CONTRACT.md describes the op.
+"""
+import tensorflow as tf
+
+from metal_ops._args import float_tensor
+from metal_ops._loader import load_library
+
+
+def scene_contract(x, norm="l2", name=None):
+    """Contracts points of an unbounded scene into a ball (or cube) of radius 2.
+
+    mip-NeRF 360's contraction (Barron et al. 2022, eq. 10): x where
+    ||x|| <= 1, else (2 - 1 / ||x||) x / ||x||, so the unit ball is kept as it
+    is and everything beyond it is squeezed into the shell 1 < ||y|| < 2,
+    distant points closer together, before a hash encoding of [-2, 2]^3.
+
+    Args:
+      x: [..., 3] float32 or float16 points (computed in float32, returned in
+        x's dtype).
+      norm: "l2" (mip-NeRF 360's ball) or "linf" (instant-NGP's and nerfacc's
+        cube: max |x_i|).
+
+    Returns x's shape and dtype, every coordinate in [-2, 2]. A point with an
+    infinite coordinate goes to the limit on the boundary (gradient 0); one
+    with a NaN to NaN. Differentiable w.r.t. x (one fused backward op; no
+    second derivatives).
+    """
+    with tf.name_scope(name or "scene_contract"):
+        x = float_tensor("scene_contract", "x", x, (tf.float32, tf.float16))
+        if not isinstance(norm, str):
+            raise TypeError(f"scene_contract: 'norm' must be 'l2' or 'linf', got {norm!r}")
+        return load_library().metal_ops_scene_contract(x, norm=norm)
+
+
+@tf.RegisterGradient("MetalOpsSceneContract")
+def _scene_contract_grad(op, grad):
+    return [load_library().metal_ops_scene_contract_grad(grad, op.inputs[0], norm=op.get_attr("norm"))]
