@@ -36,6 +36,10 @@ NEEDS_SOURCE_TREE = {
     "test_cuda_lib_build.py": "tools/check/cuda_lib_check.py and the CUDA library's build",
     "test_x86_intrinsics.py": "kernels/ and a compiler",
     "test_cublas_headers.py": "tools/build/cublas_headers.py",
+    "test_architecture.py": "docs/ARCHITECTURE.md and the sources",
+    "test_nerf_scenes.py": "examples/nerf",
+    "test_portable_symbols.py": "runtime/libstdcxx_compat.cc and the in-tree library",
+    "test_scene_contract_metal_shim.py": "the Metal shaders (MSL shim)",
 }
 # Single tests of package modules that read the tree: <file>::<test function>.
 NEEDS_SOURCE_TREE_TESTS = {
@@ -43,6 +47,10 @@ NEEDS_SOURCE_TREE_TESTS = {
     "test_sh_encode.py::test_non_unit_special_directions_behave_like_the_tf_composite": "examples/nerf",
     "test_fused_conv2d_gemm.py::test_openblas_pinned_alike_everywhere": "the requirements files",
     "test_fused_conv2d_gemm.py::test_setup_requires_the_openblas_it_links": "setup.py",
+    "test_macos_tensorflow_builds.py::test_add_build_collects_both_builds_newest_first": "tools/build",
+    "test_macos_tensorflow_builds.py::test_make_records_the_grappler_plugins_name": "tools/build",
+    "test_macos_tensorflow_builds.py::test_setup_py_gives_the_macos_wheel_the_stack_extras": "setup.py",
+    "test_macos_tensorflow_builds.py::test_wheel_check_wants_one_checked_tensorflow_per_build": "tools/check",
 }
 
 
