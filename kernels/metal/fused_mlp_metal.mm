@@ -1,7 +1,7 @@
 // MetalOpsFusedMLP / MetalOpsFusedMLPGrad on the Metal PluggableDevice ("GPU"
 // with tensorflow-metal), kernel C API, through the shared glue
 // (metal_kernel.h). Shaders: fused_mlp.metal (simdgroup_matrix, Apple7+ GPUs);
-// layout and threadgroup geometry: fused_mlp_metal.h; checks:
+// layout, buffer indices and threadgroup geometry: kernels/common/fused_mlp.h; checks:
 // kernels/spec/fused_mlp_spec.h. The shim test (tests/test_fused_mlp_metal_shim.py)
 // runs the shaders in the order this file encodes them; what has run where:
 // docs/METAL_COMPAT.md.
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kernels/common/activations.h"
-#include "kernels/metal/fused_mlp_metal.h"
+#include "kernels/common/fused_mlp.h"
 #include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
@@ -46,7 +46,7 @@ std::vector<TF_Tensor*> Inputs(mo::metal::KernelCall& call, int first, int count
   return tensors;
 }
 
-// The dispatch geometry (fused_mlp_metal.h) for pipelines running up to
+// The dispatch geometry (kernels/common/fused_mlp.h) for pipelines running up to
 // `max_threads` threads per threadgroup; false, failing the call, if none fits.
 bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a, int64_t n,
               TF_DataType dtype, bool backward, mo::FusedMlpParams* p,
@@ -136,10 +136,13 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
     for (int l = 0; l < num; ++l) {
       const mo::FusedMlpPackParams qw = mo::fused_mlp_pack_params(p, l, false);
       const mo::FusedMlpPackParams qb = mo::fused_mlp_pack_params(p, l, true);
-      e.Tensor(0, kernels[l]).Tensor(1, packed_w).Value(2, qw).Dispatch(pack, uint64_t(qw.rows_pad) * qw.cols_pad);
-      e.Tensor(0, biases[l]).Tensor(1, packed_b).Value(2, qb).Dispatch(pack, uint64_t(qb.cols_pad));
+      e.Tensor(mo::kFusedMlpPackSrc, kernels[l]).Tensor(mo::kFusedMlpPackDst, packed_w).Value(mo::kFusedMlpPackParams, qw);
+      e.Dispatch(pack, uint64_t(qw.rows_pad) * qw.cols_pad);
+      e.Tensor(mo::kFusedMlpPackSrc, biases[l]).Tensor(mo::kFusedMlpPackDst, packed_b).Value(mo::kFusedMlpPackParams, qb);
+      e.Dispatch(pack, uint64_t(qb.cols_pad));
     }
-    e.Tensor(0, x).Tensor(1, packed_w).Tensor(2, packed_b).Tensor(3, y).Tensor(4, hidden).Value(5, p);
+    e.Tensor(mo::kFusedMlpForwardX, x).Tensor(mo::kFusedMlpForwardWeights, packed_w).Tensor(mo::kFusedMlpForwardBiases, packed_b);
+    e.Tensor(mo::kFusedMlpForwardY, y).Tensor(mo::kFusedMlpForwardHidden, hidden).Value(mo::kFusedMlpForwardParams, p);
     e.DispatchThreadgroups(tiles, std::min<uint64_t>(uint64_t(p.num_tiles), mo::metal::kMaxThreadgroups),
                            uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
   });
@@ -180,17 +183,20 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
     e.Zero(partials);
     for (int l = 0; l < num; ++l) {
       const mo::FusedMlpPackParams q = mo::fused_mlp_pack_params(p, l, false);
-      e.Tensor(0, kernels[l]).Tensor(1, packed_w).Value(2, q).Dispatch(pack, uint64_t(q.rows_pad) * q.cols_pad);
+      e.Tensor(mo::kFusedMlpPackSrc, kernels[l]).Tensor(mo::kFusedMlpPackDst, packed_w).Value(mo::kFusedMlpPackParams, q);
+      e.Dispatch(pack, uint64_t(q.rows_pad) * q.cols_pad);
     }
     if (n > 0) {
-      e.Tensor(0, dy).Tensor(1, x).Tensor(2, y).Tensor(3, hidden).Tensor(4, packed_w).Tensor(5, partials);
-      e.Tensor(6, dx).Value(7, p);
+      e.Tensor(mo::kFusedMlpBackwardDy, dy).Tensor(mo::kFusedMlpBackwardX, x).Tensor(mo::kFusedMlpBackwardY, y);
+      e.Tensor(mo::kFusedMlpBackwardHidden, hidden).Tensor(mo::kFusedMlpBackwardWeights, packed_w);
+      e.Tensor(mo::kFusedMlpBackwardPartials, partials).Tensor(mo::kFusedMlpBackwardDx, dx).Value(mo::kFusedMlpBackwardParams, p);
       e.DispatchThreadgroups(tiles, uint64_t(p.partitions), uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH,
                              uint32_t(p.tg_bytes));
     }
     for (int l = 0; l < num; ++l) {
       const mo::FusedMlpReduceParams q = mo::fused_mlp_reduce_params(p, l);
-      e.Tensor(0, partials).Tensor(1, grad_kernels[l]).Tensor(2, grad_biases[l]).Value(3, q);
+      e.Tensor(mo::kFusedMlpReducePartials, partials).Tensor(mo::kFusedMlpReduceGradKernel, grad_kernels[l]);
+      e.Tensor(mo::kFusedMlpReduceGradBias, grad_biases[l]).Value(mo::kFusedMlpReduceParams, q);
       e.Dispatch(reduce, uint64_t(q.rows) * q.cols + q.cols);
     }
   });

@@ -57,9 +57,11 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
     bind_inputs(e);
     e.Tensor(mo::kRmCountCounts, counts).Value(mo::kRmCountParams, params);
     e.Dispatch(count, static_cast<uint64_t>(rays));
-    e.Tensor(0, counts).Tensor(1, sums).Value(2, scan).Dispatch(chunk_sums, static_cast<uint64_t>(scan.chunks));
-    e.Tensor(0, sums).Buffer(1, total).Value(2, scan).Dispatch(scan_sums, 1);
-    e.Tensor(0, counts).Tensor(1, sums).Tensor(2, offsets).Value(3, scan);
+    e.Tensor(mo::kRmChunkSumsCounts, counts).Tensor(mo::kRmChunkSumsSums, sums).Value(mo::kRmChunkSumsParams, scan);
+    e.Dispatch(chunk_sums, static_cast<uint64_t>(scan.chunks));
+    e.Tensor(mo::kRmScanSums, sums).Buffer(mo::kRmScanTotal, total).Value(mo::kRmScanParams, scan).Dispatch(scan_sums, 1);
+    e.Tensor(mo::kRmOffsetsCounts, counts).Tensor(mo::kRmOffsetsSums, sums).Tensor(mo::kRmOffsetsOut, offsets);
+    e.Value(mo::kRmOffsetsParams, scan);
     e.Dispatch(chunk_offsets, static_cast<uint64_t>(scan.chunks));
   });
   if (!call.ok()) return;
