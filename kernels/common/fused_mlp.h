@@ -111,6 +111,8 @@ MO_FN int64 fused_mlp_biases_total(int32 width, int32 out_pad, int32 hidden_laye
 #if !defined(__METAL_VERSION__)
 // ---- host side (the .mm glue and the shim runner): how a call is cut up ----
 
+// The forward's threadgroups: at most this many (they loop over the row tiles beyond).
+constexpr uint64 kFusedMlpMaxThreadgroups = uint64(1) << 20;
 // Apple GPUs give a threadgroup 32 KiB of threadgroup memory.
 constexpr int kFusedMlpThreadgroupMemory = 32768;
 // Weight-gradient partial sums: at most this many (GPU occupancy), and at

@@ -70,6 +70,8 @@ class PlanBuilder {
   // fill shader (kernels/metal/fill.metal), encoded with the others so one
   // compute encoder orders it before the passes that read it.
   PlanBuilder& Zero(int slot, uint64_t bytes);
+  // The same for the first `bytes` bytes of a scratch buffer.
+  PlanBuilder& ZeroScratch(int scratch, uint64_t bytes);
 
   // Bindings of the last pass: a tensor it reads, one it writes, a value, a scratch buffer.
   PlanBuilder& Tensor(uint32_t index, int slot);
