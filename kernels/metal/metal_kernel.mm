@@ -575,6 +575,14 @@ namespace metal {
 std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
                                                        TF_Status* status) {
   std::vector<id<MTLComputePipelineState>> pipelines;
+  if (plan.needs_simdgroup_matrix && !plan.passes.empty() && ![device supportsFamily:MTLGPUFamilyApple7]) {
+    // Before any compile: a library using simdgroup_matrix does not compile on such a GPU.
+    TF_SetStatus(status, TF_UNIMPLEMENTED,
+                 (plan.passes.front().library + ": the shaders need an Apple-silicon GPU (MTLGPUFamilyApple7: "
+                  "simdgroup_matrix); this GPU lacks it: METAL_OPS_METAL=0 runs the op on the CPU")
+                     .c_str());
+    return {};
+  }
   for (const metal_plan::Pass& pass : plan.passes) {
     id<MTLComputePipelineState> pipeline = GetPipeline(device, pass.library.c_str(), pass.function, status);
     if (pipeline == nil) return {};

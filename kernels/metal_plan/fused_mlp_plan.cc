@@ -34,6 +34,7 @@ Plan FusedMlpForward(const FusedMlpParams& p, Dtype dtype) {
   const FusedMlpSlots s = {p.hidden_layers + 1};
   PlanBuilder b(s.forward_slots());
   if (p.n == 0) return b.Finish();
+  b.NeedsSimdgroupMatrix();
   const uint64_t e = ElementBytes(dtype);
   const int weights = b.NewScratch(uint64_t(fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, p.hidden_layers)) * e);
   const int biases = b.NewScratch(uint64_t(fused_mlp_biases_total(p.width, p.out_pad, p.hidden_layers)) * e);
@@ -56,6 +57,7 @@ Plan FusedMlpForward(const FusedMlpParams& p, Dtype dtype) {
 Plan FusedMlpBackward(const FusedMlpParams& p, Dtype dtype) {
   const FusedMlpSlots s = {p.hidden_layers + 1};
   PlanBuilder b(s.backward_slots());
+  b.NeedsSimdgroupMatrix();
   const uint64_t e = ElementBytes(dtype);
   const int weights = b.NewScratch(uint64_t(fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, p.hidden_layers)) * e);
   const uint64_t partial_bytes = uint64_t(p.partitions) * uint64_t(p.params_pad) * sizeof(float);
