@@ -444,7 +444,7 @@ SHIM_EXEC_CXX := $(CXX) -std=c++17 -O2 -fPIC -I. -I$(GEN) -Wno-attributes $(EXTR
 $(BUILD)/shim_exec/%_exec.o: $(GEN)/%_exec.cc $(SHIM_DEPS)
 	@mkdir -p $(dir $@)
 	$(SHIM_EXEC_CXX) -c $< -o $@
-$(BUILD)/shim_exec/%.o: tests/metal_shim/%.cc $(SHIM_DEPS) kernels/metal_plan/plan.h
+$(BUILD)/shim_exec/%.o: tests/metal_shim/%.cc $(SHIM_DEPS) kernels/metal_plan/plan.h kernels/metal_plan/executor.h
 	@mkdir -p $(dir $@)
 	$(SHIM_EXEC_CXX) -c $< -o $@
 $(SHIM_EXEC_LIB): $(SHIM_EXEC_OBJS)

@@ -28,9 +28,10 @@ struct RayMarchFunctor {
   // and the total into *total on the host.
   static absl::Status Count(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                             int32_t* offsets, int32_t* counts, int64_t* total);
-  // Pass 2: the samples of ray r from offsets[r] on.
+  // Pass 2: the samples of ray r from offsets[r] on (`total` of them in all, > 0).
   static absl::Status Fill(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
-                           const int32_t* offsets, float* t_starts, float* t_ends, int32_t* ray_indices);
+                           const int32_t* offsets, int64_t total, float* t_starts, float* t_ends,
+                           int32_t* ray_indices);
 };
 
 template <typename Device>
@@ -69,7 +70,7 @@ class RayMarchOp : public OpKernelWithAttrs<ray_march::Attrs> {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, samples, &t_ends));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, samples, &ray_indices));
     if (total == 0) return;
-    OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Fill(ctx, p, in, offsets->flat<int32_t>().data(),
+    OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Fill(ctx, p, in, offsets->flat<int32_t>().data(), total,
                                                       t_starts->flat<float>().data(), t_ends->flat<float>().data(),
                                                       ray_indices->flat<int32_t>().data()));
   }

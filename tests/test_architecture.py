@@ -15,6 +15,10 @@ Three fenced blocks of the document are machine-readable:
 - `tensorflow-free`: files that reach no TensorFlow header, directly or through
   the project's headers (so nvcc, the MSL compiler and the harness build them
   without TensorFlow).
+- `shader-buffers`: `<shader>: <header> <Enum> ...` for every
+  kernels/metal/<shader>.metal: each of its `[[buffer(...)]]` indices is an
+  enumerator of those enums (spelled `mo::<name>`, never a number), and each
+  enum named is used by the shader.
 """
 import collections
 import fnmatch
@@ -162,7 +166,78 @@ def test_the_tensorflow_free_files_reach_no_tensorflow_header():
                     todo.append(g)
 
 
-@pytest.mark.parametrize("kind", ["include-graph", "tensorflow-headers", "tensorflow-free"])
+_BUFFER_ATTR = re.compile(r"\[\[\s*buffer\(\s*([^\]]+?)\s*\)\s*\]\]")
+
+
+def enum_members(header_text, name):
+    """The enumerators of `enum <name> { ... }` in a header (None if there is no such enum)."""
+    m = re.search(r"\benum\s+" + re.escape(name) + r"\s*\{([^{}]*)\}", header_text)
+    if not m:
+        return None
+    items = (item.split("=")[0].strip() for item in re.sub(r"//[^\n]*", "", m.group(1)).split(","))
+    return {item for item in items if item}
+
+
+def shader_buffer_problems(lines, shaders):
+    """What differs between the shader-buffers block and the shaders ({name: source text})."""
+    problems, listed = [], {}
+    for line in lines:
+        m = re.fullmatch(r"(\w+):\s*(\S+)\s+(.+)", line)
+        if not m:
+            problems.append(f"not `shader: header Enum ...`: {line!r}")
+            continue
+        listed[m.group(1)] = (m.group(2), m.group(3).split())
+    for name in sorted(set(shaders) - set(listed)):
+        problems.append(f"kernels/metal/{name}.metal is not in the block")
+    for name, (header, enums) in sorted(listed.items()):
+        if name not in shaders:
+            problems.append(f"{name}: no kernels/metal/{name}.metal")
+            continue
+        path = os.path.join(ROOT, header)
+        text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+        members = {}
+        for enum in enums:
+            found = enum_members(text, enum)
+            if found is None:
+                problems.append(f"{name}: {header} has no enum {enum}")
+            else:
+                members[enum] = found
+        used = set()
+        for index in _BUFFER_ATTR.findall(shaders[name]):
+            enumerator = index[len("mo::"):] if index.startswith("mo::") else None
+            owners = [e for e, m in members.items() if enumerator in m]
+            if not owners:
+                problems.append(f"{name}.metal: [[buffer({index})]] is not an enumerator of {', '.join(enums)}")
+            used.update(owners)
+        for enum in sorted(set(members) - used):
+            problems.append(f"{name}: the block names {enum}, which the shader never uses")
+    return problems
+
+
+def _shader_sources():
+    folder = os.path.join(ROOT, "kernels", "metal")
+    return {f[:-len(".metal")]: open(os.path.join(folder, f), encoding="utf-8").read()
+            for f in sorted(os.listdir(folder)) if f.endswith(".metal")}
+
+
+def test_every_shader_binds_its_buffers_by_the_enums_named():
+    shaders = _shader_sources()
+    assert len(shaders) >= 10
+    problems = shader_buffer_problems(doc_block("shader-buffers"), shaders)
+    assert not problems, "docs/ARCHITECTURE.md's shader-buffers block and the shaders differ:\n" + "\n".join(problems)
+
+
+def test_a_literal_buffer_index_or_a_stale_row_is_reported():
+    shaders = {"zero_out": "kernel void f(device int* a [[buffer(0)]], device int* b [[buffer(mo::kZeroOutOut)]])"}
+    problems = shader_buffer_problems(["zero_out: kernels/common/zero_out.h ZeroOutBuffers",
+                                       "gone: kernels/common/zero_out.h ZeroOutBuffers"], shaders)
+    assert problems == ["gone: no kernels/metal/gone.metal",
+                        "zero_out.metal: [[buffer(0)]] is not an enumerator of ZeroOutBuffers"]
+    problems = shader_buffer_problems(["zero_out: kernels/common/zero_out.h NoSuchEnum"], {"zero_out": "", "x": ""})
+    assert problems == ["kernels/metal/x.metal is not in the block", "zero_out: kernels/common/zero_out.h has no enum NoSuchEnum"]
+
+
+@pytest.mark.parametrize("kind", ["include-graph", "tensorflow-headers", "tensorflow-free", "shader-buffers"])
 def test_a_missing_block_is_reported(kind):
     with pytest.raises(AssertionError, match=kind):
         doc_block(kind, text="# Architecture\n")

@@ -147,6 +147,30 @@ def test_encode_decides_gpu_sync_per_call():
     assert "kGpuSyncVariable" not in text and "getenv" not in text
 
 
+@pytest.mark.parametrize("every,counted,calls", [(1, 0, 1), (2, 0, 2), (2, 1, 1), (5, 3, 2), (16, 0, 16)])
+def test_a_waiting_op_commits_until_its_work_is_submitted(shim, every, counted, calls):
+    """RayMarch and PackedVolumeRender wait for their command buffer outside the
+    stream's queue: inside it they call tensorflow-metal's batching `commit`
+    until the buffer holding their work is submitted (MPS_MAX_COMMIT_COUNT = 2
+    by default), and only then leave the queue to wait."""
+    made = ctypes.c_int()
+    assert shim.shim_commit_until_submitted(every, counted, ctypes.byref(made)) == 1
+    assert made.value == calls
+
+
+def test_a_stream_that_never_submits_falls_back_to_commit_and_wait(shim):
+    made = ctypes.c_int()
+    assert shim.shim_commit_until_submitted(0, 0, ctypes.byref(made)) == 0
+    assert made.value == 16
+    glue = _code(GLUE_MM)
+    encode = glue.split("void KernelCall::EncodeImpl(", 1)[1].split("\n}\n", 1)[0]
+    queue_block = encode.split("dispatch_sync(stream.queue", 1)[1].split("\n  });\n", 1)[0]
+    # Inside the queue: submit (or, failing that, commitAndWait); the wait for a submitted buffer comes after it.
+    assert "CommitUntilSubmitted(" in queue_block and "waitUntilCompleted" not in queue_block
+    assert queue_block.index("CommitUntilSubmitted(") < queue_block.index("[stream commitAndWait]")
+    assert "[submitted waitUntilCompleted]" in encode.split("dispatch_sync(stream.queue", 1)[1].split("\n  });\n", 1)[1]
+
+
 def test_gpu_error_message_names_op_and_kernels(shim):
     out = ctypes.create_string_buffer(1024)
     shim.shim_gpu_error_message(b"model/hash_encode/MetalOpsHashEncode", b"hash_encode_zero_u32;blit fill",

@@ -262,8 +262,6 @@ def render_raw(p, background=None):
     return load_library().metal_ops_packed_volume_render(*p, bg, return_weights=True)
 
 
-@pytest.mark.not_on_metal("the Metal kernel checks the layout on the GPU and gives NaN outputs, no error "
-                           "(docs/METAL_COMPAT.md)")
 @pytest.mark.parametrize("case,pattern", [
     ("negative_count", r"'ray_counts' must be >= 0: ray 1 has count -1"),
     ("offset_not_prefix_sum", r"'ray_offsets' must be the exclusive prefix sum of 'ray_counts'.*ray 2 has offset 4, "
@@ -298,7 +296,6 @@ def test_bad_layout_names_the_argument_and_ray(case, pattern):
                                                            z(0))
 
 
-@pytest.mark.not_on_metal("Metal kernels do not check values: they give NaN (docs/METAL_COMPAT.md)")
 def test_negative_and_nan_sigma_name_sigma_sample_and_ray():
     p = packed()
     p[0][4] = -1.0
@@ -309,7 +306,6 @@ def test_negative_and_nan_sigma_name_sigma_sample_and_ray():
         metal_ops.packed_volume_render(*p)
 
 
-@pytest.mark.not_on_metal("Metal kernels do not check values: they give NaN (docs/METAL_COMPAT.md)")
 def test_reversed_interval_names_t_ends_sample_and_ray():
     p = packed()
     p[3][6] = p[2][6] - 0.5

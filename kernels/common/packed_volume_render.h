@@ -42,6 +42,121 @@ MO_FN int32 pvr_check_layout(const MO_DEVICE int32* offsets, const MO_DEVICE int
   return pvr_layout_code(r, R, N, prev_end, int64(offsets[r]), int64(counts[r]));
 }
 
+// Ray r's checks, as the op reports them: the layout rule, then (with
+// `samples`: the forward) its samples' values (vr_check_samples; check.sample
+// is the index into the ray's samples).
+template <typename T>
+MO_FN VrCheck pvr_validate_ray(const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts,
+                               const MO_DEVICE T* sigma, const MO_DEVICE T* t_starts, const MO_DEVICE T* t_ends,
+                               int64 r, int64 R, int64 N, bool samples) {
+  VrCheck check;
+  check.sample = 0;
+  check.code = pvr_check_layout(offsets, counts, r, R, N);
+  if (check.code != kVrOk || !samples) return check;
+  const int64 o = int64(offsets[r]);
+  return vr_check_samples(sigma + o, t_starts + o, t_ends + o, int64(counts[r]));
+}
+
+// The Metal validation passes (packed_volume_render_check_chunks, then
+// packed_volume_render_check_first): `chunks` threads each find the first
+// invalid ray of `chunk` consecutive rays, then one thread the first of those,
+// and writes what the op's error message needs into a PvrCheckResult the host
+// reads once the command buffer has completed.
+struct PvrCheckParams {
+  int64 rays;     // R
+  int64 samples;  // N
+  int32 chunk;    // rays per thread
+  int32 chunks;   // threads: ceil(R / chunk)
+  int32 check_samples;  // 1: the forward's value checks too
+  int32 pad_;
+};
+struct PvrCheckResult {
+  int64 ray;       // the first invalid ray
+  int64 sample;    // value checks: the index into all N samples
+  int64 prev_end;  // layout checks: where ray - 1 ends
+  int64 offset;
+  int64 count;
+  int32 code;      // kVrOk or the failed check
+  float sigma, t_start, t_end;  // value checks: that sample's values
+};
+
+#if !defined(__METAL_VERSION__)
+// At most `threads` chunks (host side).
+inline PvrCheckParams pvr_check_params(int64 R, int64 N, int32 threads, bool check_samples) {
+  PvrCheckParams q;
+  q.rays = R;
+  q.samples = N;
+  q.chunk = R > 0 ? int32((R + threads - 1) / threads) : 1;
+  q.chunks = int32((R + q.chunk - 1) / q.chunk);
+  q.check_samples = check_samples ? 1 : 0;
+  q.pad_ = 0;
+  return q;
+}
+#endif  // !__METAL_VERSION__
+
+// The first invalid ray of chunk i, or R.
+template <typename T>
+MO_FN int64 pvr_check_chunk(const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts, const MO_DEVICE T* sigma,
+                            const MO_DEVICE T* t_starts, const MO_DEVICE T* t_ends, int32 i,
+                            MO_CONSTANT PvrCheckParams& q) {
+  const int64 begin = int64(i) * q.chunk;
+  const int64 end = begin + q.chunk < q.rays ? begin + q.chunk : q.rays;
+  for (int64 r = begin; r < end; ++r) {
+    if (pvr_validate_ray(offsets, counts, sigma, t_starts, t_ends, r, q.rays, q.samples, q.check_samples != 0).code !=
+        kVrOk) {
+      return r;
+    }
+  }
+  return q.rays;
+}
+
+// The result for the first chunk whose first invalid ray is below R (code kVrOk when none).
+template <typename T>
+MO_FN void pvr_check_first(const MO_DEVICE int32* offsets, const MO_DEVICE int32* counts, const MO_DEVICE T* sigma,
+                           const MO_DEVICE T* t_starts, const MO_DEVICE T* t_ends, const MO_DEVICE int64* firsts,
+                           MO_DEVICE PvrCheckResult* result, MO_CONSTANT PvrCheckParams& q) {
+  result->code = kVrOk;
+  result->ray = 0;
+  result->sample = 0;
+  result->prev_end = 0;
+  result->offset = 0;
+  result->count = 0;
+  result->sigma = 0.0f;
+  result->t_start = 0.0f;
+  result->t_end = 0.0f;
+  for (int32 i = 0; i < q.chunks; ++i) {
+    const int64 r = firsts[i];
+    if (r >= q.rays) continue;
+    const VrCheck check =
+        pvr_validate_ray(offsets, counts, sigma, t_starts, t_ends, r, q.rays, q.samples, q.check_samples != 0);
+    result->code = check.code;
+    result->ray = r;
+    result->prev_end = r == 0 ? int64(0) : int64(offsets[r - 1]) + int64(counts[r - 1]);
+    result->offset = int64(offsets[r]);
+    result->count = int64(counts[r]);
+    if (check.code == kVrBadSigma || check.code == kVrBadT) {
+      const int64 s = int64(offsets[r]) + check.sample;
+      result->sample = s;
+      result->sigma = float(sigma[s]);
+      result->t_start = float(t_starts[s]);
+      result->t_end = float(t_ends[s]);
+    }
+    return;
+  }
+}
+
+// The Metal buffer indices of the validation shaders.
+enum PackedVolumeRenderCheckBuffer {
+  kPvrCheckRayOffsets,
+  kPvrCheckRayCounts,
+  kPvrCheckSigma,
+  kPvrCheckTStarts,
+  kPvrCheckTEnds,
+  kPvrCheckFirsts,  // int64 [chunks]: check_chunks writes, check_first reads
+  kPvrCheckResult,  // PvrCheckResult: check_first writes
+  kPvrCheckParams
+};
+
 // The Metal buffer indices of the PackedVolumeRender shaders: the inputs in
 // op order, the outputs, the VolumeRenderParams (declared by
 // kernels/metal/packed_volume_render.metal, bound by

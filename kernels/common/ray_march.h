@@ -57,8 +57,8 @@ struct RayMarchSamples {
 };
 
 // The Metal buffer indices of the two marching shaders (declared by
-// kernels/metal/ray_march.metal, bound by ray_march_metal.mm): the op's
-// inputs in op order, then each pass's own.
+// kernels/metal/ray_march.metal, bound by kernels/metal_plan/ray_march_plan.cc):
+// the op's inputs in op order, then each pass's own.
 enum RayMarchBuffer {
   kRmOrigins,
   kRmDirections,
@@ -241,6 +241,21 @@ struct RayMarchScanParams {
   int32 num_rays;
   int32 chunk;   // counts per thread
   int32 chunks;  // threads: ceil(num_rays / chunk)
+};
+
+// The Metal buffer indices of the three prefix-sum shaders (declared by
+// kernels/metal/ray_march.metal, bound by kernels/metal_plan/ray_march_plan.cc).
+enum RayMarchScanBuffer {
+  kRmChunkSumsCounts = 0,  // ray_march_chunk_sums
+  kRmChunkSumsSums,
+  kRmChunkSumsParams,
+  kRmScanSums = 0,  // ray_march_scan_chunk_sums
+  kRmScanTotal,
+  kRmScanParams,
+  kRmOffsetsCounts = 0,  // ray_march_offsets
+  kRmOffsetsSums,
+  kRmOffsetsOut,
+  kRmOffsetsParams
 };
 
 // At most `threads` chunks (host side).

@@ -49,7 +49,7 @@ inline metal_plan::HostTensor Slot(const ::tensorflow::Tensor& t) {
 // (an executor's failure names the op). False: compute on the CPU.
 template <typename BuildPlan>
 bool RunOnMetal(::tensorflow::OpKernelContext* ctx, int64_t work, BuildPlan build,
-                std::initializer_list<metal_plan::HostTensor> slots, absl::Status* status) {
+                const std::vector<metal_plan::HostTensor>& tensors, absl::Status* status) {
   std::string name, reason;
   const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
   if (executor == nullptr) {
@@ -63,11 +63,16 @@ bool RunOnMetal(::tensorflow::OpKernelContext* ctx, int64_t work, BuildPlan buil
   }
   if (work < metal_plan::MinWork(executor)) return false;
   const metal_plan::Plan plan = build();
-  const std::vector<metal_plan::HostTensor> tensors(slots);
   const std::string error =
       metal_plan::Run(executor, (ctx->op_kernel().type_string() + " (node " + ctx->op_kernel().name() + ")").c_str(), plan, tensors.data(), static_cast<int>(tensors.size()));
   *status = error.empty() ? absl::OkStatus() : absl::InternalError(error);
   return true;
+}
+
+template <typename BuildPlan>
+bool RunOnMetal(::tensorflow::OpKernelContext* ctx, int64_t work, BuildPlan build,
+                std::initializer_list<metal_plan::HostTensor> slots, absl::Status* status) {
+  return RunOnMetal(ctx, work, build, std::vector<metal_plan::HostTensor>(slots), status);
 }
 
 }  // namespace cpu

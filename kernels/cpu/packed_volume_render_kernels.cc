@@ -2,7 +2,9 @@
 // are kernels/packed_volume_render_kernel.h) and the CPU registrations. Rays are
 // split over TensorFlow's intra-op thread pool (cpu::ParallelFor); each ray
 // runs the shared scalar drivers of kernels/common/packed_volume_render.h,
-// the same functions the CUDA and Metal kernels run.
+// the same functions the CUDA and Metal kernels run. float32 work goes first
+// to cpu::RunOnMetal (kernels/metal_plan/packed_volume_render_plan.h), whose
+// validation passes leave the first invalid ray's check for the same error.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cmath>
@@ -12,7 +14,9 @@
 
 #include "kernels/common/packed_volume_render.h"
 #include "kernels/common/volume_render.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/metal_plan/packed_volume_render_plan.h"
 #include "kernels/packed_volume_render_kernel.h"
 #include "kernels/register_kernels.h"
 #include "kernels/spec/checks_tf.h"
@@ -64,6 +68,78 @@ absl::Status EachRay(::tensorflow::OpKernelContext* ctx, const char* op, const A
       packed_volume_render::BadRay(op, bad, bad_ray, a.samples, a.offsets, a.counts, a.sigma, a.t_starts, a.t_ends));
 }
 
+// float32 on a Metal executor (true: *status is its result, the validation
+// passes' error included); double never.
+struct RayBytes {
+  uint64_t sample, sample3, ray, ray3, background, weights;
+};
+template <typename Args>
+RayBytes BytesOf(const Args& a, bool weights) {
+  const uint64_t R = uint64_t(a.rays), N = uint64_t(a.samples), f = sizeof(float);
+  return {N * f, N * 3 * f, R * f, R * 3 * f, (a.background_per_ray ? R * 3 : 3) * f, weights ? N * f : 0};
+}
+template <typename Args>
+metal_plan::PackedVolumeRenderLayout LayoutOf(const Args& a) {
+  return {a.rays, a.samples, a.early_termination, a.background_per_ray};
+}
+template <typename Args>
+absl::Status CheckResult(const char* op, const Args& a, const PvrCheckResult& check, absl::Status status) {
+  if (!status.ok()) return status;
+  return checks::ToStatus(packed_volume_render::BadCheck(op, check, a.samples));
+}
+
+inline bool ForwardOnMetal(::tensorflow::OpKernelContext*, const PackedVolumeRenderForwardArgs<double>&,
+                           absl::Status*) {
+  return false;
+}
+inline bool ForwardOnMetal(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<float>& a,
+                           absl::Status* status) {
+  const bool write_weights = a.weights != nullptr;
+  const RayBytes b = BytesOf(a, write_weights);
+  PvrCheckResult check = {};
+  const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
+  if (!cpu::RunOnMetal(ctx, a.samples + a.rays,
+                       [&] { return metal_plan::PackedVolumeRenderForward(LayoutOf(a), write_weights); },
+                       {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
+                        cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes),
+                        cpu::Slot(a.counts, layout_bytes), cpu::Slot(a.background, b.background),
+                        cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray), cpu::Slot(a.opacity, b.ray),
+                        cpu::Slot(a.weights, b.weights), cpu::Slot(&check, sizeof(check))},
+                       status)) {
+    return false;
+  }
+  *status = CheckResult(packed_volume_render::kForward, a, check, *status);
+  return true;
+}
+
+inline bool BackwardOnMetal(::tensorflow::OpKernelContext*, const PackedVolumeRenderBackwardArgs<double>&,
+                            absl::Status*) {
+  return false;
+}
+inline bool BackwardOnMetal(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<float>& a,
+                            absl::Status* status) {
+  const bool has_weight_grad = a.weights != nullptr && a.grad_weights != nullptr;
+  const RayBytes b = BytesOf(a, has_weight_grad);
+  PvrCheckResult check = {};
+  const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
+  if (!cpu::RunOnMetal(
+          ctx, a.samples + a.rays,
+          [&] { return metal_plan::PackedVolumeRenderBackward(LayoutOf(a), has_weight_grad); },
+          {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
+           cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes), cpu::Slot(a.counts, layout_bytes),
+           cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
+           cpu::Slot(a.opacity, b.ray), cpu::Slot(has_weight_grad ? a.weights : nullptr, b.weights),
+           cpu::Slot(a.grad_rgb, b.ray3), cpu::Slot(a.grad_depth, b.ray), cpu::Slot(a.grad_opacity, b.ray),
+           cpu::Slot(has_weight_grad ? a.grad_weights : nullptr, b.weights), cpu::Slot(a.grad_sigma, b.sample),
+           cpu::Slot(a.grad_samples_rgb, b.sample3), cpu::Slot(a.grad_background, b.ray3),
+           cpu::Slot(&check, sizeof(check))},
+          status)) {
+    return false;
+  }
+  *status = CheckResult(packed_volume_render::kBackward, a, check, *status);
+  return true;
+}
+
 }  // namespace packed_volume_render_cpu
 
 using CPUDevice = Eigen::ThreadPoolDevice;
@@ -76,11 +152,15 @@ template <typename T>
 struct PackedVolumeRenderFunctor<CPUDevice, T> {
   static absl::Status Forward(OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
+    absl::Status status;
+    if (packed_volume_render_cpu::ForwardOnMetal(ctx, a, &status)) return status;
     return EachRay(ctx, packed_volume_render::kForward, a, [&](int64_t r) { return pvr_forward_ray<T, M>(a, r); });
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
     typedef typename PvrMathFor<T>::type M;
+    absl::Status status;
+    if (packed_volume_render_cpu::BackwardOnMetal(ctx, a, &status)) return status;
     return EachRay(ctx, packed_volume_render::kBackward, a,
                    [&](int64_t r) { return VrCheck{pvr_backward_ray<T, M>(a, r), 0}; });
   }

@@ -44,7 +44,8 @@ struct RayMarchFunctor<GPUDevice> {
   }
 
   static absl::Status Fill(OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
-                           const int32_t* offsets, float* t_starts, float* t_ends, int32_t* ray_indices) {
+                           const int32_t* offsets, int64_t /*total*/, float* t_starts, float* t_ends,
+                           int32_t* ray_indices) {
     const cudaStream_t stream = cuda::Stream(ctx);
     return cuda::LaunchStatus("RayMarch fill", cuda::LaunchRayMarchFill(p, in, offsets, t_starts,
                                                                          t_ends, ray_indices, stream));

@@ -1,7 +1,7 @@
 // FusedMLP Metal shaders: tiny-cuda-nn's fully fused MLP with Apple's 8x8
 // simdgroup_matrix (MSL 2.3+, Apple7+ GPUs; this library's default MSL 2.4).
 // Activations and their derivatives: kernels/common/activations.h; the layout
-// of arguments, packed weights and partials: kernels/metal/fused_mlp_metal.h.
+// of arguments, packed weights and partials: kernels/common/fused_mlp.h.
 // Embedded in the op library and compiled on the Mac at run time; on every
 // machine, run on the CPU through tests/metal_shim/msl_shim.h by
 // tests/metal_shim/fused_mlp_shim.cc.
@@ -25,7 +25,7 @@
 // No atomics: every sum has one fixed order, so the results are bitwise the
 // same from run to run.
 #include "kernels/common/activations.h"
-#include "kernels/metal/fused_mlp_metal.h"
+#include "kernels/common/fused_mlp.h"
 
 // simdgroup_matrix, the barriers and mem_flags live in namespace metal.
 using namespace metal;
@@ -328,9 +328,12 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
 // ---- entry points ------------------------------------------------------------------------
 
 template <int W, typename T>
-[[kernel]] void fused_mlp_forward(const device T* x [[buffer(0)]], const device T* weights [[buffer(1)]],
-                                  const device T* biases [[buffer(2)]], device T* y [[buffer(3)]],
-                                  device T* hidden [[buffer(4)]], constant mo::FusedMlpParams& p [[buffer(5)]],
+[[kernel]] void fused_mlp_forward(const device T* x [[buffer(mo::kFusedMlpForwardX)]],
+                                  const device T* weights [[buffer(mo::kFusedMlpForwardWeights)]],
+                                  const device T* biases [[buffer(mo::kFusedMlpForwardBiases)]],
+                                  device T* y [[buffer(mo::kFusedMlpForwardY)]],
+                                  device T* hidden [[buffer(mo::kFusedMlpForwardHidden)]],
+                                  constant mo::FusedMlpParams& p [[buffer(mo::kFusedMlpForwardParams)]],
                                   threadgroup float* tg MO_THREADGROUP_ARG(0),
                                   uint group [[threadgroup_position_in_grid]], uint groups [[threadgroups_per_grid]],
                                   uint tid [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
@@ -339,10 +342,14 @@ template <int W, typename T>
 }
 
 template <int W, typename T>
-[[kernel]] void fused_mlp_backward(const device T* dy [[buffer(0)]], const device T* x [[buffer(1)]],
-                                   const device T* y [[buffer(2)]], const device T* hidden [[buffer(3)]],
-                                   const device T* weights [[buffer(4)]], device float* partials [[buffer(5)]],
-                                   device T* dx [[buffer(6)]], constant mo::FusedMlpParams& p [[buffer(7)]],
+[[kernel]] void fused_mlp_backward(const device T* dy [[buffer(mo::kFusedMlpBackwardDy)]],
+                                   const device T* x [[buffer(mo::kFusedMlpBackwardX)]],
+                                   const device T* y [[buffer(mo::kFusedMlpBackwardY)]],
+                                   const device T* hidden [[buffer(mo::kFusedMlpBackwardHidden)]],
+                                   const device T* weights [[buffer(mo::kFusedMlpBackwardWeights)]],
+                                   device float* partials [[buffer(mo::kFusedMlpBackwardPartials)]],
+                                   device T* dx [[buffer(mo::kFusedMlpBackwardDx)]],
+                                   constant mo::FusedMlpParams& p [[buffer(mo::kFusedMlpBackwardParams)]],
                                    threadgroup float* tg MO_THREADGROUP_ARG(0),
                                    uint group [[threadgroup_position_in_grid]],
                                    uint tid [[thread_index_in_threadgroup]],
@@ -353,8 +360,8 @@ template <int W, typename T>
 
 // One matrix (a kernel or a bias) into its zero-padded block of the packed weights.
 template <typename T>
-[[kernel]] void fused_mlp_pack(const device T* src [[buffer(0)]], device T* dst [[buffer(1)]],
-                               constant mo::FusedMlpPackParams& q [[buffer(2)]], uint gid [[thread_position_in_grid]],
+[[kernel]] void fused_mlp_pack(const device T* src [[buffer(mo::kFusedMlpPackSrc)]], device T* dst [[buffer(mo::kFusedMlpPackDst)]],
+                               constant mo::FusedMlpPackParams& q [[buffer(mo::kFusedMlpPackParams)]], uint gid [[thread_position_in_grid]],
                                uint grid_size [[threads_per_grid]]) {
   // 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, kernels/spec/fused_mlp_spec.h)
   const uint count = uint(q.rows_pad) * uint(q.cols_pad);
@@ -368,8 +375,10 @@ template <typename T>
 
 // One layer's kernel and bias gradient: the partials added in partition order.
 template <typename T>
-[[kernel]] void fused_mlp_reduce(const device float* partials [[buffer(0)]], device T* grad_kernel [[buffer(1)]],
-                                 device T* grad_bias [[buffer(2)]], constant mo::FusedMlpReduceParams& q [[buffer(3)]],
+[[kernel]] void fused_mlp_reduce(const device float* partials [[buffer(mo::kFusedMlpReducePartials)]],
+                                 device T* grad_kernel [[buffer(mo::kFusedMlpReduceGradKernel)]],
+                                 device T* grad_bias [[buffer(mo::kFusedMlpReduceGradBias)]],
+                                 constant mo::FusedMlpReduceParams& q [[buffer(mo::kFusedMlpReduceParams)]],
                                  uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   // 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, kernels/spec/fused_mlp_spec.h)
   const uint cols = uint(q.cols);
@@ -393,7 +402,7 @@ template <typename T>
 }
 
 // Host names fused_mlp_<kind>_w<W>_<TN> and fused_mlp_<pack|reduce>_<TN>, the
-// names fused_mlp_metal.mm asks for.
+// names kernels/metal_plan/fused_mlp_plan.cc asks for.
 template [[host_name("fused_mlp_forward_w16_float32")]] [[kernel]] decltype(fused_mlp_forward<16, float>) fused_mlp_forward<16, float>;
 template [[host_name("fused_mlp_forward_w32_float32")]] [[kernel]] decltype(fused_mlp_forward<32, float>) fused_mlp_forward<32, float>;
 template [[host_name("fused_mlp_forward_w64_float32")]] [[kernel]] decltype(fused_mlp_forward<64, float>) fused_mlp_forward<64, float>;

@@ -1,25 +1,24 @@
 // MetalOpsFusedMLP / MetalOpsFusedMLPGrad on the Metal PluggableDevice ("GPU"
 // with tensorflow-metal), kernel C API, through the shared glue
-// (metal_kernel.h). Shaders: fused_mlp.metal (simdgroup_matrix, Apple7+ GPUs);
-// layout and threadgroup geometry: fused_mlp_metal.h; checks:
-// kernels/spec/fused_mlp_spec.h. The shim test (tests/test_fused_mlp_metal_shim.py)
-// runs the shaders in the order this file encodes them; what has run where:
-// docs/METAL_COMPAT.md.
+// (metal_kernel.h). The work is the plans of kernels/metal_plan/fused_mlp_plan.cc
+// (shaders: fused_mlp.metal, simdgroup_matrix, Apple7+ GPUs); layout, buffer
+// indices and threadgroup geometry: kernels/common/fused_mlp.h; checks:
+// kernels/spec/fused_mlp_spec.h. What has run where: docs/METAL_COMPAT.md.
 //
 // Forward: the kernels and biases packed into zero-padded blocks (one small
-// dispatch each), then one dispatch of row tiles. Backward: the kernels
-// packed, the float32 partials zeroed, one threadgroup per partition of the
+// dispatch each), then one dispatch of row tiles. Backward: the float32
+// partials zeroed, the kernels packed, one threadgroup per partition of the
 // row tiles writing its weight- and bias-gradient sums, then per layer the
 // partials added in partition order: no atomics, bitwise deterministic.
 #import "kernels/metal/metal_kernel.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "kernels/common/activations.h"
-#include "kernels/metal/fused_mlp_metal.h"
+#include "kernels/common/fused_mlp.h"
+#include "kernels/metal_plan/fused_mlp_plan.h"
 #include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
@@ -46,7 +45,7 @@ std::vector<TF_Tensor*> Inputs(mo::metal::KernelCall& call, int first, int count
   return tensors;
 }
 
-// The dispatch geometry (fused_mlp_metal.h) for pipelines running up to
+// The dispatch geometry (kernels/common/fused_mlp.h) for pipelines running up to
 // `max_threads` threads per threadgroup; false, failing the call, if none fits.
 bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a, int64_t n,
               TF_DataType dtype, bool backward, mo::FusedMlpParams* p,
@@ -126,23 +125,15 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   if (!ForwardOutputs(call, net, n, dtype, &y, &hidden) || !Geometry(call, net, attrs, n, dtype, false, &p) || n == 0) {
     return;
   }
-  TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
-  TF_Tensor* packed_b = call.Temp(dtype, {mo::fused_mlp_biases_total(p.width, p.out_pad, num - 1)});
-  if (!call.ok() || !GpuFamilyOk(call)) return;
-  id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
+  if (!GpuFamilyOk(call)) return;
   id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
   if (!FitGeometry(call, net, attrs, n, dtype, false, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    for (int l = 0; l < num; ++l) {
-      const mo::FusedMlpPackParams qw = mo::fused_mlp_pack_params(p, l, false);
-      const mo::FusedMlpPackParams qb = mo::fused_mlp_pack_params(p, l, true);
-      e.Tensor(0, kernels[l]).Tensor(1, packed_w).Value(2, qw).Dispatch(pack, uint64_t(qw.rows_pad) * qw.cols_pad);
-      e.Tensor(0, biases[l]).Tensor(1, packed_b).Value(2, qb).Dispatch(pack, uint64_t(qb.cols_pad));
-    }
-    e.Tensor(0, x).Tensor(1, packed_w).Tensor(2, packed_b).Tensor(3, y).Tensor(4, hidden).Value(5, p);
-    e.DispatchThreadgroups(tiles, std::min<uint64_t>(uint64_t(p.num_tiles), mo::metal::kMaxThreadgroups),
-                           uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
-  });
+  std::vector<mo::metal::KernelCall::PlanSlot> slots = {x};
+  for (TF_Tensor* k : kernels) slots.push_back(k);
+  for (TF_Tensor* b : biases) slots.push_back(b);
+  slots.push_back(y);
+  slots.push_back(hidden);
+  call.RunPlan(mo::metal_plan::FusedMlpForward(p, mo::metal::PlanDtype(dtype)), slots);
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
@@ -167,33 +158,18 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   for (int l = 0; l < num; ++l) grad_biases.push_back(call.Output(1 + num + l, dtype, bias_dims[l]));
   mo::FusedMlpParams p;
   if (!call.ok() || !Geometry(call, net, attrs, n, dtype, true, &p)) return;
-  TF_Tensor* packed_w = call.Temp(dtype, {mo::fused_mlp_weights_total(p.in_pad, p.width, p.out_pad, num - 1)});
-  if (!call.ok() || !GpuFamilyOk(call)) return;
-  id<MTLComputePipelineState> pack = call.Pipeline("fused_mlp", std::string("fused_mlp_pack_") + DtypeName(dtype));
+  if (!GpuFamilyOk(call)) return;
   id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
-  id<MTLComputePipelineState> reduce = call.Pipeline("fused_mlp", std::string("fused_mlp_reduce_") + DtypeName(dtype));
   if (!FitGeometry(call, net, attrs, n, dtype, true, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
-  // After the geometry is final: the partitions depend on its row tiles.
-  TF_Tensor* partials = call.Temp(TF_FLOAT, {int64_t(p.partitions) * p.params_pad});
-  if (!call.ok()) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    e.Zero(partials);
-    for (int l = 0; l < num; ++l) {
-      const mo::FusedMlpPackParams q = mo::fused_mlp_pack_params(p, l, false);
-      e.Tensor(0, kernels[l]).Tensor(1, packed_w).Value(2, q).Dispatch(pack, uint64_t(q.rows_pad) * q.cols_pad);
-    }
-    if (n > 0) {
-      e.Tensor(0, dy).Tensor(1, x).Tensor(2, y).Tensor(3, hidden).Tensor(4, packed_w).Tensor(5, partials);
-      e.Tensor(6, dx).Value(7, p);
-      e.DispatchThreadgroups(tiles, uint64_t(p.partitions), uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH,
-                             uint32_t(p.tg_bytes));
-    }
-    for (int l = 0; l < num; ++l) {
-      const mo::FusedMlpReduceParams q = mo::fused_mlp_reduce_params(p, l);
-      e.Tensor(0, partials).Tensor(1, grad_kernels[l]).Tensor(2, grad_biases[l]).Value(3, q);
-      e.Dispatch(reduce, uint64_t(q.rows) * q.cols + q.cols);
-    }
-  });
+  // The partitions (and so the plan's partials) follow the final geometry.
+  std::vector<mo::metal::KernelCall::PlanSlot> slots = {dy, x};
+  for (TF_Tensor* k : kernels) slots.push_back(k);
+  slots.push_back(y);
+  slots.push_back(hidden);
+  slots.push_back(dx);
+  for (TF_Tensor* k : grad_kernels) slots.push_back(k);
+  for (TF_Tensor* b : grad_biases) slots.push_back(b);
+  call.RunPlan(mo::metal_plan::FusedMlpBackward(p, mo::metal::PlanDtype(dtype)), slots);
 }
 
 const bool registered_forward = mo::metal::RegisterWithAttrs<mo::fused_mlp::Attrs>(

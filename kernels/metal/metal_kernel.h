@@ -30,8 +30,10 @@
 // result on the CPU or waits for the GPU, so nothing relies on the work having
 // run or even been submitted when Compute returns; TensorFlow's own
 // synchronisation (device-to-host copies) orders later reads. With
-// METAL_OPS_GPU_SYNC=1 (metal_rules.h) every op instead commits and waits
-// (commitAndWait) and turns a failed command buffer into its error.
+// METAL_OPS_GPU_SYNC=1 (metal_rules.h) every op instead waits for its command
+// buffer (outside the queue) and turns a failed one into its error; RayMarch
+// (the count decides its outputs' shapes) and PackedVolumeRender (its
+// validation passes' error) always wait so.
 #ifndef MO_KERNELS_METAL_METAL_KERNEL_H_
 #define MO_KERNELS_METAL_METAL_KERNEL_H_
 
@@ -176,33 +178,46 @@ class KernelCall {
   // Runs body(Encoder&) inside dispatch_sync(stream.queue) and an autorelease
   // pool, on the stream's current command buffer, then, if the body encoded
   // anything, calls the stream's commit (batched: see the top of this file)
-  // or, with METAL_OPS_GPU_SYNC=1, commitAndWait and a check of the command
-  // buffer's status. Does nothing once the call has failed.
+  // or, with METAL_OPS_GPU_SYNC=1, the wait of EncodeAndWait and a check of
+  // the command buffer's status. Does nothing once the call has failed.
   template <typename Body>
   void Encode(Body&& body) {
     using B = typename std::remove_reference<Body>::type;
     EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, false);
   }
-  // Encode, then commitAndWait and a check of the command buffer's status,
-  // whatever METAL_OPS_GPU_SYNC says: for an op whose next step needs a
-  // result on the CPU (an output shape that depends on the data), read from
-  // a SharedBuffer afterwards.
+  // Encode, then wait for the command buffer to complete and check its
+  // status, whatever METAL_OPS_GPU_SYNC says: for an op whose next step needs
+  // a result on the CPU (an output shape that depends on the data, an error
+  // found on the GPU), read from a SharedBuffer afterwards. The wait happens
+  // outside the stream's queue (CommitUntilSubmitted, metal_rules.h), so
+  // TensorFlow encodes other work meanwhile.
   template <typename Body>
   void EncodeAndWait(Body&& body) {
     using B = typename std::remove_reference<Body>::type;
     EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, true);
   }
+  // A plan's tensor slot: a tensor of the call, or a buffer of its own (SharedBuffer).
+  struct PlanSlot {
+    PlanSlot(TF_Tensor* t) : tensor(t) {}        // NOLINT: implicit, as the slot lists read
+    PlanSlot(id<MTLBuffer> b) : buffer(b) {}     // NOLINT
+    TF_Tensor* tensor = nullptr;
+    id<MTLBuffer> buffer = nil;
+  };
   // Runs an op's Metal plan (kernels/metal_plan/plan.h) on the stream:
   // `slots` are the plan's tensor slots in order. Every pipeline is taken and
   // every threadgroup size checked before anything is encoded; scratch
   // buffers are temporary tensors; then one Encode (one compute encoder: the
-  // passes, zero-fills included, run in order). Does nothing once the call
-  // has failed or for a plan without passes.
-  void RunPlan(const metal_plan::Plan& plan, std::initializer_list<TF_Tensor*> slots);
+  // passes, zero-fills included, run in order), or with `wait` one
+  // EncodeAndWait (the CPU then reads the plan's SharedBuffer slots). Does
+  // nothing once the call has failed or for a plan without passes.
+  void RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlot>& slots, bool wait = false);
+  void RunPlan(const metal_plan::Plan& plan, std::initializer_list<PlanSlot> slots, bool wait = false) {
+    RunPlan(plan, std::vector<PlanSlot>(slots), wait);
+  }
 
-  // A buffer of `length` bytes in shared storage on Device(), which the CPU
-  // can read once the work writing it has completed (EncodeAndWait); nil,
-  // failing the call, if it cannot be made.
+  // A buffer of `length` bytes in shared storage on Device(), zeroed, which
+  // the CPU can read once the work writing it has completed (EncodeAndWait);
+  // nil, failing the call, if it cannot be made.
   id<MTLBuffer> SharedBuffer(size_t length);
 
  private:

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <utility>
 
+#import <MetalPerformanceShaders/MetalPerformanceShaders.h>
+
 #include "kernels/common/fill.h"
 #include "kernels/metal/embedded_sources.h"
 
@@ -367,9 +369,30 @@ id<MTLBuffer> KernelCall::SharedBuffer(size_t length) {
   id<MTLDevice> device = Device();
   if (!ok()) return nil;
   id<MTLBuffer> buffer = [device newBufferWithLength:(length > 0 ? length : 4) options:MTLResourceStorageModeShared];
-  if (buffer == nil) Fail(TF_RESOURCE_EXHAUSTED, "metal_ops: could not allocate a shared Metal buffer");
+  if (buffer == nil) {
+    Fail(TF_RESOURCE_EXHAUSTED, "metal_ops: could not allocate a shared Metal buffer");
+    return nil;
+  }
+  std::memset(buffer.contents, 0, buffer.length);
   return buffer;
 }
+
+namespace {
+// The Metal command buffer that holds what was encoded on `command_buffer`:
+// tensorflow-metal hands out an MPSCommandBuffer, whose commitAndContinue
+// moves on to a new underlying buffer; the work stays on this one.
+id<MTLCommandBuffer> HoldingBuffer(id<MTLCommandBuffer> command_buffer) {
+  if ([(id)command_buffer isKindOfClass:[MPSCommandBuffer class]]) {
+    return ((MPSCommandBuffer*)command_buffer).commandBuffer;
+  }
+  return command_buffer;
+}
+
+bool Submitted(id<MTLCommandBuffer> command_buffer) {
+  const MTLCommandBufferStatus status = command_buffer.status;
+  return status != MTLCommandBufferStatusNotEnqueued && status != MTLCommandBufferStatusEnqueued;
+}
+}  // namespace
 
 void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
   if (!ok()) return;
@@ -386,6 +409,16 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
   id<MTLComputePipelineState> fill = device != nil ? GetPipeline(device, "fill", "fill_zero", status_) : nil;
   if (!ok()) return;
   __block std::string gpu_error;
+  // With `sync`: the command buffer to wait for once the queue is released, and what it holds.
+  __block id<MTLCommandBuffer> submitted = nil;
+  __block std::vector<std::string> kernels;
+  TF_OpKernelContext* ctx = ctx_;
+  auto failure = [ctx](id<MTLCommandBuffer> command_buffer, const std::vector<std::string>& encoded) {
+    if (command_buffer.status != MTLCommandBufferStatusError && command_buffer.error == nil) return std::string();
+    const TF_StringView name = TF_GetOpKernelName(ctx);
+    return GpuErrorMessage(std::string(name.data, name.len), encoded, StatusName(command_buffer.status),
+                           Describe(command_buffer.error));
+  };
   dispatch_sync(stream.queue, ^() {
     @autoreleasepool {
       id<MTLCommandBuffer> command_buffer = stream.currentCommandBuffer;
@@ -402,14 +435,22 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
         [stream commit];  // batched by tensorflow-metal: may submit later (top of metal_kernel.h)
         return;
       }
-      [stream commitAndWait];
-      if (command_buffer.status == MTLCommandBufferStatusError || command_buffer.error != nil) {
-        const TF_StringView name = TF_GetOpKernelName(ctx_);
-        gpu_error = GpuErrorMessage(std::string(name.data, name.len), encoder.kernels(),
-                                    StatusName(command_buffer.status), Describe(command_buffer.error));
+      // Submit without waiting here, so the wait below does not hold the
+      // queue TensorFlow encodes every op on (metal_rules.h CommitUntilSubmitted).
+      id<MTLCommandBuffer> holding = HoldingBuffer(command_buffer);
+      if (CommitUntilSubmitted([&] { [stream commit]; }, [&] { return Submitted(holding); })) {
+        submitted = holding;
+        kernels = encoder.kernels();
+        return;
       }
+      [stream commitAndWait];
+      gpu_error = failure(holding, encoder.kernels());
     }
   });
+  if (submitted != nil) {
+    [submitted waitUntilCompleted];
+    gpu_error = failure(submitted, kernels);
+  }
   if (!gpu_error.empty()) Fail(TF_INTERNAL, gpu_error);
 }
 
@@ -534,6 +575,14 @@ namespace metal {
 std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
                                                        TF_Status* status) {
   std::vector<id<MTLComputePipelineState>> pipelines;
+  if (plan.needs_simdgroup_matrix && !plan.passes.empty() && ![device supportsFamily:MTLGPUFamilyApple7]) {
+    // Before any compile: a library using simdgroup_matrix does not compile on such a GPU.
+    TF_SetStatus(status, TF_UNIMPLEMENTED,
+                 (plan.passes.front().library + ": the shaders need an Apple-silicon GPU (MTLGPUFamilyApple7: "
+                  "simdgroup_matrix); this GPU lacks it: METAL_OPS_METAL=0 runs the op on the CPU")
+                     .c_str());
+    return {};
+  }
   for (const metal_plan::Pass& pass : plan.passes) {
     id<MTLComputePipelineState> pipeline = GetPipeline(device, pass.library.c_str(), pass.function, status);
     if (pipeline == nil) return {};
@@ -570,10 +619,9 @@ void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<M
   }
 }
 
-void KernelCall::RunPlan(const metal_plan::Plan& plan, std::initializer_list<TF_Tensor*> slot_list) {
+void KernelCall::RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlot>& slot_list, bool wait) {
   if (!ok() || plan.empty()) return;
-  const std::vector<TF_Tensor*> tensors(slot_list);
-  const std::string invalid = metal_plan::Validate(plan, static_cast<int>(tensors.size()));
+  const std::string invalid = metal_plan::Validate(plan, static_cast<int>(slot_list.size()));
   if (!invalid.empty()) {
     Fail(TF_INTERNAL, "metal_ops: invalid Metal plan: " + invalid);
     return;
@@ -583,12 +631,17 @@ void KernelCall::RunPlan(const metal_plan::Plan& plan, std::initializer_list<TF_
   const std::vector<id<MTLComputePipelineState>> pipelines = PlanPipelines(device, plan, status_);
   if (!ok()) return;
   std::vector<id<MTLBuffer>> slots, scratch;
-  for (TF_Tensor* t : tensors) slots.push_back(Encoder::BufferOf(t));
+  for (const PlanSlot& s : slot_list) slots.push_back(s.tensor != nullptr ? Encoder::BufferOf(s.tensor) : s.buffer);
   for (uint64_t bytes : plan.scratch) {
     scratch.push_back(Encoder::BufferOf(Temp(TF_UINT8, {static_cast<int64_t>(bytes > 0 ? bytes : 1)})));
   }
   if (!ok()) return;
-  Encode([&](Encoder& e) { EncodePlan(e, plan, pipelines, slots, scratch); });
+  auto body = [&](Encoder& e) { EncodePlan(e, plan, pipelines, slots, scratch); };
+  if (wait) {
+    EncodeAndWait(body);
+  } else {
+    Encode(body);
+  }
 }
 
 }  // namespace metal

@@ -3,7 +3,8 @@
 // tensors may be bound as MTLBuffers, which Metal Shading Language version a
 // macOS offers, how a 1-D grid is cut into threadgroups, whether a
 // threadgroup dispatch fits the GPU, how much of a buffer a blit fill may
-// cover, the METAL_OPS_GPU_SYNC debug mode and its error message.
+// cover, the METAL_OPS_GPU_SYNC debug mode and its error message, how a
+// command buffer gets submitted for a wait outside the stream's queue.
 #ifndef MO_KERNELS_METAL_METAL_RULES_H_
 #define MO_KERNELS_METAL_METAL_RULES_H_
 
@@ -114,6 +115,24 @@ inline bool GpuSyncRequested(const char* value) {
 // other modules ran Metal ops, takes effect from the next op on.
 inline bool GpuSyncOn() { return GpuSyncRequested(std::getenv(kGpuSyncVariable)); }
 
+// How an op that needs its result on the CPU gets its command buffer submitted
+// without waiting inside the stream's queue: tensorflow-metal's `commit`
+// submits only every MPS_MAX_COMMIT_COUNT-th call (tf_metal_stream.h), so it
+// is called until `submitted()` says the Metal command buffer holding the
+// op's work has left the not-enqueued / enqueued states, at most
+// kMaxCommitCalls times. True: the caller leaves the queue and waits for that
+// command buffer outside it. False (a stream whose commit never submits):
+// the caller falls back to commitAndWait inside the queue.
+constexpr int kMaxCommitCalls = 16;
+template <typename Commit, typename Submitted>
+bool CommitUntilSubmitted(Commit commit, Submitted submitted, int max_calls = kMaxCommitCalls) {
+  for (int i = 0; i < max_calls; ++i) {
+    commit();
+    if (submitted()) return true;
+  }
+  return false;
+}
+
 // The error of a command buffer that failed in the debug mode: the op (its
 // node name), the kernels it encoded, Metal's status and error text.
 inline std::string GpuErrorMessage(const std::string& op, const std::vector<std::string>& kernels,
@@ -121,9 +140,9 @@ inline std::string GpuErrorMessage(const std::string& op, const std::vector<std:
   std::string names;
   for (const std::string& k : kernels) names += (names.empty() ? "" : ", ") + k;
   return "metal_ops: the GPU failed the command buffer holding op '" + op + "' (kernels: " +
-         (names.empty() ? std::string("none") : names) + "; " + kGpuSyncVariable +
-         "=1 waited for it, so the fault is in this op or in work TensorFlow encoded before it on the same "
-         "command buffer): status " + status + ": " + error;
+         (names.empty() ? std::string("none") : names) + "; the op waited for it (" + kGpuSyncVariable +
+         "=1, or an op that reads its result on the CPU), so the fault is in this op or in work TensorFlow "
+         "encoded before it on the same command buffer): status " + status + ": " + error;
 }
 
 }  // namespace metal

@@ -2,9 +2,38 @@
 // only (MSL has no double). The arithmetic is kernels/common/packed_volume_render.h
 // (on volume_render.h); each shader gathers its buffers (indices named there)
 // into the arguments struct the per-ray drivers take. Rays with an invalid
-// layout or invalid samples get NaN outputs; the host glue does not wait for
-// the GPU to report them (docs/PACKED_VOLUME_RENDER.md).
+// layout or invalid samples get NaN outputs; the two validation shaders run
+// first and leave the first invalid ray's check in a PvrCheckResult, which the
+// host reads after the command buffer completes and turns into the op's
+// InvalidArgument error (kernels/metal_plan/packed_volume_render_plan.h).
 #include "kernels/common/packed_volume_render.h"
+
+kernel void packed_volume_render_check_chunks(device const int* ray_offsets [[buffer(mo::kPvrCheckRayOffsets)]],
+                                              device const int* ray_counts [[buffer(mo::kPvrCheckRayCounts)]],
+                                              device const float* sigma [[buffer(mo::kPvrCheckSigma)]],
+                                              device const float* t_starts [[buffer(mo::kPvrCheckTStarts)]],
+                                              device const float* t_ends [[buffer(mo::kPvrCheckTEnds)]],
+                                              device mo::int64* firsts [[buffer(mo::kPvrCheckFirsts)]],
+                                              constant mo::PvrCheckParams& q [[buffer(mo::kPvrCheckParams)]],
+                                              uint gid [[thread_position_in_grid]],
+                                              uint grid_size [[threads_per_grid]]) {
+  for (uint i = gid; i < uint(q.chunks); i += grid_size) {
+    firsts[i] = mo::pvr_check_chunk(ray_offsets, ray_counts, sigma, t_starts, t_ends, int(i), q);
+  }
+}
+
+// One thread.
+kernel void packed_volume_render_check_first(device const int* ray_offsets [[buffer(mo::kPvrCheckRayOffsets)]],
+                                             device const int* ray_counts [[buffer(mo::kPvrCheckRayCounts)]],
+                                             device const float* sigma [[buffer(mo::kPvrCheckSigma)]],
+                                             device const float* t_starts [[buffer(mo::kPvrCheckTStarts)]],
+                                             device const float* t_ends [[buffer(mo::kPvrCheckTEnds)]],
+                                             device const mo::int64* firsts [[buffer(mo::kPvrCheckFirsts)]],
+                                             device mo::PvrCheckResult* result [[buffer(mo::kPvrCheckResult)]],
+                                             constant mo::PvrCheckParams& q [[buffer(mo::kPvrCheckParams)]],
+                                             uint gid [[thread_position_in_grid]]) {
+  if (gid == 0) mo::pvr_check_first(ray_offsets, ray_counts, sigma, t_starts, t_ends, firsts, result, q);
+}
 
 kernel void packed_volume_render_forward_float32(
     device const float* sigma [[buffer(mo::kPvrForwardSigma)]], device const float* rgb [[buffer(mo::kPvrForwardRgb)]],

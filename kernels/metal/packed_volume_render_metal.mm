@@ -1,16 +1,19 @@
 // MetalOpsPackedVolumeRender / ...Grad on the Metal PluggableDevice ("GPU"
 // with tensorflow-metal), float32, through the shared glue (metal_kernel.h).
-// Shaders: kernels/metal/packed_volume_render.metal (one thread per ray).
+// The work is the plan of kernels/metal_plan/packed_volume_render_plan.cc
+// (shaders: kernels/metal/packed_volume_render.metal, one thread per ray).
 //
-// Layout and value checks run in the shaders: a ray that breaks the layout
-// rule or has invalid samples gets NaN outputs; the host does not wait for the
-// GPU to report them. The per-sample outputs are zero-filled first, so samples
-// no valid ray owns (only under an invalid layout) hold 0, not stale memory.
+// Layout and value checks: the plan's validation passes leave the first
+// invalid ray's check in a shared buffer; the call waits for its command
+// buffer (outside the stream's queue: KernelCall::EncodeAndWait) and reports
+// it as the CPU kernel does (packed_volume_render::BadCheck), an
+// InvalidArgument error naming the argument, ray and sample.
 #import "kernels/metal/metal_kernel.h"
 
 #include <cstdint>
 
 #include "kernels/common/packed_volume_render.h"
+#include "kernels/metal_plan/packed_volume_render_plan.h"
 #include "kernels/spec/packed_volume_render_spec.h"
 
 namespace {
@@ -32,20 +35,13 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* out[4] = {call.Output(0, TF_FLOAT, {R, 3}), call.Output(1, TF_FLOAT, {R}),
                        call.Output(2, TF_FLOAT, {R}), call.Output(3, TF_FLOAT, {attrs.return_weights ? N : 0})};
   if (!call.ok() || R == 0) return;
-  const mo::VolumeRenderParams params = mo::make_volume_render_params(
-      R, N, attrs.early_termination, shapes.background_per_ray, attrs.return_weights, false);
-  id<MTLComputePipelineState> pipeline = call.Pipeline("packed_volume_render", "packed_volume_render_forward_float32");
+  const mo::metal_plan::PackedVolumeRenderLayout layout = {R, N, attrs.early_termination, shapes.background_per_ray};
+  id<MTLBuffer> check = call.SharedBuffer(sizeof(mo::PvrCheckResult));
+  call.RunPlan(mo::metal_plan::PackedVolumeRenderForward(layout, attrs.return_weights),
+               {in[0], in[1], in[2], in[3], in[4], in[5], in[6], out[0], out[1], out[2], out[3], check}, true);
   if (!call.ok()) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    e.Zero(out[3]);
-    e.Tensor(mo::kPvrForwardSigma, in[0]).Tensor(mo::kPvrForwardRgb, in[1]);
-    e.Tensor(mo::kPvrForwardTStarts, in[2]).Tensor(mo::kPvrForwardTEnds, in[3]);
-    e.Tensor(mo::kPvrForwardRayOffsets, in[4]).Tensor(mo::kPvrForwardRayCounts, in[5]);
-    e.Tensor(mo::kPvrForwardBackground, in[6]);
-    e.Tensor(mo::kPvrForwardOutRgb, out[0]).Tensor(mo::kPvrForwardDepth, out[1]);
-    e.Tensor(mo::kPvrForwardOpacity, out[2]).Tensor(mo::kPvrForwardWeights, out[3]);
-    e.Value(mo::kPvrForwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
-  });
+  call.Check(mo::packed_volume_render::BadCheck(mo::packed_volume_render::kForward,
+                                                *static_cast<const mo::PvrCheckResult*>(check.contents), N));
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
@@ -68,25 +64,15 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* out[3] = {call.Output(0, TF_FLOAT, {N}), call.Output(1, TF_FLOAT, {N, 3}),
                        call.Output(2, TF_FLOAT, {R, 3})};
   if (!call.ok() || R == 0) return;
-  const mo::VolumeRenderParams params = mo::make_volume_render_params(
-      R, N, attrs.early_termination, shapes.background_per_ray, false, has_weight_grad);
-  id<MTLComputePipelineState> pipeline =
-      call.Pipeline("packed_volume_render", "packed_volume_render_backward_float32");
+  const mo::metal_plan::PackedVolumeRenderLayout layout = {R, N, attrs.early_termination, shapes.background_per_ray};
+  id<MTLBuffer> check = call.SharedBuffer(sizeof(mo::PvrCheckResult));
+  call.RunPlan(mo::metal_plan::PackedVolumeRenderBackward(layout, has_weight_grad),
+               {in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13],
+                in[14], out[0], out[1], out[2], check},
+               true);
   if (!call.ok()) return;
-  call.Encode([&](mo::metal::Encoder& e) {
-    e.Zero(out[0]).Zero(out[1]);
-    e.Tensor(mo::kPvrBackwardSigma, in[0]).Tensor(mo::kPvrBackwardRgb, in[1]);
-    e.Tensor(mo::kPvrBackwardTStarts, in[2]).Tensor(mo::kPvrBackwardTEnds, in[3]);
-    e.Tensor(mo::kPvrBackwardRayOffsets, in[4]).Tensor(mo::kPvrBackwardRayCounts, in[5]);
-    e.Tensor(mo::kPvrBackwardBackground, in[6]);
-    e.Tensor(mo::kPvrBackwardOutRgb, in[7]).Tensor(mo::kPvrBackwardDepth, in[8]);
-    e.Tensor(mo::kPvrBackwardOpacity, in[9]).Tensor(mo::kPvrBackwardWeights, in[10]);
-    e.Tensor(mo::kPvrBackwardGradRgb, in[11]).Tensor(mo::kPvrBackwardGradDepth, in[12]);
-    e.Tensor(mo::kPvrBackwardGradOpacity, in[13]).Tensor(mo::kPvrBackwardGradWeights, in[14]);
-    e.Tensor(mo::kPvrBackwardGradSigma, out[0]).Tensor(mo::kPvrBackwardGradSamplesRgb, out[1]);
-    e.Tensor(mo::kPvrBackwardGradBackground, out[2]);
-    e.Value(mo::kPvrBackwardParams, params).Dispatch(pipeline, static_cast<uint64_t>(R));
-  });
+  call.Check(mo::packed_volume_render::BadCheck(mo::packed_volume_render::kBackward,
+                                                *static_cast<const mo::PvrCheckResult*>(check.contents), N));
 }
 
 // MSL has no double: float32 only.

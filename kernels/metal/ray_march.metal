@@ -19,26 +19,26 @@ kernel void ray_march_count(device const float* origins [[buffer(mo::kRmOrigins)
   for (uint r = gid; r < uint(p.num_rays); r += grid_size) counts[r] = mo::rm_march_ray(in, int(r), p, 0, none);
 }
 
-kernel void ray_march_chunk_sums(device const int* counts [[buffer(0)]],
-                                 device ulong* sums [[buffer(1)]],
-                                 constant mo::RayMarchScanParams& s [[buffer(2)]],
+kernel void ray_march_chunk_sums(device const int* counts [[buffer(mo::kRmChunkSumsCounts)]],
+                                 device ulong* sums [[buffer(mo::kRmChunkSumsSums)]],
+                                 constant mo::RayMarchScanParams& s [[buffer(mo::kRmChunkSumsParams)]],
                                  uint gid [[thread_position_in_grid]],
                                  uint grid_size [[threads_per_grid]]) {
   for (uint i = gid; i < uint(s.chunks); i += grid_size) sums[i] = mo::rm_chunk_sum(counts, int(i), s);
 }
 
 // One thread: the chunk sums' exclusive scan and the total (host-visible).
-kernel void ray_march_scan_chunk_sums(device ulong* sums [[buffer(0)]],
-                                      device ulong* total [[buffer(1)]],
-                                      constant mo::RayMarchScanParams& s [[buffer(2)]],
+kernel void ray_march_scan_chunk_sums(device ulong* sums [[buffer(mo::kRmScanSums)]],
+                                      device ulong* total [[buffer(mo::kRmScanTotal)]],
+                                      constant mo::RayMarchScanParams& s [[buffer(mo::kRmScanParams)]],
                                       uint gid [[thread_position_in_grid]]) {
   if (gid == 0) total[0] = mo::rm_scan_chunk_sums(sums, s);
 }
 
-kernel void ray_march_offsets(device const int* counts [[buffer(0)]],
-                              device const ulong* sums [[buffer(1)]],
-                              device int* offsets [[buffer(2)]],
-                              constant mo::RayMarchScanParams& s [[buffer(3)]],
+kernel void ray_march_offsets(device const int* counts [[buffer(mo::kRmOffsetsCounts)]],
+                              device const ulong* sums [[buffer(mo::kRmOffsetsSums)]],
+                              device int* offsets [[buffer(mo::kRmOffsetsOut)]],
+                              constant mo::RayMarchScanParams& s [[buffer(mo::kRmOffsetsParams)]],
                               uint gid [[thread_position_in_grid]],
                               uint grid_size [[threads_per_grid]]) {
   for (uint i = gid; i < uint(s.chunks); i += grid_size) mo::rm_chunk_offsets(counts, sums[i], int(i), offsets, s);

@@ -11,6 +11,10 @@ namespace mo {
 namespace metal_plan {
 namespace {
 
+// What every executor leaves to the CPU: the MPSGraph ops have no plan.
+constexpr const char* kNotPlanned =
+    "; FusedConv2D and FusedActivationGrad (MPSGraph, no plan) compute on the CPU";
+
 std::atomic<int64_t> g_plans{0};
 std::atomic<int64_t> g_passes{0};
 
@@ -52,13 +56,15 @@ const Executor* SelectedExecutor(std::string* name, std::string* reason) {
   if (value == "shim") {
     const Executor* shim = ShimExecutor(&why_not);
     *name = shim != nullptr ? "shim" : "unavailable";
-    *reason = shim != nullptr ? "METAL_OPS_METAL=shim: the Metal plans run through the MSL shim on the CPU" : why_not;
+    *reason = shim != nullptr
+                  ? std::string("METAL_OPS_METAL=shim: the Metal plans run through the MSL shim on the CPU") + kNotPlanned
+                  : why_not;
     return shim;
   }
   if (value == "1") {
     const Executor* own = OwnQueueExecutor(&why_not);
     *name = own != nullptr ? "own-queue" : "unavailable";
-    *reason = own != nullptr ? "METAL_OPS_METAL=1" : "METAL_OPS_METAL=1, but " + why_not;
+    *reason = own != nullptr ? std::string("METAL_OPS_METAL=1") + kNotPlanned : "METAL_OPS_METAL=1, but " + why_not;
     return own;
   }
   if (!value.empty()) {
@@ -80,7 +86,7 @@ const Executor* SelectedExecutor(std::string* name, std::string* reason) {
   }
   *name = "own-queue";
   *reason = "no tensorflow-metal device: the CPU kernels send work of at least " +
-            std::to_string(MinWork(own)) + " elements to the library's own Metal queue";
+            std::to_string(MinWork(own)) + " elements to the library's own Metal queue" + kNotPlanned;
   return own;
 }
 

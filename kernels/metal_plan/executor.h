@@ -27,7 +27,7 @@ namespace metal_plan {
 
 // Bumped whenever Plan, HostTensor or Executor change layout: a shim library
 // of another build is refused, not misread.
-constexpr int kExecutorAbi = 1;
+constexpr int kExecutorAbi = 2;
 
 struct Executor {
   int abi;

@@ -48,6 +48,15 @@ PlanBuilder& PlanBuilder::Zero(int slot, uint64_t bytes) {
       .Value(kFillParams, params);
 }
 
+PlanBuilder& PlanBuilder::ZeroScratch(int scratch, uint64_t bytes) {
+  if (bytes == 0) return *this;
+  const FillParams params = {static_cast<int64>(bytes)};
+  return Threads("fill", "fill_zero", (bytes + 3) / 4)
+      .Scratch(kFillWords, scratch)
+      .Scratch(kFillBytes, scratch)
+      .Value(kFillParams, params);
+}
+
 PlanBuilder& PlanBuilder::Tensor(uint32_t index, int slot) {
   Last().bindings.push_back({Binding::kTensor, index, slot, {}});
   return *this;

@@ -52,6 +52,9 @@ struct Plan {
   std::vector<Pass> passes;          // in order; each sees every earlier pass's writes
   std::vector<bool> written;         // per tensor slot: a pass writes it (own queue: copied back)
   std::vector<uint64_t> scratch;     // bytes of each scratch buffer (executor-owned, uninitialised)
+  // The shaders use simdgroup_matrix (Apple7+ GPUs, MTLGPUFamilyApple7): a Mac
+  // executor refuses a GPU without it before compiling any library.
+  bool needs_simdgroup_matrix = false;
   bool empty() const { return passes.empty(); }
 };
 
@@ -70,6 +73,8 @@ class PlanBuilder {
   // fill shader (kernels/metal/fill.metal), encoded with the others so one
   // compute encoder orders it before the passes that read it.
   PlanBuilder& Zero(int slot, uint64_t bytes);
+  // The same for the first `bytes` bytes of a scratch buffer.
+  PlanBuilder& ZeroScratch(int scratch, uint64_t bytes);
 
   // Bindings of the last pass: a tensor it reads, one it writes, a value, a scratch buffer.
   PlanBuilder& Tensor(uint32_t index, int slot);
@@ -83,6 +88,9 @@ class PlanBuilder {
   PlanBuilder& Scratch(uint32_t index, int scratch);
   // A new scratch buffer of `bytes` bytes; its number for Scratch().
   int NewScratch(uint64_t bytes);
+
+  // The plan's shaders use simdgroup_matrix (Plan::needs_simdgroup_matrix).
+  void NeedsSimdgroupMatrix() { plan_.needs_simdgroup_matrix = true; }
 
   Plan Finish() { return std::move(plan_); }
 

@@ -121,6 +121,15 @@ Result BadRay(const char* op, const VrCheck& check, int64_t r, int64_t N, const 
   return BadLayout(op, check.code, r, N, prev_end, offsets[r], counts[r]);
 }
 
+// The error a Metal validation pass found (kernels/common/packed_volume_render.h
+// PvrCheckResult, read on the host after the command buffer completed), or OK:
+// the same message as the CPU's BadRay.
+inline Result BadCheck(const char* op, const PvrCheckResult& c, int64_t N) {
+  if (c.code == kVrOk) return Ok();
+  if (c.code == kVrBadSigma || c.code == kVrBadT) return BadSample(c.code, c.ray, c.sample, c.sigma, c.t_start, c.t_end);
+  return BadLayout(op, c.code, c.ray, N, c.prev_end, c.offset, c.count);
+}
+
 }  // namespace packed_volume_render
 }  // namespace mo
 

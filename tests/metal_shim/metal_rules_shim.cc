@@ -59,6 +59,23 @@ using Cache = mo::metal::LruCache<Entry>;
 
 extern "C" {
 
+// CommitUntilSubmitted against a stream like tensorflow-metal's: `commit`
+// commits the current command buffer on every `every`-th call, counting from
+// `counted` calls already made (0 < every; every <= 0: never). Returns whether
+// the work was submitted; *calls: the commit calls made.
+int shim_commit_until_submitted(int every, int counted, int* calls) {
+  int count = counted;
+  bool committed = false;
+  *calls = 0;
+  const bool ok = mo::metal::CommitUntilSubmitted(
+      [&] {
+        ++*calls;
+        if (every > 0 && ++count % every == 0) committed = true;
+      },
+      [&] { return committed; });
+  return ok ? 1 : 0;
+}
+
 int shim_tensor_has_metal_buffer(int64_t num_elements) {
   return mo::metal::TensorHasMetalBuffer(num_elements) ? 1 : 0;
 }

@@ -1,11 +1,11 @@
-// FusedMLP's Metal kernel layout, once for the shader (fused_mlp.metal), the
-// host glue (fused_mlp_metal.mm) and the MSL shim runner
-// (tests/metal_shim/fused_mlp_shim.cc): the argument structs, the packed
-// weight and weight-gradient layouts, and (host side) how a call is cut into
-// threadgroups and threadgroup memory. docs/FUSED_MLP.md ("Metal") explains
-// the design.
-#ifndef MO_KERNELS_METAL_FUSED_MLP_METAL_H_
-#define MO_KERNELS_METAL_FUSED_MLP_METAL_H_
+// FusedMLP's Metal kernel layout, once for the shader (kernels/metal/fused_mlp.metal),
+// its plans (kernels/metal_plan/fused_mlp_plan.cc) and the MSL shim runner
+// (tests/metal_shim/fused_mlp_shim.cc): the shaders' buffer indices, the
+// argument structs, the packed weight and weight-gradient layouts, and (host
+// side) how a call is cut into threadgroups and threadgroup memory.
+// docs/FUSED_MLP.md ("Metal") explains the design.
+#ifndef MO_KERNELS_COMMON_FUSED_MLP_H_
+#define MO_KERNELS_COMMON_FUSED_MLP_H_
 
 #include "kernels/common/platform.h"
 
@@ -17,6 +17,34 @@ namespace mo {
 #define MO_FUSED_MLP_SIMD_WIDTH 32
 // The most simdgroup_matrix tiles one output row block can span (128 / 8).
 #define MO_FUSED_MLP_MAX_COL_TILES 16
+
+// The Metal buffer indices of the four shaders (declared by fused_mlp.metal,
+// bound by kernels/metal_plan/fused_mlp_plan.cc).
+enum FusedMlpForwardBuffer {
+  kFusedMlpForwardX,
+  kFusedMlpForwardWeights,  // packed (fused_mlp_pack)
+  kFusedMlpForwardBiases,   // packed
+  kFusedMlpForwardY,
+  kFusedMlpForwardHidden,
+  kFusedMlpForwardParams
+};
+enum FusedMlpBackwardBuffer {
+  kFusedMlpBackwardDy,
+  kFusedMlpBackwardX,
+  kFusedMlpBackwardY,
+  kFusedMlpBackwardHidden,
+  kFusedMlpBackwardWeights,   // packed
+  kFusedMlpBackwardPartials,  // float32, zeroed first
+  kFusedMlpBackwardDx,
+  kFusedMlpBackwardParams
+};
+enum FusedMlpPackBuffer { kFusedMlpPackSrc, kFusedMlpPackDst, kFusedMlpPackParams };
+enum FusedMlpReduceBuffer {
+  kFusedMlpReducePartials,
+  kFusedMlpReduceGradKernel,
+  kFusedMlpReduceGradBias,
+  kFusedMlpReduceParams
+};
 
 // One forward or backward dispatch. Weights are packed per layer into
 // [rows_pad, cols_pad] blocks (zero padding; fused_mlp_weight_offset), so the
@@ -83,6 +111,8 @@ MO_FN int64 fused_mlp_biases_total(int32 width, int32 out_pad, int32 hidden_laye
 #if !defined(__METAL_VERSION__)
 // ---- host side (the .mm glue and the shim runner): how a call is cut up ----
 
+// The forward's threadgroups: at most this many (they loop over the row tiles beyond).
+constexpr uint64 kFusedMlpMaxThreadgroups = uint64(1) << 20;
 // Apple GPUs give a threadgroup 32 KiB of threadgroup memory.
 constexpr int kFusedMlpThreadgroupMemory = 32768;
 // Weight-gradient partial sums: at most this many (GPU occupancy), and at
@@ -180,4 +210,4 @@ inline FusedMlpReduceParams fused_mlp_reduce_params(const FusedMlpParams& p, int
 
 }  // namespace mo
 
-#endif  // MO_KERNELS_METAL_FUSED_MLP_METAL_H_
+#endif  // MO_KERNELS_COMMON_FUSED_MLP_H_

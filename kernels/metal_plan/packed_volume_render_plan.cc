@@ -1,0 +1,92 @@
+// PackedVolumeRender's Metal plans (kernels/metal_plan/packed_volume_render_plan.h).
+#include "kernels/metal_plan/packed_volume_render_plan.h"
+
+#include "kernels/common/packed_volume_render.h"
+
+namespace mo {
+namespace metal_plan {
+namespace {
+
+// The two validation passes over the slots of the layout and sample tensors.
+void Check(PlanBuilder& b, const PackedVolumeRenderLayout& layout, bool check_samples, int offsets, int counts,
+           int sigma, int t_starts, int t_ends, int result) {
+  const PvrCheckParams q = pvr_check_params(layout.rays, layout.samples, kPvrCheckThreads, check_samples);
+  const int firsts = b.NewScratch(uint64_t(q.chunks) * sizeof(int64));
+  b.Threads("packed_volume_render", "packed_volume_render_check_chunks", uint64_t(q.chunks))
+      .Tensor(kPvrCheckRayOffsets, offsets)
+      .Tensor(kPvrCheckRayCounts, counts)
+      .Tensor(kPvrCheckSigma, sigma)
+      .Tensor(kPvrCheckTStarts, t_starts)
+      .Tensor(kPvrCheckTEnds, t_ends)
+      .Scratch(kPvrCheckFirsts, firsts)
+      .Value(kPvrCheckParams, q);
+  b.Threads("packed_volume_render", "packed_volume_render_check_first", 1)
+      .Tensor(kPvrCheckRayOffsets, offsets)
+      .Tensor(kPvrCheckRayCounts, counts)
+      .Tensor(kPvrCheckSigma, sigma)
+      .Tensor(kPvrCheckTStarts, t_starts)
+      .Tensor(kPvrCheckTEnds, t_ends)
+      .Scratch(kPvrCheckFirsts, firsts)
+      .Output(kPvrCheckResult, result)
+      .Value(kPvrCheckParams, q);
+}
+
+}  // namespace
+
+Plan PackedVolumeRenderForward(const PackedVolumeRenderLayout& layout, bool write_weights) {
+  const VolumeRenderParams params = make_volume_render_params(
+      layout.rays, layout.samples, layout.early_termination, layout.background_per_ray, write_weights, false);
+  PlanBuilder b(kPvrSlots);
+  Check(b, layout, true, kPvrSlotOffsets, kPvrSlotCounts, kPvrSlotSigma, kPvrSlotTStarts, kPvrSlotTEnds,
+        kPvrSlotCheck);
+  // Samples that no valid ray owns (only under an invalid layout) hold 0.
+  if (write_weights) b.Zero(kPvrSlotWeights, uint64_t(layout.samples) * sizeof(float));
+  b.Threads("packed_volume_render", "packed_volume_render_forward_float32", uint64_t(layout.rays))
+      .Tensor(kPvrForwardSigma, kPvrSlotSigma)
+      .Tensor(kPvrForwardRgb, kPvrSlotRgb)
+      .Tensor(kPvrForwardTStarts, kPvrSlotTStarts)
+      .Tensor(kPvrForwardTEnds, kPvrSlotTEnds)
+      .Tensor(kPvrForwardRayOffsets, kPvrSlotOffsets)
+      .Tensor(kPvrForwardRayCounts, kPvrSlotCounts)
+      .Tensor(kPvrForwardBackground, kPvrSlotBackground)
+      .Output(kPvrForwardOutRgb, kPvrSlotOutRgb)
+      .Output(kPvrForwardDepth, kPvrSlotDepth)
+      .Output(kPvrForwardOpacity, kPvrSlotOpacity)
+      .Output(kPvrForwardWeights, kPvrSlotWeights)
+      .Value(kPvrForwardParams, params);
+  return b.Finish();
+}
+
+Plan PackedVolumeRenderBackward(const PackedVolumeRenderLayout& layout, bool has_weight_grad) {
+  const VolumeRenderParams params = make_volume_render_params(
+      layout.rays, layout.samples, layout.early_termination, layout.background_per_ray, false, has_weight_grad);
+  PlanBuilder b(kPvrGradSlots);
+  Check(b, layout, false, kPvrGradSlotOffsets, kPvrGradSlotCounts, kPvrGradSlotSigma, kPvrGradSlotTStarts,
+        kPvrGradSlotTEnds, kPvrGradSlotCheck);
+  const uint64_t n = uint64_t(layout.samples);
+  b.Zero(kPvrGradSlotGradSigma, n * sizeof(float)).Zero(kPvrGradSlotGradSamplesRgb, n * 3 * sizeof(float));
+  b.Threads("packed_volume_render", "packed_volume_render_backward_float32", uint64_t(layout.rays))
+      .Tensor(kPvrBackwardSigma, kPvrGradSlotSigma)
+      .Tensor(kPvrBackwardRgb, kPvrGradSlotRgb)
+      .Tensor(kPvrBackwardTStarts, kPvrGradSlotTStarts)
+      .Tensor(kPvrBackwardTEnds, kPvrGradSlotTEnds)
+      .Tensor(kPvrBackwardRayOffsets, kPvrGradSlotOffsets)
+      .Tensor(kPvrBackwardRayCounts, kPvrGradSlotCounts)
+      .Tensor(kPvrBackwardBackground, kPvrGradSlotBackground)
+      .Tensor(kPvrBackwardOutRgb, kPvrGradSlotOutRgb)
+      .Tensor(kPvrBackwardDepth, kPvrGradSlotDepth)
+      .Tensor(kPvrBackwardOpacity, kPvrGradSlotOpacity)
+      .Tensor(kPvrBackwardWeights, kPvrGradSlotWeights)
+      .Tensor(kPvrBackwardGradRgb, kPvrGradSlotGradRgb)
+      .Tensor(kPvrBackwardGradDepth, kPvrGradSlotGradDepth)
+      .Tensor(kPvrBackwardGradOpacity, kPvrGradSlotGradOpacity)
+      .Tensor(kPvrBackwardGradWeights, kPvrGradSlotGradWeights)
+      .Output(kPvrBackwardGradSigma, kPvrGradSlotGradSigma)
+      .Output(kPvrBackwardGradSamplesRgb, kPvrGradSlotGradSamplesRgb)
+      .Output(kPvrBackwardGradBackground, kPvrGradSlotGradBackground)
+      .Value(kPvrBackwardParams, params);
+  return b.Finish();
+}
+
+}  // namespace metal_plan
+}  // namespace mo

@@ -1,0 +1,76 @@
+// PackedVolumeRender's Metal plans (float32; shaders:
+// kernels/metal/packed_volume_render.metal, buffer indices
+// kernels/common/packed_volume_render.h). Each plan first runs the two
+// validation passes, which leave the first invalid ray's check in the
+// `check` slot (a PvrCheckResult the caller reads once the plan has run:
+// packed_volume_render::BadCheck gives the op's error), then zero-fills the
+// per-sample outputs and renders, one thread per ray. Every Metal path runs
+// them (kernels/metal_plan/plan.h).
+#ifndef MO_KERNELS_METAL_PLAN_PACKED_VOLUME_RENDER_PLAN_H_
+#define MO_KERNELS_METAL_PLAN_PACKED_VOLUME_RENDER_PLAN_H_
+
+#include <cstdint>
+
+#include "kernels/metal_plan/plan.h"
+
+namespace mo {
+namespace metal_plan {
+
+// The op's seven inputs, its four outputs (weights [N] when written, else
+// empty), the check result.
+enum PackedVolumeRenderSlots {
+  kPvrSlotSigma,
+  kPvrSlotRgb,
+  kPvrSlotTStarts,
+  kPvrSlotTEnds,
+  kPvrSlotOffsets,
+  kPvrSlotCounts,
+  kPvrSlotBackground,
+  kPvrSlotOutRgb,
+  kPvrSlotDepth,
+  kPvrSlotOpacity,
+  kPvrSlotWeights,
+  kPvrSlotCheck,
+  kPvrSlots
+};
+// The backward's fifteen inputs (weights and grad_weights empty without a
+// weights gradient), its three outputs, the check result.
+enum PackedVolumeRenderGradSlots {
+  kPvrGradSlotSigma,
+  kPvrGradSlotRgb,
+  kPvrGradSlotTStarts,
+  kPvrGradSlotTEnds,
+  kPvrGradSlotOffsets,
+  kPvrGradSlotCounts,
+  kPvrGradSlotBackground,
+  kPvrGradSlotOutRgb,
+  kPvrGradSlotDepth,
+  kPvrGradSlotOpacity,
+  kPvrGradSlotWeights,
+  kPvrGradSlotGradRgb,
+  kPvrGradSlotGradDepth,
+  kPvrGradSlotGradOpacity,
+  kPvrGradSlotGradWeights,
+  kPvrGradSlotGradSigma,
+  kPvrGradSlotGradSamplesRgb,
+  kPvrGradSlotGradBackground,
+  kPvrGradSlotCheck,
+  kPvrGradSlots
+};
+
+// Threads of the first validation pass (PvrCheckParams).
+constexpr int32_t kPvrCheckThreads = 1024;
+
+struct PackedVolumeRenderLayout {
+  int64_t rays;     // > 0
+  int64_t samples;  // N
+  float early_termination;
+  bool background_per_ray;
+};
+Plan PackedVolumeRenderForward(const PackedVolumeRenderLayout& layout, bool write_weights);
+Plan PackedVolumeRenderBackward(const PackedVolumeRenderLayout& layout, bool has_weight_grad);
+
+}  // namespace metal_plan
+}  // namespace mo
+
+#endif  // MO_KERNELS_METAL_PLAN_PACKED_VOLUME_RENDER_PLAN_H_
