@@ -1,9 +1,10 @@
-"""Lazy, thread-safe loading of the compiled op library.
+"""Thread-safe loading of the compiled op library.
 
-The library is loaded on first use (not at `import metal_ops`), exactly once per
-process, and only after checking that the running TensorFlow is the one it was
-built against: C++-API custom ops bind to one TensorFlow minor version
-(`import metal_ops` already checks that, without loading anything).
+The library is loaded at `import metal_ops` where it has XLA kernels (they
+must be registered before XLA's first compilation: docs/XLA.md), else on
+first use; exactly once per process, and only after checking that the
+running TensorFlow is the one it was built against: C++-API custom ops bind
+to one TensorFlow minor version (checked at `import metal_ops` first).
 
 Which library: a source build (`make`) has one, `_metal_ops.so`, compiled with
 -march=native. The Linux wheel has one per x86-64 microarchitecture level
@@ -61,6 +62,24 @@ ISA_LEVEL_FLAGS = {
     "x86-64-v4": ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
 }
 ISA_LEVELS = tuple(ISA_LEVEL_FLAGS)
+
+
+def builds_xla_kernels():
+    """Whether the op library has XLA kernels (docs/XLA.md): every build but
+    the macOS one (Metal has no XLA)."""
+    return platform.system() != "Darwin"
+
+
+def has_xla_kernels():
+    """Whether XLA can compile the library's ops in this process: XLA kernels
+    with host handlers, and no GPU listed (the kernels have no CUDA handlers
+    yet; where TensorFlow lists a GPU, layers report no XLA support, so Keras
+    does not turn XLA on for them)."""
+    if not builds_xla_kernels():
+        return False
+    import tensorflow as tf
+
+    return not tf.config.list_physical_devices("GPU")
 
 
 def read_raw_build_info():
