@@ -186,12 +186,21 @@ def test_importing_metal_ops_before_the_first_compile_gives_xla_kernels():
 def test_a_library_loaded_after_the_first_compile_has_no_xla_kernels():
     """XLA takes op kernels in once: importing metal_ops after a compilation is too late (docs/XLA.md)."""
     rc, out = _run_child("""
+        import warnings
         import tensorflow as tf
         tf.function(lambda x: x * 2.0, jit_compile=True)(tf.ones([2]))
-        import metal_ops
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import metal_ops
+        print("warned:", [str(w.message) for w in caught if w.category is RuntimeWarning])
+        print("has_xla_kernels:", metal_ops._loader.has_xla_kernels(), metal_ops.layers.FusedMLP(4).supports_jit)
+        print("runs:", metal_ops.trunc_exp(tf.zeros([2])).numpy().tolist())
         try:
             tf.function(metal_ops.trunc_exp, jit_compile=True)(tf.zeros([3]))
         except tf.errors.InvalidArgumentError as e:
             print("refused:", str(e).splitlines()[0])
     """)
     assert rc == 0 and "refused:" in out and "MetalOpsTruncExp" in out, out
+    assert "warned: ['metal_ops: XLA compiled a function in this process before" in out, out
+    assert "Import metal_ops before the first XLA compilation" in out, out
+    assert "has_xla_kernels: False False" in out and "runs: [1.0, 1.0]" in out, out

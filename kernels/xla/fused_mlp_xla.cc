@@ -88,9 +88,9 @@ class FusedMlpGradXlaOp : public XlaOpKernel {
   fused_mlp::Attrs attrs_;
 };
 
-REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes),
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes),
                 FusedMlpXlaOp);
-REGISTER_XLA_OP(
+MO_REGISTER_XLA_OP(
     Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes),
     FusedMlpGradXlaOp);
 
@@ -188,8 +188,8 @@ ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t ac
 XLA_FFI_DEFINE_HANDLER(kForward, Forward, MO_FUSED_MLP_BINDING);
 XLA_FFI_DEFINE_HANDLER(kBackward, Backward, MO_FUSED_MLP_BINDING);
 #undef MO_FUSED_MLP_BINDING
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "MetalOpsFusedMLP", "Host", kForward);
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "MetalOpsFusedMLPGrad", "Host", kBackward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", kBackward);
 
 }  // namespace
 }  // namespace xla_kernels

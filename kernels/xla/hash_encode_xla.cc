@@ -79,8 +79,8 @@ class HashEncodeGradXlaOp : public XlaOpKernel {
   hash_encode::Attrs attrs_;
 };
 
-REGISTER_XLA_OP(Name("MetalOpsHashEncode").TypeConstraint("T", kFloatTypes), HashEncodeXlaOp);
-REGISTER_XLA_OP(Name("MetalOpsHashEncodeGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsHashEncode").TypeConstraint("T", kFloatTypes), HashEncodeXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradXlaOp);
 
 namespace ffi = ::xla::ffi;
 using xla_ffi::Data;
@@ -139,8 +139,8 @@ XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
                            .Attr<int64_t>("table_grad")
                            .Attr<int64_t>("input_grad")
                            .Attr<int64_t>("deterministic"));
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "MetalOpsHashEncode", "Host", kForward);
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "MetalOpsHashEncodeGrad", "Host", kBackward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "Host", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", kBackward);
 
 }  // namespace
 }  // namespace xla_kernels

@@ -30,9 +30,9 @@ class TruncExpGradXlaOp : public XlaOpKernel {
   }
 };
 
-REGISTER_XLA_OP(Name("MetalOpsTruncExp").TypeConstraint("T", kFloatTypes),
+MO_REGISTER_XLA_OP(Name("MetalOpsTruncExp").TypeConstraint("T", kFloatTypes),
                 TruncExpXlaOp);
-REGISTER_XLA_OP(
+MO_REGISTER_XLA_OP(
     Name("MetalOpsTruncExpGrad").TypeConstraint("T", kFloatTypes),
     TruncExpGradXlaOp);
 
@@ -62,8 +62,8 @@ ffi::Error Backward(ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuf
 XLA_FFI_DEFINE_HANDLER(kForward, Forward, ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
 XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
                        ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "MetalOpsTruncExp", "Host", kForward);
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "MetalOpsTruncExpGrad", "Host", kBackward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExp", "Host", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "Host", kBackward);
 
 }  // namespace
 }  // namespace xla_kernels

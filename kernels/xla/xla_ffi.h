@@ -77,6 +77,45 @@ inline ffi::Error BuffersOf(const ffi::RemainingRets& rets, std::vector<ffi::Res
   return ffi::Error::Success();
 }
 
+// Handler registration. Nothing registers with XLA while the library loads
+// (a second copy of the library in the process would register the same names
+// again): MO_REGISTER_XLA_FFI_HANDLER only adds a handler to this copy's own
+// list, and the library's registration function (kernels/xla/register_xla.cc)
+// registers the list with XLA once, after checking that no other copy did.
+struct FfiHandlerEntry {
+  const char* name;      // the custom call's target: the TensorFlow op's name
+  const char* platform;  // "Host" or "CUDA"
+  XLA_FFI_Handler* handler;
+};
+
+// This copy's list (hidden: each loaded copy of the library has its own).
+__attribute__((visibility("hidden"))) inline std::vector<FfiHandlerEntry>& FfiHandlerList() {
+  static std::vector<FfiHandlerEntry>* list = new std::vector<FfiHandlerEntry>();
+  return *list;
+}
+
+inline bool AddFfiHandler(const char* name, const char* platform, XLA_FFI_Handler* handler) {
+  FfiHandlerList().push_back({name, platform, handler});
+  return true;
+}
+
+// Registers the handlers of the list with XLA: "" or XLA's errors, one a line
+// (never an abort: XLA refuses a name already registered with another handler).
+inline std::string RegisterFfiHandlers() {
+  const XLA_FFI_Api* api = ffi::GetXlaFfiApi();
+  std::string errors;
+  for (const FfiHandlerEntry& entry : FfiHandlerList()) {
+    XLA_FFI_Error* error = ffi::Ffi::RegisterStaticHandler(api, entry.name, entry.platform, entry.handler);
+    if (error == nullptr) continue;
+    XLA_FFI_Error_GetMessage_Args message = {XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE, nullptr, error, nullptr};
+    api->XLA_FFI_Error_GetMessage(&message);
+    errors += std::string(entry.name) + " (" + entry.platform + "): " + (message.message ? message.message : "") + "\n";
+    XLA_FFI_Error_Destroy_Args destroy = {XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, nullptr, error};
+    api->XLA_FFI_Error_Destroy(&destroy);
+  }
+  return errors;
+}
+
 template <typename T>
 T* Data(ffi::Result<ffi::AnyBuffer> buffer) {
   return static_cast<T*>(buffer->untyped_data());
@@ -93,5 +132,15 @@ inline ffi::Error ToError(const checks::Result& result) {
 
 }  // namespace xla_ffi
 }  // namespace mo
+
+// MO_REGISTER_XLA_FFI_HANDLER("MetalOpsX", "Host", kHandler): adds the
+// handler to the library's list (above); registered with XLA by the
+// library's registration function.
+#define MO_REGISTER_XLA_FFI_HANDLER(NAME, PLATFORM, HANDLER) \
+  MO_REGISTER_XLA_FFI_HANDLER_UNIQ(__COUNTER__, NAME, PLATFORM, HANDLER)
+#define MO_REGISTER_XLA_FFI_HANDLER_UNIQ(CTR, NAME, PLATFORM, HANDLER) \
+  MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, HANDLER)
+#define MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, HANDLER) \
+  [[maybe_unused]] static const bool mo_xla_ffi_handler_##CTR = ::mo::xla_ffi::AddFfiHandler(NAME, PLATFORM, HANDLER)
 
 #endif  // MO_KERNELS_XLA_XLA_FFI_H_

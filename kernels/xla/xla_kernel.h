@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_context.h"
@@ -92,6 +93,33 @@ inline void EmitFfiCall(XlaOpKernelContext* ctx, const std::string& target, cons
     ctx->SetOutput(static_cast<int>(i), tuple ? ::xla::GetTupleElement(call, static_cast<int64_t>(i)) : call);
   }
 }
+
+// Op kernel registration, deferred like the handlers' (kernels/xla/xla_ffi.h):
+// MO_REGISTER_XLA_OP(Name("MetalOpsX").TypeConstraint(...), Kernel) adds the
+// registration to this copy's list instead of constructing a static
+// XlaOpRegistrar (which aborts the process on a name registered before:
+// another copy of the library). kernels/xla/register_xla.cc registers the
+// list once.
+using XlaOpRegistration = decltype(std::declval<::tensorflow::XlaOpRegistrationBuilder>().Build(nullptr));
+using XlaOpRegistrationFn = XlaOpRegistration (*)();
+
+__attribute__((visibility("hidden"))) inline std::vector<XlaOpRegistrationFn>& XlaOpList() {
+  static std::vector<XlaOpRegistrationFn>* list = new std::vector<XlaOpRegistrationFn>();
+  return *list;
+}
+
+inline bool AddXlaOp(XlaOpRegistrationFn registration) {
+  XlaOpList().push_back(registration);
+  return true;
+}
+
+#define MO_REGISTER_XLA_OP(BUILDER, KERNEL) MO_REGISTER_XLA_OP_UNIQ(__COUNTER__, BUILDER, KERNEL)
+#define MO_REGISTER_XLA_OP_UNIQ(CTR, BUILDER, KERNEL) MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, KERNEL)
+#define MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, KERNEL)                                                          \
+  [[maybe_unused]] static const bool mo_xla_op_##CTR = ::mo::xla_kernels::AddXlaOp([] {                        \
+    return ::tensorflow::XlaOpRegistrationBuilder::BUILDER.Build(                                                \
+        [](::tensorflow::OpKernelConstruction* context) -> ::tensorflow::OpKernel* { return new KERNEL(context); }); \
+  })
 
 // The context the host handlers run the CPU functors with: the library's own
 // pool, one thread per core, made on first use. (XLA's FFI offers its

@@ -29,7 +29,7 @@ class ZeroOutXlaOp : public XlaOpKernel {
 
 constexpr ::tensorflow::DataType kTypes[] = {::tensorflow::DT_INT32, ::tensorflow::DT_INT64, ::tensorflow::DT_FLOAT,
                                              ::tensorflow::DT_DOUBLE};
-REGISTER_XLA_OP(Name("ZeroOut").TypeConstraint("T", kTypes), ZeroOutXlaOp);
+MO_REGISTER_XLA_OP(Name("ZeroOut").TypeConstraint("T", kTypes), ZeroOutXlaOp);
 
 namespace ffi = ::xla::ffi;
 using xla_ffi::Data;
@@ -46,7 +46,7 @@ ffi::Error Compute(ffi::AnyBuffer in, ffi::Result<ffi::AnyBuffer> out, int64_t p
 
 XLA_FFI_DEFINE_HANDLER(kCompute, Compute,
                        ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<int64_t>("preserve_index"));
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "ZeroOut", "Host", kCompute);
+MO_REGISTER_XLA_FFI_HANDLER("ZeroOut", "Host", kCompute);
 
 }  // namespace
 }  // namespace xla_kernels

@@ -72,14 +72,62 @@ def builds_xla_kernels():
 
 def has_xla_kernels():
     """Whether XLA can compile the library's ops in this process: XLA kernels
-    with host handlers, and no GPU listed (the kernels have no CUDA handlers
-    yet; where TensorFlow lists a GPU, layers report no XLA support, so Keras
-    does not turn XLA on for them)."""
-    if not builds_xla_kernels():
+    with host handlers, registered before XLA's first compilation
+    (register_xla_kernels), and no GPU listed (the kernels have no CUDA
+    handlers yet; where TensorFlow lists a GPU, layers report no XLA support,
+    so Keras does not turn XLA on for them)."""
+    if not builds_xla_kernels() or _xla_state["registered"] is False:
         return False
     import tensorflow as tf
 
     return not tf.config.list_physical_devices("GPU")
+
+
+# The library's XLA registration (register_xla_kernels): None before it ran,
+# then whether XLA compiles the ops in this process, and why not.
+_xla_state = {"registered": None, "reason": None}
+
+# MetalOpsRegisterXla's results (kernels/xla/register_xla.cc).
+XLA_REGISTERED, XLA_REGISTERED_LATE, XLA_OTHER_COPY, XLA_HANDLER_REFUSED = range(4)
+
+
+def register_xla_kernels(path):
+    """Registers the XLA kernels of the library at `path` (already loaded by
+    TensorFlow, its ops this process's) by calling its MetalOpsRegisterXla:
+    the library registers nothing with XLA while it loads, so that a second
+    copy of it in the process cannot abort it (XLA's op registry aborts on a
+    name registered twice). Once per process; the library checks XLA's
+    registry itself and refuses where another copy registered first.
+    XLA registered late (after its first compilation) is a warning: the ops
+    run, but not under XLA in this process."""
+    if not builds_xla_kernels() or _xla_state["registered"] is not None:
+        return
+    import ctypes
+
+    # RTLD_NOLOAD: the copy TensorFlow loaded, never a new one.
+    library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    register = library.MetalOpsRegisterXla
+    register.restype = ctypes.c_int
+    register.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    message = ctypes.create_string_buffer(4096)
+    result = register(message, len(message))
+    text = message.value.decode("utf-8", "replace")
+    _xla_state["registered"] = result == XLA_REGISTERED
+    _xla_state["reason"] = text or None
+    if result == XLA_OTHER_COPY:
+        raise ImportError(_already_registered_message(path))
+    if result == XLA_HANDLER_REFUSED:
+        raise ImportError(f"metal_ops: {path}: {text}")
+    if result == XLA_REGISTERED_LATE:
+        import warnings
+
+        warnings.warn(f"metal_ops: {text} (docs/XLA.md).", RuntimeWarning, stacklevel=3)
+
+
+def xla_status():
+    """(registered, reason): whether XLA compiles the library's ops in this
+    process (None before the library loaded) and why not."""
+    return _xla_state["registered"], _xla_state["reason"]
 
 
 def read_raw_build_info():
@@ -482,6 +530,7 @@ def load_library():
                 # attributes named after them): another copy got there first
                 # (its kernels would run).
                 raise ImportError(_already_registered_message(path))
+            register_xla_kernels(path)
             _loaded_path = path
             _module = module
             _load_cuda_library(tf, info)
