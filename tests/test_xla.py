@@ -5,6 +5,7 @@ too) and dtypes, attributes passed to the handler, bad inputs refused while
 XLA compiles with the TensorFlow kernels' messages, and the rule that the
 library must load before XLA's first compilation. On the CPU: the XLA
 kernels have host handlers only."""
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,8 +15,12 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
+from tests.reference import distortion_loss as distortion_ref
 from tests.reference import hash_encode as hash_ref
+from tests.reference import robust_loss as robust_ref
+from tests.reference import sh_encode as sh_ref
 from tests.reference import trunc_exp as trunc_ref
+from tests.reference import volume_render as vr_ref
 from tests.reference import zero_out as zero_ref
 
 pytestmark = [
@@ -162,6 +167,156 @@ def test_hash_encode_table_of_the_wrong_size_is_a_compile_error():
     table = tf.zeros([metal_ops.hash_grid_size(3, **GRID) + 1, 2])
     message = compile_error(lambda x, t: metal_ops.hash_encode(x, t, **GRID), tf.zeros([5, 3]), table)
     assert "table" in message
+
+
+# ---- SHEncode ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(257, 3), (4, 5, 3), (0, 3)])
+@pytest.mark.parametrize("degree", [1, 2, 3, 4])
+def test_sh_encode_and_gradient(dtype, shape, degree):
+    rng = np.random.default_rng(degree)
+    d = rng.normal(size=shape)
+    dirs = tf.constant((d / np.maximum(np.linalg.norm(d, axis=-1, keepdims=True), 1e-9)).astype(dtype))
+    g = tf.constant(rng.normal(size=shape[:-1] + (degree * degree,)).astype(dtype))
+    xla, plain = both(with_grad(lambda x: metal_ops.sh_encode(x, degree=degree), dirs, output_grad=g), dirs)
+    tol = 1e-5 if dtype == np.float32 else 1e-2
+    np.testing.assert_allclose(xla[0].astype(np.float64), sh_ref.values(dirs.numpy(), degree), rtol=tol, atol=tol)
+    np.testing.assert_allclose(xla[1][0].astype(np.float64), sh_ref.vjp(dirs.numpy(), g.numpy(), degree),
+                               rtol=10 * tol, atol=10 * tol)
+    assert_same(xla, plain)
+
+
+def test_sh_encode_bad_dirs_shape_is_a_compile_error():
+    message = compile_error(lambda x: metal_ops.sh_encode(x, degree=2), tf.zeros([4, 2]))
+    assert "SHEncode: 'dirs' must be [..., 3] (x, y, z along the last axis), got shape [4,2]" in message
+
+
+def test_sh_encode_grad_shape_mismatch_is_a_compile_error():
+    lib = metal_ops.load_library()
+    message = compile_error(lambda g, x: lib.metal_ops_sh_encode_grad(g, x, degree=2), tf.zeros([4, 9]),
+                            tf.zeros([4, 3]))
+    assert "SHEncodeGrad: 'grad' must have the values' shape [4,4] for 'dirs' [4,3] and degree 2, got [4,9]" in message
+
+
+# ---- RobustLoss -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, tf.bfloat16.as_numpy_dtype])
+@pytest.mark.parametrize("shape", [(300,), (17, 6), (0, 6)])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_robust_loss_and_gradients(dtype, shape, per_channel):
+    rng = np.random.default_rng(len(shape))
+    x = tf.constant(rng.normal(0, 2, shape).astype(dtype))
+    channels = shape[-1] if per_channel else None
+    alpha = tf.constant(rng.uniform(-3, 3, channels).astype(np.float32) if per_channel else np.float32(0.7))
+    scale = tf.constant(rng.uniform(0.5, 2, channels).astype(np.float32) if per_channel else np.float32(1.3))
+    g = tf.constant(rng.normal(size=shape).astype(dtype))
+    xla, plain = both(with_grad(metal_ops.robust_loss, x, alpha, scale, output_grad=g), x, alpha, scale)
+    tol = {np.float32: 1e-5}.get(dtype, 2e-2)
+    xs = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(xla[0].astype(np.float64), robust_ref.rho_saturated(xs, alpha.numpy(), scale.numpy()),
+                               rtol=tol, atol=tol)
+    want_dx = g.numpy().astype(np.float64) * robust_ref.drho_dx(xs, alpha.numpy(), scale.numpy())
+    np.testing.assert_allclose(xla[1][0].astype(np.float64), want_dx, rtol=10 * tol, atol=10 * tol)
+    assert xla[1][1].shape == alpha.shape and xla[1][2].shape == scale.shape
+    # The alpha and scale gradients are sums: XLA's result is the kernel's, bit for bit.
+    assert_same(xla, plain)
+
+
+def test_robust_loss_bad_alpha_shape_is_a_compile_error():
+    lib = metal_ops.load_library()
+    message = compile_error(lambda x, a, c: lib.metal_ops_robust_loss(x, a, c), tf.zeros([4, 3]), tf.zeros([2]),
+                            tf.ones([]))
+    assert "alpha" in message and "[2]" in message
+
+
+@pytest.mark.parametrize("alpha,scale,what", [(float("nan"), 1.0, "alpha"), (1.0, 0.0, "scale"),
+                                             (1.0, -1.0, "scale")])
+def test_robust_loss_bad_values_are_run_time_errors(alpha, scale, what):
+    """Values the CPU kernel checks are checked by the host handler: an XLA
+    error at run time with the kernel's message, never a crash."""
+    lib = metal_ops.load_library()
+    fn = tf.function(lambda x, a, c: lib.metal_ops_robust_loss(x, a, c), jit_compile=True)
+    with pytest.raises(tf.errors.OpError) as xla_error:
+        fn(tf.ones([5]), tf.constant(alpha), tf.constant(scale))
+    with pytest.raises(tf.errors.OpError) as plain_error:
+        lib.metal_ops_robust_loss(tf.ones([5]), tf.constant(alpha), tf.constant(scale))
+    assert isinstance(xla_error.value, tf.errors.InvalidArgumentError) and what in str(xla_error.value)
+    plain_message = re.sub(r"^\{\{[^}]*\}\} ", "", str(plain_error.value).split(" [Op:")[0])
+    assert plain_message in str(xla_error.value)
+
+
+# ---- DistortionLoss ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("rays,samples", [(33, 24), (5, 1), (0, 8), (4, 0)])
+def test_distortion_loss_and_gradients(rays, samples):
+    rng = np.random.default_rng(rays + samples)
+    w = tf.constant(rng.uniform(0, 1, (rays, samples)).astype(np.float32))
+    t = tf.constant(np.cumsum(rng.uniform(0.01, 0.2, (rays, samples + 1)), axis=1).astype(np.float32))
+    g = tf.constant(rng.normal(size=(rays,)).astype(np.float32))
+    xla, plain = both(with_grad(metal_ops.distortion_loss, w, t, output_grad=g), w, t)
+    loss, dw, dt = distortion_ref.reference(w.numpy(), t.numpy())
+    np.testing.assert_allclose(xla[0], loss, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(xla[1][0], g.numpy()[:, None] * dw, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(xla[1][1], g.numpy()[:, None] * dt, rtol=1e-4, atol=1e-4)
+    assert_same(xla, plain)
+
+
+def test_distortion_loss_bad_t_shape_is_a_compile_error():
+    message = compile_error(metal_ops.distortion_loss, tf.zeros([3, 4]), tf.zeros([3, 4]))
+    assert "DistortionLoss: 't' must be [R, S + 1] = [3, 5] for 'weights' of shape [3,4], got [3,4]" in message
+
+
+def test_distortion_loss_unsorted_t_is_a_run_time_error():
+    t = np.tile(np.arange(5, dtype=np.float32), (3, 1))
+    t[2, 3] = 0.5
+    with pytest.raises(tf.errors.OpError, match=r"ray 2 has t\[2, 2\] = 2 > t\[2, 3\] = 0.5"):
+        tf.function(metal_ops.distortion_loss, jit_compile=True)(tf.ones([3, 4]), tf.constant(t))
+
+
+# ---- VolumeRender -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rays,samples", [(40, 16), (3, 1), (0, 8), (5, 0)])
+@pytest.mark.parametrize("background", [None, "one", "per_ray"])
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_volume_render_and_gradients(dtype, rays, samples, background, return_weights):
+    sigma, rgb, t = (tf.constant(a) for a in vr_ref.make_rays(rays, samples, seed=rays, dtype=dtype, surface=True))
+    rng = np.random.default_rng(samples)
+    bg = {None: None, "one": tf.constant(rng.uniform(size=3).astype(dtype)),
+          "per_ray": tf.constant(rng.uniform(size=(rays, 3)).astype(dtype))}[background]
+    cot = [tf.constant(rng.normal(size=s).astype(dtype)) for s in [(rays, 3), (rays,), (rays,), (rays, samples)]]
+
+    def op(sigma, rgb, *bgs):
+        out = metal_ops.volume_render(sigma, rgb, t, bgs[0] if bgs else None, early_termination=1e-3,
+                                      return_weights=return_weights)
+        return [out.rgb, out.depth, out.opacity] + ([out.weights] if return_weights else [])
+
+    args = [sigma, rgb] + ([bg] if bg is not None else [])
+    grads = cot if return_weights else cot[:3]
+    xla, plain = both(with_grad(op, *args, output_grad=grads), *args)
+    want = vr_ref.render(sigma.numpy(), rgb.numpy(), t.numpy(), None if bg is None else bg.numpy(), 1e-3)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, ref in zip(xla[0], want):
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    # Exact but for the background's gradient: the wrapper sums [R, 3] over
+    # the rays for a [3] background, and XLA orders that sum differently.
+    assert_same(xla, plain, rtol=tol / 10, atol=tol / 10)
+
+
+def test_volume_render_bad_rgb_shape_is_a_compile_error():
+    message = compile_error(lambda s, c, t: metal_ops.volume_render(s, c, t).rgb, tf.zeros([4, 5]),
+                            tf.zeros([4, 5, 2]), tf.zeros([4, 6]))
+    assert "VolumeRender" in message and "'rgb'" in message
+
+
+def test_volume_render_negative_sigma_is_a_run_time_error():
+    sigma = np.ones([3, 4], np.float32)
+    sigma[1, 2] = -1.0
+    t = np.tile(np.arange(5, dtype=np.float32), (3, 1))
+    fn = tf.function(lambda s: metal_ops.volume_render(s, tf.zeros([3, 4, 3]), t).rgb, jit_compile=True)
+    with pytest.raises(tf.errors.OpError, match="'sigma' must be non-negative .*: ray 1, sample 2 has sigma = -1"):
+        fn(tf.constant(sigma))
 
 
 # ---- Registration ----------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Keras keeps XLA for models of the library's layers and losses
 (docs/XLA.md): `supports_jit`, the resolution of `jit_compile` ("auto" turns
-XLA on only where a GPU is listed, where the XLA kernels have no CUDA
-handlers yet; a listed GPU is simulated for the resolution alone), and a model of HashEncoding and
-FusedMLP layers that trains with `jit_compile=True` to the weights it
-reaches without XLA."""
+XLA on only where a GPU is listed; a listed GPU is simulated for the
+resolution alone), and a model of HashEncoding and FusedMLP layers, with a
+stock loss and with losses.RobustLoss, that trains with `jit_compile=True`
+to the weights it reaches without XLA."""
 import sys
 import warnings
 
@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from metal_ops import layers
+from metal_ops import _loader, layers, losses
 
 pytestmark = [
     pytest.mark.cpu_semantics("the XLA kernels have host handlers only (no CUDA handlers yet)"),
@@ -43,8 +43,15 @@ def data(seed=1, n=256):
 def test_layers_and_losses_support_jit():
     assert layers.FusedMLP(4).supports_jit is True
     assert layers.HashEncoding(num_levels=2, log2_hashmap_size=8).supports_jit is True
-    # DistortionRegularization has no XLA kernel yet: Keras must not compile a model with it.
-    assert layers.DistortionRegularization().supports_jit is False
+    assert layers.AdaptiveRobustLossLayer().supports_jit is True
+    assert layers.DistortionRegularization().supports_jit is True
+
+
+@pytest.fixture
+def xla_not_registered(monkeypatch):
+    """The state after `import metal_ops` came after XLA's first compilation
+    (tests/test_xla.py runs that order in a child process)."""
+    monkeypatch.setitem(_loader._xla_state, "registered", False)
 
 
 @pytest.fixture
@@ -61,14 +68,37 @@ def listed_gpu(monkeypatch):
     monkeypatch.setattr(tf.config, "list_physical_devices", with_gpu)
 
 
-def test_auto_resolves_to_no_xla_where_a_gpu_is_listed(listed_gpu):
-    """No CUDA handlers yet: with a GPU the layers report no XLA support, so
-    Keras's "auto" (XLA on wherever a GPU is listed) keeps the model off XLA
-    instead of failing to compile it."""
+@pytest.fixture
+def cuda_handlers(monkeypatch):
+    """Sets the ops whose CUDA handlers the CUDA library registered (none
+    without a CUDA build: _loader.register_xla_cuda_handlers)."""
+    def set_ops(*ops):
+        monkeypatch.setitem(_loader._xla_state, "cuda_ops", frozenset(ops))
+    set_ops()
+    return set_ops
+
+
+def test_auto_resolves_to_no_xla_where_a_gpu_is_listed_without_cuda_handlers(listed_gpu, cuda_handlers):
+    """With a GPU listed and no CUDA handlers the layers report no XLA support,
+    so Keras's "auto" (XLA on wherever a GPU is listed) keeps the model off
+    XLA instead of failing to compile it."""
     model = mlp_model()
     assert not any(layer.supports_jit for layer in model.layers[1:])
     model.compile(optimizer="adam", loss="mse", jit_compile="auto")
     assert model.jit_compile is False
+
+
+def test_auto_resolves_to_xla_where_a_gpu_is_listed_with_cuda_handlers(listed_gpu, cuda_handlers):
+    """A layer supports XLA on a GPU where the CUDA library registered the
+    handlers of its ops (forward and gradient); "auto" then turns XLA on."""
+    cuda_handlers("MetalOpsHashEncode", "MetalOpsHashEncodeGrad", "MetalOpsFusedMLP")
+    assert layers.HashEncoding(num_levels=2, log2_hashmap_size=8).supports_jit is True
+    assert layers.FusedMLP(4).supports_jit is False  # the gradient's handler is missing
+    cuda_handlers("MetalOpsHashEncode", "MetalOpsHashEncodeGrad", "MetalOpsFusedMLP", "MetalOpsFusedMLPGrad")
+    model = mlp_model()
+    assert all(layer.supports_jit for layer in model.layers[1:])
+    model.compile(optimizer="adam", loss="mse", jit_compile="auto")
+    assert model.jit_compile is True
 
 
 def test_auto_resolves_to_no_xla_on_a_cpu_only_machine():
@@ -77,12 +107,25 @@ def test_auto_resolves_to_no_xla_on_a_cpu_only_machine():
     assert model.jit_compile is False  # Keras 3 turns XLA on by itself only where a GPU is listed
 
 
-def test_no_xla_for_a_layer_without_xla_kernels():
-    weights, t = keras.Input((8,)), keras.Input((9,))
-    model = keras.Model([weights, t], layers.DistortionRegularization(add_to_losses=False)(weights, t))
+def test_no_xla_where_the_kernels_were_registered_too_late(xla_not_registered):
+    """Keras runs the model without XLA (with its warning) instead of failing to compile it."""
+    model = mlp_model()
+    assert not any(layer.supports_jit for layer in model.layers[1:])
     with pytest.warns(UserWarning, match="doesn't support `jit_compile=True`"):
         model.compile(optimizer="adam", loss="mse", jit_compile=True)
     assert model.jit_compile is False
+
+
+def test_a_model_with_every_layer_keeps_xla():
+    weights, t = keras.Input((8,)), keras.Input((9,))
+    residual = layers.FusedMLP(8, hidden_units=16, hidden_layers=1)(weights)
+    loss = layers.AdaptiveRobustLossLayer(num_channels=8)(residual)
+    distortion = layers.DistortionRegularization(add_to_losses=False)(keras.activations.sigmoid(residual), t)
+    model = keras.Model([weights, t], [loss, distortion])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.compile(optimizer="adam", loss="mse", jit_compile=True)
+    assert model.jit_compile is True
 
 
 def test_jit_compile_true_is_kept():
@@ -93,12 +136,16 @@ def test_jit_compile_true_is_kept():
     assert model.jit_compile is True
 
 
-def test_training_with_xla_reaches_the_weights_without_it():
+@pytest.mark.parametrize("loss", ["mse", "robust"])
+def test_training_with_xla_reaches_the_weights_without_it(loss):
+    """HashEncoding + FusedMLP (+ losses.RobustLoss): the train step compiled
+    with XLA reaches the weights of the train step without it."""
     x, y = data()
     trained = []
     for jit in (True, False):
         model = mlp_model()
-        model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse", jit_compile=jit)
+        fn = losses.RobustLoss(alpha=[1.0, 0.0, -2.0], scale=0.1) if loss == "robust" else loss
+        model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=fn, jit_compile=jit)
         assert model.jit_compile is jit
         history = model.fit(x, y, batch_size=64, epochs=3, shuffle=False, verbose=0)
         trained.append(([w.numpy() for w in model.weights], history.history["loss"]))

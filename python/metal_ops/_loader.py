@@ -70,22 +70,26 @@ def builds_xla_kernels():
     return platform.system() != "Darwin"
 
 
-def has_xla_kernels():
+def has_xla_kernels(ops=None):
     """Whether XLA can compile the library's ops in this process: XLA kernels
     with host handlers, registered before XLA's first compilation
-    (register_xla_kernels), and no GPU listed (the kernels have no CUDA
-    handlers yet; where TensorFlow lists a GPU, layers report no XLA support,
-    so Keras does not turn XLA on for them)."""
+    (register_xla_kernels); where TensorFlow lists a GPU, also CUDA handlers
+    for every op of `ops` (TensorFlow op names; the CUDA library registers
+    them, register_xla_cuda_handlers). Layers set `supports_jit` from it, so
+    Keras turns XLA on only where it can compile them."""
     if not builds_xla_kernels() or _xla_state["registered"] is False:
         return False
     import tensorflow as tf
 
-    return not tf.config.list_physical_devices("GPU")
+    if not tf.config.list_physical_devices("GPU"):
+        return True
+    return ops is not None and all(op in _xla_state["cuda_ops"] for op in ops)
 
 
 # The library's XLA registration (register_xla_kernels): None before it ran,
-# then whether XLA compiles the ops in this process, and why not.
-_xla_state = {"registered": None, "reason": None}
+# then whether XLA compiles the ops in this process, and why not; the ops
+# with CUDA handlers (register_xla_cuda_handlers).
+_xla_state = {"registered": None, "reason": None, "cuda_ops": frozenset()}
 
 # MetalOpsRegisterXla's results (kernels/xla/register_xla.cc).
 XLA_REGISTERED, XLA_REGISTERED_LATE, XLA_OTHER_COPY, XLA_HANDLER_REFUSED = range(4)
@@ -122,6 +126,34 @@ def register_xla_kernels(path):
         import warnings
 
         warnings.warn(f"metal_ops: {text} (docs/XLA.md).", RuntimeWarning, stacklevel=3)
+
+
+def register_xla_cuda_handlers(path):
+    """Registers the CUDA handlers of the XLA kernels in the CUDA library at
+    `path` (loaded by TensorFlow) by calling its MetalOpsRegisterXlaCuda
+    (kernels/xla/register_xla_gpu.cc), once per process, and records the ops
+    they cover. A CUDA library without them (built before they existed)
+    registers nothing: the ops then run without XLA on the GPU."""
+    if not builds_xla_kernels() or not _xla_state["registered"]:
+        return
+    import ctypes
+
+    library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    register = getattr(library, "MetalOpsRegisterXlaCuda", None)
+    if register is None:
+        return
+    register.restype = ctypes.c_int
+    register.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    message = ctypes.create_string_buffer(4096)
+    if register(message, len(message)) != XLA_REGISTERED:
+        import warnings
+
+        warnings.warn(f"metal_ops: {path}: {message.value.decode('utf-8', 'replace')} (the ops run without XLA "
+                      "on the GPU).", RuntimeWarning, stacklevel=3)
+        return
+    names = library.MetalOpsXlaCudaHandlerNames
+    names.restype = ctypes.c_char_p
+    _xla_state["cuda_ops"] = frozenset(n for n in names().decode().split(",") if n)
 
 
 def xla_status():
@@ -472,6 +504,7 @@ def _load_cuda_library(tf, info):
                 f"Set {CUDA_ENV}=0 to run the ops on the CPU only, and please report this "
                 f"(with the output of `python -m metal_ops`).") from e
         _cuda_state["loaded"] = path
+        register_xla_cuda_handlers(path)
     _cuda_state["reason"] = reason
 
 

@@ -79,7 +79,7 @@ class HashEncoding(keras.layers.Layer):
         self.out_of_range = out_of_range
         self.table_dtype = table_dtype
         # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
-        self.supports_jit = _loader.has_xla_kernels()
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsHashEncode", "MetalOpsHashEncodeGrad"))
         self._check()
 
     @property
@@ -228,7 +228,7 @@ class FusedMLP(keras.layers.Layer):
             self._output_name = "none"
         self._check(None)
         # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
-        self.supports_jit = _loader.has_xla_kernels()
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsFusedMLP", "MetalOpsFusedMLPGrad"))
 
     @property
     def output_units(self):
@@ -342,7 +342,8 @@ class AdaptiveRobustLossLayer(keras.layers.Layer):
                              f"{scale_lo}, {scale_init}")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"AdaptiveRobustLossLayer: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsRobustLoss", "MetalOpsRobustLossGrad"))
         self.num_channels = int(num_channels)
         self.alpha_lo, self.alpha_hi = float(alpha_lo), float(alpha_hi)
         self.alpha_init, self.scale_lo, self.scale_init = float(alpha_init), float(scale_lo), float(scale_init)
@@ -408,7 +409,8 @@ class DistortionRegularization(keras.layers.Layer):
         super().__init__(**kwargs)
         if multiplier < 0:
             raise ValueError(f"DistortionRegularization: multiplier must be >= 0, got {multiplier}")
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsDistortionLoss", "MetalOpsDistortionLossGrad"))
         self.multiplier = float(multiplier)
         self.add_to_losses = bool(add_to_losses)
 

@@ -25,9 +25,9 @@ float16 inputs, elementwise within the error bound of its float16 kernels
 (docs/FUSED_MLP_GPU.md, "float16 error bound"): its error is the largest
 |device - reference| / bound, its tolerance 1.
 
-Where XLA can compile the ops on the device (metal_ops._loader.has_xla_kernels;
-the XLA kernels have no CUDA handlers yet), the ops with XLA kernels run every
-case a second time inside tf.function(jit_compile=True) (the case's label
+Where XLA can compile an op in this process (metal_ops._loader.has_xla_kernels:
+host handlers, and CUDA handlers where a GPU is listed), the ops with XLA
+kernels run every case a second time inside tf.function(jit_compile=True) (the case's label
 ends in "[xla]"), compared with the same CPU reference (docs/XLA.md).
 
 RayMarch, whose samples are discrete decisions at cell boundaries that one
@@ -235,15 +235,19 @@ def cases(ops=None):
 
     from metal_ops import _loader
 
-    if _loader.has_xla_kernels():
-        out += [under_xla(c) for c in out if c.op in XLA_OPS and c.dtype != "int32"]
+    out += [under_xla(c) for c in out
+            if c.op in XLA_OPS and c.dtype != "int32" and _loader.has_xla_kernels(XLA_OPS[c.op])]
     return out
 
 
 # The ops with XLA kernels (docs/XLA.md): each of their cases runs again inside
 # tf.function(jit_compile=True), forward and gradients, against the same CPU
 # reference. int32 ZeroOut is left out: TensorFlow keeps int32 on the host.
-XLA_OPS = ("zero_out", "trunc_exp", "hash_encode", "fused_mlp")
+XLA_OPS = {op: (name, name + "Grad") for op, name in [
+    ("trunc_exp", "MetalOpsTruncExp"), ("hash_encode", "MetalOpsHashEncode"), ("fused_mlp", "MetalOpsFusedMLP"),
+    ("sh_encode", "MetalOpsSHEncode"), ("robust_loss", "MetalOpsRobustLoss"),
+    ("distortion_loss", "MetalOpsDistortionLoss"), ("volume_render", "MetalOpsVolumeRender")]}
+XLA_OPS["zero_out"] = ("ZeroOut",)
 
 
 def under_xla(case):
