@@ -16,7 +16,9 @@ import tensorflow as tf
 
 import metal_ops
 from tests.reference import distortion_loss as distortion_ref
+from tests.reference import fused_conv2d as conv_ref
 from tests.reference import hash_encode as hash_ref
+from tests.reference import packed_volume_render as pvr_ref
 from tests.reference import robust_loss as robust_ref
 from tests.reference import sh_encode as sh_ref
 from tests.reference import trunc_exp as trunc_ref
@@ -317,6 +319,95 @@ def test_volume_render_negative_sigma_is_a_run_time_error():
     fn = tf.function(lambda s: metal_ops.volume_render(s, tf.zeros([3, 4, 3]), t).rgb, jit_compile=True)
     with pytest.raises(tf.errors.OpError, match="'sigma' must be non-negative .*: ray 1, sample 2 has sigma = -1"):
         fn(tf.constant(sigma))
+
+
+# ---- PackedVolumeRender -----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("counts", [[5, 0, 12, 1, 30, 7], [0, 0], [], [3]])
+@pytest.mark.parametrize("background", [None, "one", "per_ray"])
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_packed_volume_render_and_gradients(dtype, counts, background, return_weights):
+    sigma, rgb, t0, t1, offsets, counts = pvr_ref.make_packed(counts, seed=len(counts), dtype=dtype, surface=True)
+    rays, n = len(counts), len(sigma)
+    rng = np.random.default_rng(n)
+    bg = {None: None, "one": rng.uniform(size=3).astype(dtype), "per_ray": rng.uniform(size=(rays, 3)).astype(dtype)}
+    bg = None if bg[background] is None else tf.constant(bg[background])
+    cot = [tf.constant(rng.normal(size=s).astype(dtype)) for s in [(rays, 3), (rays,), (rays,), (n,)]]
+
+    def op(sigma, rgb, *bgs):
+        out = metal_ops.packed_volume_render(sigma, rgb, t0, t1, offsets, counts, bgs[0] if bgs else None,
+                                             early_termination=1e-3, return_weights=return_weights)
+        return [out.rgb, out.depth, out.opacity] + ([out.weights] if return_weights else [])
+
+    args = [tf.constant(sigma), tf.constant(rgb)] + ([bg] if bg is not None else [])
+    xla, plain = both(with_grad(op, *args, output_grad=cot if return_weights else cot[:3]), *args)
+    want = pvr_ref.render(sigma, rgb, t0, t1, offsets, counts, None if bg is None else bg.numpy(), 1e-3)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, ref in zip(xla[0], want):
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    assert_same(xla, plain, rtol=tol / 10, atol=tol / 10)  # the [3] background's gradient: a sum XLA orders
+
+
+def test_packed_volume_render_bad_layout_is_a_run_time_error():
+    """The layout (offsets, counts) is data: checked by the host handler with the kernel's message."""
+    sigma, rgb, t0, t1, offsets, counts = pvr_ref.make_packed([3, 4], dtype=np.float32)
+    fn = tf.function(lambda c: metal_ops.packed_volume_render(sigma, rgb, t0, t1, offsets, c).rgb, jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError) as xla_error:
+        fn(tf.constant([3, 5], tf.int32))
+    with pytest.raises(tf.errors.InvalidArgumentError) as plain_error:
+        metal_ops.packed_volume_render(sigma, rgb, t0, t1, offsets, tf.constant([3, 5], tf.int32))
+    assert "ray_counts" in str(xla_error.value) or "ray_offsets" in str(xla_error.value)
+    plain_message = re.sub(r"^\{\{[^}]*\}\} ", "", str(plain_error.value).split(" [Op:")[0])
+    assert plain_message in str(xla_error.value)
+
+
+# ---- FusedConv2D ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,kernel,strides,padding,dilations", [
+    ((2, 9, 7, 5), (3, 3), 1, "SAME", 1),
+    ((1, 8, 8, 4), (1, 1), 1, "VALID", 1),
+    ((2, 11, 10, 3), (3, 2), 2, [[1, 0], [2, 1]], 1),
+    ((1, 12, 12, 2), (3, 3), 1, "SAME", 2),
+    ((0, 5, 5, 3), (3, 3), 1, "SAME", 1),
+])
+@pytest.mark.parametrize("bias,residual", [(False, False), (True, True)])
+@pytest.mark.parametrize("activation", [None, "relu", "swish", "leaky_relu"])
+def test_fused_conv2d_and_gradients(shape, kernel, strides, padding, dilations, bias, residual, activation):
+    rng = np.random.default_rng(shape[1] + kernel[0])
+    x = tf.constant(rng.normal(size=shape).astype(np.float32))
+    w = tf.constant(rng.normal(0, 0.3, size=kernel + (shape[3], 6)).astype(np.float32))
+    kw = dict(strides=strides, padding=padding, dilations=dilations, activation=activation, leaky_relu_alpha=0.1)
+    out_shape = metal_ops.fused_conv2d(x, w, **kw).shape
+    b = tf.constant(rng.normal(size=6).astype(np.float32)) if bias else None
+    r = tf.constant(rng.normal(size=out_shape).astype(np.float32)) if residual else None
+    g = tf.constant(rng.normal(size=out_shape).astype(np.float32))
+    extras = [t for t in (b, r) if t is not None]
+
+    def op(x, w, *extra):
+        it = iter(extra)
+        return metal_ops.fused_conv2d(x, w, next(it) if bias else None, next(it) if residual else None, **kw)
+
+    # An empty batch: forward only (XLA's own Conv2DBackpropFilter fails on it:
+    # "Missing 1-th output").
+    fn = op if shape[0] == 0 else with_grad(op, x, w, *extras, output_grad=g)
+    xla, plain = both(fn, x, w, *extras)
+    if shape[0] == 0:
+        xla, plain = [xla], [plain]
+    want = conv_ref.reference(x.numpy(), w.numpy(), None if b is None else b.numpy(),
+                              None if r is None else r.numpy(), (strides, strides), padding, (dilations, dilations),
+                              activation, 0.1)
+    np.testing.assert_allclose(xla[0], want, rtol=1e-4, atol=1e-4)
+    # The forward and the activation's gradient are the kernels' bits; the
+    # convolution gradients are TensorFlow's (XLA's under jit_compile).
+    np.testing.assert_array_equal(xla[0], plain[0])
+    assert_same(xla, plain, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_conv2d_bad_bias_is_a_compile_error():
+    message = compile_error(lambda x, w, b: metal_ops.fused_conv2d(x, w, b), tf.zeros([1, 4, 4, 3]),
+                            tf.zeros([3, 3, 3, 5]), tf.zeros([4]))
+    assert "bias must have shape [5] (the filter's out_channels), got shape [4]" in message
 
 
 # ---- Registration ----------------------------------------------------------------------

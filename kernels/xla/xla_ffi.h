@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/spec/checks.h"
 #include "tensorflow/core/framework/numeric_types.h"
 #include "xla/ffi/api/ffi.h"

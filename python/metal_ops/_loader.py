@@ -156,6 +156,12 @@ def register_xla_cuda_handlers(path):
     _xla_state["cuda_ops"] = frozenset(n for n in names().decode().split(",") if n)
 
 
+def xla_cuda_ops():
+    """The TensorFlow ops whose XLA kernels have CUDA handlers in this
+    process (register_xla_cuda_handlers; empty without the CUDA library)."""
+    return _xla_state["cuda_ops"]
+
+
 def xla_status():
     """(registered, reason): whether XLA compiles the library's ops in this
     process (None before the library loaded) and why not."""

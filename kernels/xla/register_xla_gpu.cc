@@ -1,0 +1,44 @@
+// The CUDA library's XLA registration function (docs/XLA.md,
+// "Registration"): registers the CUDA handlers (MO_REGISTER_XLA_FFI_HANDLER
+// in kernels/xla/<op>_xla_gpu.cc) with XLA, once per loaded copy. metal_ops'
+// loader calls it right after loading the CUDA library. The XLA op kernels
+// are the op library's (kernels/xla/register_xla.cc); they emit custom calls
+// by name, which XLA resolves to these handlers on a GPU. Compiled in the
+// CUDA builds (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
+#if GOOGLE_CUDA
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <cstddef>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "kernels/xla/xla_ffi.h"
+
+// Registers the handlers; 0, or 3 with XLA's refusals in `message[0, size)`
+// (another copy of the library registered the names first), as
+// MetalOpsRegisterXla. Later calls return the first call's result.
+extern "C" __attribute__((visibility("default"))) int MetalOpsRegisterXlaCuda(char* message, size_t size) {
+  static std::once_flag once;
+  static std::string* refused = nullptr;
+  std::call_once(once, [] { refused = new std::string(mo::xla_ffi::RegisterFfiHandlers()); });
+  if (message != nullptr && size > 0) {
+    std::snprintf(message, size, "%s", refused->empty() ? "" : ("XLA refused the CUDA handlers:\n" + *refused).c_str());
+  }
+  return refused->empty() ? 0 : 3;
+}
+
+// The names of the ops with CUDA handlers, comma-separated.
+extern "C" __attribute__((visibility("default"))) const char* MetalOpsXlaCudaHandlerNames() {
+  static const std::string* names = [] {
+    std::string* out = new std::string();
+    for (const mo::xla_ffi::FfiHandlerEntry& entry : mo::xla_ffi::FfiHandlerList()) {
+      *out += (out->empty() ? "" : ",") + std::string(entry.name);
+    }
+    return out;
+  }();
+  return names->c_str();
+}
+
+#endif  // GOOGLE_CUDA
