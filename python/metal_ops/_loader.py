@@ -118,6 +118,8 @@ def register_xla_kernels(path):
     text = message.value.decode("utf-8", "replace")
     _xla_state["registered"] = result == XLA_REGISTERED
     _xla_state["reason"] = text or None
+    if result == XLA_REGISTERED:
+        _record_cuda_ops(library)  # TensorFlow's CUDA build: the CUDA handlers are in this library
     if result == XLA_OTHER_COPY:
         raise ImportError(_already_registered_message(path))
     if result == XLA_HANDLER_REFUSED:
@@ -151,9 +153,19 @@ def register_xla_cuda_handlers(path):
         warnings.warn(f"metal_ops: {path}: {message.value.decode('utf-8', 'replace')} (the ops run without XLA "
                       "on the GPU).", RuntimeWarning, stacklevel=3)
         return
-    names = library.MetalOpsXlaCudaHandlerNames
+    _record_cuda_ops(library)
+
+
+def _record_cuda_ops(library):
+    """Adds the ops whose CUDA handlers `library` (a ctypes.CDLL) holds and
+    registered to _xla_state["cuda_ops"]; none where it has none."""
+    names = getattr(library, "MetalOpsXlaCudaHandlerNames", None)
+    if names is None:
+        return
+    import ctypes
+
     names.restype = ctypes.c_char_p
-    _xla_state["cuda_ops"] = frozenset(n for n in names().decode().split(",") if n)
+    _xla_state["cuda_ops"] = _xla_state["cuda_ops"] | frozenset(n for n in names().decode().split(",") if n)
 
 
 def xla_cuda_ops():
