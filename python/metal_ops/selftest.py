@@ -246,7 +246,8 @@ def cases(ops=None):
 XLA_OPS = {op: (name, name + "Grad") for op, name in [
     ("trunc_exp", "MetalOpsTruncExp"), ("hash_encode", "MetalOpsHashEncode"), ("fused_mlp", "MetalOpsFusedMLP"),
     ("sh_encode", "MetalOpsSHEncode"), ("robust_loss", "MetalOpsRobustLoss"),
-    ("distortion_loss", "MetalOpsDistortionLoss"), ("volume_render", "MetalOpsVolumeRender")]}
+    ("distortion_loss", "MetalOpsDistortionLoss"), ("volume_render", "MetalOpsVolumeRender"),
+    ("packed_volume_render", "MetalOpsPackedVolumeRender")]}
 XLA_OPS["zero_out"] = ("ZeroOut",)
 
 
