@@ -165,6 +165,42 @@ def test_hash_encode_and_gradients(dtype, dims, features, n, modes):
     assert_same(xla, plain)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("n", [200, 0])
+def test_hash_encode_second_derivatives(dtype, n):
+    """The input gradient's gradients (MetalOpsHashEncodeGradGrad: the
+    table's and grad_encoded's) under XLA, as without it, to the bit."""
+    rng = np.random.default_rng(n)
+    rows = metal_ops.hash_grid_size(3, **GRID)
+    x = tf.constant(rng.uniform(0, 1, (n, 3)).astype(np.float32))
+    table = tf.constant(rng.uniform(-1, 1, (rows, 2)).astype(dtype))
+    w = tf.constant(rng.normal(size=(n, GRID["num_levels"] * 2)).astype(dtype))
+    v = tf.constant(rng.normal(size=(n, 3)).astype(np.float32))
+
+    def fn(x, table, w):
+        with tf.GradientTape() as outer:
+            outer.watch([table, w])
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = metal_ops.hash_encode(x, table, **GRID)
+                s = tf.reduce_sum(tf.cast(y * w, tf.float32))
+            dx = inner.gradient(s, x)
+            loss = tf.reduce_sum(dx * v)
+        return dx, outer.gradient(loss, [table, w])
+
+    xla, plain = both(fn, x, table, w)
+    assert_same(xla, plain)
+    assert np.isfinite(xla[1][0].astype(np.float32)).all() and (n == 0 or np.abs(xla[1][0]).max() > 0)
+
+
+def test_hash_encode_grad_grad_bad_shape_is_a_compile_error():
+    lib = metal_ops.load_library()
+    rows = metal_ops.hash_grid_size(3, **GRID)
+    message = compile_error(lambda gg, g, x, t: lib.metal_ops_hash_encode_grad_grad(gg, g, x, t, **GRID),
+                            tf.zeros([5, 2]), tf.zeros([5, 8]), tf.zeros([5, 3]), tf.zeros([rows, 2]))
+    assert "grad_grad_inputs" in message
+
+
 def test_hash_encode_table_of_the_wrong_size_is_a_compile_error():
     table = tf.zeros([metal_ops.hash_grid_size(3, **GRID) + 1, 2])
     message = compile_error(lambda x, t: metal_ops.hash_encode(x, t, **GRID), tf.zeros([5, 3]), table)

@@ -94,6 +94,20 @@ metal_plan::HashEncodeLayout MetalLayout(const Args& a) {
   return {&a.params, a.dims, a.features, a.rows, cpu::MetalDtype<T>()};
 }
 
+// MetalOpsHashEncodeGradGrad's arguments (the CPU only).
+template <typename T>
+struct HashEncodeGradGradArgs {
+  int dims, features;
+  int64_t num_points, rows;
+  const float* grad_grad_inputs;  // [N, D]
+  const T* grad_encoded;          // [N, L * F]
+  const float* inputs;
+  const T* table;
+  T* grad_table;                  // [P, F]
+  T* grad_grad_encoded;           // [N, L * F]
+  const hash_grid::Params& params;  // the grid's geometry (InputsAndTable)
+};
+
 template <typename T>
 struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
   static absl::Status Forward(cpu::Context ctx, const hash_encode::GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
@@ -163,6 +177,34 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
           InputGradRange<kD, kF, T>(a.inputs, a.table, a.grad_encoded, a.grad_inputs, begin, end, g);
         });
       }
+    });
+    return absl::OkStatus();
+  }
+
+  // The gradients of <grad_grad_inputs, d inputs> (the input gradient's
+  // gradients): the table's (a fixed-order scatter) and grad_encoded's.
+  static absl::Status GradGrad(cpu::Context ctx, const HashEncodeGradGradArgs<T>& a) {
+    using namespace hash_encode_cpu;  // NOLINT: the kernel bodies
+    const int64 table_elements = a.rows * a.features;
+    float* acc = nullptr;
+    ::tensorflow::Tensor acc_tensor;
+    if (std::is_same<T, float>::value) {
+      acc = reinterpret_cast<float*>(a.grad_table);
+    } else {
+      TF_RETURN_IF_ERROR(ctx.AllocateTemp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({table_elements}), &acc_tensor));
+      acc = acc_tensor.flat<float>().data();
+    }
+    AdviseHugePages(acc, sizeof(float) * size_t(table_elements), /*collapse=*/false);
+    AdviseHugePages(a.table, sizeof(T) * size_t(table_elements), /*collapse=*/true);
+    DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
+      constexpr int kD = decltype(dc)::value;
+      constexpr int kF = decltype(fc)::value;
+      const Grid g = MakeGrid(a.params);
+      ScatterTable<kD, kF, T, true>(ctx, a.inputs, a.grad_grad_inputs, a.grad_encoded, acc, a.grad_table,
+                                    a.num_points, g);
+      ForPoints(ctx, a.num_points, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+        GatherRange<kD, kF, T, true>(a.inputs, a.grad_grad_inputs, a.table, a.grad_grad_encoded, begin, end, g);
+      });
     });
     return absl::OkStatus();
   }

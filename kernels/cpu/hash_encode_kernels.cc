@@ -78,30 +78,10 @@ class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::k
     Tensor* grad_dy = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &grad_dy));
-    const float* x = inputs.flat<float>().data();
-    const float* gg = ggx.flat<float>().data();
-    const T* tab = table.flat<T>().data();
-    const T* g_out = dy.flat<T>().data();
-    float* acc = nullptr;
-    Tensor acc_tensor;
-    if (std::is_same<T, float>::value) {
-      acc = reinterpret_cast<float*>(grad_table->flat<T>().data());
-    } else {
-      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({table.NumElements()}), &acc_tensor));
-      acc = acc_tensor.flat<float>().data();
-    }
-    AdviseHugePages(acc, sizeof(float) * size_t(table.NumElements()), /*collapse=*/false);
-    AdviseHugePages(tab, table.TotalBytes(), /*collapse=*/true);
-    DispatchDimsFeatures(dims, features, [&](auto dc, auto fc) {
-      constexpr int kD = decltype(dc)::value;
-      constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(params);
-      ScatterTable<kD, kF, T, true>(ctx, x, gg, g_out, acc, grad_table->flat<T>().data(), n, g);
-      T* o = grad_dy->flat<T>().data();
-      ForPoints(ctx, n, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
-        GatherRange<kD, kF, T, true>(x, gg, tab, o, begin, end, g);
-      });
-    });
+    const HashEncodeGradGradArgs<T> args = {dims, features, n, rows, ggx.flat<float>().data(), dy.flat<T>().data(),
+                                            inputs.flat<float>().data(), table.flat<T>().data(),
+                                            grad_table->flat<T>().data(), grad_dy->flat<T>().data(), params};
+    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::GradGrad(ctx, args)));
   }
 };
 

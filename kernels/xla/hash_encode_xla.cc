@@ -3,8 +3,8 @@
 // kernels/cpu/hash_encode_functor.h (the table gradient in a fixed order, the
 // same bits as without XLA). The grid's attributes travel as FFI attributes
 // (the string ones as the spec's codes); the handler rebuilds the grid with
-// the spec's Grid(). MetalOpsHashEncodeGradGrad (second derivatives) and
-// MetalOpsHashGridOffsets (computed eagerly by the wrapper) have no XLA kernel.
+// the spec's Grid(). MetalOpsHashEncodeGradGrad (second derivatives) has one
+// too; MetalOpsHashGridOffsets (computed eagerly by the wrapper) has none.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>
@@ -79,8 +79,34 @@ class HashEncodeGradXlaOp : public XlaOpKernel {
   hash_encode::Attrs attrs_;
 };
 
+class HashEncodeGradGradXlaOp : public XlaOpKernel {
+ public:
+  explicit HashEncodeGradGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, GridOp::kEncodeGradGrad, &attrs_));
+  }
+  void Compile(XlaOpKernelContext* ctx) override {
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    hash_grid::Params params;
+    const checks::Dims inputs = InputDims(ctx, 2), table = InputDims(ctx, 3), grad_encoded = InputDims(ctx, 1);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, table, &dims, &features,
+                                                                     &rows, &params)));
+    const int64_t n = inputs[0];
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, dims)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n,
+                                                             int64_t(attrs_.grid.num_levels) * features)));
+    EmitFfiCall(ctx, "MetalOpsHashEncodeGradGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2), ctx->Input(3)},
+                {ArrayShape(ElementType(ctx, 3), table), ArrayShape(ElementType(ctx, 3), grad_encoded)},
+                GridAttrsOf(attrs_.grid));
+  }
+
+ private:
+  hash_encode::Attrs attrs_;
+};
+
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncode").TypeConstraint("T", kFloatTypes), HashEncodeXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGradGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradGradXlaOp);
 
 namespace ffi = ::xla::ffi;
 using xla_ffi::Data;
@@ -127,6 +153,31 @@ ffi::Error Backward(ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::Any
   });
 }
 
+ffi::Error GradGrad(ffi::AnyBuffer grad_grad_inputs, ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs,
+                    ffi::AnyBuffer table, ffi::Result<ffi::AnyBuffer> grad_table,
+                    ffi::Result<ffi::AnyBuffer> grad_grad_encoded, int64_t num_levels, int64_t log2_hashmap_size,
+                    int64_t base_resolution, float per_level_scale, int64_t interpolation, int64_t out_of_range) {
+  xla_ffi::HashEncodeCall c;
+  ffi::Error error = xla_ffi::HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                                               interpolation, out_of_range, inputs, table, &c);
+  if (error.failure()) return error;
+  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncodeGradGrad", [&](auto type) {
+    using T = decltype(type);
+    const HashEncodeGradGradArgs<T> a = {c.dims,
+                                         c.features,
+                                         inputs.dimensions()[0],
+                                         c.rows,
+                                         Data<float>(grad_grad_inputs),
+                                         Data<T>(grad_encoded),
+                                         Data<float>(inputs),
+                                         Data<T>(table),
+                                         Data<T>(grad_table),
+                                         Data<T>(grad_grad_encoded),
+                                         c.params};
+    return xla_ffi::ToError(HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::GradGrad(HostContext(), a));
+  });
+}
+
 XLA_FFI_DEFINE_HANDLER(kForward, Forward,
                        xla_ffi::BindGridAttrs(ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>()));
 XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
@@ -141,6 +192,15 @@ XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
                            .Attr<int64_t>("deterministic"));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "Host", kForward);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", kBackward);
+XLA_FFI_DEFINE_HANDLER(kGradGrad, GradGrad,
+                       xla_ffi::BindGridAttrs(ffi::Ffi::Bind()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>()));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", kGradGrad);
 
 }  // namespace
 }  // namespace xla_kernels
