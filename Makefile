@@ -121,6 +121,20 @@ endif
 CC_SRCS := $(wildcard ops/*.cc) $(wildcard kernels/cpu/*.cc) $(wildcard kernels/metal_plan/*.cc)
 CU_SRCS := $(wildcard kernels/cuda/*.cu.cc)
 CUDA_TF_SRCS := $(wildcard kernels/cuda/*_gpu.cc)
+# XLA kernels (docs/XLA.md): kernels/xla/<op>_xla.cc (the XLA op kernels and
+# host handlers) join the op library; a CUDA handler, kernels/xla/<op>_xla_gpu.cc,
+# would join the CUDA registrations. They use XLA's headers from the wheel
+# (included as system headers: their own warnings are not ours) and symbols of
+# libtensorflow_cc. Not on macOS: Metal has no XLA.
+ifneq ($(UNAME_S),Darwin)
+  XLA_SRCS := $(filter-out %_gpu.cc,$(wildcard kernels/xla/*.cc))
+  XLA_GPU_SRCS := $(wildcard kernels/xla/*_gpu.cc)
+  CC_SRCS += $(XLA_SRCS)
+  CUDA_TF_SRCS += $(XLA_GPU_SRCS)
+  XLA_LDLIBS := -l:libtensorflow_cc.so.2
+endif
+TF_INCLUDE = $(patsubst -I%,%,$(filter -I%,$(TF_CFLAGS)))
+XLA_CFLAGS = $(foreach d,. external/highwayhash external/farmhash_archive/src external/com_google_protobuf/src,-isystem $(TF_INCLUDE)/$(d))
 HARNESS_SRCS := $(wildcard kernels/cuda/harness/*.cu.cc)
 MM_SRCS := $(wildcard kernels/metal/*.mm)
 METAL_SRCS := $(wildcard kernels/metal/*.metal)
@@ -172,7 +186,7 @@ EXTRA_LDFLAGS ?=
 # BLAS_*: OpenBLAS from the pinned scipy-openblas32 package (the fused
 # convolution's GEMM), with rpaths to it (tools/build/tf_flags.py).
 CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
-LDFLAGS := -shared $(TF_LFLAGS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
+LDFLAGS := -shared $(TF_LFLAGS) $(XLA_LDLIBS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
 
 OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS) $(PORTABLE_SRCS))
 BACKENDS := cpu
@@ -243,6 +257,8 @@ $(CUBLAS_HOME)/include/cublas_v2.h:
 	  --python $(if $(wildcard $(PYTHON)),$(PYTHON),python3) --download-dir $(BUILD)/cublas-dl
 endif
 $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS)): | $(CUBLAS_HOME)/include/cublas_v2.h
+
+$(patsubst %.cc,$(BUILD)/obj/%.o,$(XLA_SRCS) $(XLA_GPU_SRCS)): CXXFLAGS += $(XLA_CFLAGS)
 
 $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
@@ -330,7 +346,7 @@ CUDA_LIB_CAPABILITIES ?= $(TF_CUDA_CAPABILITIES)
 CUDA12_HOME ?= $(BUILD)/cuda12
 CUDA_LIB_HOME ?= $(CUDA12_HOME)
 CUDA_LIB_NVCC ?= $(CUDA_LIB_HOME)/bin/nvcc
-CUDA_LIB_LDLIBS = -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL -Wl,-z,defs
+CUDA_LIB_LDLIBS = $(XLA_LDLIBS) -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lpthread -lrt -Wl,--exclude-libs,ALL -Wl,-z,defs
 # The runtime's version (CUDART_VERSION of its headers: 12090 -> 12.9), which
 # the loader compares with the driver's.
 CUDA_LIB_RUNTIME_VERSION = $$(sed -n 's/^\#define CUDART_VERSION *\([0-9]*\).*/\1/p' $(CUDA_LIB_HOME)/include/cuda_runtime_api.h \
@@ -411,7 +427,7 @@ cuda12-harness: $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.i
 cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
 	@for f in $(CUDA_TF_SRCS); do \
 	  echo "syntax-check $$f (GOOGLE_CUDA=1)"; \
-	  $(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include $$f || exit 1; \
+	  $(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(XLA_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include $$f || exit 1; \
 	done
 	@echo "cuda-check: OK ($(words $(CU_SRCS) $(HARNESS_SRCS)) CUDA sources, $(words $(CUDA_TF_SRCS)) TF GPU registrations)"
 

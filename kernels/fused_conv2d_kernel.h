@@ -9,7 +9,6 @@
 #define MO_KERNELS_FUSED_CONV2D_KERNEL_H_
 
 #include <cstdint>
-#include <limits>
 
 #include "kernels/op_kernel_with_attrs.h"
 #include "kernels/spec/checks_tf.h"
@@ -62,13 +61,7 @@ class FusedConv2DOp : public OpKernelWithAttrs<fused_conv2d::ConvAttrs> {
     OP_REQUIRES_OK(
         ctx, checks::ToStatus(fused_conv2d::Geometry(attrs_, checks::DimsOf(input), checks::DimsOf(filter), &args.g)));
     const fused_conv2d::ConvGeometry& g = args.g;
-    // The GEMMs' 32-bit interfaces (OpenBLAS's, cuBLAS's): KH*KW*Cin and Cout
-    // must fit an int (the pixels are cut into chunks that do).
-    constexpr int64_t kMaxBlasDim = std::numeric_limits<int32_t>::max();
-    OP_REQUIRES(ctx, g.patch_size() <= kMaxBlasDim && g.out_depth <= kMaxBlasDim,
-                ::tensorflow::errors::InvalidArgument("filter ", filter.shape().DebugString(),
-                                                      " is too large: KH*KW*in_channels and out_channels must be "
-                                                      "at most 2^31 - 1"));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::GemmSizes(g, checks::DimsOf(filter))));
     const ::tensorflow::TensorShape out_shape({g.batch, g.out_rows, g.out_cols, g.out_depth});
     if (attrs_.num_bias == 1) {
       const ::tensorflow::Tensor& b = ctx->input(2);

@@ -8,10 +8,14 @@ what it does not:
                        twice; the old function still gives the same result, a
                        new one is fused and equal; METAL_OPS_FUSION=0 set after
                        the plugin is loaded stops rewriting; a second copy of
-                       the op library loaded after ours changes nothing.
-  child "copy_first" : another copy of the op library loaded before ours:
+                       the op library loaded after ours changes nothing: its
+                       XLA registration refuses (ours registered first), and
+                       an op still compiles under XLA.
+  child "copy_first" : another copy of the op library loaded before ours (before
+                       `import metal_ops`, which loads ours: docs/XLA.md):
                        metal_ops raises ImportError naming the other copy,
-                       fusion.enable() too, and nothing aborts.
+                       fusion.enable() too, XLA refuses the op with an error
+                       (no copy registered XLA kernels), and nothing aborts.
   child "plugin_copy": a copy of the Grappler plugin loaded by TensorFlow from
                        TF_PLUGGABLE_DEVICE_LIBRARY_PATH, then fusion.enable()
                        (used to abort; a regression test now).
@@ -28,8 +32,12 @@ import sys
 import numpy as np
 import pytest
 
-import metal_ops
-from metal_ops import fusion
+# Importing metal_ops loads the op library where it has XLA kernels
+# (docs/XLA.md): the children import it themselves, "copy_first" only after
+# loading the other copy.
+if __name__ != "__main__":
+    import metal_ops
+    from metal_ops import fusion
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,8 +72,21 @@ def _reference(x, w, b, r):
     return np.maximum(out + b + r, 0)
 
 
-def _child_after_use(tmp):
+def _register_xla(path):
+    """(result, message) of MetalOpsRegisterXla of the library at path (kernels/xla/register_xla.cc)."""
+    import ctypes
+
+    register = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW).MetalOpsRegisterXla
+    register.restype, register.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]
+    message = ctypes.create_string_buffer(4096)
+    return register(message, len(message)), message.value.decode()
+
+
+def _child_after_use(tmp, library):
     import tensorflow as tf
+
+    import metal_ops
+    from metal_ops import fusion
 
     res = {}
     args = _inputs(tf)
@@ -96,25 +117,33 @@ def _child_after_use(tmp):
     res["again_new_rewrites"] = rewrites() - before_again
     copy = os.path.join(tmp, "copy", "_metal_ops.so")
     os.makedirs(os.path.dirname(copy))
-    shutil.copy(metal_ops._loader.library_path(), copy)
+    shutil.copy(library, copy)
     tf.load_op_library(copy)  # registers nothing new; must not abort
     res["zero_out_after_copy"] = metal_ops.zero_out([7, 8]).numpy().tolist()
     res["after_copy_err"] = float(np.abs(after(*args).numpy() - expected).max())
+    if metal_ops._loader.builds_xla_kernels():
+        res["copy_register_xla"] = _register_xla(copy)
+        res["ours_register_xla"] = _register_xla(library)
+        x = tf.constant([-1.0, 0.5, 2.0])
+        res["xla_after_copy"] = tf.function(metal_ops.trunc_exp, jit_compile=True)(x).numpy().tolist()
     return res
 
 
-def _child_copy_first(tmp):
+def _child_copy_first(tmp, library):
     import tensorflow as tf
 
     copy = os.path.join(tmp, "other", "_metal_ops.so")
     os.makedirs(os.path.dirname(copy))
-    shutil.copy(metal_ops._loader.library_path(), copy)
+    shutil.copy(library, copy)
     # OpenBLAS beside it as in site-packages (a wheel's library finds it only
     # through $ORIGIN/../scipy_openblas32/lib).
     import scipy_openblas32
 
     os.symlink(os.path.dirname(os.path.abspath(scipy_openblas32.__file__)), os.path.join(tmp, "scipy_openblas32"))
-    tf.load_op_library(copy)
+    other = tf.load_op_library(copy)
+    import metal_ops  # its library cannot load now: the first op call raises
+    from metal_ops import fusion
+
     res = {"copy": copy}
     for key, call in (("zero_out", lambda: metal_ops.zero_out([1, 2])), ("enable", fusion.enable),
                       ("zero_out_again", lambda: metal_ops.zero_out([1, 2]))):
@@ -123,11 +152,20 @@ def _child_copy_first(tmp):
             res[key] = "no error"
         except ImportError as e:
             res[key] = "ImportError: " + str(e)
+    if metal_ops._loader.builds_xla_kernels():
+        try:
+            tf.function(other.metal_ops_trunc_exp, jit_compile=True)(tf.constant([1.0]))
+            res["xla"] = "no error"
+        except tf.errors.InvalidArgumentError as e:
+            res["xla"] = "InvalidArgumentError: " + str(e)
     return res
 
 
-def _child_plugin_copy(tmp):
+def _child_plugin_copy(tmp, library):
     import tensorflow as tf  # noqa: F401  (loads TF_PLUGGABLE_DEVICE_LIBRARY_PATH)
+
+    import metal_ops
+    from metal_ops import fusion
 
     res = {}
     try:
@@ -165,7 +203,8 @@ def children(tmp_path_factory):
     for kind, extra in specs.items():
         d = tmp / kind
         d.mkdir()
-        procs[kind] = (d, subprocess.Popen([sys.executable, os.path.abspath(__file__), kind, str(d)], env=_env(extra),
+        procs[kind] = (d, subprocess.Popen([sys.executable, os.path.abspath(__file__), kind, str(d),
+                                            metal_ops._loader.library_path()], env=_env(extra),
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     out = {}
     for kind, (d, p) in procs.items():
@@ -192,6 +231,19 @@ def test_enable_after_ops_were_used(children):
     assert res["after_patterns"], "a function traced after enable() is fused"
 
 
+def test_second_copy_registers_no_xla_kernels(children):
+    """The copy's registration refuses (ours came first: XLA's registry would
+    abort on the names registered twice); ours reports its first result; an
+    op still compiles under XLA."""
+    if not metal_ops._loader.builds_xla_kernels():
+        pytest.skip("Metal has no XLA: no XLA kernels on macOS")
+    res = _ok(children, "after_use")
+    code, message = res["copy_register_xla"]
+    assert code == 2 and "already registered in this process by another copy" in message, res["copy_register_xla"]
+    assert res["ours_register_xla"] == [0, ""]
+    np.testing.assert_allclose(res["xla_after_copy"], np.exp([-1.0, 0.5, 2.0]), rtol=1e-6)
+
+
 def test_disabling_after_load_stops_rewriting(children):
     res = _ok(children, "after_use")
     assert res["disabled_is_enabled"] is False and res["disabled_enable"] is False
@@ -209,6 +261,8 @@ def test_second_copy_loaded_first_gives_clear_import_error(children):
         assert res[key].startswith("ImportError: metal_ops: the ops of "), res[key]
         assert "already registered in this process by another copy" in res[key]
         assert res["copy"] in res[key], "the message names the other copy"
+    if metal_ops._loader.builds_xla_kernels():
+        assert res["xla"].startswith("InvalidArgumentError") and "MetalOpsTruncExp" in res["xla"], res["xla"]
 
 
 # Regression (found here, fixed in fusion.py): enable() used to load ours next
@@ -231,6 +285,6 @@ if __name__ == "__main__":
     import tensorflow as tf
 
     with tf.device("/CPU:0"):  # the pass rewrites CPU graphs
-        result = CHILDREN[sys.argv[1]](sys.argv[2])
+        result = CHILDREN[sys.argv[1]](sys.argv[2], sys.argv[3])
     with open(os.path.join(sys.argv[2], "result.json"), "w") as f:
         json.dump(result, f)

@@ -1,163 +1,16 @@
-// CPU kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad: the functor of
-// kernels/fused_mlp_kernel.h's kernel class, on TF's intra-op pool. The work is
-// kernels/cpu/fused_mlp_cpu.h (TensorFlow-free: blocks of rows through every
-// layer, a register-tiled micro-kernel, deterministic weight gradients).
-// float32 work goes first to cpu::RunOnMetal (kernels/metal_plan/fused_mlp_plan.h);
-// outputs the graph does not consume are temporaries there (the shaders write them).
-#include "kernels/cpu/fused_mlp_cpu.h"  // first: it includes the intrinsics headers (simd.h)
-#include "kernels/tf_eigen.h"  // next: silences a warning in TensorFlow's headers
+// The CPU registrations of MetalOpsFusedMLP / MetalOpsFusedMLPGrad: the kernel
+// class kernels/fused_mlp_kernel.h with the CPU functor of
+// kernels/cpu/fused_mlp_functor.h (which the XLA host handler runs too).
+#include "kernels/cpu/fused_mlp_functor.h"  // first: it includes the intrinsics headers, then kernels/tf_eigen.h
 
-#include <cstdint>
-#include <functional>
-#include <string>
-#include <type_traits>
-#include <vector>
-
-#include "kernels/common/fused_mlp.h"
-#include "kernels/cpu/metal_offload.h"
-#include "kernels/cpu/thread_pool.h"
 #include "kernels/fused_mlp_kernel.h"
-#include "kernels/metal_plan/fused_mlp_plan.h"
 #include "kernels/register_kernels.h"
-#include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
-namespace {
-
-fused_mlp_cpu::Shape ShapeOf(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a) {
-  return {n, static_cast<int>(net.in_dim), static_cast<int>(net.width), net.hidden_layers,
-          static_cast<int>(net.out_dim), a.activation, a.output_activation, a.leaky_relu_alpha};
-}
-
-// fused_mlp_cpu's parallel-for on the op's intra-op pool, one unit per shard.
-auto PoolOf(::tensorflow::OpKernelContext* ctx) {
-  return [ctx](int64_t units, const std::function<void(int64_t, int64_t)>& fn) {
-    cpu::ParallelForBlocks(ctx, units, fn);
-  };
-}
-
-// The Metal geometry of this call (false: none fits, which no valid network hits).
-bool MetalParams(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a, bool backward, FusedMlpParams* p) {
-  return fused_mlp_params(n, int32(net.in_dim), int32(net.width), int32(net.out_dim), net.hidden_layers, a.activation,
-                          a.output_activation, a.leaky_relu_alpha, int32(sizeof(float)), backward, p);
-}
-
-// `data`, or a temporary of `elements` floats when the output is not wanted.
-absl::Status Wanted(::tensorflow::OpKernelContext* ctx, float* data, int64_t elements, std::vector<::tensorflow::Tensor>* temps,
-                    float** out) {
-  *out = data;
-  if (data != nullptr || elements == 0) return absl::OkStatus();
-  temps->emplace_back();
-  TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({elements}), &temps->back()));
-  *out = temps->back().flat<float>().data();
-  return absl::OkStatus();
-}
-
-// Whether RunOnMetal will take work of this size (so the outputs no one wants need temporaries).
-bool GoesToMetal(int64_t work) {
-  std::string name, reason;
-  const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
-  return executor != nullptr && work >= metal_plan::MinWork(executor);
-}
-
-bool ForwardOnMetal(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
-                    const FusedMlpForwardArgs<float>& args, absl::Status* status) {
-  FusedMlpParams p;
-  if (!MetalParams(net, args.n, a, false, &p)) return false;
-  const int64_t n = args.n, layers = net.hidden_layers + 1, work = n * net.width;
-  const uint64_t f = sizeof(float);
-  auto rows = [&](int64_t l) { return l == 0 ? net.in_dim : net.width; };
-  auto cols = [&](int64_t l) { return l == layers - 1 ? net.out_dim : net.width; };
-  const int64_t hidden_elements = int64_t(net.hidden_layers) * n * net.width;
-  std::vector<::tensorflow::Tensor> temps;
-  float* hidden = args.hidden;
-  if (GoesToMetal(work)) {
-    *status = Wanted(ctx, args.hidden, hidden_elements, &temps, &hidden);
-    if (!status->ok()) return true;
-  }
-  std::vector<metal_plan::HostTensor> s = {cpu::Slot(args.x, uint64_t(n * net.in_dim) * f)};
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(args.kernels[size_t(l)], uint64_t(rows(l) * cols(l)) * f));
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(args.biases[size_t(l)], uint64_t(cols(l)) * f));
-  s.push_back(cpu::Slot(args.y, uint64_t(n * net.out_dim) * f));
-  s.push_back(cpu::Slot(hidden, uint64_t(hidden_elements) * f));
-  return cpu::RunOnMetal(ctx, work, [&] { return metal_plan::FusedMlpForward(p, metal_plan::Dtype::kFloat32); }, s,
-                         status);
-}
-
-bool BackwardOnMetal(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
-                     const FusedMlpBackwardArgs<float>& args, absl::Status* status) {
-  FusedMlpParams p;
-  if (!MetalParams(net, args.n, a, true, &p)) return false;
-  const int64_t n = args.n, layers = net.hidden_layers + 1, work = n * net.width;
-  const uint64_t f = sizeof(float);
-  auto rows = [&](int64_t l) { return l == 0 ? net.in_dim : net.width; };
-  auto cols = [&](int64_t l) { return l == layers - 1 ? net.out_dim : net.width; };
-  std::vector<::tensorflow::Tensor> temps;
-  float* dx = args.grad_x;
-  std::vector<float*> dk(args.grad_kernels), db(args.grad_biases);
-  if (GoesToMetal(work)) {
-    // The shaders write every gradient: temporaries for those not wanted.
-    *status = Wanted(ctx, args.grad_x, n * net.in_dim, &temps, &dx);
-    for (int64_t l = 0; l < layers && status->ok(); ++l) {
-      *status = Wanted(ctx, args.grad_kernels[size_t(l)], rows(l) * cols(l), &temps, &dk[size_t(l)]);
-      if (status->ok()) *status = Wanted(ctx, args.grad_biases[size_t(l)], cols(l), &temps, &db[size_t(l)]);
-    }
-    if (!status->ok()) return true;
-  }
-  std::vector<metal_plan::HostTensor> s = {cpu::Slot(args.grad_y, uint64_t(n * net.out_dim) * f),
-                                           cpu::Slot(args.x, uint64_t(n * net.in_dim) * f)};
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(args.kernels[size_t(l)], uint64_t(rows(l) * cols(l)) * f));
-  s.push_back(cpu::Slot(args.y, uint64_t(n * net.out_dim) * f));
-  s.push_back(cpu::Slot(args.hidden, uint64_t(int64_t(net.hidden_layers) * n * net.width) * f));
-  s.push_back(cpu::Slot(dx, uint64_t(n * net.in_dim) * f));
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(dk[size_t(l)], uint64_t(rows(l) * cols(l)) * f));
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(db[size_t(l)], uint64_t(cols(l)) * f));
-  return cpu::RunOnMetal(ctx, work, [&] { return metal_plan::FusedMlpBackward(p, metal_plan::Dtype::kFloat32); }, s,
-                         status);
-}
-
-}  // namespace
 
 using CPUDevice = Eigen::ThreadPoolDevice;
 
-template <typename T>
-struct FusedMlpFunctor<CPUDevice, T> {
-  static absl::Status Float16OnGpus() {
-    return ::tensorflow::errors::InvalidArgument(
-        "FusedMLP: float16 runs on GPUs (CUDA, Metal); on the CPU use float32 'x', 'kernels' and 'biases'");
-  }
-
-  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
-                              const FusedMlpForwardArgs<T>& args) {
-    if constexpr (!std::is_same<T, float>::value) {
-      return Float16OnGpus();
-    } else {
-      absl::Status status;
-      if (ForwardOnMetal(ctx, net, a, args, &status)) return status;
-      fused_mlp_cpu::Forward(ShapeOf(net, args.n, a),
-                             {args.x, args.kernels.data(), args.biases.data(), args.y, args.hidden}, PoolOf(ctx));
-      return absl::OkStatus();
-    }
-  }
-
-  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
-                               const FusedMlpBackwardArgs<T>& args) {
-    if constexpr (!std::is_same<T, float>::value) {
-      return Float16OnGpus();
-    } else {
-      absl::Status status;
-      if (BackwardOnMetal(ctx, net, a, args, &status)) return status;
-      fused_mlp_cpu::Backward(ShapeOf(net, args.n, a),
-                              {args.grad_y, args.x, args.y, args.hidden, args.kernels.data(), args.grad_x,
-                               args.grad_kernels.data(), args.grad_biases.data()},
-                              PoolOf(ctx));
-      return absl::OkStatus();
-    }
-  }
-};
-
-// float16 is registered so that it fails with a message saying where it runs.
 MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, float);
 MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, Eigen::half);
 

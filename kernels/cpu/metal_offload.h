@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/cpu_context.h"
 #include "kernels/metal_plan/executor.h"
 #include "kernels/metal_plan/plan.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -46,10 +47,13 @@ inline metal_plan::HostTensor Slot(const ::tensorflow::Tensor& t) {
 }
 
 // True when the work went to a Metal executor: *status is then its result
-// (an executor's failure names the op). False: compute on the CPU.
+// (an executor's failure names the op). False: compute on the CPU, as always
+// without an OpKernelContext (an XLA host handler).
 template <typename BuildPlan>
-bool RunOnMetal(::tensorflow::OpKernelContext* ctx, int64_t work, BuildPlan build,
+bool RunOnMetal(const Context& context, int64_t work, BuildPlan build,
                 const std::vector<metal_plan::HostTensor>& tensors, absl::Status* status) {
+  ::tensorflow::OpKernelContext* ctx = context.op_context();
+  if (ctx == nullptr) return false;
   std::string name, reason;
   const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
   if (executor == nullptr) {
@@ -70,9 +74,9 @@ bool RunOnMetal(::tensorflow::OpKernelContext* ctx, int64_t work, BuildPlan buil
 }
 
 template <typename BuildPlan>
-bool RunOnMetal(::tensorflow::OpKernelContext* ctx, int64_t work, BuildPlan build,
+bool RunOnMetal(const Context& context, int64_t work, BuildPlan build,
                 std::initializer_list<metal_plan::HostTensor> slots, absl::Status* status) {
-  return RunOnMetal(ctx, work, build, std::vector<metal_plan::HostTensor>(slots), status);
+  return RunOnMetal(context, work, build, std::vector<metal_plan::HostTensor>(slots), status);
 }
 
 }  // namespace cpu

@@ -8,43 +8,17 @@
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include <cstdlib>
-#include <cstring>
-#include <type_traits>
-
 #include "kernels/cuda/fused_mlp.h"
+#include "kernels/cuda/fused_mlp_gpu.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/fused_mlp_kernel.h"
 #include "kernels/register_kernels.h"
 #include "kernels/spec/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tsl/platform/tensor_float_32_utils.h"
 
 namespace mo {
-namespace {
 
 using ::tensorflow::OpKernelContext;
-
-cuda::FusedMlpShape ShapeOf(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a) {
-  return cuda::FusedMlpShape{n, static_cast<int>(net.in_dim), static_cast<int>(net.width), net.hidden_layers,
-                             static_cast<int>(net.out_dim), a.activation, a.output_activation,
-                             a.leaky_relu_alpha};
-}
-
-// float32 on TF32 tensor cores when TensorFlow allows TF32 for its own
-// float32 products (tf.config.experimental.enable_tensor_float_32_execution,
-// on by default) and NVIDIA's process-wide override does not forbid it
-// (NVIDIA_TF32_OVERRIDE=0 turns TF32 off in cuBLAS and cuDNN; the tests set it
-// to compare with TensorFlow's float32). Read at every launch: both can change
-// while the process runs.
-template <typename T>
-bool UseTf32() {
-  if (!std::is_same<T, float>::value || !tsl::tensor_float_32_execution_enabled()) return false;
-  const char* env = std::getenv("NVIDIA_TF32_OVERRIDE");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
-
-}  // namespace
 
 template <typename T>
 struct FusedMlpFunctor<GPUDevice, T> {
@@ -57,8 +31,8 @@ struct FusedMlpFunctor<GPUDevice, T> {
       p.w[l] = cuda::AsCuda(args.kernels[l]);
       p.b[l] = cuda::AsCuda(args.biases[l]);
     }
-    cuda::FusedMlpShape s = ShapeOf(net, args.n, a);
-    s.tf32 = UseTf32<T>();
+    cuda::FusedMlpShape s = cuda::ShapeOf(net, args.n, a);
+    s.tf32 = cuda::UseTf32<T>();
     return cuda::GpuStatusOf("FusedMLP",
                              cuda::LaunchFusedMlpForward<CT>(cuda::AsCuda(args.x), p, cuda::AsCuda(args.y),
                                                              cuda::AsCuda(args.hidden), s, cuda::Stream(ctx)));
@@ -73,10 +47,10 @@ struct FusedMlpFunctor<GPUDevice, T> {
       g.dw[l] = cuda::AsCuda(args.grad_kernels[l]);
       g.db[l] = cuda::AsCuda(args.grad_biases[l]);
     }
-    cuda::FusedMlpShape s = ShapeOf(net, args.n, a);
+    cuda::FusedMlpShape s = cuda::ShapeOf(net, args.n, a);
     // Read again, not carried from the forward: either path takes any float32
     // saved activations.
-    s.tf32 = UseTf32<T>();
+    s.tf32 = cuda::UseTf32<T>();
     ::tensorflow::Tensor workspace;
     const int64_t ws_bytes = static_cast<int64_t>(cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(CT)));
     TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8, ::tensorflow::TensorShape({ws_bytes}), &workspace));

@@ -208,6 +208,17 @@ inline Result Geometry(const ConvAttrs& a, const Dims& input, const Dims& filter
                             &g->out_cols, &g->pad_left, &g->pad_right);
 }
 
+// The GEMMs' 32-bit interfaces (OpenBLAS's, cuBLAS's): KH*KW*Cin and Cout
+// must fit an int (the pixels are cut into chunks that do).
+inline Result GemmSizes(const ConvGeometry& g, const Dims& filter) {
+  constexpr int64_t kMaxBlasDim = 2147483647;
+  if (g.patch_size() > kMaxBlasDim || g.out_depth > kMaxBlasDim) {
+    return Invalid("filter ", ShapeString(filter),
+                   " is too large: KH*KW*in_channels and out_channels must be at most 2^31 - 1");
+  }
+  return Ok();
+}
+
 inline Result Bias(const Dims& bias, int64_t out_depth) {
   if (bias != Dims{out_depth}) {
     return Invalid("bias must have shape [", out_depth, "] (the filter's out_channels), got shape ",

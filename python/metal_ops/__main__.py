@@ -94,5 +94,10 @@ if __name__ == "__main__":
         print(f"metal_ops: {line}", file=sys.stderr)
     print(f"metal_ops: {_cuda_line(info.get('cuda'))}", file=sys.stderr)
     print(f"metal_ops: GPU path: {name} ({reason})", file=sys.stderr)
+    if _loader.builds_xla_kernels():
+        registered, why = _loader.xla_status()
+        state = "registered" if registered else f"not registered ({why or 'the op library did not load'})"
+        cuda_ops = ", ".join(sorted(_loader.xla_cuda_ops())) or "none"
+        print(f"metal_ops: XLA kernels: {state}; CUDA handlers: {cuda_ops} (docs/XLA.md)", file=sys.stderr)
     if load_error:
         print(f"metal_ops: {load_error}", file=sys.stderr)

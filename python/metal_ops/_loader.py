@@ -1,9 +1,10 @@
-"""Lazy, thread-safe loading of the compiled op library.
+"""Thread-safe loading of the compiled op library.
 
-The library is loaded on first use (not at `import metal_ops`), exactly once per
-process, and only after checking that the running TensorFlow is the one it was
-built against: C++-API custom ops bind to one TensorFlow minor version
-(`import metal_ops` already checks that, without loading anything).
+The library is loaded at `import metal_ops` where it has XLA kernels (they
+must be registered before XLA's first compilation: docs/XLA.md), else on
+first use; exactly once per process, and only after checking that the
+running TensorFlow is the one it was built against: C++-API custom ops bind
+to one TensorFlow minor version (checked at `import metal_ops` first).
 
 Which library: a source build (`make`) has one, `_metal_ops.so`, compiled with
 -march=native. The Linux wheel has one per x86-64 microarchitecture level
@@ -61,6 +62,122 @@ ISA_LEVEL_FLAGS = {
     "x86-64-v4": ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
 }
 ISA_LEVELS = tuple(ISA_LEVEL_FLAGS)
+
+
+def builds_xla_kernels():
+    """Whether the op library has XLA kernels (docs/XLA.md): every build but
+    the macOS one (Metal has no XLA)."""
+    return platform.system() != "Darwin"
+
+
+def has_xla_kernels(ops=None):
+    """Whether XLA can compile the library's ops in this process: XLA kernels
+    with host handlers, registered before XLA's first compilation
+    (register_xla_kernels); where TensorFlow lists a GPU, also CUDA handlers
+    for every op of `ops` (TensorFlow op names; the CUDA library registers
+    them, register_xla_cuda_handlers). Layers set `supports_jit` from it, so
+    Keras turns XLA on only where it can compile them."""
+    if not builds_xla_kernels() or _xla_state["registered"] is False:
+        return False
+    import tensorflow as tf
+
+    if not tf.config.list_physical_devices("GPU"):
+        return True
+    return ops is not None and all(op in _xla_state["cuda_ops"] for op in ops)
+
+
+# The library's XLA registration (register_xla_kernels): None before it ran,
+# then whether XLA compiles the ops in this process, and why not; the ops
+# with CUDA handlers (register_xla_cuda_handlers).
+_xla_state = {"registered": None, "reason": None, "cuda_ops": frozenset()}
+
+# MetalOpsRegisterXla's results (kernels/xla/register_xla.cc).
+XLA_REGISTERED, XLA_REGISTERED_LATE, XLA_OTHER_COPY, XLA_HANDLER_REFUSED = range(4)
+
+
+def register_xla_kernels(path):
+    """Registers the XLA kernels of the library at `path` (already loaded by
+    TensorFlow, its ops this process's) by calling its MetalOpsRegisterXla:
+    the library registers nothing with XLA while it loads, so that a second
+    copy of it in the process cannot abort it (XLA's op registry aborts on a
+    name registered twice). Once per process; the library checks XLA's
+    registry itself and refuses where another copy registered first.
+    XLA registered late (after its first compilation) is a warning: the ops
+    run, but not under XLA in this process."""
+    if not builds_xla_kernels() or _xla_state["registered"] is not None:
+        return
+    import ctypes
+
+    # RTLD_NOLOAD: the copy TensorFlow loaded, never a new one.
+    library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    register = library.MetalOpsRegisterXla
+    register.restype = ctypes.c_int
+    register.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    message = ctypes.create_string_buffer(4096)
+    result = register(message, len(message))
+    text = message.value.decode("utf-8", "replace")
+    _xla_state["registered"] = result == XLA_REGISTERED
+    _xla_state["reason"] = text or None
+    if result == XLA_REGISTERED:
+        _record_cuda_ops(library)  # TensorFlow's CUDA build: the CUDA handlers are in this library
+    if result == XLA_OTHER_COPY:
+        raise ImportError(_already_registered_message(path))
+    if result == XLA_HANDLER_REFUSED:
+        raise ImportError(f"metal_ops: {path}: {text}")
+    if result == XLA_REGISTERED_LATE:
+        import warnings
+
+        warnings.warn(f"metal_ops: {text} (docs/XLA.md).", RuntimeWarning, stacklevel=3)
+
+
+def register_xla_cuda_handlers(path):
+    """Registers the CUDA handlers of the XLA kernels in the CUDA library at
+    `path` (loaded by TensorFlow) by calling its MetalOpsRegisterXlaCuda
+    (kernels/xla/register_xla_gpu.cc), once per process, and records the ops
+    they cover. A CUDA library without them (built before they existed)
+    registers nothing: the ops then run without XLA on the GPU."""
+    if not builds_xla_kernels() or not _xla_state["registered"]:
+        return
+    import ctypes
+
+    library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    register = getattr(library, "MetalOpsRegisterXlaCuda", None)
+    if register is None:
+        return
+    register.restype = ctypes.c_int
+    register.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    message = ctypes.create_string_buffer(4096)
+    if register(message, len(message)) != XLA_REGISTERED:
+        import warnings
+
+        warnings.warn(f"metal_ops: {path}: {message.value.decode('utf-8', 'replace')} (the ops run without XLA "
+                      "on the GPU).", RuntimeWarning, stacklevel=3)
+        return
+    _record_cuda_ops(library)
+
+
+def _record_cuda_ops(library):
+    """Adds the ops whose CUDA handlers `library` (a ctypes.CDLL) holds and
+    registered to _xla_state["cuda_ops"]; none where it has none."""
+    names = getattr(library, "MetalOpsXlaCudaHandlerNames", None)
+    if names is None:
+        return
+    import ctypes
+
+    names.restype = ctypes.c_char_p
+    _xla_state["cuda_ops"] = _xla_state["cuda_ops"] | frozenset(n for n in names().decode().split(",") if n)
+
+
+def xla_cuda_ops():
+    """The TensorFlow ops whose XLA kernels have CUDA handlers in this
+    process (register_xla_cuda_handlers; empty without the CUDA library)."""
+    return _xla_state["cuda_ops"]
+
+
+def xla_status():
+    """(registered, reason): whether XLA compiles the library's ops in this
+    process (None before the library loaded) and why not."""
+    return _xla_state["registered"], _xla_state["reason"]
 
 
 def read_raw_build_info():
@@ -405,6 +522,7 @@ def _load_cuda_library(tf, info):
                 f"Set {CUDA_ENV}=0 to run the ops on the CPU only, and please report this "
                 f"(with the output of `python -m metal_ops`).") from e
         _cuda_state["loaded"] = path
+        register_xla_cuda_handlers(path)
     _cuda_state["reason"] = reason
 
 
@@ -463,6 +581,7 @@ def load_library():
                 # attributes named after them): another copy got there first
                 # (its kernels would run).
                 raise ImportError(_already_registered_message(path))
+            register_xla_kernels(path)
             _loaded_path = path
             _module = module
             _load_cuda_library(tf, info)

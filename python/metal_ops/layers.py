@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from metal_ops import _loader
 from metal_ops.distortion_loss import distortion_loss
 from metal_ops.fused_mlp import OUTPUT_ACTIVATIONS, fused_activation, fused_mlp
 from metal_ops.hash_encode import DEFAULT_GRID, hash_encode, hash_grid_size, per_level_scale_for
@@ -77,8 +78,8 @@ class HashEncoding(keras.layers.Layer):
         self.interpolation = interpolation
         self.out_of_range = out_of_range
         self.table_dtype = table_dtype
-        # Custom ops have no XLA kernel (Keras turns XLA on by itself on GPUs).
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsHashEncode", "MetalOpsHashEncodeGrad"))
         self._check()
 
     @property
@@ -226,8 +227,8 @@ class FusedMLP(keras.layers.Layer):
             self._output_fn = keras.activations.get(output_activation)
             self._output_name = "none"
         self._check(None)
-        # Custom ops have no XLA kernel (Keras turns XLA on by itself on GPUs).
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsFusedMLP", "MetalOpsFusedMLPGrad"))
 
     @property
     def output_units(self):
@@ -341,7 +342,8 @@ class AdaptiveRobustLossLayer(keras.layers.Layer):
                              f"{scale_lo}, {scale_init}")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"AdaptiveRobustLossLayer: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsRobustLoss", "MetalOpsRobustLossGrad"))
         self.num_channels = int(num_channels)
         self.alpha_lo, self.alpha_hi = float(alpha_lo), float(alpha_hi)
         self.alpha_init, self.scale_lo, self.scale_init = float(alpha_init), float(scale_lo), float(scale_init)
@@ -407,7 +409,8 @@ class DistortionRegularization(keras.layers.Layer):
         super().__init__(**kwargs)
         if multiplier < 0:
             raise ValueError(f"DistortionRegularization: multiplier must be >= 0, got {multiplier}")
-        self.supports_jit = False
+        # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsDistortionLoss", "MetalOpsDistortionLossGrad"))
         self.multiplier = float(multiplier)
         self.add_to_losses = bool(add_to_losses)
 

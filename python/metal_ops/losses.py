@@ -10,8 +10,9 @@ regulariser, added with add_loss). Their former names here,
 `AdaptiveRobustLoss` and `DistortionLoss`, still work (with a
 DeprecationWarning) and load models saved under them.
 
-Custom ops have no XLA kernels: compile models that use these with
-jit_compile=False (Keras picks XLA by itself when a GPU is present).
+The ops have XLA kernels where metal_ops._loader.has_xla_kernels() says so
+(docs/XLA.md): a model with these losses and layers then compiles its train
+step with XLA (`jit_compile=True`, or Keras's "auto" where a GPU is listed).
 """
 import warnings
 

@@ -25,6 +25,11 @@ float16 inputs, elementwise within the error bound of its float16 kernels
 (docs/FUSED_MLP_GPU.md, "float16 error bound"): its error is the largest
 |device - reference| / bound, its tolerance 1.
 
+Where XLA can compile an op in this process (metal_ops._loader.has_xla_kernels:
+host handlers, and CUDA handlers where a GPU is listed), the ops with XLA
+kernels run every case a second time inside tf.function(jit_compile=True) (the case's label
+ends in "[xla]"), compared with the same CPU reference (docs/XLA.md).
+
 RayMarch, whose samples are discrete decisions at cell boundaries that one
 ulp of rounding can flip, is compared ray by ray instead (compare_ray_march:
 each side's packing, the samples of the rays that did not flip, limits on
@@ -238,7 +243,28 @@ def cases(ops=None):
                              {"activation": act, "output_activation": out_act},
                              check=fused_mlp_float16_check if dtype == np.float16 else None))
 
+    from metal_ops import _loader
+
+    out += [under_xla(c) for c in out
+            if c.op in XLA_OPS and c.dtype != "int32" and _loader.has_xla_kernels(XLA_OPS[c.op])]
     return out
+
+
+# The ops with XLA kernels (docs/XLA.md): each of their cases runs again inside
+# tf.function(jit_compile=True), forward and gradients, against the same CPU
+# reference. int32 ZeroOut is left out: TensorFlow keeps int32 on the host.
+XLA_OPS = {op: (name, name + "Grad") for op, name in [
+    ("trunc_exp", "MetalOpsTruncExp"), ("hash_encode", "MetalOpsHashEncode"), ("fused_mlp", "MetalOpsFusedMLP"),
+    ("sh_encode", "MetalOpsSHEncode"), ("robust_loss", "MetalOpsRobustLoss"),
+    ("distortion_loss", "MetalOpsDistortionLoss"), ("volume_render", "MetalOpsVolumeRender"),
+    ("packed_volume_render", "MetalOpsPackedVolumeRender")]}
+XLA_OPS["zero_out"] = ("ZeroOut",)
+
+
+def under_xla(case):
+    import tensorflow as tf
+
+    return case._replace(label=f"{case.label} [xla]", call=tf.function(case.call, jit_compile=True))
 
 
 def fused_mlp_float16_check(case, values, grads):

@@ -4,7 +4,7 @@
 # CUDA build importable by PYTHON (installed offline by tools/build/tf_cuda_offline.sh,
 # or `pip install tensorflow[and-cuda]`). Each step can run on its own:
 #
-#   tools/check/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [keras] [cuda12-ab] [all]
+#   tools/check/gpu_check.sh [build] [status] [selftest] [tests] [nerf] [sanitize] [keras] [xla] [cuda12-ab] [all]
 #
 # build     the op library in place with its CUDA kernels (make ENV=existing)
 # status    `python -m metal_ops`: which kernels loaded and why
@@ -17,6 +17,12 @@
 # keras     FusedMLP against a Keras Dense stack in TensorFlow (tf.function and
 #           XLA), TF32 and strict float32: benchmarks/bench_fused_mlp_gpu.py,
 #           benchmarks/results/fused_mlp_gpu{,_strict}.<gpu>.json
+# xla       the XLA kernels' CUDA handlers (docs/XLA.md, "On a GPU"), after
+#           `build`: which ops have them, the self-test's cases of those ops
+#           under jit_compile=True on the GPU (cases labelled "[xla]",
+#           RESULTS/selftest_xla.<gpu>.json), tests/test_xla_keras.py, and the
+#           Keras train step of FusedMLP against Dense layers, both under XLA
+#           (benchmarks/bench_xla_gpu.py, RESULTS/xla_keras_train_step.<gpu>.json)
 # cuda12-ab the CUDA harness built with the wheel's CUDA 12 toolkit (`make
 #           cuda12-harness`, built where PyPI is reachable and carried:
 #           CUDA12_HARNESS, default build/cuda12-harness/libmetal_ops_cuda.so)
@@ -99,6 +105,22 @@ step() {
         "$PYTHON" -m benchmarks.bench_fused_mlp_gpu ${strict:+--no-tf32} 2>&1 | tee "$SCRATCH/fused_mlp_gpu$strict.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || return 1
       done ;;
+    xla)
+      local ops
+      ops=$("$PYTHON" -c "
+import sys, metal_ops
+from metal_ops import _loader, selftest
+metal_ops.load_library()
+registered, reason = _loader.xla_status()
+cuda = sorted(_loader.xla_cuda_ops())
+print('XLA kernels:', registered, reason or '', '| CUDA handlers:', ', '.join(cuda) or 'none', file=sys.stderr)
+print(','.join(op for op, names in selftest.XLA_OPS.items() if all(n in cuda for n in names)))") || return 1
+      [ -n "$ops" ] || { echo "gpu-check: no op has CUDA handlers registered (see above)"; return 1; }
+      "$PYTHON" -m metal_ops.selftest --ops "$ops" --json "$SCRATCH/selftest_xla.json"; local st=$?
+      record selftest_xla "$SCRATCH/selftest_xla.json" "python -m metal_ops.selftest --ops $ops"
+      [ "$st" = 0 ] || return 1
+      "$PYTHON" -m pytest tests/test_xla_keras.py -q -p no:cacheprovider || return 1
+      "$PYTHON" -m benchmarks.bench_xla_gpu --results "$RESULTS" || return 1 ;;
     cuda12-ab)
       local base=build/libmetal_ops_cuda.so new=${CUDA12_HARNESS:-build/cuda12-harness/libmetal_ops_cuda.so}
       [ -f "$new" ] || { echo "gpu-check: $new missing: make cuda12-harness (where PyPI is reachable) and bring it"; return 1; }

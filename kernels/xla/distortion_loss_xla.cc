@@ -1,0 +1,74 @@
+// The XLA kernels of MetalOpsDistortionLoss / MetalOpsDistortionLossGrad
+// (kernels/xla/xla_kernel.h) and their host handlers: the CPU functor of
+// kernels/cpu/distortion_loss_cpu.h. The shape checks run while XLA compiles;
+// the check that t is sorted along every ray runs in the handler (as in the
+// CPU kernel) and comes back as an XLA error naming the ray.
+#include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
+
+#include <cstdint>
+
+#include "kernels/cpu/distortion_loss_cpu.h"
+#include "kernels/spec/distortion_loss_spec.h"
+
+namespace mo {
+namespace xla_kernels {
+namespace {
+
+class DistortionLossXlaOp : public XlaOpKernel {
+ public:
+  using XlaOpKernel::XlaOpKernel;
+  void Compile(XlaOpKernelContext* ctx) override {
+    const checks::Dims w = InputDims(ctx, 0);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(w, InputDims(ctx, 1))));
+    EmitFfiCall(ctx, "MetalOpsDistortionLoss", {ctx->Input(0), ctx->Input(1)}, {ArrayShape(::xla::F32, {w[0]})});
+  }
+};
+
+class DistortionLossGradXlaOp : public XlaOpKernel {
+ public:
+  using XlaOpKernel::XlaOpKernel;
+  void Compile(XlaOpKernelContext* ctx) override {
+    const checks::Dims w = InputDims(ctx, 1), t = InputDims(ctx, 2);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(w, t)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::GradShape(InputDims(ctx, 0), w[0])));
+    EmitFfiCall(ctx, "MetalOpsDistortionLossGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2)},
+                {ArrayShape(::xla::F32, w), ArrayShape(::xla::F32, t)});
+  }
+};
+
+MO_REGISTER_XLA_OP(Name("MetalOpsDistortionLoss"), DistortionLossXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsDistortionLossGrad"), DistortionLossGradXlaOp);
+
+namespace ffi = ::xla::ffi;
+using Functor = DistortionLossFunctor<Eigen::ThreadPoolDevice>;
+
+ffi::Error Forward(ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> t, ffi::ResultBuffer<ffi::F32> loss) {
+  const int64_t rays = w.dimensions()[0], samples = w.dimensions()[1];
+  if (rays == 0) return ffi::Error::Success();
+  return xla_ffi::ToError(Functor::Forward(HostContext(), w.typed_data(), t.typed_data(), rays, samples,
+                                           loss->typed_data()));
+}
+
+ffi::Error Backward(ffi::Buffer<ffi::F32> grad, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> t,
+                    ffi::ResultBuffer<ffi::F32> grad_w, ffi::ResultBuffer<ffi::F32> grad_t) {
+  const int64_t rays = w.dimensions()[0], samples = w.dimensions()[1];
+  if (rays == 0) return ffi::Error::Success();
+  return xla_ffi::ToError(Functor::Backward(HostContext(), grad.typed_data(), w.typed_data(), t.typed_data(), rays,
+                                            samples, grad_w->typed_data(), grad_t->typed_data()));
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, Forward,
+                       ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>());
+XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
+                       ffi::Ffi::Bind()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Ret<ffi::Buffer<ffi::F32>>()
+                           .Ret<ffi::Buffer<ffi::F32>>());
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "Host", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "Host", kBackward);
+
+}  // namespace
+}  // namespace xla_kernels
+}  // namespace mo

@@ -1,0 +1,207 @@
+// The XLA kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad
+// (kernels/xla/xla_kernel.h) and their host handlers: the CPU functor of
+// kernels/cpu/hash_encode_functor.h (the table gradient in a fixed order, the
+// same bits as without XLA). The grid's attributes travel as FFI attributes
+// (the string ones as the spec's codes); the handler rebuilds the grid with
+// the spec's Grid(). MetalOpsHashEncodeGradGrad (second derivatives) has one
+// too; MetalOpsHashGridOffsets (computed eagerly by the wrapper) has none.
+#include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
+
+#include <cstdint>
+
+#include "kernels/cpu/hash_encode_functor.h"
+#include "kernels/spec/hash_encode_spec.h"
+#include "kernels/xla/hash_encode_xla.h"
+
+namespace mo {
+namespace xla_kernels {
+namespace {
+
+using hash_encode::GridOp;
+
+// The grid's attributes (a handler takes exactly the attributes it binds).
+FfiAttrs GridAttrsOf(const hash_encode::GridAttrs& g) {
+  return FfiAttrs()
+      .Int("num_levels", g.num_levels)
+      .Int("log2_hashmap_size", g.log2_hashmap_size)
+      .Int("base_resolution", g.base_resolution)
+      .Float("per_level_scale", g.per_level_scale)
+      .Int("interpolation", g.interpolation)
+      .Int("out_of_range", g.out_of_range);
+}
+
+class HashEncodeXlaOp : public XlaOpKernel {
+ public:
+  explicit HashEncodeXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, GridOp::kEncode, &attrs_));
+  }
+  void Compile(XlaOpKernelContext* ctx) override {
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    hash_grid::Params params;
+    const checks::Dims inputs = InputDims(ctx, 0);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, InputDims(ctx, 1), &dims,
+                                                                     &features, &rows, &params)));
+    EmitFfiCall(ctx, "MetalOpsHashEncode", {ctx->Input(0), ctx->Input(1)},
+                {ArrayShape(ElementType(ctx, 1), {inputs[0], int64_t(attrs_.grid.num_levels) * features})},
+                GridAttrsOf(attrs_.grid));
+  }
+
+ private:
+  hash_encode::Attrs attrs_;
+};
+
+class HashEncodeGradXlaOp : public XlaOpKernel {
+ public:
+  explicit HashEncodeGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, GridOp::kEncodeGrad, &attrs_));
+  }
+  void Compile(XlaOpKernelContext* ctx) override {
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    hash_grid::Params params;
+    const checks::Dims inputs = InputDims(ctx, 1);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, InputDims(ctx, 2), &dims,
+                                                                     &features, &rows, &params)));
+    const int64_t n = inputs[0];
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", InputDims(ctx, 0), n,
+                                                             int64_t(attrs_.grid.num_levels) * features)));
+    EmitFfiCall(ctx, "MetalOpsHashEncodeGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2)},
+                {ArrayShape(ElementType(ctx, 2), {attrs_.table_grad ? rows : 0, features}),
+                 ArrayShape(::xla::F32, {attrs_.input_grad ? n : 0, dims})},
+                GridAttrsOf(attrs_.grid)
+                    .Int("table_grad", attrs_.table_grad)
+                    .Int("input_grad", attrs_.input_grad)
+                    .Int("deterministic", attrs_.deterministic));
+  }
+
+ private:
+  hash_encode::Attrs attrs_;
+};
+
+class HashEncodeGradGradXlaOp : public XlaOpKernel {
+ public:
+  explicit HashEncodeGradGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, GridOp::kEncodeGradGrad, &attrs_));
+  }
+  void Compile(XlaOpKernelContext* ctx) override {
+    int dims = 0, features = 0;
+    int64_t rows = 0;
+    hash_grid::Params params;
+    const checks::Dims inputs = InputDims(ctx, 2), table = InputDims(ctx, 3), grad_encoded = InputDims(ctx, 1);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, table, &dims, &features,
+                                                                     &rows, &params)));
+    const int64_t n = inputs[0];
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, dims)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n,
+                                                             int64_t(attrs_.grid.num_levels) * features)));
+    EmitFfiCall(ctx, "MetalOpsHashEncodeGradGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2), ctx->Input(3)},
+                {ArrayShape(ElementType(ctx, 3), table), ArrayShape(ElementType(ctx, 3), grad_encoded)},
+                GridAttrsOf(attrs_.grid));
+  }
+
+ private:
+  hash_encode::Attrs attrs_;
+};
+
+MO_REGISTER_XLA_OP(Name("MetalOpsHashEncode").TypeConstraint("T", kFloatTypes), HashEncodeXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGradGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradGradXlaOp);
+
+namespace ffi = ::xla::ffi;
+using xla_ffi::Data;
+
+ffi::Error Forward(ffi::AnyBuffer inputs, ffi::AnyBuffer table, ffi::Result<ffi::AnyBuffer> encoded,
+                   int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
+                   int64_t interpolation, int64_t out_of_range) {
+  xla_ffi::HashEncodeCall c;
+  ffi::Error error = xla_ffi::HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                            out_of_range, inputs, table, &c);
+  const int64_t n = inputs.dimensions()[0];
+  if (error.failure() || n == 0) return error;
+  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncode", [&](auto type) {
+    using T = decltype(type);
+    const HashEncodeForwardArgs<T> a = {c.dims, c.features, n, c.rows, Data<float>(inputs), Data<T>(table),
+                                        Data<T>(encoded), c.params};
+    return xla_ffi::ToError(HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), c.grid, a));
+  });
+}
+
+ffi::Error Backward(ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
+                    ffi::Result<ffi::AnyBuffer> grad_table, ffi::Result<ffi::AnyBuffer> grad_inputs,
+                    int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
+                    int64_t interpolation, int64_t out_of_range, int64_t table_grad, int64_t input_grad,
+                    int64_t deterministic) {
+  xla_ffi::HashEncodeCall c;
+  ffi::Error error = xla_ffi::HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                            out_of_range, inputs, table, &c);
+  if (error.failure() || (!table_grad && !input_grad)) return error;
+  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncodeGrad", [&](auto type) {
+    using T = decltype(type);
+    const HashEncodeBackwardArgs<T> a = {c.dims,
+                                         c.features,
+                                         inputs.dimensions()[0],
+                                         c.rows,
+                                         Data<T>(grad_encoded),
+                                         Data<float>(inputs),
+                                         Data<T>(table),
+                                         table_grad ? Data<T>(grad_table) : nullptr,
+                                         input_grad ? Data<float>(grad_inputs) : nullptr,
+                                         deterministic != 0,
+                                         c.params};
+    return xla_ffi::ToError(HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), c.grid, a));
+  });
+}
+
+ffi::Error GradGrad(ffi::AnyBuffer grad_grad_inputs, ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs,
+                    ffi::AnyBuffer table, ffi::Result<ffi::AnyBuffer> grad_table,
+                    ffi::Result<ffi::AnyBuffer> grad_grad_encoded, int64_t num_levels, int64_t log2_hashmap_size,
+                    int64_t base_resolution, float per_level_scale, int64_t interpolation, int64_t out_of_range) {
+  xla_ffi::HashEncodeCall c;
+  ffi::Error error = xla_ffi::HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                                               interpolation, out_of_range, inputs, table, &c);
+  if (error.failure()) return error;
+  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncodeGradGrad", [&](auto type) {
+    using T = decltype(type);
+    const HashEncodeGradGradArgs<T> a = {c.dims,
+                                         c.features,
+                                         inputs.dimensions()[0],
+                                         c.rows,
+                                         Data<float>(grad_grad_inputs),
+                                         Data<T>(grad_encoded),
+                                         Data<float>(inputs),
+                                         Data<T>(table),
+                                         Data<T>(grad_table),
+                                         Data<T>(grad_grad_encoded),
+                                         c.params};
+    return xla_ffi::ToError(HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::GradGrad(HostContext(), a));
+  });
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, Forward,
+                       xla_ffi::BindGridAttrs(ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>()));
+XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
+                       xla_ffi::BindGridAttrs(ffi::Ffi::Bind()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>())
+                           .Attr<int64_t>("table_grad")
+                           .Attr<int64_t>("input_grad")
+                           .Attr<int64_t>("deterministic"));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "Host", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", kBackward);
+XLA_FFI_DEFINE_HANDLER(kGradGrad, GradGrad,
+                       xla_ffi::BindGridAttrs(ffi::Ffi::Bind()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>()));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", kGradGrad);
+
+}  // namespace
+}  // namespace xla_kernels
+}  // namespace mo

@@ -1,0 +1,106 @@
+// The CUDA handlers of the XLA kernels of MetalOpsHashEncode /
+// MetalOpsHashEncodeGrad (kernels/xla/hash_encode_xla.cc): the launchers of
+// kernels/cuda/hash_encode.h on XLA's stream, the backward's workspace from
+// XLA's scratch allocator; deterministic when the op's attribute or
+// TensorFlow's op determinism asks, as in the GPU kernel. Compiled in the CUDA
+// builds (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include "kernels/common/hash_grid.h"
+#include "kernels/cuda/hash_encode.h"
+#include "kernels/cuda/tf_gpu.h"
+#include "kernels/xla/hash_encode_xla.h"
+#include "kernels/xla/xla_ffi.h"
+#include "tensorflow/core/util/determinism.h"
+
+namespace mo {
+namespace xla_ffi {
+namespace {
+
+ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
+                   ffi::Result<ffi::AnyBuffer> encoded, int64_t num_levels, int64_t log2_hashmap_size,
+                   int64_t base_resolution, float per_level_scale, int64_t interpolation, int64_t out_of_range) {
+  HashEncodeCall c;
+  ffi::Error error = HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                                      out_of_range, inputs, table, &c);
+  const int64_t n = inputs.dimensions()[0];
+  if (error.failure() || n == 0) return error;
+  return ForType<float, Eigen::half>(table.element_type(), "HashEncode", [&](auto type) {
+    using T = decltype(type);
+    const hash_grid::Params params = hash_encode::MakeParams(c.grid, c.dims, n);
+    return ToError(cuda::LaunchStatus(
+        "MetalOpsHashEncode", cuda::LaunchHashEncodeForward(Data<float>(inputs), cuda::AsCuda(Data<T>(table)),
+                                                            cuda::AsCuda(Data<T>(encoded)), c.dims, c.features,
+                                                            params, stream)));
+  });
+}
+
+ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_encoded,
+                    ffi::AnyBuffer inputs, ffi::AnyBuffer table, ffi::Result<ffi::AnyBuffer> grad_table,
+                    ffi::Result<ffi::AnyBuffer> grad_inputs, int64_t num_levels, int64_t log2_hashmap_size,
+                    int64_t base_resolution, float per_level_scale, int64_t interpolation, int64_t out_of_range,
+                    int64_t table_grad, int64_t input_grad, int64_t deterministic) {
+  HashEncodeCall c;
+  ffi::Error error = HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                                      out_of_range, inputs, table, &c);
+  if (error.failure() || (!table_grad && !input_grad)) return error;
+  return ForType<float, Eigen::half>(table.element_type(), "HashEncodeGrad", [&](auto type) {
+    using T = decltype(type);
+    const hash_grid::Params params = hash_encode::MakeParams(c.grid, c.dims, inputs.dimensions()[0]);
+    cuda::HashEncodeBackwardOptions options;
+    options.table_grad = table_grad != 0;
+    options.input_grad = input_grad != 0;
+    options.deterministic = deterministic != 0 || ::tensorflow::OpDeterminismRequired();
+    const size_t workspace_bytes = cuda::HashEncodeBackwardWorkspaceBytes(
+        c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, params, options);
+    void* workspace = nullptr;
+    if (workspace_bytes > 0) {
+      std::optional<void*> allocated = scratch.Allocate(workspace_bytes, 256);
+      if (!allocated.has_value()) {
+        return ffi::Error(ffi::ErrorCode::kResourceExhausted, "HashEncodeGrad: could not allocate its GPU workspace");
+      }
+      workspace = *allocated;
+    }
+    return ToError(cuda::LaunchStatus(
+        "MetalOpsHashEncodeGrad",
+        cuda::LaunchHashEncodeBackward(cuda::AsCuda(Data<T>(grad_encoded)), Data<float>(inputs),
+                                       cuda::AsCuda(Data<T>(table)),
+                                       options.table_grad ? cuda::AsCuda(Data<T>(grad_table)) : nullptr,
+                                       options.input_grad ? Data<float>(grad_inputs) : nullptr, workspace,
+                                       workspace_bytes, c.dims, c.features, c.rows, params, options, stream)));
+  });
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, Forward,
+                       BindGridAttrs(ffi::Ffi::Bind()
+                                         .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                         .Arg<ffi::AnyBuffer>()
+                                         .Arg<ffi::AnyBuffer>()
+                                         .Ret<ffi::AnyBuffer>()));
+XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
+                       BindGridAttrs(ffi::Ffi::Bind()
+                                         .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                         .Ctx<ffi::ScratchAllocator>()
+                                         .Arg<ffi::AnyBuffer>()
+                                         .Arg<ffi::AnyBuffer>()
+                                         .Arg<ffi::AnyBuffer>()
+                                         .Ret<ffi::AnyBuffer>()
+                                         .Ret<ffi::AnyBuffer>())
+                           .Attr<int64_t>("table_grad")
+                           .Attr<int64_t>("input_grad")
+                           .Attr<int64_t>("deterministic"));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "CUDA", kBackward);
+
+}  // namespace
+}  // namespace xla_ffi
+}  // namespace mo
+
+#endif  // GOOGLE_CUDA

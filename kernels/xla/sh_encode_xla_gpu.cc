@@ -1,0 +1,64 @@
+// The CUDA handlers of the XLA kernels of MetalOpsSHEncode /
+// MetalOpsSHEncodeGrad (kernels/xla/sh_encode_xla.cc): the launchers of
+// kernels/cuda/sh_encode.h on XLA's stream. Compiled in the CUDA builds
+// (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <cstdint>
+
+#include "kernels/cuda/sh_encode.h"
+#include "kernels/cuda/tf_gpu.h"
+#include "kernels/xla/xla_ffi.h"
+
+namespace mo {
+namespace xla_ffi {
+namespace {
+
+ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer dirs, ffi::Result<ffi::AnyBuffer> values, int64_t degree) {
+  return ForType<float, Eigen::half>(dirs.element_type(), "SHEncode", [&](auto type) {
+    using T = decltype(type);
+    const int64_t n = static_cast<int64_t>(dirs.element_count()) / 3;
+    if (n == 0) return ffi::Error::Success();
+    return ToError(cuda::LaunchStatus("SHEncode", cuda::LaunchSHEncodeForward(cuda::AsCuda(Data<T>(dirs)),
+                                                                              cuda::AsCuda(Data<T>(values)), n,
+                                                                              static_cast<int>(degree), stream)));
+  });
+}
+
+ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer dirs,
+                    ffi::Result<ffi::AnyBuffer> grad_dirs, int64_t degree) {
+  return ForType<float, Eigen::half>(dirs.element_type(), "SHEncodeGrad", [&](auto type) {
+    using T = decltype(type);
+    const int64_t n = static_cast<int64_t>(dirs.element_count()) / 3;
+    if (n == 0) return ffi::Error::Success();
+    return ToError(cuda::LaunchStatus(
+        "SHEncodeGrad", cuda::LaunchSHEncodeBackward(cuda::AsCuda(Data<T>(grad)), cuda::AsCuda(Data<T>(dirs)),
+                                                     cuda::AsCuda(Data<T>(grad_dirs)), n, static_cast<int>(degree),
+                                                     stream)));
+  });
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, Forward,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<int64_t>("degree"));
+XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<int64_t>("degree"));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncode", "CUDA", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "CUDA", kBackward);
+
+}  // namespace
+}  // namespace xla_ffi
+}  // namespace mo
+
+#endif  // GOOGLE_CUDA

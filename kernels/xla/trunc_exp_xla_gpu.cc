@@ -1,0 +1,56 @@
+// The CUDA handlers of the XLA kernels of MetalOpsTruncExp /
+// MetalOpsTruncExpGrad (kernels/xla/trunc_exp_xla.cc): the launchers of
+// kernels/cuda/trunc_exp.h on XLA's stream. Compiled in the CUDA builds
+// (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <cstdint>
+
+#include "kernels/cuda/tf_gpu.h"
+#include "kernels/cuda/trunc_exp.h"
+#include "kernels/xla/xla_ffi.h"
+
+namespace mo {
+namespace xla_ffi {
+namespace {
+
+ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
+  return ForType<float, Eigen::half>(x.element_type(), "TruncExp", [&](auto type) {
+    using T = decltype(type);
+    const int64_t n = static_cast<int64_t>(x.element_count());
+    if (n == 0) return ffi::Error::Success();
+    return ToError(cuda::LaunchStatus(
+        "TruncExp", cuda::LaunchTruncExpForward(cuda::AsCuda(Data<T>(x)), cuda::AsCuda(Data<T>(y)), n, stream)));
+  });
+}
+
+ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> dx) {
+  return ForType<float, Eigen::half>(x.element_type(), "TruncExpGrad", [&](auto type) {
+    using T = decltype(type);
+    const int64_t n = static_cast<int64_t>(x.element_count());
+    if (n == 0) return ffi::Error::Success();
+    return ToError(cuda::LaunchStatus(
+        "TruncExpGrad", cuda::LaunchTruncExpBackward(cuda::AsCuda(Data<T>(dy)), cuda::AsCuda(Data<T>(x)),
+                                                     cuda::AsCuda(Data<T>(dx)), n, stream)));
+  });
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, Forward,
+                       ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>());
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExp", "CUDA", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "CUDA", kBackward);
+
+}  // namespace
+}  // namespace xla_ffi
+}  // namespace mo
+
+#endif  // GOOGLE_CUDA

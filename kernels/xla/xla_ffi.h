@@ -1,0 +1,147 @@
+// What every XLA FFI handler of the library shares (the host handlers in
+// kernels/xla/<op>_xla.cc, and CUDA handlers, kernels/xla/<op>_xla_gpu.cc):
+// XLA's FFI API, the element-type dispatch, status conversion, and the host
+// handlers' thread pool. Only XLA's FFI headers (xla/ffi/api/, header-only
+// against a C API): no XLA compiler header.
+#ifndef MO_KERNELS_XLA_XLA_FFI_H_
+#define MO_KERNELS_XLA_XLA_FFI_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/spec/checks.h"
+#include "tensorflow/core/framework/numeric_types.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace xla {
+namespace ffi {
+// XLA's FFI API of this process, exported by libtensorflow_cc. Declared here:
+// its header (xla/ffi/ffi_api.h) needs MLIR headers that TensorFlow's wheel
+// does not ship.
+const XLA_FFI_Api* GetXlaFfiApi();
+}  // namespace ffi
+}  // namespace xla
+
+namespace mo {
+namespace xla_ffi {
+
+namespace ffi = ::xla::ffi;
+
+// The FFI element type of a C++ element type.
+template <typename T>
+struct TypeOf;
+template <> struct TypeOf<float> { static constexpr ffi::DataType value = ffi::DataType::F32; };
+template <> struct TypeOf<double> { static constexpr ffi::DataType value = ffi::DataType::F64; };
+template <> struct TypeOf<Eigen::half> { static constexpr ffi::DataType value = ffi::DataType::F16; };
+template <> struct TypeOf<::tensorflow::bfloat16> { static constexpr ffi::DataType value = ffi::DataType::BF16; };
+template <> struct TypeOf<int32_t> { static constexpr ffi::DataType value = ffi::DataType::S32; };
+template <> struct TypeOf<int64_t> { static constexpr ffi::DataType value = ffi::DataType::S64; };
+
+// fn(T()) for the one of Ts that is `dtype`; an error naming the op otherwise
+// (the XLA kernel registered only Ts: a mismatch is a bug, not a user error).
+template <typename... Ts, typename Fn>
+ffi::Error ForType(ffi::DataType dtype, const char* op, Fn&& fn) {
+  ffi::Error result = ffi::Error::Internal(std::string(op) + ": the XLA call has an element type the op lacks");
+  (void)((dtype == TypeOf<Ts>::value ? (result = fn(Ts()), true) : false) || ...);
+  return result;
+}
+
+template <typename T>
+const T* Data(const ffi::AnyBuffer& buffer) {
+  return static_cast<const T*>(buffer.untyped_data());
+}
+
+inline checks::Dims DimsOf(const ffi::AnyBuffer& buffer) {
+  const auto dims = buffer.dimensions();
+  return checks::Dims(dims.begin(), dims.end());
+}
+
+// The buffers of a variadic call (ops with list inputs or outputs).
+inline ffi::Error BuffersOf(const ffi::RemainingArgs& args, std::vector<ffi::AnyBuffer>* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    ffi::ErrorOr<ffi::AnyBuffer> buffer = args.get<ffi::AnyBuffer>(i);
+    if (!buffer.has_value()) return buffer.error();
+    out->push_back(buffer.value());
+  }
+  return ffi::Error::Success();
+}
+
+inline ffi::Error BuffersOf(const ffi::RemainingRets& rets, std::vector<ffi::Result<ffi::AnyBuffer>>* out) {
+  for (size_t i = 0; i < rets.size(); ++i) {
+    ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> buffer = rets.get<ffi::AnyBuffer>(i);
+    if (!buffer.has_value()) return buffer.error();
+    out->push_back(buffer.value());
+  }
+  return ffi::Error::Success();
+}
+
+// Handler registration. Nothing registers with XLA while the library loads
+// (a second copy of the library in the process would register the same names
+// again): MO_REGISTER_XLA_FFI_HANDLER only adds a handler to this copy's own
+// list, and the library's registration function (kernels/xla/register_xla.cc)
+// registers the list with XLA once, after checking that no other copy did.
+struct FfiHandlerEntry {
+  const char* name;      // the custom call's target: the TensorFlow op's name
+  const char* platform;  // "Host" or "CUDA"
+  XLA_FFI_Handler* handler;
+};
+
+// This copy's list (hidden: each loaded copy of the library has its own).
+__attribute__((visibility("hidden"))) inline std::vector<FfiHandlerEntry>& FfiHandlerList() {
+  static std::vector<FfiHandlerEntry>* list = new std::vector<FfiHandlerEntry>();
+  return *list;
+}
+
+inline bool AddFfiHandler(const char* name, const char* platform, XLA_FFI_Handler* handler) {
+  FfiHandlerList().push_back({name, platform, handler});
+  return true;
+}
+
+// Registers the handlers of the list with XLA: "" or XLA's errors, one a line
+// (never an abort: XLA refuses a name already registered with another handler).
+inline std::string RegisterFfiHandlers() {
+  const XLA_FFI_Api* api = ffi::GetXlaFfiApi();
+  std::string errors;
+  for (const FfiHandlerEntry& entry : FfiHandlerList()) {
+    XLA_FFI_Error* error = ffi::Ffi::RegisterStaticHandler(api, entry.name, entry.platform, entry.handler);
+    if (error == nullptr) continue;
+    XLA_FFI_Error_GetMessage_Args message = {XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE, nullptr, error, nullptr};
+    api->XLA_FFI_Error_GetMessage(&message);
+    errors += std::string(entry.name) + " (" + entry.platform + "): " + (message.message ? message.message : "") + "\n";
+    XLA_FFI_Error_Destroy_Args destroy = {XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, nullptr, error};
+    api->XLA_FFI_Error_Destroy(&destroy);
+  }
+  return errors;
+}
+
+template <typename T>
+T* Data(ffi::Result<ffi::AnyBuffer> buffer) {
+  return static_cast<T*>(buffer->untyped_data());
+}
+
+inline ffi::Error ToError(const absl::Status& status) {
+  if (status.ok()) return ffi::Error::Success();
+  return ffi::Error(static_cast<ffi::ErrorCode>(status.code()), std::string(status.message()));
+}
+
+inline ffi::Error ToError(const checks::Result& result) {
+  return result.ok ? ffi::Error::Success() : ffi::Error::InvalidArgument(result.message);
+}
+
+}  // namespace xla_ffi
+}  // namespace mo
+
+// MO_REGISTER_XLA_FFI_HANDLER("MetalOpsX", "Host", kHandler): adds the
+// handler to the library's list (above); registered with XLA by the
+// library's registration function.
+#define MO_REGISTER_XLA_FFI_HANDLER(NAME, PLATFORM, HANDLER) \
+  MO_REGISTER_XLA_FFI_HANDLER_UNIQ(__COUNTER__, NAME, PLATFORM, HANDLER)
+#define MO_REGISTER_XLA_FFI_HANDLER_UNIQ(CTR, NAME, PLATFORM, HANDLER) \
+  MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, HANDLER)
+#define MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, HANDLER) \
+  [[maybe_unused]] static const bool mo_xla_ffi_handler_##CTR = ::mo::xla_ffi::AddFfiHandler(NAME, PLATFORM, HANDLER)
+
+#endif  // MO_KERNELS_XLA_XLA_FFI_H_

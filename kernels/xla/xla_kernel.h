@@ -1,0 +1,137 @@
+// The XLA side of every op (docs/XLA.md): an XlaOpKernel per op and gradient
+// op (kernels/xla/<op>_xla.cc) that runs the op's checks
+// (kernels/spec/<op>_spec.h) on the static shapes while XLA compiles, and
+// emits one typed-FFI custom call named after the TensorFlow op, its
+// attributes as FFI attributes. XLA then calls the handler registered under
+// that name for the platform: "Host" (the CPU functor of kernels/cpu/, on
+// HostContext()'s pool) or, where an op has one, "CUDA"
+// (kernels/xla/<op>_xla_gpu.cc, the launchers of kernels/cuda/ on XLA's
+// stream). Registration happens when the library loads; XLA takes the op
+// kernels in at its first compilation.
+#ifndef MO_KERNELS_XLA_XLA_KERNEL_H_
+#define MO_KERNELS_XLA_XLA_KERNEL_H_
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/spec/checks.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_ffi.h"
+#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
+#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
+#include "tensorflow/core/platform/cpu_info.h"
+#include "tensorflow/core/platform/env.h"
+#include "xla/hlo/builder/xla_builder.h"
+#include "xla/shape_util.h"
+
+namespace mo {
+namespace xla_kernels {
+
+using ::tensorflow::XlaOpKernel;
+using ::tensorflow::XlaOpKernelContext;
+
+// Element types of the ops' "T", for REGISTER_XLA_OP(Name(op).TypeConstraint("T", ...), kernel).
+inline constexpr ::tensorflow::DataType kFloatTypes[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF};
+inline constexpr ::tensorflow::DataType kFloatAndBfloat16Types[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF,
+                                                                  ::tensorflow::DT_BFLOAT16};
+
+// An FFI attribute dictionary, in the MLIR syntax XLA parses from a typed-FFI
+// custom call's backend config: integers as i64, floats as f32 bit patterns
+// (exact, NaN and infinities included).
+class FfiAttrs {
+ public:
+  FfiAttrs& Int(const char* name, int64_t value) { return Add(name, std::to_string(value) + " : i64"); }
+  FfiAttrs& Float(const char* name, float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%08X", bits);
+    return Add(name, std::string(hex) + " : f32");
+  }
+  std::string Text() const { return "{" + text_ + "}"; }
+
+ private:
+  FfiAttrs& Add(const char* name, const std::string& value) {
+    text_ += (text_.empty() ? "" : ", ") + std::string(name) + " = " + value;
+    return *this;
+  }
+  std::string text_;
+};
+
+// The static shape of input i, as the spec headers take it.
+inline checks::Dims InputDims(XlaOpKernelContext* ctx, int i) { return checks::DimsOf(ctx->InputShape(i)); }
+
+// An array shape of `type` (an input's element type, ElementType(ctx, i)).
+inline ::xla::Shape ArrayShape(::xla::PrimitiveType type, const checks::Dims& dims) {
+  return ::xla::ShapeUtil::MakeShape(type, dims);
+}
+
+inline ::xla::PrimitiveType ElementType(XlaOpKernelContext* ctx, int i) {
+  return ctx->InputXlaShape(i)->element_type();
+}
+
+// Emits the typed-FFI custom call `target` on `operands` with one result per
+// shape of `results` (a tuple when several), and makes them the op's outputs
+// 0, 1, ...
+inline void EmitFfiCall(XlaOpKernelContext* ctx, const std::string& target, const std::vector<::xla::XlaOp>& operands,
+                        const std::vector<::xla::Shape>& results, const FfiAttrs& attrs = FfiAttrs()) {
+  const bool tuple = results.size() != 1;
+  const ::xla::Shape shape = tuple ? ::xla::ShapeUtil::MakeTupleShape(results) : results[0];
+  const ::xla::XlaOp call =
+      ::xla::CustomCall(ctx->builder(), target, operands, shape, attrs.Text(), /*has_side_effect=*/false,
+                        /*output_operand_aliasing=*/{}, /*literal=*/nullptr, ::xla::CustomCallSchedule::SCHEDULE_NONE,
+                        ::xla::CustomCallApiVersion::API_VERSION_TYPED_FFI);
+  for (size_t i = 0; i < results.size(); ++i) {
+    ctx->SetOutput(static_cast<int>(i), tuple ? ::xla::GetTupleElement(call, static_cast<int64_t>(i)) : call);
+  }
+}
+
+// Op kernel registration, deferred like the handlers' (kernels/xla/xla_ffi.h):
+// MO_REGISTER_XLA_OP(Name("MetalOpsX").TypeConstraint(...), Kernel) adds the
+// registration to this copy's list instead of constructing a static
+// XlaOpRegistrar (which aborts the process on a name registered before:
+// another copy of the library). kernels/xla/register_xla.cc registers the
+// list once.
+using XlaOpRegistration = decltype(std::declval<::tensorflow::XlaOpRegistrationBuilder>().Build(nullptr));
+using XlaOpRegistrationFn = XlaOpRegistration (*)();
+
+__attribute__((visibility("hidden"))) inline std::vector<XlaOpRegistrationFn>& XlaOpList() {
+  static std::vector<XlaOpRegistrationFn>* list = new std::vector<XlaOpRegistrationFn>();
+  return *list;
+}
+
+inline bool AddXlaOp(XlaOpRegistrationFn registration) {
+  XlaOpList().push_back(registration);
+  return true;
+}
+
+#define MO_REGISTER_XLA_OP(BUILDER, KERNEL) MO_REGISTER_XLA_OP_UNIQ(__COUNTER__, BUILDER, KERNEL)
+#define MO_REGISTER_XLA_OP_UNIQ(CTR, BUILDER, KERNEL) MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, KERNEL)
+#define MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, KERNEL)                                                          \
+  [[maybe_unused]] static const bool mo_xla_op_##CTR = ::mo::xla_kernels::AddXlaOp([] {                        \
+    return ::tensorflow::XlaOpRegistrationBuilder::BUILDER.Build(                                                \
+        [](::tensorflow::OpKernelConstruction* context) -> ::tensorflow::OpKernel* { return new KERNEL(context); }); \
+  })
+
+// The context the host handlers run the CPU functors with: the library's own
+// pool, one thread per core, made on first use. (XLA's FFI offers its
+// intra-op pool only as a task queue; a blocking parallel-for on it from a
+// handler that runs on that same pool can deadlock.)
+inline cpu::Context HostContext() {
+  static tsl::thread::ThreadPool* pool = new tsl::thread::ThreadPool(
+      ::tensorflow::Env::Default(), "metal_ops_xla", std::max(1, ::tensorflow::port::MaxParallelism()));
+  return cpu::Context(pool);
+}
+
+}  // namespace xla_kernels
+}  // namespace mo
+
+#endif  // MO_KERNELS_XLA_XLA_KERNEL_H_
