@@ -34,8 +34,6 @@ struct RayMarchStaticOutputs {
   int32_t* num_rays;
 };
 
-inline int32_t RayMarchStaticPadRay(int64_t rays) { return rm_static_pad_ray(static_cast<int32>(rays)); }
-
 // Defined per device, Count and Fill for R > 0.
 template <typename Device>
 struct RayMarchFunctor {

@@ -81,7 +81,7 @@ struct RayMarchFunctor<Eigen::ThreadPoolDevice> {
       absl::Status status = Fill(ctx, fitted, in, out.ray_offsets, out.t_starts, out.t_ends, out.ray_indices);
       if (!status.ok()) return status;
     }
-    const int32_t pad_ray = RayMarchStaticPadRay(p.num_rays);
+    const int32_t pad_ray = rm_static_pad_ray(p.num_rays);
     std::fill(out.t_starts + end, out.t_starts + sample_budget, 0.f);
     std::fill(out.t_ends + end, out.t_ends + sample_budget, 0.f);
     std::fill(out.ray_indices + end, out.ray_indices + sample_budget, pad_ray);

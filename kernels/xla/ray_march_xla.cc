@@ -6,6 +6,7 @@
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/ray_march_cpu.h"
 #include "kernels/spec/ray_march_spec.h"
