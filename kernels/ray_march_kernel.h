@@ -6,6 +6,8 @@
 //   CUDA kernels/cuda/ray_march_gpu.cc    (registers RayMarchOp<GPUDevice>)
 // The number of samples decides the outputs' shapes, so the first pass's
 // total reaches the host before the outputs are allocated.
+// RayMarchStaticOp (MetalOpsRayMarchStatic, CPU only) has outputs sized to
+// the sample_budget attribute instead: RayMarchFunctor<Device>::Static.
 #ifndef MO_KERNELS_RAY_MARCH_KERNEL_H_
 #define MO_KERNELS_RAY_MARCH_KERNEL_H_
 
@@ -20,7 +22,19 @@
 
 namespace mo {
 
-// Defined per device, for R > 0.
+// MetalOpsRayMarchStatic's outputs: samples [sample_budget], layout [R],
+// and the two counts (scalars).
+struct RayMarchStaticOutputs {
+  float* t_starts;
+  float* t_ends;
+  int32_t* ray_indices;
+  int32_t* ray_offsets;
+  int32_t* ray_counts;
+  int32_t* num_samples;
+  int32_t* num_rays;
+};
+
+// Defined per device, Count and Fill for R > 0.
 template <typename Device>
 struct RayMarchFunctor {
   // Pass 1: each ray's sample count into counts [R], their exclusive prefix
@@ -32,7 +46,28 @@ struct RayMarchFunctor {
   static absl::Status Fill(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
                            const int32_t* offsets, int64_t total, float* t_starts, float* t_ends,
                            int32_t* ray_indices);
+  // MetalOpsRayMarchStatic (any R): rays in order while their samples fit in
+  // sample_budget, each with all its samples; the others none (count 0,
+  // offset num_samples); the samples past num_samples padded
+  // (rm_static_pad_ray). The kept samples are RayMarch's first num_samples.
+  static absl::Status Static(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                             int64_t sample_budget, const RayMarchStaticOutputs& out);
 };
+
+// The inputs of both ops (checked by ray_march::Shapes).
+inline RayMarchInputs RayMarchInputsOf(::tensorflow::OpKernelContext* ctx) {
+  return {ctx->input(0).flat<float>().data(), ctx->input(1).flat<float>().data(), ctx->input(2).flat<float>().data(),
+          ctx->input(3).flat<float>().data(), ctx->input(4).flat<uint8_t>().data(),
+          // a host-memory input on every device (see the registrations)
+          static_cast<uint32_t>(ctx->input(5).scalar<int32_t>()())};
+}
+
+inline absl::Status CheckRayMarchShapes(::tensorflow::OpKernelContext* ctx, const ray_march::Attrs& attrs) {
+  using checks::DimsOf;
+  return checks::ToStatus(ray_march::Shapes(DimsOf(ctx->input(0)), DimsOf(ctx->input(1)), DimsOf(ctx->input(2)),
+                                            DimsOf(ctx->input(3)), DimsOf(ctx->input(4)), DimsOf(ctx->input(5)),
+                                            attrs));
+}
 
 template <typename Device>
 class RayMarchOp : public OpKernelWithAttrs<ray_march::Attrs> {
@@ -40,24 +75,13 @@ class RayMarchOp : public OpKernelWithAttrs<ray_march::Attrs> {
   using OpKernelWithAttrs<ray_march::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    using checks::DimsOf;
-    const ::tensorflow::Tensor& origins = ctx->input(0);
-    const ::tensorflow::Tensor& directions = ctx->input(1);
-    const ::tensorflow::Tensor& near = ctx->input(2);
-    const ::tensorflow::Tensor& far = ctx->input(3);
-    const ::tensorflow::Tensor& occupancy = ctx->input(4);
-    const ::tensorflow::Tensor& seed = ctx->input(5);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march::Shapes(DimsOf(origins), DimsOf(directions), DimsOf(near),
-                                                           DimsOf(far), DimsOf(occupancy), DimsOf(seed), attrs_)));
-    const int64_t rays = origins.dim_size(0);
-    const RayMarchParams p = ray_march::MakeParams(attrs_, rays, occupancy.dim_size(0));
+    OP_REQUIRES_OK(ctx, CheckRayMarchShapes(ctx, attrs_));
+    const int64_t rays = ctx->input(0).dim_size(0);
+    const RayMarchParams p = ray_march::MakeParams(attrs_, rays, ctx->input(4).dim_size(0));
     ::tensorflow::Tensor *offsets = nullptr, *counts = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, ::tensorflow::TensorShape({rays}), &offsets));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, ::tensorflow::TensorShape({rays}), &counts));
-    const RayMarchInputs in{origins.flat<float>().data(), directions.flat<float>().data(), near.flat<float>().data(),
-                            far.flat<float>().data(), occupancy.flat<uint8_t>().data(),
-                            // a host-memory input on every device (see the registrations)
-                            static_cast<uint32_t>(seed.scalar<int32_t>()())};
+    const RayMarchInputs in = RayMarchInputsOf(ctx);
     int64_t total = 0;
     if (rays > 0) {
       OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Count(ctx, p, in, offsets->flat<int32_t>().data(),
@@ -73,6 +97,30 @@ class RayMarchOp : public OpKernelWithAttrs<ray_march::Attrs> {
     OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Fill(ctx, p, in, offsets->flat<int32_t>().data(), total,
                                                       t_starts->flat<float>().data(), t_ends->flat<float>().data(),
                                                       ray_indices->flat<int32_t>().data()));
+  }
+};
+
+template <typename Device>
+class RayMarchStaticOp : public OpKernelWithAttrs<ray_march::StaticAttrs> {
+ public:
+  using OpKernelWithAttrs<ray_march::StaticAttrs>::OpKernelWithAttrs;
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    using ::tensorflow::TensorShape;
+    OP_REQUIRES_OK(ctx, CheckRayMarchShapes(ctx, attrs_.march));
+    const int64_t rays = ctx->input(0).dim_size(0), budget = attrs_.sample_budget;
+    const TensorShape shapes[7] = {TensorShape({budget}), TensorShape({budget}), TensorShape({budget}),
+                                   TensorShape({rays}),   TensorShape({rays}),   TensorShape({}),
+                                   TensorShape({})};
+    ::tensorflow::Tensor* t[7];
+    for (int i = 0; i < 7; ++i) OP_REQUIRES_OK(ctx, ctx->allocate_output(i, shapes[i], &t[i]));
+    const RayMarchStaticOutputs out = {t[0]->flat<float>().data(),   t[1]->flat<float>().data(),
+                                       t[2]->flat<int32_t>().data(), t[3]->flat<int32_t>().data(),
+                                       t[4]->flat<int32_t>().data(), t[5]->flat<int32_t>().data(),
+                                       t[6]->flat<int32_t>().data()};
+    OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Static(
+                            ctx, ray_march::MakeParams(attrs_.march, rays, ctx->input(4).dim_size(0)),
+                            RayMarchInputsOf(ctx), budget, out));
   }
 };
 

@@ -1,5 +1,6 @@
 // MetalOpsRayMarch: packed samples of rays marched through an occupancy
-// bitfield. Formulas: kernels/common/ray_march.h; checks and attributes:
+// bitfield; MetalOpsRayMarchStatic: the same into outputs of a static size
+// (XLA, docs/XLA.md). Formulas: kernels/common/ray_march.h; checks and attributes:
 // kernels/spec/ray_march_spec.h. Python: python/metal_ops/ray_march.py.
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
@@ -32,9 +33,8 @@ mo::checks::Dims DimsOf(InferenceContext* c, int i, bool* all_known) {
   return dims;
 }
 
-absl::Status RayMarchShape(InferenceContext* c) {
-  mo::ray_march::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
+// The inputs' checks of both ops; the ray count into *rays.
+absl::Status RayMarchInputShapes(InferenceContext* c, const mo::ray_march::Attrs& a, DimensionHandle* rays) {
   bool known = true;
   mo::checks::Dims dims[6];
   for (int i = 0; i < 6; ++i) dims[i] = DimsOf(c, i, &known);
@@ -50,16 +50,37 @@ absl::Status RayMarchShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &far));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 2, &occupancy));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 0, &seed));
-  DimensionHandle rays = c->Dim(origins, 0);
-  TF_RETURN_IF_ERROR(c->Merge(rays, c->Dim(directions, 0), &rays));
-  TF_RETURN_IF_ERROR(c->Merge(rays, c->Dim(near, 0), &rays));
-  TF_RETURN_IF_ERROR(c->Merge(rays, c->Dim(far, 0), &rays));
+  *rays = c->Dim(origins, 0);
+  TF_RETURN_IF_ERROR(c->Merge(*rays, c->Dim(directions, 0), rays));
+  TF_RETURN_IF_ERROR(c->Merge(*rays, c->Dim(near, 0), rays));
+  TF_RETURN_IF_ERROR(c->Merge(*rays, c->Dim(far, 0), rays));
+  return absl::OkStatus();
+}
+
+absl::Status RayMarchShape(InferenceContext* c) {
+  mo::ray_march::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
+  DimensionHandle rays;
+  TF_RETURN_IF_ERROR(RayMarchInputShapes(c, a, &rays));
   const DimensionHandle samples = c->UnknownDim();
   c->set_output(0, c->Vector(samples));
   c->set_output(1, c->Vector(samples));
   c->set_output(2, c->Vector(samples));
   c->set_output(3, c->Vector(rays));
   c->set_output(4, c->Vector(rays));
+  return absl::OkStatus();
+}
+
+absl::Status RayMarchStaticShape(InferenceContext* c) {
+  mo::ray_march::StaticAttrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
+  DimensionHandle rays;
+  TF_RETURN_IF_ERROR(RayMarchInputShapes(c, a.march, &rays));
+  for (int i = 0; i < 3; ++i) c->set_output(i, c->Vector(a.sample_budget));
+  c->set_output(3, c->Vector(rays));
+  c->set_output(4, c->Vector(rays));
+  c->set_output(5, c->Scalar());
+  c->set_output(6, c->Scalar());
   return absl::OkStatus();
 }
 
@@ -97,4 +118,42 @@ seed: int32 scalar; with jitter, each ray's first step is offset by
 t_starts, t_ends, ray_indices: [N], the samples of ray 0, then ray 1, ...
 ray_offsets, ray_counts: [R]; ray r's samples are
   [ray_offsets[r], ray_offsets[r] + ray_counts[r]).
+)doc");
+
+REGISTER_OP("MetalOpsRayMarchStatic")
+    .Input("origins: float")
+    .Input("directions: float")
+    .Input("near: float")
+    .Input("far: float")
+    .Input("occupancy: uint8")
+    .Input("seed: int32")
+    .Output("t_starts: float")
+    .Output("t_ends: float")
+    .Output("ray_indices: int32")
+    .Output("ray_offsets: int32")
+    .Output("ray_counts: int32")
+    .Output("num_samples: int32")
+    .Output("num_rays: int32")
+    .Attr("aabb: list(float)")
+    .Attr("grid_resolution: int")
+    .Attr("step_size: float")
+    .Attr("cone_angle: float = 0.0")
+    .Attr("max_step_size: float = 1e10")
+    .Attr("max_samples: int = 1024")
+    .Attr("jitter: bool = false")
+    .Attr("sample_budget: int")
+    .SetShapeFn(RayMarchStaticShape)
+    .Doc(R"doc(
+MetalOpsRayMarch with outputs of a static size, S = sample_budget (what XLA
+compiles). Rays are taken in order while their samples fit in S, each with
+all its samples; the rays after the first one that does not fit get none.
+
+Inputs and attributes: MetalOpsRayMarch's.
+t_starts, t_ends, ray_indices: [S]; samples [0, num_samples) are
+  MetalOpsRayMarch's first num_samples samples; the rest are padding:
+  t_start = t_end = 0 and ray index max(R - 1, 0).
+ray_offsets, ray_counts: [R], over the kept samples: rays [0, num_rays) as
+  MetalOpsRayMarch returns them, the others count 0 and offset num_samples.
+num_samples: int32 scalar, the samples kept.
+num_rays: int32 scalar, the rays kept.
 )doc");

@@ -16,6 +16,8 @@ FAMILIES = {
     "hash grid": (["MetalOpsHashEncode", "MetalOpsHashEncodeGrad", "MetalOpsHashEncodeGradGrad"],
                   {"T", "num_levels", "log2_hashmap_size", "base_resolution", "per_level_scale", "interpolation",
                    "out_of_range"}),
+    "ray march": (["MetalOpsRayMarch", "MetalOpsRayMarchStatic"],
+                  {"aabb", "grid_resolution", "step_size", "cone_angle", "max_step_size", "max_samples", "jitter"}),
 }
 
 
@@ -69,6 +71,13 @@ def test_shared_outputs_and_forwarded_inputs_agree(family):
     if family == "renderers":
         # Each backward takes the forward's four outputs back.
         assert compared == 8
+
+
+def test_static_ray_march_has_ray_marchs_inputs_and_outputs_first():
+    dynamic, static = op_def("MetalOpsRayMarch"), op_def("MetalOpsRayMarchStatic")
+    assert [(a.name, arg_signature(a)) for a in static.input_arg] == [
+        (a.name, arg_signature(a)) for a in dynamic.input_arg]
+    assert [a.name for a in static.output_arg] == [a.name for a in dynamic.output_arg] + ["num_samples", "num_rays"]
 
 
 def test_backward_takes_the_forward_inputs_first():

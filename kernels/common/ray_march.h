@@ -233,6 +233,11 @@ MO_FN int32 rm_march_ray(MO_THREAD const RayMarchInputs& in, int32 ray, MO_CONST
   return count;
 }
 
+// RayMarchStatic's padding: samples [num_samples, sample_budget) are
+// [0, 0] intervals of the last ray (0 without rays), so that the ray indices
+// stay sorted and index a ray wherever there is one.
+MO_FN int32 rm_static_pad_ray(int32 num_rays) { return num_rays > 0 ? num_rays - 1 : 0; }
+
 // The prefix sum of the per-ray counts without threads that wait on each
 // other (the Metal kernels): `chunks` threads each sum `chunk` consecutive
 // counts, one thread scans those sums, and each thread then writes its

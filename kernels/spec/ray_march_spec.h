@@ -131,6 +131,29 @@ inline Result TotalSamples(int64_t total) {
   return Ok();
 }
 
+// RayMarchStatic (ops/ray_march_op.cc): RayMarch's attributes plus the
+// sample budget S, the static size of the sample outputs.
+constexpr const char kStaticOp[] = "RayMarchStatic";
+
+struct StaticAttrs {
+  Attrs march;
+  int sample_budget = 0;
+};
+
+inline Result CheckSampleBudget(int64_t sample_budget) {
+  if (sample_budget < 0 || sample_budget > kMaxIndex) {
+    return Invalid(kStaticOp, ": 'sample_budget' must be in [0, ", kMaxIndex, "], got ", sample_budget);
+  }
+  return Ok();
+}
+
+template <typename Get>
+Result ReadAttrs(Get&& get, StaticAttrs* a) {
+  MO_RETURN_IF_INVALID(ReadAttrs(get, &a->march));
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, kStaticOp, "sample_budget", &a->sample_budget));
+  return CheckSampleBudget(a->sample_budget);
+}
+
 // The parameters every backend's kernels take.
 inline RayMarchParams MakeParams(const Attrs& a, int64_t rays, int64_t cascades) {
   RayMarchParams p{};

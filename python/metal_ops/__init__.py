@@ -26,7 +26,8 @@ from metal_ops.fused_mlp import fused_mlp  # noqa: E402
 from metal_ops.hash_encode import hash_encode, hash_grid_size  # noqa: E402
 from metal_ops import layers  # noqa: E402
 from metal_ops.packed_volume_render import PackedVolumeRenderOutput, packed_volume_render  # noqa: E402
-from metal_ops.ray_march import RayMarchSamples, pack_occupancy, ray_march  # noqa: E402
+from metal_ops.ray_march import (  # noqa: E402
+    RayMarchSamples, RayMarchStaticSamples, pack_occupancy, ray_march, ray_march_static)
 from metal_ops.robust_loss import robust_loss  # noqa: E402
 from metal_ops.scene_contract import scene_contract  # noqa: E402
 from metal_ops.sh_encode import sh_encode  # noqa: E402
@@ -60,7 +61,9 @@ __all__ = [
     "PackedVolumeRenderOutput",
     "packed_volume_render",
     "ray_march",
+    "ray_march_static",
     "RayMarchSamples",
+    "RayMarchStaticSamples",
     "robust_loss",
     "scene_contract",
     "sh_encode",

@@ -21,7 +21,7 @@ PackedVolumeRenderOutput = collections.namedtuple("PackedVolumeRenderOutput", ["
 
 
 def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background=None,
-                         early_termination=1e-4, return_weights=False, name=None):
+                         early_termination=1e-4, return_weights=False, num_samples=None, name=None):
     """Renders R rays over N packed samples in one fused op.
 
     Args:
@@ -38,6 +38,12 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
         backward (0 disables).
       return_weights: also return the per-sample weights [N] (for
         `packed_distortion_loss`).
+      num_samples: for samples padded to a static size, as `ray_march_static`
+        returns them (its `num_samples`, an int32 scalar): the counts then sum
+        to num_samples, and samples [num_samples, N) are padding, whatever
+        their values: they render nothing, their weights are 0 and their
+        gradients 0 (they join the last ray as zero-length samples of zero
+        density, which leaves its result unchanged). Needs R > 0 where N > 0.
 
     Returns:
       PackedVolumeRenderOutput(rgb [R, 3], depth [R], opacity [R], weights [N] or None).
@@ -57,10 +63,26 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
             sigma, background, rgb=rgb, t_starts=t_starts, t_ends=t_ends)
         ray_offsets = _int32(ray_offsets, "ray_offsets")
         ray_counts = _int32(ray_counts, "ray_counts")
+        if num_samples is not None:
+            sigma, rgb, t_starts, t_ends, ray_counts = _without_padding(sigma, rgb, t_starts, t_ends, ray_counts,
+                                                                        _int32(num_samples, "num_samples"))
         out_rgb, depth, opacity, weights = load_library().metal_ops_packed_volume_render(
             sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
             early_termination=float(early_termination), return_weights=bool(return_weights))
         return PackedVolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
+
+
+def _without_padding(sigma, rgb, t_starts, t_ends, ray_counts, num_samples):
+    """The padding [num_samples, N) as [0, 0] intervals of zero density and colour on the last ray."""
+    n = tf.shape(sigma)[0]
+    rays = tf.shape(ray_counts)[0]
+    valid = tf.range(n) < num_samples
+    sigma = tf.where(valid, sigma, tf.zeros_like(sigma))
+    rgb = tf.where(valid[:, None], rgb, tf.zeros_like(rgb))
+    t_starts = tf.where(valid, t_starts, tf.zeros_like(t_starts))
+    t_ends = tf.where(valid, t_ends, tf.zeros_like(t_ends))
+    ray_counts = ray_counts + tf.one_hot(rays - 1, rays, dtype=tf.int32) * (n - num_samples)
+    return sigma, rgb, t_starts, t_ends, ray_counts
 
 
 def _int32(x, name):

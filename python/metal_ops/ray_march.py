@@ -25,6 +25,19 @@ ray_offsets, ray_counts: [R] int32; ray r's samples are
 """
 
 
+RayMarchStaticSamples = collections.namedtuple(
+    "RayMarchStaticSamples", RayMarchSamples._fields + ("num_samples", "num_rays"))
+RayMarchStaticSamples.__doc__ = """Packed samples in outputs of a static size S (`ray_march_static`).
+
+t_starts, t_ends: [S] float32; ray_indices: [S] int32. Samples
+  [0, num_samples) are `ray_march`'s first num_samples samples; the others
+  are padding: t_start = t_end = 0, ray index max(R - 1, 0).
+ray_offsets, ray_counts: [R] int32 over the kept samples; rays from num_rays
+  on have count 0 and offset num_samples.
+num_samples, num_rays: int32 scalars, the samples and rays kept.
+"""
+
+
 def ray_march(origins, directions, near, far, occupancy, aabb, grid_resolution, step_size, cone_angle=0.0,
               max_step_size=1e10, max_samples=1024, jitter=False, seed=0, name=None):
     """Marches rays through an occupancy bitfield and returns the samples in occupied cells.
@@ -53,21 +66,54 @@ def ray_march(origins, directions, near, far, occupancy, aabb, grid_resolution, 
       no samples.
     """
     with tf.name_scope(name or "ray_march"):
-        origins = float_tensor("ray_march", "origins", origins)
-        directions = float_tensor("ray_march", "directions", directions)
-        near = float_tensor("ray_march", "near", near)
-        far = float_tensor("ray_march", "far", far)
-        occ_dtype = getattr(occupancy, "dtype", None)
-        if occ_dtype is not None and tf.as_dtype(occ_dtype) != tf.uint8:
-            raise TypeError(f"ray_march: 'occupancy' must be a uint8 bitfield (see pack_occupancy), "
-                            f"got {tf.as_dtype(occ_dtype).name}")
-        occupancy = tf.convert_to_tensor(occupancy, dtype=tf.uint8)
-        seed = tf.convert_to_tensor(seed, dtype=tf.int32)
         out = load_library().metal_ops_ray_march(
-            origins, directions, near, far, occupancy, seed, aabb=[float(v) for v in np.ravel(aabb)],
-            grid_resolution=int(grid_resolution), step_size=float(step_size), cone_angle=float(cone_angle),
-            max_step_size=float(max_step_size), max_samples=int(max_samples), jitter=bool(jitter))
+            *_inputs(origins, directions, near, far, occupancy, seed),
+            **_attrs(aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter))
         return RayMarchSamples(*out)
+
+
+def ray_march_static(origins, directions, near, far, occupancy, aabb, grid_resolution, step_size, sample_budget,
+                     cone_angle=0.0, max_step_size=1e10, max_samples=1024, jitter=False, seed=0, name=None):
+    """`ray_march` into outputs of a static size, `sample_budget` samples: what XLA compiles.
+
+    Rays are taken in order while their samples fit in the budget, each with
+    all of its samples; the rays after the first one that does not fit get
+    none (`num_rays` says how many were kept, so a training step can mask the
+    others out of its loss). The kept samples are `ray_march`'s first
+    `num_samples`; the rest of the outputs is padding that
+    `packed_volume_render(..., num_samples=...)` skips. The march costs what
+    `ray_march`'s does; whatever runs on the samples afterwards runs on all
+    `sample_budget` of them, padding included (docs/XLA.md).
+
+    Args: `ray_march`'s, plus
+      sample_budget: S >= 0, the size of the sample outputs.
+
+    Returns:
+      RayMarchStaticSamples.
+    """
+    with tf.name_scope(name or "ray_march_static"):
+        out = load_library().metal_ops_ray_march_static(
+            *_inputs(origins, directions, near, far, occupancy, seed),
+            **_attrs(aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter),
+            sample_budget=int(sample_budget))
+        return RayMarchStaticSamples(*out)
+
+
+def _inputs(origins, directions, near, far, occupancy, seed):
+    occ_dtype = getattr(occupancy, "dtype", None)
+    if occ_dtype is not None and tf.as_dtype(occ_dtype) != tf.uint8:
+        raise TypeError(f"ray_march: 'occupancy' must be a uint8 bitfield (see pack_occupancy), "
+                        f"got {tf.as_dtype(occ_dtype).name}")
+    return (float_tensor("ray_march", "origins", origins), float_tensor("ray_march", "directions", directions),
+            float_tensor("ray_march", "near", near), float_tensor("ray_march", "far", far),
+            tf.convert_to_tensor(occupancy, dtype=tf.uint8),
+            tf.convert_to_tensor(seed, dtype=tf.int32))
+
+
+def _attrs(aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter):
+    return dict(aabb=[float(v) for v in np.ravel(aabb)], grid_resolution=int(grid_resolution),
+                step_size=float(step_size), cone_angle=float(cone_angle), max_step_size=float(max_step_size),
+                max_samples=int(max_samples), jitter=bool(jitter))
 
 
 def pack_occupancy(grid, name=None):
@@ -96,3 +142,4 @@ def pack_occupancy(grid, name=None):
 
 
 tf.no_gradient("MetalOpsRayMarch")
+tf.no_gradient("MetalOpsRayMarchStatic")
