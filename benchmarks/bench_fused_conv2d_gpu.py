@@ -106,7 +106,7 @@ def bench(tf, metal_ops, device, batch, hw, c, k, act, rounds, iters, results):
 
 
 def main():
-    args = timing.gpu_arguments("fused_conv2d_gpu", 15, "calls per variant and round").parse_args()
+    args = timing.gpu_arguments("fused_conv2d_gpu", 15, "one small shape", "calls per variant and round").parse_args()
     import tensorflow as tf
 
     import metal_ops

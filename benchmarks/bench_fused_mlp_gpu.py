@@ -117,7 +117,7 @@ def bench(tf, metal_ops, device, config, n, rounds, iters, results):
 
 
 def main():
-    parser = timing.gpu_arguments("fused_mlp_gpu", 7, "calls per contender and round")
+    parser = timing.gpu_arguments("fused_mlp_gpu", 7, "one small network", "calls per contender and round")
     parser.add_argument("--n", type=int, default=1 << 20, help="rows per call")
     args = parser.parse_args()
     import tensorflow as tf

@@ -85,11 +85,11 @@ def arguments(benchmark, rounds, quick_help, out="--json", device="cpu"):
     return parser
 
 
-def gpu_arguments(benchmark, rounds, iters_help):
+def gpu_arguments(benchmark, rounds, quick_help, iters_help):
     """The command line of a GPU benchmark through TensorFlow: arguments()
     (no default JSON: the device is learnt later), --iters (calls per round,
     `iters_help`) and --no-tf32; tf_gpu_setup reads them."""
-    parser = arguments(benchmark, rounds, "3 rounds of 2 calls, no JSON (any device)", device=None)
+    parser = arguments(benchmark, rounds, quick_help + ", 3 rounds of 2 calls, no JSON (any device)", device=None)
     parser.add_argument("--iters", type=int, default=20, help=iters_help)
     parser.add_argument("--no-tf32", action="store_true", help="strict float32 on both sides")
     return parser
