@@ -106,19 +106,12 @@ def bench(tf, metal_ops, device, batch, hw, c, k, act, rounds, iters, results):
 
 
 def main():
-    parser = timing.arguments("fused_conv2d_gpu", 15, "one small shape, 3 rounds, no JSON (any device)", device=None)
-    parser.add_argument("--iters", type=int, default=20, help="calls per variant and round")
-    parser.add_argument("--no-tf32", action="store_true", help="strict float32 on both sides")
-    args = parser.parse_args()
+    args = timing.gpu_arguments("fused_conv2d_gpu", 15, "one small shape", "calls per variant and round").parse_args()
     import tensorflow as tf
 
     import metal_ops
 
-    if args.no_tf32:
-        tf.config.experimental.enable_tensor_float_32_execution(False)
-    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_fused_conv2d_gpu", args.quick,
-                                         rounds=3 if args.quick else args.rounds,
-                                         iters=2 if args.quick else args.iters)
+    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_fused_conv2d_gpu", args)
     results = []
     for config in configs(args.quick):
         bench(tf, metal_ops, device, *config, header["rounds"], header["iters"], results)

@@ -117,21 +117,16 @@ def bench(tf, metal_ops, device, config, n, rounds, iters, results):
 
 
 def main():
-    parser = timing.arguments("fused_mlp_gpu", 7, "one small network, 3 rounds, no JSON (any device)", device=None)
-    parser.add_argument("--iters", type=int, default=20, help="calls per contender and round")
+    parser = timing.gpu_arguments("fused_mlp_gpu", 7, "one small network", "calls per contender and round")
     parser.add_argument("--n", type=int, default=1 << 20, help="rows per call")
-    parser.add_argument("--no-tf32", action="store_true", help="strict float32 on both sides")
     args = parser.parse_args()
     import tensorflow as tf
 
     import metal_ops
     import metal_ops.layers  # noqa: F401
 
-    if args.no_tf32:
-        tf.config.experimental.enable_tensor_float_32_execution(False)
-    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_fused_mlp_gpu", args.quick,
-                                         rounds=3 if args.quick else args.rounds,
-                                         iters=2 if args.quick else args.iters, n=4096 if args.quick else args.n)
+    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_fused_mlp_gpu", args,
+                                         n=4096 if args.quick else args.n)
     results = []
     for config in CONFIGS[1:2] if args.quick else CONFIGS:
         bench(tf, metal_ops, device, config, header["n"], header["rounds"], header["iters"], results)

@@ -85,6 +85,16 @@ def arguments(benchmark, rounds, quick_help, out="--json", device="cpu"):
     return parser
 
 
+def gpu_arguments(benchmark, rounds, quick_help, iters_help):
+    """The command line of a GPU benchmark through TensorFlow: arguments()
+    (no default JSON: the device is learnt later), --iters (calls per round,
+    `iters_help`) and --no-tf32; tf_gpu_setup reads them."""
+    parser = arguments(benchmark, rounds, quick_help + ", 3 rounds of 2 calls, no JSON (any device)", device=None)
+    parser.add_argument("--iters", type=int, default=20, help=iters_help)
+    parser.add_argument("--no-tf32", action="store_true", help="strict float32 on both sides")
+    return parser
+
+
 def run_configs(benchmark, configs, bench, rounds=9):
     """The main() of a CPU benchmark over configurations, bench(*config,
     rounds, results) each: --quick runs the first with 3 rounds and writes
@@ -111,11 +121,17 @@ def cpu_description():
     return f"CPU: {model}, {os.cpu_count()} threads, ISA: {' '.join(isa)}"
 
 
-def tf_gpu_setup(tf, metal_ops, script, quick, **fields):
-    """(device, header) of a benchmark through TensorFlow on its GPU: /GPU:0,
-    or with `quick` whatever TensorFlow has (the CPU without a GPU; else it
-    exits naming `script`). The header (printed) names the device, TensorFlow,
-    whether TF32 is allowed, the library's backends and `fields`."""
+def tf_gpu_setup(tf, metal_ops, script, args, **fields):
+    """(device, header) of a benchmark through TensorFlow on its GPU, with
+    gpu_arguments' `args`: /GPU:0, or with --quick whatever TensorFlow has (the
+    CPU without a GPU; else it exits naming `script`). --no-tf32 turns TF32 off
+    first. The header (printed) names the device, TensorFlow, whether TF32 is
+    allowed, the library's backends, rounds and iters (3 and 2 with --quick)
+    and `fields`."""
+    if args.no_tf32:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+    quick = args.quick
+    fields = {"rounds": 3 if quick else args.rounds, "iters": 2 if quick else args.iters, **fields}
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus and not quick:
         raise SystemExit(f"{script}: TensorFlow sees no GPU (a CUDA build on a GPU machine is needed; "

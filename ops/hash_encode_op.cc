@@ -45,14 +45,31 @@ Status CheckInputsAndTable(InferenceContext* c, const mo::hash_encode::GridAttrs
   return Status();
 }
 
+// The encoding's width, num_levels * F for a table [P, F].
+Status EncodedWidth(InferenceContext* c, const mo::hash_encode::GridAttrs& grid, ShapeHandle table,
+                    DimensionHandle* width) {
+  return c->Multiply(c->Dim(table, 1), grid.num_levels, width);
+}
+
+// grad_encoded, input `grad_index`: [N, num_levels * F] for inputs [N, D] and
+// table [P, F]; *width is num_levels * F.
+Status CheckGradEncoded(InferenceContext* c, const mo::hash_encode::GridAttrs& grid, int grad_index,
+                        ShapeHandle inputs, ShapeHandle table, DimensionHandle* width) {
+  ShapeHandle grad;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(grad_index), 2, &grad));
+  TF_RETURN_IF_ERROR(EncodedWidth(c, grid, table, width));
+  DimensionHandle unused;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(inputs, 0), &unused));
+  return c->Merge(c->Dim(grad, 1), *width, &unused);
+}
+
 Status HashEncodeShape(InferenceContext* c) {
   mo::hash_encode::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncode, &a));
-  const int num_levels = a.grid.num_levels;
   ShapeHandle inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 0, 1, &inputs, &table));
   DimensionHandle width;
-  TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
+  TF_RETURN_IF_ERROR(EncodedWidth(c, a.grid, table, &width));
   c->set_output(0, c->Matrix(c->Dim(inputs, 0), width));
   return Status();
 }
@@ -60,14 +77,10 @@ Status HashEncodeShape(InferenceContext* c) {
 Status HashEncodeGradShape(InferenceContext* c) {
   mo::hash_encode::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncodeGrad, &a));
-  const int num_levels = a.grid.num_levels;
-  ShapeHandle grad, inputs, table;
+  ShapeHandle inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 1, 2, &inputs, &table));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &grad));
-  DimensionHandle width, unused;
-  TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(inputs, 0), &unused));
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 1), width, &unused));
+  DimensionHandle width;
+  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a.grid, 0, inputs, table, &width));
   c->set_output(0, a.table_grad ? table : c->Matrix(0, c->Dim(table, 1)));
   c->set_output(1, a.input_grad ? inputs : c->Matrix(0, c->Dim(inputs, 1)));
   return Status();
@@ -76,16 +89,12 @@ Status HashEncodeGradShape(InferenceContext* c) {
 Status HashEncodeGradGradShape(InferenceContext* c) {
   mo::hash_encode::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncodeGradGrad, &a));
-  const int num_levels = a.grid.num_levels;
-  ShapeHandle ggx, grad, inputs, table;
+  ShapeHandle ggx, inputs, table;
   TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 2, 3, &inputs, &table));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &ggx));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &grad));
   TF_RETURN_IF_ERROR(c->Merge(ggx, inputs, &ggx));
-  DimensionHandle width, unused;
-  TF_RETURN_IF_ERROR(c->Multiply(c->Dim(table, 1), num_levels, &width));
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(inputs, 0), &unused));
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 1), width, &unused));
+  DimensionHandle width;
+  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a.grid, 1, inputs, table, &width));
   c->set_output(0, table);
   c->set_output(1, c->Matrix(c->Dim(inputs, 0), width));
   return Status();

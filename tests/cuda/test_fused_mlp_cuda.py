@@ -407,6 +407,17 @@ def test_tf32_backward_of_an_exact_forward(width):
                                 dbs=[cupy.asnumpy(b) for b in gb])
 
 
+def tf32_and_exact_forward(cupy, lib, seed, width):
+    """A ReLU network 64 -> 3 hidden layers of `width` -> 16 and 4096 rows
+    drawn from `seed`, run forward (training) on the TF32 and on the exact
+    float32 entry points: x, ws, bs, then (y, saved) of each, as NumPy arrays."""
+    rng = np.random.default_rng(seed)
+    ws, bs = make_net(rng, 64, width, 3, 16, np.float32)
+    x = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
+    runs = [run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32)[:2] for tf32 in (True, False)]
+    return (x, ws, bs) + tuple(tuple(cupy.asnumpy(a) for a in run) for run in runs)
+
+
 def test_tf32_path_is_used():
     """The TF32 entry points run TF32 products: the saved activations are TF32
     values (13 low mantissa bits zero; the exact path's are not), each hidden
@@ -415,12 +426,7 @@ def test_tf32_path_is_used():
     the exact one, and y lies a hundred times closer (or more) to the TF32 product of
     the last saved layer than to the exact product."""
     cupy, lib = require_gpu()
-    rng = np.random.default_rng(17)
-    ws, bs = make_net(rng, 64, 64, 3, 16, np.float32)
-    x = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
-    y_t, saved_t, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=True)
-    _, saved_e, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)
-    y_t, saved_t, saved_e = cupy.asnumpy(y_t), cupy.asnumpy(saved_t), cupy.asnumpy(saved_e)
+    _, ws, bs, (y_t, saved_t), (_, saved_e) = tf32_and_exact_forward(cupy, lib, 17, 64)
     assert np.all(saved_t.view(np.uint32) & 0x1FFF == 0), "saved activations of the TF32 path are not TF32 values"
     nonzero = saved_e != 0  # ReLU's zeros are TF32 values on either path
     assert np.mean(saved_e.view(np.uint32)[nonzero] & 0x1FFF != 0) > 0.9, "the exact path's saved activations look TF32"
@@ -484,12 +490,7 @@ def test_tf32_layer_path_is_used():
     TF32 bound (test_widths); its saved activations are float32 values."""
     cupy, lib = require_gpu()
     assert uses_layers(lib, 128) and not uses_layers(lib, 64)
-    rng = np.random.default_rng(41)
-    ws, bs = make_net(rng, 64, 128, 3, 16, np.float32)
-    x = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
-    y_t, saved_t, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=True)
-    y_e, _, _ = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)
-    y_t, saved_t, y_e = cupy.asnumpy(y_t), cupy.asnumpy(saved_t), cupy.asnumpy(y_e)
+    x, ws, bs, (y_t, saved_t), (y_e, _) = tf32_and_exact_forward(cupy, lib, 41, 128)
     want = ref_forward_backward(x, ws, bs, np.zeros((4096, 16), np.float32), "relu", "none")[0]
     if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
         # cuBLAS obeys NVIDIA's override (tests/conftest.py sets it unless it is set)

@@ -1,8 +1,23 @@
-"""The checks both renderers' fuzz tests share (test_fuzz_volume_render.py,
-test_fuzz_packed_volume_render.py): outputs against the reference, finite
-gradients, and the mutations of the arguments they have in common."""
+"""What both renderers' fuzz tests share (test_fuzz_volume_render.py,
+test_fuzz_packed_volume_render.py): the draws of the arguments they have in
+common, outputs against the reference, finite gradients, and the mutations of
+the common arguments."""
 import numpy as np
 import tensorflow as tf
+from hypothesis import strategies as st
+
+
+def draw_common(draw, rng, R):
+    """The draws every renderer's case makes: a dtype, a density scale, a
+    background (None, one colour [3] or one per ray [R, 3], from `rng`),
+    early_termination, and cast(array), the array in the dtype (None kept)."""
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    scale = draw(st.sampled_from([1e-3, 1.0, 50.0, 1e4]))
+    background = draw(st.sampled_from(["none", "shared", "per_ray"]))
+    bg = None if background == "none" else rng.uniform(0, 1, size=(3,) if background == "shared" else (R, 3))
+    eps = draw(st.sampled_from([0.0, 1e-4, 0.01, 0.5, 1.0]))
+    return scale, bg, eps, lambda a: None if a is None else np.asarray(a).astype(dtype)
+
 
 # The mutations every renderer takes, last in each test's list.
 COMMON_MUTATIONS = ["background_rays", "early_termination"]

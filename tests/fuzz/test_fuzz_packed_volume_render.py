@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import metal_ops
 from tests.reference import packed_volume_render as ref
 from tests.fuzz.render_checks import (COMMON_MUTATIONS, assert_gradients_finite, assert_matches_reference,
-                                      common_mutation)
+                                      common_mutation, draw_common)
 from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_settings
 
 
@@ -19,12 +19,11 @@ from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_setting
 def packed_case(draw):
     R = draw(st.sampled_from([0, 1, 2, 5, 17]))
     max_count = draw(st.sampled_from([0, 1, 3, 8, 33]))
-    dtype = draw(st.sampled_from([np.float32, np.float64]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale, bg, eps, cast = draw_common(draw, rng, R)
     counts = rng.integers(0, max_count + 1, size=R).astype(np.int32)
     offsets = (np.cumsum(counts) - counts).astype(np.int32)
     N = int(counts.sum())
-    scale = draw(st.sampled_from([1e-3, 1.0, 50.0, 1e4]))
     sigma = rng.uniform(0, scale, size=N)
     if N and draw(st.booleans()):
         sigma[rng.integers(0, N, size=2)] = draw(st.sampled_from([0.0, 1e-45, 1e30]))
@@ -32,10 +31,6 @@ def packed_case(draw):
     t0 = origin + np.cumsum(rng.uniform(0, draw(st.sampled_from([1e-3, 0.1, 1.0])), size=N))
     t1 = t0 + rng.uniform(0, 0.1, size=N) * (rng.random(N) > 0.1)  # some zero-width intervals
     rgb = rng.uniform(0, 1, size=(N, 3))
-    background = draw(st.sampled_from(["none", "shared", "per_ray"]))
-    bg = None if background == "none" else rng.uniform(0, 1, size=(3,) if background == "shared" else (R, 3))
-    eps = draw(st.sampled_from([0.0, 1e-4, 0.01, 0.5, 1.0]))
-    cast = lambda a: None if a is None else np.asarray(a).astype(dtype)  # noqa: E731
     return cast(sigma), cast(rgb), cast(t0), cast(t1), offsets, counts, cast(bg), eps
 
 

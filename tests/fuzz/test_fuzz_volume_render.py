@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import metal_ops
 from tests.reference import volume_render as ref
 from tests.fuzz.render_checks import (COMMON_MUTATIONS, assert_gradients_finite, assert_matches_reference,
-                                      common_mutation)
+                                      common_mutation, draw_common)
 from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_settings
 
 
@@ -19,9 +19,8 @@ from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_setting
 def render_case(draw):
     R = draw(st.sampled_from([0, 1, 2, 5, 17]))
     S = draw(st.sampled_from([0, 1, 2, 3, 8, 33]))
-    dtype = draw(st.sampled_from([np.float32, np.float64]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    scale = draw(st.sampled_from([1e-3, 1.0, 50.0, 1e4]))
+    scale, bg, eps, cast = draw_common(draw, rng, R)
     sigma = rng.uniform(0, scale, size=(R, S))
     if sigma.size and draw(st.booleans()):
         sigma.reshape(-1)[rng.integers(0, sigma.size, size=2)] = draw(st.sampled_from([0.0, 1e-45, 1e30]))
@@ -30,10 +29,6 @@ def render_case(draw):
         steps.reshape(-1)[rng.integers(0, steps.size, size=2)] = 0.0  # zero-width intervals
     t = np.cumsum(steps, axis=1) + draw(st.sampled_from([0.0, 2.0, 1e3]))
     rgb = rng.uniform(0, 1, size=(R, S, 3))
-    background = draw(st.sampled_from(["none", "shared", "per_ray"]))
-    bg = None if background == "none" else rng.uniform(0, 1, size=(3,) if background == "shared" else (R, 3))
-    eps = draw(st.sampled_from([0.0, 1e-4, 0.01, 0.5, 1.0]))
-    cast = lambda a: None if a is None else np.asarray(a).astype(dtype)  # noqa: E731
     return cast(sigma), cast(rgb), cast(t), cast(bg), eps
 
 

@@ -70,6 +70,24 @@ int Backward(const void* dy, const void* x, const void* y, const void* saved, co
 
 }  // namespace
 
+// The forward and backward entry points of element type T (tf32: float32 on
+// TF32 tensor cores), named metal_ops_fused_mlp_{forward,backward}_SUFFIX.
+#define MO_FUSED_MLP_HARNESS(SUFFIX, T, TF32)                                                                      \
+  int metal_ops_fused_mlp_forward_##SUFFIX(const void* x, const int64_t* w, const int64_t* b, void* y, void* saved, \
+                                           int64_t n, int in_dim, int width, int hidden_layers, int out_dim,       \
+                                           int act, int out_act, float alpha, cudaStream_t stream) {               \
+    return Forward<T>(x, w, b, y, saved, n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha, stream,    \
+                      TF32);                                                                                       \
+  }                                                                                                                \
+  int metal_ops_fused_mlp_backward_##SUFFIX(const void* dy, const void* x, const void* y, const void* saved,       \
+                                            const int64_t* w, const int64_t* b, void* dx, const int64_t* dw,       \
+                                            const int64_t* db, void* workspace, int64_t n, int in_dim, int width,  \
+                                            int hidden_layers, int out_dim, int act, int out_act, float alpha,     \
+                                            cudaStream_t stream) {                                                 \
+    return Backward<T>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers, out_dim,     \
+                       act, out_act, alpha, stream, TF32);                                                         \
+  }
+
 extern "C" {
 
 const char* metal_ops_fused_mlp_last_error() { return last_error.c_str(); }
@@ -89,55 +107,10 @@ int64_t metal_ops_fused_mlp_workspace_bytes(int64_t n, int in_dim, int width, in
       Shape(n, in_dim, width, hidden_layers, out_dim, 0, 0, 0.0f, tf32 != 0, impl), static_cast<size_t>(elem_size)));
 }
 
-int metal_ops_fused_mlp_forward_float32(const void* x, const int64_t* w, const int64_t* b, void* y,
-                                        void* saved, int64_t n, int in_dim, int width,
-                                        int hidden_layers, int out_dim, int act, int out_act,
-                                        float alpha, cudaStream_t stream) {
-  return Forward<float>(x, w, b, y, saved, n, in_dim, width, hidden_layers, out_dim, act, out_act,
-                        alpha, stream);
-}
-int metal_ops_fused_mlp_forward_float16(const void* x, const int64_t* w, const int64_t* b, void* y,
-                                        void* saved, int64_t n, int in_dim, int width,
-                                        int hidden_layers, int out_dim, int act, int out_act,
-                                        float alpha, cudaStream_t stream) {
-  return Forward<__half>(x, w, b, y, saved, n, in_dim, width, hidden_layers, out_dim, act, out_act,
-                         alpha, stream);
-}
-int metal_ops_fused_mlp_backward_float32(const void* dy, const void* x, const void* y,
-                                         const void* saved, const int64_t* w, const int64_t* b,
-                                         void* dx, const int64_t* dw, const int64_t* db,
-                                         void* workspace, int64_t n, int in_dim, int width,
-                                         int hidden_layers, int out_dim, int act, int out_act,
-                                         float alpha, cudaStream_t stream) {
-  return Backward<float>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width,
-                         hidden_layers, out_dim, act, out_act, alpha, stream);
-}
-int metal_ops_fused_mlp_backward_float16(const void* dy, const void* x, const void* y,
-                                         const void* saved, const int64_t* w, const int64_t* b,
-                                         void* dx, const int64_t* dw, const int64_t* db,
-                                         void* workspace, int64_t n, int in_dim, int width,
-                                         int hidden_layers, int out_dim, int act, int out_act,
-                                         float alpha, cudaStream_t stream) {
-  return Backward<__half>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width,
-                          hidden_layers, out_dim, act, out_act, alpha, stream);
-}
-
-// float32 on TF32 tensor cores (the _float32 entry points above run exact
-// float32); same arguments.
-int metal_ops_fused_mlp_forward_tf32(const void* x, const int64_t* w, const int64_t* b, void* y, void* saved,
-                                     int64_t n, int in_dim, int width, int hidden_layers, int out_dim, int act,
-                                     int out_act, float alpha, cudaStream_t stream) {
-  return Forward<float>(x, w, b, y, saved, n, in_dim, width, hidden_layers, out_dim, act, out_act, alpha,
-                        stream, true);
-}
-int metal_ops_fused_mlp_backward_tf32(const void* dy, const void* x, const void* y, const void* saved,
-                                      const int64_t* w, const int64_t* b, void* dx, const int64_t* dw,
-                                      const int64_t* db, void* workspace, int64_t n, int in_dim, int width,
-                                      int hidden_layers, int out_dim, int act, int out_act, float alpha,
-                                      cudaStream_t stream) {
-  return Backward<float>(dy, x, y, saved, w, b, dx, dw, db, workspace, n, in_dim, width, hidden_layers,
-                         out_dim, act, out_act, alpha, stream, true);
-}
+MO_FUSED_MLP_HARNESS(float32, float, false)
+MO_FUSED_MLP_HARNESS(float16, __half, false)
+// float32 on TF32 tensor cores (the _float32 entry points run exact float32).
+MO_FUSED_MLP_HARNESS(tf32, float, true)
 
 // TF32 through a chosen implementation (kFusedMlpTf32Fused = 1, kFusedMlpTf32Layers
 // = 2, layers with 32-row staged chunks = 3, layers without the staged kernels
@@ -174,3 +147,5 @@ int metal_ops_fused_mlp_backward_sized(const void* dy, const void* x, const void
 }
 
 }  // extern "C"
+
+#undef MO_FUSED_MLP_HARNESS
