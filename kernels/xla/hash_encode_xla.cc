@@ -179,27 +179,16 @@ ffi::Error GradGrad(ffi::AnyBuffer grad_grad_inputs, ffi::AnyBuffer grad_encoded
 }
 
 XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       xla_ffi::BindGridAttrs(ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>()));
+                       xla_ffi::BindGridAttrs((xla_ffi::BindBuffers<2, 1>())));
 XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       xla_ffi::BindGridAttrs(ffi::Ffi::Bind()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Ret<ffi::AnyBuffer>()
-                                                  .Ret<ffi::AnyBuffer>())
+                       xla_ffi::BindGridAttrs((xla_ffi::BindBuffers<3, 2>()))
                            .Attr<int64_t>("table_grad")
                            .Attr<int64_t>("input_grad")
                            .Attr<int64_t>("deterministic"));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "Host", kForward);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", kBackward);
 XLA_FFI_DEFINE_HANDLER(kGradGrad, GradGrad,
-                       xla_ffi::BindGridAttrs(ffi::Ffi::Bind()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Ret<ffi::AnyBuffer>()
-                                                  .Ret<ffi::AnyBuffer>()));
+                       xla_ffi::BindGridAttrs((xla_ffi::BindBuffers<4, 2>())));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", kGradGrad);
 
 }  // namespace

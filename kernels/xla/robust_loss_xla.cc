@@ -88,20 +88,9 @@ ffi::Error Backward(ffi::AnyBuffer grad, ffi::AnyBuffer x, ffi::AnyBuffer alpha,
 }
 
 XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       ffi::Ffi::Bind()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>());
+                       (xla_ffi::BindBuffers<3, 1>()));
 XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       ffi::Ffi::Bind()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>());
+                       (xla_ffi::BindBuffers<4, 3>()));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLoss", "Host", kForward);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "Host", kBackward);
 

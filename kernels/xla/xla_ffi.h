@@ -59,6 +59,27 @@ inline checks::Dims DimsOf(const ffi::AnyBuffer& buffer) {
   return checks::Dims(dims.begin(), dims.end());
 }
 
+// ffi::Ffi::Bind() with kArgs ffi::AnyBuffer arguments, then kRets >= 1
+// ffi::AnyBuffer results: the handlers' buffer lists, by count rather than
+// one .Arg<ffi::AnyBuffer>() / .Ret<ffi::AnyBuffer>() line per buffer. (A
+// Binding cannot be copied or moved into a new one of its own type: each step
+// returns the next type, and the last step's result is returned as it is.)
+template <int kArgs, int kRets, typename Binding>
+auto BindBuffersFrom(Binding&& binding) {
+  static_assert(kRets >= 1, "a handler has at least one result");
+  if constexpr (kArgs > 0) {
+    return BindBuffersFrom<kArgs - 1, kRets>(std::move(binding).template Arg<ffi::AnyBuffer>());
+  } else if constexpr (kRets > 1) {
+    return BindBuffersFrom<0, kRets - 1>(std::move(binding).template Ret<ffi::AnyBuffer>());
+  } else {
+    return std::move(binding).template Ret<ffi::AnyBuffer>();
+  }
+}
+template <int kArgs, int kRets>
+auto BindBuffers() {
+  return BindBuffersFrom<kArgs, kRets>(ffi::Ffi::Bind());
+}
+
 // The buffers of a variadic call (ops with list inputs or outputs).
 inline ffi::Error BuffersOf(const ffi::RemainingArgs& args, std::vector<ffi::AnyBuffer>* out) {
   for (size_t i = 0; i < args.size(); ++i) {
