@@ -11,6 +11,8 @@
 //
 // No libstdc++ header declares these names here, so the hidden definitions do
 // not clash with the default-visibility declarations in <bits/functexcept.h>.
+#include <pthread.h>
+
 #include <new>
 #include <sstream>
 
@@ -25,6 +27,7 @@ extern "C" void mo_throw_bad_array_new_length() { throw std::bad_array_new_lengt
 // std::ostringstream's default constructor (GLIBCXX_3.4.26, GCC 9: before, the
 // header defaulted the mode argument of the one-argument constructor).
 template std::ostringstream::basic_ostringstream();
+template std::stringstream::basic_stringstream();
 
 // exp(double) (GLIBC_2.29: glibc 2.29 made the new, faster exp the default
 // version; the older entry point, GLIBC_2.2.5, is the same function behind
@@ -43,3 +46,11 @@ extern "C" void* mo_glibc_dlsym_2_2_5(void*, const char*);
 __asm__(".symver mo_glibc_dlsym_2_2_5, dlsym@GLIBC_2.2.5");
 extern "C" MO_HIDDEN void* mo_dlsym(void* handle, const char* name) __asm__("dlsym");
 extern "C" void* mo_dlsym(void* handle, const char* name) { return mo_glibc_dlsym_2_2_5(handle, name); }
+
+// pthread_once (GLIBC_2.34: moved from libpthread into libc under a new
+// version; the older entry point, GLIBC_2.2.5, is the same function).
+// std::call_once calls it (the XLA registration, kernels/xla/register_xla.cc).
+extern "C" int mo_glibc_pthread_once_2_2_5(pthread_once_t*, void (*)());
+__asm__(".symver mo_glibc_pthread_once_2_2_5, pthread_once@GLIBC_2.2.5");
+extern "C" MO_HIDDEN int mo_pthread_once(pthread_once_t* once, void (*init)()) __asm__("pthread_once");
+extern "C" int mo_pthread_once(pthread_once_t* once, void (*init)()) { return mo_glibc_pthread_once_2_2_5(once, init); }

@@ -140,7 +140,10 @@ def register_xla_cuda_handlers(path):
         return
     import ctypes
 
-    library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    try:
+        library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except OSError:  # not loaded in this process (TensorFlow's load_library did not map it): nothing to register
+        return
     register = getattr(library, "MetalOpsRegisterXlaCuda", None)
     if register is None:
         return
