@@ -102,7 +102,7 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Rem
         cuda::ShapeOf(net, in[1].dimensions()[0], AttrsOf(activation, output_activation, leaky_relu_alpha));
     s.tf32 = cuda::UseTf32<T>();
     const size_t ws_bytes = cuda::FusedMlpBackwardWorkspaceBytes(s, sizeof(CT));
-    std::optional<void*> workspace = scratch.Allocate(ws_bytes > 0 ? ws_bytes : 1, 256);
+    std::optional<void*> workspace = AllocateScratch(scratch, ws_bytes);
     if (!workspace.has_value()) {
       return ffi::Error(ffi::ErrorCode::kResourceExhausted, "FusedMLPGrad: could not allocate its GPU workspace");
     }

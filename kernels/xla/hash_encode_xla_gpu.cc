@@ -62,7 +62,7 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
         c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, params, options);
     void* workspace = nullptr;
     if (workspace_bytes > 0) {
-      std::optional<void*> allocated = scratch.Allocate(workspace_bytes, 256);
+      std::optional<void*> allocated = AllocateScratch(scratch, workspace_bytes);
       if (!allocated.has_value()) {
         return ffi::Error(ffi::ErrorCode::kResourceExhausted, "HashEncodeGrad: could not allocate its GPU workspace");
       }

@@ -6,7 +6,9 @@
 #ifndef MO_KERNELS_XLA_XLA_FFI_H_
 #define MO_KERNELS_XLA_XLA_FFI_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +99,20 @@ inline ffi::Error BuffersOf(const ffi::RemainingRets& rets, std::vector<ffi::Res
     out->push_back(buffer.value());
   }
   return ffi::Error::Success();
+}
+
+// `bytes` of device scratch for a CUDA handler, starting on a 256-byte
+// boundary (the launchers' workspaces assume cudaMalloc's alignment). XLA's
+// FFI refuses alignments above 16 ("Unsupported alignment"), so the block is
+// asked for with 16 and 240 bytes more, and its start rounded up. Freed when
+// `scratch` goes (the handler's return): later work on XLA's stream reuses it
+// only after the kernels queued here.
+inline std::optional<void*> AllocateScratch(ffi::ScratchAllocator& scratch, size_t bytes) {
+  constexpr size_t kAlign = 256, kFfiAlign = 16;
+  std::optional<void*> block = scratch.Allocate(bytes + kAlign - kFfiAlign, kFfiAlign);
+  if (!block.has_value()) return std::nullopt;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(*block);
+  return reinterpret_cast<void*>((start + kAlign - 1) & ~static_cast<uintptr_t>(kAlign - 1));
 }
 
 // Handler registration. Nothing registers with XLA while the library loads
