@@ -2,7 +2,7 @@
 Keras Dense layers under XLA, on a CUDA GPU through TensorFlow, in one process
 (docs/XLA.md).
 
-    python -m benchmarks.bench_xla_gpu [--rounds 9] [--iters 20] [--n 262144] [--results benchmarks/results] [--quick]
+    python -m benchmarks.bench_xla_gpu [--rounds 9] [--iters 20] [--n 262144] [--results benchmarks/results] [--no-tf32] [--quick]
 
 Models (the shapes of bench_fused_mlp_gpu's networks, ReLU hidden layers,
 linear output, the same weights): keras.Sequential of Dense layers and one
@@ -18,7 +18,6 @@ ratios (> 1: the FusedMLP model is faster). --quick: one small network on
 whatever device TensorFlow has (the CPU here), 3 rounds, no JSON.
 JSON: <results>/xla_keras_train_step.<device>.json.
 """
-import argparse
 import os
 import re
 import time
@@ -103,25 +102,21 @@ def bench(tf, metal_ops, device, config, n, rounds, iters):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
-    parser.add_argument("--iters", type=int, default=20, help="train steps per contender and round")
+    parser = timing.gpu_arguments("xla_keras_train_step", 9, "one small network", "train steps per contender and round")
     parser.add_argument("--n", type=int, default=1 << 18, help="rows per batch")
-    parser.add_argument("--results", default=os.path.join("benchmarks", "results"), help="folder of the JSON")
-    parser.add_argument("--quick", action="store_true", help="one small network, 3 rounds, no JSON (any device)")
+    parser.add_argument("--results", default=os.path.join("benchmarks", "results"),
+                        help="the folder of the JSON when --json is not given")
     args = parser.parse_args()
     import tensorflow as tf
 
     import metal_ops  # before the first XLA compilation (docs/XLA.md)
     import metal_ops.layers  # noqa: F401
 
-    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_xla_gpu", args.quick,
-                                         rounds=3 if args.quick else args.rounds,
-                                         iters=2 if args.quick else args.iters, n=4096 if args.quick else args.n)
+    device, header = timing.tf_gpu_setup(tf, metal_ops, "bench_xla_gpu", args, n=4096 if args.quick else args.n)
     rows = [bench(tf, metal_ops, device, config, header["n"], header["rounds"], header["iters"])
             for config in (CONFIGS[1:2] if args.quick else CONFIGS)]
     if not args.quick:
-        path = os.path.join(args.results, f"xla_keras_train_step.{device_slug(tf)}.json")
+        path = args.json or os.path.join(args.results, f"xla_keras_train_step.{device_slug(tf)}.json")
         timing.write_json(path, {**header, "rows": rows})
 
 

@@ -17,6 +17,7 @@ NEEDS_SOURCE_TREE = {
     "test_include_layers.py": "the sources' includes",
     "test_readme.py": "README.md",
     "test_performance_doc.py": "benchmarks/ and docs/PERFORMANCE.md",
+    "test_gpu_benchmarks_quick.py": "benchmarks/",
     "test_docs_present.py": "the docs",
     "test_metal_glue.py": "the Objective-C++ glue and tools/check/metal_check.sh",
     "test_macos_binaries.py": "tools/check/macos_binaries.py, tools/check/macos_checks and kernels/metal",
