@@ -11,7 +11,9 @@
 # selftest  `python -m metal_ops.selftest` on every GPU, report to RESULTS/selftest.<gpu>.json
 # tests     the test suite on the CPU and the GPU (tests/devices.py), junit XML
 #           and its counts in RESULTS/tests.<gpu>.json
-# nerf      the NeRF sample's procedural demo, timed (RESULTS/nerf_demo.<gpu>.json)
+# nerf      the NeRF sample's procedural demo, timed (RESULTS/nerf_demo.<gpu>.json;
+#           NERF_ARGS adds options, NERF_RESULT names the result: e.g.
+#           NERF_ARGS=--jit NERF_RESULT=nerf_demo_jit)
 # sanitize  compute-sanitizer memcheck over the self-test process, racecheck
 #           over its cases of each op with shared memory (RACECHECK_OPS)
 # keras     FusedMLP against a Keras Dense stack in TensorFlow (tf.function and
@@ -79,10 +81,11 @@ step() {
       record tests "$SCRATCH/tests.xml" "python -m pytest tests -q -n $WORKERS -m 'not slow' ${PYTEST_ARGS:-}"
       return "$pt" ;;
     nerf)
-      "$PYTHON" -m examples.nerf.train --name gpu-demo --out-dir "${NERF_OUT:-runs}" --quiet --no-outputs \
+      local run=${NERF_RESULT:-nerf_demo}
+      "$PYTHON" -m examples.nerf.train --name "$run" --out-dir "${NERF_OUT:-runs}" --quiet --no-outputs \
         ${NERF_ARGS:-} || return 1
-      record nerf_demo "${NERF_OUT:-runs}/gpu-demo/metrics.json" \
-        "python -m examples.nerf.train --name gpu-demo --quiet --no-outputs ${NERF_ARGS:-}" ;;
+      record "$run" "${NERF_OUT:-runs}/$run/metrics.json" \
+        "python -m examples.nerf.train --quiet --no-outputs ${NERF_ARGS:-}" ;;
     sanitize)
       compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
         "$PYTHON" -m metal_ops.selftest --repeat 1 ${SANITIZE_ARGS:-} \
