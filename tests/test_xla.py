@@ -3,8 +3,8 @@ docs/XLA.md) on the CPU: values and gradients against NumPy references
 (tests/reference/) and against the same ops without XLA, shapes (empty ones
 too) and dtypes, attributes passed to the handler, bad inputs refused while
 XLA compiles with the TensorFlow kernels' messages, and the rule that the
-library must load before XLA's first compilation. On the CPU: the XLA
-kernels have host handlers only."""
+library must load before XLA's first compilation. On the CPU, where XLA
+runs the host handlers (the CUDA handlers on a GPU: tests/test_xla_cuda.py)."""
 import re
 import subprocess
 import sys
@@ -26,7 +26,7 @@ from tests.reference import volume_render as vr_ref
 from tests.reference import zero_out as zero_ref
 
 pytestmark = [
-    pytest.mark.cpu_semantics("the XLA kernels have host handlers only (no CUDA handlers yet)"),
+    pytest.mark.cpu_semantics("the host handlers (the CUDA handlers on a GPU: tests/test_xla_cuda.py, the self-test)"),
     pytest.mark.skipif(sys.platform == "darwin", reason="Metal has no XLA: the macOS build has no XLA kernels"),
 ]
 

@@ -16,7 +16,7 @@ import metal_ops
 from metal_ops import _loader, layers, losses
 
 pytestmark = [
-    pytest.mark.cpu_semantics("the XLA kernels have host handlers only (no CUDA handlers yet)"),
+    pytest.mark.cpu_semantics("the host handlers (the CUDA handlers on a GPU: tests/test_xla_cuda.py, the self-test)"),
     pytest.mark.skipif(sys.platform == "darwin", reason="Metal has no XLA"),
 ]
 

@@ -6,7 +6,9 @@
 #ifndef MO_KERNELS_XLA_XLA_FFI_H_
 #define MO_KERNELS_XLA_XLA_FFI_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +50,9 @@ ffi::Error ForType(ffi::DataType dtype, const char* op, Fn&& fn) {
   (void)((dtype == TypeOf<Ts>::value ? (result = fn(Ts()), true) : false) || ...);
   return result;
 }
+
+// A handler's result buffer.
+using RetBuffer = ffi::Result<ffi::AnyBuffer>;
 
 template <typename T>
 const T* Data(const ffi::AnyBuffer& buffer) {
@@ -141,6 +146,19 @@ inline std::string RegisterFfiHandlers() {
 template <typename T>
 T* Data(ffi::Result<ffi::AnyBuffer> buffer) {
   return static_cast<T*>(buffer->untyped_data());
+}
+
+// `count` elements of T of device memory from XLA's scratch allocator (a
+// CUDA handler's check words and workspaces, released after the call), or an
+// error naming the op.
+template <typename T>
+ffi::Error ScratchOf(ffi::ScratchAllocator& scratch, size_t count, const char* op, T** out) {
+  std::optional<void*> allocated = scratch.Allocate(count * sizeof(T), 256);
+  if (!allocated.has_value()) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, std::string(op) + ": could not allocate its GPU scratch");
+  }
+  *out = static_cast<T*>(*allocated);
+  return ffi::Error::Success();
 }
 
 inline ffi::Error ToError(const absl::Status& status) {
