@@ -22,18 +22,6 @@
 
 namespace mo {
 
-// MetalOpsRayMarchStatic's outputs: samples [sample_budget], layout [R],
-// and the two counts (scalars).
-struct RayMarchStaticOutputs {
-  float* t_starts;
-  float* t_ends;
-  int32_t* ray_indices;
-  int32_t* ray_offsets;
-  int32_t* ray_counts;
-  int32_t* num_samples;
-  int32_t* num_rays;
-};
-
 // Defined per device, Count and Fill for R > 0.
 template <typename Device>
 struct RayMarchFunctor {

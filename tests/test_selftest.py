@@ -103,8 +103,9 @@ def test_cases_cover_every_op_dtype_and_empty_tensors():
     public = {name: op_def for name, op_def in registered.items() if callable(getattr(metal_ops, name, None))}
     assert len(public) >= 10, sorted(registered)
     # RayMarchStatic runs RayMarch's count and fill passes (the self-test's
-    # ray_march cases) with a cut and padding on the host between them, which
-    # tests/test_ray_march_static.py checks; it has no GPU kernel of its own.
+    # ray_march cases) with a cut and padding between them, which
+    # tests/test_ray_march_static.py checks; outside XLA it has no GPU kernel
+    # of its own, and its self-test cases are [xla] cases (where XLA compiles).
     covered_by = {"ray_march_static": "ray_march"}
     assert set(covered_by.values()) <= ops
     public = {name: op_def for name, op_def in public.items() if name not in covered_by}
@@ -362,4 +363,75 @@ def test_ray_march_comparison_catches_planted_faults(march_result, fault):
     got = PLANTED[fault]([a.copy() for a in march_result])
     assert selftest.compare_ray_march(march_result, march_result, tolerance=1e-5) == (0.0, "")
     error, note = selftest.compare_ray_march(got, march_result, tolerance=1e-5)
+    assert not error <= 1e-5, (fault, error, note)
+
+
+# ---- RayMarchStatic: padding, layout, and the rays both sides kept --------------------------------
+
+@pytest.fixture(scope="module")
+def static_case():
+    case = next(c for c in selftest.cases({"ray_march_static"}) if "jitter=True budget=1500" in c.label)
+    assert case.label.endswith("[xla]")
+    return case
+
+
+def _static(case, **changes):
+    import metal_ops
+
+    attrs = dict(case.attrs, **changes)
+    return [np.asarray(t) for t in metal_ops.ray_march_static(*case.inputs[:5], seed=case.inputs[5], **attrs)]
+
+
+def test_ray_march_static_cases_run_under_xla_only():
+    assert all(c.label.endswith("[xla]") for c in selftest.cases({"ray_march_static"}))
+    assert selftest.XLA_OPS["ray_march_static"] == ("MetalOpsRayMarchStatic",)
+
+
+def test_ray_march_static_comparison_passes_itself_and_the_xla_result(static_case):
+    want = _static(static_case)
+    assert 0 < int(want[6]) < len(want[4]), "the budget cuts the rays"
+    assert selftest.compare_ray_march_static(want, want, tolerance=1e-5) == (0.0, "")
+    got = [np.asarray(t) for t in static_case.call(*static_case.inputs)]
+    error, note = selftest.compare_ray_march_static(got, want, tolerance=1e-5)
+    assert error <= 1e-5, note
+
+
+def _cut_at(result, kept):
+    """A RayMarchStatic result with only its first `kept` rays kept, padded as the op pads."""
+    t0, t1, idx, off, cnt = (a.copy() for a in result[:5])
+    n = int(off[kept])
+    cnt[kept:], off[kept:] = 0, n
+    t0[n:], t1[n:], idx[n:] = 0, 0, max(len(cnt) - 1, 0)
+    return [t0, t1, idx, off, cnt, np.int32(n), np.int32(kept)]
+
+
+def test_ray_march_static_comparison_tolerates_a_cut_one_ray_earlier(static_case):
+    # A flip that adds a sample to a kept ray can leave the last kept ray out.
+    want = _static(static_case)
+    last = int(np.flatnonzero(want[4][:int(want[6])] > 0)[-1])  # the last kept ray with samples
+    limit = max(1, int(np.ceil(selftest.RAY_MARCH_MAX_FLIPPED * len(want[4]))))  # rays the cut may move by
+    assert 0 < int(want[6]) - last <= limit
+    got = _cut_at(want, last)
+    assert selftest._ray_march_static_problem(got, "cut", len(want[0])) is None
+    error, note = selftest.compare_ray_march_static(got, want, tolerance=1e-5)
+    assert error <= 1e-5 and "rays kept on the device" in note, (error, note)
+    error, note = selftest.compare_ray_march_static(_cut_at(want, last - 2 * limit), want, tolerance=1e-5)
+    assert not error <= 1e-5, note
+
+
+STATIC_PLANTED = {
+    "padding on the wrong ray": lambda r: r[:2] + [np.where(np.arange(r[2].size) >= int(r[5]), 0, r[2])] + r[3:],
+    "padding not zero-length": lambda r: [np.where(np.arange(r[0].size) >= int(r[5]), 1.0, r[0]).astype(np.float32)]
+    + r[1:],
+    "a dropped ray with samples": lambda r: r[:4] + [np.where(np.arange(r[4].size) == int(r[6]), 1, r[4])] + r[5:],
+    "num_samples off by one": lambda r: r[:5] + [np.int32(int(r[5]) - 1), r[6]],
+    "a kept sample moved": lambda r: [np.where(np.arange(r[0].size) == 1, r[0] - 1e-3, r[0]), r[1]] + r[2:],
+}
+
+
+@pytest.mark.parametrize("fault", sorted(STATIC_PLANTED))
+def test_ray_march_static_comparison_catches_planted_faults(static_case, fault):
+    want = _static(static_case)
+    got = STATIC_PLANTED[fault]([a.copy() for a in want])
+    error, note = selftest.compare_ray_march_static(got, want, tolerance=1e-5)
     assert not error <= 1e-5, (fault, error, note)

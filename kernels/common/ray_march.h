@@ -233,6 +233,18 @@ MO_FN int32 rm_march_ray(MO_THREAD const RayMarchInputs& in, int32 ray, MO_CONST
   return count;
 }
 
+// MetalOpsRayMarchStatic's outputs: samples [sample_budget], layout [R],
+// and the two counts (scalars).
+struct RayMarchStaticOutputs {
+  MO_DEVICE float* t_starts;
+  MO_DEVICE float* t_ends;
+  MO_DEVICE int32* ray_indices;
+  MO_DEVICE int32* ray_offsets;
+  MO_DEVICE int32* ray_counts;
+  MO_DEVICE int32* num_samples;
+  MO_DEVICE int32* num_rays;
+};
+
 // RayMarchStatic's padding: samples [num_samples, sample_budget) are
 // [0, 0] intervals of the last ray (0 without rays), so that the ray indices
 // stay sorted and index a ray wherever there is one.

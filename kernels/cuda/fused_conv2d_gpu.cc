@@ -2,24 +2,22 @@
 // kernel classes are kernels/fused_conv2d_kernel.h) and their GPU registrations.
 // Compiled only when the installed TensorFlow is a CUDA build (`make` then
 // defines GOOGLE_CUDA); here it is syntax-checked by `make cuda-check`.
-// Launchers: kernels/cuda/fused_conv2d.cu.cc.
-//
-// The GEMM uses TF32 tensor cores exactly when TensorFlow does for its own
-// float32 matrix products and convolutions
-// (tf.config.experimental.enable_tensor_float_32_execution, on by default).
+// Launchers: kernels/cuda/fused_conv2d.cu.cc; their launch on a stream
+// (TF32 as TensorFlow's own float32 products): kernels/cuda/fused_conv2d_gpu.h,
+// shared with the XLA CUDA handler.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/cuda/fused_conv2d.h"
+#include "kernels/cuda/fused_conv2d_gpu.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/fused_conv2d_kernel.h"
 #include "kernels/register_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "tsl/platform/tensor_float_32_utils.h"
 
 namespace mo {
 
@@ -34,19 +32,8 @@ struct FusedConv2DFunctor<GPUDevice> {
       TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({plan.patch_floats}),
                                             &patches));
     }
-    cuda::FusedConv2DParams p{};
-    p.input = args.input;
-    p.filter = args.filter;
-    p.bias = args.bias;
-    p.residual = args.residual;
-    p.output = output;
-    p.patches = plan.patch_floats > 0 ? patches.flat<float>().data() : nullptr;
-    p.patch_floats = plan.patch_floats;
-    p.chunk_rows = plan.chunk_rows;
-    p.act = args.act;
-    p.alpha = args.alpha;
-    p.allow_tf32 = tsl::tensor_float_32_execution_enabled();
-    return cuda::GpuStatusOf("FusedConv2D", cuda::LaunchFusedConv2D(args.g, p, cuda::Stream(ctx)));
+    return cuda::FusedConv2DOnStream(args, plan, plan.patch_floats > 0 ? patches.flat<float>().data() : nullptr,
+                                     output, cuda::Stream(ctx));
   }
 };
 
@@ -54,9 +41,8 @@ template <>
 struct FusedActivationGradFunctor<GPUDevice> {
   static absl::Status Compute(OpKernelContext* ctx, const float* gradients, const float* outputs,
                               const float* features, int64_t n, int act, float alpha, float* backprops) {
-    return cuda::LaunchStatus("FusedActivationGrad",
-                              cuda::LaunchFusedActivationGrad(gradients, outputs, features, backprops, n, act, alpha,
-                                                              cuda::Stream(ctx)));
+    return cuda::FusedActivationGradOnStream(gradients, outputs, features, n, act, alpha, backprops,
+                                             cuda::Stream(ctx));
   }
 };
 

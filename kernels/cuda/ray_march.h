@@ -26,6 +26,18 @@ cudaError_t LaunchRayMarchCount(const RayMarchParams& p, const RayMarchInputs& i
 cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchInputs& in, const int32_t* offsets,
                                float* t_starts, float* t_ends, int32_t* ray_indices, cudaStream_t stream);
 
+// RayMarchStatic on the device, no read-back: pass 1 and the prefix sum of
+// LaunchRayMarchCount, then the rays kept in order while their samples fit
+// in sample_budget (each with all its samples; the others count 0, offset
+// num_samples), pass 2 for the kept rays, and samples [num_samples,
+// sample_budget) padded (rm_static_pad_ray), as the CPU functor
+// (kernels/cpu/ray_march_cpu.h). `seed`: the op's seed in device memory,
+// read by the kernels in place of in.seed; nullptr to use in.seed. Scratch:
+// RayMarchCountScratchBytes(p.num_rays).
+cudaError_t LaunchRayMarchStatic(const RayMarchParams& p, const RayMarchInputs& in, const int32_t* seed,
+                                 int64_t sample_budget, const RayMarchStaticOutputs& out, void* scratch,
+                                 size_t scratch_bytes, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace mo
 

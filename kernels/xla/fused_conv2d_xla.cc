@@ -3,8 +3,8 @@
 // convolution gradients and FusedActivationGrad) and their host handlers: the
 // CPU functors of kernels/cpu/fused_conv2d_cpu.h. FusedConv2D's geometry is
 // computed while XLA compiles (fused_conv2d::Geometry) and travels as FFI
-// attributes, the padding resolved; the handler rebuilds it from them and the
-// buffers' shapes.
+// attributes, the padding resolved; the handlers rebuild it from them and the
+// buffers' shapes (kernels/xla/fused_conv2d_xla.h).
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/fused_conv2d_cpu.h"
 #include "kernels/spec/fused_conv2d_spec.h"
+#include "kernels/xla/fused_conv2d_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -83,34 +84,17 @@ MO_REGISTER_XLA_OP(Name("MetalOpsFusedActivationGrad"), FusedActivationGradXlaOp
 
 namespace ffi = ::xla::ffi;
 
-ffi::Error Conv(ffi::Buffer<ffi::F32> input, ffi::Buffer<ffi::F32> filter, ffi::RemainingArgs rest,
-                ffi::ResultBuffer<ffi::F32> output, int64_t has_bias, int64_t has_residual, int64_t stride_rows,
-                int64_t stride_cols, int64_t dilation_rows, int64_t dilation_cols, int64_t pad_top,
-                int64_t pad_bottom, int64_t pad_left, int64_t pad_right, int64_t activation, float alpha) {
-  std::vector<ffi::AnyBuffer> extra;
-  ffi::Error error = xla_ffi::BuffersOf(rest, &extra);
-  if (error.failure()) return error;
-  if (extra.size() != static_cast<size_t>(has_bias + has_residual)) {
-    return ffi::Error::Internal("FusedConv2D: the XLA call has the wrong number of operands");
-  }
-  const auto in = input.dimensions(), f = filter.dimensions(), out = output->dimensions();
-  FusedConv2DArgs args{};
-  fused_conv2d::ConvGeometry& g = args.g;
-  g.batch = in[0], g.in_rows = in[1], g.in_cols = in[2], g.in_depth = in[3];
-  g.filter_rows = f[0], g.filter_cols = f[1], g.out_depth = f[3];
-  g.out_rows = out[1], g.out_cols = out[2];
-  g.stride_rows = stride_rows, g.stride_cols = stride_cols;
-  g.dilation_rows = dilation_rows, g.dilation_cols = dilation_cols;
-  g.pad_top = pad_top, g.pad_bottom = pad_bottom, g.pad_left = pad_left, g.pad_right = pad_right;
-  if (g.pixels() * g.out_depth == 0) return ffi::Error::Success();
-  args.input = input.typed_data();
-  args.filter = filter.typed_data();
-  args.bias = has_bias ? xla_ffi::Data<float>(extra[0]) : nullptr;
-  args.residual = has_residual ? xla_ffi::Data<float>(extra[has_bias]) : nullptr;
-  args.act = static_cast<int>(activation);
-  args.alpha = alpha;
+ffi::Error Conv(ffi::AnyBuffer input, ffi::AnyBuffer filter, ffi::RemainingArgs rest, xla_ffi::RetBuffer output,
+                int64_t has_bias, int64_t has_residual, int64_t stride_rows, int64_t stride_cols,
+                int64_t dilation_rows, int64_t dilation_cols, int64_t pad_top, int64_t pad_bottom, int64_t pad_left,
+                int64_t pad_right, int64_t activation, float alpha) {
+  FusedConv2DArgs args;
+  ffi::Error error = xla_ffi::FusedConv2DArgsOf(input, filter, rest, output, has_bias, has_residual, stride_rows,
+                                                stride_cols, dilation_rows, dilation_cols, pad_top, pad_bottom,
+                                                pad_left, pad_right, activation, alpha, &args);
+  if (error.failure() || args.g.pixels() * args.g.out_depth == 0) return error;
   return xla_ffi::ToError(
-      FusedConv2DFunctor<Eigen::ThreadPoolDevice>::Compute(HostContext(), args, output->typed_data()));
+      FusedConv2DFunctor<Eigen::ThreadPoolDevice>::Compute(HostContext(), args, xla_ffi::Data<float>(output)));
 }
 
 ffi::Error ActivationGrad(ffi::Buffer<ffi::F32> grads, ffi::Buffer<ffi::F32> outputs, ffi::RemainingArgs rest,
@@ -127,23 +111,11 @@ ffi::Error ActivationGrad(ffi::Buffer<ffi::F32> grads, ffi::Buffer<ffi::F32> out
 }
 
 XLA_FFI_DEFINE_HANDLER(kConv, Conv,
-                       ffi::Ffi::Bind()
-                           .Arg<ffi::Buffer<ffi::F32>>()
-                           .Arg<ffi::Buffer<ffi::F32>>()
-                           .RemainingArgs()
-                           .Ret<ffi::Buffer<ffi::F32>>()
-                           .Attr<int64_t>("has_bias")
-                           .Attr<int64_t>("has_residual")
-                           .Attr<int64_t>("stride_rows")
-                           .Attr<int64_t>("stride_cols")
-                           .Attr<int64_t>("dilation_rows")
-                           .Attr<int64_t>("dilation_cols")
-                           .Attr<int64_t>("pad_top")
-                           .Attr<int64_t>("pad_bottom")
-                           .Attr<int64_t>("pad_left")
-                           .Attr<int64_t>("pad_right")
-                           .Attr<int64_t>("activation")
-                           .Attr<float>("alpha"));
+                       xla_ffi::BindConvAttrs(ffi::Ffi::Bind()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .RemainingArgs()
+                                                  .Ret<ffi::AnyBuffer>()));
 XLA_FFI_DEFINE_HANDLER(kActivationGrad, ActivationGrad,
                        ffi::Ffi::Bind()
                            .Arg<ffi::Buffer<ffi::F32>>()

@@ -13,6 +13,7 @@
 #include "kernels/common/render_args.h"
 #include "kernels/cpu/packed_volume_render_cpu.h"
 #include "kernels/spec/packed_volume_render_spec.h"
+#include "kernels/xla/render_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -84,21 +85,6 @@ MO_REGISTER_XLA_OP(Name("MetalOpsPackedVolumeRenderGrad").TypeConstraint("T", kT
 namespace ffi = ::xla::ffi;
 using xla_ffi::Data;
 
-// The rays of a call: ray_counts [R], sigma [N], background [3] or [R, 3]
-// (the shapes were checked while XLA compiled).
-template <typename T>
-RenderArgs<T> RenderArgsOf(const ffi::AnyBuffer& sigma, const ffi::AnyBuffer& rgb, const ffi::AnyBuffer& counts,
-                           const ffi::AnyBuffer& background, float early_termination) {
-  return {counts.dimensions()[0], sigma.dimensions()[0], background.dimensions().size() == 2, early_termination,
-          Data<T>(sigma),         Data<T>(rgb),          Data<T>(background)};
-}
-
-template <typename T>
-PackedSamples<T> SamplesOf(const ffi::AnyBuffer& t_starts, const ffi::AnyBuffer& t_ends,
-                           const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& counts) {
-  return {Data<T>(t_starts), Data<T>(t_ends), Data<int32_t>(offsets), Data<int32_t>(counts)};
-}
-
 ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t_starts, ffi::AnyBuffer t_ends,
                    ffi::AnyBuffer offsets, ffi::AnyBuffer counts, ffi::AnyBuffer background,
                    ffi::Result<ffi::AnyBuffer> out_rgb, ffi::Result<ffi::AnyBuffer> depth,
@@ -106,11 +92,10 @@ ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t_st
                    float early_termination) {
   return xla_ffi::ForType<float, double>(sigma.element_type(), "PackedVolumeRender", [&](auto type) {
     using T = decltype(type);
-    const bool write_weights = weights->dimensions()[0] > 0;
     const PackedVolumeRenderForwardArgs<T> a = {
-        RenderArgsOf<T>(sigma, rgb, counts, background, early_termination),
-        SamplesOf<T>(t_starts, t_ends, offsets, counts),
-        {Data<T>(out_rgb), Data<T>(depth), Data<T>(opacity), write_weights ? Data<T>(weights) : nullptr}};
+        xla_ffi::RenderArgsOf<T>(counts.dimensions()[0], sigma, rgb, background, early_termination),
+        xla_ffi::PackedSamplesOf<T>(t_starts, t_ends, offsets, counts),
+        xla_ffi::RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
     if (a.rays == 0) return ffi::Error::Success();
     return xla_ffi::ToError(PackedVolumeRenderFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), a));
   });
@@ -125,15 +110,11 @@ ffi::Error Backward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t_s
                     float early_termination) {
   return xla_ffi::ForType<float, double>(sigma.element_type(), "PackedVolumeRenderGrad", [&](auto type) {
     using T = decltype(type);
-    // packed_volume_render::GradInputShapes: the weights were returned and there are samples.
-    const bool has_weight_grad = weights.element_count() > 0;
     const PackedVolumeRenderBackwardArgs<T> a = {
-        RenderArgsOf<T>(sigma, rgb, counts, background, early_termination),
-        SamplesOf<T>(t_starts, t_ends, offsets, counts),
-        {Data<T>(out_rgb), Data<T>(depth), Data<T>(opacity), has_weight_grad ? Data<T>(weights) : nullptr,
-         Data<T>(grad_rgb), Data<T>(grad_depth), Data<T>(grad_opacity),
-         has_weight_grad ? Data<T>(grad_weights) : nullptr, Data<T>(grad_sigma), Data<T>(grad_samples_rgb),
-         Data<T>(grad_background)}};
+        xla_ffi::RenderArgsOf<T>(counts.dimensions()[0], sigma, rgb, background, early_termination),
+        xla_ffi::PackedSamplesOf<T>(t_starts, t_ends, offsets, counts),
+        xla_ffi::RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
+                                  grad_sigma, grad_samples_rgb, grad_background)};
     if (a.rays == 0) return ffi::Error::Success();
     return xla_ffi::ToError(PackedVolumeRenderFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), a));
   });

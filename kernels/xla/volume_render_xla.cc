@@ -11,6 +11,7 @@
 #include "kernels/common/render_args.h"
 #include "kernels/cpu/volume_render_functor.h"
 #include "kernels/spec/volume_render_spec.h"
+#include "kernels/xla/render_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -80,27 +81,16 @@ MO_REGISTER_XLA_OP(Name("MetalOpsVolumeRenderGrad").TypeConstraint("T", kTypes),
 namespace ffi = ::xla::ffi;
 using xla_ffi::Data;
 
-// The rays of a call: sigma [R, S] and background [3] or [R, 3] (the shapes
-// were checked while XLA compiled).
-template <typename T>
-RenderArgs<T> RenderArgsOf(const ffi::AnyBuffer& sigma, const ffi::AnyBuffer& rgb, const ffi::AnyBuffer& background,
-                           float early_termination) {
-  const int64_t rays = sigma.dimensions()[0];
-  return {rays,          sigma.dimensions()[1], background.dimensions().size() == 2, early_termination,
-          Data<T>(sigma), Data<T>(rgb),         Data<T>(background)};
-}
-
 ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t, ffi::AnyBuffer background,
                    ffi::Result<ffi::AnyBuffer> out_rgb, ffi::Result<ffi::AnyBuffer> depth,
                    ffi::Result<ffi::AnyBuffer> opacity, ffi::Result<ffi::AnyBuffer> weights,
                    float early_termination) {
   return xla_ffi::ForType<float, double>(sigma.element_type(), "VolumeRender", [&](auto type) {
     using T = decltype(type);
-    const bool write_weights = weights->element_count() > 0;
     const VolumeRenderForwardArgs<T> a = {
-        RenderArgsOf<T>(sigma, rgb, background, early_termination),
+        xla_ffi::RenderArgsOf<T>(sigma.dimensions()[0], sigma, rgb, background, early_termination),
         {Data<T>(t)},
-        {Data<T>(out_rgb), Data<T>(depth), Data<T>(opacity), write_weights ? Data<T>(weights) : nullptr}};
+        xla_ffi::RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
     if (a.rays == 0) return ffi::Error::Success();
     return xla_ffi::ToError(VolumeRenderFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), a));
   });
@@ -114,15 +104,11 @@ ffi::Error Backward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t, 
                     float early_termination) {
   return xla_ffi::ForType<float, double>(sigma.element_type(), "VolumeRenderGrad", [&](auto type) {
     using T = decltype(type);
-    // volume_render::GradInputShapes: the weights were returned and there are samples.
-    const bool has_weight_grad = weights.element_count() > 0;
     const VolumeRenderBackwardArgs<T> a = {
-        RenderArgsOf<T>(sigma, rgb, background, early_termination),
+        xla_ffi::RenderArgsOf<T>(sigma.dimensions()[0], sigma, rgb, background, early_termination),
         {Data<T>(t)},
-        {Data<T>(out_rgb), Data<T>(depth), Data<T>(opacity), has_weight_grad ? Data<T>(weights) : nullptr,
-         Data<T>(grad_rgb), Data<T>(grad_depth), Data<T>(grad_opacity),
-         has_weight_grad ? Data<T>(grad_weights) : nullptr, Data<T>(grad_sigma), Data<T>(grad_samples_rgb),
-         Data<T>(grad_background)}};
+        xla_ffi::RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
+                                  grad_sigma, grad_samples_rgb, grad_background)};
     if (a.rays == 0) return ffi::Error::Success();
     return xla_ffi::ToError(VolumeRenderFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), a));
   });

@@ -51,6 +51,9 @@ ffi::Error ForType(ffi::DataType dtype, const char* op, Fn&& fn) {
   return result;
 }
 
+// A handler's result buffer.
+using RetBuffer = ffi::Result<ffi::AnyBuffer>;
+
 template <typename T>
 const T* Data(const ffi::AnyBuffer& buffer) {
   return static_cast<const T*>(buffer.untyped_data());
@@ -157,6 +160,19 @@ inline std::string RegisterFfiHandlers() {
 template <typename T>
 T* Data(ffi::Result<ffi::AnyBuffer> buffer) {
   return static_cast<T*>(buffer->untyped_data());
+}
+
+// `count` elements of T of device memory from XLA's scratch allocator (a
+// CUDA handler's check words and workspaces, released after the call), or an
+// error naming the op.
+template <typename T>
+ffi::Error ScratchOf(ffi::ScratchAllocator& scratch, size_t count, const char* op, T** out) {
+  std::optional<void*> allocated = AllocateScratch(scratch, count * sizeof(T));
+  if (!allocated.has_value()) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, std::string(op) + ": could not allocate its GPU scratch");
+  }
+  *out = static_cast<T*>(*allocated);
+  return ffi::Error::Success();
 }
 
 inline ffi::Error ToError(const absl::Status& status) {

@@ -33,7 +33,10 @@ ends in "[xla]"), compared with the same CPU reference (docs/XLA.md).
 RayMarch, whose samples are discrete decisions at cell boundaries that one
 ulp of rounding can flip, is compared ray by ray instead (compare_ray_march:
 each side's packing, the samples of the rays that did not flip, limits on
-the few that did).
+the few that did). RayMarchStatic, which runs on a GPU only under XLA, has
+[xla] cases only, compared with the same XLA function on the CPU: each
+side's padding and layout exactly, then the rays both kept ray by ray
+(compare_ray_march_static).
 
 METAL_OPS_GPU_SYNC=1 is set before the op library is loaded: in that mode
 every Metal op commits its command buffer, waits for it and turns a GPU-side
@@ -155,6 +158,31 @@ def cases(ops=None):
                              lambda o, d, n, f, b, s, a=attrs: tuple(metal_ops.ray_march(o, d, n, f, b, seed=s, **a)),
                              1e-5, attrs, differentiable=False))
 
+    # RayMarchStatic runs on a GPU under XLA only (outside XLA it has a CPU
+    # kernel only): its cases are [xla] cases (below), compared with the
+    # same XLA function on the CPU (the host handler) by compare_ray_march_static.
+    xla_only = []
+    use, rng = wanted("ray_march_static")
+    if use:
+        from metal_ops.ray_march import pack_occupancy
+        # Budgets: above the total (padding), below it (rays cut), none.
+        for r, g, cascades, cone, jitter, budget in [(301, 16, 1, 0.0, False, 20000), (301, 16, 1, 0.0, True, 1500),
+                                                      (0, 8, 1, 0.0, False, 64), (17, 8, 1, 0.0, False, 0),
+                                                      (65536, 64, 2, 0.01, True, 1 << 20)]:
+            origins = rng.uniform(-3, 3, (r, 3)).astype(np.float32)
+            dirs = (rng.uniform(-1, 2, (r, 3)) - origins).astype(np.float32)
+            dirs /= np.maximum(np.linalg.norm(dirs, axis=1, keepdims=True), 1e-6)
+            near = np.zeros(r, np.float32)
+            far = np.full(r, 10.0, np.float32)
+            bits = pack_occupancy(rng.uniform(size=(cascades, g, g, g)) < 0.3).numpy()
+            attrs = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.01, cone_angle=cone,
+                         max_step_size=0.1, jitter=jitter, sample_budget=budget)
+            xla_only.append(_case(
+                "ray_march_static", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter} budget={budget}",
+                np.float32, [origins, dirs, near, far, bits, np.int32(7)],
+                lambda o, d, n, f, b, s, a=attrs: tuple(metal_ops.ray_march_static(o, d, n, f, b, seed=s, **a)),
+                1e-5, attrs, differentiable=False))
+
     use, rng = wanted("robust_loss")
     if use:
         for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
@@ -245,7 +273,7 @@ def cases(ops=None):
 
     from metal_ops import _loader
 
-    out += [under_xla(c) for c in out
+    out += [under_xla(c) for c in out + xla_only
             if c.op in XLA_OPS and c.dtype != "int32" and _loader.has_xla_kernels(XLA_OPS[c.op])]
     return out
 
@@ -259,6 +287,9 @@ XLA_OPS = {op: (name, name + "Grad") for op, name in [
     ("distortion_loss", "MetalOpsDistortionLoss"), ("volume_render", "MetalOpsVolumeRender"),
     ("packed_volume_render", "MetalOpsPackedVolumeRender")]}
 XLA_OPS["zero_out"] = ("ZeroOut",)
+XLA_OPS["ray_march_static"] = ("MetalOpsRayMarchStatic",)
+# FusedConv2D's gradient: TensorFlow's convolution gradients and FusedActivationGrad.
+XLA_OPS["fused_conv2d"] = ("MetalOpsFusedConv2D", "MetalOpsFusedActivationGrad")
 
 
 def under_xla(case):
@@ -471,8 +502,55 @@ def compare_ray_march(got, want, names=None, tolerance=0.0):
     return error, note
 
 
+def _ray_march_static_problem(result, side, budget):
+    """Why a RayMarchStatic result (the five outputs of RayMarch, num_samples,
+    num_rays) is not a valid static packing, or None."""
+    t0, t1, idx, off, cnt, n, k = (np.asarray(a) for a in result)
+    rays = cnt.shape[0] if cnt.ndim == 1 else -1
+    if t0.shape != (budget,) or t1.shape != (budget,) or idx.shape != (budget,) or off.shape != (rays,) \
+            or n.shape != () or k.shape != ():
+        return f"{side}: shapes {[np.shape(a) for a in result]}, not [{budget}] x 3, [R] x 2 and two scalars"
+    n, k = int(n), int(k)
+    if not (0 <= n <= budget and 0 <= k <= rays):
+        return f"{side}: num_samples {n}, num_rays {k} out of range"
+    if np.any(cnt[k:] != 0) or np.any(off[k:] != n) or int(cnt[:k].astype(np.int64).sum()) != n:
+        return f"{side}: rays from num_rays on are not empty at num_samples, or the kept counts do not sum to it"
+    pad = max(rays - 1, 0)
+    if np.any(t0[n:] != 0) or np.any(t1[n:] != 0) or np.any(idx[n:] != pad):
+        return f"{side}: the samples from num_samples on are not [0, 0] intervals of ray {pad}"
+    return None
+
+
+def compare_ray_march_static(got, want, names=None, tolerance=0.0):
+    """(error, note) for RayMarchStatic's seven outputs: each side's padding
+    and layout exactly, and the rays both sides kept by compare_ray_march (a
+    flip at a cell boundary can also move the cut by a ray)."""
+    if len(got) != 7 or len(want) != 7 or any(a is None for a in list(got) + list(want)):
+        return math.inf, f"{len(got)} results on the device, {len(want)} expected (RayMarchStatic has 7)"
+    budget = np.shape(want[0])[0] if np.ndim(want[0]) == 1 else -1
+    for result, side in ((got, "device"), (want, "expected")):
+        problem = _ray_march_static_problem(result, side, budget)
+        if problem:
+            return math.inf, problem
+    k_got, k_want = int(got[6]), int(want[6])
+    rays = len(want[4])
+    if abs(k_got - k_want) > max(1, math.ceil(RAY_MARCH_MAX_FLIPPED * rays)):
+        return math.inf, f"{k_got} rays kept on the device, {k_want} expected"
+    kept = min(k_got, k_want)
+
+    def head(result):  # the packing of the first `kept` rays
+        t0, t1, idx, off, cnt = (np.asarray(a) for a in result[:5])
+        end = int(off[kept]) if kept < int(result[6]) else int(result[5])
+        return [t0[:end], t1[:end], idx[:end], off[:kept], cnt[:kept]]
+
+    error, note = compare_ray_march(head(got), head(want), tolerance=tolerance)
+    if k_got != k_want:
+        note = (note + "; " if note else "") + f"{k_got} rays kept on the device, {k_want} expected"
+    return error, note
+
+
 # Comparisons of their own, by op (the others: max_error).
-COMPARISONS = {"ray_march": compare_ray_march}
+COMPARISONS = {"ray_march": compare_ray_march, "ray_march_static": compare_ray_march_static}
 
 
 def run_case(case, device, reference, repeat):

@@ -22,7 +22,9 @@
 # xla       the XLA kernels' CUDA handlers (docs/XLA.md, "On a GPU"), after
 #           `build`: which ops have them, the self-test's cases of those ops
 #           under jit_compile=True on the GPU (cases labelled "[xla]",
-#           RESULTS/selftest_xla.<gpu>.json), tests/test_xla_keras.py, and the
+#           RESULTS/selftest_xla.<gpu>.json), tests/test_xla_cuda.py (invalid
+#           rays as errors, RayMarchStatic against the CUDA RayMarch),
+#           tests/test_xla_keras.py, and the
 #           Keras train step of FusedMLP against Dense layers, both under XLA
 #           (benchmarks/bench_xla_gpu.py, RESULTS/xla_keras_train_step.<gpu>.json)
 # cuda12-ab the CUDA harness built with the wheel's CUDA 12 toolkit (`make
@@ -122,7 +124,7 @@ print(','.join(op for op, names in selftest.XLA_OPS.items() if all(n in cuda for
       "$PYTHON" -m metal_ops.selftest --ops "$ops" --json "$SCRATCH/selftest_xla.json"; local st=$?
       record selftest_xla "$SCRATCH/selftest_xla.json" "python -m metal_ops.selftest --ops $ops"
       [ "$st" = 0 ] || return 1
-      "$PYTHON" -m pytest tests/test_xla_keras.py -q -p no:cacheprovider || return 1
+      "$PYTHON" -m pytest tests/test_xla_cuda.py tests/test_xla_keras.py -q -p no:cacheprovider || return 1
       "$PYTHON" -m benchmarks.bench_xla_gpu --results "$RESULTS" || return 1 ;;
     cuda12-ab)
       local base=build/libmetal_ops_cuda.so new=${CUDA12_HARNESS:-build/cuda12-harness/libmetal_ops_cuda.so}

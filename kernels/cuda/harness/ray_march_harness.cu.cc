@@ -62,4 +62,24 @@ int metal_ops_ray_march_fill(const float* aabb, int grid_resolution, int cascade
   return static_cast<int>(mo::cuda::LaunchRayMarchFill(p, in, offsets, t_starts, t_ends, ray_indices, stream));
 }
 
+// RayMarchStatic into outputs of sample_budget samples, the seed read from
+// device memory (`seed`), as the XLA CUDA handler runs it.
+int metal_ops_ray_march_static(const float* aabb, int grid_resolution, int cascades, float step_size,
+                               float cone_angle, float max_step_size, int max_samples, int jitter, const int32_t* seed,
+                               int rays, const float* origins, const float* directions, const float* near,
+                               const float* far, const unsigned char* occupancy, long long sample_budget,
+                               float* t_starts, float* t_ends, int32_t* ray_indices, int32_t* offsets,
+                               int32_t* counts, int32_t* num_samples, int32_t* num_rays, void* scratch,
+                               size_t scratch_bytes, cudaStream_t stream, char* error, int error_bytes) {
+  mo::RayMarchParams p;
+  if (Params(aabb, grid_resolution, cascades, step_size, cone_angle, max_step_size, max_samples, jitter, rays, &p,
+             error, error_bytes) != 0) {
+    return -1;
+  }
+  const mo::RayMarchInputs in{origins, directions, near, far, occupancy, 0u};
+  const mo::RayMarchStaticOutputs out{t_starts, t_ends, ray_indices, offsets, counts, num_samples, num_rays};
+  return static_cast<int>(
+      mo::cuda::LaunchRayMarchStatic(p, in, seed, sample_budget, out, scratch, scratch_bytes, stream));
+}
+
 }  // extern "C"

@@ -1,0 +1,83 @@
+// The CUDA handlers of the XLA kernels of MetalOpsFusedConv2D /
+// MetalOpsFusedActivationGrad (kernels/xla/fused_conv2d_xla.cc): the GPU
+// kernel's launches (kernels/cuda/fused_conv2d_gpu.h) on XLA's stream, to
+// which the GEMM's cuBLAS handle is bound at every launch; the patch buffer
+// from XLA's scratch allocator; TF32 as in the GPU kernel (TensorFlow's own
+// setting). Compiled in the CUDA builds (GOOGLE_CUDA); `make cuda-check`
+// syntax-checks it.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/fused_conv2d.h"
+#include "kernels/cuda/fused_conv2d_gpu.h"
+#include "kernels/cuda/tf_gpu.h"
+#include "kernels/fused_conv2d_kernel.h"
+#include "kernels/xla/fused_conv2d_xla.h"
+#include "kernels/xla/xla_ffi.h"
+
+namespace mo {
+namespace xla_ffi {
+namespace {
+
+ffi::Error Conv(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer input, ffi::AnyBuffer filter,
+                ffi::RemainingArgs rest, RetBuffer output, int64_t has_bias, int64_t has_residual,
+                int64_t stride_rows, int64_t stride_cols, int64_t dilation_rows, int64_t dilation_cols,
+                int64_t pad_top, int64_t pad_bottom, int64_t pad_left, int64_t pad_right, int64_t activation,
+                float alpha) {
+  FusedConv2DArgs args;
+  ffi::Error error = FusedConv2DArgsOf(input, filter, rest, output, has_bias, has_residual, stride_rows, stride_cols,
+                                       dilation_rows, dilation_cols, pad_top, pad_bottom, pad_left, pad_right,
+                                       activation, alpha, &args);
+  if (error.failure() || args.g.pixels() * args.g.out_depth == 0) return error;
+  const cuda::FusedConv2DPlan plan = cuda::PlanFusedConv2D(args.g);
+  float* patches = nullptr;
+  if (plan.patch_floats > 0) {
+    error = ScratchOf(scratch, static_cast<size_t>(plan.patch_floats), "FusedConv2D", &patches);
+    if (error.failure()) return error;
+  }
+  return ToError(cuda::FusedConv2DOnStream(args, plan, patches, Data<float>(output), stream));
+}
+
+ffi::Error ActivationGrad(cudaStream_t stream, ffi::AnyBuffer grads, ffi::AnyBuffer outputs, ffi::RemainingArgs rest,
+                          RetBuffer backprops, int64_t activation, float alpha) {
+  std::vector<ffi::AnyBuffer> features;
+  ffi::Error error = BuffersOf(rest, &features);
+  if (error.failure()) return error;
+  const int64_t n = static_cast<int64_t>(grads.element_count());
+  if (n == 0) return ffi::Error::Success();
+  return ToError(cuda::FusedActivationGradOnStream(Data<float>(grads), Data<float>(outputs),
+                                                   features.empty() ? nullptr : Data<float>(features[0]), n,
+                                                   static_cast<int>(activation), alpha, Data<float>(backprops),
+                                                   stream));
+}
+
+XLA_FFI_DEFINE_HANDLER(kConv, Conv,
+                       BindConvAttrs(ffi::Ffi::Bind()
+                                         .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                         .Ctx<ffi::ScratchAllocator>()
+                                         .Arg<ffi::AnyBuffer>()
+                                         .Arg<ffi::AnyBuffer>()
+                                         .RemainingArgs()
+                                         .Ret<ffi::AnyBuffer>()));
+XLA_FFI_DEFINE_HANDLER(kActivationGrad, ActivationGrad,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .RemainingArgs()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<int64_t>("activation")
+                           .Attr<float>("alpha"));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "CUDA", kConv);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "CUDA", kActivationGrad);
+
+}  // namespace
+}  // namespace xla_ffi
+}  // namespace mo
+
+#endif  // GOOGLE_CUDA

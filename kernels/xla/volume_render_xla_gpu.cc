@@ -1,0 +1,72 @@
+// The CUDA handlers of the XLA kernels of MetalOpsVolumeRender /
+// MetalOpsVolumeRenderGrad (kernels/xla/volume_render_xla.cc): the GPU
+// kernel's launches with its checks (kernels/cuda/volume_render_gpu.h) on
+// XLA's stream, the check's two device words from XLA's scratch allocator.
+// The forward reads the first invalid ray back with a synchronous copy on
+// XLA's stream (as the GPU kernel does on TensorFlow's), so a negative or NaN
+// sigma or a decreasing t is an XLA error with the CPU kernel's message.
+// Compiled in the CUDA builds (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+
+#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include "kernels/common/render_args.h"
+#include "kernels/cuda/tf_gpu.h"
+#include "kernels/cuda/volume_render_gpu.h"
+#include "kernels/xla/render_xla.h"
+#include "kernels/xla/xla_ffi.h"
+
+namespace mo {
+namespace xla_ffi {
+namespace {
+
+ffi::Error Forward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer sigma, ffi::AnyBuffer rgb,
+                   ffi::AnyBuffer t, ffi::AnyBuffer background, RetBuffer out_rgb, RetBuffer depth,
+                   RetBuffer opacity, RetBuffer weights, float early_termination) {
+  return ForType<float, double>(sigma.element_type(), "VolumeRender", [&](auto type) {
+    using T = decltype(type);
+    const VolumeRenderForwardArgs<T> a = {RenderArgsOf<T>(sigma.dimensions()[0], sigma, rgb, background,
+                                                          early_termination),
+                                          {Data<T>(t)},
+                                          RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
+    if (a.rays == 0) return ffi::Error::Success();
+    unsigned long long* words = nullptr;
+    ffi::Error error = ScratchOf(scratch, 2, "VolumeRender", &words);
+    if (error.failure()) return error;
+    return ToError(cuda::VolumeRenderForwardChecked<T>(a, words, stream));
+  });
+}
+
+ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t,
+                    ffi::AnyBuffer background, ffi::AnyBuffer out_rgb, ffi::AnyBuffer depth, ffi::AnyBuffer opacity,
+                    ffi::AnyBuffer weights, ffi::AnyBuffer grad_rgb, ffi::AnyBuffer grad_depth,
+                    ffi::AnyBuffer grad_opacity, ffi::AnyBuffer grad_weights, RetBuffer grad_sigma,
+                    RetBuffer grad_samples_rgb, RetBuffer grad_background, float early_termination) {
+  return ForType<float, double>(sigma.element_type(), "VolumeRenderGrad", [&](auto type) {
+    using T = decltype(type);
+    const VolumeRenderBackwardArgs<T> a = {
+        RenderArgsOf<T>(sigma.dimensions()[0], sigma, rgb, background, early_termination),
+        {Data<T>(t)},
+        RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
+                         grad_sigma, grad_samples_rgb, grad_background)};
+    if (a.rays == 0) return ffi::Error::Success();
+    return ToError(cuda::VolumeRenderBackward<T>(a, stream));
+  });
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, Forward,
+                       (BindBuffersFrom<4, 4>(
+                            ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>()))
+                           .Attr<float>("early_termination"));
+XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
+                       (BindBuffersFrom<12, 3>(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()))
+                           .Attr<float>("early_termination"));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRender", "CUDA", kForward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "CUDA", kBackward);
+
+}  // namespace
+}  // namespace xla_ffi
+}  // namespace mo
+
+#endif  // GOOGLE_CUDA
