@@ -178,7 +178,7 @@ def march_step_size(aabb, march_steps):
 
 def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, grid, use_grid, step_size,
                         max_samples, jitter=True, seed=0, early_termination=1e-4, return_weights=False,
-                        prune=True, occupancy=None):
+                        prune=True, occupancy=None, sample_budget=None):
     """Renders rays with the hash field on packed samples (metal_ops.ray_march + packed_volume_render).
 
     Only the steps in occupied cells of `grid` are evaluated (all steps inside
@@ -190,15 +190,27 @@ def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, gr
     `aabb` is a concrete [2, 3] array (it becomes the op's attribute).
     `occupancy`: the bitfield ray_march takes, where the caller keeps one
     (default: packed here from grid.mask, or all occupied without `use_grid`).
-    Returns (PackedVolumeRender result, RayMarchSamples of the rendered samples, marched sample count).
+    `sample_budget`: march with metal_ops.ray_march_static into that many
+    samples (static shapes, what XLA compiles): the rays that do not fit get
+    no samples (the samples' `num_rays` says how many did), the rest of the
+    budget is padding, and `prune` is ignored (its output size depends on the
+    data; the renderer skips the samples it would drop).
+    Returns (PackedVolumeRender result, RayMarchSamples (RayMarchStaticSamples with `sample_budget`) of the
+    rendered samples, marched sample count).
     """
     r = tf.shape(origins)[0]
     if occupancy is None:
         occupancy = metal_ops.pack_occupancy((grid.mask if use_grid else tf.ones_like(grid.mask))[None])
-    samples = metal_ops.ray_march(
-        origins, dirs, tf.fill([r], float(near)), tf.fill([r], float(far)), occupancy, aabb,
-        grid.resolution, step_size, max_samples=max_samples, jitter=jitter, seed=seed)
-    marched = tf.shape(samples.t_starts)[0]
+    march_args = (origins, dirs, tf.fill([r], float(near)), tf.fill([r], float(far)), occupancy, aabb,
+                  grid.resolution, step_size)
+    if sample_budget is not None:
+        samples = metal_ops.ray_march_static(*march_args, sample_budget=sample_budget, max_samples=max_samples,
+                                             jitter=jitter, seed=seed)
+        marched = samples.num_samples
+        prune = False
+    else:
+        samples = metal_ops.ray_march(*march_args, max_samples=max_samples, jitter=jitter, seed=seed)
+        marched = tf.shape(samples.t_starts)[0]
 
     def points(s):
         t_mid = 0.5 * (s.t_starts + s.t_ends)
@@ -211,7 +223,8 @@ def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, gr
     sigma, rgb = model(points(samples), tf.gather(dirs, samples.ray_indices))
     out = metal_ops.packed_volume_render(
         sigma, rgb, samples.t_starts, samples.t_ends, samples.ray_offsets, samples.ray_counts,
-        background=background, early_termination=early_termination, return_weights=return_weights)
+        background=background, early_termination=early_termination, return_weights=return_weights,
+        num_samples=None if sample_budget is None else samples.num_samples)
     return out, samples, marched
 
 

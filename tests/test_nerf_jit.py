@@ -1,0 +1,120 @@
+"""The NeRF sample's --jit: the whole training step as one XLA program (examples/nerf/README.md, "--jit")."""
+import json
+
+import numpy as np
+import pytest
+
+from tests.test_nerf_sample import _args
+
+# Small enough that a step's compilation and its steps fit a 2-core CPU: 256 rays of at most
+# 64 samples (--march-steps 64), so --sample-budget 16384 holds every sample of every ray.
+SMALL = ["--batch-rays", "256", "--march-steps", "64", "--grid-warmup", "2", "--grid-every", "2"]
+
+
+def _trainer(tmp_path, name, *extra):
+    from examples.nerf import train
+
+    return train.Trainer(_args(tmp_path, "--name", name, *SMALL, *extra), log=lambda *a: None)
+
+
+def _steps(tr, n, rays):
+    """n training steps of `rays` rays each (the ray count's adaptation to the budget held fixed);
+    returns [(loss, mse, samples kept, rays kept)]."""
+    tr.rays_for_budget = lambda: rays
+    out = []
+    for _ in range(n):
+        loss, mse = tr.train_one_step()
+        counts = tr._pending_counts[1].numpy()
+        out.append((float(loss), float(mse), int(counts[0]), int(counts[2])))
+    tr.flush_counts()
+    return out
+
+
+def _assert_same_training(init, ref, jit, ref_steps, jit_steps):
+    """Same samples, the same losses up to float rounding, and weights whose difference is small
+    against the training's change to them: Adam (epsilon 1e-15) turns a rounding difference in a
+    near-zero gradient into a step of up to the learning rate, so entry-wise tolerances do not apply."""
+    assert [s[2:] for s in jit_steps] == [s[2:] for s in ref_steps]
+    np.testing.assert_allclose([s[:2] for s in jit_steps], [s[:2] for s in ref_steps], rtol=1e-4)
+    for w0, a, b in zip(init, ref.model.trainable_variables, jit.model.trainable_variables):
+        moved = np.linalg.norm(a.numpy() - w0)
+        assert moved > 0, a.path
+        assert np.linalg.norm(b.numpy() - a.numpy()) <= 0.03 * moved, a.path
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_step_trains_as_the_default_step(tmp_path):
+    """From one seed, --jit and the default step (--no-prune: the compiled step has no pruning
+    pass) take the same samples and reach the same losses and weights, across the grid's warm-up
+    and its updates, while every ray fits the budget."""
+    ref = _trainer(tmp_path, "ref", "--no-prune", "--sample-budget", "16384")
+    jit = _trainer(tmp_path, "jit", "--jit", "--sample-budget", "16384")
+    init = [v.numpy() for v in jit.model.trainable_variables]
+    ref_steps, jit_steps = _steps(ref, 5, 256), _steps(jit, 5, 256)
+    assert all(s[3] == 256 for s in jit_steps)  # every ray kept
+    assert all(0 < s[2] < 16384 for s in jit_steps)  # and the rest of the budget padding
+    _assert_same_training(init, ref, jit, ref_steps, jit_steps)
+    assert list(jit._jit_fn) == [256] and jit._jit_fn[256].experimental_get_tracing_count() == 1
+    assert jit.sample_stats()["padding_per_step"] == 16384 - np.mean([s[2] for s in jit_steps])
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_step_masks_the_rays_the_budget_drops(tmp_path):
+    """A budget too small for the batch: the rays after the last one that fits get no samples,
+    and the step trains as the default step on the rays kept (loss and MSE means over them)."""
+    jit = _trainer(tmp_path, "jit", "--jit", "--sample-budget", "2000")
+    init = [v.numpy() for v in jit.model.trainable_variables]
+    (jit_step,) = _steps(jit, 1, 256)
+    kept = jit_step[3]
+    assert 0 < kept < 256 and 2000 - 64 < jit_step[2] <= 2000, jit_step
+    assert jit.sample_stats()["dropped_rays_per_step"] == 256 - kept
+    # The default step on the first `kept` rays of the batch (the batch's prefix: same rays, same jitter).
+    ref = _trainer(tmp_path, "ref", "--no-prune", "--sample-budget", "2000")
+    ref_steps = _steps(ref, 1, kept)
+    _assert_same_training(init, ref, jit, ref_steps, [jit_step])
+
+
+def test_jit_ray_count_overfills_the_budget(tmp_path):
+    """The compiled ray counts are --batch-rays x 2^k (|k| <= 4): the smallest at least the count
+    the budget asks for."""
+    from examples.nerf import train
+
+    tr = train.Trainer.__new__(train.Trainer)
+    tr.args = _args(tmp_path, "--batch-rays", "256")
+    for want, rays in [(256, 256), (255, 256), (257, 512), (129, 256), (128, 128), (17, 32), (1, 16),
+                       (4000, 4096), (4097, 4096)]:
+        tr.rays_for_budget = lambda w=want: w
+        assert tr.jit_rays() == rays, (want, rays)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--sampler", "fixed"], "--jit needs --model hash --sampler march"),
+    (["--model", "baseline"], "--jit needs --model hash --sampler march"),
+    (["--distortion", "0.01"], "packed_distortion_loss, which has no XLA kernel"),
+])
+def test_jit_refuses_what_it_does_not_compile(tmp_path, flags, message):
+    from examples.nerf import train
+
+    with pytest.raises(ValueError, match=message):
+        train.Trainer(_args(tmp_path, "--name", "refused", "--jit", *flags), log=lambda *a: None)
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_training_psnr_rises_and_metrics_time_the_steps(tmp_path):
+    """A short --jit run trains (held-out PSNR rises) and writes the first step's time
+    (compilation included) and the steady step time to metrics.json."""
+    tr = _trainer(tmp_path, "jitrun", "--jit", "--steps", "60", "--sample-budget", "8192", "--no-outputs",
+                  "--ckpt-every", "0")
+    before, _, _ = tr.evaluate("val")
+    tr.fit(verbose=False)
+    after, psnrs, renders = tr.evaluate("test")
+    assert tr.step == 60 and tr.use_grid()
+    assert after >= before + 3.0, (before, after)
+    tr.write_outputs(psnrs, renders, {})
+    with open(tmp_path / "runs" / "jitrun" / "metrics.json") as f:
+        saved = json.load(f)
+    assert saved["config"]["jit"] is True
+    assert saved["first_step_s"] > 0 and saved["steady_step_ms"] > 0
+    assert saved["first_step_s"] * 1000.0 > saved["steady_step_ms"]  # the first step compiles
+    assert saved["train_step_traces"] == len(tr._jit_fn) >= 1
+    assert saved["padding_per_step"] >= 0 and saved["dropped_rays_per_step"] >= 0
