@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+import metal_ops  # noqa: F401  (at collection: the library registers its XLA kernels before any compilation)
 from tests.test_nerf_sample import _args
 
 # Small enough that a step's compilation and its steps fit a 2-core CPU: 256 rays of at most
@@ -97,6 +98,22 @@ def test_jit_refuses_what_it_does_not_compile(tmp_path, flags, message):
 
     with pytest.raises(ValueError, match=message):
         train.Trainer(_args(tmp_path, "--name", "refused", "--jit", *flags), log=lambda *a: None)
+
+
+def test_jit_refuses_ops_without_xla_kernels(tmp_path, monkeypatch):
+    """Where XLA cannot compile one of the step's ops (a GPU without its CUDA handler, or the library
+    loaded after XLA's first compilation), --jit stops with a message naming the op."""
+    from examples.nerf import train
+    from metal_ops import _loader
+
+    monkeypatch.setattr(_loader, "has_xla_kernels", lambda ops=None: False)
+    monkeypatch.setattr(_loader, "xla_status", lambda: (True, None))
+    monkeypatch.setattr(_loader, "xla_cuda_ops", lambda: frozenset({"MetalOpsHashEncode", "MetalOpsHashEncodeGrad"}))
+    with pytest.raises(ValueError, match="no CUDA handler for XLA: MetalOpsFusedMLP, .*MetalOpsRayMarchStatic"):
+        train.Trainer(_args(tmp_path, "--name", "refused", "--jit"), log=lambda *a: None)
+    monkeypatch.setattr(_loader, "xla_status", lambda: (False, "the library loaded after XLA's first compilation"))
+    with pytest.raises(ValueError, match="loaded after XLA's first compilation"):
+        train.Trainer(_args(tmp_path, "--name", "refused", "--jit"), log=lambda *a: None)
 
 
 @pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")

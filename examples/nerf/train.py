@@ -271,6 +271,8 @@ class Trainer:
                              "train with --distortion 0 or without --jit")
         if self.jit and a.strategy != "default":
             raise ValueError(f"--jit: --strategy {a.strategy} is not compiled whole; use --strategy default")
+        if self.jit:
+            self._check_jit_kernels()
         if a.lr is None:
             a.lr = 2e-2 if a.model == "hash" else 1e-3
         self.run_dir = os.path.join(a.out_dir, a.name)
@@ -424,6 +426,31 @@ class Trainer:
                 a.max_samples = a.march_steps
 
     # ------------------------------------------------------------------ helpers
+    def jit_ops(self):
+        """The library's ops (forward and gradient) in the --jit training step."""
+        a = self.args
+        ops = ["MetalOpsRayMarchStatic", "MetalOpsHashEncode", "MetalOpsHashEncodeGrad",
+               "MetalOpsPackedVolumeRender", "MetalOpsPackedVolumeRenderGrad"]
+        if a.mlp == "fused":
+            ops += ["MetalOpsFusedMLP", "MetalOpsFusedMLPGrad", "MetalOpsSHEncode", "MetalOpsSHEncodeGrad"]
+        if a.loss == "robust":
+            ops += ["MetalOpsRobustLoss", "MetalOpsRobustLossGrad"]
+        return ops
+
+    def _check_jit_kernels(self):
+        """--jit: XLA compiles each op of the step in this process (where TensorFlow lists a GPU: with
+        a CUDA handler), else a ValueError naming what is missing (docs/XLA.md)."""
+        loader = self.metal_ops._loader
+        ops = self.jit_ops()
+        if loader.has_xla_kernels(ops):
+            return
+        registered, reason = loader.xla_status()
+        if not registered:
+            raise ValueError(f"--jit: XLA does not compile the metal_ops ops in this process: {reason}")
+        missing = sorted(set(ops) - set(loader.xla_cuda_ops()))
+        raise ValueError(f"--jit: TensorFlow lists a GPU, and these ops of the training step have no CUDA handler "
+                         f"for XLA: {', '.join(missing)} (docs/XLA.md, \"On a GPU\"); train without --jit")
+
     def _check_checkpoint_layout(self, path):
         """A checkpoint of the other MLP layout is refused with the flag that reads it."""
         if self.args.model != "hash":
