@@ -103,7 +103,10 @@ def build_parser():
                    help="march: compile the whole training step (march, encoding, MLPs, renderer, loss, gradients, "
                         "Adam) with XLA as one tf.function(jit_compile=True): metal_ops.ray_march_static into "
                         "--sample-budget samples over a ray count of --batch-rays x 2^k (one compilation each), the "
-                        "rays that do not fit masked out of the loss; no pruning pass (README.md, \"--jit\")")
+                        "rays that do not fit masked out of the loss (README.md, \"--jit\")")
+    g.add_argument("--march-budget", type=int, default=None,
+                   help="--jit with pruning: samples marched per step, which the density-only pass prunes into "
+                        "--sample-budget (default: 2 x --sample-budget)")
     g.add_argument("--march-steps", type=int, default=512,
                    help="march: steps along the AABB's diagonal (the step size)")
     g.add_argument("--max-samples", type=int, default=None,
@@ -569,7 +572,8 @@ class Trainer:
                 self.model, o, d, aabb=self.dataset.aabb, near=self.near, far=self.far, background=background,
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
                 jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune,
-                occupancy=self.occupancy_bits() if training else None, sample_budget=sample_budget)
+                occupancy=self.occupancy_bits() if training else None, sample_budget=sample_budget,
+                march_budget=(a.march_budget or 2 * sample_budget) if sample_budget else None)
             return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
