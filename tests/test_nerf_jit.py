@@ -107,6 +107,7 @@ def test_jit_ray_count_overfills_the_budget(tmp_path):
     (["--sampler", "fixed"], "--jit needs --model hash --sampler march"),
     (["--model", "baseline"], "--jit needs --model hash --sampler march"),
     (["--distortion", "0.01"], "packed_distortion_loss, which has no XLA kernel"),
+    (["--no-prune", "--march-budget", "100000"], "--march-budget is the --jit step's march before pruning"),
 ])
 def test_jit_refuses_what_it_does_not_compile(tmp_path, flags, message):
     from examples.nerf import train

@@ -272,6 +272,8 @@ class Trainer:
         if self.jit and a.distortion > 0:
             raise ValueError("--jit: --distortion needs packed_distortion_loss, which has no XLA kernel; "
                              "train with --distortion 0 or without --jit")
+        if getattr(a, "march_budget", None) is not None and not (self.jit and a.prune):
+            raise ValueError("--march-budget is the --jit step's march before pruning: it needs --jit (and pruning)")
         if self.jit and a.strategy != "default":
             raise ValueError(f"--jit: --strategy {a.strategy} is not compiled whole; use --strategy default")
         if self.jit:
