@@ -234,13 +234,18 @@ def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, gr
     return out, samples, marched
 
 
-def _before_termination(samples, sigma, threshold, num_rays):
-    """The samples whose transmittance (before them) is at least `threshold`: a prefix of each ray's."""
+def _transmittance_above(samples, sigma, threshold):
+    """Whether each sample's transmittance (before it) is at least `threshold`: a prefix of each ray's."""
     tau = tf.cast(sigma * (samples.t_ends - samples.t_starts), tf.float64)  # float64: sums over every ray
     before = tf.math.cumsum(tau, exclusive=True)
     at_ray_start = tf.gather(tf.concat([before, tf.reduce_sum(tau, keepdims=True)], 0), samples.ray_offsets)
     optical_depth = before - tf.gather(at_ray_start, samples.ray_indices)
-    keep = optical_depth <= -math.log(threshold)
+    return optical_depth <= -math.log(threshold)
+
+
+def _before_termination(samples, sigma, threshold, num_rays):
+    """The samples whose transmittance (before them) is at least `threshold`: a prefix of each ray's."""
+    keep = _transmittance_above(samples, sigma, threshold)
     idx = tf.where(keep)[:, 0]
     counts = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), samples.ray_indices, num_rays)
     return samples._replace(
@@ -253,13 +258,8 @@ def _before_termination_static(samples, sigma, threshold, num_rays, budget):
     """_before_termination on RayMarchStaticSamples, into `budget` samples (static shapes): the kept
     samples of the rays taken in order while they fit, padded as ray_march_static pads (t_start =
     t_end = 0 on the last ray); the rays the march dropped stay dropped (num_rays)."""
-    n = tf.shape(samples.t_starts)[0]
-    valid = tf.range(n) < samples.num_samples
-    tau = tf.cast(sigma * (samples.t_ends - samples.t_starts), tf.float64)
-    before = tf.math.cumsum(tau, exclusive=True)
-    at_ray_start = tf.gather(tf.concat([before, tf.reduce_sum(tau, keepdims=True)], 0), samples.ray_offsets)
-    optical_depth = before - tf.gather(at_ray_start, samples.ray_indices)
-    keep = tf.logical_and(optical_depth <= -math.log(threshold), valid)
+    valid = tf.range(tf.shape(samples.t_starts)[0]) < samples.num_samples
+    keep = tf.logical_and(_transmittance_above(samples, sigma, threshold), valid)
     counts = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), samples.ray_indices, num_rays)
     # Rays in order while their kept samples fit the budget, among those the march kept.
     ray_fits = tf.logical_and(tf.math.cumsum(counts) <= budget, tf.range(num_rays) < samples.num_rays)
