@@ -178,7 +178,7 @@ def march_step_size(aabb, march_steps):
 
 def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, grid, use_grid, step_size,
                         max_samples, jitter=True, seed=0, early_termination=1e-4, return_weights=False,
-                        prune=True, occupancy=None):
+                        prune=True, occupancy=None, sample_budget=None, march_budget=None):
     """Renders rays with the hash field on packed samples (metal_ops.ray_march + packed_volume_render).
 
     Only the steps in occupied cells of `grid` are evaluated (all steps inside
@@ -190,15 +190,30 @@ def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, gr
     `aabb` is a concrete [2, 3] array (it becomes the op's attribute).
     `occupancy`: the bitfield ray_march takes, where the caller keeps one
     (default: packed here from grid.mask, or all occupied without `use_grid`).
-    Returns (PackedVolumeRender result, RayMarchSamples of the rendered samples, marched sample count).
+    `sample_budget`: static shapes (what XLA compiles): the field and the
+    renderer take exactly that many samples, the rays that do not fit get
+    none (the samples' `num_rays` says how many did) and the rest of the
+    budget is padding. metal_ops.ray_march_static marches into `march_budget`
+    samples (default `sample_budget`); with `prune`, the density pass runs on
+    those and the samples it keeps are compacted into `sample_budget`
+    (_before_termination_static).
+    Returns (PackedVolumeRender result, RayMarchSamples (RayMarchStaticSamples with `sample_budget`) of the
+    rendered samples, marched sample count).
     """
     r = tf.shape(origins)[0]
     if occupancy is None:
         occupancy = metal_ops.pack_occupancy((grid.mask if use_grid else tf.ones_like(grid.mask))[None])
-    samples = metal_ops.ray_march(
-        origins, dirs, tf.fill([r], float(near)), tf.fill([r], float(far)), occupancy, aabb,
-        grid.resolution, step_size, max_samples=max_samples, jitter=jitter, seed=seed)
-    marched = tf.shape(samples.t_starts)[0]
+    march_args = (origins, dirs, tf.fill([r], float(near)), tf.fill([r], float(far)), occupancy, aabb,
+                  grid.resolution, step_size)
+    if sample_budget is not None:
+        pruned = prune and early_termination > 0
+        samples = metal_ops.ray_march_static(
+            *march_args, sample_budget=(march_budget or sample_budget) if pruned else sample_budget,
+            max_samples=max_samples, jitter=jitter, seed=seed)
+        marched = samples.num_samples
+    else:
+        samples = metal_ops.ray_march(*march_args, max_samples=max_samples, jitter=jitter, seed=seed)
+        marched = tf.shape(samples.t_starts)[0]
 
     def points(s):
         t_mid = 0.5 * (s.t_starts + s.t_ends)
@@ -207,24 +222,59 @@ def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, gr
 
     if prune and early_termination > 0:
         sigma0 = tf.stop_gradient(model.density(points(samples))[0])
-        samples = _before_termination(samples, sigma0, early_termination, r)
+        if sample_budget is None:
+            samples = _before_termination(samples, sigma0, early_termination, r)
+        else:
+            samples = _before_termination_static(samples, sigma0, early_termination, r, sample_budget)
     sigma, rgb = model(points(samples), tf.gather(dirs, samples.ray_indices))
     out = metal_ops.packed_volume_render(
         sigma, rgb, samples.t_starts, samples.t_ends, samples.ray_offsets, samples.ray_counts,
-        background=background, early_termination=early_termination, return_weights=return_weights)
+        background=background, early_termination=early_termination, return_weights=return_weights,
+        num_samples=None if sample_budget is None else samples.num_samples)
     return out, samples, marched
 
 
-def _before_termination(samples, sigma, threshold, num_rays):
-    """The samples whose transmittance (before them) is at least `threshold`: a prefix of each ray's."""
+def _transmittance_above(samples, sigma, threshold):
+    """Whether each sample's transmittance (before it) is at least `threshold`: a prefix of each ray's."""
     tau = tf.cast(sigma * (samples.t_ends - samples.t_starts), tf.float64)  # float64: sums over every ray
     before = tf.math.cumsum(tau, exclusive=True)
     at_ray_start = tf.gather(tf.concat([before, tf.reduce_sum(tau, keepdims=True)], 0), samples.ray_offsets)
     optical_depth = before - tf.gather(at_ray_start, samples.ray_indices)
-    keep = optical_depth <= -math.log(threshold)
+    return optical_depth <= -math.log(threshold)
+
+
+def _before_termination(samples, sigma, threshold, num_rays):
+    """The samples whose transmittance (before them) is at least `threshold`: a prefix of each ray's."""
+    keep = _transmittance_above(samples, sigma, threshold)
     idx = tf.where(keep)[:, 0]
     counts = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), samples.ray_indices, num_rays)
     return samples._replace(
         t_starts=tf.gather(samples.t_starts, idx), t_ends=tf.gather(samples.t_ends, idx),
         ray_indices=tf.gather(samples.ray_indices, idx), ray_offsets=tf.math.cumsum(counts, exclusive=True),
         ray_counts=counts)
+
+
+def _before_termination_static(samples, sigma, threshold, num_rays, budget):
+    """_before_termination on RayMarchStaticSamples, into `budget` samples (static shapes): the kept
+    samples of the rays taken in order while they fit, padded as ray_march_static pads (t_start =
+    t_end = 0 on the last ray); the rays the march dropped stay dropped (num_rays)."""
+    valid = tf.range(tf.shape(samples.t_starts)[0]) < samples.num_samples
+    keep = tf.logical_and(_transmittance_above(samples, sigma, threshold), valid)
+    counts = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), samples.ray_indices, num_rays)
+    # Rays in order while their kept samples fit the budget, among those the march kept.
+    ray_fits = tf.logical_and(tf.math.cumsum(counts) <= budget, tf.range(num_rays) < samples.num_rays)
+    counts = tf.where(ray_fits, counts, 0)
+    keep = tf.logical_and(keep, tf.gather(ray_fits, samples.ray_indices))
+    num_samples = tf.reduce_sum(counts)
+    # Each kept sample's place in the output; the others go to slot `budget`, cut off below.
+    slot = tf.where(keep, tf.math.cumsum(tf.cast(keep, tf.int32), exclusive=True), budget)
+
+    def compact(x):
+        return tf.math.unsorted_segment_sum(x, slot, budget + 1)[:budget]
+
+    padding = tf.range(budget) >= num_samples
+    return samples._replace(
+        t_starts=compact(samples.t_starts), t_ends=compact(samples.t_ends),
+        ray_indices=tf.where(padding, tf.maximum(num_rays - 1, 0), compact(samples.ray_indices)),
+        ray_offsets=tf.math.cumsum(counts, exclusive=True), ray_counts=counts, num_samples=num_samples,
+        num_rays=tf.reduce_sum(tf.cast(ray_fits, tf.int32)))

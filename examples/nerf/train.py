@@ -99,6 +99,14 @@ def build_parser():
     g.add_argument("--sample-budget", type=int, default=None,
                    help="march: field evaluations per step (default: --batch-rays x --samples); the step's ray count "
                         "follows it from the previous steps' samples per ray")
+    g.add_argument("--jit", action="store_true",
+                   help="march: compile the whole training step (march, encoding, MLPs, renderer, loss, gradients, "
+                        "Adam) with XLA as one tf.function(jit_compile=True): metal_ops.ray_march_static into "
+                        "--sample-budget samples over a ray count of --batch-rays x 2^k (one compilation each), the "
+                        "rays that do not fit masked out of the loss (README.md, \"--jit\")")
+    g.add_argument("--march-budget", type=int, default=None,
+                   help="--jit with pruning: samples marched per step, which the density-only pass prunes into "
+                        "--sample-budget (default: 2 x --sample-budget)")
     g.add_argument("--march-steps", type=int, default=512,
                    help="march: steps along the AABB's diagonal (the step size)")
     g.add_argument("--max-samples", type=int, default=None,
@@ -257,6 +265,19 @@ class Trainer:
         self.marching = a.model == "hash" and a.sampler == "march"
         if self.marching and a.distortion > 0 and not hasattr(metal_ops, "packed_distortion_loss"):
             raise ValueError("--distortion needs --sampler fixed (this build has no packed distortion loss)")
+        self.jit = bool(getattr(a, "jit", False))
+        if self.jit and not self.marching:
+            raise ValueError("--jit needs --model hash --sampler march (the step it compiles marches with "
+                             "metal_ops.ray_march_static)")
+        if self.jit and a.distortion > 0:
+            raise ValueError("--jit: --distortion needs packed_distortion_loss, which has no XLA kernel; "
+                             "train with --distortion 0 or without --jit")
+        if getattr(a, "march_budget", None) is not None and not (self.jit and a.prune):
+            raise ValueError("--march-budget is the --jit step's march before pruning: it needs --jit (and pruning)")
+        if self.jit and a.strategy != "default":
+            raise ValueError(f"--jit: --strategy {a.strategy} is not compiled whole; use --strategy default")
+        if self.jit:
+            self._check_jit_kernels()
         if a.lr is None:
             a.lr = 2e-2 if a.model == "hash" else 1e-3
         self.run_dir = os.path.join(a.out_dir, a.name)
@@ -306,6 +327,9 @@ class Trainer:
 
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
+        if self.jit and (self.num_replicas > 1 or tf.distribute.has_strategy() or
+                         self.strategy is not tf.distribute.get_strategy()):
+            raise ValueError("--jit compiles the step of one replica under the default strategy")
         if a.batch_rays % self.num_replicas:
             raise ValueError(f"--batch-rays {a.batch_rays} is not divisible by {self.num_replicas} replicas")
         self.mlp_precision = resolve_mlp_precision(a.mlp_precision, a.model, a.mlp, runs_on_gpu(self.strategy))
@@ -385,6 +409,7 @@ class Trainer:
             self.log(f"resumed from {self.manager.latest_checkpoint} at step {int(self.step_var.numpy())}")
 
         self._train_fn = {}
+        self._jit_fn = {}  # --jit: the compiled step of each ray count
         self._render_fn = {}
         self.eval_at_seconds = []  # fit(): also evaluate when the training time passes each of these
         self._grid_fn = None
@@ -397,12 +422,40 @@ class Trainer:
         self.field_evals = 0  # field evaluations (samples), marched samples and rays of this process's steps
         self.marched = 0
         self.rays_seen = 0
+        self.padding = 0  # --jit: padding samples (budget - samples kept) and rays dropped (no room in the budget)
+        self.dropped_rays = 0
+        self.step_seconds = []  # wall time of each step fit() ran (the first includes tracing and compiling)
         if self.marching:
             self.step_size = self._hmodel.march_step_size(ds.aabb, a.march_steps)
             if a.max_samples is None:
                 a.max_samples = a.march_steps
 
     # ------------------------------------------------------------------ helpers
+    def jit_ops(self):
+        """The library's ops (forward and gradient) in the --jit training step."""
+        a = self.args
+        ops = ["MetalOpsRayMarchStatic", "MetalOpsHashEncode", "MetalOpsHashEncodeGrad",
+               "MetalOpsPackedVolumeRender", "MetalOpsPackedVolumeRenderGrad"]
+        if a.mlp == "fused":
+            ops += ["MetalOpsFusedMLP", "MetalOpsFusedMLPGrad", "MetalOpsSHEncode", "MetalOpsSHEncodeGrad"]
+        if a.loss == "robust":
+            ops += ["MetalOpsRobustLoss", "MetalOpsRobustLossGrad"]
+        return ops
+
+    def _check_jit_kernels(self):
+        """--jit: XLA compiles each op of the step in this process (where TensorFlow lists a GPU: with
+        a CUDA handler), else a ValueError naming what is missing (docs/XLA.md)."""
+        loader = self.metal_ops._loader
+        ops = self.jit_ops()
+        if loader.has_xla_kernels(ops):
+            return
+        registered, reason = loader.xla_status()
+        if not registered:
+            raise ValueError(f"--jit: XLA does not compile the metal_ops ops in this process: {reason}")
+        missing = sorted(set(ops) - set(loader.xla_cuda_ops()))
+        raise ValueError(f"--jit: TensorFlow lists a GPU, and these ops of the training step have no CUDA handler "
+                         f"for XLA: {', '.join(missing)} (docs/XLA.md, \"On a GPU\"); train without --jit")
+
     def _check_checkpoint_layout(self, path):
         """A checkpoint of the other MLP layout is refused with the flag that reads it."""
         if self.args.model != "hash":
@@ -483,6 +536,19 @@ class Trainer:
         rng = np.random.default_rng([self.args.seed, step])
         return rng.integers(0, self.n_train_rays, self.args.batch_rays if count is None else count, dtype=np.int64)
 
+    def jit_rays(self):
+        """--jit: the step's static ray count, --batch-rays x 2^k (|k| <= 4, one compilation each): the
+        smallest at least rays_for_budget(), so the rays overfill the budget and the last ones are dropped
+        (marched, then masked) rather than leaving it half padding."""
+        a = self.args
+        want, lo, hi = self.rays_for_budget(), max(1, a.batch_rays // 16), 16 * a.batch_rays
+        r = a.batch_rays
+        while r < want and r < hi:
+            r *= 2
+        while r // 2 >= max(want, lo):
+            r //= 2
+        return r
+
     def rays_for_budget(self):
         """The next step's ray count: --sample-budget over the recent samples per ray (a multiple of the replicas)."""
         a, n = self.args, self.num_replicas
@@ -493,11 +559,11 @@ class Trainer:
         return max(n, int(rays) // n * n)
 
     # ------------------------------------------------------------------ rendering
-    def render_rays(self, o, d, training, use_grid, return_weights=False, background=None):
+    def render_rays(self, o, d, training, use_grid, return_weights=False, background=None, sample_budget=None):
         """(rgb [R, 3], the renderer's output, the samples: t [R, S+1] (fixed) or RayMarchSamples (march),
         the number of samples marched (march: before pruning; fixed: R * S)). Training with the march
         sampler reads the published bitfield (occupancy_bits), so `use_grid` matters there only for
-        evaluation."""
+        evaluation. `sample_budget` (march): static shapes, metal_ops.ray_march_static's samples."""
         a = self.args
         jitter = training and not a.no_jitter
         background = self.background if background is None else background
@@ -508,7 +574,8 @@ class Trainer:
                 self.model, o, d, aabb=self.dataset.aabb, near=self.near, far=self.far, background=background,
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
                 jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune,
-                occupancy=self.occupancy_bits() if training else None)
+                occupancy=self.occupancy_bits() if training else None, sample_budget=sample_budget,
+                march_budget=(a.march_budget or 2 * sample_budget) if sample_budget else None)
             return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
@@ -530,7 +597,16 @@ class Trainer:
         step = self.step_var.read_value() if a.background == "random" else None  # seeds random backgrounds only
         c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, step)
         want_w = a.model == "hash" and a.distortion > 0
-        rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background)
+        rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background,
+                                                sample_budget=a.sample_budget if self.jit else None)
+        if self.jit:
+            # Static shapes: the rays from num_rays on got no samples (the budget was full); their
+            # background-only colours are masked out, and the means are over the num_rays kept.
+            kept = tf.cast(tf.range(tf.shape(idx)[0]) < t.num_rays, tf.float32)
+            n_kept = tf.cast(tf.maximum(t.num_rays, 1), tf.float32)
+            loss = self.loss_fn(c, rgb, sample_weight=kept * (tf.cast(tf.shape(idx)[0], tf.float32) / n_kept))
+            mse = tf.reduce_sum(tf.square(rgb - c) * kept[:, None]) / (3.0 * n_kept)
+            return loss, mse, tf.cast(tf.stack([t.num_samples, marched, t.num_rays]), tf.int64)
         n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
         # replica mean -> share of the global mean (the replicas take equal slices; the march
         # sampler's ray count follows the sample budget, so it is not --batch-rays)
@@ -544,7 +620,7 @@ class Trainer:
         elif want_w:
             loss += a.distortion * tf.reduce_mean(self.metal_ops.distortion_loss(out.weights, t)) * frac
         mse = tf.reduce_mean(tf.square(rgb - c)) * frac
-        return loss, mse, tf.cast(tf.stack([n_samples, marched]), tf.int64)
+        return loss, mse, tf.cast(tf.stack([n_samples, marched, tf.shape(o)[0]]), tf.int64)
 
     def _gradients(self, tape, loss, variables):
         """d loss / d variables, through the static loss scale of a float16 MLP."""
@@ -554,21 +630,38 @@ class Trainer:
         grads = tape.gradient(loss, variables, output_gradients=seed)
         return [unscale_gradient(g, self.loss_scale) for g in grads]
 
+    def _replica_step(self, idx, use_grid):
+        """Loss, gradients and the optimizer's update on one replica's rays: (loss, mse, counts)."""
+        tf = self.tf
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss, mse, counts = self._replica_loss(idx, use_grid)
+        grads = self._gradients(tape, loss, variables)
+        if self.fused_adam is not None:
+            self.fused_adam.apply(grads)
+        else:
+            self.optimizer.apply_gradients(zip(grads, variables))
+        return loss, mse, counts
+
+    def _get_jit_train_fn(self, rays):
+        """--jit: the whole step of `rays` rays as one XLA program (one compilation per ray count)."""
+        if rays not in self._jit_fn:
+            tf = self.tf
+
+            @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([rays], tf.int64)])
+            def jit_train_fn(idx):
+                return self._replica_step(idx, True)
+
+            self._jit_fn[rays] = jit_train_fn
+        return self._jit_fn[rays]
+
     def _get_train_fn(self, use_grid):
         if use_grid in self._train_fn:
             return self._train_fn[use_grid]
         tf = self.tf
-        variables = self.model.trainable_variables
 
         def replica_step(idx):
-            with tf.GradientTape() as tape:
-                loss, mse, n_samples = self._replica_loss(idx, use_grid)
-            grads = self._gradients(tape, loss, variables)
-            if self.fused_adam is not None:
-                self.fused_adam.apply(grads)
-            else:
-                self.optimizer.apply_gradients(zip(grads, variables))
-            return loss, mse, n_samples
+            return self._replica_step(idx, use_grid)
 
         # The ray count changes every step (the sample budget): one trace with a
         # dynamic batch instead of a retrace, where the indices are a plain tensor.
@@ -646,11 +739,13 @@ class Trainer:
         if self.marching:
             # the bitfield carries the warm-up: one traced step for the whole run
             self.publish_occupancy(step)
-            fn = self._get_train_fn(True)
+        if self.jit:
+            rays = self.jit_rays()
+            loss, mse, counts = self._get_jit_train_fn(rays)(self.tf.constant(self.batch_indices(step, rays)))
         else:
-            fn = self._get_train_fn(self.use_grid(step))
-        rays = self.rays_for_budget()
-        loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
+            fn = self._get_train_fn(True if self.marching else self.use_grid(step))
+            rays = self.rays_for_budget()
+            loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
         self._step += 1
         # The last step's counts are read now, while this step runs on the
@@ -665,13 +760,16 @@ class Trainer:
             return
         rays, counts = self._pending_counts
         self._pending_counts = None
-        n_samples, marched = (int(c) for c in counts.numpy())
-        spr = n_samples / rays
+        n_samples, marched, kept = (int(c) for c in counts.numpy())
+        spr = n_samples / max(kept, 1)
         # Samples per ray change as the grid learns the scene: a short EMA.
         self.samples_per_ray = spr if self.samples_per_ray is None else 0.7 * self.samples_per_ray + 0.3 * spr
         self.field_evals += n_samples
         self.marched += marched
-        self.rays_seen += rays
+        self.rays_seen += kept
+        if self.jit:
+            self.padding += self.args.sample_budget - n_samples
+            self.dropped_rays += rays - kept
 
     ORBIT_MAX_SIDE = 800  # orbit frames of larger captures are rendered at this size (longer side)
 
@@ -746,7 +844,8 @@ class Trainer:
             loss, mse = self.train_one_step()
             if self.step >= steps:
                 self.flush_counts()  # the last step finished: counted in the training time
-            train_time += time.perf_counter() - t0
+            self.step_seconds.append(time.perf_counter() - t0)
+            train_time += self.step_seconds[-1]
             self.time_var.assign(train_time)
             s = self.step
             now = time.perf_counter()
@@ -783,10 +882,23 @@ class Trainer:
         """Field evaluations per ray and per step, over the steps this process ran."""
         self.flush_counts()
         steps = max(self.step - self._first_step, 1)
-        return dict(field_evals_per_ray=round(self.field_evals / max(self.rays_seen, 1), 3),
-                    field_evals_per_step=round(self.field_evals / steps, 1),
-                    marched_per_ray=round(self.marched / max(self.rays_seen, 1), 3),
-                    rays_per_step=round(self.rays_seen / steps, 1))
+        stats = dict(field_evals_per_ray=round(self.field_evals / max(self.rays_seen, 1), 3),
+                     field_evals_per_step=round(self.field_evals / steps, 1),
+                     marched_per_ray=round(self.marched / max(self.rays_seen, 1), 3),
+                     rays_per_step=round(self.rays_seen / steps, 1))
+        if self.jit:  # evaluated as well: the padding; marched, then masked: the dropped rays
+            stats.update(padding_per_step=round(self.padding / steps, 1),
+                         dropped_rays_per_step=round(self.dropped_rays / steps, 1))
+        return stats
+
+    def timing_stats(self):
+        """The steps fit() ran in this process: the first one's seconds (tracing and, with --jit, XLA's
+        compilation included), the median step's milliseconds after it, and the training-step traces."""
+        t = self.step_seconds
+        fns = list(self._jit_fn.values()) + list(self._train_fn.values())
+        return dict(first_step_s=round(t[0], 3) if t else None,
+                    steady_step_ms=round(1000.0 * float(np.median(t[1:])), 2) if len(t) > 1 else None,
+                    train_step_traces=sum(f.experimental_get_tracing_count() for f in fns))
 
     # ------------------------------------------------------------------ outputs
     def write_outputs(self, test_psnrs, test_renders, extra):
@@ -820,7 +932,8 @@ class Trainer:
             dataset=dict(name=self.dataset.name, format=self.dataset.format, notes=self.dataset.notes,
                          views={k: len(v) for k, v in self.dataset.splits.items()}, size=[self.H, self.W],
                          aabb=self.dataset.aabb.tolist(), near=self.near, far=self.far),
-            config=vars(a), data=self.data_path, side_by_side=paths, **self.sample_stats(), **extra)
+            config=vars(a), data=self.data_path, side_by_side=paths, **self.sample_stats(), **self.timing_stats(),
+            **extra)
         with open(os.path.join(self.run_dir, "metrics.json"), "w") as f:
             json.dump(metrics, f, indent=2)
         return metrics
@@ -904,6 +1017,11 @@ def train(argv=None, log=print):
         log(f"sampler {args.sampler if args.model == 'hash' else 'fixed'}: {st['field_evals_per_ray']:.1f} field "
             f"evaluations per ray, {st['field_evals_per_step']:.0f} per step ({st['rays_per_step']:.0f} rays per step; "
             f"{st['marched_per_ray']:.1f} samples per ray marched)")
+        ts = trainer.timing_stats()
+        if ts["steady_step_ms"] is not None:
+            log(f"step time{' (--jit)' if args.jit else ''}: first step {ts['first_step_s']:.2f} s (tracing"
+                f"{' and compiling' if args.jit else ''}), then {ts['steady_step_ms']:.1f} ms (median); "
+                f"{ts['train_step_traces']} training-step trace(s)")
         log(f"pictures: {os.path.join(trainer.run_dir, 'test_*.png')} (rendered | ground truth | 4x error), "
             f"{os.path.join(trainer.run_dir, 'orbit.gif')}, {os.path.join(trainer.run_dir, 'psnr_vs_time.png')}; "
             f"metrics: {os.path.join(trainer.run_dir, 'metrics.json')}")

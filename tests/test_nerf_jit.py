@@ -1,0 +1,194 @@
+"""The NeRF sample's --jit: the whole training step as one XLA program (examples/nerf/README.md, "--jit")."""
+import json
+
+import numpy as np
+import pytest
+
+import metal_ops  # noqa: F401  (at collection: the library registers its XLA kernels before any compilation)
+from tests.test_nerf_sample import _args
+
+# Small enough that a step's compilation and its steps fit a 2-core CPU: 256 rays of at most
+# 64 samples (--march-steps 64), so --sample-budget 16384 holds every sample of every ray.
+SMALL = ["--batch-rays", "256", "--march-steps", "64", "--grid-warmup", "2", "--grid-every", "2"]
+
+
+def _trainer(tmp_path, name, *extra):
+    from examples.nerf import train
+
+    return train.Trainer(_args(tmp_path, "--name", name, *SMALL, *extra), log=lambda *a: None)
+
+
+def _steps(tr, n, rays):
+    """n training steps of `rays` rays each (the ray count's adaptation to the budget held fixed);
+    returns [(loss, mse, samples kept, rays kept)]."""
+    tr.rays_for_budget = lambda: rays
+    out = []
+    for _ in range(n):
+        loss, mse = tr.train_one_step()
+        counts = tr._pending_counts[1].numpy()
+        out.append((float(loss), float(mse), int(counts[0]), int(counts[2])))
+    tr.flush_counts()
+    return out
+
+
+def _assert_same_training(init, ref, jit, ref_steps, jit_steps, weights_rtol=0.03):
+    """Same samples, the same losses up to float rounding, and weights whose difference is small
+    against the training's change to them: Adam (epsilon 1e-15) turns a rounding difference in a
+    near-zero gradient into a step of up to the learning rate, so entry-wise tolerances do not apply
+    (the robust loss, bounded like L1, gives more near-zero sums of gradients in the hash table)."""
+    assert [s[2:] for s in jit_steps] == [s[2:] for s in ref_steps]
+    np.testing.assert_allclose([s[:2] for s in jit_steps], [s[:2] for s in ref_steps], rtol=1e-4)
+    for w0, a, b in zip(init, ref.model.trainable_variables, jit.model.trainable_variables):
+        moved = np.linalg.norm(a.numpy() - w0)
+        assert moved > 0, a.path
+        assert np.linalg.norm(b.numpy() - a.numpy()) <= weights_rtol * moved, a.path
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+@pytest.mark.parametrize("prune", [[], ["--no-prune"]], ids=["prune", "no-prune"])
+def test_jit_step_trains_as_the_default_step(tmp_path, prune):
+    """From one seed, --jit and the default step take the same samples (pruned by the density pass
+    or not) and reach the same losses and weights, across the grid's warm-up and its updates,
+    while every ray fits the budget."""
+    ref = _trainer(tmp_path, "ref", "--sample-budget", "16384", *prune)
+    jit = _trainer(tmp_path, "jit", "--jit", "--sample-budget", "16384", *prune)
+    init = [v.numpy() for v in jit.model.trainable_variables]
+    ref_steps, jit_steps = _steps(ref, 5, 256), _steps(jit, 5, 256)
+    assert all(s[3] == 256 for s in jit_steps)  # every ray kept
+    assert all(0 < s[2] < 16384 for s in jit_steps)  # and the rest of the budget padding
+    _assert_same_training(init, ref, jit, ref_steps, jit_steps)
+    assert list(jit._jit_fn) == [256] and jit._jit_fn[256].experimental_get_tracing_count() == 1
+    assert jit.sample_stats()["padding_per_step"] == 16384 - np.mean([s[2] for s in jit_steps])
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+@pytest.mark.parametrize("flags", [["--loss", "robust"], ["--loss", "huber"], ["--mlp", "dense"], ["--adam", "keras"]],
+                         ids=["robust", "huber", "dense", "keras-adam"])
+def test_jit_step_compiles_each_loss_mlp_and_adam(tmp_path, flags):
+    """Every stock TensorFlow op of these steps has an XLA kernel on the CPU (Keras's Huber, Dense
+    layers and Adam update, the TF view encoding), and each trains as its default step."""
+    ref = _trainer(tmp_path, "ref", "--sample-budget", "16384", *flags)
+    jit = _trainer(tmp_path, "jit", "--jit", "--sample-budget", "16384", *flags)
+    init = [v.numpy() for v in jit.model.trainable_variables]
+    ref_steps, jit_steps = _steps(ref, 3, 256), _steps(jit, 3, 256)
+    _assert_same_training(init, ref, jit, ref_steps, jit_steps, weights_rtol=0.1)
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_step_masks_the_rays_the_budget_drops(tmp_path):
+    """A budget too small for the batch: the rays after the last one whose pruned samples fit get
+    none, and the step trains as the default step on the rays kept (loss and MSE means over them)."""
+    jit = _trainer(tmp_path, "jit", "--jit", "--sample-budget", "2000")
+    init = [v.numpy() for v in jit.model.trainable_variables]
+    (jit_step,) = _steps(jit, 1, 256)
+    kept = jit_step[3]
+    assert 0 < kept < 256 and 2000 - 64 < jit_step[2] <= 2000, jit_step
+    assert jit.sample_stats()["dropped_rays_per_step"] == 256 - kept
+    # The default step on the first `kept` rays of the batch (the batch's prefix: same rays, same jitter).
+    ref = _trainer(tmp_path, "ref", "--sample-budget", "2000")
+    ref_steps = _steps(ref, 1, kept)
+    _assert_same_training(init, ref, jit, ref_steps, [jit_step])
+
+
+def test_jit_ray_count_overfills_the_budget(tmp_path):
+    """The compiled ray counts are --batch-rays x 2^k (|k| <= 4): the smallest at least the count
+    the budget asks for."""
+    from examples.nerf import train
+
+    tr = train.Trainer.__new__(train.Trainer)
+    tr.args = _args(tmp_path, "--batch-rays", "256")
+    for want, rays in [(256, 256), (255, 256), (257, 512), (129, 256), (128, 128), (17, 32), (1, 16),
+                       (4000, 4096), (4097, 4096)]:
+        tr.rays_for_budget = lambda w=want: w
+        assert tr.jit_rays() == rays, (want, rays)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--sampler", "fixed"], "--jit needs --model hash --sampler march"),
+    (["--model", "baseline"], "--jit needs --model hash --sampler march"),
+    (["--distortion", "0.01"], "packed_distortion_loss, which has no XLA kernel"),
+    (["--no-prune", "--march-budget", "100000"], "--march-budget is the --jit step's march before pruning"),
+])
+def test_jit_refuses_what_it_does_not_compile(tmp_path, flags, message):
+    from examples.nerf import train
+
+    with pytest.raises(ValueError, match=message):
+        train.Trainer(_args(tmp_path, "--name", "refused", "--jit", *flags), log=lambda *a: None)
+
+
+def test_jit_refuses_ops_without_xla_kernels(tmp_path, monkeypatch):
+    """Where XLA cannot compile one of the step's ops (a GPU without its CUDA handler, or the library
+    loaded after XLA's first compilation), --jit stops with a message naming the op."""
+    from examples.nerf import train
+    from metal_ops import _loader
+
+    monkeypatch.setattr(_loader, "has_xla_kernels", lambda ops=None: False)
+    monkeypatch.setattr(_loader, "xla_status", lambda: (True, None))
+    monkeypatch.setattr(_loader, "xla_cuda_ops", lambda: frozenset({"MetalOpsHashEncode", "MetalOpsHashEncodeGrad"}))
+    with pytest.raises(ValueError, match="no CUDA handler for XLA: MetalOpsFusedMLP, .*MetalOpsRayMarchStatic"):
+        train.Trainer(_args(tmp_path, "--name", "refused", "--jit"), log=lambda *a: None)
+    monkeypatch.setattr(_loader, "xla_status", lambda: (False, "the library loaded after XLA's first compilation"))
+    with pytest.raises(ValueError, match="loaded after XLA's first compilation"):
+        train.Trainer(_args(tmp_path, "--name", "refused", "--jit"), log=lambda *a: None)
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_training_psnr_rises_and_metrics_time_the_steps(tmp_path):
+    """A short --jit run trains (held-out PSNR rises) and writes the first step's time
+    (compilation included) and the steady step time to metrics.json."""
+    tr = _trainer(tmp_path, "jitrun", "--jit", "--steps", "60", "--sample-budget", "8192", "--no-outputs",
+                  "--ckpt-every", "0")
+    before, _, _ = tr.evaluate("val")
+    tr.fit(verbose=False)
+    after, psnrs, renders = tr.evaluate("test")
+    assert tr.step == 60 and tr.use_grid()
+    assert after >= before + 3.0, (before, after)
+    tr.write_outputs(psnrs, renders, {})
+    with open(tmp_path / "runs" / "jitrun" / "metrics.json") as f:
+        saved = json.load(f)
+    assert saved["config"]["jit"] is True
+    assert saved["first_step_s"] > 0 and saved["steady_step_ms"] > 0
+    assert saved["first_step_s"] * 1000.0 > saved["steady_step_ms"]  # the first step compiles
+    assert saved["train_step_traces"] == len(tr._jit_fn) >= 1
+    assert saved["padding_per_step"] >= 0 and saved["dropped_rays_per_step"] >= 0
+
+
+@pytest.mark.parametrize("budget", [4000, 1500, 0])
+def test_static_pruning_keeps_what_the_dynamic_pruning_keeps(budget):
+    """The density pass's pruning in static shapes: the samples the dynamic pruning keeps, of the rays
+    taken in order while they fit `budget`, then ray_march_static's padding (t_start = t_end = 0 on
+    the last ray)."""
+    import tensorflow as tf
+
+    from examples.nerf import model as hmodel
+
+    rng = np.random.default_rng(0)
+    r, g = 96, 8
+    o = np.concatenate([rng.uniform(-0.3, 0.3, (r, 2)), np.full((r, 1), -2.0)], 1).astype(np.float32)
+    d = np.concatenate([rng.uniform(-0.2, 0.2, (r, 2)), np.ones((r, 1))], 1).astype(np.float32)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    occupancy = metal_ops.pack_occupancy(tf.ones([1, g ** 3]))
+    aabb = np.array([[-1, -1, -1], [1, 1, 1]], np.float32)
+    args = (o, d, tf.fill([r], 0.0), tf.fill([r], 10.0), occupancy, aabb, g, 0.05)
+    full = metal_ops.ray_march(*args, max_samples=64)
+    march = metal_ops.ray_march_static(*args, sample_budget=3000, max_samples=64)
+    assert 0 < int(march.num_rays) < r  # the march itself drops rays too
+    n = int(march.num_samples)
+    sigma_full = tf.constant(rng.uniform(0.0, 30.0, int(full.t_starts.shape[0])).astype(np.float32))
+    sigma = tf.concat([sigma_full[:n], tf.fill([3000 - n], 5.0)], 0)  # padding: any density
+    dynamic = hmodel._before_termination(full, sigma_full, 1e-4, r)
+    static = hmodel._before_termination_static(march, sigma, 1e-4, r, budget)
+    counts = dynamic.ray_counts.numpy()
+    assert counts.sum() < 0.7 * int(full.t_starts.shape[0])  # the pruning drops samples
+    fits = (np.cumsum(counts) <= budget) & (np.arange(r) < int(march.num_rays))
+    kept_rays, kept = int(fits.sum()), int(counts[fits].sum())
+    assert int(static.num_rays) == kept_rays and int(static.num_samples) == kept
+    kept_counts = np.where(fits, counts, 0)
+    np.testing.assert_array_equal(static.ray_counts.numpy(), kept_counts)
+    np.testing.assert_array_equal(static.ray_offsets.numpy(), np.cumsum(kept_counts) - kept_counts)
+    for name in ("t_starts", "t_ends", "ray_indices"):
+        np.testing.assert_array_equal(getattr(static, name).numpy()[:kept], getattr(dynamic, name).numpy()[:kept])
+    assert static.t_starts.shape == (budget,)
+    np.testing.assert_array_equal(static.t_starts.numpy()[kept:], 0.0)
+    np.testing.assert_array_equal(static.t_ends.numpy()[kept:], 0.0)
+    np.testing.assert_array_equal(static.ray_indices.numpy()[kept:], r - 1)
