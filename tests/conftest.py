@@ -29,6 +29,7 @@ NEEDS_SOURCE_TREE = {
     "test_nerf_datasets.py": "examples/nerf",
     "test_nerf_distributed.py": "examples/nerf",
     "test_nerf_sample.py": "examples/nerf",
+    "test_nerf_jit.py": "examples/nerf",
     "test_fused_mlp_isa.py": "kernels/ and a compiler",
     "test_neon_qemu.py": "kernels/ and the ARM64 cross tools",
     "test_sanitizer_build.py": "the ASan build (make asan-test)",
