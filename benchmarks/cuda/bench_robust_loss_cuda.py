@@ -14,6 +14,17 @@ import torch
 from benchmarks.cuda.torch_harness import compare, lib, ptr as p, run_configs, stream
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "robust_loss_cuda.h100": (
+        "RobustLoss CUDA against the PyTorch composite",
+        "Loss and gradients for x, alpha and scale.",
+        [("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
+         ("composite extra MiB", "composite_peak_extra_mib")]),
+}
+
+
 def robust_composite(x, alpha, scale):
     """Barron's reference lossfun, transcribed: all branches, then torch.where."""
     eps = torch.finfo(torch.float32).eps
