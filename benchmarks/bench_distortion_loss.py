@@ -29,11 +29,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
 # {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
 REPORT = {
-    "distortion_loss.cpu": (
-        "DistortionLoss on the CPU",
-        "Forward + backward against the O(R S^2) TF composite, R = 4096 rays.",
-        [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
-         ("composite extra MiB", "composite_peak_extra_mib")]),
+    "distortion_loss.cpu": ("DistortionLoss on the CPU",
+                            "Forward + backward against the O(R S^2) TF composite, R = 4096 rays.",
+                            [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
+                             ("x", "speedup"), ("composite extra MiB", "composite_peak_extra_mib")]),
 }
 
 

@@ -44,15 +44,12 @@ COLUMNS = [("network", "config"), ("train ours ms", "train_ours_ms"), ("train Ke
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
 # {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
 REPORT = {
-    "fused_mlp_gpu.h100": (
-        "FusedMLP on a GPU through TensorFlow against Keras Dense",
-        "The layer against the same Keras Dense stack in `tf.function` and under XLA, float32 with TF32 allowed "
-        "(TensorFlow's default), N = 2^20 rows; train = forward, gradients and SGD update.",
-        COLUMNS),
-    "fused_mlp_gpu_strict.h100": (
-        "FusedMLP on a GPU through TensorFlow, TF32 off",
-        "The same with `--no-tf32`: strict float32 on both sides.",
-        COLUMNS),
+    "fused_mlp_gpu.h100": ("FusedMLP on a GPU through TensorFlow against Keras Dense",
+                           "The layer against the same Keras Dense stack in `tf.function` and under XLA, float32 "
+                           "with TF32 allowed (TensorFlow's default), N = 2^20 rows; train = forward, gradients and "
+                           "SGD update.", COLUMNS),
+    "fused_mlp_gpu_strict.h100": ("FusedMLP on a GPU through TensorFlow, TF32 off",
+                                  "The same with `--no-tf32`: strict float32 on both sides.", COLUMNS),
 }
 
 

@@ -44,13 +44,13 @@ PRIMES = (1, 2654435761, 805459861, 3674653429)
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
 # {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
 REPORT = {
-    "hash_encode.cpu": (
-        "HashEncode on the CPU",
-        "Forward + backward against the same encoding as TF ops (graph) and under XLA.",
-        [("N", "name"), ("ours ms", "ours_forward_backward_ms"), ("graph ms", "composite_forward_backward_ms"),
-         ("XLA ms", "xla_forward_backward_ms"), ("x graph", "speedup_vs_composite_forward_backward"),
-         ("x XLA", "speedup_vs_xla_forward_backward"), ("forward ms", "ours_forward_ms"),
-         ("forward x XLA", "speedup_vs_xla_forward")]),
+    "hash_encode.cpu": ("HashEncode on the CPU",
+                        "Forward + backward against the same encoding as TF ops (graph) and under XLA.",
+                        [("N", "name"), ("ours ms", "ours_forward_backward_ms"),
+                         ("graph ms", "composite_forward_backward_ms"), ("XLA ms", "xla_forward_backward_ms"),
+                         ("x graph", "speedup_vs_composite_forward_backward"),
+                         ("x XLA", "speedup_vs_xla_forward_backward"), ("forward ms", "ours_forward_ms"),
+                         ("forward x XLA", "speedup_vs_xla_forward")]),
 }
 
 

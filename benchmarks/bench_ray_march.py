@@ -30,11 +30,10 @@ AABB = [-1.5, -1.5, -1.5, 1.5, 1.5, 1.5]
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
 # {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
 REPORT = {
-    "ray_march.cpu": (
-        "RayMarch on the CPU",
-        "One occupancy cascade against a fixed-step TF marcher.",
-        [("rays", "rays"), ("grid", "grid"), ("ours ms", "ours_ms"), ("TF ms", "composite_ms"), ("x", "speedup"),
-         ("M samples/s", "ours_msamples_s"), ("load", "load_average")]),
+    "ray_march.cpu": ("RayMarch on the CPU",
+                      "One occupancy cascade against a fixed-step TF marcher.",
+                      [("rays", "rays"), ("grid", "grid"), ("ours ms", "ours_ms"), ("TF ms", "composite_ms"),
+                       ("x", "speedup"), ("M samples/s", "ours_msamples_s"), ("load", "load_average")]),
 }
 
 

@@ -29,12 +29,9 @@ from tests.reference.scene_contract import tf_composite  # noqa: E402
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
 # {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
 REPORT = {
-    "scene_contract.cpu": (
-        "SceneContract on the CPU",
-        "Against the tf.norm / tf.where formula in a tf.function and under XLA.",
-        [("N", "n"), ("norm", "norm"), ("pass", "pass"), ("ours ms", "ours_ms"), ("TF ms", "tf_ms"),
-         ("XLA ms", "xla_ms"), ("x TF", "speedup_vs_tf_function"), ("x XLA", "speedup_vs_xla"),
-         ("load", "load_average")]),
+    "scene_contract.cpu": ("SceneContract on the CPU",
+                           "Against the tf.norm / tf.where formula in a tf.function and under XLA.",
+                           [("N", "n"), ("norm", "norm")] + against_tf.COLUMNS),
 }
 
 

@@ -29,12 +29,9 @@ from tests.reference.sh_encode import tf_composite  # noqa: E402
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
 # {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
 REPORT = {
-    "sh_encode.cpu": (
-        "SHEncode on the CPU",
-        "Against the encoding as TF ops in a tf.function and under XLA.",
-        [("N", "n"), ("degree", "degree"), ("pass", "pass"), ("ours ms", "ours_ms"), ("TF ms", "tf_ms"),
-         ("XLA ms", "xla_ms"), ("x TF", "speedup_vs_tf_function"), ("x XLA", "speedup_vs_xla"),
-         ("load", "load_average")]),
+    "sh_encode.cpu": ("SHEncode on the CPU",
+                      "Against the encoding as TF ops in a tf.function and under XLA.",
+                      [("N", "n"), ("degree", "degree")] + against_tf.COLUMNS),
 }
 
 

@@ -17,6 +17,7 @@ import glob
 import json
 import os
 import sys
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -314,25 +315,43 @@ ROWS = {
 }
 
 
-def _report_of(path):
-    """The REPORT dict of a benchmark module, read without importing it (its
-    module-level literals may stand for a shared value), or {}."""
+def _parsed(path):
+    """A module's assignments {name: value node} and its `from benchmarks[.cuda] import x` modules {x: path}."""
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
-    constants, report = {}, None
+    values, imports = {}, {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name == "REPORT":
-                report = node.value
-            else:
-                try:
-                    constants[name] = ast.literal_eval(node.value)
-                except ValueError:
-                    pass
-    if report is None:
+            values[node.targets[0].id] = node.value
+        elif isinstance(node, ast.ImportFrom) and node.module in ("benchmarks", "benchmarks.cuda"):
+            for alias in node.names:
+                imports[alias.asname or alias.name] = os.path.join(ROOT, *node.module.split("."), alias.name + ".py")
+    return values, imports
+
+
+def _literals(values):
+    """The values that are literals, by name."""
+    out = {}
+    for name, node in values.items():
+        try:
+            out[name] = ast.literal_eval(node)
+        except ValueError:
+            pass
+    return out
+
+
+def _report_of(path):
+    """The REPORT dict of a benchmark module, read without importing it, or {}.
+    It may name the module's literal constants and those of the benchmark
+    modules it imports (against_tf.COLUMNS)."""
+    values, imports = _parsed(path)
+    if "REPORT" not in values:
         return {}
-    return eval(compile(ast.Expression(report), path, "eval"), {"__builtins__": {}}, constants)
+    names = _literals(values)
+    for name, module in imports.items():
+        if os.path.exists(module):
+            names[name] = types.SimpleNamespace(**_literals(_parsed(module)[0]))
+    return eval(compile(ast.Expression(values["REPORT"]), path, "eval"), {"__builtins__": {}}, names)
 
 
 def benchmark_sections():

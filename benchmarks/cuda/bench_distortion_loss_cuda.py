@@ -13,17 +13,6 @@ import torch
 from benchmarks.cuda.torch_harness import compare, lib, ptr as p, run_configs, stream
 
 
-# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
-# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
-REPORT = {
-    "distortion_loss_cuda.h100": (
-        "DistortionLoss CUDA against the PyTorch composite",
-        "Forward + backward, R = 4096 rays.",
-        [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
-         ("composite extra MiB", "composite_peak_extra_mib")]),
-}
-
-
 def distortion_composite(w, t):
     m = 0.5 * (t[:, 1:] + t[:, :-1])
     d = t[:, 1:] - t[:, :-1]
@@ -66,6 +55,16 @@ def bench_distortion(rays, samples, results):
     print(f"distortion_loss fwd+bwd R={rays} S={samples}: ours {row['ours_ms']:.3f} ms, O(S^2) torch "
           f"{row['composite_ms']:.3f} ms -> {row['speedup']:.0f}x; extra memory ours {row['ours_peak_extra_mib']:.1f} "
           f"MiB vs {row['composite_peak_extra_mib']:.0f} MiB")
+
+
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "distortion_loss_cuda.h100": ("DistortionLoss CUDA against the PyTorch composite",
+                                  "Forward + backward, R = 4096 rays.",
+                                  [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
+                                   ("x", "speedup"), ("composite extra MiB", "composite_peak_extra_mib")]),
+}
 
 
 def main():

@@ -14,17 +14,6 @@ import torch
 from benchmarks.cuda.torch_harness import compare, lib, ptr as p, run_configs, stream
 
 
-# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
-# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
-REPORT = {
-    "robust_loss_cuda.h100": (
-        "RobustLoss CUDA against the PyTorch composite",
-        "Loss and gradients for x, alpha and scale.",
-        [("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
-         ("composite extra MiB", "composite_peak_extra_mib")]),
-}
-
-
 def robust_composite(x, alpha, scale):
     """Barron's reference lossfun, transcribed: all branches, then torch.where."""
     eps = torch.finfo(torch.float32).eps
@@ -82,6 +71,16 @@ def bench_robust(n, results):
     print(f"robust_loss fwd+bwd n=2^{int(np.log2(n))}: ours {row['ours_ms']:.3f} ms ({row['ours_gelem_per_s']:.1f} "
           f"Gelem/s), torch composite {row['composite_ms']:.3f} ms -> {row['speedup']:.1f}x; extra memory "
           f"{row['ours_peak_extra_mib']:.0f} vs {row['composite_peak_extra_mib']:.0f} MiB")
+
+
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "robust_loss_cuda.h100": ("RobustLoss CUDA against the PyTorch composite",
+                              "Loss and gradients for x, alpha and scale.",
+                              [("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
+                               ("composite extra MiB", "composite_peak_extra_mib")]),
+}
 
 
 def main():
