@@ -14,6 +14,12 @@ from benchmarks import timing
 CALLS_PER_ROUND = 5  # one timed sample = this many calls (sub-millisecond calls)
 
 
+# The columns of bench()'s rows in docs/PERFORMANCE.md, after those of its
+# `fields` (a benchmark's REPORT: [("N", "n"), ...] + against_tf.COLUMNS).
+COLUMNS = [("pass", "pass"), ("ours ms", "ours_ms"), ("TF ms", "tf_ms"), ("XLA ms", "xla_ms"),
+           ("x TF", "speedup_vs_tf_function"), ("x XLA", "speedup_vs_xla"), ("load", "load_average")]
+
+
 def variants(ours, composite, upstream):
     """{'<ours|tf|xla>_<fwd|fwd_bwd>': tf.function of x}."""
     def fwd(f):

@@ -26,6 +26,16 @@ from benchmarks import timing  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "distortion_loss.cpu": ("DistortionLoss on the CPU",
+                            "Forward + backward against the O(R S^2) TF composite, R = 4096 rays.",
+                            [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
+                             ("x", "speedup"), ("composite extra MiB", "composite_peak_extra_mib")]),
+}
+
+
 def reset_peak_rss():
     try:
         with open("/proc/self/clear_refs", "w") as f:

@@ -37,6 +37,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = timing.result_path("fused_conv2d")
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "fused_conv2d.cpu": ("FusedConv2D and the fusion plugin on the CPU",
+                         "3 ResNet blocks, batch 16, 56x56x64, Grappler plugin on against off in one process; the "
+                         "fused op alone against TF's Conv2D + BiasAdd + AddV2 + Relu.",
+                         [("oneDNN", "oneDNN"), ("what", "what"), ("plugin on / fused ms", "on_ms"),
+                          ("off / TF ms", "off_ms"), ("x", "x")]),
+}
+
+
 def _median_times(fns, repeats):
     """Interleaved rounds (benchmarks/timing.py); the median wall seconds of each
     callable and the median process CPU seconds (all threads), which other

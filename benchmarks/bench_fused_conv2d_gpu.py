@@ -35,6 +35,18 @@ OTHER_ACTS = ["relu6", "elu", "leaky_relu", "sigmoid", "tanh", "swish"]
 ALPHA = 0.2
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "fused_conv2d_gpu.h100": ("FusedConv2D on a GPU through TensorFlow",
+                              "The op against TensorFlow's own Conv2D + BiasAdd + AddV2 + activation in "
+                              "`tf.function`, float32 with TF32 on.",
+                              [("input NHWC", "shape"), ("filter", "filter"), ("activation", "activation"),
+                               ("forward x", "forward_speedup"), ("train x", "train_speedup"),
+                               ("train ours ms", "train_ours_ms")]),
+}
+
+
 def configs(quick):
     """(batch, size, channels, filter size, activation) of each row."""
     if quick:

@@ -31,6 +31,24 @@ NETS = {
 }
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "fused_mlp.cpu": ("FusedMLP on the CPU, forward + backward",
+                      "The layer against a Keras Dense stack and the stack under XLA, N = 98,304 rows.",
+                      [("network", "net"), ("fused ms", "fused_ms"), ("Dense ms", "dense_ms"), ("XLA ms", "xla_ms"),
+                       ("x Dense", "speedup_vs_dense"), ("x XLA", "speedup_vs_xla"),
+                       ("fused GFLOP/s", "fused_gflop_per_s"), ("load", "load_average")]),
+    "fused_mlp_inference.cpu": ("FusedMLP on the CPU, inference",
+                                "The forward in a `tf.function` without saved activations (`--inference`); \"saved\" "
+                                "keeps them as training does.",
+                                [("network", "net"), ("fused ms", "fused_ms"), ("saved ms", "fused_saved_ms"),
+                                 ("Dense ms", "dense_ms"), ("XLA ms", "xla_ms"), ("x Dense", "speedup_vs_dense"),
+                                 ("x XLA", "speedup_vs_xla"), ("x saved", "speedup_vs_fused_saved"),
+                                 ("load", "load_average")]),
+}
+
+
 def dense_stack(kernels, biases, act, out_act):
     out = {"sigmoid": tf.sigmoid, "trunc_exp": tf.exp, "none": tf.identity}[out_act]
 

@@ -36,6 +36,23 @@ CONFIGS = [  # name, in, width, hidden layers, out (bench_fused_mlp_cuda.CONFIGS
 ]
 
 
+COLUMNS = [("network", "config"), ("train ours ms", "train_ours_ms"), ("train Keras ms", "train_keras_ms"),
+           ("train XLA ms", "train_keras_xla_ms"), ("x Keras", "train_speedup_vs_keras"),
+           ("x XLA", "train_speedup_vs_keras_xla"), ("forward ours ms", "forward_ours_ms"),
+           ("forward x XLA", "forward_speedup_vs_keras_xla")]
+
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "fused_mlp_gpu.h100": ("FusedMLP on a GPU through TensorFlow against Keras Dense",
+                           "The layer against the same Keras Dense stack in `tf.function` and under XLA, float32 "
+                           "with TF32 allowed (TensorFlow's default), N = 2^20 rows; train = forward, gradients and "
+                           "SGD update.", COLUMNS),
+    "fused_mlp_gpu_strict.h100": ("FusedMLP on a GPU through TensorFlow, TF32 off",
+                                  "The same with `--no-tf32`: strict float32 on both sides.", COLUMNS),
+}
+
+
 def contenders(tf, metal_ops, device, config, n):
     """x [n, in] on `device`, and the three contenders' tf.functions per mode:
     {"forward" | "train": {"keras" | "keras_xla" | "ours": fn(x)}}."""

@@ -41,6 +41,19 @@ PRIMES = (1, 2654435761, 805459861, 3674653429)
 # ---- the composite a user would write ---------------------------------------------------------
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "hash_encode.cpu": ("HashEncode on the CPU",
+                        "Forward + backward against the same encoding as TF ops (graph) and under XLA.",
+                        [("N", "name"), ("ours ms", "ours_forward_backward_ms"),
+                         ("graph ms", "composite_forward_backward_ms"), ("XLA ms", "xla_forward_backward_ms"),
+                         ("x graph", "speedup_vs_composite_forward_backward"),
+                         ("x XLA", "speedup_vs_xla_forward_backward"), ("forward ms", "ours_forward_ms"),
+                         ("forward x XLA", "speedup_vs_xla_forward")]),
+}
+
+
 def composite_levels():
     """Per-level constants the way a user computes them (float32 like tiny-cuda-nn)."""
     offsets = hash_grid_offsets(D, **GRID)

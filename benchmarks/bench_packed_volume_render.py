@@ -29,6 +29,18 @@ from tests.reference import packed_volume_render as ref  # noqa: E402
 EPS = 1e-4
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "packed_volume_render.cpu": ("PackedVolumeRender on the CPU",
+                                 "Forward + backward against the segment-sum / cumsum renderer a TF user writes.",
+                                 [("rays", "rays"), ("samples", "samples"), ("ours ms", "ours_ms"),
+                                  ("composite ms", "composite_ms"), ("x", "speedup"),
+                                  ("M samples/s", "ours_msamples_s"), ("composite gradient error", "max_grad_diff"),
+                                  ("load", "load_average")]),
+}
+
+
 def composite_render(sigma, rgb, t0, t1, ray_indices, offsets, rays, background, eps=EPS):
     """Packed volume rendering from TF ops (segment sums over sorted ray indices)."""
     tau = sigma * (t1 - t0)

@@ -27,6 +27,16 @@ from benchmarks import timing  # noqa: E402
 AABB = [-1.5, -1.5, -1.5, 1.5, 1.5, 1.5]
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "ray_march.cpu": ("RayMarch on the CPU",
+                      "One occupancy cascade against a fixed-step TF marcher.",
+                      [("rays", "rays"), ("grid", "grid"), ("ours ms", "ours_ms"), ("TF ms", "composite_ms"),
+                       ("x", "speedup"), ("M samples/s", "ours_msamples_s"), ("load", "load_average")]),
+}
+
+
 def scene(rays, g, seed=0):
     """Rays from a camera sphere of radius 4 at the box; a grid holding a sphere shell and a floor slab."""
     rng = np.random.default_rng(seed)

@@ -22,6 +22,17 @@ import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "robust_loss.cpu": ("RobustLoss on the CPU",
+                        "Loss and gradients for x, alpha and scale against the reference composite in a tf.function "
+                        "and under XLA.",
+                        [("case", "case"), ("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
+                         ("XLA ms", "xla_ms"), ("x composite", "speedup_vs_composite"), ("x XLA", "speedup_vs_xla"),
+                         ("load", "load_average")]),
+}
+
 
 def robust_composite(x, alpha, scale):
     """google-research/robust_loss general.lossfun, transcribed."""

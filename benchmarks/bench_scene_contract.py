@@ -26,6 +26,15 @@ from benchmarks import against_tf  # noqa: E402
 from tests.reference.scene_contract import tf_composite  # noqa: E402
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "scene_contract.cpu": ("SceneContract on the CPU",
+                           "Against the tf.norm / tf.where formula in a tf.function and under XLA.",
+                           [("N", "n"), ("norm", "norm")] + against_tf.COLUMNS),
+}
+
+
 def bench(n, norm, rounds, results):
     rng = np.random.default_rng(0)
     x = tf.constant((rng.normal(size=(n, 3)) * np.exp(rng.uniform(-3, 9, (n, 1)))).astype(np.float32))

@@ -26,6 +26,15 @@ from benchmarks import against_tf  # noqa: E402
 from tests.reference.sh_encode import tf_composite  # noqa: E402
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "sh_encode.cpu": ("SHEncode on the CPU",
+                      "Against the encoding as TF ops in a tf.function and under XLA.",
+                      [("N", "n"), ("degree", "degree")] + against_tf.COLUMNS),
+}
+
+
 def bench(n, degree, rounds, results):
     rng = np.random.default_rng(0)
     d = rng.normal(size=(n, 3))

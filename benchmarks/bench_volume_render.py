@@ -30,6 +30,17 @@ from benchmarks import timing  # noqa: E402
 from tests.reference import volume_render as ref  # noqa: E402
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "volume_render.cpu": ("VolumeRender on the CPU",
+                          "R = 4096 rays, 64 samples, against the TF composite.",
+                          [("scene", "name"), ("fwd + bwd ms", "ours_forward_backward_ms"),
+                           ("composite ms", "composite_forward_backward_ms"), ("x forward", "speedup_forward"),
+                           ("x fwd + bwd", "speedup_forward_backward")]),
+}
+
+
 def composite(sigma, rgb, t, background):
     """The Keras NeRF example's rendering, with our interval convention."""
     delta = t[:, 1:] - t[:, :-1]

@@ -18,6 +18,15 @@ import metal_ops  # noqa: E402
 from benchmarks import timing  # noqa: E402
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "zero_out.cpu": ("ZeroOut on the CPU",
+                     "The tutorial op against its one-line TF composite.",
+                     [("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
+                      ("load", "load_average")]),
+}
+
 
 def composite(x, preserve_index):
     flat = tf.reshape(x, [-1])

@@ -6,14 +6,18 @@ behind them, the machine and the date.
     python -m benchmarks.report --check    # exits 1 when docs/PERFORMANCE.md is not current
 
 The text around the tables is here: INTRO, and for each benchmark its title,
-one line on what it measures and the columns shown (SECTIONS). A result file
-without an entry gets a section with its scalar figures.
+one line on what it measures and the columns shown: an op's benchmark module
+holds them (its REPORT literal, read without importing the module), the
+others are in SECTIONS. A result file without an entry gets a section with
+its scalar figures.
 """
 import argparse
+import ast
 import glob
 import json
 import os
 import sys
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -221,15 +225,12 @@ def _nerf_scene_profile(d):
 NERF_DEMO = [("steps", "step"), ("training s", "train_seconds"), ("test PSNR dB", "test_psnr_mean"),
              ("test SSIM", "test_ssim_mean"), ("MLP precision", "mlp_precision"), ("Adam", "adam"),
              ("rays/step", "rays_per_step"), ("field evaluations/ray", "field_evals_per_ray")]
-FUSED_MLP_GPU = [("network", "config"), ("train ours ms", "train_ours_ms"), ("train Keras ms", "train_keras_ms"),
-                 ("train XLA ms", "train_keras_xla_ms"), ("x Keras", "train_speedup_vs_keras"),
-                 ("x XLA", "train_speedup_vs_keras_xla"), ("forward ours ms", "forward_ours_ms"),
-                 ("forward x XLA", "forward_speedup_vs_keras_xla")]
-
-# benchmark.device: (title, what it measures, rows(data) or None (the listed rows), [(header, key), ...])
 MULTI_GPU = [("run", "what"), ("GPUs", "gpus"), ("rays/step", "batch"), ("steps/s", "steps_s"),
              ("rays/s", "rays_s"), ("test PSNR dB", "psnr")]
 
+# The sections of the result files no op benchmark writes: {<benchmark>.<device>: (title, what it
+# measures, rows(data) or None (the listed rows), [(header, key), ...])}. An op's benchmark module
+# holds its own (REPORT, read by benchmark_sections()).
 SECTIONS = {
     "multi_gpu.h200x2": ("Two GPUs: MirroredStrategy against one GPU",
                          "`python -m benchmarks.multi_gpu` on two H200s through TensorFlow's CUDA build (NCCL, "
@@ -270,130 +271,6 @@ SECTIONS = {
                  "the baseline's best held-out PSNR; curves in [nerf.cpu.png](../benchmarks/results/nerf.cpu.png).",
                  _nerf_time_to_quality,
                  [("model", "model"), ("steps", "steps"), ("held-out PSNR dB", "psnr"), ("training s to it", "seconds")]),
-    # FusedMLP
-    "fused_mlp_cuda.h100": ("FusedMLP CUDA against tiny-cuda-nn and PyTorch, N = 2^20",
-                            "Through the C-ABI harness, one process: float16 against tiny-cuda-nn's FullyFusedMLP "
-                            "(AoS and SoA input layouts, `--use_fast_math` build) and a PyTorch nn.Linear stack; "
-                            "`tf32` is the float32 path on TF32 tensor cores (PyTorch with TF32 on).", _fused_mlp_cuda,
-                            [("network", "config"), ("dtype", "dtype"), ("pass", "mode"), ("ours ms", "ours_ms"),
-                             ("tcnn AoS ms", "tcnn_aos_ms"), ("tcnn SoA ms", "tcnn_soa_ms"), ("PyTorch ms", "torch"),
-                             ("x tcnn best", "speedup_vs_tcnn_best"), ("x PyTorch", "x_torch")]),
-    "fused_mlp_cuda_float32.h100": ("FusedMLP CUDA, exact float32, N = 2^20",
-                                    "The float32 path with TF32 off against PyTorch nn.Linear stacks with TF32 "
-                                    "on and off.", None,
-                                    [("network", "config"), ("pass", "mode"), ("ours ms", "ours_ms"),
-                                     ("PyTorch TF32 ms", "torch_tf32_ms"), ("PyTorch strict ms", "torch_strict_ms"),
-                                     ("x TF32", "speedup_vs_torch_tf32"), ("x strict", "speedup_vs_torch_strict")]),
-    "fused_mlp_gpu.h100": ("FusedMLP on a GPU through TensorFlow against Keras Dense",
-                           "The layer against the same Keras Dense stack in `tf.function` and under XLA, float32 "
-                           "with TF32 allowed (TensorFlow's default), N = 2^20 rows; train = forward, gradients "
-                           "and SGD update.", None,
-                           FUSED_MLP_GPU),
-    "fused_mlp_gpu_strict.h100": ("FusedMLP on a GPU through TensorFlow, TF32 off",
-                                  "The same with `--no-tf32`: strict float32 on both sides.", None, FUSED_MLP_GPU),
-    "fused_mlp.cpu": ("FusedMLP on the CPU, forward + backward",
-                      "The layer against a Keras Dense stack and the stack under XLA, N = 98,304 rows.", None,
-                      [("network", "net"), ("fused ms", "fused_ms"), ("Dense ms", "dense_ms"), ("XLA ms", "xla_ms"),
-                       ("x Dense", "speedup_vs_dense"), ("x XLA", "speedup_vs_xla"),
-                       ("fused GFLOP/s", "fused_gflop_per_s"), ("load", "load_average")]),
-    "fused_mlp_inference.cpu": ("FusedMLP on the CPU, inference",
-                                "The forward in a `tf.function` without saved activations (`--inference`); "
-                                "\"saved\" keeps them as training does.", None,
-                                [("network", "net"), ("fused ms", "fused_ms"), ("saved ms", "fused_saved_ms"),
-                                 ("Dense ms", "dense_ms"), ("XLA ms", "xla_ms"), ("x Dense", "speedup_vs_dense"),
-                                 ("x XLA", "speedup_vs_xla"), ("x saved", "speedup_vs_fused_saved"),
-                                 ("load", "load_average")]),
-    # HashEncode
-    "hash_encode_tcnn.h100": ("HashEncode CUDA against tiny-cuda-nn's GridEncoding",
-                              "The standard grid (16 levels, 2^19 rows, 2 features), same table and points, outputs "
-                              "checked equal first; tiny-cuda-nn in both output layouts, `--use_fast_math` build.",
-                              None,
-                              [("log2 N", "log2n"), ("dtype", "dtype"), ("pass", "case"), ("ours ms", "ours_ms"),
-                               ("tcnn SoA ms", "tcnn_soa_ms"), ("tcnn AoS ms", "tcnn_aos_ms"),
-                               ("x tcnn best", "speedup_vs_tcnn_best")]),
-    "hash_encode_cuda.h100": ("HashEncode CUDA, the standard grid",
-                              "Forward, table-gradient backward and both, per call; the PyTorch composite's forward "
-                              "+ backward for scale.", _hash_encode_cuda,
-                              [("N", "n"), ("dtype", "dtype"), ("forward ms", "forward_ms"),
-                               ("backward ms", "backward_table_ms"), ("forward + backward ms", "forward_backward_ms"),
-                               ("PyTorch composite fwd + bwd ms", "torch_fb")]),
-    "hash_encode_table_size.h100": ("HashEncode CUDA: the table's size against L2",
-                                    "The backward's time per call as the table grows past the H100's 50 MB L2 "
-                                    "(relative to 2^19 rows per level).", None,
-                                    [("dtype", "dtype"), ("N", "n"), ("pass", "case"), ("log2 T", "log2_hashmap_size"),
-                                     ("ms", "ms"), ("time vs 2^19", "time_vs_base"), ("gradient MB", "gradient_mb")]),
-    "hash_encode.cpu": ("HashEncode on the CPU",
-                        "Forward + backward against the same encoding as TF ops (graph) and under XLA.", None,
-                        [("N", "name"), ("ours ms", "ours_forward_backward_ms"),
-                         ("graph ms", "composite_forward_backward_ms"), ("XLA ms", "xla_forward_backward_ms"),
-                         ("x graph", "speedup_vs_composite_forward_backward"),
-                         ("x XLA", "speedup_vs_xla_forward_backward"), ("forward ms", "ours_forward_ms"),
-                         ("forward x XLA", "speedup_vs_xla_forward")]),
-    # SHEncode, losses, rendering
-    "sh_encode_cuda.h100": ("SHEncode CUDA against the PyTorch composite", "Degree 4.", None,
-                            [("N", "n"), ("dtype", "dtype"), ("forward ms", "fwd_ms"), ("x PyTorch", "fwd_speedup"),
-                             ("fwd + bwd ms", "fwd_bwd_ms"), ("fwd + bwd x PyTorch", "fwd_bwd_speedup")]),
-    "sh_encode.cpu": ("SHEncode on the CPU", "Against the encoding as TF ops in a tf.function and under XLA.", None,
-                      [("N", "n"), ("degree", "degree"), ("pass", "pass"), ("ours ms", "ours_ms"), ("TF ms", "tf_ms"),
-                       ("XLA ms", "xla_ms"), ("x TF", "speedup_vs_tf_function"), ("x XLA", "speedup_vs_xla"),
-                       ("load", "load_average")]),
-    "scene_contract.cpu": ("SceneContract on the CPU",
-                           "Against the tf.norm / tf.where formula in a tf.function and under XLA.", None,
-                           [("N", "n"), ("norm", "norm"), ("pass", "pass"), ("ours ms", "ours_ms"),
-                            ("TF ms", "tf_ms"), ("XLA ms", "xla_ms"), ("x TF", "speedup_vs_tf_function"),
-                            ("x XLA", "speedup_vs_xla"), ("load", "load_average")]),
-    "robust_loss_cuda.h100": ("RobustLoss CUDA against the PyTorch composite",
-                              "Loss and gradients for x, alpha and scale.", None,
-                              [("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
-                               ("composite extra MiB", "composite_peak_extra_mib")]),
-    "robust_loss.cpu": ("RobustLoss on the CPU", "Loss and gradients for x, alpha and scale against the reference "
-                        "composite in a tf.function and under XLA.", None,
-                        [("case", "case"), ("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
-                         ("XLA ms", "xla_ms"), ("x composite", "speedup_vs_composite"), ("x XLA", "speedup_vs_xla"),
-                         ("load", "load_average")]),
-    "distortion_loss_cuda.h100": ("DistortionLoss CUDA against the PyTorch composite",
-                                  "Forward + backward, R = 4096 rays.", None,
-                                  [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
-                                   ("x", "speedup"), ("composite extra MiB", "composite_peak_extra_mib")]),
-    "distortion_loss.cpu": ("DistortionLoss on the CPU", "Forward + backward against the O(R S^2) TF composite, "
-                            "R = 4096 rays.", None,
-                            [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
-                             ("x", "speedup"), ("composite extra MiB", "composite_peak_extra_mib")]),
-    "volume_render_cuda.h100": ("VolumeRender CUDA against the PyTorch composite", "64 samples a ray.", None,
-                                [("scene", "scene"), ("rays", "rays"), ("forward ms", "ours_forward_ms"),
-                                 ("fwd + bwd ms", "ours_forward_backward_ms"), ("x forward", "speedup_forward"),
-                                 ("x fwd + bwd", "speedup_forward_backward")]),
-    "volume_render.cpu": ("VolumeRender on the CPU", "R = 4096 rays, 64 samples, against the TF composite.", None,
-                          [("scene", "name"), ("fwd + bwd ms", "ours_forward_backward_ms"),
-                           ("composite ms", "composite_forward_backward_ms"), ("x forward", "speedup_forward"),
-                           ("x fwd + bwd", "speedup_forward_backward")]),
-    "packed_volume_render.cpu": ("PackedVolumeRender on the CPU",
-                                 "Forward + backward against the segment-sum / cumsum renderer a TF user writes.",
-                                 None,
-                                 [("rays", "rays"), ("samples", "samples"), ("ours ms", "ours_ms"),
-                                  ("composite ms", "composite_ms"), ("x", "speedup"),
-                                  ("M samples/s", "ours_msamples_s"), ("composite gradient error", "max_grad_diff"),
-                                  ("load", "load_average")]),
-    "ray_march.cpu": ("RayMarch on the CPU", "One occupancy cascade against a fixed-step TF marcher.", None,
-                      [("rays", "rays"), ("grid", "grid"), ("ours ms", "ours_ms"), ("TF ms", "composite_ms"),
-                       ("x", "speedup"), ("M samples/s", "ours_msamples_s"), ("load", "load_average")]),
-    # FusedConv2D, ZeroOut
-    "fused_conv2d_gpu.h100": ("FusedConv2D on a GPU through TensorFlow",
-                              "The op against TensorFlow's own Conv2D + BiasAdd + AddV2 + activation in "
-                              "`tf.function`, float32 with TF32 on.",
-                              lambda d: [{**r, "shape": f"{r['batch']}x{r['height']}x{r['width']}x{r['channels']}"}
-                                         for r in d["rows"]],
-                              [("input NHWC", "shape"), ("filter", "filter"),
-                               ("activation", "activation"), ("forward x", "forward_speedup"),
-                               ("train x", "train_speedup"), ("train ours ms", "train_ours_ms")]),
-    "fused_conv2d.cpu": ("FusedConv2D and the fusion plugin on the CPU",
-                         "3 ResNet blocks, batch 16, 56x56x64, Grappler plugin on against off in one process; the "
-                         "fused op alone against TF's Conv2D + BiasAdd + AddV2 + Relu.", _fused_conv2d_cpu,
-                         [("oneDNN", "oneDNN"), ("what", "what"), ("plugin on / fused ms", "on_ms"),
-                          ("off / TF ms", "off_ms"), ("x", "x")]),
-    "zero_out.cpu": ("ZeroOut on the CPU", "The tutorial op against its one-line TF composite.", None,
-                     [("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
-                      ("load", "load_average")]),
     # Builds and tests
     "wheel_isa.cpu": ("The wheel's portable x86-64-v3 library against -march=native",
                       "Each CPU benchmark's op, forward + backward, the two libraries alternating in child "
@@ -428,6 +305,67 @@ SECTIONS = {
 }
 
 
+# The rows of the op benchmarks' result files whose rows are not a list as it stands.
+ROWS = {
+    "fused_conv2d.cpu": _fused_conv2d_cpu,
+    "fused_conv2d_gpu.h100": lambda d: [{**r, "shape": f"{r['batch']}x{r['height']}x{r['width']}x{r['channels']}"}
+                                        for r in d["rows"]],
+    "fused_mlp_cuda.h100": _fused_mlp_cuda,
+    "hash_encode_cuda.h100": _hash_encode_cuda,
+}
+
+
+def _parsed(path):
+    """A module's assignments {name: value node} and its `from benchmarks[.cuda] import x` modules {x: path}."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    values, imports = {}, {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            values[node.targets[0].id] = node.value
+        elif isinstance(node, ast.ImportFrom) and node.module in ("benchmarks", "benchmarks.cuda"):
+            for alias in node.names:
+                imports[alias.asname or alias.name] = os.path.join(ROOT, *node.module.split("."), alias.name + ".py")
+    return values, imports
+
+
+def _literals(values):
+    """The values that are literals, by name."""
+    out = {}
+    for name, node in values.items():
+        try:
+            out[name] = ast.literal_eval(node)
+        except ValueError:
+            pass
+    return out
+
+
+def _report_of(path):
+    """The REPORT dict of a benchmark module, read without importing it, or {}.
+    It may name the module's literal constants and those of the benchmark
+    modules it imports (against_tf.COLUMNS)."""
+    values, imports = _parsed(path)
+    if "REPORT" not in values:
+        return {}
+    names = _literals(values)
+    for name, module in imports.items():
+        if os.path.exists(module):
+            names[name] = types.SimpleNamespace(**_literals(_parsed(module)[0]))
+    return eval(compile(ast.Expression(values["REPORT"]), path, "eval"), {"__builtins__": {}}, names)
+
+
+def benchmark_sections():
+    """{<benchmark>.<device>: (title, what it measures, rows(data) or None, [(header, key), ...] or None)}:
+    SECTIONS, and the REPORT of every benchmark module (benchmarks/*.py, benchmarks/cuda/*.py)."""
+    sections = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))
+                       + glob.glob(os.path.join(ROOT, "benchmarks", "cuda", "*.py"))):
+        for key, (title, about, columns) in _report_of(path).items():
+            assert key not in sections and key not in SECTIONS, f"{key}: a section written twice ({path})"
+            sections[key] = (title, about, ROWS.get(key), columns)
+    return {**SECTIONS, **dict(sorted(sections.items()))}
+
+
 def _machine(m):
     if not isinstance(m, dict):
         return ""
@@ -460,9 +398,10 @@ def _table(rows, columns):
     return lines
 
 
-def section(key, data):
+def section(key, data, sections=None):
     """The Markdown section of one result file (key: <benchmark>.<device>)."""
-    title, about, rows_of, columns = SECTIONS.get(key, (key, "", None, None))
+    sections = benchmark_sections() if sections is None else sections
+    title, about, rows_of, columns = sections.get(key, (key, "", None, None))
     rows = rows_of(data) if rows_of else _listed(data)
     if not rows:
         rows = [{k: v for k, v in data.items() if isinstance(v, (int, float, str, bool))
@@ -490,10 +429,11 @@ def load():
 def render(results=None):
     """The text of docs/PERFORMANCE.md."""
     results = load() if results is None else results
-    order = [k for k in SECTIONS if k in results] + sorted(k for k in results if k not in SECTIONS)
+    sections = benchmark_sections()
+    order = [k for k in sections if k in results] + sorted(k for k in results if k not in sections)
     out = [INTRO]
     for key in order:
-        out += section(key, results[key])
+        out += section(key, results[key], sections)
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -24,10 +24,8 @@ template <GridOp op>
 using KernelOf = OpKernelWithAttrs<Attrs, op>;
 
 inline absl::Status CheckInputsAndTable(const GridAttrs& a, const ::tensorflow::Tensor& inputs,
-                                        const ::tensorflow::Tensor& table, int* dims, int* features, int64_t* rows,
-                                        hash_grid::Params* params) {
-  return checks::ToStatus(
-      InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), dims, features, rows, params));
+                                        const ::tensorflow::Tensor& table, TableGeometry* g) {
+  return checks::ToStatus(InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), g));
 }
 
 inline absl::Status CheckMatrix(const char* name, const ::tensorflow::Tensor& t, int64_t rows, int64_t cols) {
@@ -76,18 +74,15 @@ class HashEncodeOp : public hash_encode::KernelOf<hash_encode::GridOp::kEncode> 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& inputs = ctx->input(0);
     const ::tensorflow::Tensor& table = ctx->input(1);
-    int dims = 0, features = 0;
-    int64_t rows = 0;
-    hash_grid::Params params;
-    OP_REQUIRES_OK(ctx,
-                   hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows, &params));
+    hash_encode::TableGeometry g;
+    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &g));
     const int64_t n = inputs.dim_size(0);
     ::tensorflow::Tensor* out = nullptr;
-    const int64_t width = int64_t(attrs_.grid.num_levels) * features;
+    const int64_t width = int64_t(attrs_.grid.num_levels) * g.features;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, width}), &out));
     if (n == 0) return;
-    const HashEncodeForwardArgs<T> args = {dims, features, n, rows, inputs.flat<float>().data(),
-                                           table.flat<T>().data(), out->flat<T>().data(), params};
+    const HashEncodeForwardArgs<T> args = {g.dims, g.features, n, g.rows, inputs.flat<float>().data(),
+                                           table.flat<T>().data(), out->flat<T>().data(), g.params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Forward(ctx, attrs_.grid, args)));
   }
 };
@@ -101,24 +96,22 @@ class HashEncodeGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEnco
     const ::tensorflow::Tensor& dy = ctx->input(0);
     const ::tensorflow::Tensor& inputs = ctx->input(1);
     const ::tensorflow::Tensor& table = ctx->input(2);
-    int dims = 0, features = 0;
-    int64_t rows = 0;
-    hash_grid::Params params;
-    OP_REQUIRES_OK(ctx,
-                   hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows, &params));
+    hash_encode::TableGeometry g;
+    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &g));
     const int64_t n = inputs.dim_size(0);
-    OP_REQUIRES_OK(ctx, hash_encode::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * features));
+    OP_REQUIRES_OK(ctx,
+                   hash_encode::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * g.features));
     ::tensorflow::Tensor* grad_table = nullptr;
     ::tensorflow::Tensor* grad_inputs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({attrs_.table_grad ? rows : 0, features}),
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({attrs_.table_grad ? g.rows : 0, g.features}),
                                              &grad_table));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({attrs_.input_grad ? n : 0, dims}),
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({attrs_.input_grad ? n : 0, g.dims}),
                                              &grad_inputs));
     if (!attrs_.table_grad && !attrs_.input_grad) return;
     const HashEncodeBackwardArgs<T> args = {
-        dims, features, n, rows, dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
+        g.dims, g.features, n, g.rows, dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
         attrs_.table_grad ? grad_table->flat<T>().data() : nullptr,
-        attrs_.input_grad ? grad_inputs->flat<float>().data() : nullptr, attrs_.deterministic, params};
+        attrs_.input_grad ? grad_inputs->flat<float>().data() : nullptr, attrs_.deterministic, g.params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Backward(ctx, attrs_.grid, args)));
   }
 };

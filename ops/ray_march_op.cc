@@ -16,28 +16,14 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-// The sizes of input i, -1 where unknown; empty with *known = false when even
-// the rank is unknown.
-mo::checks::Dims DimsOf(InferenceContext* c, int i, bool* all_known) {
-  const ShapeHandle s = c->input(i);
-  mo::checks::Dims dims;
-  if (!c->RankKnown(s)) {
-    *all_known = false;
-    return dims;
-  }
-  for (int d = 0; d < c->Rank(s); ++d) {
-    const DimensionHandle dim = c->Dim(s, d);
-    dims.push_back(c->ValueKnown(dim) ? c->Value(dim) : -1);
-    if (!c->ValueKnown(dim)) *all_known = false;
-  }
-  return dims;
-}
-
 // The inputs' checks of both ops; the ray count into *rays.
 absl::Status RayMarchInputShapes(InferenceContext* c, const mo::ray_march::Attrs& a, DimensionHandle* rays) {
   bool known = true;
   mo::checks::Dims dims[6];
-  for (int i = 0; i < 6; ++i) dims[i] = DimsOf(c, i, &known);
+  for (int i = 0; i < 6; ++i) {
+    known = mo::checks::KnownDims(c, i, &dims[i]) && known;
+    for (const int64_t d : dims[i]) known = known && d >= 0;
+  }
   if (known) {
     // Every size is known: the kernels' own checks and messages.
     TF_RETURN_IF_ERROR(

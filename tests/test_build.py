@@ -19,6 +19,8 @@ import sys
 
 import pytest
 
+from tests.op_files import OPS, named
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -181,21 +183,13 @@ def test_check_op_library_finds_declared_ops():
 
 
 # ---- every op's files, found by its name -------------------------------------------------
-OPS = sorted(os.path.basename(p)[: -len("_op.cc")] for p in glob.glob(os.path.join(ROOT, "ops", "*_op.cc")))
-
-
-def _named(folder, op):
-    """Files in `folder` named <op>.<ext> or <op>_<anything>."""
-    return sorted(f for f in os.listdir(os.path.join(ROOT, folder)) if re.match(rf"{re.escape(op)}[._]", f))
-
-
 def _files_of(op):
     """The files the layout (docs/ARCHITECTURE.md) asks of an op, from what the
     sources say it has: CUDA files where kernels/cuda has any file of the op,
     Metal ones where kernels/metal has, a shim runner where it has shaders."""
     want = [f"ops/{op}_op.cc", f"kernels/spec/{op}_spec.h", f"python/metal_ops/{op}.py", f"benchmarks/bench_{op}.py",
             f"docs/{op.upper()}.md"]
-    cuda, metal = _named("kernels/cuda", op), _named("kernels/metal", op)
+    cuda, metal = named("kernels/cuda", op), named("kernels/metal", op)
     if cuda:
         want += [f"kernels/{op}_kernel.h", f"kernels/cuda/{op}.h", f"kernels/cuda/{op}.cu.cc",
                  f"kernels/cuda/{op}_gpu.cc", f"kernels/cuda/harness/{op}_harness.cu.cc", f"tests/cuda/test_{op}_cuda.py"]
@@ -213,7 +207,7 @@ def test_ops_are_found():
 @pytest.mark.parametrize("op", OPS)
 def test_every_file_of_an_op_is_found_by_its_name(op):
     missing = [f for f in _files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
-    if not _named("kernels/cpu", op):
+    if not named("kernels/cpu", op):
         missing.append(f"kernels/cpu/{op}*")
     if not glob.glob(os.path.join(ROOT, "tests", f"test_{op}*.py")):
         missing.append(f"tests/test_{op}*.py")

@@ -16,27 +16,20 @@ import tensorflow as tf
 
 import metal_ops
 from metal_ops import metal_path
+from tests.op_files import metal_planned_ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIM_EXEC = os.path.join(ROOT, "build", "libmetal_ops_shim_exec.so")
 
-# The op test modules whose ops have Metal plans, rerun through the shim, with
-# the tests left out there and why.
-PLANNED_MODULES = {
-    "tests/test_zero_out.py": [],
-    "tests/test_trunc_exp.py": [],
-    "tests/test_sh_encode.py": [],
-    "tests/test_scene_contract.py": [],
-    "tests/test_robust_loss.py": [],
-    "tests/test_distortion_loss.py": [],
-    "tests/test_volume_render.py": [],
-    "tests/test_hash_encode.py": [],
-    "tests/test_packed_volume_render.py": [],
-    "tests/test_ray_march.py": [],
-    # The shim runs a threadgroup's threads one after another, so it cannot
-    # show a thread-count dependence (and the two child runs take 90 s).
-    "tests/test_fused_mlp.py": ["test_weight_gradients_are_bitwise_the_same_for_any_thread_count"],
-}
+# The test module of every op whose CPU kernels send work to a Metal plan
+# (cpu::RunOnMetal), rerun through the shim; an op with a plan and no
+# tests/test_<op>.py fails its run.
+PLANNED_MODULES = [f"tests/test_{op}.py" for op in metal_planned_ops()]
+
+# The tests left out there, and why.
+# The shim runs a threadgroup's threads one after another, so it cannot show a
+# thread-count dependence (and the two child runs take 90 s).
+LEFT_OUT = {"tests/test_fused_mlp.py": ["test_weight_gradients_are_bitwise_the_same_for_any_thread_count"]}
 
 
 def child_env(**extra):
@@ -58,10 +51,16 @@ def shim_exec_built():
         pytest.fail(f"{SHIM_EXEC} is missing: run `make metal-shim` (make test does)")
 
 
-@pytest.mark.parametrize("module", sorted(PLANNED_MODULES))
+def test_the_planned_ops_are_found():
+    """The RunOnMetal calls are read (a search that found none would rerun nothing)."""
+    assert {"zero_out", "sh_encode", "volume_render", "hash_encode", "ray_march", "fused_mlp"} <= set(metal_planned_ops())
+    assert set(LEFT_OUT) <= set(PLANNED_MODULES)
+
+
+@pytest.mark.parametrize("module", PLANNED_MODULES)
 def test_op_module_through_the_shim(module, tmp_path):
     report = tmp_path / "report.json"
-    left_out = ["-k", " and ".join(f"not {name}" for name in PLANNED_MODULES[module])] if PLANNED_MODULES[module] else []
+    left_out = ["-k", " and ".join(f"not {name}" for name in LEFT_OUT[module])] if module in LEFT_OUT else []
     result = subprocess.run(
         [sys.executable, "-m", "pytest", module, "-q", "-x", "-p", "no:cacheprovider", "-p", "tests.metal_shim.plan_report"]
         + left_out,
@@ -128,6 +127,7 @@ def test_every_planned_op_is_rerun_and_every_module_exists():
 RAY_MARCH = """
 import numpy as np, tensorflow as tf, metal_ops
 from metal_ops import metal_path
+from tests.op_files import metal_planned_ops
 rng = np.random.default_rng(0)
 R, G = 64, 16
 o = np.tile(np.float32([0, 0, -2]), (R, 1))
@@ -156,6 +156,7 @@ def test_ray_march_counts_then_reads_the_total_then_fills(fill, plans, passes):
 PVR_BAD = """
 import numpy as np, tensorflow as tf, metal_ops
 from metal_ops import metal_path
+from tests.op_files import metal_planned_ops
 from tests.reference.packed_volume_render import make_packed
 p = [np.array(a) for a in make_packed([3, 2, 4], seed=0)]
 p[{index}][{at}] = {value}
@@ -189,6 +190,7 @@ def test_packed_volume_render_errors_come_from_the_validation_passes(index, at, 
 CONV = """
 import numpy as np, tensorflow as tf, metal_ops
 from metal_ops import metal_path
+from tests.op_files import metal_planned_ops
 rng = np.random.default_rng(1)
 x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
 w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)

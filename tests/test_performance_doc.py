@@ -67,3 +67,23 @@ def test_a_result_without_a_section_still_gets_one():
                                          "date": "2026-01-01T00:00:00+00:00", "machine": {"cpu": "c"},
                                          "rows": [{"n": 4, "ours_ms": 1.5}]}})
     assert "## new_op.cpu" in text and "| 4 | 1.50 |" in text and "`python -m x`" in text
+
+
+def test_every_result_file_has_its_section():
+    """Each result file's title, line and columns come from the benchmark
+    module that writes it (its REPORT) or from report.SECTIONS; and each
+    section is of a result file."""
+    sections, results = report.benchmark_sections(), report.load()
+    assert sorted(set(results) - set(sections)) == [], "result files without a section (REPORT of their benchmark)"
+    assert sorted(set(sections) - set(results)) == [], "sections of no result file"
+    assert {"zero_out.cpu", "sh_encode.cpu", "fused_mlp_gpu_strict.h100"} <= set(sections) - set(report.SECTIONS)
+    assert set(report.ROWS) <= set(sections)
+
+
+def test_a_benchmark_module_report_is_read_with_its_constants(tmp_path):
+    module = tmp_path / "bench_x.py"
+    module.write_text('import os\nCOLUMNS = [("N", "n")]\nREPORT = {"x.cpu": ("X", "about", COLUMNS)}\n'
+                      'def main():\n    pass\n')
+    assert report._report_of(str(module)) == {"x.cpu": ("X", "about", [("N", "n")])}
+    module.write_text("def main():\n    pass\n")
+    assert report._report_of(str(module)) == {}

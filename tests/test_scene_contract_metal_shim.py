@@ -7,15 +7,12 @@ dispatch grid. The reference is tests/reference/scene_contract.py. This
 checks the shaders' arithmetic and indexing, not Metal's memory model or the
 .mm host code (which needs a Mac).
 """
-import ctypes
-
 import numpy as np
 import pytest
 
-from tests.metal_shim.shim import load_shim_functions, ptr
+from tests.metal_shim.shim import DTYPE_CODES, load_point_op, ptr
 from tests.reference import scene_contract as ref
 
-DTYPES = {np.float32: 0, np.float16: 1}
 NORMS = {"l2": 0, "linf": 1}  # kernels/common/scene_contract.h SceneContractNorm
 SPECIAL = np.array([[0, 0, 0], [1, 0, 0], [0.6, 0.8, 0], [1, 1, 1], [2, 0, 0], [3e38, -3e38, 3e38], [1e20, 1, -1],
                     [np.inf, 0, 0], [-np.inf, np.inf, 5], [np.nan, 0, 0], [1, 2, np.nan]])
@@ -23,21 +20,19 @@ SPECIAL = np.array([[0, 0, 0], [1, 0, 0], [0.6, 0.8, 0], [1, 1, 1], [2, 0, 0], [
 
 @pytest.fixture(scope="module")
 def shim():
-    i32, i64, u32, vp = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
-    return load_shim_functions({"shim_scene_contract_forward": [i32, vp, vp, i64, i32, u32],
-                                "shim_scene_contract_backward": [i32, vp, vp, vp, i64, i32, u32]})
+    return load_point_op("scene_contract")
 
 
 def run(shim, x, grad, norm, grid):
     n = x.shape[0]
     y, dx = np.full_like(x, 7), np.full_like(x, 7)
-    code = DTYPES[x.dtype.type]
+    code = DTYPE_CODES[x.dtype.type]
     assert shim.shim_scene_contract_forward(code, ptr(x), ptr(y), n, NORMS[norm], grid) == 0
     assert shim.shim_scene_contract_backward(code, ptr(grad), ptr(x), ptr(dx), n, NORMS[norm], grid) == 0
     return y, dx
 
 
-@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("dtype", list(DTYPE_CODES))
 @pytest.mark.parametrize("norm", list(NORMS))
 @pytest.mark.parametrize("n,grid", [(1, 1), (37, 8), (1000, 256), (300, 4096), (0, 16)])
 def test_shaders_match_numpy(shim, dtype, norm, n, grid):

@@ -3,6 +3,7 @@ report and exit status, run here with the CPU as the device under test
 against the NumPy references of tests/reference, through the same code path
 a Mac runs against the CPU op; and planted mismatches that must make it exit 1.
 """
+import importlib
 import json
 import os
 import subprocess
@@ -14,50 +15,26 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from metal_ops import _loader, selftest
-from tests.reference import distortion_loss as distortion_ref
-from tests.reference import ray_march as ray_march_ref
-from tests.reference import scene_contract as scene_contract_ref
-from tests.reference import sh_encode as sh_ref
-from tests.reference import trunc_exp as trunc_exp_ref
-from tests.reference import zero_out as zero_out_ref
 from tests.child_env import child_env
+from tests.op_files import OPS, ROOT
 
 if not os.path.exists(_loader.library_path()):
     pytest.skip(f"no op library at {_loader.library_path()} (run make)", allow_module_level=True)
 
 
-def _zero_out(x, attrs):
-    keep = attrs["preserve_index"]
-    return [zero_out_ref.zero_out(x[0], keep)], lambda cots: [zero_out_ref.zero_out(cots[0], keep)]
+def _has_selftest_adapter(op):
+    path = os.path.join(ROOT, "tests", "reference", f"{op}.py")
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        return "\ndef selftest(" in f.read()
 
 
-def _distortion_loss(x, attrs):
-    loss, dw, dt = distortion_ref.reference(x[0], x[1])
-    return [loss], lambda cots: [cots[0][:, None] * dw, cots[0][:, None] * dt]
-
-
-def _sh_encode(x, attrs):
-    degree = attrs["degree"]
-    return [sh_ref.values(x[0], degree)], lambda cots: [sh_ref.vjp(x[0], cots[0], degree)]
-
-
-def _trunc_exp(x, attrs):
-    return [trunc_exp_ref.forward(x[0])], lambda cots: [trunc_exp_ref.grad(cots[0], x[0])]
-
-
-def _scene_contract(x, attrs):
-    norm = attrs["norm"]
-    return [scene_contract_ref.forward(x[0], norm)], lambda cots: [scene_contract_ref.vjp(x[0], cots[0], norm)]
-
-
-def _ray_march(x, attrs):
-    return list(ray_march_ref.reference(*x[:5], seed=int(x[5]), **attrs)), None
-
-
-# The ops whose self-test cases are checked here against tests/reference: (outputs,
-# gradients of sum(cotangent * output) as a function of the cotangents) per op.
-REFERENCES = {"zero_out": _zero_out, "distortion_loss": _distortion_loss, "sh_encode": _sh_encode,
-              "trunc_exp": _trunc_exp, "ray_march": _ray_march, "scene_contract": _scene_contract}
+# The ops whose self-test cases are checked here against tests/reference: every
+# tests/reference/<op>.py with a `selftest(inputs, attrs)` function (outputs, and
+# gradients of sum(cotangent * output) as a function of the cotangents).
+REFERENCES = {op: importlib.import_module(f"tests.reference.{op}").selftest for op in OPS
+              if _has_selftest_adapter(op)}
 NUMPY_REFERENCE_OPS = tuple(REFERENCES)
 
 
@@ -117,6 +94,16 @@ def test_cases_cover_every_op_dtype_and_empty_tensors():
             assert {"float32", "float16"} <= {c.dtype for c in all_cases if c.op == op}, op
     for op in ops:
         assert any(min(a.size for a in c.inputs) == 0 for c in all_cases if c.op == op), f"{op}: no empty case"
+
+
+def test_every_op_with_cases_has_a_numpy_reference():
+    """Each op the self-test has cases of has its independent reference, and the
+    references the self-test's cases are checked against here are found."""
+    ops = {c.op for c in selftest.cases()}
+    missing = sorted(op for op in ops if not os.path.exists(os.path.join(ROOT, "tests", "reference", f"{op}.py")))
+    assert not missing, f"self-test ops without tests/reference/<op>.py: {missing}"
+    assert {"zero_out", "distortion_loss", "sh_encode", "trunc_exp", "ray_march", "scene_contract"} <= set(REFERENCES)
+    assert set(REFERENCES) <= ops, sorted(set(REFERENCES) - ops)
 
 
 def test_cpu_against_numpy_reference_passes(tmp_path, capsys, monkeypatch):

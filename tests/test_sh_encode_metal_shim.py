@@ -7,30 +7,25 @@ grid. The reference is tests/reference/sh_encode.py. This checks the shaders'
 arithmetic and indexing, not Metal's memory model or the .mm host code (which
 needs a Mac).
 """
-import ctypes
-
 import numpy as np
 import pytest
 
-from tests.metal_shim.shim import load_shim_functions, ptr
+from tests.metal_shim.shim import DTYPE_CODES, load_point_op, ptr
 from tests.reference import sh_encode as ref
 
-DTYPES = {np.float32: 0, np.float16: 1}
 TOL = {np.float32: 2e-6, np.float16: 2e-3}
 
 
 @pytest.fixture(scope="module")
 def shim():
-    i32, i64, u32, vp = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
-    return load_shim_functions({"shim_sh_encode_forward": [i32, vp, vp, i64, i32, u32],
-                                "shim_sh_encode_backward": [i32, vp, vp, vp, i64, i32, u32]})
+    return load_point_op("sh_encode")
 
 
 def run(shim, dirs, upstream, degree, grid):
     n = dirs.shape[0]
     values = np.full((n, degree * degree), 7, dirs.dtype)
     grad = np.full((n, 3), 7, dirs.dtype)
-    code = DTYPES[dirs.dtype.type]
+    code = DTYPE_CODES[dirs.dtype.type]
     assert shim.shim_sh_encode_forward(code, ptr(dirs), ptr(values), n, degree, grid) == 0
     assert shim.shim_sh_encode_backward(code, ptr(upstream), ptr(dirs), ptr(grad), n, degree, grid) == 0
     return values, grad

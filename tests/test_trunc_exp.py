@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
-from tests.metal_shim.shim import load_shim_functions, ptr
+from tests.metal_shim.shim import DTYPE_CODES, load_shim_functions, ptr
 from tests.reference import trunc_exp as ref
 
 pytestmark = pytest.mark.every_device
@@ -120,8 +120,6 @@ def test_grad_op_checks_its_upstream_gradient():
 
 
 # ---- the Metal shaders, through the MSL shim ---------------------------------------------------
-SHIM_DTYPES = {np.float32: 0, np.float16: 1}
-
 
 @pytest.fixture(scope="module")
 def shim():
@@ -140,7 +138,7 @@ def test_shaders_match_numpy(shim, dtype, n, grid):
         x, dy = inputs((n,), dtype, seed=n, hi=20.0 if dtype == np.float32 else 10.0,
                        lo=-20.0 if dtype == np.float32 else -10.0)
     y, dx = np.full(n, 7, dtype), np.full(n, 7, dtype)
-    code = SHIM_DTYPES[dtype]
+    code = DTYPE_CODES[dtype]
     assert shim.shim_trunc_exp_forward(code, ptr(x), ptr(y), n, grid) == 0
     assert shim.shim_trunc_exp_backward(code, ptr(dy), ptr(x), ptr(dx), n, grid) == 0
     ref.assert_like(y, ref.forward(x), dtype)

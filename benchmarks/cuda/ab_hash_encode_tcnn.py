@@ -31,6 +31,18 @@ from benchmarks.cuda.bench_hash_encode_cuda import DIMS, FEATURES, GRID, ROOT, R
 TARGETS = {("float16", "forward"): 1.2, ("float16", "forward_backward"): 1.5, ("float32", "forward_backward"): 2.5}
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "hash_encode_tcnn.h100": ("HashEncode CUDA against tiny-cuda-nn's GridEncoding",
+                              "The standard grid (16 levels, 2^19 rows, 2 features), same table and points, outputs "
+                              "checked equal first; tiny-cuda-nn in both output layouts, `--use_fast_math` build.",
+                              [("log2 N", "log2n"), ("dtype", "dtype"), ("pass", "case"), ("ours ms", "ours_ms"),
+                               ("tcnn SoA ms", "tcnn_soa_ms"), ("tcnn AoS ms", "tcnn_aos_ms"),
+                               ("x tcnn best", "speedup_vs_tcnn_best")]),
+}
+
+
 def load_tcnn(path):
     ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)  # the shim's driver-API symbols
     tc = ctypes.CDLL(path)

@@ -57,6 +57,16 @@ def bench_distortion(rays, samples, results):
           f"MiB vs {row['composite_peak_extra_mib']:.0f} MiB")
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "distortion_loss_cuda.h100": ("DistortionLoss CUDA against the PyTorch composite",
+                                  "Forward + backward, R = 4096 rays.",
+                                  [("samples", "samples"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"),
+                                   ("x", "speedup"), ("composite extra MiB", "composite_peak_extra_mib")]),
+}
+
+
 def main():
     run_configs("distortion_loss_cuda", [(4096, samples) for samples in (64, 128, 256)], bench_distortion)
 

@@ -47,6 +47,25 @@ CONFIGS = [  # name, in, width, hidden layers, out
 ]
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "fused_mlp_cuda.h100": ("FusedMLP CUDA against tiny-cuda-nn and PyTorch, N = 2^20",
+                            "Through the C-ABI harness, one process: float16 against tiny-cuda-nn's FullyFusedMLP "
+                            "(AoS and SoA input layouts, `--use_fast_math` build) and a PyTorch nn.Linear stack; "
+                            "`tf32` is the float32 path on TF32 tensor cores (PyTorch with TF32 on).",
+                            [("network", "config"), ("dtype", "dtype"), ("pass", "mode"), ("ours ms", "ours_ms"),
+                             ("tcnn AoS ms", "tcnn_aos_ms"), ("tcnn SoA ms", "tcnn_soa_ms"), ("PyTorch ms", "torch"),
+                             ("x tcnn best", "speedup_vs_tcnn_best"), ("x PyTorch", "x_torch")]),
+    "fused_mlp_cuda_float32.h100": ("FusedMLP CUDA, exact float32, N = 2^20",
+                                    "The float32 path with TF32 off against PyTorch nn.Linear stacks with TF32 on "
+                                    "and off.",
+                                    [("network", "config"), ("pass", "mode"), ("ours ms", "ours_ms"),
+                                     ("PyTorch TF32 ms", "torch_tf32_ms"), ("PyTorch strict ms", "torch_strict_ms"),
+                                     ("x TF32", "speedup_vs_torch_tf32"), ("x strict", "speedup_vs_torch_strict")]),
+}
+
+
 def flops(n, in_dim, width, hidden, out_dim):
     dims = [in_dim] + [width] * hidden + [out_dim]
     return 2.0 * n * sum(a * b for a, b in zip(dims[:-1], dims[1:]))

@@ -35,6 +35,18 @@ REFERENCE_EXTENSION_MS = {"forward": 0.65, "backward": 3.51, "forward_backward":
 TARGET_MS = {"forward": 0.55, "forward_backward": 2.8}
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "hash_encode_cuda.h100": ("HashEncode CUDA, the standard grid",
+                              "Forward, table-gradient backward and both, per call; the PyTorch composite's forward "
+                              "+ backward for scale.",
+                              [("N", "n"), ("dtype", "dtype"), ("forward ms", "forward_ms"),
+                               ("backward ms", "backward_table_ms"), ("forward + backward ms", "forward_backward_ms"),
+                               ("PyTorch composite fwd + bwd ms", "torch_fb")]),
+}
+
+
 def load():
     import cupy
     lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))

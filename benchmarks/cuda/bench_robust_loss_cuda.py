@@ -73,6 +73,16 @@ def bench_robust(n, results):
           f"{row['ours_peak_extra_mib']:.0f} vs {row['composite_peak_extra_mib']:.0f} MiB")
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "robust_loss_cuda.h100": ("RobustLoss CUDA against the PyTorch composite",
+                              "Loss and gradients for x, alpha and scale.",
+                              [("N", "n"), ("ours ms", "ours_ms"), ("composite ms", "composite_ms"), ("x", "speedup"),
+                               ("composite extra MiB", "composite_peak_extra_mib")]),
+}
+
+
 def main():
     run_configs("robust_loss_cuda", [(2**22,), (2**24,)], bench_robust)
 

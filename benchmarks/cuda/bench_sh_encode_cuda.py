@@ -18,6 +18,16 @@ import torch
 from benchmarks.cuda.torch_harness import against_torch, interleaved, lib, ptr as p, result_path, stream, write_results
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "sh_encode_cuda.h100": ("SHEncode CUDA against the PyTorch composite",
+                            "Degree 4.",
+                            [("N", "n"), ("dtype", "dtype"), ("forward ms", "fwd_ms"), ("x PyTorch", "fwd_speedup"),
+                             ("fwd + bwd ms", "fwd_bwd_ms"), ("fwd + bwd x PyTorch", "fwd_bwd_speedup")]),
+}
+
+
 def torch_sh(d):
     x, y, z = d.unbind(-1)
     xx, yy, zz = x * x, y * y, z * z

@@ -25,6 +25,17 @@ S = 64
 EPS = 1e-4
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "volume_render_cuda.h100": ("VolumeRender CUDA against the PyTorch composite",
+                                "64 samples a ray.",
+                                [("scene", "scene"), ("rays", "rays"), ("forward ms", "ours_forward_ms"),
+                                 ("fwd + bwd ms", "ours_forward_backward_ms"), ("x forward", "speedup_forward"),
+                                 ("x fwd + bwd", "speedup_forward_backward")]),
+}
+
+
 def ptr(x):
     return ctypes.c_void_p(x.data_ptr())
 

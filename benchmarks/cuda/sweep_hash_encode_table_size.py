@@ -25,6 +25,18 @@ from benchmarks.cuda.bench_hash_encode_cuda import DIMS, GRID, Runner, load
 from tests.reference import hash_encode as ref
 
 
+# This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "hash_encode_table_size.h100": ("HashEncode CUDA: the table's size against L2",
+                                    "The backward's time per call as the table grows past the H100's 50 MB L2 "
+                                    "(relative to 2^19 rows per level).",
+                                    [("dtype", "dtype"), ("N", "n"), ("pass", "case"),
+                                     ("log2 T", "log2_hashmap_size"), ("ms", "ms"), ("time vs 2^19", "time_vs_base"),
+                                     ("gradient MB", "gradient_mb")]),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=9)

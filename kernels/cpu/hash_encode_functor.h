@@ -156,13 +156,7 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
     float* acc = nullptr;
     ::tensorflow::Tensor acc_tensor;
     if (a.grad_table != nullptr) {
-      if (std::is_same<T, float>::value) {
-        acc = reinterpret_cast<float*>(a.grad_table);
-      } else {
-        TF_RETURN_IF_ERROR(ctx.AllocateTemp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({table_elements}), &acc_tensor));
-        acc = acc_tensor.flat<float>().data();
-      }
-      AdviseHugePages(acc, sizeof(float) * size_t(table_elements), /*collapse=*/false);
+      TF_RETURN_IF_ERROR(TableAccumulator(ctx, a.grad_table, table_elements, &acc_tensor, &acc));
     }
     if (a.grad_inputs != nullptr) AdviseHugePages(a.table, sizeof(T) * size_t(table_elements), /*collapse=*/true);
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
@@ -188,13 +182,7 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
     const int64 table_elements = a.rows * a.features;
     float* acc = nullptr;
     ::tensorflow::Tensor acc_tensor;
-    if (std::is_same<T, float>::value) {
-      acc = reinterpret_cast<float*>(a.grad_table);
-    } else {
-      TF_RETURN_IF_ERROR(ctx.AllocateTemp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({table_elements}), &acc_tensor));
-      acc = acc_tensor.flat<float>().data();
-    }
-    AdviseHugePages(acc, sizeof(float) * size_t(table_elements), /*collapse=*/false);
+    TF_RETURN_IF_ERROR(TableAccumulator(ctx, a.grad_table, table_elements, &acc_tensor, &acc));
     AdviseHugePages(a.table, sizeof(T) * size_t(table_elements), /*collapse=*/true);
     DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
       constexpr int kD = decltype(dc)::value;
@@ -206,6 +194,21 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
         GatherRange<kD, kF, T, true>(a.inputs, a.grad_grad_inputs, a.table, a.grad_grad_encoded, begin, end, g);
       });
     });
+    return absl::OkStatus();
+  }
+
+ private:
+  // Where a table gradient of `elements` values is summed, in float32: the
+  // gradient itself when T is float, else *temp; huge pages advised.
+  static absl::Status TableAccumulator(cpu::Context ctx, T* grad_table, int64 elements, ::tensorflow::Tensor* temp,
+                                       float** acc) {
+    if (std::is_same<T, float>::value) {
+      *acc = reinterpret_cast<float*>(grad_table);
+    } else {
+      TF_RETURN_IF_ERROR(ctx.AllocateTemp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({elements}), temp));
+      *acc = temp->flat<float>().data();
+    }
+    AdviseHugePages(*acc, sizeof(float) * size_t(elements), /*collapse=*/false);
     return absl::OkStatus();
   }
 };

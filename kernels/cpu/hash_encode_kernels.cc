@@ -67,20 +67,18 @@ class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::k
     const Tensor& dy = ctx->input(1);
     const Tensor& inputs = ctx->input(2);
     const Tensor& table = ctx->input(3);
-    int dims = 0, features = 0;
-    int64 rows = 0;
-    hash_grid::Params params;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_.grid, inputs, table, &dims, &features, &rows, &params));
+    hash_encode::TableGeometry g;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_.grid, inputs, table, &g));
     const int64 n = inputs.dim_size(0);
-    OP_REQUIRES_OK(ctx, CheckMatrix("grad_grad_inputs", ggx, n, dims));
-    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.grid.num_levels) * features));
+    OP_REQUIRES_OK(ctx, CheckMatrix("grad_grad_inputs", ggx, n, g.dims));
+    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.grid.num_levels) * g.features));
     Tensor* grad_table = nullptr;
     Tensor* grad_dy = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &grad_dy));
-    const HashEncodeGradGradArgs<T> args = {dims, features, n, rows, ggx.flat<float>().data(), dy.flat<T>().data(),
-                                            inputs.flat<float>().data(), table.flat<T>().data(),
-                                            grad_table->flat<T>().data(), grad_dy->flat<T>().data(), params};
+    const HashEncodeGradGradArgs<T> args = {g.dims, g.features, n, g.rows, ggx.flat<float>().data(),
+                                            dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
+                                            grad_table->flat<T>().data(), grad_dy->flat<T>().data(), g.params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::GradGrad(ctx, args)));
   }
 };

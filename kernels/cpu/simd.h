@@ -30,24 +30,37 @@
 namespace mo {
 namespace simd {
 
+#if MO_SIMD_AVX512 || MO_SIMD_AVX2
+// The two x86 ISAs' float intrinsics differ by their prefix only.
 #if MO_SIMD_AVX512
-constexpr const char* kIsa = "avx512";
-constexpr int kLanes = 16;
-constexpr int kRegisters = 32;
+#define MO_SIMD_PS(op) _mm512_##op##_ps
 using V = __m512;
-MO_INLINE V Zero() { return _mm512_setzero_ps(); }
-MO_INLINE V Set(float a) { return _mm512_set1_ps(a); }
-MO_INLINE V Load(const float* p) { return _mm512_loadu_ps(p); }
-MO_INLINE void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+constexpr const char* kIsa = "avx512";
+constexpr int kRegisters = 32;
+#else
+#define MO_SIMD_PS(op) _mm256_##op##_ps
+using V = __m256;
+constexpr const char* kIsa = "avx2";
+constexpr int kRegisters = 16;
+#endif
+constexpr int kLanes = sizeof(V) / sizeof(float);
+MO_INLINE V Zero() { return MO_SIMD_PS(setzero)(); }
+MO_INLINE V Set(float a) { return MO_SIMD_PS(set1)(a); }
+MO_INLINE V Load(const float* p) { return MO_SIMD_PS(loadu)(p); }
+MO_INLINE void Store(float* p, V v) { MO_SIMD_PS(storeu)(p, v); }
+MO_INLINE V Fma(V a, V b, V c) { return MO_SIMD_PS(fmadd)(a, b, c); }
+MO_INLINE V Add(V a, V b) { return MO_SIMD_PS(add)(a, b); }
+MO_INLINE V Sub(V a, V b) { return MO_SIMD_PS(sub)(a, b); }
+MO_INLINE V Mul(V a, V b) { return MO_SIMD_PS(mul)(a, b); }
+MO_INLINE V Div(V a, V b) { return MO_SIMD_PS(div)(a, b); }
+MO_INLINE V Max(V a, V b) { return MO_SIMD_PS(max)(a, b); }
+MO_INLINE V Min(V a, V b) { return MO_SIMD_PS(min)(a, b); }
+#undef MO_SIMD_PS
+#endif
+
+#if MO_SIMD_AVX512
 MO_INLINE V LoadN(const float* p, int n) { return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p); }
 MO_INLINE void StoreN(float* p, V v, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1u), v); }
-MO_INLINE V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-MO_INLINE V Add(V a, V b) { return _mm512_add_ps(a, b); }
-MO_INLINE V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
-MO_INLINE V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
-MO_INLINE V Div(V a, V b) { return _mm512_div_ps(a, b); }
-MO_INLINE V Max(V a, V b) { return _mm512_max_ps(a, b); }
-MO_INLINE V Min(V a, V b) { return _mm512_min_ps(a, b); }
 // where(a > 0, b, c)
 MO_INLINE V SelectPositive(V a, V b, V c) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GT_OQ), c, b);
@@ -56,26 +69,11 @@ MO_INLINE V RoundToInt(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEARE
 // a * 2^n for integral n in [-126, 127].
 MO_INLINE V Ldexp(V a, V n) { return _mm512_scalef_ps(a, n); }
 #elif MO_SIMD_AVX2
-constexpr const char* kIsa = "avx2";
-constexpr int kLanes = 8;
-constexpr int kRegisters = 16;
-using V = __m256;
-MO_INLINE V Zero() { return _mm256_setzero_ps(); }
-MO_INLINE V Set(float a) { return _mm256_set1_ps(a); }
-MO_INLINE V Load(const float* p) { return _mm256_loadu_ps(p); }
-MO_INLINE void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
 MO_INLINE __m256i MaskOf(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 MO_INLINE V LoadN(const float* p, int n) { return _mm256_maskload_ps(p, MaskOf(n)); }
 MO_INLINE void StoreN(float* p, V v, int n) { _mm256_maskstore_ps(p, MaskOf(n), v); }
-MO_INLINE V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-MO_INLINE V Add(V a, V b) { return _mm256_add_ps(a, b); }
-MO_INLINE V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
-MO_INLINE V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
-MO_INLINE V Div(V a, V b) { return _mm256_div_ps(a, b); }
-MO_INLINE V Max(V a, V b) { return _mm256_max_ps(a, b); }
-MO_INLINE V Min(V a, V b) { return _mm256_min_ps(a, b); }
 MO_INLINE V SelectPositive(V a, V b, V c) {
   return _mm256_blendv_ps(c, b, _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_GT_OQ));
 }

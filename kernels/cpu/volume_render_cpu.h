@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
@@ -153,15 +154,26 @@ bool AllValid(const T* sigma, const T* t, int64_t S) {
   return bad == 0;
 }
 
+// Ray r's rows of the inputs both passes read: sigma [S], rgb [S, 3], t [S + 1], background [3].
+template <typename T>
+struct InputRowsOf {
+  const T *sigma, *rgb, *t, *background;
+};
+
+template <typename Args>
+auto InputRows(const Args& a, int64_t r) {
+  const int64_t S = a.samples;
+  using T = typename std::remove_const<typename std::remove_pointer<decltype(a.sigma)>::type>::type;
+  return InputRowsOf<T>{a.sigma + r * S, a.rgb + r * S * 3, a.t + r * (S + 1),
+                        a.background + (a.background_per_ray ? r * 3 : 0)};
+}
+
 // Forward of ray r, a valid one (its rows as vr_forward_ray takes them);
 // a.weights may be nullptr.
 template <typename T>
 void ForwardRay(RayScratch<T>* scratch, const VolumeRenderForwardArgs<T>& a, int64_t r) {
   const int64_t S = a.samples;
-  const T* sigma = a.sigma + r * S;
-  const T* rgb = a.rgb + r * S * 3;
-  const T* t = a.t + r * (S + 1);
-  const T* background = a.background + (a.background_per_ray ? r * 3 : 0);
+  const auto [sigma, rgb, t, background] = InputRows(a, r);
   T* out_rgb = a.out_rgb + r * 3;
   T* weights = a.weights != nullptr ? a.weights + r * S : nullptr;
   const int64_t K = scratch->Walk(sigma, t, S, static_cast<T>(a.early_termination));
@@ -226,10 +238,7 @@ void ForwardRay(RayScratch<T>* scratch, const VolumeRenderForwardArgs<T>& a, int
 template <typename T>
 void BackwardRay(RayScratch<T>* scratch, const VolumeRenderBackwardArgs<T>& a, int64_t r) {
   const int64_t S = a.samples;
-  const T* sigma = a.sigma + r * S;
-  const T* rgb = a.rgb + r * S * 3;
-  const T* t = a.t + r * (S + 1);
-  const T* background = a.background + (a.background_per_ray ? r * 3 : 0);
+  const auto [sigma, rgb, t, background] = InputRows(a, r);
   const T* out_rgb = a.out_rgb + r * 3;
   const T out_depth = a.depth[r], out_opacity = a.opacity[r];
   const T* grad_rgb = a.grad_rgb + r * 3;

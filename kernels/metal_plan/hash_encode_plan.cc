@@ -24,9 +24,8 @@ Plan HashEncodeForward(const HashEncodeLayout& layout) {
   const hash_grid::Params& p = *layout.params;
   PlanBuilder b(kHashEncodeSlots);
   b.Threads("hash_encode", ShaderName("forward", layout), uint64_t(p.num_points) * uint64_t(p.num_levels))
-      .Tensor(kHashEncodeInputs, kHashEncodeSlotInputs)
-      .Tensor(kHashEncodeTable, kHashEncodeSlotTable)
-      .Output(kHashEncodeEncoded, kHashEncodeSlotEncoded)
+      .Tensors({{kHashEncodeInputs, kHashEncodeSlotInputs}, {kHashEncodeTable, kHashEncodeSlotTable}},
+               {{kHashEncodeEncoded, kHashEncodeSlotEncoded}})
       .Value(kHashEncodeParams, p);
   return b.Finish();
 }

@@ -12,20 +12,15 @@ void Check(PlanBuilder& b, const PackedVolumeRenderLayout& layout, bool check_sa
            int sigma, int t_starts, int t_ends, int result) {
   const PvrCheckParams q = pvr_check_params(layout.rays, layout.samples, kPvrCheckThreads, check_samples);
   const int firsts = b.NewScratch(uint64_t(q.chunks) * sizeof(int64));
+  const std::initializer_list<Arg> reads = {{kPvrCheckRayOffsets, offsets}, {kPvrCheckRayCounts, counts},
+                                            {kPvrCheckSigma, sigma}, {kPvrCheckTStarts, t_starts},
+                                            {kPvrCheckTEnds, t_ends}};
   b.Threads("packed_volume_render", "packed_volume_render_check_chunks", uint64_t(q.chunks))
-      .Tensor(kPvrCheckRayOffsets, offsets)
-      .Tensor(kPvrCheckRayCounts, counts)
-      .Tensor(kPvrCheckSigma, sigma)
-      .Tensor(kPvrCheckTStarts, t_starts)
-      .Tensor(kPvrCheckTEnds, t_ends)
+      .Tensors(reads, {})
       .Scratch(kPvrCheckFirsts, firsts)
       .Value(kPvrCheckParams, q);
   b.Threads("packed_volume_render", "packed_volume_render_check_first", 1)
-      .Tensor(kPvrCheckRayOffsets, offsets)
-      .Tensor(kPvrCheckRayCounts, counts)
-      .Tensor(kPvrCheckSigma, sigma)
-      .Tensor(kPvrCheckTStarts, t_starts)
-      .Tensor(kPvrCheckTEnds, t_ends)
+      .Tensors(reads, {})
       .Scratch(kPvrCheckFirsts, firsts)
       .Output(kPvrCheckResult, result)
       .Value(kPvrCheckParams, q);
@@ -42,17 +37,12 @@ Plan PackedVolumeRenderForward(const PackedVolumeRenderLayout& layout, bool writ
   // Samples that no valid ray owns (only under an invalid layout) hold 0.
   if (write_weights) b.Zero(kPvrSlotWeights, uint64_t(layout.samples) * sizeof(float));
   b.Threads("packed_volume_render", "packed_volume_render_forward_float32", uint64_t(layout.rays))
-      .Tensor(kPvrForwardSigma, kPvrSlotSigma)
-      .Tensor(kPvrForwardRgb, kPvrSlotRgb)
-      .Tensor(kPvrForwardTStarts, kPvrSlotTStarts)
-      .Tensor(kPvrForwardTEnds, kPvrSlotTEnds)
-      .Tensor(kPvrForwardRayOffsets, kPvrSlotOffsets)
-      .Tensor(kPvrForwardRayCounts, kPvrSlotCounts)
-      .Tensor(kPvrForwardBackground, kPvrSlotBackground)
-      .Output(kPvrForwardOutRgb, kPvrSlotOutRgb)
-      .Output(kPvrForwardDepth, kPvrSlotDepth)
-      .Output(kPvrForwardOpacity, kPvrSlotOpacity)
-      .Output(kPvrForwardWeights, kPvrSlotWeights)
+      .Tensors({{kPvrForwardSigma, kPvrSlotSigma}, {kPvrForwardRgb, kPvrSlotRgb},
+                {kPvrForwardTStarts, kPvrSlotTStarts}, {kPvrForwardTEnds, kPvrSlotTEnds},
+                {kPvrForwardRayOffsets, kPvrSlotOffsets}, {kPvrForwardRayCounts, kPvrSlotCounts},
+                {kPvrForwardBackground, kPvrSlotBackground}},
+               {{kPvrForwardOutRgb, kPvrSlotOutRgb}, {kPvrForwardDepth, kPvrSlotDepth},
+                {kPvrForwardOpacity, kPvrSlotOpacity}, {kPvrForwardWeights, kPvrSlotWeights}})
       .Value(kPvrForwardParams, params);
   return b.Finish();
 }
@@ -66,24 +56,17 @@ Plan PackedVolumeRenderBackward(const PackedVolumeRenderLayout& layout, bool has
   const uint64_t n = uint64_t(layout.samples);
   b.Zero(kPvrGradSlotGradSigma, n * sizeof(float)).Zero(kPvrGradSlotGradSamplesRgb, n * 3 * sizeof(float));
   b.Threads("packed_volume_render", "packed_volume_render_backward_float32", uint64_t(layout.rays))
-      .Tensor(kPvrBackwardSigma, kPvrGradSlotSigma)
-      .Tensor(kPvrBackwardRgb, kPvrGradSlotRgb)
-      .Tensor(kPvrBackwardTStarts, kPvrGradSlotTStarts)
-      .Tensor(kPvrBackwardTEnds, kPvrGradSlotTEnds)
-      .Tensor(kPvrBackwardRayOffsets, kPvrGradSlotOffsets)
-      .Tensor(kPvrBackwardRayCounts, kPvrGradSlotCounts)
-      .Tensor(kPvrBackwardBackground, kPvrGradSlotBackground)
-      .Tensor(kPvrBackwardOutRgb, kPvrGradSlotOutRgb)
-      .Tensor(kPvrBackwardDepth, kPvrGradSlotDepth)
-      .Tensor(kPvrBackwardOpacity, kPvrGradSlotOpacity)
-      .Tensor(kPvrBackwardWeights, kPvrGradSlotWeights)
-      .Tensor(kPvrBackwardGradRgb, kPvrGradSlotGradRgb)
-      .Tensor(kPvrBackwardGradDepth, kPvrGradSlotGradDepth)
-      .Tensor(kPvrBackwardGradOpacity, kPvrGradSlotGradOpacity)
-      .Tensor(kPvrBackwardGradWeights, kPvrGradSlotGradWeights)
-      .Output(kPvrBackwardGradSigma, kPvrGradSlotGradSigma)
-      .Output(kPvrBackwardGradSamplesRgb, kPvrGradSlotGradSamplesRgb)
-      .Output(kPvrBackwardGradBackground, kPvrGradSlotGradBackground)
+      .Tensors({{kPvrBackwardSigma, kPvrGradSlotSigma}, {kPvrBackwardRgb, kPvrGradSlotRgb},
+                {kPvrBackwardTStarts, kPvrGradSlotTStarts}, {kPvrBackwardTEnds, kPvrGradSlotTEnds},
+                {kPvrBackwardRayOffsets, kPvrGradSlotOffsets}, {kPvrBackwardRayCounts, kPvrGradSlotCounts},
+                {kPvrBackwardBackground, kPvrGradSlotBackground}, {kPvrBackwardOutRgb, kPvrGradSlotOutRgb},
+                {kPvrBackwardDepth, kPvrGradSlotDepth}, {kPvrBackwardOpacity, kPvrGradSlotOpacity},
+                {kPvrBackwardWeights, kPvrGradSlotWeights}, {kPvrBackwardGradRgb, kPvrGradSlotGradRgb},
+                {kPvrBackwardGradDepth, kPvrGradSlotGradDepth}, {kPvrBackwardGradOpacity, kPvrGradSlotGradOpacity},
+                {kPvrBackwardGradWeights, kPvrGradSlotGradWeights}},
+               {{kPvrBackwardGradSigma, kPvrGradSlotGradSigma},
+                {kPvrBackwardGradSamplesRgb, kPvrGradSlotGradSamplesRgb},
+                {kPvrBackwardGradBackground, kPvrGradSlotGradBackground}})
       .Value(kPvrBackwardParams, params);
   return b.Finish();
 }

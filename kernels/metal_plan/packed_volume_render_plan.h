@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/metal_plan/plan.h"
+#include "kernels/metal_plan/volume_render_plan.h"
 
 namespace mo {
 namespace metal_plan {
@@ -61,12 +62,8 @@ enum PackedVolumeRenderGradSlots {
 // Threads of the first validation pass (PvrCheckParams).
 constexpr int32_t kPvrCheckThreads = 1024;
 
-struct PackedVolumeRenderLayout {
-  int64_t rays;     // > 0
-  int64_t samples;  // N
-  float early_termination;
-  bool background_per_ray;
-};
+// VolumeRender's layout, with samples = N (all rays' samples).
+using PackedVolumeRenderLayout = VolumeRenderLayout;
 Plan PackedVolumeRenderForward(const PackedVolumeRenderLayout& layout, bool write_weights);
 Plan PackedVolumeRenderBackward(const PackedVolumeRenderLayout& layout, bool has_weight_grad);
 

@@ -67,6 +67,12 @@ PlanBuilder& PlanBuilder::Output(uint32_t index, int slot) {
   return Tensor(index, slot);
 }
 
+PlanBuilder& PlanBuilder::Tensors(std::initializer_list<Arg> inputs, std::initializer_list<Arg> outputs) {
+  for (const Arg& a : inputs) Tensor(a.index, a.slot);
+  for (const Arg& a : outputs) Output(a.index, a.slot);
+  return *this;
+}
+
 PlanBuilder& PlanBuilder::Bytes(uint32_t index, const void* data, size_t length) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   Last().bindings.push_back({Binding::kBytes, index, -1, std::vector<uint8_t>(p, p + length)});

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -58,6 +59,12 @@ struct Plan {
   bool empty() const { return passes.empty(); }
 };
 
+// A shader's buffer index and the tensor slot bound there.
+struct Arg {
+  uint32_t index;
+  int slot;
+};
+
 // Builds a plan pass by pass:
 //   PlanBuilder b(kSlots);
 //   b.Threads("trunc_exp", "trunc_exp_forward_float32", n)
@@ -86,6 +93,8 @@ class PlanBuilder {
     return Bytes(index, &value, sizeof(T));
   }
   PlanBuilder& Scratch(uint32_t index, int scratch);
+  // Tensor() for each of `inputs`, then Output() for each of `outputs`.
+  PlanBuilder& Tensors(std::initializer_list<Arg> inputs, std::initializer_list<Arg> outputs);
   // A new scratch buffer of `bytes` bytes; its number for Scratch().
   int NewScratch(uint64_t bytes);
 
@@ -98,6 +107,17 @@ class PlanBuilder {
   Pass& Last() { return plan_.passes.back(); }
   Plan plan_;
 };
+
+// The plan of one pass of `threads` threads (an element-wise op's): the
+// shader's inputs and outputs, then its parameters at `params_index`.
+template <typename Params>
+Plan OnePass(int num_slots, const std::string& library, const std::string& function, uint64_t threads,
+             std::initializer_list<Arg> inputs, std::initializer_list<Arg> outputs, uint32_t params_index,
+             const Params& params) {
+  PlanBuilder b(num_slots);
+  b.Threads(library, function, threads).Tensors(inputs, outputs).Value(params_index, params);
+  return b.Finish();
+}
 
 // A tensor slot's memory as an executor sees it on the CPU side.
 struct HostTensor {

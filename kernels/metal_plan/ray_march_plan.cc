@@ -9,12 +9,9 @@ namespace {
 static_assert(int(kRmSlotSeed) == int(kRmFillSlotSeed), "both plans start with the op's six inputs");
 
 PlanBuilder& BindInputs(PlanBuilder& b) {
-  return b.Tensor(kRmOrigins, kRmSlotOrigins)
-      .Tensor(kRmDirections, kRmSlotDirections)
-      .Tensor(kRmNear, kRmSlotNear)
-      .Tensor(kRmFar, kRmSlotFar)
-      .Tensor(kRmOccupancy, kRmSlotOccupancy)
-      .Tensor(kRmSeed, kRmSlotSeed);
+  return b.Tensors({{kRmOrigins, kRmSlotOrigins}, {kRmDirections, kRmSlotDirections}, {kRmNear, kRmSlotNear},
+                    {kRmFar, kRmSlotFar}, {kRmOccupancy, kRmSlotOccupancy}, {kRmSeed, kRmSlotSeed}},
+                   {});
 }
 
 }  // namespace
@@ -45,10 +42,9 @@ Plan RayMarchCount(const RayMarchParams& p) {
 Plan RayMarchFill(const RayMarchParams& p) {
   PlanBuilder b(kRmFillSlots);
   BindInputs(b.Threads("ray_march", "ray_march_fill", uint64_t(p.num_rays)))
-      .Tensor(kRmFillOffsets, kRmFillSlotOffsets)
-      .Output(kRmFillTStarts, kRmFillSlotTStarts)
-      .Output(kRmFillTEnds, kRmFillSlotTEnds)
-      .Output(kRmFillRayIndices, kRmFillSlotRayIndices)
+      .Tensors({{kRmFillOffsets, kRmFillSlotOffsets}},
+               {{kRmFillTStarts, kRmFillSlotTStarts}, {kRmFillTEnds, kRmFillSlotTEnds},
+                {kRmFillRayIndices, kRmFillSlotRayIndices}})
       .Value(kRmFillParams, p);
   return b.Finish();
 }

@@ -17,24 +17,15 @@ std::string Name(const char* kind, int norm, Dtype dtype) {
 }  // namespace
 
 Plan SceneContractForward(Dtype dtype, int64_t n, int norm) {
-  const SceneContractParams params = {n};
-  PlanBuilder b(kSceneContractSlots);
-  b.Threads("scene_contract", Name("forward", norm, dtype), static_cast<uint64_t>(n))
-      .Tensor(kSceneContractX, kSceneContractSlotX)
-      .Output(kSceneContractY, kSceneContractSlotY)
-      .Value(kSceneContractParams, params);
-  return b.Finish();
+  return OnePass(kSceneContractSlots, "scene_contract", Name("forward", norm, dtype), static_cast<uint64_t>(n),
+                 {{kSceneContractX, kSceneContractSlotX}}, {{kSceneContractY, kSceneContractSlotY}},
+                 kSceneContractParams, SceneContractParams{n});
 }
 
 Plan SceneContractBackward(Dtype dtype, int64_t n, int norm) {
-  const SceneContractParams params = {n};
-  PlanBuilder b(kSceneContractGradSlots);
-  b.Threads("scene_contract", Name("backward", norm, dtype), static_cast<uint64_t>(n))
-      .Tensor(kSceneContractGradGrad, kSceneContractGradSlotGrad)
-      .Tensor(kSceneContractGradX, kSceneContractGradSlotX)
-      .Output(kSceneContractGradDx, kSceneContractGradSlotDx)
-      .Value(kSceneContractGradParams, params);
-  return b.Finish();
+  return OnePass(kSceneContractGradSlots, "scene_contract", Name("backward", norm, dtype), static_cast<uint64_t>(n),
+                 {{kSceneContractGradGrad, kSceneContractGradSlotGrad}, {kSceneContractGradX, kSceneContractGradSlotX}},
+                 {{kSceneContractGradDx, kSceneContractGradSlotDx}}, kSceneContractGradParams, SceneContractParams{n});
 }
 
 }  // namespace metal_plan

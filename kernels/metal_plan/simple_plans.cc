@@ -13,34 +13,22 @@ namespace mo {
 namespace metal_plan {
 
 Plan ZeroOut(Dtype dtype, int64_t n, int64_t preserve_index) {
-  const ZeroOutParams params = {n, preserve_index};
-  PlanBuilder b(kZeroOutSlots);
-  b.Threads("zero_out", std::string("zero_out_") + DtypeSuffix(dtype), static_cast<uint64_t>(n))
-      .Tensor(kZeroOutIn, kZeroOutInput)
-      .Output(kZeroOutOut, kZeroOutOutput)
-      .Value(kZeroOutParams, params);
-  return b.Finish();
+  return OnePass(kZeroOutSlots, "zero_out", std::string("zero_out_") + DtypeSuffix(dtype), static_cast<uint64_t>(n),
+                 {{kZeroOutIn, kZeroOutInput}}, {{kZeroOutOut, kZeroOutOutput}}, kZeroOutParams,
+                 ZeroOutParams{n, preserve_index});
 }
 
 Plan TruncExpForward(Dtype dtype, int64_t n) {
-  const TruncExpParams params = {n};
-  PlanBuilder b(kTruncExpSlots);
-  b.Threads("trunc_exp", std::string("trunc_exp_forward_") + DtypeSuffix(dtype), static_cast<uint64_t>(n))
-      .Tensor(kTruncExpX, kTruncExpSlotX)
-      .Output(kTruncExpY, kTruncExpSlotY)
-      .Value(kTruncExpParams, params);
-  return b.Finish();
+  return OnePass(kTruncExpSlots, "trunc_exp", std::string("trunc_exp_forward_") + DtypeSuffix(dtype),
+                 static_cast<uint64_t>(n), {{kTruncExpX, kTruncExpSlotX}}, {{kTruncExpY, kTruncExpSlotY}},
+                 kTruncExpParams, TruncExpParams{n});
 }
 
 Plan TruncExpBackward(Dtype dtype, int64_t n) {
-  const TruncExpParams params = {n};
-  PlanBuilder b(kTruncExpGradSlots);
-  b.Threads("trunc_exp", std::string("trunc_exp_backward_") + DtypeSuffix(dtype), static_cast<uint64_t>(n))
-      .Tensor(kTruncExpGradDy, kTruncExpGradSlotDy)
-      .Tensor(kTruncExpGradX, kTruncExpGradSlotX)
-      .Output(kTruncExpGradDx, kTruncExpGradSlotDx)
-      .Value(kTruncExpGradParams, params);
-  return b.Finish();
+  return OnePass(kTruncExpGradSlots, "trunc_exp", std::string("trunc_exp_backward_") + DtypeSuffix(dtype),
+                 static_cast<uint64_t>(n),
+                 {{kTruncExpGradDy, kTruncExpGradSlotDy}, {kTruncExpGradX, kTruncExpGradSlotX}},
+                 {{kTruncExpGradDx, kTruncExpGradSlotDx}}, kTruncExpGradParams, TruncExpParams{n});
 }
 
 namespace {
@@ -50,24 +38,15 @@ std::string SHName(const char* kind, int degree, Dtype dtype) {
 }  // namespace
 
 Plan SHEncodeForward(Dtype dtype, int64_t n, int degree) {
-  const SHEncodeParams params = {n};
-  PlanBuilder b(kSHEncodeSlots);
-  b.Threads("sh_encode", SHName("forward", degree, dtype), static_cast<uint64_t>(n))
-      .Tensor(kSHEncodeDirs, kSHEncodeSlotDirs)
-      .Output(kSHEncodeValues, kSHEncodeSlotValues)
-      .Value(kSHEncodeParams, params);
-  return b.Finish();
+  return OnePass(kSHEncodeSlots, "sh_encode", SHName("forward", degree, dtype), static_cast<uint64_t>(n),
+                 {{kSHEncodeDirs, kSHEncodeSlotDirs}}, {{kSHEncodeValues, kSHEncodeSlotValues}}, kSHEncodeParams,
+                 SHEncodeParams{n});
 }
 
 Plan SHEncodeBackward(Dtype dtype, int64_t n, int degree) {
-  const SHEncodeParams params = {n};
-  PlanBuilder b(kSHEncodeGradSlots);
-  b.Threads("sh_encode", SHName("backward", degree, dtype), static_cast<uint64_t>(n))
-      .Tensor(kSHEncodeGradGrad, kSHEncodeGradSlotGrad)
-      .Tensor(kSHEncodeGradDirs, kSHEncodeGradSlotDirs)
-      .Output(kSHEncodeGradOut, kSHEncodeGradSlotOut)
-      .Value(kSHEncodeGradParams, params);
-  return b.Finish();
+  return OnePass(kSHEncodeGradSlots, "sh_encode", SHName("backward", degree, dtype), static_cast<uint64_t>(n),
+                 {{kSHEncodeGradGrad, kSHEncodeGradSlotGrad}, {kSHEncodeGradDirs, kSHEncodeGradSlotDirs}},
+                 {{kSHEncodeGradOut, kSHEncodeGradSlotOut}}, kSHEncodeGradParams, SHEncodeParams{n});
 }
 
 namespace {
@@ -83,16 +62,12 @@ RobustLossParams RobustParams(const RobustLossLayout& layout) {
 }  // namespace
 
 Plan RobustLossForward(Dtype dtype, const RobustLossLayout& layout) {
-  PlanBuilder b(kRobustLossSlots);
-  if (layout.num_elements == 0) return b.Finish();
-  b.Threads("robust_loss", std::string("robust_loss_forward_") + DtypeSuffix(dtype),
-            static_cast<uint64_t>(layout.num_elements))
-      .Tensor(kRobustLossX, kRobustLossSlotX)
-      .Tensor(kRobustLossAlpha, kRobustLossSlotAlpha)
-      .Tensor(kRobustLossScale, kRobustLossSlotScale)
-      .Output(kRobustLossOut, kRobustLossSlotOut)
-      .Value(kRobustLossParams, RobustParams(layout));
-  return b.Finish();
+  if (layout.num_elements == 0) return PlanBuilder(kRobustLossSlots).Finish();
+  return OnePass(kRobustLossSlots, "robust_loss", std::string("robust_loss_forward_") + DtypeSuffix(dtype),
+                 static_cast<uint64_t>(layout.num_elements),
+                 {{kRobustLossX, kRobustLossSlotX}, {kRobustLossAlpha, kRobustLossSlotAlpha},
+                  {kRobustLossScale, kRobustLossSlotScale}},
+                 {{kRobustLossOut, kRobustLossSlotOut}}, kRobustLossParams, RobustParams(layout));
 }
 
 Plan RobustLossBackward(Dtype dtype, const RobustLossLayout& layout, int64_t alpha_count, int64_t scale_count) {
@@ -106,41 +81,31 @@ Plan RobustLossBackward(Dtype dtype, const RobustLossLayout& layout, int64_t alp
   const uint64_t threads = static_cast<uint64_t>(n) < kRobustLossMaxGradThreads ? static_cast<uint64_t>(n)
                                                                                 : kRobustLossMaxGradThreads;
   b.Threads("robust_loss", std::string("robust_loss_backward_") + DtypeSuffix(dtype), threads)
-      .Tensor(kRobustLossGradGrad, kRobustLossGradSlotGrad)
-      .Tensor(kRobustLossGradX, kRobustLossGradSlotX)
-      .Tensor(kRobustLossGradAlpha, kRobustLossGradSlotAlpha)
-      .Tensor(kRobustLossGradScale, kRobustLossGradSlotScale)
-      .Output(kRobustLossGradDx, kRobustLossGradSlotDx)
-      .Output(kRobustLossGradDalpha, kRobustLossGradSlotDalpha)
-      .Output(kRobustLossGradDscale, kRobustLossGradSlotDscale)
+      .Tensors({{kRobustLossGradGrad, kRobustLossGradSlotGrad}, {kRobustLossGradX, kRobustLossGradSlotX},
+                {kRobustLossGradAlpha, kRobustLossGradSlotAlpha}, {kRobustLossGradScale, kRobustLossGradSlotScale}},
+               {{kRobustLossGradDx, kRobustLossGradSlotDx}, {kRobustLossGradDalpha, kRobustLossGradSlotDalpha},
+                {kRobustLossGradDscale, kRobustLossGradSlotDscale}})
       .Value(kRobustLossGradParams, RobustParams(layout));
   return b.Finish();
 }
 
 Plan DistortionLossForward(int64_t rays, int64_t samples) {
-  const DistortionLossParams params = {rays, samples};
-  PlanBuilder b(kDistortionLossSlots);
-  if (rays == 0) return b.Finish();
-  b.Threads("distortion_loss", "distortion_loss_forward", static_cast<uint64_t>(rays))
-      .Tensor(kDistortionLossW, kDistortionLossSlotW)
-      .Tensor(kDistortionLossT, kDistortionLossSlotT)
-      .Output(kDistortionLossLoss, kDistortionLossSlotLoss)
-      .Value(kDistortionLossParams, params);
-  return b.Finish();
+  if (rays == 0) return PlanBuilder(kDistortionLossSlots).Finish();
+  return OnePass(kDistortionLossSlots, "distortion_loss", "distortion_loss_forward", static_cast<uint64_t>(rays),
+                 {{kDistortionLossW, kDistortionLossSlotW}, {kDistortionLossT, kDistortionLossSlotT}},
+                 {{kDistortionLossLoss, kDistortionLossSlotLoss}}, kDistortionLossParams,
+                 DistortionLossParams{rays, samples});
 }
 
 Plan DistortionLossBackward(int64_t rays, int64_t samples) {
-  const DistortionLossParams params = {rays, samples};
-  PlanBuilder b(kDistortionLossGradSlots);
-  if (rays == 0) return b.Finish();
-  b.Threads("distortion_loss", "distortion_loss_backward", static_cast<uint64_t>(rays))
-      .Tensor(kDistortionLossGradGrad, kDistortionLossGradSlotGrad)
-      .Tensor(kDistortionLossGradW, kDistortionLossGradSlotW)
-      .Tensor(kDistortionLossGradT, kDistortionLossGradSlotT)
-      .Output(kDistortionLossGradDw, kDistortionLossGradSlotDw)
-      .Output(kDistortionLossGradDt, kDistortionLossGradSlotDt)
-      .Value(kDistortionLossGradParams, params);
-  return b.Finish();
+  if (rays == 0) return PlanBuilder(kDistortionLossGradSlots).Finish();
+  return OnePass(kDistortionLossGradSlots, "distortion_loss", "distortion_loss_backward", static_cast<uint64_t>(rays),
+                 {{kDistortionLossGradGrad, kDistortionLossGradSlotGrad},
+                  {kDistortionLossGradW, kDistortionLossGradSlotW},
+                  {kDistortionLossGradT, kDistortionLossGradSlotT}},
+                 {{kDistortionLossGradDw, kDistortionLossGradSlotDw},
+                  {kDistortionLossGradDt, kDistortionLossGradSlotDt}},
+                 kDistortionLossGradParams, DistortionLossParams{rays, samples});
 }
 
 }  // namespace metal_plan

@@ -46,9 +46,10 @@ enum VolumeRenderGradSlots {
   kVrGradSlots
 };
 
+// The rays of a render (PackedVolumeRender's too: PackedVolumeRenderLayout).
 struct VolumeRenderLayout {
-  int64_t rays;  // > 0
-  int64_t samples;
+  int64_t rays;     // > 0
+  int64_t samples;  // per ray (S); PackedVolumeRender: in all (N)
   float early_termination;
   bool background_per_ray;
 };

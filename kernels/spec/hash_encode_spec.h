@@ -178,6 +178,17 @@ inline Result InputsAndTable(const GridAttrs& a, const Dims& inputs, const Dims&
   return Ok();
 }
 
+// D, F, P and the grid's Params, as InputsAndTable sets them.
+struct TableGeometry {
+  int dims = 0, features = 0;
+  int64_t rows = 0;
+  hash_grid::Params params;
+};
+
+inline Result InputsAndTable(const GridAttrs& a, const Dims& inputs, const Dims& table, TableGeometry* g) {
+  return InputsAndTable(a, inputs, table, &g->dims, &g->features, &g->rows, &g->params);
+}
+
 // `name` ([rows, cols]: grad_encoded, grad_grad_inputs) has the expected shape.
 inline Result Matrix(const char* name, const Dims& t, int64_t rows, int64_t cols) {
   if (t != Dims{rows, cols}) {

@@ -105,12 +105,18 @@ fused_mlp::Attrs AttrsOf(int64_t activation, int64_t output_activation, float le
   return a;
 }
 
+// The operands and results of a call.
+ffi::Error BuffersOf(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, std::vector<ffi::AnyBuffer>* in,
+                     std::vector<ffi::Result<ffi::AnyBuffer>>* out) {
+  ffi::Error error = xla_ffi::BuffersOf(args, in);
+  return error.failure() ? error : xla_ffi::BuffersOf(rets, out);
+}
+
 ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation, int64_t output_activation,
                    float leaky_relu_alpha) {
   std::vector<ffi::AnyBuffer> in;
   std::vector<ffi::Result<ffi::AnyBuffer>> out;
-  ffi::Error error = xla_ffi::BuffersOf(args, &in);
-  if (error.success()) error = xla_ffi::BuffersOf(rets, &out);
+  ffi::Error error = BuffersOf(args, rets, &in, &out);
   if (error.failure()) return error;
   if (in.size() < 3 || in.size() % 2 != 1 || out.size() != 2) {
     return ffi::Error::Internal("FusedMLP: the XLA call has the wrong number of operands or results");
@@ -141,8 +147,7 @@ ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t ac
                     float leaky_relu_alpha) {
   std::vector<ffi::AnyBuffer> in;
   std::vector<ffi::Result<ffi::AnyBuffer>> out;
-  ffi::Error error = xla_ffi::BuffersOf(args, &in);
-  if (error.success()) error = xla_ffi::BuffersOf(rets, &out);
+  ffi::Error error = BuffersOf(args, rets, &in, &out);
   if (error.failure()) return error;
   // in: grad_y, x, N kernels, y, hidden; out: grad_x, N grad_kernels, N grad_biases.
   const int num = static_cast<int>(in.size()) - 4;

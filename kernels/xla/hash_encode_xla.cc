@@ -30,78 +30,72 @@ FfiAttrs GridAttrsOf(const hash_encode::GridAttrs& g) {
       .Int("out_of_range", g.out_of_range);
 }
 
-class HashEncodeXlaOp : public XlaOpKernel {
+// The base of the grid ops' XLA kernels: the attributes, read for `op`, and
+// the spec's check of inputs [N, D] and table [P, F] (inputs `inputs_at` and
+// the next one), which sets D, F, P and the grid's Params in *g and N in *n.
+template <GridOp op, int inputs_at>
+class GridXlaOp : public XlaOpKernel {
  public:
-  explicit HashEncodeXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, GridOp::kEncode, &attrs_));
-  }
-  void Compile(XlaOpKernelContext* ctx) override {
-    int dims = 0, features = 0;
-    int64_t rows = 0;
-    hash_grid::Params params;
-    const checks::Dims inputs = InputDims(ctx, 0);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, InputDims(ctx, 1), &dims,
-                                                                     &features, &rows, &params)));
-    EmitFfiCall(ctx, "MetalOpsHashEncode", {ctx->Input(0), ctx->Input(1)},
-                {ArrayShape(ElementType(ctx, 1), {inputs[0], int64_t(attrs_.grid.num_levels) * features})},
-                GridAttrsOf(attrs_.grid));
+  explicit GridXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, op, &attrs_));
   }
 
- private:
+ protected:
+  absl::Status CheckInputsAndTable(XlaOpKernelContext* ctx, hash_encode::TableGeometry* g, int64_t* n) const {
+    const checks::Dims inputs = InputDims(ctx, inputs_at);
+    *n = inputs.empty() ? 0 : inputs[0];
+    return checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, InputDims(ctx, inputs_at + 1), g));
+  }
+  // The columns of encoded and grad_encoded, L * F.
+  int64_t Width(const hash_encode::TableGeometry& g) const { return int64_t(attrs_.grid.num_levels) * g.features; }
+
   hash_encode::Attrs attrs_;
 };
 
-class HashEncodeGradXlaOp : public XlaOpKernel {
+class HashEncodeXlaOp : public GridXlaOp<GridOp::kEncode, 0> {
  public:
-  explicit HashEncodeGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, GridOp::kEncodeGrad, &attrs_));
-  }
+  using GridXlaOp::GridXlaOp;
   void Compile(XlaOpKernelContext* ctx) override {
-    int dims = 0, features = 0;
-    int64_t rows = 0;
-    hash_grid::Params params;
-    const checks::Dims inputs = InputDims(ctx, 1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, InputDims(ctx, 2), &dims,
-                                                                     &features, &rows, &params)));
-    const int64_t n = inputs[0];
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", InputDims(ctx, 0), n,
-                                                             int64_t(attrs_.grid.num_levels) * features)));
+    hash_encode::TableGeometry c;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
+    EmitFfiCall(ctx, "MetalOpsHashEncode", {ctx->Input(0), ctx->Input(1)},
+                {ArrayShape(ElementType(ctx, 1), {n, Width(c)})}, GridAttrsOf(attrs_.grid));
+  }
+};
+
+class HashEncodeGradXlaOp : public GridXlaOp<GridOp::kEncodeGrad, 1> {
+ public:
+  using GridXlaOp::GridXlaOp;
+  void Compile(XlaOpKernelContext* ctx) override {
+    hash_encode::TableGeometry c;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", InputDims(ctx, 0), n, Width(c))));
     EmitFfiCall(ctx, "MetalOpsHashEncodeGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2)},
-                {ArrayShape(ElementType(ctx, 2), {attrs_.table_grad ? rows : 0, features}),
-                 ArrayShape(::xla::F32, {attrs_.input_grad ? n : 0, dims})},
+                {ArrayShape(ElementType(ctx, 2), {attrs_.table_grad ? c.rows : 0, c.features}),
+                 ArrayShape(::xla::F32, {attrs_.input_grad ? n : 0, c.dims})},
                 GridAttrsOf(attrs_.grid)
                     .Int("table_grad", attrs_.table_grad)
                     .Int("input_grad", attrs_.input_grad)
                     .Int("deterministic", attrs_.deterministic));
   }
-
- private:
-  hash_encode::Attrs attrs_;
 };
 
-class HashEncodeGradGradXlaOp : public XlaOpKernel {
+class HashEncodeGradGradXlaOp : public GridXlaOp<GridOp::kEncodeGradGrad, 2> {
  public:
-  explicit HashEncodeGradGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, GridOp::kEncodeGradGrad, &attrs_));
-  }
+  using GridXlaOp::GridXlaOp;
   void Compile(XlaOpKernelContext* ctx) override {
-    int dims = 0, features = 0;
-    int64_t rows = 0;
-    hash_grid::Params params;
-    const checks::Dims inputs = InputDims(ctx, 2), table = InputDims(ctx, 3), grad_encoded = InputDims(ctx, 1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::InputsAndTable(attrs_.grid, inputs, table, &dims, &features,
-                                                                     &rows, &params)));
-    const int64_t n = inputs[0];
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, dims)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n,
-                                                             int64_t(attrs_.grid.num_levels) * features)));
+    hash_encode::TableGeometry c;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
+    const checks::Dims grad_encoded = InputDims(ctx, 1);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, c.dims)));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n, Width(c))));
     EmitFfiCall(ctx, "MetalOpsHashEncodeGradGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2), ctx->Input(3)},
-                {ArrayShape(ElementType(ctx, 3), table), ArrayShape(ElementType(ctx, 3), grad_encoded)},
+                {ArrayShape(ElementType(ctx, 3), InputDims(ctx, 3)), ArrayShape(ElementType(ctx, 3), grad_encoded)},
                 GridAttrsOf(attrs_.grid));
   }
-
- private:
-  hash_encode::Attrs attrs_;
 };
 
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncode").TypeConstraint("T", kFloatTypes), HashEncodeXlaOp);

@@ -12,6 +12,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIM_PATH = os.environ.get("METAL_OPS_SHIM_LIB", os.path.join(ROOT, "build", "libmetal_shim.so"))
+# The dtype codes the templated shaders' runners take (0 float32, 1 float16).
+DTYPE_CODES = {np.float32: 0, np.float16: 1}
 
 
 def load_shim():
@@ -31,6 +33,15 @@ def load_shim_functions(argtypes, restype=ctypes.c_int32):
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = types, restype
     return lib
+
+
+def load_point_op(op):
+    """The runners of a per-point op with one int attribute (SHEncode's degree,
+    SceneContract's norm): shim_<op>_forward(dtype code, x, y, n, attribute,
+    grid) and shim_<op>_backward(dtype code, grad, x, dx, n, attribute, grid)."""
+    i32, i64_, u32_, vp = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
+    return load_shim_functions({f"shim_{op}_forward": [i32, vp, vp, i64_, i32, u32_],
+                                f"shim_{op}_backward": [i32, vp, vp, vp, i64_, i32, u32_]})
 
 
 def ptr(array):

@@ -111,3 +111,10 @@ def random_case(seed, rays, g, cascades, fill):
     far = rng.uniform(3, 12, rays).astype(np.float32)
     occ = rng.uniform(size=(cascades, g, g, g)) < fill
     return origins, dirs, near, far, grid_bits(occ, g)
+
+
+def selftest(inputs, attrs):
+    """A self-test case (metal_ops.selftest) from its inputs and attributes: the
+    outputs, and the gradients of sum(cotangent * output) as a function of the
+    cotangents (None: no gradient)."""
+    return list(reference(*inputs[:5], seed=int(inputs[5]), **attrs)), None

@@ -91,3 +91,11 @@ def tf_composite(x, norm="l2"):
     r = tf.norm(x, ord=2 if norm == "l2" else np.inf, axis=-1, keepdims=True)
     safe = tf.maximum(r, 1.0)
     return tf.where(r <= 1.0, x, (2.0 - 1.0 / safe) * x / safe)
+
+
+def selftest(inputs, attrs):
+    """A self-test case (metal_ops.selftest) from its inputs and attributes: the
+    outputs, and the gradients of sum(cotangent * output) as a function of the
+    cotangents."""
+    norm = attrs["norm"]
+    return [forward(inputs[0], norm)], lambda cots: [vjp(inputs[0], cots[0], norm)]

@@ -97,3 +97,11 @@ def tf_composite(d, degree=4):
     from examples.nerf.model import sh_encode  # here: the CUDA harness tests import this module without TF
 
     return sh_encode(d, degree)
+
+
+def selftest(inputs, attrs):
+    """A self-test case (metal_ops.selftest) from its inputs and attributes: the
+    outputs, and the gradients of sum(cotangent * output) as a function of the
+    cotangents."""
+    degree = attrs["degree"]
+    return [values(inputs[0], degree)], lambda cots: [vjp(inputs[0], cots[0], degree)]
