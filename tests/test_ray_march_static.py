@@ -13,27 +13,13 @@ import tensorflow as tf
 
 import metal_ops
 from tests.reference.ray_march import UNIT, grid_bits, random_case, reference
+from tests.reference.ray_march_static import cut_to_budget
 
 pytestmark = pytest.mark.cpu_semantics("MetalOpsRayMarchStatic has a CPU kernel and an XLA host handler only")
 
 no_xla_on_macos = pytest.mark.skipif(sys.platform == "darwin", reason="Metal has no XLA: no XLA kernels on macOS")
 
 ATTRS = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], step_size=0.0123, max_step_size=0.2)
-
-
-def cut_to_budget(dynamic, rays, budget):
-    """RayMarchStatic's outputs from RayMarch's (NumPy): whole rays in order while their samples fit."""
-    ts, te, ri, off, cnt = (np.asarray(v) for v in dynamic)
-    ends = off.astype(np.int64) + cnt
-    kept = int(np.sum(ends <= budget)) if rays else 0  # ends are non-decreasing
-    n = int(ends[kept - 1]) if kept else 0
-    counts = np.where(np.arange(rays) < kept, cnt, 0).astype(np.int32)
-    offsets = np.where(np.arange(rays) < kept, off, n).astype(np.int32)
-    pad = budget - n
-    pad_ray = max(rays - 1, 0)
-    return (np.concatenate([ts[:n], np.zeros(pad, np.float32)]), np.concatenate([te[:n], np.zeros(pad, np.float32)]),
-            np.concatenate([ri[:n], np.full(pad, pad_ray, np.int32)]).astype(np.int32), offsets, counts,
-            np.int32(n), np.int32(kept))
 
 
 def assert_equal_outputs(got, want):
