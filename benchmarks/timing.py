@@ -165,7 +165,11 @@ def command_line():
 
 def source_commit(root=ROOT):
     """The tree's commit (`git describe --always`), '+dirty' when a tracked
-    file differs from it; 'unknown' outside git."""
+    file differs from it; 'unknown' outside git. METAL_OPS_SOURCE_COMMIT
+    names it instead, for a copy of the tree whose git folder is not its own
+    (a GPU machine that gets the files alone)."""
+    if os.environ.get("METAL_OPS_SOURCE_COMMIT"):
+        return os.environ["METAL_OPS_SOURCE_COMMIT"]
     try:
         run = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True,
                                         timeout=20, check=True).stdout.strip()

@@ -410,6 +410,7 @@ class Trainer:
 
         self._train_fn = {}
         self._jit_fn = {}  # --jit: the compiled step of each ray count
+        self._occupancy_arg = None  # --jit: the bitfield the compiled step was given (occupancy_bits)
         self._render_fn = {}
         self.eval_at_seconds = []  # fit(): also evaluate when the training time passes each of these
         self._grid_fn = None
@@ -510,7 +511,8 @@ class Trainer:
 
     def occupancy_bits(self):
         """The bitfield the training step marches through (uint8 [1, ceil(G^3 / 8)])."""
-        return self.tf.cast(self.occupancy_words, self.tf.uint8)
+        words = self.occupancy_words if self._occupancy_arg is None else self._occupancy_arg
+        return self.tf.cast(words, self.tf.uint8)
 
     def publish_occupancy(self, step, force=False):
         """Points the march sampler's bitfield at what step `step` uses: every cell
@@ -648,9 +650,16 @@ class Trainer:
         if rays not in self._jit_fn:
             tf = self.tf
 
-            @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([rays], tf.int64)])
-            def jit_train_fn(idx):
-                return self._replica_step(idx, True)
+            # The bitfield is an argument: TensorFlow keeps an int32 variable in host
+            # memory, which a function XLA compiles for a GPU cannot read.
+            @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([rays], tf.int64),
+                                                            tf.TensorSpec(self.occupancy_words.shape, tf.int32)])
+            def jit_train_fn(idx, occupancy_words):
+                self._occupancy_arg = occupancy_words
+                try:
+                    return self._replica_step(idx, True)
+                finally:
+                    self._occupancy_arg = None
 
             self._jit_fn[rays] = jit_train_fn
         return self._jit_fn[rays]
@@ -741,7 +750,8 @@ class Trainer:
             self.publish_occupancy(step)
         if self.jit:
             rays = self.jit_rays()
-            loss, mse, counts = self._get_jit_train_fn(rays)(self.tf.constant(self.batch_indices(step, rays)))
+            loss, mse, counts = self._get_jit_train_fn(rays)(self.tf.constant(self.batch_indices(step, rays)),
+                                                             self.occupancy_words.read_value())
         else:
             fn = self._get_train_fn(True if self.marching else self.use_grid(step))
             rays = self.rays_for_budget()

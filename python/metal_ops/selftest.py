@@ -553,6 +553,15 @@ def compare_ray_march_static(got, want, names=None, tolerance=0.0):
 COMPARISONS = {"ray_march": compare_ray_march, "ray_march_static": compare_ray_march_static}
 
 
+def error_note(e):
+    """A failed case's note: the error's first line and, where tf.function
+    wrapped it ("in user code:" and a traceback), its last, which says what
+    went wrong."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    text = " ... ".join(lines[:1] + lines[-1:]) if len(lines) > 1 else "".join(lines)
+    return f"{type(e).__name__}: {text}"[:400]
+
+
 def run_case(case, device, reference, repeat):
     row = {"op": case.op, "case": case.label, "dtype": case.dtype, "device": device, "gradients": case.differentiable,
            "tolerance": case.tolerance, "error": None, "passed": False, "note": "",
@@ -580,7 +589,7 @@ def run_case(case, device, reference, repeat):
             row["note"] = HOST_INT32_NOTE
         row["passed"] = error <= case.tolerance and not wrong_place
     except Exception as e:  # a TF error (a GPU fault in sync mode) fails the case, not the run
-        row["note"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+        row["note"] = error_note(e)
     return row
 
 
