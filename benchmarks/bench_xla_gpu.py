@@ -34,6 +34,23 @@ CONFIGS = [  # name, in, width, hidden layers, out
 ]
 
 
+# This benchmark's section of docs/PERFORMANCE.md, read by benchmarks/report.py:
+# {<benchmark>.<device>: (title, what it measures, [(column header, row key), ...] or None)}.
+REPORT = {
+    "xla_keras_train_step.h100": (
+        "A Keras train step under XLA: FusedMLP layers against Dense layers",
+        "`train_on_batch` of the same network as `keras.Sequential` of Dense layers and as one "
+        "`layers.FusedMLP`, Adam and MSE, N = 2^18 rows, float32 (TF32 allowed, TensorFlow's default); "
+        "`jit_compile=True` for both (the FusedMLP model through the XLA kernels' CUDA handlers), and the "
+        "FusedMLP model without XLA; x = the median of per-round ratios (above 1: FusedMLP under XLA is faster); "
+        "first = the first call (tracing and compiling), s.",
+        [("network", "config"), ("Dense+XLA ms", "dense_xla_ms"), ("FusedMLP+XLA ms", "fused_xla_ms"),
+         ("FusedMLP ms", "fused_ms"), ("x Dense+XLA", "speedup_fused_xla_vs_dense_xla"),
+         ("x no XLA", "speedup_fused_xla_vs_fused"), ("first Dense+XLA s", "dense_xla_first_step_s"),
+         ("first FusedMLP+XLA s", "fused_xla_first_step_s")]),
+}
+
+
 def device_slug(tf):
     """A short name of the GPU for file names ("h100", "h200"), or "cpu"."""
     gpus = tf.config.list_physical_devices("GPU")

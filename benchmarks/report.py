@@ -134,7 +134,8 @@ def _nerf_demo(d):
     return [{"step": d["step"], "train_seconds": d["train_seconds"], "test_psnr_mean": d["test_psnr_mean"],
              "test_ssim_mean": d.get("test_ssim_mean"), "mlp_precision": d.get("mlp_precision"),
              "adam": _get(d, "config/adam"), "rays_per_step": d.get("rays_per_step"),
-             "field_evals_per_ray": d.get("field_evals_per_ray")}]
+             "field_evals_per_ray": d.get("field_evals_per_ray"), "first_step_s": d.get("first_step_s"),
+             "steady_step_ms": d.get("steady_step_ms"), "train_step_traces": d.get("train_step_traces")}]
 
 
 def _multi_gpu(d):
@@ -224,7 +225,9 @@ def _nerf_scene_profile(d):
 
 NERF_DEMO = [("steps", "step"), ("training s", "train_seconds"), ("test PSNR dB", "test_psnr_mean"),
              ("test SSIM", "test_ssim_mean"), ("MLP precision", "mlp_precision"), ("Adam", "adam"),
-             ("rays/step", "rays_per_step"), ("field evaluations/ray", "field_evals_per_ray")]
+             ("rays/step", "rays_per_step"), ("field evaluations/ray", "field_evals_per_ray"),
+             ("first step s", "first_step_s"), ("steady step ms", "steady_step_ms"),
+             ("step compilations", "train_step_traces")]
 MULTI_GPU = [("run", "what"), ("GPUs", "gpus"), ("rays/step", "batch"), ("steps/s", "steps_s"),
              ("rays/s", "rays_s"), ("test PSNR dB", "psnr")]
 
@@ -245,6 +248,10 @@ SECTIONS = {
                        "3000 training steps of the hash-grid NeRF (float16 fused MLPs, fused Adam) through "
                        "TensorFlow's CUDA build; test PSNR over 8 held-out views.", _nerf_demo,
                        NERF_DEMO),
+    "nerf_demo_jit.h100": ("NeRF sample on a GPU, the step compiled whole by XLA",
+                           "The demo above with `--jit`: each training step one XLA program over a static ray "
+                           "count (examples/nerf/README.md, \"`--jit`\"); one compilation per ray count.",
+                           _nerf_demo, NERF_DEMO),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",
                                   _nerf_demo, NERF_DEMO),
     "nerf_demo_float32.h100": ("NeRF sample on a GPU, float32 MLPs",
@@ -299,6 +306,10 @@ SECTIONS = {
                                    "built with CUDA 12.9 (driver floor 525), loaded by TensorFlow 2.21's CUDA "
                                    "build on /GPU:0, per op.", _selftest,
                                    [("op", "op"), ("cases", "cases"), ("passed", "passed"), ("worst", "worst")]),
+    "selftest_xla.h100": ("The self-test under XLA on a GPU",
+                          "`tools/check/gpu_check.sh xla`: the self-test's cases of the ops with CUDA handlers "
+                          "inside `tf.function(jit_compile=True)` on /GPU:0 (docs/XLA.md), per op.", _selftest,
+                          [("op", "op"), ("cases", "cases"), ("passed", "passed"), ("worst", "worst")]),
     "selftest.h100": ("The self-test on a GPU", "`python -m metal_ops.selftest`: every op against its NumPy "
                       "reference on /GPU:0, per op; worst = the largest error / tolerance.", _selftest,
                       [("op", "op"), ("cases", "cases"), ("passed", "passed"), ("worst", "worst")]),
