@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/ray_march_cpu.h"
 #include "kernels/spec/ray_march_spec.h"
+#include "kernels/xla/ray_march_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -85,21 +86,7 @@ ffi::Error Static(ffi::AnyBuffer origins, ffi::AnyBuffer directions, ffi::AnyBuf
       HostContext(), ray_march::MakeParams(a, rays, occupancy.dimensions()[0]), in, sample_budget, out));
 }
 
-XLA_FFI_DEFINE_HANDLER(kStatic, Static,
-                       (xla_ffi::BindBuffers<6, 7>())
-                           .Attr<float>("aabb_min_x")
-                           .Attr<float>("aabb_min_y")
-                           .Attr<float>("aabb_min_z")
-                           .Attr<float>("aabb_max_x")
-                           .Attr<float>("aabb_max_y")
-                           .Attr<float>("aabb_max_z")
-                           .Attr<int64_t>("grid_resolution")
-                           .Attr<float>("step_size")
-                           .Attr<float>("cone_angle")
-                           .Attr<float>("max_step_size")
-                           .Attr<int64_t>("max_samples")
-                           .Attr<int64_t>("jitter")
-                           .Attr<int64_t>("sample_budget"));
+XLA_FFI_DEFINE_HANDLER(kStatic, Static, xla_ffi::BindRayMarchStaticAttrs(xla_ffi::BindBuffers<6, 7>()));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "Host", kStatic);
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "kernels/cuda/ray_march.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/spec/ray_march_spec.h"
+#include "kernels/xla/ray_march_xla.h"
 #include "kernels/xla/xla_ffi.h"
 
 namespace mo {
@@ -63,21 +64,8 @@ ffi::Error Static(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBu
 }
 
 XLA_FFI_DEFINE_HANDLER(kStatic, Static,
-                       (BindBuffersFrom<6, 7>(
-                            ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>()))
-                           .Attr<float>("aabb_min_x")
-                           .Attr<float>("aabb_min_y")
-                           .Attr<float>("aabb_min_z")
-                           .Attr<float>("aabb_max_x")
-                           .Attr<float>("aabb_max_y")
-                           .Attr<float>("aabb_max_z")
-                           .Attr<int64_t>("grid_resolution")
-                           .Attr<float>("step_size")
-                           .Attr<float>("cone_angle")
-                           .Attr<float>("max_step_size")
-                           .Attr<int64_t>("max_samples")
-                           .Attr<int64_t>("jitter")
-                           .Attr<int64_t>("sample_budget"));
+                       BindRayMarchStaticAttrs(BindBuffersFrom<6, 7>(
+                           ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>())));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "CUDA", kStatic);
 
 }  // namespace
