@@ -16,7 +16,8 @@ from tensorflow.python.framework import op_def_registry
 
 from metal_ops import _loader, selftest
 from tests.child_env import child_env
-from tests.op_files import OPS, ROOT
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 if not os.path.exists(_loader.library_path()):
     pytest.skip(f"no op library at {_loader.library_path()} (run make)", allow_module_level=True)
@@ -33,7 +34,10 @@ def _has_selftest_adapter(op):
 # The ops whose self-test cases are checked here against tests/reference: every
 # tests/reference/<op>.py with a `selftest(inputs, attrs)` function (outputs, and
 # gradients of sum(cotangent * output) as a function of the cotangents).
-REFERENCES = {op: importlib.import_module(f"tests.reference.{op}").selftest for op in OPS
+# (Read from tests/ alone, so that the suite run against an installed wheel has them too.)
+REFERENCE_MODULES = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "tests", "reference"))
+                           if name.endswith(".py") and not name.startswith("_"))
+REFERENCES = {op: importlib.import_module(f"tests.reference.{op}").selftest for op in REFERENCE_MODULES
               if _has_selftest_adapter(op)}
 NUMPY_REFERENCE_OPS = tuple(REFERENCES)
 
