@@ -473,8 +473,7 @@ def test_fused_conv2d_and_gradients(shape, kernel, strides, padding, dilations, 
     # The forward and the activation's gradient are the kernels' bits; the
     # convolution gradients are TensorFlow's (XLA's under jit_compile). On a
     # GPU, XLA's convolution gradients differ from TensorFlow's by TF32-sized
-    # amounts (seen on an H100 with a 1x1 filter: up to 6.5e-3 absolute on
-    # sums of 64 products, beyond a 2e-3 tolerance).
+    # amounts (docs/XLA.md, "On a GPU").
     np.testing.assert_array_equal(xla[0], plain[0])
     tol = 1e-2 if _ON_GPU[0] else 1e-4
     assert_same(xla, plain, rtol=tol, atol=tol)
