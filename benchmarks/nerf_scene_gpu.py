@@ -27,7 +27,6 @@ import argparse
 import gc
 import glob
 import os
-import re
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,8 +67,7 @@ def device_tag(tf):
     if not gpus:
         return "cpu", timing.cpu_description()
     name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "gpu")
-    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", name.upper())
-    return (m.group(1).lower() if m else re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")), name
+    return timing.device_label(name), name
 
 
 def trainer_args(args, name, extra, minutes):

@@ -33,7 +33,9 @@ LEFT_OUT = {"tests/test_fused_mlp.py": ["test_weight_gradients_are_bitwise_the_s
 
 
 def child_env(**extra):
-    env = dict(os.environ)
+    # The plans run inside the CPU kernels: the child hides CUDA GPUs, so on a
+    # GPU machine TensorFlow still places the ops on the CPU.
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     env.update({"METAL_OPS_METAL": "shim", "METAL_OPS_SHIM_EXEC_LIB": SHIM_EXEC})
     env.update(extra)
     return env

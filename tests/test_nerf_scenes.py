@@ -8,6 +8,7 @@ import os
 import imageio.v2 as imageio
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from examples.nerf import cameras, datasets, scene
 
@@ -206,7 +207,7 @@ def test_ngp_recipe_trains_an_instant_ngp_folder_with_missing_images(tmp_path, m
     assert tr2.train_o is not None and tr2._rays(tr2.dataset.splits["train"]) is tr._rays(tr.dataset.splits["train"])
 
 
-# ---- the GPU script, tiny, on the CPU --------------------------------------------------------
+# ---- the GPU script, tiny, on the test machine's device ---------------------------------------
 
 @pytest.mark.parametrize("kind", ["blender", "instant-ngp"])
 def test_nerf_scene_gpu_script_quick(tmp_path, kind):
@@ -226,18 +227,19 @@ def test_nerf_scene_gpu_script_quick(tmp_path, kind):
                                "--results", str(results), "--out-dir", str(tmp_path / "runs"), "--curve-views", "2",
                                *extra])
     name = data.name
-    main = json.loads((results / f"nerf_{name}.cpu.json").read_text())
+    device, _ = nerf_scene_gpu.device_tag(tf)  # the files' device part: cpu here, h100 on an H100
+    main = json.loads((results / f"nerf_{name}.{device}.json").read_text())
     assert main["test_views"] == (3 if kind == "blender" else 2) and math.isfinite(main["test_psnr"])
     assert main["steps"] == 8 and main["curve"][-1]["step"] == 8 and main["eval_seconds"] >= 0
     assert main["curve_views"] == 2 and main["recipe"] == "ngp" and main["curve_split"] == "test"
-    assert (results / f"nerf_{name}.cpu.png").exists()
+    assert (results / f"nerf_{name}.{device}.png").exists()
     assert (tmp_path / "runs" / f"nerf_{name}" / "orbit.gif").exists()
     if kind != "blender":
         assert set(out) == {"main"} and any("images/0001.png" in n for n in main["dataset_notes"])
         return
-    ablation = json.loads((results / f"nerf_{name}_ablation.cpu.json").read_text())
+    ablation = json.loads((results / f"nerf_{name}_ablation.{device}.json").read_text())
     assert [r["label"] for r in ablation["rows"]] == [label for label, _ in nerf_scene_gpu.ABLATION[:2]]
-    profile = json.loads((results / f"nerf_{name}_profile.cpu.json").read_text())
+    profile = json.loads((results / f"nerf_{name}_profile.{device}.json").read_text())
     assert [r["sample_budget"] for r in profile["rows"]] == [8192, 16384]
     assert all(r["wall_ms_per_step"] > 0 for r in profile["rows"])
     assert set(out) == {"main", "ablation", "profile"}
