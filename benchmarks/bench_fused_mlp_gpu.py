@@ -3,7 +3,7 @@ writes instead, side by side in one process.
 
     python -m benchmarks.bench_fused_mlp_gpu [--rounds 7] [--iters 20] [--n 1048576] [--no-tf32] [--quick]
 
-Networks: benchmarks/cuda/bench_fused_mlp_cuda.py's four (ReLU hidden layers,
+Networks: benchmarks/fused_mlp_networks.py's four (ReLU hidden layers,
 linear output), float32 [N, in] inputs on /GPU:0. Contenders, each called in a
 tf.function:
   "keras": a keras.Sequential of Dense layers (its own weights, set to ours);
@@ -27,13 +27,7 @@ import os
 import numpy as np
 
 from benchmarks import timing
-
-CONFIGS = [  # name, in, width, hidden layers, out (bench_fused_mlp_cuda.CONFIGS)
-    ("w64_in64_h4_out64", 64, 64, 4, 64),
-    ("nerf_density_32_64_64_16", 32, 64, 2, 16),
-    ("nerf_color_32_64_64_3", 32, 64, 2, 3),
-    ("w128_in64_h3_out16", 64, 128, 3, 16),
-]
+from benchmarks.fused_mlp_networks import CONFIGS
 
 
 COLUMNS = [("network", "config"), ("train ours ms", "train_ours_ms"), ("train Keras ms", "train_keras_ms"),

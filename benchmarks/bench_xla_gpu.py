@@ -25,13 +25,7 @@ import time
 import numpy as np
 
 from benchmarks import timing
-
-CONFIGS = [  # name, in, width, hidden layers, out
-    ("w64_in64_h4_out64", 64, 64, 4, 64),
-    ("nerf_density_32_64_64_16", 32, 64, 2, 16),
-    ("nerf_color_32_64_64_3", 32, 64, 2, 3),
-    ("w128_in64_h3_out16", 64, 128, 3, 16),
-]
+from benchmarks.fused_mlp_networks import CONFIGS
 
 
 # This benchmark's section of docs/PERFORMANCE.md, read by benchmarks/report.py:

@@ -26,21 +26,34 @@ struct DistortionLossFunctor {
                                int64_t rays, int64_t samples, float* grad_w, float* grad_t);
 };
 
+namespace distortion_loss {
+
+// The checks of w and t (inputs `first` and first + 1, as distortion_loss::Shapes
+// says) and their rays and samples.
+inline absl::Status CheckedSizes(::tensorflow::OpKernelContext* ctx, int first, int64_t* rays, int64_t* samples) {
+  const ::tensorflow::Tensor& w = ctx->input(first);
+  TF_RETURN_IF_ERROR(checks::ToStatus(Shapes(checks::DimsOf(w), checks::DimsOf(ctx->input(first + 1)))));
+  *rays = w.dim_size(0);
+  *samples = w.dim_size(1);
+  return absl::OkStatus();
+}
+
+}  // namespace distortion_loss
+
 template <typename Device>
 class DistortionLossOp : public ::tensorflow::OpKernel {
  public:
   explicit DistortionLossOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& w = ctx->input(0);
-    const ::tensorflow::Tensor& t = ctx->input(1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(checks::DimsOf(w), checks::DimsOf(t))));
-    const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
+    int64_t rays = 0, samples = 0;
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckedSizes(ctx, 0, &rays, &samples));
     ::tensorflow::Tensor* loss = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rays}), &loss));
     if (rays == 0) return;
-    OP_REQUIRES_OK(ctx, DistortionLossFunctor<Device>::Forward(ctx, w.flat<float>().data(), t.flat<float>().data(),
-                                                               rays, samples, loss->flat<float>().data()));
+    OP_REQUIRES_OK(ctx, DistortionLossFunctor<Device>::Forward(ctx, ctx->input(0).flat<float>().data(),
+                                                               ctx->input(1).flat<float>().data(), rays, samples,
+                                                               loss->flat<float>().data()));
   }
 };
 
@@ -50,11 +63,11 @@ class DistortionLossGradOp : public ::tensorflow::OpKernel {
   explicit DistortionLossGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
+    int64_t rays = 0, samples = 0;
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckedSizes(ctx, 1, &rays, &samples));
     const ::tensorflow::Tensor& g = ctx->input(0);
     const ::tensorflow::Tensor& w = ctx->input(1);
     const ::tensorflow::Tensor& t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(checks::DimsOf(w), checks::DimsOf(t))));
-    const int64_t rays = w.dim_size(0), samples = w.dim_size(1);
     OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::GradShape(checks::DimsOf(g), rays)));
     ::tensorflow::Tensor *gw = nullptr, *gt = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w.shape(), &gw));

@@ -46,11 +46,13 @@ struct RobustLossFunctor {
 
 namespace robust_loss {
 
-// The shapes of alpha and scale against x and, where the device reads them,
-// their values.
+// x, alpha and scale (inputs `first` to first + 2): the shapes of alpha and
+// scale against x and, where the device reads them, their values.
 template <typename Device, typename T>
-absl::Status CheckedArgs(const ::tensorflow::Tensor& x, const ::tensorflow::Tensor& alpha,
-                         const ::tensorflow::Tensor& scale, RobustLossArgs<T>* args) {
+absl::Status CheckedArgs(::tensorflow::OpKernelContext* ctx, int first, RobustLossArgs<T>* args) {
+  const ::tensorflow::Tensor& x = ctx->input(first);
+  const ::tensorflow::Tensor& alpha = ctx->input(first + 1);
+  const ::tensorflow::Tensor& scale = ctx->input(first + 2);
   TF_RETURN_IF_ERROR(checks::ToStatus(
       robust_loss::ParamShapes(checks::DimsOf(x), checks::DimsOf(alpha), checks::DimsOf(scale), &args->layout)));
   args->n = x.NumElements();
@@ -68,12 +70,11 @@ class RobustLossOp : public ::tensorflow::OpKernel {
   explicit RobustLossOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& x = ctx->input(0);
     RobustLossArgs<T> args;
-    OP_REQUIRES_OK(ctx, robust_loss::CheckedArgs<Device, T>(x, ctx->input(1), ctx->input(2), &args));
+    OP_REQUIRES_OK(ctx, robust_loss::CheckedArgs<Device, T>(ctx, 0, &args));
     ::tensorflow::Tensor* out = nullptr;
     // The loss may take x's buffer (elementwise) when nothing else needs x.
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, ctx->input(0).shape(), &out));
     if (args.n == 0) return;
     OP_REQUIRES_OK(ctx, (RobustLossFunctor<Device, T>::Forward(ctx, args, out->flat<T>().data())));
   }
@@ -87,17 +88,15 @@ class RobustLossGradOp : public ::tensorflow::OpKernel {
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     const ::tensorflow::Tensor& grad = ctx->input(0);
     const ::tensorflow::Tensor& x = ctx->input(1);
-    const ::tensorflow::Tensor& alpha = ctx->input(2);
-    const ::tensorflow::Tensor& scale = ctx->input(3);
     OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss::GradShape(checks::DimsOf(grad), checks::DimsOf(x))));
     RobustLossArgs<T> args;
-    OP_REQUIRES_OK(ctx, robust_loss::CheckedArgs<Device, T>(x, alpha, scale, &args));
+    OP_REQUIRES_OK(ctx, robust_loss::CheckedArgs<Device, T>(ctx, 1, &args));
     ::tensorflow::Tensor *dx = nullptr, *dalpha = nullptr, *dscale = nullptr;
     // grad_x may take grad's buffer (elementwise; TF forwards only when no one
     // else holds grad): no fresh allocation to fault in.
     OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &dx));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, alpha.shape(), &dalpha));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scale.shape(), &dscale));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ctx->input(2).shape(), &dalpha));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, ctx->input(3).shape(), &dscale));
     OP_REQUIRES_OK(ctx, (RobustLossFunctor<Device, T>::Backward(ctx, args, grad.flat<T>().data(), dx->flat<T>().data(),
                                                                 dalpha->flat<float>().data(),
                                                                 dscale->flat<float>().data())));

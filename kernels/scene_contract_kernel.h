@@ -1,8 +1,8 @@
-// The TensorFlow kernels of MetalOpsSceneContract / MetalOpsSceneContractGrad,
-// once for every C++-API device (one kernel class templated on the device, a
-// functor per device): the attribute read, the checks of
-// kernels/spec/scene_contract_spec.h and the output allocation here;
-// SceneContractFunctor<Device, T> does the work:
+// The TensorFlow kernels of MetalOpsSceneContract / MetalOpsSceneContractGrad, once for
+// every C++-API device: the point-by-point kernel classes of
+// kernels/pointwise_kernel.h over SceneContractPointwise, which names
+// the attribute and checks of kernels/spec/scene_contract_spec.h and
+// SceneContractFunctor<Device, T>, the work, defined per device:
 //   CPU  kernels/cpu/scene_contract_kernels.cc (the functor; registers SceneContractOp<CPUDevice, T>)
 //   CUDA kernels/cuda/scene_contract_gpu.cc    (the functor; registers SceneContractOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
@@ -10,12 +10,12 @@
 #define MO_KERNELS_SCENE_CONTRACT_KERNEL_H_
 
 #include <cstdint>
+#include <tuple>
 
-#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/pointwise_kernel.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/scene_contract_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
 
 namespace mo {
 
@@ -27,42 +27,27 @@ struct SceneContractFunctor {
                                T* dx);
 };
 
-template <typename Device, typename T>
-class SceneContractOp : public OpKernelWithAttrs<scene_contract::Attrs> {
- public:
-  using OpKernelWithAttrs<scene_contract::Attrs>::OpKernelWithAttrs;
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& x = ctx->input(0);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(scene_contract::XShape(checks::DimsOf(x))));
-    ::tensorflow::Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
-    const int64_t n = x.NumElements() / 3;
-    if (n == 0) return;
-    OP_REQUIRES_OK(ctx, (SceneContractFunctor<Device, T>::Forward(ctx, x.flat<T>().data(), n, attrs_.norm,
-                                                                  y->flat<T>().data())));
+// SceneContract in kernels/pointwise_kernel.h: points of 3, the norm.
+struct SceneContractPointwise {
+  using Attrs = scene_contract::Attrs;
+  static constexpr int64_t kPointSize = 3;
+  template <typename Device, typename T>
+  using Functor = SceneContractFunctor<Device, T>;
+  static std::tuple<int> FunctorArgs(const Attrs& a) { return {a.norm}; }
+  static checks::Result Shapes(const Attrs&, const checks::Dims& x, checks::Dims* y) {
+    *y = x;
+    return scene_contract::XShape(x);
+  }
+  static checks::Result GradShapes(const Attrs&, const checks::Dims& grad, const checks::Dims& x) {
+    MO_RETURN_IF_INVALID(scene_contract::XShape(x));
+    return scene_contract::GradShape(grad, x);
   }
 };
 
 template <typename Device, typename T>
-class SceneContractGradOp : public OpKernelWithAttrs<scene_contract::Attrs> {
- public:
-  using OpKernelWithAttrs<scene_contract::Attrs>::OpKernelWithAttrs;
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& grad = ctx->input(0);
-    const ::tensorflow::Tensor& x = ctx->input(1);
-    const checks::Dims dims = checks::DimsOf(x);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(scene_contract::XShape(dims)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(scene_contract::GradShape(checks::DimsOf(grad), dims)));
-    ::tensorflow::Tensor* dx = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
-    const int64_t n = x.NumElements() / 3;
-    if (n == 0) return;
-    OP_REQUIRES_OK(ctx, (SceneContractFunctor<Device, T>::Backward(ctx, grad.flat<T>().data(), x.flat<T>().data(),
-                                                                   n, attrs_.norm, dx->flat<T>().data())));
-  }
-};
+using SceneContractOp = PointwiseOp<Device, T, SceneContractPointwise>;
+template <typename Device, typename T>
+using SceneContractGradOp = PointwiseGradOp<Device, T, SceneContractPointwise>;
 
 }  // namespace mo
 

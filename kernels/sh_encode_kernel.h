@@ -1,7 +1,8 @@
 // The TensorFlow kernels of MetalOpsSHEncode / MetalOpsSHEncodeGrad, once for
-// every C++-API device (one kernel class templated on the device, a functor
-// per device): the attribute read, the checks of kernels/spec/sh_encode_spec.h and the
-// output allocation here; SHEncodeFunctor<Device, T> does the work:
+// every C++-API device: the point-by-point kernel classes of
+// kernels/pointwise_kernel.h over SHEncodePointwise, which names
+// the attribute and checks of kernels/spec/sh_encode_spec.h and
+// SHEncodeFunctor<Device, T>, the work, defined per device:
 //   CPU  kernels/cpu/sh_encode_kernels.cc (the functor; registers SHEncodeOp<CPUDevice, T>)
 //   CUDA kernels/cuda/sh_encode_gpu.cc    (the functor; registers SHEncodeOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
@@ -9,12 +10,12 @@
 #define MO_KERNELS_SH_ENCODE_KERNEL_H_
 
 #include <cstdint>
+#include <tuple>
 
-#include "kernels/op_kernel_with_attrs.h"
+#include "kernels/pointwise_kernel.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/sh_encode_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
 
 namespace mo {
 
@@ -26,46 +27,29 @@ struct SHEncodeFunctor {
                                int degree, T* grad_dirs);
 };
 
-template <typename Device, typename T>
-class SHEncodeOp : public OpKernelWithAttrs<sh_encode::Attrs> {
- public:
-  using OpKernelWithAttrs<sh_encode::Attrs>::OpKernelWithAttrs;
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& dirs = ctx->input(0);
-    const checks::Dims dims = checks::DimsOf(dirs);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dims)));
-    ::tensorflow::TensorShape shape;
-    OP_REQUIRES_OK(ctx,
-                   ::tensorflow::TensorShape::BuildTensorShape(sh_encode::OutputDims(dims, attrs_.degree), &shape));
-    ::tensorflow::Tensor* values = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &values));
-    const int64_t n = dirs.NumElements() / 3;
-    if (n == 0) return;
-    OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Forward(ctx, dirs.flat<T>().data(), n, attrs_.degree,
-                                                             values->flat<T>().data())));
+// SHEncode in kernels/pointwise_kernel.h: points of 3 (the directions), the
+// degree; each gives degree**2 values.
+struct SHEncodePointwise {
+  using Attrs = sh_encode::Attrs;
+  static constexpr int64_t kPointSize = 3;
+  template <typename Device, typename T>
+  using Functor = SHEncodeFunctor<Device, T>;
+  static std::tuple<int> FunctorArgs(const Attrs& a) { return {a.degree}; }
+  static checks::Result Shapes(const Attrs& a, const checks::Dims& dirs, checks::Dims* values) {
+    MO_RETURN_IF_INVALID(sh_encode::DirsShape(dirs));
+    *values = sh_encode::OutputDims(dirs, a.degree);
+    return checks::Ok();
+  }
+  static checks::Result GradShapes(const Attrs& a, const checks::Dims& grad, const checks::Dims& dirs) {
+    MO_RETURN_IF_INVALID(sh_encode::DirsShape(dirs));
+    return sh_encode::GradShape(grad, dirs, a.degree);
   }
 };
 
 template <typename Device, typename T>
-class SHEncodeGradOp : public OpKernelWithAttrs<sh_encode::Attrs> {
- public:
-  using OpKernelWithAttrs<sh_encode::Attrs>::OpKernelWithAttrs;
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& grad = ctx->input(0);
-    const ::tensorflow::Tensor& dirs = ctx->input(1);
-    const checks::Dims dims = checks::DimsOf(dirs);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dims)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::GradShape(checks::DimsOf(grad), dims, attrs_.degree)));
-    ::tensorflow::Tensor* grad_dirs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dirs.shape(), &grad_dirs));
-    const int64_t n = dirs.NumElements() / 3;
-    if (n == 0) return;
-    OP_REQUIRES_OK(ctx, (SHEncodeFunctor<Device, T>::Backward(ctx, grad.flat<T>().data(), dirs.flat<T>().data(), n,
-                                                              attrs_.degree, grad_dirs->flat<T>().data())));
-  }
-};
+using SHEncodeOp = PointwiseOp<Device, T, SHEncodePointwise>;
+template <typename Device, typename T>
+using SHEncodeGradOp = PointwiseGradOp<Device, T, SHEncodePointwise>;
 
 }  // namespace mo
 

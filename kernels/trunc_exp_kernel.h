@@ -1,7 +1,8 @@
 // The TensorFlow kernels of MetalOpsTruncExp / MetalOpsTruncExpGrad, once for
-// every C++-API device (one kernel class templated on the device, a functor
-// per device): the checks of kernels/spec/trunc_exp_spec.h and the output
-// allocation here; TruncExpFunctor<Device, T> does the work:
+// every C++-API device: the point-by-point kernel classes of
+// kernels/pointwise_kernel.h over TruncExpPointwise, which names
+// the checks of kernels/spec/trunc_exp_spec.h and
+// TruncExpFunctor<Device, T>, the work, defined per device:
 //   CPU  kernels/cpu/trunc_exp_kernels.cc (the functor; registers TruncExpOp<CPUDevice, T>)
 //   CUDA kernels/cuda/trunc_exp_gpu.cc    (the functor; registers TruncExpOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
@@ -9,11 +10,12 @@
 #define MO_KERNELS_TRUNC_EXP_KERNEL_H_
 
 #include <cstdint>
+#include <tuple>
 
+#include "kernels/pointwise_kernel.h"
 #include "kernels/spec/checks_tf.h"
 #include "kernels/spec/trunc_exp_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
 
 namespace mo {
 
@@ -24,38 +26,26 @@ struct TruncExpFunctor {
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* dy, const T* x, int64_t n, T* dx);
 };
 
-template <typename Device, typename T>
-class TruncExpOp : public ::tensorflow::OpKernel {
- public:
-  using ::tensorflow::OpKernel::OpKernel;
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& x = ctx->input(0);
-    ::tensorflow::Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
-    const int64_t n = x.NumElements();
-    if (n == 0) return;
-    OP_REQUIRES_OK(ctx, (TruncExpFunctor<Device, T>::Forward(ctx, x.flat<T>().data(), n, y->flat<T>().data())));
+// TruncExp in kernels/pointwise_kernel.h: single elements, no attributes.
+struct TruncExpPointwise {
+  using Attrs = NoAttrs;
+  static constexpr int64_t kPointSize = 1;
+  template <typename Device, typename T>
+  using Functor = TruncExpFunctor<Device, T>;
+  static std::tuple<> FunctorArgs(const Attrs&) { return {}; }
+  static checks::Result Shapes(const Attrs&, const checks::Dims& x, checks::Dims* y) {
+    *y = x;
+    return checks::Ok();
+  }
+  static checks::Result GradShapes(const Attrs&, const checks::Dims& dy, const checks::Dims& x) {
+    return trunc_exp::GradShape(dy, x);
   }
 };
 
 template <typename Device, typename T>
-class TruncExpGradOp : public ::tensorflow::OpKernel {
- public:
-  using ::tensorflow::OpKernel::OpKernel;
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& dy = ctx->input(0);
-    const ::tensorflow::Tensor& x = ctx->input(1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(trunc_exp::GradShape(checks::DimsOf(dy), checks::DimsOf(x))));
-    ::tensorflow::Tensor* dx = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
-    const int64_t n = x.NumElements();
-    if (n == 0) return;
-    OP_REQUIRES_OK(ctx, (TruncExpFunctor<Device, T>::Backward(ctx, dy.flat<T>().data(), x.flat<T>().data(), n,
-                                                              dx->flat<T>().data())));
-  }
-};
+using TruncExpOp = PointwiseOp<Device, T, TruncExpPointwise>;
+template <typename Device, typename T>
+using TruncExpGradOp = PointwiseGradOp<Device, T, TruncExpPointwise>;
 
 }  // namespace mo
 

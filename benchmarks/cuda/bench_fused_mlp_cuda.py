@@ -36,15 +36,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import timing  # noqa: E402
+from benchmarks.fused_mlp_networks import CONFIGS  # noqa: E402
 from tests.cuda import test_fused_mlp_cuda as t  # noqa: E402
 from tests.cuda.harness import check, dptr, stream_ptr  # noqa: E402
-
-CONFIGS = [  # name, in, width, hidden layers, out
-    ("w64_in64_h4_out64", 64, 64, 4, 64),
-    ("nerf_density_32_64_64_16", 32, 64, 2, 16),
-    ("nerf_color_32_64_64_3", 32, 64, 2, 3),
-    ("w128_in64_h3_out16", 64, 128, 3, 16),
-]
 
 
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
@@ -111,7 +105,6 @@ def add_torch_stack(torch, fns_f, fns_fb, x, ws, bs, dy, reps, compile_too=False
             torch.backends.cuda.matmul.allow_tf32 = allow
             compiled = torch.compile(model)
             fns_f[key + "_compile"], fns_fb[key + "_compile"] = make(allow, compiled)
-
 
 
 def main():

@@ -17,7 +17,7 @@ import ctypes
 
 import numpy as np
 
-from benchmarks.cuda.bench_fused_mlp_cuda import CONFIGS
+from benchmarks.fused_mlp_networks import CONFIGS
 from tests.cuda import test_fused_mlp_cuda as t
 from tests.cuda.harness import check, dptr, stream_ptr
 

@@ -80,6 +80,23 @@ def _rays(rng, r, s):
     return sigma, rgb, t
 
 
+def _march_case(rng, r, g, cascades, cone, jitter):
+    """RayMarch's inputs (r rays from around an occupancy grid of `cascades`
+    cascades of g^3 cells, seed 7) and attributes; RayMarchStatic takes the
+    same with a sample_budget."""
+    from metal_ops.ray_march import pack_occupancy
+
+    origins = rng.uniform(-3, 3, (r, 3)).astype(np.float32)
+    dirs = (rng.uniform(-1, 2, (r, 3)) - origins).astype(np.float32)
+    dirs /= np.maximum(np.linalg.norm(dirs, axis=1, keepdims=True), 1e-6)
+    near = np.zeros(r, np.float32)
+    far = np.full(r, 10.0, np.float32)
+    bits = pack_occupancy(rng.uniform(size=(cascades, g, g, g)) < 0.3).numpy()
+    attrs = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.01, cone_angle=cone,
+                 max_step_size=0.1, jitter=jitter)
+    return [origins, dirs, near, far, bits, np.int32(7)], attrs
+
+
 def _mlp(rng, in_dim, width, hidden, out_dim, dtype):
     dims = [in_dim] + [width] * hidden + [out_dim]
     ws = [(rng.uniform(-1, 1, (a, b)) / np.sqrt(a)).astype(dtype) for a, b in zip(dims[:-1], dims[1:])]
@@ -142,19 +159,11 @@ def cases(ops=None):
     use, rng = wanted("ray_march")
     if use:
         # Sample positions: integer outputs compared exactly, no gradient.
-        from metal_ops.ray_march import pack_occupancy
         for r, g, cascades, cone, jitter in [(301, 16, 1, 0.0, False), (0, 8, 1, 0.0, False),
                                              (65536, 64, 2, 0.01, True)]:
-            origins = rng.uniform(-3, 3, (r, 3)).astype(np.float32)
-            dirs = (rng.uniform(-1, 2, (r, 3)) - origins).astype(np.float32)
-            dirs /= np.maximum(np.linalg.norm(dirs, axis=1, keepdims=True), 1e-6)
-            near = np.zeros(r, np.float32)
-            far = np.full(r, 10.0, np.float32)
-            bits = pack_occupancy(rng.uniform(size=(cascades, g, g, g)) < 0.3).numpy()
-            attrs = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.01, cone_angle=cone,
-                         max_step_size=0.1, jitter=jitter)
+            inputs, attrs = _march_case(rng, r, g, cascades, cone, jitter)
             out.append(_case("ray_march", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter}", np.float32,
-                             [origins, dirs, near, far, bits, np.int32(7)],
+                             inputs,
                              lambda o, d, n, f, b, s, a=attrs: tuple(metal_ops.ray_march(o, d, n, f, b, seed=s, **a)),
                              1e-5, attrs, differentiable=False))
 
@@ -164,22 +173,15 @@ def cases(ops=None):
     xla_only = []
     use, rng = wanted("ray_march_static")
     if use:
-        from metal_ops.ray_march import pack_occupancy
         # Budgets: above the total (padding), below it (rays cut), none.
         for r, g, cascades, cone, jitter, budget in [(301, 16, 1, 0.0, False, 20000), (301, 16, 1, 0.0, True, 1500),
                                                       (0, 8, 1, 0.0, False, 64), (17, 8, 1, 0.0, False, 0),
                                                       (65536, 64, 2, 0.01, True, 1 << 20)]:
-            origins = rng.uniform(-3, 3, (r, 3)).astype(np.float32)
-            dirs = (rng.uniform(-1, 2, (r, 3)) - origins).astype(np.float32)
-            dirs /= np.maximum(np.linalg.norm(dirs, axis=1, keepdims=True), 1e-6)
-            near = np.zeros(r, np.float32)
-            far = np.full(r, 10.0, np.float32)
-            bits = pack_occupancy(rng.uniform(size=(cascades, g, g, g)) < 0.3).numpy()
-            attrs = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.01, cone_angle=cone,
-                         max_step_size=0.1, jitter=jitter, sample_budget=budget)
+            inputs, attrs = _march_case(rng, r, g, cascades, cone, jitter)
+            attrs["sample_budget"] = budget
             xla_only.append(_case(
                 "ray_march_static", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter} budget={budget}",
-                np.float32, [origins, dirs, near, far, bits, np.int32(7)],
+                np.float32, inputs,
                 lambda o, d, n, f, b, s, a=attrs: tuple(metal_ops.ray_march_static(o, d, n, f, b, seed=s, **a)),
                 1e-5, attrs, differentiable=False))
 
