@@ -3,15 +3,16 @@
 // SHEncode, TruncExp). A point is Op::kPointSize consecutive elements of x;
 // the forward takes x (input 0) and gives y (output 0), n points in order; the
 // gradient op takes the upstream gradient and x (inputs 0 and 1) and gives dx,
-// shaped like x. The classes run the op's checks, allocate the output and call
-// the op's functor for n > 0 points. `Op`, in kernels/<op>_kernel.h, names:
-//   Attrs                   the attributes (kernels/spec/<op>_spec.h), or NoAttrs
+// shaped like x. The classes run the spec's checks, allocate the output and
+// call the op's functor for n > 0 points. `Op`, in kernels/<op>_kernel.h, names:
+//   Attrs                   the attributes (kernels/spec/<op>_spec.h)
 //   kPointSize              elements per point
 //   Functor<Device, T>      Forward(ctx, x, n, args..., y) and
 //                           Backward(ctx, grad, x, n, args..., dx)
 //   FunctorArgs(attrs)      args..., the attributes the functor takes, as a tuple
-//   Shapes(attrs, x, &y)    the forward's checks of x's dims, and y's dims
-//   GradShapes(attrs, grad, x)  the gradient op's checks
+// The checks are the spec's, found by the type of the attributes (as
+// checks::ReadAttrsOf finds ReadAttrs): Shapes(attrs, x dims, &y dims) and
+// GradShapes(attrs, grad dims, x dims).
 #ifndef MO_KERNELS_POINTWISE_KERNEL_H_
 #define MO_KERNELS_POINTWISE_KERNEL_H_
 
@@ -26,14 +27,6 @@
 
 namespace mo {
 
-// The attributes of an op that has none beyond T.
-struct NoAttrs {};
-
-template <typename Get>
-checks::Result ReadAttrs(Get&&, NoAttrs*) {
-  return checks::Ok();
-}
-
 // The forward (kGrad false) or the gradient op (kGrad true) of Op.
 template <typename Device, typename T, typename Op, bool kGrad>
 class PointwiseKernel : public OpKernelWithAttrs<typename Op::Attrs> {
@@ -45,9 +38,9 @@ class PointwiseKernel : public OpKernelWithAttrs<typename Op::Attrs> {
     const checks::Dims x_dims = checks::DimsOf(x);
     checks::Dims out_dims = x_dims;
     if constexpr (kGrad) {
-      OP_REQUIRES_OK(ctx, checks::ToStatus(Op::GradShapes(this->attrs_, checks::DimsOf(ctx->input(0)), x_dims)));
+      OP_REQUIRES_OK(ctx, checks::ToStatus(GradShapes(this->attrs_, checks::DimsOf(ctx->input(0)), x_dims)));
     } else {
-      OP_REQUIRES_OK(ctx, checks::ToStatus(Op::Shapes(this->attrs_, x_dims, &out_dims)));
+      OP_REQUIRES_OK(ctx, checks::ToStatus(Shapes(this->attrs_, x_dims, &out_dims)));
     }
     ::tensorflow::TensorShape out_shape;
     OP_REQUIRES_OK(ctx, ::tensorflow::TensorShape::BuildTensorShape(out_dims, &out_shape));

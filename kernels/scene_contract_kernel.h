@@ -13,7 +13,6 @@
 #include <tuple>
 
 #include "kernels/pointwise_kernel.h"
-#include "kernels/spec/checks_tf.h"
 #include "kernels/spec/scene_contract_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -34,14 +33,6 @@ struct SceneContractPointwise {
   template <typename Device, typename T>
   using Functor = SceneContractFunctor<Device, T>;
   static std::tuple<int> FunctorArgs(const Attrs& a) { return {a.norm}; }
-  static checks::Result Shapes(const Attrs&, const checks::Dims& x, checks::Dims* y) {
-    *y = x;
-    return scene_contract::XShape(x);
-  }
-  static checks::Result GradShapes(const Attrs&, const checks::Dims& grad, const checks::Dims& x) {
-    MO_RETURN_IF_INVALID(scene_contract::XShape(x));
-    return scene_contract::GradShape(grad, x);
-  }
 };
 
 template <typename Device, typename T>

@@ -13,7 +13,6 @@
 #include <tuple>
 
 #include "kernels/pointwise_kernel.h"
-#include "kernels/spec/checks_tf.h"
 #include "kernels/spec/sh_encode_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -35,15 +34,6 @@ struct SHEncodePointwise {
   template <typename Device, typename T>
   using Functor = SHEncodeFunctor<Device, T>;
   static std::tuple<int> FunctorArgs(const Attrs& a) { return {a.degree}; }
-  static checks::Result Shapes(const Attrs& a, const checks::Dims& dirs, checks::Dims* values) {
-    MO_RETURN_IF_INVALID(sh_encode::DirsShape(dirs));
-    *values = sh_encode::OutputDims(dirs, a.degree);
-    return checks::Ok();
-  }
-  static checks::Result GradShapes(const Attrs& a, const checks::Dims& grad, const checks::Dims& dirs) {
-    MO_RETURN_IF_INVALID(sh_encode::DirsShape(dirs));
-    return sh_encode::GradShape(grad, dirs, a.degree);
-  }
 };
 
 template <typename Device, typename T>

@@ -13,7 +13,6 @@
 #include <tuple>
 
 #include "kernels/pointwise_kernel.h"
-#include "kernels/spec/checks_tf.h"
 #include "kernels/spec/trunc_exp_spec.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -28,18 +27,11 @@ struct TruncExpFunctor {
 
 // TruncExp in kernels/pointwise_kernel.h: single elements, no attributes.
 struct TruncExpPointwise {
-  using Attrs = NoAttrs;
+  using Attrs = trunc_exp::Attrs;
   static constexpr int64_t kPointSize = 1;
   template <typename Device, typename T>
   using Functor = TruncExpFunctor<Device, T>;
   static std::tuple<> FunctorArgs(const Attrs&) { return {}; }
-  static checks::Result Shapes(const Attrs&, const checks::Dims& x, checks::Dims* y) {
-    *y = x;
-    return checks::Ok();
-  }
-  static checks::Result GradShapes(const Attrs&, const checks::Dims& dy, const checks::Dims& x) {
-    return trunc_exp::GradShape(dy, x);
-  }
 };
 
 template <typename Device, typename T>

@@ -68,6 +68,19 @@ inline Result GradShape(const Dims& grad, const Dims& x) {
   return Ok();
 }
 
+// The checks of SceneContract's shape function and kernels, x, and y's dims
+// (x's); of SceneContractGrad's, x then the upstream gradient
+// (kernels/spec/pointwise_op.h, kernels/pointwise_kernel.h).
+inline Result Shapes(const Attrs&, const Dims& x, Dims* y) {
+  *y = x;
+  return XShape(x);
+}
+
+inline Result GradShapes(const Attrs&, const Dims& grad, const Dims& x) {
+  MO_RETURN_IF_INVALID(XShape(x));
+  return GradShape(grad, x);
+}
+
 }  // namespace scene_contract
 }  // namespace mo
 

@@ -74,6 +74,20 @@ inline Result GradShape(const Dims& grad, const Dims& dirs, int64_t degree) {
   return Ok();
 }
 
+// The checks of SHEncode's shape function and kernels, dirs, and the values'
+// dims; of SHEncodeGrad's, dirs then the upstream gradient
+// (kernels/spec/pointwise_op.h, kernels/pointwise_kernel.h).
+inline Result Shapes(const Attrs& a, const Dims& dirs, Dims* values) {
+  MO_RETURN_IF_INVALID(DirsShape(dirs));
+  *values = OutputDims(dirs, a.degree);
+  return Ok();
+}
+
+inline Result GradShapes(const Attrs& a, const Dims& grad, const Dims& dirs) {
+  MO_RETURN_IF_INVALID(DirsShape(dirs));
+  return GradShape(grad, dirs, a.degree);
+}
+
 }  // namespace sh_encode
 }  // namespace mo
 

@@ -20,12 +20,29 @@ using checks::Result;
 using checks::ShapeString;
 
 // The upstream gradient of TruncExpGrad has the shape of x.
+// TruncExp has no attribute beyond T.
+struct Attrs {};
+
+template <typename Get>
+Result ReadAttrs(Get&&, Attrs*) {
+  return Ok();
+}
+
 inline Result GradShape(const Dims& dy, const Dims& x) {
   if (dy != x) {
     return Invalid("TruncExpGrad: 'dy' has shape ", ShapeString(dy), " but 'x' has shape ", ShapeString(x));
   }
   return Ok();
 }
+
+// The kernels' checks (kernels/pointwise_kernel.h): any x, y of its dims; dy
+// of x's. The shape functions are TensorFlow's (ops/trunc_exp_op.cc).
+inline Result Shapes(const Attrs&, const Dims& x, Dims* y) {
+  *y = x;
+  return Ok();
+}
+
+inline Result GradShapes(const Attrs&, const Dims& dy, const Dims& x) { return GradShape(dy, x); }
 
 }  // namespace trunc_exp
 }  // namespace mo
