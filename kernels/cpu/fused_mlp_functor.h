@@ -40,10 +40,32 @@ inline auto PoolOf(cpu::Context ctx) {
   };
 }
 
-// The Metal geometry of this call (false: none fits, which no valid network hits).
-inline bool MetalParams(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a, bool backward, FusedMlpParams* p) {
+// The Metal geometry of a call from a TensorFlow kernel (ctx; false: from an
+// XLA host handler, whose CPU computes, or no geometry fits, which no valid
+// network hits).
+inline bool MetalParams(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, int64_t n,
+                        const fused_mlp::Attrs& a, bool backward, FusedMlpParams* p) {
+  if (ctx == nullptr) return false;
   return fused_mlp_params(n, int32(net.in_dim), int32(net.width), int32(net.out_dim), net.hidden_layers, a.activation,
                           a.output_activation, a.leaky_relu_alpha, int32(sizeof(float)), backward, p);
+}
+
+// The layers' shapes: layer l's kernel [Rows(l), Cols(l)], its bias [Cols(l)].
+struct Layers {
+  const fused_mlp::Net& net;
+  int64_t Count() const { return net.hidden_layers + 1; }
+  int64_t Rows(int64_t l) const { return l == 0 ? net.in_dim : net.width; }
+  int64_t Cols(int64_t l) const { return l == Count() - 1 ? net.out_dim : net.width; }
+};
+
+// One Metal slot per layer: data[l], the layer's kernel (or bias) in float32.
+template <typename P>
+void AppendLayerSlots(const Layers& layers, const std::vector<P*>& data, bool kernels,
+                      std::vector<metal_plan::HostTensor>* slots) {
+  for (int64_t l = 0; l < layers.Count(); ++l) {
+    const int64_t elements = (kernels ? layers.Rows(l) : 1) * layers.Cols(l);
+    slots->push_back(cpu::Slot(data[size_t(l)], uint64_t(elements) * sizeof(float)));
+  }
 }
 
 // `data`, or a temporary of `elements` floats when the output is not wanted.
@@ -68,12 +90,10 @@ inline bool ForwardOnMetal(cpu::Context context, const fused_mlp::Net& net, cons
                            const FusedMlpForwardArgs<float>& args, absl::Status* status) {
   ::tensorflow::OpKernelContext* ctx = context.op_context();
   FusedMlpParams p;
-  if (ctx == nullptr) return false;  // an XLA host handler: the CPU computes
-  if (!MetalParams(net, args.n, a, false, &p)) return false;
-  const int64_t n = args.n, layers = net.hidden_layers + 1, work = n * net.width;
+  if (!MetalParams(ctx, net, args.n, a, false, &p)) return false;
+  const int64_t n = args.n, work = n * net.width;
   const uint64_t f = sizeof(float);
-  auto rows = [&](int64_t l) { return l == 0 ? net.in_dim : net.width; };
-  auto cols = [&](int64_t l) { return l == layers - 1 ? net.out_dim : net.width; };
+  const Layers layers{net};
   const int64_t hidden_elements = int64_t(net.hidden_layers) * n * net.width;
   std::vector<::tensorflow::Tensor> temps;
   float* hidden = args.hidden;
@@ -82,8 +102,8 @@ inline bool ForwardOnMetal(cpu::Context context, const fused_mlp::Net& net, cons
     if (!status->ok()) return true;
   }
   std::vector<metal_plan::HostTensor> s = {cpu::Slot(args.x, uint64_t(n * net.in_dim) * f)};
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(args.kernels[size_t(l)], uint64_t(rows(l) * cols(l)) * f));
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(args.biases[size_t(l)], uint64_t(cols(l)) * f));
+  AppendLayerSlots(layers, args.kernels, true, &s);
+  AppendLayerSlots(layers, args.biases, false, &s);
   s.push_back(cpu::Slot(args.y, uint64_t(n * net.out_dim) * f));
   s.push_back(cpu::Slot(hidden, uint64_t(hidden_elements) * f));
   return cpu::RunOnMetal(ctx, work, [&] { return metal_plan::FusedMlpForward(p, metal_plan::Dtype::kFloat32); }, s,
@@ -94,32 +114,30 @@ inline bool BackwardOnMetal(cpu::Context context, const fused_mlp::Net& net, con
                             const FusedMlpBackwardArgs<float>& args, absl::Status* status) {
   ::tensorflow::OpKernelContext* ctx = context.op_context();
   FusedMlpParams p;
-  if (ctx == nullptr) return false;  // an XLA host handler: the CPU computes
-  if (!MetalParams(net, args.n, a, true, &p)) return false;
-  const int64_t n = args.n, layers = net.hidden_layers + 1, work = n * net.width;
+  if (!MetalParams(ctx, net, args.n, a, true, &p)) return false;
+  const int64_t n = args.n, work = n * net.width;
   const uint64_t f = sizeof(float);
-  auto rows = [&](int64_t l) { return l == 0 ? net.in_dim : net.width; };
-  auto cols = [&](int64_t l) { return l == layers - 1 ? net.out_dim : net.width; };
+  const Layers layers{net};
   std::vector<::tensorflow::Tensor> temps;
   float* dx = args.grad_x;
   std::vector<float*> dk(args.grad_kernels), db(args.grad_biases);
   if (GoesToMetal(work)) {
     // The shaders write every gradient: temporaries for those not wanted.
     *status = Wanted(ctx, args.grad_x, n * net.in_dim, &temps, &dx);
-    for (int64_t l = 0; l < layers && status->ok(); ++l) {
-      *status = Wanted(ctx, args.grad_kernels[size_t(l)], rows(l) * cols(l), &temps, &dk[size_t(l)]);
-      if (status->ok()) *status = Wanted(ctx, args.grad_biases[size_t(l)], cols(l), &temps, &db[size_t(l)]);
+    for (int64_t l = 0; l < layers.Count() && status->ok(); ++l) {
+      *status = Wanted(ctx, args.grad_kernels[size_t(l)], layers.Rows(l) * layers.Cols(l), &temps, &dk[size_t(l)]);
+      if (status->ok()) *status = Wanted(ctx, args.grad_biases[size_t(l)], layers.Cols(l), &temps, &db[size_t(l)]);
     }
     if (!status->ok()) return true;
   }
   std::vector<metal_plan::HostTensor> s = {cpu::Slot(args.grad_y, uint64_t(n * net.out_dim) * f),
                                            cpu::Slot(args.x, uint64_t(n * net.in_dim) * f)};
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(args.kernels[size_t(l)], uint64_t(rows(l) * cols(l)) * f));
+  AppendLayerSlots(layers, args.kernels, true, &s);
   s.push_back(cpu::Slot(args.y, uint64_t(n * net.out_dim) * f));
   s.push_back(cpu::Slot(args.hidden, uint64_t(int64_t(net.hidden_layers) * n * net.width) * f));
   s.push_back(cpu::Slot(dx, uint64_t(n * net.in_dim) * f));
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(dk[size_t(l)], uint64_t(rows(l) * cols(l)) * f));
-  for (int64_t l = 0; l < layers; ++l) s.push_back(cpu::Slot(db[size_t(l)], uint64_t(cols(l)) * f));
+  AppendLayerSlots(layers, dk, true, &s);
+  AppendLayerSlots(layers, db, false, &s);
   return cpu::RunOnMetal(ctx, work, [&] { return metal_plan::FusedMlpBackward(p, metal_plan::Dtype::kFloat32); }, s,
                          status);
 }
