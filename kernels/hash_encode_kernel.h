@@ -23,9 +23,15 @@ namespace hash_encode {
 template <GridOp op>
 using KernelOf = OpKernelWithAttrs<Attrs, op>;
 
-inline absl::Status CheckInputsAndTable(const GridAttrs& a, const ::tensorflow::Tensor& inputs,
-                                        const ::tensorflow::Tensor& table, TableGeometry* g) {
-  return checks::ToStatus(InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(table), g));
+// inputs and table (inputs `first` and first + 1) against the grid: the
+// table's geometry and the number of points.
+inline absl::Status CheckInputsAndTable(::tensorflow::OpKernelContext* ctx, const GridAttrs& a, int first,
+                                        TableGeometry* g, int64_t* n) {
+  const ::tensorflow::Tensor& inputs = ctx->input(first);
+  TF_RETURN_IF_ERROR(
+      checks::ToStatus(InputsAndTable(a, checks::DimsOf(inputs), checks::DimsOf(ctx->input(first + 1)), g)));
+  *n = inputs.dim_size(0);
+  return absl::OkStatus();
 }
 
 inline absl::Status CheckMatrix(const char* name, const ::tensorflow::Tensor& t, int64_t rows, int64_t cols) {
@@ -72,11 +78,11 @@ class HashEncodeOp : public hash_encode::KernelOf<hash_encode::GridOp::kEncode> 
   using hash_encode::KernelOf<hash_encode::GridOp::kEncode>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
+    hash_encode::TableGeometry g;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(ctx, attrs_.grid, 0, &g, &n));
     const ::tensorflow::Tensor& inputs = ctx->input(0);
     const ::tensorflow::Tensor& table = ctx->input(1);
-    hash_encode::TableGeometry g;
-    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &g));
-    const int64_t n = inputs.dim_size(0);
     ::tensorflow::Tensor* out = nullptr;
     const int64_t width = int64_t(attrs_.grid.num_levels) * g.features;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, width}), &out));
@@ -97,8 +103,8 @@ class HashEncodeGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEnco
     const ::tensorflow::Tensor& inputs = ctx->input(1);
     const ::tensorflow::Tensor& table = ctx->input(2);
     hash_encode::TableGeometry g;
-    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &g));
-    const int64_t n = inputs.dim_size(0);
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(ctx, attrs_.grid, 1, &g, &n));
     OP_REQUIRES_OK(ctx,
                    hash_encode::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * g.features));
     ::tensorflow::Tensor* grad_table = nullptr;

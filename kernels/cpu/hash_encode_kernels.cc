@@ -68,8 +68,8 @@ class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::k
     const Tensor& inputs = ctx->input(2);
     const Tensor& table = ctx->input(3);
     hash_encode::TableGeometry g;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(attrs_.grid, inputs, table, &g));
-    const int64 n = inputs.dim_size(0);
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, attrs_.grid, 2, &g, &n));
     OP_REQUIRES_OK(ctx, CheckMatrix("grad_grad_inputs", ggx, n, g.dims));
     OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.grid.num_levels) * g.features));
     Tensor* grad_table = nullptr;
