@@ -37,6 +37,15 @@ PackedSamples<T> PackedSamplesOf(const ::tensorflow::Tensor* const* in) {
           in[5]->flat<int32_t>().data()};
 }
 
+// The checks of the inputs both directions take first, for `op`, and their
+// ray shapes.
+inline absl::Status CheckPackedInputs(::tensorflow::OpKernelContext* ctx, const char* op,
+                                      packed_volume_render::RayShapes* shapes) {
+  auto dims = [&](int i) { return checks::DimsOf(ctx->input(i)); };
+  return checks::ToStatus(
+      packed_volume_render::InputShapes(op, dims(0), dims(1), dims(2), dims(3), dims(4), dims(5), dims(6), shapes));
+}
+
 // Defined per device, for rays > 0. Both return the op's error for the first
 // invalid ray (packed_volume_render::BadRay: layout first, then sample values
 // in the forward) or a launch failure.
@@ -53,15 +62,11 @@ class PackedVolumeRenderOp
   using OpKernelWithAttrs<packed_volume_render::Attrs, packed_volume_render::kForward, true>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    using ::tensorflow::Tensor;
     using ::tensorflow::TensorShape;
-    const Tensor* in[7];
-    for (int i = 0; i < 7; ++i) in[i] = &ctx->input(i);
     packed_volume_render::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render::InputShapes(
-                            packed_volume_render::kForward, checks::DimsOf(*in[0]), checks::DimsOf(*in[1]),
-                            checks::DimsOf(*in[2]), checks::DimsOf(*in[3]), checks::DimsOf(*in[4]),
-                            checks::DimsOf(*in[5]), checks::DimsOf(*in[6]), &shapes)));
+    OP_REQUIRES_OK(ctx, CheckPackedInputs(ctx, packed_volume_render::kForward, &shapes));
+    const ::tensorflow::Tensor* in[7];
+    for (int i = 0; i < 7; ++i) in[i] = &ctx->input(i);
     const int64_t R = shapes.rays, N = shapes.samples;
     PackedVolumeRenderForwardArgs<T> args = {
         PackedRenderArgs<T>(shapes, attrs_.early_termination, in), PackedSamplesOf<T>(in), {}};
@@ -79,14 +84,12 @@ class PackedVolumeRenderGradOp
   using OpKernelWithAttrs<packed_volume_render::Attrs, packed_volume_render::kBackward, false>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    using ::tensorflow::Tensor;
     const char* op = packed_volume_render::kBackward;
-    const Tensor* in[15];
+    packed_volume_render::RayShapes shapes;
+    OP_REQUIRES_OK(ctx, CheckPackedInputs(ctx, op, &shapes));
+    const ::tensorflow::Tensor* in[15];
     for (int i = 0; i < 15; ++i) in[i] = &ctx->input(i);
     auto dims = [&](int i) { return checks::DimsOf(*in[i]); };
-    packed_volume_render::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render::InputShapes(op, dims(0), dims(1), dims(2), dims(3),
-                                                                           dims(4), dims(5), dims(6), &shapes)));
     bool has_weight_grad = false;
     OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render::GradInputShapes(op, shapes, dims(7), dims(8), dims(9),
                                                                                dims(10), dims(11), dims(12), dims(13),

@@ -58,6 +58,15 @@ absl::Status AllocateRenderGrads(::tensorflow::OpKernelContext* ctx, int first, 
   return absl::OkStatus();
 }
 
+// The checks of the inputs both directions take first (sigma, rgb, t,
+// background), for `op`, and their ray shapes.
+inline absl::Status CheckRenderInputs(::tensorflow::OpKernelContext* ctx, const char* op,
+                                      volume_render::RayShapes* shapes) {
+  using checks::DimsOf;
+  return checks::ToStatus(volume_render::InputShapes(op, DimsOf(ctx->input(0)), DimsOf(ctx->input(1)),
+                                                     DimsOf(ctx->input(2)), DimsOf(ctx->input(3)), shapes));
+}
+
 // Defined per device. Forward returns the op's error for the first invalid ray
 // (volume_render::BadRay), Backward a launch failure; rays > 0.
 template <typename Device, typename T>
@@ -72,22 +81,13 @@ class VolumeRenderOp : public OpKernelWithAttrs<volume_render::Attrs, true> {
   using OpKernelWithAttrs<volume_render::Attrs, true>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    using ::tensorflow::Tensor;
     using ::tensorflow::TensorShape;
-    const Tensor& sigma = ctx->input(0);
-    const Tensor& rgb = ctx->input(1);
-    const Tensor& t = ctx->input(2);
-    const Tensor& background = ctx->input(3);
     volume_render::RayShapes shapes;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render::InputShapes(volume_render::kForward, checks::DimsOf(sigma),
-                                                                    checks::DimsOf(rgb), checks::DimsOf(t),
-                                                                    checks::DimsOf(background), &shapes)));
+    OP_REQUIRES_OK(ctx, CheckRenderInputs(ctx, volume_render::kForward, &shapes));
     const int64_t R = shapes.rays, S = shapes.samples;
+    auto data = [&](int i) { return ctx->input(i).flat<T>().data(); };
     VolumeRenderForwardArgs<T> args = {
-        {R, S, shapes.background_per_ray, attrs_.early_termination, sigma.flat<T>().data(), rgb.flat<T>().data(),
-         background.flat<T>().data()},
-        {t.flat<T>().data()},
-        {}};
+        {R, S, shapes.background_per_ray, attrs_.early_termination, data(0), data(1), data(3)}, {data(2)}, {}};
     OP_REQUIRES_OK(ctx, AllocateRenderOutputs<T>(ctx, R, attrs_.return_weights, TensorShape({R, S}),
                                                  TensorShape({R, 0}), &args));
     if (R == 0) return;
@@ -101,21 +101,16 @@ class VolumeRenderGradOp : public OpKernelWithAttrs<volume_render::Attrs, false>
   using OpKernelWithAttrs<volume_render::Attrs, false>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    using ::tensorflow::Tensor;
     const char* op = volume_render::kBackward;
-    const Tensor* in[12];
-    for (int i = 0; i < 12; ++i) in[i] = &ctx->input(i);
     volume_render::RayShapes shapes;
-    OP_REQUIRES_OK(
-        ctx, checks::ToStatus(volume_render::InputShapes(op, checks::DimsOf(*in[0]), checks::DimsOf(*in[1]),
-                                                         checks::DimsOf(*in[2]), checks::DimsOf(*in[3]), &shapes)));
+    OP_REQUIRES_OK(ctx, CheckRenderInputs(ctx, op, &shapes));
     bool has_weight_grad = false;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render::GradInputShapes(
-                            op, shapes, checks::DimsOf(*in[4]), checks::DimsOf(*in[5]), checks::DimsOf(*in[6]),
-                            checks::DimsOf(*in[7]), checks::DimsOf(*in[8]), checks::DimsOf(*in[9]),
-                            checks::DimsOf(*in[10]), checks::DimsOf(*in[11]), &has_weight_grad)));
+    auto dims = [&](int i) { return checks::DimsOf(ctx->input(i)); };
+    OP_REQUIRES_OK(ctx, checks::ToStatus(volume_render::GradInputShapes(op, shapes, dims(4), dims(5), dims(6), dims(7),
+                                                                        dims(8), dims(9), dims(10), dims(11),
+                                                                        &has_weight_grad)));
     const int64_t R = shapes.rays;
-    auto data = [&](int i) { return in[i]->flat<T>().data(); };
+    auto data = [&](int i) { return ctx->input(i).flat<T>().data(); };
     VolumeRenderBackwardArgs<T> args = {
         {R, shapes.samples, shapes.background_per_ray, attrs_.early_termination, data(0), data(1), data(3)},
         {data(2)},
