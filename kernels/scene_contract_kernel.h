@@ -1,8 +1,7 @@
 // The TensorFlow kernels of MetalOpsSceneContract / MetalOpsSceneContractGrad, once for
 // every C++-API device: the point-by-point kernel classes of
-// kernels/pointwise_kernel.h over SceneContractPointwise, which names
-// the attribute and checks of kernels/spec/scene_contract_spec.h and
-// SceneContractFunctor<Device, T>, the work, defined per device:
+// kernels/pointwise_kernel.h over the attribute and checks of kernels/spec/scene_contract_spec.h
+// and SceneContractFunctor<Device, T>, the work, defined per device:
 //   CPU  kernels/cpu/scene_contract_kernels.cc (the functor; registers SceneContractOp<CPUDevice, T>)
 //   CUDA kernels/cuda/scene_contract_gpu.cc    (the functor; registers SceneContractOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
@@ -10,7 +9,6 @@
 #define MO_KERNELS_SCENE_CONTRACT_KERNEL_H_
 
 #include <cstdint>
-#include <tuple>
 
 #include "kernels/pointwise_kernel.h"
 #include "kernels/spec/scene_contract_spec.h"
@@ -26,19 +24,13 @@ struct SceneContractFunctor {
                                T* dx);
 };
 
-// SceneContract in kernels/pointwise_kernel.h: points of 3, the norm.
-struct SceneContractPointwise {
-  using Attrs = scene_contract::Attrs;
-  static constexpr int64_t kPointSize = 3;
-  template <typename Device, typename T>
-  using Functor = SceneContractFunctor<Device, T>;
-  static std::tuple<int> FunctorArgs(const Attrs& a) { return {a.norm}; }
-};
-
+// SceneContract in kernels/pointwise_kernel.h: points of 3; the functor takes the norm.
 template <typename Device, typename T>
-using SceneContractOp = PointwiseOp<Device, T, SceneContractPointwise>;
+using SceneContractOp =
+    PointwiseOp<SceneContractFunctor<Device, T>, T, scene_contract::Attrs, 3, &scene_contract::Attrs::norm>;
 template <typename Device, typename T>
-using SceneContractGradOp = PointwiseGradOp<Device, T, SceneContractPointwise>;
+using SceneContractGradOp =
+    PointwiseGradOp<SceneContractFunctor<Device, T>, T, scene_contract::Attrs, 3, &scene_contract::Attrs::norm>;
 
 }  // namespace mo
 

@@ -1,8 +1,7 @@
 // The TensorFlow kernels of MetalOpsSHEncode / MetalOpsSHEncodeGrad, once for
 // every C++-API device: the point-by-point kernel classes of
-// kernels/pointwise_kernel.h over SHEncodePointwise, which names
-// the attribute and checks of kernels/spec/sh_encode_spec.h and
-// SHEncodeFunctor<Device, T>, the work, defined per device:
+// kernels/pointwise_kernel.h over the attribute and checks of kernels/spec/sh_encode_spec.h
+// and SHEncodeFunctor<Device, T>, the work, defined per device:
 //   CPU  kernels/cpu/sh_encode_kernels.cc (the functor; registers SHEncodeOp<CPUDevice, T>)
 //   CUDA kernels/cuda/sh_encode_gpu.cc    (the functor; registers SHEncodeOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
@@ -10,7 +9,6 @@
 #define MO_KERNELS_SH_ENCODE_KERNEL_H_
 
 #include <cstdint>
-#include <tuple>
 
 #include "kernels/pointwise_kernel.h"
 #include "kernels/spec/sh_encode_spec.h"
@@ -26,20 +24,12 @@ struct SHEncodeFunctor {
                                int degree, T* grad_dirs);
 };
 
-// SHEncode in kernels/pointwise_kernel.h: points of 3 (the directions), the
-// degree; each gives degree**2 values.
-struct SHEncodePointwise {
-  using Attrs = sh_encode::Attrs;
-  static constexpr int64_t kPointSize = 3;
-  template <typename Device, typename T>
-  using Functor = SHEncodeFunctor<Device, T>;
-  static std::tuple<int> FunctorArgs(const Attrs& a) { return {a.degree}; }
-};
-
+// SHEncode in kernels/pointwise_kernel.h: points of 3 (the directions), each giving
+// degree**2 values; the functor takes the degree.
 template <typename Device, typename T>
-using SHEncodeOp = PointwiseOp<Device, T, SHEncodePointwise>;
+using SHEncodeOp = PointwiseOp<SHEncodeFunctor<Device, T>, T, sh_encode::Attrs, 3, &sh_encode::Attrs::degree>;
 template <typename Device, typename T>
-using SHEncodeGradOp = PointwiseGradOp<Device, T, SHEncodePointwise>;
+using SHEncodeGradOp = PointwiseGradOp<SHEncodeFunctor<Device, T>, T, sh_encode::Attrs, 3, &sh_encode::Attrs::degree>;
 
 }  // namespace mo
 

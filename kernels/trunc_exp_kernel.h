@@ -1,8 +1,7 @@
 // The TensorFlow kernels of MetalOpsTruncExp / MetalOpsTruncExpGrad, once for
 // every C++-API device: the point-by-point kernel classes of
-// kernels/pointwise_kernel.h over TruncExpPointwise, which names
-// the checks of kernels/spec/trunc_exp_spec.h and
-// TruncExpFunctor<Device, T>, the work, defined per device:
+// kernels/pointwise_kernel.h over the checks of kernels/spec/trunc_exp_spec.h
+// and TruncExpFunctor<Device, T>, the work, defined per device:
 //   CPU  kernels/cpu/trunc_exp_kernels.cc (the functor; registers TruncExpOp<CPUDevice, T>)
 //   CUDA kernels/cuda/trunc_exp_gpu.cc    (the functor; registers TruncExpOp<GPUDevice, T>)
 // T is float or Eigen::half; the arithmetic is float32 for both.
@@ -10,7 +9,6 @@
 #define MO_KERNELS_TRUNC_EXP_KERNEL_H_
 
 #include <cstdint>
-#include <tuple>
 
 #include "kernels/pointwise_kernel.h"
 #include "kernels/spec/trunc_exp_spec.h"
@@ -25,19 +23,11 @@ struct TruncExpFunctor {
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* dy, const T* x, int64_t n, T* dx);
 };
 
-// TruncExp in kernels/pointwise_kernel.h: single elements, no attributes.
-struct TruncExpPointwise {
-  using Attrs = trunc_exp::Attrs;
-  static constexpr int64_t kPointSize = 1;
-  template <typename Device, typename T>
-  using Functor = TruncExpFunctor<Device, T>;
-  static std::tuple<> FunctorArgs(const Attrs&) { return {}; }
-};
-
+// TruncExp in kernels/pointwise_kernel.h: single elements, no attribute.
 template <typename Device, typename T>
-using TruncExpOp = PointwiseOp<Device, T, TruncExpPointwise>;
+using TruncExpOp = PointwiseOp<TruncExpFunctor<Device, T>, T, trunc_exp::Attrs, 1>;
 template <typename Device, typename T>
-using TruncExpGradOp = PointwiseGradOp<Device, T, TruncExpPointwise>;
+using TruncExpGradOp = PointwiseGradOp<TruncExpFunctor<Device, T>, T, trunc_exp::Attrs, 1>;
 
 }  // namespace mo
 
