@@ -375,7 +375,7 @@ def _static(case, **changes):
 
 def test_ray_march_static_cases_run_under_xla_only():
     assert all(c.label.endswith("[xla]") for c in selftest.cases({"ray_march_static"}))
-    assert selftest.XLA_OPS["ray_march_static"] == ("MetalOpsRayMarchStatic",)
+    assert selftest.xla_ops()["ray_march_static"] == ("MetalOpsRayMarchStatic",)
 
 
 def test_ray_march_static_comparison_passes_itself_and_the_xla_result(static_case):

@@ -34,15 +34,16 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "darwin", reason="Metal has no XLA: the macOS build has no XLA kernels"),
 ]
 
-# The XLA kernels each test compiles, by the op its name starts with (test_<op>_...).
-XLA_OPS = dict(selftest.XLA_OPS, fused_conv2d=("MetalOpsFusedConv2D", "MetalOpsFusedActivationGrad"))
+# The XLA kernels each test compiles, by the op its name starts with
+# (test_<op>_...): selftest.xla_ops().
 
 
 def ops_of(test_name):
-    op = max((k for k in XLA_OPS if f"{test_name}_".startswith(f"test_{k}_")), key=len, default=None)
+    xla_ops = selftest.xla_ops()
+    op = max((k for k in xla_ops if f"{test_name}_".startswith(f"test_{k}_")), key=len, default=None)
     if op is None:
         return ()
-    return XLA_OPS[op] + (("MetalOpsHashEncodeGradGrad",) if "second_derivatives" in test_name else ())
+    return xla_ops[op] + (("MetalOpsHashEncodeGradGrad",) if "second_derivatives" in test_name else ())
 
 
 _ON_GPU = [False]

@@ -51,6 +51,7 @@ report. It needs only the installed package (no tests/ folder).
 """
 import argparse
 import collections
+import functools
 import json
 import math
 import os
@@ -275,26 +276,57 @@ def cases(ops=None):
 
     from metal_ops import _loader
 
+    with_xla = xla_ops()
     out += [under_xla(c) for c in out + xla_only
-            if c.op in XLA_OPS and c.dtype != "int32" and _loader.has_xla_kernels(XLA_OPS[c.op])
+            if c.op in with_xla and c.dtype != "int32" and _loader.has_xla_kernels(with_xla[c.op])
             and not (c.op == "fused_conv2d" and c.inputs[1].shape[2] == 0)]
     return out
 
 
-# The ops with XLA kernels (docs/XLA.md): each of their cases runs again inside
-# tf.function(jit_compile=True), forward and gradients, against the same CPU
-# reference. int32 ZeroOut is left out: TensorFlow keeps int32 on the host.
-# So is FusedConv2D with a filter of depth 0: eager runs it, but in a graph
-# (tf.function) the op's shape function refuses it, as Conv2D's does.
-XLA_OPS = {op: (name, name + "Grad") for op, name in [
-    ("trunc_exp", "MetalOpsTruncExp"), ("hash_encode", "MetalOpsHashEncode"), ("fused_mlp", "MetalOpsFusedMLP"),
-    ("sh_encode", "MetalOpsSHEncode"), ("robust_loss", "MetalOpsRobustLoss"),
-    ("distortion_loss", "MetalOpsDistortionLoss"), ("volume_render", "MetalOpsVolumeRender"),
-    ("packed_volume_render", "MetalOpsPackedVolumeRender")]}
-XLA_OPS["zero_out"] = ("ZeroOut",)
-XLA_OPS["ray_march_static"] = ("MetalOpsRayMarchStatic",)
-# FusedConv2D's gradient: TensorFlow's convolution gradients and FusedActivationGrad.
-XLA_OPS["fused_conv2d"] = ("MetalOpsFusedConv2D", "MetalOpsFusedActivationGrad")
+# The gradient op of a forward op whose gradient is not <op>Grad: FusedConv2D's
+# are TensorFlow's convolution gradients and FusedActivationGrad.
+_GRADIENT_OPS = {"MetalOpsFusedConv2D": "MetalOpsFusedActivationGrad"}
+
+
+@functools.lru_cache(maxsize=None)
+def xla_ops():
+    """The ops with XLA kernels in this process (docs/XLA.md), by self-test op:
+    {op: (its TensorFlow op, its gradient op where that has XLA kernels too)}.
+    Each of their cases runs again inside tf.function(jit_compile=True),
+    forward and gradients, against the same CPU reference. int32 ZeroOut is
+    left out: TensorFlow keeps int32 on the host. So is FusedConv2D with a
+    filter of depth 0: eager runs it, but in a graph (tf.function) the op's
+    shape function refuses it, as Conv2D's does.
+
+    Read from TensorFlow's kernel registry: the library's ops (its generated
+    wrappers, MetalOps<Name> beside metal_ops_<name>) with an XLA_CPU_JIT
+    kernel, which XLA lists there from its first compilation in the process
+    on. Empty where the library registered none (metal_ops._loader.xla_status:
+    the macOS build, a registration refused or too late); where TensorFlow
+    lists a GPU, metal_ops._loader.has_xla_kernels says which have CUDA
+    handlers."""
+    from metal_ops import _loader
+
+    library = _loader.load_library()
+    if not _loader.xla_status()[0]:
+        return {}
+    import tensorflow as tf
+    from tensorflow.python.framework import kernels
+
+    tf.function(lambda: tf.zeros([]), jit_compile=True)()  # XLA lists its kernels from its first compilation on
+    snake = {}  # TensorFlow op -> the self-test's name of it: MetalOpsSHEncode -> sh_encode
+    for name in dir(library):
+        if not name.startswith("_") and name.islower():
+            for op in (n for n in dir(library) if n.lower() == name.replace("_", "") and n != name):
+                snake[op] = name.removeprefix("metal_ops_")
+    with_xla = {op for op in snake
+                if any(k.device_type == "XLA_CPU_JIT" for k in kernels.get_registered_kernels_for_op(op).kernel)}
+    out = {}
+    for op in sorted(with_xla):
+        gradient = _GRADIENT_OPS.get(op, op + "Grad")
+        if not op.endswith("Grad"):
+            out[snake[op]] = (op, gradient) if gradient in with_xla else (op,)
+    return out
 
 
 def under_xla(case):

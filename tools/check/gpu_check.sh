@@ -119,7 +119,7 @@ metal_ops.load_library()
 registered, reason = _loader.xla_status()
 cuda = sorted(_loader.xla_cuda_ops())
 print('XLA kernels:', registered, reason or '', '| CUDA handlers:', ', '.join(cuda) or 'none', file=sys.stderr)
-print(','.join(op for op, names in selftest.XLA_OPS.items() if all(n in cuda for n in names)))") || return 1
+print(','.join(op for op, names in selftest.xla_ops().items() if all(n in cuda for n in names)))") || return 1
       [ -n "$ops" ] || { echo "gpu-check: no op has CUDA handlers registered (see above)"; return 1; }
       "$PYTHON" -m metal_ops.selftest --ops "$ops" --json "$SCRATCH/selftest_xla.json"; local st=$?
       record selftest_xla "$SCRATCH/selftest_xla.json" "python -m metal_ops.selftest --ops $ops"
