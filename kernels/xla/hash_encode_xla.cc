@@ -1,10 +1,12 @@
-// The XLA kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad
-// (kernels/xla/xla_kernel.h) and their host handlers: the CPU functor of
+// The XLA kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad /
+// MetalOpsHashEncodeGradGrad (second derivatives; kernels/xla/xla_kernel.h)
+// and their host handlers: the CPU functor of
 // kernels/cpu/hash_encode_functor.h (the table gradient in a fixed order, the
 // same bits as without XLA). The grid's attributes travel as FFI attributes
 // (the string ones as the spec's codes); the handler rebuilds the grid with
-// the spec's Grid(). MetalOpsHashEncodeGradGrad (second derivatives) has one
-// too; MetalOpsHashGridOffsets (computed eagerly by the wrapper) has none.
+// the spec's Grid(). The CUDA handlers of all three:
+// kernels/xla/hash_encode_xla_gpu.cc. MetalOpsHashGridOffsets (computed
+// eagerly by the wrapper) has no XLA kernel.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>
