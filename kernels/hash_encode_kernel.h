@@ -32,6 +32,14 @@ inline absl::Status CheckMatrix(const char* name, const ::tensorflow::Tensor& t,
   return checks::ToStatus(Matrix(name, checks::DimsOf(t), rows, cols));
 }
 
+// inputs and table (CheckInputsAndTable), then grad_encoded [N, L * F].
+inline absl::Status CheckGradEncoded(const GridAttrs& a, const ::tensorflow::Tensor& grad_encoded,
+                                     const ::tensorflow::Tensor& inputs, const ::tensorflow::Tensor& table,
+                                     TableGeometry* g) {
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(a, inputs, table, g));
+  return CheckMatrix("grad_encoded", grad_encoded, inputs.dim_size(0), int64_t(a.num_levels) * g->features);
+}
+
 }  // namespace hash_encode
 
 template <typename T>
@@ -112,10 +120,8 @@ class HashEncodeGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEnco
     const ::tensorflow::Tensor& inputs = ctx->input(1);
     const ::tensorflow::Tensor& table = ctx->input(2);
     hash_encode::TableGeometry g;
-    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &g));
+    OP_REQUIRES_OK(ctx, hash_encode::CheckGradEncoded(attrs_.grid, dy, inputs, table, &g));
     const int64_t n = inputs.dim_size(0);
-    OP_REQUIRES_OK(ctx,
-                   hash_encode::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * g.features));
     ::tensorflow::Tensor* grad_table = nullptr;
     ::tensorflow::Tensor* grad_inputs = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({attrs_.table_grad ? g.rows : 0, g.features}),
@@ -144,11 +150,9 @@ class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::k
     const ::tensorflow::Tensor& inputs = ctx->input(2);
     const ::tensorflow::Tensor& table = ctx->input(3);
     hash_encode::TableGeometry g;
-    OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(attrs_.grid, inputs, table, &g));
+    OP_REQUIRES_OK(ctx, hash_encode::CheckGradEncoded(attrs_.grid, dy, inputs, table, &g));
     const int64_t n = inputs.dim_size(0);
     OP_REQUIRES_OK(ctx, hash_encode::CheckMatrix("grad_grad_inputs", ggx, n, g.dims));
-    OP_REQUIRES_OK(ctx,
-                   hash_encode::CheckMatrix("grad_encoded", dy, n, int64_t(attrs_.grid.num_levels) * g.features));
     ::tensorflow::Tensor* grad_table = nullptr;
     ::tensorflow::Tensor* grad_dy = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));

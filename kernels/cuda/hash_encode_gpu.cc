@@ -1,6 +1,7 @@
 // The CUDA functor of MetalOpsHashEncode / MetalOpsHashEncodeGrad /
 // MetalOpsHashEncodeGradGrad (the kernel classes are
-// kernels/hash_encode_kernel.h) and their GPU registration (C++ API). Compiled only when the installed TensorFlow is a CUDA build (`make`
+// kernels/hash_encode_kernel.h) and their GPU registration (C++ API).
+// Compiled only when the installed TensorFlow is a CUDA build (`make`
 // then defines GOOGLE_CUDA and links kernels/cuda/hash_encode.cu.cc); `make
 // cuda-check` syntax-checks it against the pip headers; the kernels it
 // launches are tested through the harness (tests/cuda/test_hash_encode_cuda.py).

@@ -92,8 +92,8 @@ class HashEncodeGradGradXlaOp : public GridXlaOp<GridOp::kEncodeGradGrad, 2> {
     int64_t n = 0;
     OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
     const checks::Dims grad_encoded = InputDims(ctx, 1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, c.dims)));
     OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n, Width(c))));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, c.dims)));
     EmitFfiCall(ctx, "MetalOpsHashEncodeGradGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2), ctx->Input(3)},
                 {ArrayShape(ElementType(ctx, 3), InputDims(ctx, 3)), ArrayShape(ElementType(ctx, 3), grad_encoded)},
                 GridAttrsOf(attrs_.grid));

@@ -129,17 +129,10 @@ XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
                            .Attr<int64_t>("table_grad")
                            .Attr<int64_t>("input_grad")
                            .Attr<int64_t>("deterministic"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", kForward);
 XLA_FFI_DEFINE_HANDLER(kGradGrad, GradGrad,
-                       BindGridAttrs(ffi::Ffi::Bind()
-                                         .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                         .Ctx<ffi::ScratchAllocator>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Ret<ffi::AnyBuffer>()
-                                         .Ret<ffi::AnyBuffer>()));
+                       BindGridAttrs(BindBuffersFrom<4, 2>(
+                           ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>())));
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", kForward);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "CUDA", kBackward);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "CUDA", kGradGrad);
 
