@@ -416,6 +416,41 @@ def test_deterministic_backward_is_bitwise_reproducible():
         assert gx.numpy().tobytes() == runs[0][1].numpy().tobytes()
 
 
+_SECOND_ORDER_SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    tf.config.experimental.enable_op_determinism()
+    import metal_ops
+    from tests.reference import hash_encode as ref
+    cfg, x, t, dy = ref.determinism_case()
+    gg = np.random.default_rng(1).normal(size=(x.shape[0], 3)).astype(np.float32)
+    lib = metal_ops.load_library()
+    with tf.device(sys.argv[1]):
+        runs = [[v.numpy() for v in lib.metal_ops_hash_encode_grad_grad(gg, dy, x, t, **cfg)] for _ in range(3)]
+    same = all(a.tobytes() == b.tobytes() for r in runs[1:] for a, b in zip(r, runs[0]))
+    np.savez(sys.argv[2], grad_table=runs[0][0], grad_grad_encoded=runs[0][1], same=same)
+""")
+
+
+def test_second_order_under_op_determinism_is_bitwise_reproducible(tf_device, tmp_path):
+    """MetalOpsHashEncodeGradGrad under enable_op_determinism (a GPU's
+    fixed-point table sums): the same bits from run to run, and the values of
+    the op without it (a GPU's float atomics) within rounding."""
+    cfg, x, t, dy = ref.determinism_case()
+    gg = np.random.default_rng(1).normal(size=(x.shape[0], 3)).astype(np.float32)
+    out = tmp_path / "second_order.npz"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    run = subprocess.run([sys.executable, "-c", _SECOND_ORDER_SCRIPT, tf_device or "/CPU:0", str(out)], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = np.load(out)
+    assert bool(got["same"])
+    gt, gdy = metal_ops.load_library().metal_ops_hash_encode_grad_grad(gg, dy, x, t, **cfg)
+    close(got["grad_table"], gt.numpy(), 1e-5)
+    close(got["grad_grad_encoded"], gdy.numpy(), 1e-6)
+
+
 # ---- bad inputs -----------------------------------------------------------------------------------
 
 

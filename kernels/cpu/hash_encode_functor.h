@@ -1,9 +1,10 @@
-// The CPU functor of MetalOpsHashEncode / MetalOpsHashEncodeGrad, run by the
-// TensorFlow kernels (kernels/cpu/hash_encode_kernels.cc, kernel classes
+// The CPU functor of MetalOpsHashEncode / MetalOpsHashEncodeGrad /
+// MetalOpsHashEncodeGradGrad, run by the TensorFlow kernels
+// (kernels/cpu/hash_encode_kernels.cc, kernel classes
 // kernels/hash_encode_kernel.h) and the XLA host handlers
-// (kernels/xla/hash_encode_xla.cc), with the scheduling helpers the
-// second-order kernel shares (how the work is split: hash_encode_kernels.cc).
-// The kernel bodies are kernels/cpu/hash_encode_cpu.h.
+// (kernels/xla/hash_encode_xla.cc), with its scheduling helpers (how the work
+// is split: hash_encode_kernels.cc). The kernel bodies are
+// kernels/cpu/hash_encode_cpu.h.
 #ifndef MO_KERNELS_CPU_HASH_ENCODE_FUNCTOR_H_
 #define MO_KERNELS_CPU_HASH_ENCODE_FUNCTOR_H_
 
@@ -93,20 +94,6 @@ metal_plan::HashEncodeLayout MetalLayout(const Args& a) {
   using T = typename std::remove_const<typename std::remove_pointer<decltype(a.table)>::type>::type;
   return {&a.params, a.dims, a.features, a.rows, cpu::MetalDtype<T>()};
 }
-
-// MetalOpsHashEncodeGradGrad's arguments (the CPU only).
-template <typename T>
-struct HashEncodeGradGradArgs {
-  int dims, features;
-  int64_t num_points, rows;
-  const float* grad_grad_inputs;  // [N, D]
-  const T* grad_encoded;          // [N, L * F]
-  const float* inputs;
-  const T* table;
-  T* grad_table;                  // [P, F]
-  T* grad_grad_encoded;           // [N, L * F]
-  const hash_grid::Params& params;  // the grid's geometry (InputsAndTable)
-};
 
 template <typename T>
 struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {

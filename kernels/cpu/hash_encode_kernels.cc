@@ -12,9 +12,9 @@
 //   any run. Half tables accumulate into a float32 buffer, cast at the end.
 // Input gradient: parallel over points, levels summed in order 0..L-1.
 //
-// MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets run on the CPU only:
-// their kernel classes live here, beside their registration, not in
-// kernels/hash_encode_kernel.h (which holds the classes shared by devices).
+// MetalOpsHashGridOffsets runs on the CPU only: its kernel class lives here,
+// beside its registration, not in kernels/hash_encode_kernel.h (which holds
+// the classes shared by devices).
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -50,38 +50,10 @@ using ::tensorflow::TensorShape;
 using ::tensorflow::errors::InvalidArgument;
 using ::tensorflow::register_kernel::Name;
 
-using ::mo::hash_encode::CheckInputsAndTable;
-using ::mo::hash_encode::CheckMatrix;
 using ::mo::hash_encode::GridAttrs;
 using ::mo::hash_encode::GridRows;
 
-// ---- Kernels (the functor: kernels/cpu/hash_encode_functor.h) -----------------------------
-
-template <typename T>
-class HashEncodeGradGradOp : public hash_encode::KernelOf<hash_encode::GridOp::kEncodeGradGrad> {
- public:
-  using hash_encode::KernelOf<hash_encode::GridOp::kEncodeGradGrad>::OpKernelWithAttrs;
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& ggx = ctx->input(0);
-    const Tensor& dy = ctx->input(1);
-    const Tensor& inputs = ctx->input(2);
-    const Tensor& table = ctx->input(3);
-    hash_encode::TableGeometry g;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, attrs_.grid, 2, &g, &n));
-    OP_REQUIRES_OK(ctx, CheckMatrix("grad_grad_inputs", ggx, n, g.dims));
-    OP_REQUIRES_OK(ctx, CheckMatrix("grad_encoded", dy, n, int64(attrs_.grid.num_levels) * g.features));
-    Tensor* grad_table = nullptr;
-    Tensor* grad_dy = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &grad_dy));
-    const HashEncodeGradGradArgs<T> args = {g.dims, g.features, n, g.rows, ggx.flat<float>().data(),
-                                            dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
-                                            grad_table->flat<T>().data(), grad_dy->flat<T>().data(), g.params};
-    OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::GradGrad(ctx, args)));
-  }
-};
+// ---- MetalOpsHashGridOffsets (the others' kernel classes: kernels/hash_encode_kernel.h) --------
 
 class HashGridOffsetsOp : public hash_encode::KernelOf<hash_encode::GridOp::kOffsets> {
  public:
@@ -105,7 +77,7 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 
 MO_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_CPU, CPUDevice, float);
 MO_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_CPU, CPUDevice, Eigen::half);
-MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, float, HashEncodeGradGradOp<float>);
-MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, Eigen::half, HashEncodeGradGradOp<Eigen::half>);
+MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, float, HashEncodeGradGradOp<CPUDevice, float>);
+MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, Eigen::half, HashEncodeGradGradOp<CPUDevice, Eigen::half>);
 
 }  // namespace mo

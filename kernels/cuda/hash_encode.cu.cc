@@ -420,6 +420,23 @@ __global__ void __launch_bounds__(kHashThreads)
 
 enum DxMode { kDxNone = 0, kDxStore = 1, kDxAtomic = 2 };
 
+// Adds coef[c] * v to corner c's row of the level at row `offset`, for the
+// 2^D corners of a cell, by x-pairs (c has x lower, c + 1 x upper).
+template <int D, int F, typename Acc>
+__device__ __forceinline__ void ScatterCorners(const Acc& acc, int64_t offset, const uint32* rows, const float* coef,
+                                               const float* v) {
+#pragma unroll
+  for (int c = 0; c < (1 << D); c += 2) {
+    float lower[F], upper[F];
+#pragma unroll
+    for (int f = 0; f < F; ++f) {
+      lower[f] = coef[c] * v[f];
+      upper[f] = coef[c + 1] * v[f];
+    }
+    acc.template AddCornerPair<F>(offset, rows[c], rows[c + 1], lower, upper);
+  }
+}
+
 // One thread per (point, level): scatters weight * dy to the 2^D corner rows
 // (levels >= first_scatter_level; coarser ones are aggregated by
 // HashEncodeCoarseBackwardKernel) and, when dx_mode != kDxNone, computes the
@@ -459,18 +476,7 @@ __global__ void __launch_bounds__(kHashThreads)
         uint32 rows[1 << D];
         float weights[1 << D];
         hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
-        if (scatter) {
-#pragma unroll
-          for (int c = 0; c < (1 << D); c += 2) {  // x-pairs of corners: c has x lower, c + 1 x upper
-            float lower[F], upper[F];
-#pragma unroll
-            for (int f = 0; f < F; ++f) {
-              lower[f] = weights[c] * dy[f];
-              upper[f] = weights[c + 1] * dy[f];
-            }
-            acc.template AddCornerPair<F>(g.offset, rows[c], rows[c + 1], lower, upper);
-          }
-        }
+        if (scatter) ScatterCorners<D, F>(acc, g.offset, rows, weights, dy);
         if (input_grad) {
           hash_grid::accumulate_input_gradient_corners<D, F, T>(level_table, rows, g.scale, w, dw, dy, dx);
 #pragma unroll
@@ -537,22 +543,29 @@ __global__ void __launch_bounds__(kHashThreads)
   }
 }
 
-// max |x| over x[0..n) as float bits (non-negative floats order like their
-// bits); NaN counts as +inf. *bits must start at 0.
-template <typename T>
-__global__ void MaxAbsKernel(const T* __restrict__ x, int64_t n, unsigned int* bits) {
-  float m = 0.0f;
-  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
-    const float v = fabsf(ToFloat(x[i]));
-    m = (v != v) ? INFINITY : fmaxf(m, v);
-  }
+// max(m, v) for v >= 0 or NaN; NaN counts as +inf.
+__device__ __forceinline__ float MaxWithNan(float m, float v) { return (v != v) ? INFINITY : fmaxf(m, v); }
+
+// *bits = max(*bits, the largest m of the warp) as float bits (non-negative
+// floats order like their bits). Every lane of the warp calls it.
+__device__ __forceinline__ void AtomicMaxOfWarp(float m, unsigned int* bits) {
   for (int s = 16; s > 0; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, s));
   if ((threadIdx.x & 31) == 0) atomicMax(bits, __float_as_uint(m));
 }
 
-// Fixed-point scale 2^k with (max|dy| * N) * 2^k <= 2^62: every per-entry sum
-// (at most N * max|dy|, since a point's corner weights in a level sum to 1)
-// fits in int64 with a factor 2 to spare.
+// max |x| over x[0..n) as float bits; NaN counts as +inf. *bits must start at 0.
+template <typename T>
+__global__ void MaxAbsKernel(const T* __restrict__ x, int64_t n, unsigned int* bits) {
+  float m = 0.0f;
+  for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) m = MaxWithNan(m, fabsf(ToFloat(x[i])));
+  AtomicMaxOfWarp(m, bits);
+}
+
+// Fixed-point scale 2^k with (bound * N) * 2^k <= 2^62, where *bits (float
+// bits) bounds what one (point, level) adds to one table entry: max|dy| for
+// the backward (a point's corner weights in a level sum to 1), the largest
+// sum_corners |coefficient| * |dy| for the second order. Every per-entry sum
+// (at most N * bound) then fits in int64 with a factor 2 to spare.
 __global__ void FixedScaleKernel(const unsigned int* bits, int64_t num_points, float* scale) {
   const float bound = __uint_as_float(*bits) * static_cast<float>(num_points);
   int k = 0;
@@ -663,6 +676,147 @@ int AggregatedLevels(int features, size_t shared_elem_bytes, int64_t budget, con
   return count;
 }
 
+// ---- table-gradient sums of a launch (backward, second order) ----------------------------
+
+// Where a launch sums its table gradient: the layout's fixed-point or float32
+// sums in the workspace, or (float tables, not deterministic) grad_table itself.
+struct TableSums {
+  FloatAccumulator float_acc{nullptr};
+  FixedAccumulator fixed_acc{nullptr, nullptr};
+  unsigned int* bound_bits = nullptr;  // fixed point: FixedScaleKernel's bound, as float bits
+  float* scale = nullptr;              // fixed point: {2^k, 2^-k}
+};
+
+// Points the sums into the workspace (or grad_table) and zeroes them (and the bound).
+cudaError_t StartTableSums(const BackwardLayout& layout, unsigned char* ws, void* grad_table, int64_t n_table,
+                           cudaStream_t stream, TableSums* s) {
+  if (layout.has_fixed) {
+    s->fixed_acc.sums = reinterpret_cast<unsigned long long*>(ws + layout.fixed_sums);
+    s->bound_bits = reinterpret_cast<unsigned int*>(ws + layout.scale);
+    s->scale = reinterpret_cast<float*>(ws + layout.scale + 16);
+    s->fixed_acc.scale = s->scale;
+    const cudaError_t err = cudaMemsetAsync(s->fixed_acc.sums, 0, n_table * sizeof(unsigned long long), stream);
+    return err != cudaSuccess ? err : cudaMemsetAsync(s->bound_bits, 0, sizeof(unsigned int), stream);
+  }
+  s->float_acc.sums = layout.has_float ? reinterpret_cast<float*>(ws + layout.float_sums)
+                                       : static_cast<float*>(grad_table);
+  return cudaMemsetAsync(s->float_acc.sums, 0, n_table * sizeof(float), stream);
+}
+
+// grad_table from the sums where they are not grad_table itself.
+template <typename T>
+void FinishTableSums(const BackwardLayout& layout, const TableSums& s, T* grad_table, int64_t n_table,
+                     cudaStream_t stream) {
+  if (n_table == 0) return;
+  if (layout.has_fixed) {
+    FixedToTableKernel<T><<<GridStrideBlocks(n_table), kThreadsPerBlock, 0, stream>>>(s.fixed_acc.sums, s.scale,
+                                                                                     grad_table, n_table);
+  } else if (layout.has_float) {
+    FloatToHalfKernel<<<GridStrideBlocks(n_table), kThreadsPerBlock, 0, stream>>>(
+        s.float_acc.sums, reinterpret_cast<__half*>(grad_table), n_table);
+  }
+}
+
+// ---- second order (MetalOpsHashEncodeGradGrad) --------------------------------------------
+
+// Point i's corner rows at a level and their coefficients in the adjoint of
+// the input gradient (hash_grid::input_gradient_coefficient), with
+// grad_grad_inputs masked as the input gradient is (a masked value is never
+// read: NaN stays out, as in the CPU's MaskedValue). False when the point is
+// zeroed.
+template <int D>
+__device__ __forceinline__ bool SecondOrderCorners(const float* __restrict__ inputs, const float* __restrict__ gg,
+                                                   int64_t i, const LevelGeometry& g, const Params& p, uint32* rows,
+                                                   float* coef) {
+  uint32 cell[D];
+  float w[D], dw[D], mask[D], weights[1 << D], masked[D];
+  if (!LocatePoint<D>(inputs + i * D, p, g.scale, cell, w, dw, mask)) return false;
+  hash_grid::cell_corners<D>(cell, w, g.resolution, g.entries, g.hashed, rows, weights);
+#pragma unroll
+  for (int d = 0; d < D; ++d) masked[d] = mask[d] != 0.0f ? __ldg(gg + i * D + d) : 0.0f;
+#pragma unroll
+  for (int c = 0; c < (1 << D); ++c) coef[c] = hash_grid::input_gradient_coefficient<D>(c, w, dw, g.scale, masked);
+  return true;
+}
+
+// Deterministic mode's bound (FixedScaleKernel): the largest
+// sum_corners |coefficient| * |dy[f]| of one (point, level), item k = i * L + level.
+// *bits must start at 0.
+template <int D, int F, typename T>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    GradGradBoundKernel(const float* __restrict__ gg, const T* __restrict__ grad_encoded,
+                        const float* __restrict__ inputs, const Params p, unsigned int* bits) {
+  float m = 0.0f;
+  for (int64_t k = GlobalThreadIndex(); k < p.num_points * p.num_levels; k += GlobalThreadCount()) {
+    const int64_t i = k / p.num_levels;
+    const LevelGeometry g = GeometryOf<D>(p, static_cast<int>(k - i * p.num_levels));
+    uint32 rows[1 << D];
+    float coef[1 << D], dy[F];
+    if (!SecondOrderCorners<D>(inputs, gg, i, g, p, rows, coef)) continue;
+    LoadRow<F, T>(grad_encoded + k * F, dy);
+    float total = 0.0f;
+#pragma unroll
+    for (int c = 0; c < (1 << D); ++c) total += fabsf(coef[c]);
+#pragma unroll
+    for (int f = 0; f < F; ++f) m = MaxWithNan(m, total * fabsf(dy[f]));
+  }
+  AtomicMaxOfWarp(m, bits);
+}
+
+// One thread per (point, level), item k = i * L + level: adds coefficient *
+// dy to the table sums of the level's corner rows and writes
+// grad_grad_encoded[k * F + f] = sum_corners coefficient * row[f]
+// (interpolate_corners with the coefficients as weights); zero for a zeroed point.
+template <int D, int F, typename T, typename Acc>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    HashEncodeGradGradKernel(const float* __restrict__ gg, const T* __restrict__ grad_encoded,
+                             const float* __restrict__ inputs, const T* __restrict__ table, const Acc acc,
+                             T* __restrict__ grad_grad_encoded, const Params p) {
+  for (int64_t k = GlobalThreadIndex(); k < p.num_points * p.num_levels; k += GlobalThreadCount()) {
+    const int64_t i = k / p.num_levels;
+    const LevelGeometry g = GeometryOf<D>(p, static_cast<int>(k - i * p.num_levels));
+    uint32 rows[1 << D];
+    float coef[1 << D], out[F];
+#pragma unroll
+    for (int f = 0; f < F; ++f) out[f] = 0.0f;
+    if (SecondOrderCorners<D>(inputs, gg, i, g, p, rows, coef)) {
+      float dy[F];
+      LoadRow<F, T>(grad_encoded + k * F, dy);
+      ScatterCorners<D, F>(acc, g.offset, rows, coef, dy);
+      hash_grid::interpolate_corners<D, F, T>(table + g.offset * F, rows, coef, out);
+    }
+#pragma unroll
+    for (int f = 0; f < F; ++f) grad_grad_encoded[k * F + f] = FromFloat<T>(out[f]);
+  }
+}
+
+// The second order's table sums: the backward's, table gradient only.
+BackwardLayout GradGradLayout(int dims, int features, int64_t table_rows, bool half_table, const Params& params,
+                              bool deterministic) {
+  HashEncodeBackwardOptions options;
+  options.table_grad = true;
+  options.input_grad = false;
+  options.deterministic = deterministic;
+  return LayoutFor(dims, features, table_rows, half_table, params, options);
+}
+
+template <int D, int F, typename T>
+void LaunchGradGradKernels(const float* gg, const T* grad_encoded, const float* inputs, const T* table,
+                           const TableSums& sums, bool fixed, T* grad_grad_encoded, const Params& p,
+                           cudaStream_t stream) {
+  const unsigned int blocks = GridStrideBlocks(p.num_points * p.num_levels);
+  if (fixed) {
+    GradGradBoundKernel<D, F, T><<<blocks, kThreadsPerBlock, 0, stream>>>(gg, grad_encoded, inputs, p,
+                                                                          sums.bound_bits);
+    FixedScaleKernel<<<1, 1, 0, stream>>>(sums.bound_bits, p.num_points, sums.scale);
+    HashEncodeGradGradKernel<D, F, T><<<blocks, kThreadsPerBlock, 0, stream>>>(
+        gg, grad_encoded, inputs, table, sums.fixed_acc, grad_grad_encoded, p);
+  } else {
+    HashEncodeGradGradKernel<D, F, T><<<blocks, kThreadsPerBlock, 0, stream>>>(
+        gg, grad_encoded, inputs, table, sums.float_acc, grad_grad_encoded, p);
+  }
+}
+
 int NumSms() {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 80;
@@ -752,23 +906,13 @@ cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs,
   if (!options.table_grad && !options.input_grad) return cudaSuccess;
 
   // Table accumulator.
-  FloatAccumulator float_acc{nullptr};
-  FixedAccumulator fixed_acc{nullptr, nullptr};
+  TableSums sums;
   if (options.table_grad) {
+    if ((err = StartTableSums(layout, ws, grad_table, n_table, stream, &sums))) return err;
     if (layout.has_fixed) {
-      fixed_acc.sums = reinterpret_cast<unsigned long long*>(ws + layout.fixed_sums);
-      float* scale = reinterpret_cast<float*>(ws + layout.scale + 16);
-      unsigned int* bits = reinterpret_cast<unsigned int*>(ws + layout.scale);
-      fixed_acc.scale = scale;
-      if ((err = cudaMemsetAsync(fixed_acc.sums, 0, n_table * sizeof(unsigned long long), stream))) return err;
-      if ((err = cudaMemsetAsync(bits, 0, sizeof(unsigned int), stream))) return err;
       const int64_t n_dy = n_points * params.num_levels * features;
-      MaxAbsKernel<T><<<GridStrideBlocks(n_dy), kThreadsPerBlock, 0, stream>>>(grad_encoded, n_dy, bits);
-      FixedScaleKernel<<<1, 1, 0, stream>>>(bits, n_points, scale);
-    } else {
-      float_acc.sums = layout.has_float ? reinterpret_cast<float*>(ws + layout.float_sums)
-                                        : reinterpret_cast<float*>(grad_table);
-      if ((err = cudaMemsetAsync(float_acc.sums, 0, n_table * sizeof(float), stream))) return err;
+      MaxAbsKernel<T><<<GridStrideBlocks(n_dy), kThreadsPerBlock, 0, stream>>>(grad_encoded, n_dy, sums.bound_bits);
+      FixedScaleKernel<<<1, 1, 0, stream>>>(sums.bound_bits, n_points, sums.scale);
     }
   }
   // Input-gradient destination.
@@ -794,28 +938,56 @@ cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs,
     constexpr int kD = decltype(d)::value;
     constexpr int kF = decltype(f)::value;
     if (layout.has_fixed) {
-      return LaunchBackwardKernels<kD, kF, T>(grad_encoded, inputs, table, fixed_acc, dx_out, dx_mode,
+      return LaunchBackwardKernels<kD, kF, T>(grad_encoded, inputs, table, sums.fixed_acc, dx_out, dx_mode,
                                                options.table_grad, budget, layout, params, stream);
     }
-    return LaunchBackwardKernels<kD, kF, T>(grad_encoded, inputs, table, float_acc, dx_out, dx_mode,
+    return LaunchBackwardKernels<kD, kF, T>(grad_encoded, inputs, table, sums.float_acc, dx_out, dx_mode,
                                              options.table_grad, budget, layout, params, stream);
   });
   if (err != cudaSuccess) return err;
   // Finalisation.
-  if (options.table_grad && n_table > 0) {
-    if (layout.has_fixed) {
-      FixedToTableKernel<T><<<GridStrideBlocks(n_table), kThreadsPerBlock, 0, stream>>>(
-          fixed_acc.sums, fixed_acc.scale, grad_table, n_table);
-    } else if (layout.has_float) {
-      FloatToHalfKernel<<<GridStrideBlocks(n_table), kThreadsPerBlock, 0, stream>>>(
-          float_acc.sums, reinterpret_cast<__half*>(grad_table), n_table);
-    }
-  }
+  if (options.table_grad) FinishTableSums(layout, sums, grad_table, n_table, stream);
   if (layout.has_dx_parts) {
     // grad_inputs = the per-group sums, summed in group order.
     const cudaError_t err = LaunchSumParts(dx_out, layout.groups, n_points * dims, grad_inputs, stream);
     if (err != cudaSuccess) return err;
   }
+  return cudaGetLastError();
+}
+
+size_t HashEncodeGradGradWorkspaceBytes(int dims, int features, int64_t table_rows, bool half_table,
+                                        const hash_grid::Params& params, bool deterministic) {
+  return GradGradLayout(dims, features, table_rows, half_table, params, deterministic).total;
+}
+
+template <typename T>
+cudaError_t LaunchHashEncodeGradGrad(const float* grad_grad_inputs, const T* grad_encoded, const float* inputs,
+                                     const T* table, T* grad_table, T* grad_grad_encoded, void* workspace,
+                                     size_t workspace_bytes, int dims, int features, int64_t table_rows,
+                                     const hash_grid::Params& params, bool deterministic, cudaStream_t stream) {
+  if (!ValidShape(dims, features, params) || table_rows < 0) return cudaErrorInvalidValue;
+  constexpr bool kHalf = std::is_same<T, __half>::value;
+  const BackwardLayout layout = GradGradLayout(dims, features, table_rows, kHalf, params, deterministic);
+  if (workspace_bytes < layout.total || (layout.total > 0 && workspace == nullptr)) return cudaErrorInvalidValue;
+  const size_t row_bytes = static_cast<size_t>(features) * sizeof(T);
+  if (!Aligned(grad_table, 2 * row_bytes) || !Aligned(grad_encoded, row_bytes) || !Aligned(workspace, 256)) {
+    return cudaErrorMisalignedAddress;
+  }
+  const int64_t n_table = table_rows * features;
+  if (params.num_points == 0) {  // grad_table is all zeros, grad_grad_encoded is empty
+    return n_table > 0 ? cudaMemsetAsync(grad_table, 0, n_table * sizeof(T), stream) : cudaSuccess;
+  }
+  TableSums sums;
+  cudaError_t err = StartTableSums(layout, static_cast<unsigned char*>(workspace), grad_table, n_table, stream, &sums);
+  if (err != cudaSuccess) return err;
+  err = DispatchDimsFeatures(dims, features, [&](auto d, auto f) {
+    LaunchGradGradKernels<decltype(d)::value, decltype(f)::value, T>(grad_grad_inputs, grad_encoded, inputs, table,
+                                                                     sums, layout.has_fixed, grad_grad_encoded,
+                                                                     params, stream);
+    return cudaGetLastError();
+  });
+  if (err != cudaSuccess) return err;
+  FinishTableSums(layout, sums, grad_table, n_table, stream);
   return cudaGetLastError();
 }
 
@@ -829,6 +1001,13 @@ template cudaError_t LaunchHashEncodeBackward<float>(const float*, const float*,
 template cudaError_t LaunchHashEncodeBackward<__half>(const __half*, const float*, const __half*, __half*, float*,
                                                       void*, size_t, int, int, int64_t, const hash_grid::Params&,
                                                       const HashEncodeBackwardOptions&, cudaStream_t);
+
+template cudaError_t LaunchHashEncodeGradGrad<float>(const float*, const float*, const float*, const float*, float*,
+                                                     float*, void*, size_t, int, int, int64_t,
+                                                     const hash_grid::Params&, bool, cudaStream_t);
+template cudaError_t LaunchHashEncodeGradGrad<__half>(const float*, const __half*, const float*, const __half*,
+                                                      __half*, __half*, void*, size_t, int, int, int64_t,
+                                                      const hash_grid::Params&, bool, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace mo

@@ -77,6 +77,27 @@ cudaError_t LaunchHashEncodeBackward(const T* grad_encoded, const float* inputs,
                                      int features, int64_t table_rows, const hash_grid::Params& params,
                                      const HashEncodeBackwardOptions& options, cudaStream_t stream);
 
+// Bytes of device scratch LaunchHashEncodeGradGrad needs (may be 0).
+size_t HashEncodeGradGradWorkspaceBytes(int dims, int features, int64_t table_rows, bool half_table,
+                                        const hash_grid::Params& params, bool deterministic);
+
+// MetalOpsHashEncodeGradGrad (second derivatives, eikonal losses): given
+// grad_grad_inputs[N, D] = dLoss/dgrad_inputs, writes grad_table[P, F] =
+// dLoss/dtable and grad_grad_encoded[N, L*F] = dLoss/dgrad_encoded, the
+// adjoints of the backward's input gradient (hash_grid.h's
+// input_gradient_coefficient). One thread per (point, level); the table sums
+// use the backward's accumulators: float32 atomics, or with deterministic the
+// 64-bit fixed point, its scale chosen from the largest contribution of one
+// (point, level). Both outputs are fully written. workspace:
+// HashEncodeGradGradWorkspaceBytes bytes, 256-byte aligned; alignment of
+// table, grad_table and grad_encoded as for the backward, grad_grad_encoded
+// as for the forward's encoded.
+template <typename T>
+cudaError_t LaunchHashEncodeGradGrad(const float* grad_grad_inputs, const T* grad_encoded, const float* inputs,
+                                     const T* table, T* grad_table, T* grad_grad_encoded, void* workspace,
+                                     size_t workspace_bytes, int dims, int features, int64_t table_rows,
+                                     const hash_grid::Params& params, bool deterministic, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace mo
 

@@ -1,13 +1,15 @@
-// The CUDA functor of MetalOpsHashEncode / MetalOpsHashEncodeGrad (the kernel
-// class is kernels/hash_encode_kernel.h) and its GPU registration (C++
-// API). Compiled only when the installed TensorFlow is a CUDA build (`make`
+// The CUDA functor of MetalOpsHashEncode / MetalOpsHashEncodeGrad /
+// MetalOpsHashEncodeGradGrad (the kernel classes are
+// kernels/hash_encode_kernel.h) and their GPU registration (C++ API).
+// Compiled only when the installed TensorFlow is a CUDA build (`make`
 // then defines GOOGLE_CUDA and links kernels/cuda/hash_encode.cu.cc); `make
 // cuda-check` syntax-checks it against the pip headers; the kernels it
 // launches are tested through the harness (tests/cuda/test_hash_encode_cuda.py).
 // Attributes and input checks: kernels/spec/hash_encode_spec.h, shared with the
 // CPU kernels.
-// MetalOpsHashEncodeGradGrad and MetalOpsHashGridOffsets have no GPU kernel:
-// TensorFlow places them on the CPU.
+// MetalOpsHashGridOffsets has no GPU kernel: TensorFlow places it on the CPU.
+// The table gradients (backward, second order) are deterministic when the
+// backward's attribute or TensorFlow's op determinism asks.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
@@ -60,21 +62,44 @@ struct HashEncodeFunctor<GPUDevice, T> {
         cuda::HashEncodeBackwardWorkspaceBytes(a.dims, a.features, a.rows, half, params, options);
     Tensor workspace;
     void* workspace_ptr = nullptr;
-    if (workspace_bytes > 0) {
-      TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_UINT8,
-                                            TensorShape({static_cast<int64_t>(workspace_bytes)}), &workspace));
-      workspace_ptr = workspace.flat<uint8_t>().data();
-    }
+    TF_RETURN_IF_ERROR(AllocateWorkspace(ctx, workspace_bytes, &workspace, &workspace_ptr));
     return cuda::LaunchStatus("MetalOpsHashEncodeGrad",
                               cuda::LaunchHashEncodeBackward(cuda::AsCuda(a.grad_encoded), a.inputs,
                                                              cuda::AsCuda(a.table), cuda::AsCuda(a.grad_table),
                                                              a.grad_inputs, workspace_ptr, workspace_bytes, a.dims,
                                                              a.features, a.rows, params, options, cuda::Stream(ctx)));
   }
+
+  static absl::Status GradGrad(OpKernelContext* ctx, const HashEncodeGradGradArgs<T>& a) {
+    const bool deterministic = ::tensorflow::OpDeterminismRequired();
+    const size_t workspace_bytes = cuda::HashEncodeGradGradWorkspaceBytes(
+        a.dims, a.features, a.rows, std::is_same<T, Eigen::half>::value, a.params, deterministic);
+    Tensor workspace;
+    void* workspace_ptr = nullptr;
+    TF_RETURN_IF_ERROR(AllocateWorkspace(ctx, workspace_bytes, &workspace, &workspace_ptr));
+    return cuda::LaunchStatus(
+        "MetalOpsHashEncodeGradGrad",
+        cuda::LaunchHashEncodeGradGrad(a.grad_grad_inputs, cuda::AsCuda(a.grad_encoded), a.inputs,
+                                       cuda::AsCuda(a.table), cuda::AsCuda(a.grad_table),
+                                       cuda::AsCuda(a.grad_grad_encoded), workspace_ptr, workspace_bytes, a.dims,
+                                       a.features, a.rows, a.params, deterministic, cuda::Stream(ctx)));
+  }
+
+ private:
+  // `bytes` of device scratch in *workspace (*ptr stays null when 0).
+  static absl::Status AllocateWorkspace(OpKernelContext* ctx, size_t bytes, Tensor* workspace, void** ptr) {
+    if (bytes == 0) return absl::OkStatus();
+    TF_RETURN_IF_ERROR(
+        ctx->allocate_temp(::tensorflow::DT_UINT8, TensorShape({static_cast<int64_t>(bytes)}), workspace));
+    *ptr = workspace->flat<uint8_t>().data();
+    return absl::OkStatus();
+  }
 };
 
 MO_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_GPU, GPUDevice, float);
 MO_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_GPU, GPUDevice, Eigen::half);
+MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_GPU, float, HashEncodeGradGradOp<GPUDevice, float>);
+MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_GPU, Eigen::half, HashEncodeGradGradOp<GPUDevice, Eigen::half>);
 
 }  // namespace mo
 

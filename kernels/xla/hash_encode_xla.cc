@@ -1,10 +1,12 @@
-// The XLA kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad
-// (kernels/xla/xla_kernel.h) and their host handlers: the CPU functor of
+// The XLA kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad /
+// MetalOpsHashEncodeGradGrad (second derivatives; kernels/xla/xla_kernel.h)
+// and their host handlers: the CPU functor of
 // kernels/cpu/hash_encode_functor.h (the table gradient in a fixed order, the
 // same bits as without XLA). The grid's attributes travel as FFI attributes
 // (the string ones as the spec's codes); the handler rebuilds the grid with
-// the spec's Grid(). MetalOpsHashEncodeGradGrad (second derivatives) has one
-// too; MetalOpsHashGridOffsets (computed eagerly by the wrapper) has none.
+// the spec's Grid(). The CUDA handlers of all three:
+// kernels/xla/hash_encode_xla_gpu.cc. MetalOpsHashGridOffsets (computed
+// eagerly by the wrapper) has no XLA kernel.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>
@@ -90,8 +92,8 @@ class HashEncodeGradGradXlaOp : public GridXlaOp<GridOp::kEncodeGradGrad, 2> {
     int64_t n = 0;
     OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
     const checks::Dims grad_encoded = InputDims(ctx, 1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, c.dims)));
     OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n, Width(c))));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, c.dims)));
     EmitFfiCall(ctx, "MetalOpsHashEncodeGradGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2), ctx->Input(3)},
                 {ArrayShape(ElementType(ctx, 3), InputDims(ctx, 3)), ArrayShape(ElementType(ctx, 3), grad_encoded)},
                 GridAttrsOf(attrs_.grid));

@@ -1,16 +1,17 @@
 // The CUDA handlers of the XLA kernels of MetalOpsHashEncode /
-// MetalOpsHashEncodeGrad (kernels/xla/hash_encode_xla.cc): the launchers of
-// kernels/cuda/hash_encode.h on XLA's stream, the backward's workspace from
-// XLA's scratch allocator; deterministic when the op's attribute or
-// TensorFlow's op determinism asks, as in the GPU kernel. Compiled in the CUDA
-// builds (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
+// MetalOpsHashEncodeGrad / MetalOpsHashEncodeGradGrad
+// (kernels/xla/hash_encode_xla.cc): the launchers of
+// kernels/cuda/hash_encode.h on XLA's stream, the gradients' workspaces from
+// XLA's scratch allocator; the table gradients deterministic when the op's
+// attribute (the backward's) or TensorFlow's op determinism asks, as in the
+// GPU kernels. Compiled in the CUDA builds (GOOGLE_CUDA); `make cuda-check`
+// syntax-checks it.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstdint>
-#include <optional>
 #include <type_traits>
 
 #include "kernels/common/hash_grid.h"
@@ -23,6 +24,16 @@
 namespace mo {
 namespace xla_ffi {
 namespace {
+
+// `bytes` of XLA's scratch in *workspace (null when 0).
+ffi::Error Workspace(ffi::ScratchAllocator& scratch, size_t bytes, const char* op, void** workspace) {
+  *workspace = nullptr;
+  if (bytes == 0) return ffi::Error::Success();
+  unsigned char* allocated = nullptr;
+  ffi::Error error = ScratchOf(scratch, bytes, op, &allocated);
+  *workspace = allocated;
+  return error;
+}
 
 ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
                    ffi::Result<ffi::AnyBuffer> encoded, int64_t num_levels, int64_t log2_hashmap_size,
@@ -61,13 +72,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
     const size_t workspace_bytes = cuda::HashEncodeBackwardWorkspaceBytes(
         c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, params, options);
     void* workspace = nullptr;
-    if (workspace_bytes > 0) {
-      std::optional<void*> allocated = AllocateScratch(scratch, workspace_bytes);
-      if (!allocated.has_value()) {
-        return ffi::Error(ffi::ErrorCode::kResourceExhausted, "HashEncodeGrad: could not allocate its GPU workspace");
-      }
-      workspace = *allocated;
-    }
+    ffi::Error allocated = Workspace(scratch, workspace_bytes, "HashEncodeGrad", &workspace);
+    if (allocated.failure()) return allocated;
     return ToError(cuda::LaunchStatus(
         "MetalOpsHashEncodeGrad",
         cuda::LaunchHashEncodeBackward(cuda::AsCuda(Data<T>(grad_encoded)), Data<float>(inputs),
@@ -75,6 +81,33 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
                                        options.table_grad ? cuda::AsCuda(Data<T>(grad_table)) : nullptr,
                                        options.input_grad ? Data<float>(grad_inputs) : nullptr, workspace,
                                        workspace_bytes, c.dims, c.features, c.rows, params, options, stream)));
+  });
+}
+
+ffi::Error GradGrad(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_grad_inputs,
+                    ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
+                    ffi::Result<ffi::AnyBuffer> grad_table, ffi::Result<ffi::AnyBuffer> grad_grad_encoded,
+                    int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
+                    int64_t interpolation, int64_t out_of_range) {
+  HashEncodeCall c;
+  ffi::Error error = HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
+                                      out_of_range, inputs, table, &c);
+  if (error.failure()) return error;
+  return ForType<float, Eigen::half>(table.element_type(), "HashEncodeGradGrad", [&](auto type) {
+    using T = decltype(type);
+    const bool deterministic = ::tensorflow::OpDeterminismRequired();
+    const size_t workspace_bytes = cuda::HashEncodeGradGradWorkspaceBytes(
+        c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, c.params, deterministic);
+    void* workspace = nullptr;
+    ffi::Error allocated = Workspace(scratch, workspace_bytes, "HashEncodeGradGrad", &workspace);
+    if (allocated.failure()) return allocated;
+    return ToError(cuda::LaunchStatus(
+        "MetalOpsHashEncodeGradGrad",
+        cuda::LaunchHashEncodeGradGrad(Data<float>(grad_grad_inputs), cuda::AsCuda(Data<T>(grad_encoded)),
+                                       Data<float>(inputs), cuda::AsCuda(Data<T>(table)),
+                                       cuda::AsCuda(Data<T>(grad_table)), cuda::AsCuda(Data<T>(grad_grad_encoded)),
+                                       workspace, workspace_bytes, c.dims, c.features, c.rows, c.params,
+                                       deterministic, stream)));
   });
 }
 
@@ -96,8 +129,12 @@ XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
                            .Attr<int64_t>("table_grad")
                            .Attr<int64_t>("input_grad")
                            .Attr<int64_t>("deterministic"));
+XLA_FFI_DEFINE_HANDLER(kGradGrad, GradGrad,
+                       BindGridAttrs(BindBuffersFrom<4, 2>(
+                           ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>())));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", kForward);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "CUDA", kBackward);
+MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "CUDA", kGradGrad);
 
 }  // namespace
 }  // namespace xla_ffi

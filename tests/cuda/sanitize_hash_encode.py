@@ -4,8 +4,8 @@ repository root:
     compute-sanitizer --tool memcheck python3 -m tests.cuda.sanitize_hash_encode
     compute-sanitizer --tool racecheck python3 -m tests.cuda.sanitize_hash_encode
 
-Covers forward and backward (float32 / float16 tables, atomic and
-deterministic paths, input gradient on, coarse-level shared-memory
+Covers forward, backward and second order (float32 / float16 tables, atomic
+and deterministic paths, input gradient on, coarse-level shared-memory
 aggregation on and off, N not a multiple of the block) on small grids, and
 checks every result against the NumPy reference so a run that "passes" the
 sanitizer also computed the right thing. Exits non-zero on a mismatch.
@@ -20,7 +20,7 @@ from tests.reference import hash_encode as ref
 def main():
     cupy, lib = t.gpu()
     rng = np.random.default_rng(5)
-    cases = 0
+    cases = second_order = 0
     for dims, features in ((3, 2), (2, 8), (4, 1)):
         grid = t.small_grid(dims)
         rows = ref.table_rows(dims, **grid)
@@ -39,7 +39,14 @@ def main():
                                             deterministic=deterministic, aggregate=aggregate)
                     t._check_backward(gt, gi, x, dy, table, grid, "linear", "wrap")
                     cases += 1
-    print(f"sanitize workload OK: {cases} backward cases + forwards checked against NumPy")
+            x, table, dy, gg = t.second_order_case(rng, 3001, dims, features, dtype, grid, "clamp")
+            for deterministic in (False, True):
+                gt, gdy = t.run_grad_grad(cupy, lib, gg, dy, x, table, grid, "smoothstep", "clamp",
+                                          deterministic=deterministic)
+                t.check_second_order(gt, gdy, x, table, dy, gg, grid, "smoothstep", "clamp")
+                second_order += 1
+    print(f"sanitize workload OK: {cases} backward and {second_order} second-order cases + forwards checked "
+          "against NumPy")
 
 
 if __name__ == "__main__":

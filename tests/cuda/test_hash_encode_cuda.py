@@ -1,4 +1,5 @@
-"""HashEncode CUDA kernels vs the NumPy reference, through the C-ABI harness.
+"""HashEncode CUDA kernels (forward, backward, second order) vs the NumPy
+reference, through the C-ABI harness.
 
 Runs where a GPU, CuPy and build/libmetal_ops_cuda.so exist (`make
 cuda-harness`); elsewhere every test skips and says why.
@@ -56,6 +57,11 @@ def _bind(lib):
     lib.metal_ops_hash_encode_backward_tuned.argtypes = [vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32,
                                                          u32, f32, i32, i32, i32, i32, i32, i64, i32, vp]
     lib.metal_ops_hash_encode_backward_tuned.restype = i32
+    lib.metal_ops_hash_encode_grad_grad_workspace_bytes.argtypes = [i32, i64, i32, i32, i32, i32, u32, f32, i32]
+    lib.metal_ops_hash_encode_grad_grad_workspace_bytes.restype = i64
+    lib.metal_ops_hash_encode_grad_grad.argtypes = [vp, vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32,
+                                                    u32, f32, i32, i32, i32, vp]
+    lib.metal_ops_hash_encode_grad_grad.restype = i32
     lib._hash_encode_bound = True
     return lib
 
@@ -390,3 +396,166 @@ def test_level_grouping_does_not_change_results(levels_per_block, dtype):
             int(deterministic), -1, levels_per_block, stream_ptr(cupy)))
         cupy.cuda.get_current_stream().synchronize()
         _check_backward(cupy.asnumpy(d_gt), cupy.asnumpy(d_gi), x, dy, table, grid, "linear", "wrap")
+
+
+# ---- second order (MetalOpsHashEncodeGradGrad) ----------------------------------------------------
+
+def run_grad_grad(cupy, lib, gg, dy, x, table, grid, interpolation="linear", out_of_range="clamp", *,
+                  deterministic=False):
+    """(grad_table, grad_grad_encoded) of the CUDA launcher; outputs start as a
+    sentinel (7) that must be overwritten everywhere."""
+    n, dims = x.shape
+    features = table.shape[1]
+    dtype, code = DTYPES[np.dtype(table.dtype).name]
+    args = (code, n, dims, features, grid["num_levels"], grid["log2_hashmap_size"], grid["base_resolution"],
+            grid["per_level_scale"])
+    ws_bytes = lib.metal_ops_hash_encode_grad_grad_workspace_bytes(*args, int(deterministic))
+    assert ws_bytes >= 0
+    d_ws = cupy.empty(max(ws_bytes, 1), dtype=cupy.uint8)
+    d_gg, d_dy, d_x, d_t = cupy.asarray(gg), cupy.asarray(dy), cupy.asarray(x), cupy.asarray(table)
+    d_gt = cupy.full(table.shape, 7, dtype=dtype)
+    d_gdy = cupy.full(dy.shape, 7, dtype=dtype)
+    check(lib.metal_ops_hash_encode_grad_grad(
+        dptr(d_gg), dptr(d_dy), dptr(d_x), dptr(d_t), dptr(d_gt), dptr(d_gdy), dptr(d_ws), ws_bytes, *args,
+        ref.INTERPOLATIONS[interpolation], ref.OUT_OF_RANGE[out_of_range], int(deterministic), stream_ptr(cupy)))
+    cupy.cuda.get_current_stream().synchronize()
+    return cupy.asnumpy(d_gt), cupy.asnumpy(d_gdy)
+
+
+def second_order_case(rng, n, dims, features, dtype, grid, out_of_range, min_margin=1e-5):
+    """x (out-of-range and NaN / inf rows), table, grad_encoded and
+    grad_grad_inputs; grad_grad_inputs is zero for the few points within
+    rounding of a cell boundary, where the reference's cell may differ."""
+    x = make_inputs(rng, n, dims, out_of_range_fraction=0.2, nan_rows=6)
+    table = make_table(rng, ref.table_rows(dims, **grid), features, dtype)
+    dy = rng.standard_normal((n, grid["num_levels"] * features)).astype(dtype)
+    # Scaled so that half sums stay far from float16's range (fine levels'
+    # coefficients carry the level scale, up to 383 here).
+    gg = (rng.standard_normal((n, dims)) / 64).astype(np.float32)
+    near = ref.boundary_margin(x, out_of_range=out_of_range, **grid) <= min_margin
+    assert near.mean() <= 0.1, f"{near.mean():.3f} of points near cell boundaries"
+    gg[near] = 0.0
+    return x, table, dy, gg
+
+
+def check_second_order(gt, gdy, x, table, dy, gg, grid, interpolation, out_of_range, loose=False):
+    want_t, want_dy = ref.encode_second_order(x, table, dy, gg, interpolation=interpolation,
+                                              out_of_range=out_of_range, **grid)
+    assert gt.dtype == table.dtype and gt.shape == table.shape
+    assert gdy.dtype == table.dtype and gdy.shape == dy.shape
+    if loose:
+        assert_close(gt, want_t, LOOSE, LOOSE, "grad_table")
+        assert_close(gdy, want_dy, LOOSE, LOOSE, "grad_grad_encoded")
+    elif table.dtype == np.float32:
+        assert_close(gt, want_t, 1e-4, 1e-5, "grad_table")
+        assert_close(gdy, want_dy, 1e-4, 1e-5, "grad_grad_encoded")
+    else:  # float32 sums rounded once to half
+        assert_close(gt, want_t.astype(np.float16).astype(np.float64), 2e-3, 1e-3, "grad_table")
+        assert_close(gdy, want_dy.astype(np.float16).astype(np.float64), 2e-3, 1e-3, "grad_grad_encoded")
+    assert np.all(gdy[~np.isfinite(x).all(axis=1)] == 0), "NaN / inf points must have zero grad_grad_encoded"
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("features", FEATURES)
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("interpolation", ["linear", "smoothstep"])
+@pytest.mark.parametrize("out_of_range", ["clamp", "wrap", "zero"])
+def test_grad_grad_matches_reference(dims, features, dtype, interpolation, out_of_range, deterministic):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(dims * 1000 + features * 10 + deterministic)
+    grid = small_grid(dims)
+    x, table, dy, gg = second_order_case(rng, 1000, dims, features, DTYPES[dtype][0], grid, out_of_range)
+    gt, gdy = run_grad_grad(cupy, lib, gg, dy, x, table, grid, interpolation, out_of_range,
+                            deterministic=deterministic)
+    check_second_order(gt, gdy, x, table, dy, gg, grid, interpolation, out_of_range)
+    assert np.abs(gt).max() > 0 and np.abs(gdy).max() > 0
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("grid", [dict(small_grid(3), num_levels=1), dict(small_grid(3), num_levels=3),
+                                  dict(STANDARD, log2_hashmap_size=15)], ids=["L1", "L3", "L16"])
+def test_grad_grad_level_counts(grid, dtype):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(grid["num_levels"])
+    loose = grid["num_levels"] == 16  # level scales that are not exact floats (LOOSE)
+    x, table, dy, gg = second_order_case(rng, 3000, 3, 2, DTYPES[dtype][0], grid, "clamp",
+                                         min_margin=3e-4 if loose else 1e-5)
+    for deterministic in (False, True):
+        gt, gdy = run_grad_grad(cupy, lib, gg, dy, x, table, grid, deterministic=deterministic)
+        check_second_order(gt, gdy, x, table, dy, gg, grid, "linear", "clamp", loose=loose)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_grad_grad_empty_input(dtype, deterministic):
+    """N = 0: grad_table is all zeros (the sentinel overwritten), grad_grad_encoded empty."""
+    cupy, lib = gpu()
+    grid = small_grid(3)
+    table = make_table(np.random.default_rng(0), ref.table_rows(3, **grid), 2, DTYPES[dtype][0])
+    gt, gdy = run_grad_grad(cupy, lib, np.zeros((0, 3), np.float32), np.zeros((0, 16), table.dtype),
+                            np.zeros((0, 3), np.float32), table, grid, deterministic=deterministic)
+    assert gt.shape == table.shape and np.all(gt == 0)
+    assert gdy.shape == (0, 16)
+
+
+def test_grad_grad_masked_nan_stays_out():
+    """A NaN grad_grad_inputs entry along a clamped coordinate (no gradient
+    there) changes nothing, as on the CPU."""
+    cupy, lib = gpu()
+    rng = np.random.default_rng(5)
+    grid = small_grid(3)
+    x, table, dy, gg = second_order_case(rng, 2000, 3, 2, np.float32, grid, "clamp")
+    clamped = np.isfinite(x) & ((x < 0) | (x > 1))
+    assert clamped.any()
+    gg_nan = np.where(clamped, np.float32(np.nan), gg)
+    gg_zero = np.where(clamped, np.float32(0.0), gg)
+    for deterministic in (False, True):
+        gt, gdy = run_grad_grad(cupy, lib, gg_nan, dy, x, table, grid, deterministic=deterministic)
+        assert np.all(np.isfinite(gt)) and np.all(np.isfinite(gdy))
+        check_second_order(gt, gdy, x, table, dy, gg_zero, grid, "linear", "clamp")
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_deterministic_grad_grad_is_bitwise_reproducible(dtype):
+    cupy, lib = gpu()
+    rng = np.random.default_rng(13)
+    n = 2 ** 16
+    x = make_inputs(rng, n, 3)
+    # Clustered points make many atomics collide.
+    x[: n // 2] = (0.5 + 0.01 * rng.standard_normal((n // 2, 3))).astype(np.float32)
+    table = make_table(rng, ref.table_rows(3, **STANDARD), 2, DTYPES[dtype][0])
+    dy = rng.standard_normal((n, 32)).astype(table.dtype)
+    gg = rng.standard_normal((n, 3)).astype(np.float32)
+    runs = [run_grad_grad(cupy, lib, gg, dy, x, table, STANDARD, deterministic=True) for _ in range(3)]
+    bits = np.uint16 if dtype == "float16" else np.uint32
+    for gt, gdy in runs[1:]:
+        assert np.array_equal(gt.view(bits), runs[0][0].view(bits))
+        assert np.array_equal(gdy.view(bits), runs[0][1].view(bits))
+    fast_t, fast_dy = run_grad_grad(cupy, lib, gg, dy, x, table, STANDARD, deterministic=False)
+    tol = 1e-4 if dtype == "float32" else 2e-3
+    assert_close(runs[0][0], fast_t.astype(np.float64), tol, 1e-5, "deterministic vs atomic grad_table")
+    assert np.array_equal(runs[0][1].view(bits), fast_dy.view(bits)), "grad_grad_encoded has no atomics"
+
+
+def test_grad_grad_bad_arguments_return_errors():
+    cupy, lib = gpu()
+    grid = small_grid(3)
+    rows = ref.table_rows(3, **grid)
+    args = (0, 4, 3, 3, grid["num_levels"], grid["log2_hashmap_size"], grid["base_resolution"],
+            grid["per_level_scale"])  # F = 3 is unsupported
+    x, gg = cupy.zeros((4, 3), dtype=cupy.float32), cupy.zeros((4, 3), dtype=cupy.float32)
+    t, gt = cupy.zeros((rows, 3), dtype=cupy.float32), cupy.zeros((rows, 3), dtype=cupy.float32)
+    dy, gdy = cupy.zeros((4, 24), dtype=cupy.float32), cupy.zeros((4, 24), dtype=cupy.float32)
+    ws = cupy.empty(1 << 20, dtype=cupy.uint8)
+    err = lib.metal_ops_hash_encode_grad_grad(dptr(gg), dptr(dy), dptr(x), dptr(t), dptr(gt), dptr(gdy), dptr(ws),
+                                              1 << 20, *args, 0, 0, 0, stream_ptr(cupy))
+    assert err != 0
+    # A deterministic launch without its workspace is refused.
+    t2, gt2 = cupy.zeros((rows, 2), dtype=cupy.float32), cupy.zeros((rows, 2), dtype=cupy.float32)
+    dy2, gdy2 = cupy.zeros((4, 16), dtype=cupy.float32), cupy.zeros((4, 16), dtype=cupy.float32)
+    need = lib.metal_ops_hash_encode_grad_grad_workspace_bytes(0, 4, 3, 2, *args[4:], 1)
+    assert need > 0
+    err = lib.metal_ops_hash_encode_grad_grad(dptr(gg), dptr(dy2), dptr(x), dptr(t2), dptr(gt2), dptr(gdy2),
+                                              dptr(ws), need - 1, 0, 4, 3, 2, *args[4:], 0, 0, 1, stream_ptr(cupy))
+    assert err != 0

@@ -144,4 +144,47 @@ int metal_ops_hash_encode_backward(const void* grad_encoded, const float* inputs
                                               aggregate_shared_bytes, 0, stream);
 }
 
+int64_t metal_ops_hash_encode_grad_grad_workspace_bytes(int dtype, int64_t n, int dims, int features,
+                                                        int num_levels, int log2_hashmap_size,
+                                                        uint32_t base_resolution, float per_level_scale,
+                                                        int deterministic) {
+  mo::hash_grid::Params p;
+  int64_t rows = 0;
+  if (!ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale, 0, 0, &p, &rows)) {
+    return -1;
+  }
+  return static_cast<int64_t>(
+      mo::cuda::HashEncodeGradGradWorkspaceBytes(dims, features, rows, dtype == 1, p, deterministic != 0));
+}
+
+// MetalOpsHashEncodeGradGrad: grad_table [P, F] and grad_grad_encoded [N, L*F]
+// from grad_grad_inputs [N, D] (float32) and grad_encoded [N, L*F].
+int metal_ops_hash_encode_grad_grad(const float* grad_grad_inputs, const void* grad_encoded, const float* inputs,
+                                    const void* table, void* grad_table, void* grad_grad_encoded, void* workspace,
+                                    int64_t workspace_bytes, int dtype, int64_t n, int dims, int features,
+                                    int num_levels, int log2_hashmap_size, uint32_t base_resolution,
+                                    float per_level_scale, int interpolation, int out_of_range, int deterministic,
+                                    cudaStream_t stream) {
+  mo::hash_grid::Params p;
+  int64_t rows = 0;
+  if (workspace_bytes < 0 || !ParamsFor(dims, n, num_levels, log2_hashmap_size, base_resolution, per_level_scale,
+                                        interpolation, out_of_range, &p, &rows)) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t ws = static_cast<size_t>(workspace_bytes);
+  if (dtype == 0) {
+    return mo::cuda::LaunchHashEncodeGradGrad(
+        grad_grad_inputs, static_cast<const float*>(grad_encoded), inputs, static_cast<const float*>(table),
+        static_cast<float*>(grad_table), static_cast<float*>(grad_grad_encoded), workspace, ws, dims, features, rows,
+        p, deterministic != 0, stream);
+  }
+  if (dtype == 1) {
+    return mo::cuda::LaunchHashEncodeGradGrad(
+        grad_grad_inputs, static_cast<const __half*>(grad_encoded), inputs, static_cast<const __half*>(table),
+        static_cast<__half*>(grad_table), static_cast<__half*>(grad_grad_encoded), workspace, ws, dims, features,
+        rows, p, deterministic != 0, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // extern "C"
