@@ -18,11 +18,9 @@ namespace mo {
 namespace xla_kernels {
 namespace {
 
-class FusedConv2DXlaOp : public XlaOpKernel {
+class FusedConv2DXlaOp : public XlaOpWithAttrs<fused_conv2d::ConvAttrs> {
  public:
-  explicit FusedConv2DXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using XlaOpWithAttrs::XlaOpWithAttrs;
   void Compile(XlaOpKernelContext* ctx) override {
     const checks::Dims filter = InputDims(ctx, 1);
     fused_conv2d::ConvGeometry g;
@@ -53,16 +51,11 @@ class FusedConv2DXlaOp : public XlaOpKernel {
                     .Int("activation", attrs_.act)
                     .Float("alpha", attrs_.alpha));
   }
-
- private:
-  fused_conv2d::ConvAttrs attrs_;
 };
 
-class FusedActivationGradXlaOp : public XlaOpKernel {
+class FusedActivationGradXlaOp : public XlaOpWithAttrs<fused_conv2d::ActivationGradAttrs> {
  public:
-  explicit FusedActivationGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using XlaOpWithAttrs::XlaOpWithAttrs;
   void Compile(XlaOpKernelContext* ctx) override {
     const checks::Dims grads = InputDims(ctx, 0);
     const bool has_features = attrs_.num_features == 1;
@@ -74,9 +67,6 @@ class FusedActivationGradXlaOp : public XlaOpKernel {
     EmitFfiCall(ctx, "MetalOpsFusedActivationGrad", operands, {ArrayShape(::xla::F32, grads)},
                 FfiAttrs().Int("activation", attrs_.act).Float("alpha", attrs_.alpha));
   }
-
- private:
-  fused_conv2d::ActivationGradAttrs attrs_;
 };
 
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedConv2D"), FusedConv2DXlaOp);
@@ -85,45 +75,27 @@ MO_REGISTER_XLA_OP(Name("MetalOpsFusedActivationGrad"), FusedActivationGradXlaOp
 namespace ffi = ::xla::ffi;
 
 ffi::Error Conv(ffi::AnyBuffer input, ffi::AnyBuffer filter, ffi::RemainingArgs rest, xla_ffi::RetBuffer output,
-                int64_t has_bias, int64_t has_residual, int64_t stride_rows, int64_t stride_cols,
-                int64_t dilation_rows, int64_t dilation_cols, int64_t pad_top, int64_t pad_bottom, int64_t pad_left,
-                int64_t pad_right, int64_t activation, float alpha) {
+                xla_ffi::ConvCallAttrs attrs) {
   FusedConv2DArgs args;
-  ffi::Error error = xla_ffi::FusedConv2DArgsOf(input, filter, rest, output, has_bias, has_residual, stride_rows,
-                                                stride_cols, dilation_rows, dilation_cols, pad_top, pad_bottom,
-                                                pad_left, pad_right, activation, alpha, &args);
+  ffi::Error error = xla_ffi::FusedConv2DArgsOf(input, filter, rest, output, attrs, &args);
   if (error.failure() || args.g.pixels() * args.g.out_depth == 0) return error;
   return xla_ffi::ToError(
       FusedConv2DFunctor<Eigen::ThreadPoolDevice>::Compute(HostContext(), args, xla_ffi::Data<float>(output)));
 }
 
-ffi::Error ActivationGrad(ffi::Buffer<ffi::F32> grads, ffi::Buffer<ffi::F32> outputs, ffi::RemainingArgs rest,
-                          ffi::ResultBuffer<ffi::F32> backprops, int64_t activation, float alpha) {
-  std::vector<ffi::AnyBuffer> features;
-  ffi::Error error = xla_ffi::BuffersOf(rest, &features);
-  if (error.failure()) return error;
+ffi::Error ActivationGrad(ffi::AnyBuffer grads, ffi::AnyBuffer outputs, ffi::RemainingArgs rest,
+                          xla_ffi::RetBuffer backprops, int64_t activation, float alpha) {
+  const float* features = nullptr;
+  ffi::Error error = xla_ffi::ActivationFeaturesOf(rest, &features);
   const int64_t n = static_cast<int64_t>(grads.element_count());
-  if (n == 0) return ffi::Error::Success();
+  if (error.failure() || n == 0) return error;
   return xla_ffi::ToError(FusedActivationGradFunctor<Eigen::ThreadPoolDevice>::Compute(
-      HostContext(), grads.typed_data(), outputs.typed_data(),
-      features.empty() ? nullptr : xla_ffi::Data<float>(features[0]), n, static_cast<int>(activation), alpha,
-      backprops->typed_data()));
+      HostContext(), xla_ffi::Data<float>(grads), xla_ffi::Data<float>(outputs), features, n,
+      static_cast<int>(activation), alpha, xla_ffi::Data<float>(backprops)));
 }
 
-XLA_FFI_DEFINE_HANDLER(kConv, Conv,
-                       xla_ffi::BindConvAttrs(ffi::Ffi::Bind()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .Arg<ffi::AnyBuffer>()
-                                                  .RemainingArgs()
-                                                  .Ret<ffi::AnyBuffer>()));
-XLA_FFI_DEFINE_HANDLER(kActivationGrad, ActivationGrad,
-                       ffi::Ffi::Bind()
-                           .Arg<ffi::Buffer<ffi::F32>>()
-                           .Arg<ffi::Buffer<ffi::F32>>()
-                           .RemainingArgs()
-                           .Ret<ffi::Buffer<ffi::F32>>()
-                           .Attr<int64_t>("activation")
-                           .Attr<float>("alpha"));
+XLA_FFI_DEFINE_HANDLER(kConv, Conv, xla_ffi::BindConv(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER(kActivationGrad, ActivationGrad, xla_ffi::BindActivationGrad(ffi::Ffi::Bind()));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "Host", kConv);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "Host", kActivationGrad);
 

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/fused_mlp_functor.h"
 #include "kernels/spec/fused_mlp_spec.h"
+#include "kernels/xla/fused_mlp_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -29,11 +30,9 @@ FfiAttrs AttrsOf(const fused_mlp::Attrs& a) {
       .Float("leaky_relu_alpha", a.leaky_relu_alpha);
 }
 
-class FusedMlpXlaOp : public XlaOpKernel {
+class FusedMlpXlaOp : public XlaOpWithAttrs<fused_mlp::Attrs> {
  public:
-  explicit FusedMlpXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using XlaOpWithAttrs::XlaOpWithAttrs;
   void Compile(XlaOpKernelContext* ctx) override {
     std::vector<::xla::XlaOp> kernels, biases;
     std::vector<::tensorflow::TensorShape> kernel_shapes, bias_shapes;
@@ -50,16 +49,11 @@ class FusedMlpXlaOp : public XlaOpKernel {
                 {ArrayShape(type, {x[0], net.out_dim}), ArrayShape(type, {net.hidden_layers, x[0], net.width})},
                 AttrsOf(attrs_));
   }
-
- private:
-  fused_mlp::Attrs attrs_;
 };
 
-class FusedMlpGradXlaOp : public XlaOpKernel {
+class FusedMlpGradXlaOp : public XlaOpWithAttrs<fused_mlp::Attrs> {
  public:
-  explicit FusedMlpGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
+  using XlaOpWithAttrs::XlaOpWithAttrs;
   void Compile(XlaOpKernelContext* ctx) override {
     std::vector<::xla::XlaOp> kernels;
     std::vector<::tensorflow::TensorShape> kernel_shapes;
@@ -83,85 +77,39 @@ class FusedMlpGradXlaOp : public XlaOpKernel {
     for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, {k.dim_size(1)}));
     EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs_));
   }
-
- private:
-  fused_mlp::Attrs attrs_;
 };
 
-MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes),
-                FusedMlpXlaOp);
-MO_REGISTER_XLA_OP(
-    Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes),
-    FusedMlpGradXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes), FusedMlpXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes), FusedMlpGradXlaOp);
 
 namespace ffi = ::xla::ffi;
 using xla_ffi::Data;
 
-fused_mlp::Attrs AttrsOf(int64_t activation, int64_t output_activation, float leaky_relu_alpha) {
-  fused_mlp::Attrs a;
-  a.activation = static_cast<int>(activation);
-  a.output_activation = static_cast<int>(output_activation);
-  a.leaky_relu_alpha = leaky_relu_alpha;
-  return a;
-}
-
-// The operands and results of a call.
-ffi::Error BuffersOf(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, std::vector<ffi::AnyBuffer>* in,
-                     std::vector<ffi::Result<ffi::AnyBuffer>>* out) {
-  ffi::Error error = xla_ffi::BuffersOf(args, in);
-  return error.failure() ? error : xla_ffi::BuffersOf(rets, out);
-}
-
 ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation, int64_t output_activation,
                    float leaky_relu_alpha) {
-  std::vector<ffi::AnyBuffer> in;
-  std::vector<ffi::Result<ffi::AnyBuffer>> out;
-  ffi::Error error = BuffersOf(args, rets, &in, &out);
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpForwardOf(args, rets, activation, output_activation, leaky_relu_alpha, &c);
   if (error.failure()) return error;
-  if (in.size() < 3 || in.size() % 2 != 1 || out.size() != 2) {
-    return ffi::Error::Internal("FusedMLP: the XLA call has the wrong number of operands or results");
-  }
-  const int num = static_cast<int>(in.size() / 2);
-  std::vector<checks::Dims> kernel_dims, bias_dims;
-  for (int l = 0; l < num; ++l) {
-    kernel_dims.push_back(xla_ffi::DimsOf(in[1 + l]));
-    bias_dims.push_back(xla_ffi::DimsOf(in[1 + num + l]));
-  }
-  fused_mlp::Net net;
-  error = xla_ffi::ToError(fused_mlp::Shapes(xla_ffi::DimsOf(in[0]), kernel_dims, bias_dims, &net));
-  if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
   return xla_ffi::ForType<float, Eigen::half>(in[0].element_type(), "FusedMLP", [&](auto type) {
     using T = decltype(type);
-    FusedMlpForwardArgs<T> a{static_cast<int64_t>(in[0].dimensions()[0]), Data<T>(in[0]), {}, {}, Data<T>(out[0]),
-                             Data<T>(out[1])};
-    for (int l = 0; l < num; ++l) {
+    FusedMlpForwardArgs<T> a{static_cast<int64_t>(in[0].dimensions()[0]), Data<T>(in[0]), {}, {}, Data<T>(c.out[0]),
+                             Data<T>(c.out[1])};
+    for (int l = 0; l < c.num; ++l) {
       a.kernels.push_back(Data<T>(in[1 + l]));
-      a.biases.push_back(Data<T>(in[1 + num + l]));
+      a.biases.push_back(Data<T>(in[1 + c.num + l]));
     }
-    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Forward(
-        HostContext(), net, AttrsOf(activation, output_activation, leaky_relu_alpha), a));
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), c.net, c.attrs, a));
   });
 }
 
 ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation, int64_t output_activation,
                     float leaky_relu_alpha) {
-  std::vector<ffi::AnyBuffer> in;
-  std::vector<ffi::Result<ffi::AnyBuffer>> out;
-  ffi::Error error = BuffersOf(args, rets, &in, &out);
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpBackwardOf(args, rets, activation, output_activation, leaky_relu_alpha, &c);
   if (error.failure()) return error;
-  // in: grad_y, x, N kernels, y, hidden; out: grad_x, N grad_kernels, N grad_biases.
-  const int num = static_cast<int>(in.size()) - 4;
-  if (num < 1 || out.size() != static_cast<size_t>(1 + 2 * num)) {
-    return ffi::Error::Internal("FusedMLPGrad: the XLA call has the wrong number of operands or results");
-  }
-  std::vector<checks::Dims> kernel_dims, bias_dims;
-  for (int l = 0; l < num; ++l) {
-    kernel_dims.push_back(xla_ffi::DimsOf(in[2 + l]));
-    bias_dims.push_back({kernel_dims.back().size() == 2 ? kernel_dims.back()[1] : 0});
-  }
-  fused_mlp::Net net;
-  error = xla_ffi::ToError(fused_mlp::Shapes(xla_ffi::DimsOf(in[1]), kernel_dims, bias_dims, &net));
-  if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
+  const int num = c.num;
   return xla_ffi::ForType<float, Eigen::half>(in[1].element_type(), "FusedMLPGrad", [&](auto type) {
     using T = decltype(type);
     FusedMlpBackwardArgs<T> a{static_cast<int64_t>(in[1].dimensions()[0]),
@@ -170,29 +118,20 @@ ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t ac
                               Data<T>(in[2 + num]),
                               Data<T>(in[3 + num]),
                               {},
-                              Data<T>(out[0]),
+                              Data<T>(c.out[0]),
                               {},
                               {}};
     for (int l = 0; l < num; ++l) {
       a.kernels.push_back(Data<T>(in[2 + l]));
-      a.grad_kernels.push_back(Data<T>(out[1 + l]));
-      a.grad_biases.push_back(Data<T>(out[1 + num + l]));
+      a.grad_kernels.push_back(Data<T>(c.out[1 + l]));
+      a.grad_biases.push_back(Data<T>(c.out[1 + num + l]));
     }
-    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Backward(
-        HostContext(), net, AttrsOf(activation, output_activation, leaky_relu_alpha), a));
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), c.net, c.attrs, a));
   });
 }
 
-#define MO_FUSED_MLP_BINDING                    \
-  ffi::Ffi::Bind()                              \
-      .RemainingArgs()                          \
-      .RemainingRets()                          \
-      .Attr<int64_t>("activation")              \
-      .Attr<int64_t>("output_activation")       \
-      .Attr<float>("leaky_relu_alpha")
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, MO_FUSED_MLP_BINDING);
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, MO_FUSED_MLP_BINDING);
-#undef MO_FUSED_MLP_BINDING
+XLA_FFI_DEFINE_HANDLER(kForward, Forward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER(kBackward, Backward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", kForward);
 MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", kBackward);
 

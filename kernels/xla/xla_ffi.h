@@ -51,6 +51,13 @@ ffi::Error ForType(ffi::DataType dtype, const char* op, Fn&& fn) {
   return result;
 }
 
+// ForType, then nothing to do (success) when the call has no elements (`n`):
+// the element-wise handlers' dispatch.
+template <typename... Ts, typename Fn>
+ffi::Error ForTypeUnlessEmpty(ffi::DataType dtype, int64_t n, const char* op, Fn&& fn) {
+  return ForType<Ts...>(dtype, op, [&](auto type) { return n == 0 ? ffi::Error::Success() : fn(type); });
+}
+
 // A handler's result buffer.
 using RetBuffer = ffi::Result<ffi::AnyBuffer>;
 
@@ -64,25 +71,28 @@ inline checks::Dims DimsOf(const ffi::AnyBuffer& buffer) {
   return checks::Dims(dims.begin(), dims.end());
 }
 
-// ffi::Ffi::Bind() with kArgs ffi::AnyBuffer arguments, then kRets >= 1
-// ffi::AnyBuffer results: the handlers' buffer lists, by count rather than
-// one .Arg<ffi::AnyBuffer>() / .Ret<ffi::AnyBuffer>() line per buffer. (A
-// Binding cannot be copied or moved into a new one of its own type: each step
-// returns the next type, and the last step's result is returned as it is.)
-template <int kArgs, int kRets, typename Binding>
+// `binding` with kArgs Buffer arguments, then kRets >= 1 Buffer results (by
+// default ffi::AnyBuffer; ffi::Buffer<ffi::F32> where the handler has XLA
+// check the element type): the handlers' buffer lists, by count rather than
+// one .Arg<Buffer>() / .Ret<Buffer>() line per buffer. (A Binding cannot be
+// copied or moved into a new one of its own type: each step returns the next
+// type, and the last step's result is returned as it is.)
+template <int kArgs, int kRets, typename Buffer = ffi::AnyBuffer, typename Binding>
 auto BindBuffersFrom(Binding&& binding) {
   static_assert(kRets >= 1, "a handler has at least one result");
   if constexpr (kArgs > 0) {
-    return BindBuffersFrom<kArgs - 1, kRets>(std::move(binding).template Arg<ffi::AnyBuffer>());
+    return BindBuffersFrom<kArgs - 1, kRets, Buffer>(std::move(binding).template Arg<Buffer>());
   } else if constexpr (kRets > 1) {
-    return BindBuffersFrom<0, kRets - 1>(std::move(binding).template Ret<ffi::AnyBuffer>());
+    return BindBuffersFrom<0, kRets - 1, Buffer>(std::move(binding).template Ret<Buffer>());
   } else {
-    return std::move(binding).template Ret<ffi::AnyBuffer>();
+    return std::move(binding).template Ret<Buffer>();
   }
 }
-template <int kArgs, int kRets>
+
+// ffi::Ffi::Bind() with the buffers (the host handlers).
+template <int kArgs, int kRets, typename Buffer = ffi::AnyBuffer>
 auto BindBuffers() {
-  return BindBuffersFrom<kArgs, kRets>(ffi::Ffi::Bind());
+  return BindBuffersFrom<kArgs, kRets, Buffer>(ffi::Ffi::Bind());
 }
 
 // The buffers of a variadic call (ops with list inputs or outputs).

@@ -43,6 +43,21 @@ inline constexpr ::tensorflow::DataType kFloatTypes[] = {::tensorflow::DT_FLOAT,
 inline constexpr ::tensorflow::DataType kFloatAndBfloat16Types[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF,
                                                                   ::tensorflow::DT_BFLOAT16};
 
+// The base of the XLA kernels of ops with attributes, as OpKernelWithAttrs
+// (kernels/op_kernel_with_attrs.h) is the TensorFlow kernels': reads and
+// checks them once, at construction, into attrs_
+// (checks::ReadAttrsOf(ctx, args..., &attrs_)).
+template <typename Attrs, auto... args>
+class XlaOpWithAttrs : public XlaOpKernel {
+ public:
+  explicit XlaOpWithAttrs(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, args..., &attrs_));
+  }
+
+ protected:
+  Attrs attrs_;
+};
+
 // An FFI attribute dictionary, in the MLIR syntax XLA parses from a typed-FFI
 // custom call's backend config: integers as i64, floats as f32 bit patterns
 // (exact, NaN and infinities included).
@@ -76,6 +91,19 @@ inline ::xla::Shape ArrayShape(::xla::PrimitiveType type, const checks::Dims& di
 
 inline ::xla::PrimitiveType ElementType(XlaOpKernelContext* ctx, int i) {
   return ctx->InputXlaShape(i)->element_type();
+}
+
+// The shape of input i (its element type and static shape): an element-wise
+// result.
+inline ::xla::Shape ShapeLike(XlaOpKernelContext* ctx, int i) {
+  return ArrayShape(ElementType(ctx, i), InputDims(ctx, i));
+}
+
+// Inputs 0 to n - 1, the operands of a call that takes them all.
+inline std::vector<::xla::XlaOp> InputsUpTo(XlaOpKernelContext* ctx, int n) {
+  std::vector<::xla::XlaOp> inputs;
+  for (int i = 0; i < n; ++i) inputs.push_back(ctx->Input(i));
+  return inputs;
 }
 
 // Emits the typed-FFI custom call `target` on `operands` with one result per
