@@ -41,10 +41,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (BindStreamScratchBuffers<2, 1>()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (BindStreamScratchBuffers<3, 2>()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "CUDA", Forward, BindStreamScratchBuffers<2, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "CUDA", Backward, BindStreamScratchBuffers<3, 2>());
 
 }  // namespace
 }  // namespace xla_ffi

@@ -50,10 +50,8 @@ ffi::Error ActivationGrad(cudaStream_t stream, ffi::AnyBuffer grads, ffi::AnyBuf
                                                    stream));
 }
 
-XLA_FFI_DEFINE_HANDLER(kConv, Conv, BindConv(BindStreamScratch()));
-XLA_FFI_DEFINE_HANDLER(kActivationGrad, ActivationGrad, BindActivationGrad(BindStream()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "CUDA", kConv);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "CUDA", kActivationGrad);
+MO_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "CUDA", Conv, BindConv(BindStreamScratch()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "CUDA", ActivationGrad, BindActivationGrad(BindStream()));
 
 }  // namespace
 }  // namespace xla_ffi

@@ -30,65 +30,55 @@ FfiAttrs AttrsOf(const fused_mlp::Attrs& a) {
       .Float("leaky_relu_alpha", a.leaky_relu_alpha);
 }
 
-class FusedMlpXlaOp : public XlaOpWithAttrs<fused_mlp::Attrs> {
- public:
-  using XlaOpWithAttrs::XlaOpWithAttrs;
-  void Compile(XlaOpKernelContext* ctx) override {
-    std::vector<::xla::XlaOp> kernels, biases;
-    std::vector<::tensorflow::TensorShape> kernel_shapes, bias_shapes;
-    OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
-    OP_REQUIRES_OK(ctx, ctx->InputList("biases", &biases, &bias_shapes));
-    const checks::Dims x = InputDims(ctx, 0);
-    fused_mlp::Net net;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), DimsOfList(bias_shapes), &net)));
-    std::vector<::xla::XlaOp> operands = {ctx->Input(0)};
-    operands.insert(operands.end(), kernels.begin(), kernels.end());
-    operands.insert(operands.end(), biases.begin(), biases.end());
-    const ::xla::PrimitiveType type = ElementType(ctx, 0);
-    EmitFfiCall(ctx, "MetalOpsFusedMLP", operands,
-                {ArrayShape(type, {x[0], net.out_dim}), ArrayShape(type, {net.hidden_layers, x[0], net.width})},
-                AttrsOf(attrs_));
-  }
-};
+void CompileFusedMlp(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
+  std::vector<::xla::XlaOp> kernels, biases;
+  std::vector<::tensorflow::TensorShape> kernel_shapes, bias_shapes;
+  OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
+  OP_REQUIRES_OK(ctx, ctx->InputList("biases", &biases, &bias_shapes));
+  const checks::Dims x = InputDims(ctx, 0);
+  fused_mlp::Net net;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), DimsOfList(bias_shapes), &net)));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0)};
+  operands.insert(operands.end(), kernels.begin(), kernels.end());
+  operands.insert(operands.end(), biases.begin(), biases.end());
+  const ::xla::PrimitiveType type = ElementType(ctx, 0);
+  EmitFfiCall(ctx, "MetalOpsFusedMLP", operands,
+              {ArrayShape(type, {x[0], net.out_dim}), ArrayShape(type, {net.hidden_layers, x[0], net.width})},
+              AttrsOf(attrs));
+}
 
-class FusedMlpGradXlaOp : public XlaOpWithAttrs<fused_mlp::Attrs> {
- public:
-  using XlaOpWithAttrs::XlaOpWithAttrs;
-  void Compile(XlaOpKernelContext* ctx) override {
-    std::vector<::xla::XlaOp> kernels;
-    std::vector<::tensorflow::TensorShape> kernel_shapes;
-    OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
-    const int num = static_cast<int>(kernels.size());
-    // The biases' shapes follow from the kernels' (as in the TensorFlow kernel).
-    std::vector<checks::Dims> bias_dims;
-    for (const auto& k : kernel_shapes) bias_dims.push_back({k.dims() == 2 ? k.dim_size(1) : 0});
-    const checks::Dims x = InputDims(ctx, 1);
-    fused_mlp::Net net;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), bias_dims, &net)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::GradShapes(net, x[0], InputDims(ctx, 0), InputDims(ctx, 2 + num),
-                                                               InputDims(ctx, 3 + num))));
-    std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
-    operands.insert(operands.end(), kernels.begin(), kernels.end());
-    operands.push_back(ctx->Input(2 + num));
-    operands.push_back(ctx->Input(3 + num));
-    const ::xla::PrimitiveType type = ElementType(ctx, 1);
-    std::vector<::xla::Shape> results = {ArrayShape(type, x)};
-    for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, checks::DimsOf(k)));
-    for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, {k.dim_size(1)}));
-    EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs_));
-  }
-};
+void CompileFusedMlpGrad(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
+  std::vector<::xla::XlaOp> kernels;
+  std::vector<::tensorflow::TensorShape> kernel_shapes;
+  OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
+  const int num = static_cast<int>(kernels.size());
+  // The biases' shapes follow from the kernels' (as in the TensorFlow kernel).
+  std::vector<checks::Dims> bias_dims;
+  for (const auto& k : kernel_shapes) bias_dims.push_back({k.dims() == 2 ? k.dim_size(1) : 0});
+  const checks::Dims x = InputDims(ctx, 1);
+  fused_mlp::Net net;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), bias_dims, &net)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::GradShapes(net, x[0], InputDims(ctx, 0), InputDims(ctx, 2 + num),
+                                                             InputDims(ctx, 3 + num))));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
+  operands.insert(operands.end(), kernels.begin(), kernels.end());
+  operands.push_back(ctx->Input(2 + num));
+  operands.push_back(ctx->Input(3 + num));
+  const ::xla::PrimitiveType type = ElementType(ctx, 1);
+  std::vector<::xla::Shape> results = {ArrayShape(type, x)};
+  for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, checks::DimsOf(k)));
+  for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, {k.dim_size(1)}));
+  EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs));
+}
 
+using FusedMlpXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlp>;
+using FusedMlpGradXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlpGrad>;
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes), FusedMlpXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes), FusedMlpGradXlaOp);
 
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
-ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation, int64_t output_activation,
-                   float leaky_relu_alpha) {
+ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
   xla_ffi::FusedMlpCall c;
-  ffi::Error error = xla_ffi::FusedMlpForwardOf(args, rets, activation, output_activation, leaky_relu_alpha, &c);
+  ffi::Error error = xla_ffi::FusedMlpForwardOf(args, rets, attrs, &c);
   if (error.failure()) return error;
   const std::vector<ffi::AnyBuffer>& in = c.in;
   return xla_ffi::ForType<float, Eigen::half>(in[0].element_type(), "FusedMLP", [&](auto type) {
@@ -103,10 +93,9 @@ ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t act
   });
 }
 
-ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation, int64_t output_activation,
-                    float leaky_relu_alpha) {
+ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
   xla_ffi::FusedMlpCall c;
-  ffi::Error error = xla_ffi::FusedMlpBackwardOf(args, rets, activation, output_activation, leaky_relu_alpha, &c);
+  ffi::Error error = xla_ffi::FusedMlpBackwardOf(args, rets, attrs, &c);
   if (error.failure()) return error;
   const std::vector<ffi::AnyBuffer>& in = c.in;
   const int num = c.num;
@@ -130,10 +119,8 @@ ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t ac
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", Forward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", Backward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
 
 }  // namespace
 }  // namespace xla_kernels

@@ -16,6 +16,13 @@
 namespace mo {
 namespace xla_ffi {
 
+// The call's FFI attributes (kernels/xla/fused_mlp_xla.cc's FfiAttrs), which
+// XLA decodes by name (XLA_FFI_REGISTER_STRUCT_ATTR_DECODING below).
+struct FusedMlpCallAttrs {
+  int64_t activation, output_activation;
+  float leaky_relu_alpha;
+};
+
 struct FusedMlpCall {
   std::vector<ffi::AnyBuffer> in;
   std::vector<RetBuffer> out;
@@ -24,18 +31,19 @@ struct FusedMlpCall {
   fused_mlp::Attrs attrs;
 };
 
-// The buffers and attributes, then the net of x (in[x_at]) and the kernels
-// (in[x_at + 1], ...), the biases' shapes given.
-inline ffi::Error FusedMlpCallOf(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, int64_t activation,
-                                 int64_t output_activation, float leaky_relu_alpha, FusedMlpCall* c) {
+// The call's buffers and attributes.
+inline ffi::Error FusedMlpCallOf(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets,
+                                 const FusedMlpCallAttrs& attrs, FusedMlpCall* c) {
   ffi::Error error = BuffersOf(args, &c->in);
   if (error.success()) error = BuffersOf(rets, &c->out);
-  c->attrs.activation = static_cast<int>(activation);
-  c->attrs.output_activation = static_cast<int>(output_activation);
-  c->attrs.leaky_relu_alpha = leaky_relu_alpha;
+  c->attrs.activation = static_cast<int>(attrs.activation);
+  c->attrs.output_activation = static_cast<int>(attrs.output_activation);
+  c->attrs.leaky_relu_alpha = attrs.leaky_relu_alpha;
   return error;
 }
 
+// The net of x (in[x_at]) and the kernels (in[x_at + 1], ...), the biases'
+// shapes given.
 inline ffi::Error FusedMlpNetOf(FusedMlpCall* c, int x_at, const std::vector<checks::Dims>& bias_dims) {
   std::vector<checks::Dims> kernel_dims;
   for (int l = 0; l < c->num; ++l) kernel_dims.push_back(DimsOf(c->in[x_at + 1 + l]));
@@ -44,9 +52,8 @@ inline ffi::Error FusedMlpNetOf(FusedMlpCall* c, int x_at, const std::vector<che
 
 // The forward's call: in x, N kernels, N biases; out y, hidden.
 inline ffi::Error FusedMlpForwardOf(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets,
-                                    int64_t activation, int64_t output_activation, float leaky_relu_alpha,
-                                    FusedMlpCall* c) {
-  ffi::Error error = FusedMlpCallOf(args, rets, activation, output_activation, leaky_relu_alpha, c);
+                                    const FusedMlpCallAttrs& attrs, FusedMlpCall* c) {
+  ffi::Error error = FusedMlpCallOf(args, rets, attrs, c);
   if (error.failure()) return error;
   if (c->in.size() < 3 || c->in.size() % 2 != 1 || c->out.size() != 2) {
     return ffi::Error::Internal("FusedMLP: the XLA call has the wrong number of operands or results");
@@ -61,9 +68,8 @@ inline ffi::Error FusedMlpForwardOf(const ffi::RemainingArgs& args, const ffi::R
 // grad_kernels, N grad_biases. The biases' shapes follow from the kernels'
 // (as in the TensorFlow kernel).
 inline ffi::Error FusedMlpBackwardOf(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets,
-                                     int64_t activation, int64_t output_activation, float leaky_relu_alpha,
-                                     FusedMlpCall* c) {
-  ffi::Error error = FusedMlpCallOf(args, rets, activation, output_activation, leaky_relu_alpha, c);
+                                     const FusedMlpCallAttrs& attrs, FusedMlpCall* c) {
+  ffi::Error error = FusedMlpCallOf(args, rets, attrs, c);
   if (error.failure()) return error;
   c->num = static_cast<int>(c->in.size()) - 4;
   if (c->num < 1 || c->out.size() != static_cast<size_t>(1 + 2 * c->num)) {
@@ -81,15 +87,15 @@ inline ffi::Error FusedMlpBackwardOf(const ffi::RemainingArgs& args, const ffi::
 // takes them) followed by the operands, results and attributes.
 template <typename Binding>
 auto BindFusedMlp(Binding&& binding) {
-  return std::move(binding)
-      .RemainingArgs()
-      .RemainingRets()
-      .template Attr<int64_t>("activation")
-      .template Attr<int64_t>("output_activation")
-      .template Attr<float>("leaky_relu_alpha");
+  return std::move(binding).RemainingArgs().RemainingRets().template Attrs<FusedMlpCallAttrs>();
 }
 
 }  // namespace xla_ffi
 }  // namespace mo
+
+XLA_FFI_REGISTER_STRUCT_ATTR_DECODING(::mo::xla_ffi::FusedMlpCallAttrs,
+                                      ::xla::ffi::StructMember<int64_t>("activation"),
+                                      ::xla::ffi::StructMember<int64_t>("output_activation"),
+                                      ::xla::ffi::StructMember<float>("leaky_relu_alpha"));
 
 #endif  // MO_KERNELS_XLA_FUSED_MLP_XLA_H_

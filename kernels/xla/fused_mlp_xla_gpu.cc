@@ -25,10 +25,9 @@ namespace mo {
 namespace xla_ffi {
 namespace {
 
-ffi::Error Forward(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation,
-                   int64_t output_activation, float leaky_relu_alpha) {
+ffi::Error Forward(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, FusedMlpCallAttrs attrs) {
   FusedMlpCall c;
-  ffi::Error error = FusedMlpForwardOf(args, rets, activation, output_activation, leaky_relu_alpha, &c);
+  ffi::Error error = FusedMlpForwardOf(args, rets, attrs, &c);
   if (error.failure()) return error;
   const std::vector<ffi::AnyBuffer>& in = c.in;
   return ForType<float, Eigen::half>(in[0].element_type(), "FusedMLP", [&](auto type) {
@@ -48,9 +47,9 @@ ffi::Error Forward(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
 }
 
 ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
-                    ffi::RemainingRets rets, int64_t activation, int64_t output_activation, float leaky_relu_alpha) {
+                    ffi::RemainingRets rets, FusedMlpCallAttrs attrs) {
   FusedMlpCall c;
-  ffi::Error error = FusedMlpBackwardOf(args, rets, activation, output_activation, leaky_relu_alpha, &c);
+  ffi::Error error = FusedMlpBackwardOf(args, rets, attrs, &c);
   if (error.failure()) return error;
   const std::vector<ffi::AnyBuffer>& in = c.in;
   const int num = c.num;
@@ -80,10 +79,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Rem
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, BindFusedMlp(BindStream()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, BindFusedMlp(BindStreamScratch()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLP", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLP", "CUDA", Forward, BindFusedMlp(BindStream()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "CUDA", Backward, BindFusedMlp(BindStreamScratch()));
 
 }  // namespace
 }  // namespace xla_ffi

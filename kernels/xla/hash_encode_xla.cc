@@ -30,81 +30,66 @@ FfiAttrs GridAttrsOf(const hash_encode::GridAttrs& g) {
       .Int("out_of_range", g.out_of_range);
 }
 
-// The base of the grid ops' XLA kernels: the attributes, read for `op`, and
-// the spec's check of inputs [N, D] and table [P, F] (inputs `inputs_at` and
-// the next one), which sets D, F, P and the grid's Params in *g and N in *n.
-template <GridOp op, int inputs_at>
-class GridXlaOp : public XlaOpWithAttrs<hash_encode::Attrs, op> {
- public:
-  using XlaOpWithAttrs<hash_encode::Attrs, op>::XlaOpWithAttrs;
+// The grid ops' XLA kernels: the spec's check of inputs [N, D] and table
+// [P, F] (inputs `inputs_at` and the next one), which sets D, F, P and the
+// grid's Params in g, then compile(ctx, attrs, g, N), the op's own checks and
+// its call.
+using GridCompileFn = void (*)(XlaOpKernelContext* ctx, const hash_encode::Attrs& attrs,
+                               const hash_encode::TableGeometry& g, int64_t n);
 
- protected:
-  absl::Status CheckInputsAndTable(XlaOpKernelContext* ctx, hash_encode::TableGeometry* g, int64_t* n) const {
-    const checks::Dims inputs = InputDims(ctx, inputs_at);
-    *n = inputs.empty() ? 0 : inputs[0];
-    return checks::ToStatus(
-        hash_encode::InputsAndTable(this->attrs_.grid, inputs, InputDims(ctx, inputs_at + 1), g));
-  }
-  // The columns of encoded and grad_encoded, L * F.
-  int64_t Width(const hash_encode::TableGeometry& g) const {
-    return int64_t(this->attrs_.grid.num_levels) * g.features;
-  }
-};
+template <int inputs_at, GridCompileFn compile>
+void CompileGridOp(XlaOpKernelContext* ctx, const hash_encode::Attrs& attrs) {
+  const checks::Dims inputs = InputDims(ctx, inputs_at);
+  const int64_t n = inputs.empty() ? 0 : inputs[0];
+  hash_encode::TableGeometry g;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(
+                          hash_encode::InputsAndTable(attrs.grid, inputs, InputDims(ctx, inputs_at + 1), &g)));
+  compile(ctx, attrs, g, n);
+}
 
-class HashEncodeXlaOp : public GridXlaOp<GridOp::kEncode, 0> {
- public:
-  using GridXlaOp::GridXlaOp;
-  void Compile(XlaOpKernelContext* ctx) override {
-    hash_encode::TableGeometry c;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
-    EmitFfiCall(ctx, "MetalOpsHashEncode", InputsUpTo(ctx, 2),
-                {ArrayShape(ElementType(ctx, 1), {n, Width(c)})}, GridAttrsOf(attrs_.grid));
-  }
-};
+template <GridOp op, int inputs_at, GridCompileFn compile>
+using GridXlaOp = XlaOpWithAttrs<hash_encode::Attrs, CompileGridOp<inputs_at, compile>, op>;
 
-class HashEncodeGradXlaOp : public GridXlaOp<GridOp::kEncodeGrad, 1> {
- public:
-  using GridXlaOp::GridXlaOp;
-  void Compile(XlaOpKernelContext* ctx) override {
-    hash_encode::TableGeometry c;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", InputDims(ctx, 0), n, Width(c))));
-    EmitFfiCall(ctx, "MetalOpsHashEncodeGrad", InputsUpTo(ctx, 3),
-                {ArrayShape(ElementType(ctx, 2), {attrs_.table_grad ? c.rows : 0, c.features}),
-                 ArrayShape(::xla::F32, {attrs_.input_grad ? n : 0, c.dims})},
-                GridAttrsOf(attrs_.grid)
-                    .Int("table_grad", attrs_.table_grad)
-                    .Int("input_grad", attrs_.input_grad)
-                    .Int("deterministic", attrs_.deterministic));
-  }
-};
+// The columns of encoded and grad_encoded, L * F.
+int64_t Width(const hash_encode::Attrs& attrs, const hash_encode::TableGeometry& g) {
+  return int64_t(attrs.grid.num_levels) * g.features;
+}
 
-class HashEncodeGradGradXlaOp : public GridXlaOp<GridOp::kEncodeGradGrad, 2> {
- public:
-  using GridXlaOp::GridXlaOp;
-  void Compile(XlaOpKernelContext* ctx) override {
-    hash_encode::TableGeometry c;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, CheckInputsAndTable(ctx, &c, &n));
-    const checks::Dims grad_encoded = InputDims(ctx, 1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, c.dims)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n, Width(c))));
-    EmitFfiCall(ctx, "MetalOpsHashEncodeGradGrad", InputsUpTo(ctx, 4),
-                {ShapeLike(ctx, 3), ArrayShape(ElementType(ctx, 3), grad_encoded)},
-                GridAttrsOf(attrs_.grid));
-  }
-};
+void CompileHashEncode(XlaOpKernelContext* ctx, const hash_encode::Attrs& attrs, const hash_encode::TableGeometry& g,
+                       int64_t n) {
+  EmitFfiCall(ctx, "MetalOpsHashEncode", InputsUpTo(ctx, 2), {ArrayShape(ElementType(ctx, 1), {n, Width(attrs, g)})},
+              GridAttrsOf(attrs.grid));
+}
 
+void CompileHashEncodeGrad(XlaOpKernelContext* ctx, const hash_encode::Attrs& attrs,
+                           const hash_encode::TableGeometry& g, int64_t n) {
+  OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", InputDims(ctx, 0), n, Width(attrs, g))));
+  EmitFfiCall(ctx, "MetalOpsHashEncodeGrad", InputsUpTo(ctx, 3),
+              {ArrayShape(ElementType(ctx, 2), {attrs.table_grad ? g.rows : 0, g.features}),
+               ArrayShape(::xla::F32, {attrs.input_grad ? n : 0, g.dims})},
+              GridAttrsOf(attrs.grid)
+                  .Int("table_grad", attrs.table_grad)
+                  .Int("input_grad", attrs.input_grad)
+                  .Int("deterministic", attrs.deterministic));
+}
+
+void CompileHashEncodeGradGrad(XlaOpKernelContext* ctx, const hash_encode::Attrs& attrs,
+                               const hash_encode::TableGeometry& g, int64_t n) {
+  const checks::Dims grad_encoded = InputDims(ctx, 1);
+  OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_grad_inputs", InputDims(ctx, 0), n, g.dims)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(hash_encode::Matrix("grad_encoded", grad_encoded, n, Width(attrs, g))));
+  EmitFfiCall(ctx, "MetalOpsHashEncodeGradGrad", InputsUpTo(ctx, 4),
+              {ShapeLike(ctx, 3), ArrayShape(ElementType(ctx, 3), grad_encoded)}, GridAttrsOf(attrs.grid));
+}
+
+using HashEncodeXlaOp = GridXlaOp<GridOp::kEncode, 0, CompileHashEncode>;
+using HashEncodeGradXlaOp = GridXlaOp<GridOp::kEncodeGrad, 1, CompileHashEncodeGrad>;
+using HashEncodeGradGradXlaOp = GridXlaOp<GridOp::kEncodeGradGrad, 2, CompileHashEncodeGradGrad>;
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncode").TypeConstraint("T", kFloatTypes), HashEncodeXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGradGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradGradXlaOp);
 
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
-ffi::Error Forward(ffi::AnyBuffer inputs, ffi::AnyBuffer table, xla_ffi::RetBuffer encoded, int64_t num_levels,
+ffi::Error Forward(ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer encoded, int64_t num_levels,
                    int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale, int64_t interpolation,
                    int64_t out_of_range) {
   xla_ffi::HashEncodeCall c;
@@ -120,7 +105,7 @@ ffi::Error Forward(ffi::AnyBuffer inputs, ffi::AnyBuffer table, xla_ffi::RetBuff
 }
 
 ffi::Error Backward(ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
-                    xla_ffi::RetBuffer grad_table, xla_ffi::RetBuffer grad_inputs, int64_t num_levels,
+                    RetBuffer grad_table, RetBuffer grad_inputs, int64_t num_levels,
                     int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale, int64_t interpolation,
                     int64_t out_of_range, int64_t table_grad, int64_t input_grad, int64_t deterministic) {
   xla_ffi::HashEncodeCall c;
@@ -139,7 +124,7 @@ ffi::Error Backward(ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::Any
 }
 
 ffi::Error GradGrad(ffi::AnyBuffer grad_grad_inputs, ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs,
-                    ffi::AnyBuffer table, xla_ffi::RetBuffer grad_table, xla_ffi::RetBuffer grad_grad_encoded,
+                    ffi::AnyBuffer table, RetBuffer grad_table, RetBuffer grad_grad_encoded,
                     int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
                     int64_t interpolation, int64_t out_of_range) {
   xla_ffi::HashEncodeCall c;
@@ -156,16 +141,14 @@ ffi::Error GradGrad(ffi::AnyBuffer grad_grad_inputs, ffi::AnyBuffer grad_encoded
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<2, 1>()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<3, 2>())
-                           .Attr<int64_t>("table_grad")
-                           .Attr<int64_t>("input_grad")
-                           .Attr<int64_t>("deterministic"));
-XLA_FFI_DEFINE_HANDLER(kGradGrad, GradGrad, xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<4, 2>()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", kBackward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", kGradGrad);
+MO_XLA_FFI_HANDLER("MetalOpsHashEncode", "Host", Forward, xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<2, 1>()));
+MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", Backward,
+                   xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<3, 2>())
+                       .Attr<int64_t>("table_grad")
+                       .Attr<int64_t>("input_grad")
+                       .Attr<int64_t>("deterministic"));
+MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", GradGrad,
+                   xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<4, 2>()));
 
 }  // namespace
 }  // namespace xla_kernels

@@ -1,5 +1,5 @@
 // The XLA kernels of MetalOpsPackedVolumeRender / MetalOpsPackedVolumeRenderGrad
-// (kernels/xla/xla_kernel.h) and their host handlers: the CPU functor of
+// (kernels/xla/render_xla_kernel.h) and their host handlers: the CPU functor of
 // kernels/cpu/packed_volume_render_cpu.h. The outputs' sizes follow from the
 // inputs' shapes (R rays, N samples), so XLA compiles them as they are; the
 // shape and attribute checks run while XLA compiles, the checks of the ray
@@ -35,13 +35,10 @@ MO_REGISTER_XLA_OP(Name(packed_volume_render::kForward).TypeConstraint("T", kRen
 MO_REGISTER_XLA_OP(Name(packed_volume_render::kBackward).TypeConstraint("T", kRenderTypes),
                    PackedVolumeRenderGradXlaOp);
 
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
 ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t_starts, ffi::AnyBuffer t_ends,
                    ffi::AnyBuffer offsets, ffi::AnyBuffer counts, ffi::AnyBuffer background,
-                   xla_ffi::RetBuffer out_rgb, xla_ffi::RetBuffer depth, xla_ffi::RetBuffer opacity,
-                   xla_ffi::RetBuffer weights, float early_termination) {
+                   RetBuffer out_rgb, RetBuffer depth, RetBuffer opacity,
+                   RetBuffer weights, float early_termination) {
   const int64_t rays = counts.dimensions()[0];
   return xla_ffi::ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "PackedVolumeRender", [&](auto type) {
     using T = decltype(type);
@@ -57,8 +54,8 @@ ffi::Error Backward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t_s
                     ffi::AnyBuffer offsets, ffi::AnyBuffer counts, ffi::AnyBuffer background,
                     ffi::AnyBuffer out_rgb, ffi::AnyBuffer depth, ffi::AnyBuffer opacity, ffi::AnyBuffer weights,
                     ffi::AnyBuffer grad_rgb, ffi::AnyBuffer grad_depth, ffi::AnyBuffer grad_opacity,
-                    ffi::AnyBuffer grad_weights, xla_ffi::RetBuffer grad_sigma, xla_ffi::RetBuffer grad_samples_rgb,
-                    xla_ffi::RetBuffer grad_background, float early_termination) {
+                    ffi::AnyBuffer grad_weights, RetBuffer grad_sigma, RetBuffer grad_samples_rgb,
+                    RetBuffer grad_background, float early_termination) {
   const int64_t rays = counts.dimensions()[0];
   const char* op = "PackedVolumeRenderGrad";
   return xla_ffi::ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, op, [&](auto type) {
@@ -72,10 +69,10 @@ ffi::Error Backward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t_s
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (xla_ffi::BindBuffers<7, 4>()).Attr<float>("early_termination"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (xla_ffi::BindBuffers<15, 3>()).Attr<float>("early_termination"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsPackedVolumeRender", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsPackedVolumeRenderGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsPackedVolumeRender", "Host", Forward,
+                   xla_ffi::BindBuffers<7, 4>().Attr<float>("early_termination"));
+MO_XLA_FFI_HANDLER("MetalOpsPackedVolumeRenderGrad", "Host", Backward,
+                   xla_ffi::BindBuffers<15, 3>().Attr<float>("early_termination"));
 
 }  // namespace
 }  // namespace xla_kernels

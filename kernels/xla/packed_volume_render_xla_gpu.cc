@@ -13,11 +13,10 @@
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/common/render_args.h"
+#include <cstdint>
+
 #include "kernels/cuda/packed_volume_render_gpu.h"
-#include "kernels/cuda/tf_gpu.h"
 #include "kernels/xla/render_xla.h"
-#include "kernels/xla/xla_ffi.h"
 #include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
@@ -60,10 +59,10 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (BindStreamScratchBuffers<7, 4>()).Attr<float>("early_termination"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (BindStreamScratchBuffers<15, 3>()).Attr<float>("early_termination"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsPackedVolumeRender", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsPackedVolumeRenderGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsPackedVolumeRender", "CUDA", Forward,
+                   BindStreamScratchBuffers<7, 4>().Attr<float>("early_termination"));
+MO_XLA_FFI_HANDLER("MetalOpsPackedVolumeRenderGrad", "CUDA", Backward,
+                   BindStreamScratchBuffers<15, 3>().Attr<float>("early_termination"));
 
 }  // namespace
 }  // namespace xla_ffi

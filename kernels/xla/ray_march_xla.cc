@@ -17,37 +17,30 @@ namespace {
 
 constexpr const char* kAabb[6] = {"aabb_min_x", "aabb_min_y", "aabb_min_z", "aabb_max_x", "aabb_max_y", "aabb_max_z"};
 
-class RayMarchStaticXlaOp : public XlaOpWithAttrs<ray_march::StaticAttrs> {
- public:
-  using XlaOpWithAttrs::XlaOpWithAttrs;
-  void Compile(XlaOpKernelContext* ctx) override {
-    const ray_march::Attrs& a = attrs_.march;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march::Shapes(InputDims(ctx, 0), InputDims(ctx, 1), InputDims(ctx, 2),
-                                                           InputDims(ctx, 3), InputDims(ctx, 4), InputDims(ctx, 5),
-                                                           a)));
-    const int64_t rays = InputDims(ctx, 0)[0], budget = attrs_.sample_budget;
-    FfiAttrs attrs;
-    for (int i = 0; i < 6; ++i) attrs.Float(kAabb[i], a.aabb[i]);
-    attrs.Int("grid_resolution", a.grid_resolution)
-        .Float("step_size", a.step_size)
-        .Float("cone_angle", a.cone_angle)
-        .Float("max_step_size", a.max_step_size)
-        .Int("max_samples", a.max_samples)
-        .Int("jitter", a.jitter)
-        .Int("sample_budget", budget);
-    EmitFfiCall(ctx, "MetalOpsRayMarchStatic", InputsUpTo(ctx, 6),
-                {ArrayShape(::xla::F32, {budget}), ArrayShape(::xla::F32, {budget}), ArrayShape(::xla::S32, {budget}),
-                 ArrayShape(::xla::S32, {rays}), ArrayShape(::xla::S32, {rays}), ArrayShape(::xla::S32, {}),
-                 ArrayShape(::xla::S32, {})},
-                attrs);
-  }
-};
+void CompileRayMarchStatic(XlaOpKernelContext* ctx, const ray_march::StaticAttrs& attrs) {
+  const ray_march::Attrs& a = attrs.march;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march::Shapes(InputDims(ctx, 0), InputDims(ctx, 1), InputDims(ctx, 2),
+                                                         InputDims(ctx, 3), InputDims(ctx, 4), InputDims(ctx, 5),
+                                                         a)));
+  const int64_t rays = InputDims(ctx, 0)[0], budget = attrs.sample_budget;
+  FfiAttrs ffi_attrs;
+  for (int i = 0; i < 6; ++i) ffi_attrs.Float(kAabb[i], a.aabb[i]);
+  ffi_attrs.Int("grid_resolution", a.grid_resolution)
+      .Float("step_size", a.step_size)
+      .Float("cone_angle", a.cone_angle)
+      .Float("max_step_size", a.max_step_size)
+      .Int("max_samples", a.max_samples)
+      .Int("jitter", a.jitter)
+      .Int("sample_budget", budget);
+  EmitFfiCall(ctx, "MetalOpsRayMarchStatic", InputsUpTo(ctx, 6),
+              {ArrayShape(::xla::F32, {budget}), ArrayShape(::xla::F32, {budget}), ArrayShape(::xla::S32, {budget}),
+               ArrayShape(::xla::S32, {rays}), ArrayShape(::xla::S32, {rays}), ArrayShape(::xla::S32, {}),
+               ArrayShape(::xla::S32, {})},
+              ffi_attrs);
+}
 
+using RayMarchStaticXlaOp = XlaOpWithAttrs<ray_march::StaticAttrs, CompileRayMarchStatic>;
 MO_REGISTER_XLA_OP(Name("MetalOpsRayMarchStatic"), RayMarchStaticXlaOp);
-
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-using xla_ffi::RetBuffer;
 
 ffi::Error Static(ffi::AnyBuffer origins, ffi::AnyBuffer directions, ffi::AnyBuffer near, ffi::AnyBuffer far,
                   ffi::AnyBuffer occupancy, ffi::AnyBuffer seed, RetBuffer t_starts, RetBuffer t_ends,
@@ -66,8 +59,7 @@ ffi::Error Static(ffi::AnyBuffer origins, ffi::AnyBuffer directions, ffi::AnyBuf
       HostContext(), ray_march::MakeParams(a, rays, occupancy.dimensions()[0]), in, attrs.sample_budget, out));
 }
 
-XLA_FFI_DEFINE_HANDLER(kStatic, Static, xla_ffi::BindRayMarchStatic(ffi::Ffi::Bind()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "Host", kStatic);
+MO_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "Host", Static, xla_ffi::BindRayMarchStatic(ffi::Ffi::Bind()));
 
 }  // namespace
 }  // namespace xla_kernels

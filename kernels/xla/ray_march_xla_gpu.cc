@@ -52,8 +52,7 @@ ffi::Error Static(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBu
                                                    scratch_bytes, stream)));
 }
 
-XLA_FFI_DEFINE_HANDLER(kStatic, Static, BindRayMarchStatic(BindStreamScratch()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "CUDA", kStatic);
+MO_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "CUDA", Static, BindRayMarchStatic(BindStreamScratch()));
 
 }  // namespace
 }  // namespace xla_ffi

@@ -3,7 +3,8 @@
 // attributes, outputs and backward inputs the two ops share, as their shape
 // functions share them (kernels/spec/render_op.h). Each op supplies its
 // number of inputs (the backward's first ones), its check of them, which sets
-// R and S (RayShapes), and the shape of its per-sample values.
+// R and S (RayShapes), the shape of its per-sample values and its spec's
+// check of the backward's other inputs.
 #ifndef MO_KERNELS_XLA_RENDER_XLA_KERNEL_H_
 #define MO_KERNELS_XLA_RENDER_XLA_KERNEL_H_
 
@@ -35,42 +36,41 @@ using GradInputsFn = checks::Result (*)(const char* op, const volume_render::Ray
 // [R], and the weights shaped like the samples when return_weights (else
 // empty).
 template <const char* op, int kInputs, RayShapesFn ray_shapes, SamplesDimsFn samples_dims>
-class RenderXlaOp : public XlaOpWithAttrs<volume_render::Attrs, op, /*forward=*/true> {
- public:
-  using XlaOpWithAttrs<volume_render::Attrs, op, true>::XlaOpWithAttrs;
-  void Compile(XlaOpKernelContext* ctx) override {
-    volume_render::RayShapes s;
-    OP_REQUIRES_OK(ctx, ray_shapes(ctx, op, &s));
-    const ::xla::PrimitiveType type = ElementType(ctx, 0);
-    EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs),
-                {ArrayShape(type, {s.rays, 3}), ArrayShape(type, {s.rays}), ArrayShape(type, {s.rays}),
-                 ArrayShape(type, samples_dims(s.rays, this->attrs_.return_weights ? s.samples : 0))},
-                FfiAttrs().Float("early_termination", this->attrs_.early_termination));
-  }
-};
+void CompileRender(XlaOpKernelContext* ctx, const volume_render::Attrs& attrs) {
+  volume_render::RayShapes s;
+  OP_REQUIRES_OK(ctx, ray_shapes(ctx, op, &s));
+  const ::xla::PrimitiveType type = ElementType(ctx, 0);
+  EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs),
+              {ArrayShape(type, {s.rays, 3}), ArrayShape(type, {s.rays}), ArrayShape(type, {s.rays}),
+               ArrayShape(type, samples_dims(s.rays, attrs.return_weights ? s.samples : 0))},
+              FfiAttrs().Float("early_termination", attrs.early_termination));
+}
 
 // The backward `op`: the forward's kInputs inputs, then its outputs and their
 // gradients (8); grad_sigma like sigma, grad_samples_rgb like rgb,
 // grad_background [R, 3].
 template <const char* op, int kInputs, RayShapesFn ray_shapes, GradInputsFn grad_inputs>
-class RenderGradXlaOp : public XlaOpWithAttrs<volume_render::Attrs, op, /*forward=*/false> {
- public:
-  using XlaOpWithAttrs<volume_render::Attrs, op, false>::XlaOpWithAttrs;
-  void Compile(XlaOpKernelContext* ctx) override {
-    volume_render::RayShapes s;
-    OP_REQUIRES_OK(ctx, ray_shapes(ctx, op, &s));
-    checks::Dims in[8];
-    for (int i = 0; i < 8; ++i) in[i] = InputDims(ctx, kInputs + i);
-    bool has_weight_grad = false;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(grad_inputs(op, s, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7],
-                                                     &has_weight_grad)));
-    const ::xla::PrimitiveType type = ElementType(ctx, 0);
-    EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs + 8),
-                {ArrayShape(type, InputDims(ctx, 0)), ArrayShape(type, InputDims(ctx, 1)),
-                 ArrayShape(type, {s.rays, 3})},
-                FfiAttrs().Float("early_termination", this->attrs_.early_termination));
-  }
-};
+void CompileRenderGrad(XlaOpKernelContext* ctx, const volume_render::Attrs& attrs) {
+  volume_render::RayShapes s;
+  OP_REQUIRES_OK(ctx, ray_shapes(ctx, op, &s));
+  checks::Dims in[8];
+  for (int i = 0; i < 8; ++i) in[i] = InputDims(ctx, kInputs + i);
+  bool has_weight_grad = false;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(grad_inputs(op, s, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7],
+                                                   &has_weight_grad)));
+  const ::xla::PrimitiveType type = ElementType(ctx, 0);
+  EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs + 8),
+              {ArrayShape(type, InputDims(ctx, 0)), ArrayShape(type, InputDims(ctx, 1)), ArrayShape(type, {s.rays, 3})},
+              FfiAttrs().Float("early_termination", attrs.early_termination));
+}
+
+template <const char* op, int kInputs, RayShapesFn ray_shapes, SamplesDimsFn samples_dims>
+using RenderXlaOp =
+    XlaOpWithAttrs<volume_render::Attrs, CompileRender<op, kInputs, ray_shapes, samples_dims>, op, /*forward=*/true>;
+
+template <const char* op, int kInputs, RayShapesFn ray_shapes, GradInputsFn grad_inputs>
+using RenderGradXlaOp = XlaOpWithAttrs<volume_render::Attrs, CompileRenderGrad<op, kInputs, ray_shapes, grad_inputs>,
+                                       op, /*forward=*/false>;
 
 }  // namespace xla_kernels
 }  // namespace mo

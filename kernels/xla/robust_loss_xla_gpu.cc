@@ -50,10 +50,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer x, 
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (BindStreamBuffers<3, 1>()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (BindStreamBuffers<4, 3>()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLoss", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsRobustLoss", "CUDA", Forward, BindStreamBuffers<3, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "CUDA", Backward, BindStreamBuffers<4, 3>());
 
 }  // namespace
 }  // namespace xla_ffi

@@ -43,10 +43,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer dir
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (BindStreamBuffers<1, 1>()).Attr<int64_t>("degree"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (BindStreamBuffers<2, 1>()).Attr<int64_t>("degree"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncode", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsSHEncode", "CUDA", Forward, BindStreamBuffers<1, 1>().Attr<int64_t>("degree"));
+MO_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "CUDA", Backward, BindStreamBuffers<2, 1>().Attr<int64_t>("degree"));
 
 }  // namespace
 }  // namespace xla_ffi

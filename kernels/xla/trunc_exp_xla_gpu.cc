@@ -37,10 +37,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer dy, ffi::AnyBuffer x, Re
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (BindStreamBuffers<1, 1>()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (BindStreamBuffers<2, 1>()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExp", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsTruncExp", "CUDA", Forward, BindStreamBuffers<1, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "CUDA", Backward, BindStreamBuffers<2, 1>());
 
 }  // namespace
 }  // namespace xla_ffi

@@ -1,5 +1,5 @@
 // The XLA kernels of MetalOpsVolumeRender / MetalOpsVolumeRenderGrad
-// (kernels/xla/xla_kernel.h) and their host handlers: the CPU functor of
+// (kernels/xla/render_xla_kernel.h) and their host handlers: the CPU functor of
 // kernels/cpu/volume_render_functor.h. The shape and attribute checks run
 // while XLA compiles; the checks of sigma's and t's values run in the handler
 // (as in the CPU kernel) and come back as XLA errors naming the ray.
@@ -31,12 +31,9 @@ using VolumeRenderGradXlaOp =
 MO_REGISTER_XLA_OP(Name(volume_render::kForward).TypeConstraint("T", kRenderTypes), VolumeRenderXlaOp);
 MO_REGISTER_XLA_OP(Name(volume_render::kBackward).TypeConstraint("T", kRenderTypes), VolumeRenderGradXlaOp);
 
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
 ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t, ffi::AnyBuffer background,
-                   xla_ffi::RetBuffer out_rgb, xla_ffi::RetBuffer depth, xla_ffi::RetBuffer opacity,
-                   xla_ffi::RetBuffer weights, float early_termination) {
+                   RetBuffer out_rgb, RetBuffer depth, RetBuffer opacity,
+                   RetBuffer weights, float early_termination) {
   const int64_t rays = sigma.dimensions()[0];
   return xla_ffi::ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "VolumeRender", [&](auto type) {
     using T = decltype(type);
@@ -50,8 +47,8 @@ ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t, f
 ffi::Error Backward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t, ffi::AnyBuffer background,
                     ffi::AnyBuffer out_rgb, ffi::AnyBuffer depth, ffi::AnyBuffer opacity, ffi::AnyBuffer weights,
                     ffi::AnyBuffer grad_rgb, ffi::AnyBuffer grad_depth, ffi::AnyBuffer grad_opacity,
-                    ffi::AnyBuffer grad_weights, xla_ffi::RetBuffer grad_sigma, xla_ffi::RetBuffer grad_samples_rgb,
-                    xla_ffi::RetBuffer grad_background, float early_termination) {
+                    ffi::AnyBuffer grad_weights, RetBuffer grad_sigma, RetBuffer grad_samples_rgb,
+                    RetBuffer grad_background, float early_termination) {
   const int64_t rays = sigma.dimensions()[0];
   return xla_ffi::ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "VolumeRenderGrad", [&](auto type) {
     using T = decltype(type);
@@ -64,10 +61,10 @@ ffi::Error Backward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t, 
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (xla_ffi::BindBuffers<4, 4>()).Attr<float>("early_termination"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (xla_ffi::BindBuffers<12, 3>()).Attr<float>("early_termination"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRender", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRender", "Host", Forward,
+                   xla_ffi::BindBuffers<4, 4>().Attr<float>("early_termination"));
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "Host", Backward,
+                   xla_ffi::BindBuffers<12, 3>().Attr<float>("early_termination"));
 
 }  // namespace
 }  // namespace xla_kernels

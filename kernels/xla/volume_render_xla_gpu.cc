@@ -11,11 +11,10 @@
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/common/render_args.h"
-#include "kernels/cuda/tf_gpu.h"
+#include <cstdint>
+
 #include "kernels/cuda/volume_render_gpu.h"
 #include "kernels/xla/render_xla.h"
-#include "kernels/xla/xla_ffi.h"
 #include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
@@ -54,10 +53,10 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer sigma, ffi::AnyBuffer rg
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, (BindStreamScratchBuffers<4, 4>()).Attr<float>("early_termination"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, (BindStreamBuffers<12, 3>()).Attr<float>("early_termination"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRender", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRender", "CUDA", Forward,
+                   BindStreamScratchBuffers<4, 4>().Attr<float>("early_termination"));
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "CUDA", Backward,
+                   BindStreamBuffers<12, 3>().Attr<float>("early_termination"));
 
 }  // namespace
 }  // namespace xla_ffi

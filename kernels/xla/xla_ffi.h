@@ -207,4 +207,15 @@ inline ffi::Error ToError(const checks::Result& result) {
 #define MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, HANDLER) \
   [[maybe_unused]] static const bool mo_xla_ffi_handler_##CTR = ::mo::xla_ffi::AddFfiHandler(NAME, PLATFORM, HANDLER)
 
+// MO_XLA_FFI_HANDLER("MetalOpsX", "Host", Fn, binding): Fn's handler with
+// `binding` (XLA_FFI_DEFINE_HANDLER), added to the library's list as
+// MO_REGISTER_XLA_FFI_HANDLER adds it.
+#define MO_XLA_FFI_HANDLER(NAME, PLATFORM, IMPL, ...) \
+  MO_XLA_FFI_HANDLER_UNIQ(__COUNTER__, NAME, PLATFORM, IMPL, __VA_ARGS__)
+#define MO_XLA_FFI_HANDLER_UNIQ(CTR, NAME, PLATFORM, IMPL, ...) \
+  MO_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, IMPL, __VA_ARGS__)
+#define MO_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, IMPL, ...)               \
+  XLA_FFI_DEFINE_HANDLER(mo_xla_ffi_handler_fn_##CTR, IMPL, (__VA_ARGS__)); \
+  MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, mo_xla_ffi_handler_fn_##CTR)
+
 #endif  // MO_KERNELS_XLA_XLA_FFI_H_

@@ -38,24 +38,39 @@ namespace xla_kernels {
 using ::tensorflow::XlaOpKernel;
 using ::tensorflow::XlaOpKernelContext;
 
+// The host handlers' names for XLA's FFI API and the handlers' buffers
+// (kernels/xla/xla_ffi.h).
+namespace ffi = ::xla::ffi;
+using xla_ffi::Data;
+using xla_ffi::RetBuffer;
+
 // Element types of the ops' "T", for REGISTER_XLA_OP(Name(op).TypeConstraint("T", ...), kernel).
 inline constexpr ::tensorflow::DataType kFloatTypes[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF};
 inline constexpr ::tensorflow::DataType kFloatAndBfloat16Types[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF,
                                                                   ::tensorflow::DT_BFLOAT16};
 
-// The base of the XLA kernels of ops with attributes, as OpKernelWithAttrs
-// (kernels/op_kernel_with_attrs.h) is the TensorFlow kernels': reads and
-// checks them once, at construction, into attrs_
-// (checks::ReadAttrsOf(ctx, args..., &attrs_)).
-template <typename Attrs, auto... args>
+// An op's XLA kernel: compile(ctx, attrs), a plain function, runs the op's
+// checks and emits its call; the attributes are read and checked once, at
+// construction, as OpKernelWithAttrs (kernels/op_kernel_with_attrs.h) reads
+// the TensorFlow kernels' (checks::ReadAttrsOf(ctx, args..., &attrs)).
+// XlaOp<compile> is the kernel of an op without attributes.
+template <typename Attrs, void (*compile)(XlaOpKernelContext*, const Attrs&), auto... args>
 class XlaOpWithAttrs : public XlaOpKernel {
  public:
   explicit XlaOpWithAttrs(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, args..., &attrs_));
   }
+  void Compile(XlaOpKernelContext* ctx) override { compile(ctx, attrs_); }
 
- protected:
+ private:
   Attrs attrs_;
+};
+
+template <void (*compile)(XlaOpKernelContext*)>
+class XlaOp : public XlaOpKernel {
+ public:
+  using XlaOpKernel::XlaOpKernel;
+  void Compile(XlaOpKernelContext* ctx) override { compile(ctx); }
 };
 
 // An FFI attribute dictionary, in the MLIR syntax XLA parses from a typed-FFI

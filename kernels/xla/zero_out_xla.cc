@@ -11,24 +11,19 @@ namespace mo {
 namespace xla_kernels {
 namespace {
 
-class ZeroOutXlaOp : public XlaOpWithAttrs<zero_out::Attrs> {
- public:
-  using XlaOpWithAttrs::XlaOpWithAttrs;
-  void Compile(XlaOpKernelContext* ctx) override {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out::PreserveIndex(attrs_.preserve_index, ctx->InputShape(0).num_elements())));
-    EmitFfiCall(ctx, "ZeroOut", {ctx->Input(0)}, {ShapeLike(ctx, 0)},
-                FfiAttrs().Int("preserve_index", attrs_.preserve_index));
-  }
-};
+void CompileZeroOut(XlaOpKernelContext* ctx, const zero_out::Attrs& attrs) {
+  const int64_t n = ctx->InputShape(0).num_elements();
+  OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out::PreserveIndex(attrs.preserve_index, n)));
+  EmitFfiCall(ctx, "ZeroOut", {ctx->Input(0)}, {ShapeLike(ctx, 0)},
+              FfiAttrs().Int("preserve_index", attrs.preserve_index));
+}
 
 constexpr ::tensorflow::DataType kTypes[] = {::tensorflow::DT_INT32, ::tensorflow::DT_INT64, ::tensorflow::DT_FLOAT,
                                              ::tensorflow::DT_DOUBLE};
+using ZeroOutXlaOp = XlaOpWithAttrs<zero_out::Attrs, CompileZeroOut>;
 MO_REGISTER_XLA_OP(Name("ZeroOut").TypeConstraint("T", kTypes), ZeroOutXlaOp);
 
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
-ffi::Error Compute(ffi::AnyBuffer in, xla_ffi::RetBuffer out, int64_t preserve_index) {
+ffi::Error Compute(ffi::AnyBuffer in, RetBuffer out, int64_t preserve_index) {
   const int64_t n = static_cast<int64_t>(in.element_count());
   return xla_ffi::ForTypeUnlessEmpty<int32_t, int64_t, float, double>(in.element_type(), n, "ZeroOut", [&](auto type) {
     using T = decltype(type);
@@ -37,8 +32,7 @@ ffi::Error Compute(ffi::AnyBuffer in, xla_ffi::RetBuffer out, int64_t preserve_i
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kCompute, Compute, (xla_ffi::BindBuffers<1, 1>()).Attr<int64_t>("preserve_index"));
-MO_REGISTER_XLA_FFI_HANDLER("ZeroOut", "Host", kCompute);
+MO_XLA_FFI_HANDLER("ZeroOut", "Host", Compute, xla_ffi::BindBuffers<1, 1>().Attr<int64_t>("preserve_index"));
 
 }  // namespace
 }  // namespace xla_kernels

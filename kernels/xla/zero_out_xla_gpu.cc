@@ -26,8 +26,7 @@ ffi::Error Compute(cudaStream_t stream, ffi::AnyBuffer in, RetBuffer out, int64_
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kCompute, Compute, (BindStreamBuffers<1, 1>()).Attr<int64_t>("preserve_index"));
-MO_REGISTER_XLA_FFI_HANDLER("ZeroOut", "CUDA", kCompute);
+MO_XLA_FFI_HANDLER("ZeroOut", "CUDA", Compute, BindStreamBuffers<1, 1>().Attr<int64_t>("preserve_index"));
 
 }  // namespace
 }  // namespace xla_ffi
