@@ -14,32 +14,23 @@ namespace mo {
 namespace xla_kernels {
 namespace {
 
-class DistortionLossXlaOp : public XlaOpKernel {
- public:
-  using XlaOpKernel::XlaOpKernel;
-  void Compile(XlaOpKernelContext* ctx) override {
-    const checks::Dims w = InputDims(ctx, 0);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(w, InputDims(ctx, 1))));
-    EmitFfiCall(ctx, "MetalOpsDistortionLoss", {ctx->Input(0), ctx->Input(1)}, {ArrayShape(::xla::F32, {w[0]})});
-  }
-};
+void CompileDistortionLoss(XlaOpKernelContext* ctx) {
+  const checks::Dims w = InputDims(ctx, 0);
+  OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(w, InputDims(ctx, 1))));
+  EmitFfiCall(ctx, "MetalOpsDistortionLoss", InputsUpTo(ctx, 2), {ArrayShape(::xla::F32, {w[0]})});
+}
 
-class DistortionLossGradXlaOp : public XlaOpKernel {
- public:
-  using XlaOpKernel::XlaOpKernel;
-  void Compile(XlaOpKernelContext* ctx) override {
-    const checks::Dims w = InputDims(ctx, 1), t = InputDims(ctx, 2);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(w, t)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::GradShape(InputDims(ctx, 0), w[0])));
-    EmitFfiCall(ctx, "MetalOpsDistortionLossGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2)},
-                {ArrayShape(::xla::F32, w), ArrayShape(::xla::F32, t)});
-  }
-};
+void CompileDistortionLossGrad(XlaOpKernelContext* ctx) {
+  const checks::Dims w = InputDims(ctx, 1), t = InputDims(ctx, 2);
+  OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::Shapes(w, t)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::GradShape(InputDims(ctx, 0), w[0])));
+  EmitFfiCall(ctx, "MetalOpsDistortionLossGrad", InputsUpTo(ctx, 3),
+              {ArrayShape(::xla::F32, w), ArrayShape(::xla::F32, t)});
+}
 
-MO_REGISTER_XLA_OP(Name("MetalOpsDistortionLoss"), DistortionLossXlaOp);
-MO_REGISTER_XLA_OP(Name("MetalOpsDistortionLossGrad"), DistortionLossGradXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsDistortionLoss"), XlaOp<CompileDistortionLoss>);
+MO_REGISTER_XLA_OP(Name("MetalOpsDistortionLossGrad"), XlaOp<CompileDistortionLossGrad>);
 
-namespace ffi = ::xla::ffi;
 using Functor = DistortionLossFunctor<Eigen::ThreadPoolDevice>;
 
 ffi::Error Forward(ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> t, ffi::ResultBuffer<ffi::F32> loss) {
@@ -57,17 +48,8 @@ ffi::Error Backward(ffi::Buffer<ffi::F32> grad, ffi::Buffer<ffi::F32> w, ffi::Bu
                                             samples, grad_w->typed_data(), grad_t->typed_data()));
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>());
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       ffi::Ffi::Bind()
-                           .Arg<ffi::Buffer<ffi::F32>>()
-                           .Arg<ffi::Buffer<ffi::F32>>()
-                           .Arg<ffi::Buffer<ffi::F32>>()
-                           .Ret<ffi::Buffer<ffi::F32>>()
-                           .Ret<ffi::Buffer<ffi::F32>>());
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "Host", Forward, xla_ffi::BindBuffers<2, 1, ffi::Buffer<ffi::F32>>());
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "Host", Backward, xla_ffi::BindBuffers<3, 2, ffi::Buffer<ffi::F32>>());
 
 }  // namespace
 }  // namespace xla_kernels

@@ -16,41 +16,33 @@
 #include "kernels/cuda/distortion_loss_gpu.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
 namespace {
 
 ffi::Error Forward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer w, ffi::AnyBuffer t,
-                   ffi::Result<ffi::AnyBuffer> loss) {
+                   RetBuffer loss) {
   const int64_t rays = w.dimensions()[0], samples = w.dimensions()[1];
   if (rays == 0) return ffi::Error::Success();
-  unsigned long long* word = nullptr;
-  ffi::Error error = ScratchOf(scratch, 1, "DistortionLoss", &word);
-  if (error.failure()) return error;
-  return ToError(cuda::DistortionLossForward(Data<float>(w), Data<float>(t), rays, samples, Data<float>(loss), word,
-                                             stream));
+  return LaunchWithCheckWords(scratch, 1, "DistortionLoss", [&](unsigned long long* word) {
+    return cuda::DistortionLossForward(Data<float>(w), Data<float>(t), rays, samples, Data<float>(loss), word, stream);
+  });
 }
 
 ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad, ffi::AnyBuffer w,
-                    ffi::AnyBuffer t, ffi::Result<ffi::AnyBuffer> grad_w, ffi::Result<ffi::AnyBuffer> grad_t) {
+                    ffi::AnyBuffer t, RetBuffer grad_w, RetBuffer grad_t) {
   const int64_t rays = w.dimensions()[0], samples = w.dimensions()[1];
   if (rays == 0) return ffi::Error::Success();
-  unsigned long long* word = nullptr;
-  ffi::Error error = ScratchOf(scratch, 1, "DistortionLossGrad", &word);
-  if (error.failure()) return error;
-  return ToError(cuda::DistortionLossBackward(Data<float>(grad), Data<float>(w), Data<float>(t), rays, samples,
-                                              Data<float>(grad_w), Data<float>(grad_t), word, stream));
+  return LaunchWithCheckWords(scratch, 1, "DistortionLossGrad", [&](unsigned long long* word) {
+    return cuda::DistortionLossBackward(Data<float>(grad), Data<float>(w), Data<float>(t), rays, samples,
+                                        Data<float>(grad_w), Data<float>(grad_t), word, stream);
+  });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       (BindBuffersFrom<2, 1>(
-                           ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>())));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       (BindBuffersFrom<3, 2>(
-                           ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>())));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "CUDA", Forward, BindStreamScratchBuffers<2, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "CUDA", Backward, BindStreamScratchBuffers<3, 2>());
 
 }  // namespace
 }  // namespace xla_ffi

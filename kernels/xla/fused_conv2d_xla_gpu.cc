@@ -19,20 +19,16 @@
 #include "kernels/fused_conv2d_kernel.h"
 #include "kernels/xla/fused_conv2d_xla.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
 namespace {
 
 ffi::Error Conv(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer input, ffi::AnyBuffer filter,
-                ffi::RemainingArgs rest, RetBuffer output, int64_t has_bias, int64_t has_residual,
-                int64_t stride_rows, int64_t stride_cols, int64_t dilation_rows, int64_t dilation_cols,
-                int64_t pad_top, int64_t pad_bottom, int64_t pad_left, int64_t pad_right, int64_t activation,
-                float alpha) {
+                ffi::RemainingArgs rest, RetBuffer output, ConvCallAttrs attrs) {
   FusedConv2DArgs args;
-  ffi::Error error = FusedConv2DArgsOf(input, filter, rest, output, has_bias, has_residual, stride_rows, stride_cols,
-                                       dilation_rows, dilation_cols, pad_top, pad_bottom, pad_left, pad_right,
-                                       activation, alpha, &args);
+  ffi::Error error = FusedConv2DArgsOf(input, filter, rest, output, attrs, &args);
   if (error.failure() || args.g.pixels() * args.g.out_depth == 0) return error;
   const cuda::FusedConv2DPlan plan = cuda::PlanFusedConv2D(args.g);
   float* patches = nullptr;
@@ -45,36 +41,17 @@ ffi::Error Conv(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuff
 
 ffi::Error ActivationGrad(cudaStream_t stream, ffi::AnyBuffer grads, ffi::AnyBuffer outputs, ffi::RemainingArgs rest,
                           RetBuffer backprops, int64_t activation, float alpha) {
-  std::vector<ffi::AnyBuffer> features;
-  ffi::Error error = BuffersOf(rest, &features);
-  if (error.failure()) return error;
+  const float* features = nullptr;
+  ffi::Error error = ActivationFeaturesOf(rest, &features);
   const int64_t n = static_cast<int64_t>(grads.element_count());
-  if (n == 0) return ffi::Error::Success();
-  return ToError(cuda::FusedActivationGradOnStream(Data<float>(grads), Data<float>(outputs),
-                                                   features.empty() ? nullptr : Data<float>(features[0]), n,
+  if (error.failure() || n == 0) return error;
+  return ToError(cuda::FusedActivationGradOnStream(Data<float>(grads), Data<float>(outputs), features, n,
                                                    static_cast<int>(activation), alpha, Data<float>(backprops),
                                                    stream));
 }
 
-XLA_FFI_DEFINE_HANDLER(kConv, Conv,
-                       BindConvAttrs(ffi::Ffi::Bind()
-                                         .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                         .Ctx<ffi::ScratchAllocator>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .RemainingArgs()
-                                         .Ret<ffi::AnyBuffer>()));
-XLA_FFI_DEFINE_HANDLER(kActivationGrad, ActivationGrad,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .RemainingArgs()
-                           .Ret<ffi::AnyBuffer>()
-                           .Attr<int64_t>("activation")
-                           .Attr<float>("alpha"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "CUDA", kConv);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "CUDA", kActivationGrad);
+MO_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "CUDA", Conv, BindConv(BindStreamScratch()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "CUDA", ActivationGrad, BindActivationGrad(BindStream()));
 
 }  // namespace
 }  // namespace xla_ffi

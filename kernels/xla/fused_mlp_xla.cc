@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/fused_mlp_functor.h"
 #include "kernels/spec/fused_mlp_spec.h"
+#include "kernels/xla/fused_mlp_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -29,139 +30,75 @@ FfiAttrs AttrsOf(const fused_mlp::Attrs& a) {
       .Float("leaky_relu_alpha", a.leaky_relu_alpha);
 }
 
-class FusedMlpXlaOp : public XlaOpKernel {
- public:
-  explicit FusedMlpXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
-  void Compile(XlaOpKernelContext* ctx) override {
-    std::vector<::xla::XlaOp> kernels, biases;
-    std::vector<::tensorflow::TensorShape> kernel_shapes, bias_shapes;
-    OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
-    OP_REQUIRES_OK(ctx, ctx->InputList("biases", &biases, &bias_shapes));
-    const checks::Dims x = InputDims(ctx, 0);
-    fused_mlp::Net net;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), DimsOfList(bias_shapes), &net)));
-    std::vector<::xla::XlaOp> operands = {ctx->Input(0)};
-    operands.insert(operands.end(), kernels.begin(), kernels.end());
-    operands.insert(operands.end(), biases.begin(), biases.end());
-    const ::xla::PrimitiveType type = ElementType(ctx, 0);
-    EmitFfiCall(ctx, "MetalOpsFusedMLP", operands,
-                {ArrayShape(type, {x[0], net.out_dim}), ArrayShape(type, {net.hidden_layers, x[0], net.width})},
-                AttrsOf(attrs_));
-  }
-
- private:
-  fused_mlp::Attrs attrs_;
-};
-
-class FusedMlpGradXlaOp : public XlaOpKernel {
- public:
-  explicit FusedMlpGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
-  void Compile(XlaOpKernelContext* ctx) override {
-    std::vector<::xla::XlaOp> kernels;
-    std::vector<::tensorflow::TensorShape> kernel_shapes;
-    OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
-    const int num = static_cast<int>(kernels.size());
-    // The biases' shapes follow from the kernels' (as in the TensorFlow kernel).
-    std::vector<checks::Dims> bias_dims;
-    for (const auto& k : kernel_shapes) bias_dims.push_back({k.dims() == 2 ? k.dim_size(1) : 0});
-    const checks::Dims x = InputDims(ctx, 1);
-    fused_mlp::Net net;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), bias_dims, &net)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::GradShapes(net, x[0], InputDims(ctx, 0), InputDims(ctx, 2 + num),
-                                                               InputDims(ctx, 3 + num))));
-    std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
-    operands.insert(operands.end(), kernels.begin(), kernels.end());
-    operands.push_back(ctx->Input(2 + num));
-    operands.push_back(ctx->Input(3 + num));
-    const ::xla::PrimitiveType type = ElementType(ctx, 1);
-    std::vector<::xla::Shape> results = {ArrayShape(type, x)};
-    for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, checks::DimsOf(k)));
-    for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, {k.dim_size(1)}));
-    EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs_));
-  }
-
- private:
-  fused_mlp::Attrs attrs_;
-};
-
-MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes),
-                FusedMlpXlaOp);
-MO_REGISTER_XLA_OP(
-    Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes),
-    FusedMlpGradXlaOp);
-
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
-fused_mlp::Attrs AttrsOf(int64_t activation, int64_t output_activation, float leaky_relu_alpha) {
-  fused_mlp::Attrs a;
-  a.activation = static_cast<int>(activation);
-  a.output_activation = static_cast<int>(output_activation);
-  a.leaky_relu_alpha = leaky_relu_alpha;
-  return a;
-}
-
-// The operands and results of a call.
-ffi::Error BuffersOf(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, std::vector<ffi::AnyBuffer>* in,
-                     std::vector<ffi::Result<ffi::AnyBuffer>>* out) {
-  ffi::Error error = xla_ffi::BuffersOf(args, in);
-  return error.failure() ? error : xla_ffi::BuffersOf(rets, out);
-}
-
-ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation, int64_t output_activation,
-                   float leaky_relu_alpha) {
-  std::vector<ffi::AnyBuffer> in;
-  std::vector<ffi::Result<ffi::AnyBuffer>> out;
-  ffi::Error error = BuffersOf(args, rets, &in, &out);
-  if (error.failure()) return error;
-  if (in.size() < 3 || in.size() % 2 != 1 || out.size() != 2) {
-    return ffi::Error::Internal("FusedMLP: the XLA call has the wrong number of operands or results");
-  }
-  const int num = static_cast<int>(in.size() / 2);
-  std::vector<checks::Dims> kernel_dims, bias_dims;
-  for (int l = 0; l < num; ++l) {
-    kernel_dims.push_back(xla_ffi::DimsOf(in[1 + l]));
-    bias_dims.push_back(xla_ffi::DimsOf(in[1 + num + l]));
-  }
+void CompileFusedMlp(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
+  std::vector<::xla::XlaOp> kernels, biases;
+  std::vector<::tensorflow::TensorShape> kernel_shapes, bias_shapes;
+  OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
+  OP_REQUIRES_OK(ctx, ctx->InputList("biases", &biases, &bias_shapes));
+  const checks::Dims x = InputDims(ctx, 0);
   fused_mlp::Net net;
-  error = xla_ffi::ToError(fused_mlp::Shapes(xla_ffi::DimsOf(in[0]), kernel_dims, bias_dims, &net));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), DimsOfList(bias_shapes), &net)));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0)};
+  operands.insert(operands.end(), kernels.begin(), kernels.end());
+  operands.insert(operands.end(), biases.begin(), biases.end());
+  const ::xla::PrimitiveType type = ElementType(ctx, 0);
+  EmitFfiCall(ctx, "MetalOpsFusedMLP", operands,
+              {ArrayShape(type, {x[0], net.out_dim}), ArrayShape(type, {net.hidden_layers, x[0], net.width})},
+              AttrsOf(attrs));
+}
+
+void CompileFusedMlpGrad(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
+  std::vector<::xla::XlaOp> kernels;
+  std::vector<::tensorflow::TensorShape> kernel_shapes;
+  OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
+  const int num = static_cast<int>(kernels.size());
+  // The biases' shapes follow from the kernels' (as in the TensorFlow kernel).
+  std::vector<checks::Dims> bias_dims;
+  for (const auto& k : kernel_shapes) bias_dims.push_back({k.dims() == 2 ? k.dim_size(1) : 0});
+  const checks::Dims x = InputDims(ctx, 1);
+  fused_mlp::Net net;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), bias_dims, &net)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::GradShapes(net, x[0], InputDims(ctx, 0), InputDims(ctx, 2 + num),
+                                                             InputDims(ctx, 3 + num))));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
+  operands.insert(operands.end(), kernels.begin(), kernels.end());
+  operands.push_back(ctx->Input(2 + num));
+  operands.push_back(ctx->Input(3 + num));
+  const ::xla::PrimitiveType type = ElementType(ctx, 1);
+  std::vector<::xla::Shape> results = {ArrayShape(type, x)};
+  for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, checks::DimsOf(k)));
+  for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, {k.dim_size(1)}));
+  EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs));
+}
+
+using FusedMlpXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlp>;
+using FusedMlpGradXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlpGrad>;
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes), FusedMlpXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes), FusedMlpGradXlaOp);
+
+ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpForwardOf(args, rets, attrs, &c);
   if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
   return xla_ffi::ForType<float, Eigen::half>(in[0].element_type(), "FusedMLP", [&](auto type) {
     using T = decltype(type);
-    FusedMlpForwardArgs<T> a{static_cast<int64_t>(in[0].dimensions()[0]), Data<T>(in[0]), {}, {}, Data<T>(out[0]),
-                             Data<T>(out[1])};
-    for (int l = 0; l < num; ++l) {
+    FusedMlpForwardArgs<T> a{static_cast<int64_t>(in[0].dimensions()[0]), Data<T>(in[0]), {}, {}, Data<T>(c.out[0]),
+                             Data<T>(c.out[1])};
+    for (int l = 0; l < c.num; ++l) {
       a.kernels.push_back(Data<T>(in[1 + l]));
-      a.biases.push_back(Data<T>(in[1 + num + l]));
+      a.biases.push_back(Data<T>(in[1 + c.num + l]));
     }
-    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Forward(
-        HostContext(), net, AttrsOf(activation, output_activation, leaky_relu_alpha), a));
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), c.net, c.attrs, a));
   });
 }
 
-ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t activation, int64_t output_activation,
-                    float leaky_relu_alpha) {
-  std::vector<ffi::AnyBuffer> in;
-  std::vector<ffi::Result<ffi::AnyBuffer>> out;
-  ffi::Error error = BuffersOf(args, rets, &in, &out);
+ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpBackwardOf(args, rets, attrs, &c);
   if (error.failure()) return error;
-  // in: grad_y, x, N kernels, y, hidden; out: grad_x, N grad_kernels, N grad_biases.
-  const int num = static_cast<int>(in.size()) - 4;
-  if (num < 1 || out.size() != static_cast<size_t>(1 + 2 * num)) {
-    return ffi::Error::Internal("FusedMLPGrad: the XLA call has the wrong number of operands or results");
-  }
-  std::vector<checks::Dims> kernel_dims, bias_dims;
-  for (int l = 0; l < num; ++l) {
-    kernel_dims.push_back(xla_ffi::DimsOf(in[2 + l]));
-    bias_dims.push_back({kernel_dims.back().size() == 2 ? kernel_dims.back()[1] : 0});
-  }
-  fused_mlp::Net net;
-  error = xla_ffi::ToError(fused_mlp::Shapes(xla_ffi::DimsOf(in[1]), kernel_dims, bias_dims, &net));
-  if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
+  const int num = c.num;
   return xla_ffi::ForType<float, Eigen::half>(in[1].element_type(), "FusedMLPGrad", [&](auto type) {
     using T = decltype(type);
     FusedMlpBackwardArgs<T> a{static_cast<int64_t>(in[1].dimensions()[0]),
@@ -170,31 +107,20 @@ ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t ac
                               Data<T>(in[2 + num]),
                               Data<T>(in[3 + num]),
                               {},
-                              Data<T>(out[0]),
+                              Data<T>(c.out[0]),
                               {},
                               {}};
     for (int l = 0; l < num; ++l) {
       a.kernels.push_back(Data<T>(in[2 + l]));
-      a.grad_kernels.push_back(Data<T>(out[1 + l]));
-      a.grad_biases.push_back(Data<T>(out[1 + num + l]));
+      a.grad_kernels.push_back(Data<T>(c.out[1 + l]));
+      a.grad_biases.push_back(Data<T>(c.out[1 + num + l]));
     }
-    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Backward(
-        HostContext(), net, AttrsOf(activation, output_activation, leaky_relu_alpha), a));
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), c.net, c.attrs, a));
   });
 }
 
-#define MO_FUSED_MLP_BINDING                    \
-  ffi::Ffi::Bind()                              \
-      .RemainingArgs()                          \
-      .RemainingRets()                          \
-      .Attr<int64_t>("activation")              \
-      .Attr<int64_t>("output_activation")       \
-      .Attr<float>("leaky_relu_alpha")
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, MO_FUSED_MLP_BINDING);
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward, MO_FUSED_MLP_BINDING);
-#undef MO_FUSED_MLP_BINDING
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", Forward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", Backward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
 
 }  // namespace
 }  // namespace xla_kernels

@@ -1,6 +1,7 @@
 // What HashEncode's XLA handlers (kernels/xla/hash_encode_xla.cc: the host's;
-// a CUDA handler takes the same) need: the grid of the call's FFI attributes, rebuilt and checked by the spec's Grid(), and the
-// sizes the buffers' shapes give.
+// the CUDA ones take the same) need: the grid of the call's FFI attributes,
+// rebuilt and checked by the spec's Grid(), and the sizes the buffers' shapes
+// give.
 #ifndef MO_KERNELS_XLA_HASH_ENCODE_XLA_H_
 #define MO_KERNELS_XLA_HASH_ENCODE_XLA_H_
 
@@ -16,8 +17,8 @@ namespace xla_ffi {
 struct HashEncodeCall {
   hash_encode::GridAttrs grid;
   int dims = 0, features = 0;
-  int64_t rows = 0;
-  hash_grid::Params params;  // the grid's geometry (InputsAndTable)
+  int64_t num_points = 0, rows = 0;  // inputs [N, D], table [P, F]
+  hash_grid::Params params;          // the grid's geometry (InputsAndTable)
 };
 
 inline ffi::Error HashEncodeCallOf(int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution,
@@ -31,9 +32,20 @@ inline ffi::Error HashEncodeCallOf(int64_t num_levels, int64_t log2_hashmap_size
   g.interpolation = static_cast<int>(interpolation);
   g.out_of_range = static_cast<int>(out_of_range);
   ffi::Error error = ToError(hash_encode::Grid(&g));
-  if (error.failure()) return error;
-  return ToError(hash_encode::InputsAndTable(g, DimsOf(inputs), DimsOf(table), &call->dims, &call->features,
-                                             &call->rows, &call->params));
+  if (error.success()) {
+    error = ToError(hash_encode::InputsAndTable(g, DimsOf(inputs), DimsOf(table), &call->dims, &call->features,
+                                                &call->rows, &call->params));
+  }
+  if (error.success()) call->num_points = inputs.dimensions()[0];
+  return error;
+}
+
+// A functor's arguments (HashEncodeForwardArgs, HashEncodeBackwardArgs,
+// HashEncodeGradGradArgs): the call's sizes, the buffers in the struct's
+// order, then the grid's geometry.
+template <template <typename> class Args, typename T, typename... Buffers>
+Args<T> GridArgsOf(const HashEncodeCall& c, Buffers... buffers) {
+  return {c.dims, c.features, c.num_points, c.rows, buffers..., c.params};
 }
 
 // The bindings of the handlers: the grid's attributes after the buffers.

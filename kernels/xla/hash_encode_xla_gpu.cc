@@ -19,6 +19,7 @@
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/xla/hash_encode_xla.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 #include "tensorflow/core/util/determinism.h"
 
 namespace mo {
@@ -35,27 +36,25 @@ ffi::Error Workspace(ffi::ScratchAllocator& scratch, size_t bytes, const char* o
   return error;
 }
 
-ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
-                   ffi::Result<ffi::AnyBuffer> encoded, int64_t num_levels, int64_t log2_hashmap_size,
-                   int64_t base_resolution, float per_level_scale, int64_t interpolation, int64_t out_of_range) {
+ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer encoded,
+                   int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
+                   int64_t interpolation, int64_t out_of_range) {
   HashEncodeCall c;
   ffi::Error error = HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
                                       out_of_range, inputs, table, &c);
-  const int64_t n = inputs.dimensions()[0];
-  if (error.failure() || n == 0) return error;
+  if (error.failure() || c.num_points == 0) return error;
   return ForType<float, Eigen::half>(table.element_type(), "HashEncode", [&](auto type) {
     using T = decltype(type);
-    const hash_grid::Params params = hash_encode::MakeParams(c.grid, c.dims, n);
     return ToError(cuda::LaunchStatus(
         "MetalOpsHashEncode", cuda::LaunchHashEncodeForward(Data<float>(inputs), cuda::AsCuda(Data<T>(table)),
                                                             cuda::AsCuda(Data<T>(encoded)), c.dims, c.features,
-                                                            params, stream)));
+                                                            c.params, stream)));
   });
 }
 
 ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_encoded,
-                    ffi::AnyBuffer inputs, ffi::AnyBuffer table, ffi::Result<ffi::AnyBuffer> grad_table,
-                    ffi::Result<ffi::AnyBuffer> grad_inputs, int64_t num_levels, int64_t log2_hashmap_size,
+                    ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer grad_table, RetBuffer grad_inputs,
+                    int64_t num_levels, int64_t log2_hashmap_size,
                     int64_t base_resolution, float per_level_scale, int64_t interpolation, int64_t out_of_range,
                     int64_t table_grad, int64_t input_grad, int64_t deterministic) {
   HashEncodeCall c;
@@ -64,13 +63,12 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
   if (error.failure() || (!table_grad && !input_grad)) return error;
   return ForType<float, Eigen::half>(table.element_type(), "HashEncodeGrad", [&](auto type) {
     using T = decltype(type);
-    const hash_grid::Params params = hash_encode::MakeParams(c.grid, c.dims, inputs.dimensions()[0]);
     cuda::HashEncodeBackwardOptions options;
     options.table_grad = table_grad != 0;
     options.input_grad = input_grad != 0;
     options.deterministic = deterministic != 0 || ::tensorflow::OpDeterminismRequired();
     const size_t workspace_bytes = cuda::HashEncodeBackwardWorkspaceBytes(
-        c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, params, options);
+        c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, c.params, options);
     void* workspace = nullptr;
     ffi::Error allocated = Workspace(scratch, workspace_bytes, "HashEncodeGrad", &workspace);
     if (allocated.failure()) return allocated;
@@ -80,14 +78,13 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
                                        cuda::AsCuda(Data<T>(table)),
                                        options.table_grad ? cuda::AsCuda(Data<T>(grad_table)) : nullptr,
                                        options.input_grad ? Data<float>(grad_inputs) : nullptr, workspace,
-                                       workspace_bytes, c.dims, c.features, c.rows, params, options, stream)));
+                                       workspace_bytes, c.dims, c.features, c.rows, c.params, options, stream)));
   });
 }
 
 ffi::Error GradGrad(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_grad_inputs,
-                    ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
-                    ffi::Result<ffi::AnyBuffer> grad_table, ffi::Result<ffi::AnyBuffer> grad_grad_encoded,
-                    int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
+                    ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer grad_table,
+                    RetBuffer grad_grad_encoded, int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
                     int64_t interpolation, int64_t out_of_range) {
   HashEncodeCall c;
   ffi::Error error = HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
@@ -111,30 +108,14 @@ ffi::Error GradGrad(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       BindGridAttrs(ffi::Ffi::Bind()
-                                         .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Ret<ffi::AnyBuffer>()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       BindGridAttrs(ffi::Ffi::Bind()
-                                         .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                         .Ctx<ffi::ScratchAllocator>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Arg<ffi::AnyBuffer>()
-                                         .Ret<ffi::AnyBuffer>()
-                                         .Ret<ffi::AnyBuffer>())
-                           .Attr<int64_t>("table_grad")
-                           .Attr<int64_t>("input_grad")
-                           .Attr<int64_t>("deterministic"));
-XLA_FFI_DEFINE_HANDLER(kGradGrad, GradGrad,
-                       BindGridAttrs(BindBuffersFrom<4, 2>(
-                           ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>())));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "CUDA", kBackward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "CUDA", kGradGrad);
+MO_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", Forward, BindGridAttrs(BindStreamBuffers<2, 1>()));
+MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "CUDA", Backward,
+                   BindGridAttrs(BindStreamScratchBuffers<3, 2>())
+                       .Attr<int64_t>("table_grad")
+                       .Attr<int64_t>("input_grad")
+                       .Attr<int64_t>("deterministic"));
+MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "CUDA", GradGrad,
+                   BindGridAttrs(BindStreamScratchBuffers<4, 2>()));
 
 }  // namespace
 }  // namespace xla_ffi

@@ -13,11 +13,11 @@
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/common/render_args.h"
+#include <cstdint>
+
 #include "kernels/cuda/packed_volume_render_gpu.h"
-#include "kernels/cuda/tf_gpu.h"
 #include "kernels/xla/render_xla.h"
-#include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
@@ -27,16 +27,15 @@ ffi::Error Forward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyB
                    ffi::AnyBuffer t_starts, ffi::AnyBuffer t_ends, ffi::AnyBuffer offsets, ffi::AnyBuffer counts,
                    ffi::AnyBuffer background, RetBuffer out_rgb, RetBuffer depth, RetBuffer opacity,
                    RetBuffer weights, float early_termination) {
-  return ForType<float, double>(sigma.element_type(), "PackedVolumeRender", [&](auto type) {
+  const int64_t rays = counts.dimensions()[0];
+  return ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "PackedVolumeRender", [&](auto type) {
     using T = decltype(type);
     const PackedVolumeRenderForwardArgs<T> a = {
-        RenderArgsOf<T>(counts.dimensions()[0], sigma, rgb, background, early_termination),
+        RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
         PackedSamplesOf<T>(t_starts, t_ends, offsets, counts), RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
-    if (a.rays == 0) return ffi::Error::Success();
-    unsigned long long* word = nullptr;
-    ffi::Error error = ScratchOf(scratch, 1, "PackedVolumeRender", &word);
-    if (error.failure()) return error;
-    return ToError(cuda::PackedVolumeRenderForward<T>(a, word, stream));
+    return LaunchWithCheckWords(scratch, 1, "PackedVolumeRender", [&](unsigned long long* word) {
+      return cuda::PackedVolumeRenderForward<T>(a, word, stream);
+    });
   });
 }
 
@@ -46,31 +45,24 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
                     ffi::AnyBuffer weights, ffi::AnyBuffer grad_rgb, ffi::AnyBuffer grad_depth,
                     ffi::AnyBuffer grad_opacity, ffi::AnyBuffer grad_weights, RetBuffer grad_sigma,
                     RetBuffer grad_samples_rgb, RetBuffer grad_background, float early_termination) {
-  return ForType<float, double>(sigma.element_type(), "PackedVolumeRenderGrad", [&](auto type) {
+  const int64_t rays = counts.dimensions()[0];
+  return ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "PackedVolumeRenderGrad", [&](auto type) {
     using T = decltype(type);
     const PackedVolumeRenderBackwardArgs<T> a = {
-        RenderArgsOf<T>(counts.dimensions()[0], sigma, rgb, background, early_termination),
+        RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
         PackedSamplesOf<T>(t_starts, t_ends, offsets, counts),
         RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
                          grad_sigma, grad_samples_rgb, grad_background)};
-    if (a.rays == 0) return ffi::Error::Success();
-    unsigned long long* word = nullptr;
-    ffi::Error error = ScratchOf(scratch, 1, "PackedVolumeRenderGrad", &word);
-    if (error.failure()) return error;
-    return ToError(cuda::PackedVolumeRenderBackward<T>(a, word, stream));
+    return LaunchWithCheckWords(scratch, 1, "PackedVolumeRenderGrad", [&](unsigned long long* word) {
+      return cuda::PackedVolumeRenderBackward<T>(a, word, stream);
+    });
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       (BindBuffersFrom<7, 4>(
-                            ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>()))
-                           .Attr<float>("early_termination"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       (BindBuffersFrom<15, 3>(
-                            ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>()))
-                           .Attr<float>("early_termination"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsPackedVolumeRender", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsPackedVolumeRenderGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsPackedVolumeRender", "CUDA", Forward,
+                   BindStreamScratchBuffers<7, 4>().Attr<float>("early_termination"));
+MO_XLA_FFI_HANDLER("MetalOpsPackedVolumeRenderGrad", "CUDA", Backward,
+                   BindStreamScratchBuffers<15, 3>().Attr<float>("early_termination"));
 
 }  // namespace
 }  // namespace xla_ffi

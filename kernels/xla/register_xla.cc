@@ -1,6 +1,6 @@
 // The library's XLA registration function (docs/XLA.md, "Registration"):
 // registers the XLA op kernels (MO_REGISTER_XLA_OP) and the FFI handlers
-// (MO_REGISTER_XLA_FFI_HANDLER) of kernels/xla/*_xla.cc with XLA, once per
+// (MO_XLA_FFI_HANDLER) of kernels/xla/*_xla.cc with XLA, once per
 // process. metal_ops' loader calls it right after tf.load_op_library, once it
 // has checked that this copy's ops are the ones TensorFlow registered.
 //

@@ -21,34 +21,23 @@ absl::Status CheckParams(XlaOpKernelContext* ctx, int first) {
                                                    InputDims(ctx, first + 2), &layout));
 }
 
-class RobustLossXlaOp : public XlaOpKernel {
- public:
-  using XlaOpKernel::XlaOpKernel;
-  void Compile(XlaOpKernelContext* ctx) override {
-    OP_REQUIRES_OK(ctx, CheckParams(ctx, 0));
-    EmitFfiCall(ctx, "MetalOpsRobustLoss", {ctx->Input(0), ctx->Input(1), ctx->Input(2)},
-                {ArrayShape(ElementType(ctx, 0), InputDims(ctx, 0))});
-  }
-};
+void CompileRobustLoss(XlaOpKernelContext* ctx) {
+  OP_REQUIRES_OK(ctx, CheckParams(ctx, 0));
+  EmitFfiCall(ctx, "MetalOpsRobustLoss", InputsUpTo(ctx, 3), {ShapeLike(ctx, 0)});
+}
 
-class RobustLossGradXlaOp : public XlaOpKernel {
- public:
-  using XlaOpKernel::XlaOpKernel;
-  void Compile(XlaOpKernelContext* ctx) override {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss::GradShape(InputDims(ctx, 0), InputDims(ctx, 1))));
-    OP_REQUIRES_OK(ctx, CheckParams(ctx, 1));
-    EmitFfiCall(ctx, "MetalOpsRobustLossGrad", {ctx->Input(0), ctx->Input(1), ctx->Input(2), ctx->Input(3)},
-                {ArrayShape(ElementType(ctx, 1), InputDims(ctx, 1)), ArrayShape(::xla::F32, InputDims(ctx, 2)),
-                 ArrayShape(::xla::F32, InputDims(ctx, 3))});
-  }
-};
+void CompileRobustLossGrad(XlaOpKernelContext* ctx) {
+  OP_REQUIRES_OK(ctx, checks::ToStatus(robust_loss::GradShape(InputDims(ctx, 0), InputDims(ctx, 1))));
+  OP_REQUIRES_OK(ctx, CheckParams(ctx, 1));
+  EmitFfiCall(ctx, "MetalOpsRobustLossGrad", InputsUpTo(ctx, 4),
+              {ShapeLike(ctx, 1), ArrayShape(::xla::F32, InputDims(ctx, 2)),
+               ArrayShape(::xla::F32, InputDims(ctx, 3))});
+}
 
-MO_REGISTER_XLA_OP(Name("MetalOpsRobustLoss").TypeConstraint("T", kFloatAndBfloat16Types), RobustLossXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsRobustLoss").TypeConstraint("T", kFloatAndBfloat16Types),
+                   XlaOp<CompileRobustLoss>);
 MO_REGISTER_XLA_OP(Name("MetalOpsRobustLossGrad").TypeConstraint("T", kFloatAndBfloat16Types),
-                RobustLossGradXlaOp);
-
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
+                   XlaOp<CompileRobustLossGrad>);
 
 // The functor's arguments, the layout checked again (cheap) from the buffers.
 template <typename T>
@@ -64,7 +53,7 @@ ffi::Error ArgsOf(const ffi::AnyBuffer& x, const ffi::AnyBuffer& alpha, const ff
   return xla_ffi::ToError(RobustLossFunctor<Eigen::ThreadPoolDevice, T>::CheckParamValues(*args));
 }
 
-ffi::Error Forward(ffi::AnyBuffer x, ffi::AnyBuffer alpha, ffi::AnyBuffer scale, ffi::Result<ffi::AnyBuffer> y) {
+ffi::Error Forward(ffi::AnyBuffer x, ffi::AnyBuffer alpha, ffi::AnyBuffer scale, RetBuffer y) {
   return xla_ffi::ForType<float, Eigen::half, ::tensorflow::bfloat16>(x.element_type(), "RobustLoss", [&](auto type) {
     using T = decltype(type);
     RobustLossArgs<T> args;
@@ -75,8 +64,7 @@ ffi::Error Forward(ffi::AnyBuffer x, ffi::AnyBuffer alpha, ffi::AnyBuffer scale,
 }
 
 ffi::Error Backward(ffi::AnyBuffer grad, ffi::AnyBuffer x, ffi::AnyBuffer alpha, ffi::AnyBuffer scale,
-                    ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> dalpha,
-                    ffi::Result<ffi::AnyBuffer> dscale) {
+                    RetBuffer dx, RetBuffer dalpha, RetBuffer dscale) {
   return xla_ffi::ForType<float, Eigen::half, ::tensorflow::bfloat16>(x.element_type(), "RobustLossGrad", [&](auto type) {
     using T = decltype(type);
     RobustLossArgs<T> args;
@@ -87,12 +75,8 @@ ffi::Error Backward(ffi::AnyBuffer grad, ffi::AnyBuffer x, ffi::AnyBuffer alpha,
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       (xla_ffi::BindBuffers<3, 1>()));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       (xla_ffi::BindBuffers<4, 3>()));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLoss", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsRobustLoss", "Host", Forward, xla_ffi::BindBuffers<3, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "Host", Backward, xla_ffi::BindBuffers<4, 3>());
 
 }  // namespace
 }  // namespace xla_kernels

@@ -14,13 +14,13 @@
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/spec/robust_loss_spec.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
 namespace {
 
-ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer alpha, ffi::AnyBuffer scale,
-                   ffi::Result<ffi::AnyBuffer> y) {
+ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer alpha, ffi::AnyBuffer scale, RetBuffer y) {
   robust_loss::ParamLayout l;
   ffi::Error error = ToError(robust_loss::ParamShapes(DimsOf(x), DimsOf(alpha), DimsOf(scale), &l));
   const int64_t n = static_cast<int64_t>(x.element_count());
@@ -35,8 +35,7 @@ ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer alpha, 
 }
 
 ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer x, ffi::AnyBuffer alpha,
-                    ffi::AnyBuffer scale, ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> dalpha,
-                    ffi::Result<ffi::AnyBuffer> dscale) {
+                    ffi::AnyBuffer scale, RetBuffer dx, RetBuffer dalpha, RetBuffer dscale) {
   robust_loss::ParamLayout l;
   ffi::Error error = ToError(robust_loss::ParamShapes(DimsOf(x), DimsOf(alpha), DimsOf(scale), &l));
   if (error.failure()) return error;
@@ -51,25 +50,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer x, 
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>());
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLoss", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsRobustLoss", "CUDA", Forward, BindStreamBuffers<3, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "CUDA", Backward, BindStreamBuffers<4, 3>());
 
 }  // namespace
 }  // namespace xla_ffi

@@ -12,76 +12,50 @@ namespace mo {
 namespace xla_kernels {
 namespace {
 
-class SHEncodeXlaOp : public XlaOpKernel {
- public:
-  explicit SHEncodeXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
-  void Compile(XlaOpKernelContext* ctx) override {
-    const checks::Dims dirs = InputDims(ctx, 0);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dirs)));
-    EmitFfiCall(ctx, "MetalOpsSHEncode", {ctx->Input(0)},
-                {ArrayShape(ElementType(ctx, 0), sh_encode::OutputDims(dirs, attrs_.degree))},
-                FfiAttrs().Int("degree", attrs_.degree));
-  }
+void CompileSHEncode(XlaOpKernelContext* ctx, const sh_encode::Attrs& attrs) {
+  const checks::Dims dirs = InputDims(ctx, 0);
+  OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dirs)));
+  EmitFfiCall(ctx, "MetalOpsSHEncode", {ctx->Input(0)},
+              {ArrayShape(ElementType(ctx, 0), sh_encode::OutputDims(dirs, attrs.degree))},
+              FfiAttrs().Int("degree", attrs.degree));
+}
 
- private:
-  sh_encode::Attrs attrs_;
-};
+void CompileSHEncodeGrad(XlaOpKernelContext* ctx, const sh_encode::Attrs& attrs) {
+  const checks::Dims dirs = InputDims(ctx, 1);
+  OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dirs)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::GradShape(InputDims(ctx, 0), dirs, attrs.degree)));
+  EmitFfiCall(ctx, "MetalOpsSHEncodeGrad", InputsUpTo(ctx, 2), {ShapeLike(ctx, 1)},
+              FfiAttrs().Int("degree", attrs.degree));
+}
 
-class SHEncodeGradXlaOp : public XlaOpKernel {
- public:
-  explicit SHEncodeGradXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
-  void Compile(XlaOpKernelContext* ctx) override {
-    const checks::Dims dirs = InputDims(ctx, 1);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::DirsShape(dirs)));
-    OP_REQUIRES_OK(ctx, checks::ToStatus(sh_encode::GradShape(InputDims(ctx, 0), dirs, attrs_.degree)));
-    EmitFfiCall(ctx, "MetalOpsSHEncodeGrad", {ctx->Input(0), ctx->Input(1)}, {ArrayShape(ElementType(ctx, 1), dirs)},
-                FfiAttrs().Int("degree", attrs_.degree));
-  }
+using SHEncodeXlaOp = XlaOpWithAttrs<sh_encode::Attrs, CompileSHEncode>;
+using SHEncodeGradXlaOp = XlaOpWithAttrs<sh_encode::Attrs, CompileSHEncodeGrad>;
+MO_REGISTER_XLA_OP(Name("MetalOpsSHEncode").TypeConstraint("T", kFloatTypes), SHEncodeXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsSHEncodeGrad").TypeConstraint("T", kFloatTypes), SHEncodeGradXlaOp);
 
- private:
-  sh_encode::Attrs attrs_;
-};
+// The directions [N, 3]: N.
+int64_t Count(const ffi::AnyBuffer& dirs) { return static_cast<int64_t>(dirs.element_count()) / 3; }
 
-MO_REGISTER_XLA_OP(Name("MetalOpsSHEncode").TypeConstraint("T", kFloatTypes),
-                SHEncodeXlaOp);
-MO_REGISTER_XLA_OP(
-    Name("MetalOpsSHEncodeGrad").TypeConstraint("T", kFloatTypes),
-    SHEncodeGradXlaOp);
-
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
-ffi::Error Forward(ffi::AnyBuffer dirs, ffi::Result<ffi::AnyBuffer> values, int64_t degree) {
-  return xla_ffi::ForType<float, Eigen::half>(dirs.element_type(), "SHEncode", [&](auto type) {
+ffi::Error Forward(ffi::AnyBuffer dirs, RetBuffer values, int64_t degree) {
+  const int64_t n = Count(dirs);
+  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncode", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(dirs.element_count()) / 3;
-    if (n == 0) return ffi::Error::Success();
     return xla_ffi::ToError(SHEncodeFunctor<Eigen::ThreadPoolDevice, T>::Forward(
         HostContext(), Data<T>(dirs), n, static_cast<int>(degree), Data<T>(values)));
   });
 }
 
-ffi::Error Backward(ffi::AnyBuffer grad, ffi::AnyBuffer dirs, ffi::Result<ffi::AnyBuffer> grad_dirs, int64_t degree) {
-  return xla_ffi::ForType<float, Eigen::half>(dirs.element_type(), "SHEncodeGrad", [&](auto type) {
+ffi::Error Backward(ffi::AnyBuffer grad, ffi::AnyBuffer dirs, RetBuffer grad_dirs, int64_t degree) {
+  const int64_t n = Count(dirs);
+  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncodeGrad", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(dirs.element_count()) / 3;
-    if (n == 0) return ffi::Error::Success();
     return xla_ffi::ToError(SHEncodeFunctor<Eigen::ThreadPoolDevice, T>::Backward(
         HostContext(), Data<T>(grad), Data<T>(dirs), n, static_cast<int>(degree), Data<T>(grad_dirs)));
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<int64_t>("degree"));
-XLA_FFI_DEFINE_HANDLER(
-    kBackward, Backward,
-    ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<int64_t>("degree"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncode", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsSHEncode", "Host", Forward, xla_ffi::BindBuffers<1, 1>().Attr<int64_t>("degree"));
+MO_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "Host", Backward, xla_ffi::BindBuffers<2, 1>().Attr<int64_t>("degree"));
 
 }  // namespace
 }  // namespace xla_kernels

@@ -12,28 +12,30 @@
 #include "kernels/cuda/sh_encode.h"
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
 namespace {
 
-ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer dirs, ffi::Result<ffi::AnyBuffer> values, int64_t degree) {
-  return ForType<float, Eigen::half>(dirs.element_type(), "SHEncode", [&](auto type) {
+// The directions [N, 3]: N.
+int64_t Count(const ffi::AnyBuffer& dirs) { return static_cast<int64_t>(dirs.element_count()) / 3; }
+
+ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer dirs, RetBuffer values, int64_t degree) {
+  const int64_t n = Count(dirs);
+  return ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncode", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(dirs.element_count()) / 3;
-    if (n == 0) return ffi::Error::Success();
     return ToError(cuda::LaunchStatus("SHEncode", cuda::LaunchSHEncodeForward(cuda::AsCuda(Data<T>(dirs)),
                                                                               cuda::AsCuda(Data<T>(values)), n,
                                                                               static_cast<int>(degree), stream)));
   });
 }
 
-ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer dirs,
-                    ffi::Result<ffi::AnyBuffer> grad_dirs, int64_t degree) {
-  return ForType<float, Eigen::half>(dirs.element_type(), "SHEncodeGrad", [&](auto type) {
+ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer dirs, RetBuffer grad_dirs,
+                    int64_t degree) {
+  const int64_t n = Count(dirs);
+  return ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncodeGrad", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(dirs.element_count()) / 3;
-    if (n == 0) return ffi::Error::Success();
     return ToError(cuda::LaunchStatus(
         "SHEncodeGrad", cuda::LaunchSHEncodeBackward(cuda::AsCuda(Data<T>(grad)), cuda::AsCuda(Data<T>(dirs)),
                                                      cuda::AsCuda(Data<T>(grad_dirs)), n, static_cast<int>(degree),
@@ -41,21 +43,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer grad, ffi::AnyBuffer dir
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>()
-                           .Attr<int64_t>("degree"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>()
-                           .Attr<int64_t>("degree"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncode", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsSHEncode", "CUDA", Forward, BindStreamBuffers<1, 1>().Attr<int64_t>("degree"));
+MO_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "CUDA", Backward, BindStreamBuffers<2, 1>().Attr<int64_t>("degree"));
 
 }  // namespace
 }  // namespace xla_ffi

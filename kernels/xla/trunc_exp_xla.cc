@@ -12,58 +12,38 @@ namespace mo {
 namespace xla_kernels {
 namespace {
 
-class TruncExpXlaOp : public XlaOpKernel {
- public:
-  using XlaOpKernel::XlaOpKernel;
-  void Compile(XlaOpKernelContext* ctx) override {
-    EmitFfiCall(ctx, "MetalOpsTruncExp", {ctx->Input(0)}, {ArrayShape(ElementType(ctx, 0), InputDims(ctx, 0))});
-  }
-};
+void CompileTruncExp(XlaOpKernelContext* ctx) {
+  EmitFfiCall(ctx, "MetalOpsTruncExp", {ctx->Input(0)}, {ShapeLike(ctx, 0)});
+}
 
-class TruncExpGradXlaOp : public XlaOpKernel {
- public:
-  using XlaOpKernel::XlaOpKernel;
-  void Compile(XlaOpKernelContext* ctx) override {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(trunc_exp::GradShape(InputDims(ctx, 0), InputDims(ctx, 1))));
-    EmitFfiCall(ctx, "MetalOpsTruncExpGrad", {ctx->Input(0), ctx->Input(1)},
-                {ArrayShape(ElementType(ctx, 1), InputDims(ctx, 1))});
-  }
-};
+void CompileTruncExpGrad(XlaOpKernelContext* ctx) {
+  OP_REQUIRES_OK(ctx, checks::ToStatus(trunc_exp::GradShape(InputDims(ctx, 0), InputDims(ctx, 1))));
+  EmitFfiCall(ctx, "MetalOpsTruncExpGrad", InputsUpTo(ctx, 2), {ShapeLike(ctx, 1)});
+}
 
-MO_REGISTER_XLA_OP(Name("MetalOpsTruncExp").TypeConstraint("T", kFloatTypes),
-                TruncExpXlaOp);
-MO_REGISTER_XLA_OP(
-    Name("MetalOpsTruncExpGrad").TypeConstraint("T", kFloatTypes),
-    TruncExpGradXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsTruncExp").TypeConstraint("T", kFloatTypes), XlaOp<CompileTruncExp>);
+MO_REGISTER_XLA_OP(Name("MetalOpsTruncExpGrad").TypeConstraint("T", kFloatTypes), XlaOp<CompileTruncExpGrad>);
 
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
-ffi::Error Forward(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
-  return xla_ffi::ForType<float, Eigen::half>(x.element_type(), "TruncExp", [&](auto type) {
+ffi::Error Forward(ffi::AnyBuffer x, RetBuffer y) {
+  const int64_t n = static_cast<int64_t>(x.element_count());
+  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(x.element_type(), n, "TruncExp", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(x.element_count());
-    if (n == 0) return ffi::Error::Success();
     return xla_ffi::ToError(
         TruncExpFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), Data<T>(x), n, Data<T>(y)));
   });
 }
 
-ffi::Error Backward(ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> dx) {
-  return xla_ffi::ForType<float, Eigen::half>(x.element_type(), "TruncExpGrad", [&](auto type) {
+ffi::Error Backward(ffi::AnyBuffer dy, ffi::AnyBuffer x, RetBuffer dx) {
+  const int64_t n = static_cast<int64_t>(x.element_count());
+  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(x.element_type(), n, "TruncExpGrad", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(x.element_count());
-    if (n == 0) return ffi::Error::Success();
     return xla_ffi::ToError(TruncExpFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), Data<T>(dy),
                                                                                    Data<T>(x), n, Data<T>(dx)));
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward, ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExp", "Host", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "Host", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsTruncExp", "Host", Forward, xla_ffi::BindBuffers<1, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "Host", Backward, xla_ffi::BindBuffers<2, 1>());
 
 }  // namespace
 }  // namespace xla_kernels

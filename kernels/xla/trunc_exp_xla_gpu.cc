@@ -12,42 +12,33 @@
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/cuda/trunc_exp.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
 namespace {
 
-ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
-  return ForType<float, Eigen::half>(x.element_type(), "TruncExp", [&](auto type) {
+ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer x, RetBuffer y) {
+  const int64_t n = static_cast<int64_t>(x.element_count());
+  return ForTypeUnlessEmpty<float, Eigen::half>(x.element_type(), n, "TruncExp", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(x.element_count());
-    if (n == 0) return ffi::Error::Success();
     return ToError(cuda::LaunchStatus(
         "TruncExp", cuda::LaunchTruncExpForward(cuda::AsCuda(Data<T>(x)), cuda::AsCuda(Data<T>(y)), n, stream)));
   });
 }
 
-ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> dx) {
-  return ForType<float, Eigen::half>(x.element_type(), "TruncExpGrad", [&](auto type) {
+ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer dy, ffi::AnyBuffer x, RetBuffer dx) {
+  const int64_t n = static_cast<int64_t>(x.element_count());
+  return ForTypeUnlessEmpty<float, Eigen::half>(x.element_type(), n, "TruncExpGrad", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(x.element_count());
-    if (n == 0) return ffi::Error::Success();
     return ToError(cuda::LaunchStatus(
         "TruncExpGrad", cuda::LaunchTruncExpBackward(cuda::AsCuda(Data<T>(dy)), cuda::AsCuda(Data<T>(x)),
                                                      cuda::AsCuda(Data<T>(dx)), n, stream)));
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>());
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExp", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsTruncExp", "CUDA", Forward, BindStreamBuffers<1, 1>());
+MO_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "CUDA", Backward, BindStreamBuffers<2, 1>());
 
 }  // namespace
 }  // namespace xla_ffi

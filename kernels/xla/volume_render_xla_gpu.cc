@@ -11,11 +11,11 @@
 
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/common/render_args.h"
-#include "kernels/cuda/tf_gpu.h"
+#include <cstdint>
+
 #include "kernels/cuda/volume_render_gpu.h"
 #include "kernels/xla/render_xla.h"
-#include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
@@ -24,17 +24,15 @@ namespace {
 ffi::Error Forward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer sigma, ffi::AnyBuffer rgb,
                    ffi::AnyBuffer t, ffi::AnyBuffer background, RetBuffer out_rgb, RetBuffer depth,
                    RetBuffer opacity, RetBuffer weights, float early_termination) {
-  return ForType<float, double>(sigma.element_type(), "VolumeRender", [&](auto type) {
+  const int64_t rays = sigma.dimensions()[0];
+  return ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "VolumeRender", [&](auto type) {
     using T = decltype(type);
-    const VolumeRenderForwardArgs<T> a = {RenderArgsOf<T>(sigma.dimensions()[0], sigma, rgb, background,
-                                                          early_termination),
+    const VolumeRenderForwardArgs<T> a = {RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
                                           {Data<T>(t)},
                                           RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
-    if (a.rays == 0) return ffi::Error::Success();
-    unsigned long long* words = nullptr;
-    ffi::Error error = ScratchOf(scratch, 2, "VolumeRender", &words);
-    if (error.failure()) return error;
-    return ToError(cuda::VolumeRenderForwardChecked<T>(a, words, stream));
+    return LaunchWithCheckWords(scratch, 2, "VolumeRender", [&](unsigned long long* words) {
+      return cuda::VolumeRenderForwardChecked<T>(a, words, stream);
+    });
   });
 }
 
@@ -43,27 +41,22 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer sigma, ffi::AnyBuffer rg
                     ffi::AnyBuffer weights, ffi::AnyBuffer grad_rgb, ffi::AnyBuffer grad_depth,
                     ffi::AnyBuffer grad_opacity, ffi::AnyBuffer grad_weights, RetBuffer grad_sigma,
                     RetBuffer grad_samples_rgb, RetBuffer grad_background, float early_termination) {
-  return ForType<float, double>(sigma.element_type(), "VolumeRenderGrad", [&](auto type) {
+  const int64_t rays = sigma.dimensions()[0];
+  return ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "VolumeRenderGrad", [&](auto type) {
     using T = decltype(type);
     const VolumeRenderBackwardArgs<T> a = {
-        RenderArgsOf<T>(sigma.dimensions()[0], sigma, rgb, background, early_termination),
+        RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
         {Data<T>(t)},
         RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
                          grad_sigma, grad_samples_rgb, grad_background)};
-    if (a.rays == 0) return ffi::Error::Success();
     return ToError(cuda::VolumeRenderBackward<T>(a, stream));
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kForward, Forward,
-                       (BindBuffersFrom<4, 4>(
-                            ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().Ctx<ffi::ScratchAllocator>()))
-                           .Attr<float>("early_termination"));
-XLA_FFI_DEFINE_HANDLER(kBackward, Backward,
-                       (BindBuffersFrom<12, 3>(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()))
-                           .Attr<float>("early_termination"));
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRender", "CUDA", kForward);
-MO_REGISTER_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "CUDA", kBackward);
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRender", "CUDA", Forward,
+                   BindStreamScratchBuffers<4, 4>().Attr<float>("early_termination"));
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "CUDA", Backward,
+                   BindStreamBuffers<12, 3>().Attr<float>("early_termination"));
 
 }  // namespace
 }  // namespace xla_ffi

@@ -51,6 +51,13 @@ ffi::Error ForType(ffi::DataType dtype, const char* op, Fn&& fn) {
   return result;
 }
 
+// ForType, then nothing to do (success) when the call has no elements (`n`):
+// the element-wise handlers' dispatch.
+template <typename... Ts, typename Fn>
+ffi::Error ForTypeUnlessEmpty(ffi::DataType dtype, int64_t n, const char* op, Fn&& fn) {
+  return ForType<Ts...>(dtype, op, [&](auto type) { return n == 0 ? ffi::Error::Success() : fn(type); });
+}
+
 // A handler's result buffer.
 using RetBuffer = ffi::Result<ffi::AnyBuffer>;
 
@@ -64,25 +71,28 @@ inline checks::Dims DimsOf(const ffi::AnyBuffer& buffer) {
   return checks::Dims(dims.begin(), dims.end());
 }
 
-// ffi::Ffi::Bind() with kArgs ffi::AnyBuffer arguments, then kRets >= 1
-// ffi::AnyBuffer results: the handlers' buffer lists, by count rather than
-// one .Arg<ffi::AnyBuffer>() / .Ret<ffi::AnyBuffer>() line per buffer. (A
-// Binding cannot be copied or moved into a new one of its own type: each step
-// returns the next type, and the last step's result is returned as it is.)
-template <int kArgs, int kRets, typename Binding>
+// `binding` with kArgs Buffer arguments, then kRets >= 1 Buffer results (by
+// default ffi::AnyBuffer; ffi::Buffer<ffi::F32> where the handler has XLA
+// check the element type): the handlers' buffer lists, by count rather than
+// one .Arg<Buffer>() / .Ret<Buffer>() line per buffer. (A Binding cannot be
+// copied or moved into a new one of its own type: each step returns the next
+// type, and the last step's result is returned as it is.)
+template <int kArgs, int kRets, typename Buffer = ffi::AnyBuffer, typename Binding>
 auto BindBuffersFrom(Binding&& binding) {
   static_assert(kRets >= 1, "a handler has at least one result");
   if constexpr (kArgs > 0) {
-    return BindBuffersFrom<kArgs - 1, kRets>(std::move(binding).template Arg<ffi::AnyBuffer>());
+    return BindBuffersFrom<kArgs - 1, kRets, Buffer>(std::move(binding).template Arg<Buffer>());
   } else if constexpr (kRets > 1) {
-    return BindBuffersFrom<0, kRets - 1>(std::move(binding).template Ret<ffi::AnyBuffer>());
+    return BindBuffersFrom<0, kRets - 1, Buffer>(std::move(binding).template Ret<Buffer>());
   } else {
-    return std::move(binding).template Ret<ffi::AnyBuffer>();
+    return std::move(binding).template Ret<Buffer>();
   }
 }
-template <int kArgs, int kRets>
+
+// ffi::Ffi::Bind() with the buffers (the host handlers).
+template <int kArgs, int kRets, typename Buffer = ffi::AnyBuffer>
 auto BindBuffers() {
-  return BindBuffersFrom<kArgs, kRets>(ffi::Ffi::Bind());
+  return BindBuffersFrom<kArgs, kRets, Buffer>(ffi::Ffi::Bind());
 }
 
 // The buffers of a variadic call (ops with list inputs or outputs).
@@ -120,7 +130,7 @@ inline std::optional<void*> AllocateScratch(ffi::ScratchAllocator& scratch, size
 
 // Handler registration. Nothing registers with XLA while the library loads
 // (a second copy of the library in the process would register the same names
-// again): MO_REGISTER_XLA_FFI_HANDLER only adds a handler to this copy's own
+// again): MO_XLA_FFI_HANDLER only adds a handler to this copy's own
 // list, and the library's registration function (kernels/xla/register_xla.cc)
 // registers the list with XLA once, after checking that no other copy did.
 struct FfiHandlerEntry {
@@ -187,14 +197,16 @@ inline ffi::Error ToError(const checks::Result& result) {
 }  // namespace xla_ffi
 }  // namespace mo
 
-// MO_REGISTER_XLA_FFI_HANDLER("MetalOpsX", "Host", kHandler): adds the
-// handler to the library's list (above); registered with XLA by the
-// library's registration function.
-#define MO_REGISTER_XLA_FFI_HANDLER(NAME, PLATFORM, HANDLER) \
-  MO_REGISTER_XLA_FFI_HANDLER_UNIQ(__COUNTER__, NAME, PLATFORM, HANDLER)
-#define MO_REGISTER_XLA_FFI_HANDLER_UNIQ(CTR, NAME, PLATFORM, HANDLER) \
-  MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, HANDLER)
-#define MO_REGISTER_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, HANDLER) \
-  [[maybe_unused]] static const bool mo_xla_ffi_handler_##CTR = ::mo::xla_ffi::AddFfiHandler(NAME, PLATFORM, HANDLER)
+// MO_XLA_FFI_HANDLER("MetalOpsX", "Host", Fn, binding): Fn's handler with
+// `binding` (XLA_FFI_DEFINE_HANDLER), added to the library's list (above);
+// registered with XLA by the library's registration function.
+#define MO_XLA_FFI_HANDLER(NAME, PLATFORM, IMPL, ...) \
+  MO_XLA_FFI_HANDLER_UNIQ(__COUNTER__, NAME, PLATFORM, IMPL, __VA_ARGS__)
+#define MO_XLA_FFI_HANDLER_UNIQ(CTR, NAME, PLATFORM, IMPL, ...) \
+  MO_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, IMPL, __VA_ARGS__)
+#define MO_XLA_FFI_HANDLER_UNIQ_(CTR, NAME, PLATFORM, IMPL, ...)               \
+  XLA_FFI_DEFINE_HANDLER(mo_xla_ffi_handler_fn_##CTR, IMPL, (__VA_ARGS__)); \
+  [[maybe_unused]] static const bool mo_xla_ffi_handler_##CTR =              \
+      ::mo::xla_ffi::AddFfiHandler(NAME, PLATFORM, mo_xla_ffi_handler_fn_##CTR)
 
 #endif  // MO_KERNELS_XLA_XLA_FFI_H_

@@ -38,10 +38,40 @@ namespace xla_kernels {
 using ::tensorflow::XlaOpKernel;
 using ::tensorflow::XlaOpKernelContext;
 
+// The host handlers' names for XLA's FFI API and the handlers' buffers
+// (kernels/xla/xla_ffi.h).
+namespace ffi = ::xla::ffi;
+using xla_ffi::Data;
+using xla_ffi::RetBuffer;
+
 // Element types of the ops' "T", for REGISTER_XLA_OP(Name(op).TypeConstraint("T", ...), kernel).
 inline constexpr ::tensorflow::DataType kFloatTypes[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF};
 inline constexpr ::tensorflow::DataType kFloatAndBfloat16Types[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF,
                                                                   ::tensorflow::DT_BFLOAT16};
+
+// An op's XLA kernel: compile(ctx, attrs), a plain function, runs the op's
+// checks and emits its call; the attributes are read and checked once, at
+// construction, as OpKernelWithAttrs (kernels/op_kernel_with_attrs.h) reads
+// the TensorFlow kernels' (checks::ReadAttrsOf(ctx, args..., &attrs)).
+// XlaOp<compile> is the kernel of an op without attributes.
+template <typename Attrs, void (*compile)(XlaOpKernelContext*, const Attrs&), auto... args>
+class XlaOpWithAttrs : public XlaOpKernel {
+ public:
+  explicit XlaOpWithAttrs(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, args..., &attrs_));
+  }
+  void Compile(XlaOpKernelContext* ctx) override { compile(ctx, attrs_); }
+
+ private:
+  Attrs attrs_;
+};
+
+template <void (*compile)(XlaOpKernelContext*)>
+class XlaOp : public XlaOpKernel {
+ public:
+  using XlaOpKernel::XlaOpKernel;
+  void Compile(XlaOpKernelContext* ctx) override { compile(ctx); }
+};
 
 // An FFI attribute dictionary, in the MLIR syntax XLA parses from a typed-FFI
 // custom call's backend config: integers as i64, floats as f32 bit patterns
@@ -76,6 +106,19 @@ inline ::xla::Shape ArrayShape(::xla::PrimitiveType type, const checks::Dims& di
 
 inline ::xla::PrimitiveType ElementType(XlaOpKernelContext* ctx, int i) {
   return ctx->InputXlaShape(i)->element_type();
+}
+
+// The shape of input i (its element type and static shape): an element-wise
+// result.
+inline ::xla::Shape ShapeLike(XlaOpKernelContext* ctx, int i) {
+  return ArrayShape(ElementType(ctx, i), InputDims(ctx, i));
+}
+
+// Inputs 0 to n - 1, the operands of a call that takes them all.
+inline std::vector<::xla::XlaOp> InputsUpTo(XlaOpKernelContext* ctx, int n) {
+  std::vector<::xla::XlaOp> inputs;
+  for (int i = 0; i < n; ++i) inputs.push_back(ctx->Input(i));
+  return inputs;
 }
 
 // Emits the typed-FFI custom call `target` on `operands` with one result per

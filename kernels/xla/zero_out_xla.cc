@@ -11,42 +11,28 @@ namespace mo {
 namespace xla_kernels {
 namespace {
 
-class ZeroOutXlaOp : public XlaOpKernel {
- public:
-  explicit ZeroOutXlaOp(::tensorflow::OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, checks::ReadAttrsOf(ctx, &attrs_));
-  }
-  void Compile(XlaOpKernelContext* ctx) override {
-    const checks::Dims dims = InputDims(ctx, 0);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out::PreserveIndex(attrs_.preserve_index, ctx->InputShape(0).num_elements())));
-    EmitFfiCall(ctx, "ZeroOut", {ctx->Input(0)}, {ArrayShape(ElementType(ctx, 0), dims)},
-                FfiAttrs().Int("preserve_index", attrs_.preserve_index));
-  }
-
- private:
-  zero_out::Attrs attrs_;
-};
+void CompileZeroOut(XlaOpKernelContext* ctx, const zero_out::Attrs& attrs) {
+  const int64_t n = ctx->InputShape(0).num_elements();
+  OP_REQUIRES_OK(ctx, checks::ToStatus(zero_out::PreserveIndex(attrs.preserve_index, n)));
+  EmitFfiCall(ctx, "ZeroOut", {ctx->Input(0)}, {ShapeLike(ctx, 0)},
+              FfiAttrs().Int("preserve_index", attrs.preserve_index));
+}
 
 constexpr ::tensorflow::DataType kTypes[] = {::tensorflow::DT_INT32, ::tensorflow::DT_INT64, ::tensorflow::DT_FLOAT,
                                              ::tensorflow::DT_DOUBLE};
+using ZeroOutXlaOp = XlaOpWithAttrs<zero_out::Attrs, CompileZeroOut>;
 MO_REGISTER_XLA_OP(Name("ZeroOut").TypeConstraint("T", kTypes), ZeroOutXlaOp);
 
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-
-ffi::Error Compute(ffi::AnyBuffer in, ffi::Result<ffi::AnyBuffer> out, int64_t preserve_index) {
-  return xla_ffi::ForType<int32_t, int64_t, float, double>(in.element_type(), "ZeroOut", [&](auto type) {
+ffi::Error Compute(ffi::AnyBuffer in, RetBuffer out, int64_t preserve_index) {
+  const int64_t n = static_cast<int64_t>(in.element_count());
+  return xla_ffi::ForTypeUnlessEmpty<int32_t, int64_t, float, double>(in.element_type(), n, "ZeroOut", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(in.element_count());
-    if (n == 0) return ffi::Error::Success();
     return xla_ffi::ToError(ZeroOutFunctor<Eigen::ThreadPoolDevice, T>::Compute(HostContext(), Data<T>(in),
                                                                                  Data<T>(out), n, preserve_index));
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kCompute, Compute,
-                       ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<int64_t>("preserve_index"));
-MO_REGISTER_XLA_FFI_HANDLER("ZeroOut", "Host", kCompute);
+MO_XLA_FFI_HANDLER("ZeroOut", "Host", Compute, xla_ffi::BindBuffers<1, 1>().Attr<int64_t>("preserve_index"));
 
 }  // namespace
 }  // namespace xla_kernels

@@ -11,28 +11,22 @@
 #include "kernels/cuda/tf_gpu.h"
 #include "kernels/cuda/zero_out.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_cuda.h"
 
 namespace mo {
 namespace xla_ffi {
 namespace {
 
-ffi::Error Compute(cudaStream_t stream, ffi::AnyBuffer in, ffi::Result<ffi::AnyBuffer> out, int64_t preserve_index) {
-  return ForType<int32_t, int64_t, float, double>(in.element_type(), "ZeroOut", [&](auto type) {
+ffi::Error Compute(cudaStream_t stream, ffi::AnyBuffer in, RetBuffer out, int64_t preserve_index) {
+  const int64_t n = static_cast<int64_t>(in.element_count());
+  return ForTypeUnlessEmpty<int32_t, int64_t, float, double>(in.element_type(), n, "ZeroOut", [&](auto type) {
     using T = decltype(type);
-    const int64_t n = static_cast<int64_t>(in.element_count());
-    if (n == 0) return ffi::Error::Success();
     return ToError(
         cuda::LaunchStatus("ZeroOut", cuda::LaunchZeroOut(Data<T>(in), Data<T>(out), n, preserve_index, stream)));
   });
 }
 
-XLA_FFI_DEFINE_HANDLER(kCompute, Compute,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()
-                           .Ret<ffi::AnyBuffer>()
-                           .Attr<int64_t>("preserve_index"));
-MO_REGISTER_XLA_FFI_HANDLER("ZeroOut", "CUDA", kCompute);
+MO_XLA_FFI_HANDLER("ZeroOut", "CUDA", Compute, BindStreamBuffers<1, 1>().Attr<int64_t>("preserve_index"));
 
 }  // namespace
 }  // namespace xla_ffi
