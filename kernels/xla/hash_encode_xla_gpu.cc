@@ -84,8 +84,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
 
 ffi::Error GradGrad(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_grad_inputs,
                     ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer grad_table,
-                    RetBuffer grad_grad_encoded, int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
-                    int64_t interpolation, int64_t out_of_range) {
+                    RetBuffer grad_grad_encoded, int64_t num_levels, int64_t log2_hashmap_size,
+                    int64_t base_resolution, float per_level_scale, int64_t interpolation, int64_t out_of_range) {
   HashEncodeCall c;
   ffi::Error error = HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale, interpolation,
                                       out_of_range, inputs, table, &c);
