@@ -87,6 +87,24 @@ def test_ptx_is_declared_at_the_floors_isa(tmp_path):
     assert cuda12_toolkit.declare_isa(str(ptx)) == (7, 8) and ptx.read_bytes().startswith(b".version 7.8\n")
 
 
+def test_ptx_below_8_3_loses_the_used_bytes_hint(tmp_path):
+    """cicc 13 writes `.pragma "used_bytes_mask M";` (PTX ISA 8.3) before loads
+    of by-value kernel parameters; CUDA 12's ptxas refuses it in a file declared
+    at 8.1, so the ptxas step drops it and keeps every instruction."""
+    import cuda12_toolkit
+    ptx = tmp_path / "k.ptx"
+    body = (b"$L__BB0_2:\n\t.pragma \"used_bytes_mask 15\";\n"
+            b"\tld.param.v2.u32 \t{%r41, %r42}, [%rd29+656];\n\t.pragma \"nounroll\";\n")
+    ptx.write_bytes(b".version 9.0\n.target sm_90\n" + body)
+    cuda12_toolkit.declare_isa(str(ptx))
+    text = ptx.read_bytes()
+    assert b"used_bytes_mask" not in text
+    assert b"ld.param.v2.u32 \t{%r41, %r42}, [%rd29+656];" in text and b'.pragma "nounroll";' in text
+    ptx.write_bytes(b".version 9.0\n.target sm_90\n" + body)
+    cuda12_toolkit.declare_isa(str(ptx), isa="8.3")
+    assert b'.pragma "used_bytes_mask 15";' in ptx.read_bytes()
+
+
 def test_toolkit_check_names_cuda13_code():
     ok = [{"file": "a.sm_90.cubin", "kind": "elf", "arch": "sm_90", "abi": 7, "toolkit": "12.9"},
           {"file": "a.sm_90.ptx", "kind": "ptx", "arch": "sm_90", "isa": "8.1", "producer": "13.0"}]

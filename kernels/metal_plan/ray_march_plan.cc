@@ -5,9 +5,7 @@ namespace mo {
 namespace metal_plan {
 namespace {
 
-// The op's inputs, at the same slots in both plans.
-static_assert(int(kRmSlotSeed) == int(kRmFillSlotSeed), "both plans start with the op's six inputs");
-
+// The op's inputs (RayMarchInputSlots), the first slots of both plans.
 PlanBuilder& BindInputs(PlanBuilder& b) {
   return b.Tensors({{kRmOrigins, kRmSlotOrigins}, {kRmDirections, kRmSlotDirections}, {kRmNear, kRmSlotNear},
                     {kRmFar, kRmSlotFar}, {kRmOccupancy, kRmSlotOccupancy}, {kRmSeed, kRmSlotSeed}},

@@ -20,27 +20,25 @@
 namespace mo {
 namespace metal_plan {
 
-// The op's six inputs (the seed: one int32 the shaders read), then the pass's own.
-enum RayMarchCountSlots {
+// The op's six inputs (the seed: one int32 the shaders read), at the same
+// slots in both plans; each plan's own follow.
+enum RayMarchInputSlots {
   kRmSlotOrigins,
   kRmSlotDirections,
   kRmSlotNear,
   kRmSlotFar,
   kRmSlotOccupancy,
   kRmSlotSeed,
-  kRmSlotCounts,   // int32 [R]
-  kRmSlotOffsets,  // int32 [R]
-  kRmSlotTotal,    // one uint64: the number of samples
+  kRmInputSlots
+};
+enum RayMarchCountSlots {
+  kRmSlotCounts = kRmInputSlots,  // int32 [R]
+  kRmSlotOffsets,                 // int32 [R]
+  kRmSlotTotal,                   // one uint64: the number of samples
   kRmCountSlots
 };
 enum RayMarchFillSlots {
-  kRmFillSlotOrigins,
-  kRmFillSlotDirections,
-  kRmFillSlotNear,
-  kRmFillSlotFar,
-  kRmFillSlotOccupancy,
-  kRmFillSlotSeed,
-  kRmFillSlotOffsets,
+  kRmFillSlotOffsets = kRmInputSlots,
   kRmFillSlotTStarts,     // float [total]
   kRmFillSlotTEnds,       // float [total]
   kRmFillSlotRayIndices,  // int32 [total]

@@ -39,6 +39,12 @@ import sys
 # (sm_90) use it, and their drivers are newer still (Blackwell: 570).
 PTX_ISA = "8.1"
 VERSION_LINE = re.compile(rb"^\.version (\d+)\.(\d+)[ \t]*$", re.M)
+# `.pragma "used_bytes_mask M";` (PTX ISA 8.3): which bytes of the next load
+# the code uses, a hint to ptxas alone; cicc 13 writes it before loads of a
+# kernel's by-value parameters. Without it the load reads every byte it names,
+# as LLVM's NVPTX back end emits for targets before 8.3.
+USED_BYTES_MASK_ISA = (8, 3)
+USED_BYTES_MASK = re.compile(rb'^[ \t]*\.pragma "used_bytes_mask \d+";[ \t]*\n', re.M)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REQUIREMENTS = os.path.join(ROOT, "requirements-cuda12.txt")
 HOST_STUB_HEADER = "crt/host_runtime.h"
@@ -46,16 +52,21 @@ HOST_STUB_HEADER = "crt/host_runtime.h"
 
 def declare_isa(path, isa=PTX_ISA):
     """Rewrites the `.version` line of PTX file `path` to `isa` when it names a
-    newer one; returns the version the file had."""
+    newer one, dropping the hints that `isa` lacks; returns the version the
+    file had."""
     with open(path, "rb") as f:
         text = f.read()
     m = VERSION_LINE.search(text)
     if not m:
         raise SystemExit(f"cuda12_toolkit: {path} has no .version line")
     had = (int(m.group(1)), int(m.group(2)))
-    if had > tuple(int(x) for x in isa.split(".")):
+    target = tuple(int(x) for x in isa.split("."))
+    if had > target:
+        text = text[:m.start()] + b".version " + isa.encode() + text[m.end():]
+        if target < USED_BYTES_MASK_ISA:
+            text = USED_BYTES_MASK.sub(b"", text)
         with open(path, "wb") as f:
-            f.write(text[:m.start()] + b".version " + isa.encode() + text[m.end():])
+            f.write(text)
     return had
 
 
