@@ -38,6 +38,7 @@ from tests.reference import packed_volume_render as pvr_ref
 from tests.reference import ray_march as rm_ref
 from tests.reference import robust_loss as rl_ref
 from tests.reference import sh_encode as sh_ref
+from tests.reference import trunc_exp as te_ref
 from tests.reference import volume_render as vr_ref
 from tests.reference.fused_mlp import ALPHA
 from tests.reference.render_testing import cotangents, grad_tol, make_background
@@ -342,6 +343,21 @@ def test_robust_loss(cpu_ops, tmp_path, name):
         np.testing.assert_allclose(dx[col == ch], gc * rdx, rtol=3e-5, atol=1e-30)
         np.testing.assert_allclose(sum_a[ch], np.sum(gc * rda), rtol=2e-4, atol=1e-6 * np.sum(np.abs(gc * rda)))
         np.testing.assert_allclose(sum_c[ch], np.sum(gc * rdc), rtol=2e-4, atol=1e-6 * np.sum(np.abs(gc * rdc)))
+
+
+def test_trunc_exp(cpu_ops, tmp_path):
+    """Vector blocks and the scalar formula beside them: NaN, infinities and
+    values beyond simd::Exp's range put their block on the scalar path."""
+    rng = np.random.default_rng(5)
+    n = 1000 + 3  # several blocks, a ragged last one
+    x = rng.uniform(-20, 20, n).astype(np.float32)
+    x[[7, 100, 333, 500, 640, 901]] = [np.nan, np.inf, -np.inf, 95.0, -95.0, 88.5]
+    x[200:240] = rng.uniform(-87.3, 88.7, 40)  # the whole vector range
+    dy = rng.standard_normal(n).astype(np.float32)
+    dy[50] = np.nan
+    y, dx = call(cpu_ops, tmp_path, "trunc_exp", [n, 3], [], [x, dy])
+    te_ref.assert_like(y, te_ref.forward(x), np.float32)
+    te_ref.assert_like(dx, te_ref.grad(dy, x), np.float32)
 
 
 # (D, F, interpolation, out_of_range): every D and F once (cpu_ops_main builds these pairs).

@@ -64,6 +64,20 @@ def test_special_values_like_the_reference(dtype):
     ref.assert_like(dx, ref.grad(dy, x), dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_special_values_among_ordinary_ones(dtype):
+    """The CPU kernel computes a SIMD vector of elements at a time where all of
+    its x allow it: special values spread through ordinary ones, with NaN and
+    inf cotangents, put some vectors on the scalar formula and leave the others."""
+    rng = np.random.default_rng(3)
+    x, dy = inputs((517,), dtype, seed=3)
+    x[rng.choice(x.size, SPECIAL.size, replace=False)] = SPECIAL.astype(dtype)
+    dy[[40, 41, 300]] = [np.nan, np.inf, -np.inf]
+    y, dx = op_with_grad(x, dy)
+    ref.assert_like(y, ref.forward(x), dtype)
+    ref.assert_like(dx, ref.grad(dy, x), dtype)
+
+
 def test_gradient_clamps_at_exp_15():
     x = np.array([-40.0, -15.5, 15.5, 40.0], np.float32)
     _, dx = op_with_grad(x, np.ones_like(x))

@@ -29,11 +29,14 @@
 #include <vector>
 
 #include "kernels/common/activations.h"
+#include "kernels/cpu/activations_simd.h"
 #include "kernels/cpu/simd.h"
 
 namespace mo {
 namespace fused_mlp_cpu {
 
+using simd::ActDerivative;
+using simd::ActForward;
 using simd::kLanes;
 using simd::V;
 
@@ -64,34 +67,6 @@ struct BackwardPtrs {
 };
 
 inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-
-// ---- activations on vectors -----------------------------------------------------------
-
-MO_INLINE V ActForward(V z, int act, float alpha) {
-  switch (act) {
-    case kActRelu: return simd::Max(z, simd::Zero());
-    case kActLeakyRelu: return simd::SelectPositive(z, z, simd::Mul(z, simd::Set(alpha)));
-    case kActSigmoid:  // 1 / (1 + e^-z); Exp's clamp keeps e^-z finite
-      return simd::Div(simd::Set(1.0f), simd::Add(simd::Set(1.0f), simd::Exp(simd::Sub(simd::Zero(), z))));
-    case kActTruncExp: return simd::Exp(z);
-    case kActNone: return z;
-    default: return simd::MapLanes(z, [act, alpha](float v) { return activation_forward(v, act, alpha); });
-  }
-}
-
-// d f / d z from the output y (activations.h's activation_derivative_from_output).
-MO_INLINE V ActDerivative(V y, int act, float alpha) {
-  switch (act) {
-    case kActRelu: return simd::SelectPositive(y, simd::Set(1.0f), simd::Zero());
-    case kActLeakyRelu: return simd::SelectPositive(y, simd::Set(1.0f), simd::Set(alpha));
-    case kActSigmoid: return simd::Mul(y, simd::Sub(simd::Set(1.0f), y));
-    case kActTruncExp:
-      return simd::Min(simd::Max(y, simd::Set(1.0f / MO_TRUNC_EXP_LIMIT)), simd::Set(MO_TRUNC_EXP_LIMIT));
-    case kActNone: return simd::Set(1.0f);
-    default:
-      return simd::MapLanes(y, [act, alpha](float v) { return activation_derivative_from_output(v, act, alpha); });
-  }
-}
 
 // ---- the micro-kernel ----------------------------------------------------------------
 

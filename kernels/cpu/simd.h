@@ -139,11 +139,15 @@ MO_INLINE V RoundToInt(V a) { return std::nearbyint(a); }
 MO_INLINE V Ldexp(V a, V n) { return std::ldexp(a, static_cast<int>(n)); }
 #endif
 
-// e^x, within 2 ulp of expf for x in [-87.3, 88.7]; x is clamped to that
+// Exp's range: the normal floats' exponents.
+constexpr float kExpLow = -87.33654f;
+constexpr float kExpHigh = 88.72283f;
+
+// e^x, within 2 ulp of expf for x in [kExpLow, kExpHigh]; x is clamped to that
 // range (e^x below it gives ~1e-38 instead of 0, above it 3.4e38 instead of
 // inf). Cody-Waite range reduction and Cephes' degree-5 polynomial.
 MO_INLINE V Exp(V x) {
-  x = Min(Max(x, Set(-87.33654f)), Set(88.72283f));
+  x = Min(Max(x, Set(kExpLow)), Set(kExpHigh));
   const V n = RoundToInt(Mul(x, Set(1.44269504088896341f)));
   V r = Fma(n, Set(-0.693359375f), x);
   r = Fma(n, Set(2.12194440e-4f), r);

@@ -1,61 +1,92 @@
-// The CPU functor of MetalOpsTruncExp / MetalOpsTruncExpGrad, run by the
-// TensorFlow kernels (kernels/cpu/trunc_exp_kernels.cc, kernel class
-// kernels/trunc_exp_kernel.h) and the XLA host handler
-// (kernels/xla/trunc_exp_xla.cc): ranges of elements over the context's pool.
-// The arithmetic is kernels/common/trunc_exp.h, in float32 for float and
-// float16 tensors. A TensorFlow kernel first offers the work to a Metal
-// executor (kernels/cpu/metal_offload.h).
+// TF-independent bodies of the CPU TruncExp kernels (kernels/cpu/trunc_exp_functor.h
+// runs them on TF's thread pool): elements [begin, end) a SIMD vector at a time
+// (kernels/cpu/activations_simd.h: AVX-512, AVX2 or NEON, whatever the build
+// targets), in float32 for float and float16 tensors. Free of TensorFlow
+// headers so tests/test_neon_qemu.py can build them for arm64 and run them
+// under qemu. The arithmetic is kernels/common/trunc_exp.h.
 #ifndef MO_KERNELS_CPU_TRUNC_EXP_CPU_H_
 #define MO_KERNELS_CPU_TRUNC_EXP_CPU_H_
 
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/trunc_exp.h"
-#include "kernels/cpu/cpu_context.h"
-#include "kernels/cpu/metal_offload.h"
-#include "kernels/metal_plan/simple_plans.h"
-#include "kernels/trunc_exp_kernel.h"
+#include "kernels/cpu/activations_simd.h"
+#include "kernels/cpu/simd.h"
 
 namespace mo {
 namespace trunc_exp_cpu {
 
-// Cycles per element for TF's shard sizing: one exp and a few conversions.
-constexpr int64_t kForwardCycles = 20;
-constexpr int64_t kBackwardCycles = 25;
-
-}  // namespace trunc_exp_cpu
+template <typename T>
+MO_INLINE void StoreLanes(T* out, simd::V v) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::Store(out, v);
+  } else {
+    float lanes[simd::kLanes];
+    simd::Store(lanes, v);
+    for (int l = 0; l < simd::kLanes; ++l) out[l] = static_cast<T>(lanes[l]);
+  }
+}
 
 template <typename T>
-struct TruncExpFunctor<Eigen::ThreadPoolDevice, T> {
-  static absl::Status Forward(cpu::Context ctx, const T* x, int64_t n, T* y) {
-    absl::Status status;
-    const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(T);
-    if (cpu::RunOnMetal(ctx, n, [&] { return metal_plan::TruncExpForward(cpu::MetalDtype<T>(), n); },
-                        {cpu::Slot(x, bytes), cpu::Slot(y, bytes)}, &status)) {
-      return status;
-    }
-    cpu::ParallelFor(ctx, n, trunc_exp_cpu::kForwardCycles, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) y[i] = static_cast<T>(trunc_exp_forward(static_cast<float>(x[i])));
-    });
-    return absl::OkStatus();
+MO_INLINE simd::V LoadLanes(const T* in) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::Load(in);
+  } else {
+    float lanes[simd::kLanes];
+    for (int l = 0; l < simd::kLanes; ++l) lanes[l] = static_cast<float>(in[l]);
+    return simd::Load(lanes);
   }
+}
 
-  static absl::Status Backward(cpu::Context ctx, const T* dy, const T* x, int64_t n, T* dx) {
-    absl::Status status;
-    const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(T);
-    if (cpu::RunOnMetal(ctx, n, [&] { return metal_plan::TruncExpBackward(cpu::MetalDtype<T>(), n); },
-                        {cpu::Slot(dy, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)}, &status)) {
-      return status;
+// Elements [begin, end) in blocks of simd::kLanes: vector(i, x) for a block
+// whose x all lie in [low, high] (NaN never does), scalar(i) per element for
+// any other block and the tail, so that NaN, infinities and the values where
+// simd::Exp clamps take kernels/common/trunc_exp.h's formula exactly.
+template <typename T, typename Vector, typename Scalar>
+MO_INLINE void ForBlocks(const T* x, int64_t begin, int64_t end, float low, float high, Vector vector,
+                         Scalar scalar) {
+  int64_t i = begin;
+  for (; i + simd::kLanes <= end; i += simd::kLanes) {
+    float lanes[simd::kLanes];
+    bool inside = true;
+    for (int l = 0; l < simd::kLanes; ++l) {
+      lanes[l] = static_cast<float>(x[i + l]);
+      inside &= (lanes[l] >= low) & (lanes[l] <= high);
     }
-    cpu::ParallelFor(ctx, n, trunc_exp_cpu::kBackwardCycles, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        dx[i] = static_cast<T>(trunc_exp_grad(static_cast<float>(dy[i]), static_cast<float>(x[i])));
-      }
-    });
-    return absl::OkStatus();
+    if (inside) {
+      vector(i, simd::Load(lanes));
+    } else {
+      for (int l = 0; l < simd::kLanes; ++l) scalar(i + l);
+    }
   }
-};
+  for (; i < end; ++i) scalar(i);
+}
 
+// y = exp(x).
+template <typename T>
+void Forward(const T* x, T* y, int64_t begin, int64_t end) {
+  ForBlocks(
+      x, begin, end, simd::kExpLow, simd::kExpHigh,
+      [&](int64_t i, simd::V v) { StoreLanes(y + i, simd::ActForward(v, kActTruncExp, 0.0f)); },
+      [&](int64_t i) { y[i] = static_cast<T>(trunc_exp_forward(static_cast<float>(x[i]))); });
+}
+
+// dx = trunc_exp_grad(dy, x). Every x but NaN takes the vector form: simd::Exp's
+// clamp lies outside the derivative's [e^-15, e^15].
+template <typename T>
+void Backward(const T* dy, const T* x, T* dx, int64_t begin, int64_t end) {
+  ForBlocks(
+      x, begin, end, -INFINITY, INFINITY,
+      [&](int64_t i, simd::V v) {
+        const simd::V slope = simd::ActDerivative(simd::ActForward(v, kActTruncExp, 0.0f), kActTruncExp, 0.0f);
+        StoreLanes(dx + i, simd::Mul(LoadLanes(dy + i), slope));
+      },
+      [&](int64_t i) { dx[i] = static_cast<T>(trunc_exp_grad(static_cast<float>(dy[i]), static_cast<float>(x[i]))); });
+}
+
+}  // namespace trunc_exp_cpu
 }  // namespace mo
 
 #endif  // MO_KERNELS_CPU_TRUNC_EXP_CPU_H_

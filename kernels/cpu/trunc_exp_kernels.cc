@@ -1,9 +1,9 @@
 // The CPU registrations of MetalOpsTruncExp / MetalOpsTruncExpGrad: the kernel
 // class kernels/trunc_exp_kernel.h with the CPU functor of
-// kernels/cpu/trunc_exp_cpu.h (which the XLA host handler runs too).
+// kernels/cpu/trunc_exp_functor.h (which the XLA host handler runs too).
 #include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/cpu/trunc_exp_cpu.h"
+#include "kernels/cpu/trunc_exp_functor.h"
 #include "kernels/register_kernels.h"
 #include "kernels/trunc_exp_kernel.h"
 #include "tensorflow/core/framework/op_kernel.h"

@@ -1,11 +1,11 @@
 // The XLA kernels of MetalOpsTruncExp / MetalOpsTruncExpGrad
 // (kernels/xla/xla_kernel.h) and their host handler: the CPU functor of
-// kernels/cpu/trunc_exp_cpu.h.
+// kernels/cpu/trunc_exp_functor.h.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
 
 #include <cstdint>
 
-#include "kernels/cpu/trunc_exp_cpu.h"
+#include "kernels/cpu/trunc_exp_functor.h"
 #include "kernels/spec/trunc_exp_spec.h"
 
 namespace mo {

@@ -2,7 +2,7 @@
 // instruction sets this machine cannot load into Python:
 // tests/test_neon_qemu.py cross-compiles it for aarch64 and runs it under
 // qemu-aarch64. What differs on arm64: Eigen's NEON packets (VolumeRender's
-// phase B, RobustLoss's log / exp), HashEncode's scatter without the x86 FMA
+// phase B, RobustLoss's log / exp), TruncExp's vectors (kernels/cpu/simd.h), HashEncode's scatter without the x86 FMA
 // intrinsics, and every kernels/common formula compiled by an arm64 compiler
 // (SHEncode, DistortionLoss, PackedVolumeRender, RayMarch: the loops of their
 // CPU kernels around those formulas are a few lines, repeated below).
@@ -27,6 +27,7 @@
 #include "kernels/common/sh_encode.h"
 #include "kernels/cpu/hash_encode_cpu.h"
 #include "kernels/cpu/robust_loss_cpu.h"
+#include "kernels/cpu/trunc_exp_cpu.h"
 #include "kernels/cpu/volume_render_cpu.h"
 #include "kernels/spec/ray_march_spec.h"
 
@@ -234,6 +235,20 @@ void RobustLoss(Request* q) {
   mo::robust_loss_cpu::Backward(coeffs, g, x, dx, n, sum_a, sum_c, shards);
 }
 
+// ---- TruncExp (float): ints n, shards; arrays x, dy. Outputs y, dx.
+void TruncExp(Request* q) {
+  const int64_t n = q->Int(0);
+  const Shards shards{int(q->Int(1))};
+  const float* x = q->In<float>(0, n);
+  const float* dy = q->In<float>(1, n);
+  float* y = q->Out<float>(n);
+  float* dx = q->Out<float>(n);
+  shards(n, [&](int64_t begin, int64_t end) {
+    mo::trunc_exp_cpu::Forward(x, y, begin, end);
+    mo::trunc_exp_cpu::Backward(dy, x, dx, begin, end);
+  });
+}
+
 // ---- HashEncode (float): ints dims, features, num_levels, log2_hashmap_size,
 // base_resolution, interpolation, out_of_range, shards; reals per_level_scale;
 // arrays x [n, D], table [P, F], grad_encoded [n, L F], grad_grad_inputs
@@ -374,7 +389,8 @@ struct Op {
 const Op kOps[] = {{"volume_render", &VolumeRender<float>},    {"volume_render_f64", &VolumeRender<double>},
                    {"packed_volume_render", &PackedVolumeRender}, {"robust_loss", &RobustLoss},
                    {"hash_encode", &HashEncode},                {"sh_encode", &SHEncode},
-                   {"distortion_loss", &DistortionLoss},        {"ray_march", &RayMarch}};
+                   {"distortion_loss", &DistortionLoss},        {"ray_march", &RayMarch},
+                   {"trunc_exp", &TruncExp}};
 
 }  // namespace
 
