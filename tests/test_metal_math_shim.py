@@ -63,23 +63,23 @@ def log1p_inputs():
     return np.concatenate([MAGNITUDES, -below_one, near_minus_one])
 
 
-@pytest.mark.parametrize("math_error", MATH_ERRORS)
-def test_expm1_matches_numpy(shim, math_error):
-    shim.shim_set_math_ulp_error(math_error)
-    x = expm1_inputs()
-    err = ulp_error(run(shim.shim_expm1, x), np.expm1(x.astype(np.float64)))
-    worst = int(np.argmax(err))
-    assert err[worst] <= EXPM1_ULP, f"expm1_f({x[worst]!r}) is off by {err[worst]:.2f} ulp"
+# name: (inputs, float64 reference, ulp bound under an injected math error)
+FUNCTIONS = {
+    "expm1": (expm1_inputs, np.expm1, lambda math_error: EXPM1_ULP),
+    "log1p": (log1p_inputs, np.log1p, lambda math_error: LOG1P_ULP + abs(math_error)),
+}
 
 
 @pytest.mark.parametrize("math_error", MATH_ERRORS)
-def test_log1p_matches_numpy(shim, math_error):
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_matches_numpy(shim, name, math_error):
+    inputs, reference, ulp_bound = FUNCTIONS[name]
     shim.shim_set_math_ulp_error(math_error)
-    x = log1p_inputs()
-    err = ulp_error(run(shim.shim_log1p, x), np.log1p(x.astype(np.float64)))
+    x = inputs()
+    err = ulp_error(run(getattr(shim, f"shim_{name}"), x), reference(x.astype(np.float64)))
     worst = int(np.argmax(err))
-    bound = LOG1P_ULP + abs(math_error)
-    assert err[worst] <= bound, f"log1p_f({x[worst]!r}) is off by {err[worst]:.2f} ulp (bound {bound})"
+    bound = ulp_bound(math_error)
+    assert err[worst] <= bound, f"{name}_f({x[worst]!r}) is off by {err[worst]:.2f} ulp (bound {bound})"
 
 
 def test_the_bounds_catch_the_naive_forms():

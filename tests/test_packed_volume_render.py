@@ -257,6 +257,23 @@ def packed(counts=(3, 2, 4), seed=0):
     return [np.array(a) for a in ref.make_packed(list(counts), seed=seed)]
 
 
+def break_layout(case, offsets, counts):
+    """The layout of make_packed([3, 2, 4]) (offsets [0, 3, 5]) broken in place as `case` says."""
+    if case == "negative_count":
+        counts[1] = -1
+    elif case == "offset_not_prefix_sum":
+        offsets[2] = 4
+    elif case == "offsets_not_monotone":
+        offsets[1] = 0
+    elif case == "first_offset":
+        offsets[0] = 1
+    elif case == "past_end":
+        counts[2] = 5
+    else:
+        assert case == "short_total", case
+        counts[2] = 3
+
+
 def render_raw(p, background=None):
     bg = np.zeros(3, np.float32) if background is None else background
     return load_library().metal_ops_packed_volume_render(*p, bg, return_weights=True)
@@ -274,18 +291,7 @@ def render_raw(p, background=None):
 def test_bad_layout_names_the_argument_and_ray(case, pattern):
     p = packed()
     offsets, counts = p[4], p[5]
-    if case == "negative_count":
-        counts[1] = -1
-    elif case == "offset_not_prefix_sum":
-        offsets[2] = 4
-    elif case == "offsets_not_monotone":
-        offsets[1] = 0
-    elif case == "first_offset":
-        offsets[0] = 1
-    elif case == "past_end":
-        counts[2] = 5
-    elif case == "short_total":
-        counts[2] = 3
+    break_layout(case, offsets, counts)
     with pytest.raises(tf.errors.InvalidArgumentError, match=pattern):
         metal_ops.packed_volume_render(*p)
     # The backward checks the layout too (it is callable on its own).
@@ -537,22 +543,19 @@ def test_packed_distortion_loss_of_packed_render_weights_trains_sigma():
 
 @pytest.mark.parametrize("case,pattern", [
     ("negative_count", "'ray_counts' must be >= 0"),
-    ("offsets", "'ray_offsets' must be the exclusive prefix sum"),
-    ("total", "'ray_counts' must sum to N"),
+    ("offset_not_prefix_sum", "'ray_offsets' must be the exclusive prefix sum"),
+    ("short_total", "'ray_counts' must sum to N"),
     ("t_ends", "'t_ends' must be \\[N\\]"),
 ])
 def test_packed_distortion_loss_bad_layout_names_the_argument(case, pattern):
-    _, _, t0, t1, offsets, counts = [np.array(a) for a in ref.make_packed([3, 2, 4], seed=1)]
+    _, _, t0, t1, offsets, counts = packed(seed=1)
     w = np.ones(len(t0), np.float32)
-    if case == "negative_count":
-        counts[1] = -1
-    elif case == "offsets":
-        offsets[2] = 4
-    elif case == "total":
-        counts[2] = 3
-        offsets = np.cumsum(counts).astype(np.int32) - counts
-    elif case == "t_ends":
+    if case == "t_ends":
         t1 = t1[:-1]
+    else:
+        break_layout(case, offsets, counts)
+    if case == "short_total":  # offsets consistent with the counts: only their sum is off
+        offsets = np.cumsum(counts).astype(np.int32) - counts
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=pattern):
         metal_ops.packed_distortion_loss(w, t0, t1, offsets, counts)
     with pytest.raises(TypeError, match="'ray_counts' must be int32"):

@@ -138,19 +138,16 @@ class HashEncoding(keras.layers.Layer):
         return tuple(input_shape[:-1]) + (self.num_levels * self.features_per_level,)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_levels=self.num_levels,
-            features_per_level=self.features_per_level,
-            log2_hashmap_size=self.log2_hashmap_size,
-            base_resolution=self.base_resolution,
-            finest_resolution=self.finest_resolution,
-            per_level_scale=self.per_level_scale,
-            interpolation=self.interpolation,
-            out_of_range=self.out_of_range,
-            table_dtype=self.table_dtype,
-        )
-        return config
+        return _config_of(self, super().get_config(),
+                          ("num_levels", "features_per_level", "log2_hashmap_size", "base_resolution",
+                           "finest_resolution", "per_level_scale", "interpolation", "out_of_range", "table_dtype"))
+
+
+def _config_of(layer, config, names, **serialized):
+    """A layer's get_config(): `config` (its base class's) with `layer`'s attributes `names`, then the
+    `serialized` values."""
+    config.update({name: getattr(layer, name) for name in names}, **serialized)
+    return config
 
 
 def _activation_config(activation):
@@ -295,18 +292,12 @@ class FusedMLP(keras.layers.Layer):
         return tuple(input_shape[:-1]) + (self.units,)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            units=self.units,
-            hidden_units=self.hidden_units,
-            hidden_layers=self.hidden_layers,
-            activation=_activation_config(self.activation),
-            output_activation=_activation_config(self.output_activation),
-            leaky_relu_alpha=self.leaky_relu_alpha,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer),
-        )
-        return config
+        return _config_of(self, super().get_config(), ("units", "hidden_units", "hidden_layers"),
+                          activation=_activation_config(self.activation),
+                          output_activation=_activation_config(self.output_activation),
+                          leaky_relu_alpha=self.leaky_relu_alpha,
+                          kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+                          bias_initializer=keras.initializers.serialize(self.bias_initializer))
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -384,13 +375,8 @@ class AdaptiveRobustLossLayer(keras.layers.Layer):
         return nll
 
     def get_config(self):
-        config = super().get_config()
-        config.update({
-            "num_channels": self.num_channels, "alpha_lo": self.alpha_lo, "alpha_hi": self.alpha_hi,
-            "alpha_init": self.alpha_init, "scale_lo": self.scale_lo, "scale_init": self.scale_init,
-            "reduction": self.reduction,
-        })
-        return config
+        return _config_of(self, super().get_config(),
+                          ("num_channels", "alpha_lo", "alpha_hi", "alpha_init", "scale_lo", "scale_init", "reduction"))
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -423,6 +409,4 @@ class DistortionRegularization(keras.layers.Layer):
         return value
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"multiplier": self.multiplier, "add_to_losses": self.add_to_losses})
-        return config
+        return _config_of(self, super().get_config(), ("multiplier", "add_to_losses"))

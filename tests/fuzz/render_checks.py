@@ -1,10 +1,13 @@
 """What both renderers' fuzz tests share (test_fuzz_volume_render.py,
 test_fuzz_packed_volume_render.py): the draws of the arguments they have in
-common, outputs against the reference, finite gradients, and the mutations of
-the common arguments."""
+common, outputs against the reference, finite gradients, the mutations of the
+common arguments and the draws of the test that one bad argument is rejected."""
 import numpy as np
 import tensorflow as tf
+from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.fuzz.strategies import fuzz_settings
 
 
 def draw_common(draw, rng, R):
@@ -19,8 +22,18 @@ def draw_common(draw, rng, R):
     return scale, bg, eps, lambda a: None if a is None else np.asarray(a).astype(dtype)
 
 
-# The mutations every renderer takes, last in each test's list.
+# The mutations every renderer takes, after its own.
 COMMON_MUTATIONS = ["background_rays", "early_termination"]
+
+
+def rejects_one_bad_argument(case, mutations):
+    """The settings and draws of a renderer's test that a valid call with one
+    bad argument is rejected: test(case, mutation), the case drawn from `case`,
+    the mutation from `mutations` and COMMON_MUTATIONS."""
+    def apply(test):
+        return fuzz_settings(max_examples_fraction=0.75)(
+            given(case=case, mutation=st.sampled_from(mutations + COMMON_MUTATIONS))(test))
+    return apply
 
 
 def assert_matches_reference(out, expected, dtype, t, return_weights):

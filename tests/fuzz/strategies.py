@@ -50,6 +50,22 @@ def expect_rejected(fn, *names, errors=REJECTED):
     raise AssertionError(f"expected an error naming {names}, got a result: {result!r}")
 
 
+def eager_or_graph(fn, graph):
+    """fn, or fn in a tf.function when `graph`."""
+    return tf.function(fn) if graph else fn
+
+
+def mutated_vectors(x, mutation, last_dim):
+    """The [..., 3] input x of an element-wise op under one of the mutations
+    those ops share: "last_dim" (a last dimension of `last_dim`), "scalar",
+    else float64."""
+    if mutation == "last_dim":
+        return np.zeros(x.shape[:-1] + (last_dim,), x.dtype)
+    if mutation == "scalar":
+        return x.dtype.type(0.5)
+    return x.astype(np.float64)
+
+
 SPECIAL_F32 = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45, 1.2e-38, 3.4e38, -3.4e38, 1e30, -1e30]
 
 

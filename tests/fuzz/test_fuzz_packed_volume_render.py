@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import metal_ops
 from tests.reference import packed_volume_render as ref
-from tests.fuzz.render_checks import (COMMON_MUTATIONS, assert_gradients_finite, assert_matches_reference,
-                                      common_mutation, draw_common)
+from tests.fuzz.render_checks import (assert_gradients_finite, assert_matches_reference, common_mutation,
+                                      draw_common, rejects_one_bad_argument)
 from tests.fuzz.strategies import expect_rejected, flush_denormals, fuzz_settings
 
 
@@ -59,11 +59,10 @@ def test_packed_volume_render_gradients_are_finite(case):
 
 
 MUTATIONS = ["negative_sigma", "nan_sigma", "reversed_interval", "nan_t", "negative_count", "offset", "total",
-             "t_ends_length", "rgb_channels"] + COMMON_MUTATIONS
+             "t_ends_length", "rgb_channels"]
 
 
-@fuzz_settings(max_examples_fraction=0.75)
-@given(case=packed_case(), mutation=st.sampled_from(MUTATIONS))
+@rejects_one_bad_argument(packed_case(), MUTATIONS)
 def test_packed_volume_render_rejects_one_bad_argument(case, mutation):
     sigma, rgb, t0, t1, offsets, counts, bg, eps = case
     sigma, rgb, t0, t1, offsets, counts = (a.copy() for a in (sigma, rgb, t0, t1, offsets, counts))

@@ -6,12 +6,12 @@ every coordinate in [-2, 2]; gradients of finite inputs against its
 complex-step derivatives; then one mutation at a time of a valid call, which
 must be rejected naming the argument."""
 import numpy as np
-import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
 import metal_ops
-from tests.fuzz.strategies import expect_rejected, fast_arrays, flush_denormals, fuzz_settings, value_and_vjp
+from tests.fuzz.strategies import (eager_or_graph, expect_rejected, fast_arrays, flush_denormals, fuzz_settings,
+                                   mutated_vectors, value_and_vjp)
 from tests.reference import scene_contract as ref
 
 
@@ -30,8 +30,7 @@ def contract_case(draw, special=True):
 @given(case=contract_case(), graph=st.booleans())
 def test_scene_contract_matches_reference(case, graph):
     x, norm = case
-    fn = lambda v: metal_ops.scene_contract(v, norm=norm)  # noqa: E731
-    y = (tf.function(fn) if graph else fn)(x).numpy()
+    y = eager_or_graph(lambda v: metal_ops.scene_contract(v, norm=norm), graph)(x).numpy()
     assert y.shape == x.shape and y.dtype == x.dtype
     ref.assert_like(y, ref.forward(flush_denormals(x), norm), x.dtype.type)
     assert np.all(np.abs(y[~np.isnan(y)]) <= 2)
@@ -54,20 +53,11 @@ MUTATIONS = ["last_dim", "scalar", "norm_name", "norm_type", "x_dtype"]
 @given(case=contract_case(special=False), mutation=st.sampled_from(MUTATIONS), graph=st.booleans())
 def test_scene_contract_rejects_one_bad_argument(case, mutation, graph):
     x, norm = case
-    if mutation == "last_dim":
-        x = np.zeros(x.shape[:-1] + (2 if norm == "l2" else 4,), x.dtype)
-        names = ("x",)
-    elif mutation == "scalar":
-        x = x.dtype.type(0.5)
-        names = ("x",)
-    elif mutation == "norm_name":
+    if mutation == "norm_name":
         norm = norm.upper() if norm == "l2" else "l1"
-        names = ("norm",)
     elif mutation == "norm_type":
         norm = 2
-        names = ("norm",)
     else:
-        x = x.astype(np.float64)
-        names = ("x",)
-    fn = lambda v: metal_ops.scene_contract(v, norm=norm)  # noqa: E731
-    expect_rejected(lambda: (tf.function(fn) if graph else fn)(x), *names)
+        x = mutated_vectors(x, mutation, 2 if norm == "l2" else 4)
+    fn = eager_or_graph(lambda v: metal_ops.scene_contract(v, norm=norm), graph)
+    expect_rejected(lambda: fn(x), "norm" if mutation.startswith("norm_") else "x")

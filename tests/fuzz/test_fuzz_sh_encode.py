@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import metal_ops
-from tests.fuzz.strategies import expect_rejected, fast_arrays, flush_denormals, fuzz_settings, value_and_vjp
+from tests.fuzz.strategies import (eager_or_graph, expect_rejected, fast_arrays, flush_denormals, fuzz_settings,
+                                   mutated_vectors, value_and_vjp)
 from tests.reference import sh_encode as ref
 
 
@@ -41,8 +42,7 @@ def test_sh_encode_matches_reference(case, graph):
     rounding, products that underflow to 0 under TF's flush-to-zero included);
     finite values against the float64 polynomials."""
     d, degree = case
-    fn = lambda x: metal_ops.sh_encode(x, degree=degree)  # noqa: E731
-    out = (tf.function(fn) if graph else fn)(d).numpy()
+    out = eager_or_graph(lambda x: metal_ops.sh_encode(x, degree=degree), graph)(d).numpy()
     assert out.shape == d.shape[:-1] + (degree * degree,) and out.dtype == d.dtype
     composite = ref.tf_composite(tf.reshape(tf.cast(d, tf.float32), (-1, 3)), degree).numpy().reshape(out.shape)
     np.testing.assert_array_equal(np.isnan(out), np.isnan(composite))
@@ -74,23 +74,13 @@ SH_MUTATIONS = ["last_dim", "scalar", "degree_low", "degree_high", "degree_float
 @given(case=sh_case(special=False), mutation=st.sampled_from(SH_MUTATIONS), graph=st.booleans())
 def test_sh_encode_rejects_one_bad_argument(case, mutation, graph):
     d, degree = case
-    if mutation == "last_dim":
-        d = np.zeros(d.shape[:-1] + (4 if degree % 2 else 2,), d.dtype)
-        names = ("dirs",)
-    elif mutation == "scalar":
-        d = d.dtype.type(0.5)
-        names = ("dirs",)
-    elif mutation == "degree_low":
+    if mutation == "degree_low":
         degree = -degree + 1
-        names = ("degree",)
     elif mutation == "degree_high":
         degree = degree + 4
-        names = ("degree",)
     elif mutation == "degree_float":
         degree = float(degree)
-        names = ("degree",)
     else:
-        d = d.astype(np.float64)
-        names = ("dirs",)
-    fn = lambda x: metal_ops.sh_encode(x, degree=degree)  # noqa: E731
-    expect_rejected(lambda: (tf.function(fn) if graph else fn)(d), *names)
+        d = mutated_vectors(d, mutation, 4 if degree % 2 else 2)
+    fn = eager_or_graph(lambda x: metal_ops.sh_encode(x, degree=degree), graph)
+    expect_rejected(lambda: fn(d), "degree" if mutation.startswith("degree_") else "dirs")

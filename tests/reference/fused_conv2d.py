@@ -4,10 +4,15 @@ The convolution is a direct loop over filter taps written from the definition
 out[n, i, j, o] = sum_{di, dj, c} xpad[n, i*s + di*d, j*s + dj*d, c] * w[di, dj, c, o]
 with TensorFlow's SAME / VALID padding rule; the activations (and their
 derivatives) are written from their textbook formulas, not from
-kernels/common/activations.h. No TensorFlow: the CPU tests and the CUDA
-harness tests share it.
+kernels/common/activations.h (those FusedMLP has too are its reference's).
+No TensorFlow: the CPU tests and the CUDA harness tests share it.
 """
 import numpy as np
+
+from tests.reference import fused_mlp as mlp_ref
+
+# The activations FusedMLP has too: its reference's formulas (tests/reference/fused_mlp.py).
+MLP_ACTIVATIONS = ("none", "relu", "leaky_relu", "sigmoid")
 
 
 def _pads(in_size, k, stride, dil, padding):
@@ -42,18 +47,12 @@ def ref_conv(x, w, strides, padding, dilations):
 
 
 def ref_act(z, act, alpha=0.2):
-    if act is None or act == "none":
-        return z
-    if act == "relu":
-        return np.maximum(z, 0)
+    if act is None or act in MLP_ACTIVATIONS:
+        return mlp_ref.act(z, act or "none", alpha)
     if act == "relu6":
         return np.minimum(np.maximum(z, 0), 6)
     if act == "elu":
         return np.where(z > 0, z, np.exp(np.minimum(z, 0)) - 1)
-    if act == "leaky_relu":
-        return np.where(z > 0, z, alpha * z)
-    if act == "sigmoid":
-        return 1 / (1 + np.exp(-z))
     if act == "tanh":
         return np.tanh(z)
     if act == "swish":
@@ -74,19 +73,12 @@ def ref_act_grad(z, act, alpha=0.2):
     """d act / d z at the pre-activation z (TensorFlow's conventions at the kinks:
     0 at z == 0 for relu / relu6, 0 at relu6's upper bound, alpha at 0 for leaky_relu)."""
     z = np.asarray(z, np.float64)
-    if act is None or act == "none":
-        return np.ones_like(z)
-    if act == "relu":
-        return (z > 0).astype(np.float64)
+    if act is None or act in MLP_ACTIVATIONS:
+        return mlp_ref.dact(z, act or "none", alpha)
     if act == "relu6":
         return ((z > 0) & (z < 6)).astype(np.float64)
     if act == "elu":
         return np.where(z > 0, 1.0, np.exp(np.minimum(z, 0)))
-    if act == "leaky_relu":
-        return np.where(z > 0, 1.0, alpha)
-    if act == "sigmoid":
-        s = 1 / (1 + np.exp(-z))
-        return s * (1 - s)
     if act == "tanh":
         return 1 - np.tanh(z) ** 2
     if act == "swish":

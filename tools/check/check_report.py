@@ -12,3 +12,12 @@ def report(prefix, wheel, problems, notes):
     if not problems:
         print(f"{prefix}: OK: {os.path.basename(wheel)}")
     return 1 if problems else 0
+
+
+def check_main(prefix, parser, check, subject, argv=None):
+    """A wheel check's main(): `argv` read by `parser`, then check(args) ->
+    (problems, notes) reported on the file or folder args.<subject>; the exit
+    status."""
+    args = parser.parse_args(argv)
+    problems, notes = check(args)
+    return report(prefix, getattr(args, subject), problems, notes)

@@ -45,7 +45,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
 from glibc_compat import library_path as runtime_library  # noqa: E402  (standard library only)
-from check_report import report  # noqa: E402  (standard library only)
+from check_report import check_main  # noqa: E402  (standard library only)
 
 TF_LIBS = ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2")
 # The C/C++ runtime every manylinux policy allows.
@@ -293,9 +293,8 @@ def main(argv=None):
     parser.add_argument("--pkg", required=True)
     parser.add_argument("--tf-dir", required=True, help="site-packages/tensorflow of the TensorFlow built against")
     parser.add_argument("--cuobjdump")
-    args = parser.parse_args(argv)
-    problems, notes = check_pkg(args.pkg, args.tf_dir, args.cuobjdump)
-    return report("cuda_lib_check", args.pkg, problems, notes)
+    return check_main("cuda_lib_check", parser, lambda args: check_pkg(args.pkg, args.tf_dir, args.cuobjdump), "pkg",
+                      argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from elftools.elf.elffile import ELFFile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_lib_check import RUNTIME, TF_LIBS  # noqa: E402  (standard library only)
-from check_report import report  # noqa: E402  (standard library only)
+from check_report import check_main  # noqa: E402  (standard library only)
 
 # Libraries the wheel's objects may need: TensorFlow's, OpenBLAS's (site-packages)
 # and the C/C++ runtime every manylinux policy allows (RUNTIME).
@@ -136,9 +136,8 @@ def main(argv=None):
     linux.add_argument("--wheel", required=True)
     linux.add_argument("--policy", required=True)
     linux.add_argument("--auditwheel")
-    args = parser.parse_args(argv)
-    problems, notes = check_linux(args.wheel, args.policy, args.auditwheel)
-    return report("wheel_check", args.wheel, problems, notes)
+    return check_main("wheel_check", parser, lambda args: check_linux(args.wheel, args.policy, args.auditwheel),
+                      "wheel", argv)
 
 
 if __name__ == "__main__":
