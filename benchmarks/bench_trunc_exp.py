@@ -23,6 +23,12 @@ import metal_ops  # noqa: E402
 from benchmarks import against_tf  # noqa: E402
 from tests.reference.trunc_exp import tf_composite  # noqa: E402
 
+REPORT = {
+    "trunc_exp.cpu": ("TruncExp on the CPU",
+                      "Against the tf.custom_gradient composite in a tf.function and under XLA.",
+                      [("N", "n")] + against_tf.COLUMNS),
+}
+
 
 def bench(n, rounds, results):
     rng = np.random.default_rng(0)

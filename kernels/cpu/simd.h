@@ -68,6 +68,10 @@ MO_INLINE V SelectPositive(V a, V b, V c) {
 MO_INLINE V RoundToInt(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 // a * 2^n for integral n in [-126, 127].
 MO_INLINE V Ldexp(V a, V n) { return _mm512_scalef_ps(a, n); }
+// Every lane in [low, high] (NaN never is).
+MO_INLINE bool AllWithin(V v, V low, V high) {
+  return (_mm512_cmp_ps_mask(v, low, _CMP_GE_OQ) & _mm512_cmp_ps_mask(v, high, _CMP_LE_OQ)) == 0xFFFF;
+}
 #elif MO_SIMD_AVX2
 MO_INLINE __m256i MaskOf(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -81,6 +85,10 @@ MO_INLINE V RoundToInt(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_IN
 MO_INLINE V Ldexp(V a, V n) {
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
+}
+MO_INLINE bool AllWithin(V v, V low, V high) {
+  return _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ), _mm256_cmp_ps(v, high, _CMP_LE_OQ))) ==
+         0xFF;
 }
 #elif MO_SIMD_NEON
 constexpr const char* kIsa = "neon";
@@ -114,6 +122,9 @@ MO_INLINE V Ldexp(V a, V n) {
   const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
   return vmulq_f32(a, vreinterpretq_f32_s32(e));
 }
+MO_INLINE bool AllWithin(V v, V low, V high) {
+  return vminvq_u32(vandq_u32(vcgeq_f32(v, low), vcleq_f32(v, high))) != 0;
+}
 #else
 constexpr const char* kIsa = "scalar";
 constexpr int kLanes = 1;
@@ -137,6 +148,7 @@ MO_INLINE V Min(V a, V b) { return a < b ? a : b; }
 MO_INLINE V SelectPositive(V a, V b, V c) { return a > 0.0f ? b : c; }
 MO_INLINE V RoundToInt(V a) { return std::nearbyint(a); }
 MO_INLINE V Ldexp(V a, V n) { return std::ldexp(a, static_cast<int>(n)); }
+MO_INLINE bool AllWithin(V v, V low, V high) { return v >= low && v <= high; }
 #endif
 
 // Exp's range: the normal floats' exponents.

@@ -47,16 +47,12 @@ MO_INLINE simd::V LoadLanes(const T* in) {
 template <typename T, typename Vector, typename Scalar>
 MO_INLINE void ForBlocks(const T* x, int64_t begin, int64_t end, float low, float high, Vector vector,
                          Scalar scalar) {
+  const simd::V lo = simd::Set(low), hi = simd::Set(high);
   int64_t i = begin;
   for (; i + simd::kLanes <= end; i += simd::kLanes) {
-    float lanes[simd::kLanes];
-    bool inside = true;
-    for (int l = 0; l < simd::kLanes; ++l) {
-      lanes[l] = static_cast<float>(x[i + l]);
-      inside &= (lanes[l] >= low) & (lanes[l] <= high);
-    }
-    if (inside) {
-      vector(i, simd::Load(lanes));
+    const simd::V v = LoadLanes(x + i);
+    if (simd::AllWithin(v, lo, hi)) {
+      vector(i, v);
     } else {
       for (int l = 0; l < simd::kLanes; ++l) scalar(i + l);
     }
