@@ -66,6 +66,15 @@ Result ReadEach(Get&& get, const char* op, const char* name, T* value, Rest... r
   } while (false)
 
 }  // namespace checks
+
+// The checks' vocabulary, unqualified in every op's spec (kernels/spec/<op>_spec.h,
+// namespace mo::<op>).
+using checks::Dims;
+using checks::Invalid;
+using checks::Ok;
+using checks::Result;
+using checks::ShapeString;
+
 }  // namespace mo
 
 #endif  // MO_KERNELS_SPEC_CHECKS_H_

@@ -13,12 +13,6 @@
 namespace mo {
 namespace distortion_loss {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 // weights [R, S] and t [R, S + 1].
 inline Result Shapes(const Dims& w, const Dims& t) {
   if (w.size() != 2) return Invalid("DistortionLoss: 'weights' must be [R, S], got shape ", ShapeString(w));

@@ -17,12 +17,6 @@
 namespace mo {
 namespace fused_conv2d {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 // The `activation` attr values, indexed by mo::Activation.
 constexpr int kNumActivations = 8;
 constexpr const char* kActivationNames[kNumActivations] = {"none",       "relu",    "relu6", "elu",

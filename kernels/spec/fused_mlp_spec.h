@@ -15,12 +15,6 @@
 namespace mo {
 namespace fused_mlp {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 constexpr int kWidths[] = {16, 32, 64, 128};  // hidden widths
 constexpr int kMaxHiddenLayers = 8;
 // Input and output widths. Also keeps the Metal pack and reduce shaders'

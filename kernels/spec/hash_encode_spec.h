@@ -16,12 +16,6 @@
 namespace mo {
 namespace hash_encode {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 struct GridAttrs {
   int num_levels = 0;
   int log2_hashmap_size = 0;

@@ -17,12 +17,6 @@
 namespace mo {
 namespace packed_volume_render {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 constexpr const char kForward[] = "MetalOpsPackedVolumeRender";
 constexpr const char kBackward[] = "MetalOpsPackedVolumeRenderGrad";
 

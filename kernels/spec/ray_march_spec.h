@@ -17,12 +17,6 @@
 namespace mo {
 namespace ray_march {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 // Every index the kernels compute is a 32-bit int (the Metal shaders avoid
 // 64-bit arithmetic): rays, cells and samples stay below this.
 constexpr int64_t kMaxIndex = 2147483647;

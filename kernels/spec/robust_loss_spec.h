@@ -14,12 +14,6 @@
 namespace mo {
 namespace robust_loss {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 // How alpha and scale broadcast over x: one value, or one per channel (the
 // last dimension of x).
 struct ParamLayout {

@@ -17,12 +17,6 @@
 namespace mo {
 namespace scene_contract {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 // The attributes of SceneContract and SceneContractGrad.
 struct Attrs {
   int norm = kSceneContractL2;  // SceneContractNorm

@@ -17,12 +17,6 @@
 namespace mo {
 namespace sh_encode {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 inline Result Degree(int64_t degree) {
   if (degree < 1 || degree > MO_SH_MAX_DEGREE) {
     return Invalid("SHEncode: 'degree' must be 1, 2, 3 or 4 (1, 4, 9 or 16 values per direction), got ", degree);

@@ -13,12 +13,6 @@
 namespace mo {
 namespace trunc_exp {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 // The upstream gradient of TruncExpGrad has the shape of x.
 // TruncExp has no attribute beyond T.
 struct Attrs {};

@@ -15,12 +15,6 @@
 namespace mo {
 namespace volume_render {
 
-using checks::Dims;
-using checks::Invalid;
-using checks::Ok;
-using checks::Result;
-using checks::ShapeString;
-
 constexpr const char kForward[] = "MetalOpsVolumeRender";
 constexpr const char kBackward[] = "MetalOpsVolumeRenderGrad";
 
