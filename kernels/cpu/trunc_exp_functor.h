@@ -16,16 +16,13 @@
 #include "kernels/trunc_exp_kernel.h"
 
 namespace mo {
-namespace trunc_exp_cpu {
-
-// Cycles per element for TF's shard sizing: one exp and a few conversions.
-constexpr int64_t kForwardCycles = 20;
-constexpr int64_t kBackwardCycles = 25;
-
-}  // namespace trunc_exp_cpu
 
 template <typename T>
 struct TruncExpFunctor<Eigen::ThreadPoolDevice, T> {
+  // Cycles per element for TF's shard sizing: one exp and a few conversions.
+  static constexpr int64_t kForwardCycles = 20;
+  static constexpr int64_t kBackwardCycles = 25;
+
   static absl::Status Forward(cpu::Context ctx, const T* x, int64_t n, T* y) {
     absl::Status status;
     const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(T);
@@ -33,7 +30,7 @@ struct TruncExpFunctor<Eigen::ThreadPoolDevice, T> {
                         {cpu::Slot(x, bytes), cpu::Slot(y, bytes)}, &status)) {
       return status;
     }
-    cpu::ParallelFor(ctx, n, trunc_exp_cpu::kForwardCycles,
+    cpu::ParallelFor(ctx, n, kForwardCycles,
                      [&](int64_t begin, int64_t end) { trunc_exp_cpu::Forward(x, y, begin, end); });
     return absl::OkStatus();
   }
@@ -45,7 +42,7 @@ struct TruncExpFunctor<Eigen::ThreadPoolDevice, T> {
                         {cpu::Slot(dy, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)}, &status)) {
       return status;
     }
-    cpu::ParallelFor(ctx, n, trunc_exp_cpu::kBackwardCycles,
+    cpu::ParallelFor(ctx, n, kBackwardCycles,
                      [&](int64_t begin, int64_t end) { trunc_exp_cpu::Backward(dy, x, dx, begin, end); });
     return absl::OkStatus();
   }
