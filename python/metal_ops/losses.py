@@ -59,21 +59,26 @@ class RobustLoss(keras.losses.Loss):
         return config
 
 
-def _deprecated_name(old, layer):
-    """A subclass of `layer` registered under the former name `old` (models
-    saved under it load as this class) that warns when made."""
+def _deprecated(old, new):
+    warnings.warn(f"metal_ops.losses.{old} is deprecated: it is a layer, metal_ops.layers.{new}",
+                  DeprecationWarning, stacklevel=3)
+
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class AdaptiveRobustLoss(AdaptiveRobustLossLayer):
+    """Deprecated name of metal_ops.layers.AdaptiveRobustLossLayer (models saved
+    under this name load as this class)."""
+
     def __init__(self, *args, **kwargs):
-        warnings.warn(f"metal_ops.losses.{old} is deprecated: it is a layer, metal_ops.layers.{layer.__name__}",
-                      DeprecationWarning, stacklevel=2)
-        layer.__init__(self, *args, **kwargs)
-
-    cls = type(old, (layer,), {
-        "__init__": __init__, "__module__": __name__, "__qualname__": old,
-        "__doc__": f"Deprecated name of metal_ops.layers.{layer.__name__} (models saved under this name load as "
-                   "this class).",
-    })
-    return keras.saving.register_keras_serializable(package="metal_ops")(cls)
+        _deprecated("AdaptiveRobustLoss", "AdaptiveRobustLossLayer")
+        super().__init__(*args, **kwargs)
 
 
-AdaptiveRobustLoss = _deprecated_name("AdaptiveRobustLoss", AdaptiveRobustLossLayer)
-DistortionLoss = _deprecated_name("DistortionLoss", DistortionRegularization)
+@keras.saving.register_keras_serializable(package="metal_ops")
+class DistortionLoss(DistortionRegularization):
+    """Deprecated name of metal_ops.layers.DistortionRegularization (models saved
+    under this name load as this class)."""
+
+    def __init__(self, *args, **kwargs):
+        _deprecated("DistortionLoss", "DistortionRegularization")
+        super().__init__(*args, **kwargs)
