@@ -18,18 +18,18 @@ namespace {
 
 // input_shape, filter_shape: 4 sizes; strides, dilations: 4 (NHWC);
 // explicit_paddings: 8 when padding is "EXPLICIT", else nullptr.
-mo::fused_conv2d::Result GeometryOf(const int64_t* input_shape, const int64_t* filter_shape, const int64_t* strides,
+mo::Result GeometryOf(const int64_t* input_shape, const int64_t* filter_shape, const int64_t* strides,
                                     const int64_t* dilations, const char* padding, const int64_t* explicit_paddings,
                                     const char* activation, float alpha, mo::fused_conv2d::ConvAttrs* attrs,
                                     mo::fused_conv2d::ConvGeometry* g) {
-  const mo::fused_conv2d::Dims pads = explicit_paddings != nullptr
-                                          ? mo::fused_conv2d::Dims(explicit_paddings, explicit_paddings + 8)
-                                          : mo::fused_conv2d::Dims();
-  MO_RETURN_IF_INVALID(mo::fused_conv2d::CheckConvAttrs(0, 0, mo::fused_conv2d::Dims(strides, strides + 4),
-                                                        mo::fused_conv2d::Dims(dilations, dilations + 4), padding, pads,
+  const mo::Dims pads = explicit_paddings != nullptr
+                                          ? mo::Dims(explicit_paddings, explicit_paddings + 8)
+                                          : mo::Dims();
+  MO_RETURN_IF_INVALID(mo::fused_conv2d::CheckConvAttrs(0, 0, mo::Dims(strides, strides + 4),
+                                                        mo::Dims(dilations, dilations + 4), padding, pads,
                                                         "NHWC", activation, alpha, attrs));
-  return mo::fused_conv2d::Geometry(*attrs, mo::fused_conv2d::Dims(input_shape, input_shape + 4),
-                                    mo::fused_conv2d::Dims(filter_shape, filter_shape + 4), g);
+  return mo::fused_conv2d::Geometry(*attrs, mo::Dims(input_shape, input_shape + 4),
+                                    mo::Dims(filter_shape, filter_shape + 4), g);
 }
 
 }  // namespace
@@ -49,13 +49,13 @@ int metal_ops_fused_conv2d_plan(const int64_t* input_shape, const int64_t* filte
                                 int64_t* chunk_rows, int64_t* patch_floats) {
   mo::fused_conv2d::ConvAttrs attrs;
   mo::fused_conv2d::ConvGeometry g;
-  const mo::fused_conv2d::Result r =
+  const mo::Result r =
       GeometryOf(input_shape, filter_shape, strides, dilations, padding, explicit_paddings, "none", 0.0f, &attrs, &g);
   if (!r.ok) return Fail(1, r.message);
   const mo::cuda::FusedConv2DPlan plan = mo::cuda::PlanFusedConv2D(
       g, max_patch_bytes > 0 ? max_patch_bytes : mo::cuda::kFusedConv2DMaxPatchBytes,
       max_chunk_output_bytes > 0 ? max_chunk_output_bytes : mo::cuda::kFusedConv2DChunkOutputBytes);
-  const mo::fused_conv2d::Dims out = g.output_dims();
+  const mo::Dims out = g.output_dims();
   for (int d = 0; d < 4; ++d) output_shape[d] = out[d];
   *chunk_rows = plan.chunk_rows;
   *patch_floats = plan.patch_floats;
@@ -74,7 +74,7 @@ int metal_ops_fused_conv2d_forward_float32(const float* input, const float* filt
                                            int allow_tf32, cudaStream_t stream) {
   mo::fused_conv2d::ConvAttrs attrs;
   mo::fused_conv2d::ConvGeometry g;
-  const mo::fused_conv2d::Result r = GeometryOf(input_shape, filter_shape, strides, dilations, padding,
+  const mo::Result r = GeometryOf(input_shape, filter_shape, strides, dilations, padding,
                                                 explicit_paddings, activation, alpha, &attrs, &g);
   if (!r.ok) return Fail(1, r.message);
   mo::cuda::FusedConv2DParams p{};
@@ -115,7 +115,7 @@ int metal_ops_fused_activation_grad_float32(const float* gradients, const float*
       return attr == "num_features";
     }
   };
-  const mo::fused_conv2d::Result r = mo::fused_conv2d::ReadAttrs(get, &attrs);
+  const mo::Result r = mo::fused_conv2d::ReadAttrs(get, &attrs);
   if (!r.ok) return Fail(1, r.message);
   const cudaError_t err =
       mo::cuda::LaunchFusedActivationGrad(gradients, outputs, features, backprops, n, attrs.act, attrs.alpha, stream);
