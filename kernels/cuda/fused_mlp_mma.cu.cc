@@ -181,19 +181,26 @@ __device__ __forceinline__ void InitAcc(float (&acc)[MT][NT][4], const float* bi
   }
 }
 
+// f(mt, kk) for each m-tile and k-step of a fragment array [MT][KT], unrolled:
+// every index a constant, so the fragments stay in registers.
+template <int MT, int KT, typename F>
+__device__ __forceinline__ void ForEachFrag(F&& f) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) f(mt, kk);
+  }
+}
+
 // af = act(acc) in the element kind: C of k-step kk's n-tiles -> A of k-step kk.
 template <class Tr, int MT, int KT>
 __device__ __forceinline__ void ActPack(uint32_t (&af)[MT][KT][4], const float (&acc)[MT][Tr::kCTiles * KT][4],
                                         int act, float alpha) {
   DispatchAct(act, [&](auto a) {
     constexpr int A = decltype(a)::value;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int kk = 0; kk < KT; ++kk) {
-        Tr::MakeA(af[mt][kk], [&](int q, int r) { return ActF<A>(acc[mt][Tr::kCTiles * kk + q][r], act, alpha); });
-      }
-    }
+    ForEachFrag<MT, KT>([&](int mt, int kk) {
+      Tr::MakeA(af[mt][kk], [&](int q, int r) { return ActF<A>(acc[mt][Tr::kCTiles * kk + q][r], act, alpha); });
+    });
   });
 }
 
@@ -201,11 +208,7 @@ __device__ __forceinline__ void ActPack(uint32_t (&af)[MT][KT][4], const float (
 // stored: read before its buffer takes the next layer's input.
 template <class Tr, int MT, int KT>
 __device__ __forceinline__ void LoadCFrags(uint32_t (&hf)[MT][KT][4], const typename Tr::T* hs, int ld, int lane) {
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int kk = 0; kk < KT; ++kk) Tr::LoadC(hf[mt][kk], hs + mt * 16 * ld, ld, kk, lane);
-  }
+  ForEachFrag<MT, KT>([&](int mt, int kk) { Tr::LoadC(hf[mt][kk], hs + mt * 16 * ld, ld, kk, lane); });
 }
 
 // dz = acc * act'(h) in the element kind; hk(mt, kk, h) gives h, the layer
@@ -215,30 +218,21 @@ __device__ __forceinline__ void DerivPack(uint32_t (&dz)[MT][KT][4], const float
                                           HK&& hk, int act, float alpha) {
   DispatchAct(act, [&](auto a) {
     constexpr int A = decltype(a)::value;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int kk = 0; kk < KT; ++kk) {
-        uint32_t hr[4];
-        hk(mt, kk, hr);
-        float h[Tr::kCTiles][4];
-        Tr::CValues(h, hr);
-        Tr::MakeA(dz[mt][kk], [&](int q, int r) {
-          return acc[mt][Tr::kCTiles * kk + q][r] * ActD<A>(h[q][r], act, alpha);
-        });
-      }
-    }
+    ForEachFrag<MT, KT>([&](int mt, int kk) {
+      uint32_t hr[4];
+      hk(mt, kk, hr);
+      float h[Tr::kCTiles][4];
+      Tr::CValues(h, hr);
+      Tr::MakeA(dz[mt][kk],
+                [&](int q, int r) { return acc[mt][Tr::kCTiles * kk + q][r] * ActD<A>(h[q][r], act, alpha); });
+    });
   });
 }
 
 // A fragments -> staging rows (kRows x kK*KT).
 template <class Tr, int MT, int KT>
 __device__ __forceinline__ void StoreFrags(typename Tr::T* st, int ld, const uint32_t (&af)[MT][KT][4], int lane) {
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int kk = 0; kk < KT; ++kk) Tr::StoreA(st + mt * 16 * ld, ld, af[mt][kk], kk, lane);
-  }
+  ForEachFrag<MT, KT>([&](int mt, int kk) { Tr::StoreA(st + mt * 16 * ld, ld, af[mt][kk], kk, lane); });
 }
 
 // 16 output columns (two n-tiles) -> staging columns col0.., with activation.
@@ -817,6 +811,16 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
     LoadRows(sa + kWgChunk * lda, ldb, dz, r0, kWgChunk, end, np, np, true, threadIdx.x, nullptr, blockDim.x);
   };
 
+  // f(i, m0, n0) for each 16 x 16 output tile i of this warp (tile warp + i *
+  // kWgWarps, at row m0 and column n0), unrolled: acc[i] stays in registers.
+  auto for_each_tile = [&](auto&& f) {
+#pragma unroll
+    for (int i = 0; i < kMaxTiles; ++i) {
+      const int t = warp + i * kWgWarps;
+      if (t < tiles) f(i, (t / tn) * 16, (t % tn) * 16);
+    }
+  };
+
   float acc[kMaxTiles][1][2][4];  // one 16 x 16 tile (MQ = NQ = 1) each
 #pragma unroll
   for (int i = 0; i < kMaxTiles; ++i) {
@@ -845,37 +849,27 @@ __global__ void __launch_bounds__(32 * kWgWarps, 2)
     __syncthreads();
     const T* sa = stage0 + (ch % kWgStages) * stage_elems;
     const T* sb = sa + kWgChunk * lda;
+    for_each_tile([&](int i, int m0, int n0) {
 #pragma unroll
-    for (int i = 0; i < kMaxTiles; ++i) {
-      const int t = warp + i * kWgWarps;
-      if (t < tiles) {
-        const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
-#pragma unroll
-        for (int kk = 0; kk < kWgChunk / Tr::kK; ++kk) {
-          WgradKStep<Tr, 1, 1, true>(acc[i], dbacc, i == 0 && db_warp ? 3u : 0u, sa, lda, sb, ldb, m0, n0, kk, lane);
-        }
+      for (int kk = 0; kk < kWgChunk / Tr::kK; ++kk) {
+        WgradKStep<Tr, 1, 1, true>(acc[i], dbacc, i == 0 && db_warp ? 3u : 0u, sa, lda, sb, ldb, m0, n0, kk, lane);
       }
-    }
+    });
     __syncthreads();
   }
   CpAsyncWait<0>();
   float* part = partials + (static_cast<int64_t>(l) * gridDim.x + blockIdx.x) * part_stride;
   const int g = lane >> 2, tq = lane & 3;
+  for_each_tile([&](int i, int m0, int n0) {
 #pragma unroll
-  for (int i = 0; i < kMaxTiles; ++i) {
-    const int t = warp + i * kWgWarps;
-    if (t < tiles) {
-      const int m0 = (t / tn) * 16, n0 = (t % tn) * 16;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int c = n0 + 8 * h + 2 * tq;
-        part[(m0 + Tr::WgradRow(g, 0)) * np + c] = acc[i][0][h][0];
-        part[(m0 + Tr::WgradRow(g, 0)) * np + c + 1] = acc[i][0][h][1];
-        part[(m0 + Tr::WgradRow(g, 1)) * np + c] = acc[i][0][h][2];
-        part[(m0 + Tr::WgradRow(g, 1)) * np + c + 1] = acc[i][0][h][3];
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int c = n0 + 8 * h + 2 * tq;
+      part[(m0 + Tr::WgradRow(g, 0)) * np + c] = acc[i][0][h][0];
+      part[(m0 + Tr::WgradRow(g, 0)) * np + c + 1] = acc[i][0][h][1];
+      part[(m0 + Tr::WgradRow(g, 1)) * np + c] = acc[i][0][h][2];
+      part[(m0 + Tr::WgradRow(g, 1)) * np + c + 1] = acc[i][0][h][3];
     }
-  }
+  });
   if constexpr (Tr::kDbBySum) {
     if (db_warp) {
 #pragma unroll

@@ -505,24 +505,27 @@ std::string AttrReader::String(const char* name) {
   return value;
 }
 
-std::vector<float> AttrReader::FloatList(const char* name) {
-  if (!ok()) return {};
+namespace {
+// A list attribute: its size, then one TF_OpKernelConstruction_GetAttr<Type>List
+// call; empty after a failure.
+template <typename T, typename Getter>
+std::vector<T> ReadListAttr(TF_OpKernelConstruction* ctx, TF_Status* status, const char* name, Getter getter) {
+  if (TF_GetCode(status) != TF_OK) return {};
   int32_t list_size = 0, total_size = 0;
-  TF_OpKernelConstruction_GetAttrSize(ctx_, name, &list_size, &total_size, status_);
-  if (!ok() || list_size < 0) return {};
-  std::vector<float> values(static_cast<size_t>(list_size));
-  if (list_size > 0) TF_OpKernelConstruction_GetAttrFloatList(ctx_, name, values.data(), list_size, status_);
+  TF_OpKernelConstruction_GetAttrSize(ctx, name, &list_size, &total_size, status);
+  if (TF_GetCode(status) != TF_OK || list_size < 0) return {};
+  std::vector<T> values(static_cast<size_t>(list_size));
+  if (list_size > 0) getter(ctx, name, values.data(), list_size, status);
   return values;
+}
+}  // namespace
+
+std::vector<float> AttrReader::FloatList(const char* name) {
+  return ReadListAttr<float>(ctx_, status_, name, &TF_OpKernelConstruction_GetAttrFloatList);
 }
 
 std::vector<int64_t> AttrReader::IntList(const char* name) {
-  if (!ok()) return {};
-  int32_t list_size = 0, total_size = 0;
-  TF_OpKernelConstruction_GetAttrSize(ctx_, name, &list_size, &total_size, status_);
-  if (!ok() || list_size < 0) return {};
-  std::vector<int64_t> values(static_cast<size_t>(list_size));
-  if (list_size > 0) TF_OpKernelConstruction_GetAttrInt64List(ctx_, name, values.data(), list_size, status_);
-  return values;
+  return ReadListAttr<int64_t>(ctx_, status_, name, &TF_OpKernelConstruction_GetAttrInt64List);
 }
 
 void AttrReader::Finish() {

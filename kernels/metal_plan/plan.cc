@@ -39,22 +39,17 @@ PlanBuilder& PlanBuilder::Threadgroups(const std::string& library, const std::st
   return *this;
 }
 
-PlanBuilder& PlanBuilder::Zero(int slot, uint64_t bytes) {
-  if (bytes == 0) return *this;
+PlanBuilder& PlanBuilder::FillZero(uint64_t bytes) {
   const FillParams params = {static_cast<int64>(bytes)};
-  return Threads("fill", "fill_zero", (bytes + 3) / 4)
-      .Output(kFillWords, slot)
-      .Output(kFillBytes, slot)
-      .Value(kFillParams, params);
+  return Threads("fill", "fill_zero", (bytes + 3) / 4).Value(kFillParams, params);
+}
+
+PlanBuilder& PlanBuilder::Zero(int slot, uint64_t bytes) {
+  return bytes == 0 ? *this : FillZero(bytes).Output(kFillWords, slot).Output(kFillBytes, slot);
 }
 
 PlanBuilder& PlanBuilder::ZeroScratch(int scratch, uint64_t bytes) {
-  if (bytes == 0) return *this;
-  const FillParams params = {static_cast<int64>(bytes)};
-  return Threads("fill", "fill_zero", (bytes + 3) / 4)
-      .Scratch(kFillWords, scratch)
-      .Scratch(kFillBytes, scratch)
-      .Value(kFillParams, params);
+  return bytes == 0 ? *this : FillZero(bytes).Scratch(kFillWords, scratch).Scratch(kFillBytes, scratch);
 }
 
 PlanBuilder& PlanBuilder::Tensor(uint32_t index, int slot) {

@@ -105,6 +105,9 @@ class PlanBuilder {
 
  private:
   Pass& Last() { return plan_.passes.back(); }
+  // The fill pass of Zero and ZeroScratch with its parameters: for `bytes` > 0;
+  // the caller binds the buffer it zeroes.
+  PlanBuilder& FillZero(uint64_t bytes);
   Plan plan_;
 };
 
