@@ -59,26 +59,24 @@ class RobustLoss(keras.losses.Loss):
         return config
 
 
-def _deprecated(old, new):
-    warnings.warn(f"metal_ops.losses.{old} is deprecated: it is a layer, metal_ops.layers.{new}",
-                  DeprecationWarning, stacklevel=3)
-
-
-@keras.saving.register_keras_serializable(package="metal_ops")
-class AdaptiveRobustLoss(AdaptiveRobustLossLayer):
-    """Deprecated name of metal_ops.layers.AdaptiveRobustLossLayer (models saved
-    under this name load as this class)."""
+class _FormerName:
+    """The base of a layer's former name here, listed before the layer:
+    `class Old(_FormerName, Layer)` warns when made (a DeprecationWarning that
+    names the layer) and, registered, loads models saved under `Old`."""
 
     def __init__(self, *args, **kwargs):
-        _deprecated("AdaptiveRobustLoss", "AdaptiveRobustLossLayer")
+        mro = type(self).__mro__
+        old, layer = mro[mro.index(_FormerName) - 1], mro[mro.index(_FormerName) + 1]
+        warnings.warn(f"metal_ops.losses.{old.__name__} is deprecated: it is a layer, "
+                      f"metal_ops.layers.{layer.__name__}", DeprecationWarning, stacklevel=2)
         super().__init__(*args, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
-class DistortionLoss(DistortionRegularization):
-    """Deprecated name of metal_ops.layers.DistortionRegularization (models saved
-    under this name load as this class)."""
+class AdaptiveRobustLoss(_FormerName, AdaptiveRobustLossLayer):
+    """Deprecated name of metal_ops.layers.AdaptiveRobustLossLayer."""
 
-    def __init__(self, *args, **kwargs):
-        _deprecated("DistortionLoss", "DistortionRegularization")
-        super().__init__(*args, **kwargs)
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class DistortionLoss(_FormerName, DistortionRegularization):
+    """Deprecated name of metal_ops.layers.DistortionRegularization."""

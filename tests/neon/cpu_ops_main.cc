@@ -2,8 +2,9 @@
 // instruction sets this machine cannot load into Python:
 // tests/test_neon_qemu.py cross-compiles it for aarch64 and runs it under
 // qemu-aarch64. What differs on arm64: Eigen's NEON packets (VolumeRender's
-// phase B, RobustLoss's log / exp), TruncExp's vectors (kernels/cpu/simd.h), HashEncode's scatter without the x86 FMA
-// intrinsics, and every kernels/common formula compiled by an arm64 compiler
+// phase B, RobustLoss's log / exp), TruncExp's vectors (kernels/cpu/simd.h),
+// HashEncode's scatter without the x86 FMA intrinsics, and every
+// kernels/common formula compiled by an arm64 compiler
 // (SHEncode, DistortionLoss, PackedVolumeRender, RayMarch: the loops of their
 // CPU kernels around those formulas are a few lines, repeated below).
 //
