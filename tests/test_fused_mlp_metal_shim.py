@@ -1,9 +1,9 @@
 """FusedMLP Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/fused_mlp.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
+kernels/fused_mlp/fused_mlp.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/fused_mlp_shim.cc runs the shaders in the order and with the
-threadgroup geometry kernels/metal/fused_mlp_metal.mm uses, each threadgroup's
+threadgroup geometry kernels/fused_mlp/fused_mlp_metal.mm uses, each threadgroup's
 threads as cooperating fibers (barriers and simdgroup_matrix operations wait
 for every thread they involve). The reference is tests/reference/fused_mlp.py
 (float64). This checks the shaders' arithmetic, indexing, tiling and
@@ -262,7 +262,7 @@ def test_geometry_fits_pipelines_of_fewer_threads(shim):
     assert fn(5000, 32, 64, 2, 16, 4, 0, 1024, out) == 0 and out[0] == 4  # the limit bites below 128 threads
     # The .mm recomputes the geometry from the tile pipeline's limit before it
     # builds the plan from it (the backward's partials follow the geometry).
-    with open(os.path.join(ROOT, "kernels", "metal", "fused_mlp_metal.mm"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "kernels", "fused_mlp", "fused_mlp_metal.mm"), encoding="utf-8") as f:
         text = f.read()
     for kind in ("void Forward(", "void Backward("):
         body = text.split(kind, 1)[1].split("\n}\n", 1)[0]

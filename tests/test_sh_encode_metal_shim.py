@@ -1,6 +1,6 @@
 """SHEncode Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/sh_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
+kernels/sh_encode/sh_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/sh_encode_shim.cc runs each entry point over its dispatch
 grid. The reference is tests/reference/sh_encode.py. This checks the shaders'

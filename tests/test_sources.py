@@ -65,7 +65,7 @@ SOURCES = sorted(_sources())
 
 
 def test_sources_found():
-    assert "kernels/cpu/fused_conv2d_kernels.cc" in SOURCES
+    assert "kernels/fused_conv2d/fused_conv2d_kernels.cc" in SOURCES
     assert "grappler/fusion_plugin.cc" in SOURCES
     assert any(s.endswith(".mm") for s in SOURCES)
 

@@ -1,6 +1,6 @@
 // The C++-API adapter of the per-op spec headers (kernels/spec/checks.h): tensor and
 // shape sizes in, absl::Status out, and the attribute read of the shape
-// functions (ops/) and kernel classes (kernels/op_kernel_with_attrs.h). The
+// functions (ops/) and kernel classes (kernels/framework/op_kernel_with_attrs.h). The
 // C-API Metal kernels have their own (KernelCall::Check).
 #ifndef MO_KERNELS_SPEC_CHECKS_TF_H_
 #define MO_KERNELS_SPEC_CHECKS_TF_H_

@@ -11,7 +11,7 @@
 // (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
 #if GOOGLE_CUDA
 
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstddef>
 #include <cstdio>

@@ -11,7 +11,7 @@
 #ifndef MO_KERNELS_XLA_XLA_KERNEL_H_
 #define MO_KERNELS_XLA_XLA_KERNEL_H_
 
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
 #include <cstdint>
@@ -51,7 +51,7 @@ inline constexpr ::tensorflow::DataType kFloatAndBfloat16Types[] = {::tensorflow
 
 // An op's XLA kernel: compile(ctx, attrs), a plain function, runs the op's
 // checks and emits its call; the attributes are read and checked once, at
-// construction, as OpKernelWithAttrs (kernels/op_kernel_with_attrs.h) reads
+// construction, as OpKernelWithAttrs (kernels/framework/op_kernel_with_attrs.h) reads
 // the TensorFlow kernels' (checks::ReadAttrsOf(ctx, args..., &attrs)).
 // XlaOp<compile> is the kernel of an op without attributes.
 template <typename Attrs, void (*compile)(XlaOpKernelContext*, const Attrs&), auto... args>

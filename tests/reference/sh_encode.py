@@ -1,5 +1,5 @@
 """Real spherical harmonics (instant-NGP's order and signs), in float64,
-written from the formulas, independent of kernels/common/sh_encode.h.
+written from the formulas, independent of kernels/sh_encode/sh_encode.h.
 
 - `values(dirs, degree)`: the Cartesian polynomials, coefficients computed
   from their closed forms (1 / (2 sqrt(pi)), sqrt(3 / (4 pi)), ...); works on
