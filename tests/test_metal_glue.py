@@ -335,7 +335,7 @@ def lru(shim):
 def test_graph_cache_keeps_at_most_capacity_and_drops_the_least_recently_used(shim, lru):
     cache = lru(3)
     assert [shim.shim_lru_get(cache, k) for k in (b"a", b"b", b"c")] == [1, 1, 1]
-    assert shim.shim_lru_get(cache, b"a") == 0       # found: now the most recently used
+    assert shim.shim_lru_get(cache, b"a") == 0       # found: it becomes the most recently used
     assert shim.shim_lru_get(cache, b"d") == 1       # drops b, the least recently used
     assert shim.shim_lru_size(cache) == 3
     assert [shim.shim_lru_contains(cache, k) for k in (b"a", b"b", b"c", b"d")] == [1, 0, 1, 1]

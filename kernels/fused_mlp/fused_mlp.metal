@@ -297,7 +297,7 @@ inline void backward(const device T* dy, const device T* x, const device T* y, c
         out.act = p.activation;
         out.alpha = p.alpha;
         epilogue<W / 8>(acc, W / 8, scratch, lane, out);
-        // h now holds dL/dz of layer l - 1; its input goes where dz was.
+        // Here h holds dL/dz of layer l - 1; its input goes where dz was.
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (l == 1) {
           stage_rows(dz, C, x, p.n, row0, R, p.in_dim, p.in_pad, tid, threads);

@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(32 * kDwWarps, 1)
   }
   if (db_parts == nullptr || out == nullptr) return;
   // Column sums over the rows (g) by shuffles, then over the row groups in a
-  // fixed order, through the (now idle) staging.
+  // fixed order, through the staging (idle by then).
   float* red = stage0;  // [kRowGroups][W]
   if (product) {
 #pragma unroll

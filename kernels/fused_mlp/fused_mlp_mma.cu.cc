@@ -309,7 +309,7 @@ __device__ __forceinline__ void LoadAllMatrices(typename Tr::T* wsm, const Fused
   }
 }
 
-// Weight l for this layer: resident, or loaded now by the whole block.
+// Weight l for this layer: resident, or loaded here by the whole block.
 template <class Tr, bool TRANS>
 __device__ __forceinline__ const typename Tr::T* LayerWeights(typename Tr::T* wsm,
                                                               const FusedMlpParams<typename Tr::T>& p,
