@@ -330,9 +330,9 @@ isa-plugin: $(BUILD)/tf_flags.mk
 	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
 
 # ---- CUDA kernels for the Linux wheel (docs/BUILDING.md, "CUDA kernels in the wheel") ----
-# $(PKG)/_metal_ops_cuda.so: the GPU kernel registrations (kernels/cuda/*_gpu.cc,
+# $(PKG)/_metal_ops_cuda.so: the GPU kernel registrations (kernels/*/*_gpu.cc,
 # host compiler, GOOGLE_CUDA=1, against the build venv's TensorFlow headers) and
-# their launchers (kernels/cuda/*.cu.cc, nvcc), built against tensorflow-cpu,
+# their launchers (kernels/*/*.cu.cc, nvcc), built against tensorflow-cpu,
 # which the op library is built against too; no REGISTER_OP (the ops stay in the
 # op library, which metal_ops' loader loads first). The CUDA runtime is linked
 # statically and kept inside (--exclude-libs), so the library needs only the

@@ -12,7 +12,7 @@ link static executables).
   log / exp), HashEncode (its scatter without the x86 FMA intrinsics), and the
   kernels/common formulas of SHEncode, DistortionLoss, PackedVolumeRender and
   RayMarch compiled for arm64: tests/neon/cpu_ops_main.cc around the TF-free
-  bodies of their CPU kernels (kernels/cpu/*_cpu.h).
+  bodies of their CPU kernels (kernels/*/*_cpu.h).
 
 Not here: ZeroOut (a copy) and FusedConv2D (its arithmetic is OpenBLAS's
 GEMM). The same executables built for this machine (no -m flags: the scalar

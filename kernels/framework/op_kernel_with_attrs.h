@@ -1,5 +1,5 @@
 // The base of the C++-API kernel classes (kernels/<op>_kernel.h) whose op has
-// attributes: the op's spec (kernels/spec/<op>_spec.h) reads and checks them.
+// attributes: the op's spec (kernels/<op>/<op>_spec.h) reads and checks them.
 #ifndef MO_KERNELS_FRAMEWORK_OP_KERNEL_WITH_ATTRS_H_
 #define MO_KERNELS_FRAMEWORK_OP_KERNEL_WITH_ATTRS_H_
 

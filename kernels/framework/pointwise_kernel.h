@@ -5,7 +5,7 @@
 // A point is kPointSize consecutive elements of x; the forward takes x
 // (input 0) and gives y (output 0), n points in order; the gradient op takes
 // the upstream gradient and x (inputs 0 and 1) and gives dx, shaped like x.
-// The classes read the attributes (Attrs, kernels/spec/<op>_spec.h), run the
+// The classes read the attributes (Attrs, kernels/<op>/<op>_spec.h), run the
 // spec's checks, allocate the output and, for n > 0 points, call
 //   Functor::Forward(ctx, x, n, attrs.*fields..., y) or
 //   Functor::Backward(ctx, grad, x, n, attrs.*fields..., dx)

@@ -1,6 +1,6 @@
 // HashEncode CUDA launchers: plain C++ declarations (no TensorFlow), called by
 // the TF GPU kernels (hash_encode_gpu.cc) and the C-ABI harness
-// (harness/hash_encode_harness.cu.cc). Formulas: kernels/common/hash_grid.h.
+// (hash_encode_harness.cu.cc). Formulas: kernels/common/hash_grid.h.
 //
 // Kernel layout (tiny-cuda-nn style): blocks of (points, level group). The
 // G levels of a group are adjacent lanes of a warp, so a point's G * F

@@ -56,7 +56,7 @@ AttrGetterOf<Ctx> AttrGetter(Ctx* ctx) {
 }
 
 // ReadAttrsOf(ctx, [op,] &attrs): the op's ReadAttrs(get, [op,] &attrs)
-// (kernels/spec/<op>_spec.h, found by the type of `attrs`) over ctx, as a status:
+// (kernels/<op>/<op>_spec.h, found by the type of `attrs`) over ctx, as a status:
 // the attribute read of every shape function and kernel constructor.
 template <typename Ctx, typename... Args>
 absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {

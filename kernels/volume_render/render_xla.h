@@ -1,5 +1,5 @@
 // What the renderers' XLA handlers (VolumeRender, PackedVolumeRender; the
-// host's in kernels/xla/<op>_xla.cc, the CUDA ones in <op>_xla_gpu.cc) share:
+// host's in kernels/<op>/<op>_xla.cc, the CUDA ones in <op>_xla_gpu.cc) share:
 // the kernels' argument structs (kernels/common/render_args.h) from the
 // call's buffers, whose shapes the XLA kernel checked while XLA compiled.
 // Buffers in the ops' order: the inputs, then the results.

@@ -1,5 +1,5 @@
 // The XLA kernels of the renderers, VolumeRender and PackedVolumeRender
-// (kernels/xla/<op>_xla.cc): one forward and one backward kernel over the
+// (kernels/<op>/<op>_xla.cc): one forward and one backward kernel over the
 // attributes, outputs and backward inputs the two ops share, as their shape
 // functions share them (kernels/volume_render/render_op.h). Each op supplies its
 // number of inputs (the backward's first ones), its check of them, which sets

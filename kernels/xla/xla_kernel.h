@@ -1,11 +1,11 @@
 // The XLA side of every op (docs/XLA.md): an XlaOpKernel per op and gradient
-// op (kernels/xla/<op>_xla.cc) that runs the op's checks
-// (kernels/spec/<op>_spec.h) on the static shapes while XLA compiles, and
+// op (kernels/<op>/<op>_xla.cc) that runs the op's checks
+// (kernels/<op>/<op>_spec.h) on the static shapes while XLA compiles, and
 // emits one typed-FFI custom call named after the TensorFlow op, its
 // attributes as FFI attributes. XLA then calls the handler registered under
-// that name for the platform: "Host" (the CPU functor of kernels/cpu/, on
+// that name for the platform: "Host" (the CPU functor of kernels/<op>/<op>_functor.h, on
 // HostContext()'s pool) or, where an op has one, "CUDA"
-// (kernels/xla/<op>_xla_gpu.cc, the launchers of kernels/cuda/ on XLA's
+// (kernels/<op>/<op>_xla_gpu.cc, the op's CUDA launchers on XLA's
 // stream). Registration happens when the library loads; XLA takes the op
 // kernels in at its first compilation.
 #ifndef MO_KERNELS_XLA_XLA_KERNEL_H_

@@ -1,6 +1,6 @@
 // The CUDA functor of ZeroOut (the kernel class is kernels/zero_out/zero_out_kernel.h) and
 // its GPU registration. Compiled only when the installed TensorFlow is a CUDA
-// build (`make` then defines GOOGLE_CUDA and links kernels/cuda/*.cu.cc); here
+// build (`make` then defines GOOGLE_CUDA and links kernels/*/*.cu.cc); here
 // it is syntax-checked by `make cuda-check`. Launcher: kernels/zero_out/zero_out.cu.cc.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
