@@ -2,9 +2,19 @@
 // MetalOpsHashEncodeGradGrad, run by the TensorFlow kernels
 // (kernels/hash_encode/hash_encode_kernels.cc, kernel classes
 // kernels/hash_encode/hash_encode_kernel.h) and the XLA host handlers
-// (kernels/hash_encode/hash_encode_xla.cc), with its scheduling helpers (how the work
-// is split: hash_encode_kernels.cc). The kernel bodies are
-// kernels/hash_encode/hash_encode_cpu.h.
+// (kernels/hash_encode/hash_encode_xla.cc), with its scheduling helpers, on
+// the context's thread pool. The arithmetic is kernels/common/hash_grid.h, the
+// kernel bodies kernels/hash_encode/hash_encode_cpu.h; this file schedules them.
+//
+// Forward (and the second-order grad_grad_encoded): parallel over blocks of
+//   points; inside a block, level by level, so one level's rows stay hot while
+//   the block's points gather from it.
+// Table gradient: no atomics. Levels are dealt round-robin to K = intra-op
+//   threads groups; a group owns whole levels, so its writes are disjoint from
+//   every other group's, and it adds the points of a level in index order 0..N-1.
+//   The float32 sums are therefore bitwise identical for any thread count and
+//   any run. Half tables accumulate into a float32 buffer, cast at the end.
+// Input gradient: parallel over points, levels summed in order 0..L-1.
 #ifndef MO_KERNELS_HASH_ENCODE_HASH_ENCODE_FUNCTOR_H_
 #define MO_KERNELS_HASH_ENCODE_HASH_ENCODE_FUNCTOR_H_
 

@@ -1,16 +1,6 @@
-// CPU kernels of the multiresolution hash encoding (C++ API, TF's intra-op
-// thread pool). The arithmetic is kernels/common/hash_grid.h; this file only
-// schedules it.
-//
-// Forward (and the second-order grad_grad_encoded): parallel over blocks of
-//   points; inside a block, level by level, so one level's rows stay hot while
-//   the block's points gather from it.
-// Table gradient: no atomics. Levels are dealt round-robin to K = intra-op
-//   threads groups; a group owns whole levels, so its writes are disjoint from
-//   every other group's, and it adds the points of a level in index order 0..N-1.
-//   The float32 sums are therefore bitwise identical for any thread count and
-//   any run. Half tables accumulate into a float32 buffer, cast at the end.
-// Input gradient: parallel over points, levels summed in order 0..L-1.
+// The CPU registrations of the hash-grid ops: the kernel classes of
+// kernels/hash_encode/hash_encode_kernel.h with the CPU functor of
+// kernels/hash_encode/hash_encode_functor.h (which says how the work is split).
 //
 // MetalOpsHashGridOffsets runs on the CPU only: its kernel class lives here,
 // beside its registration, not in kernels/hash_encode/hash_encode_kernel.h (which holds
