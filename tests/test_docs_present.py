@@ -1,7 +1,8 @@
 """The docs speak of the software as it is: no commit hashes, issue numbers or
 labels of periods of work ("session 21", "round 3", "run2") in docs/, the
-READMEs or the names of the result files, and every file of the tree a doc
-cites exists."""
+READMEs or the names of the result files, no story of the work (what changed,
+what it was) in the docs or in the comments of the code, and every file of
+the tree a doc cites exists."""
 import glob
 import os
 import re
@@ -153,6 +154,16 @@ def source_files():
             path = os.path.join(top, f)
             if SOURCE.search(os.path.relpath(path, ROOT)):
                 yield path
+
+
+def test_comments_are_read_from_each_language_and_code_is_not():
+    cc = 'const char* url = "http://x.org/now";  // The op now runs on Metal.\n/* It used to abort. */\n'
+    py = '"""The loader used to be lazy."""\nnow = clock()  # fixed in fusion.py\n'
+    sh = 'now=1  # Previously a flag.\n'
+    assert len(narrative(comments("a.cc", cc))) == 2
+    assert len(narrative(comments("a.py", py))) == 2
+    assert len(narrative(comments("a.sh", sh))) == 1
+    assert narrative(comments("a.cc", 'f("now");  // ok\n')) == []
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
