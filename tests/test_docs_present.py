@@ -72,6 +72,9 @@ def test_cited_files_exist(path):
             missing.append(cited)
     results = [c for c in missing if "benchmarks/results/" in c]
     assert not results, f"{os.path.relpath(path, ROOT)} cites result files that do not exist: {sorted(set(results))}"
+    # The sources: a doc that names a file of the code names one that is there.
+    sources = [c for c in missing if re.match(r"(?:\.\./)*(?:kernels|ops|grappler|tools)/", c)]
+    assert not sources, f"{os.path.relpath(path, ROOT)} cites sources that do not exist: {sorted(set(sources))}"
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
