@@ -77,6 +77,33 @@ def test_cited_files_exist(path):
     assert not sources, f"{os.path.relpath(path, ROOT)} cites sources that do not exist: {sorted(set(sources))}"
 
 
+# A pattern of source files a doc cites: `kernels/<op>/<op>_spec.h`,
+# `kernels/*/*.metal`, `kernels/sh_encode/sh_encode{_cuda.h,.cu.cc}`.
+CITED_PATTERN = re.compile(r"(?<![\w/.-])((?:kernels|ops|grappler|tools)/[\w./<>*{},-]*[<>*{}][\w./<>*{},-]*[\w>*}])")
+
+
+def pattern_glob(pattern):
+    """The glob patterns of a cited pattern: <name> and * for any name, {a,b} for either."""
+    alternatives = re.search(r"\{([^{}]*)\}", pattern)
+    if alternatives:
+        head, tail = pattern[:alternatives.start()], pattern[alternatives.end():]
+        return [g for alt in alternatives.group(1).split(",") for g in pattern_glob(head + alt + tail)]
+    return [re.sub(r"<[^<>]*>", "*", pattern)]
+
+
+def test_pattern_glob_reads_placeholders_and_alternatives():
+    assert pattern_glob("kernels/<op>/<op>_plan.{h,cc}") == ["kernels/*/*_plan.h", "kernels/*/*_plan.cc"]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_cited_source_patterns_match_files(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    unmatched = [m.group(1) for m in CITED_PATTERN.finditer(text)
+                 if not all(glob.glob(os.path.join(ROOT, g)) for g in pattern_glob(m.group(1)))]
+    assert not unmatched, f"{os.path.relpath(path, ROOT)} cites patterns no source matches: {sorted(set(unmatched))}"
+
+
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
 def test_result_files_named_alone_exist(path):
     """A result file cited by its name alone (`nerf_demo.h100.json`)."""
