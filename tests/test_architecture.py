@@ -30,6 +30,8 @@ import pytest
 
 from tests.test_include_layers import OPS, ROOT, cycles, folder_graph, leaf_folder, op_folder, project_includes
 
+pytestmark = pytest.mark.source_tree("docs/ARCHITECTURE.md and the sources")
+
 DOC = os.path.join(ROOT, "docs", "ARCHITECTURE.md")
 _TF_INCLUDE = re.compile(r'^[ \t]*#[ \t]*(?:include|import)[ \t]*[<"](tensorflow/[^>"]+)[>"]', re.M)
 

@@ -21,6 +21,8 @@ import pytest
 
 from tests.op_files import OPS, folder, named
 
+pytestmark = pytest.mark.source_tree("the build files (Makefile, Bazel, setup.py)")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

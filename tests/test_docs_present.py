@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.source_tree("the docs")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = sorted([os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "*.md"))
               + glob.glob(os.path.join(ROOT, "examples", "*", "README.md")))

@@ -136,6 +136,7 @@ def _pins(path):
         return re.findall(r"scipy-openblas32==([0-9.]+)", f.read())
 
 
+@pytest.mark.source_tree("the requirements files")
 def test_openblas_pinned_alike_everywhere():
     from importlib import metadata
 
@@ -146,6 +147,7 @@ def test_openblas_pinned_alike_everywhere():
     assert metadata.version("scipy-openblas32") == pins["requirements.txt"][0]
 
 
+@pytest.mark.source_tree("setup.py")
 def test_setup_requires_the_openblas_it_links():
     from importlib import metadata
 

@@ -21,11 +21,12 @@ import os
 import numpy as np
 import pytest
 
+from tests.activation_codes import activation_code
 from tests.metal_shim.shim import ROOT, load_shim, ptr
 from tests.reference.fused_mlp import ALPHA, assert_within_float16_bound, float16_bound, forward_backward
 
-# mo::Activation codes (kernels/common/activations.h)
-ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}
+pytestmark = pytest.mark.source_tree("the Metal shaders (MSL shim)")
+
 DTYPE = {np.float32: 0, np.float16: 1}
 WIDTHS = [16, 32, 64, 128]
 
@@ -62,8 +63,8 @@ def forward(shim, x, ws, bs, act, out_act, max_groups=1 << 20, reverse=False):
     y = np.full((n, out_dim), np.nan, x.dtype)
     h = np.full((hidden, n, width), np.nan, x.dtype)
     err = shim.shim_fused_mlp_forward(DTYPE[x.dtype.type], ptr(x), _pointers(ws), _pointers(bs), ptr(y), ptr(h), n,
-                                      in_dim, width, hidden, out_dim, ACT[act], ACT[out_act], ALPHA, max_groups,
-                                      int(reverse))
+                                      in_dim, width, hidden, out_dim, activation_code(act), activation_code(out_act),
+                                      ALPHA, max_groups, int(reverse))
     assert err == 0, shim.shim_fused_mlp_error().decode()
     return y, h
 
@@ -75,8 +76,8 @@ def backward(shim, dy, x, ws, y, h, act, out_act, reverse=False):
     dws = [np.full(w.shape, np.nan, x.dtype) for w in ws]
     dbs = [np.full(w.shape[1], np.nan, x.dtype) for w in ws]
     err = shim.shim_fused_mlp_backward(DTYPE[x.dtype.type], ptr(dy), ptr(x), _pointers(ws), ptr(y), ptr(h), ptr(dx),
-                                       _pointers(dws), _pointers(dbs), n, in_dim, width, hidden, out_dim, ACT[act],
-                                       ACT[out_act], ALPHA, int(reverse))
+                                       _pointers(dws), _pointers(dbs), n, in_dim, width, hidden, out_dim,
+                                       activation_code(act), activation_code(out_act), ALPHA, int(reverse))
     assert err == 0, shim.shim_fused_mlp_error().decode()
     return dx, dws, dbs
 

@@ -16,6 +16,8 @@ import pytest
 from tests.reference import hash_encode as ref
 from tests.metal_shim.shim import load_shim, ptr
 
+pytestmark = pytest.mark.source_tree("the Metal shaders (MSL shim)")
+
 DTYPES = {"float32": (np.float32, 0), "float16": (np.float16, 1)}
 
 

@@ -23,6 +23,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.source_tree("the sources' includes")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTENSIONS = (".h", ".cc", ".cpp", ".cu", ".cuh", ".mm", ".m", ".metal")
 # Not the project's sources: build outputs, Bazel's trees, vendored build rules.

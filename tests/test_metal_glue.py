@@ -30,6 +30,8 @@ from tests.metal_shim.shim import ROOT, load_shim, ptr
 from tools.build import embed_metal
 from tools.check import msl_check
 
+pytestmark = pytest.mark.source_tree("the Objective-C++ glue and tools/check/metal_check.sh")
+
 def _shader_path(name):
     """kernels/<folder>/<name>.metal: an op's shader in its folder, fill.metal in kernels/metal."""
     (path,) = glob.glob(os.path.join(ROOT, "kernels", "*", f"{name}.metal"))

@@ -18,6 +18,8 @@ import metal_ops
 from metal_ops import metal_path
 from tests.op_files import metal_planned_ops
 
+pytestmark = pytest.mark.source_tree("the Metal shaders (the MSL shim executor)")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIM_EXEC = os.path.join(ROOT, "build", "libmetal_ops_shim_exec.so")
 

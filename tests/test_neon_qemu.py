@@ -46,6 +46,8 @@ from tests.test_fused_mlp import make_net, reference
 from tests.test_fused_mlp_isa import ACTIVATIONS, CASES
 from tests.test_hash_encode import SMALL, close, grid_args, make_points, make_table
 
+pytestmark = pytest.mark.source_tree("kernels/ and the ARM64 cross tools")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = [os.path.join(ROOT, "tests", "neon", "fused_mlp_main.cc"),
            os.path.join(ROOT, "tests", "fused_mlp_isa", "fused_mlp_isa.cc")]

@@ -13,6 +13,8 @@ import pytest
 from tests.metal_shim.shim import DTYPE_CODES, load_point_op, ptr
 from tests.reference import sh_encode as ref
 
+pytestmark = pytest.mark.source_tree("the Metal shaders (MSL shim)")
+
 TOL = {np.float32: 2e-6, np.float16: 2e-3}
 
 

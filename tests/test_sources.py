@@ -19,6 +19,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.source_tree("the sources")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_DIRS = ("ops", "kernels", "grappler")
 EXTENSIONS = (".cc", ".h", ".mm", ".cu", ".metal")

@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 
+pytestmark = pytest.mark.source_tree("kernels/ and a compiler")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
