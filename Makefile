@@ -19,6 +19,10 @@ BUILD_INFO := $(PKG)/_build_info.json
 NVCC ?= nvcc
 CXX ?= g++
 PYTEST_ARGS ?=
+# `make test` runs the suite in this many pytest-xdist workers, each a whole
+# module at a time (--dist loadfile: a module's fixtures are made once);
+# PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= $(JOBS)
 
 # The macOS build. MACOS_MIN is the oldest macOS the library loads on (the
 # Metal kernels then check at run time whether the OS compiles the shader
@@ -433,12 +437,17 @@ cuda12-harness: $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.i
 
 # Compiles every CUDA source (kernels + harness) and the TF GPU registrations
 # (syntax-checked against the pip headers with GOOGLE_CUDA on).
-cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
-	@for f in $(CUDA_TF_SRCS); do \
-	  echo "syntax-check $$f (GOOGLE_CUDA=1)"; \
-	  $(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(XLA_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include $$f || exit 1; \
-	done
+CUDA_SYNTAX_STAMPS := $(patsubst %.cc,$(BUILD)/cuda-check/%.ok,$(CUDA_TF_SRCS))
+cuda-check: $(HARNESS_LIB) $(CUDA_SYNTAX_STAMPS)
 	@echo "cuda-check: OK ($(words $(CU_SRCS) $(HARNESS_SRCS)) CUDA sources, $(words $(CUDA_TF_SRCS)) TF GPU registrations)"
+# One registration file's syntax check (in parallel with the others and nvcc).
+$(CUDA_SYNTAX_STAMPS): $(BUILD)/cuda-check/%.ok: %.cc $(BUILD)/tf_flags.mk
+	@echo "syntax-check $< (GOOGLE_CUDA=1)"
+	@mkdir -p $(dir $@)
+	@$(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(XLA_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include \
+	  -MMD -MP -MF $(@:.ok=.d) -MT $@ $<
+	@touch $@
+-include $(CUDA_SYNTAX_STAMPS:.ok=.d)
 
 # ---- Metal shaders compiled as C++ (MSL shim) for CPU-side testing ----------------
 SHIM_LIB := $(BUILD)/libmetal_shim.so
@@ -501,7 +510,7 @@ msl-check: $(METAL_GEN_SRCS) msl-clang
 
 # ---- Tests, demo, tools ---------------------------------------------------------------
 test: all metal-shim msl-clang cross-tools
-	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # g++-aarch64-linux-gnu and qemu-user for tests/test_neon_qemu.py (the NEON
 # paths, run under emulation); when it cannot, a banner says why and make goes

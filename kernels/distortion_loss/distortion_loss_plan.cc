@@ -3,8 +3,7 @@
 
 #include "kernels/distortion_loss/distortion_loss.h"
 
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 Plan DistortionLossForward(int64_t rays, int64_t samples) {
   if (rays == 0) return PlanBuilder(kDistortionLossSlots).Finish();
@@ -25,5 +24,4 @@ Plan DistortionLossBackward(int64_t rays, int64_t samples) {
                  kDistortionLossGradParams, DistortionLossParams{rays, samples});
 }
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan

@@ -5,12 +5,9 @@
 #ifndef MO_KERNELS_DISTORTION_LOSS_DISTORTION_LOSS_PLAN_H_
 #define MO_KERNELS_DISTORTION_LOSS_DISTORTION_LOSS_PLAN_H_
 
-#include <cstdint>
+#include "kernels/metal_plan/plan.h"  // Plan, Dtype, <cstdint>
 
-#include "kernels/metal_plan/plan.h"
-
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 // DistortionLoss (float32): forward slots {weights, t, loss}, backward {grad,
 // weights, t, grad_weights, grad_t}; rays > 0, one thread per ray.
@@ -26,7 +23,6 @@ enum DistortionLossGradSlots {
 Plan DistortionLossForward(int64_t rays, int64_t samples);
 Plan DistortionLossBackward(int64_t rays, int64_t samples);
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan
 
 #endif  // MO_KERNELS_DISTORTION_LOSS_DISTORTION_LOSS_PLAN_H_

@@ -5,8 +5,7 @@
 
 #include "kernels/robust_loss/robust_loss.h"
 
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 namespace {
 RobustLossParams RobustParams(const RobustLossLayout& layout) {
@@ -48,5 +47,4 @@ Plan RobustLossBackward(Dtype dtype, const RobustLossLayout& layout, int64_t alp
   return b.Finish();
 }
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan

@@ -5,12 +5,9 @@
 #ifndef MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_PLAN_H_
 #define MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_PLAN_H_
 
-#include <cstdint>
+#include "kernels/metal_plan/plan.h"  // Plan, Dtype, <cstdint>
 
-#include "kernels/metal_plan/plan.h"
-
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 // RobustLoss: forward slots {x, alpha, scale, loss}; backward {grad, x, alpha,
 // scale, dx, dalpha, dscale}. n elements (the backward zero-fills dalpha and
@@ -37,7 +34,6 @@ Plan RobustLossForward(Dtype dtype, const RobustLossLayout& layout);
 constexpr uint64_t kRobustLossMaxGradThreads = uint64_t(1) << 16;
 Plan RobustLossBackward(Dtype dtype, const RobustLossLayout& layout, int64_t alpha_count, int64_t scale_count);
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan
 
 #endif  // MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_PLAN_H_

@@ -19,10 +19,6 @@
 namespace mo {
 namespace scene_contract_cpu {
 
-// Cycles per point for TF's shard sizing: a square root, a few divisions.
-constexpr int64_t kForwardCycles = 60;
-constexpr int64_t kBackwardCycles = 80;
-
 template <int Norm, typename T>
 void ForwardRange(const T* x, int64_t begin, int64_t end, T* y) {
   for (int64_t i = begin; i < end; ++i) {
@@ -48,6 +44,10 @@ void BackwardRange(const T* grad, const T* x, int64_t begin, int64_t end, T* dx)
 
 template <typename T>
 struct SceneContractFunctor<Eigen::ThreadPoolDevice, T> {
+  // Cycles per point for TF's shard sizing: a square root, a few divisions.
+  static constexpr int64_t kForwardCycles = 60;
+  static constexpr int64_t kBackwardCycles = 80;
+
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* x, int64_t n, int norm, T* y) {
     absl::Status status;
     const uint64_t bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
@@ -55,7 +55,7 @@ struct SceneContractFunctor<Eigen::ThreadPoolDevice, T> {
                         {cpu::Slot(x, bytes), cpu::Slot(y, bytes)}, &status)) {
       return status;
     }
-    cpu::ParallelFor(ctx, n, scene_contract_cpu::kForwardCycles, [&](int64_t begin, int64_t end) {
+    cpu::ParallelFor(ctx, n, kForwardCycles, [&](int64_t begin, int64_t end) {
       if (norm == kSceneContractL2) {
         scene_contract_cpu::ForwardRange<kSceneContractL2>(x, begin, end, y);
       } else {
@@ -73,7 +73,7 @@ struct SceneContractFunctor<Eigen::ThreadPoolDevice, T> {
                         {cpu::Slot(grad, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)}, &status)) {
       return status;
     }
-    cpu::ParallelFor(ctx, n, scene_contract_cpu::kBackwardCycles, [&](int64_t begin, int64_t end) {
+    cpu::ParallelFor(ctx, n, kBackwardCycles, [&](int64_t begin, int64_t end) {
       if (norm == kSceneContractL2) {
         scene_contract_cpu::BackwardRange<kSceneContractL2>(grad, x, begin, end, dx);
       } else {

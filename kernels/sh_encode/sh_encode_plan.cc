@@ -5,8 +5,7 @@
 
 #include "kernels/sh_encode/sh_encode.h"
 
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 namespace {
 std::string SHName(const char* kind, int degree, Dtype dtype) {
@@ -26,5 +25,4 @@ Plan SHEncodeBackward(Dtype dtype, int64_t n, int degree) {
                  {{kSHEncodeGradOut, kSHEncodeGradSlotOut}}, kSHEncodeGradParams, SHEncodeParams{n});
 }
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan

@@ -5,12 +5,9 @@
 #ifndef MO_KERNELS_SH_ENCODE_SH_ENCODE_PLAN_H_
 #define MO_KERNELS_SH_ENCODE_SH_ENCODE_PLAN_H_
 
-#include <cstdint>
+#include "kernels/metal_plan/plan.h"  // Plan, Dtype, <cstdint>
 
-#include "kernels/metal_plan/plan.h"
-
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 // SHEncode: forward slots {dirs, values}, backward {grad, dirs, grad_dirs};
 // n > 0 directions, degree in 1..4.
@@ -19,7 +16,6 @@ enum SHEncodeGradSlots { kSHEncodeGradSlotGrad, kSHEncodeGradSlotDirs, kSHEncode
 Plan SHEncodeForward(Dtype dtype, int64_t n, int degree);
 Plan SHEncodeBackward(Dtype dtype, int64_t n, int degree);
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan
 
 #endif  // MO_KERNELS_SH_ENCODE_SH_ENCODE_PLAN_H_

@@ -5,8 +5,7 @@
 
 #include "kernels/trunc_exp/trunc_exp.h"
 
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 Plan TruncExpForward(Dtype dtype, int64_t n) {
   return OnePass(kTruncExpSlots, "trunc_exp", std::string("trunc_exp_forward_") + DtypeSuffix(dtype),
@@ -21,5 +20,4 @@ Plan TruncExpBackward(Dtype dtype, int64_t n) {
                  {{kTruncExpGradDx, kTruncExpGradSlotDx}}, kTruncExpGradParams, TruncExpParams{n});
 }
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan

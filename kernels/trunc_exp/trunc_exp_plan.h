@@ -5,12 +5,9 @@
 #ifndef MO_KERNELS_TRUNC_EXP_TRUNC_EXP_PLAN_H_
 #define MO_KERNELS_TRUNC_EXP_TRUNC_EXP_PLAN_H_
 
-#include <cstdint>
+#include "kernels/metal_plan/plan.h"  // Plan, Dtype, <cstdint>
 
-#include "kernels/metal_plan/plan.h"
-
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 // TruncExp: forward slots {x, y}, backward {dy, x, dx}; n > 0 elements.
 enum TruncExpSlots { kTruncExpSlotX, kTruncExpSlotY, kTruncExpSlots };
@@ -18,7 +15,6 @@ enum TruncExpGradSlots { kTruncExpGradSlotDy, kTruncExpGradSlotX, kTruncExpGradS
 Plan TruncExpForward(Dtype dtype, int64_t n);
 Plan TruncExpBackward(Dtype dtype, int64_t n);
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan
 
 #endif  // MO_KERNELS_TRUNC_EXP_TRUNC_EXP_PLAN_H_

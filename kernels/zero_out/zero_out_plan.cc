@@ -5,8 +5,7 @@
 
 #include "kernels/zero_out/zero_out.h"
 
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 Plan ZeroOut(Dtype dtype, int64_t n, int64_t preserve_index) {
   return OnePass(kZeroOutSlots, "zero_out", std::string("zero_out_") + DtypeSuffix(dtype), static_cast<uint64_t>(n),
@@ -14,5 +13,4 @@ Plan ZeroOut(Dtype dtype, int64_t n, int64_t preserve_index) {
                  ZeroOutParams{n, preserve_index});
 }
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan

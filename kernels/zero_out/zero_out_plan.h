@@ -5,18 +5,14 @@
 #ifndef MO_KERNELS_ZERO_OUT_ZERO_OUT_PLAN_H_
 #define MO_KERNELS_ZERO_OUT_ZERO_OUT_PLAN_H_
 
-#include <cstdint>
+#include "kernels/metal_plan/plan.h"  // Plan, Dtype, <cstdint>
 
-#include "kernels/metal_plan/plan.h"
-
-namespace mo {
-namespace metal_plan {
+namespace mo::metal_plan {
 
 // ZeroOut: slots {input, output}; n > 0 elements.
 enum ZeroOutSlots { kZeroOutInput, kZeroOutOutput, kZeroOutSlots };
 Plan ZeroOut(Dtype dtype, int64_t n, int64_t preserve_index);
 
-}  // namespace metal_plan
-}  // namespace mo
+}  // namespace mo::metal_plan
 
 #endif  // MO_KERNELS_ZERO_OUT_ZERO_OUT_PLAN_H_
