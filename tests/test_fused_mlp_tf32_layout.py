@@ -18,7 +18,7 @@ The kernels themselves run in tests/cuda/test_fused_mlp_cuda.py (GPU).
 import numpy as np
 import pytest
 
-from tests.cuda.test_fused_mlp_cuda import make_net
+from tests.cuda.harness import fused_mlp_net
 from tests.reference import fused_mlp as ref
 
 LANE = np.arange(32)
@@ -452,7 +452,7 @@ def simulate_tf32(x, ws, bs, dy, act, out_act, alpha=ref.ALPHA):
 
 
 def _net(rng, n, in_dim, width, hidden, out_dim):
-    ws, bs = make_net(rng, in_dim, width, hidden, out_dim, F32)  # the GPU tests' networks
+    ws, bs = fused_mlp_net(rng, in_dim, width, hidden, out_dim, F32)  # the GPU tests' networks
     x = rng.uniform(-1, 1, (n, in_dim)).astype(F32)
     dy = rng.standard_normal((n, out_dim)).astype(F32)
     return x, ws, bs, dy

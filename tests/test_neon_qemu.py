@@ -43,7 +43,8 @@ from tests.reference import volume_render as vr_ref
 from tests.reference.fused_mlp import ALPHA
 from tests.reference.render_testing import cotangents, grad_tol, make_background
 from tests.test_fused_mlp import make_net, reference
-from tests.test_fused_mlp_isa import ACTIVATIONS, CASES
+from tests.activation_codes import activation_code
+from tests.test_fused_mlp_isa import CASES
 from tests.test_hash_encode import SMALL, close, grid_args, make_points, make_table
 
 pytestmark = pytest.mark.source_tree("kernels/ and the ARM64 cross tools")
@@ -169,7 +170,7 @@ def run(cmd, tmp_path, x, kernels, biases, act, out_act, dy, threads=3):
     n, in_dim = x.shape
     width, out_dim, hidden = kernels[0].shape[1], kernels[-1].shape[1], len(kernels) - 1
     request, response = tmp_path / "request.bin", tmp_path / "response.bin"
-    header = np.array([n, in_dim, width, hidden, out_dim, ACTIVATIONS[act], ACTIVATIONS[out_act], threads, 0],
+    header = np.array([n, in_dim, width, hidden, out_dim, activation_code(act), activation_code(out_act), threads, 0],
                       np.int64)
     with open(request, "wb") as f:
         f.write(header.tobytes() + np.float32(ALPHA).tobytes() + x.tobytes())
