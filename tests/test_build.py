@@ -193,7 +193,8 @@ def _files_of(op):
     folder holds: CUDA files where it has a CUDA source, the Metal glue where
     it has Metal files, a shim runner where it has a shader."""
     d = folder(op)
-    want = [f"ops/{op}_op.cc", f"{d}/{op}_spec.h", f"{d}/{op}_kernels.cc", f"python/metal_ops/{op}.py",
+    want = [f"ops/{op}_op.cc", f"{d}/{op}_spec.h", f"{d}/{op}_kernels.cc", f"{d}/{op}_functor.h",
+            f"python/metal_ops/{op}.py",
             f"benchmarks/bench_{op}.py", f"docs/{op.upper()}.md"]
     have = named(d, op)
     if f"{op}.cu.cc" in have:
@@ -219,6 +220,17 @@ def test_every_file_of_an_op_is_found_by_its_name(op):
     if not any(f"(docs/{op.upper()}.md)" in line for line in readme_rows):
         missing.append(f"a README ops-table row linking docs/{op.upper()}.md")
     assert not missing, f"op {op}: missing {missing}"
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_cpu_files_keep_the_cpu_rule(op):
+    """docs/ARCHITECTURE.md, "The CPU rule": the functor is <op>_functor.h's,
+    never the registrations' file (<op>_cpu.h's TensorFlow-free loops are
+    checked by test_architecture's tensorflow-free block)."""
+    with open(os.path.join(ROOT, folder(op), f"{op}_kernels.cc"), encoding="utf-8") as f:
+        registrations = f.read()
+    assert not re.search(r"struct\s+\w+Functor\s*<", registrations), \
+        f"{folder(op)}/{op}_kernels.cc defines a functor: it belongs in {op}_functor.h"
 
 
 # ---- the Makefile on a Mac: CPU count without nproc, warnings that do not stop a user's build ----
