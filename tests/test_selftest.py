@@ -214,7 +214,7 @@ def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
     assert data["passed"] is True and data["environment"]["env"][selftest.SYNC_ENV] == "1"
     ops = {row["op"] for row in data["results"]}
     assert ops == {"zero_out", "sh_encode"} and all(row["device"] == "/CPU:0" for row in data["results"])
-    want = [c for c in selftest.cases({"zero_out", "sh_encode"})]
+    want = [c for c in selftest.cases({"zero_out", "sh_encode"}) if c.dtype != "float16"]
     assert len(data["results"]) == len(want)
 
 
