@@ -172,7 +172,7 @@ def test_function_errors_name_the_argument_without_a_nodedef():
     with pytest.raises(ValueError, match=r"'biases' must hold one vector per kernel \(2\), got 1") as e:
         metal_ops.fused_mlp(x, kernels, [np.zeros(16, np.float32)])
     assert "NodeDef" not in str(e.value)
-    with pytest.raises(ValueError, match="num_levels") as e:
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"num_levels must be in \[1, 32\], got 0") as e:
         metal_ops.hash_grid_size(3, num_levels=0)
     assert "NodeDef" not in str(e.value) and "{{" not in str(e.value)
     with pytest.raises(ValueError, match="scale") as e:
@@ -271,9 +271,15 @@ def _dash_m(*args):
                           capture_output=True, text=True, timeout=300)
 
 
-def test_python_dash_m_summary_json_help_and_version():
+def test_python_dash_m_summary_json_help_and_version(capsys):
     import json
 
+    from metal_ops import __main__ as main
+
+    for flag, want in (("--help", "--json"), ("--version", f"metal_ops {metal_ops.__version__}\n")):
+        with pytest.raises(SystemExit) as done:
+            main.main([flag])
+        assert done.value.code == 0 and want in capsys.readouterr().out
     out = _dash_m()
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -283,9 +289,6 @@ def test_python_dash_m_summary_json_help_and_version():
         line.startswith("CUDA kernels: ") for line in lines)
     info = json.loads(_dash_m("--json").stdout)
     assert info["version"] == metal_ops.__version__ and "tensorflow_builds" not in info
-    helped = _dash_m("--help")
-    assert helped.returncode == 0 and "--json" in helped.stdout
-    assert _dash_m("--version").stdout.strip() == f"metal_ops {metal_ops.__version__}"
 
 
 def test_cuda_kernels_of_a_source_build_are_reported():

@@ -47,14 +47,19 @@ def spec_message(error):
 
 
 @contextlib.contextmanager
-def spec_errors(suffix=""):
+def spec_errors(suffix="", error=ValueError):
     """Re-raises a failed op check (an error carrying the op's own message,
-    spec_message) as ValueError(that message + `suffix`); TensorFlow's own
-    errors pass unchanged."""
+    spec_message) as error(that message + `suffix`), without the node
+    TensorFlow adds to the text; TensorFlow's own errors pass unchanged."""
     try:
         yield
     except (tf.errors.OpError, ValueError, TypeError) as e:
         message = spec_message(e)
         if message is None:
             raise
-        raise ValueError(message + suffix) from None
+        raise error(message + suffix) from None
+
+
+def invalid_argument(message):
+    """tf.errors.InvalidArgumentError(message): an op's error, raised from Python."""
+    return tf.errors.InvalidArgumentError(None, None, message)

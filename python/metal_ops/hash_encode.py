@@ -9,7 +9,7 @@ import math
 
 import tensorflow as tf
 
-from metal_ops._args import float_tensor, spec_errors
+from metal_ops._args import float_tensor, invalid_argument, spec_errors
 from metal_ops._loader import load_library
 
 _GRID_ATTRS = ("num_levels", "log2_hashmap_size", "base_resolution", "per_level_scale", "interpolation", "out_of_range")
@@ -19,7 +19,7 @@ _GRID_ATTRS = ("num_levels", "log2_hashmap_size", "base_resolution", "per_level_
 def _grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
     # Computed by the op (hash_grid::level_offsets), eagerly even inside a
     # tf.function, so Python holds no copy of the formula.
-    with tf.init_scope(), spec_errors():
+    with tf.init_scope(), spec_errors(error=invalid_argument):
         offsets = load_library().metal_ops_hash_grid_offsets(
             input_dim=input_dim,
             num_levels=num_levels,

@@ -10,14 +10,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, invalid_argument
 from metal_ops._loader import load_library
 
 _SUPPORTED = (tf.float32, tf.float16, tf.bfloat16)
-
-
-def _invalid(message):
-    return tf.errors.InvalidArgumentError(None, None, message)
 
 
 def _check_constant(value, name):
@@ -25,9 +21,9 @@ def _check_constant(value, name):
     if isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
         arr = np.asarray(value, dtype=np.float64)
         if name == "alpha" and np.isnan(arr).any():
-            raise _invalid(f"RobustLoss: 'alpha' must not be NaN, got {value!r}")
+            raise invalid_argument(f"RobustLoss: 'alpha' must not be NaN, got {value!r}")
         if name == "scale" and not (np.all(arr > 0) and np.all(np.isfinite(arr))):
-            raise _invalid(f"RobustLoss: 'scale' must be positive and finite, got {value!r}")
+            raise invalid_argument(f"RobustLoss: 'scale' must be positive and finite, got {value!r}")
 
 
 def robust_loss(x, alpha, scale, name=None):
