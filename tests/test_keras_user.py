@@ -156,7 +156,7 @@ def test_layer_errors_are_the_ops_own_messages():
     with pytest.raises(ValueError, match=r"output width .* must be in \[1, 128\], got 200 \(layer 'fused_mlp") as e:
         layers.FusedMLP(200, name="fused_mlp")
     assert "got 1 and" not in str(e.value) and "{{node" not in str(e.value)
-    with pytest.raises(ValueError, match=r"'activation' has no fused form for 'gelu'") as e:
+    with pytest.raises(ValueError, match=r"hidden activation 'gelu' has no fused form"):
         layers.FusedMLP(3, activation="gelu")
     with pytest.raises(ValueError, match=r"has no fused form"):
         metal_ops.fused_mlp(np.zeros((1, 2), np.float32), [np.zeros((2, 16), np.float32)] * 2,

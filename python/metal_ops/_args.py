@@ -35,11 +35,11 @@ def float_tensor(op, name, value, dtypes=(tf.float32,), like=None):
 
 def spec_message(error):
     """The op's own message (kernels/spec) of `error`, an exception TensorFlow
-    raised from one of the ops' checks, or of the error it was raised from
-    (graph construction turns the op's InvalidArgumentError into a
-    ValueError); None for TensorFlow's own checks."""
+    raised from one of the ops' kernels (eager execution keeps the payload),
+    or of the error it was raised from; None for TensorFlow's own checks."""
     while error is not None:
-        payload = (getattr(error, "experimental_payloads", None) or {}).get(SPEC_PAYLOAD)
+        payloads = getattr(error, "experimental_payloads", None) or {}
+        payload = payloads.get(SPEC_PAYLOAD, payloads.get(SPEC_PAYLOAD.encode()))
         if payload is not None:
             return payload.decode() if isinstance(payload, bytes) else str(payload)
         error = error.__cause__ or error.__context__

@@ -8,10 +8,10 @@
   keras.layers.ActivityRegularization does.
 
 The layers check their arguments with the ops' own checks (kernels/spec/*),
-when they are made: `_check_with_op` builds the op once on symbolic tensors,
-which runs its shape function (attributes and known shapes) without
-allocating or computing anything; a failed check is a ValueError with the
-op's own message (metal_ops._args.spec_errors). A built layer refuses an
+when they are made: `_check_with_op` runs the op once on the CPU on empty
+inputs (no rows to compute), whose kernel runs every check of the
+attributes and shapes; a failed check is a ValueError with the op's own
+message (metal_ops._args.spec_errors). A built layer refuses an
 input of another width as Keras's layers do (its input_spec).
 
 Dtypes (README "Dtypes"): HashEncoding and FusedMLP cast their input to the
@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from metal_ops import _loader
-from metal_ops._args import spec_errors
+from metal_ops._args import spec_errors, spec_message
 from metal_ops.distortion_loss import distortion_loss
 from metal_ops.fused_mlp import OUTPUT_ACTIVATIONS, fused_activation, fused_mlp
 from metal_ops.hash_encode import DEFAULT_GRID, hash_encode, hash_grid_size, per_level_scale_for
@@ -38,16 +38,21 @@ def __dir__():  # the public names (not the modules this one imports)
     return sorted(__all__)
 
 
-def _check_with_op(layer, arguments, fn, *specs):
-    """Builds `fn` (which calls one op) on symbolic tensors of `specs`: a
-    failed check of the op is a ValueError with the op's message, naming
-    the layer and its `arguments`."""
+def _check_with_op(layer, arguments, fn, *shapes_and_dtypes):
+    """Runs `fn` (which calls one op) eagerly on the CPU on zeros of
+    `shapes_and_dtypes` ((shape, dtype), or a list of them): a failed check
+    of the op is a ValueError with the op's message, naming the layer and
+    its `arguments`; TensorFlow's own refusals (an attribute value outside
+    its list) are ValueErrors with TensorFlow's message."""
     suffix = f" (layer {layer.name!r}: {arguments})"
-    with spec_errors(suffix), tf.init_scope():
+    zeros = lambda s: [zeros(x) for x in s] if isinstance(s, list) else tf.zeros(*s)  # noqa: E731
+    with spec_errors(suffix), tf.init_scope(), tf.device("/CPU:0"):
         try:
-            tf.function(fn, autograph=False).get_concrete_function(*specs)
-        except TypeError as e:  # the wrapper's dtype rule (metal_ops._args.float_tensor)
-            raise ValueError(f"{e}{suffix}") from None
+            fn(*[zeros(s) for s in shapes_and_dtypes])
+        except (TypeError, tf.errors.InvalidArgumentError) as e:
+            if spec_message(e) is not None:
+                raise
+            raise ValueError(f"{getattr(e, 'message', e)}{suffix}") from None
 
 
 def _width_spec(width):
@@ -133,7 +138,7 @@ class HashEncoding(keras.layers.Layer):
 
     def _check(self):
         try:
-            table = tf.TensorSpec([None, self.features_per_level], tf.as_dtype(self.table_dtype))
+            dtype = tf.as_dtype(self.table_dtype)
         except TypeError as e:
             raise ValueError(f"HashEncoding: table_dtype must be 'float32' or 'float16': {e}") from None
         scale = ("" if self.per_level_scale is not None
@@ -141,8 +146,15 @@ class HashEncoding(keras.layers.Layer):
         arguments = (f"num_levels={self.num_levels}, features_per_level={self.features_per_level}, "
                      f"log2_hashmap_size={self.log2_hashmap_size}, base_resolution={self.base_resolution}, "
                      f"per_level_scale={self.effective_per_level_scale:g}{scale}, table_dtype={self.table_dtype!r}")
-        _check_with_op(self, arguments, lambda x, t: hash_encode(x, t, **self._op_kwargs()),
-                       tf.TensorSpec([None, None]), table)
+        grid = self._op_kwargs()
+        # The grid's checks (MetalOpsHashGridOffsets), then hash_encode's on a one-dimensional grid's table.
+        try:
+            rows = hash_grid_size(1, grid["num_levels"], grid["log2_hashmap_size"], grid["base_resolution"],
+                                  grid["per_level_scale"])
+        except tf.errors.InvalidArgumentError as e:  # the spec's message (hash_grid_size)
+            raise ValueError(f"{e.message} (layer {self.name!r}: {arguments})") from None
+        _check_with_op(self, arguments, lambda x, t: hash_encode(x, t, **grid),
+                       ([0, 1], tf.float32), ([rows, max(self.features_per_level, 0)], dtype))
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
@@ -307,9 +319,8 @@ class FusedMLP(keras.layers.Layer):
         shapes = self._layer_shapes(input_dim or 1)
         arguments = (f"units={self.units}, hidden_units={self.hidden_units}, hidden_layers={self.hidden_layers}"
                      + (f", input width {input_dim}" if input_dim else ""))
-        specs = [tf.TensorSpec([None, input_dim or 1]), [tf.TensorSpec(s) for s in shapes],
-                 [tf.TensorSpec(s[1:]) for s in shapes]]
-        _check_with_op(self, arguments, self._apply, *specs)
+        _check_with_op(self, arguments, self._apply, ([0, input_dim or 1], tf.float32),
+                       [(s, tf.float32) for s in shapes], [(s[1:], tf.float32) for s in shapes])
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
