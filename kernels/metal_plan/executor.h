@@ -43,7 +43,7 @@ struct Executor {
 // 2^16 elements of the simplest ops. Documented in docs/ARCHITECTURE.md.
 constexpr int64_t kDefaultMinWork = int64_t(1) << 16;
 
-// The executor selected now and why ("shim", "METAL_OPS_METAL=shim"), or
+// The executor selected at this call and why ("shim", "METAL_OPS_METAL=shim"), or
 // nullptr with the reason none is. Read at every call (tests switch it).
 const Executor* SelectedExecutor(std::string* name, std::string* reason);
 

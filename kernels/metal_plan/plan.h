@@ -1,12 +1,12 @@
 // A Metal plan: an op's GPU work as data, built by portable C++ from shapes
-// and attributes (kernels/metal_plan/<op>_plan.cc) and run by one of the
+// and attributes (kernels/<op>/<op>_plan.cc) and run by one of the
 // executors (docs/ARCHITECTURE.md, "Metal plans"):
 //   - tensorflow-metal's TF_MetalStream (kernels/metal/metal_kernel.mm, RunPlan)
 //   - the library's own MTLDevice and queue (kernels/metal/own_queue_executor.mm)
 //   - the MSL shim on the CPU (tests/metal_shim/shim_exec.cc, METAL_OPS_METAL=shim)
 // A plan names tensors by slot (the op's own enum, in its <op>_plan.h); the
 // executor maps each slot to a buffer. A pass binds buffers at the shader's
-// named indices (the enums in kernels/common/<op>.h, which the .metal uses too).
+// named indices (the enums in kernels/<op>/<op>.h, which the .metal uses too).
 #ifndef MO_KERNELS_METAL_PLAN_PLAN_H_
 #define MO_KERNELS_METAL_PLAN_PLAN_H_
 

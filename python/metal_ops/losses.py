@@ -45,7 +45,7 @@ class RobustLoss(keras.losses.Loss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.alpha = alpha
         self.scale = scale
-        # Validates now, not at the first batch: a bad argument is a ValueError, as in Keras.
+        # Validates here, in the constructor, not at the first batch: a bad argument is a ValueError, as in Keras.
         try:
             with spec_errors():
                 robust_loss(np.zeros([np.size(alpha) if np.ndim(alpha) else 1], np.float32), alpha, scale)
