@@ -7,7 +7,7 @@
   itself with add_loss and passes its input through, as
   keras.layers.ActivityRegularization does.
 
-The layers check their arguments with the ops' own checks (kernels/spec/*),
+The layers check their arguments with the ops' own checks (kernels/<op>/<op>_spec.h),
 when they are made: `_check_with_op` runs the op once on the CPU on empty
 inputs (no rows to compute), whose kernel runs every check of the
 attributes and shapes; a failed check is a ValueError with the op's own
