@@ -1,7 +1,6 @@
 """metal_ops' loader and the CUDA kernels' library (_metal_ops_cuda.so, Linux
 wheel): when it is loaded (mocked TensorFlow answers), that nothing CUDA is
 loaded in this process's CPU TensorFlow, and what `python -m metal_ops` says."""
-import json
 import os
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import metal_ops
+from metal_ops import __main__ as main_module
 from metal_ops import _loader
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -130,13 +130,17 @@ def test_this_process_loads_nothing_cuda():
 
 def test_python_dash_m_reports_the_cuda_library():
     out = subprocess.run([sys.executable, "-m", "metal_ops"], env=ENV, capture_output=True, text=True, check=True)
-    cuda = json.loads(out.stdout)["cuda"]
+    report = main_module.report()
+    cuda = report["cuda"]
     info = _loader.read_build_info() or {}
     if not info.get("cuda_library"):
-        assert cuda["library"] is None and "CUDA kernels: none in this build" in out.stderr
+        assert cuda["library"] is None
+        assert main_module._cuda_line(cuda, report["backends"]) in out.stdout.splitlines()
+        assert ("CUDA kernels: built into the op library" if "cuda" in report["backends"]
+                else "CUDA kernels: none in this build") in out.stdout
         return
     assert cuda["present"] and not cuda["loaded"], cuda
-    assert "CUDA kernels: present, not loaded: " in out.stderr
+    assert "CUDA kernels: present, not loaded: " in out.stdout
     assert cuda["reason"] in ("the running TensorFlow is not a CUDA build", "TensorFlow sees no GPU")
 
 

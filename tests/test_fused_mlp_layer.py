@@ -142,7 +142,7 @@ def test_leading_dimensions_empty_batches_and_output_shape():
     (dict(activation=tf.nn.gelu), r"hidden activation .* has no fused form"),
     (dict(activation=lambda x: x), r"hidden activation .* has no fused form"),
     (dict(output_activation="no_such_activation"), "no_such_activation"),
-    (dict(units=129), "output widths must be in"),
+    (dict(units=129), r"output width \(columns of the last kernel\) must be in \[1, 128\], got 129"),
     (dict(leaky_relu_alpha=1.5), "leaky_relu_alpha"),
 ])
 def test_bad_arguments_are_refused_at_construction(kwargs, message):
@@ -212,7 +212,8 @@ def test_units_and_the_former_output_units():
 
 
 def test_bad_input_width_is_refused_at_build():
-    with pytest.raises(ValueError, match=r"input and output widths must be in \[1, 128\], got 129.*input width 129"):
+    with pytest.raises(ValueError, match=r"input width \(the last dimension of 'x'\) must be in \[1, 128\], got 129.*"
+                                         r"input width 129"):
         FusedMLP(3)(np.zeros((2, 129), np.float32))
     with pytest.raises(ValueError, match="last input dimension must be known"):
         FusedMLP(3).build((None, None))

@@ -514,7 +514,7 @@ def test_bad_grid_size_arguments():
 
 
 def test_integer_inputs_rejected():
-    with pytest.raises(TypeError, match="inputs must be floating point"):
+    with pytest.raises(TypeError, match="hash_encode: 'inputs' must be float32, got int32"):
         metal_ops.hash_encode(np.zeros((4, 3), np.int32), GOOD_T, **SMALL)
 
 

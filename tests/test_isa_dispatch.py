@@ -88,11 +88,13 @@ def test_the_selected_library_is_the_one_loaded():
 
 
 def test_python_dash_m_reports_the_level():
-    out = subprocess.run([sys.executable, "-m", "metal_ops"], env=ENV, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "metal_ops", "--json"], env=ENV, capture_output=True, text=True,
+                         check=True)
     isa = json.loads(out.stdout)["isa"]
     info = _loader.read_build_info()
     assert isa["running"] == _loader.select_library(info)[0]
-    assert f"CPU kernels: {isa['running']} (" in out.stderr
+    summary = subprocess.run([sys.executable, "-m", "metal_ops"], env=ENV, capture_output=True, text=True, check=True)
+    assert f"CPU kernels: {isa['running']} (" in summary.stdout
 
 
 def test_forcing_a_level_this_cpu_lacks_fails_cleanly():

@@ -77,9 +77,10 @@ def test_robust_loss_keras_values_and_serialization():
 
 
 def test_robust_loss_rejects_bad_parameters():
-    with pytest.raises(tf.errors.InvalidArgumentError, match="'scale'"):
+    """A bad constructor argument is a ValueError, as in Keras."""
+    with pytest.raises(ValueError, match="'scale'"):
         losses.RobustLoss(alpha=1.0, scale=0.0)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="'alpha'"):
+    with pytest.raises(ValueError, match="'alpha'"):
         losses.RobustLoss(alpha=float("nan"))
 
 

@@ -25,7 +25,8 @@ def test_build_info_reports_cpu_backend():
 
 
 def test_python_dash_m_prints_build_info():
-    out = subprocess.run([sys.executable, "-m", "metal_ops"], env=ENV, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "metal_ops", "--json"], env=ENV, capture_output=True, text=True,
+                         check=True)
     info = json.loads(out.stdout)
     assert "cpu" in info["backends"] and info["tensorflow_running"] == tf.__version__
 

@@ -1,7 +1,9 @@
 """metal_ops.selftest (python -m metal_ops.selftest): its comparison, table,
 report and exit status, run here with the CPU as the device under test
-against the NumPy references of tests/reference, through the same code path
-a Mac runs against the CPU op; and planted mismatches that must make it exit 1.
+against the NumPy references (the package's, metal_ops._reference, and
+tests/reference's), through the same code path a Mac runs against the CPU
+op; what it runs on a machine without a GPU; and planted mismatches that
+must make it exit 1.
 """
 import importlib
 import json
@@ -14,7 +16,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from metal_ops import _loader, selftest
+from metal_ops import _loader, _reference, selftest
 from tests.child_env import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,8 +39,8 @@ def _has_selftest_adapter(op):
 # (Read from tests/ alone, so that the suite run against an installed wheel has them too.)
 REFERENCE_MODULES = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "tests", "reference"))
                            if name.endswith(".py") and not name.startswith("_"))
-REFERENCES = {op: importlib.import_module(f"tests.reference.{op}").selftest for op in REFERENCE_MODULES
-              if _has_selftest_adapter(op)}
+REFERENCES = {**{op: importlib.import_module(f"tests.reference.{op}").selftest for op in REFERENCE_MODULES
+                 if _has_selftest_adapter(op)}, **_reference.references()}
 NUMPY_REFERENCE_OPS = tuple(REFERENCES)
 
 
@@ -200,14 +202,34 @@ def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
     # Outside the source tree, with only the package importable: no tests/ folder.
     with open(selftest.__file__, encoding="utf-8") as f:
         assert "tests" not in {line.split()[1].split(".")[0] for line in f if line.startswith(("import ", "from "))}
+    # It checks the CPU kernels against the package's references (two ops here, for time).
     env = child_env(pythonpath=[os.path.dirname(_loader.PACKAGE_DIR)], CUDA_VISIBLE_DEVICES="")
     report = tmp_path / "report.json"
-    r = subprocess.run([sys.executable, "-m", "metal_ops.selftest", "--json", str(report)], cwd=tmp_path, env=env,
+    r = subprocess.run([sys.executable, "-m", "metal_ops.selftest", "--json", str(report), "--repeat", "1",
+                        "--ops", "zero_out,sh_encode,fused_mlp"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "no GPU device" in r.stdout
+    assert "no GPU device" in r.stdout and "NumPy references of sh_encode, zero_out" in r.stdout
     data = json.loads(report.read_text())
-    assert data["passed"] is True and data["results"] == [] and data["environment"]["env"][selftest.SYNC_ENV] == "1"
+    assert data["passed"] is True and data["environment"]["env"][selftest.SYNC_ENV] == "1"
+    ops = {row["op"] for row in data["results"]}
+    assert ops == {"zero_out", "sh_encode"} and all(row["device"] == "/CPU:0" for row in data["results"])
+    want = [c for c in selftest.cases({"zero_out", "sh_encode"}) if c.dtype != "float16"]
+    assert len(data["results"]) == len(want)
+
+
+def test_without_a_gpu_a_wrong_kernel_fails():
+    """The CPU-only run compares with the references, not with the CPU op itself."""
+    case = selftest.cases({"trunc_exp"})[0]
+    bad = case._replace(call=lambda x: metal_ops_trunc_exp_plus_ulp(x))
+    rc = selftest.main(["--repeat", "1"], devices=[], selected=[bad])
+    assert rc == 1
+
+
+def metal_ops_trunc_exp_plus_ulp(x):
+    import metal_ops
+
+    return metal_ops.trunc_exp(x) * 1.001
 
 
 def test_int32_is_expected_on_the_host_of_a_cuda_gpu_only():

@@ -5,6 +5,10 @@
 // instead of writing its own; the MPSGraph activations of
 // kernels/fused_conv2d/fused_conv2d_metal.mm mirror it.
 //
+// NaN in gives NaN out: every forward formula passes a NaN pre-activation
+// through (relu and relu6 compare with `z < 0`, so a NaN is not clamped), as
+// a Dense layer's activation does, so a NaN in the data reaches the loss.
+//
 // Derivatives are expressed from the activation's OUTPUT y = f(z) where that is
 // exact (so the backward pass does not need the pre-activation z): relu, relu6,
 // elu, leaky_relu (alpha >= 0), sigmoid, tanh. swish (z * sigmoid(z)) cannot be
@@ -46,9 +50,9 @@ MO_FN float sigmoid_f(float z) {
 MO_FN float activation_forward(float z, int act, float alpha) {
   switch (act) {
     case kActRelu:
-      return z > 0.0f ? z : 0.0f;
+      return z < 0.0f ? 0.0f : z;
     case kActRelu6:
-      return z > 0.0f ? (z < 6.0f ? z : 6.0f) : 0.0f;
+      return z < 0.0f ? 0.0f : (z > 6.0f ? 6.0f : z);
     case kActElu:
       return z > 0.0f ? z : expm1_f(z);
     case kActLeakyRelu:

@@ -13,7 +13,7 @@ namespace simd {
 // f(z) (activations.h's activation_forward).
 MO_INLINE V ActForward(V z, int act, float alpha) {
   switch (act) {
-    case kActRelu: return simd::Max(z, simd::Zero());
+    case kActRelu: return simd::Max(simd::Zero(), z);  // NaN z stays NaN (Max's second operand)
     case kActLeakyRelu: return simd::SelectPositive(z, z, simd::Mul(z, simd::Set(alpha)));
     case kActSigmoid:  // 1 / (1 + e^-z); Exp's clamp keeps e^-z finite
       return simd::Div(simd::Set(1.0f), simd::Add(simd::Set(1.0f), simd::Exp(simd::Sub(simd::Zero(), z))));

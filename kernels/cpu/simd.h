@@ -53,6 +53,8 @@ MO_INLINE V Add(V a, V b) { return MO_SIMD_PS(add)(a, b); }
 MO_INLINE V Sub(V a, V b) { return MO_SIMD_PS(sub)(a, b); }
 MO_INLINE V Mul(V a, V b) { return MO_SIMD_PS(mul)(a, b); }
 MO_INLINE V Div(V a, V b) { return MO_SIMD_PS(div)(a, b); }
+// Max and Min return b where either is NaN (x86's rule; NEON's and the scalar
+// form's give NaN too): Max(limit, x) keeps a NaN x.
 MO_INLINE V Max(V a, V b) { return MO_SIMD_PS(max)(a, b); }
 MO_INLINE V Min(V a, V b) { return MO_SIMD_PS(min)(a, b); }
 #undef MO_SIMD_PS
@@ -143,7 +145,7 @@ MO_INLINE V Add(V a, V b) { return a + b; }
 MO_INLINE V Sub(V a, V b) { return a - b; }
 MO_INLINE V Mul(V a, V b) { return a * b; }
 MO_INLINE V Div(V a, V b) { return a / b; }
-MO_INLINE V Max(V a, V b) { return a > b ? a : b; }
+MO_INLINE V Max(V a, V b) { return a > b ? a : b; }  // b where either is NaN, as x86's
 MO_INLINE V Min(V a, V b) { return a < b ? a : b; }
 MO_INLINE V SelectPositive(V a, V b, V c) { return a > 0.0f ? b : c; }
 MO_INLINE V RoundToInt(V a) { return std::nearbyint(a); }
@@ -157,9 +159,9 @@ constexpr float kExpHigh = 88.72283f;
 
 // e^x, within 2 ulp of expf for x in [kExpLow, kExpHigh]; x is clamped to that
 // range (e^x below it gives ~1e-38 instead of 0, above it 3.4e38 instead of
-// inf). Cody-Waite range reduction and Cephes' degree-5 polynomial.
+// inf); e^NaN is NaN. Cody-Waite range reduction and Cephes' degree-5 polynomial.
 MO_INLINE V Exp(V x) {
-  x = Min(Max(x, Set(kExpLow)), Set(kExpHigh));
+  x = Min(Set(kExpHigh), Max(Set(kExpLow), x));  // limits first: a NaN x stays NaN
   const V n = RoundToInt(Mul(x, Set(1.44269504088896341f)));
   V r = Fma(n, Set(-0.693359375f), x);
   r = Fma(n, Set(2.12194440e-4f), r);

@@ -103,9 +103,13 @@ inline Result Shapes(const Dims& x, const std::vector<Dims>& kernels, const std:
     return Invalid("FusedMLP: the hidden width (columns of 'kernels[0]') must be 16, 32, 64 or 128, got ",
                    net->width);
   }
-  if (net->in_dim < 1 || net->in_dim > kMaxIoWidth || net->out_dim < 1 || net->out_dim > kMaxIoWidth) {
-    return Invalid("FusedMLP: input and output widths must be in [1, ", kMaxIoWidth, "], got ", net->in_dim,
-                   " and ", net->out_dim);
+  if (net->in_dim < 1 || net->in_dim > kMaxIoWidth) {
+    return Invalid("FusedMLP: the input width (the last dimension of 'x') must be in [1, ", kMaxIoWidth, "], got ",
+                   net->in_dim);
+  }
+  if (net->out_dim < 1 || net->out_dim > kMaxIoWidth) {
+    return Invalid("FusedMLP: the output width (columns of the last kernel) must be in [1, ", kMaxIoWidth,
+                   "], got ", net->out_dim);
   }
   for (int l = 0; l < m; ++l) {
     const int64_t rows = l == 0 ? net->in_dim : net->width;

@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "kernels/spec/checks.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -16,8 +17,16 @@
 namespace mo {
 namespace checks {
 
+// The payload that carries a failed check's own message (kSpecPayload):
+// TensorFlow adds the node to an error's text, the payload stays as written,
+// and the Python layers read it (metal_ops._args.spec_message).
+constexpr char kSpecPayload[] = "metal_ops.spec";
+
 inline absl::Status ToStatus(const Result& result) {
-  return result.ok ? absl::OkStatus() : ::tensorflow::errors::InvalidArgument(result.message);
+  if (result.ok) return absl::OkStatus();
+  absl::Status status = ::tensorflow::errors::InvalidArgument(result.message);
+  status.SetPayload(kSpecPayload, absl::Cord(result.message));
+  return status;
 }
 
 inline Dims DimsOf(const ::tensorflow::TensorShape& shape) {

@@ -5,7 +5,10 @@ Importing metal_ops loads the compiled library where it has XLA kernels
 in the process, so `import metal_ops` before it is all a user does
 (docs/XLA.md). Elsewhere, and when loading fails, the library loads on the
 first op call, which raises the loader's error. Op
-wrappers live in one module per op (metal_ops/<op>.py) next to their gradients.
+wrappers live in one module per op (metal_ops/<op>.py) next to their gradients;
+the package's attribute `metal_ops.<op>` is the op's function (so
+`import metal_ops.<op> as m` gives the function; the module is
+`importlib.import_module("metal_ops.<op>")`).
 """
 from metal_ops import _loader
 

@@ -1,12 +1,19 @@
-"""`python -m metal_ops`: loads the op library (and the CUDA kernels' library
-where it applies), prints how they were built and what loaded (JSON on
-stdout) and, on stderr, which CPU instruction-set level runs, whether the
-CUDA kernels are present and loaded, and which Metal GPU path is active and why."""
+"""`python -m metal_ops`: what the installed op library is and what runs here.
+
+A short summary first: the library's version, the TensorFlow it was built
+against and the one running, the backends built, which CPU instruction-set
+level runs, whether CUDA kernels are built in, present, loaded, and which
+Metal GPU path is active and why. `--json` prints the same, and more, as one
+JSON object instead (build_info() with the load error and the GPU path).
+`python -m metal_ops.selftest` checks the kernels.
+"""
+import argparse
 import importlib.util
 import json
 import os
 import sys
 
+import metal_ops
 from metal_ops import _loader, _requirements, build_info
 
 METAL_ENV = "METAL_OPS_METAL"
@@ -56,8 +63,13 @@ def metal_path(info, tf_version):
     return derive_metal_path(info, tf_version, _tensorflow_metal_version())
 
 
-def _cuda_line(cuda):
+def _cuda_line(cuda, backends=()):
+    """What runs the CUDA kernels: the CUDA library (the wheel's `cuda`
+    info), the op library itself (a source build with "cuda" in `backends`),
+    or nothing."""
     if not cuda or not cuda.get("library"):
+        if "cuda" in backends:
+            return "CUDA kernels: built into the op library (a source build against TensorFlow's CUDA build)"
         return "CUDA kernels: none in this build"
     archs = cuda.get("archs") or {}
     built = " ".join(archs.get("sass", [])) + (f" + PTX {' '.join(archs['ptx'])}" if archs.get("ptx") else "")
@@ -71,33 +83,69 @@ def _cuda_line(cuda):
     return f"CUDA kernels: {state}, not loaded: {cuda['reason']}{driver}"
 
 
-if __name__ == "__main__":
+def _isa_line(isa):
+    if isa.get("running") is None:
+        return isa.get("error", "no op library can be loaded")
+    how = (f"forced by METAL_OPS_ISA={isa['forced_by_env']}" if isa.get("forced_by_env")
+           else "the -march=native build" if isa["running"] == "native"
+           else "the highest level this CPU runs")
+    return f"CPU kernels: {isa['running']} ({how}; built: {', '.join(isa['built'])})"
+
+
+def report():
+    """build_info() with the version, the load error (None when the library
+    loaded) and the GPU path: what --json prints."""
     load_error = None
     try:
         _loader.load_library()
     except ImportError as e:
         load_error = str(e)
-    info = build_info()
-    info["load_error"] = load_error
+    info = {"version": metal_ops.__version__, **build_info(), "load_error": load_error}
+    if not info.get("tensorflow_builds"):  # one build (only the macOS wheel holds several)
+        info.pop("tensorflow_builds", None)
     name, reason = metal_path(_loader.read_build_info(), info.get("tensorflow_running"))
     info["metal_path"] = {"name": name, "reason": reason}
-    print(json.dumps(info, indent=2))
-    isa = info.get("isa")
-    if isa:
-        if isa.get("running") is None:
-            line = isa.get("error", "no op library can be loaded")
-        else:
-            how = (f"forced by METAL_OPS_ISA={isa['forced_by_env']}" if isa.get("forced_by_env")
-                   else "the -march=native build" if isa["running"] == "native"
-                   else "the highest level this CPU runs")
-            line = f"CPU kernels: {isa['running']} ({how}; built: {', '.join(isa['built'])})"
-        print(f"metal_ops: {line}", file=sys.stderr)
-    print(f"metal_ops: {_cuda_line(info.get('cuda'))}", file=sys.stderr)
-    print(f"metal_ops: GPU path: {name} ({reason})", file=sys.stderr)
     if _loader.builds_xla_kernels():
         registered, why = _loader.xla_status()
-        state = "registered" if registered else f"not registered ({why or 'the op library did not load'})"
-        cuda_ops = ", ".join(sorted(_loader.xla_cuda_ops())) or "none"
-        print(f"metal_ops: XLA kernels: {state}; CUDA handlers: {cuda_ops} (docs/XLA.md)", file=sys.stderr)
-    if load_error:
-        print(f"metal_ops: {load_error}", file=sys.stderr)
+        info["xla"] = {"registered": registered, "reason": why, "cuda_ops": sorted(_loader.xla_cuda_ops())}
+    return info
+
+
+def summary(info):
+    """The lines a person reads: one fact each."""
+    lines = [f"metal_ops {info['version']} ({os.path.dirname(os.path.abspath(metal_ops.__file__))})",
+             f"TensorFlow: {info['tensorflow_running']} running, the library built against "
+             f"{info['tensorflow_built_against'] or '(not built)'}",
+             f"backends built: {', '.join(info['backends']) or 'none'}",
+             "op library: " + (f"not loaded: {info['load_error']}" if info["load_error"]
+                               else f"loaded ({info['paths']['op_library']})")]
+    if info.get("isa"):
+        lines.append(_isa_line(info["isa"]))
+    lines.append(_cuda_line(info.get("cuda"), info["backends"]))
+    lines.append(f"GPU path (Metal): {info['metal_path']['name']} ({info['metal_path']['reason']})")
+    if "xla" in info:
+        xla = info["xla"]
+        state = "registered" if xla["registered"] else f"not registered ({xla['reason'] or 'the op library did not load'})"
+        lines.append(f"XLA kernels: {state}; CUDA handlers: {', '.join(xla['cuda_ops']) or 'none'} (docs/XLA.md)")
+    if info.get("tensorflow_builds"):
+        lines.append("op libraries in this package, for TensorFlow " + ", ".join(
+            str(b.get("tensorflow_version")) for b in info["tensorflow_builds"]))
+    lines.append("checks: python -m metal_ops.selftest (the kernels against references); --json: all of this as JSON")
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m metal_ops", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument("--version", action="version", version=f"metal_ops {metal_ops.__version__}")
+    args = parser.parse_args(argv)
+    info = report()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print("\n".join(summary(info)))
+    return 1 if info["load_error"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

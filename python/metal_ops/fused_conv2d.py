@@ -10,6 +10,7 @@ import numbers
 
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
 
 ACTIVATIONS = ("none", "relu", "relu6", "elu", "leaky_relu", "sigmoid", "tanh", "swish")
@@ -72,10 +73,10 @@ def fused_conv2d(x, filters, bias=None, residual=None, strides=1, padding="SAME"
         raise ValueError(f"activation must be None or one of {ACTIVATIONS[1:]}, got {activation!r}")
     pad, explicit = _padding_attrs(padding)
     with tf.name_scope(name or "fused_conv2d"):
-        x = tf.convert_to_tensor(x)
-        filters = tf.convert_to_tensor(filters, dtype=x.dtype)
-        bias_list = [] if bias is None else [tf.convert_to_tensor(bias, dtype=x.dtype)]
-        residual_list = [] if residual is None else [tf.convert_to_tensor(residual, dtype=x.dtype)]
+        x = float_tensor("fused_conv2d", "x", x)
+        filters = float_tensor("fused_conv2d", "filters", filters)
+        bias_list = [] if bias is None else [float_tensor("fused_conv2d", "bias", bias)]
+        residual_list = [] if residual is None else [float_tensor("fused_conv2d", "residual", residual)]
         return load_library().metal_ops_fused_conv2d(
             input=x, filter=filters, bias=bias_list, residual=residual_list,
             strides=_pair_attr(strides, "strides"), padding=pad, explicit_paddings=explicit,

@@ -6,8 +6,11 @@ kernels/fused_mlp/fused_mlp_spec.h. docs/FUSED_MLP.md describes the kernels.
 import keras
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
 from metal_ops.trunc_exp import trunc_exp
+
+__all__ = ["HIDDEN_ACTIVATIONS", "OUTPUT_ACTIVATIONS", "fused_activation", "fused_mlp"]
 
 # The names the op fuses: the values of its enum attributes 'activation' and
 # 'output_activation' (ops/fused_mlp_op.cc), which refuse any other name.
@@ -18,16 +21,16 @@ OUTPUT_ACTIVATIONS = HIDDEN_ACTIVATIONS + ("trunc_exp",)
 def fused_activation(activation):
     """The op's name for `activation`, or None when the op has no fused form of it.
 
-    `activation`: None or "linear" (identity: "none"), a name (returned as
-    given: the op checks it), or a callable: the Keras, tf.nn or tf.math
-    function of a fused name (keras.activations.relu, tf.nn.relu,
-    tf.math.sigmoid, ...; leaky_relu takes its slope from `leaky_relu_alpha`)
-    or metal_ops.trunc_exp. Any other callable gives None.
+    `activation`: None or "linear" (identity: "none"), a name of
+    OUTPUT_ACTIVATIONS, or a callable: the Keras, tf.nn or tf.math function
+    of a fused name (keras.activations.relu, tf.nn.relu, tf.math.sigmoid,
+    ...; leaky_relu takes its slope from `leaky_relu_alpha`) or
+    metal_ops.trunc_exp. Any other name or callable gives None.
     """
     if activation is None or activation == "linear" or activation is keras.activations.linear:
         return "none"
     if isinstance(activation, str):
-        return activation
+        return activation if activation in OUTPUT_ACTIVATIONS else None
     if activation is trunc_exp:
         return "trunc_exp"
     name = getattr(activation, "__name__", None)
@@ -39,7 +42,7 @@ def fused_activation(activation):
 
 def _activation_attr(activation, attr):
     name = fused_activation(activation)
-    if name is None:
+    if name is None or (attr == "activation" and name not in HIDDEN_ACTIVATIONS):
         raise ValueError(f"fused_mlp: '{attr}' has no fused form for {activation!r}: give one of "
                          f"{OUTPUT_ACTIVATIONS if attr == 'output_activation' else HIDDEN_ACTIVATIONS}, "
                          f"by name or as the keras.activations / tf.nn function of that name")
@@ -50,11 +53,13 @@ def fused_mlp(x, kernels, biases, activation="relu", output_activation=None, lea
     """y = f_out(h_L W_L + b_L) with h_l = f(h_{l-1} W_l + b_l), h_0 = x, in one op.
 
     Args:
-      x: [N, in_dim] float32 (float16 on GPUs), in_dim in [1, 128].
+      x: [N, in_dim] float32, or float16 (GPU kernels only), in_dim in [1, 128].
       kernels: list of matrices in Keras Dense layout: [in_dim, W], then
         [W, W] per further hidden layer, then [W, out_dim]; W in {16, 32, 64,
         128}, 1 to 8 hidden layers, out_dim in [1, 128].
       biases: one vector per kernel ([W] ..., [out_dim]).
+      kernels and biases have x's dtype (the dtype rule, README "Dtypes":
+      another dtype is a TypeError naming the argument).
       activation: hidden activation, one of HIDDEN_ACTIVATIONS, by name or
         as a callable (`fused_activation`); None or "linear" is "none".
       output_activation: None / "none" or one of OUTPUT_ACTIVATIONS, likewise
@@ -62,15 +67,19 @@ def fused_mlp(x, kernels, biases, activation="relu", output_activation=None, lea
         exp(+-15), as NeRF densities use).
       leaky_relu_alpha: the slope of leaky_relu below 0, in [0, 1).
 
-    Returns y [N, out_dim]. Differentiable w.r.t. x, every kernel and every
-    bias (one fused backward op, deterministic). Bad shapes, names and
-    attributes raise the op's errors, naming the argument.
+    Returns y [N, out_dim] in x's dtype. Differentiable w.r.t. x, every
+    kernel and every bias (one fused backward op, deterministic). A NaN in a
+    row of x gives NaN in that row of y, as the Dense stack does. Bad shapes,
+    names and attributes raise the op's errors, naming the argument.
     """
     with tf.name_scope(name or "fused_mlp"):
         kernels, biases = list(kernels), list(biases)
-        x = tf.convert_to_tensor(x)
-        kernels = [tf.convert_to_tensor(k, dtype=x.dtype) for k in kernels]
-        biases = [tf.convert_to_tensor(b, dtype=x.dtype) for b in biases]
+        if len(biases) != len(kernels):
+            raise ValueError(f"fused_mlp: 'biases' must hold one vector per kernel ({len(kernels)}), "
+                             f"got {len(biases)}")
+        x = float_tensor("fused_mlp", "x", x, (tf.float32, tf.float16))
+        kernels = [float_tensor("fused_mlp", f"kernels[{i}]", k, (x.dtype,), like="x") for i, k in enumerate(kernels)]
+        biases = [float_tensor("fused_mlp", f"biases[{i}]", b, (x.dtype,), like="x") for i, b in enumerate(biases)]
         y, _ = load_library().metal_ops_fused_mlp(
             x, kernels, biases, activation=_activation_attr(activation, "activation"),
             output_activation=_activation_attr(output_activation, "output_activation"),

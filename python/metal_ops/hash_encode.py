@@ -9,6 +9,7 @@ import math
 
 import tensorflow as tf
 
+from metal_ops._args import float_tensor, invalid_argument, spec_errors
 from metal_ops._loader import load_library
 
 _GRID_ATTRS = ("num_levels", "log2_hashmap_size", "base_resolution", "per_level_scale", "interpolation", "out_of_range")
@@ -18,7 +19,7 @@ _GRID_ATTRS = ("num_levels", "log2_hashmap_size", "base_resolution", "per_level_
 def _grid_offsets(input_dim, num_levels, log2_hashmap_size, base_resolution, per_level_scale):
     # Computed by the op (hash_grid::level_offsets), eagerly even inside a
     # tf.function, so Python holds no copy of the formula.
-    with tf.init_scope():
+    with tf.init_scope(), spec_errors(error=invalid_argument):
         offsets = load_library().metal_ops_hash_grid_offsets(
             input_dim=input_dim,
             num_levels=num_levels,
@@ -83,15 +84,15 @@ def hash_encode(inputs, table, *, num_levels=DEFAULT_GRID["num_levels"],
     The defaults are instant-NGP's NeRF grid, those of layers.HashEncoding.
 
     Args:
-      inputs: [N, D] coordinates, D in 1..4, nominally in [0, 1] (other
-        floating dtypes are cast to float32).
+      inputs: [N, D] float32 coordinates, D in 1..4, nominally in [0, 1].
       table: [P, F] float32 or float16 features, F in {1, 2, 4, 8},
         P = hash_grid_size(D, num_levels, log2_hashmap_size, base_resolution,
         per_level_scale, finest_resolution). Row layout of tiny-cuda-nn / instant-NGP.
       num_levels: 1..32. log2_hashmap_size: 1..30. base_resolution: >= 1.
       per_level_scale: >= 1, the resolution's growth per level; None:
-        per_level_scale_for(num_levels, base_resolution, finest_resolution)
-        (instant-NGP: exp(ln(finest / base) / (L - 1))).
+        instant-NGP's exp(ln(finest_resolution / base_resolution) /
+        (num_levels - 1)) (metal_ops.hash_encode's module function
+        per_level_scale_for).
       finest_resolution: the last level's resolution; used only when
         per_level_scale is None.
       interpolation: "linear" or "smoothstep".
@@ -114,12 +115,8 @@ def hash_encode(inputs, table, *, num_levels=DEFAULT_GRID["num_levels"],
     """
     lib = load_library()
     with tf.name_scope(name or "hash_encode"):
-        inputs = tf.convert_to_tensor(inputs)
-        if inputs.dtype != tf.float32:
-            if not inputs.dtype.is_floating:
-                raise TypeError(f"hash_encode: inputs must be floating point, got {inputs.dtype.name}")
-            inputs = tf.cast(inputs, tf.float32)
-        table = tf.convert_to_tensor(table)
+        inputs = float_tensor("hash_encode", "inputs", inputs)
+        table = float_tensor("hash_encode", "table", table, (tf.float32, tf.float16))
         return lib.metal_ops_hash_encode(
             inputs, table, num_levels=int(num_levels), log2_hashmap_size=int(log2_hashmap_size),
             base_resolution=int(base_resolution),

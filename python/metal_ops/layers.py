@@ -4,13 +4,19 @@
 - AdaptiveRobustLossLayer: Barron's adaptive loss, with trainable alpha and
   scale (a layer because it holds variables); returns the loss.
 - DistortionRegularization: mip-NeRF 360's distortion regulariser; adds
-  itself with add_loss, as keras.layers.ActivityRegularization does, and
-  returns the value.
+  itself with add_loss and passes its input through, as
+  keras.layers.ActivityRegularization does.
 
-The layers check their arguments with the ops' own checks (kernels/spec/*),
-when they are made: `_check_with_op` builds the op once on symbolic tensors,
-which runs its shape function (attributes and known shapes) without
-allocating or computing anything.
+The layers check their arguments with the ops' own checks (kernels/<op>/<op>_spec.h),
+when they are made: `_check_with_op` runs the op once on the CPU on empty
+inputs (no rows to compute), whose kernel runs every check of the
+attributes and shapes; a failed check is a ValueError with the op's own
+message (metal_ops._args.spec_errors). A built layer refuses an
+input of another width as Keras's layers do (its input_spec).
+
+Dtypes (README "Dtypes"): HashEncoding and FusedMLP cast their input to the
+op's dtype and return the layer's compute dtype (its dtype policy), as Dense
+does; the loss layers compute in float32, also under a mixed-precision policy.
 """
 import warnings
 
@@ -19,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from metal_ops import _loader
+from metal_ops._args import spec_errors, spec_message
 from metal_ops.distortion_loss import distortion_loss
 from metal_ops.fused_mlp import OUTPUT_ACTIVATIONS, fused_activation, fused_mlp
 from metal_ops.hash_encode import DEFAULT_GRID, hash_encode, hash_grid_size, per_level_scale_for
@@ -27,15 +34,31 @@ from metal_ops.robust_loss import log_partition, robust_loss
 __all__ = ["AdaptiveRobustLossLayer", "DistortionRegularization", "FusedMLP", "HashEncoding"]
 
 
-def _check_with_op(layer, arguments, fn, *specs):
-    """Builds `fn` (which calls one op) on symbolic tensors of `specs`; the op's
-    checks raise, as a ValueError naming the layer and its `arguments`."""
-    try:
-        with tf.init_scope():
-            tf.function(fn, autograph=False).get_concrete_function(*specs)
-    except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
-        message = (getattr(e, "message", None) or str(e)).split(" for '{{node")[0].strip()
-        raise ValueError(f"{message} (layer {layer.name!r}: {arguments})") from None
+def __dir__():  # the public names (not the modules this one imports)
+    return sorted(__all__)
+
+
+def _check_with_op(layer, arguments, fn, *shapes_and_dtypes):
+    """Runs `fn` (which calls one op) eagerly on the CPU on zeros of
+    `shapes_and_dtypes` ((shape, dtype), or a list of them): a failed check
+    of the op is a ValueError with the op's message, naming the layer and
+    its `arguments`; TensorFlow's own refusals (an attribute value outside
+    its list) are ValueErrors with TensorFlow's message."""
+    suffix = f" (layer {layer.name!r}: {arguments})"
+    zeros = lambda s: [zeros(x) for x in s] if isinstance(s, list) else tf.zeros(*s)  # noqa: E731
+    with spec_errors(suffix), tf.init_scope(), tf.device("/CPU:0"):
+        try:
+            fn(*[zeros(s) for s in shapes_and_dtypes])
+        except (TypeError, tf.errors.InvalidArgumentError) as e:
+            if spec_message(e) is not None:
+                raise
+            raise ValueError(f"{getattr(e, 'message', e)}{suffix}") from None
+
+
+def _width_spec(width):
+    """The input_spec of a layer built for inputs [..., width]: Keras's
+    message for another width names the axis and both widths."""
+    return keras.layers.InputSpec(min_ndim=1, axes={-1: width})
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -59,16 +82,30 @@ class HashEncoding(keras.layers.Layer):
       table_dtype: "float32" or "float16": storage of the table. Arithmetic is
         float32 either way; under a mixed-precision policy the table keeps this
         dtype (it is not autocast) and the output is cast to the compute dtype.
+      table_initializer: the table's initializer (Keras name, instance or
+        config); default uniform(-1e-4, 1e-4), instant-NGP's.
+      table_regularizer, table_constraint: as Embedding's
+        embeddings_regularizer and embeddings_constraint.
+
+    Inputs [..., D] (any floating dtype: cast to float32, the op's) with D in
+    1..4; the output [..., num_levels * features_per_level] has the layer's
+    compute dtype. Coordinates outside [0, 1] follow `out_of_range`
+    ("clamp" by default: clamped onto the grid, zero input gradient there).
 
     The op checks the arguments when the layer is made (ValueError with the
-    op's message).
+    op's message); once built, an input of another width D is refused with
+    Keras's input-spec message.
     """
 
     def __init__(self, num_levels=DEFAULT_GRID["num_levels"], features_per_level=2,
                  log2_hashmap_size=DEFAULT_GRID["log2_hashmap_size"], base_resolution=DEFAULT_GRID["base_resolution"],
                  finest_resolution=DEFAULT_GRID["finest_resolution"], per_level_scale=None, interpolation="linear",
-                 out_of_range="clamp", table_dtype="float32", **kwargs):
+                 out_of_range="clamp", table_dtype="float32", table_initializer=None, table_regularizer=None,
+                 table_constraint=None, **kwargs):
         super().__init__(**kwargs)
+        self.table_initializer = keras.initializers.get(table_initializer or _DEFAULT_TABLE_INITIALIZER)
+        self.table_regularizer = keras.regularizers.get(table_regularizer)
+        self.table_constraint = keras.constraints.get(table_constraint)
         self.num_levels = int(num_levels)
         self.features_per_level = int(features_per_level)
         self.log2_hashmap_size = int(log2_hashmap_size)
@@ -83,6 +120,12 @@ class HashEncoding(keras.layers.Layer):
         self._check()
 
     @property
+    def input_dtype(self):
+        """float32, the op's coordinates (Keras casts the input to it; a
+        mixed-precision policy does not round coordinates to float16)."""
+        return "float32"
+
+    @property
     def effective_per_level_scale(self):
         if self.per_level_scale is not None:
             return self.per_level_scale
@@ -95,7 +138,7 @@ class HashEncoding(keras.layers.Layer):
 
     def _check(self):
         try:
-            table = tf.TensorSpec([None, self.features_per_level], tf.as_dtype(self.table_dtype))
+            dtype = tf.as_dtype(self.table_dtype)
         except TypeError as e:
             raise ValueError(f"HashEncoding: table_dtype must be 'float32' or 'float16': {e}") from None
         scale = ("" if self.per_level_scale is not None
@@ -103,8 +146,15 @@ class HashEncoding(keras.layers.Layer):
         arguments = (f"num_levels={self.num_levels}, features_per_level={self.features_per_level}, "
                      f"log2_hashmap_size={self.log2_hashmap_size}, base_resolution={self.base_resolution}, "
                      f"per_level_scale={self.effective_per_level_scale:g}{scale}, table_dtype={self.table_dtype!r}")
-        _check_with_op(self, arguments, lambda x, t: hash_encode(x, t, **self._op_kwargs()),
-                       tf.TensorSpec([None, None]), table)
+        grid = self._op_kwargs()
+        # The grid's checks (MetalOpsHashGridOffsets), then hash_encode's on a one-dimensional grid's table.
+        try:
+            rows = hash_grid_size(1, grid["num_levels"], grid["log2_hashmap_size"], grid["base_resolution"],
+                                  grid["per_level_scale"])
+        except tf.errors.InvalidArgumentError as e:  # the spec's message (hash_grid_size)
+            raise ValueError(f"{e.message} (layer {self.name!r}: {arguments})") from None
+        _check_with_op(self, arguments, lambda x, t: hash_encode(x, t, **grid),
+                       ([0, 1], tf.float32), ([rows, max(self.features_per_level, 0)], dtype))
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
@@ -117,15 +167,17 @@ class HashEncoding(keras.layers.Layer):
         self.table = self.add_weight(
             name="table",
             shape=(rows, self.features_per_level),
-            initializer=keras.initializers.RandomUniform(-1e-4, 1e-4),
+            initializer=self.table_initializer,
+            regularizer=self.table_regularizer,
+            constraint=self.table_constraint,
             dtype=self.table_dtype,
             trainable=True,
             autocast=False,
         )
+        self.input_spec = _width_spec(self.input_dim)
 
     def call(self, inputs):
-        inputs = tf.convert_to_tensor(inputs)
-        inputs = tf.cast(inputs, tf.float32)
+        inputs = tf.cast(tf.convert_to_tensor(inputs), tf.float32)
         leading = tf.shape(inputs)[:-1]
         flat = tf.reshape(inputs, [-1, self.input_dim])
         table = tf.convert_to_tensor(self.table.value)
@@ -140,7 +192,13 @@ class HashEncoding(keras.layers.Layer):
     def get_config(self):
         return _config_of(self, super().get_config(),
                           ("num_levels", "features_per_level", "log2_hashmap_size", "base_resolution",
-                           "finest_resolution", "per_level_scale", "interpolation", "out_of_range", "table_dtype"))
+                           "finest_resolution", "per_level_scale", "interpolation", "out_of_range", "table_dtype"),
+                          table_initializer=keras.initializers.serialize(self.table_initializer),
+                          table_regularizer=keras.regularizers.serialize(self.table_regularizer),
+                          table_constraint=keras.constraints.serialize(self.table_constraint))
+
+
+_DEFAULT_TABLE_INITIALIZER = {"class_name": "RandomUniform", "config": {"minval": -1e-4, "maxval": 1e-4}}
 
 
 def _config_of(layer, config, names, **serialized):
@@ -180,7 +238,14 @@ class FusedMLP(keras.layers.Layer):
         "tanh", or your own function) is applied to the op's output, which
         is what Dense(units, output_activation) computes.
       leaky_relu_alpha: slope below 0 for "leaky_relu".
-      kernel_initializer, bias_initializer: as for Dense.
+      use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+        bias_regularizer, kernel_constraint, bias_constraint,
+        activity_regularizer: as for Dense (each applies to every matrix /
+        bias of the stack; use_bias=False: no biases, get_weights() is
+        [W0, W1, ..., W_out]).
+
+    A NaN in an input row gives NaN in that output row (and NaN gradients),
+    as the Dense stack does.
 
     Inputs [..., in_dim] with in_dim in 1..128. The op runs in float32, or in
     float16 (with float32 accumulation) on a GPU under a mixed-precision
@@ -190,11 +255,14 @@ class FusedMLP(keras.layers.Layer):
     CPU gets the CPU kernel's error naming float16 (use a float32 policy there).
 
     The op checks the arguments when the layer is made, and the input width
-    when it is built (ValueError with the op's message).
+    when it is built (ValueError with the op's message); once built, an input
+    of another width is refused with Keras's input-spec message.
     """
 
     def __init__(self, units=None, hidden_units=64, hidden_layers=2, activation="relu", output_activation=None,
-                 leaky_relu_alpha=0.2, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+                 leaky_relu_alpha=0.2, use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 **kwargs):
         output_units = kwargs.pop("output_units", None)
         super().__init__(**kwargs)
         if output_units is not None:
@@ -210,8 +278,13 @@ class FusedMLP(keras.layers.Layer):
         self.activation = activation
         self.output_activation = output_activation
         self.leaky_relu_alpha = float(leaky_relu_alpha)
+        self.use_bias = bool(use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
         self._hidden_name = fused_activation(activation)
         if self._hidden_name is None:
             raise ValueError(f"FusedMLP: the hidden activation {activation!r} has no fused form: give relu, "
@@ -246,9 +319,8 @@ class FusedMLP(keras.layers.Layer):
         shapes = self._layer_shapes(input_dim or 1)
         arguments = (f"units={self.units}, hidden_units={self.hidden_units}, hidden_layers={self.hidden_layers}"
                      + (f", input width {input_dim}" if input_dim else ""))
-        specs = [tf.TensorSpec([None, input_dim or 1]), [tf.TensorSpec(s) for s in shapes],
-                 [tf.TensorSpec(s[1:]) for s in shapes]]
-        _check_with_op(self, arguments, self._apply, *specs)
+        _check_with_op(self, arguments, self._apply, ([0, input_dim or 1], tf.float32),
+                       [(s, tf.float32) for s in shapes], [(s[1:], tf.float32) for s in shapes])
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
@@ -260,11 +332,15 @@ class FusedMLP(keras.layers.Layer):
         # it; one attribute each, so tf.train.Checkpoint tracks them by name.
         shapes = self._layer_shapes(self.input_dim)
         for i, (rows, cols) in enumerate(shapes):
-            setattr(self, f"kernel_{i}", self.add_weight(name=f"kernel_{i}", shape=(rows, cols),
-                                                         initializer=self.kernel_initializer))
-            setattr(self, f"bias_{i}", self.add_weight(name=f"bias_{i}", shape=(cols,),
-                                                       initializer=self.bias_initializer))
+            setattr(self, f"kernel_{i}", self.add_weight(
+                name=f"kernel_{i}", shape=(rows, cols), initializer=self.kernel_initializer,
+                regularizer=self.kernel_regularizer, constraint=self.kernel_constraint))
+            if self.use_bias:
+                setattr(self, f"bias_{i}", self.add_weight(
+                    name=f"bias_{i}", shape=(cols,), initializer=self.bias_initializer,
+                    regularizer=self.bias_regularizer, constraint=self.bias_constraint))
         self._num_matrices = len(shapes)
+        self.input_spec = _width_spec(self.input_dim)
 
     @property
     def kernels(self):
@@ -272,7 +348,8 @@ class FusedMLP(keras.layers.Layer):
 
     @property
     def biases(self):
-        return [getattr(self, f"bias_{i}") for i in range(self._num_matrices)]
+        """The bias variables ([] with use_bias=False)."""
+        return [getattr(self, f"bias_{i}") for i in range(self._num_matrices)] if self.use_bias else []
 
     def _op_dtype(self):
         if self.compute_dtype == "float16" and tf.config.list_logical_devices("GPU"):
@@ -284,7 +361,10 @@ class FusedMLP(keras.layers.Layer):
         inputs = tf.cast(tf.convert_to_tensor(inputs), dtype)
         leading = tf.shape(inputs)[:-1]
         flat = tf.reshape(inputs, [-1, self.input_dim])
-        y = self._apply(flat, [tf.cast(k, dtype) for k in self.kernels], [tf.cast(b, dtype) for b in self.biases])
+        kernels = [tf.cast(k, dtype) for k in self.kernels]
+        biases = ([tf.cast(b, dtype) for b in self.biases] if self.use_bias
+                  else [tf.zeros(k.shape[1:], dtype) for k in kernels])
+        y = self._apply(flat, kernels, biases)
         y = tf.cast(tf.reshape(y, tf.concat([leading, [self.units]], axis=0)), self.compute_dtype)
         return y if self._output_fn is None else self._output_fn(y)
 
@@ -292,12 +372,16 @@ class FusedMLP(keras.layers.Layer):
         return tuple(input_shape[:-1]) + (self.units,)
 
     def get_config(self):
-        return _config_of(self, super().get_config(), ("units", "hidden_units", "hidden_layers"),
+        return _config_of(self, super().get_config(), ("units", "hidden_units", "hidden_layers", "use_bias"),
                           activation=_activation_config(self.activation),
                           output_activation=_activation_config(self.output_activation),
                           leaky_relu_alpha=self.leaky_relu_alpha,
                           kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-                          bias_initializer=keras.initializers.serialize(self.bias_initializer))
+                          bias_initializer=keras.initializers.serialize(self.bias_initializer),
+                          kernel_regularizer=keras.regularizers.serialize(self.kernel_regularizer),
+                          bias_regularizer=keras.regularizers.serialize(self.bias_regularizer),
+                          kernel_constraint=keras.constraints.serialize(self.kernel_constraint),
+                          bias_constraint=keras.constraints.serialize(self.bias_constraint))
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -314,7 +398,11 @@ class AdaptiveRobustLossLayer(keras.layers.Layer):
     parameter loss is metal_ops.losses.RobustLoss).
 
     num_channels: 1 (one alpha / scale for everything) or the size of the
-      residuals' last axis (one per channel, e.g. 3 for RGB).
+      residuals' last axis (one per channel, e.g. 3 for RGB); residuals of
+      another width are refused with Keras's input-spec message.
+
+    It computes in float32 (inputs cast to it, its variables never cast to
+    float16), as Keras's losses do, also under a mixed-precision policy.
     """
 
     def __init__(self, num_channels=1, alpha_lo=0.001, alpha_hi=1.999, alpha_init=None,
@@ -344,10 +432,17 @@ class AdaptiveRobustLossLayer(keras.layers.Layer):
         latent_scale = float(np.log(np.expm1(self.scale_init - self.scale_lo)))  # softplus^-1
         self.latent_alpha = self.add_weight(
             name="latent_alpha", shape=(self.num_channels,),
-            initializer=keras.initializers.Constant(latent_alpha), dtype="float32")
+            initializer=keras.initializers.Constant(latent_alpha), dtype="float32", autocast=False)
         self.latent_scale = self.add_weight(
             name="latent_scale", shape=(self.num_channels,),
-            initializer=keras.initializers.Constant(latent_scale), dtype="float32")
+            initializer=keras.initializers.Constant(latent_scale), dtype="float32", autocast=False)
+        if self.num_channels > 1:
+            self.input_spec = _width_spec(self.num_channels)
+
+    @property
+    def input_dtype(self):
+        """float32: the loss is computed in float32 (Keras casts the inputs to it)."""
+        return "float32"
 
     def alpha(self):
         return self.alpha_lo + (self.alpha_hi - self.alpha_lo) * tf.sigmoid(
@@ -357,16 +452,13 @@ class AdaptiveRobustLossLayer(keras.layers.Layer):
         return tf.nn.softplus(tf.convert_to_tensor(self.latent_scale)) + self.scale_lo
 
     def call(self, y_true_or_residual, y_pred=None):
-        x = tf.convert_to_tensor(y_true_or_residual)
+        x = tf.cast(y_true_or_residual, tf.float32)
         if y_pred is not None:
-            y_pred = tf.convert_to_tensor(y_pred)
-            x = y_pred - tf.cast(x, y_pred.dtype)
-        if x.dtype not in (tf.float32, tf.float16, tf.bfloat16):
-            x = tf.cast(x, tf.float32)
+            x = tf.cast(y_pred, tf.float32) - x
         alpha, scale = self.alpha(), self.scale()
         if self.num_channels == 1:
             alpha, scale = alpha[0], scale[0]
-        rho = tf.cast(robust_loss(x, alpha, scale), tf.float32)
+        rho = robust_loss(x, alpha, scale)
         nll = rho + tf.math.log(scale) + log_partition(alpha)
         if self.reduction == "mean":
             return tf.reduce_mean(nll)
@@ -384,11 +476,18 @@ class DistortionRegularization(keras.layers.Layer):
     """mip-NeRF 360 distortion regulariser as a Keras layer.
 
     `DistortionRegularization(multiplier)(weights [R, S], t [R, S + 1])`
-    returns multiplier * mean over rays of metal_ops.distortion_loss(weights, t)
-    and, when add_to_losses is True (default), also registers it with add_loss
-    so a model that calls it trains with it (model.losses), as
-    keras.layers.ActivityRegularization does. A layer, not a keras.losses.Loss,
-    because it reads the model's internals (the ray weights), not (y_true, y_pred).
+    computes multiplier * mean over rays of metal_ops.distortion_loss(weights,
+    t). With add_to_losses=True (default) it registers that value with
+    add_loss and returns `weights` unchanged, as
+    keras.layers.ActivityRegularization returns its input: put it in the
+    path of the weights (`weights = DistortionRegularization()(weights, t)`)
+    so that a functional model keeps it and trains with it (model.losses).
+    With add_to_losses=False it returns the value itself (for a loss the
+    caller adds). A layer, not a keras.losses.Loss, because it reads the
+    model's internals (the ray weights), not (y_true, y_pred).
+
+    It computes in float32 (inputs cast to it), as Keras's losses do, also
+    under a mixed-precision policy; the weights pass through unchanged.
     """
 
     def __init__(self, multiplier=0.01, add_to_losses=True, **kwargs):
@@ -400,13 +499,19 @@ class DistortionRegularization(keras.layers.Layer):
         self.multiplier = float(multiplier)
         self.add_to_losses = bool(add_to_losses)
 
+    @property
+    def input_dtype(self):
+        """float32: the loss is computed in float32 (Keras casts the inputs to it)."""
+        return "float32"
+
     def call(self, weights, t):
-        per_ray = distortion_loss(weights, t)
+        per_ray = distortion_loss(tf.cast(weights, tf.float32), tf.cast(t, tf.float32))
         count = tf.maximum(tf.cast(tf.size(per_ray), tf.float32), 1.0)  # R = 0 gives 0, not NaN
         value = self.multiplier * tf.reduce_sum(per_ray) / count
-        if self.add_to_losses:
-            self.add_loss(value)
-        return value
+        if not self.add_to_losses:
+            return value
+        self.add_loss(value)
+        return weights
 
     def get_config(self):
         return _config_of(self, super().get_config(), ("multiplier", "add_to_losses"))

@@ -20,10 +20,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from metal_ops._args import spec_errors
 from metal_ops.layers import AdaptiveRobustLossLayer, DistortionRegularization
 from metal_ops.robust_loss import LOG_PARTITION_TABLE, log_partition, robust_loss
 
 __all__ = ["LOG_PARTITION_TABLE", "RobustLoss", "log_partition"]
+
+
+def __dir__():  # the public names (not the modules this one imports)
+    return sorted(__all__)
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -40,8 +45,12 @@ class RobustLoss(keras.losses.Loss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.alpha = alpha
         self.scale = scale
-        # Validates here, in the constructor, not at the first batch.
-        robust_loss(np.zeros([np.size(alpha) if np.ndim(alpha) else 1], np.float32), alpha, scale)
+        # Validates here, in the constructor, not at the first batch: a bad argument is a ValueError, as in Keras.
+        try:
+            with spec_errors():
+                robust_loss(np.zeros([np.size(alpha) if np.ndim(alpha) else 1], np.float32), alpha, scale)
+        except tf.errors.InvalidArgumentError as e:  # robust_loss's own checks of alpha and scale given as numbers
+            raise ValueError(e.message) from None
 
     def call(self, y_true, y_pred):
         y_pred = tf.convert_to_tensor(y_pred)

@@ -25,7 +25,8 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
     """Renders R rays over N packed samples in one fused op.
 
     Args:
-      sigma: [N] densities (float32 or float64), >= 0.
+      sigma: [N] densities (float32 or float64), >= 0. The other floating
+        arguments have sigma's dtype (README "Dtypes"), and so do the outputs.
       rgb: [N, 3] sample colours.
       t_starts, t_ends: [N] each sample's interval along its ray (t_end >= t_start;
         its depth is the midpoint).
@@ -60,7 +61,7 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
     """
     with tf.name_scope(name or "packed_volume_render"):
         sigma, background, (rgb, t_starts, t_ends) = _float_inputs(
-            sigma, background, rgb=rgb, t_starts=t_starts, t_ends=t_ends)
+            "packed_volume_render", sigma, background, rgb=rgb, t_starts=t_starts, t_ends=t_ends)
         ray_offsets = _int32(ray_offsets, "ray_offsets")
         ray_counts = _int32(ray_counts, "ray_counts")
         if num_samples is not None:
@@ -76,7 +77,14 @@ def _without_padding(sigma, rgb, t_starts, t_ends, ray_counts, num_samples):
     """The padding [num_samples, N) as [0, 0] intervals of zero density and colour on the last ray."""
     n = tf.shape(sigma)[0]
     rays = tf.shape(ray_counts)[0]
-    valid = tf.range(n) < num_samples
+    checks = [
+        tf.debugging.assert_equal(tf.reduce_sum(ray_counts), num_samples,
+                                  message="packed_volume_render: 'ray_counts' must sum to 'num_samples'"),
+        tf.debugging.assert_less_equal(num_samples, n, message="packed_volume_render: 'num_samples' must be at "
+                                                               "most N, the length of 'sigma'"),
+    ]
+    with tf.control_dependencies(checks):
+        valid = tf.range(n) < num_samples
     sigma = tf.where(valid, sigma, tf.zeros_like(sigma))
     rgb = tf.where(valid[:, None], rgb, tf.zeros_like(rgb))
     t_starts = tf.where(valid, t_starts, tf.zeros_like(t_starts))

@@ -10,13 +10,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from metal_ops._args import float_tensor, invalid_argument
 from metal_ops._loader import load_library
 
 _SUPPORTED = (tf.float32, tf.float16, tf.bfloat16)
-
-
-def _invalid(message):
-    return tf.errors.InvalidArgumentError(None, None, message)
 
 
 def _check_constant(value, name):
@@ -24,9 +21,9 @@ def _check_constant(value, name):
     if isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
         arr = np.asarray(value, dtype=np.float64)
         if name == "alpha" and np.isnan(arr).any():
-            raise _invalid(f"RobustLoss: 'alpha' must not be NaN, got {value!r}")
+            raise invalid_argument(f"RobustLoss: 'alpha' must not be NaN, got {value!r}")
         if name == "scale" and not (np.all(arr > 0) and np.all(np.isfinite(arr))):
-            raise _invalid(f"RobustLoss: 'scale' must be positive and finite, got {value!r}")
+            raise invalid_argument(f"RobustLoss: 'scale' must be positive and finite, got {value!r}")
 
 
 def robust_loss(x, alpha, scale, name=None):
@@ -38,8 +35,9 @@ def robust_loss(x, alpha, scale, name=None):
     Args:
       x: residuals, float32 / float16 / bfloat16, any shape. Computed in
         float32, returned in x's dtype.
-      alpha: shape, a scalar or a [C] vector broadcast along the last axis of x.
-      scale: scale c > 0, a scalar or [C] like alpha.
+      alpha: shape, a float32 scalar or [C] vector broadcast along the last
+        axis of x (Python numbers and lists are converted).
+      scale: scale c > 0, float32, a scalar or [C] like alpha.
 
     Returns a tensor of x's shape and dtype. Differentiable w.r.t. x, alpha and
     scale (one fused backward kernel; alpha/scale gradients summed over the
@@ -49,12 +47,9 @@ def robust_loss(x, alpha, scale, name=None):
     with tf.name_scope(name or "robust_loss"):
         _check_constant(alpha, "alpha")
         _check_constant(scale, "scale")
-        x = tf.convert_to_tensor(x)
-        if x.dtype not in _SUPPORTED:
-            raise TypeError(
-                f"robust_loss: 'x' must be float32, float16 or bfloat16, got {x.dtype.name}")
-        alpha = tf.cast(alpha, tf.float32)
-        scale = tf.cast(scale, tf.float32)
+        x = float_tensor("robust_loss", "x", x, _SUPPORTED)
+        alpha = float_tensor("robust_loss", "alpha", alpha)
+        scale = float_tensor("robust_loss", "scale", scale)
         return load_library().metal_ops_robust_loss(x, alpha, scale)
 
 

@@ -1,5 +1,8 @@
 """`python -m metal_ops.selftest`: every op of this library on each GPU device
-TensorFlow lists, checked against the same op on the CPU.
+TensorFlow lists, checked against the same op on the CPU; on a machine with
+no GPU, the CPU kernels checked against the independent NumPy references the
+package ships (metal_ops._reference: the ops it lists; the test suite checks
+the others).
 
 For each op, dtype (float32, float16 where the op has it, the integer types of
 ZeroOut) and shape (odd sizes, empty tensors, one large case), it runs the
@@ -9,8 +12,13 @@ no input channel) on the GPU and on the CPU, and prints one table: op, case, dty
 device, the largest error against the CPU, the tolerance, pass/fail, and the
 time of one forward + backward pass with the results read back to the host
 (the fastest of --repeat runs, after one warm-up run) on each. Exit status 1
-when any case fails or raises, 0 otherwise, including when TensorFlow lists
-no GPU (then it says so).
+when any case fails or raises, 0 otherwise.
+
+Where TensorFlow lists no GPU it says so and runs the cases of the ops with
+a reference in metal_ops._reference on /CPU:0 against those float64
+references, with the same table, tolerances and exit status: what a
+CPU-only installation runs (its float32 and integer cases: the float16
+tolerances are for one op on two devices, not against float64).
 
 On a CUDA GPU, TensorFlow keeps int32 tensors in host memory, so the int32
 ZeroOut cases must run on the host CPU there (the report says so); the float32
@@ -396,6 +404,16 @@ def execute(case, device, repeat=1):
     return values, grad_values, placed, best
 
 
+def numpy_reference(case, repeat=1):
+    """(outputs, gradients of sum(cotangent * output), None) of a case from its
+    op's independent NumPy reference (metal_ops._reference)."""
+    from metal_ops import _reference
+
+    outs, grads = _reference.references()[case.op](case.inputs, case.attrs)
+    cots = cotangents(case, [np.shape(o) for o in outs])
+    return outs, (grads(cots) if case.differentiable else []), None
+
+
 def cpu_reference(case, repeat=1):
     """The same op on the CPU: (outputs, gradients, seconds)."""
     values, grads, _, seconds = execute(case, "/CPU:0", repeat=repeat)
@@ -744,14 +762,19 @@ def main(argv=None, devices=None, reference=None, selected=None):
     ops = set(args.ops.split(",")) if args.ops else None
     print(f"metal_ops.selftest: TensorFlow {env['tensorflow']}, tensorflow-metal {env['tensorflow_metal'] or '-'}, "
           f"{env['os']}, backends {env['metal_ops_build'].get('backends')}, {SYNC_ENV}={os.environ.get(SYNC_ENV)}")
-    rows = []
     if not devices:
-        print("metal_ops.selftest: no GPU device: TensorFlow lists none on this machine "
-              "(on a Mac: pip install tensorflow-metal, see README). Nothing to compare.")
-    else:
-        print(f"metal_ops.selftest: devices {', '.join(devices)}")
-        rows = run(devices, reference, ops, args.repeat, selected)
-        print(format_table(rows))
+        from metal_ops import _reference
+
+        ops = set(_reference.OPS) & (ops or set(_reference.OPS))
+        print("metal_ops.selftest: no GPU device: TensorFlow lists none on this machine (on a Mac: pip install "
+              "tensorflow-metal, see README). The CPU kernels against the independent NumPy references of "
+              f"{', '.join(sorted(ops)) or 'no op selected'} (the other ops: `make test` in the source tree).")
+        devices, reference = ["/CPU:0"], reference or numpy_reference
+        if selected is None:  # float16 tolerances are for one op on two devices, not against float64
+            selected = [c for c in cases(ops) if c.dtype != "float16"]
+    print(f"metal_ops.selftest: devices {', '.join(devices)}")
+    rows = run(devices, reference, ops, args.repeat, selected)
+    print(format_table(rows))
     failed = [r for r in rows if not r["passed"]]
     passed = not failed
     summary = (f"metal_ops.selftest: {len(rows) - len(failed)} of {len(rows)} cases passed"

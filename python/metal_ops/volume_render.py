@@ -11,6 +11,7 @@ import collections
 
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
 
 VolumeRenderOutput = collections.namedtuple("VolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
@@ -20,7 +21,8 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
     """Renders R rays of S samples each in one fused op.
 
     Args:
-      sigma: [R, S] densities (float32 or float64), >= 0.
+      sigma: [R, S] densities (float32 or float64), >= 0. The other floating
+        arguments have sigma's dtype (README "Dtypes"), and so do the outputs.
       rgb: [R, S, 3] sample colours.
       t: [R, S + 1] sample interval boundaries along each ray, non-decreasing
         (sample i covers [t[i], t[i+1]]; its depth is the midpoint).
@@ -42,7 +44,7 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
         in a graph, shape errors and the attribute's are ValueErrors).
     """
     with tf.name_scope(name or "volume_render"):
-        sigma, background, (rgb, t) = _float_inputs(sigma, background, rgb=rgb, t=t)
+        sigma, background, (rgb, t) = _float_inputs("volume_render", sigma, background, rgb=rgb, t=t)
         out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(
             sigma, rgb, t, background, early_termination=float(early_termination),
             return_weights=bool(return_weights)
@@ -50,22 +52,16 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
         return VolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
 
 
-def _float_inputs(sigma, background, **others):
-    """sigma, background and the `others` (by name) as tensors of one float
-    dtype: float64 sigma keeps everything in float64; anything else (lists,
-    ints, float16) is computed in float32. A None background is black [3].
-    Returns (sigma, background, [others in the order given])."""
-    sigma = tf.convert_to_tensor(sigma, name="sigma")
-    dtype = tf.float64 if sigma.dtype == tf.float64 else tf.float32
-    sigma = _as(sigma, dtype, "sigma")
-    others = [_as(x, dtype, n) for n, x in others.items()]
-    background = tf.zeros([3], dtype=dtype) if background is None else _as(background, dtype, "background")
+def _float_inputs(op, sigma, background, **others):
+    """sigma (float32 or float64), background and the `others` (by name) as
+    tensors of sigma's dtype (the dtype rule: a tensor or array of another
+    dtype is a TypeError naming `op` and the argument). A None background is
+    black [3]. Returns (sigma, background, [others in the order given])."""
+    sigma = float_tensor(op, "sigma", sigma, (tf.float32, tf.float64))
+    others = [float_tensor(op, n, x, (sigma.dtype,), like="sigma") for n, x in others.items()]
+    background = (tf.zeros([3], dtype=sigma.dtype) if background is None
+                  else float_tensor(op, "background", background, (sigma.dtype,), like="sigma"))
     return sigma, background, others
-
-
-def _as(x, dtype, name):
-    x = tf.convert_to_tensor(x, name=name)
-    return x if x.dtype == dtype else tf.cast(x, dtype)
 
 
 def _upstream(op, grad_rgb, grad_depth, grad_opacity, grad_weights):

@@ -1,15 +1,18 @@
 """ZeroOut: the tutorial op (ops/zero_out_op.cc, kernels/*/zero_out*)."""
 import tensorflow as tf
 
+from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
 
 
 def zero_out(x, preserve_index=0, name=None):
     """Zeros every element of `x` except the one at flat index `preserve_index`.
 
-    Supports int32, int64, float32 and float64. Raises InvalidArgumentError when
-    `preserve_index` is outside a non-empty `x`.
+    `x`: int32, int64, float32 or float64 (another dtype is a TypeError;
+    Python data: int32 or float32). Returns x's shape and dtype. Raises
+    InvalidArgumentError when `preserve_index` is outside a non-empty `x`.
     """
+    x = float_tensor("zero_out", "x", x, (tf.int32, tf.int64, tf.float32, tf.float64))
     return load_library().zero_out(x, preserve_index=preserve_index, name=name)
 
 

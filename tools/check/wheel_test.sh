@@ -101,7 +101,7 @@ for level in $levels; do
   echo "wheel-test: the test suite with METAL_OPS_ISA=$level"
   start=$SECONDS
   # (captured first: grep -q stopping early must not break python's later lines)
-  report="$(METAL_OPS_ISA="$level" "$PY" -m metal_ops 2>&1 >/dev/null)"
+  report="$(METAL_OPS_ISA="$level" "$PY" -m metal_ops 2>/dev/null)"
   grep -q "CPU kernels: $level (forced" <<<"$report" ||
     { echo "wheel-test: FAILED: METAL_OPS_ISA=$level is not what runs: $report" >&2; exit 1; }
   METAL_OPS_ISA="$level" "$PY" -m pytest "${level_args[@]}"
