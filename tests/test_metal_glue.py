@@ -207,9 +207,13 @@ def test_every_pipeline_and_check_comes_before_the_first_encode():
             for banned in ("Pipeline(", "CheckThreadgroups(", "supportsFamily", "GetOrBuild(", "compileWithDevice"):
                 assert banned not in body, (os.path.basename(path), banned)
     assert found >= 14
-    # RunPlan takes every pipeline (PlanPipelines: compiles and threadgroup checks) before its one Encode.
+    # RunPlan runs the host path's RunOnStream, which takes every pipeline
+    # (compiles, GPU-family and threadgroup checks) before it enters the queue.
     run_plan = open(GLUE_MM).read().split("void KernelCall::RunPlan(", 1)[1].split("\n}\n", 1)[0]
-    assert 0 < run_plan.index("PlanPipelines(") < run_plan.index("Encode(")
+    assert "metal_plan::RunOnStream(" in run_plan
+    host_path = open(os.path.join(ROOT, "kernels", "metal_plan", "host_path.cc")).read()
+    on_stream = host_path.split("Result RunOnStream(", 1)[1]
+    assert 0 < on_stream.index("Pipelines(") < on_stream.index("stream.Sync(")
 
 
 # ---- the MPSGraph kernels (fused_conv2d_metal.mm): graph keys, the cache, ELU ------------
@@ -552,7 +556,7 @@ def _code(path):
 
 GLUE_MM = os.path.join(ROOT, "kernels", "metal", "metal_kernel.mm")
 OP_GLUE_FILES = sorted(p for p in glob.glob(os.path.join(ROOT, "kernels", "metal", "*.mm"))
-                       if os.path.basename(p) not in ("metal_kernel.mm", "own_queue_executor.mm"))
+                       if os.path.basename(p) not in ("metal_kernel.mm", "metal_device.mm"))
 
 
 @pytest.mark.parametrize("path", OP_GLUE_FILES, ids=os.path.basename)

@@ -30,7 +30,7 @@
 // result on the CPU or waits for the GPU, so nothing relies on the work having
 // run or even been submitted when Compute returns; TensorFlow's own
 // synchronisation (device-to-host copies) orders later reads. With
-// METAL_OPS_GPU_SYNC=1 (metal_rules.h) every op instead waits for its command
+// METAL_OPS_GPU_SYNC=1 (dispatch_rules.h) every op instead waits for its command
 // buffer (outside the queue) and turns a failed one into its error; RayMarch
 // (the count decides its outputs' shapes) and PackedVolumeRender (its
 // validation passes' error) always wait so.
@@ -172,7 +172,7 @@ class KernelCall {
   id<MTLComputePipelineState> Pipeline(const char* library, const std::string& function);
   // Whether `pipeline` can run threadgroups of `threads` threads with
   // `threadgroup_bytes` of threadgroup memory on Device() (else the call
-  // fails with TF_UNIMPLEMENTED saying why: metal_rules.h ThreadgroupFitError).
+  // fails with TF_UNIMPLEMENTED saying why: dispatch_rules.h ThreadgroupFitError).
   bool CheckThreadgroups(id<MTLComputePipelineState> pipeline, uint32_t threads, uint32_t threadgroup_bytes);
 
   // Runs body(Encoder&) inside dispatch_sync(stream.queue) and an autorelease
@@ -189,7 +189,7 @@ class KernelCall {
   // status, whatever METAL_OPS_GPU_SYNC says: for an op whose next step needs
   // a result on the CPU (an output shape that depends on the data, an error
   // found on the GPU), read from a SharedBuffer afterwards. The wait happens
-  // outside the stream's queue (CommitUntilSubmitted, metal_rules.h), so
+  // outside the stream's queue (CommitUntilSubmitted, dispatch_rules.h), so
   // TensorFlow encodes other work meanwhile.
   template <typename Body>
   void EncodeAndWait(Body&& body) {
@@ -203,13 +203,12 @@ class KernelCall {
     TF_Tensor* tensor = nullptr;
     id<MTLBuffer> buffer = nil;
   };
-  // Runs an op's Metal plan (kernels/metal_plan/plan.h) on the stream:
-  // `slots` are the plan's tensor slots in order. Every pipeline is taken and
-  // every threadgroup size checked before anything is encoded; scratch
-  // buffers are temporary tensors; then one Encode (one compute encoder: the
-  // passes, zero-fills included, run in order), or with `wait` one
-  // EncodeAndWait (the CPU then reads the plan's SharedBuffer slots). Does
-  // nothing once the call has failed or for a plan without passes.
+  // Runs an op's Metal plan (kernels/metal_plan/plan.h) on the stream
+  // through the host path (kernels/metal_plan/host_path.h RunOnStream):
+  // `slots` are the plan's tensor slots in order; scratch buffers are
+  // temporary tensors. With `wait` it returns once the GPU has completed the
+  // work (the CPU then reads the plan's SharedBuffer slots). Does nothing
+  // once the call has failed or for a plan without passes.
   void RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlot>& slots, bool wait = false);
   void RunPlan(const metal_plan::Plan& plan, std::initializer_list<PlanSlot> slots, bool wait = false) {
     RunPlan(plan, std::vector<PlanSlot>(slots), wait);
@@ -229,15 +228,6 @@ class KernelCall {
   std::vector<TF_Tensor*> tensors_;
   id<MTLDevice> device_ = nil;
 };
-
-// A plan's pipelines, in pass order, on `device`, each threadgroup size
-// checked against it; empty with `status` set on failure. Outside any queue.
-std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
-                                                       TF_Status* status);
-// Encodes a plan's passes on `e` (one compute encoder, in order): tensor
-// slots and scratch buffers as the given buffers (nil: the placeholder).
-void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<MTLComputePipelineState>>& pipelines,
-                const std::vector<id<MTLBuffer>>& slots, const std::vector<id<MTLBuffer>>& scratch);
 
 // The TF compute callback for `F(void* kernel, KernelCall&)`, inside an
 // autorelease pool.

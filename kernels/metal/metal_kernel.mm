@@ -15,6 +15,8 @@
 
 #include "kernels/common/fill.h"
 #include "kernels/metal/embedded_sources.h"
+#import "kernels/metal/metal_device.h"
+#include "kernels/metal_plan/host_path.h"
 
 namespace mo {
 namespace metal {
@@ -436,7 +438,7 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
         return;
       }
       // Submit without waiting here, so the wait below does not hold the
-      // queue TensorFlow encodes every op on (metal_rules.h CommitUntilSubmitted).
+      // queue TensorFlow encodes every op on (dispatch_rules.h CommitUntilSubmitted).
       id<MTLCommandBuffer> holding = HoldingBuffer(command_buffer);
       if (CommitUntilSubmitted([&] { [stream commit]; }, [&] { return Submitted(holding); })) {
         submitted = holding;
@@ -570,80 +572,40 @@ std::vector<int64_t> DimsOf(TF_Tensor* tensor) {
 }  // namespace metal
 }  // namespace mo
 
-// ---- plans: shared by the stream and the own queue ---------------------------------------
+// ---- plans: the host path on tensorflow-metal's stream ---------------------------------
 
 namespace mo {
 namespace metal {
 
-std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
-                                                       TF_Status* status) {
-  std::vector<id<MTLComputePipelineState>> pipelines;
-  if (plan.needs_simdgroup_matrix && !plan.passes.empty() && ![device supportsFamily:MTLGPUFamilyApple7]) {
-    // Before any compile: a library using simdgroup_matrix does not compile on such a GPU.
-    TF_SetStatus(status, TF_UNIMPLEMENTED,
-                 (plan.passes.front().library + ": the shaders need an Apple-silicon GPU (MTLGPUFamilyApple7: "
-                  "simdgroup_matrix); this GPU lacks it: METAL_OPS_METAL=0 runs the op on the CPU")
-                     .c_str());
-    return {};
-  }
-  for (const metal_plan::Pass& pass : plan.passes) {
-    id<MTLComputePipelineState> pipeline = GetPipeline(device, pass.library.c_str(), pass.function, status);
-    if (pipeline == nil) return {};
-    if (pass.kind == metal_plan::Pass::kThreadgroups) {
-      const std::string misfit = ThreadgroupFitError(pipeline.maxTotalThreadsPerThreadgroup, pass.threads_per_group,
-                                                     pipeline.staticThreadgroupMemoryLength, pass.threadgroup_bytes,
-                                                     device.maxThreadgroupMemoryLength);
-      if (!misfit.empty()) {
-        TF_SetStatus(status, TF_UNIMPLEMENTED, (pass.function + ": " + misfit).c_str());
-        return {};
-      }
-    }
-    pipelines.push_back(pipeline);
-  }
-  return pipelines;
-}
-
-void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<MTLComputePipelineState>>& pipelines,
-                const std::vector<id<MTLBuffer>>& slots, const std::vector<id<MTLBuffer>>& scratch) {
-  for (size_t p = 0; p < plan.passes.size() && e.ok(); ++p) {
-    const metal_plan::Pass& pass = plan.passes[p];
-    for (const metal_plan::Binding& b : pass.bindings) {
-      switch (b.kind) {
-        case metal_plan::Binding::kTensor: e.Buffer(b.index, slots[static_cast<size_t>(b.slot)]); break;
-        case metal_plan::Binding::kScratch: e.Buffer(b.index, scratch[static_cast<size_t>(b.slot)]); break;
-        case metal_plan::Binding::kBytes: e.Bytes(b.index, b.bytes.data(), b.bytes.size()); break;
-      }
-    }
-    if (pass.kind == metal_plan::Pass::kThreads) {
-      e.Dispatch(pipelines[p], pass.threads);
-    } else {
-      e.DispatchThreadgroups(pipelines[p], pass.groups, pass.threads_per_group, pass.threadgroup_bytes);
-    }
-  }
-}
-
 void KernelCall::RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlot>& slot_list, bool wait) {
   if (!ok() || plan.empty()) return;
-  const std::string invalid = metal_plan::Validate(plan, static_cast<int>(slot_list.size()));
-  if (!invalid.empty()) {
-    Fail(TF_INTERNAL, "metal_ops: invalid Metal plan: " + invalid);
-    return;
-  }
   id<MTLDevice> device = Device();
   if (device == nil) return;
-  const std::vector<id<MTLComputePipelineState>> pipelines = PlanPipelines(device, plan, status_);
+  id<TF_MetalStream> stream = (__bridge id<TF_MetalStream>)TF_GetStream(ctx_, status_);
   if (!ok()) return;
-  std::vector<id<MTLBuffer>> slots, scratch;
-  for (const PlanSlot& s : slot_list) slots.push_back(s.tensor != nullptr ? Encoder::BufferOf(s.tensor) : s.buffer);
+  if (stream == nil) {
+    Fail(TF_INTERNAL, "metal_ops: the device gave no TF_MetalStream (is tensorflow-metal the GPU plugin?)");
+    return;
+  }
+  std::vector<std::unique_ptr<mtl::Buffer>> owned;
+  std::vector<metal_plan::BoundSlot> slots;
+  std::vector<mtl::Buffer*> scratch;
+  for (const PlanSlot& s : slot_list) {
+    owned.push_back(WrapBuffer(s.tensor != nullptr ? Encoder::BufferOf(s.tensor) : s.buffer));
+    slots.push_back({owned.back().get(), 0});
+  }
   for (uint64_t bytes : plan.scratch) {
-    scratch.push_back(Encoder::BufferOf(Temp(TF_UINT8, {static_cast<int64_t>(bytes > 0 ? bytes : 1)})));
+    owned.push_back(WrapBuffer(Encoder::BufferOf(Temp(TF_UINT8, {static_cast<int64_t>(bytes > 0 ? bytes : 1)}))));
+    scratch.push_back(owned.back().get());
   }
   if (!ok()) return;
-  auto body = [&](Encoder& e) { EncodePlan(e, plan, pipelines, slots, scratch); };
-  if (wait) {
-    EncodeAndWait(body);
-  } else {
-    Encode(body);
+  metal_plan::Cost cost;
+  const metal_plan::Result result =
+      metal_plan::RunOnStream(*WrapStream(stream), *WrapDevice(device), plan, slots, scratch, wait, &cost);
+  if (!result.ok()) {
+    const TF_StringView name = TF_GetOpKernelName(ctx_);
+    Fail(result.outcome == metal_plan::Outcome::kCpu ? TF_UNIMPLEMENTED : TF_INTERNAL,
+         "metal_ops: op '" + std::string(name.data, name.len) + "': " + result.message);
   }
 }
 
