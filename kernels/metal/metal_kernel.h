@@ -68,9 +68,9 @@ namespace metal {
 id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* library, const std::string& function,
                                         TF_Status* status);
 
-// Encodes compute work on one command buffer; handed out by KernelCall::Encode
-// while the stream's queue is held. The MTLComputeCommandEncoder is opened on
-// first use, so a body that fails before binding anything encodes nothing.
+// The stream's command buffer while the stream's queue is held, handed out by
+// KernelCall::Encode to encoders of others (MPSGraph); the plans encode
+// through the host path instead (KernelCall::RunPlan).
 class Encoder {
  public:
   Encoder(id<MTLCommandBuffer> command_buffer, TF_Status* status);
@@ -79,60 +79,23 @@ class Encoder {
 
   bool ok() const { return TF_GetCode(status_) == TF_OK; }
   TF_Status* status() const { return status_; }
-  id<MTLDevice> device() const { return command_buffer_.device; }
   id<MTLCommandBuffer> command_buffer() const { return command_buffer_; }
-  // What this encoder encoded (pipeline labels, "blit fill", external work), for error messages.
+  // What was encoded ("MPSGraph <op>"), for error messages.
   const std::vector<std::string>& kernels() const { return kernels_; }
 
-  // A tensor's MTLBuffer, for encoders of others (MPSGraph); nil for an empty
-  // tensor, whose data is no buffer (TensorHasMetalBuffer).
+  // A tensor's MTLBuffer; nil for an empty tensor, whose data is no buffer
+  // (TensorHasMetalBuffer).
   static id<MTLBuffer> BufferOf(TF_Tensor* tensor);
 
-  // Binds a tensor's MTLBuffer, or a placeholder for an empty tensor (whose
-  // data is no buffer; see TensorHasMetalBuffer). nullptr binds the placeholder too.
-  Encoder& Tensor(NSUInteger index, TF_Tensor* tensor);
-  // Binds a buffer of the call's own (KernelCall::SharedBuffer); nil binds the
-  // placeholder (an empty tensor's).
-  Encoder& Buffer(NSUInteger index, id<MTLBuffer> buffer);
-  Encoder& Bytes(NSUInteger index, const void* data, size_t length);
-  template <typename T>
-  Encoder& Value(NSUInteger index, const T& value) {
-    static_assert(std::is_trivially_copyable<T>::value, "Metal argument structs are plain data");
-    return Bytes(index, &value, sizeof(T));
-  }
-  // A 1-D grid of about `num_threads` threads (ThreadgroupCount); shaders loop
-  // grid-stride and bound-check their own sizes.
-  Encoder& Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_threads);
-  // `groups` threadgroups of `threads` threads with `threadgroup_bytes` of
-  // threadgroup memory at [[threadgroup(0)]] (rounded up to 16), for shaders
-  // whose threads cooperate (barriers, simdgroup_matrix) and so need exactly
-  // that threadgroup size. The caller has checked the size with
-  // KernelCall::CheckThreadgroups before encoding anything; checked again
-  // here (failing, dispatching nothing).
-  Encoder& DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
-                                uint32_t threadgroup_bytes);
-  // Zero-fills a tensor (nothing for an empty one) with the fill shader
-  // (fill.metal) on this compute encoder, so work encoded before and after it
-  // runs in order without relying on hazard tracking between encoders.
-  Encoder& Zero(TF_Tensor* tensor);
-  void set_fill_pipeline(id<MTLComputePipelineState> fill) { fill_ = fill; }
-
   // The command buffer for work encoded by others (MPS, MPSGraph), `what`
-  // naming it: ends this encoder's open compute pass and counts as encoded work.
+  // naming it; counts as encoded work.
   id<MTLCommandBuffer> ExternalEncoding(const std::string& what);
-
-  // Ends the open encoder; true when any work was encoded.
-  bool End();
+  // True when any work was encoded.
+  bool End() const { return !kernels_.empty(); }
 
  private:
-  id<MTLComputeCommandEncoder> Compute();
-  void Record(const std::string& what);
-
   std::vector<std::string> kernels_;
   id<MTLCommandBuffer> command_buffer_;
-  id<MTLComputeCommandEncoder> encoder_ = nil;
-  id<MTLComputePipelineState> fill_ = nil;
-  bool encoded_ = false;
   TF_Status* status_;
 };
 
@@ -178,23 +141,12 @@ class KernelCall {
   // Runs body(Encoder&) inside dispatch_sync(stream.queue) and an autorelease
   // pool, on the stream's current command buffer, then, if the body encoded
   // anything, calls the stream's commit (batched: see the top of this file)
-  // or, with METAL_OPS_GPU_SYNC=1, the wait of EncodeAndWait and a check of
-  // the command buffer's status. Does nothing once the call has failed.
+  // or, with METAL_OPS_GPU_SYNC=1, submits it, waits outside the queue and
+  // checks the command buffer's status. Does nothing once the call has failed.
   template <typename Body>
   void Encode(Body&& body) {
     using B = typename std::remove_reference<Body>::type;
-    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, false);
-  }
-  // Encode, then wait for the command buffer to complete and check its
-  // status, whatever METAL_OPS_GPU_SYNC says: for an op whose next step needs
-  // a result on the CPU (an output shape that depends on the data, an error
-  // found on the GPU), read from a SharedBuffer afterwards. The wait happens
-  // outside the stream's queue (CommitUntilSubmitted, dispatch_rules.h), so
-  // TensorFlow encodes other work meanwhile.
-  template <typename Body>
-  void EncodeAndWait(Body&& body) {
-    using B = typename std::remove_reference<Body>::type;
-    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, true);
+    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body);
   }
   // A plan's tensor slot: a tensor of the call, or a buffer of its own (SharedBuffer).
   struct PlanSlot {
@@ -215,12 +167,12 @@ class KernelCall {
   }
 
   // A buffer of `length` bytes in shared storage on Device(), zeroed, which
-  // the CPU can read once the work writing it has completed (EncodeAndWait);
+  // the CPU can read once the work writing it has completed (RunPlan with `wait`);
   // nil, failing the call, if it cannot be made.
   id<MTLBuffer> SharedBuffer(size_t length);
 
  private:
-  void EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait);
+  void EncodeImpl(void (*fn)(void*, Encoder&), void* arg);
   TF_Tensor* Keep(TF_Tensor* tensor);
 
   TF_OpKernelContext* ctx_;
