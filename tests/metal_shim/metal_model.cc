@@ -22,8 +22,8 @@
 // committed, threadgroups in a shuffled order. It counts bytes copied, no-copy
 // wraps, command buffers and waits, and injects faults named in
 // METAL_OPS_MODEL_FAULTS (comma-separated, read at each call): nil_buffer,
-// compile, gpu_error, no_apple7, nil_encoder, nil_command_buffer,
-// max_threads=N, max_buffer=N.
+// nil_private (private buffers only: scratch), compile, gpu_error, no_apple7,
+// nil_encoder, nil_command_buffer, max_threads=N, max_buffer=N.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +53,7 @@ constexpr uint64_t kMaxThreadsPerThreadgroup = 1024;       // every Apple GPU's 
 constexpr uint64_t kMaxBufferLength = uint64_t(8) << 30;   // maxBufferLength of a 16 GB M1
 
 struct Faults {
-  bool nil_buffer = false, compile = false, gpu_error = false, no_apple7 = false, nil_encoder = false,
+  bool nil_buffer = false, nil_private = false, compile = false, gpu_error = false, no_apple7 = false, nil_encoder = false,
        nil_command_buffer = false;
   uint64_t max_threads = kMaxThreadsPerThreadgroup;
   uint64_t max_buffer = kMaxBufferLength;
@@ -72,6 +72,7 @@ Faults ReadFaults() {
     const std::string key = item.substr(0, eq);
     const uint64_t value = eq == std::string::npos ? 0 : std::strtoull(item.c_str() + eq + 1, nullptr, 10);
     if (key == "nil_buffer") f.nil_buffer = true;
+    if (key == "nil_private") f.nil_private = true;
     if (key == "compile") f.compile = true;
     if (key == "gpu_error") f.gpu_error = true;
     if (key == "no_apple7") f.no_apple7 = true;
@@ -334,6 +335,7 @@ class ModelDevice : public mo::mtl::Device {
     return buffer;
   }
   std::unique_ptr<Buffer> NewBuffer(uint64_t length, Storage storage) override {
+    if (storage == Storage::kPrivate && ReadFaults().nil_private) return nullptr;
     return Allowed(length) ? Owned(length, storage) : nullptr;
   }
   const mo::mtl::Pipeline* GetPipeline(const std::string& library, const std::string& function,
