@@ -25,7 +25,7 @@ NEEDS_SOURCE_TREE = {
     "test_fused_mlp_metal_shim.py": "the Metal shaders (MSL shim)",
     "test_hash_encode_metal_shim.py": "the Metal shaders (MSL shim)",
     "test_sh_encode_metal_shim.py": "the Metal shaders (MSL shim)",
-    "test_metal_plans.py": "the Metal shaders (the MSL shim executor)",
+    "test_metal_plans.py": "the Metal shaders (the strict model of Metal)",
     "test_nerf_datasets.py": "examples/nerf",
     "test_nerf_distributed.py": "examples/nerf",
     "test_nerf_sample.py": "examples/nerf",
