@@ -19,6 +19,10 @@ BUILD_INFO := $(PKG)/_build_info.json
 NVCC ?= nvcc
 CXX ?= g++
 PYTEST_ARGS ?=
+# `make test` runs the suite in this many pytest-xdist workers, each a whole
+# module at a time (--dist loadfile: a module's fixtures are made once);
+# PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= $(JOBS)
 
 # The macOS build. MACOS_MIN is the oldest macOS the library loads on (the
 # Metal kernels then check at run time whether the OS compiles the shader
@@ -118,30 +122,39 @@ endif
 -include $(BUILD)/tf_flags.mk
 
 # ---- Sources ---------------------------------------------------------------------
-CC_SRCS := $(wildcard ops/*.cc) $(wildcard kernels/cpu/*.cc) $(wildcard kernels/metal_plan/*.cc)
-CU_SRCS := $(wildcard kernels/cuda/*.cu.cc)
-CUDA_TF_SRCS := $(wildcard kernels/cuda/*_gpu.cc)
-# XLA kernels (docs/XLA.md): kernels/xla/<op>_xla.cc (the XLA op kernels and
-# host handlers) join the op library; a CUDA handler, kernels/xla/<op>_xla_gpu.cc,
-# would join the CUDA registrations. They use XLA's headers from the wheel
+# Found by name (docs/ARCHITECTURE.md, "The layout"): an op's folder
+# kernels/<op>/ holds its files for every backend, told apart by their endings;
+# the shared folders (kernels/common, cpu, cuda, metal, metal_plan, xla, ...)
+# hold what several ops use, under the same endings.
+KERNEL_SRCS := $(wildcard kernels/*/*.cc)
+# The CUDA sources (nvcc): launchers and their kernels, and the harness entry
+# points (<op>_harness.cu.cc) that tests/cuda drives without TensorFlow.
+CU_ALL := $(filter %.cu.cc,$(KERNEL_SRCS))
+HARNESS_SRCS := $(filter %_harness.cu.cc,$(CU_ALL))
+CU_SRCS := $(filter-out %_harness.cu.cc,$(CU_ALL))
+# TensorFlow's GPU kernel registrations (<op>_gpu.cc, host compiler).
+CUDA_TF_SRCS := $(filter-out %_xla_gpu.cc %.cu.cc,$(filter %_gpu.cc,$(KERNEL_SRCS)))
+CC_SRCS := $(wildcard ops/*.cc) $(filter-out %.cu.cc %_gpu.cc %_xla.cc,$(KERNEL_SRCS))
+# XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels and host
+# handlers) join the op library; a CUDA handler, <op>_xla_gpu.cc, joins the
+# CUDA registrations. They use XLA's headers from the wheel
 # (included as system headers: their own warnings are not ours) and symbols of
 # libtensorflow_cc. Not on macOS: Metal has no XLA.
 ifneq ($(UNAME_S),Darwin)
-  XLA_SRCS := $(filter-out %_gpu.cc,$(wildcard kernels/xla/*.cc))
-  XLA_GPU_SRCS := $(wildcard kernels/xla/*_gpu.cc)
+  XLA_SRCS := $(filter %_xla.cc,$(KERNEL_SRCS))
+  XLA_GPU_SRCS := $(filter %_xla_gpu.cc,$(KERNEL_SRCS))
   CC_SRCS += $(XLA_SRCS)
   CUDA_TF_SRCS += $(XLA_GPU_SRCS)
   XLA_LDLIBS := -l:libtensorflow_cc.so.2
 endif
 TF_INCLUDE = $(patsubst -I%,%,$(filter -I%,$(TF_CFLAGS)))
 XLA_CFLAGS = $(foreach d,. external/highwayhash external/farmhash_archive/src external/com_google_protobuf/src,-isystem $(TF_INCLUDE)/$(d))
-HARNESS_SRCS := $(wildcard kernels/cuda/harness/*.cu.cc)
-MM_SRCS := $(wildcard kernels/metal/*.mm)
-METAL_SRCS := $(wildcard kernels/metal/*.metal)
+MM_SRCS := $(wildcard kernels/*/*.mm)
+METAL_SRCS := $(wildcard kernels/*/*.metal)
 
 # Our sources build with no warning, kept so by -Werror (`make WERROR=` to
 # build anyway with a newer compiler). TensorFlow's headers' own warning is
-# silenced where they are included (kernels/tf_eigen.h). A Mac's own build
+# silenced where they are included (kernels/framework/tf_eigen.h). A Mac's own build
 # (Apple clang of whatever Xcode the user has, which -Werror has never met)
 # shows warnings without stopping; `make metal-check` (Debian's clang, the
 # macOS cross build) and Linux keep -Werror (`make WERROR=-Werror` on a Mac).
@@ -197,7 +210,7 @@ BACKENDS := cpu
 # tests compile too, and into $(GEN)/metal_sources.cc.
 GEN := $(BUILD)/gen
 METAL_GEN_CC := $(GEN)/metal_sources.cc
-METAL_GEN_SRCS := $(patsubst kernels/metal/%.metal,$(GEN)/%.metal,$(METAL_SRCS))
+METAL_GEN_SRCS := $(addprefix $(GEN)/,$(notdir $(METAL_SRCS)))
 $(METAL_GEN_CC): $(METAL_SRCS) tools/build/embed_metal.py
 	python3 tools/build/embed_metal.py --root . --out $(GEN) $(METAL_SRCS)
 $(METAL_GEN_SRCS): $(METAL_GEN_CC)
@@ -321,9 +334,9 @@ isa-plugin: $(BUILD)/tf_flags.mk
 	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
 
 # ---- CUDA kernels for the Linux wheel (docs/BUILDING.md, "CUDA kernels in the wheel") ----
-# $(PKG)/_metal_ops_cuda.so: the GPU kernel registrations (kernels/cuda/*_gpu.cc,
+# $(PKG)/_metal_ops_cuda.so: the GPU kernel registrations (kernels/*/*_gpu.cc,
 # host compiler, GOOGLE_CUDA=1, against the build venv's TensorFlow headers) and
-# their launchers (kernels/cuda/*.cu.cc, nvcc), built against tensorflow-cpu,
+# their launchers (kernels/*/*.cu.cc, nvcc), built against tensorflow-cpu,
 # which the op library is built against too; no REGISTER_OP (the ops stay in the
 # op library, which metal_ops' loader loads first). The CUDA runtime is linked
 # statically and kept inside (--exclude-libs), so the library needs only the
@@ -424,19 +437,24 @@ cuda12-harness: $(if $(filter $(CUDA12_HOME),$(CUDA_LIB_HOME)),$(CUDA12_HOME)/.i
 
 # Compiles every CUDA source (kernels + harness) and the TF GPU registrations
 # (syntax-checked against the pip headers with GOOGLE_CUDA on).
-cuda-check: $(HARNESS_LIB) $(BUILD)/tf_flags.mk
-	@for f in $(CUDA_TF_SRCS); do \
-	  echo "syntax-check $$f (GOOGLE_CUDA=1)"; \
-	  $(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(XLA_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include $$f || exit 1; \
-	done
+CUDA_SYNTAX_STAMPS := $(patsubst %.cc,$(BUILD)/cuda-check/%.ok,$(CUDA_TF_SRCS))
+cuda-check: $(HARNESS_LIB) $(CUDA_SYNTAX_STAMPS)
 	@echo "cuda-check: OK ($(words $(CU_SRCS) $(HARNESS_SRCS)) CUDA sources, $(words $(CUDA_TF_SRCS)) TF GPU registrations)"
+# One registration file's syntax check (in parallel with the others and nvcc).
+$(CUDA_SYNTAX_STAMPS): $(BUILD)/cuda-check/%.ok: %.cc $(BUILD)/tf_flags.mk
+	@echo "syntax-check $< (GOOGLE_CUDA=1)"
+	@mkdir -p $(dir $@)
+	@$(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(XLA_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include \
+	  -MMD -MP -MF $(@:.ok=.d) -MT $@ $<
+	@touch $@
+-include $(CUDA_SYNTAX_STAMPS:.ok=.d)
 
 # ---- Metal shaders compiled as C++ (MSL shim) for CPU-side testing ----------------
 SHIM_LIB := $(BUILD)/libmetal_shim.so
 SHIM_EXEC_LIB := $(BUILD)/libmetal_ops_shim_exec.so
 SHIM_SRCS := $(filter-out tests/metal_shim/shim_exec% tests/metal_shim/metal_model.cc,$(wildcard tests/metal_shim/*.cc))
-SHIM_DEPS := $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(wildcard kernels/metal/*.h) \
-  $(wildcard kernels/common/*.h) $(wildcard kernels/spec/*.h) tests/metal_shim/kernel_table.py
+SHIM_DEPS := $(METAL_GEN_SRCS) $(wildcard tests/metal_shim/*.h) $(wildcard kernels/*/*.h) \
+  tests/metal_shim/kernel_table.py
 metal-shim: $(SHIM_LIB) $(SHIM_EXEC_LIB)
 # $(METAL_GEN_CC) too: the expanded .metal files come from its recipe, and
 # make does not see a new time on a target whose rule has no recipe.
@@ -493,7 +511,7 @@ msl-check: $(METAL_GEN_SRCS) msl-clang
 
 # ---- Tests, demo, tools ---------------------------------------------------------------
 test: all metal-shim msl-clang cross-tools
-	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # g++-aarch64-linux-gnu and qemu-user for tests/test_neon_qemu.py (the NEON
 # paths, run under emulation); when it cannot, a banner says why and make goes

@@ -1,6 +1,6 @@
-"""CPU benchmark of metal_ops.sh_encode against the NeRF sample's 16-TF-op
-sh_encode (tests/reference/sh_encode.py: tf_composite, the composite the op
-replaces), side by side in one process (checked equal first; benchmarks/against_tf.py).
+"""CPU benchmark of metal_ops.sh_encode against the 16-TF-op composite it
+replaces (tests/reference/sh_encode.py: tf_composite, the ops of the NeRF
+sample's --mlp dense path), side by side in one process (checked equal first; benchmarks/against_tf.py).
 
 N = 98,304 directions (the `make demo` step: 4096 rays x 24 samples), degree
 4 (and 3), float32: forward, and forward + backward (gradient w.r.t. the

@@ -1,6 +1,6 @@
 // mip-NeRF 360 distortion loss, O(S) prefix-sum form, and its backward.
-// Formulas: kernels/common/distortion_loss.h. Wrapper + gradient: python/metal_ops/distortion_loss.py.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+// Formulas: kernels/distortion_loss/distortion_loss.h. Wrapper + gradient: python/metal_ops/distortion_loss.py.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"

@@ -5,10 +5,10 @@
 //
 // MetalOpsFusedActivationGrad: the activation's derivative for the gradient.
 // The formulas of both live in kernels/common/activations.h.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/checks_tf.h"
-#include "kernels/spec/fused_conv2d_spec.h"
+#include "kernels/fused_conv2d/fused_conv2d_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"

@@ -1,13 +1,13 @@
 // FusedMLP (tiny-cuda-nn's fully fused MLP for TensorFlow): op definitions.
 //
-// Checks: kernels/spec/fused_mlp_spec.h. Kernels: kernels/cpu/fused_mlp_kernels.cc.
+// Checks: kernels/fused_mlp/fused_mlp_spec.h. Kernels: kernels/fused_mlp/fused_mlp_kernels.cc.
 // Python: python/metal_ops/fused_mlp.py. Design: docs/FUSED_MLP.md.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <vector>
 
 #include "kernels/spec/checks_tf.h"
-#include "kernels/spec/fused_mlp_spec.h"
+#include "kernels/fused_mlp/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -51,7 +51,7 @@ Status FusedMlpShape(InferenceContext* c) {
 }
 
 // The activations FusedMLP fuses, by their names in kernels/common/activations.h
-// (kernels/spec/fused_mlp_spec.h parses them): enum attributes, so TensorFlow
+// (kernels/fused_mlp/fused_mlp_spec.h parses them): enum attributes, so TensorFlow
 // refuses any other name when a node is made. A graph stores an enum attribute
 // as a string: graphs saved when these were string attributes load unchanged.
 constexpr char kActivationAttr[] = "activation: {'none', 'relu', 'leaky_relu', 'sigmoid', 'softplus'} = 'relu'";

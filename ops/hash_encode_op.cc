@@ -1,16 +1,16 @@
 // Multiresolution hash encoding (instant-NGP): op definitions.
 //
-// Formulas: kernels/common/hash_grid.h. Kernels: kernels/cpu/hash_encode_kernels.cc,
+// Formulas: kernels/common/hash_grid.h. Kernels: kernels/hash_encode/hash_encode_kernels.cc,
 // kernels/cuda/hash_encode*, kernels/metal/hash_encode*. Python:
 // python/metal_ops/hash_encode.py. Semantics: docs/HASH_ENCODE.md.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cmath>
 #include <string>
 
 #include "kernels/common/hash_grid.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/spec/hash_encode_spec.h"
+#include "kernels/hash_encode/hash_encode_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"

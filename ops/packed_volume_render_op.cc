@@ -1,13 +1,13 @@
 // MetalOpsPackedVolumeRender and its backward MetalOpsPackedVolumeRenderGrad:
 // VolumeRender over packed samples (RayMarch's output). Formulas:
-// kernels/common/packed_volume_render.h (on volume_render.h); checks and
-// attributes: kernels/spec/packed_volume_render_spec.h; shape functions shared with
-// VolumeRender: kernels/spec/render_op.h. Python:
+// kernels/packed_volume_render/packed_volume_render.h (on volume_render.h); checks and
+// attributes: kernels/packed_volume_render/packed_volume_render_spec.h; shape functions shared with
+// VolumeRender: kernels/volume_render/render_op.h. Python:
 // python/metal_ops/packed_volume_render.py.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/spec/packed_volume_render_spec.h"
-#include "kernels/spec/render_op.h"
+#include "kernels/packed_volume_render/packed_volume_render_spec.h"
+#include "kernels/volume_render/render_op.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -60,7 +60,7 @@ REGISTER_OP("MetalOpsPackedVolumeRender")
     .SetShapeFn(mo::render_op::ForwardShapeFn<mo::packed_volume_render::kForward, mo::render_op::PackedInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays over N packed samples
-(kernels/common/packed_volume_render.h): VolumeRender's formulas, with ray r
+(kernels/packed_volume_render/packed_volume_render.h): VolumeRender's formulas, with ray r
 owning samples [ray_offsets[r], ray_offsets[r] + ray_counts[r]).
 
 sigma: [N] densities, >= 0.

@@ -1,11 +1,11 @@
 // MetalOpsRayMarch: packed samples of rays marched through an occupancy
 // bitfield; MetalOpsRayMarchStatic: the same into outputs of a static size
-// (XLA, docs/XLA.md). Formulas: kernels/common/ray_march.h; checks and attributes:
-// kernels/spec/ray_march_spec.h. Python: python/metal_ops/ray_march.py.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+// (XLA, docs/XLA.md). Formulas: kernels/ray_march/ray_march.h; checks and attributes:
+// kernels/ray_march/ray_march_spec.h. Python: python/metal_ops/ray_march.py.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/checks_tf.h"
-#include "kernels/spec/ray_march_spec.h"
+#include "kernels/ray_march/ray_march_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -94,7 +94,7 @@ REGISTER_OP("MetalOpsRayMarch")
     .SetShapeFn(RayMarchShape)
     .Doc(R"doc(
 Marches rays through an occupancy bitfield and returns the samples in occupied
-cells, packed and ordered by ray (kernels/common/ray_march.h).
+cells, packed and ordered by ray (kernels/ray_march/ray_march.h).
 
 origins, directions: [R, 3]. near, far: [R], clipped to the outermost cascade.
 occupancy: [C, ceil(G^3 / 8)] uint8; cascade c covers aabb scaled by 2^c about

@@ -1,6 +1,6 @@
 // Barron's general robust loss (CVPR 2019) and its fused backward.
-// Formulas: kernels/common/robust_loss.h. Wrapper + gradient: python/metal_ops/robust_loss.py.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+// Formulas: kernels/robust_loss/robust_loss.h. Wrapper + gradient: python/metal_ops/robust_loss.py.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"

@@ -1,11 +1,11 @@
 // Scene contraction of unbounded scenes (mip-NeRF 360): op definitions; their
-// shape functions are kernels/spec/pointwise_op.h's. Formula: kernels/common/scene_contract.h. Checks:
-// kernels/spec/scene_contract_spec.h. Wrapper + gradient:
+// shape functions are kernels/spec/pointwise_op.h's. Formula: kernels/scene_contract/scene_contract.h. Checks:
+// kernels/scene_contract/scene_contract_spec.h. Wrapper + gradient:
 // python/metal_ops/scene_contract.py. Doc: docs/SCENE_CONTRACT.md.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/pointwise_op.h"
-#include "kernels/spec/scene_contract_spec.h"
+#include "kernels/scene_contract/scene_contract_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 

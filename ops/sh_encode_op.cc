@@ -1,11 +1,11 @@
 // Real spherical-harmonics encoding of directions (the NeRF colour network's
 // input): op definitions; their shape functions are kernels/spec/pointwise_op.h's.
-// Formulas: kernels/common/sh_encode.h. Checks: kernels/spec/sh_encode_spec.h.
+// Formulas: kernels/sh_encode/sh_encode.h. Checks: kernels/sh_encode/sh_encode_spec.h.
 // Wrapper + gradient: python/metal_ops/sh_encode.py. Doc: docs/SH_ENCODE.md.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/pointwise_op.h"
-#include "kernels/spec/sh_encode_spec.h"
+#include "kernels/sh_encode/sh_encode_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 

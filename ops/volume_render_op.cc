@@ -1,10 +1,10 @@
 // MetalOpsVolumeRender and its backward MetalOpsVolumeRenderGrad.
-// Formulas: kernels/common/volume_render.h. Python: python/metal_ops/volume_render.py.
-// Shape functions shared with PackedVolumeRender: kernels/spec/render_op.h.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+// Formulas: kernels/volume_render/volume_render.h. Python: python/metal_ops/volume_render.py.
+// Shape functions shared with PackedVolumeRender: kernels/volume_render/render_op.h.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/spec/render_op.h"
-#include "kernels/spec/volume_render_spec.h"
+#include "kernels/volume_render/render_op.h"
+#include "kernels/volume_render/volume_render_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -53,7 +53,7 @@ REGISTER_OP("MetalOpsVolumeRender")
     .SetShapeFn(mo::render_op::ForwardShapeFn<mo::volume_render::kForward, mo::render_op::VolumeRenderInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays with S samples each
-(formulas in kernels/common/volume_render.h).
+(formulas in kernels/volume_render/volume_render.h).
 
 sigma: [R, S] densities, >= 0.
 rgb: [R, S, 3] sample colours.
@@ -87,7 +87,7 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .Attr("early_termination: float = 0.0001")
     .SetShapeFn(mo::render_op::BackwardShapeFn<mo::volume_render::kBackward, mo::render_op::VolumeRenderInputShapes, 4>)
     .Doc(R"doc(
-Backward of MetalOpsVolumeRender (suffix trick; see kernels/common/volume_render.h).
+Backward of MetalOpsVolumeRender (suffix trick; see kernels/volume_render/volume_render.h).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;
 weights and grad_weights are [R, S] when the forward returned weights, else
 [R, 0]. grad_background is per ray ([R, 3]); the Python gradient sums it over

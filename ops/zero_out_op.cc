@@ -1,9 +1,9 @@
 // ZeroOut: the tutorial op from the custom-op guide and WWDC21's Metal talk,
 // generalised to several dtypes and a chosen surviving element.
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/checks_tf.h"
-#include "kernels/spec/zero_out_spec.h"
+#include "kernels/zero_out/zero_out_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"

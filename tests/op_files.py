@@ -16,12 +16,12 @@ def named(folder, op):
     return sorted(f for f in os.listdir(os.path.join(ROOT, folder)) if re.match(rf"{re.escape(op)}[._]", f))
 
 
-def metal_planned_ops():
-    """The ops whose CPU kernels offer their work to a Metal plan: a file of
-    kernels/cpu named by the op calls cpu::RunOnMetal (docs/ARCHITECTURE.md,
-    "Metal plans")."""
-    def calls_run_on_metal(name):
-        with open(os.path.join(ROOT, "kernels", "cpu", name), encoding="utf-8") as f:
-            return "RunOnMetal(" in f.read()
+def folder(op):
+    """kernels/<op>: the op's C++, CUDA, Metal and XLA files (docs/ARCHITECTURE.md, "The layout")."""
+    return f"kernels/{op}"
 
-    return [op for op in OPS if any(calls_run_on_metal(name) for name in named("kernels/cpu", op))]
+
+def metal_planned_ops():
+    """The ops whose work runs as a Metal plan: their folder holds
+    <op>_plan.h (docs/ARCHITECTURE.md, "Metal plans")."""
+    return [op for op in OPS if os.path.isfile(os.path.join(ROOT, folder(op), f"{op}_plan.h"))]

@@ -22,12 +22,15 @@ Three fenced blocks of the document are machine-readable:
 """
 import collections
 import fnmatch
+import glob
 import os
 import re
 
 import pytest
 
-from tests.test_include_layers import ROOT, cycles, folder_graph, leaf_folder, project_includes
+from tests.test_include_layers import OPS, ROOT, cycles, folder_graph, leaf_folder, op_folder, project_includes
+
+pytestmark = pytest.mark.source_tree("docs/ARCHITECTURE.md and the sources")
 
 DOC = os.path.join(ROOT, "docs", "ARCHITECTURE.md")
 _TF_INCLUDE = re.compile(r'^[ \t]*#[ \t]*(?:include|import)[ \t]*[<"](tensorflow/[^>"]+)[>"]', re.M)
@@ -77,9 +80,24 @@ def graph_problems(drawn, real):
 INCLUDES = project_includes()
 
 
+def picture_graph(includes):
+    """The folder graph as the picture draws it: every op folder is one node,
+    kernels/<op>, except in an include from one op's folder into another's (a
+    family), which names both."""
+    edges = {}
+    for src, line, dst in includes:
+        a, b = leaf_folder(src), leaf_folder(dst)
+        if not (op_folder(a) and op_folder(b)):
+            a = "kernels/<op>" if op_folder(a) else a
+            b = "kernels/<op>" if op_folder(b) else b
+        if a != b:
+            edges.setdefault((a, b), []).append(f"{src}:{line} -> {dst}")
+    return edges
+
+
 def test_the_include_picture_is_the_real_graph():
     drawn = parse_graph(doc_block("include-graph"))
-    problems = graph_problems(drawn, folder_graph(INCLUDES, leaf_folder))
+    problems = graph_problems(drawn, picture_graph(INCLUDES))
     assert not problems, "docs/ARCHITECTURE.md's include-graph block and the sources' #includes differ:\n" + \
         "\n".join(problems)
 
@@ -153,7 +171,9 @@ def test_the_tensorflow_free_files_reach_no_tensorflow_header():
         deps[src].add(dst)
     sources = list(_project_sources())
     for pattern in doc_block("tensorflow-free"):
-        matched = [f for f in sources if fnmatch.fnmatchcase(f, pattern)]
+        # kernels/<op>/<op>.h: that file of every op that has one.
+        expanded = [pattern.replace("<op>", op) for op in OPS] if "<op>" in pattern else [pattern]
+        matched = [f for f in sources if any(fnmatch.fnmatchcase(f, p) for p in expanded)]
         assert matched, f"docs/ARCHITECTURE.md's tensorflow-free pattern {pattern} matches no file"
         for start in matched:
             seen, todo, path = {start}, [start], {start: [start]}
@@ -188,10 +208,10 @@ def shader_buffer_problems(lines, shaders):
             continue
         listed[m.group(1)] = (m.group(2), m.group(3).split())
     for name in sorted(set(shaders) - set(listed)):
-        problems.append(f"kernels/metal/{name}.metal is not in the block")
+        problems.append(f"{name}.metal is not in the block")
     for name, (header, enums) in sorted(listed.items()):
         if name not in shaders:
-            problems.append(f"{name}: no kernels/metal/{name}.metal")
+            problems.append(f"{name}: no kernels/*/{name}.metal")
             continue
         path = os.path.join(ROOT, header)
         text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
@@ -215,9 +235,8 @@ def shader_buffer_problems(lines, shaders):
 
 
 def _shader_sources():
-    folder = os.path.join(ROOT, "kernels", "metal")
-    return {f[:-len(".metal")]: open(os.path.join(folder, f), encoding="utf-8").read()
-            for f in sorted(os.listdir(folder)) if f.endswith(".metal")}
+    return {os.path.basename(p)[:-len(".metal")]: open(p, encoding="utf-8").read()
+            for p in sorted(glob.glob(os.path.join(ROOT, "kernels", "*", "*.metal")))}
 
 
 def test_every_shader_binds_its_buffers_by_the_enums_named():
@@ -229,12 +248,12 @@ def test_every_shader_binds_its_buffers_by_the_enums_named():
 
 def test_a_literal_buffer_index_or_a_stale_row_is_reported():
     shaders = {"zero_out": "kernel void f(device int* a [[buffer(0)]], device int* b [[buffer(mo::kZeroOutOut)]])"}
-    problems = shader_buffer_problems(["zero_out: kernels/common/zero_out.h ZeroOutBuffers",
-                                       "gone: kernels/common/zero_out.h ZeroOutBuffers"], shaders)
-    assert problems == ["gone: no kernels/metal/gone.metal",
+    problems = shader_buffer_problems(["zero_out: kernels/zero_out/zero_out.h ZeroOutBuffers",
+                                       "gone: kernels/zero_out/zero_out.h ZeroOutBuffers"], shaders)
+    assert problems == ["gone: no kernels/*/gone.metal",
                         "zero_out.metal: [[buffer(0)]] is not an enumerator of ZeroOutBuffers"]
-    problems = shader_buffer_problems(["zero_out: kernels/common/zero_out.h NoSuchEnum"], {"zero_out": "", "x": ""})
-    assert problems == ["kernels/metal/x.metal is not in the block", "zero_out: kernels/common/zero_out.h has no enum NoSuchEnum"]
+    problems = shader_buffer_problems(["zero_out: kernels/zero_out/zero_out.h NoSuchEnum"], {"zero_out": "", "x": ""})
+    assert problems == ["x.metal is not in the block", "zero_out: kernels/zero_out/zero_out.h has no enum NoSuchEnum"]
 
 
 @pytest.mark.parametrize("kind", ["include-graph", "tensorflow-headers", "tensorflow-free", "shader-buffers"])

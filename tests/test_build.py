@@ -19,7 +19,9 @@ import sys
 
 import pytest
 
-from tests.op_files import OPS, named
+from tests.op_files import OPS, folder, named
+
+pytestmark = pytest.mark.source_tree("the build files (Makefile, Bazel, setup.py)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,45 +38,48 @@ def _bazel_list(name):
     return ast.literal_eval(m.group(1))
 
 
-def _make_wildcards(var):
-    """The patterns of `VAR := $(wildcard a) $(wildcard b)` in the Makefile."""
-    m = re.search(rf"^{var} := (.*)$", _read("Makefile"), re.M)
-    assert m, f"Makefile has no {var} :="
-    patterns = re.findall(r"\$\(wildcard ([^)]+)\)", m.group(1))
-    assert patterns, f"Makefile {var} uses no $(wildcard ...)"
-    return [p for group in patterns for p in group.split()]
+def _expand(patterns, exclude=()):
+    found = {os.path.relpath(p, ROOT) for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))}
+    dropped = {os.path.relpath(p, ROOT) for pat in exclude for p in glob.glob(os.path.join(ROOT, pat))}
+    return sorted(found - dropped)
 
 
-def _expand(patterns):
-    return sorted({os.path.relpath(p, ROOT) for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))})
+def _bazel_files(name):
+    """The files a BUILD list globs, less its NAME_EXCLUDE list where BUILD has one."""
+    exclude = _bazel_list(name.replace("_SRCS", "_EXCLUDE")) if name == "OP_LIBRARY_SRCS" else ()
+    return _expand(_bazel_list(name), exclude)
+
+
+@pytest.fixture(scope="module")
+def make_vars(tmp_path_factory):
+    return make_database(tmp_path_factory.mktemp("make"))
 
 
 @pytest.mark.parametrize(
-    "bazel_list,make_var",
+    "bazel_list,make_files",
     [
-        ("OP_LIBRARY_SRCS", "CC_SRCS"),
-        ("METAL_MM_SRCS", "MM_SRCS"),
-        ("METAL_SHADER_SRCS", "METAL_SRCS"),
-        ("GRAPPLER_SRCS", "PLUGIN_OBJS"),
+        # Bazel's op library leaves the XLA kernels out.
+        ("OP_LIBRARY_SRCS", lambda v: sorted(set(v["CC_SRCS"].split()) - set(v["XLA_SRCS"].split()))),
+        ("METAL_MM_SRCS", lambda v: sorted(v["MM_SRCS"].split())),
+        ("METAL_SHADER_SRCS", lambda v: sorted(v["METAL_SRCS"].split())),
+        ("GRAPPLER_SRCS", lambda v: sorted(p[len(v["BUILD"]) + len("/obj/"):-2] + ".cc"
+                                            for p in v["PLUGIN_OBJS"].split())),
     ],
 )
-def test_bazel_globs_and_makefile_wildcards_list_the_same_files(bazel_list, make_var):
-    bazel_patterns = _bazel_list(bazel_list)
-    make_patterns = _make_wildcards(make_var)
-    assert sorted(bazel_patterns) == sorted(make_patterns)
-    bazel_files = _expand(bazel_patterns)
-    assert bazel_files == _expand(make_patterns)
+def test_bazel_globs_and_makefile_wildcards_list_the_same_files(bazel_list, make_files, make_vars):
+    bazel_files = _bazel_files(bazel_list)
+    assert bazel_files == make_files(make_vars)
     assert bazel_files, f"{bazel_list} matches no file"
 
 
 def test_op_library_sources_include_zero_out():
-    files = _expand(_bazel_list("OP_LIBRARY_SRCS"))
-    assert "ops/zero_out_op.cc" in files and "kernels/cpu/zero_out_kernels.cc" in files
+    files = _bazel_files("OP_LIBRARY_SRCS")
+    assert "ops/zero_out_op.cc" in files and "kernels/zero_out/zero_out_kernels.cc" in files
 
 
 def test_bazel_targets_use_the_glob_lists():
     build = _read("BUILD")
-    assert "srcs = glob(OP_LIBRARY_SRCS)" in build
+    assert "srcs = glob(OP_LIBRARY_SRCS, exclude = OP_LIBRARY_EXCLUDE)" in build
     assert "glob(METAL_MM_SRCS" in build and "glob(METAL_SHADER_SRCS" in build
     assert "glob(GRAPPLER_SRCS" in build
     assert 'name = "_metal_ops.so"' in build and 'name = "_metal_ops_grappler.so"' in build
@@ -85,7 +90,7 @@ def test_every_header_an_op_source_includes_is_declared_to_bazel():
     """A project header missing from BUILD's hdrs globs breaks only `make bazel`
     (Bazel's undeclared-inclusion check); catch it here."""
     declared = set(_expand(_bazel_list("PROJECT_HDRS")))
-    sources = [f for name in ("OP_LIBRARY_SRCS", "METAL_MM_SRCS", "GRAPPLER_SRCS") for f in _expand(_bazel_list(name))]
+    sources = [f for name in ("OP_LIBRARY_SRCS", "METAL_MM_SRCS", "GRAPPLER_SRCS") for f in _bazel_files(name)]
     missing = {}
     for src in sources:
         for inc in re.findall(r'^\s*#\s*(?:include|import)\s+"([^"]+)"', _read(src), re.M):
@@ -184,18 +189,19 @@ def test_check_op_library_finds_declared_ops():
 
 # ---- every op's files, found by its name -------------------------------------------------
 def _files_of(op):
-    """The files the layout (docs/ARCHITECTURE.md) asks of an op, from what the
-    sources say it has: CUDA files where kernels/cuda has any file of the op,
-    Metal ones where kernels/metal has, a shim runner where it has shaders."""
-    want = [f"ops/{op}_op.cc", f"kernels/spec/{op}_spec.h", f"python/metal_ops/{op}.py", f"benchmarks/bench_{op}.py",
-            f"docs/{op.upper()}.md"]
-    cuda, metal = named("kernels/cuda", op), named("kernels/metal", op)
-    if cuda:
-        want += [f"kernels/{op}_kernel.h", f"kernels/cuda/{op}.h", f"kernels/cuda/{op}.cu.cc",
-                 f"kernels/cuda/{op}_gpu.cc", f"kernels/cuda/harness/{op}_harness.cu.cc", f"tests/cuda/test_{op}_cuda.py"]
-    if metal:
-        want.append(f"kernels/metal/{op}_metal.mm")
-    if f"{op}.metal" in metal:
+    """The files the layout (docs/ARCHITECTURE.md) asks of an op, from what its
+    folder holds: CUDA files where it has a CUDA source, the Metal glue where
+    it has Metal files, a shim runner where it has a shader."""
+    d = folder(op)
+    want = [f"ops/{op}_op.cc", f"{d}/{op}_spec.h", f"{d}/{op}_kernels.cc", f"python/metal_ops/{op}.py",
+            f"benchmarks/bench_{op}.py", f"docs/{op.upper()}.md"]
+    have = named(d, op)
+    if f"{op}.cu.cc" in have:
+        want += [f"{d}/{op}_kernel.h", f"{d}/{op}_cuda.h", f"{d}/{op}_gpu.cc", f"{d}/{op}_harness.cu.cc",
+                 f"tests/cuda/test_{op}_cuda.py"]
+    if any(f.endswith((".metal", "_metal.mm")) for f in have):
+        want.append(f"{d}/{op}_metal.mm")
+    if f"{op}.metal" in have:
         want.append(f"tests/metal_shim/{op}_shim.cc")
     return want
 
@@ -207,8 +213,6 @@ def test_ops_are_found():
 @pytest.mark.parametrize("op", OPS)
 def test_every_file_of_an_op_is_found_by_its_name(op):
     missing = [f for f in _files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
-    if not named("kernels/cpu", op):
-        missing.append(f"kernels/cpu/{op}*")
     if not glob.glob(os.path.join(ROOT, "tests", f"test_{op}*.py")):
         missing.append(f"tests/test_{op}*.py")
     readme_rows = [line for line in _read("README.md").splitlines() if line.startswith("|")]

@@ -12,6 +12,8 @@ import pytest
 
 from tools.check import check_macos_env as env
 
+pytestmark = pytest.mark.source_tree("tools/check/check_macos_env.py and the Makefile")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

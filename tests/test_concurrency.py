@@ -188,7 +188,7 @@ print(json.dumps({"out": out, "errors": errors, "init_calls": int(lib.MetalOpsFu
 @pytest.mark.cpu_semantics("a fresh process's loader and fusion.enable(); no op runs on a device")
 def test_loader_and_fusion_enable_raced_from_eight_threads():
     """Fresh process: 4 threads call fusion.enable() while 4 others make the
-    first op calls (each triggering the lazy library load)."""
+    first op calls (each asking the loader for the library)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for k in ("METAL_OPS_FUSION", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
         env.pop(k, None)

@@ -11,6 +11,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "build"))
 import cublas_headers  # noqa: E402
 
+pytestmark = pytest.mark.source_tree("tools/build/cublas_headers.py")
+
 
 def fake_wheel(folder, version, members):
     os.makedirs(folder, exist_ok=True)

@@ -23,6 +23,8 @@ import cuda_archs  # noqa: E402
 import cuda12_toolkit  # noqa: E402,F401
 import cuda_lib_check  # noqa: E402
 
+pytestmark = pytest.mark.source_tree("tools/check/cuda_lib_check.py and the CUDA library's build")
+
 TF_DIR = os.path.dirname(tf.__file__)
 # METAL_OPS_CUDA_PKG: another package folder to check (e.g. one `make cuda-lib PKG=<dir>` wrote).
 PKG_CANDIDATES = [p for p in (os.environ.get("METAL_OPS_CUDA_PKG"),) if p] + [

@@ -1,12 +1,15 @@
 """The docs speak of the software as it is: no commit hashes, issue numbers or
 labels of periods of work ("session 21", "round 3", "run2") in docs/, the
-READMEs or the names of the result files, and every file of the tree a doc
-cites exists."""
+READMEs or the names of the result files, no story of the work (what changed,
+what it was) in the docs or in the comments of the code, and every file of
+the tree a doc cites exists."""
 import glob
 import os
 import re
 
 import pytest
+
+pytestmark = pytest.mark.source_tree("the docs")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = sorted([os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "*.md"))
@@ -71,6 +74,36 @@ def test_cited_files_exist(path):
             missing.append(cited)
     results = [c for c in missing if "benchmarks/results/" in c]
     assert not results, f"{os.path.relpath(path, ROOT)} cites result files that do not exist: {sorted(set(results))}"
+    # The sources: a doc that names a file of the code names one that is there.
+    sources = [c for c in missing if re.match(r"(?:\.\./)*(?:kernels|ops|grappler|tools)/", c)]
+    assert not sources, f"{os.path.relpath(path, ROOT)} cites sources that do not exist: {sorted(set(sources))}"
+
+
+# A pattern of source files a doc cites: `kernels/<op>/<op>_spec.h`,
+# `kernels/*/*.metal`, `kernels/sh_encode/sh_encode{_cuda.h,.cu.cc}`.
+CITED_PATTERN = re.compile(r"(?<![\w/.-])((?:kernels|ops|grappler|tools)/[\w./<>*{},-]*[<>*{}][\w./<>*{},-]*[\w>*}])")
+
+
+def pattern_glob(pattern):
+    """The glob patterns of a cited pattern: <name> and * for any name, {a,b} for either."""
+    alternatives = re.search(r"\{([^{}]*)\}", pattern)
+    if alternatives:
+        head, tail = pattern[:alternatives.start()], pattern[alternatives.end():]
+        return [g for alt in alternatives.group(1).split(",") for g in pattern_glob(head + alt + tail)]
+    return [re.sub(r"<[^<>]*>", "*", pattern)]
+
+
+def test_pattern_glob_reads_placeholders_and_alternatives():
+    assert pattern_glob("kernels/<op>/<op>_plan.{h,cc}") == ["kernels/*/*_plan.h", "kernels/*/*_plan.cc"]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_cited_source_patterns_match_files(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    unmatched = [m.group(1) for m in CITED_PATTERN.finditer(text)
+                 if not all(glob.glob(os.path.join(ROOT, g)) for g in pattern_glob(m.group(1)))]
+    assert not unmatched, f"{os.path.relpath(path, ROOT)} cites patterns no source matches: {sorted(set(unmatched))}"
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
@@ -81,3 +114,100 @@ def test_result_files_named_alone_exist(path):
     results = set(os.listdir(os.path.join(ROOT, "benchmarks", "results")))
     named = set(re.findall(r"\b([a-z0-9_]+\.(?:cpu|h100|h200)\.(?:json|png))\b", text))
     assert named <= results, f"{os.path.relpath(path, ROOT)} names result files that do not exist: {named - results}"
+
+
+# ---- words of the work: the software told as it is, not how it came to be ----
+# Narrative words in prose and comments: the samples of the unit test below.
+# Each pattern is narrow enough to leave ordinary English alone (the idioms
+# "now and then" and "from now on", a passive "is used to", "call X before Y",
+# which orders two steps).
+NARRATIVE = re.compile(
+    r"\bnow\b(?! and then)(?<!\bfrom now)(?! on\b)(?!\s*\()"
+    r"|(?<!\bis )(?<!\bare )(?<!\bbe )(?<!\bbeen )(?<!\bbeing )(?<!\bwas )(?<!\bwere )(?<!\bget )(?<!\bgets )"
+    r"(?<!\bgot )\bused to\b"
+    r"|\b(?:fixed|found) (?:in|by) (?:this suite|commit|\S+\.(?:py|h|cc|mm|md)\b)"
+    r"|\bno longer (?:needed|used|supported|required|necessary|exists?|true|the case|works?)\b"
+    r"|\b(?:previously|formerly|nowadays|anymore|these days|until recently)\b"
+    r"|\bas before\b"
+    r"|\b(?:before|after|since|until) (?:this|the|that) (?:change|fix|commit|move|rewrite|refactor(?:ing)?"
+    r"|patch|merge|restructuring)\b"
+    r"|\b(?:was|were|has been|have been|got) (?:changed|moved|renamed|replaced|rewritten|fixed|removed)\b",
+    re.I)
+
+
+def narrative(text):
+    """The narrative phrases of prose text, with what surrounds them."""
+    text = re.sub(r"`[^`\n]*`", "``", text)  # code spans: identifiers, commands
+    return [text[max(0, m.start() - 40):m.end() + 40].replace("\n", " ").strip() for m in NARRATIVE.finditer(text)]
+
+
+def test_narrative_checker_catches_the_work_and_leaves_english_alone():
+    work = ["The library now loads at import.", "fusion.enable() used to abort.",
+            "Regression (found by this suite, fixed in robust_loss.h).", "The flag is no longer needed.",
+            "The tree before the move had twelve folders.", "Loads as before.", "It was renamed to x.",
+            "Previously the op ran on the CPU."]
+    english = ["Call load_library() before the first op.", "The pool is used to shard work.",
+               "Threads fail now and then.", "XLA compiles the ops from now on.", "A step no longer than h.",
+               "The least recently used graph is dropped.", "t = time.now()", "`datetime.now()` is UTC.",
+               "Run it before each release.", "Time it before and after a refactoring.", "The last step's counts are read while this one runs."]
+    assert [s for s in work if not narrative(s)] == []
+    assert [s for s in english if narrative(s)] == []
+
+
+def comments(path, text):
+    """The comments and docstrings of a source file (C-family: // and /* */;
+    Python: # and triple-quoted strings; shell, make, YAML: #)."""
+    if path.endswith(".py"):
+        import io
+        import tokenize
+        out = []
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+                if tok.type == tokenize.COMMENT or (tok.type == tokenize.STRING and tok.string.lstrip("rbuRBU")[:3]
+                                                    in ('"""', "'''")):
+                    out.append(tok.string)
+        except (tokenize.TokenError, SyntaxError):
+            pass
+        return "\n".join(out)
+    if path.endswith((".h", ".cc", ".mm", ".metal", ".cu")):
+        code = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)  # string literals ("http://...")
+        return "\n".join(re.findall(r"//[^\n]*|/\*.*?\*/", code, flags=re.S))
+    return "\n".join(re.findall(r"(?:^|\s)(#[^\n]*)", text))
+
+
+SOURCE = re.compile(r"\.(?:py|h|cc|mm|metal|cu|sh|bzl|yml)$|(?:^|/)(?:Makefile|BUILD)$")
+
+
+def source_files():
+    skip = {".git", ".venv", "build", "third_party", "results", "__pycache__", "node_modules"}
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in skip and not d.startswith((".", "venv"))]
+        for f in files:
+            path = os.path.join(top, f)
+            if SOURCE.search(os.path.relpath(path, ROOT)):
+                yield path
+
+
+def test_comments_are_read_from_each_language_and_code_is_not():
+    cc = 'const char* url = "http://x.org/now";  // The op now runs on Metal.\n/* It used to abort. */\n'
+    py = '"""The loader used to be lazy."""\nnow = clock()  # fixed in fusion.py\n'
+    sh = 'now=1  # Previously a flag.\n'
+    assert len(narrative(comments("a.cc", cc))) == 2
+    assert len(narrative(comments("a.py", py))) == 2
+    assert len(narrative(comments("a.sh", sh))) == 1
+    assert narrative(comments("a.cc", 'f("now");  // ok\n')) == []
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_doc_tells_no_story_of_the_work(path):
+    with open(path, encoding="utf-8") as f:
+        found = narrative(prose(f.read()))
+    assert not found, f"{os.path.relpath(path, ROOT)} tells the story of the work:\n" + "\n".join(found)
+
+
+def test_code_comments_tell_no_story_of_the_work():
+    found = []
+    for path in source_files():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            found += [f"{os.path.relpath(path, ROOT)}: {s}" for s in narrative(comments(path, f.read()))]
+    assert not found, "comments that tell the story of the work:\n" + "\n".join(found)

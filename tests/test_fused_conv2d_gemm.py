@@ -3,7 +3,7 @@
 The kernel multiplies with OpenBLAS's sgemm (the pinned scipy-openblas32
 package, linked by the op library), one single-threaded call per tile of output
 pixels, the tiles spread over TensorFlow's intra-op pool. Tile heights come
-from kernels/cpu/fused_conv2d_gemm.h: L2-sized for small filters, a fixed
+from kernels/fused_conv2d/fused_conv2d_gemm.h: L2-sized for small filters, a fixed
 height for filters too large for L2 (3x3 256 -> 256). The cases cover both,
 many tiles per worker, one pixel, padding, strides and dilations, and every
 output-stage variant.
@@ -136,6 +136,7 @@ def _pins(path):
         return re.findall(r"scipy-openblas32==([0-9.]+)", f.read())
 
 
+@pytest.mark.source_tree("the requirements files")
 def test_openblas_pinned_alike_everywhere():
     from importlib import metadata
 
@@ -146,6 +147,7 @@ def test_openblas_pinned_alike_everywhere():
     assert metadata.version("scipy-openblas32") == pins["requirements.txt"][0]
 
 
+@pytest.mark.source_tree("setup.py")
 def test_setup_requires_the_openblas_it_links():
     from importlib import metadata
 

@@ -1,4 +1,4 @@
-"""kernels/cpu/fused_mlp_cpu.h built for each instruction set this machine runs
+"""kernels/fused_mlp/fused_mlp_cpu.h built for each instruction set this machine runs
 (AVX-512, AVX2+FMA, the one-lane scalar fallback; the library itself is built for
 one of them only), through the C ABI of tests/fused_mlp_isa/fused_mlp_isa.cc,
 against the float64 NumPy reference of tests/test_fused_mlp.py. NEON is compiled
@@ -13,12 +13,14 @@ import subprocess
 import numpy as np
 import pytest
 
+from tests.activation_codes import activation_code
 from tests.reference.fused_mlp import ALPHA
 from tests.test_fused_mlp import CASES, make_net, reference
 
+pytestmark = pytest.mark.source_tree("kernels/ and a compiler")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "tests", "fused_mlp_isa", "fused_mlp_isa.cc")
-ACTIVATIONS = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}  # activations.h
 ISAS = {"avx512": ["-mavx512f", "-mavx2", "-mfma"], "avx2": ["-mavx2", "-mfma"], "scalar": []}
 CPU_FLAGS = {"avx512": "avx512f", "avx2": "avx2"}
 
@@ -60,10 +62,10 @@ def run(so, x, kernels, biases, act, out_act, dy, threads):
     h = np.zeros((hidden, n, width), np.float32)
     dx = np.zeros_like(x)
     dk, db = [np.zeros_like(k) for k in kernels], [np.zeros_like(b) for b in biases]
-    so.fused_mlp_isa_run(ctypes.c_int64(n), in_dim, width, hidden, out_dim, ACTIVATIONS[act], ACTIVATIONS[out_act],
-                         ctypes.c_float(ALPHA), threads, x.ctypes.data_as(F), pointers(kernels), pointers(biases),
-                         y.ctypes.data_as(F), h.ctypes.data_as(F), dy.ctypes.data_as(F), dx.ctypes.data_as(F),
-                         pointers(dk), pointers(db))
+    so.fused_mlp_isa_run(ctypes.c_int64(n), in_dim, width, hidden, out_dim, activation_code(act),
+                         activation_code(out_act), ctypes.c_float(ALPHA), threads, x.ctypes.data_as(F),
+                         pointers(kernels), pointers(biases), y.ctypes.data_as(F), h.ctypes.data_as(F),
+                         dy.ctypes.data_as(F), dx.ctypes.data_as(F), pointers(dk), pointers(db))
     return y, [dx] + dk + db
 
 

@@ -1,9 +1,9 @@
 """FusedMLP Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/fused_mlp.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
+kernels/fused_mlp/fused_mlp.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/fused_mlp_shim.cc runs the shaders in the order and with the
-threadgroup geometry kernels/metal/fused_mlp_metal.mm uses, each threadgroup's
+threadgroup geometry kernels/fused_mlp/fused_mlp_metal.mm uses, each threadgroup's
 threads as cooperating fibers (barriers and simdgroup_matrix operations wait
 for every thread they involve). The reference is tests/reference/fused_mlp.py
 (float64). This checks the shaders' arithmetic, indexing, tiling and
@@ -21,11 +21,12 @@ import os
 import numpy as np
 import pytest
 
+from tests.activation_codes import activation_code
 from tests.metal_shim.shim import ROOT, load_shim, ptr
 from tests.reference.fused_mlp import ALPHA, assert_within_float16_bound, float16_bound, forward_backward
 
-# mo::Activation codes (kernels/common/activations.h)
-ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}
+pytestmark = pytest.mark.source_tree("the Metal shaders (MSL shim)")
+
 DTYPE = {np.float32: 0, np.float16: 1}
 WIDTHS = [16, 32, 64, 128]
 
@@ -62,8 +63,8 @@ def forward(shim, x, ws, bs, act, out_act, max_groups=1 << 20, reverse=False):
     y = np.full((n, out_dim), np.nan, x.dtype)
     h = np.full((hidden, n, width), np.nan, x.dtype)
     err = shim.shim_fused_mlp_forward(DTYPE[x.dtype.type], ptr(x), _pointers(ws), _pointers(bs), ptr(y), ptr(h), n,
-                                      in_dim, width, hidden, out_dim, ACT[act], ACT[out_act], ALPHA, max_groups,
-                                      int(reverse))
+                                      in_dim, width, hidden, out_dim, activation_code(act), activation_code(out_act),
+                                      ALPHA, max_groups, int(reverse))
     assert err == 0, shim.shim_fused_mlp_error().decode()
     return y, h
 
@@ -75,8 +76,8 @@ def backward(shim, dy, x, ws, y, h, act, out_act, reverse=False):
     dws = [np.full(w.shape, np.nan, x.dtype) for w in ws]
     dbs = [np.full(w.shape[1], np.nan, x.dtype) for w in ws]
     err = shim.shim_fused_mlp_backward(DTYPE[x.dtype.type], ptr(dy), ptr(x), _pointers(ws), ptr(y), ptr(h), ptr(dx),
-                                       _pointers(dws), _pointers(dbs), n, in_dim, width, hidden, out_dim, ACT[act],
-                                       ACT[out_act], ALPHA, int(reverse))
+                                       _pointers(dws), _pointers(dbs), n, in_dim, width, hidden, out_dim,
+                                       activation_code(act), activation_code(out_act), ALPHA, int(reverse))
     assert err == 0, shim.shim_fused_mlp_error().decode()
     return dx, dws, dbs
 
@@ -262,7 +263,7 @@ def test_geometry_fits_pipelines_of_fewer_threads(shim):
     assert fn(5000, 32, 64, 2, 16, 4, 0, 1024, out) == 0 and out[0] == 4  # the limit bites below 128 threads
     # The .mm recomputes the geometry from the tile pipeline's limit before it
     # builds the plan from it (the backward's partials follow the geometry).
-    with open(os.path.join(ROOT, "kernels", "metal", "fused_mlp_metal.mm"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "kernels", "fused_mlp", "fused_mlp_metal.mm"), encoding="utf-8") as f:
         text = f.read()
     for kind in ("void Forward(", "void Backward("):
         body = text.split(kind, 1)[1].split("\n}\n", 1)[0]

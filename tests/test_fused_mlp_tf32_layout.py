@@ -1,5 +1,5 @@
-"""FusedMLP float32 on TF32 tensor cores (kernels/cuda/fused_mlp_mma.cu.cc; Tf32Mma
-in kernels/cuda/fused_mlp_mma.h), checked without a GPU:
+"""FusedMLP float32 on TF32 tensor cores (kernels/fused_mlp/fused_mlp_mma.cu.cc; Tf32Mma
+in kernels/fused_mlp/fused_mlp_mma.h), checked without a GPU:
 
 * a NumPy model of the kernels' fragment index arithmetic (per lane, per
   register; each function mirrors the C++ function of the same name) driven

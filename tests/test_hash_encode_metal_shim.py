@@ -1,9 +1,9 @@
 """HashEncode Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/hash_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
+kernels/hash_encode/hash_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/hash_encode_shim.cc runs each shader over its dispatch grid
-in the order kernels/metal/hash_encode_metal.mm encodes them. The reference
+in the order kernels/hash_encode/hash_encode_metal.mm encodes them. The reference
 is tests/reference/hash_encode.py (independent, from the formulas). This
 checks the shaders' arithmetic and indexing, not Metal's memory model or the
 .mm host code (which needs a Mac).
@@ -15,6 +15,8 @@ import pytest
 
 from tests.reference import hash_encode as ref
 from tests.metal_shim.shim import load_shim, ptr
+
+pytestmark = pytest.mark.source_tree("the Metal shaders (MSL shim)")
 
 DTYPES = {"float32": (np.float32, 0), "float16": (np.float16, 1)}
 
@@ -243,9 +245,10 @@ def test_no_backend_computes_level_geometry():
     import os
     import re
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    files = [f for pattern in ("kernels/cpu/hash_encode*", "kernels/cuda/hash_encode*", "kernels/metal/hash_encode*",
-                               "kernels/cuda/harness/hash_encode*")
-             for f in glob.glob(os.path.join(root, pattern))]
+    # The op's folder less its spec (which checks the finest level's size): its
+    # CPU, CUDA, Metal and XLA files.
+    files = [f for f in glob.glob(os.path.join(root, "kernels", "hash_encode", "hash_encode*"))
+             if not f.endswith("_spec.h")]
     assert len(files) >= 6
     for path in files:
         text = open(path).read()

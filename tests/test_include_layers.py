@@ -4,19 +4,26 @@ Every `#include "..."` (and Objective-C `#import "..."`) of the project's C,
 C++, Objective-C++, CUDA and Metal sources that names a project file (from the
 repository root, the build's -I., or beside the including file) is an edge
 between two folders. The folders form layers when that graph has no cycle,
-both between leaf folders (ops, kernels, kernels/spec, kernels/cpu, ...) and
-between top-level folders (ops, kernels, grappler, tests, ...): a folder never
-includes from a folder that includes it back, directly or through others.
+both between leaf folders (ops, kernels/<op>, kernels/spec, kernels/cpu, ...)
+and between top-level folders (ops, kernels, grappler, tests, ...): a folder
+never includes from a folder that includes it back, directly or through others.
+
+kernels/ holds one folder per op (kernels/<op>/, named as ops/<op>_op.cc) and
+the shared folders. An op folder includes the shared folders and, where the op
+builds on another, that op's folder (its family, drawn in
+docs/ARCHITECTURE.md); a shared folder never includes an op folder.
 
 ops/ holds the REGISTER_OP files (ops/<op>_op.cc) and nothing else: an op's
-attributes, parameters and checks live in kernels/spec/, which the op
-definitions and every kernel include.
+attributes, parameters and checks live in its spec, kernels/<op>/<op>_spec.h,
+which the op definition and every kernel of the op include.
 """
 import collections
 import os
 import re
 
 import pytest
+
+pytestmark = pytest.mark.source_tree("the sources' includes")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTENSIONS = (".h", ".cc", ".cpp", ".cu", ".cuh", ".mm", ".m", ".metal")
@@ -102,13 +109,22 @@ def back_includes(edges):
 
 
 INCLUDES = project_includes()
+OPS = sorted(os.path.basename(p)[: -len("_op.cc")] for p in os.listdir(os.path.join(ROOT, "ops"))
+             if p.endswith("_op.cc"))
+
+
+def op_folder(folder):
+    """The op whose folder this is (kernels/<op>), else None."""
+    parts = folder.split("/")
+    return parts[1] if len(parts) == 2 and parts[0] == "kernels" and parts[1] in OPS else None
 
 
 def test_includes_are_found():
     """The parse sees the layers it guards (a parse that found nothing would pass)."""
     leaf = folder_graph(INCLUDES, leaf_folder)
-    for edge in [("ops", "kernels/spec"), ("kernels", "kernels/spec"), ("kernels/cpu", "kernels"),
-                 ("kernels/metal", "kernels/spec"), ("kernels/spec", "kernels/common")]:
+    for edge in [("ops", "kernels/sh_encode"), ("ops", "kernels/framework"), ("kernels/sh_encode", "kernels/cpu"),
+                 ("kernels/sh_encode", "kernels/spec"), ("kernels/cpu", "kernels/metal_plan"),
+                 ("kernels/metal", "kernels/spec"), ("kernels/packed_volume_render", "kernels/volume_render")]:
         assert edge in leaf, f"no include from {edge[0]}/ into {edge[1]}/ found"
     assert ("ops", "kernels") in folder_graph(INCLUDES, top_folder)
 
@@ -118,6 +134,14 @@ def test_folders_include_one_way(granularity, folder_of):
     found = back_includes(folder_graph(INCLUDES, folder_of))
     assert not found, f"{granularity} include each other (a cycle): move the shared part below both\n" + \
         "\n".join(found)
+
+
+def test_shared_folders_never_include_an_op_folder():
+    """What several ops share sits below every op: kernels/common, cpu, cuda,
+    metal, metal_plan, spec, xla and framework include no kernels/<op>/ file."""
+    found = [f"{src}:{line} -> {dst}" for src, line, dst in INCLUDES
+             if src.startswith("kernels/") and not op_folder(leaf_folder(src)) and op_folder(leaf_folder(dst))]
+    assert not found, "a shared folder includes an op's file (move the shared part below):\n" + "\n".join(found)
 
 
 def test_cycle_detection():

@@ -200,7 +200,7 @@ def _loss_models(adaptive_cls, distortion_cls):
 @pytest.mark.parametrize("names", ["current", "former"])
 def test_keras_files_round_trip_under_either_name(tmp_path, names):
     """Models saved under the former class names (registered names
-    metal_ops>AdaptiveRobustLoss, metal_ops>DistortionLoss) load as before."""
+    metal_ops>AdaptiveRobustLoss, metal_ops>DistortionLoss) load under either name."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         if names == "current":

@@ -19,6 +19,8 @@ from tools.check.macos_checks import macho, plugin_compat, stream_protocol
 from tools.check.macos_checks.tensorflow_wheel import TensorFlow
 from tools.check.macos_checks.text_stubs import TextStubs
 
+pytestmark = pytest.mark.source_tree("tools/check/macos_binaries.py, tools/check/macos_checks and kernels/metal")
+
 HEADER = os.path.join(ROOT, "kernels", "metal", "tf_metal_stream.h")
 STREAM_METHODS = [("initWithMetalStream:", "@24@0:8^v16"), ("queue", "@16@0:8"),
                   ("currentCommandBuffer", "@16@0:8"), ("commit", "v16@0:8"), ("commitAndWait", "v16@0:8")]

@@ -99,6 +99,7 @@ def _write(path, **info):
     return str(path)
 
 
+@pytest.mark.source_tree("tools/build")
 def test_add_build_collects_both_builds_newest_first(tmp_path):
     out = tmp_path / "pkg.json"
     script = [sys.executable, os.path.join(ROOT, "tools", "build", "write_build_info.py")]
@@ -113,6 +114,7 @@ def test_add_build_collects_both_builds_newest_first(tmp_path):
     assert info == INFO
 
 
+@pytest.mark.source_tree("tools/build")
 def test_make_records_the_grappler_plugins_name(tmp_path):
     out = tmp_path / "info.json"
     subprocess.run([sys.executable, os.path.join(ROOT, "tools", "build", "write_build_info.py"), "--out", str(out),
@@ -152,6 +154,7 @@ def test_macos_extras_resolve_per_python(python, cpu_tf, metal):
     assert not any(Requirement(r).marker.evaluate(linux) for reqs in extras.values() for r in reqs)
 
 
+@pytest.mark.source_tree("setup.py")
 def test_setup_py_gives_the_macos_wheel_the_stack_extras(tmp_path, monkeypatch):
     import importlib.util
 
@@ -217,6 +220,7 @@ def _wheel(tmp_path, info):
     return zipfile.ZipFile(path)
 
 
+@pytest.mark.source_tree("tools/check")
 def test_wheel_check_wants_one_checked_tensorflow_per_build(tmp_path):
     from tools.check.macos_checks import wheel
 

@@ -6,7 +6,7 @@
   threadgroup dispatch fits, the blit fill rule, the METAL_OPS_GPU_SYNC mode
   (read at every op call) and its error; every pipeline and check before the
   first encode.
-- The MPSGraph kernels' decisions (kernels/metal/mpsgraph_rules.h): graph keys
+- The MPSGraph kernels' decisions (kernels/fused_conv2d/fused_conv2d_mpsgraph_rules.h): graph keys
   exact in every attribute, the bounded (least recently used) graph cache,
   ELU's expm1 from graph operations.
 - The embedded shader sources (tools/build/embed_metal.py): every project include
@@ -30,7 +30,15 @@ from tests.metal_shim.shim import ROOT, load_shim, ptr
 from tools.build import embed_metal
 from tools.check import msl_check
 
-METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
+pytestmark = pytest.mark.source_tree("the Objective-C++ glue and tools/check/metal_check.sh")
+
+def _shader_path(name):
+    """kernels/<folder>/<name>.metal: an op's shader in its folder, fill.metal in kernels/metal."""
+    (path,) = glob.glob(os.path.join(ROOT, "kernels", "*", f"{name}.metal"))
+    return path
+
+
+METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "*", "*.metal")))
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +211,7 @@ def test_every_pipeline_and_check_comes_before_the_first_encode():
     before an op enters the stream's queue, so a failing call encodes nothing
     and no compile runs inside dispatch_sync(stream.queue)."""
     found = 0
-    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*_metal.mm")) + [GLUE_MM]:
+    for path in glob.glob(os.path.join(ROOT, "kernels", "*", "*_metal.mm")) + [GLUE_MM]:
         text = open(path).read()
         # call.RunPlan(plan, ...) encodes through KernelCall::RunPlan (checked below).
         found += text.count("call.RunPlan(")
@@ -256,7 +264,7 @@ def test_graph_key_tells_output_shapes_apart():
     assert a != b
     assert graph_key(shim, "conv_no_taps", 1, attrs, [[8]], [2, 4, 4, 8]) == a
     # RunGraph keys every graph by its output shape too.
-    with open(os.path.join(ROOT, "kernels", "metal", "fused_conv2d_metal.mm"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "kernels", "fused_conv2d", "fused_conv2d_metal.mm"), encoding="utf-8") as f:
         assert "GraphKey(op, device.registryID, attrs, shapes, out_dims)" in f.read()
 
 
@@ -338,7 +346,7 @@ def lru(shim):
 def test_graph_cache_keeps_at_most_capacity_and_drops_the_least_recently_used(shim, lru):
     cache = lru(3)
     assert [shim.shim_lru_get(cache, k) for k in (b"a", b"b", b"c")] == [1, 1, 1]
-    assert shim.shim_lru_get(cache, b"a") == 0       # found: now the most recently used
+    assert shim.shim_lru_get(cache, b"a") == 0       # found: it becomes the most recently used
     assert shim.shim_lru_get(cache, b"d") == 1       # drops b, the least recently used
     assert shim.shim_lru_size(cache) == 3
     assert [shim.shim_lru_contains(cache, k) for k in (b"a", b"b", b"c", b"d")] == [1, 0, 1, 1]
@@ -401,7 +409,7 @@ def test_mpsgraph_elu_matches_activations_h(shim):
 
 
 def test_mpsgraph_elu_is_built_from_the_shared_formula():
-    with open(os.path.join(ROOT, "kernels", "metal", "fused_conv2d_metal.mm"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "kernels", "fused_conv2d", "fused_conv2d_metal.mm"), encoding="utf-8") as f:
         text = f.read()
     elu = re.search(r"case mo::kActElu: \{(.*?)\n    \}", text, re.DOTALL)
     assert elu and "mo::metal::Elu(" in elu.group(1) and "exponentWithTensor" not in elu.group(1)
@@ -434,7 +442,7 @@ def test_every_shader_is_embedded_and_decodes_to_its_expansion(embedded):
         assert not re.search(r'^\s*#\s*include\s+"', text, re.MULTILINE), name
         assert "#include <metal_stdlib>" in text
         # Every entry point of the original file is in the expansion.
-        original = open(os.path.join(ROOT, "kernels", "metal", f"{name}.metal")).read()
+        original = open(_shader_path(name)).read()
         for kernel in re.findall(r"kernel void (\w+)\(", original):
             assert f"kernel void {kernel}(" in text, (name, kernel)
         assert msl_check.instantiations(text) == msl_check.instantiations(original), name
@@ -452,8 +460,8 @@ def test_the_shim_compiles_the_embedded_expansion(embedded):
         assert open(os.path.join(gen, name)).read() == (embedded / name).read_text(), name
     for shim_cc in glob.glob(os.path.join(ROOT, "tests", "metal_shim", "*_shim.cc")):
         text = open(shim_cc).read()
-        assert not re.search(r'#include "kernels/metal/\w+\.metal"', text), (
-            f"{shim_cc} must include the expanded source (\"<name>.metal\"), not kernels/metal/")
+        assert not re.search(r'#include "kernels/\w+/\w+\.metal"', text), (
+            f"{shim_cc} must include the expanded source (\"<name>.metal\"), not the tree's shader")
 
 
 # The shaders whose entry points are kernel templates, instantiated by host name:
@@ -475,7 +483,7 @@ def test_the_shim_finds_every_instantiation_by_the_hosts_names(shader):
     find_every = getattr(lib, f"shim_{shader}_find_every_kernel")
     find_every.restype = ctypes.c_int
     assert find_every() == 0
-    original = open(os.path.join(ROOT, "kernels", "metal", f"{shader}.metal")).read()
+    original = open(_shader_path(shader)).read()
     assert msl_check.instantiations(original), shader
 
 
@@ -560,8 +568,7 @@ def _code(path):
 
 
 GLUE_MM = os.path.join(ROOT, "kernels", "metal", "metal_kernel.mm")
-OP_GLUE_FILES = sorted(p for p in glob.glob(os.path.join(ROOT, "kernels", "metal", "*.mm"))
-                       if os.path.basename(p) not in ("metal_kernel.mm", "metal_device.mm"))
+OP_GLUE_FILES = sorted(glob.glob(os.path.join(ROOT, "kernels", "*", "*_metal.mm")))
 
 
 @pytest.mark.parametrize("path", OP_GLUE_FILES, ids=os.path.basename)
@@ -588,7 +595,7 @@ def test_every_metal_compute_runs_in_an_autorelease_pool(path):
 def test_fused_mlp_checks_the_gpu_family_before_compiling_its_library():
     # A GPU without simdgroup_matrix gets FusedMLP's UNIMPLEMENTED message, not
     # a compile error of its shader library: the family check comes first.
-    text = _code(os.path.join(ROOT, "kernels", "metal", "fused_mlp_metal.mm"))
+    text = _code(os.path.join(ROOT, "kernels", "fused_mlp", "fused_mlp_metal.mm"))
     for kind in ("void Forward(", "void Backward("):
         body = text.split(kind, 1)[1].split("\n}\n", 1)[0]
         assert "GpuFamilyOk(call)" in body, kind
@@ -603,5 +610,5 @@ def test_zero_fills_run_on_the_compute_encoder():
     # on tensorflow-metal's buffers).
     plan = open(os.path.join(ROOT, "kernels", "metal_plan", "plan.cc")).read()
     assert '"fill_zero"' in plan.split("PlanBuilder& PlanBuilder::FillZero(", 1)[1].split("\n}\n", 1)[0]
-    for path in glob.glob(os.path.join(ROOT, "kernels", "metal", "*.mm")):
+    for path in glob.glob(os.path.join(ROOT, "kernels", "*", "*.mm")):
         assert "blitCommandEncoder" not in _code(path), path

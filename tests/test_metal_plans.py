@@ -23,6 +23,8 @@ import metal_ops
 from metal_ops import metal_path
 from tests.op_files import metal_planned_ops
 
+pytestmark = pytest.mark.source_tree("the Metal shaders (the strict model of Metal)")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIM_EXEC = os.path.join(ROOT, "build", "libmetal_ops_shim_exec.so")
 ROUTES = ("shim", "shim-stream")
@@ -30,8 +32,9 @@ ROUTES = ("shim", "shim-stream")
 # (METAL_OPS_METAL=1, every call: minimum work 0).
 RERUN_ROUTES = ROUTES + (("1",) if sys.platform == "darwin" else ())
 
-# The test module of every op whose CPU kernels send work to a Metal plan
-# (cpu::RunOnMetal), rerun through the model; an op with a plan and no
+# The test module of every op with a Metal plan (kernels/<op>/<op>_plan.h,
+# which its CPU functor offers the work to: cpu::RunOnMetal), rerun through
+# the model; an op with a plan and no
 # tests/test_<op>.py fails its run.
 PLANNED_MODULES = [f"tests/test_{op}.py" for op in metal_planned_ops()]
 
@@ -64,7 +67,7 @@ def shim_exec_built():
 
 
 def test_the_planned_ops_are_found():
-    """The RunOnMetal calls are read (a search that found none would rerun nothing)."""
+    """The plan files are found (a search that found none would rerun nothing)."""
     assert {"zero_out", "sh_encode", "volume_render", "hash_encode", "ray_march", "fused_mlp"} <= set(metal_planned_ops())
     assert set(LEFT_OUT) <= set(PLANNED_MODULES)
 

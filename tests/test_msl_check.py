@@ -11,10 +11,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "tests", "msl_check")
-SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.metal")))
+SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "*", "*.metal")))
 
 if not os.path.isfile(os.path.join(ROOT, "tools", "check", "msl_check.py")) or not SOURCES:
-    pytest.skip("the MSL rules check needs the source tree (tools/, kernels/metal/): not in an installed package",
+    pytest.skip("the MSL rules check needs the source tree (tools/, kernels/): not in an installed package",
                 allow_module_level=True)
 
 from tools.build import embed_metal  # noqa: E402

@@ -12,7 +12,7 @@ link static executables).
   log / exp), HashEncode (its scatter without the x86 FMA intrinsics), and the
   kernels/common formulas of SHEncode, DistortionLoss, PackedVolumeRender and
   RayMarch compiled for arm64: tests/neon/cpu_ops_main.cc around the TF-free
-  bodies of their CPU kernels (kernels/cpu/*_cpu.h).
+  bodies of their CPU kernels (kernels/*/*_cpu.h).
 
 Not here: ZeroOut (a copy) and FusedConv2D (its arithmetic is OpenBLAS's
 GEMM). The same executables built for this machine (no -m flags: the scalar
@@ -45,6 +45,8 @@ from tests.reference.render_testing import cotangents, grad_tol, make_background
 from tests.test_fused_mlp import make_net, reference
 from tests.test_fused_mlp_isa import ACTIVATIONS, CASES
 from tests.test_hash_encode import SMALL, close, grid_args, make_points, make_table
+
+pytestmark = pytest.mark.source_tree("kernels/ and the ARM64 cross tools")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = [os.path.join(ROOT, "tests", "neon", "fused_mlp_main.cc"),

@@ -17,6 +17,8 @@ import pytest
 
 from examples.nerf import cameras, datasets, scene
 
+pytestmark = pytest.mark.source_tree("examples/nerf")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = dict(height=16, width=16, n_train=5, n_val=2, n_test=2, spp=1, seed=0)
 

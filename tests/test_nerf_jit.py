@@ -7,6 +7,8 @@ import pytest
 import metal_ops  # noqa: F401  (at collection: the library registers its XLA kernels before any compilation)
 from tests.test_nerf_sample import _args
 
+pytestmark = pytest.mark.source_tree("examples/nerf")
+
 # Small enough that a step's compilation and its steps fit a 2-core CPU: 256 rays of at most
 # 64 samples (--march-steps 64), so --sample-budget 16384 holds every sample of every ray.
 SMALL = ["--batch-rays", "256", "--march-steps", "64", "--grid-warmup", "2", "--grid-every", "2"]

@@ -12,6 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from examples.nerf import cameras, scene  # noqa: E402
 
+pytestmark = pytest.mark.source_tree("examples/nerf")
+
 # A configuration small enough for a 2-core CPU: 32x32 views, a small grid.
 TINY = ["--size", "32", "--n-train", "20", "--n-val", "2", "--n-test", "2", "--levels", "8",
         "--log2-table", "14", "--finest-res", "256", "--batch-rays", "1024", "--samples", "16",
@@ -631,3 +633,34 @@ def test_view_encoding_degrees_are_nested_real_spherical_harmonics():
     with pytest.raises(ValueError, match="sh_degree"):
         hmodel.HashNeRF(sh_degree=5)
 
+
+@pytest.mark.parametrize("degree", [1, 2, 3, 4])
+def test_view_encoding_of_the_dense_path_is_the_ops(degree):
+    """The sample's TF sh_encode (its --mlp dense path) gives metal_ops.sh_encode's
+    values and gradients, for unit and other directions; NaN / inf where the op
+    gives them."""
+    import tensorflow as tf
+
+    import metal_ops
+    from examples.nerf import model as hmodel
+
+    rng = np.random.default_rng(20 + degree)
+    d = rng.normal(size=(777, 3))
+    d[:400] /= np.linalg.norm(d[:400], axis=1, keepdims=True)
+    d[400:] *= rng.uniform(0.05, 3.0, size=(377, 1))
+    special = [[0, 0, 0], [1e3, -2e3, 5e2], [1e-20, 0, -1e-20], [0, 0, 2], [np.inf, 0, 0],
+               [np.nan, 0.5, 0.5], [1, -np.inf, 1], [3e12, 0, 0]]
+    d = tf.constant(np.concatenate([d, special]), tf.float32)
+    upstream = rng.uniform(-1, 1, size=(1, degree * degree)).astype(np.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(d)
+        ours, theirs = metal_ops.sh_encode(d, degree=degree), hmodel.sh_encode(d, degree)
+        ours_sum, theirs_sum = (tf.reduce_sum(v[:-4] * upstream) for v in (ours, theirs))
+    ours, theirs = ours.numpy(), theirs.numpy()
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
+    np.testing.assert_array_equal(ours[np.isinf(theirs)], theirs[np.isinf(theirs)])
+    finite = np.isfinite(theirs)
+    np.testing.assert_allclose(ours[finite], theirs[finite], rtol=1e-6, atol=1e-6)
+    zero = tf.UnconnectedGradients.ZERO  # degree 1: the constant band
+    np.testing.assert_allclose(tape.gradient(ours_sum, d, unconnected_gradients=zero).numpy(),
+                               tape.gradient(theirs_sum, d, unconnected_gradients=zero).numpy(), rtol=1e-5, atol=1e-5)

@@ -12,6 +12,8 @@ import tensorflow as tf
 
 from examples.nerf import cameras, datasets, scene
 
+pytestmark = pytest.mark.source_tree("examples/nerf")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = dict(height=16, width=24, n_train=9, n_val=1, n_test=2, spp=1, seed=0)
 LENS = dict(k1=0.05, k2=-0.08, p1=-0.001, p2=0.0002)

@@ -9,6 +9,8 @@ import pytest
 
 from benchmarks import report, timing
 
+pytestmark = pytest.mark.source_tree("benchmarks/ and docs/PERFORMANCE.md")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 NAME = re.compile(r"^([a-z0-9]+(?:_[a-z0-9]+)*)\.([a-z0-9_]+)\.(json|png)$")

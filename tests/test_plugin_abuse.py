@@ -18,7 +18,7 @@ what it does not:
                        (no copy registered XLA kernels), and nothing aborts.
   child "plugin_copy": a copy of the Grappler plugin loaded by TensorFlow from
                        TF_PLUGGABLE_DEVICE_LIBRARY_PATH, then fusion.enable()
-                       (used to abort; a regression test now).
+                       (TensorFlow must not abort).
 Children run with TF_ENABLE_ONEDNN_OPTS=0 so the plugin rewrites (with oneDNN
 on it leaves convolutions to TensorFlow by design), "after_use" also with
 METAL_OPS_FUSION_ALL_CONVS=1 (its 3x3 block is not rewritten by default).
@@ -141,7 +141,7 @@ def _child_copy_first(tmp, library):
 
     os.symlink(os.path.dirname(os.path.abspath(scipy_openblas32.__file__)), os.path.join(tmp, "scipy_openblas32"))
     other = tf.load_op_library(copy)
-    import metal_ops  # its library cannot load now: the first op call raises
+    import metal_ops  # its library cannot load here: the first op call raises
     from metal_ops import fusion
 
     res = {"copy": copy}
@@ -265,8 +265,8 @@ def test_second_copy_loaded_first_gives_clear_import_error(children):
         assert res["xla"].startswith("InvalidArgumentError") and "MetalOpsTruncExp" in res["xla"], res["xla"]
 
 
-# Regression (found here, fixed in fusion.py): enable() used to load ours next
-# to the copy and TensorFlow aborted ("registered twice").
+# enable() with a copy of the plugin already loaded counts the copy as active:
+# loading ours next to it makes TensorFlow abort ("registered twice").
 def test_plugin_copy_from_environment_never_aborts(children):
     res = _ok(children, "plugin_copy")
     assert res["zero_out"] == [3, 0]

@@ -20,9 +20,9 @@ PKG = os.path.join(ROOT, "python", "metal_ops")
 POLICY = {"GLIBC": (2, 27), "GLIBCXX": (3, 4, 22), "CXXABI": (1, 3, 11)}
 LIBS = ["_metal_ops.so", "_metal_ops_grappler.so"]
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("objdump") and shutil.which("nm") and shutil.which("g++")) or os.uname().sysname != "Linux",
-    reason="needs Linux binutils and g++")
+pytestmark = [pytest.mark.source_tree("runtime/libstdcxx_compat.cc and the in-tree library"),
+              pytest.mark.skipif(not (shutil.which("objdump") and shutil.which("nm") and shutil.which("g++"))
+                                 or os.uname().sysname != "Linux", reason="needs Linux binutils and g++")]
 
 
 def above_policy(lib):

@@ -3,7 +3,10 @@ import os
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
+
+pytestmark = pytest.mark.source_tree("README.md")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

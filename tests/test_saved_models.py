@@ -8,8 +8,9 @@ Children: "save" writes the models and the expected outputs; then "load"
 the errors must name what is missing) run side by side.
 
 Loading a SavedModel needs the op library loaded first: `import metal_ops`
-alone loads it lazily (on the first op call), so call metal_ops.load_library()
-before tf.saved_model.load (docs/RELIABILITY.md); without it TensorFlow says
+loads it where the build has XLA kernels, on macOS only at the first op call,
+so call metal_ops.load_library() before tf.saved_model.load
+(docs/RELIABILITY.md); without the library ("bare") TensorFlow says
 "Op type not registered 'MetalOps...'", which the test checks.
 """
 import json

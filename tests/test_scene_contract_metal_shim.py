@@ -1,6 +1,6 @@
 """SceneContract Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/scene_contract.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
+kernels/scene_contract/scene_contract.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/scene_contract_shim.cc runs each entry point over its
 dispatch grid. The reference is tests/reference/scene_contract.py. This
@@ -13,7 +13,9 @@ import pytest
 from tests.metal_shim.shim import DTYPE_CODES, load_point_op, ptr
 from tests.reference import scene_contract as ref
 
-NORMS = {"l2": 0, "linf": 1}  # kernels/common/scene_contract.h SceneContractNorm
+pytestmark = pytest.mark.source_tree("the Metal shaders (MSL shim)")
+
+NORMS = {"l2": 0, "linf": 1}  # kernels/scene_contract/scene_contract.h SceneContractNorm
 SPECIAL = np.array([[0, 0, 0], [1, 0, 0], [0.6, 0.8, 0], [1, 1, 1], [2, 0, 0], [3e38, -3e38, 3e38], [1e20, 1, -1],
                     [np.inf, 0, 0], [-np.inf, np.inf, 5], [np.nan, 0, 0], [1, 2, np.nan]])
 

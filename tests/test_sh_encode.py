@@ -1,5 +1,5 @@
 """SHEncode (real spherical harmonics of directions): CPU kernels vs the NumPy
-reference (tests/reference/sh_encode.py) and the NeRF sample's TF composite,
+reference (tests/reference/sh_encode.py) and the TF composite it replaces,
 gradients, shapes, dtypes and bad inputs. The Metal shaders:
 tests/test_sh_encode_metal_shim.py; CUDA: tests/cuda/test_sh_encode_cuda.py."""
 import numpy as np
@@ -59,7 +59,7 @@ def test_values_match_numpy(degree, mode, unit):
 @pytest.mark.parametrize("degree", DEGREES)
 @pytest.mark.parametrize("unit", [True, False])
 def test_matches_the_tf_composite(degree, unit):
-    """The sample's TF sh_encode (its --mlp dense path)."""
+    """The same polynomials as TF ops (tests/reference/sh_encode.py's tf_composite)."""
     d = directions(777, seed=20 + degree, unit=unit)
     y = metal_ops.sh_encode(d, degree=degree).numpy()
     np.testing.assert_allclose(y, ref.tf_composite(tf.constant(d), degree).numpy(), rtol=1e-6, atol=1e-6)

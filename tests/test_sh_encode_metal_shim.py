@@ -1,6 +1,6 @@
 """SHEncode Metal shaders, run on the CPU through the MSL shim, vs NumPy.
 
-kernels/metal/sh_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
+kernels/sh_encode/sh_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/sh_encode_shim.cc runs each entry point over its dispatch
 grid. The reference is tests/reference/sh_encode.py. This checks the shaders'
@@ -12,6 +12,8 @@ import pytest
 
 from tests.metal_shim.shim import DTYPE_CODES, load_point_op, ptr
 from tests.reference import sh_encode as ref
+
+pytestmark = pytest.mark.source_tree("the Metal shaders (MSL shim)")
 
 TOL = {np.float32: 2e-6, np.float16: 2e-3}
 

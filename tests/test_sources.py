@@ -19,6 +19,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.source_tree("the sources")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_DIRS = ("ops", "kernels", "grappler")
 EXTENSIONS = (".cc", ".h", ".mm", ".cu", ".metal")
@@ -65,7 +67,7 @@ SOURCES = sorted(_sources())
 
 
 def test_sources_found():
-    assert "kernels/cpu/fused_conv2d_kernels.cc" in SOURCES
+    assert "kernels/fused_conv2d/fused_conv2d_kernels.cc" in SOURCES
     assert "grappler/fusion_plugin.cc" in SOURCES
     assert any(s.endswith(".mm") for s in SOURCES)
 

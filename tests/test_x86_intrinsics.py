@@ -1,4 +1,4 @@
-"""kernels/x86_intrinsics.h: GCC's false (maybe-)uninitialized warnings inside
+"""kernels/framework/x86_intrinsics.h: GCC's false (maybe-)uninitialized warnings inside
 the AVX-512 intrinsics are silenced (the per-level wheel builds use -Werror at
 -march=x86-64-v4), while the same warnings in our own code still fail."""
 import os
@@ -7,6 +7,8 @@ import shutil
 import subprocess
 
 import pytest
+
+pytestmark = pytest.mark.source_tree("kernels/ and a compiler")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,7 +46,7 @@ def compile_(tmp_path, source):
 
 @needs_v4
 def test_intrinsics_compile_clean_through_the_header(tmp_path):
-    out = compile_(tmp_path, '#include "kernels/x86_intrinsics.h"\n' + INTRINSIC)
+    out = compile_(tmp_path, '#include "kernels/framework/x86_intrinsics.h"\n' + INTRINSIC)
     assert out.returncode == 0, out.stderr[-2000:]
 
 
@@ -58,7 +60,7 @@ def test_the_header_is_what_silences_them(tmp_path):
 
 @needs_v4
 def test_our_own_uninitialized_use_still_fails(tmp_path):
-    out = compile_(tmp_path, '#include "kernels/x86_intrinsics.h"\n' + INTRINSIC + OURS)
+    out = compile_(tmp_path, '#include "kernels/framework/x86_intrinsics.h"\n' + INTRINSIC + OURS)
     assert out.returncode != 0 and "t.cc" in out.stderr and "uninitialized" in out.stderr
 
 

@@ -32,13 +32,13 @@ def main():
     parser.add_argument("--out", default=None, help="write the medians as JSON here")
     args = parser.parse_args()
     import cupy
-    from tests.cuda.test_hash_encode_cuda import _bind
+    from tests.cuda.harness import bind_hash_encode
 
     libs, groups = {}, {}
     for spec in args.libs:
         name, path = spec.split("=", 1)
         path, _, g = path.partition(":")
-        libs[name] = _bind(ctypes.CDLL(os.path.abspath(path)))
+        libs[name] = bind_hash_encode(ctypes.CDLL(os.path.abspath(path)))
         groups[name] = int(g or 0)
     props = cupy.cuda.runtime.getDeviceProperties(0)
     device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])

@@ -81,9 +81,9 @@ def main():
     parser.add_argument("--out", default=None, help="the JSON (default benchmarks/results/hash_encode_tcnn.<gpu>.json)")
     args = parser.parse_args()
     import cupy
-    from tests.cuda.test_hash_encode_cuda import _bind
+    from tests.cuda.harness import bind_hash_encode
 
-    lib = _bind(ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so")))
+    lib = bind_hash_encode(ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so")))
     tc = load_tcnn(args.tcnn)
     props = cupy.cuda.runtime.getDeviceProperties(0)
     device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])

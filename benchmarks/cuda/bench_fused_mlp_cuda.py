@@ -37,8 +37,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 from benchmarks import timing  # noqa: E402
 from benchmarks.fused_mlp_networks import CONFIGS  # noqa: E402
-from tests.cuda import test_fused_mlp_cuda as t  # noqa: E402
-from tests.cuda.harness import check, dptr, stream_ptr  # noqa: E402
+from tests.activation_codes import activation_code  # noqa: E402
+from tests.cuda.harness import (FUSED_MLP_TF32_IMPL, check, dptr, fused_mlp_entry, fused_mlp_net,  # noqa: E402
+                                fused_mlp_suffix, fused_mlp_workspace, pointer_array, stream_ptr)
 
 
 # This benchmark's sections of docs/PERFORMANCE.md, read by benchmarks/report.py:
@@ -166,10 +167,10 @@ def main():
         if name not in args.configs.split(","):
             continue
         for dname in args.dtypes.split(","):
-            tf32 = dname in t.TF32_IMPL
+            tf32 = dname in FUSED_MLP_TF32_IMPL
             dtype = np.float32 if tf32 else np.dtype(dname).type
-            sfx = dname if tf32 else t._suffix(dtype)
-            ws, bs = t.make_net(rng, in_dim, width, hidden, out_dim, dtype)
+            sfx = dname if tf32 else fused_mlp_suffix(dtype)
+            ws, bs = fused_mlp_net(rng, in_dim, width, hidden, out_dim, dtype)
             x = cupy.asarray(rng.uniform(-1, 1, (n, in_dim)).astype(dtype))
             dw = [cupy.asarray(w) for w in ws]
             db = [cupy.asarray(b) for b in bs]
@@ -179,15 +180,16 @@ def main():
             dx = cupy.empty_like(x)
             gw = [cupy.empty_like(w) for w in dw]
             gb = [cupy.empty_like(b) for b in db]
-            wp, bp, gwp, gbp = t._ptrs(dw), t._ptrs(db), t._ptrs(gw), t._ptrs(gb)
-            shape = (ctypes.c_int64(n), in_dim, width, hidden, out_dim, 1, 0, ctypes.c_float(0.0), stream_ptr(cupy))
+            wp, bp, gwp, gbp = pointer_array(dw), pointer_array(db), pointer_array(gw), pointer_array(gb)
+            shape = (ctypes.c_int64(n), in_dim, width, hidden, out_dim, activation_code("relu"),
+                     activation_code("none"), ctypes.c_float(0.0), stream_ptr(cupy))
 
             def timers(so):
                 """(forward, forward + backward) timed calls of one harness build."""
-                impl = t.TF32_IMPL.get(dname, 0)
-                wsb = t.workspace(cupy, so, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
-                fwd = t._entry(so, "forward", dtype, tf32, impl)
-                bwd = t._entry(so, "backward", dtype, tf32, impl)
+                impl = FUSED_MLP_TF32_IMPL.get(dname, 0)
+                wsb = fused_mlp_workspace(cupy, so, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
+                fwd = fused_mlp_entry(so, "forward", dtype, tf32, impl)
+                bwd = fused_mlp_entry(so, "backward", dtype, tf32, impl)
 
                 def run_fwd():
                     for _ in range(reps):

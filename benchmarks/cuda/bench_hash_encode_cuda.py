@@ -50,8 +50,8 @@ REPORT = {
 def load():
     import cupy
     lib = ctypes.CDLL(os.path.join(ROOT, "build", "libmetal_ops_cuda.so"))
-    from tests.cuda.test_hash_encode_cuda import _bind
-    return cupy, _bind(lib)
+    from tests.cuda.harness import bind_hash_encode
+    return cupy, bind_hash_encode(lib)
 
 
 class Runner:

@@ -17,7 +17,7 @@ import torch
 
 from benchmarks.cuda.torch_harness import against_torch, lib, ptr as p, run_configs, stream
 
-NORMS = {"l2": 0, "linf": 1}  # kernels/common/scene_contract.h SceneContractNorm
+NORMS = {"l2": 0, "linf": 1}  # kernels/scene_contract/scene_contract.h SceneContractNorm
 
 
 def torch_contract(x, norm):

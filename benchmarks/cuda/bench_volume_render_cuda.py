@@ -1,6 +1,6 @@
 """VolumeRender CUDA kernels on a GPU, through the C-ABI harness.
 
-Ours (one thread per ray, kernels/cuda/volume_render.cu.cc) vs the composite a
+Ours (one thread per ray, kernels/volume_render/volume_render.cu.cc) vs the composite a
 PyTorch user writes (the Keras example's formula: 1 - exp, exclusive cumprod
 of (1 - alpha + 1e-10), weighted sums) with autograd, same process, same
 inputs, verified equal first. R rays x S = 64 samples, R in {4096, 2^16, 2^18};

@@ -18,8 +18,9 @@ import ctypes
 import numpy as np
 
 from benchmarks.fused_mlp_networks import CONFIGS
-from tests.cuda import test_fused_mlp_cuda as t
-from tests.cuda.harness import check, dptr, stream_ptr
+from tests.activation_codes import activation_code
+from tests.cuda.harness import (check, dptr, fused_mlp_entry, fused_mlp_net, fused_mlp_workspace, pointer_array,
+                                stream_ptr)
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
@@ -35,18 +36,19 @@ if __name__ == "__main__":
     dtype = np.float32 if tf32 else np.dtype(args.dtype).type
     n = 2 ** args.log2n
     rng = np.random.default_rng(0)
-    ws, bs = t.make_net(rng, in_dim, width, hidden, out_dim, dtype)
+    ws, bs = fused_mlp_net(rng, in_dim, width, hidden, out_dim, dtype)
     x = cupy.asarray(rng.uniform(-1, 1, (n, in_dim)).astype(dtype))
     dw, db = [cupy.asarray(w) for w in ws], [cupy.asarray(b) for b in bs]
     y, saved = cupy.empty((n, out_dim), dtype), cupy.empty((hidden, n, width), dtype)
     dy = cupy.asarray(rng.standard_normal((n, out_dim)).astype(dtype))
     dx, gw, gb = cupy.empty_like(x), [cupy.empty_like(w) for w in dw], [cupy.empty_like(b) for b in db]
-    wsb = t.workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32)
-    shape = (ctypes.c_int64(n), in_dim, width, hidden, out_dim, 1, 0, ctypes.c_float(0.0), stream_ptr(cupy))
-    fwd = t._entry(lib, "forward", dtype, tf32, 0)
-    bwd = t._entry(lib, "backward", dtype, tf32, 0)
-    check(fwd(dptr(x), t._ptrs(dw), t._ptrs(db), dptr(y), dptr(saved), *shape))
-    check(bwd(dptr(dy), dptr(x), dptr(y), dptr(saved), t._ptrs(dw), t._ptrs(db), dptr(dx), t._ptrs(gw), t._ptrs(gb),
-              dptr(wsb), *shape))
+    wsb = fused_mlp_workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32)
+    shape = (ctypes.c_int64(n), in_dim, width, hidden, out_dim, activation_code("relu"),
+             activation_code("none"), ctypes.c_float(0.0), stream_ptr(cupy))
+    fwd = fused_mlp_entry(lib, "forward", dtype, tf32, 0)
+    bwd = fused_mlp_entry(lib, "backward", dtype, tf32, 0)
+    wp, bp, gwp, gbp = pointer_array(dw), pointer_array(db), pointer_array(gw), pointer_array(gb)
+    check(fwd(dptr(x), wp, bp, dptr(y), dptr(saved), *shape))
+    check(bwd(dptr(dy), dptr(x), dptr(y), dptr(saved), wp, bp, dptr(dx), gwp, gbp, dptr(wsb), *shape))
     cupy.cuda.get_current_stream().synchronize()
     print(f"ncu_fused_mlp: {args.config} {args.dtype} N={n}: forward + backward done")

@@ -758,7 +758,7 @@ class Trainer:
             loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
         self._step += 1
-        # The last step's counts are read now, while this step runs on the
+        # The last step's counts are read here, while this step runs on the
         # device: the ray budget follows the sample count one step late.
         self.flush_counts()
         self._pending_counts = (rays, counts)

@@ -3,7 +3,7 @@
 // Every op with an activation (FusedConv2D's output stage and
 // MetalOpsFusedActivationGrad, FusedMLP on every backend) includes this header
 // instead of writing its own; the MPSGraph activations of
-// kernels/metal/fused_conv2d_metal.mm mirror it.
+// kernels/fused_conv2d/fused_conv2d_metal.mm mirror it.
 //
 // Derivatives are expressed from the activation's OUTPUT y = f(z) where that is
 // exact (so the backward pass does not need the pre-activation z): relu, relu6,
@@ -124,7 +124,7 @@ MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
 
 #if !defined(__METAL_VERSION__)
 // The op attribute value of each activation, by number ("none", "relu", ...).
-// Host code; nvcc's device pass reads it too (kernels/spec/fused_mlp_spec.h, which
+// Host code; nvcc's device pass reads it too (kernels/fused_mlp/fused_mlp_spec.h, which
 // the CUDA launchers include for the network limits).
 constexpr const char* kActivationNames[] = {"none",       "relu",    "relu6", "elu",      "leaky_relu",
                                             "sigmoid",    "tanh",    "swish", "softplus", "trunc_exp"};

@@ -1,7 +1,7 @@
-// What a CPU functor (kernels/cpu/*_cpu.h) runs with: a thread pool, and the
+// What a CPU functor (kernels/*/*_functor.h) runs with: a thread pool, and the
 // TensorFlow kernel context when there is one. A TensorFlow kernel passes its
 // OpKernelContext (the intra-op pool of the op's device, converted implicitly);
-// an XLA host handler (kernels/xla/) passes the pool it runs on. The same
+// an XLA host handler (kernels/<op>/<op>_xla.cc) passes the pool it runs on. The same
 // sharding calls as kernels/cpu/thread_pool.h.
 #ifndef MO_KERNELS_CPU_CPU_CONTEXT_H_
 #define MO_KERNELS_CPU_CPU_CONTEXT_H_

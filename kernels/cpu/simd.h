@@ -11,10 +11,10 @@
 #include <cstring>
 
 #if defined(__AVX512F__)
-#include "kernels/x86_intrinsics.h"
+#include "kernels/framework/x86_intrinsics.h"
 #define MO_SIMD_AVX512 1
 #elif defined(__AVX2__) && defined(__FMA__)
-#include "kernels/x86_intrinsics.h"
+#include "kernels/framework/x86_intrinsics.h"
 #define MO_SIMD_AVX2 1
 #elif defined(__ARM_NEON) || defined(__ARM_NEON__)
 #include <arm_neon.h>

@@ -1,5 +1,5 @@
 // A row-major float32 GEMM on a CUDA stream through cuBLAS, for the CUDA
-// launchers (kernels/cuda/fused_conv2d.cu.cc, fused_mlp_layers.cu.cc): plain C++, no TensorFlow and no
+// launchers (kernels/fused_conv2d/fused_conv2d.cu.cc, fused_mlp_layers.cu.cc): plain C++, no TensorFlow and no
 // cuBLAS header here, so the TF glue and the C-ABI harness include it as is.
 //
 // cuBLAS is opened at run time, on first use (dlopen of the soname of the

@@ -1,4 +1,4 @@
-// The glue every TF GPU registration (kernels/cuda/*_gpu.cc, CUDA builds of
+// The glue every TF GPU registration (kernels/*/*_gpu.cc, CUDA builds of
 // TensorFlow only) shares, written once: TF element types as the CUDA types of
 // the same layout that the launchers take, the op's CUDA stream, a CUDA error
 // as a TF status, and the one synchronous read-back the checks need. The

@@ -13,7 +13,7 @@ namespace mo {
 namespace metal {
 
 struct EmbeddedMetalSource {
-  const char* library;  // "hash_encode" for kernels/metal/hash_encode.metal
+  const char* library;  // "hash_encode" for kernels/hash_encode/hash_encode.metal
   const char* source;   // the expanded MSL text
   int msl_major;        // the language version its "// metal_ops: msl X.Y" line asks for
   int msl_minor;

@@ -113,7 +113,7 @@ class KernelCall {
   TF_OpKernelContext* context() const { return ctx_; }
   void Fail(TF_Code code, const std::string& message);
   void InvalidArgument(const std::string& message) { Fail(TF_INVALID_ARGUMENT, message); }
-  // One of the kernels/spec/<op>_spec.h checks: false (the call failed with its
+  // One of the kernels/<op>/<op>_spec.h checks: false (the call failed with its
   // message) when it did not pass.
   bool Check(const checks::Result& result) {
     if (!result.ok) InvalidArgument(result.message);
@@ -221,7 +221,7 @@ class AttrReader {
   bool Get(const char* name, std::string* value) { *value = String(name); return ok(); }
   bool Get(const char* name, std::vector<float>* value) { *value = FloatList(name); return ok(); }
   bool Get(const char* name, std::vector<int64_t>* value) { *value = IntList(name); return ok(); }
-  // The reader an op's ReadAttrs(get, &attrs) takes (kernels/spec/<op>_spec.h):
+  // The reader an op's ReadAttrs(get, &attrs) takes (kernels/<op>/<op>_spec.h):
   //   reader.Check(mo::<op>::ReadAttrs(reader.Getter(), &attrs));
   auto Getter() {
     return [this](const char* name, auto* value) { return Get(name, value); };
@@ -236,7 +236,7 @@ class AttrReader {
 };
 
 // The create and delete callbacks of a kernel whose state is its op's
-// attributes: the Attrs of kernels/spec/<op>_spec.h, read and checked by its
+// attributes: the Attrs of kernels/<op>/<op>_spec.h, read and checked by its
 // ReadAttrs(get, args..., &attrs) (found by the type of `attrs`), as the
 // shape function and the C++ kernels read them. A failure is reported to
 // TensorFlow, which then never runs the kernel.

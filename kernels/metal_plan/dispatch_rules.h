@@ -55,7 +55,7 @@ inline bool GpuSyncRequested(const char* value) {
   return value != nullptr && (std::strcmp(value, "1") == 0 || std::strcmp(value, "true") == 0);
 }
 
-// Whether the debug mode is on for the op being encoded now. Read at every op
+// Whether the debug mode is on for the op being encoded. Read at every op
 // call (one getenv, small beside encoding a command buffer), not once per
 // process: setting the variable at any point, e.g. in a test module after
 // other modules ran Metal ops, takes effect from the next op on.

@@ -62,7 +62,7 @@ struct ModelHooks {
 // "The offload threshold".
 constexpr int64_t kDefaultMinWork = int64_t(1) << 16;
 
-// The route selected now and why ("shim", "METAL_OPS_METAL=shim"), or
+// The route selected at this call and why ("shim", "METAL_OPS_METAL=shim"), or
 // nullptr with the reason none is. Read at every call (tests switch it).
 const Executor* SelectedExecutor(std::string* name, std::string* reason);
 

@@ -1,5 +1,5 @@
 // A Metal plan: an op's GPU work as data, built by portable C++ from shapes
-// and attributes (kernels/metal_plan/<op>_plan.cc) and run by the host path
+// and attributes (kernels/<op>/<op>_plan.cc) and run by the host path
 // (kernels/metal_plan/host_path.h; docs/ARCHITECTURE.md, "Metal plans") on
 // one of two routes: tensorflow-metal's TF_MetalStream (kernels/metal/
 // metal_kernel.mm, RunPlan) or the library's own queue (the CPU kernels,
@@ -7,7 +7,7 @@
 // metal_device.mm) or the strict model of it (tests/metal_shim/metal_model.cc).
 // A plan names tensors by slot (the op's own enum, in its <op>_plan.h); the
 // executor maps each slot to a buffer. A pass binds buffers at the shader's
-// named indices (the enums in kernels/common/<op>.h, which the .metal uses too).
+// named indices (the enums in kernels/<op>/<op>.h, which the .metal uses too).
 #ifndef MO_KERNELS_METAL_PLAN_PLAN_H_
 #define MO_KERNELS_METAL_PLAN_PLAN_H_
 

@@ -1,4 +1,4 @@
-// The vocabulary of the per-op check headers (kernels/spec/<op>_spec.h): plain sizes
+// The vocabulary of the per-op check headers (kernels/<op>/<op>_spec.h): plain sizes
 // and attribute values in, an error message out, no TensorFlow API. Each
 // check and its message is written once there and reaches every kernel
 // through a thin adapter: kernels/spec/checks_tf.h for the C++ API (CPU kernels, CUDA
@@ -42,7 +42,7 @@ inline std::string ShapeString(const Dims& dims) {
 }
 
 // Reads attributes of `op`, ("name", &value) pairs, with get(name, &value),
-// the reader every ReadAttrs(get, &attrs) of a kernels/spec/<op>_spec.h takes
+// the reader every ReadAttrs(get, &attrs) of a kernels/<op>/<op>_spec.h takes
 // (true when it succeeded): kernels/spec/checks_tf.h's AttrGetter over TensorFlow's
 // InferenceContext and OpKernelConstruction, the Metal glue's
 // AttrReader::Getter over TF_OpKernelConstruction (which also keeps
@@ -67,7 +67,7 @@ Result ReadEach(Get&& get, const char* op, const char* name, T* value, Rest... r
 
 }  // namespace checks
 
-// The checks' vocabulary, unqualified in every op's spec (kernels/spec/<op>_spec.h,
+// The checks' vocabulary, unqualified in every op's spec (kernels/<op>/<op>_spec.h,
 // namespace mo::<op>).
 using checks::Dims;
 using checks::Invalid;

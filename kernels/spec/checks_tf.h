@@ -1,6 +1,6 @@
 // The C++-API adapter of the per-op spec headers (kernels/spec/checks.h): tensor and
 // shape sizes in, absl::Status out, and the attribute read of the shape
-// functions (ops/) and kernel classes (kernels/op_kernel_with_attrs.h). The
+// functions (ops/) and kernel classes (kernels/framework/op_kernel_with_attrs.h). The
 // C-API Metal kernels have their own (KernelCall::Check).
 #ifndef MO_KERNELS_SPEC_CHECKS_TF_H_
 #define MO_KERNELS_SPEC_CHECKS_TF_H_
@@ -56,7 +56,7 @@ AttrGetterOf<Ctx> AttrGetter(Ctx* ctx) {
 }
 
 // ReadAttrsOf(ctx, [op,] &attrs): the op's ReadAttrs(get, [op,] &attrs)
-// (kernels/spec/<op>_spec.h, found by the type of `attrs`) over ctx, as a status:
+// (kernels/<op>/<op>_spec.h, found by the type of `attrs`) over ctx, as a status:
 // the attribute read of every shape function and kernel constructor.
 template <typename Ctx, typename... Args>
 absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {

@@ -1,6 +1,6 @@
 // The shape functions of the point-by-point ops whose checks are the spec's
 // Shapes and GradShapes (SceneContract, SHEncode: ops/<op>_op.cc), the same
-// checks as their kernel classes (kernels/pointwise_kernel.h), found by the
+// checks as their kernel classes (kernels/framework/pointwise_kernel.h), found by the
 // type of the attributes: Shapes(attrs, x dims, &y dims) for the forward,
 // GradShapes(attrs, grad dims, x dims) for the gradient op (inputs grad, x;
 // output dx shaped like x). Where x's rank is unknown there is nothing to

@@ -9,7 +9,7 @@
 // (another installed metal_ops, a tf.load_op_library of another build) would
 // register every name again. The function checks XLA's registry first and
 // registers nothing where another copy did.
-#include "kernels/xla/xla_kernel.h"  // first: includes kernels/tf_eigen.h
+#include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <algorithm>
 #include <cstddef>

@@ -1,6 +1,6 @@
 // The CUDA handlers' registration (docs/XLA.md, "On a GPU"). In the CUDA
 // library (`make cuda-lib`), MetalOpsRegisterXlaCuda registers its CUDA
-// handlers (MO_XLA_FFI_HANDLER in kernels/xla/<op>_xla_gpu.cc) with
+// handlers (MO_XLA_FFI_HANDLER in kernels/<op>/<op>_xla_gpu.cc) with
 // XLA, once per loaded copy; metal_ops' loader calls it right after loading
 // that library. The XLA op kernels are the op library's
 // (kernels/xla/register_xla.cc); they emit custom calls by name, which XLA
@@ -11,7 +11,7 @@
 // (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
 #if GOOGLE_CUDA
 
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstddef>
 #include <cstdio>

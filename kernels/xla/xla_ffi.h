@@ -1,5 +1,5 @@
 // What every XLA FFI handler of the library shares (the host handlers in
-// kernels/xla/<op>_xla.cc, and CUDA handlers, kernels/xla/<op>_xla_gpu.cc):
+// kernels/<op>/<op>_xla.cc, and CUDA handlers, kernels/<op>/<op>_xla_gpu.cc):
 // XLA's FFI API, the element-type dispatch, status conversion, and the host
 // handlers' thread pool. Only XLA's FFI headers (xla/ffi/api/, header-only
 // against a C API): no XLA compiler header.

@@ -1,8 +1,8 @@
-// What the CUDA handlers (kernels/xla/<op>_xla_gpu.cc) share beyond
+// What the CUDA handlers (kernels/<op>/<op>_xla_gpu.cc) share beyond
 // kernels/xla/xla_ffi.h: their bindings, which take XLA's CUDA stream (and,
 // for handlers that need device scratch, XLA's scratch allocator) before the
 // buffers; and the launch of a kernel whose checks lower device words that
-// the launcher reads back (the validation flags of kernels/cuda/<op>_gpu.h).
+// the launcher reads back (the validation flags of kernels/<op>/<op>_gpu.h).
 // Included by the CUDA builds only (GOOGLE_CUDA).
 #ifndef MO_KERNELS_XLA_XLA_FFI_CUDA_H_
 #define MO_KERNELS_XLA_XLA_FFI_CUDA_H_

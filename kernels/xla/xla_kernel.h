@@ -1,17 +1,17 @@
 // The XLA side of every op (docs/XLA.md): an XlaOpKernel per op and gradient
-// op (kernels/xla/<op>_xla.cc) that runs the op's checks
-// (kernels/spec/<op>_spec.h) on the static shapes while XLA compiles, and
+// op (kernels/<op>/<op>_xla.cc) that runs the op's checks
+// (kernels/<op>/<op>_spec.h) on the static shapes while XLA compiles, and
 // emits one typed-FFI custom call named after the TensorFlow op, its
 // attributes as FFI attributes. XLA then calls the handler registered under
-// that name for the platform: "Host" (the CPU functor of kernels/cpu/, on
+// that name for the platform: "Host" (the CPU functor of kernels/<op>/<op>_functor.h, on
 // HostContext()'s pool) or, where an op has one, "CUDA"
-// (kernels/xla/<op>_xla_gpu.cc, the launchers of kernels/cuda/ on XLA's
+// (kernels/<op>/<op>_xla_gpu.cc, the op's CUDA launchers on XLA's
 // stream). Registration happens when the library loads; XLA takes the op
 // kernels in at its first compilation.
 #ifndef MO_KERNELS_XLA_XLA_KERNEL_H_
 #define MO_KERNELS_XLA_XLA_KERNEL_H_
 
-#include "kernels/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
 #include <cstdint>
@@ -51,7 +51,7 @@ inline constexpr ::tensorflow::DataType kFloatAndBfloat16Types[] = {::tensorflow
 
 // An op's XLA kernel: compile(ctx, attrs), a plain function, runs the op's
 // checks and emits its call; the attributes are read and checked once, at
-// construction, as OpKernelWithAttrs (kernels/op_kernel_with_attrs.h) reads
+// construction, as OpKernelWithAttrs (kernels/framework/op_kernel_with_attrs.h) reads
 // the TensorFlow kernels' (checks::ReadAttrsOf(ctx, args..., &attrs)).
 // XlaOp<compile> is the kernel of an op without attributes.
 template <typename Attrs, void (*compile)(XlaOpKernelContext*, const Attrs&), auto... args>

@@ -1,6 +1,6 @@
 """mip-NeRF 360's distortion loss in O(S) per ray (ops/distortion_loss_op.cc).
 
-The formulas live in kernels/common/distortion_loss.h (prefix-sum form of
+The formulas live in kernels/distortion_loss/distortion_loss.h (prefix-sum form of
 DVGOv2) and are shared by the CPU, CUDA and Metal kernels.
 """
 import tensorflow as tf
@@ -52,7 +52,7 @@ def packed_distortion_loss(weights, t_starts, t_ends, ray_offsets, ray_counts, n
     The samples are laid out as one [R, 2 S] row per ray (S = the largest
     count): each sample's interval, then the gap to the next one with weight
     0, so the op (`distortion_loss`, the O(S) form of
-    kernels/common/distortion_loss.h, on every backend) computes exactly the
+    kernels/distortion_loss/distortion_loss.h, on every backend) computes exactly the
     loss of the packed samples; gaps and padding contribute nothing. Memory
     is O(R * max count).
     """

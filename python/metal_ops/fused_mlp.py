@@ -1,7 +1,7 @@
 """A fully fused multilayer perceptron (ops/fused_mlp_op.cc; tiny-cuda-nn's idea).
 
 The formulas of the activations are kernels/common/activations.h; the checks
-kernels/spec/fused_mlp_spec.h. docs/FUSED_MLP.md describes the kernels.
+kernels/fused_mlp/fused_mlp_spec.h. docs/FUSED_MLP.md describes the kernels.
 """
 import keras
 import tensorflow as tf

@@ -40,7 +40,7 @@ class RobustLoss(keras.losses.Loss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.alpha = alpha
         self.scale = scale
-        # Validates now, not at the first batch.
+        # Validates here, in the constructor, not at the first batch.
         robust_loss(np.zeros([np.size(alpha) if np.ndim(alpha) else 1], np.float32), alpha, scale)
 
     def call(self, y_true, y_pred):

@@ -52,7 +52,7 @@ def _op_library():
 
 
 def active_metal_path():
-    """(name, reason): the Metal path the ops' CPU kernels take now, as the op
+    """(name, reason): the Metal path the ops' CPU kernels take at this call, as the op
     library decides it: "cpu", "own-queue", "shim", "shim-stream", "tensorflow-metal" or
     "unavailable" (METAL_OPS_METAL asks for a path this build or machine lacks;
     the ops then fail saying so)."""

@@ -3,7 +3,7 @@
 Samples are packed as `ray_march` returns them: N samples ordered by ray,
 sample i covering [t_starts[i], t_ends[i]], ray r owning the samples
 [ray_offsets[r], ray_offsets[r] + ray_counts[r]). Per ray, the formulas are
-VolumeRender's (kernels/common/volume_render.h):
+VolumeRender's (kernels/volume_render/volume_render.h):
     delta_i = t_end_i - t_start_i,  T_i = exp(-sum_{j<i} sigma_j delta_j),
     w_i = T_i (1 - exp(-sigma_i delta_i)),
     rgb = sum w_i c_i + background (1 - opacity),
@@ -54,7 +54,7 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
       InvalidArgumentError: a layout that breaks the rule above (naming
         'ray_offsets' or 'ray_counts' and the ray), negative (or NaN) sigma,
         t_end < t_start (naming the sample and ray), mismatched shapes,
-        early_termination outside [0, 1] (kernels/spec/packed_volume_render_spec.h;
+        early_termination outside [0, 1] (kernels/packed_volume_render/packed_volume_render_spec.h;
         in a graph, shape errors and the attribute's are ValueErrors).
       TypeError: ray_offsets / ray_counts not int32.
     """

@@ -1,5 +1,5 @@
 """Ray marching through an occupancy bitfield into packed samples
-(ops/ray_march_op.cc; the march is kernels/common/ray_march.h, shared by the
+(ops/ray_march_op.cc; the march is kernels/ray_march/ray_march.h, shared by the
 CPU, CUDA and Metal kernels).
 
 Samples are not differentiable (where a ray is sampled is a discrete choice),

@@ -1,7 +1,7 @@
 """Scene contraction of unbounded scenes, mip-NeRF 360's (ops/scene_contract_op.cc).
 
-The formula and its derivative live once in kernels/common/scene_contract.h
-(CPU, CUDA and Metal kernels); the checks in kernels/spec/scene_contract_spec.h.
+The formula and its derivative live once in kernels/scene_contract/scene_contract.h
+(CPU, CUDA and Metal kernels); the checks in kernels/scene_contract/scene_contract_spec.h.
 docs/SCENE_CONTRACT.md describes the op.
 """
 import tensorflow as tf

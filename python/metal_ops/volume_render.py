@@ -1,6 +1,6 @@
 """VolumeRender: fused emission-absorption volume rendering (ops/volume_render_op.cc).
 
-Formulas (kernels/common/volume_render.h), per ray with S samples:
+Formulas (kernels/volume_render/volume_render.h), per ray with S samples:
     delta_i = t[i+1] - t[i],  T_i = exp(-sum_{j<i} sigma_j delta_j),
     w_i = T_i (1 - exp(-sigma_i delta_i)),
     rgb = sum w_i c_i + background (1 - opacity), depth = sum w_i (t[i] + t[i+1]) / 2,
@@ -38,7 +38,7 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
     Raises:
       InvalidArgumentError: negative (or NaN) sigma, decreasing t (the message
         names the ray and sample), mismatched shapes (naming the argument) or
-        early_termination outside [0, 1] (kernels/spec/volume_render_spec.h;
+        early_termination outside [0, 1] (kernels/volume_render/volume_render_spec.h;
         in a graph, shape errors and the attribute's are ValueErrors).
     """
     with tf.name_scope(name or "volume_render"):

@@ -24,55 +24,16 @@ import os
 import numpy as np
 import pytest
 
-from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
+from tests.activation_codes import activation_code
+from tests.cuda.harness import (FUSED_MLP_TF32_IMPL, TF32, TF32_FUSED, TF32_LAYERS, TF32_LAYERS32, TF32_UNSTAGED, check,
+                                dptr, fused_mlp_entry, fused_mlp_net, fused_mlp_np_dtype, fused_mlp_suffix,
+                                fused_mlp_workspace, fused_mlp_workspace_bytes, pointer_array, require_gpu, stream_ptr)
 from tests.reference.fused_mlp import ALPHA
 from tests.reference.fused_mlp import assert_within_float16_bound, float16_bound, tf32_bound, tf32_round
 from tests.reference.fused_mlp import forward_backward as ref_forward_backward
 
-# mo::Activation codes (kernels/common/activations.h)
-ACT = {"none": 0, "relu": 1, "leaky_relu": 4, "sigmoid": 5, "softplus": 8, "trunc_exp": 9}
-
-
-def make_net(rng, in_dim, width, hidden, out_dim, dtype):
-    dims = [in_dim] + [width] * hidden + [out_dim]
-    ws, bs = [], []
-    for a, b in zip(dims[:-1], dims[1:]):
-        lim = np.sqrt(6.0 / (a + b))
-        ws.append(rng.uniform(-lim, lim, (a, b)).astype(dtype))
-        bs.append(rng.uniform(-0.1, 0.1, b).astype(dtype))
-    return ws, bs
-
-
-def _ptrs(arrays):
-    return (ctypes.c_int64 * max(1, len(arrays)))(*[0 if a is None else a.data.ptr for a in arrays])
-
-
-def _suffix(dtype, tf32=False):
-    return "tf32" if tf32 else "float16" if dtype == np.float16 else "float32"
-
-
-TF32 = "tf32"  # a dtype parameter: float32 arrays, the harness's TF32 entry points
-# TF32 through one implementation (kFusedMlpTf32Fused / kFusedMlpTf32Layers);
-# the layer path with its staged backward kernels' 32-row chunks (what
-# devices with less shared memory than the H100 run), or without them (where
-# neither chunk fits): FusedMlpShape::tf32_staged_rows.
-TF32_FUSED, TF32_LAYERS = "tf32_fused", "tf32_layers"
-TF32_LAYERS32, TF32_UNSTAGED = "tf32_layers32", "tf32_unstaged"
-TF32_IMPL = {TF32: 0, TF32_FUSED: 1, TF32_LAYERS: 2, TF32_LAYERS32: 3, TF32_UNSTAGED: 4}
 TF32_LAYER_VARIANTS = [TF32_LAYERS, TF32_LAYERS32, TF32_UNSTAGED]
 FLOAT32_DTYPES = [np.float32, TF32, TF32_FUSED, TF32_LAYERS]
-
-
-def _np_dtype(dtype):
-    return np.float32 if dtype in TF32_IMPL else dtype
-
-
-def _entry(lib, direction, dtype, tf32, impl):
-    """The harness function for this dtype and TF32 implementation."""
-    if tf32 and impl:
-        fn = getattr(lib, f"metal_ops_fused_mlp_{direction}_tf32_impl")
-        return lambda *a: fn(*a[:-1], impl, a[-1])
-    return getattr(lib, f"metal_ops_fused_mlp_{direction}_{_suffix(dtype, tf32)}")
 
 
 def uses_layers(lib, width, impl=0):
@@ -93,23 +54,11 @@ def run_forward(cupy, lib, x, ws, bs, act, out_act, training=False, tf32=False, 
     dx_, dws, dbs = cupy.asarray(x), [cupy.asarray(w) for w in ws], [cupy.asarray(b) for b in bs]
     y = cupy.zeros((n, out_dim), dtype)
     saved = cupy.zeros((hidden, n, width), dtype) if training else None
-    fn = _entry(lib, "forward", dtype, tf32, impl)
-    check(fn(dptr(dx_), _ptrs(dws), _ptrs(dbs), dptr(y), dptr(saved) if training else None,
-             ctypes.c_int64(n), in_dim, width, hidden, out_dim, ACT[act], ACT[out_act],
+    fn = fused_mlp_entry(lib, "forward", dtype, tf32, impl)
+    check(fn(dptr(dx_), pointer_array(dws), pointer_array(dbs), dptr(y), dptr(saved) if training else None,
+             ctypes.c_int64(n), in_dim, width, hidden, out_dim, activation_code(act), activation_code(out_act),
              ctypes.c_float(ALPHA), stream_ptr(cupy)))
     return y, saved, (dx_, dws, dbs)
-
-
-def workspace_bytes(lib, n, in_dim, width, hidden, out_dim, dtype, tf32=False, impl=0):
-    lib.metal_ops_fused_mlp_workspace_bytes.restype = ctypes.c_int64
-    return lib.metal_ops_fused_mlp_workspace_bytes(ctypes.c_int64(n), in_dim, width, hidden, out_dim,
-                                                   np.dtype(_np_dtype(dtype)).itemsize, int(tf32), impl)
-
-
-def workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32=False, impl=0):
-    """Exactly the backward's workspace (compute-sanitizer sees any overrun)."""
-    nbytes = workspace_bytes(lib, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
-    return cupy.empty(max(1, nbytes), cupy.uint8)
 
 
 def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_w=True, ws_buf=None,
@@ -123,11 +72,11 @@ def run_backward(cupy, lib, dev, y, saved, dy, act, out_act, want_dx=True, want_
     gw = [cupy.full(w.shape, np.nan, dtype) if want_w else None for w in ws]
     gb = [cupy.full(b.shape, np.nan, dtype) if want_w else None for b in bs]
     if ws_buf is None:
-        ws_buf = workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
-    fn = _entry(lib, "backward", dtype, tf32, impl)
-    check(fn(dptr(ddy), dptr(x), dptr(y), dptr(saved), _ptrs(ws), _ptrs(bs),
-             dptr(dx) if want_dx else None, _ptrs(gw), _ptrs(gb), dptr(ws_buf), ctypes.c_int64(n),
-             in_dim, width, hidden, out_dim, ACT[act], ACT[out_act], ctypes.c_float(ALPHA),
+        ws_buf = fused_mlp_workspace(cupy, lib, n, in_dim, width, hidden, out_dim, dtype, tf32, impl)
+    fn = fused_mlp_entry(lib, "backward", dtype, tf32, impl)
+    check(fn(dptr(ddy), dptr(x), dptr(y), dptr(saved), pointer_array(ws), pointer_array(bs),
+             dptr(dx) if want_dx else None, pointer_array(gw), pointer_array(gb), dptr(ws_buf), ctypes.c_int64(n),
+             in_dim, width, hidden, out_dim, activation_code(act), activation_code(out_act), ctypes.c_float(ALPHA),
              stream_ptr(cupy)))
     return dx, gw, gb
 
@@ -166,13 +115,13 @@ def check_tf32(cupy, lib, x, ws, bs, dy, act, out_act, impl=0):
 
 
 def check_case(cupy, lib, rng, n, in_dim, width, hidden, out_dim, act, out_act, dtype):
-    ws, bs = make_net(rng, in_dim, width, hidden, out_dim, _np_dtype(dtype))
-    x = rng.uniform(-1, 1, (n, in_dim)).astype(_np_dtype(dtype))
-    dy = rng.standard_normal((n, out_dim)).astype(_np_dtype(dtype))
+    ws, bs = fused_mlp_net(rng, in_dim, width, hidden, out_dim, fused_mlp_np_dtype(dtype))
+    x = rng.uniform(-1, 1, (n, in_dim)).astype(fused_mlp_np_dtype(dtype))
+    dy = rng.standard_normal((n, out_dim)).astype(fused_mlp_np_dtype(dtype))
     if dtype == np.float16:
         return check_float16(cupy, lib, x, ws, bs, dy, act, out_act)
-    if dtype in TF32_IMPL:
-        return check_tf32(cupy, lib, x, ws, bs, dy, act, out_act, TF32_IMPL[dtype])
+    if dtype in FUSED_MLP_TF32_IMPL:
+        return check_tf32(cupy, lib, x, ws, bs, dy, act, out_act, FUSED_MLP_TF32_IMPL[dtype])
     tol = 2e-4
     want_y, _, _, _, want_h = ref_forward_backward(x, ws, bs, dy, act, out_act)
     y_inf, _, _ = run_forward(cupy, lib, x, ws, bs, act, out_act)
@@ -251,12 +200,12 @@ def test_many_rows(dtype):
 def test_empty_batch(dtype):
     cupy, lib = require_gpu()
     rng = np.random.default_rng(0)
-    ws, bs = make_net(rng, 5, 32, 2, 3, _np_dtype(dtype))
-    x = np.zeros((0, 5), _np_dtype(dtype))
-    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+    ws, bs = fused_mlp_net(rng, 5, 32, 2, 3, fused_mlp_np_dtype(dtype))
+    x = np.zeros((0, 5), fused_mlp_np_dtype(dtype))
+    tf32, impl = dtype in FUSED_MLP_TF32_IMPL, FUSED_MLP_TF32_IMPL.get(dtype, 0)
     y, saved, dev = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32, impl=impl)
     assert y.shape == (0, 3)
-    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, np.zeros((0, 3), _np_dtype(dtype)), "relu", "none",
+    dx, gw, gb = run_backward(cupy, lib, dev, y, saved, np.zeros((0, 3), fused_mlp_np_dtype(dtype)), "relu", "none",
                               tf32=tf32, impl=impl)
     for a in gw + gb:
         assert float(cupy.abs(a).max()) == 0.0
@@ -268,7 +217,7 @@ def test_optional_gradients_and_determinism():
     for dtype in FLOAT32_DTYPES + [np.float16]:
         dev, y, saved, dy, gw, gb = check_case(cupy, lib, rng, 70001, 32, 64, 2, 16, "relu",
                                                "none", dtype)
-        tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+        tf32, impl = dtype in FUSED_MLP_TF32_IMPL, FUSED_MLP_TF32_IMPL.get(dtype, 0)
         _, gw2, gb2 = run_backward(cupy, lib, dev, y, saved, dy, "relu", "none", want_dx=False, tf32=tf32,
                                    impl=impl)
         for a, b in zip(gw + gb, gw2 + gb2):
@@ -285,18 +234,18 @@ def test_workspace_holds_dz_only_where_used(dtype):
     (float16 width 128 x 8); the backward that forms the weight gradients
     itself (64 x 4, resident) needs only the per-block partials."""
     _, lib = require_gpu()
-    n, itemsize = 1 << 18, np.dtype(_np_dtype(dtype)).itemsize
-    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
+    n, itemsize = 1 << 18, np.dtype(fused_mlp_np_dtype(dtype)).itemsize
+    tf32, impl = dtype in FUSED_MLP_TF32_IMPL, FUSED_MLP_TF32_IMPL.get(dtype, 0)
     one_dz = n * 64 * itemsize
     partials = 5 * min(256, n // 4096) * (64 * 64 + 64) * 4
-    resident = workspace_bytes(lib, n, 64, 64, 4, 64, dtype, tf32, impl)
+    resident = fused_mlp_workspace_bytes(lib, n, 64, 64, 4, 64, dtype, tf32, impl)
     layers = uses_layers(lib, 64, impl) if tf32 else dtype == np.float32
     if layers:
         assert resident >= 5 * one_dz, resident
     else:
         assert partials <= resident < partials + 4096, (resident, partials)
     if dtype == np.float16:
-        streamed = workspace_bytes(lib, n, 128, 128, 8, 128, dtype)
+        streamed = fused_mlp_workspace_bytes(lib, n, 128, 128, 8, 128, dtype)
         assert streamed >= 9 * n * 128 * itemsize, streamed
 
 
@@ -309,14 +258,14 @@ def test_backward_refuses_a_short_workspace(dtype, width, hidden, dims):
     path."""
     cupy, lib = require_gpu()
     rng = np.random.default_rng(width)
-    n, np_dtype = 1000, _np_dtype(dtype)
-    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
-    ws, bs = make_net(rng, dims, width, hidden, dims, np_dtype)
+    n, np_dtype = 1000, fused_mlp_np_dtype(dtype)
+    tf32, impl = dtype in FUSED_MLP_TF32_IMPL, FUSED_MLP_TF32_IMPL.get(dtype, 0)
+    ws, bs = fused_mlp_net(rng, dims, width, hidden, dims, np_dtype)
     x = rng.uniform(-1, 1, (n, dims)).astype(np_dtype)
     dy = rng.standard_normal((n, dims)).astype(np_dtype)
     y, saved, (dx_, dws, dbs) = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32,
                                             impl=impl)
-    need = workspace_bytes(lib, n, dims, width, hidden, dims, dtype, tf32, impl)
+    need = fused_mlp_workspace_bytes(lib, n, dims, width, hidden, dims, dtype, tf32, impl)
     assert need > 0
     buf = cupy.empty(need, cupy.uint8)
     ddy, dx = cupy.asarray(dy), cupy.zeros_like(dx_)
@@ -325,10 +274,10 @@ def test_backward_refuses_a_short_workspace(dtype, width, hidden, dims):
 
     def backward(nbytes):
         return lib.metal_ops_fused_mlp_backward_sized(
-            dptr(ddy), dptr(dx_), dptr(y), dptr(saved), _ptrs(dws), _ptrs(dbs), dptr(dx), _ptrs(gw),
-            _ptrs(gb), dptr(buf), ctypes.c_int64(nbytes), ctypes.c_int64(n), dims, width, hidden, dims,
-            ACT["relu"], ACT["none"], ctypes.c_float(ALPHA), np.dtype(np_dtype).itemsize, int(tf32), impl,
-            stream_ptr(cupy))
+            dptr(ddy), dptr(dx_), dptr(y), dptr(saved), pointer_array(dws), pointer_array(dbs), dptr(dx),
+            pointer_array(gw), pointer_array(gb), dptr(buf), ctypes.c_int64(nbytes), ctypes.c_int64(n), dims, width,
+            hidden, dims, activation_code("relu"), activation_code("none"), ctypes.c_float(ALPHA),
+            np.dtype(np_dtype).itemsize, int(tf32), impl, stream_ptr(cupy))
 
     assert backward(need - 1) != 0, "a short workspace must be refused"
     assert "FusedMLP backward workspace" in last_error(lib)
@@ -343,16 +292,16 @@ def test_backward_refuses_a_short_workspace(dtype, width, hidden, dims):
 def _forward_error(dtype, width, act):
     """The launcher's error code for a tiny forward (no memory is touched)."""
     cupy, lib = require_gpu()
-    x = cupy.zeros((4, 3), _np_dtype(dtype))
+    x = cupy.zeros((4, 3), fused_mlp_np_dtype(dtype))
     w = (ctypes.c_int64 * 2)(0, 0)
-    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{_suffix(_np_dtype(dtype), dtype == TF32)}")
-    return fn(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4), 3, width, 1, 3, act, 0,
+    fn = getattr(lib, f"metal_ops_fused_mlp_forward_{fused_mlp_suffix(fused_mlp_np_dtype(dtype), dtype == TF32)}")
+    return fn(dptr(x), w, w, dptr(x), None, ctypes.c_int64(4), 3, width, 1, 3, act, activation_code("none"),
               ctypes.c_float(0.0), stream_ptr(cupy))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, TF32])
 def test_bad_shape_rejected(dtype):
-    assert _forward_error(dtype, 48, ACT["relu"]) != 0, "width 48 must be rejected"
+    assert _forward_error(dtype, 48, activation_code("relu")) != 0, "width 48 must be rejected"
     assert "FusedMLP shape" in last_error(require_gpu()[1])
 
 
@@ -397,7 +346,7 @@ def test_tf32_backward_of_an_exact_forward(width):
     Every result stays within the truncated-TF32 bound."""
     cupy, lib = require_gpu()
     rng = np.random.default_rng(width)
-    ws, bs = make_net(rng, 24, width, 3, 9, np.float32)
+    ws, bs = fused_mlp_net(rng, 24, width, 3, 9, np.float32)
     x = rng.uniform(-1, 1, (3000, 24)).astype(np.float32)
     dy = rng.standard_normal((3000, 9)).astype(np.float32)
     y, saved, dev = run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True)  # exact float32
@@ -412,7 +361,7 @@ def tf32_and_exact_forward(cupy, lib, seed, width):
     drawn from `seed`, run forward (training) on the TF32 and on the exact
     float32 entry points: x, ws, bs, then (y, saved) of each, as NumPy arrays."""
     rng = np.random.default_rng(seed)
-    ws, bs = make_net(rng, 64, width, 3, 16, np.float32)
+    ws, bs = fused_mlp_net(rng, 64, width, 3, 16, np.float32)
     x = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
     runs = [run_forward(cupy, lib, x, ws, bs, "relu", "none", training=True, tf32=tf32)[:2] for tf32 in (True, False)]
     return (x, ws, bs) + tuple(tuple(cupy.asnumpy(a) for a in run) for run in runs)
@@ -462,22 +411,22 @@ def test_layer_path_computes_only_what_is_asked(dtype, act, out_act, out_dim):
     alone, dx alone (on TF32 the input layer's kernel forms dx and dW0)."""
     cupy, lib = require_gpu()
     rng = np.random.default_rng(31)
-    tf32, impl = dtype in TF32_IMPL, TF32_IMPL.get(dtype, 0)
-    ws, bs = make_net(rng, 16, 64, 3, out_dim, np.float32)
+    tf32, impl = dtype in FUSED_MLP_TF32_IMPL, FUSED_MLP_TF32_IMPL.get(dtype, 0)
+    ws, bs = fused_mlp_net(rng, 16, 64, 3, out_dim, np.float32)
     x = rng.uniform(-1, 1, (5000, 16)).astype(np.float32)
     dy = rng.standard_normal((5000, out_dim)).astype(np.float32)
     y, saved, dev = run_forward(cupy, lib, x, ws, bs, act, out_act, training=True, tf32=tf32, impl=impl)
     dx, gw, gb = run_backward(cupy, lib, dev, y, saved, dy, act, out_act, tf32=tf32, impl=impl)
-    fn = _entry(lib, "backward", np.float32, tf32, impl)
+    fn = fused_mlp_entry(lib, "backward", np.float32, tf32, impl)
     for want in (("dw", 0), ("dw", 1), ("dw", 3), ("db", 1), ("db", 3), ("dx", None)):
         one_w = [cupy.full(w.shape, np.nan, np.float32) if want == ("dw", l) else None for l, w in enumerate(ws)]
         one_b = [cupy.full(b.shape, np.nan, np.float32) if want == ("db", l) else None for l, b in enumerate(bs)]
         one_dx = cupy.full(x.shape, np.nan, np.float32) if want[0] == "dx" else None
-        wsb = workspace(cupy, lib, 5000, 16, 64, 3, out_dim, np.float32, tf32, impl)
-        check(fn(dptr(cupy.asarray(dy)), dptr(dev[0]), dptr(y), dptr(saved), _ptrs(dev[1]), _ptrs(dev[2]),
-                 dptr(one_dx) if one_dx is not None else None, _ptrs(one_w), _ptrs(one_b), dptr(wsb),
-                 ctypes.c_int64(5000), 16, 64, 3, out_dim, ACT[act], ACT[out_act], ctypes.c_float(ALPHA),
-                 stream_ptr(cupy)))
+        wsb = fused_mlp_workspace(cupy, lib, 5000, 16, 64, 3, out_dim, np.float32, tf32, impl)
+        check(fn(dptr(cupy.asarray(dy)), dptr(dev[0]), dptr(y), dptr(saved), pointer_array(dev[1]),
+                 pointer_array(dev[2]), dptr(one_dx) if one_dx is not None else None, pointer_array(one_w),
+                 pointer_array(one_b), dptr(wsb), ctypes.c_int64(5000), 16, 64, 3, out_dim, activation_code(act),
+                 activation_code(out_act), ctypes.c_float(ALPHA), stream_ptr(cupy)))
         got = one_dx if want[0] == "dx" else (one_w if want[0] == "dw" else one_b)[want[1]]
         full = dx if want[0] == "dx" else (gw if want[0] == "dw" else gb)[want[1]]
         assert cupy.array_equal(got, full), want

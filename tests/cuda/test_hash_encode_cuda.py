@@ -6,13 +6,11 @@ cuda-harness`); elsewhere every test skips and says why.
 No TensorFlow here. Reference: tests/reference/hash_encode.py (independent,
 written from the formulas).
 """
-import ctypes
-
 import numpy as np
 import pytest
 
 from tests.reference import hash_encode as ref
-from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
+from tests.cuda.harness import bind_hash_encode, check, dptr, require_gpu, stream_ptr
 
 DTYPES = {"float32": (np.float32, 0), "float16": (np.float16, 1)}
 FEATURES = (1, 2, 4, 8)
@@ -37,38 +35,9 @@ def small_grid(dims, per_level_scale=2.0):
     return dict(num_levels=8, log2_hashmap_size=2 * dims + 6, base_resolution=3, per_level_scale=per_level_scale)
 
 
-def _bind(lib):
-    if getattr(lib, "_hash_encode_bound", False):
-        return lib
-    i32, i64, u32, f32, vp = ctypes.c_int, ctypes.c_int64, ctypes.c_uint32, ctypes.c_float, ctypes.c_void_p
-    lib.metal_ops_hash_encode_table_rows.argtypes = [i32, i32, i32, u32, f32]
-    lib.metal_ops_hash_encode_table_rows.restype = i64
-    lib.metal_ops_hash_encode_forward.argtypes = [vp, vp, vp, i32, i64, i32, i32, i32, i32, u32, f32, i32, i32, vp]
-    lib.metal_ops_hash_encode_forward.restype = i32
-    lib.metal_ops_hash_encode_backward_workspace_bytes.argtypes = [i32, i64, i32, i32, i32, i32, u32, f32, i32,
-                                                                   i32, i32]
-    lib.metal_ops_hash_encode_backward_workspace_bytes.restype = i64
-    lib.metal_ops_hash_encode_backward.argtypes = [vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32, u32,
-                                                   f32, i32, i32, i32, i32, i32, i64, vp]
-    lib.metal_ops_hash_encode_backward.restype = i32
-    lib.metal_ops_hash_encode_forward_tuned.argtypes = [vp, vp, vp, i32, i64, i32, i32, i32, i32, u32, f32, i32, i32,
-                                                        i32, vp]
-    lib.metal_ops_hash_encode_forward_tuned.restype = i32
-    lib.metal_ops_hash_encode_backward_tuned.argtypes = [vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32,
-                                                         u32, f32, i32, i32, i32, i32, i32, i64, i32, vp]
-    lib.metal_ops_hash_encode_backward_tuned.restype = i32
-    lib.metal_ops_hash_encode_grad_grad_workspace_bytes.argtypes = [i32, i64, i32, i32, i32, i32, u32, f32, i32]
-    lib.metal_ops_hash_encode_grad_grad_workspace_bytes.restype = i64
-    lib.metal_ops_hash_encode_grad_grad.argtypes = [vp, vp, vp, vp, vp, vp, vp, i64, i32, i64, i32, i32, i32, i32,
-                                                    u32, f32, i32, i32, i32, vp]
-    lib.metal_ops_hash_encode_grad_grad.restype = i32
-    lib._hash_encode_bound = True
-    return lib
-
-
 def gpu():
     cupy, lib = require_gpu()
-    return cupy, _bind(lib)
+    return cupy, bind_hash_encode(lib)
 
 
 def make_inputs(rng, n, dims, out_of_range_fraction=0.0, nan_rows=0):
@@ -174,7 +143,7 @@ def test_standard_grid_size_matches_tiny_cuda_nn():
 def test_bad_arguments_return_errors():
     cupy, lib = gpu()
     assert lib.metal_ops_hash_encode_table_rows(5, 8, 12, 3, 2.0) == -1
-    # The op's grid checks (kernels/spec/hash_encode_spec.h Grid): levels, hashmap size, scale, finest level.
+    # The op's grid checks (kernels/hash_encode/hash_encode_spec.h Grid): levels, hashmap size, scale, finest level.
     for bad in ((3, 33, 12, 3, 2.0), (3, 8, 31, 3, 2.0), (3, 8, 12, 0, 2.0), (3, 8, 12, 3, 0.5),
                 (3, 8, 12, 1 << 20, 8.0)):
         assert lib.metal_ops_hash_encode_table_rows(*bad) == -1, bad

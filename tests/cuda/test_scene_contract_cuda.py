@@ -9,7 +9,7 @@ import pytest
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
 from tests.reference import scene_contract as ref
 
-NORMS = {"l2": 0, "linf": 1}  # kernels/common/scene_contract.h SceneContractNorm
+NORMS = {"l2": 0, "linf": 1}  # kernels/scene_contract/scene_contract.h SceneContractNorm
 SPECIAL = np.array([[0, 0, 0], [1, 0, 0], [0.6, 0.8, 0], [1, 1, 1], [2, 0, 0], [3e38, -3e38, 3e38], [1e20, 1, -1],
                     [np.inf, 0, 0], [-np.inf, np.inf, 5], [np.nan, 0, 0], [1, 2, np.nan]])
 

@@ -1,9 +1,9 @@
-// kernels/cpu/fused_mlp_cpu.h behind a C ABI, so that tests/test_fused_mlp.py
+// kernels/fused_mlp/fused_mlp_cpu.h behind a C ABI, so that tests/test_fused_mlp.py
 // can build it for each instruction set (AVX-512, AVX2, the scalar fallback)
 // and check every path against NumPy, whatever the library itself was built for.
 #include <cstdint>
 
-#include "kernels/cpu/fused_mlp_cpu.h"
+#include "kernels/fused_mlp/fused_mlp_cpu.h"
 
 namespace {
 

@@ -87,8 +87,8 @@ def test_robust_loss_special_residuals_never_crash(x, alpha, scale):
     assert not np.isnan(y[np.isfinite(x)]).any(), "finite residual -> non-NaN loss"
 
 
-# Regression (found by this suite, fixed in robust_loss.h): x / scale = +-inf in
-# float32 used to give NaN for alpha in (-inf, 0].
+# x / scale = +-inf in float32 gives the limit, not NaN, for alpha in (-inf, 0]
+# (robust_loss.h; docs/RELIABILITY.md).
 @pytest.mark.parametrize("x,alpha,scale,expected", [
     (np.inf, -2.0, 1.0, 2.0),
     (np.inf, -5.0, 1.0, 1.4),

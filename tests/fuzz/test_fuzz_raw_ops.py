@@ -21,6 +21,8 @@ from tensorflow.python.framework import op_def_library, op_def_registry
 import metal_ops
 from tests.fuzz.strategies import SPECIAL_F32, assert_names_argument, fuzz_settings
 
+pytestmark = pytest.mark.source_tree("tools/check/check_op_library.py")
+
 
 def library_ops():
     lib = metal_ops.load_library()

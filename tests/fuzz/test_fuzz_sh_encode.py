@@ -1,8 +1,8 @@
 """Fuzzing SHEncode: random leading shapes (0-sized included), degrees 1-4,
 float32 / float16, magnitudes from 1e-6 to 1e6 with NaN / +-inf / denormals
 sprinkled in; values against the float64 NumPy polynomials
-(tests/reference/sh_encode.py), NaN / inf exactly where the sample's float32
-TF ops give them, gradients of finite
+(tests/reference/sh_encode.py), NaN / inf exactly where the float32 TF
+composite gives them, gradients of finite
 inputs against complex-step derivatives; then one mutation at a time of a
 valid call, which must be rejected naming the argument."""
 import numpy as np
@@ -38,7 +38,7 @@ def tolerance(d, dtype, power):
 @fuzz_settings()
 @given(case=sh_case(), graph=st.booleans())
 def test_sh_encode_matches_reference(case, graph):
-    """NaN / inf where the sample's float32 TF ops give them (the same float32
+    """NaN / inf where the float32 TF composite gives them (the same float32
     rounding, products that underflow to 0 under TF's flush-to-zero included);
     finite values against the float64 polynomials."""
     d, degree = case

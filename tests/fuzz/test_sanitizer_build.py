@@ -12,8 +12,9 @@ import pytest
 import metal_ops
 from metal_ops import _loader
 
-pytestmark = pytest.mark.skipif(os.environ.get("METAL_OPS_EXPECT_ASAN") != "1",
-                                reason="checks the sanitizer build; runs under `make asan-test` only")
+pytestmark = [pytest.mark.source_tree("the ASan build (make asan-test)"),
+              pytest.mark.skipif(os.environ.get("METAL_OPS_EXPECT_ASAN") != "1",
+                                 reason="checks the sanitizer build; runs under `make asan-test` only")]
 
 
 def test_loaded_library_is_instrumented():

@@ -1,6 +1,6 @@
 // Runs the FusedMLP Metal shaders on the CPU (tests/metal_shim/msl_shim.h), in
-// the order kernels/metal/fused_mlp_metal.mm encodes them, with the geometry
-// it computes (kernels/common/fused_mlp.h): the pack dispatches, the
+// the order kernels/fused_mlp/fused_mlp_metal.mm encodes them, with the geometry
+// it computes (kernels/fused_mlp/fused_mlp.h): the pack dispatches, the
 // forward or backward over its threadgroups (cooperating fibers: barriers and
 // simdgroup_matrix operations wait for their threads), the reductions.
 // Driven by tests/test_fused_mlp_metal_shim.py through ctypes.

@@ -1,5 +1,5 @@
 // Runs the HashEncode Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
-// in the order kernels/metal/hash_encode_metal.mm encodes them, each over its
+// in the order kernels/hash_encode/hash_encode_metal.mm encodes them, each over its
 // whole dispatch grid (threads one after another). Driven by
 // tests/test_hash_encode_metal_shim.py through ctypes.
 #include <string>

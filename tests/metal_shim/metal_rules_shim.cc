@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/metal/metal_rules.h"
-#include "kernels/metal/mpsgraph_rules.h"
+#include "kernels/fused_conv2d/fused_conv2d_mpsgraph_rules.h"
 
 namespace {
 

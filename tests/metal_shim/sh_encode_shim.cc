@@ -1,6 +1,6 @@
 // Runs the SHEncode Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // each entry point over its whole dispatch grid, picked by degree and dtype
-// as kernels/metal/sh_encode_metal.mm picks it by name. Driven by
+// as kernels/sh_encode/sh_encode_metal.mm picks it by name. Driven by
 // tests/test_sh_encode_metal_shim.py through ctypes.
 #include <string>
 

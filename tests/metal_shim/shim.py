@@ -17,8 +17,8 @@ DTYPE_CODES = {np.float32: 0, np.float16: 1}
 
 
 def load_shim():
-    if not os.path.exists(os.path.join(ROOT, "kernels", "metal")):
-        pytest.skip("the MSL shim compiles the tree's kernels/metal shaders: needs the source tree "
+    if not os.path.exists(os.path.join(ROOT, "kernels", "metal_plan")):
+        pytest.skip("the MSL shim compiles the tree's Metal shaders: needs the source tree "
                     "(this suite runs against an installed package)")
     if not os.path.exists(SHIM_PATH):
         pytest.fail(f"{SHIM_PATH} is missing: run `make metal-shim` (make test does)")

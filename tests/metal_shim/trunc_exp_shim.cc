@@ -1,6 +1,6 @@
 // Runs the TruncExp Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // each entry point over its whole dispatch grid, picked by dtype as
-// kernels/metal/trunc_exp_metal.mm picks it by name. Driven by
+// kernels/trunc_exp/trunc_exp_metal.mm picks it by name. Driven by
 // tests/test_trunc_exp.py through ctypes.
 #include <string>
 

@@ -22,15 +22,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/distortion_loss.h"
-#include "kernels/common/packed_volume_render.h"
-#include "kernels/common/ray_march.h"
-#include "kernels/common/sh_encode.h"
-#include "kernels/cpu/hash_encode_cpu.h"
-#include "kernels/cpu/robust_loss_cpu.h"
-#include "kernels/cpu/trunc_exp_cpu.h"
-#include "kernels/cpu/volume_render_cpu.h"
-#include "kernels/spec/ray_march_spec.h"
+#include "kernels/distortion_loss/distortion_loss.h"
+#include "kernels/packed_volume_render/packed_volume_render.h"
+#include "kernels/ray_march/ray_march.h"
+#include "kernels/sh_encode/sh_encode.h"
+#include "kernels/hash_encode/hash_encode_cpu.h"
+#include "kernels/robust_loss/robust_loss_cpu.h"
+#include "kernels/trunc_exp/trunc_exp_cpu.h"
+#include "kernels/volume_render/volume_render_cpu.h"
+#include "kernels/ray_march/ray_march_spec.h"
 
 namespace {
 

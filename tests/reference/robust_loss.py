@@ -1,5 +1,5 @@
 """Barron's general robust loss rho(x, alpha, c) (CVPR 2019) and its
-derivatives, from the paper's formulas (not from kernels/common/robust_loss.h):
+derivatives, from the paper's formulas (not from kernels/robust_loss/robust_loss.h):
 float64 NumPy with broadcasting, and 50-digit mpmath for the general form.
 No TensorFlow: the CPU tests, the fuzz tests and the CUDA harness tests share it.
 """

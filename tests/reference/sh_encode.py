@@ -1,5 +1,5 @@
 """Real spherical harmonics (instant-NGP's order and signs), in float64,
-written from the formulas, independent of kernels/common/sh_encode.h.
+written from the formulas, independent of kernels/sh_encode/sh_encode.h.
 
 - `values(dirs, degree)`: the Cartesian polynomials, coefficients computed
   from their closed forms (1 / (2 sqrt(pi)), sqrt(3 / (4 pi)), ...); works on
@@ -11,7 +11,9 @@ written from the formulas, independent of kernels/common/sh_encode.h.
   Y_lm = sqrt(2) K_lm P_l^|m|(cos theta) {cos(m phi) | sin(|m| phi)}, P with
   the Condon-Shortley phase, index l (l + 1) + m; checks that `values` are
   spherical harmonics at all.
-- `tf_composite(d, degree)`: the TF ops the op replaces (the sample's).
+- `tf_composite(d, degree)`: the composite the op replaces: the same
+  polynomials as TF ops in float32, so NaN / inf come out where float32
+  arithmetic gives them.
 """
 import math
 
@@ -31,21 +33,26 @@ C9 = math.sqrt(7 / (16 * PI))
 C10 = math.sqrt(105 / (16 * PI))
 
 
+def polynomials(x, y, z, c0):
+    """The 16 polynomials of bands 0-3 in order, from NumPy arrays or TF
+    tensors (`c0`: C0 shaped like x)."""
+    xx, yy, zz = x * x, y * y, z * z
+    return [
+        c0,
+        -C1 * y, C1 * z, -C1 * x,
+        C2 * x * y, -C2 * y * z, C3 * zz - C4, -C2 * x * z, C5 * (xx - yy),
+        C6 * y * (yy - 3 * xx), C7 * x * y * z, C8 * y * (1 - 5 * zz), C9 * z * (5 * zz - 3),
+        C8 * x * (1 - 5 * zz), C10 * z * (xx - yy), C6 * x * (3 * yy - xx),
+    ]
+
+
 def values(dirs, degree):
     """[..., degree**2] float64 (complex128 for complex dirs)."""
     d = np.asarray(dirs)
     if not np.iscomplexobj(d):
         d = d.astype(np.float64)
     x, y, z = d[..., 0], d[..., 1], d[..., 2]
-    one = np.ones_like(x)
-    bands = [
-        [C0 * one],
-        [-C1 * y, C1 * z, -C1 * x],
-        [C2 * x * y, -C2 * y * z, C3 * z**2 - C4, -C2 * x * z, C5 * (x**2 - y**2)],
-        [C6 * y * (y**2 - 3 * x**2), C7 * x * y * z, C8 * y * (1 - 5 * z**2), C9 * z * (5 * z**2 - 3),
-         C8 * x * (1 - 5 * z**2), C10 * z * (x**2 - y**2), C6 * x * (3 * y**2 - x**2)],
-    ]
-    return np.stack([v for band in bands[:degree] for v in band], axis=-1)
+    return np.stack(polynomials(x, y, z, np.full_like(x, C0))[:degree * degree], axis=-1)
 
 
 def vjp(dirs, grad, degree, h=1e-20):
@@ -92,11 +99,12 @@ def legendre(dirs, degree):
 
 
 def tf_composite(d, degree=4):
-    """The composite the op replaces: the NeRF sample's 16-value stack of TF
-    ops (examples/nerf/model.py's sh_encode, its `--mlp dense` path)."""
-    from examples.nerf.model import sh_encode  # here: the CUDA harness tests import this module without TF
+    """The composite the op replaces: the polynomials as a stack of TF ops on
+    [N, 3] directions (float32 as given, not normalised)."""
+    import tensorflow as tf  # here: the CUDA harness tests import this module without TF
 
-    return sh_encode(d, degree)
+    x, y, z = d[:, 0], d[:, 1], d[:, 2]
+    return tf.stack(polynomials(x, y, z, tf.fill(tf.shape(x), tf.constant(C0, x.dtype)))[:degree * degree], axis=-1)
 
 
 def selftest(inputs, attrs):

@@ -147,7 +147,7 @@ check_stack() {  # check_stack <cpu|metal> <requirements file>
     fail "_metal_ops.$tag.so does not link Metal.framework"
   grep -q "kEmbeddedMetalSources" <<<"$ops_symbols" || fail "_metal_ops.$tag.so holds no embedded Metal sources"
   local name
-  for path in kernels/metal/*.metal; do
+  for path in kernels/*/*.metal; do
     name="$(basename "$path" .metal)"
     grep -q "{\"$name\", R\"mo_msl(" "$build_dir/gen/metal_sources.cc" || fail "shader source '$name' is not embedded"
   done

@@ -45,6 +45,7 @@ with C++ for OpenCL 2021 (clang 14 or newer) is found.
 """
 import argparse
 import collections
+import glob
 import concurrent.futures
 import os
 import re
@@ -187,12 +188,12 @@ def origin_map(text, top_name):
 
 
 def top_name_of(path, root):
-    """kernels/metal/<name>.metal when that is the source this expanded file came from."""
+    """kernels/<folder>/<name>.metal when that is the source this expanded file came from."""
     name = os.path.basename(path)
-    original = os.path.join("kernels", "metal", name)
-    if os.path.isfile(os.path.join(root, original)) and os.path.abspath(path) != os.path.abspath(
-            os.path.join(root, original)):
-        return original
+    for original in sorted(glob.glob(os.path.join(root, "kernels", "*", name))):
+        original = os.path.relpath(original, root)
+        if os.path.abspath(path) != os.path.abspath(os.path.join(root, original)):
+            return original
     return os.path.relpath(path, root) if os.path.abspath(path).startswith(root + os.sep) else path
 
 

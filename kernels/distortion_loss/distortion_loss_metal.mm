@@ -1,0 +1,55 @@
+// DistortionLoss on the Metal PluggableDevice ("GPU" with tensorflow-metal),
+// through the shared glue (metal_kernel.h). The work is the plan of
+// kernels/distortion_loss/distortion_loss_plan.cc (shaders: distortion_loss.metal, one thread per ray).
+//
+// Unsorted t is not reported as an error on Metal (that would need a read-back
+// and a wait on the command buffer): those rays get NaN loss and gradients.
+#import "kernels/metal/metal_kernel.h"
+
+#include "kernels/distortion_loss/distortion_loss_plan.h"
+#include "kernels/distortion_loss/distortion_loss_spec.h"
+
+namespace {
+
+using mo::metal::DimsOf;
+
+void Forward(void*, mo::metal::KernelCall& call) {
+  TF_Tensor* w = call.Input(0);
+  TF_Tensor* t = call.Input(1);
+  if (!call.ok() || !call.Check(mo::distortion_loss::Shapes(DimsOf(w), DimsOf(t)))) return;
+  const int64_t rays = TF_Dim(w, 0), samples = TF_Dim(w, 1);
+  TF_Tensor* loss = call.Output(0, TF_FLOAT, {rays});
+  if (!call.ok() || rays == 0) return;
+  call.RunPlan(mo::metal_plan::DistortionLossForward(rays, samples), {w, t, loss});
+}
+
+void Backward(void*, mo::metal::KernelCall& call) {
+  TF_Tensor* g = call.Input(0);
+  TF_Tensor* w = call.Input(1);
+  TF_Tensor* t = call.Input(2);
+  if (!call.ok() || !call.Check(mo::distortion_loss::Shapes(DimsOf(w), DimsOf(t))) ||
+      !call.Check(mo::distortion_loss::GradShape(DimsOf(g), TF_Dim(w, 0)))) {
+    return;
+  }
+  const int64_t rays = TF_Dim(w, 0), samples = TF_Dim(w, 1);
+  TF_Tensor* gw = call.Output(0, TF_FLOAT, {rays, samples});
+  TF_Tensor* gt = call.Output(1, TF_FLOAT, {rays, samples + 1});
+  if (!call.ok() || rays == 0) return;
+  call.RunPlan(mo::metal_plan::DistortionLossBackward(rays, samples), {g, w, t, gw, gt});
+}
+
+bool Register() {
+  using mo::metal::Compute;
+  using mo::metal::CreateNothing;
+  using mo::metal::DeleteNothing;
+  using mo::metal::kNoTypeConstraint;
+  mo::metal::RegisterKernel("MetalOpsDistortionLoss", kNoTypeConstraint, &CreateNothing, &Compute<Forward>,
+                            &DeleteNothing);
+  mo::metal::RegisterKernel("MetalOpsDistortionLossGrad", kNoTypeConstraint, &CreateNothing, &Compute<Backward>,
+                            &DeleteNothing);
+  return true;
+}
+
+const bool registered = Register();
+
+}  // namespace

@@ -1,0 +1,95 @@
+// The XLA kernels of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad
+// (kernels/xla/xla_kernel.h; FusedConv2D's gradient is TensorFlow's
+// convolution gradients and FusedActivationGrad) and their host handlers: the
+// CPU functors of kernels/fused_conv2d/fused_conv2d_functor.h. FusedConv2D's geometry is
+// computed while XLA compiles (fused_conv2d::Geometry) and travels as FFI
+// attributes, the padding resolved; the handlers rebuild it from them and the
+// buffers' shapes (kernels/fused_conv2d/fused_conv2d_xla.h).
+#include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/fused_conv2d/fused_conv2d_functor.h"
+#include "kernels/fused_conv2d/fused_conv2d_spec.h"
+#include "kernels/fused_conv2d/fused_conv2d_xla.h"
+
+namespace mo {
+namespace xla_kernels {
+namespace {
+
+void CompileFusedConv2D(XlaOpKernelContext* ctx, const fused_conv2d::ConvAttrs& attrs) {
+  const checks::Dims filter = InputDims(ctx, 1);
+  fused_conv2d::ConvGeometry g;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Geometry(attrs, InputDims(ctx, 0), filter, &g)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::GemmSizes(g, filter)));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
+  if (attrs.num_bias == 1) {
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Bias(InputDims(ctx, 2), g.out_depth)));
+    operands.push_back(ctx->Input(2));
+  }
+  if (attrs.num_residual == 1) {
+    const int r = 2 + static_cast<int>(attrs.num_bias);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Residual(InputDims(ctx, r), g.output_dims())));
+    operands.push_back(ctx->Input(r));
+  }
+  EmitFfiCall(ctx, "MetalOpsFusedConv2D", operands, {ArrayShape(::xla::F32, g.output_dims())},
+              FfiAttrs()
+                  .Int("has_bias", attrs.num_bias)
+                  .Int("has_residual", attrs.num_residual)
+                  .Int("stride_rows", g.stride_rows)
+                  .Int("stride_cols", g.stride_cols)
+                  .Int("dilation_rows", g.dilation_rows)
+                  .Int("dilation_cols", g.dilation_cols)
+                  .Int("pad_top", g.pad_top)
+                  .Int("pad_bottom", g.pad_bottom)
+                  .Int("pad_left", g.pad_left)
+                  .Int("pad_right", g.pad_right)
+                  .Int("activation", attrs.act)
+                  .Float("alpha", attrs.alpha));
+}
+
+void CompileFusedActivationGrad(XlaOpKernelContext* ctx, const fused_conv2d::ActivationGradAttrs& attrs) {
+  const checks::Dims grads = InputDims(ctx, 0);
+  const bool has_features = attrs.num_features == 1;
+  const checks::Dims features = has_features ? InputDims(ctx, 2) : checks::Dims();
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::ActivationGradShapes(grads, InputDims(ctx, 1),
+                                                                          has_features ? &features : nullptr)));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
+  if (has_features) operands.push_back(ctx->Input(2));
+  EmitFfiCall(ctx, "MetalOpsFusedActivationGrad", operands, {ArrayShape(::xla::F32, grads)},
+              FfiAttrs().Int("activation", attrs.act).Float("alpha", attrs.alpha));
+}
+
+using FusedConv2DXlaOp = XlaOpWithAttrs<fused_conv2d::ConvAttrs, CompileFusedConv2D>;
+using FusedActivationGradXlaOp = XlaOpWithAttrs<fused_conv2d::ActivationGradAttrs, CompileFusedActivationGrad>;
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedConv2D"), FusedConv2DXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedActivationGrad"), FusedActivationGradXlaOp);
+
+ffi::Error Conv(ffi::AnyBuffer input, ffi::AnyBuffer filter, ffi::RemainingArgs rest, RetBuffer output,
+                xla_ffi::ConvCallAttrs attrs) {
+  FusedConv2DArgs args;
+  ffi::Error error = xla_ffi::FusedConv2DArgsOf(input, filter, rest, output, attrs, &args);
+  if (error.failure() || args.g.pixels() * args.g.out_depth == 0) return error;
+  return xla_ffi::ToError(
+      FusedConv2DFunctor<Eigen::ThreadPoolDevice>::Compute(HostContext(), args, Data<float>(output)));
+}
+
+ffi::Error ActivationGrad(ffi::AnyBuffer grads, ffi::AnyBuffer outputs, ffi::RemainingArgs rest,
+                          RetBuffer backprops, int64_t activation, float alpha) {
+  const float* features = nullptr;
+  ffi::Error error = xla_ffi::ActivationFeaturesOf(rest, &features);
+  const int64_t n = static_cast<int64_t>(grads.element_count());
+  if (error.failure() || n == 0) return error;
+  return xla_ffi::ToError(FusedActivationGradFunctor<Eigen::ThreadPoolDevice>::Compute(
+      HostContext(), Data<float>(grads), Data<float>(outputs), features, n,
+      static_cast<int>(activation), alpha, Data<float>(backprops)));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "Host", Conv, xla_ffi::BindConv(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "Host", ActivationGrad,
+                   xla_ffi::BindActivationGrad(ffi::Ffi::Bind()));
+
+}  // namespace
+}  // namespace xla_kernels
+}  // namespace mo

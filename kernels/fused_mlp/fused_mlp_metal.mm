@@ -1,0 +1,180 @@
+// MetalOpsFusedMLP / MetalOpsFusedMLPGrad on the Metal PluggableDevice ("GPU"
+// with tensorflow-metal), kernel C API, through the shared glue
+// (metal_kernel.h). The work is the plans of kernels/fused_mlp/fused_mlp_plan.cc
+// (shaders: fused_mlp.metal, simdgroup_matrix, Apple7+ GPUs); layout, buffer
+// indices and threadgroup geometry: kernels/fused_mlp/fused_mlp.h; checks:
+// kernels/fused_mlp/fused_mlp_spec.h. What has run where: docs/METAL_COMPAT.md.
+//
+// Forward: the kernels and biases packed into zero-padded blocks (one small
+// dispatch each), then one dispatch of row tiles. Backward: the float32
+// partials zeroed, the kernels packed, one threadgroup per partition of the
+// row tiles writing its weight- and bias-gradient sums, then per layer the
+// partials added in partition order: no atomics, bitwise deterministic.
+#import "kernels/metal/metal_kernel.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/common/activations.h"
+#include "kernels/fused_mlp/fused_mlp.h"
+#include "kernels/fused_mlp/fused_mlp_plan.h"
+#include "kernels/fused_mlp/fused_mlp_spec.h"
+#include "tensorflow/c/tf_datatype.h"
+#include "tensorflow/c/tf_tensor.h"
+
+namespace {
+
+using mo::metal::DimsOf;
+
+const char* DtypeName(TF_DataType dtype) { return dtype == TF_HALF ? "float16" : "float32"; }
+
+std::string Shader(const char* kind, int width, TF_DataType dtype) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "fused_mlp_%s_w%d_%s", kind, width, DtypeName(dtype));
+  return name;
+}
+
+// `count` tensors from input `first` on, and their shapes.
+std::vector<TF_Tensor*> Inputs(mo::metal::KernelCall& call, int first, int count, std::vector<mo::checks::Dims>* dims) {
+  std::vector<TF_Tensor*> tensors;
+  for (int i = 0; i < count && call.ok(); ++i) {
+    tensors.push_back(call.Input(first + i));
+    if (call.ok()) dims->push_back(DimsOf(tensors.back()));
+  }
+  return tensors;
+}
+
+// The dispatch geometry (kernels/fused_mlp/fused_mlp.h) for pipelines running up to
+// `max_threads` threads per threadgroup; false, failing the call, if none fits.
+bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a, int64_t n,
+              TF_DataType dtype, bool backward, mo::FusedMlpParams* p,
+              int64_t max_threads = 4 * MO_FUSED_MLP_SIMD_WIDTH) {
+  if (mo::fused_mlp_params(n, int(net.in_dim), int(net.width), int(net.out_dim), net.hidden_layers, a.activation,
+                           a.output_activation, a.leaky_relu_alpha, int(TF_DataTypeSize(dtype)), backward, p,
+                           max_threads)) {
+    return true;
+  }
+  call.Fail(TF_UNIMPLEMENTED, "FusedMLP: no Metal threadgroup geometry fits this network on this GPU (its pipeline "
+                              "runs at most " + std::to_string(max_threads) + " threads per threadgroup)");
+  return false;
+}
+
+// The geometry again when the tile pipeline runs fewer threads per
+// threadgroup than it asks for (fewer SIMD-groups then).
+bool FitGeometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a,
+                 int64_t n, TF_DataType dtype, bool backward, id<MTLComputePipelineState> tiles,
+                 mo::FusedMlpParams* p) {
+  if (!call.ok() || tiles == nil) return false;
+  const int64_t max_threads = static_cast<int64_t>(tiles.maxTotalThreadsPerThreadgroup);
+  if (int64_t(p->simdgroups) * MO_FUSED_MLP_SIMD_WIDTH <= max_threads) return true;
+  return Geometry(call, net, a, n, dtype, backward, p, max_threads);
+}
+
+// Whether this GPU has simdgroup_matrix (else the call fails saying so).
+// Checked before any shader library is compiled: a GPU without it (a
+// paravirtual one in CI) would otherwise fail compiling the library.
+bool GpuFamilyOk(mo::metal::KernelCall& call) {
+  id<MTLDevice> device = call.Device();
+  if (!call.ok() || device == nil) return false;
+  if (![device supportsFamily:MTLGPUFamilyApple7]) {
+    call.Fail(TF_UNIMPLEMENTED,
+              "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
+              "on the CPU with tf.device('/CPU:0')");
+    return false;
+  }
+  return true;
+}
+
+// Whether the simdgroup_matrix shaders can run on this GPU with these
+// threadgroups (else the call fails saying why). Called before anything is
+// encoded, so a call that cannot run encodes nothing.
+bool ShaderPipelinesOk(mo::metal::KernelCall& call, id<MTLComputePipelineState> tiles, const mo::FusedMlpParams& p) {
+  id<MTLDevice> device = call.Device();
+  if (!call.ok() || device == nil || tiles == nil) return false;
+  if (tiles.threadExecutionWidth != MO_FUSED_MLP_SIMD_WIDTH) {
+    call.Fail(TF_UNIMPLEMENTED, "FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
+                                    std::to_string(tiles.threadExecutionWidth));
+    return false;
+  }
+  return call.CheckThreadgroups(tiles, uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
+}
+
+// The op's outputs, in one place: y [N, out_dim] and hidden [hidden_layers,
+// N, W] (every hidden layer's output, which the backward reads).
+bool ForwardOutputs(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, int64_t n, TF_DataType dtype,
+                    TF_Tensor** y, TF_Tensor** hidden) {
+  *y = call.Output(0, dtype, {n, net.out_dim});
+  *hidden = call.Output(1, dtype, {int64_t(net.hidden_layers), n, net.width});
+  return call.ok();
+}
+
+void Forward(void* kernel, mo::metal::KernelCall& call) {
+  const auto& attrs = *static_cast<const mo::fused_mlp::Attrs*>(kernel);
+  const int num = (TF_NumInputs(call.context()) - 1) / 2;  // x, N kernels, N biases
+  TF_Tensor* x = call.Input(0);
+  std::vector<mo::checks::Dims> kernel_dims, bias_dims;
+  const std::vector<TF_Tensor*> kernels = Inputs(call, 1, num, &kernel_dims);
+  const std::vector<TF_Tensor*> biases = Inputs(call, 1 + num, num, &bias_dims);
+  mo::fused_mlp::Net net;
+  if (!call.ok() || !call.Check(mo::fused_mlp::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
+  const TF_DataType dtype = TF_TensorType(x);
+  const int64_t n = TF_Dim(x, 0);
+  TF_Tensor *y = nullptr, *hidden = nullptr;
+  mo::FusedMlpParams p;
+  if (!ForwardOutputs(call, net, n, dtype, &y, &hidden) || !Geometry(call, net, attrs, n, dtype, false, &p) || n == 0) {
+    return;
+  }
+  if (!GpuFamilyOk(call)) return;
+  id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
+  if (!FitGeometry(call, net, attrs, n, dtype, false, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
+  std::vector<mo::metal::KernelCall::PlanSlot> slots = {x};
+  for (TF_Tensor* k : kernels) slots.push_back(k);
+  for (TF_Tensor* b : biases) slots.push_back(b);
+  slots.push_back(y);
+  slots.push_back(hidden);
+  call.RunPlan(mo::metal_plan::FusedMlpForward(p, mo::metal::PlanDtype(dtype)), slots);
+}
+
+void Backward(void* kernel, mo::metal::KernelCall& call) {
+  const auto& attrs = *static_cast<const mo::fused_mlp::Attrs*>(kernel);
+  const int num = TF_NumInputs(call.context()) - 4;  // grad_y, x, N kernels, y, hidden
+  TF_Tensor* dy = call.Input(0);
+  TF_Tensor* x = call.Input(1);
+  std::vector<mo::checks::Dims> kernel_dims, bias_dims;
+  const std::vector<TF_Tensor*> kernels = Inputs(call, 2, num, &kernel_dims);
+  TF_Tensor* y = call.Input(2 + num);
+  TF_Tensor* hidden = call.Input(3 + num);
+  if (!call.ok()) return;
+  for (const mo::checks::Dims& k : kernel_dims) bias_dims.push_back({k.size() == 2 ? k[1] : 0});
+  mo::fused_mlp::Net net;
+  if (!call.Check(mo::fused_mlp::Shapes(DimsOf(x), kernel_dims, bias_dims, &net))) return;
+  const int64_t n = TF_Dim(x, 0);
+  if (!call.Check(mo::fused_mlp::GradShapes(net, n, DimsOf(dy), DimsOf(y), DimsOf(hidden)))) return;
+  const TF_DataType dtype = TF_TensorType(x);
+  TF_Tensor* dx = call.Output(0, dtype, {n, net.in_dim});
+  std::vector<TF_Tensor*> grad_kernels, grad_biases;
+  for (int l = 0; l < num; ++l) grad_kernels.push_back(call.Output(1 + l, dtype, kernel_dims[l]));
+  for (int l = 0; l < num; ++l) grad_biases.push_back(call.Output(1 + num + l, dtype, bias_dims[l]));
+  mo::FusedMlpParams p;
+  if (!call.ok() || !Geometry(call, net, attrs, n, dtype, true, &p)) return;
+  if (!GpuFamilyOk(call)) return;
+  id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
+  if (!FitGeometry(call, net, attrs, n, dtype, true, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
+  // The partitions (and so the plan's partials) follow the final geometry.
+  std::vector<mo::metal::KernelCall::PlanSlot> slots = {dy, x};
+  for (TF_Tensor* k : kernels) slots.push_back(k);
+  slots.push_back(y);
+  slots.push_back(hidden);
+  slots.push_back(dx);
+  for (TF_Tensor* k : grad_kernels) slots.push_back(k);
+  for (TF_Tensor* b : grad_biases) slots.push_back(b);
+  call.RunPlan(mo::metal_plan::FusedMlpBackward(p, mo::metal::PlanDtype(dtype)), slots);
+}
+
+const bool registered_forward = mo::metal::RegisterWithAttrs<mo::fused_mlp::Attrs>(
+    "MetalOpsFusedMLP", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+const bool registered_backward = mo::metal::RegisterWithAttrs<mo::fused_mlp::Attrs>(
+    "MetalOpsFusedMLPGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
+
+}  // namespace

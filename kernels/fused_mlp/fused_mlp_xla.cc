@@ -1,0 +1,127 @@
+// The XLA kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad
+// (kernels/xla/xla_kernel.h) and their host handler: the CPU functor of
+// kernels/fused_mlp/fused_mlp_functor.h. The call's operands are x, the N kernels
+// and the N biases (forward) or grad_y, x, the N kernels, y and hidden
+// (backward); the attributes are the activations as the spec's codes.
+// Under XLA every output is computed (XLA does not say which it reads).
+#include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/fused_mlp/fused_mlp_functor.h"
+#include "kernels/fused_mlp/fused_mlp_spec.h"
+#include "kernels/fused_mlp/fused_mlp_xla.h"
+
+namespace mo {
+namespace xla_kernels {
+namespace {
+
+std::vector<checks::Dims> DimsOfList(const std::vector<::tensorflow::TensorShape>& shapes) {
+  std::vector<checks::Dims> dims;
+  for (const auto& shape : shapes) dims.push_back(checks::DimsOf(shape));
+  return dims;
+}
+
+FfiAttrs AttrsOf(const fused_mlp::Attrs& a) {
+  return FfiAttrs()
+      .Int("activation", a.activation)
+      .Int("output_activation", a.output_activation)
+      .Float("leaky_relu_alpha", a.leaky_relu_alpha);
+}
+
+void CompileFusedMlp(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
+  std::vector<::xla::XlaOp> kernels, biases;
+  std::vector<::tensorflow::TensorShape> kernel_shapes, bias_shapes;
+  OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
+  OP_REQUIRES_OK(ctx, ctx->InputList("biases", &biases, &bias_shapes));
+  const checks::Dims x = InputDims(ctx, 0);
+  fused_mlp::Net net;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), DimsOfList(bias_shapes), &net)));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0)};
+  operands.insert(operands.end(), kernels.begin(), kernels.end());
+  operands.insert(operands.end(), biases.begin(), biases.end());
+  const ::xla::PrimitiveType type = ElementType(ctx, 0);
+  EmitFfiCall(ctx, "MetalOpsFusedMLP", operands,
+              {ArrayShape(type, {x[0], net.out_dim}), ArrayShape(type, {net.hidden_layers, x[0], net.width})},
+              AttrsOf(attrs));
+}
+
+void CompileFusedMlpGrad(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
+  std::vector<::xla::XlaOp> kernels;
+  std::vector<::tensorflow::TensorShape> kernel_shapes;
+  OP_REQUIRES_OK(ctx, ctx->InputList("kernels", &kernels, &kernel_shapes));
+  const int num = static_cast<int>(kernels.size());
+  // The biases' shapes follow from the kernels' (as in the TensorFlow kernel).
+  std::vector<checks::Dims> bias_dims;
+  for (const auto& k : kernel_shapes) bias_dims.push_back({k.dims() == 2 ? k.dim_size(1) : 0});
+  const checks::Dims x = InputDims(ctx, 1);
+  fused_mlp::Net net;
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::Shapes(x, DimsOfList(kernel_shapes), bias_dims, &net)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_mlp::GradShapes(net, x[0], InputDims(ctx, 0), InputDims(ctx, 2 + num),
+                                                             InputDims(ctx, 3 + num))));
+  std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
+  operands.insert(operands.end(), kernels.begin(), kernels.end());
+  operands.push_back(ctx->Input(2 + num));
+  operands.push_back(ctx->Input(3 + num));
+  const ::xla::PrimitiveType type = ElementType(ctx, 1);
+  std::vector<::xla::Shape> results = {ArrayShape(type, x)};
+  for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, checks::DimsOf(k)));
+  for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, {k.dim_size(1)}));
+  EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs));
+}
+
+using FusedMlpXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlp>;
+using FusedMlpGradXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlpGrad>;
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes), FusedMlpXlaOp);
+MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes), FusedMlpGradXlaOp);
+
+ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpForwardOf(args, rets, attrs, &c);
+  if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
+  return xla_ffi::ForType<float, Eigen::half>(in[0].element_type(), "FusedMLP", [&](auto type) {
+    using T = decltype(type);
+    FusedMlpForwardArgs<T> a{static_cast<int64_t>(in[0].dimensions()[0]), Data<T>(in[0]), {}, {}, Data<T>(c.out[0]),
+                             Data<T>(c.out[1])};
+    for (int l = 0; l < c.num; ++l) {
+      a.kernels.push_back(Data<T>(in[1 + l]));
+      a.biases.push_back(Data<T>(in[1 + c.num + l]));
+    }
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), c.net, c.attrs, a));
+  });
+}
+
+ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpBackwardOf(args, rets, attrs, &c);
+  if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
+  const int num = c.num;
+  return xla_ffi::ForType<float, Eigen::half>(in[1].element_type(), "FusedMLPGrad", [&](auto type) {
+    using T = decltype(type);
+    FusedMlpBackwardArgs<T> a{static_cast<int64_t>(in[1].dimensions()[0]),
+                              Data<T>(in[0]),
+                              Data<T>(in[1]),
+                              Data<T>(in[2 + num]),
+                              Data<T>(in[3 + num]),
+                              {},
+                              Data<T>(c.out[0]),
+                              {},
+                              {}};
+    for (int l = 0; l < num; ++l) {
+      a.kernels.push_back(Data<T>(in[2 + l]));
+      a.grad_kernels.push_back(Data<T>(c.out[1 + l]));
+      a.grad_biases.push_back(Data<T>(c.out[1 + num + l]));
+    }
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), c.net, c.attrs, a));
+  });
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", Forward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", Backward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
+
+}  // namespace
+}  // namespace xla_kernels
+}  // namespace mo

@@ -1,0 +1,167 @@
+// The CPU functor of MetalOpsPackedVolumeRender / ...Grad, run by the
+// TensorFlow kernels (kernels/packed_volume_render/packed_volume_render_kernels.cc, kernel
+// classes kernels/packed_volume_render/packed_volume_render_kernel.h) and the XLA host handler
+// (kernels/packed_volume_render/packed_volume_render_xla.cc). Rays are split over the
+// context's thread pool (cpu::ParallelFor); each ray runs the shared scalar
+// drivers of kernels/packed_volume_render/packed_volume_render.h, the same functions the
+// CUDA and Metal kernels run. From a TensorFlow kernel, float32 work goes first
+// to cpu::RunOnMetal (kernels/packed_volume_render/packed_volume_render_plan.h), whose
+// validation passes leave the first invalid ray's check for the same error.
+#ifndef MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_
+#define MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+
+#include "kernels/packed_volume_render/packed_volume_render.h"
+#include "kernels/volume_render/volume_render.h"
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/metal_offload.h"
+#include "kernels/packed_volume_render/packed_volume_render_plan.h"
+#include "kernels/packed_volume_render/packed_volume_render_kernel.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/packed_volume_render/packed_volume_render_spec.h"
+
+namespace mo {
+// Named (not anonymous): the functor's lambdas capture these types.
+namespace packed_volume_render_cpu {
+
+// The math policy: the float one every backend uses, std:: for double.
+struct PvrDoubleMath {
+  static double exp(double x) { return std::exp(x); }
+  static double expm1(double x) { return std::expm1(x); }
+};
+template <typename T>
+struct PvrMathFor {
+  typedef VrFloatMath type;
+};
+template <>
+struct PvrMathFor<double> {
+  typedef PvrDoubleMath type;
+};
+
+// Cost of one ray for the thread-pool sharder (cycles, roughly): the mean
+// sample count times VolumeRender's per-sample cost.
+inline int64_t RayCost(int64_t rays, int64_t samples) { return 40 + 60 * (samples / (rays > 0 ? rays : 1)); }
+
+// Runs ray(r) (a VrCheck) for every ray over the thread pool; the error of the
+// first (smallest) failing ray, as packed_volume_render words it.
+template <typename Args, typename Ray>
+absl::Status EachRay(const cpu::Context& ctx, const char* op, const Args& a, Ray ray) {
+  std::mutex mutex;  // threads race only to lower the first bad ray
+  int64_t bad_ray = std::numeric_limits<int64_t>::max();
+  VrCheck bad = {kVrOk, 0};
+  cpu::ParallelFor(ctx, a.rays, RayCost(a.rays, a.samples), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const VrCheck check = ray(r);
+      if (check.code == kVrOk) continue;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (r < bad_ray) {
+        bad_ray = r;
+        bad = check;
+      }
+    }
+  });
+  if (bad.code == kVrOk) return absl::OkStatus();
+  return checks::ToStatus(
+      packed_volume_render::BadRay(op, bad, bad_ray, a.samples, a.offsets, a.counts, a.sigma, a.t_starts, a.t_ends));
+}
+
+// float32 on a Metal executor (true: *status is its result, the validation
+// passes' error included); double never.
+struct RayBytes {
+  uint64_t sample, sample3, ray, ray3, background, weights;
+};
+template <typename Args>
+RayBytes BytesOf(const Args& a, bool weights) {
+  const uint64_t R = uint64_t(a.rays), N = uint64_t(a.samples), f = sizeof(float);
+  return {N * f, N * 3 * f, R * f, R * 3 * f, (a.background_per_ray ? R * 3 : 3) * f, weights ? N * f : 0};
+}
+template <typename Args>
+metal_plan::PackedVolumeRenderLayout LayoutOf(const Args& a) {
+  return {a.rays, a.samples, a.early_termination, a.background_per_ray};
+}
+template <typename Args>
+absl::Status CheckResult(const char* op, const Args& a, const PvrCheckResult& check, absl::Status status) {
+  if (!status.ok()) return status;
+  return checks::ToStatus(packed_volume_render::BadCheck(op, check, a.samples));
+}
+
+inline bool ForwardOnMetal(const cpu::Context&, const PackedVolumeRenderForwardArgs<double>&,
+                           absl::Status*) {
+  return false;
+}
+inline bool ForwardOnMetal(const cpu::Context& ctx, const PackedVolumeRenderForwardArgs<float>& a,
+                           absl::Status* status) {
+  const bool write_weights = a.weights != nullptr;
+  const RayBytes b = BytesOf(a, write_weights);
+  PvrCheckResult check = {};
+  const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
+  if (!cpu::RunOnMetal(ctx, a.samples + a.rays,
+                       [&] { return metal_plan::PackedVolumeRenderForward(LayoutOf(a), write_weights); },
+                       {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
+                        cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes),
+                        cpu::Slot(a.counts, layout_bytes), cpu::Slot(a.background, b.background),
+                        cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray), cpu::Slot(a.opacity, b.ray),
+                        cpu::Slot(a.weights, b.weights), cpu::Slot(&check, sizeof(check))},
+                       status)) {
+    return false;
+  }
+  *status = CheckResult(packed_volume_render::kForward, a, check, *status);
+  return true;
+}
+
+inline bool BackwardOnMetal(const cpu::Context&, const PackedVolumeRenderBackwardArgs<double>&,
+                            absl::Status*) {
+  return false;
+}
+inline bool BackwardOnMetal(const cpu::Context& ctx, const PackedVolumeRenderBackwardArgs<float>& a,
+                            absl::Status* status) {
+  const bool has_weight_grad = a.weights != nullptr && a.grad_weights != nullptr;
+  const RayBytes b = BytesOf(a, has_weight_grad);
+  PvrCheckResult check = {};
+  const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
+  if (!cpu::RunOnMetal(
+          ctx, a.samples + a.rays,
+          [&] { return metal_plan::PackedVolumeRenderBackward(LayoutOf(a), has_weight_grad); },
+          {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
+           cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes), cpu::Slot(a.counts, layout_bytes),
+           cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
+           cpu::Slot(a.opacity, b.ray), cpu::Slot(has_weight_grad ? a.weights : nullptr, b.weights),
+           cpu::Slot(a.grad_rgb, b.ray3), cpu::Slot(a.grad_depth, b.ray), cpu::Slot(a.grad_opacity, b.ray),
+           cpu::Slot(has_weight_grad ? a.grad_weights : nullptr, b.weights), cpu::Slot(a.grad_sigma, b.sample),
+           cpu::Slot(a.grad_samples_rgb, b.sample3), cpu::Slot(a.grad_background, b.ray3),
+           cpu::Slot(&check, sizeof(check))},
+          status)) {
+    return false;
+  }
+  *status = CheckResult(packed_volume_render::kBackward, a, check, *status);
+  return true;
+}
+
+}  // namespace packed_volume_render_cpu
+
+template <typename T>
+struct PackedVolumeRenderFunctor<Eigen::ThreadPoolDevice, T> {
+  static absl::Status Forward(cpu::Context ctx, const PackedVolumeRenderForwardArgs<T>& a) {
+    typedef typename packed_volume_render_cpu::PvrMathFor<T>::type M;
+    absl::Status status;
+    if (packed_volume_render_cpu::ForwardOnMetal(ctx, a, &status)) return status;
+    return packed_volume_render_cpu::EachRay(ctx, packed_volume_render::kForward, a,
+                                             [&](int64_t r) { return pvr_forward_ray<T, M>(a, r); });
+  }
+
+  static absl::Status Backward(cpu::Context ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
+    typedef typename packed_volume_render_cpu::PvrMathFor<T>::type M;
+    absl::Status status;
+    if (packed_volume_render_cpu::BackwardOnMetal(ctx, a, &status)) return status;
+    return packed_volume_render_cpu::EachRay(ctx, packed_volume_render::kBackward, a,
+                                             [&](int64_t r) { return VrCheck{pvr_backward_ray<T, M>(a, r), 0}; });
+  }
+};
+
+}  // namespace mo
+
+#endif  // MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_

@@ -1,0 +1,135 @@
+// The CPU functor of MetalOpsRayMarch and MetalOpsRayMarchStatic, run by the
+// TensorFlow kernels (kernels/ray_march/ray_march_kernels.cc, kernel classes
+// kernels/ray_march/ray_march_kernel.h) and the XLA host handler
+// (kernels/ray_march/ray_march_xla.cc): one ray per work item on the context's
+// pool, counted in a first pass and written at its prefix-sum offset in a
+// second. The march itself is kernels/ray_march/ray_march.h. From a TensorFlow
+// kernel each pass goes first to cpu::RunOnMetal
+// (kernels/ray_march/ray_march_plan.h): the count plan has completed, and its
+// total is read here, before the kernel class allocates the samples and the
+// fill plan runs.
+#ifndef MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_
+#define MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/ray_march/ray_march.h"
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/metal_offload.h"
+#include "kernels/ray_march/ray_march_plan.h"
+#include "kernels/ray_march/ray_march_kernel.h"
+#include "kernels/ray_march/ray_march_spec.h"
+
+namespace mo {
+namespace ray_march_cpu {
+
+// Rays [0, p.num_rays) over the pool. About 60 operations per loop
+// iteration; a ray takes up to max_samples steps plus a few skips per cell it
+// crosses.
+template <typename Work>
+void ForEachRay(const cpu::Context& ctx, const RayMarchParams& p, const Work& work) {
+  const int64_t iterations = std::min<int64_t>(p.max_iterations, p.max_samples + 3 * p.grid_resolution);
+  cpu::ParallelFor(ctx, p.num_rays, 60 * iterations, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) work(static_cast<int32>(r));
+  });
+}
+
+// The byte sizes of the op's inputs (the seed: its value, as the shaders read it).
+struct InputBytes {
+  uint64_t rays3, rays, occupancy;
+};
+inline InputBytes BytesOf(const RayMarchParams& p) {
+  const uint64_t R = uint64_t(p.num_rays);
+  return {R * 3 * sizeof(float), R * sizeof(float), uint64_t(p.cascades) * uint64_t(p.bytes_per_cascade)};
+}
+
+}  // namespace ray_march_cpu
+
+template <>
+struct RayMarchFunctor<Eigen::ThreadPoolDevice> {
+  static absl::Status Count(const cpu::Context& ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                            int32_t* offsets, int32_t* counts, int64_t* total) {
+    const ray_march_cpu::InputBytes b = ray_march_cpu::BytesOf(p);
+    const int32_t seed = static_cast<int32_t>(in.seed);
+    uint64_t metal_total = 0;
+    absl::Status status;
+    if (cpu::RunOnMetal(ctx, p.num_rays, [&] { return metal_plan::RayMarchCount(p); },
+                        {cpu::Slot(in.origins, b.rays3), cpu::Slot(in.directions, b.rays3), cpu::Slot(in.near, b.rays),
+                         cpu::Slot(in.far, b.rays), cpu::Slot(in.occupancy, b.occupancy), cpu::Slot(&seed, sizeof(seed)),
+                         cpu::Slot(counts, b.rays), cpu::Slot(offsets, b.rays),
+                         cpu::Slot(&metal_total, sizeof(metal_total))},
+                        &status)) {
+      *total = static_cast<int64_t>(metal_total);
+      return status;
+    }
+    ray_march_cpu::ForEachRay(ctx, p, [&](int32 r) {
+      counts[r] = rm_march_ray(in, r, p, 0, RayMarchSamples{nullptr, nullptr, nullptr});
+    });
+    int64_t sum = 0;
+    for (int64_t r = 0; r < p.num_rays; ++r) {
+      offsets[r] = static_cast<int32_t>(std::min<int64_t>(sum, ray_march::kMaxIndex));
+      sum += counts[r];
+    }
+    *total = sum;
+    return absl::OkStatus();
+  }
+
+  static absl::Status Fill(const cpu::Context& ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                           const int32_t* offsets, int64_t total, float* t_starts, float* t_ends,
+                           int32_t* ray_indices) {
+    const ray_march_cpu::InputBytes b = ray_march_cpu::BytesOf(p);
+    const int32_t seed = static_cast<int32_t>(in.seed);
+    const uint64_t samples = uint64_t(total) * sizeof(float);
+    absl::Status status;
+    if (cpu::RunOnMetal(ctx, p.num_rays, [&] { return metal_plan::RayMarchFill(p); },
+                        {cpu::Slot(in.origins, b.rays3), cpu::Slot(in.directions, b.rays3), cpu::Slot(in.near, b.rays),
+                         cpu::Slot(in.far, b.rays), cpu::Slot(in.occupancy, b.occupancy), cpu::Slot(&seed, sizeof(seed)),
+                         cpu::Slot(offsets, b.rays), cpu::Slot(t_starts, samples), cpu::Slot(t_ends, samples),
+                         cpu::Slot(ray_indices, uint64_t(total) * sizeof(int32_t))},
+                        &status)) {
+      return status;
+    }
+    const RayMarchSamples out = {t_starts, t_ends, ray_indices};
+    ray_march_cpu::ForEachRay(ctx, p, [&](int32 r) { rm_march_ray(in, r, p, offsets[r], out); });
+    return absl::OkStatus();
+  }
+
+  // RayMarchStatic: the march into outputs of sample_budget samples (see
+  // RayMarchStaticOutputs).
+  static absl::Status Static(const cpu::Context& ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                             int64_t sample_budget, const RayMarchStaticOutputs& out) {
+    int64_t total = 0;
+    if (p.num_rays > 0) {
+      absl::Status status = Count(ctx, p, in, out.ray_offsets, out.ray_counts, &total);
+      if (!status.ok()) return status;
+    }
+    // Whole rays in order while they fit; the rest get no samples.
+    int64_t end = 0, kept = 0;
+    for (; kept < p.num_rays && end + out.ray_counts[kept] <= sample_budget; ++kept) {
+      out.ray_offsets[kept] = static_cast<int32_t>(end);
+      end += out.ray_counts[kept];
+    }
+    for (int64_t r = kept; r < p.num_rays; ++r) {
+      out.ray_offsets[r] = static_cast<int32_t>(end);
+      out.ray_counts[r] = 0;
+    }
+    *out.num_samples = static_cast<int32_t>(end);
+    *out.num_rays = static_cast<int32_t>(kept);
+    if (kept > 0) {
+      RayMarchParams fitted = p;
+      fitted.num_rays = static_cast<int32>(kept);
+      absl::Status status = Fill(ctx, fitted, in, out.ray_offsets, end, out.t_starts, out.t_ends, out.ray_indices);
+      if (!status.ok()) return status;
+    }
+    const int32_t pad_ray = rm_static_pad_ray(p.num_rays);
+    std::fill(out.t_starts + end, out.t_starts + sample_budget, 0.f);
+    std::fill(out.t_ends + end, out.t_ends + sample_budget, 0.f);
+    std::fill(out.ray_indices + end, out.ray_indices + sample_budget, pad_ray);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace mo
+
+#endif  // MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_

@@ -1,0 +1,58 @@
+// RayMarch on the Metal PluggableDevice ("GPU" with tensorflow-metal), through
+// the shared glue (metal_kernel.h). The work is the two plans of
+// kernels/ray_march/ray_march_plan.cc (shaders: ray_march.metal, one thread
+// per ray; kernels/ray_march/ray_march.h).
+//
+// The number of samples decides the outputs' shapes, so the count plan
+// (count, then the prefix sum with the total) runs with RunPlan(..., wait):
+// its command buffer is submitted inside the stream's queue and waited for
+// outside it (KernelCall::RunPlan with wait, host_path.h RunOnStream), the total is read from a shared
+// buffer, the outputs are allocated, and the fill plan is encoded. The seed
+// stays in device memory: the shaders read it.
+#import "kernels/metal/metal_kernel.h"
+
+#include <cstdint>
+
+#include "kernels/ray_march/ray_march.h"
+#include "kernels/ray_march/ray_march_plan.h"
+#include "kernels/ray_march/ray_march_spec.h"
+
+namespace {
+
+using mo::metal::DimsOf;
+
+void Compute(void* kernel, mo::metal::KernelCall& call) {
+  const mo::ray_march::Attrs& attrs = *static_cast<mo::ray_march::Attrs*>(kernel);
+  TF_Tensor* in[6];
+  for (int i = 0; i < 6; ++i) in[i] = call.Input(i);
+  if (!call.ok() || !call.Check(mo::ray_march::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
+                                                      DimsOf(in[4]), DimsOf(in[5]), attrs))) {
+    return;
+  }
+  const int64_t rays = TF_Dim(in[0], 0);
+  const mo::RayMarchParams params = mo::ray_march::MakeParams(attrs, rays, TF_Dim(in[4], 0));
+  TF_Tensor* offsets = call.Output(3, TF_INT32, {rays});
+  TF_Tensor* counts = call.Output(4, TF_INT32, {rays});
+  if (!call.ok()) return;
+  if (rays == 0) {
+    for (int i = 0; i < 3; ++i) call.Output(i, i == 2 ? TF_INT32 : TF_FLOAT, {0});
+    return;
+  }
+  id<MTLBuffer> total = call.SharedBuffer(sizeof(uint64_t));
+  call.RunPlan(mo::metal_plan::RayMarchCount(params),
+               {in[0], in[1], in[2], in[3], in[4], in[5], counts, offsets, total}, true);
+  if (!call.ok()) return;
+  const int64_t n = static_cast<int64_t>(*static_cast<const uint64_t*>(total.contents));
+  if (!call.Check(mo::ray_march::TotalSamples(n))) return;
+  TF_Tensor* t_starts = call.Output(0, TF_FLOAT, {n});
+  TF_Tensor* t_ends = call.Output(1, TF_FLOAT, {n});
+  TF_Tensor* ray_indices = call.Output(2, TF_INT32, {n});
+  if (!call.ok() || n == 0) return;
+  call.RunPlan(mo::metal_plan::RayMarchFill(params),
+               {in[0], in[1], in[2], in[3], in[4], in[5], offsets, t_starts, t_ends, ray_indices});
+}
+
+const bool registered = mo::metal::RegisterWithAttrs<mo::ray_march::Attrs>(
+    "MetalOpsRayMarch", {mo::metal::kNoTypeConstraint}, &mo::metal::Compute<Compute>);
+
+}  // namespace

@@ -1,0 +1,135 @@
+// The CPU functor of MetalOpsRobustLoss / MetalOpsRobustLossGrad, run by the
+// TensorFlow kernels (kernels/robust_loss/robust_loss_kernels.cc, kernel class
+// kernels/robust_loss/robust_loss_kernel.h) and the XLA host handler
+// (kernels/robust_loss/robust_loss_xla.cc): the blocks of kernels/robust_loss/robust_loss_cpu.h
+// over the context's pool, per-channel coefficients computed once. A
+// TensorFlow kernel first offers the work to a Metal executor
+// (kernels/cpu/metal_offload.h).
+#ifndef MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_FUNCTOR_H_
+#define MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_FUNCTOR_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/robust_loss/robust_loss.h"
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/metal_offload.h"
+#include "kernels/robust_loss/robust_loss_cpu.h"
+#include "kernels/robust_loss/robust_loss_plan.h"
+#include "kernels/robust_loss/robust_loss_kernel.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/robust_loss/robust_loss_spec.h"
+
+namespace mo {
+// Named, not anonymous: the functor below (external linkage) captures these
+// types in its lambdas (g++'s -Wsubobject-linkage).
+namespace robust_loss_cpu {
+
+// The per-channel constants of the formula (one entry when both are scalars).
+template <typename T>
+std::vector<mo::RobustLossCoeffs> ChannelCoeffs(const RobustLossArgs<T>& args) {
+  const robust_loss::ParamLayout& layout = args.layout;
+  std::vector<mo::RobustLossCoeffs> coeffs(layout.channels);
+  for (int64_t col = 0; col < layout.channels; ++col) {
+    coeffs[col] =
+        mo::robust_loss_coeffs(args.alpha[layout.alpha_vec ? col : 0], args.scale[layout.scale_vec ? col : 0]);
+  }
+  return coeffs;
+}
+
+// The bodies' parallel_for: TF's intra-op pool.
+struct CtxParallelFor {
+  cpu::Context ctx;
+  template <typename Fn>
+  void operator()(int64_t units, int64_t cycles_per_unit, const Fn& fn) const {
+    cpu::ParallelFor(ctx, units, cycles_per_unit, fn);
+  }
+};
+
+}  // namespace robust_loss_cpu
+
+template <typename T>
+struct RobustLossFunctor<Eigen::ThreadPoolDevice, T> {
+  static metal_plan::RobustLossLayout Layout(const RobustLossArgs<T>& args) {
+    return {args.n, args.layout.channels, args.layout.alpha_vec, args.layout.scale_vec};
+  }
+  static uint64_t ParamBytes(const RobustLossArgs<T>& args, bool per_channel) {
+    return static_cast<uint64_t>(per_channel ? args.layout.channels : 1) * sizeof(float);
+  }
+
+  // alpha and scale are in host memory here.
+  static absl::Status CheckParamValues(const RobustLossArgs<T>& args) {
+    const robust_loss::ParamLayout& layout = args.layout;
+    return checks::ToStatus(robust_loss::ParamValues(args.alpha, layout.alpha_vec ? layout.channels : 1, args.scale,
+                                                     layout.scale_vec ? layout.channels : 1));
+  }
+
+  static absl::Status Forward(cpu::Context ctx, const RobustLossArgs<T>& args, T* ys) {
+    if constexpr (cpu::kHasMetalDtype<T>) {
+      absl::Status status;
+      const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
+      if (cpu::RunOnMetal(ctx, args.n, [&] { return metal_plan::RobustLossForward(cpu::MetalDtype<T>(), Layout(args)); },
+                          {cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, ParamBytes(args, args.layout.alpha_vec)),
+                           cpu::Slot(args.scale, ParamBytes(args, args.layout.scale_vec)), cpu::Slot(ys, bytes)},
+                          &status)) {
+        return status;
+      }
+    }
+    robust_loss_cpu::Forward(robust_loss_cpu::ChannelCoeffs(args), args.x, ys, args.n, robust_loss_cpu::CtxParallelFor{ctx});
+    return absl::OkStatus();
+  }
+
+  static absl::Status Backward(cpu::Context ctx, const RobustLossArgs<T>& args, const T* gs, T* dxs,
+                               float* das, float* dcs) {
+    if constexpr (cpu::kHasMetalDtype<T>) {
+      absl::Status status;
+      const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
+      const uint64_t alpha_bytes = ParamBytes(args, args.layout.alpha_vec);
+      const uint64_t scale_bytes = ParamBytes(args, args.layout.scale_vec);
+      if (cpu::RunOnMetal(ctx, args.n,
+                          [&] {
+                            return metal_plan::RobustLossBackward(cpu::MetalDtype<T>(), Layout(args), alpha_bytes / 4,
+                                                                  scale_bytes / 4);
+                          },
+                          {cpu::Slot(gs, bytes), cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, alpha_bytes),
+                           cpu::Slot(args.scale, scale_bytes), cpu::Slot(dxs, bytes), cpu::Slot(das, alpha_bytes),
+                           cpu::Slot(dcs, scale_bytes)},
+                          &status)) {
+        return status;
+      }
+    }
+    const int64_t n = args.n;
+    const robust_loss::ParamLayout& layout = args.layout;
+    const int64_t channels = layout.channels;
+    if (n == 0) {
+      std::fill(das, das + (layout.alpha_vec ? channels : 1), 0.0f);
+      std::fill(dcs, dcs + (layout.scale_vec ? channels : 1), 0.0f);
+      return absl::OkStatus();
+    }
+    // Per channel, then over channels for a scalar parameter.
+    std::vector<double> sum_a(channels, 0.0), sum_c(channels, 0.0);
+    robust_loss_cpu::Backward(robust_loss_cpu::ChannelCoeffs(args), gs, args.x, dxs, n, sum_a.data(), sum_c.data(),
+                              robust_loss_cpu::CtxParallelFor{ctx});
+    double total_a = 0.0, total_c = 0.0;
+    for (int64_t col = 0; col < channels; ++col) {
+      total_a += sum_a[col];
+      total_c += sum_c[col];
+    }
+    if (layout.alpha_vec) {
+      for (int64_t col = 0; col < channels; ++col) das[col] = static_cast<float>(sum_a[col]);
+    } else {
+      das[0] = static_cast<float>(total_a);
+    }
+    if (layout.scale_vec) {
+      for (int64_t col = 0; col < channels; ++col) dcs[col] = static_cast<float>(sum_c[col]);
+    } else {
+      dcs[0] = static_cast<float>(total_c);
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace mo
+
+#endif  // MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_FUNCTOR_H_

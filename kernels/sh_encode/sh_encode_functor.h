@@ -1,0 +1,140 @@
+// The CPU functor of MetalOpsSHEncode / MetalOpsSHEncodeGrad, run by the
+// TensorFlow kernels (kernels/sh_encode/sh_encode_kernels.cc, kernel class
+// kernels/sh_encode/sh_encode_kernel.h) and the XLA host handler
+// (kernels/sh_encode/sh_encode_xla.cc): ranges of directions over the context's
+// pool, the degree a compile-time constant. float16 tensors go through float32
+// scratch blocks. The formulas are kernels/sh_encode/sh_encode.h. A TensorFlow
+// kernel first offers the work to a Metal executor
+// (kernels/cpu/metal_offload.h).
+#ifndef MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
+#define MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/sh_encode/sh_encode.h"
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/metal_offload.h"
+#include "kernels/sh_encode/sh_encode_plan.h"
+#include "kernels/sh_encode/sh_encode_kernel.h"
+
+namespace mo {
+namespace sh_encode_cpu {
+
+constexpr int64_t kHalfBlock = 256;  // directions per float32 scratch block (float16 tensors)
+
+template <int D>
+void ForwardFloat(const float* dirs, int64_t n, float* values) {
+  for (int64_t i = 0; i < n; ++i) {
+    sh_encode_values(dirs[3 * i], dirs[3 * i + 1], dirs[3 * i + 2], D, values + i * D * D, 1);
+  }
+}
+
+template <int D>
+void BackwardFloat(const float* grad, const float* dirs, int64_t n, float* grad_dirs) {
+  for (int64_t i = 0; i < n; ++i) {
+    sh_encode_grad(dirs[3 * i], dirs[3 * i + 1], dirs[3 * i + 2], D, grad + i * D * D, 1, grad_dirs + 3 * i,
+                   grad_dirs + 3 * i + 1, grad_dirs + 3 * i + 2);
+  }
+}
+
+template <typename T>
+void ToFloat(const T* in, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(in[i]);
+}
+
+template <typename T>
+void FromFloat(const float* in, int64_t count, T* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
+}
+
+// Directions [begin, end).
+template <int D, typename T>
+void ForwardRange(const T* dirs, int64_t begin, int64_t end, T* values) {
+  if constexpr (std::is_same<T, float>::value) {
+    ForwardFloat<D>(dirs + 3 * begin, end - begin, values + D * D * begin);
+  } else {
+    float d[3 * kHalfBlock], v[D * D * kHalfBlock];
+    for (int64_t b = begin; b < end; b += kHalfBlock) {
+      const int64_t m = std::min(kHalfBlock, end - b);
+      ToFloat(dirs + 3 * b, 3 * m, d);
+      ForwardFloat<D>(d, m, v);
+      FromFloat(v, D * D * m, values + D * D * b);
+    }
+  }
+}
+
+template <int D, typename T>
+void BackwardRange(const T* grad, const T* dirs, int64_t begin, int64_t end, T* grad_dirs) {
+  if constexpr (std::is_same<T, float>::value) {
+    BackwardFloat<D>(grad + D * D * begin, dirs + 3 * begin, end - begin, grad_dirs + 3 * begin);
+  } else {
+    float g[D * D * kHalfBlock], d[3 * kHalfBlock], out[3 * kHalfBlock];
+    for (int64_t b = begin; b < end; b += kHalfBlock) {
+      const int64_t m = std::min(kHalfBlock, end - b);
+      ToFloat(grad + D * D * b, D * D * m, g);
+      ToFloat(dirs + 3 * b, 3 * m, d);
+      BackwardFloat<D>(g, d, m, out);
+      FromFloat(out, 3 * m, grad_dirs + 3 * b);
+    }
+  }
+}
+
+// fn(std::integral_constant<int, degree>) for degree in 1..4 (checked by the kernel class).
+template <typename Fn>
+void WithDegree(int degree, Fn&& fn) {
+  switch (degree) {
+    case 1: return fn(std::integral_constant<int, 1>());
+    case 2: return fn(std::integral_constant<int, 2>());
+    case 3: return fn(std::integral_constant<int, 3>());
+    default: return fn(std::integral_constant<int, 4>());
+  }
+}
+
+}  // namespace sh_encode_cpu
+
+template <typename T>
+struct SHEncodeFunctor<Eigen::ThreadPoolDevice, T> {
+  static absl::Status Forward(cpu::Context ctx, const T* dirs, int64_t n, int degree, T* values) {
+    absl::Status status;
+    const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
+    const uint64_t values_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
+    if (cpu::RunOnMetal(ctx, n * degree * degree,
+                        [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, degree); },
+                        {cpu::Slot(dirs, dirs_bytes), cpu::Slot(values, values_bytes)}, &status)) {
+      return status;
+    }
+    sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
+      constexpr int D = decltype(degree_constant)::value;
+      cpu::ParallelFor(ctx, n, 4 * D * D, [&](int64_t begin, int64_t end) {
+        sh_encode_cpu::ForwardRange<D>(dirs, begin, end, values);
+      });
+    });
+    return absl::OkStatus();
+  }
+
+  static absl::Status Backward(cpu::Context ctx, const T* grad, const T* dirs, int64_t n, int degree,
+                               T* grad_dirs) {
+    absl::Status status;
+    const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
+    const uint64_t grad_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
+    if (cpu::RunOnMetal(ctx, n * degree * degree,
+                        [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, degree); },
+                        {cpu::Slot(grad, grad_bytes), cpu::Slot(dirs, dirs_bytes), cpu::Slot(grad_dirs, dirs_bytes)},
+                        &status)) {
+      return status;
+    }
+    sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
+      constexpr int D = decltype(degree_constant)::value;
+      cpu::ParallelFor(ctx, n, 6 * D * D, [&](int64_t begin, int64_t end) {
+        sh_encode_cpu::BackwardRange<D>(grad, dirs, begin, end, grad_dirs);
+      });
+    });
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace mo
+
+#endif  // MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
