@@ -147,11 +147,16 @@ def test_gpu_sync_follows_the_environment_at_every_call(shim, monkeypatch):
 
 
 def test_encode_decides_gpu_sync_per_call():
-    # metal_kernel.mm takes the mode from GpuSyncOn() at each encode and keeps
-    # no copy of it (a function-local static would be read once per process).
+    # metal_kernel.mm (MPSGraph's encode) and the host path's stream route
+    # take the mode from GpuSyncOn() at each encode and keep no copy of it (a
+    # function-local static would be read once per process).
     with open(os.path.join(ROOT, "kernels", "metal", "metal_kernel.mm"), encoding="utf-8") as f:
         text = f.read()
-    assert re.search(r"const bool sync = wait \|\| GpuSyncOn\(\);", text)
+    assert re.search(r"const bool sync = GpuSyncOn\(\);", text)
+    assert "kGpuSyncVariable" not in text and "getenv" not in text
+    with open(os.path.join(ROOT, "kernels", "metal_plan", "host_path.cc"), encoding="utf-8") as f:
+        text = f.read()
+    assert re.search(r"const bool sync = wait \|\| metal::GpuSyncOn\(\);", text)
     assert "kGpuSyncVariable" not in text and "getenv" not in text
 
 
@@ -215,9 +220,13 @@ def test_every_pipeline_and_check_comes_before_the_first_encode():
             for banned in ("Pipeline(", "CheckThreadgroups(", "supportsFamily", "GetOrBuild(", "compileWithDevice"):
                 assert banned not in body, (os.path.basename(path), banned)
     assert found >= 14
-    # RunPlan takes every pipeline (PlanPipelines: compiles and threadgroup checks) before its one Encode.
+    # RunPlan runs the host path's RunOnStream, which takes every pipeline
+    # (compiles, GPU-family and threadgroup checks) before it enters the queue.
     run_plan = open(GLUE_MM).read().split("void KernelCall::RunPlan(", 1)[1].split("\n}\n", 1)[0]
-    assert 0 < run_plan.index("PlanPipelines(") < run_plan.index("Encode(")
+    assert "metal_plan::RunOnStream(" in run_plan
+    host_path = open(os.path.join(ROOT, "kernels", "metal_plan", "host_path.cc")).read()
+    on_stream = host_path.split("Result RunOnStream(", 1)[1]
+    assert 0 < on_stream.index("Pipelines(") < on_stream.index("stream.Sync(")
 
 
 # ---- the MPSGraph kernels (fused_conv2d_metal.mm): graph keys, the cache, ELU ------------
@@ -595,12 +604,11 @@ def test_fused_mlp_checks_the_gpu_family_before_compiling_its_library():
 
 
 def test_zero_fills_run_on_the_compute_encoder():
-    # Encoder::Zero dispatches the fill shader on the open compute encoder:
-    # no blit encoder between dispatches (whose ordering would rest on hazard
-    # tracking nobody verified on tensorflow-metal's buffers).
-    glue = _code(GLUE_MM)
-    assert "blitCommandEncoder" not in glue
-    zero = glue.split("Encoder& Encoder::Zero(", 1)[1].split("\n}\n", 1)[0]
-    assert "Dispatch(fill_" in zero
+    # A plan's zero-fill is a pass of the fill shader (PlanBuilder::Zero),
+    # encoded on the plan's one compute encoder: no blit encoder between
+    # dispatches (whose ordering would rest on hazard tracking nobody verified
+    # on tensorflow-metal's buffers).
+    plan = open(os.path.join(ROOT, "kernels", "metal_plan", "plan.cc")).read()
+    assert '"fill_zero"' in plan.split("PlanBuilder& PlanBuilder::FillZero(", 1)[1].split("\n}\n", 1)[0]
     for path in glob.glob(os.path.join(ROOT, "kernels", "*", "*.mm")):
         assert "blitCommandEncoder" not in _code(path), path

@@ -1,9 +1,14 @@
-"""The ops' Metal plans run through the MSL shim inside TensorFlow
-(METAL_OPS_METAL=shim, docs/ARCHITECTURE.md "Metal plans"): each op's test
-module runs again in a child process whose CPU kernels send every call's plan
-to the shim executor, which runs the plan's shaders (compiled as C++) with the
-plan's bindings, grids, threadgroup memory and zero-fills, and the module's
-NumPy references check the results. Also: the executor's own checks, and the
+"""The Metal host path executed here: every op's Metal plan runs inside
+TensorFlow through the library's host path (kernels/metal_plan/host_path.h)
+against the strict model of Metal (tests/metal_shim/metal_model.cc), whose
+dispatches run the shaders compiled as C++ (docs/ARCHITECTURE.md "Metal
+plans"). Each op's test module runs again in a child process whose CPU
+kernels send every call's plan through one of the Mac's two routes: the own
+queue (METAL_OPS_METAL=shim, as on TensorFlow 2.20+) and tensorflow-metal's
+batching stream (shim-stream); the module's NumPy references check the
+results and the model counts no broken rule. Also: the model's fault
+injections (each a clear error or a CPU fallback), the no-copy binding of
+ordinary tensors, the CPU kernels' determinism on the own queue, and the
 path the library reports."""
 import json
 import os
@@ -18,20 +23,24 @@ import metal_ops
 from metal_ops import metal_path
 from tests.op_files import metal_planned_ops
 
-pytestmark = pytest.mark.source_tree("the Metal shaders (the MSL shim executor)")
+pytestmark = pytest.mark.source_tree("the Metal shaders (the strict model of Metal)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIM_EXEC = os.path.join(ROOT, "build", "libmetal_ops_shim_exec.so")
+ROUTES = ("shim", "shim-stream")
+# On a Mac the module reruns alternate over the real own queue too
+# (METAL_OPS_METAL=1, every call: minimum work 0).
+RERUN_ROUTES = ROUTES + (("1",) if sys.platform == "darwin" else ())
 
 # The test module of every op with a Metal plan (kernels/<op>/<op>_plan.h,
 # which its CPU functor offers the work to: cpu::RunOnMetal), rerun through
-# the shim; an op with a plan and no
+# the model; an op with a plan and no
 # tests/test_<op>.py fails its run.
 PLANNED_MODULES = [f"tests/test_{op}.py" for op in metal_planned_ops()]
 
 # The tests left out there, and why.
-# The shim runs a threadgroup's threads one after another, so it cannot show a
-# thread-count dependence (and the two child runs take 90 s).
+# The model runs a threadgroup's threads one after another, so it cannot show
+# a thread-count dependence (and the two child runs take 90 s).
 LEFT_OUT = {"tests/test_fused_mlp.py": ["test_weight_gradients_are_bitwise_the_same_for_any_thread_count"]}
 
 
@@ -40,6 +49,7 @@ def child_env(**extra):
     # GPU machine TensorFlow still places the ops on the CPU.
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     env.update({"METAL_OPS_METAL": "shim", "METAL_OPS_SHIM_EXEC_LIB": SHIM_EXEC})
+    env.pop("METAL_OPS_MODEL_FAULTS", None)
     env.update(extra)
     return env
 
@@ -63,18 +73,27 @@ def test_the_planned_ops_are_found():
 
 
 @pytest.mark.parametrize("module", PLANNED_MODULES)
-def test_op_module_through_the_shim(module, tmp_path):
+def test_op_module_through_the_model_on_both_routes(module, tmp_path):
+    """The module runs once, its tests alternating between the own queue and
+    the stream route on the model (and, on a Mac, the real own queue;
+    tests/metal_shim/plan_report.py switches METAL_OPS_METAL before each),
+    so every op's tests run through every route in the time of one rerun."""
     report = tmp_path / "report.json"
     left_out = ["-k", " and ".join(f"not {name}" for name in LEFT_OUT[module])] if module in LEFT_OUT else []
     result = subprocess.run(
         [sys.executable, "-m", "pytest", module, "-q", "-x", "-p", "no:cacheprovider", "-p", "tests.metal_shim.plan_report"]
         + left_out,
-        env=child_env(METAL_OPS_PLAN_REPORT=str(report)), capture_output=True, text=True, cwd=ROOT, timeout=1800)
+        env=child_env(METAL_OPS_PLAN_REPORT=str(report), METAL_OPS_PLAN_ROUTES=",".join(RERUN_ROUTES),
+                      METAL_OPS_METAL_MIN_WORK="0"),
+        capture_output=True, text=True, cwd=ROOT, timeout=1800)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     data = json.loads(report.read_text())
-    assert data["path"] == "shim", data
-    assert data["passed"] > 0 and data["plans"] > 0, data
-    print(f"{module}: {data['passed']} cases passed through the shim ({data['plans']} plans, {data['passes']} passes)")
+    assert data["passed"] > 0, data
+    for route in RERUN_ROUTES:
+        assert data["routes"][route]["passed"] > 0 and data["routes"][route]["plans"] > 0, data
+    assert data["model"]["violations"] == 0, data
+    assert data["fallbacks"] == 0, data
+    print(f"{module}: {data['passed']} cases passed through the model ({data['routes']}, host cost {data['cost']})")
 
 
 def test_path_reported():
@@ -91,16 +110,17 @@ def test_path_off_and_unknown():
     out = run_child("from metal_ops import metal_path; print(metal_path.active_metal_path())", METAL_OPS_METAL="0")
     assert "'cpu'" in out.stdout, out.stderr[-2000:]
     out = run_child("from metal_ops import metal_path; print(metal_path.active_metal_path())", METAL_OPS_METAL="bogus")
-    assert "'unavailable'" in out.stdout and "not one of 0, 1, shim" in out.stdout, out.stderr[-2000:]
+    assert "'unavailable'" in out.stdout and "not one of 0, 1, shim, shim-stream" in out.stdout, out.stderr[-2000:]
 
 
-def test_own_queue_asked_for_on_linux_is_an_error_naming_the_op():
+@pytest.mark.skipif(sys.platform == "darwin", reason="a Mac has the own queue")
+def test_own_queue_asked_for_without_metal_is_an_error_naming_the_op():
     out = run_child("import metal_ops, tensorflow as tf; metal_ops.trunc_exp(tf.ones([5]))", METAL_OPS_METAL="1")
     assert out.returncode != 0
     assert "MetalOpsTruncExp" in out.stderr and "METAL_OPS_METAL=1" in out.stderr and "no Metal" in out.stderr
 
 
-def test_shim_library_missing_is_an_error_saying_how_to_build_it(tmp_path):
+def test_model_library_missing_is_an_error_saying_how_to_build_it(tmp_path):
     out = run_child("import metal_ops, tensorflow as tf; metal_ops.trunc_exp(tf.ones([5]))",
                     METAL_OPS_SHIM_EXEC_LIB=str(tmp_path / "none.so"))
     assert out.returncode != 0
@@ -127,6 +147,165 @@ def test_this_process_runs_the_cpu_kernels():
 def test_every_planned_op_is_rerun_and_every_module_exists():
     for module in PLANNED_MODULES:
         assert os.path.exists(os.path.join(ROOT, module)), module
+
+
+def test_only_an_explicit_request_for_metal_turns_a_metal_failure_into_the_ops_error(monkeypatch):
+    lib = metal_ops.load_library()
+    import ctypes
+
+    from metal_ops import _loader
+
+    op_lib = ctypes.CDLL(_loader.library_path())
+    for value, allowed in [(None, 1), ("shim", 1), ("shim-stream", 1), ("1", 0)]:
+        if value is None:
+            monkeypatch.delenv("METAL_OPS_METAL", raising=False)
+        else:
+            monkeypatch.setenv("METAL_OPS_METAL", value)
+        assert op_lib.metal_ops_cpu_fallback_allowed() == allowed, value
+    assert lib is not None
+
+
+FAULTS = """
+import os, sys, numpy as np, tensorflow as tf, metal_ops
+from metal_ops import metal_path
+x = np.linspace(-3, 3, 5000).astype(np.float32)
+rng = np.random.default_rng(0)
+xm = rng.standard_normal((256, 16)).astype(np.float32)
+ks = [rng.standard_normal((16, 64)).astype(np.float32) * 0.2, rng.standard_normal((64, 4)).astype(np.float32) * 0.2]
+bs = [np.zeros(64, np.float32), np.zeros(4, np.float32)]
+def mlp_ref():
+    return np.maximum(xm @ ks[0] + bs[0], 0) @ ks[1] + bs[1]
+from tests.reference import hash_encode as ref
+cfg, hx, ht, hdy = ref.determinism_case()
+hash_args = [tf.constant(hdy), tf.constant(hx), tf.constant(ht)]
+lib = metal_ops.load_library()
+route = os.environ["METAL_OPS_METAL"]
+for fault in sys.argv[1:]:
+    os.environ["METAL_OPS_MODEL_FAULTS"] = fault
+    before = metal_path.metal_runs()[0], metal_path.metal_fallbacks()
+    try:
+        if fault in ("no_apple7", "max_threads=64"):
+            got, want = metal_ops.fused_mlp(xm, ks, bs, activation="relu").numpy(), mlp_ref()
+        elif fault == "nil_private":
+            got = lib.metal_ops_hash_encode_grad(*hash_args, **cfg)[0].numpy()
+            os.environ["METAL_OPS_METAL"] = "0"
+            want = lib.metal_ops_hash_encode_grad(*hash_args, **cfg)[0].numpy()
+            os.environ["METAL_OPS_METAL"] = route
+        else:
+            got, want = metal_ops.trunc_exp(x).numpy(), np.exp(x)
+        outcome = "ok %.1e" % float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1)))
+    except tf.errors.OpError as e:
+        outcome = "error " + type(e).__name__ + " " + e.message.replace(chr(10), " ")
+    print(fault, "|", outcome, "|", metal_path.metal_runs()[0] - before[0], metal_path.metal_fallbacks() - before[1])
+print("model", metal_path.model_counters()["violations"])
+"""
+
+# fault: (outcome, words of the message or of the warning, plans run, fallbacks)
+FAULT_CASES = {
+    "compile": ("ok", "compiling the Metal shaders of 'trunc_exp' failed", 0, 1),
+    "nil_buffer": ("ok", "Metal gave no buffer", 0, 1),
+    "nil_private": ("ok", "Metal gave no buffer for scratch buffer 0", 0, 1),
+    "max_buffer=4096": ("ok", "above the device's maxBufferLength of 4096", 0, 1),
+    "no_apple7": ("ok", "MTLGPUFamilyApple7", 0, 1),
+    "max_threads=64": ("ok", "threads per threadgroup", 0, 1),
+    "gpu_error": ("error InternalError", "the GPU failed the command buffer (kernels: trunc_exp_forward_float32)", 0, 0),
+    "nil_encoder": ("error InternalError", "gave no compute command encoder", 0, 0),
+    "nil_command_buffer": ("error InternalError", "gave no command buffer", 0, 0),
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_injected_fault_ends_in_a_clear_error_or_a_cpu_fallback(route):
+    """A failure the CPU kernel does not have (a size, a compile, a missing GPU
+    feature) computes on the CPU, with one warning naming the op and the
+    reason; any other is the op's error naming what failed; never a crash.
+    On the stream route a GPU error surfaces only where the op waits
+    (tensorflow-metal's commit is batched and nothing in TensorFlow reads a
+    custom op's command buffer): the debug mode METAL_OPS_GPU_SYNC=1 makes
+    every op submit without holding the stream's queue and wait outside it."""
+    faults = [f for f in FAULT_CASES
+              if route == "shim" or f not in ("max_buffer=4096", "nil_command_buffer", "nil_private")]
+    sync = {"METAL_OPS_GPU_SYNC": "1"} if route == "shim-stream" else {}
+    out = subprocess.run([sys.executable, "-c", FAULTS] + faults,
+                         env=child_env(METAL_OPS_METAL=route, TF_CPP_MIN_LOG_LEVEL="0", **sync),
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = {line.split(" | ")[0]: line.split(" | ") for line in out.stdout.splitlines() if " | " in line}
+    for fault in faults:
+        outcome, words, plans, fallbacks = FAULT_CASES[fault]
+        _, got, counts = lines[fault]
+        assert got.startswith(outcome), (fault, got)
+        if outcome == "ok":
+            assert float(got.split()[1]) < 1e-5, (fault, got)
+        else:
+            assert words in got and "MetalOpsTruncExp" in got, (fault, got)
+        assert counts.split() == [str(plans), str(fallbacks)], (fault, counts)
+    # One warning per op, naming it and the reason of its first fallback,
+    # however many calls fell back; a scratch buffer Metal does not give is
+    # such a reason (never bound as something else).
+    warnings = [line for line in out.stderr.splitlines() if "computes on the CPU instead" in line]
+    first = {"MetalOpsTruncExp": "compile", "MetalOpsFusedMLP": "no_apple7"}
+    if "nil_private" in faults:
+        first["MetalOpsHashEncodeGrad"] = "nil_private"
+    assert len(warnings) == len(first), warnings
+    for op, fault in first.items():
+        assert any(op + " (node" in w and FAULT_CASES[fault][1] in w for w in warnings), (op, warnings)
+
+
+ZERO_COPY = """
+import numpy as np, tensorflow as tf, metal_ops
+from metal_ops import metal_path
+x = tf.constant(np.linspace(-3, 3, 1 << 16).astype(np.float32))
+cost0, model0 = metal_path.host_cost(), metal_path.model_counters()
+y = metal_ops.trunc_exp(x)
+cost1, model1 = metal_path.host_cost(), metal_path.model_counters()
+np.testing.assert_allclose(y.numpy(), np.exp(x.numpy()), rtol=1e-6)
+print({k: cost1[k] - cost0[k] for k in cost0}, model1["bytes_copied"] - model0["bytes_copied"], model1["violations"])
+"""
+
+
+def test_ordinary_tensors_are_bound_without_a_copy_on_the_own_queue():
+    """TensorFlow's CPU tensors are 64-byte aligned: the page-rounded range
+    around each is wrapped (newBufferWithBytesNoCopy) and the tensor bound at
+    its offset, so a call copies nothing and waits once."""
+    out = run_child(ZERO_COPY)
+    assert out.returncode == 0, out.stderr[-3000:]
+    cost, copied, violations = out.stdout.strip().splitlines()[-1].rsplit(" ", 2)
+    assert eval(cost) == {"bytes_in": 0, "bytes_out": 0, "wrapped": 2, "command_buffers": 1, "waits": 1}
+    assert (int(copied), int(violations)) == (0, 0)
+
+
+DETERMINISM = """
+import numpy as np, tensorflow as tf, metal_ops
+from metal_ops import metal_path
+from tests.reference import hash_encode as ref
+cfg, x, t, dy = ref.determinism_case()
+lib = metal_ops.load_library()
+before = metal_path.metal_runs()[0]
+runs = [lib.metal_ops_hash_encode_grad(tf.constant(dy), tf.constant(x), tf.constant(t), **cfg) for _ in range(3)]
+same_hash = all(r[0].numpy().tobytes() == runs[0][0].numpy().tobytes() for r in runs)
+hash_plans = metal_path.metal_runs()[0] - before
+rng = np.random.default_rng(0)
+xs = tf.constant(rng.standard_normal((4096, 8)).astype(np.float32))
+alpha, scale = tf.Variable(np.full(8, 1.5, np.float32)), tf.Variable(np.full(8, 0.7, np.float32))
+grads = []
+for _ in range(3):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(metal_ops.robust_loss(xs, alpha, scale))
+    grads.append(b"".join(g.numpy().tobytes() for g in tape.gradient(loss, [alpha, scale])))
+print(same_hash, hash_plans, len(set(grads)) == 1)
+"""
+
+
+def test_the_own_queue_keeps_the_cpu_kernels_bitwise_reproducible():
+    """The CPU kernels promise the same bits from run to run; the model runs
+    threadgroups in a different order at every dispatch, so a plan summing
+    floats with atomics would break that: the table gradient takes the
+    fixed-point plan, RobustLoss's parameter gradients stay on the CPU."""
+    out = run_child(DETERMINISM)
+    assert out.returncode == 0, out.stderr[-3000:]
+    same_hash, hash_plans, same_robust = out.stdout.split()[-3:]
+    assert same_hash == "True" and int(hash_plans) == 3 and same_robust == "True", out.stdout
 
 
 RAY_MARCH = """

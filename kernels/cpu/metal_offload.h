@@ -20,6 +20,7 @@
 #include "kernels/metal_plan/executor.h"
 #include "kernels/metal_plan/plan.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/platform/logging.h"
 
 namespace mo {
 namespace cpu {
@@ -46,9 +47,23 @@ inline metal_plan::HostTensor Slot(const ::tensorflow::Tensor& t) {
   return {const_cast<char*>(t.tensor_data().data()), static_cast<uint64_t>(t.TotalBytes())};
 }
 
-// True when the work went to a Metal executor: *status is then its result
-// (an executor's failure names the op). False: compute on the CPU, as always
-// without an OpKernelContext (an XLA host handler).
+// Whether RunOnMetal would send work of this size to a Metal route (an op
+// whose Metal plan writes outputs the CPU kernel may skip then allocates them).
+inline bool GoesToMetal(int64_t work) {
+  std::string name, reason;
+  const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
+  return executor != nullptr && work >= metal_plan::MinWork(executor);
+}
+
+// The one place that decides where a CPU kernel's work runs. True when the
+// work went to a Metal route: *status is then its result (a failure names
+// the op). False: compute on the CPU, as always without an OpKernelContext
+// (an XLA host handler), when no route is selected, below the route's
+// minimum work, or when the route failed in a way the CPU kernel does not
+// (a size Metal refuses, a shader that does not compile, a missing GPU
+// feature; host_path.h Outcome::kCpu): then the first such call of each op
+// logs a warning naming the op and the reason, unless METAL_OPS_METAL=1 asked
+// for Metal explicitly, which makes it the op's error.
 template <typename BuildPlan>
 bool RunOnMetal(const Context& context, int64_t work, BuildPlan build,
                 const std::vector<metal_plan::HostTensor>& tensors, absl::Status* status) {
@@ -67,9 +82,17 @@ bool RunOnMetal(const Context& context, int64_t work, BuildPlan build,
   }
   if (work < metal_plan::MinWork(executor)) return false;
   const metal_plan::Plan plan = build();
-  const std::string error =
-      metal_plan::Run(executor, (ctx->op_kernel().type_string() + " (node " + ctx->op_kernel().name() + ")").c_str(), plan, tensors.data(), static_cast<int>(tensors.size()));
-  *status = error.empty() ? absl::OkStatus() : absl::InternalError(error);
+  if (plan.order_dependent) return false;  // the CPU kernel's results are bitwise reproducible
+  const std::string op = ctx->op_kernel().type_string() + " (node " + ctx->op_kernel().name() + ")";
+  const metal_plan::Result result =
+      metal_plan::Run(executor, op, plan, tensors.data(), static_cast<int>(tensors.size()));
+  if (result.outcome == metal_plan::Outcome::kCpu && metal_plan::CpuFallbackAllowed()) {
+    if (metal_plan::CountFallback(ctx->op_kernel().type_string())) {
+      LOG(WARNING) << result.message << "; this op computes on the CPU instead (METAL_OPS_METAL=0 keeps every op there)";
+    }
+    return false;
+  }
+  *status = result.ok() ? absl::OkStatus() : absl::InternalError(result.message);
   return true;
 }
 

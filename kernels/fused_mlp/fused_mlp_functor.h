@@ -79,13 +79,6 @@ inline absl::Status Wanted(::tensorflow::OpKernelContext* ctx, float* data, int6
   return absl::OkStatus();
 }
 
-// Whether RunOnMetal will take work of this size (so the outputs no one wants need temporaries).
-inline bool GoesToMetal(int64_t work) {
-  std::string name, reason;
-  const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
-  return executor != nullptr && work >= metal_plan::MinWork(executor);
-}
-
 inline bool ForwardOnMetal(cpu::Context context, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
                            const FusedMlpForwardArgs<float>& args, absl::Status* status) {
   ::tensorflow::OpKernelContext* ctx = context.op_context();
@@ -97,7 +90,7 @@ inline bool ForwardOnMetal(cpu::Context context, const fused_mlp::Net& net, cons
   const int64_t hidden_elements = int64_t(net.hidden_layers) * n * net.width;
   std::vector<::tensorflow::Tensor> temps;
   float* hidden = args.hidden;
-  if (GoesToMetal(work)) {
+  if (cpu::GoesToMetal(work)) {
     *status = Wanted(ctx, args.hidden, hidden_elements, &temps, &hidden);
     if (!status->ok()) return true;
   }
@@ -121,7 +114,7 @@ inline bool BackwardOnMetal(cpu::Context context, const fused_mlp::Net& net, con
   std::vector<::tensorflow::Tensor> temps;
   float* dx = args.grad_x;
   std::vector<float*> dk(args.grad_kernels), db(args.grad_biases);
-  if (GoesToMetal(work)) {
+  if (cpu::GoesToMetal(work)) {
     // The shaders write every gradient: temporaries for those not wanted.
     *status = Wanted(ctx, args.grad_x, n * net.in_dim, &temps, &dx);
     for (int64_t l = 0; l < layers.Count() && status->ok(); ++l) {

@@ -132,7 +132,8 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
     return absl::OkStatus();
   }
 
-  // Deterministic always (fixed-order reductions): a.deterministic changes nothing here.
+  // Deterministic always (fixed-order reductions; on Metal the fixed-point
+  // plan): a.deterministic changes nothing here.
   static absl::Status Backward(cpu::Context ctx, const hash_encode::GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
     using namespace hash_encode_cpu;  // NOLINT: the kernel bodies
     const int64 table_elements = a.rows * a.features;
@@ -142,7 +143,7 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
     const uint64_t inputs_bytes = uint64_t(a.num_points * a.dims) * sizeof(float);
     if (cpu::RunOnMetal(
             ctx, a.num_points * grid.num_levels,
-            [&] { return metal_plan::HashEncodeBackward(MetalLayout(a), table_grad, input_grad, a.deterministic); },
+            [&] { return metal_plan::HashEncodeBackward(MetalLayout(a), table_grad, input_grad, /*deterministic=*/true); },
             {cpu::Slot(a.grad_encoded, uint64_t(a.num_points * grid.num_levels * a.features) * sizeof(T)),
              cpu::Slot(a.inputs, inputs_bytes), cpu::Slot(a.table, table_bytes),
              cpu::Slot(a.grad_table, table_grad ? table_bytes : 0),

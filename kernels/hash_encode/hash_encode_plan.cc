@@ -73,6 +73,7 @@ Plan HashEncodeBackward(const HashEncodeLayout& layout, bool table_grad, bool in
     } else {
       // float32 tables sum atomically in grad_table itself, float16 ones in a
       // float32 buffer converted at the end.
+      b.OrderDependent();
       const int sums = half ? b.NewScratch(uint64_t(n_table) * 4) : -1;
       auto bind_sums = [&](uint32_t index) -> PlanBuilder& {
         return half ? b.Scratch(index, sums) : b.Output(index, kHashEncodeGradSlotGradTable);

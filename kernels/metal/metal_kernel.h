@@ -30,7 +30,7 @@
 // result on the CPU or waits for the GPU, so nothing relies on the work having
 // run or even been submitted when Compute returns; TensorFlow's own
 // synchronisation (device-to-host copies) orders later reads. With
-// METAL_OPS_GPU_SYNC=1 (metal_rules.h) every op instead waits for its command
+// METAL_OPS_GPU_SYNC=1 (dispatch_rules.h) every op instead waits for its command
 // buffer (outside the queue) and turns a failed one into its error; RayMarch
 // (the count decides its outputs' shapes) and PackedVolumeRender (its
 // validation passes' error) always wait so.
@@ -68,9 +68,9 @@ namespace metal {
 id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* library, const std::string& function,
                                         TF_Status* status);
 
-// Encodes compute work on one command buffer; handed out by KernelCall::Encode
-// while the stream's queue is held. The MTLComputeCommandEncoder is opened on
-// first use, so a body that fails before binding anything encodes nothing.
+// The stream's command buffer while the stream's queue is held, handed out by
+// KernelCall::Encode to encoders of others (MPSGraph); the plans encode
+// through the host path instead (KernelCall::RunPlan).
 class Encoder {
  public:
   Encoder(id<MTLCommandBuffer> command_buffer, TF_Status* status);
@@ -79,60 +79,23 @@ class Encoder {
 
   bool ok() const { return TF_GetCode(status_) == TF_OK; }
   TF_Status* status() const { return status_; }
-  id<MTLDevice> device() const { return command_buffer_.device; }
   id<MTLCommandBuffer> command_buffer() const { return command_buffer_; }
-  // What this encoder encoded (pipeline labels, "blit fill", external work), for error messages.
+  // What was encoded ("MPSGraph <op>"), for error messages.
   const std::vector<std::string>& kernels() const { return kernels_; }
 
-  // A tensor's MTLBuffer, for encoders of others (MPSGraph); nil for an empty
-  // tensor, whose data is no buffer (TensorHasMetalBuffer).
+  // A tensor's MTLBuffer; nil for an empty tensor, whose data is no buffer
+  // (TensorHasMetalBuffer).
   static id<MTLBuffer> BufferOf(TF_Tensor* tensor);
 
-  // Binds a tensor's MTLBuffer, or a placeholder for an empty tensor (whose
-  // data is no buffer; see TensorHasMetalBuffer). nullptr binds the placeholder too.
-  Encoder& Tensor(NSUInteger index, TF_Tensor* tensor);
-  // Binds a buffer of the call's own (KernelCall::SharedBuffer); nil binds the
-  // placeholder (an empty tensor's).
-  Encoder& Buffer(NSUInteger index, id<MTLBuffer> buffer);
-  Encoder& Bytes(NSUInteger index, const void* data, size_t length);
-  template <typename T>
-  Encoder& Value(NSUInteger index, const T& value) {
-    static_assert(std::is_trivially_copyable<T>::value, "Metal argument structs are plain data");
-    return Bytes(index, &value, sizeof(T));
-  }
-  // A 1-D grid of about `num_threads` threads (ThreadgroupCount); shaders loop
-  // grid-stride and bound-check their own sizes.
-  Encoder& Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_threads);
-  // `groups` threadgroups of `threads` threads with `threadgroup_bytes` of
-  // threadgroup memory at [[threadgroup(0)]] (rounded up to 16), for shaders
-  // whose threads cooperate (barriers, simdgroup_matrix) and so need exactly
-  // that threadgroup size. The caller has checked the size with
-  // KernelCall::CheckThreadgroups before encoding anything; checked again
-  // here (failing, dispatching nothing).
-  Encoder& DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
-                                uint32_t threadgroup_bytes);
-  // Zero-fills a tensor (nothing for an empty one) with the fill shader
-  // (fill.metal) on this compute encoder, so work encoded before and after it
-  // runs in order without relying on hazard tracking between encoders.
-  Encoder& Zero(TF_Tensor* tensor);
-  void set_fill_pipeline(id<MTLComputePipelineState> fill) { fill_ = fill; }
-
   // The command buffer for work encoded by others (MPS, MPSGraph), `what`
-  // naming it: ends this encoder's open compute pass and counts as encoded work.
+  // naming it; counts as encoded work.
   id<MTLCommandBuffer> ExternalEncoding(const std::string& what);
-
-  // Ends the open encoder; true when any work was encoded.
-  bool End();
+  // True when any work was encoded.
+  bool End() const { return !kernels_.empty(); }
 
  private:
-  id<MTLComputeCommandEncoder> Compute();
-  void Record(const std::string& what);
-
   std::vector<std::string> kernels_;
   id<MTLCommandBuffer> command_buffer_;
-  id<MTLComputeCommandEncoder> encoder_ = nil;
-  id<MTLComputePipelineState> fill_ = nil;
-  bool encoded_ = false;
   TF_Status* status_;
 };
 
@@ -172,29 +135,18 @@ class KernelCall {
   id<MTLComputePipelineState> Pipeline(const char* library, const std::string& function);
   // Whether `pipeline` can run threadgroups of `threads` threads with
   // `threadgroup_bytes` of threadgroup memory on Device() (else the call
-  // fails with TF_UNIMPLEMENTED saying why: metal_rules.h ThreadgroupFitError).
+  // fails with TF_UNIMPLEMENTED saying why: dispatch_rules.h ThreadgroupFitError).
   bool CheckThreadgroups(id<MTLComputePipelineState> pipeline, uint32_t threads, uint32_t threadgroup_bytes);
 
   // Runs body(Encoder&) inside dispatch_sync(stream.queue) and an autorelease
   // pool, on the stream's current command buffer, then, if the body encoded
   // anything, calls the stream's commit (batched: see the top of this file)
-  // or, with METAL_OPS_GPU_SYNC=1, the wait of EncodeAndWait and a check of
-  // the command buffer's status. Does nothing once the call has failed.
+  // or, with METAL_OPS_GPU_SYNC=1, submits it, waits outside the queue and
+  // checks the command buffer's status. Does nothing once the call has failed.
   template <typename Body>
   void Encode(Body&& body) {
     using B = typename std::remove_reference<Body>::type;
-    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, false);
-  }
-  // Encode, then wait for the command buffer to complete and check its
-  // status, whatever METAL_OPS_GPU_SYNC says: for an op whose next step needs
-  // a result on the CPU (an output shape that depends on the data, an error
-  // found on the GPU), read from a SharedBuffer afterwards. The wait happens
-  // outside the stream's queue (CommitUntilSubmitted, metal_rules.h), so
-  // TensorFlow encodes other work meanwhile.
-  template <typename Body>
-  void EncodeAndWait(Body&& body) {
-    using B = typename std::remove_reference<Body>::type;
-    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body, true);
+    EncodeImpl([](void* arg, Encoder& encoder) { (*static_cast<B*>(arg))(encoder); }, &body);
   }
   // A plan's tensor slot: a tensor of the call, or a buffer of its own (SharedBuffer).
   struct PlanSlot {
@@ -203,25 +155,24 @@ class KernelCall {
     TF_Tensor* tensor = nullptr;
     id<MTLBuffer> buffer = nil;
   };
-  // Runs an op's Metal plan (kernels/metal_plan/plan.h) on the stream:
-  // `slots` are the plan's tensor slots in order. Every pipeline is taken and
-  // every threadgroup size checked before anything is encoded; scratch
-  // buffers are temporary tensors; then one Encode (one compute encoder: the
-  // passes, zero-fills included, run in order), or with `wait` one
-  // EncodeAndWait (the CPU then reads the plan's SharedBuffer slots). Does
-  // nothing once the call has failed or for a plan without passes.
+  // Runs an op's Metal plan (kernels/metal_plan/plan.h) on the stream
+  // through the host path (kernels/metal_plan/host_path.h RunOnStream):
+  // `slots` are the plan's tensor slots in order; scratch buffers are
+  // temporary tensors. With `wait` it returns once the GPU has completed the
+  // work (the CPU then reads the plan's SharedBuffer slots). Does nothing
+  // once the call has failed or for a plan without passes.
   void RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlot>& slots, bool wait = false);
   void RunPlan(const metal_plan::Plan& plan, std::initializer_list<PlanSlot> slots, bool wait = false) {
     RunPlan(plan, std::vector<PlanSlot>(slots), wait);
   }
 
   // A buffer of `length` bytes in shared storage on Device(), zeroed, which
-  // the CPU can read once the work writing it has completed (EncodeAndWait);
+  // the CPU can read once the work writing it has completed (RunPlan with `wait`);
   // nil, failing the call, if it cannot be made.
   id<MTLBuffer> SharedBuffer(size_t length);
 
  private:
-  void EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait);
+  void EncodeImpl(void (*fn)(void*, Encoder&), void* arg);
   TF_Tensor* Keep(TF_Tensor* tensor);
 
   TF_OpKernelContext* ctx_;
@@ -229,15 +180,6 @@ class KernelCall {
   std::vector<TF_Tensor*> tensors_;
   id<MTLDevice> device_ = nil;
 };
-
-// A plan's pipelines, in pass order, on `device`, each threadgroup size
-// checked against it; empty with `status` set on failure. Outside any queue.
-std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
-                                                       TF_Status* status);
-// Encodes a plan's passes on `e` (one compute encoder, in order): tensor
-// slots and scratch buffers as the given buffers (nil: the placeholder).
-void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<MTLComputePipelineState>>& pipelines,
-                const std::vector<id<MTLBuffer>>& slots, const std::vector<id<MTLBuffer>>& scratch);
 
 // The TF compute callback for `F(void* kernel, KernelCall&)`, inside an
 // autorelease pool.

@@ -13,8 +13,9 @@
 
 #import <MetalPerformanceShaders/MetalPerformanceShaders.h>
 
-#include "kernels/common/fill.h"
 #include "kernels/metal/embedded_sources.h"
+#import "kernels/metal/metal_device.h"
+#include "kernels/metal_plan/host_path.h"
 
 namespace mo {
 namespace metal {
@@ -53,7 +54,6 @@ struct PipelineCache {
   std::mutex mutex;
   std::map<std::pair<uint64_t, std::string>, std::unique_ptr<LibraryEntry>> libraries;
   std::map<std::tuple<uint64_t, std::string, std::string>, std::unique_ptr<PipelineEntry>> pipelines;
-  std::map<uint64_t, id<MTLBuffer>> placeholders;
 };
 
 PipelineCache& Cache() {
@@ -130,14 +130,6 @@ void BuildPipeline(id<MTLDevice> device, id<MTLLibrary> compiled, const char* li
   }
 }
 
-id<MTLBuffer> Placeholder(id<MTLDevice> device) {
-  PipelineCache& cache = Cache();
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  __strong id<MTLBuffer>& buffer = cache.placeholders[device.registryID];
-  if (buffer == nil) buffer = [device newBufferWithLength:16 options:MTLResourceStorageModePrivate];
-  return buffer;
-}
-
 }  // namespace
 
 id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* library, const std::string& function,
@@ -165,111 +157,14 @@ id<MTLComputePipelineState> GetPipeline(id<MTLDevice> device, const char* librar
 Encoder::Encoder(id<MTLCommandBuffer> command_buffer, TF_Status* status)
     : command_buffer_(command_buffer), status_(status) {}
 
-void Encoder::Record(const std::string& what) {
-  for (const std::string& k : kernels_) {
-    if (k == what) return;
-  }
-  kernels_.push_back(what);
-}
-
-id<MTLComputeCommandEncoder> Encoder::Compute() {
-  if (encoder_ == nil) encoder_ = [command_buffer_ computeCommandEncoder];
-  encoded_ = true;
-  return encoder_;
-}
-
 id<MTLBuffer> Encoder::BufferOf(TF_Tensor* tensor) {
   if (tensor == nullptr || !TensorHasMetalBuffer(TF_TensorElementCount(tensor))) return nil;
   return (__bridge id<MTLBuffer>)TF_TensorData(tensor);
 }
 
-Encoder& Encoder::Tensor(NSUInteger index, TF_Tensor* tensor) {
-  if (!ok()) return *this;
-  id<MTLBuffer> buffer = BufferOf(tensor);
-  [Compute() setBuffer:(buffer != nil ? buffer : Placeholder(device())) offset:0 atIndex:index];
-  return *this;
-}
-
-Encoder& Encoder::Buffer(NSUInteger index, id<MTLBuffer> buffer) {
-  if (!ok()) return *this;
-  [Compute() setBuffer:(buffer != nil ? buffer : Placeholder(device())) offset:0 atIndex:index];
-  return *this;
-}
-
-Encoder& Encoder::Bytes(NSUInteger index, const void* data, size_t length) {
-  if (!ok()) return *this;
-  [Compute() setBytes:data length:length atIndex:index];
-  return *this;
-}
-
-Encoder& Encoder::Dispatch(id<MTLComputePipelineState> pipeline, uint64_t num_threads) {
-  if (!ok()) return *this;
-  if (pipeline == nil) {
-    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: dispatch without a pipeline");
-    return *this;
-  }
-  const NSUInteger max_width = pipeline.maxTotalThreadsPerThreadgroup;
-  const NSUInteger width = max_width < 256 ? max_width : 256;
-  const uint64_t groups = ThreadgroupCount(num_threads, width);
-  if (pipeline.label != nil) Record(pipeline.label.UTF8String);
-  id<MTLComputeCommandEncoder> encoder = Compute();
-  [encoder setComputePipelineState:pipeline];
-  [encoder dispatchThreadgroups:MTLSizeMake(static_cast<NSUInteger>(groups), 1, 1)
-          threadsPerThreadgroup:MTLSizeMake(width, 1, 1)];
-  return *this;
-}
-
-Encoder& Encoder::DispatchThreadgroups(id<MTLComputePipelineState> pipeline, uint64_t groups, uint32_t threads,
-                                       uint32_t threadgroup_bytes) {
-  if (!ok()) return *this;
-  if (pipeline == nil) {
-    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: dispatch without a pipeline");
-    return *this;
-  }
-  const std::string misfit = ThreadgroupFitError(pipeline.maxTotalThreadsPerThreadgroup, threads,
-                                                 pipeline.staticThreadgroupMemoryLength, threadgroup_bytes,
-                                                 device().maxThreadgroupMemoryLength);
-  if (!misfit.empty()) {
-    TF_SetStatus(status_, TF_UNIMPLEMENTED, misfit.c_str());
-    return *this;
-  }
-  const NSUInteger bytes = static_cast<NSUInteger>(ThreadgroupMemoryLength(threadgroup_bytes));
-  if (groups == 0) return *this;
-  if (pipeline.label != nil) Record(pipeline.label.UTF8String);
-  id<MTLComputeCommandEncoder> encoder = Compute();
-  [encoder setComputePipelineState:pipeline];
-  if (bytes > 0) [encoder setThreadgroupMemoryLength:bytes atIndex:0];
-  [encoder dispatchThreadgroups:MTLSizeMake(static_cast<NSUInteger>(groups), 1, 1)
-          threadsPerThreadgroup:MTLSizeMake(threads, 1, 1)];
-  return *this;
-}
-
-Encoder& Encoder::Zero(TF_Tensor* tensor) {
-  id<MTLBuffer> buffer = BufferOf(tensor);
-  if (!ok() || buffer == nil) return *this;
-  if (fill_ == nil) {
-    TF_SetStatus(status_, TF_INTERNAL, "metal_ops: zero-fill without the fill pipeline (KernelCall::Encode takes it)");
-    return *this;
-  }
-  // The fill shader (fill.metal) on this compute encoder: ordered before the
-  // dispatches after it by the encoder itself (no blit encoder between them).
-  const FillParams params = {static_cast<int64>(TF_TensorByteSize(tensor))};
-  Buffer(kFillWords, buffer).Buffer(kFillBytes, buffer).Value(kFillParams, params);
-  return Dispatch(fill_, (TF_TensorByteSize(tensor) + 3) / 4);
-}
-
 id<MTLCommandBuffer> Encoder::ExternalEncoding(const std::string& what) {
-  if (encoder_ != nil) [encoder_ endEncoding];
-  encoder_ = nil;
-  encoded_ = true;
-  Record(what);
+  kernels_.push_back(what);
   return command_buffer_;
-}
-
-bool Encoder::End() {
-  if (encoder_ != nil) [encoder_ endEncoding];
-  encoder_ = nil;
-  return encoded_;
 }
 
 // ---- KernelCall ----------------------------------------------------------------------
@@ -394,7 +289,7 @@ bool Submitted(id<MTLCommandBuffer> command_buffer) {
 }
 }  // namespace
 
-void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
+void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg) {
   if (!ok()) return;
   id<TF_MetalStream> stream = (__bridge id<TF_MetalStream>)TF_GetStream(ctx_, status_);
   if (!ok()) return;
@@ -404,10 +299,7 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
   }
   TF_Status* status = status_;
   id<MTLDevice> device = device_;
-  const bool sync = wait || GpuSyncOn();
-  // The zero-fill pipeline (Encoder::Zero), taken here, outside the queue.
-  id<MTLComputePipelineState> fill = device != nil ? GetPipeline(device, "fill", "fill_zero", status_) : nil;
-  if (!ok()) return;
+  const bool sync = GpuSyncOn();
   __block std::string gpu_error;
   // With `sync`: the command buffer to wait for once the queue is released, and what it holds.
   __block id<MTLCommandBuffer> submitted = nil;
@@ -428,7 +320,6 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
         return;
       }
       Encoder encoder(command_buffer, status);
-      encoder.set_fill_pipeline(fill);
       fn(arg, encoder);
       if (!encoder.End()) return;
       if (!sync) {
@@ -436,7 +327,7 @@ void KernelCall::EncodeImpl(void (*fn)(void*, Encoder&), void* arg, bool wait) {
         return;
       }
       // Submit without waiting here, so the wait below does not hold the
-      // queue TensorFlow encodes every op on (metal_rules.h CommitUntilSubmitted).
+      // queue TensorFlow encodes every op on (dispatch_rules.h CommitUntilSubmitted).
       id<MTLCommandBuffer> holding = HoldingBuffer(command_buffer);
       if (CommitUntilSubmitted([&] { [stream commit]; }, [&] { return Submitted(holding); })) {
         submitted = holding;
@@ -570,80 +461,40 @@ std::vector<int64_t> DimsOf(TF_Tensor* tensor) {
 }  // namespace metal
 }  // namespace mo
 
-// ---- plans: shared by the stream and the own queue ---------------------------------------
+// ---- plans: the host path on tensorflow-metal's stream ---------------------------------
 
 namespace mo {
 namespace metal {
 
-std::vector<id<MTLComputePipelineState>> PlanPipelines(id<MTLDevice> device, const metal_plan::Plan& plan,
-                                                       TF_Status* status) {
-  std::vector<id<MTLComputePipelineState>> pipelines;
-  if (plan.needs_simdgroup_matrix && !plan.passes.empty() && ![device supportsFamily:MTLGPUFamilyApple7]) {
-    // Before any compile: a library using simdgroup_matrix does not compile on such a GPU.
-    TF_SetStatus(status, TF_UNIMPLEMENTED,
-                 (plan.passes.front().library + ": the shaders need an Apple-silicon GPU (MTLGPUFamilyApple7: "
-                  "simdgroup_matrix); this GPU lacks it: METAL_OPS_METAL=0 runs the op on the CPU")
-                     .c_str());
-    return {};
-  }
-  for (const metal_plan::Pass& pass : plan.passes) {
-    id<MTLComputePipelineState> pipeline = GetPipeline(device, pass.library.c_str(), pass.function, status);
-    if (pipeline == nil) return {};
-    if (pass.kind == metal_plan::Pass::kThreadgroups) {
-      const std::string misfit = ThreadgroupFitError(pipeline.maxTotalThreadsPerThreadgroup, pass.threads_per_group,
-                                                     pipeline.staticThreadgroupMemoryLength, pass.threadgroup_bytes,
-                                                     device.maxThreadgroupMemoryLength);
-      if (!misfit.empty()) {
-        TF_SetStatus(status, TF_UNIMPLEMENTED, (pass.function + ": " + misfit).c_str());
-        return {};
-      }
-    }
-    pipelines.push_back(pipeline);
-  }
-  return pipelines;
-}
-
-void EncodePlan(Encoder& e, const metal_plan::Plan& plan, const std::vector<id<MTLComputePipelineState>>& pipelines,
-                const std::vector<id<MTLBuffer>>& slots, const std::vector<id<MTLBuffer>>& scratch) {
-  for (size_t p = 0; p < plan.passes.size() && e.ok(); ++p) {
-    const metal_plan::Pass& pass = plan.passes[p];
-    for (const metal_plan::Binding& b : pass.bindings) {
-      switch (b.kind) {
-        case metal_plan::Binding::kTensor: e.Buffer(b.index, slots[static_cast<size_t>(b.slot)]); break;
-        case metal_plan::Binding::kScratch: e.Buffer(b.index, scratch[static_cast<size_t>(b.slot)]); break;
-        case metal_plan::Binding::kBytes: e.Bytes(b.index, b.bytes.data(), b.bytes.size()); break;
-      }
-    }
-    if (pass.kind == metal_plan::Pass::kThreads) {
-      e.Dispatch(pipelines[p], pass.threads);
-    } else {
-      e.DispatchThreadgroups(pipelines[p], pass.groups, pass.threads_per_group, pass.threadgroup_bytes);
-    }
-  }
-}
-
 void KernelCall::RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlot>& slot_list, bool wait) {
   if (!ok() || plan.empty()) return;
-  const std::string invalid = metal_plan::Validate(plan, static_cast<int>(slot_list.size()));
-  if (!invalid.empty()) {
-    Fail(TF_INTERNAL, "metal_ops: invalid Metal plan: " + invalid);
-    return;
-  }
   id<MTLDevice> device = Device();
   if (device == nil) return;
-  const std::vector<id<MTLComputePipelineState>> pipelines = PlanPipelines(device, plan, status_);
+  id<TF_MetalStream> stream = (__bridge id<TF_MetalStream>)TF_GetStream(ctx_, status_);
   if (!ok()) return;
-  std::vector<id<MTLBuffer>> slots, scratch;
-  for (const PlanSlot& s : slot_list) slots.push_back(s.tensor != nullptr ? Encoder::BufferOf(s.tensor) : s.buffer);
+  if (stream == nil) {
+    Fail(TF_INTERNAL, "metal_ops: the device gave no TF_MetalStream (is tensorflow-metal the GPU plugin?)");
+    return;
+  }
+  std::vector<std::unique_ptr<mtl::Buffer>> owned;
+  std::vector<metal_plan::BoundSlot> slots;
+  std::vector<mtl::Buffer*> scratch;
+  for (const PlanSlot& s : slot_list) {
+    owned.push_back(WrapBuffer(s.tensor != nullptr ? Encoder::BufferOf(s.tensor) : s.buffer));
+    slots.push_back({owned.back().get(), 0});
+  }
   for (uint64_t bytes : plan.scratch) {
-    scratch.push_back(Encoder::BufferOf(Temp(TF_UINT8, {static_cast<int64_t>(bytes > 0 ? bytes : 1)})));
+    owned.push_back(WrapBuffer(Encoder::BufferOf(Temp(TF_UINT8, {static_cast<int64_t>(bytes > 0 ? bytes : 1)}))));
+    scratch.push_back(owned.back().get());
   }
   if (!ok()) return;
-  auto body = [&](Encoder& e) { EncodePlan(e, plan, pipelines, slots, scratch); };
-  if (wait) {
-    EncodeAndWait(body);
-  } else {
-    Encode(body);
+  metal_plan::Cost cost;
+  const metal_plan::Result result =
+      metal_plan::RunOnStream(*WrapStream(stream), *WrapDevice(device), plan, slots, scratch, wait, &cost);
+  if (!result.ok()) {
+    const TF_StringView name = TF_GetOpKernelName(ctx_);
+    Fail(result.outcome == metal_plan::Outcome::kCpu ? TF_UNIMPLEMENTED : TF_INTERNAL,
+         "metal_ops: op '" + std::string(name.data, name.len) + "': " + result.message);
   }
 }
 

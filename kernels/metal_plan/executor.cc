@@ -1,4 +1,4 @@
-// Executor selection and the run wrapper (kernels/metal_plan/executor.h).
+// Route selection, the run wrapper and the counters (kernels/metal_plan/executor.h).
 #include "kernels/metal_plan/executor.h"
 
 #include <dlfcn.h>
@@ -6,40 +6,103 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
 
 namespace mo {
 namespace metal_plan {
 namespace {
 
-// What every executor leaves to the CPU: the MPSGraph ops have no plan.
+// What every route leaves to the CPU: the MPSGraph ops have no plan.
 constexpr const char* kNotPlanned =
     "; FusedConv2D and FusedActivationGrad (MPSGraph, no plan) compute on the CPU";
 
 std::atomic<int64_t> g_plans{0};
 std::atomic<int64_t> g_passes{0};
+std::atomic<int64_t> g_fallbacks{0};
 
-// The shim executor, if a loaded library provides one (import metal_ops loads
-// build/libmetal_ops_shim_exec.so when METAL_OPS_METAL=shim).
-const Executor* ShimExecutor(std::string* why_not) {
-  using Getter = const Executor* (*)();
-  Getter get = reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, "metal_ops_shim_executor"));
+struct Totals {
+  std::mutex mutex;
+  Cost cost;
+  std::set<std::string> warned;
+};
+Totals& GetTotals() {
+  static Totals* totals = new Totals;
+  return *totals;
+}
+
+// The model library's hooks, if a loaded library provides them (import
+// metal_ops loads build/libmetal_ops_shim_exec.so for the model routes).
+const ModelHooks* Model(const std::string& value, std::string* why_not) {
+  using Getter = const ModelHooks* (*)();
+  Getter get = reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, "metal_ops_model_hooks"));
   if (get == nullptr) {
-    *why_not = "METAL_OPS_METAL=shim, but the shim executor library is not loaded (`make metal-shim` builds "
+    *why_not = "METAL_OPS_METAL=" + value +
+               ", but the model of Metal is not loaded (`make metal-shim` builds "
                "build/libmetal_ops_shim_exec.so; `import metal_ops` loads it, or the file METAL_OPS_SHIM_EXEC_LIB names)";
     return nullptr;
   }
-  const Executor* executor = get();
-  if (executor == nullptr || executor->abi != kExecutorAbi) {
-    *why_not = "METAL_OPS_METAL=shim, but the loaded shim executor library is of another build (rebuild it: make metal-shim)";
+  const ModelHooks* hooks = get();
+  if (hooks == nullptr || hooks->api != mtl::kApiVersion) {
+    *why_not = "METAL_OPS_METAL=" + value +
+               ", but the loaded model of Metal is of another build (rebuild it: make metal-shim)";
     return nullptr;
   }
-  return executor;
+  return hooks;
+}
+
+const Executor* ModelRoute(const ModelHooks* hooks, bool stream) {
+  static const Executor* own = [hooks] {
+    static std::unique_ptr<mtl::CommandQueue> queue = hooks->device->NewCommandQueue();
+    return new Executor{"shim", hooks->device, queue.get(), nullptr};
+  }();
+  static const Executor* through_stream = new Executor{"shim-stream", hooks->device, nullptr, hooks->stream};
+  return stream ? through_stream : own;
 }
 
 void Copy(const std::string& text, char* out, size_t len) {
   if (out == nullptr || len == 0) return;
   std::strncpy(out, text.c_str(), len - 1);
   out[len - 1] = '\0';
+}
+
+// The stream route on the model for a CPU kernel's host tensors: the tensors
+// become private Metal buffers as tensorflow-metal's allocator makes them
+// (TensorFlow's copies in and out are not the op's), scratch buffers are
+// temporaries of the same kind, the plan is encoded and committed on the
+// batching stream, and TensorFlow's device-to-host copy waits for it.
+Result RunOnModelStream(const ModelHooks& hooks, const Plan& plan, const HostTensor* slots, int num_slots,
+                        Cost* cost) {
+  mtl::Device& device = *hooks.device;
+  std::vector<std::unique_ptr<mtl::Buffer>> owned;
+  std::vector<BoundSlot> bound;
+  for (int s = 0; s < num_slots; ++s) {
+    std::unique_ptr<mtl::Buffer> buffer =
+        slots[s].bytes > 0 ? device.NewBuffer(slots[s].bytes, mtl::Storage::kPrivate) : nullptr;
+    if (slots[s].bytes > 0 && buffer == nullptr) {
+      return {Outcome::kCpu, "tensorflow-metal's allocator gave no buffer of " + std::to_string(slots[s].bytes) + " bytes"};
+    }
+    if (buffer != nullptr) hooks.upload(buffer.get(), slots[s].data, slots[s].bytes);
+    bound.push_back({buffer.get(), 0});
+    owned.push_back(std::move(buffer));
+  }
+  std::vector<mtl::Buffer*> scratch;
+  for (uint64_t bytes : plan.scratch) {
+    owned.push_back(device.NewBuffer(bytes > 0 ? bytes : 1, mtl::Storage::kPrivate));
+    if (owned.back() == nullptr) return {Outcome::kCpu, "tensorflow-metal's allocator gave no scratch buffer"};
+    scratch.push_back(owned.back().get());
+  }
+  Result result = RunOnStream(*hooks.stream, device, plan, bound, scratch, false, cost);
+  if (!result.ok()) return result;
+  hooks.stream->CommitAndWait();
+  for (int s = 0; s < num_slots; ++s) {
+    if (plan.written[static_cast<size_t>(s)] && bound[static_cast<size_t>(s)].buffer != nullptr) {
+      hooks.download(bound[static_cast<size_t>(s)].buffer, slots[s].data, slots[s].bytes);
+    }
+  }
+  return result;
 }
 
 }  // namespace
@@ -53,13 +116,17 @@ const Executor* SelectedExecutor(std::string* name, std::string* reason) {
     *reason = "METAL_OPS_METAL=0";
     return nullptr;
   }
-  if (value == "shim") {
-    const Executor* shim = ShimExecutor(&why_not);
-    *name = shim != nullptr ? "shim" : "unavailable";
-    *reason = shim != nullptr
-                  ? std::string("METAL_OPS_METAL=shim: the Metal plans run through the MSL shim on the CPU") + kNotPlanned
+  if (value == "shim" || value == "shim-stream") {
+    const ModelHooks* hooks = Model(value, &why_not);
+    const bool stream = value == "shim-stream";
+    *name = hooks != nullptr ? value : "unavailable";
+    *reason = hooks != nullptr
+                  ? "METAL_OPS_METAL=" + value + ": the Metal host path (" +
+                        (stream ? "tensorflow-metal's stream" : "the own queue") +
+                        ") runs on the strict model of Metal, its dispatches through the MSL shim on the CPU" +
+                        kNotPlanned
                   : why_not;
-    return shim;
+    return hooks != nullptr ? ModelRoute(hooks, stream) : nullptr;
   }
   if (value == "1") {
     const Executor* own = OwnQueueExecutor(&why_not);
@@ -69,7 +136,7 @@ const Executor* SelectedExecutor(std::string* name, std::string* reason) {
   }
   if (!value.empty()) {
     *name = "unavailable";
-    *reason = "METAL_OPS_METAL=" + value + " is not one of 0, 1, shim";
+    *reason = "METAL_OPS_METAL=" + value + " is not one of 0, 1, shim, shim-stream";
     return nullptr;
   }
   if (TensorflowMetalLoaded()) {
@@ -85,8 +152,8 @@ const Executor* SelectedExecutor(std::string* name, std::string* reason) {
     return nullptr;
   }
   *name = "own-queue";
-  *reason = "no tensorflow-metal device: the CPU kernels send work of at least " +
-            std::to_string(MinWork(own)) + " elements to the library's own Metal queue" + kNotPlanned;
+  *reason = "no tensorflow-metal device: the CPU kernels send work of at least " + std::to_string(MinWork(own)) +
+            " elements to the library's own Metal queue" + kNotPlanned;
   return own;
 }
 
@@ -97,27 +164,53 @@ int64_t MinWork(const Executor* executor) {
     const long long v = std::strtoll(env, &end, 10);
     if (end != env && *end == '\0' && v >= 0) return v;
   }
-  if (executor != nullptr && std::strcmp(executor->name, "shim") == 0) return 0;
+  if (executor != nullptr && std::strncmp(executor->name, "shim", 4) == 0) return 0;
   return kDefaultMinWork;
 }
 
-std::string Run(const Executor* executor, const char* op, const Plan& plan, const HostTensor* slots, int num_slots) {
-  const std::string invalid = Validate(plan, num_slots);
-  if (!invalid.empty()) return std::string(op) + " on Metal (" + executor->name + "): invalid plan: " + invalid;
-  char error[1024] = {0};
-  if (executor->run(&plan, slots, num_slots, error, sizeof(error)) != 0) {
-    return std::string(op) + " on Metal (" + executor->name + "): " + error;
-  }
-  CountRun(plan);
-  return "";
+bool CpuFallbackAllowed() {
+  const char* env = std::getenv("METAL_OPS_METAL");
+  return env == nullptr || std::strcmp(env, "1") != 0;
 }
 
-void CountRun(const Plan& plan) {
+Result Run(const Executor* executor, const std::string& op, const Plan& plan, const HostTensor* slots,
+           int num_slots) {
+  std::string why_not;
+  const ModelHooks* hooks = std::strncmp(executor->name, "shim", 4) == 0 ? Model(executor->name, &why_not) : nullptr;
+  if (hooks != nullptr) hooks->poison_outputs(&plan, slots, num_slots);
+  Cost cost;
+  Result result = executor->stream != nullptr && hooks != nullptr
+                      ? RunOnModelStream(*hooks, plan, slots, num_slots, &cost)
+                      : RunOnOwnQueue(*executor->device, *executor->queue, plan, slots, num_slots, &cost);
+  {
+    Totals& totals = GetTotals();
+    std::lock_guard<std::mutex> lock(totals.mutex);
+    totals.cost.Add(cost);
+  }
+  if (!result.ok()) {
+    result.message = op + " on Metal (" + executor->name + "): " + result.message;
+    return result;
+  }
   g_plans.fetch_add(1);
   g_passes.fetch_add(static_cast<int64_t>(plan.passes.size()));
+  return result;
 }
+
+bool CountFallback(const std::string& op) {
+  g_fallbacks.fetch_add(1);
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  return totals.warned.insert(op).second;
+}
+
 int64_t PlansRun() { return g_plans.load(); }
 int64_t PassesRun() { return g_passes.load(); }
+int64_t Fallbacks() { return g_fallbacks.load(); }
+Cost TotalCost() {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  return totals.cost;
+}
 
 #if !defined(__APPLE__)
 const Executor* OwnQueueExecutor(std::string* why_not) {
@@ -139,4 +232,14 @@ int64_t metal_ops_metal_path(char* name, size_t name_len, char* reason, size_t r
   return mo::metal_plan::PlansRun();
 }
 int64_t metal_ops_metal_passes_run() { return mo::metal_plan::PassesRun(); }
+int64_t metal_ops_metal_fallbacks() { return mo::metal_plan::Fallbacks(); }
+int metal_ops_cpu_fallback_allowed() { return mo::metal_plan::CpuFallbackAllowed() ? 1 : 0; }
+void metal_ops_metal_cost(uint64_t out[5]) {
+  const mo::metal_plan::Cost c = mo::metal_plan::TotalCost();
+  out[0] = c.bytes_in;
+  out[1] = c.bytes_out;
+  out[2] = c.wrapped;
+  out[3] = c.command_buffers;
+  out[4] = c.waits;
+}
 }

@@ -2,6 +2,7 @@
 #include "kernels/metal_plan/plan.h"
 
 #include "kernels/common/fill.h"
+#include "kernels/metal_plan/metal_api.h"
 
 namespace mo {
 namespace metal_plan {
@@ -104,6 +105,10 @@ std::string Validate(const Plan& plan, int num_slots) {
         return where + "buffer " + std::to_string(b.index) + " names scratch buffer " + std::to_string(b.slot);
       }
       if (b.kind == Binding::kBytes && b.bytes.empty()) return where + "empty bytes at " + std::to_string(b.index);
+      if (b.kind == Binding::kBytes && b.bytes.size() > mtl::kMaxSetBytesLength) {
+        return where + std::to_string(b.bytes.size()) + " bytes at " + std::to_string(b.index) + " (setBytes takes at most " +
+               std::to_string(mtl::kMaxSetBytesLength) + ")";
+      }
       for (size_t j = 0; j < i; ++j) {
         if (pass.bindings[j].index == b.index) {
           return where + "buffer index " + std::to_string(b.index) + " bound twice";

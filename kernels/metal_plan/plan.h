@@ -1,9 +1,10 @@
 // A Metal plan: an op's GPU work as data, built by portable C++ from shapes
-// and attributes (kernels/<op>/<op>_plan.cc) and run by one of the
-// executors (docs/ARCHITECTURE.md, "Metal plans"):
-//   - tensorflow-metal's TF_MetalStream (kernels/metal/metal_kernel.mm, RunPlan)
-//   - the library's own MTLDevice and queue (kernels/metal/own_queue_executor.mm)
-//   - the MSL shim on the CPU (tests/metal_shim/shim_exec.cc, METAL_OPS_METAL=shim)
+// and attributes (kernels/<op>/<op>_plan.cc) and run by the host path
+// (kernels/metal_plan/host_path.h; docs/ARCHITECTURE.md, "Metal plans") on
+// one of two routes: tensorflow-metal's TF_MetalStream (kernels/metal/
+// metal_kernel.mm, RunPlan) or the library's own queue (the CPU kernels,
+// kernels/cpu/metal_offload.h), against Apple's Metal (kernels/metal/
+// metal_device.mm) or the strict model of it (tests/metal_shim/metal_model.cc).
 // A plan names tensors by slot (the op's own enum, in its <op>_plan.h); the
 // executor maps each slot to a buffer. A pass binds buffers at the shader's
 // named indices (the enums in kernels/<op>/<op>.h, which the .metal uses too).
@@ -35,7 +36,7 @@ struct Binding {
 
 struct Pass {
   // kThreads: about `threads` threads in groups of the pipeline's width (at most
-  // 256; metal_rules.h ThreadgroupCount), shaders loop grid-stride and do not
+  // 256; dispatch_rules.h ThreadgroupCount), shaders loop grid-stride and do not
   // cooperate. kThreadgroups: exactly `groups` threadgroups of
   // `threads_per_group` threads, `threadgroup_bytes` at [[threadgroup(0)]].
   enum Kind { kThreads, kThreadgroups };
@@ -56,6 +57,11 @@ struct Plan {
   // The shaders use simdgroup_matrix (Apple7+ GPUs, MTLGPUFamilyApple7): a Mac
   // executor refuses a GPU without it before compiling any library.
   bool needs_simdgroup_matrix = false;
+  // The plan sums floats with atomics, so its results depend on the order in
+  // which the GPU runs threads: not bitwise reproducible. The CPU kernels
+  // promise reproducible results, so their route to Metal
+  // (kernels/cpu/metal_offload.h) never takes such a plan.
+  bool order_dependent = false;
   bool empty() const { return passes.empty(); }
 };
 
@@ -100,6 +106,8 @@ class PlanBuilder {
 
   // The plan's shaders use simdgroup_matrix (Plan::needs_simdgroup_matrix).
   void NeedsSimdgroupMatrix() { plan_.needs_simdgroup_matrix = true; }
+  // The plan's results depend on the GPU's thread order (Plan::order_dependent).
+  void OrderDependent() { plan_.order_dependent = true; }
 
   Plan Finish() { return std::move(plan_); }
 
@@ -130,7 +138,7 @@ struct HostTensor {
 
 // What went wrong running a plan, or "" — checks every executor makes before
 // it encodes anything: every tensor binding names a slot of `num_slots`, a
-// scratch buffer that exists; passes have work.
+// scratch buffer that exists; values fit setBytes (4 KiB); passes have work.
 std::string Validate(const Plan& plan, int num_slots);
 
 // One line per pass, for error messages and tests:

@@ -5,7 +5,7 @@
 //
 // Layout and value checks: the plan's validation passes leave the first
 // invalid ray's check in a shared buffer; the call waits for its command
-// buffer (outside the stream's queue: KernelCall::EncodeAndWait) and reports
+// buffer (outside the stream's queue: KernelCall::RunPlan with wait, host_path.h RunOnStream) and reports
 // it as the CPU kernel does (packed_volume_render::BadCheck), an
 // InvalidArgument error naming the argument, ray and sample.
 #import "kernels/metal/metal_kernel.h"

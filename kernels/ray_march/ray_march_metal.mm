@@ -6,7 +6,7 @@
 // The number of samples decides the outputs' shapes, so the count plan
 // (count, then the prefix sum with the total) runs with RunPlan(..., wait):
 // its command buffer is submitted inside the stream's queue and waited for
-// outside it (KernelCall::EncodeAndWait), the total is read from a shared
+// outside it (KernelCall::RunPlan with wait, host_path.h RunOnStream), the total is read from a shared
 // buffer, the outputs are allocated, and the fill plan is encoded. The seed
 // stays in device memory: the shaders read it.
 #import "kernels/metal/metal_kernel.h"

@@ -36,6 +36,7 @@ Plan RobustLossBackward(Dtype dtype, const RobustLossLayout& layout, int64_t alp
   b.Zero(kRobustLossGradSlotDscale, static_cast<uint64_t>(scale_count) * sizeof(float));
   const int64_t n = layout.num_elements;
   if (n == 0) return b.Finish();
+  b.OrderDependent();  // dalpha / dscale: float atomics
   const uint64_t threads = static_cast<uint64_t>(n) < kRobustLossMaxGradThreads ? static_cast<uint64_t>(n)
                                                                                 : kRobustLossMaxGradThreads;
   b.Threads("robust_loss", std::string("robust_loss_backward_") + DtypeSuffix(dtype), threads)

@@ -32,12 +32,12 @@ def derive_metal_path(info, tf_version, tensorflow_metal, platform=sys.platform,
     """(name, reason) of the GPU path a build without metal_ops.metal_path
     takes: "tensorflow-metal" (its GPU device's TF_MetalStream) or "none", from
     the build's backends, the running TensorFlow, tensorflow-metal's presence
-    and METAL_OPS_METAL (0 / 1 / shim)."""
+    and METAL_OPS_METAL (0 / 1 / shim / shim-stream)."""
     env = os.environ if env is None else env
     forced = env.get(METAL_ENV, "").strip()
     if platform != "darwin":
-        return "none", ("not macOS: no Apple GPU" + (f"; {METAL_ENV}={forced} asks for the MSL shim, which this "
-                                                     "build has no Metal path for" if forced == "shim" else ""))
+        return "none", ("not macOS: no Apple GPU" + (f"; {METAL_ENV}={forced} asks for the model of Metal, which "
+                                                     "this build has no Metal path for" if forced.startswith("shim") else ""))
     if "metal" not in (info or {}).get("backends", []):
         return "none", "this build has no Metal kernels"
     if forced == "0":

@@ -1,4 +1,4 @@
-// The Metal glue's decisions (kernels/metal/metal_rules.h, mpsgraph_rules.h)
+// The Metal glue's decisions (kernels/metal/metal_rules.h, kernels/metal_plan/dispatch_rules.h, mpsgraph_rules.h)
 // for tests/test_metal_glue.py.
 #include <cmath>
 #include <cstdint>

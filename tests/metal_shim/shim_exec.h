@@ -1,4 +1,4 @@
-// The shim executor's adapter interface (tests/metal_shim/shim_exec.cc): the
+// The MSL shim's kernels as the strict model's GPU (tests/metal_shim/shim_exec.cc): the
 // generated $(BUILD)/gen/<shader>_exec.cc files (tests/metal_shim/kernel_table.py)
 // register one Entry per kernel instantiation: its host name, its parameters
 // as declared ([[buffer(N)]], [[threadgroup(N)]], thread positions) and a
@@ -46,13 +46,30 @@ struct Entry {
   int num_params;
 };
 
-// kernels/metal/metal_rules.h's grid rules (shim_exec_rules.cc).
-uint64_t GridThreadgroups(uint64_t threads, uint64_t width);
-uint64_t ThreadgroupBytes(uint64_t bytes);
-std::string ThreadgroupMisfit(uint64_t max_threads, uint64_t threads, uint64_t bytes, uint64_t device_bytes);
-
 // Called by each generated file's static initializer.
 bool Register(const Entry* entries, int count);
+// The registered kernel `name` of `library`, or nullptr.
+const Entry* Find(const std::string& library, const std::string& name);
+
+// One bound argument of a dispatch: host memory and its length from the
+// binding's offset on; `bytes`: set by setBytes.
+struct Bound {
+  void* data = nullptr;
+  uint64_t length = 0;
+  bool bytes = false;
+  bool fresh = false;  // bound since the previous dispatch (an unused one is a plan's mistake)
+};
+
+// Runs `entry` over `groups` threadgroups of `threads` threads with
+// `threadgroup_bytes` of threadgroup memory: the threadgroups in an order
+// drawn from `order_seed` (Metal promises none), a kernel with threadgroup
+// memory as cooperating fibers (threadgroups.cc), any other thread after
+// thread. Checks what a Mac's encoder leaves to the GPU: every buffer the
+// kernel declares is bound and nothing else was bound for it, a `constant T&` gets exactly
+// sizeof(T) bytes, a buffer holds what the kernel reads of a constant.
+// "" or what is wrong.
+std::string Execute(const Entry& entry, const Bound (&args)[kMaxBuffers], uint64_t groups, uint64_t threads,
+                    uint64_t threadgroup_bytes, uint64_t order_seed);
 
 template <typename Fn>
 struct Args;

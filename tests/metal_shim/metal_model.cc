@@ -1,0 +1,468 @@
+// A strict model of Metal (kernels/metal_plan/metal_api.h) for the test
+// routes METAL_OPS_METAL=shim (the own queue) and shim-stream (tensorflow-
+// metal's stream): the op library's Metal host path runs against it as it
+// would against a Mac's GPU. What it enforces, from Apple's documentation:
+//   - newBufferWithBytesNoCopy: a page-aligned pointer (16 KiB pages) and a
+//     length that is a page multiple, else nil; every buffer: nil for 0
+//     bytes or above maxBufferLength; new buffers hold garbage (NaN bytes);
+//   - a private buffer's contents are not the CPU's (Contents() is nullptr);
+//   - setBuffer offsets aligned (16 bytes) and inside the buffer; setBytes at
+//     most 4 KiB; threadgroup memory a multiple of 16 within 32 KiB with the
+//     pipeline's own; threads per threadgroup within the pipeline's
+//     maxTotalThreadsPerThreadgroup; nothing encoded after endEncoding; a
+//     command buffer committed with its encoder ended, waited for only once
+//     committed; its error read only once completed (status says
+//     "committed" until the wait);
+//   - tensorflow-metal's stream (MetalStream, read from its 1.2.0 binary):
+//     the current command buffer read only inside the queue, created lazily,
+//     submitted by every MPS_MAX_COMMIT_COUNT-th commit (2 by default).
+// A broken rule is a violation: counted, reported on stderr, and the command
+// buffer holding it fails (tests/test_metal_plans.py reads the count).
+// Dispatches run the shim's kernels (shim_exec.cc) when the command buffer is
+// committed, threadgroups in a shuffled order. It counts bytes copied, no-copy
+// wraps, command buffers and waits, and injects faults named in
+// METAL_OPS_MODEL_FAULTS (comma-separated, read at each call): nil_buffer,
+// nil_private (private buffers only: scratch), compile, gpu_error, no_apple7,
+// nil_encoder, nil_command_buffer, max_threads=N, max_buffer=N.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/metal_plan/executor.h"
+#include "kernels/metal_plan/metal_api.h"
+#include "tests/metal_shim/shim_exec.h"
+
+namespace msl_shim {
+namespace model {
+namespace {
+
+using mo::mtl::Buffer;
+using mo::mtl::CommandStatus;
+using mo::mtl::Storage;
+
+constexpr uint64_t kPage = 16384;                          // Apple silicon's page
+constexpr uint64_t kMaxThreadgroupMemory = 32 * 1024;      // maxThreadgroupMemoryLength
+constexpr uint64_t kMaxThreadsPerThreadgroup = 1024;       // every Apple GPU's pipelines, at most
+constexpr uint64_t kMaxBufferLength = uint64_t(8) << 30;   // maxBufferLength of a 16 GB M1
+
+struct Faults {
+  bool nil_buffer = false, nil_private = false, compile = false, gpu_error = false, no_apple7 = false, nil_encoder = false,
+       nil_command_buffer = false;
+  uint64_t max_threads = kMaxThreadsPerThreadgroup;
+  uint64_t max_buffer = kMaxBufferLength;
+};
+
+Faults ReadFaults() {
+  Faults f;
+  const char* env = std::getenv("METAL_OPS_MODEL_FAULTS");
+  std::string list = env == nullptr ? "" : env;
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(at, end - at);
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const uint64_t value = eq == std::string::npos ? 0 : std::strtoull(item.c_str() + eq + 1, nullptr, 10);
+    if (key == "nil_buffer") f.nil_buffer = true;
+    if (key == "nil_private") f.nil_private = true;
+    if (key == "compile") f.compile = true;
+    if (key == "gpu_error") f.gpu_error = true;
+    if (key == "no_apple7") f.no_apple7 = true;
+    if (key == "nil_encoder") f.nil_encoder = true;
+    if (key == "nil_command_buffer") f.nil_command_buffer = true;
+    if (key == "max_threads") f.max_threads = value;
+    if (key == "max_buffer") f.max_buffer = value;
+    at = end + 1;
+  }
+  return f;
+}
+
+struct Counters {
+  std::atomic<uint64_t> bytes_copied{0}, wrapped{0}, command_buffers{0}, waits{0}, violations{0}, dispatches{0};
+  std::mutex mutex;
+  std::string first_violation;
+};
+Counters& Count() {
+  static Counters* counters = new Counters;
+  return *counters;
+}
+
+void Violation(const std::string& rule) {
+  Counters& c = Count();
+  if (c.violations.fetch_add(1) == 0) {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.first_violation = rule;
+  }
+  std::fprintf(stderr, "metal model: Metal's rule broken: %s\n", rule.c_str());
+}
+
+// Memory a buffer's GPU side reaches: owned (shared with every dispatch
+// recorded on it, as a command buffer retains its buffers) or the caller's.
+class ModelBuffer : public Buffer {
+ public:
+  ModelBuffer(uint64_t length, Storage storage, std::shared_ptr<std::vector<uint8_t>> owned, uint8_t* data)
+      : length_(length), storage_(storage), owned_(std::move(owned)), data_(data) {}
+  uint64_t Length() const override { return length_; }
+  void* Contents() override { return storage_ == Storage::kShared ? data_ : nullptr; }
+  uint8_t* gpu_data() const { return data_; }
+  const std::shared_ptr<std::vector<uint8_t>>& owned() const { return owned_; }
+
+ private:
+  uint64_t length_;
+  Storage storage_;
+  std::shared_ptr<std::vector<uint8_t>> owned_;
+  uint8_t* data_;
+};
+
+std::unique_ptr<Buffer> Owned(uint64_t length, Storage storage) {
+  auto memory = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(length), uint8_t(0xff));
+  uint8_t* data = memory->data();
+  return std::unique_ptr<Buffer>(new ModelBuffer(length, storage, std::move(memory), data));
+}
+
+class ModelPipeline : public mo::mtl::Pipeline {
+ public:
+  explicit ModelPipeline(const exec::Entry* entry) : entry_(entry) {}
+  uint64_t MaxTotalThreadsPerThreadgroup() const override { return ReadFaults().max_threads; }
+  uint64_t StaticThreadgroupMemoryLength() const override { return 0; }
+  const exec::Entry* entry() const { return entry_; }
+
+ private:
+  const exec::Entry* entry_;
+};
+
+// A bound argument: where it points and what keeps its memory alive.
+struct Arg {
+  exec::Bound bound;
+  std::shared_ptr<std::vector<uint8_t>> keep;
+  bool fresh = false;  // set since the last dispatch
+};
+
+struct Dispatch {
+  const ModelPipeline* pipeline;
+  Arg args[exec::kMaxBuffers];
+  uint64_t groups, threads, threadgroup_bytes;
+};
+
+// A command buffer's state, shared by the handles given out for it (the
+// stream hands out its current one more than once).
+struct CommandState {
+  std::vector<Dispatch> dispatches;
+  CommandStatus status = CommandStatus::kNotEnqueued;
+  CommandStatus final_status = CommandStatus::kNotEnqueued;
+  std::string error;
+  bool encoding = false;
+  std::string broken;  // the first rule this buffer's encoding broke
+
+  void Break(const std::string& rule) {
+    Violation(rule);
+    if (broken.empty()) broken = rule;
+  }
+
+  // The GPU's run, at commit: the dispatches in order.
+  void Commit() {
+    if (status != CommandStatus::kNotEnqueued) return Break("commit of a command buffer already committed");
+    if (encoding) Break("commit with a compute encoder not ended (endEncoding)");
+    Count().command_buffers.fetch_add(1);
+    status = CommandStatus::kCommitted;
+    final_status = CommandStatus::kCompleted;
+    if (!broken.empty()) {
+      final_status = CommandStatus::kError;
+      error = "Metal's rule broken: " + broken;
+      return;
+    }
+    if (ReadFaults().gpu_error) {
+      final_status = CommandStatus::kError;
+      error = "Internal Error (0000000e:Internal Error) (injected by the model)";
+      return;
+    }
+    for (const Dispatch& d : dispatches) {
+      exec::Bound args[exec::kMaxBuffers];
+      for (int i = 0; i < exec::kMaxBuffers; ++i) {
+        args[i] = d.args[i].bound;
+        args[i].fresh = d.args[i].fresh;
+      }
+      const uint64_t seed = Count().dispatches.fetch_add(1);
+      const std::string failed = exec::Execute(*d.pipeline->entry(), args, d.groups, d.threads, d.threadgroup_bytes, seed);
+      if (!failed.empty()) {
+        Violation(std::string(d.pipeline->entry()->name) + ": " + failed);
+        final_status = CommandStatus::kError;
+        error = std::string(d.pipeline->entry()->name) + ": " + failed;
+        return;
+      }
+    }
+  }
+
+  void Wait() {
+    if (status == CommandStatus::kNotEnqueued) return Break("waitUntilCompleted on a command buffer never committed");
+    Count().waits.fetch_add(1);
+    status = final_status;
+  }
+};
+
+class ModelEncoder : public mo::mtl::ComputeEncoder {
+ public:
+  explicit ModelEncoder(std::shared_ptr<CommandState> state) : state_(std::move(state)) { state_->encoding = true; }
+
+  void SetPipeline(const mo::mtl::Pipeline& pipeline) override {
+    if (Usable()) pipeline_ = static_cast<const ModelPipeline*>(&pipeline);
+  }
+  void SetBuffer(Buffer& buffer, uint64_t offset, uint32_t index) override {
+    if (!Usable() || !Index(index)) return;
+    auto& b = static_cast<ModelBuffer&>(buffer);
+    if (offset % mo::mtl::kBufferOffsetAlignment != 0 || offset > b.Length()) {
+      return state_->Break("setBuffer offset " + std::to_string(offset) + " in a buffer of " +
+                           std::to_string(b.Length()) + " bytes (aligned to 16, inside the buffer)");
+    }
+    args_[index] = {{b.gpu_data() + offset, b.Length() - offset, false, true}, b.owned(), true};
+  }
+  void SetBytes(const void* data, uint64_t length, uint32_t index) override {
+    if (!Usable() || !Index(index)) return;
+    if (length == 0 || length > mo::mtl::kMaxSetBytesLength) {
+      return state_->Break("setBytes of " + std::to_string(length) + " bytes (at most 4 KiB)");
+    }
+    auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(data),
+                                                       static_cast<const uint8_t*>(data) + length);
+    args_[index] = {{copy->data(), length, true, true}, copy, true};
+  }
+  void SetThreadgroupMemoryLength(uint64_t length, uint32_t index) override {
+    if (!Usable()) return;
+    if (index != 0 || length % mo::mtl::kThreadgroupMemoryGranule != 0 || length > kMaxThreadgroupMemory) {
+      return state_->Break("setThreadgroupMemoryLength " + std::to_string(length) + " at " + std::to_string(index) +
+                           " (a multiple of 16 within 32 KiB)");
+    }
+    threadgroup_bytes_ = length;
+  }
+  void DispatchThreadgroups(uint64_t groups, uint64_t threads) override {
+    if (!Usable()) return;
+    if (pipeline_ == nullptr) return state_->Break("dispatch without a pipeline");
+    if (groups == 0 || threads == 0 || threads > pipeline_->MaxTotalThreadsPerThreadgroup()) {
+      return state_->Break(std::string(pipeline_->entry()->name) + ": " + std::to_string(groups) + " threadgroups of " +
+                           std::to_string(threads) + " threads (the pipeline runs at most " +
+                           std::to_string(pipeline_->MaxTotalThreadsPerThreadgroup()) + ")");
+    }
+    Dispatch d;
+    d.pipeline = pipeline_;
+    for (int i = 0; i < exec::kMaxBuffers; ++i) d.args[i] = args_[i];
+    d.groups = groups;
+    d.threads = threads;
+    d.threadgroup_bytes = threadgroup_bytes_;
+    state_->dispatches.push_back(std::move(d));
+    for (Arg& a : args_) a.fresh = false;
+  }
+  void EndEncoding() override {
+    if (Usable()) ended_ = true;
+    state_->encoding = false;
+  }
+
+ private:
+  bool Usable() {
+    if (ended_) state_->Break("encoding after endEncoding");
+    if (state_->status != CommandStatus::kNotEnqueued) state_->Break("encoding on a committed command buffer");
+    return !ended_;
+  }
+  bool Index(uint32_t index) {
+    if (index < static_cast<uint32_t>(exec::kMaxBuffers)) return true;
+    state_->Break("buffer index " + std::to_string(index) + " (at most 30)");
+    return false;
+  }
+
+  std::shared_ptr<CommandState> state_;
+  const ModelPipeline* pipeline_ = nullptr;
+  Arg args_[exec::kMaxBuffers];
+  uint64_t threadgroup_bytes_ = 0;
+  bool ended_ = false;
+};
+
+class ModelCommandBuffer : public mo::mtl::CommandBuffer {
+ public:
+  explicit ModelCommandBuffer(std::shared_ptr<CommandState> state) : state_(std::move(state)) {}
+  std::unique_ptr<mo::mtl::ComputeEncoder> NewComputeEncoder() override {
+    if (ReadFaults().nil_encoder) return nullptr;
+    if (state_->encoding) state_->Break("a second compute encoder while one is open");
+    return std::unique_ptr<mo::mtl::ComputeEncoder>(new ModelEncoder(state_));
+  }
+  void Commit() override { state_->Commit(); }
+  void WaitUntilCompleted() override { state_->Wait(); }
+  CommandStatus Status() override { return state_->status; }
+  std::string Error() override {
+    if (state_->status != CommandStatus::kCompleted && state_->status != CommandStatus::kError) {
+      state_->Break("a command buffer's error read before it completed");
+    }
+    return state_->status == CommandStatus::kError ? state_->error : "";
+  }
+
+ private:
+  std::shared_ptr<CommandState> state_;
+};
+
+std::unique_ptr<mo::mtl::CommandBuffer> NewCommandBufferHandle(std::shared_ptr<CommandState> state) {
+  return std::unique_ptr<mo::mtl::CommandBuffer>(new ModelCommandBuffer(std::move(state)));
+}
+
+class ModelQueue : public mo::mtl::CommandQueue {
+ public:
+  std::unique_ptr<mo::mtl::CommandBuffer> NewCommandBuffer() override {
+    if (ReadFaults().nil_command_buffer) return nullptr;
+    return NewCommandBufferHandle(std::make_shared<CommandState>());
+  }
+};
+
+class ModelDevice : public mo::mtl::Device {
+ public:
+  mo::mtl::Limits GetLimits() override {
+    const Faults f = ReadFaults();
+    return {f.max_buffer, kMaxThreadgroupMemory, kPage, !f.no_apple7};
+  }
+  std::unique_ptr<Buffer> NewBufferNoCopy(void* data, uint64_t length) override {
+    if (!Allowed(length) || reinterpret_cast<uintptr_t>(data) % kPage != 0 || length % kPage != 0) return nullptr;
+    Count().wrapped.fetch_add(1);
+    return std::unique_ptr<Buffer>(new ModelBuffer(length, Storage::kShared, nullptr, static_cast<uint8_t*>(data)));
+  }
+  std::unique_ptr<Buffer> NewBufferWithBytes(const void* data, uint64_t length) override {
+    if (!Allowed(length)) return nullptr;
+    std::unique_ptr<Buffer> buffer = Owned(length, Storage::kShared);
+    std::memcpy(buffer->Contents(), data, static_cast<size_t>(length));
+    Count().bytes_copied.fetch_add(length);
+    return buffer;
+  }
+  std::unique_ptr<Buffer> NewBuffer(uint64_t length, Storage storage) override {
+    if (storage == Storage::kPrivate && ReadFaults().nil_private) return nullptr;
+    return Allowed(length) ? Owned(length, storage) : nullptr;
+  }
+  const mo::mtl::Pipeline* GetPipeline(const std::string& library, const std::string& function,
+                                       std::string* error) override {
+    if (ReadFaults().compile) {
+      *error = "compiling the Metal shaders of '" + library + "' failed (injected by the model)";
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<ModelPipeline>& pipeline = pipelines_[{library, function}];
+    if (pipeline == nullptr) {
+      const exec::Entry* entry = exec::Find(library, function);
+      if (entry == nullptr) {
+        *error = "Metal function '" + function + "' is not in the shaders of '" + library + "'";
+        return nullptr;
+      }
+      pipeline.reset(new ModelPipeline(entry));
+    }
+    return pipeline.get();
+  }
+  std::unique_ptr<mo::mtl::CommandQueue> NewCommandQueue() override {
+    return std::unique_ptr<mo::mtl::CommandQueue>(new ModelQueue);
+  }
+
+ private:
+  static bool Allowed(uint64_t length) {
+    const Faults f = ReadFaults();
+    return !f.nil_buffer && length > 0 && length <= f.max_buffer;
+  }
+  std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<ModelPipeline>> pipelines_;
+};
+
+// tensorflow-metal's MetalStream: one queue, a lazily made current command
+// buffer, commits batched every MPS_MAX_COMMIT_COUNT-th call.
+class ModelStream : public mo::mtl::Stream {
+ public:
+  void Sync(const std::function<void()>& body) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    in_queue_ = true;
+    body();
+    in_queue_ = false;
+  }
+  std::unique_ptr<mo::mtl::CommandBuffer> CurrentCommandBuffer() override {
+    if (!in_queue_) Violation("currentCommandBuffer read outside the stream's queue");
+    if (current_ == nullptr) current_ = std::make_shared<CommandState>();
+    return NewCommandBufferHandle(current_);
+  }
+  void Commit() override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    if (++commits_ % MaxCommit() != 0 || current_ == nullptr) return;
+    current_->Commit();
+    current_ = nullptr;
+  }
+  void CommitAndWait() override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    std::shared_ptr<CommandState> state = std::move(current_);
+    if (state == nullptr) return;
+    state->Commit();
+    state->Wait();
+  }
+
+ private:
+  static int MaxCommit() {
+    static const int max_commit = [] {
+      const char* env = std::getenv("MPS_MAX_COMMIT_COUNT");
+      const int v = env == nullptr ? 0 : std::atoi(env);
+      return v > 0 ? v : 2;
+    }();
+    return max_commit;
+  }
+  std::recursive_mutex mutex_;  // the queue; commit runs on it too
+  bool in_queue_ = false;
+  std::shared_ptr<CommandState> current_;
+  int commits_ = 0;
+};
+
+void Upload(Buffer* buffer, const void* data, uint64_t bytes) {
+  std::memcpy(static_cast<ModelBuffer*>(buffer)->gpu_data(), data, static_cast<size_t>(bytes));
+}
+
+void Download(Buffer* buffer, void* data, uint64_t bytes) {
+  std::memcpy(data, static_cast<ModelBuffer*>(buffer)->gpu_data(), static_cast<size_t>(bytes));
+}
+
+void PoisonOutputs(const mo::metal_plan::Plan* plan, const mo::metal_plan::HostTensor* slots, int num_slots) {
+  for (int s = 0; s < num_slots; ++s) {
+    if (!plan->written[static_cast<size_t>(s)] || slots[s].bytes == 0) continue;
+    const char* begin = static_cast<const char*>(slots[s].data);
+    bool shared = false;
+    for (int o = 0; o < num_slots && !shared; ++o) {
+      const char* other = static_cast<const char*>(slots[o].data);
+      shared = o != s && slots[o].bytes > 0 && other < begin + slots[s].bytes && begin < other + slots[o].bytes;
+    }
+    if (!shared) std::memset(slots[s].data, 0xff, static_cast<size_t>(slots[s].bytes));
+  }
+}
+
+}  // namespace
+}  // namespace model
+}  // namespace msl_shim
+
+extern "C" const mo::metal_plan::ModelHooks* metal_ops_model_hooks() {
+  using namespace msl_shim::model;  // NOLINT
+  static ModelDevice* gpu = new ModelDevice;
+  static ModelStream* queue = new ModelStream;
+  static const mo::metal_plan::ModelHooks hooks = {mo::mtl::kApiVersion, gpu, queue, &Upload, &Download,
+                                                   &PoisonOutputs};
+  return &hooks;
+}
+
+// {bytes copied, buffers wrapped, command buffers, waits, violations, dispatches}.
+extern "C" void metal_ops_model_counters(uint64_t out[6]) {
+  msl_shim::model::Counters& c = msl_shim::model::Count();
+  out[0] = c.bytes_copied.load();
+  out[1] = c.wrapped.load();
+  out[2] = c.command_buffers.load();
+  out[3] = c.waits.load();
+  out[4] = c.violations.load();
+  out[5] = c.dispatches.load();
+}
+
+// The first violation's text into `out`.
+extern "C" void metal_ops_model_first_violation(char* out, size_t len) {
+  msl_shim::model::Counters& c = msl_shim::model::Count();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (len == 0) return;
+  std::strncpy(out, c.first_violation.c_str(), len - 1);
+  out[len - 1] = '\0';
+}
