@@ -19,6 +19,8 @@ import pytest
 
 from tests.child_env import child_env
 
+pytestmark = pytest.mark.source_tree("README.md and docs/")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 MARKER = re.compile(r"<!-- doc-example: (.*?) -->")

@@ -298,6 +298,7 @@ def test_cuda_kernels_of_a_source_build_are_reported():
     assert main._cuda_line({"library": None}, ["cpu"]) == "CUDA kernels: none in this build"
 
 
+@pytest.mark.source_tree("docs/BUILDING.md")
 def test_building_doc_names_the_offline_script_where_it_is():
     with open(os.path.join(ROOT, "docs", "BUILDING.md"), encoding="utf-8") as f:
         text = f.read()

@@ -299,6 +299,7 @@ def _forward_error(dtype, width, act):
               ctypes.c_float(0.0), stream_ptr(cupy))
 
 
+@pytest.mark.source_tree("kernels/common/activations.h (the activation codes)")
 @pytest.mark.parametrize("dtype", [np.float32, TF32])
 def test_bad_shape_rejected(dtype):
     assert _forward_error(dtype, 48, activation_code("relu")) != 0, "width 48 must be rejected"
