@@ -33,7 +33,7 @@ ROUTES = ("shim", "shim-stream")
 RERUN_ROUTES = ROUTES + (("1",) if sys.platform == "darwin" else ())
 
 # The test module of every op with a Metal plan (kernels/<op>/<op>_plan.h,
-# which its CPU functor offers the work to: cpu::RunOnMetal), rerun through
+# which its CPU functor supplies to cpu::MetalOrCpu), rerun through
 # the model; an op with a plan and no
 # tests/test_<op>.py fails its run.
 PLANNED_MODULES = [f"tests/test_{op}.py" for op in metal_planned_ops()]

@@ -1,19 +1,24 @@
-// The CPU kernels' route to Metal (kernels/metal_plan/executor.h): before a
-// CPU functor computes, it asks whether an executor is selected and the work
-// is large enough; if so it builds its op's Metal plan and runs it on the
-// tensors' host memory, and the CPU does nothing else. No device string for
-// the user: the ops stay on TensorFlow's CPU device.
+// Where a CPU functor's call runs: on a Metal route (kernels/metal_plan/
+// executor.h) or on the CPU, decided here and nowhere else. An op's CPU
+// functor supplies its two pieces for each call, its Metal plan and its CPU
+// loops, and MetalOrCpu runs one of them:
 //
-//   absl::Status status;
-//   if (cpu::RunOnMetal(ctx, n, [&] { return metal_plan::TruncExpForward(dtype, n); },
-//                       {{x, bytes}, {y, bytes}}, &status)) return status;
+//   return cpu::MetalOrCpu(
+//       ctx, [&](const cpu::MetalRoute& metal) {
+//         return metal.Run(n, [&] { return metal_plan::TruncExpForward(dtype, n); }, {cpu::Slot(x, bytes), ...});
+//       },
+//       [&] { cpu::ParallelFor(ctx, n, cycles, ...); });
+//
+// No device string for the user: the ops stay on TensorFlow's CPU device.
 #ifndef MO_KERNELS_CPU_METAL_OFFLOAD_H_
 #define MO_KERNELS_CPU_METAL_OFFLOAD_H_
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_context.h"
@@ -47,59 +52,95 @@ inline metal_plan::HostTensor Slot(const ::tensorflow::Tensor& t) {
   return {const_cast<char*>(t.tensor_data().data()), static_cast<uint64_t>(t.TotalBytes())};
 }
 
-// Whether RunOnMetal would send work of this size to a Metal route (an op
-// whose Metal plan writes outputs the CPU kernel may skip then allocates them).
-inline bool GoesToMetal(int64_t work) {
-  std::string name, reason;
-  const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
-  return executor != nullptr && work >= metal_plan::MinWork(executor);
-}
+// What an op's Metal plan gives back: the call's status where it ran on
+// Metal (a failure names the op), or nullopt: the CPU loops compute.
+using OnMetal = std::optional<absl::Status>;
 
-// The one place that decides where a CPU kernel's work runs. True when the
-// work went to a Metal route: *status is then its result (a failure names
-// the op). False: compute on the CPU, as always without an OpKernelContext
-// (an XLA host handler), when no route is selected, below the route's
-// minimum work, or when the route failed in a way the CPU kernel does not
-// (a size Metal refuses, a shader that does not compile, a missing GPU
-// feature; host_path.h Outcome::kCpu): then the first such call of each op
-// logs a warning naming the op and the reason, unless METAL_OPS_METAL=1 asked
-// for Metal explicitly, which makes it the op's error.
-template <typename BuildPlan>
-bool RunOnMetal(const Context& context, int64_t work, BuildPlan build,
-                const std::vector<metal_plan::HostTensor>& tensors, absl::Status* status) {
-  ::tensorflow::OpKernelContext* ctx = context.op_context();
-  if (ctx == nullptr) return false;
-  std::string name, reason;
-  const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
-  if (executor == nullptr) {
-    // METAL_OPS_METAL asked for a path that is not there: say so rather than
-    // quietly compute on the CPU.
-    if (name == "unavailable") {
-      *status = absl::FailedPreconditionError(std::string(ctx->op_kernel().type_string()) + ": " + reason);
-      return true;
-    }
-    return false;
-  }
-  if (work < metal_plan::MinWork(executor)) return false;
-  const metal_plan::Plan plan = build();
-  if (plan.order_dependent) return false;  // the CPU kernel's results are bitwise reproducible
-  const std::string op = ctx->op_kernel().type_string() + " (node " + ctx->op_kernel().name() + ")";
-  const metal_plan::Result result =
-      metal_plan::Run(executor, op, plan, tensors.data(), static_cast<int>(tensors.size()));
-  if (result.outcome == metal_plan::Outcome::kCpu && metal_plan::CpuFallbackAllowed()) {
-    if (metal_plan::CountFallback(ctx->op_kernel().type_string())) {
-      LOG(WARNING) << result.message << "; this op computes on the CPU instead (METAL_OPS_METAL=0 keeps every op there)";
-    }
-    return false;
-  }
-  *status = result.ok() ? absl::OkStatus() : absl::InternalError(result.message);
-  return true;
-}
+// The Metal route selected for one call of a TensorFlow kernel, handed to the
+// op's plan by MetalOrCpu.
+class MetalRoute {
+ public:
+  MetalRoute(::tensorflow::OpKernelContext* ctx, const metal_plan::Executor* executor)
+      : ctx_(ctx), executor_(executor) {}
 
-template <typename BuildPlan>
-bool RunOnMetal(const Context& context, int64_t work, BuildPlan build,
-                std::initializer_list<metal_plan::HostTensor> slots, absl::Status* status) {
-  return RunOnMetal(context, work, build, std::vector<metal_plan::HostTensor>(slots), status);
+  // The TensorFlow kernel context (temporaries for outputs the plan writes
+  // and the CPU kernel may skip).
+  ::tensorflow::OpKernelContext* op_context() const { return ctx_; }
+
+  // Whether the route takes `work` elements (at least its minimum work).
+  bool Takes(int64_t work) const { return work >= metal_plan::MinWork(executor_); }
+
+  // Runs build()'s plan on the host tensors of its slots where the route
+  // takes `work` elements. nullopt: the CPU computes, below the route's
+  // minimum work, for a plan that sums floats with atomics (the CPU kernels'
+  // results are bitwise reproducible), or after a failure the CPU kernel does
+  // not have (a size Metal refuses, a shader that does not compile, a missing
+  // GPU feature; host_path.h Outcome::kCpu): then the first such call of each
+  // op logs a warning naming the op and the reason, unless METAL_OPS_METAL=1
+  // asked for Metal explicitly, which makes it the op's error.
+  template <typename BuildPlan>
+  OnMetal Run(int64_t work, const BuildPlan& build, std::initializer_list<metal_plan::HostTensor> slots) const {
+    return RunSlots(work, build, slots.begin(), static_cast<int>(slots.size()));
+  }
+  template <typename BuildPlan>
+  OnMetal Run(int64_t work, const BuildPlan& build, const std::vector<metal_plan::HostTensor>& slots) const {
+    return RunSlots(work, build, slots.data(), static_cast<int>(slots.size()));
+  }
+
+ private:
+  template <typename BuildPlan>
+  OnMetal RunSlots(int64_t work, const BuildPlan& build, const metal_plan::HostTensor* slots, int num_slots) const {
+    if (!Takes(work)) return std::nullopt;
+    const metal_plan::Plan plan = build();
+    if (plan.order_dependent) return std::nullopt;
+    return RunPlan(plan, slots, num_slots);
+  }
+
+  OnMetal RunPlan(const metal_plan::Plan& plan, const metal_plan::HostTensor* slots, int num_slots) const {
+    const std::string& type = ctx_->op_kernel().type_string();
+    const metal_plan::Result result =
+        metal_plan::Run(executor_, type + " (node " + ctx_->op_kernel().name() + ")", plan, slots, num_slots);
+    if (result.outcome == metal_plan::Outcome::kCpu && metal_plan::CpuFallbackAllowed()) {
+      if (metal_plan::CountFallback(type)) {
+        LOG(WARNING) << result.message << "; this op computes on the CPU instead (METAL_OPS_METAL=0 keeps every op there)";
+      }
+      return std::nullopt;
+    }
+    return result.ok() ? absl::OkStatus() : absl::InternalError(result.message);
+  }
+
+  ::tensorflow::OpKernelContext* ctx_;
+  const metal_plan::Executor* executor_;
+};
+
+// The one place that decides where a CPU functor's call runs: plan(route)
+// (a callable taking the MetalRoute, returning OnMetal) when METAL_OPS_METAL
+// selects a route and the call comes from a TensorFlow kernel, else, or where
+// the plan gives nullopt, loops() (returning absl::Status or nothing). An XLA
+// host handler's context (no OpKernelContext) goes to the loops at once, and
+// so does every call where kHasPlan is false (an element type without
+// shaders: the plan is then never instantiated). METAL_OPS_METAL asking for a
+// route that is not there is the op's error rather than a quiet CPU run.
+template <bool kHasPlan = true, typename Plan, typename Loops>
+absl::Status MetalOrCpu(const Context& context, const Plan& plan, const Loops& loops) {
+  if constexpr (kHasPlan) {
+    if (::tensorflow::OpKernelContext* ctx = context.op_context()) {
+      std::string name, reason;
+      const metal_plan::Executor* executor = metal_plan::SelectedExecutor(&name, &reason);
+      if (executor != nullptr) {
+        OnMetal status = plan(MetalRoute(ctx, executor));
+        if (status.has_value()) return *std::move(status);
+      } else if (name == "unavailable") {
+        return absl::FailedPreconditionError(std::string(ctx->op_kernel().type_string()) + ": " + reason);
+      }
+    }
+  }
+  if constexpr (std::is_void<decltype(loops())>::value) {
+    loops();
+    return absl::OkStatus();
+  } else {
+    return loops();
+  }
 }
 
 }  // namespace cpu

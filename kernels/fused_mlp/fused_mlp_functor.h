@@ -2,9 +2,10 @@
 // TensorFlow kernels (kernels/fused_mlp/fused_mlp_kernels.cc, kernel class
 // kernels/fused_mlp/fused_mlp_kernel.h) and the XLA host handler
 // (kernels/fused_mlp/fused_mlp_xla.cc): kernels/fused_mlp/fused_mlp_cpu.h's blocks over
-// the context's pool. float32 only on the CPU. From a TensorFlow kernel, float32
-// work goes first to cpu::RunOnMetal (kernels/fused_mlp/fused_mlp_plan.h);
-// outputs the graph does not consume are temporaries there (the shaders write them).
+// the context's pool. float32 only on the CPU. The op's Metal plans
+// (kernels/fused_mlp/fused_mlp_plan.h) run where kernels/cpu/metal_offload.h
+// sends the call; outputs the graph does not consume are temporaries there
+// (the shaders write them).
 #ifndef MO_KERNELS_FUSED_MLP_FUSED_MLP_FUNCTOR_H_
 #define MO_KERNELS_FUSED_MLP_FUSED_MLP_FUNCTOR_H_
 
@@ -40,12 +41,10 @@ inline auto PoolOf(cpu::Context ctx) {
   };
 }
 
-// The Metal geometry of a call from a TensorFlow kernel (ctx; false: from an
-// XLA host handler, whose CPU computes, or no geometry fits, which no valid
-// network hits).
-inline bool MetalParams(::tensorflow::OpKernelContext* ctx, const fused_mlp::Net& net, int64_t n,
-                        const fused_mlp::Attrs& a, bool backward, FusedMlpParams* p) {
-  if (ctx == nullptr) return false;
+// The Metal geometry of a call (false: no geometry fits, which no valid
+// network hits; the CPU computes).
+inline bool MetalParams(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a, bool backward,
+                        FusedMlpParams* p) {
   return fused_mlp_params(n, int32(net.in_dim), int32(net.width), int32(net.out_dim), net.hidden_layers, a.activation,
                           a.output_activation, a.leaky_relu_alpha, int32(sizeof(float)), backward, p);
 }
@@ -79,49 +78,47 @@ inline absl::Status Wanted(::tensorflow::OpKernelContext* ctx, float* data, int6
   return absl::OkStatus();
 }
 
-inline bool ForwardOnMetal(cpu::Context context, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
-                           const FusedMlpForwardArgs<float>& args, absl::Status* status) {
-  ::tensorflow::OpKernelContext* ctx = context.op_context();
+inline cpu::OnMetal ForwardOnMetal(const cpu::MetalRoute& metal, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
+                                   const FusedMlpForwardArgs<float>& args) {
   FusedMlpParams p;
-  if (!MetalParams(ctx, net, args.n, a, false, &p)) return false;
+  if (!MetalParams(net, args.n, a, false, &p)) return std::nullopt;
   const int64_t n = args.n, work = n * net.width;
   const uint64_t f = sizeof(float);
   const Layers layers{net};
   const int64_t hidden_elements = int64_t(net.hidden_layers) * n * net.width;
   std::vector<::tensorflow::Tensor> temps;
   float* hidden = args.hidden;
-  if (cpu::GoesToMetal(work)) {
-    *status = Wanted(ctx, args.hidden, hidden_elements, &temps, &hidden);
-    if (!status->ok()) return true;
+  if (metal.Takes(work)) {
+    const absl::Status status = Wanted(metal.op_context(), args.hidden, hidden_elements, &temps, &hidden);
+    if (!status.ok()) return status;
   }
   std::vector<metal_plan::HostTensor> s = {cpu::Slot(args.x, uint64_t(n * net.in_dim) * f)};
   AppendLayerSlots(layers, args.kernels, true, &s);
   AppendLayerSlots(layers, args.biases, false, &s);
   s.push_back(cpu::Slot(args.y, uint64_t(n * net.out_dim) * f));
   s.push_back(cpu::Slot(hidden, uint64_t(hidden_elements) * f));
-  return cpu::RunOnMetal(ctx, work, [&] { return metal_plan::FusedMlpForward(p, metal_plan::Dtype::kFloat32); }, s,
-                         status);
+  return metal.Run(work, [&] { return metal_plan::FusedMlpForward(p, metal_plan::Dtype::kFloat32); }, s);
 }
 
-inline bool BackwardOnMetal(cpu::Context context, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
-                            const FusedMlpBackwardArgs<float>& args, absl::Status* status) {
-  ::tensorflow::OpKernelContext* ctx = context.op_context();
+inline cpu::OnMetal BackwardOnMetal(const cpu::MetalRoute& metal, const fused_mlp::Net& net,
+                                    const fused_mlp::Attrs& a, const FusedMlpBackwardArgs<float>& args) {
   FusedMlpParams p;
-  if (!MetalParams(ctx, net, args.n, a, true, &p)) return false;
+  if (!MetalParams(net, args.n, a, true, &p)) return std::nullopt;
   const int64_t n = args.n, work = n * net.width;
   const uint64_t f = sizeof(float);
   const Layers layers{net};
   std::vector<::tensorflow::Tensor> temps;
   float* dx = args.grad_x;
   std::vector<float*> dk(args.grad_kernels), db(args.grad_biases);
-  if (cpu::GoesToMetal(work)) {
+  if (metal.Takes(work)) {
     // The shaders write every gradient: temporaries for those not wanted.
-    *status = Wanted(ctx, args.grad_x, n * net.in_dim, &temps, &dx);
-    for (int64_t l = 0; l < layers.Count() && status->ok(); ++l) {
-      *status = Wanted(ctx, args.grad_kernels[size_t(l)], layers.Rows(l) * layers.Cols(l), &temps, &dk[size_t(l)]);
-      if (status->ok()) *status = Wanted(ctx, args.grad_biases[size_t(l)], layers.Cols(l), &temps, &db[size_t(l)]);
+    ::tensorflow::OpKernelContext* ctx = metal.op_context();
+    absl::Status status = Wanted(ctx, args.grad_x, n * net.in_dim, &temps, &dx);
+    for (int64_t l = 0; l < layers.Count() && status.ok(); ++l) {
+      status = Wanted(ctx, args.grad_kernels[size_t(l)], layers.Rows(l) * layers.Cols(l), &temps, &dk[size_t(l)]);
+      if (status.ok()) status = Wanted(ctx, args.grad_biases[size_t(l)], layers.Cols(l), &temps, &db[size_t(l)]);
     }
-    if (!status->ok()) return true;
+    if (!status.ok()) return status;
   }
   std::vector<metal_plan::HostTensor> s = {cpu::Slot(args.grad_y, uint64_t(n * net.out_dim) * f),
                                            cpu::Slot(args.x, uint64_t(n * net.in_dim) * f)};
@@ -131,8 +128,7 @@ inline bool BackwardOnMetal(cpu::Context context, const fused_mlp::Net& net, con
   s.push_back(cpu::Slot(dx, uint64_t(n * net.in_dim) * f));
   AppendLayerSlots(layers, dk, true, &s);
   AppendLayerSlots(layers, db, false, &s);
-  return cpu::RunOnMetal(ctx, work, [&] { return metal_plan::FusedMlpBackward(p, metal_plan::Dtype::kFloat32); }, s,
-                         status);
+  return metal.Run(work, [&] { return metal_plan::FusedMlpBackward(p, metal_plan::Dtype::kFloat32); }, s);
 }
 
 }  // namespace fused_mlp_cpu
@@ -149,11 +145,13 @@ struct FusedMlpFunctor<Eigen::ThreadPoolDevice, T> {
     if constexpr (!std::is_same<T, float>::value) {
       return Float16OnGpus();
     } else {
-      absl::Status status;
-      if (fused_mlp_cpu::ForwardOnMetal(ctx, net, a, args, &status)) return status;
-      fused_mlp_cpu::Forward(fused_mlp_cpu::ShapeOf(net, args.n, a),
-                             {args.x, args.kernels.data(), args.biases.data(), args.y, args.hidden}, fused_mlp_cpu::PoolOf(ctx));
-      return absl::OkStatus();
+      return cpu::MetalOrCpu(
+          ctx, [&](const cpu::MetalRoute& metal) { return fused_mlp_cpu::ForwardOnMetal(metal, net, a, args); },
+          [&] {
+            fused_mlp_cpu::Forward(fused_mlp_cpu::ShapeOf(net, args.n, a),
+                                   {args.x, args.kernels.data(), args.biases.data(), args.y, args.hidden},
+                                   fused_mlp_cpu::PoolOf(ctx));
+          });
     }
   }
 
@@ -162,13 +160,14 @@ struct FusedMlpFunctor<Eigen::ThreadPoolDevice, T> {
     if constexpr (!std::is_same<T, float>::value) {
       return Float16OnGpus();
     } else {
-      absl::Status status;
-      if (fused_mlp_cpu::BackwardOnMetal(ctx, net, a, args, &status)) return status;
-      fused_mlp_cpu::Backward(fused_mlp_cpu::ShapeOf(net, args.n, a),
-                              {args.grad_y, args.x, args.y, args.hidden, args.kernels.data(), args.grad_x,
-                               args.grad_kernels.data(), args.grad_biases.data()},
-                              fused_mlp_cpu::PoolOf(ctx));
-      return absl::OkStatus();
+      return cpu::MetalOrCpu(
+          ctx, [&](const cpu::MetalRoute& metal) { return fused_mlp_cpu::BackwardOnMetal(metal, net, a, args); },
+          [&] {
+            fused_mlp_cpu::Backward(fused_mlp_cpu::ShapeOf(net, args.n, a),
+                                    {args.grad_y, args.x, args.y, args.hidden, args.kernels.data(), args.grad_x,
+                                     args.grad_kernels.data(), args.grad_biases.data()},
+                                    fused_mlp_cpu::PoolOf(ctx));
+          });
     }
   }
 };

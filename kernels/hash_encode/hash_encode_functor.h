@@ -4,7 +4,9 @@
 // kernels/hash_encode/hash_encode_kernel.h) and the XLA host handlers
 // (kernels/hash_encode/hash_encode_xla.cc), with its scheduling helpers, on
 // the context's thread pool. The arithmetic is kernels/common/hash_grid.h, the
-// kernel bodies kernels/hash_encode/hash_encode_cpu.h; this file schedules them.
+// kernel bodies kernels/hash_encode/hash_encode_cpu.h; this file schedules them
+// and supplies the op's Metal plans, run where kernels/cpu/metal_offload.h
+// sends the call.
 //
 // Forward (and the second-order grad_grad_encoded): parallel over blocks of
 //   points; inside a block, level by level, so one level's rows stay hot while
@@ -108,69 +110,51 @@ metal_plan::HashEncodeLayout MetalLayout(const Args& a) {
 template <typename T>
 struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
   static absl::Status Forward(cpu::Context ctx, const hash_encode::GridAttrs& grid, const HashEncodeForwardArgs<T>& a) {
-    using namespace hash_encode_cpu;  // NOLINT: the kernel bodies
-    absl::Status status;
     const uint64_t table_bytes = uint64_t(a.rows * a.features) * sizeof(T);
-    if (cpu::RunOnMetal(ctx, a.num_points * grid.num_levels,
-                        [&] { return metal_plan::HashEncodeForward(MetalLayout(a)); },
-                        {cpu::Slot(a.inputs, uint64_t(a.num_points * a.dims) * sizeof(float)),
-                         cpu::Slot(a.table, table_bytes),
-                         cpu::Slot(a.encoded, uint64_t(a.num_points * grid.num_levels * a.features) * sizeof(T))},
-                        &status)) {
-      return status;
-    }
-    AdviseHugePages(a.table, sizeof(T) * size_t(a.rows * a.features), /*collapse=*/true);
-    AdviseHugePages(a.encoded, sizeof(T) * size_t(a.num_points * grid.num_levels * a.features), /*collapse=*/false);
-    DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
-      constexpr int kD = decltype(dc)::value;
-      constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(a.params);
-      ForPoints(ctx, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
-        GatherRange<kD, kF, T, false>(a.inputs, nullptr, a.table, a.encoded, begin, end, g);
-      });
-    });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(
+              a.num_points * grid.num_levels, [&] { return metal_plan::HashEncodeForward(MetalLayout(a)); },
+              {cpu::Slot(a.inputs, uint64_t(a.num_points * a.dims) * sizeof(float)), cpu::Slot(a.table, table_bytes),
+               cpu::Slot(a.encoded, uint64_t(a.num_points * grid.num_levels * a.features) * sizeof(T))});
+        },
+        [&] {
+          using namespace hash_encode_cpu;  // NOLINT: the kernel bodies
+          AdviseHugePages(a.table, sizeof(T) * size_t(a.rows * a.features), /*collapse=*/true);
+          AdviseHugePages(a.encoded, sizeof(T) * size_t(a.num_points * grid.num_levels * a.features),
+                          /*collapse=*/false);
+          DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
+            constexpr int kD = decltype(dc)::value;
+            constexpr int kF = decltype(fc)::value;
+            const Grid g = MakeGrid(a.params);
+            ForPoints(ctx, a.num_points, GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+              GatherRange<kD, kF, T, false>(a.inputs, nullptr, a.table, a.encoded, begin, end, g);
+            });
+          });
+        });
   }
 
   // Deterministic always (fixed-order reductions; on Metal the fixed-point
   // plan): a.deterministic changes nothing here.
   static absl::Status Backward(cpu::Context ctx, const hash_encode::GridAttrs& grid, const HashEncodeBackwardArgs<T>& a) {
-    using namespace hash_encode_cpu;  // NOLINT: the kernel bodies
-    const int64 table_elements = a.rows * a.features;
-    absl::Status status;
     const bool table_grad = a.grad_table != nullptr, input_grad = a.grad_inputs != nullptr;
-    const uint64_t table_bytes = uint64_t(table_elements) * sizeof(T);
+    const uint64_t table_bytes = uint64_t(a.rows * a.features) * sizeof(T);
     const uint64_t inputs_bytes = uint64_t(a.num_points * a.dims) * sizeof(float);
-    if (cpu::RunOnMetal(
-            ctx, a.num_points * grid.num_levels,
-            [&] { return metal_plan::HashEncodeBackward(MetalLayout(a), table_grad, input_grad, /*deterministic=*/true); },
-            {cpu::Slot(a.grad_encoded, uint64_t(a.num_points * grid.num_levels * a.features) * sizeof(T)),
-             cpu::Slot(a.inputs, inputs_bytes), cpu::Slot(a.table, table_bytes),
-             cpu::Slot(a.grad_table, table_grad ? table_bytes : 0),
-             cpu::Slot(a.grad_inputs, input_grad ? inputs_bytes : 0)},
-            &status)) {
-      return status;
-    }
-    float* acc = nullptr;
-    ::tensorflow::Tensor acc_tensor;
-    if (a.grad_table != nullptr) {
-      TF_RETURN_IF_ERROR(TableAccumulator(ctx, a.grad_table, table_elements, &acc_tensor, &acc));
-    }
-    if (a.grad_inputs != nullptr) AdviseHugePages(a.table, sizeof(T) * size_t(table_elements), /*collapse=*/true);
-    DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
-      constexpr int kD = decltype(dc)::value;
-      constexpr int kF = decltype(fc)::value;
-      const Grid g = MakeGrid(a.params);
-      if (a.grad_table != nullptr) {
-        ScatterTable<kD, kF, T, false>(ctx, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
-      }
-      if (a.grad_inputs != nullptr) {
-        ForPoints(ctx, a.num_points, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
-          InputGradRange<kD, kF, T>(a.inputs, a.table, a.grad_encoded, a.grad_inputs, begin, end, g);
-        });
-      }
-    });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(
+              a.num_points * grid.num_levels,
+              [&] {
+                return metal_plan::HashEncodeBackward(MetalLayout(a), table_grad, input_grad, /*deterministic=*/true);
+              },
+              {cpu::Slot(a.grad_encoded, uint64_t(a.num_points * grid.num_levels * a.features) * sizeof(T)),
+               cpu::Slot(a.inputs, inputs_bytes), cpu::Slot(a.table, table_bytes),
+               cpu::Slot(a.grad_table, table_grad ? table_bytes : 0),
+               cpu::Slot(a.grad_inputs, input_grad ? inputs_bytes : 0)});
+        },
+        [&] { return BackwardOnCpu(ctx, a); });
   }
 
   // The gradients of <grad_grad_inputs, d inputs> (the input gradient's
@@ -196,6 +180,31 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
   }
 
  private:
+  static absl::Status BackwardOnCpu(const cpu::Context& ctx, const HashEncodeBackwardArgs<T>& a) {
+    using namespace hash_encode_cpu;  // NOLINT: the kernel bodies
+    const int64 table_elements = a.rows * a.features;
+    float* acc = nullptr;
+    ::tensorflow::Tensor acc_tensor;
+    if (a.grad_table != nullptr) {
+      TF_RETURN_IF_ERROR(TableAccumulator(ctx, a.grad_table, table_elements, &acc_tensor, &acc));
+    }
+    if (a.grad_inputs != nullptr) AdviseHugePages(a.table, sizeof(T) * size_t(table_elements), /*collapse=*/true);
+    DispatchDimsFeatures(a.dims, a.features, [&](auto dc, auto fc) {
+      constexpr int kD = decltype(dc)::value;
+      constexpr int kF = decltype(fc)::value;
+      const Grid g = MakeGrid(a.params);
+      if (a.grad_table != nullptr) {
+        ScatterTable<kD, kF, T, false>(ctx, a.inputs, nullptr, a.grad_encoded, acc, a.grad_table, a.num_points, g);
+      }
+      if (a.grad_inputs != nullptr) {
+        ForPoints(ctx, a.num_points, 2 * GatherCost(kD, kF, g.num_levels), [&](int64 begin, int64 end) {
+          InputGradRange<kD, kF, T>(a.inputs, a.table, a.grad_encoded, a.grad_inputs, begin, end, g);
+        });
+      }
+    });
+    return absl::OkStatus();
+  }
+
   // Where a table gradient of `elements` values is summed, in float32: the
   // gradient itself when T is float, else *temp; huge pages advised.
   static absl::Status TableAccumulator(cpu::Context ctx, T* grad_table, int64 elements, ::tensorflow::Tensor* temp,

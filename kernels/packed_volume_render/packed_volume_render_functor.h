@@ -4,9 +4,10 @@
 // (kernels/packed_volume_render/packed_volume_render_xla.cc). Rays are split over the
 // context's thread pool (cpu::ParallelFor); each ray runs the shared scalar
 // drivers of kernels/packed_volume_render/packed_volume_render.h, the same functions the
-// CUDA and Metal kernels run. From a TensorFlow kernel, float32 work goes first
-// to cpu::RunOnMetal (kernels/packed_volume_render/packed_volume_render_plan.h), whose
-// validation passes leave the first invalid ray's check for the same error.
+// CUDA and Metal kernels run. float32 calls supply the op's Metal plans too
+// (kernels/packed_volume_render/packed_volume_render_plan.h), run where
+// kernels/cpu/metal_offload.h sends the call: their validation passes leave the
+// first invalid ray's check for the same error.
 #ifndef MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_
 #define MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_
 
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 
 #include "kernels/packed_volume_render/packed_volume_render.h"
 #include "kernels/volume_render/volume_render.h"
@@ -69,8 +71,7 @@ absl::Status EachRay(const cpu::Context& ctx, const char* op, const Args& a, Ray
       packed_volume_render::BadRay(op, bad, bad_ray, a.samples, a.offsets, a.counts, a.sigma, a.t_starts, a.t_ends));
 }
 
-// float32 on a Metal executor (true: *status is its result, the validation
-// passes' error included); double never.
+// The float32 plans; their status includes the validation passes' error.
 struct RayBytes {
   uint64_t sample, sample3, ray, ray3, background, weights;
 };
@@ -89,76 +90,64 @@ absl::Status CheckResult(const char* op, const Args& a, const PvrCheckResult& ch
   return checks::ToStatus(packed_volume_render::BadCheck(op, check, a.samples));
 }
 
-inline bool ForwardOnMetal(const cpu::Context&, const PackedVolumeRenderForwardArgs<double>&,
-                           absl::Status*) {
-  return false;
-}
-inline bool ForwardOnMetal(const cpu::Context& ctx, const PackedVolumeRenderForwardArgs<float>& a,
-                           absl::Status* status) {
+inline cpu::OnMetal ForwardOnMetal(const cpu::MetalRoute& metal, const PackedVolumeRenderForwardArgs<float>& a) {
   const bool write_weights = a.weights != nullptr;
   const RayBytes b = BytesOf(a, write_weights);
   PvrCheckResult check = {};
   const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
-  if (!cpu::RunOnMetal(ctx, a.samples + a.rays,
-                       [&] { return metal_plan::PackedVolumeRenderForward(LayoutOf(a), write_weights); },
-                       {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
-                        cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes),
-                        cpu::Slot(a.counts, layout_bytes), cpu::Slot(a.background, b.background),
-                        cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray), cpu::Slot(a.opacity, b.ray),
-                        cpu::Slot(a.weights, b.weights), cpu::Slot(&check, sizeof(check))},
-                       status)) {
-    return false;
-  }
-  *status = CheckResult(packed_volume_render::kForward, a, check, *status);
-  return true;
+  cpu::OnMetal status = metal.Run(
+      a.samples + a.rays, [&] { return metal_plan::PackedVolumeRenderForward(LayoutOf(a), write_weights); },
+      {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
+       cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes), cpu::Slot(a.counts, layout_bytes),
+       cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
+       cpu::Slot(a.opacity, b.ray), cpu::Slot(a.weights, b.weights), cpu::Slot(&check, sizeof(check))});
+  if (status.has_value()) *status = CheckResult(packed_volume_render::kForward, a, check, *status);
+  return status;
 }
 
-inline bool BackwardOnMetal(const cpu::Context&, const PackedVolumeRenderBackwardArgs<double>&,
-                            absl::Status*) {
-  return false;
-}
-inline bool BackwardOnMetal(const cpu::Context& ctx, const PackedVolumeRenderBackwardArgs<float>& a,
-                            absl::Status* status) {
+inline cpu::OnMetal BackwardOnMetal(const cpu::MetalRoute& metal, const PackedVolumeRenderBackwardArgs<float>& a) {
   const bool has_weight_grad = a.weights != nullptr && a.grad_weights != nullptr;
   const RayBytes b = BytesOf(a, has_weight_grad);
   PvrCheckResult check = {};
   const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
-  if (!cpu::RunOnMetal(
-          ctx, a.samples + a.rays,
-          [&] { return metal_plan::PackedVolumeRenderBackward(LayoutOf(a), has_weight_grad); },
-          {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
-           cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes), cpu::Slot(a.counts, layout_bytes),
-           cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
-           cpu::Slot(a.opacity, b.ray), cpu::Slot(has_weight_grad ? a.weights : nullptr, b.weights),
-           cpu::Slot(a.grad_rgb, b.ray3), cpu::Slot(a.grad_depth, b.ray), cpu::Slot(a.grad_opacity, b.ray),
-           cpu::Slot(has_weight_grad ? a.grad_weights : nullptr, b.weights), cpu::Slot(a.grad_sigma, b.sample),
-           cpu::Slot(a.grad_samples_rgb, b.sample3), cpu::Slot(a.grad_background, b.ray3),
-           cpu::Slot(&check, sizeof(check))},
-          status)) {
-    return false;
-  }
-  *status = CheckResult(packed_volume_render::kBackward, a, check, *status);
-  return true;
+  cpu::OnMetal status = metal.Run(
+      a.samples + a.rays, [&] { return metal_plan::PackedVolumeRenderBackward(LayoutOf(a), has_weight_grad); },
+      {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
+       cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes), cpu::Slot(a.counts, layout_bytes),
+       cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
+       cpu::Slot(a.opacity, b.ray), cpu::Slot(has_weight_grad ? a.weights : nullptr, b.weights),
+       cpu::Slot(a.grad_rgb, b.ray3), cpu::Slot(a.grad_depth, b.ray), cpu::Slot(a.grad_opacity, b.ray),
+       cpu::Slot(has_weight_grad ? a.grad_weights : nullptr, b.weights), cpu::Slot(a.grad_sigma, b.sample),
+       cpu::Slot(a.grad_samples_rgb, b.sample3), cpu::Slot(a.grad_background, b.ray3),
+       cpu::Slot(&check, sizeof(check))});
+  if (status.has_value()) *status = CheckResult(packed_volume_render::kBackward, a, check, *status);
+  return status;
 }
 
 }  // namespace packed_volume_render_cpu
 
 template <typename T>
 struct PackedVolumeRenderFunctor<Eigen::ThreadPoolDevice, T> {
+  typedef typename packed_volume_render_cpu::PvrMathFor<T>::type M;
+  static constexpr bool kHasPlan = std::is_same<T, float>::value;
+
   static absl::Status Forward(cpu::Context ctx, const PackedVolumeRenderForwardArgs<T>& a) {
-    typedef typename packed_volume_render_cpu::PvrMathFor<T>::type M;
-    absl::Status status;
-    if (packed_volume_render_cpu::ForwardOnMetal(ctx, a, &status)) return status;
-    return packed_volume_render_cpu::EachRay(ctx, packed_volume_render::kForward, a,
-                                             [&](int64_t r) { return pvr_forward_ray<T, M>(a, r); });
+    return cpu::MetalOrCpu<kHasPlan>(
+        ctx, [&](const auto& metal) { return packed_volume_render_cpu::ForwardOnMetal(metal, a); },
+        [&] {
+          return packed_volume_render_cpu::EachRay(ctx, packed_volume_render::kForward, a,
+                                                   [&](int64_t r) { return pvr_forward_ray<T, M>(a, r); });
+        });
   }
 
   static absl::Status Backward(cpu::Context ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
-    typedef typename packed_volume_render_cpu::PvrMathFor<T>::type M;
-    absl::Status status;
-    if (packed_volume_render_cpu::BackwardOnMetal(ctx, a, &status)) return status;
-    return packed_volume_render_cpu::EachRay(ctx, packed_volume_render::kBackward, a,
-                                             [&](int64_t r) { return VrCheck{pvr_backward_ray<T, M>(a, r), 0}; });
+    return cpu::MetalOrCpu<kHasPlan>(
+        ctx, [&](const auto& metal) { return packed_volume_render_cpu::BackwardOnMetal(metal, a); },
+        [&] {
+          return packed_volume_render_cpu::EachRay(ctx, packed_volume_render::kBackward, a, [&](int64_t r) {
+            return VrCheck{pvr_backward_ray<T, M>(a, r), 0};
+          });
+        });
   }
 };
 

@@ -3,11 +3,11 @@
 // kernels/ray_march/ray_march_kernel.h) and the XLA host handler
 // (kernels/ray_march/ray_march_xla.cc): one ray per work item on the context's
 // pool, counted in a first pass and written at its prefix-sum offset in a
-// second. The march itself is kernels/ray_march/ray_march.h. From a TensorFlow
-// kernel each pass goes first to cpu::RunOnMetal
-// (kernels/ray_march/ray_march_plan.h): the count plan has completed, and its
-// total is read here, before the kernel class allocates the samples and the
-// fill plan runs.
+// second. The march itself is kernels/ray_march/ray_march.h. Each pass supplies
+// its Metal plan too (kernels/ray_march/ray_march_plan.h), run where
+// kernels/cpu/metal_offload.h sends the call: the count plan has completed, and
+// its total is read here, before the kernel class allocates the samples and
+// the fill plan runs.
 #ifndef MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_
 #define MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_
 
@@ -52,27 +52,29 @@ struct RayMarchFunctor<Eigen::ThreadPoolDevice> {
                             int32_t* offsets, int32_t* counts, int64_t* total) {
     const ray_march_cpu::InputBytes b = ray_march_cpu::BytesOf(p);
     const int32_t seed = static_cast<int32_t>(in.seed);
-    uint64_t metal_total = 0;
-    absl::Status status;
-    if (cpu::RunOnMetal(ctx, p.num_rays, [&] { return metal_plan::RayMarchCount(p); },
-                        {cpu::Slot(in.origins, b.rays3), cpu::Slot(in.directions, b.rays3), cpu::Slot(in.near, b.rays),
-                         cpu::Slot(in.far, b.rays), cpu::Slot(in.occupancy, b.occupancy), cpu::Slot(&seed, sizeof(seed)),
-                         cpu::Slot(counts, b.rays), cpu::Slot(offsets, b.rays),
-                         cpu::Slot(&metal_total, sizeof(metal_total))},
-                        &status)) {
-      *total = static_cast<int64_t>(metal_total);
-      return status;
-    }
-    ray_march_cpu::ForEachRay(ctx, p, [&](int32 r) {
-      counts[r] = rm_march_ray(in, r, p, 0, RayMarchSamples{nullptr, nullptr, nullptr});
-    });
-    int64_t sum = 0;
-    for (int64_t r = 0; r < p.num_rays; ++r) {
-      offsets[r] = static_cast<int32_t>(std::min<int64_t>(sum, ray_march::kMaxIndex));
-      sum += counts[r];
-    }
-    *total = sum;
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          uint64_t metal_total = 0;
+          cpu::OnMetal status = metal.Run(
+              p.num_rays, [&] { return metal_plan::RayMarchCount(p); },
+              {cpu::Slot(in.origins, b.rays3), cpu::Slot(in.directions, b.rays3), cpu::Slot(in.near, b.rays),
+               cpu::Slot(in.far, b.rays), cpu::Slot(in.occupancy, b.occupancy), cpu::Slot(&seed, sizeof(seed)),
+               cpu::Slot(counts, b.rays), cpu::Slot(offsets, b.rays), cpu::Slot(&metal_total, sizeof(metal_total))});
+          if (status.has_value()) *total = static_cast<int64_t>(metal_total);
+          return status;
+        },
+        [&] {
+          ray_march_cpu::ForEachRay(ctx, p, [&](int32 r) {
+            counts[r] = rm_march_ray(in, r, p, 0, RayMarchSamples{nullptr, nullptr, nullptr});
+          });
+          int64_t sum = 0;
+          for (int64_t r = 0; r < p.num_rays; ++r) {
+            offsets[r] = static_cast<int32_t>(std::min<int64_t>(sum, ray_march::kMaxIndex));
+            sum += counts[r];
+          }
+          *total = sum;
+        });
   }
 
   static absl::Status Fill(const cpu::Context& ctx, const RayMarchParams& p, const RayMarchInputs& in,
@@ -81,18 +83,20 @@ struct RayMarchFunctor<Eigen::ThreadPoolDevice> {
     const ray_march_cpu::InputBytes b = ray_march_cpu::BytesOf(p);
     const int32_t seed = static_cast<int32_t>(in.seed);
     const uint64_t samples = uint64_t(total) * sizeof(float);
-    absl::Status status;
-    if (cpu::RunOnMetal(ctx, p.num_rays, [&] { return metal_plan::RayMarchFill(p); },
-                        {cpu::Slot(in.origins, b.rays3), cpu::Slot(in.directions, b.rays3), cpu::Slot(in.near, b.rays),
-                         cpu::Slot(in.far, b.rays), cpu::Slot(in.occupancy, b.occupancy), cpu::Slot(&seed, sizeof(seed)),
-                         cpu::Slot(offsets, b.rays), cpu::Slot(t_starts, samples), cpu::Slot(t_ends, samples),
-                         cpu::Slot(ray_indices, uint64_t(total) * sizeof(int32_t))},
-                        &status)) {
-      return status;
-    }
-    const RayMarchSamples out = {t_starts, t_ends, ray_indices};
-    ray_march_cpu::ForEachRay(ctx, p, [&](int32 r) { rm_march_ray(in, r, p, offsets[r], out); });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(
+              p.num_rays, [&] { return metal_plan::RayMarchFill(p); },
+              {cpu::Slot(in.origins, b.rays3), cpu::Slot(in.directions, b.rays3), cpu::Slot(in.near, b.rays),
+               cpu::Slot(in.far, b.rays), cpu::Slot(in.occupancy, b.occupancy), cpu::Slot(&seed, sizeof(seed)),
+               cpu::Slot(offsets, b.rays), cpu::Slot(t_starts, samples), cpu::Slot(t_ends, samples),
+               cpu::Slot(ray_indices, uint64_t(total) * sizeof(int32_t))});
+        },
+        [&] {
+          const RayMarchSamples out = {t_starts, t_ends, ray_indices};
+          ray_march_cpu::ForEachRay(ctx, p, [&](int32 r) { rm_march_ray(in, r, p, offsets[r], out); });
+        });
   }
 
   // RayMarchStatic: the march into outputs of sample_budget samples (see

@@ -2,9 +2,9 @@
 // TensorFlow kernels (kernels/robust_loss/robust_loss_kernels.cc, kernel class
 // kernels/robust_loss/robust_loss_kernel.h) and the XLA host handler
 // (kernels/robust_loss/robust_loss_xla.cc): the blocks of kernels/robust_loss/robust_loss_cpu.h
-// over the context's pool, per-channel coefficients computed once. A
-// TensorFlow kernel first offers the work to a Metal executor
-// (kernels/cpu/metal_offload.h).
+// over the context's pool, per-channel coefficients computed once; the op's
+// Metal plans, for the element types the shaders have, where
+// kernels/cpu/metal_offload.h sends the call.
 #ifndef MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_FUNCTOR_H_
 #define MO_KERNELS_ROBUST_LOSS_ROBUST_LOSS_FUNCTOR_H_
 
@@ -66,39 +66,44 @@ struct RobustLossFunctor<Eigen::ThreadPoolDevice, T> {
   }
 
   static absl::Status Forward(cpu::Context ctx, const RobustLossArgs<T>& args, T* ys) {
-    if constexpr (cpu::kHasMetalDtype<T>) {
-      absl::Status status;
-      const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
-      if (cpu::RunOnMetal(ctx, args.n, [&] { return metal_plan::RobustLossForward(cpu::MetalDtype<T>(), Layout(args)); },
-                          {cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, ParamBytes(args, args.layout.alpha_vec)),
-                           cpu::Slot(args.scale, ParamBytes(args, args.layout.scale_vec)), cpu::Slot(ys, bytes)},
-                          &status)) {
-        return status;
-      }
-    }
-    robust_loss_cpu::Forward(robust_loss_cpu::ChannelCoeffs(args), args.x, ys, args.n, robust_loss_cpu::CtxParallelFor{ctx});
-    return absl::OkStatus();
+    const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
+    return cpu::MetalOrCpu<cpu::kHasMetalDtype<T>>(
+        ctx,
+        [&](const auto& metal) {
+          return metal.Run(args.n, [&] { return metal_plan::RobustLossForward(cpu::MetalDtype<T>(), Layout(args)); },
+                           {cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, ParamBytes(args, args.layout.alpha_vec)),
+                            cpu::Slot(args.scale, ParamBytes(args, args.layout.scale_vec)), cpu::Slot(ys, bytes)});
+        },
+        [&] {
+          robust_loss_cpu::Forward(robust_loss_cpu::ChannelCoeffs(args), args.x, ys, args.n,
+                                   robust_loss_cpu::CtxParallelFor{ctx});
+        });
   }
 
   static absl::Status Backward(cpu::Context ctx, const RobustLossArgs<T>& args, const T* gs, T* dxs,
                                float* das, float* dcs) {
-    if constexpr (cpu::kHasMetalDtype<T>) {
-      absl::Status status;
-      const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
-      const uint64_t alpha_bytes = ParamBytes(args, args.layout.alpha_vec);
-      const uint64_t scale_bytes = ParamBytes(args, args.layout.scale_vec);
-      if (cpu::RunOnMetal(ctx, args.n,
-                          [&] {
-                            return metal_plan::RobustLossBackward(cpu::MetalDtype<T>(), Layout(args), alpha_bytes / 4,
-                                                                  scale_bytes / 4);
-                          },
-                          {cpu::Slot(gs, bytes), cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, alpha_bytes),
-                           cpu::Slot(args.scale, scale_bytes), cpu::Slot(dxs, bytes), cpu::Slot(das, alpha_bytes),
-                           cpu::Slot(dcs, scale_bytes)},
-                          &status)) {
-        return status;
-      }
-    }
+    const uint64_t bytes = static_cast<uint64_t>(args.n) * sizeof(T);
+    const uint64_t alpha_bytes = ParamBytes(args, args.layout.alpha_vec);
+    const uint64_t scale_bytes = ParamBytes(args, args.layout.scale_vec);
+    return cpu::MetalOrCpu<cpu::kHasMetalDtype<T>>(
+        ctx,
+        [&](const auto& metal) {
+          return metal.Run(
+              args.n,
+              [&] {
+                return metal_plan::RobustLossBackward(cpu::MetalDtype<T>(), Layout(args), alpha_bytes / 4,
+                                                      scale_bytes / 4);
+              },
+              {cpu::Slot(gs, bytes), cpu::Slot(args.x, bytes), cpu::Slot(args.alpha, alpha_bytes),
+               cpu::Slot(args.scale, scale_bytes), cpu::Slot(dxs, bytes), cpu::Slot(das, alpha_bytes),
+               cpu::Slot(dcs, scale_bytes)});
+        },
+        [&] { return BackwardOnCpu(ctx, args, gs, dxs, das, dcs); });
+  }
+
+ private:
+  static absl::Status BackwardOnCpu(cpu::Context ctx, const RobustLossArgs<T>& args, const T* gs, T* dxs,
+                                    float* das, float* dcs) {
     const int64_t n = args.n;
     const robust_loss::ParamLayout& layout = args.layout;
     const int64_t channels = layout.channels;

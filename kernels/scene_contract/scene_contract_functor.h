@@ -1,8 +1,8 @@
 // The CPU functor of MetalOpsSceneContract / MetalOpsSceneContractGrad, run by
 // the TensorFlow kernels (kernels/scene_contract/scene_contract_kernels.cc, kernel
 // class kernels/scene_contract/scene_contract_kernel.h): ranges of points over
-// TF's intra-op thread pool, or the Metal plan where METAL_OPS_METAL sends the
-// work (kernels/cpu/metal_offload.h). The arithmetic is
+// TF's intra-op thread pool, or the op's Metal plans where
+// kernels/cpu/metal_offload.h sends the call. The arithmetic is
 // kernels/scene_contract/scene_contract.h, in float32 for float and float16
 // tensors, instantiated per norm so its branch folds.
 #ifndef MO_KERNELS_SCENE_CONTRACT_SCENE_CONTRACT_FUNCTOR_H_
@@ -49,38 +49,42 @@ struct SceneContractFunctor<Eigen::ThreadPoolDevice, T> {
   static constexpr int64_t kBackwardCycles = 80;
 
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* x, int64_t n, int norm, T* y) {
-    absl::Status status;
     const uint64_t bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
-    if (cpu::RunOnMetal(ctx, 3 * n, [&] { return metal_plan::SceneContractForward(cpu::MetalDtype<T>(), n, norm); },
-                        {cpu::Slot(x, bytes), cpu::Slot(y, bytes)}, &status)) {
-      return status;
-    }
-    cpu::ParallelFor(ctx, n, kForwardCycles, [&](int64_t begin, int64_t end) {
-      if (norm == kSceneContractL2) {
-        scene_contract_cpu::ForwardRange<kSceneContractL2>(x, begin, end, y);
-      } else {
-        scene_contract_cpu::ForwardRange<kSceneContractLinf>(x, begin, end, y);
-      }
-    });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(3 * n, [&] { return metal_plan::SceneContractForward(cpu::MetalDtype<T>(), n, norm); },
+                           {cpu::Slot(x, bytes), cpu::Slot(y, bytes)});
+        },
+        [&] {
+          cpu::ParallelFor(ctx, n, kForwardCycles, [&](int64_t begin, int64_t end) {
+            if (norm == kSceneContractL2) {
+              scene_contract_cpu::ForwardRange<kSceneContractL2>(x, begin, end, y);
+            } else {
+              scene_contract_cpu::ForwardRange<kSceneContractLinf>(x, begin, end, y);
+            }
+          });
+        });
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* grad, const T* x, int64_t n, int norm,
                                T* dx) {
-    absl::Status status;
     const uint64_t bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
-    if (cpu::RunOnMetal(ctx, 3 * n, [&] { return metal_plan::SceneContractBackward(cpu::MetalDtype<T>(), n, norm); },
-                        {cpu::Slot(grad, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)}, &status)) {
-      return status;
-    }
-    cpu::ParallelFor(ctx, n, kBackwardCycles, [&](int64_t begin, int64_t end) {
-      if (norm == kSceneContractL2) {
-        scene_contract_cpu::BackwardRange<kSceneContractL2>(grad, x, begin, end, dx);
-      } else {
-        scene_contract_cpu::BackwardRange<kSceneContractLinf>(grad, x, begin, end, dx);
-      }
-    });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(3 * n, [&] { return metal_plan::SceneContractBackward(cpu::MetalDtype<T>(), n, norm); },
+                           {cpu::Slot(grad, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)});
+        },
+        [&] {
+          cpu::ParallelFor(ctx, n, kBackwardCycles, [&](int64_t begin, int64_t end) {
+            if (norm == kSceneContractL2) {
+              scene_contract_cpu::BackwardRange<kSceneContractL2>(grad, x, begin, end, dx);
+            } else {
+              scene_contract_cpu::BackwardRange<kSceneContractLinf>(grad, x, begin, end, dx);
+            }
+          });
+        });
   }
 };
 

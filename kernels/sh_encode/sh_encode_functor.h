@@ -3,9 +3,8 @@
 // kernels/sh_encode/sh_encode_kernel.h) and the XLA host handler
 // (kernels/sh_encode/sh_encode_xla.cc): ranges of directions over the context's
 // pool, the degree a compile-time constant. float16 tensors go through float32
-// scratch blocks. The formulas are kernels/sh_encode/sh_encode.h. A TensorFlow
-// kernel first offers the work to a Metal executor
-// (kernels/cpu/metal_offload.h).
+// scratch blocks, or the op's Metal plans where kernels/cpu/metal_offload.h
+// sends the call. The formulas are kernels/sh_encode/sh_encode.h.
 #ifndef MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
 #define MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
 
@@ -97,41 +96,44 @@ void WithDegree(int degree, Fn&& fn) {
 template <typename T>
 struct SHEncodeFunctor<Eigen::ThreadPoolDevice, T> {
   static absl::Status Forward(cpu::Context ctx, const T* dirs, int64_t n, int degree, T* values) {
-    absl::Status status;
     const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
     const uint64_t values_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
-    if (cpu::RunOnMetal(ctx, n * degree * degree,
-                        [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, degree); },
-                        {cpu::Slot(dirs, dirs_bytes), cpu::Slot(values, values_bytes)}, &status)) {
-      return status;
-    }
-    sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
-      constexpr int D = decltype(degree_constant)::value;
-      cpu::ParallelFor(ctx, n, 4 * D * D, [&](int64_t begin, int64_t end) {
-        sh_encode_cpu::ForwardRange<D>(dirs, begin, end, values);
-      });
-    });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(n * degree * degree,
+                           [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, degree); },
+                           {cpu::Slot(dirs, dirs_bytes), cpu::Slot(values, values_bytes)});
+        },
+        [&] {
+          sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
+            constexpr int D = decltype(degree_constant)::value;
+            cpu::ParallelFor(ctx, n, 4 * D * D, [&](int64_t begin, int64_t end) {
+              sh_encode_cpu::ForwardRange<D>(dirs, begin, end, values);
+            });
+          });
+        });
   }
 
   static absl::Status Backward(cpu::Context ctx, const T* grad, const T* dirs, int64_t n, int degree,
                                T* grad_dirs) {
-    absl::Status status;
     const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
     const uint64_t grad_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
-    if (cpu::RunOnMetal(ctx, n * degree * degree,
-                        [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, degree); },
-                        {cpu::Slot(grad, grad_bytes), cpu::Slot(dirs, dirs_bytes), cpu::Slot(grad_dirs, dirs_bytes)},
-                        &status)) {
-      return status;
-    }
-    sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
-      constexpr int D = decltype(degree_constant)::value;
-      cpu::ParallelFor(ctx, n, 6 * D * D, [&](int64_t begin, int64_t end) {
-        sh_encode_cpu::BackwardRange<D>(grad, dirs, begin, end, grad_dirs);
-      });
-    });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(n * degree * degree,
+                           [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, degree); },
+                           {cpu::Slot(grad, grad_bytes), cpu::Slot(dirs, dirs_bytes), cpu::Slot(grad_dirs, dirs_bytes)});
+        },
+        [&] {
+          sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
+            constexpr int D = decltype(degree_constant)::value;
+            cpu::ParallelFor(ctx, n, 6 * D * D, [&](int64_t begin, int64_t end) {
+              sh_encode_cpu::BackwardRange<D>(grad, dirs, begin, end, grad_dirs);
+            });
+          });
+        });
   }
 };
 

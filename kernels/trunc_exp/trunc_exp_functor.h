@@ -2,8 +2,8 @@
 // TensorFlow kernels (kernels/trunc_exp/trunc_exp_kernels.cc, kernel class
 // kernels/trunc_exp/trunc_exp_kernel.h) and the XLA host handler
 // (kernels/trunc_exp/trunc_exp_xla.cc): the ranges of kernels/trunc_exp/trunc_exp_cpu.h
-// over the context's pool. A TensorFlow kernel first offers the work to a
-// Metal executor (kernels/cpu/metal_offload.h).
+// over the context's pool, or the op's Metal plans where
+// kernels/cpu/metal_offload.h sends the call.
 #ifndef MO_KERNELS_TRUNC_EXP_TRUNC_EXP_FUNCTOR_H_
 #define MO_KERNELS_TRUNC_EXP_TRUNC_EXP_FUNCTOR_H_
 
@@ -24,27 +24,31 @@ struct TruncExpFunctor<Eigen::ThreadPoolDevice, T> {
   static constexpr int64_t kBackwardCycles = 25;
 
   static absl::Status Forward(cpu::Context ctx, const T* x, int64_t n, T* y) {
-    absl::Status status;
     const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(T);
-    if (cpu::RunOnMetal(ctx, n, [&] { return metal_plan::TruncExpForward(cpu::MetalDtype<T>(), n); },
-                        {cpu::Slot(x, bytes), cpu::Slot(y, bytes)}, &status)) {
-      return status;
-    }
-    cpu::ParallelFor(ctx, n, kForwardCycles,
-                     [&](int64_t begin, int64_t end) { trunc_exp_cpu::Forward(x, y, begin, end); });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(n, [&] { return metal_plan::TruncExpForward(cpu::MetalDtype<T>(), n); },
+                           {cpu::Slot(x, bytes), cpu::Slot(y, bytes)});
+        },
+        [&] {
+          cpu::ParallelFor(ctx, n, kForwardCycles,
+                           [&](int64_t begin, int64_t end) { trunc_exp_cpu::Forward(x, y, begin, end); });
+        });
   }
 
   static absl::Status Backward(cpu::Context ctx, const T* dy, const T* x, int64_t n, T* dx) {
-    absl::Status status;
     const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(T);
-    if (cpu::RunOnMetal(ctx, n, [&] { return metal_plan::TruncExpBackward(cpu::MetalDtype<T>(), n); },
-                        {cpu::Slot(dy, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)}, &status)) {
-      return status;
-    }
-    cpu::ParallelFor(ctx, n, kBackwardCycles,
-                     [&](int64_t begin, int64_t end) { trunc_exp_cpu::Backward(dy, x, dx, begin, end); });
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(n, [&] { return metal_plan::TruncExpBackward(cpu::MetalDtype<T>(), n); },
+                           {cpu::Slot(dy, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)});
+        },
+        [&] {
+          cpu::ParallelFor(ctx, n, kBackwardCycles,
+                           [&](int64_t begin, int64_t end) { trunc_exp_cpu::Backward(dy, x, dx, begin, end); });
+        });
   }
 };
 

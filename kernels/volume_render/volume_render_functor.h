@@ -9,10 +9,11 @@
 //   C (sequential): K (early termination), then the sums / the suffix-trick
 //     backward.
 // Every formula is a function of kernels/volume_render/volume_render.h; the GPU
-// backends run the same functions one sample at a time (VrWalk). float32 work
-// goes first to cpu::RunOnMetal (the plans of
-// kernels/volume_render/volume_render_plan.cc), whose shaders give invalid rays
-// NaN outputs; the host then names the first invalid ray, as here.
+// backends run the same functions one sample at a time (VrWalk). float32
+// calls supply the op's Metal plans too (kernels/volume_render/volume_render_plan.cc),
+// run where kernels/cpu/metal_offload.h sends the call: their shaders give
+// invalid rays NaN outputs, and the host then names the first invalid ray, as
+// here.
 #ifndef MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_FUNCTOR_H_
 #define MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_FUNCTOR_H_
 
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/volume_render/volume_render.h"
@@ -73,45 +75,59 @@ inline absl::Status CheckRays(const cpu::Context& ctx, const VolumeRenderForward
   return checks::ToStatus(volume_render::BadRay(vr_check_ray(sigma_r, t_r, S), r, sigma_r, t_r));
 }
 
-// float32 on a Metal executor (true: *status is its result); double never.
-inline bool ForwardOnMetal(const cpu::Context&, const VolumeRenderForwardArgs<double>&, absl::Status*) { return false; }
-inline bool ForwardOnMetal(const cpu::Context& ctx, const VolumeRenderForwardArgs<float>& a, absl::Status* status) {
+// The float32 plans.
+inline cpu::OnMetal ForwardOnMetal(const cpu::Context& ctx, const cpu::MetalRoute& metal,
+                                   const VolumeRenderForwardArgs<float>& a) {
   const RayBytes b = BytesOf(a);
   const bool write_weights = a.weights != nullptr;
-  if (!cpu::RunOnMetal(ctx, a.rays * a.samples,
-                       [&] { return metal_plan::VolumeRenderForward(LayoutOf(a), write_weights); },
-                       {cpu::Slot(a.sigma, b.sigma), cpu::Slot(a.rgb, b.rgb), cpu::Slot(a.t, b.t),
-                        cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
-                        cpu::Slot(a.opacity, b.ray), cpu::Slot(a.weights, write_weights ? b.sigma : 0)},
-                       status)) {
-    return false;
-  }
-  if (status->ok()) *status = CheckRays(ctx, a);
-  return true;
+  cpu::OnMetal status = metal.Run(
+      a.rays * a.samples, [&] { return metal_plan::VolumeRenderForward(LayoutOf(a), write_weights); },
+      {cpu::Slot(a.sigma, b.sigma), cpu::Slot(a.rgb, b.rgb), cpu::Slot(a.t, b.t), cpu::Slot(a.background, b.background),
+       cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray), cpu::Slot(a.opacity, b.ray),
+       cpu::Slot(a.weights, write_weights ? b.sigma : 0)});
+  if (status.has_value() && status->ok()) *status = CheckRays(ctx, a);
+  return status;
 }
-inline bool BackwardOnMetal(const cpu::Context&, const VolumeRenderBackwardArgs<double>&, absl::Status*) { return false; }
-inline bool BackwardOnMetal(const cpu::Context& ctx, const VolumeRenderBackwardArgs<float>& a, absl::Status* status) {
+inline cpu::OnMetal BackwardOnMetal(const cpu::MetalRoute& metal, const VolumeRenderBackwardArgs<float>& a) {
   const RayBytes b = BytesOf(a);
   const bool has_weight_grad = a.weights != nullptr;
   const uint64_t weights = has_weight_grad ? b.sigma : 0;
-  return cpu::RunOnMetal(
-      ctx, a.rays * a.samples, [&] { return metal_plan::VolumeRenderBackward(LayoutOf(a), has_weight_grad); },
+  return metal.Run(
+      a.rays * a.samples, [&] { return metal_plan::VolumeRenderBackward(LayoutOf(a), has_weight_grad); },
       {cpu::Slot(a.sigma, b.sigma), cpu::Slot(a.rgb, b.rgb), cpu::Slot(a.t, b.t), cpu::Slot(a.background, b.background),
        cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray), cpu::Slot(a.opacity, b.ray),
        cpu::Slot(a.weights, weights), cpu::Slot(a.grad_rgb, b.ray3), cpu::Slot(a.grad_depth, b.ray),
        cpu::Slot(a.grad_opacity, b.ray), cpu::Slot(a.grad_weights, weights), cpu::Slot(a.grad_sigma, b.sigma),
-       cpu::Slot(a.grad_samples_rgb, b.rgb), cpu::Slot(a.grad_background, b.ray3)},
-      status);
+       cpu::Slot(a.grad_samples_rgb, b.rgb), cpu::Slot(a.grad_background, b.ray3)});
 }
 
 }  // namespace volume_render_cpu
 
 template <typename T>
 struct VolumeRenderFunctor<Eigen::ThreadPoolDevice, T> {
+  static constexpr bool kHasPlan = std::is_same<T, float>::value;
+
   static absl::Status Forward(cpu::Context ctx, const VolumeRenderForwardArgs<T>& a) {
+    return cpu::MetalOrCpu<kHasPlan>(
+        ctx, [&](const auto& metal) { return volume_render_cpu::ForwardOnMetal(ctx, metal, a); },
+        [&] { return ForwardOnCpu(ctx, a); });
+  }
+
+  static absl::Status Backward(cpu::Context ctx, const VolumeRenderBackwardArgs<T>& a) {
+    return cpu::MetalOrCpu<kHasPlan>(
+        ctx, [&](const auto& metal) { return volume_render_cpu::BackwardOnMetal(metal, a); },
+        [&] {
+          using namespace volume_render_cpu;  // NOLINT: the per-ray bodies
+          cpu::ParallelFor(ctx, a.rays, RayCost(a.samples), [&](int64_t begin, int64_t end) {
+            RayScratch<T> scratch(a.samples);
+            for (int64_t r = begin; r < end; ++r) BackwardRay(&scratch, a, r);
+          });
+        });
+  }
+
+ private:
+  static absl::Status ForwardOnCpu(const cpu::Context& ctx, const VolumeRenderForwardArgs<T>& a) {
     using namespace volume_render_cpu;  // NOLINT: the per-ray bodies
-    absl::Status status;
-    if (ForwardOnMetal(ctx, a, &status)) return status;
     const int64_t S = a.samples;
     const bool write_weights = a.weights != nullptr;
     // The smallest invalid ray (if any) is reported; threads race only to lower it.
@@ -140,18 +156,6 @@ struct VolumeRenderFunctor<Eigen::ThreadPoolDevice, T> {
     });
     if (bad_check.code == kVrOk) return absl::OkStatus();
     return checks::ToStatus(volume_render::BadRay(bad_check, bad_ray, a.sigma + bad_ray * S, a.t + bad_ray * (S + 1)));
-  }
-
-  static absl::Status Backward(cpu::Context ctx, const VolumeRenderBackwardArgs<T>& a) {
-    using namespace volume_render_cpu;  // NOLINT: the per-ray bodies
-    absl::Status status;
-    if (BackwardOnMetal(ctx, a, &status)) return status;
-    const int64_t S = a.samples;
-    cpu::ParallelFor(ctx, a.rays, RayCost(S), [&](int64_t begin, int64_t end) {
-      RayScratch<T> scratch(S);
-      for (int64_t r = begin; r < end; ++r) BackwardRay(&scratch, a, r);
-    });
-    return absl::OkStatus();
   }
 };
 

@@ -1,8 +1,8 @@
 // The CPU functor of ZeroOut, run by the TensorFlow kernel
 // (kernels/zero_out/zero_out_kernels.cc, kernel class kernels/zero_out/zero_out_kernel.h)
 // and the XLA host handler (kernels/zero_out/zero_out_xla.cc). The element rule is
-// kernels/zero_out/zero_out.h. A TensorFlow kernel first offers the work to a
-// Metal executor (kernels/cpu/metal_offload.h).
+// kernels/zero_out/zero_out.h; the op's Metal plan, for the element types the
+// shaders have, where kernels/cpu/metal_offload.h sends the call.
 #ifndef MO_KERNELS_ZERO_OUT_ZERO_OUT_FUNCTOR_H_
 #define MO_KERNELS_ZERO_OUT_ZERO_OUT_FUNCTOR_H_
 
@@ -19,16 +19,16 @@ namespace mo {
 template <typename T>
 struct ZeroOutFunctor<Eigen::ThreadPoolDevice, T> {
   static absl::Status Compute(cpu::Context ctx, const T* in, T* out, int64_t n, int64_t preserve_index) {
-    if constexpr (cpu::kHasMetalDtype<T>) {
-      absl::Status status;
-      const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(T);
-      if (cpu::RunOnMetal(ctx, n, [&] { return metal_plan::ZeroOut(cpu::MetalDtype<T>(), n, preserve_index); },
-                          {cpu::Slot(in, bytes), cpu::Slot(out, bytes)}, &status)) {
-        return status;
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) out[i] = zero_out_element(in[i], i, preserve_index);
-    return absl::OkStatus();
+    const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(T);
+    return cpu::MetalOrCpu<cpu::kHasMetalDtype<T>>(
+        ctx,
+        [&](const auto& metal) {
+          return metal.Run(n, [&] { return metal_plan::ZeroOut(cpu::MetalDtype<T>(), n, preserve_index); },
+                           {cpu::Slot(in, bytes), cpu::Slot(out, bytes)});
+        },
+        [&] {
+          for (int64_t i = 0; i < n; ++i) out[i] = zero_out_element(in[i], i, preserve_index);
+        });
   }
 };
 
