@@ -51,7 +51,7 @@ def registered_ops():
 
 def small_cases():
     # The cases of a machine without a GPU but the large timing ones (odd sizes and empty tensors stay).
-    return [c for c in selftest.cases(cpu_only=True) if max(a.size for a in c.inputs) < 100_000]
+    return [c for c in selftest.cases(cpu_only=True) if max(a.size for a in c.inputs) < 50_000]
 
 
 def public_ops():
