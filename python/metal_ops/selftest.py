@@ -348,13 +348,13 @@ def xla_ops():
     return out
 
 
+XLA_LABEL = " [xla]"  # the end of an [xla] case's label
+
+
 def under_xla(case):
     import tensorflow as tf
 
     return case._replace(label=case.label + XLA_LABEL, call=tf.function(case.call, jit_compile=True))
-
-
-XLA_LABEL = " [xla]"  # the end of an [xla] case's label
 
 
 def _plain_label(case):
