@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/xla/xla_ffi.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
