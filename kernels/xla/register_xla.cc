@@ -69,8 +69,8 @@ Outcome Register() {
     outcome.result = kRegisteredLate;
     outcome.message =
         "TensorFlow ran an op in this process before the metal_ops op library loaded, and XLA takes op "
-        "kernels in only once, at TensorFlow's first op (creating a tensor, a variable, a Keras layer or "
-        "model, or a tf.distribute strategy runs one): the ops run, but not inside "
+        "kernels in only once, at TensorFlow's first op (creating a tensor, a variable, a Keras model or a "
+        "tf.distribute strategy runs one): the ops run, but not inside "
         "tf.function(jit_compile=True) or a Keras model compiled with XLA. Import metal_ops right after "
         "tensorflow, before any of these";
   }
