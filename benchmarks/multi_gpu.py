@@ -22,7 +22,9 @@ finishes (a part run by a later command replaces its own entry only):
    each worker with --batch-rays rays (--batch-per-replica), against one
    process with the default strategy (two seeds) and one worker alone under
    the strategy: rays per second (all workers' rays over the slowest
-   worker's training time, and over the median step) and held-out PSNR.
+   worker's training time after the first step, and over the median step)
+   and held-out PSNR; and the Keras model of part 1 as N workers against one
+   process, each worker with its own points: points per second.
 4. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
 
 The tolerance of part 1, per weight and step. (a) Summation order: a replica
@@ -49,6 +51,7 @@ gradients along the one-GPU trajectory.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -332,7 +335,7 @@ def launch(cmd, workers, strategy, gpus, timeout):
 def nerf_workers_run(name, workers, strategy, gpus, args, out_dir, extra):
     """The NeRF sample as `workers` processes (launch), each with --batch-rays rays
     (--batch-per-replica): rays per second of all workers, over the slowest worker's training
-    time and over the median step, and held-out PSNR."""
+    time after the first step and over the median step, and held-out PSNR."""
     cmd = [sys.executable, "-m", "examples.nerf.train", "--name", name, "--out-dir", out_dir, "--quiet",
            "--no-outputs", "--steps", str(args.nerf_steps), "--strategy", strategy, "--batch-per-replica"] + extra
     _, error, wall = launch(cmd, workers, strategy, gpus, args.worker_timeout)
@@ -343,14 +346,17 @@ def nerf_workers_run(name, workers, strategy, gpus, args, out_dir, extra):
     run_dir = os.path.join(out_dir, name)
     with open(os.path.join(run_dir, "metrics.json")) as f:
         m = json.load(f)
-    seconds = [m["train_seconds"]]
+    each = [m]
     for i in range(1, workers):
         with open(os.path.join(run_dir, f"metrics.worker{i}.json")) as f:
-            seconds.append(json.load(f)["train_seconds"])
+            each.append(json.load(f))
     rays = m["rays_per_step"]  # all workers' rays: the step's counts are all-reduced
+    # The steps after the first (tracing, and the strategy's set-up): the slowest worker's time.
+    after_first = max(w["train_seconds"] - w["first_step_s"] for w in each)
     return {**row, "collective": m["config"]["collective"], "bytes_per_pack": m["config"]["bytes_per_pack"],
             "steps": m["step"], "rays_per_step": rays, "rays_per_step_per_worker": rays / workers,
-            "train_seconds": max(seconds), "rays_per_second": rays * m["step"] / max(seconds),
+            "train_seconds": max(w["train_seconds"] for w in each),
+            "rays_per_second": rays * (m["step"] - 1) / after_first,
             "first_step_s": m["first_step_s"], "steady_step_ms": m["steady_step_ms"],
             "steady_rays_per_second": rays / (m["steady_step_ms"] / 1000.0) if m["steady_step_ms"] else None,
             "test_psnr_mean": m["test_psnr_mean"], "wall_seconds": wall}
@@ -376,7 +382,7 @@ def workers_part(args, out_dir, gpus):
     worker's batch held: the NeRF sample (rays per second, held-out PSNR; a second seed of one
     process for the spread) and the Keras model (points per second)."""
     n = args.workers
-    extra = ["--seed", "0", "--batch-rays", str(args.worker_batch)]
+    extra = ["--seed", "0", "--batch-rays", str(args.worker_batch)] + shlex.split(args.worker_args)
     if not gpus:
         extra += ["--size", "16", "--n-train", "4", "--n-test", "1", "--n-val", "1", "--eval-every", "0",
                   "--ckpt-every", "0", "--levels", "4", "--log2-table", "12", "--grid-res", "16"]
@@ -413,6 +419,8 @@ def main(argv=None):
     p.add_argument("--nerf-steps", type=int, default=3000)
     p.add_argument("--workers", type=int, default=2, help="workers: local worker processes (one GPU each)")
     p.add_argument("--worker-batch", type=int, default=4096, help="workers: each worker's rays per step")
+    p.add_argument("--worker-args", default="",
+                   help="workers: more flags of the NeRF sample's runs (\"--collective ring\", \"--bytes-per-pack 0\")")
     p.add_argument("--worker-timeout", type=float, default=900, help="workers: seconds a run may take")
     p.add_argument("--keras-worker-steps", type=int, default=200, help="workers: the Keras model's timed steps")
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
@@ -477,8 +485,9 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as tmp:
             result["workers"] = workers_part(args, tmp, bool(gpus))
         for r in result["workers"]:
-            print({k: r.get(k) for k in ("name", "rays_per_second", "rays_per_second_vs_one_worker",
-                                         "steady_step_ms", "test_psnr_mean", "error")})
+            print({k: r[k] for k in ("name", "rays_per_second", "points_per_second", "rays_per_second_vs_one_worker",
+                                     "points_per_second_vs_one_worker", "steady_step_ms", "test_psnr_mean", "error")
+                   if k in r})
         save()
     if "selftest" in parts and not args.quick:
         report = os.path.join(tempfile.mkdtemp(), "selftest.json")

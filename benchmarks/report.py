@@ -152,7 +152,7 @@ def _multi_gpu(d):
                          "points_s": r.get("points_per_second"), "vs_one": r.get("points_per_second_vs_one_worker"),
                          "error": r.get("error") and "failed"})
             continue
-        steps_s = r["steps"] / r["train_seconds"] if r.get("train_seconds") else None
+        steps_s = r["rays_per_second"] / r["rays_per_step"] if r.get("rays_per_second") else None
         rows.append({"what": f"NeRF demo, {r['name'].replace('_', ' ')}"
                              + (f" ({r['collective']})" if r.get("strategy") == "multiworker" else ""),
                      "gpus": r.get("workers"), "batch": r.get("rays_per_step"), "steps_s": steps_s,

@@ -526,7 +526,7 @@ def test_a_library_loaded_after_the_first_compile_has_no_xla_kernels():
             print("refused:", str(e).splitlines()[0])
     """)
     assert rc == 0 and "refused:" in out and "MetalOpsTruncExp" in out, out
-    assert "warned: ['metal_ops: TensorFlow ran an op in this process before" in out, out
+    assert "warned: [\"metal_ops: TensorFlow ran an op in this process before" in out, out
     assert "Import metal_ops right after tensorflow, before any of these" in out, out
     assert "has_xla_kernels: False False" in out and "runs: [1.0, 1.0]" in out, out
 

@@ -1021,6 +1021,15 @@ class Trainer:
         plt.close(fig)
 
 
+def resolve_collective(collective):
+    """--collective auto: NCCL where TensorFlow lists a GPU, else the ring."""
+    import tensorflow as tf
+
+    if collective != "auto":
+        return collective
+    return "nccl" if tf.config.list_physical_devices("GPU") else "ring"
+
+
 def communication_options(collective="auto", bytes_per_pack=0):
     """MultiWorkerMirroredStrategy's all-reduce: NCCL between GPUs (TensorFlow's AUTO takes the
     ring, which goes through host memory and gRPC), the ring over gRPC between CPUs; gradients in
@@ -1028,10 +1037,9 @@ def communication_options(collective="auto", bytes_per_pack=0):
     import tensorflow as tf
 
     impl = tf.distribute.experimental.CommunicationImplementation
-    if collective == "auto":
-        collective = "nccl" if tf.config.list_physical_devices("GPU") else "ring"
     return tf.distribute.experimental.CommunicationOptions(
-        bytes_per_pack=bytes_per_pack, implementation=impl.NCCL if collective == "nccl" else impl.RING)
+        bytes_per_pack=bytes_per_pack,
+        implementation=impl.NCCL if resolve_collective(collective) == "nccl" else impl.RING)
 
 
 def make_strategy(name, collective="auto", bytes_per_pack=0):
@@ -1050,6 +1058,8 @@ def make_strategy(name, collective="auto", bytes_per_pack=0):
 
 def train(argv=None, log=print):
     args = parse_args(argv)
+    if args.strategy == "multiworker":
+        args.collective = resolve_collective(args.collective)  # metrics.json's config: the transport used
     t_start = time.perf_counter()
     trainer = Trainer(args, strategy=make_strategy(args.strategy, args.collective, args.bytes_per_pack),
                       log=log)
