@@ -692,35 +692,32 @@ class Trainer:
             return self._train_fn[use_grid]
         tf = self.tf
 
-        def replica_step(idx):
-            return self._replica_step(idx, use_grid)
-
-        # The ray count changes every step (the sample budget): one trace with a
-        # dynamic batch instead of a retrace, where the indices are a plain tensor.
-        signature = None
-        if self.num_replicas == 1 and not tf.distribute.has_strategy() and \
-                self.strategy is tf.distribute.get_strategy():
-            signature = [tf.TensorSpec([None], tf.int64)]
-
         def replica_stats(idx):
+            loss, mse, counts = self._replica_step(self.replica_share(idx), use_grid)
             # One all-reduce for the step's figures, not one each: float64 holds the counts exactly.
-            loss, mse, counts = replica_step(idx)
             return tf.concat([tf.cast(tf.stack([loss, mse]), tf.float64), tf.cast(counts, tf.float64)], 0)
 
-        @tf.function(jit_compile=False, reduce_retracing=True, input_signature=signature)
-        def train_fn(dist_idx):
-            stats = self.strategy.reduce(tf.distribute.ReduceOp.SUM,
-                                         self.strategy.run(replica_stats, args=(dist_idx,)), axis=None)
+        # The ray count changes every step (the sample budget): the step takes the global
+        # batch's indices, a plain tensor of dynamic length, and each replica slices its
+        # share, so one trace serves the whole run under every strategy.
+        @tf.function(jit_compile=False, input_signature=[tf.TensorSpec([None], tf.int64)])
+        def train_fn(idx):
+            stats = self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(replica_stats, args=(idx,)),
+                                         axis=None)
             return tf.cast(stats[0], tf.float32), tf.cast(stats[1], tf.float32), tf.cast(stats[2:], tf.int64)
 
         self._train_fn[use_grid] = train_fn
         return train_fn
 
-    def distribute_indices(self, idx):
-        b = len(idx) // self.num_replicas
-        return self.strategy.experimental_distribute_values_from_function(
-            lambda ctx: self.tf.constant(idx[ctx.replica_id_in_sync_group * b:
-                                             (ctx.replica_id_in_sync_group + 1) * b]))
+    def replica_share(self, idx):
+        """This replica's slice of a step's global ray indices (in a replica context): the replicas
+        take equal consecutive slices in the order of their ids, the workers' included."""
+        if self.num_replicas == 1:
+            return idx
+        tf = self.tf
+        b = tf.shape(idx)[0] // self.num_replicas
+        start = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32) * b
+        return idx[start:start + b]
 
     def reduced_gradients(self, idx, use_grid=False):
         """All-reduced (summed) gradients of the global loss on `idx`, as seen by replica 0."""
@@ -729,12 +726,12 @@ class Trainer:
 
         def replica_grads(i):
             with tf.GradientTape() as tape:
-                loss, _, _ = self._replica_loss(i, use_grid)
+                loss, _, _ = self._replica_loss(self.replica_share(i), use_grid)
             grads = [tf.convert_to_tensor(g) for g in self._gradients(tape, loss, variables)]
             return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
 
-        fn = tf.function(lambda di: self.strategy.run(replica_grads, args=(di,)))
-        res = fn(self.distribute_indices(idx))
+        fn = tf.function(lambda i: self.strategy.run(replica_grads, args=(i,)))
+        res = fn(tf.constant(idx))
         return [self.strategy.experimental_local_results(g)[0].numpy() for g in res]
 
     def set_learning_rate(self, progress):
@@ -782,7 +779,7 @@ class Trainer:
         else:
             fn = self._get_train_fn(True if self.marching else self.use_grid(step))
             rays = self.rays_for_budget()
-            loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
+            loss, mse, counts = fn(self.tf.constant(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
         self._step += 1
         # The last step's counts are read here, while this step runs on the
