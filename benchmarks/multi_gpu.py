@@ -358,6 +358,7 @@ def nerf_workers_run(name, workers, strategy, gpus, args, out_dir, extra):
             "train_seconds": max(w["train_seconds"] for w in each),
             "rays_per_second": rays * (m["step"] - 1) / after_first,
             "first_step_s": m["first_step_s"], "steady_step_ms": m["steady_step_ms"],
+            "train_step_traces": m["train_step_traces"],
             "steady_rays_per_second": rays / (m["steady_step_ms"] / 1000.0) if m["steady_step_ms"] else None,
             "test_psnr_mean": m["test_psnr_mean"], "wall_seconds": wall}
 
