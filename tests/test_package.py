@@ -50,7 +50,7 @@ def test_concurrent_first_load_is_safe():
 
 
 def test_import_loads_the_library_where_it_has_xla_kernels():
-    """XLA takes op kernels in at its first compilation: `import metal_ops`
+    """XLA takes op kernels in at TensorFlow's first op: `import metal_ops`
     loads the library where it has XLA kernels (docs/XLA.md), else lazily."""
     code = "import metal_ops, metal_ops._loader as l; print(l._module is None)"
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, check=True)
