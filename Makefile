@@ -135,9 +135,9 @@ CU_SRCS := $(filter-out %_harness.cu.cc,$(CU_ALL))
 # TensorFlow's GPU kernel registrations (<op>_gpu.cc, host compiler).
 CUDA_TF_SRCS := $(filter-out %_xla_gpu.cc %.cu.cc,$(filter %_gpu.cc,$(KERNEL_SRCS)))
 CC_SRCS := $(wildcard ops/*.cc) $(filter-out %.cu.cc %_gpu.cc %_xla.cc,$(KERNEL_SRCS))
-# XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels and host
-# handlers) join the op library; a CUDA handler, <op>_xla_gpu.cc, joins the
-# CUDA registrations. They use XLA's headers from the wheel
+# XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels) join the op
+# library, and <op>_kernels.cc its host handlers (MO_XLA=1, kernels/xla/xla_host.h);
+# a CUDA handler, <op>_xla_gpu.cc, joins the CUDA registrations. They use XLA's headers from the wheel
 # (included as system headers: their own warnings are not ours) and symbols of
 # libtensorflow_cc. Not on macOS: Metal has no XLA.
 ifneq ($(UNAME_S),Darwin)
@@ -146,6 +146,7 @@ ifneq ($(UNAME_S),Darwin)
   CC_SRCS += $(XLA_SRCS)
   CUDA_TF_SRCS += $(XLA_GPU_SRCS)
   XLA_LDLIBS := -l:libtensorflow_cc.so.2
+  XLA_DEFINES := -DMO_XLA=1
 endif
 TF_INCLUDE = $(patsubst -I%,%,$(filter -I%,$(TF_CFLAGS)))
 XLA_CFLAGS = $(foreach d,. external/highwayhash external/farmhash_archive/src external/com_google_protobuf/src,-isystem $(TF_INCLUDE)/$(d))
@@ -178,10 +179,12 @@ endif
 # libstdc++ that TensorFlow's manylinux wheel needs (docs/BUILDING.md, "Wheels").
 ISA ?= x86-64-v2
 ISA_TUNE ?= generic
+# The optimisation flags of one level, $(call LEVEL_OPT,<level>). The
+# interference size Eigen's headers align to, pinned (g++ otherwise warns that
+# it follows -mtune): 64 bytes, as on every x86-64 tuning.
+LEVEL_OPT = -O3 -fno-trapping-math -march=$(1) -mtune=$(ISA_TUNE) --param destructive-interference-size=64
 ifeq ($(PORTABLE),1)
-  # The interference size Eigen's headers align to, pinned (g++ otherwise warns
-  # that it follows -mtune): 64 bytes, as on every x86-64 tuning.
-  OPT := -O3 -fno-trapping-math -march=$(ISA) -mtune=$(ISA_TUNE) --param destructive-interference-size=64
+  OPT := $(call LEVEL_OPT,$(ISA))
   PORTABLE_SRCS := runtime/libstdcxx_compat.cc
 endif
 # WHEEL=1 (`make wheels`): only the rpath into site-packages, none into this
@@ -198,10 +201,31 @@ EXTRA_CXXFLAGS ?=
 EXTRA_LDFLAGS ?=
 # BLAS_*: OpenBLAS from the pinned scipy-openblas32 package (the fused
 # convolution's GEMM), with rpaths to it (tools/build/tf_flags.py).
-CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
+CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(XLA_DEFINES) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
 LDFLAGS := -shared $(TF_LFLAGS) $(XLA_LDLIBS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
 
 OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS) $(PORTABLE_SRCS))
+# The sources whose code the CPU's instruction set does not speed up (the op
+# definitions, the Metal plans, XLA's op kernels, which only build XLA's graph;
+# the host handlers that run the functors are in <op>_kernels.cc) compile once
+# on x86-64 Linux, at the baseline level (the first of ISA_LEVELS, below), into
+# ISA_COMMON: the -march=native library and each level's library of the Linux
+# wheel (`make isa-libs`) link the same objects, after their own (where both
+# hold a copy of an inline function, the linker keeps the first: their own).
+ISA_COMMON_SRCS := $(wildcard ops/*.cc) $(filter %_plan.cc kernels/metal_plan/%.cc %_xla.cc,$(CC_SRCS)) \
+  $(PORTABLE_SRCS)
+ifeq ($(UNAME_S)-$(shell uname -m)-$(MACOS_CROSS),Linux-x86_64-)
+  ISA_COMMON ?= $(BUILD)/isa-common
+  ISA_COMMON_FLAGS ?= $(BUILD)/tf_flags.mk
+endif
+ifneq ($(ISA_COMMON),)
+  ISA_COMMON_OBJS := $(patsubst %.cc,$(ISA_COMMON)/obj/%.o,$(ISA_COMMON_SRCS))
+  OBJS := $(filter-out $(patsubst %.cc,$(BUILD)/obj/%.o,$(ISA_COMMON_SRCS)),$(OBJS)) $(ISA_COMMON_OBJS)
+  $(patsubst %.cc,$(ISA_COMMON)/obj/%.o,$(XLA_SRCS)): CXXFLAGS += $(XLA_CFLAGS)
+  $(ISA_COMMON)/obj/%.o: %.cc $(ISA_COMMON_FLAGS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(subst $(OPT),$(call LEVEL_OPT,$(firstword $(ISA_LEVELS))),$(CXXFLAGS)) -c $< -o $@
+endif
 BACKENDS := cpu
 
 # The Metal shaders are compiled at run time from source embedded in the
@@ -329,7 +353,8 @@ isa-libs: $(BUILD)/tf_flags.mk
 	python3 tools/build/write_build_info.py --merge --out $(BUILD_INFO) --backends cpu --tf-version $(TF_VERSION) \
 	  --platform $(TARGET_PLATFORM) --isa-levels "$(ISA_LEVELS)" --isa-tune $(ISA_TUNE)
 $(addprefix isa-lib-,$(ISA_LEVELS)): isa-lib-%: $(BUILD)/tf_flags.mk
-	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so $(PKG)/_metal_ops.$*.so
+	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 ISA=$* BUILD=$(BUILD)/isa-$* LIB=$(PKG)/_metal_ops.$*.so \
+	  ISA_COMMON=$(ISA_COMMON) ISA_COMMON_FLAGS=$(ISA_COMMON_FLAGS) $(PKG)/_metal_ops.$*.so
 isa-plugin: $(BUILD)/tf_flags.mk
 	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
 

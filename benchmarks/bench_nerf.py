@@ -217,7 +217,7 @@ def march_profile(args):
             loss = tf.reduce_mean(tf.square(out.rgb - 0.5))
         return tape.gradient(loss, model.trainable_variables)
 
-    step_fn, dist_idx = tr._get_train_fn(True), tr.distribute_indices(tr.batch_indices(10 ** 6, rays))
+    step_fn, dist_idx = tr._get_train_fn(True), tf.constant(tr.batch_indices(10 ** 6, rays))
     e_all = encode(p_all)
     parts = {
         "train step (all of it)": lambda: step_fn(dist_idx),

@@ -1,10 +1,12 @@
-"""The library on several GPUs through tf.distribute.MirroredStrategy, against one GPU.
+"""The library on several GPUs through tf.distribute, against one GPU.
 
     python -m benchmarks.multi_gpu                 # on a machine with >= 2 GPUs and TensorFlow's CUDA build
+    python -m benchmarks.multi_gpu --parts workers # MultiWorkerMirroredStrategy: worker processes, one GPU each
     python -m benchmarks.multi_gpu --quick         # the same code on two logical CPUs (a check, no figures)
+    python -m benchmarks.multi_gpu --parts workers --nerf-steps 30 --out /tmp/r   # CPU workers (a check)
 
-Three parts, each written to benchmarks/results/multi_gpu.<device>.json as it
-finishes:
+Four parts, each written to benchmarks/results/multi_gpu.<device>.json as it
+finishes (a part run by a later command replaces its own entry only):
 
 1. keras: a Keras model of HashEncoding + FusedMLP trained with RobustLoss and
    SGD under MirroredStrategy on two GPUs, against the same model on one GPU
@@ -14,7 +16,16 @@ finishes:
 2. nerf: `python -m examples.nerf.train --strategy mirrored` on one GPU and on
    two (global batch held fixed, and doubled), plus a second one-GPU run with
    another seed for the run-to-run spread: held-out PSNR and steps per second.
-3. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
+3. workers: `python -m examples.nerf.train --strategy multiworker` as N
+   processes on this machine (TF_CONFIG on localhost ports, one GPU each
+   through CUDA_VISIBLE_DEVICES, or on the CPU where TensorFlow lists no GPU),
+   each worker with --batch-rays rays (--batch-per-replica), against one
+   process with the default strategy (two seeds) and one worker alone under
+   the strategy: rays per second (all workers' rays over the slowest
+   worker's training time after the first step, and over the median step)
+   and held-out PSNR; and the Keras model of part 1 as N workers against one
+   process, each worker with its own points: points per second.
+4. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
 
 The tolerance of part 1, per weight and step. (a) Summation order: a replica
 sums its half of the batch, NCCL adds the two halves, one GPU sums the whole
@@ -40,6 +51,7 @@ gradients along the one-GPU trajectory.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -48,24 +60,112 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [p for p in (os.path.join(ROOT, "python"), ROOT) if p not in sys.path]
+
+
+def checkout_python(root=ROOT, path=None):
+    """The checkout's python/ folder, to put first on the path, where it holds a built library or
+    no other metal_ops is importable; else None: an unbuilt checkout runs against the installed
+    package (`path`: the folders to look in, default sys.path)."""
+    import importlib.machinery
+
+    folder = os.path.join(root, "python")
+    if os.path.exists(os.path.join(folder, "metal_ops", "_build_info.json")):
+        return folder
+    others = [p for p in (sys.path if path is None else path) if os.path.abspath(p or os.curdir) != folder]
+    return None if importlib.machinery.PathFinder.find_spec("metal_ops", others) else folder
+
+
+SOURCE_PATH = [p for p in (checkout_python(), ROOT) if p]
+sys.path[:0] = [p for p in SOURCE_PATH if p not in sys.path]
 
 from benchmarks import timing  # noqa: E402
 
+PARTS = ("keras", "nerf", "workers", "selftest")
 U32 = 2.0 ** -24
 U_TF32 = 2.0 ** -11
 
 
 def child_env(**extra):
-    """The environment of the processes started here: NVLink multicast off for NCCL."""
+    """The environment of the processes started here: NVLink multicast off for NCCL, GPU memory
+    taken as used."""
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), ROOT, env.get("PYTHONPATH", "")])
+    # This process and the ones it starts share GPUs: each takes the memory it uses, not all of it.
+    env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    env["PYTHONPATH"] = os.pathsep.join(SOURCE_PATH + [env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
 
 
 def gamma(m):
     return m * U32 / (1.0 - m * U32)
+
+
+def keras_data(n, seed):
+    """n points in the unit cube and the colours the Keras model learns for them."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, (n, 3)).astype(np.float32)
+    return x, np.stack([np.sin(6 * x[:, 0]), np.cos(5 * x[:, 1]), x[:, 2] ** 2], axis=1).astype(np.float32)
+
+
+def keras_model():
+    """The Keras model of the keras and workers parts: HashEncoding + FusedMLP."""
+    import keras
+
+    from metal_ops import layers
+
+    return keras.Sequential([
+        keras.Input((3,)),
+        layers.HashEncoding(num_levels=8, features_per_level=2, log2_hashmap_size=14, base_resolution=8,
+                            finest_resolution=256),
+        layers.FusedMLP(3, hidden_units=64, hidden_layers=2),
+    ])
+
+
+def keras_worker(args):
+    """--keras-worker: one process of the Keras model's run, under MultiWorkerMirroredStrategy
+    where TF_CONFIG is set (the NeRF sample's communication options), else the default strategy:
+    --keras-worker-steps SGD steps on --keras-worker-batch points of its own with RobustLoss,
+    after 5 steps of warm-up. Prints one line, KERAS_WORKER and JSON: all workers' points per
+    second and the last loss (the mean over every worker's points)."""
+    import metal_ops  # noqa: F401  before the strategy runs TensorFlow's first op (docs/XLA.md)
+    import keras
+    import tensorflow as tf
+
+    from examples.nerf.train import communication_options
+    from metal_ops import losses
+
+    tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=communication_options()) \
+        if tf_config else tf.distribute.get_strategy()
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = keras_model()
+        opt = keras.optimizers.SGD(args.lr)
+        opt.build(model.trainable_variables)
+    loss_fn = losses.RobustLoss(alpha=1.0, scale=0.1)
+    x, y = keras_data(args.keras_worker_batch, tf_config.get("task", {}).get("index", 0))
+    xb, yb = (strategy.experimental_distribute_values_from_function(lambda ctx, v=v: tf.constant(v)) for v in (x, y))
+
+    @tf.function
+    def step(xb, yb):
+        def replica(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))  # divided by the replicas: the sum is the mean
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica, args=(xb, yb)), axis=None)
+
+    for _ in range(5):
+        loss = step(xb, yb)
+    float(loss)
+    t0 = time.perf_counter()
+    for _ in range(args.keras_worker_steps):
+        loss = step(xb, yb)
+    loss = float(loss)
+    seconds = time.perf_counter() - t0
+    points = strategy.num_replicas_in_sync * args.keras_worker_batch * args.keras_worker_steps
+    print("KERAS_WORKER", json.dumps({"points_per_second": points / seconds, "seconds": seconds, "loss": loss,
+                                      "replicas": strategy.num_replicas_in_sync}))
 
 
 def keras_part(devices, steps, batch, lr, quick):
@@ -75,19 +175,10 @@ def keras_part(devices, steps, batch, lr, quick):
 
     tf32 = not quick and tf.config.experimental.tensor_float_32_execution_enabled()
 
-    from metal_ops import layers, losses
+    from metal_ops import losses
 
-    rng = np.random.default_rng(0)
-    x = rng.uniform(0, 1, (steps * batch, 3)).astype(np.float32)
-    y = np.stack([np.sin(6 * x[:, 0]), np.cos(5 * x[:, 1]), x[:, 2] ** 2], axis=1).astype(np.float32)
-
-    def make_model():
-        return keras.Sequential([
-            keras.Input((3,)),
-            layers.HashEncoding(num_levels=8, features_per_level=2, log2_hashmap_size=14, base_resolution=8,
-                                finest_resolution=256),
-            layers.FusedMLP(3, hidden_units=64, hidden_layers=2),
-        ])
+    x, y = keras_data(steps * batch, 0)
+    make_model = keras_model
 
     with tf.device(devices[0]):
         init = make_model().get_weights()
@@ -208,40 +299,175 @@ def nerf_part(args, out_dir):
     return [nerf_run(n, v, args, out_dir, e) for n, v, e in runs]
 
 
+def free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch(cmd, workers, strategy, gpus, timeout):
+    """Starts `cmd` as `workers` processes on this machine and waits for them: under --strategy
+    multiworker with a TF_CONFIG of localhost ports, one GPU each (CUDA_VISIBLE_DEVICES) where
+    `gpus`, else on the CPU. Returns (their stdouts, the first failure's output or None, seconds)."""
+    cluster = {"worker": [f"localhost:{free_port()}" for _ in range(workers)]}
+    procs = []
+    t0 = time.perf_counter()
+    for i in range(workers):
+        env = {"CUDA_VISIBLE_DEVICES": str(i)} if gpus else {}
+        if strategy == "multiworker":
+            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=child_env(**env), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outputs = []
+    try:
+        outputs = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    failed = [f"worker {i}: {so[-1500:]}{se[-3000:]}" for i, (p, (so, se)) in enumerate(zip(procs, outputs))
+              if p.returncode != 0] or ([] if len(outputs) == workers else [f"timed out after {timeout} s"])
+    return [so for so, _ in outputs], (failed[0] if failed else None), time.perf_counter() - t0
+
+
+def nerf_workers_run(name, workers, strategy, gpus, args, out_dir, extra):
+    """The NeRF sample as `workers` processes (launch), each with --batch-rays rays
+    (--batch-per-replica): rays per second of all workers, over the slowest worker's training
+    time after the first step and over the median step, and held-out PSNR."""
+    cmd = [sys.executable, "-m", "examples.nerf.train", "--name", name, "--out-dir", out_dir, "--quiet",
+           "--no-outputs", "--steps", str(args.nerf_steps), "--strategy", strategy, "--batch-per-replica"] + extra
+    _, error, wall = launch(cmd, workers, strategy, gpus, args.worker_timeout)
+    row = {"name": name, "workers": workers, "strategy": strategy, "gpus_per_worker": 1 if gpus else 0,
+           "command": " ".join(cmd[1:])}
+    if error:
+        return {**row, "error": error}
+    run_dir = os.path.join(out_dir, name)
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        m = json.load(f)
+    each = [m]
+    for i in range(1, workers):
+        with open(os.path.join(run_dir, f"metrics.worker{i}.json")) as f:
+            each.append(json.load(f))
+    rays = m["rays_per_step"]  # all workers' rays: the step's counts are all-reduced
+    # The steps after the first (tracing, and the strategy's set-up): the slowest worker's time.
+    after_first = max(w["train_seconds"] - w["first_step_s"] for w in each)
+    return {**row, "collective": m["config"]["collective"], "bytes_per_pack": m["config"]["bytes_per_pack"],
+            "steps": m["step"], "rays_per_step": rays, "rays_per_step_per_worker": rays / workers,
+            "train_seconds": max(w["train_seconds"] for w in each),
+            "rays_per_second": rays * (m["step"] - 1) / after_first,
+            "first_step_s": m["first_step_s"], "steady_step_ms": m["steady_step_ms"],
+            "train_step_traces": m["train_step_traces"],
+            "steady_rays_per_second": rays / (m["steady_step_ms"] / 1000.0) if m["steady_step_ms"] else None,
+            "test_psnr_mean": m["test_psnr_mean"], "wall_seconds": wall}
+
+
+def keras_workers_run(name, workers, strategy, gpus, args):
+    """The Keras model as `workers` processes (launch, keras_worker): points per second, last loss."""
+    cmd = [sys.executable, "-m", "benchmarks.multi_gpu", "--keras-worker", "--keras-worker-steps",
+           str(args.keras_worker_steps), "--keras-worker-batch", str(args.keras_worker_batch), "--lr", str(args.lr)]
+    stdouts, error, wall = launch(cmd, workers, strategy, gpus, args.worker_timeout)
+    row = {"name": name, "workers": workers, "strategy": strategy, "gpus_per_worker": 1 if gpus else 0,
+           "command": " ".join(cmd[1:]), "points_per_worker": args.keras_worker_batch}
+    if error:
+        return {**row, "error": error}
+    done = [json.loads(line.split(None, 1)[1]) for out in stdouts for line in out.splitlines()
+            if line.startswith("KERAS_WORKER ")]
+    return {**row, "points_per_second": min(d["points_per_second"] for d in done), "loss": done[0]["loss"],
+            "replicas": done[0]["replicas"], "wall_seconds": wall}
+
+
+def workers_part(args, out_dir, gpus):
+    """N local workers under MultiWorkerMirroredStrategy against one process on one device, each
+    worker's batch held: the NeRF sample (rays per second, held-out PSNR; a second seed of one
+    process for the spread) and the Keras model (points per second)."""
+    n = args.workers
+    extra = ["--seed", "0", "--batch-rays", str(args.worker_batch)] + shlex.split(args.worker_args)
+    if not gpus:
+        extra += ["--size", "16", "--n-train", "4", "--n-test", "1", "--n-val", "1", "--eval-every", "0",
+                  "--ckpt-every", "0", "--levels", "4", "--log2-table", "12", "--grid-res", "16"]
+    runs = [("one_worker_default", 1, "default", extra),
+            ("one_worker_default_seed1", 1, "default", extra[:1] + ["1"] + extra[2:]),
+            ("one_worker_multiworker", 1, "multiworker", extra),
+            (f"{n}_workers_multiworker", n, "multiworker", extra)]
+    if not gpus:
+        runs = runs[:1] + runs[2:]
+        args.keras_worker_batch, args.keras_worker_steps = min(args.keras_worker_batch, 4096), \
+            min(args.keras_worker_steps, 20)
+    rows = [nerf_workers_run(name, w, strategy, gpus, args, out_dir, e) for name, w, strategy, e in runs]
+    one = rows[0].get("rays_per_second")
+    for r in rows:
+        if one and r.get("rays_per_second"):
+            r["rays_per_second_vs_one_worker"] = r["rays_per_second"] / one
+    keras_rows = [keras_workers_run("keras_one_worker_default", 1, "default", gpus, args),
+                  keras_workers_run(f"keras_{n}_workers_multiworker", n, "multiworker", gpus, args)]
+    one = keras_rows[0].get("points_per_second")
+    for r in keras_rows:
+        if one and r.get("points_per_second"):
+            r["points_per_second_vs_one_worker"] = r["points_per_second"] / one
+    return rows + keras_rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="two logical CPUs, tiny settings: checks the script runs")
-    p.add_argument("--parts", default="keras,nerf,selftest")
+    p.add_argument("--parts", default="keras,nerf,selftest",
+                   help=f"comma-separated, of {','.join(PARTS)}")
     p.add_argument("--keras-steps", type=int, default=8)
     p.add_argument("--keras-batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--nerf-steps", type=int, default=3000)
+    p.add_argument("--workers", type=int, default=2, help="workers: local worker processes (one GPU each)")
+    p.add_argument("--worker-batch", type=int, default=4096, help="workers: each worker's rays per step")
+    p.add_argument("--worker-args", default="",
+                   help="workers: more flags of the NeRF sample's runs (\"--collective ring\", \"--bytes-per-pack 0\")")
+    p.add_argument("--worker-timeout", type=float, default=900, help="workers: seconds a run may take")
+    p.add_argument("--keras-worker-steps", type=int, default=200, help="workers: the Keras model's timed steps")
+    p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
+    p.add_argument("--keras-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that run
     p.add_argument("--no-tf32", action="store_true", help="strict float32 matrix products on the GPU")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = p.parse_args(argv)
     os.environ.update(child_env())
+    if args.keras_worker:
+        keras_worker(args)
+        return 0
     import tensorflow as tf
+
+    import metal_ops  # noqa: F401  before TensorFlow's first op (docs/XLA.md)
 
     if args.no_tf32:
         tf.config.experimental.enable_tensor_float_32_execution(False)
 
-    if args.quick:
+    parts = args.parts.split(",")
+    gpus = tf.config.list_physical_devices("GPU")
+    if args.quick or (not gpus and parts == ["workers"]):
+        # Two logical CPUs; the workers part: worker processes on the CPU.
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        devices, device = ["/cpu:0", "/cpu:1"], "cpu"
-        args.keras_steps, args.keras_batch, args.nerf_steps = 2, 16, 20
+        devices, device, gpus = ["/cpu:0", "/cpu:1"], "cpu", []
+        if args.quick:
+            args.keras_steps, args.keras_batch, args.nerf_steps = 2, 16, 20
     else:
-        gpus = tf.config.list_physical_devices("GPU")
-        if len(gpus) < 2:
-            raise SystemExit(f"benchmarks.multi_gpu: TensorFlow lists {len(gpus)} GPU(s); two are needed "
-                             "(--quick runs on two logical CPUs)")
-        devices = ["/gpu:0", "/gpu:1"]
+        if len(gpus) < max(2, args.workers if "workers" in parts else 2):
+            raise SystemExit(f"benchmarks.multi_gpu: TensorFlow lists {len(gpus)} GPU(s); two are needed, and one "
+                             "a worker (--quick runs on two logical CPUs, --parts workers on CPU workers)")
+        devices = [f"/gpu:{i}" for i in range(2)]
         name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "gpu")
         device = ("h200" if "H200" in name else "h100" if "H100" in name else "gpu") + f"x{len(gpus)}"
-    parts = args.parts.split(",")
-    result = {"benchmark": "multi_gpu", "tensorflow": tf.__version__, "devices": devices,
-              "machine": timing.cpu_description()}
     path = os.path.join(args.out, f"multi_gpu.{device}.json")
+    # Parts run by separate commands share the file: the parts not run here are kept.
+    kept, commands = {}, {}
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        kept = {k: v for k, v in old.items() if k in PARTS and k not in parts}
+        commands = {k: v for k, v in old.get("commands", {}).items() if k in kept}
+    commands.update({part: timing.command_line() for part in parts if part in PARTS})
+    result = {"benchmark": "multi_gpu", "command": "; ".join(dict.fromkeys(commands.values())),
+              "commands": commands, "tensorflow": tf.__version__, "devices": devices,
+              "machine": timing.cpu_description(), **kept}
 
     def save():
         timing.write_json(path, result)
@@ -255,6 +481,14 @@ def main(argv=None):
             result["nerf"] = nerf_part(args, tmp)
         for r in result["nerf"]:
             print({k: r.get(k) for k in ("name", "steps_per_second", "test_psnr_mean", "train_seconds", "error")})
+        save()
+    if "workers" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            result["workers"] = workers_part(args, tmp, bool(gpus))
+        for r in result["workers"]:
+            print({k: r[k] for k in ("name", "rays_per_second", "points_per_second", "rays_per_second_vs_one_worker",
+                                     "points_per_second_vs_one_worker", "steady_step_ms", "test_psnr_mean", "error")
+                   if k in r})
         save()
     if "selftest" in parts and not args.quick:
         report = os.path.join(tempfile.mkdtemp(), "selftest.json")

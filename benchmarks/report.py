@@ -145,6 +145,19 @@ def _multi_gpu(d):
                      "batch": r.get("batch_rays"), "steps_s": r.get("steps_per_second"),
                      "rays_s": (r.get("steps_per_second") or 0) * (r.get("batch_rays") or 0),
                      "psnr": r.get("test_psnr_mean")})
+    for r in d.get("workers", []):
+        if "points_per_worker" in r:  # the Keras model
+            rows.append({"what": f"Keras model, {r['name'].removeprefix('keras_').replace('_', ' ')}, "
+                                 f"{r['points_per_worker']} points a worker", "gpus": r.get("workers"),
+                         "points_s": r.get("points_per_second"), "vs_one": r.get("points_per_second_vs_one_worker"),
+                         "error": r.get("error") and "failed"})
+            continue
+        steps_s = r["rays_per_second"] / r["rays_per_step"] if r.get("rays_per_second") else None
+        rows.append({"what": f"NeRF demo, {r['name'].replace('_', ' ')}"
+                             + (f" ({r['collective']})" if r.get("strategy") == "multiworker" else ""),
+                     "gpus": r.get("workers"), "batch": r.get("rays_per_step"), "steps_s": steps_s,
+                     "rays_s": r.get("rays_per_second"), "vs_one": r.get("rays_per_second_vs_one_worker"),
+                     "psnr": r.get("test_psnr_mean"), "error": r.get("error") and "failed"})
     k = d.get("keras")
     if k:
         for w in k["weights"]:
@@ -229,20 +242,31 @@ NERF_DEMO = [("steps", "step"), ("training s", "train_seconds"), ("test PSNR dB"
              ("first step s", "first_step_s"), ("steady step ms", "steady_step_ms"),
              ("step compilations", "train_step_traces")]
 MULTI_GPU = [("run", "what"), ("GPUs", "gpus"), ("rays/step", "batch"), ("steps/s", "steps_s"),
-             ("rays/s", "rays_s"), ("test PSNR dB", "psnr")]
+             ("rays/s", "rays_s"), ("points/s", "points_s"), ("x one GPU", "vs_one"), ("test PSNR dB", "psnr"),
+             ("failed", "error")]
+
+
+def _multi_gpu_sections():
+    """The section of each benchmarks/results/multi_gpu.<gpu>x<count>.json (h100x2: two H100s)."""
+    keys = sorted(os.path.basename(p)[:-len(".json")] for p in glob.glob(os.path.join(RESULTS, "multi_gpu.*.json")))
+    return {key: _multi_gpu_section(key.split(".", 1)[1].partition("x")[0].upper()) for key in keys}
+
+
+def _multi_gpu_section(gpu):
+    return ("Two GPUs: MirroredStrategy and MultiWorkerMirroredStrategy against one GPU",
+            f"`python -m benchmarks.multi_gpu` on two {gpu}s through TensorFlow's CUDA build (NCCL, NVLink "
+            "multicast off): the NeRF demo under `--strategy mirrored` on one and two GPUs (global batch held, "
+            "and doubled); under `--strategy multiworker` as two processes with one GPU each (TF_CONFIG on "
+            "localhost, NCCL, each worker's batch held: `--batch-per-replica`) against one process on one GPU "
+            "(two seeds); a Keras HashEncoding + FusedMLP + RobustLoss model after 8 SGD steps on two GPUs "
+            "against one (the largest weight difference, and its ratio to the summation bound derived in the "
+            "script, TF32 included: above 1 means beyond it); the self-test on each GPU.", _multi_gpu, MULTI_GPU)
 
 # The sections of the result files no op benchmark writes: {<benchmark>.<device>: (title, what it
 # measures, rows(data) or None (the listed rows), [(header, key), ...])}. An op's benchmark module
 # holds its own (REPORT, read by benchmark_sections()).
 SECTIONS = {
-    "multi_gpu.h200x2": ("Two GPUs: MirroredStrategy against one GPU",
-                         "`python -m benchmarks.multi_gpu` on two H200s through TensorFlow's CUDA build (NCCL, "
-                         "NVLink multicast off): the NeRF demo's 3000 steps under `--strategy mirrored` on one and "
-                         "two GPUs (global batch held, and doubled), a Keras HashEncoding + FusedMLP + RobustLoss "
-                         "model after 8 SGD steps on two GPUs against one (the largest weight difference, and its "
-                         "ratio to the float32 summation bound derived in the script: above 1 means beyond it; "
-                         "FusedMLP runs in TF32 there, which that bound does not cover), and the self-test on each "
-                         "GPU.", _multi_gpu, MULTI_GPU),
+    **_multi_gpu_sections(),
     # NeRF sample
     "nerf_demo.h100": ("NeRF sample on a GPU: the procedural demo",
                        "3000 training steps of the hash-grid NeRF (float16 fused MLPs, fused Adam) through "

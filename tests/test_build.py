@@ -13,6 +13,7 @@ import ast
 import glob
 import importlib.util
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -231,6 +232,37 @@ def test_cpu_files_keep_the_cpu_rule(op):
         registrations = f.read()
     assert not re.search(r"struct\s+\w+Functor\s*<", registrations), \
         f"{folder(op)}/{op}_kernels.cc defines a functor: it belongs in {op}_functor.h"
+
+
+# ---- the Linux wheel's levels: the sources the level does not speed up compile once ----
+
+# What a source compiled once at the baseline must not include: the CPU
+# functors and loops, and what picks a SIMD path from the target's macros.
+_LEVEL_HEADERS = re.compile(r'#include "kernels/(\w+/\w+_(functor|cpu)\.h|cpu/simd\.h|framework/x86_intrinsics\.h)"')
+
+
+@pytest.mark.parametrize("args", [(), ("PORTABLE=1", "ISA=x86-64-v3")], ids=["native", "level"])
+def test_isa_common_sources_hold_no_cpu_kernel_code(tmp_path, args):
+    """The -march=native library and every level's library of the Linux wheel
+    link ISA_COMMON_SRCS compiled once, at the baseline (docs/BUILDING.md,
+    "Wheels"): none includes a CPU functor or SIMD header (the XLA host
+    handlers, which run the functors, live in <op>_kernels.cc, compiled with
+    the library's own flags), and each library links its own objects first,
+    then the common ones, each source once."""
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        pytest.skip("the common objects are an x86-64 Linux build's")
+    own_dir, common_dir = tmp_path / "build", f"{tmp_path}/isa-common"  # make_database's BUILD
+    variables = make_database(tmp_path, *args, f"ISA_COMMON={common_dir}")
+    common = variables["ISA_COMMON_SRCS"].split()
+    assert "kernels/sh_encode/sh_encode_xla.cc" in common and "ops/sh_encode_op.cc" in common
+    for source in common:
+        found = _LEVEL_HEADERS.search(_read(source))
+        assert not found, f"{source} is compiled once for every ISA level but includes {found.group(0)}"
+    objs = variables["OBJS"].split()
+    own = [o for o in objs if o.startswith(f"{own_dir}/")]
+    shared = [o for o in objs if o.startswith(f"{common_dir}/")]
+    assert objs == own + shared and len(shared) == len(common), objs
+    assert f"{own_dir}/obj/kernels/sh_encode/sh_encode_kernels.o" in own
 
 
 # ---- the Makefile on a Mac: CPU count without nproc, warnings that do not stop a user's build ----

@@ -1,4 +1,4 @@
-"""The float16 FusedMLP error bound (metal_ops._fused_mlp_reference.float16_bound,
+"""The float16 FusedMLP error bound (metal_ops._reference.fused_mlp.float16_bound,
 docs/FUSED_MLP_GPU.md "float16 error bound"), checked against a NumPy model of
 the float16 kernels: float16 inputs, weights, biases and dy; float32 products
 and sums; every layer's output and every dL/dz rounded to float16, the
@@ -14,15 +14,11 @@ by tests/cuda/test_fused_mlp_cuda.py (CUDA) and tests/test_fused_mlp_metal_shim.
 (the Metal shaders through the MSL shim).
 """
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from tests.reference import fused_mlp as ref
-from tests.child_env import child_env
 
 HIDDEN = ("none", "relu", "leaky_relu", "sigmoid", "softplus")
 OUTPUT = HIDDEN + ("trunc_exp",)
@@ -271,14 +267,3 @@ def test_selftest_float16_check_missing_gradient():
     grads[3] = None
     assert case.check(case, values, grads) == (math.inf, "gradient of input 3: missing on the device")
 
-
-def test_reference_loads_without_tensorflow():
-    # The CUDA harness tests run without TensorFlow: tests/reference/fused_mlp.py
-    # loads the package's module from its file, not through metal_ops/__init__.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = ("import sys, tests.reference.fused_mlp as r; "
-            "assert 'tensorflow' not in sys.modules and 'metal_ops' not in sys.modules; "
-            "assert callable(r.float16_bound)")
-    env = child_env(pythonpath=[os.path.join(root, "python"), root])
-    r = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr

@@ -6,7 +6,9 @@ table included) on a fixed global ray batch and trains a few steps; a
 single-replica trainer starting from the same weights, on the same global
 batches, must get the same gradients and the same weights. Sample placement is
 deterministic (--no-jitter) and the occupancy-grid update is seeded
-statelessly, so the runs differ only by summation order.
+statelessly, so the runs differ only by summation order. A checkpoint written
+by two workers restores in one process, and one written by one process in
+two workers, with the same renders.
 
 The strategies run in subprocesses: logical devices and TF_CONFIG must be set
 before TensorFlow initialises.
@@ -85,6 +87,8 @@ def worker_main(mode, tmp, out, index=0):
     assert tr.num_replicas == 2, tr.num_replicas
     init = [v.numpy() for v in tr.model.weights]
     grads, weights, mask = _run_steps(tr)
+    # The ray count follows the sample budget; the step takes any count in its one trace.
+    assert tr.timing_stats()["train_step_traces"] == 1, tr.timing_stats()
     if mode == "mirrored":
         # The optimizer updates each device's copy of the weights and of its own variables.
         for v in list(tr.model.trainable_variables) + list(tr.optimizer.variables):
@@ -113,6 +117,28 @@ def _env(**extra):
     env.pop("TF_CONFIG", None)
     env.update(extra)
     return env
+
+
+def _two_workers(entry, *args):
+    """Runs this file's `entry` as two local workers over loopback (TF_CONFIG); their outputs."""
+    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
+    procs = []
+    for i in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), entry, *map(str, args), str(i)],
+            cwd=ROOT, env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True))
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=300))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (so, se) in zip(procs, outputs):
+        assert p.returncode == 0, so[-2000:] + se[-4000:]
 
 
 def _load(path):
@@ -154,26 +180,8 @@ def test_mirrored_strategy_two_logical_cpus(tmp_path):
 
 
 def test_multiworker_mirrored_strategy_two_local_workers(tmp_path):
-    ports = [_free_port(), _free_port()]
-    cluster = {"worker": [f"localhost:{p}" for p in ports]}
     out = str(tmp_path / "multiworker.npz")
-    procs = []
-    for i in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
-        procs.append(subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "multiworker", str(tmp_path), out, str(i)],
-            cwd=ROOT, env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True))
-    outputs = []
-    try:
-        for p in procs:
-            outputs.append(p.communicate(timeout=300))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, (so, se) in zip(procs, outputs):
-        assert p.returncode == 0, so[-2000:] + se[-4000:]
+    _two_workers("multiworker", tmp_path, out)
     dist = _load(out)
     # Single-replica reference from worker 0's (broadcast) initial weights, in this process.
     init_z = np.load(out + ".init.npz")
@@ -182,5 +190,60 @@ def test_multiworker_mirrored_strategy_two_local_workers(tmp_path):
     _compare(dist, (g, w, m, None))
 
 
+def ckpt_argv(tmp, strategy, resume):
+    """The run the checkpoint test writes and reads back (one name, so one checkpoint folder)."""
+    return tiny_argv(tmp, strategy) + ["--name", "ckpt"] + (["--resume"] if resume else [])
+
+
+def checkpoint_worker_main(tmp, out, index, resume):
+    """Subprocess entry 'ckpt': one of two workers of the run 'ckpt' that trains STEPS steps and
+    saves a checkpoint, or (resume) restores the latest one; writes its step and its render of the
+    first test view to out.<index>.npz. The strategy is the sample's (train.make_strategy)."""
+    from examples.nerf import train
+
+    args = train.build_parser().parse_args(ckpt_argv(tmp, "multiworker", resume))
+    tr = train.Trainer(args, strategy=train.make_strategy("multiworker"), log=lambda *a: None)
+    assert tr.num_replicas == 2, tr.num_replicas
+    # The sample loads the library before the strategy runs TensorFlow's first op: XLA compiles its ops.
+    assert tr.metal_ops._loader.xla_status() == (True, None), tr.metal_ops._loader.xla_status()
+    if not resume:
+        for _ in range(STEPS):
+            tr.train_one_step()
+        tr.manager.save(checkpoint_number=tr.step)
+    np.savez(f"{out}.{index}.npz", step=tr.step, image=tr.render_image(tr.dataset.splits["test"][0]))
+
+
+def test_checkpoint_of_two_workers_restores_in_one_and_back(tmp_path):
+    """Two workers train and save; one process restores that checkpoint and renders what they
+    rendered, trains on and saves; two workers restore that one and render what it rendered."""
+    from examples.nerf import train
+
+    out = str(tmp_path / "render")
+    _two_workers("ckpt", tmp_path, out, 0)
+    written = [np.load(f"{out}.{i}.npz") for i in range(2)]
+    assert [int(w["step"]) for w in written] == [STEPS, STEPS]
+    np.testing.assert_array_equal(written[0]["image"], written[1]["image"])
+
+    args = train.build_parser().parse_args(ckpt_argv(str(tmp_path), "default", True))
+    one = train.Trainer(args, log=lambda *a: None)
+    view = one.dataset.splits["test"][0]
+    assert one.step == STEPS
+    np.testing.assert_array_equal(one.render_image(view), written[0]["image"])
+    for _ in range(2):
+        one.train_one_step()
+    one.manager.save(checkpoint_number=one.step)
+    image = one.render_image(view)
+    assert not np.array_equal(image, written[0]["image"])  # the steps changed the model
+
+    _two_workers("ckpt", tmp_path, out + ".resumed", 1)
+    for i in range(2):
+        resumed = np.load(f"{out}.resumed.{i}.npz")
+        assert int(resumed["step"]) == STEPS + 2, f"worker {i}"
+        np.testing.assert_array_equal(resumed["image"], image, err_msg=f"worker {i}")
+
+
 if __name__ == "__main__":
-    worker_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 0)
+    if sys.argv[1] == "ckpt":
+        checkpoint_worker_main(sys.argv[2], sys.argv[3], int(sys.argv[5]), bool(int(sys.argv[4])))
+    else:
+        worker_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 0)

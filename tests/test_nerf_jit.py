@@ -120,7 +120,7 @@ def test_jit_refuses_what_it_does_not_compile(tmp_path, flags, message):
 
 def test_jit_refuses_ops_without_xla_kernels(tmp_path, monkeypatch):
     """Where XLA cannot compile one of the step's ops (a GPU without its CUDA handler, or the library
-    loaded after XLA's first compilation), --jit stops with a message naming the op."""
+    loaded after TensorFlow's first op), --jit stops with a message naming the op."""
     from examples.nerf import train
     from metal_ops import _loader
 
@@ -129,8 +129,8 @@ def test_jit_refuses_ops_without_xla_kernels(tmp_path, monkeypatch):
     monkeypatch.setattr(_loader, "xla_cuda_ops", lambda: frozenset({"MetalOpsHashEncode", "MetalOpsHashEncodeGrad"}))
     with pytest.raises(ValueError, match="no CUDA handler for XLA: MetalOpsFusedMLP, .*MetalOpsRayMarchStatic"):
         train.Trainer(_args(tmp_path, "--name", "refused", "--jit"), log=lambda *a: None)
-    monkeypatch.setattr(_loader, "xla_status", lambda: (False, "the library loaded after XLA's first compilation"))
-    with pytest.raises(ValueError, match="loaded after XLA's first compilation"):
+    monkeypatch.setattr(_loader, "xla_status", lambda: (False, "the library loaded after TensorFlow's first op"))
+    with pytest.raises(ValueError, match="loaded after TensorFlow's first op"):
         train.Trainer(_args(tmp_path, "--name", "refused", "--jit"), log=lambda *a: None)
 
 

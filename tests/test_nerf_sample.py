@@ -385,7 +385,7 @@ EXACT_BETAS = (0.875, 0.984375)
 
 def _train_graph_ops(tr):
     """The op types in the graph of the trainer's train function (the traced step)."""
-    graph = tr._get_train_fn(tr.use_grid()).get_concrete_function(tr.distribute_indices(tr.batch_indices(0))).graph
+    graph = tr._get_train_fn(tr.use_grid()).get_concrete_function(tr.tf.constant(tr.batch_indices(0))).graph
     return [op.type for op in graph.get_operations()]
 
 

@@ -50,7 +50,7 @@ def test_concurrent_first_load_is_safe():
 
 
 def test_import_loads_the_library_where_it_has_xla_kernels():
-    """XLA takes op kernels in at its first compilation: `import metal_ops`
+    """XLA takes op kernels in at TensorFlow's first op: `import metal_ops`
     loads the library where it has XLA kernels (docs/XLA.md), else lazily."""
     code = "import metal_ops, metal_ops._loader as l; print(l._module is None)"
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, check=True)
@@ -89,3 +89,22 @@ def test_missing_library_says_to_run_make(tmp_path, monkeypatch):
     monkeypatch.setattr(_loader, "_module", None)
     with pytest.raises(ImportError, match="`make`"):
         _loader.load_library()
+
+
+@pytest.mark.source_tree("pyproject.toml")
+def test_the_wheel_takes_in_the_selftest_references():
+    """The packages pyproject.toml's [tool.setuptools.packages.find] puts in the
+    wheel include metal_ops._reference, with every op's reference: what the
+    self-test checks the CPU kernels against on a machine without a GPU."""
+    import tomllib
+
+    import setuptools
+
+    from metal_ops import _reference
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        find = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]
+    where = os.path.join(ROOT, *find["where"])
+    assert "metal_ops._reference" in setuptools.find_packages(where, include=find["include"])
+    assert os.path.samefile(os.path.dirname(_reference.__file__), os.path.join(where, "metal_ops", "_reference"))
+    assert {f"{op}.py" for op in _reference.OPS} <= set(os.listdir(os.path.dirname(_reference.__file__)))

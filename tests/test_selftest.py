@@ -1,7 +1,7 @@
 """metal_ops.selftest (python -m metal_ops.selftest): its comparison, table,
 report and exit status, run here with the CPU as the device under test
-against the NumPy references (the package's, metal_ops._reference, and
-tests/reference's), through the same code path a Mac runs against the CPU
+against the NumPy references (the package's, metal_ops._reference, which
+tests/reference loads), through the same code path a Mac runs against the CPU
 op; what it runs on a machine without a GPU; and planted mismatches that
 must make it exit 1.
 """
@@ -25,32 +25,11 @@ if not os.path.exists(_loader.library_path()):
     pytest.skip(f"no op library at {_loader.library_path()} (run make)", allow_module_level=True)
 
 
-def _has_selftest_adapter(op):
-    path = os.path.join(ROOT, "tests", "reference", f"{op}.py")
-    if not os.path.exists(path):
-        return False
-    with open(path, encoding="utf-8") as f:
-        return "\ndef selftest(" in f.read()
-
-
-# The ops whose self-test cases are checked here against tests/reference: every
-# tests/reference/<op>.py with a `selftest(inputs, attrs)` function (outputs, and
-# gradients of sum(cotangent * output) as a function of the cotangents).
-# (Read from tests/ alone, so that the suite run against an installed wheel has them too.)
-REFERENCE_MODULES = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "tests", "reference"))
-                           if name.endswith(".py") and not name.startswith("_"))
-REFERENCES = {**{op: importlib.import_module(f"tests.reference.{op}").selftest for op in REFERENCE_MODULES
-                 if _has_selftest_adapter(op)}, **_reference.references()}
-NUMPY_REFERENCE_OPS = tuple(REFERENCES)
-
-
 def numpy_reference(case, repeat):
-    """(outputs, gradients of sum(cotangent * output), seconds) from tests/reference."""
-    if case.op not in REFERENCES:
+    """The self-test's comparison against the package's references (metal_ops._reference)."""
+    if case.op not in _reference.OPS:
         raise AssertionError(f"no NumPy reference for {case.op}")
-    outs, grads = REFERENCES[case.op](case.inputs, case.attrs)
-    cots = selftest.cotangents(case, [o.shape for o in outs])
-    return outs, (grads(cots) if case.differentiable else []), None
+    return selftest.numpy_reference(case, repeat)
 
 
 def registered_ops():
@@ -71,29 +50,35 @@ def registered_ops():
 
 
 def small_cases():
-    # Every case of these ops but the large timing ones (odd sizes and empty tensors stay).
-    return [c for c in selftest.cases(set(NUMPY_REFERENCE_OPS)) if max(a.size for a in c.inputs) < 100_000]
+    # The cases of a machine without a GPU but the large timing ones (odd sizes and empty tensors stay).
+    return [c for c in selftest.cases(cpu_only=True) if max(a.size for a in c.inputs) < 50_000]
 
 
-def test_cases_cover_every_op_dtype_and_empty_tensors():
+def public_ops():
+    """{name: OpDef} of the library's ops by their public names (MetalOpsSHEncode:
+    metal_ops.sh_encode); Grad ops and the internal ones have no function of that
+    name in metal_ops."""
     import metal_ops
 
-    all_cases = selftest.cases()
-    ops = {c.op for c in all_cases}
-    # The library's ops by their public names (MetalOpsSHEncode: metal_ops.sh_encode);
-    # Grad ops and the internal ones have no function of that name in metal_ops.
     registered = {name.removeprefix("metal_ops_"): op_def for name, op_def in registered_ops().items()}
     public = {name: op_def for name, op_def in registered.items() if callable(getattr(metal_ops, name, None))}
     assert len(public) >= 10, sorted(registered)
+    return public
+
+
+def test_cases_cover_every_op_dtype_and_empty_tensors():
+    all_cases = selftest.cases()
+    ops = {c.op for c in all_cases}
+    public = public_ops()
     # RayMarchStatic runs RayMarch's count and fill passes (the self-test's
     # ray_march cases) with a cut and padding between them, which
     # tests/test_ray_march_static.py checks; outside XLA it has no GPU kernel
     # of its own, and its self-test cases are [xla] cases (where XLA compiles).
     covered_by = {"ray_march_static": "ray_march"}
     assert set(covered_by.values()) <= ops
+    assert ops <= set(public), f"self-test cases of no public op: {sorted(ops - set(public))}"
     public = {name: op_def for name, op_def in public.items() if name not in covered_by}
     assert set(public) <= ops, f"public ops without self-test cases: {sorted(set(public) - ops)}"
-    assert ops <= set(registered), f"self-test cases of no registered op: {sorted(ops - set(registered))}"
     half = tf.float16.as_datatype_enum
     for op, op_def in public.items():
         if any(half in a.allowed_values.list.type for a in op_def.attr if a.type == "type"):
@@ -102,21 +87,65 @@ def test_cases_cover_every_op_dtype_and_empty_tensors():
         assert any(min(a.size for a in c.inputs) == 0 for c in all_cases if c.op == op), f"{op}: no empty case"
 
 
-def test_every_op_with_cases_has_a_numpy_reference():
-    """Each op the self-test has cases of has its independent reference, and the
-    references the self-test's cases are checked against here are found."""
-    ops = {c.op for c in selftest.cases()}
-    missing = sorted(op for op in ops if not os.path.exists(os.path.join(ROOT, "tests", "reference", f"{op}.py")))
-    assert not missing, f"self-test ops without tests/reference/<op>.py: {missing}"
-    assert {"zero_out", "distortion_loss", "sh_encode", "trunc_exp", "ray_march", "scene_contract"} <= set(REFERENCES)
-    assert set(REFERENCES) <= ops, sorted(set(REFERENCES) - ops)
+def test_without_a_gpu_every_op_has_cases_and_a_packaged_reference():
+    """What a CPU-only installation checks: each public op's CPU kernel outside
+    XLA (and under it where it has XLA kernels) against the package's reference
+    of it, the one tests/reference/<op>.py loads for the op's own tests."""
+    public = set(public_ops())
+    cpu_cases = selftest.cases(cpu_only=True)
+    plain = {c.op for c in cpu_cases if not c.label.endswith(selftest.XLA_LABEL)}
+    assert public <= plain, f"ops without a CPU self-test case: {sorted(public - plain)}"
+    assert {c.op for c in cpu_cases} == set(_reference.OPS) == public, sorted(set(_reference.OPS) ^ public)
+    assert not [c for c in cpu_cases if c.dtype == "float16"]
+    folder = os.path.dirname(_reference.__file__)
+    for op in _reference.OPS:
+        assert os.path.exists(os.path.join(folder, f"{op}.py")), op
+        assert callable(_reference.references()[op]), op
+        assert callable(importlib.import_module(f"tests.reference.{op}").selftest), op
+    # Under XLA, each op with XLA kernels (docs/XLA.md).
+    with_xla = {c.op for c in cpu_cases if c.label.endswith(selftest.XLA_LABEL)}
+    assert with_xla == set(selftest.xla_ops()) & public, sorted(with_xla ^ set(selftest.xla_ops()))
+
+
+def test_reference_modules_load_without_tensorflow():
+    # The CUDA harness tests run without TensorFlow: tests/reference loads the
+    # package's references from their folder, not through metal_ops/__init__.
+    code = ("import importlib, sys; "
+            f"mods = [importlib.import_module('tests.reference.' + op) for op in {_reference.OPS!r}]; "
+            "assert 'tensorflow' not in sys.modules and 'metal_ops' not in sys.modules, sorted(sys.modules); "
+            "assert all(callable(m.selftest) for m in mods)")
+    env = child_env(pythonpath=[os.path.join(ROOT, "python"), ROOT])
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("bg", ["none", "shared", "per_ray"])
+@pytest.mark.parametrize("eps", [0.0, 1e-2])
+def test_renderer_reference_gradients_match_finite_differences(bg, eps):
+    """The renderers' reference gradients the self-test uses (vjp, written out
+    from the formulas) against the central finite differences of the float64
+    forward the op tests use; packed rays of other lengths, one empty."""
+    from tests.reference import packed_volume_render as packed, volume_render as dense
+    from tests.reference.render_testing import assert_grads_close, cotangents, make_background
+
+    background = make_background(bg, 5, np.float64)
+    sigma, rgb, t = dense.make_rays(5, 7, seed=3, dtype=np.float64, surface=True)
+    cot = cotangents(5, (5, 7), np.float64, True)
+    assert dense.margin_ok(sigma, t, eps)
+    assert_grads_close(dense.vjp(sigma, rgb, t, background, eps, cot),
+                       dense.numeric_grads(sigma, rgb, t, background, eps, cot), np.float64, background)
+    rays = packed.make_packed([3, 0, 6, 1, 5], seed=3, dtype=np.float64, surface=True)
+    cot = cotangents(5, (15,), np.float64, True)
+    assert packed.margin_ok(rays[0], *rays[2:], eps)
+    assert_grads_close(packed.vjp(*rays, background, eps, cot), packed.numeric_grads(*rays, background, eps, cot),
+                       np.float64, background)
 
 
 def test_cpu_against_numpy_reference_passes(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(selftest.SYNC_ENV, raising=False)
     report = tmp_path / "report.json"
     selected = small_cases()
-    assert len(selected) >= 15
+    assert {c.op for c in selected} == set(_reference.OPS)
     rc = selftest.main(["--json", str(report), "--repeat", "1"], devices=["/CPU:0"], reference=numpy_reference,
                        selected=selected)
     out = capsys.readouterr().out
@@ -202,20 +231,21 @@ def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
     # Outside the source tree, with only the package importable: no tests/ folder.
     with open(selftest.__file__, encoding="utf-8") as f:
         assert "tests" not in {line.split()[1].split(".")[0] for line in f if line.startswith(("import ", "from "))}
-    # It checks the CPU kernels against the package's references (two ops here, for time).
+    # It checks the CPU kernels against the package's references (three ops here, for time).
     env = child_env(pythonpath=[os.path.dirname(_loader.PACKAGE_DIR)], CUDA_VISIBLE_DEVICES="")
     report = tmp_path / "report.json"
     r = subprocess.run([sys.executable, "-m", "metal_ops.selftest", "--json", str(report), "--repeat", "1",
                         "--ops", "zero_out,sh_encode,fused_mlp"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "no GPU device" in r.stdout and "NumPy references of sh_encode, zero_out" in r.stdout
+    assert "no GPU device" in r.stdout and "NumPy references the package ships" in r.stdout
     data = json.loads(report.read_text())
     assert data["passed"] is True and data["environment"]["env"][selftest.SYNC_ENV] == "1"
     ops = {row["op"] for row in data["results"]}
-    assert ops == {"zero_out", "sh_encode"} and all(row["device"] == "/CPU:0" for row in data["results"])
-    want = [c for c in selftest.cases({"zero_out", "sh_encode"}) if c.dtype != "float16"]
-    assert len(data["results"]) == len(want)
+    assert ops == {"zero_out", "sh_encode", "fused_mlp"} and all(row["device"] == "/CPU:0"
+                                                                for row in data["results"])
+    want = selftest.cases({"zero_out", "sh_encode", "fused_mlp"}, cpu_only=True)
+    assert [row["case"] for row in data["results"]] == [c.label for c in want]
 
 
 def test_without_a_gpu_a_wrong_kernel_fails():

@@ -3,7 +3,7 @@ docs/XLA.md) on the CPU: values and gradients against NumPy references
 (tests/reference/) and against the same ops without XLA, shapes (empty ones
 too) and dtypes, attributes passed to the handler, bad inputs refused while
 XLA compiles with the TensorFlow kernels' messages, and the rule that the
-library must load before XLA's first compilation. Each test runs on every
+library must load before TensorFlow's first op. Each test runs on every
 device (tests/devices.py): on the CPU through the host handlers, on a CUDA
 GPU through the CUDA handlers, where every op it compiles has one
 (`metal_ops._loader.xla_cuda_ops()`; skipped otherwise, naming the op). Values
@@ -488,8 +488,9 @@ def test_fused_conv2d_bad_bias_is_a_compile_error():
 
 # ---- Registration ----------------------------------------------------------------------
 
-def _run_child(code):
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
+def _run_child(code, *argv):
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *argv], capture_output=True, text=True,
+                          timeout=300,
                           env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -525,6 +526,32 @@ def test_a_library_loaded_after_the_first_compile_has_no_xla_kernels():
             print("refused:", str(e).splitlines()[0])
     """)
     assert rc == 0 and "refused:" in out and "MetalOpsTruncExp" in out, out
-    assert "warned: ['metal_ops: XLA compiled a function in this process before" in out, out
-    assert "Import metal_ops before the first XLA compilation" in out, out
+    assert "warned: [\"metal_ops: TensorFlow ran an op in this process before" in out, out
+    assert "Import metal_ops right after tensorflow, before any of these" in out, out
     assert "has_xla_kernels: False False" in out and "runs: [1.0, 1.0]" in out, out
+
+
+@pytest.mark.cpu_semantics("a property of the process, not of a device")
+def test_xla_takes_kernels_in_at_tensorflows_first_op_not_at_device_setup():
+    """Setting up and listing devices runs no op (metal_ops imported after them compiles under XLA);
+    creating a tf.distribute strategy runs one, and the warning then says what to do."""
+    code = """
+        import sys, warnings
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        tf.config.list_logical_devices()
+        if sys.argv[1:] == ["strategy"]:
+            tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import metal_ops
+        print("warned:", [str(w.message) for w in caught if w.category is RuntimeWarning])
+        print("registered:", metal_ops._loader.xla_status()[0])
+    """
+    rc, out = _run_child(code)
+    assert rc == 0 and "registered: True" in out and "warned: []" in out, out
+    rc, out = _run_child(code, "strategy")
+    assert rc == 0 and "registered: False" in out, out
+    assert "TensorFlow ran an op in this process before the metal_ops op library loaded" in out, out
+    assert "a tf.distribute strategy runs one" in out and "Import metal_ops right after tensorflow" in out, out

@@ -63,7 +63,7 @@ def test_layers_and_losses_support_jit():
 
 @pytest.fixture
 def xla_not_registered(monkeypatch):
-    """The state after `import metal_ops` came after XLA's first compilation
+    """The state after `import metal_ops` came after TensorFlow's first op
     (tests/test_xla.py runs that order in a child process)."""
     monkeypatch.setitem(_loader._xla_state, "registered", False)
 

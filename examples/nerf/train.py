@@ -34,6 +34,15 @@ def build_parser():
                    help="skip PNGs, plot and orbit (metrics.json and checkpoints are still written)")
     g.add_argument("--strategy", choices=["default", "mirrored", "multiworker"], default="default",
                    help="tf.distribute strategy (mirrored: all local devices; multiworker: TF_CONFIG)")
+    g.add_argument("--batch-per-replica", action="store_true",
+                   help="--batch-rays and --sample-budget are each replica's: the global batch grows with the "
+                        "replicas (default: they are the global batch's, split between the replicas)")
+    g.add_argument("--collective", choices=["auto", "nccl", "ring"], default="auto",
+                   help="multiworker: the all-reduce's transport (auto: NCCL where the workers run on GPUs, "
+                        "the ring over gRPC otherwise)")
+    g.add_argument("--bytes-per-pack", type=int, default=32 << 20,
+                   help="multiworker: the gradients are all-reduced in packs of about this many bytes "
+                        "(0: one pack), each started as soon as its gradients exist")
     g = p.add_argument_group("scene")
     g.add_argument("--data", default=None, metavar="PATH",
                    help="train on a scene from disk: a NeRF-synthetic folder, an instant-ngp/nerfstudio "
@@ -330,6 +339,12 @@ class Trainer:
         if self.jit and (self.num_replicas > 1 or tf.distribute.has_strategy() or
                          self.strategy is not tf.distribute.get_strategy()):
             raise ValueError("--jit compiles the step of one replica under the default strategy")
+        if getattr(a, "batch_per_replica", False):
+            # From here on the flags hold the global batch (as metrics.json's config records it).
+            a.batch_per_replica = False
+            a.replica_batch_rays, a.replica_sample_budget = a.batch_rays, a.sample_budget
+            a.batch_rays *= self.num_replicas
+            a.sample_budget *= self.num_replicas
         if a.batch_rays % self.num_replicas:
             raise ValueError(f"--batch-rays {a.batch_rays} is not divisible by {self.num_replicas} replicas")
         self.mlp_precision = resolve_mlp_precision(a.mlp_precision, a.model, a.mlp, runs_on_gpu(self.strategy))
@@ -397,16 +412,19 @@ class Trainer:
             shutil.rmtree(self.ckpt_dir)
         self.manager = tf.train.CheckpointManager(self.ckpt, self._ckpt_dir_for_worker(), max_to_keep=2)
         self.history = []
-        if a.resume and self.manager.latest_checkpoint:
-            self._check_checkpoint_layout(self.manager.latest_checkpoint)
-            self.ckpt.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+        # Every worker restores the chief's checkpoint (the others' are temporary): a shared folder,
+        # or a copy of it on every machine.
+        latest = tf.train.latest_checkpoint(self.ckpt_dir) if a.resume else None
+        if latest:
+            self._check_checkpoint_layout(latest)
+            self.ckpt.restore(latest).assert_existing_objects_matched()
             if self.marching:
                 self.publish_occupancy(int(self.step_var.numpy()), force=True)
             hist = os.path.join(self.run_dir, "metrics.json")
             if os.path.exists(hist):
                 with open(hist) as f:
                     self.history = json.load(f).get("history", [])
-            self.log(f"resumed from {self.manager.latest_checkpoint} at step {int(self.step_var.numpy())}")
+            self.log(f"resumed from {latest} at step {int(self.step_var.numpy())}")
 
         self._train_fn = {}
         self._jit_fn = {}  # --jit: the compiled step of each ray count
@@ -467,12 +485,17 @@ class Trainer:
                              f"{'FusedMLP layers' if saved == 'fused' else 'Keras Dense layers'}); resume it with "
                              f"--mlp {saved}, or start a new run without --resume")
 
-    def _is_chief(self):
+    def _task(self):
+        """This process's (type, index) in TF_CONFIG under --strategy multiworker, else ("chief", 0)."""
         tfc = os.environ.get("TF_CONFIG")
         if self.args.strategy != "multiworker" or not tfc:
-            return True
+            return "chief", 0
         task = json.loads(tfc).get("task", {})
-        return task.get("type", "worker") in ("chief",) or (task.get("type") == "worker" and task.get("index", 0) == 0)
+        return task.get("type", "worker"), int(task.get("index", 0))
+
+    def _is_chief(self):
+        kind, index = self._task()
+        return kind == "chief" or (kind == "worker" and index == 0)
 
     def _ckpt_dir_for_worker(self):
         # Multi-worker: every worker saves (collective variables), only the chief's copy is kept.
@@ -669,31 +692,32 @@ class Trainer:
             return self._train_fn[use_grid]
         tf = self.tf
 
-        def replica_step(idx):
-            return self._replica_step(idx, use_grid)
+        def replica_stats(idx):
+            loss, mse, counts = self._replica_step(self.replica_share(idx), use_grid)
+            # One all-reduce for the step's figures, not one each: float64 holds the counts exactly.
+            return tf.concat([tf.cast(tf.stack([loss, mse]), tf.float64), tf.cast(counts, tf.float64)], 0)
 
-        # The ray count changes every step (the sample budget): one trace with a
-        # dynamic batch instead of a retrace, where the indices are a plain tensor.
-        signature = None
-        if self.num_replicas == 1 and not tf.distribute.has_strategy() and \
-                self.strategy is tf.distribute.get_strategy():
-            signature = [tf.TensorSpec([None], tf.int64)]
-
-        @tf.function(jit_compile=False, reduce_retracing=True, input_signature=signature)
-        def train_fn(dist_idx):
-            loss, mse, n_samples = self.strategy.run(replica_step, args=(dist_idx,))
-            s = tf.distribute.ReduceOp.SUM
-            return (self.strategy.reduce(s, loss, axis=None), self.strategy.reduce(s, mse, axis=None),
-                    self.strategy.reduce(s, n_samples, axis=None))
+        # The ray count changes every step (the sample budget): the step takes the global
+        # batch's indices, a plain tensor of dynamic length, and each replica slices its
+        # share, so one trace serves the whole run under every strategy.
+        @tf.function(jit_compile=False, input_signature=[tf.TensorSpec([None], tf.int64)])
+        def train_fn(idx):
+            stats = self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(replica_stats, args=(idx,)),
+                                         axis=None)
+            return tf.cast(stats[0], tf.float32), tf.cast(stats[1], tf.float32), tf.cast(stats[2:], tf.int64)
 
         self._train_fn[use_grid] = train_fn
         return train_fn
 
-    def distribute_indices(self, idx):
-        b = len(idx) // self.num_replicas
-        return self.strategy.experimental_distribute_values_from_function(
-            lambda ctx: self.tf.constant(idx[ctx.replica_id_in_sync_group * b:
-                                             (ctx.replica_id_in_sync_group + 1) * b]))
+    def replica_share(self, idx):
+        """This replica's slice of a step's global ray indices (in a replica context): the replicas
+        take equal consecutive slices in the order of their ids, the workers' included."""
+        if self.num_replicas == 1:
+            return idx
+        tf = self.tf
+        b = tf.shape(idx)[0] // self.num_replicas
+        start = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32) * b
+        return idx[start:start + b]
 
     def reduced_gradients(self, idx, use_grid=False):
         """All-reduced (summed) gradients of the global loss on `idx`, as seen by replica 0."""
@@ -702,12 +726,12 @@ class Trainer:
 
         def replica_grads(i):
             with tf.GradientTape() as tape:
-                loss, _, _ = self._replica_loss(i, use_grid)
+                loss, _, _ = self._replica_loss(self.replica_share(i), use_grid)
             grads = [tf.convert_to_tensor(g) for g in self._gradients(tape, loss, variables)]
             return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
 
-        fn = tf.function(lambda di: self.strategy.run(replica_grads, args=(di,)))
-        res = fn(self.distribute_indices(idx))
+        fn = tf.function(lambda i: self.strategy.run(replica_grads, args=(i,)))
+        res = fn(tf.constant(idx))
         return [self.strategy.experimental_local_results(g)[0].numpy() for g in res]
 
     def set_learning_rate(self, progress):
@@ -755,7 +779,7 @@ class Trainer:
         else:
             fn = self._get_train_fn(True if self.marching else self.use_grid(step))
             rays = self.rays_for_budget()
-            loss, mse, counts = fn(self.distribute_indices(self.batch_indices(step, rays)))
+            loss, mse, counts = fn(self.tf.constant(self.batch_indices(step, rays)))
         self.step_var.assign_add(1)
         self._step += 1
         # The last step's counts are read here, while this step runs on the
@@ -918,7 +942,7 @@ class Trainer:
         os.makedirs(self.run_dir, exist_ok=True)
         gts = self.ground_truth("test")
         paths = []
-        if not a.no_outputs:
+        if not a.no_outputs and self._is_chief():
             shown = range(len(gts))
             if getattr(a, "pictures", None) is not None and a.pictures < len(gts):
                 shown = sorted(set(np.linspace(0, len(gts) - 1, a.pictures).round().astype(int))) if a.pictures else []
@@ -944,7 +968,9 @@ class Trainer:
                          aabb=self.dataset.aabb.tolist(), near=self.near, far=self.far),
             config=vars(a), data=self.data_path, side_by_side=paths, **self.sample_stats(), **self.timing_stats(),
             **extra)
-        with open(os.path.join(self.run_dir, "metrics.json"), "w") as f:
+        # The other workers of a multi-worker run write beside the chief (the same folder on one machine).
+        name = "metrics.json" if self._is_chief() else "metrics.{}{}.json".format(*self._task())
+        with open(os.path.join(self.run_dir, name), "w") as f:
             json.dump(metrics, f, indent=2)
         return metrics
 
@@ -992,20 +1018,48 @@ class Trainer:
         plt.close(fig)
 
 
-def make_strategy(name):
+def resolve_collective(collective):
+    """--collective auto: NCCL where TensorFlow lists a GPU, else the ring."""
+    import tensorflow as tf
+
+    if collective != "auto":
+        return collective
+    return "nccl" if tf.config.list_physical_devices("GPU") else "ring"
+
+
+def communication_options(collective="auto", bytes_per_pack=0):
+    """MultiWorkerMirroredStrategy's all-reduce: NCCL between GPUs (TensorFlow's AUTO takes the
+    ring, which goes through host memory and gRPC), the ring over gRPC between CPUs; gradients in
+    packs of about `bytes_per_pack` bytes (0: one pack)."""
+    import tensorflow as tf
+
+    impl = tf.distribute.experimental.CommunicationImplementation
+    return tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=bytes_per_pack,
+        implementation=impl.NCCL if resolve_collective(collective) == "nccl" else impl.RING)
+
+
+def make_strategy(name, collective="auto", bytes_per_pack=0):
+    """The --strategy's tf.distribute strategy (None: the default one). The op library loads
+    first: XLA takes op kernels in at TensorFlow's first op, which creating a strategy runs."""
+    import metal_ops  # noqa: F401
     import tensorflow as tf
 
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multiworker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=communication_options(collective, bytes_per_pack))
     return None
 
 
 def train(argv=None, log=print):
     args = parse_args(argv)
+    if args.strategy == "multiworker":
+        args.collective = resolve_collective(args.collective)  # metrics.json's config: the transport used
     t_start = time.perf_counter()
-    trainer = Trainer(args, strategy=make_strategy(args.strategy), log=log)
+    trainer = Trainer(args, strategy=make_strategy(args.strategy, args.collective, args.bytes_per_pack),
+                      log=log)
     if not args.quiet:
         log(f"scene: {trainer.data_path} ({trainer.data_seconds:.1f} s), "
             f"{trainer.n_train_rays} training rays, model={args.model}, replicas={trainer.num_replicas}")

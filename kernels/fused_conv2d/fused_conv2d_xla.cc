@@ -1,18 +1,16 @@
-// The XLA kernels of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad
-// (kernels/xla/xla_kernel.h; FusedConv2D's gradient is TensorFlow's
-// convolution gradients and FusedActivationGrad) and their host handlers: the
-// CPU functors of kernels/fused_conv2d/fused_conv2d_functor.h. FusedConv2D's geometry is
-// computed while XLA compiles (fused_conv2d::Geometry) and travels as FFI
-// attributes, the padding resolved; the handlers rebuild it from them and the
-// buffers' shapes (kernels/fused_conv2d/fused_conv2d_xla.h).
+// The XLA kernels of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad (kernels/xla/xla_kernel.h;
+// FusedConv2D's gradient is TensorFlow's convolution gradients and FusedActivationGrad), which emit
+// the calls that their host handlers take: the CPU functors of
+// kernels/fused_conv2d/fused_conv2d_functor.h, registered in
+// kernels/fused_conv2d/fused_conv2d_kernels.cc. FusedConv2D's geometry is computed while XLA
+// compiles (fused_conv2d::Geometry) and travels as FFI attributes, the padding resolved; the
+// handlers rebuild it from them and the buffers' shapes (kernels/fused_conv2d/fused_conv2d_xla.h).
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/fused_conv2d/fused_conv2d_functor.h"
 #include "kernels/fused_conv2d/fused_conv2d_spec.h"
-#include "kernels/fused_conv2d/fused_conv2d_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -65,30 +63,6 @@ using FusedConv2DXlaOp = XlaOpWithAttrs<fused_conv2d::ConvAttrs, CompileFusedCon
 using FusedActivationGradXlaOp = XlaOpWithAttrs<fused_conv2d::ActivationGradAttrs, CompileFusedActivationGrad>;
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedConv2D"), FusedConv2DXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedActivationGrad"), FusedActivationGradXlaOp);
-
-ffi::Error Conv(ffi::AnyBuffer input, ffi::AnyBuffer filter, ffi::RemainingArgs rest, RetBuffer output,
-                xla_ffi::ConvCallAttrs attrs) {
-  FusedConv2DArgs args;
-  ffi::Error error = xla_ffi::FusedConv2DArgsOf(input, filter, rest, output, attrs, &args);
-  if (error.failure() || args.g.pixels() * args.g.out_depth == 0) return error;
-  return xla_ffi::ToError(
-      FusedConv2DFunctor<Eigen::ThreadPoolDevice>::Compute(HostContext(), args, Data<float>(output)));
-}
-
-ffi::Error ActivationGrad(ffi::AnyBuffer grads, ffi::AnyBuffer outputs, ffi::RemainingArgs rest,
-                          RetBuffer backprops, int64_t activation, float alpha) {
-  const float* features = nullptr;
-  ffi::Error error = xla_ffi::ActivationFeaturesOf(rest, &features);
-  const int64_t n = static_cast<int64_t>(grads.element_count());
-  if (error.failure() || n == 0) return error;
-  return xla_ffi::ToError(FusedActivationGradFunctor<Eigen::ThreadPoolDevice>::Compute(
-      HostContext(), Data<float>(grads), Data<float>(outputs), features, n,
-      static_cast<int>(activation), alpha, Data<float>(backprops)));
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "Host", Conv, xla_ffi::BindConv(ffi::Ffi::Bind()));
-MO_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "Host", ActivationGrad,
-                   xla_ffi::BindActivationGrad(ffi::Ffi::Bind()));
 
 }  // namespace
 }  // namespace xla_kernels

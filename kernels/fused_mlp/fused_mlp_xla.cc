@@ -1,17 +1,15 @@
-// The XLA kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad
-// (kernels/xla/xla_kernel.h) and their host handler: the CPU functor of
-// kernels/fused_mlp/fused_mlp_functor.h. The call's operands are x, the N kernels
-// and the N biases (forward) or grad_y, x, the N kernels, y and hidden
-// (backward); the attributes are the activations as the spec's codes.
-// Under XLA every output is computed (XLA does not say which it reads).
+// The XLA kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad (kernels/xla/xla_kernel.h), which emit
+// the calls that their host handlers take: the CPU functor of
+// kernels/fused_mlp/fused_mlp_functor.h, registered in kernels/fused_mlp/fused_mlp_kernels.cc. The
+// call's operands are x, the N kernels and the N biases (forward) or grad_y, x, the N kernels, y
+// and hidden (backward); the attributes are the activations as the spec's codes. Under XLA every
+// output is computed (XLA does not say which it reads).
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/fused_mlp/fused_mlp_functor.h"
 #include "kernels/fused_mlp/fused_mlp_spec.h"
-#include "kernels/fused_mlp/fused_mlp_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -75,52 +73,6 @@ using FusedMlpXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlp>;
 using FusedMlpGradXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlpGrad>;
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes), FusedMlpXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes), FusedMlpGradXlaOp);
-
-ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
-  xla_ffi::FusedMlpCall c;
-  ffi::Error error = xla_ffi::FusedMlpForwardOf(args, rets, attrs, &c);
-  if (error.failure()) return error;
-  const std::vector<ffi::AnyBuffer>& in = c.in;
-  return xla_ffi::ForType<float, Eigen::half>(in[0].element_type(), "FusedMLP", [&](auto type) {
-    using T = decltype(type);
-    FusedMlpForwardArgs<T> a{static_cast<int64_t>(in[0].dimensions()[0]), Data<T>(in[0]), {}, {}, Data<T>(c.out[0]),
-                             Data<T>(c.out[1])};
-    for (int l = 0; l < c.num; ++l) {
-      a.kernels.push_back(Data<T>(in[1 + l]));
-      a.biases.push_back(Data<T>(in[1 + c.num + l]));
-    }
-    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), c.net, c.attrs, a));
-  });
-}
-
-ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, xla_ffi::FusedMlpCallAttrs attrs) {
-  xla_ffi::FusedMlpCall c;
-  ffi::Error error = xla_ffi::FusedMlpBackwardOf(args, rets, attrs, &c);
-  if (error.failure()) return error;
-  const std::vector<ffi::AnyBuffer>& in = c.in;
-  const int num = c.num;
-  return xla_ffi::ForType<float, Eigen::half>(in[1].element_type(), "FusedMLPGrad", [&](auto type) {
-    using T = decltype(type);
-    FusedMlpBackwardArgs<T> a{static_cast<int64_t>(in[1].dimensions()[0]),
-                              Data<T>(in[0]),
-                              Data<T>(in[1]),
-                              Data<T>(in[2 + num]),
-                              Data<T>(in[3 + num]),
-                              {},
-                              Data<T>(c.out[0]),
-                              {},
-                              {}};
-    for (int l = 0; l < num; ++l) {
-      a.kernels.push_back(Data<T>(in[2 + l]));
-      a.grad_kernels.push_back(Data<T>(c.out[1 + l]));
-      a.grad_biases.push_back(Data<T>(c.out[1 + num + l]));
-    }
-    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), c.net, c.attrs, a));
-  });
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", Forward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
-MO_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", Backward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
 
 }  // namespace
 }  // namespace xla_kernels

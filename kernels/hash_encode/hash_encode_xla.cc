@@ -1,8 +1,9 @@
 // The XLA kernels of MetalOpsHashEncode / MetalOpsHashEncodeGrad /
 // MetalOpsHashEncodeGradGrad (second derivatives; kernels/xla/xla_kernel.h)
-// and their host handlers: the CPU functor of
+// emit the calls that their host handlers take: the CPU functor of
 // kernels/hash_encode/hash_encode_functor.h (the table gradient in a fixed order, the
-// same bits as without XLA). The grid's attributes travel as FFI attributes
+// same bits as without XLA), registered in kernels/hash_encode/hash_encode_kernels.cc.
+// The grid's attributes travel as FFI attributes
 // (the string ones as the spec's codes); the handler rebuilds the grid with
 // the spec's Grid(). The CUDA handlers of all three:
 // kernels/hash_encode/hash_encode_xla_gpu.cc. MetalOpsHashGridOffsets (computed
@@ -11,9 +12,7 @@
 
 #include <cstdint>
 
-#include "kernels/hash_encode/hash_encode_functor.h"
 #include "kernels/hash_encode/hash_encode_spec.h"
-#include "kernels/hash_encode/hash_encode_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -90,67 +89,6 @@ using HashEncodeGradGradXlaOp = GridXlaOp<GridOp::kEncodeGradGrad, 2, CompileHas
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncode").TypeConstraint("T", kFloatTypes), HashEncodeXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsHashEncodeGradGrad").TypeConstraint("T", kFloatTypes), HashEncodeGradGradXlaOp);
-
-ffi::Error Forward(ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer encoded, int64_t num_levels,
-                   int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale, int64_t interpolation,
-                   int64_t out_of_range) {
-  xla_ffi::HashEncodeCall c;
-  ffi::Error error = xla_ffi::HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale,
-                                               interpolation, out_of_range, inputs, table, &c);
-  if (error.failure() || c.num_points == 0) return error;
-  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncode", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::Forward(
-        HostContext(), c.grid,
-        xla_ffi::GridArgsOf<HashEncodeForwardArgs, T>(c, Data<float>(inputs), Data<T>(table), Data<T>(encoded))));
-  });
-}
-
-ffi::Error Backward(ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table,
-                    RetBuffer grad_table, RetBuffer grad_inputs, int64_t num_levels,
-                    int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale, int64_t interpolation,
-                    int64_t out_of_range, int64_t table_grad, int64_t input_grad, int64_t deterministic) {
-  xla_ffi::HashEncodeCall c;
-  ffi::Error error = xla_ffi::HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale,
-                                               interpolation, out_of_range, inputs, table, &c);
-  if (error.failure() || (!table_grad && !input_grad)) return error;
-  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncodeGrad", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::Backward(
-        HostContext(), c.grid,
-        xla_ffi::GridArgsOf<HashEncodeBackwardArgs, T>(c, Data<T>(grad_encoded), Data<float>(inputs), Data<T>(table),
-                                                       table_grad ? Data<T>(grad_table) : nullptr,
-                                                       input_grad ? Data<float>(grad_inputs) : nullptr,
-                                                       deterministic != 0)));
-  });
-}
-
-ffi::Error GradGrad(ffi::AnyBuffer grad_grad_inputs, ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs,
-                    ffi::AnyBuffer table, RetBuffer grad_table, RetBuffer grad_grad_encoded,
-                    int64_t num_levels, int64_t log2_hashmap_size, int64_t base_resolution, float per_level_scale,
-                    int64_t interpolation, int64_t out_of_range) {
-  xla_ffi::HashEncodeCall c;
-  ffi::Error error = xla_ffi::HashEncodeCallOf(num_levels, log2_hashmap_size, base_resolution, per_level_scale,
-                                               interpolation, out_of_range, inputs, table, &c);
-  if (error.failure()) return error;
-  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncodeGradGrad", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(HashEncodeFunctor<Eigen::ThreadPoolDevice, T>::GradGrad(
-        HostContext(),
-        xla_ffi::GridArgsOf<HashEncodeGradGradArgs, T>(c, Data<float>(grad_grad_inputs), Data<T>(grad_encoded),
-                                                       Data<float>(inputs), Data<T>(table), Data<T>(grad_table),
-                                                       Data<T>(grad_grad_encoded))));
-  });
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsHashEncode", "Host", Forward, xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<2, 1>()));
-MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", Backward,
-                   xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<3, 2>())
-                       .Attr<int64_t>("table_grad")
-                       .Attr<int64_t>("input_grad")
-                       .Attr<int64_t>("deterministic"));
-MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", GradGrad,
-                   xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<4, 2>()));
 
 }  // namespace
 }  // namespace xla_kernels

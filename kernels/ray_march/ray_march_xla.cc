@@ -1,15 +1,13 @@
-// The XLA kernel of MetalOpsRayMarchStatic (kernels/xla/xla_kernel.h) and its
-// host handler: the CPU functor of kernels/ray_march/ray_march_functor.h. The
-// attributes travel as FFI attributes (aabb as six floats); the handler
-// rebuilds and checks them with the spec's AttrsFromValues. MetalOpsRayMarch
+// The XLA kernel of MetalOpsRayMarchStatic (kernels/xla/xla_kernel.h), which emits the call that
+// its host handler takes: the CPU functor of kernels/ray_march/ray_march_functor.h, registered in
+// kernels/ray_march/ray_march_kernels.cc. The attributes travel as FFI attributes (aabb as six
+// floats); the handler rebuilds and checks them with the spec's AttrsFromValues. MetalOpsRayMarch
 // has no XLA kernel: its outputs' size depends on the data.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 
-#include "kernels/ray_march/ray_march_functor.h"
 #include "kernels/ray_march/ray_march_spec.h"
-#include "kernels/ray_march/ray_march_xla.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -41,25 +39,6 @@ void CompileRayMarchStatic(XlaOpKernelContext* ctx, const ray_march::StaticAttrs
 
 using RayMarchStaticXlaOp = XlaOpWithAttrs<ray_march::StaticAttrs, CompileRayMarchStatic>;
 MO_REGISTER_XLA_OP(Name("MetalOpsRayMarchStatic"), RayMarchStaticXlaOp);
-
-ffi::Error Static(ffi::AnyBuffer origins, ffi::AnyBuffer directions, ffi::AnyBuffer near, ffi::AnyBuffer far,
-                  ffi::AnyBuffer occupancy, ffi::AnyBuffer seed, RetBuffer t_starts, RetBuffer t_ends,
-                  RetBuffer ray_indices, RetBuffer ray_offsets, RetBuffer ray_counts, RetBuffer num_samples,
-                  RetBuffer num_rays, xla_ffi::RayMarchStaticCallAttrs attrs) {
-  ray_march::Attrs a;
-  ffi::Error error =
-      xla_ffi::RayMarchStaticAttrsOf(attrs, origins, directions, near, far, occupancy, seed, &a);
-  if (error.failure()) return error;
-  const int64_t rays = origins.dimensions()[0];
-  const RayMarchInputs in = xla_ffi::RayMarchInputsOf(origins, directions, near, far, occupancy,
-                                                      static_cast<uint32_t>(*Data<int32_t>(seed)));
-  const RayMarchStaticOutputs out = xla_ffi::RayMarchStaticOutputsOf(t_starts, t_ends, ray_indices, ray_offsets,
-                                                                     ray_counts, num_samples, num_rays);
-  return xla_ffi::ToError(RayMarchFunctor<Eigen::ThreadPoolDevice>::Static(
-      HostContext(), ray_march::MakeParams(a, rays, occupancy.dimensions()[0]), in, attrs.sample_budget, out));
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "Host", Static, xla_ffi::BindRayMarchStatic(ffi::Ffi::Bind()));
 
 }  // namespace
 }  // namespace xla_kernels

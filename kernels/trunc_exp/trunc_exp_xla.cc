@@ -1,11 +1,10 @@
-// The XLA kernels of MetalOpsTruncExp / MetalOpsTruncExpGrad
-// (kernels/xla/xla_kernel.h) and their host handler: the CPU functor of
-// kernels/trunc_exp/trunc_exp_functor.h.
+// The XLA kernels of MetalOpsTruncExp / MetalOpsTruncExpGrad (kernels/xla/xla_kernel.h), which emit
+// the calls that their host handlers take: the CPU functor of
+// kernels/trunc_exp/trunc_exp_functor.h, registered in kernels/trunc_exp/trunc_exp_kernels.cc.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 
-#include "kernels/trunc_exp/trunc_exp_functor.h"
 #include "kernels/trunc_exp/trunc_exp_spec.h"
 
 namespace mo {
@@ -23,27 +22,6 @@ void CompileTruncExpGrad(XlaOpKernelContext* ctx) {
 
 MO_REGISTER_XLA_OP(Name("MetalOpsTruncExp").TypeConstraint("T", kFloatTypes), XlaOp<CompileTruncExp>);
 MO_REGISTER_XLA_OP(Name("MetalOpsTruncExpGrad").TypeConstraint("T", kFloatTypes), XlaOp<CompileTruncExpGrad>);
-
-ffi::Error Forward(ffi::AnyBuffer x, RetBuffer y) {
-  const int64_t n = static_cast<int64_t>(x.element_count());
-  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(x.element_type(), n, "TruncExp", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(
-        TruncExpFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), Data<T>(x), n, Data<T>(y)));
-  });
-}
-
-ffi::Error Backward(ffi::AnyBuffer dy, ffi::AnyBuffer x, RetBuffer dx) {
-  const int64_t n = static_cast<int64_t>(x.element_count());
-  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(x.element_type(), n, "TruncExpGrad", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(TruncExpFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), Data<T>(dy),
-                                                                                   Data<T>(x), n, Data<T>(dx)));
-  });
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsTruncExp", "Host", Forward, xla_ffi::BindBuffers<1, 1>());
-MO_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "Host", Backward, xla_ffi::BindBuffers<2, 1>());
 
 }  // namespace
 }  // namespace xla_kernels

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/xla/xla_ffi.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
@@ -37,9 +38,10 @@ struct Outcome {
   std::string message;
 };
 
-// XLA takes the op kernels in once per process, at its first compilation
-// (XlaOpRegistry::RegisterCompilationKernels): a stock op then has a kernel
-// for XLA's compilation devices.
+// XLA takes the op kernels in once per process
+// (XlaOpRegistry::RegisterCompilationKernels), which TensorFlow 2.21 calls
+// when it runs its first op: a stock op then has a kernel for XLA's
+// compilation devices.
 bool XlaTookKernelsIn() {
   const std::string kernels = ::tensorflow::KernelsRegisteredForOp("Identity");
   return kernels.find("XLA_CPU_JIT") != std::string::npos || kernels.find("XLA_GPU_JIT") != std::string::npos;
@@ -67,9 +69,11 @@ Outcome Register() {
   } else if (late) {
     outcome.result = kRegisteredLate;
     outcome.message =
-        "XLA compiled a function in this process before the metal_ops op library loaded, and XLA takes op "
-        "kernels in only at its first compilation: the ops run, but not inside tf.function(jit_compile=True) "
-        "or a Keras model compiled with XLA. Import metal_ops before the first XLA compilation";
+        "TensorFlow ran an op in this process before the metal_ops op library loaded, and XLA takes op "
+        "kernels in only once, at TensorFlow's first op (creating a tensor, a variable, a Keras model or a "
+        "tf.distribute strategy runs one): the ops run, but not inside "
+        "tf.function(jit_compile=True) or a Keras model compiled with XLA. Import metal_ops right after "
+        "tensorflow, before any of these";
   }
   return outcome;
 }

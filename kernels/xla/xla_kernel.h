@@ -3,8 +3,8 @@
 // (kernels/<op>/<op>_spec.h) on the static shapes while XLA compiles, and
 // emits one typed-FFI custom call named after the TensorFlow op, its
 // attributes as FFI attributes. XLA then calls the handler registered under
-// that name for the platform: "Host" (the CPU functor of kernels/<op>/<op>_functor.h, on
-// HostContext()'s pool) or, where an op has one, "CUDA"
+// that name for the platform: "Host" (the CPU functor of kernels/<op>/<op>_functor.h,
+// registered in kernels/<op>/<op>_kernels.cc: kernels/xla/xla_host.h) or, where an op has one, "CUDA"
 // (kernels/<op>/<op>_xla_gpu.cc, the op's CUDA launchers on XLA's
 // stream). Registration happens when the library loads; XLA takes the op
 // kernels in at its first compilation.
@@ -21,14 +21,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/cpu_context.h"
 #include "kernels/spec/checks.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/xla/xla_ffi.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
-#include "tensorflow/core/platform/cpu_info.h"
-#include "tensorflow/core/platform/env.h"
 #include "xla/hlo/builder/xla_builder.h"
 #include "xla/shape_util.h"
 
@@ -37,12 +33,6 @@ namespace xla_kernels {
 
 using ::tensorflow::XlaOpKernel;
 using ::tensorflow::XlaOpKernelContext;
-
-// The host handlers' names for XLA's FFI API and the handlers' buffers
-// (kernels/xla/xla_ffi.h).
-namespace ffi = ::xla::ffi;
-using xla_ffi::Data;
-using xla_ffi::RetBuffer;
 
 // Element types of the ops' "T", for REGISTER_XLA_OP(Name(op).TypeConstraint("T", ...), kernel).
 inline constexpr ::tensorflow::DataType kFloatTypes[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_HALF};
@@ -163,16 +153,6 @@ inline bool AddXlaOp(XlaOpRegistrationFn registration) {
     return ::tensorflow::XlaOpRegistrationBuilder::BUILDER.Build(                                                \
         [](::tensorflow::OpKernelConstruction* context) -> ::tensorflow::OpKernel* { return new KERNEL(context); }); \
   })
-
-// The context the host handlers run the CPU functors with: the library's own
-// pool, one thread per core, made on first use. (XLA's FFI offers its
-// intra-op pool only as a task queue; a blocking parallel-for on it from a
-// handler that runs on that same pool can deadlock.)
-inline cpu::Context HostContext() {
-  static tsl::thread::ThreadPool* pool = new tsl::thread::ThreadPool(
-      ::tensorflow::Env::Default(), "metal_ops_xla", std::max(1, ::tensorflow::port::MaxParallelism()));
-  return cpu::Context(pool);
-}
 
 }  // namespace xla_kernels
 }  // namespace mo

@@ -1,8 +1,8 @@
 """tf-metal-ops: TensorFlow custom ops for neural-graphics training.
 
 Importing metal_ops loads the compiled library where it has XLA kernels
-(every build but macOS's): XLA takes op kernels in at its first compilation
-in the process, so `import metal_ops` before it is all a user does
+(every build but macOS's): XLA takes op kernels in once, at TensorFlow's
+first op in the process, so `import metal_ops` before it is all a user does
 (docs/XLA.md). Elsewhere, and when loading fails, the library loads on the
 first op call, which raises the loader's error. Op
 wrappers live in one module per op (metal_ops/<op>.py) next to their gradients;
@@ -39,7 +39,7 @@ from metal_ops import losses  # noqa: E402
 from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
 from metal_ops.zero_out import zero_out  # noqa: E402,F401  (the tutorial op: metal_ops.zero_out, not in __all__)
 
-# docs/XLA.md: the XLA kernels must be registered before XLA's first compilation.
+# docs/XLA.md: the XLA kernels must be registered before TensorFlow's first op.
 if _loader.builds_xla_kernels():
     try:
         load_library()

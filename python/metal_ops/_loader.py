@@ -1,7 +1,7 @@
 """Thread-safe loading of the compiled op library.
 
 The library is loaded at `import metal_ops` where it has XLA kernels (they
-must be registered before XLA's first compilation: docs/XLA.md), else on
+must be registered before TensorFlow's first op: docs/XLA.md), else on
 first use; exactly once per process, and only after checking that the
 running TensorFlow is the one it was built against: C++-API custom ops bind
 to one TensorFlow minor version (checked at `import metal_ops` first).
@@ -72,7 +72,7 @@ def builds_xla_kernels():
 
 def has_xla_kernels(ops=None):
     """Whether XLA can compile the library's ops in this process: XLA kernels
-    with host handlers, registered before XLA's first compilation
+    with host handlers, registered before TensorFlow's first op
     (register_xla_kernels); where TensorFlow lists a GPU, also CUDA handlers
     for every op of `ops` (TensorFlow op names; the CUDA library registers
     them, register_xla_cuda_handlers). Layers set `supports_jit` from it, so
@@ -102,8 +102,8 @@ def register_xla_kernels(path):
     copy of it in the process cannot abort it (XLA's op registry aborts on a
     name registered twice). Once per process; the library checks XLA's
     registry itself and refuses where another copy registered first.
-    XLA registered late (after its first compilation) is a warning: the ops
-    run, but not under XLA in this process."""
+    XLA registered late (after TensorFlow's first op, when XLA took op
+    kernels in) is a warning: the ops run, but not under XLA in this process."""
     if not builds_xla_kernels() or _xla_state["registered"] is not None:
         return
     import ctypes

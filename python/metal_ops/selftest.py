@@ -1,8 +1,7 @@
 """`python -m metal_ops.selftest`: every op of this library on each GPU device
 TensorFlow lists, checked against the same op on the CPU; on a machine with
 no GPU, the CPU kernels checked against the independent NumPy references the
-package ships (metal_ops._reference: the ops it lists; the test suite checks
-the others).
+package ships (metal_ops._reference, one per op).
 
 For each op, dtype (float32, float16 where the op has it, the integer types of
 ZeroOut) and shape (odd sizes, empty tensors, one large case), it runs the
@@ -14,11 +13,13 @@ time of one forward + backward pass with the results read back to the host
 (the fastest of --repeat runs, after one warm-up run) on each. Exit status 1
 when any case fails or raises, 0 otherwise.
 
-Where TensorFlow lists no GPU it says so and runs the cases of the ops with
-a reference in metal_ops._reference on /CPU:0 against those float64
-references, with the same table, tolerances and exit status: what a
-CPU-only installation runs (its float32 and integer cases: the float16
-tolerances are for one op on two devices, not against float64).
+Where TensorFlow lists no GPU it says so and runs the cases on /CPU:0
+against the float64 references of metal_ops._reference, with the same
+table, tolerances and exit status: what a CPU-only installation runs (the
+float32 and integer cases: the float16 tolerances are for one op on two
+devices, not against float64; RayMarchStatic's CPU kernel outside XLA as
+well as under it; the large RayMarch and RayMarchStatic cases with
+CPU_ONLY_MARCH_RAYS rays, as their reference marches in Python).
 
 On a CUDA GPU, TensorFlow keeps int32 tensors in host memory, so the int32
 ZeroOut cases must run on the host CPU there (the report says so); the float32
@@ -113,8 +114,14 @@ def _mlp(rng, in_dim, width, hidden, out_dim, dtype):
     return ws, bs
 
 
-def cases(ops=None):
-    """Every case, in table order; `ops` limits them to those op names."""
+# The rays of the large RayMarch and RayMarchStatic cases on a machine without a
+# GPU: their reference marches ray by ray in Python (about a millisecond a ray).
+CPU_ONLY_MARCH_RAYS = 2048
+
+
+def cases(ops=None, cpu_only=False):
+    """Every case, in table order; `ops` limits them to those op names.
+    `cpu_only`: the cases of a machine without a GPU (see above)."""
     import metal_ops
 
     out = []
@@ -170,6 +177,7 @@ def cases(ops=None):
         # Sample positions: integer outputs compared exactly, no gradient.
         for r, g, cascades, cone, jitter in [(301, 16, 1, 0.0, False), (0, 8, 1, 0.0, False),
                                              (65536, 64, 2, 0.01, True)]:
+            r = min(r, CPU_ONLY_MARCH_RAYS) if cpu_only else r
             inputs, attrs = _march_case(rng, r, g, cascades, cone, jitter)
             out.append(_case("ray_march", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter}", np.float32,
                              inputs,
@@ -186,6 +194,7 @@ def cases(ops=None):
         for r, g, cascades, cone, jitter, budget in [(301, 16, 1, 0.0, False, 20000), (301, 16, 1, 0.0, True, 1500),
                                                       (0, 8, 1, 0.0, False, 64), (17, 8, 1, 0.0, False, 0),
                                                       (65536, 64, 2, 0.01, True, 1 << 20)]:
+            r = min(r, CPU_ONLY_MARCH_RAYS) if cpu_only else r
             inputs, attrs = _march_case(rng, r, g, cascades, cone, jitter)
             attrs["sample_budget"] = budget
             xla_only.append(_case(
@@ -261,7 +270,7 @@ def cases(ops=None):
             out.append(_case("fused_conv2d", f"x={shape + (cin,)} cout={cout} {activation}", np.float32, [x, w, b, res],
                              lambda a, f, bb, rr, act=activation: metal_ops.fused_conv2d(a, f, bias=bb, residual=rr,
                                                                                          activation=act), tol,
-                             differentiable=cin > 0))
+                             {"activation": activation}, differentiable=cin > 0))
 
     use, rng = wanted("fused_mlp")
     if use:
@@ -284,6 +293,8 @@ def cases(ops=None):
 
     from metal_ops import _loader
 
+    if cpu_only:  # no float16; RayMarchStatic outside XLA too
+        out, xla_only = [c for c in out if c.dtype != "float16"] + xla_only, []
     with_xla = xla_ops()
     out += [under_xla(c) for c in out + xla_only
             if c.op in with_xla and c.dtype != "int32" and _loader.has_xla_kernels(with_xla[c.op])
@@ -337,17 +348,25 @@ def xla_ops():
     return out
 
 
+XLA_LABEL = " [xla]"  # the end of an [xla] case's label
+
+
 def under_xla(case):
     import tensorflow as tf
 
-    return case._replace(label=f"{case.label} [xla]", call=tf.function(case.call, jit_compile=True))
+    return case._replace(label=case.label + XLA_LABEL, call=tf.function(case.call, jit_compile=True))
+
+
+def _plain_label(case):
+    """The label of the case an [xla] case repeats (its own for any other)."""
+    return case.label.removesuffix(XLA_LABEL)
 
 
 def fused_mlp_float16_check(case, values, grads):
     """(error, note) of a float16 FusedMLP case: the largest |device - reference|
     / bound against the float64 model and the bound of
-    metal_ops._fused_mlp_reference (tolerance 1)."""
-    from metal_ops import _fused_mlp_reference as reference
+    metal_ops._reference.fused_mlp (tolerance 1)."""
+    from metal_ops._reference import fused_mlp as reference
 
     layers = (len(case.inputs) - 1) // 2
     x, ws, bs = case.inputs[0], case.inputs[1:1 + layers], case.inputs[1 + layers:]
@@ -367,8 +386,9 @@ def fused_mlp_float16_check(case, values, grads):
 # ---- running and comparing -------------------------------------------------------------------
 
 def cotangents(case, shapes):
-    """Fixed random cotangents for outputs of these shapes (the same on every device)."""
-    rng = np.random.default_rng(zlib.crc32(f"{case.op} {case.label} {case.dtype}".encode()))
+    """Fixed random cotangents for outputs of these shapes (the same on every
+    device, and for a case and its [xla] case)."""
+    rng = np.random.default_rng(zlib.crc32(f"{case.op} {_plain_label(case)} {case.dtype}".encode()))
     return [rng.uniform(-1, 1, s).astype(np.float32) for s in shapes]
 
 
@@ -404,14 +424,26 @@ def execute(case, device, repeat=1):
     return values, grad_values, placed, best
 
 
+# A case's reference results, kept until its [xla] case (the same inputs and
+# cotangents) takes them, by (id of its inputs, op, label, dtype).
+_REFERENCE_RESULTS = {}
+
+
 def numpy_reference(case, repeat=1):
     """(outputs, gradients of sum(cotangent * output), None) of a case from its
     op's independent NumPy reference (metal_ops._reference)."""
     from metal_ops import _reference
 
-    outs, grads = _reference.references()[case.op](case.inputs, case.attrs)
-    cots = cotangents(case, [np.shape(o) for o in outs])
-    return outs, (grads(cots) if case.differentiable else []), None
+    key = (id(case.inputs), case.op, _plain_label(case), case.dtype)
+    if key in _REFERENCE_RESULTS:
+        outs, grads = _REFERENCE_RESULTS.pop(key)[1]
+    else:
+        outs, grads = _reference.references()[case.op](case.inputs, case.attrs)
+        cots = cotangents(case, [np.shape(o) for o in outs])
+        grads = grads(cots) if case.differentiable else []
+        if case.op in xla_ops() and not case.label.endswith(XLA_LABEL):
+            _REFERENCE_RESULTS[key] = (case.inputs, (outs, grads))  # the inputs held: their id stays theirs
+    return list(outs), list(grads), None
 
 
 def cpu_reference(case, repeat=1):
@@ -763,15 +795,12 @@ def main(argv=None, devices=None, reference=None, selected=None):
     print(f"metal_ops.selftest: TensorFlow {env['tensorflow']}, tensorflow-metal {env['tensorflow_metal'] or '-'}, "
           f"{env['os']}, backends {env['metal_ops_build'].get('backends')}, {SYNC_ENV}={os.environ.get(SYNC_ENV)}")
     if not devices:
-        from metal_ops import _reference
-
-        ops = set(_reference.OPS) & (ops or set(_reference.OPS))
         print("metal_ops.selftest: no GPU device: TensorFlow lists none on this machine (on a Mac: pip install "
-              "tensorflow-metal, see README). The CPU kernels against the independent NumPy references of "
-              f"{', '.join(sorted(ops)) or 'no op selected'} (the other ops: `make test` in the source tree).")
+              "tensorflow-metal, see README). The CPU kernels against the independent float64 NumPy references "
+              "the package ships (metal_ops._reference).")
         devices, reference = ["/CPU:0"], reference or numpy_reference
-        if selected is None:  # float16 tolerances are for one op on two devices, not against float64
-            selected = [c for c in cases(ops) if c.dtype != "float16"]
+        if selected is None:
+            selected = cases(ops, cpu_only=True)
     print(f"metal_ops.selftest: devices {', '.join(devices)}")
     rows = run(devices, reference, ops, args.repeat, selected)
     print(format_table(rows))

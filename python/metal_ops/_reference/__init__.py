@@ -3,18 +3,20 @@ definitions (no TensorFlow, no code shared with the kernels).
 
 `python -m metal_ops.selftest` checks the CPU kernels against them on a
 machine without a GPU (references()); the test suite uses them too
-(tests/reference loads these files without importing TensorFlow, for the
-CUDA harness tests that run without it). Each module's
-`selftest(inputs, attrs)` gives a self-test case's outputs and the gradients
-of sum(cotangent * output) as a function of the cotangents.
+(tests/reference loads this folder without importing metal_ops and
+TensorFlow, for the CUDA harness tests that run without it). Each module's
+`selftest(inputs, attrs)` takes a self-test case's inputs and attributes and
+gives the case's outputs and, as a function of the cotangents (None for an op
+without gradients), the gradients of sum(cotangent * output) with respect to
+each input (None for an input without one).
 """
 import importlib
 
-# The ops with a reference here (the others are checked by the test suite,
-# against tests/reference).
-OPS = ("distortion_loss", "ray_march", "scene_contract", "sh_encode", "trunc_exp", "zero_out")
+# One per op of the library (tests/test_selftest.py checks that none is missing).
+OPS = ("distortion_loss", "fused_conv2d", "fused_mlp", "hash_encode", "packed_volume_render", "ray_march",
+       "ray_march_static", "robust_loss", "scene_contract", "sh_encode", "trunc_exp", "volume_render", "zero_out")
 
 
 def references():
     """{op: its selftest(inputs, attrs) adapter}."""
-    return {op: importlib.import_module(f"metal_ops._reference.{op}").selftest for op in OPS}
+    return {op: importlib.import_module(f"{__name__}.{op}").selftest for op in OPS}

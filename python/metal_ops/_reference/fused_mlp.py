@@ -2,8 +2,8 @@
 
 The activations and the Dense stack are written from their definitions, not
 from kernels/common/activations.h, so they can judge the kernels. NumPy only
-(no TensorFlow): the self-test uses it from an installed package, the CUDA
-harness tests without TensorFlow (tests/reference/fused_mlp.py loads it).
+(no TensorFlow): the self-test uses it from an installed package, the TF
+tests and the CUDA harness tests (without TensorFlow) through tests/reference.
 
 `float16_bound` is derived in docs/FUSED_MLP_GPU.md ("float16 error bound"),
 `tf32_bound` (the same model with TF32's roundings) in "TF32 error bound".
@@ -115,6 +115,20 @@ def forward_backward(x, ws, bs, dy, act_name, out_act, outs=None, alpha=ALPHA):
         dbs[i] = g.sum(0)
         g = g @ np.asarray(ws[i], np.float64).T
     return h[-1], g, dws, dbs, h[1:-1]
+
+
+def selftest(inputs, attrs):
+    """The self-test's adapter (metal_ops._reference): x, the weights, then the
+    biases; the activations in `attrs`, leaky_relu's default slope."""
+    layers = (len(inputs) - 1) // 2
+    x, ws, bs = inputs[0], inputs[1:1 + layers], inputs[1 + layers:]
+    act_name, out_act = attrs["activation"], attrs["output_activation"]
+
+    def grads(cots):
+        _, dx, dws, dbs, _ = forward_backward(x, ws, bs, cots[0], act_name, out_act)
+        return [dx] + dws + dbs
+
+    return [_forward(x, ws, bs, act_name, out_act, ALPHA)[1][-1]], grads
 
 
 # ---- the float16 error bound ------------------------------------------------------------------
