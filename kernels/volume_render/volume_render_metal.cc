@@ -5,7 +5,7 @@
 //
 // Value checks: the shaders give invalid rays (negative/NaN sigma, decreasing
 // t) NaN outputs; the host does not wait for the GPU to report them.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include <string>
 #include <vector>
