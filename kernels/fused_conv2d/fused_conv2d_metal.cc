@@ -91,9 +91,7 @@ void FusedConvDelete(void* k) { delete static_cast<FusedConvKernel*>(k); }
 void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
   const FusedConvKernel& k = *static_cast<const FusedConvKernel*>(kernel_ptr);
   const mo::fused_conv2d::ConvAttrs& a = k.attrs;
-  std::vector<TF_Tensor*> inputs;
-  const int num_inputs = 2 + static_cast<int>(a.num_bias + a.num_residual);
-  for (int i = 0; i < num_inputs; ++i) inputs.push_back(call.Input(i));
+  const std::vector<TF_Tensor*> inputs = call.Inputs(2 + static_cast<int>(a.num_bias + a.num_residual));
   if (!call.ok()) return;
   mo::fused_conv2d::ConvGeometry geo;
   if (!call.Check(mo::fused_conv2d::Geometry(a, DimsOf(inputs[0]), DimsOf(inputs[1]), &geo))) return;
@@ -120,8 +118,7 @@ using ActGradKernel = mo::fused_conv2d::ActivationGradAttrs;
 
 void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
   const ActGradKernel& k = *static_cast<const ActGradKernel*>(kernel_ptr);
-  std::vector<TF_Tensor*> inputs;
-  for (int i = 0; i < 2 + k.num_features; ++i) inputs.push_back(call.Input(i));
+  const std::vector<TF_Tensor*> inputs = call.Inputs(2 + static_cast<int>(k.num_features));
   if (!call.ok()) return;
   const auto dims = DimsOf(inputs[0]);
   const std::vector<int64_t> feature_dims = k.num_features == 1 ? DimsOf(inputs[2]) : std::vector<int64_t>();

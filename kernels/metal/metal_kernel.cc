@@ -46,6 +46,12 @@ TF_Tensor* KernelCall::Input(int index) {
   return Keep(tensor);
 }
 
+std::vector<TF_Tensor*> KernelCall::Inputs(int count) {
+  std::vector<TF_Tensor*> tensors;
+  for (int i = 0; i < count; ++i) tensors.push_back(Input(i));
+  return tensors;
+}
+
 TF_Tensor* KernelCall::Output(int index, TF_DataType dtype, const std::vector<int64_t>& dims) {
   if (!ok()) return nullptr;
   size_t bytes = TF_DataTypeSize(dtype);

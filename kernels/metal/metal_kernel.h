@@ -75,6 +75,8 @@ class KernelCall {
 
   // nullptr once the call has failed (every later step is then skipped).
   TF_Tensor* Input(int index);
+  // Inputs 0 .. count - 1 (nullptr from the first that fails on).
+  std::vector<TF_Tensor*> Inputs(int count);
   TF_Tensor* Output(int index, TF_DataType dtype, const std::vector<int64_t>& dims);
   TF_Tensor* Temp(TF_DataType dtype, const std::vector<int64_t>& dims);
 

@@ -22,8 +22,7 @@ using mo::metal::DimsOf;
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
   const mo::packed_volume_render::Attrs& attrs = *static_cast<mo::packed_volume_render::Attrs*>(kernel);
-  TF_Tensor* in[7];
-  for (int i = 0; i < 7; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(7);
   mo::packed_volume_render::RayShapes shapes;
   if (!call.ok() || !call.Check(mo::packed_volume_render::InputShapes(
                         mo::packed_volume_render::kForward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
@@ -46,8 +45,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
   const mo::packed_volume_render::Attrs& attrs = *static_cast<mo::packed_volume_render::Attrs*>(kernel);
-  TF_Tensor* in[15];
-  for (int i = 0; i < 15; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(15);
   if (!call.ok()) return;
   auto dims = [&](int i) { return DimsOf(in[i]); };
   mo::packed_volume_render::RayShapes shapes;

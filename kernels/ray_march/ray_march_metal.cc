@@ -23,8 +23,7 @@ using mo::metal::DimsOf;
 
 void Compute(void* kernel, mo::metal::KernelCall& call) {
   const mo::ray_march::Attrs& attrs = *static_cast<mo::ray_march::Attrs*>(kernel);
-  TF_Tensor* in[6];
-  for (int i = 0; i < 6; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(6);
   if (!call.ok() || !call.Check(mo::ray_march::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
                                                       DimsOf(in[4]), DimsOf(in[5]), attrs))) {
     return;
