@@ -77,11 +77,13 @@ class MetalEncoder : public Holder<mtl::ComputeEncoder, id<MTLComputeCommandEnco
   void EndEncoding() override { [object_ endEncoding]; }
 };
 
-// `holding`: the Metal command buffer that carries the work (tensorflow-metal
-// hands out an MPSCommandBuffer, whose commits move on to new ones).
+// Status, wait and error are the holding buffer's: the Metal command buffer
+// that carries the work. tensorflow-metal hands out an MPSCommandBuffer, on
+// which MPSGraph may commit and continue with a new underlying buffer; the
+// work ends on the one it holds once encoding is done (read at the first ask).
 class MetalCommandBuffer : public Holder<mtl::CommandBuffer, id<MTLCommandBuffer>> {
  public:
-  MetalCommandBuffer(id<MTLCommandBuffer> buffer, id<MTLCommandBuffer> holding) : Holder(buffer), holding_(holding) {}
+  using Holder::Holder;
   std::unique_ptr<mtl::ComputeEncoder> NewComputeEncoder() override {
     @autoreleasepool {
       id<MTLComputeCommandEncoder> encoder = [object_ computeCommandEncoder];
@@ -89,16 +91,23 @@ class MetalCommandBuffer : public Holder<mtl::CommandBuffer, id<MTLCommandBuffer
     }
   }
   void Commit() override { [object_ commit]; }
-  void WaitUntilCompleted() override { [holding_ waitUntilCompleted]; }
-  mtl::CommandStatus Status() override { return static_cast<mtl::CommandStatus>(holding_.status); }
+  void WaitUntilCompleted() override { [Holding() waitUntilCompleted]; }
+  mtl::CommandStatus Status() override { return static_cast<mtl::CommandStatus>(Holding().status); }
   std::string Error() override {
     @autoreleasepool {
-      return Describe(holding_.error);
+      return Describe(Holding().error);
     }
   }
 
  private:
-  id<MTLCommandBuffer> holding_;
+  id<MTLCommandBuffer> Holding() {
+    if (holding_ == nil) {
+      holding_ = [(id)object_ isKindOfClass:[MPSCommandBuffer class]] ? ((MPSCommandBuffer*)object_).commandBuffer
+                                                                       : object_;
+    }
+    return holding_;
+  }
+  id<MTLCommandBuffer> holding_ = nil;
 };
 
 class MetalQueue : public Holder<mtl::CommandQueue, id<MTLCommandQueue>> {
@@ -107,7 +116,7 @@ class MetalQueue : public Holder<mtl::CommandQueue, id<MTLCommandQueue>> {
   std::unique_ptr<mtl::CommandBuffer> NewCommandBuffer() override {
     @autoreleasepool {
       id<MTLCommandBuffer> buffer = [object_ commandBuffer];
-      return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer, buffer));
+      return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer));
     }
   }
 };
@@ -202,10 +211,7 @@ class MetalStream : public Holder<mtl::Stream, id<TF_MetalStream>> {
   }
   std::unique_ptr<mtl::CommandBuffer> CurrentCommandBuffer() override {
     id<MTLCommandBuffer> buffer = object_.currentCommandBuffer;
-    if (buffer == nil) return nullptr;
-    id<MTLCommandBuffer> holding =
-        [(id)buffer isKindOfClass:[MPSCommandBuffer class]] ? ((MPSCommandBuffer*)buffer).commandBuffer : buffer;
-    return std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer, holding));
+    return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer));
   }
   void Commit() override { [object_ commit]; }
   void CommitAndWait() override { [object_ commitAndWait]; }
