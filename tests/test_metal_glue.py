@@ -625,6 +625,30 @@ def test_the_objective_c_outside_graph_building_fits_its_budget():
             assert name not in code, (p, name)
 
 
+def _tf_include():
+    """TensorFlow's include folder, as `make` found it (build/tf_flags.mk)."""
+    path = os.path.join(ROOT, "build", "tf_flags.mk")
+    if not os.path.exists(path):
+        return None
+    flags = re.search(r"^TF_CFLAGS := (.*)$", open(path).read(), re.MULTILINE)
+    found = [f[2:] for f in (flags.group(1).split() if flags else []) if f.startswith("-I")]
+    return found[0] if found else None
+
+
+def test_the_cpp_metal_glue_compiles_here():
+    """The C++ Metal glue joins the macOS build only (its kernels register for
+    TensorFlow's "GPU"), but it is plain C++ on the kernel C API and the
+    interface to Metal: it compiles here with the house's warnings as errors,
+    without a macOS SDK (`make metal-check` then links it for macOS)."""
+    cxx, include = shutil.which("g++") or shutil.which("c++"), _tf_include()
+    if cxx is None or include is None:
+        pytest.skip("needs a C++ compiler and `make` (build/tf_flags.mk)")
+    sources = [GLUE_CC] + OP_GLUE_FILES
+    out = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", "-Wall", "-Wno-sign-compare", "-Werror", "-I", ROOT,
+                          "-I", include] + sources, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+
+
 def test_zero_fills_run_on_the_compute_encoder():
     # A plan's zero-fill is a pass of the fill shader (PlanBuilder::Zero),
     # encoded on the plan's one compute encoder: no blit encoder between
