@@ -134,7 +134,11 @@ HARNESS_SRCS := $(filter %_harness.cu.cc,$(CU_ALL))
 CU_SRCS := $(filter-out %_harness.cu.cc,$(CU_ALL))
 # TensorFlow's GPU kernel registrations (<op>_gpu.cc, host compiler).
 CUDA_TF_SRCS := $(filter-out %_xla_gpu.cc %.cu.cc,$(filter %_gpu.cc,$(KERNEL_SRCS)))
-CC_SRCS := $(wildcard ops/*.cc) $(filter-out %.cu.cc %_gpu.cc %_xla.cc,$(KERNEL_SRCS))
+# The Metal glue's C++ (<op>_metal.cc, kernels/metal/*.cc: kernel registrations
+# and host glue over the interface to Metal) joins the op library on macOS only,
+# with the Objective-C++ adapter under it (MM_SRCS).
+METAL_CC_SRCS := $(filter %_metal.cc kernels/metal/%.cc,$(KERNEL_SRCS))
+CC_SRCS := $(wildcard ops/*.cc) $(filter-out %.cu.cc %_gpu.cc %_xla.cc $(METAL_CC_SRCS),$(KERNEL_SRCS))
 # XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels) join the op
 # library, and <op>_kernels.cc its host handlers (MO_XLA=1, kernels/xla/xla_host.h);
 # a CUDA handler, <op>_xla_gpu.cc, joins the CUDA registrations. They use XLA's headers from the wheel
@@ -246,7 +250,7 @@ MM_FLAGS := -fobjc-arc -ObjC++ -Wextra -Wno-unused-parameter -Wunguarded-availab
 DARWIN_FRAMEWORKS := -framework Foundation -framework CoreFoundation -framework Metal \
   -framework MetalPerformanceShaders -framework MetalPerformanceShadersGraph -lobjc
 ifeq ($(UNAME_S),Darwin)
-  OBJS += $(patsubst %.mm,$(BUILD)/obj/%.o,$(MM_SRCS)) $(patsubst %.cc,$(BUILD)/obj/%.o,$(METAL_GEN_CC))
+  OBJS += $(patsubst %.mm,$(BUILD)/obj/%.o,$(MM_SRCS)) $(patsubst %.cc,$(BUILD)/obj/%.o,$(METAL_CC_SRCS) $(METAL_GEN_CC))
   # Undefined symbols are link errors; TensorFlow's dylibs are found through
   # the rpaths: beside an installed package (site-packages/tensorflow) or the
   # TensorFlow the library was built against.

@@ -62,6 +62,7 @@ def make_vars(tmp_path_factory):
         # Bazel's op library leaves the XLA kernels out.
         ("OP_LIBRARY_SRCS", lambda v: sorted(set(v["CC_SRCS"].split()) - set(v["XLA_SRCS"].split()))),
         ("METAL_MM_SRCS", lambda v: sorted(v["MM_SRCS"].split())),
+        ("METAL_CC_SRCS", lambda v: sorted(v["METAL_CC_SRCS"].split())),
         ("METAL_SHADER_SRCS", lambda v: sorted(v["METAL_SRCS"].split())),
         ("GRAPPLER_SRCS", lambda v: sorted(p[len(v["BUILD"]) + len("/obj/"):-2] + ".cc"
                                             for p in v["PLUGIN_OBJS"].split())),
@@ -201,8 +202,8 @@ def _files_of(op):
     if f"{op}.cu.cc" in have:
         want += [f"{d}/{op}_kernel.h", f"{d}/{op}_cuda.h", f"{d}/{op}_gpu.cc", f"{d}/{op}_harness.cu.cc",
                  f"tests/cuda/test_{op}_cuda.py"]
-    if any(f.endswith((".metal", "_metal.mm")) for f in have):
-        want.append(f"{d}/{op}_metal.mm")
+    if any(f.endswith((".metal", "_metal.cc")) for f in have):
+        want.append(f"{d}/{op}_metal.cc")
     if f"{op}.metal" in have:
         want.append(f"tests/metal_shim/{op}_shim.cc")
     return want

@@ -3,7 +3,7 @@
 kernels/fused_mlp/fused_mlp.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/fused_mlp_shim.cc runs the shaders in the order and with the
-threadgroup geometry kernels/fused_mlp/fused_mlp_metal.mm uses, each threadgroup's
+threadgroup geometry kernels/fused_mlp/fused_mlp_metal.cc uses, each threadgroup's
 threads as cooperating fibers (barriers and simdgroup_matrix operations wait
 for every thread they involve). The reference is tests/reference/fused_mlp.py
 (float64). This checks the shaders' arithmetic, indexing, tiling and
@@ -261,9 +261,9 @@ def test_geometry_fits_pipelines_of_fewer_threads(shim):
                 assert out[0] == want and out[1] == 8 * want, (width, backward_pass, max_threads)
             assert fn(5000, 32, width, 2, 16, 4, backward_pass, 31, out) == -1
     assert fn(5000, 32, 64, 2, 16, 4, 0, 1024, out) == 0 and out[0] == 4  # the limit bites below 128 threads
-    # The .mm recomputes the geometry from the tile pipeline's limit before it
+    # The Metal glue recomputes the geometry from the tile pipeline's limit before it
     # builds the plan from it (the backward's partials follow the geometry).
-    with open(os.path.join(ROOT, "kernels", "fused_mlp", "fused_mlp_metal.mm"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "kernels", "fused_mlp", "fused_mlp_metal.cc"), encoding="utf-8") as f:
         text = f.read()
     for kind in ("void Forward(", "void Backward("):
         body = text.split(kind, 1)[1].split("\n}\n", 1)[0]

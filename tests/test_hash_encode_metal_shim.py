@@ -3,10 +3,10 @@
 kernels/hash_encode/hash_encode.metal is compiled as C++ (tests/metal_shim/msl_shim.h)
 into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/hash_encode_shim.cc runs each shader over its dispatch grid
-in the order kernels/hash_encode/hash_encode_metal.mm encodes them. The reference
+in the order kernels/hash_encode/hash_encode_plan.cc encodes them. The reference
 is tests/reference/hash_encode.py (independent, from the formulas). This
 checks the shaders' arithmetic and indexing, not Metal's memory model or the
-.mm host code (which needs a Mac).
+host path (tests/test_metal_plans.py runs that on the strict model).
 """
 import ctypes
 
@@ -47,7 +47,7 @@ def shim():
 
 
 def test_every_instantiated_shader_is_found_by_its_host_name(shim):
-    """The shim finds the shaders by the names hash_encode_metal.mm builds; each
+    """The shim finds the shaders by the names hash_encode_plan.cc builds; each
     of those names is instantiated and every instantiation is one of them."""
     assert shim.shim_hash_encode_find_every_kernel() == 0
 

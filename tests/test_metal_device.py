@@ -70,10 +70,10 @@ def _declared_ops():
 
 
 def _ops_with_metal_kernels():
-    """Declared op names that some kernels/*/*.mm file mentions as a string."""
+    """Declared op names that some kernels/*/*_metal.cc file mentions as a string."""
     declared = _declared_ops()
     found = set()
-    for path in glob.glob(os.path.join(ROOT, "kernels", "*", "*.mm")):
+    for path in glob.glob(os.path.join(ROOT, "kernels", "*", "*_metal.cc")):
         with open(path, encoding="utf-8") as f:
             found.update(s for s in re.findall(r'"([A-Za-z0-9_]+)"', f.read()) if s in declared)
     return sorted(found)

@@ -394,3 +394,17 @@ def test_fused_conv2d_has_no_plan_and_computes_on_the_cpu_and_the_path_says_so()
     err, plans = first.split()
     assert float(err) < 1e-4 and int(plans) == 0
     assert "FusedConv2D" in reason and "compute on the CPU" in reason
+
+
+def test_the_host_cost_script_counts_a_call_on_the_own_queue():
+    """tests/metal_shim/host_cost.py (the table in docs/METAL_COMPAT.md): a
+    TruncExp call forward and backward on the own queue is two plans, two
+    command buffers and two waits, with nothing copied and its five tensors
+    (x, y; dy, x, dx) wrapped."""
+    out = subprocess.run([sys.executable, "-m", "tests.metal_shim.host_cost", "--ops", "trunc_exp", "--nerf-steps", "0"],
+                         env=child_env(), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    row = [line for line in out.stdout.splitlines() if line.startswith("| trunc_exp:")]
+    assert len(row) == 1, out.stdout
+    cells = [c.strip() for c in row[0].strip("|").split("|")]
+    assert cells[1:] == ["2", "2", "2", "0 / 0", "5"], row

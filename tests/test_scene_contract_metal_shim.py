@@ -5,7 +5,7 @@ into build/libmetal_shim.so by `make metal-shim` (part of `make test`);
 tests/metal_shim/scene_contract_shim.cc runs each entry point over its
 dispatch grid. The reference is tests/reference/scene_contract.py. This
 checks the shaders' arithmetic and indexing, not Metal's memory model or the
-.mm host code (which needs a Mac).
+host path (tests/test_metal_plans.py runs that on the strict model).
 """
 import numpy as np
 import pytest

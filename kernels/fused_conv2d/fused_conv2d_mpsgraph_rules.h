@@ -1,4 +1,4 @@
-// The MPSGraph kernels' decisions (kernels/fused_conv2d/fused_conv2d_metal.mm), as
+// The MPSGraph kernels' decisions (kernels/fused_conv2d/fused_conv2d_metal.cc), as
 // plain C++ so they are unit-tested on machines without Metal
 // (tests/metal_shim/metal_rules_shim.cc): the key of a compiled graph, the
 // bounded cache of compiled graphs, and ELU's expm1 written with the

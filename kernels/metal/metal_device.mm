@@ -1,9 +1,11 @@
 // Apple's Metal behind the host path's interface (metal_device.h): an adapter,
-// one Metal call per method; every decision is the host path's
-// (kernels/metal_plan/host_path.cc), run here against the strict model of
-// Metal. Also the own queue's device and queue, made once for the process.
+// one Metal call (or a direct sequence of them) per method; every decision is
+// the C++ host path's (kernels/metal_plan/host_path.cc, metal_kernel.cc,
+// pipeline_cache.h), run here against the strict model of Metal. Also the own
+// queue's device and queue, made once for the process.
 #import "kernels/metal/metal_device.h"
 
+#import <Foundation/Foundation.h>
 #import <MetalPerformanceShaders/MetalPerformanceShaders.h>
 
 #include <unistd.h>
@@ -11,166 +13,212 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <utility>
 
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/pipeline_cache.h"
+#import "kernels/metal/tf_metal_stream.h"
 #include "kernels/metal_plan/executor.h"
 
 namespace mo {
 namespace metal {
 namespace {
 
-class MetalBuffer : public mtl::Buffer {
- public:
-  explicit MetalBuffer(id<MTLBuffer> buffer) : buffer_(buffer) {}
-  uint64_t Length() const override { return buffer_.length; }
-  void* Contents() override { return buffer_.storageMode == MTLStorageModePrivate ? nullptr : buffer_.contents; }
-  id<MTLBuffer> buffer() const { return buffer_; }
+std::string Describe(NSError* error) {
+  return error == nil ? std::string() : std::string(error.localizedDescription.UTF8String);
+}
 
- private:
-  id<MTLBuffer> buffer_;
+// An interface object holding its Metal object.
+template <typename Interface, typename Object>
+class Holder : public Interface {
+ public:
+  explicit Holder(Object object) : object_(object) {}
+  Object object() const { return object_; }
+
+ protected:
+  Object object_;
 };
 
-class MetalPipeline : public mtl::Pipeline {
+class MetalBuffer : public Holder<mtl::Buffer, id<MTLBuffer>> {
  public:
-  explicit MetalPipeline(id<MTLComputePipelineState> pipeline) : pipeline_(pipeline) {}
-  uint64_t MaxTotalThreadsPerThreadgroup() const override { return pipeline_.maxTotalThreadsPerThreadgroup; }
-  uint64_t StaticThreadgroupMemoryLength() const override { return pipeline_.staticThreadgroupMemoryLength; }
-  id<MTLComputePipelineState> pipeline() const { return pipeline_; }
-
- private:
-  id<MTLComputePipelineState> pipeline_;
+  using Holder::Holder;
+  uint64_t Length() const override { return object_.length; }
+  void* Contents() override { return object_.storageMode == MTLStorageModePrivate ? nullptr : object_.contents; }
 };
 
-class MetalEncoder : public mtl::ComputeEncoder {
+std::unique_ptr<mtl::Buffer> Wrap(id<MTLBuffer> buffer) {
+  return buffer == nil ? nullptr : std::unique_ptr<mtl::Buffer>(new MetalBuffer(buffer));
+}
+
+class MetalPipeline : public Holder<mtl::Pipeline, id<MTLComputePipelineState>> {
  public:
-  explicit MetalEncoder(id<MTLComputeCommandEncoder> encoder) : encoder_(encoder) {}
+  using Holder::Holder;
+  uint64_t MaxTotalThreadsPerThreadgroup() const override { return object_.maxTotalThreadsPerThreadgroup; }
+  uint64_t StaticThreadgroupMemoryLength() const override { return object_.staticThreadgroupMemoryLength; }
+  uint64_t ThreadExecutionWidth() const override { return object_.threadExecutionWidth; }
+};
+
+class MetalEncoder : public Holder<mtl::ComputeEncoder, id<MTLComputeCommandEncoder>> {
+ public:
+  using Holder::Holder;
   void SetPipeline(const mtl::Pipeline& p) override {
-    [encoder_ setComputePipelineState:static_cast<const MetalPipeline&>(p).pipeline()];
+    [object_ setComputePipelineState:static_cast<const MetalPipeline&>(p).object()];
   }
   void SetBuffer(mtl::Buffer& b, uint64_t offset, uint32_t index) override {
-    [encoder_ setBuffer:static_cast<MetalBuffer&>(b).buffer() offset:offset atIndex:index];
+    [object_ setBuffer:MetalBufferOf(b) offset:offset atIndex:index];
   }
   void SetBytes(const void* data, uint64_t length, uint32_t index) override {
-    [encoder_ setBytes:data length:length atIndex:index];
+    [object_ setBytes:data length:length atIndex:index];
   }
   void SetThreadgroupMemoryLength(uint64_t length, uint32_t index) override {
-    [encoder_ setThreadgroupMemoryLength:length atIndex:index];
+    [object_ setThreadgroupMemoryLength:length atIndex:index];
   }
   void DispatchThreadgroups(uint64_t groups, uint64_t threads) override {
-    [encoder_ dispatchThreadgroups:MTLSizeMake(groups, 1, 1) threadsPerThreadgroup:MTLSizeMake(threads, 1, 1)];
+    [object_ dispatchThreadgroups:MTLSizeMake(groups, 1, 1) threadsPerThreadgroup:MTLSizeMake(threads, 1, 1)];
   }
-  void EndEncoding() override { [encoder_ endEncoding]; }
-
- private:
-  id<MTLComputeCommandEncoder> encoder_;
+  void EndEncoding() override { [object_ endEncoding]; }
 };
 
-// `holding`: the Metal command buffer that carries the work (tensorflow-metal
-// hands out an MPSCommandBuffer, whose commits move on to new ones).
-class MetalCommandBuffer : public mtl::CommandBuffer {
+// Status, wait and error are the holding buffer's: the Metal command buffer
+// that carries the work. tensorflow-metal hands out an MPSCommandBuffer, on
+// which MPSGraph may commit and continue with a new underlying buffer; the
+// work ends on the one it holds once encoding is done (read at the first ask).
+class MetalCommandBuffer : public Holder<mtl::CommandBuffer, id<MTLCommandBuffer>> {
  public:
-  MetalCommandBuffer(id<MTLCommandBuffer> buffer, id<MTLCommandBuffer> holding) : buffer_(buffer), holding_(holding) {}
+  using Holder::Holder;
   std::unique_ptr<mtl::ComputeEncoder> NewComputeEncoder() override {
-    id<MTLComputeCommandEncoder> encoder = [buffer_ computeCommandEncoder];
-    return encoder == nil ? nullptr : std::unique_ptr<mtl::ComputeEncoder>(new MetalEncoder(encoder));
+    @autoreleasepool {
+      id<MTLComputeCommandEncoder> encoder = [object_ computeCommandEncoder];
+      return encoder == nil ? nullptr : std::unique_ptr<mtl::ComputeEncoder>(new MetalEncoder(encoder));
+    }
   }
-  void Commit() override { [buffer_ commit]; }
-  void WaitUntilCompleted() override { [holding_ waitUntilCompleted]; }
-  mtl::CommandStatus Status() override { return static_cast<mtl::CommandStatus>(holding_.status); }
+  void Commit() override { [object_ commit]; }
+  void WaitUntilCompleted() override { [Holding() waitUntilCompleted]; }
+  mtl::CommandStatus Status() override { return static_cast<mtl::CommandStatus>(Holding().status); }
   std::string Error() override {
-    NSError* error = holding_.error;
-    return error == nil ? std::string() : std::string(error.localizedDescription.UTF8String);
+    @autoreleasepool {
+      return Describe(Holding().error);
+    }
   }
 
  private:
-  id<MTLCommandBuffer> buffer_;
-  id<MTLCommandBuffer> holding_;
+  id<MTLCommandBuffer> Holding() {
+    if (holding_ == nil) {
+      holding_ = [(id)object_ isKindOfClass:[MPSCommandBuffer class]] ? ((MPSCommandBuffer*)object_).commandBuffer
+                                                                       : object_;
+    }
+    return holding_;
+  }
+  id<MTLCommandBuffer> holding_ = nil;
 };
 
-class MetalQueue : public mtl::CommandQueue {
+class MetalQueue : public Holder<mtl::CommandQueue, id<MTLCommandQueue>> {
  public:
-  explicit MetalQueue(id<MTLCommandQueue> queue) : queue_(queue) {}
+  using Holder::Holder;
   std::unique_ptr<mtl::CommandBuffer> NewCommandBuffer() override {
-    id<MTLCommandBuffer> buffer = [queue_ commandBuffer];
-    return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer, buffer));
+    @autoreleasepool {
+      id<MTLCommandBuffer> buffer = [object_ commandBuffer];
+      return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer));
+    }
   }
-
- private:
-  id<MTLCommandQueue> queue_;
 };
 
-class MetalDevice : public mtl::Device {
+// newLibraryWithSource with the language version `source` asks for and fast
+// math off (the shaders test for NaN and infinity). fastMathEnabled is
+// deprecated in the macOS 15 SDK (mathMode replaces it) but is the API every
+// supported macOS has.
+id<MTLLibrary> CompileLibrary(id<MTLDevice> device, const EmbeddedMetalSource& source, std::string* error) {
+  @autoreleasepool {
+    MTLCompileOptions* options = [[MTLCompileOptions alloc] init];
+    options.languageVersion =
+        static_cast<MTLLanguageVersion>(MtlLanguageVersionValue({source.msl_major, source.msl_minor}));
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+    options.fastMathEnabled = NO;
+#pragma clang diagnostic pop
+    NSError* failure = nil;
+    id<MTLLibrary> library = [device newLibraryWithSource:@(source.source) options:options error:&failure];
+    if (library == nil) *error = "compiling the Metal shaders of '" + std::string(source.library) + "' failed: " + Describe(failure);
+    return library;
+  }
+}
+
+// newFunctionWithName, then newComputePipelineStateWithDescriptor labelled
+// with the function's name (it names the kernel in GPU errors and captures).
+std::unique_ptr<mtl::Pipeline> BuildPipeline(id<MTLDevice> device, id<MTLLibrary> library, const std::string& function,
+                                             std::string* error) {
+  @autoreleasepool {
+    MTLComputePipelineDescriptor* descriptor = [[MTLComputePipelineDescriptor alloc] init];
+    descriptor.computeFunction = [library newFunctionWithName:@(function.c_str())];
+    descriptor.label = @(function.c_str());
+    NSError* failure = nil;
+    id<MTLComputePipelineState> pipeline =
+        descriptor.computeFunction == nil ? nil
+                                          : [device newComputePipelineStateWithDescriptor:descriptor
+                                                                                  options:MTLPipelineOptionNone
+                                                                               reflection:nil
+                                                                                    error:&failure];
+    if (pipeline == nil) *error = "building the pipeline of Metal function '" + function + "' failed: " +
+                                  (descriptor.computeFunction == nil ? "no such function" : Describe(failure));
+    return pipeline == nil ? nullptr : std::unique_ptr<mtl::Pipeline>(new MetalPipeline(pipeline));
+  }
+}
+
+class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
  public:
-  explicit MetalDevice(id<MTLDevice> device) : device_(device) {}
+  using Holder::Holder;
   mtl::Limits GetLimits() override {
-    return {device_.maxBufferLength, device_.maxThreadgroupMemoryLength, static_cast<uint64_t>(getpagesize()),
-            static_cast<bool>([device_ supportsFamily:MTLGPUFamilyApple7])};
+    return {object_.maxBufferLength, object_.maxThreadgroupMemoryLength, static_cast<uint64_t>(getpagesize()),
+            static_cast<bool>([object_ supportsFamily:MTLGPUFamilyApple7])};
   }
   std::unique_ptr<mtl::Buffer> NewBufferNoCopy(void* data, uint64_t length) override {
-    return WrapBuffer([device_ newBufferWithBytesNoCopy:data
-                                               length:length
-                                              options:MTLResourceStorageModeShared
-                                          deallocator:nil]);
+    return Wrap([object_ newBufferWithBytesNoCopy:data length:length options:MTLResourceStorageModeShared deallocator:nil]);
   }
   std::unique_ptr<mtl::Buffer> NewBufferWithBytes(const void* data, uint64_t length) override {
-    return WrapBuffer([device_ newBufferWithBytes:data length:length options:MTLResourceStorageModeShared]);
+    return Wrap([object_ newBufferWithBytes:data length:length options:MTLResourceStorageModeShared]);
   }
   std::unique_ptr<mtl::Buffer> NewBuffer(uint64_t length, mtl::Storage storage) override {
-    return WrapBuffer([device_ newBufferWithLength:length
-                                         options:(storage == mtl::Storage::kPrivate ? MTLResourceStorageModePrivate
-                                                                                    : MTLResourceStorageModeShared)]);
+    return Wrap([object_ newBufferWithLength:length
+                                     options:(storage == mtl::Storage::kPrivate ? MTLResourceStorageModePrivate
+                                                                                : MTLResourceStorageModeShared)]);
   }
   const mtl::Pipeline* GetPipeline(const std::string& library, const std::string& function,
                                    std::string* error) override {
-    TF_Status* status = TF_NewStatus();
-    id<MTLComputePipelineState> pipeline = metal::GetPipeline(device_, library.c_str(), function, status);
-    if (pipeline == nil) *error = TF_Message(status);
-    TF_DeleteStatus(status);
-    if (pipeline == nil) return nullptr;
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::unique_ptr<MetalPipeline>& entry = pipelines_[{library, function}];
-    if (entry == nullptr) entry.reset(new MetalPipeline(pipeline));
-    return entry.get();
+    const NSOperatingSystemVersion os = NSProcessInfo.processInfo.operatingSystemVersion;
+    id<MTLDevice> device = object_;
+    return pipelines_.Get(
+        library, function, static_cast<int>(os.majorVersion), static_cast<int>(os.minorVersion),
+        [device](const EmbeddedMetalSource& source, std::string* e) { return CompileLibrary(device, source, e); },
+        [device](id<MTLLibrary> lib, const std::string& f, std::string* e) { return BuildPipeline(device, lib, f, e); },
+        error);
   }
   std::unique_ptr<mtl::CommandQueue> NewCommandQueue() override {
-    id<MTLCommandQueue> queue = [device_ newCommandQueue];
+    id<MTLCommandQueue> queue = [object_ newCommandQueue];
     return queue == nil ? nullptr : std::unique_ptr<mtl::CommandQueue>(new MetalQueue(queue));
   }
 
  private:
-  id<MTLDevice> device_;
-  std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<MetalPipeline>> pipelines_;
+  PipelineCache<id<MTLLibrary>> pipelines_;
 };
 
-class MetalStream : public mtl::Stream {
+class MetalStream : public Holder<mtl::Stream, id<TF_MetalStream>> {
  public:
-  explicit MetalStream(id<TF_MetalStream> stream) : stream_(stream) {}
+  using Holder::Holder;
   void Sync(const std::function<void()>& body) override {
-    dispatch_sync(stream_.queue, ^() {
+    dispatch_sync(object_.queue, ^() {
       @autoreleasepool {
         body();
       }
     });
   }
   std::unique_ptr<mtl::CommandBuffer> CurrentCommandBuffer() override {
-    id<MTLCommandBuffer> buffer = stream_.currentCommandBuffer;
-    if (buffer == nil) return nullptr;
-    id<MTLCommandBuffer> holding =
-        [(id)buffer isKindOfClass:[MPSCommandBuffer class]] ? ((MPSCommandBuffer*)buffer).commandBuffer : buffer;
-    return std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer, holding));
+    id<MTLCommandBuffer> buffer = object_.currentCommandBuffer;
+    return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer));
   }
-  void Commit() override { [stream_ commit]; }
-  void CommitAndWait() override { [stream_ commitAndWait]; }
-
- private:
-  id<TF_MetalStream> stream_;
+  void Commit() override { [object_ commit]; }
+  void CommitAndWait() override { [object_ commitAndWait]; }
 };
 
-}  // namespace
-
-mtl::Device* WrapDevice(id<MTLDevice> device) {
+// The interface's device for `device`, made once per MTLDevice (kept for the process).
+mtl::Device* DeviceFor(id<MTLDevice> device) {
   static std::mutex* mutex = new std::mutex;
   static auto* devices = new std::map<uint64_t, MetalDevice*>;
   std::lock_guard<std::mutex> lock(*mutex);
@@ -179,12 +227,18 @@ mtl::Device* WrapDevice(id<MTLDevice> device) {
   return entry;
 }
 
-std::unique_ptr<mtl::Buffer> WrapBuffer(id<MTLBuffer> buffer) {
-  return buffer == nil ? nullptr : std::unique_ptr<mtl::Buffer>(new MetalBuffer(buffer));
+}  // namespace
+
+std::unique_ptr<mtl::Buffer> WrapTensorData(void* data) { return Wrap((__bridge id<MTLBuffer>)data); }
+mtl::Device* DeviceOfTensorData(void* data) { return DeviceFor(((__bridge id<MTLBuffer>)data).device); }
+std::unique_ptr<mtl::Stream> WrapStream(void* stream) {
+  return std::unique_ptr<mtl::Stream>(new MetalStream((__bridge id<TF_MetalStream>)stream));
 }
 
-std::unique_ptr<mtl::Stream> WrapStream(id<TF_MetalStream> stream) {
-  return std::unique_ptr<mtl::Stream>(new MetalStream(stream));
+id<MTLDevice> MetalDeviceOf(mtl::Device& device) { return static_cast<MetalDevice&>(device).object(); }
+id<MTLBuffer> MetalBufferOf(mtl::Buffer& buffer) { return static_cast<MetalBuffer&>(buffer).object(); }
+id<MTLCommandBuffer> MetalCommandBufferOf(mtl::CommandBuffer& command_buffer) {
+  return static_cast<MetalCommandBuffer&>(command_buffer).object();
 }
 
 }  // namespace metal
@@ -199,7 +253,7 @@ const Executor* OwnQueueExecutor(std::string* why_not) {
     id<MTLDevice> device = MTLCreateSystemDefaultDevice();
     if (device == nil) device = MTLCopyAllDevices().firstObject;
     if (device == nil) return static_cast<Executor*>(nullptr);
-    mtl::Device* gpu = metal::WrapDevice(device);
+    mtl::Device* gpu = metal::DeviceFor(device);
     mtl::CommandQueue* queue = gpu->NewCommandQueue().release();
     return queue == nullptr ? nullptr : new Executor{"own-queue", gpu, queue, nullptr};
   }();

@@ -95,12 +95,12 @@ Result NoBuffer(const std::string& what, uint64_t bytes, const mtl::Limits& limi
                                  ")");
 }
 
-// The GPU's verdict on a completed command buffer.
-Result Completed(mtl::CommandBuffer& command_buffer, const Plan& plan) {
+// The GPU's verdict on a completed command buffer holding `what`.
+Result Completed(mtl::CommandBuffer& command_buffer, const std::string& what) {
   const mtl::CommandStatus status = command_buffer.Status();
   const std::string error = command_buffer.Error();
   if (status == mtl::CommandStatus::kCompleted && error.empty()) return {};
-  return Fail(Outcome::kError, "the GPU failed the command buffer (kernels: " + KernelNames(plan) + "): status " +
+  return Fail(Outcome::kError, "the GPU failed the command buffer (kernels: " + what + "): status " +
                                    mtl::StatusName(status) + ": " + (error.empty() ? "no error description" : error));
 }
 
@@ -186,7 +186,7 @@ Result RunOnOwnQueue(mtl::Device& device, mtl::CommandQueue& queue, const Plan& 
   command_buffer->WaitUntilCompleted();
   cost->command_buffers += 1;
   cost->waits += 1;
-  result = Completed(*command_buffer, plan);
+  result = Completed(*command_buffer, KernelNames(plan));
   if (!result.ok()) return result;
   for (int s = 0; s < num_slots; ++s) {
     if (!copied[static_cast<size_t>(s)] || !plan.written[static_cast<size_t>(s)]) continue;
@@ -209,7 +209,21 @@ Result RunOnStream(mtl::Stream& stream, mtl::Device& device, const Plan& plan, c
   if (placeholder == nullptr) {
     return NoBuffer("the empty tensors' placeholder", mtl::kThreadgroupMemoryGranule, device.GetLimits());
   }
+  auto encode = [&](mtl::CommandBuffer& command_buffer) -> Result {
+    std::unique_ptr<mtl::ComputeEncoder> encoder = command_buffer.NewComputeEncoder();
+    if (encoder == nullptr) {
+      return Fail(Outcome::kError, "Metal gave no compute command encoder on the stream's command buffer");
+    }
+    Encode(*encoder, plan, pipelines, slots, scratch, *placeholder);
+    return {};
+  };
+  return EncodeOnStream(stream, KernelNames(plan), encode, wait, cost);
+}
+
+Result EncodeOnStream(mtl::Stream& stream, const std::string& what,
+                      const std::function<Result(mtl::CommandBuffer&)>& encode, bool wait, Cost* cost) {
   const bool sync = wait || metal::GpuSyncOn();
+  Result result;
   // With `sync`: the command buffer to wait for once the queue is released.
   std::unique_ptr<mtl::CommandBuffer> submitted;
   stream.Sync([&] {
@@ -218,12 +232,8 @@ Result RunOnStream(mtl::Stream& stream, mtl::Device& device, const Plan& plan, c
       result = Fail(Outcome::kError, "tensorflow-metal's stream gave no command buffer");
       return;
     }
-    std::unique_ptr<mtl::ComputeEncoder> encoder = command_buffer->NewComputeEncoder();
-    if (encoder == nullptr) {
-      result = Fail(Outcome::kError, "Metal gave no compute command encoder on the stream's command buffer");
-      return;
-    }
-    Encode(*encoder, plan, pipelines, slots, scratch, *placeholder);
+    result = encode(*command_buffer);
+    if (!result.ok()) return;
     if (!sync) {
       stream.Commit();  // batched: may submit later (kernels/metal/tf_metal_stream.h)
       return;
@@ -240,12 +250,12 @@ Result RunOnStream(mtl::Stream& stream, mtl::Device& device, const Plan& plan, c
     }
     stream.CommitAndWait();
     cost->waits += 1;
-    result = Completed(*command_buffer, plan);
+    result = Completed(*command_buffer, what);
   });
   if (submitted != nullptr) {
     submitted->WaitUntilCompleted();
     cost->waits += 1;
-    result = Completed(*submitted, plan);
+    result = Completed(*submitted, what);
   }
   return result;
 }

@@ -27,6 +27,7 @@
 #define MO_KERNELS_METAL_PLAN_HOST_PATH_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,14 @@ struct BoundSlot {
 // later (the stream's batched commit).
 Result RunOnStream(mtl::Stream& stream, mtl::Device& device, const Plan& plan, const std::vector<BoundSlot>& slots,
                    const std::vector<mtl::Buffer*>& scratch, bool wait, Cost* cost);
+
+// What RunOnStream does around its passes, for work that others encode
+// (MPSGraph): `encode` runs inside the stream's queue on its current command
+// buffer; when it succeeds the buffer is submitted (batched, or with `wait`
+// or METAL_OPS_GPU_SYNC=1 submitted and waited for outside the queue, its
+// status read after completion). `what` names the work in a GPU error.
+Result EncodeOnStream(mtl::Stream& stream, const std::string& what,
+                      const std::function<Result(mtl::CommandBuffer&)>& encode, bool wait, Cost* cost);
 
 }  // namespace metal_plan
 }  // namespace mo

@@ -21,19 +21,18 @@
 namespace mo {
 namespace mtl {
 
+enum class Storage { kShared, kPrivate };  // MTLResourceStorageModeShared / Private
+
+// Metal's rules on an encoder's arguments, as Apple documents them:
+// setBytes:length:atIndex: "only works for data smaller than 4 kilobytes";
+// setThreadgroupMemoryLength:atIndex: takes multiples of 16 bytes;
+// setBuffer:offset:atIndex: (device address space) wants the offset aligned
+// to the type the kernel reads, at most 16 bytes.
+constexpr uint64_t kMaxSetBytesLength = 4096, kThreadgroupMemoryGranule = 16, kBufferOffsetAlignment = 16;
+
 // Bumped whenever a class below changes layout: a model library of another
 // build is refused, not misread.
-constexpr int kApiVersion = 1;
-
-// setBytes:length:atIndex: "only works for data smaller than 4 kilobytes".
-constexpr uint64_t kMaxSetBytesLength = 4096;
-// setThreadgroupMemoryLength:atIndex: takes multiples of 16 bytes.
-constexpr uint64_t kThreadgroupMemoryGranule = 16;
-// setBuffer:offset:atIndex: for the device address space: the offset aligned
-// to the type the kernel reads, at most 16 bytes.
-constexpr uint64_t kBufferOffsetAlignment = 16;
-
-enum class Storage { kShared, kPrivate };  // MTLResourceStorageModeShared / Private
+constexpr int kApiVersion = 2;
 
 // An MTLBuffer.
 class Buffer {
@@ -50,6 +49,7 @@ class Pipeline {
   virtual ~Pipeline() = default;
   virtual uint64_t MaxTotalThreadsPerThreadgroup() const = 0;  // .maxTotalThreadsPerThreadgroup
   virtual uint64_t StaticThreadgroupMemoryLength() const = 0;  // .staticThreadgroupMemoryLength
+  virtual uint64_t ThreadExecutionWidth() const = 0;           // .threadExecutionWidth (SIMD-group width)
 };
 
 // An MTLComputeCommandEncoder.

@@ -2,7 +2,7 @@
 // and attributes (kernels/<op>/<op>_plan.cc) and run by the host path
 // (kernels/metal_plan/host_path.h; docs/ARCHITECTURE.md, "Metal plans") on
 // one of two routes: tensorflow-metal's TF_MetalStream (kernels/metal/
-// metal_kernel.mm, RunPlan) or the library's own queue (the CPU kernels,
+// metal_kernel.cc, RunPlan) or the library's own queue (the CPU kernels,
 // kernels/cpu/metal_offload.h), against Apple's Metal (kernels/metal/
 // metal_device.mm) or the strict model of it (tests/metal_shim/metal_model.cc).
 // A plan names tensors by slot (the op's own enum, in its <op>_plan.h); the

@@ -160,7 +160,7 @@ enum PackedVolumeRenderCheckBuffer {
 // The Metal buffer indices of the PackedVolumeRender shaders: the inputs in
 // op order, the outputs, the VolumeRenderParams (declared by
 // kernels/packed_volume_render/packed_volume_render.metal, bound by
-// packed_volume_render_metal.mm).
+// packed_volume_render_metal.cc).
 enum PackedVolumeRenderForwardBuffer {
   kPvrForwardSigma,
   kPvrForwardRgb,

@@ -5,7 +5,7 @@
 // the work:
 //   CPU  kernels/packed_volume_render/packed_volume_render_kernels.cc
 //   CUDA kernels/packed_volume_render/packed_volume_render_gpu.cc
-// The Metal kernels (packed_volume_render_metal.mm) use TensorFlow's C API and the same checks.
+// The Metal kernels (packed_volume_render_metal.cc) use TensorFlow's C API and the same checks.
 #ifndef MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_KERNEL_H_
 #define MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_KERNEL_H_
 

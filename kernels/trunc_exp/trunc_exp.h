@@ -16,7 +16,7 @@ struct TruncExpParams {
   int64 num_elements;
 };
 
-// Buffer indices, shared by kernels/trunc_exp/trunc_exp.metal and trunc_exp_metal.mm.
+// Buffer indices, shared by kernels/trunc_exp/trunc_exp.metal and trunc_exp_metal.cc.
 enum TruncExpBuffers {
   kTruncExpX = 0,       // forward: x
   kTruncExpY = 1,       // forward: y

@@ -70,7 +70,7 @@ MO_FN void vr_set_render_args(MO_CONSTANT VolumeRenderParams& p, MO_THREAD Rende
 
 // The Metal buffer indices of the VolumeRender shaders: the inputs in op
 // order, the outputs, the VolumeRenderParams (declared by
-// kernels/volume_render/volume_render.metal, bound by volume_render_metal.mm).
+// kernels/volume_render/volume_render.metal, bound by volume_render_metal.cc).
 enum VolumeRenderForwardBuffer {
   kVrForwardSigma,
   kVrForwardRgb,

@@ -5,7 +5,7 @@
 // outputs; VolumeRenderFunctor<Device, T> does the work:
 //   CPU  kernels/volume_render/volume_render_kernels.cc (registers VolumeRenderOp<CPUDevice, T>)
 //   CUDA kernels/volume_render/volume_render_gpu.cc    (registers VolumeRenderOp<GPUDevice, T>)
-// The Metal kernels (volume_render_metal.mm) use TensorFlow's C API and the same checks.
+// The Metal kernels (volume_render_metal.cc) use TensorFlow's C API and the same checks.
 #ifndef MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_KERNEL_H_
 #define MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_KERNEL_H_
 

@@ -2,7 +2,7 @@
 
 ops/fused_conv2d_op.cc, kernels/fused_conv2d/fused_conv2d_kernels.cc (Eigen convolution
 with the bias, residual and activation in its output stage),
-kernels/fused_conv2d/fused_conv2d_metal.mm (one cached MPSGraph per shape/attr set),
+kernels/fused_conv2d/fused_conv2d_metal.cc (one cached MPSGraph per shape/attr set),
 formulas in kernels/common/activations.h. The Grappler plugin
 (metal_ops.fusion) writes this op into graphs by itself.
 """

@@ -1,5 +1,5 @@
 // Runs the FusedMLP Metal shaders on the CPU (tests/metal_shim/msl_shim.h), in
-// the order kernels/fused_mlp/fused_mlp_metal.mm encodes them, with the geometry
+// the order kernels/fused_mlp/fused_mlp_metal.cc encodes them, with the geometry
 // it computes (kernels/fused_mlp/fused_mlp.h): the pack dispatches, the
 // forward or backward over its threadgroups (cooperating fibers: barriers and
 // simdgroup_matrix operations wait for their threads), the reductions.
@@ -26,7 +26,7 @@ msl_shim::Kernel kKernels[] = {
 #include "fused_mlp.kernels.inc"  // $(BUILD)/gen, from the shader's instantiations
 };
 
-// The entry points fused_mlp_metal.mm asks for, by name: fused_mlp_<kind>_w<W>_<dtype>
+// The entry points fused_mlp_metal.cc asks for, by name: fused_mlp_<kind>_w<W>_<dtype>
 // and fused_mlp_<pack|reduce>_<dtype>; nullptr when not instantiated.
 template <typename T>
 struct Kernels {
@@ -210,7 +210,7 @@ int shim_fused_mlp_forward(int dtype, const void* x, const void* const* kernels,
                            int out_act, float alpha, uint max_groups, int reverse) {
   g_error.clear();
   if (!(dtype == 0 ? FindAll<float>() : FindAll<half>())) {
-    g_error = "an entry point fused_mlp_metal.mm asks for is not instantiated";
+    g_error = "an entry point fused_mlp_metal.cc asks for is not instantiated";
     return -1;
   }
   if (!WidthOk(width) || max_groups == 0) {
@@ -228,7 +228,7 @@ int shim_fused_mlp_backward(int dtype, const void* dy, const void* x, const void
                             float alpha, int reverse) {
   g_error.clear();
   if (!(dtype == 0 ? FindAll<float>() : FindAll<half>())) {
-    g_error = "an entry point fused_mlp_metal.mm asks for is not instantiated";
+    g_error = "an entry point fused_mlp_metal.cc asks for is not instantiated";
     return -1;
   }
   if (!WidthOk(width)) {
@@ -240,7 +240,7 @@ int shim_fused_mlp_backward(int dtype, const void* dy, const void* x, const void
                     : Backward<half>(net, dy, x, kernels, y, hidden, dx, grad_kernels, grad_biases, reverse != 0);
 }
 
-// Finds every entry point fused_mlp_metal.mm can ask for (W 16..128, both
+// Finds every entry point fused_mlp_metal.cc can ask for (W 16..128, both
 // dtypes): -1 when one is missing, else the number of the shader's
 // instantiations none of those names reached.
 int shim_fused_mlp_find_every_kernel() {

@@ -1,5 +1,5 @@
 // Runs the HashEncode Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
-// in the order kernels/hash_encode/hash_encode_metal.mm encodes them, each over its
+// in the order kernels/hash_encode/hash_encode_metal.cc encodes them, each over its
 // whole dispatch grid (threads one after another). Driven by
 // tests/test_hash_encode_metal_shim.py through ctypes.
 #include <string>
@@ -29,7 +29,7 @@ bool Supported(int dims, int features, int dtype) {
 
 const char* DtypeName(int dtype) { return dtype == 1 ? "float16" : "float32"; }
 
-// The entry point hash_encode_metal.mm asks for: hash_encode_<kind>_d<D>_f<F>_<dtype>.
+// The entry point hash_encode_metal.cc asks for: hash_encode_<kind>_d<D>_f<F>_<dtype>.
 template <typename Fn>
 Fn Shader(const char* kind, int dims, int features, int dtype) {
   return msl_shim::find_kernel<Fn>(kKernels, std::string("hash_encode_") + kind + "_d" + std::to_string(dims) +
@@ -193,7 +193,7 @@ int shim_hash_encode_backward(int dtype, const void* dy, const float* x, const v
   return 0;
 }
 
-// Finds every entry point hash_encode_metal.mm can ask for (D 1..4, F 1, 2,
+// Finds every entry point hash_encode_metal.cc can ask for (D 1..4, F 1, 2,
 // 4, 8, both dtypes): -1 when one is missing, else the number of the
 // shader's instantiations none of those names reached.
 int shim_hash_encode_find_every_kernel() {

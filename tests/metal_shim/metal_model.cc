@@ -133,6 +133,7 @@ class ModelPipeline : public mo::mtl::Pipeline {
   explicit ModelPipeline(const exec::Entry* entry) : entry_(entry) {}
   uint64_t MaxTotalThreadsPerThreadgroup() const override { return ReadFaults().max_threads; }
   uint64_t StaticThreadgroupMemoryLength() const override { return 0; }
+  uint64_t ThreadExecutionWidth() const override { return 32; }  // every Apple GPU's SIMD-group
   const exec::Entry* entry() const { return entry_; }
 
  private:

@@ -1,5 +1,5 @@
 // Runs the RayMarch Metal shaders on the CPU (see tests/metal_shim/msl_shim.h):
-// the five dispatches of kernels/ray_march/ray_march_metal.mm, in its order. The
+// the five dispatches of kernels/ray_march/ray_march_metal.cc, in its order. The
 // attributes reach it through the op's own checks in ray_march_shim_attrs.cc
 // (a C++ translation unit: the MSL shim's address-space macros would break
 // the standard headers those checks need).

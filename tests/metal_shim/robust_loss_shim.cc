@@ -11,7 +11,7 @@ msl_shim::Kernel kKernels[] = {
 #include "robust_loss.kernels.inc"  // $(BUILD)/gen, from the shader's instantiations
 };
 
-// The entry point robust_loss_metal.mm asks for: robust_loss_<kind>_<dtype>.
+// The entry point robust_loss_metal.cc asks for: robust_loss_<kind>_<dtype>.
 template <typename Fn>
 Fn Find(const char* kind, const char* dtype) {
   return msl_shim::find_kernel<Fn>(kKernels, std::string("robust_loss_") + kind + "_" + dtype);
@@ -51,7 +51,7 @@ void shim_robust_loss_backward(const float* grad, const float* x, const float* a
   }
 }
 
-// Every entry point robust_loss_metal.mm can ask for is instantiated: -1
+// Every entry point robust_loss_metal.cc can ask for is instantiated: -1
 // when one is missing, else the number of instantiations none of them reached.
 int shim_robust_loss_find_every_kernel() {
   for (const char* kind : {"forward", "backward"}) {

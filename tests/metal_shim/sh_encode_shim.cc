@@ -1,6 +1,6 @@
 // Runs the SHEncode Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // each entry point over its whole dispatch grid, picked by degree and dtype
-// as kernels/sh_encode/sh_encode_metal.mm picks it by name. Driven by
+// as kernels/sh_encode/sh_encode_metal.cc picks it by name. Driven by
 // tests/test_sh_encode_metal_shim.py through ctypes.
 #include <string>
 
@@ -13,7 +13,7 @@ msl_shim::Kernel kKernels[] = {
 #include "sh_encode.kernels.inc"  // $(BUILD)/gen, from the shader's instantiations
 };
 
-// The entry point sh_encode_metal.mm asks for: sh_encode_<kind>_d<degree>_<dtype>.
+// The entry point sh_encode_metal.cc asks for: sh_encode_<kind>_d<degree>_<dtype>.
 template <typename Fn>
 Fn Shader(const char* kind, int degree, int dtype) {
   return msl_shim::find_kernel<Fn>(kKernels, std::string("sh_encode_") + kind + "_d" + std::to_string(degree) +
@@ -68,7 +68,7 @@ int shim_sh_encode_backward(int dtype, const void* grad, const void* dirs, void*
   return 0;
 }
 
-// Finds every entry point sh_encode_metal.mm can ask for (degree 1..4, both
+// Finds every entry point sh_encode_metal.cc can ask for (degree 1..4, both
 // dtypes): -1 when one is missing, else the number of the shader's
 // instantiations none of those names reached.
 int shim_sh_encode_find_every_kernel() {

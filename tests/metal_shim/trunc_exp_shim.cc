@@ -1,6 +1,6 @@
 // Runs the TruncExp Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // each entry point over its whole dispatch grid, picked by dtype as
-// kernels/trunc_exp/trunc_exp_metal.mm picks it by name. Driven by
+// kernels/trunc_exp/trunc_exp_metal.cc picks it by name. Driven by
 // tests/test_trunc_exp.py through ctypes.
 #include <string>
 
@@ -13,7 +13,7 @@ msl_shim::Kernel kKernels[] = {
 #include "trunc_exp.kernels.inc"  // $(BUILD)/gen, from the shader's instantiations
 };
 
-// The entry point trunc_exp_metal.mm asks for: trunc_exp_<kind>_<dtype>.
+// The entry point trunc_exp_metal.cc asks for: trunc_exp_<kind>_<dtype>.
 template <typename Fn>
 Fn Shader(const char* kind, int dtype) {
   return msl_shim::find_kernel<Fn>(kKernels, std::string("trunc_exp_") + kind + (dtype == 1 ? "_float16" : "_float32"));
@@ -59,7 +59,7 @@ int shim_trunc_exp_backward(int dtype, const void* dy, const void* x, void* dx, 
   return dtype == 0 ? RunBackward<float>(dtype, dy, x, dx, n, grid) : RunBackward<half>(dtype, dy, x, dx, n, grid);
 }
 
-// Finds every entry point trunc_exp_metal.mm can ask for (both kinds and
+// Finds every entry point trunc_exp_metal.cc can ask for (both kinds and
 // dtypes): -1 when one is missing, else the number of the shader's
 // instantiations none of those names reached.
 int shim_trunc_exp_find_every_kernel() {

@@ -11,7 +11,7 @@
 // TF_DETERMINISTIC_OPS=1 (a C-API kernel cannot query TF's op-determinism flag) it is
 // accumulated in 64-bit fixed point instead (bitwise reproducible). The input
 // gradient is one thread per point, levels in order: deterministic always.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include <cstdlib>
 #include <cstring>

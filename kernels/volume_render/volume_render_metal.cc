@@ -5,7 +5,7 @@
 //
 // Value checks: the shaders give invalid rays (negative/NaN sigma, decreasing
 // t) NaN outputs; the host does not wait for the GPU to report them.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include <string>
 #include <vector>
@@ -21,8 +21,7 @@ using mo::metal::DimsOf;
 
 void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
   const auto& kernel = *static_cast<const mo::volume_render::Attrs*>(kernel_ptr);
-  TF_Tensor* in[4];
-  for (int i = 0; i < 4; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(4);
   mo::volume_render::RayShapes shapes;
   if (!call.ok() || !call.Check(mo::volume_render::InputShapes(mo::volume_render::kForward, DimsOf(in[0]),
                                                                DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]), &shapes))) {
@@ -43,8 +42,7 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
 
 void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
   const auto& kernel = *static_cast<const mo::volume_render::Attrs*>(kernel_ptr);
-  TF_Tensor* in[12];
-  for (int i = 0; i < 12; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(12);
   mo::volume_render::RayShapes shapes;
   bool has_weight_grad = false;
   if (!call.ok() ||

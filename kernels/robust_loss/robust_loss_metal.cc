@@ -3,7 +3,7 @@
 // kernels/robust_loss/robust_loss_plan.cc (shaders: robust_loss.metal). float32 and float16 (MSL's
 // bfloat needs Metal 3.1 and is not registered). alpha / scale stay on the
 // device: invalid values give NaN elements (no host read-back).
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include "kernels/robust_loss/robust_loss_plan.h"
 #include "kernels/robust_loss/robust_loss_spec.h"
@@ -52,16 +52,8 @@ void Backward(void*, mo::metal::KernelCall& call) {
                {grad, x, alpha, scale, dx, dalpha, dscale});
 }
 
-bool Register() {
-  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
-    mo::metal::RegisterKernel("MetalOpsRobustLoss", type, &mo::metal::CreateNothing, &mo::metal::Compute<Forward>,
-                              &mo::metal::DeleteNothing);
-    mo::metal::RegisterKernel("MetalOpsRobustLossGrad", type, &mo::metal::CreateNothing,
-                              &mo::metal::Compute<Backward>, &mo::metal::DeleteNothing);
-  }
-  return true;
-}
-
-const bool registered = Register();
+const bool registered = mo::metal::RegisterStateless("MetalOpsRobustLoss", &mo::metal::Compute<Forward>,
+                                                     "MetalOpsRobustLossGrad", &mo::metal::Compute<Backward>,
+                                                     {TF_FLOAT, TF_HALF});
 
 }  // namespace

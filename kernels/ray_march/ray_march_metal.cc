@@ -9,7 +9,7 @@
 // outside it (KernelCall::RunPlan with wait, host_path.h RunOnStream), the total is read from a shared
 // buffer, the outputs are allocated, and the fill plan is encoded. The seed
 // stays in device memory: the shaders read it.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include <cstdint>
 
@@ -23,8 +23,7 @@ using mo::metal::DimsOf;
 
 void Compute(void* kernel, mo::metal::KernelCall& call) {
   const mo::ray_march::Attrs& attrs = *static_cast<mo::ray_march::Attrs*>(kernel);
-  TF_Tensor* in[6];
-  for (int i = 0; i < 6; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(6);
   if (!call.ok() || !call.Check(mo::ray_march::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
                                                       DimsOf(in[4]), DimsOf(in[5]), attrs))) {
     return;
@@ -38,11 +37,11 @@ void Compute(void* kernel, mo::metal::KernelCall& call) {
     for (int i = 0; i < 3; ++i) call.Output(i, i == 2 ? TF_INT32 : TF_FLOAT, {0});
     return;
   }
-  id<MTLBuffer> total = call.SharedBuffer(sizeof(uint64_t));
+  mo::mtl::Buffer* total = call.SharedBuffer(sizeof(uint64_t));
   call.RunPlan(mo::metal_plan::RayMarchCount(params),
                {in[0], in[1], in[2], in[3], in[4], in[5], counts, offsets, total}, true);
   if (!call.ok()) return;
-  const int64_t n = static_cast<int64_t>(*static_cast<const uint64_t*>(total.contents));
+  const int64_t n = static_cast<int64_t>(*static_cast<const uint64_t*>(total->Contents()));
   if (!call.Check(mo::ray_march::TotalSamples(n))) return;
   TF_Tensor* t_starts = call.Output(0, TF_FLOAT, {n});
   TF_Tensor* t_ends = call.Output(1, TF_FLOAT, {n});

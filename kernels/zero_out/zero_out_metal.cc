@@ -2,7 +2,7 @@
 // kernel C API and TF_MetalStream through the shared glue (metal_kernel.h);
 // the work is the plan kernels/zero_out/zero_out_plan.cc builds (shader:
 // zero_out.metal), the one every Metal path runs.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include "kernels/zero_out/zero_out_plan.h"
 #include "kernels/zero_out/zero_out_spec.h"

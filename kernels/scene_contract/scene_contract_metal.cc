@@ -2,7 +2,7 @@
 // through the shared glue (metal_kernel.h), float32 and float16. The work is
 // the plan of kernels/scene_contract/scene_contract_plan.cc (shaders:
 // scene_contract.metal, one entry point per norm and dtype).
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include "kernels/scene_contract/scene_contract_plan.h"
 #include "kernels/scene_contract/scene_contract_spec.h"

@@ -1,7 +1,7 @@
 // TruncExp on the Metal PluggableDevice ("GPU" with tensorflow-metal), through
 // the shared glue (metal_kernel.h), float32 and float16. The work is the plan
 // of kernels/trunc_exp/trunc_exp_plan.cc (shaders: trunc_exp.metal).
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include "kernels/trunc_exp/trunc_exp_plan.h"
 #include "kernels/trunc_exp/trunc_exp_spec.h"
@@ -31,16 +31,8 @@ void Backward(void*, mo::metal::KernelCall& call) {
   call.RunPlan(mo::metal_plan::TruncExpBackward(mo::metal::PlanDtype(dtype), n), {dy, x, dx});
 }
 
-bool Register() {
-  for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
-    mo::metal::RegisterKernel("MetalOpsTruncExp", type, &mo::metal::CreateNothing, &mo::metal::Compute<Forward>,
-                              &mo::metal::DeleteNothing);
-    mo::metal::RegisterKernel("MetalOpsTruncExpGrad", type, &mo::metal::CreateNothing,
-                              &mo::metal::Compute<Backward>, &mo::metal::DeleteNothing);
-  }
-  return true;
-}
-
-const bool registered = Register();
+const bool registered = mo::metal::RegisterStateless("MetalOpsTruncExp", &mo::metal::Compute<Forward>,
+                                                     "MetalOpsTruncExpGrad", &mo::metal::Compute<Backward>,
+                                                     {TF_FLOAT, TF_HALF});
 
 }  // namespace

@@ -10,7 +10,7 @@
 // partials zeroed, the kernels packed, one threadgroup per partition of the
 // row tiles writing its weight- and bias-gradient sums, then per layer the
 // partials added in partition order: no atomics, bitwise deterministic.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include <cstdio>
 #include <string>
@@ -63,10 +63,10 @@ bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const 
 // The geometry again when the tile pipeline runs fewer threads per
 // threadgroup than it asks for (fewer SIMD-groups then).
 bool FitGeometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const mo::fused_mlp::Attrs& a,
-                 int64_t n, TF_DataType dtype, bool backward, id<MTLComputePipelineState> tiles,
+                 int64_t n, TF_DataType dtype, bool backward, const mo::mtl::Pipeline* tiles,
                  mo::FusedMlpParams* p) {
-  if (!call.ok() || tiles == nil) return false;
-  const int64_t max_threads = static_cast<int64_t>(tiles.maxTotalThreadsPerThreadgroup);
+  if (!call.ok() || tiles == nullptr) return false;
+  const int64_t max_threads = static_cast<int64_t>(tiles->MaxTotalThreadsPerThreadgroup());
   if (int64_t(p->simdgroups) * MO_FUSED_MLP_SIMD_WIDTH <= max_threads) return true;
   return Geometry(call, net, a, n, dtype, backward, p, max_threads);
 }
@@ -75,9 +75,9 @@ bool FitGeometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, con
 // Checked before any shader library is compiled: a GPU without it (a
 // paravirtual one in CI) would otherwise fail compiling the library.
 bool GpuFamilyOk(mo::metal::KernelCall& call) {
-  id<MTLDevice> device = call.Device();
-  if (!call.ok() || device == nil) return false;
-  if (![device supportsFamily:MTLGPUFamilyApple7]) {
+  mo::mtl::Device* device = call.Device();
+  if (device == nullptr) return false;
+  if (!device->GetLimits().apple7) {
     call.Fail(TF_UNIMPLEMENTED,
               "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
               "on the CPU with tf.device('/CPU:0')");
@@ -89,12 +89,11 @@ bool GpuFamilyOk(mo::metal::KernelCall& call) {
 // Whether the simdgroup_matrix shaders can run on this GPU with these
 // threadgroups (else the call fails saying why). Called before anything is
 // encoded, so a call that cannot run encodes nothing.
-bool ShaderPipelinesOk(mo::metal::KernelCall& call, id<MTLComputePipelineState> tiles, const mo::FusedMlpParams& p) {
-  id<MTLDevice> device = call.Device();
-  if (!call.ok() || device == nil || tiles == nil) return false;
-  if (tiles.threadExecutionWidth != MO_FUSED_MLP_SIMD_WIDTH) {
+bool ShaderPipelinesOk(mo::metal::KernelCall& call, const mo::mtl::Pipeline* tiles, const mo::FusedMlpParams& p) {
+  if (!call.ok() || tiles == nullptr) return false;
+  if (tiles->ThreadExecutionWidth() != MO_FUSED_MLP_SIMD_WIDTH) {
     call.Fail(TF_UNIMPLEMENTED, "FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
-                                    std::to_string(tiles.threadExecutionWidth));
+                                    std::to_string(tiles->ThreadExecutionWidth()));
     return false;
   }
   return call.CheckThreadgroups(tiles, uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
@@ -126,7 +125,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
     return;
   }
   if (!GpuFamilyOk(call)) return;
-  id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
+  const mo::mtl::Pipeline* tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
   if (!FitGeometry(call, net, attrs, n, dtype, false, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
   std::vector<mo::metal::KernelCall::PlanSlot> slots = {x};
   for (TF_Tensor* k : kernels) slots.push_back(k);
@@ -159,7 +158,7 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   mo::FusedMlpParams p;
   if (!call.ok() || !Geometry(call, net, attrs, n, dtype, true, &p)) return;
   if (!GpuFamilyOk(call)) return;
-  id<MTLComputePipelineState> tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
+  const mo::mtl::Pipeline* tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
   if (!FitGeometry(call, net, attrs, n, dtype, true, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
   // The partitions (and so the plan's partials) follow the final geometry.
   std::vector<mo::metal::KernelCall::PlanSlot> slots = {dy, x};

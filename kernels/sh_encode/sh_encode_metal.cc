@@ -2,7 +2,7 @@
 // the shared glue (metal_kernel.h), float32 and float16. The work is the plan
 // of kernels/sh_encode/sh_encode_plan.cc (shaders: sh_encode.metal, one entry
 // point per degree and dtype).
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include "kernels/sh_encode/sh_encode_plan.h"
 #include "kernels/sh_encode/sh_encode_spec.h"

@@ -4,7 +4,7 @@
 //
 // Unsorted t is not reported as an error on Metal (that would need a read-back
 // and a wait on the command buffer): those rays get NaN loss and gradients.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include "kernels/distortion_loss/distortion_loss_plan.h"
 #include "kernels/distortion_loss/distortion_loss_spec.h"
@@ -38,18 +38,8 @@ void Backward(void*, mo::metal::KernelCall& call) {
   call.RunPlan(mo::metal_plan::DistortionLossBackward(rays, samples), {g, w, t, gw, gt});
 }
 
-bool Register() {
-  using mo::metal::Compute;
-  using mo::metal::CreateNothing;
-  using mo::metal::DeleteNothing;
-  using mo::metal::kNoTypeConstraint;
-  mo::metal::RegisterKernel("MetalOpsDistortionLoss", kNoTypeConstraint, &CreateNothing, &Compute<Forward>,
-                            &DeleteNothing);
-  mo::metal::RegisterKernel("MetalOpsDistortionLossGrad", kNoTypeConstraint, &CreateNothing, &Compute<Backward>,
-                            &DeleteNothing);
-  return true;
-}
-
-const bool registered = Register();
+const bool registered =
+    mo::metal::RegisterStateless("MetalOpsDistortionLoss", &mo::metal::Compute<Forward>, "MetalOpsDistortionLossGrad",
+                                 &mo::metal::Compute<Backward>, {mo::metal::kNoTypeConstraint});
 
 }  // namespace

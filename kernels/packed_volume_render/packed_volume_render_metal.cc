@@ -8,7 +8,7 @@
 // buffer (outside the stream's queue: KernelCall::RunPlan with wait, host_path.h RunOnStream) and reports
 // it as the CPU kernel does (packed_volume_render::BadCheck), an
 // InvalidArgument error naming the argument, ray and sample.
-#import "kernels/metal/metal_kernel.h"
+#include "kernels/metal/metal_kernel.h"
 
 #include <cstdint>
 
@@ -22,8 +22,7 @@ using mo::metal::DimsOf;
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
   const mo::packed_volume_render::Attrs& attrs = *static_cast<mo::packed_volume_render::Attrs*>(kernel);
-  TF_Tensor* in[7];
-  for (int i = 0; i < 7; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(7);
   mo::packed_volume_render::RayShapes shapes;
   if (!call.ok() || !call.Check(mo::packed_volume_render::InputShapes(
                         mo::packed_volume_render::kForward, DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
@@ -36,18 +35,17 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
                        call.Output(2, TF_FLOAT, {R}), call.Output(3, TF_FLOAT, {attrs.return_weights ? N : 0})};
   if (!call.ok() || R == 0) return;
   const mo::metal_plan::PackedVolumeRenderLayout layout = {R, N, attrs.early_termination, shapes.background_per_ray};
-  id<MTLBuffer> check = call.SharedBuffer(sizeof(mo::PvrCheckResult));
+  mo::mtl::Buffer* check = call.SharedBuffer(sizeof(mo::PvrCheckResult));
   call.RunPlan(mo::metal_plan::PackedVolumeRenderForward(layout, attrs.return_weights),
                {in[0], in[1], in[2], in[3], in[4], in[5], in[6], out[0], out[1], out[2], out[3], check}, true);
   if (!call.ok()) return;
   call.Check(mo::packed_volume_render::BadCheck(mo::packed_volume_render::kForward,
-                                                *static_cast<const mo::PvrCheckResult*>(check.contents), N));
+                                                *static_cast<const mo::PvrCheckResult*>(check->Contents()), N));
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
   const mo::packed_volume_render::Attrs& attrs = *static_cast<mo::packed_volume_render::Attrs*>(kernel);
-  TF_Tensor* in[15];
-  for (int i = 0; i < 15; ++i) in[i] = call.Input(i);
+  const std::vector<TF_Tensor*> in = call.Inputs(15);
   if (!call.ok()) return;
   auto dims = [&](int i) { return DimsOf(in[i]); };
   mo::packed_volume_render::RayShapes shapes;
@@ -65,14 +63,14 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
                        call.Output(2, TF_FLOAT, {R, 3})};
   if (!call.ok() || R == 0) return;
   const mo::metal_plan::PackedVolumeRenderLayout layout = {R, N, attrs.early_termination, shapes.background_per_ray};
-  id<MTLBuffer> check = call.SharedBuffer(sizeof(mo::PvrCheckResult));
+  mo::mtl::Buffer* check = call.SharedBuffer(sizeof(mo::PvrCheckResult));
   call.RunPlan(mo::metal_plan::PackedVolumeRenderBackward(layout, has_weight_grad),
                {in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13],
                 in[14], out[0], out[1], out[2], check},
                true);
   if (!call.ok()) return;
   call.Check(mo::packed_volume_render::BadCheck(mo::packed_volume_render::kBackward,
-                                                *static_cast<const mo::PvrCheckResult*>(check.contents), N));
+                                                *static_cast<const mo::PvrCheckResult*>(check->Contents()), N));
 }
 
 // MSL has no double: float32 only.
