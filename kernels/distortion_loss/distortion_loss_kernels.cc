@@ -17,9 +17,12 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLoss").Device(::tensorflow::DEVI
 REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLossGrad").Device(::tensorflow::DEVICE_CPU),
                         DistortionLossGradOp<CPUDevice>);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/distortion_loss/distortion_loss_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 using Functor = DistortionLossFunctor<Eigen::ThreadPoolDevice>;
@@ -43,7 +46,5 @@ MO_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "Host", Forward, xla_ffi::BindBuffe
 MO_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "Host", Backward, xla_ffi::BindBuffers<3, 2, ffi::Buffer<ffi::F32>>());
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

@@ -23,9 +23,12 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 MO_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp<CPUDevice>);
 MO_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp<CPUDevice>);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/fused_conv2d/fused_conv2d_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 ffi::Error Conv(ffi::AnyBuffer input, ffi::AnyBuffer filter, ffi::RemainingArgs rest, RetBuffer output,
@@ -53,7 +56,5 @@ MO_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "Host", ActivationGrad,
                    xla_ffi::BindActivationGrad(ffi::Ffi::Bind()));
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

@@ -75,9 +75,12 @@ MO_REGISTER_WITH_GRAD("MetalOpsHashEncode", HashEncode, DEVICE_CPU, CPUDevice, E
 MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, float, HashEncodeGradGradOp<CPUDevice, float>);
 MO_REGISTER("MetalOpsHashEncodeGradGrad", DEVICE_CPU, Eigen::half, HashEncodeGradGradOp<CPUDevice, Eigen::half>);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/hash_encode/hash_encode_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 ffi::Error Forward(ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer encoded, int64_t num_levels,
@@ -142,7 +145,5 @@ MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", GradGrad,
                    xla_ffi::BindGridAttrs(xla_ffi::BindBuffers<4, 2>()));
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

@@ -21,9 +21,12 @@ using ::tensorflow::DEVICE_CPU;
 MO_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, float);
 MO_REGISTER_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, DEVICE_CPU, CPUDevice, double);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/packed_volume_render/packed_volume_render_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t_starts, ffi::AnyBuffer t_ends,
@@ -66,7 +69,5 @@ MO_XLA_FFI_HANDLER("MetalOpsPackedVolumeRenderGrad", "Host", Backward,
                    xla_ffi::BindBuffers<15, 3>().Attr<float>("early_termination"));
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

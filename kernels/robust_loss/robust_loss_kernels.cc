@@ -18,9 +18,12 @@ MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, f
 MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, Eigen::half);
 MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, ::tensorflow::bfloat16);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/robust_loss/robust_loss_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 // The functor's arguments, the layout checked again (cheap) from the buffers.
@@ -63,7 +66,5 @@ MO_XLA_FFI_HANDLER("MetalOpsRobustLoss", "Host", Forward, xla_ffi::BindBuffers<3
 MO_XLA_FFI_HANDLER("MetalOpsRobustLossGrad", "Host", Backward, xla_ffi::BindBuffers<4, 3>());
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

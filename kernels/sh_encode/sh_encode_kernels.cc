@@ -16,9 +16,12 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 MO_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, float);
 MO_REGISTER_WITH_GRAD("MetalOpsSHEncode", SHEncode, DEVICE_CPU, CPUDevice, Eigen::half);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/sh_encode/sh_encode_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 // The directions [N, 3]: N.
@@ -46,7 +49,5 @@ MO_XLA_FFI_HANDLER("MetalOpsSHEncode", "Host", Forward, xla_ffi::BindBuffers<1, 
 MO_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "Host", Backward, xla_ffi::BindBuffers<2, 1>().Attr<int64_t>("degree"));
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

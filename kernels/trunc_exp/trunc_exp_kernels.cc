@@ -16,9 +16,12 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 MO_REGISTER_WITH_GRAD("MetalOpsTruncExp", TruncExp, DEVICE_CPU, CPUDevice, float);
 MO_REGISTER_WITH_GRAD("MetalOpsTruncExp", TruncExp, DEVICE_CPU, CPUDevice, Eigen::half);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/trunc_exp/trunc_exp_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 ffi::Error Forward(ffi::AnyBuffer x, RetBuffer y) {
@@ -43,7 +46,5 @@ MO_XLA_FFI_HANDLER("MetalOpsTruncExp", "Host", Forward, xla_ffi::BindBuffers<1, 
 MO_XLA_FFI_HANDLER("MetalOpsTruncExpGrad", "Host", Backward, xla_ffi::BindBuffers<2, 1>());
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

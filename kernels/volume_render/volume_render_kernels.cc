@@ -21,9 +21,12 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, float);
 MO_REGISTER_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, DEVICE_CPU, CPUDevice, double);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/volume_render/volume_render_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, ffi::AnyBuffer t, ffi::AnyBuffer background,
@@ -62,7 +65,5 @@ MO_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "Host", Backward,
                    xla_ffi::BindBuffers<12, 3>().Attr<float>("early_termination"));
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo

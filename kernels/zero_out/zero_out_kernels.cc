@@ -19,9 +19,12 @@ MO_REGISTER("ZeroOut", DEVICE_CPU, int64_t, ZeroOutOp<CPUDevice, int64_t>);
 MO_REGISTER("ZeroOut", DEVICE_CPU, float, ZeroOutOp<CPUDevice, float>);
 MO_REGISTER("ZeroOut", DEVICE_CPU, double, ZeroOutOp<CPUDevice, double>);
 
+
+}  // namespace mo
+
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/zero_out/zero_out_xla.cc emits.
-namespace xla_kernels {
+namespace mo::xla_kernels {
 namespace {
 
 ffi::Error Compute(ffi::AnyBuffer in, RetBuffer out, int64_t preserve_index) {
@@ -36,7 +39,5 @@ ffi::Error Compute(ffi::AnyBuffer in, RetBuffer out, int64_t preserve_index) {
 MO_XLA_FFI_HANDLER("ZeroOut", "Host", Compute, xla_ffi::BindBuffers<1, 1>().Attr<int64_t>("preserve_index"));
 
 }  // namespace
-}  // namespace xla_kernels
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA
-
-}  // namespace mo
