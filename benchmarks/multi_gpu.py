@@ -5,7 +5,7 @@
     python -m benchmarks.multi_gpu --quick         # the same code on two logical CPUs (a check, no figures)
     python -m benchmarks.multi_gpu --parts workers --nerf-steps 30 --out /tmp/r   # CPU workers (a check)
 
-Four parts, each written to benchmarks/results/multi_gpu.<device>.json as it
+Five parts, each written to benchmarks/results/multi_gpu.<device>.json as it
 finishes (a part run by a later command replaces its own entry only):
 
 1. keras: a Keras model of HashEncoding + FusedMLP trained with RobustLoss and
@@ -25,7 +25,11 @@ finishes (a part run by a later command replaces its own entry only):
    worker's training time after the first step, and over the median step)
    and held-out PSNR; and the Keras model of part 1 as N workers against one
    process, each worker with its own points: points per second.
-4. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
+4. profile: `python -m benchmarks.profile_nerf_gpu` (TensorFlow's profiler
+   over the NeRF sample's steps) in one process, then as N workers with
+   --batch-rays rays each: per process the step's wall and GPU-busy time,
+   its kernels and the host's busiest events (where a worker's step waits).
+5. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
 
 The tolerance of part 1, per weight and step. (a) Summation order: a replica
 sums its half of the batch, NCCL adds the two halves, one GPU sums the whole
@@ -80,7 +84,7 @@ sys.path[:0] = [p for p in SOURCE_PATH if p not in sys.path]
 
 from benchmarks import timing  # noqa: E402
 
-PARTS = ("keras", "nerf", "workers", "selftest")
+PARTS = ("keras", "nerf", "workers", "profile", "selftest")
 U32 = 2.0 ** -24
 U_TF32 = 2.0 ** -11
 
@@ -409,6 +413,33 @@ def workers_part(args, out_dir, gpus):
     return rows + keras_rows
 
 
+def profile_part(args, out_dir, gpus):
+    """Where a step's time goes: benchmarks.profile_nerf_gpu in one process with the default
+    strategy, then as N workers (launch), each with --batch-rays rays: per process, the wall and
+    GPU-busy time of a step, its kernels and the host's busiest events."""
+    flags = ["--seed", "0", "--batch-rays", str(args.worker_batch), "--batch-per-replica",
+             "--warmup-steps", str(args.profile_warmup), "--steps", str(args.profile_steps)] + \
+        shlex.split(args.worker_args)
+    rows = []
+    for name, workers, strategy in (("one_worker_default", 1, "default"),
+                                    (f"{args.workers}_workers_multiworker", args.workers, "multiworker")):
+        out = os.path.join(out_dir, name, "profile.json")
+        cmd = [sys.executable, "-m", "benchmarks.profile_nerf_gpu", "--out", out, "--logdir",
+               os.path.join(out_dir, name, "logs"), "--strategy", strategy] + flags
+        _, error, _ = launch(cmd, workers, strategy, gpus, args.worker_timeout)
+        row = {"name": name, "workers": workers, "strategy": strategy, "command": " ".join(cmd[1:])}
+        if error:
+            rows.append({**row, "error": error})
+            continue
+        paths = [out] if workers == 1 else [f"{os.path.splitext(out)[0]}.worker{i}.json" for i in range(workers)]
+        each = []
+        for path in paths:
+            with open(path) as f:
+                each.append({k: v for k, v in json.load(f).items() if k not in ("devices", "platform")})
+        rows.append({**row, "processes": each})
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="two logical CPUs, tiny settings: checks the script runs")
@@ -426,6 +457,8 @@ def main(argv=None):
     p.add_argument("--keras-worker-steps", type=int, default=200, help="workers: the Keras model's timed steps")
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
     p.add_argument("--keras-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that run
+    p.add_argument("--profile-warmup", type=int, default=300, help="profile: steps before the timed ones")
+    p.add_argument("--profile-steps", type=int, default=30, help="profile: steps timed, then steps profiled")
     p.add_argument("--no-tf32", action="store_true", help="strict float32 matrix products on the GPU")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = p.parse_args(argv)
@@ -442,7 +475,7 @@ def main(argv=None):
 
     parts = args.parts.split(",")
     gpus = tf.config.list_physical_devices("GPU")
-    if args.quick or (not gpus and parts == ["workers"]):
+    if args.quick or (not gpus and set(parts) <= {"workers", "profile"}):
         # Two logical CPUs; the workers part: worker processes on the CPU.
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -489,6 +522,18 @@ def main(argv=None):
             print({k: r[k] for k in ("name", "rays_per_second", "points_per_second", "rays_per_second_vs_one_worker",
                                      "points_per_second_vs_one_worker", "steady_step_ms", "test_psnr_mean", "error")
                    if k in r})
+        save()
+    if "profile" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            result["profile"] = profile_part(args, tmp, bool(gpus))
+        for r in result["profile"]:
+            for w in r.get("processes", []):
+                print(r["name"], {k: w.get(k) for k in ("worker", "wall_ms_per_step", "busy_ms_per_step",
+                                                         "kernels_per_step", "gpu_idle_share")})
+                for name, ms in w.get("top_host_events_ms_per_step", []):
+                    print(f"  {ms:7.3f} ms  {name}")
+            if "error" in r:
+                print(r["name"], r["error"])
         save()
     if "selftest" in parts and not args.quick:
         report = os.path.join(tempfile.mkdtemp(), "selftest.json")

@@ -4,17 +4,25 @@ summarised from the profile itself.
 
     python -m benchmarks.profile_nerf_gpu [--warmup-steps 300] [--steps 50] [trainer flags...]
 
+With `--strategy multiworker` among the trainer flags, each worker process
+(TF_CONFIG) profiles its own steps and writes its own file (the task index
+added to the name): `benchmarks/multi_gpu.py --parts profile` starts them.
+
 Prints and writes benchmarks/results/nerf_gpu_profile.<gpu>.json:
 - wall time per step (timed without the profiler, then with it);
 - GPU busy time per step (the union of kernel and copy intervals over every
   stream) and so the GPU's idle share: host work and waiting on read-backs;
 - kernels and device-to-host copies per step; the kernels that take the most
-  GPU time, by name.
+  GPU time, by name;
+- the host's busiest events per step (TensorFlow's op launches, the
+  executor, collectives' waits), by name: what the host does while the GPU
+  waits.
 The raw profile (TensorBoard's profile plugin reads it) stays in --logdir.
 """
 import argparse
 import collections
 import glob
+import json
 import os
 import platform
 import time
@@ -41,7 +49,8 @@ def summarise_xspace(path, steps, top=15):
         space.ParseFromString(f.read())
     gpu = [p for p in space.planes if p.name.startswith("/device:GPU:")]
     if not gpu:
-        return {"gpu": None, "note": "the profile has no GPU plane (no GPU, or CUPTI could not be loaded)"}
+        return {"gpu": None, "note": "the profile has no GPU plane (no GPU, or CUPTI could not be loaded)",
+                "top_host_events_ms_per_step": _host_events(space, steps, 2 * top)}
     plane = gpu[0]
     intervals, by_kernel, copies_d2h, copies_h2d, kernels = [], collections.Counter(), 0, 0, 0
     for line in plane.lines:
@@ -61,12 +70,25 @@ def summarise_xspace(path, steps, top=15):
     busy_ms = _union_ps(intervals) / 1e9
     return {
         "gpu": plane.name,
+        "top_host_events_ms_per_step": _host_events(space, steps, 2 * top),
         "busy_ms_per_step": busy_ms / steps,
         "kernels_per_step": kernels / steps,
         "d2h_copies_per_step": copies_d2h / steps,
         "h2d_copies_per_step": copies_h2d / steps,
         "top_kernels_ms_per_step": [(n[:120], ps / 1e9 / steps) for n, ps in by_kernel.most_common(top)],
     }
+
+
+def _host_events(space, steps, top):
+    """The host planes' events by name (summed over threads; nested events count in each)."""
+    by_name = collections.Counter()
+    for plane in space.planes:
+        if not plane.name.startswith("/host:"):
+            continue
+        for line in plane.lines:
+            for ev in line.events:
+                by_name[plane.event_metadata[ev.metadata_id].name] += ev.duration_ps
+    return [(n[:120], ps / 1e9 / steps) for n, ps in by_name.most_common(top)]
 
 
 def main(argv=None):
@@ -84,47 +106,72 @@ def main(argv=None):
     common = ["--name", "gpu_profile", "--steps", "1000000", "--max-minutes", "0", "--eval-every", "0",
               "--ckpt-every", "0", "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),
               "--out-dir", os.path.join(ROOT, "runs")]
-    trainer = nerf_train.Trainer(nerf_train.build_parser().parse_args(common + trainer_flags), log=lambda *a: None)
+    flags = nerf_train.parse_args(common + trainer_flags)
+    strategy = None
+    if flags.strategy != "default":
+        if flags.strategy == "multiworker":
+            flags.collective = nerf_train.resolve_collective(flags.collective)
+        strategy = nerf_train.make_strategy(flags.strategy, flags.collective, flags.bytes_per_pack)
+    trainer = nerf_train.Trainer(flags, strategy=strategy, log=lambda *a: None)
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task") if flags.strategy == "multiworker" else None
+    logdir = os.path.join(args.logdir, f"worker{task.get('index')}") if task else args.logdir
     for _ in range(args.warmup_steps):
         trainer.train_one_step()
     t0 = time.perf_counter()
     for _ in range(args.steps):
         trainer.train_one_step()
     wall_ms = (time.perf_counter() - t0) * 1e3 / args.steps
+    grid_ms = None
+    if trainer.grid is not None and flags.occupancy:  # three updates, timed whole (they end in a read-back)
+        t0 = time.perf_counter()
+        for i in range(3):
+            trainer.update_grid(trainer.step + flags.grid_every * i)
+        grid_ms = (time.perf_counter() - t0) * 1e3 / 3
 
-    tf.profiler.experimental.start(args.logdir)
+    tf.profiler.experimental.start(logdir)
     t0 = time.perf_counter()
     for _ in range(args.steps):
         trainer.train_one_step()
     profiled_ms = (time.perf_counter() - t0) * 1e3 / args.steps
     tf.profiler.experimental.stop()
-    paths = sorted(glob.glob(os.path.join(args.logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)
+    paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)
     summary = summarise_xspace(paths[-1], args.steps) if paths else {"gpu": None, "note": "no xplane.pb written"}
     result = {
         "benchmark": "nerf_gpu_profile", "steps": args.steps, "warmup_steps": args.warmup_steps,
-        "wall_ms_per_step": wall_ms, "profiled_wall_ms_per_step": profiled_ms,
+        "wall_ms_per_step": wall_ms, "profiled_wall_ms_per_step": profiled_ms, "grid_update_ms": grid_ms,
+        "grid_every": flags.grid_every,
         "rays_per_step": trainer.rays_for_budget(), "samples_per_ray": trainer.samples_per_ray,
         "devices": [d.name for d in tf.config.list_logical_devices()], "tensorflow": tf.__version__,
         "platform": platform.platform(), "trainer_flags": trainer_flags, **summary,
     }
+    if task:
+        result["worker"] = task.get("index")
     if summary.get("gpu"):
         result["gpu_idle_share"] = 1 - summary["busy_ms_per_step"] / profiled_ms
     print(f"NeRF step: {wall_ms:.2f} ms wall ({profiled_ms:.2f} ms while profiled), "
-          f"{result['rays_per_step']} rays x {result['samples_per_ray'] or 0:.1f} samples")
+          f"{result['rays_per_step']} rays x {result['samples_per_ray'] or 0:.1f} samples"
+          + (f"; grid update {grid_ms:.1f} ms every {flags.grid_every} steps" if grid_ms is not None else ""))
     if summary.get("gpu"):
         print(f"  GPU busy {summary['busy_ms_per_step']:.2f} ms/step (idle {100 * result['gpu_idle_share']:.0f}%), "
               f"{summary['kernels_per_step']:.0f} kernels, {summary['d2h_copies_per_step']:.1f} device-to-host and "
               f"{summary['h2d_copies_per_step']:.1f} host-to-device copies per step")
         for name, ms in summary["top_kernels_ms_per_step"]:
             print(f"  {ms:7.3f} ms  {name}")
+        print("  host:")
+        for name, ms in summary["top_host_events_ms_per_step"]:
+            print(f"  {ms:7.3f} ms  {name}")
     else:
         print("  " + summary["note"])
+        for name, ms in summary.get("top_host_events_ms_per_step", []):
+            print(f"  {ms:7.3f} ms  {name}")
     from benchmarks import timing
 
     gpus = tf.config.list_physical_devices("GPU")
     gpu = tf.config.experimental.get_device_details(gpus[0]).get("device_name") if gpus else None
-    timing.write_json(args.out or timing.result_path("nerf_gpu_profile", timing.device_label(gpu)),
-                      dict(result, device=gpu))
+    out = args.out or timing.result_path("nerf_gpu_profile", timing.device_label(gpu))
+    if task:
+        out = f"{os.path.splitext(out)[0]}.worker{task.get('index')}.json"
+    timing.write_json(out, dict(result, device=gpu))
 
 
 if __name__ == "__main__":

@@ -183,6 +183,43 @@ def test_stratified_and_occupancy_sampling():
     assert xs4.max() < 0.5 + 1e-3  # nothing sampled behind the opaque slab (3 cells = 0.375 deep)
 
 
+@pytest.mark.parametrize("max_count", [0, 3, 300, 3000])
+def test_transmittance_test_keeps_what_the_renderer_uses(max_count):
+    """The pruning pass's float32 test against float64 sums per ray (NumPy): it keeps every sample
+    whose transmittance is at least the threshold, each ray's a prefix, and beyond that only
+    samples within a quantum a sample of the threshold's optical depth."""
+    import collections
+
+    import tensorflow as tf
+
+    from examples.nerf import model as hmodel
+
+    samples = collections.namedtuple("Samples", "t_starts t_ends ray_indices ray_offsets ray_counts")
+    rng = np.random.default_rng(max_count)
+    limit = -math.log(1e-4)
+    for trial in range(6):
+        counts = rng.integers(0, max_count + 1, size=rng.integers(0, 30)).astype(np.int32)
+        if len(counts) and max_count:
+            counts[0] = max_count  # the deepest ray sets the quantum
+        n = int(counts.sum())
+        offsets = (np.cumsum(counts) - counts).astype(np.int32)
+        t0 = rng.uniform(0, 5, n).astype(np.float32)
+        t1 = t0 + rng.exponential(0.01, n).astype(np.float32)
+        scale = (1e-3, 0.1, 1.0, 30.0, 300.0, 3.0)[trial]
+        sigma = (rng.exponential(1.0, n) * scale * (rng.uniform(size=n) < 0.7)).astype(np.float32)
+        ray_indices = np.repeat(np.arange(len(counts)), counts).astype(np.int32)
+        keep = hmodel._transmittance_above(samples(t0, t1, ray_indices, offsets, counts), tf.constant(sigma),
+                                           1e-4).numpy()
+        tau = sigma.astype(np.float64) * (t1.astype(np.float64) - t0.astype(np.float64))
+        for r, (a, c) in enumerate(zip(offsets, counts)):
+            depth = np.cumsum(tau[a:a + c]) - tau[a:a + c]
+            kept = keep[a:a + c]
+            assert np.all(np.diff(kept.astype(int)) <= 0), (trial, r)  # a prefix
+            assert np.all(kept[depth <= limit * (1 - 1e-6)]), (trial, r)
+            quantum = 2.0 ** (np.ceil(np.log2((limit + 1) * max(counts.max(), 1))) - 23)
+            assert np.all(depth[kept] <= limit + quantum * np.arange(1, c + 1)[kept] + 1e-4), (trial, r)
+
+
 # ----------------------------------------------------------------------------- training
 @pytest.mark.cpu_semantics("a GPU's float-atomic gradients make each run differ a little; the CPU's training is "
                            "bitwise reproducible")

@@ -99,6 +99,8 @@ class OccupancyGrid(tf.Module):
     def update(self, density_fn, seed=None, chunk=1 << 17, every_cell=True):
         """EMA-max update from `density_fn(points [N,3]) -> sigma [N]`, then re-threshold.
 
+        `chunk`: points a call of density_fn takes at the most (None: all the update's at once).
+
         every_cell=False (the ngp rule after its warm-up; needs `seed`) updates
         a random quarter of the cells and a quarter drawn from the occupied ones.
         """
@@ -110,17 +112,21 @@ class OccupancyGrid(tf.Module):
             quarter = max(n // 4, 1)
             seed = tf.convert_to_tensor(seed, tf.int64)
             uniform = tf.random.stateless_uniform([quarter], seed, 0, n, dtype=tf.int32)
-            occupied = tf.cast(tf.where(self.mask > 0)[:, 0], tf.int32)
-            count = tf.shape(occupied)[0]
-            pick = tf.random.stateless_uniform([quarter], seed + 1, 0, tf.maximum(count, 1), dtype=tf.int32)
+            # The occupied cells drawn without their list (whose length would be read back, a
+            # wait for the device): the k-th occupied cell is the first whose running count of
+            # occupied cells exceeds k (float32 counts: exact below 2^24 cells).
+            running = tf.math.cumsum(tf.cast(self.mask > 0, tf.float32))
+            count = running[-1]
+            pick = tf.math.floor(tf.random.stateless_uniform([quarter], seed + 1) * count)
+            occupied = tf.minimum(tf.searchsorted(running, pick, side="right", out_type=tf.int32), n - 1)
             # No occupied cell left: a second uniform draw (count is 0 only before the scene is found).
-            extra = tf.cond(count > 0, lambda: tf.gather(occupied, pick),
-                            lambda: tf.random.stateless_uniform([quarter], seed + 2, 0, n, dtype=tf.int32))
+            extra = tf.where(count > 0, occupied, tf.random.stateless_uniform([quarter], seed + 2, 0, n, dtype=tf.int32))
             idx = tf.concat([uniform, extra], 0)
             pts = self.cell_centers(seed + 3, idx)
         m = int(pts.shape[0])
-        parts = [density_fn(pts[i:i + chunk]) for i in range(0, m, chunk)]
-        sigma = tf.concat(parts, 0)
+        chunk = chunk or m
+        sigma = tf.concat([density_fn(pts[i:i + chunk]) for i in range(0, m, chunk)], 0) if m > chunk else \
+            density_fn(pts)
         if idx is None:
             new = tf.maximum(self.density * self.decay, sigma)
             self.density.assign(new)

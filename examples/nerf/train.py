@@ -749,9 +749,13 @@ class Trainer:
             def density(p):
                 return self.model.density(self._hmodel.normalize_points(p, self.aabb))[0]
 
+            # A GPU takes the update's cells in one call of the field (fewer, larger kernels);
+            # a CPU in chunks of 2^17, which bound its memory.
+            chunk = None if runs_on_gpu(self.strategy) else 1 << 17
+
             @tf.function
             def grid_fn(seed, every_cell):
-                return self.grid.update(density, seed=seed, every_cell=every_cell)
+                return self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
 
             self._grid_fn = grid_fn
         # a python bool: one trace per phase (one in all for the every-cell rule)
