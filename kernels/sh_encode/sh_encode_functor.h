@@ -96,7 +96,8 @@ void WithDegree(int degree, Fn&& fn) {
 template <typename T>
 struct Bytes {
   Bytes(int64_t n, int degree)
-      : dirs(static_cast<uint64_t>(n) * 3 * sizeof(T)), values(static_cast<uint64_t>(n) * degree * degree * sizeof(T)) {}
+      : dirs(static_cast<uint64_t>(n) * 3 * sizeof(T)),
+        values(static_cast<uint64_t>(n) * degree * degree * sizeof(T)) {}
   uint64_t dirs, values;
 };
 
