@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/distortion_loss/distortion_loss.h"
 #include "kernels/cpu/cpu_context.h"
@@ -39,49 +40,52 @@ inline absl::Status CheckSorted(const cpu::Context& ctx, const float* t, int64_t
   return checks::ToStatus(distortion_loss::RaySorted(t + r * (samples + 1), r, samples));
 }
 
+// The bytes of w [R, S], t [R, S + 1] and a per-ray value [R].
+struct Bytes {
+  Bytes(int64_t rays, int64_t samples)
+      : w(static_cast<uint64_t>(rays * samples) * sizeof(float)),
+        t(static_cast<uint64_t>(rays * (samples + 1)) * sizeof(float)),
+        ray(static_cast<uint64_t>(rays) * sizeof(float)) {}
+  uint64_t w, t, ray;
+};
+
+// One pass over the rays once t is checked sorted: Metal's plan build() on
+// `slots`, or ray(r) for every ray on the CPU, `cycles` a sample.
+template <typename BuildPlan, typename Ray>
+absl::Status Pass(const cpu::Context& ctx, const float* t, int64_t rays, int64_t samples, const BuildPlan& build,
+                  std::initializer_list<metal_plan::HostTensor> slots, int cycles, const Ray& ray) {
+  TF_RETURN_IF_ERROR(CheckSorted(ctx, t, rays, samples));
+  return cpu::MetalOrCpu(
+      ctx, [&](const cpu::MetalRoute& metal) { return metal.Run(rays * (samples + 1), build, slots); },
+      [&] {
+        cpu::ParallelFor(ctx, rays, cycles * (samples + 1), [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) ray(r);
+        });
+      });
+}
+
 }  // namespace distortion_loss_cpu
 
 template <>
 struct DistortionLossFunctor<Eigen::ThreadPoolDevice> {
   static absl::Status Forward(cpu::Context ctx, const float* w, const float* t, int64_t rays, int64_t samples,
                               float* loss) {
-    TF_RETURN_IF_ERROR(distortion_loss_cpu::CheckSorted(ctx, t, rays, samples));
-    const uint64_t w_bytes = static_cast<uint64_t>(rays * samples) * sizeof(float);
-    const uint64_t t_bytes = static_cast<uint64_t>(rays * (samples + 1)) * sizeof(float);
-    return cpu::MetalOrCpu(
-        ctx,
-        [&](const cpu::MetalRoute& metal) {
-          return metal.Run(rays * (samples + 1), [&] { return metal_plan::DistortionLossForward(rays, samples); },
-                           {cpu::Slot(w, w_bytes), cpu::Slot(t, t_bytes), cpu::Slot(loss, rays * sizeof(float))});
-        },
-        [&] {
-          cpu::ParallelFor(ctx, rays, 12 * (samples + 1), [&](int64_t begin, int64_t end) {
-            for (int64_t r = begin; r < end; ++r) {
-              loss[r] = distortion_loss_ray(w + r * samples, t + r * (samples + 1), samples);
-            }
-          });
-        });
+    const distortion_loss_cpu::Bytes b(rays, samples);
+    return distortion_loss_cpu::Pass(
+        ctx, t, rays, samples, [&] { return metal_plan::DistortionLossForward(rays, samples); },
+        {cpu::Slot(w, b.w), cpu::Slot(t, b.t), cpu::Slot(loss, b.ray)}, 12,
+        [&](int64_t r) { loss[r] = distortion_loss_ray(w + r * samples, t + r * (samples + 1), samples); });
   }
 
   static absl::Status Backward(cpu::Context ctx, const float* grad, const float* w, const float* t, int64_t rays,
                                int64_t samples, float* grad_w, float* grad_t) {
-    TF_RETURN_IF_ERROR(distortion_loss_cpu::CheckSorted(ctx, t, rays, samples));
-    const uint64_t w_bytes = static_cast<uint64_t>(rays * samples) * sizeof(float);
-    const uint64_t t_bytes = static_cast<uint64_t>(rays * (samples + 1)) * sizeof(float);
-    return cpu::MetalOrCpu(
-        ctx,
-        [&](const cpu::MetalRoute& metal) {
-          return metal.Run(rays * (samples + 1), [&] { return metal_plan::DistortionLossBackward(rays, samples); },
-                           {cpu::Slot(grad, rays * sizeof(float)), cpu::Slot(w, w_bytes), cpu::Slot(t, t_bytes),
-                            cpu::Slot(grad_w, w_bytes), cpu::Slot(grad_t, t_bytes)});
-        },
-        [&] {
-          cpu::ParallelFor(ctx, rays, 30 * (samples + 1), [&](int64_t begin, int64_t end) {
-            for (int64_t r = begin; r < end; ++r) {
-              distortion_loss_grad_ray(grad[r], w + r * samples, t + r * (samples + 1), samples, grad_w + r * samples,
-                                       grad_t + r * (samples + 1));
-            }
-          });
+    const distortion_loss_cpu::Bytes b(rays, samples);
+    return distortion_loss_cpu::Pass(
+        ctx, t, rays, samples, [&] { return metal_plan::DistortionLossBackward(rays, samples); },
+        {cpu::Slot(grad, b.ray), cpu::Slot(w, b.w), cpu::Slot(t, b.t), cpu::Slot(grad_w, b.w), cpu::Slot(grad_t, b.t)},
+        30, [&](int64_t r) {
+          distortion_loss_grad_ray(grad[r], w + r * samples, t + r * (samples + 1), samples, grad_w + r * samples,
+                                   grad_t + r * (samples + 1));
         });
   }
 };

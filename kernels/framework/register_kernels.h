@@ -1,4 +1,4 @@
-// The two registration macros every C++-API device file uses (the rule:
+// The registration macros every C++-API device file uses (the rule:
 // docs/ARCHITECTURE.md, "The registration rule"). Each expands to TensorFlow's
 // REGISTER_KERNEL_BUILDER for one device and one value of the op's "T".
 #ifndef MO_KERNELS_FRAMEWORK_REGISTER_KERNELS_H_
@@ -16,5 +16,10 @@
 #define MO_REGISTER_WITH_GRAD(NAME, CLASS, DEVICE, DEVICE_TYPE, T) \
   MO_REGISTER(NAME, DEVICE, T, CLASS##Op<DEVICE_TYPE, T>);         \
   MO_REGISTER(NAME "Grad", DEVICE, T, CLASS##GradOp<DEVICE_TYPE, T>)
+
+// MO_REGISTER_WITH_GRAD on the CPU (Eigen::ThreadPoolDevice), for a kernel
+// class of namespace mo, written outside it (kernels/<op>/<op>_kernels.cc).
+#define MO_REGISTER_CPU_WITH_GRAD(NAME, CLASS, T) \
+  MO_REGISTER_WITH_GRAD(NAME, ::mo::CLASS, DEVICE_CPU, ::Eigen::ThreadPoolDevice, T)
 
 #endif  // MO_KERNELS_FRAMEWORK_REGISTER_KERNELS_H_

@@ -13,15 +13,8 @@
 #include "kernels/fused_mlp/fused_mlp_xla.h"
 #endif
 
-namespace mo {
-
-using CPUDevice = Eigen::ThreadPoolDevice;
-
-MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, float);
-MO_REGISTER_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, DEVICE_CPU, CPUDevice, Eigen::half);
-
-
-}  // namespace mo
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, float);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, Eigen::half);
 
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/fused_mlp/fused_mlp_xla.cc emits.

@@ -69,10 +69,7 @@ void CompileFusedMlpGrad(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs)
   EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs));
 }
 
-using FusedMlpXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlp>;
-using FusedMlpGradXlaOp = XlaOpWithAttrs<fused_mlp::Attrs, CompileFusedMlpGrad>;
-MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLP").TypeConstraint("T", kFloatTypes), FusedMlpXlaOp);
-MO_REGISTER_XLA_OP(Name("MetalOpsFusedMLPGrad").TypeConstraint("T", kFloatTypes), FusedMlpGradXlaOp);
+MO_REGISTER_XLA_OP_WITH_GRAD("MetalOpsFusedMLP", kFloatTypes, fused_mlp::Attrs, CompileFusedMlp);
 
 }  // namespace
 }  // namespace xla_kernels

@@ -26,14 +26,16 @@ namespace mo {
 namespace xla_ffi {
 namespace {
 
-// `bytes` of XLA's scratch in *workspace (null when 0).
-ffi::Error Workspace(ffi::ScratchAllocator& scratch, size_t bytes, const char* op, void** workspace) {
-  *workspace = nullptr;
-  if (bytes == 0) return ffi::Error::Success();
-  unsigned char* allocated = nullptr;
-  ffi::Error error = ScratchOf(scratch, bytes, op, &allocated);
-  *workspace = allocated;
-  return error;
+// launch(workspace) with `bytes` of XLA's scratch (null when 0), as an FFI
+// error; an error naming `op` when the scratch is not there.
+template <typename Launch>
+ffi::Error LaunchWithWorkspace(ffi::ScratchAllocator& scratch, size_t bytes, const char* op, Launch&& launch) {
+  unsigned char* workspace = nullptr;
+  if (bytes > 0) {
+    ffi::Error error = ScratchOf(scratch, bytes, op, &workspace);
+    if (error.failure()) return error;
+  }
+  return ToError(launch(static_cast<void*>(workspace)));
 }
 
 ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer encoded,
@@ -69,16 +71,15 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
     options.deterministic = deterministic != 0 || ::tensorflow::OpDeterminismRequired();
     const size_t workspace_bytes = cuda::HashEncodeBackwardWorkspaceBytes(
         c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, c.params, options);
-    void* workspace = nullptr;
-    ffi::Error allocated = Workspace(scratch, workspace_bytes, "HashEncodeGrad", &workspace);
-    if (allocated.failure()) return allocated;
-    return ToError(cuda::LaunchStatus(
-        "MetalOpsHashEncodeGrad",
-        cuda::LaunchHashEncodeBackward(cuda::AsCuda(Data<T>(grad_encoded)), Data<float>(inputs),
-                                       cuda::AsCuda(Data<T>(table)),
-                                       options.table_grad ? cuda::AsCuda(Data<T>(grad_table)) : nullptr,
-                                       options.input_grad ? Data<float>(grad_inputs) : nullptr, workspace,
-                                       workspace_bytes, c.dims, c.features, c.rows, c.params, options, stream)));
+    return LaunchWithWorkspace(scratch, workspace_bytes, "HashEncodeGrad", [&](void* workspace) {
+      return cuda::LaunchStatus(
+          "MetalOpsHashEncodeGrad",
+          cuda::LaunchHashEncodeBackward(cuda::AsCuda(Data<T>(grad_encoded)), Data<float>(inputs),
+                                         cuda::AsCuda(Data<T>(table)),
+                                         options.table_grad ? cuda::AsCuda(Data<T>(grad_table)) : nullptr,
+                                         options.input_grad ? Data<float>(grad_inputs) : nullptr, workspace,
+                                         workspace_bytes, c.dims, c.features, c.rows, c.params, options, stream));
+    });
   });
 }
 
@@ -95,16 +96,15 @@ ffi::Error GradGrad(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
     const bool deterministic = ::tensorflow::OpDeterminismRequired();
     const size_t workspace_bytes = cuda::HashEncodeGradGradWorkspaceBytes(
         c.dims, c.features, c.rows, std::is_same<T, Eigen::half>::value, c.params, deterministic);
-    void* workspace = nullptr;
-    ffi::Error allocated = Workspace(scratch, workspace_bytes, "HashEncodeGradGrad", &workspace);
-    if (allocated.failure()) return allocated;
-    return ToError(cuda::LaunchStatus(
-        "MetalOpsHashEncodeGradGrad",
-        cuda::LaunchHashEncodeGradGrad(Data<float>(grad_grad_inputs), cuda::AsCuda(Data<T>(grad_encoded)),
-                                       Data<float>(inputs), cuda::AsCuda(Data<T>(table)),
-                                       cuda::AsCuda(Data<T>(grad_table)), cuda::AsCuda(Data<T>(grad_grad_encoded)),
-                                       workspace, workspace_bytes, c.dims, c.features, c.rows, c.params,
-                                       deterministic, stream)));
+    return LaunchWithWorkspace(scratch, workspace_bytes, "HashEncodeGradGrad", [&](void* workspace) {
+      return cuda::LaunchStatus(
+          "MetalOpsHashEncodeGradGrad",
+          cuda::LaunchHashEncodeGradGrad(Data<float>(grad_grad_inputs), cuda::AsCuda(Data<T>(grad_encoded)),
+                                         Data<float>(inputs), cuda::AsCuda(Data<T>(table)),
+                                         cuda::AsCuda(Data<T>(grad_table)), cuda::AsCuda(Data<T>(grad_grad_encoded)),
+                                         workspace, workspace_bytes, c.dims, c.features, c.rows, c.params,
+                                         deterministic, stream));
+    });
   });
 }
 

@@ -13,9 +13,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/packed_volume_render/packed_volume_render.h"
 #include "kernels/volume_render/volume_render.h"
@@ -84,44 +86,47 @@ template <typename Args>
 metal_plan::PackedVolumeRenderLayout LayoutOf(const Args& a) {
   return {a.rays, a.samples, a.early_termination, a.background_per_ray};
 }
-template <typename Args>
-absl::Status CheckResult(const char* op, const Args& a, const PvrCheckResult& check, absl::Status status) {
-  if (!status.ok()) return status;
-  return checks::ToStatus(packed_volume_render::BadCheck(op, check, a.samples));
+// Runs build()'s plan on the rays' slots (the inputs, then out_rgb, depth and
+// opacity), then `more`, then the check word of the validation passes, whose
+// error the status then includes.
+template <typename Args, typename BuildPlan>
+cpu::OnMetal RunChecked(const cpu::MetalRoute& metal, const char* op, const Args& a, const RayBytes& b,
+                        const BuildPlan& build, std::initializer_list<metal_plan::HostTensor> more) {
+  PvrCheckResult check = {};
+  const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
+  std::vector<metal_plan::HostTensor> slots = {
+      cpu::Slot(a.sigma, b.sample),          cpu::Slot(a.rgb, b.sample3),          cpu::Slot(a.t_starts, b.sample),
+      cpu::Slot(a.t_ends, b.sample),         cpu::Slot(a.offsets, layout_bytes),  cpu::Slot(a.counts, layout_bytes),
+      cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3),        cpu::Slot(a.depth, b.ray),
+      cpu::Slot(a.opacity, b.ray)};
+  slots.insert(slots.end(), more);
+  slots.push_back(cpu::Slot(&check, sizeof(check)));
+  cpu::OnMetal status = metal.Run(a.samples + a.rays, build, slots);
+  if (status.has_value() && status->ok()) {
+    *status = checks::ToStatus(packed_volume_render::BadCheck(op, check, a.samples));
+  }
+  return status;
 }
 
 inline cpu::OnMetal ForwardOnMetal(const cpu::MetalRoute& metal, const PackedVolumeRenderForwardArgs<float>& a) {
   const bool write_weights = a.weights != nullptr;
   const RayBytes b = BytesOf(a, write_weights);
-  PvrCheckResult check = {};
-  const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
-  cpu::OnMetal status = metal.Run(
-      a.samples + a.rays, [&] { return metal_plan::PackedVolumeRenderForward(LayoutOf(a), write_weights); },
-      {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
-       cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes), cpu::Slot(a.counts, layout_bytes),
-       cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
-       cpu::Slot(a.opacity, b.ray), cpu::Slot(a.weights, b.weights), cpu::Slot(&check, sizeof(check))});
-  if (status.has_value()) *status = CheckResult(packed_volume_render::kForward, a, check, *status);
-  return status;
+  return RunChecked(
+      metal, packed_volume_render::kForward, a, b,
+      [&] { return metal_plan::PackedVolumeRenderForward(LayoutOf(a), write_weights); },
+      {cpu::Slot(a.weights, b.weights)});
 }
 
 inline cpu::OnMetal BackwardOnMetal(const cpu::MetalRoute& metal, const PackedVolumeRenderBackwardArgs<float>& a) {
   const bool has_weight_grad = a.weights != nullptr && a.grad_weights != nullptr;
   const RayBytes b = BytesOf(a, has_weight_grad);
-  PvrCheckResult check = {};
-  const uint64_t layout_bytes = uint64_t(a.rays) * sizeof(int32_t);
-  cpu::OnMetal status = metal.Run(
-      a.samples + a.rays, [&] { return metal_plan::PackedVolumeRenderBackward(LayoutOf(a), has_weight_grad); },
-      {cpu::Slot(a.sigma, b.sample), cpu::Slot(a.rgb, b.sample3), cpu::Slot(a.t_starts, b.sample),
-       cpu::Slot(a.t_ends, b.sample), cpu::Slot(a.offsets, layout_bytes), cpu::Slot(a.counts, layout_bytes),
-       cpu::Slot(a.background, b.background), cpu::Slot(a.out_rgb, b.ray3), cpu::Slot(a.depth, b.ray),
-       cpu::Slot(a.opacity, b.ray), cpu::Slot(has_weight_grad ? a.weights : nullptr, b.weights),
-       cpu::Slot(a.grad_rgb, b.ray3), cpu::Slot(a.grad_depth, b.ray), cpu::Slot(a.grad_opacity, b.ray),
+  return RunChecked(
+      metal, packed_volume_render::kBackward, a, b,
+      [&] { return metal_plan::PackedVolumeRenderBackward(LayoutOf(a), has_weight_grad); },
+      {cpu::Slot(has_weight_grad ? a.weights : nullptr, b.weights), cpu::Slot(a.grad_rgb, b.ray3),
+       cpu::Slot(a.grad_depth, b.ray), cpu::Slot(a.grad_opacity, b.ray),
        cpu::Slot(has_weight_grad ? a.grad_weights : nullptr, b.weights), cpu::Slot(a.grad_sigma, b.sample),
-       cpu::Slot(a.grad_samples_rgb, b.sample3), cpu::Slot(a.grad_background, b.ray3),
-       cpu::Slot(&check, sizeof(check))});
-  if (status.has_value()) *status = CheckResult(packed_volume_render::kBackward, a, check, *status);
-  return status;
+       cpu::Slot(a.grad_samples_rgb, b.sample3), cpu::Slot(a.grad_background, b.ray3)});
 }
 
 }  // namespace packed_volume_render_cpu

@@ -32,7 +32,7 @@ ffi::Error Forward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyB
     using T = decltype(type);
     const PackedVolumeRenderForwardArgs<T> a = {
         RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
-        PackedSamplesOf<T>(t_starts, t_ends, offsets, counts), RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
+        SamplesOf<T>(t_starts, t_ends, offsets, counts), RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
     return LaunchWithCheckWords(scratch, 1, "PackedVolumeRender", [&](unsigned long long* word) {
       return cuda::PackedVolumeRenderForward<T>(a, word, stream);
     });
@@ -50,7 +50,7 @@ ffi::Error Backward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Any
     using T = decltype(type);
     const PackedVolumeRenderBackwardArgs<T> a = {
         RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
-        PackedSamplesOf<T>(t_starts, t_ends, offsets, counts),
+        SamplesOf<T>(t_starts, t_ends, offsets, counts),
         RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
                          grad_sigma, grad_samples_rgb, grad_background)};
     return LaunchWithCheckWords(scratch, 1, "PackedVolumeRenderGrad", [&](unsigned long long* word) {

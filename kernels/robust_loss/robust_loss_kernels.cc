@@ -10,16 +10,9 @@
 #include "tensorflow/core/framework/register_types.h"
 #include "kernels/xla/xla_host.h"  // MO_XLA
 
-namespace mo {
-
-using CPUDevice = Eigen::ThreadPoolDevice;
-
-MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, float);
-MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, Eigen::half);
-MO_REGISTER_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, DEVICE_CPU, CPUDevice, ::tensorflow::bfloat16);
-
-
-}  // namespace mo
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, float);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, Eigen::half);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsRobustLoss", RobustLoss, ::tensorflow::bfloat16);
 
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/robust_loss/robust_loss_xla.cc emits.

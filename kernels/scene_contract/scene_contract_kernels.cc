@@ -8,11 +8,5 @@
 #include "kernels/scene_contract/scene_contract_kernel.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
-namespace mo {
-
-using CPUDevice = Eigen::ThreadPoolDevice;
-
-MO_REGISTER_WITH_GRAD("MetalOpsSceneContract", SceneContract, DEVICE_CPU, CPUDevice, float);
-MO_REGISTER_WITH_GRAD("MetalOpsSceneContract", SceneContract, DEVICE_CPU, CPUDevice, Eigen::half);
-
-}  // namespace mo
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsSceneContract", SceneContract, float);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsSceneContract", SceneContract, Eigen::half);

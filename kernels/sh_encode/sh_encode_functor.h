@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "kernels/sh_encode/sh_encode.h"
@@ -91,48 +92,53 @@ void WithDegree(int degree, Fn&& fn) {
   }
 }
 
+// The bytes of the directions [N, 3] and of the values [N, degree^2].
+template <typename T>
+struct Bytes {
+  Bytes(int64_t n, int degree)
+      : dirs(static_cast<uint64_t>(n) * 3 * sizeof(T)),
+        values(static_cast<uint64_t>(n) * degree * degree * sizeof(T)) {}
+  uint64_t dirs, values;
+};
+
+// One pass over the n directions: Metal's plan build() on `slots`, or on the
+// CPU range(degree_constant, begin, end) over ranges of directions (the degree
+// D a compile-time constant), `cycles` a value.
+template <typename BuildPlan, typename Range>
+absl::Status Pass(const cpu::Context& ctx, int64_t n, int degree, const BuildPlan& build,
+                  std::initializer_list<metal_plan::HostTensor> slots, int cycles, const Range& range) {
+  return cpu::MetalOrCpu(
+      ctx, [&](const cpu::MetalRoute& metal) { return metal.Run(n * degree * degree, build, slots); },
+      [&] {
+        WithDegree(degree, [&](auto degree_constant) {
+          constexpr int D = decltype(degree_constant)::value;
+          cpu::ParallelFor(ctx, n, cycles * D * D,
+                           [&](int64_t begin, int64_t end) { range(degree_constant, begin, end); });
+        });
+      });
+}
+
 }  // namespace sh_encode_cpu
 
 template <typename T>
 struct SHEncodeFunctor<Eigen::ThreadPoolDevice, T> {
   static absl::Status Forward(cpu::Context ctx, const T* dirs, int64_t n, int degree, T* values) {
-    const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
-    const uint64_t values_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
-    return cpu::MetalOrCpu(
-        ctx,
-        [&](const cpu::MetalRoute& metal) {
-          return metal.Run(n * degree * degree,
-                           [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, degree); },
-                           {cpu::Slot(dirs, dirs_bytes), cpu::Slot(values, values_bytes)});
-        },
-        [&] {
-          sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
-            constexpr int D = decltype(degree_constant)::value;
-            cpu::ParallelFor(ctx, n, 4 * D * D, [&](int64_t begin, int64_t end) {
-              sh_encode_cpu::ForwardRange<D>(dirs, begin, end, values);
-            });
-          });
+    const sh_encode_cpu::Bytes<T> b(n, degree);
+    return sh_encode_cpu::Pass(
+        ctx, n, degree, [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, degree); },
+        {cpu::Slot(dirs, b.dirs), cpu::Slot(values, b.values)}, 4, [&](auto d, int64_t begin, int64_t end) {
+          sh_encode_cpu::ForwardRange<decltype(d)::value>(dirs, begin, end, values);
         });
   }
 
   static absl::Status Backward(cpu::Context ctx, const T* grad, const T* dirs, int64_t n, int degree,
                                T* grad_dirs) {
-    const uint64_t dirs_bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
-    const uint64_t grad_bytes = static_cast<uint64_t>(n) * degree * degree * sizeof(T);
-    return cpu::MetalOrCpu(
-        ctx,
-        [&](const cpu::MetalRoute& metal) {
-          return metal.Run(n * degree * degree,
-                           [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, degree); },
-                           {cpu::Slot(grad, grad_bytes), cpu::Slot(dirs, dirs_bytes), cpu::Slot(grad_dirs, dirs_bytes)});
-        },
-        [&] {
-          sh_encode_cpu::WithDegree(degree, [&](auto degree_constant) {
-            constexpr int D = decltype(degree_constant)::value;
-            cpu::ParallelFor(ctx, n, 6 * D * D, [&](int64_t begin, int64_t end) {
-              sh_encode_cpu::BackwardRange<D>(grad, dirs, begin, end, grad_dirs);
-            });
-          });
+    const sh_encode_cpu::Bytes<T> b(n, degree);
+    return sh_encode_cpu::Pass(
+        ctx, n, degree, [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, degree); },
+        {cpu::Slot(grad, b.values), cpu::Slot(dirs, b.dirs), cpu::Slot(grad_dirs, b.dirs)}, 6,
+        [&](auto d, int64_t begin, int64_t end) {
+          sh_encode_cpu::BackwardRange<decltype(d)::value>(grad, dirs, begin, end, grad_dirs);
         });
   }
 };

@@ -28,10 +28,7 @@ void CompileSHEncodeGrad(XlaOpKernelContext* ctx, const sh_encode::Attrs& attrs)
               FfiAttrs().Int("degree", attrs.degree));
 }
 
-using SHEncodeXlaOp = XlaOpWithAttrs<sh_encode::Attrs, CompileSHEncode>;
-using SHEncodeGradXlaOp = XlaOpWithAttrs<sh_encode::Attrs, CompileSHEncodeGrad>;
-MO_REGISTER_XLA_OP(Name("MetalOpsSHEncode").TypeConstraint("T", kFloatTypes), SHEncodeXlaOp);
-MO_REGISTER_XLA_OP(Name("MetalOpsSHEncodeGrad").TypeConstraint("T", kFloatTypes), SHEncodeGradXlaOp);
+MO_REGISTER_XLA_OP_WITH_GRAD("MetalOpsSHEncode", kFloatTypes, sh_encode::Attrs, CompileSHEncode);
 
 }  // namespace
 }  // namespace xla_kernels

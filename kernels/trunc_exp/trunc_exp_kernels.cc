@@ -9,15 +9,8 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "kernels/xla/xla_host.h"  // MO_XLA
 
-namespace mo {
-
-using CPUDevice = Eigen::ThreadPoolDevice;
-
-MO_REGISTER_WITH_GRAD("MetalOpsTruncExp", TruncExp, DEVICE_CPU, CPUDevice, float);
-MO_REGISTER_WITH_GRAD("MetalOpsTruncExp", TruncExp, DEVICE_CPU, CPUDevice, Eigen::half);
-
-
-}  // namespace mo
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsTruncExp", TruncExp, float);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsTruncExp", TruncExp, Eigen::half);
 
 #if MO_XLA
 // XLA's host handlers of the same functor, for the calls kernels/trunc_exp/trunc_exp_xla.cc emits.

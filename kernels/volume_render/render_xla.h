@@ -47,10 +47,16 @@ RenderGrads<T> RenderGradsOf(const ffi::AnyBuffer& out_rgb, const ffi::AnyBuffer
           Data<T>(grad_background)};
 }
 
+// The samples: VolumeRender's t [R, S + 1].
+template <typename T>
+VolumeRenderIntervals<T> SamplesOf(const ffi::AnyBuffer& t) {
+  return {Data<T>(t)};
+}
+
 // PackedVolumeRender's samples: t_starts / t_ends [N], ray_offsets / ray_counts [R].
 template <typename T>
-PackedSamples<T> PackedSamplesOf(const ffi::AnyBuffer& t_starts, const ffi::AnyBuffer& t_ends,
-                                 const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& counts) {
+PackedSamples<T> SamplesOf(const ffi::AnyBuffer& t_starts, const ffi::AnyBuffer& t_ends, const ffi::AnyBuffer& offsets,
+                           const ffi::AnyBuffer& counts) {
   return {Data<T>(t_starts), Data<T>(t_ends), Data<int32_t>(offsets), Data<int32_t>(counts)};
 }
 

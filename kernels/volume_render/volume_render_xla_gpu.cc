@@ -28,8 +28,7 @@ ffi::Error Forward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyB
   return ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "VolumeRender", [&](auto type) {
     using T = decltype(type);
     const VolumeRenderForwardArgs<T> a = {RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
-                                          {Data<T>(t)},
-                                          RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
+                                          SamplesOf<T>(t), RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
     return LaunchWithCheckWords(scratch, 2, "VolumeRender", [&](unsigned long long* words) {
       return cuda::VolumeRenderForwardChecked<T>(a, words, stream);
     });
@@ -46,7 +45,7 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer sigma, ffi::AnyBuffer rg
     using T = decltype(type);
     const VolumeRenderBackwardArgs<T> a = {
         RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
-        {Data<T>(t)},
+        SamplesOf<T>(t),
         RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
                          grad_sigma, grad_samples_rgb, grad_background)};
     return ToError(cuda::VolumeRenderBackward<T>(a, stream));

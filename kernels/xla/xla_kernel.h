@@ -128,11 +128,11 @@ inline void EmitFfiCall(XlaOpKernelContext* ctx, const std::string& target, cons
 }
 
 // Op kernel registration, deferred like the handlers' (kernels/xla/xla_ffi.h):
-// MO_REGISTER_XLA_OP(Name("MetalOpsX").TypeConstraint(...), Kernel) adds the
-// registration to this copy's list instead of constructing a static
-// XlaOpRegistrar (which aborts the process on a name registered before:
-// another copy of the library). kernels/xla/register_xla.cc registers the
-// list once.
+// MO_REGISTER_XLA_OP(Name("MetalOpsX").TypeConstraint(...), Kernel), Kernel
+// any class (template arguments and all), adds the registration to this
+// copy's list instead of constructing a static XlaOpRegistrar (which aborts
+// the process on a name registered before: another copy of the library).
+// kernels/xla/register_xla.cc registers the list once.
 using XlaOpRegistration = decltype(std::declval<::tensorflow::XlaOpRegistrationBuilder>().Build(nullptr));
 using XlaOpRegistrationFn = XlaOpRegistration (*)();
 
@@ -146,13 +146,23 @@ inline bool AddXlaOp(XlaOpRegistrationFn registration) {
   return true;
 }
 
-#define MO_REGISTER_XLA_OP(BUILDER, KERNEL) MO_REGISTER_XLA_OP_UNIQ(__COUNTER__, BUILDER, KERNEL)
-#define MO_REGISTER_XLA_OP_UNIQ(CTR, BUILDER, KERNEL) MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, KERNEL)
-#define MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, KERNEL)                                                          \
-  [[maybe_unused]] static const bool mo_xla_op_##CTR = ::mo::xla_kernels::AddXlaOp([] {                        \
-    return ::tensorflow::XlaOpRegistrationBuilder::BUILDER.Build(                                                \
-        [](::tensorflow::OpKernelConstruction* context) -> ::tensorflow::OpKernel* { return new KERNEL(context); }); \
+#define MO_REGISTER_XLA_OP(BUILDER, ...) MO_REGISTER_XLA_OP_UNIQ(__COUNTER__, BUILDER, __VA_ARGS__)
+#define MO_REGISTER_XLA_OP_UNIQ(CTR, BUILDER, ...) MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, __VA_ARGS__)
+#define MO_REGISTER_XLA_OP_UNIQ_(CTR, BUILDER, ...)                                                    \
+  [[maybe_unused]] static const bool mo_xla_op_##CTR = ::mo::xla_kernels::AddXlaOp([] {               \
+    return ::tensorflow::XlaOpRegistrationBuilder::BUILDER.Build(                                       \
+        [](::tensorflow::OpKernelConstruction* context) -> ::tensorflow::OpKernel* {                    \
+          return new __VA_ARGS__(context);                                                              \
+        });                                                                                             \
   })
+
+// Op NAME and its gradient op NAME "Grad", T in TYPES, run by
+// XlaOpWithAttrs<ATTRS, COMPILE> and XlaOpWithAttrs<ATTRS, COMPILE##Grad>.
+#define MO_REGISTER_XLA_OP_WITH_GRAD(NAME, TYPES, ATTRS, COMPILE)                  \
+  MO_REGISTER_XLA_OP(Name(NAME).TypeConstraint("T", TYPES),                         \
+                     ::mo::xla_kernels::XlaOpWithAttrs<ATTRS, COMPILE>);            \
+  MO_REGISTER_XLA_OP(Name(NAME "Grad").TypeConstraint("T", TYPES),                  \
+                     ::mo::xla_kernels::XlaOpWithAttrs<ATTRS, COMPILE##Grad>)
 
 }  // namespace xla_kernels
 }  // namespace mo
