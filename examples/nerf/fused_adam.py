@@ -91,9 +91,12 @@ class FusedAdam:
                                  "the fused Adam does not)")
         self.slots = adam_slots(optimizer, self.variables)
 
-    def apply(self, grads):
+    def apply(self, grads, also=()):
+        """Applies `grads`; returns the tensors of `also` summed over the replicas, in the
+        gradients' all-reduce (one collective a step, where a separate one for a step's
+        figures costs each worker a wait; as they are with one replica)."""
         opt = self.optimizer
-        grads = list(grads)
+        grads, also = list(grads), list(also)
         missing = [v.path for g, v in zip(grads, self.variables) if g is None]
         if missing or len(grads) != len(self.variables):
             raise ValueError(f"the fused Adam needs a gradient for each of its {len(self.variables)} variables "
@@ -101,7 +104,8 @@ class FusedAdam:
         strategy = tf.distribute.get_strategy()
         if strategy.num_replicas_in_sync > 1:
             # As Keras (TFOptimizer._all_reduce_sum_gradients): summed over replicas, IndexedSlices kept.
-            grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+            reduced = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads + also)
+            grads, also = reduced[:len(grads)], reduced[len(grads):]
         iterations = opt.iterations.value  # the tf.Variable: one AssignAddVariableOp, not read + add + assign
         with tf.name_scope(opt.name):
             t_int = iterations.read_value() + 1
@@ -131,3 +135,4 @@ class FusedAdam:
 
             tf.__internal__.distribute.interim.maybe_merge_call(update, strategy, grads, hyper)
         iterations.assign_add(1)
+        return also

@@ -244,7 +244,8 @@ def _transmittance_above(samples, sigma, threshold):
     alone, so the clamp changes no answer) and rounded down to a multiple of a power-of-two
     quantum small enough that the deepest ray's sum stays within 2^24 quanta. The cumulative sum
     restarts at each ray (its first sample carries minus the rays before it), so every partial
-    sum any scan forms is a multiple of the quantum below 2^24 of them: exact in any order. The
+    sum any scan forms is a multiple of the quantum within 2^24 of them: exact in any order
+    (sampling.blocked_cumsum's, which a GPU runs faster than tf.math.cumsum's). The
     rounding down keeps every sample the renderer's own early termination uses, and at most a
     quantum per sample more.
     """
@@ -259,7 +260,7 @@ def _transmittance_above(samples, sigma, threshold):
     # Ray r's first sample subtracts ray r - 1's total (empty rays: 0, at the same place).
     restart = tf.math.unsorted_segment_sum(-tf.concat([[0.0], totals], 0)[:-1], samples.ray_offsets,
                                            tf.shape(tau)[0] + 1)[:-1]
-    before = tf.math.cumsum(tau + restart) - tau
+    before = sampling.blocked_cumsum(tau + restart) - tau
     return before <= limit
 
 

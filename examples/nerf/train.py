@@ -655,18 +655,26 @@ class Trainer:
         grads = tape.gradient(loss, variables, output_gradients=seed)
         return [unscale_gradient(g, self.loss_scale) for g in grads]
 
-    def _replica_step(self, idx, use_grid):
-        """Loss, gradients and the optimizer's update on one replica's rays: (loss, mse, counts)."""
+    def _replica_step(self, idx, use_grid, summed=False):
+        """Loss, gradients and the optimizer's update on one replica's rays: (loss, mse, counts),
+        or with `summed` the step's figures [loss, mse, *counts] (float32) summed over the replicas."""
         tf = self.tf
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             loss, mse, counts = self._replica_loss(idx, use_grid)
         grads = self._gradients(tape, loss, variables)
+        # float32 holds the counts exactly below 2^24 (the samples of a step are far fewer).
+        figures = tf.concat([tf.stack([loss, mse]), tf.cast(counts, tf.float32)], 0)
         if self.fused_adam is not None:
-            self.fused_adam.apply(grads)
-        else:
-            self.optimizer.apply_gradients(zip(grads, variables))
-        return loss, mse, counts
+            # The figures ride in the gradients' all-reduce: one collective a step, not two.
+            figures = self.fused_adam.apply(grads, also=[figures] if summed else [])
+            return figures[0] if summed else (loss, mse, counts)
+        self.optimizer.apply_gradients(zip(grads, variables))
+        if not summed:
+            return loss, mse, counts
+        if self.num_replicas > 1:
+            figures = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, figures)
+        return figures
 
     def _get_jit_train_fn(self, rays):
         """--jit: the whole step of `rays` rays as one XLA program (one compilation per ray count)."""
@@ -693,18 +701,16 @@ class Trainer:
         tf = self.tf
 
         def replica_stats(idx):
-            loss, mse, counts = self._replica_step(self.replica_share(idx), use_grid)
-            # One all-reduce for the step's figures, not one each: float64 holds the counts exactly.
-            return tf.concat([tf.cast(tf.stack([loss, mse]), tf.float64), tf.cast(counts, tf.float64)], 0)
+            return self._replica_step(self.replica_share(idx), use_grid, summed=True)
 
         # The ray count changes every step (the sample budget): the step takes the global
         # batch's indices, a plain tensor of dynamic length, and each replica slices its
         # share, so one trace serves the whole run under every strategy.
         @tf.function(jit_compile=False, input_signature=[tf.TensorSpec([None], tf.int64)])
         def train_fn(idx):
-            stats = self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(replica_stats, args=(idx,)),
-                                         axis=None)
-            return tf.cast(stats[0], tf.float32), tf.cast(stats[1], tf.float32), tf.cast(stats[2:], tf.int64)
+            # Every replica holds the sums: this device's copy.
+            stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))[0]
+            return stats[0], stats[1], tf.cast(stats[2:], tf.int64)
 
         self._train_fn[use_grid] = train_fn
         return train_fn
