@@ -112,7 +112,7 @@ def step_time(args):
         print(f"  --mlp {name:5s}: {med[name]:7.1f} ms/step  {points / med[name] * 1e3 / 1e6:6.2f} M points/s")
     print(f"fused vs dense: {ratio:.2f}x faster per step (median of {args.rounds} per-round ratios; "
           f"load average {load_average():.1f})")
-    res = dict(benchmark="nerf_step_time", points_per_step=points, rounds=args.rounds,
+    res = dict(benchmark="nerf_step", points_per_step=points, rounds=args.rounds,
                steps_per_round=args.steps_per_round, warmup_steps=args.warmup_steps,
                ms_per_step=med, per_round_ms={k: [w for w, _ in v] for k, v in per_round.items()},
                speedup_fused_vs_dense=ratio, target_speedup=2.0,

@@ -158,6 +158,15 @@ def _multi_gpu(d):
                      "gpus": r.get("workers"), "batch": r.get("rays_per_step"), "steps_s": steps_s,
                      "rays_s": r.get("rays_per_second"), "vs_one": r.get("rays_per_second_vs_one_worker"),
                      "psnr": r.get("test_psnr_mean"), "error": r.get("error") and "failed"})
+    for r in d.get("profile", []):
+        for w in r.get("processes", []):
+            rows.append({"what": f"NeRF step profile, {r['name'].replace('_', ' ')}"
+                                 + (f", worker {w['worker']}" if w.get("worker") is not None else "")
+                                 + f": {_fmt(w['wall_ms_per_step'])} ms a step, GPU busy "
+                                 f"{_fmt(w.get('busy_ms_per_step'))} ms, {_fmt(w.get('kernels_per_step'))} kernels",
+                         "gpus": r.get("workers"), "batch": w.get("rays_per_step")})
+        if "error" in r:
+            rows.append({"what": f"NeRF step profile, {r['name'].replace('_', ' ')}", "error": "failed"})
     k = d.get("keras")
     if k:
         for w in k["weights"]:
@@ -195,6 +204,8 @@ def _nerf_gpu_profile(d):
             {"what": "GPU busy per step", "ms": d.get("busy_ms_per_step")},
             {"what": "kernels per step", "ms": d.get("kernels_per_step")}]
     rows += [{"what": f"kernel `{name[:70]}`", "ms": ms} for name, ms in d.get("top_kernels_ms_per_step", [])[:5]]
+    if d.get("grid_update_ms") is not None:
+        rows.append({"what": f"occupancy-grid update (every {d['grid_every']} steps)", "ms": d["grid_update_ms"]})
     return rows
 
 
@@ -258,7 +269,7 @@ def _multi_gpu_section(gpu):
             "multicast off): the NeRF demo under `--strategy mirrored` on one and two GPUs (global batch held, "
             "and doubled); under `--strategy multiworker` as two processes with one GPU each (TF_CONFIG on "
             "localhost, NCCL, each worker's batch held: `--batch-per-replica`) against one process on one GPU "
-            "(two seeds); a Keras HashEncoding + FusedMLP + RobustLoss model after 8 SGD steps on two GPUs "
+            "(two seeds), and each process's step profiled (`--parts profile`); a Keras HashEncoding + FusedMLP + RobustLoss model after 8 SGD steps on two GPUs "
             "against one (the largest weight difference, and its ratio to the summation bound derived in the "
             "script, TF32 included: above 1 means beyond it); the self-test on each GPU.", _multi_gpu, MULTI_GPU)
 
@@ -283,6 +294,12 @@ SECTIONS = {
     "nerf_gpu_profile.h100": ("NeRF step on a GPU: where the time goes",
                               "One training step of the demo after 300 steps, TensorFlow's profiler summarised: "
                               "the wall time, the GPU's busy time and the five longest kernels (ms per step).",
+                              _nerf_gpu_profile, [("", "what"), ("ms (count for kernels)", "ms")]),
+    "nerf_gpu_profile.h200": ("NeRF step on a GPU at instant-NGP's sample budget: where the time goes",
+                              "`python -m benchmarks.profile_nerf_gpu --recipe ngp`: the procedural scene with "
+                              "the recipe of scenes from disk (2^18 samples a step, a 128^3 grid), 300 steps in, "
+                              "TensorFlow's profiler summarised: the wall time, the GPU's busy time and the five "
+                              "longest kernels (ms per step).",
                               _nerf_gpu_profile, [("", "what"), ("ms (count for kernels)", "ms")]),
     "nerf_samplers.cpu": ("NeRF sample on the CPU: `make demo` with each sampler",
                           "One 8-minute `make demo` run per sampler (fixed: 24 samples a ray; march: "

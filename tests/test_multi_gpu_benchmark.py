@@ -52,3 +52,41 @@ def test_an_unbuilt_checkout_without_an_installed_package_keeps_its_python_first
     root, site = _checkout(str(tmp_path), built=False)
     assert multi_gpu.checkout_python(root, path=[root]) == os.path.join(root, "python")
     assert multi_gpu.checkout_python(root, path=[root, site]) is None
+
+
+def test_profile_summary_counts_gpu_time_once_and_sums_host_events(tmp_path):
+    """benchmarks/profile_nerf_gpu.py's summary of a profile (the figures of `--parts profile`):
+    overlapping kernels on two streams count once in the busy time, copies are counted apart,
+    and the host's events are summed by name over its threads, per step."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from benchmarks.profile_nerf_gpu import summarise_xspace
+
+    space = xplane_pb2.XSpace()
+
+    def plane(name, events):  # events: (line, name, start_us, duration_us)
+        p = space.planes.add(name=name)
+        names = sorted({e[1] for e in events})
+        for i, n in enumerate(names, 1):
+            p.event_metadata[i].id, p.event_metadata[i].name = i, n
+        lines = {}
+        for line, n, start, dur in events:
+            if line not in lines:
+                lines[line] = p.lines.add(name=line, timestamp_ns=0)
+            lines[line].events.add(metadata_id=names.index(n) + 1, offset_ps=start * 10**6,
+                                   duration_ps=dur * 10**6)
+
+    plane("/device:GPU:0", [("Stream #1", "kernel_a", 0, 100), ("Stream #2", "kernel_b", 50, 100),
+                            ("Stream #1", "MEMCPYDtoH", 300, 20), ("Stream #1", "kernel_a", 400, 100),
+                            ("Launch Stats", "kernel_a", 0, 999)])
+    plane("/host:CPU", [("thread 1", "ExecutorState::Process", 0, 600), ("thread 2", "ExecutorState::Process", 0, 200),
+                        ("thread 1", "MetalOpsHashEncode", 10, 40)])
+    path = tmp_path / "profile.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    summary = summarise_xspace(str(path), steps=2)
+    assert summary["gpu"] == "/device:GPU:0"
+    assert summary["busy_ms_per_step"] == pytest.approx((150 + 20 + 100) / 1000 / 2)
+    assert summary["kernels_per_step"] == 1.5 and summary["d2h_copies_per_step"] == 0.5
+    assert summary["top_kernels_ms_per_step"][0] == ("kernel_a", pytest.approx(0.1))
+    assert summary["top_host_events_ms_per_step"] == [("ExecutorState::Process", pytest.approx(0.4)),
+                                                      ("MetalOpsHashEncode", pytest.approx(0.02))]
