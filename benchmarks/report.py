@@ -269,9 +269,10 @@ def _multi_gpu_section(gpu):
             "multicast off): the NeRF demo under `--strategy mirrored` on one and two GPUs (global batch held, "
             "and doubled); under `--strategy multiworker` as two processes with one GPU each (TF_CONFIG on "
             "localhost, NCCL, each worker's batch held: `--batch-per-replica`) against one process on one GPU "
-            "(two seeds), and each process's step profiled (`--parts profile`); a Keras HashEncoding + FusedMLP + RobustLoss model after 8 SGD steps on two GPUs "
-            "against one (the largest weight difference, and its ratio to the summation bound derived in the "
-            "script, TF32 included: above 1 means beyond it); the self-test on each GPU.", _multi_gpu, MULTI_GPU)
+            "(two seeds) and, where the file holds `--parts profile`, each process's step profiled; a Keras "
+            "HashEncoding + FusedMLP + RobustLoss model after 8 SGD steps on two GPUs against one (the largest "
+            "weight difference, and its ratio to the summation bound derived in the script, TF32 included: "
+            "above 1 means beyond it); the self-test on each GPU.", _multi_gpu, MULTI_GPU)
 
 # The sections of the result files no op benchmark writes: {<benchmark>.<device>: (title, what it
 # measures, rows(data) or None (the listed rows), [(header, key), ...])}. An op's benchmark module

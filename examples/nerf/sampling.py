@@ -140,7 +140,8 @@ class OccupancyGrid(tf.Module):
             pick = tf.math.floor(tf.random.stateless_uniform([quarter], seed + 1) * count)
             occupied = tf.minimum(tf.searchsorted(running, pick, side="right", out_type=tf.int32), n - 1)
             # No occupied cell left: a second uniform draw (count is 0 only before the scene is found).
-            extra = tf.where(count > 0, occupied, tf.random.stateless_uniform([quarter], seed + 2, 0, n, dtype=tf.int32))
+            extra = tf.where(count > 0, occupied,
+                             tf.random.stateless_uniform([quarter], seed + 2, 0, n, dtype=tf.int32))
             idx = tf.concat([uniform, extra], 0)
             pts = self.cell_centers(seed + 3, idx)
         m = int(pts.shape[0])
