@@ -663,18 +663,24 @@ class Trainer:
         with tf.GradientTape() as tape:
             loss, mse, counts = self._replica_loss(idx, use_grid)
         grads = self._gradients(tape, loss, variables)
+        if not summed:
+            self._apply(grads, variables)
+            return loss, mse, counts
         # float32 holds the counts exactly below 2^24 (the samples of a step are far fewer).
         figures = tf.concat([tf.stack([loss, mse]), tf.cast(counts, tf.float32)], 0)
         if self.fused_adam is not None:
             # The figures ride in the gradients' all-reduce: one collective a step, not two.
-            figures = self.fused_adam.apply(grads, also=[figures] if summed else [])
-            return figures[0] if summed else (loss, mse, counts)
-        self.optimizer.apply_gradients(zip(grads, variables))
-        if not summed:
-            return loss, mse, counts
+            return self.fused_adam.apply(grads, also=[figures])[0]
+        self._apply(grads, variables)
         if self.num_replicas > 1:
             figures = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, figures)
         return figures
+
+    def _apply(self, grads, variables):
+        if self.fused_adam is not None:
+            self.fused_adam.apply(grads)
+        else:
+            self.optimizer.apply_gradients(zip(grads, variables))
 
     def _get_jit_train_fn(self, rays):
         """--jit: the whole step of `rays` rays as one XLA program (one compilation per ray count)."""
