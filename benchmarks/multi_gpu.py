@@ -5,7 +5,7 @@
     python -m benchmarks.multi_gpu --quick         # the same code on two logical CPUs (a check, no figures)
     python -m benchmarks.multi_gpu --parts workers --nerf-steps 30 --out /tmp/r   # CPU workers (a check)
 
-Five parts, each written to benchmarks/results/multi_gpu.<device>.json as it
+Six parts, each written to benchmarks/results/multi_gpu.<device>.json as it
 finishes (a part run by a later command replaces its own entry only):
 
 1. keras: a Keras model of HashEncoding + FusedMLP trained with RobustLoss and
@@ -29,7 +29,11 @@ finishes (a part run by a later command replaces its own entry only):
    over the NeRF sample's steps) in one process, then as N workers with
    --batch-rays rays each: per process the step's wall and GPU-busy time,
    its kernels and the host's busiest events (where a worker's step waits).
-5. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
+5. collective: N worker processes as in part 3, each timing a tf.function that
+   all-reduces one float32 variable of 1, 2^18 and 2^22 values (the NeRF
+   sample's communication options), against the same function without the
+   all-reduce: what one collective adds to a step.
+6. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
 
 The tolerance of part 1, per weight and step. (a) Summation order: a replica
 sums its half of the batch, NCCL adds the two halves, one GPU sums the whole
@@ -84,15 +88,17 @@ sys.path[:0] = [p for p in SOURCE_PATH if p not in sys.path]
 
 from benchmarks import timing  # noqa: E402
 
-PARTS = ("keras", "nerf", "workers", "profile", "selftest")
+PARTS = ("keras", "nerf", "workers", "profile", "collective", "selftest")
+COLLECTIVE_FLOATS = (1, 1 << 18, 1 << 22)  # the collective part's all-reduces: 4 B, 1 MiB, 16 MiB
 U32 = 2.0 ** -24
 U_TF32 = 2.0 ** -11
 
 
 def child_env(**extra):
     """The environment of the processes started here: NVLink multicast off for NCCL, GPU memory
-    taken as used."""
+    taken as used, each GPU's kernels launched from threads of its own (as the NeRF sample sets)."""
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+    env.setdefault("TF_GPU_THREAD_MODE", "gpu_private")
     # This process and the ones it starts share GPUs: each takes the memory it uses, not all of it.
     env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     env["PYTHONPATH"] = os.pathsep.join(SOURCE_PATH + [env.get("PYTHONPATH", "")])
@@ -413,6 +419,59 @@ def workers_part(args, out_dir, gpus):
     return rows + keras_rows
 
 
+def collective_worker(args):
+    """--collective-worker: one process of the collective part, under MultiWorkerMirroredStrategy
+    with the NeRF sample's communication options. Prints one line, COLLECTIVE_WORKER and JSON: per
+    all-reduce size, the milliseconds of a call of the function with and without the all-reduce."""
+    import metal_ops  # noqa: F401  before the strategy runs TensorFlow's first op (docs/XLA.md)
+    import tensorflow as tf
+
+    from examples.nerf.train import communication_options
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=communication_options())
+    rows = []
+    for n in COLLECTIVE_FLOATS:
+        with strategy.scope():
+            v = tf.Variable(tf.ones([n]))
+
+        def timed(reduce):
+            @tf.function
+            def fn():
+                def replica():
+                    x = v * 1.0
+                    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, x) \
+                        if reduce else x
+                return strategy.experimental_local_results(strategy.run(replica))[0]
+
+            for _ in range(20):
+                out = fn()
+            out.numpy()
+            t0 = time.perf_counter()
+            for _ in range(args.collective_calls):
+                out = fn()
+            out.numpy()
+            return (time.perf_counter() - t0) * 1e3 / args.collective_calls
+
+        rows.append({"floats": n, "bytes": 4 * n, "all_reduce_ms": timed(True), "without_ms": timed(False)})
+    print("COLLECTIVE_WORKER", json.dumps({"rows": rows, "replicas": strategy.num_replicas_in_sync}))
+
+
+def collective_part(args, gpus):
+    """What one all-reduce adds to a function's call under MultiWorkerMirroredStrategy (launch,
+    collective_worker): per size, the slowest worker's milliseconds with and without it."""
+    cmd = [sys.executable, "-m", "benchmarks.multi_gpu", "--collective-worker", "--collective-calls",
+           str(args.collective_calls)]
+    stdouts, error, _ = launch(cmd, args.workers, "multiworker", gpus, args.worker_timeout)
+    row = {"workers": args.workers, "command": " ".join(cmd[1:]), "calls": args.collective_calls}
+    if error:
+        return {**row, "error": error}
+    done = [json.loads(line.split(None, 1)[1])["rows"] for out in stdouts for line in out.splitlines()
+            if line.startswith("COLLECTIVE_WORKER ")]
+    return {**row, "rows": [{"floats": each[0]["floats"], "bytes": each[0]["bytes"],
+                             "all_reduce_ms": max(w["all_reduce_ms"] for w in each),
+                             "without_ms": max(w["without_ms"] for w in each)} for each in zip(*done)]}
+
+
 def profile_part(args, out_dir, gpus):
     """Where a step's time goes: benchmarks.profile_nerf_gpu in one process with the default
     strategy, then as N workers (launch), each with --batch-rays rays: per process, the wall and
@@ -457,6 +516,8 @@ def main(argv=None):
     p.add_argument("--keras-worker-steps", type=int, default=200, help="workers: the Keras model's timed steps")
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
     p.add_argument("--keras-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that run
+    p.add_argument("--collective-calls", type=int, default=200, help="collective: timed calls of each function")
+    p.add_argument("--collective-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that part
     p.add_argument("--profile-warmup", type=int, default=300, help="profile: steps before the timed ones")
     p.add_argument("--profile-steps", type=int, default=30, help="profile: steps timed, then steps profiled")
     p.add_argument("--no-tf32", action="store_true", help="strict float32 matrix products on the GPU")
@@ -465,6 +526,9 @@ def main(argv=None):
     os.environ.update(child_env())
     if args.keras_worker:
         keras_worker(args)
+        return 0
+    if args.collective_worker:
+        collective_worker(args)
         return 0
     import tensorflow as tf
 
@@ -475,7 +539,7 @@ def main(argv=None):
 
     parts = args.parts.split(",")
     gpus = tf.config.list_physical_devices("GPU")
-    if args.quick or (not gpus and set(parts) <= {"workers", "profile"}):
+    if args.quick or (not gpus and set(parts) <= {"workers", "profile", "collective"}):
         # Two logical CPUs; the workers part: worker processes on the CPU.
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -534,6 +598,14 @@ def main(argv=None):
                     print(f"  {ms:7.3f} ms  {name}")
             if "error" in r:
                 print(r["name"], r["error"])
+        save()
+    if "collective" in parts:
+        result["collective"] = collective_part(args, bool(gpus))
+        for r in result["collective"].get("rows", []):
+            print(f"all-reduce of {r['bytes']} bytes: {r['all_reduce_ms']:.3f} ms a call, "
+                  f"{r['without_ms']:.3f} ms without")
+        if "error" in result["collective"]:
+            print("collective", result["collective"]["error"])
         save()
     if "selftest" in parts and not args.quick:
         report = os.path.join(tempfile.mkdtemp(), "selftest.json")

@@ -167,6 +167,12 @@ def _multi_gpu(d):
                          "gpus": r.get("workers"), "batch": w.get("rays_per_step")})
         if "error" in r:
             rows.append({"what": f"NeRF step profile, {r['name'].replace('_', ' ')}", "error": "failed"})
+    c = d.get("collective") or {}
+    for r in c.get("rows", []):
+        rows.append({"what": f"one all-reduce of {r['bytes']} bytes, {c['workers']} workers: {_fmt(r['all_reduce_ms'])} ms "
+                             f"a call of the function, {_fmt(r['without_ms'])} ms without it", "gpus": c["workers"]})
+    if "error" in c:
+        rows.append({"what": "all-reduce timing", "error": "failed"})
     k = d.get("keras")
     if k:
         for w in k["weights"]:
@@ -269,7 +275,8 @@ def _multi_gpu_section(gpu):
             "multicast off): the NeRF demo under `--strategy mirrored` on one and two GPUs (global batch held, "
             "and doubled); under `--strategy multiworker` as two processes with one GPU each (TF_CONFIG on "
             "localhost, NCCL, each worker's batch held: `--batch-per-replica`) against one process on one GPU "
-            "(two seeds) and, where the file holds `--parts profile`, each process's step profiled; a Keras "
+            "(two seeds) and, where the file holds `--parts profile`, each process's step profiled; where it holds "
+            "`--parts collective`, what one all-reduce adds to a call of a tf.function under two workers; a Keras "
             "HashEncoding + FusedMLP + RobustLoss model after 8 SGD steps on two GPUs against one (the largest "
             "weight difference, and its ratio to the summation bound derived in the script, TF32 included: "
             "above 1 means beyond it); the self-test on each GPU.", _multi_gpu, MULTI_GPU)
