@@ -15,7 +15,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Each GPU launches its kernels from two threads of its own rather than from TensorFlow's
 # inter-op pool, which the step's host work shares: the step on a GPU is bound by the
-# host's kernel launches (README.md, "Where a GPU step's time goes"). TensorFlow reads the
+# host's kernel launches (README.md, "Measured on two H100s"). TensorFlow reads the
 # variable when it creates its GPU devices, at the process's first op.
 os.environ.setdefault("TF_GPU_THREAD_MODE", "gpu_private")
 
