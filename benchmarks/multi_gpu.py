@@ -29,10 +29,12 @@ finishes (a part run by a later command replaces its own entry only):
    over the NeRF sample's steps) in one process, then as N workers with
    --batch-rays rays each: per process the step's wall and GPU-busy time,
    its kernels and the host's busiest events (where a worker's step waits).
-5. collective: N worker processes as in part 3, each timing a tf.function that
-   all-reduces one float32 variable of 1, 2^18 and 2^22 values (the NeRF
-   sample's communication options), against the same function without the
-   all-reduce: what one collective adds to a step.
+5. collective: N worker processes as in part 3, each timing a tf.function whose
+   step all-reduces one float32 variable of 1, 2^18 and 2^22 values (the NeRF
+   sample's communication options) and adds to it, against the same step
+   without the all-reduce, one step a call and eight in a loop a call: what
+   one collective adds to a step, and what calls of several steps (the NeRF
+   sample's --steps-per-call) save of it.
 6. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
 
 The tolerance of part 1, per weight and step. (a) Summation order: a replica
@@ -422,7 +424,8 @@ def workers_part(args, out_dir, gpus):
 def collective_worker(args):
     """--collective-worker: one process of the collective part, under MultiWorkerMirroredStrategy
     with the NeRF sample's communication options. Prints one line, COLLECTIVE_WORKER and JSON: per
-    all-reduce size, the milliseconds of a call of the function with and without the all-reduce."""
+    all-reduce size, the milliseconds of a step of the function with and without the all-reduce, a step
+    a call and eight a call."""
     import metal_ops  # noqa: F401  before the strategy runs TensorFlow's first op (docs/XLA.md)
     import tensorflow as tf
 
@@ -434,25 +437,33 @@ def collective_worker(args):
         with strategy.scope():
             v = tf.Variable(tf.ones([n]))
 
-        def timed(reduce):
+        def timed(reduce, loop=1):
+            """Milliseconds a replica step ((all-reduce of) v, then v += 1e-6 of it) takes, in calls of
+            `loop` steps (a loop in the graph, as --steps-per-call runs the NeRF sample's steps)."""
+            def replica():
+                x = v * 1e-3
+                if reduce:
+                    x = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, x)
+                v.assign_add(x * 1e-6)
+
             @tf.function
             def fn():
-                def replica():
-                    x = v * 1.0
-                    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, x) \
-                        if reduce else x
-                return strategy.experimental_local_results(strategy.run(replica))[0]
+                for _ in tf.range(loop):
+                    strategy.run(replica)
+                return v.read_value()
 
-            for _ in range(20):
+            calls = max(1, args.collective_calls // loop)
+            for _ in range(5):
                 out = fn()
             out.numpy()
             t0 = time.perf_counter()
-            for _ in range(args.collective_calls):
+            for _ in range(calls):
                 out = fn()
             out.numpy()
-            return (time.perf_counter() - t0) * 1e3 / args.collective_calls
+            return (time.perf_counter() - t0) * 1e3 / (calls * loop)
 
-        rows.append({"floats": n, "bytes": 4 * n, "all_reduce_ms": timed(True), "without_ms": timed(False)})
+        rows.append({"floats": n, "bytes": 4 * n, "all_reduce_ms": timed(True), "without_ms": timed(False),
+                     "all_reduce_ms_8_a_call": timed(True, 8), "without_ms_8_a_call": timed(False, 8)})
     print("COLLECTIVE_WORKER", json.dumps({"rows": rows, "replicas": strategy.num_replicas_in_sync}))
 
 
@@ -467,9 +478,9 @@ def collective_part(args, gpus):
         return {**row, "error": error}
     done = [json.loads(line.split(None, 1)[1])["rows"] for out in stdouts for line in out.splitlines()
             if line.startswith("COLLECTIVE_WORKER ")]
-    return {**row, "rows": [{"floats": each[0]["floats"], "bytes": each[0]["bytes"],
-                             "all_reduce_ms": max(w["all_reduce_ms"] for w in each),
-                             "without_ms": max(w["without_ms"] for w in each)} for each in zip(*done)]}
+    return {**row, "rows": [{**{k: each[0][k] for k in ("floats", "bytes")},
+                             **{k: max(w[k] for w in each) for k in each[0] if k not in ("floats", "bytes")}}
+                            for each in zip(*done)]}
 
 
 def profile_part(args, out_dir, gpus):
@@ -602,8 +613,9 @@ def main(argv=None):
     if "collective" in parts:
         result["collective"] = collective_part(args, bool(gpus))
         for r in result["collective"].get("rows", []):
-            print(f"all-reduce of {r['bytes']} bytes: {r['all_reduce_ms']:.3f} ms a call, "
-                  f"{r['without_ms']:.3f} ms without")
+            print(f"all-reduce of {r['bytes']} bytes: a step a call {r['all_reduce_ms']:.3f} ms "
+                  f"({r['without_ms']:.3f} ms without), eight a call {r['all_reduce_ms_8_a_call']:.3f} ms "
+                  f"({r['without_ms_8_a_call']:.3f} ms without)")
         if "error" in result["collective"]:
             print("collective", result["collective"]["error"])
         save()

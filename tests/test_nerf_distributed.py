@@ -191,8 +191,10 @@ def test_multiworker_mirrored_strategy_two_local_workers(tmp_path):
 
 
 def ckpt_argv(tmp, strategy, resume):
-    """The run the checkpoint test writes and reads back (one name, so one checkpoint folder)."""
-    return tiny_argv(tmp, strategy) + ["--name", "ckpt"] + (["--resume"] if resume else [])
+    """The run the checkpoint test writes and reads back (one name, so one checkpoint folder); the
+    workers run their steps in calls of several (--steps-per-call: the loop of steps in the graph)."""
+    return tiny_argv(tmp, strategy) + ["--name", "ckpt"] + (["--resume"] if resume else []) + \
+        (["--steps-per-call", "4", "--grid-every", "4"] if strategy == "multiworker" else [])  # steps 1-2: one call
 
 
 def checkpoint_worker_main(tmp, out, index, resume):
@@ -207,8 +209,10 @@ def checkpoint_worker_main(tmp, out, index, resume):
     # The sample loads the library before the strategy runs TensorFlow's first op: XLA compiles its ops.
     assert tr.metal_ops._loader.xla_status() == (True, None), tr.metal_ops._loader.xla_status()
     if not resume:
-        for _ in range(STEPS):
-            tr.train_one_step()
+        while tr.step < STEPS:
+            tr.train_steps(limit=STEPS)
+        assert tr.timing_stats()["train_step_traces"] == 1 and len(tr._block_fn) == 1, tr.timing_stats()
+        assert int(tr.step_var.numpy()) == STEPS == tr.call_end(1, STEPS)
         tr.manager.save(checkpoint_number=tr.step)
     np.savez(f"{out}.{index}.npz", step=tr.step, image=tr.render_image(tr.dataset.splits["test"][0]))
 

@@ -310,6 +310,40 @@ def test_fixed_sampler_trains(tmp_path):
     assert tr.sample_stats()["field_evals_per_ray"] == 16.0
 
 
+def test_steps_per_call_trains_as_one_step_a_call(tmp_path):
+    """--steps-per-call K runs the same steps in a loop of the graph: with a fixed ray count (the
+    fixed sampler) and no jitter, the weights after 11 steps across grid updates are those of one
+    step a call; a call ends at grid updates, the grid's take-over and evaluations, the first step
+    is alone, and fit() evaluates where it would (its learning rate changes between calls only)."""
+    from examples.nerf import train
+
+    def trainer(name, *extra):
+        return train.Trainer(_args(tmp_path, "--name", name, "--steps", "11", "--sampler", "fixed", "--no-jitter",
+                                   "--grid-warmup", "4", "--grid-every", "4", "--eval-every", "6", *extra),
+                             log=lambda *a: None)
+
+    def weights(tr):
+        while tr.step < 11:
+            tr.train_steps(limit=11)
+        return [v.numpy() for v in tr.model.trainable_variables]
+
+    one, four = trainer("k1"), trainer("k4", "--steps-per-call", "4")
+    for x, y in zip(weights(one), weights(four)):
+        np.testing.assert_array_equal(x, y)
+    assert four.step == 11 and int(four.step_var.numpy()) == 11
+    assert four.sample_stats()["rays_per_step"] == one.sample_stats()["rays_per_step"]
+    assert [four.call_end(s, 11) for s in (1, 4, 6, 8, 9)] == [4, 6, 8, 11, 11]
+    assert four._block_fn[True].experimental_get_tracing_count() == 1 and not four._train_fn
+
+    fitted = trainer("k4fit", "--steps-per-call", "4")
+    fitted.fit(verbose=False)
+    assert fitted.step == 11 and len(fitted.step_seconds) == 11 and [h["step"] for h in fitted.history] == [6, 11]
+    with pytest.raises(ValueError, match="--steps-per-call must be at least 1"):
+        trainer("k0", "--steps-per-call", "0")
+    with pytest.raises(ValueError, match="--steps-per-call runs the default step in a loop; --jit"):
+        train.Trainer(_args(tmp_path, "--name", "kj", "--jit", "--steps-per-call", "2"), log=lambda *a: None)
+
+
 def test_march_training_step_is_traced_once_across_the_grid_warmup(tmp_path):
     """The ray count changes every step and the grid takes over after its
     warm-up: one traced training step serves both (a retrace costs seconds on a

@@ -48,6 +48,11 @@ def build_parser():
     g.add_argument("--bytes-per-pack", type=int, default=32 << 20,
                    help="multiworker: the gradients are all-reduced in packs of about this many bytes "
                         "(0: one pack), each started as soon as its gradients exist")
+    g.add_argument("--steps-per-call", type=int, default=1, metavar="K",
+                   help="run up to K training steps in one call of the step's tf.function (a loop in the "
+                        "graph): the per-call costs (Python, the collectives' set-up under a strategy) are "
+                        "paid once per K steps; a call ends early at a grid update, evaluation or checkpoint, "
+                        "and the ray count and learning rate change between calls only")
     g = p.add_argument_group("scene")
     g.add_argument("--data", default=None, metavar="PATH",
                    help="train on a scene from disk: a NeRF-synthetic folder, an instant-ngp/nerfstudio "
@@ -290,6 +295,12 @@ class Trainer:
             raise ValueError("--march-budget is the --jit step's march before pruning: it needs --jit (and pruning)")
         if self.jit and a.strategy != "default":
             raise ValueError(f"--jit: --strategy {a.strategy} is not compiled whole; use --strategy default")
+        self.steps_per_call = getattr(a, "steps_per_call", 1)
+        if self.steps_per_call < 1:
+            raise ValueError(f"--steps-per-call must be at least 1, got {self.steps_per_call}")
+        if self.jit and self.steps_per_call > 1:
+            raise ValueError("--steps-per-call runs the default step in a loop; --jit compiles one step a call: "
+                             "use one of them")
         if self.jit:
             self._check_jit_kernels()
         if a.lr is None:
@@ -432,6 +443,7 @@ class Trainer:
             self.log(f"resumed from {latest} at step {int(self.step_var.numpy())}")
 
         self._train_fn = {}
+        self._block_fn = {}  # --steps-per-call: the loop of steps of each use_grid
         self._jit_fn = {}  # --jit: the compiled step of each ray count
         self._occupancy_arg = None  # --jit: the bitfield the compiled step was given (occupancy_bits)
         self._render_fn = {}
@@ -726,6 +738,31 @@ class Trainer:
         self._train_fn[use_grid] = train_fn
         return train_fn
 
+    def _get_block_fn(self, use_grid):
+        """--steps-per-call: the steps of a [k, rays] array of ray indices (one row a step) in one
+        call, a loop in the graph; returns each step's summed figures, [k, 5] float32 (loss, mse and
+        the three counts of _replica_step). The step counter advances in the loop: it seeds the
+        next step's jitter."""
+        if use_grid in self._block_fn:
+            return self._block_fn[use_grid]
+        tf = self.tf
+
+        def replica_stats(idx):
+            return self._replica_step(self.replica_share(idx), use_grid, summed=True)
+
+        @tf.function(jit_compile=False, input_signature=[tf.TensorSpec([None, None], tf.int64)])
+        def block_fn(idx):
+            k = tf.shape(idx)[0]
+            figures = tf.TensorArray(tf.float32, size=k, element_shape=[5])
+            for i in tf.range(k):
+                stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx[i],)))
+                figures = figures.write(i, stats[0])
+                self.step_var.assign_add(1)
+            return figures.stack()
+
+        self._block_fn[use_grid] = block_fn
+        return block_fn
+
     def replica_share(self, idx):
         """This replica's slice of a step's global ray indices (in a replica context): the replicas
         take equal consecutive slices in the order of their ids, the workers' included."""
@@ -782,10 +819,8 @@ class Trainer:
             self.publish_occupancy(step, force=True)
         return occupied
 
-    def train_one_step(self):
-        """One optimizer step: (loss, mse) as scalar tensors (float() reads them
-        back, which waits for the device)."""
-        step = self.step
+    def _before_call(self, step):
+        """The occupancy grid's update where `step` has one, and the bitfield the step marches."""
         a = self.args
         if self.grid is not None and a.occupancy and step % a.grid_every == 0 and \
                 step >= a.grid_warmup - 4 * a.grid_every:
@@ -793,6 +828,49 @@ class Trainer:
         if self.marching:
             # the bitfield carries the warm-up: one traced step for the whole run
             self.publish_occupancy(step)
+
+    def call_end(self, step, limit=None):
+        """The step after the last one of the call that starts at `step`: up to --steps-per-call
+        steps, ending at a multiple of it, before a step that updates the grid or first marches
+        through it, after an --eval-every or --ckpt-every step, and at `limit`; the process's first
+        step is a call of its own (its time is the tracing's)."""
+        a, k = self.args, self.steps_per_call
+        if k == 1 or step == self._first_step:
+            return step + 1
+        end = step + k - step % k
+        for every in (a.eval_every, a.ckpt_every):
+            if every:
+                end = min(end, (step // every + 1) * every)
+        if self.grid is not None and a.occupancy:
+            end = min(end, (step // a.grid_every + 1) * a.grid_every)
+            if step < a.grid_warmup:
+                end = min(end, a.grid_warmup)
+        if limit is not None:
+            end = min(end, limit)
+        return max(end, step + 1)
+
+    def train_steps(self, limit=None):
+        """The steps of one call of the training step (call_end; one step unless --steps-per-call):
+        (loss, mse) of its last step as scalar tensors (float() reads them back, which waits for
+        the device)."""
+        if self.steps_per_call == 1:
+            return self.train_one_step()
+        tf, step = self.tf, self.step
+        self._before_call(step)
+        end = self.call_end(step, limit)
+        fn = self._get_block_fn(True if self.marching else self.use_grid(step))
+        rays = self.rays_for_budget()
+        figures = fn(tf.constant(np.stack([self.batch_indices(s, rays) for s in range(step, end)])))
+        self._step = end
+        self.flush_counts()
+        self._pending_counts = (rays, figures[:, 2:])
+        return figures[-1, 0], figures[-1, 1]
+
+    def train_one_step(self):
+        """One optimizer step: (loss, mse) as scalar tensors (float() reads them
+        back, which waits for the device)."""
+        step = self.step
+        self._before_call(step)
         if self.jit:
             rays = self.jit_rays()
             loss, mse, counts = self._get_jit_train_fn(rays)(self.tf.constant(self.batch_indices(step, rays)),
@@ -815,16 +893,16 @@ class Trainer:
             return
         rays, counts = self._pending_counts
         self._pending_counts = None
-        n_samples, marched, kept = (int(c) for c in counts.numpy())
-        spr = n_samples / max(kept, 1)
-        # Samples per ray change as the grid learns the scene: a short EMA.
-        self.samples_per_ray = spr if self.samples_per_ray is None else 0.7 * self.samples_per_ray + 0.3 * spr
-        self.field_evals += n_samples
-        self.marched += marched
-        self.rays_seen += kept
-        if self.jit:
-            self.padding += self.args.sample_budget - n_samples
-            self.dropped_rays += rays - kept
+        for n_samples, marched, kept in np.asarray(counts.numpy()).reshape(-1, 3).astype(np.int64).tolist():
+            spr = n_samples / max(kept, 1)
+            # Samples per ray change as the grid learns the scene: a short EMA.
+            self.samples_per_ray = spr if self.samples_per_ray is None else 0.7 * self.samples_per_ray + 0.3 * spr
+            self.field_evals += n_samples
+            self.marched += marched
+            self.rays_seen += kept
+            if self.jit:
+                self.padding += self.args.sample_budget - n_samples
+                self.dropped_rays += rays - kept
 
     ORBIT_MAX_SIDE = 800  # orbit frames of larger captures are rendered at this size (longer side)
 
@@ -896,11 +974,13 @@ class Trainer:
             t0 = time.perf_counter()
             progress = max(self.step / max(steps, 1), (train_time - start_train_time) / max_seconds)
             self.set_learning_rate(progress)
-            loss, mse = self.train_one_step()
+            before = self.step
+            loss, mse = self.train_steps(limit=steps)
             if self.step >= steps:
                 self.flush_counts()  # the last step finished: counted in the training time
-            self.step_seconds.append(time.perf_counter() - t0)
-            train_time += self.step_seconds[-1]
+            seconds = time.perf_counter() - t0
+            self.step_seconds += [seconds / (self.step - before)] * (self.step - before)  # a call's steps share it
+            train_time += seconds
             self.time_var.assign(train_time)
             s = self.step
             now = time.perf_counter()
@@ -923,7 +1003,7 @@ class Trainer:
                 window_t, window_s = time.perf_counter(), s  # do not count evaluation in steps/s
             if a.ckpt_every and (s % a.ckpt_every == 0 or last):
                 self.manager.save(checkpoint_number=s)
-            if verbose and (s % 10 == 0 or last):  # float(): a read-back, so only for the progress bar
+            if verbose and (s // 10 > before // 10 or last):  # float(): a read-back, so only for the progress bar
                 vals = [("loss", float(loss)), ("psnr", psnr_from_mse(float(mse))), ("steps/s", rate),
                         ("samples/ray", self.samples_per_ray or float(a.samples))]
                 if val is not None:
@@ -950,7 +1030,7 @@ class Trainer:
         """The steps fit() ran in this process: the first one's seconds (tracing and, with --jit, XLA's
         compilation included), the median step's milliseconds after it, and the training-step traces."""
         t = self.step_seconds
-        fns = list(self._jit_fn.values()) + list(self._train_fn.values())
+        fns = list(self._jit_fn.values()) + list(self._train_fn.values()) + list(self._block_fn.values())
         return dict(first_step_s=round(t[0], 3) if t else None,
                     steady_step_ms=round(1000.0 * float(np.median(t[1:])), 2) if len(t) > 1 else None,
                     train_step_traces=sum(f.experimental_get_tracing_count() for f in fns))
