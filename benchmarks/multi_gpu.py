@@ -137,8 +137,9 @@ def keras_worker(args):
     """--keras-worker: one process of the Keras model's run, under MultiWorkerMirroredStrategy
     where TF_CONFIG is set (the NeRF sample's communication options), else the default strategy:
     --keras-worker-steps SGD steps on --keras-worker-batch points of its own with RobustLoss,
-    after 5 steps of warm-up. Prints one line, KERAS_WORKER and JSON: all workers' points per
-    second and the last loss (the mean over every worker's points)."""
+    after 5 calls of warm-up, --steps-per-call steps a call of the step's function (a loop in the
+    graph, as Keras's steps_per_execution runs). Prints one line, KERAS_WORKER and JSON: all
+    workers' points per second and the last loss (the mean over every worker's points)."""
     import metal_ops  # noqa: F401  before the strategy runs TensorFlow's first op (docs/XLA.md)
     import keras
     import tensorflow as tf
@@ -158,24 +159,31 @@ def keras_worker(args):
     x, y = keras_data(args.keras_worker_batch, tf_config.get("task", {}).get("index", 0))
     xb, yb = (strategy.experimental_distribute_values_from_function(lambda ctx, v=v: tf.constant(v)) for v in (x, y))
 
+    def replica(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))  # divided by the replicas: the sum is the mean
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    per_call = args.steps_per_call
+
     @tf.function
-    def step(xb, yb):
-        def replica(xb, yb):
-            with tf.GradientTape() as tape:
-                loss = loss_fn(yb, model(xb, training=True))  # divided by the replicas: the sum is the mean
-            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica, args=(xb, yb)), axis=None)
+    def steps(xb, yb):
+        loss = tf.constant(0.0)
+        for _ in tf.range(per_call) if per_call > 1 else range(1):  # one step a call: no loop in the graph
+            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica, args=(xb, yb)), axis=None)
+        return loss
 
     for _ in range(5):
-        loss = step(xb, yb)
+        loss = steps(xb, yb)
     float(loss)
+    calls = max(1, args.keras_worker_steps // per_call)
     t0 = time.perf_counter()
-    for _ in range(args.keras_worker_steps):
-        loss = step(xb, yb)
+    for _ in range(calls):
+        loss = steps(xb, yb)
     loss = float(loss)
     seconds = time.perf_counter() - t0
-    points = strategy.num_replicas_in_sync * args.keras_worker_batch * args.keras_worker_steps
+    points = strategy.num_replicas_in_sync * args.keras_worker_batch * calls * per_call
     print("KERAS_WORKER", json.dumps({"points_per_second": points / seconds, "seconds": seconds, "loss": loss,
                                       "replicas": strategy.num_replicas_in_sync}))
 
@@ -375,10 +383,12 @@ def nerf_workers_run(name, workers, strategy, gpus, args, out_dir, extra):
             "test_psnr_mean": m["test_psnr_mean"], "wall_seconds": wall}
 
 
-def keras_workers_run(name, workers, strategy, gpus, args):
-    """The Keras model as `workers` processes (launch, keras_worker): points per second, last loss."""
+def keras_workers_run(name, workers, strategy, gpus, args, per_call=1):
+    """The Keras model as `workers` processes (launch, keras_worker), `per_call` steps a call:
+    points per second, last loss."""
     cmd = [sys.executable, "-m", "benchmarks.multi_gpu", "--keras-worker", "--keras-worker-steps",
-           str(args.keras_worker_steps), "--keras-worker-batch", str(args.keras_worker_batch), "--lr", str(args.lr)]
+           str(args.keras_worker_steps), "--keras-worker-batch", str(args.keras_worker_batch), "--lr", str(args.lr),
+           "--steps-per-call", str(per_call)]
     stdouts, error, wall = launch(cmd, workers, strategy, gpus, args.worker_timeout)
     row = {"name": name, "workers": workers, "strategy": strategy, "gpus_per_worker": 1 if gpus else 0,
            "command": " ".join(cmd[1:]), "points_per_worker": args.keras_worker_batch}
@@ -393,7 +403,8 @@ def keras_workers_run(name, workers, strategy, gpus, args):
 def workers_part(args, out_dir, gpus):
     """N local workers under MultiWorkerMirroredStrategy against one process on one device, each
     worker's batch held: the NeRF sample (rays per second, held-out PSNR; a second seed of one
-    process for the spread) and the Keras model (points per second)."""
+    process for the spread) and the Keras model (points per second); with --steps-per-call K > 1,
+    one process and N workers again at K steps a call of the step, against each other."""
     n = args.workers
     extra = ["--seed", "0", "--batch-rays", str(args.worker_batch)] + shlex.split(args.worker_args)
     if not gpus:
@@ -407,18 +418,30 @@ def workers_part(args, out_dir, gpus):
         runs = runs[:1] + runs[2:]
         args.keras_worker_batch, args.keras_worker_steps = min(args.keras_worker_batch, 4096), \
             min(args.keras_worker_steps, 20)
-    rows = [nerf_workers_run(name, w, strategy, gpus, args, out_dir, e) for name, w, strategy, e in runs]
-    one = rows[0].get("rays_per_second")
+    k = args.steps_per_call
+    looped = [] if k == 1 else [(f"one_worker_default_{k}_a_call", 1, "default", extra + ["--steps-per-call", str(k)]),
+                                (f"{n}_workers_multiworker_{k}_a_call", n, "multiworker",
+                                 extra + ["--steps-per-call", str(k)])]
+    rows = _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
+                          for name, w, strategy, e in runs], "rays_per_second")
+    rows += _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
+                           for name, w, strategy, e in looped], "rays_per_second")
+    for per_call in dict.fromkeys((1, k)):
+        suffix = "" if per_call == 1 else f"_{per_call}_a_call"
+        rows += _versus_first([keras_workers_run(f"keras_one_worker_default{suffix}", 1, "default", gpus, args,
+                                                 per_call),
+                               keras_workers_run(f"keras_{n}_workers_multiworker{suffix}", n, "multiworker", gpus,
+                                                 args, per_call)], "points_per_second")
+    return rows
+
+
+def _versus_first(rows, key):
+    """rows, each with <key>_vs_one_worker: its `key` over the first row's."""
+    one = rows[0].get(key) if rows else None
     for r in rows:
-        if one and r.get("rays_per_second"):
-            r["rays_per_second_vs_one_worker"] = r["rays_per_second"] / one
-    keras_rows = [keras_workers_run("keras_one_worker_default", 1, "default", gpus, args),
-                  keras_workers_run(f"keras_{n}_workers_multiworker", n, "multiworker", gpus, args)]
-    one = keras_rows[0].get("points_per_second")
-    for r in keras_rows:
-        if one and r.get("points_per_second"):
-            r["points_per_second_vs_one_worker"] = r["points_per_second"] / one
-    return rows + keras_rows
+        if one and r.get(key):
+            r[f"{key}_vs_one_worker"] = r[key] / one
+    return rows
 
 
 def collective_worker(args):
@@ -528,6 +551,8 @@ def main(argv=None):
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
     p.add_argument("--keras-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that run
     p.add_argument("--collective-calls", type=int, default=200, help="collective: timed calls of each function")
+    p.add_argument("--steps-per-call", type=int, default=1, metavar="K",
+                   help="workers: also run one process and the workers at K steps a call of the step's function")
     p.add_argument("--collective-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that part
     p.add_argument("--profile-warmup", type=int, default=300, help="profile: steps before the timed ones")
     p.add_argument("--profile-steps", type=int, default=30, help="profile: steps timed, then steps profiled")
