@@ -115,14 +115,9 @@ def main(argv=None):
     trainer = nerf_train.Trainer(flags, strategy=strategy, log=lambda *a: None)
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task") if flags.strategy == "multiworker" else None
     logdir = os.path.join(args.logdir, f"worker{task.get('index')}") if task else args.logdir
-    def run(steps):  # the trainer's calls of its step (--steps-per-call: several steps a call)
-        end = trainer.step + steps
-        while trainer.step < end:
-            trainer.train_steps(limit=end)
-
-    run(args.warmup_steps)
+    trainer.train_until(trainer.step + args.warmup_steps)  # --steps-per-call: several steps a call
     t0 = time.perf_counter()
-    run(args.steps)
+    trainer.train_until(trainer.step + args.steps)
     wall_ms = (time.perf_counter() - t0) * 1e3 / args.steps
     grid_ms = None
     if trainer.grid is not None and flags.occupancy:  # three updates, timed whole (they end in a read-back)
@@ -133,7 +128,7 @@ def main(argv=None):
 
     tf.profiler.experimental.start(logdir)
     t0 = time.perf_counter()
-    run(args.steps)
+    trainer.train_until(trainer.step + args.steps)
     profiled_ms = (time.perf_counter() - t0) * 1e3 / args.steps
     tf.profiler.experimental.stop()
     paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)

@@ -209,8 +209,7 @@ def checkpoint_worker_main(tmp, out, index, resume):
     # The sample loads the library before the strategy runs TensorFlow's first op: XLA compiles its ops.
     assert tr.metal_ops._loader.xla_status() == (True, None), tr.metal_ops._loader.xla_status()
     if not resume:
-        while tr.step < STEPS:
-            tr.train_steps(limit=STEPS)
+        tr.train_until(STEPS)
         assert tr.timing_stats()["train_step_traces"] == 1 and len(tr._block_fn) == 1, tr.timing_stats()
         assert int(tr.step_var.numpy()) == STEPS == tr.call_end(1, STEPS)
         tr.manager.save(checkpoint_number=tr.step)

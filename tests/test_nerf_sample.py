@@ -323,8 +323,7 @@ def test_steps_per_call_trains_as_one_step_a_call(tmp_path):
                              log=lambda *a: None)
 
     def weights(tr):
-        while tr.step < 11:
-            tr.train_steps(limit=11)
+        tr.train_until(11)
         return [v.numpy() for v in tr.model.trainable_variables]
 
     one, four = trainer("k1"), trainer("k4", "--steps-per-call", "4")

@@ -866,6 +866,13 @@ class Trainer:
         self._pending_counts = (rays, figures[:, 2:])
         return figures[-1, 0], figures[-1, 1]
 
+    def train_until(self, end):
+        """Calls of the training step (train_steps) until step `end`: (loss, mse) of the last step."""
+        loss = mse = None
+        while self.step < end:
+            loss, mse = self.train_steps(limit=end)
+        return loss, mse
+
     def train_one_step(self):
         """One optimizer step: (loss, mse) as scalar tensors (float() reads them
         back, which waits for the device)."""
