@@ -88,10 +88,44 @@ def test_kept_rays_render_as_without_padding(seed, rays, g, fill, budget_of_tota
         assert kept == rays
 
 
-def test_padding_without_rays_is_refused():
-    with pytest.raises(tf.errors.InvalidArgumentError, match="'ray_counts' sum to 0 \\(no rays\\) but 'sigma' has 4"):
-        metal_ops.packed_volume_render(tf.zeros([4]), tf.zeros([4, 3]), tf.zeros([4]), tf.zeros([4]),
-                                       tf.zeros([0], tf.int32), tf.zeros([0], tf.int32), num_samples=0)
+def test_padding_without_rays_renders_nothing():
+    sigma = tf.constant([1.0, np.nan, 2.0, 3.0])
+    with tf.GradientTape() as tape:
+        tape.watch(sigma)
+        out = metal_ops.packed_volume_render(sigma, tf.ones([4, 3]), tf.zeros([4]), tf.ones([4]),
+                                             tf.zeros([0], tf.int32), tf.zeros([0], tf.int32), num_samples=0,
+                                             return_weights=True)
+        loss = tf.reduce_sum(out.weights)
+    assert out.rgb.shape == (0, 3) and out.depth.shape == (0,) and out.opacity.shape == (0,)
+    np.testing.assert_array_equal(out.weights, np.zeros(4))
+    np.testing.assert_array_equal(tape.gradient(loss, sigma), np.zeros(4))
+
+
+@pytest.mark.parametrize("pad", [0, 1, 64, 65, 200])
+def test_per_ray_background_with_padding(pad):
+    """A per-ray background [R, 3] over padded samples (the padding's rays get rows of their own,
+    dropped again): outputs and the background's gradient [R, 3] as without the padding."""
+    rng = np.random.default_rng(pad)
+    counts = np.array([3, 0, 5, 2], np.int32)
+    n = int(counts.sum())
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
+    sigma = rng.uniform(0.0, 3.0, n + pad).astype(np.float32)
+    rgb = rng.uniform(size=(n + pad, 3)).astype(np.float32)
+    t0 = np.sort(rng.uniform(0.0, 1.0, n + pad)).astype(np.float32)
+    t1 = t0 + rng.uniform(0.0, 0.2, n + pad).astype(np.float32)
+    background = tf.constant(rng.uniform(size=(4, 3)).astype(np.float32))
+
+    def render(k, **extra):
+        with tf.GradientTape() as tape:
+            tape.watch(background)
+            out = metal_ops.packed_volume_render(sigma[:k], rgb[:k], t0[:k], t1[:k], offsets, counts,
+                                                 background=background, **extra)
+            loss = tf.reduce_sum(out.rgb * np.arange(12, dtype=np.float32).reshape(4, 3))
+        return [np.asarray(v) for v in (out.rgb, out.depth, out.opacity, tape.gradient(loss, background))]
+
+    for got, want in zip(render(n + pad, num_samples=np.int32(n)), render(n)):
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
 
 
 def test_num_samples_must_be_int32():

@@ -43,8 +43,8 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
         returns them (its `num_samples`, an int32 scalar): the counts then sum
         to num_samples, and samples [num_samples, N) are padding, whatever
         their values: they render nothing, their weights are 0 and their
-        gradients 0 (they join the last ray as zero-length samples of zero
-        density, which leaves its result unchanged). Needs R > 0 where N > 0.
+        gradients 0 (they become zero-length samples of zero density on rays
+        of their own, at most 64 samples each, whose results are dropped).
 
     Returns:
       PackedVolumeRenderOutput(rgb [R, 3], depth [R], opacity [R], weights [N] or None).
@@ -64,19 +64,34 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
             "packed_volume_render", sigma, background, rgb=rgb, t_starts=t_starts, t_ends=t_ends)
         ray_offsets = _int32(ray_offsets, "ray_offsets")
         ray_counts = _int32(ray_counts, "ray_counts")
+        rays = None
         if num_samples is not None:
-            sigma, rgb, t_starts, t_ends, ray_counts = _without_padding(sigma, rgb, t_starts, t_ends, ray_counts,
-                                                                        _int32(num_samples, "num_samples"))
+            rays = tf.shape(ray_counts)[0]
+            sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background = _padding_rays(
+                sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, _int32(num_samples, "num_samples"))
         out_rgb, depth, opacity, weights = load_library().metal_ops_packed_volume_render(
             sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
             early_termination=float(early_termination), return_weights=bool(return_weights))
+        if rays is not None:  # the padding's rays
+            out_rgb, depth, opacity = out_rgb[:rays], depth[:rays], opacity[:rays]
         return PackedVolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
 
 
-def _without_padding(sigma, rgb, t_starts, t_ends, ray_counts, num_samples):
-    """The padding [num_samples, N) as [0, 0] intervals of zero density and colour on the last ray."""
-    n = tf.shape(sigma)[0]
-    rays = tf.shape(ray_counts)[0]
+# Samples a padding ray takes at most. The kernels render a ray in one thread,
+# so padding on one ray (as ray_march_static leaves it, on the last) would be
+# one thread's loop over all of it: milliseconds at 2^18 samples.
+_PADDING_RAY_SAMPLES = 64
+
+
+def _padding_rays(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, num_samples):
+    """The padding [num_samples, N) as [0, 0] intervals of zero density and colour on rays of their own.
+
+    ceil(N / 64) rays follow the R given ones (a static count where N is), ray j taking samples
+    [num_samples + 64 j, num_samples + 64 (j + 1)) within N, so the layout rule holds; the
+    caller drops their outputs. A per-ray background gets them as zero rows.
+    """
+    n_static = sigma.shape[0]
+    n = tf.shape(sigma)[0] if n_static is None else n_static
     checks = [
         tf.debugging.assert_equal(tf.reduce_sum(ray_counts), num_samples,
                                   message="packed_volume_render: 'ray_counts' must sum to 'num_samples'"),
@@ -89,8 +104,17 @@ def _without_padding(sigma, rgb, t_starts, t_ends, ray_counts, num_samples):
     rgb = tf.where(valid[:, None], rgb, tf.zeros_like(rgb))
     t_starts = tf.where(valid, t_starts, tf.zeros_like(t_starts))
     t_ends = tf.where(valid, t_ends, tf.zeros_like(t_ends))
-    ray_counts = ray_counts + tf.one_hot(rays - 1, rays, dtype=tf.int32) * (n - num_samples)
-    return sigma, rgb, t_starts, t_ends, ray_counts
+    padding_rays = (n + _PADDING_RAY_SAMPLES - 1) // _PADDING_RAY_SAMPLES
+    starts = tf.minimum(num_samples + _PADDING_RAY_SAMPLES * tf.range(padding_rays), n)
+    ends = tf.minimum(starts + _PADDING_RAY_SAMPLES, n)
+    ray_offsets = tf.concat([ray_offsets, starts], 0)
+    ray_counts = tf.concat([ray_counts, ends - starts], 0)
+    if background.shape.rank != 1:  # [R, 3] (or a rank known at run time only)
+        def per_ray():
+            return tf.concat([background, tf.zeros([padding_rays, 3], background.dtype)], 0)
+        background = per_ray() if background.shape.rank == 2 else tf.cond(
+            tf.equal(tf.rank(background), 2), per_ray, lambda: background)
+    return sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background
 
 
 def _int32(x, name):
