@@ -410,10 +410,11 @@ def workers_part(args, out_dir, gpus):
     if not gpus:
         extra += ["--size", "16", "--n-train", "4", "--n-test", "1", "--n-val", "1", "--eval-every", "0",
                   "--ckpt-every", "0", "--levels", "4", "--log2-table", "12", "--grid-res", "16"]
-    runs = [("one_worker_default", 1, "default", extra),
-            ("one_worker_default_seed1", 1, "default", extra[:1] + ["1"] + extra[2:]),
-            ("one_worker_multiworker", 1, "multiworker", extra),
-            (f"{n}_workers_multiworker", n, "multiworker", extra)]
+    one = extra + ["--steps-per-call", "1"]
+    runs = [("one_worker_default", 1, "default", one),
+            ("one_worker_default_seed1", 1, "default", one[:1] + ["1"] + one[2:]),
+            ("one_worker_multiworker", 1, "multiworker", one),
+            (f"{n}_workers_multiworker", n, "multiworker", one)]
     if not gpus:
         runs = runs[:1] + runs[2:]
         args.keras_worker_batch, args.keras_worker_steps = min(args.keras_worker_batch, 4096), \
@@ -551,8 +552,9 @@ def main(argv=None):
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
     p.add_argument("--keras-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that run
     p.add_argument("--collective-calls", type=int, default=200, help="collective: timed calls of each function")
-    p.add_argument("--steps-per-call", type=int, default=1, metavar="K",
-                   help="workers: also run one process and the workers at K steps a call of the step's function")
+    p.add_argument("--steps-per-call", type=int, default=8, metavar="K",
+                   help="workers: also run one process and the workers at K steps a call of the step's function "
+                        "(the NeRF sample's default; 1: one step a call only)")
     p.add_argument("--collective-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that part
     p.add_argument("--profile-warmup", type=int, default=300, help="profile: steps before the timed ones")
     p.add_argument("--profile-steps", type=int, default=30, help="profile: steps timed, then steps profiled")

@@ -56,6 +56,7 @@ REGISTER_OP("MetalOpsPackedVolumeRender")
     .Output("weights: T")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
+    .Attr("validate: bool = true")
     .Attr("return_weights: bool = false")
     .SetShapeFn(mo::render_op::ForwardShapeFn<mo::packed_volume_render::kForward, mo::render_op::PackedInputShapes>)
     .Doc(R"doc(
@@ -76,6 +77,9 @@ weights: [N] w_i = T_i (1 - exp(-sigma_i (t_end_i - t_start_i))) when
   return_weights, else [0].
 early_termination: samples from the first one whose transmittance is below this
   threshold on are skipped (in [0, 1]; 0 disables).
+validate: raise InvalidArgument for the first invalid ray. False: invalid rays
+  render NaN and the op raises nothing; on a CUDA GPU it then reads nothing
+  back, so the host does not wait for the kernel.
 )doc");
 
 REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
@@ -99,6 +103,7 @@ REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
     .Output("grad_background: T")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
+    .Attr("validate: bool = true")
     .SetShapeFn(
         mo::render_op::BackwardShapeFn<mo::packed_volume_render::kBackward, mo::render_op::PackedInputShapes, 7>)
     .Doc(R"doc(
@@ -107,5 +112,5 @@ Takes the forward's inputs and per-ray outputs plus the incoming gradients;
 weights and grad_weights are [N] when the forward returned weights, else [0].
 grad_background is per ray ([R, 3]); the Python gradient sums it over rays
 when the background was one colour [3]. t_starts, t_ends, ray_offsets and
-ray_counts get no gradient.
+ray_counts get no gradient. validate is the forward's.
 )doc");

@@ -49,6 +49,7 @@ REGISTER_OP("MetalOpsVolumeRender")
     .Output("weights: T")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
+    .Attr("validate: bool = true")
     .Attr("return_weights: bool = false")
     .SetShapeFn(mo::render_op::ForwardShapeFn<mo::volume_render::kForward, mo::render_op::VolumeRenderInputShapes>)
     .Doc(R"doc(
@@ -65,6 +66,9 @@ opacity: [R] sum_i w_i.
 weights: [R, S] w_i = T_i (1 - exp(-sigma_i delta_i)) when return_weights, else [R, 0].
 early_termination: samples from the first one whose transmittance is below this
   threshold on are skipped (in [0, 1]; 0 disables).
+validate: raise InvalidArgument for the first invalid ray. False: invalid rays
+  render NaN and the op raises nothing; on a CUDA GPU it then reads nothing
+  back, so the host does not wait for the kernel.
 )doc");
 
 REGISTER_OP("MetalOpsVolumeRenderGrad")
@@ -85,11 +89,13 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .Output("grad_background: T")
     .Attr("T: {float, double}")
     .Attr("early_termination: float = 0.0001")
+    .Attr("validate: bool = true")
     .SetShapeFn(mo::render_op::BackwardShapeFn<mo::volume_render::kBackward, mo::render_op::VolumeRenderInputShapes, 4>)
     .Doc(R"doc(
 Backward of MetalOpsVolumeRender (suffix trick; see kernels/volume_render/volume_render.h).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;
 weights and grad_weights are [R, S] when the forward returned weights, else
 [R, 0]. grad_background is per ray ([R, 3]); the Python gradient sums it over
-rays when the background was one colour [3]. t gets no gradient.
+rays when the background was one colour [3]. t gets no gradient. validate is
+the forward's.
 )doc");

@@ -310,6 +310,16 @@ def test_fixed_sampler_trains(tmp_path):
     assert tr.sample_stats()["field_evals_per_ray"] == 16.0
 
 
+def test_a_diverged_loss_stops_training():
+    import tensorflow as tf
+
+    from examples.nerf import train
+
+    assert train._check_finite(tf.constant(0.25), 3) == 0.25
+    with pytest.raises(FloatingPointError, match="the training loss is nan after step 7: training diverged"):
+        train._check_finite(tf.constant(float("nan")), 7)
+
+
 def test_steps_per_call_trains_as_one_step_a_call(tmp_path):
     """--steps-per-call K runs the same steps in a loop of the graph: with a fixed ray count (the
     fixed sampler) and no jitter, the weights after 11 steps across grid updates are those of one

@@ -4,6 +4,7 @@ of the reference and tf.test.compute_gradient), early termination, empty
 batches, bad layouts and values, shape inference, RayMarch's output end to
 end, and the Metal shaders through the MSL shim."""
 import ctypes
+import sys
 
 import numpy as np
 import pytest
@@ -310,6 +311,46 @@ def test_negative_and_nan_sigma_name_sigma_sample_and_ray():
     p[0][4] = np.nan
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"'sigma'.*sample 4 \(ray 1\) has sigma = nan"):
         metal_ops.packed_volume_render(*p)
+
+
+def render_and_grads(p, jit=False, **kw):
+    """Outputs and (sigma, rgb) gradients of a weighted sum of them, in one call (jit: under XLA)."""
+    sigma, rgb = tf.constant(p[0]), tf.constant(p[1])
+
+    def run(sigma, rgb):
+        with tf.GradientTape() as tape:
+            tape.watch([sigma, rgb])
+            out = metal_ops.packed_volume_render(sigma, rgb, *p[2:], return_weights=True, **kw)
+            loss = tf.reduce_sum(out.rgb) + 0.5 * tf.reduce_sum(out.depth) + tf.reduce_sum(out.weights)
+        return [out.rgb, out.depth, out.opacity, out.weights, *tape.gradient(loss, [sigma, rgb])]
+
+    fn = tf.function(run, jit_compile=True) if jit else run
+    return [np.asarray(v) for v in fn(sigma, rgb)]
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["kernel", "xla"])
+def test_without_validate_invalid_rays_render_nan_and_nothing_is_raised(jit):
+    if jit and sys.platform == "darwin":
+        pytest.skip("Metal has no XLA")
+    p = packed()
+    want = render_and_grads(p, jit)
+    # valid input: the same results either way
+    for a, b in zip(render_and_grads(p, jit, validate=False), want):
+        np.testing.assert_array_equal(a, b)
+    # negative sigma in ray 1 (samples 3-4): ray 1 is NaN, rays 0 and 2 as before
+    p[0][4] = -1.0
+    rgb, depth, opacity, weights, _, _ = render_and_grads(p, jit, validate=False)
+    assert np.isnan(rgb[1]).all() and np.isnan(depth[1]) and np.isnan(opacity[1])
+    for got, w in ((rgb, want[0]), (depth, want[1]), (opacity, want[2])):
+        np.testing.assert_array_equal(got[[0, 2]], w[[0, 2]])
+    np.testing.assert_array_equal(weights[[0, 1, 2, 5, 6, 7, 8]], want[3][[0, 1, 2, 5, 6, 7, 8]])
+    # a broken layout (ray 1's count -1): no error, NaN for the rays it breaks
+    p = packed()
+    break_layout("negative_count", p[4], p[5])
+    rgb = render_and_grads(p, jit, validate=False)[0]
+    assert np.isnan(rgb[1]).all()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="'ray_counts' must be >= 0"):
+        render_and_grads(p, jit)
 
 
 def test_reversed_interval_names_t_ends_sample_and_ray():

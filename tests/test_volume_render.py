@@ -2,6 +2,7 @@
 differences of the reference and tf.test.compute_gradient), early termination,
 bad inputs, shape inference, and the Metal shaders through the MSL shim."""
 import ctypes
+import sys
 
 import numpy as np
 import pytest
@@ -240,6 +241,30 @@ def test_negative_sigma_names_sigma_and_ray():
     sigma[4, 1] = -1.0
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"'sigma' must be non-negative.*ray 3, sample 4 has sigma = -0.25"):
         metal_ops.volume_render(sigma, rgb, t)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["kernel", "xla"])
+def test_without_validate_invalid_rays_render_nan_and_nothing_is_raised(jit):
+    if jit and sys.platform == "darwin":
+        pytest.skip("Metal has no XLA")
+    sigma, rgb, t = ref.make_rays(5, 6)
+
+    def run(sigma, **kw):
+        with tf.GradientTape() as tape:
+            tape.watch(sigma)
+            out = metal_ops.volume_render(sigma, rgb, t, return_weights=True, **kw)
+            loss = tf.reduce_sum(out.rgb) + tf.reduce_sum(out.weights)
+        return [out.rgb, out.depth, out.opacity, out.weights, tape.gradient(loss, sigma)]
+
+    fn = tf.function(run, jit_compile=True) if jit else run
+    want = [np.asarray(v) for v in fn(tf.constant(sigma))]
+    for a, b in zip([np.asarray(v) for v in fn(tf.constant(sigma), validate=False)], want):
+        np.testing.assert_array_equal(a, b)
+    sigma[3, 4] = -0.25
+    got = [np.asarray(v) for v in fn(tf.constant(sigma), validate=False)]
+    assert np.isnan(got[0][3]).all() and np.isnan(got[1][3]) and np.isnan(got[2][3])
+    for g, w in zip(got[:4], want[:4]):
+        np.testing.assert_array_equal(np.delete(g, 3, axis=0), np.delete(w, 3, axis=0))
 
 
 @pytest.mark.not_on_metal("Metal kernels do not check values: they give NaN (docs/METAL_COMPAT.md)")

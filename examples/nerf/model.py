@@ -229,10 +229,12 @@ def render_hash_marched(model, origins, dirs, *, aabb, near, far, background, gr
         else:
             samples = _before_termination_static(samples, sigma0, early_termination, r, sample_budget)
     sigma, rgb = model(points(samples), tf.gather(dirs, samples.ray_indices))
+    # validate=False: the layout is the march's own, so the renderer reads nothing back and the
+    # host does not wait for it (a NaN density then shows in the loss, which fit() checks).
     out = metal_ops.packed_volume_render(
         sigma, rgb, samples.t_starts, samples.t_ends, samples.ray_offsets, samples.ray_counts,
         background=background, early_termination=early_termination, return_weights=return_weights,
-        num_samples=None if sample_budget is None else samples.num_samples)
+        num_samples=None if sample_budget is None else samples.num_samples, validate=False)
     return out, samples, marched
 
 

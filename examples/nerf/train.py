@@ -23,6 +23,22 @@ import numpy as np  # noqa: E402
 
 from examples.nerf import datasets, scene  # noqa: E402
 
+# Steps in one call of the training step's tf.function under --strategy multiworker. A call
+# costs its Python and each collective's set-up (about 1.2 ms on two H100s) whatever its steps:
+# two workers train 1.31x the rays a second at eight steps a call that they train at one
+# (README.md, "Measured on two H100s"). Elsewhere the default stays one step a call: the ray
+# count follows the sample budget between calls only, and with a call's steps it lags.
+MULTIWORKER_STEPS_PER_CALL = 8
+
+
+def _check_finite(loss, step):
+    """float(loss) (a read-back: where fit() reads it anyway), or FloatingPointError when training diverged."""
+    value = float(loss)
+    if not math.isfinite(value):
+        raise FloatingPointError(f"the training loss is {value} after step {step}: training diverged "
+                                 "(a lower --lr may help)")
+    return value
+
 
 def build_parser():
     p = argparse.ArgumentParser(prog="python -m examples.nerf.train", description=__doc__,
@@ -48,11 +64,12 @@ def build_parser():
     g.add_argument("--bytes-per-pack", type=int, default=32 << 20,
                    help="multiworker: the gradients are all-reduced in packs of about this many bytes "
                         "(0: one pack), each started as soon as its gradients exist")
-    g.add_argument("--steps-per-call", type=int, default=1, metavar="K",
+    g.add_argument("--steps-per-call", type=int, default=None, metavar="K",
                    help="run up to K training steps in one call of the step's tf.function (a loop in the "
                         "graph): the per-call costs (Python, the collectives' set-up under a strategy) are "
                         "paid once per K steps; a call ends early at a grid update, evaluation or checkpoint, "
-                        "and the ray count and learning rate change between calls only")
+                        "and the ray count and learning rate change between calls only (default: "
+                        f"{MULTIWORKER_STEPS_PER_CALL} under --strategy multiworker, else 1)")
     g = p.add_argument_group("scene")
     g.add_argument("--data", default=None, metavar="PATH",
                    help="train on a scene from disk: a NeRF-synthetic folder, an instant-ngp/nerfstudio "
@@ -295,7 +312,9 @@ class Trainer:
             raise ValueError("--march-budget is the --jit step's march before pruning: it needs --jit (and pruning)")
         if self.jit and a.strategy != "default":
             raise ValueError(f"--jit: --strategy {a.strategy} is not compiled whole; use --strategy default")
-        self.steps_per_call = getattr(a, "steps_per_call", 1)
+        self.steps_per_call = getattr(a, "steps_per_call", None)
+        if self.steps_per_call is None:
+            self.steps_per_call = MULTIWORKER_STEPS_PER_CALL if a.strategy == "multiworker" else 1
         if self.steps_per_call < 1:
             raise ValueError(f"--steps-per-call must be at least 1, got {self.steps_per_call}")
         if self.jit and self.steps_per_call > 1:
@@ -1001,6 +1020,7 @@ class Trainer:
             while timed and eval_at and train_time - start_train_time >= eval_at[0]:
                 eval_at.pop(0)
             if (a.eval_every and (s % a.eval_every == 0 or last)) or timed or (last and self.eval_at_seconds):
+                _check_finite(loss, s)
                 val, _, _ = self.evaluate("val", a.eval_views)
                 self.history.append(dict(step=s, train_seconds=round(train_time, 3),
                                          val_psnr=round(val, 4), train_psnr=round(psnr_from_mse(float(mse)), 4),
@@ -1011,7 +1031,7 @@ class Trainer:
             if a.ckpt_every and (s % a.ckpt_every == 0 or last):
                 self.manager.save(checkpoint_number=s)
             if verbose and (s // 10 > before // 10 or last):  # float(): a read-back, so only for the progress bar
-                vals = [("loss", float(loss)), ("psnr", psnr_from_mse(float(mse))), ("steps/s", rate),
+                vals = [("loss", _check_finite(loss, s)), ("psnr", psnr_from_mse(float(mse))), ("steps/s", rate),
                         ("samples/ray", self.samples_per_ray or float(a.samples))]
                 if val is not None:
                     vals.append(("val_psnr", val))

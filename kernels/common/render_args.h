@@ -20,6 +20,10 @@ struct RenderArgs {
   bool background_per_ray;
   float early_termination;
   const MO_DEVICE T *sigma, *rgb, *background;
+  // The `validate` attribute: whether the host raises for the first invalid
+  // ray (the device code checks every ray either way; an invalid one renders
+  // NaN). Without it a CUDA launch reads nothing back.
+  bool validate = true;
 };
 
 // The forward's outputs.

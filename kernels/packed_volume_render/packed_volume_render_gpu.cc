@@ -22,8 +22,10 @@
 namespace mo {
 namespace {
 
-// A device word for the first invalid ray.
-absl::Status BadRayWord(::tensorflow::OpKernelContext* ctx, ::tensorflow::Tensor* word, unsigned long long** bad) {
+// A device word for the first invalid ray (none without validate).
+absl::Status BadRayWord(::tensorflow::OpKernelContext* ctx, bool validate, ::tensorflow::Tensor* word,
+                        unsigned long long** bad) {
+  if (!validate) return absl::OkStatus();
   TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT64, ::tensorflow::TensorShape({1}), word));
   *bad = reinterpret_cast<unsigned long long*>(word->flat<int64_t>().data());
   return absl::OkStatus();
@@ -36,14 +38,14 @@ struct PackedVolumeRenderFunctor<GPUDevice, T> {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderForwardArgs<T>& a) {
     ::tensorflow::Tensor word;
     unsigned long long* bad = nullptr;
-    TF_RETURN_IF_ERROR(BadRayWord(ctx, &word, &bad));
+    TF_RETURN_IF_ERROR(BadRayWord(ctx, a.validate, &word, &bad));
     return cuda::PackedVolumeRenderForward<T>(a, bad, cuda::Stream(ctx));
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const PackedVolumeRenderBackwardArgs<T>& a) {
     ::tensorflow::Tensor word;
     unsigned long long* bad = nullptr;
-    TF_RETURN_IF_ERROR(BadRayWord(ctx, &word, &bad));
+    TF_RETURN_IF_ERROR(BadRayWord(ctx, a.validate, &word, &bad));
     return cuda::PackedVolumeRenderBackward<T>(a, bad, cuda::Stream(ctx));
   }
 };

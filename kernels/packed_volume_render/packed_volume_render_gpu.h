@@ -7,7 +7,8 @@
 // the host (a synchronisation of the stream per call) reads it back, and only
 // on failure the few values its message needs are copied and checked on the
 // host by the CPU kernel's checks. `word` is one 8-byte word of device
-// scratch from the caller's allocator.
+// scratch from the caller's allocator (none where the op's validate is
+// false: the launch alone, no synchronisation).
 #ifndef MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_GPU_H_
 #define MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_GPU_H_
 
@@ -60,9 +61,12 @@ absl::Status PackedVolumeRenderFirstBadRay(const char* op, cudaError_t err, cons
 
 // Launches launch(a, word, stream) with `word` set to UINT64_MAX for the
 // first invalid ray, and returns PackedVolumeRenderFirstBadRay's verdict.
+// With a.validate false: the launch alone (`word` may be nullptr), nothing
+// read back, so the host does not wait for the kernel.
 template <typename Args, typename Launch>
 absl::Status PackedVolumeRenderChecked(const char* op, const Args& a, Launch launch, unsigned long long* word,
                                        cudaStream_t stream) {
+  if (!a.validate) return LaunchStatus(op, launch(a, nullptr, stream));
   TF_RETURN_IF_ERROR(CudaStatus("MetalOpsPackedVolumeRender CUDA check",
                                 cudaMemsetAsync(word, 0xFF, sizeof(unsigned long long), stream)));
   const cudaError_t err = launch(a, word, stream);

@@ -25,10 +25,10 @@ namespace mo {
 // The inputs both directions take first: sigma, rgb, t_starts, t_ends,
 // ray_offsets, ray_counts, background.
 template <typename T>
-RenderArgs<T> PackedRenderArgs(const volume_render::RayShapes& shapes, float early_termination,
+RenderArgs<T> PackedRenderArgs(const volume_render::RayShapes& shapes, const packed_volume_render::Attrs& attrs,
                                const ::tensorflow::Tensor* const* in) {
-  return {shapes.rays, shapes.samples, shapes.background_per_ray, early_termination,
-          in[0]->flat<T>().data(), in[1]->flat<T>().data(), in[6]->flat<T>().data()};
+  return {shapes.rays, shapes.samples, shapes.background_per_ray, attrs.early_termination,
+          in[0]->flat<T>().data(), in[1]->flat<T>().data(), in[6]->flat<T>().data(), attrs.validate};
 }
 
 template <typename T>
@@ -69,7 +69,7 @@ class PackedVolumeRenderOp
     for (int i = 0; i < 7; ++i) in[i] = &ctx->input(i);
     const int64_t R = shapes.rays, N = shapes.samples;
     PackedVolumeRenderForwardArgs<T> args = {
-        PackedRenderArgs<T>(shapes, attrs_.early_termination, in), PackedSamplesOf<T>(in), {}};
+        PackedRenderArgs<T>(shapes, attrs_, in), PackedSamplesOf<T>(in), {}};
     OP_REQUIRES_OK(ctx, AllocateRenderOutputs<T>(ctx, R, attrs_.return_weights, TensorShape({N}), TensorShape({0}),
                                                  &args));
     if (R == 0) return;
@@ -95,7 +95,7 @@ class PackedVolumeRenderGradOp
                                                                                dims(10), dims(11), dims(12), dims(13),
                                                                                dims(14), &has_weight_grad)));
     PackedVolumeRenderBackwardArgs<T> args = {
-        PackedRenderArgs<T>(shapes, attrs_.early_termination, in), PackedSamplesOf<T>(in), {}};
+        PackedRenderArgs<T>(shapes, attrs_, in), PackedSamplesOf<T>(in), {}};
     OP_REQUIRES_OK(ctx, AllocateRenderGrads<T>(ctx, 7, shapes.rays, has_weight_grad, &args));
     if (shapes.rays == 0) return;
     OP_REQUIRES_OK(ctx, (PackedVolumeRenderFunctor<Device, T>::Backward(ctx, args)));

@@ -7,6 +7,7 @@
 #define MO_KERNELS_VOLUME_RENDER_RENDER_XLA_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "kernels/common/render_args.h"
 #include "kernels/xla/xla_ffi.h"
@@ -18,10 +19,18 @@ namespace xla_ffi {
 // [R, S]; PackedVolumeRender: sigma [N]), background [3] or [R, 3].
 template <typename T>
 RenderArgs<T> RenderArgsOf(int64_t rays, const ffi::AnyBuffer& sigma, const ffi::AnyBuffer& rgb,
-                           const ffi::AnyBuffer& background, float early_termination) {
+                           const ffi::AnyBuffer& background, float early_termination, int64_t validate) {
   const int64_t samples = sigma.dimensions().size() == 2 ? sigma.dimensions()[1] : sigma.dimensions()[0];
-  return {rays, samples, background.dimensions().size() == 2, early_termination, Data<T>(sigma), Data<T>(rgb),
-          Data<T>(background)};
+  return {rays,          samples,      background.dimensions().size() == 2, early_termination, Data<T>(sigma),
+          Data<T>(rgb), Data<T>(background), validate != 0};
+}
+
+// A binding with the renderers' attributes after its buffers (the XLA kernels'
+// RenderFfiAttrs, kernels/volume_render/render_xla_kernel.h): early_termination,
+// then validate (0 or 1).
+template <typename Binding>
+auto BindRenderAttrs(Binding binding) {
+  return std::move(binding).template Attr<float>("early_termination").template Attr<int64_t>("validate");
 }
 
 // The forward's outputs; no weights where the op returns an empty tensor for them.

@@ -27,11 +27,11 @@ struct RenderOnHost {
 
   static ffi::Error Forward(ffi::AnyBuffer sigma, ffi::AnyBuffer rgb, SampleBuffers... samples,
                             ffi::AnyBuffer background, RetBuffer out_rgb, RetBuffer depth, RetBuffer opacity,
-                            RetBuffer weights, float early_termination) {
+                            RetBuffer weights, float early_termination, int64_t validate) {
     const int64_t rays = out_rgb->dimensions()[0];
     return xla_ffi::ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, forward, [&](auto type) {
       using T = decltype(type);
-      const ForwardArgs<T> a = {xla_ffi::RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
+      const ForwardArgs<T> a = {xla_ffi::RenderArgsOf<T>(rays, sigma, rgb, background, early_termination, validate),
                                 xla_ffi::SamplesOf<T>(samples...),
                                 xla_ffi::RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
       return xla_ffi::ToError(Functor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), a));
@@ -43,25 +43,21 @@ struct RenderOnHost {
                              ffi::AnyBuffer opacity, ffi::AnyBuffer weights, ffi::AnyBuffer grad_rgb,
                              ffi::AnyBuffer grad_depth, ffi::AnyBuffer grad_opacity, ffi::AnyBuffer grad_weights,
                              RetBuffer grad_sigma, RetBuffer grad_samples_rgb, RetBuffer grad_background,
-                             float early_termination) {
+                             float early_termination, int64_t validate) {
     const int64_t rays = out_rgb.dimensions()[0];
     return xla_ffi::ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, backward, [&](auto type) {
       using T = decltype(type);
       const BackwardArgs<T> a = {
-          xla_ffi::RenderArgsOf<T>(rays, sigma, rgb, background, early_termination), xla_ffi::SamplesOf<T>(samples...),
+          xla_ffi::RenderArgsOf<T>(rays, sigma, rgb, background, early_termination, validate), xla_ffi::SamplesOf<T>(samples...),
           xla_ffi::RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
                                     grad_sigma, grad_samples_rgb, grad_background)};
       return xla_ffi::ToError(Functor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), a));
     });
   }
 
-  // The calls' bindings: the buffers in the ops' order, then the attribute.
-  static auto ForwardBinding() {
-    return xla_ffi::BindBuffers<3 + kSampleBuffers, 4>().template Attr<float>("early_termination");
-  }
-  static auto BackwardBinding() {
-    return xla_ffi::BindBuffers<11 + kSampleBuffers, 3>().template Attr<float>("early_termination");
-  }
+  // The calls' bindings: the buffers in the ops' order, then the attributes.
+  static auto ForwardBinding() { return xla_ffi::BindRenderAttrs(xla_ffi::BindBuffers<3 + kSampleBuffers, 4>()); }
+  static auto BackwardBinding() { return xla_ffi::BindRenderAttrs(xla_ffi::BindBuffers<11 + kSampleBuffers, 3>()); }
 };
 
 }  // namespace xla_kernels

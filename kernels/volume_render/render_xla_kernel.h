@@ -32,6 +32,11 @@ using GradInputsFn = checks::Result (*)(const char* op, const volume_render::Ray
                                         const checks::Dims& grad_opacity, const checks::Dims& grad_weights,
                                         bool* has_weight_grad);
 
+// The attributes the handlers take (kernels/volume_render/render_xla.h's RenderArgsOf).
+inline FfiAttrs RenderFfiAttrs(const volume_render::Attrs& attrs) {
+  return FfiAttrs().Float("early_termination", attrs.early_termination).Int("validate", attrs.validate ? 1 : 0);
+}
+
 // The forward `op` on its kInputs inputs: out_rgb [R, 3], depth [R], opacity
 // [R], and the weights shaped like the samples when return_weights (else
 // empty).
@@ -43,7 +48,7 @@ void CompileRender(XlaOpKernelContext* ctx, const volume_render::Attrs& attrs) {
   EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs),
               {ArrayShape(type, {s.rays, 3}), ArrayShape(type, {s.rays}), ArrayShape(type, {s.rays}),
                ArrayShape(type, samples_dims(s.rays, attrs.return_weights ? s.samples : 0))},
-              FfiAttrs().Float("early_termination", attrs.early_termination));
+              RenderFfiAttrs(attrs));
 }
 
 // The backward `op`: the forward's kInputs inputs, then its outputs and their
@@ -61,7 +66,7 @@ void CompileRenderGrad(XlaOpKernelContext* ctx, const volume_render::Attrs& attr
   const ::xla::PrimitiveType type = ElementType(ctx, 0);
   EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs + 8),
               {ArrayShape(type, InputDims(ctx, 0)), ArrayShape(type, InputDims(ctx, 1)), ArrayShape(type, {s.rays, 3})},
-              FfiAttrs().Float("early_termination", attrs.early_termination));
+              RenderFfiAttrs(attrs));
 }
 
 template <const char* op, int kInputs, RayShapesFn ray_shapes, SamplesDimsFn samples_dims>

@@ -24,11 +24,14 @@ namespace mo {
 template <typename T>
 struct VolumeRenderFunctor<GPUDevice, T> {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const VolumeRenderForwardArgs<T>& a) {
-    // Two device words record the first invalid ray (sigma, t); read back once.
+    // Two device words record the first invalid ray (sigma, t); read back once (validate only).
     ::tensorflow::Tensor words;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT64, ::tensorflow::TensorShape({2}), &words));
+    if (a.validate) {
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT64, ::tensorflow::TensorShape({2}), &words));
+    }
     return cuda::VolumeRenderForwardChecked<T>(
-        a, reinterpret_cast<unsigned long long*>(words.flat<int64_t>().data()), cuda::Stream(ctx));
+        a, a.validate ? reinterpret_cast<unsigned long long*>(words.flat<int64_t>().data()) : nullptr,
+        cuda::Stream(ctx));
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const VolumeRenderBackwardArgs<T>& a) {

@@ -6,7 +6,8 @@
 // words to the first bad ray (sigma, t), one 16-byte copy to the host (a
 // synchronisation of the stream per call) reads them back, and only on
 // failure that ray's samples are copied for the message. `words` is two
-// 8-byte words of device scratch from the caller's allocator.
+// 8-byte words of device scratch from the caller's allocator (none where the
+// op's validate is false: the launch alone, no synchronisation).
 #ifndef MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_GPU_H_
 #define MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_GPU_H_
 
@@ -26,6 +27,7 @@ namespace cuda {
 template <typename T>
 absl::Status VolumeRenderForwardChecked(const VolumeRenderForwardArgs<T>& a, unsigned long long* words,
                                         cudaStream_t stream) {
+  if (!a.validate) return LaunchStatus("MetalOpsVolumeRender", LaunchVolumeRenderForward<T>(a, nullptr, stream));
   const int64_t S = a.samples;
   cudaError_t err = cudaMemsetAsync(words, 0xFF, 2 * sizeof(unsigned long long), stream);
   if (err == cudaSuccess) err = LaunchVolumeRenderForward<T>(a, words, stream);

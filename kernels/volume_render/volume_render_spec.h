@@ -29,6 +29,7 @@ inline Result EarlyTermination(const char* op, float early_termination) {
 struct Attrs {
   float early_termination = 1e-4f;
   bool return_weights = false;  // the forward's only
+  bool validate = true;         // raise for the first invalid ray (RenderArgs::validate)
 };
 
 // Reads (kernels/spec/checks.h ReadEach) and checks the attributes: the one attribute
@@ -39,6 +40,7 @@ template <typename Get>
 Result ReadAttrs(Get&& get, const char* op, bool forward, Attrs* a) {
   MO_RETURN_IF_INVALID(checks::ReadEach(get, op, "early_termination", &a->early_termination));
   if (forward) MO_RETURN_IF_INVALID(checks::ReadEach(get, op, "return_weights", &a->return_weights));
+  MO_RETURN_IF_INVALID(checks::ReadEach(get, op, "validate", &a->validate));
   return EarlyTermination(op, a->early_termination);
 }
 

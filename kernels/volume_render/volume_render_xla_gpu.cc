@@ -5,6 +5,7 @@
 // The forward reads the first invalid ray back with a synchronous copy on
 // XLA's stream (as the GPU kernel does on TensorFlow's), so a negative or NaN
 // sigma or a decreasing t is an XLA error with the CPU kernel's message.
+// With validate=False it takes no words and reads nothing back.
 // Compiled in the CUDA builds (GOOGLE_CUDA); `make cuda-check` syntax-checks it.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
@@ -23,13 +24,13 @@ namespace {
 
 ffi::Error Forward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer sigma, ffi::AnyBuffer rgb,
                    ffi::AnyBuffer t, ffi::AnyBuffer background, RetBuffer out_rgb, RetBuffer depth,
-                   RetBuffer opacity, RetBuffer weights, float early_termination) {
+                   RetBuffer opacity, RetBuffer weights, float early_termination, int64_t validate) {
   const int64_t rays = sigma.dimensions()[0];
   return ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "VolumeRender", [&](auto type) {
     using T = decltype(type);
-    const VolumeRenderForwardArgs<T> a = {RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
+    const VolumeRenderForwardArgs<T> a = {RenderArgsOf<T>(rays, sigma, rgb, background, early_termination, validate),
                                           SamplesOf<T>(t), RenderOutputsOf<T>(out_rgb, depth, opacity, weights)};
-    return LaunchWithCheckWords(scratch, 2, "VolumeRender", [&](unsigned long long* words) {
+    return LaunchWithCheckWords(scratch, validate ? 2 : 0, "VolumeRender", [&](unsigned long long* words) {
       return cuda::VolumeRenderForwardChecked<T>(a, words, stream);
     });
   });
@@ -39,12 +40,13 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer sigma, ffi::AnyBuffer rg
                     ffi::AnyBuffer background, ffi::AnyBuffer out_rgb, ffi::AnyBuffer depth, ffi::AnyBuffer opacity,
                     ffi::AnyBuffer weights, ffi::AnyBuffer grad_rgb, ffi::AnyBuffer grad_depth,
                     ffi::AnyBuffer grad_opacity, ffi::AnyBuffer grad_weights, RetBuffer grad_sigma,
-                    RetBuffer grad_samples_rgb, RetBuffer grad_background, float early_termination) {
+                    RetBuffer grad_samples_rgb, RetBuffer grad_background, float early_termination,
+                    int64_t validate) {
   const int64_t rays = sigma.dimensions()[0];
   return ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, "VolumeRenderGrad", [&](auto type) {
     using T = decltype(type);
     const VolumeRenderBackwardArgs<T> a = {
-        RenderArgsOf<T>(rays, sigma, rgb, background, early_termination),
+        RenderArgsOf<T>(rays, sigma, rgb, background, early_termination, validate),
         SamplesOf<T>(t),
         RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
                          grad_sigma, grad_samples_rgb, grad_background)};
@@ -52,10 +54,8 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer sigma, ffi::AnyBuffer rg
   });
 }
 
-MO_XLA_FFI_HANDLER("MetalOpsVolumeRender", "CUDA", Forward,
-                   BindStreamScratchBuffers<4, 4>().Attr<float>("early_termination"));
-MO_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "CUDA", Backward,
-                   BindStreamBuffers<12, 3>().Attr<float>("early_termination"));
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRender", "CUDA", Forward, BindRenderAttrs(BindStreamScratchBuffers<4, 4>()));
+MO_XLA_FFI_HANDLER("MetalOpsVolumeRenderGrad", "CUDA", Backward, BindRenderAttrs(BindStreamBuffers<12, 3>()));
 
 }  // namespace
 }  // namespace xla_ffi

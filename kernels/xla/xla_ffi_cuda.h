@@ -34,10 +34,12 @@ auto BindStreamScratchBuffers() {
 
 // launch(words) with `count` 8-byte device words from XLA's scratch (the
 // validation flags the launch's checks lower and read back), as an FFI error;
-// an error naming `op` when the scratch is not there.
+// an error naming `op` when the scratch is not there. count 0 (an op called
+// with validate=False): launch(nullptr), nothing allocated.
 template <typename Launch>
 ffi::Error LaunchWithCheckWords(ffi::ScratchAllocator& scratch, size_t count, const char* op, Launch&& launch) {
   unsigned long long* words = nullptr;
+  if (count == 0) return ToError(launch(words));
   ffi::Error error = ScratchOf(scratch, count, op, &words);
   if (error.failure()) return error;
   return ToError(launch(words));

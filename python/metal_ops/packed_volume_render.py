@@ -21,7 +21,8 @@ PackedVolumeRenderOutput = collections.namedtuple("PackedVolumeRenderOutput", ["
 
 
 def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background=None,
-                         early_termination=1e-4, return_weights=False, num_samples=None, name=None):
+                         early_termination=1e-4, return_weights=False, num_samples=None, validate=True,
+                         name=None):
     """Renders R rays over N packed samples in one fused op.
 
     Args:
@@ -45,6 +46,10 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
         their values: they render nothing, their weights are 0 and their
         gradients 0 (they become zero-length samples of zero density on rays
         of their own, at most 64 samples each, whose results are dropped).
+      validate: raise for the first invalid ray (below). False: invalid rays
+        render NaN and nothing is raised; on a CUDA GPU the op then reads
+        nothing back, so the host does not wait for the kernel (for layouts
+        that `ray_march` / `ray_march_static` returned, in a training step).
 
     Returns:
       PackedVolumeRenderOutput(rgb [R, 3], depth [R], opacity [R], weights [N] or None).
@@ -52,9 +57,9 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
       included); t_starts, t_ends and the layout get none.
 
     Raises:
-      InvalidArgumentError: a layout that breaks the rule above (naming
-        'ray_offsets' or 'ray_counts' and the ray), negative (or NaN) sigma,
-        t_end < t_start (naming the sample and ray), mismatched shapes,
+      InvalidArgumentError: with validate, a layout that breaks the rule above
+        (naming 'ray_offsets' or 'ray_counts' and the ray), negative (or NaN)
+        sigma, t_end < t_start (naming the sample and ray); mismatched shapes,
         early_termination outside [0, 1] (kernels/packed_volume_render/packed_volume_render_spec.h;
         in a graph, shape errors and the attribute's are ValueErrors).
       TypeError: ray_offsets / ray_counts not int32.
@@ -68,10 +73,12 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
         if num_samples is not None:
             rays = tf.shape(ray_counts)[0]
             sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background = _padding_rays(
-                sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, _int32(num_samples, "num_samples"))
+                sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, _int32(num_samples, "num_samples"),
+                validate)
         out_rgb, depth, opacity, weights = load_library().metal_ops_packed_volume_render(
             sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
-            early_termination=float(early_termination), return_weights=bool(return_weights))
+            early_termination=float(early_termination), return_weights=bool(return_weights),
+            validate=bool(validate))
         if rays is not None:  # the padding's rays
             out_rgb, depth, opacity = out_rgb[:rays], depth[:rays], opacity[:rays]
         return PackedVolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
@@ -83,12 +90,13 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
 _PADDING_RAY_SAMPLES = 64
 
 
-def _padding_rays(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, num_samples):
+def _padding_rays(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background, num_samples, validate):
     """The padding [num_samples, N) as [0, 0] intervals of zero density and colour on rays of their own.
 
     ceil(N / 64) rays follow the R given ones (a static count where N is), ray j taking samples
     [num_samples + 64 j, num_samples + 64 (j + 1)) within N, so the layout rule holds; the
-    caller drops their outputs. A per-ray background gets them as zero rows.
+    caller drops their outputs. A per-ray background gets them as zero rows. With `validate`,
+    asserts that the counts sum to num_samples <= N (without, the op's NaNs tell).
     """
     n_static = sigma.shape[0]
     n = tf.shape(sigma)[0] if n_static is None else n_static
@@ -97,7 +105,7 @@ def _padding_rays(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, backgro
                                   message="packed_volume_render: 'ray_counts' must sum to 'num_samples'"),
         tf.debugging.assert_less_equal(num_samples, n, message="packed_volume_render: 'num_samples' must be at "
                                                                "most N, the length of 'sigma'"),
-    ]
+    ] if validate else []
     with tf.control_dependencies(checks):
         valid = tf.range(n) < num_samples
     sigma = tf.where(valid, sigma, tf.zeros_like(sigma))
@@ -132,6 +140,6 @@ def _packed_volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weig
     grad_sigma, grad_rgb_samples, grad_background = load_library().metal_ops_packed_volume_render_grad(
         sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
         *_upstream(op, grad_rgb, grad_depth, grad_opacity, grad_weights),
-        early_termination=op.get_attr("early_termination"))
+        early_termination=op.get_attr("early_termination"), validate=op.get_attr("validate"))
     # No gradient for the intervals or the layout (docs/PACKED_VOLUME_RENDER.md).
     return [grad_sigma, grad_rgb_samples, None, None, None, None, _background_grad(background, grad_background)]

@@ -141,15 +141,20 @@ def cases(ops=None, cpu_only=False):
 
     use, rng = wanted("volume_render")
     if use:
-        for r, s, weights in [(37, 19, True), (0, 16, True), (8, 0, False), (4096, 64, False)]:
-            out.append(_case("volume_render", f"rays={r} samples={s} weights={weights}", np.float32,
-                             list(_rays(rng, r, s)),
-                             lambda a, b, c, w=weights: metal_ops.volume_render(a, b, c, return_weights=w), 1e-4,
-                             {"return_weights": weights}))
+        # validate=False: the launch without the check's read-back (CUDA)
+        for r, s, weights, check in [(37, 19, True, True), (0, 16, True, True), (8, 0, False, True),
+                                     (4096, 64, False, True), (4096, 64, True, False)]:
+            out.append(_case("volume_render", f"rays={r} samples={s} weights={weights}" + ("" if check else
+                                                                                            " validate=False"),
+                             np.float32, list(_rays(rng, r, s)),
+                             lambda a, b, c, w=weights, v=check: metal_ops.volume_render(a, b, c, return_weights=w,
+                                                                                         validate=v), 1e-4,
+                             {"return_weights": weights, "validate": check}))
 
     use, rng = wanted("packed_volume_render")
     if use:
-        for r, mean, weights in [(37, 9, True), (0, 4, True), (6, 0, False), (4096, 24, False)]:
+        for r, mean, weights, check in [(37, 9, True, True), (0, 4, True, True), (6, 0, False, True),
+                                        (4096, 24, False, True), (4096, 24, True, False)]:
             counts = rng.integers(0, 2 * mean + 1, r).astype(np.int32)
             offsets = (np.cumsum(counts) - counts).astype(np.int32)
             n = int(counts.sum())
@@ -159,10 +164,12 @@ def cases(ops=None, cpu_only=False):
             for o, c in zip(offsets, counts):
                 t_starts[o:o + c] = np.sort(t_starts[o:o + c])  # sorted per ray, as ray_march gives them
             t_ends = (t_starts + rng.uniform(0, 0.05, n)).astype(np.float32)
-            out.append(_case("packed_volume_render", f"rays={r} samples={n} weights={weights}", np.float32,
-                             [sigma, rgb, t_starts, t_ends, offsets, counts],
-                             lambda a, b, c, d, e, f, w=weights: metal_ops.packed_volume_render(
-                                 a, b, c, d, e, f, return_weights=w), 1e-4, {"return_weights": weights}))
+            out.append(_case("packed_volume_render", f"rays={r} samples={n} weights={weights}" + ("" if check else
+                                                                                                   " validate=False"),
+                             np.float32, [sigma, rgb, t_starts, t_ends, offsets, counts],
+                             lambda a, b, c, d, e, f, w=weights, v=check: metal_ops.packed_volume_render(
+                                 a, b, c, d, e, f, return_weights=w, validate=v), 1e-4,
+                             {"return_weights": weights, "validate": check}))
 
     use, rng = wanted("distortion_loss")
     if use:

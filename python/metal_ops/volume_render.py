@@ -17,7 +17,8 @@ from metal_ops._loader import load_library
 VolumeRenderOutput = collections.namedtuple("VolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
 
 
-def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return_weights=False, name=None):
+def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return_weights=False, validate=True,
+                  name=None):
     """Renders R rays of S samples each in one fused op.
 
     Args:
@@ -31,6 +32,10 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
       early_termination: samples from the first one whose transmittance is below
         this threshold on are skipped, in forward and backward (0 disables).
       return_weights: also return the per-sample weights [R, S].
+      validate: raise for the first invalid ray (below). False: invalid rays
+        render NaN and nothing is raised; on a CUDA GPU the op then reads
+        nothing back, so the host does not wait for the kernel (for inputs
+        that are valid by construction, in a training step).
 
     Returns:
       VolumeRenderOutput(rgb [R, 3], depth [R], opacity [R], weights [R, S] or None).
@@ -39,7 +44,7 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
 
     Raises:
       InvalidArgumentError: negative (or NaN) sigma, decreasing t (the message
-        names the ray and sample), mismatched shapes (naming the argument) or
+        names the ray and sample; with validate), mismatched shapes (naming the argument) or
         early_termination outside [0, 1] (kernels/volume_render/volume_render_spec.h;
         in a graph, shape errors and the attribute's are ValueErrors).
     """
@@ -47,7 +52,7 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
         sigma, background, (rgb, t) = _float_inputs("volume_render", sigma, background, rgb=rgb, t=t)
         out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(
             sigma, rgb, t, background, early_termination=float(early_termination),
-            return_weights=bool(return_weights)
+            return_weights=bool(return_weights), validate=bool(validate)
         )
         return VolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
 
@@ -77,7 +82,7 @@ def _volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weights):
     sigma, rgb, t, background = op.inputs
     grad_sigma, grad_rgb_samples, grad_background = load_library().metal_ops_volume_render_grad(
         sigma, rgb, t, background, *_upstream(op, grad_rgb, grad_depth, grad_opacity, grad_weights),
-        early_termination=op.get_attr("early_termination"),
+        early_termination=op.get_attr("early_termination"), validate=op.get_attr("validate"),
     )
     # No gradient for t (documented in docs/VOLUME_RENDER.md).
     return [grad_sigma, grad_rgb_samples, None, _background_grad(background, grad_background)]
