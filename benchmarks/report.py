@@ -347,6 +347,12 @@ SECTIONS = {
                       "standard test views, beside instant-NGP's published figure.", _nerf_scene,
                       [("run", "what"), ("test PSNR dB", "psnr"), ("SSIM", "ssim"), ("views", "views"),
                        ("GPU", "gpu")]),
+    "nerf_mic_2min.h100": ("NeRF on mic (NeRF-synthetic), 2 minutes on an H100",
+                           "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 2 --tag 2min`: the same "
+                           "recipe with a 2-minute budget (its learning-rate schedule fitted to it), PSNR and SSIM "
+                           "over the 200 standard test views.", _nerf_scene,
+                           [("run", "what"), ("test PSNR dB", "psnr"), ("SSIM", "ssim"), ("views", "views"),
+                            ("GPU", "gpu")]),
     "nerf_mic_profile.h100": ("NeRF on mic: one training step's time",
                               "`--profile`: after 300 steps, 30 steps under TensorFlow's profiler at two sample "
                               "budgets: wall and GPU-busy ms per step, kernels per step, the occupancy grid's "

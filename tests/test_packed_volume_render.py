@@ -337,7 +337,7 @@ def test_without_validate_invalid_rays_render_nan_and_nothing_is_raised(jit):
     # valid input: the same results either way
     for a, b in zip(render_and_grads(p, jit, validate=False), want):
         np.testing.assert_array_equal(a, b)
-    # negative sigma in ray 1 (samples 3-4): ray 1 is NaN, rays 0 and 2 as before
+    # negative sigma in ray 1 (samples 3-4): ray 1 is NaN, rays 0 and 2 as with valid input
     p[0][4] = -1.0
     rgb, depth, opacity, weights, _, _ = render_and_grads(p, jit, validate=False)
     assert np.isnan(rgb[1]).all() and np.isnan(depth[1]) and np.isnan(opacity[1])
