@@ -21,8 +21,8 @@ template <typename T>
 RenderArgs<T> RenderArgsOf(int64_t rays, const ffi::AnyBuffer& sigma, const ffi::AnyBuffer& rgb,
                            const ffi::AnyBuffer& background, float early_termination, int64_t validate) {
   const int64_t samples = sigma.dimensions().size() == 2 ? sigma.dimensions()[1] : sigma.dimensions()[0];
-  return {rays,          samples,      background.dimensions().size() == 2, early_termination, Data<T>(sigma),
-          Data<T>(rgb), Data<T>(background), validate != 0};
+  return {rays, samples, background.dimensions().size() == 2,
+          early_termination, Data<T>(sigma), Data<T>(rgb), Data<T>(background), validate != 0};
 }
 
 // A binding with the renderers' attributes after its buffers (the XLA kernels'

@@ -48,7 +48,8 @@ struct RenderOnHost {
     return xla_ffi::ForTypeUnlessEmpty<float, double>(sigma.element_type(), rays, backward, [&](auto type) {
       using T = decltype(type);
       const BackwardArgs<T> a = {
-          xla_ffi::RenderArgsOf<T>(rays, sigma, rgb, background, early_termination, validate), xla_ffi::SamplesOf<T>(samples...),
+          xla_ffi::RenderArgsOf<T>(rays, sigma, rgb, background, early_termination, validate),
+          xla_ffi::SamplesOf<T>(samples...),
           xla_ffi::RenderGradsOf<T>(out_rgb, depth, opacity, weights, grad_rgb, grad_depth, grad_opacity, grad_weights,
                                     grad_sigma, grad_samples_rgb, grad_background)};
       return xla_ffi::ToError(Functor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), a));

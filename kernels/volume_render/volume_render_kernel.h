@@ -87,7 +87,9 @@ class VolumeRenderOp : public OpKernelWithAttrs<volume_render::Attrs, true> {
     const int64_t R = shapes.rays, S = shapes.samples;
     auto data = [&](int i) { return ctx->input(i).flat<T>().data(); };
     VolumeRenderForwardArgs<T> args = {
-        {R, S, shapes.background_per_ray, attrs_.early_termination, data(0), data(1), data(3), attrs_.validate}, {data(2)}, {}};
+        {R, S, shapes.background_per_ray, attrs_.early_termination, data(0), data(1), data(3), attrs_.validate},
+        {data(2)},
+        {}};
     OP_REQUIRES_OK(ctx, AllocateRenderOutputs<T>(ctx, R, attrs_.return_weights, TensorShape({R, S}),
                                                  TensorShape({R, 0}), &args));
     if (R == 0) return;
