@@ -256,6 +256,7 @@ def _nerf_scene_profile(d):
              "grid_every": r["grid_every"]} for r in d["rows"]]
 
 
+NERF_SCENE = [("run", "what"), ("test PSNR dB", "psnr"), ("SSIM", "ssim"), ("views", "views"), ("GPU", "gpu")]
 NERF_DEMO = [("steps", "step"), ("training s", "train_seconds"), ("test PSNR dB", "test_psnr_mean"),
              ("test SSIM", "test_ssim_mean"), ("MLP precision", "mlp_precision"), ("Adam", "adam"),
              ("rays/step", "rays_per_step"), ("field evaluations/ray", "field_evals_per_ray"),
@@ -344,15 +345,11 @@ SECTIONS = {
     "nerf_mic.h100": ("NeRF on mic (NeRF-synthetic), 5 minutes on an H100",
                       "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 5`: the GPU recipe "
                       "(examples/nerf/README.md), 100 training views at 800x800, PSNR and SSIM over the 200 "
-                      "standard test views, beside instant-NGP's published figure.", _nerf_scene,
-                      [("run", "what"), ("test PSNR dB", "psnr"), ("SSIM", "ssim"), ("views", "views"),
-                       ("GPU", "gpu")]),
+                      "standard test views, beside instant-NGP's published figure.", _nerf_scene, NERF_SCENE),
     "nerf_mic_2min.h100": ("NeRF on mic (NeRF-synthetic), 2 minutes on an H100",
                            "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 2 --tag 2min`: the same "
                            "recipe with a 2-minute budget (its learning-rate schedule fitted to it), PSNR and SSIM "
-                           "over the 200 standard test views.", _nerf_scene,
-                           [("run", "what"), ("test PSNR dB", "psnr"), ("SSIM", "ssim"), ("views", "views"),
-                            ("GPU", "gpu")]),
+                           "over the 200 standard test views.", _nerf_scene, NERF_SCENE),
     "nerf_mic_profile.h100": ("NeRF on mic: one training step's time",
                               "`--profile`: after 300 steps, 30 steps under TensorFlow's profiler at two sample "
                               "budgets: wall and GPU-busy ms per step, kernels per step, the occupancy grid's "

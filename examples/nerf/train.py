@@ -24,10 +24,9 @@ import numpy as np  # noqa: E402
 from examples.nerf import datasets, scene  # noqa: E402
 
 # Steps in one call of the training step's tf.function under --strategy multiworker. A call
-# costs its Python and each collective's set-up (about 1.2 ms on two H100s) whatever its steps:
-# two workers train 1.31x the rays a second at eight steps a call that they train at one
-# (README.md, "Measured on two H100s"). Elsewhere the default stays one step a call: the ray
-# count follows the sample budget between calls only, and with a call's steps it lags.
+# costs its Python and each collective's set-up whatever its steps (README.md, "Measured on
+# two H100s"). Elsewhere the default is one step a call: the ray count follows the sample
+# budget between calls only, and over a call's steps it lags.
 MULTIWORKER_STEPS_PER_CALL = 8
 
 
