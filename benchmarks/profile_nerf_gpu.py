@@ -115,16 +115,24 @@ def main(argv=None):
     trainer = nerf_train.Trainer(flags, strategy=strategy, log=lambda *a: None)
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task") if flags.strategy == "multiworker" else None
     logdir = os.path.join(args.logdir, f"worker{task.get('index')}") if task else args.logdir
-    trainer.train_until(trainer.step + args.warmup_steps)  # --steps-per-call: several steps a call
+    float(trainer.train_until(trainer.step + args.warmup_steps)[0])  # --steps-per-call: several steps a call
     t0 = time.perf_counter()
-    trainer.train_until(trainer.step + args.steps)
+    loss, _ = trainer.train_until(trainer.step + args.steps)
+    float(loss)
     wall_ms = (time.perf_counter() - t0) * 1e3 / args.steps
-    grid_ms = None
-    if trainer.grid is not None and flags.occupancy:  # three updates, timed whole (they end in a read-back)
-        t0 = time.perf_counter()
-        for i in range(3):
-            trainer.update_grid(trainer.step + flags.grid_every * i)
-        grid_ms = (time.perf_counter() - t0) * 1e3 / 3
+    grid_ms = grid = None
+    if trainer.grid is not None and flags.occupancy:  # three updates, timed whole, then three profiled
+        def grid_updates():
+            t0 = time.perf_counter()
+            float([trainer.update_grid(trainer.step + flags.grid_every * i) for i in range(3)][-1])
+            return (time.perf_counter() - t0) * 1e3 / 3
+
+        grid_ms = grid_updates()
+        tf.profiler.experimental.start(os.path.join(logdir, "grid"))
+        grid_profiled_ms = grid_updates()
+        tf.profiler.experimental.stop()
+        paths = sorted(glob.glob(os.path.join(logdir, "grid", "plugins", "profile", "*", "*.xplane.pb")))
+        grid = {"profiled_wall_ms": grid_profiled_ms, **summarise_xspace(paths[-1], 3, top=10)} if paths else None
 
     tf.profiler.experimental.start(logdir)
     t0 = time.perf_counter()
@@ -136,7 +144,7 @@ def main(argv=None):
     result = {
         "benchmark": "nerf_gpu_profile", "steps": args.steps, "warmup_steps": args.warmup_steps,
         "wall_ms_per_step": wall_ms, "profiled_wall_ms_per_step": profiled_ms, "grid_update_ms": grid_ms,
-        "grid_every": flags.grid_every,
+        "grid_every": flags.grid_every, "grid_update_profile": grid,
         "rays_per_step": trainer.rays_for_budget(), "samples_per_ray": trainer.samples_per_ray,
         "devices": [d.name for d in tf.config.list_logical_devices()], "tensorflow": tf.__version__,
         "platform": platform.platform(), "trainer_flags": trainer_flags, **summary,
@@ -161,6 +169,13 @@ def main(argv=None):
         print("  " + summary["note"])
         for name, ms in summary.get("top_host_events_ms_per_step", []):
             print(f"  {ms:7.3f} ms  {name}")
+    if grid and grid.get("gpu"):
+        print(f"grid update: {grid['profiled_wall_ms']:.1f} ms while profiled, GPU busy {grid['busy_ms_per_step']:.2f} "
+              f"ms, {grid['kernels_per_step']:.0f} kernels, {grid['d2h_copies_per_step']:.1f} device-to-host copies")
+        for name, ms in grid["top_kernels_ms_per_step"]:
+            print(f"  {ms:7.3f} ms  {name}")
+        for name, ms in grid["top_host_events_ms_per_step"][:10]:
+            print(f"  {ms:7.3f} ms  {name} (host)")
     from benchmarks import timing
 
     gpus = tf.config.list_physical_devices("GPU")

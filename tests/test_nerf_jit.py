@@ -77,6 +77,29 @@ def test_jit_step_compiles_each_loss_mlp_and_adam(tmp_path, flags):
 
 
 @pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_steps_per_call_compiles_the_loop_and_trains_as_one_step_a_call(tmp_path):
+    """--jit --steps-per-call 4: the calls of four steps are one XLA program (a loop in it), a shorter
+    call (the first step, the steps before a grid update) runs one compiled step at a time, and the
+    run takes the samples and reaches the losses and weights of one compiled step a call."""
+    one = _trainer(tmp_path, "one", "--jit", "--sample-budget", "16384", "--grid-every", "4")
+    four = _trainer(tmp_path, "four", "--jit", "--sample-budget", "16384", "--grid-every", "4", "--steps-per-call", "4")
+    init = [v.numpy() for v in four.model.trainable_variables]
+    for tr in (one, four):
+        tr.rays_for_budget = lambda: 256
+        losses = [float(tr.train_steps(limit=10)[0]) for _ in range(10) if tr.step < 10]
+        assert tr.step == 10 and int(tr.step_var.numpy()) == 10
+        tr.losses = losses
+    # four: step 0 alone (the first call), 1-3 one at a time (the grid update at 4 ends the call),
+    # 4-7 in one call, 8 and 9 one at a time (the limit ends the call)
+    assert len(four.losses) == 7 and four.losses[4] == pytest.approx(one.losses[7], rel=1e-4)
+    assert list(four._jit_block_fn) == [256] and list(four._jit_fn) == [256]
+    assert four._jit_block_fn[256].experimental_get_tracing_count() == 1
+    assert four.sample_stats() == one.sample_stats()
+    for w0, a, b in zip(init, one.model.trainable_variables, four.model.trainable_variables):
+        assert np.linalg.norm(b.numpy() - a.numpy()) <= 0.03 * np.linalg.norm(a.numpy() - w0), a.path
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
 def test_jit_step_masks_the_rays_the_budget_drops(tmp_path):
     """A budget too small for the batch: the rays after the last one whose pruned samples fit get
     none, and the step trains as the default step on the rays kept (loss and MSE means over them)."""

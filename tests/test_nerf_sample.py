@@ -349,8 +349,6 @@ def test_steps_per_call_trains_as_one_step_a_call(tmp_path):
     assert fitted.step == 11 and len(fitted.step_seconds) == 11 and [h["step"] for h in fitted.history] == [6, 11]
     with pytest.raises(ValueError, match="--steps-per-call must be at least 1"):
         trainer("k0", "--steps-per-call", "0")
-    with pytest.raises(ValueError, match="--steps-per-call runs the default step in a loop; --jit"):
-        train.Trainer(_args(tmp_path, "--name", "kj", "--jit", "--steps-per-call", "2"), log=lambda *a: None)
 
 
 def test_march_training_step_is_traced_once_across_the_grid_warmup(tmp_path):

@@ -67,7 +67,8 @@ def build_parser():
                    help="run up to K training steps in one call of the step's tf.function (a loop in the "
                         "graph): the per-call costs (Python, the collectives' set-up under a strategy) are "
                         "paid once per K steps; a call ends early at a grid update, evaluation or checkpoint, "
-                        "and the ray count and learning rate change between calls only (default: "
+                        "and the ray count and learning rate change between calls only; with --jit the K steps "
+                        "are one XLA program (a loop in it) and a shorter call runs one step at a time (default: "
                         f"{MULTIWORKER_STEPS_PER_CALL} under --strategy multiworker, else 1)")
     g = p.add_argument_group("scene")
     g.add_argument("--data", default=None, metavar="PATH",
@@ -316,9 +317,6 @@ class Trainer:
             self.steps_per_call = MULTIWORKER_STEPS_PER_CALL if a.strategy == "multiworker" else 1
         if self.steps_per_call < 1:
             raise ValueError(f"--steps-per-call must be at least 1, got {self.steps_per_call}")
-        if self.jit and self.steps_per_call > 1:
-            raise ValueError("--steps-per-call runs the default step in a loop; --jit compiles one step a call: "
-                             "use one of them")
         if self.jit:
             self._check_jit_kernels()
         if a.lr is None:
@@ -404,11 +402,13 @@ class Trainer:
                     # every cell occupied before the grid warm-up ends, then the grid's mask,
                     # packed where it changes (publish_occupancy), not every step; not saved.
                     # One variable for both phases, so one traced training step serves the
-                    # whole run. int32: MultiWorkerMirroredStrategy broadcasts initial
-                    # values with collectives, which take no uint8.
+                    # whole run. Its bytes as float32 words (bitcast, never computed with):
+                    # MultiWorkerMirroredStrategy broadcasts initial values with collectives,
+                    # which take no uint8, and an int32 variable lives in host memory (a copy
+                    # to the GPU every step, and a wait for it at every publish).
                     self.all_occupied_bits = metal_ops.pack_occupancy(tf.ones_like(self.grid.mask)[None]).numpy()
                     self.occupancy_words = tf.Variable(
-                        tf.cast(self.all_occupied_bits, tf.int32), trainable=False, name="occupancy_bits",
+                        self._words(self.all_occupied_bits), trainable=False, name="occupancy_bits",
                         synchronization=tf.VariableSynchronization.ON_WRITE,
                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                     self._published_grid = False
@@ -463,6 +463,7 @@ class Trainer:
         self._train_fn = {}
         self._block_fn = {}  # --steps-per-call: the loop of steps of each use_grid
         self._jit_fn = {}  # --jit: the compiled step of each ray count
+        self._jit_block_fn = {}  # --jit --steps-per-call: the compiled loop of steps of each ray count
         self._occupancy_arg = None  # --jit: the bitfield the compiled step was given (occupancy_bits)
         self._render_fn = {}
         self.eval_at_seconds = []  # fit(): also evaluate when the training time passes each of these
@@ -563,14 +564,22 @@ class Trainer:
         return (np.concatenate(os_).astype(np.float32), np.concatenate(ds_).astype(np.float32),
                 np.concatenate(cs))
 
+    def _words(self, bits):
+        """uint8 [1, B] -> float32 [1, ceil(B / 4)] holding the same bytes (see occupancy_words)."""
+        tf = self.tf
+        bits = tf.convert_to_tensor(bits)
+        pad = -int(bits.shape[1]) % 4
+        return tf.bitcast(tf.reshape(tf.pad(bits, [[0, 0], [0, pad]]), [1, -1, 4]), tf.float32)
+
     def _packed_mask(self):
-        """The occupancy mask packed for metal_ops.ray_march, as int32 (see occupancy_words)."""
-        return self.tf.cast(self.metal_ops.pack_occupancy(self.grid.mask[None]), self.tf.int32)
+        """The occupancy mask packed for metal_ops.ray_march, as float32 words (see occupancy_words)."""
+        return self._words(self.metal_ops.pack_occupancy(self.grid.mask[None]))
 
     def occupancy_bits(self):
         """The bitfield the training step marches through (uint8 [1, ceil(G^3 / 8)])."""
+        tf = self.tf
         words = self.occupancy_words if self._occupancy_arg is None else self._occupancy_arg
-        return self.tf.cast(words, self.tf.uint8)
+        return tf.reshape(tf.bitcast(words, tf.uint8), [1, -1])[:, :self.all_occupied_bits.shape[1]]
 
     def publish_occupancy(self, step, force=False):
         """Points the march sampler's bitfield at what step `step` uses: every cell
@@ -579,8 +588,7 @@ class Trainer:
         live = self.use_grid(step)
         if live == self._published_grid and not (force and live):
             return
-        self.occupancy_words.assign(self._packed_mask() if live else self.tf.cast(self.all_occupied_bits,
-                                                                                   self.tf.int32))
+        self.occupancy_words.assign(self._packed_mask() if live else self._words(self.all_occupied_bits))
         self._published_grid = live
 
     @property
@@ -722,10 +730,9 @@ class Trainer:
         if rays not in self._jit_fn:
             tf = self.tf
 
-            # The bitfield is an argument: TensorFlow keeps an int32 variable in host
-            # memory, which a function XLA compiles for a GPU cannot read.
+            # The bitfield is an argument (the variable's value at the call).
             @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([rays], tf.int64),
-                                                            tf.TensorSpec(self.occupancy_words.shape, tf.int32)])
+                                                            tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
             def jit_train_fn(idx, occupancy_words):
                 self._occupancy_arg = occupancy_words
                 try:
@@ -735,6 +742,33 @@ class Trainer:
 
             self._jit_fn[rays] = jit_train_fn
         return self._jit_fn[rays]
+
+    def _get_jit_block_fn(self, rays):
+        """--jit --steps-per-call K: K steps of `rays` rays as one XLA program, a loop in it (one
+        compilation per ray count); returns the last step's loss and mse and each step's counts [K, 3].
+        The step counter advances in the loop: it seeds the next step's jitter."""
+        if rays not in self._jit_block_fn:
+            tf, k = self.tf, self.steps_per_call
+
+            @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([k, rays], tf.int64),
+                                                            tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
+            def jit_block_fn(idx, occupancy_words):
+                self._occupancy_arg = occupancy_words
+                try:
+                    figures = tf.TensorArray(tf.float32, size=k, element_shape=[2])
+                    counts = tf.TensorArray(tf.int64, size=k, element_shape=[3])
+                    for i in tf.range(k):
+                        loss, mse, c = self._replica_step(idx[i], True)
+                        figures = figures.write(i, tf.cast(tf.stack([loss, mse]), tf.float32))
+                        counts = counts.write(i, c)
+                        self.step_var.assign_add(1)
+                    last = figures.read(k - 1)
+                    return last[0], last[1], counts.stack()
+                finally:
+                    self._occupancy_arg = None
+
+            self._jit_block_fn[rays] = jit_block_fn
+        return self._jit_block_fn[rays]
 
     def _get_train_fn(self, use_grid):
         if use_grid in self._train_fn:
@@ -816,6 +850,9 @@ class Trainer:
             self._lr = lr
 
     def update_grid(self, step):
+        """The occupancy grid's update of `step`, and with the march sampler past the grid's warm-up
+        the bitfield it marches, in one call; returns the occupied share of the cells (a scalar
+        tensor: nothing waits for the device until it is read)."""
         tf = self.tf
         if self._grid_fn is None:
             def density(p):
@@ -826,15 +863,19 @@ class Trainer:
             chunk = None if runs_on_gpu(self.strategy) else 1 << 17
 
             @tf.function
-            def grid_fn(seed, every_cell):
-                return self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
+            def grid_fn(seed, every_cell, publish):
+                occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
+                if publish:
+                    self.occupancy_words.assign(self._packed_mask())
+                return occupied
 
             self._grid_fn = grid_fn
-        # a python bool: one trace per phase (one in all for the every-cell rule)
+        # python bools: one trace per phase (two in all for the every-cell rule)
         every_cell = self.grid.rule == "every-cell" or step < self.grid.NGP_WARMUP_STEPS
-        occupied = float(self._grid_fn(tf.constant([self.args.seed, step], tf.int64), every_cell))
-        if self.marching:
-            self.publish_occupancy(step, force=True)
+        publish = self.marching and self.use_grid(step)
+        occupied = self._grid_fn(tf.constant([self.args.seed, step], tf.int64), every_cell, publish)
+        if publish:
+            self._published_grid = True
         return occupied
 
     def _before_call(self, step):
@@ -874,8 +915,20 @@ class Trainer:
         if self.steps_per_call == 1:
             return self.train_one_step()
         tf, step = self.tf, self.step
-        self._before_call(step)
         end = self.call_end(step, limit)
+        if self.jit:
+            # --jit compiles K steps a call (one shape): a shorter call runs its first step alone.
+            if end - step < self.steps_per_call:
+                return self.train_one_step()
+            self._before_call(step)
+            rays = self.jit_rays()
+            idx = tf.constant(np.stack([self.batch_indices(s, rays) for s in range(step, end)]))
+            loss, mse, counts = self._get_jit_block_fn(rays)(idx, self.occupancy_words.read_value())
+            self._step = end
+            self.flush_counts()
+            self._pending_counts = (rays, counts)
+            return loss, mse
+        self._before_call(step)
         fn = self._get_block_fn(True if self.marching else self.use_grid(step))
         rays = self.rays_for_budget()
         figures = fn(tf.constant(np.stack([self.batch_indices(s, rays) for s in range(step, end)])))
@@ -1056,7 +1109,7 @@ class Trainer:
         """The steps fit() ran in this process: the first one's seconds (tracing and, with --jit, XLA's
         compilation included), the median step's milliseconds after it, and the training-step traces."""
         t = self.step_seconds
-        fns = list(self._jit_fn.values()) + list(self._train_fn.values()) + list(self._block_fn.values())
+        fns = [f for fs in (self._jit_fn, self._jit_block_fn, self._train_fn, self._block_fn) for f in fs.values()]
         return dict(first_step_s=round(t[0], 3) if t else None,
                     steady_step_ms=round(1000.0 * float(np.median(t[1:])), 2) if len(t) > 1 else None,
                     train_step_traces=sum(f.experimental_get_tracing_count() for f in fns))
