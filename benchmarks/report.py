@@ -215,6 +215,10 @@ def _nerf_gpu_profile(d):
     rows += [{"what": f"kernel `{name[:70]}`", "ms": ms} for name, ms in d.get("top_kernels_ms_per_step", [])[:5]]
     if d.get("grid_update_ms") is not None:
         rows.append({"what": f"occupancy-grid update (every {d['grid_every']} steps)", "ms": d["grid_update_ms"]})
+    grid = d.get("grid_update_profile") or {}
+    if grid.get("busy_ms_per_step") is not None:
+        rows += [{"what": "occupancy-grid update: GPU busy", "ms": grid["busy_ms_per_step"]},
+                 {"what": "occupancy-grid update: kernels", "ms": grid["kernels_per_step"]}]
     return rows
 
 
@@ -248,6 +252,12 @@ def _nerf_scene(d):
     for a in d.get("anchors") or []:
         rows.append({"what": f"{a['method']}, {a['seconds'] / 60:g} min", "psnr": a["psnr"], "gpu": a.get("gpu")})
     return rows
+
+
+def _nerf_ablation(d):
+    return [{"what": r["label"], "steps": r["steps"], "ms": r["ms_per_step"], "psnr": r["test_psnr"],
+             "views": r["test_views"]} for r in d["rows"]] + \
+        [{"what": f"{label}: left out (the budget)"} for label in d.get("left_out") or []]
 
 
 def _nerf_scene_profile(d):
@@ -296,18 +306,30 @@ SECTIONS = {
                        "3000 training steps of the hash-grid NeRF (float16 fused MLPs, fused Adam) through "
                        "TensorFlow's CUDA build; test PSNR over 8 held-out views.", _nerf_demo,
                        NERF_DEMO),
-    "nerf_demo_jit.h100": ("NeRF sample on a GPU, the step compiled whole by XLA",
-                           "The demo above with `--jit`: each training step one XLA program over a static ray "
-                           "count (examples/nerf/README.md, \"`--jit`\"); one compilation per ray count.",
-                           _nerf_demo, NERF_DEMO),
+    "nerf_demo_jit.h100": ("NeRF sample on a GPU, the steps compiled whole by XLA, eight a call",
+                           "The demo above with `--jit --steps-per-call 8`: eight training steps one XLA program "
+                           "over a static ray count (examples/nerf/README.md, \"`--jit`\"); compilations: one "
+                           "step and the loop of eight, for each ray count.", _nerf_demo, NERF_DEMO),
+    "nerf_demo_steps8.h100": ("NeRF sample on a GPU, eight steps a call",
+                              "The demo above with `--steps-per-call 8`: eight steps a call of the step's "
+                              "tf.function, a loop in its graph.", _nerf_demo, NERF_DEMO),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",
                                   _nerf_demo, NERF_DEMO),
     "nerf_demo_float32.h100": ("NeRF sample on a GPU, float32 MLPs",
                                "The demo above with `--mlp-precision float32`.", _nerf_demo, NERF_DEMO),
-    "nerf_gpu_profile.h100": ("NeRF step on a GPU: where the time goes",
-                              "One training step of the demo after 300 steps, TensorFlow's profiler summarised: "
-                              "the wall time, the GPU's busy time and the five longest kernels (ms per step).",
-                              _nerf_gpu_profile, [("", "what"), ("ms (count for kernels)", "ms")]),
+    "nerf_gpu_profile.h100": ("NeRF step on a GPU at instant-NGP's sample budget, compiled, eight steps a call",
+                              "`python -m benchmarks.profile_nerf_gpu --warmup-steps 300 --steps 40 --recipe ngp "
+                              "--jit --steps-per-call 8`: the procedural scene with the recipe of scenes from disk "
+                              "(2^18 samples a step, a 128^3 grid), eight steps as one XLA program a call, 300 steps "
+                              "in; wall time timed, then TensorFlow's profiler summarised (the GPU's busy time, the "
+                              "five longest kernels, ms per step; the occupancy grid's update timed whole and "
+                              "profiled).", _nerf_gpu_profile, [("", "what"), ("ms (count for kernels)", "ms")]),
+    "nerf_gpu_profile_jit1.h100": ("The same step compiled, one step a call",
+                                   "The profile above with `--jit` alone.", _nerf_gpu_profile,
+                                   [("", "what"), ("ms (count for kernels)", "ms")]),
+    "nerf_gpu_profile_default.h100": ("The same step, TensorFlow's executor (no XLA)",
+                                      "The profile above with neither `--jit` nor `--steps-per-call`.",
+                                      _nerf_gpu_profile, [("", "what"), ("ms (count for kernels)", "ms")]),
     "nerf_gpu_profile.h200": ("NeRF step on a GPU at instant-NGP's sample budget: where the time goes",
                               "`python -m benchmarks.profile_nerf_gpu --recipe ngp`: the procedural scene with "
                               "the recipe of scenes from disk (2^18 samples a step, a 128^3 grid), 300 steps in, "
@@ -350,6 +372,25 @@ SECTIONS = {
                            "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 2 --tag 2min`: the same "
                            "recipe with a 2-minute budget (its learning-rate schedule fitted to it), PSNR and SSIM "
                            "over the 200 standard test views.", _nerf_scene, NERF_SCENE),
+    "nerf_mic_2min_jit8.h100": ("NeRF on mic (NeRF-synthetic), 2 minutes on an H100, compiled, eight steps a call",
+                                "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 2 --tag 2min_jit8 -- "
+                                "--jit --steps-per-call 8`: the 2-minute run above with eight training steps as one "
+                                "XLA program a call.", _nerf_scene, NERF_SCENE),
+    "nerf_mic_ablation.h100": ("NeRF on mic: the recipe's ablation, 30 s a row on an H100",
+                               "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 0 --ablation "
+                               "--ablation-seconds 30 --budget-minutes 6.5`: the ngp recipe, then one change a "
+                               "row, each trained for 30 s (its first step's tracing included) in one process, PSNR "
+                               "over 25 evenly spaced test views. The recipe's row, the process's first, started "
+                               "while fox loaded on the other GPU and ran at 15.6 ms a step against about 12 for "
+                               "the rest: compare the other rows with each other.",
+                               _nerf_ablation, [("row", "what"), ("steps", "steps"), ("ms/step", "ms"),
+                                                ("test PSNR dB", "psnr"), ("views", "views")]),
+    "nerf_fox.h100": ("NeRF on fox (instant-ngp's capture), 2 minutes on an H100",
+                      "`python -m benchmarks.nerf_scene_gpu --data <fox> --minutes 2`: the ngp recipe on "
+                      "instant-ngp's `data/nerf/fox` as it is (50 of its 67 frames have images, 1080x1920; every "
+                      "8th held out: 43 training and 7 test views), beside the ablation on mic on the other GPU; "
+                      "curve in [nerf_fox.h100.png](../benchmarks/results/nerf_fox.h100.png). No published "
+                      "figure exists for these held-out views.", _nerf_scene, NERF_SCENE),
     "nerf_mic_profile.h100": ("NeRF on mic: one training step's time",
                               "`--profile`: after 300 steps, 30 steps under TensorFlow's profiler at two sample "
                               "budgets: wall and GPU-busy ms per step, kernels per step, the occupancy grid's "
