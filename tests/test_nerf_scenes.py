@@ -241,6 +241,7 @@ def test_nerf_scene_gpu_script_quick(tmp_path, kind):
         return
     ablation = json.loads((results / f"nerf_{name}_ablation.{device}.json").read_text())
     assert [r["label"] for r in ablation["rows"]] == [label for label, _ in nerf_scene_gpu.ABLATION[:2]]
+    assert ablation["warmup_seconds"] == 1  # --ablation-warmup at most --ablation-seconds
     profile = json.loads((results / f"nerf_{name}_profile.{device}.json").read_text())
     assert [r["sample_budget"] for r in profile["rows"]] == [8192, 16384]
     assert all(r["wall_ms_per_step"] > 0 for r in profile["rows"])
