@@ -24,7 +24,8 @@ finishes (a part run by a later command replaces its own entry only):
    the strategy: rays per second (all workers' rays over the slowest
    worker's training time after the first step, and over the median step)
    and held-out PSNR; and the Keras model of part 1 as N workers against one
-   process, each worker with its own points: points per second.
+   process, each worker with its own points: points per second; on GPUs also
+   with each replica's step compiled by XLA (the all-reduce an XLA collective).
 4. profile: `python -m benchmarks.profile_nerf_gpu` (TensorFlow's profiler
    over the NeRF sample's steps) in one process, then as N workers with
    --batch-rays rays each: per process the step's wall and GPU-busy time,
@@ -34,7 +35,7 @@ finishes (a part run by a later command replaces its own entry only):
    sample's communication options) and adds to it, against the same step
    without the all-reduce, one step a call and eight in a loop a call: what
    one collective adds to a step, and what calls of several steps (the NeRF
-   sample's --steps-per-call) save of it.
+   sample's --steps-per-call) save of it; on GPUs also compiled by XLA.
 6. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
 
 The tolerance of part 1, per weight and step. (a) Summation order: a replica
@@ -159,6 +160,9 @@ def keras_worker(args):
     x, y = keras_data(args.keras_worker_batch, tf_config.get("task", {}).get("index", 0))
     xb, yb = (strategy.experimental_distribute_values_from_function(lambda ctx, v=v: tf.constant(v)) for v in (x, y))
 
+    # --keras-jit: each replica's step compiled by XLA, the gradients' all-reduce in it, as
+    # Keras's fit() runs model.compile(jit_compile=True) under a strategy
+    @tf.function(jit_compile=args.keras_jit or None)
     def replica(xb, yb):
         with tf.GradientTape() as tape:
             loss = loss_fn(yb, model(xb, training=True))  # divided by the replicas: the sum is the mean
@@ -384,12 +388,12 @@ def nerf_workers_run(name, workers, strategy, gpus, args, out_dir, extra):
             "test_psnr_mean": m["test_psnr_mean"], "wall_seconds": wall}
 
 
-def keras_workers_run(name, workers, strategy, gpus, args, per_call=1):
-    """The Keras model as `workers` processes (launch, keras_worker), `per_call` steps a call:
-    points per second, last loss."""
+def keras_workers_run(name, workers, strategy, gpus, args, per_call=1, jit=False):
+    """The Keras model as `workers` processes (launch, keras_worker), `per_call` steps a call, each
+    replica's step compiled by XLA with `jit`: points per second, last loss."""
     cmd = [sys.executable, "-m", "benchmarks.multi_gpu", "--keras-worker", "--keras-worker-steps",
            str(args.keras_worker_steps), "--keras-worker-batch", str(args.keras_worker_batch), "--lr", str(args.lr),
-           "--steps-per-call", str(per_call)]
+           "--steps-per-call", str(per_call)] + (["--keras-jit"] if jit else [])
     stdouts, error, wall = launch(cmd, workers, strategy, gpus, args.worker_timeout)
     row = {"name": name, "workers": workers, "strategy": strategy, "gpus_per_worker": 1 if gpus else 0,
            "command": " ".join(cmd[1:]), "points_per_worker": args.keras_worker_batch}
@@ -428,12 +432,13 @@ def workers_part(args, out_dir, gpus):
                           for name, w, strategy, e in runs], "rays_per_second")
     rows += _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
                            for name, w, strategy, e in looped], "rays_per_second")
-    for per_call in dict.fromkeys((1, k)):
-        suffix = "" if per_call == 1 else f"_{per_call}_a_call"
+    # XLA compiles the all-reduce on GPUs only: the compiled rows need them
+    for per_call, jit in [(p, False) for p in dict.fromkeys((1, k))] + ([(k, True)] if gpus else []):
+        suffix = ("" if per_call == 1 else f"_{per_call}_a_call") + ("_jit" if jit else "")
         rows += _versus_first([keras_workers_run(f"keras_one_worker_default{suffix}", 1, "default", gpus, args,
-                                                 per_call),
+                                                 per_call, jit),
                                keras_workers_run(f"keras_{n}_workers_multiworker{suffix}", n, "multiworker", gpus,
-                                                 args, per_call)], "points_per_second")
+                                                 args, per_call, jit)], "points_per_second")
     return rows
 
 
@@ -462,16 +467,17 @@ def collective_worker(args):
         with strategy.scope():
             v = tf.Variable(tf.ones([n]))
 
-        def timed(reduce, loop=1):
+        def timed(reduce, loop=1, jit=False):
             """Milliseconds a replica step ((all-reduce of) v, then v += 1e-6 of it) takes, in calls of
-            `loop` steps (a loop in the graph, as --steps-per-call runs the NeRF sample's steps)."""
+            `loop` steps (a loop in the graph, as --steps-per-call runs the NeRF sample's steps);
+            `jit`: the call compiled by XLA, the all-reduce an XLA collective."""
             def replica():
                 x = v * 1e-3
                 if reduce:
                     x = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, x)
                 v.assign_add(x * 1e-6)
 
-            @tf.function
+            @tf.function(jit_compile=jit or None)
             def fn():
                 for _ in tf.range(loop):
                     strategy.run(replica)
@@ -487,8 +493,11 @@ def collective_worker(args):
             out.numpy()
             return (time.perf_counter() - t0) * 1e3 / (calls * loop)
 
-        rows.append({"floats": n, "bytes": 4 * n, "all_reduce_ms": timed(True), "without_ms": timed(False),
-                     "all_reduce_ms_8_a_call": timed(True, 8), "without_ms_8_a_call": timed(False, 8)})
+        row = {"floats": n, "bytes": 4 * n, "all_reduce_ms": timed(True), "without_ms": timed(False),
+               "all_reduce_ms_8_a_call": timed(True, 8), "without_ms_8_a_call": timed(False, 8)}
+        if tf.config.list_logical_devices("GPU"):  # XLA compiles collectives for GPUs only
+            row.update(all_reduce_ms_jit=timed(True, jit=True), without_ms_jit=timed(False, jit=True))
+        rows.append(row)
     print("COLLECTIVE_WORKER", json.dumps({"rows": rows, "replicas": strategy.num_replicas_in_sync}))
 
 
@@ -552,6 +561,7 @@ def main(argv=None):
     p.add_argument("--keras-worker-steps", type=int, default=200, help="workers: the Keras model's timed steps")
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
     p.add_argument("--keras-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that run
+    p.add_argument("--keras-jit", action="store_true", help=argparse.SUPPRESS)  # that process's step under XLA
     p.add_argument("--collective-calls", type=int, default=200, help="collective: timed calls of each function")
     p.add_argument("--steps-per-call", type=int, default=8, metavar="K",
                    help="workers: also run one process and the workers at K steps a call of the step's function "

@@ -159,6 +159,21 @@ def test_ngp_grid_rule_updates_a_quarter_at_random_and_a_quarter_of_the_occupied
         sampling.OccupancyGrid(aabb, rule="sometimes")
 
 
+@pytest.mark.parametrize("share,tries", [(0.1, 10), (0.5, 3), (0.0, 10), (1.0, 1)])
+def test_first_occupied_takes_the_first_occupied_try_else_the_last(share, tries):
+    import tensorflow as tf
+
+    from examples.nerf import sampling
+
+    rng = np.random.default_rng(7)
+    mask = (rng.random(997) < share).astype(np.float32)
+    cells = rng.integers(0, mask.size, (4001, tries))
+    want = np.array([next((c for c in row if mask[c] > 0), row[-1]) for row in cells])
+    got = sampling.first_occupied(tf.constant(mask), tf.constant(cells)).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert sampling.first_occupied(tf.constant(mask), tf.zeros([0, tries], tf.int64)).shape == (0,)
+
+
 def _tiny_ngp_args(tmp_path, data, *extra):
     from examples.nerf import train
 

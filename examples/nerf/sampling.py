@@ -47,6 +47,17 @@ def blocked_cumsum(x, block=1024):
     return tf.reshape(within + before[:, None], [-1])[:n]
 
 
+def first_occupied(mask, tries):
+    """For each row of `tries` (cell indices [N, T]), the first cell whose `mask` is positive,
+    else the row's last cell: instant-NGP's draw of an occupied cell, uniform over the occupied
+    cells where one is found (each try is uniform), a uniform cell where none is."""
+    hit = tf.gather(mask, tries) > 0
+    t = int(tries.shape[1])
+    # the first hit's column; T-1 (the last try) where the row has none
+    col = tf.reduce_min(tf.where(hit, tf.range(t, dtype=tries.dtype)[None, :], t - 1), axis=1)
+    return tf.gather(tries, col, batch_dims=1)
+
+
 def stratified(t_near, t_far, num_samples, jitter=True, seed=None):
     """Equal intervals between t_near and t_far, one (jittered) sample in each."""
     r = tf.shape(t_near)[0]
@@ -70,14 +81,18 @@ class OccupancyGrid(tf.Module):
     where its opacity, 1 - exp(-sigma * cell size), exceeds `threshold`.
     rule "ngp" (instant-NGP, nerfacc's OccGridEstimator): every cell during the
     first NGP_WARMUP_STEPS steps, then G^3/4 cells drawn uniformly and G^3/4
-    drawn from the occupied ones, the EMA applied to those; a cell is occupied
-    where sigma * `threshold_length` (one march step) exceeds `threshold`.
-    Both thresholds are lowered to the mean estimate (instant-NGP), so a
-    still-faint scene keeps its cells.
+    drawn as instant-NGP draws occupied ones (first_occupied), the EMA applied
+    to those; a cell is occupied where sigma * `threshold_length` (one march
+    step) exceeds `threshold`. Both thresholds are lowered to the mean
+    estimate (instant-NGP), so a still-faint scene keeps its cells.
     """
 
     RULES = ("every-cell", "ngp")
     NGP_WARMUP_STEPS = 256
+    # instant-NGP's draw of an occupied cell: up to 10 uniform tries, the first occupied one,
+    # else the last try. No list or running count of the occupied cells: a few fused gathers
+    # instead of a cumulative sum over all the cells and a search in it.
+    OCCUPIED_TRIES = 10
 
     def __init__(self, aabb, resolution=64, decay=0.8, threshold=0.01, name="occupancy", rule="every-cell",
                  threshold_length=None):
@@ -131,17 +146,11 @@ class OccupancyGrid(tf.Module):
         else:
             quarter = max(n // 4, 1)
             seed = tf.convert_to_tensor(seed, tf.int64)
-            uniform = tf.random.stateless_uniform([quarter], seed, 0, n, dtype=tf.int32)
-            # The occupied cells drawn without their list (whose length would be read back, a
-            # wait for the device): the k-th occupied cell is the first whose running count of
-            # occupied cells exceeds k (float32 counts: exact below 2^24 cells).
-            running = blocked_cumsum(tf.cast(self.mask > 0, tf.float32))
-            count = running[-1]
-            pick = tf.math.floor(tf.random.stateless_uniform([quarter], seed + 1) * count)
-            occupied = tf.minimum(tf.searchsorted(running, pick, side="right", out_type=tf.int32), n - 1)
-            # No occupied cell left: a second uniform draw (count is 0 only before the scene is found).
-            extra = tf.where(count > 0, occupied,
-                             tf.random.stateless_uniform([quarter], seed + 2, 0, n, dtype=tf.int32))
+            # int64 cell indices: TensorFlow keeps int32 concats, minimums and sums of a GPU
+            # in host memory, a copy each way.
+            uniform = tf.random.stateless_uniform([quarter], seed, 0, n, dtype=tf.int64)
+            tries = tf.random.stateless_uniform([quarter, self.OCCUPIED_TRIES], seed + 1, 0, n, dtype=tf.int64)
+            extra = first_occupied(self.mask, tries)
             idx = tf.concat([uniform, extra], 0)
             pts = self.cell_centers(seed + 3, idx)
         m = int(pts.shape[0])

@@ -862,7 +862,8 @@ class Trainer:
             # a CPU in chunks of 2^17, which bound its memory.
             chunk = None if runs_on_gpu(self.strategy) else 1 << 17
 
-            @tf.function
+            # --jit compiles the update too: its few dozen small kernels become a few fusions
+            @tf.function(jit_compile=self.jit or None)
             def grid_fn(seed, every_cell, publish):
                 occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
                 if publish:

@@ -133,11 +133,12 @@ def pack_occupancy(grid, name=None):
         if grid.shape.rank not in (2, 4):
             raise ValueError(f"pack_occupancy: 'grid' must be [C, G, G, G] or [C, G^3], got shape {grid.shape}")
         cascades = tf.shape(grid)[0]
-        bits = tf.cast(tf.not_equal(tf.reshape(grid, [cascades, -1]), tf.zeros([], grid.dtype)), tf.int32)
+        # float32 sums (exact: at most 255): a GPU keeps int32 products and sums in host memory
+        bits = tf.cast(tf.not_equal(tf.reshape(grid, [cascades, -1]), tf.zeros([], grid.dtype)), tf.float32)
         cells = tf.shape(bits)[1]
         bits = tf.pad(bits, [[0, 0], [0, (-cells) % 8]])
         bits = tf.reshape(bits, [cascades, -1, 8])
-        weights = tf.constant([1, 2, 4, 8, 16, 32, 64, 128], tf.int32)
+        weights = tf.constant([1, 2, 4, 8, 16, 32, 64, 128], tf.float32)
         return tf.cast(tf.reduce_sum(bits * weights, axis=-1), tf.uint8)
 
 
