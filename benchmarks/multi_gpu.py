@@ -24,8 +24,8 @@ finishes (a part run by a later command replaces its own entry only):
    the strategy: rays per second (all workers' rays over the slowest
    worker's training time after the first step, and over the median step)
    and held-out PSNR; and the Keras model of part 1 as N workers against one
-   process, each worker with its own points: points per second; on GPUs also
-   with each replica's step compiled by XLA (the all-reduce an XLA collective).
+   process, each worker with its own points: points per second; on GPUs both
+   also compiled by XLA (--jit; the all-reduce an XLA collective).
 4. profile: `python -m benchmarks.profile_nerf_gpu` (TensorFlow's profiler
    over the NeRF sample's steps) in one process, then as N workers with
    --batch-rays rays each: per process the step's wall and GPU-busy time,
@@ -428,10 +428,14 @@ def workers_part(args, out_dir, gpus):
     looped = [] if k == 1 else [(f"one_worker_default_{k}_a_call", 1, "default", extra + ["--steps-per-call", str(k)]),
                                 (f"{n}_workers_multiworker_{k}_a_call", n, "multiworker",
                                  extra + ["--steps-per-call", str(k)])]
-    rows = _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
-                          for name, w, strategy, e in runs], "rays_per_second")
-    rows += _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
-                           for name, w, strategy, e in looped], "rays_per_second")
+    # --jit: each worker's calls one XLA program, the all-reduce an XLA collective (GPUs only)
+    compiled = [] if not gpus else [
+        (f"one_worker_default_{k}_a_call_jit", 1, "default", extra + ["--steps-per-call", str(k), "--jit"]),
+        (f"{n}_workers_multiworker_{k}_a_call_jit", n, "multiworker", extra + ["--steps-per-call", str(k), "--jit"])]
+    rows = []
+    for group in (runs, looped, compiled):
+        rows += _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
+                               for name, w, strategy, e in group], "rays_per_second")
     # XLA compiles the all-reduce on GPUs only: the compiled rows need them
     for per_call, jit in [(p, False) for p in dict.fromkeys((1, k))] + ([(k, True)] if gpus else []):
         suffix = ("" if per_call == 1 else f"_{per_call}_a_call") + ("_jit" if jit else "")

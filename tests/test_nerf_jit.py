@@ -99,6 +99,63 @@ def test_jit_steps_per_call_compiles_the_loop_and_trains_as_one_step_a_call(tmp_
         assert np.linalg.norm(b.numpy() - a.numpy()) <= 0.03 * np.linalg.norm(a.numpy() - w0), a.path
 
 
+# A subprocess: creating MultiWorkerMirroredStrategy configures this process's collectives.
+_ONE_WORKER = """
+import json, pathlib, sys
+import numpy as np
+from examples.nerf import train
+from tests.test_nerf_jit import SMALL, _trainer
+from tests.test_nerf_sample import _args
+
+tmp = pathlib.Path(sys.argv[1])
+flags = ["--jit", "--sample-budget", "16384", "--grid-every", "4", "--steps-per-call", "4"]
+ref = _trainer(tmp, "ref", *flags)
+init = [v.numpy() for v in ref.model.trainable_variables]
+strategy = train.make_strategy("multiworker")  # no TF_CONFIG: one worker, this process's CPU
+worker = train.Trainer(_args(tmp, "--name", "worker", "--strategy", "multiworker", *SMALL, *flags),
+                       strategy=strategy, log=lambda *a: None)
+for v, w in zip(worker.model.trainable_variables, init):
+    v.assign(w)
+out = {}
+for name, tr in (("ref", ref), ("worker", worker)):
+    tr.rays_for_budget = lambda: 256
+    losses = [float(tr.train_steps(limit=10)[0]) for _ in range(10) if tr.step < 10]
+    out[name] = dict(losses=losses, stats=tr.sample_stats(), step=int(tr.step_var.numpy()),
+                     blocks=tr._jit_block_fn[256].experimental_get_tracing_count(),
+                     moved=[float(np.linalg.norm(v.numpy() - w)) for v, w in zip(tr.model.trainable_variables, init)])
+out["apart"] = [float(np.linalg.norm(a.numpy() - b.numpy()))
+                for a, b in zip(ref.model.trainable_variables, worker.model.trainable_variables)]
+out["jit_workers"] = worker._jit_workers
+print("RESULT", json.dumps(out))
+"""
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_under_the_multiworker_strategy_runs_strategy_run_in_the_program(tmp_path):
+    """--jit --strategy multiworker: each worker's calls are one XLA program with strategy.run in it
+    (its replica's share, the figures summed in the gradients' all-reduce). One worker on the CPU
+    (XLA compiles collectives for GPUs only, so two workers run on GPUs) trains as the default strategy."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "python"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    env.pop("TF_CONFIG", None)
+    run = subprocess.run([sys.executable, "-c", _ONE_WORKER, str(tmp_path)], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=600)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert run.returncode == 0 and lines, run.stderr[-3000:]
+    out = json.loads(lines[0].split(None, 1)[1])
+    ref, worker = out["ref"], out["worker"]
+    assert out["jit_workers"] and worker["step"] == ref["step"] == 10 and worker["blocks"] == 1
+    np.testing.assert_allclose(worker["losses"], ref["losses"], rtol=1e-4)
+    assert worker["stats"] == ref["stats"]
+    for moved, apart in zip(ref["moved"], out["apart"]):
+        assert moved > 0 and apart <= 0.03 * moved
+
+
 @pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
 def test_jit_step_masks_the_rays_the_budget_drops(tmp_path):
     """A budget too small for the batch: the rays after the last one whose pruned samples fit get
@@ -121,7 +178,7 @@ def test_jit_ray_count_overfills_the_budget(tmp_path):
     from examples.nerf import train
 
     tr = train.Trainer.__new__(train.Trainer)
-    tr.args = _args(tmp_path, "--batch-rays", "256")
+    tr.args, tr.num_replicas = _args(tmp_path, "--batch-rays", "256"), 1
     for want, rays in [(256, 256), (255, 256), (257, 512), (129, 256), (128, 128), (17, 32), (1, 16),
                        (4000, 4096), (4097, 4096)]:
         tr.rays_for_budget = lambda w=want: w
@@ -133,6 +190,7 @@ def test_jit_ray_count_overfills_the_budget(tmp_path):
     (["--model", "baseline"], "--jit needs --model hash --sampler march"),
     (["--distortion", "0.01"], "packed_distortion_loss, which has no XLA kernel"),
     (["--no-prune", "--march-budget", "100000"], "--march-budget is the --jit step's march before pruning"),
+    (["--strategy", "mirrored"], "--strategy mirrored is not compiled whole"),
 ])
 def test_jit_refuses_what_it_does_not_compile(tmp_path, flags, message):
     from examples.nerf import train

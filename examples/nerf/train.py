@@ -310,8 +310,9 @@ class Trainer:
                              "train with --distortion 0 or without --jit")
         if getattr(a, "march_budget", None) is not None and not (self.jit and a.prune):
             raise ValueError("--march-budget is the --jit step's march before pruning: it needs --jit (and pruning)")
-        if self.jit and a.strategy != "default":
-            raise ValueError(f"--jit: --strategy {a.strategy} is not compiled whole; use --strategy default")
+        if self.jit and a.strategy == "mirrored":
+            raise ValueError("--jit: --strategy mirrored is not compiled whole (one program a device); use "
+                             "--strategy multiworker, one GPU a worker, or --strategy default")
         self.steps_per_call = getattr(a, "steps_per_call", None)
         if self.steps_per_call is None:
             self.steps_per_call = MULTIWORKER_STEPS_PER_CALL if a.strategy == "multiworker" else 1
@@ -368,9 +369,15 @@ class Trainer:
 
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
-        if self.jit and (self.num_replicas > 1 or tf.distribute.has_strategy() or
-                         self.strategy is not tf.distribute.get_strategy()):
-            raise ValueError("--jit compiles the step of one replica under the default strategy")
+        # --jit under workers: each worker's step one XLA program, the gradients' all-reduce an XLA
+        # collective in it (NCCL), which XLA compiles for GPUs only.
+        self._jit_workers = self.jit and (tf.distribute.has_strategy() or
+                                          self.strategy is not tf.distribute.get_strategy())
+        if self._jit_workers and (len(self.strategy.extended.worker_devices) != 1 or
+                                  (self.num_replicas > 1 and not runs_on_gpu(self.strategy))):
+            raise ValueError("--jit under a strategy compiles one device's step a worker, and the workers' "
+                             "all-reduce for GPUs only: run one GPU a worker (--strategy multiworker), or "
+                             "train without --jit")
         if getattr(a, "batch_per_replica", False):
             # From here on the flags hold the global batch (as metrics.json's config records it).
             a.batch_per_replica = False
@@ -607,13 +614,13 @@ class Trainer:
     def jit_rays(self):
         """--jit: the step's static ray count, --batch-rays x 2^k (|k| <= 4, one compilation each): the
         smallest at least rays_for_budget(), so the rays overfill the budget and the last ones are dropped
-        (marched, then masked) rather than leaving it half padding."""
+        (marched, then masked) rather than leaving it half padding; a multiple of the replicas."""
         a = self.args
         want, lo, hi = self.rays_for_budget(), max(1, a.batch_rays // 16), 16 * a.batch_rays
         r = a.batch_rays
         while r < want and r < hi:
             r *= 2
-        while r // 2 >= max(want, lo):
+        while r // 2 >= max(want, lo) and (r // 2) % self.num_replicas == 0:
             r //= 2
         return r
 
@@ -643,7 +650,8 @@ class Trainer:
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
                 jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune,
                 occupancy=self.occupancy_bits() if training else None, sample_budget=sample_budget,
-                march_budget=(a.march_budget or 2 * sample_budget) if sample_budget else None)
+                march_budget=((a.march_budget or 0) // self.num_replicas or 2 * sample_budget) if sample_budget
+                else None)
             return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
@@ -666,14 +674,16 @@ class Trainer:
         c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, step)
         want_w = a.model == "hash" and a.distortion > 0
         rgb, out, t, marched = self.render_rays(o, d, True, use_grid, return_weights=want_w, background=background,
-                                                sample_budget=a.sample_budget if self.jit else None)
+                                                sample_budget=a.sample_budget // self.num_replicas if self.jit
+                                                else None)
         if self.jit:
             # Static shapes: the rays from num_rays on got no samples (the budget was full); their
-            # background-only colours are masked out, and the means are over the num_rays kept.
+            # background-only colours are masked out, and the means are over the num_rays kept
+            # (the replica's share of the mean: the Keras loss divides by the replicas itself).
             kept = tf.cast(tf.range(tf.shape(idx)[0]) < t.num_rays, tf.float32)
             n_kept = tf.cast(tf.maximum(t.num_rays, 1), tf.float32)
             loss = self.loss_fn(c, rgb, sample_weight=kept * (tf.cast(tf.shape(idx)[0], tf.float32) / n_kept))
-            mse = tf.reduce_sum(tf.square(rgb - c) * kept[:, None]) / (3.0 * n_kept)
+            mse = tf.reduce_sum(tf.square(rgb - c) * kept[:, None]) / (3.0 * n_kept * self.num_replicas)
             return loss, mse, tf.cast(tf.stack([t.num_samples, marched, t.num_rays]), tf.int64)
         n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
         # replica mean -> share of the global mean (the replicas take equal slices; the march
@@ -725,6 +735,18 @@ class Trainer:
         else:
             self.optimizer.apply_gradients(zip(grads, variables))
 
+    def _jit_step(self, idx):
+        """--jit: the step on the global batch's ray indices `idx`: (loss, mse, counts). Under workers
+        each replica steps on its share (strategy.run) and the figures are summed over the replicas
+        in the gradients' all-reduce."""
+        if not self._jit_workers:
+            return self._replica_step(idx, True)
+        tf = self.tf
+        figures = self.strategy.run(lambda i: self._replica_step(self.replica_share(i), True, summed=True),
+                                    args=(idx,))
+        figures = self.strategy.experimental_local_results(figures)[0]
+        return figures[0], figures[1], tf.cast(figures[2:], tf.int64)
+
     def _get_jit_train_fn(self, rays):
         """--jit: the whole step of `rays` rays as one XLA program (one compilation per ray count)."""
         if rays not in self._jit_fn:
@@ -736,7 +758,7 @@ class Trainer:
             def jit_train_fn(idx, occupancy_words):
                 self._occupancy_arg = occupancy_words
                 try:
-                    return self._replica_step(idx, True)
+                    return self._jit_step(idx)
                 finally:
                     self._occupancy_arg = None
 
@@ -758,7 +780,7 @@ class Trainer:
                     figures = tf.TensorArray(tf.float32, size=k, element_shape=[2])
                     counts = tf.TensorArray(tf.int64, size=k, element_shape=[3])
                     for i in tf.range(k):
-                        loss, mse, c = self._replica_step(idx[i], True)
+                        loss, mse, c = self._jit_step(idx[i])
                         figures = figures.write(i, tf.cast(tf.stack([loss, mse]), tf.float32))
                         counts = counts.write(i, c)
                         self.step_var.assign_add(1)
@@ -816,14 +838,14 @@ class Trainer:
         return block_fn
 
     def replica_share(self, idx):
-        """This replica's slice of a step's global ray indices (in a replica context): the replicas
-        take equal consecutive slices in the order of their ids, the workers' included."""
+        """This replica's slice of a step's global ray indices (the last axis; in a replica context):
+        the replicas take equal consecutive slices in the order of their ids, the workers' included."""
         if self.num_replicas == 1:
             return idx
         tf = self.tf
-        b = tf.shape(idx)[0] // self.num_replicas
+        b = tf.shape(idx)[-1] // self.num_replicas
         start = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32) * b
-        return idx[start:start + b]
+        return idx[..., start:start + b]
 
     def reduced_gradients(self, idx, use_grid=False):
         """All-reduced (summed) gradients of the global loss on `idx`, as seen by replica 0."""
@@ -862,8 +884,9 @@ class Trainer:
             # a CPU in chunks of 2^17, which bound its memory.
             chunk = None if runs_on_gpu(self.strategy) else 1 << 17
 
-            # --jit compiles the update too: its few dozen small kernels become a few fusions
-            @tf.function(jit_compile=self.jit or None)
+            # --jit compiles the update too (one worker: the grid's variables are mirrored under a
+            # strategy): its few dozen small kernels become a few fusions
+            @tf.function(jit_compile=(self.jit and not self._jit_workers) or None)
             def grid_fn(seed, every_cell, publish):
                 occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
                 if publish:
