@@ -233,6 +233,16 @@ def resolve_mlp_precision(choice, model, mlp, gpu_listed):
     return choice
 
 
+def graph_loop(k, step, state):
+    """`state = step(i, *state)` for i in range(k), a loop in the graph (tf.while_loop). The
+    sample's tf.functions take autograph=False: its step has no Python control flow on tensors,
+    and AutoGraph's conversion of the step's Python took most of the first step's seconds."""
+    import tensorflow as tf
+
+    return tf.while_loop(lambda i, *_: i < k, lambda i, *s: (i + 1, *step(i, *s)),
+                         (tf.constant(0), *state))[1:]
+
+
 def runs_on_gpu(strategy):
     """Whether the model's ops run on GPUs: the strategy's devices, or (the
     default strategy) where an op created here is placed, device scopes included."""
@@ -753,8 +763,9 @@ class Trainer:
             tf = self.tf
 
             # The bitfield is an argument (the variable's value at the call).
-            @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([rays], tf.int64),
-                                                            tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
+            @tf.function(jit_compile=True, autograph=False,
+                         input_signature=[tf.TensorSpec([rays], tf.int64),
+                                          tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
             def jit_train_fn(idx, occupancy_words):
                 self._occupancy_arg = occupancy_words
                 try:
@@ -772,18 +783,20 @@ class Trainer:
         if rays not in self._jit_block_fn:
             tf, k = self.tf, self.steps_per_call
 
-            @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([k, rays], tf.int64),
-                                                            tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
+            @tf.function(jit_compile=True, autograph=False,
+                         input_signature=[tf.TensorSpec([k, rays], tf.int64),
+                                          tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
             def jit_block_fn(idx, occupancy_words):
                 self._occupancy_arg = occupancy_words
+
+                def step(i, figures, counts):
+                    loss, mse, c = self._jit_step(idx[i])
+                    self.step_var.assign_add(1)
+                    return figures.write(i, tf.cast(tf.stack([loss, mse]), tf.float32)), counts.write(i, c)
+
                 try:
-                    figures = tf.TensorArray(tf.float32, size=k, element_shape=[2])
-                    counts = tf.TensorArray(tf.int64, size=k, element_shape=[3])
-                    for i in tf.range(k):
-                        loss, mse, c = self._jit_step(idx[i])
-                        figures = figures.write(i, tf.cast(tf.stack([loss, mse]), tf.float32))
-                        counts = counts.write(i, c)
-                        self.step_var.assign_add(1)
+                    figures, counts = graph_loop(k, step, (tf.TensorArray(tf.float32, size=k, element_shape=[2]),
+                                                           tf.TensorArray(tf.int64, size=k, element_shape=[3])))
                     last = figures.read(k - 1)
                     return last[0], last[1], counts.stack()
                 finally:
@@ -803,7 +816,7 @@ class Trainer:
         # The ray count changes every step (the sample budget): the step takes the global
         # batch's indices, a plain tensor of dynamic length, and each replica slices its
         # share, so one trace serves the whole run under every strategy.
-        @tf.function(jit_compile=False, input_signature=[tf.TensorSpec([None], tf.int64)])
+        @tf.function(jit_compile=False, autograph=False, input_signature=[tf.TensorSpec([None], tf.int64)])
         def train_fn(idx):
             # Every replica holds the sums: this device's copy.
             stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))[0]
@@ -824,15 +837,16 @@ class Trainer:
         def replica_stats(idx):
             return self._replica_step(self.replica_share(idx), use_grid, summed=True)
 
-        @tf.function(jit_compile=False, input_signature=[tf.TensorSpec([None, None], tf.int64)])
+        @tf.function(jit_compile=False, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.int64)])
         def block_fn(idx):
             k = tf.shape(idx)[0]
-            figures = tf.TensorArray(tf.float32, size=k, element_shape=[5])
-            for i in tf.range(k):
+
+            def step(i, figures):
                 stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx[i],)))
-                figures = figures.write(i, stats[0])
                 self.step_var.assign_add(1)
-            return figures.stack()
+                return (figures.write(i, stats[0]),)
+
+            return graph_loop(k, step, (tf.TensorArray(tf.float32, size=k, element_shape=[5]),))[0].stack()
 
         self._block_fn[use_grid] = block_fn
         return block_fn
@@ -858,7 +872,7 @@ class Trainer:
             grads = [tf.convert_to_tensor(g) for g in self._gradients(tape, loss, variables)]
             return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
 
-        fn = tf.function(lambda i: self.strategy.run(replica_grads, args=(i,)))
+        fn = tf.function(lambda i: self.strategy.run(replica_grads, args=(i,)), autograph=False)
         res = fn(tf.constant(idx))
         return [self.strategy.experimental_local_results(g)[0].numpy() for g in res]
 
@@ -886,7 +900,7 @@ class Trainer:
 
             # --jit compiles the update too (one worker: the grid's variables are mirrored under a
             # strategy): its few dozen small kernels become a few fusions
-            @tf.function(jit_compile=(self.jit and not self._jit_workers) or None)
+            @tf.function(jit_compile=(self.jit and not self._jit_workers) or None, autograph=False)
             def grid_fn(seed, every_cell, publish):
                 occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
                 if publish:
@@ -1028,7 +1042,7 @@ class Trainer:
         if ug not in self._render_fn:
             spec = [tf.TensorSpec([None, 3], tf.float32)] * 2
             self._render_fn[ug] = tf.function(lambda o_, d_: self.render_rays(o_, d_, False, ug)[0],
-                                              input_signature=spec)
+                                              input_signature=spec, autograph=False)
         fn = self._render_fn[ug]
         parts = [fn(tf.constant(o[i:i + chunk]), tf.constant(d[i:i + chunk])) for i in range(0, len(o), chunk)]
         img = tf.concat(parts, 0).numpy() if len(parts) > 1 else parts[0].numpy()
