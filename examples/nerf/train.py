@@ -777,28 +777,29 @@ class Trainer:
         return self._jit_fn[rays]
 
     def _get_jit_block_fn(self, rays):
-        """--jit --steps-per-call K: K steps of `rays` rays as one XLA program, a loop in it (one
-        compilation per ray count); returns the last step's loss and mse and each step's counts [K, 3].
+        """--jit --steps-per-call K: up to K steps of `rays` rays as one XLA program, a loop of its
+        `n` argument's steps in it: one compilation per ray count, shorter calls (the first step, the
+        steps before a grid update) included. Takes the K rows of ray indices (rows from n on are not
+        run); returns the last step's loss and mse and the steps' counts [K, 3] (rows from n on zero).
         The step counter advances in the loop: it seeds the next step's jitter."""
         if rays not in self._jit_block_fn:
             tf, k = self.tf, self.steps_per_call
 
             @tf.function(jit_compile=True, autograph=False,
-                         input_signature=[tf.TensorSpec([k, rays], tf.int64),
+                         input_signature=[tf.TensorSpec([k, rays], tf.int64), tf.TensorSpec([], tf.int32),
                                           tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
-            def jit_block_fn(idx, occupancy_words):
+            def jit_block_fn(idx, n, occupancy_words):
                 self._occupancy_arg = occupancy_words
 
-                def step(i, figures, counts):
+                def step(i, last, counts):
                     loss, mse, c = self._jit_step(idx[i])
                     self.step_var.assign_add(1)
-                    return figures.write(i, tf.cast(tf.stack([loss, mse]), tf.float32)), counts.write(i, c)
+                    return (tf.cast(tf.stack([loss, mse]), tf.float32),
+                            tf.tensor_scatter_nd_update(counts, tf.reshape(i, [1, 1]), c[None]))
 
                 try:
-                    figures, counts = graph_loop(k, step, (tf.TensorArray(tf.float32, size=k, element_shape=[2]),
-                                                           tf.TensorArray(tf.int64, size=k, element_shape=[3])))
-                    last = figures.read(k - 1)
-                    return last[0], last[1], counts.stack()
+                    last, counts = graph_loop(n, step, (tf.zeros([2]), tf.zeros([k, 3], tf.int64)))
+                    return last[0], last[1], counts
                 finally:
                     self._occupancy_arg = None
 
@@ -955,16 +956,16 @@ class Trainer:
         tf, step = self.tf, self.step
         end = self.call_end(step, limit)
         if self.jit:
-            # --jit compiles K steps a call (one shape): a shorter call runs its first step alone.
-            if end - step < self.steps_per_call:
-                return self.train_one_step()
+            # --jit compiles K steps a call (one shape): a shorter call pads its rows and runs its own.
             self._before_call(step)
             rays = self.jit_rays()
-            idx = tf.constant(np.stack([self.batch_indices(s, rays) for s in range(step, end)]))
-            loss, mse, counts = self._get_jit_block_fn(rays)(idx, self.occupancy_words.read_value())
+            rows = [self.batch_indices(s, rays) for s in range(step, end)]
+            idx = tf.constant(np.stack(rows + rows[-1:] * (self.steps_per_call - len(rows))))
+            loss, mse, counts = self._get_jit_block_fn(rays)(idx, tf.constant(end - step, tf.int32),
+                                                             self.occupancy_words.read_value())
             self._step = end
             self.flush_counts()
-            self._pending_counts = (rays, counts)
+            self._pending_counts = (rays, counts[:end - step])
             return loss, mse
         self._before_call(step)
         fn = self._get_block_fn(True if self.marching else self.use_grid(step))
