@@ -160,9 +160,6 @@ def keras_worker(args):
     x, y = keras_data(args.keras_worker_batch, tf_config.get("task", {}).get("index", 0))
     xb, yb = (strategy.experimental_distribute_values_from_function(lambda ctx, v=v: tf.constant(v)) for v in (x, y))
 
-    # --keras-jit: each replica's step compiled by XLA, the gradients' all-reduce in it, as
-    # Keras's fit() runs model.compile(jit_compile=True) under a strategy
-    @tf.function(jit_compile=args.keras_jit or None)
     def replica(xb, yb):
         with tf.GradientTape() as tape:
             loss = loss_fn(yb, model(xb, training=True))  # divided by the replicas: the sum is the mean
@@ -172,8 +169,9 @@ def keras_worker(args):
     per_call = args.steps_per_call
 
     # The loss is all-reduced for the call's last step only, as Keras's fit() reads its loss
-    # metric: one collective a step (the gradients'), not two.
-    @tf.function
+    # metric: one collective a step (the gradients'), not two. --keras-jit: the call compiled by
+    # XLA, strategy.run in it and the gradients' all-reduce an XLA collective.
+    @tf.function(jit_compile=args.keras_jit or None)
     def steps(xb, yb):
         for _ in tf.range(per_call - 1) if per_call > 2 else range(per_call - 1):  # one step a call: no loop
             strategy.run(replica, args=(xb, yb))
