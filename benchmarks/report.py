@@ -313,11 +313,8 @@ SECTIONS = {
                        NERF_DEMO),
     "nerf_demo_jit.h100": ("NeRF sample on a GPU, the steps compiled whole by XLA, eight a call",
                            "The demo above with `--jit --steps-per-call 8`: eight training steps one XLA program "
-                           "over a static ray count (examples/nerf/README.md, \"`--jit`\"); compilations: one "
-                           "step and the loop of eight, for each ray count.", _nerf_demo, NERF_DEMO),
-    "nerf_demo_steps8.h100": ("NeRF sample on a GPU, eight steps a call",
-                              "The demo above with `--steps-per-call 8`: eight steps a call of the step's "
-                              "tf.function, a loop in its graph.", _nerf_demo, NERF_DEMO),
+                           "over a static ray count (examples/nerf/README.md, \"`--jit`\"); compilations: the "
+                           "loop of up to eight, one for each ray count.", _nerf_demo, NERF_DEMO),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",
                                   _nerf_demo, NERF_DEMO),
     "nerf_demo_float32.h100": ("NeRF sample on a GPU, float32 MLPs",
@@ -328,10 +325,8 @@ SECTIONS = {
                               "(2^18 samples a step, a 128^3 grid), eight steps as one XLA program a call, 300 steps "
                               "in; wall time timed, then TensorFlow's profiler summarised (the GPU's busy time, the "
                               "five longest kernels, ms per step; the occupancy grid's update timed whole and "
-                              "profiled).", _nerf_gpu_profile, [("", "what"), ("ms (count for kernels)", "ms")]),
-    "nerf_gpu_profile_jit1.h100": ("The same step compiled, one step a call",
-                                   "The profile above with `--jit` alone.", _nerf_gpu_profile,
-                                   [("", "what"), ("ms (count for kernels)", "ms")]),
+                              "profiled, compiled by XLA with `--jit`).", _nerf_gpu_profile,
+                              [("", "what"), ("ms (count for kernels)", "ms")]),
     "nerf_gpu_profile_default.h100": ("The same step, TensorFlow's executor (no XLA)",
                                       "The profile above with neither `--jit` nor `--steps-per-call`.",
                                       _nerf_gpu_profile, [("", "what"), ("ms (count for kernels)", "ms")]),
