@@ -236,7 +236,7 @@ def resolve_mlp_precision(choice, model, mlp, gpu_listed):
 def graph_loop(k, step, state):
     """`state = step(i, *state)` for i in range(k), a loop in the graph (tf.while_loop). The
     sample's tf.functions take autograph=False: its step has no Python control flow on tensors,
-    and AutoGraph's conversion of the step's Python took most of the first step's seconds."""
+    and AutoGraph's conversion of the step's Python costs seconds of the first step."""
     import tensorflow as tf
 
     return tf.while_loop(lambda i, *_: i < k, lambda i, *s: (i + 1, *step(i, *s)),
@@ -660,8 +660,8 @@ class Trainer:
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,
                 jitter=jitter, seed=seed, return_weights=return_weights, prune=a.prune,
                 occupancy=self.occupancy_bits() if training else None, sample_budget=sample_budget,
-                march_budget=((a.march_budget or 0) // self.num_replicas or 2 * sample_budget) if sample_budget
-                else None)
+                march_budget=None if not sample_budget else
+                a.march_budget // self.num_replicas if a.march_budget else 2 * sample_budget)
             return out.rgb, out, samples, marched
         if a.model == "hash":
             out, t = self._hmodel.render_hash(
