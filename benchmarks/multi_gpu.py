@@ -388,7 +388,7 @@ def nerf_workers_run(name, workers, strategy, gpus, args, out_dir, extra):
 
 def keras_workers_run(name, workers, strategy, gpus, args, per_call=1, jit=False):
     """The Keras model as `workers` processes (launch, keras_worker), `per_call` steps a call, each
-    replica's step compiled by XLA with `jit`: points per second, last loss."""
+    call compiled by XLA with `jit`: points per second, last loss."""
     cmd = [sys.executable, "-m", "benchmarks.multi_gpu", "--keras-worker", "--keras-worker-steps",
            str(args.keras_worker_steps), "--keras-worker-batch", str(args.keras_worker_batch), "--lr", str(args.lr),
            "--steps-per-call", str(per_call)] + (["--keras-jit"] if jit else [])
@@ -426,7 +426,8 @@ def workers_part(args, out_dir, gpus):
     looped = [] if k == 1 else [(f"one_worker_default_{k}_a_call", 1, "default", extra + ["--steps-per-call", str(k)]),
                                 (f"{n}_workers_multiworker_{k}_a_call", n, "multiworker",
                                  extra + ["--steps-per-call", str(k)])]
-    # --jit: each worker's calls one XLA program, the all-reduce an XLA collective (GPUs only)
+    # --jit: each worker's calls one XLA program, the all-reduce an XLA collective, which XLA
+    # compiles for GPUs only (here and in the Keras rows below)
     compiled = [] if not gpus else [
         (f"one_worker_default_{k}_a_call_jit", 1, "default", extra + ["--steps-per-call", str(k), "--jit"]),
         (f"{n}_workers_multiworker_{k}_a_call_jit", n, "multiworker", extra + ["--steps-per-call", str(k), "--jit"])]
@@ -434,7 +435,6 @@ def workers_part(args, out_dir, gpus):
     for group in (runs, looped, compiled):
         rows += _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
                                for name, w, strategy, e in group], "rays_per_second")
-    # XLA compiles the all-reduce on GPUs only: the compiled rows need them
     for per_call, jit in [(p, False) for p in dict.fromkeys((1, k))] + ([(k, True)] if gpus else []):
         suffix = ("" if per_call == 1 else f"_{per_call}_a_call") + ("_jit" if jit else "")
         rows += _versus_first([keras_workers_run(f"keras_one_worker_default{suffix}", 1, "default", gpus, args,

@@ -173,9 +173,10 @@ def _multi_gpu(d):
     for r in c.get("rows", []):
         looped = (f"; eight steps a call: {_fmt(r['all_reduce_ms_8_a_call'])} ms a step, "
                   f"{_fmt(r['without_ms_8_a_call'])} ms without it") if "all_reduce_ms_8_a_call" in r else ""
-        looped += (f"; compiled by XLA: {_fmt(r['all_reduce_ms_jit'])} ms, {_fmt(r['without_ms_jit'])} ms without it"
-                   if "all_reduce_ms_jit" in r else f"; compiled by XLA: failed ({r['jit_error']})"
-                   if "jit_error" in r else "")
+        if "all_reduce_ms_jit" in r:
+            looped += f"; compiled by XLA: {_fmt(r['all_reduce_ms_jit'])} ms, {_fmt(r['without_ms_jit'])} ms without it"
+        elif "jit_error" in r:
+            looped += f"; compiled by XLA: failed ({r['jit_error']})"
         rows.append({"what": f"one all-reduce of {r['bytes']} bytes, {c['workers']} workers: {_fmt(r['all_reduce_ms'])} ms "
                              f"a call of the function, {_fmt(r['without_ms'])} ms without it{looped}",
                      "gpus": c["workers"]})

@@ -140,10 +140,9 @@ def test_jit_under_the_multiworker_strategy_runs_strategy_run_in_the_program(tmp
     import subprocess
     import sys
 
+    # conftest.py gives the child this tree's PYTHONPATH; no TF_CONFIG: a worker of its own
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "python"),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    env.pop("TF_CONFIG", None)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     run = subprocess.run([sys.executable, "-c", _ONE_WORKER, str(tmp_path)], cwd=root, env=env,
                          capture_output=True, text=True, timeout=600)
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]

@@ -90,8 +90,8 @@ class OccupancyGrid(tf.Module):
     RULES = ("every-cell", "ngp")
     NGP_WARMUP_STEPS = 256
     # instant-NGP's draw of an occupied cell: up to 10 uniform tries, the first occupied one,
-    # else the last try. No list or running count of the occupied cells: a few fused gathers
-    # instead of a cumulative sum over all the cells and a search in it.
+    # else the last try. It needs no list or running count of the occupied cells (a cumulative
+    # sum over all of them, which XLA lowers as a slow reduce-window): a few gathers.
     OCCUPIED_TRIES = 10
 
     def __init__(self, aabb, resolution=64, decay=0.8, threshold=0.01, name="occupancy", rule="every-cell",
