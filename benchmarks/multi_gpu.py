@@ -26,6 +26,8 @@ finishes (a part run by a later command replaces its own entry only):
    and held-out PSNR; and the Keras model of part 1 as N workers against one
    process, each worker with its own points: points per second; on GPUs both
    also compiled by XLA (--jit; the all-reduce an XLA collective).
+   --worker-runs runs some of these groups (the file keeps the other rows, each
+   with its commit); a --worker-batch other than 4096 is in the rows' names.
 4. profile: `python -m benchmarks.profile_nerf_gpu` (TensorFlow's profiler
    over the NeRF sample's steps) in one process, then as N workers with
    --batch-rays rays each: per process the step's wall and GPU-busy time,
@@ -35,7 +37,8 @@ finishes (a part run by a later command replaces its own entry only):
    sample's communication options) and adds to it, against the same step
    without the all-reduce, one step a call and eight in a loop a call: what
    one collective adds to a step, and what calls of several steps (the NeRF
-   sample's --steps-per-call) save of it; on GPUs also compiled by XLA.
+   sample's --steps-per-call) save of it; on GPUs also compiled by XLA, in
+   worker processes of their own.
 6. selftest: `python -m metal_ops.selftest` on every GPU TensorFlow lists.
 
 The tolerance of part 1, per weight and step. (a) Summation order: a replica
@@ -93,6 +96,8 @@ from benchmarks import timing  # noqa: E402
 
 PARTS = ("keras", "nerf", "workers", "profile", "collective", "selftest")
 COLLECTIVE_FLOATS = (1, 1 << 18, 1 << 22)  # the collective part's all-reduces: 4 B, 1 MiB, 16 MiB
+WORKER_BATCH = 4096  # the workers part's rays a worker a step
+WORKER_RUNS = ("default", "looped", "compiled", "keras")  # the workers part's groups of runs
 U32 = 2.0 ** -24
 U_TF32 = 2.0 ** -11
 
@@ -409,6 +414,7 @@ def workers_part(args, out_dir, gpus):
     process for the spread) and the Keras model (points per second); with --steps-per-call K > 1,
     one process and N workers again at K steps a call of the step, against each other."""
     n = args.workers
+    wanted = set(args.worker_runs.split(","))
     extra = ["--seed", "0", "--batch-rays", str(args.worker_batch)] + shlex.split(args.worker_args)
     if not gpus:
         extra += ["--size", "16", "--n-train", "4", "--n-test", "1", "--n-val", "1", "--eval-every", "0",
@@ -431,10 +437,15 @@ def workers_part(args, out_dir, gpus):
     compiled = [] if not gpus else [
         (f"one_worker_default_{k}_a_call_jit", 1, "default", extra + ["--steps-per-call", str(k), "--jit"]),
         (f"{n}_workers_multiworker_{k}_a_call_jit", n, "multiworker", extra + ["--steps-per-call", str(k), "--jit"])]
+    # a batch other than the default's in the rows' names: runs at several batches share the file
+    batch = "" if args.worker_batch == WORKER_BATCH else f"_{args.worker_batch}_rays"
     rows = []
-    for group in (runs, looped, compiled):
-        rows += _versus_first([nerf_workers_run(name, w, strategy, gpus, args, out_dir, e)
-                               for name, w, strategy, e in group], "rays_per_second")
+    for what, group in (("default", runs), ("looped", looped), ("compiled", compiled)):
+        if what in wanted:
+            rows += _versus_first([nerf_workers_run(name + batch, w, strategy, gpus, args, out_dir, e)
+                                   for name, w, strategy, e in group], "rays_per_second")
+    if "keras" not in wanted:
+        return rows
     for per_call, jit in [(p, False) for p in dict.fromkeys((1, k))] + ([(k, True)] if gpus else []):
         suffix = ("" if per_call == 1 else f"_{per_call}_a_call") + ("_jit" if jit else "")
         rows += _versus_first([keras_workers_run(f"keras_one_worker_default{suffix}", 1, "default", gpus, args,
@@ -495,9 +506,11 @@ def collective_worker(args):
             out.numpy()
             return (time.perf_counter() - t0) * 1e3 / (calls * loop)
 
-        row = {"floats": n, "bytes": 4 * n, "all_reduce_ms": timed(True), "without_ms": timed(False),
-               "all_reduce_ms_8_a_call": timed(True, 8), "without_ms_8_a_call": timed(False, 8)}
-        if tf.config.list_logical_devices("GPU"):  # XLA compiles collectives for GPUs only
+        row = {"floats": n, "bytes": 4 * n}
+        if not args.collective_jit:
+            row.update(all_reduce_ms=timed(True), without_ms=timed(False),
+                       all_reduce_ms_8_a_call=timed(True, 8), without_ms_8_a_call=timed(False, 8))
+        else:
             try:
                 row.update(all_reduce_ms_jit=timed(True, jit=True), without_ms_jit=timed(False, jit=True))
             except tf.errors.OpError as e:  # the other rows stand; the message says why these are missing
@@ -508,19 +521,25 @@ def collective_worker(args):
 
 def collective_part(args, gpus):
     """What one all-reduce adds to a function's call under MultiWorkerMirroredStrategy (launch,
-    collective_worker): per size, the slowest worker's milliseconds with and without it."""
+    collective_worker): per size, the slowest worker's milliseconds with and without it; on GPUs
+    also with the call compiled by XLA, in workers of their own (XLA sets up its own NCCL
+    communicators, which a process whose collective executor holds some can fail to)."""
     cmd = [sys.executable, "-m", "benchmarks.multi_gpu", "--collective-worker", "--collective-calls",
            str(args.collective_calls)]
-    stdouts, error, _ = launch(cmd, args.workers, "multiworker", gpus, args.worker_timeout)
     row = {"workers": args.workers, "command": " ".join(cmd[1:]), "calls": args.collective_calls}
-    if error:
-        return {**row, "error": error}
-    done = [json.loads(line.split(None, 1)[1])["rows"] for out in stdouts for line in out.splitlines()
-            if line.startswith("COLLECTIVE_WORKER ")]
-    return {**row, "rows": [{**{k: each[0][k] for k in ("floats", "bytes")},
-                             **{k: max(w[k] for w in each) for k in each[0]
-                                if k not in ("floats", "bytes") and all(k in w for w in each)}}
-                            for each in zip(*done)]}
+    rows = None
+    for extra in [[]] + ([["--collective-jit"]] if gpus else []):  # XLA compiles collectives for GPUs only
+        stdouts, error, _ = launch(cmd + extra, args.workers, "multiworker", gpus, args.worker_timeout)
+        if error:
+            row["jit_error" if extra else "error"] = error
+            continue
+        done = [json.loads(line.split(None, 1)[1])["rows"] for out in stdouts for line in out.splitlines()
+                if line.startswith("COLLECTIVE_WORKER ")]
+        got = [{**{k: each[0][k] for k in ("floats", "bytes")},
+                **{k: max(w[k] for w in each) for k in each[0]
+                   if k not in ("floats", "bytes") and all(k in w for w in each)}} for each in zip(*done)]
+        rows = got if rows is None else [{**a, **b} for a, b in zip(rows, got)]
+    return {**row, "rows": rows} if rows is not None else row
 
 
 def profile_part(args, out_dir, gpus):
@@ -560,7 +579,12 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--nerf-steps", type=int, default=3000)
     p.add_argument("--workers", type=int, default=2, help="workers: local worker processes (one GPU each)")
-    p.add_argument("--worker-batch", type=int, default=4096, help="workers: each worker's rays per step")
+    p.add_argument("--worker-batch", type=int, default=WORKER_BATCH,
+                   help="workers: each worker's rays per step (another than the default's: in the rows' names)")
+    p.add_argument("--worker-runs", default=",".join(WORKER_RUNS),
+                   help=f"workers: comma-separated, of {','.join(WORKER_RUNS)}: the NeRF runs a step a call, "
+                        "at K steps a call, K steps a call compiled by XLA (GPUs), the Keras model's runs; "
+                        "the file keeps its other rows")
     p.add_argument("--worker-args", default="",
                    help="workers: more flags of the NeRF sample's runs (\"--collective ring\", \"--bytes-per-pack 0\")")
     p.add_argument("--worker-timeout", type=float, default=900, help="workers: seconds a run may take")
@@ -573,6 +597,7 @@ def main(argv=None):
                    help="workers: also run one process and the workers at K steps a call of the step's function "
                         "(the NeRF sample's default; 1: one step a call only)")
     p.add_argument("--collective-worker", action="store_true", help=argparse.SUPPRESS)  # a process of that part
+    p.add_argument("--collective-jit", action="store_true", help=argparse.SUPPRESS)  # its calls compiled by XLA
     p.add_argument("--profile-warmup", type=int, default=300, help="profile: steps before the timed ones")
     p.add_argument("--profile-steps", type=int, default=30, help="profile: steps timed, then steps profiled")
     p.add_argument("--no-tf32", action="store_true", help="strict float32 matrix products on the GPU")
@@ -610,11 +635,12 @@ def main(argv=None):
         device = ("h200" if "H200" in name else "h100" if "H100" in name else "gpu") + f"x{len(gpus)}"
     path = os.path.join(args.out, f"multi_gpu.{device}.json")
     # Parts run by separate commands share the file: the parts not run here are kept.
-    kept, commands = {}, {}
+    kept, commands, old_workers, old_commit = {}, {}, [], None
     if os.path.exists(path):
         with open(path) as f:
             old = json.load(f)
         kept = {k: v for k, v in old.items() if k in PARTS and k not in parts}
+        old_workers, old_commit = old.get("workers", []), old.get("commit")
         commands = {k: v for k, v in old.get("commands", {}).items() if k in kept}
     commands.update({part: timing.command_line() for part in parts if part in PARTS})
     result = {"benchmark": "multi_gpu", "command": "; ".join(dict.fromkeys(commands.values())),
@@ -636,7 +662,11 @@ def main(argv=None):
         save()
     if "workers" in parts:
         with tempfile.TemporaryDirectory() as tmp:
-            result["workers"] = workers_part(args, tmp, bool(gpus))
+            new = workers_part(args, tmp, bool(gpus))
+        names = {r["name"] for r in new}
+        # a run of some of the rows keeps the others from the file, with the commit they ran at
+        result["workers"] = new if set(args.worker_runs.split(",")) >= set(WORKER_RUNS) else \
+            [{"commit": old_commit, **r} for r in old_workers if r["name"] not in names] + new
         for r in result["workers"]:
             print({k: r[k] for k in ("name", "rays_per_second", "points_per_second", "rays_per_second_vs_one_worker",
                                      "points_per_second_vs_one_worker", "steady_step_ms", "test_psnr_mean", "error")
@@ -656,12 +686,12 @@ def main(argv=None):
         save()
     if "collective" in parts:
         result["collective"] = collective_part(args, bool(gpus))
-        for r in result["collective"].get("rows", []):
-            print(f"all-reduce of {r['bytes']} bytes: a step a call {r['all_reduce_ms']:.3f} ms "
-                  f"({r['without_ms']:.3f} ms without), eight a call {r['all_reduce_ms_8_a_call']:.3f} ms "
-                  f"({r['without_ms_8_a_call']:.3f} ms without)")
-        if "error" in result["collective"]:
-            print("collective", result["collective"]["error"])
+        for r in result["collective"].get("rows") or []:
+            print(f"all-reduce of {r['bytes']} bytes:", {k: round(v, 3) for k, v in r.items() if k.endswith("_ms")
+                                                          or "_ms_" in k}, r.get("jit_error", ""))
+        for key in ("error", "jit_error"):
+            if key in result["collective"]:
+                print("collective", key, result["collective"][key])
         save()
     if "selftest" in parts and not args.quick:
         report = os.path.join(tempfile.mkdtemp(), "selftest.json")

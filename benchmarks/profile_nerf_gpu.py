@@ -16,7 +16,9 @@ Prints and writes benchmarks/results/nerf_gpu_profile.<gpu>.json:
   GPU time, by name;
 - the host's busiest events per step (TensorFlow's op launches, the
   executor, collectives' waits), by name: what the host does while the GPU
-  waits.
+  waits;
+- with --first-step, the same for the process's first call of the step
+  (tracing, graph optimisation, compilation with --jit, the first kernels).
 The raw profile (TensorBoard's profile plugin reads it) stays in --logdir.
 """
 import argparse
@@ -97,6 +99,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=50, help="steps timed, then steps profiled")
     p.add_argument("--logdir", default=os.path.join(ROOT, "runs", "nerf_gpu_profile"))
     p.add_argument("--out", default=None, help="the JSON (default benchmarks/results/nerf_gpu_profile.<gpu>.json)")
+    p.add_argument("--first-step", action="store_true",
+                   help="also profile the process's first call of the step (tracing, graph optimisation, "
+                        "compilation with --jit, the GPU's first kernels): its wall time and host events")
     args, trainer_flags = p.parse_known_args(argv)
 
     import tensorflow as tf
@@ -115,6 +120,15 @@ def main(argv=None):
     trainer = nerf_train.Trainer(flags, strategy=strategy, log=lambda *a: None)
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task") if flags.strategy == "multiworker" else None
     logdir = os.path.join(args.logdir, f"worker{task.get('index')}") if task else args.logdir
+    first = None
+    if args.first_step:
+        tf.profiler.experimental.start(os.path.join(logdir, "first"))
+        t0 = time.perf_counter()
+        float(trainer.train_steps()[0])
+        first_ms = (time.perf_counter() - t0) * 1e3
+        tf.profiler.experimental.stop()
+        paths = sorted(glob.glob(os.path.join(logdir, "first", "plugins", "profile", "*", "*.xplane.pb")))
+        first = {"profiled_wall_ms": first_ms, **summarise_xspace(paths[-1], 1, top=20)} if paths else None
     float(trainer.train_until(trainer.step + args.warmup_steps)[0])  # --steps-per-call: several steps a call
     t0 = time.perf_counter()
     loss, _ = trainer.train_until(trainer.step + args.steps)
@@ -144,7 +158,7 @@ def main(argv=None):
     result = {
         "benchmark": "nerf_gpu_profile", "steps": args.steps, "warmup_steps": args.warmup_steps,
         "wall_ms_per_step": wall_ms, "profiled_wall_ms_per_step": profiled_ms, "grid_update_ms": grid_ms,
-        "grid_every": flags.grid_every, "grid_update_profile": grid,
+        "grid_every": flags.grid_every, "grid_update_profile": grid, "first_step_profile": first,
         "rays_per_step": trainer.rays_for_budget(), "samples_per_ray": trainer.samples_per_ray,
         "devices": [d.name for d in tf.config.list_logical_devices()], "tensorflow": tf.__version__,
         "platform": platform.platform(), "trainer_flags": trainer_flags, **summary,
@@ -169,6 +183,12 @@ def main(argv=None):
         print("  " + summary["note"])
         for name, ms in summary.get("top_host_events_ms_per_step", []):
             print(f"  {ms:7.3f} ms  {name}")
+    if first:
+        print(f"first call: {first['profiled_wall_ms']:.0f} ms while profiled"
+              + (f", GPU busy {first['busy_ms_per_step']:.1f} ms, {first['kernels_per_step']:.0f} kernels"
+                 if first.get("gpu") else ""))
+        for name, ms in first["top_host_events_ms_per_step"]:
+            print(f"  {ms:9.1f} ms  {name} (host)")
     if grid and grid.get("gpu"):
         print(f"grid update: {grid['profiled_wall_ms']:.1f} ms while profiled, GPU busy {grid['busy_ms_per_step']:.2f} "
               f"ms, {grid['kernels_per_step']:.0f} kernels, {grid['d2h_copies_per_step']:.1f} device-to-host copies")

@@ -170,18 +170,19 @@ def _multi_gpu(d):
         if "error" in r:
             rows.append({"what": f"NeRF step profile, {r['name'].replace('_', ' ')}", "error": "failed"})
     c = d.get("collective") or {}
-    for r in c.get("rows", []):
+    for r in c.get("rows") or []:
         looped = (f"; eight steps a call: {_fmt(r['all_reduce_ms_8_a_call'])} ms a step, "
                   f"{_fmt(r['without_ms_8_a_call'])} ms without it") if "all_reduce_ms_8_a_call" in r else ""
         if "all_reduce_ms_jit" in r:
             looped += f"; compiled by XLA: {_fmt(r['all_reduce_ms_jit'])} ms, {_fmt(r['without_ms_jit'])} ms without it"
         elif "jit_error" in r:
             looped += f"; compiled by XLA: failed ({r['jit_error']})"
-        rows.append({"what": f"one all-reduce of {r['bytes']} bytes, {c['workers']} workers: {_fmt(r['all_reduce_ms'])} ms "
-                             f"a call of the function, {_fmt(r['without_ms'])} ms without it{looped}",
+        rows.append({"what": f"one all-reduce of {r['bytes']} bytes, {c['workers']} workers: {_fmt(r.get('all_reduce_ms'))} ms "
+                             f"a call of the function, {_fmt(r.get('without_ms'))} ms without it{looped}",
                      "gpus": c["workers"]})
-    if "error" in c:
-        rows.append({"what": "all-reduce timing", "error": "failed"})
+    for key, what in (("error", "all-reduce timing"), ("jit_error", "all-reduce timing compiled by XLA")):
+        if key in c:
+            rows.append({"what": what, "error": "failed"})
     k = d.get("keras")
     if k:
         for w in k["weights"]:

@@ -172,15 +172,19 @@ def test_jit_step_masks_the_rays_the_budget_drops(tmp_path):
     _assert_same_training(init, ref, jit, ref_steps, [jit_step])
 
 
-def test_jit_ray_count_overfills_the_budget(tmp_path):
+def test_jit_ray_count_overfills_the_budget_and_only_grows(tmp_path):
     """The compiled ray counts are --batch-rays x 2^k (|k| <= 4): the smallest at least the count
-    the budget asks for."""
+    the budget asks for, and never fewer than the last call's."""
     from examples.nerf import train
 
     tr = train.Trainer.__new__(train.Trainer)
     tr.args, tr.num_replicas = _args(tmp_path, "--batch-rays", "256"), 1
     for want, rays in [(256, 256), (255, 256), (257, 512), (129, 256), (128, 128), (17, 32), (1, 16),
                        (4000, 4096), (4097, 4096)]:
+        tr._jit_rays, tr.rays_for_budget = 0, lambda w=want: w
+        assert tr.jit_rays() == rays, (want, rays)
+    tr._jit_rays = 0
+    for want, rays in [(100, 128), (40, 128), (129, 256), (600, 1024), (300, 1024), (1025, 2048)]:
         tr.rays_for_budget = lambda w=want: w
         assert tr.jit_rays() == rays, (want, rays)
 
@@ -275,3 +279,26 @@ def test_static_pruning_keeps_what_the_dynamic_pruning_keeps(budget):
     np.testing.assert_array_equal(static.t_starts.numpy()[kept:], 0.0)
     np.testing.assert_array_equal(static.t_ends.numpy()[kept:], 0.0)
     np.testing.assert_array_equal(static.ray_indices.numpy()[kept:], r - 1)
+
+
+def test_xla_cache_keeps_the_compiled_programs(tmp_path):
+    """--xla-cache DIR: the run writes its XLA programs into DIR (TensorFlow's persistent cache, which
+    a later run reads); without --jit it is refused."""
+    import os
+    import subprocess
+    import sys
+
+    from examples.nerf import train
+    from tests.test_nerf_sample import TINY
+
+    with pytest.raises(ValueError, match="--xla-cache keeps the programs --jit compiles"):
+        train.Trainer(_args(tmp_path, "--name", "refused", "--xla-cache", str(tmp_path / "c")), log=lambda *a: None)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
+    cache = tmp_path / "xla cache"
+    run = subprocess.run([sys.executable, "-m", "examples.nerf.train", *TINY, *SMALL, "--data-dir", str(tmp_path / "data"),
+                          "--out-dir", str(tmp_path / "runs"), "--steps", "2", "--eval-every", "0", "--ckpt-every", "0",
+                          "--no-outputs", "--quiet", "--jit", "--xla-cache", str(cache)],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert [f for f in os.listdir(cache) if f.startswith("xla_compile_cache")], os.listdir(cache)

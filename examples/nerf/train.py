@@ -140,6 +140,10 @@ def build_parser():
                         "Adam) with XLA as one tf.function(jit_compile=True): metal_ops.ray_march_static into "
                         "--sample-budget samples over a ray count of --batch-rays x 2^k (one compilation each), the "
                         "rays that do not fit masked out of the loss (README.md, \"--jit\")")
+    g.add_argument("--xla-cache", default=None, metavar="DIR",
+                   help="--jit: keep XLA's compiled programs in DIR (TensorFlow's persistent compilation cache, "
+                        "tf_xla_persistent_cache_directory) and load them in later runs of the same settings "
+                        "instead of compiling them again")
     g.add_argument("--march-budget", type=int, default=None,
                    help="--jit with pruning: samples marched per step, which the density-only pass prunes into "
                         "--sample-budget (default: 2 x --sample-budget)")
@@ -320,6 +324,8 @@ class Trainer:
                              "train with --distortion 0 or without --jit")
         if getattr(a, "march_budget", None) is not None and not (self.jit and a.prune):
             raise ValueError("--march-budget is the --jit step's march before pruning: it needs --jit (and pruning)")
+        if getattr(a, "xla_cache", None) and not self.jit:
+            raise ValueError("--xla-cache keeps the programs --jit compiles: it needs --jit")
         if self.jit and a.strategy == "mirrored":
             raise ValueError("--jit: --strategy mirrored is not compiled whole (one program a device); use "
                              "--strategy multiworker, one GPU a worker, or --strategy default")
@@ -481,6 +487,7 @@ class Trainer:
         self._block_fn = {}  # --steps-per-call: the loop of steps of each use_grid
         self._jit_fn = {}  # --jit: the compiled step of each ray count
         self._jit_block_fn = {}  # --jit --steps-per-call: the compiled loop of steps of each ray count
+        self._jit_rays = 0  # --jit: the last call's ray count (jit_rays: it only grows)
         self._occupancy_arg = None  # --jit: the bitfield the compiled step was given (occupancy_bits)
         self._render_fn = {}
         self.eval_at_seconds = []  # fit(): also evaluate when the training time passes each of these
@@ -624,15 +631,19 @@ class Trainer:
     def jit_rays(self):
         """--jit: the step's static ray count, --batch-rays x 2^k (|k| <= 4, one compilation each): the
         smallest at least rays_for_budget(), so the rays overfill the budget and the last ones are dropped
-        (marched, then masked) rather than leaving it half padding; a multiple of the replicas."""
+        (marched, then masked) rather than leaving it half padding; a multiple of the replicas. The
+        count only grows: a call never takes fewer rays than the one before. The grid's warm-up and
+        its first updates ask for fewer rays than later steps do, and a count compiled for them would
+        be used for a few hundred steps; the rays above the budget's share cost only their march."""
         a = self.args
         want, lo, hi = self.rays_for_budget(), max(1, a.batch_rays // 16), 16 * a.batch_rays
         r = a.batch_rays
         while r < want and r < hi:
             r *= 2
-        while r // 2 >= max(want, lo) and (r // 2) % self.num_replicas == 0:
+        while r // 2 >= max(want, lo, self._jit_rays) and (r // 2) % self.num_replicas == 0:
             r //= 2
-        return r
+        self._jit_rays = max(r, self._jit_rays)
+        return self._jit_rays
 
     def rays_for_budget(self):
         """The next step's ray count: --sample-budget over the recent samples per ray (a multiple of the replicas)."""
@@ -1272,8 +1283,21 @@ def make_strategy(name, collective="auto", bytes_per_pack=0):
     return None
 
 
+def use_xla_cache(directory):
+    """TensorFlow's persistent XLA compilation cache in `directory`: compiled programs are written
+    there and read back by later processes. TensorFlow reads TF_XLA_FLAGS at its first XLA
+    compilation, so this takes effect only before one; a directory the flags already name stays."""
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if "tf_xla_persistent_cache_directory" not in flags:
+        os.makedirs(directory, exist_ok=True)
+        # quoted: TF_XLA_FLAGS splits at white space outside quotes
+        os.environ["TF_XLA_FLAGS"] = f'{flags} --tf_xla_persistent_cache_directory="{os.path.abspath(directory)}"'.strip()
+
+
 def train(argv=None, log=print):
     args = parse_args(argv)
+    if args.xla_cache:
+        use_xla_cache(args.xla_cache)
     if args.strategy == "multiworker":
         args.collective = resolve_collective(args.collective)  # metrics.json's config: the transport used
     t_start = time.perf_counter()
