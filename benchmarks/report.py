@@ -229,6 +229,19 @@ def _nerf_gpu_profile(d):
     return rows
 
 
+def _nerf_first_step(d):
+    events = dict(d.get("top_host_events_ms_per_step") or [])
+    compiled = [ms for name, ms in events.items() if name.startswith("Compiling IR:")]
+    return [{"what": "the first call, wall time while profiled", "ms": d["profiled_wall_ms"]},
+            {"what": "tracing the step (`tf.function-graph_building`)", "ms": events.get("tf.function-graph_building")},
+            {"what": "running the traced step the first time (`KernelAndDeviceFunc::Run`)",
+             "ms": events.get("KernelAndDeviceFunc::Run")},
+            {"what": f"of which compiling GPU kernels at run time (`Compiling IR:*`, {len(compiled)} kernels, "
+                     "at least: the profile keeps the longest host events)", "ms": sum(compiled)},
+            {"what": "the GPU busy", "ms": d.get("busy_ms_per_step")},
+            {"what": "kernels", "ms": d.get("kernels_per_step")}]
+
+
 def _wheel_isa(d):
     return [{"op": k, "native_ms": v["native_ms"], "portable_ms": v.get(f"{d['level']}_ms"),
              "ratio": v.get("ratio_portable_over_native")} for k, v in d["results"].items()]
@@ -313,10 +326,23 @@ SECTIONS = {
                        "3000 training steps of the hash-grid NeRF (float16 fused MLPs, fused Adam) through "
                        "TensorFlow's CUDA build; test PSNR over 8 held-out views.", _nerf_demo,
                        NERF_DEMO),
-    "nerf_demo_jit.h100": ("NeRF sample on a GPU, the steps compiled whole by XLA, eight a call",
-                           "The demo above with `--jit --steps-per-call 8`: eight training steps one XLA program "
-                           "over a static ray count (examples/nerf/README.md, \"`--jit`\"); compilations: the "
-                           "loop of up to eight, one for each ray count.", _nerf_demo, NERF_DEMO),
+    "nerf_demo.h200": ("NeRF sample on an H200: the procedural demo",
+                       "The demo as on the H100 above, on an H200 (another host, an Intel Xeon of 32 cores): the "
+                       "baseline of the compiled runs below.", _nerf_demo, NERF_DEMO),
+    "nerf_demo_jit.h200": ("NeRF sample on an H200, the steps compiled whole by XLA, eight a call",
+                           "The demo with `--jit --steps-per-call 8`: eight training steps one XLA program "
+                           "over a static ray count that only grows (examples/nerf/README.md, \"`--jit`\"); "
+                           "compilations: the loop of up to eight, one for each ray count.", _nerf_demo, NERF_DEMO),
+    "nerf_demo_jit_cached.h200": ("The compiled demo again, its programs kept by `--xla-cache`",
+                                  "The run above twice with `--xla-cache DIR`: the second run's figures (the first "
+                                  "run's are in the file, `first_run`). The first ray count's program loads from "
+                                  "DIR; the second ray count's program compiled again on the GPU "
+                                  "(about 8 s between steps 1250 and 1500 in both runs).", _nerf_demo, NERF_DEMO),
+    "nerf_gpu_first_step.h200": ("NeRF sample on an H200: the first step",
+                                 "`python -m benchmarks.profile_nerf_gpu --first-step`: the demo's first call of the "
+                                 "training step (TensorFlow's executor, no XLA) under TensorFlow's profiler: the "
+                                 "host's events (summed where nested) and the GPU's busy time.",
+                                 _nerf_first_step, [("", "what"), ("ms (count for kernels)", "ms")]),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",
                                   _nerf_demo, NERF_DEMO),
     "nerf_demo_float32.h100": ("NeRF sample on a GPU, float32 MLPs",
@@ -381,6 +407,13 @@ SECTIONS = {
     "nerf_mic_jit8.h100": ("NeRF on mic (NeRF-synthetic), the 5-minute recipe on an H100, compiled, eight steps a call",
                            "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 5 --tag jit8 -- --jit "
                            "--steps-per-call 8`: the recipe's 35,000 steps end before its 5 minutes do.",
+                           _nerf_scene, NERF_SCENE),
+    "nerf_mic_jit8.h200": ("NeRF on mic (NeRF-synthetic), 52,000 steps in 5 minutes on an H200, compiled, eight "
+                           "steps a call",
+                           "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 5 --tag jit8 -- --jit "
+                           "--steps-per-call 8 --steps 52000`: the recipe's steps stretched to fill the 5 "
+                           "minutes (its learning rate drops at 50, 75 and 90% of the steps or of the minutes, "
+                           "whichever comes first).",
                            _nerf_scene, NERF_SCENE),
     "nerf_mic_ablation.h100": ("NeRF on mic: the recipe's ablation, 30 s a row on an H100",
                                "`python -m benchmarks.nerf_scene_gpu --data <mic> --minutes 0 --ablation "
