@@ -455,6 +455,15 @@ def workers_part(args, out_dir, gpus):
     return rows
 
 
+def merge_rows(old, old_commit, new, runs):
+    """The workers part's rows after a run of the groups `runs`: the new rows, and where `runs` is
+    not every group, before them the file's rows of other names, each with the commit it ran at."""
+    if set(runs) >= set(WORKER_RUNS):
+        return new
+    names = {r["name"] for r in new}
+    return [{"commit": old_commit, **r} for r in old if r["name"] not in names] + new
+
+
 def _versus_first(rows, key):
     """rows, each with <key>_vs_one_worker: its `key` over the first row's."""
     one = rows[0].get(key) if rows else None
@@ -663,10 +672,7 @@ def main(argv=None):
     if "workers" in parts:
         with tempfile.TemporaryDirectory() as tmp:
             new = workers_part(args, tmp, bool(gpus))
-        names = {r["name"] for r in new}
-        # a run of some of the rows keeps the others from the file, with the commit they ran at
-        result["workers"] = new if set(args.worker_runs.split(",")) >= set(WORKER_RUNS) else \
-            [{"commit": old_commit, **r} for r in old_workers if r["name"] not in names] + new
+        result["workers"] = merge_rows(old_workers, old_commit, new, args.worker_runs.split(","))
         for r in result["workers"]:
             print({k: r[k] for k in ("name", "rays_per_second", "points_per_second", "rays_per_second_vs_one_worker",
                                      "points_per_second_vs_one_worker", "steady_step_ms", "test_psnr_mean", "error")

@@ -90,3 +90,13 @@ def test_profile_summary_counts_gpu_time_once_and_sums_host_events(tmp_path):
     assert summary["top_kernels_ms_per_step"][0] == ("kernel_a", pytest.approx(0.1))
     assert summary["top_host_events_ms_per_step"] == [("ExecutorState::Process", pytest.approx(0.4)),
                                                       ("MetalOpsHashEncode", pytest.approx(0.02))]
+
+
+def test_a_run_of_some_worker_groups_keeps_the_other_rows_with_their_commit():
+    from benchmarks import multi_gpu
+
+    old = [{"name": "a", "x": 1}, {"name": "b", "x": 2}, {"name": "c", "x": 3, "commit": "older"}]
+    new = [{"name": "b", "x": 20}, {"name": "d", "x": 40}]
+    assert multi_gpu.merge_rows(old, "abc", new, ["compiled"]) == [
+        {"commit": "abc", "name": "a", "x": 1}, {"commit": "older", "name": "c", "x": 3}] + new
+    assert multi_gpu.merge_rows(old, "abc", new, list(multi_gpu.WORKER_RUNS)) == new
