@@ -341,7 +341,9 @@ SECTIONS = {
     "nerf_gpu_first_step.h200": ("NeRF sample on an H200: the first step",
                                  "`python -m benchmarks.profile_nerf_gpu --first-step`: the demo's first call of the "
                                  "training step (TensorFlow's executor, no XLA) under TensorFlow's profiler: the "
-                                 "host's events (summed where nested) and the GPU's busy time.",
+                                 "host's events (summed where nested) and the GPU's busy time. The step profiled had an int64 FloorMod "
+                                 "(the march's jitter seed), which TensorFlow's GPU build compiles at its first run; "
+                                 "the sample's step takes a bit mask there (examples/nerf/README.md, \"`--jit`\").",
                                  _nerf_first_step, [("", "what"), ("ms (count for kernels)", "ms")]),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",
                                   _nerf_demo, NERF_DEMO),
