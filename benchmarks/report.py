@@ -177,8 +177,9 @@ def _multi_gpu(d):
             looped += f"; compiled by XLA: {_fmt(r['all_reduce_ms_jit'])} ms, {_fmt(r['without_ms_jit'])} ms without it"
         elif "jit_error" in r:
             looped += f"; compiled by XLA: failed ({r['jit_error']})"
-        rows.append({"what": f"one all-reduce of {r['bytes']} bytes, {c['workers']} workers: {_fmt(r.get('all_reduce_ms'))} ms "
-                             f"a call of the function, {_fmt(r.get('without_ms'))} ms without it{looped}",
+        rows.append({"what": f"one all-reduce of {r['bytes']} bytes, {c['workers']} workers: "
+                             f"{_fmt(r.get('all_reduce_ms'))} ms a call of the function, "
+                             f"{_fmt(r.get('without_ms'))} ms without it{looped}",
                      "gpus": c["workers"]})
     for key, what in (("error", "all-reduce timing"), ("jit_error", "all-reduce timing compiled by XLA")):
         if key in c:
@@ -341,8 +342,9 @@ SECTIONS = {
     "nerf_gpu_first_step.h200": ("NeRF sample on an H200: the first step",
                                  "`python -m benchmarks.profile_nerf_gpu --first-step`: the demo's first call of the "
                                  "training step (TensorFlow's executor, no XLA) under TensorFlow's profiler: the "
-                                 "host's events (summed where nested) and the GPU's busy time. The step profiled had an int64 FloorMod "
-                                 "(the march's jitter seed), which TensorFlow's GPU build compiles at its first run; "
+                                 "host's events (summed where nested) and the GPU's busy time. The step profiled "
+                                 "had an int64 FloorMod (the march's jitter seed), which TensorFlow's GPU build "
+                                 "compiles at its first run; "
                                  "the sample's step takes a bit mask there (examples/nerf/README.md, \"`--jit`\").",
                                  _nerf_first_step, [("", "what"), ("ms (count for kernels)", "ms")]),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",

@@ -296,9 +296,9 @@ def test_xla_cache_keeps_the_compiled_programs(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
     cache = tmp_path / "xla cache"
-    run = subprocess.run([sys.executable, "-m", "examples.nerf.train", *TINY, *SMALL, "--data-dir", str(tmp_path / "data"),
-                          "--out-dir", str(tmp_path / "runs"), "--steps", "2", "--eval-every", "0", "--ckpt-every", "0",
-                          "--no-outputs", "--quiet", "--jit", "--xla-cache", str(cache)],
+    run = subprocess.run([sys.executable, "-m", "examples.nerf.train", *TINY, *SMALL,
+                          "--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "runs"), "--steps", "2",
+                          "--eval-every", "0", "--ckpt-every", "0", "--no-outputs", "--jit", "--xla-cache", str(cache)],
                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert [f for f in os.listdir(cache) if f.startswith("xla_compile_cache")], os.listdir(cache)

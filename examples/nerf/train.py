@@ -1294,12 +1294,13 @@ def use_xla_cache(directory):
     if "tf_xla_persistent_cache_directory" not in flags:
         os.makedirs(directory, exist_ok=True)
         # quoted: TF_XLA_FLAGS splits at white space outside quotes
-        os.environ["TF_XLA_FLAGS"] = f'{flags} --tf_xla_persistent_cache_directory="{os.path.abspath(directory)}"'.strip()
+        cache = f'--tf_xla_persistent_cache_directory="{os.path.abspath(directory)}"'
+        os.environ["TF_XLA_FLAGS"] = f"{flags} {cache}".strip()
 
 
 def train(argv=None, log=print):
     args = parse_args(argv)
-    if args.xla_cache:
+    if args.xla_cache and args.jit:  # without --jit the trainer refuses it
         use_xla_cache(args.xla_cache)
     if args.strategy == "multiworker":
         args.collective = resolve_collective(args.collective)  # metrics.json's config: the transport used
