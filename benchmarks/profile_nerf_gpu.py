@@ -93,6 +93,20 @@ def _host_events(space, steps, top):
     return [(n[:120], ps / 1e9 / steps) for n, ps in by_name.most_common(top)]
 
 
+def _profiled(logdir, run, steps, top=15):
+    """`run()` under TensorFlow's profiler, writing to `logdir`: (its wall milliseconds per step,
+    summarise_xspace of the profile, or None where no profile was written)."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(logdir)
+    t0 = time.perf_counter()
+    run()
+    ms = (time.perf_counter() - t0) * 1e3 / steps
+    tf.profiler.experimental.stop()
+    paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)
+    return ms, (summarise_xspace(paths[-1], steps, top=top) if paths else None)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--warmup-steps", type=int, default=300)
@@ -122,13 +136,8 @@ def main(argv=None):
     logdir = os.path.join(args.logdir, f"worker{task.get('index')}") if task else args.logdir
     first = None
     if args.first_step:
-        tf.profiler.experimental.start(os.path.join(logdir, "first"))
-        t0 = time.perf_counter()
-        float(trainer.train_steps()[0])
-        first_ms = (time.perf_counter() - t0) * 1e3
-        tf.profiler.experimental.stop()
-        paths = sorted(glob.glob(os.path.join(logdir, "first", "plugins", "profile", "*", "*.xplane.pb")))
-        first = {"profiled_wall_ms": first_ms, **summarise_xspace(paths[-1], 1, top=20)} if paths else None
+        first_ms, first = _profiled(os.path.join(logdir, "first"), lambda: float(trainer.train_steps()[0]), 1, top=20)
+        first = {"profiled_wall_ms": first_ms, **first} if first else None
     float(trainer.train_until(trainer.step + args.warmup_steps)[0])  # --steps-per-call: several steps a call
     t0 = time.perf_counter()
     loss, _ = trainer.train_until(trainer.step + args.steps)
@@ -137,24 +146,17 @@ def main(argv=None):
     grid_ms = grid = None
     if trainer.grid is not None and flags.occupancy:  # three updates, timed whole, then three profiled
         def grid_updates():
-            t0 = time.perf_counter()
             float([trainer.update_grid(trainer.step + flags.grid_every * i) for i in range(3)][-1])
-            return (time.perf_counter() - t0) * 1e3 / 3
 
-        grid_ms = grid_updates()
-        tf.profiler.experimental.start(os.path.join(logdir, "grid"))
-        grid_profiled_ms = grid_updates()
-        tf.profiler.experimental.stop()
-        paths = sorted(glob.glob(os.path.join(logdir, "grid", "plugins", "profile", "*", "*.xplane.pb")))
-        grid = {"profiled_wall_ms": grid_profiled_ms, **summarise_xspace(paths[-1], 3, top=10)} if paths else None
+        t0 = time.perf_counter()
+        grid_updates()
+        grid_ms = (time.perf_counter() - t0) * 1e3 / 3
+        grid_profiled_ms, grid = _profiled(os.path.join(logdir, "grid"), grid_updates, 3, top=10)
+        grid = {"profiled_wall_ms": grid_profiled_ms, **grid} if grid else None
 
-    tf.profiler.experimental.start(logdir)
-    t0 = time.perf_counter()
-    trainer.train_until(trainer.step + args.steps)
-    profiled_ms = (time.perf_counter() - t0) * 1e3 / args.steps
-    tf.profiler.experimental.stop()
-    paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)
-    summary = summarise_xspace(paths[-1], args.steps) if paths else {"gpu": None, "note": "no xplane.pb written"}
+    profiled_ms, summary = _profiled(logdir, lambda: float(trainer.train_until(trainer.step + args.steps)[0]),
+                                     args.steps)
+    summary = summary or {"gpu": None, "note": "no xplane.pb written"}
     result = {
         "benchmark": "nerf_gpu_profile", "steps": args.steps, "warmup_steps": args.warmup_steps,
         "wall_ms_per_step": wall_ms, "profiled_wall_ms_per_step": profiled_ms, "grid_update_ms": grid_ms,

@@ -1,5 +1,6 @@
 """The NeRF sample's --jit: the whole training step as one XLA program (examples/nerf/README.md, "--jit")."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -8,6 +9,8 @@ import metal_ops  # noqa: F401  (at collection: the library registers its XLA ke
 from tests.test_nerf_sample import _args
 
 pytestmark = pytest.mark.source_tree("examples/nerf")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Small enough that a step's compilation and its steps fit a 2-core CPU: 256 rays of at most
 # 64 samples (--march-steps 64), so --sample-budget 16384 holds every sample of every ray.
@@ -136,14 +139,12 @@ def test_jit_under_the_multiworker_strategy_runs_strategy_run_in_the_program(tmp
     """--jit --strategy multiworker: each worker's calls are one XLA program with strategy.run in it
     (its replica's share, the figures summed in the gradients' all-reduce). One worker on the CPU
     (XLA compiles collectives for GPUs only, so two workers run on GPUs) trains as the default strategy."""
-    import os
     import subprocess
     import sys
 
     # conftest.py gives the child this tree's PYTHONPATH; no TF_CONFIG: a worker of its own
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    run = subprocess.run([sys.executable, "-c", _ONE_WORKER, str(tmp_path)], cwd=root, env=env,
+    run = subprocess.run([sys.executable, "-c", _ONE_WORKER, str(tmp_path)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
     assert run.returncode == 0 and lines, run.stderr[-3000:]
@@ -284,7 +285,6 @@ def test_static_pruning_keeps_what_the_dynamic_pruning_keeps(budget):
 def test_xla_cache_keeps_the_compiled_programs(tmp_path):
     """--xla-cache DIR: the run writes its XLA programs into DIR (TensorFlow's persistent cache, which
     a later run reads); without --jit it is refused."""
-    import os
     import subprocess
     import sys
 
@@ -293,12 +293,11 @@ def test_xla_cache_keeps_the_compiled_programs(tmp_path):
 
     with pytest.raises(ValueError, match="--xla-cache keeps the programs --jit compiles"):
         train.Trainer(_args(tmp_path, "--name", "refused", "--xla-cache", str(tmp_path / "c")), log=lambda *a: None)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
     cache = tmp_path / "xla cache"
     run = subprocess.run([sys.executable, "-m", "examples.nerf.train", *TINY, *SMALL,
                           "--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "runs"), "--steps", "2",
                           "--eval-every", "0", "--ckpt-every", "0", "--no-outputs", "--jit", "--xla-cache", str(cache)],
-                         cwd=root, env=env, capture_output=True, text=True, timeout=600)
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert [f for f in os.listdir(cache) if f.startswith("xla_compile_cache")], os.listdir(cache)

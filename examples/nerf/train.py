@@ -665,8 +665,8 @@ class Trainer:
         background = self.background if background is None else background
         if self.marching:
             # The march's jitter seed, a non-negative int32 (the step's count stays below 2^31). A bit
-            # mask, not %: TensorFlow's GPU FloorMod of int64 is one of its kernels compiled when first
-            # run (its mlir_generated gpu_op_floor_mod.cc), about 1.5 s of the first step on an H200.
+            # mask, not %: TensorFlow's GPU build compiles its int64 FloorMod kernels when they first
+            # run (mlir_generated/gpu_op_floor_mod.cc), seconds of the first step.
             seed = self.tf.cast(self.tf.bitwise.bitwise_and(self.step_var.read_value() + 7919 * a.seed,
                                                             0x7FFFFFFF), self.tf.int32) if jitter else 0
             out, samples, marched = self._hmodel.render_hash_marched(
@@ -970,7 +970,7 @@ class Trainer:
         tf, step = self.tf, self.step
         end = self.call_end(step, limit)
         if self.jit:
-            # --jit compiles K steps a call (one shape): a shorter call pads its rows and runs its own.
+            # --jit compiles K steps a call (one shape): a shorter call pads its rows and runs only its own.
             self._before_call(step)
             rays = self.jit_rays()
             rows = [self.batch_indices(s, rays) for s in range(step, end)]
