@@ -629,12 +629,11 @@ class Trainer:
         return rng.integers(0, self.n_train_rays, self.args.batch_rays if count is None else count, dtype=np.int64)
 
     def jit_rays(self):
-        """--jit: the step's static ray count, --batch-rays x 2^k (|k| <= 4, one compilation each): the
-        smallest at least rays_for_budget(), so the rays overfill the budget and the last ones are dropped
-        (marched, then masked) rather than leaving it half padding; a multiple of the replicas. The
-        count only grows: a call never takes fewer rays than the one before. The grid's warm-up and
-        its first updates ask for fewer rays than later steps do, and a count compiled for them would
-        be used for a few hundred steps; the rays above the budget's share cost only their march."""
+        """--jit: the step's ray count, --batch-rays x 2^k (|k| <= 4): the smallest at least
+        rays_for_budget(), so the rays overfill the budget and the last ones are dropped (marched,
+        then masked) rather than leaving it half padding; a multiple of the replicas. The count only
+        grows: a call never takes fewer rays than the one before, so the samples per ray it learns
+        from stay those of full budgets. The rays above the budget's share cost only their march."""
         a = self.args
         want, lo, hi = self.rays_for_budget(), max(1, a.batch_rays // 16), 16 * a.batch_rays
         r = a.batch_rays
@@ -644,6 +643,22 @@ class Trainer:
             r //= 2
         self._jit_rays = max(r, self._jit_rays)
         return self._jit_rays
+
+    @property
+    def jit_capacity(self):
+        """--jit: the compiled program's ray count, the most jit_rays() gives (16 x --batch-rays): one
+        compilation a run. A call's rays are padded to it with -1, each replica's share on its own
+        (_padded_rays); a padding ray gets no samples, so it costs the per-ray work only."""
+        return 16 * self.args.batch_rays
+
+    def _padded_rays(self, rows):
+        """--jit: ray indices [k, jit_rays()] -> [k, jit_capacity], each replica's consecutive share
+        (replica_share) followed by its padding of -1."""
+        rows = np.asarray(rows, np.int64)
+        n, (k, rays) = self.num_replicas, rows.shape
+        out = np.full((k, n, self.jit_capacity // n), -1, np.int64)
+        out[:, :, :rays // n] = rows.reshape(k, n, rays // n)
+        return out.reshape(k, self.jit_capacity)
 
     def rays_for_budget(self):
         """The next step's ray count: --sample-budget over the recent samples per ray (a multiple of the replicas)."""
@@ -692,8 +707,17 @@ class Trainer:
 
     def _replica_loss(self, idx, use_grid):
         tf, a = self.tf, self.args
+        if self.jit:
+            # --jit pads each replica's share with -1 (jit_capacity): a padding ray starts beyond the
+            # box's far corner and points away from it, so the march gives it no samples.
+            valid = idx >= 0
+            idx = tf.maximum(idx, 0)
         o = tf.gather(self.train_o, idx)
         d = tf.gather(self.train_d, idx)
+        if self.jit:
+            lo, hi = self.dataset.aabb
+            o = tf.where(valid[:, None], o, tf.constant(2.0 * hi - lo, tf.float32))
+            d = tf.where(valid[:, None], d, tf.constant([3.0 ** -0.5] * 3, tf.float32))
         step = self.step_var.read_value() if a.background == "random" else None  # seeds random backgrounds only
         c, background = training_target(tf.gather(self.train_c, idx), a.background, a.seed, step)
         want_w = a.model == "hash" and a.distortion > 0
@@ -701,14 +725,16 @@ class Trainer:
                                                 sample_budget=a.sample_budget // self.num_replicas if self.jit
                                                 else None)
         if self.jit:
-            # Static shapes: the rays from num_rays on got no samples (the budget was full); their
-            # background-only colours are masked out, and the means are over the num_rays kept
+            # Static shapes: the rays from num_rays on got no samples (the budget was full), nor did
+            # the padding; their background-only colours are masked out, and the means are over the rays kept
             # (the replica's share of the mean: the Keras loss divides by the replicas itself).
-            kept = tf.cast(tf.range(tf.shape(idx)[0]) < t.num_rays, tf.float32)
-            n_kept = tf.cast(tf.maximum(t.num_rays, 1), tf.float32)
+            kept = tf.logical_and(tf.range(tf.shape(idx)[0]) < t.num_rays, valid)
+            num_kept = tf.reduce_sum(tf.cast(kept, tf.int32))
+            kept = tf.cast(kept, tf.float32)
+            n_kept = tf.cast(tf.maximum(num_kept, 1), tf.float32)
             loss = self.loss_fn(c, rgb, sample_weight=kept * (tf.cast(tf.shape(idx)[0], tf.float32) / n_kept))
             mse = tf.reduce_sum(tf.square(rgb - c) * kept[:, None]) / (3.0 * n_kept * self.num_replicas)
-            return loss, mse, tf.cast(tf.stack([t.num_samples, marched, t.num_rays]), tf.int64)
+            return loss, mse, tf.cast(tf.stack([t.num_samples, marched, num_kept]), tf.int64)
         n_samples = tf.shape(t.t_starts)[0] if self.marching else marched
         # replica mean -> share of the global mean (the replicas take equal slices; the march
         # sampler's ray count follows the sample budget, so it is not --batch-rays)
@@ -771,8 +797,9 @@ class Trainer:
         figures = self.strategy.experimental_local_results(figures)[0]
         return figures[0], figures[1], tf.cast(figures[2:], tf.int64)
 
-    def _get_jit_train_fn(self, rays):
-        """--jit: the whole step of `rays` rays as one XLA program (one compilation per ray count)."""
+    def _get_jit_train_fn(self):
+        """--jit: the whole step of jit_capacity padded rays as one XLA program (one compilation a run)."""
+        rays = self.jit_capacity
         if rays not in self._jit_fn:
             tf = self.tf
 
@@ -790,12 +817,13 @@ class Trainer:
             self._jit_fn[rays] = jit_train_fn
         return self._jit_fn[rays]
 
-    def _get_jit_block_fn(self, rays):
-        """--jit --steps-per-call K: up to K steps of `rays` rays as one XLA program, a loop of its
-        `n` argument's steps in it: one compilation per ray count, shorter calls (the first step, the
-        steps before a grid update) included. Takes the K rows of ray indices (rows from n on are not
-        run); returns the last step's loss and mse and the steps' counts [K, 3] (rows from n on zero).
-        The step counter advances in the loop: it seeds the next step's jitter."""
+    def _get_jit_block_fn(self):
+        """--jit --steps-per-call K: up to K steps of jit_capacity padded rays as one XLA program, a
+        loop of its `n` argument's steps in it: one compilation a run, shorter calls (the first step,
+        the steps before a grid update) included. Takes the K rows of ray indices (rows from n on are
+        not run); returns the last step's loss and mse and the steps' counts [K, 3] (rows from n on
+        zero). The step counter advances in the loop: it seeds the next step's jitter."""
+        rays = self.jit_capacity
         if rays not in self._jit_block_fn:
             tf, k = self.tf, self.steps_per_call
 
@@ -974,9 +1002,9 @@ class Trainer:
             self._before_call(step)
             rays = self.jit_rays()
             rows = [self.batch_indices(s, rays) for s in range(step, end)]
-            idx = tf.constant(np.stack(rows + rows[-1:] * (self.steps_per_call - len(rows))))
-            loss, mse, counts = self._get_jit_block_fn(rays)(idx, tf.constant(end - step, tf.int32),
-                                                             self.occupancy_words.read_value())
+            idx = tf.constant(self._padded_rays(rows + rows[-1:] * (self.steps_per_call - len(rows))))
+            loss, mse, counts = self._get_jit_block_fn()(idx, tf.constant(end - step, tf.int32),
+                                                         self.occupancy_words.read_value())
             self._step = end
             self.flush_counts()
             self._pending_counts = (rays, counts[:end - step])
@@ -1004,8 +1032,8 @@ class Trainer:
         self._before_call(step)
         if self.jit:
             rays = self.jit_rays()
-            loss, mse, counts = self._get_jit_train_fn(rays)(self.tf.constant(self.batch_indices(step, rays)),
-                                                             self.occupancy_words.read_value())
+            idx = self._padded_rays([self.batch_indices(step, rays)])[0]
+            loss, mse, counts = self._get_jit_train_fn()(self.tf.constant(idx), self.occupancy_words.read_value())
         else:
             fn = self._get_train_fn(True if self.marching else self.use_grid(step))
             rays = self.rays_for_budget()
