@@ -65,6 +65,7 @@ gradients along the one-GPU trajectory.
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -437,13 +438,15 @@ def workers_part(args, out_dir, gpus):
     compiled = [] if not gpus else [
         (f"one_worker_default_{k}_a_call_jit", 1, "default", extra + ["--steps-per-call", str(k), "--jit"]),
         (f"{n}_workers_multiworker_{k}_a_call_jit", n, "multiworker", extra + ["--steps-per-call", str(k), "--jit"])]
-    # a batch other than the default's in the rows' names: runs at several batches share the file
-    batch = "" if args.worker_batch == WORKER_BATCH else f"_{args.worker_batch}_rays"
+    # a batch other than the default's, and --worker-tag, in the rows' names: runs at several
+    # batches or recipes share the file
+    batch = ("" if args.worker_batch == WORKER_BATCH else f"_{args.worker_batch}_rays") + \
+        (f"_{args.worker_tag}" if args.worker_tag else "")
     rows = []
     for what, group in (("default", runs), ("looped", looped), ("compiled", compiled)):
         if what in wanted:
             rows += _versus_first([nerf_workers_run(name + batch, w, strategy, gpus, args, out_dir, e)
-                                   for name, w, strategy, e in group], "rays_per_second")
+                                   for name, w, strategy, e in group], "rays_per_second", "steady_rays_per_second")
     if "keras" not in wanted:
         return rows
     for per_call, jit in [(p, False) for p in dict.fromkeys((1, k))] + ([(k, True)] if gpus else []):
@@ -464,12 +467,13 @@ def merge_rows(old, old_commit, new, runs):
     return [{"commit": old_commit, **r} for r in old if r["name"] not in names] + new
 
 
-def _versus_first(rows, key):
-    """rows, each with <key>_vs_one_worker: its `key` over the first row's."""
-    one = rows[0].get(key) if rows else None
-    for r in rows:
-        if one and r.get(key):
-            r[f"{key}_vs_one_worker"] = r[key] / one
+def _versus_first(rows, *keys):
+    """rows, each with <key>_vs_one_worker for each of `keys`: its `key` over the first row's."""
+    for key in keys:
+        one = rows[0].get(key) if rows else None
+        for r in rows:
+            if one and r.get(key):
+                r[f"{key}_vs_one_worker"] = r[key] / one
     return rows
 
 
@@ -596,6 +600,8 @@ def main(argv=None):
                         "the file keeps its other rows")
     p.add_argument("--worker-args", default="",
                    help="workers: more flags of the NeRF sample's runs (\"--collective ring\", \"--bytes-per-pack 0\")")
+    p.add_argument("--worker-tag", default="", metavar="NAME",
+                   help="workers: a suffix of the NeRF rows' names (runs with other --worker-args share the file)")
     p.add_argument("--worker-timeout", type=float, default=900, help="workers: seconds a run may take")
     p.add_argument("--keras-worker-steps", type=int, default=200, help="workers: the Keras model's timed steps")
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
@@ -612,6 +618,8 @@ def main(argv=None):
     p.add_argument("--no-tf32", action="store_true", help="strict float32 matrix products on the GPU")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = p.parse_args(argv)
+    if args.worker_tag and not re.fullmatch(r"\w+", args.worker_tag):
+        p.error(f"--worker-tag: letters, digits and _ only (it names runs' folders), not {args.worker_tag!r}")
     os.environ.update(child_env())
     if args.keras_worker:
         keras_worker(args)
