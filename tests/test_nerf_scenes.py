@@ -124,14 +124,21 @@ class _Field:
         return tf.where(tf.norm(p, axis=-1) < 0.5, 50.0, 0.0)
 
 
-def test_ngp_grid_rule_updates_a_quarter_at_random_and_a_quarter_of_the_occupied():
+@pytest.mark.parametrize("mirrored", [False, True], ids=["plain", "mirrored"])
+def test_ngp_grid_rule_updates_a_quarter_at_random_and_a_quarter_of_the_occupied(mirrored):
+    """The rule's update, its variables plain or a strategy's mirrored ones (which have no scatter ops)."""
+    import contextlib
+
     import tensorflow as tf
 
     from examples.nerf import sampling
 
     aabb = np.array([[-1.5] * 3, [1.5] * 3])
     step = 3.0 * math.sqrt(3.0) / 1024
-    grid = sampling.OccupancyGrid(aabb, resolution=16, decay=0.95, rule="ngp", threshold_length=step)
+    scope = tf.distribute.MirroredStrategy(["/cpu:0"]).scope() if mirrored else contextlib.nullcontext()
+    with scope:
+        grid = sampling.OccupancyGrid(aabb, resolution=16, decay=0.95, rule="ngp", threshold_length=step)
+    assert isinstance(grid.density, tf.distribute.DistributedValues) == mirrored
     field = _Field()
     seed = tf.constant([0, 1], tf.int64)
     grid.update(field, seed=seed, every_cell=True)

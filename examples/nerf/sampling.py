@@ -161,9 +161,10 @@ class OccupancyGrid(tf.Module):
             new = tf.maximum(self.density * self.decay, sigma)
             self.density.assign(new)
         else:  # a cell drawn twice keeps one of its two estimates (nerfacc does the same)
-            old = tf.gather(self.density, idx)
-            self.density.scatter_nd_update(idx[:, None], tf.maximum(old * self.decay, sigma))
-            new = self.density.read_value()
+            old = self.density.read_value()
+            # a whole assign: a strategy's mirrored variables have no scatter_nd_update
+            new = tf.tensor_scatter_nd_update(old, idx[:, None], tf.maximum(tf.gather(old, idx) * self.decay, sigma))
+            self.density.assign(new)
         if self.rule == "ngp":  # optical thickness of one march step
             sigma_thr = self.threshold / self.threshold_length
             positive = tf.cast(new > 0, tf.float32)
