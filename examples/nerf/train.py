@@ -679,9 +679,7 @@ class Trainer:
         jitter = training and not a.no_jitter
         background = self.background if background is None else background
         if self.marching:
-            # The march's jitter seed, a non-negative int32 (the step's count stays below 2^31). A bit
-            # mask, not %: TensorFlow's GPU build compiles its int64 FloorMod kernels when they first
-            # run (mlir_generated/gpu_op_floor_mod.cc), seconds of the first step.
+            # The march's jitter seed, a non-negative int32 (the step's count stays below 2^31).
             seed = self.tf.cast(self.tf.bitwise.bitwise_and(self.step_var.read_value() + 7919 * a.seed,
                                                             0x7FFFFFFF), self.tf.int32) if jitter else 0
             out, samples, marched = self._hmodel.render_hash_marched(
@@ -946,15 +944,16 @@ class Trainer:
             @tf.function(jit_compile=(self.jit and not self._jit_workers) or None, autograph=False)
             def grid_fn(seed, every_cell, publish):
                 occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
-                if publish:
-                    self.occupancy_words.assign(self._packed_mask())
+                if self.marching:  # publish, a bool tensor: one trace before and after the warm-up
+                    words = self.occupancy_words
+                    words.assign(tf.where(publish, self._packed_mask(), words.read_value()))
                 return occupied
 
             self._grid_fn = grid_fn
-        # python bools: one trace per phase (two in all for the every-cell rule)
+        # every_cell, a python bool: one trace per phase of the ngp rule (its updates' shapes differ)
         every_cell = self.grid.rule == "every-cell" or step < self.grid.NGP_WARMUP_STEPS
         publish = self.marching and self.use_grid(step)
-        occupied = self._grid_fn(tf.constant([self.args.seed, step], tf.int64), every_cell, publish)
+        occupied = self._grid_fn(tf.constant([self.args.seed, step], tf.int64), every_cell, tf.constant(publish))
         if publish:
             self._published_grid = True
         return occupied
