@@ -632,8 +632,8 @@ class Trainer:
         """--jit: the step's ray count, --batch-rays x 2^k (|k| <= 4): the smallest at least
         rays_for_budget(), so the rays overfill the budget and the last ones are dropped (marched,
         then masked) rather than leaving it half padding; a multiple of the replicas. The count only
-        grows: a call never takes fewer rays than the one before, so the samples per ray it learns
-        from stay those of full budgets. The rays above the budget's share cost only their march."""
+        grows: a call never takes fewer rays than the one before (a count above --batch-rays is a
+        program of its own, jit_capacity). The rays above the budget's share cost only their march."""
         a = self.args
         want, lo, hi = self.rays_for_budget(), max(1, a.batch_rays // 16), 16 * a.batch_rays
         r = a.batch_rays
@@ -644,21 +644,25 @@ class Trainer:
         self._jit_rays = max(r, self._jit_rays)
         return self._jit_rays
 
-    @property
-    def jit_capacity(self):
-        """--jit: the compiled program's ray count, the most jit_rays() gives (16 x --batch-rays): one
-        compilation a run. A call's rays are padded to it with -1, each replica's share on its own
-        (_padded_rays); a padding ray gets no samples, so it costs the per-ray work only."""
-        return 16 * self.args.batch_rays
+    def jit_capacity(self, rays):
+        """--jit: the compiled program's ray count for a call of `rays` (jit_rays()) rays: at least
+        --batch-rays. The grid's warm-up and its first updates ask for fewer rays than later steps
+        do; their calls are padded into the program of --batch-rays rather than compiling programs
+        of their own (the demo's run is one program). A count above it is a program of its own (the
+        counts only grow, by doubling); padding to the largest, 16 x --batch-rays, would cost every
+        step the padding's per-ray work and its indices' copy to the device."""
+        return max(self.args.batch_rays, rays)
 
-    def _padded_rays(self, rows):
-        """--jit: ray indices [k, jit_rays()] -> [k, jit_capacity], each replica's consecutive share
+    def _padded_rays(self, rows, capacity):
+        """--jit: ray indices [k, rays] -> [k, capacity], each replica's consecutive share
         (replica_share) followed by its padding of -1."""
         rows = np.asarray(rows, np.int64)
         n, (k, rays) = self.num_replicas, rows.shape
-        out = np.full((k, n, self.jit_capacity // n), -1, np.int64)
+        if rays == capacity:
+            return rows
+        out = np.full((k, n, capacity // n), -1, np.int64)
         out[:, :, :rays // n] = rows.reshape(k, n, rays // n)
-        return out.reshape(k, self.jit_capacity)
+        return out.reshape(k, capacity)
 
     def rays_for_budget(self):
         """The next step's ray count: --sample-budget over the recent samples per ray (a multiple of the replicas)."""
@@ -795,9 +799,9 @@ class Trainer:
         figures = self.strategy.experimental_local_results(figures)[0]
         return figures[0], figures[1], tf.cast(figures[2:], tf.int64)
 
-    def _get_jit_train_fn(self):
-        """--jit: the whole step of jit_capacity padded rays as one XLA program (one compilation a run)."""
-        rays = self.jit_capacity
+    def _get_jit_train_fn(self, rays):
+        """--jit: the whole step of `rays` rays (jit_capacity, padded) as one XLA program (one
+        compilation per ray count)."""
         if rays not in self._jit_fn:
             tf = self.tf
 
@@ -815,13 +819,13 @@ class Trainer:
             self._jit_fn[rays] = jit_train_fn
         return self._jit_fn[rays]
 
-    def _get_jit_block_fn(self):
-        """--jit --steps-per-call K: up to K steps of jit_capacity padded rays as one XLA program, a
-        loop of its `n` argument's steps in it: one compilation a run, shorter calls (the first step,
-        the steps before a grid update) included. Takes the K rows of ray indices (rows from n on are
-        not run); returns the last step's loss and mse and the steps' counts [K, 3] (rows from n on
-        zero). The step counter advances in the loop: it seeds the next step's jitter."""
-        rays = self.jit_capacity
+    def _get_jit_block_fn(self, rays):
+        """--jit --steps-per-call K: up to K steps of `rays` rays (jit_capacity, padded) as one XLA
+        program, a loop of its `n` argument's steps in it: one compilation per ray count, shorter
+        calls (the first step, the steps before a grid update) included. Takes the K rows of ray
+        indices (rows from n on are not run); returns the last step's loss and mse and the steps'
+        counts [K, 3] (rows from n on zero). The step counter advances in the loop: it seeds the
+        next step's jitter."""
         if rays not in self._jit_block_fn:
             tf, k = self.tf, self.steps_per_call
 
@@ -1001,9 +1005,10 @@ class Trainer:
             self._before_call(step)
             rays = self.jit_rays()
             rows = [self.batch_indices(s, rays) for s in range(step, end)]
-            idx = tf.constant(self._padded_rays(rows + rows[-1:] * (self.steps_per_call - len(rows))))
-            loss, mse, counts = self._get_jit_block_fn()(idx, tf.constant(end - step, tf.int32),
-                                                         self.occupancy_words.read_value())
+            cap = self.jit_capacity(rays)
+            idx = tf.constant(self._padded_rays(rows + rows[-1:] * (self.steps_per_call - len(rows)), cap))
+            loss, mse, counts = self._get_jit_block_fn(cap)(idx, tf.constant(end - step, tf.int32),
+                                                            self.occupancy_words.read_value())
             self._step = end
             self.flush_counts()
             self._pending_counts = (rays, counts[:end - step])
@@ -1031,8 +1036,9 @@ class Trainer:
         self._before_call(step)
         if self.jit:
             rays = self.jit_rays()
-            idx = self._padded_rays([self.batch_indices(step, rays)])[0]
-            loss, mse, counts = self._get_jit_train_fn()(self.tf.constant(idx), self.occupancy_words.read_value())
+            cap = self.jit_capacity(rays)
+            idx = self._padded_rays([self.batch_indices(step, rays)], cap)[0]
+            loss, mse, counts = self._get_jit_train_fn(cap)(self.tf.constant(idx), self.occupancy_words.read_value())
         else:
             fn = self._get_train_fn(True if self.marching else self.use_grid(step))
             rays = self.rays_for_budget()
