@@ -62,7 +62,7 @@ def test_jit_step_trains_as_the_default_step(tmp_path, prune):
     assert all(s[3] == 256 for s in jit_steps)  # every ray kept
     assert all(0 < s[2] < 16384 for s in jit_steps)  # and the rest of the budget padding
     _assert_same_training(init, ref, jit, ref_steps, jit_steps)
-    assert list(jit._jit_fn) == [256] and jit._jit_fn[256].experimental_get_tracing_count() == 1
+    assert list(jit._jit_fn) == [512] and jit._jit_fn[512].experimental_get_tracing_count() == 1  # 2 x 256
     assert jit.sample_stats()["padding_per_step"] == 16384 - np.mean([s[2] for s in jit_steps])
 
 
@@ -96,8 +96,8 @@ def test_jit_steps_per_call_compiles_the_loop_and_trains_as_one_step_a_call(tmp_
     # ends the call), 4-7, 8-9 (the limit ends the call); each call's loss is its last step's
     assert len(four.losses) == 5
     np.testing.assert_allclose(four.losses, [one.losses[i] for i in (0, 1, 3, 7, 9)], rtol=1e-4)
-    assert list(four._jit_block_fn) == [256] and not four._jit_fn
-    assert four._jit_block_fn[256].experimental_get_tracing_count() == 1
+    assert list(four._jit_block_fn) == [512] and not four._jit_fn
+    assert four._jit_block_fn[512].experimental_get_tracing_count() == 1
     assert four.sample_stats() == one.sample_stats()
     for w0, a, b in zip(init, one.model.trainable_variables, four.model.trainable_variables):
         assert np.linalg.norm(b.numpy() - a.numpy()) <= 0.03 * np.linalg.norm(a.numpy() - w0), a.path
@@ -125,7 +125,7 @@ for name, tr in (("ref", ref), ("worker", worker)):
     tr.rays_for_budget = lambda: 256
     losses = [float(tr.train_steps(limit=10)[0]) for _ in range(10) if tr.step < 10]
     out[name] = dict(losses=losses, stats=tr.sample_stats(), step=int(tr.step_var.numpy()),
-                     blocks=tr._jit_block_fn[256].experimental_get_tracing_count(),
+                     blocks=tr._jit_block_fn[512].experimental_get_tracing_count(),
                      moved=[float(np.linalg.norm(v.numpy() - w)) for v, w in zip(tr.model.trainable_variables, init)])
 out["apart"] = [float(np.linalg.norm(a.numpy() - b.numpy()))
                 for a, b in zip(ref.model.trainable_variables, worker.model.trainable_variables)]
@@ -191,12 +191,12 @@ def test_jit_ray_count_overfills_the_budget_and_only_grows(tmp_path):
 
 
 def test_jit_pads_each_replicas_share_to_the_capacity(tmp_path):
-    """A call's ray count is padded to the program's, at least --batch-rays: each replica's
+    """A call's ray count is padded to the program's, at least 2 x --batch-rays: each replica's
     consecutive share of the call's rays, then its padding of -1."""
     from examples.nerf import train
 
     tr = train.Trainer.__new__(train.Trainer)
-    tr.args, tr.num_replicas = _args(tmp_path, "--batch-rays", "32"), 2
+    tr.args, tr.num_replicas = _args(tmp_path, "--batch-rays", "16"), 2
     assert [tr.jit_capacity(r) for r in (2, 16, 32, 64)] == [32, 32, 32, 64]
     rows = np.arange(16).reshape(2, 8)
     out = tr._padded_rays(rows, tr.jit_capacity(8))
@@ -208,20 +208,20 @@ def test_jit_pads_each_replicas_share_to_the_capacity(tmp_path):
 
 
 @pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
-def test_jit_pads_the_calls_of_fewer_rays_into_the_batch_program(tmp_path):
-    """Calls of 16 and 64 rays run the program of --batch-rays (256), padded: the padding rays get no
-    samples, and a call trains as the default step on its own rays; 1024 rays compile their own."""
+def test_jit_pads_the_calls_of_fewer_rays_into_one_program(tmp_path):
+    """Calls of 16 to 512 rays run the program of 2 x --batch-rays (512), padded: the padding rays get
+    no samples, and a call trains as the default step on its own rays; 1024 rays compile their own."""
     jit = _trainer(tmp_path, "jit", "--jit", "--sample-budget", "65536")
     ref = _trainer(tmp_path, "ref", "--sample-budget", "65536")
     init = [v.numpy() for v in jit.model.trainable_variables]
     jit_steps, ref_steps = [], []
-    for rays in (16, 64, 256, 1024):
+    for rays in (16, 64, 512, 1024):
         jit_steps += _steps(jit, 1, rays)
         ref_steps += _steps(ref, 1, rays)
         assert jit_steps[-1][3] == rays  # every ray kept, none of the padding
-        assert list(jit._jit_fn) == ([256] if rays <= 256 else [256, 1024])
+        assert list(jit._jit_fn) == ([512] if rays <= 512 else [512, 1024])
     _assert_same_training(init, ref, jit, ref_steps, jit_steps)
-    assert jit._jit_fn[256].experimental_get_tracing_count() == 1
+    assert jit._jit_fn[512].experimental_get_tracing_count() == 1
 
 
 @pytest.mark.parametrize("flags, message", [

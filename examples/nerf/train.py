@@ -632,8 +632,8 @@ class Trainer:
         """--jit: the step's ray count, --batch-rays x 2^k (|k| <= 4): the smallest at least
         rays_for_budget(), so the rays overfill the budget and the last ones are dropped (marched,
         then masked) rather than leaving it half padding; a multiple of the replicas. The count only
-        grows: a call never takes fewer rays than the one before (a count above --batch-rays is a
-        program of its own, jit_capacity). The rays above the budget's share cost only their march."""
+        grows: a call never takes fewer rays than the one before (a count above twice --batch-rays
+        is a program of its own, jit_capacity). The rays above the budget's share cost only their march."""
         a = self.args
         want, lo, hi = self.rays_for_budget(), max(1, a.batch_rays // 16), 16 * a.batch_rays
         r = a.batch_rays
@@ -646,12 +646,13 @@ class Trainer:
 
     def jit_capacity(self, rays):
         """--jit: the compiled program's ray count for a call of `rays` (jit_rays()) rays: at least
-        --batch-rays. The grid's warm-up and its first updates ask for fewer rays than later steps
-        do; their calls are padded into the program of --batch-rays rather than compiling programs
-        of their own (the demo's run is one program). A count above it is a program of its own (the
-        counts only grow, by doubling); padding to the largest, 16 x --batch-rays, would cost every
-        step the padding's per-ray work and its indices' copy to the device."""
-        return max(self.args.batch_rays, rays)
+        2 x --batch-rays. The grid's warm-up asks for fewer rays than later steps do, and a scene's
+        count commonly settles at one or two times --batch-rays (the demo's grows to twice it): the
+        calls below that are padded into one program rather than compiling programs of their own.
+        A count above it is a program of its own (the counts only grow, by doubling); padding every
+        call to the largest, 16 x --batch-rays, would cost every step the padding's per-ray work and
+        its indices' copy to the device."""
+        return max(2 * self.args.batch_rays, rays)
 
     def _padded_rays(self, rows, capacity):
         """--jit: ray indices [k, rays] -> [k, capacity], each replica's consecutive share
