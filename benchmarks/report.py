@@ -332,20 +332,24 @@ SECTIONS = {
                        "baseline of the compiled runs below.", _nerf_demo, NERF_DEMO),
     "nerf_demo_jit.h200": ("NeRF sample on an H200, the steps compiled whole by XLA, eight a call",
                            "The demo with `--jit --steps-per-call 8`: eight training steps one XLA program "
-                           "over a static ray count that only grows (examples/nerf/README.md, \"`--jit`\"); "
-                           "compilations: the loop of up to eight, one for each ray count.", _nerf_demo, NERF_DEMO),
+                           "over a static ray count (examples/nerf/README.md, \"`--jit`\"), every call padded "
+                           "to 16 x `--batch-rays` (the sample pads to twice `--batch-rays`); compilations: "
+                           "the loop of up to eight, one program.", _nerf_demo, NERF_DEMO),
+    "nerf_demo_jit_noautotune.h200": ("The compiled demo without XLA's autotuning",
+                                      "The run above with `XLA_FLAGS=--xla_gpu_autotune_level=0`.",
+                                      _nerf_demo, NERF_DEMO),
     "nerf_demo_jit_cached.h200": ("The compiled demo again, its programs kept by `--xla-cache`",
-                                  "The run above twice with `--xla-cache DIR`: the second run's figures (the first "
+                                  "The `--jit --steps-per-call 8` run twice with `--xla-cache DIR`, before the padding (one program "
+                                  "per ray count): the second run's figures (the first "
                                   "run's are in the file, `first_run`). The first ray count's program loads from "
                                   "DIR; the second ray count's program compiled again on the GPU "
                                   "(about 8 s between steps 1250 and 1500 in both runs).", _nerf_demo, NERF_DEMO),
     "nerf_gpu_first_step.h200": ("NeRF sample on an H200: the first step",
                                  "`python -m benchmarks.profile_nerf_gpu --first-step`: the demo's first call of the "
                                  "training step (TensorFlow's executor, no XLA) under TensorFlow's profiler: the "
-                                 "host's events (summed where nested) and the GPU's busy time. The step profiled "
-                                 "had an int64 FloorMod (the march's jitter seed), which TensorFlow's GPU build "
-                                 "compiles at its first run; "
-                                 "the sample's step takes a bit mask there (examples/nerf/README.md, \"`--jit`\").",
+                                 "host's events (summed where nested) and the GPU's busy time; `Compiling IR:*`: "
+                                 "TensorFlow's elementwise kernels compiled at their first run (examples/nerf/"
+                                 "README.md, \"`--jit`\").",
                                  _nerf_first_step, [("", "what"), ("ms (count for kernels)", "ms")]),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",
                                   _nerf_demo, NERF_DEMO),
