@@ -339,7 +339,7 @@ SECTIONS = {
                                       "The run above with `XLA_FLAGS=--xla_gpu_autotune_level=0`.",
                                       _nerf_demo, NERF_DEMO),
     "nerf_demo_jit_cached.h200": ("The compiled demo again, its programs kept by `--xla-cache`",
-                                  "The `--jit --steps-per-call 8` run twice with `--xla-cache DIR`, before the padding (one program "
+                                  "The `--jit --steps-per-call 8` run twice with `--xla-cache DIR`, its calls unpadded (one program "
                                   "per ray count): the second run's figures (the first "
                                   "run's are in the file, `first_run`). The first ray count's program loads from "
                                   "DIR; the second ray count's program compiled again on the GPU "

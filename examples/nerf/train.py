@@ -684,9 +684,8 @@ class Trainer:
         jitter = training and not a.no_jitter
         background = self.background if background is None else background
         if self.marching:
-            # The march's jitter seed, a non-negative int32 (the step's count stays below 2^31).
-            seed = self.tf.cast(self.tf.bitwise.bitwise_and(self.step_var.read_value() + 7919 * a.seed,
-                                                            0x7FFFFFFF), self.tf.int32) if jitter else 0
+            seed = self.tf.cast((self.step_var.read_value() + 7919 * a.seed) % 2147483647, self.tf.int32) \
+                if jitter else 0
             out, samples, marched = self._hmodel.render_hash_marched(
                 self.model, o, d, aabb=self.dataset.aabb, near=self.near, far=self.far, background=background,
                 grid=self.grid, use_grid=use_grid, step_size=self.step_size, max_samples=a.max_samples,

@@ -130,7 +130,7 @@ print(','.join(op for op, names in selftest.xla_ops().items() if all(n in cuda f
       local base=build/libmetal_ops_cuda.so new=${CUDA12_HARNESS:-build/cuda12-harness/libmetal_ops_cuda.so}
       [ -f "$new" ] || { echo "gpu-check: $new missing: make cuda12-harness (where PyPI is reachable) and bring it"; return 1; }
       make --no-print-directory -j"$(nproc)" cuda-harness || return 1
-      # the PYTEST_WORKERS share the GPU: one process takes over ten minutes on an H200
+      # tests/cuda is long: the PYTEST_WORKERS share the GPU
       METAL_OPS_CUDA_HARNESS="$new" "$PYTHON" -m pytest tests/cuda -q -p no:cacheprovider -n "$WORKERS" || return 1
       "$PYTHON" -m benchmarks.cuda.bench_fused_mlp_cuda --lib "$new" --base-lib "$base" --no-torch \
         --json "$SCRATCH/ab_fused_mlp.json" || return 1
