@@ -556,6 +556,44 @@ def test_fused_adam_on_dense_and_indexed_slices_gradients():
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
+def test_fused_adam_inactive_step_keeps_every_variable():
+    """FusedAdam.apply(active=False) leaves the variables, the moments and the iteration count
+    bit for bit (whatever the finite gradient): active steps 0 and 2 around an inactive step 1
+    end where the plain updates of gradients 0 and 2 do."""
+    import keras
+    import tensorflow as tf
+
+    from examples.nerf import fused_adam
+
+    rng = np.random.default_rng(1)
+    init = [rng.normal(size=(5, 3)).astype(np.float32), rng.normal(size=(4,)).astype(np.float32)]
+    grads = [[tf.constant(rng.normal(size=w.shape).astype(np.float32)) for w in init] for _ in range(3)]
+    results = {}
+    for mode, steps in (("plain", [(0, None), (2, None)]), ("masked", [(0, True), (1, False), (2, True)])):
+        variables = [keras.Variable(w, name=f"w{i}") for i, w in enumerate(init)]
+        opt = keras.optimizers.Adam(0.05)
+        opt.build(variables)
+        fused = fused_adam.FusedAdam(opt, variables)
+        apply = tf.function(lambda g, on: fused.apply(g, active=on))
+        for i, on in steps:
+            before = [v.numpy() for v in variables + opt.variables]
+            if on is None:
+                tf.function(lambda g: fused.apply(g))(grads[i])
+            else:
+                apply(grads[i], tf.constant(on))
+            if on is False:
+                for a, v in zip(before, variables + opt.variables):
+                    np.testing.assert_array_equal(a, v.numpy(), err_msg=v.path)
+        assert int(opt.iterations.numpy()) == 2
+        results[mode] = [v.numpy() for v in variables + opt.variables]
+    assert not np.array_equal(results["masked"][0], init[0])
+    for a, b in zip(results["masked"], results["plain"]):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="dense gradients"):
+        fused.apply([tf.IndexedSlices(tf.ones([1, 3]), tf.constant([0]), tf.constant([5, 3])), grads[0][1]],
+                    active=tf.constant(True))
+
+
 def test_fused_adam_refuses_what_it_does_not_compute():
     import keras
 

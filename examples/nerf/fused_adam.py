@@ -91,16 +91,22 @@ class FusedAdam:
                                  "the fused Adam does not)")
         self.slots = adam_slots(optimizer, self.variables)
 
-    def apply(self, grads, also=()):
+    def apply(self, grads, also=(), active=None):
         """Applies `grads`; returns the tensors of `also` summed over the replicas, in the
         gradients' all-reduce (one collective a step, where a separate one for a step's
-        figures costs each worker a wait; as they are with one replica)."""
+        figures costs each worker a wait; as they are with one replica). `active`, a bool
+        scalar tensor: False leaves the variables, the moments and the iteration count as
+        they are, for any finite gradients (a step of a loop of fixed trip count that has
+        nothing to do)."""
         opt = self.optimizer
         grads, also = list(grads), list(also)
         missing = [v.path for g, v in zip(grads, self.variables) if g is None]
         if missing or len(grads) != len(self.variables):
             raise ValueError(f"the fused Adam needs a gradient for each of its {len(self.variables)} variables "
                              f"(got {len(grads)}; none for {missing})")
+        if active is not None and any(isinstance(g, tf.IndexedSlices) for g in grads):
+            raise ValueError("the fused Adam's `active` needs dense gradients (Keras's update of "
+                             "IndexedSlices moves the moments whatever its learning rate)")
         strategy = tf.distribute.get_strategy()
         if strategy.num_replicas_in_sync > 1:
             # As Keras (TFOptimizer._all_reduce_sum_gradients): summed over replicas, IndexedSlices kept.
@@ -117,6 +123,12 @@ class FusedAdam:
                 hyper[dtype] = dict(beta1_power=tf.pow(b1, t), beta2_power=tf.pow(b2, t),
                                     lr=tf.cast(opt.learning_rate, dtype), beta1=b1, beta2=b2,
                                     epsilon=tf.constant(opt.epsilon, dtype))
+                if active is not None:
+                    # An inactive step: no learning rate, and betas of 1, so that m += (g - m) * (1 - beta1)
+                    # and v += (g^2 - v) * (1 - beta2) keep the moments exactly.
+                    one = tf.constant(1.0, dtype)
+                    hyper[dtype].update(lr=tf.where(active, hyper[dtype]["lr"], tf.zeros_like(one)),
+                                        beta1=tf.where(active, b1, one), beta2=tf.where(active, b2, one))
 
             def update(distribution, grads, hyper):
                 for grad, var, (m, v) in zip(grads, self.variables, self.slots):
@@ -134,5 +146,5 @@ class FusedAdam:
                                                     use_locking=False, use_nesterov=False, **scalars)
 
             tf.__internal__.distribute.interim.maybe_merge_call(update, strategy, grads, hyper)
-        iterations.assign_add(1)
+        iterations.assign_add(1 if active is None else tf.cast(active, iterations.dtype))
         return also

@@ -760,42 +760,43 @@ class Trainer:
         grads = tape.gradient(loss, variables, output_gradients=seed)
         return [unscale_gradient(g, self.loss_scale) for g in grads]
 
-    def _replica_step(self, idx, use_grid, summed=False):
+    def _replica_step(self, idx, use_grid, summed=False, active=None):
         """Loss, gradients and the optimizer's update on one replica's rays: (loss, mse, counts),
-        or with `summed` the step's figures [loss, mse, *counts] (float32) summed over the replicas."""
+        or with `summed` the step's figures [loss, mse, *counts] (float32) summed over the replicas.
+        `active` (the fused Adam's, a bool tensor): False keeps the variables as they are."""
         tf = self.tf
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             loss, mse, counts = self._replica_loss(idx, use_grid)
         grads = self._gradients(tape, loss, variables)
         if not summed:
-            self._apply(grads, variables)
+            self._apply(grads, variables, active)
             return loss, mse, counts
         # float32 holds the counts exactly below 2^24 (the samples of a step are far fewer).
         figures = tf.concat([tf.stack([loss, mse]), tf.cast(counts, tf.float32)], 0)
         if self.fused_adam is not None:
             # The figures ride in the gradients' all-reduce: one collective a step, not two.
-            return self.fused_adam.apply(grads, also=[figures])[0]
+            return self.fused_adam.apply(grads, also=[figures], active=active)[0]
         self._apply(grads, variables)
         if self.num_replicas > 1:
             figures = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, figures)
         return figures
 
-    def _apply(self, grads, variables):
+    def _apply(self, grads, variables, active=None):
         if self.fused_adam is not None:
-            self.fused_adam.apply(grads)
+            self.fused_adam.apply(grads, active=active)
         else:
             self.optimizer.apply_gradients(zip(grads, variables))
 
-    def _jit_step(self, idx):
+    def _jit_step(self, idx, active=None):
         """--jit: the step on the global batch's ray indices `idx`: (loss, mse, counts). Under workers
         each replica steps on its share (strategy.run) and the figures are summed over the replicas
-        in the gradients' all-reduce."""
+        in the gradients' all-reduce. `active`: _replica_step's."""
         if not self._jit_workers:
-            return self._replica_step(idx, True)
+            return self._replica_step(idx, True, active=active)
         tf = self.tf
-        figures = self.strategy.run(lambda i: self._replica_step(self.replica_share(i), True, summed=True),
-                                    args=(idx,))
+        figures = self.strategy.run(
+            lambda i: self._replica_step(self.replica_share(i), True, summed=True, active=active), args=(idx,))
         figures = self.strategy.experimental_local_results(figures)[0]
         return figures[0], figures[1], tf.cast(figures[2:], tf.int64)
 
@@ -823,11 +824,18 @@ class Trainer:
         """--jit --steps-per-call K: up to K steps of `rays` rays (jit_capacity, padded) as one XLA
         program, a loop of its `n` argument's steps in it: one compilation per ray count, shorter
         calls (the first step, the steps before a grid update) included. Takes the K rows of ray
-        indices (rows from n on are not run); returns the last step's loss and mse and the steps'
-        counts [K, 3] (rows from n on zero). The step counter advances in the loop: it seeds the
-        next step's jitter."""
+        indices (rows from n on are not run: all -1 with the fused Adam); returns the last step's
+        loss and mse and the steps' counts [K, 3] (rows from n on zero). The step counter advances
+        in the loop: it seeds the next step's jitter.
+
+        With the fused Adam the loop always takes K turns, those from n on inactive (their rays all
+        padding, their update none: FusedAdam.apply's `active`). XLA then knows the trip count, and
+        its GPU runtime queues all K steps at once; a loop of n turns copies its condition to the
+        host and waits for the GPU before each turn, which leaves the GPU idle while the host
+        launches the next one."""
         if rays not in self._jit_block_fn:
             tf, k = self.tf, self.steps_per_call
+            fixed = self.fused_adam is not None
 
             @tf.function(jit_compile=True, autograph=False,
                          input_signature=[tf.TensorSpec([k, rays], tf.int64), tf.TensorSpec([], tf.int32),
@@ -836,13 +844,18 @@ class Trainer:
                 self._occupancy_arg = occupancy_words
 
                 def step(i, last, counts):
-                    loss, mse, c = self._jit_step(idx[i])
-                    self.step_var.assign_add(1)
-                    return (tf.cast(tf.stack([loss, mse]), tf.float32),
-                            tf.tensor_scatter_nd_update(counts, tf.reshape(i, [1, 1]), c[None]))
+                    active = i < n if fixed else None
+                    loss, mse, c = self._jit_step(idx[i], active)
+                    figures = tf.cast(tf.stack([loss, mse]), tf.float32)
+                    if fixed:
+                        self.step_var.assign_add(tf.cast(active, self.step_var.dtype))
+                        figures = tf.where(active, figures, last)
+                    else:
+                        self.step_var.assign_add(1)
+                    return figures, tf.tensor_scatter_nd_update(counts, tf.reshape(i, [1, 1]), c[None])
 
                 try:
-                    last, counts = graph_loop(n, step, (tf.zeros([2]), tf.zeros([k, 3], tf.int64)))
+                    last, counts = graph_loop(k if fixed else n, step, (tf.zeros([2]), tf.zeros([k, 3], tf.int64)))
                     return last[0], last[1], counts
                 finally:
                     self._occupancy_arg = None
@@ -1004,11 +1017,11 @@ class Trainer:
             # --jit compiles K steps a call (one shape): a shorter call pads its rows and runs only its own.
             self._before_call(step)
             rays = self.jit_rays()
-            rows = [self.batch_indices(s, rays) for s in range(step, end)]
-            cap = self.jit_capacity(rays)
-            idx = tf.constant(self._padded_rays(rows + rows[-1:] * (self.steps_per_call - len(rows)), cap))
-            loss, mse, counts = self._get_jit_block_fn(cap)(idx, tf.constant(end - step, tf.int32),
-                                                            self.occupancy_words.read_value())
+            rows = self._padded_rays([self.batch_indices(s, rays) for s in range(step, end)], self.jit_capacity(rays))
+            rest = np.full((self.steps_per_call - len(rows), rows.shape[1]), -1, np.int64)  # steps not run
+            idx = tf.constant(np.concatenate([rows, rest]))
+            fn = self._get_jit_block_fn(idx.shape[1])
+            loss, mse, counts = fn(idx, tf.constant(end - step, tf.int32), self.occupancy_words.read_value())
             self._step = end
             self.flush_counts()
             self._pending_counts = (rays, counts[:end - step])
