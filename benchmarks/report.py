@@ -155,6 +155,8 @@ def _multi_gpu(d):
         steps_s = r["rays_per_second"] / r["rays_per_step"] if r.get("rays_per_second") else None
         steady = (f"; median step {_fmt(r['steady_step_ms'])} ms, {_fmt(r['steady_rays_per_second'] / 1e6)}M rays/s "
                   "at it") if r.get("steady_rays_per_second") else ""
+        if r.get("steady_rays_per_second_vs_one_worker") and r.get("workers", 1) > 1:
+            steady += f" (x{_fmt(r['steady_rays_per_second_vs_one_worker'])} one worker's)"
         rows.append({"what": f"NeRF demo, {r['name'].replace('_', ' ')}"
                              + (f" ({r['collective']})" if r.get("strategy") == "multiworker" else "") + steady,
                      "gpus": r.get("workers"), "batch": r.get("rays_per_step"), "steps_s": steps_s,
@@ -333,10 +335,13 @@ SECTIONS = {
     "nerf_demo_jit.h200": ("NeRF sample on an H200, the steps compiled whole by XLA, eight a call",
                            "The demo with `--jit --steps-per-call 8`: eight training steps one XLA program "
                            "over a static ray count (examples/nerf/README.md, \"`--jit`\"), every call padded "
-                           "to 16 x `--batch-rays` (the sample pads to twice `--batch-rays`); compilations: "
-                           "the loop of up to eight, one program.", _nerf_demo, NERF_DEMO),
+                           "to twice `--batch-rays`, the loop of eight turns; compilations: one program. The file "
+                           "also holds the repeat (`runs`) and, interleaved with them, the same runs with the "
+                           "loop of the call's own turns (`loop_of_n_turns`).", _nerf_demo, NERF_DEMO),
     "nerf_demo_jit_noautotune.h200": ("The compiled demo without XLA's autotuning",
-                                      "The run above with `XLA_FLAGS=--xla_gpu_autotune_level=0`.",
+                                      "The run above with `XLA_FLAGS=--xla_gpu_autotune_level=0`: the median of "
+                                      "seven runs by training time (all seven in `runs`: the first step's "
+                                      "compilation varies from run to run).",
                                       _nerf_demo, NERF_DEMO),
     "nerf_demo_jit_cached.h200": ("The compiled demo again, its programs kept by `--xla-cache`",
                                   "The `--jit --steps-per-call 8` run twice with `--xla-cache DIR`, its calls unpadded (one program "
@@ -454,6 +459,9 @@ SECTIONS = {
                           "`tools/check/gpu_check.sh xla`: the self-test's cases of the ops with CUDA handlers "
                           "inside `tf.function(jit_compile=True)` on /GPU:0 (docs/XLA.md), per op.", _selftest,
                           [("op", "op"), ("cases", "cases"), ("passed", "passed"), ("worst", "worst")]),
+    "selftest.h200": ("The self-test on an H200", "`python -m metal_ops.selftest` on /GPU:0 of the two-H200 "
+                      "host, per op.", _selftest, [("op", "op"), ("cases", "cases"), ("passed", "passed"),
+                                                   ("worst", "worst")]),
     "selftest.h100": ("The self-test on a GPU", "`python -m metal_ops.selftest`: every op against its NumPy "
                       "reference on /GPU:0, per op; worst = the largest error / tolerance.", _selftest,
                       [("op", "op"), ("cases", "cases"), ("passed", "passed"), ("worst", "worst")]),

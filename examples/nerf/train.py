@@ -956,9 +956,10 @@ class Trainer:
             # a CPU in chunks of 2^17, which bound its memory.
             chunk = None if runs_on_gpu(self.strategy) else 1 << 17
 
-            # --jit compiles the update too (one worker: the grid's variables are mirrored under a
-            # strategy): its few dozen small kernels become a few fusions
-            @tf.function(jit_compile=(self.jit and not self._jit_workers) or None, autograph=False)
+            # --jit compiles the update too, under workers as well (each worker updates its copy
+            # of the mirrored grid alike: no collective): its few dozen small kernels become a few
+            # fusions (the ngp rule's update on an H200: 2.1 ms compiled, 9.0 ms without XLA)
+            @tf.function(jit_compile=self.jit or None, autograph=False)
             def grid_fn(seed, every_cell, publish):
                 occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
                 if self.marching:  # publish, a bool tensor: one trace before and after the warm-up

@@ -135,9 +135,11 @@ print(','.join(op for op, names in selftest.xla_ops().items() if all(n in cuda f
       "$PYTHON" -m benchmarks.cuda.bench_fused_mlp_cuda --lib "$new" --base-lib "$base" --no-torch \
         --json "$SCRATCH/ab_fused_mlp.json" || return 1
       "$PYTHON" -m benchmarks.cuda.ab_hash_encode_libs "base=$base" "new=$new" --out "$SCRATCH/ab_hash_encode.json" || return 1
-      "$PYTHON" -m benchmarks.cuda.ab_volume_render_libs "base=$base" "new=$new" \
+      # These two hold their buffers in PyTorch, whose CUDA libraries TensorFlow's (tf_cuda_offline.sh's
+      # LD_LIBRARY_PATH) would shadow: "undefined symbol ... libcusparse.so.12" at import torch.
+      env -u LD_LIBRARY_PATH "$PYTHON" -m benchmarks.cuda.ab_volume_render_libs "base=$base" "new=$new" \
         --out "$SCRATCH/ab_volume_render.json" || return 1
-      "$PYTHON" -m benchmarks.cuda.ab_torch_harness_libs --base "$base" --new "$new" \
+      env -u LD_LIBRARY_PATH "$PYTHON" -m benchmarks.cuda.ab_torch_harness_libs --base "$base" --new "$new" \
         --out "$SCRATCH/ab_robust_distortion_sh.json" || return 1
       local op
       for op in fused_mlp hash_encode volume_render robust_distortion_sh; do
