@@ -239,8 +239,9 @@ def _nerf_first_step(d):
             {"what": "tracing the step (`tf.function-graph_building`)", "ms": events.get("tf.function-graph_building")},
             {"what": "running the traced step the first time (`KernelAndDeviceFunc::Run`)",
              "ms": events.get("KernelAndDeviceFunc::Run")},
-            {"what": f"of which compiling GPU kernels at run time (`Compiling IR:*`, {len(compiled)} kernels, "
-                     "at least: the profile keeps the longest host events)", "ms": sum(compiled)},
+            {"what": f"compiling GPU kernels at run time (`Compiling IR:*`, {len(compiled)} kernels: the events' "
+                     "sum over LLVM's worker threads, which run at once, of the longest host events the profile "
+                     "keeps)", "ms": sum(compiled)},
             {"what": "the GPU busy", "ms": d.get("busy_ms_per_step")},
             {"what": "kernels", "ms": d.get("kernels_per_step")}]
 
