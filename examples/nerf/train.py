@@ -824,15 +824,15 @@ class Trainer:
         """--jit --steps-per-call K: up to K steps of `rays` rays (jit_capacity, padded) as one XLA
         program, a loop of its `n` argument's steps in it: one compilation per ray count, shorter
         calls (the first step, the steps before a grid update) included. Takes the K rows of ray
-        indices (rows from n on are not run: all -1 with the fused Adam); returns the last step's
+        indices (rows from n on are not run; train_steps fills them with -1); returns the last step's
         loss and mse and the steps' counts [K, 3] (rows from n on zero). The step counter advances
         in the loop: it seeds the next step's jitter.
 
         With the fused Adam the loop always takes K turns, those from n on inactive (their rays all
         padding, their update none: FusedAdam.apply's `active`). XLA then knows the trip count, and
-        its GPU runtime queues all K steps at once; a loop of n turns copies its condition to the
-        host and waits for the GPU before each turn, which leaves the GPU idle while the host
-        launches the next one."""
+        its GPU runtime queues all K turns at once, where a loop of n turns copies its condition to
+        the host and waits for the GPU before each turn (on an H200 the demo's step is about the
+        same either way: README.md, "`--jit`")."""
         if rays not in self._jit_block_fn:
             tf, k = self.tf, self.steps_per_call
             fixed = self.fused_adam is not None
@@ -958,7 +958,7 @@ class Trainer:
 
             # --jit compiles the update too, under workers as well (each worker updates its copy
             # of the mirrored grid alike: no collective): its few dozen small kernels become a few
-            # fusions (the ngp rule's update on an H200: 2.1 ms compiled, 9.0 ms without XLA)
+            # fusions (examples/nerf/README.md, "`--jit`")
             @tf.function(jit_compile=self.jit or None, autograph=False)
             def grid_fn(seed, every_cell, publish):
                 occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
