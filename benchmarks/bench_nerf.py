@@ -217,10 +217,10 @@ def march_profile(args):
             loss = tf.reduce_mean(tf.square(out.rgb - 0.5))
         return tape.gradient(loss, model.trainable_variables)
 
-    step_fn, dist_idx = tr._get_train_fn(True), tf.constant(tr.batch_indices(10 ** 6, rays))
+    step_fn = tr._get_train_fn(True)
     e_all = encode(p_all)
     parts = {
-        "train step (all of it)": lambda: step_fn(dist_idx),
+        "train step (all of it)": lambda: step_fn(tf.constant(10 ** 6, tf.int64), tf.constant(rays)),
         "ray_march": march,
         "pruning pass: density on every marched sample": lambda: density(p_all),
         "  of which the hash encoding": lambda: encode(p_all),

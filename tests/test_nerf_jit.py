@@ -105,9 +105,41 @@ def test_jit_steps_per_call_compiles_the_loop_and_trains_as_one_step_a_call(tmp_
     # its trip count: a GPU runs it without waiting for the condition before each turn.
     tf = four.tf
     hlo = four._jit_block_fn[512].experimental_get_compiler_ir(
-        tf.fill([4, 512], tf.constant(-1, tf.int64)), tf.constant(1), four.occupancy_words.read_value())(
+        tf.constant(0, tf.int64), tf.constant(256), tf.constant(1), four.occupancy_words.read_value())(
         stage="optimized_hlo")
     assert '"known_trip_count":{"n":"4"}' in hlo
+
+
+@pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
+def test_jit_compiles_the_grid_update_ahead_and_trains_as_without_it(tmp_path):
+    """--jit runs the grid update's program once with commit=False in a thread while the first
+    step compiles: its first real update finds the program compiled, and the run (weights, grid,
+    bitfield) is bit for bit the run without the compilation ahead."""
+    flags = ["--jit", "--sample-budget", "16384", "--grid-every", "4", "--grid-warmup", "20", "--steps-per-call", "4"]
+    ahead, plain = _trainer(tmp_path, "ahead", *flags), _trainer(tmp_path, "plain", *flags)
+    plain._compile_grid_ahead = lambda step: None
+    for v, w in zip(plain.model.trainable_variables, ahead.model.trainable_variables):
+        v.assign(w)
+    def grid_state(tr):
+        return [v.numpy().view(np.uint8) for v in (tr.grid.density, tr.grid.mask, tr.occupancy_words)]
+
+    for tr in (ahead, plain):
+        tr.rays_for_budget = lambda: 256
+        before = grid_state(tr)
+        tr.train_steps(limit=10)  # the first call: step 0; the grid's first update is step 4's
+        if tr is ahead:
+            thread, errors = ahead._grid_ahead
+            thread.join()
+            assert not errors and ahead._grid_fn.experimental_get_tracing_count() == 1
+            for a, b in zip(grid_state(ahead), before):  # the update ran, and assigned nothing new
+                np.testing.assert_array_equal(a, b)
+        while tr.step < 10:
+            tr.train_steps(limit=10)
+    assert ahead._grid_ahead is None and ahead._grid_fn.experimental_get_tracing_count() == 1
+    for a, b in [(ahead.grid.density, plain.grid.density), (ahead.grid.mask, plain.grid.mask),
+                 (ahead.occupancy_words, plain.occupancy_words),
+                 *zip(ahead.model.trainable_variables, plain.model.trainable_variables)]:
+        np.testing.assert_array_equal(a.numpy().view(np.uint8), b.numpy().view(np.uint8), err_msg=a.name)
 
 
 # A subprocess: creating MultiWorkerMirroredStrategy configures this process's collectives.
@@ -199,19 +231,30 @@ def test_jit_ray_count_overfills_the_budget_and_only_grows(tmp_path):
 
 def test_jit_pads_each_replicas_share_to_the_capacity(tmp_path):
     """A call's ray count is padded to the program's, at least 2 x --batch-rays: each replica's
-    consecutive share of the call's rays, then its padding of -1."""
+    consecutive share of the call's rays, then its padding of -1; the batch drawn in the program
+    is the first rays of the same draw (ray_batch)."""
+    import tensorflow as tf
+
     from examples.nerf import train
 
     tr = train.Trainer.__new__(train.Trainer)
+    tr.tf, tr.n_train_rays = tf, 1000
     tr.args, tr.num_replicas = _args(tmp_path, "--batch-rays", "16"), 2
     assert [tr.jit_capacity(r) for r in (2, 16, 32, 64)] == [32, 32, 32, 64]
-    rows = np.arange(16).reshape(2, 8)
-    out = tr._padded_rays(rows, tr.jit_capacity(8))
-    assert out.shape == (2, 32) and out.dtype == np.int64
-    np.testing.assert_array_equal(out[:, :4], rows[:, :4])
-    np.testing.assert_array_equal(out[:, 16:20], rows[:, 4:])
-    assert (out[:, 4:16] == -1).all() and (out[:, 20:] == -1).all()
-    np.testing.assert_array_equal(tr._padded_rays(rows, 8), rows)
+    rows = tf.range(100, 132, dtype=tf.int64)
+    out = tr._padded_rays(rows, 8, tr.jit_capacity(8)).numpy()
+    assert out.shape == (32,) and out.dtype == np.int64
+    np.testing.assert_array_equal(out[:4], np.arange(100, 104))
+    np.testing.assert_array_equal(out[16:20], np.arange(104, 108))
+    assert (out[4:16] == -1).all() and (out[20:] == -1).all()
+    np.testing.assert_array_equal(tr._padded_rays(rows, 32, 32).numpy(), rows.numpy())
+    batch = tr.batch_indices(3, 8)
+    assert batch.shape == (8,) and batch.min() >= 0 and batch.max() < 1000
+    drawn = tr.ray_batch(3, 8, 32).numpy()
+    np.testing.assert_array_equal(np.concatenate([drawn[:4], drawn[16:20]]), batch)
+    compiled = tf.function(lambda s, c: tr.ray_batch(s, c, 32), jit_compile=True, autograph=False)
+    np.testing.assert_array_equal(compiled(tf.constant(3, tf.int64), tf.constant(8)).numpy(), drawn)
+    assert not np.array_equal(tr.batch_indices(4, 8), batch)
 
 
 @pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")

@@ -464,7 +464,9 @@ EXACT_BETAS = (0.875, 0.984375)
 
 def _train_graph_ops(tr):
     """The op types in the graph of the trainer's train function (the traced step)."""
-    graph = tr._get_train_fn(tr.use_grid()).get_concrete_function(tr.tf.constant(tr.batch_indices(0))).graph
+    tf = tr.tf
+    graph = tr._get_train_fn(tr.use_grid()).get_concrete_function(
+        tf.constant(0, tf.int64), tf.constant(tr.args.batch_rays)).graph
     return [op.type for op in graph.get_operations()]
 
 

@@ -131,10 +131,12 @@ class OccupancyGrid(tf.Module):
         u = (ijk + off) / g
         return self.aabb[0] + u * (self.aabb[1] - self.aabb[0])
 
-    def update(self, density_fn, seed=None, chunk=1 << 17, every_cell=True):
+    def update(self, density_fn, seed=None, chunk=1 << 17, every_cell=True, commit=None):
         """EMA-max update from `density_fn(points [N,3]) -> sigma [N]`, then re-threshold.
 
         `chunk`: points a call of density_fn takes at the most (None: all the update's at once).
+        `commit` (a bool tensor, or None for True): False computes the update and assigns the
+        variables their own values, the same program as a real update (a compilation ahead of it).
 
         every_cell=False (the ngp rule after its warm-up; needs `seed`) updates
         a random quarter of the cells and a quarter drawn from the occupied ones.
@@ -157,14 +159,13 @@ class OccupancyGrid(tf.Module):
         chunk = chunk or m
         sigma = tf.concat([density_fn(pts[i:i + chunk]) for i in range(0, m, chunk)], 0) if m > chunk else \
             density_fn(pts)
+        old = self.density.read_value()
         if idx is None:
-            new = tf.maximum(self.density * self.decay, sigma)
-            self.density.assign(new)
+            new = tf.maximum(old * self.decay, sigma)
         else:  # a cell drawn twice keeps one of its two estimates (nerfacc does the same)
-            old = self.density.read_value()
             # a whole assign: a strategy's mirrored variables have no scatter_nd_update
             new = tf.tensor_scatter_nd_update(old, idx[:, None], tf.maximum(tf.gather(old, idx) * self.decay, sigma))
-            self.density.assign(new)
+        self.density.assign(new if commit is None else tf.where(commit, new, old))
         if self.rule == "ngp":  # optical thickness of one march step
             sigma_thr = self.threshold / self.threshold_length
             positive = tf.cast(new > 0, tf.float32)
@@ -173,8 +174,9 @@ class OccupancyGrid(tf.Module):
             sigma_thr = -tf.math.log(1.0 - self.threshold) / self.cell_size
             mean = tf.reduce_mean(new)
         thr = tf.minimum(sigma_thr, mean)
-        self.mask.assign(tf.cast(new > thr, tf.float32))
-        return tf.reduce_mean(self.mask)
+        mask = tf.cast(new > thr, tf.float32)
+        self.mask.assign(mask if commit is None else tf.where(commit, mask, self.mask.read_value()))
+        return tf.reduce_mean(mask)
 
     def _flat_index(self, points):
         g = self.resolution

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -492,6 +493,8 @@ class Trainer:
         self._render_fn = {}
         self.eval_at_seconds = []  # fit(): also evaluate when the training time passes each of these
         self._grid_fn = None
+        self._grid_ahead = None  # --jit: the thread compiling the grid update ahead, its errors
+        self._grid_phases = set()  # the phases (grid_fn's every_cell) updates have run in
         # The step counter, mirrored on the host: reading step_var (on the GPU
         # there) would wait for the device every step.
         self._step = int(self.step_var.numpy())
@@ -624,9 +627,20 @@ class Trainer:
         return self.grid is not None and self.args.occupancy and step >= self.args.grid_warmup
 
     def batch_indices(self, step, count=None):
-        """Global ray batch of a step: a function of (seed, step, count) only, so resumes and replicas agree."""
-        rng = np.random.default_rng([self.args.seed, step])
-        return rng.integers(0, self.n_train_rays, self.args.batch_rays if count is None else count, dtype=np.int64)
+        """Global ray batch of a step as a NumPy array (ray_batch, drawn eagerly)."""
+        return self.ray_batch(step, self.args.batch_rays if count is None else count).numpy()
+
+    def ray_batch(self, step, count, capacity=None):
+        """Global ray batch of step `step`: `count` indices into the training rays, uniform with
+        replacement, a function of (seed, step) only, so resumes and replicas agree; the steps draw
+        it in their own programs (a stateless Philox draw: the same values on every device, under
+        XLA or not, and the first k of any longer draw are those of k). `capacity` (--jit): the
+        [capacity] row of _padded_rays."""
+        tf = self.tf
+        seed = tf.stack([tf.constant(self.args.seed, tf.int64), tf.cast(step, tf.int64)])
+        rows = tf.random.stateless_uniform([count if capacity is None else capacity], seed=seed, minval=0,
+                                           maxval=self.n_train_rays, dtype=tf.int64, alg="philox")
+        return rows if capacity is None else self._padded_rays(rows, count, capacity)
 
     def jit_rays(self):
         """--jit: the step's ray count, --batch-rays x 2^k (|k| <= 4): the smallest at least
@@ -654,16 +668,15 @@ class Trainer:
         its indices' copy to the device."""
         return max(2 * self.args.batch_rays, rays)
 
-    def _padded_rays(self, rows, capacity):
-        """--jit: ray indices [k, rays] -> [k, capacity], each replica's consecutive share
-        (replica_share) followed by its padding of -1."""
-        rows = np.asarray(rows, np.int64)
-        n, (k, rays) = self.num_replicas, rows.shape
-        if rays == capacity:
-            return rows
-        out = np.full((k, n, capacity // n), -1, np.int64)
-        out[:, :, :rays // n] = rows.reshape(k, n, rays // n)
-        return out.reshape(k, capacity)
+    def _padded_rays(self, rows, rays, capacity):
+        """--jit: the first `rays` of `rows` [capacity] (a tensor) laid out as the program takes them:
+        each replica's consecutive share (replica_share) followed by its padding of -1."""
+        tf, n = self.tf, self.num_replicas
+        share, at = capacity // n, tf.range(capacity)
+        # position `at` is place j of replica r's share: ray r * (rays / n) + j of the batch, or padding
+        r, j = at // share, at % share
+        per = tf.cast(rays, tf.int32) // n
+        return tf.where(j < per, tf.gather(rows, tf.minimum(r * per + j, capacity - 1)), tf.constant(-1, tf.int64))
 
     def rays_for_budget(self):
         """The next step's ray count: --sample-budget over the recent samples per ray (a multiple of the replicas)."""
@@ -802,18 +815,18 @@ class Trainer:
 
     def _get_jit_train_fn(self, rays):
         """--jit: the whole step of `rays` rays (jit_capacity, padded) as one XLA program (one
-        compilation per ray count)."""
+        compilation per ray count); takes the step and its ray count (the batch is drawn in it)."""
         if rays not in self._jit_fn:
             tf = self.tf
 
             # The bitfield is an argument (the variable's value at the call).
             @tf.function(jit_compile=True, autograph=False,
-                         input_signature=[tf.TensorSpec([rays], tf.int64),
+                         input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32),
                                           tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
-            def jit_train_fn(idx, occupancy_words):
+            def jit_train_fn(step, count, occupancy_words):
                 self._occupancy_arg = occupancy_words
                 try:
-                    return self._jit_step(idx)
+                    return self._jit_step(self.ray_batch(step, count, rays))
                 finally:
                     self._occupancy_arg = None
 
@@ -823,13 +836,13 @@ class Trainer:
     def _get_jit_block_fn(self, rays):
         """--jit --steps-per-call K: up to K steps of `rays` rays (jit_capacity, padded) as one XLA
         program, a loop of its `n` argument's steps in it: one compilation per ray count, shorter
-        calls (the first step, the steps before a grid update) included. Takes the K rows of ray
-        indices (rows from n on are not run; train_steps fills them with -1); returns the last step's
-        loss and mse and the steps' counts [K, 3] (rows from n on zero). The step counter advances
-        in the loop: it seeds the next step's jitter.
+        calls (the first step, the steps before a grid update) included. Takes the first step, the
+        call's ray count and n, and draws each step's batch in the loop (ray_batch); returns the
+        last step's loss and mse and the steps' counts [K, 3] (rows from n on zero). The step
+        counter advances in the loop: it seeds the next step's jitter.
 
         With the fused Adam the loop always takes K turns, those from n on inactive (their rays all
-        padding, their update none: FusedAdam.apply's `active`). XLA then knows the trip count, and
+        -1, their update none: FusedAdam.apply's `active`). XLA then knows the trip count, and
         its GPU runtime queues all K turns at once, where a loop of n turns copies its condition to
         the host and waits for the GPU before each turn (on an H200 the demo's step is about the
         same either way: README.md, "`--jit`")."""
@@ -838,14 +851,18 @@ class Trainer:
             fixed = self.fused_adam is not None
 
             @tf.function(jit_compile=True, autograph=False,
-                         input_signature=[tf.TensorSpec([k, rays], tf.int64), tf.TensorSpec([], tf.int32),
+                         input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32),
+                                          tf.TensorSpec([], tf.int32),
                                           tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
-            def jit_block_fn(idx, n, occupancy_words):
+            def jit_block_fn(first, count, n, occupancy_words):
                 self._occupancy_arg = occupancy_words
 
                 def step(i, last, counts):
+                    idx = self.ray_batch(first + tf.cast(i, tf.int64), count, rays)
                     active = i < n if fixed else None
-                    loss, mse, c = self._jit_step(idx[i], active)
+                    if fixed:  # an idle turn's rays are all padding
+                        idx = tf.where(active, idx, tf.constant(-1, tf.int64))
+                    loss, mse, c = self._jit_step(idx, active)
                     figures = tf.cast(tf.stack([loss, mse]), tf.float32)
                     if fixed:
                         self.step_var.assign_add(tf.cast(active, self.step_var.dtype))
@@ -871,11 +888,13 @@ class Trainer:
         def replica_stats(idx):
             return self._replica_step(self.replica_share(idx), use_grid, summed=True)
 
-        # The ray count changes every step (the sample budget): the step takes the global
-        # batch's indices, a plain tensor of dynamic length, and each replica slices its
-        # share, so one trace serves the whole run under every strategy.
-        @tf.function(jit_compile=False, autograph=False, input_signature=[tf.TensorSpec([None], tf.int64)])
-        def train_fn(idx):
+        # The ray count changes every step (the sample budget): the step takes the step and its
+        # ray count, draws the global batch (ray_batch, a tensor of dynamic length) and each
+        # replica slices its share, so one trace serves the whole run under every strategy.
+        @tf.function(jit_compile=False, autograph=False,
+                     input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32)])
+        def train_fn(step, count):
+            idx = self.ray_batch(step, count)
             # Every replica holds the sums: this device's copy.
             stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))[0]
             return stats[0], stats[1], tf.cast(stats[2:], tf.int64)
@@ -884,9 +903,9 @@ class Trainer:
         return train_fn
 
     def _get_block_fn(self, use_grid):
-        """--steps-per-call: the steps of a [k, rays] array of ray indices (one row a step) in one
-        call, a loop in the graph; returns each step's summed figures, [k, 5] float32 (loss, mse and
-        the three counts of _replica_step). The step counter advances in the loop: it seeds the
+        """--steps-per-call: k steps of `count` rays from step `first` on in one call, a loop in the
+        graph (each step draws its batch, ray_batch); returns each step's summed figures, [k, 5]
+        float32 (loss, mse and the three counts of _replica_step). The step counter advances in the loop: it seeds the
         next step's jitter."""
         if use_grid in self._block_fn:
             return self._block_fn[use_grid]
@@ -895,12 +914,13 @@ class Trainer:
         def replica_stats(idx):
             return self._replica_step(self.replica_share(idx), use_grid, summed=True)
 
-        @tf.function(jit_compile=False, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.int64)])
-        def block_fn(idx):
-            k = tf.shape(idx)[0]
-
+        @tf.function(jit_compile=False, autograph=False,
+                     input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32),
+                                      tf.TensorSpec([], tf.int32)])
+        def block_fn(first, k, count):
             def step(i, figures):
-                stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx[i],)))
+                idx = self.ray_batch(first + tf.cast(i, tf.int64), count)
+                stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))
                 self.step_var.assign_add(1)
                 return (figures.write(i, stats[0]),)
 
@@ -943,10 +963,9 @@ class Trainer:
             self.optimizer.learning_rate.assign(lr)
             self._lr = lr
 
-    def update_grid(self, step):
-        """The occupancy grid's update of `step`, and with the march sampler past the grid's warm-up
-        the bitfield it marches, in one call; returns the occupied share of the cells (a scalar
-        tensor: nothing waits for the device until it is read)."""
+    def _grid_program(self):
+        """The grid update's tf.function: (seed, every_cell, publish, commit) -> the occupied share;
+        `commit` False assigns every variable its own value (_compile_grid_ahead)."""
         tf = self.tf
         if self._grid_fn is None:
             def density(p):
@@ -960,24 +979,77 @@ class Trainer:
             # of the mirrored grid alike: no collective): its few dozen small kernels become a few
             # fusions (examples/nerf/README.md, "`--jit`")
             @tf.function(jit_compile=self.jit or None, autograph=False)
-            def grid_fn(seed, every_cell, publish):
-                occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk)
+            def grid_fn(seed, every_cell, publish, commit):
+                occupied = self.grid.update(density, seed=seed, every_cell=every_cell, chunk=chunk, commit=commit)
                 if self.marching:  # publish, a bool tensor: one trace before and after the warm-up
                     words = self.occupancy_words
-                    words.assign(tf.where(publish, self._packed_mask(), words.read_value()))
+                    words.assign(tf.where(tf.logical_and(publish, commit), self._packed_mask(), words.read_value()))
                 return occupied
 
             self._grid_fn = grid_fn
-        # every_cell, a python bool: one trace per phase of the ngp rule (its updates' shapes differ)
-        every_cell = self.grid.rule == "every-cell" or step < self.grid.NGP_WARMUP_STEPS
-        publish = self.marching and self.use_grid(step)
-        occupied = self._grid_fn(tf.constant([self.args.seed, step], tf.int64), every_cell, tf.constant(publish))
-        if publish:
+        return self._grid_fn
+
+    def _grid_args(self, step, every_cell=None, commit=True):
+        """grid_fn's arguments for the update of `step`. every_cell, a python bool: one trace per
+        phase of the ngp rule (its updates' shapes differ)."""
+        tf = self.tf
+        if every_cell is None:
+            every_cell = self.grid.rule == "every-cell" or step < self.grid.NGP_WARMUP_STEPS
+        publish = commit and self.marching and self.use_grid(step)
+        return tf.constant([self.args.seed, step], tf.int64), every_cell, tf.constant(publish), tf.constant(commit)
+
+    def update_grid(self, step):
+        """The occupancy grid's update of `step`, and with the march sampler past the grid's warm-up
+        the bitfield it marches, in one call; returns the occupied share of the cells (a scalar
+        tensor: nothing waits for the device until it is read)."""
+        if self._grid_ahead is not None:  # the compilation ahead ends before the variables change
+            thread, errors = self._grid_ahead
+            thread.join()
+            self._grid_ahead = None
+            if errors:
+                raise errors[0]
+        args = self._grid_args(step)
+        self._grid_phases.add(args[1])
+        occupied = self._grid_program()(*args)
+        if args[2]:
             self._published_grid = True
         return occupied
 
+    def _compile_grid_ahead(self, step):
+        """--jit: XLA compiles the grid update's programs (one per phase of the updates from `step`
+        on, but for one an update has run) in a thread of their own while the first step compiles
+        in this one, so the first updates do not stop training to compile. Each program runs once there with commit=False
+        (its variables assigned their own values); they are traced here, in the strategy's scope.
+        Nothing else assigns the grid's variables or the bitfield before the next update, and
+        update_grid waits for the thread first: the run is the same as without it."""
+        a = self.args
+        if not (self.jit and self.grid is not None and a.occupancy):
+            return
+        phases = {True} if self.grid.rule == "every-cell" else \
+            ({False} | ({True} if step < self.grid.NGP_WARMUP_STEPS else set()))
+        phases -= self._grid_phases  # an update of this call compiled its phase
+        if not phases:
+            return
+        fn = self._grid_program()
+        calls = [self._grid_args(step, every_cell, commit=False) for every_cell in sorted(phases)]
+        for args in calls:
+            fn.get_concrete_function(*args)
+        errors = []
+
+        def compile_all():
+            try:
+                for args in calls:
+                    fn(*args)
+            except Exception as e:  # noqa: BLE001 (raised again by update_grid, in the training thread)
+                errors.append(e)
+
+        thread = threading.Thread(target=compile_all, name="grid-update-compile", daemon=True)
+        thread.start()
+        self._grid_ahead = (thread, errors)
+
     def _before_call(self, step):
-        """The occupancy grid's update where `step` has one, and the bitfield the step marches."""
+        """The occupancy grid's update where `step` has one, and the bitfield the step marches;
+        before the process's first call, the grid update's compilation ahead (--jit)."""
         a = self.args
         if self.grid is not None and a.occupancy and step % a.grid_every == 0 and \
                 step >= a.grid_warmup - 4 * a.grid_every:
@@ -985,6 +1057,8 @@ class Trainer:
         if self.marching:
             # the bitfield carries the warm-up: one traced step for the whole run
             self.publish_occupancy(step)
+        if step == self._first_step and self._grid_ahead is None:
+            self._compile_grid_ahead(step)
 
     def call_end(self, step, limit=None):
         """The step after the last one of the call that starts at `step`: up to --steps-per-call
@@ -1015,14 +1089,12 @@ class Trainer:
         tf, step = self.tf, self.step
         end = self.call_end(step, limit)
         if self.jit:
-            # --jit compiles K steps a call (one shape): a shorter call pads its rows and runs only its own.
+            # --jit compiles K steps a call (one shape): a shorter call runs only its own.
             self._before_call(step)
             rays = self.jit_rays()
-            rows = self._padded_rays([self.batch_indices(s, rays) for s in range(step, end)], self.jit_capacity(rays))
-            rest = np.full((self.steps_per_call - len(rows), rows.shape[1]), -1, np.int64)  # steps not run
-            idx = tf.constant(np.concatenate([rows, rest]))
-            fn = self._get_jit_block_fn(idx.shape[1])
-            loss, mse, counts = fn(idx, tf.constant(end - step, tf.int32), self.occupancy_words.read_value())
+            fn = self._get_jit_block_fn(self.jit_capacity(rays))
+            loss, mse, counts = fn(tf.constant(step, tf.int64), tf.constant(rays, tf.int32),
+                                   tf.constant(end - step, tf.int32), self.occupancy_words.read_value())
             self._step = end
             self.flush_counts()
             self._pending_counts = (rays, counts[:end - step])
@@ -1030,7 +1102,7 @@ class Trainer:
         self._before_call(step)
         fn = self._get_block_fn(True if self.marching else self.use_grid(step))
         rays = self.rays_for_budget()
-        figures = fn(tf.constant(np.stack([self.batch_indices(s, rays) for s in range(step, end)])))
+        figures = fn(tf.constant(step, tf.int64), tf.constant(end - step, tf.int32), tf.constant(rays, tf.int32))
         self._step = end
         self.flush_counts()
         self._pending_counts = (rays, figures[:, 2:])
@@ -1050,13 +1122,13 @@ class Trainer:
         self._before_call(step)
         if self.jit:
             rays = self.jit_rays()
-            cap = self.jit_capacity(rays)
-            idx = self._padded_rays([self.batch_indices(step, rays)], cap)[0]
-            loss, mse, counts = self._get_jit_train_fn(cap)(self.tf.constant(idx), self.occupancy_words.read_value())
+            fn = self._get_jit_train_fn(self.jit_capacity(rays))
+            loss, mse, counts = fn(self.tf.constant(step, self.tf.int64), self.tf.constant(rays, self.tf.int32),
+                                   self.occupancy_words.read_value())
         else:
             fn = self._get_train_fn(True if self.marching else self.use_grid(step))
             rays = self.rays_for_budget()
-            loss, mse, counts = fn(self.tf.constant(self.batch_indices(step, rays)))
+            loss, mse, counts = fn(self.tf.constant(step, self.tf.int64), self.tf.constant(rays, self.tf.int32))
         self.step_var.assign_add(1)
         self._step += 1
         # The last step's counts are read here, while this step runs on the
