@@ -634,8 +634,10 @@ class Trainer:
         """Global ray batch of step `step`: `count` indices into the training rays, uniform with
         replacement, a function of (seed, step) only, so resumes and replicas agree; the steps draw
         it in their own programs (a stateless Philox draw: the same values on every device, under
-        XLA or not, and the first k of any longer draw are those of k). `capacity` (--jit): the
-        [capacity] row of _padded_rays."""
+        XLA or not, and the first k of any longer draw are those of k). A --jit step draws on its
+        device, inside its XLA program (no indices to copy a call); TensorFlow's executor draws on
+        the host's CPU, as a GPU's draw adds kernels to that launch-bound step (README.md,
+        "`--jit`"). `capacity` (--jit): the [capacity] row of _padded_rays."""
         tf = self.tf
         seed = tf.stack([tf.constant(self.args.seed, tf.int64), tf.cast(step, tf.int64)])
         rows = tf.random.stateless_uniform([count if capacity is None else capacity], seed=seed, minval=0,
@@ -894,7 +896,8 @@ class Trainer:
         @tf.function(jit_compile=False, autograph=False,
                      input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32)])
         def train_fn(step, count):
-            idx = self.ray_batch(step, count)
+            with tf.device("/CPU:0"):  # (ray_batch) the host draws, as it feeds the step
+                idx = self.ray_batch(step, count)
             # Every replica holds the sums: this device's copy.
             stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))[0]
             return stats[0], stats[1], tf.cast(stats[2:], tf.int64)
@@ -919,7 +922,8 @@ class Trainer:
                                       tf.TensorSpec([], tf.int32)])
         def block_fn(first, k, count):
             def step(i, figures):
-                idx = self.ray_batch(first + tf.cast(i, tf.int64), count)
+                with tf.device("/CPU:0"):  # (ray_batch)
+                    idx = self.ray_batch(first + tf.cast(i, tf.int64), count)
                 stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))
                 self.step_var.assign_add(1)
                 return (figures.write(i, stats[0]),)
