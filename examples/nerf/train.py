@@ -1006,12 +1006,7 @@ class Trainer:
         """The occupancy grid's update of `step`, and with the march sampler past the grid's warm-up
         the bitfield it marches, in one call; returns the occupied share of the cells (a scalar
         tensor: nothing waits for the device until it is read)."""
-        if self._grid_ahead is not None:  # the compilation ahead ends before the variables change
-            thread, errors = self._grid_ahead
-            thread.join()
-            self._grid_ahead = None
-            if errors:
-                raise errors[0]
+        self._wait_grid_ahead()  # the compilation ahead ends before the variables change
         args = self._grid_args(step)
         self._grid_phases.add(args[1])
         occupied = self._grid_program()(*args)
@@ -1050,6 +1045,15 @@ class Trainer:
         thread = threading.Thread(target=compile_all, name="grid-update-compile", daemon=True)
         thread.start()
         self._grid_ahead = (thread, errors)
+
+    def _wait_grid_ahead(self):
+        """Waits for _compile_grid_ahead's thread, if any; raises its error here."""
+        if self._grid_ahead is not None:
+            thread, errors = self._grid_ahead
+            thread.join()
+            self._grid_ahead = None
+            if errors:
+                raise errors[0]
 
     def _before_call(self, step):
         """The occupancy grid's update where `step` has one, and the bitfield the step marches;
@@ -1266,6 +1270,7 @@ class Trainer:
                 bar.update(s, values=vals, finalize=last)
             if last:
                 break
+        self._wait_grid_ahead()  # a run that ends before its first grid update
         return train_time
 
     def sample_stats(self):
