@@ -666,8 +666,7 @@ class Trainer:
         count commonly settles at one or two times --batch-rays (the demo's grows to twice it): the
         calls below that are padded into one program rather than compiling programs of their own.
         A count above it is a program of its own (the counts only grow, by doubling); padding every
-        call to the largest, 16 x --batch-rays, would cost every step the padding's per-ray work and
-        its indices' copy to the device."""
+        call to the largest, 16 x --batch-rays, would cost every step the padding's per-ray work."""
         return max(2 * self.args.batch_rays, rays)
 
     def _padded_rays(self, rows, rays, capacity):
@@ -908,8 +907,8 @@ class Trainer:
     def _get_block_fn(self, use_grid):
         """--steps-per-call: k steps of `count` rays from step `first` on in one call, a loop in the
         graph (each step draws its batch, ray_batch); returns each step's summed figures, [k, 5]
-        float32 (loss, mse and the three counts of _replica_step). The step counter advances in the loop: it seeds the
-        next step's jitter."""
+        float32 (loss, mse and the three counts of _replica_step). The step counter advances in
+        the loop: it seeds the next step's jitter."""
         if use_grid in self._block_fn:
             return self._block_fn[use_grid]
         tf = self.tf
@@ -1017,8 +1016,9 @@ class Trainer:
     def _compile_grid_ahead(self, step):
         """--jit: XLA compiles the grid update's programs (one per phase of the updates from `step`
         on, but for one an update has run) in a thread of their own while the first step compiles
-        in this one, so the first updates do not stop training to compile. Each program runs once there with commit=False
-        (its variables assigned their own values); they are traced here, in the strategy's scope.
+        in this one, so the first updates do not stop training to compile. Each program runs once
+        there with commit=False (its variables assigned their own values); they are traced here,
+        in the strategy's scope.
         Nothing else assigns the grid's variables or the bitfield before the next update, and
         update_grid waits for the thread first: the run is the same as without it."""
         a = self.args
