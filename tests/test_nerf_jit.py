@@ -366,6 +366,40 @@ def test_static_pruning_keeps_what_the_dynamic_pruning_keeps(budget):
     np.testing.assert_array_equal(static.ray_indices.numpy()[kept:], r - 1)
 
 
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 17, 64, 1000])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_prefix_sum_is_the_cumulative_sum(n, exclusive):
+    """sampling.prefix_sum (the --jit step's scans) against NumPy's cumulative sum, exactly: integers,
+    and floats whose partial sums are exact (multiples of 2^-4), eager and compiled by XLA."""
+    import tensorflow as tf
+
+    from examples.nerf import sampling
+
+    rng = np.random.default_rng(n)
+    for x in (rng.integers(-50, 50, n).astype(np.int32), (rng.integers(0, 4096, n) / 16).astype(np.float32)):
+        want = np.cumsum(x, dtype=x.dtype) - (x if exclusive else 0)
+        compiled = tf.function(lambda t: sampling.prefix_sum(t, exclusive=exclusive), jit_compile=True)
+        for got in (sampling.prefix_sum(tf.constant(x), exclusive=exclusive), compiled(tf.constant(x))):
+            assert got.dtype == x.dtype
+            np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(ValueError, match="static length"):
+        tf.function(sampling.prefix_sum).get_concrete_function(tf.TensorSpec([None], tf.int32))
+
+
+def test_the_sample_turns_xlas_fusion_autotuner_off_unless_told():
+    """XLA_FLAGS gets the fusion autotuner off with TensorFlow 2.21 and later (older XLAs refuse the
+    flag), and a flag the user set is kept."""
+    from examples.nerf import train
+
+    off = "--xla_gpu_experimental_enable_fusion_autotuner=false"
+    assert train._xla_flags_for_the_sample("", (2, 21)) == off
+    assert train._xla_flags_for_the_sample("--xla_dump_to=/tmp/x", (2, 22)) == f"--xla_dump_to=/tmp/x {off}"
+    for kept in (off.replace("false", "true"), off.replace("=false", "")):
+        assert train._xla_flags_for_the_sample(kept, (2, 21)) == kept
+    assert train._xla_flags_for_the_sample("", (2, 19)) == ""
+    assert train._xla_flags_for_the_sample("--a", None) == "--a"
+
+
 def test_xla_cache_keeps_the_compiled_programs(tmp_path):
     """--xla-cache DIR: the run writes its XLA programs into DIR (TensorFlow's persistent cache, which
     a later run reads); without --jit it is refused."""

@@ -247,7 +247,8 @@ def _transmittance_above(samples, sigma, threshold):
     quantum small enough that the deepest ray's sum stays within 2^24 quanta. The cumulative sum
     restarts at each ray (its first sample carries minus the rays before it), so every partial
     sum any scan forms is a multiple of the quantum within 2^24 of them: exact in any order
-    (sampling.blocked_cumsum's, which a GPU runs faster than tf.math.cumsum's). The
+    (sampling.blocked_cumsum's, which a GPU runs faster than tf.math.cumsum's in TensorFlow's
+    executor; sampling.prefix_sum's where the length is static, as in the --jit step). The
     rounding down keeps every sample the renderer's own early termination uses, and at most a
     quantum per sample more.
     """
@@ -262,7 +263,8 @@ def _transmittance_above(samples, sigma, threshold):
     # Ray r's first sample subtracts ray r - 1's total (empty rays: 0, at the same place).
     restart = tf.math.unsorted_segment_sum(-tf.concat([[0.0], totals], 0)[:-1], samples.ray_offsets,
                                            tf.shape(tau)[0] + 1)[:-1]
-    before = sampling.blocked_cumsum(tau + restart) - tau
+    scan = sampling.blocked_cumsum if tau.shape[0] is None else sampling.prefix_sum
+    before = scan(tau + restart) - tau
     return before <= limit
 
 
@@ -285,12 +287,12 @@ def _before_termination_static(samples, sigma, threshold, num_rays, budget):
     keep = tf.logical_and(_transmittance_above(samples, sigma, threshold), valid)
     counts = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), samples.ray_indices, num_rays)
     # Rays in order while their kept samples fit the budget, among those the march kept.
-    ray_fits = tf.logical_and(tf.math.cumsum(counts) <= budget, tf.range(num_rays) < samples.num_rays)
+    ray_fits = tf.logical_and(sampling.prefix_sum(counts) <= budget, tf.range(num_rays) < samples.num_rays)
     counts = tf.where(ray_fits, counts, 0)
     keep = tf.logical_and(keep, tf.gather(ray_fits, samples.ray_indices))
     num_samples = tf.reduce_sum(counts)
     # Each kept sample's place in the output; the others go to slot `budget`, cut off below.
-    slot = tf.where(keep, tf.math.cumsum(tf.cast(keep, tf.int32), exclusive=True), budget)
+    slot = tf.where(keep, sampling.prefix_sum(tf.cast(keep, tf.int32), exclusive=True), budget)
 
     def compact(x):
         return tf.math.unsorted_segment_sum(x, slot, budget + 1)[:budget]
@@ -299,5 +301,5 @@ def _before_termination_static(samples, sigma, threshold, num_rays, budget):
     return samples._replace(
         t_starts=compact(samples.t_starts), t_ends=compact(samples.t_ends),
         ray_indices=tf.where(padding, tf.maximum(num_rays - 1, 0), compact(samples.ray_indices)),
-        ray_offsets=tf.math.cumsum(counts, exclusive=True), ray_counts=counts, num_samples=num_samples,
+        ray_offsets=sampling.prefix_sum(counts, exclusive=True), ray_counts=counts, num_samples=num_samples,
         num_rays=tf.reduce_sum(tf.cast(ray_fits, tf.int32)))

@@ -47,6 +47,26 @@ def blocked_cumsum(x, block=1024):
     return tf.reshape(within + before[:, None], [-1])[:n]
 
 
+def prefix_sum(x, exclusive=False):
+    """Cumulative sum of a 1-D tensor of static length in ceil(log4(n)) passes, each adding three
+    shifted copies (Hillis-Steele in radix 4): elementwise work XLA compiles as small fusions.
+    XLA lowers tf.math.cumsum to a reduce-window, rewritten into a tree of them, which its GPU
+    compiler fuses into the reductions that consume it: one such fusion made the largest kernel
+    of the compiled step's compilation (README.md, "--jit"). The additions come in another order
+    than tf.math.cumsum's: the same sums where every partial sum is exact (integers, or multiples
+    of a power of two below 2^24 of them in float32), as the callers' are.
+    """
+    n = x.shape[0]
+    if n is None:
+        raise ValueError("prefix_sum needs a static length (tf.math.cumsum takes a dynamic one)")
+    total, shift = x, 1
+    while shift < n:
+        total = tf.add_n([total] + [tf.pad(total[:n - j * shift], [[j * shift, 0]])
+                                    for j in (1, 2, 3) if j * shift < n])
+        shift *= 4
+    return total - x if exclusive else total
+
+
 def first_occupied(mask, tries):
     """For each row of `tries` (cell indices [N, T]), the first cell whose `mask` is positive,
     else the row's last cell: instant-NGP's draw of an occupied cell, uniform over the occupied

@@ -20,6 +20,34 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # variable when it creates its GPU devices, at the process's first op.
 os.environ.setdefault("TF_GPU_THREAD_MODE", "gpu_private")
 
+
+def _xla_flags_for_the_sample(flags, tensorflow_version):
+    """XLA_FLAGS with XLA's fusion-emitter autotuner off, unless `flags` names it. For each fusion
+    XLA's GPU compiler (TensorFlow 2.21's) times its native emitter against Triton's: most of the
+    --jit step's first call, for no faster step (README.md, "--jit"). Older XLAs have no such
+    flag, and XLA refuses a flag it does not know: they keep `flags`."""
+    name = "--xla_gpu_experimental_enable_fusion_autotuner"
+    if name in flags or tensorflow_version is None or tensorflow_version < (2, 21):
+        return flags
+    return f"{flags} {name}=false".strip()
+
+
+def _tensorflow_version():
+    """(major, minor) of the installed TensorFlow, read without importing it; None if none is found."""
+    from importlib import metadata
+    for dist in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+        try:
+            return tuple(int(part) for part in metadata.version(dist).split(".")[:2])
+        except (metadata.PackageNotFoundError, ValueError):
+            continue
+    return None
+
+
+# XLA reads XLA_FLAGS at its first compilation.
+_XLA_FLAGS = _xla_flags_for_the_sample(os.environ.get("XLA_FLAGS", ""), _tensorflow_version())
+if _XLA_FLAGS:
+    os.environ["XLA_FLAGS"] = _XLA_FLAGS
+
 import numpy as np  # noqa: E402
 
 from examples.nerf import datasets, scene  # noqa: E402
