@@ -246,6 +246,35 @@ def _nerf_first_step(d):
             {"what": "kernels", "ms": d.get("kernels_per_step")}]
 
 
+_FIRST_CALL_EVENTS = [
+    ("the first call, wall time while profiled", None),
+    ("tracing the step (`tf.function-graph_building`)", "tf.function-graph_building"),
+    ("XLA's compilation of the step's program (`CompileToBackendResult`)", "CompileToBackendResult"),
+    ("HLO passes (`OptimizeHloModule`)", "OptimizeHloModule"),
+    ("of which the fusion autotuner (`autotune-fusion-emitters`)", "autotune-fusion-emitters"),
+    ("LLVM IR emission (`CompileModuleToLlvmIr`)", "CompileModuleToLlvmIr"),
+    ("PTX to GPU code (`PTX->CUBIN`)", "PTX->CUBIN"),
+    ("the grid update's programs (`grid_fn`, another thread)", "grid_fn"),
+]
+
+
+def _nerf_first_step_jit(d):
+    before = d.get("fusion_autotuner_on_and_xla_cumsum") or {}
+
+    def ms(profile, event):
+        if event is None:
+            return profile.get("profiled_wall_ms")
+        events = dict(profile.get("top_host_events_ms_per_step") or [])
+        if event == "llvm":
+            return max((v for k, v in events.items() if k.startswith("Compiling IR:")), default=None)
+        return events.get(event)
+
+    rows = [{"what": what, "ms": ms(d, event), "before_ms": ms(before, event)} for what, event in _FIRST_CALL_EVENTS]
+    rows.insert(6, {"what": "LLVM's longest compilation (`Compiling IR:*`)", "ms": ms(d, "llvm"),
+                    "before_ms": ms(before, "llvm")})
+    return rows
+
+
 def _wheel_isa(d):
     return [{"op": k, "native_ms": v["native_ms"], "portable_ms": v.get(f"{d['level']}_ms"),
              "ratio": v.get("ratio_portable_over_native")} for k, v in d["results"].items()]
@@ -336,14 +365,11 @@ SECTIONS = {
     "nerf_demo_jit.h200": ("NeRF sample on an H200, the steps compiled whole by XLA, eight a call",
                            "The demo with `--jit --steps-per-call 8`: eight training steps one XLA program "
                            "over a static ray count (examples/nerf/README.md, \"`--jit`\"), every call padded "
-                           "to twice `--batch-rays`, the loop of eight turns; compilations: one program. The file "
-                           "also holds the repeat (`runs`) and, interleaved with them, the same runs with the "
-                           "loop of the call's own turns (`loop_of_n_turns`).", _nerf_demo, NERF_DEMO),
-    "nerf_demo_jit_noautotune.h200": ("The compiled demo without XLA's autotuning",
-                                      "The run above with `XLA_FLAGS=--xla_gpu_autotune_level=0`: the median of "
-                                      "seven runs by training time (all seven in `runs`: the first step's "
-                                      "compilation varies from run to run).",
-                                      _nerf_demo, NERF_DEMO),
+                           "to twice `--batch-rays`, the loop of eight turns; compilations: one program. The lower "
+                           "median of four runs by training time; the file holds all four (`runs`) and, "
+                           "interleaved with them, four runs with XLA's fusion autotuner on "
+                           "(`fusion_autotuner_on`) and four with the step's scans by `tf.math.cumsum` "
+                           "(`xla_cumsum`).", _nerf_demo, NERF_DEMO),
     "nerf_demo_jit_cached.h200": ("The compiled demo again, its programs kept by `--xla-cache`",
                                   "The `--jit --steps-per-call 8` run twice with `--xla-cache DIR`, its calls unpadded (one program "
                                   "per ray count): the second run's figures (the first "
@@ -357,6 +383,23 @@ SECTIONS = {
                                  "TensorFlow's elementwise kernels compiled at their first run (examples/nerf/"
                                  "README.md, \"`--jit`\").",
                                  _nerf_first_step, [("", "what"), ("ms (count for kernels)", "ms")]),
+    "nerf_gpu_first_step_jit.h200": ("NeRF sample on an H200: the compiled step's first call",
+                                     "`python -m benchmarks.profile_nerf_gpu --first-step --jit --steps-per-call 8`: "
+                                     "the first call of the compiled step under TensorFlow's profiler, the host's "
+                                     "events of XLA's compilation (nested ones counted in each; the grid update's "
+                                     "compilation runs in another thread at the same time); the second column: XLA's "
+                                     "fusion autotuner on and the step's scans by `tf.math.cumsum`, on another host "
+                                     "of this kind (`fusion_autotuner_on_and_xla_cumsum`).",
+                                     _nerf_first_step_jit, [("", "what"), ("ms", "ms"),
+                                                            ("autotuner on, tf.math.cumsum: ms", "before_ms")]),
+    "nerf_demo_batch.h200": ("NeRF sample on an H200: the demo's test PSNR against its batch",
+                             "One process, `--jit --steps-per-call 8`, 3000 steps (one row 1500) at 4096 and 8192 "
+                             "rays a step, at several learning rates and seeds; the training and validation "
+                             "PSNR of the last periodic evaluation (step 2750, four views each).",
+                             None, [("rays a step", "batch_rays"), ("learning rate", "lr"), ("seed", "seed"),
+                                    ("steps", "steps"), ("test PSNR dB", "test_psnr_mean"),
+                                    ("training views' PSNR dB", "train_psnr_last"),
+                                    ("validation PSNR dB", "val_psnr_last"), ("epochs", "epochs")]),
     "nerf_demo_keras_adam.h100": ("NeRF sample on a GPU, Keras's Adam", "The demo above with `--adam keras`.",
                                   _nerf_demo, NERF_DEMO),
     "nerf_demo_float32.h100": ("NeRF sample on a GPU, float32 MLPs",
