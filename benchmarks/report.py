@@ -355,6 +355,10 @@ def _multi_gpu_section(gpu):
 SECTIONS = {
     **_multi_gpu_sections(),
     # NeRF sample
+    "nerf_demo.cpu": ("NeRF sample on the CPU: `make demo`",
+                      "3000 training steps of the hash-grid NeRF (float32 fused MLPs, fused Adam) on two "
+                      "vCPUs, inside the demo's 8-minute cap; test PSNR over 8 held-out views.", _nerf_demo,
+                      NERF_DEMO),
     "nerf_demo.h100": ("NeRF sample on a GPU: the procedural demo",
                        "3000 training steps of the hash-grid NeRF (float16 fused MLPs, fused Adam) through "
                        "TensorFlow's CUDA build; test PSNR over 8 held-out views.", _nerf_demo,
