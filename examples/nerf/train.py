@@ -24,10 +24,11 @@ os.environ.setdefault("TF_GPU_THREAD_MODE", "gpu_private")
 def _xla_flags_for_the_sample(flags, tensorflow_version):
     """XLA_FLAGS with XLA's fusion-emitter autotuner off, unless `flags` names it. For each fusion
     XLA's GPU compiler (TensorFlow 2.21's) times its native emitter against Triton's: a large part
-    of the --jit step's first call, for no faster step (README.md, "--jit"). Older XLAs have no such
-    flag, and XLA refuses a flag it does not know: they keep `flags`."""
+    of the --jit step's first call, for no faster step (README.md, "--jit"). XLA refuses a flag it
+    does not know, and this one is experimental (older XLAs lack it, a later one may drop it): other
+    TensorFlow versions keep `flags`."""
     name = "--xla_gpu_experimental_enable_fusion_autotuner"
-    if name in flags or tensorflow_version is None or tensorflow_version < (2, 21):
+    if name in flags or tensorflow_version != (2, 21):
         return flags
     return f"{flags} {name}=false".strip()
 
