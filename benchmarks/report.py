@@ -253,6 +253,7 @@ _FIRST_CALL_EVENTS = [
     ("HLO passes (`OptimizeHloModule`)", "OptimizeHloModule"),
     ("of which the fusion autotuner (`autotune-fusion-emitters`)", "autotune-fusion-emitters"),
     ("LLVM IR emission (`CompileModuleToLlvmIr`)", "CompileModuleToLlvmIr"),
+    ("LLVM's longest compilation (`Compiling IR:*`)", "Compiling IR:"),
     ("PTX to GPU code (`PTX->CUBIN`)", "PTX->CUBIN"),
     ("the grid update's programs (`grid_fn`, another thread)", "grid_fn"),
 ]
@@ -261,18 +262,15 @@ _FIRST_CALL_EVENTS = [
 def _nerf_first_step_jit(d):
     before = d.get("fusion_autotuner_on_and_xla_cumsum") or {}
 
-    def ms(profile, event):
+    def ms(profile, event):  # an event's time; for a prefix (ending in ':'), its longest event's
         if event is None:
             return profile.get("profiled_wall_ms")
         events = dict(profile.get("top_host_events_ms_per_step") or [])
-        if event == "llvm":
-            return max((v for k, v in events.items() if k.startswith("Compiling IR:")), default=None)
+        if event.endswith(":"):
+            return max((v for k, v in events.items() if k.startswith(event)), default=None)
         return events.get(event)
 
-    rows = [{"what": what, "ms": ms(d, event), "before_ms": ms(before, event)} for what, event in _FIRST_CALL_EVENTS]
-    rows.insert(6, {"what": "LLVM's longest compilation (`Compiling IR:*`)", "ms": ms(d, "llvm"),
-                    "before_ms": ms(before, "llvm")})
-    return rows
+    return [{"what": what, "ms": ms(d, event), "before_ms": ms(before, event)} for what, event in _FIRST_CALL_EVENTS]
 
 
 def _wheel_isa(d):
