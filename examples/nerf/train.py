@@ -1027,7 +1027,7 @@ class Trainer:
         tf = self.tf
         if every_cell is None:
             every_cell = self.grid.rule == "every-cell" or step < self.grid.NGP_WARMUP_STEPS
-        publish = commit and self.marching and self.use_grid(step)
+        publish = self.marching and self.use_grid(step)  # (grid_fn publishes only what it commits)
         return tf.constant([self.args.seed, step], tf.int64), every_cell, tf.constant(publish), tf.constant(commit)
 
     def update_grid(self, step):
