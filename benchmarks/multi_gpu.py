@@ -120,24 +120,19 @@ def gamma(m):
 
 
 def keras_data(n, seed):
-    """n points in the unit cube and the colours the Keras model learns for them."""
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(0, 1, (n, 3)).astype(np.float32)
-    return x, np.stack([np.sin(6 * x[:, 0]), np.cos(5 * x[:, 1]), x[:, 2] ** 2], axis=1).astype(np.float32)
+    """n points in the unit cube and the values the Keras model learns for them
+    (examples/keras_workers's function)."""
+    from examples.keras_workers.train import target
+
+    x = np.random.default_rng(seed).uniform(0, 1, (n, 3)).astype(np.float32)
+    return x, target(x)
 
 
 def keras_model():
-    """The Keras model of the keras and workers parts: HashEncoding + FusedMLP."""
-    import keras
+    """The Keras model of the keras and workers parts: examples/keras_workers's HashEncoding + FusedMLP."""
+    from examples.keras_workers.train import build_model
 
-    from metal_ops import layers
-
-    return keras.Sequential([
-        keras.Input((3,)),
-        layers.HashEncoding(num_levels=8, features_per_level=2, log2_hashmap_size=14, base_resolution=8,
-                            finest_resolution=256),
-        layers.FusedMLP(3, hidden_units=64, hidden_layers=2),
-    ])
+    return build_model()
 
 
 def keras_worker(args):
