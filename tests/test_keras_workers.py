@@ -80,7 +80,18 @@ def test_two_workers_reach_one_process_weights_on_their_batches_together(tmp_pat
      "--points (8192) must hold a call's batches of all replicas"),
 ])
 def test_bad_arguments_stop_with_a_message_naming_them(args, message):
-    r = subprocess.run([sys.executable, "-m", "examples.keras_workers.train", *args], cwd=ROOT, env=_env(),
+    _refused(args, message)
+
+
+def test_compiled_calls_on_cpu_workers_stop_with_a_message():
+    # before the strategy, which would wait for the other worker
+    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
+    _refused(["--jit", "on"], "--jit on: XLA compiles collectives for GPUs only",
+             TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+
+
+def _refused(args, message, **env):
+    r = subprocess.run([sys.executable, "-m", "examples.keras_workers.train", *args], cwd=ROOT, env=_env(**env),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and message in r.stderr, r.stderr[-2000:]
     assert "Traceback" not in r.stderr

@@ -66,7 +66,7 @@ def make_strategy():
     if not os.environ.get("TF_CONFIG"):
         return tf.distribute.get_strategy()
     impl = tf.distribute.experimental.CommunicationImplementation
-    gpus = tf.config.list_physical_devices("GPU")
+    gpus = tf.config.list_physical_devices("GPU")  # listing devices runs no op
     return tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(
             implementation=impl.NCCL if gpus else impl.RING))
@@ -86,12 +86,16 @@ def main(argv=None):
 
     from metal_ops import losses
 
+    gpus = tf.config.list_physical_devices("GPU")
+    if args.jit == "on" and os.environ.get("TF_CONFIG") and not gpus:
+        raise SystemExit("--jit on: XLA compiles collectives for GPUs only, so CPU workers cannot all-reduce "
+                         "in a compiled call; run them with --jit off (or auto)")
     strategy = make_strategy()
     replicas = strategy.num_replicas_in_sync
     if args.points < args.batch * k * replicas:
         raise SystemExit(f"--points ({args.points}) must hold a call's batches of all replicas "
                          f"(--batch x --steps-per-call x {replicas} replicas = {args.batch * k * replicas})")
-    jit = args.jit == "on" or (args.jit == "auto" and bool(tf.config.list_physical_devices("GPU")))
+    jit = args.jit == "on" or (args.jit == "auto" and bool(gpus))
     keras.utils.set_random_seed(args.seed)
     with strategy.scope():
         model = build_model()
