@@ -367,11 +367,15 @@ SECTIONS = {
     "nerf_demo_jit.h200": ("NeRF sample on an H200, the steps compiled whole by XLA, eight a call",
                            "The demo with `--jit --steps-per-call 8`: eight training steps one XLA program "
                            "over a static ray count (examples/nerf/README.md, \"`--jit`\"), every call padded "
-                           "to twice `--batch-rays`, the loop of eight turns; compilations: one program. The lower "
-                           "median of four runs by training time; the file holds all four (`runs`) and, "
-                           "interleaved with them, four runs with XLA's fusion autotuner on "
-                           "(`fusion_autotuner_on`) and four with the step's scans by `tf.math.cumsum` "
-                           "(`xla_cumsum`).", _nerf_demo, NERF_DEMO),
+                           "to twice `--batch-rays`, the loop of eight turns; compilations: one program; XLA's "
+                           "kernels at LLVM's level 1 (`--xla_backend_optimization_level=1`, the sample's where an "
+                           "NVIDIA GPU is visible), the library from the Linux wheel (sm_90). The median of three "
+                           "runs by training time; the file holds all three (`runs`) and, interleaved with them on "
+                           "one H200 (a host of 16 cores), three at LLVM's level 3 (`llvm_level_3`) and three at "
+                           "level 3 with LLVM's expensive passes off (`llvm_expensive_passes_off`); from other "
+                           "hosts of this kind, an earlier version's runs at level 3 with XLA's fusion autotuner "
+                           "on and off and the step's scans by `tf.math.cumsum` (`earlier_host`), and XLA's "
+                           "parallel LLVM compilation (`llvm_module_parallelism`).", _nerf_demo, NERF_DEMO),
     "nerf_demo_jit_cached.h200": ("The compiled demo again, its programs kept by `--xla-cache`",
                                   "The `--jit --steps-per-call 8` run twice with `--xla-cache DIR`, its calls unpadded (one program "
                                   "per ray count): the second run's figures (the first "

@@ -386,18 +386,36 @@ def test_prefix_sum_is_the_cumulative_sum(n, exclusive):
         tf.function(sampling.prefix_sum).get_concrete_function(tf.TensorSpec([None], tf.int32))
 
 
-def test_the_sample_turns_xlas_fusion_autotuner_off_unless_told():
+def test_the_sample_sets_its_xla_flags_unless_told():
     """XLA_FLAGS gets the fusion autotuner off with TensorFlow 2.21 (XLA refuses a flag it does not
-    know: other versions keep XLA_FLAGS as it is), and a flag the user set is kept."""
+    know: other versions keep XLA_FLAGS as it is) and LLVM's level 1 where an NVIDIA GPU is
+    visible; a flag the user set is kept."""
     from examples.nerf import train
 
-    off = "--xla_gpu_experimental_enable_fusion_autotuner=false"
-    assert train._xla_flags_for_the_sample("", (2, 21)) == off
-    assert train._xla_flags_for_the_sample("--xla_dump_to=/tmp/x", (2, 21)) == f"--xla_dump_to=/tmp/x {off}"
+    off, o1 = "--xla_gpu_experimental_enable_fusion_autotuner=false", "--xla_backend_optimization_level=1"
+    flags = train._xla_flags_for_the_sample
+    assert flags("", (2, 21), False) == off
+    assert flags("", (2, 21), True) == f"{off} {o1}"
+    assert flags("--xla_dump_to=/tmp/x", (2, 21), True) == f"--xla_dump_to=/tmp/x {off} {o1}"
     for kept in (off.replace("false", "true"), off.replace("=false", "")):
-        assert train._xla_flags_for_the_sample(kept, (2, 21)) == kept
-    assert train._xla_flags_for_the_sample("", (2, 19)) == "" and train._xla_flags_for_the_sample("", (2, 22)) == ""
-    assert train._xla_flags_for_the_sample("--a", None) == "--a"
+        assert flags(kept, (2, 21), False) == kept
+    assert flags("--xla_backend_optimization_level=3", (2, 21), True) == f"--xla_backend_optimization_level=3 {off}"
+    assert flags("", (2, 19), False) == "" and flags("", (2, 22), False) == ""
+    assert flags("", (2, 19), True) == o1
+    assert flags("--a", None, False) == "--a"
+
+
+@pytest.mark.parametrize("visible, nodes, seen", [
+    (None, ["nvidia0"], True), ("0,1", ["nvidia0", "nvidia1"], True), (None, [], False),
+    ("", ["nvidia0"], False), ("-1", ["nvidia0"], False), (None, ["nvidiactl", "nvidia-uvm"], False),
+])
+def test_the_sample_sees_an_nvidia_gpu_by_its_device_node(tmp_path, visible, nodes, seen):
+    from examples.nerf import train
+
+    for name in nodes:
+        (tmp_path / name).touch()
+    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    assert train._nvidia_gpu_visible(environ, str(tmp_path / "nvidia[0-9]*")) is seen
 
 
 def test_xla_cache_keeps_the_compiled_programs(tmp_path):

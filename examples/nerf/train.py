@@ -21,16 +21,34 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_GPU_THREAD_MODE", "gpu_private")
 
 
-def _xla_flags_for_the_sample(flags, tensorflow_version):
-    """XLA_FLAGS with XLA's fusion-emitter autotuner off, unless `flags` names it. For each fusion
-    XLA's GPU compiler (TensorFlow 2.21's) times its native emitter against Triton's: a large part
-    of the --jit step's first call, for no faster step (README.md, "--jit"). XLA refuses a flag it
-    does not know, and this one is experimental (older XLAs lack it, a later one may drop it): other
-    TensorFlow versions keep `flags`."""
-    name = "--xla_gpu_experimental_enable_fusion_autotuner"
-    if name in flags or tensorflow_version != (2, 21):
-        return flags
-    return f"{flags} {name}=false".strip()
+def _xla_flags_for_the_sample(flags, tensorflow_version, nvidia_gpu):
+    """XLA_FLAGS with the sample's choices for XLA, each unless `flags` names it:
+    - XLA's fusion-emitter autotuner off (TensorFlow 2.21 only). For each fusion XLA's GPU
+      compiler (TensorFlow 2.21's) times its native emitter against Triton's: a large part of the
+      --jit step's first call, for no faster step (README.md, "--jit"). XLA refuses a flag it does
+      not know, and this one is experimental (older XLAs lack it, a later one may drop it).
+    - LLVM's optimisation level 1 for XLA's own kernels, where an NVIDIA GPU is visible
+      (`nvidia_gpu`): the --jit step's first call compiles about 1.2 s sooner and its steady step is
+      no slower on an H200, while XLA's CPU kernels of the same step run 8% slower."""
+    added = []
+    autotuner = "--xla_gpu_experimental_enable_fusion_autotuner"
+    if autotuner not in flags and tensorflow_version == (2, 21):
+        added.append(f"{autotuner}=false")
+    level = "--xla_backend_optimization_level"
+    if level not in flags and nvidia_gpu:
+        added.append(f"{level}=1")
+    return " ".join([flags.strip()] * bool(flags.strip()) + added) if added else flags
+
+
+def _nvidia_gpu_visible(environ=os.environ, devices="/dev/nvidia[0-9]*"):
+    """Whether CUDA can see an NVIDIA GPU, read without TensorFlow (the XLA flags are set before it
+    starts): a GPU's device node exists and CUDA_VISIBLE_DEVICES does not hide them all."""
+    import glob
+
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return bool(glob.glob(devices))
 
 
 def _tensorflow_version():
@@ -45,7 +63,7 @@ def _tensorflow_version():
 
 
 # XLA reads XLA_FLAGS at its first compilation.
-_XLA_FLAGS = _xla_flags_for_the_sample(os.environ.get("XLA_FLAGS", ""), _tensorflow_version())
+_XLA_FLAGS = _xla_flags_for_the_sample(os.environ.get("XLA_FLAGS", ""), _tensorflow_version(), _nvidia_gpu_visible())
 if _XLA_FLAGS:
     os.environ["XLA_FLAGS"] = _XLA_FLAGS
 
