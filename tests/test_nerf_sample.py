@@ -704,6 +704,10 @@ def test_cli_writes_outputs(tmp_path):
     m = json.loads((run / "metrics.json").read_text())
     assert m["step"] == 20 and len(m["test_psnr"]) == 2 and len(m["history"]) == 2
     assert m["test_psnr_mean"] == pytest.approx(np.mean(m["test_psnr"]), abs=1e-3)
+    from examples.nerf import train  # the flags the run's XLA read: the sample's and the caller's
+
+    assert "--xla_gpu_experimental_enable_fusion_autotuner=false" in m["xla_flags"]
+    assert ("--xla_backend_optimization_level=1" in m["xla_flags"]) == train._nvidia_gpu_visible(env)
     import imageio.v2 as imageio
 
     side = imageio.imread(run / "test_00.png")

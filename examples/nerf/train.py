@@ -1374,8 +1374,8 @@ class Trainer:
             dataset=dict(name=self.dataset.name, format=self.dataset.format, notes=self.dataset.notes,
                          views={k: len(v) for k, v in self.dataset.splits.items()}, size=[self.H, self.W],
                          aabb=self.dataset.aabb.tolist(), near=self.near, far=self.far),
-            config=vars(a), data=self.data_path, side_by_side=paths, **self.sample_stats(), **self.timing_stats(),
-            **extra)
+            config=vars(a), xla_flags=os.environ.get("XLA_FLAGS", ""), data=self.data_path, side_by_side=paths,
+            **self.sample_stats(), **self.timing_stats(), **extra)
         # The other workers of a multi-worker run write beside the chief (the same folder on one machine).
         name = "metrics.json" if self._is_chief() else "metrics.{}{}.json".format(*self._task())
         with open(os.path.join(self.run_dir, name), "w") as f:
