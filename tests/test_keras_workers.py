@@ -7,12 +7,13 @@ initialises, and XLA compiles collectives for GPUs only.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests.local_workers import tf_configs, wait_all
 
 pytestmark = pytest.mark.source_tree("examples/keras_workers")
 
@@ -34,29 +35,12 @@ def _start(args, **env):
 
 
 def _finish(procs):
-    try:
-        outputs = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, (so, se) in zip(procs, outputs):
-        assert p.returncode == 0, so[-2000:] + se[-4000:]
-    return [json.loads(so.strip().splitlines()[-1]) for so, _ in outputs]
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return [json.loads(so.strip().splitlines()[-1]) for so, _ in wait_all(procs)]
 
 
 def test_two_workers_reach_one_process_weights_on_their_batches_together(tmp_path):
     one, two = str(tmp_path / "one.npz"), str(tmp_path / "two.npz")
-    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
-    procs = [_start(ARGS + ["--batch", "2048", "--save", two],
-                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
-             for i in range(2)]
+    procs = [_start(ARGS + ["--batch", "2048", "--save", two], TF_CONFIG=tf_config) for tf_config in tf_configs(2)]
     procs.append(_start(ARGS + ["--batch", "4096", "--save", one]))
     *workers, single = _finish(procs)
     assert [w["replicas"] for w in workers] == [2, 2] and single["replicas"] == 1
@@ -85,9 +69,7 @@ def test_bad_arguments_stop_with_a_message_naming_them(args, message):
 
 def test_compiled_calls_on_cpu_workers_stop_with_a_message():
     # before the strategy, which would wait for the other worker
-    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
-    _refused(["--jit", "on"], "--jit on: XLA compiles collectives for GPUs only",
-             TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    _refused(["--jit", "on"], "--jit on: XLA compiles collectives for GPUs only", TF_CONFIG=tf_configs(2)[0])
 
 
 def _refused(args, message, **env):

@@ -15,12 +15,13 @@ before TensorFlow initialises.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests.local_workers import tf_configs, wait_all
 
 pytestmark = pytest.mark.source_tree("examples/nerf")
 
@@ -106,12 +107,6 @@ def worker_main(mode, tmp, out, index=0):
         _save(out[:-4] + ".single.npz", g1, w1, m1, names)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(**extra):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TF_CONFIG", None)
@@ -121,24 +116,10 @@ def _env(**extra):
 
 def _two_workers(entry, *args):
     """Runs this file's `entry` as two local workers over loopback (TF_CONFIG); their outputs."""
-    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
-    procs = []
-    for i in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
-        procs.append(subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), entry, *map(str, args), str(i)],
-            cwd=ROOT, env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True))
-    outputs = []
-    try:
-        for p in procs:
-            outputs.append(p.communicate(timeout=300))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, (so, se) in zip(procs, outputs):
-        assert p.returncode == 0, so[-2000:] + se[-4000:]
+    wait_all([subprocess.Popen([sys.executable, os.path.abspath(__file__), entry, *map(str, args), str(i)],
+                               cwd=ROOT, env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+              for i, tf_config in enumerate(tf_configs(2))])
 
 
 def _load(path):
