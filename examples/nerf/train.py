@@ -5,6 +5,7 @@ side-by-side PNGs of rendered vs ground-truth test views, psnr_vs_time.png,
 metrics.json and orbit.gif.
 """
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -1063,9 +1064,10 @@ class Trainer:
     def _compile_grid_ahead(self, step):
         """--jit: XLA compiles the grid update's programs (one per phase of the updates from `step`
         on, but for one an update has run) in a thread of their own while the first step compiles
-        in this one, so the first updates do not stop training to compile. Each program runs once
-        there with commit=False (its variables assigned their own values); they are traced here,
-        in the strategy's scope.
+        in this one, so the first updates do not stop training to compile. Each program is traced
+        and runs once there with commit=False (its variables assigned their own values), in the
+        strategy's scope where this thread is in it; the tracing holds Python's lock, which XLA's
+        compilation of the step here does not (_first_call).
         Nothing else assigns the grid's variables or the bitfield before the next update, and
         update_grid waits for the thread first: the run is the same as without it."""
         a = self.args
@@ -1078,14 +1080,14 @@ class Trainer:
             return
         fn = self._grid_program()
         calls = [self._grid_args(step, every_cell, commit=False) for every_cell in sorted(phases)]
-        for args in calls:
-            fn.get_concrete_function(*args)
+        scope = self.strategy.scope() if self.tf.distribute.has_strategy() else contextlib.nullcontext()
         errors = []
 
         def compile_all():
             try:
-                for args in calls:
-                    fn(*args)
+                with scope:
+                    for args in calls:
+                        fn(*args)
             except Exception as e:  # noqa: BLE001 (raised again by update_grid, in the training thread)
                 errors.append(e)
 
@@ -1103,8 +1105,7 @@ class Trainer:
                 raise errors[0]
 
     def _before_call(self, step):
-        """The occupancy grid's update where `step` has one, and the bitfield the step marches;
-        before the process's first call, the grid update's compilation ahead (--jit)."""
+        """The occupancy grid's update where `step` has one, and the bitfield the step marches."""
         a = self.args
         if self.grid is not None and a.occupancy and step % a.grid_every == 0 and \
                 step >= a.grid_warmup - 4 * a.grid_every:
@@ -1112,8 +1113,15 @@ class Trainer:
         if self.marching:
             # the bitfield carries the warm-up: one traced step for the whole run
             self.publish_occupancy(step)
-        if step == self._first_step and self._grid_ahead is None:
-            self._compile_grid_ahead(step)
+
+    def _first_call(self, fn, *args):
+        """fn(*args), the --jit step's program. The process's first call traces it here first, then
+        starts the grid update's compilation ahead, whose tracing in its thread overlaps XLA's
+        compilation of this call instead of preceding it."""
+        if self.step == self._first_step and self._grid_ahead is None:
+            fn.get_concrete_function(*args)
+            self._compile_grid_ahead(self.step)
+        return fn(*args)
 
     def call_end(self, step, limit=None):
         """The step after the last one of the call that starts at `step`: up to --steps-per-call
@@ -1148,8 +1156,8 @@ class Trainer:
             self._before_call(step)
             rays = self.jit_rays()
             fn = self._get_jit_block_fn(self.jit_capacity(rays))
-            loss, mse, counts = fn(tf.constant(step, tf.int64), tf.constant(rays, tf.int32),
-                                   tf.constant(end - step, tf.int32), self.occupancy_words.read_value())
+            loss, mse, counts = self._first_call(fn, tf.constant(step, tf.int64), tf.constant(rays, tf.int32),
+                                                 tf.constant(end - step, tf.int32), self.occupancy_words.read_value())
             self._step = end
             self.flush_counts()
             self._pending_counts = (rays, counts[:end - step])
@@ -1178,8 +1186,9 @@ class Trainer:
         if self.jit:
             rays = self.jit_rays()
             fn = self._get_jit_train_fn(self.jit_capacity(rays))
-            loss, mse, counts = fn(self.tf.constant(step, self.tf.int64), self.tf.constant(rays, self.tf.int32),
-                                   self.occupancy_words.read_value())
+            loss, mse, counts = self._first_call(fn, self.tf.constant(step, self.tf.int64),
+                                                 self.tf.constant(rays, self.tf.int32),
+                                                 self.occupancy_words.read_value())
         else:
             fn = self._get_train_fn(True if self.marching else self.use_grid(step))
             rays = self.rays_for_budget()
