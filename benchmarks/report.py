@@ -260,7 +260,7 @@ _FIRST_CALL_EVENTS = [
 
 
 def _nerf_first_step_jit(d):
-    before = d.get("fusion_autotuner_on_and_xla_cumsum") or {}
+    level_3, before = d.get("llvm_level_3") or {}, d.get("fusion_autotuner_on_and_xla_cumsum") or {}
 
     def ms(profile, event):  # an event's time; for a prefix (ending in ':'), its longest event's
         if event is None:
@@ -270,7 +270,8 @@ def _nerf_first_step_jit(d):
             return max((v for k, v in events.items() if k.startswith(event)), default=None)
         return events.get(event)
 
-    return [{"what": what, "ms": ms(d, event), "before_ms": ms(before, event)} for what, event in _FIRST_CALL_EVENTS]
+    return [{"what": what, "ms": ms(d, event), "level_3_ms": ms(level_3, event), "before_ms": ms(before, event)}
+            for what, event in _FIRST_CALL_EVENTS]
 
 
 def _wheel_isa(d):
@@ -393,10 +394,12 @@ SECTIONS = {
                                      "`python -m benchmarks.profile_nerf_gpu --first-step --jit --steps-per-call 8`: "
                                      "the first call of the compiled step under TensorFlow's profiler, the host's "
                                      "events of XLA's compilation (nested ones counted in each; the grid update's "
-                                     "compilation runs in another thread at the same time); the second column: XLA's "
-                                     "fusion autotuner on and the step's scans by `tf.math.cumsum`, on another host "
-                                     "of this kind (`fusion_autotuner_on_and_xla_cumsum`).",
-                                     _nerf_first_step_jit, [("", "what"), ("ms", "ms"),
+                                     "compilation runs in another thread at the same time), with the sample's "
+                                     "XLA flags (LLVM's level 1); the second column: LLVM's level 3, an earlier "
+                                     "version (`llvm_level_3`); the third: also XLA's fusion autotuner on and the "
+                                     "step's scans by `tf.math.cumsum` (`fusion_autotuner_on_and_xla_cumsum`); each "
+                                     "on a host of its own, each a 32-core Xeon with H200s.",
+                                     _nerf_first_step_jit, [("", "what"), ("ms", "ms"), ("level 3: ms", "level_3_ms"),
                                                             ("autotuner on, tf.math.cumsum: ms", "before_ms")]),
     "nerf_demo_batch.h200": ("NeRF sample on an H200: the demo's test PSNR against its batch",
                              "One process, `--jit --steps-per-call 8`, 3000 steps (one row 1500) at 4096 and 8192 "
