@@ -114,10 +114,19 @@ def test_jit_steps_per_call_compiles_the_loop_and_trains_as_one_step_a_call(tmp_
 def test_jit_compiles_the_grid_update_ahead_and_trains_as_without_it(tmp_path):
     """--jit runs the grid update's program once with commit=False in a thread while the first
     step compiles: its first real update finds the program compiled, and the run (weights, grid,
-    bitfield) is bit for bit the run without the compilation ahead."""
+    bitfield) is bit for bit the run without the compilation ahead. The thread starts once the
+    step is traced, so that its own tracing overlaps the step's compilation."""
     flags = ["--jit", "--sample-budget", "16384", "--grid-every", "4", "--grid-warmup", "20", "--steps-per-call", "4"]
     ahead, plain = _trainer(tmp_path, "ahead", *flags), _trainer(tmp_path, "plain", *flags)
     plain._compile_grid_ahead = lambda step: None
+    step_traces_at_start = []
+    start = ahead._compile_grid_ahead
+
+    def traced_then_start(step):
+        step_traces_at_start.append(sum(f.experimental_get_tracing_count() for f in ahead._jit_block_fn.values()))
+        start(step)
+
+    ahead._compile_grid_ahead = traced_then_start
     for v, w in zip(plain.model.trainable_variables, ahead.model.trainable_variables):
         v.assign(w)
     def grid_state(tr):
@@ -131,6 +140,7 @@ def test_jit_compiles_the_grid_update_ahead_and_trains_as_without_it(tmp_path):
             thread, errors = ahead._grid_ahead
             thread.join()
             assert not errors and ahead._grid_fn.experimental_get_tracing_count() == 1
+            assert step_traces_at_start == [1]
             for a, b in zip(grid_state(ahead), before):  # the update ran, and assigned nothing new
                 np.testing.assert_array_equal(a, b)
         while tr.step < 10:
