@@ -61,7 +61,7 @@ def prefix_sum(x, exclusive=False):
         raise ValueError("prefix_sum needs a static length (tf.math.cumsum takes a dynamic one)")
     total, shift = x, 1
     while shift < n:
-        # one padded copy, three windows of it: the fewest ops to trace and to compile a pass
+        # one padded copy and three windows of it: fewer ops to trace than a padded copy each
         shifts = [j * shift for j in (1, 2, 3) if j * shift < n]
         padded = tf.pad(total, [[shifts[-1], 0]])
         total = tf.add_n([total] + [tf.slice(padded, [shifts[-1] - s], [n]) for s in shifts])
