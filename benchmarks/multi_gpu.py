@@ -32,6 +32,8 @@ finishes (a part run by a later command replaces its own entry only):
    over the NeRF sample's steps) in one process, then as N workers with
    --batch-rays rays each: per process the step's wall and GPU-busy time,
    its kernels and the host's busiest events (where a worker's step waits).
+   Like part 3's, its rows name a --worker-batch other than 4096 and
+   --worker-tag, and a run replaces the rows of its own names only.
 5. collective: N worker processes as in part 3, each timing a tf.function whose
    step all-reduces one float32 variable of 1, 2^18 and 2^22 values (the NeRF
    sample's communication options) and adds to it, against the same step
@@ -433,10 +435,7 @@ def workers_part(args, out_dir, gpus):
     compiled = [] if not gpus else [
         (f"one_worker_default_{k}_a_call_jit", 1, "default", extra + ["--steps-per-call", str(k), "--jit"]),
         (f"{n}_workers_multiworker_{k}_a_call_jit", n, "multiworker", extra + ["--steps-per-call", str(k), "--jit"])]
-    # a batch other than the default's, and --worker-tag, in the rows' names: runs at several
-    # batches or recipes share the file
-    batch = ("" if args.worker_batch == WORKER_BATCH else f"_{args.worker_batch}_rays") + \
-        (f"_{args.worker_tag}" if args.worker_tag else "")
+    batch = run_suffix(args)
     rows = []
     for what, group in (("default", runs), ("looped", looped), ("compiled", compiled)):
         if what in wanted:
@@ -453,10 +452,18 @@ def workers_part(args, out_dir, gpus):
     return rows
 
 
-def merge_rows(old, old_commit, new, runs):
-    """The workers part's rows after a run of the groups `runs`: the new rows, and where `runs` is
-    not every group, before them the file's rows of other names, each with the commit it ran at."""
-    if set(runs) >= set(WORKER_RUNS):
+def run_suffix(args):
+    """The workers and profile parts' rows name a batch other than the default's, and --worker-tag:
+    runs at several batches or recipes share the file."""
+    return ("" if args.worker_batch == WORKER_BATCH else f"_{args.worker_batch}_rays") + \
+        (f"_{args.worker_tag}" if args.worker_tag else "")
+
+
+def merge_rows(old, old_commit, new, runs=None):
+    """A part's rows after a run: the new rows, and before them the file's rows of other names,
+    each with the commit it ran at; for the workers part (`runs`, its groups run), only where
+    `runs` is not every group."""
+    if runs is not None and set(runs) >= set(WORKER_RUNS):
         return new
     names = {r["name"] for r in new}
     return [{"commit": old_commit, **r} for r in old if r["name"] not in names] + new
@@ -558,8 +565,9 @@ def profile_part(args, out_dir, gpus):
              "--warmup-steps", str(args.profile_warmup), "--steps", str(args.profile_steps)] + \
         shlex.split(args.worker_args)
     rows = []
-    for name, workers, strategy in (("one_worker_default", 1, "default"),
-                                    (f"{args.workers}_workers_multiworker", args.workers, "multiworker")):
+    for name, workers, strategy in ((f"one_worker_default{run_suffix(args)}", 1, "default"),
+                                    (f"{args.workers}_workers_multiworker{run_suffix(args)}", args.workers,
+                                     "multiworker")):
         out = os.path.join(out_dir, name, "profile.json")
         cmd = [sys.executable, "-m", "benchmarks.profile_nerf_gpu", "--out", out, "--logdir",
                os.path.join(out_dir, name, "logs"), "--strategy", strategy] + flags
@@ -596,7 +604,8 @@ def main(argv=None):
     p.add_argument("--worker-args", default="",
                    help="workers: more flags of the NeRF sample's runs (\"--collective ring\", \"--bytes-per-pack 0\")")
     p.add_argument("--worker-tag", default="", metavar="NAME",
-                   help="workers: a suffix of the NeRF rows' names (runs with other --worker-args share the file)")
+                   help="workers, profile: a suffix of the NeRF rows' names (runs with other --worker-args share "
+                        "the file)")
     p.add_argument("--worker-timeout", type=float, default=900, help="workers: seconds a run may take")
     p.add_argument("--keras-worker-steps", type=int, default=200, help="workers: the Keras model's timed steps")
     p.add_argument("--keras-worker-batch", type=int, default=1 << 18, help="workers: each worker's points a step")
@@ -647,12 +656,12 @@ def main(argv=None):
         device = ("h200" if "H200" in name else "h100" if "H100" in name else "gpu") + f"x{len(gpus)}"
     path = os.path.join(args.out, f"multi_gpu.{device}.json")
     # Parts run by separate commands share the file: the parts not run here are kept.
-    kept, commands, old_workers, old_commit = {}, {}, [], None
+    kept, commands, old_workers, old_profile, old_commit = {}, {}, [], [], None
     if os.path.exists(path):
         with open(path) as f:
             old = json.load(f)
         kept = {k: v for k, v in old.items() if k in PARTS and k not in parts}
-        old_workers, old_commit = old.get("workers", []), old.get("commit")
+        old_workers, old_profile, old_commit = old.get("workers", []), old.get("profile", []), old.get("commit")
         commands = {k: v for k, v in old.get("commands", {}).items() if k in kept}
     commands.update({part: timing.command_line() for part in parts if part in PARTS})
     result = {"benchmark": "multi_gpu", "command": "; ".join(dict.fromkeys(commands.values())),
@@ -683,7 +692,7 @@ def main(argv=None):
         save()
     if "profile" in parts:
         with tempfile.TemporaryDirectory() as tmp:
-            result["profile"] = profile_part(args, tmp, bool(gpus))
+            result["profile"] = merge_rows(old_profile, old_commit, profile_part(args, tmp, bool(gpus)))
         for r in result["profile"]:
             for w in r.get("processes", []):
                 print(r["name"], {k: w.get(k) for k in ("worker", "wall_ms_per_step", "busy_ms_per_step",

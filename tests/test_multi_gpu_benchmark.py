@@ -100,3 +100,5 @@ def test_a_run_of_some_worker_groups_keeps_the_other_rows_with_their_commit():
     assert multi_gpu.merge_rows(old, "abc", new, ["compiled"]) == [
         {"commit": "abc", "name": "a", "x": 1}, {"commit": "older", "name": "c", "x": 3}] + new
     assert multi_gpu.merge_rows(old, "abc", new, list(multi_gpu.WORKER_RUNS)) == new
+    # the profile part's runs (no groups) replace the rows of their own names only
+    assert multi_gpu.merge_rows(old, "abc", new) == multi_gpu.merge_rows(old, "abc", new, ["compiled"])
