@@ -107,7 +107,7 @@ def main(argv=None):
     y = target(x)
 
     # The data set as batches of --batch points: tf.data's work is then per batch, not per point
-    # (a point at a time it fed an H200 0.7M points a second: README.md). Worker w's i-th batch is
+    # (a point at a time, that work bounded the step: README.md). Worker w's i-th batch is
     # batch w + i * workers: together, one process's batch at --batch x workers.
     batches = args.points // args.batch
     xb = x[:batches * args.batch].reshape(batches, args.batch, -1)
