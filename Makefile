@@ -54,7 +54,7 @@ else
   REQUIREMENTS := requirements.txt
 endif
 
-.PHONY: all venv test gpu-check cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
+.PHONY: FORCE all venv test gpu-check cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
 all: $(LIB) $(BUILD_INFO)
 
 help:
@@ -208,7 +208,7 @@ EXTRA_LDFLAGS ?=
 CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(XLA_DEFINES) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
 LDFLAGS := -shared $(TF_LFLAGS) $(XLA_LDLIBS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
 
-OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(CC_SRCS) $(PORTABLE_SRCS))
+OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter-out $(XLA_SRCS),$(CC_SRCS)) $(PORTABLE_SRCS))
 # The sources whose code the CPU's instruction set does not speed up (the op
 # definitions, the Metal plans, XLA's op kernels, which only build XLA's graph;
 # the host handlers that run the functors are in <op>_kernels.cc) compile once
@@ -223,12 +223,32 @@ ifeq ($(UNAME_S)-$(shell uname -m)-$(MACOS_CROSS),Linux-x86_64-)
   ISA_COMMON_FLAGS ?= $(BUILD)/tf_flags.mk
 endif
 ifneq ($(ISA_COMMON),)
-  ISA_COMMON_OBJS := $(patsubst %.cc,$(ISA_COMMON)/obj/%.o,$(ISA_COMMON_SRCS))
+  ISA_COMMON_OBJS := $(patsubst %.cc,$(ISA_COMMON)/obj/%.o,$(filter-out $(XLA_SRCS),$(ISA_COMMON_SRCS)))
   OBJS := $(filter-out $(patsubst %.cc,$(BUILD)/obj/%.o,$(ISA_COMMON_SRCS)),$(OBJS)) $(ISA_COMMON_OBJS)
-  $(patsubst %.cc,$(ISA_COMMON)/obj/%.o,$(XLA_SRCS)): CXXFLAGS += $(XLA_CFLAGS)
+  COMMON_CXXFLAGS = $(subst $(OPT),$(call LEVEL_OPT,$(firstword $(ISA_LEVELS))),$(CXXFLAGS))
   $(ISA_COMMON)/obj/%.o: %.cc $(ISA_COMMON_FLAGS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(subst $(OPT),$(call LEVEL_OPT,$(firstword $(ISA_LEVELS))),$(CXXFLAGS)) -c $< -o $@
+	$(CXX) $(COMMON_CXXFLAGS) -c $< -o $@
+endif
+
+# The XLA op kernels (<op>_xla.cc) compile as one translation unit, XLA_UNIT,
+# a generated file that includes each of them: every one includes tf2xla's op
+# kernel and XLA's builder (kernels/xla/xla_kernel.h), about 35 s of g++ a unit
+# for a few lines of its own, and compiled together they take that time once.
+# The file is rewritten only when the list of sources changes; an edit of one
+# of them rebuilds the unit (its dependency file, read with OBJS's, lists
+# them). Where the library has common objects, the unit is one of them.
+ifneq ($(XLA_SRCS),)
+  XLA_UNIT := $(or $(ISA_COMMON),$(BUILD))/gen/xla_kernels.cc
+  XLA_UNIT_OBJ := $(XLA_UNIT:.cc=.o)
+  OBJS += $(XLA_UNIT_OBJ)
+  ISA_COMMON_OBJS += $(if $(ISA_COMMON),$(XLA_UNIT_OBJ))
+$(XLA_UNIT): FORCE
+	@mkdir -p $(dir $@)
+	@printf '#include "%s"\n' $(XLA_SRCS) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(XLA_UNIT_OBJ): $(XLA_UNIT) $(or $(ISA_COMMON_FLAGS),$(BUILD)/tf_flags.mk)
+	$(CXX) $(if $(ISA_COMMON),$(COMMON_CXXFLAGS),$(CXXFLAGS)) $(XLA_CFLAGS) -c $< -o $@
 endif
 BACKENDS := cpu
 
@@ -299,7 +319,7 @@ $(CUBLAS_HOME)/include/cublas_v2.h:
 endif
 $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS)): | $(CUBLAS_HOME)/include/cublas_v2.h
 
-$(patsubst %.cc,$(BUILD)/obj/%.o,$(XLA_SRCS) $(XLA_GPU_SRCS)): CXXFLAGS += $(XLA_CFLAGS)
+$(patsubst %.cc,$(BUILD)/obj/%.o,$(XLA_GPU_SRCS)): CXXFLAGS += $(XLA_CFLAGS)
 
 $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)

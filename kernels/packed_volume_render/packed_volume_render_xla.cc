@@ -16,18 +16,18 @@ namespace xla_kernels {
 namespace {
 
 // Inputs sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background (0 to 6).
-absl::Status RayShapesOf(XlaOpKernelContext* ctx, const char* op, packed_volume_render::RayShapes* shapes) {
+absl::Status PackedRayShapesOf(XlaOpKernelContext* ctx, const char* op, packed_volume_render::RayShapes* shapes) {
   return checks::ToStatus(packed_volume_render::InputShapes(op, InputDims(ctx, 0), InputDims(ctx, 1),
                                                             InputDims(ctx, 2), InputDims(ctx, 3), InputDims(ctx, 4),
                                                             InputDims(ctx, 5), InputDims(ctx, 6), shapes));
 }
 
 // Per-sample values: [N].
-checks::Dims SamplesDims(int64_t /*rays*/, int64_t samples) { return {samples}; }
+checks::Dims PackedSamplesDims(int64_t /*rays*/, int64_t samples) { return {samples}; }
 
-using PackedVolumeRenderXlaOp = RenderXlaOp<packed_volume_render::kForward, 7, RayShapesOf, SamplesDims>;
+using PackedVolumeRenderXlaOp = RenderXlaOp<packed_volume_render::kForward, 7, PackedRayShapesOf, PackedSamplesDims>;
 using PackedVolumeRenderGradXlaOp =
-    RenderGradXlaOp<packed_volume_render::kBackward, 7, RayShapesOf, packed_volume_render::GradInputShapes>;
+    RenderGradXlaOp<packed_volume_render::kBackward, 7, PackedRayShapesOf, packed_volume_render::GradInputShapes>;
 MO_REGISTER_XLA_OP(Name(packed_volume_render::kForward).TypeConstraint("T", kRenderTypes), PackedVolumeRenderXlaOp);
 MO_REGISTER_XLA_OP(Name(packed_volume_render::kBackward).TypeConstraint("T", kRenderTypes),
                    PackedVolumeRenderGradXlaOp);
