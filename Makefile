@@ -138,7 +138,8 @@ CUDA_TF_SRCS := $(filter-out %_xla_gpu.cc %.cu.cc,$(filter %_gpu.cc,$(KERNEL_SRC
 # and host glue over the interface to Metal) joins the op library on macOS only,
 # with the Objective-C++ adapter under it (MM_SRCS).
 METAL_CC_SRCS := $(filter %_metal.cc kernels/metal/%.cc,$(KERNEL_SRCS))
-CC_SRCS := $(wildcard ops/*.cc) $(filter-out %.cu.cc %_gpu.cc %_xla.cc $(METAL_CC_SRCS),$(KERNEL_SRCS))
+OP_SRCS := $(wildcard ops/*.cc)
+CC_SRCS := $(OP_SRCS) $(filter-out %.cu.cc %_gpu.cc %_xla.cc $(METAL_CC_SRCS),$(KERNEL_SRCS))
 # XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels) join the op
 # library, and <op>_kernels.cc its host handlers (MO_XLA=1, kernels/xla/xla_host.h);
 # a CUDA handler, <op>_xla_gpu.cc, joins the CUDA registrations. They use XLA's headers from the wheel
@@ -208,7 +209,9 @@ EXTRA_LDFLAGS ?=
 CXXFLAGS := -fPIC $(OPT) -I. $(TF_CFLAGS) $(BLAS_CFLAGS) $(XLA_DEFINES) $(WARN) -MMD -MP $(EXTRA_CXXFLAGS)
 LDFLAGS := -shared $(TF_LFLAGS) $(XLA_LDLIBS) $(BLAS_LFLAGS) $(EXTRA_LDFLAGS)
 
-OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter-out $(XLA_SRCS),$(CC_SRCS)) $(PORTABLE_SRCS))
+# Sources compiled as units (below), not one object each.
+UNIT_SRCS := $(OP_SRCS) $(XLA_SRCS)
+OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter-out $(UNIT_SRCS),$(CC_SRCS)) $(PORTABLE_SRCS))
 # The sources whose code the CPU's instruction set does not speed up (the op
 # definitions, the Metal plans, XLA's op kernels, which only build XLA's graph;
 # the host handlers that run the functors are in <op>_kernels.cc) compile once
@@ -216,14 +219,14 @@ OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter-out $(XLA_SRCS),$(CC_SRCS)) $(
 # ISA_COMMON: the -march=native library and each level's library of the Linux
 # wheel (`make isa-libs`) link the same objects, after their own (where both
 # hold a copy of an inline function, the linker keeps the first: their own).
-ISA_COMMON_SRCS := $(wildcard ops/*.cc) $(filter %_plan.cc kernels/metal_plan/%.cc %_xla.cc,$(CC_SRCS)) \
+ISA_COMMON_SRCS := $(OP_SRCS) $(filter %_plan.cc kernels/metal_plan/%.cc %_xla.cc,$(CC_SRCS)) \
   $(PORTABLE_SRCS)
 ifeq ($(UNAME_S)-$(shell uname -m)-$(MACOS_CROSS),Linux-x86_64-)
   ISA_COMMON ?= $(BUILD)/isa-common
   ISA_COMMON_FLAGS ?= $(BUILD)/tf_flags.mk
 endif
 ifneq ($(ISA_COMMON),)
-  ISA_COMMON_OBJS := $(patsubst %.cc,$(ISA_COMMON)/obj/%.o,$(filter-out $(XLA_SRCS),$(ISA_COMMON_SRCS)))
+  ISA_COMMON_OBJS := $(patsubst %.cc,$(ISA_COMMON)/obj/%.o,$(filter-out $(UNIT_SRCS),$(ISA_COMMON_SRCS)))
   OBJS := $(filter-out $(patsubst %.cc,$(BUILD)/obj/%.o,$(ISA_COMMON_SRCS)),$(OBJS)) $(ISA_COMMON_OBJS)
   COMMON_CXXFLAGS = $(subst $(OPT),$(call LEVEL_OPT,$(firstword $(ISA_LEVELS))),$(CXXFLAGS))
   $(ISA_COMMON)/obj/%.o: %.cc $(ISA_COMMON_FLAGS)
@@ -231,25 +234,33 @@ ifneq ($(ISA_COMMON),)
 	$(CXX) $(COMMON_CXXFLAGS) -c $< -o $@
 endif
 
-# The XLA op kernels (<op>_xla.cc) compile as one translation unit, XLA_UNIT,
-# a generated file that includes each of them: every one includes tf2xla's op
-# kernel and XLA's builder (kernels/xla/xla_kernel.h), about 35 s of g++ a unit
-# for a few lines of its own, and compiled together they take that time once.
-# The file is rewritten only when the list of sources changes; an edit of one
-# of them rebuilds the unit (its dependency file, read with OBJS's, lists
-# them). Where the library has common objects, the unit is one of them.
-ifneq ($(XLA_SRCS),)
-  XLA_UNIT := $(or $(ISA_COMMON),$(BUILD))/gen/xla_kernels.cc
-  XLA_UNIT_OBJ := $(XLA_UNIT:.cc=.o)
-  OBJS += $(XLA_UNIT_OBJ)
-  ISA_COMMON_OBJS += $(if $(ISA_COMMON),$(XLA_UNIT_OBJ))
-$(XLA_UNIT): FORCE
-	@mkdir -p $(dir $@)
-	@printf '#include "%s"\n' $(XLA_SRCS) > $@.tmp
-	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
-$(XLA_UNIT_OBJ): $(XLA_UNIT) $(or $(ISA_COMMON_FLAGS),$(BUILD)/tf_flags.mk)
-	$(CXX) $(if $(ISA_COMMON),$(COMMON_CXXFLAGS),$(CXXFLAGS)) $(XLA_CFLAGS) -c $< -o $@
-endif
+# Units: the op definitions (ops/*.cc) and the XLA op kernels (<op>_xla.cc)
+# each compile as one translation unit, a generated file that includes them
+# all. Every op definition includes TensorFlow's op registry and shape
+# inference (about 6 s of g++ a unit), every XLA kernel tf2xla's op kernel and
+# XLA's builder (kernels/xla/xla_kernel.h, about 35 s) for a few lines of its
+# own: together they take that time once. A unit's file is rewritten only
+# when its list of sources changes; an edit of one source rebuilds its unit
+# (the unit's dependency file, read with OBJS's, lists them). Where the
+# library has common objects, the units are among them. The names in a
+# source's anonymous namespace are thus distinct across the ops of its unit.
+# $(call unit_rules,<generated .cc>,<sources>,<more compiler flags>)
+define unit_rules
+$(1): FORCE
+	@mkdir -p $$(dir $$@)
+	@printf '#include "%s"\n' $(2) > $$@.tmp
+	@if cmp -s $$@.tmp $$@; then rm -f $$@.tmp; else mv -f $$@.tmp $$@; fi
+$(1:.cc=.o): $(1) $$(or $$(ISA_COMMON_FLAGS),$$(BUILD)/tf_flags.mk)
+	$$(CXX) $$(if $$(ISA_COMMON),$$(COMMON_CXXFLAGS),$$(CXXFLAGS)) $(3) -c $$< -o $$@
+endef
+UNIT_DIR := $(or $(ISA_COMMON),$(BUILD))/gen
+OP_UNIT := $(UNIT_DIR)/op_definitions.cc
+XLA_UNIT := $(if $(XLA_SRCS),$(UNIT_DIR)/xla_kernels.cc)
+UNIT_OBJS := $(patsubst %.cc,%.o,$(OP_UNIT) $(XLA_UNIT))
+OBJS += $(UNIT_OBJS)
+ISA_COMMON_OBJS += $(if $(ISA_COMMON),$(UNIT_OBJS))
+$(eval $(call unit_rules,$(OP_UNIT),$(OP_SRCS),))
+$(if $(XLA_UNIT),$(eval $(call unit_rules,$(XLA_UNIT),$(XLA_SRCS),$(XLA_CFLAGS))))
 BACKENDS := cpu
 
 # The Metal shaders are compiled at run time from source embedded in the
@@ -333,7 +344,8 @@ $(CUOBJ)/%.o: %.cu.cc
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -c $< -o $@
 
-$(LIB): $(OBJS)
+# The units first, the longest to compile; linked in OBJS's order.
+$(LIB): $(UNIT_OBJS) $(OBJS)
 	$(CXX) -o $@.tmp $(OBJS) $(LDFLAGS) && mv -f $@.tmp $@
 
 $(BUILD_INFO): $(LIB) tools/build/write_build_info.py
