@@ -237,13 +237,14 @@ endif
 # Units: the op definitions (ops/*.cc) and the XLA op kernels (<op>_xla.cc)
 # each compile as one translation unit, a generated file that includes them
 # all. Every op definition includes TensorFlow's op registry and shape
-# inference (about 6 s of g++ a unit), every XLA kernel tf2xla's op kernel and
+# inference (about 6 s of g++ a file), every XLA kernel tf2xla's op kernel and
 # XLA's builder (kernels/xla/xla_kernel.h, about 35 s) for a few lines of its
-# own: together they take that time once. A unit's file is rewritten only
-# when its list of sources changes; an edit of one source rebuilds its unit
-# (the unit's dependency file, read with OBJS's, lists them). Where the
-# library has common objects, the units are among them. The names in a
-# source's anonymous namespace are thus distinct across the ops of its unit.
+# own: together they take that time once (docs/BUILDING.md, "Units"). A unit's
+# file is rewritten only when its list of sources changes; an edit of one
+# source rebuilds its unit (the unit's dependency file, read with OBJS's,
+# lists them). Where the library has common objects, the units are among
+# them. A name in a source's anonymous namespace must differ from the other
+# sources' of its unit.
 # $(call unit_rules,<generated .cc>,<sources>,<more compiler flags>)
 define unit_rules
 $(1): FORCE
