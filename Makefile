@@ -259,7 +259,6 @@ OP_UNIT := $(UNIT_DIR)/op_definitions.cc
 XLA_UNIT := $(if $(XLA_SRCS),$(UNIT_DIR)/xla_kernels.cc)
 UNIT_OBJS := $(patsubst %.cc,%.o,$(OP_UNIT) $(XLA_UNIT))
 OBJS += $(UNIT_OBJS)
-ISA_COMMON_OBJS += $(if $(ISA_COMMON),$(UNIT_OBJS))
 $(eval $(call unit_rules,$(OP_UNIT),$(OP_SRCS),))
 $(if $(XLA_UNIT),$(eval $(call unit_rules,$(XLA_UNIT),$(XLA_SRCS),$(XLA_CFLAGS))))
 BACKENDS := cpu

@@ -373,7 +373,7 @@ SECTIONS = {
                            "NVIDIA GPU is visible), the library from the Linux wheel (sm_90). The median of three "
                            "runs by training time on one H200 (a host of 16 cores); the file holds all three (`runs`), "
                            "three of the version before interleaved with them (`version_before_runs`), four of this "
-                           "version on a later lease of the kind (`another_lease`), and an earlier version's three (`earlier_version`) interleaved on another 16-core host with "
+                           "version on another 16-core host of the kind (`another_host`), and an earlier version's three (`earlier_version`) interleaved on another 16-core host with "
                            "three at LLVM's level 3 (`llvm_level_3`) and three at "
                            "level 3 with LLVM's expensive passes off (`llvm_expensive_passes_off`); from other "
                            "hosts of this kind, an earlier version's runs at level 3 with XLA's fusion autotuner "

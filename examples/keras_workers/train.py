@@ -107,7 +107,7 @@ def main(argv=None):
     y = target(x)
 
     # The data set as batches of --batch points: tf.data's work is then per batch, not per point
-    # (a point at a time, that work bounded the step: README.md). Worker w's i-th batch is
+    # (a point at a time, tf.data's work per point bounded the step). Worker w's i-th batch is
     # batch w + i * workers: together, one process's batch at --batch x workers.
     batches = args.points // args.batch
     xb = x[:batches * args.batch].reshape(batches, args.batch, -1)
