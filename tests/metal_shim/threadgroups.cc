@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,7 @@ enum State { kRunnable, kWaiting, kDone };
 
 struct Fiber {
   ucontext_t context;
-  std::vector<char> stack;
+  char* stack = nullptr;  // kStackBytes of the calling thread's StackPool
   State state = kRunnable;
   Arrival* arrival = nullptr;
 };
@@ -64,6 +65,24 @@ struct Scheduler {
 
 thread_local Scheduler* g_scheduler = nullptr;
 thread_local std::string g_error;
+
+// The fibers' stacks, kept per calling thread from one dispatch to the next:
+// a fresh zero-filled stack per fiber and dispatch (threads x 256 KiB of page
+// faults and memset) was most of the model's time. A stack needs no initial
+// contents. A dispatch takes the stacks [top, top + threads) and gives them
+// back on return, so a nested run_threadgroups gets stacks of its own.
+struct StackPool {
+  std::vector<std::unique_ptr<char[]>> stacks;
+  size_t top = 0;
+
+  void Take(size_t count, std::vector<char*>* out) {
+    while (stacks.size() < top + count) stacks.emplace_back(new char[kStackBytes]);
+    out->clear();
+    for (size_t i = 0; i < count; ++i) out->push_back(stacks[top + i].get());
+    top += count;
+  }
+};
+thread_local StackPool g_stacks;
 
 // swapcontext(from, to), where `to` runs on the stack [stack, stack + bytes);
 // under ASan announced before and completed after (each side's fake stack,
@@ -204,7 +223,9 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
   s.fn = fn;
   s.arg = arg;
   s.fibers.resize(threads);
-  for (Fiber& f : s.fibers) f.stack.resize(kStackBytes);
+  std::vector<char*> stacks;
+  g_stacks.Take(threads, &stacks);
+  for (uint t = 0; t < threads; ++t) s.fibers[t].stack = stacks[t];
   Scheduler* outer = g_scheduler;
   g_scheduler = &s;
   for (uint group = 0; group < groups && s.error.empty(); ++group) {
@@ -213,8 +234,8 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
     for (uint t = 0; t < threads; ++t) {
       Fiber& f = s.fibers[t];
       getcontext(&f.context);
-      f.context.uc_stack.ss_sp = f.stack.data();
-      f.context.uc_stack.ss_size = f.stack.size();
+      f.context.uc_stack.ss_sp = f.stack;
+      f.context.uc_stack.ss_size = kStackBytes;
       f.context.uc_link = &s.main;
       makecontext(&f.context, &FiberMain, 0);
       f.state = kRunnable;
@@ -233,7 +254,7 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
             const int t = first + (reverse ? kSimdWidth - 1 - j : j);
             if (s.fibers[t].state != kRunnable) continue;
             s.current = t;
-            Switch(&s.main, &s.fibers[t].context, s.fibers[t].stack.data(), s.fibers[t].stack.size());
+            Switch(&s.main, &s.fibers[t].context, s.fibers[t].stack, kStackBytes);
             s.current = -1;
           }
           const Fiber& lead = s.fibers[first];
@@ -249,6 +270,7 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
     }
   }
   g_scheduler = outer;
+  g_stacks.top -= threads;
   if (!s.error.empty()) {
     g_error = s.error;
     return g_error.c_str();
