@@ -14,6 +14,10 @@ link static executables).
   RayMarch compiled for arm64: tests/neon/cpu_ops_main.cc around the TF-free
   bodies of their CPU kernels (kernels/*/*_cpu.h).
 
+- The MSL shim's fibers (tests/metal_shim/threadgroups.cc, the model of
+  Metal's threadgroups), whose stack switch is assembly per architecture:
+  tests/neon/threadgroups_main.cc.
+
 Not here: ZeroOut (a copy) and FusedConv2D (its arithmetic is OpenBLAS's
 GEMM). The same executables built for this machine (no -m flags: the scalar
 or SSE paths) check the request/response formats and the references.
@@ -488,3 +492,35 @@ def test_make_test_says_neon_runs_natively_on_arm64(tmp_path, system, machine):
     assert done.returncode == 0
     assert "will NOT run" not in done.stdout, done.stdout
     assert f"{system} {machine}" in done.stdout and "run natively" in done.stdout, done.stdout
+
+
+# ---- the MSL shim's fibers: tests/neon/threadgroups_main.cc ------------------------------------
+
+THREADGROUPS_SOURCES = [os.path.join(ROOT, "tests", "neon", "threadgroups_main.cc"),
+                        os.path.join(ROOT, "tests", "metal_shim", "threadgroups.cc"),
+                        os.path.join(ROOT, "tests", "metal_shim", "simdgroup_matrix_shim.cc")]
+# The cross build of the shim: Debian's aarch64 GCC 12 has no _Float16 in C++ (the shim's half);
+# clang has, and links with that GCC's arm64 libraries.
+CROSS_CLANG = "clang++"
+
+
+@pytest.mark.parametrize("machine", ["arm64", "host"])
+def test_the_shims_fibers_switch_stacks_on_each_architecture(machine, tmp_path):
+    """The model of Metal's threadgroups switches fibers in assembly of each
+    architecture (tests/metal_shim/threadgroups.cc): a Mac runs the arm64 switch,
+    this machine its own. Sums with barriers in both thread orders, values carried
+    in callee-saved registers across every barrier, a simdgroup multiply, the
+    errors for broken kernels and a nested dispatch, all checked by the program."""
+    if machine == "host" or native_arm64():
+        if shutil.which(HOST_CXX) is None:
+            pytest.skip(f"needs {HOST_CXX}")
+        cxx, prefix, flags, cross = HOST_CXX, [], [], False
+    else:
+        cross_tools()
+        if shutil.which(CROSS_CLANG) is None:
+            why = f"{CROSS_CLANG} not installed (make msl-clang installs it)"
+            pytest.fail(why) if required() else pytest.skip(why)
+        cxx, prefix, flags, cross = CROSS_CLANG, [QEMU], ["--target=aarch64-linux-gnu"], True
+    exe = build(cxx, str(tmp_path / "threadgroups"), THREADGROUPS_SOURCES, flags, cross)
+    done = subprocess.run(prefix + [exe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.count("ok ") == 10, done.stdout + done.stderr

@@ -76,8 +76,8 @@ def test_a_planted_heap_overflow_fails_the_run(tmp_path):
 
 
 def test_the_shims_fibers_pass_the_run(tmp_path):
-    """The instrumented MSL shim announces its stack switches to ASan; the one
-    notice ASan still prints for swapcontext is not an error."""
+    """The instrumented MSL shim announces its stack switches to ASan and
+    switches without swapcontext: its fibers run without a report."""
     from tests.metal_shim.shim import SHIM_PATH
 
     with open(SHIM_PATH, "rb") as f:
@@ -87,10 +87,10 @@ def test_the_shims_fibers_pass_the_run(tmp_path):
     code = ("import ctypes, sys\n"
             "lib = ctypes.CDLL(sys.argv[1])\n"
             "m = [(ctypes.c_float * 64)(*([1.0] * 64)) for _ in range(4)]\n"
-            "assert lib.shim_simdgroup_multiply(m[0], m[1], m[2], m[3], 8, 0, 0, 0) == 0\n"
-            "assert list(m[3]) == [9.0] * 64\n")
+            "for _ in range(3):  # the fibers' stacks are used again\n"
+            "    m[3][:] = [0.0] * 64\n"
+            "    assert lib.shim_simdgroup_multiply(m[0], m[1], m[2], m[3], 8, 0, 0, 0) == 0\n"
+            "    assert list(m[3]) == [9.0] * 64\n")
     done, verdict, files = run_reporting(tmp_path, code, SHIM_PATH)
     assert done.returncode == 0, done.stderr
-    assert files, "no report: ASan printed no swapcontext notice (were the fibers run under ASan?)"
-    assert verdict.returncode == 0, verdict.stdout
-    assert "swapcontext notice" in verdict.stdout
+    assert files == [] and verdict.returncode == 0, verdict.stdout

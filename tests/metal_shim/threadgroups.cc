@@ -1,19 +1,15 @@
 // The MSL shim's threadgroups (tests/metal_shim/msl_shim.h: msl_shim::run_threadgroups,
-// msl_shim::arrive): every thread of a threadgroup is a fiber (ucontext) with
-// its own stack; a scheduler on the calling thread runs the runnable fibers
-// one after another (in thread order, or reversed) until each waits at a
-// barrier or a cooperative SIMD-group operation or has returned, then
-// completes whatever cooperation every participant has reached, and repeats.
-// The only translation unit that includes <ucontext.h>. Built with
-// AddressSanitizer (make asan-test), it tells ASan about every stack switch
-// (the sanitizer's public fiber API), so instrumented code on a fiber's stack
-// is checked like code on a thread's.
-#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
-#define _XOPEN_SOURCE 600  // macOS declares the ucontext functions only then
-#define _DARWIN_C_SOURCE
-#endif
-#include <ucontext.h>
-
+// msl_shim::arrive): every thread of a threadgroup is a fiber with its own
+// stack; a scheduler on the calling thread runs the runnable fibers one after
+// another (in thread order, or reversed) until each waits at a barrier or a
+// cooperative SIMD-group operation or has returned, then completes whatever
+// cooperation every participant has reached, and repeats.
+// A switch between fibers is msl_shim_switch_stacks below: the callee-saved registers
+// pushed on one stack, popped from the other. (ucontext's swapcontext also
+// saves the signal mask, a system call per switch, which made the switches
+// most of the model's time.) Built with AddressSanitizer (make asan-test), it
+// tells ASan about every stack switch (the sanitizer's public fiber API), so
+// instrumented code on a fiber's stack is checked like code on a thread's.
 #if defined(__SANITIZE_ADDRESS__)
 #define MSL_SHIM_ASAN 1
 #elif defined(__has_feature)
@@ -22,9 +18,11 @@
 #endif
 #endif
 #if MSL_SHIM_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,14 +41,14 @@ constexpr int kSimdWidth = 32;
 enum State { kRunnable, kWaiting, kDone };
 
 struct Fiber {
-  ucontext_t context;
+  void* sp = nullptr;     // its stack pointer while switched out
   char* stack = nullptr;  // kStackBytes of the calling thread's StackPool
   State state = kRunnable;
   Arrival* arrival = nullptr;
 };
 
 struct Scheduler {
-  ucontext_t main;
+  void* main_sp = nullptr;
   // The calling thread's stack (ASan builds: the target of fiber -> scheduler switches).
   const void* main_stack = nullptr;
   size_t main_stack_bytes = 0;
@@ -84,23 +82,101 @@ struct StackPool {
 };
 thread_local StackPool g_stacks;
 
-// swapcontext(from, to), where `to` runs on the stack [stack, stack + bytes);
-// under ASan announced before and completed after (each side's fake stack,
-// for use-after-return detection, kept in this frame while it is switched out).
-void Switch(ucontext_t* from, const ucontext_t* to, const void* stack, size_t bytes) {
+// msl_shim_switch_stacks(from, to): saves the callee-saved registers (and on x86-64
+// the SSE and x87 control words) on the current stack, stores the stack
+// pointer in *from, loads `to` and returns into whatever saved its registers
+// there: a msl_shim_switch_stacks of the other side, or a new fiber's FiberEntry. The
+// frame is the one NewFiberStack lays out.
+extern "C" void msl_shim_switch_stacks(void** from, void* to);
+
+#define MSL_SHIM_STR2(x) #x
+#define MSL_SHIM_STR(x) MSL_SHIM_STR2(x)
+#define MSL_SHIM_SYMBOL MSL_SHIM_STR(__USER_LABEL_PREFIX__) "msl_shim_switch_stacks"
+#if defined(__APPLE__)
+#define MSL_SHIM_HIDDEN ".private_extern " MSL_SHIM_SYMBOL "\n"
+#else
+#define MSL_SHIM_HIDDEN ".hidden " MSL_SHIM_SYMBOL "\n"
+#endif
+
+#if defined(__x86_64__)
+constexpr size_t kFrameBytes = 16 + 6 * 8;  // control words, then r15 r14 r13 r12 rbx rbp
+asm(".text\n"
+    ".globl " MSL_SHIM_SYMBOL "\n" MSL_SHIM_HIDDEN
+    ".p2align 4\n" MSL_SHIM_SYMBOL ":\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $16, %rsp\n  stmxcsr 8(%rsp)\n  fnstcw (%rsp)\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  fldcw (%rsp)\n  ldmxcsr 8(%rsp)\n  addq $16, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n");
+#elif defined(__aarch64__)
+constexpr size_t kFrameBytes = 160;  // x19-x28, x29 (frame), x30 (return address), d8-d15
+asm(".text\n"
+    ".globl " MSL_SHIM_SYMBOL "\n" MSL_SHIM_HIDDEN
+    ".p2align 4\n" MSL_SHIM_SYMBOL ":\n"
+    "  sub sp, sp, #160\n"
+    "  stp x19, x20, [sp, #0]\n  stp x21, x22, [sp, #16]\n  stp x23, x24, [sp, #32]\n"
+    "  stp x25, x26, [sp, #48]\n  stp x27, x28, [sp, #64]\n  stp x29, x30, [sp, #80]\n"
+    "  stp d8, d9, [sp, #96]\n  stp d10, d11, [sp, #112]\n  stp d12, d13, [sp, #128]\n  stp d14, d15, [sp, #144]\n"
+    "  mov x9, sp\n  str x9, [x0]\n  mov sp, x1\n"
+    "  ldp x19, x20, [sp, #0]\n  ldp x21, x22, [sp, #16]\n  ldp x23, x24, [sp, #32]\n"
+    "  ldp x25, x26, [sp, #48]\n  ldp x27, x28, [sp, #64]\n  ldp x29, x30, [sp, #80]\n"
+    "  ldp d8, d9, [sp, #96]\n  ldp d10, d11, [sp, #112]\n  ldp d12, d13, [sp, #128]\n  ldp d14, d15, [sp, #144]\n"
+    "  add sp, sp, #160\n  ret\n");
+#else
+#error "tests/metal_shim/threadgroups.cc switches stacks on x86-64 and arm64 only"
+#endif
+
+void FiberEntry();
+
+// The stack pointer of a fiber that has not run yet: a switch frame at
+// the top of `stack` whose return address is FiberEntry, entered with the
+// stack aligned as a call leaves it (16 bytes; on x86-64 after the return
+// address). Its registers start as zeros, its control words as the caller's.
+void* NewFiberStack(char* stack) {
+#if MSL_SHIM_ASAN
+  // A fiber that ended never returned from FiberEntry: its frames' redzones
+  // are still poisoned in the stack's shadow.
+  __asan_unpoison_memory_region(stack, kStackBytes);
+#endif
+  uintptr_t top = reinterpret_cast<uintptr_t>(stack + kStackBytes) & ~uintptr_t(15);
+#if defined(__x86_64__)
+  auto* frame = reinterpret_cast<uint64_t*>(top - kFrameBytes - 16);  // then the return address and a pad
+  std::memset(frame, 0, kFrameBytes + 16);
+  uint16_t x87;
+  uint32_t sse;
+  asm volatile("fnstcw %0\n stmxcsr %1" : "=m"(x87), "=m"(sse));
+  std::memcpy(reinterpret_cast<char*>(frame), &x87, sizeof x87);
+  std::memcpy(reinterpret_cast<char*>(frame) + 8, &sse, sizeof sse);
+  frame[kFrameBytes / 8] = reinterpret_cast<uint64_t>(&FiberEntry);
+#else
+  auto* frame = reinterpret_cast<uint64_t*>(top - kFrameBytes);
+  std::memset(frame, 0, kFrameBytes);
+  frame[11] = reinterpret_cast<uint64_t>(&FiberEntry);  // x30
+#endif
+  return frame;
+}
+
+// msl_shim_switch_stacks from the current side to `to`, which runs on the stack
+// [stack, stack + bytes); under ASan announced before and completed after
+// (each side's fake stack, for use-after-return detection, kept in this frame
+// while it is switched out).
+void Switch(void** from, void* to, const void* stack, size_t bytes) {
 #if MSL_SHIM_ASAN
   void* fake_stack = nullptr;
   __sanitizer_start_switch_fiber(&fake_stack, stack, bytes);
-  swapcontext(from, to);
+  msl_shim_switch_stacks(from, to);
   __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #else
   (void)stack;
   (void)bytes;
-  swapcontext(from, to);
+  msl_shim_switch_stacks(from, to);
 #endif
 }
 
-void FiberMain() {
+// A fiber's first instructions: runs its thread and returns to the
+// scheduler for good.
+void FiberEntry() {
   Scheduler* s = g_scheduler;
 #if MSL_SHIM_ASAN
   // A new fiber: no fake stack of its own yet; learn the scheduler's stack.
@@ -108,12 +184,14 @@ void FiberMain() {
 #endif
   const int index = s->current;
   s->fn(s->arg, s->group, uint(index));
-  s->fibers[index].state = kDone;
+  Fiber& f = s->fibers[index];
+  f.state = kDone;
 #if MSL_SHIM_ASAN
   // Leaving for good (nullptr: ASan may free this fiber's fake stack).
   __sanitizer_start_switch_fiber(nullptr, s->main_stack, s->main_stack_bytes);
 #endif
-  // uc_link returns to the scheduler.
+  msl_shim_switch_stacks(&f.sp, s->main_sp);  // never resumed
+  std::abort();
 }
 
 bool SameArguments(const Arrival* a, const Arrival* b) {
@@ -207,7 +285,7 @@ void arrive(Arrival* arrival) {
   Fiber& f = s->fibers[s->current];
   f.state = kWaiting;
   f.arrival = arrival;
-  Switch(&f.context, &s->main, s->main_stack, s->main_stack_bytes);
+  Switch(&f.sp, s->main_sp, s->main_stack, s->main_stack_bytes);
 }
 
 void* threadgroup_memory() { return g_scheduler == nullptr ? nullptr : g_scheduler->memory.data(); }
@@ -233,11 +311,7 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
     s.memory.assign(threadgroup_bytes, 0xff);  // NaN in float and half
     for (uint t = 0; t < threads; ++t) {
       Fiber& f = s.fibers[t];
-      getcontext(&f.context);
-      f.context.uc_stack.ss_sp = f.stack;
-      f.context.uc_stack.ss_size = kStackBytes;
-      f.context.uc_link = &s.main;
-      makecontext(&f.context, &FiberMain, 0);
+      f.sp = NewFiberStack(f.stack);
       f.state = kRunnable;
       f.arrival = nullptr;
     }
@@ -254,7 +328,7 @@ const char* run_threadgroups(uint groups, uint threads, unsigned long threadgrou
             const int t = first + (reverse ? kSimdWidth - 1 - j : j);
             if (s.fibers[t].state != kRunnable) continue;
             s.current = t;
-            Switch(&s.main, &s.fibers[t].context, s.fibers[t].stack, kStackBytes);
+            Switch(&s.main_sp, s.fibers[t].sp, s.fibers[t].stack, kStackBytes);
             s.current = -1;
           }
           const Fiber& lead = s.fibers[first];
