@@ -40,7 +40,7 @@ PLANNED_MODULES = [f"tests/test_{op}.py" for op in metal_planned_ops()]
 
 # The tests left out there, and why.
 # The model runs a threadgroup's threads one after another, so it cannot show
-# a thread-count dependence (and the two child runs take 90 s).
+# a thread-count dependence (and its two child processes would add 22 s).
 LEFT_OUT = {"tests/test_fused_mlp.py": ["test_weight_gradients_are_bitwise_the_same_for_any_thread_count"]}
 
 
