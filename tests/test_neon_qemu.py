@@ -519,7 +519,9 @@ def test_the_shims_fibers_switch_stacks_on_each_architecture(machine, tmp_path):
         cross_tools()
         if shutil.which(CROSS_CLANG) is None:
             why = f"{CROSS_CLANG} not installed (make msl-clang installs it)"
-            pytest.fail(why) if required() else pytest.skip(why)
+            if required():
+                pytest.fail(why)
+            pytest.skip(why)
         cxx, prefix, flags, cross = CROSS_CLANG, [QEMU], ["--target=aarch64-linux-gnu"], True
     exe = build(cxx, str(tmp_path / "threadgroups"), THREADGROUPS_SOURCES, flags, cross)
     done = subprocess.run(prefix + [exe], capture_output=True, text=True, timeout=300)
