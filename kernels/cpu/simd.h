@@ -149,7 +149,9 @@ MO_INLINE V Max(V a, V b) { return a > b ? a : b; }  // b where either is NaN, a
 MO_INLINE V Min(V a, V b) { return a < b ? a : b; }
 MO_INLINE V SelectPositive(V a, V b, V c) { return a > 0.0f ? b : c; }
 MO_INLINE V RoundToInt(V a) { return std::nearbyint(a); }
-MO_INLINE V Ldexp(V a, V n) { return std::ldexp(a, static_cast<int>(n)); }
+// n is NaN only where Exp's x was, and then so is a: NaN out, without the
+// undefined conversion of NaN to int.
+MO_INLINE V Ldexp(V a, V n) { return n == n ? std::ldexp(a, static_cast<int>(n)) : a + n; }
 MO_INLINE bool AllWithin(V v, V low, V high) { return v >= low && v <= high; }
 #endif
 
