@@ -5,9 +5,9 @@
 // cooperative SIMD-group operation or has returned, then completes whatever
 // cooperation every participant has reached, and repeats.
 // A switch between fibers is msl_shim_switch_stacks below: the callee-saved registers
-// pushed on one stack, popped from the other. (ucontext's swapcontext also
-// saves the signal mask, a system call per switch, which made the switches
-// most of the model's time.) Built with AddressSanitizer (make asan-test), it
+// pushed on one stack, popped from the other, and no system call (ucontext's
+// swapcontext saves the signal mask at every switch, which would dominate the
+// model's time). Built with AddressSanitizer (make asan-test), it
 // tells ASan about every stack switch (the sanitizer's public fiber API), so
 // instrumented code on a fiber's stack is checked like code on a thread's.
 #if defined(__SANITIZE_ADDRESS__)
@@ -65,8 +65,8 @@ thread_local Scheduler* g_scheduler = nullptr;
 thread_local std::string g_error;
 
 // The fibers' stacks, kept per calling thread from one dispatch to the next:
-// a fresh zero-filled stack per fiber and dispatch (threads x 256 KiB of page
-// faults and memset) was most of the model's time. A stack needs no initial
+// fresh zero-filled stacks per dispatch (threads x 256 KiB of page faults and
+// memset) would dominate the model's time, and a stack needs no initial
 // contents. A dispatch takes the stacks [top, top + threads) and gives them
 // back on return, so a nested run_threadgroups gets stacks of its own.
 struct StackPool {
