@@ -14,7 +14,7 @@ pytestmark = pytest.mark.source_tree("benchmarks/ and docs/PERFORMANCE.md")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 NAME = re.compile(r"^([a-z0-9]+(?:_[a-z0-9]+)*)\.([a-z0-9_]+)\.(json|png)$")
-FIELDS = ("benchmark", "device", "command", "commit", "date", "machine")
+FIELDS = ("benchmark", "device", "command", "commit", "version", "date", "machine")
 
 
 def test_performance_doc_is_generated_from_the_results():
@@ -56,6 +56,7 @@ def test_write_json_adds_the_record_fields(tmp_path):
     assert data["commit"] == "unknown" or re.match(r"^[0-9a-f]{7,40}(\+dirty)?$|^.+-g[0-9a-f]+(\+dirty)?$",
                                                    data["commit"])
     assert data["rows"] == [{"ms": 1.0}]
+    assert re.match(r"^\d+\.\d+\.\d+", data["version"]), data["version"]
 
 
 @pytest.mark.parametrize("name, label", [("NVIDIA H100 80GB HBM3", "h100"), ("GPU: NVIDIA H200, compute "
@@ -68,7 +69,25 @@ def test_a_result_without_a_section_still_gets_one():
     text = report.render({"new_op.cpu": {"benchmark": "new_op", "device": "cpu", "command": "python -m x",
                                          "date": "2026-01-01T00:00:00+00:00", "machine": {"cpu": "c"},
                                          "rows": [{"n": 4, "ours_ms": 1.5}]}})
-    assert "## new_op.cpu" in text and "| 4 | 1.50 |" in text and "`python -m x`" in text
+    assert "## new_op.cpu" in text and "| unknown | c | 4 | 1.50 |" in text and "`python -m x`" in text
+
+
+def test_sections_have_one_heading_each_and_tables_name_version_and_machine():
+    text = report.render()
+    headings = re.findall(r"^## (.*)$", text, flags=re.M)
+    assert sorted(h for h in set(headings) if headings.count(h) > 1) == [], "a heading twice in docs/PERFORMANCE.md"
+    headers = [line for line in text.splitlines() if line.startswith("| ") and
+               text.splitlines()[text.splitlines().index(line) + 1].startswith("| ---")]
+    assert headers and all(" version | machine |" in h for h in headers), \
+        [h for h in headers if " version | machine |" not in h]
+
+
+def test_ops_come_first():
+    titles = [title or key[0] for title, _, key in report.order(report.load())]
+    first_other = min(titles.index(k) for k in titles if k in report.SECTIONS or k in
+                      [g[0] for g in report.GROUPS])
+    ops = {k for k in report.benchmark_sections() if k not in report.SECTIONS}
+    assert all(t in ops for t in titles[:first_other]) and not ops & set(titles[first_other:])
 
 
 def test_every_result_file_has_its_section():
