@@ -108,3 +108,13 @@ def test_a_benchmark_module_report_is_read_with_its_constants(tmp_path):
     assert report._report_of(str(module)) == {"x.cpu": ("X", "about", [("N", "n")])}
     module.write_text("def main():\n    pass\n")
     assert report._report_of(str(module)) == {}
+
+
+def test_nerf_readme_results_are_generated_from_the_results():
+    with open(report.NERF_README, encoding="utf-8") as f:
+        current = f.read()
+    assert current == report.with_nerf_results(current), (
+        "examples/nerf/README.md's results table is not what `python -m benchmarks.report` writes: run it")
+    assert "| 0.1.0 |" in report.with_nerf_results(current, {"nerf_demo.cpu": {
+        "version": "0.1.0", "machine": {"cpu": "c", "cores": 2}, "step": 3000, "train_seconds": 190.0,
+        "test_psnr_mean": 31.4}})
