@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.source_tree("the docs")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = sorted([os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "*.md"))
+DOCS = sorted([os.path.join(ROOT, "README.md"), os.path.join(ROOT, "CHANGELOG.md")]
+              + glob.glob(os.path.join(ROOT, "docs", "*.md"))
               + glob.glob(os.path.join(ROOT, "examples", "*", "README.md")))
 
 # A git hash: 7-40 hex digits with a digit and a letter, standing alone or at
@@ -250,9 +251,16 @@ def test_narration_checker_catches_the_notebook_and_leaves_the_reference_alone()
     assert [s for s in reference if narration(s)] == []
 
 
-@pytest.mark.parametrize("path", DOCS + [os.path.join(ROOT, "CHANGELOG.md")],
-                         ids=lambda p: os.path.relpath(p, ROOT))
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
 def test_doc_narrates_no_run_version_or_host(path):
     with open(path, encoding="utf-8") as f:
         found = narration(f.read())
     assert not found, f"{os.path.relpath(path, ROOT)} narrates runs, versions or hosts:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path, most", [("examples/nerf/README.md", 300), ("docs/NERF.md", 400)])
+def test_nerf_sample_docs_stay_short(path, most):
+    """The sample's README says what it is and what to run; docs/NERF.md how it works."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        lines = f.read().count("\n")
+    assert lines <= most, f"{path}: {lines} lines, at most {most}"
