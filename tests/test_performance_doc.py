@@ -118,3 +118,30 @@ def test_nerf_readme_results_are_generated_from_the_results():
     assert "| 0.1.0 |" in report.with_nerf_results(current, {"nerf_demo.cpu": {
         "version": "0.1.0", "machine": {"cpu": "c", "cores": 2}, "step": 3000, "train_seconds": 190.0,
         "test_psnr_mean": 31.4}})
+
+
+CITED_SECTION = re.compile(r'PERFORMANCE\.md\]\([^)]*\)[,:]?\s*\(?("[^"]+"(?:(?:,\s*|\s+and\s+|,\s+and\s+)"[^"]+")*)')
+
+
+def cited_sections(text):
+    """The section titles of docs/PERFORMANCE.md a doc names after its link."""
+    text = " ".join(text.split())
+    return [t for m in CITED_SECTION.finditer(text) for t in re.findall(r'"([^"]+)"', m.group(1))]
+
+
+def test_cited_sections_are_read_after_the_link():
+    text = ('[PERFORMANCE.md](PERFORMANCE.md), "A on the CPU" and\n"B CUDA"; see "C".'
+            ' [PERFORMANCE.md](PERFORMANCE.md) ("D")')
+    assert cited_sections(text) == ["A on the CPU", "B CUDA", "D"]
+
+
+def test_docs_cite_sections_that_exist():
+    import glob
+    titles = set(re.findall(r"^## (.*)$", report.render(), flags=re.M))
+    paths = [os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "*.md")) \
+        + glob.glob(os.path.join(ROOT, "examples", "*", "README.md"))
+    missing = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            missing += [f"{os.path.relpath(path, ROOT)}: {t!r}" for t in cited_sections(f.read()) if t not in titles]
+    assert not missing, "sections of docs/PERFORMANCE.md cited but not there:\n" + "\n".join(missing)
