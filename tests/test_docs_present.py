@@ -264,3 +264,10 @@ def test_nerf_sample_docs_stay_short(path, most):
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         lines = f.read().count("\n")
     assert lines <= most, f"{path}: {lines} lines, at most {most}"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_doc_has_no_heading_twice(path):
+    with open(path, encoding="utf-8") as f:
+        headings = re.findall(r"^(#+ .*)$", prose(f.read()), flags=re.M)
+    assert sorted({h for h in headings if headings.count(h) > 1}) == [], os.path.relpath(path, ROOT)
