@@ -278,7 +278,7 @@ def _nerf_first_step_jit(d):
             return max((v for k, v in events.items() if k.startswith(event)), default=None)
         return events.get(event)
 
-    return [{"what": what, "ms": ms(event)} for what, event in _FIRST_CALL_EVENTS]
+    return [{"what": what, "ms": ms(event)} for what, event in _FIRST_CALL_EVENTS if ms(event) is not None]
 
 
 def _wheel_isa(d):
