@@ -243,7 +243,8 @@ def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     backends = (_loader.read_build_info() or {}).get("backends", [])
     assert selftest.no_gpu_message(backends) in r.stdout and "tensorflow-metal" not in r.stdout, r.stdout
-    assert "must be floating" not in r.stdout + r.stderr, r.stderr
+    # No warning of TensorFlow's about what the self-test does on purpose.
+    assert "must be floating" not in r.stderr and "retracing" not in r.stderr, r.stderr
     data = json.loads(report.read_text())
     assert data["passed"] is True and data["environment"]["env"][selftest.SYNC_ENV] == "1"
     ops = {row["op"] for row in data["results"]}
