@@ -1,6 +1,6 @@
 """An op against the TensorFlow composite a user would write, side by side in
-one process: the CPU benchmarks of the element-wise ops (bench_sh_encode,
-bench_trunc_exp, bench_scene_contract) time ours and the composite in a
+one process: the CPU benchmarks of the element-wise ops (the
+benchmarks/bench_<op>.py that import this module) time ours and the composite in a
 tf.function, the composite also under XLA (jit_compile=True), forward and
 forward + backward from a given upstream gradient (tape.gradient's
 output_gradients, so no loss ops are timed beside the op), in interleaved

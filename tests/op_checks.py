@@ -1,5 +1,5 @@
-"""Checks the tests of the element-wise ops (SceneContract, SHEncode,
-TruncExp) share: the static shapes a tf.function infers, and the TypeError
+"""Checks the tests of the element-wise ops (the tests/test_<op>.py that
+import this module) share: the static shapes a tf.function infers, and the TypeError
 that names the float input."""
 import numpy as np
 import pytest

@@ -8,6 +8,7 @@ must make it exit 1.
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -17,6 +18,8 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from metal_ops import _loader, _reference, selftest
+
+march = importlib.import_module("metal_ops.ray_march")  # the module (metal_ops.ray_march is the op)
 from tests.child_env import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -238,7 +241,10 @@ def test_module_runs_from_an_installed_package_without_a_gpu(tmp_path):
                         "--ops", "zero_out,sh_encode,fused_mlp"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "no GPU device" in r.stdout and "NumPy references the package ships" in r.stdout
+    backends = (_loader.read_build_info() or {}).get("backends", [])
+    assert selftest.no_gpu_message(backends) in r.stdout and "tensorflow-metal" not in r.stdout, r.stdout
+    # No warning of TensorFlow's about what the self-test does on purpose.
+    assert "must be floating" not in r.stderr and "retracing" not in r.stderr, r.stderr
     data = json.loads(report.read_text())
     assert data["passed"] is True and data["environment"]["env"][selftest.SYNC_ENV] == "1"
     ops = {row["op"] for row in data["results"]}
@@ -263,8 +269,8 @@ def metal_ops_trunc_exp_plus_ulp(x):
 
 
 def test_int32_is_expected_on_the_host_of_a_cuda_gpu_only():
-    int32 = selftest._case("zero_out", "x", np.int32, [], None, 0.0)
-    f32 = selftest._case("zero_out", "x", np.float32, [], None, 0.0)
+    int32 = selftest.case("zero_out", "x", np.int32, [], None, 0.0)
+    f32 = selftest.case("zero_out", "x", np.float32, [], None, 0.0)
     assert selftest.expected_device_type(int32, "GPU", platform="linux") == "CPU"
     assert selftest.expected_device_type(int32, "GPU", platform="darwin") == "GPU"  # a Metal kernel keeps int32
     assert selftest.expected_device_type(f32, "GPU", platform="linux") == "GPU"
@@ -321,7 +327,7 @@ def test_ray_march_comparison_tolerates_a_one_ulp_boundary_flip(kind):
     assert counts_g[1] == counts_w[1] == 8
     # Element by element the results are incomparable; the ray-march comparison passes.
     assert selftest.max_error(got, want)[0] > 1e-5
-    error, note = selftest.compare_ray_march(got, want, tolerance=1e-5)
+    error, note = march.compare_ray_march(got, want, tolerance=1e-5)
     assert error <= 1e-5 and note == "1 rays flipped at cell boundaries", (error, note)
 
 
@@ -331,8 +337,9 @@ def test_ray_march_boundary_flip_passes_through_the_selftest(capsys):
     import metal_ops
 
     inputs, attrs = _boundary_rays(NUDGED, "count")
-    case = selftest._case("ray_march", "one-ulp boundary", np.float32, inputs,
-                          lambda *t: tuple(metal_ops.ray_march(*t, **attrs)), 1e-5, attrs, differentiable=False)
+    case = selftest.case("ray_march", "one-ulp boundary", np.float32, inputs,
+                         lambda *t: tuple(metal_ops.ray_march(*t, **attrs)), 1e-5, attrs, differentiable=False,
+                         compare=march.compare_ray_march)
     want = _boundary_march(1.0, "count")
     rc = selftest.main(["--repeat", "1"], devices=["/CPU:0"], reference=lambda c, r: (want, [], None),
                        selected=[case])
@@ -404,8 +411,8 @@ def _shifted_run(result):
 @pytest.mark.parametrize("fault", sorted(PLANTED))
 def test_ray_march_comparison_catches_planted_faults(march_result, fault):
     got = PLANTED[fault]([a.copy() for a in march_result])
-    assert selftest.compare_ray_march(march_result, march_result, tolerance=1e-5) == (0.0, "")
-    error, note = selftest.compare_ray_march(got, march_result, tolerance=1e-5)
+    assert march.compare_ray_march(march_result, march_result, tolerance=1e-5) == (0.0, "")
+    error, note = march.compare_ray_march(got, march_result, tolerance=1e-5)
     assert not error <= 1e-5, (fault, error, note)
 
 
@@ -433,9 +440,9 @@ def test_ray_march_static_cases_run_under_xla_only():
 def test_ray_march_static_comparison_passes_itself_and_the_xla_result(static_case):
     want = _static(static_case)
     assert 0 < int(want[6]) < len(want[4]), "the budget cuts the rays"
-    assert selftest.compare_ray_march_static(want, want, tolerance=1e-5) == (0.0, "")
+    assert march.compare_ray_march_static(want, want, tolerance=1e-5) == (0.0, "")
     got = [np.asarray(t) for t in static_case.call(*static_case.inputs)]
-    error, note = selftest.compare_ray_march_static(got, want, tolerance=1e-5)
+    error, note = march.compare_ray_march_static(got, want, tolerance=1e-5)
     assert error <= 1e-5, note
 
 
@@ -452,13 +459,13 @@ def test_ray_march_static_comparison_tolerates_a_cut_one_ray_earlier(static_case
     # A flip that adds a sample to a kept ray can leave the last kept ray out.
     want = _static(static_case)
     last = int(np.flatnonzero(want[4][:int(want[6])] > 0)[-1])  # the last kept ray with samples
-    limit = max(1, int(np.ceil(selftest.RAY_MARCH_MAX_FLIPPED * len(want[4]))))  # rays the cut may move by
+    limit = max(1, int(np.ceil(march.RAY_MARCH_MAX_FLIPPED * len(want[4]))))  # rays the cut may move by
     assert 0 < int(want[6]) - last <= limit
     got = _cut_at(want, last)
-    assert selftest._ray_march_static_problem(got, "cut", len(want[0])) is None
-    error, note = selftest.compare_ray_march_static(got, want, tolerance=1e-5)
+    assert march._ray_march_static_problem(got, "cut", len(want[0])) is None
+    error, note = march.compare_ray_march_static(got, want, tolerance=1e-5)
     assert error <= 1e-5 and "rays kept on the device" in note, (error, note)
-    error, note = selftest.compare_ray_march_static(_cut_at(want, last - 2 * limit), want, tolerance=1e-5)
+    error, note = march.compare_ray_march_static(_cut_at(want, last - 2 * limit), want, tolerance=1e-5)
     assert not error <= 1e-5, note
 
 
@@ -476,5 +483,62 @@ STATIC_PLANTED = {
 def test_ray_march_static_comparison_catches_planted_faults(static_case, fault):
     want = _static(static_case)
     got = STATIC_PLANTED[fault]([a.copy() for a in want])
-    error, note = selftest.compare_ray_march_static(got, want, tolerance=1e-5)
+    error, note = march.compare_ray_march_static(got, want, tolerance=1e-5)
     assert not error <= 1e-5, (fault, error, note)
+
+
+def test_readme_states_the_case_counts_of_a_machine_without_a_gpu():
+    """README's status row for the CPU: the counts `python -m metal_ops.selftest
+    --list` gives on a Linux build (with XLA kernels)."""
+    if not selftest.xla_ops():
+        pytest.skip("README's counts are those of a build with XLA kernels (Linux)")
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        found = re.search(r"without a GPU, (\d+) of (\d+): every op's CPU kernel in (\d+) float32 and integer cases, "
+                          r"and the (\d+) of the ops with XLA kernels again under XLA", f.read())
+    assert found, "README's status row for the CPU no longer states the self-test's counts"
+    plain, xla = selftest.count(selftest.cases(cpu_only=True))
+    assert tuple(map(int, found.groups())) == (plain + xla, plain + xla, plain, xla)
+
+
+def test_list_prints_the_cases_and_their_count(capsys):
+    rc = selftest.main(["--list", "--ops", "trunc_exp"], devices=[])
+    out = capsys.readouterr().out.splitlines()
+    plain, xla = selftest.count(selftest.cases({"trunc_exp"}, cpu_only=True))
+    assert rc == 0 and plain > 0
+    assert len(out) == plain + xla + 1 and out[0].startswith("trunc_exp  ")
+    assert out[-1] == f"metal_ops.selftest: {plain + xla} cases on each of /CPU:0: {plain} outside XLA, {xla} under XLA"
+
+
+def test_an_unknown_op_is_an_error_naming_the_ops(capsys):
+    with pytest.raises(SystemExit) as info:
+        selftest.main(["--ops", "trunc_exp,no_such_op"], devices=[])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--ops: no op named no_such_op (the ops: " in err and "trunc_exp" in err
+
+
+@pytest.mark.parametrize("system,backends,says,not_says", [
+    ("darwin", ["cpu", "metal"], "Metal GPU device", "CUDA"),
+    ("linux", ["cpu", "cuda"], "CUDA GPU", "Metal"),
+    ("linux", ["cpu"], "no GPU kernels", "GPU device against"),
+])
+def test_help_and_messages_say_what_runs_on_the_platform(system, backends, says, not_says):
+    text = selftest.what_it_tests(backends, system)
+    assert says in text and not_says not in text and "/CPU:0" in text
+    message = selftest.no_gpu_message(backends, system)
+    assert ("pip install tensorflow-metal" in message) == (system == "darwin"), message
+
+
+def test_a_case_with_integer_inputs_watches_only_its_floating_ones(monkeypatch):
+    """Integer inputs (a layout, a seed) have no gradient: the self-test does
+    not watch them (TensorFlow warns "the dtype of the watched tensor must be
+    floating" for each one)."""
+    watched = []
+    watch = tf.GradientTape.watch
+    monkeypatch.setattr(tf.GradientTape, "watch", lambda self, t: watched.extend(tf.nest.flatten(t)) or watch(self, t))
+    case = next(c for c in selftest.cases({"packed_volume_render"}, cpu_only=True) if c.differentiable)
+    _, grads, _, _ = selftest.execute(case, "/CPU:0")
+    assert watched and all(t.dtype.is_floating for t in watched), [t.dtype for t in watched]
+    kinds = [np.asarray(a).dtype.kind for a in case.inputs]
+    assert "i" in kinds and all(g is None for g, k in zip(grads, kinds) if k != "f")
+    assert len(grads) == len(kinds) and grads[0] is not None

@@ -1,6 +1,6 @@
 // The TensorFlow kernel classes of the ops that map a tensor point by point
-// and of their gradient ops, once for every C++-API device (SceneContract,
-// SHEncode, TruncExp: kernels/<op>_kernel.h names each one's as
+// and of their gradient ops, once for every C++-API device (each such op's
+// kernels/<op>/<op>_kernel.h names its classes as
 //   PointwiseOp<Functor, T, Attrs, kPointSize, fields...>, PointwiseGradOp<...>).
 // A point is kPointSize consecutive elements of x; the forward takes x
 // (input 0) and gives y (output 0), n points in order; the gradient op takes

@@ -99,3 +99,18 @@ def packed_distortion_loss(weights, t_starts, t_ends, ray_offsets, ray_counts, n
             t = tf.tensor_scatter_nd_update(t, tf.stack([ray, 2 * k], 1), t_starts)
             t = tf.tensor_scatter_nd_update(t, tf.stack([ray, 2 * k + 1], 1), t_ends)
             return distortion_loss(w, t)
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest)."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("distortion_loss"), []
+    for r, s in [(37, 19), (0, 4), (5, 0), (4096, 64)]:
+        _, _, t = selftest.rays(rng, r, s)
+        w = rng.uniform(0, 1, (r, s)).astype(np.float32)
+        out.append(selftest.case("distortion_loss", f"rays={r} samples={s}", np.float32, [w, t], distortion_loss,
+                                 1e-4))
+    return out

@@ -143,3 +143,39 @@ def _fused_conv2d_grad(op, grad):
     if num_residual:
         grads.append(dz)
     return grads
+
+
+# Under XLA its gradient is TensorFlow's convolution gradients and
+# MetalOpsFusedActivationGrad, not MetalOpsFusedConv2DGrad (metal_ops.selftest.xla_ops).
+XLA_GRADIENT_OPS = {"MetalOpsFusedConv2D": "MetalOpsFusedActivationGrad"}
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest).
+
+    No input channel: the output is activation(bias + residual); forward only,
+    as TensorFlow's Conv2DBackpropInput rejects a zero-depth filter, and not
+    under XLA: eager runs it, but in a graph (tf.function) the op's shape
+    function refuses it, as Conv2D's does. The large case's filter gradient
+    (TensorFlow's Conv2DBackpropFilter, not this library's kernel) runs the
+    cuDNN algorithm that autotuning picks in the process, and their float32
+    errors differ (docs/BUILDING.md, "TensorFlow's CUDA build on a machine
+    without network"): its tolerance covers them.
+    """
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("fused_conv2d"), []
+    for shape, cin, cout, activation, tol in [((2, 9, 9), 4, 5, "relu", 1e-3), ((2, 9, 9), 0, 5, "sigmoid", 1e-3),
+                                              ((4, 64, 64), 16, 32, "relu", 5e-3)]:
+        x = rng.standard_normal(shape + (cin,)).astype(np.float32)
+        w = rng.standard_normal((3, 3, cin, cout)).astype(np.float32)
+        b = rng.standard_normal((cout,)).astype(np.float32)
+        res = rng.standard_normal(shape + (cout,)).astype(np.float32)
+        out.append(selftest.case("fused_conv2d", f"x={shape + (cin,)} cout={cout} {activation}", np.float32,
+                                 [x, w, b, res],
+                                 lambda a, f, bb, rr, act=activation: fused_conv2d(a, f, bias=bb, residual=rr,
+                                                                                   activation=act), tol,
+                                 {"activation": activation}, differentiable=cin > 0, xla=cin > 0))
+    return out

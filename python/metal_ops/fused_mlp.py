@@ -97,3 +97,60 @@ def _fused_mlp_grad(op, grad_y, unused_grad_hidden):
         output_activation=op.get_attr("output_activation"), leaky_relu_alpha=op.get_attr("leaky_relu_alpha"))
     grad_x, grad_kernels, grad_biases = grads
     return [grad_x] + list(grad_kernels) + list(grad_biases)
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest). float16, which has
+    no CPU kernel, is compared with a float64 NumPy model on the same float16
+    inputs, elementwise within the error bound of its float16 kernels
+    (docs/FUSED_MLP_GPU.md, "float16 error bound"; selftest_float16_check)."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("fused_mlp"), []
+    for dtype, tol, n, in_dim, width, hidden, out_dim, act, out_act in [
+            (np.float32, 1e-3, 1001, 31, 64, 2, 3, "relu", "sigmoid"),
+            (np.float32, 1e-3, 0, 31, 64, 2, 3, "relu", "sigmoid"),
+            (np.float32, 1e-3, 333, 5, 16, 3, 1, "softplus", "none"),
+            (np.float32, 1e-3, 77, 128, 128, 2, 128, "leaky_relu", "relu"),
+            (np.float16, 1.0, 1001, 31, 64, 2, 3, "relu", "none"),
+            (np.float32, 1e-3, 65536, 32, 64, 2, 16, "relu", "trunc_exp")]:
+        dims = [in_dim] + [width] * hidden + [out_dim]
+        ws = [(rng.uniform(-1, 1, (a, b)) / np.sqrt(a)).astype(dtype) for a, b in zip(dims[:-1], dims[1:])]
+        bs = [rng.uniform(-0.1, 0.1, b).astype(dtype) for b in dims[1:]]
+        x = rng.uniform(-1, 1, (n, in_dim)).astype(dtype)
+        layers = hidden + 1
+        out.append(selftest.case("fused_mlp", f"n={n} {in_dim}-{width}x{hidden}-{out_dim} {act}/{out_act}", dtype,
+                                 [x] + ws + bs,
+                                 lambda a, *wb, k=layers, f=act, g=out_act: fused_mlp(
+                                     a, list(wb[:k]), list(wb[k:]), activation=f, output_activation=g), tol,
+                                 {"activation": act, "output_activation": out_act},
+                                 check=selftest_float16_check if dtype == np.float16 else None))
+    return out
+
+
+def selftest_float16_check(case, values, grads):
+    """(error, note) of a float16 self-test case: the largest |device -
+    reference| / bound against the float64 model and the bound of
+    metal_ops._reference.fused_mlp (tolerance 1)."""
+    import math
+
+    import numpy as np
+
+    from metal_ops import selftest
+    from metal_ops._reference import fused_mlp as reference
+
+    layers = (len(case.inputs) - 1) // 2
+    x, ws, bs = case.inputs[0], case.inputs[1:1 + layers], case.inputs[1 + layers:]
+    names = ["output 0"] + [f"gradient of input {i}" for i in range(1 + 2 * layers)]
+    if len(values) != 1 or len(grads) != 1 + 2 * layers:
+        return math.inf, f"{len(values)} outputs and {len(grads)} gradients on the device"
+    if any(g is None for g in grads):
+        return math.inf, f"{names[1 + [g is None for g in grads].index(True)]}: missing on the device"
+    # The loss casts y to float32: its gradient reaches the op as the cotangent rounded to float16.
+    dy = selftest.cotangents(case, [np.shape(values[0])])[0].astype(np.float16)
+    bound = reference.float16_bound(x, ws, bs, dy, case.attrs["activation"], case.attrs["output_activation"])
+    ratios = bound.ratios(y=values[0], dx=grads[0], dws=grads[1:1 + layers], dbs=grads[1 + layers:])
+    worst = max(range(len(ratios)), key=lambda i: ratios[i][1])
+    return ratios[worst][1], f"largest in {names[worst]} (error / float16 bound)"

@@ -186,3 +186,22 @@ def _hash_encode_grad_grad_grad(op, *unused):
 
 
 tf.no_gradient("MetalOpsHashGridOffsets")
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest)."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("hash_encode"), []
+    for dtype, tol in [(np.float32, 1e-4), (np.float16, 2e-2)]:
+        for n, dims, levels, log2_size in [(1001, 3, 8, 12), (0, 3, 8, 12), (333, 2, 4, 10), (65536, 3, 16, 19)]:
+            grid = dict(num_levels=levels, log2_hashmap_size=log2_size, base_resolution=16 if levels == 16 else 4,
+                        per_level_scale=1.5)
+            rows = hash_grid_size(input_dim=dims, **grid)
+            x = rng.uniform(0, 1, (n, dims)).astype(np.float32)
+            table = (rng.standard_normal((rows, 2)) * 1e-2).astype(dtype)
+            out.append(selftest.case("hash_encode", f"n={n} dims={dims} levels={levels}", dtype, [x, table],
+                                     lambda a, b, g=grid: hash_encode(a, b, **g), tol, grid))
+    return out

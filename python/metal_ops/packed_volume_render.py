@@ -143,3 +143,30 @@ def _packed_volume_render_grad(op, grad_rgb, grad_depth, grad_opacity, grad_weig
         early_termination=op.get_attr("early_termination"), validate=op.get_attr("validate"))
     # No gradient for the intervals or the layout (docs/PACKED_VOLUME_RENDER.md).
     return [grad_sigma, grad_rgb_samples, None, None, None, None, _background_grad(background, grad_background)]
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest): random counts per
+    ray, each ray's samples sorted as ray_march gives them."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("packed_volume_render"), []
+    for r, mean, weights, check in [(37, 9, True, True), (0, 4, True, True), (6, 0, False, True),
+                                    (4096, 24, False, True), (4096, 24, True, False)]:
+        counts = rng.integers(0, 2 * mean + 1, r).astype(np.int32)
+        offsets = (np.cumsum(counts) - counts).astype(np.int32)
+        n = int(counts.sum())
+        sigma = rng.uniform(0, 5, n).astype(np.float32)
+        rgb = rng.uniform(0, 1, (n, 3)).astype(np.float32)
+        t_starts = rng.uniform(2, 6, n).astype(np.float32)
+        for o, c in zip(offsets, counts):
+            t_starts[o:o + c] = np.sort(t_starts[o:o + c])
+        t_ends = (t_starts + rng.uniform(0, 0.05, n)).astype(np.float32)
+        out.append(selftest.case("packed_volume_render", f"rays={r} samples={n} weights={weights}" + (
+            "" if check else " validate=False"), np.float32, [sigma, rgb, t_starts, t_ends, offsets, counts],
+            lambda a, b, c, d, e, f, w=weights, v=check: packed_volume_render(a, b, c, d, e, f, return_weights=w,
+                                                                              validate=v), 1e-4,
+            {"return_weights": weights, "validate": check}))
+    return out

@@ -7,6 +7,7 @@ so the op has no gradient: gradients flow through what is computed at the
 samples (the field and the rendering), as in instant-NGP and nerfacc.
 """
 import collections
+import math
 
 import numpy as np
 import tensorflow as tf
@@ -144,3 +145,211 @@ def pack_occupancy(grid, name=None):
 
 tf.no_gradient("MetalOpsRayMarch")
 tf.no_gradient("MetalOpsRayMarchStatic")
+
+
+# ---- the self-test's cases and comparisons (python -m metal_ops.selftest) --------------------
+
+# The rays of the large RayMarch and RayMarchStatic cases on a machine without a
+# GPU: their reference marches ray by ray in Python (about a millisecond a ray).
+CPU_ONLY_MARCH_RAYS = 2048
+
+
+def _selftest_march(rng, r, g, cascades, cone, jitter):
+    """RayMarch's inputs (r rays from around an occupancy grid of `cascades`
+    cascades of g^3 cells, seed 7) and attributes; RayMarchStatic takes the
+    same with a sample_budget."""
+    origins = rng.uniform(-3, 3, (r, 3)).astype(np.float32)
+    dirs = (rng.uniform(-1, 2, (r, 3)) - origins).astype(np.float32)
+    dirs /= np.maximum(np.linalg.norm(dirs, axis=1, keepdims=True), 1e-6)
+    near = np.zeros(r, np.float32)
+    far = np.full(r, 10.0, np.float32)
+    bits = pack_occupancy(rng.uniform(size=(cascades, g, g, g)) < 0.3).numpy()
+    attrs = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.01, cone_angle=cone,
+                 max_step_size=0.1, jitter=jitter)
+    return [origins, dirs, near, far, bits, np.int32(7)], attrs
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases of RayMarch and RayMarchStatic: sample positions,
+    integer outputs compared exactly, no gradient; each compared ray by ray
+    (compare_ray_march, compare_ray_march_static). RayMarchStatic runs on a
+    GPU under XLA only (outside XLA it has a CPU kernel only): its cases are
+    XLA_ONLY, compared with the same XLA function on the CPU (the host
+    handler). Without a GPU the large cases march CPU_ONLY_MARCH_RAYS rays."""
+    from metal_ops import selftest
+
+    out = []
+    rng = selftest.rng("ray_march")
+    for r, g, cascades, cone, jitter in [(301, 16, 1, 0.0, False), (0, 8, 1, 0.0, False),
+                                         (65536, 64, 2, 0.01, True)]:
+        r = min(r, CPU_ONLY_MARCH_RAYS) if cpu_only else r
+        inputs, attrs = _selftest_march(rng, r, g, cascades, cone, jitter)
+        out.append(selftest.case("ray_march", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter}", np.float32,
+                                 inputs, lambda o, d, n, f, b, s, a=attrs: tuple(ray_march(o, d, n, f, b, seed=s, **a)),
+                                 1e-5, attrs, differentiable=False, compare=compare_ray_march))
+    rng = selftest.rng("ray_march_static")
+    # Budgets: above the total (padding), below it (rays cut), none.
+    for r, g, cascades, cone, jitter, budget in [(301, 16, 1, 0.0, False, 20000), (301, 16, 1, 0.0, True, 1500),
+                                                  (0, 8, 1, 0.0, False, 64), (17, 8, 1, 0.0, False, 0),
+                                                  (65536, 64, 2, 0.01, True, 1 << 20)]:
+        r = min(r, CPU_ONLY_MARCH_RAYS) if cpu_only else r
+        inputs, attrs = _selftest_march(rng, r, g, cascades, cone, jitter)
+        attrs["sample_budget"] = budget
+        out.append(selftest.case(
+            "ray_march_static", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter} budget={budget}",
+            np.float32, inputs,
+            lambda o, d, n, f, b, s, a=attrs: tuple(ray_march_static(o, d, n, f, b, seed=s, **a)),
+            1e-5, attrs, differentiable=False, compare=compare_ray_march_static, xla=selftest.XLA_ONLY))
+    return out
+
+
+# RayMarch: where a ray's samples fall is decided at cell boundaries (a step is
+# kept when its midpoint lies in an occupied cell), so one ulp of rounding (the
+# GPU compiler contracting a * b + c into one fma where the CPU's does not) can
+# move a midpoint across a boundary and change that ray's samples: one sample
+# more or fewer, or the rest of an occupied run shifted by half a step; a ray
+# grazing a cell face can meet that twice. The comparison checks what such a
+# flip cannot change: each side's packing (offsets the prefix sum of the
+# counts, each sample's ray index, sorted disjoint intervals); the samples of
+# every other ray, to the case's tolerance (a ray none of whose samples moved
+# by a quarter of its own length is such a ray: a flip moves them by half a
+# step); and for the flipped rays, that they are few, that their counts are
+# within RAY_MARCH_MAX_COUNT_CHANGE and that the length of ray sampled on one
+# side only is at most RAY_MARCH_MAX_LENGTH_CHANGE of their steps.
+RAY_MARCH_MAX_FLIPPED = 0.01        # fraction of the rays (at least one ray)
+RAY_MARCH_MAX_COUNT_CHANGE = 2      # samples, per ray
+RAY_MARCH_MAX_LENGTH_CHANGE = 3.0   # in units of the ray's longest step
+
+
+def _ray_march_packing(result, side):
+    """Why a RayMarch result (t_starts, t_ends, ray_indices, ray_offsets,
+    ray_counts) is not a valid packing, or None."""
+    t0, t1, idx, off, cnt = (np.asarray(a) for a in result)
+    n, r = t0.shape[0] if t0.ndim == 1 else -1, cnt.shape[0] if cnt.ndim == 1 else -1
+    if n < 0 or r < 0 or t1.shape != (n,) or idx.shape != (n,) or off.shape != (r,):
+        return f"{side}: shapes {[np.shape(a) for a in result]}, not [N] x 3 and [R] x 2"
+    cnt = cnt.astype(np.int64)
+    if np.any(cnt < 0) or int(cnt.sum()) != n:
+        return f"{side}: ray_counts sum to {int(cnt.sum())} (or are negative) for {n} samples"
+    if not np.array_equal(off.astype(np.int64), np.cumsum(cnt) - cnt):
+        return f"{side}: ray_offsets are not the prefix sum of ray_counts"
+    if not np.array_equal(idx.astype(np.int64), np.repeat(np.arange(r), cnt)):
+        return f"{side}: ray_indices do not name each sample's ray"
+    with np.errstate(invalid="ignore"):
+        if not np.all(t0 < t1):
+            return f"{side}: a sample with t_start >= t_end (or NaN)"
+        same_ray = idx[1:] == idx[:-1]
+        if np.any(t1[:-1][same_ray] > t0[1:][same_ray]):
+            return f"{side}: a ray's samples are not sorted and disjoint"
+    return None
+
+
+def _sampled_length_change(a0, a1, b0, b1):
+    """The length of ray inside one set of sorted disjoint intervals and not the
+    other: |A| + |B| - 2 |A n B|."""
+    both, i, j = 0.0, 0, 0
+    while i < len(a0) and j < len(b0):
+        both += max(0.0, min(a1[i], b1[j]) - max(a0[i], b0[j]))
+        if a1[i] < b1[j]:
+            i += 1
+        else:
+            j += 1
+    return float(np.sum(a1 - a0) + np.sum(b1 - b0) - 2.0 * both)
+
+
+def compare_ray_march(got, want, names=None, tolerance=0.0):
+    """(error, note) for RayMarch's five outputs (robust to one-ulp flips at
+    cell boundaries; see above): the largest |device - cpu| / max(1, |cpu|) of
+    t_starts and t_ends over the rays that did not flip; inf when a packing is
+    invalid or the flipped rays break a limit."""
+    if len(got) != 5 or len(want) != 5 or any(a is None for a in list(got) + list(want)):
+        return math.inf, f"{len(got)} results on the device, {len(want)} expected (RayMarch has 5)"
+    for result, side in ((got, "device"), (want, "expected")):
+        problem = _ray_march_packing(result, side)
+        if problem:
+            return math.inf, problem
+    g0, g1, _, g_off, g_cnt = (np.asarray(a) for a in got)
+    w0, w1, w_idx, w_off, w_cnt = (np.asarray(a) for a in want)
+    rays = len(w_cnt)
+    if len(g_cnt) != rays:
+        return math.inf, f"{len(g_cnt)} rays on the device, {rays} expected"
+    g_cnt, w_cnt = g_cnt.astype(np.int64), w_cnt.astype(np.int64)
+    g_off, w_off = g_off.astype(np.int64), w_off.astype(np.int64)
+    # Rays with equal counts, sample k against sample k: the relative error and
+    # how far each sample moved against its own length.
+    ray = w_idx.astype(np.int64)
+    aligned = g_cnt[ray] == w_cnt[ray]
+    at = g_off[ray[aligned]] + (np.arange(len(w0))[aligned] - w_off[ray[aligned]])
+    length = w1[aligned].astype(np.float64) - w0[aligned]
+    ray_error, moved = np.zeros(rays), np.zeros(rays)
+    for g, w in ((g0, w0), (g1, w1)):
+        wa = w[aligned].astype(np.float64)
+        diff = np.abs(g[at].astype(np.float64) - wa)
+        np.maximum.at(moved, ray[aligned], diff / length)
+        np.maximum.at(ray_error, ray[aligned], diff / np.maximum(1.0, np.abs(wa)))
+    flipped = (g_cnt != w_cnt) | ~(moved < 0.25)
+    limit = max(1, math.ceil(RAY_MARCH_MAX_FLIPPED * rays))
+    if int(flipped.sum()) > limit:
+        return math.inf, (f"{int(flipped.sum())} of {rays} rays sampled differently (at most {limit} may: "
+                          f"one-ulp flips at cell boundaries)")
+    for r in np.flatnonzero(flipped):
+        if abs(int(g_cnt[r] - w_cnt[r])) > RAY_MARCH_MAX_COUNT_CHANGE:
+            return math.inf, f"ray {r}: {g_cnt[r]} samples on the device, {w_cnt[r]} expected"
+        gs, ws = slice(g_off[r], g_off[r] + g_cnt[r]), slice(w_off[r], w_off[r] + w_cnt[r])
+        a0, a1 = g0[gs].astype(np.float64), g1[gs].astype(np.float64)
+        b0, b1 = w0[ws].astype(np.float64), w1[ws].astype(np.float64)
+        step = max(np.max(a1 - a0, initial=0.0), np.max(b1 - b0, initial=0.0))
+        change = _sampled_length_change(a0, a1, b0, b1)
+        if not change <= RAY_MARCH_MAX_LENGTH_CHANGE * step:
+            return math.inf, (f"ray {r}: a length of {change:.3g} sampled on one side only, more than "
+                              f"{RAY_MARCH_MAX_LENGTH_CHANGE:g} steps of {step:.3g}")
+    error = float(np.max(ray_error[~flipped], initial=0.0))
+    note = f"{int(flipped.sum())} rays flipped at cell boundaries" if flipped.any() else ""
+    return error, note
+
+
+def _ray_march_static_problem(result, side, budget):
+    """Why a RayMarchStatic result (the five outputs of RayMarch, num_samples,
+    num_rays) is not a valid static packing, or None."""
+    t0, t1, idx, off, cnt, n, k = (np.asarray(a) for a in result)
+    rays = cnt.shape[0] if cnt.ndim == 1 else -1
+    if t0.shape != (budget,) or t1.shape != (budget,) or idx.shape != (budget,) or off.shape != (rays,) \
+            or n.shape != () or k.shape != ():
+        return f"{side}: shapes {[np.shape(a) for a in result]}, not [{budget}] x 3, [R] x 2 and two scalars"
+    n, k = int(n), int(k)
+    if not (0 <= n <= budget and 0 <= k <= rays):
+        return f"{side}: num_samples {n}, num_rays {k} out of range"
+    if np.any(cnt[k:] != 0) or np.any(off[k:] != n) or int(cnt[:k].astype(np.int64).sum()) != n:
+        return f"{side}: rays from num_rays on are not empty at num_samples, or the kept counts do not sum to it"
+    pad = max(rays - 1, 0)
+    if np.any(t0[n:] != 0) or np.any(t1[n:] != 0) or np.any(idx[n:] != pad):
+        return f"{side}: the samples from num_samples on are not [0, 0] intervals of ray {pad}"
+    return None
+
+
+def compare_ray_march_static(got, want, names=None, tolerance=0.0):
+    """(error, note) for RayMarchStatic's seven outputs: each side's padding
+    and layout exactly, and the rays both sides kept by compare_ray_march (a
+    flip at a cell boundary can also move the cut by a ray)."""
+    if len(got) != 7 or len(want) != 7 or any(a is None for a in list(got) + list(want)):
+        return math.inf, f"{len(got)} results on the device, {len(want)} expected (RayMarchStatic has 7)"
+    budget = np.shape(want[0])[0] if np.ndim(want[0]) == 1 else -1
+    for result, side in ((got, "device"), (want, "expected")):
+        problem = _ray_march_static_problem(result, side, budget)
+        if problem:
+            return math.inf, problem
+    k_got, k_want = int(got[6]), int(want[6])
+    rays = len(want[4])
+    if abs(k_got - k_want) > max(1, math.ceil(RAY_MARCH_MAX_FLIPPED * rays)):
+        return math.inf, f"{k_got} rays kept on the device, {k_want} expected"
+    kept = min(k_got, k_want)
+
+    def head(result):  # the packing of the first `kept` rays
+        t0, t1, idx, off, cnt = (np.asarray(a) for a in result[:5])
+        end = int(off[kept]) if kept < int(result[6]) else int(result[5])
+        return [t0[:end], t1[:end], idx[:end], off[:kept], cnt[:kept]]
+
+    error, note = compare_ray_march(head(got), head(want), tolerance=tolerance)
+    if k_got != k_want:
+        note = (note + "; " if note else "") + f"{k_got} rays kept on the device, {k_want} expected"
+    return error, note

@@ -102,3 +102,18 @@ def log_partition(alpha):
     t3 = t2 * t
     # cubic Hermite: f0 h00 + f1 h01 + h d0 h10 + h d1 h11, with h00 + h01 = 1
     return f0 + delta * (3 * t2 - 2 * t3) + d0 * (t3 - 2 * t2 + t) + d1 * (t3 - t2)
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest)."""
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("robust_loss"), []
+    for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+        for shape, channels in [((257, 8), 8), ((0, 8), 8), ((4, 3), 1), ((65536, 3), 3)]:
+            x = rng.standard_normal(shape).astype(dtype)
+            alpha = rng.uniform(-3, 3, (channels,)).astype(np.float32)
+            scale = rng.uniform(0.5, 2, (channels,)).astype(np.float32)
+            out.append(selftest.case("robust_loss", f"shape={shape} channels={channels}", dtype, [x, alpha, scale],
+                                     robust_loss, tol))
+    return out

@@ -39,3 +39,20 @@ def scene_contract(x, norm="l2", name=None):
 @tf.RegisterGradient("MetalOpsSceneContract")
 def _scene_contract_grad(op, grad):
     return [load_library().metal_ops_scene_contract_grad(grad, op.inputs[0], norm=op.get_attr("norm"))]
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest): radii from about
+    0.1 to 100, both branches of the contraction, with each norm."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("scene_contract"), []
+    for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+        for shape, norm in [((1001, 3), "l2"), ((1001, 3), "linf"), ((2, 7, 3), "l2"), ((0, 3), "linf"),
+                            ((65536, 3), "l2")]:
+            x = (rng.normal(size=shape) * np.exp(rng.uniform(-2, 4.5, shape[:-1] + (1,)))).astype(dtype)
+            out.append(selftest.case("scene_contract", f"shape={shape} norm={norm}", dtype, [x],
+                                     lambda v, k=norm: scene_contract(v, norm=k), tol, {"norm": norm}))
+    return out

@@ -1,51 +1,45 @@
-"""`python -m metal_ops.selftest`: every op of this library on each GPU device
-TensorFlow lists, checked against the same op on the CPU; on a machine with
-no GPU, the CPU kernels checked against the independent NumPy references the
-package ships (metal_ops._reference, one per op).
+"""`python -m metal_ops.selftest`: every op of this library against a
+reference, on this machine's devices. Where TensorFlow lists a GPU (CUDA on
+Linux, Metal through tensorflow-metal on a Mac), each op on each GPU device
+against the same op on the CPU; where it lists none, the CPU kernels on
+/CPU:0 against the independent float64 NumPy references the package ships
+(metal_ops._reference, one per op). `--help` says which applies to this
+build and platform; `--list` prints the cases without running them.
 
-For each op, dtype (float32, float16 where the op has it, the integer types of
-ZeroOut) and shape (odd sizes, empty tensors, one large case), it runs the
-forward pass and the gradients of sum(cotangent * output) with respect to
-every input (forward only where marked: integer ZeroOut, a convolution with
-no input channel) on the GPU and on the CPU, and prints one table: op, case, dtype,
-device, the largest error against the CPU, the tolerance, pass/fail, and the
-time of one forward + backward pass with the results read back to the host
-(the fastest of --repeat runs, after one warm-up run) on each. Exit status 1
-when any case fails or raises, 0 otherwise.
+Each op module declares its cases (a function selftest_cases: op_modules()),
+by dtype (float32, float16 where the op has it, integer types where it has
+them) and shape (odd sizes, empty tensors, one large case). For each case the
+self-test runs the forward pass and the gradients of sum(cotangent * output)
+with respect to every floating-point input (forward only where the case says
+so) on the device and the reference, and prints one table: op, case, dtype,
+device, the largest error against the reference, the tolerance, pass/fail,
+and the time of one forward + backward pass with the results read back to
+the host (the fastest of --repeat runs, after one warm-up run) on each. Exit
+status 1 when any case fails or raises, 0 otherwise.
 
-Where TensorFlow lists no GPU it says so and runs the cases on /CPU:0
-against the float64 references of metal_ops._reference, with the same
-table, tolerances and exit status: what a CPU-only installation runs (the
-float32 and integer cases: the float16 tolerances are for one op on two
-devices, not against float64; RayMarchStatic's CPU kernel outside XLA as
-well as under it; the large RayMarch and RayMarchStatic cases with
-CPU_ONLY_MARCH_RAYS rays, as their reference marches in Python).
+Without a GPU the table, tolerances and exit status are the same: what a
+CPU-only installation runs. It runs the float32 and integer cases (the
+float16 tolerances are for one op on two devices, not against float64) and
+the cases marked XLA_ONLY outside XLA as well; an op module may make its
+large cases smaller there (its selftest_cases(cpu_only=True)).
 
-On a CUDA GPU, TensorFlow keeps int32 tensors in host memory, so the int32
-ZeroOut cases must run on the host CPU there (the report says so); the float32
-and int64 cases check the CUDA kernel. TF32 is turned off for the run: the
-gradients of FusedConv2D go through TensorFlow's own GPU convolutions.
+On a CUDA GPU, TensorFlow keeps int32 tensors in host memory, so int32 cases
+run on the host CPU there (the report says so); the float32 and int64 cases
+check the CUDA kernel. TF32 is turned off for the run: some gradients go
+through TensorFlow's own GPU ops.
 
 The error of a case is the largest, over every output and gradient element,
-of |device - cpu| / max(1, |cpu|); NaN where the other side has a number, a
-missing gradient or a shape mismatch count as infinite. float16 FusedMLP,
-which has no CPU kernel, is compared with a float64 NumPy model on the same
-float16 inputs, elementwise within the error bound of its float16 kernels
-(docs/FUSED_MLP_GPU.md, "float16 error bound"): its error is the largest
-|device - reference| / bound, its tolerance 1.
+of |device - reference| / max(1, |reference|); NaN where the other side has a
+number, a missing gradient or a shape mismatch count as infinite. A case may
+bring its own comparison (compare: an op whose outputs are discrete
+decisions that one ulp of rounding can flip) or its own check in place of
+the reference (check: a dtype without a CPU kernel, against a bound).
 
 Where XLA can compile an op in this process (metal_ops._loader.has_xla_kernels:
 host handlers, and CUDA handlers where a GPU is listed), the ops with XLA
-kernels run every case a second time inside tf.function(jit_compile=True) (the case's label
-ends in "[xla]"), compared with the same CPU reference (docs/XLA.md).
-
-RayMarch, whose samples are discrete decisions at cell boundaries that one
-ulp of rounding can flip, is compared ray by ray instead (compare_ray_march:
-each side's packing, the samples of the rays that did not flip, limits on
-the few that did). RayMarchStatic, which runs on a GPU only under XLA, has
-[xla] cases only, compared with the same XLA function on the CPU: each
-side's padding and layout exactly, then the rays both kept ray by ray
-(compare_ray_march_static).
+kernels run every case a second time inside tf.function(jit_compile=True)
+(the case's label ends in "[xla]"), compared with the same reference
+(docs/XLA.md).
 
 METAL_OPS_GPU_SYNC=1 is set before the op library is loaded: in that mode
 every Metal op commits its command buffer, waits for it and turns a GPU-side
@@ -73,245 +67,75 @@ import numpy as np
 
 SYNC_ENV = "METAL_OPS_GPU_SYNC"
 
-# check: None, or (case, outputs, gradients) -> (error, note) in place of the CPU reference.
-Case = collections.namedtuple("Case", "op label dtype inputs call tolerance attrs differentiable check")
+XLA_ONLY = "only"  # a case's xla: run under XLA only (see case())
+
+Case = collections.namedtuple("Case", "op label dtype inputs call tolerance attrs differentiable check compare xla")
 
 
-def _case(op, label, dtype, inputs, call, tolerance, attrs=None, differentiable=True, check=None):
-    return Case(op, label, np.dtype(dtype).name, inputs, call, tolerance, attrs or {}, differentiable, check)
+def case(op, label, dtype, inputs, call, tolerance, attrs=None, differentiable=True, check=None, compare=None,
+         xla=True):
+    """One case of `op`: call(*inputs) with the attributes `attrs` (for the
+    NumPy reference), forward and, when `differentiable`, its gradients.
+    check: None, or (case, outputs, gradients) -> (error, note) in place of the
+    reference; compare: None (max_error), or (got, want, names, tolerance) ->
+    (error, note) against the reference; xla: True (again under XLA where the
+    op has XLA kernels), False (not under XLA), or XLA_ONLY (on a GPU under XLA
+    only; on a machine without one outside XLA as well)."""
+    return Case(op, label, np.dtype(dtype).name, inputs, call, tolerance, attrs or {}, differentiable, check, compare,
+                xla)
 
 
-# ---- the cases -------------------------------------------------------------------------------
+def rng(op):
+    """The generator of an op's inputs: its own, so that they are the same
+    whichever ops are selected."""
+    return np.random.default_rng(zlib.crc32(op.encode()))
 
-def _rays(rng, r, s):
+
+def rays(rng, r, s):
+    """sigma [r, s], rgb [r, s, 3] and sorted t [r, s + 1] of r rays of s samples."""
     sigma = rng.uniform(0, 5, (r, s)).astype(np.float32)
     rgb = rng.uniform(0, 1, (r, s, 3)).astype(np.float32)
     t = np.cumsum(rng.uniform(0.01, 0.1, (r, s + 1)), axis=1).astype(np.float32)
     return sigma, rgb, t
 
 
-def _march_case(rng, r, g, cascades, cone, jitter):
-    """RayMarch's inputs (r rays from around an occupancy grid of `cascades`
-    cascades of g^3 cells, seed 7) and attributes; RayMarchStatic takes the
-    same with a sample_budget."""
-    from metal_ops.ray_march import pack_occupancy
+# ---- the cases -------------------------------------------------------------------------------
 
-    origins = rng.uniform(-3, 3, (r, 3)).astype(np.float32)
-    dirs = (rng.uniform(-1, 2, (r, 3)) - origins).astype(np.float32)
-    dirs /= np.maximum(np.linalg.norm(dirs, axis=1, keepdims=True), 1e-6)
-    near = np.zeros(r, np.float32)
-    far = np.full(r, 10.0, np.float32)
-    bits = pack_occupancy(rng.uniform(size=(cascades, g, g, g)) < 0.3).numpy()
-    attrs = dict(aabb=[-0.5, 0.0, -0.25, 1.5, 1.0, 1.75], grid_resolution=g, step_size=0.01, cone_angle=cone,
-                 max_step_size=0.1, jitter=jitter)
-    return [origins, dirs, near, far, bits, np.int32(7)], attrs
+def op_modules():
+    """{name: module} of the package's modules that declare self-test cases: a
+    function selftest_cases(cpu_only) giving their ops' cases (made with
+    case()), and optionally XLA_GRADIENT_OPS, {TensorFlow op: its gradient op}
+    for an op whose gradient op is not <op>Grad. Adding an op adds its
+    module; no list here names it."""
+    import importlib
+    import pkgutil
 
+    import metal_ops
 
-def _mlp(rng, in_dim, width, hidden, out_dim, dtype):
-    dims = [in_dim] + [width] * hidden + [out_dim]
-    ws = [(rng.uniform(-1, 1, (a, b)) / np.sqrt(a)).astype(dtype) for a, b in zip(dims[:-1], dims[1:])]
-    bs = [rng.uniform(-0.1, 0.1, b).astype(dtype) for b in dims[1:]]
-    return ws, bs
-
-
-# The rays of the large RayMarch and RayMarchStatic cases on a machine without a
-# GPU: their reference marches ray by ray in Python (about a millisecond a ray).
-CPU_ONLY_MARCH_RAYS = 2048
+    found = {}
+    for info in sorted(pkgutil.iter_modules(metal_ops.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(f"metal_ops.{info.name}")
+        if callable(getattr(module, "selftest_cases", None)):
+            found[info.name] = module
+    return found
 
 
 def cases(ops=None, cpu_only=False):
-    """Every case, in table order; `ops` limits them to those op names.
-    `cpu_only`: the cases of a machine without a GPU (see above)."""
-    import metal_ops
-
-    out = []
-
-    def wanted(op):
-        # Each op draws from its own generator: its inputs are the same whichever ops are selected.
-        return (ops is None or op in ops), np.random.default_rng(zlib.crc32(op.encode()))
-
-    use, rng = wanted("zero_out")
-    if use:
-        for dtype in (np.float32, np.int32, np.int64):
-            for shape, preserve in [((7,), 3), ((3, 5, 2), 29), ((0, 4), 9), ((1_000_003,), 1_000_002)]:
-                x = (rng.standard_normal(shape) * 100).astype(dtype)
-                out.append(_case("zero_out", f"shape={shape} preserve={preserve}", dtype, [x],
-                                 lambda v, p=preserve: metal_ops.zero_out(v, preserve_index=p), 0.0,
-                                 {"preserve_index": preserve}, differentiable=dtype == np.float32))
-
-    use, rng = wanted("volume_render")
-    if use:
-        # validate=False: the launch without the check's read-back (CUDA)
-        for r, s, weights, check in [(37, 19, True, True), (0, 16, True, True), (8, 0, False, True),
-                                     (4096, 64, False, True), (4096, 64, True, False)]:
-            out.append(_case("volume_render", f"rays={r} samples={s} weights={weights}" + ("" if check else
-                                                                                            " validate=False"),
-                             np.float32, list(_rays(rng, r, s)),
-                             lambda a, b, c, w=weights, v=check: metal_ops.volume_render(a, b, c, return_weights=w,
-                                                                                         validate=v), 1e-4,
-                             {"return_weights": weights, "validate": check}))
-
-    use, rng = wanted("packed_volume_render")
-    if use:
-        for r, mean, weights, check in [(37, 9, True, True), (0, 4, True, True), (6, 0, False, True),
-                                        (4096, 24, False, True), (4096, 24, True, False)]:
-            counts = rng.integers(0, 2 * mean + 1, r).astype(np.int32)
-            offsets = (np.cumsum(counts) - counts).astype(np.int32)
-            n = int(counts.sum())
-            sigma = rng.uniform(0, 5, n).astype(np.float32)
-            rgb = rng.uniform(0, 1, (n, 3)).astype(np.float32)
-            t_starts = rng.uniform(2, 6, n).astype(np.float32)
-            for o, c in zip(offsets, counts):
-                t_starts[o:o + c] = np.sort(t_starts[o:o + c])  # sorted per ray, as ray_march gives them
-            t_ends = (t_starts + rng.uniform(0, 0.05, n)).astype(np.float32)
-            out.append(_case("packed_volume_render", f"rays={r} samples={n} weights={weights}" + ("" if check else
-                                                                                                   " validate=False"),
-                             np.float32, [sigma, rgb, t_starts, t_ends, offsets, counts],
-                             lambda a, b, c, d, e, f, w=weights, v=check: metal_ops.packed_volume_render(
-                                 a, b, c, d, e, f, return_weights=w, validate=v), 1e-4,
-                             {"return_weights": weights, "validate": check}))
-
-    use, rng = wanted("distortion_loss")
-    if use:
-        for r, s in [(37, 19), (0, 4), (5, 0), (4096, 64)]:
-            _, _, t = _rays(rng, r, s)
-            w = rng.uniform(0, 1, (r, s)).astype(np.float32)
-            out.append(_case("distortion_loss", f"rays={r} samples={s}", np.float32, [w, t], metal_ops.distortion_loss,
-                             1e-4))
-
-    use, rng = wanted("ray_march")
-    if use:
-        # Sample positions: integer outputs compared exactly, no gradient.
-        for r, g, cascades, cone, jitter in [(301, 16, 1, 0.0, False), (0, 8, 1, 0.0, False),
-                                             (65536, 64, 2, 0.01, True)]:
-            r = min(r, CPU_ONLY_MARCH_RAYS) if cpu_only else r
-            inputs, attrs = _march_case(rng, r, g, cascades, cone, jitter)
-            out.append(_case("ray_march", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter}", np.float32,
-                             inputs,
-                             lambda o, d, n, f, b, s, a=attrs: tuple(metal_ops.ray_march(o, d, n, f, b, seed=s, **a)),
-                             1e-5, attrs, differentiable=False))
-
-    # RayMarchStatic runs on a GPU under XLA only (outside XLA it has a CPU
-    # kernel only): its cases are [xla] cases (below), compared with the
-    # same XLA function on the CPU (the host handler) by compare_ray_march_static.
-    xla_only = []
-    use, rng = wanted("ray_march_static")
-    if use:
-        # Budgets: above the total (padding), below it (rays cut), none.
-        for r, g, cascades, cone, jitter, budget in [(301, 16, 1, 0.0, False, 20000), (301, 16, 1, 0.0, True, 1500),
-                                                      (0, 8, 1, 0.0, False, 64), (17, 8, 1, 0.0, False, 0),
-                                                      (65536, 64, 2, 0.01, True, 1 << 20)]:
-            r = min(r, CPU_ONLY_MARCH_RAYS) if cpu_only else r
-            inputs, attrs = _march_case(rng, r, g, cascades, cone, jitter)
-            attrs["sample_budget"] = budget
-            xla_only.append(_case(
-                "ray_march_static", f"rays={r} G={g} C={cascades} cone={cone} jitter={jitter} budget={budget}",
-                np.float32, inputs,
-                lambda o, d, n, f, b, s, a=attrs: tuple(metal_ops.ray_march_static(o, d, n, f, b, seed=s, **a)),
-                1e-5, attrs, differentiable=False))
-
-    use, rng = wanted("robust_loss")
-    if use:
-        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
-            for shape, channels in [((257, 8), 8), ((0, 8), 8), ((4, 3), 1), ((65536, 3), 3)]:
-                x = rng.standard_normal(shape).astype(dtype)
-                alpha = rng.uniform(-3, 3, (channels,)).astype(np.float32)
-                scale = rng.uniform(0.5, 2, (channels,)).astype(np.float32)
-                out.append(_case("robust_loss", f"shape={shape} channels={channels}", dtype, [x, alpha, scale],
-                                 metal_ops.robust_loss, tol))
-
-    use, rng = wanted("sh_encode")
-    if use:
-        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
-            for shape, degree in [((1001, 3), 1), ((1001, 3), 2), ((1001, 3), 3), ((2, 5, 3), 4), ((0, 3), 4),
-                                  ((65536, 3), 4)]:
-                d = rng.normal(size=shape).astype(dtype)
-                out.append(_case("sh_encode", f"shape={shape} degree={degree}", dtype, [d],
-                                 lambda v, k=degree: metal_ops.sh_encode(v, degree=k), tol, {"degree": degree}))
-
-    use, rng = wanted("scene_contract")
-    if use:
-        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
-            for shape, norm in [((1001, 3), "l2"), ((1001, 3), "linf"), ((2, 7, 3), "l2"), ((0, 3), "linf"),
-                                ((65536, 3), "l2")]:
-                # Radii from ~0.1 to ~100: both branches of the contraction.
-                x = (rng.normal(size=shape) * np.exp(rng.uniform(-2, 4.5, shape[:-1] + (1,)))).astype(dtype)
-                out.append(_case("scene_contract", f"shape={shape} norm={norm}", dtype, [x],
-                                 lambda v, k=norm: metal_ops.scene_contract(v, norm=k), tol, {"norm": norm}))
-
-    use, rng = wanted("trunc_exp")
-    if use:
-        for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
-            for shape in [(1001,), (3, 7, 5), (0, 4), (65536, 16)]:
-                # Both sides of the gradient's clamp at +-15; float16's exp stays finite below 11.
-                lo, hi = (-20.0, 20.0) if dtype == np.float32 else (-18.0, 10.0)
-                x = rng.uniform(lo, hi, shape).astype(dtype)
-                out.append(_case("trunc_exp", f"shape={shape}", dtype, [x], metal_ops.trunc_exp, tol))
-
-    use, rng = wanted("hash_encode")
-    if use:
-        for dtype, tol in [(np.float32, 1e-4), (np.float16, 2e-2)]:
-            for n, dims, levels, log2_size in [(1001, 3, 8, 12), (0, 3, 8, 12), (333, 2, 4, 10), (65536, 3, 16, 19)]:
-                grid = dict(num_levels=levels, log2_hashmap_size=log2_size, base_resolution=16 if levels == 16 else 4,
-                            per_level_scale=1.5)
-                rows = metal_ops.hash_grid_size(input_dim=dims, **grid)
-                x = rng.uniform(0, 1, (n, dims)).astype(np.float32)
-                table = (rng.standard_normal((rows, 2)) * 1e-2).astype(dtype)
-                out.append(_case("hash_encode", f"n={n} dims={dims} levels={levels}", dtype, [x, table],
-                                 lambda a, b, g=grid: metal_ops.hash_encode(a, b, **g), tol, grid))
-
-    use, rng = wanted("fused_conv2d")
-    if use:
-        # No input channel: the output is activation(bias + residual); forward
-        # only, as TensorFlow's Conv2DBackpropInput rejects a zero-depth filter.
-        # The large case's filter gradient (TensorFlow's Conv2DBackpropFilter, not this
-        # library's kernel) runs the cuDNN algorithm that autotuning picks in the
-        # process, and their float32 errors differ (docs/BUILDING.md, "TensorFlow's
-        # CUDA build on a machine without network"): its tolerance covers them.
-        for shape, cin, cout, activation, tol in [((2, 9, 9), 4, 5, "relu", 1e-3), ((2, 9, 9), 0, 5, "sigmoid", 1e-3),
-                                                  ((4, 64, 64), 16, 32, "relu", 5e-3)]:
-            x = rng.standard_normal(shape + (cin,)).astype(np.float32)
-            w = rng.standard_normal((3, 3, cin, cout)).astype(np.float32)
-            b = rng.standard_normal((cout,)).astype(np.float32)
-            res = rng.standard_normal(shape + (cout,)).astype(np.float32)
-            out.append(_case("fused_conv2d", f"x={shape + (cin,)} cout={cout} {activation}", np.float32, [x, w, b, res],
-                             lambda a, f, bb, rr, act=activation: metal_ops.fused_conv2d(a, f, bias=bb, residual=rr,
-                                                                                         activation=act), tol,
-                             {"activation": activation}, differentiable=cin > 0))
-
-    use, rng = wanted("fused_mlp")
-    if use:
-        for dtype, tol, n, in_dim, width, hidden, out_dim, act, out_act in [
-                (np.float32, 1e-3, 1001, 31, 64, 2, 3, "relu", "sigmoid"),
-                (np.float32, 1e-3, 0, 31, 64, 2, 3, "relu", "sigmoid"),
-                (np.float32, 1e-3, 333, 5, 16, 3, 1, "softplus", "none"),
-                (np.float32, 1e-3, 77, 128, 128, 2, 128, "leaky_relu", "relu"),
-                (np.float16, 1.0, 1001, 31, 64, 2, 3, "relu", "none"),
-                (np.float32, 1e-3, 65536, 32, 64, 2, 16, "relu", "trunc_exp")]:
-            ws, bs = _mlp(rng, in_dim, width, hidden, out_dim, dtype)
-            x = rng.uniform(-1, 1, (n, in_dim)).astype(dtype)
-            layers = hidden + 1
-            out.append(_case("fused_mlp", f"n={n} {in_dim}-{width}x{hidden}-{out_dim} {act}/{out_act}", dtype,
-                             [x] + ws + bs,
-                             lambda a, *wb, k=layers, f=act, g=out_act: metal_ops.fused_mlp(
-                                 a, list(wb[:k]), list(wb[k:]), activation=f, output_activation=g), tol,
-                             {"activation": act, "output_activation": out_act},
-                             check=fused_mlp_float16_check if dtype == np.float16 else None))
-
+    """Every case, in table order (by op module); `ops` limits them to those op
+    names. `cpu_only`: the cases of a machine without a GPU (see above): no
+    float16, and the XLA_ONLY cases outside XLA too."""
     from metal_ops import _loader
 
-    if cpu_only:  # no float16; RayMarchStatic outside XLA too
-        out, xla_only = [c for c in out if c.dtype != "float16"] + xla_only, []
+    selected = [c for module in op_modules().values() for c in module.selftest_cases(cpu_only=cpu_only)
+                if ops is None or c.op in ops]
+    if cpu_only:
+        selected = [c for c in selected if c.dtype != "float16"]
+    plain = [c for c in selected if cpu_only or c.xla != XLA_ONLY]
     with_xla = xla_ops()
-    out += [under_xla(c) for c in out + xla_only
-            if c.op in with_xla and c.dtype != "int32" and _loader.has_xla_kernels(with_xla[c.op])
-            and not (c.op == "fused_conv2d" and c.inputs[1].shape[2] == 0)]
-    return out
-
-
-# The gradient op of a forward op whose gradient is not <op>Grad: FusedConv2D's
-# are TensorFlow's convolution gradients and FusedActivationGrad.
-_GRADIENT_OPS = {"MetalOpsFusedConv2D": "MetalOpsFusedActivationGrad"}
+    return plain + [under_xla(c) for c in selected
+                    if c.xla and c.op in with_xla and c.dtype != "int32" and _loader.has_xla_kernels(with_xla[c.op])]
 
 
 @functools.lru_cache(maxsize=None)
@@ -319,10 +143,8 @@ def xla_ops():
     """The ops with XLA kernels in this process (docs/XLA.md), by self-test op:
     {op: (its TensorFlow op, its gradient op where that has XLA kernels too)}.
     Each of their cases runs again inside tf.function(jit_compile=True),
-    forward and gradients, against the same CPU reference. int32 ZeroOut is
-    left out: TensorFlow keeps int32 on the host. So is FusedConv2D with a
-    filter of depth 0: eager runs it, but in a graph (tf.function) the op's
-    shape function refuses it, as Conv2D's does.
+    forward and gradients, against the same CPU reference, but for int32
+    cases (TensorFlow keeps int32 on the host) and cases marked xla=False.
 
     Read from TensorFlow's kernel registry: the library's ops (its generated
     wrappers, MetalOps<Name> beside metal_ops_<name>) with an XLA_CPU_JIT
@@ -340,16 +162,19 @@ def xla_ops():
     from tensorflow.python.framework import kernels
 
     tf.function(lambda: tf.zeros([]), jit_compile=True)()  # XLA lists its kernels from its first compilation on
-    snake = {}  # TensorFlow op -> the self-test's name of it: MetalOpsSHEncode -> sh_encode
+    snake = {}  # TensorFlow op -> the self-test's name of it: MetalOps<Name> -> <name>
     for name in dir(library):
         if not name.startswith("_") and name.islower():
             for op in (n for n in dir(library) if n.lower() == name.replace("_", "") and n != name):
                 snake[op] = name.removeprefix("metal_ops_")
     with_xla = {op for op in snake
                 if any(k.device_type == "XLA_CPU_JIT" for k in kernels.get_registered_kernels_for_op(op).kernel)}
+    gradients = {}  # the gradient ops that are not <op>Grad, as the op modules declare them
+    for module in op_modules().values():
+        gradients.update(getattr(module, "XLA_GRADIENT_OPS", {}))
     out = {}
     for op in sorted(with_xla):
-        gradient = _GRADIENT_OPS.get(op, op + "Grad")
+        gradient = gradients.get(op, op + "Grad")
         if not op.endswith("Grad"):
             out[snake[op]] = (op, gradient) if gradient in with_xla else (op,)
     return out
@@ -367,27 +192,6 @@ def under_xla(case):
 def _plain_label(case):
     """The label of the case an [xla] case repeats (its own for any other)."""
     return case.label.removesuffix(XLA_LABEL)
-
-
-def fused_mlp_float16_check(case, values, grads):
-    """(error, note) of a float16 FusedMLP case: the largest |device - reference|
-    / bound against the float64 model and the bound of
-    metal_ops._reference.fused_mlp (tolerance 1)."""
-    from metal_ops._reference import fused_mlp as reference
-
-    layers = (len(case.inputs) - 1) // 2
-    x, ws, bs = case.inputs[0], case.inputs[1:1 + layers], case.inputs[1 + layers:]
-    names = ["output 0"] + [f"gradient of input {i}" for i in range(1 + 2 * layers)]
-    if len(values) != 1 or len(grads) != 1 + 2 * layers:
-        return math.inf, f"{len(values)} outputs and {len(grads)} gradients on the device"
-    if any(g is None for g in grads):
-        return math.inf, f"{names[1 + [g is None for g in grads].index(True)]}: missing on the device"
-    # The loss casts y to float32: its gradient reaches the op as the cotangent rounded to float16.
-    dy = cotangents(case, [np.shape(values[0])])[0].astype(np.float16)
-    bound = reference.float16_bound(x, ws, bs, dy, case.attrs["activation"], case.attrs["output_activation"])
-    ratios = bound.ratios(y=values[0], dx=grads[0], dws=grads[1:1 + layers], dbs=grads[1 + layers:])
-    worst = max(range(len(ratios)), key=lambda i: ratios[i][1])
-    return ratios[worst][1], f"largest in {names[worst]} (error / float16 bound)"
 
 
 # ---- running and comparing -------------------------------------------------------------------
@@ -411,13 +215,17 @@ def execute(case, device, repeat=1):
         with tf.device(device):
             tensors = [tf.constant(a) for a in case.inputs]
             with tf.GradientTape() as tape:
-                if case.differentiable:
-                    tape.watch(tensors)
+                if case.differentiable:  # integer inputs have no gradient: watching them only warns
+                    tape.watch([t for t in tensors if t.dtype.is_floating])
                 outputs = [o for o in tf.nest.flatten(case.call(*tensors)) if o is not None]
                 if case.differentiable:
                     cots = cotangents(case, [o.shape for o in outputs])
                     loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32) * c) for o, c in zip(outputs, cots)])
-            grads = tape.gradient(loss, tensors) if case.differentiable else []
+            grads = []
+            if case.differentiable:
+                floating = [t for t in tensors if t.dtype.is_floating]
+                found = iter(tape.gradient(loss, floating))
+                grads = [next(found) if t.dtype.is_floating else None for t in tensors]
         values = [o.numpy() for o in outputs]
         grad_values = [None if g is None else tf.convert_to_tensor(g).numpy() for g in grads]
         return values, grad_values, [o.device for o in outputs]
@@ -491,162 +299,6 @@ def max_error(got, want, names=None):
     return worst, note
 
 
-# RayMarch: where a ray's samples fall is decided at cell boundaries (a step is
-# kept when its midpoint lies in an occupied cell), so one ulp of rounding (the
-# GPU compiler contracting a * b + c into one fma where the CPU's does not) can
-# move a midpoint across a boundary and change that ray's samples: one sample
-# more or fewer, or the rest of an occupied run shifted by half a step; a ray
-# grazing a cell face can meet that twice. The comparison checks what such a
-# flip cannot change: each side's packing (offsets the prefix sum of the
-# counts, each sample's ray index, sorted disjoint intervals); the samples of
-# every other ray, to the case's tolerance (a ray none of whose samples moved
-# by a quarter of its own length is such a ray: a flip moves them by half a
-# step); and for the flipped rays, that they are few, that their counts are
-# within RAY_MARCH_MAX_COUNT_CHANGE and that the length of ray sampled on one
-# side only is at most RAY_MARCH_MAX_LENGTH_CHANGE of their steps.
-RAY_MARCH_MAX_FLIPPED = 0.01        # fraction of the rays (at least one ray)
-RAY_MARCH_MAX_COUNT_CHANGE = 2      # samples, per ray
-RAY_MARCH_MAX_LENGTH_CHANGE = 3.0   # in units of the ray's longest step
-
-
-def _ray_march_packing(result, side):
-    """Why a RayMarch result (t_starts, t_ends, ray_indices, ray_offsets,
-    ray_counts) is not a valid packing, or None."""
-    t0, t1, idx, off, cnt = (np.asarray(a) for a in result)
-    n, r = t0.shape[0] if t0.ndim == 1 else -1, cnt.shape[0] if cnt.ndim == 1 else -1
-    if n < 0 or r < 0 or t1.shape != (n,) or idx.shape != (n,) or off.shape != (r,):
-        return f"{side}: shapes {[np.shape(a) for a in result]}, not [N] x 3 and [R] x 2"
-    cnt = cnt.astype(np.int64)
-    if np.any(cnt < 0) or int(cnt.sum()) != n:
-        return f"{side}: ray_counts sum to {int(cnt.sum())} (or are negative) for {n} samples"
-    if not np.array_equal(off.astype(np.int64), np.cumsum(cnt) - cnt):
-        return f"{side}: ray_offsets are not the prefix sum of ray_counts"
-    if not np.array_equal(idx.astype(np.int64), np.repeat(np.arange(r), cnt)):
-        return f"{side}: ray_indices do not name each sample's ray"
-    with np.errstate(invalid="ignore"):
-        if not np.all(t0 < t1):
-            return f"{side}: a sample with t_start >= t_end (or NaN)"
-        same_ray = idx[1:] == idx[:-1]
-        if np.any(t1[:-1][same_ray] > t0[1:][same_ray]):
-            return f"{side}: a ray's samples are not sorted and disjoint"
-    return None
-
-
-def _sampled_length_change(a0, a1, b0, b1):
-    """The length of ray inside one set of sorted disjoint intervals and not the
-    other: |A| + |B| - 2 |A n B|."""
-    both, i, j = 0.0, 0, 0
-    while i < len(a0) and j < len(b0):
-        both += max(0.0, min(a1[i], b1[j]) - max(a0[i], b0[j]))
-        if a1[i] < b1[j]:
-            i += 1
-        else:
-            j += 1
-    return float(np.sum(a1 - a0) + np.sum(b1 - b0) - 2.0 * both)
-
-
-def compare_ray_march(got, want, names=None, tolerance=0.0):
-    """(error, note) for RayMarch's five outputs (robust to one-ulp flips at
-    cell boundaries; see above): the largest |device - cpu| / max(1, |cpu|) of
-    t_starts and t_ends over the rays that did not flip; inf when a packing is
-    invalid or the flipped rays break a limit."""
-    if len(got) != 5 or len(want) != 5 or any(a is None for a in list(got) + list(want)):
-        return math.inf, f"{len(got)} results on the device, {len(want)} expected (RayMarch has 5)"
-    for result, side in ((got, "device"), (want, "expected")):
-        problem = _ray_march_packing(result, side)
-        if problem:
-            return math.inf, problem
-    g0, g1, _, g_off, g_cnt = (np.asarray(a) for a in got)
-    w0, w1, w_idx, w_off, w_cnt = (np.asarray(a) for a in want)
-    rays = len(w_cnt)
-    if len(g_cnt) != rays:
-        return math.inf, f"{len(g_cnt)} rays on the device, {rays} expected"
-    g_cnt, w_cnt = g_cnt.astype(np.int64), w_cnt.astype(np.int64)
-    g_off, w_off = g_off.astype(np.int64), w_off.astype(np.int64)
-    # Rays with equal counts, sample k against sample k: the relative error and
-    # how far each sample moved against its own length.
-    ray = w_idx.astype(np.int64)
-    aligned = g_cnt[ray] == w_cnt[ray]
-    at = g_off[ray[aligned]] + (np.arange(len(w0))[aligned] - w_off[ray[aligned]])
-    length = w1[aligned].astype(np.float64) - w0[aligned]
-    ray_error, moved = np.zeros(rays), np.zeros(rays)
-    for g, w in ((g0, w0), (g1, w1)):
-        wa = w[aligned].astype(np.float64)
-        diff = np.abs(g[at].astype(np.float64) - wa)
-        np.maximum.at(moved, ray[aligned], diff / length)
-        np.maximum.at(ray_error, ray[aligned], diff / np.maximum(1.0, np.abs(wa)))
-    flipped = (g_cnt != w_cnt) | ~(moved < 0.25)
-    limit = max(1, math.ceil(RAY_MARCH_MAX_FLIPPED * rays))
-    if int(flipped.sum()) > limit:
-        return math.inf, (f"{int(flipped.sum())} of {rays} rays sampled differently (at most {limit} may: "
-                          f"one-ulp flips at cell boundaries)")
-    for r in np.flatnonzero(flipped):
-        if abs(int(g_cnt[r] - w_cnt[r])) > RAY_MARCH_MAX_COUNT_CHANGE:
-            return math.inf, f"ray {r}: {g_cnt[r]} samples on the device, {w_cnt[r]} expected"
-        gs, ws = slice(g_off[r], g_off[r] + g_cnt[r]), slice(w_off[r], w_off[r] + w_cnt[r])
-        a0, a1 = g0[gs].astype(np.float64), g1[gs].astype(np.float64)
-        b0, b1 = w0[ws].astype(np.float64), w1[ws].astype(np.float64)
-        step = max(np.max(a1 - a0, initial=0.0), np.max(b1 - b0, initial=0.0))
-        change = _sampled_length_change(a0, a1, b0, b1)
-        if not change <= RAY_MARCH_MAX_LENGTH_CHANGE * step:
-            return math.inf, (f"ray {r}: a length of {change:.3g} sampled on one side only, more than "
-                              f"{RAY_MARCH_MAX_LENGTH_CHANGE:g} steps of {step:.3g}")
-    error = float(np.max(ray_error[~flipped], initial=0.0))
-    note = f"{int(flipped.sum())} rays flipped at cell boundaries" if flipped.any() else ""
-    return error, note
-
-
-def _ray_march_static_problem(result, side, budget):
-    """Why a RayMarchStatic result (the five outputs of RayMarch, num_samples,
-    num_rays) is not a valid static packing, or None."""
-    t0, t1, idx, off, cnt, n, k = (np.asarray(a) for a in result)
-    rays = cnt.shape[0] if cnt.ndim == 1 else -1
-    if t0.shape != (budget,) or t1.shape != (budget,) or idx.shape != (budget,) or off.shape != (rays,) \
-            or n.shape != () or k.shape != ():
-        return f"{side}: shapes {[np.shape(a) for a in result]}, not [{budget}] x 3, [R] x 2 and two scalars"
-    n, k = int(n), int(k)
-    if not (0 <= n <= budget and 0 <= k <= rays):
-        return f"{side}: num_samples {n}, num_rays {k} out of range"
-    if np.any(cnt[k:] != 0) or np.any(off[k:] != n) or int(cnt[:k].astype(np.int64).sum()) != n:
-        return f"{side}: rays from num_rays on are not empty at num_samples, or the kept counts do not sum to it"
-    pad = max(rays - 1, 0)
-    if np.any(t0[n:] != 0) or np.any(t1[n:] != 0) or np.any(idx[n:] != pad):
-        return f"{side}: the samples from num_samples on are not [0, 0] intervals of ray {pad}"
-    return None
-
-
-def compare_ray_march_static(got, want, names=None, tolerance=0.0):
-    """(error, note) for RayMarchStatic's seven outputs: each side's padding
-    and layout exactly, and the rays both sides kept by compare_ray_march (a
-    flip at a cell boundary can also move the cut by a ray)."""
-    if len(got) != 7 or len(want) != 7 or any(a is None for a in list(got) + list(want)):
-        return math.inf, f"{len(got)} results on the device, {len(want)} expected (RayMarchStatic has 7)"
-    budget = np.shape(want[0])[0] if np.ndim(want[0]) == 1 else -1
-    for result, side in ((got, "device"), (want, "expected")):
-        problem = _ray_march_static_problem(result, side, budget)
-        if problem:
-            return math.inf, problem
-    k_got, k_want = int(got[6]), int(want[6])
-    rays = len(want[4])
-    if abs(k_got - k_want) > max(1, math.ceil(RAY_MARCH_MAX_FLIPPED * rays)):
-        return math.inf, f"{k_got} rays kept on the device, {k_want} expected"
-    kept = min(k_got, k_want)
-
-    def head(result):  # the packing of the first `kept` rays
-        t0, t1, idx, off, cnt = (np.asarray(a) for a in result[:5])
-        end = int(off[kept]) if kept < int(result[6]) else int(result[5])
-        return [t0[:end], t1[:end], idx[:end], off[:kept], cnt[:kept]]
-
-    error, note = compare_ray_march(head(got), head(want), tolerance=tolerance)
-    if k_got != k_want:
-        note = (note + "; " if note else "") + f"{k_got} rays kept on the device, {k_want} expected"
-    return error, note
-
-
-# Comparisons of their own, by op (the others: max_error).
-COMPARISONS = {"ray_march": compare_ray_march, "ray_march_static": compare_ray_march_static}
-
-
 def error_note(e):
     """A failed case's note: the error's first line and, where tf.function
     wrapped it ("in user code:" and a traceback), its last, which says what
@@ -669,9 +321,9 @@ def run_case(case, device, reference, repeat):
             want_values, want_grads, ref_seconds = reference(case, repeat)
             row["reference_ms"] = None if ref_seconds is None else ref_seconds * 1e3
             names = [f"output {i}" for i in range(len(values))] + [f"gradient of input {i}" for i in range(len(grads))]
-            compare = COMPARISONS.get(case.op)
             got, want = values + grads, list(want_values) + list(want_grads)
-            error, note = compare(got, want, names, case.tolerance) if compare else max_error(got, want, names)
+            error, note = (case.compare(got, want, names, case.tolerance) if case.compare
+                           else max_error(got, want, names))
         row["error"], row["note"] = error, note
         import tensorflow as tf
 
@@ -722,12 +374,26 @@ def run(devices=None, reference=None, ops=None, repeat=3, selected=None, progres
     devices = gpu_devices() if devices is None else devices
     reference = reference or cpu_reference
     rows = []
-    for case in selected if selected is not None else cases(ops):
-        for device in devices:
-            rows.append(run_case(case, device, reference, repeat))
-            if progress:
-                progress(rows[-1])
+    # Each [xla] case is a tf.function of its own, traced once: TensorFlow counts
+    # those of one op module's lambdas as one function retracing and warns.
+    logger, quiet = tf.get_logger(), _NoRetracingWarning()
+    logger.addFilter(quiet)
+    try:
+        for case in selected if selected is not None else cases(ops):
+            for device in devices:
+                rows.append(run_case(case, device, reference, repeat))
+                if progress:
+                    progress(rows[-1])
+    finally:
+        logger.removeFilter(quiet)
     return rows
+
+
+class _NoRetracingWarning:
+    """A logging filter that drops TensorFlow's "triggered tf.function retracing" warning."""
+
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()
 
 
 # ---- report --------------------------------------------------------------------------------
@@ -785,29 +451,87 @@ def environment():
     }
 
 
+def what_it_tests(backends, system=None):
+    """The --help text for a build of these backends on this system: what the
+    self-test runs here, with a GPU device and without one."""
+    system = sys.platform if system is None else system
+    without = ("on /CPU:0, every op's CPU kernels against the float64 NumPy references the package ships "
+               "(metal_ops._reference), and again under XLA for the ops with XLA kernels")
+    if system == "darwin":
+        return ("On this Mac: where TensorFlow lists a Metal GPU device (tensorflow-metal installed), every op on it "
+                f"against the same op on the CPU; where it lists none, {without} (the macOS build has none).")
+    if "cuda" in backends:
+        return ("On this machine: where TensorFlow lists a CUDA GPU, every op on each GPU device against the same op "
+                f"on the CPU, and again under XLA; where it lists none, {without}.")
+    return (f"This build has no GPU kernels (backends: {', '.join(backends) or 'none'}): it runs {without}, "
+            "whatever GPU TensorFlow lists.")
+
+
+def no_gpu_message(backends, system=None):
+    """What the self-test says where TensorFlow lists no GPU device."""
+    system = sys.platform if system is None else system
+    if system == "darwin":
+        why = "TensorFlow lists no Metal GPU device (pip install tensorflow-metal, see README)"
+    elif "cuda" in backends:
+        why = "TensorFlow lists no CUDA GPU (docs/BUILDING.md, \"TensorFlow's CUDA build\")"
+    else:
+        why = f"this build has CPU kernels only (backends: {', '.join(backends) or 'none'})"
+    return (f"metal_ops.selftest: {why}: the CPU kernels on /CPU:0 against the independent float64 NumPy "
+            "references the package ships (metal_ops._reference).")
+
+
+def count(selected):
+    """(cases outside XLA, [xla] cases) of a case list."""
+    xla = sum(c.label.endswith(XLA_LABEL) for c in selected)
+    return len(selected) - xla, xla
+
+
 def main(argv=None, devices=None, reference=None, selected=None):
     """The command line. `devices`, `reference` and `selected` (cases) replace
     the GPUs, the CPU reference and the case list (for this package's tests)."""
-    parser = argparse.ArgumentParser(prog="python -m metal_ops.selftest", description=__doc__.splitlines()[0])
+    from metal_ops import _loader
+
+    backends = (_loader.read_build_info() or {}).get("backends", [])
+    parser = argparse.ArgumentParser(prog="python -m metal_ops.selftest", description=(
+        "Checks every op of this library against a reference. " + what_it_tests(backends)
+        + " Exit status 1 when a case fails."))
     parser.add_argument("--json", metavar="FILE", help="write the report (table and environment) to FILE")
     parser.add_argument("--ops", help="comma-separated op names (default: every op)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case and device (default 3)")
+    parser.add_argument("--list", action="store_true", help="print the cases this machine runs and their count, "
+                                                            "without running them")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     os.environ.setdefault(SYNC_ENV, "1")
     import tensorflow as tf  # noqa: F401  (after the environment variable)
 
-    env = environment()
-    devices = gpu_devices() if devices is None else devices
+    if devices is None:  # a build without GPU kernels checks its CPU kernels, whatever TensorFlow lists
+        devices = gpu_devices() if {"cuda", "metal"} & set(backends) else []
     ops = set(args.ops.split(",")) if args.ops else None
-    print(f"metal_ops.selftest: TensorFlow {env['tensorflow']}, tensorflow-metal {env['tensorflow_metal'] or '-'}, "
-          f"{env['os']}, backends {env['metal_ops_build'].get('backends')}, {SYNC_ENV}={os.environ.get(SYNC_ENV)}")
+    if ops is not None and selected is None:
+        known = {c.op for c in cases()}
+        if ops - known:
+            parser.error(f"--ops: no op named {', '.join(sorted(ops - known))} (the ops: {', '.join(sorted(known))})")
     if not devices:
-        print("metal_ops.selftest: no GPU device: TensorFlow lists none on this machine (on a Mac: pip install "
-              "tensorflow-metal, see README). The CPU kernels against the independent float64 NumPy references "
-              "the package ships (metal_ops._reference).")
-        devices, reference = ["/CPU:0"], reference or numpy_reference
+        reference = reference or numpy_reference
         if selected is None:
             selected = cases(ops, cpu_only=True)
+    if args.list:
+        listed = selected if selected is not None else cases(ops)
+        for c in listed:
+            print(f"{c.op}  {c.label}  {c.dtype}")
+        plain, xla = count(listed)
+        print(f"metal_ops.selftest: {len(listed)} cases on each of {', '.join(devices or ['/CPU:0'])}: "
+              f"{plain} outside XLA, {xla} under XLA")
+        return 0
+    env = environment()
+    metal = f"tensorflow-metal {env['tensorflow_metal'] or '-'}, " if sys.platform == "darwin" else ""
+    print(f"metal_ops.selftest: TensorFlow {env['tensorflow']}, {metal}"
+          f"{env['os']}, backends {env['metal_ops_build'].get('backends')}, {SYNC_ENV}={os.environ.get(SYNC_ENV)}")
+    if not devices:
+        print(no_gpu_message(backends))
+        devices = ["/CPU:0"]
     print(f"metal_ops.selftest: devices {', '.join(devices)}")
     rows = run(devices, reference, ops, args.repeat, selected)
     print(format_table(rows))

@@ -38,3 +38,19 @@ def sh_encode(dirs, degree=4, name=None):
 @tf.RegisterGradient("MetalOpsSHEncode")
 def _sh_encode_grad(op, grad):
     return [load_library().metal_ops_sh_encode_grad(grad, op.inputs[0], degree=op.get_attr("degree"))]
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest): every degree."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("sh_encode"), []
+    for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+        for shape, degree in [((1001, 3), 1), ((1001, 3), 2), ((1001, 3), 3), ((2, 5, 3), 4), ((0, 3), 4),
+                              ((65536, 3), 4)]:
+            d = rng.normal(size=shape).astype(dtype)
+            out.append(selftest.case("sh_encode", f"shape={shape} degree={degree}", dtype, [d],
+                                     lambda v, k=degree: sh_encode(v, degree=k), tol, {"degree": degree}))
+    return out

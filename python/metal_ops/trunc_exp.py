@@ -33,3 +33,19 @@ def trunc_exp(x, name=None):
 @tf.RegisterGradient("MetalOpsTruncExp")
 def _trunc_exp_grad(op, dy):
     return [load_library().metal_ops_trunc_exp_grad(dy, op.inputs[0])]
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest): both sides of the
+    gradient's clamp at +-15; float16's exp stays finite below 11."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("trunc_exp"), []
+    for dtype, tol in [(np.float32, 1e-4), (np.float16, 1e-2)]:
+        for shape in [(1001,), (3, 7, 5), (0, 4), (65536, 16)]:
+            lo, hi = (-20.0, 20.0) if dtype == np.float32 else (-18.0, 10.0)
+            x = rng.uniform(lo, hi, shape).astype(dtype)
+            out.append(selftest.case("trunc_exp", f"shape={shape}", dtype, [x], trunc_exp, tol))
+    return out

@@ -96,3 +96,20 @@ def _background_grad(background, per_ray):
     if background.shape.rank is None:  # decided at run time
         return tf.cond(tf.equal(tf.rank(background), 1), lambda: tf.reduce_sum(per_ray, axis=0), lambda: per_ray)
     return per_ray
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest); validate=False: the
+    launch without the check's read-back (CUDA)."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("volume_render"), []
+    for r, s, weights, check in [(37, 19, True, True), (0, 16, True, True), (8, 0, False, True),
+                                 (4096, 64, False, True), (4096, 64, True, False)]:
+        out.append(selftest.case("volume_render", f"rays={r} samples={s} weights={weights}" + (
+            "" if check else " validate=False"), np.float32, list(selftest.rays(rng, r, s)),
+            lambda a, b, c, w=weights, v=check: volume_render(a, b, c, return_weights=w, validate=v), 1e-4,
+            {"return_weights": weights, "validate": check}))
+    return out

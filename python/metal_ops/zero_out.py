@@ -21,3 +21,20 @@ def _zero_out_grad(op, grad):
     # Only the preserved element passes its gradient through, which is ZeroOut
     # applied to the incoming gradient.
     return [load_library().zero_out(grad, preserve_index=op.get_attr("preserve_index"))]
+
+
+def selftest_cases(cpu_only=False):
+    """The self-test's cases (python -m metal_ops.selftest): float32 and the
+    integer types; the integer cases forward only."""
+    import numpy as np
+
+    from metal_ops import selftest
+
+    rng, out = selftest.rng("zero_out"), []
+    for dtype in (np.float32, np.int32, np.int64):
+        for shape, preserve in [((7,), 3), ((3, 5, 2), 29), ((0, 4), 9), ((1_000_003,), 1_000_002)]:
+            x = (rng.standard_normal(shape) * 100).astype(dtype)
+            out.append(selftest.case("zero_out", f"shape={shape} preserve={preserve}", dtype, [x],
+                                     lambda v, p=preserve: zero_out(v, preserve_index=p), 0.0,
+                                     {"preserve_index": preserve}, differentiable=dtype == np.float32))
+    return out

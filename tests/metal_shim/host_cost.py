@@ -2,7 +2,7 @@
 step, as the strict model of Metal counts it (docs/METAL_COMPAT.md, "The Mac's
 cost and the offload threshold").
 
-    .venv/bin/python -m tests.metal_shim.host_cost [--ops hash_encode,...] [--nerf-steps 3]
+    .venv/bin/python -m tests.metal_shim.host_cost [--ops OP,...] [--nerf-steps 3]
 
 Runs with METAL_OPS_METAL=shim (the own-queue host path on the model, every
 call above a work of 0 elements sent to it): for each op the self-test's
@@ -48,9 +48,9 @@ def delta(after, before, per=1):
     return {k: (after[k] - before[k]) / per for k in FIELDS}
 
 
-# The model runs the shaders on the CPU, SIMD-group matrices as fibers:
-# FusedMLP's 65536-row case would take minutes, and the counts do not grow
-# with the size.
+# The model runs the shaders on the CPU, SIMD-group matrices as fibers: the
+# 65536-row cases of the matrix ops would take minutes, and the counts do not
+# grow with the size.
 MAX_CASE_ELEMENTS = 1 << 20
 
 
@@ -97,13 +97,13 @@ def _row(name, cost):
             f"{n(cost['bytes_in'])} / {n(cost['bytes_out'])} | {n(cost['wrapped'])} |")
 
 
-OPS = ("zero_out", "trunc_exp", "sh_encode", "robust_loss", "distortion_loss", "volume_render", "hash_encode",
-       "scene_contract", "packed_volume_render", "ray_march", "fused_mlp")
-
-
 def main(argv=None):
+    from tests import op_files
+
+    ops = op_files.metal_planned_ops()  # the ops with a Metal plan, found by their files
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ops", default=",".join(OPS), help="comma-separated op names")
+    parser.add_argument("--ops", default=",".join(ops), help="comma-separated op names (default: every op with a "
+                                                             "Metal plan)")
     parser.add_argument("--nerf-steps", type=int, default=2, help="NeRF steps measured (0: none)")
     args = parser.parse_args(argv)
     _setup()

@@ -36,8 +36,8 @@ def load_shim_functions(argtypes, restype=ctypes.c_int32):
 
 
 def load_point_op(op):
-    """The runners of a per-point op with one int attribute (SHEncode's degree,
-    SceneContract's norm): shim_<op>_forward(dtype code, x, y, n, attribute,
+    """The runners of a per-point op with one int attribute (a degree, or an
+    enumerated attribute's index): shim_<op>_forward(dtype code, x, y, n, attribute,
     grid) and shim_<op>_backward(dtype code, grad, x, dx, n, attribute, grid)."""
     i32, i64_, u32_, vp = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
     return load_shim_functions({f"shim_{op}_forward": [i32, vp, vp, i64_, i32, u32_],
