@@ -28,7 +28,8 @@
 #include "kernels/sh_encode/sh_encode.h"
 #include "kernels/hash_encode/hash_encode_cpu.h"
 #include "kernels/robust_loss/robust_loss_cpu.h"
-#include "kernels/trunc_exp/trunc_exp_cpu.h"
+#define MO_CPU_BODIES  // trunc_exp.h's CPU bodies
+#include "kernels/trunc_exp/trunc_exp.h"
 #include "kernels/volume_render/volume_render_cpu.h"
 #include "kernels/ray_march/ray_march_spec.h"
 

@@ -17,6 +17,10 @@ import os
 import re
 import sys
 
+# A project include, expanded. One with a trailing comment (an op header's
+# `#include "kernels/spec/op_attrs.h"  // host`, in its host-code block under
+# `#if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)`) does not match:
+# it stays an #include, which the Metal compiler skips with its block.
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 MSL_LINE = re.compile(r"^//\s*metal_ops:\s*msl\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
 DEFAULT_MSL = (2, 4)
