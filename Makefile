@@ -54,7 +54,7 @@ else
   REQUIREMENTS := requirements.txt
 endif
 
-.PHONY: FORCE all venv test gpu-check cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench clean help
+.PHONY: FORCE all venv test gpu-check cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench perf-doc clean help
 all: $(LIB) $(BUILD_INFO)
 
 help:
@@ -69,6 +69,7 @@ help:
 	@echo "make gpu-check ENV=existing  the GPU checks through an installed TensorFlow CUDA build (tools/check/gpu_check.sh)"
 	@echo "make cuda-lib   build $(PKG)/_metal_ops_cuda.so, the Linux wheel's GPU kernels (static CUDA runtime)"
 	@echo "make fuzz       long hypothesis fuzz profile; make asan-test: ASan/UBSan CPU tests"
+	@echo "make perf-doc   docs/PERFORMANCE.md and the NeRF results table from benchmarks/results"
 
 # ---- Python environment ---------------------------------------------------------
 # The project itself is installed editable (its python/ folder on the venv's
@@ -632,6 +633,10 @@ demo: all
 
 bench: all
 	for b in benchmarks/bench_*.py; do $(PYTHON) -m benchmarks.$$(basename $$b .py) || exit 1; done
+
+# docs/PERFORMANCE.md and the NeRF sample's results table, from benchmarks/results (no build needed).
+perf-doc: $(VENV)/.installed
+	$(PYTHON) -m benchmarks.report
 
 bazel: $(VENV)/.installed
 	bash tools/build/bazel_build.sh

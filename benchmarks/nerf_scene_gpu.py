@@ -3,8 +3,8 @@ PSNR, the standard test views, an ablation of the recipe and a step profile.
 
 One process per call; the scene is loaded once. The scene stays outside the
 repository (--data: a NeRF-synthetic folder such as mic, or an instant-ngp
-folder such as fox). The trainer runs `--recipe ngp` (examples/nerf/README.md,
-"The recipe against instant-NGP and nerfacc") plus any trainer flags given
+folder such as fox). The trainer runs `--recipe ngp` (docs/NERF.md,
+"Recipes") plus any trainer flags given
 after `--`.
 
   # mic: 5 minutes of training, curve on 10 held-out views, all 200 test views, the profile (about 7 min)
@@ -15,7 +15,7 @@ after `--`.
   # fox (instant-ngp's folder as it is: 50 of 67 images, every 8th held out)
   python -m benchmarks.nerf_scene_gpu --data data/fox --minutes 2
 
-(data/mic, data/fox: compact copies written by `python -m examples.nerf.pack`, see examples/nerf/README.md.)
+(data/mic, data/fox: compact copies written by `python -m examples.nerf.pack`, see docs/NERF.md.)
 
 Writes benchmarks/results/nerf_<scene>.<device>.json (+ .png: held-out PSNR
 against training time), nerf_<scene>_ablation.<device>.json and
@@ -39,7 +39,8 @@ from benchmarks import timing  # noqa: E402
 from examples.nerf import datasets  # noqa: E402
 from examples.nerf import train as nerf_train  # noqa: E402
 
-# Published figures on the same scenes' standard test views (README.md), keyed by the scene folder's name.
+# Published figures on the same scenes' standard test views (beside ours in docs/PERFORMANCE.md), keyed by the
+# scene folder's name.
 ANCHORS = {
     "mic": [dict(method="instant-NGP (paper)", psnr=36.22, seconds=300, gpu="RTX 3090")],
 }

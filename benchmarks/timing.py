@@ -224,10 +224,22 @@ def machine(gpu=None):
             "python": platform.python_version()}
 
 
+def library_version(root=ROOT):
+    """The version of the library in the tree (metal_ops.__version__, read
+    from its source without importing it), or 'unknown'."""
+    try:
+        with open(os.path.join(root, "python", "metal_ops", "__init__.py"), encoding="utf-8") as f:
+            match = re.search(r'^__version__ = "([^"]+)"', f.read(), flags=re.M)
+    except OSError:
+        return "unknown"
+    return match.group(1) if match else "unknown"
+
+
 def write_json(path, data):
     """Writes a benchmark's result file to path, creating its folder. A dict
     gets the fields every result file holds first: benchmark and device (from
-    a <benchmark>.<device>.json name), command, commit, date (UTC) and machine
+    a <benchmark>.<device>.json name), command, commit, the library's version
+    (library_version()), date (UTC) and machine
     (machine(); a 'device' naming the GPU and a 'machine' dict of the data are
     folded into it); then the benchmark's figures, the rest of `data`."""
     if isinstance(data, dict):
@@ -246,6 +258,7 @@ def write_json(path, data):
         if len(parts) == 2:
             head = {"benchmark": parts[0], "device": parts[1]}
         head.update({"command": data.pop("command", None) or command_line(), "commit": source_commit(),
+                     "version": library_version(),
                      "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "machine": where})
         data = {**head, **data}

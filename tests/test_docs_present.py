@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.source_tree("the docs")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = sorted([os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "*.md"))
+DOCS = sorted([os.path.join(ROOT, "README.md"), os.path.join(ROOT, "CHANGELOG.md")]
+              + glob.glob(os.path.join(ROOT, "docs", "*.md"))
               + glob.glob(os.path.join(ROOT, "examples", "*", "README.md")))
 
 # A git hash: 7-40 hex digits with a digit and a letter, standing alone or at
@@ -211,3 +212,62 @@ def test_code_comments_tell_no_story_of_the_work():
         with open(path, encoding="utf-8", errors="replace") as f:
             found += [f"{os.path.relpath(path, ROOT)}: {s}" for s in narrative(comments(path, f.read()))]
     assert not found, "comments that tell the story of the work:\n" + "\n".join(found)
+
+
+# ---- figures told as runs: a doc says what the software does, not which run, version or host gave what ----
+# The phrases of a lab notebook: versions compared with earlier ones, hosts
+# other than the one a result file names, runs interleaved with other runs.
+# Figures belong in the tables generated from benchmarks/results, whose rows
+# name the version and the machine (docs/PERFORMANCE.md).
+NARRATION = re.compile(
+    r"\ban earlier\b|\b(?:earlier|previous|older|former) versions?\b|\bthe versions? before\b"
+    r"|\banother host\b|\bother hosts\b|\bhosts? of (?:its|their) own\b|\binterleaved\b"
+    r"|\b(?:was|were) (?:slower|faster|available|tried|never)\b|\bat the time of writing\b"
+    r"|\b(?:earlier|previous|second|third|fourth) runs?\b(?!'s)",
+    re.I)
+
+
+def narration(text):
+    """The lines of a doc's prose (code blocks and code spans left out) that narrate runs, versions or hosts."""
+    found = []
+    for lineno, line in enumerate(prose(text).splitlines(), 1):
+        line = re.sub(r"`[^`\n]*`", "``", line)
+        found += [f"{lineno}: {m.group(0)!r}: {line.strip()[:160]}" for m in NARRATION.finditer(line)]
+    return found
+
+
+def test_narration_checker_catches_the_notebook_and_leaves_the_reference_alone():
+    notebook = ["an earlier version on another host 8.8 s and 3.2 s",
+                "three of the version before interleaved with them (`version_before_runs`)",
+                "1.70x in an earlier run", "2.8-3.8 s in four runs on another host of the kind",
+                "the first step took 2.7 s, interleaved with the row above",
+                "a copy was slower in interleaved A/B runs", "N = 2^16 (third run): forward 26.6 ms",
+                "an idle machine was never available to measure on"]
+    reference = ["Each round runs every contender once, in alternating rounds.",
+                 "The second run's figures load the programs from DIR.", "Blackwell and later run the PTX.",
+                 "the `interleaved` function of the harness", "The version is read from pyproject.toml.",
+                 "the conditions they were measured under"]
+    assert [s for s in notebook if not narration(s)] == []
+    assert [s for s in reference if narration(s)] == []
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_doc_narrates_no_run_version_or_host(path):
+    with open(path, encoding="utf-8") as f:
+        found = narration(f.read())
+    assert not found, f"{os.path.relpath(path, ROOT)} narrates runs, versions or hosts:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path, most", [("examples/nerf/README.md", 300), ("docs/NERF.md", 400)])
+def test_nerf_sample_docs_stay_short(path, most):
+    """The sample's README says what it is and what to run; docs/NERF.md how it works."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        lines = f.read().count("\n")
+    assert lines <= most, f"{path}: {lines} lines, at most {most}"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_doc_has_no_heading_twice(path):
+    with open(path, encoding="utf-8") as f:
+        headings = re.findall(r"^(#+ .*)$", prose(f.read()), flags=re.M)
+    assert sorted({h for h in headings if headings.count(h) > 1}) == [], os.path.relpath(path, ROOT)

@@ -44,3 +44,33 @@ def test_raw_op_snippet_gives_a_gradient():
     names = run_block("Use")
     dx = names["dx"].numpy()
     assert dx.shape == (1024, 3) and np.all(np.isfinite(dx)) and np.any(dx != 0)
+
+
+def status_section():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = re.search(r"^## Status\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert section, "README.md has no section '## Status'"
+    return " ".join(section.group(1).split())
+
+
+def test_status_counts_the_self_test_cases_it_runs():
+    """The self-test's case count on a machine without a GPU, as
+    metal_ops.selftest makes its cases (every op's, and those of the ops with
+    XLA kernels again under XLA)."""
+    from metal_ops import selftest
+    cases = selftest.cases(cpu_only=True)
+    xla = sum(c.label.endswith(selftest.XLA_LABEL) for c in cases)
+    assert xla and len(cases) > xla
+    expected = (f"self-test runs {len(cases)} cases: {len(cases) - xla} of every op's CPU kernel, "
+                f"and {xla} of them again under XLA")
+    assert expected in status_section(), f"README.md's Status should say: {expected!r}"
+
+
+def test_status_cites_its_figures_from_the_generated_tables():
+    """The GPU counts stand in docs/PERFORMANCE.md's generated tables, whose
+    sections the Status names."""
+    from benchmarks import report
+    titles = set(re.findall(r"^## (.*)$", report.render(), flags=re.M))
+    named = re.findall(r'\("([^"]+)", "([^"]+)"\)', status_section())
+    assert named and all(t in titles for pair in named for t in pair), (named, sorted(titles))
