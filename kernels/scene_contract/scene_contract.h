@@ -144,6 +144,7 @@ namespace scene_contract {
 
 // Attrs { int norm; } (a SceneContractNorm), ReadAttrs, VisitAttrs.
 MO_DECLARE_ATTRS("SceneContract", MO_SCENE_CONTRACT_ATTRS);
+static_assert(kSceneContractL2 == 0 && kSceneContractLinf == 1, "SceneContractNorm follows the choices of 'norm'");
 
 // A point of the kernels (kernels/framework/pointwise_kernel.h): x, y, z.
 constexpr int64_t kPointSize = 3;
