@@ -123,24 +123,33 @@ endif
 -include $(BUILD)/tf_flags.mk
 
 # ---- Sources ---------------------------------------------------------------------
-# Found by name (docs/ARCHITECTURE.md, "The layout"): an op's folder
-# kernels/<op>/ holds its files for every backend, told apart by their endings;
-# the shared folders (kernels/common, cpu, cuda, metal, metal_plan, xla, ...)
-# hold what several ops use, under the same endings.
+# Found by name (docs/ARCHITECTURE.md, "The layout"; docs/ADDING_AN_OP.md): an
+# op's folder kernels/<op>/ holds its files for every backend, told apart by
+# their endings; the shared folders (kernels/common, cpu, cuda, metal,
+# metal_plan, xla, ...) hold what several ops use, under the same endings.
+# An op folder with <op>_op.cc has the op shape of docs/ADDING_AN_OP.md
+# (<op>_cpu.cc, <op>.cu.cc, <op>_cuda.cc, <op>_metal.cc, <op>_xla.cc); the
+# others keep their REGISTER_OP in ops/ and the endings below
+# (<op>_kernels.cc, <op>_gpu.cc, <op>_xla_gpu.cc, <op>_plan.cc).
 KERNEL_SRCS := $(wildcard kernels/*/*.cc)
+OP_FOLDERS := $(dir $(filter kernels/%_op.cc,$(KERNEL_SRCS)))
 # The CUDA sources (nvcc): launchers and their kernels, and the harness entry
-# points (<op>_harness.cu.cc) that tests/cuda drives without TensorFlow.
+# points (tests/cuda/<op>_harness.cu.cc, or <op>_harness.cu.cc in an op's
+# folder) that tests/cuda drives without TensorFlow.
 CU_ALL := $(filter %.cu.cc,$(KERNEL_SRCS))
-HARNESS_SRCS := $(filter %_harness.cu.cc,$(CU_ALL))
+HARNESS_SRCS := $(filter %_harness.cu.cc,$(CU_ALL)) $(wildcard tests/cuda/*_harness.cu.cc)
 CU_SRCS := $(filter-out %_harness.cu.cc,$(CU_ALL))
-# TensorFlow's GPU kernel registrations (<op>_gpu.cc, host compiler).
-CUDA_TF_SRCS := $(filter-out %_xla_gpu.cc %.cu.cc,$(filter %_gpu.cc,$(KERNEL_SRCS)))
+# TensorFlow's GPU kernel registrations (<op>_cuda.cc, <op>_gpu.cc; host compiler).
+CUDA_TF_SRCS := $(filter %_cuda.cc,$(KERNEL_SRCS)) $(filter-out %_xla_gpu.cc %.cu.cc,$(filter %_gpu.cc,$(KERNEL_SRCS)))
 # The Metal glue's C++ (<op>_metal.cc, kernels/metal/*.cc: kernel registrations
 # and host glue over the interface to Metal) joins the op library on macOS only,
-# with the Objective-C++ adapter under it (MM_SRCS).
-METAL_CC_SRCS := $(filter %_metal.cc kernels/metal/%.cc,$(KERNEL_SRCS))
-OP_SRCS := $(wildcard ops/*.cc)
-CC_SRCS := $(OP_SRCS) $(filter-out %.cu.cc %_gpu.cc %_xla.cc $(METAL_CC_SRCS),$(KERNEL_SRCS))
+# with the Objective-C++ adapter under it (MM_SRCS). An op-shaped folder's
+# <op>_metal.cc joins it everywhere: its Metal plans, which the CPU kernels'
+# offload and the MSL shim run too, with its glue under __APPLE__.
+OP_METAL_SRCS := $(filter $(addsuffix %_metal.cc,$(OP_FOLDERS)),$(KERNEL_SRCS))
+METAL_CC_SRCS := $(filter-out $(OP_METAL_SRCS),$(filter %_metal.cc kernels/metal/%.cc,$(KERNEL_SRCS)))
+OP_SRCS := $(wildcard ops/*.cc) $(filter kernels/%_op.cc,$(KERNEL_SRCS))
+CC_SRCS := $(OP_SRCS) $(filter-out %.cu.cc %_gpu.cc %_cuda.cc %_xla.cc %_op.cc $(METAL_CC_SRCS),$(KERNEL_SRCS))
 # XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels) join the op
 # library, and <op>_kernels.cc its host handlers (MO_XLA=1, kernels/xla/xla_host.h);
 # a CUDA handler, <op>_xla_gpu.cc, joins the CUDA registrations. They use XLA's headers from the wheel
@@ -220,7 +229,7 @@ OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter-out $(UNIT_SRCS),$(CC_SRCS)) $
 # ISA_COMMON: the -march=native library and each level's library of the Linux
 # wheel (`make isa-libs`) link the same objects, after their own (where both
 # hold a copy of an inline function, the linker keeps the first: their own).
-ISA_COMMON_SRCS := $(OP_SRCS) $(filter %_plan.cc kernels/metal_plan/%.cc %_xla.cc,$(CC_SRCS)) \
+ISA_COMMON_SRCS := $(OP_SRCS) $(filter %_plan.cc kernels/metal_plan/%.cc %_xla.cc $(OP_METAL_SRCS),$(CC_SRCS)) \
   $(PORTABLE_SRCS)
 ifeq ($(UNAME_S)-$(shell uname -m)-$(MACOS_CROSS),Linux-x86_64-)
   ISA_COMMON ?= $(BUILD)/isa-common
@@ -235,7 +244,7 @@ ifneq ($(ISA_COMMON),)
 	$(CXX) $(COMMON_CXXFLAGS) -c $< -o $@
 endif
 
-# Units: the op definitions (ops/*.cc) and the XLA op kernels (<op>_xla.cc)
+# Units: the op definitions (ops/*.cc, kernels/<op>/<op>_op.cc) and the XLA op kernels (<op>_xla.cc)
 # each compile as one translation unit, a generated file that includes them
 # all. Every op definition includes TensorFlow's op registry and shape
 # inference (about 6 s of g++ a file), every XLA kernel tf2xla's op kernel and
@@ -331,7 +340,7 @@ $(CUBLAS_HOME)/include/cublas_v2.h:
 endif
 $(patsubst %.cu.cc,$(CUOBJ)/%.o,$(CU_SRCS) $(HARNESS_SRCS)): | $(CUBLAS_HOME)/include/cublas_v2.h
 
-$(patsubst %.cc,$(BUILD)/obj/%.o,$(XLA_GPU_SRCS)): CXXFLAGS += $(XLA_CFLAGS)
+$(patsubst %.cc,$(BUILD)/obj/%.o,$(XLA_GPU_SRCS) $(filter %_cuda.cc,$(CUDA_TF_SRCS))): CXXFLAGS += $(XLA_CFLAGS)
 
 $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
@@ -506,7 +515,7 @@ cuda-check: $(HARNESS_LIB) $(CUDA_SYNTAX_STAMPS)
 $(CUDA_SYNTAX_STAMPS): $(BUILD)/cuda-check/%.ok: %.cc $(BUILD)/tf_flags.mk
 	@echo "syntax-check $< (GOOGLE_CUDA=1)"
 	@mkdir -p $(dir $@)
-	@$(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(XLA_CFLAGS) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include \
+	@$(CXX) -fsyntax-only -I. $(TF_CFLAGS) $(XLA_CFLAGS) $(XLA_DEFINES) $(WARN) -DGOOGLE_CUDA=1 -I$(CUDA_HOME)/include \
 	  -MMD -MP -MF $(@:.ok=.d) -MT $@ $<
 	@touch $@
 -include $(CUDA_SYNTAX_STAMPS:.ok=.d)

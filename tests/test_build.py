@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from tests.op_files import OPS, folder, named
+from tests.op_files import OPS, folder, is_shaped, named, op_definition
 
 pytestmark = pytest.mark.source_tree("the build files (Makefile, Bazel, setup.py)")
 
@@ -45,10 +45,21 @@ def _expand(patterns, exclude=()):
     return sorted(found - dropped)
 
 
+def _op_metal_srcs():
+    """BUILD's OP_METAL_SRCS: the <op>_metal.cc of each folder with an <op>_op.cc."""
+    return sorted(f for f in _expand(["kernels/*/*_metal.cc"]) if f[: -len("_metal.cc")] + "_op.cc" in
+                  _expand(["kernels/*/*_op.cc"]))
+
+
 def _bazel_files(name):
-    """The files a BUILD list globs, less its NAME_EXCLUDE list where BUILD has one."""
-    exclude = _bazel_list(name.replace("_SRCS", "_EXCLUDE")) if name == "OP_LIBRARY_SRCS" else ()
-    return _expand(_bazel_list(name), exclude)
+    """The files a BUILD target takes from a list's globs: less its NAME_EXCLUDE
+    list where BUILD has one; the op library with OP_METAL_SRCS, the Metal
+    glue without them."""
+    if name == "OP_LIBRARY_SRCS":
+        return sorted(_expand(_bazel_list(name), _bazel_list("OP_LIBRARY_EXCLUDE")) + _op_metal_srcs())
+    if name == "METAL_CC_SRCS":
+        return sorted(set(_expand(_bazel_list(name))) - set(_op_metal_srcs()))
+    return _expand(_bazel_list(name))
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +92,9 @@ def test_op_library_sources_include_zero_out():
 
 def test_bazel_targets_use_the_glob_lists():
     build = _read("BUILD")
-    assert "srcs = glob(OP_LIBRARY_SRCS, exclude = OP_LIBRARY_EXCLUDE)" in build
+    assert "srcs = glob(OP_LIBRARY_SRCS, exclude = OP_LIBRARY_EXCLUDE) + OP_METAL_SRCS" in build
+    assert "glob(METAL_CC_SRCS, allow_empty = True, exclude = OP_METAL_SRCS)" in build
+    assert 'if f[:-len("_metal.cc")] + "_op.cc" in glob(["kernels/*/*_op.cc"]' in build
     assert "glob(METAL_MM_SRCS" in build and "glob(METAL_SHADER_SRCS" in build
     assert "glob(GRAPPLER_SRCS" in build
     assert 'name = "_metal_ops.so"' in build and 'name = "_metal_ops_grappler.so"' in build
@@ -190,10 +203,53 @@ def test_check_op_library_finds_declared_ops():
 
 
 # ---- every op's files, found by its name -------------------------------------------------
+def _shaped_files_of(op):
+    """The files the op shape (docs/ADDING_AN_OP.md) asks of an op, from what
+    its folder holds: the CUDA glue and harness where it has a CUDA source,
+    the Metal file where it has a shader, the XLA handlers' file where it has
+    XLA kernels."""
+    d = folder(op)
+    want = [f"{d}/{op}.h", f"{d}/{op}_op.cc", f"{d}/{op}_cpu.cc", f"python/metal_ops/{op}.py",
+            f"benchmarks/bench_{op}.py", f"docs/{op.upper()}.md"]
+    have = named(d, op)
+    if f"{op}.cu.cc" in have:
+        want += [f"{d}/{op}_cuda.cc", f"tests/cuda/{op}_harness.cu.cc", f"tests/cuda/test_{op}_cuda.py"]
+    if f"{op}.metal" in have:
+        want += [f"{d}/{op}_metal.cc", f"tests/metal_shim/{op}_shim.cc"]
+    return want
+
+
+def _op_shape_table():
+    """The files of docs/ADDING_AN_OP.md's op-shape table, as <op> patterns."""
+    text = _read("docs/ADDING_AN_OP.md")
+    table = text[text.index("<!-- op-shape"):].split("\n\n", 1)[0]
+    return re.findall(r"^\| `kernels/<op>/([^`]+)` \|", table, re.M)
+
+
+def test_op_shape_folders_hold_the_files_the_guide_names_and_no_other():
+    """An op-shaped folder holds the files of docs/ADDING_AN_OP.md's table
+    (at most 8, each named by its backend): the header, the op definition and
+    the CPU file always, the CUDA glue with a CUDA source, the Metal file with
+    a shader, and nothing the table does not name."""
+    shape = _op_shape_table()
+    assert len(shape) == 8 and "<op>.h" in shape and "<op>_metal.cc" in shape, shape
+    shaped = [op for op in OPS if is_shaped(op)]
+    assert {"trunc_exp", "sh_encode", "scene_contract"} <= set(shaped)
+    for op in shaped:
+        have = set(os.listdir(os.path.join(ROOT, folder(op))))
+        extra = have - {f.replace("<op>", op) for f in shape}
+        assert not extra, f"{folder(op)} holds files the op shape does not name: {sorted(extra)}"
+        missing = [f for f in _shaped_files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
+        assert not missing, f"op {op}: missing {missing}"
+        assert not os.path.exists(os.path.join(ROOT, "ops", f"{op}_op.cc")), f"{op} is defined twice"
+
+
 def _files_of(op):
     """The files the layout (docs/ARCHITECTURE.md) asks of an op, from what its
     folder holds: CUDA files where it has a CUDA source, the Metal glue where
     it has Metal files, a shim runner where it has a shader."""
+    if is_shaped(op):
+        return _shaped_files_of(op)
     d = folder(op)
     want = [f"ops/{op}_op.cc", f"{d}/{op}_spec.h", f"{d}/{op}_kernels.cc", f"{d}/{op}_functor.h",
             f"python/metal_ops/{op}.py",
@@ -224,9 +280,10 @@ def test_every_file_of_an_op_is_found_by_its_name(op):
     assert not missing, f"op {op}: missing {missing}"
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", [op for op in OPS if not is_shaped(op)])
 def test_cpu_files_keep_the_cpu_rule(op):
-    """docs/ARCHITECTURE.md, "The CPU rule": the functor is <op>_functor.h's,
+    """docs/ARCHITECTURE.md, "The CPU rule" (the op shape keeps the functor in
+    <op>_cpu.cc, docs/ADDING_AN_OP.md): the functor is <op>_functor.h's,
     never the registrations' file (<op>_cpu.h's TensorFlow-free loops are
     checked by test_architecture's tensorflow-free block)."""
     with open(os.path.join(ROOT, folder(op), f"{op}_kernels.cc"), encoding="utf-8") as f:
@@ -255,7 +312,8 @@ def test_isa_common_sources_hold_no_cpu_kernel_code(tmp_path, args):
     own_dir, common_dir = tmp_path / "build", f"{tmp_path}/isa-common"  # make_database's BUILD
     variables = make_database(tmp_path, *args, f"ISA_COMMON={common_dir}")
     common = variables["ISA_COMMON_SRCS"].split()
-    assert "kernels/sh_encode/sh_encode_xla.cc" in common and "ops/sh_encode_op.cc" in common
+    assert "kernels/sh_encode/sh_encode_xla.cc" in common and op_definition("sh_encode") in common
+    assert "kernels/sh_encode/sh_encode_metal.cc" in common  # the op shape's Metal plans
     for source in common:
         found = _LEVEL_HEADERS.search(_read(source))
         assert not found, f"{source} is compiled once for every ISA level but includes {found.group(0)}"
@@ -264,10 +322,10 @@ def test_isa_common_sources_hold_no_cpu_kernel_code(tmp_path, args):
     shared = [o for o in objs if o.startswith(f"{common_dir}/")]
     # the op definitions and the XLA kernels are a unit each among the common objects (Makefile, "Units")
     units = variables["UNIT_SRCS"].split()
-    assert {"ops/sh_encode_op.cc", "kernels/sh_encode/sh_encode_xla.cc"} <= set(units) <= set(common)
+    assert {op_definition("sh_encode"), "kernels/sh_encode/sh_encode_xla.cc"} <= set(units) <= set(common)
     assert objs == own + shared and len(shared) == len(common) - len(units) + 2, objs
     assert shared[-2:] == [f"{common_dir}/gen/op_definitions.o", f"{common_dir}/gen/xla_kernels.o"], shared
-    assert f"{own_dir}/obj/kernels/sh_encode/sh_encode_kernels.o" in own
+    assert f"{own_dir}/obj/kernels/sh_encode/sh_encode_cpu.o" in own
 
 
 # ---- the Makefile on a Mac: CPU count without nproc, warnings that do not stop a user's build ----

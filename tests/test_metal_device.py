@@ -62,11 +62,9 @@ def _gpu_sync_mode():
 
 
 def _declared_ops():
-    names = set()
-    for path in glob.glob(os.path.join(ROOT, "ops", "*.cc")):
-        with open(path, encoding="utf-8") as f:
-            names.update(re.findall(r'REGISTER_OP\(\s*"([A-Za-z0-9_]+)"\s*\)', f.read()))
-    return names
+    from tools.check.check_op_library import declared_ops
+
+    return declared_ops()
 
 
 def _ops_with_metal_kernels():

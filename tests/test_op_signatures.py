@@ -88,3 +88,25 @@ def test_backward_takes_the_forward_inputs_first():
             (a.name, arg_signature(a)) for a in fwd.input_arg]
         assert [a.name for a in bwd.input_arg[n:]] == [a.name for a in fwd.output_arg] + [
             "grad_" + a.name.replace("out_", "") for a in fwd.output_arg]
+
+
+# ---- attributes written by an op's C++ declaration (kernels/spec/op_attrs.h) ----
+
+@pytest.mark.parametrize("op_name,attr,default,choices", [
+    ("MetalOpsSHEncode", "degree", 4, None),
+    ("MetalOpsSHEncodeGrad", "degree", 4, None),
+    ("MetalOpsSceneContract", "norm", "l2", ["l2", "linf"]),
+    ("MetalOpsSceneContractGrad", "norm", "l2", ["l2", "linf"]),
+])
+def test_declared_attributes_reach_the_registry_and_the_wrappers_helper(op_name, attr, default, choices):
+    from metal_ops._opdef import attr_choices, attr_default
+
+    assert attr_default(op_name, attr) == default
+    assert attr_choices(op_name, attr) == choices
+    names = [a.name for a in op_def(op_name).attr]
+    assert names == [attr, "T"], names
+
+
+def test_an_op_without_attributes_declares_only_its_type():
+    for name in ("MetalOpsTruncExp", "MetalOpsTruncExpGrad"):
+        assert [a.name for a in op_def(name).attr] == ["T"]

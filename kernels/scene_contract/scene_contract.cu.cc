@@ -3,7 +3,6 @@
 // kernels/scene_contract/scene_contract.h.
 #include "kernels/scene_contract/scene_contract.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/scene_contract/scene_contract_cuda.h"
 
 namespace mo {
 namespace cuda {
@@ -34,7 +33,9 @@ __global__ void SceneContractBackwardKernel(const T* __restrict__ grad, const T*
 }  // namespace
 
 template <typename T>
-cudaError_t LaunchSceneContractForward(const T* x, T* y, int64_t n, int norm, cudaStream_t stream) {
+cudaError_t LaunchSceneContractForward(const T* x, T* y, int64_t n, const scene_contract::Attrs& a,
+                                       cudaStream_t stream) {
+  const int norm = a.norm;
   if (n == 0) return cudaSuccess;
   if (norm == kSceneContractL2) {
     SceneContractForwardKernel<kSceneContractL2, T><<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(x, y, n);
@@ -45,7 +46,9 @@ cudaError_t LaunchSceneContractForward(const T* x, T* y, int64_t n, int norm, cu
 }
 
 template <typename T>
-cudaError_t LaunchSceneContractBackward(const T* grad, const T* x, T* dx, int64_t n, int norm, cudaStream_t stream) {
+cudaError_t LaunchSceneContractBackward(const T* grad, const T* x, T* dx, int64_t n, const scene_contract::Attrs& a,
+                                        cudaStream_t stream) {
+  const int norm = a.norm;
   if (n == 0) return cudaSuccess;
   if (norm == kSceneContractL2) {
     SceneContractBackwardKernel<kSceneContractL2, T>
@@ -58,8 +61,10 @@ cudaError_t LaunchSceneContractBackward(const T* grad, const T* x, T* dx, int64_
 }
 
 #define MO_INSTANTIATE_SCENE_CONTRACT(T)                                                     \
-  template cudaError_t LaunchSceneContractForward<T>(const T*, T*, int64_t, int, cudaStream_t); \
-  template cudaError_t LaunchSceneContractBackward<T>(const T*, const T*, T*, int64_t, int, cudaStream_t);
+  template cudaError_t LaunchSceneContractForward<T>(const T*, T*, int64_t, const scene_contract::Attrs&,         \
+                                                     cudaStream_t);                                              \
+  template cudaError_t LaunchSceneContractBackward<T>(const T*, const T*, T*, int64_t, const scene_contract::Attrs&, \
+                                                      cudaStream_t);
 MO_INSTANTIATE_SCENE_CONTRACT(float)
 MO_INSTANTIATE_SCENE_CONTRACT(__half)
 #undef MO_INSTANTIATE_SCENE_CONTRACT

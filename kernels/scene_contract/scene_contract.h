@@ -4,7 +4,15 @@
 //                 (2 - 1 / ||x||) x / ||x||  otherwise,
 // with ||.|| the L2 norm (mip-NeRF 360) or the L-infinity norm (instant-NGP's
 // and nerfacc's cube), and its vector-Jacobian product; written once for the
-// CPU kernels, CUDA, the Metal shaders and the MSL shim.
+// CPU kernels, CUDA, the Metal shaders and the MSL shim. This header is the
+// op's one description shared by every backend: the formulas, the op's
+// declaration (its attribute list, MO_SCENE_CONTRACT_ATTRS) and, in host
+// code, the attributes and checks that follow from it, the shape checks, the
+// Metal plans' and CUDA launchers' signatures. The op's files
+// (docs/ADDING_AN_OP.md):
+//   scene_contract_op.cc    REGISTER_OP                 scene_contract_cpu.cc    CPU kernels
+//   scene_contract.cu.cc    CUDA kernels, launchers     scene_contract_cuda.cc   TF GPU kernels
+//   scene_contract.metal    Metal shaders               scene_contract_metal.cc  Metal plans, tensorflow-metal glue
 //
 // Numerics: beyond ||x|| = 1e30 the norm is taken of x / max|x_i|, so every
 // finite point is contracted without overflow; a point with an infinite coordinate (and no
@@ -17,7 +25,7 @@
 
 namespace mo {
 
-// The values of the attribute 'norm'.
+// The values of the attribute 'norm', in the order of its choices (below).
 enum SceneContractNorm {
   kSceneContractL2 = 0,
   kSceneContractLinf = 1,
@@ -28,7 +36,7 @@ struct SceneContractParams {
   int64 num_points;  // x, y, grad and dx are [num_points, 3]
 };
 
-// The shaders' buffer indices (kernels/scene_contract/scene_contract.metal).
+// The shaders' buffer indices (scene_contract.metal, the plans of scene_contract_metal.cc).
 enum SceneContractBuffers {
   kSceneContractX = 0,           // forward: x
   kSceneContractY = 1,           // forward: the contracted points
@@ -122,5 +130,102 @@ MO_FN void scene_contract_grad(float x, float y, float z, int norm, float g0, fl
 }
 
 }  // namespace mo
+
+// ---- The op's declaration (kernels/spec/op_attrs.h) --------------------------------
+// MetalOpsSceneContract(x [..., 3]) -> y (x's shape) and
+// MetalOpsSceneContractGrad(grad, x) -> dx, T in {float, half}.
+#define MO_SCENE_CONTRACT_ATTRS(ATTR) ATTR(norm, Enum, ::mo::kSceneContractL2, "l2", "linf")
+
+#if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)  // host code (C++, CUDA)
+#include "kernels/spec/op_attrs.h"  // host
+
+namespace mo {
+namespace scene_contract {
+
+// Attrs { int norm; } (a SceneContractNorm), ReadAttrs, VisitAttrs.
+MO_DECLARE_ATTRS("SceneContract", MO_SCENE_CONTRACT_ATTRS);
+static_assert(kSceneContractL2 == 0 && kSceneContractLinf == 1, "SceneContractNorm follows the choices of 'norm'");
+
+// A point of the kernels (kernels/framework/pointwise_kernel.h): x, y, z.
+constexpr int64_t kPointSize = 3;
+
+// The checks, written once for the shape functions, the TensorFlow kernels
+// and the Metal glue. No TensorFlow API: sizes in, kernels/spec/checks.h's
+// Result out; -1 is an unknown dimension (shape functions) and matches any
+// size. Messages name the argument; tests match on them.
+// x [..., 3]: at least one dimension, the last one 3 (x, y, z).
+inline Result XShape(const Dims& x) {
+  if (x.empty()) return Invalid("SceneContract: 'x' must be [..., 3] (points along the last axis), got a scalar");
+  if (x.back() != 3 && x.back() != -1) {
+    return Invalid("SceneContract: 'x' must be [..., 3] (points along the last axis), got shape ", ShapeString(x));
+  }
+  return Ok();
+}
+
+// The upstream gradient of SceneContractGrad: x's shape.
+inline Result GradShape(const Dims& grad, const Dims& x) {
+  bool same = grad.size() == x.size();
+  for (size_t d = 0; same && d < x.size(); ++d) same = grad[d] == x[d] || grad[d] == -1 || x[d] == -1;
+  if (!same) {
+    return Invalid("SceneContractGrad: 'grad' must have the shape of 'x' ", ShapeString(x), ", got ",
+                   ShapeString(grad));
+  }
+  return Ok();
+}
+
+// SceneContract's checks (shape function and kernels): x, and y's dims (x's);
+// SceneContractGrad's: x, then the upstream gradient (kernels/spec/pointwise_op.h,
+// kernels/framework/pointwise_kernel.h).
+inline Result Shapes(const Attrs&, const Dims& x, Dims* y) {
+  *y = x;
+  return XShape(x);
+}
+
+inline Result GradShapes(const Attrs&, const Dims& grad, const Dims& x) {
+  MO_RETURN_IF_INVALID(XShape(x));
+  return GradShape(grad, x);
+}
+
+}  // namespace scene_contract
+}  // namespace mo
+
+#if !defined(__CUDACC__)
+#include "kernels/metal_plan/plan.h"  // host
+
+// The Metal plans (scene_contract_metal.cc), every Metal path's
+// (kernels/metal_plan/plan.h): one thread per point, the entry point picked
+// by norm and dtype; forward slots {x, y}, backward {grad, x, dx}, each [n, 3]; n > 0 points.
+namespace mo::metal_plan {
+enum SceneContractSlots { kSceneContractSlotX, kSceneContractSlotY, kSceneContractSlots };
+enum SceneContractGradSlots {
+  kSceneContractGradSlotGrad,
+  kSceneContractGradSlotX,
+  kSceneContractGradSlotDx,
+  kSceneContractGradSlots
+};
+Plan SceneContractForward(Dtype dtype, int64_t n, const scene_contract::Attrs& a);
+Plan SceneContractBackward(Dtype dtype, int64_t n, const scene_contract::Attrs& a);
+}  // namespace mo::metal_plan
+#endif  // !__CUDACC__
+
+#if defined(__CUDACC__) || GOOGLE_CUDA
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// The CUDA launchers (scene_contract.cu.cc), plain C++: the TF GPU kernels
+// (scene_contract_cuda.cc) and the C-ABI harness
+// (tests/cuda/scene_contract_harness.cu.cc). T is float or __half (computed in float).
+namespace mo::cuda {
+// y[i, :] = contract(x[i, :]) for n points [n, 3] in the attributes' norm.
+template <typename T>
+cudaError_t LaunchSceneContractForward(const T* x, T* y, int64_t n, const scene_contract::Attrs& a,
+                                       cudaStream_t stream);
+// dx[i, :] = grad[i, :]^T d contract / d x[i, :].
+template <typename T>
+cudaError_t LaunchSceneContractBackward(const T* grad, const T* x, T* dx, int64_t n, const scene_contract::Attrs& a,
+                                        cudaStream_t stream);
+}  // namespace mo::cuda
+#endif  // __CUDACC__ || GOOGLE_CUDA
+#endif  // host code
 
 #endif  // MO_KERNELS_SCENE_CONTRACT_SCENE_CONTRACT_H_

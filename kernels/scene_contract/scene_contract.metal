@@ -32,7 +32,7 @@ template <int Norm, typename T>
   }
 }
 
-// Host names scene_contract_<kind>_<NORM>_<TN>, the names kernels/scene_contract/scene_contract_plan.cc asks for;
+// Host names scene_contract_<kind>_<NORM>_<TN>, the names kernels/scene_contract/scene_contract_metal.cc asks for;
 // the norm as its value (0: kSceneContractL2, 1: kSceneContractLinf), as the compiled names spell it.
 template [[host_name("scene_contract_forward_l2_float32")]] [[kernel]] decltype(scene_contract_forward<0, float>) scene_contract_forward<0, float>;
 template [[host_name("scene_contract_forward_linf_float32")]] [[kernel]] decltype(scene_contract_forward<1, float>) scene_contract_forward<1, float>;

@@ -1,5 +1,5 @@
-// SHEncode CUDA kernels. The polynomials and derivatives are
-// kernels/sh_encode/sh_encode.h. A block owns tiles of kThreadsPerBlock
+// SHEncode CUDA kernels and their launchers (declared in sh_encode.h). The
+// polynomials and derivatives are kernels/sh_encode/sh_encode.h's. A block owns tiles of kThreadsPerBlock
 // directions (grid-stride over tiles, 64-bit indices): each thread evaluates
 // one direction into shared memory (row stride D*D + 1, free of bank
 // conflicts), and the tile's [m, D*D] values leave (or, backward, the
@@ -9,7 +9,6 @@
 
 #include "kernels/sh_encode/sh_encode.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/sh_encode/sh_encode_cuda.h"
 
 namespace mo {
 namespace cuda {
@@ -86,7 +85,9 @@ cudaError_t WithDegree(int degree, Fn&& fn) {
 }  // namespace
 
 template <typename T>
-cudaError_t LaunchSHEncodeForward(const T* dirs, T* values, int64_t n, int degree, cudaStream_t stream) {
+cudaError_t LaunchSHEncodeForward(const T* dirs, T* values, int64_t n, const sh_encode::Attrs& a,
+                                  cudaStream_t stream) {
+  const int degree = a.degree;
   if (n == 0) return degree >= 1 && degree <= MO_SH_MAX_DEGREE ? cudaSuccess : cudaErrorInvalidValue;
   return WithDegree(degree, [&](auto degree_constant) {
     constexpr int D = decltype(degree_constant)::value;
@@ -95,8 +96,9 @@ cudaError_t LaunchSHEncodeForward(const T* dirs, T* values, int64_t n, int degre
 }
 
 template <typename T>
-cudaError_t LaunchSHEncodeBackward(const T* grad, const T* dirs, T* grad_dirs, int64_t n, int degree,
+cudaError_t LaunchSHEncodeBackward(const T* grad, const T* dirs, T* grad_dirs, int64_t n, const sh_encode::Attrs& a,
                                    cudaStream_t stream) {
+  const int degree = a.degree;
   if (n == 0) return degree >= 1 && degree <= MO_SH_MAX_DEGREE ? cudaSuccess : cudaErrorInvalidValue;
   return WithDegree(degree, [&](auto degree_constant) {
     constexpr int D = decltype(degree_constant)::value;
@@ -105,8 +107,9 @@ cudaError_t LaunchSHEncodeBackward(const T* grad, const T* dirs, T* grad_dirs, i
 }
 
 #define MO_INSTANTIATE_SH_ENCODE(T)                                                            \
-  template cudaError_t LaunchSHEncodeForward<T>(const T*, T*, int64_t, int, cudaStream_t);            \
-  template cudaError_t LaunchSHEncodeBackward<T>(const T*, const T*, T*, int64_t, int, cudaStream_t);
+  template cudaError_t LaunchSHEncodeForward<T>(const T*, T*, int64_t, const sh_encode::Attrs&, cudaStream_t); \
+  template cudaError_t LaunchSHEncodeBackward<T>(const T*, const T*, T*, int64_t, const sh_encode::Attrs&,     \
+                                                 cudaStream_t);
 MO_INSTANTIATE_SH_ENCODE(float)
 MO_INSTANTIATE_SH_ENCODE(__half)
 #undef MO_INSTANTIATE_SH_ENCODE

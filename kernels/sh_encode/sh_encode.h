@@ -1,6 +1,14 @@
-// Real spherical harmonics of a direction, bands 0..degree-1 (degree**2
-// values), and their gradient; written once for the CPU kernels, CUDA, the
-// Metal shaders and the MSL shim.
+// SHEncode: the real spherical harmonics of a direction, bands 0..degree-1
+// (degree**2 values), and their gradient. This header is the op's one
+// description shared by every backend: the formulas (written once for the CPU
+// kernels, CUDA, the Metal shaders and the MSL shim), the op's declaration
+// (its attribute list, MO_SH_ENCODE_ATTRS) and, in host code, the attributes
+// and checks that follow from it, the shape checks, the Metal plans'
+// signatures and the CUDA launchers'. The op's files (docs/ADDING_AN_OP.md):
+//   sh_encode_op.cc     REGISTER_OP                 sh_encode_cpu.cc    CPU kernels, XLA host handlers
+//   sh_encode.cu.cc     CUDA kernels, launchers     sh_encode_cuda.cc   TF GPU kernels, XLA CUDA handlers
+//   sh_encode.metal     Metal shaders               sh_encode_metal.cc  Metal plans, tensorflow-metal glue
+//   sh_encode_xla.cc    XLA op kernels
 //
 // The order, signs and normalisation are those of the NeRF sample's TF
 // sh_encode (examples/nerf/model.py), which are instant-NGP's:
@@ -40,7 +48,7 @@ struct SHEncodeParams {
   int64 num_points;  // dirs is [num_points, 3], the values [num_points, degree**2]
 };
 
-// The shaders' buffer indices (sh_encode.metal, kernels/sh_encode/sh_encode_plan.cc).
+// The shaders' buffer indices (sh_encode.metal, the plans of sh_encode_metal.cc).
 enum SHEncodeBuffers {
   kSHEncodeDirs = 0,        // forward: dirs
   kSHEncodeValues = 1,      // forward: values
@@ -126,5 +134,107 @@ MO_FN void sh_encode_grad(float x, float y, float z, int degree, const MO_THREAD
 }
 
 }  // namespace mo
+
+// ---- The op's declaration (kernels/spec/op_attrs.h) --------------------------------
+// MetalOpsSHEncode(dirs [..., 3]) -> values [..., degree**2] and
+// MetalOpsSHEncodeGrad(grad, dirs) -> grad_dirs, T in {float, half}.
+#define MO_SH_ENCODE_ATTRS(ATTR) ATTR(degree, Int, 4, 1, MO_SH_MAX_DEGREE)
+
+#if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)  // host code (C++, CUDA)
+#include "kernels/spec/op_attrs.h"  // host
+
+namespace mo {
+namespace sh_encode {
+
+// Attrs { int degree; }, ReadAttrs, VisitAttrs.
+MO_DECLARE_ATTRS("SHEncode", MO_SH_ENCODE_ATTRS);
+
+// A point of the kernels (kernels/framework/pointwise_kernel.h): one direction.
+constexpr int64_t kPointSize = 3;
+
+// The checks, written once for the shape functions, the TensorFlow kernels,
+// the Metal glue and XLA's op kernels. No TensorFlow API: sizes in,
+// kernels/spec/checks.h's Result out; -1 is an unknown dimension (shape
+// functions) and matches any size. Messages name the argument; tests match on
+// them. dirs [..., 3]: at least one dimension, the last one 3 (x, y, z).
+inline Result DirsShape(const Dims& dirs) {
+  if (dirs.empty()) return Invalid("SHEncode: 'dirs' must be [..., 3] (x, y, z along the last axis), got a scalar");
+  if (dirs.back() != 3 && dirs.back() != -1) {
+    return Invalid("SHEncode: 'dirs' must be [..., 3] (x, y, z along the last axis), got shape ", ShapeString(dirs));
+  }
+  return Ok();
+}
+
+// The values' shape: dirs' with the last dimension degree**2.
+inline Dims OutputDims(const Dims& dirs, const Attrs& a) {
+  Dims out = dirs;
+  out.back() = int64_t{a.degree} * a.degree;
+  return out;
+}
+
+// The upstream gradient of SHEncodeGrad: the values' shape.
+inline Result GradShape(const Dims& grad, const Dims& dirs, const Attrs& a) {
+  const Dims want = OutputDims(dirs, a);
+  bool same = grad.size() == want.size();
+  for (size_t d = 0; same && d < want.size(); ++d) same = grad[d] == want[d] || grad[d] == -1 || want[d] == -1;
+  if (!same) {
+    return Invalid("SHEncodeGrad: 'grad' must have the values' shape ", ShapeString(want), " for 'dirs' ",
+                   ShapeString(dirs), " and degree ", a.degree, ", got ", ShapeString(grad));
+  }
+  return Ok();
+}
+
+// SHEncode's checks (shape function and kernels): dirs, and the values' dims;
+// SHEncodeGrad's: dirs, then the upstream gradient (kernels/spec/pointwise_op.h,
+// kernels/framework/pointwise_kernel.h).
+inline Result Shapes(const Attrs& a, const Dims& dirs, Dims* values) {
+  MO_RETURN_IF_INVALID(DirsShape(dirs));
+  *values = OutputDims(dirs, a);
+  return Ok();
+}
+
+inline Result GradShapes(const Attrs& a, const Dims& grad, const Dims& dirs) {
+  MO_RETURN_IF_INVALID(DirsShape(dirs));
+  return GradShape(grad, dirs, a);
+}
+
+}  // namespace sh_encode
+}  // namespace mo
+
+#if !defined(__CUDACC__)
+#include "kernels/metal_plan/plan.h"  // host
+
+// The Metal plans (sh_encode_metal.cc): which shader, which tensor slot at
+// which of its buffer indices (above), how many threads. Built from shapes and
+// attributes only; every Metal path runs them (kernels/metal_plan/plan.h):
+// forward slots {dirs, values}, backward {grad, dirs, grad_dirs}; n > 0 directions.
+namespace mo::metal_plan {
+enum SHEncodeSlots { kSHEncodeSlotDirs, kSHEncodeSlotValues, kSHEncodeSlots };
+enum SHEncodeGradSlots { kSHEncodeGradSlotGrad, kSHEncodeGradSlotDirs, kSHEncodeGradSlotOut, kSHEncodeGradSlots };
+Plan SHEncodeForward(Dtype dtype, int64_t n, const sh_encode::Attrs& a);
+Plan SHEncodeBackward(Dtype dtype, int64_t n, const sh_encode::Attrs& a);
+}  // namespace mo::metal_plan
+#endif  // !__CUDACC__
+
+#if defined(__CUDACC__) || GOOGLE_CUDA
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// The CUDA launchers (sh_encode.cu.cc), plain C++ (no TensorFlow): the TF GPU
+// kernels and XLA's CUDA handlers (sh_encode_cuda.cc) and the C-ABI harness
+// (tests/cuda/sh_encode_harness.cu.cc). T is float or __half (computed in
+// float); a degree outside 1..4 gives cudaErrorInvalidValue.
+namespace mo::cuda {
+// values [n, degree**2] of dirs [n, 3].
+template <typename T>
+cudaError_t LaunchSHEncodeForward(const T* dirs, T* values, int64_t n, const sh_encode::Attrs& a,
+                                  cudaStream_t stream);
+// grad_dirs [n, 3] = sum_k grad[:, k] dY_k/d dirs, grad [n, degree**2].
+template <typename T>
+cudaError_t LaunchSHEncodeBackward(const T* grad, const T* dirs, T* grad_dirs, int64_t n, const sh_encode::Attrs& a,
+                                   cudaStream_t stream);
+}  // namespace mo::cuda
+#endif  // __CUDACC__ || GOOGLE_CUDA
+#endif  // host code
 
 #endif  // MO_KERNELS_SH_ENCODE_SH_ENCODE_H_

@@ -50,7 +50,7 @@ template <int D, typename T>
   mo::sh_encode_metal::backward<D, T>(grad, dirs, grad_dirs, p.num_points, gid, grid_size);
 }
 
-// Host names sh_encode_<kind>_d<D>_<TN>, the names sh_encode_metal.mm asks for.
+// Host names sh_encode_<kind>_d<D>_<TN>, the names the plans of sh_encode_metal.cc ask for.
 template [[host_name("sh_encode_forward_d1_float32")]] [[kernel]] decltype(sh_encode_forward<1, float>) sh_encode_forward<1, float>;
 template [[host_name("sh_encode_forward_d2_float32")]] [[kernel]] decltype(sh_encode_forward<2, float>) sh_encode_forward<2, float>;
 template [[host_name("sh_encode_forward_d3_float32")]] [[kernel]] decltype(sh_encode_forward<3, float>) sh_encode_forward<3, float>;

@@ -1,45 +1,70 @@
-// SHEncode on the Metal PluggableDevice ("GPU" with tensorflow-metal), through
-// the shared glue (metal_kernel.h), float32 and float16. The work is the plan
-// of kernels/sh_encode/sh_encode_plan.cc (shaders: sh_encode.metal, one entry
-// point per degree and dtype).
-#include "kernels/metal/metal_kernel.h"
+// SHEncode on Metal: the op's Metal plans (which shader of sh_encode.metal,
+// one entry point per degree and dtype, which tensor slot at which buffer
+// index, how many threads; every Metal path runs them: the CPU kernels'
+// offload, the MSL shim, tensorflow-metal) and, on macOS, its kernels on the
+// Metal PluggableDevice ("GPU" with tensorflow-metal) through the shared glue
+// (kernels/metal/metal_kernel.h), float32 and float16.
+#include <string>
 
-#include "kernels/sh_encode/sh_encode_plan.h"
-#include "kernels/sh_encode/sh_encode_spec.h"
+#include "kernels/sh_encode/sh_encode.h"
+
+namespace mo::metal_plan {
+
+namespace {
+std::string SHName(const char* kind, int degree, Dtype dtype) {
+  return std::string("sh_encode_") + kind + "_d" + std::to_string(degree) + "_" + DtypeSuffix(dtype);
+}
+}  // namespace
+
+Plan SHEncodeForward(Dtype dtype, int64_t n, const sh_encode::Attrs& a) {
+  return OnePass(kSHEncodeSlots, "sh_encode", SHName("forward", a.degree, dtype), static_cast<uint64_t>(n),
+                 {{kSHEncodeDirs, kSHEncodeSlotDirs}}, {{kSHEncodeValues, kSHEncodeSlotValues}}, kSHEncodeParams,
+                 SHEncodeParams{n});
+}
+
+Plan SHEncodeBackward(Dtype dtype, int64_t n, const sh_encode::Attrs& a) {
+  return OnePass(kSHEncodeGradSlots, "sh_encode", SHName("backward", a.degree, dtype), static_cast<uint64_t>(n),
+                 {{kSHEncodeGradGrad, kSHEncodeGradSlotGrad}, {kSHEncodeGradDirs, kSHEncodeGradSlotDirs}},
+                 {{kSHEncodeGradOut, kSHEncodeGradSlotOut}}, kSHEncodeGradParams, SHEncodeParams{n});
+}
+
+}  // namespace mo::metal_plan
+
+#if defined(__APPLE__)
+#include "kernels/metal/metal_kernel.h"
 
 namespace {
 
 using mo::metal::DimsOf;
+using mo::sh_encode::Attrs;
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<mo::sh_encode::Attrs*>(kernel)->degree;
+  const Attrs& a = *static_cast<Attrs*>(kernel);
   TF_Tensor* dirs = call.Input(0);
   if (!call.ok() || !call.Check(mo::sh_encode::DirsShape(DimsOf(dirs)))) return;
   const TF_DataType dtype = TF_TensorType(dirs);
-  TF_Tensor* values = call.Output(0, dtype, mo::sh_encode::OutputDims(DimsOf(dirs), degree));
-  const int64_t n = TF_TensorElementCount(dirs) / 3;
+  TF_Tensor* values = call.Output(0, dtype, mo::sh_encode::OutputDims(DimsOf(dirs), a));
+  const int64_t n = TF_TensorElementCount(dirs) / mo::sh_encode::kPointSize;
   if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::SHEncodeForward(mo::metal::PlanDtype(dtype), n, degree), {dirs, values});
+  call.RunPlan(mo::metal_plan::SHEncodeForward(mo::metal::PlanDtype(dtype), n, a), {dirs, values});
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
-  const int degree = static_cast<mo::sh_encode::Attrs*>(kernel)->degree;
+  const Attrs& a = *static_cast<Attrs*>(kernel);
   TF_Tensor* grad = call.Input(0);
   TF_Tensor* dirs = call.Input(1);
-  if (!call.ok() || !call.Check(mo::sh_encode::DirsShape(DimsOf(dirs))) ||
-      !call.Check(mo::sh_encode::GradShape(DimsOf(grad), DimsOf(dirs), degree))) {
-    return;
-  }
+  if (!call.ok() || !call.Check(mo::sh_encode::GradShapes(a, DimsOf(grad), DimsOf(dirs)))) return;
   const TF_DataType dtype = TF_TensorType(dirs);
   TF_Tensor* grad_dirs = call.Output(0, dtype, DimsOf(dirs));
-  const int64_t n = TF_TensorElementCount(dirs) / 3;
+  const int64_t n = TF_TensorElementCount(dirs) / mo::sh_encode::kPointSize;
   if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::SHEncodeBackward(mo::metal::PlanDtype(dtype), n, degree), {grad, dirs, grad_dirs});
+  call.RunPlan(mo::metal_plan::SHEncodeBackward(mo::metal::PlanDtype(dtype), n, a), {grad, dirs, grad_dirs});
 }
 
-const bool registered_forward = mo::metal::RegisterWithAttrs<mo::sh_encode::Attrs>(
-    "MetalOpsSHEncode", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
-const bool registered_backward = mo::metal::RegisterWithAttrs<mo::sh_encode::Attrs>(
-    "MetalOpsSHEncodeGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
+const bool registered_forward =
+    mo::metal::RegisterWithAttrs<Attrs>("MetalOpsSHEncode", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+const bool registered_backward =
+    mo::metal::RegisterWithAttrs<Attrs>("MetalOpsSHEncodeGrad", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Backward>);
 
 }  // namespace
+#endif  // __APPLE__

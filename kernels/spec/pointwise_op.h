@@ -1,5 +1,5 @@
 // The shape functions of the point-by-point ops whose checks are the spec's
-// Shapes and GradShapes (the ops/<op>_op.cc that include this header), the same
+// Shapes and GradShapes (the kernels/<op>/<op>_op.cc that include this header), the same
 // checks as their kernel classes (kernels/framework/pointwise_kernel.h), found by the
 // type of the attributes: Shapes(attrs, x dims, &y dims) for the forward,
 // GradShapes(attrs, grad dims, x dims) for the gradient op (inputs grad, x;

@@ -1,8 +1,7 @@
-// TruncExp CUDA kernels: one thread per element, grid-stride with 64-bit
+// TruncExp CUDA kernels and their launchers (declared in trunc_exp.h): one thread per element, grid-stride with 64-bit
 // indices; the formula is kernels/trunc_exp/trunc_exp.h (FusedMLP's trunc_exp).
 #include "kernels/trunc_exp/trunc_exp.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/trunc_exp/trunc_exp_cuda.h"
 
 namespace mo {
 namespace cuda {

@@ -22,7 +22,7 @@ template <typename T>
   for (mo::int64 i = gid; i < p.num_elements; i += grid_size) dx[i] = T(mo::trunc_exp_grad(float(dy[i]), float(x[i])));
 }
 
-// Host names trunc_exp_<kind>_<TN>, the names trunc_exp_metal.mm asks for.
+// Host names trunc_exp_<kind>_<TN>, the names the plans of trunc_exp_metal.cc ask for.
 template [[host_name("trunc_exp_forward_float32")]] [[kernel]] decltype(trunc_exp_forward<float>) trunc_exp_forward<float>;
 template [[host_name("trunc_exp_forward_float16")]] [[kernel]] decltype(trunc_exp_forward<half>) trunc_exp_forward<half>;
 template [[host_name("trunc_exp_backward_float32")]] [[kernel]] decltype(trunc_exp_backward<float>) trunc_exp_backward<float>;

@@ -1,11 +1,11 @@
 // The XLA kernels of MetalOpsTruncExp / MetalOpsTruncExpGrad (kernels/xla/xla_kernel.h), which emit
-// the calls that their host handlers take: the CPU functor of
-// kernels/trunc_exp/trunc_exp_functor.h, registered in kernels/trunc_exp/trunc_exp_kernels.cc.
+// the calls that their handlers take: the host handlers of trunc_exp_cpu.cc,
+// the CUDA handlers of trunc_exp_cuda.cc.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 
-#include "kernels/trunc_exp/trunc_exp_spec.h"
+#include "kernels/trunc_exp/trunc_exp.h"
 
 namespace mo {
 namespace xla_kernels {

@@ -76,6 +76,8 @@ class FfiAttrs {
     std::snprintf(hex, sizeof(hex), "0x%08X", bits);
     return Add(name, std::string(hex) + " : f32");
   }
+  // A string without quotes or backslashes (an Enum attribute's choice, kernels/spec/op_attrs.h).
+  FfiAttrs& Str(const char* name, const char* value) { return Add(name, "\"" + std::string(value) + "\""); }
   std::string Text() const { return "{" + text_ + "}"; }
 
  private:
@@ -85,6 +87,22 @@ class FfiAttrs {
   }
   std::string text_;
 };
+
+// The FFI attributes of an op's Attrs (kernels/spec/op_attrs.h VisitAttrs):
+// each attribute under its name, as the handlers' MO_XLA_FFI_ATTRS decodes it.
+template <typename Attrs>
+FfiAttrs FfiAttrsOf(const Attrs& attrs) {
+  struct Writer {
+    FfiAttrs* out;
+    void operator()(const char* name, int64_t value) const { out->Int(name, value); }
+    void operator()(const char* name, float value) const { out->Float(name, value); }
+    void operator()(const char* name, const char* value) const { out->Str(name, value); }
+  };
+  FfiAttrs out;
+  Writer writer{&out};
+  VisitAttrs(attrs, writer);
+  return out;
+}
 
 // The static shape of input i, as the spec headers take it.
 inline checks::Dims InputDims(XlaOpKernelContext* ctx, int i) { return checks::DimsOf(ctx->InputShape(i)); }

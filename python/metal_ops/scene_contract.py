@@ -1,13 +1,15 @@
-"""Scene contraction of unbounded scenes, mip-NeRF 360's (ops/scene_contract_op.cc).
+"""Scene contraction of unbounded scenes, mip-NeRF 360's (kernels/scene_contract/scene_contract_op.cc).
 
-The formula and its derivative live once in kernels/scene_contract/scene_contract.h
-(CPU, CUDA and Metal kernels); the checks in kernels/scene_contract/scene_contract_spec.h.
+The op's declaration, formula, derivative and checks live once in
+kernels/scene_contract/scene_contract.h (CPU, CUDA and Metal kernels); the
+norm's choices are read from the registered op (metal_ops._opdef).
 docs/SCENE_CONTRACT.md describes the op.
 """
 import tensorflow as tf
 
 from metal_ops._args import float_tensor
 from metal_ops._loader import load_library
+from metal_ops._opdef import attr_choices, choices_text
 
 
 def scene_contract(x, norm="l2", name=None):
@@ -32,7 +34,8 @@ def scene_contract(x, norm="l2", name=None):
     with tf.name_scope(name or "scene_contract"):
         x = float_tensor("scene_contract", "x", x, (tf.float32, tf.float16))
         if not isinstance(norm, str):
-            raise TypeError(f"scene_contract: 'norm' must be 'l2' or 'linf', got {norm!r}")
+            choices = choices_text(attr_choices("MetalOpsSceneContract", "norm"))
+            raise TypeError(f"scene_contract: 'norm' must be {choices}, got {norm!r}")
         return load_library().metal_ops_scene_contract(x, norm=norm)
 
 

@@ -1,7 +1,7 @@
-"""Real spherical-harmonics encoding of directions (ops/sh_encode_op.cc).
+"""Real spherical-harmonics encoding of directions (kernels/sh_encode/sh_encode_op.cc).
 
-The polynomials and their derivatives live once in kernels/sh_encode/sh_encode.h
-(CPU, CUDA and Metal kernels); the checks in kernels/sh_encode/sh_encode_spec.h.
+The op's declaration, polynomials, derivatives and checks live once in
+kernels/sh_encode/sh_encode.h (CPU, CUDA and Metal kernels).
 docs/SH_ENCODE.md describes the op.
 """
 import numbers

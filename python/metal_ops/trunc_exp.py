@@ -1,8 +1,8 @@
-"""Truncated exponential, instant-NGP's density activation (ops/trunc_exp_op.cc).
+"""Truncated exponential, instant-NGP's density activation (kernels/trunc_exp/trunc_exp_op.cc).
 
 The formula lives once in kernels/common/activations.h (FusedMLP's "trunc_exp"
 output activation), used through kernels/trunc_exp/trunc_exp.h by the CPU, CUDA
-and Metal kernels; the checks in kernels/trunc_exp/trunc_exp_spec.h.
+and Metal kernels, with the op's declaration and checks.
 docs/TRUNC_EXP.md describes the op.
 """
 import tensorflow as tf

@@ -1,6 +1,6 @@
 // Runs the SceneContract Metal shaders on the CPU (see tests/metal_shim/msl_shim.h),
 // each entry point over its whole dispatch grid, picked by norm and dtype as
-// kernels/scene_contract/scene_contract_plan.cc picks it by name. Driven by
+// kernels/scene_contract/scene_contract_metal.cc picks it by name. Driven by
 // tests/test_scene_contract_metal_shim.py through ctypes.
 #include <string>
 

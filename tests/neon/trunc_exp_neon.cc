@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/trunc_exp/trunc_exp_cpu.h"
+#define MO_CPU_BODIES  // trunc_exp.h's CPU bodies
+#include "kernels/trunc_exp/trunc_exp.h"
 #include "tests/neon/cpu_ops.h"
 
 namespace {

@@ -17,7 +17,12 @@ import os
 import re
 import sys
 
+# A project include, expanded.
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+# A host-only include (an op header's `#include "kernels/spec/op_attrs.h"  // host`,
+# in its host-code block under `#if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)`,
+# docs/ADDING_AN_OP.md), left out: the shader never compiles that block.
+HOST_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*//\s*host\s*$')
 MSL_LINE = re.compile(r"^//\s*metal_ops:\s*msl\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
 DEFAULT_MSL = (2, 4)
 DELIMITER = "mo_msl"
@@ -41,6 +46,10 @@ def expand(path, root, stack, deps):
         raise EmbedError(f"cannot read {rel}: {e.strerror}") from e
     out = []
     for number, line in enumerate(lines, 1):
+        host = HOST_INCLUDE.match(line)
+        if host is not None:
+            out.append(f"// ---- host only, left out: {host.group(1)}")
+            continue
         match = INCLUDE.match(line)
         if match is None:
             out.append(line)

@@ -22,9 +22,11 @@ _REGISTER_OP = re.compile(r'REGISTER_OP\(\s*"([A-Za-z0-9_]+)"\s*\)')
 
 
 def declared_ops(root=ROOT):
-    """Op names registered with a literal REGISTER_OP("Name") in ops/*.cc."""
+    """Op names registered with a literal REGISTER_OP("Name") in ops/*.cc and
+    the op folders' kernels/<op>/<op>_op.cc."""
     names = set()
-    for path in sorted(glob.glob(os.path.join(root, "ops", "*.cc"))):
+    paths = glob.glob(os.path.join(root, "ops", "*.cc")) + glob.glob(os.path.join(root, "kernels", "*", "*_op.cc"))
+    for path in sorted(paths):
         with open(path, encoding="utf-8") as f:
             names.update(_REGISTER_OP.findall(f.read()))
     return names

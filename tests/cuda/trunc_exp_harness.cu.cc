@@ -1,6 +1,7 @@
 // C-ABI entry points for testing the TruncExp CUDA kernels without TensorFlow
-// (tests/cuda/test_trunc_exp_cuda.py drives them with CuPy device pointers).
-#include "kernels/trunc_exp/trunc_exp_cuda.h"
+// (tests/cuda/test_trunc_exp_cuda.py drives them with CuPy device pointers);
+// the launchers are declared in kernels/trunc_exp/trunc_exp.h.
+#include "kernels/trunc_exp/trunc_exp.h"
 
 extern "C" {
 

@@ -1,23 +1,22 @@
-// The CPU functor of MetalOpsSceneContract / MetalOpsSceneContractGrad, run by
-// the TensorFlow kernels (kernels/scene_contract/scene_contract_kernels.cc, kernel
-// class kernels/scene_contract/scene_contract_kernel.h): ranges of points over
-// TF's intra-op thread pool, or the op's Metal plans where
-// kernels/cpu/metal_offload.h sends the call. The arithmetic is
-// kernels/scene_contract/scene_contract.h, in float32 for float and float16
-// tensors, instantiated per norm so its branch folds.
-#ifndef MO_KERNELS_SCENE_CONTRACT_SCENE_CONTRACT_FUNCTOR_H_
-#define MO_KERNELS_SCENE_CONTRACT_SCENE_CONTRACT_FUNCTOR_H_
+// SceneContract on the CPU: the TensorFlow kernels of MetalOpsSceneContract /
+// MetalOpsSceneContractGrad (kernels/framework/pointwise_kernel.h over the CPU
+// functor below): ranges of points over TF's intra-op thread pool, or the
+// op's Metal plans where kernels/cpu/metal_offload.h sends the call. The
+// arithmetic is scene_contract.h's, in float32 for float and float16 tensors,
+// instantiated per norm so its branch folds.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstdint>
 
-#include "kernels/scene_contract/scene_contract.h"
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/scene_contract/scene_contract_plan.h"
-#include "kernels/scene_contract/scene_contract_kernel.h"
+#include "kernels/framework/pointwise_kernel.h"
+#include "kernels/scene_contract/scene_contract.h"
+#include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
-namespace scene_contract_cpu {
+namespace scene_contract {
+namespace {
 
 template <int Norm, typename T>
 void ForwardRange(const T* x, int64_t begin, int64_t end, T* y) {
@@ -40,54 +39,55 @@ void BackwardRange(const T* grad, const T* x, int64_t begin, int64_t end, T* dx)
   }
 }
 
-}  // namespace scene_contract_cpu
-
+// The functor, for n > 0 points (x, y, grad and dx [n, 3]).
 template <typename T>
-struct SceneContractFunctor<Eigen::ThreadPoolDevice, T> {
+struct Cpu {
   // Cycles per point for TF's shard sizing: a square root, a few divisions.
   static constexpr int64_t kForwardCycles = 60;
   static constexpr int64_t kBackwardCycles = 80;
 
-  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* x, int64_t n, int norm, T* y) {
+  static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const T* x, int64_t n, const Attrs& a, T* y) {
     const uint64_t bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
     return cpu::MetalOrCpu(
         ctx,
         [&](const cpu::MetalRoute& metal) {
-          return metal.Run(3 * n, [&] { return metal_plan::SceneContractForward(cpu::MetalDtype<T>(), n, norm); },
+          return metal.Run(3 * n, [&] { return metal_plan::SceneContractForward(cpu::MetalDtype<T>(), n, a); },
                            {cpu::Slot(x, bytes), cpu::Slot(y, bytes)});
         },
         [&] {
           cpu::ParallelFor(ctx, n, kForwardCycles, [&](int64_t begin, int64_t end) {
-            if (norm == kSceneContractL2) {
-              scene_contract_cpu::ForwardRange<kSceneContractL2>(x, begin, end, y);
+            if (a.norm == kSceneContractL2) {
+              ForwardRange<kSceneContractL2>(x, begin, end, y);
             } else {
-              scene_contract_cpu::ForwardRange<kSceneContractLinf>(x, begin, end, y);
+              ForwardRange<kSceneContractLinf>(x, begin, end, y);
             }
           });
         });
   }
 
-  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* grad, const T* x, int64_t n, int norm,
-                               T* dx) {
+  static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const T* grad, const T* x, int64_t n,
+                               const Attrs& a, T* dx) {
     const uint64_t bytes = static_cast<uint64_t>(n) * 3 * sizeof(T);
     return cpu::MetalOrCpu(
         ctx,
         [&](const cpu::MetalRoute& metal) {
-          return metal.Run(3 * n, [&] { return metal_plan::SceneContractBackward(cpu::MetalDtype<T>(), n, norm); },
+          return metal.Run(3 * n, [&] { return metal_plan::SceneContractBackward(cpu::MetalDtype<T>(), n, a); },
                            {cpu::Slot(grad, bytes), cpu::Slot(x, bytes), cpu::Slot(dx, bytes)});
         },
         [&] {
           cpu::ParallelFor(ctx, n, kBackwardCycles, [&](int64_t begin, int64_t end) {
-            if (norm == kSceneContractL2) {
-              scene_contract_cpu::BackwardRange<kSceneContractL2>(grad, x, begin, end, dx);
+            if (a.norm == kSceneContractL2) {
+              BackwardRange<kSceneContractL2>(grad, x, begin, end, dx);
             } else {
-              scene_contract_cpu::BackwardRange<kSceneContractLinf>(grad, x, begin, end, dx);
+              BackwardRange<kSceneContractLinf>(grad, x, begin, end, dx);
             }
           });
         });
   }
 };
 
+}  // namespace
+}  // namespace scene_contract
 }  // namespace mo
 
-#endif  // MO_KERNELS_SCENE_CONTRACT_SCENE_CONTRACT_FUNCTOR_H_
+MO_REGISTER_POINTWISE("MetalOpsSceneContract", DEVICE_CPU, ::mo::scene_contract::Cpu, ::mo::scene_contract);

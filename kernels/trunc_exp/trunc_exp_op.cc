@@ -1,11 +1,11 @@
 // TruncExp, instant-NGP's density activation: op definitions and shape
-// functions. Formula: kernels/trunc_exp/trunc_exp.h (FusedMLP's trunc_exp).
-// Checks: kernels/trunc_exp/trunc_exp_spec.h. Wrapper + gradient:
-// python/metal_ops/trunc_exp.py. Doc: docs/TRUNC_EXP.md.
+// functions. The op's declaration, formula and checks: kernels/trunc_exp/trunc_exp.h
+// (FusedMLP's trunc_exp). Wrapper + gradient: python/metal_ops/trunc_exp.py.
+// Doc: docs/TRUNC_EXP.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/checks_tf.h"
-#include "kernels/trunc_exp/trunc_exp_spec.h"
+#include "kernels/trunc_exp/trunc_exp.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -21,6 +21,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 REGISTER_OP("MetalOpsTruncExp")
     .Input("x: T")
     .Output("y: T")
+    MO_OP_ATTRS(MO_TRUNC_EXP_ATTRS)
     .Attr("T: {float, half}")
     .SetShapeFn(::tensorflow::shape_inference::UnchangedShape)
     .Doc(R"doc(
@@ -36,10 +37,11 @@ REGISTER_OP("MetalOpsTruncExpGrad")
     .Input("dy: T")
     .Input("x: T")
     .Output("dx: T")
+    MO_OP_ATTRS(MO_TRUNC_EXP_ATTRS)
     .Attr("T: {float, half}")
     .SetShapeFn([](InferenceContext* c) {
       // Merge fails on shapes known to differ; the kernels then say it with
-      // the spec's message (kernels/trunc_exp/trunc_exp_spec.h GradShape).
+      // the op's message (kernels/trunc_exp/trunc_exp.h GradShape).
       ShapeHandle x;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &x));
       c->set_output(0, x);

@@ -1,18 +1,19 @@
 // Real spherical-harmonics encoding of directions (the NeRF colour network's
-// input): op definitions; their shape functions are kernels/spec/pointwise_op.h's.
-// Formulas: kernels/sh_encode/sh_encode.h. Checks: kernels/sh_encode/sh_encode_spec.h.
-// Wrapper + gradient: python/metal_ops/sh_encode.py. Doc: docs/SH_ENCODE.md.
+// input): op definitions, their attributes from the op's declaration
+// (kernels/sh_encode/sh_encode.h MO_SH_ENCODE_ATTRS), their shape functions
+// kernels/spec/pointwise_op.h's over its checks. Wrapper + gradient:
+// python/metal_ops/sh_encode.py. Doc: docs/SH_ENCODE.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/pointwise_op.h"
-#include "kernels/sh_encode/sh_encode_spec.h"
+#include "kernels/sh_encode/sh_encode.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 REGISTER_OP("MetalOpsSHEncode")
     .Input("dirs: T")
     .Output("values: T")
-    .Attr("degree: int = 4")
+    MO_OP_ATTRS(MO_SH_ENCODE_ATTRS)
     .Attr("T: {float, half}")
     .SetShapeFn(mo::pointwise_op::ShapeFn<mo::sh_encode::Attrs>)
     .Doc(R"doc(
@@ -29,7 +30,7 @@ REGISTER_OP("MetalOpsSHEncodeGrad")
     .Input("grad: T")
     .Input("dirs: T")
     .Output("grad_dirs: T")
-    .Attr("degree: int = 4")
+    MO_OP_ATTRS(MO_SH_ENCODE_ATTRS)
     .Attr("T: {float, half}")
     .SetShapeFn(mo::pointwise_op::GradShapeFn<mo::sh_encode::Attrs>)
     .Doc(R"doc(

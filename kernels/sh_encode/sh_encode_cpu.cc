@@ -1,26 +1,27 @@
-// The CPU functor of MetalOpsSHEncode / MetalOpsSHEncodeGrad, run by the
-// TensorFlow kernels (kernels/sh_encode/sh_encode_kernels.cc, kernel class
-// kernels/sh_encode/sh_encode_kernel.h) and the XLA host handler
-// (kernels/sh_encode/sh_encode_xla.cc): ranges of directions over the context's
-// pool, the degree a compile-time constant. float16 tensors go through float32
-// scratch blocks, or the op's Metal plans where kernels/cpu/metal_offload.h
-// sends the call. The formulas are kernels/sh_encode/sh_encode.h.
-#ifndef MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
-#define MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
+// SHEncode on the CPU: the TensorFlow kernels of MetalOpsSHEncode /
+// MetalOpsSHEncodeGrad (kernels/framework/pointwise_kernel.h over the CPU
+// functor below) and XLA's host handlers of the same functor, for the calls
+// sh_encode_xla.cc emits. The functor runs ranges of directions over the
+// context's pool, the degree a compile-time constant; float16 tensors go
+// through float32 scratch blocks, or the op's Metal plans where
+// kernels/cpu/metal_offload.h sends the call. The formulas are sh_encode.h's.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 
-#include "kernels/sh_encode/sh_encode.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
-#include "kernels/sh_encode/sh_encode_plan.h"
-#include "kernels/sh_encode/sh_encode_kernel.h"
+#include "kernels/framework/pointwise_kernel.h"
+#include "kernels/sh_encode/sh_encode.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA
+#include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
-namespace sh_encode_cpu {
+namespace sh_encode {
+namespace {
 
 constexpr int64_t kHalfBlock = 256;  // directions per float32 scratch block (float16 tensors)
 
@@ -118,31 +119,68 @@ absl::Status Pass(const cpu::Context& ctx, int64_t n, int degree, const BuildPla
       });
 }
 
-}  // namespace sh_encode_cpu
-
+// The functor, for n > 0 directions (dirs [n, 3], values [n, degree**2]).
 template <typename T>
-struct SHEncodeFunctor<Eigen::ThreadPoolDevice, T> {
-  static absl::Status Forward(cpu::Context ctx, const T* dirs, int64_t n, int degree, T* values) {
-    const sh_encode_cpu::Bytes<T> b(n, degree);
-    return sh_encode_cpu::Pass(
-        ctx, n, degree, [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, degree); },
-        {cpu::Slot(dirs, b.dirs), cpu::Slot(values, b.values)}, 4, [&](auto d, int64_t begin, int64_t end) {
-          sh_encode_cpu::ForwardRange<decltype(d)::value>(dirs, begin, end, values);
-        });
+struct Cpu {
+  static absl::Status Forward(cpu::Context ctx, const T* dirs, int64_t n, const Attrs& a, T* values) {
+    const Bytes<T> b(n, a.degree);
+    return Pass(
+        ctx, n, a.degree, [&] { return metal_plan::SHEncodeForward(cpu::MetalDtype<T>(), n, a); },
+        {cpu::Slot(dirs, b.dirs), cpu::Slot(values, b.values)}, 4,
+        [&](auto d, int64_t begin, int64_t end) { ForwardRange<decltype(d)::value>(dirs, begin, end, values); });
   }
 
-  static absl::Status Backward(cpu::Context ctx, const T* grad, const T* dirs, int64_t n, int degree,
+  static absl::Status Backward(cpu::Context ctx, const T* grad, const T* dirs, int64_t n, const Attrs& a,
                                T* grad_dirs) {
-    const sh_encode_cpu::Bytes<T> b(n, degree);
-    return sh_encode_cpu::Pass(
-        ctx, n, degree, [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, degree); },
+    const Bytes<T> b(n, a.degree);
+    return Pass(
+        ctx, n, a.degree, [&] { return metal_plan::SHEncodeBackward(cpu::MetalDtype<T>(), n, a); },
         {cpu::Slot(grad, b.values), cpu::Slot(dirs, b.dirs), cpu::Slot(grad_dirs, b.dirs)}, 6,
         [&](auto d, int64_t begin, int64_t end) {
-          sh_encode_cpu::BackwardRange<decltype(d)::value>(grad, dirs, begin, end, grad_dirs);
+          BackwardRange<decltype(d)::value>(grad, dirs, begin, end, grad_dirs);
         });
   }
 };
 
+}  // namespace
+}  // namespace sh_encode
 }  // namespace mo
 
-#endif  // MO_KERNELS_SH_ENCODE_SH_ENCODE_FUNCTOR_H_
+MO_REGISTER_POINTWISE("MetalOpsSHEncode", DEVICE_CPU, ::mo::sh_encode::Cpu, ::mo::sh_encode);
+
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::sh_encode::Attrs);
+
+// XLA's host handlers: the attributes bound whole (kernels/xla/xla_ffi.h).
+namespace mo::sh_encode {
+namespace {
+
+using xla_kernels::Data;
+using xla_kernels::HostContext;
+using xla_kernels::RetBuffer;
+namespace ffi = ::xla::ffi;
+
+ffi::Error XlaForward(ffi::AnyBuffer dirs, RetBuffer values, Attrs a) {
+  const int64_t n = static_cast<int64_t>(dirs.element_count()) / kPointSize;
+  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncode", [&](auto type) {
+    using T = decltype(type);
+    return xla_ffi::ToError(Cpu<T>::Forward(HostContext(), Data<T>(dirs), n, a, Data<T>(values)));
+  });
+}
+
+ffi::Error XlaBackward(ffi::AnyBuffer grad, ffi::AnyBuffer dirs, RetBuffer grad_dirs, Attrs a) {
+  const int64_t n = static_cast<int64_t>(dirs.element_count()) / kPointSize;
+  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncodeGrad", [&](auto type) {
+    using T = decltype(type);
+    return xla_ffi::ToError(Cpu<T>::Backward(HostContext(), Data<T>(grad), Data<T>(dirs), n, a, Data<T>(grad_dirs)));
+  });
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsSHEncode", "Host", XlaForward, xla_ffi::BindBuffers<1, 1>().Attrs<Attrs>());
+MO_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "Host", XlaBackward, xla_ffi::BindBuffers<2, 1>().Attrs<Attrs>());
+
+}  // namespace
+}  // namespace mo::sh_encode
+#endif  // MO_XLA

@@ -1,18 +1,19 @@
-// Scene contraction of unbounded scenes (mip-NeRF 360): op definitions; their
-// shape functions are kernels/spec/pointwise_op.h's. Formula: kernels/scene_contract/scene_contract.h. Checks:
-// kernels/scene_contract/scene_contract_spec.h. Wrapper + gradient:
-// python/metal_ops/scene_contract.py. Doc: docs/SCENE_CONTRACT.md.
+// Scene contraction of unbounded scenes (mip-NeRF 360): op definitions, their
+// attributes from the op's declaration (kernels/scene_contract/scene_contract.h
+// MO_SCENE_CONTRACT_ATTRS), their shape functions kernels/spec/pointwise_op.h's
+// over its checks. Wrapper + gradient: python/metal_ops/scene_contract.py.
+// Doc: docs/SCENE_CONTRACT.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include "kernels/spec/pointwise_op.h"
-#include "kernels/scene_contract/scene_contract_spec.h"
+#include "kernels/scene_contract/scene_contract.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 REGISTER_OP("MetalOpsSceneContract")
     .Input("x: T")
     .Output("y: T")
-    .Attr("norm: {'l2', 'linf'} = 'l2'")
+    MO_OP_ATTRS(MO_SCENE_CONTRACT_ATTRS)
     .Attr("T: {float, half}")
     .SetShapeFn(mo::pointwise_op::ShapeFn<mo::scene_contract::Attrs>)
     .Doc(R"doc(
@@ -29,7 +30,7 @@ REGISTER_OP("MetalOpsSceneContractGrad")
     .Input("grad: T")
     .Input("x: T")
     .Output("dx: T")
-    .Attr("norm: {'l2', 'linf'} = 'l2'")
+    MO_OP_ATTRS(MO_SCENE_CONTRACT_ATTRS)
     .Attr("T: {float, half}")
     .SetShapeFn(mo::pointwise_op::GradShapeFn<mo::scene_contract::Attrs>)
     .Doc(R"doc(

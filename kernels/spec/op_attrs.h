@@ -1,0 +1,188 @@
+// An op's attributes, declared once. The op's header (kernels/<op>/<op>.h)
+// lists them in an X-macro, one ATTR(name, Kind, default, constraint...) each:
+//
+//   #define MO_SH_ENCODE_ATTRS(ATTR) ATTR(degree, Int, 4, 1, MO_SH_MAX_DEGREE)
+//
+//   Int   (default, lo, hi)        an integer in [lo, hi], held as int
+//   Float (default, lo, hi)        a float in [lo, hi] (NaN never is), held as float
+//   Enum  (default, "a", "b", ...) one of the strings, held as its index; the
+//                                  default is an index (the op's enum constant)
+//
+// and everything else follows from the list:
+//   MO_DECLARE_ATTRS("SHEncode", MO_SH_ENCODE_ATTRS) (in namespace mo::<op>):
+//     struct Attrs { int degree = 4; };  the members named as the attributes
+//       (a debugger shows attrs.degree), the value every kernel and launcher takes;
+//     Result ReadAttrs(get, Attrs*): reads and checks each attribute with
+//       get(name, &value) (kernels/spec/checks.h ReadEach's reader): the shape
+//       functions and TensorFlow kernels (kernels/spec/checks_tf.h), the Metal
+//       glue (mo::metal::RegisterWithAttrs) and XLA's handlers
+//       (MO_XLA_FFI_ATTRS, kernels/xla/xla_ffi.h), one message per check;
+//     void VisitAttrs(const Attrs&, f): f(name, value) for each attribute, the
+//       XLA call's attributes (FfiAttrsOf, kernels/xla/xla_kernel.h);
+//   MO_OP_ATTRS(MO_SH_ENCODE_ATTRS) in a REGISTER_OP chain:
+//     .Attr("degree: int = 4"), TensorFlow's attribute of each.
+// The checks are the op's (TensorFlow's own constraint syntax is not used:
+// the messages name the op and the attribute, as every spec check's does).
+// No TensorFlow API; plain C++17.
+#ifndef MO_KERNELS_SPEC_OP_ATTRS_H_
+#define MO_KERNELS_SPEC_OP_ATTRS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/spec/checks.h"
+
+namespace mo {
+namespace attrs {
+
+// "1, 2, 3 or 4" for a short range, "in [lo, hi]" for a long one.
+inline std::string RangeText(int64_t lo, int64_t hi) {
+  if (hi - lo > 5) return "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  std::string s;
+  for (int64_t v = lo; v <= hi; ++v) s += (v == lo ? "" : v == hi ? " or " : ", ") + std::to_string(v);
+  return s;
+}
+
+// A float as TensorFlow's attribute syntax and a message write it (shortest
+// text that reads back to the same float).
+inline std::string FloatText(float v) {
+  char text[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(text, nullptr) == v) break;
+  }
+  return text;
+}
+
+inline checks::Result Unreadable(const char* op, const char* name) {
+  return checks::Invalid(op, ": could not read the attribute '", name, "'");
+}
+
+struct Int {
+  using Value = int;
+  static constexpr Value Default(int64_t value, int64_t, int64_t) { return static_cast<Value>(value); }
+  static constexpr bool Valid(int64_t value, int64_t lo, int64_t hi) {
+    return lo <= value && value <= hi && lo >= INT32_MIN && hi <= INT32_MAX;
+  }
+  static std::string Spec(const char* name, int64_t value, int64_t, int64_t) {
+    return std::string(name) + ": int = " + std::to_string(value);
+  }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, int64_t, int64_t lo,
+                             int64_t hi) {
+    int64_t value = 0;  // read wide: a huge value gets the range's message
+    if (!get(name, &value)) return Unreadable(op, name);
+    if (value < lo || value > hi) {
+      return checks::Invalid(op, ": '", name, "' must be ", RangeText(lo, hi), ", got ", value);
+    }
+    *out = static_cast<Value>(value);
+    return checks::Ok();
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, Value value, int64_t, int64_t, int64_t) {
+    f(name, static_cast<int64_t>(value));
+  }
+};
+
+struct Float {
+  using Value = float;
+  static constexpr Value Default(double value, double, double) { return static_cast<Value>(value); }
+  static constexpr bool Valid(double value, double lo, double hi) { return lo <= value && value <= hi; }
+  static std::string Spec(const char* name, double value, double, double) {
+    return std::string(name) + ": float = " + FloatText(static_cast<float>(value));
+  }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, double, double lo, double hi) {
+    float value = 0.0f;
+    if (!get(name, &value)) return Unreadable(op, name);
+    if (!(value >= lo && value <= hi)) {
+      return checks::Invalid(op, ": '", name, "' must be in [", FloatText(static_cast<float>(lo)), ", ",
+                             FloatText(static_cast<float>(hi)), "], got ", FloatText(value));
+    }
+    *out = value;
+    return checks::Ok();
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, Value value, double, double, double) {
+    f(name, value);
+  }
+};
+
+struct Enum {
+  using Value = int;
+  template <typename... Choices>
+  static constexpr Value Default(int index, Choices...) {
+    static_assert(sizeof...(Choices) >= 1, "an Enum attribute has at least one choice");
+    return index;
+  }
+  template <typename... Choices>
+  static constexpr bool Valid(int index, Choices...) {
+    return 0 <= index && index < static_cast<int>(sizeof...(Choices));
+  }
+  template <typename... Choices>
+  static std::string Spec(const char* name, int index, Choices... choices) {
+    const char* const all[] = {choices...};
+    std::string s = std::string(name) + ": {";
+    for (size_t i = 0; i < sizeof...(Choices); ++i) s += std::string(i ? ", " : "") + "'" + all[i] + "'";
+    return s + "} = '" + all[index] + "'";
+  }
+  template <typename Get, typename... Choices>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, int, Choices... choices) {
+    const char* const all[] = {choices...};
+    std::string value;
+    if (!get(name, &value)) return Unreadable(op, name);
+    std::string listed;
+    for (size_t i = 0; i < sizeof...(Choices); ++i) {
+      if (value == all[i]) {
+        *out = static_cast<Value>(i);
+        return checks::Ok();
+      }
+      listed += std::string(i == 0 ? "" : i + 1 == sizeof...(Choices) ? " or " : ", ") + "'" + all[i] + "'";
+    }
+    return checks::Invalid(op, ": '", name, "' must be ", listed, ", got '", value, "'");
+  }
+  template <typename F, typename... Choices>
+  static void Visit(F& f, const char* name, Value value, int, Choices... choices) {
+    const char* const all[] = {choices...};
+    f(name, all[value]);
+  }
+};
+
+}  // namespace attrs
+}  // namespace mo
+
+// One attribute's part of each generated piece (ATTR of the op's list).
+#define MO_ATTRS_MEMBER_(name, Kind, ...) ::mo::attrs::Kind::Value name = ::mo::attrs::Kind::Default(__VA_ARGS__);
+#define MO_ATTRS_READ_(name, Kind, ...) \
+  MO_RETURN_IF_INVALID(::mo::attrs::Kind::Read(get, op, #name, &a->name, __VA_ARGS__));
+#define MO_ATTRS_VISIT_(name, Kind, ...) ::mo::attrs::Kind::Visit(f, #name, a.name, __VA_ARGS__);
+#define MO_ATTRS_SPEC_(name, Kind, ...) .Attr(::mo::attrs::Kind::Spec(#name, __VA_ARGS__))
+#define MO_ATTRS_VALID_(name, Kind, ...) \
+  static_assert(::mo::attrs::Kind::Valid(__VA_ARGS__), "attribute '" #name "': its default breaks its constraint");
+
+// The op's Attrs, ReadAttrs and VisitAttrs (above), in the op's namespace;
+// OP names the op in the messages. A default outside its constraint does not
+// compile.
+#define MO_DECLARE_ATTRS(OP, LIST)                                \
+  LIST(MO_ATTRS_VALID_)                                           \
+  struct Attrs {                                                  \
+    LIST(MO_ATTRS_MEMBER_)                                        \
+  };                                                              \
+  template <typename Get>                                         \
+  ::mo::checks::Result ReadAttrs(Get&& get, Attrs* a) {           \
+    [[maybe_unused]] constexpr const char* op = OP;               \
+    LIST(MO_ATTRS_READ_)                                          \
+    return ::mo::checks::Ok();                                    \
+  }                                                               \
+  template <typename F>                                           \
+  void VisitAttrs([[maybe_unused]] const Attrs& a, F&& f) {       \
+    LIST(MO_ATTRS_VISIT_)                                         \
+  }                                                               \
+  static_assert(true, "a declaration ends with a semicolon")
+
+// TensorFlow's .Attr("...") of each attribute, in a REGISTER_OP chain.
+#define MO_OP_ATTRS(LIST) LIST(MO_ATTRS_SPEC_)
+
+#endif  // MO_KERNELS_SPEC_OP_ATTRS_H_

@@ -1,0 +1,123 @@
+"""kernels/spec/op_attrs.h, the declaration of an op's attributes, compiled
+alone (plain C++, no TensorFlow): the REGISTER_OP text, the read and check of
+each kind and its message, the visit the XLA call's attributes come from, and
+a default outside its constraint refused at compile time. The ops that use it
+are tested through TensorFlow (tests/test_sh_encode.py, tests/test_xla.py,
+tests/test_op_signatures.py); Float has no such op yet."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CXX = os.environ.get("CXX", "g++")
+
+pytestmark = pytest.mark.source_tree("kernels/spec/op_attrs.h")
+
+PROGRAM = r"""
+#include <cstdio>
+#include <map>
+#include <string>
+#include <type_traits>
+
+#include "kernels/spec/op_attrs.h"
+
+#define MO_EXAMPLE_ATTRS(ATTR) \
+  ATTR(levels, Int, 16, 1, 32) \
+  ATTR(mode, Enum, 1, "linear", "smoothstep", "nearest") \
+  ATTR(scale, Float, 1.5, 1.0, 4.0)
+namespace example {
+MO_DECLARE_ATTRS("Example", MO_EXAMPLE_ATTRS);
+}
+
+// A reader over name -> text, as TensorFlow's and the FFI dictionary's readers are over theirs.
+struct Reader {
+  std::map<std::string, std::string> values;
+  template <typename T>
+  bool operator()(const char* name, T* value) const {
+    auto it = values.find(name);
+    if (it == values.end()) return false;
+    if constexpr (std::is_same_v<T, std::string>) {
+      *value = it->second;
+    } else if constexpr (std::is_same_v<T, float>) {
+      *value = std::stof(it->second);
+    } else {
+      *value = static_cast<T>(std::stoll(it->second));
+    }
+    return true;
+  }
+};
+
+struct Printer {
+  void operator()(const char* name, int64_t v) const { std::printf("visit %s=%lld\n", name, (long long)v); }
+  void operator()(const char* name, float v) const { std::printf("visit %s=%g\n", name, v); }
+  void operator()(const char* name, const char* v) const { std::printf("visit %s='%s'\n", name, v); }
+};
+
+int main() {
+  example::Attrs a;
+  std::printf("default %d %d %g\n", a.levels, a.mode, a.scale);
+#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
+  MO_EXAMPLE_ATTRS(MO_PRINT_SPEC_)
+  const Reader cases[] = {
+      {{{"levels", "8"}, {"mode", "nearest"}, {"scale", "2.5"}}},
+      {{{"levels", "33"}, {"mode", "nearest"}, {"scale", "2.5"}}},
+      {{{"levels", "4294967297"}, {"mode", "nearest"}, {"scale", "2.5"}}},
+      {{{"levels", "8"}, {"mode", "cubic"}, {"scale", "2.5"}}},
+      {{{"levels", "8"}, {"mode", "linear"}, {"scale", "nan"}}},
+      {{{"levels", "8"}, {"mode", "linear"}}},
+  };
+  for (const Reader& r : cases) {
+    example::Attrs b;
+    const mo::checks::Result result = example::ReadAttrs(r, &b);
+    if (result.ok) {
+      std::printf("read %d %d %g\n", b.levels, b.mode, b.scale);
+      example::VisitAttrs(b, Printer());
+    } else {
+      std::printf("error %s\n", result.message.c_str());
+    }
+  }
+}
+"""
+
+EXPECTED = """default 16 1 1.5
+spec levels: int = 16
+spec mode: {'linear', 'smoothstep', 'nearest'} = 'smoothstep'
+spec scale: float = 1.5
+read 8 2 2.5
+visit levels=8
+visit mode='nearest'
+visit scale=2.5
+error Example: 'levels' must be in [1, 32], got 33
+error Example: 'levels' must be in [1, 32], got 4294967297
+error Example: 'mode' must be 'linear', 'smoothstep' or 'nearest', got 'cubic'
+error Example: 'scale' must be in [1, 4], got nan
+error Example: could not read the attribute 'scale'
+"""
+
+
+def compile_program(tmp_path, text):
+    if shutil.which(CXX) is None:
+        pytest.skip(f"needs {CXX}")
+    src, exe = tmp_path / "op_attrs_main.cc", tmp_path / "op_attrs_main"
+    src.write_text(text)
+    return subprocess.run([CXX, "-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", "-I", ROOT,
+                           str(src), "-o", str(exe)], capture_output=True, text=True, timeout=120), exe
+
+
+def test_the_declaration_gives_specs_reads_checks_and_visits(tmp_path):
+    built, exe = compile_program(tmp_path, PROGRAM)
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == EXPECTED
+
+
+@pytest.mark.parametrize("bad", ["ATTR(levels, Int, 0, 1, 32)", 'ATTR(mode, Enum, 3, "a", "b", "c")',
+                                 "ATTR(scale, Float, 5.0, 1.0, 4.0)"])
+def test_a_default_outside_its_constraint_does_not_compile(tmp_path, bad):
+    text = PROGRAM.replace('ATTR(levels, Int, 16, 1, 32)', bad) if "levels" in bad else \
+        PROGRAM.replace('ATTR(mode, Enum, 1, "linear", "smoothstep", "nearest")', bad) if "mode" in bad else \
+        PROGRAM.replace("ATTR(scale, Float, 1.5, 1.0, 4.0)", bad)
+    assert text != PROGRAM
+    built, _ = compile_program(tmp_path, text)
+    assert built.returncode != 0 and "its default breaks its constraint" in built.stderr, built.stderr
