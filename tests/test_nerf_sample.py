@@ -757,6 +757,8 @@ def test_cli_quiet_run_of_views_too_small_for_ssim_reports_its_results(tmp_path)
     (["--lr", "0"], "argument --lr: must be a number above 0, got 0"),
     (["--max-minutes", "-1"], "argument --max-minutes: must be a number of at least 0, got -1"),
     (["--batch-rays", "many"], "argument --batch-rays: must be an integer of at least 1, got 'many'"),
+    (["--jit", "--sampler", "fixed"], "error: --jit needs --model hash --sampler march"),
+    (["--mlp-precision", "float16", "--mlp", "dense"], "error: --mlp-precision float16 needs --model hash --mlp fused"),
 ])
 def test_bad_flags_are_refused_before_any_work(argv, message, capsys):
     from examples.nerf import config
@@ -780,7 +782,7 @@ def test_flags_show_their_real_default_once_and_the_gpu_route():
     assert (cpu.jit, cpu.steps_per_call, cpu.max_minutes) == (None, None, 0.0)
     assert (gpu.jit, gpu.steps_per_call) == (True, config.GPU_STEPS_PER_CALL)
     assert config.resolve(cpu).jit is False and config.resolve(cpu).steps_per_call == 1
-    for off in (["--no-jit"], ["--steps-per-call", "1"], ["--sampler", "fixed"], ["--strategy", "mirrored"]):
+    for off in (["--no-jit"], ["--steps-per-call", "1"], ["--sampler", "fixed"], ["--strategy", "multiworker"]):
         assert not config.parse_args(off, gpu_listed=True).jit, off
     with pytest.raises(dataclasses.FrozenInstanceError):
         gpu.steps = 5

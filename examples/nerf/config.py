@@ -96,8 +96,9 @@ def _run_group(p):
                         "with XLA as one tf.function(jit_compile=True): metal_ops.ray_march_static into "
                         "--sample-budget samples over a ray count of --batch-rays x 2^k (one compilation each), the "
                         "rays that do not fit masked out of the loss (README.md, \"--jit\"); needs --model hash "
-                        "--sampler march (default: on, with --steps-per-call 8, where TensorFlow lists a GPU and "
-                        "neither flag is given: the GPU's fastest route; else off)")
+                        "--sampler march (default: on, with --steps-per-call 8, where TensorFlow lists a GPU, "
+                        "neither flag is given and the step can be compiled (--model hash --sampler march, "
+                        "--strategy default, no --distortion): the GPU's fastest route; else off)")
     g.add_argument("--steps-per-call", type=POSITIVE, default=None, metavar="K",
                    help="run up to K training steps in one call of the step's tf.function (a loop in the "
                         "graph): the per-call costs (Python, the collectives' set-up under a strategy) are "
@@ -266,6 +267,7 @@ def _distribute_group(p):
 def build_parser():
     p = argparse.ArgumentParser(
         prog="python -m examples.nerf.train", formatter_class=_HelpFormatter,
+        usage="%(prog)s [--name NAME] [--steps STEPS] [--data PATH] [--jit | --no-jit] [option ...]",
         description="Train the NeRF sample. Outputs go to <out-dir>/<name>/: checkpoints (ckpt/, resumable with "
                     "--resume), side-by-side PNGs of rendered vs ground-truth test views, psnr_vs_time.png, "
                     "metrics.json and orbit.gif (examples/nerf/README.md).")
@@ -317,9 +319,10 @@ def _gpu_listed(known=None):
 
 def gpu_route_applies(args):
     """Whether the GPU's default route (--jit, GPU_STEPS_PER_CALL steps a call) suits these flags: the
-    user chose neither --jit nor --steps-per-call, and the step can be compiled whole."""
+    user chose neither --jit nor --steps-per-call, and the step can be compiled whole on one device
+    (a strategy's workers keep their own defaults: --jit needs one GPU a worker)."""
     return (args.jit is None and args.steps_per_call is None and args.model == "hash" and args.sampler == "march"
-            and args.distortion == 0 and args.strategy != "mirrored")
+            and args.distortion == 0 and args.strategy == "default")
 
 
 def parse_args(argv=None, gpu_listed=None):
@@ -333,7 +336,12 @@ def parse_args(argv=None, gpu_listed=None):
     args = p.parse_args(argv)
     if gpu_route_applies(args) and _gpu_listed(gpu_listed):
         args.jit, args.steps_per_call = True, GPU_STEPS_PER_CALL
-    return Config(**dict(vars(args), recipe=recipe))  # (the recipe chosen, "auto" resolved)
+    parsed = Config(**dict(vars(args), recipe=recipe))  # (the recipe chosen, "auto" resolved)
+    try:
+        resolve(parsed)  # flags that do not go together: refused before any work, as argparse refuses
+    except ValueError as e:
+        p.error(str(e))
+    return parsed
 
 
 def resolve(args):
@@ -373,6 +381,7 @@ def _check_combinations(a):
     if a.jit and a.strategy == "mirrored":
         raise ValueError("--jit: --strategy mirrored is not compiled whole (one program a device); use "
                          "--strategy multiworker, one GPU a worker, or --strategy default")
+    resolve_mlp_precision(a.mlp_precision, a.model, a.mlp, gpu_listed=False)  # (its flags' combination)
 
 
 MLP_FLOAT16_LOSS_SCALE = 1024.0

@@ -13,14 +13,14 @@ class GridSchedule:
     """The occupancy grid's updates and the bitfield the training step marches through."""
 
     def _words(self, bits):
-        """uint8 [1, B] -> float32 [1, ceil(B / 4)] holding the same bytes (see occupancy_words)."""
+        """uint8 [1, B] -> float32 [1, ceil(B / 4)] holding the same bytes (the occupancy_words variable, assemble.py)."""
         tf = self.tf
         bits = tf.convert_to_tensor(bits)
         pad = -int(bits.shape[1]) % 4
         return tf.bitcast(tf.reshape(tf.pad(bits, [[0, 0], [0, pad]]), [1, -1, 4]), tf.float32)
 
     def _packed_mask(self):
-        """The occupancy mask packed for metal_ops.ray_march, as float32 words (see occupancy_words)."""
+        """The occupancy mask packed for metal_ops.ray_march, as float32 words (as _words lays them out)."""
         return self._words(self.metal_ops.pack_occupancy(self.grid.mask[None]))
 
     def occupancy_bits(self):
