@@ -768,6 +768,15 @@ def test_bad_flags_are_refused_before_any_work(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_importing_the_sample_leaves_the_environment_alone():
+    """The sample sets TensorFlow's and XLA's variables in main(), once its flags are parsed."""
+    code = ("import os; before = dict(os.environ); import examples.nerf.train; "
+            "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)); "
+            "print(changed)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr[-2000:]
+
+
 def test_flags_show_their_real_default_once_and_the_gpu_route():
     """Each flag's default once in --help, none as None or an inverted switch; on a GPU the default
     is --jit --steps-per-call 8 unless the user picks either (or the step cannot be compiled)."""
