@@ -66,7 +66,8 @@ class StepPrograms:
         tf = self.tf
         self._before_call(step)
         rays = self.jit_rays() if self.jit else self.rays_for_budget()
-        first, count, n = tf.constant(step, tf.int64), tf.constant(rays, tf.int32), tf.constant(end - step, tf.int32)
+        first, count = tf.constant(step, tf.int64), tf.constant(rays, tf.int32)
+        n = tf.constant(end - step, tf.int32) if loop else None  # the loop's steps this call
         if self.jit:
             occupancy = self.occupancy_words.read_value()  # (the bitfield, an argument of the program)
             if loop:

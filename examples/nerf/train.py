@@ -103,7 +103,7 @@ class Trainer(Assembly, RayData, StepPrograms, GridSchedule, Checkpoints, Evalua
                 bar.update(s, values=vals, finalize=last)
             if last:
                 break
-        self.stopped_at_time_limit = self.step < steps
+        self.stopped_at_time_limit = self.step < steps and train_time - start_train_time >= max_seconds
         self._wait_grid_ahead()  # a run that ends before its first grid update
         return train_time
 
