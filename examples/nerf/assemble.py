@@ -55,11 +55,13 @@ class Assembly:
                                                notes=list(dataset.notes))
             self.data_path = a.data or dataset.name
         elif a.data:
-            self.dataset = datasets.load(a.data, downscale=a.downscale, holdout=a.holdout, log=log)
+            # (the loader logs its progress through the images, which --quiet hides)
+            self.dataset = datasets.load(a.data, downscale=a.downscale, holdout=a.holdout,
+                                         log=None if a.quiet else log)
             self.data_path = a.data
         else:
             data, self.data_path = scene.load_or_generate(
-                a.data_dir, verbose=not a.quiet, height=a.size, width=a.size, n_train=a.n_train,
+                a.data_dir, verbose=True, height=a.size, width=a.size, n_train=a.n_train,
                 n_val=a.n_val, n_test=a.n_test, spp=a.spp, seed=0)
             self.dataset = datasets.from_procedural(data)
         self.data_seconds = time.perf_counter() - t0

@@ -13,7 +13,7 @@ class GridSchedule:
     """The occupancy grid's updates and the bitfield the training step marches through."""
 
     def _words(self, bits):
-        """uint8 [1, B] -> float32 [1, ceil(B / 4)] holding the same bytes (the occupancy_words variable, assemble.py)."""
+        """uint8 [1, B] -> float32 [1, ceil(B / 4)] holding the same bytes (occupancy_words, assemble.py)."""
         tf = self.tf
         bits = tf.convert_to_tensor(bits)
         pad = -int(bits.shape[1]) % 4
