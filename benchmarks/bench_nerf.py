@@ -50,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks import timing  # noqa: E402
-from examples.nerf import train as nerf_train  # noqa: E402
+from examples.nerf import config, environment, train as nerf_train  # noqa: E402
 
 
 def result_file(args, benchmark):
@@ -67,7 +67,7 @@ def run(model, minutes, eval_every, extra, stop_at=None, quiet=False):
     argv = ["--name", f"bench_{model}", "--model", model, "--max-minutes", str(minutes),
             "--steps", "1000000", "--eval-every", str(eval_every), "--ckpt-every", "0",
             "--no-outputs", "--quiet"] + extra
-    args = nerf_train.build_parser().parse_args(argv)
+    args = config.build_parser().parse_args(argv)
     tr = nerf_train.Trainer(args, log=lambda *a: None)
     cpu0 = time.process_time()
 
@@ -90,7 +90,7 @@ def step_time(args):
               "--out-dir", os.path.join(ROOT, "runs")]
     trainers = {}
     for mlp in ("fused", "dense"):
-        parsed = nerf_train.build_parser().parse_args(common + ["--name", f"step_{mlp}", "--mlp", mlp])
+        parsed = config.build_parser().parse_args(common + ["--name", f"step_{mlp}", "--mlp", mlp])
         trainers[mlp] = nerf_train.Trainer(parsed, log=lambda *a: None)
     a = trainers["fused"].args
     points = a.batch_rays * a.samples
@@ -173,7 +173,7 @@ def march_profile(args):
             "--ckpt-every", "0", "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),
             "--out-dir", os.path.join(ROOT, "runs")] + (["--march-steps", str(args.march_steps)]
                                                        if args.march_steps else [])
-    tr = nerf_train.Trainer(nerf_train.build_parser().parse_args(argv), log=lambda *a: None)
+    tr = nerf_train.Trainer(config.build_parser().parse_args(argv), log=lambda *a: None)
     print(f"training {args.warmup_steps} steps first ...", flush=True)
     for _ in range(args.warmup_steps):
         tr.train_one_step()
@@ -273,6 +273,10 @@ def main(argv=None):
                    help="time the parts of a march-sampler step after --warmup-steps of training instead (see above)")
     p.add_argument("--march-steps", type=int, default=None, help="--march-profile: the trainer's --march-steps")
     args = p.parse_args(argv)
+    # The process settings the sample's command line makes (train.train): TensorFlow's GPU threads
+    # and, for its --jit runs, XLA's flags, before TensorFlow starts.
+    environment.set_process_environment()
+    environment.set_xla_flags()
     if args.march_profile:
         return march_profile(args)
     if args.step_time:

@@ -148,7 +148,7 @@ def keras_worker(args):
     import keras
     import tensorflow as tf
 
-    from examples.nerf.train import communication_options
+    from examples.nerf.distribute import communication_options
     from metal_ops import losses
 
     tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
@@ -487,7 +487,7 @@ def collective_worker(args):
     import metal_ops  # noqa: F401  before the strategy runs TensorFlow's first op (docs/XLA.md)
     import tensorflow as tf
 
-    from examples.nerf.train import communication_options
+    from examples.nerf.distribute import communication_options
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=communication_options())
     rows = []

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks import timing  # noqa: E402
 from examples.nerf import datasets  # noqa: E402
-from examples.nerf import train as nerf_train  # noqa: E402
+from examples.nerf import config, environment, train as nerf_train  # noqa: E402
 
 # Published figures on the same scenes' standard test views (beside ours in docs/PERFORMANCE.md), keyed by the
 # scene folder's name.
@@ -81,7 +81,7 @@ def trainer_args(args, name, extra, minutes):
         argv += ["--levels", "8", "--log2-table", "14", "--finest-res", "128", "--batch-rays", "512",
                  "--sample-budget", "8192", "--march-steps", "128", "--grid-res", "32", "--grid-warmup", "8",
                  "--grid-every", "4", "--eval-chunk", "4096", "--orbit-frames", "2", "--steps", str(args.quick_steps)]
-    return nerf_train.parse_args(argv + list(args.trainer_flags) + list(extra))
+    return config.parse_args(argv + list(args.trainer_flags) + list(extra))
 
 
 def first_times(history):
@@ -286,6 +286,10 @@ def main(argv=None):
     p.add_argument("--quick-steps", type=int, default=12)
     p.add_argument("trainer_flags", nargs="*", help="after --: trainer flags added to every run")
     args = p.parse_args(argv)
+    # The process settings the sample's command line makes (train.train): TensorFlow's GPU threads
+    # and, for its --jit runs, XLA's flags, before TensorFlow starts.
+    environment.set_process_environment()
+    environment.set_xla_flags()
 
     import tensorflow as tf
 

@@ -117,20 +117,26 @@ def main(argv=None):
                    help="also profile the process's first call of the step (tracing, graph optimisation, "
                         "compilation with --jit, the GPU's first kernels): its wall time and host events")
     args, trainer_flags = p.parse_known_args(argv)
+    # The process settings the sample's command line makes (train.train): TensorFlow's GPU threads
+    # and, for its --jit runs, XLA's flags, before TensorFlow starts.
+    from examples.nerf import environment
+
+    environment.set_process_environment()
+    environment.set_xla_flags()
 
     import tensorflow as tf
 
-    from examples.nerf import train as nerf_train
+    from examples.nerf import config, distribute, train as nerf_train
 
     common = ["--name", "gpu_profile", "--steps", "1000000", "--max-minutes", "0", "--eval-every", "0",
               "--ckpt-every", "0", "--no-outputs", "--quiet", "--data-dir", os.path.join(ROOT, "data"),
               "--out-dir", os.path.join(ROOT, "runs")]
-    flags = nerf_train.parse_args(common + trainer_flags)
+    flags = config.parse_args(common + trainer_flags)
     strategy = None
     if flags.strategy != "default":
         if flags.strategy == "multiworker":
-            flags.collective = nerf_train.resolve_collective(flags.collective)
-        strategy = nerf_train.make_strategy(flags.strategy, flags.collective, flags.bytes_per_pack)
+            flags = flags.replace(collective=distribute.resolve_collective(flags.collective))
+        strategy = distribute.make_strategy(flags.strategy, flags.collective, flags.bytes_per_pack)
     trainer = nerf_train.Trainer(flags, strategy=strategy, log=lambda *a: None)
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task") if flags.strategy == "multiworker" else None
     logdir = os.path.join(args.logdir, f"worker{task.get('index')}") if task else args.logdir

@@ -322,7 +322,7 @@ def test_nerfstudio_file_without_aabb_scale_gets_a_box_fitted_to_its_cameras(tmp
 def test_training_targets_for_each_background_mode():
     import tensorflow as tf
 
-    from examples.nerf.train import training_target
+    from examples.nerf.data import training_target
 
     rgba = np.array([[255, 0, 0, 255], [0, 0, 0, 0], [0, 64, 0, 128]], np.uint8)  # premultiplied
     c = rgba[:, :3] / 255.0
@@ -396,11 +396,11 @@ def test_train_cli_reports_bad_data_without_a_traceback(tmp_path):
 # ---- training on an exported scene ---------------------------------------------------------
 
 def test_training_on_an_exported_scene_improves_held_out_psnr(tmp_path):
-    from examples.nerf import train
+    from examples.nerf import config, train
 
     root = tmp_path / "scene"
     scene.export_blender(str(root), verbose=False, height=32, width=32, n_train=40, n_val=2, n_test=2, spp=1)
-    args = train.build_parser().parse_args([
+    args = config.build_parser().parse_args([
         "--data", str(root), "--background", "random", "--out-dir", str(tmp_path), "--name", "exported",
         "--steps", "120", "--batch-rays", "1024", "--levels", "8", "--log2-table", "14", "--finest-res", "128",
         "--eval-every", "0", "--ckpt-every", "0", "--grid-warmup", "32", "--quiet", "--no-outputs"])

@@ -110,6 +110,21 @@ def test_jit_steps_per_call_compiles_the_loop_and_trains_as_one_step_a_call(tmp_
     assert '"known_trip_count":{"n":"4"}' in hlo
 
 
+def test_an_error_of_the_grid_compilation_thread_is_raised_where_training_waits():
+    import threading
+
+    from examples.nerf.grid_schedule import GridSchedule
+
+    schedule = GridSchedule()
+    thread = threading.Thread(target=lambda: None)
+    thread.start()
+    schedule._grid_ahead = (thread, [ValueError("no such device")])
+    with pytest.raises(ValueError, match="no such device") as raised:
+        schedule._wait_grid_ahead()
+    assert "compiles the occupancy grid's update ahead" in str(raised.value.__notes__)
+    assert schedule._grid_ahead is None
+
+
 @pytest.mark.cpu_semantics("the CPU's training is reproducible; a GPU's float atomics differ run to run")
 def test_jit_compiles_the_grid_update_ahead_and_trains_as_without_it(tmp_path):
     """--jit runs the grid update's program once with commit=False in a thread while the first
@@ -137,9 +152,8 @@ def test_jit_compiles_the_grid_update_ahead_and_trains_as_without_it(tmp_path):
         before = grid_state(tr)
         tr.train_steps(limit=10)  # the first call: step 0; the grid's first update is step 4's
         if tr is ahead:
-            thread, errors = ahead._grid_ahead
-            thread.join()
-            assert not errors and ahead._grid_fn.experimental_get_tracing_count() == 1
+            ahead._wait_grid_ahead()  # raises the thread's error, if any
+            assert ahead._grid_fn.experimental_get_tracing_count() == 1
             assert step_traces_at_start == [1]
             for a, b in zip(grid_state(ahead), before):  # the update ran, and assigned nothing new
                 np.testing.assert_array_equal(a, b)
@@ -156,7 +170,7 @@ def test_jit_compiles_the_grid_update_ahead_and_trains_as_without_it(tmp_path):
 _ONE_WORKER = """
 import json, pathlib, sys
 import numpy as np
-from examples.nerf import train
+from examples.nerf import distribute, train
 from tests.test_nerf_jit import SMALL, _trainer
 from tests.test_nerf_sample import _args
 
@@ -164,7 +178,7 @@ tmp = pathlib.Path(sys.argv[1])
 flags = ["--jit", "--sample-budget", "16384", "--grid-every", "4", "--steps-per-call", "4"]
 ref = _trainer(tmp, "ref", *flags)
 init = [v.numpy() for v in ref.model.trainable_variables]
-strategy = train.make_strategy("multiworker")  # no TF_CONFIG: one worker, this process's CPU
+strategy = distribute.make_strategy("multiworker")  # no TF_CONFIG: one worker, this process's CPU
 worker = train.Trainer(_args(tmp, "--name", "worker", "--strategy", "multiworker", *SMALL, *flags),
                        strategy=strategy, log=lambda *a: None)
 for v, w in zip(worker.model.trainable_variables, init):
@@ -400,10 +414,10 @@ def test_the_sample_sets_its_xla_flags_unless_told():
     """XLA_FLAGS gets the fusion autotuner off with TensorFlow 2.21 (XLA refuses a flag it does not
     know: other versions keep XLA_FLAGS as it is) and LLVM's level 1 where an NVIDIA GPU is
     visible; a flag the user set is kept."""
-    from examples.nerf import train
+    from examples.nerf import environment
 
     off, o1 = "--xla_gpu_experimental_enable_fusion_autotuner=false", "--xla_backend_optimization_level=1"
-    flags = train._xla_flags_for_the_sample
+    flags = environment.xla_flags_for_the_sample
     assert flags("", (2, 21), False) == off
     assert flags("", (2, 21), True) == f"{off} {o1}"
     assert flags("--xla_dump_to=/tmp/x", (2, 21), True) == f"--xla_dump_to=/tmp/x {off} {o1}"
@@ -420,12 +434,12 @@ def test_the_sample_sets_its_xla_flags_unless_told():
     ("", ["nvidia0"], False), ("-1", ["nvidia0"], False), (None, ["nvidiactl", "nvidia-uvm"], False),
 ])
 def test_the_sample_sees_an_nvidia_gpu_by_its_device_node(tmp_path, visible, nodes, seen):
-    from examples.nerf import train
+    from examples.nerf import environment
 
     for name in nodes:
         (tmp_path / name).touch()
     environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-    assert train._nvidia_gpu_visible(environ, str(tmp_path / "nvidia[0-9]*")) is seen
+    assert environment.nvidia_gpu_visible(environ, str(tmp_path / "nvidia[0-9]*")) is seen
 
 
 def test_xla_cache_keeps_the_compiled_programs(tmp_path):
@@ -447,3 +461,9 @@ def test_xla_cache_keeps_the_compiled_programs(tmp_path):
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert [f for f in os.listdir(cache) if f.startswith("xla_compile_cache")], os.listdir(cache)
+    # --jit: main() adds the sample's XLA flags to the caller's, and metrics.json records them
+    from examples.nerf import environment
+
+    m = json.loads((tmp_path / "runs" / "nerf" / "metrics.json").read_text())
+    assert m["xla_flags"] == environment.xla_flags_for_the_sample(
+        env.get("XLA_FLAGS", ""), environment.tensorflow_version(), environment.nvidia_gpu_visible(env))

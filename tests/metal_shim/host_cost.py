@@ -78,10 +78,10 @@ def op_cost(op):
 
 
 def nerf_step_cost(steps):
-    from examples.nerf import train
+    from examples.nerf import config, train
 
     with tempfile.TemporaryDirectory() as tmp:
-        args = train.build_parser().parse_args(NERF_ARGS + ["--data-dir", os.path.join(tmp, "data"),
+        args = config.build_parser().parse_args(NERF_ARGS + ["--data-dir", os.path.join(tmp, "data"),
                                                             "--out-dir", os.path.join(tmp, "runs")])
         trainer = train.Trainer(args, log=lambda *a: None)
         trainer.fit(steps=1, verbose=False)  # the first step builds the graph
