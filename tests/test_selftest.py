@@ -8,7 +8,6 @@ must make it exit 1.
 import importlib
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -485,20 +484,6 @@ def test_ray_march_static_comparison_catches_planted_faults(static_case, fault):
     got = STATIC_PLANTED[fault]([a.copy() for a in want])
     error, note = march.compare_ray_march_static(got, want, tolerance=1e-5)
     assert not error <= 1e-5, (fault, error, note)
-
-
-def test_readme_states_the_case_counts_of_a_machine_without_a_gpu():
-    """README's status row for the CPU: the counts `python -m metal_ops.selftest
-    --list` gives on a Linux build (with XLA kernels)."""
-    if not selftest.xla_ops():
-        pytest.skip("README's counts are those of a build with XLA kernels (Linux)")
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        found = re.search(r"without a GPU, (\d+) of (\d+): every op's CPU kernel in (\d+) float32 and integer cases, "
-                          r"and the (\d+) of the ops with XLA kernels again under XLA", f.read())
-    assert found, "README's status row for the CPU no longer states the self-test's counts"
-    plain, xla = selftest.count(selftest.cases(cpu_only=True))
-    assert tuple(map(int, found.groups())) == (plain + xla, plain + xla, plain, xla)
-
 
 def test_list_prints_the_cases_and_their_count(capsys):
     rc = selftest.main(["--list", "--ops", "trunc_exp"], devices=[])
