@@ -1,4 +1,4 @@
-"""The NeRF sample's --jit: the whole training step as one XLA program (examples/nerf/README.md, "--jit")."""
+"""The NeRF sample's --jit: the whole training step as one XLA program (docs/NERF.md, "The compiled step")."""
 import json
 import os
 

@@ -27,11 +27,11 @@ def xla_flags_for_the_sample(flags, tensorflow_version, nvidia_gpu):
     """XLA_FLAGS with the sample's choices for XLA, each unless `flags` names it:
     - XLA's fusion-emitter autotuner off (TensorFlow 2.21 only). For each fusion XLA's GPU
       compiler (TensorFlow 2.21's) times its native emitter against Triton's: a large part of the
-      --jit step's first call, for no faster step (README.md, "--jit"). XLA refuses a flag it does
+      --jit step's first call, for no faster step (docs/NERF.md, "The compiled step"). XLA refuses a flag it does
       not know, and this one is experimental (older XLAs lack it, a later one may drop it).
     - LLVM's optimisation level 1 for XLA's own kernels, where an NVIDIA GPU is visible
       (`nvidia_gpu`): on the GPU the --jit step's first call compiles sooner and its steady step is
-      no slower, while on the CPU XLA's kernels of the same step run slower (README.md, "--jit")."""
+      no slower, while on the CPU XLA's kernels of the same step run slower (docs/NERF.md, "The compiled step")."""
     added = []
     autotuner = "--xla_gpu_experimental_enable_fusion_autotuner"
     if autotuner not in flags and tensorflow_version == (2, 21):

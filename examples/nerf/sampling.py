@@ -52,7 +52,7 @@ def prefix_sum(x, exclusive=False):
     shifted copies (Hillis-Steele in radix 4): elementwise work XLA compiles as small fusions.
     XLA lowers tf.math.cumsum to a reduce-window, rewritten into a tree of them, which its GPU
     compiler fused with reductions beside them: one such fusion was the longest kernel of the
-    --jit step to compile (README.md, "--jit"). The additions come in another order
+    --jit step to compile (docs/NERF.md, "The compiled step"). The additions come in another order
     than tf.math.cumsum's: the same sums where every partial sum is exact (integers, or multiples
     of a power of two below 2^24 of them in float32), as the callers' are.
     """
