@@ -17,10 +17,6 @@ from metal_ops import _loader
 _loader.check_tensorflow()
 
 from metal_ops._build import build_info  # noqa: E402
-from metal_ops import metal_path  # noqa: E402
-
-# METAL_OPS_METAL=shim / shim-stream: the model of Metal is loaded before any op runs.
-metal_path.load_shim_executor()
 from metal_ops._loader import load_library  # noqa: E402
 from metal_ops.distortion_loss import distortion_loss, packed_distortion_loss  # noqa: E402
 from metal_ops import fusion  # noqa: E402
