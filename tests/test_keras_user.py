@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import os
 import pydoc
+import re
 import subprocess
 import sys
 
@@ -289,6 +290,18 @@ def test_python_dash_m_summary_json_help_and_version(capsys):
         line.startswith("CUDA kernels: ") for line in lines)
     info = json.loads(_dash_m("--json").stdout)
     assert info["version"] == metal_ops.__version__ and "tensorflow_builds" not in info
+    if sys.platform.startswith("linux"):
+        gpu_path = next(line for line in lines if line.startswith("GPU path (Metal): "))
+        assert re.fullmatch(r"GPU path \(Metal\): \S+ \([^()]*\)", gpu_path), gpu_path  # one plain reason
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_python_dash_m_usage_does_not_import_tensorflow(flag):
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "metal_ops", flag], env=child_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and ("--json" in out.stdout if flag == "--help" else "metal_ops" in out.stdout)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+    assert "metal_ops" in imported and "tensorflow" not in imported and "keras" not in imported
 
 
 def test_cuda_kernels_of_a_source_build_are_reported():
