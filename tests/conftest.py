@@ -104,3 +104,11 @@ def pytest_configure(config):
     if os.environ.get("PYTHONPATH"):
         paths.append(os.environ["PYTHONPATH"])
     os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    # METAL_OPS_METAL=shim / shim-stream: the strict model of Metal, a test
+    # library of the tree, is loaded before any op runs, here and in the
+    # processes the tests start (the package does not load it).
+    if SOURCE_TREE:
+        from tests.metal_shim import model
+
+        if model.load():
+            os.environ["PYTHONPATH"] = model.with_autoload(os.environ["PYTHONPATH"])

@@ -136,7 +136,7 @@ def test_leading_dimensions_empty_batches_and_output_shape():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(hidden_units=48), "hidden width"),
     (dict(hidden_layers=9), "1 to 8 hidden layers"),
-    (dict(hidden_layers=0), "1 to 8 hidden layers"),
+    (dict(hidden_layers=0), r"'hidden_layers' must be an integer >= 1, got 0"),
     (dict(activation="gelu"), r"activation.*gelu"),
     (dict(activation="trunc_exp"), r"activation.*trunc_exp"),
     (dict(activation=tf.nn.gelu), r"hidden activation .* has no fused form"),

@@ -489,11 +489,18 @@ def test_bad_tensors(x, t, pattern):
     (dict(num_levels=0), "num_levels"),
     (dict(num_levels=33), r"num_levels must be in \[1, 32\], got 33"),
     (dict(base_resolution=1 << 20, per_level_scale=8.0), "resolution of the finest level"),
-    (dict(interpolation="cubic"), "interpolation"),
-    (dict(out_of_range="mirror"), "out_of_range"),
 ])
 def test_bad_attributes(over, pattern):
     with pytest.raises(tf.errors.InvalidArgumentError, match=pattern):
+        _encode(GOOD_X, GOOD_T, **over)
+
+
+@pytest.mark.parametrize("over,pattern", [
+    (dict(interpolation="cubic"), r"'interpolation' must be one of 'linear', 'smoothstep', got 'cubic'"),
+    (dict(out_of_range="mirror"), r"'out_of_range' must be one of 'clamp', 'wrap', 'zero', got 'mirror'"),
+])
+def test_a_bad_choice_lists_the_choices(over, pattern):
+    with pytest.raises(ValueError, match=pattern):
         _encode(GOOD_X, GOOD_T, **over)
 
 

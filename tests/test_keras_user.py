@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import os
 import pydoc
+import re
 import subprocess
 import sys
 
@@ -289,6 +290,18 @@ def test_python_dash_m_summary_json_help_and_version(capsys):
         line.startswith("CUDA kernels: ") for line in lines)
     info = json.loads(_dash_m("--json").stdout)
     assert info["version"] == metal_ops.__version__ and "tensorflow_builds" not in info
+    if sys.platform.startswith("linux"):
+        gpu_path = next(line for line in lines if line.startswith("GPU path (Metal): "))
+        assert re.fullmatch(r"GPU path \(Metal\): \S+ \([^()]*\)", gpu_path), gpu_path  # one plain reason
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_python_dash_m_usage_does_not_import_tensorflow(flag):
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "metal_ops", flag], env=child_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and ("--json" in out.stdout if flag == "--help" else "metal_ops" in out.stdout)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+    assert "metal_ops" in imported and "tensorflow" not in imported and "keras" not in imported
 
 
 def test_cuda_kernels_of_a_source_build_are_reported():
@@ -304,3 +317,75 @@ def test_building_doc_names_the_offline_script_where_it_is():
         text = f.read()
     assert "`tools/tf_cuda_offline.sh`" not in text and os.path.exists(
         os.path.join(ROOT, "tools", "build", "tf_cuda_offline.sh"))
+
+
+# ---- argument mistakes, each caught in Python before any op runs ---------------------------------
+
+X3 = np.zeros((2, 3), np.float32)
+SIGMA, T = np.ones((2, 3), np.float32), np.linspace(0, 1, 8, dtype=np.float32).reshape(2, 4)
+RGB = np.ones((2, 3, 3), np.float32)
+MARCH = (X3, X3 + 1, np.zeros(2, np.float32), np.ones(2, np.float32), np.zeros((1, 64), np.uint8),
+         [0, 0, 0, 1, 1, 1])
+
+MISTAKES = [
+    (lambda: layers.FusedMLP(-3), ValueError, r"^FusedMLP: 'units' must be an integer >= 1, got -3$"),
+    (lambda: layers.FusedMLP(3, hidden_units=0), ValueError, r"'hidden_units' must be an integer >= 1, got 0"),
+    (lambda: layers.FusedMLP(3.5), TypeError, r"'units' must be an integer >= 1, got 3.5"),
+    (lambda: layers.FusedMLP(3, hidden_layers="2"), TypeError, r"'hidden_layers' must be an integer >= 1, got '2'"),
+    (lambda: layers.HashEncoding(num_levels=2.5), TypeError, r"^HashEncoding: 'num_levels' must be an integer, got 2.5"),
+    (lambda: layers.HashEncoding(log2_hashmap_size="19"), TypeError, r"'log2_hashmap_size' must be an integer, got '19'"),
+    (lambda: layers.HashEncoding(interpolation="cubic"), ValueError,
+     r"'interpolation' must be one of 'linear', 'smoothstep', got 'cubic'"),
+    (lambda: layers.HashEncoding(out_of_range="mirror"), ValueError,
+     r"'out_of_range' must be one of 'clamp', 'wrap', 'zero', got 'mirror'"),
+    (lambda: layers.HashEncoding(table_dtype="float64"), ValueError,
+     r"'table_dtype' must be one of 'float32', 'float16', got 'float64'"),
+    (lambda: layers.SHEncoding(degree=4.0), TypeError, r"^SHEncoding: 'degree' must be an integer, got 4.0"),
+    (lambda: layers.SHEncoding(degree=5), ValueError, r"degree"),
+    (lambda: layers.VolumeRender(validate=1), TypeError, r"'validate' must be True or False, got 1"),
+    (lambda: layers.VolumeRender(early_termination="0.1"), TypeError, r"'early_termination' must be a number"),
+    (lambda: metal_ops.sh_encode(X3, degree=4.0), TypeError, r"^sh_encode: 'degree' must be an integer, got 4.0"),
+    (lambda: metal_ops.scene_contract(X3, norm="l1"), ValueError, r"'norm' must be one of 'l2', 'linf', got 'l1'"),
+    (lambda: metal_ops.scene_contract(X3, norm=2), TypeError, r"'norm' must be one of 'l2', 'linf', got 2"),
+    (lambda: metal_ops.zero_out(X3, preserve_index=-1), ValueError,
+     r"^zero_out: 'preserve_index' must be an integer >= 0, got -1$"),
+    (lambda: metal_ops.hash_encode(X3, np.zeros((64, 2), np.float32), num_levels=2.5), TypeError,
+     r"^hash_encode: 'num_levels' must be an integer, got 2.5"),
+    (lambda: metal_ops.hash_encode(X3, np.zeros((64, 2), np.float32), interpolation="nearest"), ValueError,
+     r"^hash_encode: 'interpolation' must be one of 'linear', 'smoothstep', got 'nearest'"),
+    (lambda: metal_ops.hash_grid_size(3, log2_hashmap_size="19"), TypeError, r"'log2_hashmap_size' must be an integer"),
+    (lambda: metal_ops.volume_render(SIGMA, RGB, T, return_weights="yes"), TypeError,
+     r"^volume_render: 'return_weights' must be True or False, got 'yes'"),
+    (lambda: metal_ops.ray_march(*MARCH, grid_resolution=4.0, step_size=0.1), TypeError,
+     r"^ray_march: 'grid_resolution' must be an integer, got 4.0"),
+    (lambda: metal_ops.fused_mlp(X3, [np.zeros((3, 16), np.float32), np.zeros((16, 2), np.float32)],
+                                 [np.zeros(16, np.float32), np.zeros(2, np.float32)], leaky_relu_alpha="0.1"),
+     TypeError, r"'leaky_relu_alpha' must be a number"),
+    (lambda: metal_ops.pack_occupancy(np.ones((1, 8, 8, 4))), ValueError,
+     r"'grid' must be \[C, G, G, G\] or \[C, G\^3\] .*got shape \(1, 8, 8, 4\)"),
+    (lambda: metal_ops.pack_occupancy(np.ones((1, 100))), ValueError, r"got shape \(1, 100\)"),
+    (lambda: layers.FusedMLP(3, name="fused_mlp")(np.float32(1.0)), ValueError,
+     r"Input 0.* of layer 'fused_mlp' is incompatible with the layer: expected min_ndim=2, found ndim=0"),
+    (lambda: layers.FusedMLP(3, name="fused_mlp")(np.ones(4, np.float32)), ValueError,
+     r"Input 0.* of layer 'fused_mlp' is incompatible with the layer: expected min_ndim=2, found ndim=1"),
+    (lambda: layers.HashEncoding(**SMALL_GRID, name="hash_encoding")(np.float32(0.5)), ValueError,
+     r"Input 0.* of layer 'hash_encoding' is incompatible with the layer: expected min_ndim=1, found ndim=0"),
+    (lambda: layers.SHEncoding(name="sh_encoding")(X3[:, :2]), ValueError,
+     r"Input 0.* of layer 'sh_encoding' is incompatible with the layer: expected axis -1 of input shape to have value 3"),
+]
+
+
+@pytest.mark.parametrize("call, error, pattern", MISTAKES, ids=[f"mistake{i}" for i in range(len(MISTAKES))])
+def test_a_mistake_is_an_error_naming_the_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern) as e:
+        call()
+    assert "NodeDef" not in str(e.value) and "{{" not in str(e.value)
+
+
+def test_scene_contract_under_jit_compile_is_the_error_its_doc_names():
+    """docs/SCENE_CONTRACT.md, "Backends": no XLA kernel; TensorFlow refuses the compiled function."""
+    compiled = tf.function(lambda x: metal_ops.scene_contract(x), jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)Detected unsupported operations.*MetalOpsSceneContract"):
+        compiled(tf.ones([4, 3]))
+    with open(os.path.join(ROOT, "docs", "SCENE_CONTRACT.md"), encoding="utf-8") as f:
+        assert "Detected unsupported operations" in f.read()

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 import metal_ops
 from metal_ops import metal_path
+from tests.metal_shim import model
 from tests.op_files import metal_planned_ops
 
 pytestmark = pytest.mark.source_tree("the Metal shaders (the strict model of Metal)")
@@ -48,14 +49,16 @@ def child_env(**extra):
     # The plans run inside the CPU kernels: the child hides CUDA GPUs, so on a
     # GPU machine TensorFlow still places the ops on the CPU.
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-    env.update({"METAL_OPS_METAL": "shim", "METAL_OPS_SHIM_EXEC_LIB": SHIM_EXEC})
+    env.update({"METAL_OPS_METAL": "shim", "METAL_OPS_SHIM_EXEC_LIB": SHIM_EXEC,
+                "PYTHONPATH": model.with_autoload(os.environ.get("PYTHONPATH", ""))})
     env.pop("METAL_OPS_MODEL_FAULTS", None)
     env.update(extra)
     return env
 
 
 def run_child(code, **extra):
-    result = subprocess.run([sys.executable, "-c", code], env=child_env(**extra), capture_output=True, text=True,
+    """Runs `code` in a child process that loads the model of Metal first (model.PRELUDE)."""
+    result = subprocess.run([sys.executable, "-c", model.PRELUDE + code], env=child_env(**extra), capture_output=True, text=True,
                             cwd=ROOT, timeout=600)
     return result
 
@@ -197,7 +200,7 @@ for fault in sys.argv[1:]:
     except tf.errors.OpError as e:
         outcome = "error " + type(e).__name__ + " " + e.message.replace(chr(10), " ")
     print(fault, "|", outcome, "|", metal_path.metal_runs()[0] - before[0], metal_path.metal_fallbacks() - before[1])
-print("model", metal_path.model_counters()["violations"])
+print("model", _model.counters()["violations"])
 """
 
 # fault: (outcome, words of the message or of the warning, plans run, fallbacks)
@@ -226,7 +229,7 @@ def test_every_injected_fault_ends_in_a_clear_error_or_a_cpu_fallback(route):
     faults = [f for f in FAULT_CASES
               if route == "shim" or f not in ("max_buffer=4096", "nil_command_buffer", "nil_private")]
     sync = {"METAL_OPS_GPU_SYNC": "1"} if route == "shim-stream" else {}
-    out = subprocess.run([sys.executable, "-c", FAULTS] + faults,
+    out = subprocess.run([sys.executable, "-c", model.PRELUDE + FAULTS] + faults,
                          env=child_env(METAL_OPS_METAL=route, TF_CPP_MIN_LOG_LEVEL="0", **sync),
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -256,9 +259,9 @@ ZERO_COPY = """
 import numpy as np, tensorflow as tf, metal_ops
 from metal_ops import metal_path
 x = tf.constant(np.linspace(-3, 3, 1 << 16).astype(np.float32))
-cost0, model0 = metal_path.host_cost(), metal_path.model_counters()
+cost0, model0 = metal_path.host_cost(), _model.counters()
 y = metal_ops.trunc_exp(x)
-cost1, model1 = metal_path.host_cost(), metal_path.model_counters()
+cost1, model1 = metal_path.host_cost(), _model.counters()
 np.testing.assert_allclose(y.numpy(), np.exp(x.numpy()), rtol=1e-6)
 print({k: cost1[k] - cost0[k] for k in cost0}, model1["bytes_copied"] - model0["bytes_copied"], model1["violations"])
 """

@@ -108,3 +108,16 @@ def test_the_wheel_takes_in_the_selftest_references():
     assert "metal_ops._reference" in setuptools.find_packages(where, include=find["include"])
     assert os.path.samefile(os.path.dirname(_reference.__file__), os.path.join(where, "metal_ops", "_reference"))
     assert {f"{op}.py" for op in _reference.OPS} <= set(os.listdir(os.path.dirname(_reference.__file__)))
+
+
+def test_the_package_holds_no_path_into_the_source_tree():
+    """The model of Metal and its library are the test harness's
+    (tests/metal_shim/model.py): no module of the package names them."""
+    package = os.path.dirname(os.path.abspath(metal_ops.__file__))
+    for folder, _, files in os.walk(package):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    text = f.read()
+                for word in ("libmetal_ops_shim_exec", "METAL_OPS_SHIM_EXEC_LIB", "metal_ops_model_counters"):
+                    assert word not in text, f"{name} names {word}"

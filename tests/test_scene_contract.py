@@ -169,7 +169,7 @@ def test_bad_norm_names_norm(norm, mode):
 
 @pytest.mark.parametrize("norm", [2, None, b"l2"])
 def test_non_string_norm_is_a_type_error(norm):
-    with pytest.raises(TypeError, match="'norm' must be 'l2' or 'linf'"):
+    with pytest.raises(TypeError, match="'norm' must be one of 'l2', 'linf'"):
         metal_ops.scene_contract(np.zeros((2, 3), np.float32), norm=norm)
 
 

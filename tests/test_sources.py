@@ -76,7 +76,8 @@ def test_sources_found():
 # every other rule still applies to them.
 RUNTIME_LOOKUP_ALLOWED = {
     "kernels/metal_plan/executor.cc": "the strict model of Metal (metal_ops_model_hooks), a test library that "
-                                      "`import metal_ops` loads only with METAL_OPS_METAL=shim or shim-stream",
+                                      "the test harness loads (tests/metal_shim/model.py) for METAL_OPS_METAL=shim "
+                                      "or shim-stream",
     "kernels/cuda/cublas_gemm.cu.cc": "NVIDIA's cuBLAS (libcublas.so.N), its functions typed by cublas_v2.h: the "
                                       "CUDA library then loads without cuBLAS and uses the one TensorFlow loaded",
 }

@@ -33,15 +33,16 @@ Totals& GetTotals() {
   return *totals;
 }
 
-// The model library's hooks, if a loaded library provides them (import
-// metal_ops loads build/libmetal_ops_shim_exec.so for the model routes).
+// The model library's hooks, if a loaded library provides them (the test
+// harness, tests/metal_shim/model.py, loads build/libmetal_ops_shim_exec.so
+// for the model routes).
 const ModelHooks* Model(const std::string& value, std::string* why_not) {
   using Getter = const ModelHooks* (*)();
   Getter get = reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, "metal_ops_model_hooks"));
   if (get == nullptr) {
     *why_not = "METAL_OPS_METAL=" + value +
                ", but the model of Metal is not loaded (`make metal-shim` builds "
-               "build/libmetal_ops_shim_exec.so; `import metal_ops` loads it, or the file METAL_OPS_SHIM_EXEC_LIB names)";
+               "build/libmetal_ops_shim_exec.so; the test harness, tests/metal_shim/model.py, loads it)";
     return nullptr;
   }
   const ModelHooks* hooks = get();
@@ -214,7 +215,7 @@ Cost TotalCost() {
 
 #if !defined(__APPLE__)
 const Executor* OwnQueueExecutor(std::string* why_not) {
-  *why_not = "this build has no Metal (the library's own Metal queue is part of the macOS build)";
+  *why_not = "this build has no Metal; the library's own Metal queue is part of the macOS build";
   return nullptr;
 }
 bool TensorflowMetalLoaded() { return false; }

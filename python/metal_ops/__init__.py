@@ -10,43 +10,53 @@ the package's attribute `metal_ops.<op>` is the op's function (so
 `import metal_ops.<op> as m` gives the function; the module is
 `importlib.import_module("metal_ops.<op>")`).
 """
+import sys as _sys
+
 from metal_ops import _loader
 
-# Before anything imports TensorFlow: a missing or mismatched TensorFlow is one
-# clear ImportError (both versions, what to install), not an undefined symbol.
-_loader.check_tensorflow()
-
-from metal_ops._build import build_info  # noqa: E402
-from metal_ops import metal_path  # noqa: E402
-
-# METAL_OPS_METAL=shim / shim-stream: the model of Metal is loaded before any op runs.
-metal_path.load_shim_executor()
-from metal_ops._loader import load_library  # noqa: E402
-from metal_ops.distortion_loss import distortion_loss, packed_distortion_loss  # noqa: E402
-from metal_ops import fusion  # noqa: E402
-from metal_ops.fused_conv2d import fused_conv2d  # noqa: E402
-from metal_ops.fused_mlp import fused_mlp  # noqa: E402
-from metal_ops.hash_encode import hash_encode, hash_grid_size  # noqa: E402
-from metal_ops import layers  # noqa: E402
-from metal_ops.packed_volume_render import PackedVolumeRenderOutput, packed_volume_render  # noqa: E402
-from metal_ops.ray_march import (  # noqa: E402
-    RayMarchSamples, RayMarchStaticSamples, pack_occupancy, ray_march, ray_march_static)
-from metal_ops.robust_loss import robust_loss  # noqa: E402
-from metal_ops.scene_contract import scene_contract  # noqa: E402
-from metal_ops.sh_encode import sh_encode  # noqa: E402
-from metal_ops.trunc_exp import trunc_exp  # noqa: E402
-from metal_ops import losses  # noqa: E402
-from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
-from metal_ops.zero_out import zero_out  # noqa: E402,F401  (the tutorial op: metal_ops.zero_out, not in __all__)
-
-# docs/XLA.md: the XLA kernels must be registered before TensorFlow's first op.
-if _loader.builds_xla_kernels():
-    try:
-        load_library()
-    except ImportError:
-        pass  # not built or not loadable here: the first op call raises the loader's message
-
 __version__ = "0.1.0"
+
+
+def _usage_only():
+    """Whether this import is the one `python -m metal_ops --help` (or
+    --version) makes before running metal_ops.__main__, which prints its
+    usage without TensorFlow (sys.orig_argv: Python 3.10 and later)."""
+    argv = list(getattr(_sys, "orig_argv", []))
+    if "-m" not in argv or argv.index("-m") + 1 >= len(argv) or argv[argv.index("-m") + 1] != "metal_ops":
+        return False
+    return bool({"-h", "--help", "--version"} & set(argv[argv.index("-m") + 2:]))
+
+
+if not _usage_only():
+    # Before anything imports TensorFlow: a missing or mismatched TensorFlow is one
+    # clear ImportError (both versions, what to install), not an undefined symbol.
+    _loader.check_tensorflow()
+
+    from metal_ops._build import build_info  # noqa: E402
+    from metal_ops._loader import load_library  # noqa: E402
+    from metal_ops.distortion_loss import distortion_loss, packed_distortion_loss  # noqa: E402
+    from metal_ops import fusion  # noqa: E402
+    from metal_ops.fused_conv2d import fused_conv2d  # noqa: E402
+    from metal_ops.fused_mlp import fused_mlp  # noqa: E402
+    from metal_ops.hash_encode import hash_encode, hash_grid_size  # noqa: E402
+    from metal_ops import layers  # noqa: E402
+    from metal_ops.packed_volume_render import PackedVolumeRenderOutput, packed_volume_render  # noqa: E402
+    from metal_ops.ray_march import (  # noqa: E402
+        RayMarchSamples, RayMarchStaticSamples, pack_occupancy, ray_march, ray_march_static)
+    from metal_ops.robust_loss import robust_loss  # noqa: E402
+    from metal_ops.scene_contract import scene_contract  # noqa: E402
+    from metal_ops.sh_encode import sh_encode  # noqa: E402
+    from metal_ops.trunc_exp import trunc_exp  # noqa: E402
+    from metal_ops import losses  # noqa: E402
+    from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
+    from metal_ops.zero_out import zero_out  # noqa: E402,F401  (the tutorial op: metal_ops.zero_out, not in __all__)
+
+    # docs/XLA.md: the XLA kernels must be registered before TensorFlow's first op.
+    if _loader.builds_xla_kernels():
+        try:
+            load_library()
+        except ImportError:
+            pass  # not built or not loadable here: the first op call raises the loader's message
 
 __all__ = [
     "build_info",

@@ -5,7 +5,8 @@ against and the one running, the backends built, which CPU instruction-set
 level runs, whether CUDA kernels are built in, present, loaded, and which
 Metal GPU path is active and why. `--json` prints the same, and more, as one
 JSON object instead (build_info() with the load error and the GPU path).
-`python -m metal_ops.selftest` checks the kernels.
+`python -m metal_ops.selftest` checks the kernels. `--help` and `--version`
+print without importing TensorFlow (metal_ops/__init__.py's _usage_only).
 """
 import argparse
 import importlib.util
@@ -14,7 +15,8 @@ import os
 import sys
 
 import metal_ops
-from metal_ops import _loader, _requirements, build_info
+from metal_ops import _loader, _requirements
+from metal_ops._build import build_info
 
 METAL_ENV = "METAL_OPS_METAL"
 

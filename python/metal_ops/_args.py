@@ -7,7 +7,10 @@ cast; plain Python data converts to the argument's first dtype (where it
 can: a list of floats for an integer argument stays floating, and is refused).
 """
 import contextlib
+import functools
+import numbers
 
+import numpy as np
 import tensorflow as tf
 
 # kernels/spec/checks_tf.h's kSpecPayload: a failed check's own message.
@@ -63,3 +66,82 @@ def spec_errors(suffix="", error=ValueError):
 def invalid_argument(message):
     """tf.errors.InvalidArgumentError(message): an op's error, raised from Python."""
     return tf.errors.InvalidArgumentError(None, None, message)
+
+
+# The arguments that become an op's attributes: each is checked in Python,
+# against the op's own definition (REGISTER_OP in ops/<op>_op.cc: the
+# attribute's type, its minimum, its list of values), before the op runs, so
+# a mistake is a TypeError or ValueError naming the argument, what it must
+# be and what it got (never TensorFlow's NodeDef text). Ranges that depend
+# on several arguments stay the op's own checks (kernels/<op>/<op>_spec.h).
+
+def integer(owner, name, value, minimum=None):
+    """`value` as an int: a Python or NumPy integer (not a bool, a float or a
+    string: TypeError), at least `minimum` when one is given (ValueError)."""
+    bound = "" if minimum is None else f" >= {minimum}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: '{name}' must be an integer{bound}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{owner}: '{name}' must be an integer{bound}, got {value!r}")
+    return int(value)
+
+
+def number(owner, name, value):
+    """`value` as a float: a Python or NumPy real number (not a bool or a string: TypeError)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}: '{name}' must be a number, got {value!r}")
+    return float(value)
+
+
+def boolean(owner, name, value):
+    """`value` as a bool: True or False (a NumPy bool too); anything else is a TypeError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{owner}: '{name}' must be True or False, got {value!r}")
+    return bool(value)
+
+
+def choice(owner, name, value, choices):
+    """`value`, one of the strings `choices`: another string is a ValueError,
+    anything else a TypeError, both listing the choices."""
+    listed = ", ".join(repr(c) for c in choices)
+    if not isinstance(value, str):
+        raise TypeError(f"{owner}: '{name}' must be one of {listed}, got {value!r}")
+    if value not in choices:
+        raise ValueError(f"{owner}: '{name}' must be one of {listed}, got {value!r}")
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def _attr_defs(op_name):
+    from tensorflow.python.framework import op_def_registry
+
+    from metal_ops._loader import load_library
+
+    load_library()  # registers the ops
+    op_def = op_def_registry.get(op_name)
+    if op_def is None:
+        raise RuntimeError(f"{op_name} is not registered (metal_ops.load_library() loads the ops)")
+    return {a.name: a for a in op_def.attr}
+
+
+def op_attrs(owner, op_name, **attrs):
+    """`attrs` (the arguments that become attributes of the op `op_name`)
+    checked against the op's definition and converted: an int attribute by
+    `integer` (with the op's minimum), a float by `number`, a bool by
+    `boolean`, a string with a list of values by `choice`. `owner` names the
+    function or layer in the messages."""
+    defs = _attr_defs(op_name)
+    checked = {}
+    for name, value in attrs.items():
+        attr = defs[name]
+        if attr.type == "int":
+            checked[name] = integer(owner, name, value, attr.minimum if attr.has_minimum else None)
+        elif attr.type == "float":
+            checked[name] = number(owner, name, value)
+        elif attr.type == "bool":
+            checked[name] = boolean(owner, name, value)
+        elif attr.type == "string" and attr.allowed_values.list.s:
+            checked[name] = choice(owner, name, value, [s.decode() for s in attr.allowed_values.list.s])
+        else:
+            checked[name] = value
+    return checked

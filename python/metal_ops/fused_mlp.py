@@ -6,7 +6,7 @@ kernels/fused_mlp/fused_mlp_spec.h. docs/FUSED_MLP.md describes the kernels.
 import keras
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, number
 from metal_ops._loader import load_library
 from metal_ops.trunc_exp import trunc_exp
 
@@ -83,7 +83,7 @@ def fused_mlp(x, kernels, biases, activation="relu", output_activation=None, lea
         y, _ = load_library().metal_ops_fused_mlp(
             x, kernels, biases, activation=_activation_attr(activation, "activation"),
             output_activation=_activation_attr(output_activation, "output_activation"),
-            leaky_relu_alpha=float(leaky_relu_alpha))
+            leaky_relu_alpha=number("fused_mlp", "leaky_relu_alpha", leaky_relu_alpha))
         return y
 
 

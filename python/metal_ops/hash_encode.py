@@ -9,7 +9,7 @@ import math
 
 import tensorflow as tf
 
-from metal_ops._args import float_tensor, invalid_argument, spec_errors
+from metal_ops._args import float_tensor, invalid_argument, number, op_attrs, spec_errors
 from metal_ops._loader import load_library
 
 _GRID_ATTRS = ("num_levels", "log2_hashmap_size", "base_resolution", "per_level_scale", "interpolation", "out_of_range")
@@ -45,10 +45,17 @@ def per_level_scale_for(num_levels, base_resolution, finest_resolution):
     return 1.0 if int(num_levels) == 1 else math.exp(math.log(ratio) / (int(num_levels) - 1))
 
 
-def _scale(num_levels, base_resolution, per_level_scale, finest_resolution):
-    if per_level_scale is not None:
-        return float(per_level_scale)
-    return per_level_scale_for(num_levels, base_resolution, finest_resolution)
+def _grid_attrs(owner, op_name, num_levels, log2_hashmap_size, base_resolution, per_level_scale, finest_resolution,
+                **others):
+    """The grid's attributes of `op_name`, checked (metal_ops._args.op_attrs), per_level_scale
+    computed from finest_resolution when it is None."""
+    attrs = op_attrs(owner, op_name, num_levels=num_levels, log2_hashmap_size=log2_hashmap_size,
+                     base_resolution=base_resolution, **others)
+    if per_level_scale is None:
+        per_level_scale = per_level_scale_for(attrs["num_levels"], attrs["base_resolution"],
+                                              number(owner, "finest_resolution", finest_resolution))
+    attrs.update(op_attrs(owner, op_name, per_level_scale=per_level_scale))
+    return attrs
 
 
 def hash_grid_offsets(input_dim, num_levels=DEFAULT_GRID["num_levels"],
@@ -57,8 +64,10 @@ def hash_grid_offsets(input_dim, num_levels=DEFAULT_GRID["num_levels"],
                       finest_resolution=DEFAULT_GRID["finest_resolution"]):
     """Row offsets of every level: a tuple of num_levels + 1 ints, the last one
     being hash_grid_size(...). The arguments are hash_encode's."""
-    scale = _scale(num_levels, base_resolution, per_level_scale, finest_resolution)
-    return _grid_offsets(int(input_dim), int(num_levels), int(log2_hashmap_size), int(base_resolution), scale)
+    attrs = _grid_attrs("hash_grid_size", "MetalOpsHashGridOffsets", num_levels, log2_hashmap_size, base_resolution,
+                        per_level_scale, finest_resolution, input_dim=input_dim)
+    return _grid_offsets(attrs["input_dim"], attrs["num_levels"], attrs["log2_hashmap_size"],
+                         attrs["base_resolution"], attrs["per_level_scale"])
 
 
 def hash_grid_size(input_dim, num_levels=DEFAULT_GRID["num_levels"],
@@ -115,13 +124,12 @@ def hash_encode(inputs, table, *, num_levels=DEFAULT_GRID["num_levels"],
     """
     lib = load_library()
     with tf.name_scope(name or "hash_encode"):
+        attrs = _grid_attrs("hash_encode", "MetalOpsHashEncode", num_levels, log2_hashmap_size, base_resolution,
+                            per_level_scale, finest_resolution, interpolation=interpolation,
+                            out_of_range=out_of_range)
         inputs = float_tensor("hash_encode", "inputs", inputs)
         table = float_tensor("hash_encode", "table", table, (tf.float32, tf.float16))
-        return lib.metal_ops_hash_encode(
-            inputs, table, num_levels=int(num_levels), log2_hashmap_size=int(log2_hashmap_size),
-            base_resolution=int(base_resolution),
-            per_level_scale=_scale(num_levels, base_resolution, per_level_scale, finest_resolution),
-            interpolation=interpolation, out_of_range=out_of_range)
+        return lib.metal_ops_hash_encode(inputs, table, **attrs)
 
 
 def _op_attrs(op):

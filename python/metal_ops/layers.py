@@ -1,6 +1,8 @@
 """Keras 3 layers built on metal_ops ops.
 
 - HashEncoding, FusedMLP: the NeRF field's encoding and MLPs.
+- SHEncoding, TruncExp: the directions' encoding and the density's activation.
+- VolumeRender: a field's samples rendered into pixels.
 - AdaptiveRobustLossLayer: Barron's adaptive loss, with trainable alpha and
   scale (a layer because it holds variables); returns the loss.
 - DistortionRegularization: mip-NeRF 360's distortion regulariser; adds
@@ -11,12 +13,16 @@ The layers check their arguments with the ops' own checks (kernels/<op>/<op>_spe
 when they are made: `_check_with_op` runs the op once on the CPU on empty
 inputs (no rows to compute), whose kernel runs every check of the
 attributes and shapes; a failed check is a ValueError with the op's own
-message (metal_ops._args.spec_errors). A built layer refuses an
-input of another width as Keras's layers do (its input_spec).
+message (metal_ops._args.spec_errors); an argument of the wrong type or
+choice is a TypeError or ValueError naming it, before any op runs
+(metal_ops._args). An input of the wrong rank, and a built layer's input of
+another width, are refused with Keras's input-spec message.
 
-Dtypes (README "Dtypes"): HashEncoding and FusedMLP cast their input to the
-op's dtype and return the layer's compute dtype (its dtype policy), as Dense
-does; the loss layers compute in float32, also under a mixed-precision policy.
+Dtypes (README "Dtypes"): HashEncoding, SHEncoding and FusedMLP compute on
+the op's dtype and return the layer's compute dtype (its dtype policy), as
+Dense does; HashEncoding and SHEncoding take their coordinates and
+directions in float32 under every policy (their `input_dtype`), as do
+VolumeRender (whose outputs are float32) and the loss layers.
 """
 import warnings
 
@@ -25,13 +31,17 @@ import numpy as np
 import tensorflow as tf
 
 from metal_ops import _loader
-from metal_ops._args import spec_errors, spec_message
+from metal_ops._args import choice, integer, number, op_attrs, spec_errors, spec_message
 from metal_ops.distortion_loss import distortion_loss
 from metal_ops.fused_mlp import OUTPUT_ACTIVATIONS, fused_activation, fused_mlp
 from metal_ops.hash_encode import DEFAULT_GRID, hash_encode, hash_grid_size, per_level_scale_for
 from metal_ops.robust_loss import log_partition, robust_loss
+from metal_ops.sh_encode import sh_encode
+from metal_ops.trunc_exp import trunc_exp
+from metal_ops.volume_render import volume_render
 
-__all__ = ["AdaptiveRobustLossLayer", "DistortionRegularization", "FusedMLP", "HashEncoding"]
+__all__ = ["AdaptiveRobustLossLayer", "DistortionRegularization", "FusedMLP", "HashEncoding", "SHEncoding",
+           "TruncExp", "VolumeRender"]
 
 
 def __dir__():  # the public names (not the modules this one imports)
@@ -55,10 +65,11 @@ def _check_with_op(layer, arguments, fn, *shapes_and_dtypes):
             raise ValueError(f"{getattr(e, 'message', e)}{suffix}") from None
 
 
-def _width_spec(width):
-    """The input_spec of a layer built for inputs [..., width]: Keras's
-    message for another width names the axis and both widths."""
-    return keras.layers.InputSpec(min_ndim=1, axes={-1: width})
+def _width_spec(width, min_ndim=1):
+    """The input_spec of a layer for inputs [..., width] of at least
+    `min_ndim` dimensions (width None: any): Keras's message for another
+    rank or width names the layer, the axis and both values."""
+    return keras.layers.InputSpec(min_ndim=min_ndim, axes=None if width is None else {-1: width})
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")
@@ -106,15 +117,20 @@ class HashEncoding(keras.layers.Layer):
         self.table_initializer = keras.initializers.get(table_initializer or _DEFAULT_TABLE_INITIALIZER)
         self.table_regularizer = keras.regularizers.get(table_regularizer)
         self.table_constraint = keras.constraints.get(table_constraint)
-        self.num_levels = int(num_levels)
-        self.features_per_level = int(features_per_level)
-        self.log2_hashmap_size = int(log2_hashmap_size)
-        self.base_resolution = int(base_resolution)
-        self.finest_resolution = None if finest_resolution is None else float(finest_resolution)
-        self.per_level_scale = None if per_level_scale is None else float(per_level_scale)
-        self.interpolation = interpolation
-        self.out_of_range = out_of_range
-        self.table_dtype = table_dtype
+        owner = type(self).__name__
+        grid = op_attrs(owner, "MetalOpsHashEncode", num_levels=num_levels, log2_hashmap_size=log2_hashmap_size,
+                        base_resolution=base_resolution, interpolation=interpolation, out_of_range=out_of_range)
+        self.num_levels = grid["num_levels"]
+        self.features_per_level = integer(owner, "features_per_level", features_per_level)
+        self.log2_hashmap_size = grid["log2_hashmap_size"]
+        self.base_resolution = grid["base_resolution"]
+        self.finest_resolution = None if finest_resolution is None else number(owner, "finest_resolution",
+                                                                                finest_resolution)
+        self.per_level_scale = None if per_level_scale is None else number(owner, "per_level_scale", per_level_scale)
+        self.interpolation = grid["interpolation"]
+        self.out_of_range = grid["out_of_range"]
+        self.table_dtype = choice(owner, "table_dtype", table_dtype, ("float32", "float16"))
+        self.input_spec = _width_spec(None)
         # XLA kernels where XLA can use them (docs/XLA.md): Keras keeps XLA for the model.
         self.supports_jit = _loader.has_xla_kernels(("MetalOpsHashEncode", "MetalOpsHashEncodeGrad"))
         self._check()
@@ -137,10 +153,7 @@ class HashEncoding(keras.layers.Layer):
                     interpolation=self.interpolation, out_of_range=self.out_of_range)
 
     def _check(self):
-        try:
-            dtype = tf.as_dtype(self.table_dtype)
-        except TypeError as e:
-            raise ValueError(f"HashEncoding: table_dtype must be 'float32' or 'float16': {e}") from None
+        dtype = tf.as_dtype(self.table_dtype)
         scale = ("" if self.per_level_scale is not None
                  else f" from finest_resolution={self.finest_resolution:g}")
         arguments = (f"num_levels={self.num_levels}, features_per_level={self.features_per_level}, "
@@ -272,12 +285,13 @@ class FusedMLP(keras.layers.Layer):
             units = output_units
         if units is None:
             raise ValueError("FusedMLP: 'units' (the width of the output) is required")
-        self.units = int(units)
-        self.hidden_units = int(hidden_units)
-        self.hidden_layers = int(hidden_layers)
+        self.units = integer("FusedMLP", "units", units, minimum=1)
+        self.hidden_units = integer("FusedMLP", "hidden_units", hidden_units, minimum=1)
+        self.hidden_layers = integer("FusedMLP", "hidden_layers", hidden_layers, minimum=1)
+        self.input_spec = _width_spec(None, min_ndim=2)
         self.activation = activation
         self.output_activation = output_activation
-        self.leaky_relu_alpha = float(leaky_relu_alpha)
+        self.leaky_relu_alpha = number("FusedMLP", "leaky_relu_alpha", leaky_relu_alpha)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -340,7 +354,7 @@ class FusedMLP(keras.layers.Layer):
                     name=f"bias_{i}", shape=(cols,), initializer=self.bias_initializer,
                     regularizer=self.bias_regularizer, constraint=self.bias_constraint))
         self._num_matrices = len(shapes)
-        self.input_spec = _width_spec(self.input_dim)
+        self.input_spec = _width_spec(self.input_dim, min_ndim=2)
 
     @property
     def kernels(self):
@@ -382,6 +396,106 @@ class FusedMLP(keras.layers.Layer):
                           bias_regularizer=keras.regularizers.serialize(self.bias_regularizer),
                           kernel_constraint=keras.constraints.serialize(self.kernel_constraint),
                           bias_constraint=keras.constraints.serialize(self.bias_constraint))
+
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class SHEncoding(keras.layers.Layer):
+    """Real spherical harmonics of directions (`metal_ops.sh_encode`), as a layer.
+
+    Maps [..., 3] directions (unit vectors for true spherical harmonics; used
+    as given) to [..., degree**2] values. The directions are taken in float32
+    under every policy (its `input_dtype`); the output has the layer's compute
+    dtype. No weights.
+
+    Args:
+      degree: number of bands, 1 to 4 (1, 4, 9 or 16 values per direction).
+    """
+
+    def __init__(self, degree=4, **kwargs):
+        super().__init__(**kwargs)
+        self.degree = op_attrs(type(self).__name__, "MetalOpsSHEncode", degree=degree)["degree"]
+        _check_with_op(self, f"degree={self.degree}", lambda d: sh_encode(d, degree=self.degree),
+                       ([0, 3], tf.float32))
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsSHEncode", "MetalOpsSHEncodeGrad"))
+        self.input_spec = _width_spec(3)
+
+    @property
+    def input_dtype(self):
+        """float32: directions are not rounded to float16 by a mixed-precision policy."""
+        return "float32"
+
+    def call(self, inputs):
+        return tf.cast(sh_encode(tf.cast(inputs, tf.float32), degree=self.degree), self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.degree ** 2,)
+
+    def get_config(self):
+        return _config_of(self, super().get_config(), ("degree",))
+
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class TruncExp(keras.layers.Layer):
+    """exp(x) with the gradient clamped to exp(+-15) (`metal_ops.trunc_exp`),
+    instant-NGP's density activation, as a layer.
+
+    Computes in the layer's compute dtype (float32, or float16 under a
+    mixed-precision policy; other dtypes through float32); any shape; no
+    weights.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsTruncExp", "MetalOpsTruncExpGrad"))
+
+    def call(self, inputs):
+        dtype = tf.as_dtype(self.compute_dtype)
+        op_dtype = dtype if dtype in (tf.float32, tf.float16) else tf.float32
+        return tf.cast(trunc_exp(tf.cast(inputs, op_dtype)), dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+
+@keras.saving.register_keras_serializable(package="metal_ops")
+class VolumeRender(keras.layers.Layer):
+    """Emission-absorption volume rendering of R rays of S samples
+    (`metal_ops.volume_render`), as a layer.
+
+    `VolumeRender()(sigma [R, S], rgb [R, S, 3], t [R, S + 1], background=None)`
+    returns (rgb [R, 3], depth [R], opacity [R]), and the weights [R, S]
+    after them with return_weights=True. It computes in float32 under every
+    policy (the inputs are cast to it, its `input_dtype`) and returns float32,
+    as Keras's losses do; gradients flow to sigma, rgb and background.
+
+    Args: those of `metal_ops.volume_render`: early_termination,
+      return_weights, validate.
+    """
+
+    def __init__(self, early_termination=1e-4, return_weights=False, validate=True, **kwargs):
+        super().__init__(**kwargs)
+        attrs = op_attrs(type(self).__name__, "MetalOpsVolumeRender", early_termination=early_termination,
+                         return_weights=return_weights, validate=validate)
+        self.early_termination = attrs["early_termination"]
+        self.return_weights = attrs["return_weights"]
+        self.validate = attrs["validate"]
+        _check_with_op(self, f"early_termination={self.early_termination:g}",
+                       lambda s, c, t: volume_render(s, c, t, early_termination=self.early_termination),
+                       ([0, 1], tf.float32), ([0, 1, 3], tf.float32), ([0, 2], tf.float32))
+        self.supports_jit = _loader.has_xla_kernels(("MetalOpsVolumeRender", "MetalOpsVolumeRenderGrad"))
+
+    @property
+    def input_dtype(self):
+        """float32: the rendering is computed in float32 (Keras casts the inputs to it)."""
+        return "float32"
+
+    def call(self, sigma, rgb, t, background=None):
+        out = volume_render(sigma, rgb, t, background=background, early_termination=self.early_termination,
+                            return_weights=self.return_weights, validate=self.validate)
+        return tuple(out) if self.return_weights else tuple(out[:3])
+
+    def get_config(self):
+        return _config_of(self, super().get_config(), ("early_termination", "return_weights", "validate"))
 
 
 @keras.saving.register_keras_serializable(package="metal_ops")

@@ -14,6 +14,7 @@ import collections
 
 import tensorflow as tf
 
+from metal_ops._args import op_attrs
 from metal_ops._loader import load_library
 from metal_ops.volume_render import _background_grad, _float_inputs, _upstream
 
@@ -65,6 +66,9 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
       TypeError: ray_offsets / ray_counts not int32.
     """
     with tf.name_scope(name or "packed_volume_render"):
+        attrs = op_attrs("packed_volume_render", "MetalOpsPackedVolumeRender", early_termination=early_termination,
+                         return_weights=return_weights, validate=validate)
+        validate = attrs["validate"]
         sigma, background, (rgb, t_starts, t_ends) = _float_inputs(
             "packed_volume_render", sigma, background, rgb=rgb, t_starts=t_starts, t_ends=t_ends)
         ray_offsets = _int32(ray_offsets, "ray_offsets")
@@ -77,8 +81,7 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
                 validate)
         out_rgb, depth, opacity, weights = load_library().metal_ops_packed_volume_render(
             sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, background,
-            early_termination=float(early_termination), return_weights=bool(return_weights),
-            validate=bool(validate))
+            **attrs)
         if rays is not None:  # the padding's rays
             out_rgb, depth, opacity = out_rgb[:rays], depth[:rays], opacity[:rays]
         return PackedVolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)

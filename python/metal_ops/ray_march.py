@@ -12,7 +12,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, op_attrs
 from metal_ops._loader import load_library
 
 RayMarchSamples = collections.namedtuple(
@@ -69,7 +69,7 @@ def ray_march(origins, directions, near, far, occupancy, aabb, grid_resolution, 
     with tf.name_scope(name or "ray_march"):
         out = load_library().metal_ops_ray_march(
             *_inputs(origins, directions, near, far, occupancy, seed),
-            **_attrs(aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter))
+            **_attrs("ray_march", aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter))
         return RayMarchSamples(*out)
 
 
@@ -95,8 +95,9 @@ def ray_march_static(origins, directions, near, far, occupancy, aabb, grid_resol
     with tf.name_scope(name or "ray_march_static"):
         out = load_library().metal_ops_ray_march_static(
             *_inputs(origins, directions, near, far, occupancy, seed),
-            **_attrs(aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter),
-            sample_budget=int(sample_budget))
+            **_attrs("ray_march_static", aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples,
+                     jitter),
+            **op_attrs("ray_march_static", "MetalOpsRayMarchStatic", sample_budget=sample_budget))
         return RayMarchStaticSamples(*out)
 
 
@@ -111,10 +112,11 @@ def _inputs(origins, directions, near, far, occupancy, seed):
             tf.convert_to_tensor(seed, dtype=tf.int32))
 
 
-def _attrs(aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter):
-    return dict(aabb=[float(v) for v in np.ravel(aabb)], grid_resolution=int(grid_resolution),
-                step_size=float(step_size), cone_angle=float(cone_angle), max_step_size=float(max_step_size),
-                max_samples=int(max_samples), jitter=bool(jitter))
+def _attrs(owner, aabb, grid_resolution, step_size, cone_angle, max_step_size, max_samples, jitter):
+    return dict(aabb=[float(v) for v in np.ravel(aabb)],
+                **op_attrs(owner, "MetalOpsRayMarch", grid_resolution=grid_resolution, step_size=step_size,
+                           cone_angle=cone_angle, max_step_size=max_step_size, max_samples=max_samples,
+                           jitter=jitter))
 
 
 def pack_occupancy(grid, name=None):
@@ -131,8 +133,7 @@ def pack_occupancy(grid, name=None):
     """
     with tf.name_scope(name or "pack_occupancy"):
         grid = tf.convert_to_tensor(grid)
-        if grid.shape.rank not in (2, 4):
-            raise ValueError(f"pack_occupancy: 'grid' must be [C, G, G, G] or [C, G^3], got shape {grid.shape}")
+        _check_cubic(grid.shape)
         cascades = tf.shape(grid)[0]
         # float32 sums (exact: at most 255): a GPU keeps int32 products and sums in host memory
         bits = tf.cast(tf.not_equal(tf.reshape(grid, [cascades, -1]), tf.zeros([], grid.dtype)), tf.float32)
@@ -141,6 +142,18 @@ def pack_occupancy(grid, name=None):
         bits = tf.reshape(bits, [cascades, -1, 8])
         weights = tf.constant([1, 2, 4, 8, 16, 32, 64, 128], tf.float32)
         return tf.cast(tf.reduce_sum(bits * weights, axis=-1), tf.uint8)
+
+
+def _check_cubic(shape):
+    """pack_occupancy's grid: [C, G, G, G] or [C, G^3] (the sizes known when traced)."""
+    dims = shape.as_list() if shape.rank is not None else None
+    cells = dims[1] if dims is not None and len(dims) == 2 else None
+    cubic = (dims is not None and len(dims) in (2, 4)
+             and (len(dims) == 2 and (cells is None or round(cells ** (1 / 3)) ** 3 == cells)
+                  or len(dims) == 4 and len({d for d in dims[1:] if d is not None}) <= 1))
+    if not cubic:
+        raise ValueError(f"pack_occupancy: 'grid' must be [C, G, G, G] or [C, G^3] (G cells along each axis), "
+                         f"got shape {tuple(dims) if dims is not None else shape}")
 
 
 tf.no_gradient("MetalOpsRayMarch")

@@ -7,9 +7,8 @@ docs/SCENE_CONTRACT.md describes the op.
 """
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, op_attrs
 from metal_ops._loader import load_library
-from metal_ops._opdef import attr_choices, choices_text
 
 
 def scene_contract(x, norm="l2", name=None):
@@ -32,11 +31,9 @@ def scene_contract(x, norm="l2", name=None):
     second derivatives).
     """
     with tf.name_scope(name or "scene_contract"):
+        attrs = op_attrs("scene_contract", "MetalOpsSceneContract", norm=norm)
         x = float_tensor("scene_contract", "x", x, (tf.float32, tf.float16))
-        if not isinstance(norm, str):
-            choices = choices_text(attr_choices("MetalOpsSceneContract", "norm"))
-            raise TypeError(f"scene_contract: 'norm' must be {choices}, got {norm!r}")
-        return load_library().metal_ops_scene_contract(x, norm=norm)
+        return load_library().metal_ops_scene_contract(x, **attrs)
 
 
 @tf.RegisterGradient("MetalOpsSceneContract")

@@ -4,11 +4,9 @@ The op's declaration, polynomials, derivatives and checks live once in
 kernels/sh_encode/sh_encode.h (CPU, CUDA and Metal kernels).
 docs/SH_ENCODE.md describes the op.
 """
-import numbers
-
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, op_attrs
 from metal_ops._loader import load_library
 
 
@@ -29,10 +27,9 @@ def sh_encode(dirs, degree=4, name=None):
     fused backward op; no second derivatives).
     """
     with tf.name_scope(name or "sh_encode"):
-        if isinstance(degree, bool) or not isinstance(degree, numbers.Integral):
-            raise TypeError(f"sh_encode: 'degree' must be an integer in 1..4, got {degree!r}")
+        attrs = op_attrs("sh_encode", "MetalOpsSHEncode", degree=degree)
         dirs = float_tensor("sh_encode", "dirs", dirs, (tf.float32, tf.float16))
-        return load_library().metal_ops_sh_encode(dirs, degree=int(degree))
+        return load_library().metal_ops_sh_encode(dirs, **attrs)
 
 
 @tf.RegisterGradient("MetalOpsSHEncode")

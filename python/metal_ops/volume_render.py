@@ -11,7 +11,7 @@ import collections
 
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, op_attrs
 from metal_ops._loader import load_library
 
 VolumeRenderOutput = collections.namedtuple("VolumeRenderOutput", ["rgb", "depth", "opacity", "weights"])
@@ -49,11 +49,10 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
         in a graph, shape errors and the attribute's are ValueErrors).
     """
     with tf.name_scope(name or "volume_render"):
+        attrs = op_attrs("volume_render", "MetalOpsVolumeRender", early_termination=early_termination,
+                         return_weights=return_weights, validate=validate)
         sigma, background, (rgb, t) = _float_inputs("volume_render", sigma, background, rgb=rgb, t=t)
-        out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(
-            sigma, rgb, t, background, early_termination=float(early_termination),
-            return_weights=bool(return_weights), validate=bool(validate)
-        )
+        out_rgb, depth, opacity, weights = load_library().metal_ops_volume_render(sigma, rgb, t, background, **attrs)
         return VolumeRenderOutput(out_rgb, depth, opacity, weights if return_weights else None)
 
 

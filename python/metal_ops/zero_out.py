@@ -1,7 +1,7 @@
 """ZeroOut: the tutorial op (ops/zero_out_op.cc, kernels/*/zero_out*)."""
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, op_attrs
 from metal_ops._loader import load_library
 
 
@@ -12,8 +12,9 @@ def zero_out(x, preserve_index=0, name=None):
     Python data: int32 or float32). Returns x's shape and dtype. Raises
     InvalidArgumentError when `preserve_index` is outside a non-empty `x`.
     """
+    attrs = op_attrs("zero_out", "ZeroOut", preserve_index=preserve_index)
     x = float_tensor("zero_out", "x", x, (tf.int32, tf.int64, tf.float32, tf.float64))
-    return load_library().zero_out(x, preserve_index=preserve_index, name=name)
+    return load_library().zero_out(x, name=name, **attrs)
 
 
 @tf.RegisterGradient("ZeroOut")

@@ -33,6 +33,9 @@ def _setup():
     for path in (ROOT, os.path.join(ROOT, "python")):
         if path not in sys.path:
             sys.path.insert(0, path)
+    from tests.metal_shim import model
+
+    model.load()
 
 
 def counters():
@@ -107,7 +110,7 @@ def main(argv=None):
     parser.add_argument("--nerf-steps", type=int, default=2, help="NeRF steps measured (0: none)")
     args = parser.parse_args(argv)
     _setup()
-    import metal_ops  # noqa: F401  (loads the op library and the model)
+    import metal_ops  # noqa: F401  (loads the op library)
 
     print("| call (own queue, strict model) | plans | command buffers | waits | bytes copied in / out | "
           "tensors wrapped |")
@@ -118,8 +121,9 @@ def main(argv=None):
     if args.nerf_steps > 0:
         print(_row("NeRF sample, one training step (mean of %d)" % args.nerf_steps, nerf_step_cost(args.nerf_steps)))
     from metal_ops import metal_path
+    from tests.metal_shim import model as metal_model
 
-    model = metal_path.model_counters()
+    model = metal_model.counters()
     if model["violations"] or metal_path.metal_fallbacks():
         print(f"broken Metal rules: {model['violations']} ({model['first_violation']}); "
               f"fallbacks to the CPU: {metal_path.metal_fallbacks()}", file=sys.stderr)

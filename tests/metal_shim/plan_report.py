@@ -3,9 +3,12 @@ METAL_OPS_PLAN_ROUTES (e.g. "shim,shim-stream") it sets METAL_OPS_METAL to
 each route in turn before each test (the op library reads it at every call).
 At the end it writes METAL_OPS_PLAN_REPORT (JSON): per route the tests that
 passed and the plans run, the totals, the fallbacks to the CPU, the host
-path's cost and the model's counters."""
+path's cost and the model's counters. The model itself is loaded by
+tests/conftest.py (the child starts with METAL_OPS_METAL=shim)."""
 import json
 import os
+
+from tests.metal_shim import model
 
 _passed = 0
 _routes = {}
@@ -55,4 +58,4 @@ def pytest_sessionfinish(session, exitstatus):
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"path": name, "reason": reason, "plans": plans, "passes": passes, "passed": _passed,
                    "routes": _routes, "fallbacks": metal_path.metal_fallbacks(), "cost": metal_path.host_cost(),
-                   "model": metal_path.model_counters()}, f)
+                   "model": model.counters()}, f)
