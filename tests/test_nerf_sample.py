@@ -341,8 +341,10 @@ def test_steps_per_call_trains_as_one_step_a_call(tmp_path, capsys):
     one, four = trainer("k1"), trainer("k4", "--steps-per-call", "4")
     if runs_on_gpu(one.strategy):
         # A GPU's float atomics sum in a different order each run: the runs agree as the
-        # distributed ones do (_assert_same_weights), the CPU's bit for bit.
-        _assert_same_weights(weights(one), weights(four), steps=11, lr=one.args.lr)
+        # distributed ones do (_assert_same_weights), the CPU's bit for bit. Eleven steps of
+        # the hash table's scattered gradients leave more near-zero entries whose sign
+        # follows the order (0.4% of the table on an H200), so 1% may move by Adam's steps.
+        _assert_same_weights(weights(one), weights(four), steps=11, lr=one.args.lr, share=0.99)
     else:
         for x, y in zip(weights(one), weights(four)):
             np.testing.assert_array_equal(x, y)
@@ -359,13 +361,14 @@ def test_steps_per_call_trains_as_one_step_a_call(tmp_path, capsys):
     assert "argument --steps-per-call: must be an integer of at least 1, got 0" in capsys.readouterr().err
 
 
-def _assert_same_weights(a, b, steps, lr):
+def _assert_same_weights(a, b, steps, lr, share=0.999):
     """Weights of two runs whose gradients differ by summation order alone: Adam (epsilon 1e-15)
     turns a last-bit difference in a near-zero gradient into a step of up to the learning rate
-    either way, so all but a few elements agree tightly and those few within the steps' reach."""
+    either way, so all but a few elements (1 - share of them) agree tightly and those few within
+    the steps' reach."""
     for x, y in zip(a, b):
         close = np.isclose(x, y, rtol=1e-3, atol=1e-4)
-        assert close.mean() >= 0.999, f"{np.count_nonzero(~close)} of {close.size} elements differ"
+        assert close.mean() >= share, f"{np.count_nonzero(~close)} of {close.size} elements differ"
         np.testing.assert_allclose(x, y, rtol=0, atol=2 * lr * steps)
 
 
