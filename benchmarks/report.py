@@ -364,13 +364,14 @@ def _multi_gpu_section(gpu):
 # measures, rows(data) or None (the listed rows), [(header, key), ...])}. An op's benchmark module
 # holds its own (REPORT, read by benchmark_sections()). A file of a group (GROUPS) is one part of its
 # group's section: its title names it in the table's first column, its text is the group's.
+TESTS = [("passed", "passed"), ("failed", "failed"), ("skipped", "skipped"), ("xfailed", "xfailed"),
+         ("seconds", "time_s")]
 SECTIONS = {
     # Builds and tests
-    "tests.h100": ("The test suite on a GPU", "pytest over the CPU and /GPU:0 through TensorFlow's CUDA build.",
-                   _tests, [("passed", "passed"), ("failed", "failed"), ("skipped", "skipped"),
-                            ("xfailed", "xfailed"), ("seconds", "time_s")]),
+    "tests.h100": ("NVIDIA H100", None, _tests, TESTS),
+    "tests.h200": ("NVIDIA H200", None, _tests, TESTS),
     "selftest.h100": ("TensorFlow's CUDA build, /GPU:0", None, _selftest, SELFTEST),
-    "selftest.h200": ("the Linux wheel, /GPU:0", None, _selftest, SELFTEST),
+    "selftest.h200": ("TensorFlow's CUDA build, /GPU:0, H200", None, _selftest, SELFTEST),
     "selftest_cuda12_wheel.h100": ("the Linux wheel's CUDA 12.9 library (driver floor 525), /GPU:0", None,
                                    _selftest, SELFTEST),
     "selftest_xla.h100": ("under XLA on /GPU:0 (`tools/check/gpu_check.sh xla`)", None, _selftest, SELFTEST),
@@ -448,6 +449,8 @@ SECTIONS = {
 
 # Result files of one benchmark shown as one section: (title, what it measures, [<benchmark>.<device>, ...]).
 GROUPS = [
+    ("The test suite on a GPU", "pytest over the CPU and /GPU:0 through TensorFlow's CUDA build, the CUDA harness "
+     "tests included (`tools/check/gpu_check.sh tests`).", ["tests.h100", "tests.h200"]),
     ("The self-test on a GPU",
      "`python -m metal_ops.selftest`: every op against its float64 NumPy reference, per op; worst = the "
      "largest error / tolerance.",
