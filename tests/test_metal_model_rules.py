@@ -48,6 +48,7 @@ BROKEN = {
     "error_before_completion": "error read before it completed",
     "wait_uncommitted": "waitUntilCompleted on a command buffer never committed",
     "commit_twice": "commit of a command buffer already committed",
+    "write_past_end": "trunc_exp_forward_float32: wrote past the end of buffer 1",
     "mps_wait_after_continue": "waitUntilCompleted of an MPSCommandBuffer after commitAndContinue",
 }
 

@@ -7,7 +7,8 @@
 //     bytes or above maxBufferLength; new buffers hold garbage (NaN bytes);
 //   - a private buffer's contents are not the CPU's (Contents() is nullptr);
 //   - setBuffer offsets aligned (16 bytes) and inside the buffer; setBytes
-//     smaller than 4 KiB; threadgroup memory a multiple of 16 within 32 KiB with the
+//     smaller than 4 KiB; no kernel writing past the end of a buffer the
+//     model allocated (a guard region after each, checked per dispatch); threadgroup memory a multiple of 16 within 32 KiB with the
 //     pipeline's own; threads per threadgroup within the pipeline's
 //     maxTotalThreadsPerThreadgroup; nothing encoded after endEncoding; a
 //     command buffer committed with its encoder ended, waited for only once
@@ -27,7 +28,9 @@
 // newBufferWithBytesNoCopy refused, as Metal may refuse memory that is not
 // from vm_allocate or mmap), simd_width=N (the pipelines' threadExecutionWidth),
 // wrong_result (the last dispatch of each command buffer perturbs the first
-// element it wrote in each buffer: a GPU that computes differently),
+// element it wrote in each buffer the model allocated: a GPU that computes
+// differently; no-copy wraps are refused meanwhile, so the tensors are
+// copies and a wrapped page's other allocations are never touched),
 // commit_and_continue (on tensorflow-metal's stream, MPSGraph's
 // commitAndContinue on the stream's command buffer before each encoder).
 #include <atomic>
@@ -134,8 +137,15 @@ class ModelBuffer : public Buffer {
   uint8_t* data_;
 };
 
+// Past the end of each buffer the model allocates: a guard of kGuard bytes
+// of kGuardByte, checked after every dispatch (a kernel that writes past its
+// buffer is a violation, where on a Mac it corrupts other memory or faults).
+constexpr size_t kGuard = 4096;
+constexpr uint8_t kGuardByte = 0xa5;
+
 std::unique_ptr<Buffer> Owned(uint64_t length, Storage storage) {
   auto memory = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(length), uint8_t(0xff));
+  memory->resize(memory->size() + kGuard, kGuardByte);
   uint8_t* data = memory->data();
   return std::unique_ptr<Buffer>(new ModelBuffer(length, storage, std::move(memory), data));
 }
@@ -221,11 +231,18 @@ struct CommandState {
       const bool perturb = wrong_result && &d == &dispatches.back();
       std::vector<std::string> before(perturb ? exec::kMaxBuffers : 0);
       for (size_t i = 0; i < before.size(); ++i) {
-        if (args[i].data != nullptr && !args[i].bytes) {
+        if (args[i].data != nullptr && !args[i].bytes && d.args[i].keep != nullptr) {
           before[i].assign(static_cast<const char*>(args[i].data), static_cast<size_t>(args[i].length));
         }
       }
-      const std::string failed = exec::Execute(*d.pipeline->entry(), args, d.groups, d.threads, d.threadgroup_bytes, seed);
+      std::string failed = exec::Execute(*d.pipeline->entry(), args, d.groups, d.threads, d.threadgroup_bytes, seed);
+      for (int i = 0; i < exec::kMaxBuffers && failed.empty(); ++i) {
+        const std::vector<uint8_t>* memory = d.args[i].keep.get();
+        if (memory == nullptr || args[i].bytes) continue;
+        for (size_t at = memory->size() - kGuard; at < memory->size() && failed.empty(); ++at) {
+          if ((*memory)[at] != kGuardByte) failed = "wrote past the end of buffer " + std::to_string(i);
+        }
+      }
       for (size_t i = 0; i < before.size(); ++i) PerturbFirstWrite(before[i], static_cast<char*>(args[i].data));
       if (!failed.empty()) {
         Violation(std::string(d.pipeline->entry()->name) + ": " + failed);
@@ -404,7 +421,8 @@ class ModelDevice : public mo::mtl::Device {
     return {f.max_buffer, kMaxThreadgroupMemory, kPage, !f.no_apple7};
   }
   std::unique_ptr<Buffer> NewBufferNoCopy(void* data, uint64_t length) override {
-    if (!Allowed(length) || ReadFaults().no_copy || reinterpret_cast<uintptr_t>(data) % kPage != 0 ||
+    const Faults f = ReadFaults();
+    if (!Allowed(length) || f.no_copy || f.wrong_result || reinterpret_cast<uintptr_t>(data) % kPage != 0 ||
         length % kPage != 0) {
       return nullptr;
     }
@@ -580,6 +598,10 @@ extern "C" int metal_ops_model_misuse(const char* what, char* out, size_t len) {
   const mo::mtl::Pipeline* pipeline = gpu.GetPipeline("trunc_exp", "trunc_exp_forward_float32", &error);
   std::unique_ptr<mo::mtl::Buffer> x = gpu.NewBuffer(4096, Storage::kShared), y = gpu.NewBuffer(4096, Storage::kShared);
   std::vector<uint8_t> params(use == "set_bytes_4096" ? 4096 : sizeof(int64_t), 0);  // TruncExpParams
+  if (use == "write_past_end") {  // num_elements: 1040 floats, in buffers of 1024
+    const int64_t n = 1040;
+    std::memcpy(params.data(), &n, sizeof(n));
+  }
   // One dispatch of trunc_exp's forward kernel on `cb`, broken as `use` says.
   auto encode = [&](mo::mtl::CommandBuffer& cb) {
     std::unique_ptr<mo::mtl::ComputeEncoder> encoder = cb.NewComputeEncoder();
