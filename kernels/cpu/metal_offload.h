@@ -79,8 +79,8 @@ class FirstUseCheck {
   void KeepMetalResults();
   // Puts the outputs back as they were (Metal did not finish the call).
   void Restore();
-  // What differs between Metal's results and the CPU kernel's now in the
-  // outputs (the first element beyond the tolerance), or "".
+  // What differs between Metal's results and the CPU kernel's results in
+  // the outputs (the first element beyond the tolerance), or "".
   std::string Compare() const;
   uint64_t bytes() const { return bytes_; }
 
