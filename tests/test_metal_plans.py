@@ -187,8 +187,14 @@ for fault in sys.argv[1:]:
     os.environ["METAL_OPS_MODEL_FAULTS"] = fault
     before = metal_path.metal_runs()[0], metal_path.metal_fallbacks()
     try:
-        if fault in ("no_apple7", "max_threads=64"):
+        if fault in ("no_apple7", "max_threads=64") or (fault == "nil_command_buffer" and route == "shim"):
             got, want = metal_ops.fused_mlp(xm, ks, bs, activation="relu").numpy(), mlp_ref()
+        elif fault == "nil_encoder" and route == "shim":
+            xt = tf.constant(x)
+            with tf.GradientTape() as tape:
+                tape.watch(xt)
+                y = metal_ops.trunc_exp(xt)
+            got, want = tape.gradient(y, xt).numpy(), np.exp(np.minimum(x, 15))
         elif fault == "nil_private":
             got = lib.metal_ops_hash_encode_grad(*hash_args, **cfg)[0].numpy()
             os.environ["METAL_OPS_METAL"] = "0"
@@ -215,6 +221,10 @@ FAULT_CASES = {
     "nil_encoder": ("error InternalError", "gave no compute command encoder", 0, 0),
     "nil_command_buffer": ("error InternalError", "gave no command buffer", 0, 0),
 }
+# On the own queue a GPU-side failure turns Metal off for the op (one warning)
+# and the CPU computes the call: fault: the op it is injected into there.
+GPU_FAILURES = {"gpu_error": "MetalOpsTruncExp", "nil_encoder": "MetalOpsTruncExpGrad",
+                "nil_command_buffer": "MetalOpsFusedMLP"}
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -236,6 +246,8 @@ def test_every_injected_fault_ends_in_a_clear_error_or_a_cpu_fallback(route):
     lines = {line.split(" | ")[0]: line.split(" | ") for line in out.stdout.splitlines() if " | " in line}
     for fault in faults:
         outcome, words, plans, fallbacks = FAULT_CASES[fault]
+        if route == "shim" and fault in GPU_FAILURES:
+            outcome, fallbacks = "ok", 1
         _, got, counts = lines[fault]
         assert got.startswith(outcome), (fault, got)
         if outcome == "ok":
@@ -253,6 +265,10 @@ def test_every_injected_fault_ends_in_a_clear_error_or_a_cpu_fallback(route):
     assert len(warnings) == len(first), warnings
     for op, fault in first.items():
         assert any(op + " (node" in w and FAULT_CASES[fault][1] in w for w in warnings), (op, warnings)
+    turned_off = [line for line in out.stderr.splitlines() if "Metal is off for this op" in line]
+    assert len(turned_off) == (len(GPU_FAILURES) if route == "shim" else 0), turned_off
+    for fault, op in GPU_FAILURES.items() if route == "shim" else ():
+        assert any(op + " (node" in w and FAULT_CASES[fault][1] in w for w in turned_off), (op, turned_off)
 
 
 ZERO_COPY = """

@@ -14,7 +14,8 @@ namespace metal {
 
 // TF_TensorData of a non-empty tensor on tensorflow-metal's device is its
 // id<MTLBuffer> (offset 0): that buffer (not owned: TensorFlow keeps it
-// alive), and its device, wrapped once per MTLDevice for the process.
+// alive), and its device, wrapped once per MTLDevice for the process;
+// nullptr where the data is not an MTLBuffer.
 std::unique_ptr<mtl::Buffer> WrapTensorData(void* data);
 mtl::Device* DeviceOfTensorData(void* data);
 // TF_GetStream's object: tensorflow-metal's TF_MetalStream.

@@ -77,10 +77,9 @@ class MetalEncoder : public Holder<mtl::ComputeEncoder, id<MTLComputeCommandEnco
   void EndEncoding() override { [object_ endEncoding]; }
 };
 
-// Status, wait and error are the holding buffer's: the Metal command buffer
-// that carries the work. tensorflow-metal hands out an MPSCommandBuffer, on
-// which MPSGraph may commit and continue with a new underlying buffer; the
-// work ends on the one it holds once encoding is done (read at the first ask).
+// A command buffer: the own queue's MTLCommandBuffer, or tensorflow-metal's
+// MPSCommandBuffer, whose rootCommandBuffer carries the work after MPSGraph's
+// commitAndContinue (the host path asks Root() before it waits).
 class MetalCommandBuffer : public Holder<mtl::CommandBuffer, id<MTLCommandBuffer>> {
  public:
   using Holder::Holder;
@@ -91,23 +90,18 @@ class MetalCommandBuffer : public Holder<mtl::CommandBuffer, id<MTLCommandBuffer
     }
   }
   void Commit() override { [object_ commit]; }
-  void WaitUntilCompleted() override { [Holding() waitUntilCompleted]; }
-  mtl::CommandStatus Status() override { return static_cast<mtl::CommandStatus>(Holding().status); }
+  void WaitUntilCompleted() override { [object_ waitUntilCompleted]; }
+  mtl::CommandStatus Status() override { return static_cast<mtl::CommandStatus>(object_.status); }
   std::string Error() override {
     @autoreleasepool {
-      return Describe(Holding().error);
+      return Describe(object_.error);
     }
   }
-
- private:
-  id<MTLCommandBuffer> Holding() {
-    if (holding_ == nil) {
-      holding_ = [(id)object_ isKindOfClass:[MPSCommandBuffer class]] ? ((MPSCommandBuffer*)object_).commandBuffer
-                                                                       : object_;
-    }
-    return holding_;
+  std::unique_ptr<mtl::CommandBuffer> Root() override {
+    id<MTLCommandBuffer> root =
+        [(id)object_ isKindOfClass:[MPSCommandBuffer class]] ? ((MPSCommandBuffer*)object_).rootCommandBuffer : object_;
+    return root == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(root));
   }
-  id<MTLCommandBuffer> holding_ = nil;
 };
 
 class MetalQueue : public Holder<mtl::CommandQueue, id<MTLCommandQueue>> {
@@ -227,10 +221,20 @@ mtl::Device* DeviceFor(id<MTLDevice> device) {
   return entry;
 }
 
+// The tensor's data as an MTLBuffer, nil when it is none (nil, or an object
+// that is not an MTLBuffer).
+id<MTLBuffer> BufferOfTensorData(void* data) {
+  id object = (__bridge id)data;
+  return [object conformsToProtocol:@protocol(MTLBuffer)] ? (id<MTLBuffer>)object : nil;
+}
+
 }  // namespace
 
-std::unique_ptr<mtl::Buffer> WrapTensorData(void* data) { return Wrap((__bridge id<MTLBuffer>)data); }
-mtl::Device* DeviceOfTensorData(void* data) { return DeviceFor(((__bridge id<MTLBuffer>)data).device); }
+std::unique_ptr<mtl::Buffer> WrapTensorData(void* data) { return Wrap(BufferOfTensorData(data)); }
+mtl::Device* DeviceOfTensorData(void* data) {
+  id<MTLBuffer> buffer = BufferOfTensorData(data);
+  return buffer == nil ? nullptr : DeviceFor(buffer.device);
+}
 std::unique_ptr<mtl::Stream> WrapStream(void* stream) {
   return std::unique_ptr<mtl::Stream>(new MetalStream((__bridge id<TF_MetalStream>)stream));
 }

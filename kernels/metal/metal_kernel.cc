@@ -69,7 +69,13 @@ TF_Tensor* KernelCall::Temp(TF_DataType dtype, const std::vector<int64_t>& dims)
 
 mtl::Buffer* KernelCall::BufferOf(TF_Tensor* tensor) {
   if (tensor == nullptr || !TensorHasMetalBuffer(TF_TensorElementCount(tensor))) return nullptr;
-  buffers_.push_back(WrapTensorData(TF_TensorData(tensor)));
+  std::unique_ptr<mtl::Buffer> buffer = WrapTensorData(TF_TensorData(tensor));
+  if (buffer == nullptr || buffer->Length() < TF_TensorByteSize(tensor)) {
+    Fail(TF_INTERNAL, "metal_ops: a tensor's data is not a Metal buffer of its " + std::to_string(TF_TensorByteSize(tensor)) +
+                          " bytes (the op's Metal kernel runs on tensorflow-metal's GPU device only)");
+    return nullptr;
+  }
+  buffers_.push_back(std::move(buffer));
   return buffers_.back().get();
 }
 
@@ -79,6 +85,7 @@ mtl::Device* KernelCall::Device() {
   for (TF_Tensor* tensor : tensors_) {
     if (TensorHasMetalBuffer(TF_TensorElementCount(tensor))) {
       device_ = DeviceOfTensorData(TF_TensorData(tensor));
+      if (device_ == nullptr) Fail(TF_INTERNAL, "metal_ops: a tensor's data is not a Metal buffer, so its GPU is unknown");
       return device_;
     }
   }

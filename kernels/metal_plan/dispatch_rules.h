@@ -48,6 +48,15 @@ inline std::string ThreadgroupFitError(uint64_t max_threads, uint64_t threads, u
   return std::string();
 }
 
+// The simdgroup_matrix shaders assume 32-wide SIMD-groups (every Apple GPU's
+// threadExecutionWidth); why a pipeline of `width` cannot run them, or empty.
+constexpr uint64_t kSimdgroupWidth = 32;
+inline std::string SimdWidthError(uint64_t width) {
+  if (width == kSimdgroupWidth) return std::string();
+  return "the simdgroup_matrix shaders need 32-wide SIMD-groups; this GPU's pipeline has a threadExecutionWidth of " +
+         std::to_string(width);
+}
+
 // The debug mode METAL_OPS_GPU_SYNC=1 (docs/ARCHITECTURE.md): every op commits
 // its command buffer and waits, and a command-buffer error becomes the op's error.
 constexpr const char* kGpuSyncVariable = "METAL_OPS_GPU_SYNC";

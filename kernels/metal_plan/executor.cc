@@ -27,7 +27,12 @@ struct Totals {
   std::mutex mutex;
   Cost cost;
   std::set<std::string> warned;
+  std::set<std::string> checked;     // "library/function" of the pipelines checked
+  std::set<std::string> turned_off;  // op types
+  CheckTotals checks;
 };
+
+std::string PipelineKey(const Pass& pass) { return pass.library + "/" + pass.function; }
 Totals& GetTotals() {
   static Totals* totals = new Totals;
   return *totals;
@@ -97,7 +102,7 @@ Result RunOnModelStream(const ModelHooks& hooks, const Plan& plan, const HostTen
   }
   Result result = RunOnStream(*hooks.stream, device, plan, bound, scratch, false, cost);
   if (!result.ok()) return result;
-  hooks.stream->CommitAndWait();
+  hooks.stream->Sync([&] { hooks.stream->CommitAndWait(); });  // TensorFlow's copy out, on the queue
   for (int s = 0; s < num_slots; ++s) {
     if (plan.written[static_cast<size_t>(s)] && bound[static_cast<size_t>(s)].buffer != nullptr) {
       hooks.download(bound[static_cast<size_t>(s)].buffer, slots[s].data, slots[s].bytes);
@@ -204,6 +209,50 @@ bool CountFallback(const std::string& op) {
   return totals.warned.insert(op).second;
 }
 
+bool NeedsCheck(const Plan& plan) {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  for (const Pass& pass : plan.passes) {
+    if (totals.checked.count(PipelineKey(pass)) == 0) return true;
+  }
+  return false;
+}
+
+void MarkChecked(const Plan& plan) {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  for (const Pass& pass : plan.passes) totals.checked.insert(PipelineKey(pass));
+}
+
+bool TurnedOff(const std::string& op) {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  return totals.turned_off.count(op) != 0;
+}
+
+bool TurnOff(const std::string& op) {
+  g_fallbacks.fetch_add(1);
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  if (!totals.turned_off.insert(op).second) return false;
+  totals.checks.turned_off += 1;
+  return true;
+}
+
+void CountCheck(uint64_t bytes, uint64_t nanoseconds) {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  totals.checks.checks += 1;
+  totals.checks.bytes += bytes;
+  totals.checks.nanoseconds += nanoseconds;
+}
+
+CheckTotals Checks() {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  return totals.checks;
+}
+
 int64_t PlansRun() { return g_plans.load(); }
 int64_t PassesRun() { return g_passes.load(); }
 int64_t Fallbacks() { return g_fallbacks.load(); }
@@ -242,5 +291,12 @@ void metal_ops_metal_cost(uint64_t out[5]) {
   out[2] = c.wrapped;
   out[3] = c.command_buffers;
   out[4] = c.waits;
+}
+void metal_ops_metal_checks(uint64_t out[4]) {
+  const mo::metal_plan::CheckTotals c = mo::metal_plan::Checks();
+  out[0] = c.checks;
+  out[1] = c.turned_off;
+  out[2] = c.bytes;
+  out[3] = c.nanoseconds;
 }
 }

@@ -81,6 +81,28 @@ Result Run(const Executor* executor, const std::string& op, const Plan& plan, co
 // then warns once, naming the op and the reason).
 bool CountFallback(const std::string& op);
 
+// The own queue's first-use check (kernels/cpu/metal_offload.h): the first
+// call that uses a pipeline in this process runs on the GPU and on the CPU
+// kernel and the two are compared; a mismatch or a GPU-side failure turns
+// Metal off for the op for the rest of the process.
+// Whether `plan` uses a pipeline no call has checked yet.
+bool NeedsCheck(const Plan& plan);
+// Marks the pipelines of `plan` checked.
+void MarkChecked(const Plan& plan);
+// Whether Metal is off for `op` (a mismatch or a GPU failure turned it off).
+bool TurnedOff(const std::string& op);
+// Turns Metal off for `op` and counts a fallback; true the first time (the
+// caller then warns once, naming the op and the reason).
+bool TurnOff(const std::string& op);
+// The checks' totals: checks run, ops turned off, bytes compared, and the
+// host time the checks added (nanoseconds: the CPU kernel's run, the copies
+// and the comparison).
+struct CheckTotals {
+  uint64_t checks = 0, turned_off = 0, bytes = 0, nanoseconds = 0;
+};
+void CountCheck(uint64_t bytes, uint64_t nanoseconds);
+CheckTotals Checks();
+
 // Counters of plans, passes and fallbacks of this process and the host cost
 // of the plans run (tests check that the route they meant to test ran).
 int64_t PlansRun();
@@ -105,6 +127,8 @@ int64_t metal_ops_metal_fallbacks();
 int metal_ops_cpu_fallback_allowed();
 // The host cost of the plans run: {bytes in, bytes out, wrapped, command buffers, waits}.
 void metal_ops_metal_cost(uint64_t out[5]);
+// The first-use checks: {checks, ops turned off, bytes compared, nanoseconds}.
+void metal_ops_metal_checks(uint64_t out[4]);
 }
 
 #endif  // MO_KERNELS_METAL_PLAN_EXECUTOR_H_

@@ -36,6 +36,10 @@ Result Pipelines(mtl::Device& device, const Plan& plan, std::vector<const mtl::P
     std::string error;
     const mtl::Pipeline* pipeline = device.GetPipeline(pass.library, pass.function, &error);
     if (pipeline == nullptr) return Fail(Outcome::kCpu, pass.function + ": " + error);
+    if (plan.needs_simdgroup_matrix) {
+      const std::string narrow = metal::SimdWidthError(pipeline->ThreadExecutionWidth());
+      if (!narrow.empty()) return Fail(Outcome::kCpu, pass.function + ": " + narrow);
+    }
     if (pass.kind == Pass::kThreadgroups) {
       const std::string misfit =
           metal::ThreadgroupFitError(pipeline->MaxTotalThreadsPerThreadgroup(), pass.threads_per_group,
@@ -100,7 +104,7 @@ Result Completed(mtl::CommandBuffer& command_buffer, const std::string& what) {
   const mtl::CommandStatus status = command_buffer.Status();
   const std::string error = command_buffer.Error();
   if (status == mtl::CommandStatus::kCompleted && error.empty()) return {};
-  return Fail(Outcome::kError, "the GPU failed the command buffer (kernels: " + what + "): status " +
+  return Fail(Outcome::kGpu, "the GPU failed the command buffer (kernels: " + what + "): status " +
                                    mtl::StatusName(status) + ": " + (error.empty() ? "no error description" : error));
 }
 
@@ -178,9 +182,9 @@ Result RunOnOwnQueue(mtl::Device& device, mtl::CommandQueue& queue, const Plan& 
   if (placeholder == nullptr) return NoBuffer("the empty tensors' placeholder", mtl::kThreadgroupMemoryGranule, limits);
 
   std::unique_ptr<mtl::CommandBuffer> command_buffer = queue.NewCommandBuffer();
-  if (command_buffer == nullptr) return Fail(Outcome::kError, "Metal gave no command buffer");
+  if (command_buffer == nullptr) return Fail(Outcome::kGpu, "Metal gave no command buffer");
   std::unique_ptr<mtl::ComputeEncoder> encoder = command_buffer->NewComputeEncoder();
-  if (encoder == nullptr) return Fail(Outcome::kError, "Metal gave no compute command encoder");
+  if (encoder == nullptr) return Fail(Outcome::kGpu, "Metal gave no compute command encoder");
   Encode(*encoder, plan, pipelines, bound, scratch, *placeholder);
   command_buffer->Commit();
   command_buffer->WaitUntilCompleted();
@@ -212,7 +216,7 @@ Result RunOnStream(mtl::Stream& stream, mtl::Device& device, const Plan& plan, c
   auto encode = [&](mtl::CommandBuffer& command_buffer) -> Result {
     std::unique_ptr<mtl::ComputeEncoder> encoder = command_buffer.NewComputeEncoder();
     if (encoder == nullptr) {
-      return Fail(Outcome::kError, "Metal gave no compute command encoder on the stream's command buffer");
+      return Fail(Outcome::kGpu, "Metal gave no compute command encoder on the stream's command buffer");
     }
     Encode(*encoder, plan, pipelines, slots, scratch, *placeholder);
     return {};
@@ -229,7 +233,7 @@ Result EncodeOnStream(mtl::Stream& stream, const std::string& what,
   stream.Sync([&] {
     std::unique_ptr<mtl::CommandBuffer> command_buffer = stream.CurrentCommandBuffer();
     if (command_buffer == nullptr) {
-      result = Fail(Outcome::kError, "tensorflow-metal's stream gave no command buffer");
+      result = Fail(Outcome::kGpu, "tensorflow-metal's stream gave no command buffer");
       return;
     }
     result = encode(*command_buffer);
@@ -238,19 +242,26 @@ Result EncodeOnStream(mtl::Stream& stream, const std::string& what,
       stream.Commit();  // batched: may submit later (kernels/metal/tf_metal_stream.h)
       return;
     }
+    // The buffer that carries the work once encoding is done (MPSGraph may
+    // have committed the one the stream gave and continued on another).
+    std::unique_ptr<mtl::CommandBuffer> root = command_buffer->Root();
+    if (root == nullptr) {
+      result = Fail(Outcome::kGpu, "tensorflow-metal's command buffer has no root command buffer");
+      return;
+    }
     // Submitted without waiting here, so the wait does not hold the queue
     // TensorFlow encodes every op on.
-    mtl::CommandBuffer* cb = command_buffer.get();
+    mtl::CommandBuffer* cb = root.get();
     if (metal::CommitUntilSubmitted([&] { stream.Commit(); }, [&] {
           const mtl::CommandStatus status = cb->Status();
           return status != mtl::CommandStatus::kNotEnqueued && status != mtl::CommandStatus::kEnqueued;
         })) {
-      submitted = std::move(command_buffer);
+      submitted = std::move(root);
       return;
     }
     stream.CommitAndWait();
     cost->waits += 1;
-    result = Completed(*command_buffer, what);
+    result = Completed(*root, what);
   });
   if (submitted != nullptr) {
     submitted->WaitUntilCompleted();

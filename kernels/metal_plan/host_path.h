@@ -20,9 +20,11 @@
 //     outside the queue.
 // A failure that the CPU kernel does not have (a size Metal refuses, a shader
 // that does not compile, a missing GPU feature, a pipeline too narrow) is
-// Outcome::kCpu: the caller may compute on the CPU instead. Anything else
-// (a plan the checks refuse, no command buffer or encoder, a GPU error) is
-// Outcome::kError.
+// Outcome::kCpu: the caller may compute on the CPU instead. A failure of the
+// GPU or its driver (no command buffer or encoder, a command buffer's error)
+// is Outcome::kGpu: the own queue waited for it, so its caller may recompute
+// the call on the CPU and stop trusting the GPU with the op. Anything else (a
+// plan the checks refuse) is Outcome::kError.
 #ifndef MO_KERNELS_METAL_PLAN_HOST_PATH_H_
 #define MO_KERNELS_METAL_PLAN_HOST_PATH_H_
 
@@ -37,10 +39,10 @@
 namespace mo {
 namespace metal_plan {
 
-enum class Outcome { kDone, kCpu, kError };
+enum class Outcome { kDone, kCpu, kGpu, kError };
 struct Result {
   Outcome outcome = Outcome::kDone;
-  std::string message;  // what failed (kCpu, kError)
+  std::string message;  // what failed (kCpu, kGpu, kError)
   bool ok() const { return outcome == Outcome::kDone; }
 };
 

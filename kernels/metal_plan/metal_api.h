@@ -28,11 +28,12 @@ enum class Storage { kShared, kPrivate };  // MTLResourceStorageModeShared / Pri
 // setThreadgroupMemoryLength:atIndex: takes multiples of 16 bytes;
 // setBuffer:offset:atIndex: (device address space) wants the offset aligned
 // to the type the kernel reads, at most 16 bytes.
+// kMaxSetBytesLength is the bound setBytes stays below.
 constexpr uint64_t kMaxSetBytesLength = 4096, kThreadgroupMemoryGranule = 16, kBufferOffsetAlignment = 16;
 
 // Bumped whenever a class below changes layout: a model library of another
 // build is refused, not misread.
-constexpr int kApiVersion = 2;
+constexpr int kApiVersion = 3;
 
 // An MTLBuffer.
 class Buffer {
@@ -79,6 +80,12 @@ class CommandBuffer {
   virtual void WaitUntilCompleted() = 0;  // waitUntilCompleted
   virtual CommandStatus Status() = 0;     // status
   virtual std::string Error() = 0;        // error.localizedDescription, "" for none
+  // The MTLCommandBuffer that carries the work encoded so far:
+  // MPSCommandBuffer's rootCommandBuffer (tensorflow-metal's stream hands out
+  // an MPSCommandBuffer, on which MPSGraph may commitAndContinue, committing
+  // the buffer it was made with and continuing on a new one), else this
+  // buffer. Its status, wait and error are the work's; nullptr when none.
+  virtual std::unique_ptr<CommandBuffer> Root() = 0;
 };
 
 // An MTLCommandQueue.

@@ -105,8 +105,8 @@ std::string Validate(const Plan& plan, int num_slots) {
         return where + "buffer " + std::to_string(b.index) + " names scratch buffer " + std::to_string(b.slot);
       }
       if (b.kind == Binding::kBytes && b.bytes.empty()) return where + "empty bytes at " + std::to_string(b.index);
-      if (b.kind == Binding::kBytes && b.bytes.size() > mtl::kMaxSetBytesLength) {
-        return where + std::to_string(b.bytes.size()) + " bytes at " + std::to_string(b.index) + " (setBytes takes at most " +
+      if (b.kind == Binding::kBytes && b.bytes.size() >= mtl::kMaxSetBytesLength) {
+        return where + std::to_string(b.bytes.size()) + " bytes at " + std::to_string(b.index) + " (setBytes takes fewer than " +
                std::to_string(mtl::kMaxSetBytesLength) + ")";
       }
       for (size_t j = 0; j < i; ++j) {

@@ -6,8 +6,9 @@
 //     length that is a page multiple, else nil; every buffer: nil for 0
 //     bytes or above maxBufferLength; new buffers hold garbage (NaN bytes);
 //   - a private buffer's contents are not the CPU's (Contents() is nullptr);
-//   - setBuffer offsets aligned (16 bytes) and inside the buffer; setBytes at
-//     most 4 KiB; threadgroup memory a multiple of 16 within 32 KiB with the
+//   - setBuffer offsets aligned (16 bytes) and inside the buffer; setBytes
+//     smaller than 4 KiB; no kernel writing past the end of a buffer the
+//     model allocated (a guard region after each, checked per dispatch); threadgroup memory a multiple of 16 within 32 KiB with the
 //     pipeline's own; threads per threadgroup within the pipeline's
 //     maxTotalThreadsPerThreadgroup; nothing encoded after endEncoding; a
 //     command buffer committed with its encoder ended, waited for only once
@@ -23,7 +24,15 @@
 // wraps, command buffers and waits, and injects faults named in
 // METAL_OPS_MODEL_FAULTS (comma-separated, read at each call): nil_buffer,
 // nil_private (private buffers only: scratch), compile, gpu_error, no_apple7,
-// nil_encoder, nil_command_buffer, max_threads=N, max_buffer=N.
+// nil_encoder, nil_command_buffer, max_threads=N, max_buffer=N, no_copy (every
+// newBufferWithBytesNoCopy refused, as Metal may refuse memory that is not
+// from vm_allocate or mmap), simd_width=N (the pipelines' threadExecutionWidth),
+// wrong_result (the last dispatch of each command buffer perturbs the first
+// element it wrote in each buffer the model allocated: a GPU that computes
+// differently; no-copy wraps are refused meanwhile, so the tensors are
+// copies and a wrapped page's other allocations are never touched),
+// commit_and_continue (on tensorflow-metal's stream, MPSGraph's
+// commitAndContinue on the stream's command buffer before each encoder).
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -54,7 +63,8 @@ constexpr uint64_t kMaxBufferLength = uint64_t(8) << 30;   // maxBufferLength of
 
 struct Faults {
   bool nil_buffer = false, nil_private = false, compile = false, gpu_error = false, no_apple7 = false, nil_encoder = false,
-       nil_command_buffer = false;
+       nil_command_buffer = false, no_copy = false, wrong_result = false, commit_and_continue = false;
+  uint64_t simd_width = 32;
   uint64_t max_threads = kMaxThreadsPerThreadgroup;
   uint64_t max_buffer = kMaxBufferLength;
 };
@@ -80,6 +90,10 @@ Faults ReadFaults() {
     if (key == "nil_command_buffer") f.nil_command_buffer = true;
     if (key == "max_threads") f.max_threads = value;
     if (key == "max_buffer") f.max_buffer = value;
+    if (key == "no_copy") f.no_copy = true;
+    if (key == "wrong_result") f.wrong_result = true;
+    if (key == "commit_and_continue") f.commit_and_continue = true;
+    if (key == "simd_width") f.simd_width = value;
     at = end + 1;
   }
   return f;
@@ -88,7 +102,7 @@ Faults ReadFaults() {
 struct Counters {
   std::atomic<uint64_t> bytes_copied{0}, wrapped{0}, command_buffers{0}, waits{0}, violations{0}, dispatches{0};
   std::mutex mutex;
-  std::string first_violation;
+  std::string first_violation, last_violation;
 };
 Counters& Count() {
   static Counters* counters = new Counters;
@@ -97,9 +111,10 @@ Counters& Count() {
 
 void Violation(const std::string& rule) {
   Counters& c = Count();
-  if (c.violations.fetch_add(1) == 0) {
+  {
     std::lock_guard<std::mutex> lock(c.mutex);
-    c.first_violation = rule;
+    if (c.violations.fetch_add(1) == 0) c.first_violation = rule;
+    c.last_violation = rule;
   }
   std::fprintf(stderr, "metal model: Metal's rule broken: %s\n", rule.c_str());
 }
@@ -122,8 +137,15 @@ class ModelBuffer : public Buffer {
   uint8_t* data_;
 };
 
+// Past the end of each buffer the model allocates: a guard of kGuard bytes
+// of kGuardByte, checked after every dispatch (a kernel that writes past its
+// buffer is a violation, where on a Mac it corrupts other memory or faults).
+constexpr size_t kGuard = 4096;
+constexpr uint8_t kGuardByte = 0xa5;
+
 std::unique_ptr<Buffer> Owned(uint64_t length, Storage storage) {
   auto memory = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(length), uint8_t(0xff));
+  memory->resize(memory->size() + kGuard, kGuardByte);
   uint8_t* data = memory->data();
   return std::unique_ptr<Buffer>(new ModelBuffer(length, storage, std::move(memory), data));
 }
@@ -133,7 +155,7 @@ class ModelPipeline : public mo::mtl::Pipeline {
   explicit ModelPipeline(const exec::Entry* entry) : entry_(entry) {}
   uint64_t MaxTotalThreadsPerThreadgroup() const override { return ReadFaults().max_threads; }
   uint64_t StaticThreadgroupMemoryLength() const override { return 0; }
-  uint64_t ThreadExecutionWidth() const override { return 32; }  // every Apple GPU's SIMD-group
+  uint64_t ThreadExecutionWidth() const override { return ReadFaults().simd_width; }  // every Apple GPU's: 32
   const exec::Entry* entry() const { return entry_; }
 
  private:
@@ -152,6 +174,19 @@ struct Dispatch {
   Arg args[exec::kMaxBuffers];
   uint64_t groups, threads, threadgroup_bytes;
 };
+
+// The fault wrong_result: flips an exponent bit of the first 4-byte word of
+// `now` that differs from `before` (a float far off, an integer far off).
+void PerturbFirstWrite(const std::string& before, char* now) {
+  for (size_t at = 0; at + 4 <= before.size(); at += 4) {
+    if (std::memcmp(before.data() + at, now + at, 4) == 0) continue;
+    uint32_t word;
+    std::memcpy(&word, now + at, 4);
+    word ^= 0x40000000u;
+    std::memcpy(now + at, &word, 4);
+    return;
+  }
+}
 
 // A command buffer's state, shared by the handles given out for it (the
 // stream hands out its current one more than once).
@@ -185,6 +220,7 @@ struct CommandState {
       error = "Internal Error (0000000e:Internal Error) (injected by the model)";
       return;
     }
+    const bool wrong_result = ReadFaults().wrong_result;
     for (const Dispatch& d : dispatches) {
       exec::Bound args[exec::kMaxBuffers];
       for (int i = 0; i < exec::kMaxBuffers; ++i) {
@@ -192,7 +228,22 @@ struct CommandState {
         args[i].fresh = d.args[i].fresh;
       }
       const uint64_t seed = Count().dispatches.fetch_add(1);
-      const std::string failed = exec::Execute(*d.pipeline->entry(), args, d.groups, d.threads, d.threadgroup_bytes, seed);
+      const bool perturb = wrong_result && &d == &dispatches.back();
+      std::vector<std::string> before(perturb ? exec::kMaxBuffers : 0);
+      for (size_t i = 0; i < before.size(); ++i) {
+        if (args[i].data != nullptr && !args[i].bytes && d.args[i].keep != nullptr) {
+          before[i].assign(static_cast<const char*>(args[i].data), static_cast<size_t>(args[i].length));
+        }
+      }
+      std::string failed = exec::Execute(*d.pipeline->entry(), args, d.groups, d.threads, d.threadgroup_bytes, seed);
+      for (int i = 0; i < exec::kMaxBuffers && failed.empty(); ++i) {
+        const std::vector<uint8_t>* memory = d.args[i].keep.get();
+        if (memory == nullptr || args[i].bytes) continue;
+        for (size_t at = memory->size() - kGuard; at < memory->size() && failed.empty(); ++at) {
+          if ((*memory)[at] != kGuardByte) failed = "wrote past the end of buffer " + std::to_string(i);
+        }
+      }
+      for (size_t i = 0; i < before.size(); ++i) PerturbFirstWrite(before[i], static_cast<char*>(args[i].data));
       if (!failed.empty()) {
         Violation(std::string(d.pipeline->entry()->name) + ": " + failed);
         final_status = CommandStatus::kError;
@@ -227,8 +278,8 @@ class ModelEncoder : public mo::mtl::ComputeEncoder {
   }
   void SetBytes(const void* data, uint64_t length, uint32_t index) override {
     if (!Usable() || !Index(index)) return;
-    if (length == 0 || length > mo::mtl::kMaxSetBytesLength) {
-      return state_->Break("setBytes of " + std::to_string(length) + " bytes (at most 4 KiB)");
+    if (length == 0 || length >= mo::mtl::kMaxSetBytesLength) {
+      return state_->Break("setBytes of " + std::to_string(length) + " bytes (smaller than 4 KiB)");
     }
     auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(data),
                                                        static_cast<const uint8_t*>(data) + length);
@@ -300,6 +351,9 @@ class ModelCommandBuffer : public mo::mtl::CommandBuffer {
     }
     return state_->status == CommandStatus::kError ? state_->error : "";
   }
+  std::unique_ptr<mo::mtl::CommandBuffer> Root() override {
+    return std::unique_ptr<mo::mtl::CommandBuffer>(new ModelCommandBuffer(state_));
+  }
 
  private:
   std::shared_ptr<CommandState> state_;
@@ -308,6 +362,49 @@ class ModelCommandBuffer : public mo::mtl::CommandBuffer {
 std::unique_ptr<mo::mtl::CommandBuffer> NewCommandBufferHandle(std::shared_ptr<CommandState> state) {
   return std::unique_ptr<mo::mtl::CommandBuffer>(new ModelCommandBuffer(std::move(state)));
 }
+
+// tensorflow-metal's MPSCommandBuffer: its root command buffer carries the
+// work; commitAndContinue (which MPSGraph calls) commits the root and
+// continues on a new one. Apple's header: after it, the MPSCommandBuffer's
+// own status and wait are not those of the work committed; ask the
+// rootCommandBuffer. The model makes asking the MPSCommandBuffer itself
+// after a commitAndContinue a violation.
+struct MpsState {
+  std::shared_ptr<CommandState> root = std::make_shared<CommandState>();
+  bool continued = false;
+  void CommitAndContinue() {
+    root->Commit();
+    root = std::make_shared<CommandState>();
+    continued = true;
+  }
+};
+
+class ModelMpsCommandBuffer : public mo::mtl::CommandBuffer {
+ public:
+  explicit ModelMpsCommandBuffer(std::shared_ptr<MpsState> state) : state_(std::move(state)) {}
+  // The fault commit_and_continue: MPSGraph's commitAndContinue before each encoder.
+  std::unique_ptr<mo::mtl::ComputeEncoder> NewComputeEncoder() override {
+    if (ReadFaults().commit_and_continue) state_->CommitAndContinue();
+    return ModelCommandBuffer(state_->root).NewComputeEncoder();
+  }
+  void Commit() override { Live("commit").Commit(); }
+  void WaitUntilCompleted() override { Live("waitUntilCompleted").WaitUntilCompleted(); }
+  CommandStatus Status() override { return Live("status").Status(); }
+  std::string Error() override { return Live("error").Error(); }
+  std::unique_ptr<mo::mtl::CommandBuffer> Root() override { return NewCommandBufferHandle(state_->root); }
+
+ private:
+  ModelCommandBuffer& Live(const char* what) {
+    if (state_->continued) {
+      Violation(std::string(what) + " of an MPSCommandBuffer after commitAndContinue (its rootCommandBuffer "
+                "carries the work)");
+    }
+    live_.reset(new ModelCommandBuffer(state_->root));
+    return *live_;
+  }
+  std::shared_ptr<MpsState> state_;
+  std::unique_ptr<ModelCommandBuffer> live_;
+};
 
 class ModelQueue : public mo::mtl::CommandQueue {
  public:
@@ -324,7 +421,11 @@ class ModelDevice : public mo::mtl::Device {
     return {f.max_buffer, kMaxThreadgroupMemory, kPage, !f.no_apple7};
   }
   std::unique_ptr<Buffer> NewBufferNoCopy(void* data, uint64_t length) override {
-    if (!Allowed(length) || reinterpret_cast<uintptr_t>(data) % kPage != 0 || length % kPage != 0) return nullptr;
+    const Faults f = ReadFaults();
+    if (!Allowed(length) || f.no_copy || f.wrong_result || reinterpret_cast<uintptr_t>(data) % kPage != 0 ||
+        length % kPage != 0) {
+      return nullptr;
+    }
     Count().wrapped.fetch_add(1);
     return std::unique_ptr<Buffer>(new ModelBuffer(length, Storage::kShared, nullptr, static_cast<uint8_t*>(data)));
   }
@@ -372,31 +473,39 @@ class ModelDevice : public mo::mtl::Device {
 
 // tensorflow-metal's MetalStream: one queue, a lazily made current command
 // buffer, commits batched every MPS_MAX_COMMIT_COUNT-th call.
+// Its queue is serial and not recursive, as a dispatch queue is: a
+// dispatch_sync onto it from inside it is a violation (a deadlock on a Mac;
+// the model reports it and does not run the body), and so is reading the
+// current command buffer or committing outside it (a race with TensorFlow's
+// own encoding there).
 class ModelStream : public mo::mtl::Stream {
  public:
   void Sync(const std::function<void()>& body) override {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
-    in_queue_ = true;
+    if (InQueue()) {
+      return Violation("dispatch_sync onto the stream's queue from inside it (a deadlock on a Mac)");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    inside_ = this;
     body();
-    in_queue_ = false;
+    inside_ = nullptr;
   }
   std::unique_ptr<mo::mtl::CommandBuffer> CurrentCommandBuffer() override {
-    if (!in_queue_) Violation("currentCommandBuffer read outside the stream's queue");
-    if (current_ == nullptr) current_ = std::make_shared<CommandState>();
-    return NewCommandBufferHandle(current_);
+    if (!InQueue()) Violation("currentCommandBuffer read outside the stream's queue");
+    if (current_ == nullptr) current_ = std::make_shared<MpsState>();
+    return std::unique_ptr<mo::mtl::CommandBuffer>(new ModelMpsCommandBuffer(current_));
   }
   void Commit() override {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    if (!InQueue()) return Violation("the stream's commit called outside its queue");
     if (++commits_ % MaxCommit() != 0 || current_ == nullptr) return;
-    current_->Commit();
+    current_->root->Commit();
     current_ = nullptr;
   }
   void CommitAndWait() override {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
-    std::shared_ptr<CommandState> state = std::move(current_);
+    if (!InQueue()) return Violation("the stream's commitAndWait called outside its queue");
+    std::shared_ptr<MpsState> state = std::move(current_);
     if (state == nullptr) return;
-    state->Commit();
-    state->Wait();
+    state->root->Commit();
+    state->root->Wait();
   }
 
  private:
@@ -408,11 +517,15 @@ class ModelStream : public mo::mtl::Stream {
     }();
     return max_commit;
   }
-  std::recursive_mutex mutex_;  // the queue; commit runs on it too
-  bool in_queue_ = false;
-  std::shared_ptr<CommandState> current_;
+  // Whether the calling thread is inside the queue (running a Sync body).
+  bool InQueue() const { return inside_ == this; }
+  static thread_local const ModelStream* inside_;  // the stream whose Sync body this thread runs
+  std::mutex mutex_;  // the serial queue
+  std::shared_ptr<MpsState> current_;
   int commits_ = 0;
 };
+
+thread_local const ModelStream* ModelStream::inside_ = nullptr;
 
 void Upload(Buffer* buffer, const void* data, uint64_t bytes) {
   std::memcpy(static_cast<ModelBuffer*>(buffer)->gpu_data(), data, static_cast<size_t>(bytes));
@@ -466,4 +579,94 @@ extern "C" void metal_ops_model_first_violation(char* out, size_t len) {
   if (len == 0) return;
   std::strncpy(out, c.first_violation.c_str(), len - 1);
   out[len - 1] = '\0';
+}
+
+// The model's rules fed a broken use each (tests/test_metal_model_rules.py):
+// runs the use `what` against a fresh device, queue and stream of the model
+// and returns the violations it counted, the last one's text into `out`.
+// Each broken use has a correct twin ("ok_" prefix) that counts none.
+extern "C" int metal_ops_model_misuse(const char* what, char* out, size_t len) {
+  using namespace msl_shim::model;  // NOLINT
+  using mo::mtl::Storage;
+  const std::string use = what;
+  Counters& c = Count();
+  const uint64_t before = c.violations.load();
+  ModelDevice gpu;
+  ModelStream stream;
+  std::unique_ptr<mo::mtl::CommandQueue> queue = gpu.NewCommandQueue();
+  std::string error;
+  const mo::mtl::Pipeline* pipeline = gpu.GetPipeline("trunc_exp", "trunc_exp_forward_float32", &error);
+  std::unique_ptr<mo::mtl::Buffer> x = gpu.NewBuffer(4096, Storage::kShared), y = gpu.NewBuffer(4096, Storage::kShared);
+  std::vector<uint8_t> params(use == "set_bytes_4096" ? 4096 : sizeof(int64_t), 0);  // TruncExpParams
+  if (use == "write_past_end") {  // num_elements: 1040 floats, in buffers of 1024
+    const int64_t n = 1040;
+    std::memcpy(params.data(), &n, sizeof(n));
+  }
+  // One dispatch of trunc_exp's forward kernel on `cb`, broken as `use` says.
+  auto encode = [&](mo::mtl::CommandBuffer& cb) {
+    std::unique_ptr<mo::mtl::ComputeEncoder> encoder = cb.NewComputeEncoder();
+    encoder->SetPipeline(*pipeline);
+    encoder->SetBuffer(*x, use == "offset_unaligned" ? 8 : 0, 0);
+    encoder->SetBuffer(*y, use == "offset_outside" ? 8192 : 0, 1);
+    encoder->SetBytes(params.data(), params.size(), 2);
+    if (use == "threadgroup_memory_unaligned") encoder->SetThreadgroupMemoryLength(24, 0);
+    encoder->DispatchThreadgroups(1, use == "threads_over_pipeline" ? 2048 : 64);
+    if (use != "encoder_not_ended") encoder->EndEncoding();
+    if (use == "encode_after_end") encoder->DispatchThreadgroups(1, 64);
+  };
+  if (pipeline == nullptr || x == nullptr || y == nullptr) {
+    Violation("the misuse driver's setup failed: " + error);
+  } else if (use == "nested_sync" || use == "ok_sync") {
+    stream.Sync([&] {
+      if (use == "nested_sync") stream.Sync([] {});
+    });
+  } else if (use == "commit_outside_queue" || use == "ok_commit") {
+    stream.Sync([&] { encode(*stream.CurrentCommandBuffer()); });
+    if (use == "ok_commit") {
+      stream.Sync([&] { stream.CommitAndWait(); });
+    } else {
+      stream.Commit();
+    }
+  } else if (use == "current_outside_queue") {
+    stream.CurrentCommandBuffer();
+  } else if (use == "mps_wait_after_continue" || use == "ok_mps_root") {
+    auto mps = std::make_shared<MpsState>();
+    ModelMpsCommandBuffer handle(mps);
+    encode(handle);
+    mps->CommitAndContinue();  // MPSGraph's
+    std::unique_ptr<mo::mtl::CommandBuffer> root = handle.Root();
+    root->Commit();
+    if (use == "ok_mps_root") {
+      root->WaitUntilCompleted();
+    } else {
+      handle.WaitUntilCompleted();
+    }
+  } else {
+    std::unique_ptr<mo::mtl::CommandBuffer> cb = queue->NewCommandBuffer();
+    if (use == "error_before_completion") {
+      encode(*cb);
+      cb->Commit();
+      cb->Error();
+      cb->WaitUntilCompleted();
+    } else if (use == "wait_uncommitted") {
+      encode(*cb);
+      cb->WaitUntilCompleted();
+    } else if (use == "commit_twice") {
+      encode(*cb);
+      cb->Commit();
+      cb->Commit();
+    } else {
+      encode(*cb);
+      cb->Commit();
+      cb->WaitUntilCompleted();
+      cb->Error();
+    }
+  }
+  const int violations = static_cast<int>(c.violations.load() - before);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (len > 0) {
+    std::strncpy(out, violations > 0 ? c.last_violation.c_str() : "", len - 1);
+    out[len - 1] = '\0';
+  }
+  return violations;
 }
