@@ -4,6 +4,8 @@
 //   #define MO_SH_ENCODE_ATTRS(ATTR) ATTR(degree, Int, 4, 1, MO_SH_MAX_DEGREE)
 //
 //   Int   (default, lo, hi)        an integer in [lo, hi], held as int
+//   Int64 (default, lo, hi)        an integer in [lo, hi], held as int64_t (an
+//                                  index into a tensor; hi INT64_MAX: no bound)
 //   Float (default, lo, hi)        a float in [lo, hi] (NaN never is), held as float
 //   Enum  (default, "a", "b", ...) one of the strings, held as its index; the
 //                                  default is an index (the op's enum constant)
@@ -37,8 +39,10 @@
 namespace mo {
 namespace attrs {
 
-// "1, 2, 3 or 4" for a short range, "in [lo, hi]" for a long one.
+// "1, 2, 3 or 4" for a short range, "in [lo, hi]" for a long one, "at
+// least lo" for one without an upper bound.
 inline std::string RangeText(int64_t lo, int64_t hi) {
+  if (hi == INT64_MAX) return "at least " + std::to_string(lo);
   if (hi - lo > 5) return "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   std::string s;
   for (int64_t v = lo; v <= hi; ++v) s += (v == lo ? "" : v == hi ? " or " : ", ") + std::to_string(v);
@@ -83,6 +87,30 @@ struct Int {
   template <typename F>
   static void Visit(F& f, const char* name, Value value, int64_t, int64_t, int64_t) {
     f(name, static_cast<int64_t>(value));
+  }
+};
+
+struct Int64 {
+  using Value = int64_t;
+  static constexpr Value Default(int64_t value, int64_t, int64_t) { return value; }
+  static constexpr bool Valid(int64_t value, int64_t lo, int64_t hi) { return lo <= value && value <= hi; }
+  static std::string Spec(const char* name, int64_t value, int64_t, int64_t) {
+    return std::string(name) + ": int = " + std::to_string(value);
+  }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, int64_t, int64_t lo,
+                             int64_t hi) {
+    int64_t value = 0;
+    if (!get(name, &value)) return Unreadable(op, name);
+    if (value < lo || value > hi) {
+      return checks::Invalid(op, ": '", name, "' must be ", RangeText(lo, hi), ", got ", value);
+    }
+    *out = value;
+    return checks::Ok();
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, Value value, int64_t, int64_t, int64_t) {
+    f(name, value);
   }
 };
 
