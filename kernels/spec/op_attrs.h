@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "kernels/spec/checks.h"
@@ -64,11 +65,14 @@ inline checks::Result Unreadable(const char* op, const char* name) {
   return checks::Invalid(op, ": could not read the attribute '", name, "'");
 }
 
-struct Int {
-  using Value = int;
+// Int and Int64: an integer in [lo, hi], held as V (a range beyond V's does
+// not compile, through Valid).
+template <typename V>
+struct Integer {
+  using Value = V;
   static constexpr Value Default(int64_t value, int64_t, int64_t) { return static_cast<Value>(value); }
   static constexpr bool Valid(int64_t value, int64_t lo, int64_t hi) {
-    return lo <= value && value <= hi && lo >= INT32_MIN && hi <= INT32_MAX;
+    return lo <= value && value <= hi && lo >= std::numeric_limits<V>::min() && hi <= std::numeric_limits<V>::max();
   }
   static std::string Spec(const char* name, int64_t value, int64_t, int64_t) {
     return std::string(name) + ": int = " + std::to_string(value);
@@ -90,29 +94,8 @@ struct Int {
   }
 };
 
-struct Int64 {
-  using Value = int64_t;
-  static constexpr Value Default(int64_t value, int64_t, int64_t) { return value; }
-  static constexpr bool Valid(int64_t value, int64_t lo, int64_t hi) { return lo <= value && value <= hi; }
-  static std::string Spec(const char* name, int64_t value, int64_t, int64_t) {
-    return std::string(name) + ": int = " + std::to_string(value);
-  }
-  template <typename Get>
-  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, int64_t, int64_t lo,
-                             int64_t hi) {
-    int64_t value = 0;
-    if (!get(name, &value)) return Unreadable(op, name);
-    if (value < lo || value > hi) {
-      return checks::Invalid(op, ": '", name, "' must be ", RangeText(lo, hi), ", got ", value);
-    }
-    *out = value;
-    return checks::Ok();
-  }
-  template <typename F>
-  static void Visit(F& f, const char* name, Value value, int64_t, int64_t, int64_t) {
-    f(name, value);
-  }
-};
+using Int = Integer<int>;
+using Int64 = Integer<int64_t>;
 
 struct Float {
   using Value = float;
