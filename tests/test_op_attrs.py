@@ -150,7 +150,7 @@ int main() {
 """.replace("  MO_INDEX_ATTRS(MO_PRINT_SPEC_)", """#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
   MO_INDEX_ATTRS(MO_PRINT_SPEC_)""")
 
-INT64_EXPECTED = """spec index: int = 0
+INT64_EXPECTED = """spec index: int >= 0 = 0
 spec offset: int = -2
 visit index=4294967299
 visit offset=-4
@@ -161,7 +161,8 @@ error Indexed: 'offset' must be in [-4, 4], got 5
 
 def test_an_int64_attribute_keeps_64_bits_and_may_have_no_upper_bound(tmp_path):
     """Int64 (an index into a tensor, ZeroOut's preserve_index): read without
-    truncation, its bound written "at least lo" when it has no upper one."""
+    truncation; without an upper bound, its minimum in TensorFlow's attribute
+    and its message "at least lo"."""
     built, exe = compile_program(tmp_path, INT64_PROGRAM)
     assert built.returncode == 0, built.stderr
     assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == INT64_EXPECTED

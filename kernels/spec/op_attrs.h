@@ -5,7 +5,9 @@
 //
 //   Int   (default, lo, hi)        an integer in [lo, hi], held as int
 //   Int64 (default, lo, hi)        an integer in [lo, hi], held as int64_t (an
-//                                  index into a tensor; hi INT64_MAX: no bound)
+//                                  index into a tensor; hi INT64_MAX: no upper
+//                                  bound, and TensorFlow's attribute says
+//                                  `int >= lo`)
 //   Float (default, lo, hi)        a float in [lo, hi] (NaN never is), held as float
 //   Enum  (default, "a", "b", ...) one of the strings, held as its index; the
 //                                  default is an index (the op's enum constant)
@@ -74,8 +76,11 @@ struct Integer {
   static constexpr bool Valid(int64_t value, int64_t lo, int64_t hi) {
     return lo <= value && value <= hi && lo >= std::numeric_limits<V>::min() && hi <= std::numeric_limits<V>::max();
   }
-  static std::string Spec(const char* name, int64_t value, int64_t, int64_t) {
-    return std::string(name) + ": int = " + std::to_string(value);
+  // Without an upper bound, TensorFlow's attribute carries the minimum
+  // (`int >= lo`), which the op definition shows and the wrappers read.
+  static std::string Spec(const char* name, int64_t value, int64_t lo, int64_t hi) {
+    const std::string minimum = hi == INT64_MAX ? " >= " + std::to_string(lo) : "";
+    return std::string(name) + ": int" + minimum + " = " + std::to_string(value);
   }
   template <typename Get>
   static checks::Result Read(Get& get, const char* op, const char* name, Value* out, int64_t, int64_t lo,
