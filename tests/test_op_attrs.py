@@ -121,3 +121,48 @@ def test_a_default_outside_its_constraint_does_not_compile(tmp_path, bad):
     assert text != PROGRAM
     built, _ = compile_program(tmp_path, text)
     assert built.returncode != 0 and "its default breaks its constraint" in built.stderr, built.stderr
+
+
+INT64_PROGRAM = PROGRAM[: PROGRAM.index("int main()")] + r"""
+#define MO_INDEX_ATTRS(ATTR) ATTR(index, Int64, 0, 0, INT64_MAX) ATTR(offset, Int64, -2, -4, 4)
+namespace indexed {
+MO_DECLARE_ATTRS("Indexed", MO_INDEX_ATTRS);
+}
+
+int main() {
+  static_assert(std::is_same_v<decltype(indexed::Attrs::index), int64_t>, "Int64 is held as int64_t");
+  MO_INDEX_ATTRS(MO_PRINT_SPEC_)
+  const Reader cases[] = {
+      {{{"index", "4294967299"}, {"offset", "-4"}}},
+      {{{"index", "-1"}, {"offset", "0"}}},
+      {{{"index", "3"}, {"offset", "5"}}},
+  };
+  for (const Reader& r : cases) {
+    indexed::Attrs b;
+    const mo::checks::Result result = indexed::ReadAttrs(r, &b);
+    if (result.ok) {
+      indexed::VisitAttrs(b, Printer());
+    } else {
+      std::printf("error %s\n", result.message.c_str());
+    }
+  }
+}
+""".replace("  MO_INDEX_ATTRS(MO_PRINT_SPEC_)", """#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
+  MO_INDEX_ATTRS(MO_PRINT_SPEC_)""")
+
+INT64_EXPECTED = """spec index: int >= 0 = 0
+spec offset: int = -2
+visit index=4294967299
+visit offset=-4
+error Indexed: 'index' must be at least 0, got -1
+error Indexed: 'offset' must be in [-4, 4], got 5
+"""
+
+
+def test_an_int64_attribute_keeps_64_bits_and_may_have_no_upper_bound(tmp_path):
+    """Int64 (an index into a tensor, ZeroOut's preserve_index): read without
+    truncation; without an upper bound, its minimum in TensorFlow's attribute
+    and its message "at least lo"."""
+    built, exe = compile_program(tmp_path, INT64_PROGRAM)
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == INT64_EXPECTED

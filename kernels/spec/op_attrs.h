@@ -4,6 +4,10 @@
 //   #define MO_SH_ENCODE_ATTRS(ATTR) ATTR(degree, Int, 4, 1, MO_SH_MAX_DEGREE)
 //
 //   Int   (default, lo, hi)        an integer in [lo, hi], held as int
+//   Int64 (default, lo, hi)        an integer in [lo, hi], held as int64_t (an
+//                                  index into a tensor; hi INT64_MAX: no upper
+//                                  bound, and TensorFlow's attribute says
+//                                  `int >= lo`)
 //   Float (default, lo, hi)        a float in [lo, hi] (NaN never is), held as float
 //   Enum  (default, "a", "b", ...) one of the strings, held as its index; the
 //                                  default is an index (the op's enum constant)
@@ -30,6 +34,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "kernels/spec/checks.h"
@@ -37,8 +42,10 @@
 namespace mo {
 namespace attrs {
 
-// "1, 2, 3 or 4" for a short range, "in [lo, hi]" for a long one.
+// "1, 2, 3 or 4" for a short range, "in [lo, hi]" for a long one, "at
+// least lo" for one without an upper bound.
 inline std::string RangeText(int64_t lo, int64_t hi) {
+  if (hi == INT64_MAX) return "at least " + std::to_string(lo);
   if (hi - lo > 5) return "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   std::string s;
   for (int64_t v = lo; v <= hi; ++v) s += (v == lo ? "" : v == hi ? " or " : ", ") + std::to_string(v);
@@ -60,14 +67,20 @@ inline checks::Result Unreadable(const char* op, const char* name) {
   return checks::Invalid(op, ": could not read the attribute '", name, "'");
 }
 
-struct Int {
-  using Value = int;
+// Int and Int64: an integer in [lo, hi], held as V (a range beyond V's does
+// not compile, through Valid).
+template <typename V>
+struct Integer {
+  using Value = V;
   static constexpr Value Default(int64_t value, int64_t, int64_t) { return static_cast<Value>(value); }
   static constexpr bool Valid(int64_t value, int64_t lo, int64_t hi) {
-    return lo <= value && value <= hi && lo >= INT32_MIN && hi <= INT32_MAX;
+    return lo <= value && value <= hi && lo >= std::numeric_limits<V>::min() && hi <= std::numeric_limits<V>::max();
   }
-  static std::string Spec(const char* name, int64_t value, int64_t, int64_t) {
-    return std::string(name) + ": int = " + std::to_string(value);
+  // Without an upper bound, TensorFlow's attribute carries the minimum
+  // (`int >= lo`), which the op definition shows and the wrappers read.
+  static std::string Spec(const char* name, int64_t value, int64_t lo, int64_t hi) {
+    const std::string minimum = hi == INT64_MAX ? " >= " + std::to_string(lo) : "";
+    return std::string(name) + ": int" + minimum + " = " + std::to_string(value);
   }
   template <typename Get>
   static checks::Result Read(Get& get, const char* op, const char* name, Value* out, int64_t, int64_t lo,
@@ -85,6 +98,9 @@ struct Int {
     f(name, static_cast<int64_t>(value));
   }
 };
+
+using Int = Integer<int>;
+using Int64 = Integer<int64_t>;
 
 struct Float {
   using Value = float;

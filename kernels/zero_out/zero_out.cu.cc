@@ -1,7 +1,7 @@
-// ZeroOut CUDA kernel. The per-element rule comes from kernels/zero_out/zero_out.h.
+// ZeroOut's CUDA kernel and its launcher (declared in zero_out.h). The
+// per-element rule is kernels/zero_out/zero_out.h's.
 #include "kernels/zero_out/zero_out.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/zero_out/zero_out_cuda.h"
 
 namespace mo {
 namespace cuda {
@@ -18,18 +18,19 @@ __global__ void ZeroOutKernel(const T* __restrict__ in, T* __restrict__ out,
 }  // namespace
 
 template <typename T>
-cudaError_t LaunchZeroOut(const T* in, T* out, int64_t n, int64_t preserve_index,
-                          cudaStream_t stream) {
+cudaError_t LaunchZeroOut(const T* in, T* out, int64_t n, const zero_out::Attrs& a, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  ZeroOutKernel<T><<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(
-      in, out, n, preserve_index);
+  ZeroOutKernel<T><<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(in, out, n, a.preserve_index);
   return cudaGetLastError();
 }
 
-template cudaError_t LaunchZeroOut<int32_t>(const int32_t*, int32_t*, int64_t, int64_t, cudaStream_t);
-template cudaError_t LaunchZeroOut<int64_t>(const int64_t*, int64_t*, int64_t, int64_t, cudaStream_t);
-template cudaError_t LaunchZeroOut<float>(const float*, float*, int64_t, int64_t, cudaStream_t);
-template cudaError_t LaunchZeroOut<double>(const double*, double*, int64_t, int64_t, cudaStream_t);
+#define MO_INSTANTIATE_ZERO_OUT(T) \
+  template cudaError_t LaunchZeroOut<T>(const T*, T*, int64_t, const zero_out::Attrs&, cudaStream_t);
+MO_INSTANTIATE_ZERO_OUT(int32_t)
+MO_INSTANTIATE_ZERO_OUT(int64_t)
+MO_INSTANTIATE_ZERO_OUT(float)
+MO_INSTANTIATE_ZERO_OUT(double)
+#undef MO_INSTANTIATE_ZERO_OUT
 
 }  // namespace cuda
 }  // namespace mo

@@ -1,4 +1,5 @@
-"""ZeroOut: the tutorial op (ops/zero_out_op.cc, kernels/*/zero_out*)."""
+"""ZeroOut: the tutorial op (kernels/zero_out/zero_out_op.cc; its declaration and element rule:
+kernels/zero_out/zero_out.h). docs/ZERO_OUT.md describes the op."""
 import tensorflow as tf
 
 from metal_ops._args import float_tensor, op_attrs
