@@ -82,9 +82,10 @@ def test_scaffold_writes_every_file_of_its_model_under_the_new_name(tmp_path, mo
 
 def built_copy(dest):
     """The tree with its build (build/, the package's .so) under dest, times
-    kept; the virtual environment linked, not copied."""
+    kept; the virtual environment linked, not copied; no hidden folder (.git,
+    caches, a GPU host's toolchains) and no run's or data set's outputs."""
     for entry in os.listdir(ROOT):
-        if entry in (".git", ".venv", ".pytest_cache", ".hypothesis", "runs", "data", "dist"):
+        if entry.startswith(".") or entry in ("runs", "data", "dist", "wheelhouse"):
             continue
         subprocess.run(["cp", "-a", os.path.join(ROOT, entry), str(dest)], check=True)
     os.symlink(os.path.realpath(os.path.join(ROOT, ".venv")), os.path.join(dest, ".venv"))
