@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from tests.metal_shim import model as model_module
+
 pytestmark = pytest.mark.source_tree("the strict model of Metal")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,9 +78,9 @@ def call():
         y = metal_ops.trunc_exp(x)
     return y, tape.gradient(y, x, output_gradients=tf.constant(dy))
 call()  # the first calls are checked against the CPU kernel, whose results they keep
-cost0, model0 = metal_path.host_cost(), metal_path.model_counters()
+cost0, model0 = metal_path.host_cost(), _model.counters()
 y, dx = call()
-cost1, model1 = metal_path.host_cost(), metal_path.model_counters()
+cost1, model1 = metal_path.host_cost(), _model.counters()
 ok = np.allclose(y.numpy(), np.exp(x.numpy()), rtol=1e-6) and np.allclose(dx.numpy(), dy * np.exp(x.numpy()), rtol=1e-6)
 print({k: cost1[k] - cost0[k] for k in cost0}, model1["violations"], metal_path.metal_fallbacks(), ok)
 """
@@ -88,8 +90,8 @@ def run_child(code, **env):
     full = dict(os.environ, CUDA_VISIBLE_DEVICES="", METAL_OPS_METAL="shim", METAL_OPS_SHIM_EXEC_LIB=SHIM_EXEC,
                 TF_CPP_MIN_LOG_LEVEL="0")
     full.update(env)
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-c", model_module.PRELUDE + code], env=full, capture_output=True,
+                          text=True, cwd=ROOT, timeout=600)
 
 
 def test_a_refused_no_copy_wrap_copies_in_and_back(model):
@@ -138,7 +140,7 @@ from metal_ops import metal_path
 x = np.linspace(-3, 3, 5000).astype(np.float32)
 got = metal_ops.trunc_exp(x).numpy()
 print(float(np.max(np.abs(got - np.exp(x)) / np.exp(x))), metal_path.metal_runs()[0],
-      metal_path.model_counters()["violations"])
+      _model.counters()["violations"])
 """
 
 

@@ -68,7 +68,7 @@ def test_scaffold_writes_every_file_of_its_model_under_the_new_name(tmp_path, mo
     assert 'REGISTER_OP("MetalOpsScaffoldProbeGrad")' in read(root, f"kernels/{NAME}/{NAME}_op.cc")
     # The shared files name it beside its model.
     init = read(root, "python/metal_ops/__init__.py")
-    assert f"from metal_ops.{NAME} import {NAME}  # noqa: E402" in init and f'    "{NAME}",' in init
+    assert f"    from metal_ops.{NAME} import {NAME}  # noqa: E402" in init and f'    "{NAME}",' in init
     readme = read(root, "README.md")
     assert f"| `metal_ops.{NAME}(" in readme and f"[{new.upper}](docs/{new.upper}.md)" in readme
     assert re.search(rf"^\| [^|]*`{model}`[^|]*`{NAME}` \|", readme, re.M)

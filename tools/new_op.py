@@ -159,7 +159,8 @@ def shared_edits(root, old, new, rename):
     block; each beside the model's."""
     m, n = old.snake, new.snake
     edit(root, "python/metal_ops/__init__.py",
-         add_after(lambda line: line.startswith(f"from metal_ops.{m} import ") or line == f'    "{m}",', rename))
+         add_after(lambda line: line.lstrip().startswith(f"from metal_ops.{m} import ") or line == f'    "{m}",',
+                   rename))
 
     def readme(lines):
         lines = add_after(lambda line: line.startswith("|") and f"(docs/{old.upper}.md)" in line, rename)(lines)

@@ -2,7 +2,7 @@
 "The first-use check"), as the strict model of Metal runs it, and what it
 does with a GPU that computes wrongly.
 
-    .venv/bin/python -m tests.metal_shim.check_cost [--ops trunc_exp,...] [--fault wrong_result] [--json]
+    .venv/bin/python -m tests.metal_shim.check_cost [--ops OP,...] [--fault wrong_result] [--json]
 
 Runs with METAL_OPS_METAL=shim (the own-queue host path on the model, every
 call sent to it): for each op its smallest float32 self-test case with
@@ -27,6 +27,9 @@ def _setup():
     for path in (ROOT, os.path.join(ROOT, "python")):
         if path not in sys.path:
             sys.path.insert(0, path)
+    from tests.metal_shim import model
+
+    model.load()
 
 
 def smallest_case(op):
@@ -70,24 +73,24 @@ def measure(ops, fault):
     return report
 
 
-OPS = ("zero_out", "trunc_exp", "sh_encode", "robust_loss", "distortion_loss", "volume_render", "hash_encode",
-       "scene_contract", "packed_volume_render", "ray_march", "fused_mlp")
-
-
 def main(argv=None):
+    _setup()
+    from tests import op_files
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ops", default=",".join(OPS), help="comma-separated op names")
+    parser.add_argument("--ops", default=",".join(op_files.metal_planned_ops()),
+                        help="comma-separated op names (default: every op with Metal plans)")
     parser.add_argument("--fault", default="", help="METAL_OPS_MODEL_FAULTS for the Metal calls")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
     args = parser.parse_args(argv)
-    _setup()
-    import metal_ops  # noqa: F401  (loads the op library and the model)
+    import metal_ops  # noqa: F401  (loads the op library)
     from metal_ops import metal_path
+    from tests.metal_shim import model
 
     report = measure([op for op in args.ops.split(",") if op], args.fault)
     if args.json:
         print("REPORT " + json.dumps(report))
-        print("MODEL " + json.dumps(metal_path.model_counters()))
+        print("MODEL " + json.dumps(model.counters()))
         return 0
     print("| op: case (float32, forward + backward) | first calls checked | bytes of outputs kept | "
           "host time of the checks (ms) |")
