@@ -382,6 +382,7 @@ def test_a_mistake_is_an_error_naming_the_argument(call, error, pattern):
     assert "NodeDef" not in str(e.value) and "{{" not in str(e.value)
 
 
+@pytest.mark.source_tree("docs/SCENE_CONTRACT.md")
 def test_scene_contract_under_jit_compile_is_the_error_its_doc_names():
     """docs/SCENE_CONTRACT.md, "Backends": no XLA kernel; TensorFlow refuses the compiled function."""
     compiled = tf.function(lambda x: metal_ops.scene_contract(x), jit_compile=True)

@@ -17,6 +17,8 @@ import pytest
 
 from tests import op_files
 
+pytestmark = pytest.mark.source_tree("the op folders and the shared code files")
+
 ROOT = op_files.ROOT
 SHARED_DIRS = ("python", "kernels", "ops", "grappler", "runtime", "tests")
 SHARED_FILES = ("Makefile", "BUILD", "setup.py")

@@ -12,6 +12,8 @@ from tensorflow.python.framework import kernels
 from metal_ops import _loader, selftest
 from tests import op_files
 
+pytestmark = pytest.mark.source_tree("the docs' op tables and the op folders")
+
 ROOT = op_files.ROOT
 
 
