@@ -3,7 +3,6 @@ functional API (HashEncoding, FusedMLP with TruncExp, SHEncoding, VolumeRender)
 trains, saves as .keras and loads in a new process with identical outputs;
 under a mixed-precision policy the coordinates, directions and the renderer's
 inputs stay float32, in a functional and in a subclassed model."""
-import contextlib
 import os
 import subprocess
 import sys
@@ -16,20 +15,11 @@ import tensorflow as tf
 import metal_ops  # noqa: F401  (registers the layers)
 from metal_ops import layers
 from tests.child_env import child_env
+from tests.test_keras_user import policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 R, S = 8, 6
 GRID = dict(num_levels=4, features_per_level=2, log2_hashmap_size=10, base_resolution=4, finest_resolution=32)
-
-
-@contextlib.contextmanager
-def policy(name):
-    before = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(name)
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy(before)
 
 
 def field():

@@ -18,19 +18,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _setup():
-    os.environ["METAL_OPS_METAL"] = "shim"
-    os.environ.pop("METAL_OPS_METAL_MIN_WORK", None)
-    for path in (ROOT, os.path.join(ROOT, "python")):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    from tests.metal_shim import model
-
-    model.load()
-
+from tests.metal_shim.host_cost import _setup  # the own queue on the model, every call sent to it
 
 def smallest_case(op):
     """The op's smallest float32 self-test case whose inputs are all non-empty."""
