@@ -166,3 +166,66 @@ def test_an_int64_attribute_keeps_64_bits_and_may_have_no_upper_bound(tmp_path):
     built, exe = compile_program(tmp_path, INT64_PROGRAM)
     assert built.returncode == 0, built.stderr
     assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == INT64_EXPECTED
+
+
+BOOL_PROGRAM = PROGRAM[: PROGRAM.index("int main()")] + r"""
+#define MO_GRID_ATTRS(ATTR) \
+  ATTR(jitter, Bool, false) ATTR(levels, RequiredInt, 1, 64) ATTR(step, RequiredFloat, 0.0, 1e10) \
+  ATTR(budget, RequiredInt64, 0, INT64_MAX)
+namespace grid {
+MO_DECLARE_ATTRS("Grid", MO_GRID_ATTRS);
+}
+
+struct BoolPrinter : Printer {
+  using Printer::operator();
+  void operator()(const char* name, bool v) const { std::printf("visit %s=%s\n", name, v ? "true" : "false"); }
+};
+
+int main() {
+  static_assert(std::is_same_v<decltype(grid::Attrs::jitter), bool>, "Bool is held as bool");
+  grid::Attrs a;
+  std::printf("default %d %d %g %lld\n", a.jitter, a.levels, a.step, (long long)a.budget);
+#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
+  MO_GRID_ATTRS(MO_PRINT_SPEC_)
+  const Reader cases[] = {
+      {{{"jitter", "1"}, {"levels", "16"}, {"step", "0.25"}, {"budget", "4294967299"}}},
+      {{{"jitter", "0"}, {"levels", "65"}, {"step", "0.25"}, {"budget", "1"}}},
+      {{{"jitter", "0"}, {"levels", "2"}, {"step", "-1"}, {"budget", "1"}}},
+      {{{"jitter", "0"}, {"step", "0.5"}, {"budget", "1"}}},
+      {{{"levels", "2"}, {"step", "0.5"}, {"budget", "1"}}},
+  };
+  for (const Reader& r : cases) {
+    grid::Attrs b;
+    const mo::checks::Result result = grid::ReadAttrs(r, &b);
+    if (result.ok) {
+      grid::VisitAttrs(b, BoolPrinter());
+    } else {
+      std::printf("error %s\n", result.message.c_str());
+    }
+  }
+}
+"""
+
+BOOL_EXPECTED = """default 0 1 0 0
+spec jitter: bool = false
+spec levels: int
+spec step: float
+spec budget: int >= 0
+visit jitter=true
+visit levels=16
+visit step=0.25
+visit budget=4294967299
+error Grid: 'levels' must be in [1, 64], got 65
+error Grid: 'step' must be in [0, 1e+10], got -1
+error Grid: could not read the attribute 'levels'
+error Grid: could not read the attribute 'jitter'
+"""
+
+
+def test_bool_and_required_attributes(tmp_path):
+    """Bool (held as bool, visited as bool for the XLA call's attributes) and
+    the Required kinds: no default in TensorFlow's attribute, the kind's range
+    checked as with a default."""
+    built, exe = compile_program(tmp_path, BOOL_PROGRAM)
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == BOOL_EXPECTED

@@ -11,6 +11,10 @@
 //   Float (default, lo, hi)        a float in [lo, hi] (NaN never is), held as float
 //   Enum  (default, "a", "b", ...) one of the strings, held as its index; the
 //                                  default is an index (the op's enum constant)
+//   Bool  (default)                true or false, held as bool
+//   RequiredInt   (lo, hi)         Int, Int64 and Float without a default: the
+//   RequiredInt64 (lo, hi)         caller sets them (TensorFlow's attribute
+//   RequiredFloat (lo, hi)         says `int` or `float`); lo until read
 //
 // and everything else follows from the list:
 //   MO_DECLARE_ATTRS("SHEncode", MO_SH_ENCODE_ATTRS) (in namespace mo::<op>):
@@ -165,6 +169,56 @@ struct Enum {
     f(name, all[value]);
   }
 };
+
+struct Bool {
+  using Value = bool;
+  static constexpr Value Default(bool value) { return value; }
+  static constexpr bool Valid(bool) { return true; }
+  static std::string Spec(const char* name, bool value) {
+    return std::string(name) + ": bool = " + (value ? "true" : "false");
+  }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, bool) {
+    return get(name, out) ? checks::Ok() : Unreadable(op, name);
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, Value value, bool) {
+    f(name, value);
+  }
+};
+
+// Kind without a default: the caller always sets it. Its member starts at
+// lo (a value the checks accept) until ReadAttrs reads it; TensorFlow's
+// attribute is the kind's without ` = default`.
+template <typename Kind>
+struct Required {
+  using Value = typename Kind::Value;
+  template <typename Lo, typename Hi>
+  static constexpr Value Default(Lo lo, Hi hi) {
+    return Kind::Default(lo, lo, hi);
+  }
+  template <typename Lo, typename Hi>
+  static constexpr bool Valid(Lo lo, Hi hi) {
+    return Kind::Valid(lo, lo, hi);
+  }
+  template <typename Lo, typename Hi>
+  static std::string Spec(const char* name, Lo lo, Hi hi) {
+    const std::string spec = Kind::Spec(name, lo, lo, hi);
+    return spec.substr(0, spec.rfind(" = "));
+  }
+  template <typename Get, typename Lo, typename Hi>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, Lo lo, Hi hi) {
+    return Kind::Read(get, op, name, out, lo, lo, hi);
+  }
+  template <typename F, typename Lo, typename Hi>
+  static void Visit(F& f, const char* name, Value value, Lo lo, Hi hi) {
+    Kind::Visit(f, name, value, lo, lo, hi);
+  }
+};
+
+using RequiredInt = Required<Int>;
+using RequiredInt64 = Required<Int64>;
+using RequiredFloat = Required<Float>;
 
 }  // namespace attrs
 }  // namespace mo

@@ -31,6 +31,10 @@ class FfiAttrGetter {
       ffi::ErrorOr<std::string_view> read = dict_.get<std::string_view>(name);
       if (!read.has_value()) return false;
       *value = std::string(read.value());
+    } else if constexpr (std::is_same_v<T, bool>) {  // FfiAttrsOf writes a Bool as an i64 0 or 1
+      ffi::ErrorOr<int64_t> read = dict_.get<int64_t>(name);
+      if (!read.has_value()) return false;
+      *value = read.value() != 0;
     } else {
       ffi::ErrorOr<T> read = dict_.get<T>(name);
       if (!read.has_value()) return false;

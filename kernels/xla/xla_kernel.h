@@ -97,6 +97,7 @@ FfiAttrs FfiAttrsOf(const Attrs& attrs) {
     void operator()(const char* name, int64_t value) const { out->Int(name, value); }
     void operator()(const char* name, float value) const { out->Float(name, value); }
     void operator()(const char* name, const char* value) const { out->Str(name, value); }
+    void operator()(const char* name, bool value) const { out->Int(name, value ? 1 : 0); }  // FfiAttrGetter reads it back
   };
   FfiAttrs out;
   Writer writer{&out};
