@@ -194,7 +194,7 @@ def checkpoint_worker_main(tmp, out, index, resume):
     assert tr.metal_ops._loader.xla_status() == (True, None), tr.metal_ops._loader.xla_status()
     if not resume:
         tr.train_until(STEPS)
-        assert tr.timing_stats()["train_step_traces"] == 1 and len(tr._block_fn) == 1, tr.timing_stats()
+        assert tr.timing_stats()["train_step_traces"] == 1 and len(tr._programs) == 1, tr.timing_stats()
         assert int(tr.step_var.numpy()) == STEPS == tr.call_end(1, STEPS)
         tr.manager.save(checkpoint_number=tr.step)
     np.savez(f"{out}.{index}.npz", step=tr.step, image=tr.render_image(tr.dataset.splits["test"][0]))

@@ -62,7 +62,7 @@ def test_jit_step_trains_as_the_default_step(tmp_path, prune):
     assert all(s[3] == 256 for s in jit_steps)  # every ray kept
     assert all(0 < s[2] < 16384 for s in jit_steps)  # and the rest of the budget padding
     _assert_same_training(init, ref, jit, ref_steps, jit_steps)
-    assert list(jit._jit_fn) == [512] and jit._jit_fn[512].experimental_get_tracing_count() == 1  # 2 x 256
+    assert list(jit._programs) == [(False, 512)] and jit._programs[(False, 512)].experimental_get_tracing_count() == 1  # 2 x 256
     assert jit.sample_stats()["padding_per_step"] == 16384 - np.mean([s[2] for s in jit_steps])
 
 
@@ -96,15 +96,15 @@ def test_jit_steps_per_call_compiles_the_loop_and_trains_as_one_step_a_call(tmp_
     # ends the call), 4-7, 8-9 (the limit ends the call); each call's loss is its last step's
     assert len(four.losses) == 5
     np.testing.assert_allclose(four.losses, [one.losses[i] for i in (0, 1, 3, 7, 9)], rtol=1e-4)
-    assert list(four._jit_block_fn) == [512] and not four._jit_fn
-    assert four._jit_block_fn[512].experimental_get_tracing_count() == 1
+    assert list(four._programs) == [(True, 512)]
+    assert four._programs[(True, 512)].experimental_get_tracing_count() == 1
     assert four.sample_stats() == one.sample_stats()
     for w0, a, b in zip(init, one.model.trainable_variables, four.model.trainable_variables):
         assert np.linalg.norm(b.numpy() - a.numpy()) <= 0.03 * np.linalg.norm(a.numpy() - w0), a.path
     # The loop takes its 4 turns in every call (those past the call's steps inactive), so XLA knows
     # its trip count: a GPU runs it without waiting for the condition before each turn.
     tf = four.tf
-    hlo = four._jit_block_fn[512].experimental_get_compiler_ir(
+    hlo = four._programs[(True, 512)].experimental_get_compiler_ir(
         tf.constant(0, tf.int64), tf.constant(256), tf.constant(1), four.occupancy_words.read_value())(
         stage="optimized_hlo")
     assert '"known_trip_count":{"n":"4"}' in hlo
@@ -138,7 +138,7 @@ def test_jit_compiles_the_grid_update_ahead_and_trains_as_without_it(tmp_path):
     start = ahead._compile_grid_ahead
 
     def traced_then_start(step):
-        step_traces_at_start.append(sum(f.experimental_get_tracing_count() for f in ahead._jit_block_fn.values()))
+        step_traces_at_start.append(sum(f.experimental_get_tracing_count() for f in ahead._programs.values()))
         start(step)
 
     ahead._compile_grid_ahead = traced_then_start
@@ -188,7 +188,7 @@ for name, tr in (("ref", ref), ("worker", worker)):
     tr.rays_for_budget = lambda: 256
     losses = [float(tr.train_steps(limit=10)[0]) for _ in range(10) if tr.step < 10]
     out[name] = dict(losses=losses, stats=tr.sample_stats(), step=int(tr.step_var.numpy()),
-                     blocks=tr._jit_block_fn[512].experimental_get_tracing_count(),
+                     blocks=tr._programs[(True, 512)].experimental_get_tracing_count(),
                      moved=[float(np.linalg.norm(v.numpy() - w)) for v, w in zip(tr.model.trainable_variables, init)])
 out["apart"] = [float(np.linalg.norm(a.numpy() - b.numpy()))
                 for a, b in zip(ref.model.trainable_variables, worker.model.trainable_variables)]
@@ -293,9 +293,9 @@ def test_jit_pads_the_calls_of_fewer_rays_into_one_program(tmp_path):
         jit_steps += _steps(jit, 1, rays)
         ref_steps += _steps(ref, 1, rays)
         assert jit_steps[-1][3] == rays  # every ray kept, none of the padding
-        assert list(jit._jit_fn) == ([512] if rays <= 512 else [512, 1024])
+        assert [key for _, key in jit._programs] == ([512] if rays <= 512 else [512, 1024])
     _assert_same_training(init, ref, jit, ref_steps, jit_steps)
-    assert jit._jit_fn[512].experimental_get_tracing_count() == 1
+    assert jit._programs[(False, 512)].experimental_get_tracing_count() == 1
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -345,7 +345,7 @@ def test_jit_training_psnr_rises_and_metrics_time_the_steps(tmp_path):
     assert saved["config"]["jit"] is True
     assert saved["first_step_s"] > 0 and saved["steady_step_ms"] > 0
     assert saved["first_step_s"] * 1000.0 > saved["steady_step_ms"]  # the first step compiles
-    assert saved["train_step_traces"] == len(tr._jit_fn) >= 1
+    assert saved["train_step_traces"] == len(tr._programs) >= 1
     assert saved["padding_per_step"] >= 0 and saved["dropped_rays_per_step"] >= 0
 
 

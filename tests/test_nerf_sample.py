@@ -351,7 +351,7 @@ def test_steps_per_call_trains_as_one_step_a_call(tmp_path, capsys):
     assert four.step == 11 and int(four.step_var.numpy()) == 11
     assert four.sample_stats()["rays_per_step"] == one.sample_stats()["rays_per_step"]
     assert [four.call_end(s, 11) for s in (1, 4, 6, 8, 9)] == [4, 6, 8, 11, 11]
-    assert four._block_fn[True].experimental_get_tracing_count() == 1 and not four._train_fn
+    assert all(loop for loop, _ in four._programs) and four._programs[(True, True)].experimental_get_tracing_count() == 1
 
     fitted = trainer("k4fit", "--steps-per-call", "4")
     fitted.fit(verbose=False)
@@ -391,8 +391,8 @@ def test_march_training_step_is_traced_once_across_the_grid_warmup(tmp_path):
     tr.grid.mask.assign(mask)
     tr.publish_occupancy(tr.step, force=True)
     np.testing.assert_array_equal(tr.occupancy_bits().numpy(), tr.metal_ops.pack_occupancy(mask[None]).numpy())
-    assert list(tr._train_fn) == [True]
-    assert tr._train_fn[True].experimental_get_tracing_count() == 1
+    assert list(tr._programs) == [(False, True)]
+    assert tr._programs[(False, True)].experimental_get_tracing_count() == 1
 
 
 def test_checkpoint_resume_continues_from_same_step(tmp_path):
@@ -486,8 +486,8 @@ EXACT_BETAS = (0.875, 0.984375)
 def _train_graph_ops(tr):
     """The op types in the graph of the trainer's train function (the traced step)."""
     tf = tr.tf
-    graph = tr._get_train_fn(tr.use_grid()).get_concrete_function(
-        tf.constant(0, tf.int64), tf.constant(tr.args.batch_rays)).graph
+    graph = tr.program(False, tr.use_grid()).get_concrete_function(
+        tf.constant(0, tf.int64), tf.constant(tr.args.batch_rays), tf.constant(1)).graph
     return [op.type for op in graph.get_operations()]
 
 

@@ -186,10 +186,7 @@ class Assembly:
     def _reset_counters(self):
         """The programs (built on first use), the step on the host and this process's sample counts."""
         self.history = []
-        self._train_fn = {}
-        self._block_fn = {}  # --steps-per-call: the loop of steps of each use_grid
-        self._jit_fn = {}  # --jit: the compiled step of each ray count
-        self._jit_block_fn = {}  # --jit --steps-per-call: the compiled loop of steps of each ray count
+        self._programs = {}  # the training step's programs, by (loop, ray capacity or grid phase): program
         self._jit_rays = 0  # --jit: the last call's ray count (jit_rays: it only grows)
         self._occupancy_arg = None  # --jit: the bitfield the compiled step was given (occupancy_bits)
         self._render_fn = {}

@@ -30,7 +30,7 @@ class Outputs:
         """The steps fit() ran in this process: the first one's seconds (tracing and, with --jit, XLA's
         compilation included), the median step's milliseconds after it, and the training-step traces."""
         t = self.step_seconds
-        fns = [f for fs in (self._jit_fn, self._jit_block_fn, self._train_fn, self._block_fn) for f in fs.values()]
+        fns = self._programs.values()
         return dict(first_step_s=round(t[0], 3) if t else None,
                     steady_step_ms=round(1000.0 * float(np.median(t[1:])), 2) if len(t) > 1 else None,
                     train_step_traces=sum(f.experimental_get_tracing_count() for f in fns))

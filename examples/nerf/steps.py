@@ -30,7 +30,7 @@ def unscale_gradient(g, scale):
 
 
 class StepPrograms:
-    """The training step's body and its tf.functions (_train_fn, _block_fn, _jit_fn, _jit_block_fn)."""
+    """The training step's body and its programs (program: one step or K, eager or compiled)."""
 
     def jit_ops(self):
         """The library's ops (forward and gradient) in the --jit training step."""
@@ -58,33 +58,24 @@ class StepPrograms:
                          f"for XLA: {', '.join(missing)} (docs/XLA.md, \"On a GPU\"); train without --jit")
 
     def run_call(self, step, end, loop):
-        """Steps `step` to `end` - 1 in one call of the training step's program: compiled whole
-        (--jit) or run by TensorFlow's executor, one step (`loop` False) or a loop of up to
+        """Steps `step` to `end` - 1 in one call of the training step's program (program): compiled
+        whole (--jit) or run by TensorFlow's executor, one step (`loop` False) or a loop of up to
         --steps-per-call steps in the graph (a shorter call runs only its own). Returns (loss, mse) of
         the last step; its sample counts are read at the next call, while that one runs on the device
         (the ray budget follows the sample count one call late)."""
         tf = self.tf
         self._before_call(step)
         rays = self.jit_rays() if self.jit else self.rays_for_budget()
-        first, count = tf.constant(step, tf.int64), tf.constant(rays, tf.int32)
-        n = tf.constant(end - step, tf.int32) if loop else None  # the loop's steps this call
+        # The program of each ray capacity (--jit: its shapes are static) or of each grid phase (the
+        # march sampler's bitfield carries the warm-up: one program for the whole run).
+        key = self.jit_capacity(rays) if self.jit else True if self.marching else self.use_grid(step)
+        args = [tf.constant(step, tf.int64), tf.constant(rays, tf.int32), tf.constant(end - step, tf.int32)]
         if self.jit:
-            occupancy = self.occupancy_words.read_value()  # (the bitfield, an argument of the program)
-            if loop:
-                fn = self._get_jit_block_fn(self.jit_capacity(rays))
-                loss, mse, counts = self._first_call(fn, first, count, n, occupancy)
-                counts = counts[:end - step]  # (the rows of idle turns are zero)
-            else:
-                fn = self._get_jit_train_fn(self.jit_capacity(rays))
-                loss, mse, counts = self._first_call(fn, first, count, occupancy)
-        else:
-            use_grid = True if self.marching else self.use_grid(step)  # (march: the bitfield carries it)
-            if loop:
-                figures = self._get_block_fn(use_grid)(first, n, count)
-                loss, mse, counts = figures[-1, 0], figures[-1, 1], figures[:, 2:]
-            else:
-                loss, mse, counts = self._get_train_fn(use_grid)(first, count)
-        if not loop:  # (a loop advances the counter in the graph: it seeds the next step's jitter)
+            args.append(self.occupancy_words.read_value())  # (the bitfield, an argument of the program)
+        loss, mse, counts = self._first_call(self.program(loop, key), *args)
+        if loop:
+            counts = counts[:end - step]  # (the rows of turns the call did not take are zero)
+        else:  # (a loop advances the counter in the graph: it seeds the next step's jitter)
             self.step_var.assign_add(1)
         self._step = end
         self.flush_counts()
@@ -184,123 +175,73 @@ class StepPrograms:
         figures = self.strategy.experimental_local_results(figures)[0]
         return figures[0], figures[1], tf.cast(figures[2:], tf.int64)
 
-    def _get_jit_train_fn(self, rays):
-        """--jit: the whole step of `rays` rays (jit_capacity, padded) as one XLA program (one
-        compilation per ray count); takes the step and its ray count (the batch is drawn in it)."""
-        if rays not in self._jit_fn:
-            tf = self.tf
+    def _batch_step(self, step, count, key, active=None):
+        """One step of the program `key` (program's) on the batch `ray_batch` draws for `step`:
+        (loss, mse, counts). --jit: the batch padded to the capacity `key`, all padding where
+        `active` is False; else the host draws the batch, each replica steps on its share and the
+        figures are summed over the replicas."""
+        tf = self.tf
+        if self.jit:
+            idx = self.ray_batch(step, count, key)
+            if active is not None:  # an idle turn's rays are all padding
+                idx = tf.where(active, idx, tf.constant(-1, tf.int64))
+            return self._jit_step(idx, active)
+        with tf.device("/CPU:0"):  # the host draws, as it feeds the step
+            idx = self.ray_batch(step, count)
+        figures = self.strategy.experimental_local_results(self.strategy.run(
+            lambda i: self._replica_step(self.replica_share(i), key, summed=True), args=(idx,)))[0]
+        return figures[0], figures[1], tf.cast(figures[2:], tf.int64)  # (every replica holds the sums)
 
-            # The bitfield is an argument (the variable's value at the call).
-            @tf.function(jit_compile=True, autograph=False,
-                         input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32),
-                                          tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
-            def jit_train_fn(step, count, occupancy_words):
-                self._occupancy_arg = occupancy_words
-                try:
-                    return self._jit_step(self.ray_batch(step, count, rays))
-                finally:
-                    self._occupancy_arg = None
+    def program(self, loop, key):
+        """The training step's program, built on first use and kept per (loop, key): one step, or
+        (`loop`) up to K = --steps-per-call steps in a loop in the graph, each drawing its batch;
+        `key` is the ray capacity under --jit (one XLA program per ray count, the whole call
+        compiled) and the grid phase (use_grid) without. It takes the first step, the call's ray
+        count, the loop's steps n (a shorter call runs only its own) and, under --jit, the bitfield
+        (the variable's value at the call); it returns the last step's loss and mse and the counts
+        of _replica_step, [3] for one step, [K, 3] for a loop (rows from n on zero). The ray count
+        changes every step (the sample budget): without --jit the batch is a tensor of dynamic
+        length, so one trace serves the whole run under every strategy. The loop advances the step
+        counter in the graph: it seeds the next step's jitter.
 
-            self._jit_fn[rays] = jit_train_fn
-        return self._jit_fn[rays]
-
-    def _get_jit_block_fn(self, rays):
-        """--jit --steps-per-call K: up to K steps of `rays` rays (jit_capacity, padded) as one XLA
-        program, a loop of its `n` argument's steps in it: one compilation per ray count, shorter
-        calls (the first step, the steps before a grid update) included. Takes the first step, the
-        call's ray count and n, and draws each step's batch in the loop (ray_batch); returns the
-        last step's loss and mse and the steps' counts [K, 3] (rows from n on zero). The step
-        counter advances in the loop: it seeds the next step's jitter.
-
-        With the fused Adam the loop always takes K turns, those from n on inactive (their rays all
-        -1, their update none: FusedAdam.apply's `active`). XLA then knows the trip count, and
-        its GPU runtime queues all K turns at once, where a loop of n turns copies its condition to
-        the host and waits for the GPU before each turn (on an H200 the demo's step is about the
+        With --jit and the fused Adam the loop always takes K turns, those from n on inactive (their
+        rays all -1, their update none: FusedAdam.apply's `active`). XLA then knows the trip count,
+        and its GPU runtime queues all K turns at once, where a loop of n turns copies its condition
+        to the host and waits for the GPU before each turn (on an H200 the demo's step is about the
         same either way: README.md, "`--jit`")."""
-        if rays not in self._jit_block_fn:
-            tf, k = self.tf, self.steps_per_call
-            fixed = self.fused_adam is not None
+        if (loop, key) in self._programs:
+            return self._programs[(loop, key)]
+        tf, k, jit = self.tf, self.steps_per_call, self.jit
+        fixed = jit and loop and self.fused_adam is not None
+        signature = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)]
+        if jit:
+            signature.append(tf.TensorSpec(self.occupancy_words.shape, tf.float32))
 
-            @tf.function(jit_compile=True, autograph=False,
-                         input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32),
-                                          tf.TensorSpec([], tf.int32),
-                                          tf.TensorSpec(self.occupancy_words.shape, tf.float32)])
-            def jit_block_fn(first, count, n, occupancy_words):
-                self._occupancy_arg = occupancy_words
-
-                def step(i, last, counts):
-                    idx = self.ray_batch(first + tf.cast(i, tf.int64), count, rays)
-                    active = i < n if fixed else None
-                    if fixed:  # an idle turn's rays are all padding
-                        idx = tf.where(active, idx, tf.constant(-1, tf.int64))
-                    loss, mse, c = self._jit_step(idx, active)
-                    figures = tf.cast(tf.stack([loss, mse]), tf.float32)
-                    if fixed:
-                        self.step_var.assign_add(tf.cast(active, self.step_var.dtype))
-                        figures = tf.where(active, figures, last)
-                    else:
-                        self.step_var.assign_add(1)
-                    return figures, tf.tensor_scatter_nd_update(counts, tf.reshape(i, [1, 1]), c[None])
-
-                try:
-                    last, counts = graph_loop(k if fixed else n, step, (tf.zeros([2]), tf.zeros([k, 3], tf.int64)))
-                    return last[0], last[1], counts
-                finally:
-                    self._occupancy_arg = None
-
-            self._jit_block_fn[rays] = jit_block_fn
-        return self._jit_block_fn[rays]
-
-    def _get_train_fn(self, use_grid):
-        if use_grid in self._train_fn:
-            return self._train_fn[use_grid]
-        tf = self.tf
-
-        def replica_stats(idx):
-            return self._replica_step(self.replica_share(idx), use_grid, summed=True)
-
-        # The ray count changes every step (the sample budget): the step takes the step and its
-        # ray count, draws the global batch (ray_batch, a tensor of dynamic length) and each
-        # replica slices its share, so one trace serves the whole run under every strategy.
-        @tf.function(jit_compile=False, autograph=False,
-                     input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32)])
-        def train_fn(step, count):
-            with tf.device("/CPU:0"):  # (ray_batch) the host draws, as it feeds the step
-                idx = self.ray_batch(step, count)
-            # Every replica holds the sums: this device's copy.
-            stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))[0]
-            return stats[0], stats[1], tf.cast(stats[2:], tf.int64)
-
-        self._train_fn[use_grid] = train_fn
-        return train_fn
-
-    def _get_block_fn(self, use_grid):
-        """--steps-per-call: k steps of `count` rays from step `first` on in one call, a loop in the
-        graph (each step draws its batch, ray_batch); returns each step's summed figures, [k, 5]
-        float32 (loss, mse and the three counts of _replica_step). The step counter advances in
-        the loop: it seeds the next step's jitter."""
-        if use_grid in self._block_fn:
-            return self._block_fn[use_grid]
-        tf = self.tf
-
-        def replica_stats(idx):
-            return self._replica_step(self.replica_share(idx), use_grid, summed=True)
-
-        @tf.function(jit_compile=False, autograph=False,
-                     input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32),
-                                      tf.TensorSpec([], tf.int32)])
-        def block_fn(first, k, count):
-            def step(i, figures):
-                with tf.device("/CPU:0"):  # (ray_batch)
-                    idx = self.ray_batch(first + tf.cast(i, tf.int64), count)
-                stats = self.strategy.experimental_local_results(self.strategy.run(replica_stats, args=(idx,)))
+        def step(i, last, counts, first, count, n):
+            active = i < n if fixed else None
+            loss, mse, c = self._batch_step(first + tf.cast(i, tf.int64), count, key, active)
+            figures = tf.cast(tf.stack([loss, mse]), tf.float32)
+            if fixed:
+                self.step_var.assign_add(tf.cast(active, self.step_var.dtype))
+                figures = tf.where(active, figures, last)
+            else:
                 self.step_var.assign_add(1)
-                return (figures.write(i, stats[0]),)
+            return figures, tf.tensor_scatter_nd_update(counts, tf.reshape(i, [1, 1]), c[None])
 
-            return graph_loop(k, step, (tf.TensorArray(tf.float32, size=k, element_shape=[5]),))[0].stack()
+        @tf.function(jit_compile=jit, autograph=False, input_signature=signature)
+        def program(first, count, n, *occupancy_words):
+            self._occupancy_arg = occupancy_words[0] if jit else None
+            try:
+                if not loop:
+                    return self._batch_step(first, count, key)
+                last, counts = graph_loop(k if fixed else n, lambda i, *s: step(i, *s, first, count, n),
+                                          (tf.zeros([2]), tf.zeros([k, 3], tf.int64)))
+                return last[0], last[1], counts
+            finally:
+                self._occupancy_arg = None
 
-        self._block_fn[use_grid] = block_fn
-        return block_fn
+        self._programs[(loop, key)] = program
+        return program
 
     def reduced_gradients(self, idx, use_grid=False):
         """All-reduced (summed) gradients of the global loss on `idx`, as seen by replica 0."""
