@@ -222,6 +222,10 @@ struct HashEncodeFunctor<Eigen::ThreadPoolDevice, T> {
   }
 };
 
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+MO_HASH_ENCODE_REGISTER_KERNELS(DEVICE_CPU, CPUDevice);
+
 namespace {
 
 using ::mo::int64;
@@ -257,11 +261,6 @@ class HashGridOffsetsOp : public OpKernelWithAttrs<hash_encode::OffsetsAttrs> {
 REGISTER_KERNEL_BUILDER(Name("MetalOpsHashGridOffsets").Device(DEVICE_CPU), HashGridOffsetsOp);
 
 }  // namespace
-
-using CPUDevice = Eigen::ThreadPoolDevice;
-
-MO_HASH_ENCODE_REGISTER_KERNELS(DEVICE_CPU, CPUDevice);
-
 }  // namespace mo
 
 #if MO_XLA
@@ -272,13 +271,12 @@ MO_XLA_FFI_ATTRS(::mo::hash_encode::GradAttrs);
 
 // XLA's host handlers of the same functor, for the calls hash_encode_xla.cc
 // emits: the attributes bound whole (kernels/xla/xla_ffi_attrs.h).
-namespace mo::hash_encode {
+namespace mo::xla_kernels {
 namespace {
 
-using xla_kernels::Data;
-using xla_kernels::HostContext;
-using xla_kernels::RetBuffer;
-namespace ffi = ::xla::ffi;
+using hash_encode::Attrs;
+using hash_encode::GradAttrs;
+using hash_encode::TableGeometry;
 
 // A functor's arguments (HashEncodeForwardArgs, HashEncodeBackwardArgs,
 // HashEncodeGradGradArgs): the call's sizes, the buffers in the struct's
@@ -336,5 +334,5 @@ MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "Host", XlaBackward, xla_ffi::BindB
 MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "Host", XlaGradGrad, xla_ffi::BindBuffers<4, 2>().Attrs<Attrs>());
 
 }  // namespace
-}  // namespace mo::hash_encode
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA

@@ -108,12 +108,8 @@ MO_XLA_FFI_ATTRS(::mo::hash_encode::Attrs);
 MO_XLA_FFI_ATTRS(::mo::hash_encode::GradAttrs);
 
 // XLA's CUDA handlers: the attributes bound whole (kernels/xla/xla_ffi_attrs.h).
-namespace mo::hash_encode {
+namespace mo::xla_ffi {
 namespace {
-
-using xla_ffi::Data;
-using xla_ffi::RetBuffer;
-namespace ffi = ::xla::ffi;
 
 // launch(workspace) with `bytes` of XLA's scratch (null when 0), as an FFI
 // error; an error naming `op` when the scratch is not there.
@@ -121,19 +117,20 @@ template <typename Launch>
 ffi::Error LaunchWithWorkspace(ffi::ScratchAllocator& scratch, size_t bytes, const char* op, Launch&& launch) {
   unsigned char* workspace = nullptr;
   if (bytes > 0) {
-    ffi::Error error = xla_ffi::ScratchOf(scratch, bytes, op, &workspace);
+    ffi::Error error = ScratchOf(scratch, bytes, op, &workspace);
     if (error.failure()) return error;
   }
-  return xla_ffi::ToError(launch(static_cast<void*>(workspace)));
+  return ToError(launch(static_cast<void*>(workspace)));
 }
 
-ffi::Error XlaForward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer encoded, Attrs a) {
-  TableGeometry c;
-  ffi::Error error = xla_ffi::ToError(InputsAndTable(a, xla_ffi::DimsOf(inputs), xla_ffi::DimsOf(table), &c));
+ffi::Error XlaForward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer encoded,
+                      hash_encode::Attrs a) {
+  hash_encode::TableGeometry c;
+  ffi::Error error = ToError(InputsAndTable(a, DimsOf(inputs), DimsOf(table), &c));
   if (error.failure() || c.params.num_points == 0) return error;
-  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncode", [&](auto type) {
+  return ForType<float, Eigen::half>(table.element_type(), "HashEncode", [&](auto type) {
     using T = decltype(type);
-    return xla_ffi::ToError(cuda::LaunchStatus(
+    return ToError(cuda::LaunchStatus(
         "MetalOpsHashEncode", cuda::LaunchHashEncodeForward(Data<float>(inputs), cuda::AsCuda(Data<T>(table)),
                                                             cuda::AsCuda(Data<T>(encoded)), c.dims, c.features,
                                                             c.params, stream)));
@@ -142,11 +139,11 @@ ffi::Error XlaForward(cudaStream_t stream, ffi::AnyBuffer inputs, ffi::AnyBuffer
 
 ffi::Error XlaBackward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_encoded,
                        ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer grad_table, RetBuffer grad_inputs,
-                       GradAttrs a) {
-  TableGeometry c;
-  ffi::Error error = xla_ffi::ToError(InputsAndTable(a, xla_ffi::DimsOf(inputs), xla_ffi::DimsOf(table), &c));
+                       hash_encode::GradAttrs a) {
+  hash_encode::TableGeometry c;
+  ffi::Error error = ToError(InputsAndTable(a, DimsOf(inputs), DimsOf(table), &c));
   if (error.failure() || (!a.compute_table_grad && !a.compute_input_grad)) return error;
-  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncodeGrad", [&](auto type) {
+  return ForType<float, Eigen::half>(table.element_type(), "HashEncodeGrad", [&](auto type) {
     using T = decltype(type);
     cuda::HashEncodeBackwardOptions options;
     options.table_grad = a.compute_table_grad;
@@ -168,11 +165,11 @@ ffi::Error XlaBackward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::
 
 ffi::Error XlaGradGrad(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_grad_inputs,
                        ffi::AnyBuffer grad_encoded, ffi::AnyBuffer inputs, ffi::AnyBuffer table, RetBuffer grad_table,
-                       RetBuffer grad_grad_encoded, Attrs a) {
-  TableGeometry c;
-  ffi::Error error = xla_ffi::ToError(InputsAndTable(a, xla_ffi::DimsOf(inputs), xla_ffi::DimsOf(table), &c));
+                       RetBuffer grad_grad_encoded, hash_encode::Attrs a) {
+  hash_encode::TableGeometry c;
+  ffi::Error error = ToError(InputsAndTable(a, DimsOf(inputs), DimsOf(table), &c));
   if (error.failure()) return error;
-  return xla_ffi::ForType<float, Eigen::half>(table.element_type(), "HashEncodeGradGrad", [&](auto type) {
+  return ForType<float, Eigen::half>(table.element_type(), "HashEncodeGradGrad", [&](auto type) {
     using T = decltype(type);
     const bool deterministic = ::tensorflow::OpDeterminismRequired();
     const size_t workspace_bytes = cuda::HashEncodeGradGradWorkspaceBytes(
@@ -189,13 +186,13 @@ ffi::Error XlaGradGrad(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::
   });
 }
 
-MO_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", XlaForward, xla_ffi::BindStreamBuffers<2, 1>().Attrs<Attrs>());
+MO_XLA_FFI_HANDLER("MetalOpsHashEncode", "CUDA", XlaForward, BindStreamBuffers<2, 1>().Attrs<hash_encode::Attrs>());
 MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGrad", "CUDA", XlaBackward,
-                   xla_ffi::BindStreamScratchBuffers<3, 2>().Attrs<GradAttrs>());
+                   BindStreamScratchBuffers<3, 2>().Attrs<hash_encode::GradAttrs>());
 MO_XLA_FFI_HANDLER("MetalOpsHashEncodeGradGrad", "CUDA", XlaGradGrad,
-                   xla_ffi::BindStreamScratchBuffers<4, 2>().Attrs<Attrs>());
+                   BindStreamScratchBuffers<4, 2>().Attrs<hash_encode::Attrs>());
 
 }  // namespace
-}  // namespace mo::hash_encode
+}  // namespace mo::xla_ffi
 #endif  // MO_XLA
 #endif  // GOOGLE_CUDA

@@ -129,15 +129,13 @@ Plan HashEncodeBackward(const HashEncodeLayout& layout, bool table_grad, bool in
 
 namespace {
 
-using mo::hash_encode::Attrs;
-using mo::hash_encode::GradAttrs;
 using mo::metal::DimsOf;
 
 // The backward's state: its attributes, `deterministic` also set by
 // TF_DETERMINISTIC_OPS (a C-API kernel cannot query TensorFlow's
 // op-determinism flag).
 void* CreateGrad(TF_OpKernelConstruction* ctx) {
-  auto* k = static_cast<GradAttrs*>(mo::metal::CreateWithAttrs<GradAttrs>(ctx));
+  auto* k = static_cast<mo::hash_encode::GradAttrs*>(mo::metal::CreateWithAttrs<mo::hash_encode::GradAttrs>(ctx));
   const char* env = std::getenv("TF_DETERMINISTIC_OPS");
   if (env != nullptr && (std::strcmp(env, "1") == 0 || std::strcmp(env, "true") == 0)) k->deterministic = true;
   return k;
@@ -167,7 +165,7 @@ mo::metal_plan::HashEncodeLayout LayoutOf(const Encoding& enc) {
 }
 
 void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& k = *static_cast<const Attrs*>(kernel_ptr);
+  const auto& k = *static_cast<const mo::hash_encode::Attrs*>(kernel_ptr);
   TF_Tensor* inputs = call.Input(0);
   TF_Tensor* table = call.Input(1);
   Encoding enc;
@@ -179,7 +177,7 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
 }
 
 void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& k = *static_cast<const GradAttrs*>(kernel_ptr);
+  const auto& k = *static_cast<const mo::hash_encode::GradAttrs*>(kernel_ptr);
   TF_Tensor* dy = call.Input(0);
   TF_Tensor* inputs = call.Input(1);
   TF_Tensor* table = call.Input(2);
@@ -199,13 +197,14 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
 bool RegisterGrad() {
   for (TF_DataType type : {TF_FLOAT, TF_HALF}) {
     mo::metal::RegisterKernel("MetalOpsHashEncodeGrad", type, &CreateGrad, &mo::metal::Compute<Backward>,
-                              &mo::metal::DeleteAttrs<GradAttrs>);
+                              &mo::metal::DeleteAttrs<mo::hash_encode::GradAttrs>);
   }
   return true;
 }
 
 const bool registered_forward =
-    mo::metal::RegisterWithAttrs<Attrs>("MetalOpsHashEncode", {TF_FLOAT, TF_HALF}, &mo::metal::Compute<Forward>);
+    mo::metal::RegisterWithAttrs<mo::hash_encode::Attrs>("MetalOpsHashEncode", {TF_FLOAT, TF_HALF},
+                                                         &mo::metal::Compute<Forward>);
 const bool registered_backward = RegisterGrad();
 
 }  // namespace
