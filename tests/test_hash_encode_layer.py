@@ -197,7 +197,7 @@ def test_save_and_reload_in_fresh_process(tmp_path, tf_device):
     (dict(num_levels=16, base_resolution=1 << 20, per_level_scale=8.0), "resolution of the finest level"),
 ])
 def test_bad_arguments_are_refused_at_construction_by_the_op(kwargs, pattern):
-    """The op's checks and messages (kernels/hash_encode/hash_encode_spec.h, the op's
+    """The op's checks and messages (kernels/hash_encode/hash_encode.h, the op's
     attribute definitions), raised when the layer is made."""
     with pytest.raises(ValueError, match=pattern):
         small_layer(**kwargs)

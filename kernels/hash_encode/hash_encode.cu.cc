@@ -1,9 +1,9 @@
-// HashEncode CUDA kernels and launchers (see hash_encode.h for the design).
+// HashEncode CUDA kernels and launchers (hash_encode.h: the design and the declarations).
 // Every formula (coordinates, cells, weights, rows, hashing, input-gradient
 // terms) comes from kernels/common/hash_grid.h; this file adds only memory
 // access (vector loads/stores, atomics, shared-memory aggregation) and the
 // launch arithmetic.
-#include "kernels/hash_encode/hash_encode_cuda.h"
+#include "kernels/hash_encode/hash_encode.h"
 
 #include <algorithm>
 #include <type_traits>

@@ -313,7 +313,7 @@ template <typename T>
 }
 
 // ---- instantiations: host name <kind>_d<D>_f<F>_<TN>, the names the plans of
-// kernels/hash_encode/hash_encode_plan.cc ask for.
+// kernels/hash_encode/hash_encode_metal.cc ask for.
 
 template [[host_name("hash_encode_forward_d1_f1_float32")]] [[kernel]] decltype(hash_encode_forward<1, 1, float>) hash_encode_forward<1, 1, float>;
 template [[host_name("hash_encode_forward_d1_f2_float32")]] [[kernel]] decltype(hash_encode_forward<1, 2, float>) hash_encode_forward<1, 2, float>;

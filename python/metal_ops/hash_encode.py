@@ -1,7 +1,7 @@
 """Multiresolution hash encoding (instant-NGP): wrapper and gradients.
 
 Ops: MetalOpsHashEncode, MetalOpsHashEncodeGrad, MetalOpsHashEncodeGradGrad,
-MetalOpsHashGridOffsets (ops/hash_encode_op.cc). Formulas:
+MetalOpsHashGridOffsets (kernels/hash_encode/hash_encode_op.cc). Formulas:
 kernels/common/hash_grid.h. Semantics and limits: docs/HASH_ENCODE.md.
 """
 import functools
@@ -115,7 +115,7 @@ def hash_encode(inputs, table, *, num_levels=DEFAULT_GRID["num_levels"],
       [N, num_levels * F] in the table's dtype; level l's features at columns
       l*F .. l*F+F-1. Arithmetic and accumulation are float32.
 
-    The op checks every argument (kernels/hash_encode/hash_encode_spec.h), naming it.
+    The op checks every argument (kernels/hash_encode/hash_encode.h), naming it.
     Gradients flow to `table` (float32 accumulation, deterministic on CPU) and
     to `inputs`; the input gradient is skipped when the tape knows it is not
     needed. Second derivatives: d(input gradient)/d(table) and

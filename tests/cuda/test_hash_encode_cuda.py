@@ -143,7 +143,7 @@ def test_standard_grid_size_matches_tiny_cuda_nn():
 def test_bad_arguments_return_errors():
     cupy, lib = gpu()
     assert lib.metal_ops_hash_encode_table_rows(5, 8, 12, 3, 2.0) == -1
-    # The op's grid checks (kernels/hash_encode/hash_encode_spec.h Grid): levels, hashmap size, scale, finest level.
+    # The op's grid checks (kernels/hash_encode/hash_encode.h Grid): levels, hashmap size, scale, finest level.
     for bad in ((3, 33, 12, 3, 2.0), (3, 8, 31, 3, 2.0), (3, 8, 12, 0, 2.0), (3, 8, 12, 3, 0.5),
                 (3, 8, 12, 1 << 20, 8.0)):
         assert lib.metal_ops_hash_encode_table_rows(*bad) == -1, bad

@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/hash_encode/hash_encode_cpu.h"
+#define MO_CPU_BODIES  // hash_encode.h's CPU bodies
+#include "kernels/hash_encode/hash_encode.h"
 #include "tests/neon/cpu_ops.h"
 
 namespace {

@@ -3,23 +3,22 @@
 // benchmarks/cuda/bench_hash_encode_cuda.py call them through ctypes with
 // CuPy device pointers). dtype: 0 = float32 table, 1 = float16 table.
 // Return values are cudaError_t codes (0 = success).
-#include "kernels/hash_encode/hash_encode_cuda.h"
-#include "kernels/hash_encode/hash_encode_spec.h"
+#include "kernels/hash_encode/hash_encode.h"
 
 namespace {
 
-// The grid's Params, if the op's checks (kernels/hash_encode/hash_encode_spec.h: Grid,
+// The grid's Params, if the op's checks (kernels/hash_encode/hash_encode.h: Grid,
 // InputDim) accept it; sets *rows to the table's row count P.
 bool ParamsFor(int dims, int64_t n, int num_levels, int log2_hashmap_size, uint32_t base_resolution,
                float per_level_scale, int interpolation, int out_of_range, mo::hash_grid::Params* p, int64_t* rows) {
-  mo::hash_encode::GridAttrs a;
+  mo::hash_encode::Attrs a;
   a.num_levels = num_levels;
   a.log2_hashmap_size = log2_hashmap_size;
   a.base_resolution = base_resolution > 0x7fffffffu ? -1 : static_cast<int>(base_resolution);
   a.per_level_scale = per_level_scale;
   a.interpolation = interpolation;
   a.out_of_range = out_of_range;
-  if (!mo::hash_encode::Grid(&a).ok || !mo::hash_encode::InputDim(dims, {n, dims}).ok) return false;
+  if (!mo::hash_encode::Grid(a).ok || !mo::hash_encode::InputDim(dims, {n, dims}).ok) return false;
   *p = mo::hash_encode::MakeParams(a, dims, n);
   *rows = p->level_offsets[num_levels];
   return true;

@@ -1,16 +1,11 @@
-// Multiresolution hash encoding (instant-NGP): op definitions.
-//
-// Formulas: kernels/common/hash_grid.h. Kernels: kernels/hash_encode/hash_encode_kernels.cc,
-// kernels/cuda/hash_encode*, kernels/metal/hash_encode*. Python:
-// python/metal_ops/hash_encode.py. Semantics: docs/HASH_ENCODE.md.
+// Multiresolution hash encoding (instant-NGP): the op definitions, their
+// attributes from the declarations of kernels/hash_encode/hash_encode.h, and
+// their shape functions. Python: python/metal_ops/hash_encode.py. Semantics:
+// docs/HASH_ENCODE.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include <cmath>
-#include <string>
-
-#include "kernels/common/hash_grid.h"
+#include "kernels/hash_encode/hash_encode.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/hash_encode/hash_encode_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -24,8 +19,9 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // inputs [N, D] (D in 1..4) and table [P, F] (F in 1, 2, 4, 8) where known;
 // the row count P is checked against hash_grid_size when D and P are known.
-Status CheckInputsAndTable(InferenceContext* c, const mo::hash_encode::GridAttrs& grid, int inputs_index,
-                           int table_index, ShapeHandle* inputs, ShapeHandle* table) {
+template <typename A>
+Status CheckInputsAndTable(InferenceContext* c, const A& grid, int inputs_index, int table_index, ShapeHandle* inputs,
+                           ShapeHandle* table) {
   TF_RETURN_IF_ERROR(c->WithRank(c->input(inputs_index), 2, inputs));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(table_index), 2, table));
   const DimensionHandle dims = c->Dim(*inputs, 1);
@@ -46,15 +42,16 @@ Status CheckInputsAndTable(InferenceContext* c, const mo::hash_encode::GridAttrs
 }
 
 // The encoding's width, num_levels * F for a table [P, F].
-Status EncodedWidth(InferenceContext* c, const mo::hash_encode::GridAttrs& grid, ShapeHandle table,
-                    DimensionHandle* width) {
+template <typename A>
+Status EncodedWidth(InferenceContext* c, const A& grid, ShapeHandle table, DimensionHandle* width) {
   return c->Multiply(c->Dim(table, 1), grid.num_levels, width);
 }
 
 // grad_encoded, input `grad_index`: [N, num_levels * F] for inputs [N, D] and
 // table [P, F]; *width is num_levels * F.
-Status CheckGradEncoded(InferenceContext* c, const mo::hash_encode::GridAttrs& grid, int grad_index,
-                        ShapeHandle inputs, ShapeHandle table, DimensionHandle* width) {
+template <typename A>
+Status CheckGradEncoded(InferenceContext* c, const A& grid, int grad_index, ShapeHandle inputs, ShapeHandle table,
+                        DimensionHandle* width) {
   ShapeHandle grad;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(grad_index), 2, &grad));
   TF_RETURN_IF_ERROR(EncodedWidth(c, grid, table, width));
@@ -65,45 +62,45 @@ Status CheckGradEncoded(InferenceContext* c, const mo::hash_encode::GridAttrs& g
 
 Status HashEncodeShape(InferenceContext* c) {
   mo::hash_encode::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncode, &a));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   ShapeHandle inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 0, 1, &inputs, &table));
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a, 0, 1, &inputs, &table));
   DimensionHandle width;
-  TF_RETURN_IF_ERROR(EncodedWidth(c, a.grid, table, &width));
+  TF_RETURN_IF_ERROR(EncodedWidth(c, a, table, &width));
   c->set_output(0, c->Matrix(c->Dim(inputs, 0), width));
   return Status();
 }
 
 Status HashEncodeGradShape(InferenceContext* c) {
-  mo::hash_encode::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncodeGrad, &a));
+  mo::hash_encode::GradAttrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   ShapeHandle inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 1, 2, &inputs, &table));
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a, 1, 2, &inputs, &table));
   DimensionHandle width;
-  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a.grid, 0, inputs, table, &width));
-  c->set_output(0, a.table_grad ? table : c->Matrix(0, c->Dim(table, 1)));
-  c->set_output(1, a.input_grad ? inputs : c->Matrix(0, c->Dim(inputs, 1)));
+  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a, 0, inputs, table, &width));
+  c->set_output(0, a.compute_table_grad ? table : c->Matrix(0, c->Dim(table, 1)));
+  c->set_output(1, a.compute_input_grad ? inputs : c->Matrix(0, c->Dim(inputs, 1)));
   return Status();
 }
 
 Status HashEncodeGradGradShape(InferenceContext* c) {
   mo::hash_encode::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kEncodeGradGrad, &a));
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   ShapeHandle ggx, inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a.grid, 2, 3, &inputs, &table));
+  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a, 2, 3, &inputs, &table));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &ggx));
   TF_RETURN_IF_ERROR(c->Merge(ggx, inputs, &ggx));
   DimensionHandle width;
-  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a.grid, 1, inputs, table, &width));
+  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a, 1, inputs, table, &width));
   c->set_output(0, table);
   c->set_output(1, c->Matrix(c->Dim(inputs, 0), width));
   return Status();
 }
 
 Status HashGridOffsetsShape(InferenceContext* c) {
-  mo::hash_encode::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, mo::hash_encode::GridOp::kOffsets, &a));
-  c->set_output(0, c->Vector(a.grid.num_levels + 1));
+  mo::hash_encode::OffsetsAttrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
+  c->set_output(0, c->Vector(a.num_levels + 1));
   return Status();
 }
 
@@ -114,12 +111,7 @@ REGISTER_OP("MetalOpsHashEncode")
     .Input("table: T")
     .Output("encoded: T")
     .Attr("T: {float, half}")
-    .Attr("num_levels: int")
-    .Attr("log2_hashmap_size: int")
-    .Attr("base_resolution: int")
-    .Attr("per_level_scale: float")
-    .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")
-    .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
+    MO_OP_ATTRS(MO_HASH_ENCODE_ATTRS)
     .SetShapeFn(HashEncodeShape)
     .Doc(R"doc(
 Multiresolution hash encoding (instant-NGP, tiny-cuda-nn's "Hash" grid).
@@ -143,15 +135,7 @@ REGISTER_OP("MetalOpsHashEncodeGrad")
     .Output("grad_table: T")
     .Output("grad_inputs: float")
     .Attr("T: {float, half}")
-    .Attr("num_levels: int")
-    .Attr("log2_hashmap_size: int")
-    .Attr("base_resolution: int")
-    .Attr("per_level_scale: float")
-    .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")
-    .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
-    .Attr("compute_table_grad: bool = true")
-    .Attr("compute_input_grad: bool = true")
-    .Attr("deterministic: bool = false")
+    MO_OP_ATTRS(MO_HASH_ENCODE_GRAD_ATTRS)
     .SetShapeFn(HashEncodeGradShape)
     .Doc(R"doc(
 Backward of MetalOpsHashEncode.
@@ -174,12 +158,7 @@ REGISTER_OP("MetalOpsHashEncodeGradGrad")
     .Output("grad_table: T")
     .Output("grad_grad_encoded: T")
     .Attr("T: {float, half}")
-    .Attr("num_levels: int")
-    .Attr("log2_hashmap_size: int")
-    .Attr("base_resolution: int")
-    .Attr("per_level_scale: float")
-    .Attr("interpolation: {'linear', 'smoothstep'} = 'linear'")
-    .Attr("out_of_range: {'clamp', 'wrap', 'zero'} = 'clamp'")
+    MO_OP_ATTRS(MO_HASH_ENCODE_ATTRS)
     .SetShapeFn(HashEncodeGradGradShape)
     .Doc(R"doc(
 Backward of MetalOpsHashEncodeGrad's grad_inputs output (second derivative,
@@ -190,11 +169,7 @@ second derivative with respect to the inputs is not computed.
 
 REGISTER_OP("MetalOpsHashGridOffsets")
     .Output("offsets: int64")
-    .Attr("input_dim: int")
-    .Attr("num_levels: int")
-    .Attr("log2_hashmap_size: int")
-    .Attr("base_resolution: int")
-    .Attr("per_level_scale: float")
+    MO_OP_ATTRS(MO_HASH_GRID_OFFSETS_ATTRS)
     .SetShapeFn(HashGridOffsetsShape)
     .Doc(R"doc(
 Row offsets of every level of a hash grid: offsets[0] = 0, offsets[l + 1] =
