@@ -545,6 +545,11 @@ $(SHIM_LIB): $(SHIM_SRCS) $(SHIM_DEPS) $(GEN)/kernel_tables.stamp
 # `import metal_ops` loads it for those routes (kernels/metal_plan/executor.h).
 SHIM_EXEC_GEN := $(patsubst $(GEN)/%.metal,$(GEN)/%_exec.cc,$(METAL_GEN_SRCS))
 SHIM_EXEC_OBJS := $(patsubst %.cc,$(BUILD)/shim_exec/%.o,$(notdir $(SHIM_EXEC_GEN)) shim_exec.cc metal_model.cc threadgroups.cc)
+# The embedded sources too: the model's pipeline cache reads their language lines.
+SHIM_EXEC_OBJS += $(BUILD)/shim_exec/metal_sources.o
+$(BUILD)/shim_exec/metal_sources.o: $(METAL_GEN_CC)
+	@mkdir -p $(dir $@)
+	$(SHIM_EXEC_CXX) -c $< -o $@
 $(SHIM_EXEC_GEN): $(GEN)/kernel_tables.stamp
 SHIM_EXEC_CXX := $(CXX) -std=c++17 -O2 -fPIC -I. -I$(GEN) -Wno-attributes $(EXTRA_CXXFLAGS)
 $(BUILD)/shim_exec/%_exec.o: $(GEN)/%_exec.cc $(SHIM_DEPS)

@@ -45,14 +45,14 @@ METAL_SOURCES = sorted(glob.glob(os.path.join(ROOT, "kernels", "*", "*.metal")))
 def shim():
     lib = load_shim()
     lib.shim_tensor_has_metal_buffer.argtypes = [ctypes.c_int64]
-    lib.shim_msl_version_for_macos.argtypes = [ctypes.c_int]
+    lib.shim_msl_version_for_device.argtypes = [ctypes.c_int]
     lib.shim_msl_at_least.argtypes = [ctypes.c_int] * 4
     lib.shim_mtl_language_version_value.argtypes = [ctypes.c_int, ctypes.c_int]
     lib.shim_mtl_language_version_value.restype = ctypes.c_uint64
     lib.shim_threadgroup_count.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     lib.shim_threadgroup_count.restype = ctypes.c_uint64
-    lib.shim_msl_too_old_message.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                             ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.shim_msl_too_old_message.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+                                             ctypes.c_int]
     lib.shim_threadgroup_fit_error.argtypes = [ctypes.c_uint64] * 5 + [ctypes.c_char_p, ctypes.c_int]
     lib.shim_fill_length.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     lib.shim_fill_length.restype = ctypes.c_uint64
@@ -69,9 +69,17 @@ def test_only_non_empty_tensors_are_bound_as_buffers(shim, count, bind):
     assert shim.shim_tensor_has_metal_buffer(count) == bind
 
 
-@pytest.mark.parametrize("os_major,version", [(12, 204), (13, 300), (14, 300), (15, 300), (26, 300)])
-def test_language_version_per_macos(shim, os_major, version):
-    assert shim.shim_msl_version_for_macos(os_major) == version
+@pytest.mark.parametrize("metal3,version", [(0, 204), (1, 300)])
+def test_language_version_is_the_devices(shim, metal3, version):
+    # From supportsFamily:MTLGPUFamilyMetal3, not the OS version (NSProcessInfo
+    # reads 10.16 in a Python linked against an SDK older than 11).
+    assert shim.shim_msl_version_for_device(metal3) == version
+
+
+def test_the_gate_asks_the_device_not_the_os_version():
+    code = _code(os.path.join(ROOT, "kernels", "metal", "metal_device.mm"))
+    assert "NSProcessInfo" not in code and "operatingSystemVersion" not in code
+    assert "supportsFamily:static_cast<MTLGPUFamily>(kMtlGpuFamilyMetal3)" in code
 
 
 def test_language_version_order_and_raw_value(shim):
@@ -87,9 +95,9 @@ def test_language_version_order_and_raw_value(shim):
 
 def test_too_old_message_names_library_and_versions(shim):
     out = ctypes.create_string_buffer(512)
-    shim.shim_msl_too_old_message(b"hash_encode", 3, 0, 12, 7, out, 512)
+    shim.shim_msl_too_old_message(b"hash_encode", 3, 0, out, 512)
     text = out.value.decode()
-    assert "'hash_encode'" in text and "3.0" in text and "macOS 13" in text and "12.7" in text
+    assert "'hash_encode'" in text and "3.0" in text and "MTLGPUFamilyMetal3" in text and "macOS 13" in text
     assert "/CPU:0" in text
 
 
@@ -462,6 +470,23 @@ def test_the_shim_compiles_the_embedded_expansion(embedded):
         text = open(shim_cc).read()
         assert not re.search(r'#include "kernels/\w+/\w+\.metal"', text), (
             f"{shim_cc} must include the expanded source (\"<name>.metal\"), not the tree's shader")
+
+
+def test_the_first_call_compile_table_counts_each_library():
+    """docs/METAL_COMPAT.md's table of what a first call compiles: each
+    library's kernel instantiations (as the model registers them) and lines."""
+    gen = os.path.join(ROOT, "build", "gen")
+    if not os.path.isdir(gen):
+        pytest.fail("build/gen is missing: run `make metal-shim` (make test does)")
+    doc = open(os.path.join(ROOT, "docs", "METAL_COMPAT.md")).read().split("## The first call's compile", 1)[1]
+    table = dict((m[0], (int(m[1]), int(m[2].replace(",", ""))))
+                 for m in re.findall(r"^\| (\w+) \| (\d+) \| ([\d,]+) \|$", doc.split("\n## ", 1)[0], re.MULTILINE))
+    found = {}
+    for path in glob.glob(os.path.join(gen, "*_exec.cc")):
+        name = os.path.basename(path)[:-len("_exec.cc")]
+        kernels = len(re.findall(r'^  \{"' + name + '", ', open(path).read(), re.MULTILINE))
+        found[name] = (kernels, len(open(os.path.join(gen, name + ".metal")).read().splitlines()))
+    assert table == found
 
 
 # The shaders whose entry points are kernel templates, instantiated by host name:

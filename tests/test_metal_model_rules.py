@@ -51,6 +51,7 @@ BROKEN = {
     "wait_uncommitted": "waitUntilCompleted on a command buffer never committed",
     "commit_twice": "commit of a command buffer already committed",
     "write_past_end": "trunc_exp_forward_float32: wrote past the end of buffer 1",
+    "read_past_end": "trunc_exp_forward_float32: read past the end of buffer 0",
     "mps_wait_after_continue": "waitUntilCompleted of an MPSCommandBuffer after commitAndContinue",
 }
 
@@ -61,7 +62,7 @@ def test_each_broken_use_is_a_violation(model, use):
     assert count >= 1 and BROKEN[use] in text, (use, count, text)
 
 
-@pytest.mark.parametrize("use", ["ok", "ok_sync", "ok_commit", "ok_mps_root"])
+@pytest.mark.parametrize("use", ["ok", "ok_sync", "ok_commit", "ok_mps_root", "ok_past_end"])
 def test_the_correct_uses_are_not(model, use):
     assert model(use) == (0, ""), use
 
@@ -154,3 +155,38 @@ def test_the_stream_route_waits_on_the_root_command_buffer_after_commit_and_cont
     assert out.returncode == 0, out.stderr[-3000:]
     err, plans, violations = out.stdout.split()[-3:]
     assert float(err) < 1e-6 and plans == "1" and violations == "0", out.stdout + out.stderr[-2000:]
+
+
+GATE = """
+import os, numpy as np, metal_ops
+from metal_ops import metal_path
+x = np.linspace(-3, 3, 5000).astype(np.float32)
+for fault in ["compile=trunc_exp", "no_metal3"]:
+    os.environ["METAL_OPS_MODEL_FAULTS"] = fault
+    counts = []
+    for call, want in [(lambda: metal_ops.trunc_exp(x), np.exp(x)),
+                       (lambda: metal_ops.robust_loss(x, 1.0, 1.0), np.sqrt(x * x + 1) - 1)]:
+        before = metal_path.metal_runs()[0], metal_path.metal_fallbacks()
+        err = float(np.max(np.abs(call().numpy() - want) / np.maximum(np.abs(want), 1)))
+        counts += [metal_path.metal_runs()[0] - before[0], metal_path.metal_fallbacks() - before[1], err < 1e-5]
+    print(fault, *counts)
+print("violations", _model.counters()["violations"])
+"""
+
+
+def test_the_language_gate_and_one_librarys_compile_failure_leave_the_other_ops_on_metal(model):
+    """Pipelines come through the library's pipeline cache and its language
+    gate, which asks the device (supportsFamily:MTLGPUFamilyMetal3), not the
+    OS version. On tensorflow-metal's stream route, a device without MSL 3.0
+    sends RobustLoss (an MSL 3.0 library) to the CPU and keeps TruncExp on
+    Metal; one library that fails to compile sends its op alone to the CPU;
+    each with one warning naming the op and the reason."""
+    out = run_child(GATE, METAL_OPS_METAL="shim-stream")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()[-3:]
+    # fault, then for TruncExp and RobustLoss: plans run, fallbacks, result right
+    assert lines == ["compile=trunc_exp 0 1 True 1 0 True", "no_metal3 1 0 True 0 1 True", "violations 0"], lines
+    warnings = [line for line in out.stderr.splitlines() if "computes on the CPU instead" in line]
+    assert len(warnings) == 2, warnings
+    assert "MetalOpsTruncExp (node" in warnings[0] and "compiling the Metal shaders of 'trunc_exp' failed" in warnings[0]
+    assert "MetalOpsRobustLoss (node" in warnings[1] and "MTLGPUFamilyMetal3" in warnings[1], warnings

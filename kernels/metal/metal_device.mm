@@ -176,10 +176,10 @@ class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
   }
   const mtl::Pipeline* GetPipeline(const std::string& library, const std::string& function,
                                    std::string* error) override {
-    const NSOperatingSystemVersion os = NSProcessInfo.processInfo.operatingSystemVersion;
     id<MTLDevice> device = object_;
     return pipelines_.Get(
-        library, function, static_cast<int>(os.majorVersion), static_cast<int>(os.minorVersion),
+        library, function,
+        MslVersionForDevice([object_ supportsFamily:static_cast<MTLGPUFamily>(kMtlGpuFamilyMetal3)]),
         [device](const EmbeddedMetalSource& source, std::string* e) { return CompileLibrary(device, source, e); },
         [device](id<MTLLibrary> lib, const std::string& f, std::string* e) { return BuildPipeline(device, lib, f, e); },
         error);

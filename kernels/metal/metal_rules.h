@@ -1,7 +1,7 @@
 // The decisions the Metal host glue makes, as plain C++ so they are unit-tested
 // on machines without Metal (tests/metal_shim/metal_rules_shim.cc): which
 // tensors may be bound as MTLBuffers, which Metal Shading Language version a
-// macOS offers, how much of a buffer a blit fill may cover; the dispatch
+// device offers, how much of a buffer a blit fill may cover; the dispatch
 // rules the host path shares are in kernels/metal_plan/dispatch_rules.h.
 #ifndef MO_KERNELS_METAL_METAL_RULES_H_
 #define MO_KERNELS_METAL_METAL_RULES_H_
@@ -34,12 +34,17 @@ inline bool MslAtLeast(MslVersion have, MslVersion need) {
   return have.major != need.major ? have.major > need.major : have.minor >= need.minor;
 }
 
-// The newest language version this library uses that the running macOS
-// compiles: MSL 3.0 (atomic_float, needed by the scatter-add gradients) came
-// with macOS 13; macOS 12 offers 2.4.
-inline MslVersion MslVersionForMacOS(int os_major) {
-  return os_major >= 13 ? MslVersion{3, 0} : MslVersion{2, 4};
-}
+// MTLGPUFamilyMetal3's raw value, for supportsFamily: (Apple added the family
+// in macOS 13, with MSL 3.0; the macOS 12 SDK has no such enumerator).
+constexpr uint64_t kMtlGpuFamilyMetal3 = 5001;
+
+// The newest language version this library uses that the device compiles,
+// from its answer to supportsFamily:MTLGPUFamilyMetal3: MSL 3.0 (atomic_float,
+// needed by the scatter-add gradients) comes with the Metal 3 family (every
+// Apple-silicon GPU on macOS 13 or newer); else 2.4. Asked of the device, not
+// the OS version: NSProcessInfo reports 10.16 to a process linked against an
+// SDK older than 11.
+inline MslVersion MslVersionForDevice(bool metal3) { return metal3 ? MslVersion{3, 0} : MslVersion{2, 4}; }
 
 // MTLLanguageVersion's raw value: (major << 16) | minor. Written as a number
 // so the library builds with SDKs older than the version it asks for at run
@@ -52,11 +57,11 @@ inline std::string MslVersionString(MslVersion v) {
   return std::to_string(v.major) + "." + std::to_string(v.minor);
 }
 
-// The error a kernel reports when its shaders need a newer macOS.
-inline std::string MslTooOldMessage(const std::string& library, MslVersion need, int os_major, int os_minor) {
-  return "metal_ops: the Metal kernels of '" + library + "' need Metal Shading Language " +
-         MslVersionString(need) + " (macOS 13 or newer); this Mac runs macOS " + std::to_string(os_major) + "." +
-         std::to_string(os_minor) + ". Update macOS, or run these ops on the CPU with tf.device('/CPU:0').";
+// The error a kernel reports when its shaders need a language version the device does not offer.
+inline std::string MslTooOldMessage(const std::string& library, MslVersion need) {
+  return "metal_ops: the Metal kernels of '" + library + "' need Metal Shading Language " + MslVersionString(need) +
+         ", which this GPU does not offer (it is not of MTLGPUFamilyMetal3: an Apple-silicon GPU on macOS 13 or "
+         "newer is). Update macOS, or run these ops on the CPU with tf.device('/CPU:0').";
 }
 
 // The byte count a blit fill of a tensor of `bytes` covers in its MTLBuffer of

@@ -2,7 +2,9 @@
 // library (embedded_sources.h): each library once and each pipeline once,
 // kept for the process. Plain C++ around the two Metal calls the device
 // adapter makes (kernels/metal/metal_device.mm: newLibraryWithSource and
-// newComputePipelineStateWithDescriptor).
+// newComputePipelineStateWithDescriptor); the strict model of Metal
+// (tests/metal_shim/metal_model.cc) keeps its pipelines in it too, so the
+// language-version gate and the cache run in `make test`.
 //
 // The mutex guards the maps only, never a compile: each library and pipeline
 // is built under its own once_flag, so a compile blocks only callers that
@@ -24,16 +26,17 @@
 namespace mo {
 namespace metal {
 
-// The embedded source of `library` and the language version it asks for, or
-// nullptr with *error set: no such source, or a macOS too old for it.
-inline const EmbeddedMetalSource* SourceToCompile(const std::string& library, int os_major, int os_minor,
+// The embedded source of `library`, or nullptr with *error set: no such
+// source, or one asking for a language version above `available` (the
+// device's, MslVersionForDevice).
+inline const EmbeddedMetalSource* SourceToCompile(const std::string& library, MslVersion available,
                                                   std::string* error) {
   for (size_t i = 0; i < kNumEmbeddedMetalSources; ++i) {
     const EmbeddedMetalSource& source = kEmbeddedMetalSources[i];
     if (library != source.library) continue;
     const MslVersion need = {source.msl_major, source.msl_minor};
-    if (MslAtLeast(MslVersionForMacOS(os_major), need)) return &source;
-    *error = MslTooOldMessage(library, need, os_major, os_minor);
+    if (MslAtLeast(available, need)) return &source;
+    *error = MslTooOldMessage(library, need);
     return nullptr;
   }
   *error = "no embedded Metal source named '" + library + "'";
@@ -44,14 +47,15 @@ inline const EmbeddedMetalSource* SourceToCompile(const std::string& library, in
 template <typename Library>
 class PipelineCache {
  public:
+  // `available`: the device's language version (MslVersionForDevice);
   // compile(source, &error) -> Library; build(library, function, &error) ->
   // std::unique_ptr<mtl::Pipeline> (nullptr on failure).
   template <typename Compile, typename Build>
-  const mtl::Pipeline* Get(const std::string& library, const std::string& function, int os_major, int os_minor,
+  const mtl::Pipeline* Get(const std::string& library, const std::string& function, MslVersion available,
                            Compile compile, Build build, std::string* error) {
     LibraryEntry* lib = EntryOf(libraries_, library);
     std::call_once(lib->once, [&] {
-      const EmbeddedMetalSource* source = SourceToCompile(library, os_major, os_minor, &lib->error);
+      const EmbeddedMetalSource* source = SourceToCompile(library, available, &lib->error);
       if (source != nullptr) lib->library = compile(*source, &lib->error);
     });
     if (!lib->library) {

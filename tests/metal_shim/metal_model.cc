@@ -7,8 +7,9 @@
 //     bytes or above maxBufferLength; new buffers hold garbage (NaN bytes);
 //   - a private buffer's contents are not the CPU's (Contents() is nullptr);
 //   - setBuffer offsets aligned (16 bytes) and inside the buffer; setBytes
-//     smaller than 4 KiB; no kernel writing past the end of a buffer the
-//     model allocated (a guard region after each, checked per dispatch); threadgroup memory a multiple of 16 within 32 KiB with the
+//     smaller than 4 KiB; no kernel reading or writing past the end of a
+//     buffer the model allocated (a guard page after each, below);
+//     threadgroup memory a multiple of 16 within 32 KiB with the
 //     pipeline's own; threads per threadgroup within the pipeline's
 //     maxTotalThreadsPerThreadgroup; nothing encoded after endEncoding; a
 //     command buffer committed with its encoder ended, waited for only once
@@ -23,7 +24,9 @@
 // committed, threadgroups in a shuffled order. It counts bytes copied, no-copy
 // wraps, command buffers and waits, and injects faults named in
 // METAL_OPS_MODEL_FAULTS (comma-separated, read at each call): nil_buffer,
-// nil_private (private buffers only: scratch), compile, gpu_error, no_apple7,
+// nil_private (private buffers only: scratch), compile (every library fails
+// to compile), compile=LIB (the library LIB alone), no_metal3 (the device is
+// not of MTLGPUFamilyMetal3: no MSL 3.0), gpu_error, no_apple7,
 // nil_encoder, nil_command_buffer, max_threads=N, max_buffer=N, no_copy (every
 // newBufferWithBytesNoCopy refused, as Metal may refuse memory that is not
 // from vm_allocate or mmap), simd_width=N (the pipelines' threadExecutionWidth),
@@ -33,6 +36,13 @@
 // copies and a wrapped page's other allocations are never touched),
 // commit_and_continue (on tensorflow-metal's stream, MPSGraph's
 // commitAndContinue on the stream's command buffer before each encoder).
+// Its pipelines come through the library's own pipeline cache and language
+// gate (kernels/metal/pipeline_cache.h over the embedded sources), one cache
+// per set of compile faults (a Mac compiles each library once).
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +57,10 @@
 #include "kernels/metal_plan/executor.h"
 #include "kernels/metal_plan/metal_api.h"
 #include "tests/metal_shim/shim_exec.h"
+// After the shim: the shaders' mo:: helpers name the shim's ::metal, which
+// mo::metal (the glue's namespace) would hide.
+#include "kernels/metal/embedded_sources.h"
+#include "kernels/metal/pipeline_cache.h"
 
 namespace msl_shim {
 namespace model {
@@ -63,7 +77,8 @@ constexpr uint64_t kMaxBufferLength = uint64_t(8) << 30;   // maxBufferLength of
 
 struct Faults {
   bool nil_buffer = false, nil_private = false, compile = false, gpu_error = false, no_apple7 = false, nil_encoder = false,
-       nil_command_buffer = false, no_copy = false, wrong_result = false, commit_and_continue = false;
+       nil_command_buffer = false, no_copy = false, wrong_result = false, commit_and_continue = false, no_metal3 = false;
+  std::string compile_library;  // compile=LIB
   uint64_t simd_width = 32;
   uint64_t max_threads = kMaxThreadsPerThreadgroup;
   uint64_t max_buffer = kMaxBufferLength;
@@ -83,7 +98,9 @@ Faults ReadFaults() {
     const uint64_t value = eq == std::string::npos ? 0 : std::strtoull(item.c_str() + eq + 1, nullptr, 10);
     if (key == "nil_buffer") f.nil_buffer = true;
     if (key == "nil_private") f.nil_private = true;
-    if (key == "compile") f.compile = true;
+    if (key == "compile" && eq == std::string::npos) f.compile = true;
+    if (key == "compile" && eq != std::string::npos) f.compile_library = item.substr(eq + 1);
+    if (key == "no_metal3") f.no_metal3 = true;
     if (key == "gpu_error") f.gpu_error = true;
     if (key == "no_apple7") f.no_apple7 = true;
     if (key == "nil_encoder") f.nil_encoder = true;
@@ -119,34 +136,129 @@ void Violation(const std::string& rule) {
   std::fprintf(stderr, "metal model: Metal's rule broken: %s\n", rule.c_str());
 }
 
-// Memory a buffer's GPU side reaches: owned (shared with every dispatch
+// Memory the model allocates for a buffer: `length` bytes (NaN bytes: new
+// buffers hold garbage) ending 0..15 bytes before a guard page of kGuardByte
+// mapped PROT_NONE (the start stays 16-byte aligned, as a Metal buffer's);
+// the bytes between are kGuardByte too. A dispatch that reads or writes the
+// guard page faults; the model's SIGSEGV handler (OnFault) opens the page,
+// notes it and lets the access go on, so the dispatch ends and the model
+// reports it: a write changed guard bytes, else it was a read. On a Mac such
+// an access reads another allocation's data, corrupts it, or faults.
+constexpr uint8_t kGuardByte = 0xa5;
+
+struct Memory {
+  uint8_t* base = nullptr;
+  size_t mapped = 0;
+  uint8_t* data = nullptr;
+  uint64_t length = 0;
+  uint8_t* guard = nullptr;       // the guard page
+  std::atomic<bool> touched{false};  // the guard page was accessed (it is open since)
+
+  static size_t Page() {
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return page;
+  }
+  explicit Memory(uint64_t bytes) : length(bytes) {
+    const size_t page = Page(), body = (static_cast<size_t>(bytes) + 15) / 16 * 16;
+    const size_t before = (body + page - 1) / page * page;
+    mapped = before + page;
+    void* at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) {
+      std::fprintf(stderr, "metal model: mmap of %zu bytes failed\n", mapped);
+      std::abort();
+    }
+    base = static_cast<uint8_t*>(at);
+    guard = base + before;
+    data = guard - body;
+    std::memset(data, 0xff, static_cast<size_t>(bytes));
+    std::memset(data + bytes, kGuardByte, body - static_cast<size_t>(bytes) + page);
+    mprotect(guard, page, PROT_NONE);
+  }
+  ~Memory() { munmap(base, mapped); }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+
+  // What a dispatch did past the end: "" (nothing), "wrote" or "read"; the
+  // guard is closed again for the next.
+  std::string PastTheEnd() {
+    std::string what;
+    for (uint8_t* at = data + length; at < guard && what.empty(); ++at) {
+      if (*at != kGuardByte) what = "wrote";
+    }
+    for (size_t at = 0; touched.load() && at < Page() && what.empty(); ++at) {
+      if (guard[at] != kGuardByte) what = "wrote";
+    }
+    if (what.empty() && touched.load()) what = "read";
+    if (!what.empty()) {
+      if (!touched.load()) mprotect(guard, Page(), PROT_READ | PROT_WRITE);
+      std::memset(data + length, kGuardByte, static_cast<size_t>(guard - data - length) + Page());
+      mprotect(guard, Page(), PROT_NONE);
+      touched.store(false);
+    }
+    return what;
+  }
+};
+
+// The guards of the dispatch this thread runs (OnFault reads them).
+thread_local Memory* const* t_guards = nullptr;
+thread_local int t_num_guards = 0;
+struct sigaction g_previous_segv;
+
+void OnFault(int signal, siginfo_t* info, void* context) {
+  const uint8_t* at = static_cast<const uint8_t*>(info->si_addr);
+  for (int i = 0; i < t_num_guards; ++i) {
+    Memory* m = t_guards[i];
+    if (m != nullptr && at >= m->guard && at < m->guard + Memory::Page()) {
+      mprotect(m->guard, Memory::Page(), PROT_READ | PROT_WRITE);
+      m->touched.store(true);
+      return;  // the access runs again, on the open page
+    }
+  }
+  // Not a guard: the fault is the process's, under the handler it had.
+  (void)signal;
+  (void)context;
+  sigaction(SIGSEGV, &g_previous_segv, nullptr);
+}
+
+// Runs `run` with the guards of `memory` (kMaxBuffers entries, nullptr for none) watched.
+template <typename Run>
+void WithGuards(Memory* const* memory, const Run& run) {
+  static const bool installed = [] {
+    struct sigaction action = {};
+    action.sa_sigaction = &OnFault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGSEGV, &action, &g_previous_segv) == 0;
+  }();
+  (void)installed;
+  t_guards = memory;
+  t_num_guards = exec::kMaxBuffers;
+  run();
+  t_num_guards = 0;
+  t_guards = nullptr;
+}
+
+// The memory a buffer's GPU side reaches: owned (shared with every dispatch
 // recorded on it, as a command buffer retains its buffers) or the caller's.
 class ModelBuffer : public Buffer {
  public:
-  ModelBuffer(uint64_t length, Storage storage, std::shared_ptr<std::vector<uint8_t>> owned, uint8_t* data)
+  ModelBuffer(uint64_t length, Storage storage, std::shared_ptr<Memory> owned, uint8_t* data)
       : length_(length), storage_(storage), owned_(std::move(owned)), data_(data) {}
   uint64_t Length() const override { return length_; }
   void* Contents() override { return storage_ == Storage::kShared ? data_ : nullptr; }
   uint8_t* gpu_data() const { return data_; }
-  const std::shared_ptr<std::vector<uint8_t>>& owned() const { return owned_; }
+  const std::shared_ptr<Memory>& owned() const { return owned_; }
 
  private:
   uint64_t length_;
   Storage storage_;
-  std::shared_ptr<std::vector<uint8_t>> owned_;
+  std::shared_ptr<Memory> owned_;
   uint8_t* data_;
 };
 
-// Past the end of each buffer the model allocates: a guard of kGuard bytes
-// of kGuardByte, checked after every dispatch (a kernel that writes past its
-// buffer is a violation, where on a Mac it corrupts other memory or faults).
-constexpr size_t kGuard = 4096;
-constexpr uint8_t kGuardByte = 0xa5;
-
 std::unique_ptr<Buffer> Owned(uint64_t length, Storage storage) {
-  auto memory = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(length), uint8_t(0xff));
-  memory->resize(memory->size() + kGuard, kGuardByte);
-  uint8_t* data = memory->data();
+  auto memory = std::make_shared<Memory>(length);
+  uint8_t* data = memory->data;
   return std::unique_ptr<Buffer>(new ModelBuffer(length, storage, std::move(memory), data));
 }
 
@@ -165,7 +277,7 @@ class ModelPipeline : public mo::mtl::Pipeline {
 // A bound argument: where it points and what keeps its memory alive.
 struct Arg {
   exec::Bound bound;
-  std::shared_ptr<std::vector<uint8_t>> keep;
+  std::shared_ptr<Memory> keep;
   bool fresh = false;  // set since the last dispatch
 };
 
@@ -235,13 +347,15 @@ struct CommandState {
           before[i].assign(static_cast<const char*>(args[i].data), static_cast<size_t>(args[i].length));
         }
       }
-      std::string failed = exec::Execute(*d.pipeline->entry(), args, d.groups, d.threads, d.threadgroup_bytes, seed);
-      for (int i = 0; i < exec::kMaxBuffers && failed.empty(); ++i) {
-        const std::vector<uint8_t>* memory = d.args[i].keep.get();
-        if (memory == nullptr || args[i].bytes) continue;
-        for (size_t at = memory->size() - kGuard; at < memory->size() && failed.empty(); ++at) {
-          if ((*memory)[at] != kGuardByte) failed = "wrote past the end of buffer " + std::to_string(i);
-        }
+      Memory* guards[exec::kMaxBuffers] = {};
+      for (int i = 0; i < exec::kMaxBuffers; ++i) guards[i] = d.args[i].keep.get();
+      std::string failed;
+      WithGuards(guards, [&] {
+        failed = exec::Execute(*d.pipeline->entry(), args, d.groups, d.threads, d.threadgroup_bytes, seed);
+      });
+      for (int i = 0; i < exec::kMaxBuffers; ++i) {
+        const std::string past = guards[i] == nullptr ? "" : guards[i]->PastTheEnd();
+        if (!past.empty() && failed.empty()) failed = past + " past the end of buffer " + std::to_string(i);
       }
       for (size_t i = 0; i < before.size(); ++i) PerturbFirstWrite(before[i], static_cast<char*>(args[i].data));
       if (!failed.empty()) {
@@ -281,9 +395,9 @@ class ModelEncoder : public mo::mtl::ComputeEncoder {
     if (length == 0 || length >= mo::mtl::kMaxSetBytesLength) {
       return state_->Break("setBytes of " + std::to_string(length) + " bytes (smaller than 4 KiB)");
     }
-    auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(data),
-                                                       static_cast<const uint8_t*>(data) + length);
-    args_[index] = {{copy->data(), length, true, true}, copy, true};
+    auto copy = std::make_shared<Memory>(length);
+    std::memcpy(copy->data, data, static_cast<size_t>(length));
+    args_[index] = {{copy->data, length, true, true}, copy, true};
   }
   void SetThreadgroupMemoryLength(uint64_t length, uint32_t index) override {
     if (!Usable()) return;
@@ -442,21 +556,28 @@ class ModelDevice : public mo::mtl::Device {
   }
   const mo::mtl::Pipeline* GetPipeline(const std::string& library, const std::string& function,
                                        std::string* error) override {
-    if (ReadFaults().compile) {
-      *error = "compiling the Metal shaders of '" + library + "' failed (injected by the model)";
+    const Faults f = ReadFaults();
+    PipelineCache* cache = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_ptr<PipelineCache>& entry =
+          caches_[(f.compile ? "compile," : "") + f.compile_library + (f.no_metal3 ? ",no_metal3" : "")];
+      if (entry == nullptr) entry.reset(new PipelineCache);
+      cache = entry.get();
+    }
+    // newLibraryWithSource: the source's kernels as the shim compiled them.
+    auto compile = [&f](const mo::metal::EmbeddedMetalSource& source, std::string* e) -> const char* {
+      if (!f.compile && f.compile_library != source.library) return source.library;
+      *e = std::string("compiling the Metal shaders of '") + source.library + "' failed (injected by the model)";
       return nullptr;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::unique_ptr<ModelPipeline>& pipeline = pipelines_[{library, function}];
-    if (pipeline == nullptr) {
-      const exec::Entry* entry = exec::Find(library, function);
-      if (entry == nullptr) {
-        *error = "Metal function '" + function + "' is not in the shaders of '" + library + "'";
-        return nullptr;
-      }
-      pipeline.reset(new ModelPipeline(entry));
-    }
-    return pipeline.get();
+    };
+    // newFunctionWithName + newComputePipelineStateWithDescriptor.
+    auto build = [](const char* lib, const std::string& name, std::string* e) -> std::unique_ptr<mo::mtl::Pipeline> {
+      const exec::Entry* entry = exec::Find(lib, name);
+      if (entry == nullptr) *e = "Metal function '" + name + "' is not in the shaders of '" + lib + "'";
+      return std::unique_ptr<mo::mtl::Pipeline>(entry == nullptr ? nullptr : new ModelPipeline(entry));
+    };
+    return cache->Get(library, function, mo::metal::MslVersionForDevice(!f.no_metal3), compile, build, error);
   }
   std::unique_ptr<mo::mtl::CommandQueue> NewCommandQueue() override {
     return std::unique_ptr<mo::mtl::CommandQueue>(new ModelQueue);
@@ -467,8 +588,9 @@ class ModelDevice : public mo::mtl::Device {
     const Faults f = ReadFaults();
     return !f.nil_buffer && length > 0 && length <= f.max_buffer;
   }
+  using PipelineCache = mo::metal::PipelineCache<const char*>;  // a library: its name
   std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<ModelPipeline>> pipelines_;
+  std::map<std::string, std::unique_ptr<PipelineCache>> caches_;
 };
 
 // tensorflow-metal's MetalStream: one queue, a lazily made current command
@@ -596,10 +718,12 @@ extern "C" int metal_ops_model_misuse(const char* what, char* out, size_t len) {
   std::unique_ptr<mo::mtl::CommandQueue> queue = gpu.NewCommandQueue();
   std::string error;
   const mo::mtl::Pipeline* pipeline = gpu.GetPipeline("trunc_exp", "trunc_exp_forward_float32", &error);
-  std::unique_ptr<mo::mtl::Buffer> x = gpu.NewBuffer(4096, Storage::kShared), y = gpu.NewBuffer(4096, Storage::kShared);
+  // write_past_end: 1040 floats from x into a y of 1024; read_past_end: from an x of 1024 into y.
+  std::unique_ptr<mo::mtl::Buffer> x = gpu.NewBuffer(use == "write_past_end" ? 4160 : 4096, Storage::kShared),
+                                   y = gpu.NewBuffer(use == "read_past_end" ? 4160 : 4096, Storage::kShared);
   std::vector<uint8_t> params(use == "set_bytes_4096" ? 4096 : sizeof(int64_t), 0);  // TruncExpParams
-  if (use == "write_past_end") {  // num_elements: 1040 floats, in buffers of 1024
-    const int64_t n = 1040;
+  if (use == "write_past_end" || use == "read_past_end" || use == "ok_past_end") {  // num_elements
+    const int64_t n = use == "ok_past_end" ? 1024 : 1040;
     std::memcpy(params.data(), &n, sizeof(n));
   }
   // One dispatch of trunc_exp's forward kernel on `cb`, broken as `use` says.

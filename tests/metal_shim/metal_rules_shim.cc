@@ -80,9 +80,9 @@ int shim_tensor_has_metal_buffer(int64_t num_elements) {
   return mo::metal::TensorHasMetalBuffer(num_elements) ? 1 : 0;
 }
 
-// The MSL version a macOS offers, as major * 100 + minor.
-int shim_msl_version_for_macos(int os_major) {
-  const mo::metal::MslVersion v = mo::metal::MslVersionForMacOS(os_major);
+// The MSL version a device offers (metal3: it reports MTLGPUFamilyMetal3), as major * 100 + minor.
+int shim_msl_version_for_device(int metal3) {
+  const mo::metal::MslVersion v = mo::metal::MslVersionForDevice(metal3 != 0);
   return v.major * 100 + v.minor;
 }
 
@@ -99,9 +99,8 @@ uint64_t shim_threadgroup_count(uint64_t num_threads, uint64_t width) {
 }
 
 // Writes the too-old message into `out` (NUL-terminated, truncated to `size`).
-void shim_msl_too_old_message(const char* library, int need_major, int need_minor, int os_major, int os_minor,
-                              char* out, int size) {
-  CopyOut(mo::metal::MslTooOldMessage(library, {need_major, need_minor}, os_major, os_minor), out, size);
+void shim_msl_too_old_message(const char* library, int need_major, int need_minor, char* out, int size) {
+  CopyOut(mo::metal::MslTooOldMessage(library, {need_major, need_minor}), out, size);
 }
 
 // ThreadgroupFitError into `out` (empty when the dispatch fits).
