@@ -171,7 +171,7 @@ def test_an_int64_attribute_keeps_64_bits_and_may_have_no_upper_bound(tmp_path):
 BOOL_PROGRAM = PROGRAM[: PROGRAM.index("int main()")] + r"""
 #define MO_GRID_ATTRS(ATTR) \
   ATTR(jitter, Bool, false) ATTR(levels, RequiredInt, 1, 64) ATTR(step, RequiredFloat, 0.0, 1e10) \
-  ATTR(budget, RequiredInt64, 0, INT64_MAX)
+  ATTR(budget, RequiredInt64, 0, INT64_MAX) ATTR(scale, RequiredFloat, -INFINITY, INFINITY)
 namespace grid {
 MO_DECLARE_ATTRS("Grid", MO_GRID_ATTRS);
 }
@@ -184,15 +184,16 @@ struct BoolPrinter : Printer {
 int main() {
   static_assert(std::is_same_v<decltype(grid::Attrs::jitter), bool>, "Bool is held as bool");
   grid::Attrs a;
-  std::printf("default %d %d %g %lld\n", a.jitter, a.levels, a.step, (long long)a.budget);
+  std::printf("default %d %d %g %lld %g\n", a.jitter, a.levels, a.step, (long long)a.budget, a.scale);
 #define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
   MO_GRID_ATTRS(MO_PRINT_SPEC_)
   const Reader cases[] = {
-      {{{"jitter", "1"}, {"levels", "16"}, {"step", "0.25"}, {"budget", "4294967299"}}},
-      {{{"jitter", "0"}, {"levels", "65"}, {"step", "0.25"}, {"budget", "1"}}},
-      {{{"jitter", "0"}, {"levels", "2"}, {"step", "-1"}, {"budget", "1"}}},
-      {{{"jitter", "0"}, {"step", "0.5"}, {"budget", "1"}}},
-      {{{"levels", "2"}, {"step", "0.5"}, {"budget", "1"}}},
+      {{{"jitter", "1"}, {"levels", "16"}, {"step", "0.25"}, {"budget", "4294967299"}, {"scale", "-2"}}},
+      {{{"jitter", "0"}, {"levels", "65"}, {"step", "0.25"}, {"budget", "1"}, {"scale", "1"}}},
+      {{{"jitter", "0"}, {"levels", "2"}, {"step", "-1"}, {"budget", "1"}, {"scale", "1"}}},
+      {{{"jitter", "0"}, {"levels", "2"}, {"step", "1"}, {"budget", "1"}, {"scale", "nan"}}},
+      {{{"jitter", "0"}, {"step", "0.5"}, {"budget", "1"}, {"scale", "1"}}},
+      {{{"levels", "2"}, {"step", "0.5"}, {"budget", "1"}, {"scale", "1"}}},
   };
   for (const Reader& r : cases) {
     grid::Attrs b;
@@ -206,17 +207,20 @@ int main() {
 }
 """
 
-BOOL_EXPECTED = """default 0 1 0 0
+BOOL_EXPECTED = """default 0 1 0 0 -inf
 spec jitter: bool = false
 spec levels: int
 spec step: float
 spec budget: int >= 0
+spec scale: float
 visit jitter=true
 visit levels=16
 visit step=0.25
 visit budget=4294967299
+visit scale=-2
 error Grid: 'levels' must be in [1, 64], got 65
 error Grid: 'step' must be in [0, 1e+10], got -1
+error Grid: 'scale' must be a number, got nan
 error Grid: could not read the attribute 'levels'
 error Grid: could not read the attribute 'jitter'
 """

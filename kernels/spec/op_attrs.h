@@ -35,6 +35,7 @@
 #ifndef MO_KERNELS_SPEC_OP_ATTRS_H_
 #define MO_KERNELS_SPEC_OP_ATTRS_H_
 
+#include <cmath>  // INFINITY, for a Float without a bound
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +66,14 @@ inline std::string FloatText(float v) {
     if (std::strtof(text, nullptr) == v) break;
   }
   return text;
+}
+
+// "in [lo, hi]", "at least lo", "at most hi", or "a number" (no bound: NaN is
+// what it refuses).
+inline std::string FloatRangeText(double lo, double hi) {
+  const bool low = lo > -std::numeric_limits<double>::infinity(), high = hi < std::numeric_limits<double>::infinity();
+  const std::string l = FloatText(static_cast<float>(lo)), h = FloatText(static_cast<float>(hi));
+  return low && high ? "in [" + l + ", " + h + "]" : low ? "at least " + l : high ? "at most " + h : "a number";
 }
 
 inline checks::Result Unreadable(const char* op, const char* name) {
@@ -118,8 +127,7 @@ struct Float {
     float value = 0.0f;
     if (!get(name, &value)) return Unreadable(op, name);
     if (!(value >= lo && value <= hi)) {
-      return checks::Invalid(op, ": '", name, "' must be in [", FloatText(static_cast<float>(lo)), ", ",
-                             FloatText(static_cast<float>(hi)), "], got ", FloatText(value));
+      return checks::Invalid(op, ": '", name, "' must be ", FloatRangeText(lo, hi), ", got ", FloatText(value));
     }
     *out = value;
     return checks::Ok();
