@@ -140,7 +140,7 @@ def test_early_termination_gradient_is_zero_for_skipped_samples():
 
 def test_early_termination_out_of_range_is_rejected():
     sigma, rgb, t = ref.make_rays(2, 3)
-    # The op's check (kernels/volume_render/volume_render_spec.h), through the wrapper, eagerly and in a graph.
+    # The op's check (kernels/volume_render/volume_render.h), through the wrapper, eagerly and in a graph.
     with pytest.raises(tf.errors.InvalidArgumentError, match="'early_termination' must be in \\[0, 1\\], got 1.5"):
         metal_ops.volume_render(sigma, rgb, t, early_termination=1.5)
     with pytest.raises(ValueError, match="'early_termination' must be in \\[0, 1\\], got 1.5"):

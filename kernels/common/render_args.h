@@ -1,7 +1,7 @@
 // The arguments of the two renderers' device code, VolumeRender and
 // PackedVolumeRender, as every backend's per-ray drivers take them
 // (kernels/volume_render/volume_render.h, packed_volume_render.h): filled by their
-// kernel classes (kernels/volume_render/volume_render_kernel.h, kernels/packed_volume_render/packed_volume_render_kernel.h)
+// kernel classes (the MO_TF_KERNEL sections of the same headers)
 // and the CUDA harness for the CPU functors and the CUDA kernels (by value),
 // and inside each Metal shader from its buffers (Metal binds buffers, not
 // structs of pointers). No TensorFlow; plain C++, CUDA and MSL (platform.h).

@@ -1,9 +1,9 @@
-// PackedVolumeRender CUDA kernels: one thread per ray (64-bit grid-stride
-// loop). The per-ray arithmetic is kernels/packed_volume_render/packed_volume_render.h.
+// PackedVolumeRender CUDA kernels and the launchers packed_volume_render.h
+// declares: one thread per ray (64-bit grid-stride loop). The per-ray
+// arithmetic is kernels/packed_volume_render/packed_volume_render.h.
 #include "kernels/packed_volume_render/packed_volume_render.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/packed_volume_render/packed_volume_render_cuda.h"
-#include "kernels/volume_render/vr_math.h"
+#include "kernels/cuda/render_math.h"
 
 namespace mo {
 namespace cuda {

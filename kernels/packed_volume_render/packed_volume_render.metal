@@ -1,11 +1,11 @@
 // PackedVolumeRender Metal shaders: one thread per ray (grid-stride), float32
 // only (MSL has no double). The arithmetic is kernels/packed_volume_render/packed_volume_render.h
-// (on volume_render.h); each shader gathers its buffers (indices named there)
+// (on kernels/common/volume_render_math.h); each shader gathers its buffers (indices named there)
 // into the arguments struct the per-ray drivers take. Rays with an invalid
 // layout or invalid samples get NaN outputs; the two validation shaders run
 // first and leave the first invalid ray's check in a PvrCheckResult, which the
 // host reads after the command buffer completes and turns into the op's
-// InvalidArgument error (kernels/packed_volume_render/packed_volume_render_plan.h).
+// InvalidArgument error (the plans of packed_volume_render_metal.cc).
 #include "kernels/packed_volume_render/packed_volume_render.h"
 
 kernel void packed_volume_render_check_chunks(device const int* ray_offsets [[buffer(mo::kPvrCheckRayOffsets)]],

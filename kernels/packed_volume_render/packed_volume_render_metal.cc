@@ -1,20 +1,94 @@
-// MetalOpsPackedVolumeRender / ...Grad on the Metal PluggableDevice ("GPU"
-// with tensorflow-metal), float32, through the shared glue (metal_kernel.h).
-// The work is the plan of kernels/packed_volume_render/packed_volume_render_plan.cc
-// (shaders: kernels/packed_volume_render/packed_volume_render.metal, one thread per ray).
+// PackedVolumeRender's Metal plans (float32; shaders
+// packed_volume_render.metal, one thread per ray), which every Metal path
+// runs (kernels/metal_plan/plan.h): the CPU functor's cpu::MetalOrCpu, the
+// MSL shim and, on the Metal PluggableDevice ("GPU" with tensorflow-metal),
+// MetalOpsPackedVolumeRender / ...Grad through the shared glue
+// (metal_kernel.h).
 //
 // Layout and value checks: the plan's validation passes leave the first
 // invalid ray's check in a shared buffer; the call waits for its command
 // buffer (outside the stream's queue: KernelCall::RunPlan with wait, host_path.h RunOnStream) and reports
 // it as the CPU kernel does (packed_volume_render::BadCheck), an
 // InvalidArgument error naming the argument, ray and sample.
-#include "kernels/metal/metal_kernel.h"
-
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "kernels/packed_volume_render/packed_volume_render.h"
-#include "kernels/packed_volume_render/packed_volume_render_plan.h"
-#include "kernels/packed_volume_render/packed_volume_render_spec.h"
+
+namespace mo {
+namespace metal_plan {
+namespace {
+
+// The two validation passes over the slots of the layout and sample tensors.
+void Check(PlanBuilder& b, const PackedVolumeRenderLayout& layout, bool check_samples, int offsets, int counts,
+           int sigma, int t_starts, int t_ends, int result) {
+  const PvrCheckParams q = pvr_check_params(layout.rays, layout.samples, kPvrCheckThreads, check_samples);
+  const int firsts = b.NewScratch(uint64_t(q.chunks) * sizeof(int64));
+  const std::initializer_list<Arg> reads = {{kPvrCheckRayOffsets, offsets}, {kPvrCheckRayCounts, counts},
+                                            {kPvrCheckSigma, sigma}, {kPvrCheckTStarts, t_starts},
+                                            {kPvrCheckTEnds, t_ends}};
+  b.Threads("packed_volume_render", "packed_volume_render_check_chunks", uint64_t(q.chunks))
+      .Tensors(reads, {})
+      .Scratch(kPvrCheckFirsts, firsts)
+      .Value(kPvrCheckParams, q);
+  b.Threads("packed_volume_render", "packed_volume_render_check_first", 1)
+      .Tensors(reads, {})
+      .Scratch(kPvrCheckFirsts, firsts)
+      .Output(kPvrCheckResult, result)
+      .Value(kPvrCheckParams, q);
+}
+
+}  // namespace
+
+Plan PackedVolumeRenderForward(const PackedVolumeRenderLayout& layout, bool write_weights) {
+  const VolumeRenderParams params = make_volume_render_params(
+      layout.rays, layout.samples, layout.early_termination, layout.background_per_ray, write_weights, false);
+  PlanBuilder b(kPvrSlots);
+  Check(b, layout, true, kPvrSlotOffsets, kPvrSlotCounts, kPvrSlotSigma, kPvrSlotTStarts, kPvrSlotTEnds,
+        kPvrSlotCheck);
+  // Samples that no valid ray owns (only under an invalid layout) hold 0.
+  if (write_weights) b.Zero(kPvrSlotWeights, uint64_t(layout.samples) * sizeof(float));
+  b.Threads("packed_volume_render", "packed_volume_render_forward_float32", uint64_t(layout.rays))
+      .Tensors({{kPvrForwardSigma, kPvrSlotSigma}, {kPvrForwardRgb, kPvrSlotRgb},
+                {kPvrForwardTStarts, kPvrSlotTStarts}, {kPvrForwardTEnds, kPvrSlotTEnds},
+                {kPvrForwardRayOffsets, kPvrSlotOffsets}, {kPvrForwardRayCounts, kPvrSlotCounts},
+                {kPvrForwardBackground, kPvrSlotBackground}},
+               {{kPvrForwardOutRgb, kPvrSlotOutRgb}, {kPvrForwardDepth, kPvrSlotDepth},
+                {kPvrForwardOpacity, kPvrSlotOpacity}, {kPvrForwardWeights, kPvrSlotWeights}})
+      .Value(kPvrForwardParams, params);
+  return b.Finish();
+}
+
+Plan PackedVolumeRenderBackward(const PackedVolumeRenderLayout& layout, bool has_weight_grad) {
+  const VolumeRenderParams params = make_volume_render_params(
+      layout.rays, layout.samples, layout.early_termination, layout.background_per_ray, false, has_weight_grad);
+  PlanBuilder b(kPvrGradSlots);
+  Check(b, layout, false, kPvrGradSlotOffsets, kPvrGradSlotCounts, kPvrGradSlotSigma, kPvrGradSlotTStarts,
+        kPvrGradSlotTEnds, kPvrGradSlotCheck);
+  const uint64_t n = uint64_t(layout.samples);
+  b.Zero(kPvrGradSlotGradSigma, n * sizeof(float)).Zero(kPvrGradSlotGradSamplesRgb, n * 3 * sizeof(float));
+  b.Threads("packed_volume_render", "packed_volume_render_backward_float32", uint64_t(layout.rays))
+      .Tensors({{kPvrBackwardSigma, kPvrGradSlotSigma}, {kPvrBackwardRgb, kPvrGradSlotRgb},
+                {kPvrBackwardTStarts, kPvrGradSlotTStarts}, {kPvrBackwardTEnds, kPvrGradSlotTEnds},
+                {kPvrBackwardRayOffsets, kPvrGradSlotOffsets}, {kPvrBackwardRayCounts, kPvrGradSlotCounts},
+                {kPvrBackwardBackground, kPvrGradSlotBackground}, {kPvrBackwardOutRgb, kPvrGradSlotOutRgb},
+                {kPvrBackwardDepth, kPvrGradSlotDepth}, {kPvrBackwardOpacity, kPvrGradSlotOpacity},
+                {kPvrBackwardWeights, kPvrGradSlotWeights}, {kPvrBackwardGradRgb, kPvrGradSlotGradRgb},
+                {kPvrBackwardGradDepth, kPvrGradSlotGradDepth}, {kPvrBackwardGradOpacity, kPvrGradSlotGradOpacity},
+                {kPvrBackwardGradWeights, kPvrGradSlotGradWeights}},
+               {{kPvrBackwardGradSigma, kPvrGradSlotGradSigma},
+                {kPvrBackwardGradSamplesRgb, kPvrGradSlotGradSamplesRgb},
+                {kPvrBackwardGradBackground, kPvrGradSlotGradBackground}})
+      .Value(kPvrBackwardParams, params);
+  return b.Finish();
+}
+
+}  // namespace metal_plan
+}  // namespace mo
+
+#if defined(__APPLE__)
+#include "kernels/metal/metal_kernel.h"
 
 namespace {
 
@@ -44,7 +118,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
-  const mo::packed_volume_render::Attrs& attrs = *static_cast<mo::packed_volume_render::Attrs*>(kernel);
+  const mo::packed_volume_render::GradAttrs& attrs = *static_cast<mo::packed_volume_render::GradAttrs*>(kernel);
   const std::vector<TF_Tensor*> in = call.Inputs(15);
   if (!call.ok()) return;
   auto dims = [&](int i) { return DimsOf(in[i]); };
@@ -75,10 +149,11 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
 
 // MSL has no double: float32 only.
 const bool registered_forward =
-    mo::metal::RegisterWithAttrs<mo::packed_volume_render::Attrs, mo::packed_volume_render::kForward, true>(
+    mo::metal::RegisterWithAttrs<mo::packed_volume_render::Attrs>(
         "MetalOpsPackedVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
 const bool registered_backward =
-    mo::metal::RegisterWithAttrs<mo::packed_volume_render::Attrs, mo::packed_volume_render::kBackward, false>(
+    mo::metal::RegisterWithAttrs<mo::packed_volume_render::GradAttrs>(
         "MetalOpsPackedVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
 
 }  // namespace
+#endif  // __APPLE__

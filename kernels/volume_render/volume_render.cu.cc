@@ -1,9 +1,9 @@
-// VolumeRender CUDA kernels: one thread per ray (64-bit grid-stride loop).
-// The per-ray arithmetic is kernels/volume_render/volume_render.h (VrWalk).
+// VolumeRender CUDA kernels and the launchers volume_render.h declares: one
+// thread per ray (64-bit grid-stride loop). The per-ray arithmetic is
+// kernels/common/volume_render_math.h (VrWalk).
 #include "kernels/volume_render/volume_render.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/volume_render/vr_math.h"
-#include "kernels/volume_render/volume_render_cuda.h"
+#include "kernels/cuda/render_math.h"
 
 namespace mo {
 namespace cuda {

@@ -1,6 +1,7 @@
 // VolumeRender Metal shaders: one thread per ray (grid-stride), float32 only
-// (MSL has no double). The arithmetic is kernels/volume_render/volume_render.h; each
-// shader gathers its buffers (indices named there) into the arguments struct
+// (MSL has no double). The arithmetic is kernels/common/volume_render_math.h
+// with the drivers of kernels/volume_render/volume_render.h; each shader
+// gathers its buffers (indices named there) into the arguments struct
 // the per-ray drivers take. Invalid rays (negative/NaN sigma, decreasing t)
 // get NaN outputs; the host does not wait for the GPU to report them
 // (docs/VOLUME_RENDER.md).
@@ -71,6 +72,6 @@ template <typename T>
   for (mo::int64 r = gid; r < a.rays; r += grid_size) mo::vr_backward_ray<T, mo::VrFloatMath>(a, r);
 }
 
-// The host names of kernels/volume_render/volume_render_plan.cc (float32 only).
+// The host names of the plans of kernels/volume_render/volume_render_metal.cc (float32 only).
 template [[host_name("volume_render_forward_float32")]] [[kernel]] decltype(volume_render_forward<float>) volume_render_forward<float>;
 template [[host_name("volume_render_backward_float32")]] [[kernel]] decltype(volume_render_backward<float>) volume_render_backward<float>;

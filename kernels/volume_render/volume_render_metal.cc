@@ -1,17 +1,51 @@
-// MetalOpsVolumeRender / MetalOpsVolumeRenderGrad on the Metal PluggableDevice
-// ("GPU" with tensorflow-metal), float32, through the shared glue
-// (metal_kernel.h). The work is the plan of kernels/volume_render/volume_render_plan.cc
-// (shaders: kernels/volume_render/volume_render.metal, one thread per ray).
+// VolumeRender's Metal plans (float32; shaders volume_render.metal, one thread
+// per ray), which every Metal path runs (kernels/metal_plan/plan.h): the CPU
+// functor's cpu::MetalOrCpu, the MSL shim and, on the Metal PluggableDevice
+// ("GPU" with tensorflow-metal), MetalOpsVolumeRender /
+// MetalOpsVolumeRenderGrad through the shared glue (metal_kernel.h).
 //
 // Value checks: the shaders give invalid rays (negative/NaN sigma, decreasing
-// t) NaN outputs; the host does not wait for the GPU to report them.
-#include "kernels/metal/metal_kernel.h"
-
+// t) NaN outputs; the Metal kernels do not wait for the GPU to report them.
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kernels/volume_render/volume_render_plan.h"
-#include "kernels/volume_render/volume_render_spec.h"
+#include "kernels/volume_render/volume_render.h"
+
+namespace mo {
+namespace metal_plan {
+
+Plan VolumeRenderForward(const VolumeRenderLayout& layout, bool write_weights) {
+  const VolumeRenderParams params = make_volume_render_params(
+      layout.rays, layout.samples, layout.early_termination, layout.background_per_ray, write_weights, false);
+  return OnePass(kVrSlots, "volume_render", "volume_render_forward_float32", static_cast<uint64_t>(layout.rays),
+                 {{kVrForwardSigma, kVrSlotSigma}, {kVrForwardRgb, kVrSlotRgb}, {kVrForwardT, kVrSlotT},
+                  {kVrForwardBackground, kVrSlotBackground}},
+                 {{kVrForwardOutRgb, kVrSlotOutRgb}, {kVrForwardDepth, kVrSlotDepth},
+                  {kVrForwardOpacity, kVrSlotOpacity}, {kVrForwardWeights, kVrSlotWeights}},
+                 kVrForwardParams, params);
+}
+
+Plan VolumeRenderBackward(const VolumeRenderLayout& layout, bool has_weight_grad) {
+  const VolumeRenderParams params = make_volume_render_params(
+      layout.rays, layout.samples, layout.early_termination, layout.background_per_ray, false, has_weight_grad);
+  return OnePass(kVrGradSlots, "volume_render", "volume_render_backward_float32", static_cast<uint64_t>(layout.rays),
+                 {{kVrBackwardSigma, kVrGradSlotSigma}, {kVrBackwardRgb, kVrGradSlotRgb},
+                  {kVrBackwardT, kVrGradSlotT}, {kVrBackwardBackground, kVrGradSlotBackground},
+                  {kVrBackwardOutRgb, kVrGradSlotOutRgb}, {kVrBackwardDepth, kVrGradSlotDepth},
+                  {kVrBackwardOpacity, kVrGradSlotOpacity}, {kVrBackwardWeights, kVrGradSlotWeights},
+                  {kVrBackwardGradRgb, kVrGradSlotGradRgb}, {kVrBackwardGradDepth, kVrGradSlotGradDepth},
+                  {kVrBackwardGradOpacity, kVrGradSlotGradOpacity}, {kVrBackwardGradWeights, kVrGradSlotGradWeights}},
+                 {{kVrBackwardGradSigma, kVrGradSlotGradSigma}, {kVrBackwardGradSamplesRgb, kVrGradSlotGradSamplesRgb},
+                  {kVrBackwardGradBackground, kVrGradSlotGradBackground}},
+                 kVrBackwardParams, params);
+}
+
+}  // namespace metal_plan
+}  // namespace mo
+
+#if defined(__APPLE__)
+#include "kernels/metal/metal_kernel.h"
 
 namespace {
 
@@ -41,7 +75,7 @@ void Forward(void* kernel_ptr, mo::metal::KernelCall& call) {
 // ---- backward -----------------------------------------------------------------------
 
 void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
-  const auto& kernel = *static_cast<const mo::volume_render::Attrs*>(kernel_ptr);
+  const auto& kernel = *static_cast<const mo::volume_render::GradAttrs*>(kernel_ptr);
   const std::vector<TF_Tensor*> in = call.Inputs(12);
   mo::volume_render::RayShapes shapes;
   bool has_weight_grad = false;
@@ -65,11 +99,11 @@ void Backward(void* kernel_ptr, mo::metal::KernelCall& call) {
                 out[2]});
 }
 
-// MSL has no double: float32 only. ReadAttrs(get, forward, &attrs): the
-// forward's attributes or the backward's.
-const bool registered_forward = mo::metal::RegisterWithAttrs<mo::volume_render::Attrs, true>(
+// MSL has no double: float32 only.
+const bool registered_forward = mo::metal::RegisterWithAttrs<mo::volume_render::Attrs>(
     "MetalOpsVolumeRender", {TF_FLOAT}, &mo::metal::Compute<Forward>);
-const bool registered_backward = mo::metal::RegisterWithAttrs<mo::volume_render::Attrs, false>(
+const bool registered_backward = mo::metal::RegisterWithAttrs<mo::volume_render::GradAttrs>(
     "MetalOpsVolumeRenderGrad", {TF_FLOAT}, &mo::metal::Compute<Backward>);
 
 }  // namespace
+#endif  // __APPLE__

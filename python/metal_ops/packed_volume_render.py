@@ -1,4 +1,5 @@
-"""PackedVolumeRender: VolumeRender over packed samples (ops/packed_volume_render_op.cc).
+"""PackedVolumeRender: VolumeRender over packed samples
+(kernels/packed_volume_render/packed_volume_render_op.cc).
 
 Samples are packed as `ray_march` returns them: N samples ordered by ray,
 sample i covering [t_starts[i], t_ends[i]], ray r owning the samples
@@ -61,7 +62,7 @@ def packed_volume_render(sigma, rgb, t_starts, t_ends, ray_offsets, ray_counts, 
       InvalidArgumentError: with validate, a layout that breaks the rule above
         (naming 'ray_offsets' or 'ray_counts' and the ray), negative (or NaN)
         sigma, t_end < t_start (naming the sample and ray); mismatched shapes,
-        early_termination outside [0, 1] (kernels/packed_volume_render/packed_volume_render_spec.h;
+        early_termination outside [0, 1] (kernels/packed_volume_render/packed_volume_render.h;
         in a graph, shape errors and the attribute's are ValueErrors).
       TypeError: ray_offsets / ray_counts not int32.
     """

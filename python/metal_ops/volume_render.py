@@ -1,4 +1,4 @@
-"""VolumeRender: fused emission-absorption volume rendering (ops/volume_render_op.cc).
+"""VolumeRender: fused emission-absorption volume rendering (kernels/volume_render/volume_render_op.cc).
 
 Formulas (kernels/volume_render/volume_render.h), per ray with S samples:
     delta_i = t[i+1] - t[i],  T_i = exp(-sum_{j<i} sigma_j delta_j),
@@ -45,7 +45,7 @@ def volume_render(sigma, rgb, t, background=None, early_termination=1e-4, return
     Raises:
       InvalidArgumentError: negative (or NaN) sigma, decreasing t (the message
         names the ray and sample; with validate), mismatched shapes (naming the argument) or
-        early_termination outside [0, 1] (kernels/volume_render/volume_render_spec.h;
+        early_termination outside [0, 1] (kernels/volume_render/volume_render.h;
         in a graph, shape errors and the attribute's are ValueErrors).
     """
     with tf.name_scope(name or "volume_render"):

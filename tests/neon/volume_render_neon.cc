@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/volume_render/volume_render_cpu.h"
+#define MO_CPU_BODIES  // volume_render.h's CPU bodies
+#include "kernels/volume_render/volume_render.h"
 #include "tests/neon/cpu_ops.h"
 
 namespace {

@@ -1,10 +1,11 @@
-// MetalOpsVolumeRender and its backward MetalOpsVolumeRenderGrad.
-// Formulas: kernels/volume_render/volume_render.h. Python: python/metal_ops/volume_render.py.
-// Shape functions shared with PackedVolumeRender: kernels/volume_render/render_op.h.
+// MetalOpsVolumeRender and its backward MetalOpsVolumeRenderGrad, their
+// attributes from the op's declaration (volume_render.h). Formulas:
+// kernels/common/volume_render_math.h. Python: python/metal_ops/volume_render.py.
+// Shape functions shared with PackedVolumeRender: kernels/framework/render_op.h.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/volume_render/render_op.h"
-#include "kernels/volume_render/volume_render_spec.h"
+#include "kernels/framework/render_op.h"
+#include "kernels/volume_render/volume_render.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -48,13 +49,11 @@ REGISTER_OP("MetalOpsVolumeRender")
     .Output("opacity: T")
     .Output("weights: T")
     .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .Attr("validate: bool = true")
-    .Attr("return_weights: bool = false")
-    .SetShapeFn(mo::render_op::ForwardShapeFn<mo::volume_render::kForward, mo::render_op::VolumeRenderInputShapes>)
+    MO_OP_ATTRS(MO_VOLUME_RENDER_ATTRS)
+    .SetShapeFn(mo::render_op::ForwardShapeFn<mo::volume_render::Attrs, mo::render_op::VolumeRenderInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays with S samples each
-(formulas in kernels/volume_render/volume_render.h).
+(formulas in kernels/common/volume_render_math.h).
 
 sigma: [R, S] densities, >= 0.
 rgb: [R, S, 3] sample colours.
@@ -88,11 +87,11 @@ REGISTER_OP("MetalOpsVolumeRenderGrad")
     .Output("grad_samples_rgb: T")
     .Output("grad_background: T")
     .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .Attr("validate: bool = true")
-    .SetShapeFn(mo::render_op::BackwardShapeFn<mo::volume_render::kBackward, mo::render_op::VolumeRenderInputShapes, 4>)
+    MO_OP_ATTRS(MO_VOLUME_RENDER_GRAD_ATTRS)
+    .SetShapeFn(
+        mo::render_op::BackwardShapeFn<mo::volume_render::GradAttrs, mo::render_op::VolumeRenderInputShapes, 4>)
     .Doc(R"doc(
-Backward of MetalOpsVolumeRender (suffix trick; see kernels/volume_render/volume_render.h).
+Backward of MetalOpsVolumeRender (suffix trick; see kernels/common/volume_render_math.h).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;
 weights and grad_weights are [R, S] when the forward returned weights, else
 [R, 0]. grad_background is per ray ([R, 3]); the Python gradient sums it over

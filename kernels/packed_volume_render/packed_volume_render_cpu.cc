@@ -1,15 +1,13 @@
-// The CPU functor of MetalOpsPackedVolumeRender / ...Grad, run by the
-// TensorFlow kernels (kernels/packed_volume_render/packed_volume_render_kernels.cc, kernel
-// classes kernels/packed_volume_render/packed_volume_render_kernel.h) and the XLA host handler
-// (kernels/packed_volume_render/packed_volume_render_xla.cc). Rays are split over the
-// context's thread pool (cpu::ParallelFor); each ray runs the shared scalar
-// drivers of kernels/packed_volume_render/packed_volume_render.h, the same functions the
-// CUDA and Metal kernels run. float32 calls supply the op's Metal plans too
-// (kernels/packed_volume_render/packed_volume_render_plan.h), run where
-// kernels/cpu/metal_offload.h sends the call: their validation passes leave the
-// first invalid ray's check for the same error.
-#ifndef MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_
-#define MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_
+// The CPU functor of MetalOpsPackedVolumeRender / ...Grad, its TensorFlow
+// registrations (the kernel classes of packed_volume_render.h) and XLA's host
+// handlers (kernels/xla/render_xla_host.h, for the calls
+// packed_volume_render_xla.cc emits). Rays are split over the context's thread
+// pool (cpu::ParallelFor); each ray runs the shared scalar drivers of
+// packed_volume_render.h, the same functions the CUDA and Metal kernels run.
+// float32 calls supply the op's Metal plans too (packed_volume_render_metal.cc),
+// run where kernels/cpu/metal_offload.h sends the call: their validation
+// passes leave the first invalid ray's check for the same error.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cmath>
 #include <cstdint>
@@ -19,14 +17,17 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/packed_volume_render/packed_volume_render.h"
-#include "kernels/volume_render/volume_render.h"
+#include "kernels/common/volume_render_math.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
-#include "kernels/packed_volume_render/packed_volume_render_plan.h"
-#include "kernels/packed_volume_render/packed_volume_render_kernel.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
+#include "kernels/framework/register_kernels.h"
+#include "kernels/framework/render_op.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/packed_volume_render/packed_volume_render_spec.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#define MO_TF_KERNEL  // packed_volume_render.h's kernel classes
+#include "kernels/packed_volume_render/packed_volume_render.h"
+#include "kernels/xla/render_xla_host.h"  // MO_XLA
 
 namespace mo {
 // Named (not anonymous): the functor's lambdas capture these types.
@@ -159,4 +160,11 @@ struct PackedVolumeRenderFunctor<Eigen::ThreadPoolDevice, T> {
 
 }  // namespace mo
 
-#endif  // MO_KERNELS_PACKED_VOLUME_RENDER_PACKED_VOLUME_RENDER_FUNCTOR_H_
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, float);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsPackedVolumeRender", PackedVolumeRender, double);
+
+#if MO_XLA
+// XLA's host handlers of the same functor, for the calls packed_volume_render_xla.cc emits.
+MO_RENDER_HOST_HANDLERS(packed_volume_render, PackedVolumeRenderFunctor, PackedVolumeRenderForwardArgs,
+                        PackedVolumeRenderBackwardArgs, ffi::AnyBuffer, ffi::AnyBuffer, ffi::AnyBuffer, ffi::AnyBuffer);
+#endif  // MO_XLA

@@ -1,13 +1,13 @@
 // MetalOpsPackedVolumeRender and its backward MetalOpsPackedVolumeRenderGrad:
 // VolumeRender over packed samples (RayMarch's output). Formulas:
-// kernels/packed_volume_render/packed_volume_render.h (on volume_render.h); checks and
-// attributes: kernels/packed_volume_render/packed_volume_render_spec.h; shape functions shared with
-// VolumeRender: kernels/volume_render/render_op.h. Python:
+// kernels/packed_volume_render/packed_volume_render.h (on kernels/common/volume_render_math.h);
+// checks and attributes: the same header; shape functions shared with
+// VolumeRender: kernels/framework/render_op.h. Python:
 // python/metal_ops/packed_volume_render.py.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include "kernels/packed_volume_render/packed_volume_render_spec.h"
-#include "kernels/volume_render/render_op.h"
+#include "kernels/framework/render_op.h"
+#include "kernels/packed_volume_render/packed_volume_render.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -55,10 +55,8 @@ REGISTER_OP("MetalOpsPackedVolumeRender")
     .Output("opacity: T")
     .Output("weights: T")
     .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .Attr("validate: bool = true")
-    .Attr("return_weights: bool = false")
-    .SetShapeFn(mo::render_op::ForwardShapeFn<mo::packed_volume_render::kForward, mo::render_op::PackedInputShapes>)
+    MO_OP_ATTRS(MO_PACKED_VOLUME_RENDER_ATTRS)
+    .SetShapeFn(mo::render_op::ForwardShapeFn<mo::packed_volume_render::Attrs, mo::render_op::PackedInputShapes>)
     .Doc(R"doc(
 Emission-absorption volume rendering of R rays over N packed samples
 (kernels/packed_volume_render/packed_volume_render.h): VolumeRender's formulas, with ray r
@@ -102,10 +100,9 @@ REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
     .Output("grad_samples_rgb: T")
     .Output("grad_background: T")
     .Attr("T: {float, double}")
-    .Attr("early_termination: float = 0.0001")
-    .Attr("validate: bool = true")
+    MO_OP_ATTRS(MO_PACKED_VOLUME_RENDER_GRAD_ATTRS)
     .SetShapeFn(
-        mo::render_op::BackwardShapeFn<mo::packed_volume_render::kBackward, mo::render_op::PackedInputShapes, 7>)
+        mo::render_op::BackwardShapeFn<mo::packed_volume_render::GradAttrs, mo::render_op::PackedInputShapes, 7>)
     .Doc(R"doc(
 Backward of MetalOpsPackedVolumeRender (VolumeRender's suffix trick per ray).
 Takes the forward's inputs and per-ray outputs plus the incoming gradients;

@@ -1,6 +1,6 @@
 // C-ABI entry points for testing the VolumeRender CUDA kernels without
 // TensorFlow (tests/cuda/test_volume_render_cuda.py, through ctypes + CuPy).
-#include "kernels/volume_render/volume_render_cuda.h"
+#include "kernels/volume_render/volume_render.h"
 
 #define MO_VOLUME_RENDER_HARNESS(SUFFIX, T)                                                             \
   int metal_ops_volume_render_forward_##SUFFIX(const T* sigma, const T* rgb, const T* t, const T* background,  \

@@ -1,18 +1,19 @@
-// The XLA kernels of the renderers, VolumeRender and PackedVolumeRender
+// The XLA kernels of the two volume renderers
 // (kernels/<op>/<op>_xla.cc): one forward and one backward kernel over the
 // attributes, outputs and backward inputs the two ops share, as their shape
-// functions share them (kernels/volume_render/render_op.h). Each op supplies its
+// functions share them (kernels/framework/render_op.h). Each op supplies its
 // number of inputs (the backward's first ones), its check of them, which sets
 // R and S (RayShapes), the shape of its per-sample values and its spec's
-// check of the backward's other inputs.
-#ifndef MO_KERNELS_VOLUME_RENDER_RENDER_XLA_KERNEL_H_
-#define MO_KERNELS_VOLUME_RENDER_RENDER_XLA_KERNEL_H_
+// check of the backward's other inputs; the call carries the op's attributes
+// (FfiAttrsOf: its Attrs or GradAttrs).
+#ifndef MO_KERNELS_XLA_RENDER_XLA_KERNEL_H_
+#define MO_KERNELS_XLA_RENDER_XLA_KERNEL_H_
 
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 
-#include "kernels/volume_render/volume_render_spec.h"
+#include "kernels/common/volume_render_math.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -21,42 +22,37 @@ namespace xla_kernels {
 inline constexpr ::tensorflow::DataType kRenderTypes[] = {::tensorflow::DT_FLOAT, ::tensorflow::DT_DOUBLE};
 
 // The op's check of its forward inputs (`op` names it in the messages).
-using RayShapesFn = absl::Status (*)(XlaOpKernelContext* ctx, const char* op, volume_render::RayShapes* shapes);
+using RayShapesFn = absl::Status (*)(XlaOpKernelContext* ctx, const char* op, render::RayShapes* shapes);
 // The shape of `samples` per-sample values over `rays` rays: [R, S] or [N].
 using SamplesDimsFn = checks::Dims (*)(int64_t rays, int64_t samples);
-// The spec's check of the backward's other inputs (volume_render::GradInputShapes' signature).
-using GradInputsFn = checks::Result (*)(const char* op, const volume_render::RayShapes& shapes,
+// The op's check of the backward's other inputs (its GradInputShapes).
+using GradInputsFn = checks::Result (*)(const char* op, const render::RayShapes& shapes,
                                         const checks::Dims& out_rgb, const checks::Dims& depth,
                                         const checks::Dims& opacity, const checks::Dims& weights,
                                         const checks::Dims& grad_rgb, const checks::Dims& grad_depth,
                                         const checks::Dims& grad_opacity, const checks::Dims& grad_weights,
                                         bool* has_weight_grad);
 
-// The attributes the handlers take (kernels/volume_render/render_xla.h's RenderArgsOf).
-inline FfiAttrs RenderFfiAttrs(const volume_render::Attrs& attrs) {
-  return FfiAttrs().Float("early_termination", attrs.early_termination).Int("validate", attrs.validate ? 1 : 0);
-}
-
 // The forward `op` on its kInputs inputs: out_rgb [R, 3], depth [R], opacity
 // [R], and the weights shaped like the samples when return_weights (else
 // empty).
-template <const char* op, int kInputs, RayShapesFn ray_shapes, SamplesDimsFn samples_dims>
-void CompileRender(XlaOpKernelContext* ctx, const volume_render::Attrs& attrs) {
-  volume_render::RayShapes s;
+template <typename Attrs, const char* op, int kInputs, RayShapesFn ray_shapes, SamplesDimsFn samples_dims>
+void CompileRender(XlaOpKernelContext* ctx, const Attrs& attrs) {
+  render::RayShapes s;
   OP_REQUIRES_OK(ctx, ray_shapes(ctx, op, &s));
   const ::xla::PrimitiveType type = ElementType(ctx, 0);
   EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs),
               {ArrayShape(type, {s.rays, 3}), ArrayShape(type, {s.rays}), ArrayShape(type, {s.rays}),
                ArrayShape(type, samples_dims(s.rays, attrs.return_weights ? s.samples : 0))},
-              RenderFfiAttrs(attrs));
+              FfiAttrsOf(attrs));
 }
 
 // The backward `op`: the forward's kInputs inputs, then its outputs and their
 // gradients (8); grad_sigma like sigma, grad_samples_rgb like rgb,
 // grad_background [R, 3].
-template <const char* op, int kInputs, RayShapesFn ray_shapes, GradInputsFn grad_inputs>
-void CompileRenderGrad(XlaOpKernelContext* ctx, const volume_render::Attrs& attrs) {
-  volume_render::RayShapes s;
+template <typename GradAttrs, const char* op, int kInputs, RayShapesFn ray_shapes, GradInputsFn grad_inputs>
+void CompileRenderGrad(XlaOpKernelContext* ctx, const GradAttrs& attrs) {
+  render::RayShapes s;
   OP_REQUIRES_OK(ctx, ray_shapes(ctx, op, &s));
   checks::Dims in[8];
   for (int i = 0; i < 8; ++i) in[i] = InputDims(ctx, kInputs + i);
@@ -66,18 +62,16 @@ void CompileRenderGrad(XlaOpKernelContext* ctx, const volume_render::Attrs& attr
   const ::xla::PrimitiveType type = ElementType(ctx, 0);
   EmitFfiCall(ctx, op, InputsUpTo(ctx, kInputs + 8),
               {ArrayShape(type, InputDims(ctx, 0)), ArrayShape(type, InputDims(ctx, 1)), ArrayShape(type, {s.rays, 3})},
-              RenderFfiAttrs(attrs));
+              FfiAttrsOf(attrs));
 }
 
-template <const char* op, int kInputs, RayShapesFn ray_shapes, SamplesDimsFn samples_dims>
-using RenderXlaOp =
-    XlaOpWithAttrs<volume_render::Attrs, CompileRender<op, kInputs, ray_shapes, samples_dims>, op, /*forward=*/true>;
+template <typename Attrs, const char* op, int kInputs, RayShapesFn ray_shapes, SamplesDimsFn samples_dims>
+using RenderXlaOp = XlaOpWithAttrs<Attrs, CompileRender<Attrs, op, kInputs, ray_shapes, samples_dims>>;
 
-template <const char* op, int kInputs, RayShapesFn ray_shapes, GradInputsFn grad_inputs>
-using RenderGradXlaOp = XlaOpWithAttrs<volume_render::Attrs, CompileRenderGrad<op, kInputs, ray_shapes, grad_inputs>,
-                                       op, /*forward=*/false>;
+template <typename GradAttrs, const char* op, int kInputs, RayShapesFn ray_shapes, GradInputsFn grad_inputs>
+using RenderGradXlaOp = XlaOpWithAttrs<GradAttrs, CompileRenderGrad<GradAttrs, op, kInputs, ray_shapes, grad_inputs>>;
 
 }  // namespace xla_kernels
 }  // namespace mo
 
-#endif  // MO_KERNELS_VOLUME_RENDER_RENDER_XLA_KERNEL_H_
+#endif  // MO_KERNELS_XLA_RENDER_XLA_KERNEL_H_

@@ -1,15 +1,15 @@
-// What the VolumeRender and PackedVolumeRender CUDA kernels share: the math
-// policies of kernels/volume_render/volume_render.h (VrFloatMath for float, CUDA's
+// What the two volume renderers' CUDA kernels share: the math
+// policies of kernels/common/volume_render_math.h (VrFloatMath for float, CUDA's
 // exp / expm1 for double: the shared header has no double) and the launch of
 // one thread per ray.
-#ifndef MO_KERNELS_VOLUME_RENDER_VR_MATH_H_
-#define MO_KERNELS_VOLUME_RENDER_VR_MATH_H_
+#ifndef MO_KERNELS_CUDA_RENDER_MATH_H_
+#define MO_KERNELS_CUDA_RENDER_MATH_H_
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/volume_render/volume_render.h"
+#include "kernels/common/volume_render_math.h"
 #include "kernels/cuda/cuda_launch.h"
 
 namespace mo {
@@ -38,4 +38,4 @@ cudaError_t LaunchPerRay(void (*kernel)(Params...), int64_t rays, cudaStream_t s
 }  // namespace cuda
 }  // namespace mo
 
-#endif  // MO_KERNELS_VOLUME_RENDER_VR_MATH_H_
+#endif  // MO_KERNELS_CUDA_RENDER_MATH_H_

@@ -1,21 +1,19 @@
-// The CPU functor of MetalOpsVolumeRender / MetalOpsVolumeRenderGrad, run by
-// the TensorFlow kernels (kernels/volume_render/volume_render_kernels.cc, kernel class
-// kernels/volume_render/volume_render_kernel.h) and the XLA host handler
-// (kernels/volume_render/volume_render_xla.cc), on a cpu::Context.
+// The CPU functor of MetalOpsVolumeRender / MetalOpsVolumeRenderGrad, its
+// TensorFlow registrations (the kernel classes of volume_render.h) and XLA's
+// host handlers (kernels/xla/render_xla_host.h, for the calls
+// volume_render_xla.cc emits), on a cpu::Context.
 // Rays are split over the context's thread pool. Each ray runs in
 // three phases so the transcendental functions vectorise along the ray:
 //   A (sequential adds): tau_i and the exclusive prefix sums cum_i,
 //   B (SIMD, Eigen packets): alpha_i = vr_alpha(tau_i), T_i = vr_transmittance(cum_i),
 //   C (sequential): K (early termination), then the sums / the suffix-trick
 //     backward.
-// Every formula is a function of kernels/volume_render/volume_render.h; the GPU
+// Every formula is a function of kernels/common/volume_render_math.h; the GPU
 // backends run the same functions one sample at a time (VrWalk). float32
-// calls supply the op's Metal plans too (kernels/volume_render/volume_render_plan.cc),
-// run where kernels/cpu/metal_offload.h sends the call: their shaders give
-// invalid rays NaN outputs, and the host then names the first invalid ray, as
-// here.
-#ifndef MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_FUNCTOR_H_
-#define MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_FUNCTOR_H_
+// calls supply the op's Metal plans too (volume_render_metal.cc), run where
+// kernels/cpu/metal_offload.h sends the call: their shaders give invalid rays
+// NaN outputs, and the host then names the first invalid ray, as here.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <atomic>
 #include <cmath>
@@ -25,14 +23,17 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/volume_render/volume_render.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
-#include "kernels/volume_render/volume_render_cpu.h"
-#include "kernels/volume_render/volume_render_plan.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
+#include "kernels/framework/register_kernels.h"
+#include "kernels/framework/render_op.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/volume_render/volume_render_spec.h"
-#include "kernels/volume_render/volume_render_kernel.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#define MO_CPU_BODIES  // volume_render.h's CPU bodies
+#define MO_TF_KERNEL   // volume_render.h's kernel classes
+#include "kernels/volume_render/volume_render.h"
+#include "kernels/xla/render_xla_host.h"  // MO_XLA
 
 namespace mo {
 namespace volume_render_cpu {
@@ -161,4 +162,11 @@ struct VolumeRenderFunctor<Eigen::ThreadPoolDevice, T> {
 
 }  // namespace mo
 
-#endif  // MO_KERNELS_VOLUME_RENDER_VOLUME_RENDER_FUNCTOR_H_
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, float);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsVolumeRender", VolumeRender, double);
+
+#if MO_XLA
+// XLA's host handlers of the same functor, for the calls volume_render_xla.cc emits.
+MO_RENDER_HOST_HANDLERS(volume_render, VolumeRenderFunctor, VolumeRenderForwardArgs, VolumeRenderBackwardArgs,
+                        ffi::AnyBuffer);
+#endif  // MO_XLA

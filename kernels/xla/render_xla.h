@@ -1,36 +1,35 @@
-// What the renderers' XLA handlers (VolumeRender, PackedVolumeRender; the
-// host's in kernels/<op>/<op>_xla.cc, the CUDA ones in <op>_xla_gpu.cc) share:
+// What the two volume renderers' XLA handlers (the
+// host's in kernels/xla/render_xla_host.h, the CUDA ones in their CUDA files) share:
 // the kernels' argument structs (kernels/common/render_args.h) from the
 // call's buffers, whose shapes the XLA kernel checked while XLA compiled.
 // Buffers in the ops' order: the inputs, then the results.
-#ifndef MO_KERNELS_VOLUME_RENDER_RENDER_XLA_H_
-#define MO_KERNELS_VOLUME_RENDER_RENDER_XLA_H_
+#ifndef MO_KERNELS_XLA_RENDER_XLA_H_
+#define MO_KERNELS_XLA_RENDER_XLA_H_
 
 #include <cstdint>
-#include <utility>
 
 #include "kernels/common/render_args.h"
 #include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_attrs.h"
+
+// The attributes of the renderer OP (its namespace: ::mo::OP::Attrs of the
+// forward, ::mo::OP::GradAttrs of the backward), each one handler parameter
+// (MO_XLA_FFI_ATTRS), at namespace scope.
+#define MO_RENDER_XLA_FFI_ATTRS(OP)     \
+  MO_XLA_FFI_ATTRS(::mo::OP::Attrs);    \
+  MO_XLA_FFI_ATTRS(::mo::OP::GradAttrs)
 
 namespace mo {
 namespace xla_ffi {
 
-// The rays of a call: `rays` rays over sigma's samples (VolumeRender: sigma
-// [R, S]; PackedVolumeRender: sigma [N]), background [3] or [R, 3].
+// The rays of a call: `rays` rays over sigma's samples (sigma [R, S], or [N]
+// packed), background [3] or [R, 3].
 template <typename T>
 RenderArgs<T> RenderArgsOf(int64_t rays, const ffi::AnyBuffer& sigma, const ffi::AnyBuffer& rgb,
-                           const ffi::AnyBuffer& background, float early_termination, int64_t validate) {
+                           const ffi::AnyBuffer& background, float early_termination, bool validate) {
   const int64_t samples = sigma.dimensions().size() == 2 ? sigma.dimensions()[1] : sigma.dimensions()[0];
   return {rays, samples, background.dimensions().size() == 2,
-          early_termination, Data<T>(sigma), Data<T>(rgb), Data<T>(background), validate != 0};
-}
-
-// A binding with the renderers' attributes after its buffers (the XLA kernels'
-// RenderFfiAttrs, kernels/volume_render/render_xla_kernel.h): early_termination,
-// then validate (0 or 1).
-template <typename Binding>
-auto BindRenderAttrs(Binding binding) {
-  return std::move(binding).template Attr<float>("early_termination").template Attr<int64_t>("validate");
+          early_termination, Data<T>(sigma), Data<T>(rgb), Data<T>(background), validate};
 }
 
 // The forward's outputs; no weights where the op returns an empty tensor for them.
@@ -56,13 +55,13 @@ RenderGrads<T> RenderGradsOf(const ffi::AnyBuffer& out_rgb, const ffi::AnyBuffer
           Data<T>(grad_background)};
 }
 
-// The samples: VolumeRender's t [R, S + 1].
+// Samples [R, S]: t [R, S + 1].
 template <typename T>
 VolumeRenderIntervals<T> SamplesOf(const ffi::AnyBuffer& t) {
   return {Data<T>(t)};
 }
 
-// PackedVolumeRender's samples: t_starts / t_ends [N], ray_offsets / ray_counts [R].
+// Packed samples: t_starts / t_ends [N], ray_offsets / ray_counts [R].
 template <typename T>
 PackedSamples<T> SamplesOf(const ffi::AnyBuffer& t_starts, const ffi::AnyBuffer& t_ends, const ffi::AnyBuffer& offsets,
                            const ffi::AnyBuffer& counts) {
@@ -72,4 +71,4 @@ PackedSamples<T> SamplesOf(const ffi::AnyBuffer& t_starts, const ffi::AnyBuffer&
 }  // namespace xla_ffi
 }  // namespace mo
 
-#endif  // MO_KERNELS_VOLUME_RENDER_RENDER_XLA_H_
+#endif  // MO_KERNELS_XLA_RENDER_XLA_H_

@@ -1,6 +1,6 @@
 // C-ABI entry points for testing the PackedVolumeRender CUDA kernels without
 // TensorFlow (tests/cuda/test_packed_volume_render_cuda.py, through ctypes + CuPy).
-#include "kernels/packed_volume_render/packed_volume_render_cuda.h"
+#include "kernels/packed_volume_render/packed_volume_render.h"
 
 #define MO_PACKED_VOLUME_RENDER_HARNESS(SUFFIX, T)                                                          \
   int metal_ops_packed_volume_render_forward_##SUFFIX(                                                             \
