@@ -1,7 +1,10 @@
-// Barron's general robust loss (CVPR 2019) and its fused backward.
-// Formulas: kernels/robust_loss/robust_loss.h. Wrapper + gradient: python/metal_ops/robust_loss.py.
+// Barron's general robust loss (CVPR 2019) and its fused backward: op
+// definitions and shape functions. The op's declaration, formulas and checks:
+// kernels/robust_loss/robust_loss.h. Wrapper + gradient:
+// python/metal_ops/robust_loss.py. Doc: docs/ROBUST_LOSS.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "kernels/robust_loss/robust_loss.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -43,6 +46,7 @@ REGISTER_OP("MetalOpsRobustLoss")
     .Input("alpha: float")
     .Input("scale: float")
     .Output("loss: T")
+    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .Attr("T: {float, half, bfloat16}")
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(CheckParamShape(c, 0, 1, "alpha"));
@@ -68,6 +72,7 @@ REGISTER_OP("MetalOpsRobustLossGrad")
     .Output("grad_x: T")
     .Output("grad_alpha: float")
     .Output("grad_scale: float")
+    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .Attr("T: {float, half, bfloat16}")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle x;
