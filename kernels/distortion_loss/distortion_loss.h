@@ -272,46 +272,48 @@ inline absl::Status CheckedSizes(::tensorflow::OpKernelContext* ctx, int first, 
 
 }  // namespace distortion_loss
 
-template <typename Device>
-class DistortionLossOp : public ::tensorflow::OpKernel {
+// The forward (kGrad false) or the gradient op (kGrad true).
+template <typename Device, bool kGrad>
+class DistortionLossKernel : public ::tensorflow::OpKernel {
  public:
-  explicit DistortionLossOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  using OpKernel::OpKernel;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
+    // weights and t: inputs 0 and 1 of the forward, 1 and 2 of the gradient op.
+    constexpr int kW = kGrad ? 1 : 0;
     int64_t rays = 0, samples = 0;
-    OP_REQUIRES_OK(ctx, distortion_loss::CheckedSizes(ctx, 0, &rays, &samples));
-    ::tensorflow::Tensor* loss = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rays}), &loss));
-    if (rays == 0) return;
-    OP_REQUIRES_OK(ctx, DistortionLossFunctor<Device>::Forward(ctx, ctx->input(0).flat<float>().data(),
-                                                               ctx->input(1).flat<float>().data(), rays, samples,
-                                                               loss->flat<float>().data()));
-  }
-};
-
-template <typename Device>
-class DistortionLossGradOp : public ::tensorflow::OpKernel {
- public:
-  explicit DistortionLossGradOp(::tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    int64_t rays = 0, samples = 0;
-    OP_REQUIRES_OK(ctx, distortion_loss::CheckedSizes(ctx, 1, &rays, &samples));
-    const ::tensorflow::Tensor& g = ctx->input(0);
-    const ::tensorflow::Tensor& w = ctx->input(1);
-    const ::tensorflow::Tensor& t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::GradShape(checks::DimsOf(g), rays)));
-    ::tensorflow::Tensor *gw = nullptr, *gt = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w.shape(), &gw));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, t.shape(), &gt));
-    if (rays == 0) return;
-    OP_REQUIRES_OK(ctx, DistortionLossFunctor<Device>::Backward(
-                            ctx, g.flat<float>().data(), w.flat<float>().data(), t.flat<float>().data(), rays,
-                            samples, gw->flat<float>().data(), gt->flat<float>().data()));
+    OP_REQUIRES_OK(ctx, distortion_loss::CheckedSizes(ctx, kW, &rays, &samples));
+    const ::tensorflow::Tensor& w = ctx->input(kW);
+    const ::tensorflow::Tensor& t = ctx->input(kW + 1);
+    if constexpr (kGrad) {
+      const ::tensorflow::Tensor& g = ctx->input(0);
+      OP_REQUIRES_OK(ctx, checks::ToStatus(distortion_loss::GradShape(checks::DimsOf(g), rays)));
+      ::tensorflow::Tensor *gw = nullptr, *gt = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w.shape(), &gw));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, t.shape(), &gt));
+      if (rays == 0) return;
+      OP_REQUIRES_OK(ctx, DistortionLossFunctor<Device>::Backward(
+                              ctx, g.flat<float>().data(), w.flat<float>().data(), t.flat<float>().data(), rays,
+                              samples, gw->flat<float>().data(), gt->flat<float>().data()));
+    } else {
+      ::tensorflow::Tensor* loss = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rays}), &loss));
+      if (rays == 0) return;
+      OP_REQUIRES_OK(ctx, DistortionLossFunctor<Device>::Forward(ctx, w.flat<float>().data(), t.flat<float>().data(),
+                                                                 rays, samples, loss->flat<float>().data()));
+    }
   }
 };
 
 }  // namespace mo
+
+// Both ops on DEVICE (DEVICE_CPU, DEVICE_GPU), run by the kernel class above
+// on DEVICE_TYPE (distortion_loss_cpu.cc, distortion_loss_cuda.cc).
+#define MO_REGISTER_DISTORTION_LOSS(DEVICE, DEVICE_TYPE)                                      \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLoss").Device(::tensorflow::DEVICE),     \
+                          ::mo::DistortionLossKernel<DEVICE_TYPE, false>);                 \
+  REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLossGrad").Device(::tensorflow::DEVICE), \
+                          ::mo::DistortionLossKernel<DEVICE_TYPE, true>)
 #endif  // MO_TF_KERNEL
 #endif  // host code
 

@@ -91,14 +91,9 @@ struct DistortionLossFunctor<Eigen::ThreadPoolDevice> {
   }
 };
 
-using CPUDevice = Eigen::ThreadPoolDevice;
-
-REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLoss").Device(::tensorflow::DEVICE_CPU),
-                        DistortionLossOp<CPUDevice>);
-REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLossGrad").Device(::tensorflow::DEVICE_CPU),
-                        DistortionLossGradOp<CPUDevice>);
-
 }  // namespace mo
+
+MO_REGISTER_DISTORTION_LOSS(DEVICE_CPU, ::Eigen::ThreadPoolDevice);
 
 #if MO_XLA
 // XLA's host handlers of the same functor (no attribute).

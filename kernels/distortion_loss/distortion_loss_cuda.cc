@@ -96,12 +96,9 @@ struct DistortionLossFunctor<GPUDevice> {
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLoss").Device(::tensorflow::DEVICE_GPU),
-                        DistortionLossOp<GPUDevice>);
-REGISTER_KERNEL_BUILDER(Name("MetalOpsDistortionLossGrad").Device(::tensorflow::DEVICE_GPU),
-                        DistortionLossGradOp<GPUDevice>);
-
 }  // namespace mo
+
+MO_REGISTER_DISTORTION_LOSS(DEVICE_GPU, ::mo::GPUDevice);
 
 #if MO_XLA
 #include "kernels/xla/xla_ffi.h"

@@ -38,8 +38,9 @@ Plan DistortionLossBackward(int64_t rays, int64_t samples) {
 namespace {
 
 using mo::metal::DimsOf;
+using mo::metal::KernelCall;
 
-void Forward(void*, mo::metal::KernelCall& call) {
+void Forward(void*, KernelCall& call) {
   TF_Tensor* w = call.Input(0);
   TF_Tensor* t = call.Input(1);
   if (!call.ok() || !call.Check(mo::distortion_loss::Shapes(DimsOf(w), DimsOf(t)))) return;
@@ -49,7 +50,7 @@ void Forward(void*, mo::metal::KernelCall& call) {
   call.RunPlan(mo::metal_plan::DistortionLossForward(rays, samples), {w, t, loss});
 }
 
-void Backward(void*, mo::metal::KernelCall& call) {
+void Backward(void*, KernelCall& call) {
   TF_Tensor* g = call.Input(0);
   TF_Tensor* w = call.Input(1);
   TF_Tensor* t = call.Input(2);

@@ -46,8 +46,8 @@ REGISTER_OP("MetalOpsRobustLoss")
     .Input("alpha: float")
     .Input("scale: float")
     .Output("loss: T")
-    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .Attr("T: {float, half, bfloat16}")
+    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(CheckParamShape(c, 0, 1, "alpha"));
       TF_RETURN_IF_ERROR(CheckParamShape(c, 0, 2, "scale"));
@@ -72,8 +72,8 @@ REGISTER_OP("MetalOpsRobustLossGrad")
     .Output("grad_x: T")
     .Output("grad_alpha: float")
     .Output("grad_scale: float")
-    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .Attr("T: {float, half, bfloat16}")
+    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle x;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &x));
