@@ -1,9 +1,9 @@
-// DistortionLoss CUDA kernels: one warp per ray, 32 samples per round, warp
+// DistortionLoss's CUDA kernels and their launchers (declared in
+// distortion_loss.h): one warp per ray, 32 samples per round, warp
 // prefix sums with shuffles (coalesced loads, O(S) work per ray). The
 // per-sample arithmetic is kernels/distortion_loss/distortion_loss.h.
 #include "kernels/distortion_loss/distortion_loss.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/distortion_loss/distortion_loss_cuda.h"
 
 namespace mo {
 namespace cuda {

@@ -1,14 +1,14 @@
 // The XLA kernels of MetalOpsDistortionLoss / MetalOpsDistortionLossGrad
-// (kernels/xla/xla_kernel.h), which emit the calls that their host handlers take: the CPU functor
-// of kernels/distortion_loss/distortion_loss_functor.h, registered in
-// kernels/distortion_loss/distortion_loss_kernels.cc. The shape checks run while XLA compiles; the
-// check that t is sorted along every ray runs in the host handler (as in the CPU kernel) and comes
-// back as an XLA error naming the ray.
+// (kernels/xla/xla_kernel.h), which emit the calls that their handlers take:
+// the host handlers of distortion_loss_cpu.cc, the CUDA handlers of
+// distortion_loss_cuda.cc. The shape checks run while XLA compiles; the check
+// that t is sorted along every ray runs in the handlers (as in the TensorFlow
+// kernels) and comes back as an XLA error naming the ray.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 
-#include "kernels/distortion_loss/distortion_loss_spec.h"
+#include "kernels/distortion_loss/distortion_loss.h"
 
 namespace mo {
 namespace xla_kernels {

@@ -1,7 +1,7 @@
-// RobustLoss CUDA kernels. The arithmetic is kernels/robust_loss/robust_loss.h.
+// RobustLoss CUDA kernels and their launchers (declared in robust_loss.h).
+// The arithmetic is kernels/robust_loss/robust_loss.h.
 #include "kernels/robust_loss/robust_loss.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/robust_loss/robust_loss_cuda.h"
 
 namespace mo {
 namespace cuda {

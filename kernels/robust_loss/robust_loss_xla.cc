@@ -1,14 +1,13 @@
-// The XLA kernels of MetalOpsRobustLoss / MetalOpsRobustLossGrad (kernels/xla/xla_kernel.h), which
-// emit the calls that their host handlers take: the CPU functor of
-// kernels/robust_loss/robust_loss_functor.h, registered in
-// kernels/robust_loss/robust_loss_kernels.cc. The shape checks run while XLA compiles, the checks
-// of alpha's and scale's values in the host handler (as in the CPU kernel). CUDA handler:
-// kernels/robust_loss/robust_loss_xla_gpu.cc.
+// The XLA kernels of MetalOpsRobustLoss / MetalOpsRobustLossGrad
+// (kernels/xla/xla_kernel.h), which emit the calls that their handlers take:
+// the host handlers of robust_loss_cpu.cc, the CUDA handlers of
+// robust_loss_cuda.cc. The shape checks run while XLA compiles, the checks of
+// alpha's and scale's values in the host handlers (as in the CPU kernels).
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 
-#include "kernels/robust_loss/robust_loss_spec.h"
+#include "kernels/robust_loss/robust_loss.h"
 
 namespace mo {
 namespace xla_kernels {

@@ -1,4 +1,4 @@
-"""mip-NeRF 360's distortion loss in O(S) per ray (ops/distortion_loss_op.cc).
+"""mip-NeRF 360's distortion loss in O(S) per ray (kernels/distortion_loss/distortion_loss_op.cc).
 
 The formulas live in kernels/distortion_loss/distortion_loss.h (prefix-sum form of
 DVGOv2) and are shared by the CPU, CUDA and Metal kernels.

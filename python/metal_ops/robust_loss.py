@@ -1,4 +1,4 @@
-"""Barron's general robust loss as one fused op (ops/robust_loss_op.cc).
+"""Barron's general robust loss as one fused op (kernels/robust_loss/robust_loss_op.cc).
 
 The formulas live in kernels/robust_loss/robust_loss.h and are shared by the CPU,
 CUDA and Metal kernels; docs/ROBUST_LOSS.md describes the numerics.

@@ -115,7 +115,7 @@ def test_empty_and_no_nan_sweep():
 @pytest.mark.parametrize("channels", [1, 3])
 def test_outputs_may_share_the_input_buffer(channels):
     """The TF kernel class forwards x's buffer to the loss and grad's to grad_x
-    (kernels/robust_loss/robust_loss_kernel.h): in place gives what a separate output gives."""
+    (kernels/robust_loss/robust_loss.h): in place gives what a separate output gives."""
     cupy, lib = require_gpu()
     rng = np.random.default_rng(7)
     x = rng.standard_normal((50_001, channels)).astype(np.float32)

@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/robust_loss/robust_loss_cpu.h"
+#define MO_CPU_BODIES  // robust_loss.h's CPU bodies
+#include "kernels/robust_loss/robust_loss.h"
 #include "tests/neon/cpu_ops.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // C-ABI entry points for testing the DistortionLoss CUDA kernels without
 // TensorFlow (tests/cuda/test_distortion_loss_cuda.py).
-#include "kernels/distortion_loss/distortion_loss_cuda.h"
+#include "kernels/distortion_loss/distortion_loss.h"
 
 extern "C" {
 

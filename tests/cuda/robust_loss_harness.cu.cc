@@ -1,6 +1,7 @@
 // C-ABI entry points for testing the RobustLoss CUDA kernels without TensorFlow
-// (tests/cuda/test_robust_loss_cuda.py drives them with CuPy device pointers).
-#include "kernels/robust_loss/robust_loss_cuda.h"
+// (tests/cuda/test_robust_loss_cuda.py drives them with CuPy device pointers);
+// the launchers are declared in kernels/robust_loss/robust_loss.h.
+#include "kernels/robust_loss/robust_loss.h"
 
 #define MO_ROBUST_LOSS_HARNESS(SUFFIX, T)                                                                      \
   int metal_ops_robust_loss_forward_##SUFFIX(const T* x, const float* alpha, const float* scale, T* out, int64_t n,  \

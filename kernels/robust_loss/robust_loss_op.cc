@@ -1,7 +1,10 @@
-// Barron's general robust loss (CVPR 2019) and its fused backward.
-// Formulas: kernels/robust_loss/robust_loss.h. Wrapper + gradient: python/metal_ops/robust_loss.py.
+// Barron's general robust loss (CVPR 2019) and its fused backward: op
+// definitions and shape functions. The op's declaration, formulas and checks:
+// kernels/robust_loss/robust_loss.h. Wrapper + gradient:
+// python/metal_ops/robust_loss.py. Doc: docs/ROBUST_LOSS.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "kernels/robust_loss/robust_loss.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -44,6 +47,7 @@ REGISTER_OP("MetalOpsRobustLoss")
     .Input("scale: float")
     .Output("loss: T")
     .Attr("T: {float, half, bfloat16}")
+    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(CheckParamShape(c, 0, 1, "alpha"));
       TF_RETURN_IF_ERROR(CheckParamShape(c, 0, 2, "scale"));
@@ -69,6 +73,7 @@ REGISTER_OP("MetalOpsRobustLossGrad")
     .Output("grad_alpha: float")
     .Output("grad_scale: float")
     .Attr("T: {float, half, bfloat16}")
+    MO_OP_ATTRS(MO_ROBUST_LOSS_ATTRS)
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle x;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &x));

@@ -1,7 +1,10 @@
-// mip-NeRF 360 distortion loss, O(S) prefix-sum form, and its backward.
-// Formulas: kernels/distortion_loss/distortion_loss.h. Wrapper + gradient: python/metal_ops/distortion_loss.py.
+// mip-NeRF 360 distortion loss, O(S) prefix-sum form, and its backward: op
+// definitions and shape functions. The op's declaration, formulas and checks:
+// kernels/distortion_loss/distortion_loss.h. Wrapper + gradient:
+// python/metal_ops/distortion_loss.py. Doc: docs/DISTORTION_LOSS.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "kernels/distortion_loss/distortion_loss.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -40,6 +43,7 @@ REGISTER_OP("MetalOpsDistortionLoss")
     .Input("weights: float")
     .Input("t: float")
     .Output("loss: float")
+    MO_OP_ATTRS(MO_DISTORTION_LOSS_ATTRS)
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle rays;
       TF_RETURN_IF_ERROR(CheckShapes(c, 0, 1, &rays));
@@ -61,6 +65,7 @@ REGISTER_OP("MetalOpsDistortionLossGrad")
     .Input("t: float")
     .Output("grad_weights: float")
     .Output("grad_t: float")
+    MO_OP_ATTRS(MO_DISTORTION_LOSS_ATTRS)
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle rays;
       TF_RETURN_IF_ERROR(CheckShapes(c, 1, 2, &rays));

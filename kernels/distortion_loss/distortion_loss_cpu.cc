@@ -1,23 +1,24 @@
-// The CPU functor of MetalOpsDistortionLoss / MetalOpsDistortionLossGrad, run
-// by the TensorFlow kernels (kernels/distortion_loss/distortion_loss_kernels.cc, kernel
-// class kernels/distortion_loss/distortion_loss_kernel.h) and the XLA host handler
-// (kernels/distortion_loss/distortion_loss_xla.cc): the context's pool, one ray per work
-// item, O(S) per ray, or the op's Metal plans where kernels/cpu/metal_offload.h
-// sends the call. The arithmetic is kernels/distortion_loss/distortion_loss.h.
-#ifndef MO_KERNELS_DISTORTION_LOSS_DISTORTION_LOSS_FUNCTOR_H_
-#define MO_KERNELS_DISTORTION_LOSS_DISTORTION_LOSS_FUNCTOR_H_
+// DistortionLoss on the CPU: the TensorFlow kernels of MetalOpsDistortionLoss /
+// MetalOpsDistortionLossGrad (the kernel classes of distortion_loss.h over the
+// CPU functor below) and XLA's host handlers of the same functor, for the calls
+// distortion_loss_xla.cc emits. The functor runs the context's pool, one ray
+// per work item, O(S) per ray, or the op's Metal plans where
+// kernels/cpu/metal_offload.h sends the call. The arithmetic is
+// distortion_loss.h's.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
 
-#include "kernels/distortion_loss/distortion_loss.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
-#include "kernels/distortion_loss/distortion_loss_kernel.h"
-#include "kernels/distortion_loss/distortion_loss_plan.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/distortion_loss/distortion_loss_spec.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#define MO_TF_KERNEL  // distortion_loss.h's kernel classes
+#include "kernels/distortion_loss/distortion_loss.h"
 
 namespace mo {
 namespace distortion_loss_cpu {
@@ -92,4 +93,33 @@ struct DistortionLossFunctor<Eigen::ThreadPoolDevice> {
 
 }  // namespace mo
 
-#endif  // MO_KERNELS_DISTORTION_LOSS_DISTORTION_LOSS_FUNCTOR_H_
+MO_REGISTER_DISTORTION_LOSS(DEVICE_CPU, ::Eigen::ThreadPoolDevice);
+
+#if MO_XLA
+// XLA's host handlers of the same functor (no attribute).
+namespace mo::xla_kernels {
+namespace {
+
+using Functor = DistortionLossFunctor<Eigen::ThreadPoolDevice>;
+
+ffi::Error Forward(ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> t, ffi::ResultBuffer<ffi::F32> loss) {
+  const int64_t rays = w.dimensions()[0], samples = w.dimensions()[1];
+  if (rays == 0) return ffi::Error::Success();
+  return xla_ffi::ToError(Functor::Forward(HostContext(), w.typed_data(), t.typed_data(), rays, samples,
+                                           loss->typed_data()));
+}
+
+ffi::Error Backward(ffi::Buffer<ffi::F32> grad, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> t,
+                    ffi::ResultBuffer<ffi::F32> grad_w, ffi::ResultBuffer<ffi::F32> grad_t) {
+  const int64_t rays = w.dimensions()[0], samples = w.dimensions()[1];
+  if (rays == 0) return ffi::Error::Success();
+  return xla_ffi::ToError(Functor::Backward(HostContext(), grad.typed_data(), w.typed_data(), t.typed_data(), rays,
+                                            samples, grad_w->typed_data(), grad_t->typed_data()));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLoss", "Host", Forward, xla_ffi::BindBuffers<2, 1, ffi::Buffer<ffi::F32>>());
+MO_XLA_FFI_HANDLER("MetalOpsDistortionLossGrad", "Host", Backward, xla_ffi::BindBuffers<3, 2, ffi::Buffer<ffi::F32>>());
+
+}  // namespace
+}  // namespace mo::xla_kernels
+#endif  // MO_XLA
