@@ -35,12 +35,14 @@
 #ifndef MO_KERNELS_SPEC_OP_ATTRS_H_
 #define MO_KERNELS_SPEC_OP_ATTRS_H_
 
+#include <array>
 #include <cmath>  // INFINITY, for a Float without a bound
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/spec/checks.h"
 
@@ -222,6 +224,60 @@ struct Required {
   static void Visit(F& f, const char* name, Value value, Lo lo, Hi hi) {
     Kind::Visit(f, name, value, lo, lo, hi);
   }
+};
+
+// FloatList<N> (what)              N floats, TensorFlow's `list(float)`, held as
+//                                  std::array<float, N>, without a default; `what`
+//                                  says what the list holds, in the message for a
+//                                  list of another length ("'aabb' must be [min_x,
+//                                  ..., max_z], got 5 values"). Visited as a
+//                                  std::vector<float> (an array attribute of the
+//                                  XLA call).
+// AnyFloat (default)               a float the op checks itself (NaN and the
+// RequiredAnyFloat (start)         infinities reach its check and its message),
+//                                  held as float; RequiredAnyFloat without a
+//                                  default (`float`), `start` until read.
+template <size_t N>
+struct FloatList {
+  using Value = std::array<float, N>;
+  static constexpr Value Default(const char*) { return Value{}; }
+  static constexpr bool Valid(const char*) { return N > 0; }
+  static std::string Spec(const char* name, const char*) { return std::string(name) + ": list(float)"; }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, const char* what) {
+    std::vector<float> values;
+    if (!get(name, &values)) return Unreadable(op, name);
+    if (values.size() != N) {
+      return checks::Invalid(op, ": '", name, "' must be ", what, ", got ", values.size(), " values");
+    }
+    for (size_t i = 0; i < N; ++i) (*out)[i] = values[i];
+    return checks::Ok();
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, const Value& value, const char*) {
+    f(name, std::vector<float>(value.begin(), value.end()));
+  }
+};
+
+struct AnyFloat {
+  using Value = float;
+  static constexpr Value Default(double value) { return static_cast<Value>(value); }
+  static constexpr bool Valid(double) { return true; }
+  static std::string Spec(const char* name, double value) {
+    return std::string(name) + ": float = " + FloatText(static_cast<float>(value));
+  }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, double) {
+    return get(name, out) ? checks::Ok() : Unreadable(op, name);
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, Value value, double) {
+    f(name, value);
+  }
+};
+
+struct RequiredAnyFloat : AnyFloat {
+  static std::string Spec(const char* name, double) { return std::string(name) + ": float"; }
 };
 
 using RequiredInt = Required<Int>;

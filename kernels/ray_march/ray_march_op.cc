@@ -1,11 +1,13 @@
 // MetalOpsRayMarch: packed samples of rays marched through an occupancy
 // bitfield; MetalOpsRayMarchStatic: the same into outputs of a static size
-// (XLA, docs/XLA.md). Formulas: kernels/ray_march/ray_march.h; checks and attributes:
-// kernels/ray_march/ray_march_spec.h. Python: python/metal_ops/ray_march.py.
+// (XLA, docs/XLA.md): their op definitions, their attributes from the ops'
+// declaration (kernels/ray_march/ray_march.h MO_RAY_MARCH_ATTRS,
+// MO_RAY_MARCH_STATIC_ATTRS) and their shape functions. Formulas and checks:
+// kernels/ray_march/ray_march.h. Python: python/metal_ops/ray_march.py.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "kernels/ray_march/ray_march.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/ray_march/ray_march_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -61,7 +63,7 @@ absl::Status RayMarchStaticShape(InferenceContext* c) {
   mo::ray_march::StaticAttrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   DimensionHandle rays;
-  TF_RETURN_IF_ERROR(RayMarchInputShapes(c, a.march, &rays));
+  TF_RETURN_IF_ERROR(RayMarchInputShapes(c, a, &rays));
   for (int i = 0; i < 3; ++i) c->set_output(i, c->Vector(a.sample_budget));
   c->set_output(3, c->Vector(rays));
   c->set_output(4, c->Vector(rays));
@@ -84,13 +86,7 @@ REGISTER_OP("MetalOpsRayMarch")
     .Output("ray_indices: int32")
     .Output("ray_offsets: int32")
     .Output("ray_counts: int32")
-    .Attr("aabb: list(float)")
-    .Attr("grid_resolution: int")
-    .Attr("step_size: float")
-    .Attr("cone_angle: float = 0.0")
-    .Attr("max_step_size: float = 1e10")
-    .Attr("max_samples: int = 1024")
-    .Attr("jitter: bool = false")
+    MO_OP_ATTRS(MO_RAY_MARCH_ATTRS)
     .SetShapeFn(RayMarchShape)
     .Doc(R"doc(
 Marches rays through an occupancy bitfield and returns the samples in occupied
@@ -120,14 +116,8 @@ REGISTER_OP("MetalOpsRayMarchStatic")
     .Output("ray_counts: int32")
     .Output("num_samples: int32")
     .Output("num_rays: int32")
-    .Attr("aabb: list(float)")
-    .Attr("grid_resolution: int")
-    .Attr("step_size: float")
-    .Attr("cone_angle: float = 0.0")
-    .Attr("max_step_size: float = 1e10")
-    .Attr("max_samples: int = 1024")
-    .Attr("jitter: bool = false")
-    .Attr("sample_budget: int")
+    MO_OP_ATTRS(MO_RAY_MARCH_ATTRS)
+    MO_OP_ATTRS(MO_RAY_MARCH_STATIC_ATTRS)
     .SetShapeFn(RayMarchStaticShape)
     .Doc(R"doc(
 MetalOpsRayMarch with outputs of a static size, S = sample_budget (what XLA
