@@ -22,7 +22,6 @@ Three fenced blocks of the document are machine-readable:
 """
 import collections
 import fnmatch
-import functools
 import glob
 import os
 import re
@@ -137,22 +136,12 @@ def _all_sources():
                     yield os.path.relpath(os.path.join(dirpath, name), ROOT).replace(os.sep, "/")
 
 
-# An op header's kernel classes (docs/ADDING_AN_OP.md): compiled only by the
-# files that define MO_TF_KERNEL, which include TensorFlow's headers anyway.
-_TF_KERNEL_SECTION = re.compile(r"^#if defined\(MO_TF_KERNEL\)\n.*?^#endif  // MO_TF_KERNEL\n", re.M | re.S)
-
-
-def outside_tf_kernel_section(text):
-    """`text` with its MO_TF_KERNEL section blanked, its line numbers kept."""
-    return _TF_KERNEL_SECTION.sub(lambda m: "\n" * m.group(0).count("\n"), text)
-
-
 def tensorflow_includes():
     """{file: [tensorflow/... headers it includes]} over the project's sources."""
     found = {}
     for src in _project_sources():
         with open(os.path.join(ROOT, src), encoding="utf-8", errors="replace") as f:
-            headers = _TF_INCLUDE.findall(outside_tf_kernel_section(f.read()))
+            headers = _TF_INCLUDE.findall(f.read())
         if headers:
             found[src] = headers
     return found
@@ -175,20 +164,11 @@ def test_the_files_that_include_tensorflow_are_the_ones_named():
             assert not any(beyond.values()), f"{pattern} is said to use the C API only: {beyond}"
 
 
-@functools.lru_cache(maxsize=None)
-def _tf_kernel_section_lines(src):
-    with open(os.path.join(ROOT, src), encoding="utf-8", errors="replace") as f:
-        text = f.read()
-    kept = outside_tf_kernel_section(text).split("\n")
-    return {i + 1 for i, line in enumerate(text.split("\n")) if line != kept[i]}
-
-
 def test_the_tensorflow_free_files_reach_no_tensorflow_header():
     tf = tensorflow_includes()
     deps = collections.defaultdict(set)
-    for src, line, dst in INCLUDES:
-        if line not in _tf_kernel_section_lines(src):
-            deps[src].add(dst)
+    for src, _, dst in INCLUDES:
+        deps[src].add(dst)
     sources = list(_project_sources())
     for pattern in doc_block("tensorflow-free"):
         # kernels/<op>/<op>.h: that file of every op that has one.

@@ -558,7 +558,7 @@ Plan RayMarchFill(const RayMarchParams& p);
 #endif  // !__CUDACC__
 
 #if defined(__CUDACC__) || GOOGLE_CUDA
-#include <cuda_runtime.h>
+#include <cuda_runtime.h>  // host
 
 #include <cstddef>  // host
 
@@ -596,20 +596,18 @@ cudaError_t LaunchRayMarchStatic(const RayMarchParams& p, const RayMarchInputs& 
 #endif  // __CUDACC__ || GOOGLE_CUDA
 
 #if defined(MO_TF_KERNEL)
-#include "kernels/framework/op_kernel_with_attrs.h"  // host
-#include "kernels/spec/checks_tf.h"  // host
-#include "tensorflow/core/framework/op_kernel.h"  // host
-#include "tensorflow/core/framework/tensor.h"  // host
-
 // The TensorFlow kernels of MetalOpsRayMarch and MetalOpsRayMarchStatic, once
 // for every C++-API device (one kernel class templated on the device, a
 // functor per device): the attributes and checks above and the output
 // allocation between the two passes here; RayMarchFunctor<Device> does the
 // work: ray_march_cpu.cc (CPU; registers both ops) and ray_march_cuda.cc
-// (CUDA; registers RayMarchOp). The number of samples decides RayMarch's
-// outputs' shapes, so the first pass's total reaches the host before they are
-// allocated; RayMarchStaticOp (CPU only) has outputs sized to the
-// sample_budget attribute instead: RayMarchFunctor<Device>::Static.
+// (CUDA; registers RayMarchOp), each of which includes TensorFlow's headers
+// and kernels/framework/op_kernel_with_attrs.h first and defines MO_TF_KERNEL
+// before the include (this header itself reaches no TensorFlow header). The
+// number of samples decides RayMarch's outputs' shapes, so the first pass's
+// total reaches the host before they are allocated; RayMarchStaticOp (CPU
+// only) has outputs sized to the sample_budget attribute instead:
+// RayMarchFunctor<Device>::Static.
 namespace mo {
 
 // Defined per device, Count and Fill for R > 0.
@@ -705,15 +703,10 @@ class RayMarchStaticOp : public OpKernelWithAttrs<ray_march::StaticAttrs> {
 }  // namespace mo
 
 #if MO_XLA
-#include "kernels/xla/xla_ffi.h"  // host
-#include "kernels/xla/xla_ffi_attrs.h"  // host
-
-MO_XLA_FFI_ATTRS(::mo::ray_march::StaticAttrs);
-
 // What RayMarchStatic's XLA handlers (host: ray_march_cpu.cc, CUDA:
-// ray_march_cuda.cc) share: the buffers' shapes checked, the kernels' inputs
-// (with `seed`; the CUDA kernels read it from the seed's device buffer
-// instead) and outputs.
+// ray_march_cuda.cc, each of which includes kernels/xla/xla_ffi.h first)
+// share: the buffers' shapes checked, the kernels' inputs (with `seed`; the
+// CUDA kernels read it from the seed's device buffer instead) and outputs.
 namespace mo::xla_ffi {
 
 inline ffi::Error RayMarchStaticShapes(const ffi::AnyBuffer& origins, const ffi::AnyBuffer& directions,

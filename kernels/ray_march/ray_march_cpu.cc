@@ -14,10 +14,13 @@
 
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
-#include "kernels/xla/xla_host.h"  // MO_XLA
+#include "kernels/framework/op_kernel_with_attrs.h"  // before ray_march.h: its kernel classes
+#include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA; before ray_march.h: its XLA handlers' helpers
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
 #define MO_TF_KERNEL  // ray_march.h's kernel classes
 #include "kernels/ray_march/ray_march.h"
-#include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
 namespace ray_march_cpu {
@@ -140,8 +143,12 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsRayMarchStatic").Device(::tensorflow::DEVI
 }  // namespace mo
 
 #if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::ray_march::StaticAttrs);
+
 // XLA's host handler of the same functor: the attributes bound whole
-// (MO_XLA_FFI_ATTRS in ray_march.h), the buffers' shapes checked.
+// (kernels/xla/xla_ffi.h), the buffers' shapes checked.
 namespace mo::xla_kernels {
 namespace {
 

@@ -21,9 +21,17 @@
 #include <cstdint>
 
 #include "kernels/cuda/tf_gpu.h"
+#include "kernels/framework/op_kernel_with_attrs.h"  // before ray_march.h: its kernel classes
+#include "kernels/spec/checks_tf.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#if MO_XLA
+#include "kernels/xla/xla_ffi.h"  // before ray_march.h: its XLA handlers' helpers
+#include "kernels/xla/xla_ffi_attrs.h"
+#include "kernels/xla/xla_ffi_cuda.h"
+#endif
 #define MO_TF_KERNEL  // ray_march.h's kernel classes
 #include "kernels/ray_march/ray_march.h"
-#include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
 
@@ -67,10 +75,10 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsRayMarch").Device(::tensorflow::DEVICE_GPU
 }  // namespace mo
 
 #if MO_XLA
-#include "kernels/xla/xla_ffi_cuda.h"
+MO_XLA_FFI_ATTRS(::mo::ray_march::StaticAttrs);
 
-// XLA's CUDA handler: the attributes bound whole (MO_XLA_FFI_ATTRS in
-// ray_march.h), the buffers' shapes checked, as in the host handler.
+// XLA's CUDA handler: the attributes bound whole (kernels/xla/xla_ffi.h), the
+// buffers' shapes checked, as in the host handler.
 namespace mo::xla_ffi {
 namespace {
 
