@@ -68,9 +68,8 @@ Plan RayMarchFill(const RayMarchParams& p) {
 
 namespace {
 
-using mo::metal::DimsOf;
-
 void Compute(void* kernel, mo::metal::KernelCall& call) {
+  using mo::metal::DimsOf;
   const mo::ray_march::Attrs& attrs = *static_cast<mo::ray_march::Attrs*>(kernel);
   const std::vector<TF_Tensor*> in = call.Inputs(6);
   if (!call.ok() || !call.Check(mo::ray_march::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),

@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/spec/checks.h"
@@ -180,22 +181,27 @@ struct Enum {
   }
 };
 
-struct Bool {
-  using Value = bool;
-  static constexpr Value Default(bool value) { return value; }
-  static constexpr bool Valid(bool) { return true; }
-  static std::string Spec(const char* name, bool value) {
-    return std::string(name) + ": bool = " + (value ? "true" : "false");
+// Bool and AnyFloat (below): TensorFlow's bool and float, read as they are.
+template <typename V>
+struct AsIs {
+  using Value = V;
+  static constexpr Value Default(V value) { return value; }
+  static constexpr bool Valid(V) { return true; }
+  static std::string Spec(const char* name, V value) {
+    if constexpr (std::is_same_v<V, bool>) return std::string(name) + ": bool = " + (value ? "true" : "false");
+    else return std::string(name) + ": float = " + FloatText(value);
   }
   template <typename Get>
-  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, bool) {
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, V) {
     return get(name, out) ? checks::Ok() : Unreadable(op, name);
   }
   template <typename F>
-  static void Visit(F& f, const char* name, Value value, bool) {
+  static void Visit(F& f, const char* name, Value value, V) {
     f(name, value);
   }
 };
+
+using Bool = AsIs<bool>;
 
 // Kind without a default: the caller always sets it. Its member starts at
 // lo (a value the checks accept) until ReadAttrs reads it; TensorFlow's
@@ -259,25 +265,10 @@ struct FloatList {
   }
 };
 
-struct AnyFloat {
-  using Value = float;
-  static constexpr Value Default(double value) { return static_cast<Value>(value); }
-  static constexpr bool Valid(double) { return true; }
-  static std::string Spec(const char* name, double value) {
-    return std::string(name) + ": float = " + FloatText(static_cast<float>(value));
-  }
-  template <typename Get>
-  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, double) {
-    return get(name, out) ? checks::Ok() : Unreadable(op, name);
-  }
-  template <typename F>
-  static void Visit(F& f, const char* name, Value value, double) {
-    f(name, value);
-  }
-};
+using AnyFloat = AsIs<float>;
 
 struct RequiredAnyFloat : AnyFloat {
-  static std::string Spec(const char* name, double) { return std::string(name) + ": float"; }
+  static std::string Spec(const char* name, float) { return std::string(name) + ": float"; }
 };
 
 using RequiredInt = Required<Int>;
