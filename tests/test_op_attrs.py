@@ -233,3 +233,83 @@ def test_bool_and_required_attributes(tmp_path):
     built, exe = compile_program(tmp_path, BOOL_PROGRAM)
     assert built.returncode == 0, built.stderr
     assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == BOOL_EXPECTED
+
+
+LIST_PROGRAM = PROGRAM[: PROGRAM.index("int main()")] + r"""
+#include <sstream>
+#include <vector>
+
+#define MO_BOX_ATTRS(ATTR) \
+  ATTR(box, FloatList<4>, "[x0, y0, x1, y1]") ATTR(step, RequiredAnyFloat, 0.0) ATTR(angle, AnyFloat, 0.5)
+namespace boxed {
+MO_DECLARE_ATTRS("Boxed", MO_BOX_ATTRS);
+}
+
+// Lists as comma-separated text.
+struct ListReader : Reader {
+  using Reader::operator();
+  bool operator()(const char* name, std::vector<float>* value) const {
+    auto it = values.find(name);
+    if (it == values.end()) return false;
+    std::stringstream text(it->second);
+    std::string item;
+    while (std::getline(text, item, ',')) value->push_back(std::stof(item));
+    return true;
+  }
+};
+
+struct ListPrinter : Printer {
+  using Printer::operator();
+  void operator()(const char* name, const std::vector<float>& v) const {
+    std::printf("visit %s=[", name);
+    for (size_t i = 0; i < v.size(); ++i) std::printf("%s%g", i ? " " : "", v[i]);
+    std::printf("]\n");
+  }
+};
+
+int main() {
+  static_assert(std::is_same_v<decltype(boxed::Attrs::box), std::array<float, 4>>, "FloatList<4> is held as an array");
+  boxed::Attrs a;
+  std::printf("default %g %g %g %g %g %g\n", a.box[0], a.box[1], a.box[2], a.box[3], a.step, a.angle);
+#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
+  MO_BOX_ATTRS(MO_PRINT_SPEC_)
+  const ListReader cases[] = {
+      {{{{"box", "0,1,2,3.5"}, {"step", "nan"}, {"angle", "-inf"}}}},
+      {{{{"box", "0,1,2"}, {"step", "1"}, {"angle", "0"}}}},
+      {{{{"box", ""}, {"step", "1"}, {"angle", "0"}}}},
+      {{{{"step", "1"}, {"angle", "0"}}}},
+  };
+  for (const ListReader& r : cases) {
+    boxed::Attrs b;
+    const mo::checks::Result result = boxed::ReadAttrs(r, &b);
+    if (result.ok) {
+      boxed::VisitAttrs(b, ListPrinter());
+    } else {
+      std::printf("error %s\n", result.message.c_str());
+    }
+  }
+}
+"""
+
+LIST_EXPECTED = """default 0 0 0 0 0 0.5
+spec box: list(float)
+spec step: float
+spec angle: float = 0.5
+visit box=[0 1 2 3.5]
+visit step=nan
+visit angle=-inf
+error Boxed: 'box' must be [x0, y0, x1, y1], got 3 values
+error Boxed: 'box' must be [x0, y0, x1, y1], got 0 values
+error Boxed: could not read the attribute 'box'
+"""
+
+
+def test_float_list_and_any_float_attributes(tmp_path):
+    """FloatList<N> (TensorFlow's list(float), RayMarch's aabb): held as N
+    floats, a list of another length refused with the list's own text, visited
+    as a vector (an array attribute of the XLA call); AnyFloat and
+    RequiredAnyFloat: read unchecked, NaN and infinities included, for the op's
+    own check and message."""
+    built, exe = compile_program(tmp_path, LIST_PROGRAM)
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == LIST_EXPECTED

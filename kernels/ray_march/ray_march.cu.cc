@@ -1,7 +1,7 @@
-// RayMarch CUDA kernels: one thread per ray for both passes (the march is
-// kernels/ray_march/ray_march.h); the prefix sum between them is CUB's device
-// scan with a 64-bit accumulator, so a total above 2^31 is reported, not
-// wrapped. RayMarchStatic (LaunchRayMarchStatic) runs the same kernels, with
+// RayMarch's CUDA kernels and their launchers (declared in ray_march.h): one
+// thread per ray for both passes (the march is ray_march.h's); the prefix sum
+// between them is CUB's device scan with a 64-bit accumulator, so a total
+// above 2^31 is reported, not wrapped. RayMarchStatic (LaunchRayMarchStatic) runs the same kernels, with
 // the cut at the sample budget, the layout and the padding between and after
 // them on the device.
 #include <cub/device/device_scan.cuh>
@@ -9,7 +9,6 @@
 
 #include "kernels/ray_march/ray_march.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/ray_march/ray_march_cuda.h"
 
 namespace mo {
 namespace cuda {

@@ -13,6 +13,18 @@
 // march jumps to where the ray leaves that cell. At most max_samples samples
 // per ray. The march is the same function for counting (first pass) and for
 // writing the samples at the ray's offset (second pass), so both passes agree.
+//
+// This header is the op's one description shared by every backend: the march
+// (written once for the CPU kernels, CUDA, the Metal shaders and the MSL
+// shim), the ops' declaration (their attribute lists, MO_RAY_MARCH_ATTRS and
+// MO_RAY_MARCH_STATIC_ATTRS) and, in host code, the attributes and checks that
+// follow from it, the Metal plans' signatures, the CUDA launchers' and, for
+// the TensorFlow kernels (MO_TF_KERNEL), the kernel classes. The op's files
+// (docs/ADDING_AN_OP.md):
+//   ray_march_op.cc    REGISTER_OP (both ops)        ray_march_cpu.cc    CPU kernels, XLA host handler
+//   ray_march.cu.cc    CUDA kernels, launchers       ray_march_cuda.cc   TF GPU kernel, XLA CUDA handler
+//   ray_march.metal    Metal shaders                 ray_march_metal.cc  Metal plans, tensorflow-metal glue
+//   ray_march_xla.cc   XLA op kernel (RayMarchStatic)
 #ifndef MO_KERNELS_RAY_MARCH_RAY_MARCH_H_
 #define MO_KERNELS_RAY_MARCH_RAY_MARCH_H_
 
@@ -22,7 +34,7 @@ namespace mo {
 
 // Arguments of a dispatch (same layout in the shader and on the host). Sizes
 // fit in 32 bits: the host checks R, C G^3 and the sample count against
-// 2^31 - 1 (kernels/ray_march/ray_march_spec.h).
+// 2^31 - 1 (the checks below).
 struct RayMarchParams {
   float aabb_min[3];  // cascade 0's box
   float aabb_max[3];
@@ -57,8 +69,8 @@ struct RayMarchSamples {
 };
 
 // The Metal buffer indices of the two marching shaders (declared by
-// kernels/ray_march/ray_march.metal, bound by kernels/ray_march/ray_march_plan.cc):
-// the op's inputs in op order, then each pass's own.
+// ray_march.metal, bound by the plans of ray_march_metal.cc): the op's inputs
+// in op order, then each pass's own.
 enum RayMarchBuffer {
   kRmOrigins,
   kRmDirections,
@@ -261,7 +273,7 @@ struct RayMarchScanParams {
 };
 
 // The Metal buffer indices of the three prefix-sum shaders (declared by
-// kernels/ray_march/ray_march.metal, bound by kernels/ray_march/ray_march_plan.cc).
+// ray_march.metal, bound by the count plan of ray_march_metal.cc).
 enum RayMarchScanBuffer {
   kRmChunkSumsCounts = 0,  // ray_march_chunk_sums
   kRmChunkSumsSums,
@@ -317,5 +329,411 @@ MO_FN void rm_chunk_offsets(const MO_DEVICE int32* counts, uint64 base, int32 i,
 }
 
 }  // namespace mo
+
+// ---- The ops' declaration (kernels/spec/op_attrs.h) ------------------------------------
+// MetalOpsRayMarch(origins, directions, near, far, occupancy, seed) -> t_starts,
+// t_ends, ray_indices, ray_offsets, ray_counts; MetalOpsRayMarchStatic, the
+// same into outputs of sample_budget samples (ray_march_op.cc). The kinds say
+// how TensorFlow holds each attribute; their values are checked together by
+// CheckAttrs below (one message each, naming the attribute), which the CUDA
+// harness, the MSL shim runner and the NEON driver run too.
+#define MO_RAY_MARCH_ATTRS(ATTR)                                          \
+  ATTR(aabb, FloatList<6>, "[min_x, min_y, min_z, max_x, max_y, max_z]") \
+  ATTR(grid_resolution, RequiredInt, INT32_MIN, INT32_MAX)               \
+  ATTR(step_size, RequiredAnyFloat, 0.0)                                 \
+  ATTR(cone_angle, AnyFloat, 0.0)                                        \
+  ATTR(max_step_size, AnyFloat, 1e10)                                    \
+  ATTR(max_samples, Int, 1024, INT32_MIN, INT32_MAX)                     \
+  ATTR(jitter, Bool, false)
+#define MO_RAY_MARCH_STATIC_ATTRS(ATTR) ATTR(sample_budget, RequiredInt, 0, 2147483647)
+
+#if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)  // host code (C++, CUDA)
+#include <cmath>  // host
+#include <cstdint>  // host
+
+#include "kernels/spec/op_attrs.h"  // host
+
+namespace mo {
+namespace ray_march {
+
+// Every index the kernels compute is a 32-bit int (the Metal shaders avoid
+// 64-bit arithmetic): rays, cells and samples stay below this.
+constexpr int64_t kMaxIndex = 2147483647;
+constexpr int kMaxCascades = 16;
+constexpr int kMaxGridResolution = 1024;
+
+// The declarations' Attrs, ReadAttrs and VisitAttrs: RayMarch's attributes,
+// and RayMarchStatic's own (its budget, "RayMarchStatic: 'sample_budget' must
+// be in [0, 2147483647], got -1").
+namespace declared {
+MO_DECLARE_ATTRS("RayMarch", MO_RAY_MARCH_ATTRS);
+}  // namespace declared
+namespace declared_static {
+MO_DECLARE_ATTRS("RayMarchStatic", MO_RAY_MARCH_STATIC_ATTRS);
+}  // namespace declared_static
+
+inline bool Finite(float x) { return std::isfinite(x); }
+
+// The attributes' values.
+inline Result CheckAttrs(const declared::Attrs& a) {
+  for (int i = 0; i < 3; ++i) {
+    if (!Finite(a.aabb[i]) || !Finite(a.aabb[i + 3]) || !(a.aabb[i] < a.aabb[i + 3])) {
+      return Invalid("RayMarch: 'aabb' must be finite with min < max on every axis, got [", a.aabb[i], ", ",
+                     a.aabb[i + 3], "] on axis ", i);
+    }
+  }
+  if (a.grid_resolution < 1 || a.grid_resolution > kMaxGridResolution) {
+    return Invalid("RayMarch: 'grid_resolution' must be in [1, ", kMaxGridResolution, "], got ", a.grid_resolution);
+  }
+  if (!Finite(a.step_size) || !(a.step_size > 0.f)) {
+    return Invalid("RayMarch: 'step_size' must be finite and > 0, got ", a.step_size);
+  }
+  if (!Finite(a.cone_angle) || !(a.cone_angle >= 0.f)) {
+    return Invalid("RayMarch: 'cone_angle' must be finite and >= 0, got ", a.cone_angle);
+  }
+  if (!(a.max_step_size >= a.step_size)) {
+    return Invalid("RayMarch: 'max_step_size' must be >= step_size = ", a.step_size, ", got ", a.max_step_size);
+  }
+  if (a.max_samples < 1) return Invalid("RayMarch: 'max_samples' must be >= 1, got ", a.max_samples);
+  return Ok();
+}
+
+// RayMarch's attributes (the members of MO_RAY_MARCH_ATTRS: a.aabb,
+// a.grid_resolution, ...), read and checked (CheckAttrs): the one attribute
+// read of the shape functions, the kernel classes, the Metal kernel and XLA.
+struct Attrs : declared::Attrs {};
+
+template <typename Get>
+Result ReadAttrs(Get&& get, Attrs* a) {
+  MO_RETURN_IF_INVALID(declared::ReadAttrs(get, a));
+  return CheckAttrs(*a);
+}
+
+template <typename F>
+void VisitAttrs(const Attrs& a, F&& f) {
+  declared::VisitAttrs(a, f);
+}
+
+// RayMarchStatic's: RayMarch's, then sample_budget, the static size of the
+// sample outputs.
+struct StaticAttrs : Attrs, declared_static::Attrs {};
+
+template <typename Get>
+Result ReadAttrs(Get&& get, StaticAttrs* a) {
+  MO_RETURN_IF_INVALID(ReadAttrs(get, static_cast<Attrs*>(a)));
+  return declared_static::ReadAttrs(get, static_cast<declared_static::Attrs*>(a));
+}
+
+template <typename F>
+void VisitAttrs(const StaticAttrs& a, F&& f) {
+  VisitAttrs(static_cast<const Attrs&>(a), f);
+  declared_static::VisitAttrs(a, f);
+}
+
+// The attributes from plain values, checked (the CUDA harness, the MSL shim
+// runner and the NEON driver, which have no TensorFlow to read them from).
+inline Result AttrsFromValues(const float* aabb, int grid_resolution, float step_size, float cone_angle,
+                              float max_step_size, int max_samples, bool jitter, Attrs* a) {
+  for (size_t i = 0; i < a->aabb.size(); ++i) a->aabb[i] = aabb[i];
+  a->grid_resolution = grid_resolution;
+  a->step_size = step_size;
+  a->cone_angle = cone_angle;
+  a->max_step_size = max_step_size;
+  a->max_samples = max_samples;
+  a->jitter = jitter;
+  return CheckAttrs(*a);
+}
+
+// origins [R, 3], directions [R, 3], near [R], far [R], occupancy
+// [C, ceil(G^3 / 8)] (uint8 bitfield), seed [] (int32).
+inline Result Shapes(const Dims& origins, const Dims& directions, const Dims& near, const Dims& far,
+                     const Dims& occupancy, const Dims& seed, const Attrs& a) {
+  if (origins.size() != 2 || origins[1] != 3) {
+    return Invalid("RayMarch: 'origins' must be [R, 3], got ", ShapeString(origins));
+  }
+  const int64_t rays = origins[0];
+  if (rays > kMaxIndex) return Invalid("RayMarch: at most ", kMaxIndex, " rays, got ", rays);
+  if (directions != Dims{rays, 3}) {
+    return Invalid("RayMarch: 'directions' must be [R, 3] = [", rays, ",3] like 'origins', got ",
+                   ShapeString(directions));
+  }
+  if (near != Dims{rays}) return Invalid("RayMarch: 'near' must be [R] = [", rays, "], got ", ShapeString(near));
+  if (far != Dims{rays}) return Invalid("RayMarch: 'far' must be [R] = [", rays, "], got ", ShapeString(far));
+  const int64_t bytes = rm_bytes_per_cascade(a.grid_resolution);
+  if (occupancy.size() != 2 || occupancy[1] != bytes || occupancy[0] < 1 || occupancy[0] > kMaxCascades) {
+    return Invalid("RayMarch: 'occupancy' must be a uint8 bitfield [C, ceil(G^3 / 8)] = [C, ", bytes,
+                   "] for grid_resolution G = ", a.grid_resolution, " with 1 <= C <= ", kMaxCascades, ", got ",
+                   ShapeString(occupancy));
+  }
+  const int64_t g = a.grid_resolution;
+  if (occupancy[0] * g * g * g > kMaxIndex) {
+    return Invalid("RayMarch: 'occupancy' has C G^3 = ", occupancy[0] * g * g * g, " cells; at most ", kMaxIndex);
+  }
+  if (!seed.empty()) return Invalid("RayMarch: 'seed' must be a scalar, got ", ShapeString(seed));
+  return Ok();
+}
+
+// The total sample count of the march (the prefix sum of the per-ray counts).
+inline Result TotalSamples(int64_t total) {
+  if (total > kMaxIndex) {
+    return Invalid("RayMarch: the rays have ", total, " samples in all; at most ", kMaxIndex,
+                   ": lower max_samples or march fewer rays at once");
+  }
+  return Ok();
+}
+
+// The parameters every backend's kernels take.
+inline RayMarchParams MakeParams(const Attrs& a, int64_t rays, int64_t cascades) {
+  RayMarchParams p{};
+  for (int i = 0; i < 3; ++i) {
+    p.aabb_min[i] = a.aabb[i];
+    p.aabb_max[i] = a.aabb[i + 3];
+  }
+  p.step_size = a.step_size;
+  p.cone_angle = a.cone_angle;
+  p.max_step_size = a.max_step_size;
+  p.num_rays = static_cast<int32_t>(rays);
+  p.grid_resolution = a.grid_resolution;
+  p.cascades = static_cast<int32_t>(cascades);
+  p.bytes_per_cascade = rm_bytes_per_cascade(a.grid_resolution);
+  p.max_samples = a.max_samples;
+  p.max_iterations = rm_max_iterations(a.max_samples, a.grid_resolution, p.cascades);
+  p.jitter = a.jitter ? 1 : 0;
+  return p;
+}
+
+}  // namespace ray_march
+}  // namespace mo
+
+#if !defined(__CUDACC__)
+#include "kernels/metal_plan/plan.h"  // host
+
+// The Metal plans (ray_march_metal.cc; shaders ray_march.metal, buffer
+// indices above), two because the number of samples decides the outputs'
+// shapes:
+//   RayMarchCount: each ray's sample count (one thread per ray), then their
+//     prefix sum (RayMarchScanParams: chunk sums, one thread scanning them and
+//     writing the total, the chunks' offsets);
+//   the caller reads the total once that plan has completed, allocates the
+//     samples, then
+//   RayMarchFill: each ray's samples from its offset on (one thread per ray).
+// Every Metal path runs them (kernels/metal_plan/plan.h); none holds a queue
+// while it waits for the count.
+namespace mo::metal_plan {
+
+// The op's six inputs (the seed: one int32 the shaders read), at the same
+// slots in both plans; each plan's own follow.
+enum RayMarchInputSlots {
+  kRmSlotOrigins,
+  kRmSlotDirections,
+  kRmSlotNear,
+  kRmSlotFar,
+  kRmSlotOccupancy,
+  kRmSlotSeed,
+  kRmInputSlots
+};
+enum RayMarchCountSlots {
+  kRmSlotCounts = kRmInputSlots,  // int32 [R]
+  kRmSlotOffsets,                 // int32 [R]
+  kRmSlotTotal,                   // one uint64: the number of samples
+  kRmCountSlots
+};
+enum RayMarchFillSlots {
+  kRmFillSlotOffsets = kRmInputSlots,
+  kRmFillSlotTStarts,     // float [total]
+  kRmFillSlotTEnds,       // float [total]
+  kRmFillSlotRayIndices,  // int32 [total]
+  kRmFillSlots
+};
+
+// Threads of the prefix sum's chunked passes (RayMarchScanParams).
+constexpr int32_t kRmScanThreads = 1024;
+
+// p.num_rays > 0.
+Plan RayMarchCount(const RayMarchParams& p);
+// p.num_rays > 0 and a total > 0.
+Plan RayMarchFill(const RayMarchParams& p);
+
+}  // namespace mo::metal_plan
+#endif  // !__CUDACC__
+
+#if defined(__CUDACC__) || GOOGLE_CUDA
+#include <cuda_runtime.h>  // host
+
+#include <cstddef>  // host
+
+// The CUDA launchers (ray_march.cu.cc), plain C++ (no TensorFlow): the TF GPU
+// kernel and XLA's CUDA handler (ray_march_cuda.cc) and the C-ABI harness
+// (tests/cuda/ray_march_harness.cu.cc).
+namespace mo::cuda {
+
+// Bytes of device scratch LaunchRayMarchCount needs for p.num_rays rays.
+size_t RayMarchCountScratchBytes(int32_t rays);
+
+// Pass 1: counts[r] = ray r's sample count, offsets[r] = their exclusive
+// prefix sum (clamped to 2^31 - 1), *total (device) = the sum, in 64 bits.
+cudaError_t LaunchRayMarchCount(const RayMarchParams& p, const RayMarchInputs& in, int32_t* counts,
+                                int32_t* offsets, long long* total, void* scratch, size_t scratch_bytes,
+                                cudaStream_t stream);
+
+// Pass 2: ray r's samples from offsets[r] on.
+cudaError_t LaunchRayMarchFill(const RayMarchParams& p, const RayMarchInputs& in, const int32_t* offsets,
+                               float* t_starts, float* t_ends, int32_t* ray_indices, cudaStream_t stream);
+
+// RayMarchStatic on the device, no read-back: pass 1 and the prefix sum of
+// LaunchRayMarchCount, then the rays kept in order while their samples fit
+// in sample_budget (each with all its samples; the others count 0, offset
+// num_samples), pass 2 for the kept rays, and samples [num_samples,
+// sample_budget) padded (rm_static_pad_ray), as the CPU functor
+// (ray_march_cpu.cc). `seed`: the op's seed in device memory, read by the
+// kernels in place of in.seed; nullptr to use in.seed. Scratch:
+// RayMarchCountScratchBytes(p.num_rays).
+cudaError_t LaunchRayMarchStatic(const RayMarchParams& p, const RayMarchInputs& in, const int32_t* seed,
+                                 int64_t sample_budget, const RayMarchStaticOutputs& out, void* scratch,
+                                 size_t scratch_bytes, cudaStream_t stream);
+
+}  // namespace mo::cuda
+#endif  // __CUDACC__ || GOOGLE_CUDA
+
+#if defined(MO_TF_KERNEL)
+// The TensorFlow kernels of MetalOpsRayMarch and MetalOpsRayMarchStatic, once
+// for every C++-API device (one kernel class templated on the device, a
+// functor per device): the attributes and checks above and the output
+// allocation between the two passes here; RayMarchFunctor<Device> does the
+// work: ray_march_cpu.cc (CPU; registers both ops) and ray_march_cuda.cc
+// (CUDA; registers RayMarchOp), each of which includes TensorFlow's headers
+// and kernels/framework/op_kernel_with_attrs.h first and defines MO_TF_KERNEL
+// before the include (this header itself reaches no TensorFlow header). The
+// number of samples decides RayMarch's outputs' shapes, so the first pass's
+// total reaches the host before they are allocated; RayMarchStaticOp (CPU
+// only) has outputs sized to the sample_budget attribute instead:
+// RayMarchFunctor<Device>::Static.
+namespace mo {
+
+// Defined per device, Count and Fill for R > 0.
+template <typename Device>
+struct RayMarchFunctor {
+  // Pass 1: each ray's sample count into counts [R], their exclusive prefix
+  // sum into offsets [R] (when the total fits: ray_march::TotalSamples),
+  // and the total into *total on the host.
+  static absl::Status Count(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                            int32_t* offsets, int32_t* counts, int64_t* total);
+  // Pass 2: the samples of ray r from offsets[r] on (`total` of them in all, > 0).
+  static absl::Status Fill(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                           const int32_t* offsets, int64_t total, float* t_starts, float* t_ends,
+                           int32_t* ray_indices);
+  // MetalOpsRayMarchStatic (any R): rays in order while their samples fit in
+  // sample_budget, each with all its samples; the others none (count 0,
+  // offset num_samples); the samples past num_samples padded
+  // (rm_static_pad_ray). The kept samples are RayMarch's first num_samples.
+  static absl::Status Static(::tensorflow::OpKernelContext* ctx, const RayMarchParams& p, const RayMarchInputs& in,
+                             int64_t sample_budget, const RayMarchStaticOutputs& out);
+};
+
+// The inputs of both ops (checked by ray_march::Shapes).
+inline RayMarchInputs RayMarchInputsOf(::tensorflow::OpKernelContext* ctx) {
+  return {ctx->input(0).flat<float>().data(), ctx->input(1).flat<float>().data(), ctx->input(2).flat<float>().data(),
+          ctx->input(3).flat<float>().data(), ctx->input(4).flat<uint8_t>().data(),
+          // a host-memory input on every device (see the registrations)
+          static_cast<uint32_t>(ctx->input(5).scalar<int32_t>()())};
+}
+
+inline absl::Status CheckRayMarchShapes(::tensorflow::OpKernelContext* ctx, const ray_march::Attrs& attrs) {
+  using checks::DimsOf;
+  return checks::ToStatus(ray_march::Shapes(DimsOf(ctx->input(0)), DimsOf(ctx->input(1)), DimsOf(ctx->input(2)),
+                                            DimsOf(ctx->input(3)), DimsOf(ctx->input(4)), DimsOf(ctx->input(5)),
+                                            attrs));
+}
+
+template <typename Device>
+class RayMarchOp : public OpKernelWithAttrs<ray_march::Attrs> {
+ public:
+  using OpKernelWithAttrs<ray_march::Attrs>::OpKernelWithAttrs;
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    OP_REQUIRES_OK(ctx, CheckRayMarchShapes(ctx, attrs_));
+    const int64_t rays = ctx->input(0).dim_size(0);
+    const RayMarchParams p = ray_march::MakeParams(attrs_, rays, ctx->input(4).dim_size(0));
+    ::tensorflow::Tensor *offsets = nullptr, *counts = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, ::tensorflow::TensorShape({rays}), &offsets));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, ::tensorflow::TensorShape({rays}), &counts));
+    const RayMarchInputs in = RayMarchInputsOf(ctx);
+    int64_t total = 0;
+    if (rays > 0) {
+      OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Count(ctx, p, in, offsets->flat<int32_t>().data(),
+                                                         counts->flat<int32_t>().data(), &total));
+    }
+    OP_REQUIRES_OK(ctx, checks::ToStatus(ray_march::TotalSamples(total)));
+    ::tensorflow::Tensor *t_starts = nullptr, *t_ends = nullptr, *ray_indices = nullptr;
+    const ::tensorflow::TensorShape samples({total});
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, samples, &t_starts));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, samples, &t_ends));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, samples, &ray_indices));
+    if (total == 0) return;
+    OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Fill(ctx, p, in, offsets->flat<int32_t>().data(), total,
+                                                      t_starts->flat<float>().data(), t_ends->flat<float>().data(),
+                                                      ray_indices->flat<int32_t>().data()));
+  }
+};
+
+template <typename Device>
+class RayMarchStaticOp : public OpKernelWithAttrs<ray_march::StaticAttrs> {
+ public:
+  using OpKernelWithAttrs<ray_march::StaticAttrs>::OpKernelWithAttrs;
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    using ::tensorflow::TensorShape;
+    OP_REQUIRES_OK(ctx, CheckRayMarchShapes(ctx, attrs_));
+    const int64_t rays = ctx->input(0).dim_size(0), budget = attrs_.sample_budget;
+    const TensorShape shapes[7] = {TensorShape({budget}), TensorShape({budget}), TensorShape({budget}),
+                                   TensorShape({rays}),   TensorShape({rays}),   TensorShape({}),
+                                   TensorShape({})};
+    ::tensorflow::Tensor* t[7];
+    for (int i = 0; i < 7; ++i) OP_REQUIRES_OK(ctx, ctx->allocate_output(i, shapes[i], &t[i]));
+    const RayMarchStaticOutputs out = {t[0]->flat<float>().data(),   t[1]->flat<float>().data(),
+                                       t[2]->flat<int32_t>().data(), t[3]->flat<int32_t>().data(),
+                                       t[4]->flat<int32_t>().data(), t[5]->flat<int32_t>().data(),
+                                       t[6]->flat<int32_t>().data()};
+    OP_REQUIRES_OK(ctx, RayMarchFunctor<Device>::Static(ctx, ray_march::MakeParams(attrs_, rays,
+                                                                                   ctx->input(4).dim_size(0)),
+                                                        RayMarchInputsOf(ctx), budget, out));
+  }
+};
+
+}  // namespace mo
+
+#if MO_XLA
+// What RayMarchStatic's XLA handlers (host: ray_march_cpu.cc, CUDA:
+// ray_march_cuda.cc, each of which includes kernels/xla/xla_ffi.h first)
+// share: the buffers' shapes checked, the kernels' inputs (with `seed`; the
+// CUDA kernels read it from the seed's device buffer instead) and outputs.
+namespace mo::xla_ffi {
+
+inline ffi::Error RayMarchStaticShapes(const ffi::AnyBuffer& origins, const ffi::AnyBuffer& directions,
+                                       const ffi::AnyBuffer& near, const ffi::AnyBuffer& far,
+                                       const ffi::AnyBuffer& occupancy, const ffi::AnyBuffer& seed,
+                                       const ray_march::Attrs& a) {
+  return ToError(ray_march::Shapes(DimsOf(origins), DimsOf(directions), DimsOf(near), DimsOf(far),
+                                   DimsOf(occupancy), DimsOf(seed), a));
+}
+
+inline RayMarchInputs RayMarchInputsOf(const ffi::AnyBuffer& origins, const ffi::AnyBuffer& directions,
+                                       const ffi::AnyBuffer& near, const ffi::AnyBuffer& far,
+                                       const ffi::AnyBuffer& occupancy, uint32_t seed) {
+  return {Data<float>(origins), Data<float>(directions), Data<float>(near), Data<float>(far),
+          Data<uint8_t>(occupancy), seed};
+}
+
+inline RayMarchStaticOutputs RayMarchStaticOutputsOf(RetBuffer t_starts, RetBuffer t_ends, RetBuffer ray_indices,
+                                                     RetBuffer ray_offsets, RetBuffer ray_counts,
+                                                     RetBuffer num_samples, RetBuffer num_rays) {
+  return {Data<float>(t_starts),    Data<float>(t_ends),       Data<int32_t>(ray_indices), Data<int32_t>(ray_offsets),
+          Data<int32_t>(ray_counts), Data<int32_t>(num_samples), Data<int32_t>(num_rays)};
+}
+
+}  // namespace mo::xla_ffi
+#endif  // MO_XLA
+#endif  // MO_TF_KERNEL
+#endif  // host code
 
 #endif  // MO_KERNELS_RAY_MARCH_RAY_MARCH_H_

@@ -35,12 +35,15 @@
 #ifndef MO_KERNELS_SPEC_OP_ATTRS_H_
 #define MO_KERNELS_SPEC_OP_ATTRS_H_
 
+#include <array>
 #include <cmath>  // INFINITY, for a Float without a bound
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/spec/checks.h"
 
@@ -178,22 +181,27 @@ struct Enum {
   }
 };
 
-struct Bool {
-  using Value = bool;
-  static constexpr Value Default(bool value) { return value; }
-  static constexpr bool Valid(bool) { return true; }
-  static std::string Spec(const char* name, bool value) {
-    return std::string(name) + ": bool = " + (value ? "true" : "false");
+// Bool and AnyFloat (below): TensorFlow's bool and float, read as they are.
+template <typename V>
+struct AsIs {
+  using Value = V;
+  static constexpr Value Default(V value) { return value; }
+  static constexpr bool Valid(V) { return true; }
+  static std::string Spec(const char* name, V value) {
+    if constexpr (std::is_same_v<V, bool>) return std::string(name) + ": bool = " + (value ? "true" : "false");
+    else return std::string(name) + ": float = " + FloatText(value);
   }
   template <typename Get>
-  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, bool) {
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, V) {
     return get(name, out) ? checks::Ok() : Unreadable(op, name);
   }
   template <typename F>
-  static void Visit(F& f, const char* name, Value value, bool) {
+  static void Visit(F& f, const char* name, Value value, V) {
     f(name, value);
   }
 };
+
+using Bool = AsIs<bool>;
 
 // Kind without a default: the caller always sets it. Its member starts at
 // lo (a value the checks accept) until ReadAttrs reads it; TensorFlow's
@@ -222,6 +230,45 @@ struct Required {
   static void Visit(F& f, const char* name, Value value, Lo lo, Hi hi) {
     Kind::Visit(f, name, value, lo, lo, hi);
   }
+};
+
+// FloatList<N> (what)              N floats, TensorFlow's `list(float)`, held as
+//                                  std::array<float, N>, without a default; `what`
+//                                  says what the list holds, in the message for a
+//                                  list of another length ("'aabb' must be [min_x,
+//                                  ..., max_z], got 5 values"). Visited as a
+//                                  std::vector<float> (an array attribute of the
+//                                  XLA call).
+// AnyFloat (default)               a float the op checks itself (NaN and the
+// RequiredAnyFloat (start)         infinities reach its check and its message),
+//                                  held as float; RequiredAnyFloat without a
+//                                  default (`float`), `start` until read.
+template <size_t N>
+struct FloatList {
+  using Value = std::array<float, N>;
+  static constexpr Value Default(const char*) { return Value{}; }
+  static constexpr bool Valid(const char*) { return N > 0; }
+  static std::string Spec(const char* name, const char*) { return std::string(name) + ": list(float)"; }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, const char* what) {
+    std::vector<float> values;
+    if (!get(name, &values)) return Unreadable(op, name);
+    if (values.size() != N) {
+      return checks::Invalid(op, ": '", name, "' must be ", what, ", got ", values.size(), " values");
+    }
+    for (size_t i = 0; i < N; ++i) (*out)[i] = values[i];
+    return checks::Ok();
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, const Value& value, const char*) {
+    f(name, std::vector<float>(value.begin(), value.end()));
+  }
+};
+
+using AnyFloat = AsIs<float>;
+
+struct RequiredAnyFloat : AnyFloat {
+  static std::string Spec(const char* name, float) { return std::string(name) + ": float"; }
 };
 
 using RequiredInt = Required<Int>;

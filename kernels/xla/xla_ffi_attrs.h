@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/spec/checks.h"
 #include "kernels/xla/xla_ffi.h"
@@ -35,6 +36,10 @@ class FfiAttrGetter {
       ffi::ErrorOr<int64_t> read = dict_.get<int64_t>(name);
       if (!read.has_value()) return false;
       *value = read.value() != 0;
+    } else if constexpr (std::is_same_v<T, std::vector<float>>) {  // FfiAttrsOf writes a FloatList as an f32 array
+      ffi::ErrorOr<ffi::Span<const float>> read = dict_.get<ffi::Span<const float>>(name);
+      if (!read.has_value()) return false;
+      value->assign(read.value().begin(), read.value().end());
     } else {
       ffi::ErrorOr<T> read = dict_.get<T>(name);
       if (!read.has_value()) return false;

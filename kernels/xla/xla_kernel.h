@@ -69,18 +69,25 @@ class XlaOp : public XlaOpKernel {
 class FfiAttrs {
  public:
   FfiAttrs& Int(const char* name, int64_t value) { return Add(name, std::to_string(value) + " : i64"); }
-  FfiAttrs& Float(const char* name, float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof(bits));
-    char hex[16];
-    std::snprintf(hex, sizeof(hex), "0x%08X", bits);
-    return Add(name, std::string(hex) + " : f32");
+  FfiAttrs& Float(const char* name, float value) { return Add(name, FloatBits(value) + " : f32"); }
+  // An array of floats (a FloatList attribute), each as Float's bit pattern.
+  FfiAttrs& Floats(const char* name, const std::vector<float>& values) {
+    std::string text = "array<f32";
+    for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : ": ") + FloatBits(values[i]);
+    return Add(name, text + ">");
   }
   // A string without quotes or backslashes (an Enum attribute's choice, kernels/spec/op_attrs.h).
   FfiAttrs& Str(const char* name, const char* value) { return Add(name, "\"" + std::string(value) + "\""); }
   std::string Text() const { return "{" + text_ + "}"; }
 
  private:
+  static std::string FloatBits(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%08X", bits);
+    return hex;
+  }
   FfiAttrs& Add(const char* name, const std::string& value) {
     text_ += (text_.empty() ? "" : ", ") + std::string(name) + " = " + value;
     return *this;
@@ -98,6 +105,7 @@ FfiAttrs FfiAttrsOf(const Attrs& attrs) {
     void operator()(const char* name, float value) const { out->Float(name, value); }
     void operator()(const char* name, const char* value) const { out->Str(name, value); }
     void operator()(const char* name, bool value) const { out->Int(name, value ? 1 : 0); }  // FfiAttrGetter reads it back
+    void operator()(const char* name, const std::vector<float>& values) const { out->Floats(name, values); }
   };
   FfiAttrs out;
   Writer writer{&out};

@@ -1,6 +1,6 @@
 """Ray marching through an occupancy bitfield into packed samples
-(ops/ray_march_op.cc; the march is kernels/ray_march/ray_march.h, shared by the
-CPU, CUDA and Metal kernels).
+(kernels/ray_march/ray_march_op.cc; the march is kernels/ray_march/ray_march.h,
+shared by the CPU, CUDA and Metal kernels).
 
 Samples are not differentiable (where a ray is sampled is a discrete choice),
 so the op has no gradient: gradients flow through what is computed at the

@@ -1,9 +1,9 @@
 // The attribute side of the RayMarch shim runner (ray_march_shim.cc): the
-// op's own checks and MakeParams (kernels/ray_march/ray_march_spec.h), as the Metal
+// op's own checks and MakeParams (kernels/ray_march/ray_march.h), as the Metal
 // kernel's host code runs them.
 #include <cstring>
 
-#include "kernels/ray_march/ray_march_spec.h"
+#include "kernels/ray_march/ray_march.h"
 
 static_assert(sizeof(mo::RayMarchParams) == 64, "RayMarchParams layout differs from the shader build");
 

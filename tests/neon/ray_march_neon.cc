@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "kernels/ray_march/ray_march.h"
-#include "kernels/ray_march/ray_march_spec.h"
 #include "tests/neon/cpu_ops.h"
 
 namespace {
@@ -21,7 +20,7 @@ using mo_neon::Request;
 void RayMarch(Request* q) {
   const int64_t R = q->Int(0);
   mo::ray_march::Attrs attrs;
-  for (int i = 0; i < 6; ++i) attrs.aabb.push_back(float(q->Real(i)));
+  for (int i = 0; i < 6; ++i) attrs.aabb[i] = float(q->Real(i));
   attrs.grid_resolution = int(q->Int(1));
   attrs.step_size = float(q->Real(6));
   attrs.cone_angle = float(q->Real(7));

@@ -1,5 +1,5 @@
-"""RayMarch from its specification (ops/ray_march_op.cc's doc), in float64
-and plain Python loops: packed samples of rays through an occupancy grid."""
+"""RayMarch from its specification (kernels/ray_march/ray_march_op.cc's doc), in
+float64 and plain Python loops: packed samples of rays through an occupancy grid."""
 import math
 
 import numpy as np

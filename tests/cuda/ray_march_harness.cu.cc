@@ -1,10 +1,9 @@
 // C-ABI entry points for testing the RayMarch CUDA kernels without
 // TensorFlow (tests/cuda/test_ray_march_cuda.py). The attributes go through
-// the op's own checks and MakeParams (kernels/ray_march/ray_march_spec.h).
+// the op's own checks and MakeParams (kernels/ray_march/ray_march.h).
 #include <cstring>
 
-#include "kernels/ray_march/ray_march_cuda.h"
-#include "kernels/ray_march/ray_march_spec.h"
+#include "kernels/ray_march/ray_march.h"
 
 namespace {
 

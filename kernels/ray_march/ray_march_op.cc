@@ -1,11 +1,15 @@
 // MetalOpsRayMarch: packed samples of rays marched through an occupancy
 // bitfield; MetalOpsRayMarchStatic: the same into outputs of a static size
-// (XLA, docs/XLA.md). Formulas: kernels/ray_march/ray_march.h; checks and attributes:
-// kernels/ray_march/ray_march_spec.h. Python: python/metal_ops/ray_march.py.
+// (XLA, docs/XLA.md): their op definitions, their attributes from the ops'
+// declaration (kernels/ray_march/ray_march.h MO_RAY_MARCH_ATTRS,
+// MO_RAY_MARCH_STATIC_ATTRS) and their shape functions. Formulas and checks:
+// kernels/ray_march/ray_march.h. Python: python/metal_ops/ray_march.py.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include <type_traits>
+
+#include "kernels/ray_march/ray_march.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/ray_march/ray_march_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -43,55 +47,44 @@ absl::Status RayMarchInputShapes(InferenceContext* c, const mo::ray_march::Attrs
   return absl::OkStatus();
 }
 
-absl::Status RayMarchShape(InferenceContext* c) {
-  mo::ray_march::Attrs a;
+// Both ops' shape function: the attributes read and checked, the inputs'
+// checks, outputs 0-4 (samples [samples], layout [R]); RayMarchStatic's two
+// counts are scalars.
+template <typename Attrs>
+absl::Status RayMarchShapeOf(InferenceContext* c) {
+  Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   DimensionHandle rays;
   TF_RETURN_IF_ERROR(RayMarchInputShapes(c, a, &rays));
-  const DimensionHandle samples = c->UnknownDim();
-  c->set_output(0, c->Vector(samples));
-  c->set_output(1, c->Vector(samples));
-  c->set_output(2, c->Vector(samples));
+  DimensionHandle samples = c->UnknownDim();
+  if constexpr (std::is_same_v<Attrs, mo::ray_march::StaticAttrs>) samples = c->MakeDim(a.sample_budget);
+  for (int i = 0; i < 3; ++i) c->set_output(i, c->Vector(samples));
   c->set_output(3, c->Vector(rays));
   c->set_output(4, c->Vector(rays));
-  return absl::OkStatus();
-}
-
-absl::Status RayMarchStaticShape(InferenceContext* c) {
-  mo::ray_march::StaticAttrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
-  DimensionHandle rays;
-  TF_RETURN_IF_ERROR(RayMarchInputShapes(c, a.march, &rays));
-  for (int i = 0; i < 3; ++i) c->set_output(i, c->Vector(a.sample_budget));
-  c->set_output(3, c->Vector(rays));
-  c->set_output(4, c->Vector(rays));
-  c->set_output(5, c->Scalar());
-  c->set_output(6, c->Scalar());
+  for (int i = 5; i < c->num_outputs(); ++i) c->set_output(i, c->Scalar());
   return absl::OkStatus();
 }
 
 }  // namespace
 
+// The inputs and outputs of MetalOpsRayMarch, MetalOpsRayMarchStatic's first.
+#define MO_RAY_MARCH_INPUTS_OUTPUTS    \
+  .Input("origins: float")             \
+      .Input("directions: float")      \
+      .Input("near: float")            \
+      .Input("far: float")             \
+      .Input("occupancy: uint8")       \
+      .Input("seed: int32")            \
+      .Output("t_starts: float")       \
+      .Output("t_ends: float")         \
+      .Output("ray_indices: int32")    \
+      .Output("ray_offsets: int32")    \
+      .Output("ray_counts: int32")
+
 REGISTER_OP("MetalOpsRayMarch")
-    .Input("origins: float")
-    .Input("directions: float")
-    .Input("near: float")
-    .Input("far: float")
-    .Input("occupancy: uint8")
-    .Input("seed: int32")
-    .Output("t_starts: float")
-    .Output("t_ends: float")
-    .Output("ray_indices: int32")
-    .Output("ray_offsets: int32")
-    .Output("ray_counts: int32")
-    .Attr("aabb: list(float)")
-    .Attr("grid_resolution: int")
-    .Attr("step_size: float")
-    .Attr("cone_angle: float = 0.0")
-    .Attr("max_step_size: float = 1e10")
-    .Attr("max_samples: int = 1024")
-    .Attr("jitter: bool = false")
-    .SetShapeFn(RayMarchShape)
+    MO_RAY_MARCH_INPUTS_OUTPUTS
+    MO_OP_ATTRS(MO_RAY_MARCH_ATTRS)
+    .SetShapeFn(RayMarchShapeOf<mo::ray_march::Attrs>)
     .Doc(R"doc(
 Marches rays through an occupancy bitfield and returns the samples in occupied
 cells, packed and ordered by ray (kernels/ray_march/ray_march.h).
@@ -107,28 +100,12 @@ ray_offsets, ray_counts: [R]; ray r's samples are
 )doc");
 
 REGISTER_OP("MetalOpsRayMarchStatic")
-    .Input("origins: float")
-    .Input("directions: float")
-    .Input("near: float")
-    .Input("far: float")
-    .Input("occupancy: uint8")
-    .Input("seed: int32")
-    .Output("t_starts: float")
-    .Output("t_ends: float")
-    .Output("ray_indices: int32")
-    .Output("ray_offsets: int32")
-    .Output("ray_counts: int32")
+    MO_RAY_MARCH_INPUTS_OUTPUTS
     .Output("num_samples: int32")
     .Output("num_rays: int32")
-    .Attr("aabb: list(float)")
-    .Attr("grid_resolution: int")
-    .Attr("step_size: float")
-    .Attr("cone_angle: float = 0.0")
-    .Attr("max_step_size: float = 1e10")
-    .Attr("max_samples: int = 1024")
-    .Attr("jitter: bool = false")
-    .Attr("sample_budget: int")
-    .SetShapeFn(RayMarchStaticShape)
+    MO_OP_ATTRS(MO_RAY_MARCH_ATTRS)
+    MO_OP_ATTRS(MO_RAY_MARCH_STATIC_ATTRS)
+    .SetShapeFn(RayMarchShapeOf<mo::ray_march::StaticAttrs>)
     .Doc(R"doc(
 MetalOpsRayMarch with outputs of a static size, S = sample_budget (what XLA
 compiles). Rays are taken in order while their samples fit in S, each with

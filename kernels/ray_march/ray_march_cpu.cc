@@ -1,25 +1,26 @@
-// The CPU functor of MetalOpsRayMarch and MetalOpsRayMarchStatic, run by the
-// TensorFlow kernels (kernels/ray_march/ray_march_kernels.cc, kernel classes
-// kernels/ray_march/ray_march_kernel.h) and the XLA host handler
-// (kernels/ray_march/ray_march_xla.cc): one ray per work item on the context's
-// pool, counted in a first pass and written at its prefix-sum offset in a
-// second. The march itself is kernels/ray_march/ray_march.h. Each pass supplies
-// its Metal plan too (kernels/ray_march/ray_march_plan.h), run where
-// kernels/cpu/metal_offload.h sends the call: the count plan has completed, and
-// its total is read here, before the kernel class allocates the samples and
-// the fill plan runs.
-#ifndef MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_
-#define MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_
+// RayMarch on the CPU: the TensorFlow kernels of MetalOpsRayMarch and
+// MetalOpsRayMarchStatic (the kernel classes of ray_march.h over the CPU
+// functor below) and XLA's host handler of MetalOpsRayMarchStatic, for the
+// calls ray_march_xla.cc emits. The functor runs one ray per work item on the
+// context's pool, counted in a first pass and written at its prefix-sum
+// offset in a second; the march itself is ray_march.h's. Each pass supplies
+// its Metal plan too (ray_march_metal.cc), run where kernels/cpu/metal_offload.h
+// sends the call: the count plan has completed, and its total is read here,
+// before the kernel class allocates the samples and the fill plan runs.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/ray_march/ray_march.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
-#include "kernels/ray_march/ray_march_plan.h"
-#include "kernels/ray_march/ray_march_kernel.h"
-#include "kernels/ray_march/ray_march_spec.h"
+#include "kernels/framework/op_kernel_with_attrs.h"  // before ray_march.h: its kernel classes
+#include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA; before ray_march.h: its XLA handlers' helpers
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#define MO_TF_KERNEL  // ray_march.h's kernel classes
+#include "kernels/ray_march/ray_march.h"
 
 namespace mo {
 namespace ray_march_cpu {
@@ -45,7 +46,6 @@ inline InputBytes BytesOf(const RayMarchParams& p) {
 }
 
 }  // namespace ray_march_cpu
-
 template <>
 struct RayMarchFunctor<Eigen::ThreadPoolDevice> {
   static absl::Status Count(const cpu::Context& ctx, const RayMarchParams& p, const RayMarchInputs& in,
@@ -134,6 +134,43 @@ struct RayMarchFunctor<Eigen::ThreadPoolDevice> {
   }
 };
 
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+REGISTER_KERNEL_BUILDER(Name("MetalOpsRayMarch").Device(::tensorflow::DEVICE_CPU), RayMarchOp<CPUDevice>);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsRayMarchStatic").Device(::tensorflow::DEVICE_CPU),
+                        RayMarchStaticOp<CPUDevice>);
+
 }  // namespace mo
 
-#endif  // MO_KERNELS_RAY_MARCH_RAY_MARCH_FUNCTOR_H_
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::ray_march::StaticAttrs);
+
+// XLA's host handler of the same functor: the attributes bound whole
+// (kernels/xla/xla_ffi.h), the buffers' shapes checked.
+namespace mo::xla_kernels {
+namespace {
+
+using ray_march::StaticAttrs;
+
+ffi::Error Static(ffi::AnyBuffer origins, ffi::AnyBuffer directions, ffi::AnyBuffer near, ffi::AnyBuffer far,
+                  ffi::AnyBuffer occupancy, ffi::AnyBuffer seed, RetBuffer t_starts, RetBuffer t_ends,
+                  RetBuffer ray_indices, RetBuffer ray_offsets, RetBuffer ray_counts, RetBuffer num_samples,
+                  RetBuffer num_rays, StaticAttrs a) {
+  ffi::Error error = xla_ffi::RayMarchStaticShapes(origins, directions, near, far, occupancy, seed, a);
+  if (error.failure()) return error;
+  const int64_t rays = origins.dimensions()[0];
+  const RayMarchInputs in = xla_ffi::RayMarchInputsOf(origins, directions, near, far, occupancy,
+                                                      static_cast<uint32_t>(*Data<int32_t>(seed)));
+  const RayMarchStaticOutputs out = xla_ffi::RayMarchStaticOutputsOf(t_starts, t_ends, ray_indices, ray_offsets,
+                                                                     ray_counts, num_samples, num_rays);
+  return xla_ffi::ToError(RayMarchFunctor<Eigen::ThreadPoolDevice>::Static(
+      HostContext(), ray_march::MakeParams(a, rays, occupancy.dimensions()[0]), in, a.sample_budget, out));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsRayMarchStatic", "Host", Static, xla_ffi::BindBuffers<6, 7>().Attrs<StaticAttrs>());
+
+}  // namespace
+}  // namespace mo::xla_kernels
+#endif  // MO_XLA
