@@ -573,12 +573,10 @@ std::string EncodeGraph(const std::shared_ptr<CompiledGraph>& graph, mtl::Comman
 // functor per device): the checks above and the output allocation here;
 // FusedConv2DFunctor<Device> and FusedActivationGradFunctor<Device> do the work
 // (fused_conv2d_cpu.cc, fused_conv2d_cuda.cc, which define MO_TF_KERNEL before
-// including this header).
-#include "kernels/framework/op_kernel_with_attrs.h"
-#include "kernels/spec/checks_tf.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/framework/tensor_shape.h"
+// including this header). The section includes nothing, so the header stays
+// free of TensorFlow: its includer has included TensorFlow's op_kernel.h,
+// kernels/framework/op_kernel_with_attrs.h and kernels/spec/checks_tf.h (and,
+// with MO_XLA, kernels/xla/xla_ffi_attrs.h) first.
 
 namespace mo {
 
@@ -680,11 +678,6 @@ class FusedActivationGradOp : public OpKernelWithAttrs<fused_activation_grad::At
 // The attributes bound whole (kernels/xla/xla_ffi_attrs.h); FusedConv2D's
 // arguments and geometry rebuilt from them and the buffers' shapes;
 // FusedActivationGrad's optional features; the bindings.
-#include <vector>
-
-#include "kernels/xla/xla_ffi.h"
-#include "kernels/xla/xla_ffi_attrs.h"
-
 MO_XLA_FFI_ATTRS(::mo::fused_conv2d::Attrs);
 MO_XLA_FFI_ATTRS(::mo::fused_activation_grad::Attrs);
 

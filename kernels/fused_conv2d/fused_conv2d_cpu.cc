@@ -23,16 +23,20 @@
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
 #include "kernels/framework/register_kernels.h"
-#include "kernels/xla/xla_host.h"  // MO_XLA
-#define MO_TF_KERNEL
-#include "kernels/fused_conv2d/fused_conv2d.h"
 #include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
 #include "unsupported/Eigen/CXX11/Tensor"
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+#endif
+#define MO_TF_KERNEL  // after the headers it needs: the kernel classes, fused_conv2d.h
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace mo {
 namespace fused_conv2d_cpu {

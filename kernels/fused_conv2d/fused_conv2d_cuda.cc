@@ -17,13 +17,19 @@
 #include <cstdint>
 
 #include "kernels/cuda/tf_gpu.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
 #include "kernels/framework/register_kernels.h"
-#define MO_TF_KERNEL
-#include "kernels/fused_conv2d/fused_conv2d.h"
+#include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tsl/platform/tensor_float_32_utils.h"
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+#include "kernels/xla/xla_ffi_cuda.h"
+#endif
+#define MO_TF_KERNEL  // after the headers it needs: the kernel classes, fused_conv2d.h
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace mo {
 namespace cuda {
@@ -86,8 +92,6 @@ MO_REGISTER("MetalOpsFusedActivationGrad", DEVICE_GPU, float, FusedActivationGra
 }  // namespace mo
 
 #if MO_XLA
-#include "kernels/xla/xla_ffi_cuda.h"
-
 // XLA's CUDA handlers: the patch buffer from XLA's scratch allocator; TF32 as
 // in the GPU kernel (TensorFlow's own setting).
 namespace mo {
