@@ -291,7 +291,7 @@ MM_FLAGS := -fobjc-arc -ObjC++ -Wextra -Wno-unused-parameter -Wunguarded-availab
 DARWIN_FRAMEWORKS := -framework Foundation -framework CoreFoundation -framework Metal \
   -framework MetalPerformanceShaders -framework MetalPerformanceShadersGraph -lobjc
 ifeq ($(UNAME_S),Darwin)
-  OBJS += $(patsubst %.mm,$(BUILD)/obj/%.o,$(MM_SRCS)) $(patsubst %.cc,$(BUILD)/obj/%.o,$(METAL_CC_SRCS) $(METAL_GEN_CC))
+  OBJS += $(patsubst %.mm,$(BUILD)/obj/%.mm.o,$(MM_SRCS)) $(patsubst %.cc,$(BUILD)/obj/%.o,$(METAL_CC_SRCS) $(METAL_GEN_CC))
   # Undefined symbols are link errors; TensorFlow's dylibs are found through
   # the rpaths: beside an installed package (site-packages/tensorflow) or the
   # TensorFlow the library was built against.
@@ -346,7 +346,8 @@ $(BUILD)/obj/%.o: %.cc $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.mm $(BUILD)/tf_flags.mk
+# (.mm.o: an op's <op>_metal.mm compiles beside its <op>_metal.cc, whose object is <op>_metal.o)
+$(BUILD)/obj/%.mm.o: %.mm $(BUILD)/tf_flags.mk
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(MM_FLAGS) -c $< -o $@
 

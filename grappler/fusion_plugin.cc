@@ -58,7 +58,7 @@
 #include "tensorflow/core/framework/types.pb.h"
 #include "tensorflow/core/grappler/costs/op_performance_data.pb.h"
 #include "Eigen/Core"
-#include "kernels/fused_conv2d/fused_conv2d_gemm.h"
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace mo {
 namespace fusion {
@@ -113,7 +113,7 @@ bool OneDnnBlocks() { return OneDnnOptsOn() && !EnvIs("METAL_OPS_FUSION_WITH_ONE
 
 // Profitability (oneDNN off; measured against TF's convolution + its separate
 // residual-add / activation passes): mo::fused_conv_profitable
-// (kernels/fused_conv2d/fused_conv2d_gemm.h): a GEMM tile that fits in L2 and a filter
+// (kernels/fused_conv2d/fused_conv2d.h): a GEMM tile that fits in L2 and a filter
 // matrix no taller than wide, e.g. 1x1 64 -> 256. Unknown sizes: no rewrite.
 // METAL_OPS_FUSION_ALL_CONVS=1 fuses every size.
 bool FusionProfitable(int64_t kh, int64_t kw, int64_t cin, int64_t cout, int64_t pixels) {

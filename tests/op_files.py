@@ -48,6 +48,6 @@ def folder(op):
 def metal_planned_ops():
     """The ops whose work runs as a Metal plan: their folder holds
     <op>_plan.h (docs/ARCHITECTURE.md, "Metal plans"), or, in the op shape,
-    <op>_metal.cc, which defines the plans."""
+    a shader, whose plans <op>_metal.cc defines (an MPSGraph op has none)."""
     return [op for op in OPS if os.path.isfile(os.path.join(ROOT, folder(op), f"{op}_plan.h"))
-            or (is_shaped(op) and os.path.isfile(os.path.join(ROOT, folder(op), f"{op}_metal.cc")))]
+            or (is_shaped(op) and os.path.isfile(os.path.join(ROOT, folder(op), f"{op}.metal")))]

@@ -216,6 +216,8 @@ def _shaped_files_of(op):
         want += [f"{d}/{op}_cuda.cc", f"tests/cuda/{op}_harness.cu.cc", f"tests/cuda/test_{op}_cuda.py"]
     if f"{op}.metal" in have:
         want += [f"{d}/{op}_metal.cc", f"tests/metal_shim/{op}_shim.cc"]
+    if f"{op}_metal.mm" in have:
+        want.append(f"{d}/{op}_metal.cc")
     return want
 
 
@@ -228,17 +230,19 @@ def _op_shape_table():
 
 def test_op_shape_folders_hold_the_files_the_guide_names_and_no_other():
     """An op-shaped folder holds the files of docs/ADDING_AN_OP.md's table
-    (at most 8, each named by its backend): the header, the op definition and
-    the CPU file always, the CUDA glue with a CUDA source, the Metal file with
-    a shader, and nothing the table does not name."""
+    (at most 8, each named by its backend; <op>_metal.mm, an MPSGraph op's,
+    in place of <op>.metal): the header, the op definition and the CPU file
+    always, the CUDA glue with a CUDA source, the Metal file with a shader or
+    MPSGraph, and nothing the table does not name."""
     shape = _op_shape_table()
-    assert len(shape) == 8 and "<op>.h" in shape and "<op>_metal.cc" in shape, shape
+    assert len(shape) == 9 and "<op>.h" in shape and "<op>_metal.cc" in shape, shape
     shaped = [op for op in OPS if is_shaped(op)]
     assert {"trunc_exp", "sh_encode", "scene_contract"} <= set(shaped)
     for op in shaped:
         have = set(os.listdir(os.path.join(ROOT, folder(op))))
         extra = have - {f.replace("<op>", op) for f in shape}
         assert not extra, f"{folder(op)} holds files the op shape does not name: {sorted(extra)}"
+        assert not {f"{op}.metal", f"{op}_metal.mm"} <= have, f"{folder(op)}: a shader or MPSGraph, not both"
         missing = [f for f in _shaped_files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
         assert not missing, f"op {op}: missing {missing}"
         assert not os.path.exists(os.path.join(ROOT, "ops", f"{op}_op.cc")), f"{op} is defined twice"

@@ -3,7 +3,7 @@
 The kernel multiplies with OpenBLAS's sgemm (the pinned scipy-openblas32
 package, linked by the op library), one single-threaded call per tile of output
 pixels, the tiles spread over TensorFlow's intra-op pool. Tile heights come
-from kernels/fused_conv2d/fused_conv2d_gemm.h: L2-sized for small filters, a fixed
+from kernels/fused_conv2d/fused_conv2d.h: L2-sized for small filters, a fixed
 height for filters too large for L2 (3x3 256 -> 256). The cases cover both,
 many tiles per worker, one pixel, padding, strides and dilations, and every
 output-stage variant.

@@ -6,7 +6,7 @@
   threadgroup dispatch fits, the blit fill rule, the METAL_OPS_GPU_SYNC mode
   (read at every op call) and its error; every pipeline and check before the
   first encode.
-- The MPSGraph kernels' decisions (kernels/fused_conv2d/fused_conv2d_mpsgraph_rules.h): graph keys
+- The MPSGraph kernels' decisions (kernels/fused_conv2d/fused_conv2d.h): graph keys
   exact in every attribute, the bounded (least recently used) graph cache,
   ELU's expm1 from graph operations.
 - The embedded shader sources (tools/build/embed_metal.py): every project include
@@ -414,7 +414,7 @@ def test_mpsgraph_elu_matches_activations_h(shim):
 
 
 def test_mpsgraph_elu_is_built_from_the_shared_formula():
-    with open(os.path.join(ROOT, "kernels", "fused_conv2d", "fused_conv2d_graph.mm"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "kernels", "fused_conv2d", "fused_conv2d_metal.mm"), encoding="utf-8") as f:
         graph = f.read()
     elu = re.search(r"case kActElu: \{(.*?)\n    \}", graph, re.DOTALL)
     assert elu and "Elu(ops, z)" in elu.group(1) and "exponentWithTensor" not in elu.group(1)
@@ -631,7 +631,7 @@ def test_fused_mlp_checks_the_gpu_family_before_compiling_its_library():
 # ---- the Objective-C++ is an adapter --------------------------------------------------
 
 # MPSGraph's graph building (FusedConv2D's graphs) is counted apart.
-GRAPH_BUILDING = {"kernels/fused_conv2d/fused_conv2d_graph.mm"}
+GRAPH_BUILDING = {"kernels/fused_conv2d/fused_conv2d_metal.mm"}
 MM_LINE_BUDGET = 400
 
 

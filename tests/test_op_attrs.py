@@ -18,6 +18,7 @@ pytestmark = pytest.mark.source_tree("kernels/spec/op_attrs.h")
 PROGRAM = r"""
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -42,6 +43,9 @@ struct Reader {
       *value = it->second;
     } else if constexpr (std::is_same_v<T, float>) {
       *value = std::stof(it->second);
+    } else if constexpr (std::is_same_v<T, mo::checks::Dims>) {  // a list: integers separated by spaces
+      std::istringstream in(it->second);
+      for (int64_t v; in >> v;) value->push_back(v);
     } else {
       *value = static_cast<T>(std::stoll(it->second));
     }
@@ -53,6 +57,11 @@ struct Printer {
   void operator()(const char* name, int64_t v) const { std::printf("visit %s=%lld\n", name, (long long)v); }
   void operator()(const char* name, float v) const { std::printf("visit %s=%g\n", name, v); }
   void operator()(const char* name, const char* v) const { std::printf("visit %s='%s'\n", name, v); }
+  void operator()(const char* name, const mo::checks::Dims& v) const {
+    std::printf("visit %s=[", name);
+    for (size_t i = 0; i < v.size(); ++i) std::printf("%s%lld", i ? " " : "", (long long)v[i]);
+    std::printf("]\n");
+  }
 };
 
 int main() {
@@ -313,3 +322,69 @@ def test_float_list_and_any_float_attributes(tmp_path):
     built, exe = compile_program(tmp_path, LIST_PROGRAM)
     assert built.returncode == 0, built.stderr
     assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == LIST_EXPECTED
+
+
+INT_LIST_PROGRAM = PROGRAM[: PROGRAM.index("int main()")] + r"""
+#define MO_WINDOW_ATTRS(ATTR) \
+  ATTR(strides, RequiredIntList, {}) ATTR(pads, IntList, {}) ATTR(dilations, IntList, {1, 1, 1, 1}) \
+  ATTR(padding, RequiredEnum, "SAME", "VALID")
+namespace window {
+MO_DECLARE_CHECKED_ATTRS("Window", MO_WINDOW_ATTRS);
+inline mo::checks::Result CheckAttrs(const Attrs& a) {
+  if (a.dilations.size() != 4) return mo::checks::Invalid("dilations must have 4 elements, got ", a.dilations.size());
+  return mo::checks::Ok();
+}
+}
+
+int main() {
+  static_assert(std::is_same_v<decltype(window::Attrs::strides), mo::checks::Dims>, "IntList is held as Dims");
+  window::Attrs a;
+  std::printf("default %zu %zu %zu %d\n", a.strides.size(), a.pads.size(), a.dilations.size(), a.padding);
+#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
+  MO_WINDOW_ATTRS(MO_PRINT_SPEC_)
+  const Reader cases[] = {
+      {{{"strides", "1 2 2 1"}, {"pads", ""}, {"dilations", "1 1 1 1"}, {"padding", "VALID"}}},
+      {{{"strides", "1 4294967299"}, {"pads", "0 0 1 2 3 4 0 0"}, {"dilations", "1 1 1 2"}, {"padding", "SAME"}}},
+      {{{"strides", "1 1 1 1"}, {"pads", ""}, {"dilations", "1 1"}, {"padding", "SAME"}}},
+      {{{"strides", "1 1 1 1"}, {"pads", ""}, {"dilations", "1 1 1 1"}, {"padding", "FULL"}}},
+      {{{"pads", ""}, {"dilations", "1 1 1 1"}, {"padding", "SAME"}}},
+  };
+  for (const Reader& r : cases) {
+    window::Attrs b;
+    const mo::checks::Result result = window::ReadAttrs(r, &b);
+    if (result.ok) {
+      window::VisitAttrs(b, Printer());
+    } else {
+      std::printf("error %s\n", result.message.c_str());
+    }
+  }
+}
+"""
+
+INT_LIST_EXPECTED = """default 0 0 4 0
+spec strides: list(int)
+spec pads: list(int) = []
+spec dilations: list(int) = [1, 1, 1, 1]
+spec padding: {'SAME', 'VALID'}
+visit strides=[1 2 2 1]
+visit pads=[]
+visit dilations=[1 1 1 1]
+visit padding='VALID'
+visit strides=[1 4294967299]
+visit pads=[0 0 1 2 3 4 0 0]
+visit dilations=[1 1 1 2]
+visit padding='SAME'
+error dilations must have 4 elements, got 2
+error Window: 'padding' must be 'SAME' or 'VALID', got 'FULL'
+error Window: could not read the attribute 'strides'
+"""
+
+
+def test_int_list_and_required_enum_attributes(tmp_path):
+    """IntList (held as Dims, any length, 64-bit values, visited whole for
+    the XLA call's attributes), RequiredIntList and RequiredEnum: TensorFlow's
+    `list(int) = [...]`, `list(int)` and `{'a', 'b'}`; MO_DECLARE_CHECKED_ATTRS
+    runs the op's CheckAttrs after the reads."""
+    built, exe = compile_program(tmp_path, INT_LIST_PROGRAM)
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout == INT_LIST_EXPECTED

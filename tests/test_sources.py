@@ -67,7 +67,7 @@ SOURCES = sorted(_sources())
 
 
 def test_sources_found():
-    assert "kernels/fused_conv2d/fused_conv2d_kernels.cc" in SOURCES
+    assert "kernels/fused_conv2d/fused_conv2d_cpu.cc" in SOURCES
     assert "grappler/fusion_plugin.cc" in SOURCES
     assert any(s.endswith(".mm") for s in SOURCES)
 

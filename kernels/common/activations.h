@@ -3,7 +3,7 @@
 // Every op with an activation (FusedConv2D's output stage and
 // MetalOpsFusedActivationGrad, FusedMLP on every backend) includes this header
 // instead of writing its own; the MPSGraph activations of
-// kernels/fused_conv2d/fused_conv2d_graph.mm mirror it.
+// kernels/fused_conv2d/fused_conv2d_metal.mm mirror it.
 //
 // NaN in gives NaN out: every forward formula passes a NaN pre-activation
 // through (relu and relu6 compare with `z < 0`, so a NaN is not clamped), as

@@ -1,12 +1,13 @@
-// FusedConv2D / FusedActivationGrad CUDA kernels (kernels/fused_conv2d/fused_conv2d_cuda.h).
-// The output stage and the derivatives: kernels/cuda/output_stage.h.
+// FusedConv2D / FusedActivationGrad CUDA kernels and launchers (declared in
+// kernels/fused_conv2d/fused_conv2d.h). The output stage and the derivatives:
+// kernels/cuda/output_stage.h.
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/fused_conv2d/fused_conv2d_cuda.h"
 #include "kernels/cuda/output_stage.h"
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace mo {
 namespace cuda {

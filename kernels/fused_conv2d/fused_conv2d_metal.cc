@@ -1,21 +1,21 @@
 // MetalOpsFusedConv2D and MetalOpsFusedActivationGrad on the Metal PluggableDevice
 // ("GPU" with tensorflow-metal), shader-free, through the shared glue
 // (metal_kernel.h): each distinct (shapes, attrs, device) is ONE MPSGraph
-// (fused_conv2d_mpsgraph.h), compiled once, outside the stream's queue, into
-// an executable kept in a bounded cache (least recently used dropped:
-// fused_conv2d_mpsgraph_rules.h), then encoded on the TF_MetalStream's command
-// buffer inside its queue (KernelCall::EncodeOnStream).
+// (built and encoded in fused_conv2d_metal.mm), compiled once, outside the
+// stream's queue, into an executable kept in a bounded cache (least recently
+// used dropped: fused_conv2d.h's MPSGraph rules), then encoded on the
+// TF_MetalStream's command buffer inside its queue (KernelCall::EncodeOnStream).
+// No Metal plans (the CPU kernels compute on the CPU): macOS builds only.
 //
 // What has run where: docs/METAL_COMPAT.md and docs/FUSED_CONV2D.md.
+#if defined(__APPLE__)
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "kernels/fused_conv2d/fused_conv2d_mpsgraph.h"
-#include "kernels/fused_conv2d/fused_conv2d_mpsgraph_rules.h"
-#include "kernels/fused_conv2d/fused_conv2d_spec.h"
+#include "kernels/fused_conv2d/fused_conv2d.h"
 #include "kernels/metal/metal_kernel.h"
 
 namespace {
@@ -73,7 +73,7 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::vec
 
 // ---- MetalOpsFusedConv2D ----------------------------------------------------------------
 struct FusedConvKernel {
-  mo::fused_conv2d::ConvAttrs attrs;
+  mo::fused_conv2d::Attrs attrs;
   std::vector<std::string> attr_key;  // the graph key's attribute pieces
 };
 
@@ -90,7 +90,7 @@ void FusedConvDelete(void* k) { delete static_cast<FusedConvKernel*>(k); }
 
 void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
   const FusedConvKernel& k = *static_cast<const FusedConvKernel*>(kernel_ptr);
-  const mo::fused_conv2d::ConvAttrs& a = k.attrs;
+  const mo::fused_conv2d::Attrs& a = k.attrs;
   const std::vector<TF_Tensor*> inputs = call.Inputs(2 + static_cast<int>(a.num_bias + a.num_residual));
   if (!call.ok()) return;
   mo::fused_conv2d::ConvGeometry geo;
@@ -114,7 +114,7 @@ void FusedConv(void* kernel_ptr, mo::metal::KernelCall& call) {
 }
 
 // ---- MetalOpsFusedActivationGrad: backprops = gradients * f'(z), f' from y (or z) -------
-using ActGradKernel = mo::fused_conv2d::ActivationGradAttrs;
+using ActGradKernel = mo::fused_activation_grad::Attrs;
 
 void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
   const ActGradKernel& k = *static_cast<const ActGradKernel*>(kernel_ptr);
@@ -122,8 +122,8 @@ void ActGrad(void* kernel_ptr, mo::metal::KernelCall& call) {
   if (!call.ok()) return;
   const auto dims = DimsOf(inputs[0]);
   const std::vector<int64_t> feature_dims = k.num_features == 1 ? DimsOf(inputs[2]) : std::vector<int64_t>();
-  if (!call.Check(mo::fused_conv2d::ActivationGradShapes(dims, DimsOf(inputs[1]),
-                                                         k.num_features == 1 ? &feature_dims : nullptr))) {
+  if (!call.Check(mo::fused_activation_grad::ActivationGradShapes(dims, DimsOf(inputs[1]),
+                                                                  k.num_features == 1 ? &feature_dims : nullptr))) {
     return;
   }
   TF_Tensor* output = call.Output(0, TF_FLOAT, dims);
@@ -140,3 +140,4 @@ const bool registered_grad = mo::metal::RegisterWithAttrs<ActGradKernel>("MetalO
                                                                          &mo::metal::Compute<ActGrad>);
 
 }  // namespace
+#endif  // __APPLE__

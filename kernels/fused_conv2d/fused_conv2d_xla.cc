@@ -1,22 +1,20 @@
 // The XLA kernels of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad (kernels/xla/xla_kernel.h;
 // FusedConv2D's gradient is TensorFlow's convolution gradients and FusedActivationGrad), which emit
-// the calls that their host handlers take: the CPU functors of
-// kernels/fused_conv2d/fused_conv2d_functor.h, registered in
-// kernels/fused_conv2d/fused_conv2d_kernels.cc. FusedConv2D's geometry is computed while XLA
-// compiles (fused_conv2d::Geometry) and travels as FFI attributes, the padding resolved; the
-// handlers rebuild it from them and the buffers' shapes (kernels/fused_conv2d/fused_conv2d_xla.h).
+// the calls that their handlers take (fused_conv2d_cpu.cc's host ones, fused_conv2d_cuda.cc's CUDA
+// ones). The shapes are checked while XLA compiles (fused_conv2d::Geometry); the attributes travel
+// whole (FfiAttrsOf), and the handlers rebuild the geometry from them and the buffers' shapes.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/fused_conv2d/fused_conv2d_spec.h"
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace mo {
 namespace xla_kernels {
 namespace {
 
-void CompileFusedConv2D(XlaOpKernelContext* ctx, const fused_conv2d::ConvAttrs& attrs) {
+void CompileFusedConv2D(XlaOpKernelContext* ctx, const fused_conv2d::Attrs& attrs) {
   const checks::Dims filter = InputDims(ctx, 1);
   fused_conv2d::ConvGeometry g;
   OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Geometry(attrs, InputDims(ctx, 0), filter, &g)));
@@ -31,36 +29,24 @@ void CompileFusedConv2D(XlaOpKernelContext* ctx, const fused_conv2d::ConvAttrs& 
     OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Residual(InputDims(ctx, r), g.output_dims())));
     operands.push_back(ctx->Input(r));
   }
-  EmitFfiCall(ctx, "MetalOpsFusedConv2D", operands, {ArrayShape(::xla::F32, g.output_dims())},
-              FfiAttrs()
-                  .Int("has_bias", attrs.num_bias)
-                  .Int("has_residual", attrs.num_residual)
-                  .Int("stride_rows", g.stride_rows)
-                  .Int("stride_cols", g.stride_cols)
-                  .Int("dilation_rows", g.dilation_rows)
-                  .Int("dilation_cols", g.dilation_cols)
-                  .Int("pad_top", g.pad_top)
-                  .Int("pad_bottom", g.pad_bottom)
-                  .Int("pad_left", g.pad_left)
-                  .Int("pad_right", g.pad_right)
-                  .Int("activation", attrs.act)
-                  .Float("alpha", attrs.alpha));
+  EmitFfiCall(ctx, "MetalOpsFusedConv2D", operands, {ArrayShape(::xla::F32, g.output_dims())}, FfiAttrsOf(attrs));
 }
 
-void CompileFusedActivationGrad(XlaOpKernelContext* ctx, const fused_conv2d::ActivationGradAttrs& attrs) {
+void CompileFusedActivationGrad(XlaOpKernelContext* ctx, const fused_activation_grad::Attrs& attrs) {
   const checks::Dims grads = InputDims(ctx, 0);
   const bool has_features = attrs.num_features == 1;
   const checks::Dims features = has_features ? InputDims(ctx, 2) : checks::Dims();
-  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::ActivationGradShapes(grads, InputDims(ctx, 1),
-                                                                          has_features ? &features : nullptr)));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_activation_grad::ActivationGradShapes(grads, InputDims(ctx, 1),
+                                                                                   has_features ? &features : nullptr)));
   std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
   if (has_features) operands.push_back(ctx->Input(2));
   EmitFfiCall(ctx, "MetalOpsFusedActivationGrad", operands, {ArrayShape(::xla::F32, grads)},
-              FfiAttrs().Int("activation", attrs.act).Float("alpha", attrs.alpha));
+              FfiAttrsOf(attrs));
 }
 
-using FusedConv2DXlaOp = XlaOpWithAttrs<fused_conv2d::ConvAttrs, CompileFusedConv2D>;
-using FusedActivationGradXlaOp = XlaOpWithAttrs<fused_conv2d::ActivationGradAttrs, CompileFusedActivationGrad>;
+using FusedConv2DXlaOp = XlaOpWithAttrs<fused_conv2d::Attrs, CompileFusedConv2D>;
+using FusedActivationGradXlaOp =
+    XlaOpWithAttrs<fused_activation_grad::Attrs, CompileFusedActivationGrad>;
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedConv2D"), FusedConv2DXlaOp);
 MO_REGISTER_XLA_OP(Name("MetalOpsFusedActivationGrad"), FusedActivationGradXlaOp);
 

@@ -11,6 +11,9 @@
 //   Float (default, lo, hi)        a float in [lo, hi] (NaN never is), held as float
 //   Enum  (default, "a", "b", ...) one of the strings, held as its index; the
 //                                  default is an index (the op's enum constant)
+//   IntList ({v, ...})             a list of integers, held as checks::Dims;
+//   RequiredIntList ({})           the default a braced list; Required...: no
+//   RequiredEnum ("a", "b", ...)   default (TensorFlow's `list(int)`, `{'a', 'b'}`)
 //   Bool  (default)                true or false, held as bool
 //   RequiredInt   (lo, hi)         Int, Int64 and Float without a default: the
 //   RequiredInt64 (lo, hi)         caller sets them (TensorFlow's attribute
@@ -40,9 +43,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/spec/checks.h"
@@ -181,6 +186,66 @@ struct Enum {
   }
 };
 
+// IntList ({v, ...}): a list of integers, held as checks::Dims; the
+// default a braced list ({1, 1, 1, 1}, or {} for an empty one), TensorFlow's
+// attribute `list(int) = [1, 1, 1, 1]`. RequiredIntList ({}): one without a
+// default (`list(int)`), the given list until read. The op checks the
+// lengths and values itself (its messages name what the list means).
+struct IntList {
+  using Value = checks::Dims;
+  static Value Default(std::initializer_list<int64_t> value) { return Value(value); }
+  static constexpr bool Valid(std::initializer_list<int64_t>) { return true; }
+  static std::string Spec(const char* name, std::initializer_list<int64_t> value) {
+    std::string s = std::string(name) + ": list(int) = [";
+    for (const int64_t* v = value.begin(); v != value.end(); ++v) {
+      s += (v == value.begin() ? "" : ", ") + std::to_string(*v);
+    }
+    return s + "]";
+  }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, std::initializer_list<int64_t>) {
+    Value value;  // read whole: a reader may append
+    if (!get(name, &value)) return Unreadable(op, name);
+    *out = std::move(value);
+    return checks::Ok();
+  }
+  template <typename F>
+  static void Visit(F& f, const char* name, const Value& value, std::initializer_list<int64_t>) {
+    f(name, value);
+  }
+};
+
+struct RequiredIntList : IntList {
+  static std::string Spec(const char* name, std::initializer_list<int64_t>) { return std::string(name) + ": list(int)"; }
+};
+
+// RequiredEnum ("a", "b", ...): Enum without a default (TensorFlow's
+// attribute `{'a', 'b'}`), the first choice until read.
+struct RequiredEnum {
+  using Value = int;
+  template <typename... Choices>
+  static constexpr Value Default(Choices... choices) {
+    return Enum::Default(0, choices...);
+  }
+  template <typename... Choices>
+  static constexpr bool Valid(Choices... choices) {
+    return Enum::Valid(0, choices...);
+  }
+  template <typename... Choices>
+  static std::string Spec(const char* name, Choices... choices) {
+    const std::string spec = Enum::Spec(name, 0, choices...);
+    return spec.substr(0, spec.rfind(" = "));
+  }
+  template <typename Get, typename... Choices>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, Choices... choices) {
+    return Enum::Read(get, op, name, out, 0, choices...);
+  }
+  template <typename F, typename... Choices>
+  static void Visit(F& f, const char* name, Value value, Choices... choices) {
+    Enum::Visit(f, name, value, 0, choices...);
+  }
+};
+
 // Bool and AnyFloat (below): TensorFlow's bool and float, read as they are.
 template <typename V>
 struct AsIs {
@@ -305,6 +370,27 @@ using RequiredFloat = Required<Float>;
   void VisitAttrs([[maybe_unused]] const Attrs& a, F&& f) {       \
     LIST(MO_ATTRS_VISIT_)                                         \
   }                                                               \
+  static_assert(true, "a declaration ends with a semicolon")
+
+// MO_DECLARE_ATTRS with checks that span attributes (a list's length, one
+// attribute's value given another's): struct Attrs (the declaration's, in
+// namespace declared) whose ReadAttrs reads as MO_DECLARE_ATTRS does, then
+// returns the op's CheckAttrs(const Attrs&), which the op defines after it.
+#define MO_DECLARE_CHECKED_ATTRS(OP, LIST)                    \
+  namespace declared {                                        \
+  MO_DECLARE_ATTRS(OP, LIST);                                 \
+  }                                                           \
+  struct Attrs : declared::Attrs {};                          \
+  inline ::mo::checks::Result CheckAttrs(const Attrs& a);     \
+  template <typename Get>                                     \
+  ::mo::checks::Result ReadAttrs(Get&& get, Attrs* a) {       \
+    MO_RETURN_IF_INVALID(declared::ReadAttrs(get, a));        \
+    return CheckAttrs(*a);                                    \
+  }                                                           \
+  template <typename F>                                       \
+  void VisitAttrs(const Attrs& a, F&& f) {                    \
+    declared::VisitAttrs(a, f);                               \
+  }                                                           \
   static_assert(true, "a declaration ends with a semicolon")
 
 // TensorFlow's .Attr("...") of each attribute, in a REGISTER_OP chain.

@@ -40,6 +40,10 @@ class FfiAttrGetter {
       ffi::ErrorOr<ffi::Span<const float>> read = dict_.get<ffi::Span<const float>>(name);
       if (!read.has_value()) return false;
       value->assign(read.value().begin(), read.value().end());
+    } else if constexpr (std::is_same_v<T, checks::Dims>) {  // an IntList, FfiAttrsOf's array<i64: ...>
+      ffi::ErrorOr<ffi::Span<const int64_t>> read = dict_.get<ffi::Span<const int64_t>>(name);
+      if (!read.has_value()) return false;
+      *value = checks::Dims(read.value().begin(), read.value().end());
     } else {
       ffi::ErrorOr<T> read = dict_.get<T>(name);
       if (!read.has_value()) return false;

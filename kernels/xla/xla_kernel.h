@@ -78,6 +78,12 @@ class FfiAttrs {
   }
   // A string without quotes or backslashes (an Enum attribute's choice, kernels/spec/op_attrs.h).
   FfiAttrs& Str(const char* name, const char* value) { return Add(name, "\"" + std::string(value) + "\""); }
+  // An IntList attribute (kernels/spec/op_attrs.h): array<i64: 1, 2>, array<i64> when empty.
+  FfiAttrs& Ints(const char* name, const checks::Dims& value) {
+    std::string text = "array<i64";
+    for (size_t i = 0; i < value.size(); ++i) text += (i == 0 ? ": " : ", ") + std::to_string(value[i]);
+    return Add(name, text + ">");
+  }
   std::string Text() const { return "{" + text_ + "}"; }
 
  private:
@@ -106,6 +112,7 @@ FfiAttrs FfiAttrsOf(const Attrs& attrs) {
     void operator()(const char* name, const char* value) const { out->Str(name, value); }
     void operator()(const char* name, bool value) const { out->Int(name, value ? 1 : 0); }  // FfiAttrGetter reads it back
     void operator()(const char* name, const std::vector<float>& values) const { out->Floats(name, values); }
+    void operator()(const char* name, const checks::Dims& value) const { out->Ints(name, value); }
   };
   FfiAttrs out;
   Writer writer{&out};

@@ -1,6 +1,6 @@
 """Fused convolution: act(conv2d(x, filters) + bias + residual) in one op.
 
-ops/fused_conv2d_op.cc, kernels/fused_conv2d/fused_conv2d_kernels.cc (Eigen convolution
+kernels/fused_conv2d/fused_conv2d_op.cc, kernels/fused_conv2d/fused_conv2d_cpu.cc (OpenBLAS GEMM
 with the bias, residual and activation in its output stage),
 kernels/fused_conv2d/fused_conv2d_metal.cc (one cached MPSGraph per shape/attr set),
 formulas in kernels/common/activations.h. The Grappler plugin

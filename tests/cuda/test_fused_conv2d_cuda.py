@@ -290,7 +290,7 @@ def test_empty_outputs(xs, ws, padding):
 def test_bad_arguments_report_errors():
     cupy, lib = _lib()
     x, w, b, _ = data((1, 5, 5, 3), (3, 3, 3, 4))
-    with pytest.raises(AssertionError, match="padding must be SAME, VALID or EXPLICIT"):
+    with pytest.raises(AssertionError, match="'padding' must be 'SAME', 'VALID' or 'EXPLICIT'"):
         forward(cupy, lib, x, w, padding="FULL")
     with pytest.raises(AssertionError, match="filter in_channels"):
         forward(cupy, lib, x, w[:, :, :2])

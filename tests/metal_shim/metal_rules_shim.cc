@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/metal/metal_rules.h"
-#include "kernels/fused_conv2d/fused_conv2d_mpsgraph_rules.h"
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace {
 
@@ -143,27 +143,22 @@ void shim_graph_key(const char* op, uint64_t device, const char* attrs, const in
 // EXPLICIT), stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top,
 // pad_bottom, pad_left, pad_right, act, num_bias, num_residual.
 void shim_conv_graph_attrs(const int64_t* f, float alpha, char* out, int size) {
-  mo::fused_conv2d::ConvAttrs a;
-  a.padding = static_cast<mo::fused_conv2d::Padding>(f[0]);
-  a.stride_rows = f[1];
-  a.stride_cols = f[2];
-  a.dilation_rows = f[3];
-  a.dilation_cols = f[4];
-  a.pad_top = f[5];
-  a.pad_bottom = f[6];
-  a.pad_left = f[7];
-  a.pad_right = f[8];
-  a.act = static_cast<int>(f[9]);
+  mo::fused_conv2d::Attrs a;
+  a.padding = static_cast<int>(f[0]);
+  a.strides = {1, f[1], f[2], 1};
+  a.dilations = {1, f[3], f[4], 1};
+  a.explicit_paddings = {0, 0, f[5], f[6], f[7], f[8], 0, 0};
+  a.activation = static_cast<int>(f[9]);
   a.num_bias = f[10];
   a.num_residual = f[11];
-  a.alpha = alpha;
+  a.leaky_relu_alpha = alpha;
   CopyOut(Join(mo::metal::ConvGraphAttrs(a)), out, size);
 }
 
 void shim_activation_grad_graph_attrs(int act, float alpha, int64_t num_features, char* out, int size) {
-  mo::fused_conv2d::ActivationGradAttrs a;
-  a.act = act;
-  a.alpha = alpha;
+  mo::fused_activation_grad::Attrs a;
+  a.activation = act;
+  a.leaky_relu_alpha = alpha;
   a.num_features = num_features;
   CopyOut(Join(mo::metal::ActivationGradGraphAttrs(a)), out, size);
 }

@@ -1,7 +1,7 @@
 // C-ABI entry points for testing the FusedConv2D / FusedActivationGrad CUDA
 // kernels without TensorFlow (tests/cuda/test_fused_conv2d_cuda.py drives them
 // with CuPy device pointers). Attributes go through the op's own checks
-// (kernels/fused_conv2d/fused_conv2d_spec.h), so the geometry is the one the op computes.
+// (kernels/fused_conv2d/fused_conv2d.h), so the geometry is the one the op computes.
 //
 // Each returns 0 on success, 1 for an argument the op's checks reject, 2 for a
 // failed CUDA / cuBLAS call; metal_ops_fused_conv2d_last_error() then gives
@@ -10,24 +10,37 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/fused_conv2d/fused_conv2d_cuda.h"
 #include "kernels/cuda/last_error.h"
-#include "kernels/fused_conv2d/fused_conv2d_spec.h"
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace {
 
 // input_shape, filter_shape: 4 sizes; strides, dilations: 4 (NHWC);
-// explicit_paddings: 8 when padding is "EXPLICIT", else nullptr.
+// explicit_paddings: 8 when padding is "EXPLICIT", else nullptr. The
+// attributes are read and checked by the op's ReadAttrs.
 mo::Result GeometryOf(const int64_t* input_shape, const int64_t* filter_shape, const int64_t* strides,
-                                    const int64_t* dilations, const char* padding, const int64_t* explicit_paddings,
-                                    const char* activation, float alpha, mo::fused_conv2d::ConvAttrs* attrs,
-                                    mo::fused_conv2d::ConvGeometry* g) {
-  const mo::Dims pads = explicit_paddings != nullptr
-                                          ? mo::Dims(explicit_paddings, explicit_paddings + 8)
-                                          : mo::Dims();
-  MO_RETURN_IF_INVALID(mo::fused_conv2d::CheckConvAttrs(0, 0, mo::Dims(strides, strides + 4),
-                                                        mo::Dims(dilations, dilations + 4), padding, pads,
-                                                        "NHWC", activation, alpha, attrs));
+                      const int64_t* dilations, const char* padding, const int64_t* explicit_paddings,
+                      const char* activation, float alpha, mo::fused_conv2d::Attrs* attrs,
+                      mo::fused_conv2d::ConvGeometry* g) {
+  auto get = [&](const char* name, auto* value) -> bool {
+    using T = std::remove_pointer_t<decltype(value)>;
+    const std::string attr = name;
+    if constexpr (std::is_same_v<T, std::string>) {
+      *value = attr == "padding" ? padding : attr == "activation" ? activation : "NHWC";
+    } else if constexpr (std::is_same_v<T, float>) {
+      *value = alpha;
+    } else if constexpr (std::is_same_v<T, mo::Dims>) {
+      if (attr == "strides") *value = mo::Dims(strides, strides + 4);
+      if (attr == "dilations") *value = mo::Dims(dilations, dilations + 4);
+      if (attr == "explicit_paddings") {
+        *value = explicit_paddings != nullptr ? mo::Dims(explicit_paddings, explicit_paddings + 8) : mo::Dims();
+      }
+    } else {
+      *value = 0;  // num_bias, num_residual
+    }
+    return true;
+  };
+  MO_RETURN_IF_INVALID(mo::fused_conv2d::ReadAttrs(get, attrs));
   return mo::fused_conv2d::Geometry(*attrs, mo::Dims(input_shape, input_shape + 4),
                                     mo::Dims(filter_shape, filter_shape + 4), g);
 }
@@ -47,7 +60,7 @@ int metal_ops_fused_conv2d_plan(const int64_t* input_shape, const int64_t* filte
                                 const int64_t* dilations, const char* padding, const int64_t* explicit_paddings,
                                 int64_t max_patch_bytes, int64_t max_chunk_output_bytes, int64_t* output_shape,
                                 int64_t* chunk_rows, int64_t* patch_floats) {
-  mo::fused_conv2d::ConvAttrs attrs;
+  mo::fused_conv2d::Attrs attrs;
   mo::fused_conv2d::ConvGeometry g;
   const mo::Result r =
       GeometryOf(input_shape, filter_shape, strides, dilations, padding, explicit_paddings, "none", 0.0f, &attrs, &g);
@@ -72,7 +85,7 @@ int metal_ops_fused_conv2d_forward_float32(const float* input, const float* filt
                                            const int64_t* dilations, const char* padding,
                                            const int64_t* explicit_paddings, const char* activation, float alpha,
                                            int allow_tf32, cudaStream_t stream) {
-  mo::fused_conv2d::ConvAttrs attrs;
+  mo::fused_conv2d::Attrs attrs;
   mo::fused_conv2d::ConvGeometry g;
   const mo::Result r = GeometryOf(input_shape, filter_shape, strides, dilations, padding,
                                                 explicit_paddings, activation, alpha, &attrs, &g);
@@ -86,8 +99,8 @@ int metal_ops_fused_conv2d_forward_float32(const float* input, const float* filt
   p.patches = patches;
   p.patch_floats = patch_floats;
   p.chunk_rows = chunk_rows;
-  p.act = attrs.act;
-  p.alpha = attrs.alpha;
+  p.act = attrs.activation;
+  p.alpha = attrs.leaky_relu_alpha;
   p.allow_tf32 = allow_tf32 != 0;
   const mo::cuda::GpuStatus s = mo::cuda::LaunchFusedConv2D(g, p, stream);
   return StatusCode(s, 2);
@@ -99,7 +112,7 @@ int metal_ops_fused_activation_grad_float32(const float* gradients, const float*
                                             float* backprops, int64_t n, const char* activation, float alpha,
                                             cudaStream_t stream) {
   const int64_t num_features = features != nullptr ? 1 : 0;
-  mo::fused_conv2d::ActivationGradAttrs attrs;
+  mo::fused_activation_grad::Attrs attrs;
   // The op's attribute reader, over this call's arguments.
   auto get = [&](const char* name, auto* value) -> bool {
     using T = std::remove_pointer_t<decltype(value)>;
@@ -115,10 +128,11 @@ int metal_ops_fused_activation_grad_float32(const float* gradients, const float*
       return attr == "num_features";
     }
   };
-  const mo::Result r = mo::fused_conv2d::ReadAttrs(get, &attrs);
+  const mo::Result r = mo::fused_activation_grad::ReadAttrs(get, &attrs);
   if (!r.ok) return Fail(1, r.message);
   const cudaError_t err =
-      mo::cuda::LaunchFusedActivationGrad(gradients, outputs, features, backprops, n, attrs.act, attrs.alpha, stream);
+      mo::cuda::LaunchFusedActivationGrad(gradients, outputs, features, backprops, n, attrs.activation,
+                                          attrs.leaky_relu_alpha, stream);
   if (err != cudaSuccess) return Fail(2, std::string("FusedActivationGrad launch failed: ") + cudaGetErrorString(err));
   return 0;
 }

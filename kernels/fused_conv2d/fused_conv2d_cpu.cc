@@ -1,6 +1,7 @@
-// The CPU functors of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad, run
-// by the TensorFlow kernels (kernels/fused_conv2d/fused_conv2d_kernels.cc) and the XLA
-// host handlers (kernels/fused_conv2d/fused_conv2d_xla.cc), on a cpu::Context.
+// FusedConv2D on the CPU: the CPU functors of MetalOpsFusedConv2D and
+// MetalOpsFusedActivationGrad, on a cpu::Context, their TensorFlow
+// registrations (the kernel classes of fused_conv2d.h) and XLA's host
+// handlers, for the calls fused_conv2d_xla.cc emits.
 //
 // The convolution is a matrix product (patch rows x the HWIO filter) computed
 // in tiles of output pixels spread over the context's pool, one
@@ -8,10 +9,9 @@
 // package this library links), and the bias, the residual and the activation
 // are applied to each tile right after its GEMM wrote it, while it is still in
 // cache: one pass over the output instead of three or four.
-//
-// The kernel classes are kernels/fused_conv2d/fused_conv2d_kernel.h's.
-#ifndef MO_KERNELS_FUSED_CONV2D_FUSED_CONV2D_FUNCTOR_H_
-#define MO_KERNELS_FUSED_CONV2D_FUSED_CONV2D_FUNCTOR_H_
+#define EIGEN_USE_THREADS
+
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
 #include <cstdint>
@@ -21,18 +21,22 @@
 #include "cblas.h"  // scipy-openblas32's: symbols prefixed scipy_
 #include "kernels/common/activations.h"
 #include "kernels/cpu/cpu_context.h"
-#include "kernels/fused_conv2d/fused_conv2d_gemm.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/fused_conv2d/fused_conv2d_kernel.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
+#include "kernels/framework/register_kernels.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/fused_conv2d/fused_conv2d_spec.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
-#include "tensorflow/core/util/work_sharder.h"
 #include "unsupported/Eigen/CXX11/Tensor"
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+#endif
+#define MO_TF_KERNEL  // after the headers it needs: the kernel classes, fused_conv2d.h
+#include "kernels/fused_conv2d/fused_conv2d.h"
 
 namespace mo {
 namespace fused_conv2d_cpu {
@@ -230,6 +234,44 @@ struct FusedActivationGradFunctor<Eigen::ThreadPoolDevice> {
   }
 };
 
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+MO_REGISTER("MetalOpsFusedConv2D", DEVICE_CPU, float, FusedConv2DOp<CPUDevice>);
+MO_REGISTER("MetalOpsFusedActivationGrad", DEVICE_CPU, float, FusedActivationGradOp<CPUDevice>);
+
 }  // namespace mo
 
-#endif  // MO_KERNELS_FUSED_CONV2D_FUSED_CONV2D_FUNCTOR_H_
+#if MO_XLA
+// XLA's host handlers of the same functors.
+namespace mo::xla_kernels {
+namespace {
+
+ffi::Error Conv(ffi::AnyBuffer input, ffi::AnyBuffer filter, ffi::RemainingArgs rest, RetBuffer output,
+                fused_conv2d::Attrs attrs) {
+  FusedConv2DArgs args;
+  ffi::Error error = xla_ffi::FusedConv2DArgsOf(input, filter, rest, attrs, &args);
+  if (error.failure() || args.g.pixels() * args.g.out_depth == 0) return error;
+  return xla_ffi::ToError(
+      FusedConv2DFunctor<Eigen::ThreadPoolDevice>::Compute(HostContext(), args, Data<float>(output)));
+}
+
+ffi::Error ActivationGrad(ffi::AnyBuffer grads, ffi::AnyBuffer outputs, ffi::RemainingArgs rest,
+                          RetBuffer backprops, fused_activation_grad::Attrs attrs) {
+  const float* features = nullptr;
+  ffi::Error error = xla_ffi::ActivationFeaturesOf(rest, &features);
+  const int64_t n = static_cast<int64_t>(grads.element_count());
+  if (error.failure() || n == 0) return error;
+  return xla_ffi::ToError(FusedActivationGradFunctor<Eigen::ThreadPoolDevice>::Compute(
+      HostContext(), Data<float>(grads), Data<float>(outputs), features, n, attrs.activation,
+      attrs.leaky_relu_alpha, Data<float>(backprops)));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsFusedConv2D", "Host", Conv,
+                   xla_ffi::BindConvBuffers<fused_conv2d::Attrs>(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedActivationGrad", "Host", ActivationGrad,
+                   xla_ffi::BindConvBuffers<fused_activation_grad::Attrs>(ffi::Ffi::Bind()));
+
+}  // namespace
+}  // namespace mo::xla_kernels
+#endif  // MO_XLA

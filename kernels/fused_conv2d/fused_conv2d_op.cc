@@ -4,11 +4,14 @@
 // (grappler/), which rewrites Conv2D -> BiasAdd -> AddV2 -> Relu and friends.
 //
 // MetalOpsFusedActivationGrad: the activation's derivative for the gradient.
-// The formulas of both live in kernels/common/activations.h.
+// The formulas of both live in kernels/common/activations.h; their attributes
+// come from the ops' declarations (kernels/fused_conv2d/fused_conv2d.h
+// MO_FUSED_CONV2D_ATTRS, MO_FUSED_ACTIVATION_GRAD_ATTRS). Wrapper + gradient:
+// python/metal_ops/fused_conv2d.py. Doc: docs/FUSED_CONV2D.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include "kernels/fused_conv2d/fused_conv2d.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/fused_conv2d/fused_conv2d_spec.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -19,9 +22,8 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-
 absl::Status FusedConv2DShape(InferenceContext* c) {
-  mo::fused_conv2d::ConvAttrs attrs;
+  mo::fused_conv2d::Attrs attrs;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
   ShapeHandle input, filter;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
@@ -53,15 +55,7 @@ REGISTER_OP("MetalOpsFusedConv2D")
     .Input("residual: num_residual * T")
     .Output("output: T")
     .Attr("T: {float}")
-    .Attr("num_bias: int >= 0 = 0")
-    .Attr("num_residual: int >= 0 = 0")
-    .Attr("strides: list(int)")
-    .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-    .Attr("explicit_paddings: list(int) = []")
-    .Attr("data_format: {'NHWC'} = 'NHWC'")
-    .Attr("dilations: list(int) = [1, 1, 1, 1]")
-    .Attr("activation: {'none', 'relu', 'relu6', 'elu', 'leaky_relu', 'sigmoid', 'tanh', 'swish'} = 'none'")
-    .Attr("leaky_relu_alpha: float = 0.2")
+    MO_OP_ATTRS(MO_FUSED_CONV2D_ATTRS)
     .SetShapeFn(FusedConv2DShape)
     .Doc(R"doc(
 output = activation(conv2d(input, filter) + bias + residual).
@@ -86,11 +80,9 @@ REGISTER_OP("MetalOpsFusedActivationGrad")
     .Input("features: num_features * T")
     .Output("backprops: T")
     .Attr("T: {float}")
-    .Attr("num_features: int >= 0 = 0")
-    .Attr("activation: {'none', 'relu', 'relu6', 'elu', 'leaky_relu', 'sigmoid', 'tanh', 'swish'} = 'none'")
-    .Attr("leaky_relu_alpha: float = 0.2")
+    MO_OP_ATTRS(MO_FUSED_ACTIVATION_GRAD_ATTRS)
     .SetShapeFn([](InferenceContext* c) {
-      mo::fused_conv2d::ActivationGradAttrs attrs;
+      mo::fused_activation_grad::Attrs attrs;
       TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
       ShapeHandle merged;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &merged));

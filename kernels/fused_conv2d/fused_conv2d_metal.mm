@@ -1,22 +1,35 @@
-// FusedConv2D's and FusedActivationGrad's MPSGraph graphs
-// (fused_conv2d_mpsgraph.h): each distinct request (kind, attributes, shapes,
+// FusedConv2D's and FusedActivationGrad's MPSGraph graphs, the Objective-C++
+// behind fused_conv2d.h's CompileGraph and EncodeGraph (the C++ glue:
+// fused_conv2d_metal.cc): each distinct request (kind, attributes, shapes,
 // device) builds ONE MPSGraph -- convolution2D + addition(s) + activation, or
-// the activation gradient -- compiled into an MPSGraphExecutable. MPSGraph's
-// graph building: the one part of the Metal glue that stays Objective-C++
-// beyond single Metal calls; the cache, the key and every check are C++
-// (fused_conv2d_metal.cc, fused_conv2d_mpsgraph_rules.h).
+// the activation gradient -- compiled into an MPSGraphExecutable, then encoded
+// on tensorflow-metal's command buffer. MPSGraph's graph building: the one
+// part of the Metal glue that stays Objective-C++ beyond single Metal calls;
+// the cache, the key and every check are C++ (fused_conv2d_metal.cc,
+// fused_conv2d.h).
 //
 // The activation formulas are those of kernels/common/activations.h, expressed
 // with MPSGraph primitives (there is no shader to #include it into); the
 // numbering (mo::Activation) is shared. ELU's expm1 is plain C++ in
-// fused_conv2d_mpsgraph_rules.h, unit-tested without a Mac.
+// fused_conv2d.h, unit-tested without a Mac.
 //
 // What has run where: docs/METAL_COMPAT.md and docs/FUSED_CONV2D.md.
-#import "kernels/fused_conv2d/fused_conv2d_mpsgraph.h"
+#include "kernels/fused_conv2d/fused_conv2d.h"
+
+#import <MetalPerformanceShaders/MetalPerformanceShaders.h>
+#import <MetalPerformanceShadersGraph/MetalPerformanceShadersGraph.h>
 
 #include "kernels/common/activations.h"
-#include "kernels/fused_conv2d/fused_conv2d_mpsgraph_rules.h"
 #import "kernels/metal/metal_device.h"
+
+struct mo::metal::CompiledGraph {
+  MPSGraphExecutable* executable = nil;
+  // feed_order[k]: which input is the executable's k-th feed tensor (an
+  // executable's feedTensors order is its own, not the placeholders').
+  std::vector<size_t> feed_order;
+  std::vector<std::vector<int64_t>> input_shapes;
+  std::vector<int64_t> output_shape;
+};
 
 namespace mo {
 namespace metal {
@@ -29,7 +42,7 @@ NSArray<NSNumber*>* ShapeOf(const std::vector<int64_t>& dims) {
 
 namespace {
 
-// mpsgraph_rules.h's formulas (Expm1, Elu) built from graph operations.
+// fused_conv2d.h's MPSGraph formulas (Expm1, Elu) built from graph operations.
 struct GraphOps {
   using Value = MPSGraphTensor*;
   MPSGraph* g;
@@ -120,17 +133,19 @@ MPSGraphTensor* Derivative(MPSGraph* g, MPSGraphTensor* y, MPSGraphTensor* z, in
 
 // The graph of `r` over its placeholders `in`.
 MPSGraphTensor* Build(const GraphRequest& r, MPSGraph* g, NSArray<MPSGraphTensor*>* in) {
-  const fused_conv2d::ConvAttrs& kc = r.conv;
+  const fused_conv2d::Attrs& a = r.conv;
   if (r.kind == GraphRequest::kActGrad) {
     MPSGraphTensor* z = in.count > 2 ? in[2] : nil;
-    return [g multiplicationWithPrimaryTensor:in[0] secondaryTensor:Derivative(g, in[1], z, r.grad.act, r.grad.alpha)
+    return [g multiplicationWithPrimaryTensor:in[0] secondaryTensor:Derivative(g, in[1], z, r.grad.activation,
+                                                                                  r.grad.leaky_relu_alpha)
                                          name:nil];
   }
   if (r.kind == GraphRequest::kNoTaps) {
     MPSGraphTensor* z = [g constantWithScalar:0.0 shape:ShapeOf(r.output_shape) dataType:MPSDataTypeFloat32];
     for (MPSGraphTensor* term in in) z = [g additionWithPrimaryTensor:z secondaryTensor:term name:nil];
-    return Activate(g, z, kc.act, kc.alpha);
+    return Activate(g, z, a.activation, a.leaky_relu_alpha);
   }
+  const fused_conv2d::Window kc = fused_conv2d::WindowOf(a);
   const bool pad = kc.padding == fused_conv2d::Padding::kExplicit;
   MPSGraphConvolution2DOpDescriptor* d = [MPSGraphConvolution2DOpDescriptor
       descriptorWithStrideInX:kc.stride_cols
@@ -149,9 +164,9 @@ MPSGraphTensor* Build(const GraphRequest& r, MPSGraph* g, NSArray<MPSGraphTensor
                 weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];
   MPSGraphTensor* z = [g convolution2DWithSourceTensor:in[0] weightsTensor:in[1] descriptor:d name:nil];
   NSUInteger next = 2;
-  if (kc.num_bias == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];  // broadcasts [C]
-  if (kc.num_residual == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];
-  return Activate(g, z, kc.act, kc.alpha);
+  if (a.num_bias == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];  // broadcasts [C]
+  if (a.num_residual == 1) z = [g additionWithPrimaryTensor:z secondaryTensor:in[next++] name:nil];
+  return Activate(g, z, a.activation, a.leaky_relu_alpha);
 }
 
 }  // namespace
@@ -201,6 +216,42 @@ std::shared_ptr<CompiledGraph> CompileGraph(const GraphRequest& request, mtl::De
   cached->input_shapes = request.input_shapes;
   cached->output_shape = request.output_shape;
   return cached;
+}
+
+
+// ---- a compiled graph encoded on tensorflow-metal's command buffer: the MPSGraph calls, nothing else
+
+
+std::string EncodeGraph(const std::shared_ptr<CompiledGraph>& graph, mtl::CommandBuffer& command_buffer,
+                        const std::vector<mtl::Buffer*>& inputs, mtl::Buffer& output) {
+  @autoreleasepool {
+    // tensorflow-metal 1.2.0's command buffers are MPSCommandBuffers, which
+    // MPSGraph encodes into (and may commit and replace).
+    id<MTLCommandBuffer> buffer = MetalCommandBufferOf(command_buffer);
+    if (![(id)buffer isKindOfClass:[MPSCommandBuffer class]]) {
+      return std::string("the stream's command buffer is a ") + NSStringFromClass([(id)buffer class]).UTF8String +
+             ", not an MPSCommandBuffer (as tensorflow-metal 1.2.0's are)";
+    }
+    NSMutableArray<MPSGraphTensorData*>* in_data = [NSMutableArray array];
+    for (size_t i : graph->feed_order) {
+      [in_data addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:MetalBufferOf(*inputs[i])
+                                                                 shape:ShapeOf(graph->input_shapes[i])
+                                                              dataType:MPSDataTypeFloat32]];
+    }
+    MPSGraphTensorData* out_data = [[MPSGraphTensorData alloc] initWithMTLBuffer:MetalBufferOf(output)
+                                                                           shape:ShapeOf(graph->output_shape)
+                                                                        dataType:MPSDataTypeFloat32];
+    MPSCommandBuffer* mps_buffer = (MPSCommandBuffer*)buffer;
+    [graph->executable encodeToCommandBuffer:mps_buffer inputsArray:in_data resultsArray:@[ out_data ] executionDescriptor:nil];
+    // The cache may drop this graph before the GPU has run it: the command
+    // buffer holds it until then (MPSGraph may have committed earlier ones and
+    // continued on a new one; this is the last, completing after them).
+    std::shared_ptr<CompiledGraph> in_flight = graph;
+    [mps_buffer addCompletedHandler:^(id<MTLCommandBuffer>) {
+      (void)in_flight;
+    }];
+    return std::string();
+  }
 }
 
 }  // namespace metal
