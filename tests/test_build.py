@@ -221,6 +221,22 @@ def _shaped_files_of(op):
     return want
 
 
+def _cuda_parts(op, have):
+    """An op's further CUDA translation units beside <op>.cu.cc,
+    <op>_<part>.cu.cc, and the device headers only they include,
+    <op>_<part>.h (docs/ADDING_AN_OP.md; FusedMLP's)."""
+    if f"{op}.cu.cc" not in have:
+        return []
+    units = [f for f in have if re.fullmatch(rf"{re.escape(op)}_\w+\.cu\.cc", f)]
+    headers = []
+    for header in have:
+        if re.fullmatch(rf"{re.escape(op)}_\w+\.h", header):
+            includers = [f for f in have if f'#include "{folder(op)}/{header}"' in _read(f"{folder(op)}/{f}")]
+            if includers and set(includers) <= set(units):
+                headers.append(header)
+    return units + headers
+
+
 def _op_shape_table():
     """The files of docs/ADDING_AN_OP.md's op-shape table, as <op> patterns."""
     text = _read("docs/ADDING_AN_OP.md")
@@ -241,8 +257,11 @@ def test_op_shape_folders_hold_the_files_the_guide_names_and_no_other():
     for op in shaped:
         have = set(os.listdir(os.path.join(ROOT, folder(op))))
         extra = have - {f.replace("<op>", op) for f in shape}
+        parts = _cuda_parts(op, have)
+        extra -= set(parts)
         assert not extra, f"{folder(op)} holds files the op shape does not name: {sorted(extra)}"
         assert not {f"{op}.metal", f"{op}_metal.mm"} <= have, f"{folder(op)}: a shader or MPSGraph, not both"
+        assert len(have) <= (12 if parts else 8), f"{folder(op)} holds {len(have)} files: {sorted(have)}"
         missing = [f for f in _shaped_files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
         assert not missing, f"op {op}: missing {missing}"
         assert not os.path.exists(os.path.join(ROOT, "ops", f"{op}_op.cc")), f"{op} is defined twice"

@@ -1,4 +1,4 @@
-"""kernels/fused_mlp/fused_mlp_cpu.h built for each instruction set this machine runs
+"""kernels/fused_mlp/fused_mlp.h's CPU bodies built for each instruction set this machine runs
 (AVX-512, AVX2+FMA, the one-lane scalar fallback; the library itself is built for
 one of them only), through the C ABI of tests/fused_mlp_isa/fused_mlp_isa.cc,
 against the float64 NumPy reference of tests/test_fused_mlp.py. NEON is compiled

@@ -128,7 +128,7 @@ MO_FN float activation_derivative_from_input(float z, int act, float alpha) {
 
 #if !defined(__METAL_VERSION__)
 // The op attribute value of each activation, by number ("none", "relu", ...).
-// Host code; nvcc's device pass reads it too (kernels/fused_mlp/fused_mlp_spec.h, which
+// Host code; nvcc's device pass reads it too (kernels/fused_mlp/fused_mlp.h, which
 // the CUDA launchers include for the network limits).
 constexpr const char* kActivationNames[] = {"none",       "relu",    "relu6", "elu",      "leaky_relu",
                                             "sigmoid",    "tanh",    "swish", "softplus", "trunc_exp"};

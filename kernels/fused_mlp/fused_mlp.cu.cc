@@ -9,8 +9,7 @@
 #include <type_traits>
 
 #include "kernels/common/activations.h"
-#include "kernels/fused_mlp/fused_mlp_cuda.h"
-#include "kernels/fused_mlp/fused_mlp_impl.h"
+#include "kernels/fused_mlp/fused_mlp.h"
 
 namespace mo {
 namespace cuda {
@@ -43,7 +42,7 @@ __global__ void FusedMlpWgradReduceKernel(const float* __restrict__ partials, in
   }
 }
 
-// The shapes and activations kernels/fused_mlp/fused_mlp_spec.h admits (the launchers are
+// The shapes and activations kernels/fused_mlp/fused_mlp.h admits (the launchers are
 // also called without TensorFlow, from the harness).
 bool ShapeOk(const FusedMlpShape& s) {
   return fused_mlp::HiddenActivationOk(s.activation) &&

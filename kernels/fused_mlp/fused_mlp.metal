@@ -363,7 +363,7 @@ template <typename T>
 [[kernel]] void fused_mlp_pack(const device T* src [[buffer(mo::kFusedMlpPackSrc)]], device T* dst [[buffer(mo::kFusedMlpPackDst)]],
                                constant mo::FusedMlpPackParams& q [[buffer(mo::kFusedMlpPackParams)]], uint gid [[thread_position_in_grid]],
                                uint grid_size [[threads_per_grid]]) {
-  // 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, kernels/fused_mlp/fused_mlp_spec.h)
+  // 32-bit indices: blocks are at most 128 x 128 (kMaxIoWidth, kernels/fused_mlp/fused_mlp.h)
   const uint count = uint(q.rows_pad) * uint(q.cols_pad);
   const uint cols_pad = uint(q.cols_pad);
   for (uint i = gid; i < count; i += grid_size) {
@@ -380,7 +380,7 @@ template <typename T>
                                  device T* grad_bias [[buffer(mo::kFusedMlpReduceGradBias)]],
                                  constant mo::FusedMlpReduceParams& q [[buffer(mo::kFusedMlpReduceParams)]],
                                  uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
-  // 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, kernels/fused_mlp/fused_mlp_spec.h)
+  // 32-bit indices: a layer is at most 128 x 128 (kMaxIoWidth, kernels/fused_mlp/fused_mlp.h)
   const uint cols = uint(q.cols);
   const uint weights = uint(q.rows) * cols;
   for (uint i = gid; i < weights + cols; i += grid_size) {
@@ -402,7 +402,7 @@ template <typename T>
 }
 
 // Host names fused_mlp_<kind>_w<W>_<TN> and fused_mlp_<pack|reduce>_<TN>, the
-// names kernels/fused_mlp/fused_mlp_plan.cc asks for.
+// names kernels/fused_mlp/fused_mlp_metal.cc asks for.
 template [[host_name("fused_mlp_forward_w16_float32")]] [[kernel]] decltype(fused_mlp_forward<16, float>) fused_mlp_forward<16, float>;
 template [[host_name("fused_mlp_forward_w32_float32")]] [[kernel]] decltype(fused_mlp_forward<32, float>) fused_mlp_forward<32, float>;
 template [[host_name("fused_mlp_forward_w64_float32")]] [[kernel]] decltype(fused_mlp_forward<64, float>) fused_mlp_forward<64, float>;

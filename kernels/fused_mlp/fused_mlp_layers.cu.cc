@@ -5,6 +5,8 @@
 // activations (or no cuBLASLt) take one elementwise pass over the output
 // (output_stage.h). The work a Keras Dense stack does, as XLA fuses it,
 // without TensorFlow's per-op dispatch.
+// A translation unit of its own: host code over cuBLAS / cuBLASLt and one
+// elementwise kernel, which includes none of the tensor-core kernels' headers.
 //
 // Backward, from the output down: dz = dy * f'(y); per layer dW = a^T dz,
 // db = 1^T dz (a GEMM with a ones row: cuBLAS's reductions rather than a
@@ -21,7 +23,7 @@
 
 #include "kernels/common/activations.h"
 #include "kernels/cuda/cuda_launch.h"
-#include "kernels/fused_mlp/fused_mlp_impl.h"
+#include "kernels/fused_mlp/fused_mlp.h"
 #include "kernels/cuda/output_stage.h"
 
 namespace mo {

@@ -3,10 +3,13 @@
 // cores (Tf32Mma, fused_mlp_mma.h): DreluProductTf32, the ReLU backward
 // through a hidden layer with its db and dW, and InputBackwardTf32, the input
 // layer's dx and dW.
+// A translation unit of its own: TF32 mma.sync kernels that only the layer
+// path launches, compiled apart from the fused kernels (fused_mlp_mma.cu.cc)
+// so that each unit's instruction choice and build time stay its own.
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/fused_mlp/fused_mlp_impl.h"
+#include "kernels/fused_mlp/fused_mlp.h"
 #include "kernels/fused_mlp/fused_mlp_mma.h"
 #include "kernels/cuda/sum_parts.h"
 

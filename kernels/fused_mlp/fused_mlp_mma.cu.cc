@@ -5,12 +5,15 @@
 // fused_mlp_mma.h), both with float accumulation. The TF32 layer path's
 // kernels are fused_mlp_layers_tf32.cu.cc. Activation formulas come from
 // kernels/common/activations.h.
+// A translation unit of its own: its many template instantiations (widths,
+// element kinds, paths) are most of the op's nvcc time, built in parallel with
+// the other units and rebuilt only when this file changes.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/common/activations.h"
-#include "kernels/fused_mlp/fused_mlp_impl.h"
+#include "kernels/fused_mlp/fused_mlp.h"
 #include "kernels/fused_mlp/fused_mlp_mma.h"
 
 namespace mo {

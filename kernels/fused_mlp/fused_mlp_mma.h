@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "kernels/fused_mlp/fused_mlp_impl.h"
+#include "kernels/fused_mlp/fused_mlp.h"
 
 namespace mo {
 namespace cuda {

@@ -1,15 +1,14 @@
 // The XLA kernels of MetalOpsFusedMLP / MetalOpsFusedMLPGrad (kernels/xla/xla_kernel.h), which emit
-// the calls that their host handlers take: the CPU functor of
-// kernels/fused_mlp/fused_mlp_functor.h, registered in kernels/fused_mlp/fused_mlp_kernels.cc. The
-// call's operands are x, the N kernels and the N biases (forward) or grad_y, x, the N kernels, y
-// and hidden (backward); the attributes are the activations as the spec's codes. Under XLA every
-// output is computed (XLA does not say which it reads).
+// the calls that their handlers take, with the op's attributes (FfiAttrsOf): the host handlers of
+// fused_mlp_cpu.cc, the CUDA handlers of fused_mlp_cuda.cc. The call's operands are x, the N
+// kernels and the N biases (forward) or grad_y, x, the N kernels, y and hidden (backward). Under
+// XLA every output is computed (XLA does not say which it reads).
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/fused_mlp/fused_mlp_spec.h"
+#include "kernels/fused_mlp/fused_mlp.h"
 
 namespace mo {
 namespace xla_kernels {
@@ -19,13 +18,6 @@ std::vector<checks::Dims> DimsOfList(const std::vector<::tensorflow::TensorShape
   std::vector<checks::Dims> dims;
   for (const auto& shape : shapes) dims.push_back(checks::DimsOf(shape));
   return dims;
-}
-
-FfiAttrs AttrsOf(const fused_mlp::Attrs& a) {
-  return FfiAttrs()
-      .Int("activation", a.activation)
-      .Int("output_activation", a.output_activation)
-      .Float("leaky_relu_alpha", a.leaky_relu_alpha);
 }
 
 void CompileFusedMlp(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
@@ -42,7 +34,7 @@ void CompileFusedMlp(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
   const ::xla::PrimitiveType type = ElementType(ctx, 0);
   EmitFfiCall(ctx, "MetalOpsFusedMLP", operands,
               {ArrayShape(type, {x[0], net.out_dim}), ArrayShape(type, {net.hidden_layers, x[0], net.width})},
-              AttrsOf(attrs));
+              FfiAttrsOf(attrs));
 }
 
 void CompileFusedMlpGrad(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs) {
@@ -66,7 +58,7 @@ void CompileFusedMlpGrad(XlaOpKernelContext* ctx, const fused_mlp::Attrs& attrs)
   std::vector<::xla::Shape> results = {ArrayShape(type, x)};
   for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, checks::DimsOf(k)));
   for (const auto& k : kernel_shapes) results.push_back(ArrayShape(type, {k.dim_size(1)}));
-  EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, AttrsOf(attrs));
+  EmitFfiCall(ctx, "MetalOpsFusedMLPGrad", operands, results, FfiAttrsOf(attrs));
 }
 
 MO_REGISTER_XLA_OP_WITH_GRAD("MetalOpsFusedMLP", kFloatTypes, fused_mlp::Attrs, CompileFusedMlp);

@@ -9,8 +9,12 @@
 //                                  bound, and TensorFlow's attribute says
 //                                  `int >= lo`)
 //   Float (default, lo, hi)        a float in [lo, hi] (NaN never is), held as float
+//   FloatBelow (default, lo, hi)   a float in [lo, hi), held as float
 //   Enum  (default, "a", "b", ...) one of the strings, held as its index; the
 //                                  default is an index (the op's enum constant)
+//   EnumIn (table, default, "a", ...) one of the strings, held as its index in
+//                                  `table`, an array of every name (kActivationNames:
+//                                  the activations' codes); the default is a code
 //   IntList ({v, ...})             a list of integers, held as checks::Dims;
 //   RequiredIntList ({})           the default a braced list; Required...: no
 //   RequiredEnum ("a", "b", ...)   default (TensorFlow's `list(int)`, `{'a', 'b'}`)
@@ -131,11 +135,15 @@ struct Float {
     return std::string(name) + ": float = " + FloatText(static_cast<float>(value));
   }
   template <typename Get>
-  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, double, double lo, double hi) {
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, double, double lo, double hi,
+                             bool below = false) {
     float value = 0.0f;
     if (!get(name, &value)) return Unreadable(op, name);
-    if (!(value >= lo && value <= hi)) {
-      return checks::Invalid(op, ": '", name, "' must be ", FloatRangeText(lo, hi), ", got ", FloatText(value));
+    if (!(value >= lo && (below ? value < hi : value <= hi))) {
+      const std::string range = below ? "in [" + FloatText(static_cast<float>(lo)) + ", " +
+                                            FloatText(static_cast<float>(hi)) + ")"
+                                      : FloatRangeText(lo, hi);
+      return checks::Invalid(op, ": '", name, "' must be ", range, ", got ", FloatText(value));
     }
     *out = value;
     return checks::Ok();
@@ -143,6 +151,16 @@ struct Float {
   template <typename F>
   static void Visit(F& f, const char* name, Value value, double, double, double) {
     f(name, value);
+  }
+};
+
+// A float in [lo, hi): Float's reads with hi itself refused.
+struct FloatBelow : Float {
+  static constexpr bool Valid(double value, double lo, double hi) { return lo <= value && value < hi; }
+  template <typename Get>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, double value, double lo,
+                             double hi) {
+    return Float::Read(get, op, name, out, value, lo, hi, true);
   }
 };
 
@@ -183,6 +201,61 @@ struct Enum {
   static void Visit(F& f, const char* name, Value value, int, Choices... choices) {
     const char* const all[] = {choices...};
     f(name, all[value]);
+  }
+};
+
+constexpr bool SameText(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) {
+    ++a;
+    ++b;
+  }
+  return *a == *b;
+}
+
+// One of the choices, held as its index in `table` (every name, in the order
+// of their codes); read, written and checked as Enum's choices.
+struct EnumIn {
+  using Value = int;
+  template <size_t K, typename... Choices>
+  static constexpr Value Default(const char* const (&)[K], int code, Choices...) {
+    return code;
+  }
+  template <size_t K, typename... Choices>
+  static constexpr bool Valid(const char* const (&table)[K], int code, Choices... choices) {
+    return 0 <= code && code < static_cast<int>(K) && (SameText(table[code], choices) || ...);
+  }
+  template <size_t K, typename... Choices>
+  static std::string Spec(const char* name, const char* const (&table)[K], int code, Choices... choices) {
+    return Enum::Spec(name, ChoiceOf(table[code], choices...), choices...);
+  }
+  template <typename Get, size_t K, typename... Choices>
+  static checks::Result Read(Get& get, const char* op, const char* name, Value* out, const char* const (&table)[K],
+                             int, Choices... choices) {
+    const char* const all[] = {choices...};
+    int choice = 0;
+    MO_RETURN_IF_INVALID(Enum::Read(get, op, name, &choice, 0, choices...));
+    *out = static_cast<Value>(IndexIn(table, all[choice]));
+    return checks::Ok();
+  }
+  template <typename F, size_t K, typename... Choices>
+  static void Visit(F& f, const char* name, Value value, const char* const (&table)[K], int, Choices...) {
+    f(name, table[value]);
+  }
+
+ private:
+  // The index of `text` among `names` (Valid: it is there).
+  template <typename... Names>
+  static int ChoiceOf(const char* text, Names... names) {
+    const char* const all[] = {names...};
+    int i = 0;
+    while (!SameText(all[i], text)) ++i;
+    return i;
+  }
+  template <size_t K>
+  static int IndexIn(const char* const (&table)[K], const char* text) {
+    int i = 0;
+    while (!SameText(table[i], text)) ++i;
+    return i;
   }
 };
 

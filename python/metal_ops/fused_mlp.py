@@ -1,7 +1,7 @@
-"""A fully fused multilayer perceptron (ops/fused_mlp_op.cc; tiny-cuda-nn's idea).
+"""A fully fused multilayer perceptron (kernels/fused_mlp/fused_mlp_op.cc; tiny-cuda-nn's idea).
 
 The formulas of the activations are kernels/common/activations.h; the checks
-kernels/fused_mlp/fused_mlp_spec.h. docs/FUSED_MLP.md describes the kernels.
+kernels/fused_mlp/fused_mlp.h. docs/FUSED_MLP.md describes the kernels.
 """
 import keras
 import tensorflow as tf
@@ -13,7 +13,7 @@ from metal_ops.trunc_exp import trunc_exp
 __all__ = ["HIDDEN_ACTIVATIONS", "OUTPUT_ACTIVATIONS", "fused_activation", "fused_mlp"]
 
 # The names the op fuses: the values of its enum attributes 'activation' and
-# 'output_activation' (ops/fused_mlp_op.cc), which refuse any other name.
+# 'output_activation' (kernels/fused_mlp/fused_mlp_op.cc), which refuse any other name.
 HIDDEN_ACTIVATIONS = ("none", "relu", "leaky_relu", "sigmoid", "softplus")
 OUTPUT_ACTIVATIONS = HIDDEN_ACTIVATIONS + ("trunc_exp",)
 

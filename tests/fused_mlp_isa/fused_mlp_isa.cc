@@ -1,9 +1,10 @@
-// kernels/fused_mlp/fused_mlp_cpu.h behind a C ABI, so that tests/test_fused_mlp.py
+// kernels/fused_mlp/fused_mlp.h's CPU bodies behind a C ABI, so that tests/test_fused_mlp.py
 // can build it for each instruction set (AVX-512, AVX2, the scalar fallback)
 // and check every path against NumPy, whatever the library itself was built for.
 #include <cstdint>
 
-#include "kernels/fused_mlp/fused_mlp_cpu.h"
+#define MO_CPU_BODIES  // fused_mlp.h's CPU bodies
+#include "kernels/fused_mlp/fused_mlp.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // A static executable around tests/fused_mlp_isa/fused_mlp_isa.cc (the
-// TF-free FusedMLP core, kernels/fused_mlp/fused_mlp_cpu.h), for instruction sets
+// TF-free FusedMLP core, kernels/fused_mlp/fused_mlp.h's CPU bodies), for instruction sets
 // this machine cannot load into Python: tests/test_neon_qemu.py cross-compiles
 // it for aarch64 (the NEON path of kernels/cpu/simd.h) and runs it under
 // qemu-aarch64.

@@ -1,16 +1,12 @@
-// The CPU functor of MetalOpsFusedMLP / MetalOpsFusedMLPGrad, run by the
-// TensorFlow kernels (kernels/fused_mlp/fused_mlp_kernels.cc, kernel class
-// kernels/fused_mlp/fused_mlp_kernel.h) and the XLA host handler
-// (kernels/fused_mlp/fused_mlp_xla.cc): kernels/fused_mlp/fused_mlp_cpu.h's blocks over
-// the context's pool. float32 only on the CPU. The op's Metal plans
-// (kernels/fused_mlp/fused_mlp_plan.h) run where kernels/cpu/metal_offload.h
-// sends the call; outputs the graph does not consume are temporaries there
-// (the shaders write them).
-#ifndef MO_KERNELS_FUSED_MLP_FUSED_MLP_FUNCTOR_H_
-#define MO_KERNELS_FUSED_MLP_FUSED_MLP_FUNCTOR_H_
-
-#include "kernels/fused_mlp/fused_mlp_cpu.h"  // first: it includes the intrinsics headers (simd.h)
-#include "kernels/framework/tf_eigen.h"  // next: silences a warning in TensorFlow's headers
+// FusedMLP on the CPU: the TensorFlow kernels of MetalOpsFusedMLP /
+// MetalOpsFusedMLPGrad (fused_mlp.h's kernel classes over the CPU functor
+// below) and XLA's host handlers of the same functor, for the calls
+// fused_mlp_xla.cc emits. The functor runs the CPU bodies of fused_mlp.h
+// (MO_CPU_BODIES) over the context's pool, float32 only; the op's Metal plans
+// (fused_mlp_metal.cc) run where kernels/cpu/metal_offload.h sends the call;
+// outputs the graph does not consume are temporaries there (the shaders write
+// them).
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <cstdint>
 #include <functional>
@@ -18,13 +14,19 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/fused_mlp/fused_mlp.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
-#include "kernels/fused_mlp/fused_mlp_kernel.h"
-#include "kernels/fused_mlp/fused_mlp_plan.h"
-#include "kernels/fused_mlp/fused_mlp_spec.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
+#include "kernels/framework/register_kernels.h"
+#include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA; kernels/xla/xla_ffi.h where it is 1
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/errors.h"
+
+#define MO_CPU_BODIES  // fused_mlp.h's CPU bodies
+#define MO_TF_KERNEL   // fused_mlp.h's kernel classes (their headers are above)
+#include "kernels/fused_mlp/fused_mlp.h"
 
 namespace mo {
 namespace fused_mlp_cpu {
@@ -172,8 +174,66 @@ struct FusedMlpFunctor<Eigen::ThreadPoolDevice, T> {
   }
 };
 
-// float16 is registered so that it fails with a message saying where it runs.
-
 }  // namespace mo
 
-#endif  // MO_KERNELS_FUSED_MLP_FUSED_MLP_FUNCTOR_H_
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, float);
+MO_REGISTER_CPU_WITH_GRAD("MetalOpsFusedMLP", FusedMlp, Eigen::half);  // fails saying where float16 runs
+
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::fused_mlp::Attrs);
+
+// XLA's host handlers of the same functor, for the calls fused_mlp_xla.cc emits.
+namespace mo::xla_kernels {
+namespace {
+
+ffi::Error Forward(ffi::RemainingArgs args, ffi::RemainingRets rets, fused_mlp::Attrs attrs) {
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpForwardOf(args, rets, attrs, &c);
+  if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
+  return xla_ffi::ForType<float, Eigen::half>(in[0].element_type(), "FusedMLP", [&](auto type) {
+    using T = decltype(type);
+    FusedMlpForwardArgs<T> a{static_cast<int64_t>(in[0].dimensions()[0]), Data<T>(in[0]), {}, {}, Data<T>(c.out[0]),
+                             Data<T>(c.out[1])};
+    for (int l = 0; l < c.num; ++l) {
+      a.kernels.push_back(Data<T>(in[1 + l]));
+      a.biases.push_back(Data<T>(in[1 + c.num + l]));
+    }
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Forward(HostContext(), c.net, c.attrs, a));
+  });
+}
+
+ffi::Error Backward(ffi::RemainingArgs args, ffi::RemainingRets rets, fused_mlp::Attrs attrs) {
+  xla_ffi::FusedMlpCall c;
+  ffi::Error error = xla_ffi::FusedMlpBackwardOf(args, rets, attrs, &c);
+  if (error.failure()) return error;
+  const std::vector<ffi::AnyBuffer>& in = c.in;
+  const int num = c.num;
+  return xla_ffi::ForType<float, Eigen::half>(in[1].element_type(), "FusedMLPGrad", [&](auto type) {
+    using T = decltype(type);
+    FusedMlpBackwardArgs<T> a{static_cast<int64_t>(in[1].dimensions()[0]),
+                              Data<T>(in[0]),
+                              Data<T>(in[1]),
+                              Data<T>(in[2 + num]),
+                              Data<T>(in[3 + num]),
+                              {},
+                              Data<T>(c.out[0]),
+                              {},
+                              {}};
+    for (int l = 0; l < num; ++l) {
+      a.kernels.push_back(Data<T>(in[2 + l]));
+      a.grad_kernels.push_back(Data<T>(c.out[1 + l]));
+      a.grad_biases.push_back(Data<T>(c.out[1 + num + l]));
+    }
+    return xla_ffi::ToError(FusedMlpFunctor<Eigen::ThreadPoolDevice, T>::Backward(HostContext(), c.net, c.attrs, a));
+  });
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLP", "Host", Forward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsFusedMLPGrad", "Host", Backward, xla_ffi::BindFusedMlp(ffi::Ffi::Bind()));
+
+}  // namespace
+}  // namespace mo::xla_kernels
+#endif  // MO_XLA

@@ -4,7 +4,7 @@
 // host arrays of device addresses (0 = not wanted), one per matrix. Entry
 // points return 0, or 1 with the failed call's message in
 // metal_ops_fused_mlp_last_error().
-#include "kernels/fused_mlp/fused_mlp_cuda.h"
+#include "kernels/fused_mlp/fused_mlp.h"
 #include "kernels/cuda/last_error.h"
 
 namespace {

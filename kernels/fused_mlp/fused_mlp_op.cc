@@ -1,13 +1,13 @@
-// FusedMLP (tiny-cuda-nn's fully fused MLP for TensorFlow): op definitions.
-//
-// Checks: kernels/fused_mlp/fused_mlp_spec.h. Kernels: kernels/fused_mlp/fused_mlp_kernels.cc.
-// Python: python/metal_ops/fused_mlp.py. Design: docs/FUSED_MLP.md.
+// FusedMLP (tiny-cuda-nn's fully fused MLP for TensorFlow): op definitions,
+// their attributes from the op's declaration (kernels/fused_mlp/fused_mlp.h
+// MO_FUSED_MLP_ATTRS), their shape functions over its checks. Wrapper +
+// gradient: python/metal_ops/fused_mlp.py. Design: docs/FUSED_MLP.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <vector>
 
+#include "kernels/fused_mlp/fused_mlp.h"
 #include "kernels/spec/checks_tf.h"
-#include "kernels/fused_mlp/fused_mlp_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -20,10 +20,9 @@ using ::tensorflow::shape_inference::ShapeHandle;
 // Output shapes from the last kernel's columns and the first's (the width);
 // the full checks run in the kernels, where every shape is known.
 Status FusedMlpShape(InferenceContext* c) {
-  int num = 0;
-  TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
   mo::fused_mlp::Attrs attrs;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
+  const int num = static_cast<int>(attrs.N);
   ShapeHandle x, first, last;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &first));
@@ -50,14 +49,6 @@ Status FusedMlpShape(InferenceContext* c) {
   return Status();
 }
 
-// The activations FusedMLP fuses, by their names in kernels/common/activations.h
-// (kernels/fused_mlp/fused_mlp_spec.h parses them): enum attributes, so TensorFlow
-// refuses any other name when a node is made. A graph stores an enum attribute
-// as a string: graphs saved when these were string attributes load unchanged.
-constexpr char kActivationAttr[] = "activation: {'none', 'relu', 'leaky_relu', 'sigmoid', 'softplus'} = 'relu'";
-constexpr char kOutputActivationAttr[] =
-    "output_activation: {'none', 'relu', 'leaky_relu', 'sigmoid', 'softplus', 'trunc_exp'} = 'none'";
-
 }  // namespace
 
 REGISTER_OP("MetalOpsFusedMLP")
@@ -66,11 +57,8 @@ REGISTER_OP("MetalOpsFusedMLP")
     .Input("biases: N * T")
     .Output("y: T")
     .Output("hidden: T")
-    .Attr("N: int >= 1")
+    MO_OP_ATTRS(MO_FUSED_MLP_ATTRS)
     .Attr("T: {float, half}")
-    .Attr(kActivationAttr)
-    .Attr(kOutputActivationAttr)
-    .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn(FusedMlpShape)
     .Doc(R"doc(
 A multilayer perceptron in one op: y = f_out(h_L W_L + b_L), h_l = f(h_{l-1} W_l + b_l),
@@ -89,16 +77,12 @@ REGISTER_OP("MetalOpsFusedMLPGrad")
     .Output("grad_x: T")
     .Output("grad_kernels: N * T")
     .Output("grad_biases: N * T")
-    .Attr("N: int >= 1")
+    MO_OP_ATTRS(MO_FUSED_MLP_ATTRS)
     .Attr("T: {float, half}")
-    .Attr(kActivationAttr)
-    .Attr(kOutputActivationAttr)
-    .Attr("leaky_relu_alpha: float = 0.2")
     .SetShapeFn([](InferenceContext* c) {
       mo::fused_mlp::Attrs attrs;
       TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &attrs));
-      int num = 0;
-      TF_RETURN_IF_ERROR(c->GetAttr("N", &num));
+      const int num = static_cast<int>(attrs.N);
       c->set_output(0, c->input(1));
       for (int l = 0; l < num; ++l) {
         c->set_output(1 + l, c->input(2 + l));
