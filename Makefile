@@ -127,10 +127,8 @@ endif
 # op's folder kernels/<op>/ holds its files for every backend, told apart by
 # their endings; the shared folders (kernels/common, cpu, cuda, metal,
 # metal_plan, xla, ...) hold what several ops use, under the same endings.
-# An op folder with <op>_op.cc has the op shape of docs/ADDING_AN_OP.md
-# (<op>_cpu.cc, <op>.cu.cc, <op>_cuda.cc, <op>_metal.cc, <op>_xla.cc); the
-# others keep their REGISTER_OP in ops/ and the endings below
-# (<op>_kernels.cc, <op>_gpu.cc, <op>_xla_gpu.cc, <op>_plan.cc).
+# An op folder has the op shape of docs/ADDING_AN_OP.md (<op>_op.cc,
+# <op>_cpu.cc, <op>.cu.cc, <op>_cuda.cc, <op>_metal.cc, <op>_xla.cc).
 KERNEL_SRCS := $(wildcard kernels/*/*.cc)
 OP_FOLDERS := $(dir $(filter kernels/%_op.cc,$(KERNEL_SRCS)))
 # The CUDA sources (nvcc): launchers and their kernels, and the harness entry
@@ -148,7 +146,7 @@ CUDA_TF_SRCS := $(filter %_cuda.cc,$(KERNEL_SRCS)) $(filter-out %_xla_gpu.cc %.c
 # offload and the MSL shim run too, with its glue under __APPLE__.
 OP_METAL_SRCS := $(filter $(addsuffix %_metal.cc,$(OP_FOLDERS)),$(KERNEL_SRCS))
 METAL_CC_SRCS := $(filter-out $(OP_METAL_SRCS),$(filter %_metal.cc kernels/metal/%.cc,$(KERNEL_SRCS)))
-OP_SRCS := $(wildcard ops/*.cc) $(filter kernels/%_op.cc,$(KERNEL_SRCS))
+OP_SRCS := $(filter kernels/%_op.cc,$(KERNEL_SRCS))
 CC_SRCS := $(OP_SRCS) $(filter-out %.cu.cc %_gpu.cc %_cuda.cc %_xla.cc %_op.cc $(METAL_CC_SRCS),$(KERNEL_SRCS))
 # XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels) join the op
 # library, and <op>_kernels.cc its host handlers (MO_XLA=1, kernels/xla/xla_host.h);
@@ -244,7 +242,7 @@ ifneq ($(ISA_COMMON),)
 	$(CXX) $(COMMON_CXXFLAGS) -c $< -o $@
 endif
 
-# Units: the op definitions (ops/*.cc, kernels/<op>/<op>_op.cc) and the XLA op kernels (<op>_xla.cc)
+# Units: the op definitions (kernels/<op>/<op>_op.cc) and the XLA op kernels (<op>_xla.cc)
 # each compile as one translation unit, a generated file that includes them
 # all. Every op definition includes TensorFlow's op registry and shape
 # inference (about 6 s of g++ a file), every XLA kernel tf2xla's op kernel and

@@ -1,5 +1,5 @@
 """Checks a built op library: it loads in this TensorFlow, registers every op
-that ops/*.cc declares, and ZeroOut computes the right values.
+that kernels/*/*_op.cc declares, and ZeroOut computes the right values.
 
     python tools/check/check_op_library.py build/bazel-bin/_metal_ops.so [--plugin build/bazel-bin/_metal_ops_grappler.so]
 
@@ -22,10 +22,10 @@ _REGISTER_OP = re.compile(r'REGISTER_OP\(\s*"([A-Za-z0-9_]+)"\s*\)')
 
 
 def declared_ops(root=ROOT):
-    """Op names registered with a literal REGISTER_OP("Name") in ops/*.cc and
-    the op folders' kernels/<op>/<op>_op.cc."""
+    """Op names registered with a literal REGISTER_OP("Name") in the op
+    folders' kernels/<op>/<op>_op.cc."""
     names = set()
-    paths = glob.glob(os.path.join(root, "ops", "*.cc")) + glob.glob(os.path.join(root, "kernels", "*", "*_op.cc"))
+    paths = glob.glob(os.path.join(root, "kernels", "*", "*_op.cc"))
     for path in sorted(paths):
         with open(path, encoding="utf-8") as f:
             names.update(_REGISTER_OP.findall(f.read()))
