@@ -123,7 +123,7 @@ class Renamer:
 def check_name(root, name):
     if not re.fullmatch(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*", name) or keyword.iskeyword(name):
         raise SystemExit(f"new_op.py: NAME must be a snake_case identifier such as soft_clip, got {name!r}")
-    taken = [p for p in (f"kernels/{name}", f"ops/{name}_op.cc", f"python/metal_ops/{name}.py",
+    taken = [p for p in (f"kernels/{name}", f"python/metal_ops/{name}.py",
                          f"docs/{name.upper()}.md") if os.path.exists(os.path.join(root, p))]
     if taken:
         raise SystemExit(f"new_op.py: the op {name!r} exists already ({', '.join(taken)})")
