@@ -101,6 +101,59 @@ def test_too_old_message_names_library_and_versions(shim):
     assert "/CPU:0" in text
 
 
+# The files that register Metal kernels (kernels/<op>/<op>_metal.cc), as the
+# registration call's __FILE__ names them: relative to the root (the
+# Makefile's) or absolute.
+def _registering():
+    paths = glob.glob(os.path.join(ROOT, "kernels", "*", "*_metal.cc"))
+    return sorted(os.path.relpath(p, ROOT) for p in paths if re.search(r"mo::metal::Register\w*[<(]", _code(p)))
+
+
+def _languages():
+    """Each shader library's language line, as embed_metal.py reads it: "name:major.minor;..."."""
+    entries = []
+    for path in METAL_SOURCES:
+        name = os.path.basename(path)[:-len(".metal")]
+        with open(path, encoding="utf-8") as f:
+            major, minor = embed_metal.msl_version(f.read(), name)
+        entries.append(f"{name}:{major}.{minor}")
+    return ";".join(entries)
+
+
+@pytest.mark.parametrize("metal3", [0, 1])
+def test_kernels_needing_a_newer_language_are_left_off_the_gpu_device(shim, metal3):
+    """On tensorflow-metal, a kernel whose shader library needs a language the
+    GPU does not offer is not registered for the GPU device, so TensorFlow
+    places its op on the CPU: without MSL 3.0 those of hash_encode and
+    robust_loss (atomic_float), with it none."""
+    shim.shim_gpu_registration_refusal.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                                   ctypes.c_int]
+    languages = _languages()
+    assert "hash_encode:3.0" in languages and "trunc_exp:2.4" in languages, languages
+    refused, registering = {}, _registering()
+    for path in registering + [os.path.join(ROOT, p) for p in registering]:
+        out = ctypes.create_string_buffer(1024)
+        shim.shim_gpu_registration_refusal(path.encode(), metal3, languages.encode(), out, len(out))
+        if out.value:
+            refused[os.path.basename(os.path.dirname(path))] = out.value.decode()
+    assert len(registering) >= 11 and "kernels/fused_conv2d/fused_conv2d_metal.cc" in registering, registering
+    assert set(refused) == (set() if metal3 else {"hash_encode", "robust_loss"}), refused
+    for library, why in refused.items():
+        assert why.startswith(f"the Metal kernels of '{library}' need Metal Shading Language 3.0, which this GPU "
+                              "does not offer"), why
+
+
+def test_one_line_names_the_ops_left_to_the_cpu_and_why(shim):
+    shim.shim_left_to_cpu_message.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    out = ctypes.create_string_buffer(1024)
+    shim.shim_left_to_cpu_message(b"HashEncode|needs A;HashEncode|needs A;HashEncodeGrad|needs A;RobustLoss|needs B",
+                                  out, len(out))
+    assert out.value.decode() == ("metal_ops: ops not registered for tensorflow-metal's GPU (TensorFlow runs them on "
+                                  "the CPU): HashEncode, HashEncodeGrad: needs A; RobustLoss: needs B")
+    shim.shim_left_to_cpu_message(b"", out, len(out))
+    assert out.value == b""
+
+
 @pytest.mark.parametrize("threads,width,groups", [
     (0, 256, 1), (1, 256, 1), (256, 256, 1), (257, 256, 2), (1000, 32, 32),
     (2**40, 256, 2**20), (5, 0, 1)])

@@ -190,3 +190,28 @@ def test_the_language_gate_and_one_librarys_compile_failure_leave_the_other_ops_
     assert len(warnings) == 2, warnings
     assert "MetalOpsTruncExp (node" in warnings[0] and "compiling the Metal shaders of 'trunc_exp' failed" in warnings[0]
     assert "MetalOpsRobustLoss (node" in warnings[1] and "MTLGPUFamilyMetal3" in warnings[1], warnings
+
+
+NO_DEVICE = """
+import numpy as np, metal_ops
+from metal_ops import metal_path
+x = np.linspace(-3, 3, 5000).astype(np.float32)
+errs = [float(np.max(np.abs(metal_ops.trunc_exp(x).numpy() - np.exp(x)) / np.exp(x))) for _ in range(2)]
+name, reason = metal_path.active_metal_path()
+print(max(errs) < 1e-6, metal_path.metal_runs()[0], metal_path.metal_fallbacks(), name)
+print(reason)
+"""
+
+
+@pytest.mark.parametrize("route", ["shim", "shim-stream"])
+def test_no_metal_device_leaves_the_ops_on_the_cpu_with_one_message(model, route):
+    """MTLCreateSystemDefaultDevice gives none in a virtual machine or a
+    session without the GPU: the ops compute on the CPU (no error, no crash),
+    the path says why, and one warning says it once however many calls."""
+    out = run_child(NO_DEVICE, METAL_OPS_METAL=route, METAL_OPS_MODEL_FAULTS="nil_device")
+    assert out.returncode == 0, out.stderr[-3000:]
+    counts, reason = out.stdout.strip().splitlines()[-2:]
+    assert counts == "True 0 0 cpu", out.stdout
+    assert "no Metal device: MTLCreateSystemDefaultDevice" in reason, reason
+    warnings = [line for line in out.stderr.splitlines() if "no Metal device" in line]
+    assert len(warnings) == 1 and "the ops compute on the CPU" in warnings[0], warnings

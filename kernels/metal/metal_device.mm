@@ -161,7 +161,7 @@ class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
   using Holder::Holder;
   mtl::Limits GetLimits() override {
     return {object_.maxBufferLength, object_.maxThreadgroupMemoryLength, static_cast<uint64_t>(getpagesize()),
-            static_cast<bool>([object_ supportsFamily:MTLGPUFamilyApple7])};
+            static_cast<bool>([object_ supportsFamily:MTLGPUFamilyApple7]), Metal3()};
   }
   std::unique_ptr<mtl::Buffer> NewBufferNoCopy(void* data, uint64_t length) override {
     return Wrap([object_ newBufferWithBytesNoCopy:data length:length options:MTLResourceStorageModeShared deallocator:nil]);
@@ -179,7 +179,7 @@ class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
     id<MTLDevice> device = object_;
     return pipelines_.Get(
         library, function,
-        MslVersionForDevice([object_ supportsFamily:static_cast<MTLGPUFamily>(kMtlGpuFamilyMetal3)]),
+        MslVersionForDevice(Metal3()),
         [device](const EmbeddedMetalSource& source, std::string* e) { return CompileLibrary(device, source, e); },
         [device](id<MTLLibrary> lib, const std::string& f, std::string* e) { return BuildPipeline(device, lib, f, e); },
         error);
@@ -190,6 +190,7 @@ class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
   }
 
  private:
+  bool Metal3() { return [object_ supportsFamily:static_cast<MTLGPUFamily>(kMtlGpuFamilyMetal3)]; }
   PipelineCache<id<MTLLibrary>> pipelines_;
 };
 
@@ -249,20 +250,10 @@ id<MTLCommandBuffer> MetalCommandBufferOf(mtl::CommandBuffer& command_buffer) {
 
 namespace metal_plan {
 
-// The system's GPU (MTLCreateSystemDefaultDevice, which gives none in a
-// process that does not link CoreGraphics; then the first of
-// MTLCopyAllDevices) and its queue, made once for the process.
-const Executor* OwnQueueExecutor(std::string* why_not) {
-  static const Executor* own = [] {
-    id<MTLDevice> device = MTLCreateSystemDefaultDevice();
-    if (device == nil) device = MTLCopyAllDevices().firstObject;
-    if (device == nil) return static_cast<Executor*>(nullptr);
-    mtl::Device* gpu = metal::DeviceFor(device);
-    mtl::CommandQueue* queue = gpu->NewCommandQueue().release();
-    return queue == nullptr ? nullptr : new Executor{"own-queue", gpu, queue, nullptr};
-  }();
-  if (own == nullptr) *why_not = "this Mac has no Metal GPU (MTLCreateSystemDefaultDevice and MTLCopyAllDevices gave none)";
-  return own;
+mtl::Device* SystemDevice() {
+  id<MTLDevice> device = MTLCreateSystemDefaultDevice();
+  if (device == nil) device = MTLCopyAllDevices().firstObject;
+  return device == nil ? nullptr : metal::DeviceFor(device);
 }
 
 // tensorflow-metal's stream class (read from its 1.2.0 binary): present when

@@ -4,10 +4,13 @@
 #include "kernels/metal/metal_kernel.h"
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
+#include "kernels/metal/embedded_sources.h"
 #include "kernels/metal/metal_device.h"
 #include "kernels/metal/metal_rules.h"
+#include "kernels/metal_plan/executor.h"
 
 namespace mo {
 namespace metal {
@@ -244,8 +247,31 @@ bool AttrReader::Get(const char* name, std::string* value) {
 
 // ---- registration and small helpers --------------------------------------------------
 
+namespace {
+// The language version of the GPU that tensorflow-metal's device runs on:
+// the system's GPU's answer to supportsFamily:MTLGPUFamilyMetal3, asked once.
+// nullptr where there is nothing to ask (tensorflow-metal is not loaded: no
+// GPU device runs these kernels; no Metal device: none is made).
+const MslVersion* GpuLanguage() {
+  static const std::optional<MslVersion> version = []() -> std::optional<MslVersion> {
+    mtl::Device* gpu = metal_plan::TensorflowMetalLoaded() ? metal_plan::SystemDevice() : nullptr;
+    if (gpu == nullptr) return std::nullopt;
+    return MslVersionForDevice(gpu->GetLimits().metal3);
+  }();
+  return version.has_value() ? &*version : nullptr;
+}
+}  // namespace
+
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
-                    void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*)) {
+                    void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*), const char* file) {
+  const MslVersion* language = GpuLanguage();
+  const std::string refusal = language == nullptr ? std::string()
+                                                  : GpuRegistrationRefusal(file, *language, kEmbeddedMetalSources,
+                                                                           kNumEmbeddedMetalSources);
+  if (!refusal.empty()) {
+    metal_plan::LeaveToCpu(op, refusal);
+    return true;
+  }
   TF_Status* status = TF_NewStatus();
   TF_KernelBuilder* builder = TF_NewKernelBuilder(op, "GPU", create, compute, destroy);
   if (type != kNoTypeConstraint) TF_KernelBuilder_TypeConstraint(builder, "T", type, status);
@@ -265,11 +291,12 @@ void DeleteNothing(void*) {}
 }  // namespace
 
 bool RegisterStateless(const char* op, void (*forward)(void*, TF_OpKernelContext*), const char* grad_op,
-                       void (*backward)(void*, TF_OpKernelContext*), std::initializer_list<TF_DataType> types) {
+                       void (*backward)(void*, TF_OpKernelContext*), std::initializer_list<TF_DataType> types,
+                       const char* file) {
   bool ok = true;
   for (TF_DataType type : types) {
-    ok = RegisterKernel(op, type, &CreateNothing, forward, &DeleteNothing) && ok;
-    ok = RegisterKernel(grad_op, type, &CreateNothing, backward, &DeleteNothing) && ok;
+    ok = RegisterKernel(op, type, &CreateNothing, forward, &DeleteNothing, file) && ok;
+    ok = RegisterKernel(grad_op, type, &CreateNothing, backward, &DeleteNothing, file) && ok;
   }
   return ok;
 }

@@ -194,19 +194,25 @@ void DeleteAttrs(void* attrs) {
 }
 
 // Registers `compute` for `op` on the Metal device ("GPU"), constrained to
-// `type` for the attribute "T" unless `type` is kNoTypeConstraint.
+// `type` for the attribute "T" unless `type` is kNoTypeConstraint. `file`
+// (the caller's source file, kernels/<op>/<op>_metal.cc) names the kernel's
+// shader library: where tensorflow-metal's GPU does not offer the language it
+// needs, the kernel is left off the GPU device (metal_rules.h
+// GpuRegistrationRefusal) and TensorFlow places the op on the CPU; one log
+// line names the ops left there and why (executor.h LeaveToCpu).
 constexpr TF_DataType kNoTypeConstraint = static_cast<TF_DataType>(0);
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
-                    void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*));
+                    void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*),
+                    const char* file = __builtin_FILE());
 
 // Registers `compute` for `op` for each of `types`, with the op's attributes
 // as the kernel's state (CreateWithAttrs<Attrs, args...>, DeleteAttrs<Attrs>).
 template <typename Attrs, auto... args>
 bool RegisterWithAttrs(const char* op, std::initializer_list<TF_DataType> types,
-                       void (*compute)(void*, TF_OpKernelContext*)) {
+                       void (*compute)(void*, TF_OpKernelContext*), const char* file = __builtin_FILE()) {
   bool ok = true;
   for (TF_DataType type : types) {
-    ok = RegisterKernel(op, type, &CreateWithAttrs<Attrs, args...>, compute, &DeleteAttrs<Attrs>) && ok;
+    ok = RegisterKernel(op, type, &CreateWithAttrs<Attrs, args...>, compute, &DeleteAttrs<Attrs>, file) && ok;
   }
   return ok;
 }
@@ -214,7 +220,8 @@ bool RegisterWithAttrs(const char* op, std::initializer_list<TF_DataType> types,
 // For ops whose kernels keep no state: `forward` for `op` and `backward` for
 // `grad_op`, each for every one of `types`.
 bool RegisterStateless(const char* op, void (*forward)(void*, TF_OpKernelContext*), const char* grad_op,
-                       void (*backward)(void*, TF_OpKernelContext*), std::initializer_list<TF_DataType> types);
+                       void (*backward)(void*, TF_OpKernelContext*), std::initializer_list<TF_DataType> types,
+                       const char* file = __builtin_FILE());
 
 std::vector<int64_t> DimsOf(TF_Tensor* tensor);
 // The plan's element type of a registered dtype (float32 for anything but

@@ -6,12 +6,15 @@
 #ifndef MO_KERNELS_METAL_METAL_RULES_H_
 #define MO_KERNELS_METAL_METAL_RULES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/metal/embedded_sources.h"
 #include "kernels/metal_plan/dispatch_rules.h"
 
 namespace mo {
@@ -57,11 +60,44 @@ inline std::string MslVersionString(MslVersion v) {
   return std::to_string(v.major) + "." + std::to_string(v.minor);
 }
 
+// Why a GPU does not compile `library`'s shaders, which need `need`.
+inline std::string MslTooOldReason(const std::string& library, MslVersion need) {
+  return "the Metal kernels of '" + library + "' need Metal Shading Language " + MslVersionString(need) +
+         ", which this GPU does not offer (it is not of MTLGPUFamilyMetal3: an Apple-silicon GPU on macOS 13 or "
+         "newer is)";
+}
+
 // The error a kernel reports when its shaders need a language version the device does not offer.
 inline std::string MslTooOldMessage(const std::string& library, MslVersion need) {
-  return "metal_ops: the Metal kernels of '" + library + "' need Metal Shading Language " + MslVersionString(need) +
-         ", which this GPU does not offer (it is not of MTLGPUFamilyMetal3: an Apple-silicon GPU on macOS 13 or "
-         "newer is). Update macOS, or run these ops on the CPU with tf.device('/CPU:0').";
+  return "metal_ops: " + MslTooOldReason(library, need) +
+         ". Update macOS, or run these ops on the CPU with tf.device('/CPU:0').";
+}
+
+// The embedded shader library of the Metal kernels registered from source
+// file `file` (the registration call's __FILE__): its op folder's name, as
+// kernels/<op>/<op>_metal.cc uses kernels/<op>/<op>.metal.
+inline std::string LibraryOfRegistration(const std::string& file) {
+  const size_t slash = file.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return "";
+  const size_t before = file.find_last_of('/', slash - 1);
+  const size_t start = before == std::string::npos ? 0 : before + 1;
+  return file.substr(start, slash - start);
+}
+
+// Whether the kernels registered from `file` go on tensorflow-metal's GPU
+// device, whose GPU offers `available` (MslVersionForDevice): "" when they
+// do, else why not (MslTooOldReason): their library among `sources` asks for
+// a newer language. A kernel left off the GPU device has no GPU kernel, so
+// TensorFlow places its op on the CPU, whose kernel computes it. Kernels
+// without a library of their own (MPSGraph's) always go on.
+inline std::string GpuRegistrationRefusal(const std::string& file, MslVersion available,
+                                          const EmbeddedMetalSource* sources, size_t num_sources) {
+  const std::string library = LibraryOfRegistration(file);
+  for (size_t i = 0; i < num_sources; ++i) {
+    const MslVersion need = {sources[i].msl_major, sources[i].msl_minor};
+    if (library == sources[i].library && !MslAtLeast(available, need)) return MslTooOldReason(library, need);
+  }
+  return "";
 }
 
 // The byte count a blit fill of a tensor of `bytes` covers in its MTLBuffer of

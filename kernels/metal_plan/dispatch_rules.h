@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mo {
@@ -98,6 +99,26 @@ inline std::string GpuErrorMessage(const std::string& op, const std::vector<std:
          (names.empty() ? std::string("none") : names) + "; the op waited for it (" + kGpuSyncVariable +
          "=1, or an op that reads its result on the CPU), so the fault is in this op or in work TensorFlow "
          "encoded before it on the same command buffer): status " + status + ": " + error;
+}
+
+// The one log line naming the ops left off the GPU device and why, from
+// (op, why) pairs (kernels/metal/metal_rules.h GpuRegistrationRefusal) in registration order (an op once per
+// reason however many types it registers); "" for none.
+inline std::string LeftToCpuMessage(const std::vector<std::pair<std::string, std::string>>& left) {
+  std::vector<std::pair<std::string, std::string>> groups;  // reason, its ops
+  for (const auto& [op, why] : left) {
+    size_t g = 0;
+    while (g < groups.size() && groups[g].first != why) ++g;
+    if (g == groups.size()) groups.push_back({why, ""});
+    const std::string listed = ", " + groups[g].second + ",";
+    if (listed.find(", " + op + ",") == std::string::npos) {
+      groups[g].second += (groups[g].second.empty() ? "" : ", ") + op;
+    }
+  }
+  std::string line;
+  for (const auto& [why, ops] : groups) line += (line.empty() ? "" : "; ") + ops + ": " + why;
+  return line.empty() ? "" : "metal_ops: ops not registered for tensorflow-metal's GPU (TensorFlow runs them on the "
+                             "CPU): " + line;
 }
 
 }  // namespace metal

@@ -4,12 +4,17 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
+
+#include "kernels/metal_plan/dispatch_rules.h"
 
 namespace mo {
 namespace metal_plan {
@@ -30,6 +35,10 @@ struct Totals {
   std::set<std::string> checked;     // "library/function" of the pipelines checked
   std::set<std::string> turned_off;  // op types
   CheckTotals checks;
+  std::map<mtl::Device*, const Executor*> own_queues;  // OwnQueueOn's, per device
+  bool warned_no_device = false;
+  std::vector<std::pair<std::string, std::string>> left_to_cpu;  // LeaveToCpu's (op, why)
+  bool warned_left_to_cpu = false;
 };
 
 std::string PipelineKey(const Pass& pass) { return pass.library + "/" + pass.function; }
@@ -59,13 +68,11 @@ const ModelHooks* Model(const std::string& value, std::string* why_not) {
   return hooks;
 }
 
-const Executor* ModelRoute(const ModelHooks* hooks, bool stream) {
-  static const Executor* own = [hooks] {
-    static std::unique_ptr<mtl::CommandQueue> queue = hooks->device->NewCommandQueue();
-    return new Executor{"shim", hooks->device, queue.get(), nullptr};
-  }();
+// The model's route: its own queue on the system device, or its stream.
+const Executor* ModelRoute(const ModelHooks* hooks, bool stream, std::string* why_not) {
   static const Executor* through_stream = new Executor{"shim-stream", hooks->device, nullptr, hooks->stream};
-  return stream ? through_stream : own;
+  const Executor* own = OwnQueueOn(hooks->system_device(), "shim", why_not);
+  return own != nullptr && stream ? through_stream : own;
 }
 
 void Copy(const std::string& text, char* out, size_t len) {
@@ -125,14 +132,15 @@ const Executor* SelectedExecutor(std::string* name, std::string* reason) {
   if (value == "shim" || value == "shim-stream") {
     const ModelHooks* hooks = Model(value, &why_not);
     const bool stream = value == "shim-stream";
-    *name = hooks != nullptr ? value : "unavailable";
-    *reason = hooks != nullptr
+    const Executor* route = hooks != nullptr ? ModelRoute(hooks, stream, &why_not) : nullptr;
+    *name = route != nullptr ? value : hooks != nullptr ? "cpu" : "unavailable";
+    *reason = route != nullptr
                   ? "METAL_OPS_METAL=" + value + ": the Metal host path (" +
                         (stream ? "tensorflow-metal's stream" : "the own queue") +
                         ") runs on the strict model of Metal, its dispatches through the MSL shim on the CPU" +
                         kNotPlanned
-                  : why_not;
-    return hooks != nullptr ? ModelRoute(hooks, stream) : nullptr;
+                  : hooks != nullptr ? "METAL_OPS_METAL=" + value + " (the model of Metal): " + why_not : why_not;
+    return route;
   }
   if (value == "1") {
     const Executor* own = OwnQueueExecutor(&why_not);
@@ -149,6 +157,14 @@ const Executor* SelectedExecutor(std::string* name, std::string* reason) {
     *name = "tensorflow-metal";
     *reason = "tensorflow-metal's GPU device is loaded: ops placed on it run their TF_MetalStream kernels; "
               "ops placed on the CPU compute there";
+    Totals& totals = GetTotals();
+    std::lock_guard<std::mutex> lock(totals.mutex);
+    const std::string left = metal::LeftToCpuMessage(totals.left_to_cpu);
+    if (!left.empty()) *reason += "; " + left;
+    if (!left.empty() && !totals.warned_left_to_cpu) {
+      totals.warned_left_to_cpu = true;
+      std::fprintf(stderr, "%s\n", left.c_str());
+    }
     return nullptr;
   }
   const Executor* own = OwnQueueExecutor(&why_not);
@@ -262,7 +278,40 @@ Cost TotalCost() {
   return totals.cost;
 }
 
-#if !defined(__APPLE__)
+const Executor* OwnQueueOn(mtl::Device* device, const char* name, std::string* why_not) {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  if (device == nullptr) {
+    *why_not = "no Metal device: MTLCreateSystemDefaultDevice and MTLCopyAllDevices gave none (a virtual machine "
+               "or a session without access to the GPU)";
+    if (CpuFallbackAllowed() && !totals.warned_no_device) {
+      totals.warned_no_device = true;
+      std::fprintf(stderr, "metal_ops: %s; the ops compute on the CPU (METAL_OPS_METAL=0 keeps them there without "
+                   "asking)\n", why_not->c_str());
+    }
+    return nullptr;
+  }
+  const Executor*& own = totals.own_queues[device];
+  if (own == nullptr) {
+    mtl::CommandQueue* queue = device->NewCommandQueue().release();
+    if (queue != nullptr) own = new Executor{name, device, queue, nullptr};
+  }
+  if (own == nullptr) *why_not = "Metal gave no command queue (newCommandQueue)";
+  return own;
+}
+
+void LeaveToCpu(const std::string& op, const std::string& why) {
+  Totals& totals = GetTotals();
+  std::lock_guard<std::mutex> lock(totals.mutex);
+  totals.left_to_cpu.push_back({op, why});
+}
+
+#if defined(__APPLE__)
+const Executor* OwnQueueExecutor(std::string* why_not) {
+  static mtl::Device* const device = SystemDevice();
+  return OwnQueueOn(device, "own-queue", why_not);
+}
+#else
 const Executor* OwnQueueExecutor(std::string* why_not) {
   *why_not = "this build has no Metal; the library's own Metal queue is part of the macOS build";
   return nullptr;

@@ -54,6 +54,8 @@ struct ModelHooks {
   // Fills the plan's written slots with NaN bytes (TensorFlow's outputs are
   // uninitialised), unless their memory overlaps another slot's.
   void (*poison_outputs)(const Plan* plan, const HostTensor* slots, int num_slots);
+  // MTLCreateSystemDefaultDevice: `device`, or nullptr under the fault nil_device.
+  mtl::Device* (*system_device)();
 };
 
 // The default's estimate, not a measurement (no Mac has run it): a command
@@ -113,7 +115,26 @@ Cost TotalCost();
 // The library's own Metal device and queue (kernels/metal/metal_device.mm on
 // macOS, nullptr elsewhere), and whether a tensorflow-metal device is loaded.
 const Executor* OwnQueueExecutor(std::string* why_not);
+// The own queue on `device`, the system's GPU (MTLCreateSystemDefaultDevice,
+// or the model's), made once per device and named `name`; nullptr with the
+// reason where there is no device (a virtual machine, a session without the
+// GPU) or Metal gives no queue. A missing device is no error: the first time,
+// unless METAL_OPS_METAL=1 asked for Metal, one warning says why the ops
+// compute on the CPU.
+const Executor* OwnQueueOn(mtl::Device* device, const char* name, std::string* why_not);
+// A kernel left off tensorflow-metal's GPU device at registration
+// (kernels/metal/metal_kernel.cc RegisterKernel): `op` and why. Where
+// tensorflow-metal's device is loaded, the path's reason names these ops, and
+// the first call of an op on the CPU logs that one line (dispatch_rules.h
+// LeftToCpuMessage): after every registration, since each op's file registers
+// its kernels in a static initializer of its own, in no set order.
+void LeaveToCpu(const std::string& op, const std::string& why);
 bool TensorflowMetalLoaded();
+// The system's GPU (kernels/metal/metal_device.mm, macOS builds):
+// MTLCreateSystemDefaultDevice (which gives none in a process that does not
+// link CoreGraphics), else the first of MTLCopyAllDevices; nullptr where Metal
+// gives none (a virtual machine, a session without access to the GPU).
+mtl::Device* SystemDevice();
 
 }  // namespace metal_plan
 }  // namespace mo

@@ -33,7 +33,7 @@ constexpr uint64_t kMaxSetBytesLength = 4096, kThreadgroupMemoryGranule = 16, kB
 
 // Bumped whenever a class below changes layout: a model library of another
 // build is refused, not misread.
-constexpr int kApiVersion = 3;
+constexpr int kApiVersion = 4;
 
 // An MTLBuffer.
 class Buffer {
@@ -114,6 +114,7 @@ struct Limits {
   uint64_t max_threadgroup_memory_length;  // .maxThreadgroupMemoryLength
   uint64_t page_size;                      // getpagesize(): 16 KiB on Apple silicon
   bool apple7;                             // supportsFamily:MTLGPUFamilyApple7 (simdgroup_matrix)
+  bool metal3;                             // supportsFamily:MTLGPUFamilyMetal3 (MSL 3.0)
 };
 
 // An MTLDevice.

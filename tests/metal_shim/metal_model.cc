@@ -23,7 +23,8 @@
 // Dispatches run the shim's kernels (shim_exec.cc) when the command buffer is
 // committed, threadgroups in a shuffled order. It counts bytes copied, no-copy
 // wraps, command buffers and waits, and injects faults named in
-// METAL_OPS_MODEL_FAULTS (comma-separated, read at each call): nil_buffer,
+// METAL_OPS_MODEL_FAULTS (comma-separated, read at each call): nil_device
+// (MTLCreateSystemDefaultDevice gives none: a virtual machine), nil_buffer,
 // nil_private (private buffers only: scratch), compile (every library fails
 // to compile), compile=LIB (the library LIB alone), no_metal3 (the device is
 // not of MTLGPUFamilyMetal3: no MSL 3.0), gpu_error, no_apple7,
@@ -77,7 +78,8 @@ constexpr uint64_t kMaxBufferLength = uint64_t(8) << 30;   // maxBufferLength of
 
 struct Faults {
   bool nil_buffer = false, nil_private = false, compile = false, gpu_error = false, no_apple7 = false, nil_encoder = false,
-       nil_command_buffer = false, no_copy = false, wrong_result = false, commit_and_continue = false, no_metal3 = false;
+       nil_command_buffer = false, no_copy = false, wrong_result = false, commit_and_continue = false, no_metal3 = false,
+       nil_device = false;
   std::string compile_library;  // compile=LIB
   uint64_t simd_width = 32;
   uint64_t max_threads = kMaxThreadsPerThreadgroup;
@@ -101,6 +103,7 @@ Faults ReadFaults() {
     if (key == "compile" && eq == std::string::npos) f.compile = true;
     if (key == "compile" && eq != std::string::npos) f.compile_library = item.substr(eq + 1);
     if (key == "no_metal3") f.no_metal3 = true;
+    if (key == "nil_device") f.nil_device = true;
     if (key == "gpu_error") f.gpu_error = true;
     if (key == "no_apple7") f.no_apple7 = true;
     if (key == "nil_encoder") f.nil_encoder = true;
@@ -532,7 +535,7 @@ class ModelDevice : public mo::mtl::Device {
  public:
   mo::mtl::Limits GetLimits() override {
     const Faults f = ReadFaults();
-    return {f.max_buffer, kMaxThreadgroupMemory, kPage, !f.no_apple7};
+    return {f.max_buffer, kMaxThreadgroupMemory, kPage, !f.no_apple7, !f.no_metal3};
   }
   std::unique_ptr<Buffer> NewBufferNoCopy(void* data, uint64_t length) override {
     const Faults f = ReadFaults();
@@ -674,12 +677,24 @@ void PoisonOutputs(const mo::metal_plan::Plan* plan, const mo::metal_plan::HostT
 }  // namespace model
 }  // namespace msl_shim
 
+namespace msl_shim {
+namespace model {
+namespace {
+ModelDevice* Gpu() {
+  static ModelDevice* gpu = new ModelDevice;
+  return gpu;
+}
+// MTLCreateSystemDefaultDevice.
+mo::mtl::Device* SystemDevice() { return ReadFaults().nil_device ? nullptr : Gpu(); }
+}  // namespace
+}  // namespace model
+}  // namespace msl_shim
+
 extern "C" const mo::metal_plan::ModelHooks* metal_ops_model_hooks() {
   using namespace msl_shim::model;  // NOLINT
-  static ModelDevice* gpu = new ModelDevice;
   static ModelStream* queue = new ModelStream;
-  static const mo::metal_plan::ModelHooks hooks = {mo::mtl::kApiVersion, gpu, queue, &Upload, &Download,
-                                                   &PoisonOutputs};
+  static const mo::metal_plan::ModelHooks hooks = {mo::mtl::kApiVersion, Gpu(), queue, &Upload, &Download,
+                                                   &PoisonOutputs, &SystemDevice};
   return &hooks;
 }
 

@@ -2,9 +2,11 @@
 // for tests/test_metal_glue.py.
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/metal/metal_rules.h"
@@ -96,6 +98,33 @@ uint64_t shim_mtl_language_version_value(int major, int minor) {
 
 uint64_t shim_threadgroup_count(uint64_t num_threads, uint64_t width) {
   return mo::metal::ThreadgroupCount(num_threads, width);
+}
+
+// GpuRegistrationRefusal of the kernels registered from `file` on a GPU
+// (metal3: it reports MTLGPUFamilyMetal3) against the sources named in
+// `libraries` ("name:major.minor;..."), into `out` ("" when they register).
+void shim_gpu_registration_refusal(const char* file, int metal3, const char* libraries, char* out, int size) {
+  const std::vector<std::string> entries = Split(libraries);
+  std::vector<std::string> names;
+  for (const std::string& entry : entries) names.push_back(entry.substr(0, entry.find(':')));
+  std::vector<mo::metal::EmbeddedMetalSource> sources;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string version = entries[i].substr(entries[i].find(':') + 1);  // "major.minor"
+    sources.push_back({names[i].c_str(), "", std::atoi(version.c_str()),
+                       std::atoi(version.substr(version.find('.') + 1).c_str())});
+  }
+  CopyOut(mo::metal::GpuRegistrationRefusal(file, mo::metal::MslVersionForDevice(metal3 != 0), sources.data(),
+                                            sources.size()),
+          out, size);
+}
+
+// LeftToCpuMessage of the (op, why) pairs in `pairs` ("op|why;..."), into `out`.
+void shim_left_to_cpu_message(const char* pairs, char* out, int size) {
+  std::vector<std::pair<std::string, std::string>> left;
+  for (const std::string& pair : Split(pairs)) {
+    left.push_back({pair.substr(0, pair.find('|')), pair.substr(pair.find('|') + 1)});
+  }
+  CopyOut(mo::metal::LeftToCpuMessage(left), out, size);
 }
 
 // Writes the too-old message into `out` (NUL-terminated, truncated to `size`).
