@@ -268,24 +268,9 @@ def test_op_shape_folders_hold_the_files_the_guide_names_and_no_other():
 
 
 def _files_of(op):
-    """The files the layout (docs/ARCHITECTURE.md) asks of an op, from what its
-    folder holds: CUDA files where it has a CUDA source, the Metal glue where
-    it has Metal files, a shim runner where it has a shader."""
-    if is_shaped(op):
-        return _shaped_files_of(op)
-    d = folder(op)
-    want = [f"ops/{op}_op.cc", f"{d}/{op}_spec.h", f"{d}/{op}_kernels.cc", f"{d}/{op}_functor.h",
-            f"python/metal_ops/{op}.py",
-            f"benchmarks/bench_{op}.py", f"docs/{op.upper()}.md"]
-    have = named(d, op)
-    if f"{op}.cu.cc" in have:
-        want += [f"{d}/{op}_kernel.h", f"{d}/{op}_cuda.h", f"{d}/{op}_gpu.cc", f"{d}/{op}_harness.cu.cc",
-                 f"tests/cuda/test_{op}_cuda.py"]
-    if any(f.endswith((".metal", "_metal.cc")) for f in have):
-        want.append(f"{d}/{op}_metal.cc")
-    if f"{op}.metal" in have:
-        want.append(f"tests/metal_shim/{op}_shim.cc")
-    return want
+    """The files the op shape (docs/ADDING_AN_OP.md) asks of an op, from what
+    its folder holds."""
+    return _shaped_files_of(op)
 
 
 def test_ops_are_found():
@@ -301,18 +286,6 @@ def test_every_file_of_an_op_is_found_by_its_name(op):
     if not any(f"(docs/{op.upper()}.md)" in line for line in readme_rows):
         missing.append(f"a README ops-table row linking docs/{op.upper()}.md")
     assert not missing, f"op {op}: missing {missing}"
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if not is_shaped(op)])
-def test_cpu_files_keep_the_cpu_rule(op):
-    """docs/ARCHITECTURE.md, "The CPU rule" (the op shape keeps the functor in
-    <op>_cpu.cc, docs/ADDING_AN_OP.md): the functor is <op>_functor.h's,
-    never the registrations' file (<op>_cpu.h's TensorFlow-free loops are
-    checked by test_architecture's tensorflow-free block)."""
-    with open(os.path.join(ROOT, folder(op), f"{op}_kernels.cc"), encoding="utf-8") as f:
-        registrations = f.read()
-    assert not re.search(r"struct\s+\w+Functor\s*<", registrations), \
-        f"{folder(op)}/{op}_kernels.cc defines a functor: it belongs in {op}_functor.h"
 
 
 # ---- the Linux wheel's levels: the sources the level does not speed up compile once ----
