@@ -30,11 +30,16 @@ void KernelCall::Fail(TF_Code code, const std::string& message) {
   if (ok()) TF_SetStatus(status_, code, message.c_str());
 }
 
-void KernelCall::FailResult(const metal_plan::Result& result) {
-  if (result.ok()) return;
+void KernelCall::Refuse(const std::string& library, const std::string& reason) {
   const TF_StringView name = TF_GetOpKernelName(ctx_);
-  Fail(result.outcome == metal_plan::Outcome::kCpu ? TF_UNIMPLEMENTED : TF_INTERNAL,
-       "metal_ops: op '" + std::string(name.data, name.len) + "': " + result.message);
+  Fail(TF_FAILED_PRECONDITION, StreamRefusalMessage(std::string(name.data, name.len), library, reason));
+}
+
+void KernelCall::FailResult(const metal_plan::Result& result, const std::string& library) {
+  if (result.ok()) return;
+  if (result.outcome == metal_plan::Outcome::kCpu) return Refuse(library, result.message);
+  const TF_StringView name = TF_GetOpKernelName(ctx_);
+  Fail(TF_INTERNAL, "metal_ops: op '" + std::string(name.data, name.len) + "': " + result.message);
 }
 
 TF_Tensor* KernelCall::Keep(TF_Tensor* tensor) {
@@ -101,7 +106,8 @@ const mtl::Pipeline* KernelCall::Pipeline(const std::string& library, const std:
   if (device == nullptr) return nullptr;
   std::string error;
   const mtl::Pipeline* pipeline = device->GetPipeline(library, function, &error);
-  if (pipeline == nullptr) Fail(TF_UNIMPLEMENTED, "metal_ops: " + function + ": " + error);
+  library_ = library;
+  if (pipeline == nullptr) Refuse(library, function + ": " + error);
   return pipeline;
 }
 
@@ -111,7 +117,7 @@ bool KernelCall::CheckThreadgroups(const mtl::Pipeline* pipeline, uint32_t threa
   const std::string misfit =
       ThreadgroupFitError(pipeline->MaxTotalThreadsPerThreadgroup(), threads, pipeline->StaticThreadgroupMemoryLength(),
                           threadgroup_bytes, device->GetLimits().max_threadgroup_memory_length);
-  if (!misfit.empty()) Fail(TF_UNIMPLEMENTED, misfit);
+  if (!misfit.empty()) Refuse(library_, misfit);
   return misfit.empty();
 }
 
@@ -153,7 +159,7 @@ void KernelCall::RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlo
   }
   if (!ok()) return;
   metal_plan::Cost cost;
-  FailResult(metal_plan::RunOnStream(*stream, *device, plan, slots, scratch, wait, &cost));
+  FailResult(metal_plan::RunOnStream(*stream, *device, plan, slots, scratch, wait, &cost), plan.passes.front().library);
 }
 
 void KernelCall::EncodeOnStream(const std::string& what,
@@ -248,26 +254,28 @@ bool AttrReader::Get(const char* name, std::string* value) {
 // ---- registration and small helpers --------------------------------------------------
 
 namespace {
-// The language version of the GPU that tensorflow-metal's device runs on:
-// the system's GPU's answer to supportsFamily:MTLGPUFamilyMetal3, asked once.
+// The answers of the GPU that tensorflow-metal's device runs on (the
+// system's GPU: supportsFamily:MTLGPUFamilyMetal3 and Apple7), asked once.
 // nullptr where there is nothing to ask (tensorflow-metal is not loaded: no
 // GPU device runs these kernels; no Metal device: none is made).
-const MslVersion* GpuLanguage() {
-  static const std::optional<MslVersion> version = []() -> std::optional<MslVersion> {
+const GpuFeatures* Gpu() {
+  static const std::optional<GpuFeatures> features = []() -> std::optional<GpuFeatures> {
     mtl::Device* gpu = metal_plan::TensorflowMetalLoaded() ? metal_plan::SystemDevice() : nullptr;
     if (gpu == nullptr) return std::nullopt;
-    return MslVersionForDevice(gpu->GetLimits().metal3);
+    const mtl::Limits limits = gpu->GetLimits();
+    return GpuFeatures{MslVersionForDevice(limits.metal3), limits.apple7};
   }();
-  return version.has_value() ? &*version : nullptr;
+  return features.has_value() ? &*features : nullptr;
 }
 }  // namespace
 
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
                     void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*), const char* file) {
-  const MslVersion* language = GpuLanguage();
-  const std::string refusal = language == nullptr ? std::string()
-                                                  : GpuRegistrationRefusal(file, *language, kEmbeddedMetalSources,
-                                                                           kNumEmbeddedMetalSources);
+  const GpuFeatures* gpu = Gpu();
+  const std::string refusal =
+      gpu == nullptr ? std::string()
+                     : GpuRegistrationRefusal(file, *gpu, TfMetalOffSetting(), kEmbeddedMetalSources,
+                                              kNumEmbeddedMetalSources);
   if (!refusal.empty()) {
     metal_plan::LeaveToCpu(op, refusal);
     return true;

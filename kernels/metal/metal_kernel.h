@@ -85,14 +85,22 @@ class KernelCall {
   // without touching the stream's queue. nullptr, failing the call, when it
   // holds none.
   mtl::Device* Device();
+  // Fails the call because this GPU cannot run the kernel of `library`
+  // (`reason`), as only the call finds out: TF_FAILED_PRECONDITION with
+  // metal_rules.h StreamRefusalMessage (the setting that places the
+  // library's ops on the CPU; what is decided as the library loads is
+  // GpuRegistrationRefusal's). docs/METAL_COMPAT.md says why the CPU kernel
+  // does not take the call over.
+  void Refuse(const std::string& library, const std::string& reason);
   // The pipeline of `function` in the embedded shader library `library` on
   // Device(), outside the stream's queue; nullptr, failing the call
-  // (TF_UNIMPLEMENTED: the CPU kernel has no such failure), when it does
-  // not compile. Take every pipeline (and make every check) before encoding.
+  // (Refuse), when it does not compile. Take every pipeline (and make every
+  // check) before encoding.
   const mtl::Pipeline* Pipeline(const std::string& library, const std::string& function);
-  // Whether `pipeline` can run threadgroups of `threads` threads with
-  // `threadgroup_bytes` of threadgroup memory on Device() (else the call
-  // fails with TF_UNIMPLEMENTED saying why: dispatch_rules.h ThreadgroupFitError).
+  // Whether `pipeline` (the last one Pipeline gave) can run threadgroups of
+  // `threads` threads with `threadgroup_bytes` of threadgroup memory on
+  // Device() (else the call is refused saying why: dispatch_rules.h
+  // ThreadgroupFitError).
   bool CheckThreadgroups(const mtl::Pipeline* pipeline, uint32_t threads, uint32_t threadgroup_bytes);
 
   // A plan's tensor slot: a tensor of the call, or a buffer of its own (SharedBuffer).
@@ -128,14 +136,16 @@ class KernelCall {
  private:
   TF_Tensor* Keep(TF_Tensor* tensor);
   std::unique_ptr<mtl::Stream> Stream();
-  // "metal_ops: op '<name>': <message>".
-  void FailResult(const metal_plan::Result& result);
+  // Refuse(library, message) for an Outcome::kCpu result (a plan of
+  // `library` this GPU cannot run), else "metal_ops: op '<name>': <message>".
+  void FailResult(const metal_plan::Result& result, const std::string& library = "");
 
   TF_OpKernelContext* ctx_;
   TF_Status* status_;
   std::vector<TF_Tensor*> tensors_;
   std::vector<std::unique_ptr<mtl::Buffer>> buffers_;
   mtl::Device* device_ = nullptr;
+  std::string library_;  // the library of the last Pipeline
 };
 
 // The TF compute callback for `F(void* kernel, KernelCall&)`.
@@ -196,10 +206,11 @@ void DeleteAttrs(void* attrs) {
 // Registers `compute` for `op` on the Metal device ("GPU"), constrained to
 // `type` for the attribute "T" unless `type` is kNoTypeConstraint. `file`
 // (the caller's source file, kernels/<op>/<op>_metal.cc) names the kernel's
-// shader library: where tensorflow-metal's GPU does not offer the language it
-// needs, the kernel is left off the GPU device (metal_rules.h
-// GpuRegistrationRefusal) and TensorFlow places the op on the CPU; one log
-// line names the ops left there and why (executor.h LeaveToCpu).
+// shader library: where tensorflow-metal's GPU does not offer the language or
+// the GPU family it needs, or METAL_OPS_TF_METAL_OFF names it, the kernel is
+// left off the GPU device (metal_rules.h GpuRegistrationRefusal) and
+// TensorFlow places the op on the CPU; one log line names the ops left there
+// and why (executor.h LeaveToCpu).
 constexpr TF_DataType kNoTypeConstraint = static_cast<TF_DataType>(0);
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
                     void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*),
