@@ -17,29 +17,28 @@ namespace metal {
 
 // ---- KernelCall ----------------------------------------------------------------------
 
-KernelCall::KernelCall(TF_OpKernelContext* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
-
 KernelCall::~KernelCall() {
-  if (!ok()) TF_OpKernelContext_Failure(ctx_, status_);
   buffers_.clear();
   for (TF_Tensor* tensor : tensors_) TF_DeleteTensor(tensor);
-  TF_DeleteStatus(status_);
 }
 
 void KernelCall::Fail(TF_Code code, const std::string& message) {
   if (ok()) TF_SetStatus(status_, code, message.c_str());
 }
 
-void KernelCall::Refuse(const std::string& library, const std::string& reason) {
+std::string KernelCall::NodeName() const {
   const TF_StringView name = TF_GetOpKernelName(ctx_);
-  Fail(TF_FAILED_PRECONDITION, StreamRefusalMessage(std::string(name.data, name.len), library, reason));
+  return std::string(name.data, name.len);
+}
+
+void KernelCall::Refuse(const std::string& library, const std::string& reason) {
+  Fail(TF_FAILED_PRECONDITION, StreamRefusalMessage(NodeName(), library, reason));
 }
 
 void KernelCall::FailResult(const metal_plan::Result& result, const std::string& library) {
   if (result.ok()) return;
   if (result.outcome == metal_plan::Outcome::kCpu) return Refuse(library, result.message);
-  const TF_StringView name = TF_GetOpKernelName(ctx_);
-  Fail(TF_INTERNAL, "metal_ops: op '" + std::string(name.data, name.len) + "': " + result.message);
+  Fail(TF_INTERNAL, "metal_ops: op '" + NodeName() + "': " + result.message);
 }
 
 TF_Tensor* KernelCall::Keep(TF_Tensor* tensor) {
@@ -162,6 +161,18 @@ void KernelCall::RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlo
   FailResult(metal_plan::RunOnStream(*stream, *device, plan, slots, scratch, wait, &cost), plan.passes.front().library);
 }
 
+void KernelCall::RunPointwise(TF_Tensor* like, const std::vector<int64_t>& dims, int64_t point_size,
+                              std::vector<PlanSlot> inputs,
+                              const std::function<metal_plan::Plan(metal_plan::Dtype, int64_t)>& plan) {
+  if (!ok()) return;
+  const TF_DataType dtype = TF_TensorType(like);
+  TF_Tensor* output = Output(0, dtype, dims);
+  const int64_t points = TF_TensorElementCount(like) / point_size;
+  if (!ok() || points == 0) return;
+  inputs.push_back(output);
+  RunPlan(plan(PlanDtype(dtype), points), inputs);
+}
+
 void KernelCall::EncodeOnStream(const std::string& what,
                                 const std::function<std::string(mtl::CommandBuffer&)>& encode) {
   std::unique_ptr<mtl::Stream> stream = Stream();
@@ -177,13 +188,6 @@ void KernelCall::EncodeOnStream(const std::string& what,
 }
 
 // ---- AttrReader ----------------------------------------------------------------------
-
-AttrReader::AttrReader(TF_OpKernelConstruction* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
-
-AttrReader::~AttrReader() {
-  if (!ok()) TF_OpKernelConstruction_Failure(ctx_, status_);
-  TF_DeleteStatus(status_);
-}
 
 bool AttrReader::Check(const checks::Result& result) {
   if (!result.ok && ok()) TF_SetStatus(status_, TF_INVALID_ARGUMENT, result.message.c_str());

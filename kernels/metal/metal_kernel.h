@@ -54,17 +54,35 @@
 namespace mo {
 namespace metal {
 
-// One Compute call: owns the status and every tensor and buffer it hands out,
-// reports the failure to TensorFlow and frees them when it goes out of scope.
-class KernelCall {
+// A TF_Status of a kernel callback's context: the first failure sticks and
+// goes to TensorFlow through `Report` (TF_OpKernelContext_Failure,
+// TF_OpKernelConstruction_Failure) when the holder goes out of scope.
+template <typename Context, void (*Report)(Context*, TF_Status*)>
+class ContextStatus {
  public:
-  explicit KernelCall(TF_OpKernelContext* ctx);
-  ~KernelCall();
-  KernelCall(const KernelCall&) = delete;
-  KernelCall& operator=(const KernelCall&) = delete;
+  explicit ContextStatus(Context* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
+  ~ContextStatus() {
+    if (!ok()) Report(ctx_, status_);
+    TF_DeleteStatus(status_);
+  }
+  ContextStatus(const ContextStatus&) = delete;
+  ContextStatus& operator=(const ContextStatus&) = delete;
 
   bool ok() const { return TF_GetCode(status_) == TF_OK; }
-  TF_OpKernelContext* context() const { return ctx_; }
+  Context* context() const { return ctx_; }
+
+ protected:
+  Context* ctx_;
+  TF_Status* status_;
+};
+
+// One Compute call: owns the status and every tensor and buffer it hands out,
+// reports the failure to TensorFlow and frees them when it goes out of scope.
+class KernelCall : public ContextStatus<TF_OpKernelContext, &TF_OpKernelContext_Failure> {
+ public:
+  using ContextStatus::ContextStatus;
+  ~KernelCall();
+
   void Fail(TF_Code code, const std::string& message);
   // One of the kernels/<op>/<op>_spec.h checks: false (the call failed with its
   // message) when it did not pass.
@@ -120,6 +138,12 @@ class KernelCall {
   void RunPlan(const metal_plan::Plan& plan, std::initializer_list<PlanSlot> slots, bool wait = false) {
     RunPlan(plan, std::vector<PlanSlot>(slots), wait);
   }
+  // An op over points of `point_size` elements of `like`: allocates output 0
+  // of `dims` in `like`'s dtype and runs `plan(dtype, points)` with `inputs`
+  // and that output as its slots (no plan for 0 points).
+  void RunPointwise(TF_Tensor* like, const std::vector<int64_t>& dims, int64_t point_size,
+                    std::vector<PlanSlot> inputs,
+                    const std::function<metal_plan::Plan(metal_plan::Dtype, int64_t)>& plan);
   // Work encoded by others (MPSGraph) on the stream's command buffer, `what`
   // naming it (kernels/metal_plan/host_path.h EncodeOnStream): `encode`
   // returns "" or why it encoded nothing.
@@ -136,12 +160,11 @@ class KernelCall {
  private:
   TF_Tensor* Keep(TF_Tensor* tensor);
   std::unique_ptr<mtl::Stream> Stream();
+  std::string NodeName() const;  // TF_GetOpKernelName
   // Refuse(library, message) for an Outcome::kCpu result (a plan of
   // `library` this GPU cannot run), else "metal_ops: op '<name>': <message>".
   void FailResult(const metal_plan::Result& result, const std::string& library = "");
 
-  TF_OpKernelContext* ctx_;
-  TF_Status* status_;
   std::vector<TF_Tensor*> tensors_;
   std::vector<std::unique_ptr<mtl::Buffer>> buffers_;
   mtl::Device* device_ = nullptr;
@@ -157,14 +180,9 @@ void Compute(void* kernel, TF_OpKernelContext* ctx) {
 
 // Attribute reads during kernel construction; the first failure sticks and
 // is reported when the reader goes out of scope.
-class AttrReader {
+class AttrReader : public ContextStatus<TF_OpKernelConstruction, &TF_OpKernelConstruction_Failure> {
  public:
-  explicit AttrReader(TF_OpKernelConstruction* ctx);
-  ~AttrReader();
-  AttrReader(const AttrReader&) = delete;
-  AttrReader& operator=(const AttrReader&) = delete;
-
-  bool ok() const { return TF_GetCode(status_) == TF_OK; }
+  using ContextStatus::ContextStatus;
   bool Check(const checks::Result& result);
   // One attribute into *value: true when it was read (else the failure sticks).
   bool Get(const char* name, int* value);
@@ -179,10 +197,6 @@ class AttrReader {
   auto Getter() {
     return [this](const char* name, auto* value) { return Get(name, value); };
   }
-
- private:
-  TF_OpKernelConstruction* ctx_;
-  TF_Status* status_;
 };
 
 // The create and delete callbacks of a kernel whose state is its op's

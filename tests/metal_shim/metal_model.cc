@@ -86,6 +86,16 @@ struct Faults {
   uint64_t max_buffer = kMaxBufferLength;
 };
 
+// The faults without a value, and those with a number, by name.
+constexpr std::pair<const char*, bool Faults::*> kFlags[] = {
+    {"nil_buffer", &Faults::nil_buffer}, {"nil_private", &Faults::nil_private}, {"compile", &Faults::compile},
+    {"no_metal3", &Faults::no_metal3}, {"nil_device", &Faults::nil_device}, {"gpu_error", &Faults::gpu_error},
+    {"no_apple7", &Faults::no_apple7}, {"nil_encoder", &Faults::nil_encoder},
+    {"nil_command_buffer", &Faults::nil_command_buffer}, {"no_copy", &Faults::no_copy},
+    {"wrong_result", &Faults::wrong_result}, {"commit_and_continue", &Faults::commit_and_continue}};
+constexpr std::pair<const char*, uint64_t Faults::*> kNumbers[] = {
+    {"max_threads", &Faults::max_threads}, {"max_buffer", &Faults::max_buffer}, {"simd_width", &Faults::simd_width}};
+
 Faults ReadFaults() {
   Faults f;
   const char* env = std::getenv("METAL_OPS_MODEL_FAULTS");
@@ -98,22 +108,13 @@ Faults ReadFaults() {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const uint64_t value = eq == std::string::npos ? 0 : std::strtoull(item.c_str() + eq + 1, nullptr, 10);
-    if (key == "nil_buffer") f.nil_buffer = true;
-    if (key == "nil_private") f.nil_private = true;
-    if (key == "compile" && eq == std::string::npos) f.compile = true;
+    for (const auto& [name, flag] : kFlags) {
+      if (key == name && eq == std::string::npos) f.*flag = true;
+    }
+    for (const auto& [name, number] : kNumbers) {
+      if (key == name) f.*number = value;
+    }
     if (key == "compile" && eq != std::string::npos) f.compile_library = item.substr(eq + 1);
-    if (key == "no_metal3") f.no_metal3 = true;
-    if (key == "nil_device") f.nil_device = true;
-    if (key == "gpu_error") f.gpu_error = true;
-    if (key == "no_apple7") f.no_apple7 = true;
-    if (key == "nil_encoder") f.nil_encoder = true;
-    if (key == "nil_command_buffer") f.nil_command_buffer = true;
-    if (key == "max_threads") f.max_threads = value;
-    if (key == "max_buffer") f.max_buffer = value;
-    if (key == "no_copy") f.no_copy = true;
-    if (key == "wrong_result") f.wrong_result = true;
-    if (key == "commit_and_continue") f.commit_and_continue = true;
-    if (key == "simd_width") f.simd_width = value;
     at = end + 1;
   }
   return f;
