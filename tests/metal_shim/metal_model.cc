@@ -28,7 +28,9 @@
 // nil_private (private buffers only: scratch), compile (every library fails
 // to compile), compile=LIB (the library LIB alone), no_metal3 (the device is
 // not of MTLGPUFamilyMetal3: no MSL 3.0), gpu_error, no_apple7,
-// nil_encoder, nil_command_buffer, max_threads=N, max_buffer=N, no_copy (every
+// nil_encoder, nil_command_buffer, max_threads=N (every pipeline's
+// maxTotalThreadsPerThreadgroup), max_threads=N@FUNCTION (the pipeline of
+// FUNCTION alone: a kernel using many registers), max_buffer=N, no_copy (every
 // newBufferWithBytesNoCopy refused, as Metal may refuse memory that is not
 // from vm_allocate or mmap), simd_width=N (the pipelines' threadExecutionWidth),
 // wrong_result (the last dispatch of each command buffer perturbs the first
@@ -84,6 +86,7 @@ struct Faults {
   uint64_t simd_width = 32;
   uint64_t max_threads = kMaxThreadsPerThreadgroup;
   uint64_t max_buffer = kMaxBufferLength;
+  std::map<std::string, uint64_t> pipeline_max_threads;  // max_threads=N@FUNCTION: that pipeline's limit
 };
 
 // The faults without a value, and those with a number, by name.
@@ -111,9 +114,11 @@ Faults ReadFaults() {
     for (const auto& [name, flag] : kFlags) {
       if (key == name && eq == std::string::npos) f.*flag = true;
     }
+    const size_t at_sign = item.find('@');
     for (const auto& [name, number] : kNumbers) {
-      if (key == name) f.*number = value;
+      if (key == name && at_sign == std::string::npos) f.*number = value;
     }
+    if (key == "max_threads" && at_sign != std::string::npos) f.pipeline_max_threads[item.substr(at_sign + 1)] = value;
     if (key == "compile" && eq != std::string::npos) f.compile_library = item.substr(eq + 1);
     at = end + 1;
   }
@@ -269,7 +274,11 @@ std::unique_ptr<Buffer> Owned(uint64_t length, Storage storage) {
 class ModelPipeline : public mo::mtl::Pipeline {
  public:
   explicit ModelPipeline(const exec::Entry* entry) : entry_(entry) {}
-  uint64_t MaxTotalThreadsPerThreadgroup() const override { return ReadFaults().max_threads; }
+  uint64_t MaxTotalThreadsPerThreadgroup() const override {
+    const Faults f = ReadFaults();
+    const auto own = f.pipeline_max_threads.find(entry_->name);
+    return own != f.pipeline_max_threads.end() ? own->second : f.max_threads;
+  }
   uint64_t StaticThreadgroupMemoryLength() const override { return 0; }
   uint64_t ThreadExecutionWidth() const override { return ReadFaults().simd_width; }  // every Apple GPU's: 32
   const exec::Entry* entry() const { return entry_; }
