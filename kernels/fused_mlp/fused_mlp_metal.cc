@@ -108,7 +108,6 @@ Plan FusedMlpBackward(const FusedMlpParams& p, Dtype dtype) {
 #include <vector>
 
 #include "kernels/common/activations.h"
-#include "kernels/metal_plan/dispatch_rules.h"
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
 
@@ -180,12 +179,8 @@ bool GpuFamilyOk(mo::metal::KernelCall& call) {
 // encoded, so a call that cannot run encodes nothing.
 bool ShaderPipelinesOk(mo::metal::KernelCall& call, const mo::mtl::Pipeline* tiles, const mo::FusedMlpParams& p) {
   if (!call.ok() || tiles == nullptr) return false;
-  const std::string narrow = mo::metal::SimdWidthError(tiles->ThreadExecutionWidth());
-  if (!narrow.empty()) {
-    call.Refuse("fused_mlp", narrow);
-    return false;
-  }
-  return call.CheckThreadgroups(tiles, uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
+  return call.CheckSimdWidth(tiles) &&
+         call.CheckThreadgroups(tiles, uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
 }
 
 // The op's outputs, in one place: y [N, out_dim] and hidden [hidden_layers,

@@ -110,6 +110,13 @@ const mtl::Pipeline* KernelCall::Pipeline(const std::string& library, const std:
   return pipeline;
 }
 
+bool KernelCall::CheckSimdWidth(const mtl::Pipeline* pipeline) {
+  if (!ok() || pipeline == nullptr) return false;
+  const std::string narrow = SimdWidthError(pipeline->ThreadExecutionWidth());
+  if (!narrow.empty()) Refuse(library_, narrow);
+  return narrow.empty();
+}
+
 bool KernelCall::CheckThreadgroups(const mtl::Pipeline* pipeline, uint32_t threads, uint32_t threadgroup_bytes) {
   mtl::Device* device = Device();
   if (device == nullptr || pipeline == nullptr) return false;

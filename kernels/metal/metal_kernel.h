@@ -115,6 +115,10 @@ class KernelCall : public ContextStatus<TF_OpKernelContext, &TF_OpKernelContext_
   // (Refuse), when it does not compile. Take every pipeline (and make every
   // check) before encoding.
   const mtl::Pipeline* Pipeline(const std::string& library, const std::string& function);
+  // Whether `pipeline` (the last one Pipeline gave) runs the 32-wide
+  // SIMD-groups the simdgroup_matrix shaders assume (else the call is refused
+  // saying why: dispatch_rules.h SimdWidthError).
+  bool CheckSimdWidth(const mtl::Pipeline* pipeline);
   // Whether `pipeline` (the last one Pipeline gave) can run threadgroups of
   // `threads` threads with `threadgroup_bytes` of threadgroup memory on
   // Device() (else the call is refused saying why: dispatch_rules.h
