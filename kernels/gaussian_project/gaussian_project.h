@@ -56,31 +56,21 @@ struct GaussianProjectParams {
   float pad;
 };
 
-// The shaders' buffer indices (gaussian_project.metal, the plans of gaussian_project_metal.cc).
+// The shaders' buffer indices (gaussian_project.metal, the plans of
+// gaussian_project_metal.cc), in order: the forward's inputs, its outputs and
+// its GaussianProjectParams;
 enum GaussianProjectBuffers {
-  kGaussianProjectMeans = 0,  // forward inputs
-  kGaussianProjectQuats = 1,
-  kGaussianProjectScales = 2,
-  kGaussianProjectViewmat = 3,
-  kGaussianProjectK = 4,
-  kGaussianProjectMeans2d = 5,  // forward outputs
-  kGaussianProjectConics = 6,
-  kGaussianProjectDepths = 7,
-  kGaussianProjectRadii = 8,
-  kGaussianProjectParams = 9,
-  kGaussianProjectGradMeans2d = 0,  // backward inputs: the upstream gradients
-  kGaussianProjectGradConics = 1,
-  kGaussianProjectGradDepths = 2,
-  kGaussianProjectGradMeans = 3,  // the forward's inputs and radii
-  kGaussianProjectGradQuats = 4,
-  kGaussianProjectGradScales = 5,
-  kGaussianProjectGradViewmat = 6,
-  kGaussianProjectGradK = 7,
-  kGaussianProjectGradRadii = 8,
-  kGaussianProjectGradOutMeans = 9,  // backward outputs
-  kGaussianProjectGradOutQuats = 10,
-  kGaussianProjectGradOutScales = 11,
-  kGaussianProjectGradParams = 12,
+  kGaussianProjectMeans, kGaussianProjectQuats, kGaussianProjectScales, kGaussianProjectViewmat, kGaussianProjectK,
+  kGaussianProjectMeans2d, kGaussianProjectConics, kGaussianProjectDepths, kGaussianProjectRadii,
+  kGaussianProjectParams,
+};
+// the backward's upstream gradients, the forward's inputs and radii, its outputs and its GaussianProjectParams.
+enum GaussianProjectGradBuffers {
+  kGaussianProjectGradMeans2d, kGaussianProjectGradConics, kGaussianProjectGradDepths,
+  kGaussianProjectGradMeans, kGaussianProjectGradQuats, kGaussianProjectGradScales, kGaussianProjectGradViewmat,
+  kGaussianProjectGradK, kGaussianProjectGradRadii,
+  kGaussianProjectGradOutMeans, kGaussianProjectGradOutQuats, kGaussianProjectGradOutScales,
+  kGaussianProjectGradParams,
 };
 
 // What is wrong with a Gaussian's values (gp_bad_values), 0 when nothing is.

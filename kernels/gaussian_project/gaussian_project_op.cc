@@ -13,21 +13,21 @@
 namespace {
 
 using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
 
-// The dims of input `index` ({-1, ...} of `rank` dimensions where its rank is unknown).
-mo::Dims ProjectInputDims(InferenceContext* c, int index, int rank) {
-  mo::Dims dims;
-  if (!mo::checks::KnownDims(c, index, &dims)) dims.assign(static_cast<size_t>(rank), -1);
-  return dims;
+// Reads the attributes and checks the inputs means, quats, scales, viewmat,
+// intrinsics (from input `first` on); *means = means' dims.
+absl::Status ProjectInputs(InferenceContext* c, int first, mo::Dims* means) {
+  mo::gaussian_project::Attrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
+  mo::Dims in[5];
+  for (int k = 0; k < 5; ++k) in[k] = mo::checks::KnownDimsOr(c, first + k, 2);
+  *means = in[0];
+  return mo::checks::ToStatus(mo::gaussian_project::Shapes(in[0], in[1], in[2], in[3], in[4]));
 }
 
 absl::Status ProjectShape(InferenceContext* c) {
-  mo::gaussian_project::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
-  const mo::Dims means = ProjectInputDims(c, 0, 2);
-  TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::gaussian_project::Shapes(
-      means, ProjectInputDims(c, 1, 2), ProjectInputDims(c, 2, 2), ProjectInputDims(c, 3, 2), ProjectInputDims(c, 4, 2))));
+  mo::Dims means;
+  TF_RETURN_IF_ERROR(ProjectInputs(c, 0, &means));
   const auto n = means[0] >= 0 ? c->MakeDim(means[0]) : c->UnknownDim();
   c->set_output(0, c->MakeShape({n, 2}));
   c->set_output(1, c->MakeShape({n, 3}));
@@ -37,13 +37,11 @@ absl::Status ProjectShape(InferenceContext* c) {
 }
 
 absl::Status ProjectGradShape(InferenceContext* c) {
-  mo::gaussian_project::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
-  const mo::Dims means = ProjectInputDims(c, 3, 2);
-  TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::gaussian_project::Shapes(
-      means, ProjectInputDims(c, 4, 2), ProjectInputDims(c, 5, 2), ProjectInputDims(c, 6, 2), ProjectInputDims(c, 7, 2))));
+  mo::Dims means;
+  TF_RETURN_IF_ERROR(ProjectInputs(c, 3, &means));
   TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::gaussian_project::GradShapes(
-      means, ProjectInputDims(c, 0, 2), ProjectInputDims(c, 1, 2), ProjectInputDims(c, 2, 1), ProjectInputDims(c, 8, 1))));
+      means, mo::checks::KnownDimsOr(c, 0, 2), mo::checks::KnownDimsOr(c, 1, 2), mo::checks::KnownDimsOr(c, 2, 1),
+      mo::checks::KnownDimsOr(c, 8, 1))));
   c->set_output(0, c->input(3));
   c->set_output(1, c->input(4));
   c->set_output(2, c->input(5));

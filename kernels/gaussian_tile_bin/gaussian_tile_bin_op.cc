@@ -14,18 +14,11 @@ namespace {
 
 using ::tensorflow::shape_inference::InferenceContext;
 
-// The dims of input `index` ({-1, ...} of `rank` dimensions where its rank is unknown).
-mo::Dims TileBinInputDims(InferenceContext* c, int index, int rank) {
-  mo::Dims dims;
-  if (!mo::checks::KnownDims(c, index, &dims)) dims.assign(static_cast<size_t>(rank), -1);
-  return dims;
-}
-
 absl::Status TileBinShape(InferenceContext* c) {
   mo::gaussian_tile_bin::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::gaussian_tile_bin::Shapes(
-      TileBinInputDims(c, 0, 2), TileBinInputDims(c, 1, 1), TileBinInputDims(c, 2, 1))));
+      mo::checks::KnownDimsOr(c, 0, 2), mo::checks::KnownDimsOr(c, 1, 1), mo::checks::KnownDimsOr(c, 2, 1))));
   c->set_output(0, c->Vector(c->UnknownDim()));
   c->set_output(1, c->Matrix(mo::gaussian_tile_bin::Tiles(a), 2));
   return absl::OkStatus();

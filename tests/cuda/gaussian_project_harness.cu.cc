@@ -4,20 +4,6 @@
 // kernels/gaussian_project/gaussian_project.h.
 #include "kernels/gaussian_project/gaussian_project.h"
 
-namespace {
-
-mo::gaussian_project::Attrs ProjectAttrs(int width, int height, float near_plane, float far_plane, float eps2d) {
-  mo::gaussian_project::Attrs a;
-  a.width = width;
-  a.height = height;
-  a.near_plane = near_plane;
-  a.far_plane = far_plane;
-  a.eps2d = eps2d;
-  return a;
-}
-
-}  // namespace
-
 extern "C" {
 
 int metal_ops_gaussian_project_check(const float* means, const float* quats, const float* scales, int64_t n,
@@ -30,7 +16,7 @@ int metal_ops_gaussian_project_forward(const float* means, const float* quats, c
                                        float near_plane, float far_plane, float eps2d, float* means2d, float* conics,
                                        float* depths, int32_t* radii, cudaStream_t stream) {
   return static_cast<int>(mo::cuda::LaunchGaussianProjectForward(
-      means, quats, scales, viewmat, k, n, ProjectAttrs(width, height, near_plane, far_plane, eps2d), means2d,
+      means, quats, scales, viewmat, k, n, mo::gaussian_project::Attrs{width, height, near_plane, far_plane, eps2d}, means2d,
       conics, depths, radii, stream));
 }
 
@@ -42,7 +28,7 @@ int metal_ops_gaussian_project_backward(const float* grad_means2d, const float* 
                                         float* grad_scales, cudaStream_t stream) {
   return static_cast<int>(mo::cuda::LaunchGaussianProjectBackward(
       grad_means2d, grad_conics, grad_depths, means, quats, scales, viewmat, k, radii, n,
-      ProjectAttrs(width, height, near_plane, far_plane, eps2d), grad_means, grad_quats, grad_scales, stream));
+      mo::gaussian_project::Attrs{width, height, near_plane, far_plane, eps2d}, grad_means, grad_quats, grad_scales, stream));
 }
 
 }  // extern "C"

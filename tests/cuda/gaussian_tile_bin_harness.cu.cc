@@ -4,17 +4,7 @@
 // kernels/gaussian_tile_bin/gaussian_tile_bin.h.
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
 
-namespace {
-
-mo::gaussian_tile_bin::Attrs TileBinAttrs(int width, int height, int tile_size) {
-  mo::gaussian_tile_bin::Attrs a;
-  a.width = width;
-  a.height = height;
-  a.tile_size = tile_size;
-  return a;
-}
-
-}  // namespace
+using Attrs = mo::gaussian_tile_bin::Attrs;
 
 extern "C" {
 
@@ -25,13 +15,13 @@ int64_t metal_ops_gaussian_tile_bin_count_scratch_bytes(int64_t n) {
 int metal_ops_gaussian_tile_bin_count(const float* means2d, const int32_t* radii, int64_t n, int width, int height,
                                       int tile_size, int64_t* offsets, long long* total, void* scratch,
                                       int64_t scratch_bytes, cudaStream_t stream) {
-  return static_cast<int>(mo::cuda::LaunchGaussianTileBinCount(means2d, radii, n, TileBinAttrs(width, height, tile_size),
+  return static_cast<int>(mo::cuda::LaunchGaussianTileBinCount(means2d, radii, n, Attrs{width, height, tile_size},
                                                                offsets, total, scratch,
                                                                static_cast<size_t>(scratch_bytes), stream));
 }
 
 int64_t metal_ops_gaussian_tile_bin_sort_scratch_bytes(int64_t m, int width, int height, int tile_size) {
-  return static_cast<int64_t>(mo::cuda::GaussianTileBinSortScratchBytes(m, TileBinAttrs(width, height, tile_size)));
+  return static_cast<int64_t>(mo::cuda::GaussianTileBinSortScratchBytes(m, Attrs{width, height, tile_size}));
 }
 
 int metal_ops_gaussian_tile_bin_sort(const float* means2d, const int32_t* radii, const float* depths, int64_t n,
@@ -39,7 +29,7 @@ int metal_ops_gaussian_tile_bin_sort(const float* means2d, const int32_t* radii,
                                      int32_t* gaussian_ids, int32_t* tile_ranges, void* scratch,
                                      int64_t scratch_bytes, cudaStream_t stream) {
   return static_cast<int>(mo::cuda::LaunchGaussianTileBinSort(
-      means2d, radii, depths, n, TileBinAttrs(width, height, tile_size), offsets, m, gaussian_ids, tile_ranges,
+      means2d, radii, depths, n, Attrs{width, height, tile_size}, offsets, m, gaussian_ids, tile_ranges,
       scratch, static_cast<size_t>(scratch_bytes), stream));
 }
 
