@@ -3,7 +3,8 @@
 // gaussian_project.h over the CPU functor below). The functor first checks
 // the Gaussians' values, then runs ranges of Gaussians over the context's
 // pool, or the op's Metal plans where kernels/cpu/metal_offload.h sends the
-// call. The formulas are gaussian_project.h's.
+// call; and XLA's host handlers of the same functor, for the calls
+// gaussian_project_xla.cc emits. The formulas are gaussian_project.h's.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"  // before gaussian_project.h: its kernel class
 #include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #define MO_TF_KERNEL  // gaussian_project.h's kernel class
@@ -104,3 +106,48 @@ struct GaussianProjectFunctor<Eigen::ThreadPoolDevice> {
 }  // namespace mo
 
 MO_REGISTER_GAUSSIAN_PROJECT(DEVICE_CPU, ::Eigen::ThreadPoolDevice);
+
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::gaussian_project::Attrs);
+
+// XLA's host handlers: the attributes bound whole (kernels/xla/xla_ffi.h).
+namespace mo::gaussian_project {
+namespace {
+
+using xla_kernels::Data;
+using xla_kernels::HostContext;
+using xla_kernels::RetBuffer;
+using Functor = GaussianProjectFunctor<Eigen::ThreadPoolDevice>;
+namespace ffi = ::xla::ffi;
+
+ffi::Error XlaForward(ffi::AnyBuffer means, ffi::AnyBuffer quats, ffi::AnyBuffer scales, ffi::AnyBuffer viewmat,
+                      ffi::AnyBuffer k, RetBuffer means2d, RetBuffer conics, RetBuffer depths, RetBuffer radii,
+                      Attrs a) {
+  const int64_t n = static_cast<int64_t>(means.element_count()) / 3;
+  if (n == 0) return ffi::Error::Success();
+  return xla_ffi::ToError(Functor::Forward(HostContext(), Data<float>(means), Data<float>(quats),
+                                           Data<float>(scales), Data<float>(viewmat), Data<float>(k), n, a,
+                                           Data<float>(means2d), Data<float>(conics), Data<float>(depths),
+                                           Data<int32_t>(radii)));
+}
+
+ffi::Error XlaBackward(ffi::AnyBuffer grad_means2d, ffi::AnyBuffer grad_conics, ffi::AnyBuffer grad_depths,
+                       ffi::AnyBuffer means, ffi::AnyBuffer quats, ffi::AnyBuffer scales, ffi::AnyBuffer viewmat,
+                       ffi::AnyBuffer k, ffi::AnyBuffer radii, RetBuffer grad_means, RetBuffer grad_quats,
+                       RetBuffer grad_scales, Attrs a) {
+  const int64_t n = static_cast<int64_t>(means.element_count()) / 3;
+  if (n == 0) return ffi::Error::Success();
+  return xla_ffi::ToError(Functor::Backward(
+      HostContext(), Data<float>(grad_means2d), Data<float>(grad_conics), Data<float>(grad_depths),
+      Data<float>(means), Data<float>(quats), Data<float>(scales), Data<float>(viewmat), Data<float>(k),
+      Data<int32_t>(radii), n, a, Data<float>(grad_means), Data<float>(grad_quats), Data<float>(grad_scales)));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianProject", "Host", XlaForward, xla_ffi::BindBuffers<5, 4>().Attrs<Attrs>());
+MO_XLA_FFI_HANDLER("MetalOpsGaussianProjectGrad", "Host", XlaBackward, xla_ffi::BindBuffers<9, 3>().Attrs<Attrs>());
+
+}  // namespace
+}  // namespace mo::gaussian_project
+#endif  // MO_XLA
