@@ -47,14 +47,6 @@ inline bool KnownDims(::tensorflow::shape_inference::InferenceContext* c, int in
   return true;
 }
 
-// The dims of a shape function's input `index`, or `rank` unknown dimensions
-// where its rank is unknown.
-inline Dims KnownDimsOr(::tensorflow::shape_inference::InferenceContext* c, int index, int rank) {
-  Dims dims;
-  if (!KnownDims(c, index, &dims)) dims.assign(static_cast<size_t>(rank), -1);
-  return dims;
-}
-
 // The attribute reader an op's ReadAttrs(get, attrs) takes, over TensorFlow's
 // InferenceContext (shape functions) or OpKernelConstruction (kernels): both
 // have GetAttr(name, T*).
@@ -78,6 +70,14 @@ AttrGetterOf<Ctx> AttrGetter(Ctx* ctx) {
 template <typename Ctx, typename... Args>
 absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {
   return ToStatus(ReadAttrs(AttrGetter(ctx), std::forward<Args>(args)...));
+}
+
+// The dims of a shape function's input `index`, or `rank` unknown dimensions
+// where its rank is unknown.
+inline Dims KnownDimsOr(::tensorflow::shape_inference::InferenceContext* c, int index, int rank) {
+  Dims dims;
+  if (!KnownDims(c, index, &dims)) dims.assign(static_cast<size_t>(rank), -1);
+  return dims;
 }
 
 }  // namespace checks
