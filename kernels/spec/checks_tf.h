@@ -85,6 +85,14 @@ absl::Status ReadAttrsOf(Ctx* ctx, Args&&... args) {
   return ToStatus(ReadAttrs(AttrGetter(ctx), std::forward<Args>(args)...));
 }
 
+// The dims of a shape function's input `index`, or `rank` unknown dimensions
+// where its rank is unknown.
+inline Dims KnownDimsOr(::tensorflow::shape_inference::InferenceContext* c, int index, int rank) {
+  Dims dims;
+  if (!KnownDims(c, index, &dims)) dims.assign(static_cast<size_t>(rank), -1);
+  return dims;
+}
+
 }  // namespace checks
 }  // namespace mo
 

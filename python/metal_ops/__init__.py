@@ -46,6 +46,8 @@ if not _usage_only():
     from metal_ops.robust_loss import robust_loss  # noqa: E402
     from metal_ops.scene_contract import scene_contract  # noqa: E402
     from metal_ops.sh_encode import sh_encode  # noqa: E402
+    from metal_ops.gaussian_tile_bin import gaussian_tile_bin  # noqa: E402
+    from metal_ops.gaussian_project import gaussian_project  # noqa: E402
     from metal_ops.trunc_exp import trunc_exp  # noqa: E402
     from metal_ops import losses  # noqa: E402
     from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
@@ -80,6 +82,8 @@ __all__ = [
     "robust_loss",
     "scene_contract",
     "sh_encode",
+    "gaussian_tile_bin",
+    "gaussian_project",
     "trunc_exp",
     "VolumeRenderOutput",
     "volume_render",

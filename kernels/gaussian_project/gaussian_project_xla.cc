@@ -1,0 +1,50 @@
+// The XLA kernels of MetalOpsGaussianProject / MetalOpsGaussianProjectGrad
+// (kernels/xla/xla_kernel.h), which emit the calls that their handlers take,
+// with the op's attributes (FfiAttrsOf): the host handlers of
+// gaussian_project_cpu.cc, the CUDA handlers of gaussian_project_cuda.cc. The
+// shape checks run while XLA compiles; the check of the Gaussians' values
+// runs in the handlers (as in the TensorFlow kernels) and comes back as an
+// XLA error naming the first refused Gaussian.
+#include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
+
+#include <cstdint>
+
+#include "kernels/gaussian_project/gaussian_project.h"
+
+namespace mo {
+namespace xla_kernels {
+namespace {
+
+// The checks of means, quats, scales, viewmat, intrinsics (inputs first..first + 4).
+absl::Status GaussianProjectInputs(XlaOpKernelContext* ctx, int first) {
+  return checks::ToStatus(gaussian_project::Shapes(InputDims(ctx, first), InputDims(ctx, first + 1),
+                                                   InputDims(ctx, first + 2), InputDims(ctx, first + 3),
+                                                   InputDims(ctx, first + 4)));
+}
+
+void CompileGaussianProject(XlaOpKernelContext* ctx, const gaussian_project::Attrs& attrs) {
+  OP_REQUIRES_OK(ctx, GaussianProjectInputs(ctx, 0));
+  const int64_t n = InputDims(ctx, 0)[0];
+  EmitFfiCall(ctx, "MetalOpsGaussianProject", InputsUpTo(ctx, 5),
+              {ArrayShape(::xla::F32, {n, 2}), ArrayShape(::xla::F32, {n, 3}), ArrayShape(::xla::F32, {n}),
+               ArrayShape(::xla::S32, {n})},
+              FfiAttrsOf(attrs));
+}
+
+void CompileGaussianProjectGrad(XlaOpKernelContext* ctx, const gaussian_project::Attrs& attrs) {
+  OP_REQUIRES_OK(ctx, GaussianProjectInputs(ctx, 3));
+  OP_REQUIRES_OK(ctx, checks::ToStatus(gaussian_project::GradShapes(InputDims(ctx, 3), InputDims(ctx, 0),
+                                                                    InputDims(ctx, 1), InputDims(ctx, 2),
+                                                                    InputDims(ctx, 8))));
+  EmitFfiCall(ctx, "MetalOpsGaussianProjectGrad", InputsUpTo(ctx, 9),
+              {ShapeLike(ctx, 3), ShapeLike(ctx, 4), ShapeLike(ctx, 5)}, FfiAttrsOf(attrs));
+}
+
+MO_REGISTER_XLA_OP(Name("MetalOpsGaussianProject"),
+                   XlaOpWithAttrs<gaussian_project::Attrs, CompileGaussianProject>);
+MO_REGISTER_XLA_OP(Name("MetalOpsGaussianProjectGrad"),
+                   XlaOpWithAttrs<gaussian_project::Attrs, CompileGaussianProjectGrad>);
+
+}  // namespace
+}  // namespace xla_kernels
+}  // namespace mo

@@ -1,0 +1,206 @@
+// GaussianTileBin: the projected Gaussians (GaussianProject's means2d,
+// radii, depths) binned into the image's tiles of tile_size x tile_size
+// pixels, each tile's Gaussians sorted front to back, for the rasterizer.
+// This header is the op's one description shared by its backends: the
+// formulas (written once for the CPU kernel and CUDA), the op's declaration
+// (MO_GAUSSIAN_TILE_BIN_ATTRS) and, in host code, the checks, the CUDA
+// launchers' signatures and the TensorFlow kernel class. The op's files
+// (docs/ADDING_AN_OP.md):
+//   gaussian_tile_bin_op.cc     REGISTER_OP                 gaussian_tile_bin_cpu.cc    CPU kernel
+//   gaussian_tile_bin.cu.cc     CUDA kernels, launchers     gaussian_tile_bin_cuda.cc   TF GPU kernel
+// Its outputs' size depends on the data: no XLA kernel, no Metal plan.
+//
+// The image has tiles_x = ceil(width / tile_size) by tiles_y =
+// ceil(height / tile_size) tiles, tile (tx, ty) with id ty * tiles_x + tx. A
+// Gaussian with radius r > 0 and mean (u, v) touches the tiles
+//   [floor((u - r) / tile_size), ceil((u + r) / tile_size)) x
+//   [floor((v - r) / tile_size), ceil((v + r) / tile_size))
+// clamped to [0, tiles_x) x [0, tiles_y) (gsplat's isect_tiles; float32
+// arithmetic); a Gaussian with radius 0 (culled) touches none. Each
+// (tile, Gaussian) intersection is keyed (tile id << 32) | depth key, the
+// depth key the float's bits mapped to an unsigned integer of the same
+// order (gtb_depth_key), and the intersections are sorted by key, stably:
+// by tile, then depth ascending, then Gaussian index. Outputs: gaussian_ids
+// [M] int32, the Gaussian of each intersection in that order, and
+// tile_ranges [tiles_y * tiles_x, 2] int32, each tile's [start, end) in it
+// (start = end for a tile no Gaussian touches).
+#ifndef MO_KERNELS_GAUSSIAN_TILE_BIN_GAUSSIAN_TILE_BIN_H_
+#define MO_KERNELS_GAUSSIAN_TILE_BIN_GAUSSIAN_TILE_BIN_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/common/platform.h"
+
+// The largest image side (width, height): every tile id fits the key's high 32 bits.
+#define MO_GTB_MAX_IMAGE_SIDE 65536
+
+namespace mo {
+
+// The tiles a Gaussian touches: [*x0, *x1) x [*y0, *y1), empty when radius <= 0.
+MO_FN void gtb_tile_rect(float u, float v, int32 radius, int tile_size, int tiles_x, int tiles_y, MO_THREAD int* x0,
+                         MO_THREAD int* x1, MO_THREAD int* y0, MO_THREAD int* y1) {
+  *x0 = *x1 = *y0 = *y1 = 0;
+  if (radius <= 0) return;
+  const float r = float(radius), ts = float(tile_size);
+  const float tx = float(tiles_x), ty = float(tiles_y);
+  // fmax / fmin return the number for a NaN mean: its rectangle is empty.
+  *x0 = int(fmin_f(fmax_f(floor_f((u - r) / ts), 0.0f), tx));
+  *x1 = int(fmin_f(fmax_f(ceil_f((u + r) / ts), 0.0f), tx));
+  *y0 = int(fmin_f(fmax_f(floor_f((v - r) / ts), 0.0f), ty));
+  *y1 = int(fmin_f(fmax_f(ceil_f((v + r) / ts), 0.0f), ty));
+  if (*x1 < *x0) *x1 = *x0;
+  if (*y1 < *y0) *y1 = *y0;
+}
+
+// The number of tiles a Gaussian touches.
+MO_FN int64 gtb_tile_count(float u, float v, int32 radius, int tile_size, int tiles_x, int tiles_y) {
+  int x0, x1, y0, y1;
+  gtb_tile_rect(u, v, radius, tile_size, tiles_x, tiles_y, &x0, &x1, &y0, &y1);
+  return int64(x1 - x0) * int64(y1 - y0);
+}
+
+// A depth's sort key: its bits, flipped so that unsigned order is the
+// floats' order (negative floats reversed below the positive ones).
+MO_FN uint32 gtb_depth_key(float depth) {
+#if defined(__CUDA_ARCH__)
+  const uint32 bits = __float_as_uint(depth);
+#else
+  uint32 bits;
+  std::memcpy(&bits, &depth, sizeof(bits));
+#endif
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// An intersection's key: the tile id in the high 32 bits, the depth key below.
+MO_FN uint64 gtb_key(int64 tile, float depth) { return (uint64(tile) << 32) | uint64(gtb_depth_key(depth)); }
+
+}  // namespace mo
+
+// ---- The op's declaration (kernels/spec/op_attrs.h) --------------------------------
+// MetalOpsGaussianTileBin(means2d [N, 2], radii [N] int32, depths [N])
+//   -> gaussian_ids [M] int32, tile_ranges [tiles_y * tiles_x, 2] int32; no gradient.
+#define MO_GAUSSIAN_TILE_BIN_ATTRS(ATTR)                \
+  ATTR(width, RequiredInt, 1, MO_GTB_MAX_IMAGE_SIDE)     \
+  ATTR(height, RequiredInt, 1, MO_GTB_MAX_IMAGE_SIDE)    \
+  ATTR(tile_size, Int, 16, 1, 256)
+
+#if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)  // host code (C++, CUDA)
+#include "kernels/spec/op_attrs.h"  // host
+
+namespace mo {
+namespace gaussian_tile_bin {
+
+// Attrs { int width, height, tile_size; }, ReadAttrs, VisitAttrs.
+MO_DECLARE_ATTRS("GaussianTileBin", MO_GAUSSIAN_TILE_BIN_ATTRS);
+
+inline int TilesX(const Attrs& a) { return (a.width + a.tile_size - 1) / a.tile_size; }
+inline int TilesY(const Attrs& a) { return (a.height + a.tile_size - 1) / a.tile_size; }
+inline int64_t Tiles(const Attrs& a) { return int64_t{TilesX(a)} * TilesY(a); }
+
+// The checks, written once for the shape function and the TensorFlow
+// kernels. -1 is an unknown dimension (shape functions) and matches any size.
+// means2d [N, 2], radii [N], depths [N].
+inline Result Shapes(const Dims& means2d, const Dims& radii, const Dims& depths) {
+  if (means2d.size() != 2 || (means2d[1] != 2 && means2d[1] != -1)) {
+    return Invalid("GaussianTileBin: 'means2d' must be [N, 2], got shape ", ShapeString(means2d));
+  }
+  const int64_t n = means2d[0];
+  for (const auto& [name, dims] : {std::make_pair("radii", &radii), std::make_pair("depths", &depths)}) {
+    if (dims->size() != 1 || ((*dims)[0] != n && (*dims)[0] != -1 && n != -1)) {
+      return Invalid("GaussianTileBin: '", name, "' must be [N] = [", n, "] for 'means2d' of shape ",
+                     ShapeString(means2d), ", got shape ", ShapeString(*dims));
+    }
+  }
+  return Ok();
+}
+
+// The number of intersections, which gaussian_ids' int32 entries index.
+inline Result Intersections(int64_t m) {
+  if (m > INT32_MAX) {
+    return Invalid("GaussianTileBin: the Gaussians touch ", m, " tiles in all, more than 2^31 - 1 (int32 indices)");
+  }
+  return Ok();
+}
+
+}  // namespace gaussian_tile_bin
+}  // namespace mo
+
+#if defined(__CUDACC__) || GOOGLE_CUDA
+#include <cuda_runtime.h>
+
+// The CUDA launchers (gaussian_tile_bin.cu.cc), plain C++ (no TensorFlow):
+// the TF GPU kernel (gaussian_tile_bin_cuda.cc) and the C-ABI harness
+// (tests/cuda/gaussian_tile_bin_harness.cu.cc). Pointers are device memory;
+// the scratch is the caller's, of the bytes the *ScratchBytes functions say.
+namespace mo::cuda {
+// Pass 1: offsets[i] = the intersections of Gaussians 0..i (inclusive), and
+// *total (device) = offsets[n - 1]; n > 0.
+size_t GaussianTileBinCountScratchBytes(int64_t n);
+cudaError_t LaunchGaussianTileBinCount(const float* means2d, const int32_t* radii, int64_t n,
+                                       const gaussian_tile_bin::Attrs& a, int64_t* offsets, long long* total,
+                                       void* scratch, size_t scratch_bytes, cudaStream_t stream);
+// Pass 2, for m > 0 intersections: the keys, their radix sort (CUB, stable)
+// into gaussian_ids, and tile_ranges [tiles, 2].
+size_t GaussianTileBinSortScratchBytes(int64_t m, const gaussian_tile_bin::Attrs& a);
+cudaError_t LaunchGaussianTileBinSort(const float* means2d, const int32_t* radii, const float* depths, int64_t n,
+                                      const gaussian_tile_bin::Attrs& a, const int64_t* offsets, int64_t m,
+                                      int32_t* gaussian_ids, int32_t* tile_ranges, void* scratch,
+                                      size_t scratch_bytes, cudaStream_t stream);
+}  // namespace mo::cuda
+#endif  // __CUDACC__ || GOOGLE_CUDA
+
+#if defined(MO_TF_KERNEL)
+// The TensorFlow kernel of MetalOpsGaussianTileBin, once for every C++-API
+// device: the checks and the output allocation here;
+// GaussianTileBinFunctor<Device> does the work in two steps, the count of
+// intersections (which sizes gaussian_ids), then the bins.
+namespace mo {
+
+// Specialised per device (gaussian_tile_bin_cpu.cc, gaussian_tile_bin_cuda.cc):
+//   struct State;  what Count leaves for Bin
+//   static absl::Status Count(OpKernelContext*, const float* means2d, const int32_t* radii, int64_t n,
+//                             const gaussian_tile_bin::Attrs&, State*, int64_t* m);
+//     *m = the number of intersections of n > 0 Gaussians;
+//   static absl::Status Bin(OpKernelContext*, const float* means2d, const int32_t* radii, const float* depths,
+//                           int64_t n, const gaussian_tile_bin::Attrs&, State*, int64_t m,
+//                           int32_t* gaussian_ids, int32_t* tile_ranges);
+//     gaussian_ids [m] and tile_ranges [tiles, 2], for n >= 0 Gaussians (Count run first when n > 0).
+template <typename Device>
+struct GaussianTileBinFunctor;
+
+template <typename Device>
+class GaussianTileBinKernel : public OpKernelWithAttrs<gaussian_tile_bin::Attrs> {
+ public:
+  using OpKernelWithAttrs::OpKernelWithAttrs;
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    using Functor = GaussianTileBinFunctor<Device>;
+    const ::tensorflow::Tensor& means2d = ctx->input(0);
+    const ::tensorflow::Tensor& radii = ctx->input(1);
+    const ::tensorflow::Tensor& depths = ctx->input(2);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(gaussian_tile_bin::Shapes(checks::DimsOf(means2d), checks::DimsOf(radii),
+                                                                    checks::DimsOf(depths))));
+    const int64_t n = means2d.dim_size(0);
+    typename Functor::State state;
+    int64_t m = 0;
+    if (n > 0) {
+      OP_REQUIRES_OK(ctx, Functor::Count(ctx, means2d.flat<float>().data(), radii.flat<int32_t>().data(), n, attrs_,
+                                         &state, &m));
+    }
+    OP_REQUIRES_OK(ctx, checks::ToStatus(gaussian_tile_bin::Intersections(m)));
+    ::tensorflow::Tensor *ids = nullptr, *ranges = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({m}), &ids));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({gaussian_tile_bin::Tiles(attrs_), 2}),
+                                             &ranges));
+    OP_REQUIRES_OK(ctx, Functor::Bin(ctx, means2d.flat<float>().data(), radii.flat<int32_t>().data(),
+                                     depths.flat<float>().data(), n, attrs_, &state, m, ids->flat<int32_t>().data(),
+                                     ranges->flat<int32_t>().data()));
+  }
+};
+
+}  // namespace mo
+#endif  // MO_TF_KERNEL
+#endif  // host code
+
+#endif  // MO_KERNELS_GAUSSIAN_TILE_BIN_GAUSSIAN_TILE_BIN_H_

@@ -1,0 +1,87 @@
+// GaussianTileBin on the CPU: the TensorFlow kernel of
+// MetalOpsGaussianTileBin (the kernel class of gaussian_tile_bin.h over the
+// CPU functor below). A counting sort by tile, then each tile's Gaussians
+// sorted by depth: every Gaussian's tile count on the context's pool, their
+// sum, each tile's count and start, the Gaussians placed in index
+// order into their tiles (serial: O(intersections)), and each tile's range
+// stably sorted by depth key on the pool. The order is the radix sort's of
+// the CUDA kernel (gaussian_tile_bin.h: tile, depth key, index).
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/framework/op_kernel_with_attrs.h"  // before gaussian_tile_bin.h: its kernel class
+#include "kernels/spec/checks_tf.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#define MO_TF_KERNEL  // gaussian_tile_bin.h's kernel class
+#include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
+
+namespace mo {
+
+template <>
+struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
+  struct State {};  // Bin walks the rectangles again
+
+  static absl::Status Count(cpu::Context ctx, const float* means2d, const int32_t* radii, int64_t n,
+                            const gaussian_tile_bin::Attrs& a, State* /*state*/, int64_t* m) {
+    const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
+    std::vector<int64_t> counts(static_cast<size_t>(n));
+    cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        counts[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y);
+      }
+    });
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    *m = total;
+    return absl::OkStatus();
+  }
+
+  static absl::Status Bin(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
+                          int64_t n, const gaussian_tile_bin::Attrs& a, State* /*state*/, int64_t m,
+                          int32_t* gaussian_ids, int32_t* tile_ranges) {
+    const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
+    const int64_t tiles = gaussian_tile_bin::Tiles(a);
+    // Each tile's start (its count first), then the Gaussians in index order.
+    std::vector<int64_t> start(static_cast<size_t>(tiles) + 1, 0);
+    auto each_tile = [&](int64_t i, auto&& fn) {
+      int x0, x1, y0, y1;
+      gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y, &x0, &x1, &y0,
+                    &y1);
+      for (int y = y0; y < y1; ++y) {
+        for (int x = x0; x < x1; ++x) fn(int64_t{y} * tiles_x + x);
+      }
+    };
+    if (m > 0) {
+      for (int64_t i = 0; i < n; ++i) each_tile(i, [&](int64_t t) { ++start[t + 1]; });
+    }
+    for (int64_t t = 0; t < tiles; ++t) start[t + 1] += start[t];
+    if (m > 0) {
+      std::vector<int64_t> cursor(start.begin(), start.end() - 1);
+      for (int64_t i = 0; i < n; ++i) {
+        each_tile(i, [&](int64_t t) { gaussian_ids[cursor[t]++] = static_cast<int32_t>(i); });
+      }
+      cpu::ParallelFor(ctx, tiles, 200, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          std::stable_sort(gaussian_ids + start[t], gaussian_ids + start[t + 1], [&](int32_t x, int32_t y) {
+            return gtb_depth_key(depths[x]) < gtb_depth_key(depths[y]);
+          });
+        }
+      });
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+      tile_ranges[2 * t] = static_cast<int32_t>(start[t]);
+      tile_ranges[2 * t + 1] = static_cast<int32_t>(start[t + 1]);
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace mo
+
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEVICE_CPU),
+                        ::mo::GaussianTileBinKernel<::Eigen::ThreadPoolDevice>);
