@@ -46,6 +46,7 @@ if not _usage_only():
     from metal_ops.robust_loss import robust_loss  # noqa: E402
     from metal_ops.scene_contract import scene_contract  # noqa: E402
     from metal_ops.sh_encode import sh_encode  # noqa: E402
+    from metal_ops.gaussian_rasterize import gaussian_rasterize  # noqa: E402
     from metal_ops.trunc_exp import trunc_exp  # noqa: E402
     from metal_ops import losses  # noqa: E402
     from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
@@ -80,6 +81,7 @@ __all__ = [
     "robust_loss",
     "scene_contract",
     "sh_encode",
+    "gaussian_rasterize",
     "trunc_exp",
     "VolumeRenderOutput",
     "volume_render",
