@@ -246,11 +246,8 @@ cudaError_t Grid(const gaussian_rasterize::Sizes& s, const gaussian_rasterize::A
 
 }  // namespace
 
-cudaError_t LaunchGaussianRasterizeForward(const float* means2d, const float* conics, const float* colors,
-                                           const float* opacities, const float* background, const int32_t* ids,
-                                           const int32_t* ranges, const gaussian_rasterize::Sizes& s,
-                                           const gaussian_rasterize::Attrs& a, float* image, float* alpha,
-                                           int32_t* last_ids, cudaStream_t stream) {
+cudaError_t LaunchGaussianRasterizeForward(const gaussian_rasterize::ForwardArgs& t, const gaussian_rasterize::Sizes& s,
+                                           const gaussian_rasterize::Attrs& a, cudaStream_t stream) {
   int64_t tiles = 0;
   const cudaError_t grid = Grid(s, a, &tiles);
   if (grid != cudaSuccess) return grid;
@@ -259,28 +256,24 @@ cudaError_t LaunchGaussianRasterizeForward(const float* means2d, const float* co
   WithChannels(s.channels, [&](auto channels) {
     constexpr int kC = decltype(channels)::value;
     GaussianRasterizeForwardKernel<kC><<<static_cast<unsigned>(tiles), block, BatchBytes(block), stream>>>(
-        means2d, conics, colors, opacities, background, ids, ranges, s.n, static_cast<int>(s.channels), s.m, a,
-        tiles_x, image, alpha, last_ids);
+        t.means2d, t.conics, t.colors, t.opacities, t.background, t.ids, t.ranges, s.n, static_cast<int>(s.channels),
+        s.m, a, tiles_x, t.image, t.alpha, t.last_ids);
   });
   return cudaGetLastError();
 }
 
-cudaError_t LaunchGaussianRasterizeBackward(const float* means2d, const float* conics, const float* colors,
-                                            const float* opacities, const float* background, const int32_t* ids,
-                                            const int32_t* ranges, const float* alpha, const int32_t* last_ids,
-                                            const float* grad_image, const float* grad_alpha,
+cudaError_t LaunchGaussianRasterizeBackward(const gaussian_rasterize::BackwardArgs& t,
                                             const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a,
-                                            float* grad_means2d, float* grad_conics, float* grad_colors,
-                                            float* grad_opacities, float* grad_background, cudaStream_t stream) {
+                                            cudaStream_t stream) {
   int64_t tiles = 0;
   const cudaError_t grid = Grid(s, a, &tiles);
   if (grid != cudaSuccess) return grid;
-  const size_t n = static_cast<size_t>(s.n);
+  const size_t n = static_cast<size_t>(s.n), c = static_cast<size_t>(s.channels);
   const struct {
     float* p;
     size_t count;
-  } outputs[] = {{grad_means2d, 2 * n}, {grad_conics, 3 * n}, {grad_colors, n * static_cast<size_t>(s.channels)},
-                 {grad_opacities, n}, {grad_background, static_cast<size_t>(s.channels)}};
+  } outputs[] = {{t.grad_means2d, 2 * n}, {t.grad_conics, 3 * n}, {t.grad_colors, n * c}, {t.grad_opacities, n},
+                 {t.grad_background, c}};
   for (const auto& o : outputs) {
     if (o.count == 0) continue;
     const cudaError_t e = cudaMemsetAsync(o.p, 0, o.count * sizeof(float), stream);
@@ -291,9 +284,9 @@ cudaError_t LaunchGaussianRasterizeBackward(const float* means2d, const float* c
   WithChannels(s.channels, [&](auto channels) {
     constexpr int kC = decltype(channels)::value;
     GaussianRasterizeBackwardKernel<kC><<<static_cast<unsigned>(tiles), block, BatchBytes(block), stream>>>(
-        means2d, conics, colors, opacities, background, ids, ranges, alpha, last_ids, grad_image, grad_alpha, s.n,
-        static_cast<int>(s.channels), s.m, a, tiles_x, grad_means2d, grad_conics, grad_colors, grad_opacities,
-        grad_background);
+        t.means2d, t.conics, t.colors, t.opacities, t.background, t.ids, t.ranges, t.alpha, t.last_ids, t.grad_image,
+        t.grad_alpha, s.n, static_cast<int>(s.channels), s.m, a, tiles_x, t.grad_means2d, t.grad_conics,
+        t.grad_colors, t.grad_opacities, t.grad_background);
   });
   return cudaGetLastError();
 }

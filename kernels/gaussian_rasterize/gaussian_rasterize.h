@@ -280,45 +280,7 @@ struct Sizes {
   int64_t m = 0;         // intersections (gaussian_ids)
 };
 
-}  // namespace gaussian_rasterize
-}  // namespace mo
-
-#if defined(__CUDACC__) || GOOGLE_CUDA
-#include <cuda_runtime.h>
-
-// The CUDA launchers (gaussian_rasterize.cu.cc), plain C++ (no TensorFlow): the TF GPU
-// kernels (gaussian_rasterize_cuda.cc) and the C-ABI harness
-// (tests/cuda/gaussian_rasterize_harness.cu.cc). One block per tile, one thread
-// per pixel; ids and ranges outside their bounds are skipped on the device
-// (the CPU kernels check them). The backward accumulates the per-Gaussian
-// gradients with atomicAdd into outputs it zeroes first.
-namespace mo::cuda {
-cudaError_t LaunchGaussianRasterizeForward(const float* means2d, const float* conics, const float* colors,
-                                           const float* opacities, const float* background, const int32_t* ids,
-                                           const int32_t* ranges, const gaussian_rasterize::Sizes& s,
-                                           const gaussian_rasterize::Attrs& a, float* image, float* alpha,
-                                           int32_t* last_ids, cudaStream_t stream);
-cudaError_t LaunchGaussianRasterizeBackward(const float* means2d, const float* conics, const float* colors,
-                                            const float* opacities, const float* background, const int32_t* ids,
-                                            const int32_t* ranges, const float* alpha, const int32_t* last_ids,
-                                            const float* grad_image, const float* grad_alpha,
-                                            const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a,
-                                            float* grad_means2d, float* grad_conics, float* grad_colors,
-                                            float* grad_opacities, float* grad_background, cudaStream_t stream);
-}  // namespace mo::cuda
-#endif  // __CUDACC__ || GOOGLE_CUDA
-
-#if defined(MO_TF_KERNEL)
-// The TensorFlow kernels of MetalOpsGaussianRasterize / MetalOpsGaussianRasterizeGrad,
-// once for every C++-API device (one kernel class templated on the device, a
-// functor per device): the checks above and the output allocation here;
-// GaussianRasterizeFunctor<Device> does the work. gaussian_rasterize_cpu.cc and
-// gaussian_rasterize_cuda.cc define MO_TF_KERNEL and include TensorFlow's
-// op_kernel.h and kernels/framework/op_kernel_with_attrs.h before this header.
-namespace mo {
-namespace gaussian_rasterize {
-
-// The tensors of one call, as the functors take them.
+// The tensors of one call, as the functors and launchers take them.
 struct ForwardArgs {
   const float *means2d, *conics, *colors, *opacities, *background;
   const int32_t *ids, *ranges;
@@ -335,12 +297,44 @@ struct BackwardArgs {
   float *grad_means2d, *grad_conics, *grad_colors, *grad_opacities, *grad_background;
 };
 
+}  // namespace gaussian_rasterize
+}  // namespace mo
+
+#if defined(__CUDACC__) || GOOGLE_CUDA
+#include <cuda_runtime.h>
+
+// The CUDA launchers (gaussian_rasterize.cu.cc), plain C++ (no TensorFlow): the TF GPU
+// kernels (gaussian_rasterize_cuda.cc) and the C-ABI harness
+// (tests/cuda/gaussian_rasterize_harness.cu.cc). One block per tile, one thread
+// per pixel; ids and ranges outside their bounds are skipped on the device
+// (the CPU kernels check them). The backward accumulates the per-Gaussian
+// gradients with atomicAdd into outputs it zeroes first.
+namespace mo::cuda {
+cudaError_t LaunchGaussianRasterizeForward(const gaussian_rasterize::ForwardArgs& t, const gaussian_rasterize::Sizes& s,
+                                           const gaussian_rasterize::Attrs& a, cudaStream_t stream);
+cudaError_t LaunchGaussianRasterizeBackward(const gaussian_rasterize::BackwardArgs& t,
+                                            const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a,
+                                            cudaStream_t stream);
+}  // namespace mo::cuda
+#endif  // __CUDACC__ || GOOGLE_CUDA
+
+#if defined(MO_TF_KERNEL)
+// The TensorFlow kernels of MetalOpsGaussianRasterize / MetalOpsGaussianRasterizeGrad,
+// once for every C++-API device (one kernel class templated on the device, a
+// functor per device): the checks above and the output allocation here;
+// GaussianRasterizeFunctor<Device> does the work. gaussian_rasterize_cpu.cc and
+// gaussian_rasterize_cuda.cc define MO_TF_KERNEL and include TensorFlow's
+// op_kernel.h and kernels/framework/op_kernel_with_attrs.h before this header.
+namespace mo {
+namespace gaussian_rasterize {
+
 inline InputDims InputDimsOf(::tensorflow::OpKernelContext* ctx) {
   return {checks::DimsOf(ctx->input(0)), checks::DimsOf(ctx->input(1)), checks::DimsOf(ctx->input(2)),
           checks::DimsOf(ctx->input(3)), checks::DimsOf(ctx->input(4)), checks::DimsOf(ctx->input(5)),
           checks::DimsOf(ctx->input(6))};
 }
 
+// Once the inputs' shapes are checked.
 inline Sizes SizesOf(::tensorflow::OpKernelContext* ctx) {
   Sizes s;
   s.n = ctx->input(0).dim_size(0);
@@ -360,59 +354,47 @@ struct GaussianRasterizeFunctor {
                                const gaussian_rasterize::Attrs& a, const gaussian_rasterize::BackwardArgs& t);
 };
 
-template <typename Device>
+// The forward (kGrad false) or the gradient op (kGrad true).
+template <typename Device, bool kGrad>
 class GaussianRasterizeKernel : public OpKernelWithAttrs<gaussian_rasterize::Attrs> {
  public:
   using OpKernelWithAttrs::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     namespace gr = gaussian_rasterize;
+    using ::tensorflow::TensorShape;
     const gr::Attrs& a = attrs_;
-    Dims image_dims, pixel_dims;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(gr::Shapes(a, gr::InputDimsOf(ctx), &image_dims, &pixel_dims)));
-    const gr::Sizes s = gr::SizesOf(ctx);
-    ::tensorflow::Tensor *image = nullptr, *alpha = nullptr, *last_ids = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, Shape(image_dims), &image));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, Shape(pixel_dims), &alpha));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, Shape(pixel_dims), &last_ids));
-    const gr::ForwardArgs t{Float(ctx, 0), Float(ctx, 1), Float(ctx, 2), Float(ctx, 3), Float(ctx, 4),
-                            Int(ctx, 5), Int(ctx, 6), image->flat<float>().data(), alpha->flat<float>().data(),
-                            last_ids->flat<int32_t>().data()};
-    OP_REQUIRES_OK(ctx, GaussianRasterizeFunctor<Device>::Forward(ctx, s, a, t));
+    const gr::InputDims in = gr::InputDimsOf(ctx);
+    if constexpr (kGrad) {
+      OP_REQUIRES_OK(ctx, checks::ToStatus(gr::GradShapes(a, in, Dims(ctx, 7), Dims(ctx, 8), Dims(ctx, 9),
+                                                          Dims(ctx, 10))));
+      ::tensorflow::Tensor* out[5] = {};
+      for (int i = 0; i < 5; ++i) OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &out[i]));
+      const gr::BackwardArgs t{Float(ctx, 0), Float(ctx, 1), Float(ctx, 2), Float(ctx, 3), Float(ctx, 4),
+                               Int(ctx, 5), Int(ctx, 6), Float(ctx, 7), Int(ctx, 8), Float(ctx, 9), Float(ctx, 10),
+                               out[0]->flat<float>().data(), out[1]->flat<float>().data(),
+                               out[2]->flat<float>().data(), out[3]->flat<float>().data(),
+                               out[4]->flat<float>().data()};
+      OP_REQUIRES_OK(ctx, GaussianRasterizeFunctor<Device>::Backward(ctx, gr::SizesOf(ctx), a, t));
+    } else {
+      checks::Dims image_dims, pixel_dims;
+      OP_REQUIRES_OK(ctx, checks::ToStatus(gr::Shapes(a, in, &image_dims, &pixel_dims)));
+      ::tensorflow::Tensor *image = nullptr, *alpha = nullptr, *last_ids = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape(image_dims), &image));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape(pixel_dims), &alpha));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape(pixel_dims), &last_ids));
+      const gr::ForwardArgs t{Float(ctx, 0), Float(ctx, 1), Float(ctx, 2), Float(ctx, 3), Float(ctx, 4),
+                              Int(ctx, 5), Int(ctx, 6), image->flat<float>().data(), alpha->flat<float>().data(),
+                              last_ids->flat<int32_t>().data()};
+      OP_REQUIRES_OK(ctx, GaussianRasterizeFunctor<Device>::Forward(ctx, gr::SizesOf(ctx), a, t));
+    }
   }
 
-  static ::tensorflow::TensorShape Shape(const Dims& dims) {
-    ::tensorflow::TensorShape shape;
-    for (int64_t d : dims) shape.AddDim(d);
-    return shape;
-  }
+ private:
+  static checks::Dims Dims(::tensorflow::OpKernelContext* ctx, int i) { return checks::DimsOf(ctx->input(i)); }
   static const float* Float(::tensorflow::OpKernelContext* ctx, int i) { return ctx->input(i).flat<float>().data(); }
   static const int32_t* Int(::tensorflow::OpKernelContext* ctx, int i) {
     return ctx->input(i).flat<int32_t>().data();
-  }
-};
-
-template <typename Device>
-class GaussianRasterizeGradKernel : public OpKernelWithAttrs<gaussian_rasterize::Attrs> {
- public:
-  using OpKernelWithAttrs::OpKernelWithAttrs;
-
-  void Compute(::tensorflow::OpKernelContext* ctx) override {
-    namespace gr = gaussian_rasterize;
-    using K = GaussianRasterizeKernel<Device>;
-    const gr::Attrs& a = attrs_;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(gr::GradShapes(
-                            a, gr::InputDimsOf(ctx), checks::DimsOf(ctx->input(7)), checks::DimsOf(ctx->input(8)),
-                            checks::DimsOf(ctx->input(9)), checks::DimsOf(ctx->input(10)))));
-    const gr::Sizes s = gr::SizesOf(ctx);
-    ::tensorflow::Tensor* out[5] = {};
-    for (int i = 0; i < 5; ++i) OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &out[i]));
-    const gr::BackwardArgs t{K::Float(ctx, 0), K::Float(ctx, 1), K::Float(ctx, 2), K::Float(ctx, 3),
-                             K::Float(ctx, 4), K::Int(ctx, 5), K::Int(ctx, 6), K::Float(ctx, 7), K::Int(ctx, 8),
-                             K::Float(ctx, 9), K::Float(ctx, 10), out[0]->flat<float>().data(),
-                             out[1]->flat<float>().data(), out[2]->flat<float>().data(),
-                             out[3]->flat<float>().data(), out[4]->flat<float>().data()};
-    OP_REQUIRES_OK(ctx, GaussianRasterizeFunctor<Device>::Backward(ctx, s, a, t));
   }
 };
 
@@ -422,9 +404,9 @@ class GaussianRasterizeGradKernel : public OpKernelWithAttrs<gaussian_rasterize:
 // on DEVICE_TYPE (gaussian_rasterize_cpu.cc, gaussian_rasterize_cuda.cc).
 #define MO_REGISTER_GAUSSIAN_RASTERIZE(DEVICE, DEVICE_TYPE)                                      \
   REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterize").Device(::tensorflow::DEVICE),     \
-                          ::mo::GaussianRasterizeKernel<DEVICE_TYPE>);                        \
+                          ::mo::GaussianRasterizeKernel<DEVICE_TYPE, false>);                 \
   REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflow::DEVICE), \
-                          ::mo::GaussianRasterizeGradKernel<DEVICE_TYPE>)
+                          ::mo::GaussianRasterizeKernel<DEVICE_TYPE, true>)
 #endif  // MO_TF_KERNEL
 #endif  // host code
 

@@ -24,20 +24,13 @@ template <>
 struct GaussianRasterizeFunctor<GPUDevice> {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const gaussian_rasterize::Sizes& s,
                               const gaussian_rasterize::Attrs& a, const gaussian_rasterize::ForwardArgs& t) {
-    return cuda::LaunchStatus("GaussianRasterize", cuda::LaunchGaussianRasterizeForward(
-                                                       t.means2d, t.conics, t.colors, t.opacities, t.background,
-                                                       t.ids, t.ranges, s, a, t.image, t.alpha, t.last_ids,
-                                                       cuda::Stream(ctx)));
+    return cuda::LaunchStatus("GaussianRasterize", cuda::LaunchGaussianRasterizeForward(t, s, a, cuda::Stream(ctx)));
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const gaussian_rasterize::Sizes& s,
                                const gaussian_rasterize::Attrs& a, const gaussian_rasterize::BackwardArgs& t) {
-    return cuda::LaunchStatus(
-        "GaussianRasterizeGrad",
-        cuda::LaunchGaussianRasterizeBackward(t.means2d, t.conics, t.colors, t.opacities, t.background, t.ids,
-                                              t.ranges, t.alpha, t.last_ids, t.grad_image, t.grad_alpha, s, a,
-                                              t.grad_means2d, t.grad_conics, t.grad_colors, t.grad_opacities,
-                                              t.grad_background, cuda::Stream(ctx)));
+    return cuda::LaunchStatus("GaussianRasterizeGrad",
+                              cuda::LaunchGaussianRasterizeBackward(t, s, a, cuda::Stream(ctx)));
   }
 };
 

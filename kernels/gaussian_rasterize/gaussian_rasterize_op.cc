@@ -58,14 +58,13 @@ absl::Status GradShape(InferenceContext* c) {
 
 }  // namespace gaussian_rasterize_shapes
 
+// The inputs of both ops, in the order of gaussian_rasterize::InputDims.
+#define MO_GAUSSIAN_RASTERIZE_INPUTS                                                                  \
+  .Input("means2d: float").Input("conics: float").Input("colors: float").Input("opacities: float") \
+      .Input("background: float").Input("gaussian_ids: int32").Input("tile_ranges: int32")
+
 REGISTER_OP("MetalOpsGaussianRasterize")
-    .Input("means2d: float")
-    .Input("conics: float")
-    .Input("colors: float")
-    .Input("opacities: float")
-    .Input("background: float")
-    .Input("gaussian_ids: int32")
-    .Input("tile_ranges: int32")
+    MO_GAUSSIAN_RASTERIZE_INPUTS
     .Output("image: float")
     .Output("alpha: float")
     .Output("last_ids: int32")
@@ -88,13 +87,7 @@ last_ids: [height, width] one past the index into gaussian_ids of the last Gauss
 )doc");
 
 REGISTER_OP("MetalOpsGaussianRasterizeGrad")
-    .Input("means2d: float")
-    .Input("conics: float")
-    .Input("colors: float")
-    .Input("opacities: float")
-    .Input("background: float")
-    .Input("gaussian_ids: int32")
-    .Input("tile_ranges: int32")
+    MO_GAUSSIAN_RASTERIZE_INPUTS
     .Input("alpha: float")
     .Input("last_ids: int32")
     .Input("grad_image: float")

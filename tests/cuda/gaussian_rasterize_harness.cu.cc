@@ -3,26 +3,6 @@
 // the launchers are declared in kernels/gaussian_rasterize/gaussian_rasterize.h.
 #include "kernels/gaussian_rasterize/gaussian_rasterize.h"
 
-namespace {
-
-mo::gaussian_rasterize::Attrs AttrsOf(int width, int height, int tile_size) {
-  mo::gaussian_rasterize::Attrs a;
-  a.width = width;
-  a.height = height;
-  a.tile_size = tile_size;
-  return a;
-}
-
-mo::gaussian_rasterize::Sizes SizesOf(int64_t n, int64_t channels, int64_t m) {
-  mo::gaussian_rasterize::Sizes s;
-  s.n = n;
-  s.channels = channels;
-  s.m = m;
-  return s;
-}
-
-}  // namespace
-
 extern "C" {
 
 int metal_ops_gaussian_rasterize_forward(const float* means2d, const float* conics, const float* colors,
@@ -30,9 +10,11 @@ int metal_ops_gaussian_rasterize_forward(const float* means2d, const float* coni
                                          const int32_t* ranges, int64_t n, int64_t channels, int64_t m, int width,
                                          int height, int tile_size, float* image, float* alpha, int32_t* last_ids,
                                          cudaStream_t stream) {
+  const mo::gaussian_rasterize::ForwardArgs t{means2d, conics, colors, opacities, background, ids, ranges,
+                                               image, alpha, last_ids};
   return static_cast<int>(mo::cuda::LaunchGaussianRasterizeForward(
-      means2d, conics, colors, opacities, background, ids, ranges, SizesOf(n, channels, m),
-      AttrsOf(width, height, tile_size), image, alpha, last_ids, stream));
+      t, mo::gaussian_rasterize::Sizes{n, channels, m}, mo::gaussian_rasterize::Attrs{width, height, tile_size},
+      stream));
 }
 
 int metal_ops_gaussian_rasterize_backward(const float* means2d, const float* conics, const float* colors,
@@ -42,10 +24,13 @@ int metal_ops_gaussian_rasterize_backward(const float* means2d, const float* con
                                           int64_t channels, int64_t m, int width, int height, int tile_size,
                                           float* grad_means2d, float* grad_conics, float* grad_colors,
                                           float* grad_opacities, float* grad_background, cudaStream_t stream) {
+  const mo::gaussian_rasterize::BackwardArgs t{means2d,    conics,       colors,      opacities,      background,
+                                                ids,        ranges,       alpha,       last_ids,       grad_image,
+                                                grad_alpha, grad_means2d, grad_conics, grad_colors,    grad_opacities,
+                                                grad_background};
   return static_cast<int>(mo::cuda::LaunchGaussianRasterizeBackward(
-      means2d, conics, colors, opacities, background, ids, ranges, alpha, last_ids, grad_image, grad_alpha,
-      SizesOf(n, channels, m), AttrsOf(width, height, tile_size), grad_means2d, grad_conics, grad_colors,
-      grad_opacities, grad_background, stream));
+      t, mo::gaussian_rasterize::Sizes{n, channels, m}, mo::gaussian_rasterize::Attrs{width, height, tile_size},
+      stream));
 }
 
 }  // extern "C"
