@@ -103,7 +103,9 @@ def rasterize(means2d, conics, colors, opacities, background, gaussian_ids, tile
         tid = ids[start:end]
         _, _, _, alpha, _, composited, before = _tile(means2d, conics, opacities, tid, rows, cols)
         t_final = np.prod(1 - alpha, axis=1)
-        color = (alpha * before) @ colors[tid] + t_final[:, None] * background[None, :]
+        # only the composited Gaussians' colours count (an inf colour elsewhere is never read)
+        weighted = np.where(composited[:, :, None], (alpha * before)[:, :, None] * colors[tid][None], 0.0)
+        color = weighted.sum(axis=1) + t_final[:, None] * background[None, :]
         index = np.arange(1, composited.shape[1] + 1)[None, :]
         count = np.max(np.where(composited, index, 0), axis=1, initial=0)  # one past the last composited
         shape = (len(rows), len(cols))
