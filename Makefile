@@ -137,20 +137,22 @@ OP_FOLDERS := $(dir $(filter kernels/%_op.cc,$(KERNEL_SRCS)))
 CU_ALL := $(filter %.cu.cc,$(KERNEL_SRCS))
 HARNESS_SRCS := $(filter %_harness.cu.cc,$(CU_ALL)) $(wildcard tests/cuda/*_harness.cu.cc)
 CU_SRCS := $(filter-out %_harness.cu.cc,$(CU_ALL))
-# TensorFlow's GPU kernel registrations (<op>_cuda.cc, <op>_gpu.cc; host compiler).
-CUDA_TF_SRCS := $(filter %_cuda.cc,$(KERNEL_SRCS)) $(filter-out %_xla_gpu.cc %.cu.cc,$(filter %_gpu.cc,$(KERNEL_SRCS)))
-# The Metal glue's C++ (<op>_metal.cc, kernels/metal/*.cc: kernel registrations
-# and host glue over the interface to Metal) joins the op library on macOS only,
-# with the Objective-C++ adapter under it (MM_SRCS). An op-shaped folder's
-# <op>_metal.cc joins it everywhere: its Metal plans, which the CPU kernels'
-# offload and the MSL shim run too, with its glue under __APPLE__.
+# TensorFlow's GPU kernel registrations and XLA's CUDA handlers (<op>_cuda.cc;
+# host compiler), with kernels/xla/register_xla_gpu.cc under XLA (below).
+CUDA_TF_SRCS := $(filter %_cuda.cc,$(KERNEL_SRCS))
+# The Metal glue's C++ (kernels/metal/*.cc: kernel registrations and host glue
+# over the interface to Metal) joins the op library on macOS only, with the
+# Objective-C++ adapter under it (MM_SRCS). An op folder's <op>_metal.cc joins
+# it everywhere: its Metal plans, which the CPU kernels' offload and the MSL
+# shim run too, with its glue under __APPLE__.
 OP_METAL_SRCS := $(filter $(addsuffix %_metal.cc,$(OP_FOLDERS)),$(KERNEL_SRCS))
 METAL_CC_SRCS := $(filter-out $(OP_METAL_SRCS),$(filter %_metal.cc kernels/metal/%.cc,$(KERNEL_SRCS)))
 OP_SRCS := $(filter kernels/%_op.cc,$(KERNEL_SRCS))
 CC_SRCS := $(OP_SRCS) $(filter-out %.cu.cc %_gpu.cc %_cuda.cc %_xla.cc %_op.cc $(METAL_CC_SRCS),$(KERNEL_SRCS))
 # XLA kernels (docs/XLA.md): <op>_xla.cc (the XLA op kernels) join the op
-# library, and <op>_kernels.cc its host handlers (MO_XLA=1, kernels/xla/xla_host.h);
-# a CUDA handler, <op>_xla_gpu.cc, joins the CUDA registrations. They use XLA's headers from the wheel
+# library, and <op>_cpu.cc holds their host handlers (MO_XLA=1, kernels/xla/xla_host.h);
+# the CUDA handlers, in <op>_cuda.cc, join the CUDA registrations with
+# kernels/xla/register_xla_gpu.cc. They use XLA's headers from the wheel
 # (included as system headers: their own warnings are not ours) and symbols of
 # libtensorflow_cc. Not on macOS: Metal has no XLA.
 ifneq ($(UNAME_S),Darwin)
@@ -222,12 +224,12 @@ UNIT_SRCS := $(OP_SRCS) $(XLA_SRCS)
 OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter-out $(UNIT_SRCS),$(CC_SRCS)) $(PORTABLE_SRCS))
 # The sources whose code the CPU's instruction set does not speed up (the op
 # definitions, the Metal plans, XLA's op kernels, which only build XLA's graph;
-# the host handlers that run the functors are in <op>_kernels.cc) compile once
+# the host handlers that run the functors are in <op>_cpu.cc) compile once
 # on x86-64 Linux, at the baseline level (the first of ISA_LEVELS, below), into
 # ISA_COMMON: the -march=native library and each level's library of the Linux
 # wheel (`make isa-libs`) link the same objects, after their own (where both
 # hold a copy of an inline function, the linker keeps the first: their own).
-ISA_COMMON_SRCS := $(OP_SRCS) $(filter %_plan.cc kernels/metal_plan/%.cc %_xla.cc $(OP_METAL_SRCS),$(CC_SRCS)) \
+ISA_COMMON_SRCS := $(OP_SRCS) $(filter kernels/metal_plan/%.cc %_xla.cc $(OP_METAL_SRCS),$(CC_SRCS)) \
   $(PORTABLE_SRCS)
 ifeq ($(UNAME_S)-$(shell uname -m)-$(MACOS_CROSS),Linux-x86_64-)
   ISA_COMMON ?= $(BUILD)/isa-common
@@ -404,7 +406,7 @@ isa-plugin: $(BUILD)/tf_flags.mk
 	+$(MAKE) --no-print-directory -j$(ISA_JOBS) PORTABLE=1 BUILD=$(BUILD)/isa-plugin $(PLUGIN_LIB)
 
 # ---- CUDA kernels for the Linux wheel (docs/BUILDING.md, "CUDA kernels in the wheel") ----
-# $(PKG)/_metal_ops_cuda.so: the GPU kernel registrations (kernels/*/*_gpu.cc,
+# $(PKG)/_metal_ops_cuda.so: the GPU kernel registrations (kernels/*/*_cuda.cc,
 # host compiler, GOOGLE_CUDA=1, against the build venv's TensorFlow headers) and
 # their launchers (kernels/*/*.cu.cc, nvcc), built against tensorflow-cpu,
 # which the op library is built against too; no REGISTER_OP (the ops stay in the

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from tests.op_files import OPS, folder, is_shaped, named, op_definition
+from tests.op_files import OPS, folder, named, op_definition
 
 pytestmark = pytest.mark.source_tree("the build files (Makefile, Bazel, setup.py)")
 
@@ -203,7 +203,7 @@ def test_check_op_library_finds_declared_ops():
 
 
 # ---- every op's files, found by its name -------------------------------------------------
-def _shaped_files_of(op):
+def _files_of(op):
     """The files the op shape (docs/ADDING_AN_OP.md) asks of an op, from what
     its folder holds: the CUDA glue and harness where it has a CUDA source,
     the Metal file where it has a shader, the XLA handlers' file where it has
@@ -252,9 +252,8 @@ def test_op_shape_folders_hold_the_files_the_guide_names_and_no_other():
     MPSGraph, and nothing the table does not name."""
     shape = _op_shape_table()
     assert len(shape) == 9 and "<op>.h" in shape and "<op>_metal.cc" in shape, shape
-    shaped = [op for op in OPS if is_shaped(op)]
-    assert {"trunc_exp", "sh_encode", "scene_contract"} <= set(shaped)
-    for op in shaped:
+    assert {"trunc_exp", "sh_encode", "scene_contract"} <= set(OPS)
+    for op in OPS:
         have = set(os.listdir(os.path.join(ROOT, folder(op))))
         extra = have - {f.replace("<op>", op) for f in shape}
         parts = _cuda_parts(op, have)
@@ -262,15 +261,8 @@ def test_op_shape_folders_hold_the_files_the_guide_names_and_no_other():
         assert not extra, f"{folder(op)} holds files the op shape does not name: {sorted(extra)}"
         assert not {f"{op}.metal", f"{op}_metal.mm"} <= have, f"{folder(op)}: a shader or MPSGraph, not both"
         assert len(have) <= (12 if parts else 8), f"{folder(op)} holds {len(have)} files: {sorted(have)}"
-        missing = [f for f in _shaped_files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
+        missing = [f for f in _files_of(op) if not os.path.isfile(os.path.join(ROOT, f))]
         assert not missing, f"op {op}: missing {missing}"
-        assert not os.path.exists(os.path.join(ROOT, "ops", f"{op}_op.cc")), f"{op} is defined twice"
-
-
-def _files_of(op):
-    """The files the op shape (docs/ADDING_AN_OP.md) asks of an op, from what
-    its folder holds."""
-    return _shaped_files_of(op)
 
 
 def test_ops_are_found():

@@ -1,20 +1,20 @@
-"""The project's folders depend one way, and ops/ holds only op definitions.
+"""The project's folders depend one way, and an op's <op>_op.cc holds only its op definitions.
 
 Every `#include "..."` (and Objective-C `#import "..."`) of the project's C,
 C++, Objective-C++, CUDA and Metal sources that names a project file (from the
 repository root, the build's -I., or beside the including file) is an edge
 between two folders. The folders form layers when that graph has no cycle,
-both between leaf folders (ops, kernels/<op>, kernels/spec, kernels/cpu, ...)
-and between top-level folders (ops, kernels, grappler, tests, ...): a folder
+both between leaf folders (kernels/<op>, kernels/spec, kernels/cpu, ...)
+and between top-level folders (kernels, grappler, tests, ...): a folder
 never includes from a folder that includes it back, directly or through others.
 
-kernels/ holds one folder per op (kernels/<op>/, named as ops/<op>_op.cc) and
-the shared folders. An op folder includes the shared folders and, where the op
+kernels/ holds one folder per op (kernels/<op>/, holding kernels/<op>/<op>_op.cc)
+and the shared folders. An op folder includes the shared folders and, where the op
 builds on another, that op's folder (its family, drawn in
 docs/ARCHITECTURE.md); a shared folder never includes an op folder.
 
-ops/ holds the REGISTER_OP files (ops/<op>_op.cc) and nothing else: an op's
-attributes, parameters and checks live in its spec, kernels/<op>/<op>_spec.h,
+kernels/<op>/<op>_op.cc holds the op's REGISTER_OPs and nothing else: its
+attributes, parameters and checks live in its header, kernels/<op>/<op>.h,
 which the op definition and every kernel of the op include.
 """
 import collections
@@ -172,10 +172,10 @@ def test_a_back_include_is_caught(tmp_path):
 def test_op_shape_definitions_hold_only_op_definitions():
     """An op-shaped folder's <op>_op.cc (docs/ADDING_AN_OP.md) holds its
     REGISTER_OPs: checks, attributes and shared shape code belong in <op>.h and kernels/spec/."""
-    from tests.op_files import SHAPED_OPS, op_definition
+    from tests.op_files import OPS, op_definition
 
-    assert {"trunc_exp", "sh_encode", "scene_contract"} <= set(SHAPED_OPS)
-    for op in SHAPED_OPS:
+    assert {"trunc_exp", "sh_encode", "scene_contract"} <= set(OPS)
+    for op in OPS:
         with open(os.path.join(ROOT, op_definition(op)), encoding="utf-8") as f:
             text = f.read()
         assert "REGISTER_OP(" in text and "REGISTER_KERNEL_BUILDER" not in text, op_definition(op)

@@ -58,6 +58,9 @@ def shim():
     lib.shim_fill_length.restype = ctypes.c_uint64
     lib.shim_gpu_sync_requested.argtypes = [ctypes.c_char_p]
     lib.shim_gpu_error_message.argtypes = [ctypes.c_char_p] * 5 + [ctypes.c_int]
+    lib.shim_gpu_registration_refusal.argtypes = (
+        [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        + [ctypes.POINTER(ctypes.c_char_p)] * 2 + [ctypes.POINTER(ctypes.c_int)] * 2 + [ctypes.c_char_p, ctypes.c_int])
     return lib
 
 
@@ -109,38 +112,74 @@ def _registering():
     return sorted(os.path.relpath(p, ROOT) for p in paths if re.search(r"mo::metal::Register\w*[<(]", _code(p)))
 
 
-def _languages():
-    """Each shader library's language line, as embed_metal.py reads it: "name:major.minor;..."."""
-    entries = []
-    for path in METAL_SOURCES:
-        name = os.path.basename(path)[:-len(".metal")]
-        with open(path, encoding="utf-8") as f:
-            major, minor = embed_metal.msl_version(f.read(), name)
-        entries.append(f"{name}:{major}.{minor}")
-    return ";".join(entries)
-
-
-@pytest.mark.parametrize("metal3", [0, 1])
-def test_kernels_needing_a_newer_language_are_left_off_the_gpu_device(shim, metal3):
-    """On tensorflow-metal, a kernel whose shader library needs a language the
-    GPU does not offer is not registered for the GPU device, so TensorFlow
-    places its op on the CPU: without MSL 3.0 those of hash_encode and
-    robust_loss (atomic_float), with it none."""
-    shim.shim_gpu_registration_refusal.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
-                                                   ctypes.c_int]
-    languages = _languages()
-    assert "hash_encode:3.0" in languages and "trunc_exp:2.4" in languages, languages
+def _refusals(shim, embedded, metal3, apple7, turned_off=None):
+    """GpuRegistrationRefusal of every registering file (as a relative and an
+    absolute __FILE__) against the embedded libraries: {library: why}."""
+    cc = (embedded / "metal_sources.cc").read_text()
+    entries = [(m.group(1), m.group(2), int(m.group(3)), int(m.group(4))) for m in RAW.finditer(cc)]
+    assert {"hash_encode", "fused_mlp", "trunc_exp"} <= {e[0] for e in entries}, entries
+    strings = lambda values: (ctypes.c_char_p * len(values))(*[v.encode() for v in values])
+    ints = lambda values: (ctypes.c_int * len(values))(*values)
+    names, sources, majors, minors = zip(*entries)
     refused, registering = {}, _registering()
+    assert len(registering) >= 11 and "kernels/fused_conv2d/fused_conv2d_metal.cc" in registering, registering
     for path in registering + [os.path.join(ROOT, p) for p in registering]:
         out = ctypes.create_string_buffer(1024)
-        shim.shim_gpu_registration_refusal(path.encode(), metal3, languages.encode(), out, len(out))
+        shim.shim_gpu_registration_refusal(
+            path.encode(), metal3, apple7, None if turned_off is None else turned_off.encode(), len(entries),
+            strings(names), strings(sources), ints(majors), ints(minors), out, len(out))
         if out.value:
             refused[os.path.basename(os.path.dirname(path))] = out.value.decode()
-    assert len(registering) >= 11 and "kernels/fused_conv2d/fused_conv2d_metal.cc" in registering, registering
-    assert set(refused) == (set() if metal3 else {"hash_encode", "robust_loss"}), refused
+    return refused
+
+
+@pytest.mark.parametrize("metal3,apple7", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_kernels_this_gpu_cannot_run_are_left_off_the_gpu_device(shim, embedded, metal3, apple7):
+    """On tensorflow-metal, a kernel whose shader library needs a language or a
+    GPU family the GPU does not offer is not registered for the GPU device, so
+    TensorFlow places its op on the CPU: without MSL 3.0 those of hash_encode
+    and robust_loss (atomic_float), without Apple7 those of fused_mlp
+    (simdgroup_matrix); with both none."""
+    refused = _refusals(shim, embedded, metal3, apple7)
+    want = (set() if metal3 else {"hash_encode", "robust_loss"}) | (set() if apple7 else {"fused_mlp"})
+    assert set(refused) == want, refused
     for library, why in refused.items():
-        assert why.startswith(f"the Metal kernels of '{library}' need Metal Shading Language 3.0, which this GPU "
-                              "does not offer"), why
+        if library == "fused_mlp":
+            assert why.startswith("the Metal kernels of 'fused_mlp' need simdgroup_matrix, which this GPU does not "
+                                  "offer (it is not of MTLGPUFamilyApple7"), why
+        else:
+            assert why.startswith(f"the Metal kernels of '{library}' need Metal Shading Language 3.0, which this GPU "
+                                  "does not offer"), why
+
+
+def test_the_setting_leaves_named_libraries_off_the_gpu_device(shim, embedded):
+    """METAL_OPS_TF_METAL_OFF: a Mac owner's way to put the ops of a library
+    whose kernels fail at their call (a compile, a size) on the CPU."""
+    refused = _refusals(shim, embedded, 1, 1, "trunc_exp,fused_conv2d")
+    assert set(refused) == {"trunc_exp", "fused_conv2d"}, refused
+    assert refused["trunc_exp"] == ("METAL_OPS_TF_METAL_OFF=trunc_exp,fused_conv2d leaves the kernels of "
+                                    "'trunc_exp' off the GPU device")
+    assert len(_refusals(shim, embedded, 1, 1, "all")) == len(_registering())
+    assert _refusals(shim, embedded, 1, 1, "") == {} and _refusals(shim, embedded, 1, 1, "trunc,exp,") == {}
+
+
+def test_a_kernel_this_gpu_cannot_run_names_the_setting_that_routes_it_to_the_cpu(shim):
+    shim.shim_stream_refusal_message.argtypes = [ctypes.c_char_p] * 4 + [ctypes.c_int]
+    out = ctypes.create_string_buffer(1024)
+    shim.shim_stream_refusal_message(b"mlp/MetalOpsFusedMLP", b"fused_mlp", b"why", out, len(out))
+    assert out.value.decode() == (
+        "metal_ops: op 'mlp/MetalOpsFusedMLP' cannot run on this GPU: why. Set METAL_OPS_TF_METAL_OFF=fused_mlp to "
+        "leave the kernels of 'fused_mlp' off tensorflow-metal's GPU device (TensorFlow then runs them on the CPU), "
+        "or place the op with tf.device('/CPU:0')")
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "kernels", "metal", "*.*")))
+                         + sorted(glob.glob(os.path.join(ROOT, "kernels", "*", "*_metal.*"))), ids=os.path.basename)
+def test_no_unimplemented_error_on_tensorflow_metals_device(path):
+    """An op the library supports is never UNIMPLEMENTED on the GPU device: what
+    the GPU's answers decide keeps the kernel off it (the CPU computes); what
+    only the call finds goes through KernelCall::Refuse, naming the setting."""
+    assert "TF_UNIMPLEMENTED" not in _code(path), os.path.relpath(path, ROOT)
 
 
 def test_one_line_names_the_ops_left_to_the_cpu_and_why(shim):
@@ -671,7 +710,7 @@ def test_every_metal_compute_goes_through_the_shared_call(path):
 
 
 def test_fused_mlp_checks_the_gpu_family_before_compiling_its_library():
-    # A GPU without simdgroup_matrix gets FusedMLP's UNIMPLEMENTED message, not
+    # A GPU without simdgroup_matrix gets FusedMLP's refusal, not
     # a compile error of its shader library: the family check comes first.
     text = _code(os.path.join(ROOT, "kernels", "fused_mlp", "fused_mlp_metal.cc"))
     for kind in ("void Forward(", "void Backward("):

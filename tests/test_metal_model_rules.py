@@ -215,3 +215,45 @@ def test_no_metal_device_leaves_the_ops_on_the_cpu_with_one_message(model, route
     assert "no Metal device: MTLCreateSystemDefaultDevice" in reason, reason
     warnings = [line for line in out.stderr.splitlines() if "no Metal device" in line]
     assert len(warnings) == 1 and "the ops compute on the CPU" in warnings[0], warnings
+
+
+LOW_PIPELINE = """
+import os, numpy as np, tensorflow as tf, metal_ops
+from metal_ops import metal_path
+rng = np.random.default_rng(0)
+xm = tf.constant(rng.standard_normal((256, 16)).astype(np.float32))
+ks = [rng.standard_normal((16, 64)).astype(np.float32) * 0.2, rng.standard_normal((64, 4)).astype(np.float32) * 0.2]
+bs = [np.zeros(64, np.float32), np.zeros(4, np.float32)]
+x = np.linspace(-3, 3, 5000).astype(np.float32)
+def mlp_grad():
+    with tf.GradientTape() as tape:
+        tape.watch(xm)
+        y = metal_ops.fused_mlp(xm, ks, bs, activation="relu")
+    return y.numpy(), tape.gradient(y, xm).numpy()
+os.environ["METAL_OPS_METAL"] = "0"
+want_y, want_dx = mlp_grad()
+os.environ["METAL_OPS_METAL"] = "shim"
+os.environ["METAL_OPS_MODEL_FAULTS"] = "max_threads=16@fused_mlp_backward_w64_float32,max_threads=32@trunc_exp_forward_float32"
+for name, call, want in [("mlp", mlp_grad, (want_y, want_dx)), ("trunc_exp", lambda: [metal_ops.trunc_exp(x).numpy()], [np.exp(x)])]:
+    before = metal_path.metal_runs()[0], metal_path.metal_fallbacks()
+    ok = all(np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(call(), want))
+    print(name, metal_path.metal_runs()[0] - before[0], metal_path.metal_fallbacks() - before[1], ok)
+print("violations", _model.counters()["violations"])
+"""
+
+
+def test_a_pipeline_running_fewer_threads_than_the_plan_asks_is_respected(model):
+    """maxTotalThreadsPerThreadgroup is the pipeline's (a kernel using many
+    registers gets less than the device's 1024): a threadgroup dispatch over
+    one pipeline's limit is refused before anything is encoded and the CPU
+    computes that call, with the warning naming the kernel and the limit,
+    while the op's other pipeline runs on Metal; a 1-D grid's threadgroups
+    narrow to the pipeline's limit (the model reports a dispatch over it)."""
+    out = run_child(LOW_PIPELINE, METAL_OPS_METAL="shim")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()[-3:]
+    # op: plans run, fallbacks, result right (FusedMLP: forward on Metal, backward on the CPU)
+    assert lines == ["mlp 1 1 True", "trunc_exp 1 0 True", "violations 0"], lines + [out.stderr[-2000:]]
+    warnings = [line for line in out.stderr.splitlines() if "computes on the CPU instead" in line]
+    assert len(warnings) == 1 and "MetalOpsFusedMLPGrad (node" in warnings[0], warnings
+    assert "fused_mlp_backward_w64_float32: this GPU runs at most 16 threads per threadgroup" in warnings[0], warnings

@@ -33,7 +33,7 @@ ROUTES = ("shim", "shim-stream")
 # (METAL_OPS_METAL=1, every call: minimum work 0).
 RERUN_ROUTES = ROUTES + (("1",) if sys.platform == "darwin" else ())
 
-# The test module of every op with a Metal plan (kernels/<op>/<op>_plan.h or an op shape's <op>_metal.cc,
+# The test module of every op with a Metal plan (a shader, whose plans <op>_metal.cc defines,
 # which its CPU functor supplies to cpu::MetalOrCpu), rerun through
 # the model; an op with a plan and no
 # tests/test_<op>.py fails its run.

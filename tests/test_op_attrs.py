@@ -64,10 +64,27 @@ struct Printer {
   }
 };
 
+// Reads each case into an Attrs (its namespace's ReadAttrs and VisitAttrs,
+// found through the type) and prints the visit, or the check's message.
+template <typename Attrs, typename Cases, typename Visitor = Printer>
+void ReadAndVisit(const Cases& cases, Visitor visitor = Visitor()) {
+  for (const auto& r : cases) {
+    Attrs b;
+    const mo::checks::Result result = ReadAttrs(r, &b);
+    if (result.ok) {
+      VisitAttrs(b, visitor);
+    } else {
+      std::printf("error %s\n", result.message.c_str());
+    }
+  }
+}
+
+// Prints each attribute's REGISTER_OP text.
+#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
+
 int main() {
   example::Attrs a;
   std::printf("default %d %d %g\n", a.levels, a.mode, a.scale);
-#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
   MO_EXAMPLE_ATTRS(MO_PRINT_SPEC_)
   const Reader cases[] = {
       {{{"levels", "8"}, {"mode", "nearest"}, {"scale", "2.5"}}},
@@ -146,18 +163,9 @@ int main() {
       {{{"index", "-1"}, {"offset", "0"}}},
       {{{"index", "3"}, {"offset", "5"}}},
   };
-  for (const Reader& r : cases) {
-    indexed::Attrs b;
-    const mo::checks::Result result = indexed::ReadAttrs(r, &b);
-    if (result.ok) {
-      indexed::VisitAttrs(b, Printer());
-    } else {
-      std::printf("error %s\n", result.message.c_str());
-    }
-  }
+  ReadAndVisit<indexed::Attrs>(cases);
 }
-""".replace("  MO_INDEX_ATTRS(MO_PRINT_SPEC_)", """#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
-  MO_INDEX_ATTRS(MO_PRINT_SPEC_)""")
+"""
 
 INT64_EXPECTED = """spec index: int >= 0 = 0
 spec offset: int = -2
@@ -194,7 +202,6 @@ int main() {
   static_assert(std::is_same_v<decltype(grid::Attrs::jitter), bool>, "Bool is held as bool");
   grid::Attrs a;
   std::printf("default %d %d %g %lld %g\n", a.jitter, a.levels, a.step, (long long)a.budget, a.scale);
-#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
   MO_GRID_ATTRS(MO_PRINT_SPEC_)
   const Reader cases[] = {
       {{{"jitter", "1"}, {"levels", "16"}, {"step", "0.25"}, {"budget", "4294967299"}, {"scale", "-2"}}},
@@ -204,15 +211,7 @@ int main() {
       {{{"jitter", "0"}, {"step", "0.5"}, {"budget", "1"}, {"scale", "1"}}},
       {{{"levels", "2"}, {"step", "0.5"}, {"budget", "1"}, {"scale", "1"}}},
   };
-  for (const Reader& r : cases) {
-    grid::Attrs b;
-    const mo::checks::Result result = grid::ReadAttrs(r, &b);
-    if (result.ok) {
-      grid::VisitAttrs(b, BoolPrinter());
-    } else {
-      std::printf("error %s\n", result.message.c_str());
-    }
-  }
+  ReadAndVisit<grid::Attrs>(cases, BoolPrinter());
 }
 """
 
@@ -280,7 +279,6 @@ int main() {
   static_assert(std::is_same_v<decltype(boxed::Attrs::box), std::array<float, 4>>, "FloatList<4> is held as an array");
   boxed::Attrs a;
   std::printf("default %g %g %g %g %g %g\n", a.box[0], a.box[1], a.box[2], a.box[3], a.step, a.angle);
-#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
   MO_BOX_ATTRS(MO_PRINT_SPEC_)
   const ListReader cases[] = {
       {{{{"box", "0,1,2,3.5"}, {"step", "nan"}, {"angle", "-inf"}}}},
@@ -288,15 +286,7 @@ int main() {
       {{{{"box", ""}, {"step", "1"}, {"angle", "0"}}}},
       {{{{"step", "1"}, {"angle", "0"}}}},
   };
-  for (const ListReader& r : cases) {
-    boxed::Attrs b;
-    const mo::checks::Result result = boxed::ReadAttrs(r, &b);
-    if (result.ok) {
-      boxed::VisitAttrs(b, ListPrinter());
-    } else {
-      std::printf("error %s\n", result.message.c_str());
-    }
-  }
+  ReadAndVisit<boxed::Attrs>(cases, ListPrinter());
 }
 """
 
@@ -340,7 +330,6 @@ int main() {
   static_assert(std::is_same_v<decltype(window::Attrs::strides), mo::checks::Dims>, "IntList is held as Dims");
   window::Attrs a;
   std::printf("default %zu %zu %zu %d\n", a.strides.size(), a.pads.size(), a.dilations.size(), a.padding);
-#define MO_PRINT_SPEC_(name, Kind, ...) std::printf("spec %s\n", ::mo::attrs::Kind::Spec(#name, __VA_ARGS__).c_str());
   MO_WINDOW_ATTRS(MO_PRINT_SPEC_)
   const Reader cases[] = {
       {{{"strides", "1 2 2 1"}, {"pads", ""}, {"dilations", "1 1 1 1"}, {"padding", "VALID"}}},
@@ -349,15 +338,7 @@ int main() {
       {{{"strides", "1 1 1 1"}, {"pads", ""}, {"dilations", "1 1 1 1"}, {"padding", "FULL"}}},
       {{{"pads", ""}, {"dilations", "1 1 1 1"}, {"padding", "SAME"}}},
   };
-  for (const Reader& r : cases) {
-    window::Attrs b;
-    const mo::checks::Result result = window::ReadAttrs(r, &b);
-    if (result.ok) {
-      window::VisitAttrs(b, Printer());
-    } else {
-      std::printf("error %s\n", result.message.c_str());
-    }
-  }
+  ReadAndVisit<window::Attrs>(cases);
 }
 """
 

@@ -4,10 +4,10 @@ instead of naming it, so that adding an op edits no shared file
 
 An op's own places: its folder (kernels/<op>/), the files named after it
 (<op>.<ext>, <op>_*, test_<op>*, bench_<op>* and the like, wherever they are:
-ops/<op>_op.cc, python/metal_ops/<op>.py, its reference, its tests), and the
+python/metal_ops/<op>.py, its reference, its tests), and the
 package's __init__.py and layers.py, which export it. Shared code is every
 other source file of the library and its test harness (python/, kernels/,
-ops/, grappler/, runtime/, the build files, and tests/ but for the test
+grappler/, runtime/, the build files, and tests/ but for the test
 modules themselves): an op's name stands in at most one of them.
 """
 import os
@@ -20,7 +20,7 @@ from tests import op_files
 pytestmark = pytest.mark.source_tree("the op folders and the shared code files")
 
 ROOT = op_files.ROOT
-SHARED_DIRS = ("python", "kernels", "ops", "grappler", "runtime", "tests")
+SHARED_DIRS = ("python", "kernels", "grappler", "runtime", "tests")
 SHARED_FILES = ("Makefile", "BUILD", "setup.py")
 EXTENSIONS = (".py", ".cc", ".h", ".mm", ".metal", ".cu", ".sh")
 EXPORTS = ("python/metal_ops/__init__.py", "python/metal_ops/layers.py")

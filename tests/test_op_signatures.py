@@ -1,4 +1,4 @@
-"""Ops of one family write their REGISTER_OP chains out in full (ops/*_op.cc);
+"""Ops of one family each write a REGISTER_OP chain (kernels/*/*_op.cc);
 what they share must agree: the attributes both ops have (type, default,
 allowed values, minimum), the outputs both have, and a backward's inputs that
 carry a forward's outputs. Read from the op definitions TensorFlow registered

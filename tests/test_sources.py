@@ -2,7 +2,7 @@
 through its public headers and C API.
 
 Any TensorFlow release may rename, remove or change a private symbol without
-notice, so the sources under ops/, kernels/ and grappler/ must not
+notice, so the sources under kernels/ and grappler/ must not
 
 - look symbols up at run time (dlopen / dlsym), or name TensorFlow's mangled
   C++ symbols (_ZN10tensorflow..., _ZN3tsl...); the one exception,
@@ -22,7 +22,7 @@ import pytest
 pytestmark = pytest.mark.source_tree("the sources")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE_DIRS = ("ops", "kernels", "grappler")
+SOURCE_DIRS = ("kernels", "grappler")
 EXTENSIONS = (".cc", ".h", ".mm", ".cu", ".metal")
 
 _RUNTIME_LOOKUP = re.compile(r"\b(dlsym|dlopen|dlvsym|dladdr)\s*\(")

@@ -11,7 +11,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "tcnn_rtc_stub.h"
+#include "tcnn_shim.h"
 
 using namespace tcnn;
 
@@ -68,13 +68,10 @@ extern "C" {
 
 // dtype 0: float32 table, 1: float16. Returns null on failure (message on stderr).
 void* tcnn_grid_create(int dtype, int levels, int log2_hashmap, int base_res, float per_level_scale) {
-  try {
+  return Guarded<void*>(__func__, nullptr, [&]() -> void* {
     if (dtype == 0) return new Grid<float>(levels, log2_hashmap, base_res, per_level_scale);
     return new Grid<__half>(levels, log2_hashmap, base_res, per_level_scale);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "tcnn_grid_create: %s\n", e.what());
-    return nullptr;
-  }
+  });
 }
 
 long long tcnn_grid_n_params(void* h) { return static_cast<long long>(static_cast<GridBase*>(h)->n_params()); }
@@ -82,25 +79,19 @@ void* tcnn_grid_params(void* h) { return static_cast<GridBase*>(h)->params(); }
 void* tcnn_grid_gradients(void* h) { return static_cast<GridBase*>(h)->gradients(); }
 
 int tcnn_grid_forward(void* h, const void* x, void* y, int n, int out_soa, cudaStream_t s) {
-  try {
+  return Guarded(__func__, 1, [&] {
     static_cast<GridBase*>(h)->forward(static_cast<const float*>(x), y, n, out_soa, s);
     return 0;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "tcnn_grid_forward: %s\n", e.what());
-    return 1;
-  }
+  });
 }
 
 // Forward (training) then backward: the table gradient for dL/dy = dy, no input gradient.
 int tcnn_grid_forward_backward(void* h, const void* x, void* y, const void* dy, int n, int out_soa,
                                cudaStream_t s) {
-  try {
+  return Guarded(__func__, 1, [&] {
     static_cast<GridBase*>(h)->forward_backward(static_cast<const float*>(x), y, dy, n, out_soa, s);
     return 0;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "tcnn_grid_forward_backward: %s\n", e.what());
-    return 1;
-  }
+  });
 }
 
 void tcnn_grid_destroy(void* h) { delete static_cast<GridBase*>(h); }

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tcnn_rtc_stub.h"
+#include "tcnn_shim.h"
 
 using namespace tcnn;
 using T = network_precision_t;
@@ -38,7 +38,7 @@ static Activation Act(int a) {
 }
 
 void* tcnn_mlp_create(int in, int width, int hidden, int out, int act, int out_act) {
-  try {
+  return Guarded<void*>(__func__, nullptr, [&]() -> void* {
     auto* n = new Net;
     Network<T>* p = nullptr;
     switch (width) {
@@ -59,10 +59,7 @@ void* tcnn_mlp_create(int in, int width, int hidden, int out, int act, int out_a
     p->set_params(n->params.data(), n->params.data(), n->grads.data());
     CUDA_CHECK_THROW(cudaDeviceSynchronize());
     return n;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "tcnn_mlp_create: %s\n", e.what());
-    return nullptr;
-  }
+  });
 }
 
 int tcnn_mlp_padded_output_width(void* h) {
@@ -77,22 +74,19 @@ int tcnn_mlp_padded_output_width(void* h) {
 static MatrixLayout Layout(int aos) { return aos ? CM : RM; }
 
 int tcnn_mlp_inference(void* h, const void* x, void* y, int n, int aos, cudaStream_t s) {
-  try {
+  return Guarded(__func__, 1, [&] {
     auto* net = static_cast<Net*>(h);
     GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, Layout(aos));
     GPUMatrixDynamic<T> out((T*)y, net->net->padded_output_width(), n, Layout(aos));
     net->net->inference_mixed_precision(s, in, out);
     return 0;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "tcnn_mlp_inference: %s\n", e.what());
-    return 1;
-  }
+  });
 }
 
 // forward (training) + backward with dL/dy = dy, parameter gradients and dx.
 int tcnn_mlp_forward_backward(void* h, const void* x, void* y, const void* dy, void* dx, int n,
                               int aos, cudaStream_t s) {
-  try {
+  return Guarded(__func__, 1, [&] {
     auto* net = static_cast<Net*>(h);
     const MatrixLayout l = Layout(aos);
     GPUMatrixDynamic<T> in((T*)x, net->net->input_width(), n, l);
@@ -102,10 +96,7 @@ int tcnn_mlp_forward_backward(void* h, const void* x, void* y, const void* dy, v
     auto ctx = net->net->forward(s, in, &out, false, dx != nullptr);
     net->net->backward(s, *ctx, in, out, dout, dx ? &din : nullptr, false, GradientMode::Overwrite);
     return 0;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "tcnn_mlp_forward_backward: %s\n", e.what());
-    return 1;
-  }
+  });
 }
 
 void tcnn_mlp_destroy(void* h) { delete static_cast<Net*>(h); }

@@ -23,37 +23,47 @@ constexpr const char* kCublasLtSoname = "libcublasLt.so." MO_CUBLAS_STR(CUBLAS_V
 #undef MO_CUBLAS_STR
 #undef MO_CUBLAS_STR2
 
-// The cuBLAS functions used here, typed by cuBLAS's own declarations.
+// The functions used here, X(member, function): cuBLAS's, and cuBLASLt's (the
+// epilogue GEMM). Each member is typed by the library's own declaration and
+// bound to the symbol of the function's name.
+#define MO_CUBLAS_FUNCTIONS(X)                     \
+  X(create, cublasCreate_v2)                       \
+  X(set_stream, cublasSetStream_v2)                \
+  X(set_math_mode, cublasSetMathMode)              \
+  X(sgemm, cublasSgemm_v2)                         \
+  X(status_string, cublasGetStatusString)
+#define MO_CUBLASLT_FUNCTIONS(X)                   \
+  X(create, cublasLtCreate)                        \
+  X(desc_create, cublasLtMatmulDescCreate)         \
+  X(desc_destroy, cublasLtMatmulDescDestroy)       \
+  X(desc_set, cublasLtMatmulDescSetAttribute)      \
+  X(layout_create, cublasLtMatrixLayoutCreate)     \
+  X(layout_destroy, cublasLtMatrixLayoutDestroy)   \
+  X(pref_create, cublasLtMatmulPreferenceCreate)   \
+  X(pref_destroy, cublasLtMatmulPreferenceDestroy) \
+  X(heuristic, cublasLtMatmulAlgoGetHeuristic)     \
+  X(matmul, cublasLtMatmul)
+#define MO_CUBLAS_MEMBER(member, function) decltype(&function) member = nullptr;
+// In the loaders below, over their lib, a, missing and ok.
+#define MO_CUBLAS_BIND(member, function) ok = Bind(lib, #function, &a->member, &missing) && ok;
+
 struct CublasApi {
-  decltype(&cublasCreate_v2) create = nullptr;
-  decltype(&cublasSetStream_v2) set_stream = nullptr;
-  decltype(&cublasSetMathMode) set_math_mode = nullptr;
-  decltype(&cublasSgemm_v2) sgemm = nullptr;
-  decltype(&cublasGetStatusString) status_string = nullptr;
+  MO_CUBLAS_FUNCTIONS(MO_CUBLAS_MEMBER)
   std::string error;  // why cuBLAS is unusable; empty when it loaded
 };
 
+struct CublasLtApi {
+  MO_CUBLASLT_FUNCTIONS(MO_CUBLAS_MEMBER)
+  bool ok = false;  // every function bound
+};
+
+// Binds *f to `name` in lib; a missing name is appended to *missing.
 template <typename F>
 bool Bind(void* lib, const char* name, F* f, std::string* missing) {
   *f = reinterpret_cast<F>(dlsym(lib, name));
   if (*f == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
   return *f != nullptr;
 }
-
-// The cuBLASLt functions used here (the epilogue GEMM), typed by its declarations.
-struct CublasLtApi {
-  decltype(&cublasLtCreate) create = nullptr;
-  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
-  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
-  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
-  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
-  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
-  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
-  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
-  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
-  decltype(&cublasLtMatmul) matmul = nullptr;
-  bool ok = false;  // every function bound
-};
 
 // Opened once per process and never closed; missing cuBLASLt only disables
 // the epilogue GEMM (its callers fall back to cuBLAS and a pass of their own).
@@ -63,16 +73,8 @@ const CublasLtApi& CublasLt() {
     void* lib = dlopen(kCublasLtSoname, RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return a;
     std::string missing;
-    bool ok = Bind(lib, "cublasLtCreate", &a->create, &missing);
-    ok = Bind(lib, "cublasLtMatmulDescCreate", &a->desc_create, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatmulDescDestroy", &a->desc_destroy, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatmulDescSetAttribute", &a->desc_set, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatrixLayoutCreate", &a->layout_create, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatrixLayoutDestroy", &a->layout_destroy, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatmulPreferenceCreate", &a->pref_create, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatmulPreferenceDestroy", &a->pref_destroy, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatmulAlgoGetHeuristic", &a->heuristic, &missing) && ok;
-    ok = Bind(lib, "cublasLtMatmul", &a->matmul, &missing) && ok;
+    bool ok = true;
+    MO_CUBLASLT_FUNCTIONS(MO_CUBLAS_BIND)
     a->ok = ok;
     return a;
   }();
@@ -92,11 +94,8 @@ const CublasApi& Cublas() {
       return a;
     }
     std::string missing;
-    bool ok = Bind(lib, "cublasCreate_v2", &a->create, &missing);
-    ok = Bind(lib, "cublasSetStream_v2", &a->set_stream, &missing) && ok;
-    ok = Bind(lib, "cublasSetMathMode", &a->set_math_mode, &missing) && ok;
-    ok = Bind(lib, "cublasSgemm_v2", &a->sgemm, &missing) && ok;
-    ok = Bind(lib, "cublasGetStatusString", &a->status_string, &missing) && ok;
+    bool ok = true;
+    MO_CUBLAS_FUNCTIONS(MO_CUBLAS_BIND)
     if (!ok) a->error = std::string(kCublasSoname) + " lacks " + missing;
     return a;
   }();

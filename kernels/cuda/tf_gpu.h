@@ -44,6 +44,9 @@ typename CudaType<T>::type* AsCuda(T* p) {
 
 // The stream TensorFlow runs the op's GPU work on.
 inline cudaStream_t Stream(::tensorflow::OpKernelContext* ctx) { return ctx->eigen_device<GPUDevice>().stream(); }
+// An XLA call's stream, as it is (functors that TensorFlow's kernels and XLA's
+// handlers share take either: kernels/xla/pointwise_xla.h).
+inline cudaStream_t Stream(cudaStream_t stream) { return stream; }
 
 // OK, or Internal("<what> failed: <CUDA's message>").
 inline absl::Status CudaStatus(const char* what, cudaError_t err) {

@@ -37,6 +37,27 @@ Status CheckShapes(InferenceContext* c, int w_index, int t_index, DimensionHandl
   return Status();
 }
 
+// loss [R].
+Status DistortionLossShape(InferenceContext* c) {
+  DimensionHandle rays;
+  TF_RETURN_IF_ERROR(CheckShapes(c, 0, 1, &rays));
+  c->set_output(0, c->Vector(rays));
+  return Status();
+}
+
+// grad [R]; grad_weights and grad_t shaped like weights and t.
+Status DistortionLossGradShape(InferenceContext* c) {
+  DimensionHandle rays;
+  TF_RETURN_IF_ERROR(CheckShapes(c, 1, 2, &rays));
+  ShapeHandle g;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &g));
+  DimensionHandle merged;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(g, 0), rays, &merged));
+  c->set_output(0, c->input(1));
+  c->set_output(1, c->input(2));
+  return Status();
+}
+
 }  // namespace
 
 REGISTER_OP("MetalOpsDistortionLoss")
@@ -44,12 +65,7 @@ REGISTER_OP("MetalOpsDistortionLoss")
     .Input("t: float")
     .Output("loss: float")
     MO_OP_ATTRS(MO_DISTORTION_LOSS_ATTRS)
-    .SetShapeFn([](InferenceContext* c) {
-      DimensionHandle rays;
-      TF_RETURN_IF_ERROR(CheckShapes(c, 0, 1, &rays));
-      c->set_output(0, c->Vector(rays));
-      return Status();
-    })
+    .SetShapeFn(DistortionLossShape)
     .Doc(R"doc(
 Per-ray distortion loss of mip-NeRF 360,
 sum_{i,j} w_i w_j |m_i - m_j| + 1/3 sum_i w_i^2 (t_{i+1} - t_i), in O(S).
@@ -66,17 +82,7 @@ REGISTER_OP("MetalOpsDistortionLossGrad")
     .Output("grad_weights: float")
     .Output("grad_t: float")
     MO_OP_ATTRS(MO_DISTORTION_LOSS_ATTRS)
-    .SetShapeFn([](InferenceContext* c) {
-      DimensionHandle rays;
-      TF_RETURN_IF_ERROR(CheckShapes(c, 1, 2, &rays));
-      ShapeHandle g;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &g));
-      DimensionHandle merged;
-      TF_RETURN_IF_ERROR(c->Merge(c->Dim(g, 0), rays, &merged));
-      c->set_output(0, c->input(1));
-      c->set_output(1, c->input(2));
-      return Status();
-    })
+    .SetShapeFn(DistortionLossGradShape)
     .Doc(R"doc(
 Backward of MetalOpsDistortionLoss: grad[r] * dL_r/dweights and grad[r] * dL_r/dt.
 )doc");

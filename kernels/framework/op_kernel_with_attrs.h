@@ -1,5 +1,6 @@
 // The base of the C++-API kernel classes (kernels/<op>_kernel.h) whose op has
-// attributes: the op's spec (kernels/<op>/<op>_spec.h) reads and checks them.
+// attributes: the op's spec (kernels/<op>/<op>_spec.h) reads and checks them;
+// and the kernel classes' output allocation.
 #ifndef MO_KERNELS_FRAMEWORK_OP_KERNEL_WITH_ATTRS_H_
 #define MO_KERNELS_FRAMEWORK_OP_KERNEL_WITH_ATTRS_H_
 
@@ -21,6 +22,16 @@ class OpKernelWithAttrs : public ::tensorflow::OpKernel {
  protected:
   Attrs attrs_;
 };
+
+// Allocates output `index` of `shape`; its elements into *data.
+template <typename T>
+absl::Status AllocateOutput(::tensorflow::OpKernelContext* ctx, int index, const ::tensorflow::TensorShape& shape,
+                            T** data) {
+  ::tensorflow::Tensor* out = nullptr;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &out));
+  *data = out->flat<T>().data();
+  return absl::OkStatus();
+}
 
 }  // namespace mo
 

@@ -72,9 +72,13 @@ using PointwiseGradOp = PointwiseKernel<Functor, T, Attrs, kPointSize, true>;
   MO_REGISTER_POINTWISE_T(NAME, DEVICE, FUNCTOR, NS, float);    \
   MO_REGISTER_POINTWISE_T(NAME, DEVICE, FUNCTOR, NS, ::Eigen::half)
 #define MO_REGISTER_POINTWISE_T(NAME, DEVICE, FUNCTOR, NS, T)                                               \
-  REGISTER_KERNEL_BUILDER(Name(NAME).Device(::tensorflow::DEVICE).TypeConstraint<T>("T"),        \
-                          ::mo::PointwiseOp<FUNCTOR<T>, T, NS::Attrs, NS::kPointSize>);                       \
+  MO_REGISTER_POINTWISE_FORWARD(NAME, DEVICE, FUNCTOR, NS, T);                                                 \
   REGISTER_KERNEL_BUILDER(Name(NAME "Grad").Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
                           ::mo::PointwiseGradOp<FUNCTOR<T>, T, NS::Attrs, NS::kPointSize>)
+// Op NAME alone (an op with no gradient op of its own) on DEVICE for T:
+// PointwiseOp<FUNCTOR<T>, T, NS::Attrs, NS::kPointSize>.
+#define MO_REGISTER_POINTWISE_FORWARD(NAME, DEVICE, FUNCTOR, NS, T)                \
+  REGISTER_KERNEL_BUILDER(Name(NAME).Device(::tensorflow::DEVICE).TypeConstraint<T>("T"), \
+                          ::mo::PointwiseOp<FUNCTOR<T>, T, NS::Attrs, NS::kPointSize>)
 
 #endif  // MO_KERNELS_FRAMEWORK_POINTWISE_KERNEL_H_

@@ -1,20 +1,45 @@
 // What the two volume renderers' TensorFlow code shares (samples [R, S] and
-// packed samples [N]):
-// the shape functions, over the outputs and attributes their REGISTER_OP
-// chains both write out (tests/test_op_signatures.py checks they agree; each
-// op supplies only how its inputs give R and the shape of its per-sample
-// values), and the kernel classes' output allocation.
+// packed samples [N]): the REGISTER_OP chains' outputs and the backward's
+// inputs after the forward's; the shape functions, over those outputs and the
+// attributes both chains write (tests/test_op_signatures.py checks they agree;
+// each op supplies only how its inputs give R and the shape of its per-sample
+// values); and the kernel classes' output allocation.
 #ifndef MO_KERNELS_FRAMEWORK_RENDER_OP_H_
 #define MO_KERNELS_FRAMEWORK_RENDER_OP_H_
 
+#include <array>
 #include <cstdint>
 
 #include "kernels/common/render_args.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
 #include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+
+// The REGISTER_OP chain parts both renderers' ops write after their own
+// inputs: the forward's outputs, and the backward's inputs that carry the
+// forward's outputs and their gradients, with its outputs.
+#define MO_RENDER_OUTPUTS      \
+  .Output("out_rgb: T")        \
+      .Output("depth: T")      \
+      .Output("opacity: T")    \
+      .Output("weights: T")    \
+      .Attr("T: {float, double}")
+#define MO_RENDER_GRAD_INPUTS_AND_OUTPUTS \
+  .Input("out_rgb: T")                    \
+      .Input("depth: T")                  \
+      .Input("opacity: T")                \
+      .Input("weights: T")                \
+      .Input("grad_rgb: T")               \
+      .Input("grad_depth: T")             \
+      .Input("grad_opacity: T")           \
+      .Input("grad_weights: T")           \
+      .Output("grad_sigma: T")            \
+      .Output("grad_samples_rgb: T")      \
+      .Output("grad_background: T")       \
+      .Attr("T: {float, double}")
 
 namespace mo {
 namespace render_op {
@@ -71,9 +96,8 @@ absl::Status BackwardShapeFn(InferenceContext* c) {
   Shapes s;
   TF_RETURN_IF_ERROR(inputs(c, &s));
   const int w = c->Rank(s.samples);
-  const int ranks[8] = {2, 1, 1, w, 2, 1, 1, w};
-  ShapeHandle shape;
-  for (int i = 0; i < 8; ++i) TF_RETURN_IF_ERROR(c->WithRank(c->input(first + i), ranks[i], &shape));
+  std::array<ShapeHandle, 8> grad_inputs;
+  TF_RETURN_IF_ERROR(checks::InputRanks(c, first, {2, 1, 1, w, 2, 1, 1, w}, &grad_inputs));
   ShapeHandle samples_rgb;
   TF_RETURN_IF_ERROR(c->Concatenate(s.samples, c->Vector(3), &samples_rgb));
   c->set_output(0, s.samples);
@@ -90,15 +114,13 @@ template <typename T>
 absl::Status AllocateRenderOutputs(::tensorflow::OpKernelContext* ctx, int64_t R, bool return_weights,
                                    const ::tensorflow::TensorShape& weights,
                                    const ::tensorflow::TensorShape& no_weights, RenderOutputs<T>* out) {
-  using ::tensorflow::Tensor;
   using ::tensorflow::TensorShape;
-  Tensor *out_rgb = nullptr, *depth = nullptr, *opacity = nullptr, *weights_out = nullptr;
-  TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape({R, 3}), &out_rgb));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(1, TensorShape({R}), &depth));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(2, TensorShape({R}), &opacity));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(3, return_weights ? weights : no_weights, &weights_out));
-  *out = {out_rgb->flat<T>().data(), depth->flat<T>().data(), opacity->flat<T>().data(),
-          return_weights ? weights_out->flat<T>().data() : nullptr};
+  T* weights_out = nullptr;
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 0, TensorShape({R, 3}), &out->out_rgb));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 1, TensorShape({R}), &out->depth));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 2, TensorShape({R}), &out->opacity));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 3, return_weights ? weights : no_weights, &weights_out));
+  out->weights = return_weights ? weights_out : nullptr;
   return absl::OkStatus();
 }
 
@@ -109,15 +131,14 @@ absl::Status AllocateRenderOutputs(::tensorflow::OpKernelContext* ctx, int64_t R
 template <typename T>
 absl::Status AllocateRenderGrads(::tensorflow::OpKernelContext* ctx, int first, int64_t R, bool has_weight_grad,
                                  RenderGrads<T>* grads) {
-  using ::tensorflow::Tensor;
-  Tensor *grad_sigma = nullptr, *grad_samples_rgb = nullptr, *grad_background = nullptr;
-  TF_RETURN_IF_ERROR(ctx->allocate_output(0, ctx->input(0).shape(), &grad_sigma));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(1, ctx->input(1).shape(), &grad_samples_rgb));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(2, ::tensorflow::TensorShape({R, 3}), &grad_background));
+  T *grad_sigma = nullptr, *grad_samples_rgb = nullptr, *grad_background = nullptr;
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 0, ctx->input(0).shape(), &grad_sigma));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 1, ctx->input(1).shape(), &grad_samples_rgb));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 2, ::tensorflow::TensorShape({R, 3}), &grad_background));
   auto in = [&](int i) { return ctx->input(first + i).flat<T>().data(); };
   *grads = {in(0), in(1), in(2), has_weight_grad ? in(3) : nullptr,
             in(4), in(5), in(6), has_weight_grad ? in(7) : nullptr,
-            grad_sigma->flat<T>().data(), grad_samples_rgb->flat<T>().data(), grad_background->flat<T>().data()};
+            grad_sigma, grad_samples_rgb, grad_background};
   return absl::OkStatus();
 }
 

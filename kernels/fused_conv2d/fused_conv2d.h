@@ -232,6 +232,21 @@ inline Result Residual(const Dims& residual, const Dims& output) {
   return Ok();
 }
 
+// Every input of MetalOpsFusedConv2D where its GEMMs are BLAS's (the CPU and
+// CUDA kernels, XLA's): input and filter (Geometry, GemmSizes), then the bias
+// and the residual where the attributes have them. dims(i): input i's dims.
+template <typename DimsOfInput>
+Result Inputs(const Attrs& attrs, DimsOfInput&& dims, ConvGeometry* g) {
+  const Dims filter = dims(1);
+  MO_RETURN_IF_INVALID(Geometry(attrs, dims(0), filter, g));
+  MO_RETURN_IF_INVALID(GemmSizes(*g, filter));
+  if (attrs.num_bias == 1) MO_RETURN_IF_INVALID(Bias(dims(2), g->out_depth));
+  if (attrs.num_residual == 1) {
+    MO_RETURN_IF_INVALID(Residual(dims(2 + static_cast<int>(attrs.num_bias)), g->output_dims()));
+  }
+  return Ok();
+}
+
 }  // namespace fused_conv2d
 
 namespace fused_activation_grad {
@@ -260,6 +275,15 @@ inline Result ActivationGradShapes(const Dims& gradients, const Dims& outputs, c
                    ShapeString(gradients));
   }
   return Ok();
+}
+
+// The op's inputs, gradients, outputs and features where the attributes have
+// them (ActivationGradShapes). dims(i): input i's dims.
+template <typename DimsOfInput>
+Result Inputs(const Attrs& attrs, DimsOfInput&& dims) {
+  const bool has_features = attrs.num_features == 1;
+  const Dims features = has_features ? dims(2) : Dims();
+  return ActivationGradShapes(dims(0), dims(1), has_features ? &features : nullptr);
 }
 
 }  // namespace fused_activation_grad
@@ -616,32 +640,22 @@ class FusedConv2DOp : public OpKernelWithAttrs<fused_conv2d::Attrs> {
   using OpKernelWithAttrs<fused_conv2d::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& input = ctx->input(0);
-    const ::tensorflow::Tensor& filter = ctx->input(1);
     FusedConv2DArgs args{};
-    OP_REQUIRES_OK(
-        ctx, checks::ToStatus(fused_conv2d::Geometry(attrs_, checks::DimsOf(input), checks::DimsOf(filter), &args.g)));
+    auto dims = [&](int i) { return checks::DimsOf(ctx->input(i)); };
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Inputs(attrs_, dims, &args.g)));
     const fused_conv2d::ConvGeometry& g = args.g;
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::GemmSizes(g, checks::DimsOf(filter))));
     const ::tensorflow::TensorShape out_shape({g.batch, g.out_rows, g.out_cols, g.out_depth});
-    if (attrs_.num_bias == 1) {
-      const ::tensorflow::Tensor& b = ctx->input(2);
-      OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Bias(checks::DimsOf(b), g.out_depth)));
-      args.bias = b.flat<float>().data();
-    }
-    if (attrs_.num_residual == 1) {
-      const ::tensorflow::Tensor& r = ctx->input(2 + attrs_.num_bias);
-      OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Residual(checks::DimsOf(r), g.output_dims())));
-      args.residual = r.flat<float>().data();
-    }
-    ::tensorflow::Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
+    auto data = [&](int i) { return ctx->input(i).flat<float>().data(); };
+    if (attrs_.num_bias == 1) args.bias = data(2);
+    if (attrs_.num_residual == 1) args.residual = data(2 + attrs_.num_bias);
+    float* output = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 0, out_shape, &output));
     if (out_shape.num_elements() == 0) return;
-    args.input = input.flat<float>().data();
-    args.filter = filter.flat<float>().data();
+    args.input = data(0);
+    args.filter = data(1);
     args.act = attrs_.activation;
     args.alpha = attrs_.leaky_relu_alpha;
-    OP_REQUIRES_OK(ctx, FusedConv2DFunctor<Device>::Compute(ctx, args, output->flat<float>().data()));
+    OP_REQUIRES_OK(ctx, FusedConv2DFunctor<Device>::Compute(ctx, args, output));
   }
 };
 
@@ -651,13 +665,11 @@ class FusedActivationGradOp : public OpKernelWithAttrs<fused_activation_grad::At
   using OpKernelWithAttrs<fused_activation_grad::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
+    auto dims = [&](int i) { return checks::DimsOf(ctx->input(i)); };
+    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_activation_grad::Inputs(attrs_, dims)));
     const ::tensorflow::Tensor& grads = ctx->input(0);
     const ::tensorflow::Tensor& outputs = ctx->input(1);
     const ::tensorflow::Tensor* features = attrs_.num_features == 1 ? &ctx->input(2) : nullptr;
-    const checks::Dims feature_dims = features != nullptr ? checks::DimsOf(*features) : checks::Dims();
-    OP_REQUIRES_OK(ctx,
-                   checks::ToStatus(fused_activation_grad::ActivationGradShapes(
-                       checks::DimsOf(grads), checks::DimsOf(outputs), features != nullptr ? &feature_dims : nullptr)));
     // In place over the incoming gradients when nothing else holds them (as
     // TF's ReluGrad does): no fresh buffer to fault in.
     ::tensorflow::Tensor* backprops = nullptr;

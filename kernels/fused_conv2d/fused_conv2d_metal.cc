@@ -63,7 +63,7 @@ void RunGraph(mo::metal::KernelCall& call, const std::string& op, const std::vec
   }
   std::call_once(cached->once, [&] { cached->graph = mo::metal::CompileGraph(request, *device, &cached->error); });
   if (cached->graph == nullptr) {
-    call.Fail(TF_INTERNAL, "metal_ops: MPSGraph could not compile the graph " + key + ": " + cached->error);
+    call.Refuse("fused_conv2d", "MPSGraph could not compile the graph " + key + ": " + cached->error);
     return;
   }
   call.EncodeOnStream("MPSGraph " + op, [&](mo::mtl::CommandBuffer& command_buffer) {

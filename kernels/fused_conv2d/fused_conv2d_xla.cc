@@ -1,7 +1,7 @@
 // The XLA kernels of MetalOpsFusedConv2D and MetalOpsFusedActivationGrad (kernels/xla/xla_kernel.h;
 // FusedConv2D's gradient is TensorFlow's convolution gradients and FusedActivationGrad), which emit
 // the calls that their handlers take (fused_conv2d_cpu.cc's host ones, fused_conv2d_cuda.cc's CUDA
-// ones). The shapes are checked while XLA compiles (fused_conv2d::Geometry); the attributes travel
+// ones). The shapes are checked while XLA compiles (fused_conv2d::Inputs); the attributes travel
 // whole (FfiAttrsOf), and the handlers rebuild the geometry from them and the buffers' shapes.
 #include "kernels/xla/xla_kernel.h"  // first: includes kernels/framework/tf_eigen.h
 
@@ -15,32 +15,21 @@ namespace xla_kernels {
 namespace {
 
 void CompileFusedConv2D(XlaOpKernelContext* ctx, const fused_conv2d::Attrs& attrs) {
-  const checks::Dims filter = InputDims(ctx, 1);
+  auto dims = [&](int i) { return InputDims(ctx, i); };
   fused_conv2d::ConvGeometry g;
-  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Geometry(attrs, InputDims(ctx, 0), filter, &g)));
-  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::GemmSizes(g, filter)));
-  std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
-  if (attrs.num_bias == 1) {
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Bias(InputDims(ctx, 2), g.out_depth)));
-    operands.push_back(ctx->Input(2));
-  }
-  if (attrs.num_residual == 1) {
-    const int r = 2 + static_cast<int>(attrs.num_bias);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Residual(InputDims(ctx, r), g.output_dims())));
-    operands.push_back(ctx->Input(r));
-  }
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_conv2d::Inputs(attrs, dims, &g)));
+  std::vector<::xla::XlaOp> operands;
+  const int num_inputs = 2 + static_cast<int>(attrs.num_bias + attrs.num_residual);
+  for (int i = 0; i < num_inputs; ++i) operands.push_back(ctx->Input(i));
   EmitFfiCall(ctx, "MetalOpsFusedConv2D", operands, {ArrayShape(::xla::F32, g.output_dims())}, FfiAttrsOf(attrs));
 }
 
 void CompileFusedActivationGrad(XlaOpKernelContext* ctx, const fused_activation_grad::Attrs& attrs) {
-  const checks::Dims grads = InputDims(ctx, 0);
-  const bool has_features = attrs.num_features == 1;
-  const checks::Dims features = has_features ? InputDims(ctx, 2) : checks::Dims();
-  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_activation_grad::ActivationGradShapes(grads, InputDims(ctx, 1),
-                                                                                   has_features ? &features : nullptr)));
+  auto dims = [&](int i) { return InputDims(ctx, i); };
+  OP_REQUIRES_OK(ctx, checks::ToStatus(fused_activation_grad::Inputs(attrs, dims)));
   std::vector<::xla::XlaOp> operands = {ctx->Input(0), ctx->Input(1)};
-  if (has_features) operands.push_back(ctx->Input(2));
-  EmitFfiCall(ctx, "MetalOpsFusedActivationGrad", operands, {ArrayShape(::xla::F32, grads)},
+  if (attrs.num_features == 1) operands.push_back(ctx->Input(2));
+  EmitFfiCall(ctx, "MetalOpsFusedActivationGrad", operands, {ArrayShape(::xla::F32, dims(0))},
               FfiAttrsOf(attrs));
 }
 

@@ -1164,10 +1164,7 @@ absl::Status AllocateWanted(::tensorflow::OpKernelContext* ctx, int index, const
                             T** data) {
   *data = nullptr;
   if (!ctx->output_required(index)) return absl::OkStatus();
-  ::tensorflow::Tensor* out = nullptr;
-  TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &out));
-  *data = out->flat<T>().data();
-  return absl::OkStatus();
+  return AllocateOutput(ctx, index, shape, data);
 }
 
 template <typename Device, typename T>
@@ -1184,11 +1181,11 @@ class FusedMlpOp : public OpKernelWithAttrs<fused_mlp::Attrs> {
     OP_REQUIRES_OK(
         ctx, checks::ToStatus(fused_mlp::Shapes(checks::DimsOf(x), DimsOfList(kernels), DimsOfList(biases), &net)));
     const int64_t n = x.dim_size(0);
-    ::tensorflow::Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, net.out_dim}), &y));
+    T* y = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 0, ::tensorflow::TensorShape({n, net.out_dim}), &y));
     T* hidden = nullptr;
     OP_REQUIRES_OK(ctx, AllocateWanted(ctx, 1, ::tensorflow::TensorShape({net.hidden_layers, n, net.width}), &hidden));
-    FusedMlpForwardArgs<T> args{n, x.flat<T>().data(), {}, {}, y->flat<T>().data(), hidden};
+    FusedMlpForwardArgs<T> args{n, x.flat<T>().data(), {}, {}, y, hidden};
     for (int l = 0; l < kernels.size(); ++l) {
       args.kernels.push_back(kernels[l].flat<T>().data());
       args.biases.push_back(biases[l].flat<T>().data());

@@ -143,8 +143,8 @@ bool Geometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, const 
                            max_threads)) {
     return true;
   }
-  call.Fail(TF_UNIMPLEMENTED, "FusedMLP: no Metal threadgroup geometry fits this network on this GPU (its pipeline "
-                              "runs at most " + std::to_string(max_threads) + " threads per threadgroup)");
+  call.Refuse("fused_mlp", "no Metal threadgroup geometry fits this network (the pipeline runs at most " +
+                               std::to_string(max_threads) + " threads per threadgroup)");
   return false;
 }
 
@@ -161,14 +161,14 @@ bool FitGeometry(mo::metal::KernelCall& call, const mo::fused_mlp::Net& net, con
 
 // Whether this GPU has simdgroup_matrix (else the call fails saying so).
 // Checked before any shader library is compiled: a GPU without it (a
-// paravirtual one in CI) would otherwise fail compiling the library.
+// paravirtual one in CI) would otherwise fail compiling the library. Where
+// tensorflow-metal's GPU is the system's, the kernels are not registered for
+// it then (metal_rules.h GpuRegistrationRefusal); this covers another GPU.
 bool GpuFamilyOk(mo::metal::KernelCall& call) {
   mo::mtl::Device* device = call.Device();
   if (device == nullptr) return false;
   if (!device->GetLimits().apple7) {
-    call.Fail(TF_UNIMPLEMENTED,
-              "FusedMLP's Metal kernel needs an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix); run it "
-              "on the CPU with tf.device('/CPU:0')");
+    call.Refuse("fused_mlp", "the shaders need an Apple-silicon GPU (MTLGPUFamilyApple7: simdgroup_matrix)");
     return false;
   }
   return true;
@@ -179,12 +179,8 @@ bool GpuFamilyOk(mo::metal::KernelCall& call) {
 // encoded, so a call that cannot run encodes nothing.
 bool ShaderPipelinesOk(mo::metal::KernelCall& call, const mo::mtl::Pipeline* tiles, const mo::FusedMlpParams& p) {
   if (!call.ok() || tiles == nullptr) return false;
-  if (tiles->ThreadExecutionWidth() != MO_FUSED_MLP_SIMD_WIDTH) {
-    call.Fail(TF_UNIMPLEMENTED, "FusedMLP's Metal kernel needs 32-wide SIMD-groups; this GPU's are " +
-                                    std::to_string(tiles->ThreadExecutionWidth()));
-    return false;
-  }
-  return call.CheckThreadgroups(tiles, uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
+  return call.CheckSimdWidth(tiles) &&
+         call.CheckThreadgroups(tiles, uint32_t(p.simdgroups) * MO_FUSED_MLP_SIMD_WIDTH, uint32_t(p.tg_bytes));
 }
 
 // The op's outputs, in one place: y [N, out_dim] and hidden [hidden_layers,

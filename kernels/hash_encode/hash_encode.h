@@ -890,12 +890,12 @@ class HashEncodeOp : public OpKernelWithAttrs<hash_encode::Attrs> {
     OP_REQUIRES_OK(ctx, hash_encode::CheckInputsAndTable(ctx, attrs_, 0, &g, &n));
     const ::tensorflow::Tensor& inputs = ctx->input(0);
     const ::tensorflow::Tensor& table = ctx->input(1);
-    ::tensorflow::Tensor* out = nullptr;
+    T* out = nullptr;
     const int64_t width = int64_t(attrs_.num_levels) * g.features;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, width}), &out));
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 0, ::tensorflow::TensorShape({n, width}), &out));
     if (n == 0) return;
     const HashEncodeForwardArgs<T> args = {g.dims, g.features, n, g.rows, inputs.flat<float>().data(),
-                                           table.flat<T>().data(), out->flat<T>().data(), g.params};
+                                           table.flat<T>().data(), out, g.params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Forward(ctx, attrs_, args)));
   }
 };
@@ -906,24 +906,22 @@ class HashEncodeGradOp : public OpKernelWithAttrs<hash_encode::GradAttrs> {
   using OpKernelWithAttrs<hash_encode::GradAttrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
-    const ::tensorflow::Tensor& dy = ctx->input(0);
-    const ::tensorflow::Tensor& inputs = ctx->input(1);
-    const ::tensorflow::Tensor& table = ctx->input(2);
     hash_encode::TableGeometry g;
     int64_t n = 0;
     OP_REQUIRES_OK(ctx, hash_encode::CheckGradEncoded(ctx, attrs_, 0, 1, &g, &n));
-    ::tensorflow::Tensor* grad_table = nullptr;
-    ::tensorflow::Tensor* grad_inputs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, ::tensorflow::TensorShape({attrs_.compute_table_grad ? g.rows : 0, g.features}),
-                            &grad_table));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({attrs_.compute_input_grad ? n : 0, g.dims}),
-                                             &grad_inputs));
-    if (!attrs_.compute_table_grad && !attrs_.compute_input_grad) return;
+    const ::tensorflow::Tensor& dy = ctx->input(0);
+    const ::tensorflow::Tensor& inputs = ctx->input(1);
+    const ::tensorflow::Tensor& table = ctx->input(2);
+    const bool table_grad = attrs_.compute_table_grad, input_grad = attrs_.compute_input_grad;
+    T* grad_table = nullptr;
+    float* grad_inputs = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 0, ::tensorflow::TensorShape({table_grad ? g.rows : 0, g.features}),
+                                       &grad_table));
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 1, ::tensorflow::TensorShape({input_grad ? n : 0, g.dims}), &grad_inputs));
+    if (!table_grad && !input_grad) return;
     const HashEncodeBackwardArgs<T> args = {
         g.dims, g.features, n, g.rows, dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
-        attrs_.compute_table_grad ? grad_table->flat<T>().data() : nullptr,
-        attrs_.compute_input_grad ? grad_inputs->flat<float>().data() : nullptr, attrs_.deterministic, g.params};
+        table_grad ? grad_table : nullptr, input_grad ? grad_inputs : nullptr, attrs_.deterministic, g.params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::Backward(ctx, attrs_, args)));
   }
 };
@@ -936,21 +934,20 @@ class HashEncodeGradGradOp : public OpKernelWithAttrs<hash_encode::Attrs> {
   using OpKernelWithAttrs<hash_encode::Attrs>::OpKernelWithAttrs;
 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
+    hash_encode::TableGeometry g;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, hash_encode::CheckGradEncoded(ctx, attrs_, 1, 2, &g, &n));
     const ::tensorflow::Tensor& ggx = ctx->input(0);
     const ::tensorflow::Tensor& dy = ctx->input(1);
     const ::tensorflow::Tensor& inputs = ctx->input(2);
     const ::tensorflow::Tensor& table = ctx->input(3);
-    hash_encode::TableGeometry g;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, hash_encode::CheckGradEncoded(ctx, attrs_, 1, 2, &g, &n));
     OP_REQUIRES_OK(ctx, hash_encode::CheckMatrix("grad_grad_inputs", ggx, n, g.dims));
-    ::tensorflow::Tensor* grad_table = nullptr;
-    ::tensorflow::Tensor* grad_dy = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, table.shape(), &grad_table));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &grad_dy));
+    T *grad_table = nullptr, *grad_dy = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 0, table.shape(), &grad_table));
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 1, dy.shape(), &grad_dy));
     const HashEncodeGradGradArgs<T> args = {g.dims, g.features, n, g.rows, ggx.flat<float>().data(),
                                             dy.flat<T>().data(), inputs.flat<float>().data(), table.flat<T>().data(),
-                                            grad_table->flat<T>().data(), grad_dy->flat<T>().data(), g.params};
+                                            grad_table, grad_dy, g.params};
     OP_REQUIRES_OK(ctx, (HashEncodeFunctor<Device, T>::GradGrad(ctx, args)));
   }
 };

@@ -17,18 +17,27 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-// inputs [N, D] (D in 1..4) and table [P, F] (F in 1, 2, 4, 8) where known;
-// the row count P is checked against hash_grid_size when D and P are known.
+// What a shape function knows of the grid: inputs [N, D], table [P, F] and the
+// encoding's width num_levels * F.
+struct Grid {
+  ShapeHandle inputs, table;
+  DimensionHandle width;
+};
+
+// The op's attributes (A) read and checked into *a; inputs [N, D] (D in 1..4,
+// input `inputs_index`) and table [P, F] (F in 1, 2, 4, 8, the next input)
+// where known, the row count P checked against hash_grid_size when D and P
+// are known; the width, into *grid.
 template <typename A>
-Status CheckInputsAndTable(InferenceContext* c, const A& grid, int inputs_index, int table_index, ShapeHandle* inputs,
-                           ShapeHandle* table) {
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(inputs_index), 2, inputs));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(table_index), 2, table));
-  const DimensionHandle dims = c->Dim(*inputs, 1);
-  const DimensionHandle features = c->Dim(*table, 1);
-  const DimensionHandle rows = c->Dim(*table, 0);
+Status ReadGrid(InferenceContext* c, int inputs_index, A* a, Grid* grid) {
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, a));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(inputs_index), 2, &grid->inputs));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(inputs_index + 1), 2, &grid->table));
+  const DimensionHandle dims = c->Dim(grid->inputs, 1);
+  const DimensionHandle features = c->Dim(grid->table, 1);
+  const DimensionHandle rows = c->Dim(grid->table, 0);
   if (c->ValueKnown(dims)) {
-    const DimensionHandle n = c->Dim(*inputs, 0);
+    const DimensionHandle n = c->Dim(grid->inputs, 0);
     const mo::checks::Dims shape = {c->ValueKnown(n) ? c->Value(n) : -1, c->Value(dims)};
     TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::hash_encode::InputDim(c->Value(dims), shape)));
   }
@@ -36,64 +45,48 @@ Status CheckInputsAndTable(InferenceContext* c, const A& grid, int inputs_index,
   if (c->ValueKnown(dims) && c->ValueKnown(rows)) {
     mo::int64 expected = 0;
     TF_RETURN_IF_ERROR(
-        mo::checks::ToStatus(mo::hash_encode::TableRows(grid, c->Value(dims), c->Value(rows), &expected)));
+        mo::checks::ToStatus(mo::hash_encode::TableRows(*a, c->Value(dims), c->Value(rows), &expected)));
   }
-  return Status();
+  return c->Multiply(features, a->num_levels, &grid->width);
 }
 
-// The encoding's width, num_levels * F for a table [P, F].
-template <typename A>
-Status EncodedWidth(InferenceContext* c, const A& grid, ShapeHandle table, DimensionHandle* width) {
-  return c->Multiply(c->Dim(table, 1), grid.num_levels, width);
-}
-
-// grad_encoded, input `grad_index`: [N, num_levels * F] for inputs [N, D] and
-// table [P, F]; *width is num_levels * F.
-template <typename A>
-Status CheckGradEncoded(InferenceContext* c, const A& grid, int grad_index, ShapeHandle inputs, ShapeHandle table,
-                        DimensionHandle* width) {
+// grad_encoded, input `grad_index`: [N, num_levels * F].
+Status CheckGradEncoded(InferenceContext* c, int grad_index, const Grid& grid) {
   ShapeHandle grad;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(grad_index), 2, &grad));
-  TF_RETURN_IF_ERROR(EncodedWidth(c, grid, table, width));
   DimensionHandle unused;
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(inputs, 0), &unused));
-  return c->Merge(c->Dim(grad, 1), *width, &unused);
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 0), c->Dim(grid.inputs, 0), &unused));
+  return c->Merge(c->Dim(grad, 1), grid.width, &unused);
 }
 
 Status HashEncodeShape(InferenceContext* c) {
   mo::hash_encode::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
-  ShapeHandle inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a, 0, 1, &inputs, &table));
-  DimensionHandle width;
-  TF_RETURN_IF_ERROR(EncodedWidth(c, a, table, &width));
-  c->set_output(0, c->Matrix(c->Dim(inputs, 0), width));
+  Grid grid;
+  TF_RETURN_IF_ERROR(ReadGrid(c, 0, &a, &grid));
+  c->set_output(0, c->Matrix(c->Dim(grid.inputs, 0), grid.width));
   return Status();
 }
 
 Status HashEncodeGradShape(InferenceContext* c) {
   mo::hash_encode::GradAttrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
-  ShapeHandle inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a, 1, 2, &inputs, &table));
-  DimensionHandle width;
-  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a, 0, inputs, table, &width));
-  c->set_output(0, a.compute_table_grad ? table : c->Matrix(0, c->Dim(table, 1)));
-  c->set_output(1, a.compute_input_grad ? inputs : c->Matrix(0, c->Dim(inputs, 1)));
+  Grid grid;
+  TF_RETURN_IF_ERROR(ReadGrid(c, 1, &a, &grid));
+  TF_RETURN_IF_ERROR(CheckGradEncoded(c, 0, grid));
+  c->set_output(0, a.compute_table_grad ? grid.table : c->Matrix(0, c->Dim(grid.table, 1)));
+  c->set_output(1, a.compute_input_grad ? grid.inputs : c->Matrix(0, c->Dim(grid.inputs, 1)));
   return Status();
 }
 
 Status HashEncodeGradGradShape(InferenceContext* c) {
   mo::hash_encode::Attrs a;
-  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
-  ShapeHandle ggx, inputs, table;
-  TF_RETURN_IF_ERROR(CheckInputsAndTable(c, a, 2, 3, &inputs, &table));
+  Grid grid;
+  TF_RETURN_IF_ERROR(ReadGrid(c, 2, &a, &grid));
+  ShapeHandle ggx;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &ggx));
-  TF_RETURN_IF_ERROR(c->Merge(ggx, inputs, &ggx));
-  DimensionHandle width;
-  TF_RETURN_IF_ERROR(CheckGradEncoded(c, a, 1, inputs, table, &width));
-  c->set_output(0, table);
-  c->set_output(1, c->Matrix(c->Dim(inputs, 0), width));
+  TF_RETURN_IF_ERROR(c->Merge(ggx, grid.inputs, &ggx));
+  TF_RETURN_IF_ERROR(CheckGradEncoded(c, 1, grid));
+  c->set_output(0, grid.table);
+  c->set_output(1, c->Matrix(c->Dim(grid.inputs, 0), grid.width));
   return Status();
 }
 

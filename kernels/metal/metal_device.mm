@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -44,8 +45,19 @@ class MetalBuffer : public Holder<mtl::Buffer, id<MTLBuffer>> {
   void* Contents() override { return object_.storageMode == MTLStorageModePrivate ? nullptr : object_.contents; }
 };
 
-std::unique_ptr<mtl::Buffer> Wrap(id<MTLBuffer> buffer) {
-  return buffer == nil ? nullptr : std::unique_ptr<mtl::Buffer>(new MetalBuffer(buffer));
+// The adapter (a Holder) of a Metal object; nullptr where Metal gave nil.
+template <typename Wrapper, typename Object>
+std::unique_ptr<Wrapper> Wrap(Object object) {
+  return object == nil ? nullptr : std::make_unique<Wrapper>(object);
+}
+
+// The adapter of the object `make` returns, made in an autorelease pool of
+// its own (the object the adapter holds outlives the pool).
+template <typename Wrapper, typename Make>
+std::unique_ptr<Wrapper> WrapInPool(Make make) {
+  @autoreleasepool {
+    return Wrap<Wrapper>(make());
+  }
 }
 
 class MetalPipeline : public Holder<mtl::Pipeline, id<MTLComputePipelineState>> {
@@ -84,10 +96,7 @@ class MetalCommandBuffer : public Holder<mtl::CommandBuffer, id<MTLCommandBuffer
  public:
   using Holder::Holder;
   std::unique_ptr<mtl::ComputeEncoder> NewComputeEncoder() override {
-    @autoreleasepool {
-      id<MTLComputeCommandEncoder> encoder = [object_ computeCommandEncoder];
-      return encoder == nil ? nullptr : std::unique_ptr<mtl::ComputeEncoder>(new MetalEncoder(encoder));
-    }
+    return WrapInPool<MetalEncoder>([&] { return [object_ computeCommandEncoder]; });
   }
   void Commit() override { [object_ commit]; }
   void WaitUntilCompleted() override { [object_ waitUntilCompleted]; }
@@ -100,7 +109,7 @@ class MetalCommandBuffer : public Holder<mtl::CommandBuffer, id<MTLCommandBuffer
   std::unique_ptr<mtl::CommandBuffer> Root() override {
     id<MTLCommandBuffer> root =
         [(id)object_ isKindOfClass:[MPSCommandBuffer class]] ? ((MPSCommandBuffer*)object_).rootCommandBuffer : object_;
-    return root == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(root));
+    return Wrap<MetalCommandBuffer>(root);
   }
 };
 
@@ -108,10 +117,7 @@ class MetalQueue : public Holder<mtl::CommandQueue, id<MTLCommandQueue>> {
  public:
   using Holder::Holder;
   std::unique_ptr<mtl::CommandBuffer> NewCommandBuffer() override {
-    @autoreleasepool {
-      id<MTLCommandBuffer> buffer = [object_ commandBuffer];
-      return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer));
-    }
+    return WrapInPool<MetalCommandBuffer>([&] { return [object_ commandBuffer]; });
   }
 };
 
@@ -152,7 +158,7 @@ std::unique_ptr<mtl::Pipeline> BuildPipeline(id<MTLDevice> device, id<MTLLibrary
                                                                                     error:&failure];
     if (pipeline == nil) *error = "building the pipeline of Metal function '" + function + "' failed: " +
                                   (descriptor.computeFunction == nil ? "no such function" : Describe(failure));
-    return pipeline == nil ? nullptr : std::unique_ptr<mtl::Pipeline>(new MetalPipeline(pipeline));
+    return Wrap<MetalPipeline>(pipeline);
   }
 }
 
@@ -164,13 +170,14 @@ class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
             static_cast<bool>([object_ supportsFamily:MTLGPUFamilyApple7]), Metal3()};
   }
   std::unique_ptr<mtl::Buffer> NewBufferNoCopy(void* data, uint64_t length) override {
-    return Wrap([object_ newBufferWithBytesNoCopy:data length:length options:MTLResourceStorageModeShared deallocator:nil]);
+    return Wrap<MetalBuffer>(
+        [object_ newBufferWithBytesNoCopy:data length:length options:MTLResourceStorageModeShared deallocator:nil]);
   }
   std::unique_ptr<mtl::Buffer> NewBufferWithBytes(const void* data, uint64_t length) override {
-    return Wrap([object_ newBufferWithBytes:data length:length options:MTLResourceStorageModeShared]);
+    return Wrap<MetalBuffer>([object_ newBufferWithBytes:data length:length options:MTLResourceStorageModeShared]);
   }
   std::unique_ptr<mtl::Buffer> NewBuffer(uint64_t length, mtl::Storage storage) override {
-    return Wrap([object_ newBufferWithLength:length
+    return Wrap<MetalBuffer>([object_ newBufferWithLength:length
                                      options:(storage == mtl::Storage::kPrivate ? MTLResourceStorageModePrivate
                                                                                 : MTLResourceStorageModeShared)]);
   }
@@ -185,8 +192,7 @@ class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
         error);
   }
   std::unique_ptr<mtl::CommandQueue> NewCommandQueue() override {
-    id<MTLCommandQueue> queue = [object_ newCommandQueue];
-    return queue == nil ? nullptr : std::unique_ptr<mtl::CommandQueue>(new MetalQueue(queue));
+    return Wrap<MetalQueue>([object_ newCommandQueue]);
   }
 
  private:
@@ -205,8 +211,7 @@ class MetalStream : public Holder<mtl::Stream, id<TF_MetalStream>> {
     });
   }
   std::unique_ptr<mtl::CommandBuffer> CurrentCommandBuffer() override {
-    id<MTLCommandBuffer> buffer = object_.currentCommandBuffer;
-    return buffer == nil ? nullptr : std::unique_ptr<mtl::CommandBuffer>(new MetalCommandBuffer(buffer));
+    return Wrap<MetalCommandBuffer>(object_.currentCommandBuffer);
   }
   void Commit() override { [object_ commit]; }
   void CommitAndWait() override { [object_ commitAndWait]; }
@@ -231,7 +236,7 @@ id<MTLBuffer> BufferOfTensorData(void* data) {
 
 }  // namespace
 
-std::unique_ptr<mtl::Buffer> WrapTensorData(void* data) { return Wrap(BufferOfTensorData(data)); }
+std::unique_ptr<mtl::Buffer> WrapTensorData(void* data) { return Wrap<MetalBuffer>(BufferOfTensorData(data)); }
 mtl::Device* DeviceOfTensorData(void* data) {
   id<MTLBuffer> buffer = BufferOfTensorData(data);
   return buffer == nil ? nullptr : DeviceFor(buffer.device);

@@ -17,24 +17,28 @@ namespace metal {
 
 // ---- KernelCall ----------------------------------------------------------------------
 
-KernelCall::KernelCall(TF_OpKernelContext* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
-
 KernelCall::~KernelCall() {
-  if (!ok()) TF_OpKernelContext_Failure(ctx_, status_);
   buffers_.clear();
   for (TF_Tensor* tensor : tensors_) TF_DeleteTensor(tensor);
-  TF_DeleteStatus(status_);
 }
 
 void KernelCall::Fail(TF_Code code, const std::string& message) {
   if (ok()) TF_SetStatus(status_, code, message.c_str());
 }
 
-void KernelCall::FailResult(const metal_plan::Result& result) {
-  if (result.ok()) return;
+std::string KernelCall::NodeName() const {
   const TF_StringView name = TF_GetOpKernelName(ctx_);
-  Fail(result.outcome == metal_plan::Outcome::kCpu ? TF_UNIMPLEMENTED : TF_INTERNAL,
-       "metal_ops: op '" + std::string(name.data, name.len) + "': " + result.message);
+  return std::string(name.data, name.len);
+}
+
+void KernelCall::Refuse(const std::string& library, const std::string& reason) {
+  Fail(TF_FAILED_PRECONDITION, StreamRefusalMessage(NodeName(), library, reason));
+}
+
+void KernelCall::FailResult(const metal_plan::Result& result, const std::string& library) {
+  if (result.ok()) return;
+  if (result.outcome == metal_plan::Outcome::kCpu) return Refuse(library, result.message);
+  Fail(TF_INTERNAL, "metal_ops: op '" + NodeName() + "': " + result.message);
 }
 
 TF_Tensor* KernelCall::Keep(TF_Tensor* tensor) {
@@ -101,8 +105,16 @@ const mtl::Pipeline* KernelCall::Pipeline(const std::string& library, const std:
   if (device == nullptr) return nullptr;
   std::string error;
   const mtl::Pipeline* pipeline = device->GetPipeline(library, function, &error);
-  if (pipeline == nullptr) Fail(TF_UNIMPLEMENTED, "metal_ops: " + function + ": " + error);
+  library_ = library;
+  if (pipeline == nullptr) Refuse(library, function + ": " + error);
   return pipeline;
+}
+
+bool KernelCall::CheckSimdWidth(const mtl::Pipeline* pipeline) {
+  if (!ok() || pipeline == nullptr) return false;
+  const std::string narrow = SimdWidthError(pipeline->ThreadExecutionWidth());
+  if (!narrow.empty()) Refuse(library_, narrow);
+  return narrow.empty();
 }
 
 bool KernelCall::CheckThreadgroups(const mtl::Pipeline* pipeline, uint32_t threads, uint32_t threadgroup_bytes) {
@@ -111,7 +123,7 @@ bool KernelCall::CheckThreadgroups(const mtl::Pipeline* pipeline, uint32_t threa
   const std::string misfit =
       ThreadgroupFitError(pipeline->MaxTotalThreadsPerThreadgroup(), threads, pipeline->StaticThreadgroupMemoryLength(),
                           threadgroup_bytes, device->GetLimits().max_threadgroup_memory_length);
-  if (!misfit.empty()) Fail(TF_UNIMPLEMENTED, misfit);
+  if (!misfit.empty()) Refuse(library_, misfit);
   return misfit.empty();
 }
 
@@ -153,7 +165,19 @@ void KernelCall::RunPlan(const metal_plan::Plan& plan, const std::vector<PlanSlo
   }
   if (!ok()) return;
   metal_plan::Cost cost;
-  FailResult(metal_plan::RunOnStream(*stream, *device, plan, slots, scratch, wait, &cost));
+  FailResult(metal_plan::RunOnStream(*stream, *device, plan, slots, scratch, wait, &cost), plan.passes.front().library);
+}
+
+void KernelCall::RunPointwise(TF_Tensor* like, const std::vector<int64_t>& dims, int64_t point_size,
+                              std::vector<PlanSlot> inputs,
+                              const std::function<metal_plan::Plan(metal_plan::Dtype, int64_t)>& plan) {
+  if (!ok()) return;
+  const TF_DataType dtype = TF_TensorType(like);
+  TF_Tensor* output = Output(0, dtype, dims);
+  const int64_t points = TF_TensorElementCount(like) / point_size;
+  if (!ok() || points == 0) return;
+  inputs.push_back(output);
+  RunPlan(plan(PlanDtype(dtype), points), inputs);
 }
 
 void KernelCall::EncodeOnStream(const std::string& what,
@@ -171,13 +195,6 @@ void KernelCall::EncodeOnStream(const std::string& what,
 }
 
 // ---- AttrReader ----------------------------------------------------------------------
-
-AttrReader::AttrReader(TF_OpKernelConstruction* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
-
-AttrReader::~AttrReader() {
-  if (!ok()) TF_OpKernelConstruction_Failure(ctx_, status_);
-  TF_DeleteStatus(status_);
-}
 
 bool AttrReader::Check(const checks::Result& result) {
   if (!result.ok && ok()) TF_SetStatus(status_, TF_INVALID_ARGUMENT, result.message.c_str());
@@ -248,26 +265,28 @@ bool AttrReader::Get(const char* name, std::string* value) {
 // ---- registration and small helpers --------------------------------------------------
 
 namespace {
-// The language version of the GPU that tensorflow-metal's device runs on:
-// the system's GPU's answer to supportsFamily:MTLGPUFamilyMetal3, asked once.
+// The answers of the GPU that tensorflow-metal's device runs on (the
+// system's GPU: supportsFamily:MTLGPUFamilyMetal3 and Apple7), asked once.
 // nullptr where there is nothing to ask (tensorflow-metal is not loaded: no
 // GPU device runs these kernels; no Metal device: none is made).
-const MslVersion* GpuLanguage() {
-  static const std::optional<MslVersion> version = []() -> std::optional<MslVersion> {
+const GpuFeatures* Gpu() {
+  static const std::optional<GpuFeatures> features = []() -> std::optional<GpuFeatures> {
     mtl::Device* gpu = metal_plan::TensorflowMetalLoaded() ? metal_plan::SystemDevice() : nullptr;
     if (gpu == nullptr) return std::nullopt;
-    return MslVersionForDevice(gpu->GetLimits().metal3);
+    const mtl::Limits limits = gpu->GetLimits();
+    return GpuFeatures{MslVersionForDevice(limits.metal3), limits.apple7};
   }();
-  return version.has_value() ? &*version : nullptr;
+  return features.has_value() ? &*features : nullptr;
 }
 }  // namespace
 
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
                     void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*), const char* file) {
-  const MslVersion* language = GpuLanguage();
-  const std::string refusal = language == nullptr ? std::string()
-                                                  : GpuRegistrationRefusal(file, *language, kEmbeddedMetalSources,
-                                                                           kNumEmbeddedMetalSources);
+  const GpuFeatures* gpu = Gpu();
+  const std::string refusal =
+      gpu == nullptr ? std::string()
+                     : GpuRegistrationRefusal(file, *gpu, TfMetalOffSetting(), kEmbeddedMetalSources,
+                                              kNumEmbeddedMetalSources);
   if (!refusal.empty()) {
     metal_plan::LeaveToCpu(op, refusal);
     return true;

@@ -54,17 +54,35 @@
 namespace mo {
 namespace metal {
 
-// One Compute call: owns the status and every tensor and buffer it hands out,
-// reports the failure to TensorFlow and frees them when it goes out of scope.
-class KernelCall {
+// A TF_Status of a kernel callback's context: the first failure sticks and
+// goes to TensorFlow through `Report` (TF_OpKernelContext_Failure,
+// TF_OpKernelConstruction_Failure) when the holder goes out of scope.
+template <typename Context, void (*Report)(Context*, TF_Status*)>
+class ContextStatus {
  public:
-  explicit KernelCall(TF_OpKernelContext* ctx);
-  ~KernelCall();
-  KernelCall(const KernelCall&) = delete;
-  KernelCall& operator=(const KernelCall&) = delete;
+  explicit ContextStatus(Context* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}
+  ~ContextStatus() {
+    if (!ok()) Report(ctx_, status_);
+    TF_DeleteStatus(status_);
+  }
+  ContextStatus(const ContextStatus&) = delete;
+  ContextStatus& operator=(const ContextStatus&) = delete;
 
   bool ok() const { return TF_GetCode(status_) == TF_OK; }
-  TF_OpKernelContext* context() const { return ctx_; }
+  Context* context() const { return ctx_; }
+
+ protected:
+  Context* ctx_;
+  TF_Status* status_;
+};
+
+// One Compute call: owns the status and every tensor and buffer it hands out,
+// reports the failure to TensorFlow and frees them when it goes out of scope.
+class KernelCall : public ContextStatus<TF_OpKernelContext, &TF_OpKernelContext_Failure> {
+ public:
+  using ContextStatus::ContextStatus;
+  ~KernelCall();
+
   void Fail(TF_Code code, const std::string& message);
   // One of the kernels/<op>/<op>_spec.h checks: false (the call failed with its
   // message) when it did not pass.
@@ -85,14 +103,26 @@ class KernelCall {
   // without touching the stream's queue. nullptr, failing the call, when it
   // holds none.
   mtl::Device* Device();
+  // Fails the call because this GPU cannot run the kernel of `library`
+  // (`reason`), as only the call finds out: TF_FAILED_PRECONDITION with
+  // metal_rules.h StreamRefusalMessage (the setting that places the
+  // library's ops on the CPU; what is decided as the library loads is
+  // GpuRegistrationRefusal's). docs/METAL_COMPAT.md says why the CPU kernel
+  // does not take the call over.
+  void Refuse(const std::string& library, const std::string& reason);
   // The pipeline of `function` in the embedded shader library `library` on
   // Device(), outside the stream's queue; nullptr, failing the call
-  // (TF_UNIMPLEMENTED: the CPU kernel has no such failure), when it does
-  // not compile. Take every pipeline (and make every check) before encoding.
+  // (Refuse), when it does not compile. Take every pipeline (and make every
+  // check) before encoding.
   const mtl::Pipeline* Pipeline(const std::string& library, const std::string& function);
-  // Whether `pipeline` can run threadgroups of `threads` threads with
-  // `threadgroup_bytes` of threadgroup memory on Device() (else the call
-  // fails with TF_UNIMPLEMENTED saying why: dispatch_rules.h ThreadgroupFitError).
+  // Whether `pipeline` (the last one Pipeline gave) runs the 32-wide
+  // SIMD-groups the simdgroup_matrix shaders assume (else the call is refused
+  // saying why: dispatch_rules.h SimdWidthError).
+  bool CheckSimdWidth(const mtl::Pipeline* pipeline);
+  // Whether `pipeline` (the last one Pipeline gave) can run threadgroups of
+  // `threads` threads with `threadgroup_bytes` of threadgroup memory on
+  // Device() (else the call is refused saying why: dispatch_rules.h
+  // ThreadgroupFitError).
   bool CheckThreadgroups(const mtl::Pipeline* pipeline, uint32_t threads, uint32_t threadgroup_bytes);
 
   // A plan's tensor slot: a tensor of the call, or a buffer of its own (SharedBuffer).
@@ -112,6 +142,12 @@ class KernelCall {
   void RunPlan(const metal_plan::Plan& plan, std::initializer_list<PlanSlot> slots, bool wait = false) {
     RunPlan(plan, std::vector<PlanSlot>(slots), wait);
   }
+  // An op over points of `point_size` elements of `like`: allocates output 0
+  // of `dims` in `like`'s dtype and runs `plan(dtype, points)` with `inputs`
+  // and that output as its slots (no plan for 0 points).
+  void RunPointwise(TF_Tensor* like, const std::vector<int64_t>& dims, int64_t point_size,
+                    std::vector<PlanSlot> inputs,
+                    const std::function<metal_plan::Plan(metal_plan::Dtype, int64_t)>& plan);
   // Work encoded by others (MPSGraph) on the stream's command buffer, `what`
   // naming it (kernels/metal_plan/host_path.h EncodeOnStream): `encode`
   // returns "" or why it encoded nothing.
@@ -128,14 +164,15 @@ class KernelCall {
  private:
   TF_Tensor* Keep(TF_Tensor* tensor);
   std::unique_ptr<mtl::Stream> Stream();
-  // "metal_ops: op '<name>': <message>".
-  void FailResult(const metal_plan::Result& result);
+  std::string NodeName() const;  // TF_GetOpKernelName
+  // Refuse(library, message) for an Outcome::kCpu result (a plan of
+  // `library` this GPU cannot run), else "metal_ops: op '<name>': <message>".
+  void FailResult(const metal_plan::Result& result, const std::string& library = "");
 
-  TF_OpKernelContext* ctx_;
-  TF_Status* status_;
   std::vector<TF_Tensor*> tensors_;
   std::vector<std::unique_ptr<mtl::Buffer>> buffers_;
   mtl::Device* device_ = nullptr;
+  std::string library_;  // the library of the last Pipeline
 };
 
 // The TF compute callback for `F(void* kernel, KernelCall&)`.
@@ -147,14 +184,9 @@ void Compute(void* kernel, TF_OpKernelContext* ctx) {
 
 // Attribute reads during kernel construction; the first failure sticks and
 // is reported when the reader goes out of scope.
-class AttrReader {
+class AttrReader : public ContextStatus<TF_OpKernelConstruction, &TF_OpKernelConstruction_Failure> {
  public:
-  explicit AttrReader(TF_OpKernelConstruction* ctx);
-  ~AttrReader();
-  AttrReader(const AttrReader&) = delete;
-  AttrReader& operator=(const AttrReader&) = delete;
-
-  bool ok() const { return TF_GetCode(status_) == TF_OK; }
+  using ContextStatus::ContextStatus;
   bool Check(const checks::Result& result);
   // One attribute into *value: true when it was read (else the failure sticks).
   bool Get(const char* name, int* value);
@@ -169,10 +201,6 @@ class AttrReader {
   auto Getter() {
     return [this](const char* name, auto* value) { return Get(name, value); };
   }
-
- private:
-  TF_OpKernelConstruction* ctx_;
-  TF_Status* status_;
 };
 
 // The create and delete callbacks of a kernel whose state is its op's
@@ -196,10 +224,11 @@ void DeleteAttrs(void* attrs) {
 // Registers `compute` for `op` on the Metal device ("GPU"), constrained to
 // `type` for the attribute "T" unless `type` is kNoTypeConstraint. `file`
 // (the caller's source file, kernels/<op>/<op>_metal.cc) names the kernel's
-// shader library: where tensorflow-metal's GPU does not offer the language it
-// needs, the kernel is left off the GPU device (metal_rules.h
-// GpuRegistrationRefusal) and TensorFlow places the op on the CPU; one log
-// line names the ops left there and why (executor.h LeaveToCpu).
+// shader library: where tensorflow-metal's GPU does not offer the language or
+// the GPU family it needs, or METAL_OPS_TF_METAL_OFF names it, the kernel is
+// left off the GPU device (metal_rules.h GpuRegistrationRefusal) and
+// TensorFlow places the op on the CPU; one log line names the ops left there
+// and why (executor.h LeaveToCpu).
 constexpr TF_DataType kNoTypeConstraint = static_cast<TF_DataType>(0);
 bool RegisterKernel(const char* op, TF_DataType type, void* (*create)(TF_OpKernelConstruction*),
                     void (*compute)(void*, TF_OpKernelContext*), void (*destroy)(void*),

@@ -84,20 +84,82 @@ inline std::string LibraryOfRegistration(const std::string& file) {
   return file.substr(start, slash - start);
 }
 
+// The setting that leaves shader libraries' kernels off tensorflow-metal's
+// GPU device: METAL_OPS_TF_METAL_OFF, a comma-separated list of libraries
+// (op folders: `fused_mlp` for kernels/fused_mlp/), or `all`. Read once, as
+// the library loads and registers its kernels.
+constexpr const char* kTfMetalOffVariable = "METAL_OPS_TF_METAL_OFF";
+inline const char* TfMetalOffSetting() { return std::getenv(kTfMetalOffVariable); }
+
+// Whether the variable's `value` names `library` (or is `all`).
+inline bool LibraryTurnedOff(const char* value, const std::string& library) {
+  const std::string list = value == nullptr ? "" : value;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(at, end - at);
+    if (!item.empty() && (item == "all" || item == library)) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+// Whether a shader library's expanded `source` uses simdgroup_matrix, which
+// only GPUs of MTLGPUFamilyApple7 (Apple silicon) compile and run.
+inline bool SourceNeedsApple7(const char* source) {
+  return source != nullptr && std::strstr(source, "simdgroup_matrix<") != nullptr;
+}
+
+// A GPU's answers that decide which kernels go on its device: its language
+// (MslVersionForDevice) and supportsFamily:MTLGPUFamilyApple7.
+struct GpuFeatures {
+  MslVersion language;
+  bool apple7;
+};
+
 // Whether the kernels registered from `file` go on tensorflow-metal's GPU
-// device, whose GPU offers `available` (MslVersionForDevice): "" when they
-// do, else why not (MslTooOldReason): their library among `sources` asks for
-// a newer language. A kernel left off the GPU device has no GPU kernel, so
-// TensorFlow places its op on the CPU, whose kernel computes it. Kernels
-// without a library of their own (MPSGraph's) always go on.
-inline std::string GpuRegistrationRefusal(const std::string& file, MslVersion available,
+// device, whose GPU answers `gpu`, with `turned_off` the value of
+// kTfMetalOffVariable: "" when they do, else why not: the setting names their
+// library, or their library among `sources` asks for a newer language
+// (MslTooOldReason) or for simdgroup_matrix on a GPU without it. A kernel
+// left off the GPU device has no GPU kernel, so TensorFlow places its op on
+// the CPU, whose kernel computes it. Kernels without a library of their own
+// (MPSGraph's) go on unless the setting names their folder.
+inline std::string GpuRegistrationRefusal(const std::string& file, GpuFeatures gpu, const char* turned_off,
                                           const EmbeddedMetalSource* sources, size_t num_sources) {
   const std::string library = LibraryOfRegistration(file);
+  if (LibraryTurnedOff(turned_off, library)) {
+    return std::string(kTfMetalOffVariable) + "=" + turned_off + " leaves the kernels of '" + library +
+           "' off the GPU device";
+  }
   for (size_t i = 0; i < num_sources; ++i) {
+    if (library != sources[i].library) continue;
     const MslVersion need = {sources[i].msl_major, sources[i].msl_minor};
-    if (library == sources[i].library && !MslAtLeast(available, need)) return MslTooOldReason(library, need);
+    if (!MslAtLeast(gpu.language, need)) return MslTooOldReason(library, need);
+    if (!gpu.apple7 && SourceNeedsApple7(sources[i].source)) {
+      return "the Metal kernels of '" + library + "' need simdgroup_matrix, which this GPU does not offer (it is not "
+             "of MTLGPUFamilyApple7: an Apple-silicon GPU is)";
+    }
   }
   return "";
+}
+
+// The error of a kernel on tensorflow-metal's device that finds at its call
+// that this GPU cannot run it (`reason`: a library the GPU claims to support
+// that does not compile, a threadgroup over the pipeline's limits, a SIMD
+// width the shaders do not assume, a buffer Metal refuses). No CPU recompute
+// follows: the kernel is TensorFlow's GPU kernel, its tensors are
+// tensorflow-metal's private-storage buffers, which the CPU cannot read, and
+// its outputs must be such buffers; computing on the CPU would copy every
+// input out and every output back through the stream with a wait inside its
+// queue. The message names the setting that places the library's ops on the
+// CPU from the next start on, and the per-op way.
+inline std::string StreamRefusalMessage(const std::string& op, const std::string& library, const std::string& reason) {
+  return "metal_ops: op '" + op + "' cannot run on this GPU: " + reason + ". Set " + kTfMetalOffVariable + "=" +
+         library + " to leave the kernels of '" + library +
+         "' off tensorflow-metal's GPU device (TensorFlow then runs them on the CPU), or place the op with "
+         "tf.device('/CPU:0')";
 }
 
 // The byte count a blit fill of a tensor of `bytes` covers in its MTLBuffer of

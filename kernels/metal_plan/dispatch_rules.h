@@ -38,12 +38,12 @@ inline uint64_t ThreadgroupMemoryLength(uint64_t bytes) { return (bytes + 15u) /
 inline std::string ThreadgroupFitError(uint64_t max_threads, uint64_t threads, uint64_t static_bytes,
                                        uint64_t bytes, uint64_t device_bytes) {
   if (threads == 0 || threads > max_threads) {
-    return "metal_ops: this GPU runs at most " + std::to_string(max_threads) +
+    return "this GPU runs at most " + std::to_string(max_threads) +
            " threads per threadgroup of this kernel; it needs " + std::to_string(threads);
   }
   const uint64_t need = static_bytes + ThreadgroupMemoryLength(bytes);
   if (need > device_bytes) {
-    return "metal_ops: this GPU has " + std::to_string(device_bytes) +
+    return "this GPU has " + std::to_string(device_bytes) +
            " bytes of threadgroup memory; the kernel needs " + std::to_string(need);
   }
   return std::string();

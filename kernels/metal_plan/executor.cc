@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -79,6 +80,11 @@ void Copy(const std::string& text, char* out, size_t len) {
   if (out == nullptr || len == 0) return;
   std::strncpy(out, text.c_str(), len - 1);
   out[len - 1] = '\0';
+}
+
+// Counters into a C caller's array of as many.
+void CopyCounts(std::initializer_list<uint64_t> counts, uint64_t* out) {
+  for (uint64_t count : counts) *out++ = count;
 }
 
 // The stream route on the model for a CPU kernel's host tensors: the tensors
@@ -335,17 +341,10 @@ int64_t metal_ops_metal_fallbacks() { return mo::metal_plan::Fallbacks(); }
 int metal_ops_cpu_fallback_allowed() { return mo::metal_plan::CpuFallbackAllowed() ? 1 : 0; }
 void metal_ops_metal_cost(uint64_t out[5]) {
   const mo::metal_plan::Cost c = mo::metal_plan::TotalCost();
-  out[0] = c.bytes_in;
-  out[1] = c.bytes_out;
-  out[2] = c.wrapped;
-  out[3] = c.command_buffers;
-  out[4] = c.waits;
+  mo::metal_plan::CopyCounts({c.bytes_in, c.bytes_out, c.wrapped, c.command_buffers, c.waits}, out);
 }
 void metal_ops_metal_checks(uint64_t out[4]) {
   const mo::metal_plan::CheckTotals c = mo::metal_plan::Checks();
-  out[0] = c.checks;
-  out[1] = c.turned_off;
-  out[2] = c.bytes;
-  out[3] = c.nanoseconds;
+  mo::metal_plan::CopyCounts({c.checks, c.turned_off, c.bytes, c.nanoseconds}, out);
 }
 }

@@ -490,16 +490,17 @@ namespace mo {
 // The inputs both directions take first: sigma, rgb, t_starts, t_ends,
 // ray_offsets, ray_counts, background.
 template <typename T, typename Attrs>
-RenderArgs<T> PackedRenderArgs(const render::RayShapes& shapes, const Attrs& attrs,
-                               const ::tensorflow::Tensor* const* in) {
+RenderArgs<T> PackedRenderArgs(::tensorflow::OpKernelContext* ctx, const render::RayShapes& shapes,
+                               const Attrs& attrs) {
+  auto data = [&](int i) { return ctx->input(i).flat<T>().data(); };
   return {shapes.rays, shapes.samples, shapes.background_per_ray, attrs.early_termination,
-          in[0]->flat<T>().data(), in[1]->flat<T>().data(), in[6]->flat<T>().data(), attrs.validate};
+          data(0), data(1), data(6), attrs.validate};
 }
 
 template <typename T>
-PackedSamples<T> PackedSamplesOf(const ::tensorflow::Tensor* const* in) {
-  return {in[2]->flat<T>().data(), in[3]->flat<T>().data(), in[4]->flat<int32_t>().data(),
-          in[5]->flat<int32_t>().data()};
+PackedSamples<T> PackedSamplesOf(::tensorflow::OpKernelContext* ctx) {
+  return {ctx->input(2).flat<T>().data(), ctx->input(3).flat<T>().data(), ctx->input(4).flat<int32_t>().data(),
+          ctx->input(5).flat<int32_t>().data()};
 }
 
 // The checks of the inputs both directions take first, for `op`, and their
@@ -521,8 +522,7 @@ struct PackedVolumeRenderFunctor {
 };
 
 template <typename Device, typename T>
-class PackedVolumeRenderOp
-    : public OpKernelWithAttrs<packed_volume_render::Attrs> {
+class PackedVolumeRenderOp : public OpKernelWithAttrs<packed_volume_render::Attrs> {
  public:
   using OpKernelWithAttrs<packed_volume_render::Attrs>::OpKernelWithAttrs;
 
@@ -530,11 +530,9 @@ class PackedVolumeRenderOp
     using ::tensorflow::TensorShape;
     packed_volume_render::RayShapes shapes;
     OP_REQUIRES_OK(ctx, CheckPackedInputs(ctx, packed_volume_render::kForward, &shapes));
-    const ::tensorflow::Tensor* in[7];
-    for (int i = 0; i < 7; ++i) in[i] = &ctx->input(i);
     const int64_t R = shapes.rays, N = shapes.samples;
     PackedVolumeRenderForwardArgs<T> args = {
-        PackedRenderArgs<T>(shapes, attrs_, in), PackedSamplesOf<T>(in), {}};
+        PackedRenderArgs<T>(ctx, shapes, attrs_), PackedSamplesOf<T>(ctx), {}};
     OP_REQUIRES_OK(ctx, AllocateRenderOutputs<T>(ctx, R, attrs_.return_weights, TensorShape({N}), TensorShape({0}),
                                                  &args));
     if (R == 0) return;
@@ -543,8 +541,7 @@ class PackedVolumeRenderOp
 };
 
 template <typename Device, typename T>
-class PackedVolumeRenderGradOp
-    : public OpKernelWithAttrs<packed_volume_render::GradAttrs> {
+class PackedVolumeRenderGradOp : public OpKernelWithAttrs<packed_volume_render::GradAttrs> {
  public:
   using OpKernelWithAttrs<packed_volume_render::GradAttrs>::OpKernelWithAttrs;
 
@@ -552,15 +549,13 @@ class PackedVolumeRenderGradOp
     const char* op = packed_volume_render::kBackward;
     packed_volume_render::RayShapes shapes;
     OP_REQUIRES_OK(ctx, CheckPackedInputs(ctx, op, &shapes));
-    const ::tensorflow::Tensor* in[15];
-    for (int i = 0; i < 15; ++i) in[i] = &ctx->input(i);
-    auto dims = [&](int i) { return checks::DimsOf(*in[i]); };
+    auto dims = [&](int i) { return checks::DimsOf(ctx->input(i)); };
     bool has_weight_grad = false;
     OP_REQUIRES_OK(ctx, checks::ToStatus(packed_volume_render::GradInputShapes(op, shapes, dims(7), dims(8), dims(9),
                                                                                dims(10), dims(11), dims(12), dims(13),
                                                                                dims(14), &has_weight_grad)));
     PackedVolumeRenderBackwardArgs<T> args = {
-        PackedRenderArgs<T>(shapes, attrs_, in), PackedSamplesOf<T>(in), {}};
+        PackedRenderArgs<T>(ctx, shapes, attrs_), PackedSamplesOf<T>(ctx), {}};
     OP_REQUIRES_OK(ctx, AllocateRenderGrads<T>(ctx, 7, shapes.rays, has_weight_grad, &args));
     if (shapes.rays == 0) return;
     OP_REQUIRES_OK(ctx, (PackedVolumeRenderFunctor<Device, T>::Backward(ctx, args)));

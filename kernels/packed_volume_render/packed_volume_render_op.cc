@@ -6,10 +6,22 @@
 // python/metal_ops/packed_volume_render.py.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include <array>
+
 #include "kernels/framework/render_op.h"
 #include "kernels/packed_volume_render/packed_volume_render.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
+
+// The forward's inputs, the backward's first ones.
+#define MO_PACKED_VOLUME_RENDER_INPUTS \
+  .Input("sigma: T")                   \
+      .Input("rgb: T")                 \
+      .Input("t_starts: T")            \
+      .Input("t_ends: T")              \
+      .Input("ray_offsets: int32")     \
+      .Input("ray_counts: int32")      \
+      .Input("background: T")
 
 namespace mo {
 namespace render_op {
@@ -18,13 +30,9 @@ namespace {
 // Checks sigma [N], rgb [N, 3], t_starts [N], t_ends [N], ray_offsets [R],
 // ray_counts [R], background [3] or [R, 3].
 absl::Status PackedInputShapes(InferenceContext* c, Shapes* shapes) {
-  ShapeHandle sigma, rgb, t_starts, t_ends, offsets, counts;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &sigma));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &rgb));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &t_starts));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &t_ends));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &offsets));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &counts));
+  std::array<ShapeHandle, 6> in;
+  TF_RETURN_IF_ERROR(checks::InputRanks(c, 0, {1, 2, 1, 1, 1, 1}, &in));
+  const auto& [sigma, rgb, t_starts, t_ends, offsets, counts] = in;
   DimensionHandle n = c->Dim(sigma, 0);
   TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(rgb, 0), &n));
   TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(t_starts, 0), &n));
@@ -43,18 +51,8 @@ absl::Status PackedInputShapes(InferenceContext* c, Shapes* shapes) {
 }  // namespace mo
 
 REGISTER_OP("MetalOpsPackedVolumeRender")
-    .Input("sigma: T")
-    .Input("rgb: T")
-    .Input("t_starts: T")
-    .Input("t_ends: T")
-    .Input("ray_offsets: int32")
-    .Input("ray_counts: int32")
-    .Input("background: T")
-    .Output("out_rgb: T")
-    .Output("depth: T")
-    .Output("opacity: T")
-    .Output("weights: T")
-    .Attr("T: {float, double}")
+    MO_PACKED_VOLUME_RENDER_INPUTS
+    MO_RENDER_OUTPUTS
     MO_OP_ATTRS(MO_PACKED_VOLUME_RENDER_ATTRS)
     .SetShapeFn(mo::render_op::ForwardShapeFn<mo::packed_volume_render::Attrs, mo::render_op::PackedInputShapes>)
     .Doc(R"doc(
@@ -81,25 +79,8 @@ validate: raise InvalidArgument for the first invalid ray. False: invalid rays
 )doc");
 
 REGISTER_OP("MetalOpsPackedVolumeRenderGrad")
-    .Input("sigma: T")
-    .Input("rgb: T")
-    .Input("t_starts: T")
-    .Input("t_ends: T")
-    .Input("ray_offsets: int32")
-    .Input("ray_counts: int32")
-    .Input("background: T")
-    .Input("out_rgb: T")
-    .Input("depth: T")
-    .Input("opacity: T")
-    .Input("weights: T")
-    .Input("grad_rgb: T")
-    .Input("grad_depth: T")
-    .Input("grad_opacity: T")
-    .Input("grad_weights: T")
-    .Output("grad_sigma: T")
-    .Output("grad_samples_rgb: T")
-    .Output("grad_background: T")
-    .Attr("T: {float, double}")
+    MO_PACKED_VOLUME_RENDER_INPUTS
+    MO_RENDER_GRAD_INPUTS_AND_OUTPUTS
     MO_OP_ATTRS(MO_PACKED_VOLUME_RENDER_GRAD_ATTRS)
     .SetShapeFn(
         mo::render_op::BackwardShapeFn<mo::packed_volume_render::GradAttrs, mo::render_op::PackedInputShapes, 7>)

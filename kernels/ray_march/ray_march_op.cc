@@ -6,6 +6,7 @@
 // kernels/ray_march/ray_march.h. Python: python/metal_ops/ray_march.py.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include <array>
 #include <type_traits>
 
 #include "kernels/ray_march/ray_march.h"
@@ -33,13 +34,9 @@ absl::Status RayMarchInputShapes(InferenceContext* c, const mo::ray_march::Attrs
     TF_RETURN_IF_ERROR(
         mo::checks::ToStatus(mo::ray_march::Shapes(dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], a)));
   }
-  ShapeHandle origins, directions, near, far, occupancy, seed;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &origins));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &directions));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &near));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &far));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 2, &occupancy));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 0, &seed));
+  std::array<ShapeHandle, 6> in;
+  TF_RETURN_IF_ERROR(mo::checks::InputRanks(c, 0, {2, 2, 1, 1, 2, 0}, &in));
+  const auto& [origins, directions, near, far, occupancy, seed] = in;
   *rays = c->Dim(origins, 0);
   TF_RETURN_IF_ERROR(c->Merge(*rays, c->Dim(directions, 0), rays));
   TF_RETURN_IF_ERROR(c->Merge(*rays, c->Dim(near, 0), rays));

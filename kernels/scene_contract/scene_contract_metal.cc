@@ -42,15 +42,18 @@ namespace {
 using mo::metal::DimsOf;
 using mo::scene_contract::Attrs;
 
+// SceneContract's plans over its points, with the op's attributes.
+std::function<mo::metal_plan::Plan(mo::metal_plan::Dtype, int64_t)> Plans(const Attrs& a, bool backward) {
+  return [&a, backward](mo::metal_plan::Dtype dtype, int64_t n) {
+    return backward ? mo::metal_plan::SceneContractBackward(dtype, n, a)
+                    : mo::metal_plan::SceneContractForward(dtype, n, a);
+  };
+}
+
 void Forward(void* kernel, mo::metal::KernelCall& call) {
-  const Attrs& a = *static_cast<Attrs*>(kernel);
   TF_Tensor* x = call.Input(0);
   if (!call.ok() || !call.Check(mo::scene_contract::XShape(DimsOf(x)))) return;
-  const TF_DataType dtype = TF_TensorType(x);
-  TF_Tensor* y = call.Output(0, dtype, DimsOf(x));
-  const int64_t n = TF_TensorElementCount(x) / mo::scene_contract::kPointSize;
-  if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::SceneContractForward(mo::metal::PlanDtype(dtype), n, a), {x, y});
+  call.RunPointwise(x, DimsOf(x), mo::scene_contract::kPointSize, {x}, Plans(*static_cast<Attrs*>(kernel), false));
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
@@ -58,11 +61,7 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* grad = call.Input(0);
   TF_Tensor* x = call.Input(1);
   if (!call.ok() || !call.Check(mo::scene_contract::GradShapes(a, DimsOf(grad), DimsOf(x)))) return;
-  const TF_DataType dtype = TF_TensorType(x);
-  TF_Tensor* dx = call.Output(0, dtype, DimsOf(x));
-  const int64_t n = TF_TensorElementCount(x) / mo::scene_contract::kPointSize;
-  if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::SceneContractBackward(mo::metal::PlanDtype(dtype), n, a), {grad, x, dx});
+  call.RunPointwise(x, DimsOf(x), mo::scene_contract::kPointSize, {grad, x}, Plans(a, true));
 }
 
 const bool registered_forward = mo::metal::RegisterWithAttrs<Attrs>(

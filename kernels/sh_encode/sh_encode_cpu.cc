@@ -16,7 +16,7 @@
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/pointwise_kernel.h"
 #include "kernels/sh_encode/sh_encode.h"
-#include "kernels/xla/xla_host.h"  // MO_XLA
+#include "kernels/xla/pointwise_xla.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace mo {
@@ -148,39 +148,5 @@ struct Cpu {
 
 MO_REGISTER_POINTWISE("MetalOpsSHEncode", DEVICE_CPU, ::mo::sh_encode::Cpu, ::mo::sh_encode);
 
-#if MO_XLA
-#include "kernels/xla/xla_ffi_attrs.h"
-
-MO_XLA_FFI_ATTRS(::mo::sh_encode::Attrs);
-
-// XLA's host handlers: the attributes bound whole (kernels/xla/xla_ffi.h).
-namespace mo::sh_encode {
-namespace {
-
-using xla_kernels::Data;
-using xla_kernels::HostContext;
-using xla_kernels::RetBuffer;
-namespace ffi = ::xla::ffi;
-
-ffi::Error XlaForward(ffi::AnyBuffer dirs, RetBuffer values, Attrs a) {
-  const int64_t n = static_cast<int64_t>(dirs.element_count()) / kPointSize;
-  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncode", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(Cpu<T>::Forward(HostContext(), Data<T>(dirs), n, a, Data<T>(values)));
-  });
-}
-
-ffi::Error XlaBackward(ffi::AnyBuffer grad, ffi::AnyBuffer dirs, RetBuffer grad_dirs, Attrs a) {
-  const int64_t n = static_cast<int64_t>(dirs.element_count()) / kPointSize;
-  return xla_ffi::ForTypeUnlessEmpty<float, Eigen::half>(dirs.element_type(), n, "SHEncodeGrad", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(Cpu<T>::Backward(HostContext(), Data<T>(grad), Data<T>(dirs), n, a, Data<T>(grad_dirs)));
-  });
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsSHEncode", "Host", XlaForward, xla_ffi::BindBuffers<1, 1>().Attrs<Attrs>());
-MO_XLA_FFI_HANDLER("MetalOpsSHEncodeGrad", "Host", XlaBackward, xla_ffi::BindBuffers<2, 1>().Attrs<Attrs>());
-
-}  // namespace
-}  // namespace mo::sh_encode
-#endif  // MO_XLA
+// XLA's host handlers: the CPU functor above, the attributes bound whole.
+MO_XLA_POINTWISE_HANDLERS("MetalOpsSHEncode", "SHEncode", Host, Cpu, mo::sh_encode, float, Eigen::half);

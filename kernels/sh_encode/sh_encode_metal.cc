@@ -42,11 +42,10 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
   const Attrs& a = *static_cast<Attrs*>(kernel);
   TF_Tensor* dirs = call.Input(0);
   if (!call.ok() || !call.Check(mo::sh_encode::DirsShape(DimsOf(dirs)))) return;
-  const TF_DataType dtype = TF_TensorType(dirs);
-  TF_Tensor* values = call.Output(0, dtype, mo::sh_encode::OutputDims(DimsOf(dirs), a));
-  const int64_t n = TF_TensorElementCount(dirs) / mo::sh_encode::kPointSize;
-  if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::SHEncodeForward(mo::metal::PlanDtype(dtype), n, a), {dirs, values});
+  call.RunPointwise(dirs, mo::sh_encode::OutputDims(DimsOf(dirs), a), mo::sh_encode::kPointSize, {dirs},
+                    [&a](mo::metal_plan::Dtype dtype, int64_t n) {
+                      return mo::metal_plan::SHEncodeForward(dtype, n, a);
+                    });
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
@@ -54,11 +53,10 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   TF_Tensor* grad = call.Input(0);
   TF_Tensor* dirs = call.Input(1);
   if (!call.ok() || !call.Check(mo::sh_encode::GradShapes(a, DimsOf(grad), DimsOf(dirs)))) return;
-  const TF_DataType dtype = TF_TensorType(dirs);
-  TF_Tensor* grad_dirs = call.Output(0, dtype, DimsOf(dirs));
-  const int64_t n = TF_TensorElementCount(dirs) / mo::sh_encode::kPointSize;
-  if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::SHEncodeBackward(mo::metal::PlanDtype(dtype), n, a), {grad, dirs, grad_dirs});
+  call.RunPointwise(dirs, DimsOf(dirs), mo::sh_encode::kPointSize, {grad, dirs},
+                    [&a](mo::metal_plan::Dtype dtype, int64_t n) {
+                      return mo::metal_plan::SHEncodeBackward(dtype, n, a);
+                    });
 }
 
 const bool registered_forward =

@@ -5,6 +5,8 @@
 #ifndef MO_KERNELS_SPEC_CHECKS_TF_H_
 #define MO_KERNELS_SPEC_CHECKS_TF_H_
 
+#include <array>
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -45,6 +47,17 @@ inline bool KnownDims(::tensorflow::shape_inference::InferenceContext* c, int in
   dims->resize(c->Rank(s));
   for (int d = 0; d < c->Rank(s); ++d) (*dims)[d] = c->Value(c->Dim(s, d));
   return true;
+}
+
+// A shape function's inputs first, first + 1, ... of the ranks `ranks`, in
+// that order; their shapes into *shapes.
+template <size_t N>
+absl::Status InputRanks(::tensorflow::shape_inference::InferenceContext* c, int first, const int (&ranks)[N],
+                        std::array<::tensorflow::shape_inference::ShapeHandle, N>* shapes) {
+  for (size_t i = 0; i < N; ++i) {
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(first + static_cast<int>(i)), ranks[i], &(*shapes)[i]));
+  }
+  return absl::OkStatus();
 }
 
 // The attribute reader an op's ReadAttrs(get, attrs) takes, over TensorFlow's

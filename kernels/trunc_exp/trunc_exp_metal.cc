@@ -30,27 +30,17 @@ Plan TruncExpBackward(Dtype dtype, int64_t n) {
 
 namespace {
 
-using mo::metal::DimsOf;
-
 void Forward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* x = call.Input(0);
   if (!call.ok()) return;
-  const TF_DataType dtype = TF_TensorType(x);
-  TF_Tensor* y = call.Output(0, dtype, DimsOf(x));
-  const int64_t n = TF_TensorElementCount(x);
-  if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::TruncExpForward(mo::metal::PlanDtype(dtype), n), {x, y});
+  call.RunPointwise(x, mo::metal::DimsOf(x), 1, {x}, &mo::metal_plan::TruncExpForward);
 }
 
 void Backward(void*, mo::metal::KernelCall& call) {
   TF_Tensor* dy = call.Input(0);
   TF_Tensor* x = call.Input(1);
-  if (!call.ok() || !call.Check(mo::trunc_exp::GradShape(DimsOf(dy), DimsOf(x)))) return;
-  const TF_DataType dtype = TF_TensorType(x);
-  TF_Tensor* dx = call.Output(0, dtype, DimsOf(x));
-  const int64_t n = TF_TensorElementCount(x);
-  if (!call.ok() || n == 0) return;
-  call.RunPlan(mo::metal_plan::TruncExpBackward(mo::metal::PlanDtype(dtype), n), {dy, x, dx});
+  if (!call.ok() || !call.Check(mo::trunc_exp::GradShape(mo::metal::DimsOf(dy), mo::metal::DimsOf(x)))) return;
+  call.RunPointwise(x, mo::metal::DimsOf(x), 1, {dy, x}, &mo::metal_plan::TruncExpBackward);
 }
 
 const bool registered = mo::metal::RegisterStateless("MetalOpsTruncExp", &mo::metal::Compute<Forward>,

@@ -4,10 +4,19 @@
 // Shape functions shared with PackedVolumeRender: kernels/framework/render_op.h.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
+#include <array>
+
 #include "kernels/framework/render_op.h"
 #include "kernels/volume_render/volume_render.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
+
+// The forward's inputs, the backward's first ones.
+#define MO_VOLUME_RENDER_INPUTS \
+  .Input("sigma: T")            \
+      .Input("rgb: T")          \
+      .Input("t: T")            \
+      .Input("background: T")
 
 namespace mo {
 namespace render_op {
@@ -15,10 +24,9 @@ namespace {
 
 // Checks sigma [R, S], rgb [R, S, 3], t [R, S + 1], background [3] or [R, 3].
 absl::Status VolumeRenderInputShapes(InferenceContext* c, Shapes* shapes) {
-  ShapeHandle sigma, rgb, t;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &sigma));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &rgb));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &t));
+  std::array<ShapeHandle, 3> in;
+  TF_RETURN_IF_ERROR(checks::InputRanks(c, 0, {2, 3, 2}, &in));
+  const auto& [sigma, rgb, t] = in;
   DimensionHandle r = c->Dim(sigma, 0);
   DimensionHandle s = c->Dim(sigma, 1);
   TF_RETURN_IF_ERROR(c->Merge(r, c->Dim(rgb, 0), &r));
@@ -40,15 +48,8 @@ absl::Status VolumeRenderInputShapes(InferenceContext* c, Shapes* shapes) {
 }  // namespace mo
 
 REGISTER_OP("MetalOpsVolumeRender")
-    .Input("sigma: T")
-    .Input("rgb: T")
-    .Input("t: T")
-    .Input("background: T")
-    .Output("out_rgb: T")
-    .Output("depth: T")
-    .Output("opacity: T")
-    .Output("weights: T")
-    .Attr("T: {float, double}")
+    MO_VOLUME_RENDER_INPUTS
+    MO_RENDER_OUTPUTS
     MO_OP_ATTRS(MO_VOLUME_RENDER_ATTRS)
     .SetShapeFn(mo::render_op::ForwardShapeFn<mo::volume_render::Attrs, mo::render_op::VolumeRenderInputShapes>)
     .Doc(R"doc(
@@ -71,22 +72,8 @@ validate: raise InvalidArgument for the first invalid ray. False: invalid rays
 )doc");
 
 REGISTER_OP("MetalOpsVolumeRenderGrad")
-    .Input("sigma: T")
-    .Input("rgb: T")
-    .Input("t: T")
-    .Input("background: T")
-    .Input("out_rgb: T")
-    .Input("depth: T")
-    .Input("opacity: T")
-    .Input("weights: T")
-    .Input("grad_rgb: T")
-    .Input("grad_depth: T")
-    .Input("grad_opacity: T")
-    .Input("grad_weights: T")
-    .Output("grad_sigma: T")
-    .Output("grad_samples_rgb: T")
-    .Output("grad_background: T")
-    .Attr("T: {float, double}")
+    MO_VOLUME_RENDER_INPUTS
+    MO_RENDER_GRAD_INPUTS_AND_OUTPUTS
     MO_OP_ATTRS(MO_VOLUME_RENDER_GRAD_ATTRS)
     .SetShapeFn(
         mo::render_op::BackwardShapeFn<mo::volume_render::GradAttrs, mo::render_op::VolumeRenderInputShapes, 4>)

@@ -11,8 +11,7 @@
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/pointwise_kernel.h"
-#include "kernels/framework/register_kernels.h"
-#include "kernels/xla/xla_host.h"  // MO_XLA
+#include "kernels/xla/pointwise_xla.h"
 #include "kernels/zero_out/zero_out.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -37,43 +36,15 @@ struct Cpu {
   }
 };
 
-// The kernel (one op, no gradient op: ZeroOut's gradient is ZeroOut).
-template <typename T>
-using CpuKernel = PointwiseOp<Cpu<T>, T, Attrs, kPointSize>;
-
 }  // namespace
 }  // namespace zero_out
 }  // namespace mo
 
-MO_REGISTER("ZeroOut", DEVICE_CPU, int32_t, ::mo::zero_out::CpuKernel<int32_t>);
-MO_REGISTER("ZeroOut", DEVICE_CPU, int64_t, ::mo::zero_out::CpuKernel<int64_t>);
-MO_REGISTER("ZeroOut", DEVICE_CPU, float, ::mo::zero_out::CpuKernel<float>);
-MO_REGISTER("ZeroOut", DEVICE_CPU, double, ::mo::zero_out::CpuKernel<double>);
+// The kernel (one op, no gradient op: ZeroOut's gradient is ZeroOut).
+MO_REGISTER_POINTWISE_FORWARD("ZeroOut", DEVICE_CPU, ::mo::zero_out::Cpu, ::mo::zero_out, int32_t);
+MO_REGISTER_POINTWISE_FORWARD("ZeroOut", DEVICE_CPU, ::mo::zero_out::Cpu, ::mo::zero_out, int64_t);
+MO_REGISTER_POINTWISE_FORWARD("ZeroOut", DEVICE_CPU, ::mo::zero_out::Cpu, ::mo::zero_out, float);
+MO_REGISTER_POINTWISE_FORWARD("ZeroOut", DEVICE_CPU, ::mo::zero_out::Cpu, ::mo::zero_out, double);
 
-#if MO_XLA
-#include "kernels/xla/xla_ffi_attrs.h"
-
-MO_XLA_FFI_ATTRS(::mo::zero_out::Attrs);
-
-// XLA's host handler: the attribute bound whole (kernels/xla/xla_ffi.h).
-namespace mo::zero_out {
-namespace {
-
-using xla_kernels::Data;
-using xla_kernels::HostContext;
-using xla_kernels::RetBuffer;
-namespace ffi = ::xla::ffi;
-
-ffi::Error XlaForward(ffi::AnyBuffer in, RetBuffer out, Attrs a) {
-  const int64_t n = static_cast<int64_t>(in.element_count());
-  return xla_ffi::ForTypeUnlessEmpty<int32_t, int64_t, float, double>(in.element_type(), n, "ZeroOut", [&](auto type) {
-    using T = decltype(type);
-    return xla_ffi::ToError(Cpu<T>::Forward(HostContext(), Data<T>(in), n, a, Data<T>(out)));
-  });
-}
-
-MO_XLA_FFI_HANDLER("ZeroOut", "Host", XlaForward, xla_ffi::BindBuffers<1, 1>().Attrs<Attrs>());
-
-}  // namespace
-}  // namespace mo::zero_out
-#endif  // MO_XLA
+// XLA's host handler: the CPU functor above, the attribute bound whole.
+MO_XLA_POINTWISE_HANDLER("ZeroOut", "ZeroOut", Host, Cpu, mo::zero_out, int32_t, int64_t, float, double);

@@ -145,3 +145,19 @@ def op_attrs(owner, op_name, **attrs):
         else:
             checked[name] = value
     return checked
+
+
+def register_gradient_op(op_name, grad_op):
+    """Registers the gradient of the op `op_name` as its gradient op: the
+    library's function `grad_op` (`metal_ops_<op>_grad`) of the upstream
+    gradient and the op's inputs, with the op's attributes but T; its outputs
+    are the inputs' gradients, in order."""
+    from metal_ops._loader import load_library
+
+    @tf.RegisterGradient(op_name)
+    def _gradient(op, grad):
+        attrs = {name: op.get_attr(name) for name in _attr_defs(op_name) if name != "T"}
+        grads = getattr(load_library(), grad_op)(grad, *op.inputs, **attrs)
+        return list(grads) if isinstance(grads, (list, tuple)) else [grads]
+
+    return _gradient

@@ -7,8 +7,10 @@ docs/SCENE_CONTRACT.md describes the op.
 """
 import tensorflow as tf
 
-from metal_ops._args import float_tensor, op_attrs
+from metal_ops._args import float_tensor, op_attrs, register_gradient_op
 from metal_ops._loader import load_library
+
+register_gradient_op("MetalOpsSceneContract", "metal_ops_scene_contract_grad")
 
 
 def scene_contract(x, norm="l2", name=None):
@@ -34,11 +36,6 @@ def scene_contract(x, norm="l2", name=None):
         attrs = op_attrs("scene_contract", "MetalOpsSceneContract", norm=norm)
         x = float_tensor("scene_contract", "x", x, (tf.float32, tf.float16))
         return load_library().metal_ops_scene_contract(x, **attrs)
-
-
-@tf.RegisterGradient("MetalOpsSceneContract")
-def _scene_contract_grad(op, grad):
-    return [load_library().metal_ops_scene_contract_grad(grad, op.inputs[0], norm=op.get_attr("norm"))]
 
 
 def selftest_cases(cpu_only=False):

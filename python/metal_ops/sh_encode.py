@@ -6,8 +6,10 @@ docs/SH_ENCODE.md describes the op.
 """
 import tensorflow as tf
 
-from metal_ops._args import float_tensor, op_attrs
+from metal_ops._args import float_tensor, op_attrs, register_gradient_op
 from metal_ops._loader import load_library
+
+register_gradient_op("MetalOpsSHEncode", "metal_ops_sh_encode_grad")
 
 
 def sh_encode(dirs, degree=4, name=None):
@@ -30,11 +32,6 @@ def sh_encode(dirs, degree=4, name=None):
         attrs = op_attrs("sh_encode", "MetalOpsSHEncode", degree=degree)
         dirs = float_tensor("sh_encode", "dirs", dirs, (tf.float32, tf.float16))
         return load_library().metal_ops_sh_encode(dirs, **attrs)
-
-
-@tf.RegisterGradient("MetalOpsSHEncode")
-def _sh_encode_grad(op, grad):
-    return [load_library().metal_ops_sh_encode_grad(grad, op.inputs[0], degree=op.get_attr("degree"))]
 
 
 def selftest_cases(cpu_only=False):

@@ -7,8 +7,10 @@ docs/TRUNC_EXP.md describes the op.
 """
 import tensorflow as tf
 
-from metal_ops._args import float_tensor
+from metal_ops._args import float_tensor, register_gradient_op
 from metal_ops._loader import load_library
+
+register_gradient_op("MetalOpsTruncExp", "metal_ops_trunc_exp_grad")
 
 
 def trunc_exp(x, name=None):
@@ -28,11 +30,6 @@ def trunc_exp(x, name=None):
     """
     with tf.name_scope(name or "trunc_exp"):
         return load_library().metal_ops_trunc_exp(float_tensor("trunc_exp", "x", x, (tf.float32, tf.float16)))
-
-
-@tf.RegisterGradient("MetalOpsTruncExp")
-def _trunc_exp_grad(op, dy):
-    return [load_library().metal_ops_trunc_exp_grad(dy, op.inputs[0])]
 
 
 def selftest_cases(cpu_only=False):

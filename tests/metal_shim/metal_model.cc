@@ -28,7 +28,9 @@
 // nil_private (private buffers only: scratch), compile (every library fails
 // to compile), compile=LIB (the library LIB alone), no_metal3 (the device is
 // not of MTLGPUFamilyMetal3: no MSL 3.0), gpu_error, no_apple7,
-// nil_encoder, nil_command_buffer, max_threads=N, max_buffer=N, no_copy (every
+// nil_encoder, nil_command_buffer, max_threads=N (every pipeline's
+// maxTotalThreadsPerThreadgroup), max_threads=N@FUNCTION (the pipeline of
+// FUNCTION alone: a kernel using many registers), max_buffer=N, no_copy (every
 // newBufferWithBytesNoCopy refused, as Metal may refuse memory that is not
 // from vm_allocate or mmap), simd_width=N (the pipelines' threadExecutionWidth),
 // wrong_result (the last dispatch of each command buffer perturbs the first
@@ -84,7 +86,18 @@ struct Faults {
   uint64_t simd_width = 32;
   uint64_t max_threads = kMaxThreadsPerThreadgroup;
   uint64_t max_buffer = kMaxBufferLength;
+  std::map<std::string, uint64_t> pipeline_max_threads;  // max_threads=N@FUNCTION: that pipeline's limit
 };
+
+// The faults without a value, and those with a number, by name.
+constexpr std::pair<const char*, bool Faults::*> kFlags[] = {
+    {"nil_buffer", &Faults::nil_buffer}, {"nil_private", &Faults::nil_private}, {"compile", &Faults::compile},
+    {"no_metal3", &Faults::no_metal3}, {"nil_device", &Faults::nil_device}, {"gpu_error", &Faults::gpu_error},
+    {"no_apple7", &Faults::no_apple7}, {"nil_encoder", &Faults::nil_encoder},
+    {"nil_command_buffer", &Faults::nil_command_buffer}, {"no_copy", &Faults::no_copy},
+    {"wrong_result", &Faults::wrong_result}, {"commit_and_continue", &Faults::commit_and_continue}};
+constexpr std::pair<const char*, uint64_t Faults::*> kNumbers[] = {
+    {"max_threads", &Faults::max_threads}, {"max_buffer", &Faults::max_buffer}, {"simd_width", &Faults::simd_width}};
 
 Faults ReadFaults() {
   Faults f;
@@ -98,22 +111,15 @@ Faults ReadFaults() {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const uint64_t value = eq == std::string::npos ? 0 : std::strtoull(item.c_str() + eq + 1, nullptr, 10);
-    if (key == "nil_buffer") f.nil_buffer = true;
-    if (key == "nil_private") f.nil_private = true;
-    if (key == "compile" && eq == std::string::npos) f.compile = true;
+    for (const auto& [name, flag] : kFlags) {
+      if (key == name && eq == std::string::npos) f.*flag = true;
+    }
+    const size_t at_sign = item.find('@');
+    for (const auto& [name, number] : kNumbers) {
+      if (key == name && at_sign == std::string::npos) f.*number = value;
+    }
+    if (key == "max_threads" && at_sign != std::string::npos) f.pipeline_max_threads[item.substr(at_sign + 1)] = value;
     if (key == "compile" && eq != std::string::npos) f.compile_library = item.substr(eq + 1);
-    if (key == "no_metal3") f.no_metal3 = true;
-    if (key == "nil_device") f.nil_device = true;
-    if (key == "gpu_error") f.gpu_error = true;
-    if (key == "no_apple7") f.no_apple7 = true;
-    if (key == "nil_encoder") f.nil_encoder = true;
-    if (key == "nil_command_buffer") f.nil_command_buffer = true;
-    if (key == "max_threads") f.max_threads = value;
-    if (key == "max_buffer") f.max_buffer = value;
-    if (key == "no_copy") f.no_copy = true;
-    if (key == "wrong_result") f.wrong_result = true;
-    if (key == "commit_and_continue") f.commit_and_continue = true;
-    if (key == "simd_width") f.simd_width = value;
     at = end + 1;
   }
   return f;
@@ -268,7 +274,11 @@ std::unique_ptr<Buffer> Owned(uint64_t length, Storage storage) {
 class ModelPipeline : public mo::mtl::Pipeline {
  public:
   explicit ModelPipeline(const exec::Entry* entry) : entry_(entry) {}
-  uint64_t MaxTotalThreadsPerThreadgroup() const override { return ReadFaults().max_threads; }
+  uint64_t MaxTotalThreadsPerThreadgroup() const override {
+    const Faults f = ReadFaults();
+    const auto own = f.pipeline_max_threads.find(entry_->name);
+    return own != f.pipeline_max_threads.end() ? own->second : f.max_threads;
+  }
   uint64_t StaticThreadgroupMemoryLength() const override { return 0; }
   uint64_t ThreadExecutionWidth() const override { return ReadFaults().simd_width; }  // every Apple GPU's: 32
   const exec::Entry* entry() const { return entry_; }

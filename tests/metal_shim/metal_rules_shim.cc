@@ -101,21 +101,21 @@ uint64_t shim_threadgroup_count(uint64_t num_threads, uint64_t width) {
 }
 
 // GpuRegistrationRefusal of the kernels registered from `file` on a GPU
-// (metal3: it reports MTLGPUFamilyMetal3) against the sources named in
-// `libraries` ("name:major.minor;..."), into `out` ("" when they register).
-void shim_gpu_registration_refusal(const char* file, int metal3, const char* libraries, char* out, int size) {
-  const std::vector<std::string> entries = Split(libraries);
-  std::vector<std::string> names;
-  for (const std::string& entry : entries) names.push_back(entry.substr(0, entry.find(':')));
-  std::vector<mo::metal::EmbeddedMetalSource> sources;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const std::string version = entries[i].substr(entries[i].find(':') + 1);  // "major.minor"
-    sources.push_back({names[i].c_str(), "", std::atoi(version.c_str()),
-                       std::atoi(version.substr(version.find('.') + 1).c_str())});
-  }
-  CopyOut(mo::metal::GpuRegistrationRefusal(file, mo::metal::MslVersionForDevice(metal3 != 0), sources.data(),
-                                            sources.size()),
-          out, size);
+// (metal3, apple7: its answers to supportsFamily:) against `num` libraries
+// (their names, expanded sources and language versions), with METAL_OPS_TF_METAL_OFF
+// at `turned_off` (nullptr: unset), into `out` ("" when they register).
+void shim_gpu_registration_refusal(const char* file, int metal3, int apple7, const char* turned_off, int num,
+                                   const char** names, const char** sources, const int* majors, const int* minors,
+                                   char* out, int size) {
+  std::vector<mo::metal::EmbeddedMetalSource> table;
+  for (int i = 0; i < num; ++i) table.push_back({names[i], sources[i], majors[i], minors[i]});
+  const mo::metal::GpuFeatures gpu = {mo::metal::MslVersionForDevice(metal3 != 0), apple7 != 0};
+  CopyOut(mo::metal::GpuRegistrationRefusal(file, gpu, turned_off, table.data(), table.size()), out, size);
+}
+
+// StreamRefusalMessage into `out`.
+void shim_stream_refusal_message(const char* op, const char* library, const char* reason, char* out, int size) {
+  CopyOut(mo::metal::StreamRefusalMessage(op, library, reason), out, size);
 }
 
 // LeftToCpuMessage of the (op, why) pairs in `pairs` ("op|why;..."), into `out`.
