@@ -368,24 +368,23 @@ class GaussianRasterizeKernel : public OpKernelWithAttrs<gaussian_rasterize::Att
     if constexpr (kGrad) {
       OP_REQUIRES_OK(ctx, checks::ToStatus(gr::GradShapes(a, in, Dims(ctx, 7), Dims(ctx, 8), Dims(ctx, 9),
                                                           Dims(ctx, 10))));
-      ::tensorflow::Tensor* out[5] = {};
-      for (int i = 0; i < 5; ++i) OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &out[i]));
+      float* out[5] = {};
+      for (int i = 0; i < 5; ++i) OP_REQUIRES_OK(ctx, AllocateOutput(ctx, i, ctx->input(i).shape(), &out[i]));
       const gr::BackwardArgs t{Float(ctx, 0), Float(ctx, 1), Float(ctx, 2), Float(ctx, 3), Float(ctx, 4),
-                               Int(ctx, 5), Int(ctx, 6), Float(ctx, 7), Int(ctx, 8), Float(ctx, 9), Float(ctx, 10),
-                               out[0]->flat<float>().data(), out[1]->flat<float>().data(),
-                               out[2]->flat<float>().data(), out[3]->flat<float>().data(),
-                               out[4]->flat<float>().data()};
+                               Int(ctx, 5),   Int(ctx, 6),   Float(ctx, 7), Int(ctx, 8),   Float(ctx, 9),
+                               Float(ctx, 10), out[0],       out[1],        out[2],        out[3],
+                               out[4]};
       OP_REQUIRES_OK(ctx, GaussianRasterizeFunctor<Device>::Backward(ctx, gr::SizesOf(ctx), a, t));
     } else {
       checks::Dims image_dims, pixel_dims;
       OP_REQUIRES_OK(ctx, checks::ToStatus(gr::Shapes(a, in, &image_dims, &pixel_dims)));
-      ::tensorflow::Tensor *image = nullptr, *alpha = nullptr, *last_ids = nullptr;
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape(image_dims), &image));
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape(pixel_dims), &alpha));
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape(pixel_dims), &last_ids));
+      float *image = nullptr, *alpha = nullptr;
+      int32_t* last_ids = nullptr;
+      OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 0, TensorShape(image_dims), &image));
+      OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 1, TensorShape(pixel_dims), &alpha));
+      OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 2, TensorShape(pixel_dims), &last_ids));
       const gr::ForwardArgs t{Float(ctx, 0), Float(ctx, 1), Float(ctx, 2), Float(ctx, 3), Float(ctx, 4),
-                              Int(ctx, 5), Int(ctx, 6), image->flat<float>().data(), alpha->flat<float>().data(),
-                              last_ids->flat<int32_t>().data()};
+                              Int(ctx, 5),   Int(ctx, 6),   image,         alpha,         last_ids};
       OP_REQUIRES_OK(ctx, GaussianRasterizeFunctor<Device>::Forward(ctx, gr::SizesOf(ctx), a, t));
     }
   }
