@@ -221,54 +221,60 @@ __global__ void GaussianRasterizeBackwardKernel(
   }
 }
 
-// fn(std::integral_constant<int, kC>): 1 to 4 channels in registers, 0 for more.
-template <typename Fn>
-void WithChannels(int64_t channels, Fn&& fn) {
-  switch (channels) {
-    case 1: return fn(std::integral_constant<int, 1>());
-    case 2: return fn(std::integral_constant<int, 2>());
-    case 3: return fn(std::integral_constant<int, 3>());
-    case 4: return fn(std::integral_constant<int, 4>());
-    default: return fn(std::integral_constant<int, 0>());
+// A launch over the tiles: one block per tile, one thread per pixel, the
+// batch in dynamic shared memory.
+struct TileGrid {
+  unsigned tiles;
+  int block;
+  size_t shared;
+  int tiles_x;
+};
+
+// launch(std::integral_constant<int, kC>(), grid) with kC the channels held
+// in registers: 1 to 4, or 0 for more (read and summed in global memory).
+template <int kC, typename Launch>
+void WithChannels(int64_t channels, const TileGrid& grid, Launch&& launch) {
+  if constexpr (kC == 0) {
+    launch(std::integral_constant<int, 0>(), grid);
+  } else if (channels == kC) {
+    launch(std::integral_constant<int, kC>(), grid);
+  } else {
+    WithChannels<kC - 1>(channels, grid, launch);
   }
 }
 
-// The grid: one block per tile; cudaErrorInvalidValue where the sizes do not
-// fit the kernels' int indices.
-cudaError_t Grid(const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a, int64_t* tiles) {
-  *tiles = gaussian_rasterize::TilesX(a) * gaussian_rasterize::TilesY(a);
-  if (*tiles > INT_MAX || s.m > INT_MAX || s.channels < 1 || s.channels > INT_MAX || a.tile_size < 1 ||
+// cudaErrorInvalidValue where the sizes do not fit the kernels' int indices;
+// else the launch, and its error.
+template <typename Launch>
+cudaError_t OverTiles(const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a, Launch&& launch) {
+  const int64_t tiles = gaussian_rasterize::TilesX(a) * gaussian_rasterize::TilesY(a);
+  if (tiles > INT_MAX || s.m > INT_MAX || s.channels < 1 || s.channels > INT_MAX || a.tile_size < 1 ||
       a.tile_size > MO_GS_MAX_TILE_SIZE) {
     return cudaErrorInvalidValue;
   }
-  return cudaSuccess;
+  const int block = a.tile_size * a.tile_size;
+  WithChannels<4>(s.channels,
+                  TileGrid{static_cast<unsigned>(tiles), block, BatchBytes(block),
+                           static_cast<int>(gaussian_rasterize::TilesX(a))},
+                  launch);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t LaunchGaussianRasterizeForward(const gaussian_rasterize::ForwardArgs& t, const gaussian_rasterize::Sizes& s,
                                            const gaussian_rasterize::Attrs& a, cudaStream_t stream) {
-  int64_t tiles = 0;
-  const cudaError_t grid = Grid(s, a, &tiles);
-  if (grid != cudaSuccess) return grid;
-  const int block = a.tile_size * a.tile_size;
-  const int tiles_x = static_cast<int>(gaussian_rasterize::TilesX(a));
-  WithChannels(s.channels, [&](auto channels) {
-    constexpr int kC = decltype(channels)::value;
-    GaussianRasterizeForwardKernel<kC><<<static_cast<unsigned>(tiles), block, BatchBytes(block), stream>>>(
+  return OverTiles(s, a, [&](auto channels, const TileGrid& g) {
+    GaussianRasterizeForwardKernel<decltype(channels)::value><<<g.tiles, g.block, g.shared, stream>>>(
         t.means2d, t.conics, t.colors, t.opacities, t.background, t.ids, t.ranges, s.n, static_cast<int>(s.channels),
-        s.m, a, tiles_x, t.image, t.alpha, t.last_ids);
+        s.m, a, g.tiles_x, t.image, t.alpha, t.last_ids);
   });
-  return cudaGetLastError();
 }
 
 cudaError_t LaunchGaussianRasterizeBackward(const gaussian_rasterize::BackwardArgs& t,
                                             const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a,
                                             cudaStream_t stream) {
-  int64_t tiles = 0;
-  const cudaError_t grid = Grid(s, a, &tiles);
-  if (grid != cudaSuccess) return grid;
-  const size_t n = static_cast<size_t>(s.n), c = static_cast<size_t>(s.channels);
+  const size_t n = s.n > 0 ? static_cast<size_t>(s.n) : 0, c = s.channels > 0 ? static_cast<size_t>(s.channels) : 0;
   const struct {
     float* p;
     size_t count;
@@ -279,16 +285,12 @@ cudaError_t LaunchGaussianRasterizeBackward(const gaussian_rasterize::BackwardAr
     const cudaError_t e = cudaMemsetAsync(o.p, 0, o.count * sizeof(float), stream);
     if (e != cudaSuccess) return e;
   }
-  const int block = a.tile_size * a.tile_size;
-  const int tiles_x = static_cast<int>(gaussian_rasterize::TilesX(a));
-  WithChannels(s.channels, [&](auto channels) {
-    constexpr int kC = decltype(channels)::value;
-    GaussianRasterizeBackwardKernel<kC><<<static_cast<unsigned>(tiles), block, BatchBytes(block), stream>>>(
+  return OverTiles(s, a, [&](auto channels, const TileGrid& g) {
+    GaussianRasterizeBackwardKernel<decltype(channels)::value><<<g.tiles, g.block, g.shared, stream>>>(
         t.means2d, t.conics, t.colors, t.opacities, t.background, t.ids, t.ranges, t.alpha, t.last_ids, t.grad_image,
-        t.grad_alpha, s.n, static_cast<int>(s.channels), s.m, a, tiles_x, t.grad_means2d, t.grad_conics,
+        t.grad_alpha, s.n, static_cast<int>(s.channels), s.m, a, g.tiles_x, t.grad_means2d, t.grad_conics,
         t.grad_colors, t.grad_opacities, t.grad_background);
   });
-  return cudaGetLastError();
 }
 
 }  // namespace cuda

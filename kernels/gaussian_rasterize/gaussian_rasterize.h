@@ -324,7 +324,9 @@ cudaError_t LaunchGaussianRasterizeBackward(const gaussian_rasterize::BackwardAr
 // functor per device): the checks above and the output allocation here;
 // GaussianRasterizeFunctor<Device> does the work. gaussian_rasterize_cpu.cc and
 // gaussian_rasterize_cuda.cc define MO_TF_KERNEL and include TensorFlow's
-// op_kernel.h and kernels/framework/op_kernel_with_attrs.h before this header.
+// op_kernel.h and kernels/framework/op_kernel_with_attrs.h before this header,
+// and register GaussianRasterizeKernel<Device, false> and <Device, true> for
+// the op and its gradient.
 namespace mo {
 namespace gaussian_rasterize {
 
@@ -399,13 +401,6 @@ class GaussianRasterizeKernel : public OpKernelWithAttrs<gaussian_rasterize::Att
 
 }  // namespace mo
 
-// Both ops on DEVICE (DEVICE_CPU, DEVICE_GPU), run by the kernel classes above
-// on DEVICE_TYPE (gaussian_rasterize_cpu.cc, gaussian_rasterize_cuda.cc).
-#define MO_REGISTER_GAUSSIAN_RASTERIZE(DEVICE, DEVICE_TYPE)                                      \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterize").Device(::tensorflow::DEVICE),     \
-                          ::mo::GaussianRasterizeKernel<DEVICE_TYPE, false>);                 \
-  REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflow::DEVICE), \
-                          ::mo::GaussianRasterizeKernel<DEVICE_TYPE, true>)
 #endif  // MO_TF_KERNEL
 #endif  // host code
 

@@ -143,4 +143,7 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
 
 }  // namespace mo
 
-MO_REGISTER_GAUSSIAN_RASTERIZE(DEVICE_CPU, Eigen::ThreadPoolDevice);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterize").Device(::tensorflow::DEVICE_CPU),
+                        ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, false>);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflow::DEVICE_CPU),
+                        ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, true>);

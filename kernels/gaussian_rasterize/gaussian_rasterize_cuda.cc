@@ -36,5 +36,8 @@ struct GaussianRasterizeFunctor<GPUDevice> {
 
 }  // namespace mo
 
-MO_REGISTER_GAUSSIAN_RASTERIZE(DEVICE_GPU, ::mo::GPUDevice);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterize").Device(::tensorflow::DEVICE_GPU),
+                        ::mo::GaussianRasterizeKernel<::mo::GPUDevice, false>);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflow::DEVICE_GPU),
+                        ::mo::GaussianRasterizeKernel<::mo::GPUDevice, true>);
 #endif  // GOOGLE_CUDA
