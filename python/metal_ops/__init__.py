@@ -48,6 +48,7 @@ if not _usage_only():
     from metal_ops.sh_encode import sh_encode  # noqa: E402
     from metal_ops.gaussian_tile_bin import gaussian_tile_bin  # noqa: E402
     from metal_ops.gaussian_project import gaussian_project  # noqa: E402
+    from metal_ops.gaussian_rasterize import gaussian_rasterize  # noqa: E402
     from metal_ops.trunc_exp import trunc_exp  # noqa: E402
     from metal_ops import losses  # noqa: E402
     from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
@@ -84,6 +85,7 @@ __all__ = [
     "sh_encode",
     "gaussian_tile_bin",
     "gaussian_project",
+    "gaussian_rasterize",
     "trunc_exp",
     "VolumeRenderOutput",
     "volume_render",

@@ -1,0 +1,149 @@
+// GaussianRasterize on the CPU: the TensorFlow kernels of MetalOpsGaussianRasterize /
+// MetalOpsGaussianRasterizeGrad (the kernel classes of gaussian_rasterize.h over the
+// CPU functor below). Both run the tiles over the context's pool, one tile's
+// pixels one after the other; the per-pixel arithmetic is
+// gaussian_rasterize.h's. The backward is deterministic: each intersection
+// (an index into gaussian_ids, owned by one tile) sums its pixels' gradients
+// in a scratch row of its own, and one pass then adds the rows into the
+// Gaussians' gradients in index order.
+#include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/framework/op_kernel_with_attrs.h"
+#include "kernels/spec/checks_tf.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#define MO_TF_KERNEL  // gaussian_rasterize.h's kernel classes
+#include "kernels/gaussian_rasterize/gaussian_rasterize.h"
+
+namespace mo {
+namespace gaussian_rasterize_cpu {
+
+namespace gr = gaussian_rasterize;
+
+// The checks of the index inputs' values, before any work.
+inline absl::Status CheckIndices(const char* op, const int32_t* ids, const int32_t* ranges, const gr::Sizes& s,
+                                 const gr::Attrs& a) {
+  TF_RETURN_IF_ERROR(checks::ToStatus(gr::GaussianIds(op, ids, s.m, s.n)));
+  return checks::ToStatus(gr::TileRanges(op, ranges, gr::TilesX(a) * gr::TilesY(a), s.m));
+}
+
+// fn(tile, pixel index, px, py) for each pixel of tiles [begin, end) over the
+// pool; `cycles_per_pair` the cost of one (pixel, Gaussian) pair.
+template <typename PixelFn>
+void ForEachPixel(const cpu::Context& ctx, const gr::Sizes& s, const gr::Attrs& a, int64_t cycles_per_pair,
+                  const PixelFn& fn) {
+  const int64_t tiles_x = gr::TilesX(a), tiles = tiles_x * gr::TilesY(a);
+  const int64_t per_tile = int64_t{a.tile_size} * a.tile_size * (s.m / std::max<int64_t>(tiles, 1) + 1);
+  cpu::ParallelFor(ctx, tiles, cycles_per_pair * per_tile, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t i0 = (tile / tiles_x) * a.tile_size, j0 = (tile % tiles_x) * a.tile_size;
+      const int64_t i1 = std::min<int64_t>(i0 + a.tile_size, a.height), j1 = std::min<int64_t>(j0 + a.tile_size, a.width);
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t j = j0; j < j1; ++j) {
+          fn(tile, i * a.width + j, static_cast<float>(j) + 0.5f, static_cast<float>(i) + 0.5f);
+        }
+      }
+    }
+  });
+}
+
+// Gradient scratch row of one intersection: means (2), conic (3), opacity, colour (C).
+constexpr int64_t kRowMean = 0, kRowConic = 2, kRowOpacity = 5, kRowColor = 6;
+
+}  // namespace gaussian_rasterize_cpu
+
+template <>
+struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
+  static absl::Status Forward(::tensorflow::OpKernelContext* op_ctx, const gaussian_rasterize::Sizes& s,
+                              const gaussian_rasterize::Attrs& a, const gaussian_rasterize::ForwardArgs& t) {
+    namespace g = gaussian_rasterize_cpu;
+    TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterize", t.ids, t.ranges, s, a));
+    const int channels = static_cast<int>(s.channels);
+    g::ForEachPixel(op_ctx, s, a, 30, [&](int64_t tile, int64_t p, float px, float py) {
+      float* acc = t.image + p * channels;
+      std::fill(acc, acc + channels, 0.0f);
+      float transmittance = 1.0f;
+      const int32_t start = t.ranges[2 * tile], end = t.ranges[2 * tile + 1];
+      int32_t last = start;
+      for (int32_t k = start; k < end; ++k) {
+        const int64_t id = t.ids[k];
+        const int step = gs_forward_step(t.means2d[2 * id], t.means2d[2 * id + 1], t.conics[3 * id],
+                                         t.conics[3 * id + 1], t.conics[3 * id + 2], t.opacities[id],
+                                         t.colors + id * channels, channels, px, py, &transmittance, acc);
+        if (step == kGsDone) break;
+        if (step == kGsComposited) last = k + 1;
+      }
+      for (int c = 0; c < channels; ++c) acc[c] += transmittance * t.background[c];
+      t.alpha[p] = 1.0f - transmittance;
+      t.last_ids[p] = last;
+    });
+    return absl::OkStatus();
+  }
+
+  static absl::Status Backward(::tensorflow::OpKernelContext* op_ctx, const gaussian_rasterize::Sizes& s,
+                               const gaussian_rasterize::Attrs& a, const gaussian_rasterize::BackwardArgs& t) {
+    namespace g = gaussian_rasterize_cpu;
+    TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterizeGrad", t.ids, t.ranges, s, a));
+    TF_RETURN_IF_ERROR(checks::ToStatus(gaussian_rasterize::LastIds(t.last_ids, t.ranges, a)));
+    const cpu::Context ctx(op_ctx);
+    const int channels = static_cast<int>(s.channels);
+    const int64_t row = g::kRowColor + channels;
+    const int64_t tiles = gaussian_rasterize::TilesX(a) * gaussian_rasterize::TilesY(a);
+    // rows [M, 6 + C] of the intersections, then [tiles, C] of the background's partial sums.
+    ::tensorflow::Tensor scratch;
+    TF_RETURN_IF_ERROR(ctx.AllocateTemp(::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({s.m * row + tiles * channels}),
+                                        &scratch));
+    float* rows = scratch.flat<float>().data();
+    float* background_sums = rows + s.m * row;
+    std::fill(rows, rows + s.m * row + tiles * channels, 0.0f);
+    g::ForEachPixel(ctx, s, a, 60, [&](int64_t tile, int64_t p, float px, float py) {
+      const float* v_image = t.grad_image + p * channels;
+      const float t_final = 1.0f - t.alpha[p];
+      float background_dot = 0.0f;
+      float* sums = background_sums + tile * channels;
+      for (int c = 0; c < channels; ++c) {
+        background_dot += t.background[c] * v_image[c];
+        sums[c] += t_final * v_image[c];
+      }
+      const GsPixelGrad<const float*> up{v_image, t.grad_alpha[p], t_final, background_dot};
+      GsBackState state{t_final, 0.0f};
+      const int32_t start = t.ranges[2 * tile];
+      for (int32_t k = t.last_ids[p] - 1; k >= start; --k) {
+        const int64_t id = t.ids[k];
+        float* r = rows + k * row;
+        gs_backward_step(t.means2d[2 * id], t.means2d[2 * id + 1], t.conics[3 * id], t.conics[3 * id + 1],
+                         t.conics[3 * id + 2], t.opacities[id], t.colors + id * channels, channels, px, py, up,
+                         &state, r + g::kRowColor, r + g::kRowMean, r + g::kRowConic, r + g::kRowOpacity);
+      }
+    });
+    std::fill(t.grad_means2d, t.grad_means2d + 2 * s.n, 0.0f);
+    std::fill(t.grad_conics, t.grad_conics + 3 * s.n, 0.0f);
+    std::fill(t.grad_colors, t.grad_colors + channels * s.n, 0.0f);
+    std::fill(t.grad_opacities, t.grad_opacities + s.n, 0.0f);
+    for (int64_t k = 0; k < s.m; ++k) {
+      const int64_t id = t.ids[k];
+      const float* r = rows + k * row;
+      t.grad_means2d[2 * id] += r[g::kRowMean];
+      t.grad_means2d[2 * id + 1] += r[g::kRowMean + 1];
+      for (int q = 0; q < 3; ++q) t.grad_conics[3 * id + q] += r[g::kRowConic + q];
+      t.grad_opacities[id] += r[g::kRowOpacity];
+      for (int c = 0; c < channels; ++c) t.grad_colors[id * channels + c] += r[g::kRowColor + c];
+    }
+    std::fill(t.grad_background, t.grad_background + channels, 0.0f);
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      for (int c = 0; c < channels; ++c) t.grad_background[c] += background_sums[tile * channels + c];
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace mo
+
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterize").Device(::tensorflow::DEVICE_CPU),
+                        ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, false>);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflow::DEVICE_CPU),
+                        ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, true>);
