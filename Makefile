@@ -54,13 +54,14 @@ else
   REQUIREMENTS := requirements.txt
 endif
 
-.PHONY: FORCE all venv test gpu-check cross-tools wheels wheel-test demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench perf-doc clean help
+.PHONY: FORCE all venv test gpu-check cross-tools wheels wheel-test demo splat-demo bazel cuda-check cuda-harness metal-shim metal-check msl-clang msl-check fuzz asan-test bench perf-doc clean help
 all: $(LIB) $(BUILD_INFO)
 
 help:
 	@echo "make            build $(LIB)"
 	@echo "make test       venv + build + pytest (the README's test command)"
 	@echo "make demo       train the NeRF sample (examples/nerf)"
+	@echo "make splat-demo train the Gaussian splatting sample (examples/splat)"
 	@echo "make bazel      build the op library with Bazel, offline"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed)"
 	@echo "make metal-check cross-compile and link the macOS (Metal) build on Linux against a macOS SDK"
@@ -636,6 +637,9 @@ gpu-check:
 
 demo: all
 	$(PYTHON) -m examples.nerf.train --name demo
+
+splat-demo: all
+	$(PYTHON) -m examples.splat.train --name splat_demo
 
 bench: all
 	for b in benchmarks/bench_*.py; do $(PYTHON) -m benchmarks.$$(basename $$b .py) || exit 1; done

@@ -1,7 +1,7 @@
 // An op's attributes, declared once. The op's header (kernels/<op>/<op>.h)
 // lists them in an X-macro, one ATTR(name, Kind, default, constraint...) each:
 //
-//   #define MO_SH_ENCODE_ATTRS(ATTR) ATTR(degree, Int, 4, 1, MO_SH_MAX_DEGREE)
+//   #define MO_SOFT_CLIP_ATTRS(ATTR) ATTR(degree, Int, 4, 1, 8)   (a made-up op; grep MO_DECLARE_ATTRS for real ones)
 //
 //   Int   (default, lo, hi)        an integer in [lo, hi], held as int
 //   Int64 (default, lo, hi)        an integer in [lo, hi], held as int64_t (an
@@ -24,7 +24,7 @@
 //   RequiredFloat (lo, hi)         says `int` or `float`); lo until read
 //
 // and everything else follows from the list:
-//   MO_DECLARE_ATTRS("SHEncode", MO_SH_ENCODE_ATTRS) (in namespace mo::<op>):
+//   MO_DECLARE_ATTRS("SoftClip", MO_SOFT_CLIP_ATTRS) (in namespace mo::<op>):
 //     struct Attrs { int degree = 4; };  the members named as the attributes
 //       (a debugger shows attrs.degree), the value every kernel and launcher takes;
 //     Result ReadAttrs(get, Attrs*): reads and checks each attribute with
@@ -34,7 +34,7 @@
 //       (MO_XLA_FFI_ATTRS, kernels/xla/xla_ffi.h), one message per check;
 //     void VisitAttrs(const Attrs&, f): f(name, value) for each attribute, the
 //       XLA call's attributes (FfiAttrsOf, kernels/xla/xla_kernel.h);
-//   MO_OP_ATTRS(MO_SH_ENCODE_ATTRS) in a REGISTER_OP chain:
+//   MO_OP_ATTRS(MO_SOFT_CLIP_ATTRS) in a REGISTER_OP chain:
 //     .Attr("degree: int = 4"), TensorFlow's attribute of each.
 // The checks are the op's (TensorFlow's own constraint syntax is not used:
 // the messages name the op and the attribute, as every spec check's does).

@@ -49,6 +49,8 @@ if not _usage_only():
     from metal_ops.gaussian_tile_bin import gaussian_tile_bin  # noqa: E402
     from metal_ops.gaussian_project import gaussian_project  # noqa: E402
     from metal_ops.gaussian_rasterize import gaussian_rasterize  # noqa: E402
+    from metal_ops import splat  # noqa: E402
+    from metal_ops.splat import rasterize_gaussians  # noqa: E402
     from metal_ops.trunc_exp import trunc_exp  # noqa: E402
     from metal_ops import losses  # noqa: E402
     from metal_ops.volume_render import VolumeRenderOutput, volume_render  # noqa: E402
@@ -86,6 +88,8 @@ __all__ = [
     "gaussian_tile_bin",
     "gaussian_project",
     "gaussian_rasterize",
+    "rasterize_gaussians",
+    "splat",
     "trunc_exp",
     "VolumeRenderOutput",
     "volume_render",

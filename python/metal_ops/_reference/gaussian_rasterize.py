@@ -3,9 +3,8 @@ only, written from the definitions (Kerbl et al. 2023; gsplat's
 `isect_tiles` and `rasterize_to_pixels`, classic mode), independent of
 kernels/gaussian_rasterize/gaussian_rasterize.h.
 
-- `tile_bin(means2d, radii, depths, width, height, tile_size)`: the
-  intersections (gaussian_ids) sorted by tile, then depth, then index, and
-  each tile's [start, end) (tile_ranges).
+- `tile_bin`: the binning's reference (python/metal_ops/_reference/gaussian_tile_bin.py),
+  which the tests use to feed the rasterizer.
 - `rasterize(...)`: image [H, W, C], alpha [H, W] and last_ids [H, W] (one
   past the last composited intersection), tile by tile with the whole tile's
   pixels at once: every alpha as a matrix [pixels, Gaussians], the
@@ -17,6 +16,8 @@ kernels/gaussian_rasterize/gaussian_rasterize.h.
 """
 import numpy as np
 
+from .gaussian_tile_bin import tile_bin  # noqa: F401 (re-exported for the tests)
+
 ALPHA_MAX = 0.99
 ALPHA_MIN = 1 / 255
 TRANSMITTANCE_MIN = 1e-4
@@ -25,32 +26,6 @@ TRANSMITTANCE_MIN = 1e-4
 def tiles_of(width, height, tile_size):
     """(tiles_x, tiles_y)."""
     return -(-width // tile_size), -(-height // tile_size)
-
-
-def tile_bin(means2d, radii, depths, width, height, tile_size=16):
-    """gaussian_ids [M] int32 and tile_ranges [tiles_y * tiles_x, 2] int32: a
-    Gaussian of radius r > 0 at (u, v) touches tiles [floor((u - r) / ts),
-    ceil((u + r) / ts)) x [floor((v - r) / ts), ceil((v + r) / ts)) clamped to
-    the grid; within a tile, by depth, then index."""
-    tiles_x, tiles_y = tiles_of(width, height, tile_size)
-    means2d = np.asarray(means2d, np.float64)
-    keys = []
-    for g, (r, d) in enumerate(zip(np.asarray(radii), np.asarray(depths, np.float64))):
-        if r <= 0:
-            continue
-        u, v = means2d[g]
-        x0 = min(max(int(np.floor((u - r) / tile_size)), 0), tiles_x)
-        x1 = min(max(int(np.ceil((u + r) / tile_size)), 0), tiles_x)
-        y0 = min(max(int(np.floor((v - r) / tile_size)), 0), tiles_y)
-        y1 = min(max(int(np.ceil((v + r) / tile_size)), 0), tiles_y)
-        keys += [(ty * tiles_x + tx, d, g) for ty in range(y0, y1) for tx in range(x0, x1)]
-    keys.sort()
-    ids = np.array([k[2] for k in keys], np.int32)
-    tile_of = np.array([k[0] for k in keys], np.int64)
-    ranges = np.zeros((tiles_x * tiles_y, 2), np.int32)
-    for t in range(tiles_x * tiles_y):
-        ranges[t] = np.searchsorted(tile_of, t, "left"), np.searchsorted(tile_of, t, "right")
-    return ids, ranges
 
 
 def _tiles(width, height, tile_size):

@@ -1,0 +1,234 @@
+"""Trains 3D Gaussian splatting from posed images with metal_ops.
+
+    python -m examples.splat.train [--data PATH] [--steps N] [--name NAME] [option ...]
+
+Reads what the NeRF sample reads (examples.nerf.datasets: NeRF-synthetic,
+instant-NGP / nerfstudio transforms, the procedural scene by default), starts
+from random Gaussians in the scene's box, trains with the reference's recipe
+(examples/splat/recipe.py: L1 + 0.2 D-SSIM, Adam per parameter, density
+control, SH bands added over time), then renders every test view (PSNR,
+SSIM), writes the test renders, an orbit and metrics.json under
+<out-dir>/<name>/.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+SSIM_MIN_SIDE = 11  # tf.image.ssim's 11x11 window
+OPENGL_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m examples.splat.train", description=__doc__.split("\n\n")[0])
+    g = p.add_argument_group("run")
+    g.add_argument("--name", default="splat", help="run name: outputs go to <out-dir>/<name>/")
+    g.add_argument("--out-dir", default="runs", help="where the run's folder goes")
+    g.add_argument("--steps", type=int, default=None,
+                   help="training steps (one view each; default 30000 for a dataset, 3000 for the procedural scene)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the initial Gaussians, the views' order and splits")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    g.add_argument("--no-outputs", action="store_true", help="no pictures, orbit or metrics.json")
+    g = p.add_argument_group("data")
+    g.add_argument("--data", default=None,
+                   help="NeRF-synthetic folder, transforms.json (or its folder); default: the procedural scene")
+    g.add_argument("--data-dir", default="data", help="where the generated procedural scene's .npz is cached")
+    g.add_argument("--size", type=int, default=100, help="the procedural scene's image side in pixels")
+    g.add_argument("--downscale", type=int, default=1, help="divide a dataset's images' sides by this")
+    g.add_argument("--background", choices=("white", "black"), default="white",
+                   help="the colour RGBA images are composited on, and the renderer's background")
+    g = p.add_argument_group("model")
+    g.add_argument("--init-points", type=int, default=None,
+                   help="random Gaussians in the scene's box to start from (default 100000; 5000 for the "
+                        "procedural scene)")
+    g.add_argument("--sh-degree", type=int, default=3, choices=(0, 1, 2, 3), help="the highest SH band")
+    a = p.parse_args(argv)
+    if a.steps is not None and a.steps < 1:
+        p.error(f"--steps must be at least 1, got {a.steps}")
+    if a.init_points is not None and a.init_points < 1:
+        p.error(f"--init-points must be at least 1, got {a.init_points}")
+    if a.size < 1 or a.downscale < 1:
+        p.error("--size and --downscale must be at least 1")
+    a.steps = a.steps or (3000 if a.data is None else 30_000)
+    a.init_points = a.init_points or (5000 if a.data is None else 100_000)
+    return a
+
+
+def load_dataset(a, log):
+    from examples.nerf import datasets, scene
+
+    if a.data is None:
+        data, _ = scene.load_or_generate(a.data_dir, verbose=not a.quiet, height=a.size, width=a.size)
+        return datasets.from_procedural(data)
+    return datasets.load(a.data, downscale=a.downscale, log=log)
+
+
+def camera(view):
+    """(viewmat [4, 4] world-to-camera in OpenCV's convention, K [3, 3]) of a datasets.View (OpenGL's)."""
+    viewmat = np.linalg.inv(view.c2w @ OPENGL_TO_OPENCV).astype(np.float32)
+    K = np.array([[view.fx, 0.0, view.cx], [0.0, view.fy, view.cy], [0.0, 0.0, 1.0]], np.float32)
+    return viewmat, K
+
+
+def scene_extent(views):
+    """The reference's scene extent: 1.1 x the largest distance of a camera from their mean."""
+    centers = np.stack([v.c2w[:3, 3] for v in views])
+    return 1.1 * float(np.linalg.norm(centers - centers.mean(0), axis=1).max())
+
+
+class Trainer:
+    def __init__(self, a, log=print):
+        import tensorflow as tf
+
+        import metal_ops
+        from examples.splat.density import DensityControl
+        from examples.splat.recipe import Recipe
+
+        self.tf, self.a, self.log = tf, a, log
+        self.dataset = load_dataset(a, log)
+        self.train_views = self.dataset.splits["train"]
+        if not self.train_views:
+            raise ValueError(f"{a.data or 'the procedural scene'}: no training views")
+        self.background = np.array([1.0, 1.0, 1.0] if a.background == "white" else [0.0, 0.0, 0.0], np.float32)
+        self.targets = [v.composite(self.background) for v in self.train_views]
+        self.cameras = [camera(v) for v in self.train_views]
+        self.extent = scene_extent(self.train_views)
+        self.recipe = Recipe.for_steps(a.steps, sh_degree=a.sh_degree)
+        self.gaussians = metal_ops.splat.Gaussians.random_in_box(self.dataset.aabb, a.init_points, seed=a.seed)
+        r = self.recipe
+        means_lr = tf.keras.optimizers.schedules.ExponentialDecay(
+            r.lr_means * self.extent, decay_steps=r.steps, decay_rate=r.lr_means_final / r.lr_means)
+        self.optimizer = metal_ops.splat.GaussianAdam(self.gaussians, dict(
+            means=means_lr, scales=r.lr_scales, quats=r.lr_quats, opacities=r.lr_opacities, sh0=r.lr_sh0,
+            shN=r.lr_shN))
+        self.density = DensityControl(r, self.extent, seed=a.seed)
+        self.rng = np.random.default_rng(a.seed)
+        self._steps = {}
+
+    def _train_step(self, degree):
+        """The compiled step for one SH degree: render, loss, gradients, Adam; returns the loss and
+        what density control reads (the view-space gradient, the radii)."""
+        if degree in self._steps:
+            return self._steps[degree]
+        tf, r, g = self.tf, self.recipe, self.gaussians
+        height, width = self.targets[0].shape[:2]
+        background = tf.constant(self.background)
+        names = self.optimizer.names
+
+        @tf.function(reduce_retracing=True)
+        def step(viewmat, K, target):
+            with tf.GradientTape() as tape:
+                image, _, info = g.render(viewmat, K, width, height, sh_degree=degree, background=background)
+                loss = image_loss(tf, image, target, r.ssim_weight)
+            variables = [getattr(g, k) for k in names]
+            grads = tape.gradient(loss, variables + [info["means2d"]])
+            self.optimizer.apply(dict(zip(names, grads[:-1])))
+            return loss, grads[-1], info["radii"]
+
+        self._steps[degree] = step
+        return step
+
+    def train(self):
+        a, r = self.a, self.recipe
+        height, width = self.targets[0].shape[:2]
+        started, order, loss_ema = time.perf_counter(), [], None
+        self.losses = []
+        for step in range(1, r.steps + 1):
+            if not order:
+                order = list(self.rng.permutation(len(self.train_views)))
+            i = order.pop()
+            viewmat, K = self.cameras[i]
+            loss, grad2d, radii = self._train_step(r.sh_degree_at(step - 1))(viewmat, K, self.targets[i])
+            loss = float(loss)
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"step {step}: the loss is {loss}")
+            loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
+            self.losses.append(loss)
+            if r.refine_start < step <= r.refine_stop + 1:
+                self.density.accumulate(grad2d.numpy(), radii.numpy(), width, height)
+            done = self.density.step(step, self.gaussians, self.optimizer)
+            if not a.quiet and (step % max(1, r.steps // 20) == 0 or "cloned" in done):
+                self.log(f"step {step}/{r.steps}: loss {loss_ema:.4f}, {self.gaussians.count} Gaussians"
+                         + (f" (cloned {done['cloned']}, split {done['split']}, pruned {done['pruned']})"
+                            if "cloned" in done else "") + f", {time.perf_counter() - started:.0f} s")
+        return time.perf_counter() - started
+
+    def render(self, view, degree=None):
+        viewmat, K = camera(view)
+        image, _, _ = self.gaussians.render(viewmat, K, view.width, view.height,
+                                            sh_degree=self.recipe.sh_degree if degree is None else degree,
+                                            background=self.background)
+        return np.clip(image.numpy(), 0.0, 1.0)
+
+    def evaluate(self, views):
+        tf, psnrs, ssims, renders = self.tf, [], [], []
+        for v in views:
+            img, ref = self.render(v), v.composite(self.background)
+            mse = float(np.mean((img - ref) ** 2))
+            psnrs.append(-10.0 * math.log10(max(mse, 1e-12)))
+            if min(img.shape[:2]) >= SSIM_MIN_SIDE:
+                ssims.append(float(tf.image.ssim(tf.constant(img), tf.constant(ref), max_val=1.0)))
+            renders.append(img)
+        return psnrs, ssims, renders
+
+
+def image_loss(tf, image, target, ssim_weight):
+    """(1 - w) L1 + w (1 - SSIM), SSIM with the reference's 11x11 window of sigma 1.5 (skipped under 11 px)."""
+    l1 = tf.reduce_mean(tf.abs(image - target))
+    if ssim_weight == 0.0 or min(image.shape[0], image.shape[1]) < SSIM_MIN_SIDE:
+        return l1
+    ssim = tf.image.ssim(image[None], target[None], max_val=1.0, filter_size=11, filter_sigma=1.5)[0]
+    return (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim)
+
+
+def write_outputs(trainer, run_dir, metrics, renders):
+    import imageio.v2 as imageio
+
+    from examples.nerf import cameras as nerf_cameras
+    from examples.nerf.views import View
+
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=1)
+    for i, img in enumerate(renders):
+        imageio.imwrite(os.path.join(run_dir, f"test_{i:03d}.png"), (img * 255.0 + 0.5).astype(np.uint8))
+    first = trainer.dataset.splits["test"][0] if trainer.dataset.splits["test"] else trainer.train_views[0]
+    radius = float(np.linalg.norm(first.c2w[:3, 3]))
+    frames = []
+    for pose in nerf_cameras.orbit_poses(24, radius=radius):
+        view = View(np.zeros((first.height, first.width, 3), np.uint8), np.asarray(pose, np.float64),
+                    first.fx, first.fy, first.cx, first.cy)
+        frames.append((trainer.render(view) * 255.0 + 0.5).astype(np.uint8))
+    imageio.mimsave(os.path.join(run_dir, "orbit.gif"), frames, duration=0.08, loop=0)
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    log = (lambda *x: None) if a.quiet else print
+    trainer = Trainer(a, log=print)
+    log(f"{trainer.dataset.name}: {len(trainer.train_views)} training views of "
+        f"{trainer.targets[0].shape[1]}x{trainer.targets[0].shape[0]}, {a.init_points} random Gaussians, "
+        f"{a.steps} steps")
+    seconds = trainer.train()
+    test = trainer.dataset.splits["test"]
+    psnrs, ssims, renders = trainer.evaluate(test)
+    window = max(1, min(50, a.steps // 4))
+    metrics = dict(name=a.name, steps=a.steps, train_seconds=round(seconds, 2), gaussians=trainer.gaussians.count,
+                   loss_first=float(np.mean(trainer.losses[:window])), loss_last=float(np.mean(trainer.losses[-window:])),
+                   test_psnr_mean=float(np.mean(psnrs)) if psnrs else None,
+                   test_ssim_mean=float(np.mean(ssims)) if ssims else None, test_psnr=psnrs, test_ssim=ssims,
+                   dataset=trainer.dataset.name, config=vars(a))
+    if not a.no_outputs:
+        write_outputs(trainer, os.path.join(a.out_dir, a.name), metrics, renders)
+    print(f"trained {a.steps} steps in {seconds:.1f} s: {trainer.gaussians.count} Gaussians; test PSNR "
+          f"{metrics['test_psnr_mean']:.2f} dB" + (f", SSIM {metrics['test_ssim_mean']:.4f}" if ssims else "")
+          + f" over {len(psnrs)} views")
+    return metrics
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
