@@ -1,0 +1,38 @@
+"""The Gaussian splatting sample (examples/splat): density control clones,
+splits and prunes as the reference's rules say, and a short run trains."""
+import numpy as np
+import pytest
+
+from metal_ops import splat
+
+pytestmark = pytest.mark.source_tree("examples/splat")
+
+
+def test_density_control_clones_small_splits_large_and_prunes():
+    from examples.splat.density import DensityControl
+    from examples.splat.recipe import Recipe
+
+    recipe = Recipe.for_steps(300)
+    scales = np.log([[0.01] * 3, [0.5] * 3, [0.01] * 3, [0.5] * 3])
+    g = splat.Gaussians(np.zeros((4, 3)), scales, np.tile([1.0, 0, 0, 0], (4, 1)), np.array([0.0, 0.0, 0.0, -9.0]),
+                        np.zeros((4, 1, 3)), np.zeros((4, 15, 3)))
+    opt = splat.GaussianAdam(g, dict(means=0.1))
+    control = DensityControl(recipe, extent=1.0)
+    # Gaussians 0 and 1 have a high view-space gradient; 3 is nearly transparent.
+    control.accumulate(np.array([[1e-3, 0], [1e-3, 0], [0, 0], [0, 0]]), np.array([1, 1, 1, 1]), 10, 10)
+    done = control.refine(recipe.refine_start + recipe.refine_every, g, opt)
+    assert (done["cloned"], done["split"], done["pruned"]) == (1, 1, 1)
+    # Kept: 0, 2 (originals), the clone of 0, the two halves of 1 (scales / 1.6).
+    assert g.count == 5
+    np.testing.assert_allclose(np.sort(np.exp(g.scales.numpy()[:, 0])), [0.01, 0.01, 0.01, 0.5 / 1.6, 0.5 / 1.6], rtol=1e-6)
+
+
+def test_the_sample_trains_a_small_scene(tmp_path):
+    from examples.splat import train
+
+    metrics = train.main(["--size", "24", "--steps", "200", "--init-points", "400", "--quiet", "--no-outputs",
+                          "--data-dir", str(tmp_path), "--out-dir", str(tmp_path)])
+    assert metrics["steps"] == 200 and np.isfinite(metrics["test_psnr_mean"])
+    assert metrics["loss_last"] < 0.7 * metrics["loss_first"], {k: metrics[k] for k in ("loss_first", "loss_last")}
+    with pytest.raises(SystemExit):
+        train.parse_args(["--steps", "0"])
