@@ -46,6 +46,11 @@ def parse_args(argv=None):
                    help="random Gaussians in the scene's box to start from (default 100000; 5000 for the "
                         "procedural scene)")
     g.add_argument("--sh-degree", type=int, default=3, choices=(0, 1, 2, 3), help="the highest SH band")
+    g.add_argument("--init-from", default=None, metavar="NPZ",
+                   help="start from the Gaussians in this .npz (--write-init's layout) instead of random ones")
+    g.add_argument("--write-init", default=None, metavar="NPZ",
+                   help="write the initial Gaussians to this .npz (stored parameters: means, log scales, quats, "
+                        "opacity logits, sh0, shN)")
     a = p.parse_args(argv)
     if a.steps is not None and a.steps < 1:
         p.error(f"--steps must be at least 1, got {a.steps}")
@@ -98,7 +103,16 @@ class Trainer:
         self.cameras = [camera(v) for v in self.train_views]
         self.extent = scene_extent(self.train_views)
         self.recipe = Recipe.for_steps(a.steps, sh_degree=a.sh_degree)
-        self.gaussians = metal_ops.splat.Gaussians.random_in_box(self.dataset.aabb, a.init_points, seed=a.seed)
+        if a.init_from:
+            with np.load(a.init_from) as f:
+                missing = [k for k in metal_ops.splat.PARAMETERS if k not in f.files]
+                if missing:
+                    raise ValueError(f"--init-from {a.init_from}: no {', '.join(missing)} in the file")
+                self.gaussians = metal_ops.splat.Gaussians(**{k: f[k] for k in metal_ops.splat.PARAMETERS})
+        else:
+            self.gaussians = metal_ops.splat.Gaussians.random_in_box(self.dataset.aabb, a.init_points, seed=a.seed)
+        if a.write_init:
+            write_gaussians(a.write_init, self.gaussians)
         r = self.recipe
         means_lr = tf.keras.optimizers.schedules.ExponentialDecay(
             r.lr_means * self.extent, decay_steps=r.steps, decay_rate=r.lr_means_final / r.lr_means)
@@ -165,15 +179,39 @@ class Trainer:
         return np.clip(image.numpy(), 0.0, 1.0)
 
     def evaluate(self, views):
-        tf, psnrs, ssims, renders = self.tf, [], [], []
+        psnrs, ssims, renders = [], [], []
         for v in views:
-            img, ref = self.render(v), v.composite(self.background)
-            mse = float(np.mean((img - ref) ** 2))
-            psnrs.append(-10.0 * math.log10(max(mse, 1e-12)))
-            if min(img.shape[:2]) >= SSIM_MIN_SIDE:
-                ssims.append(float(tf.image.ssim(tf.constant(img), tf.constant(ref), max_val=1.0)))
+            img = self.render(v)
+            psnr, ssim = image_metrics(img, v.composite(self.background))
+            psnrs.append(psnr)
+            if ssim is not None:
+                ssims.append(ssim)
             renders.append(img)
         return psnrs, ssims, renders
+
+
+def image_metrics(img, ref):
+    """(PSNR dB, SSIM or None under 11 px) of an image [H, W, 3] in [0, 1] against its reference."""
+    import tensorflow as tf
+
+    mse = float(np.mean((np.asarray(img, np.float32) - np.asarray(ref, np.float32)) ** 2))
+    psnr = -10.0 * math.log10(max(mse, 1e-12))
+    if min(img.shape[:2]) < SSIM_MIN_SIDE:
+        return psnr, None
+    return psnr, float(tf.image.ssim(tf.constant(img, tf.float32), tf.constant(ref, tf.float32), max_val=1.0))
+
+
+def write_gaussians(path, gaussians):
+    """The Gaussians' stored parameters as an .npz (--init-from reads it)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    np.savez(path, **{k: v.numpy() for k, v in gaussians.variables_by_name.items()})
+
+
+def peak_gpu_mib(tf):
+    """TensorFlow's peak GPU memory in use (MiB) on its first GPU, None without one."""
+    if not tf.config.list_physical_devices("GPU"):
+        return None
+    return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
 
 
 def image_loss(tf, image, target, ssim_weight):
@@ -185,15 +223,19 @@ def image_loss(tf, image, target, ssim_weight):
     return (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim)
 
 
+def write_metrics(run_dir, metrics):
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=1)
+
+
 def write_outputs(trainer, run_dir, metrics, renders):
     import imageio.v2 as imageio
 
     from examples.nerf import cameras as nerf_cameras
     from examples.nerf.views import View
 
-    os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=1)
+    write_metrics(run_dir, metrics)
     for i, img in enumerate(renders):
         imageio.imwrite(os.path.join(run_dir, f"test_{i:03d}.png"), (img * 255.0 + 0.5).astype(np.uint8))
     first = trainer.dataset.splits["test"][0] if trainer.dataset.splits["test"] else trainer.train_views[0]
@@ -210,20 +252,24 @@ def main(argv=None):
     a = parse_args(argv)
     log = (lambda *x: None) if a.quiet else print
     trainer = Trainer(a, log=print)
+    start = f"{trainer.gaussians.count} Gaussians from {a.init_from}" if a.init_from else \
+        f"{a.init_points} random Gaussians"
     log(f"{trainer.dataset.name}: {len(trainer.train_views)} training views of "
-        f"{trainer.targets[0].shape[1]}x{trainer.targets[0].shape[0]}, {a.init_points} random Gaussians, "
-        f"{a.steps} steps")
+        f"{trainer.targets[0].shape[1]}x{trainer.targets[0].shape[0]}, {start}, {a.steps} steps")
     seconds = trainer.train()
-    test = trainer.dataset.splits["test"]
-    psnrs, ssims, renders = trainer.evaluate(test)
     window = max(1, min(50, a.steps // 4))
     metrics = dict(name=a.name, steps=a.steps, train_seconds=round(seconds, 2), gaussians=trainer.gaussians.count,
+                   peak_gpu_mib=peak_gpu_mib(trainer.tf),
                    loss_first=float(np.mean(trainer.losses[:window])), loss_last=float(np.mean(trainer.losses[-window:])),
-                   test_psnr_mean=float(np.mean(psnrs)) if psnrs else None,
-                   test_ssim_mean=float(np.mean(ssims)) if ssims else None, test_psnr=psnrs, test_ssim=ssims,
                    dataset=trainer.dataset.name, config=vars(a))
+    run_dir = os.path.join(a.out_dir, a.name)
+    if not a.no_outputs:  # the training's figures first: a failure in the evaluation keeps them
+        write_metrics(run_dir, metrics)
+    psnrs, ssims, renders = trainer.evaluate(trainer.dataset.splits["test"])
+    metrics.update(test_psnr_mean=float(np.mean(psnrs)) if psnrs else None,
+                   test_ssim_mean=float(np.mean(ssims)) if ssims else None, test_psnr=psnrs, test_ssim=ssims)
     if not a.no_outputs:
-        write_outputs(trainer, os.path.join(a.out_dir, a.name), metrics, renders)
+        write_outputs(trainer, run_dir, metrics, renders)
     print(f"trained {a.steps} steps in {seconds:.1f} s: {trainer.gaussians.count} Gaussians; test PSNR "
           f"{metrics['test_psnr_mean']:.2f} dB" + (f", SSIM {metrics['test_ssim_mean']:.4f}" if ssims else "")
           + f" over {len(psnrs)} views")
