@@ -47,6 +47,20 @@ BENCHMARK = "splat_rasterize_gsplat"
 TAG = "@@ "  # the prefix of a worker's protocol lines on its stdout (anything else it prints is passed on)
 NEAR_PLANE, EPS2D, TILE_SIZE = 0.01, 0.3, 16
 GRADIENT_INPUTS = ("means", "quats", "scales", "opacities", "colors")
+REPORT = {
+    "splat_rasterize_gsplat.h200": (
+        "Gaussian rasterization on a GPU against gsplat",
+        "`python3 -m benchmarks.bench_splat_gsplat`: metal_ops.rasterize_gaussians (project, bin, rasterize; "
+        "`tf.function`) against gsplat's `rasterization` (built from source; classic mode, `packed` the faster "
+        "of the two) at 800x800, forward + backward of sum(image x upstream) to means, quats, scales, opacities "
+        "and RGB colours, random Gaussians a few tiles wide on white; two worker processes timed in interleaved "
+        "rounds; speedup = the median of the rounds' gsplat ms / ours (> 1: ours faster); the two images' PSNR "
+        "against each other; peak GPU memory each.",
+        [("Gaussians", "gaussians"), ("ours ms", "tf_ms"), ("gsplat ms", "gsplat_ms"),
+         ("speedup", "speedup"), ("gsplat packed", "gsplat_packed"), ("visible ours", "tf_visible"),
+         ("visible gsplat", "gsplat_visible"), ("images' PSNR dB", "image_psnr_db"),
+         ("peak MiB ours", "tf_peak_mib"), ("peak MiB gsplat", "gsplat_peak_mib")]),
+}
 
 
 def make_inputs(n, width, height, seed=0):
