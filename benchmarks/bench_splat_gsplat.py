@@ -21,7 +21,8 @@ per-round ratios gsplat ms / ours (> 1: ours faster); peak GPU memory each.
 
 Usage (repository root; gsplat built in runs/gsplat, TensorFlow's CUDA build):
   PYTHONPATH=$PWD/python:$PWD:$PWD/runs/gsplat python3 -m benchmarks.bench_splat_gsplat \\
-      [--sizes 100000,300000,1000000] [--rounds 9] [--iters 10] [--out benchmarks/results/splat_rasterize_gsplat.h200.json]
+      [--sizes 100000,300000,1000000] [--rounds 9] [--iters 10] \\
+      [--out benchmarks/results/splat_rasterize_gsplat.h200.json]
 Protocol check on a machine without a GPU or torch (both workers are the TF worker):
   python -m benchmarks.bench_splat_gsplat --device cpu --sizes 2000 --width 128 --height 128 --protocol-check
 """
@@ -50,12 +51,9 @@ GRADIENT_INPUTS = ("means", "quats", "scales", "opacities", "colors")
 REPORT = {
     "splat_rasterize_gsplat.h200": (
         "Gaussian rasterization on a GPU against gsplat",
-        "`python3 -m benchmarks.bench_splat_gsplat`: metal_ops.rasterize_gaussians (project, bin, rasterize; "
-        "`tf.function`) against gsplat's `rasterization` (built from source; classic mode, `packed` the faster "
-        "of the two) at 800x800, forward + backward of sum(image x upstream) to means, quats, scales, opacities "
-        "and RGB colours, random Gaussians a few tiles wide on white; two worker processes timed in interleaved "
-        "rounds; speedup = the median of the rounds' gsplat ms / ours (> 1: ours faster); the two images' PSNR "
-        "against each other; peak GPU memory each.",
+        "`python3 -m benchmarks.bench_splat_gsplat`: rasterize_gaussians against gsplat's `rasterization` (classic, "
+        "its faster `packed`) at 800x800, forward + backward to every input, RGB on white, interleaved rounds of two "
+        "worker processes; speedup: the median of the rounds' gsplat ms / ours (> 1: ours faster).",
         [("Gaussians", "gaussians"), ("ours ms", "tf_ms"), ("gsplat ms", "gsplat_ms"),
          ("speedup", "speedup"), ("gsplat packed", "gsplat_packed"), ("visible ours", "tf_visible"),
          ("visible gsplat", "gsplat_visible"), ("images' PSNR dB", "image_psnr_db"),
