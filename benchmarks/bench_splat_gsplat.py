@@ -52,7 +52,7 @@ REPORT = {
     "splat_rasterize_gsplat.h200": (
         "Gaussian rasterization on a GPU against gsplat",
         "`python3 -m benchmarks.bench_splat_gsplat`: rasterize_gaussians against gsplat's `rasterization` (classic, "
-        "its faster `packed`) at 800x800, forward + backward to every input, RGB on white, interleaved rounds of two "
+        "its faster `packed`) at 800x800, forward + backward to every input, RGB on white, alternating rounds of two "
         "worker processes; speedup: the median of the rounds' gsplat ms / ours (> 1: ours faster).",
         [("Gaussians", "gaussians"), ("ours ms", "tf_ms"), ("gsplat ms", "gsplat_ms"),
          ("speedup", "speedup"), ("gsplat packed", "gsplat_packed"), ("visible ours", "tf_visible"),
