@@ -23,6 +23,8 @@ Usage (repository root; gsplat built in runs/gsplat, TensorFlow's CUDA build):
   PYTHONPATH=$PWD/python:$PWD:$PWD/runs/gsplat python3 -m benchmarks.bench_splat_gsplat \\
       [--sizes 100000,300000,1000000] [--rounds 9] [--iters 10] \\
       [--out benchmarks/results/splat_rasterize_gsplat.h200.json]
+(TORCH_LD_LIBRARY_PATH and TORCH_PYTHONPATH, where set, are the gsplat worker's paths:
+TensorFlow's CUDA 12 libraries on the parent's paths are not torch's.)
 Protocol check on a machine without a GPU or torch (both workers are the TF worker):
   python -m benchmarks.bench_splat_gsplat --device cpu --sizes 2000 --width 128 --height 128 --protocol-check
 """
@@ -207,9 +209,12 @@ class GsplatSide:
         return image[0].detach().cpu().numpy(), visible, {"gsplat_packed": self.packed, **calibration}
 
     def render(self, packed):
-        return self.rasterization(*self.inputs, self.viewmats, self.Ks, self.width, self.height,
-                                  near_plane=NEAR_PLANE, eps2d=EPS2D, tile_size=TILE_SIZE, packed=packed,
-                                  backgrounds=self.backgrounds, rasterize_mode="classic")
+        # The background composited here: gsplat 1.5.3's packed mode rejects a per-camera
+        # `backgrounds` ([C, 3] fails its shape assertion), and the sum is the same.
+        image, alpha, meta = self.rasterization(*self.inputs, self.viewmats, self.Ks, self.width, self.height,
+                                                near_plane=NEAR_PLANE, eps2d=EPS2D, tile_size=TILE_SIZE,
+                                                packed=packed, rasterize_mode="classic")
+        return image + self.backgrounds[:, None, None, :] * (1.0 - alpha), alpha, meta
 
     def step(self):
         image, _, _ = self.render(self.packed)
@@ -266,9 +271,14 @@ def worker_main(kind, device):
 class Worker:
     def __init__(self, name, kind, device):
         self.name = name
+        env = dict(os.environ)
+        for name in ("LD_LIBRARY_PATH", "PYTHONPATH"):
+            if kind == "gsplat" and "TORCH_" + name in env:
+                # TensorFlow's CUDA 12 libraries (and stand-ins) on these paths are not torch's.
+                env[name] = env["TORCH_" + name]
         self.proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_splat_gsplat", "--worker", kind,
                                       "--device", device], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, env=env)
 
     def ask(self, line):
         self.proc.stdin.write(line + "\n")

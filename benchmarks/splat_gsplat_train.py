@@ -101,13 +101,14 @@ def main(argv=None):
     background = t(scene["background"])[None]
     scene_scale = float(scene["extent"])
 
-    factor = a.steps / REFERENCE_STEPS
-    scaled = lambda x: max(1, int(x * factor))  # noqa: E731  simple_trainer's adjust_steps (at least 1)
-    sh_degree, sh_degree_interval = 3, scaled(1000)
-    defaults = DefaultStrategy()
-    strategy = DefaultStrategy(refine_start_iter=scaled(defaults.refine_start_iter),
-                               refine_stop_iter=scaled(defaults.refine_stop_iter),
-                               reset_every=scaled(defaults.reset_every), refine_every=scaled(defaults.refine_every))
+    from gsplat.strategy.ops import reset_opa
+
+    from examples.splat.recipe import Recipe
+
+    recipe = Recipe.for_steps(a.steps)  # the sample's schedule for this many steps, on both sides
+    sh_degree, sh_degree_interval = recipe.sh_degree, recipe.sh_degree_every
+    strategy = DefaultStrategy(refine_start_iter=recipe.refine_start, refine_stop_iter=recipe.refine_stop,
+                               reset_every=recipe.reset_every, refine_every=recipe.refine_every)
     params = torch.nn.ParameterDict({k: torch.nn.Parameter(t(v)) for k, v in init.items()})
     lrs = dict(means=1.6e-4 * scene_scale, scales=5e-3, quats=1e-3, opacities=5e-2, sh0=2.5e-3, shN=2.5e-3 / 20)
     optimizers = {k: torch.optim.Adam([{"params": params[k], "lr": lr, "name": k}], eps=1e-15)
@@ -145,6 +146,9 @@ def main(argv=None):
             opt.zero_grad(set_to_none=True)
         scheduler.step()
         strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
+        if 0 < step < strategy.refine_stop_iter and step % strategy.reset_every == 0:
+            # DefaultStrategy's own reset (`step % reset_every == 0 & step > 0`) never fires in 1.5.3.
+            reset_opa(params=params, optimizers=optimizers, state=state, value=strategy.prune_opa * 2.0)
         if step % max(1, a.steps // 20) == 0 or step == a.steps - 1:
             losses.append((step, loss.item()))
             log(f"step {step + 1}/{a.steps}: loss {losses[-1][1]:.4f}, {len(params['means'])} Gaussians, "
