@@ -60,6 +60,7 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
   static absl::Status Bin(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
                           int64_t n, const gaussian_tile_bin::Attrs& a, State* /*state*/, int64_t m,
                           int32_t* gaussian_ids, int32_t* tile_ranges) {
+    // No intersection: nothing to sort, only the ranges' zeros to write.
     if (m == 0) return Loops(ctx, means2d, radii, depths, n, a, m, gaussian_ids, tile_ranges);
     return cpu::MetalOrCpu(
         ctx,
