@@ -2,12 +2,15 @@
 depth): the kernel vs the NumPy reference's sort
 (tests/reference/gaussian_tile_bin.py), ties, tile edges, empty sets, the
 shape function and bad inputs. CUDA: tests/cuda/test_gaussian_tile_bin_cuda.py."""
+import ctypes
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import metal_ops
 from metal_ops.gaussian_project import scene
+from tests.metal_shim.shim import load_shim, ptr, u32
 from tests.reference import gaussian_project as project_ref
 from tests.reference import gaussian_tile_bin as ref
 
@@ -39,6 +42,36 @@ def test_matches_the_reference_sort(n, width, height, tile_size):
     # Each tile's Gaussians are front to back.
     for start, end in ranges[::7]:
         assert np.all(np.diff(depths[ids[start:end]]) >= 0)
+
+
+def scattered(rng, n, width, height, radii, depths):
+    """n Gaussians with means over the image and the given radii and depths."""
+    means2d = (rng.random((n, 2)) * [width, height]).astype(np.float32)
+    return means2d, np.asarray(radii, np.int32), np.asarray(depths, np.float32)
+
+
+# The Metal plan's sort (tests/test_metal_plans.py runs these through the
+# model): one Gaussian on 19200 tiles; 500 equal depths (only the index
+# orders them); about 100000 intersections over 187500 tiles (seven 8-bit
+# radix passes of about a hundred threadgroups each).
+@pytest.mark.parametrize("case", ["one_covers_many_tiles", "equal_depths", "many_intersections"])
+def test_sort_is_stable_over_many_tiles_and_intersections(case):
+    rng = np.random.default_rng(7)
+    if case == "one_covers_many_tiles":
+        width, height, tile_size = 640, 480, 4
+        inputs = (np.array([[300.5, 200.25]], np.float32), np.array([2000], np.int32), np.array([2.0], np.float32))
+    elif case == "equal_depths":
+        width, height, tile_size = 100, 70, 16
+        inputs = scattered(rng, 500, width, height, rng.integers(1, 20, 500), np.full(500, 3.0))
+    else:
+        width, height, tile_size = 2000, 1500, 4
+        inputs = scattered(rng, 400, width, height, rng.integers(20, 40, 400), rng.choice([-1.5, -0.5, 0.25, 1.0, 2.0], 400))
+    ids, ranges = binned(*inputs, width=width, height=height, tile_size=tile_size)
+    want_ids, want_ranges = ref.tile_bin(*inputs, width, height, tile_size)
+    np.testing.assert_array_equal(ranges, want_ranges)
+    np.testing.assert_array_equal(ids, want_ids)
+    if case == "many_intersections":
+        assert len(ids) > 2**16 and len(ranges) > 2**17
 
 
 def test_ties_keep_index_order_and_negative_depths_sort_first():
@@ -106,3 +139,22 @@ def test_wrong_dtype_is_a_type_error():
     with pytest.raises(TypeError, match="gaussian_tile_bin: 'radii' must be int32, got float32"):
         metal_ops.gaussian_tile_bin(np.zeros((1, 2), np.float32), np.ones(1, np.float32), np.ones(1, np.float32),
                                     width=8, height=8)
+
+
+# ---- Metal shaders through the MSL shim --------------------------------------------------
+@pytest.mark.source_tree("the Metal shaders (MSL shim)")
+@pytest.mark.parametrize("m,shift,reverse", [(1, 0, 0), (1000, 8, 1), (5000, 32, 0), (5000, 56, 1)])
+def test_radix_pass_on_msl_shim_is_a_stable_scatter(m, shift, reverse):
+    """One radix pass of the fill plan (digit counts, their scan, the scatter;
+    threads in order or reversed between barriers) is a stable sort by the digit."""
+    fn = load_shim().shim_gaussian_tile_bin_radix_pass
+    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_int]
+    fn.restype = ctypes.c_char_p
+    rng = np.random.default_rng(m + shift)
+    keys = rng.integers(0, 2**64 - 1, m, dtype=np.uint64, endpoint=True)
+    ids = np.arange(m, dtype=np.int32)[::-1].copy()
+    keys_out, ids_out = np.zeros_like(keys), np.full(m, -1, np.int32)
+    assert fn(ptr(keys), ptr(ids), ptr(keys_out), ptr(ids_out), u32(m), u32(shift), reverse) is None
+    order = np.argsort((keys >> np.uint64(shift)) & np.uint64(255), kind="stable")
+    np.testing.assert_array_equal(keys_out, keys[order])
+    np.testing.assert_array_equal(ids_out, ids[order])

@@ -356,6 +356,37 @@ def test_ray_march_counts_then_reads_the_total_then_fills(fill, plans, passes):
     assert (got_plans, got_passes) == (plans, passes)
 
 
+TILE_BIN = """
+import os, numpy as np, metal_ops
+from metal_ops import metal_path
+from tests.reference import gaussian_tile_bin as ref
+m = np.array([[20.0, 20.0], [40.0, 8.0], [5.0, 30.0]], np.float32)
+r, d = np.array([10, 30, 0], np.int32), np.array([2.0, 1.0, 2.0], np.float32)
+for fault in ["", "max_threads=16@gaussian_tile_bin_digits"]:
+    os.environ["METAL_OPS_MODEL_FAULTS"] = fault
+    before = metal_path.metal_runs(), metal_path.metal_fallbacks()
+    ids, ranges = metal_ops.gaussian_tile_bin(m, r, d, width=50, height=40)
+    after = metal_path.metal_runs(), metal_path.metal_fallbacks()
+    want = ref.tile_bin(m, r, d, 50, 40)
+    same = np.array_equal(ids.numpy(), want[0]) and np.array_equal(ranges.numpy(), want[1])
+    print(same, after[0][0] - before[0][0], after[0][1] - before[0][1], after[1] - before[1])
+"""
+
+
+def test_gaussian_tile_bin_counts_then_sorts_and_a_threadgroup_too_large_computes_on_the_cpu():
+    """GaussianTileBin is two plans: the count (tile counts, their scan), M
+    read on the host, then the fill (the count and scan, the keys, five radix
+    passes of three dispatches for 12 tiles' 36 key bits, the ranges). A
+    radix threadgroup the pipeline cannot run is refused before anything is
+    encoded: the CPU kernel computes, with one warning naming the kernel."""
+    out = run_child(TILE_BIN, TF_CPP_MIN_LOG_LEVEL="0")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-8:] == ["True", "2", "21", "0", "True", "1", "2", "1"], out.stdout
+    warnings = [line for line in out.stderr.splitlines() if "computes on the CPU instead" in line]
+    assert len(warnings) == 1 and "MetalOpsGaussianTileBin (node" in warnings[0], warnings
+    assert "gaussian_tile_bin_digits: this GPU runs at most 16 threads per threadgroup" in warnings[0], warnings
+
+
 PVR_BAD = """
 import numpy as np, tensorflow as tf, metal_ops
 from metal_ops import metal_path

@@ -5,7 +5,8 @@
 // depth key) with the Gaussian's index as value, CUB's stable radix sort of
 // the pairs over the key's used bits (cub::DeviceRadixSort::SortPairs, so
 // equal keys keep index order), and each tile's range by binary search in
-// the sorted keys. The tile rectangle and the keys are gaussian_tile_bin.h's.
+// the sorted keys. The tile rectangle, the keys, the key bits and the search
+// are gaussian_tile_bin.h's.
 #include <cub/cub.cuh>
 
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
@@ -30,13 +31,6 @@ size_t SortBytes(int64_t m) {
                                   static_cast<unsigned long long*>(nullptr), static_cast<const int32_t*>(nullptr),
                                   static_cast<int32_t*>(nullptr), static_cast<int>(m));
   return bytes;
-}
-
-// The key bits the sort looks at: the depth key's 32 and enough for every tile id.
-int EndBit(int64_t tiles) {
-  int bits = 1;
-  while (bits < 32 && (int64_t{1} << bits) < tiles) ++bits;
-  return 32 + bits;
 }
 
 struct Grid {
@@ -78,25 +72,11 @@ __global__ void TileKeysKernel(const float* __restrict__ means2d, const int32_t*
   }
 }
 
-// The first index in sorted keys[0, m) whose tile id is >= tile.
-__device__ __forceinline__ int64_t FirstOfTile(const unsigned long long* keys, int64_t m, int64_t tile) {
-  int64_t lo = 0, hi = m;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (static_cast<int64_t>(keys[mid] >> 32) < tile) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
 __global__ void TileRangesKernel(const unsigned long long* __restrict__ keys, int64_t m, int64_t tiles,
                                  int32_t* __restrict__ ranges) {
   for (int64_t t = GlobalThreadIndex(); t < tiles; t += GlobalThreadCount()) {
-    ranges[2 * t] = static_cast<int32_t>(FirstOfTile(keys, m, t));
-    ranges[2 * t + 1] = static_cast<int32_t>(FirstOfTile(keys, m, t + 1));
+    ranges[2 * t] = static_cast<int32_t>(gtb_first_of_tile(keys, m, t));
+    ranges[2 * t + 1] = static_cast<int32_t>(gtb_first_of_tile(keys, m, t + 1));
   }
 }
 
@@ -148,7 +128,7 @@ cudaError_t LaunchGaussianTileBinSort(const float* means2d, const int32_t* radii
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   err = cub::DeviceRadixSort::SortPairs(cub_scratch, cub_bytes, keys, sorted_keys, ids, gaussian_ids,
-                                        static_cast<int>(m), 0, EndBit(tiles), stream);
+                                        static_cast<int>(m), 0, gtb_key_bits(tiles), stream);
   if (err != cudaSuccess) return err;
   TileRangesKernel<<<GridStrideBlocks(tiles), kThreadsPerBlock, 0, stream>>>(sorted_keys, m, tiles, tile_ranges);
   return cudaGetLastError();

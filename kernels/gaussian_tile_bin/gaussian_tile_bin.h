@@ -2,13 +2,14 @@
 // radii, depths) binned into the image's tiles of tile_size x tile_size
 // pixels, each tile's Gaussians sorted front to back, for the rasterizer.
 // This header is the op's one description shared by its backends: the
-// formulas (written once for the CPU kernel and CUDA), the op's declaration
-// (MO_GAUSSIAN_TILE_BIN_ATTRS) and, in host code, the checks, the CUDA
-// launchers' signatures and the TensorFlow kernel class. The op's files
-// (docs/ADDING_AN_OP.md):
+// formulas (written once for the CPU kernel, CUDA, the Metal shaders and the
+// MSL shim), the op's declaration (MO_GAUSSIAN_TILE_BIN_ATTRS) and, in host
+// code, the checks, the Metal plans' and CUDA launchers' signatures and the
+// TensorFlow kernel class. The op's files (docs/ADDING_AN_OP.md):
 //   gaussian_tile_bin_op.cc     REGISTER_OP                 gaussian_tile_bin_cpu.cc    CPU kernel
 //   gaussian_tile_bin.cu.cc     CUDA kernels, launchers     gaussian_tile_bin_cuda.cc   TF GPU kernel
-// Its outputs' size depends on the data: no XLA kernel, no Metal plan.
+//   gaussian_tile_bin.metal     Metal shaders               gaussian_tile_bin_metal.cc  Metal plans, tensorflow-metal glue
+// Its outputs' size depends on the data: no XLA kernel.
 //
 // The image has tiles_x = ceil(width / tile_size) by tiles_y =
 // ceil(height / tile_size) tiles, tile (tx, ty) with id ty * tiles_x + tx. A
@@ -27,8 +28,10 @@
 #ifndef MO_KERNELS_GAUSSIAN_TILE_BIN_GAUSSIAN_TILE_BIN_H_
 #define MO_KERNELS_GAUSSIAN_TILE_BIN_GAUSSIAN_TILE_BIN_H_
 
-#include <cstdint>
-#include <cstring>
+#if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)
+#include <cstdint>  // host
+#include <cstring>  // host
+#endif
 
 #include "kernels/common/platform.h"
 
@@ -63,7 +66,9 @@ MO_FN int64 gtb_tile_count(float u, float v, int32 radius, int tile_size, int ti
 // A depth's sort key: its bits, flipped so that unsigned order is the
 // floats' order (negative floats reversed below the positive ones).
 MO_FN uint32 gtb_depth_key(float depth) {
-#if defined(__CUDA_ARCH__)
+#if defined(__METAL_VERSION__) || defined(MO_MSL_SHIM)
+  const uint32 bits = as_type<uint32>(depth);
+#elif defined(__CUDA_ARCH__)
   const uint32 bits = __float_as_uint(depth);
 #else
   uint32 bits;
@@ -74,6 +79,79 @@ MO_FN uint32 gtb_depth_key(float depth) {
 
 // An intersection's key: the tile id in the high 32 bits, the depth key below.
 MO_FN uint64 gtb_key(int64 tile, float depth) { return (uint64(tile) << 32) | uint64(gtb_depth_key(depth)); }
+
+// The key bits a sort of `tiles` tiles' keys looks at: the depth key's 32 and
+// enough for every tile id (at least one).
+MO_FN int gtb_key_bits(int64 tiles) {
+  int bits = 1;
+  while (bits < 32 && (int64(1) << bits) < tiles) ++bits;
+  return 32 + bits;
+}
+
+// The first index in sorted keys[0, m) whose tile id is >= tile.
+template <typename Key>
+MO_FN int64 gtb_first_of_tile(const MO_DEVICE Key* keys, int64 m, int64 tile) {
+  int64 lo = 0, hi = m;
+  while (lo < hi) {
+    const int64 mid = lo + ((hi - lo) >> 1);
+    if (int64(keys[mid] >> 32) < tile) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// ---- Metal (gaussian_tile_bin.metal, the plans of gaussian_tile_bin_metal.cc) ----
+// Count: each Gaussian's tile count (one thread per Gaussian), their
+// exclusive scan in place and the total (gaussian_tile_bin_scan: one
+// threadgroup of kGtbScanThreads threads, each summing a chunk). Fill: the
+// count and scan again, each Gaussian's keys from its offset on
+// (gtb_key; the Gaussian's index as value), a stable LSD radix sort of the
+// keys over gtb_key_bits in 8-bit digits, and the tile ranges by
+// gtb_first_of_tile. Each radix pass: per-threadgroup digit counts
+// (gaussian_tile_bin_digits: kGtbSortThreads threads of kGtbSortItems
+// consecutive keys each, their counts in threadgroup memory), the exclusive
+// scan of those counts in digit-major order (digit, threadgroup), and the
+// scatter (gaussian_tile_bin_scatter: each thread its keys in order, after
+// those of the earlier threads and threadgroups with the same digit: stable).
+struct GaussianTileBinParams {
+  int64 num_gaussians;
+  int64 num_intersections;
+  int64 tiles;
+  int32 tile_size, tiles_x, tiles_y, pad;
+};
+// The in-place exclusive scan of `length` uint64 in chunks of `chunk` per thread.
+struct GtbScanParams {
+  uint64 length;
+  uint64 chunk;
+};
+// One radix pass over m keys: `groups` threadgroups, the digit at bit `shift`.
+struct GtbSortParams {
+  uint32 m;
+  uint32 groups;
+  uint32 shift;
+  uint32 pad;
+};
+// The shaders' threadgroup geometry.
+enum GaussianTileBinSizes {
+  kGtbScanThreads = 256,  // the scan's one threadgroup
+  kGtbSortThreads = 32,   // threads per radix threadgroup
+  kGtbSortItems = 32,     // consecutive keys per radix thread
+  kGtbRadix = 256         // 8-bit digits
+};
+
+// The shaders' buffer indices.
+enum GaussianTileBinBuffers {
+  kGtbMeans2d = 0, kGtbRadii, kGtbDepths, kGtbOffsets, kGtbKeys, kGtbIds, kGtbParams,  // count, keys
+  kGtbScanData = 0, kGtbScanTotal, kGtbScanParams,                                    // scan
+  kGtbSortKeys = 0, kGtbSortIds, kGtbSortHist, kGtbSortKeysOut, kGtbSortIdsOut, kGtbSortParams,  // digits, scatter
+  kGtbRangesKeys = 0, kGtbRangesOut, kGtbRangesParams                                 // ranges
+};
+
+// A key's radix digit at bit `shift`.
+MO_FN uint32 gtb_digit(uint64 key, uint32 shift) { return uint32((key >> shift) & uint64(kGtbRadix - 1)); }
 
 }  // namespace mo
 
@@ -125,6 +203,30 @@ inline Result Intersections(int64_t m) {
 
 }  // namespace gaussian_tile_bin
 }  // namespace mo
+
+#if !defined(__CUDACC__)
+#include "kernels/metal_plan/plan.h"  // host
+
+// The Metal plans (gaussian_tile_bin_metal.cc; shaders gaussian_tile_bin.metal),
+// two because the number of intersections decides gaussian_ids' shape:
+//   GaussianTileBinCount (n > 0): the total, in one uint64;
+//   the caller reads it once that plan has completed, allocates the outputs, then
+//   GaussianTileBinFill: gaussian_ids and tile_ranges (m = 0: the ranges zeroed).
+// Every Metal path runs them (kernels/metal_plan/plan.h).
+namespace mo::metal_plan {
+enum GaussianTileBinCountSlots { kGtbSlotMeans2d, kGtbSlotRadii, kGtbSlotTotal, kGtbCountSlots };
+enum GaussianTileBinFillSlots {
+  kGtbFillSlotMeans2d,
+  kGtbFillSlotRadii,
+  kGtbFillSlotDepths,
+  kGtbFillSlotGaussianIds,  // int32 [m]
+  kGtbFillSlotTileRanges,   // int32 [tiles, 2]
+  kGtbFillSlots
+};
+Plan GaussianTileBinCount(int64_t n, const gaussian_tile_bin::Attrs& a);
+Plan GaussianTileBinFill(int64_t n, int64_t m, const gaussian_tile_bin::Attrs& a);
+}  // namespace mo::metal_plan
+#endif  // !__CUDACC__
 
 #if defined(__CUDACC__) || GOOGLE_CUDA
 #include <cuda_runtime.h>

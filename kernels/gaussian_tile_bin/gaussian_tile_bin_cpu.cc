@@ -5,7 +5,9 @@
 // sum, each tile's count and start, the Gaussians placed in index
 // order into their tiles (serial: O(intersections)), and each tile's range
 // stably sorted by depth key on the pool. The order is the radix sort's of
-// the CUDA kernel (gaussian_tile_bin.h: tile, depth key, index).
+// the CUDA kernel and the Metal plans (gaussian_tile_bin.h: tile, depth key,
+// index). Both steps run the op's Metal plans (gaussian_tile_bin_metal.cc)
+// where kernels/cpu/metal_offload.h sends them.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"  // before gaussian_tile_bin.h: its kernel class
 #include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -29,21 +32,53 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
   static absl::Status Count(cpu::Context ctx, const float* means2d, const int32_t* radii, int64_t n,
                             const gaussian_tile_bin::Attrs& a, State* /*state*/, int64_t* m) {
     const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
-    std::vector<int64_t> counts(static_cast<size_t>(n));
-    cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        counts[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y);
-      }
-    });
-    int64_t total = 0;
-    for (int64_t c : counts) total += c;
-    *m = total;
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          uint64_t metal_total = 0;
+          cpu::OnMetal status = metal.Run(
+              n, [&] { return metal_plan::GaussianTileBinCount(n, a); },
+              {cpu::Slot(means2d, uint64_t(n) * 2 * sizeof(float)), cpu::Slot(radii, uint64_t(n) * sizeof(int32_t)),
+               cpu::Slot(&metal_total, sizeof(metal_total))});
+          if (status.has_value()) *m = static_cast<int64_t>(metal_total);
+          return status;
+        },
+        [&] {
+          std::vector<int64_t> counts(static_cast<size_t>(n));
+          cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+              counts[i] =
+                  gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y);
+            }
+          });
+          int64_t total = 0;
+          for (int64_t c : counts) total += c;
+          *m = total;
+        });
   }
 
   static absl::Status Bin(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
                           int64_t n, const gaussian_tile_bin::Attrs& a, State* /*state*/, int64_t m,
                           int32_t* gaussian_ids, int32_t* tile_ranges) {
+    // No intersection: nothing to sort, only the ranges' zeros to write.
+    if (m == 0) return Loops(ctx, means2d, radii, depths, n, a, m, gaussian_ids, tile_ranges);
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(
+              n, [&] { return metal_plan::GaussianTileBinFill(n, m, a); },
+              {cpu::Slot(means2d, uint64_t(n) * 2 * sizeof(float)), cpu::Slot(radii, uint64_t(n) * sizeof(int32_t)),
+               cpu::Slot(depths, uint64_t(n) * sizeof(float)), cpu::Slot(gaussian_ids, uint64_t(m) * sizeof(int32_t)),
+               cpu::Slot(tile_ranges, uint64_t(gaussian_tile_bin::Tiles(a)) * 2 * sizeof(int32_t))});
+        },
+        [&] { return Loops(ctx, means2d, radii, depths, n, a, m, gaussian_ids, tile_ranges); });
+  }
+
+ private:
+  // Bin's CPU loops.
+  static absl::Status Loops(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
+                            int64_t n, const gaussian_tile_bin::Attrs& a, int64_t m, int32_t* gaussian_ids,
+                            int32_t* tile_ranges) {
     const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
     const int64_t tiles = gaussian_tile_bin::Tiles(a);
     // Each tile's start (its count first), then the Gaussians in index order.
