@@ -188,13 +188,12 @@ enum GaussianRasterizeBuffers {
   kGaussianRasterizeImage, kGaussianRasterizeAlpha, kGaussianRasterizeLastIds,
   kGaussianRasterizeParams,
 };
-// the backward's tile pass: the forward's inputs, its alpha and last_ids, the
-// upstream gradients, the intersections' rows [M, 6 + C], the pixels' rows
-// [tiles * threads, 6 + C], the tiles' background sums [tiles, C];
+// the backward's tile pass: the forward's inputs (at the forward's indices),
+// its alpha and last_ids, the upstream gradients, the intersections' rows
+// [M, 6 + C], the pixels' rows [tiles * threads, 6 + C], the tiles'
+// background sums [tiles, C];
 enum GaussianRasterizeGradBuffers {
-  kGaussianRasterizeGradMeans2d, kGaussianRasterizeGradConics, kGaussianRasterizeGradColors,
-  kGaussianRasterizeGradOpacities, kGaussianRasterizeGradBackground, kGaussianRasterizeGradIds,
-  kGaussianRasterizeGradRanges, kGaussianRasterizeGradAlpha, kGaussianRasterizeGradLastIds,
+  kGaussianRasterizeGradAlpha = kGaussianRasterizeImage, kGaussianRasterizeGradLastIds,
   kGaussianRasterizeGradImage, kGaussianRasterizeGradAlphaIn,
   kGaussianRasterizeGradRows, kGaussianRasterizeGradPixelRows, kGaussianRasterizeGradBackgroundSums,
   kGaussianRasterizeGradParams,
@@ -404,15 +403,9 @@ enum GaussianRasterizeSlots {
   kGaussianRasterizeSlotLastIds,
   kGaussianRasterizeSlots
 };
+// The gradient op's: the forward's inputs at the forward's slots, then these.
 enum GaussianRasterizeGradSlots {
-  kGaussianRasterizeGradSlotMeans2d,
-  kGaussianRasterizeGradSlotConics,
-  kGaussianRasterizeGradSlotColors,
-  kGaussianRasterizeGradSlotOpacities,
-  kGaussianRasterizeGradSlotBackground,
-  kGaussianRasterizeGradSlotIds,
-  kGaussianRasterizeGradSlotRanges,
-  kGaussianRasterizeGradSlotAlpha,
+  kGaussianRasterizeGradSlotAlpha = kGaussianRasterizeSlotImage,
   kGaussianRasterizeGradSlotLastIds,
   kGaussianRasterizeGradSlotGradImage,
   kGaussianRasterizeGradSlotGradAlpha,

@@ -113,13 +113,13 @@ template <typename T>
 
 template <typename T>
 [[kernel]] void gaussian_rasterize_backward(
-    device const T* means2d [[buffer(mo::kGaussianRasterizeGradMeans2d)]],
-    device const T* conics [[buffer(mo::kGaussianRasterizeGradConics)]],
-    device const T* colors [[buffer(mo::kGaussianRasterizeGradColors)]],
-    device const T* opacities [[buffer(mo::kGaussianRasterizeGradOpacities)]],
-    device const T* background [[buffer(mo::kGaussianRasterizeGradBackground)]],
-    device const int* ids [[buffer(mo::kGaussianRasterizeGradIds)]],
-    device const int* ranges [[buffer(mo::kGaussianRasterizeGradRanges)]],
+    device const T* means2d [[buffer(mo::kGaussianRasterizeMeans2d)]],
+    device const T* conics [[buffer(mo::kGaussianRasterizeConics)]],
+    device const T* colors [[buffer(mo::kGaussianRasterizeColors)]],
+    device const T* opacities [[buffer(mo::kGaussianRasterizeOpacities)]],
+    device const T* background [[buffer(mo::kGaussianRasterizeBackground)]],
+    device const int* ids [[buffer(mo::kGaussianRasterizeIds)]],
+    device const int* ranges [[buffer(mo::kGaussianRasterizeRanges)]],
     device const T* alpha [[buffer(mo::kGaussianRasterizeGradAlpha)]],
     device const int* last_ids [[buffer(mo::kGaussianRasterizeGradLastIds)]],
     device const T* grad_image [[buffer(mo::kGaussianRasterizeGradImage)]],

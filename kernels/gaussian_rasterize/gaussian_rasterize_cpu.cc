@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/metal_offload.h"
@@ -56,6 +58,20 @@ void ForEachPixel(const cpu::Context& ctx, const gr::Sizes& s, const gr::Attrs& 
 // The bytes of a [n, k] float or int32 tensor.
 inline uint64_t Bytes(int64_t n, int64_t k) { return static_cast<uint64_t>(n * k) * sizeof(float); }
 
+// The Metal plans' slots of the seven inputs (ForwardArgs or BackwardArgs),
+// which both plans take first, then `rest`.
+template <typename Args>
+std::vector<metal_plan::HostTensor> Slots(const gr::Sizes& s, const gr::Attrs& a, const Args& t,
+                                          std::initializer_list<metal_plan::HostTensor> rest) {
+  std::vector<metal_plan::HostTensor> slots = {
+      cpu::Slot(t.means2d, Bytes(s.n, 2)),           cpu::Slot(t.conics, Bytes(s.n, 3)),
+      cpu::Slot(t.colors, Bytes(s.n, s.channels)),   cpu::Slot(t.opacities, Bytes(s.n, 1)),
+      cpu::Slot(t.background, Bytes(1, s.channels)), cpu::Slot(t.ids, Bytes(s.m, 1)),
+      cpu::Slot(t.ranges, Bytes(gr::TilesX(a) * gr::TilesY(a), 2))};
+  slots.insert(slots.end(), rest);
+  return slots;
+}
+
 }  // namespace gaussian_rasterize_cpu
 
 template <>
@@ -65,16 +81,13 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     namespace g = gaussian_rasterize_cpu;
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterize", t.ids, t.ranges, s, a));
     const cpu::Context ctx(op_ctx);
-    const int channels = static_cast<int>(s.channels);
-    const int64_t pixels = int64_t{a.width} * a.height, tiles = gaussian_rasterize::TilesX(a) * gaussian_rasterize::TilesY(a);
+    const int64_t pixels = int64_t{a.width} * a.height;
     const auto metal = [&](const cpu::MetalRoute& route) {
       using g::Bytes;
       return route.Run(pixels, [&] { return metal_plan::GaussianRasterizeForward(s, a); },
-                       {cpu::Slot(t.means2d, Bytes(s.n, 2)), cpu::Slot(t.conics, Bytes(s.n, 3)),
-                        cpu::Slot(t.colors, Bytes(s.n, channels)), cpu::Slot(t.opacities, Bytes(s.n, 1)),
-                        cpu::Slot(t.background, Bytes(1, channels)), cpu::Slot(t.ids, Bytes(s.m, 1)),
-                        cpu::Slot(t.ranges, Bytes(tiles, 2)), cpu::Slot(t.image, Bytes(pixels, channels)),
-                        cpu::Slot(t.alpha, Bytes(pixels, 1)), cpu::Slot(t.last_ids, Bytes(pixels, 1))});
+                       g::Slots(s, a, t,
+                                {cpu::Slot(t.image, Bytes(pixels, s.channels)), cpu::Slot(t.alpha, Bytes(pixels, 1)),
+                                 cpu::Slot(t.last_ids, Bytes(pixels, 1))}));
     };
     return cpu::MetalOrCpu(ctx, metal, [&] { ForwardLoops(ctx, s, a, t); });
   }
@@ -109,19 +122,16 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterizeGrad", t.ids, t.ranges, s, a));
     TF_RETURN_IF_ERROR(checks::ToStatus(gaussian_rasterize::LastIds(t.last_ids, t.ranges, a)));
     const cpu::Context ctx(op_ctx);
-    const int channels = static_cast<int>(s.channels);
-    const int64_t pixels = int64_t{a.width} * a.height, tiles = gaussian_rasterize::TilesX(a) * gaussian_rasterize::TilesY(a);
+    const int64_t pixels = int64_t{a.width} * a.height, c = s.channels;
     const auto metal = [&](const cpu::MetalRoute& route) {
       using g::Bytes;
       return route.Run(pixels, [&] { return metal_plan::GaussianRasterizeBackward(s, a); },
-                       {cpu::Slot(t.means2d, Bytes(s.n, 2)), cpu::Slot(t.conics, Bytes(s.n, 3)),
-                        cpu::Slot(t.colors, Bytes(s.n, channels)), cpu::Slot(t.opacities, Bytes(s.n, 1)),
-                        cpu::Slot(t.background, Bytes(1, channels)), cpu::Slot(t.ids, Bytes(s.m, 1)),
-                        cpu::Slot(t.ranges, Bytes(tiles, 2)), cpu::Slot(t.alpha, Bytes(pixels, 1)),
-                        cpu::Slot(t.last_ids, Bytes(pixels, 1)), cpu::Slot(t.grad_image, Bytes(pixels, channels)),
-                        cpu::Slot(t.grad_alpha, Bytes(pixels, 1)), cpu::Slot(t.grad_means2d, Bytes(s.n, 2)),
-                        cpu::Slot(t.grad_conics, Bytes(s.n, 3)), cpu::Slot(t.grad_colors, Bytes(s.n, channels)),
-                        cpu::Slot(t.grad_opacities, Bytes(s.n, 1)), cpu::Slot(t.grad_background, Bytes(1, channels))});
+                       g::Slots(s, a, t,
+                                {cpu::Slot(t.alpha, Bytes(pixels, 1)), cpu::Slot(t.last_ids, Bytes(pixels, 1)),
+                                 cpu::Slot(t.grad_image, Bytes(pixels, c)), cpu::Slot(t.grad_alpha, Bytes(pixels, 1)),
+                                 cpu::Slot(t.grad_means2d, Bytes(s.n, 2)), cpu::Slot(t.grad_conics, Bytes(s.n, 3)),
+                                 cpu::Slot(t.grad_colors, Bytes(s.n, c)), cpu::Slot(t.grad_opacities, Bytes(s.n, 1)),
+                                 cpu::Slot(t.grad_background, Bytes(1, c))}));
     };
     return cpu::MetalOrCpu(ctx, metal, [&] { return BackwardLoops(ctx, s, a, t); });
   }

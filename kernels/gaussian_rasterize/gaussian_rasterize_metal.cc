@@ -22,23 +22,30 @@ uint64_t Floats(int64_t count) { return static_cast<uint64_t>(count) * sizeof(fl
 GaussianRasterizeParams ParamsOf(const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a) {
   return gs_params(s.n, s.m, static_cast<int>(s.channels), a.width, a.height, a.tile_size);
 }
+
+// The seven inputs of the op, which the forward and the tile pass of the
+// backward read at the same buffer indices and slots.
+PlanBuilder& ReadInputs(PlanBuilder& b) {
+  return b.Tensors({{kGaussianRasterizeMeans2d, kGaussianRasterizeSlotMeans2d},
+                    {kGaussianRasterizeConics, kGaussianRasterizeSlotConics},
+                    {kGaussianRasterizeColors, kGaussianRasterizeSlotColors},
+                    {kGaussianRasterizeOpacities, kGaussianRasterizeSlotOpacities},
+                    {kGaussianRasterizeBackground, kGaussianRasterizeSlotBackground},
+                    {kGaussianRasterizeIds, kGaussianRasterizeSlotIds},
+                    {kGaussianRasterizeRanges, kGaussianRasterizeSlotRanges}},
+                   {});
+}
 }  // namespace
 
 Plan GaussianRasterizeForward(const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a) {
   const GaussianRasterizeParams p = ParamsOf(s, a);
   PlanBuilder b(kGaussianRasterizeSlots);
-  b.Threadgroups("gaussian_rasterize", "gaussian_rasterize_forward", uint64_t(p.tiles_x) * uint64_t(p.tiles_y),
-                 uint32_t(p.threads), gs_forward_tg_bytes(a.tile_size))
-      .Tensors({{kGaussianRasterizeMeans2d, kGaussianRasterizeSlotMeans2d},
-                {kGaussianRasterizeConics, kGaussianRasterizeSlotConics},
-                {kGaussianRasterizeColors, kGaussianRasterizeSlotColors},
-                {kGaussianRasterizeOpacities, kGaussianRasterizeSlotOpacities},
-                {kGaussianRasterizeBackground, kGaussianRasterizeSlotBackground},
-                {kGaussianRasterizeIds, kGaussianRasterizeSlotIds},
-                {kGaussianRasterizeRanges, kGaussianRasterizeSlotRanges}},
-               {{kGaussianRasterizeImage, kGaussianRasterizeSlotImage},
-                {kGaussianRasterizeAlpha, kGaussianRasterizeSlotAlpha},
-                {kGaussianRasterizeLastIds, kGaussianRasterizeSlotLastIds}})
+  ReadInputs(b.Threadgroups("gaussian_rasterize", "gaussian_rasterize_forward",
+                            uint64_t(p.tiles_x) * uint64_t(p.tiles_y), uint32_t(p.threads),
+                            gs_forward_tg_bytes(a.tile_size)))
+      .Output(kGaussianRasterizeImage, kGaussianRasterizeSlotImage)
+      .Output(kGaussianRasterizeAlpha, kGaussianRasterizeSlotAlpha)
+      .Output(kGaussianRasterizeLastIds, kGaussianRasterizeSlotLastIds)
       .Value(kGaussianRasterizeParams, p);
   return b.Finish();
 }
@@ -52,26 +59,18 @@ Plan GaussianRasterizeBackward(const gaussian_rasterize::Sizes& s, const gaussia
   const int pixel_rows = b.NewScratch(Floats(tiles * p.threads * width));
   const int background_sums = b.NewScratch(Floats(tiles * p.channels));
   b.ZeroScratch(rows, row_bytes);
-  b.Threadgroups("gaussian_rasterize", "gaussian_rasterize_backward", uint64_t(tiles), uint32_t(p.threads),
-                 MO_GS_BACKWARD_TG_BYTES)
-      .Tensors({{kGaussianRasterizeGradMeans2d, kGaussianRasterizeGradSlotMeans2d},
-                {kGaussianRasterizeGradConics, kGaussianRasterizeGradSlotConics},
-                {kGaussianRasterizeGradColors, kGaussianRasterizeGradSlotColors},
-                {kGaussianRasterizeGradOpacities, kGaussianRasterizeGradSlotOpacities},
-                {kGaussianRasterizeGradBackground, kGaussianRasterizeGradSlotBackground},
-                {kGaussianRasterizeGradIds, kGaussianRasterizeGradSlotIds},
-                {kGaussianRasterizeGradRanges, kGaussianRasterizeGradSlotRanges},
-                {kGaussianRasterizeGradAlpha, kGaussianRasterizeGradSlotAlpha},
-                {kGaussianRasterizeGradLastIds, kGaussianRasterizeGradSlotLastIds},
-                {kGaussianRasterizeGradImage, kGaussianRasterizeGradSlotGradImage},
-                {kGaussianRasterizeGradAlphaIn, kGaussianRasterizeGradSlotGradAlpha}},
-               {})
+  ReadInputs(b.Threadgroups("gaussian_rasterize", "gaussian_rasterize_backward", uint64_t(tiles),
+                            uint32_t(p.threads), MO_GS_BACKWARD_TG_BYTES))
+      .Tensor(kGaussianRasterizeGradAlpha, kGaussianRasterizeGradSlotAlpha)
+      .Tensor(kGaussianRasterizeGradLastIds, kGaussianRasterizeGradSlotLastIds)
+      .Tensor(kGaussianRasterizeGradImage, kGaussianRasterizeGradSlotGradImage)
+      .Tensor(kGaussianRasterizeGradAlphaIn, kGaussianRasterizeGradSlotGradAlpha)
       .Scratch(kGaussianRasterizeGradRows, rows)
       .Scratch(kGaussianRasterizeGradPixelRows, pixel_rows)
       .Scratch(kGaussianRasterizeGradBackgroundSums, background_sums)
       .Value(kGaussianRasterizeGradParams, p);
   b.Threads("gaussian_rasterize", "gaussian_rasterize_backward_sum", uint64_t(width + p.channels))
-      .Tensor(kGaussianRasterizeSumIds, kGaussianRasterizeGradSlotIds)
+      .Tensor(kGaussianRasterizeSumIds, kGaussianRasterizeSlotIds)
       .Scratch(kGaussianRasterizeSumRows, rows)
       .Scratch(kGaussianRasterizeSumBackgroundSums, background_sums)
       .Tensors({}, {{kGaussianRasterizeSumMeans2d, kGaussianRasterizeGradSlotOutMeans2d},
@@ -87,6 +86,8 @@ Plan GaussianRasterizeBackward(const gaussian_rasterize::Sizes& s, const gaussia
 
 #if defined(__APPLE__)
 #include "kernels/metal/metal_kernel.h"
+
+#include <vector>
 
 namespace {
 
@@ -155,15 +156,21 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
                           MO_GS_BACKWARD_TG_BYTES)) {
     return;
   }
-  call.RunPlan(mo::metal_plan::GaussianRasterizeBackward(SizesOf(dims), a),
-               {in[0], in[1], in[2], in[3], in[4], in[5], in[6], alpha, last_ids, grad_image, grad_alpha, out[0],
-                out[1], out[2], out[3], out[4]});
+  std::vector<mo::metal::KernelCall::PlanSlot> slots(in, in + 7);
+  for (TF_Tensor* t : {alpha, last_ids, grad_image, grad_alpha, out[0], out[1], out[2], out[3], out[4]}) {
+    slots.push_back(t);
+  }
+  call.RunPlan(mo::metal_plan::GaussianRasterizeBackward(SizesOf(dims), a), slots);
 }
 
-const bool registered_forward = mo::metal::RegisterWithAttrs<Attrs>(
-    "MetalOpsGaussianRasterize", {mo::metal::kNoTypeConstraint}, &mo::metal::Compute<Forward>);
-const bool registered_backward = mo::metal::RegisterWithAttrs<Attrs>(
-    "MetalOpsGaussianRasterizeGrad", {mo::metal::kNoTypeConstraint}, &mo::metal::Compute<Backward>);
+// The op's and its gradient's kernels, registered as the library loads.
+const bool registered = [] {
+  const bool forward = mo::metal::RegisterWithAttrs<Attrs>("MetalOpsGaussianRasterize", {mo::metal::kNoTypeConstraint},
+                                                           &mo::metal::Compute<Forward>);
+  const bool backward = mo::metal::RegisterWithAttrs<Attrs>(
+      "MetalOpsGaussianRasterizeGrad", {mo::metal::kNoTypeConstraint}, &mo::metal::Compute<Backward>);
+  return forward && backward;
+}();
 
 }  // namespace
 #endif  // __APPLE__
