@@ -142,10 +142,11 @@ MO_FN int gs_tiles(int side, int tile_size) { return (side + tile_size - 1) / ti
 // t % tile_size); tile_size^2 rounded up to whole SIMD-groups of 32.
 MO_FN int gs_threads_per_tile(int tile_size) { return (tile_size * tile_size + 31) / 32 * 32; }
 // The forward's threadgroup memory per thread: one Gaussian of a batch
-// (means2d 2, conic 3, opacity as floats, then its id as an int).
+// (means2d 2, conic 3, opacity as floats), then its id and the thread's
+// pixel's "done" flag as ints (32 KiB for tile_size 32).
 #define MO_GS_FORWARD_TG_FLOATS 6
 MO_FN uint32 gs_forward_tg_bytes(int tile_size) {
-  return uint32(gs_threads_per_tile(tile_size)) * 4u * (MO_GS_FORWARD_TG_FLOATS + 1u);
+  return uint32(gs_threads_per_tile(tile_size)) * 4u * (MO_GS_FORWARD_TG_FLOATS + 2u);
 }
 // The backward tile pass's threadgroup memory: the tile's largest last_ids.
 #define MO_GS_BACKWARD_TG_BYTES 16

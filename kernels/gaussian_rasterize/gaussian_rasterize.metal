@@ -7,6 +7,7 @@
 // [0, M) (the CPU kernels refuse them). Entry points:
 //   gaussian_rasterize_forward       the tile's sorted Gaussians in batches of one per thread
 //                                    through threadgroup memory, composited front to back
+//                                    until every pixel of the tile is done
 //                                    -> image, alpha, last_ids
 //   gaussian_rasterize_backward      each pixel walks back from its last_ids; per
 //                                    intersection the pixels' gradients are written, then
@@ -74,6 +75,7 @@ template <typename T>
   }
   threadgroup float* batch = tg;                                                         // [threads, 6]
   threadgroup int* batch_ids = (threadgroup int*)(tg + MO_GS_FORWARD_TG_FLOATS * threads);  // [threads]
+  threadgroup int* done_flags = batch_ids + threads;                                      // [threads]
   float t = 1.0f;
   int last = start;
   bool done = !inside;
@@ -102,7 +104,12 @@ template <typename T>
       if (step == mo::kGsDone) done = true;
       if (step == mo::kGsComposited) last = base + q + 1;
     }
+    // Every thread is past the batch; the tile stops once every pixel is done.
+    done_flags[tid] = done ? 1 : 0;
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    bool all_done = true;
+    for (int q = 0; q < threads; ++q) all_done = all_done && done_flags[q] != 0;
+    if (all_done) break;
   }
   if (inside) {
     for (int c = 0; c < channels; ++c) acc[c] += t * background[c];
