@@ -13,13 +13,9 @@ parameter (eps 1e-15; learning rates: means 1.6e-4 x scene scale, scales
 5e-3, quats 1e-3, opacities 5e-2, sh0 2.5e-3, shN 2.5e-3 / 20), the means'
 ExponentialLR decaying to 0.01 over the run, one image a step, the loss
 0.8 L1 + 0.2 (1 - SSIM) with SSIM's 11x11 window of sigma 1.5 and "valid"
-padding, one SH band more every `sh_degree_interval` steps, rasterization in
-classic mode with packed=False, near plane 0.01, the DefaultStrategy's
-defaults (its opacity reset as gsplat 1.5.3 writes it: `step % reset_every
-== 0 & step > 0` never holds, so it never fires), and the run shortened as
-simple_trainer's `steps_scaler` does (`adjust_steps`: the SH interval and the
-strategy's refine_start_iter, refine_stop_iter, reset_every and refine_every
-times steps / 30000; at least 1).
+padding, rasterization in classic mode with packed=False, near plane 0.01,
+and DefaultStrategy's thresholds (grow_grad2d, grow_scale3d, prune_opa,
+prune_scale3d).
 
 What differs, so that both sides of the comparison see the same things:
 the images, cameras, scene scale and initial Gaussians come from the .npz
@@ -30,7 +26,14 @@ simple_trainer's parsers and init; the renderer's background is that colour
 (simple_trainer has no NeRF-synthetic path and renders on black); the
 training views come in the sample's order (a permutation per epoch from
 numpy's default_rng(seed)), not a torch DataLoader's; SSIM is plain PyTorch
-(fused_ssim is not installed there), the same formula.
+(fused_ssim is not installed there), the same formula; the schedule is the
+sample's for the run's length (examples/splat/recipe.py `Recipe.for_steps`:
+refinement every 100 steps from step min(500, steps / 4) to half the run,
+the opacity reset every max(1000, steps / 10), one SH band more every
+min(1000, steps / 5) steps), where simple_trainer's `steps_scaler` would
+also shorten the refinement interval; and the opacity reset is done here
+at the strategy's reset steps, because DefaultStrategy 1.5.3's own
+(`step % reset_every == 0 & step > 0`) never holds.
 
 Writes <out>/metrics.json (train_seconds: the training loop alone, the GPU
 synchronised; final Gaussian count; peak GPU memory, torch's
@@ -46,7 +49,6 @@ import time
 
 import numpy as np
 
-REFERENCE_STEPS = 30_000
 
 
 def parse_args(argv=None):

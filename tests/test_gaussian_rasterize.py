@@ -1,12 +1,16 @@
 """GaussianRasterize (3D Gaussian splatting's rasterization): the kernels against
 the float64 NumPy reference (tests/reference/gaussian_rasterize.py, binned by
 its own tile_bin), the reference's gradients against finite differences,
-gradients, shapes and bad inputs. CUDA: tests/cuda/test_gaussian_rasterize_cuda.py."""
+gradients, shapes and bad inputs, and the Metal shaders through the MSL
+shim. CUDA: tests/cuda/test_gaussian_rasterize_cuda.py."""
+import ctypes
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import metal_ops
+from tests.metal_shim.shim import i64, load_shim_functions, ptr, u32
 from tests.reference import gaussian_rasterize as ref
 
 pytestmark = pytest.mark.every_device
@@ -318,3 +322,70 @@ def test_wrong_dtypes_name_the_argument(index):
     want = "float32" if index < 5 else "int32"
     with pytest.raises(TypeError, match=f"gaussian_rasterize: '{name}' must be {want}, got {np.dtype(wrong).name}"):
         call(inputs)
+
+
+# ---- Metal shaders through the MSL shim ------------------------------------------------------
+def shim_lib():
+    vp, i32 = ctypes.c_void_p, ctypes.c_int
+    sizes = [ctypes.c_int64, ctypes.c_int64] + [i32] * 5
+    lib = load_shim_functions({"shim_gaussian_rasterize_forward": [vp] * 10 + sizes,
+                               "shim_gaussian_rasterize_backward": [vp] * 16 + sizes + [ctypes.c_uint32],
+                               "shim_gaussian_rasterize_find_every_kernel": []})
+    lib.shim_gaussian_rasterize_error.restype = ctypes.c_char_p
+    return lib
+
+
+@pytest.mark.source_tree("the Metal shaders (MSL shim)")
+@pytest.mark.parametrize("n,c,width,height,tile_size,reverse", [
+    (0, 3, 16, 16, 16, 0), (1, 1, 5, 7, 16, 1), (200, 3, 37, 29, 16, 0), (200, 1, 33, 17, 16, 1),
+    (40, 3, 19, 23, 8, 1), (30, 2, 19, 23, 5, 0)])
+def test_metal_shaders_on_msl_shim(n, c, width, height, tile_size, reverse):
+    """The shaders, their threadgroups run as cooperating fibers (in reverse
+    order too), against the reference, and the backward's sum pass on
+    grids narrower than its columns."""
+    assert shim_lib().shim_gaussian_rasterize_find_every_kernel() == 0
+    check_on_shim(scene(n, c, width, height, tile_size, seed=n + width), width, height, tile_size, reverse)
+
+
+@pytest.mark.source_tree("the Metal shaders (MSL shim)")
+def test_metal_forward_stops_once_every_pixel_is_done():
+    """Tiles with more Gaussians than threads (batches) whose pixels all stop
+    before the tile's last batch."""
+    width, height, tile_size = 24, 20, 8
+    inputs = scene(300, 3, width, height, tile_size, seed=9, scale=(6.0, 14.0), opacity=(0.7, 1.0))
+    _, _, last = ref.rasterize(*inputs, width, height, tile_size)
+    ranges, threads = inputs[6], 64
+    tiles_x = -(-width // tile_size)
+    tile_of = (np.arange(height)[:, None] // tile_size) * tiles_x + np.arange(width)[None, :] // tile_size
+    stopped = [t for t in range(len(ranges)) if last[tile_of == t].max() + threads <= ranges[t, 1]]
+    assert stopped  # the forward leaves a batch of these tiles unread
+    # Saturated pixels put float32's gradients near the reference tolerance:
+    # the backward is held to the CPU kernel's, which it sums in the same order.
+    v_image, v_alpha = cotangents((height, width, 3), seed=len(inputs[0]))
+    cpu = op_with_grad(inputs, attrs_of(width, height, tile_size), v_image, v_alpha)[2]
+    check_on_shim(inputs, width, height, tile_size, 1, want=(cpu, 1e-5))
+
+
+def check_on_shim(inputs, width, height, tile_size, reverse, want=None):
+    """The shaders' forward and backward on the shim against the reference
+    (the gradients against want = (gradients, tolerance) where given)."""
+    lib = shim_lib()
+    inputs = [np.ascontiguousarray(x) for x in inputs]
+    n, c, m = len(inputs[0]), inputs[2].shape[1], len(inputs[5])
+    image, alpha = np.full((height, width, c), 7, np.float32), np.full((height, width), 7, np.float32)
+    last_ids = np.full((height, width), -7, np.int32)
+    sizes = (i64(n), i64(m), c, width, height, tile_size, reverse)
+    assert lib.shim_gaussian_rasterize_forward(*[ptr(x) for x in inputs + [image, alpha, last_ids]], *sizes) == 0, \
+        lib.shim_gaussian_rasterize_error()
+    want_image, want_alpha, want_last = ref.rasterize(*inputs, width, height, tile_size)
+    np.testing.assert_allclose(image, want_image, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(alpha, want_alpha, rtol=0, atol=2e-5)
+    np.testing.assert_array_equal(last_ids, want_last)
+    v_image, v_alpha = cotangents((height, width, c), seed=n)
+    want, tol = want or (ref.vjp(*inputs, width, height, tile_size, v_image, v_alpha), 2e-4)
+    for grid in (1, 3):
+        grads = [np.full(x.shape, 7, np.float32) for x in inputs[:5]]
+        assert lib.shim_gaussian_rasterize_backward(
+            *[ptr(x) for x in inputs + [alpha, last_ids, v_image, v_alpha] + grads], *sizes, u32(grid)) == 0, \
+            lib.shim_gaussian_rasterize_error()
+        assert_close_scaled(grads, want, tol)

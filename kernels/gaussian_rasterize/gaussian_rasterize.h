@@ -5,9 +5,10 @@
 // per-pixel arithmetic (written once for the CPU kernels and CUDA), the op's
 // declaration (its attribute list, MO_GAUSSIAN_RASTERIZE_ATTRS) and, in host
 // code, the attributes and checks that follow from it, the TensorFlow kernel
-// class and the CUDA launchers' signatures. The op's files (docs/ADDING_AN_OP.md):
+// class, the Metal plans' and the CUDA launchers' signatures. The op's files (docs/ADDING_AN_OP.md):
 //   gaussian_rasterize_op.cc     REGISTER_OP                 gaussian_rasterize_cpu.cc    CPU kernels
 //   gaussian_rasterize.cu.cc     CUDA kernels, launchers     gaussian_rasterize_cuda.cc   TF GPU kernels
+//   gaussian_rasterize.metal     Metal shaders               gaussian_rasterize_metal.cc  Metal plans, tensorflow-metal glue
 //
 // Pixel (row i, column j) has its centre at (j + 0.5, i + 0.5) and lies in
 // tile (i / tile_size, j / tile_size), tile id ty * tiles_x + tx. Its tile's
@@ -126,6 +127,86 @@ MO_FN bool gs_backward_step(float mx, float my, float a, float b, float c, float
   return true;
 }
 
+// The backward's gradient row of one intersection (an index into
+// gaussian_ids): means (2), conic (3), opacity, colour (C), summed over the
+// tile's pixels; the rows are then added into the Gaussians' gradients in
+// index order (the CPU kernels and the Metal shaders).
+enum GsRow { kGsRowMean = 0, kGsRowConic = 2, kGsRowOpacity = 5, kGsRowColor = 6 };
+MO_FN int gs_row_width(int channels) { return kGsRowColor + channels; }
+
+// The tiles along an image side of `side` pixels.
+MO_FN int gs_tiles(int side, int tile_size) { return (side + tile_size - 1) / tile_size; }
+
+// ---- Metal (gaussian_rasterize.metal, the plans of gaussian_rasterize_metal.cc) ----
+// One threadgroup per tile, thread t of it the tile's pixel (t / tile_size,
+// t % tile_size); tile_size^2 rounded up to whole SIMD-groups of 32.
+MO_FN int gs_threads_per_tile(int tile_size) { return (tile_size * tile_size + 31) / 32 * 32; }
+// The forward's threadgroup memory per thread: one Gaussian of a batch
+// (means2d 2, conic 3, opacity as floats), then its id and the thread's
+// pixel's "done" flag as ints (32 KiB for tile_size 32).
+#define MO_GS_FORWARD_TG_FLOATS 6
+MO_FN uint32 gs_forward_tg_bytes(int tile_size) {
+  return uint32(gs_threads_per_tile(tile_size)) * 4u * (MO_GS_FORWARD_TG_FLOATS + 2u);
+}
+// The backward tile pass's threadgroup memory: the tile's largest last_ids.
+#define MO_GS_BACKWARD_TG_BYTES 16
+
+// Arguments of a dispatch (same layout in the shaders and on the host).
+struct GaussianRasterizeParams {
+  int64 num_gaussians;  // N
+  int64 num_ids;        // M: gaussian_ids
+  int32 width;
+  int32 height;
+  int32 tile_size;
+  int32 tiles_x;
+  int32 tiles_y;
+  int32 channels;  // C
+  int32 threads;   // per threadgroup: gs_threads_per_tile(tile_size)
+  int32 pad;
+};
+
+// The dispatch arguments of a call of n Gaussians and m intersections.
+MO_FN GaussianRasterizeParams gs_params(int64 n, int64 m, int channels, int width, int height, int tile_size) {
+  GaussianRasterizeParams p;
+  p.num_gaussians = n;
+  p.num_ids = m;
+  p.width = width;
+  p.height = height;
+  p.tile_size = tile_size;
+  p.tiles_x = gs_tiles(width, tile_size);
+  p.tiles_y = gs_tiles(height, tile_size);
+  p.channels = channels;
+  p.threads = gs_threads_per_tile(tile_size);
+  p.pad = 0;
+  return p;
+}
+
+// The shaders' buffer indices, in order: the forward's inputs, its outputs and
+// its GaussianRasterizeParams;
+enum GaussianRasterizeBuffers {
+  kGaussianRasterizeMeans2d, kGaussianRasterizeConics, kGaussianRasterizeColors, kGaussianRasterizeOpacities,
+  kGaussianRasterizeBackground, kGaussianRasterizeIds, kGaussianRasterizeRanges,
+  kGaussianRasterizeImage, kGaussianRasterizeAlpha, kGaussianRasterizeLastIds,
+  kGaussianRasterizeParams,
+};
+// the backward's tile pass: the forward's inputs (at the forward's indices),
+// its alpha and last_ids, the upstream gradients, the intersections' rows
+// [M, 6 + C], the pixels' rows [tiles * threads, 6 + C], the tiles'
+// background sums [tiles, C];
+enum GaussianRasterizeGradBuffers {
+  kGaussianRasterizeGradAlpha = kGaussianRasterizeImage, kGaussianRasterizeGradLastIds,
+  kGaussianRasterizeGradImage, kGaussianRasterizeGradAlphaIn,
+  kGaussianRasterizeGradRows, kGaussianRasterizeGradPixelRows, kGaussianRasterizeGradBackgroundSums,
+  kGaussianRasterizeGradParams,
+};
+// the backward's sum pass: the ids, the rows and background sums, the five gradients.
+enum GaussianRasterizeSumBuffers {
+  kGaussianRasterizeSumIds, kGaussianRasterizeSumRows, kGaussianRasterizeSumBackgroundSums,
+  kGaussianRasterizeSumMeans2d, kGaussianRasterizeSumConics, kGaussianRasterizeSumColors,
+  kGaussianRasterizeSumOpacities, kGaussianRasterizeSumBackground,
+  kGaussianRasterizeSumParams,
+};
+
 }  // namespace mo
 
 // ---- The op's declaration (kernels/spec/op_attrs.h) --------------------------------
@@ -146,8 +227,8 @@ namespace gaussian_rasterize {
 // Attrs { int width, height, tile_size; }, ReadAttrs, VisitAttrs.
 MO_DECLARE_ATTRS("GaussianRasterize", MO_GAUSSIAN_RASTERIZE_ATTRS);
 
-inline int64_t TilesX(const Attrs& a) { return (int64_t{a.width} + a.tile_size - 1) / a.tile_size; }
-inline int64_t TilesY(const Attrs& a) { return (int64_t{a.height} + a.tile_size - 1) / a.tile_size; }
+inline int64_t TilesX(const Attrs& a) { return gs_tiles(a.width, a.tile_size); }
+inline int64_t TilesY(const Attrs& a) { return gs_tiles(a.height, a.tile_size); }
 
 // The checks, written once for the shape functions and the TensorFlow
 // kernels. No TensorFlow API: sizes in, kernels/spec/checks.h's Result out;
@@ -299,6 +380,47 @@ struct BackwardArgs {
 
 }  // namespace gaussian_rasterize
 }  // namespace mo
+
+#if !defined(__CUDACC__)
+#include "kernels/metal_plan/plan.h"  // host
+
+// The Metal plans (gaussian_rasterize_metal.cc), every Metal path's
+// (kernels/metal_plan/plan.h): float32, one threadgroup per tile. The
+// backward is deterministic (no atomics): its tile pass writes each
+// intersection's row summed over the tile's pixels in order, its sum pass
+// adds the rows into the Gaussians' gradients in index order, as the CPU
+// kernels do.
+namespace mo::metal_plan {
+enum GaussianRasterizeSlots {
+  kGaussianRasterizeSlotMeans2d,
+  kGaussianRasterizeSlotConics,
+  kGaussianRasterizeSlotColors,
+  kGaussianRasterizeSlotOpacities,
+  kGaussianRasterizeSlotBackground,
+  kGaussianRasterizeSlotIds,
+  kGaussianRasterizeSlotRanges,
+  kGaussianRasterizeSlotImage,
+  kGaussianRasterizeSlotAlpha,
+  kGaussianRasterizeSlotLastIds,
+  kGaussianRasterizeSlots
+};
+// The gradient op's: the forward's inputs at the forward's slots, then these.
+enum GaussianRasterizeGradSlots {
+  kGaussianRasterizeGradSlotAlpha = kGaussianRasterizeSlotImage,
+  kGaussianRasterizeGradSlotLastIds,
+  kGaussianRasterizeGradSlotGradImage,
+  kGaussianRasterizeGradSlotGradAlpha,
+  kGaussianRasterizeGradSlotOutMeans2d,
+  kGaussianRasterizeGradSlotOutConics,
+  kGaussianRasterizeGradSlotOutColors,
+  kGaussianRasterizeGradSlotOutOpacities,
+  kGaussianRasterizeGradSlotOutBackground,
+  kGaussianRasterizeGradSlots
+};
+Plan GaussianRasterizeForward(const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a);
+Plan GaussianRasterizeBackward(const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a);
+}  // namespace mo::metal_plan
+#endif  // !__CUDACC__
 
 #if defined(__CUDACC__) || GOOGLE_CUDA
 #include <cuda_runtime.h>

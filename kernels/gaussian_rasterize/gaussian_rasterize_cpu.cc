@@ -1,7 +1,8 @@
 // GaussianRasterize on the CPU: the TensorFlow kernels of MetalOpsGaussianRasterize /
 // MetalOpsGaussianRasterizeGrad (the kernel classes of gaussian_rasterize.h over the
 // CPU functor below). Both run the tiles over the context's pool, one tile's
-// pixels one after the other; the per-pixel arithmetic is
+// pixels one after the other, or the op's Metal plans where
+// kernels/cpu/metal_offload.h sends the call; the per-pixel arithmetic is
 // gaussian_rasterize.h's. The backward is deterministic: each intersection
 // (an index into gaussian_ids, owned by one tile) sums its pixels' gradients
 // in a scratch row of its own, and one pass then adds the rows into the
@@ -10,8 +11,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"
 #include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -51,8 +55,22 @@ void ForEachPixel(const cpu::Context& ctx, const gr::Sizes& s, const gr::Attrs& 
   });
 }
 
-// Gradient scratch row of one intersection: means (2), conic (3), opacity, colour (C).
-constexpr int64_t kRowMean = 0, kRowConic = 2, kRowOpacity = 5, kRowColor = 6;
+// The bytes of a [n, k] float or int32 tensor.
+inline uint64_t Bytes(int64_t n, int64_t k) { return static_cast<uint64_t>(n * k) * sizeof(float); }
+
+// The Metal plans' slots of the seven inputs (ForwardArgs or BackwardArgs),
+// which both plans take first, then `rest`.
+template <typename Args>
+std::vector<metal_plan::HostTensor> Slots(const gr::Sizes& s, const gr::Attrs& a, const Args& t,
+                                          std::initializer_list<metal_plan::HostTensor> rest) {
+  std::vector<metal_plan::HostTensor> slots = {
+      cpu::Slot(t.means2d, Bytes(s.n, 2)),           cpu::Slot(t.conics, Bytes(s.n, 3)),
+      cpu::Slot(t.colors, Bytes(s.n, s.channels)),   cpu::Slot(t.opacities, Bytes(s.n, 1)),
+      cpu::Slot(t.background, Bytes(1, s.channels)), cpu::Slot(t.ids, Bytes(s.m, 1)),
+      cpu::Slot(t.ranges, Bytes(gr::TilesX(a) * gr::TilesY(a), 2))};
+  slots.insert(slots.end(), rest);
+  return slots;
+}
 
 }  // namespace gaussian_rasterize_cpu
 
@@ -62,8 +80,23 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
                               const gaussian_rasterize::Attrs& a, const gaussian_rasterize::ForwardArgs& t) {
     namespace g = gaussian_rasterize_cpu;
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterize", t.ids, t.ranges, s, a));
+    const cpu::Context ctx(op_ctx);
+    const int64_t pixels = int64_t{a.width} * a.height;
+    const auto metal = [&](const cpu::MetalRoute& route) {
+      using g::Bytes;
+      return route.Run(pixels, [&] { return metal_plan::GaussianRasterizeForward(s, a); },
+                       g::Slots(s, a, t,
+                                {cpu::Slot(t.image, Bytes(pixels, s.channels)), cpu::Slot(t.alpha, Bytes(pixels, 1)),
+                                 cpu::Slot(t.last_ids, Bytes(pixels, 1))}));
+    };
+    return cpu::MetalOrCpu(ctx, metal, [&] { ForwardLoops(ctx, s, a, t); });
+  }
+
+  static void ForwardLoops(const cpu::Context& ctx, const gaussian_rasterize::Sizes& s, const gaussian_rasterize::Attrs& a,
+                    const gaussian_rasterize::ForwardArgs& t) {
+    namespace g = gaussian_rasterize_cpu;
     const int channels = static_cast<int>(s.channels);
-    g::ForEachPixel(op_ctx, s, a, 30, [&](int64_t tile, int64_t p, float px, float py) {
+    g::ForEachPixel(ctx, s, a, 30, [&](int64_t tile, int64_t p, float px, float py) {
       float* acc = t.image + p * channels;
       std::fill(acc, acc + channels, 0.0f);
       float transmittance = 1.0f;
@@ -81,7 +114,6 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
       t.alpha[p] = 1.0f - transmittance;
       t.last_ids[p] = last;
     });
-    return absl::OkStatus();
   }
 
   static absl::Status Backward(::tensorflow::OpKernelContext* op_ctx, const gaussian_rasterize::Sizes& s,
@@ -90,8 +122,25 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterizeGrad", t.ids, t.ranges, s, a));
     TF_RETURN_IF_ERROR(checks::ToStatus(gaussian_rasterize::LastIds(t.last_ids, t.ranges, a)));
     const cpu::Context ctx(op_ctx);
+    const int64_t pixels = int64_t{a.width} * a.height, c = s.channels;
+    const auto metal = [&](const cpu::MetalRoute& route) {
+      using g::Bytes;
+      return route.Run(pixels, [&] { return metal_plan::GaussianRasterizeBackward(s, a); },
+                       g::Slots(s, a, t,
+                                {cpu::Slot(t.alpha, Bytes(pixels, 1)), cpu::Slot(t.last_ids, Bytes(pixels, 1)),
+                                 cpu::Slot(t.grad_image, Bytes(pixels, c)), cpu::Slot(t.grad_alpha, Bytes(pixels, 1)),
+                                 cpu::Slot(t.grad_means2d, Bytes(s.n, 2)), cpu::Slot(t.grad_conics, Bytes(s.n, 3)),
+                                 cpu::Slot(t.grad_colors, Bytes(s.n, c)), cpu::Slot(t.grad_opacities, Bytes(s.n, 1)),
+                                 cpu::Slot(t.grad_background, Bytes(1, c))}));
+    };
+    return cpu::MetalOrCpu(ctx, metal, [&] { return BackwardLoops(ctx, s, a, t); });
+  }
+
+  static absl::Status BackwardLoops(const cpu::Context& ctx, const gaussian_rasterize::Sizes& s,
+                                    const gaussian_rasterize::Attrs& a, const gaussian_rasterize::BackwardArgs& t) {
+    namespace g = gaussian_rasterize_cpu;
     const int channels = static_cast<int>(s.channels);
-    const int64_t row = g::kRowColor + channels;
+    const int64_t row = gs_row_width(channels);
     const int64_t tiles = gaussian_rasterize::TilesX(a) * gaussian_rasterize::TilesY(a);
     // rows [M, 6 + C] of the intersections, then [tiles, C] of the background's partial sums.
     ::tensorflow::Tensor scratch;
@@ -117,7 +166,7 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
         float* r = rows + k * row;
         gs_backward_step(t.means2d[2 * id], t.means2d[2 * id + 1], t.conics[3 * id], t.conics[3 * id + 1],
                          t.conics[3 * id + 2], t.opacities[id], t.colors + id * channels, channels, px, py, up,
-                         &state, r + g::kRowColor, r + g::kRowMean, r + g::kRowConic, r + g::kRowOpacity);
+                         &state, r + kGsRowColor, r + kGsRowMean, r + kGsRowConic, r + kGsRowOpacity);
       }
     });
     std::fill(t.grad_means2d, t.grad_means2d + 2 * s.n, 0.0f);
@@ -127,11 +176,11 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     for (int64_t k = 0; k < s.m; ++k) {
       const int64_t id = t.ids[k];
       const float* r = rows + k * row;
-      t.grad_means2d[2 * id] += r[g::kRowMean];
-      t.grad_means2d[2 * id + 1] += r[g::kRowMean + 1];
-      for (int q = 0; q < 3; ++q) t.grad_conics[3 * id + q] += r[g::kRowConic + q];
-      t.grad_opacities[id] += r[g::kRowOpacity];
-      for (int c = 0; c < channels; ++c) t.grad_colors[id * channels + c] += r[g::kRowColor + c];
+      t.grad_means2d[2 * id] += r[kGsRowMean];
+      t.grad_means2d[2 * id + 1] += r[kGsRowMean + 1];
+      for (int q = 0; q < 3; ++q) t.grad_conics[3 * id + q] += r[kGsRowConic + q];
+      t.grad_opacities[id] += r[kGsRowOpacity];
+      for (int c = 0; c < channels; ++c) t.grad_colors[id * channels + c] += r[kGsRowColor + c];
     }
     std::fill(t.grad_background, t.grad_background + channels, 0.0f);
     for (int64_t tile = 0; tile < tiles; ++tile) {

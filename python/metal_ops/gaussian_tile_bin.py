@@ -69,7 +69,8 @@ def selftest_cases(cpu_only=False):
         means2d, _, depths, radii = project_ref.project(means, quats, scales, np.eye(4), k, width, height)
         inputs = [means2d.astype(np.float32), radii, depths.astype(np.float32)]
         attrs = {"width": width, "height": height, "tile_size": tile_size}
-        out.append(selftest.case("gaussian_tile_bin", f"n={n} image={width}x{height} tile={tile_size}", np.int32,
+        # float32: the means' and depths' type, which puts the kernel on a GPU (its outputs are int32).
+        out.append(selftest.case("gaussian_tile_bin", f"n={n} image={width}x{height} tile={tile_size}", np.float32,
                                  inputs, lambda *v, a=attrs: gaussian_tile_bin(*v, **a), 0, attrs,
                                  differentiable=False))
     return out
