@@ -53,6 +53,12 @@ BROKEN = {
     "write_past_end": "trunc_exp_forward_float32: wrote past the end of buffer 1",
     "read_past_end": "trunc_exp_forward_float32: read past the end of buffer 0",
     "mps_wait_after_continue": "waitUntilCompleted of an MPSCommandBuffer after commitAndContinue",
+    "commit_and_wait_outside_queue": "the stream's commitAndWait called outside its queue",
+    "dispatch_without_pipeline": "dispatch without a pipeline",
+    "buffer_index_31": "buffer index 31 (at most 30)",
+    "threadgroup_memory_over": "setThreadgroupMemoryLength 32784 at 0 (a multiple of 16 within 32 KiB)",
+    "second_encoder": "a second compute encoder while one is open",
+    "encode_after_commit": "encoding on a committed command buffer",
 }
 
 
