@@ -98,6 +98,17 @@ def test_bridged_tensor_data_is_checked_before_it_is_bound():
     assert glue.index("TensorBufferError(") < glue.index("buffers_.push_back"), glue
 
 
+def test_the_adapter_waits_on_the_root_command_buffer():
+    # MPSCommandBuffer.commandBuffer is the buffer it was made with; after
+    # MPSGraph's commitAndContinue the work is on rootCommandBuffer, which the
+    # host path asks for (Root) before it waits (the model's side:
+    # test_metal_model_rules.py, commit_and_continue and mps_wait_after_continue).
+    code = _code(os.path.join(ROOT, "kernels", "metal", "metal_device.mm"))
+    root = code.split("std::unique_ptr<mtl::CommandBuffer> Root() override", 1)[1].split("\n  }\n", 1)[0]
+    assert "isKindOfClass:[MPSCommandBuffer class]" in root and ").rootCommandBuffer" in root, root
+    assert ".commandBuffer" not in code
+
+
 @pytest.mark.parametrize("metal3,version", [(0, 204), (1, 300)])
 def test_language_version_is_the_devices(shim, metal3, version):
     # From supportsFamily:MTLGPUFamilyMetal3, not the OS version (NSProcessInfo
