@@ -72,6 +72,43 @@ def test_only_non_empty_tensors_are_bound_as_buffers(shim, count, bind):
     assert shim.shim_tensor_has_metal_buffer(count) == bind
 
 
+@pytest.mark.parametrize("is_buffer,length,bytes_,why", [
+    (1, 64, 64, ""), (1, 4096, 60, ""),
+    (0, 0, 64, "no MTLBuffer"), (1, 32, 64, "the buffer holds 32")])
+def test_a_tensor_is_bound_only_through_a_metal_buffer_of_its_size(shim, is_buffer, length, bytes_, why):
+    # Bridged tensor data that is no MTLBuffer (the adapter's BufferOfTensorData
+    # gives nil for any other object) or a buffer shorter than the tensor fails
+    # the op (KernelCall::BufferOf) before anything is encoded.
+    shim.shim_tensor_buffer_error.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p,
+                                              ctypes.c_int]
+    out = ctypes.create_string_buffer(512)
+    shim.shim_tensor_buffer_error(is_buffer, length, bytes_, out, len(out))
+    text = out.value.decode()
+    if not why:
+        assert text == ""
+    else:
+        assert text.startswith(f"metal_ops: a tensor's data is not a Metal buffer of its {bytes_} bytes ({why};"), text
+
+
+def test_bridged_tensor_data_is_checked_before_it_is_bound():
+    code = _code(os.path.join(ROOT, "kernels", "metal", "metal_device.mm"))
+    bridge = code.split("id<MTLBuffer> BufferOfTensorData(void* data)", 1)[1].split("\n}\n", 1)[0]
+    assert "conformsToProtocol:@protocol(MTLBuffer)" in bridge and ": nil" in bridge, bridge
+    glue = _code(GLUE_CC).split("mtl::Buffer* KernelCall::BufferOf(TF_Tensor* tensor)", 1)[1].split("\n}\n", 1)[0]
+    assert glue.index("TensorBufferError(") < glue.index("buffers_.push_back"), glue
+
+
+def test_the_adapter_waits_on_the_root_command_buffer():
+    # MPSCommandBuffer.commandBuffer is the buffer it was made with; after
+    # MPSGraph's commitAndContinue the work is on rootCommandBuffer, which the
+    # host path asks for (Root) before it waits (the model's side:
+    # test_metal_model_rules.py, commit_and_continue and mps_wait_after_continue).
+    code = _code(os.path.join(ROOT, "kernels", "metal", "metal_device.mm"))
+    root = code.split("std::unique_ptr<mtl::CommandBuffer> Root() override", 1)[1].split("\n  }\n", 1)[0]
+    assert "isKindOfClass:[MPSCommandBuffer class]" in root and ").rootCommandBuffer" in root, root
+    assert ".commandBuffer" not in code
+
+
 @pytest.mark.parametrize("metal3,version", [(0, 204), (1, 300)])
 def test_language_version_is_the_devices(shim, metal3, version):
     # From supportsFamily:MTLGPUFamilyMetal3, not the OS version (NSProcessInfo
@@ -681,7 +718,11 @@ def test_metal_check_without_sdk_prints_one_line_and_passes(tmp_path):
 
 def _code(path):
     """The file without // comments (the rules are about code, not prose)."""
-    return "\n".join(line.split("//")[0] for line in open(path, encoding="utf-8").read().splitlines())
+    return _code_of_text(open(path, encoding="utf-8").read())
+
+
+def _code_of_text(text):
+    return "\n".join(line.split("//")[0] for line in text.splitlines())
 
 
 GLUE_CC = os.path.join(ROOT, "kernels", "metal", "metal_kernel.cc")
@@ -722,24 +763,99 @@ def test_fused_mlp_checks_the_gpu_family_before_compiling_its_library():
 
 # ---- the Objective-C++ is an adapter --------------------------------------------------
 
-# MPSGraph's graph building (FusedConv2D's graphs) is counted apart.
-GRAPH_BUILDING = {"kernels/fused_conv2d/fused_conv2d_metal.mm"}
+# MPSGraph's graph building (FusedConv2D's graphs) is counted apart: its
+# file up to the line that starts the encoding (an adapter like the others).
+GRAPH_BUILDING = {"kernels/fused_conv2d/fused_conv2d_metal.mm":
+                  "// ---- a compiled graph encoded on tensorflow-metal's command buffer"}
 MM_LINE_BUDGET = 400
+# Every Objective-C++ file but the graph building: an adapter of Metal calls.
+ADAPTERS = ["kernels/metal/metal_device.mm"]
+ADAPTER_METHOD_LINES = 20
 
 
 def test_the_objective_c_outside_graph_building_fits_its_budget():
     """Every decision of the Metal host path is C++ (run here against the strict
-    model); the .mm files are an adapter of single Metal calls, within budget."""
+    model); the .mm files outside MPSGraph's graph building are an adapter of
+    single Metal calls, at most 400 lines in all."""
     mm = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "kernels", "*", "*.mm")))
-    assert GRAPH_BUILDING <= set(mm), mm
-    lines = {p: len(open(os.path.join(ROOT, p), encoding="utf-8").read().splitlines())
-             for p in mm if p not in GRAPH_BUILDING}
+    assert set(GRAPH_BUILDING) | set(ADAPTERS) == set(mm), mm
+    lines = {}
+    for p in mm:
+        text = open(os.path.join(ROOT, p), encoding="utf-8").read()
+        if p in GRAPH_BUILDING:
+            assert GRAPH_BUILDING[p] in text, (p, GRAPH_BUILDING[p])
+            text = text.split(GRAPH_BUILDING[p], 1)[1]
+        lines[p] = len(text.splitlines())
     assert sum(lines.values()) <= MM_LINE_BUDGET, lines
     # The kernel C API is the C++ glue's: no .mm registers a kernel or reads a tensor.
     for p in mm:
         code = _code(os.path.join(ROOT, p))
         for name in ("TF_NewKernelBuilder", "TF_GetInput", "TF_AllocateOutput", "TF_OpKernelConstruction_GetAttr"):
             assert name not in code, (p, name)
+
+
+_NOT_A_FUNCTION = re.compile(r"^(else|if|for|while|switch|do|@autoreleasepool|@try|@catch|namespace|class|struct|"
+                             r"extern)\b")
+
+
+def _function_bodies(code):
+    """(signature, lines) of each function or method defined in `code` (C++ or
+    Objective-C++ without comments); lambdas and blocks count in theirs."""
+    found, blocks, start = [], [], 0  # blocks: per open brace, (offset, signature) of a function's, else None
+    for i, ch in enumerate(code):
+        inside = any(blocks)
+        if ch == "{":
+            header = " ".join(re.sub(r"^\s*template\s*<[^{;]*?>", "", code[start:i]).split())
+            header = re.sub(r"^(public|private|protected):\s*", "", header)
+            function = (not inside and re.search(r"\)\s*(const\s*)?(override\s*)?(:\s*\w+\(\w*\)\s*)?$", header)
+                        and not _NOT_A_FUNCTION.match(header))
+            blocks.append((i, header) if function else None)
+        elif ch == "}":
+            opened = blocks.pop()
+            if opened:
+                found.append((opened[1], code.count("\n", opened[0], i) + 1))
+        if ch in ";{}" and not any(blocks):
+            start = i + 1
+    return found
+
+
+def test_the_function_reader_finds_every_kind_of_definition():
+    code = _code_of_text("""
+template <typename T>
+std::unique_ptr<T> Wrap(T object) {
+  return nullptr;
+}
+class A : public B {
+ public:
+  explicit A(int x) : x_(x) {}
+  void Run(const std::function<void()>& body) override {
+    dispatch_sync(q, ^() {
+      body();
+    });
+  }
+  int X() const override { return x_; }
+};
+id<MTLLibrary> Compile(id<MTLDevice> device,
+                       std::string* error) {
+  if (device == nil) {
+    return nil;
+  }
+  return nil;
+}""")
+    assert [(name.split("(")[0].split()[-1], n) for name, n in _function_bodies(code)] == [
+        ("Wrap", 3), ("A", 1), ("Run", 5), ("X", 1), ("Compile", 6)]
+
+
+@pytest.mark.parametrize("path", ADAPTERS)
+def test_each_adapter_method_is_one_metal_call_or_a_direct_sequence(path):
+    """The adapter decides nothing: no loop, no switch; each function or method
+    is one Metal call or a short direct sequence of them (at most 20 lines)."""
+    code = _code(os.path.join(ROOT, path))
+    assert not re.search(r"\b(for|while|switch)\s*\(", code), path
+    bodies = _function_bodies(code)
+    assert len(bodies) >= 30, bodies  # the reader found the adapter's methods
+    long = [(name, n) for name, n in bodies if n > ADAPTER_METHOD_LINES]
+    assert not long, long
 
 
 def _tf_include():

@@ -53,6 +53,12 @@ BROKEN = {
     "write_past_end": "trunc_exp_forward_float32: wrote past the end of buffer 1",
     "read_past_end": "trunc_exp_forward_float32: read past the end of buffer 0",
     "mps_wait_after_continue": "waitUntilCompleted of an MPSCommandBuffer after commitAndContinue",
+    "commit_and_wait_outside_queue": "the stream's commitAndWait called outside its queue",
+    "dispatch_without_pipeline": "dispatch without a pipeline",
+    "buffer_index_31": "buffer index 31 (at most 30)",
+    "threadgroup_memory_over": "setThreadgroupMemoryLength 32784 at 0 (a multiple of 16 within 32 KiB)",
+    "second_encoder": "a second compute encoder while one is open",
+    "encode_after_commit": "encoding on a committed command buffer",
 }
 
 
@@ -231,29 +237,41 @@ def mlp_grad():
         y = metal_ops.fused_mlp(xm, ks, bs, activation="relu")
     return y.numpy(), tape.gradient(y, xm).numpy()
 os.environ["METAL_OPS_METAL"] = "0"
-want_y, want_dx = mlp_grad()
-os.environ["METAL_OPS_METAL"] = "shim"
-os.environ["METAL_OPS_MODEL_FAULTS"] = "max_threads=16@fused_mlp_backward_w64_float32,max_threads=32@trunc_exp_forward_float32"
-for name, call, want in [("mlp", mlp_grad, (want_y, want_dx)), ("trunc_exp", lambda: [metal_ops.trunc_exp(x).numpy()], [np.exp(x)])]:
-    before = metal_path.metal_runs()[0], metal_path.metal_fallbacks()
-    ok = all(np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(call(), want))
-    print(name, metal_path.metal_runs()[0] - before[0], metal_path.metal_fallbacks() - before[1], ok)
+want_mlp = mlp_grad()
+low = "max_threads=16@fused_mlp_backward_w64_float32,max_threads=32@trunc_exp_forward_float32"
+narrow = "max_threads=32@fused_mlp_forward_w64_float32,max_threads=64@fused_mlp_backward_w64_float32"
+for route in ["shim", "shim-stream"]:
+    os.environ["METAL_OPS_METAL"] = route
+    for name, faults, call, want in [("mlp", low, mlp_grad, want_mlp),
+                                     ("trunc_exp", low, lambda: [metal_ops.trunc_exp(x).numpy()], [np.exp(x)]),
+                                     ("mlp-narrowed", narrow, mlp_grad, want_mlp)]:
+        os.environ["METAL_OPS_MODEL_FAULTS"] = faults
+        before = metal_path.metal_runs()[0], metal_path.metal_fallbacks()
+        ok = all(np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(call(), want))
+        print(route, name, metal_path.metal_runs()[0] - before[0], metal_path.metal_fallbacks() - before[1], ok)
 print("violations", _model.counters()["violations"])
 """
 
 
 def test_a_pipeline_running_fewer_threads_than_the_plan_asks_is_respected(model):
     """maxTotalThreadsPerThreadgroup is the pipeline's (a kernel using many
-    registers gets less than the device's 1024): a threadgroup dispatch over
-    one pipeline's limit is refused before anything is encoded and the CPU
-    computes that call, with the warning naming the kernel and the limit,
-    while the op's other pipeline runs on Metal; a 1-D grid's threadgroups
-    narrow to the pipeline's limit (the model reports a dispatch over it)."""
-    out = run_child(LOW_PIPELINE, METAL_OPS_METAL="shim")
+    registers gets less than the device's 1024). On both routes of the CPU
+    kernels (the own queue and the stream): a 1-D grid's threadgroups narrow
+    to the pipeline's limit; FusedMLP's row tiles narrow to fewer SIMD-groups
+    (as tensorflow-metal's glue does), and where not even one SIMD-group fits
+    the dispatch is refused before anything is encoded and the CPU computes
+    that call, with one warning naming the kernel and the limit, while the
+    op's other pipeline runs on Metal. The model reports any dispatch over a
+    pipeline's limit; the own queue's first-use check compares the narrowed
+    results with the CPU kernel's."""
+    out = run_child(LOW_PIPELINE)
     assert out.returncode == 0, out.stderr[-3000:]
-    lines = out.stdout.strip().splitlines()[-3:]
-    # op: plans run, fallbacks, result right (FusedMLP: forward on Metal, backward on the CPU)
-    assert lines == ["mlp 1 1 True", "trunc_exp 1 0 True", "violations 0"], lines + [out.stderr[-2000:]]
+    lines = out.stdout.strip().splitlines()[-7:]
+    # route, op: plans run, fallbacks, result right (FusedMLP: forward on Metal, backward on the CPU)
+    want = [f"{route} {case}" for route in ["shim", "shim-stream"]
+            for case in ["mlp 1 1 True", "trunc_exp 1 0 True", "mlp-narrowed 2 0 True"]]
+    assert lines == want + ["violations 0"], lines + [out.stderr[-2000:]]
     warnings = [line for line in out.stderr.splitlines() if "computes on the CPU instead" in line]
     assert len(warnings) == 1 and "MetalOpsFusedMLPGrad (node" in warnings[0], warnings
     assert "fused_mlp_backward_w64_float32: this GPU runs at most 16 threads per threadgroup" in warnings[0], warnings
+    assert "differs from the CPU kernel's" not in out.stderr, out.stderr[-2000:]

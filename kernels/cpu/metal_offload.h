@@ -141,6 +141,13 @@ class MetalRoute {
     return RunSlots(work, build, slots.data(), static_cast<int>(slots.size()));
   }
 
+  // The most threads per threadgroup the route's GPU runs `function` of
+  // `library` with (metal_plan::PipelineThreadLimit; 0: unknown), for a plan
+  // that narrows its threadgroups to its pipeline rather than be refused.
+  uint64_t ThreadLimit(const std::string& library, const std::string& function, bool simdgroup_matrix) const {
+    return metal_plan::PipelineThreadLimit(*executor_->device, library, function, simdgroup_matrix);
+  }
+
   // The call's first-use check (MetalOrCpu reads it once the plan returns).
   FirstUseCheck& check() const { return check_; }
   // Whether the route is the library's own queue (a check and a CPU rerun are

@@ -401,6 +401,11 @@ struct FusedMlpSlots {
 Plan FusedMlpForward(const FusedMlpParams& p, Dtype dtype);
 Plan FusedMlpBackward(const FusedMlpParams& p, Dtype dtype);
 
+// The host name of the row-tile shader of a network `width` wide
+// (fused_mlp_<forward|backward>_w<W>_<dtype>): the pipeline whose
+// maxTotalThreadsPerThreadgroup bounds the SIMD-groups of fused_mlp_params.
+std::string FusedMlpTileShader(int width, bool backward, Dtype dtype);
+
 }  // namespace metal_plan
 }  // namespace mo
 #endif  // !__CUDACC__

@@ -43,12 +43,26 @@ inline auto PoolOf(cpu::Context ctx) {
   };
 }
 
-// The Metal geometry of a call (false: no geometry fits, which no valid
-// network hits; the CPU computes).
-inline bool MetalParams(const fused_mlp::Net& net, int64_t n, const fused_mlp::Attrs& a, bool backward,
-                        FusedMlpParams* p) {
-  return fused_mlp_params(n, int32(net.in_dim), int32(net.width), int32(net.out_dim), net.hidden_layers, a.activation,
-                          a.output_activation, a.leaky_relu_alpha, int32(sizeof(float)), backward, p);
+// The Metal geometry of a call of `work` elements: 4 SIMD-groups per
+// threadgroup, or fewer where the route's row-tile pipeline runs fewer threads
+// per threadgroup (maxTotalThreadsPerThreadgroup, as tensorflow-metal's glue
+// does); where not even one fits, that of 4, whose run then names the
+// pipeline's limit as the reason the CPU computes (false: no geometry fits,
+// which no valid network hits; the CPU computes).
+inline bool MetalParams(const cpu::MetalRoute& metal, int64_t work, const fused_mlp::Net& net, int64_t n,
+                        const fused_mlp::Attrs& a, bool backward, FusedMlpParams* p) {
+  const auto params = [&](int64_t max_threads) {
+    return fused_mlp_params(n, int32(net.in_dim), int32(net.width), int32(net.out_dim), net.hidden_layers,
+                            a.activation, a.output_activation, a.leaky_relu_alpha, int32(sizeof(float)), backward, p,
+                            max_threads);
+  };
+  const int64_t full = 4 * MO_FUSED_MLP_SIMD_WIDTH;
+  if (metal.Takes(work)) {
+    const int64_t limit = int64_t(metal.ThreadLimit(
+        "fused_mlp", metal_plan::FusedMlpTileShader(int(net.width), backward, metal_plan::Dtype::kFloat32), true));
+    if (limit > 0 && limit < full && params(limit)) return true;
+  }
+  return params(full);
 }
 
 // The layers' shapes: layer l's kernel [Rows(l), Cols(l)], its bias [Cols(l)].
@@ -82,9 +96,9 @@ inline absl::Status Wanted(::tensorflow::OpKernelContext* ctx, float* data, int6
 
 inline cpu::OnMetal ForwardOnMetal(const cpu::MetalRoute& metal, const fused_mlp::Net& net, const fused_mlp::Attrs& a,
                                    const FusedMlpForwardArgs<float>& args) {
-  FusedMlpParams p;
-  if (!MetalParams(net, args.n, a, false, &p)) return std::nullopt;
   const int64_t n = args.n, work = n * net.width;
+  FusedMlpParams p;
+  if (!MetalParams(metal, work, net, n, a, false, &p)) return std::nullopt;
   const uint64_t f = sizeof(float);
   const Layers layers{net};
   const int64_t hidden_elements = int64_t(net.hidden_layers) * n * net.width;
@@ -104,9 +118,9 @@ inline cpu::OnMetal ForwardOnMetal(const cpu::MetalRoute& metal, const fused_mlp
 
 inline cpu::OnMetal BackwardOnMetal(const cpu::MetalRoute& metal, const fused_mlp::Net& net,
                                     const fused_mlp::Attrs& a, const FusedMlpBackwardArgs<float>& args) {
-  FusedMlpParams p;
-  if (!MetalParams(net, args.n, a, true, &p)) return std::nullopt;
   const int64_t n = args.n, work = n * net.width;
+  FusedMlpParams p;
+  if (!MetalParams(metal, work, net, n, a, true, &p)) return std::nullopt;
   const uint64_t f = sizeof(float);
   const Layers layers{net};
   std::vector<::tensorflow::Tensor> temps;

@@ -20,12 +20,7 @@ namespace mo {
 namespace metal_plan {
 namespace {
 
-// fused_mlp_<kind>_w<W>_<dtype>, fused_mlp_<pack|reduce>_<dtype>: the shader's instantiations.
-std::string Shader(const char* kind, int width, Dtype dtype) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "fused_mlp_%s_w%d_%s", kind, width, DtypeSuffix(dtype));
-  return name;
-}
+// fused_mlp_<pack|reduce>_<dtype>: the shader's instantiations (the row tiles': FusedMlpTileShader).
 std::string Shader(const char* kind, Dtype dtype) { return std::string("fused_mlp_") + kind + "_" + DtypeSuffix(dtype); }
 
 uint64_t ElementBytes(Dtype dtype) { return dtype == Dtype::kFloat16 ? 2 : 4; }
@@ -42,6 +37,13 @@ void Pack(PlanBuilder& b, const FusedMlpParams& p, Dtype dtype, int l, bool bias
 
 }  // namespace
 
+std::string FusedMlpTileShader(int width, bool backward, Dtype dtype) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "fused_mlp_%s_w%d_%s", backward ? "backward" : "forward", width,
+                DtypeSuffix(dtype));
+  return name;
+}
+
 Plan FusedMlpForward(const FusedMlpParams& p, Dtype dtype) {
   const FusedMlpSlots s = {p.hidden_layers + 1};
   PlanBuilder b(s.forward_slots());
@@ -56,7 +58,7 @@ Plan FusedMlpForward(const FusedMlpParams& p, Dtype dtype) {
   }
   const uint64_t groups = uint64_t(p.num_tiles) < kFusedMlpMaxThreadgroups ? uint64_t(p.num_tiles)
                                                                            : kFusedMlpMaxThreadgroups;
-  b.Threadgroups("fused_mlp", Shader("forward", p.width, dtype), groups, Threads(p), uint32_t(p.tg_bytes))
+  b.Threadgroups("fused_mlp", FusedMlpTileShader(p.width, false, dtype), groups, Threads(p), uint32_t(p.tg_bytes))
       .Tensor(kFusedMlpForwardX, s.x())
       .Scratch(kFusedMlpForwardWeights, weights)
       .Scratch(kFusedMlpForwardBiases, biases)
@@ -77,7 +79,7 @@ Plan FusedMlpBackward(const FusedMlpParams& p, Dtype dtype) {
   b.ZeroScratch(partials, partial_bytes);
   for (int l = 0; l < s.layers; ++l) Pack(b, p, dtype, l, false, s.grad_kernel_input(l), weights);
   if (p.n > 0) {
-    b.Threadgroups("fused_mlp", Shader("backward", p.width, dtype), uint64_t(p.partitions), Threads(p),
+    b.Threadgroups("fused_mlp", FusedMlpTileShader(p.width, true, dtype), uint64_t(p.partitions), Threads(p),
                    uint32_t(p.tg_bytes))
         .Tensor(kFusedMlpBackwardDy, s.grad_y())
         .Tensor(kFusedMlpBackwardX, s.grad_x_input())
@@ -115,12 +117,9 @@ namespace {
 
 using mo::metal::DimsOf;
 
-const char* DtypeName(TF_DataType dtype) { return dtype == TF_HALF ? "float16" : "float32"; }
-
-std::string Shader(const char* kind, int width, TF_DataType dtype) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "fused_mlp_%s_w%d_%s", kind, width, DtypeName(dtype));
-  return name;
+// The row-tile shader's host name (the plans').
+std::string TileShader(int width, bool backward, TF_DataType dtype) {
+  return mo::metal_plan::FusedMlpTileShader(width, backward, mo::metal::PlanDtype(dtype));
 }
 
 // `count` tensors from input `first` on, and their shapes.
@@ -209,7 +208,7 @@ void Forward(void* kernel, mo::metal::KernelCall& call) {
     return;
   }
   if (!GpuFamilyOk(call)) return;
-  const mo::mtl::Pipeline* tiles = call.Pipeline("fused_mlp", Shader("forward", p.width, dtype));
+  const mo::mtl::Pipeline* tiles = call.Pipeline("fused_mlp", TileShader(p.width, false, dtype));
   if (!FitGeometry(call, net, attrs, n, dtype, false, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
   std::vector<mo::metal::KernelCall::PlanSlot> slots = {x};
   for (TF_Tensor* k : kernels) slots.push_back(k);
@@ -242,7 +241,7 @@ void Backward(void* kernel, mo::metal::KernelCall& call) {
   mo::FusedMlpParams p;
   if (!call.ok() || !Geometry(call, net, attrs, n, dtype, true, &p)) return;
   if (!GpuFamilyOk(call)) return;
-  const mo::mtl::Pipeline* tiles = call.Pipeline("fused_mlp", Shader("backward", p.width, dtype));
+  const mo::mtl::Pipeline* tiles = call.Pipeline("fused_mlp", TileShader(p.width, true, dtype));
   if (!FitGeometry(call, net, attrs, n, dtype, true, tiles, &p) || !ShaderPipelinesOk(call, tiles, p)) return;
   // The partitions (and so the plan's partials) follow the final geometry.
   std::vector<mo::metal::KernelCall::PlanSlot> slots = {dy, x};

@@ -77,9 +77,10 @@ TF_Tensor* KernelCall::Temp(TF_DataType dtype, const std::vector<int64_t>& dims)
 mtl::Buffer* KernelCall::BufferOf(TF_Tensor* tensor) {
   if (tensor == nullptr || !TensorHasMetalBuffer(TF_TensorElementCount(tensor))) return nullptr;
   std::unique_ptr<mtl::Buffer> buffer = WrapTensorData(TF_TensorData(tensor));
-  if (buffer == nullptr || buffer->Length() < TF_TensorByteSize(tensor)) {
-    Fail(TF_INTERNAL, "metal_ops: a tensor's data is not a Metal buffer of its " + std::to_string(TF_TensorByteSize(tensor)) +
-                          " bytes (the op's Metal kernel runs on tensorflow-metal's GPU device only)");
+  const std::string misfit =
+      TensorBufferError(buffer != nullptr, buffer != nullptr ? buffer->Length() : 0, TF_TensorByteSize(tensor));
+  if (!misfit.empty()) {
+    Fail(TF_INTERNAL, misfit);
     return nullptr;
   }
   buffers_.push_back(std::move(buffer));

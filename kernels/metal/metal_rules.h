@@ -27,6 +27,18 @@ namespace metal {
 // The glue binds a small placeholder buffer at that index instead.
 inline bool TensorHasMetalBuffer(int64_t num_elements) { return num_elements > 0; }
 
+// Why a non-empty tensor of `bytes` bytes cannot be bound through its data
+// bridged to an MTLBuffer: the data is no MTLBuffer (`is_buffer` false: the
+// kernel runs on another device than tensorflow-metal's GPU) or a buffer
+// shorter than the tensor (`length` bytes); "" when it can. The op then fails
+// rather than hand Metal a pointer that is not a buffer.
+inline std::string TensorBufferError(bool is_buffer, uint64_t length, uint64_t bytes) {
+  if (is_buffer && length >= bytes) return std::string();
+  return "metal_ops: a tensor's data is not a Metal buffer of its " + std::to_string(bytes) + " bytes (" +
+         (is_buffer ? "the buffer holds " + std::to_string(length) : std::string("no MTLBuffer")) +
+         "; the op's Metal kernel runs on tensorflow-metal's GPU device only)";
+}
+
 // A Metal Shading Language version, e.g. {3, 0}.
 struct MslVersion {
   int major;

@@ -138,6 +138,14 @@ PageRange EnclosingPages(const void* data, uint64_t bytes, uint64_t page_size) {
   return {begin, end - begin, at - begin};
 }
 
+uint64_t PipelineThreadLimit(mtl::Device& device, const std::string& library, const std::string& function,
+                             bool simdgroup_matrix) {
+  if (simdgroup_matrix && !device.GetLimits().apple7) return 0;
+  std::string error;
+  const mtl::Pipeline* pipeline = device.GetPipeline(library, function, &error);
+  return pipeline == nullptr ? 0 : pipeline->MaxTotalThreadsPerThreadgroup();
+}
+
 Result RunOnOwnQueue(mtl::Device& device, mtl::CommandQueue& queue, const Plan& plan, const HostTensor* slots,
                      int num_slots, Cost* cost) {
   const std::string invalid = Validate(plan, num_slots);

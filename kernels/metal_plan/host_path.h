@@ -70,6 +70,15 @@ PageRange EnclosingPages(const void* data, uint64_t bytes, uint64_t page_size);
 Result RunOnOwnQueue(mtl::Device& device, mtl::CommandQueue& queue, const Plan& plan, const HostTensor* slots,
                      int num_slots, Cost* cost);
 
+// The most threads per threadgroup `function` of `library` runs on `device`
+// (its pipeline's maxTotalThreadsPerThreadgroup, which a kernel using many
+// registers gets below the device's), for a plan that sizes its threadgroups
+// to it before it is built, on every route; 0 where the device has no such
+// pipeline or, with `simdgroup_matrix`, lacks MTLGPUFamilyApple7 (nothing is
+// compiled then): the plan's run then says why the CPU computes.
+uint64_t PipelineThreadLimit(mtl::Device& device, const std::string& library, const std::string& function,
+                             bool simdgroup_matrix);
+
 // A tensor slot of the stream route: a Metal buffer (nullptr: an empty
 // tensor, bound as a placeholder) and the tensor's offset in it.
 struct BoundSlot {

@@ -754,11 +754,14 @@ extern "C" int metal_ops_model_misuse(const char* what, char* out, size_t len) {
   // One dispatch of trunc_exp's forward kernel on `cb`, broken as `use` says.
   auto encode = [&](mo::mtl::CommandBuffer& cb) {
     std::unique_ptr<mo::mtl::ComputeEncoder> encoder = cb.NewComputeEncoder();
-    encoder->SetPipeline(*pipeline);
+    if (use != "dispatch_without_pipeline") encoder->SetPipeline(*pipeline);
     encoder->SetBuffer(*x, use == "offset_unaligned" ? 8 : 0, 0);
     encoder->SetBuffer(*y, use == "offset_outside" ? 8192 : 0, 1);
+    if (use == "buffer_index_31") encoder->SetBuffer(*y, 0, 31);
     encoder->SetBytes(params.data(), params.size(), 2);
     if (use == "threadgroup_memory_unaligned") encoder->SetThreadgroupMemoryLength(24, 0);
+    if (use == "threadgroup_memory_over") encoder->SetThreadgroupMemoryLength(32768 + 16, 0);
+    if (use == "second_encoder") cb.NewComputeEncoder();
     encoder->DispatchThreadgroups(1, use == "threads_over_pipeline" ? 2048 : 64);
     if (use != "encoder_not_ended") encoder->EndEncoding();
     if (use == "encode_after_end") encoder->DispatchThreadgroups(1, 64);
@@ -769,10 +772,12 @@ extern "C" int metal_ops_model_misuse(const char* what, char* out, size_t len) {
     stream.Sync([&] {
       if (use == "nested_sync") stream.Sync([] {});
     });
-  } else if (use == "commit_outside_queue" || use == "ok_commit") {
+  } else if (use == "commit_outside_queue" || use == "commit_and_wait_outside_queue" || use == "ok_commit") {
     stream.Sync([&] { encode(*stream.CurrentCommandBuffer()); });
     if (use == "ok_commit") {
       stream.Sync([&] { stream.CommitAndWait(); });
+    } else if (use == "commit_and_wait_outside_queue") {
+      stream.CommitAndWait();
     } else {
       stream.Commit();
     }
@@ -804,6 +809,11 @@ extern "C" int metal_ops_model_misuse(const char* what, char* out, size_t len) {
       encode(*cb);
       cb->Commit();
       cb->Commit();
+    } else if (use == "encode_after_commit") {
+      encode(*cb);
+      cb->Commit();
+      cb->NewComputeEncoder()->SetPipeline(*pipeline);
+      cb->WaitUntilCompleted();
     } else {
       encode(*cb);
       cb->Commit();

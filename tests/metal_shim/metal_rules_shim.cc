@@ -82,6 +82,11 @@ int shim_tensor_has_metal_buffer(int64_t num_elements) {
   return mo::metal::TensorHasMetalBuffer(num_elements) ? 1 : 0;
 }
 
+// TensorBufferError into `out`.
+void shim_tensor_buffer_error(int is_buffer, uint64_t length, uint64_t bytes, char* out, int size) {
+  CopyOut(mo::metal::TensorBufferError(is_buffer != 0, length, bytes), out, size);
+}
+
 // The MSL version a device offers (metal3: it reports MTLGPUFamilyMetal3), as major * 100 + minor.
 int shim_msl_version_for_device(int metal3) {
   const mo::metal::MslVersion v = mo::metal::MslVersionForDevice(metal3 != 0);
