@@ -752,25 +752,32 @@ extern "C" void metal_ops_model_counters(uint64_t out[6]) {
   out[5] = c.dispatches.load();
 }
 
+namespace msl_shim {
+namespace model {
+namespace {
+// The counters' text `field` into `out` (NUL-terminated, truncated to `len`).
+void CopyOut(std::string Counters::*field, char* out, size_t len) {
+  Counters& c = Count();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (len == 0) return;
+  std::strncpy(out, (c.*field).c_str(), len - 1);
+  out[len - 1] = '\0';
+}
+}  // namespace
+}  // namespace model
+}  // namespace msl_shim
+
 // The model's compiles in this process into `out`, in order: one "library
 // instantiation count" line each: the instantiation compiled with the
 // library's body ("-": the body alone) and how many instantiations
 // (`[[host_name(`) the text compiled holds.
 extern "C" void metal_ops_model_compiles(char* out, size_t len) {
-  msl_shim::model::Counters& c = msl_shim::model::Count();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  if (len == 0) return;
-  std::strncpy(out, c.compiles.c_str(), len - 1);
-  out[len - 1] = '\0';
+  msl_shim::model::CopyOut(&msl_shim::model::Counters::compiles, out, len);
 }
 
 // The first violation's text into `out`.
 extern "C" void metal_ops_model_first_violation(char* out, size_t len) {
-  msl_shim::model::Counters& c = msl_shim::model::Count();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  if (len == 0) return;
-  std::strncpy(out, c.first_violation.c_str(), len - 1);
-  out[len - 1] = '\0';
+  msl_shim::model::CopyOut(&msl_shim::model::Counters::first_violation, out, len);
 }
 
 // The model's rules fed a broken use each (tests/test_metal_model_rules.py):
