@@ -313,7 +313,7 @@ def test_a_first_call_compiles_only_the_instantiations_its_plans_name():
     assert got["compiled"] == [["hash_encode", name, 1] for name in names]
     # With input_grad's compile failing, in a fresh cache: the one gradient
     # call whose plan uses it computes on the CPU (one warning naming the
-    # kernel), the same results; every other call keeps Metal, as before.
+    # kernel), the same results; every other call keeps Metal.
     (forward, gradient), (first_forward, first_gradient) = got["steps"], got["first_steps"]
     assert forward == first_forward == [1, 0] and got["same"], got
     assert first_gradient[1] == 0 and gradient == [first_gradient[0] - 1, 1], got
