@@ -281,7 +281,7 @@ BACKENDS := cpu
 GEN := $(BUILD)/gen
 METAL_GEN_CC := $(GEN)/metal_sources.cc
 METAL_GEN_SRCS := $(addprefix $(GEN)/,$(notdir $(METAL_SRCS)))
-$(METAL_GEN_CC): $(METAL_SRCS) tools/build/embed_metal.py
+$(METAL_GEN_CC): $(METAL_SRCS) tools/build/embed_metal.py tools/check/msl_check.py
 	python3 tools/build/embed_metal.py --root . --out $(GEN) $(METAL_SRCS)
 $(METAL_GEN_SRCS): $(METAL_GEN_CC)
 -include $(GEN)/metal_sources.d

@@ -663,6 +663,41 @@ def test_embed_reports_missing_include_and_cycles(tmp_path):
         embed_metal.embed([str(root / "missing.metal")], str(root), str(root / "out"))
 
 
+KERNEL_ROW = re.compile(r'^    \{"([a-z0-9_]+)", "(\w+)", (\d+), (\d+)\},$', re.MULTILINE)
+
+
+def test_every_instantiation_is_listed_where_it_lies_in_its_source(embedded):
+    """kEmbeddedMetalKernels: each instantiation of each source once, its
+    bytes in the embedded text being that declaration (the pipeline cache
+    compiles the source with the others cut out)."""
+    cc = (embedded / "metal_sources.cc").read_text()
+    rows = KERNEL_ROW.findall(cc.split("kEmbeddedMetalKernels[] = {", 1)[1])
+    assert f"kNumEmbeddedMetalKernels = {len(rows)};" in cc
+    listed = {}
+    for library, host, begin, end in rows:
+        data = (embedded / f"{library}.metal").read_text().encode("utf-8")
+        declaration = data[int(begin):int(end)].decode("utf-8")
+        assert msl_check.instantiations(declaration) == [(host, msl_check.instantiations(declaration)[0][1])]
+        assert declaration.startswith("template") and declaration.endswith(";"), (library, host)
+        listed.setdefault(library, []).append(host)
+    for path in METAL_SOURCES:
+        name = os.path.splitext(os.path.basename(path))[0]
+        text = (embedded / f"{name}.metal").read_text()
+        assert listed.get(name, []) == [host for host, _ in msl_check.instantiations(text)], name
+
+
+def test_embed_refuses_an_instantiation_it_cannot_split(tmp_path, capsys):
+    """A host name outside an instantiation of the one form the build reads
+    fails the build step, naming the library and the line: never a source
+    compiled whole without a word."""
+    (tmp_path / "split_me.metal").write_text(
+        "template <typename T> [[kernel]] void f(device T* x [[buffer(0)]]) {}\n"
+        'template [[host_name("f_float")]] [[kernel]] void f<float>(device float* x [[buffer(0)]]);\n')
+    assert embed_metal.main(["--root", str(tmp_path), "--out", str(tmp_path / "out"),
+                             str(tmp_path / "split_me.metal")]) == 1
+    assert "embed_metal: split_me: line 2: a host name outside an instantiation" in capsys.readouterr().err
+
+
 def test_embed_reads_the_language_line(tmp_path):
     (tmp_path / "new.metal").write_text("// metal_ops: msl 3.1\nkernel void f() {}\n")
     (tmp_path / "old.metal").write_text("kernel void g() {}\n")

@@ -271,6 +271,58 @@ def test_every_injected_fault_ends_in_a_clear_error_or_a_cpu_fallback(route):
         assert any(op + " (node" in w and FAULT_CASES[fault][1] in w for w in turned_off), (op, turned_off)
 
 
+FIRST_CALLS = """
+import json, os, numpy as np, tensorflow as tf, metal_ops
+from metal_ops import metal_path
+x = tf.constant(np.random.default_rng(0).random((4096, 3), dtype=np.float32))
+grid = dict(num_levels=4, log2_hashmap_size=12, base_resolution=4, per_level_scale=2.0)
+table = tf.constant(np.random.default_rng(1).random((metal_ops.hash_grid_size(3, **grid), 2), dtype=np.float32))
+def call():
+    counts = [(metal_path.metal_runs()[0], metal_path.metal_fallbacks())]
+    with tf.GradientTape() as tape:
+        tape.watch([x, table])
+        y = metal_ops.hash_encode(x, table, **grid)
+    counts.append((metal_path.metal_runs()[0], metal_path.metal_fallbacks()))
+    grads = tape.gradient(y, [table, x])
+    counts.append((metal_path.metal_runs()[0], metal_path.metal_fallbacks()))
+    # (plans run on Metal, calls sent back to the CPU): of the forward, of the gradient
+    steps = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(counts, counts[1:])]
+    return [t.numpy() for t in [y] + grads], steps
+first, first_steps = call()
+compiled = _model.compiles()
+os.environ["METAL_OPS_MODEL_FAULTS"] = "compile=hash_encode@hash_encode_input_grad_d3_f2_float32"
+faulted, steps = call()
+print(json.dumps({"compiled": compiled, "first_steps": first_steps, "steps": steps,
+                  "same": all(np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(first, faulted))}))
+"""
+
+
+def test_a_first_call_compiles_only_the_instantiations_its_plans_name():
+    """HashEncode's forward and backward (float32, D=3, F=2) on the own queue
+    compile hash_encode.metal's body with each kernel their plans name, one
+    at a time: never the library's 134 instantiations. A compile that fails
+    for one kernel sends only the calls whose plans use it to the CPU."""
+    out = run_child(FIRST_CALLS, TF_CPP_MIN_LOG_LEVEL="0")
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    # The forward, then the gradient's plan (deterministic by default: the
+    # table gradient in 64-bit fixed point), in the order it encodes them.
+    names = ["hash_encode_forward_d3_f2_float32", "hash_encode_zero_u32", "hash_encode_max_abs_float32",
+             "hash_encode_table_grad_fixed_d3_f2_float32", "hash_encode_fixed_to_table_float32",
+             "hash_encode_input_grad_d3_f2_float32"]
+    assert got["compiled"] == [["hash_encode", name, 1] for name in names]
+    # With input_grad's compile failing, in a fresh cache: the one gradient
+    # call whose plan uses it computes on the CPU (one warning naming the
+    # kernel), the same results; every other call keeps Metal.
+    (forward, gradient), (first_forward, first_gradient) = got["steps"], got["first_steps"]
+    assert forward == first_forward == [1, 0] and got["same"], got
+    assert first_gradient[1] == 0 and gradient == [first_gradient[0] - 1, 1], got
+    warnings = [line for line in out.stderr.splitlines() if "computes on the CPU instead" in line]
+    assert len(warnings) == 1 and "MetalOpsHashEncodeGrad (node" in warnings[0], warnings
+    assert ("compiling the Metal shaders of 'hash_encode' failed for kernel 'hash_encode_input_grad_d3_f2_float32'"
+            in warnings[0]), warnings
+
+
 ZERO_COPY = """
 import numpy as np, tensorflow as tf, metal_ops
 from metal_ops import metal_path

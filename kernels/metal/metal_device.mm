@@ -121,22 +121,23 @@ class MetalQueue : public Holder<mtl::CommandQueue, id<MTLCommandQueue>> {
   }
 };
 
-// newLibraryWithSource with the language version `source` asks for and fast
+// newLibraryWithSource of one compile's text (the pipeline cache's
+// CompileUnit) with the language version its source asks for and fast
 // math off (the shaders test for NaN and infinity). fastMathEnabled is
 // deprecated in the macOS 15 SDK (mathMode replaces it) but is the API every
 // supported macOS has.
-id<MTLLibrary> CompileLibrary(id<MTLDevice> device, const EmbeddedMetalSource& source, std::string* error) {
+id<MTLLibrary> CompileLibrary(id<MTLDevice> device, const CompileUnit& unit, std::string* error) {
   @autoreleasepool {
     MTLCompileOptions* options = [[MTLCompileOptions alloc] init];
     options.languageVersion =
-        static_cast<MTLLanguageVersion>(MtlLanguageVersionValue({source.msl_major, source.msl_minor}));
+        static_cast<MTLLanguageVersion>(MtlLanguageVersionValue({unit.source.msl_major, unit.source.msl_minor}));
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wdeprecated-declarations"
     options.fastMathEnabled = NO;
 #pragma clang diagnostic pop
     NSError* failure = nil;
-    id<MTLLibrary> library = [device newLibraryWithSource:@(source.source) options:options error:&failure];
-    if (library == nil) *error = "compiling the Metal shaders of '" + std::string(source.library) + "' failed: " + Describe(failure);
+    id<MTLLibrary> library = [device newLibraryWithSource:@(unit.text.c_str()) options:options error:&failure];
+    if (library == nil) *error = CompileFailure(unit) + ": " + Describe(failure);
     return library;
   }
 }
@@ -187,7 +188,7 @@ class MetalDevice : public Holder<mtl::Device, id<MTLDevice>> {
     return pipelines_.Get(
         library, function,
         MslVersionForDevice(Metal3()),
-        [device](const EmbeddedMetalSource& source, std::string* e) { return CompileLibrary(device, source, e); },
+        [device](const CompileUnit& unit, std::string* e) { return CompileLibrary(device, unit, e); },
         [device](id<MTLLibrary> lib, const std::string& f, std::string* e) { return BuildPipeline(device, lib, f, e); },
         error);
   }

@@ -26,7 +26,8 @@
 // METAL_OPS_MODEL_FAULTS (comma-separated, read at each call): nil_device
 // (MTLCreateSystemDefaultDevice gives none: a virtual machine), nil_buffer,
 // nil_private (private buffers only: scratch), compile (every library fails
-// to compile), compile=LIB (the library LIB alone), no_metal3 (the device is
+// to compile), compile=LIB (the library LIB alone), compile=LIB@FUNCTION (the
+// compile of that instantiation of LIB alone), no_metal3 (the device is
 // not of MTLGPUFamilyMetal3: no MSL 3.0), gpu_error, no_apple7,
 // nil_encoder, nil_command_buffer, max_threads=N (every pipeline's
 // maxTotalThreadsPerThreadgroup), max_threads=N@FUNCTION (the pipeline of
@@ -41,11 +42,14 @@
 // commitAndContinue on the stream's command buffer before each encoder).
 // Its pipelines come through the library's own pipeline cache and language
 // gate (kernels/metal/pipeline_cache.h over the embedded sources), one cache
-// per set of compile faults (a Mac compiles each library once).
+// per set of compile faults (a Mac compiles each text once); a compiled
+// library holds the functions its text defines, no other, and each compile
+// is recorded (metal_ops_model_compiles).
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -82,7 +86,8 @@ struct Faults {
   bool nil_buffer = false, nil_private = false, compile = false, gpu_error = false, no_apple7 = false, nil_encoder = false,
        nil_command_buffer = false, no_copy = false, wrong_result = false, commit_and_continue = false, no_metal3 = false,
        nil_device = false;
-  std::string compile_library;  // compile=LIB
+  std::string compile_library;   // compile=LIB
+  std::string compile_function;  // compile=LIB@FUNCTION
   uint64_t simd_width = 32;
   uint64_t max_threads = kMaxThreadsPerThreadgroup;
   uint64_t max_buffer = kMaxBufferLength;
@@ -119,7 +124,10 @@ Faults ReadFaults() {
       if (key == name && at_sign == std::string::npos) f.*number = value;
     }
     if (key == "max_threads" && at_sign != std::string::npos) f.pipeline_max_threads[item.substr(at_sign + 1)] = value;
-    if (key == "compile" && eq != std::string::npos) f.compile_library = item.substr(eq + 1);
+    if (key == "compile" && eq != std::string::npos) {
+      f.compile_library = item.substr(eq + 1, at_sign == std::string::npos ? std::string::npos : at_sign - eq - 1);
+      if (at_sign != std::string::npos) f.compile_function = item.substr(at_sign + 1);
+    }
     at = end + 1;
   }
   return f;
@@ -129,6 +137,7 @@ struct Counters {
   std::atomic<uint64_t> bytes_copied{0}, wrapped{0}, command_buffers{0}, waits{0}, violations{0}, dispatches{0};
   std::mutex mutex;
   std::string first_violation, last_violation;
+  std::string compiles;  // one "library instantiation count" line per compile (below)
 };
 Counters& Count() {
   static Counters* counters = new Counters;
@@ -574,20 +583,39 @@ class ModelDevice : public mo::mtl::Device {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       std::unique_ptr<PipelineCache>& entry =
-          caches_[(f.compile ? "compile," : "") + f.compile_library + (f.no_metal3 ? ",no_metal3" : "")];
+          caches_[(f.compile ? "compile," : "") + f.compile_library + "@" + f.compile_function +
+                  (f.no_metal3 ? ",no_metal3" : "")];
       if (entry == nullptr) entry.reset(new PipelineCache);
       cache = entry.get();
     }
-    // newLibraryWithSource: the source's kernels as the shim compiled them.
-    auto compile = [&f](const mo::metal::EmbeddedMetalSource& source, std::string* e) -> const char* {
-      if (!f.compile && f.compile_library != source.library) return source.library;
-      *e = std::string("compiling the Metal shaders of '") + source.library + "' failed (injected by the model)";
-      return nullptr;
+    // newLibraryWithSource: the compile's text, recorded; its kernels run as the shim compiled them.
+    auto compile = [&f](const mo::metal::CompileUnit& unit, std::string* e) -> std::shared_ptr<const Library> {
+      const char* host_name = unit.instantiation == nullptr ? "-" : unit.instantiation->host_name;
+      if (f.compile || (f.compile_library == unit.source.library &&
+                        (f.compile_function.empty() || f.compile_function == host_name))) {
+        *e = mo::metal::CompileFailure(unit) + " (injected by the model)";
+        return nullptr;
+      }
+      size_t instantiations = 0;
+      for (size_t at = unit.text.find("[[host_name("); at != std::string::npos;
+           at = unit.text.find("[[host_name(", at + 1)) {
+        ++instantiations;
+      }
+      {
+        std::lock_guard<std::mutex> lock(Count().mutex);
+        Count().compiles +=
+            std::string(unit.source.library) + " " + host_name + " " + std::to_string(instantiations) + "\n";
+      }
+      return std::make_shared<const Library>(Library{unit.source.library, unit.text});
     };
-    // newFunctionWithName + newComputePipelineStateWithDescriptor.
-    auto build = [](const char* lib, const std::string& name, std::string* e) -> std::unique_ptr<mo::mtl::Pipeline> {
-      const exec::Entry* entry = exec::Find(lib, name);
-      if (entry == nullptr) *e = "Metal function '" + name + "' is not in the shaders of '" + lib + "'";
+    // newFunctionWithName (a function the compiled text defines: a host name
+    // it instantiates, or a plain kernel) + newComputePipelineStateWithDescriptor.
+    auto build = [](std::shared_ptr<const Library> lib, const std::string& name,
+                    std::string* e) -> std::unique_ptr<mo::mtl::Pipeline> {
+      const bool defined = lib->text.find("host_name(\"" + name + "\")") != std::string::npos ||
+                           lib->text.find("void " + name + "(") != std::string::npos;
+      const exec::Entry* entry = defined ? exec::Find(lib->name, name) : nullptr;
+      if (entry == nullptr) *e = "Metal function '" + name + "' is not in the shaders of '" + lib->name + "'";
       return std::unique_ptr<mo::mtl::Pipeline>(entry == nullptr ? nullptr : new ModelPipeline(entry));
     };
     return cache->Get(library, function, mo::metal::MslVersionForDevice(!f.no_metal3), compile, build, error);
@@ -601,7 +629,12 @@ class ModelDevice : public mo::mtl::Device {
     const Faults f = ReadFaults();
     return !f.nil_buffer && length > 0 && length <= f.max_buffer;
   }
-  using PipelineCache = mo::metal::PipelineCache<const char*>;  // a library: its name
+  // A compiled library: its name and the text compiled.
+  struct Library {
+    const char* name;
+    std::string text;
+  };
+  using PipelineCache = mo::metal::PipelineCache<std::shared_ptr<const Library>>;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<PipelineCache>> caches_;
 };
@@ -719,13 +752,32 @@ extern "C" void metal_ops_model_counters(uint64_t out[6]) {
   out[5] = c.dispatches.load();
 }
 
-// The first violation's text into `out`.
-extern "C" void metal_ops_model_first_violation(char* out, size_t len) {
-  msl_shim::model::Counters& c = msl_shim::model::Count();
+namespace msl_shim {
+namespace model {
+namespace {
+// The counters' text `field` into `out` (NUL-terminated, truncated to `len`).
+void CopyOut(std::string Counters::*field, char* out, size_t len) {
+  Counters& c = Count();
   std::lock_guard<std::mutex> lock(c.mutex);
   if (len == 0) return;
-  std::strncpy(out, c.first_violation.c_str(), len - 1);
+  std::strncpy(out, (c.*field).c_str(), len - 1);
   out[len - 1] = '\0';
+}
+}  // namespace
+}  // namespace model
+}  // namespace msl_shim
+
+// The model's compiles in this process into `out`, in order: one "library
+// instantiation count" line each: the instantiation compiled with the
+// library's body ("-": the body alone) and how many instantiations
+// (`[[host_name(`) the text compiled holds.
+extern "C" void metal_ops_model_compiles(char* out, size_t len) {
+  msl_shim::model::CopyOut(&msl_shim::model::Counters::compiles, out, len);
+}
+
+// The first violation's text into `out`.
+extern "C" void metal_ops_model_first_violation(char* out, size_t len) {
+  msl_shim::model::CopyOut(&msl_shim::model::Counters::first_violation, out, len);
 }
 
 // The model's rules fed a broken use each (tests/test_metal_model_rules.py):

@@ -63,3 +63,15 @@ def counters():
     result = dict(zip(FIELDS, map(int, out)))
     result["first_violation"] = text.value.decode()
     return result
+
+
+def compiles():
+    """The model's compiles in this process (None when it is not loaded), in
+    order: (library, the instantiation compiled with its body, or None for the
+    body alone, how many instantiations the text compiled holds)."""
+    if not load():
+        return None
+    text = ctypes.create_string_buffer(1 << 16)
+    _lib.metal_ops_model_compiles(text, ctypes.c_size_t(len(text)))
+    rows = [line.split(" ") for line in text.value.decode().splitlines()]
+    return [(library, None if name == "-" else name, int(count)) for library, name, count in rows]

@@ -8,7 +8,13 @@ MSL-shim tests compile as C++. Then OUT/metal_sources.cc holds every expanded
 source as a C++ raw string in mo::metal::kEmbeddedMetalSources
 (kernels/metal/embedded_sources.h), with the language version the shader's
 `// metal_ops: msl X.Y` line asks for (2.4 when it has none), and OUT/metal_sources.d
-lists the headers each source was expanded from, for make.
+lists the headers each source was expanded from, for make. Each source's kernel
+template instantiations (`template [[host_name("name")]] [[kernel]]
+decltype(f<...>) f<...>;`, read by tools/check/msl_check.py) are listed in
+mo::metal::kEmbeddedMetalKernels with where each lies in the source, so the
+pipeline cache compiles the source's body with only the instantiation a
+pipeline needs (kernels/metal/pipeline_cache.h); a host name outside such an
+instantiation, or one instantiated twice, is an error naming the source.
 
     python tools/build/embed_metal.py --root . --out build/gen kernels/*/*.metal
 """
@@ -16,6 +22,11 @@ import argparse
 import os
 import re
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from tools.check.msl_check import instantiation_spans  # noqa: E402  (the one reading of the instantiation lines)
 
 # A project include, expanded.
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
@@ -73,6 +84,7 @@ def msl_version(text, name):
 def embed(sources, root, out_dir, cc_only=False):
     os.makedirs(out_dir, exist_ok=True)
     entries = []
+    kernel_rows = []
     dep_lines = []
     for source in sorted(sources):
         name = os.path.splitext(os.path.basename(source))[0]
@@ -83,10 +95,12 @@ def embed(sources, root, out_dir, cc_only=False):
         if f"){DELIMITER}\"" in text:
             raise EmbedError(f"{source}: contains the raw-string delimiter ){DELIMITER}\"")
         major, minor = msl_version(text, source)
+        kernels = kernel_spans(text, name)
         expanded = os.path.join(out_dir, name + ".metal")
         if not cc_only:
             write(expanded, text)
         entries.append((name, text, major, minor))
+        kernel_rows += [(name, host, begin, end) for host, begin, end in kernels]
         dep_lines.append((expanded, deps))
 
     cc = [
@@ -104,6 +118,15 @@ def embed(sources, root, out_dir, cc_only=False):
         "};",
         f"const size_t kNumEmbeddedMetalSources = {len(entries)};",
         "",
+        "const EmbeddedMetalKernel kEmbeddedMetalKernels[] = {",
+    ]
+    cc += [f'    {{"{name}", "{host}", {begin}, {end}}},' for name, host, begin, end in kernel_rows]
+    if not kernel_rows:  # C++ has no empty array: one row, not counted
+        cc.append('    {"", "", 0, 0},')
+    cc += [
+        "};",
+        f"const size_t kNumEmbeddedMetalKernels = {len(kernel_rows)};",
+        "",
         "}  // namespace metal",
         "}  // namespace mo",
         "",
@@ -119,6 +142,18 @@ def embed(sources, root, out_dir, cc_only=False):
     dep_text += "".join(f"{d}:\n" for d in all_deps)
     write(os.path.join(out_dir, "metal_sources.d"), dep_text)
     return entries
+
+
+def kernel_spans(text, name):
+    """[(host name, begin, end)] of the kernel template instantiations in the
+    expanded source `text` of library `name`, begin and end being byte offsets
+    in its UTF-8 text (the embedded C++ string's)."""
+    try:
+        spans = instantiation_spans(text, name)
+    except ValueError as e:
+        raise EmbedError(str(e)) from e
+    return [(host, len(text[:start].encode("utf-8")), len(text[:end].encode("utf-8")))
+            for host, _, start, end in spans]
 
 
 def write(path, text):

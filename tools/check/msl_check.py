@@ -255,19 +255,36 @@ INSTANTIATION = re.compile(
     r'decltype\((?P<declared>[^;]+?)\)\s+(?P<function>[^;]+?)\s*;', re.MULTILINE)
 
 
-def instantiations(text, source="<text>"):
-    """[(host name, function)] of the kernel template instantiations in an MSL source."""
+# Where a host name is given: each must be part of an INSTANTIATION.
+HOST_NAME = re.compile(r"\[\[\s*host_name\b")
+
+
+def instantiation_spans(text, source="<text>"):
+    """[(host name, function, start, end)] of the kernel template instantiations
+    in an MSL source, `text[start:end]` being each one's declaration. A
+    `[[host_name` this reading does not take as an instantiation is an error."""
     found = []
     for m in INSTANTIATION.finditer(text):
         declared, function = (" ".join(m.group(g).split()) for g in ("declared", "function"))
         if declared != function:
             raise ValueError(f"{source}: {m.group('name')}: decltype({declared}) declares {function}")
-        found.append((m.group("name"), function))
-    names = [n for n, _ in found]
+        found.append((m.group("name"), function, m.start(), m.end()))
+    for m in HOST_NAME.finditer(text):
+        if not any(start <= m.start() < end for _, _, start, end in found):
+            number = text.count("\n", 0, m.start()) + 1
+            line = text.splitlines()[number - 1].strip()
+            raise ValueError(f"{source}: line {number}: a host name outside an instantiation of the form "
+                             f"`template [[host_name(\"name\")]] [[kernel]] decltype(f<...>) f<...>;`: {line}")
+    names = [n for n, _, _, _ in found]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"{source}: host names instantiated twice: {', '.join(duplicates)}")
     return found
+
+
+def instantiations(text, source="<text>"):
+    """[(host name, function)] of the kernel template instantiations in an MSL source."""
+    return [(name, function) for name, function, _, _ in instantiation_spans(text, source)]
 
 
 def without_instantiation_attributes(text):
