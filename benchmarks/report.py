@@ -479,9 +479,6 @@ GROUPS = [
 ]
 
 
-# Sections whose result file a GPU run is still to write: each table appears once its file does.
-AWAITED = {"splat_rasterize_gsplat.h200", "splat_mic_gsplat.h200"}
-
 # The rows of the op benchmarks' result files whose rows are not a list as it stands.
 ROWS = {
     "fused_conv2d.cpu": _fused_conv2d_cpu,

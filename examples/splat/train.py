@@ -29,7 +29,7 @@ def parse_args(argv=None):
     g.add_argument("--name", default="splat", help="run name: outputs go to <out-dir>/<name>/")
     g.add_argument("--out-dir", default="runs", help="where the run's folder goes")
     g.add_argument("--steps", type=int, default=None,
-                   help="training steps (one view each; default 30000 for a dataset, 3000 for the procedural scene)")
+                   help="training steps (one view each; default 30000 for a dataset, 2000 for the procedural scene)")
     g.add_argument("--seed", type=int, default=0, help="seed of the initial Gaussians, the views' order and splits")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
     g.add_argument("--no-outputs", action="store_true", help="no pictures, orbit or metrics.json")
@@ -58,7 +58,7 @@ def parse_args(argv=None):
         p.error(f"--init-points must be at least 1, got {a.init_points}")
     if a.size < 1 or a.downscale < 1:
         p.error("--size and --downscale must be at least 1")
-    a.steps = a.steps or (3000 if a.data is None else 30_000)
+    a.steps = a.steps or (2000 if a.data is None else 30_000)
     a.init_points = a.init_points or (5000 if a.data is None else 100_000)
     return a
 
