@@ -6,7 +6,8 @@
 // backward walks the batches back to front from the block's largest
 // last_ids, sums each Gaussian's gradient over a warp with shuffles and adds
 // it to the outputs with one atomicAdd per warp (per thread where the tile
-// is not a whole number of warps). The per-pixel arithmetic is
+// is not a whole number of warps); a warp none of whose pixels the Gaussian
+// touches skips the sums, as gsplat's does. The per-pixel arithmetic is
 // kernels/gaussian_rasterize/gaussian_rasterize.h's. Colours are templated on
 // 1 to 4 channels (held in registers); more channels are read and summed in
 // global memory.
@@ -142,6 +143,12 @@ __device__ __forceinline__ void WarpAdd(float value, float* out, bool whole) {
   if ((threadIdx.x & 31) == 0 && value != 0.0f) atomicAdd(out, value);
 }
 
+// Whether a pixel's gradients of one Gaussian's mean, conic and opacity are not all zero.
+__device__ __forceinline__ bool Touched(const float (&g_mean)[2], const float (&g_conic)[3], const float (&g_opacity)[1]) {
+  return g_mean[0] != 0.0f || g_mean[1] != 0.0f || g_conic[0] != 0.0f || g_conic[1] != 0.0f || g_conic[2] != 0.0f ||
+         g_opacity[0] != 0.0f;
+}
+
 template <int kC>
 __global__ void GaussianRasterizeBackwardKernel(
     const float* __restrict__ means2d, const float* __restrict__ conics, const float* __restrict__ colors,
@@ -201,6 +208,7 @@ __global__ void GaussianRasterizeBackwardKernel(
       const float* color = colors + static_cast<int64_t>(g) * C;
       const float2 xy = batch.mean[b];
       const float4 co = batch.conic_opacity[b];
+      bool touched = false;
       if constexpr (kC > 0) {
         float g_color[kC];
         for (int c = 0; c < kC; ++c) g_color[c] = 0.0f;
@@ -208,10 +216,17 @@ __global__ void GaussianRasterizeBackwardKernel(
           gs_backward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, color, kC, px, py, up, &state, g_color, g_mean,
                            g_conic, g_opacity);
         }
+        for (int c = 0; c < kC; ++c) touched = touched || g_color[c] != 0.0f;
+        // Most of a tile's Gaussians cover few of its pixels: a warp with nothing to add skips the
+        // reductions (every lane of a whole warp is here: the loop is the same for the whole block).
+        if (whole && !__any_sync(kFullWarp, touched || Touched(g_mean, g_conic, g_opacity))) continue;
         for (int c = 0; c < kC; ++c) WarpAdd(g_color[c], grad_colors + static_cast<int64_t>(g) * kC + c, whole);
-      } else if (k < last) {
-        gs_backward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, color, C, px, py, up, &state,
-                         AtomicRow{grad_colors + static_cast<int64_t>(g) * C}, g_mean, g_conic, g_opacity);
+      } else {
+        if (k < last) {
+          gs_backward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, color, C, px, py, up, &state,
+                           AtomicRow{grad_colors + static_cast<int64_t>(g) * C}, g_mean, g_conic, g_opacity);
+        }
+        if (whole && !__any_sync(kFullWarp, Touched(g_mean, g_conic, g_opacity))) continue;
       }
       WarpAdd(g_mean[0], grad_means2d + 2 * static_cast<int64_t>(g), whole);
       WarpAdd(g_mean[1], grad_means2d + 2 * static_cast<int64_t>(g) + 1, whole);
