@@ -200,13 +200,51 @@ def test_gradient_in_tf_function_and_of_alpha_alone():
     assert_close_scaled([got], [want], 2e-4)
 
 
-@pytest.mark.cpu_semantics("the CPU backward is bitwise reproducible")
-def test_backward_is_deterministic():
-    width, height = 64, 48
-    inputs = scene(300, 3, width, height, seed=12)
+def wide_scene():
+    """200 small Gaussians and 4 large ones that each of the 63 tiles lists
+    first: each Gaussian's intersections (the backward sums their rows) are
+    one to 63, spread over the tiles."""
+    width, height, tile_size = 72, 56, 8
+    rng = np.random.default_rng(21)
+    small = ref.scene(rng, 200, 3, width, height, tile_size, scale=(1.0, 4.0))
+    large = ref.scene(rng, 4, 3, width, height, tile_size, scale=(18.0, 28.0), opacity=(0.05, 0.3))
+    floats = [np.concatenate([s, g]) for s, g in zip(small[:4], large[:4])] + [small[4]]
+    ids = np.concatenate([np.concatenate([np.arange(200, 204), small[5][start:end]]) for start, end in small[6]])
+    ends = np.cumsum(small[6][:, 1] - small[6][:, 0] + 4)
+    ranges = np.stack([np.concatenate([[0], ends[:-1]]), ends], -1)
+    return floats + [ids.astype(np.int32), ranges.astype(np.int32)], width, height, tile_size
+
+
+def test_gradients_of_gaussians_that_many_tiles_see_match_numpy():
+    inputs, width, height, tile_size = wide_scene()
+    assert np.bincount(inputs[5]).max() == 63
+    v_image, v_alpha = cotangents((height, width, 3), seed=2)
+    _, _, grads = op_with_grad(inputs, attrs_of(width, height, tile_size), v_image, v_alpha)
+    assert_close_scaled(grads, ref.vjp(*inputs, width, height, tile_size, v_image, v_alpha), 2e-4)
+
+
+def no_intersections(width=20, height=12):
+    """Five Gaussians that no tile lists (M = 0; 16-pixel tiles)."""
+    return scene(5, 3, width, height)[:5] + [np.zeros(0, np.int32), np.zeros((2, 2), np.int32)], width, height
+
+
+def test_gradients_without_intersections():
+    """M = 0: the Gaussians' gradients are zero, the background's the sum of grad_image."""
+    inputs, width, height = no_intersections()
     v_image, v_alpha = cotangents((height, width, 3))
-    a = op_with_grad(inputs, attrs_of(width, height), v_image, v_alpha)[2]
-    b = op_with_grad(inputs, attrs_of(width, height), v_image, v_alpha)[2]
+    _, _, grads = op_with_grad(inputs, attrs_of(width, height), v_image, v_alpha)
+    for g in grads[:4]:
+        np.testing.assert_array_equal(g, 0)
+    np.testing.assert_allclose(grads[4], v_image.sum((0, 1)), rtol=1e-5)
+
+
+@pytest.mark.cpu_semantics("the CPU backward is bitwise reproducible")
+@pytest.mark.parametrize("wide", [False, True])
+def test_backward_is_deterministic(wide):
+    inputs, width, height, tile_size = wide_scene() if wide else (scene(300, 3, 64, 48, seed=12), 64, 48, 16)
+    v_image, v_alpha = cotangents((height, width, 3))
+    a = op_with_grad(inputs, attrs_of(width, height, tile_size), v_image, v_alpha)[2]
+    b = op_with_grad(inputs, attrs_of(width, height, tile_size), v_image, v_alpha)[2]
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
 
@@ -341,8 +379,8 @@ def shim_lib():
     (40, 3, 19, 23, 8, 1), (30, 2, 19, 23, 5, 0)])
 def test_metal_shaders_on_msl_shim(n, c, width, height, tile_size, reverse):
     """The shaders, their threadgroups run as cooperating fibers (in reverse
-    order too), against the reference, and the backward's sum pass on
-    grids narrower than its columns."""
+    order too), against the reference, the backward's list and sum passes
+    on grids of 1, 3 and 64 threads."""
     assert shim_lib().shim_gaussian_rasterize_find_every_kernel() == 0
     check_on_shim(scene(n, c, width, height, tile_size, seed=n + width), width, height, tile_size, reverse)
 
@@ -366,9 +404,22 @@ def test_metal_forward_stops_once_every_pixel_is_done():
     check_on_shim(inputs, width, height, tile_size, 1, want=(cpu, 1e-5))
 
 
+@pytest.mark.source_tree("the Metal shaders (MSL shim)")
+def test_metal_backward_sums_each_gaussians_intersections_in_index_order():
+    """Gaussians that every tile lists, their lists filled in both thread
+    orders, give the same bits; and M = 0."""
+    inputs, width, height, tile_size = wide_scene()
+    runs = [check_on_shim(inputs, width, height, tile_size, reverse) for reverse in (0, 1)]
+    for x, y in zip(*runs):
+        np.testing.assert_array_equal(x, y)
+    inputs, width, height = no_intersections()
+    check_on_shim(inputs, width, height, 16, 1)
+
+
 def check_on_shim(inputs, width, height, tile_size, reverse, want=None):
     """The shaders' forward and backward on the shim against the reference
-    (the gradients against want = (gradients, tolerance) where given)."""
+    (the gradients against want = (gradients, tolerance) where given); the
+    backward's gradients, the same bits on every grid."""
     lib = shim_lib()
     inputs = [np.ascontiguousarray(x) for x in inputs]
     n, c, m = len(inputs[0]), inputs[2].shape[1], len(inputs[5])
@@ -383,9 +434,14 @@ def check_on_shim(inputs, width, height, tile_size, reverse, want=None):
     np.testing.assert_array_equal(last_ids, want_last)
     v_image, v_alpha = cotangents((height, width, c), seed=n)
     want, tol = want or (ref.vjp(*inputs, width, height, tile_size, v_image, v_alpha), 2e-4)
-    for grid in (1, 3):
+    first = None
+    for grid in (1, 3, 64):
         grads = [np.full(x.shape, 7, np.float32) for x in inputs[:5]]
         assert lib.shim_gaussian_rasterize_backward(
             *[ptr(x) for x in inputs + [alpha, last_ids, v_image, v_alpha] + grads], *sizes, u32(grid)) == 0, \
             lib.shim_gaussian_rasterize_error()
         assert_close_scaled(grads, want, tol)
+        first = first or grads
+        for x, y in zip(first, grads):
+            np.testing.assert_array_equal(x, y)
+    return first

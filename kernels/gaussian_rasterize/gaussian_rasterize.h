@@ -199,12 +199,17 @@ enum GaussianRasterizeGradBuffers {
   kGaussianRasterizeGradRows, kGaussianRasterizeGradPixelRows, kGaussianRasterizeGradBackgroundSums,
   kGaussianRasterizeGradParams,
 };
-// the backward's sum pass: the ids, the rows and background sums, the five gradients.
+// the backward's list and sum passes: the ids, the rows and background sums,
+// the five gradients, then each Gaussian's list of its intersections: the
+// cursors [N + 1] (uint: a Gaussian's count, then its list's next place, then
+// its list's end; the last the lists' running total), the lists' starts [N],
+// the lists [M] (indices into gaussian_ids).
 enum GaussianRasterizeSumBuffers {
   kGaussianRasterizeSumIds, kGaussianRasterizeSumRows, kGaussianRasterizeSumBackgroundSums,
   kGaussianRasterizeSumMeans2d, kGaussianRasterizeSumConics, kGaussianRasterizeSumColors,
   kGaussianRasterizeSumOpacities, kGaussianRasterizeSumBackground,
   kGaussianRasterizeSumParams,
+  kGaussianRasterizeSumCursors, kGaussianRasterizeSumStarts, kGaussianRasterizeSumLists,
 };
 
 }  // namespace mo
@@ -386,10 +391,10 @@ struct BackwardArgs {
 
 // The Metal plans (gaussian_rasterize_metal.cc), every Metal path's
 // (kernels/metal_plan/plan.h): float32, one threadgroup per tile. The
-// backward is deterministic (no atomics): its tile pass writes each
-// intersection's row summed over the tile's pixels in order, its sum pass
-// adds the rows into the Gaussians' gradients in index order, as the CPU
-// kernels do.
+// backward is deterministic (no float atomics): its tile pass writes each
+// intersection's row summed over the tile's pixels in order, its list passes
+// gather each Gaussian's intersections, and its sum pass, one thread per
+// Gaussian, adds that Gaussian's rows in index order, as the CPU kernels do.
 namespace mo::metal_plan {
 enum GaussianRasterizeSlots {
   kGaussianRasterizeSlotMeans2d,

@@ -13,8 +13,15 @@
 //                                    intersection the pixels' gradients are written, then
 //                                    summed in pixel order into the intersection's row;
 //                                    the tile's background sums
-//   gaussian_rasterize_backward_sum  one thread per gradient column: the rows added into
-//                                    the Gaussians' gradients in index order (no atomics)
+//   gaussian_rasterize_backward_count  per intersection: its Gaussian's count (integer atomics)
+//   gaussian_rasterize_backward_lists  per Gaussian: its list's place among the lists
+//   gaussian_rasterize_backward_fill   per intersection: its index into its Gaussian's list
+//   gaussian_rasterize_backward_sum    per Gaussian: its list sorted, its rows added in index
+//                                      order into its gradients; per channel: the tiles'
+//                                      background sums in tile order
+// The lists' places and the order in which the fill writes a list depend on
+// the order in which threads run; the sum pass sorts each list, so every
+// Gaussian's sums, and the results, do not (no float atomics).
 #include "kernels/gaussian_rasterize/gaussian_rasterize.h"
 
 // The barriers and mem_flags live in namespace metal.
@@ -43,6 +50,38 @@ inline void tile_range(device const int* ranges, constant GaussianRasterizeParam
 
 // Whether id indexes the N Gaussians.
 inline bool known_id(int id, constant GaussianRasterizeParams& p) { return id >= 0 && int64(id) < p.num_gaussians; }
+
+// Moves list[root] down the max-heap list[0 .. end).
+inline void sift_down(device int* list, uint root, uint end) {
+  for (uint child = 2 * root + 1; child < end; child = 2 * root + 1) {
+    if (child + 1 < end && list[child + 1] > list[child]) ++child;
+    if (list[root] >= list[child]) return;
+    const int swap = list[root];
+    list[root] = list[child];
+    list[child] = swap;
+    root = child;
+  }
+}
+
+// list[0 .. count) in ascending order, in place (heapsort: O(count log count)
+// for a Gaussian that many tiles see).
+inline void sort_list(device int* list, uint count) {
+  for (uint top = count / 2; top-- > 0;) sift_down(list, top, count);
+  for (uint end = count; end-- > 1;) {
+    const int largest = list[0];
+    list[0] = list[end];
+    list[end] = largest;
+    sift_down(list, 0, end);
+  }
+}
+
+// Column v of the rows of the intersections list[0 .. count), summed in list order.
+template <typename T>
+inline float list_sum(device const T* rows, device const int* list, uint count, int width, int v) {
+  float sum = 0.0f;
+  for (uint i = 0; i < count; ++i) sum += rows[int64(list[i]) * width + v];
+  return sum;
+}
 
 }  // namespace gaussian_rasterize_metal
 }  // namespace mo
@@ -204,9 +243,49 @@ template <typename T>
   }
 }
 
+[[kernel]] void gaussian_rasterize_backward_count(
+    device const int* ids [[buffer(mo::kGaussianRasterizeSumIds)]],
+    device atomic_uint* cursors [[buffer(mo::kGaussianRasterizeSumCursors)]],
+    constant mo::GaussianRasterizeParams& p [[buffer(mo::kGaussianRasterizeSumParams)]],
+    uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  namespace g = mo::gaussian_rasterize_metal;
+  for (mo::int64 k = gid; k < p.num_ids; k += grid_size) {
+    const int id = ids[k];
+    if (g::known_id(id, p)) atomic_fetch_add_explicit(&cursors[id], 1u, memory_order_relaxed);
+  }
+}
+
+[[kernel]] void gaussian_rasterize_backward_lists(
+    device atomic_uint* cursors [[buffer(mo::kGaussianRasterizeSumCursors)]],
+    device uint* starts [[buffer(mo::kGaussianRasterizeSumStarts)]],
+    constant mo::GaussianRasterizeParams& p [[buffer(mo::kGaussianRasterizeSumParams)]],
+    uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  for (mo::int64 n = gid; n < p.num_gaussians; n += grid_size) {
+    const uint count = atomic_load_explicit(&cursors[n], memory_order_relaxed);
+    const uint start = atomic_fetch_add_explicit(&cursors[p.num_gaussians], count, memory_order_relaxed);
+    starts[n] = start;
+    atomic_store_explicit(&cursors[n], start, memory_order_relaxed);
+  }
+}
+
+[[kernel]] void gaussian_rasterize_backward_fill(
+    device const int* ids [[buffer(mo::kGaussianRasterizeSumIds)]],
+    device atomic_uint* cursors [[buffer(mo::kGaussianRasterizeSumCursors)]],
+    device int* lists [[buffer(mo::kGaussianRasterizeSumLists)]],
+    constant mo::GaussianRasterizeParams& p [[buffer(mo::kGaussianRasterizeSumParams)]],
+    uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
+  namespace g = mo::gaussian_rasterize_metal;
+  for (mo::int64 k = gid; k < p.num_ids; k += grid_size) {
+    const int id = ids[k];
+    if (g::known_id(id, p)) lists[atomic_fetch_add_explicit(&cursors[id], 1u, memory_order_relaxed)] = int(k);
+  }
+}
+
 template <typename T>
 [[kernel]] void gaussian_rasterize_backward_sum(
-    device const int* ids [[buffer(mo::kGaussianRasterizeSumIds)]],
+    device const uint* ends [[buffer(mo::kGaussianRasterizeSumCursors)]],
+    device const uint* starts [[buffer(mo::kGaussianRasterizeSumStarts)]],
+    device int* lists [[buffer(mo::kGaussianRasterizeSumLists)]],
     device const T* rows [[buffer(mo::kGaussianRasterizeSumRows)]],
     device const T* background_sums [[buffer(mo::kGaussianRasterizeSumBackgroundSums)]],
     device T* grad_means2d [[buffer(mo::kGaussianRasterizeSumMeans2d)]],
@@ -218,23 +297,23 @@ template <typename T>
     uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   namespace g = mo::gaussian_rasterize_metal;
   const int channels = p.channels, width = mo::gs_row_width(channels);
-  for (int v = int(gid); v < width + channels; v += int(grid_size)) {
-    if (v >= width) {
-      const int c = v - width;
+  for (mo::int64 v = gid; v < p.num_gaussians + channels; v += grid_size) {
+    if (v >= p.num_gaussians) {
+      const int c = int(v - p.num_gaussians);
       float sum = 0.0f;
       for (mo::int64 tile = 0; tile < mo::int64(p.tiles_x) * p.tiles_y; ++tile) sum += background_sums[tile * channels + c];
       grad_background[c] = sum;
       continue;
     }
-    // Column v of the rows is element `offset` of a Gaussian's `stride` values in `out`.
-    const bool mean = v < mo::kGsRowConic, conic = !mean && v < mo::kGsRowOpacity, opacity = v == mo::kGsRowOpacity;
-    device T* out = mean ? grad_means2d : (conic ? grad_conics : (opacity ? grad_opacities : grad_colors));
-    const int stride = mean ? 2 : (conic ? 3 : (opacity ? 1 : channels));
-    const int offset = v - (mean ? mo::kGsRowMean : (conic ? mo::kGsRowConic : (opacity ? mo::kGsRowOpacity : mo::kGsRowColor)));
-    for (mo::int64 n = 0; n < p.num_gaussians; ++n) out[n * stride + offset] = 0.0f;
-    for (mo::int64 k = 0; k < p.num_ids; ++k) {
-      const int id = ids[k];
-      if (g::known_id(id, p)) out[mo::int64(id) * stride + offset] += rows[k * width + v];
+    const mo::int64 n = v;
+    device int* list = lists + starts[n];
+    const uint count = ends[n] - starts[n];
+    g::sort_list(list, count);
+    for (int q = 0; q < 2; ++q) grad_means2d[2 * n + q] = g::list_sum(rows, list, count, width, mo::kGsRowMean + q);
+    for (int q = 0; q < 3; ++q) grad_conics[3 * n + q] = g::list_sum(rows, list, count, width, mo::kGsRowConic + q);
+    grad_opacities[n] = g::list_sum(rows, list, count, width, mo::kGsRowOpacity);
+    for (int c = 0; c < channels; ++c) {
+      grad_colors[n * channels + c] = g::list_sum(rows, list, count, width, mo::kGsRowColor + c);
     }
   }
 }

@@ -5,11 +5,13 @@
 // PluggableDevice ("GPU" with tensorflow-metal) through the shared glue
 // (kernels/metal/metal_kernel.h), float32.
 //
-// The backward has no atomics: its tile pass writes each intersection's
-// gradient row (summed over the tile's pixels in order) and its sum pass adds
-// the rows into the Gaussians' gradients in index order, one thread per
-// gradient column, so its results are reproducible run to run, as the CPU
-// kernels' are. The index inputs' values are not checked on Metal (that
+// The backward has no float atomics: its tile pass writes each
+// intersection's gradient row (summed over the tile's pixels in order); three
+// passes gather each Gaussian's intersections into a list of its own
+// (integer atomics: the lists' places and their order vary with the order
+// in which threads run); the sum pass, one thread per Gaussian, sorts its
+// list and adds its rows into its gradients in index order. So the results
+// are reproducible run to run, and the same sums as the CPU kernels'. The index inputs' values are not checked on Metal (that
 // would need a read-back and a wait on the command buffer): the shaders skip
 // ids outside [0, N) and clamp the ranges to [0, M).
 #include "kernels/gaussian_rasterize/gaussian_rasterize.h"
@@ -69,8 +71,31 @@ Plan GaussianRasterizeBackward(const gaussian_rasterize::Sizes& s, const gaussia
       .Scratch(kGaussianRasterizeGradPixelRows, pixel_rows)
       .Scratch(kGaussianRasterizeGradBackgroundSums, background_sums)
       .Value(kGaussianRasterizeGradParams, p);
-  b.Threads("gaussian_rasterize", "gaussian_rasterize_backward_sum", uint64_t(width + p.channels))
-      .Tensor(kGaussianRasterizeSumIds, kGaussianRasterizeSlotIds)
+  // Each Gaussian's list of its intersections: counted, placed, filled.
+  const int cursors = b.NewScratch(uint64_t(s.n + 1) * sizeof(uint32_t));
+  const int starts = b.NewScratch(uint64_t(s.n) * sizeof(uint32_t));
+  const int lists = b.NewScratch(uint64_t(s.m) * sizeof(int32_t));
+  if (s.n > 0) {
+    b.ZeroScratch(cursors, uint64_t(s.n + 1) * sizeof(uint32_t));
+    // A pass of one thread per intersection: its id moves its Gaussian's cursor.
+    const auto per_intersection = [&](const char* function) -> PlanBuilder& {
+      return b.Threads("gaussian_rasterize", function, uint64_t(s.m))
+          .Tensor(kGaussianRasterizeSumIds, kGaussianRasterizeSlotIds)
+          .Scratch(kGaussianRasterizeSumCursors, cursors)
+          .Value(kGaussianRasterizeSumParams, p);
+    };
+    if (s.m > 0) per_intersection("gaussian_rasterize_backward_count");
+    b.Threads("gaussian_rasterize", "gaussian_rasterize_backward_lists", uint64_t(s.n))
+        .Scratch(kGaussianRasterizeSumCursors, cursors)
+        .Scratch(kGaussianRasterizeSumStarts, starts)
+        .Value(kGaussianRasterizeSumParams, p);
+    if (s.m > 0) per_intersection("gaussian_rasterize_backward_fill").Scratch(kGaussianRasterizeSumLists, lists);
+  }
+  // One thread per Gaussian (its sorted list's rows) and per background channel.
+  b.Threads("gaussian_rasterize", "gaussian_rasterize_backward_sum", uint64_t(s.n + p.channels))
+      .Scratch(kGaussianRasterizeSumCursors, cursors)
+      .Scratch(kGaussianRasterizeSumStarts, starts)
+      .Scratch(kGaussianRasterizeSumLists, lists)
       .Scratch(kGaussianRasterizeSumRows, rows)
       .Scratch(kGaussianRasterizeSumBackgroundSums, background_sums)
       .Tensors({}, {{kGaussianRasterizeSumMeans2d, kGaussianRasterizeGradSlotOutMeans2d},

@@ -3,7 +3,8 @@
 // encode them, with their geometry (gaussian_rasterize.h gs_params): one
 // threadgroup per tile, its threads cooperating fibers (barriers wait for the
 // whole threadgroup), `reverse` running them in reverse order between
-// barriers; the backward's sum pass over a grid. Driven by
+// barriers; the backward's list and sum passes over a grid, its threads in
+// reverse order too. Driven by
 // tests/test_gaussian_rasterize.py through ctypes.
 #include <algorithm>
 #include <string>
@@ -57,6 +58,12 @@ struct BackwardCall {
 
 uint Tiles(const mo::GaussianRasterizeParams& p) { return uint(p.tiles_x) * uint(p.tiles_y); }
 
+// fn(gid) for each thread of a grid of `grid`, in reverse order where asked.
+template <typename Fn>
+void RunGrid(uint grid, bool reverse, const Fn& fn) {
+  for (uint i = 0; i < grid; ++i) fn(reverse ? grid - 1 - i : i);
+}
+
 }  // namespace
 
 extern "C" {
@@ -79,8 +86,9 @@ int shim_gaussian_rasterize_forward(const float* means2d, const float* conics, c
   return 0;
 }
 
-// The backward (tile pass over threadgroups, then the sum pass over a grid
-// of `grid` threads): 0, or -1 with shim_gaussian_rasterize_error().
+// The backward (tile pass over threadgroups, then the list passes and the
+// sum pass over a grid of `grid` threads, as the plan encodes them): 0, or
+// -1 with shim_gaussian_rasterize_error().
 int shim_gaussian_rasterize_backward(const float* means2d, const float* conics, const float* colors,
                                      const float* opacities, const float* background, const int* ids,
                                      const int* ranges, const float* alpha, const int* last_ids,
@@ -101,10 +109,24 @@ int shim_gaussian_rasterize_backward(const float* means2d, const float* conics, 
     g_error = failed;
     return -1;
   }
-  for (uint gid = 0; gid < grid; ++gid) {
-    gaussian_rasterize_backward_sum<float>(ids, rows.data(), background_sums.data(), grad_means2d, grad_conics,
-                                           grad_colors, grad_opacities, grad_background, p, gid, grid);
-  }
+  static_assert(sizeof(metal::atomic_uint) == sizeof(uint), "atomic_uint must alias uint");
+  std::vector<uint> cursors(size_t(n) + 1, 0u);  // the plan zeroes them
+  std::vector<uint> starts(std::max<size_t>(size_t(n), 1), 7u);
+  std::vector<int> lists(std::max<size_t>(size_t(m), 1), -7);
+  metal::atomic_uint* atomic_cursors = reinterpret_cast<metal::atomic_uint*>(cursors.data());
+  const bool back = reverse != 0;
+  RunGrid(grid, back, [&](uint gid) { gaussian_rasterize_backward_count(ids, atomic_cursors, p, gid, grid); });
+  RunGrid(grid, back, [&](uint gid) {
+    gaussian_rasterize_backward_lists(atomic_cursors, starts.data(), p, gid, grid);
+  });
+  RunGrid(grid, back, [&](uint gid) {
+    gaussian_rasterize_backward_fill(ids, atomic_cursors, lists.data(), p, gid, grid);
+  });
+  RunGrid(grid, back, [&](uint gid) {
+    gaussian_rasterize_backward_sum<float>(cursors.data(), starts.data(), lists.data(), rows.data(),
+                                           background_sums.data(), grad_means2d, grad_conics, grad_colors,
+                                           grad_opacities, grad_background, p, gid, grid);
+  });
   return 0;
 }
 
