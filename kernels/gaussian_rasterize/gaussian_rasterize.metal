@@ -75,14 +75,6 @@ inline void sort_list(device int* list, uint count) {
   }
 }
 
-// Column v of the rows of the intersections list[0 .. count), summed in list order.
-template <typename T>
-inline float list_sum(device const T* rows, device const int* list, uint count, int width, int v) {
-  float sum = 0.0f;
-  for (uint i = 0; i < count; ++i) sum += rows[int64(list[i]) * width + v];
-  return sum;
-}
-
 }  // namespace gaussian_rasterize_metal
 }  // namespace mo
 
@@ -309,11 +301,19 @@ template <typename T>
     device int* list = lists + starts[n];
     const uint count = ends[n] - starts[n];
     g::sort_list(list, count);
-    for (int q = 0; q < 2; ++q) grad_means2d[2 * n + q] = g::list_sum(rows, list, count, width, mo::kGsRowMean + q);
-    for (int q = 0; q < 3; ++q) grad_conics[3 * n + q] = g::list_sum(rows, list, count, width, mo::kGsRowConic + q);
-    grad_opacities[n] = g::list_sum(rows, list, count, width, mo::kGsRowOpacity);
+    // The means, conic and opacity in one walk of the list, then each colour channel.
+    float sums[mo::kGsRowColor] = {0.0f};
+    for (uint i = 0; i < count; ++i) {
+      device const T* row = rows + mo::int64(list[i]) * width;
+      for (int v = 0; v < mo::kGsRowColor; ++v) sums[v] += row[v];
+    }
+    for (int q = 0; q < 2; ++q) grad_means2d[2 * n + q] = sums[mo::kGsRowMean + q];
+    for (int q = 0; q < 3; ++q) grad_conics[3 * n + q] = sums[mo::kGsRowConic + q];
+    grad_opacities[n] = sums[mo::kGsRowOpacity];
     for (int c = 0; c < channels; ++c) {
-      grad_colors[n * channels + c] = g::list_sum(rows, list, count, width, mo::kGsRowColor + c);
+      float sum = 0.0f;
+      for (uint i = 0; i < count; ++i) sum += rows[mo::int64(list[i]) * width + mo::kGsRowColor + c];
+      grad_colors[n * channels + c] = sum;
     }
   }
 }
