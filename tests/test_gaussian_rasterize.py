@@ -201,15 +201,16 @@ def test_gradient_in_tf_function_and_of_alpha_alone():
 
 
 def wide_scene():
-    """200 small Gaussians and 4 large ones that each of the 63 tiles lists
+    """300 small Gaussians and 4 large ones that each of the 63 tiles lists
     first: each Gaussian's intersections (the backward sums their rows) are
-    one to 63, spread over the tiles."""
+    one to 63, spread over the tiles; more Gaussians than one threadgroup of
+    the lists pass takes."""
     width, height, tile_size = 72, 56, 8
     rng = np.random.default_rng(21)
-    small = ref.scene(rng, 200, 3, width, height, tile_size, scale=(1.0, 4.0))
+    small = ref.scene(rng, 300, 3, width, height, tile_size, scale=(1.0, 4.0))
     large = ref.scene(rng, 4, 3, width, height, tile_size, scale=(18.0, 28.0), opacity=(0.05, 0.3))
     floats = [np.concatenate([s, g]) for s, g in zip(small[:4], large[:4])] + [small[4]]
-    ids = np.concatenate([np.concatenate([np.arange(200, 204), small[5][start:end]]) for start, end in small[6]])
+    ids = np.concatenate([np.concatenate([np.arange(300, 304), small[5][start:end]]) for start, end in small[6]])
     ends = np.cumsum(small[6][:, 1] - small[6][:, 0] + 4)
     ranges = np.stack([np.concatenate([[0], ends[:-1]]), ends], -1)
     return floats + [ids.astype(np.int32), ranges.astype(np.int32)], width, height, tile_size

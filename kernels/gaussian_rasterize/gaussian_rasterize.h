@@ -150,6 +150,10 @@ MO_FN uint32 gs_forward_tg_bytes(int tile_size) {
 }
 // The backward tile pass's threadgroup memory: the tile's largest last_ids.
 #define MO_GS_BACKWARD_TG_BYTES 16
+// The backward's lists pass: a threadgroup per MO_GS_LISTS_THREADS Gaussians,
+// their counts' exclusive scan and the group's place in threadgroup memory.
+#define MO_GS_LISTS_THREADS 256
+#define MO_GS_LISTS_TG_BYTES (4 * (MO_GS_LISTS_THREADS + 4))
 
 // Arguments of a dispatch (same layout in the shaders and on the host).
 struct GaussianRasterizeParams {

@@ -14,7 +14,8 @@
 //                                    summed in pixel order into the intersection's row;
 //                                    the tile's background sums
 //   gaussian_rasterize_backward_count  per intersection: its Gaussian's count (integer atomics)
-//   gaussian_rasterize_backward_lists  per Gaussian: its list's place among the lists
+//   gaussian_rasterize_backward_lists  per Gaussian: its list's place among the lists (a
+//                                      threadgroup's counts scanned, one atomic add a group)
 //   gaussian_rasterize_backward_fill   per intersection: its index into its Gaussian's list
 //   gaussian_rasterize_backward_sum    per Gaussian: its list sorted, its rows added in index
 //                                      order into its gradients; per channel: the tiles'
@@ -251,10 +252,25 @@ template <typename T>
     device atomic_uint* cursors [[buffer(mo::kGaussianRasterizeSumCursors)]],
     device uint* starts [[buffer(mo::kGaussianRasterizeSumStarts)]],
     constant mo::GaussianRasterizeParams& p [[buffer(mo::kGaussianRasterizeSumParams)]],
-    uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
-  for (mo::int64 n = gid; n < p.num_gaussians; n += grid_size) {
-    const uint count = atomic_load_explicit(&cursors[n], memory_order_relaxed);
-    const uint start = atomic_fetch_add_explicit(&cursors[p.num_gaussians], count, memory_order_relaxed);
+    threadgroup uint* tg MO_THREADGROUP_ARG(0),
+    uint group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]]) {
+  const mo::int64 n = mo::int64(group) * MO_GS_LISTS_THREADS + tid;
+  const bool gaussian = n < p.num_gaussians;
+  tg[tid] = gaussian ? atomic_load_explicit(&cursors[n], memory_order_relaxed) : 0u;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  // The group's counts scanned in place, its lists placed with one atomic add.
+  if (tid == 0) {
+    uint total = 0u;
+    for (int t = 0; t < MO_GS_LISTS_THREADS; ++t) {
+      const uint count = tg[t];
+      tg[t] = total;
+      total += count;
+    }
+    tg[MO_GS_LISTS_THREADS] = atomic_fetch_add_explicit(&cursors[p.num_gaussians], total, memory_order_relaxed);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (gaussian) {
+    const uint start = tg[MO_GS_LISTS_THREADS] + tg[tid];
     starts[n] = start;
     atomic_store_explicit(&cursors[n], start, memory_order_relaxed);
   }

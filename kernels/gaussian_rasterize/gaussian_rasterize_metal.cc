@@ -85,7 +85,9 @@ Plan GaussianRasterizeBackward(const gaussian_rasterize::Sizes& s, const gaussia
           .Value(kGaussianRasterizeSumParams, p);
     };
     if (s.m > 0) per_intersection("gaussian_rasterize_backward_count");
-    b.Threads("gaussian_rasterize", "gaussian_rasterize_backward_lists", uint64_t(s.n))
+    const uint64_t list_groups = (uint64_t(s.n) + MO_GS_LISTS_THREADS - 1) / MO_GS_LISTS_THREADS;
+    b.Threadgroups("gaussian_rasterize", "gaussian_rasterize_backward_lists", list_groups, MO_GS_LISTS_THREADS,
+                   MO_GS_LISTS_TG_BYTES)
         .Scratch(kGaussianRasterizeSumCursors, cursors)
         .Scratch(kGaussianRasterizeSumStarts, starts)
         .Value(kGaussianRasterizeSumParams, p);

@@ -56,6 +56,17 @@ struct BackwardCall {
   }
 };
 
+struct ListsCall {
+  metal::atomic_uint* cursors;
+  uint* starts;
+  mo::GaussianRasterizeParams p;
+  static void Thread(void* arg, uint group, uint index) {
+    const ListsCall* c = static_cast<const ListsCall*>(arg);
+    gaussian_rasterize_backward_lists(c->cursors, c->starts, c->p, static_cast<uint*>(msl_shim::threadgroup_memory()),
+                                      group, index);
+  }
+};
+
 uint Tiles(const mo::GaussianRasterizeParams& p) { return uint(p.tiles_x) * uint(p.tiles_y); }
 
 // fn(gid) for each thread of a grid of `grid`, in reverse order where asked.
@@ -86,9 +97,9 @@ int shim_gaussian_rasterize_forward(const float* means2d, const float* conics, c
   return 0;
 }
 
-// The backward (tile pass over threadgroups, then the list passes and the
-// sum pass over a grid of `grid` threads, as the plan encodes them): 0, or
-// -1 with shim_gaussian_rasterize_error().
+// The backward (tile pass over threadgroups; the count, fill and sum passes
+// over a grid of `grid` threads and the lists pass over its threadgroups, as
+// the plan encodes them): 0, or -1 with shim_gaussian_rasterize_error().
 int shim_gaussian_rasterize_backward(const float* means2d, const float* conics, const float* colors,
                                      const float* opacities, const float* background, const int* ids,
                                      const int* ranges, const float* alpha, const int* last_ids,
@@ -116,9 +127,14 @@ int shim_gaussian_rasterize_backward(const float* means2d, const float* conics, 
   metal::atomic_uint* atomic_cursors = reinterpret_cast<metal::atomic_uint*>(cursors.data());
   const bool back = reverse != 0;
   RunGrid(grid, back, [&](uint gid) { gaussian_rasterize_backward_count(ids, atomic_cursors, p, gid, grid); });
-  RunGrid(grid, back, [&](uint gid) {
-    gaussian_rasterize_backward_lists(atomic_cursors, starts.data(), p, gid, grid);
-  });
+  ListsCall lists_call = {atomic_cursors, starts.data(), p};
+  const uint list_groups = uint((n + MO_GS_LISTS_THREADS - 1) / MO_GS_LISTS_THREADS);
+  if (const char* failed = list_groups == 0 ? nullptr
+                           : msl_shim::run_threadgroups(list_groups, MO_GS_LISTS_THREADS, MO_GS_LISTS_TG_BYTES,
+                                                        back, &ListsCall::Thread, &lists_call)) {
+    g_error = failed;
+    return -1;
+  }
   RunGrid(grid, back, [&](uint gid) {
     gaussian_rasterize_backward_fill(ids, atomic_cursors, lists.data(), p, gid, grid);
   });
