@@ -305,15 +305,15 @@ template <typename T>
     uint gid [[thread_position_in_grid]], uint grid_size [[threads_per_grid]]) {
   namespace g = mo::gaussian_rasterize_metal;
   const int channels = p.channels, width = mo::gs_row_width(channels);
-  for (mo::int64 v = gid; v < p.num_gaussians + channels; v += grid_size) {
-    if (v >= p.num_gaussians) {
-      const int c = int(v - p.num_gaussians);
+  for (mo::int64 item = gid; item < p.num_gaussians + channels; item += grid_size) {
+    if (item >= p.num_gaussians) {
+      const int c = int(item - p.num_gaussians);
       float sum = 0.0f;
       for (mo::int64 tile = 0; tile < mo::int64(p.tiles_x) * p.tiles_y; ++tile) sum += background_sums[tile * channels + c];
       grad_background[c] = sum;
       continue;
     }
-    const mo::int64 n = v;
+    const mo::int64 n = item;
     device int* list = lists + starts[n];
     const uint count = ends[n] - starts[n];
     g::sort_list(list, count);

@@ -11,9 +11,10 @@
 // (integer atomics: the lists' places and their order vary with the order
 // in which threads run); the sum pass, one thread per Gaussian, sorts its
 // list and adds its rows into its gradients in index order. So the results
-// are reproducible run to run, and the same sums as the CPU kernels'. The index inputs' values are not checked on Metal (that
-// would need a read-back and a wait on the command buffer): the shaders skip
-// ids outside [0, N) and clamp the ranges to [0, M).
+// are reproducible run to run, and the same sums as the CPU kernels'. The
+// index inputs' values are not checked on Metal (that would need a read-back
+// and a wait on the command buffer): the shaders skip ids outside [0, N) and
+// clamp the ranges to [0, M).
 #include "kernels/gaussian_rasterize/gaussian_rasterize.h"
 
 namespace mo::metal_plan {
