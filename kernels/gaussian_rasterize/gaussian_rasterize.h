@@ -46,16 +46,15 @@ MO_FN bool gs_alpha(float mx, float my, float a, float b, float c, float opacity
                     MO_THREAD float* dx, MO_THREAD float* dy, MO_THREAD float* vis, MO_THREAD float* alpha) {
   const float x = mx - px, y = my - py;
   const float sigma = 0.5f * (a * x * x + c * y * y) + b * x * y;
-  if (!(sigma >= 0.0f)) return false;
+  // Computed before the tests, so that a GPU evaluates this without branches.
   const float v = fast_exp_f(-sigma);
   const float raw = opacity * v;
   const float al = raw > MO_GS_ALPHA_MAX ? MO_GS_ALPHA_MAX : raw;
-  if (!(al >= MO_GS_ALPHA_MIN)) return false;
   *dx = x;
   *dy = y;
   *vis = v;
   *alpha = al;
-  return true;
+  return sigma >= 0.0f && al >= MO_GS_ALPHA_MIN;
 }
 
 // What one front-to-back step did.
