@@ -249,18 +249,24 @@ class GaussianAdam:
         return tf.cast(lr(step), tf.float32) if callable(lr) else tf.constant(lr, tf.float32)
 
     def apply(self, grads):
-        """One Adam step: grads {name: gradient} (None: no gradient this step)."""
+        """One Adam step: grads {name: gradient} (None: no gradient this step).
+
+        Each parameter's update is one fused kernel (TensorFlow's
+        ResourceApplyAdam). Its epsilon is added to sqrt(v) before the bias
+        correction, so it is given epsilon sqrt(1 - beta_2^t): the step is the
+        reference's lr m_hat / (sqrt(v_hat) + epsilon)."""
         t = tf.cast(self.iterations + 1, tf.float32)
-        c1, c2 = 1.0 - tf.pow(self.beta_1, t), 1.0 - tf.pow(self.beta_2, t)
+        beta_1_power, beta_2_power = tf.pow(self.beta_1, t), tf.pow(self.beta_2, t)
+        epsilon = self.epsilon * tf.sqrt(1.0 - beta_2_power)
         for key in self.names:
             g = grads.get(key)
             if g is None:
                 continue
-            g = tf.convert_to_tensor(g)
-            m = self.m[key].assign(self.beta_1 * self.m[key] + (1.0 - self.beta_1) * g)
-            v = self.v[key].assign(self.beta_2 * self.v[key] + (1.0 - self.beta_2) * tf.square(g))
-            step = self.learning_rate(key) * (m / c1) / (tf.sqrt(v / c2) + self.epsilon)
-            getattr(self.gaussians, key).assign_sub(step)
+            tf.raw_ops.ResourceApplyAdam(
+                var=getattr(self.gaussians, key).handle, m=self.m[key].handle, v=self.v[key].handle,
+                beta1_power=beta_1_power, beta2_power=beta_2_power, lr=self.learning_rate(key),
+                beta1=tf.constant(self.beta_1, tf.float32), beta2=tf.constant(self.beta_2, tf.float32),
+                epsilon=epsilon, grad=tf.convert_to_tensor(g, tf.float32))
         self.iterations.assign_add(1)
 
     def _each(self):
