@@ -316,11 +316,15 @@ inline Result GradShapes(const Attrs& a, const InputDims& in, const Dims& alpha,
 }
 
 // The values of the index inputs (checked by the CPU kernels before any
-// work): every id in [0, n); every tile's range 0 <= start <= end <= m.
-inline Result GaussianIds(const char* op, const int32_t* ids, int64_t m, int64_t n) {
-  for (int64_t i = 0; i < m; ++i) {
-    if (ids[i] < 0 || ids[i] >= n) {
-      return Invalid(op, ": 'gaussian_ids' must index the ", n, " Gaussians, got gaussian_ids[", i, "] = ", ids[i]);
+// work): every tile's range 0 <= start <= end <= m (TileRanges), then every
+// id a tile's range covers in [0, n). No kernel reads an id that no range
+// covers (GaussianTileBinStatic's padding, -1).
+inline Result GaussianIds(const char* op, const int32_t* ids, const int32_t* ranges, int64_t tiles, int64_t n) {
+  for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t i = ranges[2 * t]; i < ranges[2 * t + 1]; ++i) {
+      if (ids[i] < 0 || ids[i] >= n) {
+        return Invalid(op, ": 'gaussian_ids' must index the ", n, " Gaussians, got gaussian_ids[", i, "] = ", ids[i]);
+      }
     }
   }
   return Ok();
@@ -523,6 +527,30 @@ class GaussianRasterizeKernel : public OpKernelWithAttrs<gaussian_rasterize::Att
 
 }  // namespace mo
 
+#if MO_XLA
+// What the XLA handlers (host: gaussian_rasterize_cpu.cc, CUDA:
+// gaussian_rasterize_cuda.cc, each of which includes kernels/xla/xla_ffi.h
+// first) share: the seven inputs' shapes checked, the call's sizes.
+namespace mo::xla_ffi {
+
+inline ffi::Error GaussianRasterizeXlaSizes(const gaussian_rasterize::Attrs& a, const ffi::AnyBuffer& means2d,
+                                            const ffi::AnyBuffer& conics, const ffi::AnyBuffer& colors,
+                                            const ffi::AnyBuffer& opacities, const ffi::AnyBuffer& background,
+                                            const ffi::AnyBuffer& ids, const ffi::AnyBuffer& ranges,
+                                            gaussian_rasterize::Sizes* s) {
+  checks::Dims image, pixels;
+  const gaussian_rasterize::InputDims in = {DimsOf(means2d),    DimsOf(conics), DimsOf(colors), DimsOf(opacities),
+                                            DimsOf(background), DimsOf(ids),    DimsOf(ranges)};
+  ffi::Error error = ToError(gaussian_rasterize::Shapes(a, in, &image, &pixels));
+  if (error.failure()) return error;
+  s->n = in.means2d[0];
+  s->channels = in.colors[1];
+  s->m = in.gaussian_ids[0];
+  return ffi::Error::Success();
+}
+
+}  // namespace mo::xla_ffi
+#endif  // MO_XLA
 #endif  // MO_TF_KERNEL
 #endif  // host code
 

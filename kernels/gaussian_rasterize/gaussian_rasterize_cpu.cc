@@ -6,7 +6,8 @@
 // gaussian_rasterize.h's. The backward is deterministic: each intersection
 // (an index into gaussian_ids, owned by one tile) sums its pixels' gradients
 // in a scratch row of its own, and one pass then adds the rows into the
-// Gaussians' gradients in index order.
+// Gaussians' gradients in index order. XLA's host handlers (for the calls
+// gaussian_rasterize_xla.cc emits) run the same functor.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"
 #include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA; before gaussian_rasterize.h: its XLA handlers' helpers
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #define MO_TF_KERNEL  // gaussian_rasterize.h's kernel classes
@@ -31,8 +33,9 @@ namespace gr = gaussian_rasterize;
 // The checks of the index inputs' values, before any work.
 inline absl::Status CheckIndices(const char* op, const int32_t* ids, const int32_t* ranges, const gr::Sizes& s,
                                  const gr::Attrs& a) {
-  TF_RETURN_IF_ERROR(checks::ToStatus(gr::GaussianIds(op, ids, s.m, s.n)));
-  return checks::ToStatus(gr::TileRanges(op, ranges, gr::TilesX(a) * gr::TilesY(a), s.m));
+  const int64_t tiles = gr::TilesX(a) * gr::TilesY(a);
+  TF_RETURN_IF_ERROR(checks::ToStatus(gr::TileRanges(op, ranges, tiles, s.m)));
+  return checks::ToStatus(gr::GaussianIds(op, ids, ranges, tiles, s.n));
 }
 
 // fn(tile, pixel index, px, py) for each pixel of tiles [begin, end) over the
@@ -76,11 +79,10 @@ std::vector<metal_plan::HostTensor> Slots(const gr::Sizes& s, const gr::Attrs& a
 
 template <>
 struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
-  static absl::Status Forward(::tensorflow::OpKernelContext* op_ctx, const gaussian_rasterize::Sizes& s,
+  static absl::Status Forward(const cpu::Context& ctx, const gaussian_rasterize::Sizes& s,
                               const gaussian_rasterize::Attrs& a, const gaussian_rasterize::ForwardArgs& t) {
     namespace g = gaussian_rasterize_cpu;
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterize", t.ids, t.ranges, s, a));
-    const cpu::Context ctx(op_ctx);
     const int64_t pixels = int64_t{a.width} * a.height;
     const auto metal = [&](const cpu::MetalRoute& route) {
       using g::Bytes;
@@ -116,12 +118,11 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     });
   }
 
-  static absl::Status Backward(::tensorflow::OpKernelContext* op_ctx, const gaussian_rasterize::Sizes& s,
+  static absl::Status Backward(const cpu::Context& ctx, const gaussian_rasterize::Sizes& s,
                                const gaussian_rasterize::Attrs& a, const gaussian_rasterize::BackwardArgs& t) {
     namespace g = gaussian_rasterize_cpu;
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterizeGrad", t.ids, t.ranges, s, a));
     TF_RETURN_IF_ERROR(checks::ToStatus(gaussian_rasterize::LastIds(t.last_ids, t.ranges, a)));
-    const cpu::Context ctx(op_ctx);
     const int64_t pixels = int64_t{a.width} * a.height, c = s.channels;
     const auto metal = [&](const cpu::MetalRoute& route) {
       using g::Bytes;
@@ -175,6 +176,7 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     std::fill(t.grad_opacities, t.grad_opacities + s.n, 0.0f);
     for (int64_t k = 0; k < s.m; ++k) {
       const int64_t id = t.ids[k];
+      if (id < 0 || id >= s.n) continue;  // covered by no tile (CheckIndices): its row is zero
       const float* r = rows + k * row;
       t.grad_means2d[2 * id] += r[kGsRowMean];
       t.grad_means2d[2 * id + 1] += r[kGsRowMean + 1];
@@ -196,3 +198,60 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterize").Device(::tensorflow::D
                         ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, false>);
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflow::DEVICE_CPU),
                         ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, true>);
+
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::gaussian_rasterize::Attrs);
+
+// XLA's host handlers of the same functor, for the calls
+// gaussian_rasterize_xla.cc emits: the attributes bound whole
+// (kernels/xla/xla_ffi.h), the shapes checked, the index values checked by
+// the functor as in the TensorFlow kernels.
+namespace mo::gaussian_rasterize {
+namespace {
+
+using xla_kernels::Data;
+using xla_kernels::HostContext;
+using xla_kernels::RetBuffer;
+using Functor = GaussianRasterizeFunctor<Eigen::ThreadPoolDevice>;
+namespace ffi = ::xla::ffi;
+
+ffi::Error XlaForward(ffi::AnyBuffer means2d, ffi::AnyBuffer conics, ffi::AnyBuffer colors, ffi::AnyBuffer opacities,
+                      ffi::AnyBuffer background, ffi::AnyBuffer ids, ffi::AnyBuffer ranges, RetBuffer image,
+                      RetBuffer alpha, RetBuffer last_ids, Attrs a) {
+  Sizes s;
+  ffi::Error error =
+      xla_ffi::GaussianRasterizeXlaSizes(a, means2d, conics, colors, opacities, background, ids, ranges, &s);
+  if (error.failure()) return error;
+  const ForwardArgs t{Data<float>(means2d),    Data<float>(conics),   Data<float>(colors), Data<float>(opacities),
+                      Data<float>(background), Data<int32_t>(ids),    Data<int32_t>(ranges), Data<float>(image),
+                      Data<float>(alpha),      Data<int32_t>(last_ids)};
+  return xla_ffi::ToError(Functor::Forward(HostContext(), s, a, t));
+}
+
+ffi::Error XlaBackward(ffi::AnyBuffer means2d, ffi::AnyBuffer conics, ffi::AnyBuffer colors,
+                       ffi::AnyBuffer opacities, ffi::AnyBuffer background, ffi::AnyBuffer ids, ffi::AnyBuffer ranges,
+                       ffi::AnyBuffer alpha, ffi::AnyBuffer last_ids, ffi::AnyBuffer grad_image,
+                       ffi::AnyBuffer grad_alpha, RetBuffer grad_means2d, RetBuffer grad_conics, RetBuffer grad_colors,
+                       RetBuffer grad_opacities, RetBuffer grad_background, Attrs a) {
+  Sizes s;
+  ffi::Error error =
+      xla_ffi::GaussianRasterizeXlaSizes(a, means2d, conics, colors, opacities, background, ids, ranges, &s);
+  if (error.failure()) return error;
+  const BackwardArgs t{Data<float>(means2d),      Data<float>(conics),      Data<float>(colors),
+                       Data<float>(opacities),    Data<float>(background),  Data<int32_t>(ids),
+                       Data<int32_t>(ranges),     Data<float>(alpha),       Data<int32_t>(last_ids),
+                       Data<float>(grad_image),   Data<float>(grad_alpha),  Data<float>(grad_means2d),
+                       Data<float>(grad_conics),  Data<float>(grad_colors), Data<float>(grad_opacities),
+                       Data<float>(grad_background)};
+  return xla_ffi::ToError(Functor::Backward(HostContext(), s, a, t));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterize", "Host", XlaForward, xla_ffi::BindBuffers<7, 3>().Attrs<Attrs>());
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterizeGrad", "Host", XlaBackward,
+                   xla_ffi::BindBuffers<11, 5>().Attrs<Attrs>());
+
+}  // namespace
+}  // namespace mo::gaussian_rasterize
+#endif  // MO_XLA

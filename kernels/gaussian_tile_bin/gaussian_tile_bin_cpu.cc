@@ -7,7 +7,10 @@
 // stably sorted by depth key on the pool. The order is the radix sort's of
 // the CUDA kernel and the Metal plans (gaussian_tile_bin.h: tile, depth key,
 // index). Both steps run the op's Metal plans (gaussian_tile_bin_metal.cc)
-// where kernels/cpu/metal_offload.h sends them.
+// where kernels/cpu/metal_offload.h sends them. MetalOpsGaussianTileBinStatic
+// (its CPU kernel and XLA's host handler, for the calls
+// gaussian_tile_bin_xla.cc emits) runs the count, cuts at the budget
+// (gtb_static_kept) and bins the kept Gaussians with the same Bin.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"  // before gaussian_tile_bin.h: its kernel class
 #include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #define MO_TF_KERNEL  // gaussian_tile_bin.h's kernel class
@@ -31,7 +35,6 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
 
   static absl::Status Count(cpu::Context ctx, const float* means2d, const int32_t* radii, int64_t n,
                             const gaussian_tile_bin::Attrs& a, State* /*state*/, int64_t* m) {
-    const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
     return cpu::MetalOrCpu(
         ctx,
         [&](const cpu::MetalRoute& metal) {
@@ -44,17 +47,28 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
           return status;
         },
         [&] {
-          std::vector<int64_t> counts(static_cast<size_t>(n));
-          cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) {
-              counts[i] =
-                  gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y);
-            }
-          });
-          int64_t total = 0;
-          for (int64_t c : counts) total += c;
-          *m = total;
+          std::vector<int64_t> ends(static_cast<size_t>(n));
+          *m = Ends(ctx, means2d, radii, n, a, ends.data());
         });
+  }
+
+  // MetalOpsGaussianTileBinStatic: the cut (gtb_static_kept), then Bin of the
+  // kept Gaussians alone (on Metal where Bin runs there) and the padding.
+  static absl::Status Static(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
+                             int64_t n, const gaussian_tile_bin::StaticAttrs& a,
+                             const GaussianTileBinStaticOutputs& out) {
+    std::vector<int64_t> ends(static_cast<size_t>(n));
+    Ends(ctx, means2d, radii, n, a, ends.data());
+    const int64_t budget = a.max_intersections;
+    const int64_t kept = gtb_static_kept(ends.data(), n, budget);
+    const int64_t m = kept > 0 ? ends[kept - 1] : 0;
+    State state;
+    absl::Status status = Bin(ctx, means2d, radii, depths, kept, a, &state, m, out.gaussian_ids, out.tile_ranges);
+    if (!status.ok()) return status;
+    std::fill(out.gaussian_ids + m, out.gaussian_ids + budget, int32_t{kGtbStaticPadId});
+    *out.num_intersections = static_cast<int32_t>(m);
+    *out.num_gaussians = static_cast<int32_t>(kept);
+    return absl::OkStatus();
   }
 
   static absl::Status Bin(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
@@ -75,6 +89,21 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
   }
 
  private:
+  // ends [n]: the inclusive prefix sum of the Gaussians' tile counts (the
+  // counts on the pool); returns the total.
+  static int64_t Ends(const cpu::Context& ctx, const float* means2d, const int32_t* radii, int64_t n,
+                      const gaussian_tile_bin::Attrs& a, int64_t* ends) {
+    const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
+    cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        ends[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y);
+      }
+    });
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; ++i) ends[i] = total += ends[i];
+    return total;
+  }
+
   // Bin's CPU loops.
   static absl::Status Loops(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
                             int64_t n, const gaussian_tile_bin::Attrs& a, int64_t m, int32_t* gaussian_ids,
@@ -120,3 +149,39 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
 
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEVICE_CPU),
                         ::mo::GaussianTileBinKernel<::Eigen::ThreadPoolDevice>);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBinStatic").Device(::tensorflow::DEVICE_CPU),
+                        ::mo::GaussianTileBinStaticKernel<::Eigen::ThreadPoolDevice>);
+
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::gaussian_tile_bin::StaticAttrs);
+
+// XLA's host handler of the same functor: the attributes bound whole
+// (kernels/xla/xla_ffi.h), the buffers' shapes checked.
+namespace mo::gaussian_tile_bin {
+namespace {
+
+using xla_kernels::Data;
+using xla_kernels::HostContext;
+using xla_kernels::RetBuffer;
+namespace ffi = ::xla::ffi;
+
+ffi::Error XlaStatic(ffi::AnyBuffer means2d, ffi::AnyBuffer radii, ffi::AnyBuffer depths, RetBuffer gaussian_ids,
+                    RetBuffer tile_ranges, RetBuffer num_intersections, RetBuffer num_gaussians, StaticAttrs a) {
+  using xla_ffi::DimsOf;
+  ffi::Error error = xla_ffi::ToError(Shapes(DimsOf(means2d), DimsOf(radii), DimsOf(depths)));
+  if (error.failure()) return error;
+  const GaussianTileBinStaticOutputs out = {Data<int32_t>(gaussian_ids), Data<int32_t>(tile_ranges),
+                                            Data<int32_t>(num_intersections), Data<int32_t>(num_gaussians)};
+  return xla_ffi::ToError(GaussianTileBinFunctor<Eigen::ThreadPoolDevice>::Static(
+      HostContext(), Data<float>(means2d), Data<int32_t>(radii), Data<float>(depths), means2d.dimensions()[0], a,
+      out));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "Host", XlaStatic,
+                   xla_ffi::BindBuffers<3, 4>().Attrs<StaticAttrs>());
+
+}  // namespace
+}  // namespace mo::gaussian_tile_bin
+#endif  // MO_XLA

@@ -6,7 +6,9 @@
 // copied to the host (one stream synchronisation per call) before the kernel
 // class allocates the outputs. Compiled only when the installed TensorFlow is
 // a CUDA build (and into `make cuda-lib`); here `make cuda-check`
-// syntax-checks it.
+// syntax-checks it. XLA's CUDA handler of MetalOpsGaussianTileBinStatic (for
+// the calls gaussian_tile_bin_xla.cc emits) runs its launcher with no
+// read-back: outside XLA that op has its CPU kernel only.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
@@ -20,6 +22,11 @@
 #include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#if MO_XLA
+#include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_attrs.h"
+#include "kernels/xla/xla_ffi_cuda.h"
+#endif
 #define MO_TF_KERNEL  // gaussian_tile_bin.h's kernel class
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
 
@@ -81,4 +88,41 @@ struct GaussianTileBinFunctor<GPUDevice> {
 
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEVICE_GPU),
                         ::mo::GaussianTileBinKernel<::mo::GPUDevice>);
+
+#if MO_XLA
+MO_XLA_FFI_ATTRS(::mo::gaussian_tile_bin::StaticAttrs);
+
+// XLA's CUDA handler of MetalOpsGaussianTileBinStatic: the attributes bound
+// whole (kernels/xla/xla_ffi.h), the buffers' shapes checked, the workspace
+// from XLA's scratch allocator; nothing read back.
+namespace mo::xla_ffi {
+namespace {
+
+using gaussian_tile_bin::StaticAttrs;
+
+ffi::Error GaussianTileBinXlaStatic(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer means2d,
+                                    ffi::AnyBuffer radii, ffi::AnyBuffer depths, RetBuffer gaussian_ids,
+                                    RetBuffer tile_ranges, RetBuffer num_intersections, RetBuffer num_gaussians,
+                                    StaticAttrs a) {
+  ffi::Error error = ToError(gaussian_tile_bin::Shapes(DimsOf(means2d), DimsOf(radii), DimsOf(depths)));
+  if (error.failure()) return error;
+  const int64_t n = means2d.dimensions()[0];
+  const size_t bytes = cuda::GaussianTileBinStaticScratchBytes(n, a);
+  char* workspace = nullptr;
+  error = ScratchOf(scratch, bytes, "GaussianTileBinStatic", &workspace);
+  if (error.failure()) return error;
+  const GaussianTileBinStaticOutputs out = {Data<int32_t>(gaussian_ids), Data<int32_t>(tile_ranges),
+                                            Data<int32_t>(num_intersections), Data<int32_t>(num_gaussians)};
+  return ToError(cuda::LaunchStatus(
+      "GaussianTileBinStatic", cuda::LaunchGaussianTileBinStatic(Data<float>(means2d), Data<int32_t>(radii),
+                                                                 Data<float>(depths), n, a, out, workspace, bytes,
+                                                                 stream)));
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "CUDA", GaussianTileBinXlaStatic,
+                   BindStreamScratchBuffers<3, 4>().Attrs<StaticAttrs>());
+
+}  // namespace
+}  // namespace mo::xla_ffi
+#endif  // MO_XLA
 #endif  // GOOGLE_CUDA
