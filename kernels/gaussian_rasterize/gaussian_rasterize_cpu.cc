@@ -204,54 +204,27 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflo
 
 MO_XLA_FFI_ATTRS(::mo::gaussian_rasterize::Attrs);
 
-// XLA's host handlers of the same functor, for the calls
-// gaussian_rasterize_xla.cc emits: the attributes bound whole
+// XLA's host handlers of the same functor (kGrad: the gradient op's), for the
+// calls gaussian_rasterize_xla.cc emits: the attributes bound whole
 // (kernels/xla/xla_ffi.h), the shapes checked, the index values checked by
 // the functor as in the TensorFlow kernels.
-namespace mo::gaussian_rasterize {
+namespace mo::xla_kernels {
 namespace {
 
-using xla_kernels::Data;
-using xla_kernels::HostContext;
-using xla_kernels::RetBuffer;
-using Functor = GaussianRasterizeFunctor<Eigen::ThreadPoolDevice>;
-namespace ffi = ::xla::ffi;
-
-ffi::Error XlaForward(ffi::AnyBuffer means2d, ffi::AnyBuffer conics, ffi::AnyBuffer colors, ffi::AnyBuffer opacities,
-                      ffi::AnyBuffer background, ffi::AnyBuffer ids, ffi::AnyBuffer ranges, RetBuffer image,
-                      RetBuffer alpha, RetBuffer last_ids, Attrs a) {
-  Sizes s;
-  ffi::Error error =
-      xla_ffi::GaussianRasterizeXlaSizes(a, means2d, conics, colors, opacities, background, ids, ranges, &s);
-  if (error.failure()) return error;
-  const ForwardArgs t{Data<float>(means2d),    Data<float>(conics),   Data<float>(colors), Data<float>(opacities),
-                      Data<float>(background), Data<int32_t>(ids),    Data<int32_t>(ranges), Data<float>(image),
-                      Data<float>(alpha),      Data<int32_t>(last_ids)};
-  return xla_ffi::ToError(Functor::Forward(HostContext(), s, a, t));
+template <bool kGrad>
+ffi::Error GaussianRasterizeHost(ffi::RemainingArgs args, ffi::RemainingRets rets, gaussian_rasterize::Attrs a) {
+  using Functor = GaussianRasterizeFunctor<Eigen::ThreadPoolDevice>;
+  return xla_ffi::GaussianRasterizeXla(args, rets, a, kGrad, [&](const xla_ffi::GaussianRasterizeXlaCall& c) {
+    return xla_ffi::ToError(kGrad ? Functor::Backward(HostContext(), c.sizes, a, c.backward)
+                                  : Functor::Forward(HostContext(), c.sizes, a, c.forward));
+  });
 }
 
-ffi::Error XlaBackward(ffi::AnyBuffer means2d, ffi::AnyBuffer conics, ffi::AnyBuffer colors,
-                       ffi::AnyBuffer opacities, ffi::AnyBuffer background, ffi::AnyBuffer ids, ffi::AnyBuffer ranges,
-                       ffi::AnyBuffer alpha, ffi::AnyBuffer last_ids, ffi::AnyBuffer grad_image,
-                       ffi::AnyBuffer grad_alpha, RetBuffer grad_means2d, RetBuffer grad_conics, RetBuffer grad_colors,
-                       RetBuffer grad_opacities, RetBuffer grad_background, Attrs a) {
-  Sizes s;
-  ffi::Error error =
-      xla_ffi::GaussianRasterizeXlaSizes(a, means2d, conics, colors, opacities, background, ids, ranges, &s);
-  if (error.failure()) return error;
-  const BackwardArgs t{Data<float>(means2d),      Data<float>(conics),      Data<float>(colors),
-                       Data<float>(opacities),    Data<float>(background),  Data<int32_t>(ids),
-                       Data<int32_t>(ranges),     Data<float>(alpha),       Data<int32_t>(last_ids),
-                       Data<float>(grad_image),   Data<float>(grad_alpha),  Data<float>(grad_means2d),
-                       Data<float>(grad_conics),  Data<float>(grad_colors), Data<float>(grad_opacities),
-                       Data<float>(grad_background)};
-  return xla_ffi::ToError(Functor::Backward(HostContext(), s, a, t));
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterize", "Host", XlaForward, xla_ffi::BindBuffers<7, 3>().Attrs<Attrs>());
-MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterizeGrad", "Host", XlaBackward,
-                   xla_ffi::BindBuffers<11, 5>().Attrs<Attrs>());
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterize", "Host", GaussianRasterizeHost<false>,
+                   xla_ffi::BindCallBuffers<gaussian_rasterize::Attrs>(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterizeGrad", "Host", GaussianRasterizeHost<true>,
+                   xla_ffi::BindCallBuffers<gaussian_rasterize::Attrs>(ffi::Ffi::Bind()));
 
 }  // namespace
-}  // namespace mo::gaussian_rasterize
+}  // namespace mo::xla_kernels
 #endif  // MO_XLA

@@ -50,52 +50,26 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflo
 #if MO_XLA
 MO_XLA_FFI_ATTRS(::mo::gaussian_rasterize::Attrs);
 
-// XLA's CUDA handlers, for the calls gaussian_rasterize_xla.cc emits: the
-// attributes bound whole (kernels/xla/xla_ffi.h), the shapes checked, the
-// same launchers on XLA's stream.
+// XLA's CUDA handlers (kGrad: the gradient op's), for the calls
+// gaussian_rasterize_xla.cc emits: the attributes bound whole
+// (kernels/xla/xla_ffi.h), the shapes checked, the same launchers on XLA's stream.
 namespace mo::xla_ffi {
 namespace {
 
-using gaussian_rasterize::Attrs;
-
-ffi::Error GaussianRasterizeXlaForward(cudaStream_t stream, ffi::AnyBuffer means2d, ffi::AnyBuffer conics,
-                                       ffi::AnyBuffer colors, ffi::AnyBuffer opacities, ffi::AnyBuffer background,
-                                       ffi::AnyBuffer ids, ffi::AnyBuffer ranges, RetBuffer image, RetBuffer alpha,
-                                       RetBuffer last_ids, Attrs a) {
-  gaussian_rasterize::Sizes s;
-  ffi::Error error = GaussianRasterizeXlaSizes(a, means2d, conics, colors, opacities, background, ids, ranges, &s);
-  if (error.failure()) return error;
-  const gaussian_rasterize::ForwardArgs t{
-      Data<float>(means2d),  Data<float>(conics), Data<float>(colors), Data<float>(opacities),
-      Data<float>(background), Data<int32_t>(ids), Data<int32_t>(ranges), Data<float>(image),
-      Data<float>(alpha),    Data<int32_t>(last_ids)};
-  return ToError(cuda::LaunchStatus("GaussianRasterize", cuda::LaunchGaussianRasterizeForward(t, s, a, stream)));
+template <bool kGrad>
+ffi::Error GaussianRasterizeCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                 gaussian_rasterize::Attrs a) {
+  return GaussianRasterizeXla(args, rets, a, kGrad, [&](const GaussianRasterizeXlaCall& c) {
+    return ToError(cuda::LaunchStatus(kGrad ? "GaussianRasterizeGrad" : "GaussianRasterize",
+                                      kGrad ? cuda::LaunchGaussianRasterizeBackward(c.backward, c.sizes, a, stream)
+                                            : cuda::LaunchGaussianRasterizeForward(c.forward, c.sizes, a, stream)));
+  });
 }
 
-ffi::Error GaussianRasterizeXlaBackward(cudaStream_t stream, ffi::AnyBuffer means2d, ffi::AnyBuffer conics,
-                                        ffi::AnyBuffer colors, ffi::AnyBuffer opacities, ffi::AnyBuffer background,
-                                        ffi::AnyBuffer ids, ffi::AnyBuffer ranges, ffi::AnyBuffer alpha,
-                                        ffi::AnyBuffer last_ids, ffi::AnyBuffer grad_image, ffi::AnyBuffer grad_alpha,
-                                        RetBuffer grad_means2d, RetBuffer grad_conics, RetBuffer grad_colors,
-                                        RetBuffer grad_opacities, RetBuffer grad_background, Attrs a) {
-  gaussian_rasterize::Sizes s;
-  ffi::Error error = GaussianRasterizeXlaSizes(a, means2d, conics, colors, opacities, background, ids, ranges, &s);
-  if (error.failure()) return error;
-  const gaussian_rasterize::BackwardArgs t{
-      Data<float>(means2d),     Data<float>(conics),      Data<float>(colors),
-      Data<float>(opacities),   Data<float>(background),  Data<int32_t>(ids),
-      Data<int32_t>(ranges),    Data<float>(alpha),       Data<int32_t>(last_ids),
-      Data<float>(grad_image),  Data<float>(grad_alpha),  Data<float>(grad_means2d),
-      Data<float>(grad_conics), Data<float>(grad_colors), Data<float>(grad_opacities),
-      Data<float>(grad_background)};
-  return ToError(
-      cuda::LaunchStatus("GaussianRasterizeGrad", cuda::LaunchGaussianRasterizeBackward(t, s, a, stream)));
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterize", "CUDA", GaussianRasterizeXlaForward,
-                   BindStreamBuffers<7, 3>().Attrs<Attrs>());
-MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterizeGrad", "CUDA", GaussianRasterizeXlaBackward,
-                   BindStreamBuffers<11, 5>().Attrs<Attrs>());
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterize", "CUDA", GaussianRasterizeCuda<false>,
+                   BindCallBuffers<gaussian_rasterize::Attrs>(BindStream()));
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterizeGrad", "CUDA", GaussianRasterizeCuda<true>,
+                   BindCallBuffers<gaussian_rasterize::Attrs>(BindStream()));
 
 }  // namespace
 }  // namespace mo::xla_ffi

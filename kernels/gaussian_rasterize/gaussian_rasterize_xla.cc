@@ -39,10 +39,7 @@ void CompileGaussianRasterizeGrad(XlaOpKernelContext* ctx, const gaussian_raster
               FfiAttrsOf(attrs));
 }
 
-MO_REGISTER_XLA_OP(Name("MetalOpsGaussianRasterize"),
-                   XlaOpWithAttrs<gaussian_rasterize::Attrs, CompileGaussianRasterize>);
-MO_REGISTER_XLA_OP(Name("MetalOpsGaussianRasterizeGrad"),
-                   XlaOpWithAttrs<gaussian_rasterize::Attrs, CompileGaussianRasterizeGrad>);
+MO_REGISTER_XLA_OP_AND_GRAD("MetalOpsGaussianRasterize", gaussian_rasterize::Attrs, CompileGaussianRasterize);
 
 }  // namespace
 }  // namespace xla_kernels

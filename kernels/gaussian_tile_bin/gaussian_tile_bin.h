@@ -385,6 +385,30 @@ class GaussianTileBinStaticKernel : public OpKernelWithAttrs<gaussian_tile_bin::
 };
 
 }  // namespace mo
+
+#if MO_XLA
+// What GaussianTileBinStatic's XLA handlers (host: gaussian_tile_bin_cpu.cc,
+// CUDA: gaussian_tile_bin_cuda.cc, each of which includes kernels/xla/xla_ffi.h
+// and kernels/xla/xla_ffi_attrs.h first) share: the attributes' decoding, and
+// fn(means2d, radii, depths, n, outputs) for the call's buffers (three
+// operands, four results), their shapes checked (else the error).
+MO_XLA_FFI_ATTRS(::mo::gaussian_tile_bin::StaticAttrs);
+
+namespace mo::xla_ffi {
+
+template <typename Fn>
+ffi::Error GaussianTileBinStaticXla(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, Fn&& fn) {
+  return WithCallBuffers(args, rets, 3, 4, "GaussianTileBinStatic", [&](const auto& in, const auto& out) {
+    const ffi::Error error = ToError(gaussian_tile_bin::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2])));
+    if (error.failure()) return error;
+    return fn(Data<float>(in[0]), Data<int32_t>(in[1]), Data<float>(in[2]), DimsOf(in[0])[0],
+              GaussianTileBinStaticOutputs{Data<int32_t>(out[0]), Data<int32_t>(out[1]), Data<int32_t>(out[2]),
+                                           Data<int32_t>(out[3])});
+  });
+}
+
+}  // namespace mo::xla_ffi
+#endif  // MO_XLA
 #endif  // MO_TF_KERNEL
 #endif  // host code
 

@@ -21,9 +21,12 @@
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"  // before gaussian_tile_bin.h: its kernel class
 #include "kernels/spec/checks_tf.h"
-#include "kernels/xla/xla_host.h"  // MO_XLA
+#include "kernels/xla/xla_host.h"  // MO_XLA; before gaussian_tile_bin.h: its XLA handler's helpers
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"  // before gaussian_tile_bin.h: its XLA handlers' attributes
+#endif
 #define MO_TF_KERNEL  // gaussian_tile_bin.h's kernel class
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
 
@@ -147,41 +150,28 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
 
 }  // namespace mo
 
+#if MO_XLA
+// XLA's host handler of MetalOpsGaussianTileBinStatic: the same functor, the
+// attributes bound whole (kernels/xla/xla_ffi.h), the buffers' shapes checked.
+namespace mo::xla_kernels {
+namespace {
+
+ffi::Error GaussianTileBinStaticHost(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                     gaussian_tile_bin::StaticAttrs a) {
+  using Functor = GaussianTileBinFunctor<Eigen::ThreadPoolDevice>;
+  return xla_ffi::GaussianTileBinStaticXla(args, rets, [&](auto means2d, auto radii, auto depths, int64_t n, auto out) {
+    return xla_ffi::ToError(Functor::Static(HostContext(), means2d, radii, depths, n, a, out));
+  });
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "Host", GaussianTileBinStaticHost,
+                   xla_ffi::BindCallBuffers<gaussian_tile_bin::StaticAttrs>(ffi::Ffi::Bind()));
+
+}  // namespace
+}  // namespace mo::xla_kernels
+#endif  // MO_XLA
+
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEVICE_CPU),
                         ::mo::GaussianTileBinKernel<::Eigen::ThreadPoolDevice>);
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBinStatic").Device(::tensorflow::DEVICE_CPU),
                         ::mo::GaussianTileBinStaticKernel<::Eigen::ThreadPoolDevice>);
-
-#if MO_XLA
-#include "kernels/xla/xla_ffi_attrs.h"
-
-MO_XLA_FFI_ATTRS(::mo::gaussian_tile_bin::StaticAttrs);
-
-// XLA's host handler of the same functor: the attributes bound whole
-// (kernels/xla/xla_ffi.h), the buffers' shapes checked.
-namespace mo::gaussian_tile_bin {
-namespace {
-
-using xla_kernels::Data;
-using xla_kernels::HostContext;
-using xla_kernels::RetBuffer;
-namespace ffi = ::xla::ffi;
-
-ffi::Error XlaStatic(ffi::AnyBuffer means2d, ffi::AnyBuffer radii, ffi::AnyBuffer depths, RetBuffer gaussian_ids,
-                    RetBuffer tile_ranges, RetBuffer num_intersections, RetBuffer num_gaussians, StaticAttrs a) {
-  using xla_ffi::DimsOf;
-  ffi::Error error = xla_ffi::ToError(Shapes(DimsOf(means2d), DimsOf(radii), DimsOf(depths)));
-  if (error.failure()) return error;
-  const GaussianTileBinStaticOutputs out = {Data<int32_t>(gaussian_ids), Data<int32_t>(tile_ranges),
-                                            Data<int32_t>(num_intersections), Data<int32_t>(num_gaussians)};
-  return xla_ffi::ToError(GaussianTileBinFunctor<Eigen::ThreadPoolDevice>::Static(
-      HostContext(), Data<float>(means2d), Data<int32_t>(radii), Data<float>(depths), means2d.dimensions()[0], a,
-      out));
-}
-
-MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "Host", XlaStatic,
-                   xla_ffi::BindBuffers<3, 4>().Attrs<StaticAttrs>());
-
-}  // namespace
-}  // namespace mo::gaussian_tile_bin
-#endif  // MO_XLA

@@ -90,37 +90,28 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEV
                         ::mo::GaussianTileBinKernel<::mo::GPUDevice>);
 
 #if MO_XLA
-MO_XLA_FFI_ATTRS(::mo::gaussian_tile_bin::StaticAttrs);
-
 // XLA's CUDA handler of MetalOpsGaussianTileBinStatic: the attributes bound
 // whole (kernels/xla/xla_ffi.h), the buffers' shapes checked, the workspace
 // from XLA's scratch allocator; nothing read back.
 namespace mo::xla_ffi {
 namespace {
 
-using gaussian_tile_bin::StaticAttrs;
-
-ffi::Error GaussianTileBinXlaStatic(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer means2d,
-                                    ffi::AnyBuffer radii, ffi::AnyBuffer depths, RetBuffer gaussian_ids,
-                                    RetBuffer tile_ranges, RetBuffer num_intersections, RetBuffer num_gaussians,
-                                    StaticAttrs a) {
-  ffi::Error error = ToError(gaussian_tile_bin::Shapes(DimsOf(means2d), DimsOf(radii), DimsOf(depths)));
-  if (error.failure()) return error;
-  const int64_t n = means2d.dimensions()[0];
-  const size_t bytes = cuda::GaussianTileBinStaticScratchBytes(n, a);
-  char* workspace = nullptr;
-  error = ScratchOf(scratch, bytes, "GaussianTileBinStatic", &workspace);
-  if (error.failure()) return error;
-  const GaussianTileBinStaticOutputs out = {Data<int32_t>(gaussian_ids), Data<int32_t>(tile_ranges),
-                                            Data<int32_t>(num_intersections), Data<int32_t>(num_gaussians)};
-  return ToError(cuda::LaunchStatus(
-      "GaussianTileBinStatic", cuda::LaunchGaussianTileBinStatic(Data<float>(means2d), Data<int32_t>(radii),
-                                                                 Data<float>(depths), n, a, out, workspace, bytes,
-                                                                 stream)));
+ffi::Error GaussianTileBinStaticCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
+                                     ffi::RemainingRets rets, gaussian_tile_bin::StaticAttrs a) {
+  return GaussianTileBinStaticXla(args, rets, [&](const float* means2d, const int32_t* radii, const float* depths,
+                                                  int64_t n, const GaussianTileBinStaticOutputs& out) {
+    const size_t bytes = cuda::GaussianTileBinStaticScratchBytes(n, a);
+    char* workspace = nullptr;
+    ffi::Error error = ScratchOf(scratch, bytes, "GaussianTileBinStatic", &workspace);
+    if (error.failure()) return error;
+    return ToError(cuda::LaunchStatus("GaussianTileBinStatic",
+                                      cuda::LaunchGaussianTileBinStatic(means2d, radii, depths, n, a, out,
+                                                                        workspace, bytes, stream)));
+  });
 }
 
-MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "CUDA", GaussianTileBinXlaStatic,
-                   BindStreamScratchBuffers<3, 4>().Attrs<StaticAttrs>());
+MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "CUDA", GaussianTileBinStaticCuda,
+                   BindCallBuffers<gaussian_tile_bin::StaticAttrs>(BindStreamScratch()));
 
 }  // namespace
 }  // namespace mo::xla_ffi

@@ -7,8 +7,6 @@
 // Wrapper: python/metal_ops/gaussian_tile_bin.py. Doc: docs/GAUSSIAN_TILE_BIN.md.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
-#include <type_traits>
-
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
 #include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op.h"
@@ -18,19 +16,25 @@ namespace {
 
 using ::tensorflow::shape_inference::InferenceContext;
 
-// Both ops' shape function: gaussian_ids [M] (GaussianTileBinStatic's
-// [max_intersections]), tile_ranges [tiles, 2]; the static op's counts are scalars.
-template <typename Attrs>
+// MetalOpsGaussianTileBin's shape function: gaussian_ids [M], tile_ranges [tiles, 2].
 absl::Status TileBinShape(InferenceContext* c) {
-  Attrs a;
+  mo::gaussian_tile_bin::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::gaussian_tile_bin::Shapes(
       mo::checks::KnownDimsOr(c, 0, 2), mo::checks::KnownDimsOr(c, 1, 1), mo::checks::KnownDimsOr(c, 2, 1))));
-  auto ids = c->UnknownDim();
-  if constexpr (std::is_same_v<Attrs, mo::gaussian_tile_bin::StaticAttrs>) ids = c->MakeDim(a.max_intersections);
-  c->set_output(0, c->Vector(ids));
+  c->set_output(0, c->Vector(c->UnknownDim()));
   c->set_output(1, c->Matrix(mo::gaussian_tile_bin::Tiles(a), 2));
-  for (int i = 2; i < c->num_outputs(); ++i) c->set_output(i, c->Scalar());
+  return absl::OkStatus();
+}
+
+// MetalOpsGaussianTileBinStatic's: gaussian_ids [max_intersections], and two scalars.
+absl::Status TileBinStaticShape(InferenceContext* c) {
+  mo::gaussian_tile_bin::StaticAttrs a;
+  TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
+  TF_RETURN_IF_ERROR(TileBinShape(c));
+  c->set_output(0, c->Vector(a.max_intersections));
+  c->set_output(2, c->Scalar());
+  c->set_output(3, c->Scalar());
   return absl::OkStatus();
 }
 
@@ -47,7 +51,7 @@ absl::Status TileBinShape(InferenceContext* c) {
 REGISTER_OP("MetalOpsGaussianTileBin")
     MO_GAUSSIAN_TILE_BIN_INPUTS_OUTPUTS
     MO_OP_ATTRS(MO_GAUSSIAN_TILE_BIN_ATTRS)
-    .SetShapeFn(TileBinShape<mo::gaussian_tile_bin::Attrs>)
+    .SetShapeFn(TileBinShape)
     .Doc(R"doc(
 Bins projected Gaussians (MetalOpsGaussianProject's outputs) into the image's
 tiles of tile_size x tile_size pixels: one entry per (tile, Gaussian)
@@ -67,7 +71,7 @@ REGISTER_OP("MetalOpsGaussianTileBinStatic")
     .Output("num_gaussians: int32")
     MO_OP_ATTRS(MO_GAUSSIAN_TILE_BIN_ATTRS)
     MO_OP_ATTRS(MO_GAUSSIAN_TILE_BIN_STATIC_ATTRS)
-    .SetShapeFn(TileBinShape<mo::gaussian_tile_bin::StaticAttrs>)
+    .SetShapeFn(TileBinStaticShape)
     .Doc(R"doc(
 MetalOpsGaussianTileBin with outputs of a static size, B = max_intersections
 (what XLA compiles). Gaussians are taken whole in index order while their
