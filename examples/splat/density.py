@@ -31,16 +31,30 @@ class DensityControl:
     def __init__(self, recipe, extent, seed=0):
         self.recipe, self.extent = recipe, float(extent)
         self.rng = np.random.default_rng(seed)
-        self.grad2d = self.count = None
+        self.grad2d = self.count = None  # variables [N]: the sums of the gradients' norms, the views counted
+
+    def reset(self, n):
+        """Zeroes the sums for n Gaussians (the variables are made on the first call)."""
+        if self.grad2d is None:
+            self.grad2d = tf.Variable(tf.zeros([n]), shape=tf.TensorShape([None]), trainable=False, name="grad2d")
+            self.count = tf.Variable(tf.zeros([n]), shape=tf.TensorShape([None]), trainable=False, name="views")
+        else:
+            self.grad2d.assign(tf.zeros([n]))
+            self.count.assign(tf.zeros([n]))
 
     def accumulate(self, grad_means2d, radii, width, height):
-        """Adds one view's gradients [N, 2] (pixels) of the Gaussians it saw (radii > 0)."""
-        g = np.asarray(grad_means2d, np.float64) * [width / 2.0, height / 2.0]
-        seen = np.asarray(radii) > 0
-        if self.grad2d is None or self.grad2d.shape[0] != g.shape[0]:
-            self.grad2d, self.count = np.zeros(g.shape[0]), np.zeros(g.shape[0])
-        self.grad2d[seen] += np.linalg.norm(g[seen], axis=-1)
-        self.count[seen] += 1
+        """Adds one view's gradients [N, 2] (pixels) of the Gaussians it saw
+        (radii > 0). TensorFlow ops on the sums' device, so a training step
+        can run it inside its tf.function (after `reset`) with nothing read
+        back; called eagerly it resets the sums when N changed."""
+        g = tf.convert_to_tensor(grad_means2d, tf.float32)
+        if tf.executing_eagerly() and (self.grad2d is None or self.grad2d.shape[0] != g.shape[0]):
+            self.reset(g.shape[0])
+        norm = tf.norm(g * [width / 2.0, height / 2.0], axis=-1)
+        # Compared as floats: TensorFlow runs an int32 comparison in host memory, a copy from the GPU each step.
+        seen = tf.cast(tf.convert_to_tensor(radii), tf.float32) > 0.0
+        self.grad2d.assign_add(tf.where(seen, norm, 0.0))
+        self.count.assign_add(tf.cast(seen, tf.float32))
 
     def step(self, step, gaussians, optimizer):
         """Runs the control after training step `step` (1-based); returns what it did ({} if nothing)."""
@@ -55,7 +69,7 @@ class DensityControl:
 
     def refine(self, step, gaussians, optimizer):
         r = self.recipe
-        grads = self.grad2d / np.maximum(self.count, 1)
+        grads = self.grad2d.numpy().astype(np.float64) / np.maximum(self.count.numpy(), 1)
         scales = np.exp(gaussians.scales.numpy())
         high = grads > r.grow_grad2d
         small = scales.max(-1) <= r.grow_scale3d * self.extent
@@ -82,5 +96,5 @@ class DensityControl:
             keep &= np.exp(gaussians.scales.numpy()).max(-1) <= r.prune_scale3d * self.extent
         pruned = int((~keep).sum()) - int((~keep[:split.size] & split).sum())
         optimizer.keep(keep)
-        self.grad2d = self.count = None
+        self.reset(gaussians.count)
         return dict(cloned=int(clone.sum()), split=int(split.sum()), pruned=pruned, count=gaussians.count)

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 SSIM_MIN_SIDE = 11  # tf.image.ssim's 11x11 window
+LOSS_READ_EVERY = 100  # steps whose losses are read back (and checked) together
 OPENGL_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
 
 
@@ -32,6 +33,8 @@ def parse_args(argv=None):
                    help="training steps (one view each; default 30000 for a dataset, 2000 for the procedural scene)")
     g.add_argument("--seed", type=int, default=0, help="seed of the initial Gaussians, the views' order and splits")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
+    g.add_argument("--xla-loss", choices=("auto", "on", "off"), default="auto",
+                   help="compile the loss and its gradient with XLA (auto: where TensorFlow sees a CUDA GPU)")
     g.add_argument("--no-outputs", action="store_true", help="no pictures, orbit or metrics.json")
     g = p.add_argument_group("data")
     g.add_argument("--data", default=None,
@@ -101,6 +104,12 @@ class Trainer:
         self.background = np.array([1.0, 1.0, 1.0] if a.background == "white" else [0.0, 0.0, 0.0], np.float32)
         self.targets = [v.composite(self.background) for v in self.train_views]
         self.cameras = [camera(v) for v in self.train_views]
+        # Each step's view as tensors made once, in host memory: a step copies only its own image to a GPU.
+        with tf.device("/CPU:0"):
+            self.view_tensors = [(tf.constant(vm), tf.constant(K), tf.constant(t))
+                                 for (vm, K), t in zip(self.cameras, self.targets)]
+        self.xla_loss = a.xla_loss == "on" or (
+            a.xla_loss == "auto" and tf.test.is_built_with_cuda() and bool(tf.config.list_physical_devices("GPU")))
         self.extent = scene_extent(self.train_views)
         self.recipe = Recipe.for_steps(a.steps, sh_degree=a.sh_degree)
         if a.init_from:
@@ -120,15 +129,19 @@ class Trainer:
             means=means_lr, scales=r.lr_scales, quats=r.lr_quats, opacities=r.lr_opacities, sh0=r.lr_sh0,
             shN=r.lr_shN))
         self.density = DensityControl(r, self.extent, seed=a.seed)
+        self.density.reset(self.gaussians.count)
         self.rng = np.random.default_rng(a.seed)
         self._steps = {}
+        self._loss_and_gradient = loss_and_gradient(tf, r.ssim_weight, self.xla_loss)
 
-    def _train_step(self, degree):
-        """The compiled step for one SH degree: render, loss, gradients, Adam; returns the loss and
-        what density control reads (the view-space gradient, the radii)."""
-        if degree in self._steps:
-            return self._steps[degree]
-        tf, r, g = self.tf, self.recipe, self.gaussians
+    def _train_step(self, degree, accumulate):
+        """The compiled step for one SH degree: render, loss, gradients, Adam
+        and (accumulate) density control's sums; returns the loss. Nothing is
+        read back: the host runs ahead while the GPU works."""
+        key = (degree, accumulate)
+        if key in self._steps:
+            return self._steps[key]
+        tf, g = self.tf, self.gaussians
         height, width = self.targets[0].shape[:2]
         background = tf.constant(self.background)
         names = self.optimizer.names
@@ -137,38 +150,54 @@ class Trainer:
         def step(viewmat, K, target):
             with tf.GradientTape() as tape:
                 image, _, info = g.render(viewmat, K, width, height, sh_degree=degree, background=background)
-                loss = image_loss(tf, image, target, r.ssim_weight)
+            # The loss and its gradient by the image in one function (XLA fuses SSIM's many small ops there).
+            loss, grad_image = self._loss_and_gradient(image, target)
             variables = [getattr(g, k) for k in names]
-            grads = tape.gradient(loss, variables + [info["means2d"]])
+            grads = tape.gradient(image, variables + [info["means2d"]], output_gradients=grad_image)
             self.optimizer.apply(dict(zip(names, grads[:-1])))
-            return loss, grads[-1], info["radii"]
+            if accumulate:
+                self.density.accumulate(grads[-1], info["radii"], width, height)
+            return loss
 
-        self._steps[degree] = step
+        self._steps[key] = step
         return step
 
     def train(self):
         a, r = self.a, self.recipe
-        height, width = self.targets[0].shape[:2]
-        started, order, loss_ema = time.perf_counter(), [], None
+        started, order, pending = time.perf_counter(), [], []
         self.losses = []
+        loss_ema = None
+
+        def read_losses(step):
+            """The steps' losses so far, read back together (one wait for the GPU)."""
+            nonlocal loss_ema
+            if not pending:
+                return
+            values = [float(x) for x in self.tf.stack(pending).numpy()]
+            first = step - len(pending) + 1
+            pending.clear()
+            for k, loss in enumerate(values):
+                if not math.isfinite(loss):
+                    raise FloatingPointError(f"step {first + k}: the loss is {loss}")
+                loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
+            self.losses.extend(values)
+
+        log_every = max(1, r.steps // 20)
         for step in range(1, r.steps + 1):
             if not order:
                 order = list(self.rng.permutation(len(self.train_views)))
             i = order.pop()
-            viewmat, K = self.cameras[i]
-            loss, grad2d, radii = self._train_step(r.sh_degree_at(step - 1))(viewmat, K, self.targets[i])
-            loss = float(loss)
-            if not math.isfinite(loss):
-                raise FloatingPointError(f"step {step}: the loss is {loss}")
-            loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
-            self.losses.append(loss)
-            if r.refine_start < step <= r.refine_stop + 1:
-                self.density.accumulate(grad2d.numpy(), radii.numpy(), width, height)
+            accumulate = r.refine_start < step <= r.refine_stop + 1
+            pending.append(self._train_step(r.sh_degree_at(step - 1), accumulate)(*self.view_tensors[i]))
+            if len(pending) == LOSS_READ_EVERY:
+                read_losses(step)
             done = self.density.step(step, self.gaussians, self.optimizer)
-            if not a.quiet and (step % max(1, r.steps // 20) == 0 or "cloned" in done):
+            if not a.quiet and (step % log_every == 0 or "cloned" in done):
+                read_losses(step)
                 self.log(f"step {step}/{r.steps}: loss {loss_ema:.4f}, {self.gaussians.count} Gaussians"
                          + (f" (cloned {done['cloned']}, split {done['split']}, pruned {done['pruned']})"
                             if "cloned" in done else "") + f", {time.perf_counter() - started:.0f} s")
+        read_losses(r.steps)
         return time.perf_counter() - started
 
     def render(self, view, degree=None):
@@ -221,6 +250,18 @@ def image_loss(tf, image, target, ssim_weight):
         return l1
     ssim = tf.image.ssim(image[None], target[None], max_val=1.0, filter_size=11, filter_sigma=1.5)[0]
     return (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim)
+
+
+def loss_and_gradient(tf, ssim_weight, xla):
+    """A tf.function (compiled with XLA if `xla`) of (image [H, W, C], target)
+    to (image_loss, its gradient by the image)."""
+    def fn(image, target):
+        with tf.GradientTape() as tape:
+            tape.watch(image)
+            loss = image_loss(tf, image, target, ssim_weight)
+        return loss, tape.gradient(loss, image)
+
+    return tf.function(fn, jit_compile=bool(xla))
 
 
 def write_metrics(run_dir, metrics):

@@ -33,6 +33,9 @@ typedef ulong uint64;
 MO_FN float floor_f(float x) { return metal::floor(x); }
 MO_FN float ceil_f(float x) { return metal::ceil(x); }
 MO_FN float exp_f(float x) { return metal::exp(x); }
+// Metal compiles with fast math by default: these are exp_f and 1 / x (see the C++ branch).
+MO_FN float fast_exp_f(float x) { return metal::exp(x); }
+MO_FN float fast_rcp_f(float x) { return 1.0f / x; }
 MO_FN float exp2_f(float x) { return metal::exp2(x); }
 MO_FN float log_f(float x) { return metal::log(x); }
 MO_FN float log2_f(float x) { return metal::log2(x); }
@@ -70,6 +73,23 @@ typedef uint64_t uint64;
 MO_FN float floor_f(float x) { return floorf(x); }
 MO_FN float ceil_f(float x) { return ceilf(x); }
 MO_FN float exp_f(float x) { return expf(x); }
+// exp and 1 / x for a kernel's innermost loop: on a CUDA device the hardware's
+// approximations (ex2.approx and a fast divide, a couple of ulps; what gsplat's
+// --use_fast_math build runs), elsewhere the exact ones.
+MO_FN float fast_exp_f(float x) {
+#if defined(__CUDA_ARCH__)
+  return __expf(x);
+#else
+  return expf(x);
+#endif
+}
+MO_FN float fast_rcp_f(float x) {
+#if defined(__CUDA_ARCH__)
+  return __fdividef(1.0f, x);
+#else
+  return 1.0f / x;
+#endif
+}
 MO_FN float exp2_f(float x) { return exp2f(x); }
 MO_FN float log_f(float x) { return logf(x); }
 MO_FN float log2_f(float x) { return log2f(x); }

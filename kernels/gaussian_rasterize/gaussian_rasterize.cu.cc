@@ -4,10 +4,11 @@
 // shared memory (id, mean, conic, opacity) and every thread walks the batch.
 // The forward stops loading once every pixel of the tile is done; the
 // backward walks the batches back to front from the block's largest
-// last_ids, sums each Gaussian's gradient over a warp with shuffles and adds
-// it to the outputs with one atomicAdd per warp (per thread where the tile
-// is not a whole number of warps); a warp none of whose pixels the Gaussian
-// touches skips the sums, as gsplat's does. The per-pixel arithmetic is
+// last_ids (a warp starts at its own largest), with the batch's colours in
+// shared memory too, sums each Gaussian's gradient over a warp with shuffles
+// and adds it to the outputs with one atomicAdd per warp (per thread where
+// the tile is not a whole number of warps); a warp none of whose pixels the
+// Gaussian touches skips the sums, as gsplat's does. The per-pixel arithmetic is
 // kernels/gaussian_rasterize/gaussian_rasterize.h's. Colours are templated on
 // 1 to 4 channels (held in registers); more channels are read and summed in
 // global memory.
@@ -45,11 +46,15 @@ __device__ __forceinline__ TileView ViewOf(const int32_t* ranges, int64_t m, con
   return v;
 }
 
-// The shared batch: ids (-1: out of range, skipped), means, conics and opacities.
+// The shared batch: ids, means, conics and opacities, and (the backward's)
+// `colors` channels of colour per Gaussian. An id out of [0, n) is loaded as
+// Gaussian 0 with opacity 0, which every pixel skips (alpha 0): the loops
+// need no test of their own.
 struct Batch {
   int32_t* id;
   float2* mean;
   float4* conic_opacity;  // a, b, c, opacity
+  float* color;           // [block, colors]
 };
 
 __device__ __forceinline__ Batch BatchOf(void* shared, int block) {
@@ -57,21 +62,29 @@ __device__ __forceinline__ Batch BatchOf(void* shared, int block) {
   b.conic_opacity = static_cast<float4*>(shared);
   b.mean = reinterpret_cast<float2*>(b.conic_opacity + block);
   b.id = reinterpret_cast<int32_t*>(b.mean + block);
+  b.color = reinterpret_cast<float*>(b.id + block);
   return b;
 }
 
-inline size_t BatchBytes(int block) { return static_cast<size_t>(block) * (sizeof(float4) + sizeof(float2) + 4); }
+inline size_t BatchBytes(int block, int colors) {
+  return static_cast<size_t>(block) * (sizeof(float4) + sizeof(float2) + 4 + 4 * static_cast<size_t>(colors));
+}
 
+template <int kColors = 0>
 __device__ __forceinline__ void Load(const Batch& b, int slot, int k, const int32_t* ids, const float* means2d,
-                                     const float* conics, const float* opacities, int64_t n) {
+                                     const float* conics, const float* opacities, const float* colors, int64_t n) {
   const int32_t g = ids[k];
   if (g < 0 || g >= n) {
-    b.id[slot] = -1;
+    b.id[slot] = 0;
+    b.mean[slot] = make_float2(0.0f, 0.0f);
+    b.conic_opacity[slot] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int c = 0; c < kColors; ++c) b.color[slot * kColors + c] = 0.0f;
     return;
   }
   b.id[slot] = g;
   b.mean[slot] = make_float2(means2d[2 * g], means2d[2 * g + 1]);
   b.conic_opacity[slot] = make_float4(conics[3 * g], conics[3 * g + 1], conics[3 * g + 2], opacities[g]);
+  for (int c = 0; c < kColors; ++c) b.color[slot * kColors + c] = colors[static_cast<int64_t>(g) * kColors + c];
 }
 
 // kC channels in registers, or (kC 0) `channels` accumulated in the image.
@@ -100,17 +113,15 @@ __global__ void GaussianRasterizeForwardKernel(const float* __restrict__ means2d
   for (int base = v.start; base < v.end; base += block) {
     if (__syncthreads_count(done) == block) break;
     if (base + static_cast<int>(threadIdx.x) < v.end) {
-      Load(batch, threadIdx.x, base + threadIdx.x, ids, means2d, conics, opacities, n);
+      Load(batch, threadIdx.x, base + threadIdx.x, ids, means2d, conics, opacities, colors, n);
     }
     __syncthreads();
     const int count = min(block, v.end - base);
     for (int b = 0; b < count && !done; ++b) {
-      const int32_t g = batch.id[b];
-      if (g < 0) continue;
       const float2 xy = batch.mean[b];
       const float4 co = batch.conic_opacity[b];
-      const int step = gs_forward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, colors + static_cast<int64_t>(g) * C, C,
-                                       px, py, &t, acc);
+      const int step = gs_forward_step(xy.x, xy.y, co.x, co.y, co.z, co.w,
+                                       colors + static_cast<int64_t>(batch.id[b]) * C, C, px, py, &t, acc);
       if (step == kGsDone) done = true;
       if (step == kGsComposited) last = base + b + 1;
     }
@@ -143,10 +154,10 @@ __device__ __forceinline__ void WarpAdd(float value, float* out, bool whole) {
   if ((threadIdx.x & 31) == 0 && value != 0.0f) atomicAdd(out, value);
 }
 
-// Whether a pixel's gradients of one Gaussian's mean, conic and opacity are not all zero.
-__device__ __forceinline__ bool Touched(const float (&g_mean)[2], const float (&g_conic)[3], const float (&g_opacity)[1]) {
-  return g_mean[0] != 0.0f || g_mean[1] != 0.0f || g_conic[0] != 0.0f || g_conic[1] != 0.0f || g_conic[2] != 0.0f ||
-         g_opacity[0] != 0.0f;
+// The largest of a whole warp's values (every lane here).
+__device__ __forceinline__ int WarpMax(int value) {
+  for (int offset = 16; offset > 0; offset /= 2) value = max(value, __shfl_xor_sync(kFullWarp, value, offset));
+  return value;
 }
 
 template <int kC>
@@ -159,6 +170,7 @@ __global__ void GaussianRasterizeBackwardKernel(
     float* __restrict__ grad_colors, float* __restrict__ grad_opacities, float* __restrict__ grad_background) {
   extern __shared__ float4 shared[];
   __shared__ int block_last;
+  __shared__ float block_background[4];
   const int block = a.tile_size * a.tile_size;
   const bool whole = block % 32 == 0;
   const Batch batch = BatchOf(shared, block);
@@ -175,11 +187,7 @@ __global__ void GaussianRasterizeBackwardKernel(
   }
   const float t_final = v.inside ? 1.0f - alpha[p] : 1.0f;
   float background_dot = 0.0f;
-  for (int c = 0; c < C; ++c) {
-    const float vc = kC > 0 ? v_local[c] : (v.inside ? v_image[c] : 0.0f);
-    background_dot += background[c] * vc;
-    WarpAdd(t_final * vc, grad_background + c, whole);
-  }
+  if (threadIdx.x < 4) block_background[threadIdx.x] = 0.0f;
   int last = v.start;
   if (v.inside) {
     const int l = last_ids[p];
@@ -187,9 +195,27 @@ __global__ void GaussianRasterizeBackwardKernel(
   }
   if (threadIdx.x == 0) block_last = v.start;
   __syncthreads();
+  // The background's gradient: summed over the warp, then the block (shared
+  // atomics), then one global atomicAdd per channel and block (C <= 4).
+  for (int c = 0; c < C; ++c) {
+    const float vc = kC > 0 ? v_local[c] : (v.inside ? v_image[c] : 0.0f);
+    background_dot += background[c] * vc;
+    if (kC > 0 && whole) {
+      float sum = t_final * vc;
+      for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(kFullWarp, sum, offset);
+      if ((threadIdx.x & 31) == 0) atomicAdd(&block_background[c], sum);
+    } else {
+      WarpAdd(t_final * vc, grad_background + c, whole);
+    }
+  }
   atomicMax(&block_last, last);
   __syncthreads();
+  if (kC > 0 && whole && static_cast<int>(threadIdx.x) < C) {
+    atomicAdd(grad_background + threadIdx.x, block_background[threadIdx.x]);
+  }
   const int end = block_last;
+  // The warp's largest last id: its lanes have nothing to do above it.
+  const int warp_last = whole ? WarpMax(last) : end;
 
   GsPixelGrad<const float*> up{kC > 0 ? v_local : v_image, v.inside ? grad_alpha[p] : 0.0f, t_final, background_dot};
   GsBackState state{t_final, 0.0f};
@@ -197,36 +223,32 @@ __global__ void GaussianRasterizeBackwardKernel(
     const int count = min(block, top - v.start);
     __syncthreads();  // the previous batch is no longer read
     if (static_cast<int>(threadIdx.x) < count) {
-      Load(batch, threadIdx.x, top - 1 - threadIdx.x, ids, means2d, conics, opacities, n);
+      Load<kC>(batch, threadIdx.x, top - 1 - threadIdx.x, ids, means2d, conics, opacities, colors, n);
     }
     __syncthreads();
-    for (int b = 0; b < count; ++b) {
+    // Index k = top - 1 - b: the warp's lanes start at their largest last id (uniform over the warp).
+    for (int b = max(0, top - warp_last); b < count; ++b) {
       const int k = top - 1 - b;
       const int32_t g = batch.id[b];
-      if (g < 0) continue;  // the same for every thread of the block
       float g_mean[2] = {0.0f, 0.0f}, g_conic[3] = {0.0f, 0.0f, 0.0f}, g_opacity[1] = {0.0f};
-      const float* color = colors + static_cast<int64_t>(g) * C;
       const float2 xy = batch.mean[b];
       const float4 co = batch.conic_opacity[b];
       bool touched = false;
       if constexpr (kC > 0) {
         float g_color[kC];
         for (int c = 0; c < kC; ++c) g_color[c] = 0.0f;
-        if (k < last) {
-          gs_backward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, color, kC, px, py, up, &state, g_color, g_mean,
-                           g_conic, g_opacity);
-        }
-        for (int c = 0; c < kC; ++c) touched = touched || g_color[c] != 0.0f;
+        touched = k < last && gs_backward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, batch.color + b * kC, kC, px, py,
+                                               up, &state, g_color, g_mean, g_conic, g_opacity);
         // Most of a tile's Gaussians cover few of its pixels: a warp with nothing to add skips the
-        // reductions (every lane of a whole warp is here: the loop is the same for the whole block).
-        if (whole && !__any_sync(kFullWarp, touched || Touched(g_mean, g_conic, g_opacity))) continue;
+        // reductions (every lane of a whole warp is here: the loop is the same for the whole warp).
+        if (whole && !__any_sync(kFullWarp, touched)) continue;
         for (int c = 0; c < kC; ++c) WarpAdd(g_color[c], grad_colors + static_cast<int64_t>(g) * kC + c, whole);
       } else {
-        if (k < last) {
-          gs_backward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, color, C, px, py, up, &state,
-                           AtomicRow{grad_colors + static_cast<int64_t>(g) * C}, g_mean, g_conic, g_opacity);
-        }
-        if (whole && !__any_sync(kFullWarp, Touched(g_mean, g_conic, g_opacity))) continue;
+        touched = k < last && gs_backward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, colors + static_cast<int64_t>(g) * C,
+                                               C, px, py, up, &state,
+                                               AtomicRow{grad_colors + static_cast<int64_t>(g) * C}, g_mean, g_conic,
+                                               g_opacity);
+        if (whole && !__any_sync(kFullWarp, touched)) continue;
       }
       WarpAdd(g_mean[0], grad_means2d + 2 * static_cast<int64_t>(g), whole);
       WarpAdd(g_mean[1], grad_means2d + 2 * static_cast<int64_t>(g) + 1, whole);
@@ -241,7 +263,6 @@ __global__ void GaussianRasterizeBackwardKernel(
 struct TileGrid {
   unsigned tiles;
   int block;
-  size_t shared;
   int tiles_x;
 };
 
@@ -268,9 +289,7 @@ cudaError_t OverTiles(const gaussian_rasterize::Sizes& s, const gaussian_rasteri
     return cudaErrorInvalidValue;
   }
   const int block = a.tile_size * a.tile_size;
-  WithChannels<4>(s.channels,
-                  TileGrid{static_cast<unsigned>(tiles), block, BatchBytes(block),
-                           static_cast<int>(gaussian_rasterize::TilesX(a))},
+  WithChannels<4>(s.channels, TileGrid{static_cast<unsigned>(tiles), block, static_cast<int>(gaussian_rasterize::TilesX(a))},
                   launch);
   return cudaGetLastError();
 }
@@ -280,7 +299,7 @@ cudaError_t OverTiles(const gaussian_rasterize::Sizes& s, const gaussian_rasteri
 cudaError_t LaunchGaussianRasterizeForward(const gaussian_rasterize::ForwardArgs& t, const gaussian_rasterize::Sizes& s,
                                            const gaussian_rasterize::Attrs& a, cudaStream_t stream) {
   return OverTiles(s, a, [&](auto channels, const TileGrid& g) {
-    GaussianRasterizeForwardKernel<decltype(channels)::value><<<g.tiles, g.block, g.shared, stream>>>(
+    GaussianRasterizeForwardKernel<decltype(channels)::value><<<g.tiles, g.block, BatchBytes(g.block, 0), stream>>>(
         t.means2d, t.conics, t.colors, t.opacities, t.background, t.ids, t.ranges, s.n, static_cast<int>(s.channels),
         s.m, a, g.tiles_x, t.image, t.alpha, t.last_ids);
   });
@@ -301,7 +320,8 @@ cudaError_t LaunchGaussianRasterizeBackward(const gaussian_rasterize::BackwardAr
     if (e != cudaSuccess) return e;
   }
   return OverTiles(s, a, [&](auto channels, const TileGrid& g) {
-    GaussianRasterizeBackwardKernel<decltype(channels)::value><<<g.tiles, g.block, g.shared, stream>>>(
+    constexpr int kC = decltype(channels)::value;
+    GaussianRasterizeBackwardKernel<kC><<<g.tiles, g.block, BatchBytes(g.block, kC), stream>>>(
         t.means2d, t.conics, t.colors, t.opacities, t.background, t.ids, t.ranges, t.alpha, t.last_ids, t.grad_image,
         t.grad_alpha, s.n, static_cast<int>(s.channels), s.m, a, g.tiles_x, t.grad_means2d, t.grad_conics,
         t.grad_colors, t.grad_opacities, t.grad_background);

@@ -25,7 +25,9 @@
 // index (into gaussian_ids) of the last Gaussian composited, the tile's start
 // when none is. The backward walks the same Gaussians in reverse from
 // last_ids, recovering each one's T by dividing by (1 - alpha), as gsplat's
-// rasterize_to_pixels_bwd does.
+// rasterize_to_pixels_bwd does. On a CUDA device exp(-sigma) and that
+// 1 / (1 - alpha) are the hardware's approximations (platform.h's fast_exp_f,
+// fast_rcp_f), as in gsplat's build: the hottest arithmetic of both passes.
 #ifndef MO_KERNELS_GAUSSIAN_RASTERIZE_GAUSSIAN_RASTERIZE_H_
 #define MO_KERNELS_GAUSSIAN_RASTERIZE_GAUSSIAN_RASTERIZE_H_
 
@@ -44,16 +46,15 @@ MO_FN bool gs_alpha(float mx, float my, float a, float b, float c, float opacity
                     MO_THREAD float* dx, MO_THREAD float* dy, MO_THREAD float* vis, MO_THREAD float* alpha) {
   const float x = mx - px, y = my - py;
   const float sigma = 0.5f * (a * x * x + c * y * y) + b * x * y;
-  if (!(sigma >= 0.0f)) return false;
-  const float v = exp_f(-sigma);
+  // Computed before the tests, so that a GPU evaluates this without branches.
+  const float v = fast_exp_f(-sigma);
   const float raw = opacity * v;
   const float al = raw > MO_GS_ALPHA_MAX ? MO_GS_ALPHA_MAX : raw;
-  if (!(al >= MO_GS_ALPHA_MIN)) return false;
   *dx = x;
   *dy = y;
   *vis = v;
   *alpha = al;
-  return true;
+  return sigma >= 0.0f && al >= MO_GS_ALPHA_MIN;
 }
 
 // What one front-to-back step did.
@@ -104,7 +105,7 @@ MO_FN bool gs_backward_step(float mx, float my, float a, float b, float c, float
                             OutPtr g_opacity) {
   float dx, dy, vis, alpha;
   if (!gs_alpha(mx, my, a, b, c, opacity, px, py, &dx, &dy, &vis, &alpha)) return false;
-  const float ra = 1.0f / (1.0f - alpha);
+  const float ra = fast_rcp_f(1.0f - alpha);
   s->t *= ra;
   const float fac = alpha * s->t;
   float cv = 0.0f;

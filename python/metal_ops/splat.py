@@ -105,18 +105,24 @@ def sh_colors(sh, means, camera_position, degree):
     seen from camera_position [3]: the bands below `degree` + 1 count
     (degree 0: the DC term alone); colour = sum_k Y_k(dir) sh_k + 0.5,
     clamped at 0 as the reference does."""
+    sh = tf.convert_to_tensor(sh, tf.float32)
+    return _sh_colors(sh[:, :1, :], sh[:, 1:, :], means, camera_position, degree)
+
+
+def _sh_colors(sh0, shN, means, camera_position, degree):
+    """sh_colors of the DC term sh0 [N, 1, 3] and the higher bands shN [N, K - 1, 3]
+    kept apart (as Gaussians stores them: no concatenation, nor its gradient's split)."""
     degree = int(degree)
     if not 0 <= degree <= 3:
         raise ValueError(f"sh_colors: degree must be in [0, 3], got {degree}")
-    sh = tf.convert_to_tensor(sh, tf.float32)
-    used = (degree + 1) ** 2
-    if degree == 0:
-        rgb = SH_C0 * sh[:, 0, :]
-    else:
+    rgb = SH_C0 * sh0[:, 0, :]
+    if degree > 0:
+        used = (degree + 1) ** 2
         dirs = means - tf.cast(camera_position, tf.float32)
         dirs = dirs / tf.maximum(tf.norm(dirs, axis=-1, keepdims=True), 1e-12)
-        basis = sh_encode(dirs, degree=degree + 1)  # [N, used]
-        rgb = tf.einsum("nk,nkc->nc", basis, sh[:, :used, :])
+        basis = sh_encode(dirs, degree=degree + 1)  # [N, used]; basis[:, 0] is SH_C0
+        # A product and a sum over the bands (an einsum here is N tiny matrix products).
+        rgb += tf.reduce_sum(basis[:, 1:, None] * shN[:, :used - 1, :], axis=1)
     return tf.maximum(rgb + SH_OFFSET, 0.0)
 
 
@@ -182,11 +188,11 @@ class Gaussians(tf.Module):
     def render(self, viewmat, K, width, height, sh_degree=3, background=None, max_intersections=None):
         """rasterize_gaussians of these Gaussians with colours from their SH seen from the camera
         (max_intersections: rasterize_gaussians' budget, None for none)."""
-        means, quats, scales, opacities, sh = self.activated(sh_degree)
+        means, quats, scales, opacities = self.means, self.quats, tf.exp(self.scales), tf.sigmoid(self.opacities)
         viewmat = tf.convert_to_tensor(viewmat, tf.float32)
         rotation, translation = viewmat[:3, :3], viewmat[:3, 3]
         camera_position = -tf.linalg.matvec(rotation, translation, transpose_a=True)
-        colors = sh_colors(sh, means, camera_position, sh_degree)
+        colors = _sh_colors(self.sh0, self.shN, means, camera_position, sh_degree)
         return rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, width, height,
                                    background=background, max_intersections=max_intersections)
 
@@ -270,18 +276,24 @@ class GaussianAdam:
         return tf.cast(lr(step), tf.float32) if callable(lr) else tf.constant(lr, tf.float32)
 
     def apply(self, grads):
-        """One Adam step: grads {name: gradient} (None: no gradient this step)."""
+        """One Adam step: grads {name: gradient} (None: no gradient this step).
+
+        Each parameter's update is one fused kernel (TensorFlow's
+        ResourceApplyAdam). Its epsilon is added to sqrt(v) before the bias
+        correction, so it is given epsilon sqrt(1 - beta_2^t): the step is the
+        reference's lr m_hat / (sqrt(v_hat) + epsilon)."""
         t = tf.cast(self.iterations + 1, tf.float32)
-        c1, c2 = 1.0 - tf.pow(self.beta_1, t), 1.0 - tf.pow(self.beta_2, t)
+        beta_1_power, beta_2_power = tf.pow(self.beta_1, t), tf.pow(self.beta_2, t)
+        epsilon = self.epsilon * tf.sqrt(1.0 - beta_2_power)
         for key in self.names:
             g = grads.get(key)
             if g is None:
                 continue
-            g = tf.convert_to_tensor(g)
-            m = self.m[key].assign(self.beta_1 * self.m[key] + (1.0 - self.beta_1) * g)
-            v = self.v[key].assign(self.beta_2 * self.v[key] + (1.0 - self.beta_2) * tf.square(g))
-            step = self.learning_rate(key) * (m / c1) / (tf.sqrt(v / c2) + self.epsilon)
-            getattr(self.gaussians, key).assign_sub(step)
+            tf.raw_ops.ResourceApplyAdam(
+                var=getattr(self.gaussians, key).handle, m=self.m[key].handle, v=self.v[key].handle,
+                beta1_power=beta_1_power, beta2_power=beta_2_power, lr=self.learning_rate(key),
+                beta1=tf.constant(self.beta_1, tf.float32), beta2=tf.constant(self.beta_2, tf.float32),
+                epsilon=epsilon, grad=tf.convert_to_tensor(g, tf.float32))
         self.iterations.assign_add(1)
 
     def _each(self):
