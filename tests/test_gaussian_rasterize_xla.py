@@ -12,7 +12,7 @@ from metal_ops import splat
 from tests.reference import gaussian_rasterize as ref
 from tests.test_splat import HEIGHT, K, VIEWMAT, WIDTH, gaussians
 from tests.xla_checks import XLA_MARKS, cuda_handlers_on_a_gpu  # noqa: F401  (the fixture: autouse)
-from tests.xla_checks import assert_same, both, compile_error, with_grad
+from tests.xla_checks import assert_same, both, compile_error, on_gpu, with_grad
 
 pytestmark = XLA_MARKS
 
@@ -76,7 +76,9 @@ def test_gaussian_rasterize_rasterize_gaussians_gradients_under_xla_are_the_eage
     xla = tf.function(with_grad(lambda *p: render(100000)(*p)[0], *params, output_grad=upstream),
                       jit_compile=True)(*params)
     eager = with_grad(lambda *p: render(None)(*p)[0], *params, output_grad=upstream)(*params)
-    assert_same(tf.nest.map_structure(np.asarray, xla), tf.nest.map_structure(np.asarray, eager), rtol=1e-5, atol=1e-6)
+    # The CUDA backward sums with atomics, in an order that varies from run to run.
+    assert_same(tf.nest.map_structure(np.asarray, xla), tf.nest.map_structure(np.asarray, eager), rtol=1e-5,
+                atol=1e-4 if on_gpu() else 1e-6)
 
 
 def test_gaussian_rasterize_rasterize_gaussians_over_the_budget_renders_the_kept_gaussians():
