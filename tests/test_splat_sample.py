@@ -19,7 +19,7 @@ def test_density_control_clones_small_splits_large_and_prunes():
     opt = splat.GaussianAdam(g, dict(means=0.1))
     control = DensityControl(recipe, extent=1.0)
     # Gaussians 0 and 1 have a high view-space gradient; 3 is nearly transparent.
-    control.accumulate(np.array([[1e-3, 0], [1e-3, 0], [0, 0], [0, 0]]), np.array([1, 1, 1, 1]), 10, 10)
+    control.accumulate(np.array([[1e-3, 0], [1e-3, 0], [0, 0], [0, 0]]), np.ones((4, 2)), 10, 10)
     done = control.refine(recipe.refine_start + recipe.refine_every, g, opt)
     assert (done["cloned"], done["split"], done["pruned"]) == (1, 1, 1)
     # Kept: 0, 2 (originals), the clone of 0, the two halves of 1 (scales / 1.6).

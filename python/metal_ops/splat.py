@@ -57,8 +57,8 @@ def rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, wid
       tile_size: the side of a tile in pixels.
 
     Returns (image [H, W, C], alpha [H, W], info): info holds the projection
-    (means2d [N, 2], conics [N, 3], depths [N], radii [N] int32: 0 where
-    culled) and the binning (gaussian_ids [M], tile_ranges [tiles, 2]).
+    (means2d [N, 2], conics [N, 3], depths [N], radii [N, 2] int32: the
+    opacity-aware box's half-sides (x, y), 0 where culled) and the binning (gaussian_ids [M], tile_ranges [tiles, 2]).
     `tape.gradient(loss, info["means2d"])` is the view-space positional
     gradient that densification reads.
     """
@@ -68,7 +68,7 @@ def rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, wid
         colors = tf.convert_to_tensor(colors, tf.float32)
         means2d, conics, depths, radii = gaussian_project(
             means, quats, scales, viewmat, K, width=width, height=height, near_plane=near_plane,
-            far_plane=far_plane, eps2d=eps2d)
+            far_plane=far_plane, eps2d=eps2d, opacities=opacities)
         ids, ranges = gaussian_tile_bin(tf.stop_gradient(means2d), radii, tf.stop_gradient(depths),
                                         width=width, height=height, tile_size=tile_size)
         if background is None:
