@@ -1,9 +1,8 @@
 // GaussianProject: 3D Gaussians (means, rotations as quaternions, scales)
 // seen by a pinhole camera become 2D Gaussians on the image: their means in
 // pixels, conics (inverse 2D covariances), depths and radii (x, y), Gaussians
-// behind the near plane, beyond the far plane, too transparent or off screen
-// culled; and the gradient
-// of the means, quaternions and scales. This header is the op's one
+// too transparent, behind the near plane, beyond the far plane or off screen
+// culled; and the gradient of the means, quaternions and scales. This header is the op's one
 // description shared by every backend: the formulas (written once for the CPU
 // kernels, CUDA, the Metal shaders and the MSL shim), the op's declaration
 // (its attribute list, MO_GAUSSIAN_PROJECT_ATTRS) and, in host code, the
@@ -15,8 +14,8 @@
 //
 // The formulas are gsplat's (nerfstudio-project/gsplat, "classic" 3DGS
 // without antialiasing compensation; docs/GAUSSIAN_PROJECT.md). For one
-// Gaussian with mean p, quaternion q = (w, x, y, z), scales s, opacity o and the camera
-// [W | w] (world to camera, OpenCV axes), K (fx, fy, cx, cy):
+// Gaussian with mean p, quaternion q = (w, x, y, z), scales s, opacity o and
+// the camera [W | w] (world to camera, OpenCV axes), K (fx, fy, cx, cy):
 //   R = rotation of q / |q|,  M = R diag(s),  Sigma = M M^T
 //   t = W p + w;  culled when t.z < near_plane or t.z > far_plane
 //   Sigma_c = W Sigma W^T = A A^T with A = W M
@@ -33,7 +32,7 @@
 // The box is gsplat 1.5.3's opacity-aware one: outside it the rasterizer's
 // alpha o exp(-sigma) is below MO_GS_ALPHA_MIN (sigma >= dx^2 / (2 a) there,
 // the marginal of the 2D Gaussian), so binning by it skips no pixel the
-// rasterizer composites, unless extend is capped at 3.33 sigma.
+// rasterizer composites (the cap of 3.33 sigma binds only for o > 1).
 // A culled Gaussian has radii (0, 0) and every other output 0. The gradient
 // is the exact derivative of these formulas (the clamp of tx, ty included, as
 // gsplat's persp_proj_vjp); radii have none, culled Gaussians get 0, and
