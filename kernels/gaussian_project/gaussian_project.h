@@ -40,7 +40,7 @@
 #ifndef MO_KERNELS_GAUSSIAN_PROJECT_GAUSSIAN_PROJECT_H_
 #define MO_KERNELS_GAUSSIAN_PROJECT_GAUSSIAN_PROJECT_H_
 
-#include "kernels/common/gaussian_splat.h"  // MO_GS_ALPHA_MIN, MO_GS_MAX_EXTEND
+#include "kernels/common/gaussian_splat.h"
 #include "kernels/common/platform.h"
 
 // The largest radius written (pixels): a larger one is clamped to it before

@@ -31,7 +31,7 @@
 #ifndef MO_KERNELS_GAUSSIAN_RASTERIZE_GAUSSIAN_RASTERIZE_H_
 #define MO_KERNELS_GAUSSIAN_RASTERIZE_GAUSSIAN_RASTERIZE_H_
 
-#include "kernels/common/gaussian_splat.h"  // MO_GS_ALPHA_MIN
+#include "kernels/common/gaussian_splat.h"
 #include "kernels/common/platform.h"
 
 #define MO_GS_ALPHA_MAX 0.99f                // alpha is clamped here
