@@ -159,6 +159,28 @@ def test_nearest_neighbor_distance_is_exact():
     np.testing.assert_allclose(got, np.sort(d, 1)[:, :3].mean(1), rtol=1e-12)
 
 
+def test_gaussian_adam_matches_adam_over_steps():
+    """Five steps against NumPy's Adam as the reference (and torch.optim.Adam) write it:
+    lr m_hat / (sqrt(v_hat) + eps), with a scheduled learning rate and eps 1e-15."""
+    g = splat.Gaussians.random_in_box([[-1, -1, -1], [1, 1, 1]], 6, seed=5)
+    lr = lambda step: 0.01 * 0.9 ** step  # noqa: E731
+    opt = splat.GaussianAdam(g, dict(means=lr, scales=0.05))
+    rng = np.random.default_rng(6)
+    want = {k: getattr(g, k).numpy().astype(np.float64) for k in ("means", "scales")}
+    m = {k: np.zeros_like(v) for k, v in want.items()}
+    v = {k: np.zeros_like(x) for k, x in want.items()}
+    for t in range(1, 6):
+        grads = {k: rng.normal(size=x.shape).astype(np.float32) * 10.0 ** rng.integers(-6, 1) for k, x in want.items()}
+        opt.apply(grads)
+        for k in want:
+            m[k] = 0.9 * m[k] + 0.1 * grads[k]
+            v[k] = 0.999 * v[k] + 0.001 * np.square(grads[k].astype(np.float64))
+            step_lr = lr(t - 1) if k == "means" else 0.05
+            want[k] -= step_lr * (m[k] / (1 - 0.9 ** t)) / (np.sqrt(v[k] / (1 - 0.999 ** t)) + 1e-15)
+        for k in want:
+            np.testing.assert_allclose(getattr(g, k).numpy(), want[k], rtol=1e-5, atol=1e-6, err_msg=f"{k}, step {t}")
+
+
 def test_gaussian_adam_steps_and_follows_the_gaussians():
     g = splat.Gaussians.random_in_box([[-1, -1, -1], [1, 1, 1]], 4, seed=2)
     opt = splat.GaussianAdam(g, dict(means=0.1, opacities=lambda step: 0.01 * (step + 1)))

@@ -36,3 +36,35 @@ def test_the_sample_trains_a_small_scene(tmp_path):
     assert metrics["loss_last"] < 0.7 * metrics["loss_first"], {k: metrics[k] for k in ("loss_first", "loss_last")}
     with pytest.raises(SystemExit):
         train.parse_args(["--steps", "0"])
+
+
+def test_density_sums_in_a_tf_function_match_numpy():
+    import tensorflow as tf
+
+    from examples.splat.density import DensityControl
+    from examples.splat.recipe import Recipe
+
+    rng = np.random.default_rng(3)
+    grads = [rng.normal(size=(50, 2)).astype(np.float32) * 1e-3 for _ in range(4)]
+    radii = [np.repeat(rng.integers(0, 3, (50, 1)), 2, 1).astype(np.int32) for _ in range(4)]  # [N, 2]
+    control = DensityControl(Recipe.for_steps(300), extent=1.0)
+    control.reset(50)
+    step = tf.function(lambda g, r: control.accumulate(g, r, 40, 30))
+    for g, r in zip(grads, radii):
+        step(tf.constant(g), tf.constant(r))
+    norm = [np.where(r[:, 0] > 0, np.linalg.norm(g * [20.0, 15.0], axis=-1), 0.0) for g, r in zip(grads, radii)]
+    np.testing.assert_allclose(control.grad2d.numpy(), np.sum(norm, 0), rtol=1e-6)
+    np.testing.assert_array_equal(control.count.numpy(), np.sum([r[:, 0] > 0 for r in radii], 0))
+
+
+def test_the_loss_on_xla_matches_the_loss_without():
+    import tensorflow as tf
+
+    from examples.splat import train
+
+    rng = np.random.default_rng(4)
+    image, target = (tf.constant(rng.random((24, 20, 3)), tf.float32) for _ in range(2))
+    plain = train.loss_and_gradient(tf, 0.2, xla=False)(image, target)
+    xla = train.loss_and_gradient(tf, 0.2, xla=True)(image, target)
+    np.testing.assert_allclose(xla[0].numpy(), plain[0].numpy(), rtol=1e-5)
+    np.testing.assert_allclose(xla[1].numpy(), plain[1].numpy(), rtol=1e-4, atol=1e-8)

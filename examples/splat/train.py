@@ -132,15 +132,7 @@ class Trainer:
         self.density.reset(self.gaussians.count)
         self.rng = np.random.default_rng(a.seed)
         self._steps = {}
-        ssim_weight = r.ssim_weight
-
-        def loss_and_gradient(image, target):
-            with tf.GradientTape() as tape:
-                tape.watch(image)
-                loss = image_loss(tf, image, target, ssim_weight)
-            return loss, tape.gradient(loss, image)
-
-        self._loss_and_gradient = tf.function(loss_and_gradient, jit_compile=self.xla_loss)
+        self._loss_and_gradient = loss_and_gradient(tf, r.ssim_weight, self.xla_loss)
 
     def _train_step(self, degree, accumulate):
         """The compiled step for one SH degree: render, loss, gradients, Adam
@@ -258,6 +250,18 @@ def image_loss(tf, image, target, ssim_weight):
         return l1
     ssim = tf.image.ssim(image[None], target[None], max_val=1.0, filter_size=11, filter_sigma=1.5)[0]
     return (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim)
+
+
+def loss_and_gradient(tf, ssim_weight, xla):
+    """A tf.function (compiled with XLA if `xla`) of (image [H, W, C], target)
+    to (image_loss, its gradient by the image)."""
+    def fn(image, target):
+        with tf.GradientTape() as tape:
+            tape.watch(image)
+            loss = image_loss(tf, image, target, ssim_weight)
+        return loss, tape.gradient(loss, image)
+
+    return tf.function(fn, jit_compile=bool(xla))
 
 
 def write_metrics(run_dir, metrics):

@@ -43,10 +43,7 @@ void CompileGaussianProjectGrad(XlaOpKernelContext* ctx, const gaussian_project:
               {ShapeLike(ctx, 3), ShapeLike(ctx, 4), ShapeLike(ctx, 5)}, FfiAttrsOf(attrs));
 }
 
-MO_REGISTER_XLA_OP(Name("MetalOpsGaussianProject"),
-                   XlaOpWithAttrs<gaussian_project::Attrs, CompileGaussianProject>);
-MO_REGISTER_XLA_OP(Name("MetalOpsGaussianProjectGrad"),
-                   XlaOpWithAttrs<gaussian_project::Attrs, CompileGaussianProjectGrad>);
+MO_REGISTER_XLA_OP_AND_GRAD("MetalOpsGaussianProject", gaussian_project::Attrs, CompileGaussianProject);
 
 }  // namespace
 }  // namespace xla_kernels

@@ -46,8 +46,10 @@ __device__ __forceinline__ TileView ViewOf(const int32_t* ranges, int64_t m, con
   return v;
 }
 
-// The shared batch: ids (-1: out of range, skipped), means, conics and
-// opacities, and (the backward's) `colors` channels of colour per Gaussian.
+// The shared batch: ids, means, conics and opacities, and (the backward's)
+// `colors` channels of colour per Gaussian. An id out of [0, n) is loaded as
+// Gaussian 0 with opacity 0, which every pixel skips (alpha 0): the loops
+// need no test of their own.
 struct Batch {
   int32_t* id;
   float2* mean;
@@ -73,7 +75,10 @@ __device__ __forceinline__ void Load(const Batch& b, int slot, int k, const int3
                                      const float* conics, const float* opacities, const float* colors, int64_t n) {
   const int32_t g = ids[k];
   if (g < 0 || g >= n) {
-    b.id[slot] = -1;
+    b.id[slot] = 0;
+    b.mean[slot] = make_float2(0.0f, 0.0f);
+    b.conic_opacity[slot] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int c = 0; c < kColors; ++c) b.color[slot * kColors + c] = 0.0f;
     return;
   }
   b.id[slot] = g;
@@ -113,12 +118,10 @@ __global__ void GaussianRasterizeForwardKernel(const float* __restrict__ means2d
     __syncthreads();
     const int count = min(block, v.end - base);
     for (int b = 0; b < count && !done; ++b) {
-      const int32_t g = batch.id[b];
-      if (g < 0) continue;
       const float2 xy = batch.mean[b];
       const float4 co = batch.conic_opacity[b];
-      const int step = gs_forward_step(xy.x, xy.y, co.x, co.y, co.z, co.w, colors + static_cast<int64_t>(g) * C, C,
-                                       px, py, &t, acc);
+      const int step = gs_forward_step(xy.x, xy.y, co.x, co.y, co.z, co.w,
+                                       colors + static_cast<int64_t>(batch.id[b]) * C, C, px, py, &t, acc);
       if (step == kGsDone) done = true;
       if (step == kGsComposited) last = base + b + 1;
     }
@@ -227,7 +230,6 @@ __global__ void GaussianRasterizeBackwardKernel(
     for (int b = max(0, top - warp_last); b < count; ++b) {
       const int k = top - 1 - b;
       const int32_t g = batch.id[b];
-      if (g < 0) continue;  // the same for every thread of the block
       float g_mean[2] = {0.0f, 0.0f}, g_conic[3] = {0.0f, 0.0f, 0.0f}, g_opacity[1] = {0.0f};
       const float2 xy = batch.mean[b];
       const float4 co = batch.conic_opacity[b];

@@ -317,11 +317,15 @@ inline Result GradShapes(const Attrs& a, const InputDims& in, const Dims& alpha,
 }
 
 // The values of the index inputs (checked by the CPU kernels before any
-// work): every id in [0, n); every tile's range 0 <= start <= end <= m.
-inline Result GaussianIds(const char* op, const int32_t* ids, int64_t m, int64_t n) {
-  for (int64_t i = 0; i < m; ++i) {
-    if (ids[i] < 0 || ids[i] >= n) {
-      return Invalid(op, ": 'gaussian_ids' must index the ", n, " Gaussians, got gaussian_ids[", i, "] = ", ids[i]);
+// work): every tile's range 0 <= start <= end <= m (TileRanges), then every
+// id a tile's range covers in [0, n). No kernel reads an id that no range
+// covers (GaussianTileBinStatic's padding, -1).
+inline Result GaussianIds(const char* op, const int32_t* ids, const int32_t* ranges, int64_t tiles, int64_t n) {
+  for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t i = ranges[2 * t]; i < ranges[2 * t + 1]; ++i) {
+      if (ids[i] < 0 || ids[i] >= n) {
+        return Invalid(op, ": 'gaussian_ids' must index the ", n, " Gaussians, got gaussian_ids[", i, "] = ", ids[i]);
+      }
     }
   }
   return Ok();
@@ -524,6 +528,54 @@ class GaussianRasterizeKernel : public OpKernelWithAttrs<gaussian_rasterize::Att
 
 }  // namespace mo
 
+#if MO_XLA
+// What the XLA handlers (host: gaussian_rasterize_cpu.cc, CUDA:
+// gaussian_rasterize_cuda.cc, each of which includes kernels/xla/xla_ffi.h
+// first) share: the call's buffers (the seven inputs, the gradient op's four
+// more, then the outputs), their shapes checked as the TensorFlow kernels
+// check them, as the functors and launchers take them.
+namespace mo::xla_ffi {
+
+struct GaussianRasterizeXlaCall {
+  gaussian_rasterize::Sizes sizes;
+  gaussian_rasterize::ForwardArgs forward{};    // the op's call
+  gaussian_rasterize::BackwardArgs backward{};  // the gradient op's (grad)
+};
+
+// fn(call) for the call's buffers, their shapes checked (else the error).
+template <typename Fn>
+ffi::Error GaussianRasterizeXla(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets,
+                                const gaussian_rasterize::Attrs& a, bool grad, Fn&& fn) {
+  const auto call = [&](const std::vector<ffi::AnyBuffer>& in, const std::vector<RetBuffer>& out) {
+    const gaussian_rasterize::InputDims dims = {DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]), DimsOf(in[3]),
+                                                DimsOf(in[4]), DimsOf(in[5]), DimsOf(in[6])};
+    checks::Dims image, pixels;
+    const ffi::Error error = ToError(grad ? gaussian_rasterize::GradShapes(a, dims, DimsOf(in[7]), DimsOf(in[8]),
+                                                                           DimsOf(in[9]), DimsOf(in[10]))
+                                          : gaussian_rasterize::Shapes(a, dims, &image, &pixels));
+    if (error.failure()) return error;
+    GaussianRasterizeXlaCall c;
+    c.sizes.n = dims.means2d[0];
+    c.sizes.channels = dims.colors[1];
+    c.sizes.m = dims.gaussian_ids[0];
+    const float* f[5];
+    for (int i = 0; i < 5; ++i) f[i] = Data<float>(in[i]);
+    const int32_t *ids = Data<int32_t>(in[5]), *ranges = Data<int32_t>(in[6]);
+    if (grad) {
+      c.backward = {f[0], f[1], f[2], f[3], f[4], ids, ranges, Data<float>(in[7]), Data<int32_t>(in[8]),
+                    Data<float>(in[9]), Data<float>(in[10]), Data<float>(out[0]), Data<float>(out[1]),
+                    Data<float>(out[2]), Data<float>(out[3]), Data<float>(out[4])};
+    } else {
+      c.forward = {f[0], f[1], f[2], f[3], f[4], ids, ranges, Data<float>(out[0]), Data<float>(out[1]),
+                   Data<int32_t>(out[2])};
+    }
+    return fn(c);
+  };
+  return WithCallBuffers(args, rets, grad ? 11 : 7, grad ? 5 : 3, "GaussianRasterize", call);
+}
+
+}  // namespace mo::xla_ffi
+#endif  // MO_XLA
 #endif  // MO_TF_KERNEL
 #endif  // host code
 

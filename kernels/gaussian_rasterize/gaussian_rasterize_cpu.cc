@@ -6,7 +6,8 @@
 // gaussian_rasterize.h's. The backward is deterministic: each intersection
 // (an index into gaussian_ids, owned by one tile) sums its pixels' gradients
 // in a scratch row of its own, and one pass then adds the rows into the
-// Gaussians' gradients in index order.
+// Gaussians' gradients in index order. XLA's host handlers (for the calls
+// gaussian_rasterize_xla.cc emits) run the same functor.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"
 #include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA; before gaussian_rasterize.h: its XLA handlers' helpers
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #define MO_TF_KERNEL  // gaussian_rasterize.h's kernel classes
@@ -31,8 +33,9 @@ namespace gr = gaussian_rasterize;
 // The checks of the index inputs' values, before any work.
 inline absl::Status CheckIndices(const char* op, const int32_t* ids, const int32_t* ranges, const gr::Sizes& s,
                                  const gr::Attrs& a) {
-  TF_RETURN_IF_ERROR(checks::ToStatus(gr::GaussianIds(op, ids, s.m, s.n)));
-  return checks::ToStatus(gr::TileRanges(op, ranges, gr::TilesX(a) * gr::TilesY(a), s.m));
+  const int64_t tiles = gr::TilesX(a) * gr::TilesY(a);
+  TF_RETURN_IF_ERROR(checks::ToStatus(gr::TileRanges(op, ranges, tiles, s.m)));
+  return checks::ToStatus(gr::GaussianIds(op, ids, ranges, tiles, s.n));
 }
 
 // fn(tile, pixel index, px, py) for each pixel of tiles [begin, end) over the
@@ -76,11 +79,10 @@ std::vector<metal_plan::HostTensor> Slots(const gr::Sizes& s, const gr::Attrs& a
 
 template <>
 struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
-  static absl::Status Forward(::tensorflow::OpKernelContext* op_ctx, const gaussian_rasterize::Sizes& s,
+  static absl::Status Forward(const cpu::Context& ctx, const gaussian_rasterize::Sizes& s,
                               const gaussian_rasterize::Attrs& a, const gaussian_rasterize::ForwardArgs& t) {
     namespace g = gaussian_rasterize_cpu;
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterize", t.ids, t.ranges, s, a));
-    const cpu::Context ctx(op_ctx);
     const int64_t pixels = int64_t{a.width} * a.height;
     const auto metal = [&](const cpu::MetalRoute& route) {
       using g::Bytes;
@@ -116,12 +118,11 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     });
   }
 
-  static absl::Status Backward(::tensorflow::OpKernelContext* op_ctx, const gaussian_rasterize::Sizes& s,
+  static absl::Status Backward(const cpu::Context& ctx, const gaussian_rasterize::Sizes& s,
                                const gaussian_rasterize::Attrs& a, const gaussian_rasterize::BackwardArgs& t) {
     namespace g = gaussian_rasterize_cpu;
     TF_RETURN_IF_ERROR(g::CheckIndices("GaussianRasterizeGrad", t.ids, t.ranges, s, a));
     TF_RETURN_IF_ERROR(checks::ToStatus(gaussian_rasterize::LastIds(t.last_ids, t.ranges, a)));
-    const cpu::Context ctx(op_ctx);
     const int64_t pixels = int64_t{a.width} * a.height, c = s.channels;
     const auto metal = [&](const cpu::MetalRoute& route) {
       using g::Bytes;
@@ -175,6 +176,7 @@ struct GaussianRasterizeFunctor<Eigen::ThreadPoolDevice> {
     std::fill(t.grad_opacities, t.grad_opacities + s.n, 0.0f);
     for (int64_t k = 0; k < s.m; ++k) {
       const int64_t id = t.ids[k];
+      if (id < 0 || id >= s.n) continue;  // covered by no tile (CheckIndices): its row is zero
       const float* r = rows + k * row;
       t.grad_means2d[2 * id] += r[kGsRowMean];
       t.grad_means2d[2 * id + 1] += r[kGsRowMean + 1];
@@ -196,3 +198,33 @@ REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterize").Device(::tensorflow::D
                         ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, false>);
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianRasterizeGrad").Device(::tensorflow::DEVICE_CPU),
                         ::mo::GaussianRasterizeKernel<Eigen::ThreadPoolDevice, true>);
+
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"
+
+MO_XLA_FFI_ATTRS(::mo::gaussian_rasterize::Attrs);
+
+// XLA's host handlers of the same functor (kGrad: the gradient op's), for the
+// calls gaussian_rasterize_xla.cc emits: the attributes bound whole
+// (kernels/xla/xla_ffi.h), the shapes checked, the index values checked by
+// the functor as in the TensorFlow kernels.
+namespace mo::xla_kernels {
+namespace {
+
+template <bool kGrad>
+ffi::Error GaussianRasterizeHost(ffi::RemainingArgs args, ffi::RemainingRets rets, gaussian_rasterize::Attrs a) {
+  using Functor = GaussianRasterizeFunctor<Eigen::ThreadPoolDevice>;
+  return xla_ffi::GaussianRasterizeXla(args, rets, a, kGrad, [&](const xla_ffi::GaussianRasterizeXlaCall& c) {
+    return xla_ffi::ToError(kGrad ? Functor::Backward(HostContext(), c.sizes, a, c.backward)
+                                  : Functor::Forward(HostContext(), c.sizes, a, c.forward));
+  });
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterize", "Host", GaussianRasterizeHost<false>,
+                   xla_ffi::BindCallBuffers<gaussian_rasterize::Attrs>(ffi::Ffi::Bind()));
+MO_XLA_FFI_HANDLER("MetalOpsGaussianRasterizeGrad", "Host", GaussianRasterizeHost<true>,
+                   xla_ffi::BindCallBuffers<gaussian_rasterize::Attrs>(ffi::Ffi::Bind()));
+
+}  // namespace
+}  // namespace mo::xla_kernels
+#endif  // MO_XLA

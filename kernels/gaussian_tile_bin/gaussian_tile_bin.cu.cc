@@ -6,7 +6,10 @@
 // the pairs over the key's used bits (cub::DeviceRadixSort::SortPairs, so
 // equal keys keep index order), and each tile's range by binary search in
 // the sorted keys. The tile rectangle, the keys, the key bits and the search
-// are gaussian_tile_bin.h's.
+// are gaussian_tile_bin.h's. GaussianTileBinStatic runs the same count, keys
+// and sort on the device without reading anything back: the cut
+// (gtb_static_kept) in one thread, padding keys that sort last, and a sort of
+// max_intersections pairs.
 #include <cub/cub.cuh>
 
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
@@ -53,11 +56,14 @@ __global__ void TileTotalKernel(const int64_t* __restrict__ offsets, int64_t n, 
   *total = static_cast<long long>(offsets[n - 1]);
 }
 
+// The keys of the Gaussians whose intersections end at or before `limit`
+// (every Gaussian for GaussianTileBin; GaussianTileBinStatic's kept ones).
 __global__ void TileKeysKernel(const float* __restrict__ means2d, const int32_t* __restrict__ radii,
                                const float* __restrict__ depths, int64_t n, Grid g,
-                               const int64_t* __restrict__ offsets, unsigned long long* __restrict__ keys,
-                               int32_t* __restrict__ ids) {
+                               const int64_t* __restrict__ offsets, int64_t limit,
+                               unsigned long long* __restrict__ keys, int32_t* __restrict__ ids) {
   for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
+    if (offsets[i] > limit) continue;
     int x0, x1, y0, y1;
     gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1], g.tile_size, g.tiles_x,
                   g.tiles_y, &x0, &x1, &y0, &y1);
@@ -79,6 +85,51 @@ __global__ void TileRangesKernel(const unsigned long long* __restrict__ keys, in
     ranges[2 * t] = static_cast<int32_t>(gtb_first_of_tile(keys, m, t));
     ranges[2 * t + 1] = static_cast<int32_t>(gtb_first_of_tile(keys, m, t + 1));
   }
+}
+
+// GaussianTileBinStatic's cut (gtb_static_kept) into its two counts.
+__global__ void StaticCutKernel(const int64_t* __restrict__ ends, int64_t n, int64_t budget,
+                                GaussianTileBinStaticOutputs out) {
+  const int64_t kept = gtb_static_kept(ends, n, budget);
+  *out.num_gaussians = static_cast<int32_t>(kept);
+  *out.num_intersections = static_cast<int32_t>(kept > 0 ? ends[kept - 1] : 0);
+}
+
+// Keys [num_intersections, budget): padding that sorts after every kept key.
+__global__ void StaticPadKernel(const int32_t* __restrict__ num_intersections, int64_t budget,
+                                unsigned long long* __restrict__ keys, int32_t* __restrict__ ids) {
+  for (int64_t k = *num_intersections + GlobalThreadIndex(); k < budget; k += GlobalThreadCount()) {
+    keys[k] = ~0ull;
+    ids[k] = kGtbStaticPadId;
+  }
+}
+
+// Each tile's range among the first *m sorted keys.
+__global__ void StaticRangesKernel(const unsigned long long* __restrict__ keys, const int32_t* __restrict__ m,
+                                   int64_t tiles, int32_t* __restrict__ ranges) {
+  for (int64_t t = GlobalThreadIndex(); t < tiles; t += GlobalThreadCount()) {
+    ranges[2 * t] = static_cast<int32_t>(gtb_first_of_tile(keys, *m, t));
+    ranges[2 * t + 1] = static_cast<int32_t>(gtb_first_of_tile(keys, *m, t + 1));
+  }
+}
+
+// GaussianTileBinStatic's scratch: the ends [n] and the count's scratch (n >
+// 0), the total, then the keys twice, the ids and the sort's scratch, for
+// `budget` entries.
+struct StaticScratch {
+  size_t ends, count, total, keys, ids, sort;
+  size_t Bytes() const { return ends + count + total + 2 * keys + ids + sort; }
+};
+
+StaticScratch StaticScratchOf(int64_t n, int64_t budget) {
+  StaticScratch b;
+  b.ends = n > 0 ? AlignUp(sizeof(int64_t) * static_cast<size_t>(n)) : 0;
+  b.count = n > 0 ? GaussianTileBinCountScratchBytes(n) : 0;
+  b.total = AlignUp(sizeof(long long));
+  b.keys = AlignUp(sizeof(unsigned long long) * static_cast<size_t>(budget));
+  b.ids = AlignUp(sizeof(int32_t) * static_cast<size_t>(budget));
+  b.sort = AlignUp(SortBytes(budget));
+  return b;
 }
 
 }  // namespace
@@ -125,13 +176,55 @@ cudaError_t LaunchGaussianTileBinSort(const float* means2d, const int32_t* radii
   char* cub_scratch = static_cast<char*>(scratch) + 2 * key_bytes + AlignUp(sizeof(int32_t) * static_cast<size_t>(m));
   size_t cub_bytes = SortBytes(m);
   TileKeysKernel<<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(means2d, radii, depths, n, GridOf(a), offsets,
-                                                                       keys, ids);
+                                                                       m, keys, ids);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   err = cub::DeviceRadixSort::SortPairs(cub_scratch, cub_bytes, keys, sorted_keys, ids, gaussian_ids,
                                         static_cast<int>(m), 0, gtb_key_bits(tiles), stream);
   if (err != cudaSuccess) return err;
   TileRangesKernel<<<GridStrideBlocks(tiles), kThreadsPerBlock, 0, stream>>>(sorted_keys, m, tiles, tile_ranges);
+  return cudaGetLastError();
+}
+
+size_t GaussianTileBinStaticScratchBytes(int64_t n, const gaussian_tile_bin::StaticAttrs& a) {
+  return StaticScratchOf(n, a.max_intersections).Bytes();
+}
+
+cudaError_t LaunchGaussianTileBinStatic(const float* means2d, const int32_t* radii, const float* depths, int64_t n,
+                                        const gaussian_tile_bin::StaticAttrs& a,
+                                        const GaussianTileBinStaticOutputs& out, void* scratch,
+                                        size_t scratch_bytes, cudaStream_t stream) {
+  const int64_t budget = a.max_intersections, tiles = gaussian_tile_bin::Tiles(a);
+  const StaticScratch b = StaticScratchOf(n, budget);
+  if (n < 0 || n > INT32_MAX || budget < 1 || scratch_bytes < b.Bytes()) return cudaErrorInvalidValue;
+  char* at = static_cast<char*>(scratch);
+  auto* ends = reinterpret_cast<int64_t*>(at);
+  char* count_scratch = at + b.ends;
+  auto* total = reinterpret_cast<long long*>(count_scratch + b.count);
+  auto* keys = reinterpret_cast<unsigned long long*>(count_scratch + b.count + b.total);
+  auto* sorted_keys = reinterpret_cast<unsigned long long*>(reinterpret_cast<char*>(keys) + b.keys);
+  auto* ids = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(sorted_keys) + b.keys);
+  char* sort_scratch = reinterpret_cast<char*>(ids) + b.ids;
+  size_t sort_bytes = SortBytes(budget);
+  cudaError_t err = cudaSuccess;
+  if (n > 0) {
+    err = LaunchGaussianTileBinCount(means2d, radii, n, a, ends, total, count_scratch, b.count, stream);
+    if (err != cudaSuccess) return err;
+  }
+  StaticCutKernel<<<1, 1, 0, stream>>>(ends, n, budget, out);
+  if (n > 0) {
+    TileKeysKernel<<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(means2d, radii, depths, n, GridOf(a), ends,
+                                                                         budget, keys, ids);
+  }
+  StaticPadKernel<<<GridStrideBlocks(budget), kThreadsPerBlock, 0, stream>>>(out.num_intersections, budget, keys, ids);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  // The padding's keys are all ones: above every kept key in the bits sorted, and stably after it.
+  err = cub::DeviceRadixSort::SortPairs(sort_scratch, sort_bytes, keys, sorted_keys, ids, out.gaussian_ids,
+                                        static_cast<int>(budget), 0, gtb_key_bits(tiles), stream);
+  if (err != cudaSuccess) return err;
+  StaticRangesKernel<<<GridStrideBlocks(tiles), kThreadsPerBlock, 0, stream>>>(sorted_keys, out.num_intersections,
+                                                                             tiles, out.tile_ranges);
   return cudaGetLastError();
 }
 

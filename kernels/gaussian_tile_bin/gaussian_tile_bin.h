@@ -9,7 +9,10 @@
 //   gaussian_tile_bin_op.cc     REGISTER_OP                 gaussian_tile_bin_cpu.cc    CPU kernel
 //   gaussian_tile_bin.cu.cc     CUDA kernels, launchers     gaussian_tile_bin_cuda.cc   TF GPU kernel
 //   gaussian_tile_bin.metal     Metal shaders               gaussian_tile_bin_metal.cc  Metal plans, tensorflow-metal glue
-// Its outputs' size depends on the data: no XLA kernel.
+//   gaussian_tile_bin_xla.cc    XLA op kernel (GaussianTileBinStatic)
+// GaussianTileBin's outputs' size depends on the data: no XLA kernel.
+// GaussianTileBinStatic bins into outputs of a static size instead (what XLA
+// compiles): gaussian_ids [max_intersections], see gtb_static_kept.
 //
 // The image has tiles_x = ceil(width / tile_size) by tiles_y =
 // ceil(height / tile_size) tiles, tile (tx, ty) with id ty * tiles_x + tx. A
@@ -105,6 +108,36 @@ MO_FN int64 gtb_first_of_tile(const MO_DEVICE Key* keys, int64 m, int64 tile) {
   return lo;
 }
 
+// GaussianTileBinStatic's cut: the Gaussians kept, whole and in index order
+// while their intersections fit in `budget` (the ones after the first that
+// does not fit get none, as RayMarchStatic does with rays), from `ends`, the
+// inclusive prefix sum of the n Gaussians' tile counts. Gaussian i is kept
+// exactly when ends[i] <= budget; the kept intersections are GaussianTileBin's
+// of the kept Gaussians alone, and gaussian_ids past them hold
+// kGtbStaticPadId.
+MO_FN int64 gtb_static_kept(const MO_DEVICE int64* ends, int64 n, int64 budget) {
+  int64 lo = 0, hi = n;
+  while (lo < hi) {
+    const int64 mid = lo + ((hi - lo) >> 1);
+    if (ends[mid] <= budget) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+enum GaussianTileBinStaticPad { kGtbStaticPadId = -1 };
+
+// GaussianTileBinStatic's outputs: gaussian_ids [max_intersections],
+// tile_ranges [tiles, 2] and the two counts (scalars).
+struct GaussianTileBinStaticOutputs {
+  MO_DEVICE int32* gaussian_ids;
+  MO_DEVICE int32* tile_ranges;
+  MO_DEVICE int32* num_intersections;
+  MO_DEVICE int32* num_gaussians;
+};
+
 // ---- Metal (gaussian_tile_bin.metal, the plans of gaussian_tile_bin_metal.cc) ----
 // Count: each Gaussian's tile count (one thread per Gaussian), their
 // exclusive scan in place and the total (gaussian_tile_bin_scan: one
@@ -164,6 +197,10 @@ MO_FN uint32 gtb_digit(uint64 key, uint32 shift) { return uint32((key >> shift) 
   ATTR(width, RequiredInt, 1, MO_GTB_MAX_IMAGE_SIDE)     \
   ATTR(height, RequiredInt, 1, MO_GTB_MAX_IMAGE_SIDE)    \
   ATTR(tile_size, Int, 16, 1, 256)
+// MetalOpsGaussianTileBinStatic(means2d, radii, depths) -> gaussian_ids
+//   [max_intersections] int32, tile_ranges, num_intersections, num_gaussians:
+//   GaussianTileBin's attributes, then its budget.
+#define MO_GAUSSIAN_TILE_BIN_STATIC_ATTRS(ATTR) ATTR(max_intersections, RequiredInt, 1, 2147483647)
 
 #if !defined(__METAL_VERSION__) && !defined(MO_MSL_SHIM)  // host code (C++, CUDA)
 #include "kernels/spec/op_attrs.h"  // host
@@ -173,6 +210,13 @@ namespace gaussian_tile_bin {
 
 // Attrs { int width, height, tile_size; }, ReadAttrs, VisitAttrs.
 MO_DECLARE_ATTRS("GaussianTileBin", MO_GAUSSIAN_TILE_BIN_ATTRS);
+
+// GaussianTileBinStatic's: GaussianTileBin's, then max_intersections
+// ("GaussianTileBinStatic: 'max_intersections' must be in [1, 2147483647], got 0").
+namespace declared_static {
+MO_DECLARE_ATTRS("GaussianTileBinStatic", MO_GAUSSIAN_TILE_BIN_STATIC_ATTRS);
+}  // namespace declared_static
+MO_EXTEND_ATTRS(StaticAttrs, Attrs, declared_static);
 
 inline int TilesX(const Attrs& a) { return (a.width + a.tile_size - 1) / a.tile_size; }
 inline int TilesY(const Attrs& a) { return (a.height + a.tile_size - 1) / a.tile_size; }
@@ -254,6 +298,15 @@ cudaError_t LaunchGaussianTileBinSort(const float* means2d, const int32_t* radii
                                       const gaussian_tile_bin::Attrs& a, const int64_t* offsets, int64_t m,
                                       int32_t* gaussian_ids, int32_t* tile_ranges, void* scratch,
                                       size_t scratch_bytes, cudaStream_t stream);
+// GaussianTileBinStatic on the device, no read-back (n >= 0): pass 1, the cut
+// (gtb_static_kept), the kept Gaussians' keys and max_intersections -
+// num_intersections padding keys that sort last, their radix sort into
+// gaussian_ids (the padding kGtbStaticPadId), and the kept keys' tile ranges.
+size_t GaussianTileBinStaticScratchBytes(int64_t n, const gaussian_tile_bin::StaticAttrs& a);
+cudaError_t LaunchGaussianTileBinStatic(const float* means2d, const int32_t* radii, const float* depths, int64_t n,
+                                        const gaussian_tile_bin::StaticAttrs& a,
+                                        const GaussianTileBinStaticOutputs& out, void* scratch,
+                                        size_t scratch_bytes, cudaStream_t stream);
 }  // namespace mo::cuda
 #endif  // __CUDACC__ || GOOGLE_CUDA
 
@@ -272,7 +325,11 @@ namespace mo {
 //   static absl::Status Bin(OpKernelContext*, const float* means2d, const int32_t* radii, const float* depths,
 //                           int64_t n, const gaussian_tile_bin::Attrs&, State*, int64_t m,
 //                           int32_t* gaussian_ids, int32_t* tile_ranges);
-//     gaussian_ids [m] and tile_ranges [tiles, 2], for n >= 0 Gaussians (Count run first when n > 0).
+//     gaussian_ids [m] and tile_ranges [tiles, 2], for n >= 0 Gaussians (Count run first when n > 0);
+//   static absl::Status Static(OpKernelContext*, const float* means2d, const int32_t* radii,
+//                              const float* depths, int64_t n, const gaussian_tile_bin::StaticAttrs&,
+//                              const GaussianTileBinStaticOutputs&);  (CPU only)
+//     MetalOpsGaussianTileBinStatic's outputs (gtb_static_kept), for n >= 0 Gaussians.
 template <typename Device>
 struct GaussianTileBinFunctor;
 
@@ -306,7 +363,57 @@ class GaussianTileBinKernel : public OpKernelWithAttrs<gaussian_tile_bin::Attrs>
   }
 };
 
+// MetalOpsGaussianTileBinStatic: outputs of a static size (CPU only; on a
+// GPU the op runs under XLA, gaussian_tile_bin_cuda.cc's handler).
+template <typename Device>
+class GaussianTileBinStaticKernel : public OpKernelWithAttrs<gaussian_tile_bin::StaticAttrs> {
+ public:
+  using OpKernelWithAttrs::OpKernelWithAttrs;
+
+  void Compute(::tensorflow::OpKernelContext* ctx) override {
+    using ::tensorflow::TensorShape;
+    const ::tensorflow::Tensor& means2d = ctx->input(0);
+    OP_REQUIRES_OK(ctx, checks::ToStatus(gaussian_tile_bin::Shapes(checks::DimsOf(means2d), checks::DimsOf(ctx->input(1)),
+                                                                    checks::DimsOf(ctx->input(2)))));
+    const TensorShape shapes[4] = {TensorShape({attrs_.max_intersections}),
+                                   TensorShape({gaussian_tile_bin::Tiles(attrs_), 2}), TensorShape({}),
+                                   TensorShape({})};
+    ::tensorflow::Tensor* t[4];
+    for (int i = 0; i < 4; ++i) OP_REQUIRES_OK(ctx, ctx->allocate_output(i, shapes[i], &t[i]));
+    const GaussianTileBinStaticOutputs out = {t[0]->flat<int32_t>().data(), t[1]->flat<int32_t>().data(),
+                                              t[2]->flat<int32_t>().data(), t[3]->flat<int32_t>().data()};
+    OP_REQUIRES_OK(ctx, GaussianTileBinFunctor<Device>::Static(ctx, means2d.flat<float>().data(),
+                                                               ctx->input(1).flat<int32_t>().data(),
+                                                               ctx->input(2).flat<float>().data(),
+                                                               means2d.dim_size(0), attrs_, out));
+  }
+};
+
 }  // namespace mo
+
+#if MO_XLA
+// What GaussianTileBinStatic's XLA handlers (host: gaussian_tile_bin_cpu.cc,
+// CUDA: gaussian_tile_bin_cuda.cc, each of which includes kernels/xla/xla_ffi.h
+// and kernels/xla/xla_ffi_attrs.h first) share: the attributes' decoding, and
+// fn(means2d, radii, depths, n, outputs) for the call's buffers (three
+// operands, four results), their shapes checked (else the error).
+MO_XLA_FFI_ATTRS(::mo::gaussian_tile_bin::StaticAttrs);
+
+namespace mo::xla_ffi {
+
+template <typename Fn>
+ffi::Error GaussianTileBinStaticXla(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, Fn&& fn) {
+  return WithCallBuffers(args, rets, 3, 4, "GaussianTileBinStatic", [&](const auto& in, const auto& out) {
+    const ffi::Error error = ToError(gaussian_tile_bin::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2])));
+    if (error.failure()) return error;
+    return fn(Data<float>(in[0]), Data<int32_t>(in[1]), Data<float>(in[2]), DimsOf(in[0])[0],
+              GaussianTileBinStaticOutputs{Data<int32_t>(out[0]), Data<int32_t>(out[1]), Data<int32_t>(out[2]),
+                                           Data<int32_t>(out[3])});
+  });
+}
+
+}  // namespace mo::xla_ffi
+#endif  // MO_XLA
 #endif  // MO_TF_KERNEL
 #endif  // host code
 

@@ -7,7 +7,10 @@
 // stably sorted by depth key on the pool. The order is the radix sort's of
 // the CUDA kernel and the Metal plans (gaussian_tile_bin.h: tile, depth key,
 // index). Both steps run the op's Metal plans (gaussian_tile_bin_metal.cc)
-// where kernels/cpu/metal_offload.h sends them.
+// where kernels/cpu/metal_offload.h sends them. MetalOpsGaussianTileBinStatic
+// (its CPU kernel and XLA's host handler, for the calls
+// gaussian_tile_bin_xla.cc emits) runs the count, cuts at the budget
+// (gtb_static_kept) and bins the kept Gaussians with the same Bin.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -18,8 +21,12 @@
 #include "kernels/cpu/metal_offload.h"
 #include "kernels/framework/op_kernel_with_attrs.h"  // before gaussian_tile_bin.h: its kernel class
 #include "kernels/spec/checks_tf.h"
+#include "kernels/xla/xla_host.h"  // MO_XLA; before gaussian_tile_bin.h: its XLA handler's helpers
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#if MO_XLA
+#include "kernels/xla/xla_ffi_attrs.h"  // before gaussian_tile_bin.h: its XLA handlers' attributes
+#endif
 #define MO_TF_KERNEL  // gaussian_tile_bin.h's kernel class
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
 
@@ -31,7 +38,6 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
 
   static absl::Status Count(cpu::Context ctx, const float* means2d, const int32_t* radii, int64_t n,
                             const gaussian_tile_bin::Attrs& a, State* /*state*/, int64_t* m) {
-    const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
     return cpu::MetalOrCpu(
         ctx,
         [&](const cpu::MetalRoute& metal) {
@@ -45,17 +51,28 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
           return status;
         },
         [&] {
-          std::vector<int64_t> counts(static_cast<size_t>(n));
-          cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) {
-              counts[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1],
-                                         a.tile_size, tiles_x, tiles_y);
-            }
-          });
-          int64_t total = 0;
-          for (int64_t c : counts) total += c;
-          *m = total;
+          std::vector<int64_t> ends(static_cast<size_t>(n));
+          *m = Ends(ctx, means2d, radii, n, a, ends.data());
         });
+  }
+
+  // MetalOpsGaussianTileBinStatic: the cut (gtb_static_kept), then Bin of the
+  // kept Gaussians alone (on Metal where Bin runs there) and the padding.
+  static absl::Status Static(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
+                             int64_t n, const gaussian_tile_bin::StaticAttrs& a,
+                             const GaussianTileBinStaticOutputs& out) {
+    std::vector<int64_t> ends(static_cast<size_t>(n));
+    Ends(ctx, means2d, radii, n, a, ends.data());
+    const int64_t budget = a.max_intersections;
+    const int64_t kept = gtb_static_kept(ends.data(), n, budget);
+    const int64_t m = kept > 0 ? ends[kept - 1] : 0;
+    State state;
+    absl::Status status = Bin(ctx, means2d, radii, depths, kept, a, &state, m, out.gaussian_ids, out.tile_ranges);
+    if (!status.ok()) return status;
+    std::fill(out.gaussian_ids + m, out.gaussian_ids + budget, int32_t{kGtbStaticPadId});
+    *out.num_intersections = static_cast<int32_t>(m);
+    *out.num_gaussians = static_cast<int32_t>(kept);
+    return absl::OkStatus();
   }
 
   static absl::Status Bin(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
@@ -77,6 +94,22 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
   }
 
  private:
+  // ends [n]: the inclusive prefix sum of the Gaussians' tile counts (the
+  // counts on the pool); returns the total.
+  static int64_t Ends(const cpu::Context& ctx, const float* means2d, const int32_t* radii, int64_t n,
+                      const gaussian_tile_bin::Attrs& a, int64_t* ends) {
+    const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
+    cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        ends[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1], a.tile_size,
+                                 tiles_x, tiles_y);
+      }
+    });
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; ++i) ends[i] = total += ends[i];
+    return total;
+  }
+
   // Bin's CPU loops.
   static absl::Status Loops(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
                             int64_t n, const gaussian_tile_bin::Attrs& a, int64_t m, int32_t* gaussian_ids,
@@ -120,5 +153,28 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
 
 }  // namespace mo
 
+#if MO_XLA
+// XLA's host handler of MetalOpsGaussianTileBinStatic: the same functor, the
+// attributes bound whole (kernels/xla/xla_ffi.h), the buffers' shapes checked.
+namespace mo::xla_kernels {
+namespace {
+
+ffi::Error GaussianTileBinStaticHost(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                     gaussian_tile_bin::StaticAttrs a) {
+  using Functor = GaussianTileBinFunctor<Eigen::ThreadPoolDevice>;
+  return xla_ffi::GaussianTileBinStaticXla(args, rets, [&](auto means2d, auto radii, auto depths, int64_t n, auto out) {
+    return xla_ffi::ToError(Functor::Static(HostContext(), means2d, radii, depths, n, a, out));
+  });
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "Host", GaussianTileBinStaticHost,
+                   xla_ffi::BindCallBuffers<gaussian_tile_bin::StaticAttrs>(ffi::Ffi::Bind()));
+
+}  // namespace
+}  // namespace mo::xla_kernels
+#endif  // MO_XLA
+
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEVICE_CPU),
                         ::mo::GaussianTileBinKernel<::Eigen::ThreadPoolDevice>);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBinStatic").Device(::tensorflow::DEVICE_CPU),
+                        ::mo::GaussianTileBinStaticKernel<::Eigen::ThreadPoolDevice>);

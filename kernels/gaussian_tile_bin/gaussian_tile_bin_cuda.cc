@@ -6,7 +6,9 @@
 // copied to the host (one stream synchronisation per call) before the kernel
 // class allocates the outputs. Compiled only when the installed TensorFlow is
 // a CUDA build (and into `make cuda-lib`); here `make cuda-check`
-// syntax-checks it.
+// syntax-checks it. XLA's CUDA handler of MetalOpsGaussianTileBinStatic (for
+// the calls gaussian_tile_bin_xla.cc emits) runs its launcher with no
+// read-back: outside XLA that op has its CPU kernel only.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
@@ -20,6 +22,11 @@
 #include "kernels/spec/checks_tf.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#if MO_XLA
+#include "kernels/xla/xla_ffi.h"
+#include "kernels/xla/xla_ffi_attrs.h"
+#include "kernels/xla/xla_ffi_cuda.h"
+#endif
 #define MO_TF_KERNEL  // gaussian_tile_bin.h's kernel class
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
 
@@ -81,4 +88,32 @@ struct GaussianTileBinFunctor<GPUDevice> {
 
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEVICE_GPU),
                         ::mo::GaussianTileBinKernel<::mo::GPUDevice>);
+
+#if MO_XLA
+// XLA's CUDA handler of MetalOpsGaussianTileBinStatic: the attributes bound
+// whole (kernels/xla/xla_ffi.h), the buffers' shapes checked, the workspace
+// from XLA's scratch allocator; nothing read back.
+namespace mo::xla_ffi {
+namespace {
+
+ffi::Error GaussianTileBinStaticCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
+                                     ffi::RemainingRets rets, gaussian_tile_bin::StaticAttrs a) {
+  return GaussianTileBinStaticXla(args, rets, [&](const float* means2d, const int32_t* radii, const float* depths,
+                                                  int64_t n, const GaussianTileBinStaticOutputs& out) {
+    const size_t bytes = cuda::GaussianTileBinStaticScratchBytes(n, a);
+    char* workspace = nullptr;
+    ffi::Error error = ScratchOf(scratch, bytes, "GaussianTileBinStatic", &workspace);
+    if (error.failure()) return error;
+    return ToError(cuda::LaunchStatus("GaussianTileBinStatic",
+                                      cuda::LaunchGaussianTileBinStatic(means2d, radii, depths, n, a, out,
+                                                                        workspace, bytes, stream)));
+  });
+}
+
+MO_XLA_FFI_HANDLER("MetalOpsGaussianTileBinStatic", "CUDA", GaussianTileBinStaticCuda,
+                   BindCallBuffers<gaussian_tile_bin::StaticAttrs>(BindStreamScratch()));
+
+}  // namespace
+}  // namespace mo::xla_ffi
+#endif  // MO_XLA
 #endif  // GOOGLE_CUDA

@@ -416,19 +416,7 @@ void VisitAttrs(const Attrs& a, F&& f) {
 
 // RayMarchStatic's: RayMarch's, then sample_budget, the static size of the
 // sample outputs.
-struct StaticAttrs : Attrs, declared_static::Attrs {};
-
-template <typename Get>
-Result ReadAttrs(Get&& get, StaticAttrs* a) {
-  MO_RETURN_IF_INVALID(ReadAttrs(get, static_cast<Attrs*>(a)));
-  return declared_static::ReadAttrs(get, static_cast<declared_static::Attrs*>(a));
-}
-
-template <typename F>
-void VisitAttrs(const StaticAttrs& a, F&& f) {
-  VisitAttrs(static_cast<const Attrs&>(a), f);
-  declared_static::VisitAttrs(a, f);
-}
+MO_EXTEND_ATTRS(StaticAttrs, Attrs, declared_static);
 
 // The attributes from plain values, checked (the CUDA harness, the MSL shim
 // runner and the NEON driver, which have no TensorFlow to read them from).

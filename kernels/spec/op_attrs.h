@@ -466,6 +466,24 @@ using RequiredFloat = Required<Float>;
   }                                                           \
   static_assert(true, "a declaration ends with a semicolon")
 
+// The attributes of an op that extends another's (a static form's budget):
+// struct NAME : BASE, DECLARED::Attrs {} (DECLARED: the namespace of the
+// extension's MO_DECLARE_ATTRS), whose ReadAttrs reads and checks BASE's,
+// then the extension's, and whose VisitAttrs visits both in that order.
+#define MO_EXTEND_ATTRS(NAME, BASE, DECLARED)                               \
+  struct NAME : BASE, DECLARED::Attrs {};                                  \
+  template <typename Get>                                                  \
+  ::mo::checks::Result ReadAttrs(Get&& get, NAME* a) {                     \
+    MO_RETURN_IF_INVALID(ReadAttrs(get, static_cast<BASE*>(a)));           \
+    return DECLARED::ReadAttrs(get, static_cast<DECLARED::Attrs*>(a));     \
+  }                                                                        \
+  template <typename F>                                                    \
+  void VisitAttrs(const NAME& a, F&& f) {                                  \
+    VisitAttrs(static_cast<const BASE&>(a), f);                            \
+    DECLARED::VisitAttrs(a, f);                                            \
+  }                                                                        \
+  static_assert(true, "a declaration ends with a semicolon")
+
 // TensorFlow's .Attr("...") of each attribute, in a REGISTER_OP chain.
 #define MO_OP_ATTRS(LIST) LIST(MO_ATTRS_SPEC_)
 

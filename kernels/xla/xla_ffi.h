@@ -120,6 +120,31 @@ inline ffi::Error BuffersOf(const ffi::RemainingRets& rets, std::vector<ffi::Res
   return ffi::Error::Success();
 }
 
+// fn(in, out) with the buffers of a call of fixed arity, `num_args` operands
+// and `num_rets` results (an internal error naming `op` otherwise: a bug of
+// the XLA kernel).
+template <typename Fn>
+ffi::Error WithCallBuffers(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, size_t num_args,
+                           size_t num_rets, const char* op, Fn&& fn) {
+  std::vector<ffi::AnyBuffer> in;
+  std::vector<ffi::Result<ffi::AnyBuffer>> out;
+  ffi::Error error = BuffersOf(args, &in);
+  if (error.success()) error = BuffersOf(rets, &out);
+  if (error.failure()) return error;
+  if (in.size() != num_args || out.size() != num_rets) {
+    return ffi::Error::Internal(std::string(op) + ": the XLA call has the wrong number of operands or results");
+  }
+  return fn(in, out);
+}
+
+// `binding` (XLA's stream and scratch allocator bound, where the handler takes
+// them) followed by the operands and results that WithCallBuffers reads, and
+// the attributes Attrs bound whole.
+template <typename Attrs, typename Binding>
+auto BindCallBuffers(Binding&& binding) {
+  return std::move(binding).RemainingArgs().RemainingRets().template Attrs<Attrs>();
+}
+
 // `bytes` of device scratch for a CUDA handler, starting on a 256-byte
 // boundary (the launchers' workspaces assume cudaMalloc's alignment). XLA's
 // FFI refuses alignments above 16 ("Unsupported alignment"), so the block is

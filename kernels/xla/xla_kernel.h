@@ -197,6 +197,10 @@ inline bool AddXlaOp(XlaOpRegistrationFn registration) {
                      ::mo::xla_kernels::XlaOpWithAttrs<ATTRS, COMPILE>);            \
   MO_REGISTER_XLA_OP(Name(NAME "Grad").TypeConstraint("T", TYPES),                  \
                      ::mo::xla_kernels::XlaOpWithAttrs<ATTRS, COMPILE##Grad>)
+// The same for an op without a type attribute.
+#define MO_REGISTER_XLA_OP_AND_GRAD(NAME, ATTRS, COMPILE)                                   \
+  MO_REGISTER_XLA_OP(Name(NAME), ::mo::xla_kernels::XlaOpWithAttrs<ATTRS, COMPILE>);        \
+  MO_REGISTER_XLA_OP(Name(NAME "Grad"), ::mo::xla_kernels::XlaOpWithAttrs<ATTRS, COMPILE##Grad>)
 
 }  // namespace xla_kernels
 }  // namespace mo

@@ -46,7 +46,7 @@ if not _usage_only():
     from metal_ops.robust_loss import robust_loss  # noqa: E402
     from metal_ops.scene_contract import scene_contract  # noqa: E402
     from metal_ops.sh_encode import sh_encode  # noqa: E402
-    from metal_ops.gaussian_tile_bin import gaussian_tile_bin  # noqa: E402
+    from metal_ops.gaussian_tile_bin import gaussian_tile_bin, gaussian_tile_bin_static  # noqa: E402
     from metal_ops.gaussian_project import gaussian_project  # noqa: E402
     from metal_ops.gaussian_rasterize import gaussian_rasterize  # noqa: E402
     from metal_ops import splat  # noqa: E402
@@ -86,6 +86,7 @@ __all__ = [
     "scene_contract",
     "sh_encode",
     "gaussian_tile_bin",
+    "gaussian_tile_bin_static",
     "gaussian_project",
     "gaussian_rasterize",
     "rasterize_gaussians",

@@ -34,7 +34,9 @@ def gaussian_rasterize(means2d, conics, colors, opacities, background, gaussian_
       opacities: [N] float32, in [0, 1].
       background: [C] float32, added as T * background.
       gaussian_ids: [M] int32, the Gaussians of tile 0 front to back, then of
-        tile 1, ... (the tile binning's output), each in [0, N).
+        tile 1, ... (the tile binning's output), each that a tile's range
+        covers in [0, N); no entry outside the ranges is read
+        (gaussian_tile_bin_static's -1 padding).
       tile_ranges: [tiles_y * tiles_x, 2] int32, tile t's Gaussians are
         gaussian_ids[start:end]; tile t = ty * tiles_x + tx, tiles_x =
         ceil(width / tile_size), tiles_y = ceil(height / tile_size).
@@ -46,6 +48,8 @@ def gaussian_rasterize(means2d, conics, colors, opacities, background, gaussian_
     and background (the index inputs get none). Bad shapes, ids outside
     [0, N) and ranges outside gaussian_ids are errors naming the argument
     (the values are checked by the CPU kernels; the CUDA kernels skip them).
+    XLA compiles the op and its gradient (`tf.function(jit_compile=True)`),
+    on the CPU and on CUDA.
     """
     with tf.name_scope(name or "gaussian_rasterize"):
         attrs = op_attrs("gaussian_rasterize", "MetalOpsGaussianRasterize", width=width, height=height,
@@ -82,5 +86,5 @@ def selftest_cases(cpu_only=False):
         inputs = ref.scene(rng, n, c, width, height, tile_size)
         attrs = {"width": width, "height": height, "tile_size": tile_size}
         out.append(selftest.case("gaussian_rasterize", f"N={n} C={c} {width}x{height} tile {tile_size}", np.float32,
-                                 inputs, lambda *x, a=attrs: gaussian_rasterize(*x, **a), 1e-4, attrs, xla=False))
+                                 inputs, lambda *x, a=attrs: gaussian_rasterize(*x, **a), 1e-4, attrs))
     return out

@@ -2,7 +2,8 @@
 the Gaussians' parameters held for training.
 
 - rasterize_gaussians: project (metal_ops.gaussian_project), bin and sort by
-  tile and depth (metal_ops.gaussian_tile_bin), composite front to back
+  tile and depth (metal_ops.gaussian_tile_bin, or with a budget of
+  intersections metal_ops.gaussian_tile_bin_static, which XLA compiles), composite front to back
   (metal_ops.gaussian_rasterize); differentiable with respect to the
   Gaussians' means, rotations, scales, opacities and colours.
 - sh_colors: view-dependent colours from spherical-harmonics coefficients
@@ -25,7 +26,7 @@ import tensorflow as tf
 
 from metal_ops._args import integer
 from metal_ops.gaussian_project import gaussian_project
-from metal_ops.gaussian_tile_bin import gaussian_tile_bin
+from metal_ops.gaussian_tile_bin import gaussian_tile_bin, gaussian_tile_bin_static
 from metal_ops.gaussian_rasterize import gaussian_rasterize
 from metal_ops.sh_encode import sh_encode
 
@@ -39,7 +40,8 @@ SH_C0 = 0.28209479177387814
 
 
 def rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, width, height, background=None,
-                        near_plane=0.01, far_plane=1e10, eps2d=0.3, tile_size=16, name=None):
+                        near_plane=0.01, far_plane=1e10, eps2d=0.3, tile_size=16, max_intersections=None,
+                        name=None):
     """Renders Gaussians seen by a pinhole camera.
 
     Args:
@@ -55,28 +57,46 @@ def rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, wid
       near_plane, far_plane: Gaussians whose centre's depth is outside are culled.
       eps2d: the low-pass filter added to each 2D covariance's diagonal (pixels^2).
       tile_size: the side of a tile in pixels.
+      max_intersections: None (the default) bins every (tile, Gaussian)
+        intersection, M of them, a size that depends on the data; an int B >= 1
+        bins into outputs of B entries (gaussian_tile_bin_static), which
+        `tf.function(jit_compile=True)` compiles: Gaussians are kept whole, in
+        index order, while their intersections fit in B, and the ones after
+        the first that does not fit are left out of the image (every tile
+        alike).
 
     Returns (image [H, W, C], alpha [H, W], info): info holds the projection
     (means2d [N, 2], conics [N, 3], depths [N], radii [N, 2] int32: the
-    opacity-aware box's half-sides (x, y), 0 where culled) and the binning (gaussian_ids [M], tile_ranges [tiles, 2]).
+    opacity-aware box's half-sides (x, y), 0 where culled) and the binning (gaussian_ids [M], tile_ranges [tiles, 2]); with
+    max_intersections, gaussian_ids is [B] (-1 past the kept entries) and info
+    also holds num_intersections and num_gaussians (int32 scalars: the
+    intersections and Gaussians kept) and overflow (a bool scalar: the budget
+    left Gaussians out, num_gaussians < N).
     `tape.gradient(loss, info["means2d"])` is the view-space positional
     gradient that densification reads.
     """
-    with tf.name_scope(name or "rasterize_gaussians"):
-        width = integer("rasterize_gaussians", "width", width, 1)
-        height = integer("rasterize_gaussians", "height", height, 1)
+    owner = "rasterize_gaussians"
+    with tf.name_scope(name or owner):
+        width = integer(owner, "width", width, 1)
+        height = integer(owner, "height", height, 1)
+        if max_intersections is not None:
+            max_intersections = integer(owner, "max_intersections", max_intersections, 1)
         colors = tf.convert_to_tensor(colors, tf.float32)
         means2d, conics, depths, radii = gaussian_project(
             means, quats, scales, viewmat, K, width=width, height=height, near_plane=near_plane,
             far_plane=far_plane, eps2d=eps2d, opacities=opacities)
-        ids, ranges = gaussian_tile_bin(tf.stop_gradient(means2d), radii, tf.stop_gradient(depths),
-                                        width=width, height=height, tile_size=tile_size)
+        binned = (tf.stop_gradient(means2d), radii, tf.stop_gradient(depths))
+        if max_intersections is None:
+            bins = gaussian_tile_bin(*binned, width=width, height=height, tile_size=tile_size)._asdict()
+        else:
+            bins = gaussian_tile_bin_static(*binned, width=width, height=height, tile_size=tile_size,
+                                            max_intersections=max_intersections)._asdict()
+            bins["overflow"] = bins["num_gaussians"] < tf.shape(radii, out_type=tf.int32)[0]
         if background is None:
             background = tf.zeros(tf.shape(colors)[-1:], tf.float32)
-        image, alpha = gaussian_rasterize(means2d, conics, colors, opacities, background, ids, ranges,
-                                          width=width, height=height, tile_size=tile_size)[:2]
-        info = dict(means2d=means2d, conics=conics, depths=depths, radii=radii, gaussian_ids=ids,
-                    tile_ranges=ranges)
+        image, alpha = gaussian_rasterize(means2d, conics, colors, opacities, background, bins["gaussian_ids"],
+                                          bins["tile_ranges"], width=width, height=height, tile_size=tile_size)[:2]
+        info = dict(means2d=means2d, conics=conics, depths=depths, radii=radii, **bins)
         return image, alpha, info
 
 
@@ -85,18 +105,24 @@ def sh_colors(sh, means, camera_position, degree):
     seen from camera_position [3]: the bands below `degree` + 1 count
     (degree 0: the DC term alone); colour = sum_k Y_k(dir) sh_k + 0.5,
     clamped at 0 as the reference does."""
+    sh = tf.convert_to_tensor(sh, tf.float32)
+    return _sh_colors(sh[:, :1, :], sh[:, 1:, :], means, camera_position, degree)
+
+
+def _sh_colors(sh0, shN, means, camera_position, degree):
+    """sh_colors of the DC term sh0 [N, 1, 3] and the higher bands shN [N, K - 1, 3]
+    kept apart (as Gaussians stores them: no concatenation, nor its gradient's split)."""
     degree = int(degree)
     if not 0 <= degree <= 3:
         raise ValueError(f"sh_colors: degree must be in [0, 3], got {degree}")
-    sh = tf.convert_to_tensor(sh, tf.float32)
-    used = (degree + 1) ** 2
-    if degree == 0:
-        rgb = SH_C0 * sh[:, 0, :]
-    else:
+    rgb = SH_C0 * sh0[:, 0, :]
+    if degree > 0:
+        used = (degree + 1) ** 2
         dirs = means - tf.cast(camera_position, tf.float32)
         dirs = dirs / tf.maximum(tf.norm(dirs, axis=-1, keepdims=True), 1e-12)
-        basis = sh_encode(dirs, degree=degree + 1)  # [N, used]
-        rgb = tf.einsum("nk,nkc->nc", basis, sh[:, :used, :])
+        basis = sh_encode(dirs, degree=degree + 1)  # [N, used]; basis[:, 0] is SH_C0
+        # A product and a sum over the bands (an einsum here is N tiny matrix products).
+        rgb += tf.reduce_sum(basis[:, 1:, None] * shN[:, :used - 1, :], axis=1)
     return tf.maximum(rgb + SH_OFFSET, 0.0)
 
 
@@ -159,15 +185,16 @@ class Gaussians(tf.Module):
         sh = tf.concat([self.sh0, self.shN], axis=1)
         return self.means, self.quats, tf.exp(self.scales), tf.sigmoid(self.opacities), sh
 
-    def render(self, viewmat, K, width, height, sh_degree=3, background=None):
-        """rasterize_gaussians of these Gaussians with colours from their SH seen from the camera."""
-        means, quats, scales, opacities, sh = self.activated(sh_degree)
+    def render(self, viewmat, K, width, height, sh_degree=3, background=None, max_intersections=None):
+        """rasterize_gaussians of these Gaussians with colours from their SH seen from the camera
+        (max_intersections: rasterize_gaussians' budget, None for none)."""
+        means, quats, scales, opacities = self.means, self.quats, tf.exp(self.scales), tf.sigmoid(self.opacities)
         viewmat = tf.convert_to_tensor(viewmat, tf.float32)
         rotation, translation = viewmat[:3, :3], viewmat[:3, 3]
         camera_position = -tf.linalg.matvec(rotation, translation, transpose_a=True)
-        colors = sh_colors(sh, means, camera_position, sh_degree)
+        colors = _sh_colors(self.sh0, self.shN, means, camera_position, sh_degree)
         return rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, width, height,
-                                   background=background)
+                                   background=background, max_intersections=max_intersections)
 
 
 def nearest_neighbor_distance(points, k=3):

@@ -1,6 +1,7 @@
 """GaussianTileBin CUDA kernels (CUB scan and radix sort) vs the NumPy
-reference (tests/reference/gaussian_tile_bin.py) through the harness (GPU
-machines only; skips elsewhere)."""
+reference (tests/reference/gaussian_tile_bin.py), and GaussianTileBinStatic's
+launcher vs its reference (tests/reference/gaussian_tile_bin_static.py),
+through the harness (GPU machines only; skips elsewhere)."""
 import ctypes
 
 import numpy as np
@@ -10,6 +11,7 @@ from metal_ops.gaussian_project import scene
 from tests.cuda.harness import check, dptr, require_gpu, stream_ptr
 from tests.reference import gaussian_project as project_ref
 from tests.reference import gaussian_tile_bin as ref
+from tests.reference import gaussian_tile_bin_static as static_ref
 
 
 def bind(lib):
@@ -20,6 +22,9 @@ def bind(lib):
     lib.metal_ops_gaussian_tile_bin_sort_scratch_bytes.argtypes = [i64, i32, i32, i32]
     lib.metal_ops_gaussian_tile_bin_sort_scratch_bytes.restype = i64
     lib.metal_ops_gaussian_tile_bin_sort.argtypes = [vp, vp, vp, i64, i32, i32, i32, vp, i64, vp, vp, vp, i64, vp]
+    lib.metal_ops_gaussian_tile_bin_static_scratch_bytes.argtypes = [i64, i32, i32, i32, i32]
+    lib.metal_ops_gaussian_tile_bin_static_scratch_bytes.restype = i64
+    lib.metal_ops_gaussian_tile_bin_static.argtypes = [vp, vp, vp, i64, i32, i32, i32, i32, vp, vp, vp, vp, i64, vp]
     return lib
 
 
@@ -58,3 +63,27 @@ def test_matches_numpy(n, width, height, tile_size):
     want_ids, want_ranges = ref.tile_bin(means2d, radii, depths, width, height, tile_size)
     np.testing.assert_array_equal(ranges, want_ranges)
     np.testing.assert_array_equal(ids, want_ids)
+
+
+@pytest.mark.parametrize("n,budget", [(1000, 1 << 16), (1000, 2000), (100_000, 150_000), (0, 8)])
+def test_static_matches_numpy(n, budget):
+    cupy, lib = require_gpu()
+    lib = bind(lib)
+    width, height, tile_size = 800, 600, 16
+    inputs = scene(np.random.default_rng(n), n, width, height)
+    means2d, _, depths, radii = project_ref.project(*inputs, width, height)
+    means2d, depths = means2d.astype(np.float32), depths.astype(np.float32)
+    tiles = -(-width // tile_size) * -(-height // tile_size)
+    ids, ranges, counts = (cupy.full(budget, 7, cupy.int32), cupy.full((tiles, 2), 7, cupy.int32),
+                           cupy.full(2, 7, cupy.int32))
+    bytes_ = lib.metal_ops_gaussian_tile_bin_static_scratch_bytes(n, width, height, tile_size, budget)
+    scratch = cupy.empty(bytes_, cupy.uint8)
+    d_m, d_r, d_d = (cupy.asarray(v) for v in (means2d.reshape(-1, 2), radii, depths))
+    check(lib.metal_ops_gaussian_tile_bin_static(dptr(d_m), dptr(d_r), dptr(d_d), n, width, height, tile_size, budget,
+                                                 dptr(ids), dptr(ranges), dptr(counts), dptr(scratch), bytes_,
+                                                 stream_ptr(cupy)))
+    cupy.cuda.get_current_stream().synchronize()
+    want = static_ref.reference(means2d, radii, depths, width, height, budget, tile_size)
+    np.testing.assert_array_equal(ids.get(), want[0])
+    np.testing.assert_array_equal(ranges.get(), want[1])
+    np.testing.assert_array_equal(counts.get(), [want[2], want[3]])
