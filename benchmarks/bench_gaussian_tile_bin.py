@@ -28,13 +28,14 @@ TILES_X, TILES_Y = -(-WIDTH // TILE), -(-HEIGHT // TILE)
 
 @tf.function
 def tf_tile_bin(means2d, radii, depths):
-    r = tf.cast(radii, tf.float32)
-    x0 = tf.cast(tf.clip_by_value(tf.floor((means2d[:, 0] - r) / TILE), 0, TILES_X), tf.int32)
-    x1 = tf.cast(tf.clip_by_value(tf.math.ceil((means2d[:, 0] + r) / TILE), 0, TILES_X), tf.int32)
-    y0 = tf.cast(tf.clip_by_value(tf.floor((means2d[:, 1] - r) / TILE), 0, TILES_Y), tf.int32)
-    y1 = tf.cast(tf.clip_by_value(tf.math.ceil((means2d[:, 1] + r) / TILE), 0, TILES_Y), tf.int32)
-    wide = tf.where(radii > 0, x1 - x0, 0)
-    count = wide * tf.where(radii > 0, y1 - y0, 0)
+    rx, ry = tf.cast(radii[:, 0], tf.float32), tf.cast(radii[:, 1], tf.float32)
+    x0 = tf.cast(tf.clip_by_value(tf.floor((means2d[:, 0] - rx) / TILE), 0, TILES_X), tf.int32)
+    x1 = tf.cast(tf.clip_by_value(tf.math.ceil((means2d[:, 0] + rx) / TILE), 0, TILES_X), tf.int32)
+    y0 = tf.cast(tf.clip_by_value(tf.floor((means2d[:, 1] - ry) / TILE), 0, TILES_Y), tf.int32)
+    y1 = tf.cast(tf.clip_by_value(tf.math.ceil((means2d[:, 1] + ry) / TILE), 0, TILES_Y), tf.int32)
+    kept = tf.reduce_all(radii > 0, axis=-1)
+    wide = tf.where(kept, x1 - x0, 0)
+    count = wide * tf.where(kept, y1 - y0, 0)
     gaussian = tf.repeat(tf.range(tf.shape(radii)[0]), count)
     first = tf.repeat(tf.cumsum(count, exclusive=True), count)
     local = tf.range(tf.shape(gaussian)[0]) - first

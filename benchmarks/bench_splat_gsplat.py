@@ -134,7 +134,7 @@ class TFSide:
         @tf.function
         def forward(*inputs):
             image, _, info = render(*inputs)
-            return image, tf.reduce_sum(tf.cast(info["radii"] > 0, tf.int32))
+            return image, tf.reduce_sum(tf.cast(tf.reduce_all(info["radii"] > 0, axis=-1), tf.int32))
 
         @tf.function
         def forward_backward(*inputs):

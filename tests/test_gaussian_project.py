@@ -25,15 +25,16 @@ def project(inputs, **attrs):
 
 
 def check_against_reference(got, want, rtol=1e-4):
-    """The op's outputs against the reference's: radii equal but for Gaussians
-    whose 3-sigma radius lies within float32 rounding of an integer (off by
-    one there), the other outputs close where both keep the Gaussian."""
+    """The op's outputs against the reference's: radii [N, 2] equal but for
+    Gaussians whose box lies within float32 rounding of an integer (off by one
+    there), the other outputs close where both keep the Gaussian."""
     means2d, conics, depths, radii = got
     w_means2d, w_conics, w_depths, w_radii = want
-    assert radii.dtype == np.int32
+    assert radii.dtype == np.int32 and radii.shape == w_radii.shape == (len(means2d), 2)
     np.testing.assert_array_equal(radii > 0, w_radii > 0)
+    np.testing.assert_array_equal(radii[:, 0] > 0, radii[:, 1] > 0)  # culled: both 0
     assert np.all(np.abs(radii - w_radii) <= 1) and np.sum(radii != w_radii) <= max(1, 0.01 * radii.size)
-    keep = radii > 0
+    keep = radii[:, 0] > 0
     assert np.all(means2d[~keep] == 0) and np.all(conics[~keep] == 0) and np.all(depths[~keep] == 0)
     np.testing.assert_allclose(means2d[keep], w_means2d[keep], rtol=rtol, atol=rtol * 10)
     np.testing.assert_allclose(depths[keep], w_depths[keep], rtol=rtol)
@@ -47,7 +48,7 @@ def check_against_reference(got, want, rtol=1e-4):
 def test_values_match_numpy(n, width, height):
     inputs = scene(np.random.default_rng(n + width), n, width, height)
     got = project(inputs, width=width, height=height)
-    assert [g.shape for g in got] == [(n, 2), (n, 3), (n,), (n,)]
+    assert [g.shape for g in got] == [(n, 2), (n, 3), (n,), (n, 2)]
     check_against_reference(got, ref.project(*inputs, width, height))
 
 
@@ -57,20 +58,20 @@ def test_attributes(attrs):
     got = project(inputs, width=64, height=48, **attrs)
     check_against_reference(got, ref.project(*inputs, 64, 48, **attrs))
     if "near_plane" in attrs or "far_plane" in attrs:
-        kept = got[2][got[3] > 0]
+        kept = got[2][got[3][:, 0] > 0]
         assert kept.size and np.all(kept >= attrs.get("near_plane", 0)) and np.all(kept <= attrs.get("far_plane", 1e10))
 
 
 def test_empty_set():
     inputs = scene(np.random.default_rng(0), 0)
     got = project(inputs, width=64, height=48)
-    assert [g.shape for g in got] == [(0, 2), (0, 3), (0,), (0,)]
+    assert [g.shape for g in got] == [(0, 2), (0, 3), (0,), (0, 2)]
 
 
 def test_one_gaussian_by_hand():
     """A round Gaussian on the optical axis: mean2d the principal point, an
-    isotropic conic 1 / (f^2 s^2 / z^2 + eps2d), radius ceil(3 sigma) from
-    the larger eigenvalue with gsplat's 0.01 floor on the discriminant."""
+    isotropic conic 1 / (f^2 s^2 / z^2 + eps2d), radii ceil(3.33 sigma) at
+    opacity 1 and ceil(sqrt(2 log(255 o)) sigma) below it."""
     f, z, s = 100.0, 4.0, 0.2
     inputs = [np.array([[0, 0, z]], np.float32), np.array([[1, 0, 0, 0]], np.float32),
               np.full((1, 3), s, np.float32), np.eye(4, dtype=np.float32),
@@ -80,7 +81,26 @@ def test_one_gaussian_by_hand():
     np.testing.assert_allclose(means2d, [[32, 24]], rtol=1e-6)
     np.testing.assert_allclose(conics, [[1 / var, 0, 1 / var]], rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(depths, [z])
-    assert radii[0] == np.ceil(3 * np.sqrt(var + 0.1))
+    np.testing.assert_array_equal(radii, [[np.ceil(3.33 * np.sqrt(var))] * 2])
+    radii = project(inputs, width=64, height=48, opacities=np.float32([0.05]))[3]
+    np.testing.assert_array_equal(radii, [[np.ceil(np.sqrt(2 * np.log(255 * 0.05)) * np.sqrt(var))] * 2])
+
+
+def test_opacities_size_and_cull_the_radii():
+    """Random opacities, some below 1/255 and NaN (culled, not an error), and
+    anisotropic Gaussians: the radii [N, 2] are the reference's."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    inputs = scene(rng, n)
+    opacities = np.exp(rng.uniform(np.log(1e-3), 0, n)).astype(np.float32)
+    opacities[::97] = np.nan
+    opacities[1::89] = 1 / 255 * 0.999
+    got = project(inputs, width=64, height=48, opacities=opacities)
+    want = ref.project(*inputs, 64, 48, opacities=opacities)
+    check_against_reference(got, want)
+    radii = got[3]
+    assert np.all(radii[::97] == 0) and np.all(radii[1::89] == 0) and np.all(radii[opacities < 1 / 255] == 0)
+    assert np.any(radii[:, 0] != radii[:, 1]) and np.mean(radii[:, 0] > 0) > 0.3
 
 
 def test_culling():
@@ -92,7 +112,7 @@ def test_culling():
     inputs = [means, np.tile(np.float32([1, 0, 0, 0]), (n, 1)), np.full((n, 3), 0.05, np.float32),
               np.eye(4, dtype=np.float32), np.array([[60, 0, 32], [0, 60, 24], [0, 0, 1]], np.float32)]
     got = project(inputs, width=64, height=48, far_plane=20.0)
-    np.testing.assert_array_equal(got[3] > 0, [False] * 7 + [True])
+    np.testing.assert_array_equal(got[3][:, 0] > 0, [False] * 7 + [True])
     check_against_reference(got, ref.project(*inputs, 64, 48, far_plane=20.0))
 
 
@@ -124,7 +144,7 @@ def test_gradient_matches_complex_step(width, height, seed):
     for got, w in zip(grads[:3], want):
         scale = np.abs(w).max(axis=1, keepdims=True) + 1e-3
         np.testing.assert_allclose(got.numpy() / scale, w / scale, atol=2e-3)
-    culled = out[3].numpy() == 0
+    culled = out[3].numpy()[:, 0] == 0
     assert culled.any() and all(np.all(g.numpy()[culled] == 0) for g in grads[:3])
 
 
@@ -140,7 +160,7 @@ def test_gradient_where_the_jacobian_clamps():
     inputs = [means, quats, scales, np.eye(4, dtype=np.float32), k]
     cots = [rng.normal(size=s).astype(np.float32) for s in ((n, 2), (n, 3), (n,))]
     out, grads = op_with_grad(inputs, cots, width=64, height=48)
-    assert np.mean(out[3].numpy() > 0) > 0.5
+    assert np.mean(out[3].numpy()[:, 0] > 0) > 0.5
     want = ref.vjp(inputs, cots, 64, 48)
     for got, w in zip(grads[:3], want):
         scale = np.abs(w).max(axis=1, keepdims=True) + 1e-3
@@ -156,7 +176,7 @@ def test_gradient_of_depths_only():
         out = metal_ops.gaussian_project(means, *inputs[1:], width=64, height=48)
         total = tf.reduce_sum(out.depths)
     g = tape.gradient(total, means).numpy()
-    keep = out.radii.numpy() > 0
+    keep = out.radii.numpy()[:, 0] > 0
     np.testing.assert_allclose(g[keep], np.tile(inputs[3][2, :3], (keep.sum(), 1)), rtol=1e-6)
     assert np.all(g[~keep] == 0)
 
@@ -167,7 +187,7 @@ def test_shape_function():
             tf.TensorSpec([3, 3])]
     out = tf.function(lambda *v: metal_ops.gaussian_project(*v, width=8, height=8)).get_concrete_function(
         *spec).structured_outputs
-    assert [o.shape.as_list() for o in out] == [[None, 2], [None, 3], [None], [None]]
+    assert [o.shape.as_list() for o in out] == [[None, 2], [None, 3], [None], [None, 2]]
     assert out.radii.dtype == tf.int32
 
 
@@ -183,6 +203,15 @@ def test_bad_shapes_name_the_argument(which, shape, message, mode):
     fn = lambda *v: metal_ops.gaussian_project(*v, width=64, height=48)  # noqa: E731
     fn = fn if mode == "eager" else tf.function(fn)
     with pytest.raises(ERRORS, match="GaussianProject: " + message):
+        fn(*inputs)
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_bad_opacities_shape_names_the_argument(mode):
+    inputs = scene(np.random.default_rng(0), 5)
+    fn = lambda *v: metal_ops.gaussian_project(*v, width=64, height=48, opacities=np.ones(4, np.float32))  # noqa
+    fn = fn if mode == "eager" else tf.function(fn)
+    with pytest.raises(ERRORS, match=r"GaussianProject: 'opacities' must be \[N\] = \[5\], got shape \[4\]"):
         fn(*inputs)
 
 
@@ -224,15 +253,15 @@ def test_wrong_dtype_is_a_type_error():
 def test_grad_op_checks_its_upstream_gradients():
     inputs = scene(np.random.default_rng(0), 4)
     lib = load_library()
-    radii = np.ones(4, np.int32)
+    radii = np.ones((4, 2), np.int32)
     args = [np.zeros((4, 2), np.float32), np.zeros((4, 3), np.float32), np.zeros(4, np.float32)] + inputs + [radii]
     bad = list(args)
     bad[1] = np.zeros((4, 2), np.float32)
     with pytest.raises(ERRORS, match=r"GaussianProjectGrad: 'grad_conics' must be \[N, 3\] = \[4,3\]"):
         lib.metal_ops_gaussian_project_grad(*bad, width=8, height=8)
     bad = list(args)
-    bad[8] = np.ones(3, np.int32)
-    with pytest.raises(ERRORS, match=r"GaussianProjectGrad: 'radii' must be \[N\]"):
+    bad[8] = np.ones(4, np.int32)
+    with pytest.raises(ERRORS, match=r"GaussianProjectGrad: 'radii' must be \[N, 2\]"):
         lib.metal_ops_gaussian_project_grad(*bad, width=8, height=8)
     grads = lib.metal_ops_gaussian_project_grad(*args, width=8, height=8)
     assert [g.shape.as_list() for g in grads] == [[4, 3], [4, 4], [4, 3]]
@@ -242,7 +271,7 @@ def test_grad_op_checks_its_upstream_gradients():
 def shim_lib():
     lib = load_shim()
     vp, f = ctypes.c_void_p, ctypes.c_float
-    lib.shim_gaussian_project_forward.argtypes = [vp] * 9 + [ctypes.c_int64, ctypes.c_int, ctypes.c_int, f, f, f,
+    lib.shim_gaussian_project_forward.argtypes = [vp] * 10 + [ctypes.c_int64, ctypes.c_int, ctypes.c_int, f, f, f,
                                                              ctypes.c_uint32]
     lib.shim_gaussian_project_backward.argtypes = [vp] * 12 + [ctypes.c_int64, ctypes.c_int, ctypes.c_int, f, f, f,
                                                                ctypes.c_uint32]
@@ -258,15 +287,16 @@ def test_metal_shaders_on_msl_shim(n, grid):
     rng = np.random.default_rng(n)
     inputs = scene(rng, n)
     outs = [np.full((n, 2), 7, np.float32), np.full((n, 3), 7, np.float32), np.full(n, 7, np.float32),
-            np.full(n, 7, np.int32)]
+            np.full((n, 2), 7, np.int32)]
     attrs = (64, 48, 0.01, 1e10, 0.3)
-    lib.shim_gaussian_project_forward(*[ptr(v) for v in inputs + outs], i64(n), *attrs[:2], *map(f32, attrs[2:]),
-                                      u32(grid))
-    check_against_reference(outs, ref.project(*inputs, 64, 48))
+    opacities = rng.uniform(0.002, 1, n).astype(np.float32)
+    lib.shim_gaussian_project_forward(*[ptr(v) for v in inputs[:3] + [opacities] + inputs[3:] + outs], i64(n),
+                                      *attrs[:2], *map(f32, attrs[2:]), u32(grid))
+    check_against_reference(outs, ref.project(*inputs, 64, 48, opacities=opacities))
     cots = [np.ascontiguousarray(rng.normal(size=s).astype(np.float32)) for s in ((n, 2), (n, 3), (n,))]
     grads = [np.full((n, 3), 7, np.float32), np.full((n, 4), 7, np.float32), np.full((n, 3), 7, np.float32)]
     lib.shim_gaussian_project_backward(*[ptr(v) for v in cots + inputs + [outs[3]] + grads], i64(n), *attrs[:2],
                                        *map(f32, attrs[2:]), u32(grid))
-    _, want = op_with_grad(inputs, cots, width=64, height=48)
+    _, want = op_with_grad(inputs, cots, width=64, height=48, opacities=opacities)
     for got, w in zip(grads, want[:3]):
         np.testing.assert_allclose(got, w.numpy(), rtol=1e-5, atol=1e-5 * np.abs(w.numpy()).max())

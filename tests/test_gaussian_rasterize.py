@@ -51,7 +51,7 @@ def assert_close_scaled(got, want, tol):
 # ---- the reference ---------------------------------------------------------------------------
 def test_tile_bin_sorts_by_tile_then_depth_then_index():
     means2d = np.array([[8.0, 8.0], [20.0, 8.0], [8.0, 8.0], [40.0, 40.0]])
-    ids, ranges = ref.tile_bin(means2d, np.array([3, 6, 3, 0]), np.array([2.0, 1.0, 2.0, 0.5]), 32, 20)
+    ids, ranges = ref.tile_bin(means2d, np.array([[3, 3], [6, 6], [3, 3], [0, 0]]), np.array([2.0, 1.0, 2.0, 0.5]), 32, 20)
     # tiles_x 2, tiles_y 2; Gaussian 1 spans tiles 0 and 1 (x in [14, 26]); Gaussian 3 is culled.
     np.testing.assert_array_equal(ids, [1, 0, 2, 1])
     np.testing.assert_array_equal(ranges, [[0, 3], [3, 4], [4, 4], [4, 4]])
@@ -123,7 +123,7 @@ def test_saturated_pixels_stop_early_and_last_ids_match():
     width, height = 40, 36
     inputs = scene(80, 3, width, height, seed=9, scale=(6.0, 14.0), opacity=(0.7, 1.0))
     inputs[0][:] = np.random.default_rng(2).uniform([10, 10], [30, 26], (80, 2))
-    inputs[5], inputs[6] = ref.tile_bin(inputs[0], np.full(80, 40), np.arange(80.0), width, height)
+    inputs[5], inputs[6] = ref.tile_bin(inputs[0], np.full((80, 2), 40), np.arange(80.0), width, height)
     lib = metal_ops.load_library()
     image, alpha, last_ids = lib.metal_ops_gaussian_rasterize(*inputs, width=width, height=height)
     want_image, want_alpha, want_last = ref.rasterize(*inputs, width, height)

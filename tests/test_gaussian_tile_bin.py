@@ -45,7 +45,7 @@ def test_matches_the_reference_sort(n, width, height, tile_size):
 
 
 def scattered(rng, n, width, height, radii, depths):
-    """n Gaussians with means over the image and the given radii and depths."""
+    """n Gaussians with means over the image and the given radii [n, 2] and depths."""
     means2d = (rng.random((n, 2)) * [width, height]).astype(np.float32)
     return means2d, np.asarray(radii, np.int32), np.asarray(depths, np.float32)
 
@@ -59,13 +59,13 @@ def test_sort_is_stable_over_many_tiles_and_intersections(case):
     rng = np.random.default_rng(7)
     if case == "one_covers_many_tiles":
         width, height, tile_size = 640, 480, 4
-        inputs = (np.array([[300.5, 200.25]], np.float32), np.array([2000], np.int32), np.array([2.0], np.float32))
+        inputs = (np.array([[300.5, 200.25]], np.float32), np.array([[2000, 1500]], np.int32), np.array([2.0], np.float32))
     elif case == "equal_depths":
         width, height, tile_size = 100, 70, 16
-        inputs = scattered(rng, 500, width, height, rng.integers(1, 20, 500), np.full(500, 3.0))
+        inputs = scattered(rng, 500, width, height, rng.integers(1, 20, (500, 2)), np.full(500, 3.0))
     else:
         width, height, tile_size = 2000, 1500, 4
-        inputs = scattered(rng, 400, width, height, rng.integers(20, 40, 400), rng.choice([-1.5, -0.5, 0.25, 1.0, 2.0], 400))
+        inputs = scattered(rng, 400, width, height, rng.integers(20, 40, (400, 2)), rng.choice([-1.5, -0.5, 0.25, 1.0, 2.0], 400))
     ids, ranges = binned(*inputs, width=width, height=height, tile_size=tile_size)
     want_ids, want_ranges = ref.tile_bin(*inputs, width, height, tile_size)
     np.testing.assert_array_equal(ranges, want_ranges)
@@ -76,7 +76,7 @@ def test_sort_is_stable_over_many_tiles_and_intersections(case):
 
 def test_ties_keep_index_order_and_negative_depths_sort_first():
     means2d = np.full((6, 2), 8.0, np.float32)
-    radii = np.array([3, 3, 0, 3, 3, 3], np.int32)
+    radii = np.array([[3, 3], [3, 2], [0, 0], [3, 3], [2, 3], [3, 3]], np.int32)
     depths = np.array([2.0, 1.0, 0.5, 2.0, -1.0, 1.0], np.float32)
     ids, ranges = binned(means2d, radii, depths, width=16, height=16)
     np.testing.assert_array_equal(ids, [4, 1, 5, 0, 3])
@@ -87,7 +87,7 @@ def test_tile_rectangle_edges():
     """floor((u - r) / 16) and ceil((u + r) / 16), clamped: a Gaussian whose
     box ends exactly on a tile edge does not touch the next tile."""
     means2d = np.array([[16, 16], [17.5, 8], [-10, -10], [100, 5], [np.nan, 8]], np.float32)
-    radii = np.array([16, 1, 12, 200, 4], np.int32)
+    radii = np.repeat(np.array([16, 1, 12, 200, 4], np.int32)[:, None], 2, 1)
     depths = np.ones(5, np.float32)
     ids, ranges = binned(means2d, radii, depths, width=48, height=32)
     tiles = {t: list(ids[s:e]) for t, (s, e) in enumerate(ranges)}
@@ -95,28 +95,43 @@ def test_tile_rectangle_edges():
     np.testing.assert_array_equal(ids, ref.tile_bin(means2d, radii, depths, 48, 32)[0])
 
 
+def test_tile_rectangle_per_axis():
+    """radii (x, y): floor((u - rx) / 16) to ceil((u + rx) / 16) across,
+    floor((v - ry) / 16) to ceil((v + ry) / 16) down; a 0 on either axis
+    touches no tile."""
+    means2d = np.full((4, 2), 8.0, np.float32)
+    radii = np.array([[20, 1], [1, 20], [5, 0], [0, 5]], np.int32)
+    depths = np.arange(4, dtype=np.float32)
+    ids, ranges = binned(means2d, radii, depths, width=48, height=32)
+    tiles = {t: list(ids[s:e]) for t, (s, e) in enumerate(ranges) if e > s}
+    assert tiles == {0: [0, 1], 1: [0], 3: [1]}
+    np.testing.assert_array_equal(ids, ref.tile_bin(means2d, radii, depths, 48, 32)[0])
+
+
 @pytest.mark.parametrize("n", [0, 5])
 def test_no_intersection(n):
-    radii = np.zeros(n, np.int32)
+    radii = np.zeros((n, 2), np.int32)
     ids, ranges = binned(np.zeros((n, 2), np.float32), radii, np.ones(n, np.float32), width=40, height=20)
     assert ids.shape == (0,) and ranges.shape == (6, 2) and not ranges.any()
 
 
 def test_shape_function_and_no_gradient():
     fn = tf.function(lambda m, r, d: metal_ops.gaussian_tile_bin(m, r, d, width=100, height=50, tile_size=16))
-    out = fn.get_concrete_function(tf.TensorSpec([None, 2]), tf.TensorSpec([None], tf.int32),
+    out = fn.get_concrete_function(tf.TensorSpec([None, 2]), tf.TensorSpec([None, 2], tf.int32),
                                    tf.TensorSpec([None])).structured_outputs
     assert out.gaussian_ids.shape.as_list() == [None] and out.tile_ranges.shape.as_list() == [28, 2]
     means2d = tf.constant([[5.0, 5.0]])
     with tf.GradientTape() as tape:
         tape.watch(means2d)
-        ids = metal_ops.gaussian_tile_bin(means2d, [3], [1.0], width=8, height=8).gaussian_ids
+        ids = metal_ops.gaussian_tile_bin(means2d, [[3, 3]], [1.0], width=8, height=8).gaussian_ids
     assert tape.gradient(tf.cast(ids, tf.float32), means2d) is None
 
 
 @pytest.mark.parametrize("args,message", [
-    (((4, 3), (4,), (4,)), r"'means2d' must be \[N, 2\]"), (((4, 2), (3,), (4,)), r"'radii' must be \[N\] = \[4\]"),
-    (((4, 2), (4,), (4, 1)), r"'depths' must be \[N\] = \[4\]")])
+    (((4, 3), (4, 2), (4,)), r"'means2d' must be \[N, 2\]"),
+    (((4, 2), (3, 2), (4,)), r"'radii' must be \[N, 2\] = \[4,2\]"),
+    (((4, 2), (4,), (4,)), r"'radii' must be \[N, 2\] = \[4,2\] .*got shape \[4\]"),
+    (((4, 2), (4, 2), (4, 1)), r"'depths' must be \[N\] = \[4\]")])
 @pytest.mark.parametrize("mode", ["eager", "function"])
 def test_bad_shapes_name_the_argument(args, message, mode):
     m, r, d = args
@@ -131,13 +146,13 @@ def test_bad_shapes_name_the_argument(args, message, mode):
                                            (dict(width=8, height=8, tile_size=512), "'tile_size' must be")])
 def test_bad_attributes_name_the_attribute(attrs, message):
     with pytest.raises(ERRORS, match=message):
-        metal_ops.gaussian_tile_bin(np.zeros((1, 2), np.float32), np.ones(1, np.int32), np.ones(1, np.float32),
-                                    **attrs)
+        metal_ops.gaussian_tile_bin(np.zeros((1, 2), np.float32), np.ones((1, 2), np.int32),
+                                    np.ones(1, np.float32), **attrs)
 
 
 def test_wrong_dtype_is_a_type_error():
     with pytest.raises(TypeError, match="gaussian_tile_bin: 'radii' must be int32, got float32"):
-        metal_ops.gaussian_tile_bin(np.zeros((1, 2), np.float32), np.ones(1, np.float32), np.ones(1, np.float32),
+        metal_ops.gaussian_tile_bin(np.zeros((1, 2), np.float32), np.ones((1, 2), np.float32), np.ones(1, np.float32),
                                     width=8, height=8)
 
 

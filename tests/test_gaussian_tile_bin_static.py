@@ -74,7 +74,7 @@ def test_gaussian_tile_bin_static_bad_radii_shape_is_a_compile_error():
     means2d, radii, depths = (tf.constant(v) for v in projected(10, 64, 48))
     message = compile_error(lambda *v: metal_ops.gaussian_tile_bin_static(
         *v, width=64, height=48, max_intersections=8).gaussian_ids, means2d, radii[:7], depths)
-    assert "GaussianTileBin: 'radii' must be [N] = [10]" in message
+    assert "GaussianTileBin: 'radii' must be [N, 2] = [10,2]" in message
 
 
 @pytest.mark.parametrize("budget,error", [(0, ValueError), (-3, ValueError), (2.5, TypeError), ("8", TypeError),

@@ -413,7 +413,7 @@ import os, numpy as np, metal_ops
 from metal_ops import metal_path
 from tests.reference import gaussian_tile_bin as ref
 m = np.array([[20.0, 20.0], [40.0, 8.0], [5.0, 30.0]], np.float32)
-r, d = np.array([10, 30, 0], np.int32), np.array([2.0, 1.0, 2.0], np.float32)
+r, d = np.array([[10, 6], [30, 12], [0, 0]], np.int32), np.array([2.0, 1.0, 2.0], np.float32)
 for fault in ["", "max_threads=16@gaussian_tile_bin_digits"]:
     os.environ["METAL_OPS_MODEL_FAULTS"] = fault
     before = metal_path.metal_runs(), metal_path.metal_fallbacks()

@@ -26,7 +26,8 @@ def gaussians(n, seed=0, channels=3):
 
 def reference(g, background):
     """The three references composed, float64: (image, alpha, radii)."""
-    means2d, conics, depths, radii = proj_ref.project(g["means"], g["quats"], g["scales"], VIEWMAT, K, WIDTH, HEIGHT)
+    means2d, conics, depths, radii = proj_ref.project(g["means"], g["quats"], g["scales"], VIEWMAT, K, WIDTH, HEIGHT,
+                                                      opacities=g["opacities"])
     ids, ranges = rast_ref.tile_bin(means2d, radii, depths, WIDTH, HEIGHT, 16)
     image, alpha = rast_ref.rasterize(means2d, conics, g["colors"], g["opacities"], background, ids, ranges,
                                       WIDTH, HEIGHT, 16)[:2]
@@ -50,6 +51,33 @@ def test_rasterize_gaussians_matches_the_references_composed(n, channels):
     np.testing.assert_array_equal(info["radii"].numpy(), want_radii)
     np.testing.assert_allclose(image.numpy(), want_image, atol=2e-4)
     np.testing.assert_allclose(alpha.numpy(), want_alpha, atol=2e-4)
+
+
+def test_the_opacity_aware_box_loses_no_pixel():
+    """rasterize_gaussians' image with the opacity-aware radii equals the
+    rendering where every Gaussian is binned into every tile of its 3.33-sigma
+    box whatever its opacity (the radii at opacity 1): outside the smaller box
+    no pixel reaches alpha 1/255. Opacities from 1/255 to 1, some Gaussians
+    culled by theirs."""
+    n = 400
+    g = gaussians(n, seed=7)
+    rng = np.random.default_rng(8)
+    g["opacities"] = np.exp(rng.uniform(np.log(0.5 / 255), 0, n))
+    background = np.array([0.2, 0.4, 0.6])
+    image, alpha, info = ours(g, background)
+    f32 = {k: np.asarray(v, np.float32) for k, v in g.items()}
+    p = metal_ops.gaussian_project(f32["means"], f32["quats"], f32["scales"], VIEWMAT.astype(np.float32),
+                                   K.astype(np.float32), width=WIDTH, height=HEIGHT)
+    ids, ranges = metal_ops.gaussian_tile_bin(p.means2d, p.radii, p.depths, width=WIDTH, height=HEIGHT)
+    full_image, full_alpha = metal_ops.gaussian_rasterize(p.means2d, p.conics, f32["colors"], f32["opacities"],
+                                                          background.astype(np.float32), ids, ranges, width=WIDTH,
+                                                          height=HEIGHT)[:2]
+    radii, full_radii = info["radii"].numpy(), p.radii.numpy()
+    assert np.all(radii <= full_radii) and np.mean(radii < full_radii) > 0.3
+    assert np.any((radii[:, 0] == 0) & (full_radii[:, 0] > 0))
+    assert info["gaussian_ids"].shape[0] < 0.8 * ids.shape[0]
+    np.testing.assert_allclose(image.numpy(), full_image.numpy(), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(alpha.numpy(), full_alpha.numpy(), rtol=0, atol=1e-6)
 
 
 def test_everything_behind_the_camera_gives_the_background():

@@ -19,7 +19,7 @@ def test_density_control_clones_small_splits_large_and_prunes():
     opt = splat.GaussianAdam(g, dict(means=0.1))
     control = DensityControl(recipe, extent=1.0)
     # Gaussians 0 and 1 have a high view-space gradient; 3 is nearly transparent.
-    control.accumulate(np.array([[1e-3, 0], [1e-3, 0], [0, 0], [0, 0]]), np.array([1, 1, 1, 1]), 10, 10)
+    control.accumulate(np.array([[1e-3, 0], [1e-3, 0], [0, 0], [0, 0]]), np.ones((4, 2)), 10, 10)
     done = control.refine(recipe.refine_start + recipe.refine_every, g, opt)
     assert (done["cloned"], done["split"], done["pruned"]) == (1, 1, 1)
     # Kept: 0, 2 (originals), the clone of 0, the two halves of 1 (scales / 1.6).
@@ -46,15 +46,15 @@ def test_density_sums_in_a_tf_function_match_numpy():
 
     rng = np.random.default_rng(3)
     grads = [rng.normal(size=(50, 2)).astype(np.float32) * 1e-3 for _ in range(4)]
-    radii = [rng.integers(0, 3, 50).astype(np.int32) for _ in range(4)]
+    radii = [np.repeat(rng.integers(0, 3, (50, 1)), 2, 1).astype(np.int32) for _ in range(4)]  # [N, 2]
     control = DensityControl(Recipe.for_steps(300), extent=1.0)
     control.reset(50)
     step = tf.function(lambda g, r: control.accumulate(g, r, 40, 30))
     for g, r in zip(grads, radii):
         step(tf.constant(g), tf.constant(r))
-    norm = [np.where(r > 0, np.linalg.norm(g * [20.0, 15.0], axis=-1), 0.0) for g, r in zip(grads, radii)]
+    norm = [np.where(r[:, 0] > 0, np.linalg.norm(g * [20.0, 15.0], axis=-1), 0.0) for g, r in zip(grads, radii)]
     np.testing.assert_allclose(control.grad2d.numpy(), np.sum(norm, 0), rtol=1e-6)
-    np.testing.assert_array_equal(control.count.numpy(), np.sum([r > 0 for r in radii], 0))
+    np.testing.assert_array_equal(control.count.numpy(), np.sum([r[:, 0] > 0 for r in radii], 0))
 
 
 def test_the_loss_on_xla_matches_the_loss_without():

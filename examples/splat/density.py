@@ -44,7 +44,7 @@ class DensityControl:
 
     def accumulate(self, grad_means2d, radii, width, height):
         """Adds one view's gradients [N, 2] (pixels) of the Gaussians it saw
-        (radii > 0). TensorFlow ops on the sums' device, so a training step
+        (radii [N, 2] > 0 on either axis: both are 0 for a culled one). TensorFlow ops on the sums' device, so a training step
         can run it inside its tf.function (after `reset`) with nothing read
         back; called eagerly it resets the sums when N changed."""
         g = tf.convert_to_tensor(grad_means2d, tf.float32)
@@ -52,7 +52,7 @@ class DensityControl:
             self.reset(g.shape[0])
         norm = tf.norm(g * [width / 2.0, height / 2.0], axis=-1)
         # Compared as floats: TensorFlow runs an int32 comparison in host memory, a copy from the GPU each step.
-        seen = tf.cast(tf.convert_to_tensor(radii), tf.float32) > 0.0
+        seen = tf.reduce_max(tf.cast(tf.convert_to_tensor(radii), tf.float32), axis=-1) > 0.0
         self.grad2d.assign_add(tf.where(seen, norm, 0.0))
         self.count.assign_add(tf.cast(seen, tf.float32))
 

@@ -20,14 +20,15 @@ __global__ void GaussianProjectCheckKernel(const float* __restrict__ means, cons
 }
 
 __global__ void GaussianProjectForwardKernel(const float* __restrict__ means, const float* __restrict__ quats,
-                                             const float* __restrict__ scales, const float* __restrict__ viewmat,
-                                             const float* __restrict__ k, int64_t n, gaussian_project::Attrs a,
+                                             const float* __restrict__ scales, const float* __restrict__ opacities,
+                                             const float* __restrict__ viewmat, const float* __restrict__ k,
+                                             int64_t n, gaussian_project::Attrs a,
                                              float* __restrict__ means2d, float* __restrict__ conics,
                                              float* __restrict__ depths, int32_t* __restrict__ radii) {
   const GpCamera cam = gp_camera(viewmat, k, a.width, a.height);
   for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
-    radii[i] = gp_project(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, a.near_plane, a.far_plane, a.eps2d,
-                          means2d + 2 * i, conics + 3 * i, depths + i);
+    gp_project(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, opacities[i], a.near_plane, a.far_plane, a.eps2d,
+               means2d + 2 * i, conics + 3 * i, depths + i, radii + 2 * i);
   }
 }
 
@@ -41,7 +42,7 @@ __global__ void GaussianProjectBackwardKernel(const float* __restrict__ grad_mea
                                               float* __restrict__ grad_quats, float* __restrict__ grad_scales) {
   const GpCamera cam = gp_camera(viewmat, k, a.width, a.height);
   for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
-    gp_backward(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, radii[i], a.eps2d, grad_means2d + 2 * i,
+    gp_backward(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, radii[2 * i], a.eps2d, grad_means2d + 2 * i,
                 grad_conics + 3 * i, grad_depths[i], grad_means + 3 * i, grad_quats + 4 * i, grad_scales + 3 * i);
   }
 }
@@ -58,12 +59,12 @@ cudaError_t LaunchGaussianProjectCheck(const float* means, const float* quats, c
 }
 
 cudaError_t LaunchGaussianProjectForward(const float* means, const float* quats, const float* scales,
-                                         const float* viewmat, const float* k, int64_t n,
+                                         const float* opacities, const float* viewmat, const float* k, int64_t n,
                                          const gaussian_project::Attrs& a, float* means2d, float* conics,
                                          float* depths, int32_t* radii, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   GaussianProjectForwardKernel<<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(
-      means, quats, scales, viewmat, k, n, a, means2d, conics, depths, radii);
+      means, quats, scales, opacities, viewmat, k, n, a, means2d, conics, depths, radii);
   return cudaGetLastError();
 }
 

@@ -1,8 +1,8 @@
 // GaussianProject: 3D Gaussians (means, rotations as quaternions, scales)
 // seen by a pinhole camera become 2D Gaussians on the image: their means in
-// pixels, conics (inverse 2D covariances), depths and radii, Gaussians behind
-// the near plane, beyond the far plane or off screen culled; and the gradient
-// of the means, quaternions and scales. This header is the op's one
+// pixels, conics (inverse 2D covariances), depths and radii (x, y), Gaussians
+// too transparent, behind the near plane, beyond the far plane or off screen
+// culled; and the gradient of the means, quaternions and scales. This header is the op's one
 // description shared by every backend: the formulas (written once for the CPU
 // kernels, CUDA, the Metal shaders and the MSL shim), the op's declaration
 // (its attribute list, MO_GAUSSIAN_PROJECT_ATTRS) and, in host code, the
@@ -14,8 +14,8 @@
 //
 // The formulas are gsplat's (nerfstudio-project/gsplat, "classic" 3DGS
 // without antialiasing compensation; docs/GAUSSIAN_PROJECT.md). For one
-// Gaussian with mean p, quaternion q = (w, x, y, z), scales s and the camera
-// [W | w] (world to camera, OpenCV axes), K (fx, fy, cx, cy):
+// Gaussian with mean p, quaternion q = (w, x, y, z), scales s, opacity o and
+// the camera [W | w] (world to camera, OpenCV axes), K (fx, fy, cx, cy):
 //   R = rotation of q / |q|,  M = R diag(s),  Sigma = M M^T
 //   t = W p + w;  culled when t.z < near_plane or t.z > far_plane
 //   Sigma_c = W Sigma W^T = A A^T with A = W M
@@ -24,17 +24,23 @@
 //       tan_x = width / (2 fx) (ty likewise with fy, cy, height)
 //   Sigma' = J Sigma_c J^T + eps2d I = [[a, b], [b, c]]; culled unless det = ac - b^2 > 0
 //   conic = (c, -b, a) / det;  mean2d = (fx t.x / t.z + cx, fy t.y / t.z + cy);  depth = t.z
-//   radius = ceil(3 sqrt(h + sqrt(max(0.01, h^2 - det)))), h = (a + c) / 2
-//            (3 sigma of the larger eigenvalue, gsplat's floor of 0.01 on the discriminant)
-//   culled when the square mean2d +- radius lies wholly off the image
-//            (u + r <= 0, u - r >= width, v + r <= 0 or v - r >= height).
-// A culled Gaussian has radius 0 and every other output 0. The gradient is
-// the exact derivative of these formulas (the clamp of tx, ty included, as
+//   culled unless o >= MO_GS_ALPHA_MIN (1/255; a NaN opacity is culled)
+//   extend = min(3.33, sqrt(2 log(o / MO_GS_ALPHA_MIN)))
+//   radius = (ceil(extend sqrt(a)), ceil(extend sqrt(c)))   (culled unless both are > 0)
+//   culled when the box mean2d +- radius lies wholly off the image
+//            (u + rx <= 0, u - rx >= width, v + ry <= 0 or v - ry >= height).
+// The box is gsplat 1.5.3's opacity-aware one: outside it the rasterizer's
+// alpha o exp(-sigma) is below MO_GS_ALPHA_MIN (sigma >= dx^2 / (2 a) there,
+// the marginal of the 2D Gaussian), so binning by it skips no pixel the
+// rasterizer composites (the cap of 3.33 sigma binds only for o > 1).
+// A culled Gaussian has radii (0, 0) and every other output 0. The gradient
+// is the exact derivative of these formulas (the clamp of tx, ty included, as
 // gsplat's persp_proj_vjp); radii have none, culled Gaussians get 0, and
-// viewmat and K get none.
+// opacities, viewmat and K get none.
 #ifndef MO_KERNELS_GAUSSIAN_PROJECT_GAUSSIAN_PROJECT_H_
 #define MO_KERNELS_GAUSSIAN_PROJECT_GAUSSIAN_PROJECT_H_
 
+#include "kernels/common/gaussian_splat.h"
 #include "kernels/common/platform.h"
 
 // The largest radius written (pixels): a larger one is clamped to it before
@@ -47,7 +53,7 @@ namespace mo {
 
 // Arguments of a dispatch (same layout in the shader and on the host).
 struct GaussianProjectParams {
-  int64 num_gaussians;  // N: means [N, 3], quats [N, 4], scales [N, 3]
+  int64 num_gaussians;  // N: means [N, 3], quats [N, 4], scales [N, 3], opacities [N]
   int32 width;
   int32 height;
   float near_plane;
@@ -60,7 +66,8 @@ struct GaussianProjectParams {
 // gaussian_project_metal.cc), in order: the forward's inputs, its outputs and
 // its GaussianProjectParams;
 enum GaussianProjectBuffers {
-  kGaussianProjectMeans, kGaussianProjectQuats, kGaussianProjectScales, kGaussianProjectViewmat, kGaussianProjectK,
+  kGaussianProjectMeans, kGaussianProjectQuats, kGaussianProjectScales, kGaussianProjectOpacities,
+  kGaussianProjectViewmat, kGaussianProjectK,
   kGaussianProjectMeans2d, kGaussianProjectConics, kGaussianProjectDepths, kGaussianProjectRadii,
   kGaussianProjectParams,
 };
@@ -195,23 +202,27 @@ MO_FN void gp_state(MO_THREAD const GpCamera& cam, const MO_DEVICE float* mean, 
   s.det = s.cov2[0] * s.cov2[2] - s.cov2[1] * s.cov2[1];
 }
 
-// Projects one Gaussian: writes means2d[2], conic[3], *depth and returns its
-// radius, or writes zeros and returns 0 when it is culled.
-MO_FN int32 gp_project(MO_THREAD const GpCamera& cam, const MO_DEVICE float* mean, const MO_DEVICE float* quat,
-                       const MO_DEVICE float* scale, float near_plane, float far_plane, float eps2d,
-                       MO_DEVICE float* mean2d, MO_DEVICE float* conic, MO_DEVICE float* depth) {
+// Projects one Gaussian of opacity `opacity`: writes means2d[2], conic[3],
+// *depth and radius[2] (x, y), or zeros when it is culled.
+MO_FN void gp_project(MO_THREAD const GpCamera& cam, const MO_DEVICE float* mean, const MO_DEVICE float* quat,
+                      const MO_DEVICE float* scale, float opacity, float near_plane, float far_plane, float eps2d,
+                      MO_DEVICE float* mean2d, MO_DEVICE float* conic, MO_DEVICE float* depth,
+                      MO_DEVICE int32* radius) {
   mean2d[0] = mean2d[1] = 0.0f;
   conic[0] = conic[1] = conic[2] = 0.0f;
   *depth = 0.0f;
+  radius[0] = radius[1] = 0;
+  if (!(opacity >= MO_GS_ALPHA_MIN)) return;
   GpState s;
   gp_state(cam, mean, quat, scale, eps2d, s);
   const float z = s.tc[2];
-  if (!(z >= near_plane && z <= far_plane)) return 0;
-  if (!(s.det > 0.0f)) return 0;
-  const float h = 0.5f * (s.cov2[0] + s.cov2[2]);
-  const float radius = ceil_f(3.0f * sqrt_f(h + sqrt_f(fmax_f(0.01f, h * h - s.det))));
+  if (!(z >= near_plane && z <= far_plane)) return;
+  if (!(s.det > 0.0f)) return;
+  const float extend = fmin_f(MO_GS_MAX_EXTEND, sqrt_f(2.0f * log_f(opacity / MO_GS_ALPHA_MIN)));
+  const float rx = ceil_f(extend * sqrt_f(s.cov2[0])), ry = ceil_f(extend * sqrt_f(s.cov2[2]));
+  if (!(rx > 0.0f && ry > 0.0f)) return;
   const float u = cam.fx * s.tc[0] / z + cam.cx, v = cam.fy * s.tc[1] / z + cam.cy;
-  if (!(u + radius > 0.0f && u - radius < cam.width && v + radius > 0.0f && v - radius < cam.height)) return 0;
+  if (!(u + rx > 0.0f && u - rx < cam.width && v + ry > 0.0f && v - ry < cam.height)) return;
   const float inv_det = 1.0f / s.det;
   mean2d[0] = u;
   mean2d[1] = v;
@@ -219,12 +230,14 @@ MO_FN int32 gp_project(MO_THREAD const GpCamera& cam, const MO_DEVICE float* mea
   conic[1] = -s.cov2[1] * inv_det;
   conic[2] = s.cov2[0] * inv_det;
   *depth = z;
-  return int32(fmin_f(radius, MO_GP_MAX_RADIUS));
+  radius[0] = int32(fmin_f(rx, MO_GP_MAX_RADIUS));
+  radius[1] = int32(fmin_f(ry, MO_GP_MAX_RADIUS));
 }
 
 // The gradient of one Gaussian: from the upstream gradients of its mean2d
 // (2), conic (3) and depth, those of its mean (3), quaternion (4) and scales
-// (3); zeros when it is culled (its forward radius is 0).
+// (3); zeros when it is culled (its forward radius_x, passed as `radius`,
+// is 0: both radii are 0 together).
 MO_FN void gp_backward(MO_THREAD const GpCamera& cam, const MO_DEVICE float* mean, const MO_DEVICE float* quat,
                        const MO_DEVICE float* scale, int32 radius, float eps2d, const MO_DEVICE float* g_mean2d,
                        const MO_DEVICE float* g_conic, float g_depth, MO_DEVICE float* g_mean,
@@ -315,9 +328,11 @@ MO_FN void gp_backward(MO_THREAD const GpCamera& cam, const MO_DEVICE float* mea
 }  // namespace mo
 
 // ---- The op's declaration (kernels/spec/op_attrs.h) --------------------------------
-// MetalOpsGaussianProject(means [N, 3], quats [N, 4], scales [N, 3], viewmat [4, 4], intrinsics K [3, 3])
-//   -> means2d [N, 2], conics [N, 3], depths [N], radii [N] int32, and
-// MetalOpsGaussianProjectGrad(grad_means2d, grad_conics, grad_depths, means, quats, scales, viewmat, intrinsics, radii)
+// MetalOpsGaussianProject(means [N, 3], quats [N, 4], scales [N, 3], opacities [N], viewmat [4, 4],
+//                         intrinsics K [3, 3])
+//   -> means2d [N, 2], conics [N, 3], depths [N], radii [N, 2] int32, and
+// MetalOpsGaussianProjectGrad(grad_means2d, grad_conics, grad_depths, means, quats, scales, viewmat, intrinsics,
+//                             radii [N, 2])
 //   -> grad_means, grad_quats, grad_scales; float32.
 #define MO_GAUSSIAN_PROJECT_ATTRS(ATTR)                     \
   ATTR(width, RequiredInt, 1, MO_GP_MAX_IMAGE_SIDE)         \
@@ -356,14 +371,17 @@ inline Result ShapeIs(const char* op, const char* name, const char* form, const 
 // The number of Gaussians, means' first dimension (-1 unknown).
 inline int64_t Count(const Dims& means) { return means.size() == 2 ? means[0] : -1; }
 
-// MetalOpsGaussianProject's inputs.
-inline Result Shapes(const Dims& means, const Dims& quats, const Dims& scales, const Dims& viewmat, const Dims& k) {
+// MetalOpsGaussianProject's inputs (opacities: the forward's, [N]) and
+// MetalOpsGaussianProjectGrad's (no opacities: nullptr).
+inline Result Shapes(const Dims& means, const Dims& quats, const Dims& scales, const Dims* opacities,
+                     const Dims& viewmat, const Dims& k) {
   if (means.size() != 2 || (means[1] != 3 && means[1] != -1)) {
     return Invalid("GaussianProject: 'means' must be [N, 3], got shape ", ShapeString(means));
   }
   const int64_t n = Count(means);
   MO_RETURN_IF_INVALID(ShapeIs("GaussianProject", "quats", "[N, 4]", quats, {n, 4}));
   MO_RETURN_IF_INVALID(ShapeIs("GaussianProject", "scales", "[N, 3]", scales, {n, 3}));
+  if (opacities != nullptr) MO_RETURN_IF_INVALID(ShapeIs("GaussianProject", "opacities", "[N]", *opacities, {n}));
   MO_RETURN_IF_INVALID(ShapeIs("GaussianProject", "viewmat", "[4, 4]", viewmat, {4, 4}));
   if (SameDims(k, {3, 3})) return Ok();
   return Invalid("GaussianProject: 'K' (the op's input 'intrinsics') must be [3, 3], got shape ", ShapeString(k));
@@ -376,7 +394,7 @@ inline Result GradShapes(const Dims& means, const Dims& grad_means2d, const Dims
   MO_RETURN_IF_INVALID(ShapeIs("GaussianProjectGrad", "grad_means2d", "[N, 2]", grad_means2d, {n, 2}));
   MO_RETURN_IF_INVALID(ShapeIs("GaussianProjectGrad", "grad_conics", "[N, 3]", grad_conics, {n, 3}));
   MO_RETURN_IF_INVALID(ShapeIs("GaussianProjectGrad", "grad_depths", "[N]", grad_depths, {n}));
-  return ShapeIs("GaussianProjectGrad", "radii", "[N]", radii, {n});
+  return ShapeIs("GaussianProjectGrad", "radii", "[N, 2]", radii, {n, 2});
 }
 
 // Gaussian i's values (host memory), refused as gp_bad_values says.
@@ -409,6 +427,7 @@ enum GaussianProjectSlots {
   kGaussianProjectSlotMeans,
   kGaussianProjectSlotQuats,
   kGaussianProjectSlotScales,
+  kGaussianProjectSlotOpacities,
   kGaussianProjectSlotViewmat,
   kGaussianProjectSlotK,
   kGaussianProjectSlotMeans2d,
@@ -450,10 +469,10 @@ cudaError_t LaunchGaussianProjectCheck(const float* means, const float* quats, c
                                        unsigned long long* first_bad, cudaStream_t stream);
 // The forward of n > 0 Gaussians.
 cudaError_t LaunchGaussianProjectForward(const float* means, const float* quats, const float* scales,
-                                         const float* viewmat, const float* k, int64_t n,
+                                         const float* opacities, const float* viewmat, const float* k, int64_t n,
                                          const gaussian_project::Attrs& a, float* means2d, float* conics,
                                          float* depths, int32_t* radii, cudaStream_t stream);
-// The backward of n > 0 Gaussians.
+// The backward of n > 0 Gaussians (radii [n, 2]).
 cudaError_t LaunchGaussianProjectBackward(const float* grad_means2d, const float* grad_conics,
                                           const float* grad_depths, const float* means, const float* quats,
                                           const float* scales, const float* viewmat, const float* k,
@@ -477,9 +496,9 @@ namespace mo {
 template <typename Device>
 struct GaussianProjectFunctor {
   static absl::Status Forward(::tensorflow::OpKernelContext* ctx, const float* means, const float* quats,
-                              const float* scales, const float* viewmat, const float* k, int64_t n,
-                              const gaussian_project::Attrs& a, float* means2d, float* conics, float* depths,
-                              int32_t* radii);
+                              const float* scales, const float* opacities, const float* viewmat, const float* k,
+                              int64_t n, const gaussian_project::Attrs& a, float* means2d, float* conics,
+                              float* depths, int32_t* radii);
   static absl::Status Backward(::tensorflow::OpKernelContext* ctx, const float* grad_means2d,
                                const float* grad_conics, const float* grad_depths, const float* means,
                                const float* quats, const float* scales, const float* viewmat, const float* k,
@@ -496,16 +515,17 @@ class GaussianProjectKernel : public OpKernelWithAttrs<gaussian_project::Attrs> 
   void Compute(::tensorflow::OpKernelContext* ctx) override {
     using ::tensorflow::Tensor;
     using ::tensorflow::TensorShape;
-    // means, quats, scales, viewmat, K: inputs 0..4 of the forward, 3..7 of the gradient op.
-    constexpr int kIn = kGrad ? 3 : 0;
+    // means, quats, scales, (opacities,) viewmat, K: inputs 0..5 of the forward, 3..7 of the gradient op.
+    constexpr int kIn = kGrad ? 3 : 0, kCamera = kGrad ? 6 : 4;
     const Tensor& means = ctx->input(kIn);
     const Tensor& quats = ctx->input(kIn + 1);
     const Tensor& scales = ctx->input(kIn + 2);
-    const Tensor& viewmat = ctx->input(kIn + 3);
-    const Tensor& k = ctx->input(kIn + 4);
-    OP_REQUIRES_OK(ctx, checks::ToStatus(gaussian_project::Shapes(checks::DimsOf(means), checks::DimsOf(quats),
-                                                                   checks::DimsOf(scales), checks::DimsOf(viewmat),
-                                                                   checks::DimsOf(k))));
+    const Tensor& viewmat = ctx->input(kCamera);
+    const Tensor& k = ctx->input(kCamera + 1);
+    const Dims opacity_dims = kGrad ? Dims() : checks::DimsOf(ctx->input(3));
+    OP_REQUIRES_OK(ctx, checks::ToStatus(gaussian_project::Shapes(
+                            checks::DimsOf(means), checks::DimsOf(quats), checks::DimsOf(scales),
+                            kGrad ? nullptr : &opacity_dims, checks::DimsOf(viewmat), checks::DimsOf(k))));
     const int64_t n = means.dim_size(0);
     if constexpr (kGrad) {
       const Tensor& radii = ctx->input(8);
@@ -528,11 +548,12 @@ class GaussianProjectKernel : public OpKernelWithAttrs<gaussian_project::Attrs> 
       OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, 2}), &means2d));
       OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n, 3}), &conics));
       OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({n}), &depths));
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({n}), &radii));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({n, 2}), &radii));
       if (n == 0) return;
       OP_REQUIRES_OK(ctx, GaussianProjectFunctor<Device>::Forward(
                               ctx, means.flat<float>().data(), quats.flat<float>().data(),
-                              scales.flat<float>().data(), viewmat.flat<float>().data(), k.flat<float>().data(), n,
+                              scales.flat<float>().data(), ctx->input(3).flat<float>().data(),
+                              viewmat.flat<float>().data(), k.flat<float>().data(), n,
                               attrs_, means2d->flat<float>().data(), conics->flat<float>().data(),
                               depths->flat<float>().data(), radii->flat<int32_t>().data()));
     }

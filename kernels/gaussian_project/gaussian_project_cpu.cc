@@ -65,19 +65,21 @@ absl::Status Pass(const cpu::Context& ctx, int64_t n, const BuildPlan& build,
 template <>
 struct GaussianProjectFunctor<Eigen::ThreadPoolDevice> {
   static absl::Status Forward(cpu::Context ctx, const float* means, const float* quats, const float* scales,
-                              const float* viewmat, const float* k, int64_t n, const gaussian_project::Attrs& a,
-                              float* means2d, float* conics, float* depths, int32_t* radii) {
+                              const float* opacities, const float* viewmat, const float* k, int64_t n,
+                              const gaussian_project::Attrs& a, float* means2d, float* conics, float* depths,
+                              int32_t* radii) {
     using gaussian_project_cpu::Bytes;
     TF_RETURN_IF_ERROR(gaussian_project_cpu::CheckValues(ctx, means, quats, scales, n));
     const GpCamera cam = gp_camera(viewmat, k, a.width, a.height);
     return gaussian_project_cpu::Pass(
         ctx, n, [&] { return metal_plan::GaussianProjectForward(n, a); },
         {cpu::Slot(means, Bytes(n, 3)), cpu::Slot(quats, Bytes(n, 4)), cpu::Slot(scales, Bytes(n, 3)),
-         cpu::Slot(viewmat, Bytes(4, 4)), cpu::Slot(k, Bytes(3, 3)), cpu::Slot(means2d, Bytes(n, 2)),
-         cpu::Slot(conics, Bytes(n, 3)), cpu::Slot(depths, Bytes(n, 1)), cpu::Slot(radii, Bytes(n, 1))},
+         cpu::Slot(opacities, Bytes(n, 1)), cpu::Slot(viewmat, Bytes(4, 4)), cpu::Slot(k, Bytes(3, 3)),
+         cpu::Slot(means2d, Bytes(n, 2)), cpu::Slot(conics, Bytes(n, 3)), cpu::Slot(depths, Bytes(n, 1)),
+         cpu::Slot(radii, Bytes(n, 2))},
         300, [&](int64_t i) {
-          radii[i] = gp_project(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, a.near_plane, a.far_plane, a.eps2d,
-                                means2d + 2 * i, conics + 3 * i, depths + i);
+          gp_project(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, opacities[i], a.near_plane, a.far_plane,
+                     a.eps2d, means2d + 2 * i, conics + 3 * i, depths + i, radii + 2 * i);
         });
   }
 
@@ -93,10 +95,10 @@ struct GaussianProjectFunctor<Eigen::ThreadPoolDevice> {
         {cpu::Slot(grad_means2d, Bytes(n, 2)), cpu::Slot(grad_conics, Bytes(n, 3)),
          cpu::Slot(grad_depths, Bytes(n, 1)), cpu::Slot(means, Bytes(n, 3)), cpu::Slot(quats, Bytes(n, 4)),
          cpu::Slot(scales, Bytes(n, 3)), cpu::Slot(viewmat, Bytes(4, 4)), cpu::Slot(k, Bytes(3, 3)),
-         cpu::Slot(radii, Bytes(n, 1)), cpu::Slot(grad_means, Bytes(n, 3)), cpu::Slot(grad_quats, Bytes(n, 4)),
+         cpu::Slot(radii, Bytes(n, 2)), cpu::Slot(grad_means, Bytes(n, 3)), cpu::Slot(grad_quats, Bytes(n, 4)),
          cpu::Slot(grad_scales, Bytes(n, 3))},
         600, [&](int64_t i) {
-          gp_backward(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, radii[i], a.eps2d, grad_means2d + 2 * i,
+          gp_backward(cam, means + 3 * i, quats + 4 * i, scales + 3 * i, radii[2 * i], a.eps2d, grad_means2d + 2 * i,
                       grad_conics + 3 * i, grad_depths[i], grad_means + 3 * i, grad_quats + 4 * i,
                       grad_scales + 3 * i);
         });
@@ -122,13 +124,14 @@ using xla_kernels::RetBuffer;
 using Functor = GaussianProjectFunctor<Eigen::ThreadPoolDevice>;
 namespace ffi = ::xla::ffi;
 
-ffi::Error XlaForward(ffi::AnyBuffer means, ffi::AnyBuffer quats, ffi::AnyBuffer scales, ffi::AnyBuffer viewmat,
-                      ffi::AnyBuffer k, RetBuffer means2d, RetBuffer conics, RetBuffer depths, RetBuffer radii,
-                      Attrs a) {
+ffi::Error XlaForward(ffi::AnyBuffer means, ffi::AnyBuffer quats, ffi::AnyBuffer scales, ffi::AnyBuffer opacities,
+                      ffi::AnyBuffer viewmat, ffi::AnyBuffer k, RetBuffer means2d, RetBuffer conics,
+                      RetBuffer depths, RetBuffer radii, Attrs a) {
   const int64_t n = static_cast<int64_t>(means.element_count()) / 3;
   if (n == 0) return ffi::Error::Success();
   return xla_ffi::ToError(Functor::Forward(HostContext(), Data<float>(means), Data<float>(quats),
-                                           Data<float>(scales), Data<float>(viewmat), Data<float>(k), n, a,
+                                           Data<float>(scales), Data<float>(opacities), Data<float>(viewmat),
+                                           Data<float>(k), n, a,
                                            Data<float>(means2d), Data<float>(conics), Data<float>(depths),
                                            Data<int32_t>(radii)));
 }
@@ -145,7 +148,7 @@ ffi::Error XlaBackward(ffi::AnyBuffer grad_means2d, ffi::AnyBuffer grad_conics, 
       Data<int32_t>(radii), n, a, Data<float>(grad_means), Data<float>(grad_quats), Data<float>(grad_scales)));
 }
 
-MO_XLA_FFI_HANDLER("MetalOpsGaussianProject", "Host", XlaForward, xla_ffi::BindBuffers<5, 4>().Attrs<Attrs>());
+MO_XLA_FFI_HANDLER("MetalOpsGaussianProject", "Host", XlaForward, xla_ffi::BindBuffers<6, 4>().Attrs<Attrs>());
 MO_XLA_FFI_HANDLER("MetalOpsGaussianProjectGrad", "Host", XlaBackward, xla_ffi::BindBuffers<9, 3>().Attrs<Attrs>());
 
 }  // namespace

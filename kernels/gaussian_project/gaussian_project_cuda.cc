@@ -48,11 +48,11 @@ absl::Status GaussianProjectCheckValues(const float* means, const float* quats, 
 
 // The forward with its check, shared by the GPU kernel and the XLA CUDA handler.
 absl::Status GaussianProjectForward(const float* means, const float* quats, const float* scales,
-                                    const float* viewmat, const float* k, int64_t n,
+                                    const float* opacities, const float* viewmat, const float* k, int64_t n,
                                     const gaussian_project::Attrs& a, float* means2d, float* conics, float* depths,
                                     int32_t* radii, unsigned long long* word, cudaStream_t stream) {
   TF_RETURN_IF_ERROR(GaussianProjectCheckValues(means, quats, scales, n, word, stream));
-  return LaunchStatus("GaussianProject", LaunchGaussianProjectForward(means, quats, scales, viewmat, k, n, a,
+  return LaunchStatus("GaussianProject", LaunchGaussianProjectForward(means, quats, scales, opacities, viewmat, k, n, a,
                                                                       means2d, conics, depths, radii, stream));
 }
 
@@ -64,11 +64,13 @@ using ::tensorflow::OpKernelContext;
 template <>
 struct GaussianProjectFunctor<GPUDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const float* means, const float* quats, const float* scales,
-                              const float* viewmat, const float* k, int64_t n, const gaussian_project::Attrs& a,
-                              float* means2d, float* conics, float* depths, int32_t* radii) {
+                              const float* opacities, const float* viewmat, const float* k, int64_t n,
+                              const gaussian_project::Attrs& a, float* means2d, float* conics, float* depths,
+                              int32_t* radii) {
     ::tensorflow::Tensor word;
     TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT64, ::tensorflow::TensorShape({1}), &word));
-    return cuda::GaussianProjectForward(means, quats, scales, viewmat, k, n, a, means2d, conics, depths, radii,
+    return cuda::GaussianProjectForward(means, quats, scales, opacities, viewmat, k, n, a, means2d, conics, depths,
+                                        radii,
                                         reinterpret_cast<unsigned long long*>(word.flat<int64_t>().data()),
                                         cuda::Stream(ctx));
   }
@@ -105,16 +107,17 @@ namespace {
 using gaussian_project::Attrs;
 
 ffi::Error GaussianProjectXlaForward(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer means,
-                                     ffi::AnyBuffer quats, ffi::AnyBuffer scales, ffi::AnyBuffer viewmat,
+                                     ffi::AnyBuffer quats, ffi::AnyBuffer scales, ffi::AnyBuffer opacities,
+                                     ffi::AnyBuffer viewmat,
                                      ffi::AnyBuffer k, RetBuffer means2d, RetBuffer conics, RetBuffer depths,
                                      RetBuffer radii, Attrs a) {
   const int64_t n = static_cast<int64_t>(means.element_count()) / 3;
   if (n == 0) return ffi::Error::Success();
   return LaunchWithCheckWords(scratch, 1, "GaussianProject", [&](unsigned long long* word) {
     return cuda::GaussianProjectForward(Data<float>(means), Data<float>(quats), Data<float>(scales),
-                                        Data<float>(viewmat), Data<float>(k), n, a, Data<float>(means2d),
-                                        Data<float>(conics), Data<float>(depths), Data<int32_t>(radii), word,
-                                        stream);
+                                        Data<float>(opacities), Data<float>(viewmat), Data<float>(k), n, a,
+                                        Data<float>(means2d), Data<float>(conics), Data<float>(depths),
+                                        Data<int32_t>(radii), word, stream);
   });
 }
 
@@ -134,7 +137,7 @@ ffi::Error GaussianProjectXlaBackward(cudaStream_t stream, ffi::AnyBuffer grad_m
 }
 
 MO_XLA_FFI_HANDLER("MetalOpsGaussianProject", "CUDA", GaussianProjectXlaForward,
-                   BindStreamScratchBuffers<5, 4>().Attrs<Attrs>());
+                   BindStreamScratchBuffers<6, 4>().Attrs<Attrs>());
 MO_XLA_FFI_HANDLER("MetalOpsGaussianProjectGrad", "CUDA", GaussianProjectXlaBackward,
                    BindStreamBuffers<9, 3>().Attrs<Attrs>());
 

@@ -24,6 +24,7 @@ Plan GaussianProjectForward(int64_t n, const gaussian_project::Attrs& a) {
                  {{kGaussianProjectMeans, kGaussianProjectSlotMeans},
                   {kGaussianProjectQuats, kGaussianProjectSlotQuats},
                   {kGaussianProjectScales, kGaussianProjectSlotScales},
+                  {kGaussianProjectOpacities, kGaussianProjectSlotOpacities},
                   {kGaussianProjectViewmat, kGaussianProjectSlotViewmat},
                   {kGaussianProjectK, kGaussianProjectSlotK}},
                  {{kGaussianProjectMeans2d, kGaussianProjectSlotMeans2d},
@@ -60,31 +61,35 @@ namespace {
 using mo::metal::DimsOf;
 using mo::gaussian_project::Attrs;
 
-// The five inputs means, quats, scales, viewmat, K from input `first` on, checked.
-bool Inputs(mo::metal::KernelCall& call, int first, TF_Tensor* in[5]) {
-  for (int k = 0; k < 5; ++k) in[k] = call.Input(first + k);
-  return call.ok() && call.Check(mo::gaussian_project::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]),
-                                                               DimsOf(in[3]), DimsOf(in[4])));
+// The inputs means, quats, scales, (opacities where `count` is 6,) viewmat, K
+// from input `first` on, checked.
+bool Inputs(mo::metal::KernelCall& call, int first, int count, TF_Tensor* in[6]) {
+  for (int k = 0; k < count; ++k) in[k] = call.Input(first + k);
+  if (!call.ok()) return false;
+  const mo::Dims opacities = count == 6 ? DimsOf(in[3]) : mo::Dims();
+  return call.Check(mo::gaussian_project::Shapes(DimsOf(in[0]), DimsOf(in[1]), DimsOf(in[2]),
+                                                 count == 6 ? &opacities : nullptr, DimsOf(in[count - 2]),
+                                                 DimsOf(in[count - 1])));
 }
 
 void Forward(void* kernel, mo::metal::KernelCall& call) {
   const Attrs& a = *static_cast<Attrs*>(kernel);
-  TF_Tensor* in[5];
-  if (!Inputs(call, 0, in)) return;
+  TF_Tensor* in[6];
+  if (!Inputs(call, 0, 6, in)) return;
   const int64_t n = TF_Dim(in[0], 0);
   TF_Tensor* means2d = call.Output(0, TF_FLOAT, {n, 2});
   TF_Tensor* conics = call.Output(1, TF_FLOAT, {n, 3});
   TF_Tensor* depths = call.Output(2, TF_FLOAT, {n});
-  TF_Tensor* radii = call.Output(3, TF_INT32, {n});
+  TF_Tensor* radii = call.Output(3, TF_INT32, {n, 2});
   if (!call.ok() || n == 0) return;
   call.RunPlan(mo::metal_plan::GaussianProjectForward(n, a),
-               {in[0], in[1], in[2], in[3], in[4], means2d, conics, depths, radii});
+               {in[0], in[1], in[2], in[3], in[4], in[5], means2d, conics, depths, radii});
 }
 
 void Backward(void* kernel, mo::metal::KernelCall& call) {
   const Attrs& a = *static_cast<Attrs*>(kernel);
-  TF_Tensor* in[5];
-  if (!Inputs(call, 3, in)) return;
+  TF_Tensor* in[6];
+  if (!Inputs(call, 3, 5, in)) return;
   TF_Tensor* g_means2d = call.Input(0);
   TF_Tensor* g_conics = call.Input(1);
   TF_Tensor* g_depths = call.Input(2);

@@ -14,34 +14,38 @@ namespace {
 
 using ::tensorflow::shape_inference::InferenceContext;
 
-// Reads the attributes and checks the inputs means, quats, scales, viewmat,
-// intrinsics (from input `first` on); *means = means' dims.
-absl::Status ProjectInputs(InferenceContext* c, int first, mo::Dims* means) {
+// Reads the attributes and checks the inputs means, quats, scales, (opacities
+// where `with_opacities`,) viewmat, intrinsics (from input `first` on);
+// *means = means' dims.
+absl::Status ProjectInputs(InferenceContext* c, int first, bool with_opacities, mo::Dims* means) {
   mo::gaussian_project::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
-  mo::Dims in[5];
-  for (int k = 0; k < 5; ++k) in[k] = mo::checks::KnownDimsOr(c, first + k, 2);
+  const int count = with_opacities ? 6 : 5;
+  mo::Dims in[6];
+  for (int k = 0; k < count; ++k) in[k] = mo::checks::KnownDimsOr(c, first + k, k == 3 && with_opacities ? 1 : 2);
   *means = in[0];
-  return mo::checks::ToStatus(mo::gaussian_project::Shapes(in[0], in[1], in[2], in[3], in[4]));
+  const int camera = count - 2;
+  return mo::checks::ToStatus(mo::gaussian_project::Shapes(in[0], in[1], in[2], with_opacities ? &in[3] : nullptr,
+                                                           in[camera], in[camera + 1]));
 }
 
 absl::Status ProjectShape(InferenceContext* c) {
   mo::Dims means;
-  TF_RETURN_IF_ERROR(ProjectInputs(c, 0, &means));
+  TF_RETURN_IF_ERROR(ProjectInputs(c, 0, true, &means));
   const auto n = means[0] >= 0 ? c->MakeDim(means[0]) : c->UnknownDim();
   c->set_output(0, c->MakeShape({n, 2}));
   c->set_output(1, c->MakeShape({n, 3}));
   c->set_output(2, c->MakeShape({n}));
-  c->set_output(3, c->MakeShape({n}));
+  c->set_output(3, c->MakeShape({n, 2}));
   return absl::OkStatus();
 }
 
 absl::Status ProjectGradShape(InferenceContext* c) {
   mo::Dims means;
-  TF_RETURN_IF_ERROR(ProjectInputs(c, 3, &means));
+  TF_RETURN_IF_ERROR(ProjectInputs(c, 3, false, &means));
   TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::gaussian_project::GradShapes(
       means, mo::checks::KnownDimsOr(c, 0, 2), mo::checks::KnownDimsOr(c, 1, 2), mo::checks::KnownDimsOr(c, 2, 1),
-      mo::checks::KnownDimsOr(c, 8, 1))));
+      mo::checks::KnownDimsOr(c, 8, 2))));
   c->set_output(0, c->input(3));
   c->set_output(1, c->input(4));
   c->set_output(2, c->input(5));
@@ -54,6 +58,7 @@ REGISTER_OP("MetalOpsGaussianProject")
     .Input("means: float")
     .Input("quats: float")
     .Input("scales: float")
+    .Input("opacities: float")
     .Input("viewmat: float")
     .Input("intrinsics: float")
     .Output("means2d: float")
@@ -65,18 +70,20 @@ REGISTER_OP("MetalOpsGaussianProject")
     .Doc(R"doc(
 Projects 3D Gaussians through a pinhole camera (gsplat's formulas, classic
 3DGS): 2D means in pixels, conics (inverse 2D covariances, dilated by eps2d),
-camera-space depths and 3-sigma radii; a culled Gaussian has radius 0 and
-zeros elsewhere.
+camera-space depths and per-axis radii of the opacity-aware box outside which
+alpha < 1/255 (at most 3.33 sigma); a Gaussian of opacity < 1/255 (or NaN) is
+culled, and a culled Gaussian has radii 0 and zeros elsewhere.
 
 means: [N, 3] world-space means.
 quats: [N, 4] rotations (w, x, y, z), normalised inside the op.
 scales: [N, 3] linear scales, positive.
+opacities: [N] opacities (after the sigmoid), which size the radii.
 viewmat: [4, 4] world-to-camera matrix (OpenCV axes: +z forward).
 intrinsics: [3, 3] K (fx, fy, cx, cy).
 means2d: [N, 2].
 conics: [N, 3] (inv[0,0], inv[0,1], inv[1,1]).
 depths: [N].
-radii: [N] int32.
+radii: [N, 2] int32 (x, y).
 )doc");
 
 REGISTER_OP("MetalOpsGaussianProjectGrad")
@@ -96,5 +103,6 @@ REGISTER_OP("MetalOpsGaussianProjectGrad")
     .SetShapeFn(ProjectGradShape)
     .Doc(R"doc(
 Backward of MetalOpsGaussianProject: the gradients of means, quats and scales
-from those of means2d, conics and depths; zero for Gaussians with radius 0.
+from those of means2d, conics and depths; zero for Gaussians with radii 0
+(radii [N, 2]); opacities get none.
 )doc");

@@ -15,24 +15,27 @@ namespace mo {
 namespace xla_kernels {
 namespace {
 
-// The checks of means, quats, scales, viewmat, intrinsics (inputs first..first + 4).
-absl::Status GaussianProjectInputs(XlaOpKernelContext* ctx, int first) {
+// The checks of means, quats, scales, (opacities where `with_opacities`,)
+// viewmat, intrinsics (inputs from `first` on).
+absl::Status GaussianProjectInputs(XlaOpKernelContext* ctx, int first, bool with_opacities) {
+  const Dims opacities = with_opacities ? InputDims(ctx, first + 3) : Dims();
+  const int camera = first + (with_opacities ? 4 : 3);
   return checks::ToStatus(gaussian_project::Shapes(InputDims(ctx, first), InputDims(ctx, first + 1),
-                                                   InputDims(ctx, first + 2), InputDims(ctx, first + 3),
-                                                   InputDims(ctx, first + 4)));
+                                                   InputDims(ctx, first + 2), with_opacities ? &opacities : nullptr,
+                                                   InputDims(ctx, camera), InputDims(ctx, camera + 1)));
 }
 
 void CompileGaussianProject(XlaOpKernelContext* ctx, const gaussian_project::Attrs& attrs) {
-  OP_REQUIRES_OK(ctx, GaussianProjectInputs(ctx, 0));
+  OP_REQUIRES_OK(ctx, GaussianProjectInputs(ctx, 0, true));
   const int64_t n = InputDims(ctx, 0)[0];
-  EmitFfiCall(ctx, "MetalOpsGaussianProject", InputsUpTo(ctx, 5),
+  EmitFfiCall(ctx, "MetalOpsGaussianProject", InputsUpTo(ctx, 6),
               {ArrayShape(::xla::F32, {n, 2}), ArrayShape(::xla::F32, {n, 3}), ArrayShape(::xla::F32, {n}),
-               ArrayShape(::xla::S32, {n})},
+               ArrayShape(::xla::S32, {n, 2})},
               FfiAttrsOf(attrs));
 }
 
 void CompileGaussianProjectGrad(XlaOpKernelContext* ctx, const gaussian_project::Attrs& attrs) {
-  OP_REQUIRES_OK(ctx, GaussianProjectInputs(ctx, 3));
+  OP_REQUIRES_OK(ctx, GaussianProjectInputs(ctx, 3, false));
   OP_REQUIRES_OK(ctx, checks::ToStatus(gaussian_project::GradShapes(InputDims(ctx, 3), InputDims(ctx, 0),
                                                                     InputDims(ctx, 1), InputDims(ctx, 2),
                                                                     InputDims(ctx, 8))));

@@ -31,10 +31,10 @@
 #ifndef MO_KERNELS_GAUSSIAN_RASTERIZE_GAUSSIAN_RASTERIZE_H_
 #define MO_KERNELS_GAUSSIAN_RASTERIZE_GAUSSIAN_RASTERIZE_H_
 
+#include "kernels/common/gaussian_splat.h"
 #include "kernels/common/platform.h"
 
 #define MO_GS_ALPHA_MAX 0.99f                // alpha is clamped here
-#define MO_GS_ALPHA_MIN (1.0f / 255.0f)      // a Gaussian below this alpha is skipped
 #define MO_GS_TRANSMITTANCE_MIN 1e-4f        // a pixel stops where T would fall to this
 #define MO_GS_MAX_TILE_SIZE 32               // a CUDA block holds tile_size^2 threads
 

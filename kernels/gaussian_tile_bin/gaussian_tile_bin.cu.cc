@@ -47,7 +47,8 @@ Grid GridOf(const gaussian_tile_bin::Attrs& a) {
 __global__ void TileCountKernel(const float* __restrict__ means2d, const int32_t* __restrict__ radii, int64_t n,
                                 Grid g, int64_t* __restrict__ counts) {
   for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
-    counts[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], g.tile_size, g.tiles_x, g.tiles_y);
+    counts[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1], g.tile_size,
+                               g.tiles_x, g.tiles_y);
   }
 }
 
@@ -64,8 +65,8 @@ __global__ void TileKeysKernel(const float* __restrict__ means2d, const int32_t*
   for (int64_t i = GlobalThreadIndex(); i < n; i += GlobalThreadCount()) {
     if (offsets[i] > limit) continue;
     int x0, x1, y0, y1;
-    gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[i], g.tile_size, g.tiles_x, g.tiles_y, &x0, &x1, &y0,
-                  &y1);
+    gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1], g.tile_size, g.tiles_x,
+                  g.tiles_y, &x0, &x1, &y0, &y1);
     int64_t at = i > 0 ? offsets[i - 1] : 0;
     const float depth = depths[i];
     for (int y = y0; y < y1; ++y) {

@@ -43,26 +43,28 @@
 
 namespace mo {
 
-// The tiles a Gaussian touches: [*x0, *x1) x [*y0, *y1), empty when radius <= 0.
-MO_FN void gtb_tile_rect(float u, float v, int32 radius, int tile_size, int tiles_x, int tiles_y, MO_THREAD int* x0,
-                         MO_THREAD int* x1, MO_THREAD int* y0, MO_THREAD int* y1) {
+// The tiles a Gaussian of radii (radius_x, radius_y) touches: [*x0, *x1) x
+// [*y0, *y1), empty when either radius is <= 0.
+MO_FN void gtb_tile_rect(float u, float v, int32 radius_x, int32 radius_y, int tile_size, int tiles_x, int tiles_y,
+                         MO_THREAD int* x0, MO_THREAD int* x1, MO_THREAD int* y0, MO_THREAD int* y1) {
   *x0 = *x1 = *y0 = *y1 = 0;
-  if (radius <= 0) return;
-  const float r = float(radius), ts = float(tile_size);
+  if (radius_x <= 0 || radius_y <= 0) return;
+  const float rx = float(radius_x), ry = float(radius_y), ts = float(tile_size);
   const float tx = float(tiles_x), ty = float(tiles_y);
   // fmax / fmin return the number for a NaN mean: its rectangle is empty.
-  *x0 = int(fmin_f(fmax_f(floor_f((u - r) / ts), 0.0f), tx));
-  *x1 = int(fmin_f(fmax_f(ceil_f((u + r) / ts), 0.0f), tx));
-  *y0 = int(fmin_f(fmax_f(floor_f((v - r) / ts), 0.0f), ty));
-  *y1 = int(fmin_f(fmax_f(ceil_f((v + r) / ts), 0.0f), ty));
+  *x0 = int(fmin_f(fmax_f(floor_f((u - rx) / ts), 0.0f), tx));
+  *x1 = int(fmin_f(fmax_f(ceil_f((u + rx) / ts), 0.0f), tx));
+  *y0 = int(fmin_f(fmax_f(floor_f((v - ry) / ts), 0.0f), ty));
+  *y1 = int(fmin_f(fmax_f(ceil_f((v + ry) / ts), 0.0f), ty));
   if (*x1 < *x0) *x1 = *x0;
   if (*y1 < *y0) *y1 = *y0;
 }
 
 // The number of tiles a Gaussian touches.
-MO_FN int64 gtb_tile_count(float u, float v, int32 radius, int tile_size, int tiles_x, int tiles_y) {
+MO_FN int64 gtb_tile_count(float u, float v, int32 radius_x, int32 radius_y, int tile_size, int tiles_x,
+                           int tiles_y) {
   int x0, x1, y0, y1;
-  gtb_tile_rect(u, v, radius, tile_size, tiles_x, tiles_y, &x0, &x1, &y0, &y1);
+  gtb_tile_rect(u, v, radius_x, radius_y, tile_size, tiles_x, tiles_y, &x0, &x1, &y0, &y1);
   return int64(x1 - x0) * int64(y1 - y0);
 }
 
@@ -189,7 +191,7 @@ MO_FN uint32 gtb_digit(uint64 key, uint32 shift) { return uint32((key >> shift) 
 }  // namespace mo
 
 // ---- The op's declaration (kernels/spec/op_attrs.h) --------------------------------
-// MetalOpsGaussianTileBin(means2d [N, 2], radii [N] int32, depths [N])
+// MetalOpsGaussianTileBin(means2d [N, 2], radii [N, 2] int32, depths [N])
 //   -> gaussian_ids [M] int32, tile_ranges [tiles_y * tiles_x, 2] int32; no gradient.
 #define MO_GAUSSIAN_TILE_BIN_ATTRS(ATTR)                \
   ATTR(width, RequiredInt, 1, MO_GTB_MAX_IMAGE_SIDE)     \
@@ -222,17 +224,20 @@ inline int64_t Tiles(const Attrs& a) { return int64_t{TilesX(a)} * TilesY(a); }
 
 // The checks, written once for the shape function and the TensorFlow
 // kernels. -1 is an unknown dimension (shape functions) and matches any size.
-// means2d [N, 2], radii [N], depths [N].
+// means2d [N, 2], radii [N, 2], depths [N].
 inline Result Shapes(const Dims& means2d, const Dims& radii, const Dims& depths) {
   if (means2d.size() != 2 || (means2d[1] != 2 && means2d[1] != -1)) {
     return Invalid("GaussianTileBin: 'means2d' must be [N, 2], got shape ", ShapeString(means2d));
   }
   const int64_t n = means2d[0];
-  for (const auto& [name, dims] : {std::make_pair("radii", &radii), std::make_pair("depths", &depths)}) {
-    if (dims->size() != 1 || ((*dims)[0] != n && (*dims)[0] != -1 && n != -1)) {
-      return Invalid("GaussianTileBin: '", name, "' must be [N] = [", n, "] for 'means2d' of shape ",
-                     ShapeString(means2d), ", got shape ", ShapeString(*dims));
-    }
+  const auto same = [n](int64_t d) { return d == n || d == -1 || n == -1; };
+  if (radii.size() != 2 || !same(radii[0]) || (radii[1] != 2 && radii[1] != -1)) {
+    return Invalid("GaussianTileBin: 'radii' must be [N, 2] = ", ShapeString({n, 2}), " for 'means2d' of shape ",
+                   ShapeString(means2d), ", got shape ", ShapeString(radii));
+  }
+  if (depths.size() != 1 || !same(depths[0])) {
+    return Invalid("GaussianTileBin: 'depths' must be [N] = [", n, "] for 'means2d' of shape ",
+                   ShapeString(means2d), ", got shape ", ShapeString(depths));
   }
   return Ok();
 }

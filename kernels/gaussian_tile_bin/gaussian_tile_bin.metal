@@ -19,8 +19,8 @@ kernel void gaussian_tile_bin_count(device const float* means2d [[buffer(mo::kGt
                                     uint gid [[thread_position_in_grid]],
                                     uint grid_size [[threads_per_grid]]) {
   for (mo::int64 i = gid; i < p.num_gaussians; i += grid_size) {
-    counts[i] = ulong(mo::gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], p.tile_size, p.tiles_x,
-                                         p.tiles_y));
+    counts[i] = ulong(mo::gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1],
+                                         p.tile_size, p.tiles_x, p.tiles_y));
   }
 }
 
@@ -59,8 +59,8 @@ kernel void gaussian_tile_bin_keys(device const float* means2d [[buffer(mo::kGtb
                                    uint grid_size [[threads_per_grid]]) {
   for (mo::int64 i = gid; i < p.num_gaussians; i += grid_size) {
     int x0, x1, y0, y1;
-    mo::gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[i], p.tile_size, p.tiles_x, p.tiles_y, &x0, &x1, &y0,
-                      &y1);
+    mo::gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1], p.tile_size, p.tiles_x,
+                      p.tiles_y, &x0, &x1, &y0, &y1);
     ulong at = offsets[i];
     const float depth = depths[i];
     for (int y = y0; y < y1; ++y) {

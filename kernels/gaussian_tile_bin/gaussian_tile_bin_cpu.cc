@@ -44,7 +44,8 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
           uint64_t metal_total = 0;
           cpu::OnMetal status = metal.Run(
               n, [&] { return metal_plan::GaussianTileBinCount(n, a); },
-              {cpu::Slot(means2d, uint64_t(n) * 2 * sizeof(float)), cpu::Slot(radii, uint64_t(n) * sizeof(int32_t)),
+              {cpu::Slot(means2d, uint64_t(n) * 2 * sizeof(float)),
+               cpu::Slot(radii, uint64_t(n) * 2 * sizeof(int32_t)),
                cpu::Slot(&metal_total, sizeof(metal_total))});
           if (status.has_value()) *m = static_cast<int64_t>(metal_total);
           return status;
@@ -84,7 +85,8 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
         [&](const cpu::MetalRoute& metal) {
           return metal.Run(
               n, [&] { return metal_plan::GaussianTileBinFill(n, m, a); },
-              {cpu::Slot(means2d, uint64_t(n) * 2 * sizeof(float)), cpu::Slot(radii, uint64_t(n) * sizeof(int32_t)),
+              {cpu::Slot(means2d, uint64_t(n) * 2 * sizeof(float)),
+               cpu::Slot(radii, uint64_t(n) * 2 * sizeof(int32_t)),
                cpu::Slot(depths, uint64_t(n) * sizeof(float)), cpu::Slot(gaussian_ids, uint64_t(m) * sizeof(int32_t)),
                cpu::Slot(tile_ranges, uint64_t(gaussian_tile_bin::Tiles(a)) * 2 * sizeof(int32_t))});
         },
@@ -99,7 +101,8 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
     const int tiles_x = gaussian_tile_bin::TilesX(a), tiles_y = gaussian_tile_bin::TilesY(a);
     cpu::ParallelFor(ctx, n, 40, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        ends[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y);
+        ends[i] = gtb_tile_count(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1], a.tile_size,
+                                 tiles_x, tiles_y);
       }
     });
     int64_t total = 0;
@@ -117,8 +120,8 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
     std::vector<int64_t> start(static_cast<size_t>(tiles) + 1, 0);
     auto each_tile = [&](int64_t i, auto&& fn) {
       int x0, x1, y0, y1;
-      gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[i], a.tile_size, tiles_x, tiles_y, &x0, &x1, &y0,
-                    &y1);
+      gtb_tile_rect(means2d[2 * i], means2d[2 * i + 1], radii[2 * i], radii[2 * i + 1], a.tile_size, tiles_x,
+                    tiles_y, &x0, &x1, &y0, &y1);
       for (int y = y0; y < y1; ++y) {
         for (int x = x0; x < x1; ++x) fn(int64_t{y} * tiles_x + x);
       }

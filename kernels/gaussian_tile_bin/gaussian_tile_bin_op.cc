@@ -21,7 +21,7 @@ absl::Status TileBinShape(InferenceContext* c) {
   mo::gaussian_tile_bin::Attrs a;
   TF_RETURN_IF_ERROR(mo::checks::ReadAttrsOf(c, &a));
   TF_RETURN_IF_ERROR(mo::checks::ToStatus(mo::gaussian_tile_bin::Shapes(
-      mo::checks::KnownDimsOr(c, 0, 2), mo::checks::KnownDimsOr(c, 1, 1), mo::checks::KnownDimsOr(c, 2, 1))));
+      mo::checks::KnownDimsOr(c, 0, 2), mo::checks::KnownDimsOr(c, 1, 2), mo::checks::KnownDimsOr(c, 2, 1))));
   c->set_output(0, c->Vector(c->UnknownDim()));
   c->set_output(1, c->Matrix(mo::gaussian_tile_bin::Tiles(a), 2));
   return absl::OkStatus();
@@ -58,7 +58,7 @@ tiles of tile_size x tile_size pixels: one entry per (tile, Gaussian)
 intersection, sorted by tile id (ty * tiles_x + tx), then depth, then index.
 
 means2d: [N, 2] pixel coordinates.
-radii: [N] int32; 0 (culled) touches no tile.
+radii: [N, 2] int32 (x, y); 0 (culled) touches no tile.
 depths: [N].
 gaussian_ids: [M] int32, the Gaussian of each intersection.
 tile_ranges: [ceil(height / tile_size) * ceil(width / tile_size), 2] int32,

@@ -16,7 +16,7 @@ GaussianProjection = collections.namedtuple("GaussianProjection", ["means2d", "c
 
 
 def gaussian_project(means, quats, scales, viewmat, K, *, width, height, near_plane=0.01, far_plane=1e10,
-                     eps2d=0.3, name=None):
+                     eps2d=0.3, opacities=None, name=None):
     """Projects N 3D Gaussians to the image of a pinhole camera.
 
     Args:
@@ -33,14 +33,19 @@ def gaussian_project(means, quats, scales, viewmat, K, *, width, height, near_pl
       near_plane, far_plane: Gaussians whose camera-space depth lies outside
         [near_plane, far_plane] are culled.
       eps2d: the dilation added to the 2D covariance's diagonal (pixels^2).
+      opacities: [N] float32 opacities (after the sigmoid), which size the
+        radii; None: ones. A Gaussian of opacity below 1/255 (or NaN) is
+        culled. No gradient.
 
     Returns `GaussianProjection(means2d, conics, depths, radii)`:
       means2d [N, 2] float32 pixel coordinates (pixel (row i, column j) has
       its centre at (j + 0.5, i + 0.5)); conics [N, 3] float32, the inverse
       2D covariance (inv[0,0], inv[0,1], inv[1,1]); depths [N] float32, the
-      camera-space z; radii [N] int32, the 3-sigma radius in pixels. A culled
-      Gaussian (behind the near plane, beyond the far plane, or wholly off the
-      image) has radius 0 and zeros in the other outputs.
+      camera-space z; radii [N, 2] int32, the half-sides (x, y) in pixels of
+      the box outside which the Gaussian's alpha (opacity exp(-sigma)) is
+      below 1/255, at most 3.33 sigma (gsplat's opacity-aware box). A culled
+      Gaussian (too transparent, behind the near plane, beyond the far plane,
+      or wholly off the image) has radii 0 and zeros in the other outputs.
 
     Differentiable w.r.t. means, quats and scales (from means2d, conics and
     depths; zero for culled Gaussians); radii have no gradient.
@@ -49,22 +54,26 @@ def gaussian_project(means, quats, scales, viewmat, K, *, width, height, near_pl
     with tf.name_scope(name or op):
         attrs = op_attrs(op, "MetalOpsGaussianProject", width=width, height=height, near_plane=near_plane,
                          far_plane=far_plane, eps2d=eps2d)
-        args = [float_tensor(op, arg, value) for arg, value in
-                (("means", means), ("quats", quats), ("scales", scales), ("viewmat", viewmat), ("K", K))]
-        return GaussianProjection(*load_library().metal_ops_gaussian_project(*args, **attrs))
+        means, quats, scales, viewmat, K = [float_tensor(op, arg, value) for arg, value in
+                                            (("means", means), ("quats", quats), ("scales", scales),
+                                             ("viewmat", viewmat), ("K", K))]
+        opacities = (tf.ones(tf.shape(means)[:1], tf.float32) if opacities is None
+                     else float_tensor(op, "opacities", opacities))
+        return GaussianProjection(*load_library().metal_ops_gaussian_project(means, quats, scales, opacities,
+                                                                             viewmat, K, **attrs))
 
 
 @tf.RegisterGradient("MetalOpsGaussianProject")
 def _gaussian_project_grad(op, grad_means2d, grad_conics, grad_depths, _grad_radii):
     attrs = {a: op.get_attr(a) for a in ("width", "height", "near_plane", "far_plane", "eps2d")}
-    means, quats, scales, viewmat, k = op.inputs
+    means, quats, scales, _opacities, viewmat, k = op.inputs
     zeros = tf.zeros_like
     grad_means2d = zeros(op.outputs[0]) if grad_means2d is None else grad_means2d
     grad_conics = zeros(op.outputs[1]) if grad_conics is None else grad_conics
     grad_depths = zeros(op.outputs[2]) if grad_depths is None else grad_depths
     grad_means, grad_quats, grad_scales = load_library().metal_ops_gaussian_project_grad(
         grad_means2d, grad_conics, grad_depths, means, quats, scales, viewmat, k, op.outputs[3], **attrs)
-    return [grad_means, grad_quats, grad_scales, None, None]
+    return [grad_means, grad_quats, grad_scales, None, None, None]
 
 
 def scene(rng, n, width=64, height=48):

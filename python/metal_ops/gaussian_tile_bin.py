@@ -33,14 +33,14 @@ def gaussian_tile_bin(means2d, radii, depths, *, width, height, tile_size=16, na
 
     The image has tiles_x = ceil(width / tile_size) by tiles_y =
     ceil(height / tile_size) tiles; tile (tx, ty) has id ty * tiles_x + tx. A
-    Gaussian of radius r > 0 at (u, v) touches the tiles
-    [floor((u - r) / tile_size), ceil((u + r) / tile_size)) x
-    [floor((v - r) / tile_size), ceil((v + r) / tile_size)), clamped to the
-    image's (gsplat's isect_tiles, in float32); radius 0 touches none.
+    Gaussian of radii (rx, ry) > 0 at (u, v) touches the tiles
+    [floor((u - rx) / tile_size), ceil((u + rx) / tile_size)) x
+    [floor((v - ry) / tile_size), ceil((v + ry) / tile_size)), clamped to the
+    image's (gsplat's isect_tiles, in float32); radii 0 touch none.
 
     Args:
       means2d: [N, 2] float32 pixel coordinates (`gaussian_project`'s).
-      radii: [N] int32 radii in pixels.
+      radii: [N, 2] int32 radii (x, y) in pixels (`gaussian_project`'s).
       depths: [N] float32 depths.
       width, height: the image size in pixels, 1 to 65536.
       tile_size: the tiles' side in pixels, 1 to 256.

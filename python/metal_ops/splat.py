@@ -66,8 +66,8 @@ def rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, wid
         alike).
 
     Returns (image [H, W, C], alpha [H, W], info): info holds the projection
-    (means2d [N, 2], conics [N, 3], depths [N], radii [N] int32: 0 where
-    culled) and the binning (gaussian_ids [M], tile_ranges [tiles, 2]); with
+    (means2d [N, 2], conics [N, 3], depths [N], radii [N, 2] int32: the
+    opacity-aware box's half-sides (x, y), 0 where culled) and the binning (gaussian_ids [M], tile_ranges [tiles, 2]); with
     max_intersections, gaussian_ids is [B] (-1 past the kept entries) and info
     also holds num_intersections and num_gaussians (int32 scalars: the
     intersections and Gaussians kept) and overflow (a bool scalar: the budget
@@ -84,7 +84,7 @@ def rasterize_gaussians(means, quats, scales, opacities, colors, viewmat, K, wid
         colors = tf.convert_to_tensor(colors, tf.float32)
         means2d, conics, depths, radii = gaussian_project(
             means, quats, scales, viewmat, K, width=width, height=height, near_plane=near_plane,
-            far_plane=far_plane, eps2d=eps2d)
+            far_plane=far_plane, eps2d=eps2d, opacities=opacities)
         binned = (tf.stop_gradient(means2d), radii, tf.stop_gradient(depths))
         if max_intersections is None:
             bins = gaussian_tile_bin(*binned, width=width, height=height, tile_size=tile_size)._asdict()

@@ -12,11 +12,13 @@ int metal_ops_gaussian_project_check(const float* means, const float* quats, con
 }
 
 int metal_ops_gaussian_project_forward(const float* means, const float* quats, const float* scales,
-                                       const float* viewmat, const float* k, int64_t n, int width, int height,
+                                       const float* opacities, const float* viewmat, const float* k, int64_t n,
+                                       int width, int height,
                                        float near_plane, float far_plane, float eps2d, float* means2d, float* conics,
                                        float* depths, int32_t* radii, cudaStream_t stream) {
   return static_cast<int>(mo::cuda::LaunchGaussianProjectForward(
-      means, quats, scales, viewmat, k, n, mo::gaussian_project::Attrs{width, height, near_plane, far_plane, eps2d}, means2d,
+      means, quats, scales, opacities, viewmat, k, n,
+      mo::gaussian_project::Attrs{width, height, near_plane, far_plane, eps2d}, means2d,
       conics, depths, radii, stream));
 }
 

@@ -13,19 +13,21 @@ from tests.reference import gaussian_project as ref
 ATTRS = (0.01, 1e10, 0.3)  # near_plane, far_plane, eps2d
 
 
-def run(cupy, lib, inputs, cots, width, height):
+def run(cupy, lib, inputs, opacities, cots, width, height):
     """(means2d, conics, depths, radii), (grad_means, grad_quats, grad_scales) from the launchers."""
     n = inputs[0].shape[0]
     d_in = [cupy.asarray(v) for v in inputs]
+    d_opacities = cupy.asarray(opacities)
     outs = [cupy.full((n, 2), np.nan, np.float32), cupy.full((n, 3), np.nan, np.float32),
-            cupy.full(n, np.nan, np.float32), cupy.full(n, -1, np.int32)]
+            cupy.full(n, np.nan, np.float32), cupy.full((n, 2), -1, np.int32)]
     grads = [cupy.full((n, 3), np.nan, np.float32), cupy.full((n, 4), np.nan, np.float32),
              cupy.full((n, 3), np.nan, np.float32)]
     d_cots = [cupy.asarray(c) for c in cots]
     s = stream_ptr(cupy)
     f = ctypes.c_float
     size = [ctypes.c_int64(n), ctypes.c_int(width), ctypes.c_int(height), f(ATTRS[0]), f(ATTRS[1]), f(ATTRS[2])]
-    check(lib.metal_ops_gaussian_project_forward(*[dptr(v) for v in d_in], *size, *[dptr(v) for v in outs], s))
+    check(lib.metal_ops_gaussian_project_forward(*[dptr(v) for v in d_in[:3] + [d_opacities] + d_in[3:]], *size,
+                                                 *[dptr(v) for v in outs], s))
     check(lib.metal_ops_gaussian_project_backward(*[dptr(v) for v in d_cots + d_in + [outs[3]]], *size,
                                                   *[dptr(v) for v in grads], s))
     cupy.cuda.get_current_stream().synchronize()
@@ -38,17 +40,19 @@ def test_matches_numpy(n, width, height):
     rng = np.random.default_rng(n)
     inputs = scene(rng, n, width, height)
     cots = [rng.normal(size=s).astype(np.float32) for s in ((n, 2), (n, 3), (n,))]
-    outs, grads = run(cupy, lib, inputs, cots, width, height)
-    means2d, conics, depths, radii = ref.project(*inputs, width, height)
+    opacities = rng.uniform(0.5 / 255, 1, n).astype(np.float32)
+    opacities[::50] = np.nan
+    outs, grads = run(cupy, lib, inputs, opacities, cots, width, height)
+    means2d, conics, depths, radii = ref.project(*inputs, width, height, opacities=opacities)
     np.testing.assert_array_equal(outs[3] > 0, radii > 0)
     assert np.all(np.abs(outs[3] - radii) <= 1)
-    keep = radii > 0
+    keep = radii[:, 0] > 0
     np.testing.assert_allclose(outs[0][keep], means2d[keep], rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(outs[2][keep], depths[keep], rtol=1e-5)
     scale = np.abs(conics[keep]).max(axis=1, keepdims=True)
     np.testing.assert_allclose(outs[1][keep] / scale, conics[keep] / scale, atol=1e-3)
     if n <= 1000:
-        for got, want in zip(grads, ref.vjp(inputs, cots, width, height)):
+        for got, want in zip(grads, ref.vjp(inputs, cots, width, height, opacities=opacities)):
             scale = np.abs(want).max(axis=1, keepdims=True) + 1e-3
             np.testing.assert_allclose(got / scale, want / scale, atol=2e-3)
 
@@ -67,7 +71,6 @@ def test_check_finds_the_first_bad_gaussian():
 
 def test_empty():
     cupy, lib = require_gpu()
-    outs, grads = run(cupy, lib, scene(np.random.default_rng(0), 0), [np.zeros((0, 2), np.float32),
-                                                                     np.zeros((0, 3), np.float32),
-                                                                     np.zeros(0, np.float32)], 64, 48)
+    empty_cots = [np.zeros((0, 2), np.float32), np.zeros((0, 3), np.float32), np.zeros(0, np.float32)]
+    outs, grads = run(cupy, lib, scene(np.random.default_rng(0), 0), np.zeros(0, np.float32), empty_cots, 64, 48)
     assert outs[0].shape == (0, 2) and grads[1].shape == (0, 4)

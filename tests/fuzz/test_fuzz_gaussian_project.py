@@ -1,6 +1,6 @@
 """Fuzzing GaussianProject and GaussianTileBin through their public
 functions: random scenes (N from 0, random camera poses and intrinsics,
-image sizes, the attributes) against the float64 NumPy references
+image sizes, the attributes, the opacities) against the float64 NumPy references
 (tests/reference/gaussian_project.py, gaussian_tile_bin.py), the projection's
 bins against the reference's sort; then one bad value at a time in a valid
 call, which must be rejected naming the argument."""
@@ -27,6 +27,8 @@ def projection_case(draw):
     k[0, 0] *= draw(st.sampled_from([0.3, 1.0, 4.0]))
     attrs = {"width": width, "height": height, "eps2d": draw(st.sampled_from([0.0, 0.3, 2.0])),
              "near_plane": draw(st.sampled_from([0.01, 1.0]))}
+    if draw(st.booleans()):  # opacities: some culled (below 1/255), some above 1 (extent capped at 3.33)
+        attrs["opacities"] = rng.uniform(0, 1.2, n).astype(np.float32)
     return [means, quats, scales, viewmat.astype(np.float32), k], attrs
 
 

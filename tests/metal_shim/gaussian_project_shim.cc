@@ -13,12 +13,13 @@ msl_shim::Kernel kKernels[] = {
 extern "C" {
 
 void shim_gaussian_project_forward(const float* means, const float* quats, const float* scales,
-                                   const float* viewmat, const float* k, float* means2d, float* conics,
-                                   float* depths, int* radii, int64_t n, int width, int height, float near_plane,
-                                   float far_plane, float eps2d, uint grid) {
+                                   const float* opacities, const float* viewmat, const float* k, float* means2d,
+                                   float* conics, float* depths, int* radii, int64_t n, int width, int height,
+                                   float near_plane, float far_plane, float eps2d, uint grid) {
   const mo::GaussianProjectParams p = {n, width, height, near_plane, far_plane, eps2d, 0.0f};
   for (uint gid = 0; gid < grid; ++gid) {
-    gaussian_project_forward<float>(means, quats, scales, viewmat, k, means2d, conics, depths, radii, p, gid, grid);
+    gaussian_project_forward<float>(means, quats, scales, opacities, viewmat, k, means2d, conics, depths, radii, p,
+                                    gid, grid);
   }
 }
 

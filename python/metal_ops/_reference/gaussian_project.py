@@ -3,8 +3,8 @@ float64, written from the formulas, independent of
 kernels/gaussian_project/gaussian_project.h.
 
 - `project(means, quats, scales, viewmat, K, width, height, near_plane,
-  far_plane, eps2d)`: (means2d, conics, depths, radii), culled Gaussians
-  zero with radius 0.
+  far_plane, eps2d, opacities)`: (means2d, conics, depths, radii [N, 2]),
+  culled Gaussians zero with radii 0.
 - `vjp(inputs, cotangents, ...)`: the gradients of sum(cotangent * output)
   over means2d, conics and depths with respect to means, quats and scales, by
   complex-step differentiation of the same formulas (exact to rounding; no
@@ -15,8 +15,10 @@ quaternion (w, x, y, z) and S = diag(scales); the camera-space covariance
 W Sigma W^T; the 2D covariance J Sigma_c J^T + eps2d I with J the Jacobian of
 the perspective map (x / z, y / z) scaled by (fx, fy), its x / z and y / z
 clamped to the view frustum widened by 30 % of the half field of view
-(gsplat's persp_proj); the conic its inverse; the radius 3 sigma of its
-larger eigenvalue, ceil(3 sqrt(l)), l = h + sqrt(max(0.01, h^2 - det)).
+(gsplat's persp_proj); the conic its inverse; the radii gsplat 1.5.3's
+opacity-aware box, (ceil(e sqrt(a)), ceil(e sqrt(c))) with
+e = min(3.33, sqrt(2 log(255 opacity))), a Gaussian of opacity below 1/255
+(or NaN) culled.
 """
 import numpy as np
 
@@ -64,27 +66,33 @@ def _outputs(cov):
     return np.stack([c / det, -b / det, a / det], -1), det
 
 
-def project(means, quats, scales, viewmat, K, width, height, near_plane=0.01, far_plane=1e10, eps2d=0.3):
-    """(means2d [N, 2], conics [N, 3], depths [N], radii [N] int32), float64."""
+def project(means, quats, scales, viewmat, K, width, height, near_plane=0.01, far_plane=1e10, eps2d=0.3,
+            opacities=None):
+    """(means2d [N, 2], conics [N, 3], depths [N], radii [N, 2] int32), float64;
+    opacities [N] (None: ones)."""
     args = [np.asarray(v, np.float64) for v in (means, quats, scales, viewmat, K)]
+    alpha_min = 1.0 / 255.0
+    o = np.ones(len(args[0])) if opacities is None else np.asarray(opacities, np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         means2d, cov, z = _raw(*args, width, height, eps2d)
         conics, det = _outputs(cov)
-        h = 0.5 * (cov[:, 0] + cov[:, 2])
-        radius = np.ceil(3 * np.sqrt(h + np.sqrt(np.maximum(0.01, h * h - det))))
+        extend = np.minimum(3.33, np.sqrt(2 * np.log(o / alpha_min)))
+        rx, ry = np.ceil(extend * np.sqrt(cov[:, 0])), np.ceil(extend * np.sqrt(cov[:, 2]))
     u, v = means2d[:, 0], means2d[:, 1]
-    keep = ((z >= near_plane) & (z <= far_plane) & (det > 0) & (u + radius > 0) & (u - radius < width) &
-            (v + radius > 0) & (v - radius < height))
-    radii = np.where(keep, np.nan_to_num(radius), 0).astype(np.int32)
+    with np.errstate(invalid="ignore"):
+        keep = ((o >= alpha_min) & (z >= near_plane) & (z <= far_plane) & (det > 0) & (rx > 0) & (ry > 0) &
+                (u + rx > 0) & (u - rx < width) & (v + ry > 0) & (v - ry < height))
+    radii = np.where(keep[:, None], np.nan_to_num(np.stack([rx, ry], -1)), 0).astype(np.int32)
     return (np.where(keep[:, None], means2d, 0), np.where(keep[:, None], conics, 0), np.where(keep, z, 0), radii)
 
 
-def vjp(inputs, cotangents, width, height, near_plane=0.01, far_plane=1e10, eps2d=0.3):
+def vjp(inputs, cotangents, width, height, near_plane=0.01, far_plane=1e10, eps2d=0.3, opacities=None):
     """[grad_means, grad_quats, grad_scales] of sum(cotangent * output) over
     (means2d, conics, depths), by complex steps of 1e-30 on each of the 10
     parameters of every Gaussian at once (the Gaussians are independent)."""
     means, quats, scales, viewmat, K = [np.asarray(v, np.float64) for v in inputs]
-    keep = project(means, quats, scales, viewmat, K, width, height, near_plane, far_plane, eps2d)[3] > 0
+    keep = project(means, quats, scales, viewmat, K, width, height, near_plane, far_plane, eps2d,
+                   opacities)[3][:, 0] > 0
     cot = [np.asarray(c, np.float64) for c in cotangents]
     step = 1e-30
     grads = []

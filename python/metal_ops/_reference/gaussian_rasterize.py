@@ -131,7 +131,7 @@ def vjp(means2d, conics, colors, opacities, background, gaussian_ids, tile_range
 def scene(rng, n, channels, width, height, tile_size=16, scale=(1.0, 5.0), opacity=(0.05, 0.9)):
     """Random inputs of the op as float32 / int32 arrays, binned by
     `tile_bin`: n Gaussians around the image, rotated covariances of standard
-    deviations in `scale` pixels, radius ceil(3 sqrt(largest eigenvalue)),
+    deviations in `scale` pixels, radii (x and y alike) ceil(3 sqrt(largest eigenvalue)),
     opacities in `opacity`, colours and background in [0, 1]."""
     means2d = rng.uniform(-4, [width + 4, height + 4], (n, 2))
     s = rng.uniform(*scale, (n, 2))
@@ -140,7 +140,7 @@ def scene(rng, n, channels, width, height, tile_size=16, scale=(1.0, 5.0), opaci
     cov = rot @ (s[:, :, None] ** 2 * np.eye(2)) @ np.swapaxes(rot, -1, -2)
     inv = np.linalg.inv(cov) if n else np.zeros((0, 2, 2))
     conics = np.stack([inv[:, 0, 0], inv[:, 0, 1], inv[:, 1, 1]], -1)
-    radii = np.ceil(3 * s.max(-1)).astype(np.int32)
+    radii = np.repeat(np.ceil(3 * s.max(-1)).astype(np.int32)[:, None], 2, 1)
     ids, ranges = tile_bin(means2d, radii, rng.uniform(1, 5, n), width, height, tile_size)
     return [means2d.astype(np.float32), conics.astype(np.float32), rng.uniform(0, 1, (n, channels)).astype(np.float32),
             rng.uniform(*opacity, n).astype(np.float32), rng.uniform(0, 1, channels).astype(np.float32), ids, ranges]

@@ -3,8 +3,9 @@ isect_tiles and its sort), in NumPy, independent of
 kernels/gaussian_tile_bin/gaussian_tile_bin.h.
 
 - `tile_rects(means2d, radii, tile_size, tiles_x, tiles_y)`: each Gaussian's
-  tile rectangle [x0, x1) x [y0, y1). The rectangle is a discrete decision at
-  the floors and ceilings of (u -+ r) / tile_size: it is computed in float32,
+  tile rectangle [x0, x1) x [y0, y1), radii [N, 2] (x, y). The rectangle is a
+  discrete decision at the floors and ceilings of (u -+ rx) / tile_size and
+  (v -+ ry) / tile_size: it is computed in float32,
   as the kernels compute it, so that a float64 rounding cannot move a tile
   edge.
 - `tile_bin(means2d, radii, depths, width, height, tile_size)`:
@@ -16,14 +17,15 @@ import numpy as np
 
 def tile_rects(means2d, radii, tile_size, tiles_x, tiles_y):
     m = np.asarray(means2d, np.float32).reshape(-1, 2)
-    r = np.asarray(radii).astype(np.float32)
+    radii = np.asarray(radii).reshape(len(m), 2)
+    rx, ry = radii[:, 0].astype(np.float32), radii[:, 1].astype(np.float32)
     ts = np.float32(tile_size)
     with np.errstate(invalid="ignore"):
-        x0 = np.clip(np.nan_to_num(np.floor((m[:, 0] - r) / ts)), 0, tiles_x).astype(np.int64)
-        x1 = np.clip(np.nan_to_num(np.ceil((m[:, 0] + r) / ts)), 0, tiles_x).astype(np.int64)
-        y0 = np.clip(np.nan_to_num(np.floor((m[:, 1] - r) / ts)), 0, tiles_y).astype(np.int64)
-        y1 = np.clip(np.nan_to_num(np.ceil((m[:, 1] + r) / ts)), 0, tiles_y).astype(np.int64)
-    culled = np.asarray(radii) <= 0
+        x0 = np.clip(np.nan_to_num(np.floor((m[:, 0] - rx) / ts)), 0, tiles_x).astype(np.int64)
+        x1 = np.clip(np.nan_to_num(np.ceil((m[:, 0] + rx) / ts)), 0, tiles_x).astype(np.int64)
+        y0 = np.clip(np.nan_to_num(np.floor((m[:, 1] - ry) / ts)), 0, tiles_y).astype(np.int64)
+        y1 = np.clip(np.nan_to_num(np.ceil((m[:, 1] + ry) / ts)), 0, tiles_y).astype(np.int64)
+    culled = (radii[:, 0] <= 0) | (radii[:, 1] <= 0)
     return [np.where(culled, 0, v) for v in (x0, np.maximum(x1, x0), y0, np.maximum(y1, y0))]
 
 
