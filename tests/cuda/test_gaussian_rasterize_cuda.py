@@ -74,7 +74,7 @@ def test_saturated_pixels_stop_early():
     rng = np.random.default_rng(9)
     inputs = ref.scene(rng, 700, 3, 40, 36, 16, scale=(6.0, 14.0), opacity=(0.3, 1.0))
     inputs[0][:] = rng.uniform([10, 10], [30, 26], (700, 2))
-    inputs[5], inputs[6] = ref.tile_bin(inputs[0], np.full(700, 40), rng.uniform(1, 5, 700), 40, 36)
+    inputs[5], inputs[6] = ref.tile_bin(inputs[0], np.full((700, 2), 40), rng.uniform(1, 5, 700), 40, 36)
     check_case(cupy, lib, inputs, 40, 36, 16, grad_tol=2e-3)
 
 
