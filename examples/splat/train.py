@@ -102,12 +102,12 @@ class Trainer:
         if not self.train_views:
             raise ValueError(f"{a.data or 'the procedural scene'}: no training views")
         self.background = np.array([1.0, 1.0, 1.0] if a.background == "white" else [0.0, 0.0, 0.0], np.float32)
-        self.targets = [v.composite(self.background) for v in self.train_views]
         self.cameras = [camera(v) for v in self.train_views]
         # Each step's view as tensors made once, in host memory: a step copies only its own image to a GPU.
         with tf.device("/CPU:0"):
-            self.view_tensors = [(tf.constant(vm), tf.constant(K), tf.constant(t))
-                                 for (vm, K), t in zip(self.cameras, self.targets)]
+            self.view_tensors = [(tf.constant(vm), tf.constant(K), tf.constant(v.composite(self.background)))
+                                 for (vm, K), v in zip(self.cameras, self.train_views)]
+        self.image_shape = tuple(self.view_tensors[0][2].shape)  # (height, width, 3)
         self.xla_loss = a.xla_loss == "on" or (
             a.xla_loss == "auto" and tf.test.is_built_with_cuda() and bool(tf.config.list_physical_devices("GPU")))
         self.extent = scene_extent(self.train_views)
@@ -142,7 +142,7 @@ class Trainer:
         if key in self._steps:
             return self._steps[key]
         tf, g = self.tf, self.gaussians
-        height, width = self.targets[0].shape[:2]
+        height, width = self.image_shape[:2]
         background = tf.constant(self.background)
         names = self.optimizer.names
 
@@ -296,7 +296,7 @@ def main(argv=None):
     start = f"{trainer.gaussians.count} Gaussians from {a.init_from}" if a.init_from else \
         f"{a.init_points} random Gaussians"
     log(f"{trainer.dataset.name}: {len(trainer.train_views)} training views of "
-        f"{trainer.targets[0].shape[1]}x{trainer.targets[0].shape[0]}, {start}, {a.steps} steps")
+        f"{trainer.image_shape[1]}x{trainer.image_shape[0]}, {start}, {a.steps} steps")
     seconds = trainer.train()
     window = max(1, min(50, a.steps // 4))
     metrics = dict(name=a.name, steps=a.steps, train_seconds=round(seconds, 2), gaussians=trainer.gaussians.count,
