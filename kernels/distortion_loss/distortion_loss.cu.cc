@@ -4,24 +4,19 @@
 // per-sample arithmetic is kernels/distortion_loss/distortion_loss.h.
 #include "kernels/distortion_loss/distortion_loss.h"
 #include "kernels/cuda/cuda_launch.h"
+#include "kernels/cuda/warp.h"
 
 namespace mo {
 namespace cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = kThreadsPerBlock / 32;
 
 __device__ __forceinline__ float WarpInclusiveScan(float v, int lane) {
   for (int offset = 1; offset < 32; offset <<= 1) {
-    const float other = __shfl_up_sync(kFullMask, v, offset);
+    const float other = __shfl_up_sync(kFullWarp, v, offset);
     if (lane >= offset) v += other;
   }
-  return v;
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
   return v;
 }
 
@@ -66,13 +61,13 @@ __device__ __forceinline__ RoundSample LoadRound(const float* wr, const float* t
   s.wm = s.w * s.m;
   const float inc_w = WarpInclusiveScan(s.w, lane);
   const float inc_wm = WarpInclusiveScan(s.wm, lane);
-  float exc_w = __shfl_up_sync(kFullMask, inc_w, 1);
-  float exc_wm = __shfl_up_sync(kFullMask, inc_wm, 1);
+  float exc_w = __shfl_up_sync(kFullWarp, inc_w, 1);
+  float exc_wm = __shfl_up_sync(kFullWarp, inc_wm, 1);
   if (lane == 0) exc_w = exc_wm = 0.0f;
   s.w_below = carry_w + exc_w;
   s.wm_below = carry_wm + exc_wm;
-  s.round_w = __shfl_sync(kFullMask, inc_w, 31);
-  s.round_wm = __shfl_sync(kFullMask, inc_wm, 31);
+  s.round_w = __shfl_sync(kFullWarp, inc_w, 31);
+  s.round_wm = __shfl_sync(kFullWarp, inc_wm, 31);
   return s;
 }
 
@@ -94,7 +89,7 @@ __global__ void DistortionForwardKernel(const float* __restrict__ w, const float
       carry_wm += smp.round_wm;
     }
     acc = WarpSum(acc);
-    bad = __any_sync(kFullMask, bad);
+    bad = __any_sync(kFullWarp, bad);
     if (lane == 0) loss[r] = bad ? NAN : acc;
   }
 }
@@ -121,7 +116,7 @@ __global__ void DistortionBackwardKernel(const float* __restrict__ grad, const f
     }
     tot_w = WarpSum(tot_w);
     tot_wm = WarpSum(tot_wm);
-    if (__any_sync(kFullMask, bad)) {
+    if (__any_sync(kFullWarp, bad)) {
       for (int64_t i = lane; i < samples; i += 32) gwr[i] = NAN;
       for (int64_t k = lane; k <= samples; k += 32) gtr[k] = NAN;
       continue;
@@ -139,8 +134,8 @@ __global__ void DistortionBackwardKernel(const float* __restrict__ grad, const f
         gm = dl_sample_grad_m(smp.w, smp.w_below, w_above);
         gd = dl_sample_grad_d(smp.w);
       }
-      float gm_left = __shfl_up_sync(kFullMask, gm, 1);
-      float gd_left = __shfl_up_sync(kFullMask, gd, 1);
+      float gm_left = __shfl_up_sync(kFullWarp, gm, 1);
+      float gd_left = __shfl_up_sync(kFullWarp, gd, 1);
       if (lane == 0) {
         gm_left = carry_gm;
         gd_left = carry_gd;
@@ -148,8 +143,8 @@ __global__ void DistortionBackwardKernel(const float* __restrict__ grad, const f
       if (i < samples) gtr[i] = g * dl_grad_t(gm_left, gd_left, gm, gd);
       const int64_t rest = samples - 1 - base;
       const int last = rest < 31 ? static_cast<int>(rest) : 31;
-      carry_gm = __shfl_sync(kFullMask, gm, last);
-      carry_gd = __shfl_sync(kFullMask, gd, last);
+      carry_gm = __shfl_sync(kFullWarp, gm, last);
+      carry_gd = __shfl_sync(kFullWarp, gd, last);
       carry_w += smp.round_w;
       carry_wm += smp.round_wm;
     }
