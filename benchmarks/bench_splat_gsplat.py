@@ -45,6 +45,7 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks import timing  # noqa: E402
+from examples.splat.train import psnr_db  # noqa: E402
 
 BENCHMARK = "splat_rasterize_gsplat"
 TAG = "@@ "  # the prefix of a worker's protocol lines on its stdout (anything else it prints is passed on)
@@ -92,9 +93,7 @@ def make_inputs(n, width, height, seed=0):
 
 def image_agreement(a, b):
     """(max abs difference, PSNR dB) of two images in [0, 1]."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    mse = float(np.mean((a - b) ** 2))
-    return float(np.max(np.abs(a - b))), (math.inf if mse == 0 else -10.0 * math.log10(mse))
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)))), psnr_db(a, b)
 
 
 # ---------------------------------------------------------------- workers

@@ -87,6 +87,20 @@ def test_the_initial_gaussians_round_trip(tmp_path):
         train.Trainer(train.parse_args(common + ["--init-from", str(tmp_path / "bad.npz")]))
 
 
+def test_prepare_writes_the_scene_and_the_initial_gaussians(tmp_path):
+    from examples.nerf import scene
+
+    data, out = tmp_path / "scene", tmp_path / "run"
+    scene.export_blender(str(data), verbose=False, height=16, width=16, n_train=3, n_val=1, n_test=2, spp=1, seed=0)
+    mic.prepare(mic.parse_args(["prepare", "--data", str(data), "--dir", str(out), "--init-points", "40"]))
+    with np.load(out / "scene.npz") as f:
+        assert f["train_targets"].shape == (3, 16, 16, 3) and f["test_targets"].shape == (2, 16, 16, 3)
+        assert f["train_viewmats"].shape == (3, 4, 4) and f["test_Ks"].shape == (2, 3, 3)
+        assert 0.0 <= f["train_targets"].min() and f["train_targets"].max() <= 1.0
+    with np.load(out / "init.npz") as f:
+        assert f["means"].shape == (40, 3)
+
+
 def test_one_evaluator_scores_both_runs(tmp_path):
     import imageio.v2 as imageio
 

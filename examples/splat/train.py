@@ -219,12 +219,17 @@ class Trainer:
         return psnrs, ssims, renders
 
 
+def psnr_db(img, ref):
+    """PSNR (dB) of an image in [0, 1] against its reference, in float64; inf where they are equal."""
+    mse = float(np.mean((np.asarray(img, np.float64) - np.asarray(ref, np.float64)) ** 2))
+    return math.inf if mse == 0.0 else -10.0 * math.log10(mse)
+
+
 def image_metrics(img, ref):
     """(PSNR dB, SSIM or None under 11 px) of an image [H, W, 3] in [0, 1] against its reference."""
     import tensorflow as tf
 
-    mse = float(np.mean((np.asarray(img, np.float32) - np.asarray(ref, np.float32)) ** 2))
-    psnr = -10.0 * math.log10(max(mse, 1e-12))
+    psnr = psnr_db(img, ref)
     if min(img.shape[:2]) < SSIM_MIN_SIDE:
         return psnr, None
     return psnr, float(tf.image.ssim(tf.constant(img, tf.float32), tf.constant(ref, tf.float32), max_val=1.0))
