@@ -15,7 +15,7 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from examples.nerf import cameras, datasets, scene
+from examples.nerf import cameras, datasets, scene, views
 
 pytestmark = pytest.mark.source_tree("examples/nerf")
 
@@ -383,6 +383,29 @@ def test_opencv_lens_distortion_rays_reach_the_point_that_projects_to_their_pixe
     # Downscaling keeps the (normalised) lens model with the scaled intrinsics.
     small = datasets.load(str(tmp_path), downscale=2, holdout=0, log=None).splits["train"][0]
     assert small.distortion == view.distortion and (small.fx, small.cx) == (fx / 2, cx / 2)
+
+
+@pytest.mark.parametrize("k1, k2, p1, p2, k3", [(-0.21, 0.05, 0.003, -0.002, 0.01), (0.35, 0.2, 0.0, 0.0, 0.0)])
+def test_pinhole_resamples_the_image_where_the_lens_puts_each_pixel(k1, k2, p1, p2, k3):
+    h, w, fx, fy, cx, cy = 30, 44, 40.0, 37.0, 20.5, 16.0
+    rows, cols = np.mgrid[0:h, 0:w].astype(np.float64)
+    ramp = lambda u, v: np.stack([3.0 * u + 20, 5.0 * v + 10, 2.0 * u + 3.0 * v], -1)  # noqa: E731 (pixel indices)
+    view = views.View(np.round(ramp(cols, rows)).astype(np.uint8), np.eye(4), fx, fy, cx, cy, "a",
+                      (k1, k2, p1, p2, k3))
+    flat = view.pinhole()
+    assert flat.distortion is None and flat.image.dtype == np.uint8 and flat.image.shape == (h, w, 3)
+    # COLMAP's OPENCV model written out; bilinear sampling of a linear ramp is the ramp, and a
+    # point off the image takes its nearest edge pixel's colour.
+    x, y = (cols + 0.5 - cx) / fx, (rows + 0.5 - cy) / fy
+    rr = x * x + y * y
+    radial = 1 + k1 * rr + k2 * rr ** 2 + k3 * rr ** 3
+    u = fx * (x * radial + 2 * p1 * x * y + p2 * (rr + 2 * x * x)) + cx - 0.5
+    v = fy * (y * radial + p1 * (rr + 2 * y * y) + 2 * p2 * x * y) + cy - 0.5
+    want = ramp(np.clip(u, 0, w - 1), np.clip(v, 0, h - 1))
+    assert np.abs(flat.image - want).max() <= 1.0  # the source's rounding, then the result's
+    assert ((u < 0) | (u > w - 1)).any() == (k1 > 0)  # the second lens pushes the corners off the image
+    undistorted = views.View(view.image, np.eye(4), fx, fy, cx, cy, "b", (0.0, 0.0, 0.0, 0.0, 0.0))
+    assert undistorted.pinhole() is undistorted and view.pinhole().image.tobytes() == flat.image.tobytes()
 
 
 def test_train_cli_reports_bad_data_without_a_traceback(tmp_path):

@@ -68,3 +68,29 @@ def test_the_loss_on_xla_matches_the_loss_without():
     xla = train.loss_and_gradient(tf, 0.2, xla=True)(image, target)
     np.testing.assert_allclose(xla[0].numpy(), plain[0].numpy(), rtol=1e-5)
     np.testing.assert_allclose(xla[1].numpy(), plain[1].numpy(), rtol=1e-4, atol=1e-8)
+
+
+def test_a_capture_with_lens_distortion_trains_on_pinhole_images(tmp_path):
+    import json
+
+    import imageio.v2 as imageio
+
+    from examples.nerf import cameras
+    from examples.splat import train
+
+    rng = np.random.default_rng(0)
+    frames = []
+    for i in range(3):
+        imageio.imwrite(tmp_path / f"{i}.png", rng.integers(0, 256, (20, 28, 3), dtype=np.uint8))
+        frames.append({"file_path": f"{i}.png",
+                       "transform_matrix": cameras.look_at([2.0, 0.5 * i, 2.0], target=[0.0, 0.0, 0.0]).tolist()})
+    with open(tmp_path / "transforms.json", "w") as f:
+        json.dump(dict(fl_x=30.0, fl_y=30.0, cx=14.0, cy=10.0, w=28, h=20, k1=-0.2, k2=0.02, aabb_scale=1,
+                       frames=frames), f)
+    logged = []
+    dataset = train.load_dataset(train.parse_args(["--data", str(tmp_path)]), logged.append)
+    views = sorted({v.name: v for vs in dataset.splits.values() for v in vs}.values(), key=lambda v: v.name)
+    assert len(views) == 3 and all(v.distortion is None for vs in dataset.splits.values() for v in vs)
+    assert any("3 views resampled to a pinhole camera" in str(line) for line in logged)
+    raw = imageio.imread(tmp_path / "0.png")
+    assert views[0].image.shape == raw.shape and 0 < np.abs(views[0].image.astype(int) - raw).max()

@@ -52,6 +52,29 @@ class View:
                                    cy=self.cy, distortion=self.distortion)
         return o.reshape(-1, 3), d.reshape(-1, 3)
 
+    def pinhole(self):
+        """The view as a pinhole camera of the same intrinsics, without lens distortion: each
+        pixel takes the image's colour, bilinearly, where the lens puts the pixel centre's ray
+        (cameras.distort); a ray that lands off the image takes the nearest edge pixel's.
+        A rasterizer that projects through a pinhole (Gaussian splatting) trains on these.
+        The view itself where it has no distortion."""
+        if self.distortion is None or not any(self.distortion):
+            return self
+        h, w = self.height, self.width
+        cols, rows = np.meshgrid(np.arange(w, dtype=np.float64) + 0.5, np.arange(h, dtype=np.float64) + 0.5)
+        xd, yd = cameras.distort((cols - self.cx) / self.fx, (rows - self.cy) / self.fy, self.distortion)
+        # Continuous pixel coordinates of the lens's point, from pixel centres (j + 0.5, i + 0.5).
+        u = np.clip(xd * self.fx + self.cx - 0.5, 0.0, w - 1.0)
+        v = np.clip(yd * self.fy + self.cy - 0.5, 0.0, h - 1.0)
+        j0 = np.clip(np.floor(u).astype(np.int64), 0, max(w - 2, 0))
+        i0 = np.clip(np.floor(v).astype(np.int64), 0, max(h - 2, 0))
+        j1, i1 = np.minimum(j0 + 1, w - 1), np.minimum(i0 + 1, h - 1)
+        a, b = (u - j0)[..., None], (v - i0)[..., None]
+        img = self.image.astype(np.float64)
+        out = ((1 - b) * ((1 - a) * img[i0, j0] + a * img[i0, j1]) + b * ((1 - a) * img[i1, j0] + a * img[i1, j1]))
+        return View(np.clip(np.round(out), 0, 255).astype(np.uint8), self.c2w, self.fx, self.fy, self.cx, self.cy,
+                    self.name, None)
+
     def composite(self, background):
         """Float image [H, W, 3] in [0, 1] on a background colour."""
         img = self.image.astype(np.float32) / 255.0

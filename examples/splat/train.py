@@ -72,7 +72,16 @@ def load_dataset(a, log):
     if a.data is None:
         data, _ = scene.load_or_generate(a.data_dir, verbose=not a.quiet, height=a.size, width=a.size)
         return datasets.from_procedural(data)
-    return datasets.load(a.data, downscale=a.downscale, log=log)
+    dataset = datasets.load(a.data, downscale=a.downscale, log=log)
+    # The rasterizer projects through a pinhole: a capture's lens distortion is taken out of its images.
+    views = {id(v): v for vs in dataset.splits.values() for v in vs}  # a split may list another's views
+    flat = {k: v.pinhole() for k, v in views.items()}
+    resampled = sum(flat[k] is not v for k, v in views.items())
+    if resampled:
+        dataset.splits = {k: [flat[id(v)] for v in vs] for k, vs in dataset.splits.items()}
+        if log:
+            log(f"{a.data}: {resampled} views resampled to a pinhole camera (without their lens distortion)")
+    return dataset
 
 
 def camera(view):
