@@ -172,11 +172,12 @@ __device__ __forceinline__ void AddTo(const RowTarget& t, int32_t g, float value
 constexpr int kSmallBlock = 256;
 constexpr int MinBlocksPerSm(int max_threads) { return max_threads <= kSmallBlock ? 5 : 1; }
 
-// kMaxThreads: the block's threads are at most this. kWhole: the block is whole warps, and each Gaussian's gradient row is summed
-// over a warp (WarpSumSpread: the row's sums end in different lanes, each
-// added with one atomicAdd by the lane that holds it); else every thread adds
-// its own. kC as the forward's; with kC 0 the colours' gradients are added
-// per thread as they are computed.
+// kC as the forward's (with kC 0 the colours' gradients are added per thread
+// as they are computed). kWhole: the block is whole warps, and each
+// Gaussian's gradient row is summed over a warp (WarpSumSpread: the row's
+// sums end in different lanes, each added with one atomicAdd by the lane that
+// holds it); else every thread adds its own. kMaxThreads: the block's threads
+// are at most this.
 template <int kC, bool kWhole, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads, MinBlocksPerSm(kMaxThreads)) GaussianRasterizeBackwardKernel(
     const float* __restrict__ means2d, const float* __restrict__ conics, const float* __restrict__ colors,
