@@ -27,8 +27,8 @@ __device__ __forceinline__ int WarpMax(int v) {
 constexpr int SpreadCount(int n, int r) { return r == 0 ? n : SpreadCount(n, r - 1) / 2 + SpreadCount(n, r - 1) % 2; }
 
 // One round of WarpSumSpread, then the rounds after it. T is float (the
-// sums) or int (which value a slot holds, WarpSpreadIndex): an int slot
-// takes its partner's nothing, only the upper half's index.
+// sums: a kept value plus the partner's sent one) or int (WarpSpreadIndex:
+// which value each slot holds, following the kept values without shuffles).
 template <int kN, int kRound, typename T>
 __device__ __forceinline__ void SpreadRounds(T (&v)[kN], int lane) {
   if constexpr (kRound < 5) {
