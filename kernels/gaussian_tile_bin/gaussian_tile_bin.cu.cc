@@ -28,12 +28,33 @@ size_t ScanBytes(int64_t n) {
   return bytes;
 }
 
+// The sort runs on cub::DoubleBuffer pairs: its scratch is a few KiB, where
+// CUB's call with separate outputs takes a copy of both arrays (12 bytes an
+// intersection, a large part of a render's peak memory at 1M Gaussians).
 size_t SortBytes(int64_t m) {
   size_t bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const unsigned long long*>(nullptr),
-                                  static_cast<unsigned long long*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                  static_cast<int32_t*>(nullptr), static_cast<int>(m));
+  cub::DoubleBuffer<unsigned long long> keys(nullptr, nullptr);
+  cub::DoubleBuffer<int32_t> ids(nullptr, nullptr);
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, ids, static_cast<int>(m));
   return bytes;
+}
+
+// CUB's stable radix sort of m (key, id) pairs over the keys' low `bits`:
+// keys and alt_keys, ids and sorted_ids are the two halves of its buffers
+// (their contents are overwritten). The sorted ids end in sorted_ids;
+// *sorted_keys is whichever key buffer holds the sorted keys.
+cudaError_t SortPairs(void* scratch, size_t bytes, unsigned long long* keys, unsigned long long* alt_keys,
+                      int32_t* ids, int32_t* sorted_ids, int64_t m, int bits, cudaStream_t stream,
+                      const unsigned long long** sorted_keys) {
+  cub::DoubleBuffer<unsigned long long> key_buffers(keys, alt_keys);
+  cub::DoubleBuffer<int32_t> id_buffers(ids, sorted_ids);
+  cudaError_t err = cub::DeviceRadixSort::SortPairs(scratch, bytes, key_buffers, id_buffers, static_cast<int>(m), 0,
+                                                    bits, stream);
+  if (err != cudaSuccess) return err;
+  *sorted_keys = key_buffers.Current();
+  if (id_buffers.Current() == sorted_ids) return cudaSuccess;
+  return cudaMemcpyAsync(sorted_ids, id_buffers.Current(), sizeof(int32_t) * static_cast<size_t>(m),
+                         cudaMemcpyDeviceToDevice, stream);
 }
 
 struct Grid {
@@ -171,16 +192,16 @@ cudaError_t LaunchGaussianTileBinSort(const float* means2d, const int32_t* radii
   if (m > INT32_MAX || scratch_bytes < GaussianTileBinSortScratchBytes(m, a)) return cudaErrorInvalidValue;
   const size_t key_bytes = AlignUp(sizeof(unsigned long long) * static_cast<size_t>(m));
   auto* keys = static_cast<unsigned long long*>(scratch);
-  auto* sorted_keys = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch) + key_bytes);
+  auto* alt_keys = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch) + key_bytes);
   auto* ids = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + 2 * key_bytes);
   char* cub_scratch = static_cast<char*>(scratch) + 2 * key_bytes + AlignUp(sizeof(int32_t) * static_cast<size_t>(m));
-  size_t cub_bytes = SortBytes(m);
   TileKeysKernel<<<GridStrideBlocks(n), kThreadsPerBlock, 0, stream>>>(means2d, radii, depths, n, GridOf(a), offsets,
                                                                        m, keys, ids);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  err = cub::DeviceRadixSort::SortPairs(cub_scratch, cub_bytes, keys, sorted_keys, ids, gaussian_ids,
-                                        static_cast<int>(m), 0, gtb_key_bits(tiles), stream);
+  const unsigned long long* sorted_keys = nullptr;
+  err = SortPairs(cub_scratch, SortBytes(m), keys, alt_keys, ids, gaussian_ids, m, gtb_key_bits(tiles), stream,
+                  &sorted_keys);
   if (err != cudaSuccess) return err;
   TileRangesKernel<<<GridStrideBlocks(tiles), kThreadsPerBlock, 0, stream>>>(sorted_keys, m, tiles, tile_ranges);
   return cudaGetLastError();
@@ -202,10 +223,9 @@ cudaError_t LaunchGaussianTileBinStatic(const float* means2d, const int32_t* rad
   char* count_scratch = at + b.ends;
   auto* total = reinterpret_cast<long long*>(count_scratch + b.count);
   auto* keys = reinterpret_cast<unsigned long long*>(count_scratch + b.count + b.total);
-  auto* sorted_keys = reinterpret_cast<unsigned long long*>(reinterpret_cast<char*>(keys) + b.keys);
-  auto* ids = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(sorted_keys) + b.keys);
+  auto* alt_keys = reinterpret_cast<unsigned long long*>(reinterpret_cast<char*>(keys) + b.keys);
+  auto* ids = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(alt_keys) + b.keys);
   char* sort_scratch = reinterpret_cast<char*>(ids) + b.ids;
-  size_t sort_bytes = SortBytes(budget);
   cudaError_t err = cudaSuccess;
   if (n > 0) {
     err = LaunchGaussianTileBinCount(means2d, radii, n, a, ends, total, count_scratch, b.count, stream);
@@ -220,8 +240,9 @@ cudaError_t LaunchGaussianTileBinStatic(const float* means2d, const int32_t* rad
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   // The padding's keys are all ones: above every kept key in the bits sorted, and stably after it.
-  err = cub::DeviceRadixSort::SortPairs(sort_scratch, sort_bytes, keys, sorted_keys, ids, out.gaussian_ids,
-                                        static_cast<int>(budget), 0, gtb_key_bits(tiles), stream);
+  const unsigned long long* sorted_keys = nullptr;
+  err = SortPairs(sort_scratch, SortBytes(budget), keys, alt_keys, ids, out.gaussian_ids, budget, gtb_key_bits(tiles),
+                  stream, &sorted_keys);
   if (err != cudaSuccess) return err;
   StaticRangesKernel<<<GridStrideBlocks(tiles), kThreadsPerBlock, 0, stream>>>(sorted_keys, out.num_intersections,
                                                                              tiles, out.tile_ranges);
