@@ -93,7 +93,8 @@ def prepare(a):
     for name, views in (("training", trainer.train_views), ("test", test)):
         if len({(v.height, v.width) for v in views}) != 1:
             raise SystemExit(f"{a.data}: the {name} views differ in size")
-    np.savez(scene_path, train_targets=np.stack([image.numpy() for _, _, image in trainer.view_tensors]), train_viewmats=train_viewmats, train_Ks=train_Ks,
+    train_targets = np.stack([image.numpy() for _, _, image in trainer.view_tensors])
+    np.savez(scene_path, train_targets=train_targets, train_viewmats=train_viewmats, train_Ks=train_Ks,
              test_targets=np.stack([v.composite(trainer.background) for v in test]), test_viewmats=test_viewmats,
              test_Ks=test_Ks, background=trainer.background, extent=np.float64(trainer.extent),
              seed=np.int64(a.seed))

@@ -167,8 +167,8 @@ __device__ __forceinline__ void AddTo(const RowTarget& t, int32_t g, float value
 // The backward's blocks of at most 256 threads (16-pixel tiles and smaller)
 // are held to the registers that let five of them share an SM of 64K
 // registers (48 a thread, nothing spilled) where the compiler's own choice
-// (51 to 61) leaves four: on an H200 at 300k Gaussians the kernel then takes
-// 4% less time.
+// (51 to 61) leaves four: more warps to hide the shuffles' and shared
+// memory's latency.
 constexpr int kSmallBlock = 256;
 constexpr int MinBlocksPerSm(int max_threads) { return max_threads <= kSmallBlock ? 5 : 1; }
 
@@ -213,27 +213,18 @@ __global__ void __launch_bounds__(kMaxThreads, MinBlocksPerSm(kMaxThreads)) Gaus
   }
   if (threadIdx.x == 0) block_last = v.start;
   __syncthreads();
-  // The background's gradient, sum of t_final v_image: over the warp, then the
-  // block (shared atomics), then one global atomicAdd per channel and block.
+  // The background's gradient, sum of t_final v_image: over the warp, then
+  // (C <= 4) the block in shared memory and one global atomicAdd per channel
+  // and block below; wider colours add each warp's sum to the output.
   float background_dot = 0.0f;
-  if constexpr (kC > 0 && kWhole) {
-    float sums[kC];
-    for (int c = 0; c < kC; ++c) {
-      background_dot += background[c] * v_local[c];
-      sums[c] = t_final * v_local[c];
-    }
-    WarpSumSpread(sums);
-    if (WarpSpreadHolder<kC>(lane)) atomicAdd(&block_background[WarpSpreadIndex<kC>(lane)], sums[0]);
-  } else {
-    for (int c = 0; c < C; ++c) {
-      const float vc = kC > 0 ? v_local[c] : (v.inside ? v_image[c] : 0.0f);
-      background_dot += background[c] * vc;
-      if constexpr (kWhole) {
-        const float sum = WarpSum(t_final * vc);
-        if (lane == 0 && sum != 0.0f) atomicAdd(grad_background + c, sum);
-      } else if (t_final * vc != 0.0f) {
-        atomicAdd(grad_background + c, t_final * vc);
-      }
+  for (int c = 0; c < C; ++c) {
+    const float vc = kC > 0 ? v_local[c] : (v.inside ? v_image[c] : 0.0f);
+    background_dot += background[c] * vc;
+    if constexpr (kWhole) {
+      const float sum = WarpSum(t_final * vc);
+      if (lane == 0 && sum != 0.0f) atomicAdd(kC > 0 ? &block_background[c] : grad_background + c, sum);
+    } else if (t_final * vc != 0.0f) {
+      atomicAdd(grad_background + c, t_final * vc);
     }
   }
   atomicMax(&block_last, last);
