@@ -56,7 +56,9 @@ REPORT = {
         "Gaussian rasterization on a GPU against gsplat",
         "`python3 -m benchmarks.bench_splat_gsplat`: rasterize_gaussians against gsplat's `rasterization` (classic, "
         "its faster `packed`) at 800x800, forward + backward to every input, RGB on white, alternating rounds of two "
-        "worker processes; speedup: the median of the rounds' gsplat ms / ours (> 1: ours faster).",
+        "worker processes; speedup: the median of the rounds' gsplat ms / ours (> 1: ours faster); peak MiB: "
+        "TensorFlow's `get_memory_info` peak (its allocator's chunks, which can be up to twice a request) against "
+        "torch's `max_memory_allocated`.",
         [("Gaussians", "gaussians"), ("ours ms", "tf_ms"), ("gsplat ms", "gsplat_ms"),
          ("speedup", "speedup"), ("gsplat packed", "gsplat_packed"), ("visible ours", "tf_visible"),
          ("visible gsplat", "gsplat_visible"), ("images' PSNR dB", "image_psnr_db"),

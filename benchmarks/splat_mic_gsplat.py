@@ -46,11 +46,12 @@ COLUMNS = [("trainer", "trainer"), ("steps", "steps"), ("training s", "train_sec
            ("test SSIM", "test_ssim"), ("Gaussians", "gaussians"), ("peak GPU MiB", "peak_gpu_mib")]
 ABOUT = ("`python3 -m benchmarks.splat_mic_gsplat`: mic (100 views at 800x800 on white) trained by examples/splat and by "
          "gsplat (benchmarks/splat_gsplat_train.py) from the same initial Gaussians for the same steps; PSNR and SSIM "
-         "over the 50 test views shipped, by one evaluator; training s: the loop alone.")
+         "over the 50 test views shipped, by one evaluator; training s: the loop alone; peak GPU MiB: TensorFlow's "
+         "`get_memory_info` peak against torch's `max_memory_allocated`.")
 ABOUT_FOX = ("`python3 -m benchmarks.splat_mic_gsplat --data data/fox --downscale 2`: instant-ngp's fox (its lens "
              "distortion resampled out; 43 training and 7 test views at 540x960) trained by examples/splat and by gsplat "
              "from the same random initial Gaussians in the scene's box for the same steps; PSNR and SSIM over the 7 "
-             "test views, by one evaluator; training s: the loop alone.")
+             "test views, by one evaluator; training s: the loop alone; peak GPU MiB as on mic.")
 REPORT = {"splat_mic_gsplat.h200": ("Gaussian splatting on mic against gsplat", ABOUT, COLUMNS),
           "splat_fox_gsplat.h200": ("Gaussian splatting on fox against gsplat", ABOUT_FOX, COLUMNS)}
 
