@@ -3,7 +3,8 @@ compiles): against GaussianTileBin and the NumPy reference
 (tests/reference/gaussian_tile_bin_static.py) under the budget (the same
 bins, padded) and over it (whole Gaussians kept in index order), under
 `tf.function(jit_compile=True)` (tests/xla_checks.py), and bad budgets.
-CUDA: tests/cuda/test_gaussian_tile_bin_cuda.py."""
+On a GPU each case runs on its TF GPU kernel and its XLA CUDA handler too;
+the CUDA launchers alone: tests/cuda/test_gaussian_tile_bin_cuda.py."""
 import os
 
 import numpy as np
@@ -89,14 +90,16 @@ def test_bad_budget_names_max_intersections(budget, error):
 
 
 @pytest.mark.source_tree("the op's Metal glue")
-def test_the_static_op_has_cpu_and_xla_kernels_only():
-    """No TF GPU or tensorflow-metal kernel: outside XLA a GPU or a Metal device
-    runs the CPU kernel (docs/GAUSSIAN_TILE_BIN.md)."""
+def test_the_static_op_has_the_dynamic_ops_tf_kernels_but_metal():
+    """The TF kernels of GaussianTileBin (the CPU's, and CUDA's in a CUDA
+    build), plus XLA's; no tensorflow-metal kernel: on a Metal device
+    TensorFlow places it on the CPU (docs/GAUSSIAN_TILE_BIN.md)."""
     from tensorflow.python.framework import kernels
 
     metal_ops.load_library()
-    devices = {k.device_type for k in kernels.get_registered_kernels_for_op("MetalOpsGaussianTileBinStatic").kernel}
-    assert "CPU" in devices and not devices - {"CPU", "XLA_CPU_JIT", "XLA_GPU_JIT"}, devices
+    devices = lambda op: {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}  # noqa: E731
+    static = devices("MetalOpsGaussianTileBinStatic")
+    assert "CPU" in static and static - {"XLA_CPU_JIT", "XLA_GPU_JIT"} == devices("MetalOpsGaussianTileBin"), static
     with open(metal_glue, encoding="utf-8") as f:
         glue = f.read()
     assert '"MetalOpsGaussianTileBin"' in glue and "MetalOpsGaussianTileBinStatic" not in glue

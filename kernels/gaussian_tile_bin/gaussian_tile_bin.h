@@ -328,7 +328,7 @@ namespace mo {
 //     gaussian_ids [m] and tile_ranges [tiles, 2], for n >= 0 Gaussians (Count run first when n > 0);
 //   static absl::Status Static(OpKernelContext*, const float* means2d, const int32_t* radii,
 //                              const float* depths, int64_t n, const gaussian_tile_bin::StaticAttrs&,
-//                              const GaussianTileBinStaticOutputs&);  (CPU only)
+//                              const GaussianTileBinStaticOutputs&);
 //     MetalOpsGaussianTileBinStatic's outputs (gtb_static_kept), for n >= 0 Gaussians.
 template <typename Device>
 struct GaussianTileBinFunctor;
@@ -363,8 +363,9 @@ class GaussianTileBinKernel : public OpKernelWithAttrs<gaussian_tile_bin::Attrs>
   }
 };
 
-// MetalOpsGaussianTileBinStatic: outputs of a static size (CPU only; on a
-// GPU the op runs under XLA, gaussian_tile_bin_cuda.cc's handler).
+// MetalOpsGaussianTileBinStatic: outputs of a static size, for every
+// C++-API device (the CPU and CUDA; XLA's handlers run the CPU functor and
+// the CUDA launcher the same way).
 template <typename Device>
 class GaussianTileBinStaticKernel : public OpKernelWithAttrs<gaussian_tile_bin::StaticAttrs> {
  public:

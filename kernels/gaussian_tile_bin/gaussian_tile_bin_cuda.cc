@@ -1,14 +1,15 @@
-// GaussianTileBin on CUDA through TensorFlow: the TF GPU kernel of
-// MetalOpsGaussianTileBin (the kernel class of gaussian_tile_bin.h over the
-// CUDA functor below), running the launchers of gaussian_tile_bin.cu.cc on
-// the op's stream with scratch from TensorFlow's allocator. The number of
-// intersections decides gaussian_ids' shape: the count pass's total is
+// GaussianTileBin on CUDA through TensorFlow: the TF GPU kernels of
+// MetalOpsGaussianTileBin and MetalOpsGaussianTileBinStatic (the kernel
+// classes of gaussian_tile_bin.h over the CUDA functor below), running the
+// launchers of gaussian_tile_bin.cu.cc on the op's stream with scratch from
+// TensorFlow's allocator. The number of intersections decides
+// MetalOpsGaussianTileBin's gaussian_ids shape: the count pass's total is
 // copied to the host (one stream synchronisation per call) before the kernel
-// class allocates the outputs. Compiled only when the installed TensorFlow is
-// a CUDA build (and into `make cuda-lib`); here `make cuda-check`
-// syntax-checks it. XLA's CUDA handler of MetalOpsGaussianTileBinStatic (for
-// the calls gaussian_tile_bin_xla.cc emits) runs its launcher with no
-// read-back: outside XLA that op has its CPU kernel only.
+// class allocates the outputs. MetalOpsGaussianTileBinStatic's outputs have a
+// static size: its launcher reads nothing back, in its TF GPU kernel and in
+// XLA's CUDA handler (for the calls gaussian_tile_bin_xla.cc emits) alike.
+// Compiled only when the installed TensorFlow is a CUDA build (and into
+// `make cuda-lib`); here `make cuda-check` syntax-checks it.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU
 
@@ -82,12 +83,26 @@ struct GaussianTileBinFunctor<GPUDevice> {
                                scratch_bytes > 0 ? scratch.flat<int8_t>().data() : nullptr, scratch_bytes,
                                cuda::Stream(ctx)));
   }
+
+  static absl::Status Static(OpKernelContext* ctx, const float* means2d, const int32_t* radii, const float* depths,
+                             int64_t n, const gaussian_tile_bin::StaticAttrs& a,
+                             const GaussianTileBinStaticOutputs& out) {
+    const size_t scratch_bytes = cuda::GaussianTileBinStaticScratchBytes(n, a);
+    ::tensorflow::Tensor scratch;
+    TF_RETURN_IF_ERROR(Scratch(ctx, scratch_bytes, &scratch));
+    return cuda::LaunchStatus("GaussianTileBinStatic",
+                              cuda::LaunchGaussianTileBinStatic(means2d, radii, depths, n, a, out,
+                                                                scratch.flat<int8_t>().data(), scratch_bytes,
+                                                                cuda::Stream(ctx)));
+  }
 };
 
 }  // namespace mo
 
 REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBin").Device(::tensorflow::DEVICE_GPU),
                         ::mo::GaussianTileBinKernel<::mo::GPUDevice>);
+REGISTER_KERNEL_BUILDER(Name("MetalOpsGaussianTileBinStatic").Device(::tensorflow::DEVICE_GPU),
+                        ::mo::GaussianTileBinStaticKernel<::mo::GPUDevice>);
 
 #if MO_XLA
 // XLA's CUDA handler of MetalOpsGaussianTileBinStatic: the attributes bound

@@ -49,9 +49,9 @@ def gaussian_tile_bin(means2d, radii, depths, *, width, height, tile_size=16, na
     the Gaussian of each of the M intersections, sorted by tile id, then
     depth ascending, then Gaussian index; tile_ranges [tiles_y * tiles_x, 2]
     int32, each tile's [start, end) in gaussian_ids (start == end for a tile
-    no Gaussian touches). Not differentiable (indices). CPU and CUDA (no
-    Metal kernel, no XLA: M depends on the data; `gaussian_tile_bin_static`
-    bins into outputs of a static size).
+    no Gaussian touches). Not differentiable (indices). CPU, CUDA and Metal
+    kernels (no XLA: M depends on the data; `gaussian_tile_bin_static` bins
+    into outputs of a static size).
     """
     op = "gaussian_tile_bin"
     with tf.name_scope(name or op):
@@ -73,8 +73,9 @@ def gaussian_tile_bin_static(means2d, radii, depths, *, width, height, max_inter
     `ray_march_static` keeps whole rays. The kept entries are
     `gaussian_tile_bin`'s of the kept Gaussians alone; the rest of
     gaussian_ids is -1, which no tile range covers. `num_gaussians < N` says
-    that the budget dropped Gaussians. CPU kernel, and XLA kernels on the CPU
-    and CUDA (no Metal kernel).
+    that the budget dropped Gaussians. CPU and CUDA kernels, and XLA kernels
+    on the CPU and CUDA (no Metal kernel: on a Metal device TensorFlow places
+    the op on the CPU).
 
     Args: `gaussian_tile_bin`'s, plus
       max_intersections: B >= 1, the size of gaussian_ids.
