@@ -363,9 +363,8 @@ class GaussianTileBinKernel : public OpKernelWithAttrs<gaussian_tile_bin::Attrs>
   }
 };
 
-// MetalOpsGaussianTileBinStatic: outputs of a static size, for every
-// C++-API device (the CPU and CUDA; XLA's handlers run the CPU functor and
-// the CUDA launcher the same way).
+// MetalOpsGaussianTileBinStatic: outputs of a static size, for every C++-API device (the CPU
+// and CUDA); XLA's handlers run the same CPU functor and CUDA launcher.
 template <typename Device>
 class GaussianTileBinStaticKernel : public OpKernelWithAttrs<gaussian_tile_bin::StaticAttrs> {
  public:
