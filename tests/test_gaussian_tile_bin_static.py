@@ -90,10 +90,9 @@ def test_bad_budget_names_max_intersections(budget, error):
 
 
 @pytest.mark.source_tree("the op's Metal glue")
-def test_the_static_op_has_the_dynamic_ops_tf_kernels_but_metal():
+def test_the_static_op_has_the_dynamic_ops_kernels_and_xlas():
     """The TF kernels of GaussianTileBin (the CPU's, and CUDA's in a CUDA
-    build), plus XLA's; no tensorflow-metal kernel: on a Metal device
-    TensorFlow places it on the CPU (docs/GAUSSIAN_TILE_BIN.md)."""
+    build), plus XLA's; and a tensorflow-metal kernel beside the dynamic op's."""
     from tensorflow.python.framework import kernels
 
     metal_ops.load_library()
@@ -102,4 +101,4 @@ def test_the_static_op_has_the_dynamic_ops_tf_kernels_but_metal():
     assert "CPU" in static and static - {"XLA_CPU_JIT", "XLA_GPU_JIT"} == devices("MetalOpsGaussianTileBin"), static
     with open(metal_glue, encoding="utf-8") as f:
         glue = f.read()
-    assert '"MetalOpsGaussianTileBin"' in glue and "MetalOpsGaussianTileBinStatic" not in glue
+    assert '"MetalOpsGaussianTileBin"' in glue and '"MetalOpsGaussianTileBinStatic"' in glue

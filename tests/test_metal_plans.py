@@ -38,6 +38,8 @@ RERUN_ROUTES = ROUTES + (("1",) if sys.platform == "darwin" else ())
 # the model; an op with a plan and no
 # tests/test_<op>.py fails its run.
 PLANNED_MODULES = [f"tests/test_{op}.py" for op in metal_planned_ops()]
+# GaussianTileBinStatic's plan is its op folder's (gaussian_tile_bin), its tests a module of their own.
+PLANNED_MODULES.append("tests/test_gaussian_tile_bin_static.py")
 
 # The tests left out there, and why.
 # The model runs a threadgroup's threads one after another, so it cannot show
@@ -437,6 +439,36 @@ def test_gaussian_tile_bin_counts_then_sorts_and_a_threadgroup_too_large_compute
     warnings = [line for line in out.stderr.splitlines() if "computes on the CPU instead" in line]
     assert len(warnings) == 1 and "MetalOpsGaussianTileBin (node" in warnings[0], warnings
     assert "gaussian_tile_bin_digits: this GPU runs at most 16 threads per threadgroup" in warnings[0], warnings
+
+
+TILE_BIN_STATIC = """
+import numpy as np, metal_ops
+from metal_ops import metal_path
+from tests.reference import gaussian_tile_bin_static as ref
+m = np.array([[20.0, 20.0], [40.0, 8.0], [5.0, 30.0], [44.0, 35.0]], np.float32)
+r = np.array([[10, 6], [30, 12], [0, 0], [4, 4]], np.int32)
+d = np.array([2.0, 1.0, 2.0, 0.5], np.float32)
+for n, budget in [(4, 40), (4, 9), (4, 3), (0, 5)]:
+    before = metal_path.metal_runs(), metal_path.metal_fallbacks()
+    got = metal_ops.gaussian_tile_bin_static(m[:n], r[:n], d[:n], width=50, height=40, max_intersections=budget)
+    after = metal_path.metal_runs(), metal_path.metal_fallbacks()
+    want = ref.reference(m[:n], r[:n], d[:n], 50, 40, budget)
+    same = all(np.array_equal(np.asarray(g), w) for g, w in zip(got, want))
+    print(same, int(got.num_gaussians), after[0][0] - before[0][0], after[0][1] - before[0][1], after[1] - before[1])
+"""
+
+
+def test_gaussian_tile_bin_static_is_one_plan_that_cuts_on_the_gpu():
+    """GaussianTileBinStatic is one plan, nothing read between its passes: the
+    count and scan, the cut, the kept Gaussians' keys, the padding, five radix
+    passes of three dispatches (12 tiles: 36 key bits) and the ranges; with
+    no Gaussian, the limits and counts zeroed instead of the first four. Its
+    outputs are the reference's with every Gaussian kept, some and none."""
+    out = run_child(TILE_BIN_STATIC)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [line.split() for line in out.stdout.splitlines()[-4:]]
+    assert rows == [["True", "4", "1", "21", "0"], ["True", "1", "1", "21", "0"], ["True", "0", "1", "21", "0"],
+                    ["True", "0", "1", "20", "0"]], out.stdout
 
 
 PVR_BAD = """

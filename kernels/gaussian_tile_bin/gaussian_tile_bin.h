@@ -114,12 +114,13 @@ MO_FN int64 gtb_first_of_tile(const MO_DEVICE Key* keys, int64 m, int64 tile) {
 // inclusive prefix sum of the n Gaussians' tile counts. Gaussian i is kept
 // exactly when ends[i] <= budget; the kept intersections are GaussianTileBin's
 // of the kept Gaussians alone, and gaussian_ids past them hold
-// kGtbStaticPadId.
-MO_FN int64 gtb_static_kept(const MO_DEVICE int64* ends, int64 n, int64 budget) {
+// kGtbStaticPadId. (The CPU's and CUDA's ends are int64, Metal's uint64.)
+template <typename End>
+MO_FN int64 gtb_static_kept(const MO_DEVICE End* ends, int64 n, int64 budget) {
   int64 lo = 0, hi = n;
   while (lo < hi) {
     const int64 mid = lo + ((hi - lo) >> 1);
-    if (ends[mid] <= budget) {
+    if (int64(ends[mid]) <= budget) {
       lo = mid + 1;
     } else {
       hi = mid;
@@ -151,9 +152,17 @@ struct GaussianTileBinStaticOutputs {
 // scan of those counts in digit-major order (digit, threadgroup), and the
 // scatter (gaussian_tile_bin_scatter: each thread its keys in order, after
 // those of the earlier threads and threadgroups with the same digit: stable).
+// GaussianTileBinStatic's one plan: the count and scan, the cut
+// (gaussian_tile_bin_cut, one thread: gtb_static_kept, the kept Gaussians
+// and their intersections m into `limits` and the count outputs), the kept
+// Gaussians' keys (gaussian_tile_bin_keys_kept), the budget's last B - m
+// keys all ones with kGtbStaticPadId (gaussian_tile_bin_pad), the radix
+// sort of all B keys (the padding sorts last) and the ranges of the m kept
+// keys. `limits` holds {m, kept Gaussians}; the ranges read their m there,
+// and the fill's from its total.
 struct GaussianTileBinParams {
   int64 num_gaussians;
-  int64 num_intersections;
+  int64 num_intersections;  // the fill's m; the static plan's budget B
   int64 tiles;
   int32 tile_size, tiles_x, tiles_y, pad;
 };
@@ -180,9 +189,13 @@ enum GaussianTileBinSizes {
 // The shaders' buffer indices.
 enum GaussianTileBinBuffers {
   kGtbMeans2d = 0, kGtbRadii, kGtbDepths, kGtbOffsets, kGtbKeys, kGtbIds, kGtbParams,  // count, keys
+  kGtbKeysLimits,                                                                     // keys_kept: keys', then limits
   kGtbScanData = 0, kGtbScanTotal, kGtbScanParams,                                    // scan
   kGtbSortKeys = 0, kGtbSortIds, kGtbSortHist, kGtbSortKeysOut, kGtbSortIdsOut, kGtbSortParams,  // digits, scatter
-  kGtbRangesKeys = 0, kGtbRangesOut, kGtbRangesParams                                 // ranges
+  kGtbRangesKeys = 0, kGtbRangesOut, kGtbRangesParams, kGtbRangesCount,             // ranges
+  kGtbCutOffsets = 0, kGtbCutTotal, kGtbCutLimits, kGtbCutNumIntersections, kGtbCutNumGaussians,
+  kGtbCutParams,                                                                      // cut
+  kGtbPadKeys = 0, kGtbPadIds, kGtbPadLimits, kGtbPadParams                           // pad
 };
 
 // A key's radix digit at bit `shift`.
@@ -257,7 +270,7 @@ inline Result Intersections(int64_t m) {
 #include "kernels/metal_plan/plan.h"  // host
 
 // The Metal plans (gaussian_tile_bin_metal.cc; shaders gaussian_tile_bin.metal),
-// two because the number of intersections decides gaussian_ids' shape:
+// GaussianTileBin's two because the number of intersections decides gaussian_ids' shape:
 //   GaussianTileBinCount (n > 0): the total, in one uint64;
 //   the caller reads it once that plan has completed, allocates the outputs, then
 //   GaussianTileBinFill: gaussian_ids and tile_ranges (m = 0: the ranges zeroed).
@@ -274,6 +287,18 @@ enum GaussianTileBinFillSlots {
 };
 Plan GaussianTileBinCount(int64_t n, const gaussian_tile_bin::Attrs& a);
 Plan GaussianTileBinFill(int64_t n, int64_t m, const gaussian_tile_bin::Attrs& a);
+// GaussianTileBinStatic's one plan, for n >= 0 Gaussians (nothing read back).
+enum GaussianTileBinStaticSlots {
+  kGtbStaticSlotMeans2d,
+  kGtbStaticSlotRadii,
+  kGtbStaticSlotDepths,
+  kGtbStaticSlotGaussianIds,       // int32 [max_intersections]
+  kGtbStaticSlotTileRanges,        // int32 [tiles, 2]
+  kGtbStaticSlotNumIntersections,  // int32 []
+  kGtbStaticSlotNumGaussians,      // int32 []
+  kGtbStaticSlots
+};
+Plan GaussianTileBinStatic(int64_t n, const gaussian_tile_bin::StaticAttrs& a);
 }  // namespace mo::metal_plan
 #endif  // !__CUDACC__
 

@@ -10,7 +10,8 @@
 // where kernels/cpu/metal_offload.h sends them. MetalOpsGaussianTileBinStatic
 // (its CPU kernel and XLA's host handler, for the calls
 // gaussian_tile_bin_xla.cc emits) runs the count, cuts at the budget
-// (gtb_static_kept) and bins the kept Gaussians with the same Bin.
+// (gtb_static_kept) and bins the kept Gaussians with Bin's loops, or runs its
+// Metal plan (gaussian_tile_bin_metal.cc) where metal_offload.h sends it.
 #include "kernels/framework/tf_eigen.h"  // first: silences a warning in TensorFlow's headers
 
 #include <algorithm>
@@ -56,23 +57,34 @@ struct GaussianTileBinFunctor<Eigen::ThreadPoolDevice> {
         });
   }
 
-  // MetalOpsGaussianTileBinStatic: the cut (gtb_static_kept), then Bin of the
-  // kept Gaussians alone (on Metal where Bin runs there) and the padding.
+  // MetalOpsGaussianTileBinStatic: its Metal plan, or the cut
+  // (gtb_static_kept), Bin's loops for the kept Gaussians alone and the padding.
   static absl::Status Static(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,
                              int64_t n, const gaussian_tile_bin::StaticAttrs& a,
                              const GaussianTileBinStaticOutputs& out) {
-    std::vector<int64_t> ends(static_cast<size_t>(n));
-    Ends(ctx, means2d, radii, n, a, ends.data());
     const int64_t budget = a.max_intersections;
-    const int64_t kept = gtb_static_kept(ends.data(), n, budget);
-    const int64_t m = kept > 0 ? ends[kept - 1] : 0;
-    State state;
-    absl::Status status = Bin(ctx, means2d, radii, depths, kept, a, &state, m, out.gaussian_ids, out.tile_ranges);
-    if (!status.ok()) return status;
-    std::fill(out.gaussian_ids + m, out.gaussian_ids + budget, int32_t{kGtbStaticPadId});
-    *out.num_intersections = static_cast<int32_t>(m);
-    *out.num_gaussians = static_cast<int32_t>(kept);
-    return absl::OkStatus();
+    return cpu::MetalOrCpu(
+        ctx,
+        [&](const cpu::MetalRoute& metal) {
+          return metal.Run(
+              n, [&] { return metal_plan::GaussianTileBinStatic(n, a); },
+              {cpu::Slot(means2d, uint64_t(n) * 2 * sizeof(float)),
+               cpu::Slot(radii, uint64_t(n) * 2 * sizeof(int32_t)), cpu::Slot(depths, uint64_t(n) * sizeof(float)),
+               cpu::Slot(out.gaussian_ids, uint64_t(budget) * sizeof(int32_t)),
+               cpu::Slot(out.tile_ranges, uint64_t(gaussian_tile_bin::Tiles(a)) * 2 * sizeof(int32_t)),
+               cpu::Slot(out.num_intersections, sizeof(int32_t)), cpu::Slot(out.num_gaussians, sizeof(int32_t))});
+        },
+        [&] {
+          std::vector<int64_t> ends(static_cast<size_t>(n));
+          Ends(ctx, means2d, radii, n, a, ends.data());
+          const int64_t kept = gtb_static_kept(ends.data(), n, budget);
+          const int64_t m = kept > 0 ? ends[kept - 1] : 0;
+          absl::Status status = Loops(ctx, means2d, radii, depths, kept, a, m, out.gaussian_ids, out.tile_ranges);
+          std::fill(out.gaussian_ids + m, out.gaussian_ids + budget, int32_t{kGtbStaticPadId});
+          *out.num_intersections = static_cast<int32_t>(m);
+          *out.num_gaussians = static_cast<int32_t>(kept);
+          return status;
+        });
   }
 
   static absl::Status Bin(cpu::Context ctx, const float* means2d, const int32_t* radii, const float* depths,

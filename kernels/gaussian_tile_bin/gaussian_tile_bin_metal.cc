@@ -1,15 +1,17 @@
-// GaussianTileBin on Metal: the op's two Metal plans (shaders
-// gaussian_tile_bin.metal; every Metal path runs them: the CPU kernel's
-// offload, the MSL shim, tensorflow-metal) and, on macOS, its kernel on the
-// Metal PluggableDevice ("GPU" with tensorflow-metal) through the shared glue
-// (kernels/metal/metal_kernel.h).
+// GaussianTileBin on Metal: the op's two Metal plans and GaussianTileBinStatic's
+// one (shaders gaussian_tile_bin.metal; every Metal path runs them: the CPU
+// kernels' offload, the MSL shim, tensorflow-metal) and, on macOS, the two
+// ops' kernels on the Metal PluggableDevice ("GPU" with tensorflow-metal)
+// through the shared glue (kernels/metal/metal_kernel.h).
 //
 // The number of intersections decides gaussian_ids' shape, so the count plan
 // runs with RunPlan(..., wait), as RayMarch's: its command buffer is
 // submitted inside the stream's queue and waited for outside it, the total is
 // read from a shared buffer, the outputs are allocated, and the fill plan is
 // encoded. The fill plan counts and scans again rather than keeping the
-// offsets between the calls, so each plan stands alone.
+// offsets between the calls, so each plan stands alone. GaussianTileBinStatic's
+// outputs have a static size: its one plan cuts at the budget on the GPU and
+// nothing is read back.
 #include <cstdint>
 
 #include "kernels/gaussian_tile_bin/gaussian_tile_bin.h"
@@ -45,6 +47,69 @@ void CountAndScan(PlanBuilder& b, const GaussianTileBinParams& p, int offsets, i
   Scan(b, offsets, uint64_t(p.num_gaussians), total_scratch, total_slot);
 }
 
+// A stable radix sort of m keys with their ids: two buffers of each, the
+// passes alternating between them so that the last one writes buffer 1,
+// whose ids are the plan's output slot `ids_slot` (buffer 0's a scratch).
+struct RadixSort {
+  RadixSort(PlanBuilder& builder, uint64_t keys_to_sort, int64_t tiles, int output_ids_slot)
+      : b(builder),
+        m(keys_to_sort),
+        groups(uint32_t((m + kGtbSortThreads * kGtbSortItems - 1) / (kGtbSortThreads * kGtbSortItems))),
+        passes((gtb_key_bits(tiles) + 7) / 8),
+        keys{b.NewScratch(m * sizeof(uint64_t)), b.NewScratch(m * sizeof(uint64_t))},
+        ids(b.NewScratch(m * sizeof(int32_t))),
+        hist(b.NewScratch(uint64_t(kGtbRadix) * groups * sizeof(uint64_t))),
+        hist_total(b.NewScratch(sizeof(uint64_t))),
+        ids_slot(output_ids_slot) {}
+
+  // The buffer the unsorted keys go to.
+  int First() const { return passes % 2 == 0 ? 1 : 0; }
+
+  // Buffer `buffer`'s ids at shader index `index`.
+  PlanBuilder& BindIds(int buffer, uint32_t index, bool write) {
+    if (buffer == 0) return b.Scratch(index, ids);
+    return write ? b.Output(index, ids_slot) : b.Tensor(index, ids_slot);
+  }
+
+  // The passes, from buffer First() to buffer 1.
+  void Passes() {
+    const uint32_t tg_bytes = uint32_t(kGtbSortThreads * kGtbRadix * sizeof(uint16_t));
+    int source = First();
+    for (int pass = 0; pass < passes; ++pass) {
+      const GtbSortParams s = {uint32_t(m), groups, uint32_t(8 * pass), 0};
+      b.Threadgroups("gaussian_tile_bin", "gaussian_tile_bin_digits", groups, kGtbSortThreads, tg_bytes)
+          .Scratch(kGtbSortKeys, keys[source])
+          .Scratch(kGtbSortHist, hist)
+          .Value(kGtbSortParams, s);
+      Scan(b, hist, uint64_t(kGtbRadix) * groups, hist_total, -1);
+      const int target = 1 - source;
+      b.Threadgroups("gaussian_tile_bin", "gaussian_tile_bin_scatter", groups, kGtbSortThreads, tg_bytes)
+          .Scratch(kGtbSortKeys, keys[source])
+          .Scratch(kGtbSortHist, hist)
+          .Scratch(kGtbSortKeysOut, keys[target])
+          .Value(kGtbSortParams, s);
+      BindIds(source, kGtbSortIds, false);
+      BindIds(target, kGtbSortIdsOut, true);
+      source = target;
+    }
+  }
+
+  PlanBuilder& b;
+  const uint64_t m;
+  const uint32_t groups;
+  const int passes;
+  const int keys[2], ids, hist, hist_total, ids_slot;
+};
+
+// Each tile's range among the first count[0] keys of sorted buffer 1.
+void Ranges(PlanBuilder& b, const GaussianTileBinParams& p, const RadixSort& sort, int count, int ranges_slot) {
+  b.Threads("gaussian_tile_bin", "gaussian_tile_bin_ranges", uint64_t(p.tiles))
+      .Scratch(kGtbRangesKeys, sort.keys[1])
+      .Output(kGtbRangesOut, ranges_slot)
+      .Value(kGtbRangesParams, p)
+      .Scratch(kGtbRangesCount, count);
+}
+
 }  // namespace
 
 Plan GaussianTileBinCount(int64_t n, const gaussian_tile_bin::Attrs& a) {
@@ -63,50 +128,62 @@ Plan GaussianTileBinFill(int64_t n, int64_t m, const gaussian_tile_bin::Attrs& a
     b.Zero(kGtbFillSlotTileRanges, uint64_t(p.tiles) * 2 * sizeof(int32_t));
     return b.Finish();
   }
-  const uint64_t items = uint64_t(kGtbSortThreads) * kGtbSortItems;
-  const uint32_t groups = uint32_t((uint64_t(m) + items - 1) / items);
+  RadixSort sort(b, uint64_t(m), p.tiles, kGtbFillSlotGaussianIds);
   const int offsets = b.NewScratch(uint64_t(n) * sizeof(uint64_t));
-  const int total = b.NewScratch(sizeof(uint64_t));
-  const int keys[2] = {b.NewScratch(uint64_t(m) * sizeof(uint64_t)), b.NewScratch(uint64_t(m) * sizeof(uint64_t))};
-  const int ids = b.NewScratch(uint64_t(m) * sizeof(int32_t));  // buffer 0's ids; buffer 1's are gaussian_ids
-  const int hist = b.NewScratch(uint64_t(kGtbRadix) * groups * sizeof(uint64_t));
+  const int total = b.NewScratch(sizeof(uint64_t));  // m
   CountAndScan(b, p, offsets, total, -1);
-  // The passes alternate between the two buffers so that the last one writes buffer 1.
-  const int passes = (gtb_key_bits(p.tiles) + 7) / 8;
-  auto bind_ids = [&](int buffer, uint32_t index, bool write) -> PlanBuilder& {
-    if (buffer == 0) return b.Scratch(index, ids);
-    return write ? b.Output(index, kGtbFillSlotGaussianIds) : b.Tensor(index, kGtbFillSlotGaussianIds);
-  };
-  int source = passes % 2 == 0 ? 1 : 0;
   b.Threads("gaussian_tile_bin", "gaussian_tile_bin_keys", uint64_t(n))
       .Tensors({{kGtbMeans2d, kGtbFillSlotMeans2d}, {kGtbRadii, kGtbFillSlotRadii}, {kGtbDepths, kGtbFillSlotDepths}},
                {})
       .Scratch(kGtbOffsets, offsets)
-      .Scratch(kGtbKeys, keys[source])
+      .Scratch(kGtbKeys, sort.keys[sort.First()])
       .Value(kGtbParams, p);
-  bind_ids(source, kGtbIds, true);
-  const uint32_t tg_bytes = uint32_t(kGtbSortThreads * kGtbRadix * sizeof(uint16_t));
-  for (int pass = 0; pass < passes; ++pass) {
-    const GtbSortParams s = {uint32_t(m), groups, uint32_t(8 * pass), 0};
-    b.Threadgroups("gaussian_tile_bin", "gaussian_tile_bin_digits", groups, kGtbSortThreads, tg_bytes)
-        .Scratch(kGtbSortKeys, keys[source])
-        .Scratch(kGtbSortHist, hist)
-        .Value(kGtbSortParams, s);
-    Scan(b, hist, uint64_t(kGtbRadix) * groups, total, -1);
-    const int target = 1 - source;
-    b.Threadgroups("gaussian_tile_bin", "gaussian_tile_bin_scatter", groups, kGtbSortThreads, tg_bytes)
-        .Scratch(kGtbSortKeys, keys[source])
-        .Scratch(kGtbSortHist, hist)
-        .Scratch(kGtbSortKeysOut, keys[target])
-        .Value(kGtbSortParams, s);
-    bind_ids(source, kGtbSortIds, false);
-    bind_ids(target, kGtbSortIdsOut, true);
-    source = target;
+  sort.BindIds(sort.First(), kGtbIds, true);
+  sort.Passes();
+  Ranges(b, p, sort, total, kGtbFillSlotTileRanges);
+  return b.Finish();
+}
+
+Plan GaussianTileBinStatic(int64_t n, const gaussian_tile_bin::StaticAttrs& a) {
+  static_assert(int(kGtbStaticSlotMeans2d) == int(kGtbSlotMeans2d) && int(kGtbStaticSlotRadii) == int(kGtbSlotRadii),
+                "the count passes bind the same input slots in both plans");
+  PlanBuilder b(kGtbStaticSlots);
+  const uint64_t budget = uint64_t(a.max_intersections);
+  const GaussianTileBinParams p = ParamsOf(n, int64_t(budget), a);
+  RadixSort sort(b, budget, p.tiles, kGtbStaticSlotGaussianIds);
+  const int limits = b.NewScratch(2 * sizeof(uint64_t));  // {m, kept Gaussians}
+  if (n > 0) {
+    const int offsets = b.NewScratch(uint64_t(n) * sizeof(uint64_t));
+    const int total = b.NewScratch(sizeof(uint64_t));
+    CountAndScan(b, p, offsets, total, -1);
+    b.Threads("gaussian_tile_bin", "gaussian_tile_bin_cut", 1)
+        .Scratch(kGtbCutOffsets, offsets)
+        .Scratch(kGtbCutTotal, total)
+        .Scratch(kGtbCutLimits, limits)
+        .Output(kGtbCutNumIntersections, kGtbStaticSlotNumIntersections)
+        .Output(kGtbCutNumGaussians, kGtbStaticSlotNumGaussians)
+        .Value(kGtbCutParams, p);
+    b.Threads("gaussian_tile_bin", "gaussian_tile_bin_keys_kept", uint64_t(n))
+        .Tensors({{kGtbMeans2d, kGtbStaticSlotMeans2d}, {kGtbRadii, kGtbStaticSlotRadii},
+                  {kGtbDepths, kGtbStaticSlotDepths}},
+                 {})
+        .Scratch(kGtbOffsets, offsets)
+        .Scratch(kGtbKeys, sort.keys[sort.First()])
+        .Value(kGtbParams, p)
+        .Scratch(kGtbKeysLimits, limits);
+    sort.BindIds(sort.First(), kGtbIds, true);
+  } else {
+    b.ZeroScratch(limits, 2 * sizeof(uint64_t));
+    b.Zero(kGtbStaticSlotNumIntersections, sizeof(int32_t));
+    b.Zero(kGtbStaticSlotNumGaussians, sizeof(int32_t));
   }
-  b.Threads("gaussian_tile_bin", "gaussian_tile_bin_ranges", uint64_t(p.tiles))
-      .Scratch(kGtbRangesKeys, keys[1])
-      .Output(kGtbRangesOut, kGtbFillSlotTileRanges)
-      .Value(kGtbRangesParams, p);
+  b.Threads("gaussian_tile_bin", "gaussian_tile_bin_pad", budget)
+      .Scratch(kGtbPadKeys, sort.keys[sort.First()])
+      .Scratch(kGtbPadLimits, limits)
+      .Value(kGtbPadParams, p);
+  sort.BindIds(sort.First(), kGtbPadIds, true);
+  sort.Passes();
+  Ranges(b, p, sort, limits, kGtbStaticSlotTileRanges);
   return b.Finish();
 }
 
@@ -117,15 +194,17 @@ Plan GaussianTileBinFill(int64_t n, int64_t m, const gaussian_tile_bin::Attrs& a
 
 namespace {
 
+// Whether the three inputs came and have the op's shapes (else the call's error is set).
+bool CheckedInputs(mo::metal::KernelCall& call, const std::vector<TF_Tensor*>& in) {
+  return call.ok() && call.Check(mo::gaussian_tile_bin::Shapes(mo::metal::DimsOf(in[0]), mo::metal::DimsOf(in[1]),
+                                                               mo::metal::DimsOf(in[2])));
+}
+
 // The count plan and its read-back (n > 0 Gaussians), then the outputs and the fill plan.
 void TileBin(void* kernel, mo::metal::KernelCall& call) {
   const auto& a = *static_cast<const mo::gaussian_tile_bin::Attrs*>(kernel);
   const std::vector<TF_Tensor*> in = call.Inputs(3);
-  if (!call.ok() ||
-      !call.Check(mo::gaussian_tile_bin::Shapes(mo::metal::DimsOf(in[0]), mo::metal::DimsOf(in[1]),
-                                                mo::metal::DimsOf(in[2])))) {
-    return;
-  }
+  if (!CheckedInputs(call, in)) return;
   const int64_t n = TF_Dim(in[0], 0);
   int64_t m = 0;
   if (n > 0) {
@@ -140,8 +219,25 @@ void TileBin(void* kernel, mo::metal::KernelCall& call) {
   if (call.ok()) call.RunPlan(mo::metal_plan::GaussianTileBinFill(n, m, a), {in[0], in[1], in[2], ids, ranges});
 }
 
+// The static outputs and the one plan, no wait.
+void TileBinStatic(void* kernel, mo::metal::KernelCall& call) {
+  const auto& a = *static_cast<const mo::gaussian_tile_bin::StaticAttrs*>(kernel);
+  const std::vector<TF_Tensor*> in = call.Inputs(3);
+  if (!CheckedInputs(call, in)) return;
+  TF_Tensor* ids = call.Output(0, TF_INT32, {a.max_intersections});
+  TF_Tensor* ranges = call.Output(1, TF_INT32, {mo::gaussian_tile_bin::Tiles(a), 2});
+  TF_Tensor* num_intersections = call.Output(2, TF_INT32, {});
+  TF_Tensor* num_gaussians = call.Output(3, TF_INT32, {});
+  if (call.ok()) {
+    call.RunPlan(mo::metal_plan::GaussianTileBinStatic(TF_Dim(in[0], 0), a),
+                 {in[0], in[1], in[2], ids, ranges, num_intersections, num_gaussians});
+  }
+}
+
 const bool registered = mo::metal::RegisterWithAttrs<mo::gaussian_tile_bin::Attrs>(
     "MetalOpsGaussianTileBin", {mo::metal::kNoTypeConstraint}, &mo::metal::Compute<TileBin>);
+const bool registered_static = mo::metal::RegisterWithAttrs<mo::gaussian_tile_bin::StaticAttrs>(
+    "MetalOpsGaussianTileBinStatic", {mo::metal::kNoTypeConstraint}, &mo::metal::Compute<TileBinStatic>);
 
 }  // namespace
 #endif  // __APPLE__

@@ -73,9 +73,8 @@ def gaussian_tile_bin_static(means2d, radii, depths, *, width, height, max_inter
     `ray_march_static` keeps whole rays. The kept entries are
     `gaussian_tile_bin`'s of the kept Gaussians alone; the rest of
     gaussian_ids is -1, which no tile range covers. `num_gaussians < N` says
-    that the budget dropped Gaussians. CPU and CUDA kernels, and XLA kernels
-    on the CPU and CUDA (no Metal kernel: on a Metal device TensorFlow places
-    the op on the CPU).
+    that the budget dropped Gaussians. CPU, CUDA and Metal kernels (the GPUs'
+    read nothing back to the host), and XLA kernels on the CPU and CUDA.
 
     Args: `gaussian_tile_bin`'s, plus
       max_intersections: B >= 1, the size of gaussian_ids.
