@@ -101,6 +101,23 @@ struct RadixSort {
   const int keys[2], ids, hist, hist_total, ids_slot;
 };
 
+// Each Gaussian's keys and ids from its offset on, into the sort's first
+// buffer: `function` is gaussian_tile_bin_keys (every Gaussian) or
+// gaussian_tile_bin_keys_kept (the kept ones; its limits bound after).
+PlanBuilder& Keys(PlanBuilder& b, const GaussianTileBinParams& p, RadixSort& sort, int offsets, const char* function) {
+  static_assert(int(kGtbFillSlotMeans2d) == int(kGtbStaticSlotMeans2d) &&
+                    int(kGtbFillSlotRadii) == int(kGtbStaticSlotRadii) &&
+                    int(kGtbFillSlotDepths) == int(kGtbStaticSlotDepths),
+                "both plans bind the same input slots");
+  b.Threads("gaussian_tile_bin", function, uint64_t(p.num_gaussians))
+      .Tensors({{kGtbMeans2d, kGtbFillSlotMeans2d}, {kGtbRadii, kGtbFillSlotRadii}, {kGtbDepths, kGtbFillSlotDepths}},
+               {})
+      .Scratch(kGtbOffsets, offsets)
+      .Scratch(kGtbKeys, sort.keys[sort.First()])
+      .Value(kGtbParams, p);
+  return sort.BindIds(sort.First(), kGtbIds, true);
+}
+
 // Each tile's range among the first count[0] keys of sorted buffer 1.
 void Ranges(PlanBuilder& b, const GaussianTileBinParams& p, const RadixSort& sort, int count, int ranges_slot) {
   b.Threads("gaussian_tile_bin", "gaussian_tile_bin_ranges", uint64_t(p.tiles))
@@ -132,13 +149,7 @@ Plan GaussianTileBinFill(int64_t n, int64_t m, const gaussian_tile_bin::Attrs& a
   const int offsets = b.NewScratch(uint64_t(n) * sizeof(uint64_t));
   const int total = b.NewScratch(sizeof(uint64_t));  // m
   CountAndScan(b, p, offsets, total, -1);
-  b.Threads("gaussian_tile_bin", "gaussian_tile_bin_keys", uint64_t(n))
-      .Tensors({{kGtbMeans2d, kGtbFillSlotMeans2d}, {kGtbRadii, kGtbFillSlotRadii}, {kGtbDepths, kGtbFillSlotDepths}},
-               {})
-      .Scratch(kGtbOffsets, offsets)
-      .Scratch(kGtbKeys, sort.keys[sort.First()])
-      .Value(kGtbParams, p);
-  sort.BindIds(sort.First(), kGtbIds, true);
+  Keys(b, p, sort, offsets, "gaussian_tile_bin_keys");
   sort.Passes();
   Ranges(b, p, sort, total, kGtbFillSlotTileRanges);
   return b.Finish();
@@ -163,15 +174,7 @@ Plan GaussianTileBinStatic(int64_t n, const gaussian_tile_bin::StaticAttrs& a) {
         .Output(kGtbCutNumIntersections, kGtbStaticSlotNumIntersections)
         .Output(kGtbCutNumGaussians, kGtbStaticSlotNumGaussians)
         .Value(kGtbCutParams, p);
-    b.Threads("gaussian_tile_bin", "gaussian_tile_bin_keys_kept", uint64_t(n))
-        .Tensors({{kGtbMeans2d, kGtbStaticSlotMeans2d}, {kGtbRadii, kGtbStaticSlotRadii},
-                  {kGtbDepths, kGtbStaticSlotDepths}},
-                 {})
-        .Scratch(kGtbOffsets, offsets)
-        .Scratch(kGtbKeys, sort.keys[sort.First()])
-        .Value(kGtbParams, p)
-        .Scratch(kGtbKeysLimits, limits);
-    sort.BindIds(sort.First(), kGtbIds, true);
+    Keys(b, p, sort, offsets, "gaussian_tile_bin_keys_kept").Scratch(kGtbKeysLimits, limits);
   } else {
     b.ZeroScratch(limits, 2 * sizeof(uint64_t));
     b.Zero(kGtbStaticSlotNumIntersections, sizeof(int32_t));
